@@ -1,0 +1,5 @@
+import sys
+
+from kgate.cli import main
+
+sys.exit(main())

@@ -1,0 +1,131 @@
+"""`kgate` command line: parse arguments, dispatch to `kgate.commands.<verb>.run`.
+
+Exit codes: 0 clean, 1 findings (or a failing ratchet), 2 usage,
+configuration or toolchain errors. A user's mistake never prints a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import Sequence
+
+from kgate import __version__
+from kgate.errors import KgateError
+
+FORMATS = ("terminal", "json", "sarif", "github", "junit")
+COMMANDS = {
+    "check": "compile registered kernels and run every rule (the gate)",
+    "lint": "source rules only: no compiling, no import of the project's code",
+    "explain": "print a rule's documentation",
+    "rules": "list every rule",
+    "baseline": "re-pin the ratchet baseline",
+    "doctor": "show which compilers and tools kgate found",
+    "ulp": "run the bundled kernels' precision tests",
+    "audit": "write the HTML and Markdown audit report",
+    "merge": "combine the JSON results of sharded runs",
+    "selftest": "prove every rule still fires on its planted bad case",
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        raise SystemExit(f"kgate: error: {message}")
+
+
+def _add_selection(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", metavar="FILE", help="pyproject.toml or kgate.toml (default: nearest)")
+    p.add_argument("--select", metavar="CODES", help="comma-separated codes, prefixes or names (replaces config)")
+    p.add_argument("--extend-select", metavar="CODES", help="add to the selection")
+    p.add_argument("--ignore", metavar="CODES", help="remove from the selection")
+
+
+def _add_output(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--format", "--output-format", dest="format", choices=FORMATS, default="terminal")
+    p.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout")
+    p.add_argument("--statistics", action="store_true", help="one line per rule: count, code, name")
+    p.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
+    p.add_argument("--fail-on", choices=("error", "warning", "note"), default=None,
+                   help="lowest severity that fails the run (default: error)")
+    p.add_argument("-q", "--quiet", action="store_true", help="only the findings and the summary line")
+    p.add_argument("--no-baseline", action="store_true", help="ignore the baseline file")
+    p.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="kgate", description="Gate GPU kernel repositories on what the compiler produced.")
+    parser.add_argument("--version", action="version", version=f"kgate {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name, help_text in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        if name in ("check", "lint", "baseline", "audit"):
+            _add_selection(p)
+        if name in ("check", "lint"):
+            _add_output(p)
+        if name in ("check", "baseline", "audit"):
+            p.add_argument("--target", action="append", metavar="SM", help="only this target (repeatable)")
+            p.add_argument("--kernel", action="append", metavar="GLOB", help="only kernels matching (repeatable)")
+            p.add_argument("-j", "--jobs", type=int, metavar="N", help="compile workers (default: all cores)")
+            p.add_argument("--sass", action="store_true", help="disassemble every kernel (slower)")
+            p.add_argument("-v", "--verbose", action="store_true", help="also show the toolchain found")
+        if name in ("check", "baseline"):
+            p.add_argument("--shard", metavar="I/N", help="gate only slice I of N (1-based)")
+        if name in ("lint", "baseline"):
+            p.add_argument("paths", nargs="*", help="files or folders (default: the project)")
+        if name == "explain":
+            p.add_argument("code", help="rule code or name, e.g. KG103 or spill")
+            p.add_argument("--format", choices=("text", "json"), default="text")
+        if name == "rules":
+            p.add_argument("--format", choices=("text", "json"), default="text")
+        if name == "baseline":
+            p.add_argument("action", choices=("update", "show"), help="update: re-pin; show: print the file")
+            p.add_argument("--accept-new", action="store_true", help="also pin new findings and worse metrics")
+            p.add_argument("--only", choices=("check", "lint"), default=None,
+                           help="re-pin only the compiled (check) or source (lint) part")
+        if name == "ulp":
+            p.add_argument("--device", choices=("auto", "cpu", "gpu"), default="auto")
+            p.add_argument("-k", dest="keyword", metavar="EXPR", help="only tests matching (pytest -k)")
+        if name == "audit":
+            p.add_argument("-o", "--output", metavar="DIR", default="kgate-audit",
+                           help="folder for report.html and report.md (default: kgate-audit)")
+            p.add_argument("--profile", action="append", metavar="CARD",
+                           help="device profile to show (repeatable; default: the target's cards)")
+            p.add_argument("--no-baseline", action="store_true")
+        if name == "merge":
+            p.add_argument("inputs", nargs="+", help="JSON results of `kgate check --format json --shard I/N`")
+            _add_output(p)
+            p.add_argument("--config", metavar="FILE")
+        if name == "doctor":
+            p.add_argument("--config", metavar="FILE")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        if isinstance(exc.code, str):
+            print(exc.code, file=sys.stderr)
+            return 2
+        return int(exc.code or 0)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    try:
+        module = importlib.import_module(f"kgate.commands.{args.command}")
+        return int(module.run(args))
+    except KgateError as exc:
+        print(f"kgate: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("kgate: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

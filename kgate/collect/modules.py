@@ -1,0 +1,113 @@
+"""Python modules of the project, resolved from source without importing them.
+
+Used for two things: the module name of a file that carries a
+`kgate.register` decorator, and the closure of project files a kernel module
+imports (its cache key: editing any of them recompiles the kernel).
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+from functools import lru_cache
+from pathlib import Path
+
+
+def import_roots(root: Path, python_path: tuple[str, ...]) -> list[Path]:
+    roots = [(root / p).resolve() for p in python_path]
+    return sorted({r for r in roots if r.is_dir()}, key=lambda p: -len(p.parts))
+
+
+def module_name(path: Path, roots: list[Path]) -> tuple[str, Path] | None:
+    """(dotted module name, import root) of a file, trying the deepest root first."""
+    path = path.resolve()
+    for root in roots:
+        try:
+            rel = path.relative_to(root)
+        except ValueError:
+            continue
+        parts = list(rel.with_suffix("").parts)
+        if parts and parts[-1] == "__init__":
+            parts.pop()
+        if parts and all(p.isidentifier() for p in parts):
+            return ".".join(parts), root
+    return None
+
+
+def module_file(module: str, roots: list[Path]) -> tuple[Path, Path] | None:
+    """(file, import root) of a dotted module name under one of the roots."""
+    rel = Path(*module.split("."))
+    for root in roots:
+        for candidate in (root / rel.with_suffix(".py"), root / rel / "__init__.py"):
+            if candidate.is_file():
+                return candidate, root
+    return None
+
+
+@lru_cache(maxsize=4096)
+def _imports(path: Path, mtime_ns: int, size: int) -> tuple[tuple[str, int, str], ...]:
+    """(module, level, name) for every import statement of a file."""
+    try:
+        tree = ast.parse(path.read_bytes())
+    except (SyntaxError, ValueError, OSError):
+        return ()
+    out: list[tuple[str, int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.extend((alias.name, 0, "") for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            out.extend((node.module or "", node.level, alias.name) for alias in node.names)
+    return tuple(out)
+
+
+def _package_of(path: Path, root: Path) -> list[str]:
+    rel = path.resolve().relative_to(root).with_suffix("")
+    parts = list(rel.parts)
+    if parts and parts[-1] == "__init__":
+        return parts[:-1]
+    return parts[:-1]
+
+
+def closure(start: Path, roots: list[Path]) -> list[Path]:
+    """The project files `start` imports, directly or not, itself included, sorted."""
+    seen: dict[Path, None] = {}
+    stack = [start.resolve()]
+    while stack:
+        path = stack.pop()
+        if path in seen:
+            continue
+        seen[path] = None
+        st = path.stat()
+        root = next((r for r in roots if path.is_relative_to(r)), None)
+        for module, level, name in _imports(path, st.st_mtime_ns, st.st_size):
+            candidates: list[str] = []
+            if level and root is not None:
+                package = _package_of(path, root)
+                base = package[: len(package) - (level - 1)] if level > 1 else package
+                stem = ".".join([*base, *([module] if module else [])])
+                candidates = [f"{stem}.{name}" if stem else name, stem]
+            else:
+                candidates = [f"{module}.{name}" if name else module, module]
+                if not name:
+                    parts = module.split(".")
+                    candidates += [".".join(parts[:i]) for i in range(len(parts) - 1, 0, -1)]
+            for candidate in candidates:
+                if not candidate:
+                    continue
+                found = module_file(candidate, roots)
+                if found is not None:
+                    stack.append(found[0].resolve())
+                    # a package's __init__ runs on import of any submodule
+    return sorted(seen)
+
+
+def hash_files(paths: list[Path], root: Path) -> str:
+    digest = hashlib.sha256()
+    for path in paths:
+        try:
+            rel = path.relative_to(root).as_posix()
+        except ValueError:
+            rel = path.as_posix()
+        digest.update(rel.encode() + b"\0")
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()

@@ -1,0 +1,109 @@
+"""Registered Triton kernels: from configuration and from `kgate.register` decorators.
+
+Decorators are read from the source (ast), never by importing the module:
+their arguments must be literals, exactly the values a `[[tool.kgate.triton]]`
+table would hold. Both ways produce the same `TritonEntry`.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import Any
+
+from kgate.collect.files import relpath, walk
+from kgate.collect.modules import import_roots, module_name
+from kgate.config import Config, TritonEntry, parse_triton_entry
+from kgate.errors import ConfigError
+
+
+def triton_entries(config: Config) -> list[TritonEntry]:
+    """Every registered Triton kernel of the project, configuration first, then decorators by path."""
+    entries = list(config.triton)
+    roots = import_roots(config.root, config.python_path)
+    for path in walk(config.root, (".py",), config.exclude + config.extend_exclude):
+        try:
+            data = path.read_bytes()
+        except OSError:
+            continue
+        if b"register" in data and b"kgate" in data:
+            entries.extend(decorator_entries(path, data, config.root, roots))
+    seen: dict[str, str] = {}
+    for entry in entries:
+        if entry.kernel in seen:
+            raise ConfigError(f"{entry.kernel} is registered twice: {seen[entry.kernel]} and {entry.origin}")
+        seen[entry.kernel] = entry.origin
+    return entries
+
+
+def decorator_entries(path: Path, data: bytes, root: Path, roots: list[Path]) -> list[TritonEntry]:
+    rel = relpath(path, root)
+    try:
+        tree = ast.parse(data, filename=rel)
+    except (SyntaxError, ValueError):
+        return []  # a broken file is the linter's to report
+    kgate_names, register_names = _aliases(tree)
+    if not kgate_names and not register_names:
+        return []
+    out = []
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for dec in node.decorator_list:
+            if not (isinstance(dec, ast.Call) and _is_register(dec.func, kgate_names, register_names)):
+                continue
+            where = f"{rel}:{dec.lineno}"
+            located = module_name(path, roots)
+            if located is None:
+                raise ConfigError(f"{where}: cannot tell the module name of this file "
+                                  f"(add its import root to python-path)")
+            if dec.args:
+                raise ConfigError(f"{where}: kgate.register takes keyword arguments only")
+            fields: dict[str, Any] = {}
+            for keyword in dec.keywords:
+                if keyword.arg is None:
+                    raise ConfigError(f"{where}: kgate.register(**...) cannot be read without running the code; "
+                                      f"write the fields out")
+                if keyword.arg == "kernel":
+                    raise ConfigError(f"{where}: kgate.register takes no 'kernel': it is the decorated function")
+                try:
+                    fields[keyword.arg] = ast.literal_eval(keyword.value)
+                except ValueError:
+                    raise ConfigError(f"{where}: kgate.register({keyword.arg}=...) must be a literal value "
+                                      f"(numbers, strings, lists, dicts)") from None
+            fields = {k: _to_toml_like(v) for k, v in fields.items()}
+            fields["kernel"] = f"{located[0]}:{node.name}"
+            out.append(parse_triton_entry(fields, where))
+    return out
+
+
+def _to_toml_like(value: Any) -> Any:
+    """Tuples become lists, as they would in TOML."""
+    if isinstance(value, tuple):
+        return [_to_toml_like(v) for v in value]
+    if isinstance(value, list):
+        return [_to_toml_like(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _to_toml_like(v) for k, v in value.items()}
+    return value
+
+
+def _aliases(tree: ast.Module) -> tuple[set[str], set[str]]:
+    kgate_names: set[str] = set()
+    register_names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name == "kgate":
+                    kgate_names.add(alias.asname or "kgate")
+        elif isinstance(node, ast.ImportFrom) and node.module == "kgate" and not node.level:
+            for alias in node.names:
+                if alias.name == "register":
+                    register_names.add(alias.asname or "register")
+    return kgate_names, register_names
+
+
+def _is_register(func: ast.expr, kgate_names: set[str], register_names: set[str]) -> bool:
+    if isinstance(func, ast.Attribute) and func.attr == "register":
+        return isinstance(func.value, ast.Name) and func.value.id in kgate_names
+    return isinstance(func, ast.Name) and func.id in register_names

@@ -1,0 +1,1 @@
+"""One module per subcommand; each exposes `run(args) -> int` (the exit code)."""

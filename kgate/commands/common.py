@@ -1,0 +1,102 @@
+"""Helpers shared by the subcommands: configuration, selection, output."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from pathlib import Path
+
+from kgate.compile.cache import atomic_write
+from kgate.config import Config, load_config
+from kgate.errors import ConfigError
+from kgate.findings import Severity
+from kgate.report.result import Result
+from kgate.selection import Selection, build_selection
+
+
+def split_codes(value: str | None) -> list[str] | None:
+    if value is None:
+        return None
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
+def config_from(args: argparse.Namespace) -> Config:
+    path = getattr(args, "config", None)
+    return load_config(Path(path) if path else None)
+
+
+def selection_from(args: argparse.Namespace, config: Config) -> Selection:
+    return build_selection(config, select=split_codes(getattr(args, "select", None)),
+                           extend_select=split_codes(getattr(args, "extend_select", None)),
+                           ignore=split_codes(getattr(args, "ignore", None)))
+
+
+def fail_on(args: argparse.Namespace, config: Config) -> Severity:
+    return Severity(getattr(args, "fail_on", None) or "error")
+
+
+def emit(result: Result, args: argparse.Namespace, config: Config) -> int:
+    """Render the result in the requested format, write it, and return the exit code."""
+    fmt = getattr(args, "format", "terminal")
+    if fmt == "terminal":
+        from kgate.report import terminal
+
+        colour = args.output is None and sys.stdout.isatty()
+        text = terminal.render(result, colour=colour, table=not getattr(args, "quiet", False),
+                               statistics=getattr(args, "statistics", False))
+    else:
+        module = importlib.import_module(f"kgate.report.{fmt}_report")
+        text = module.render(result, config)
+        if getattr(args, "statistics", False):
+            from kgate.report import terminal
+
+            for line in terminal.statistics_lines(result.findings):
+                print(line, file=sys.stderr)
+    output = getattr(args, "output", None)
+    if output:
+        try:
+            atomic_write(Path(output), text.encode())
+        except OSError as exc:
+            raise ConfigError(f"cannot write {output}: {exc.strerror}") from None
+        if fmt != "terminal":
+            from kgate.report import terminal
+
+            print(terminal.summary_line(result), file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    if getattr(args, "exit_zero", False):
+        return 0
+    return result.exit_code()
+
+
+class ProgressBar:
+    """A one-line progress bar on stderr, drawn only on a terminal."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled and sys.stderr.isatty()
+        self.drawn = False
+
+    def __call__(self, done: int, total: int, label: str) -> None:
+        if not self.enabled or total == 0:
+            return
+        width = 24
+        filled = int(width * done / total)
+        bar = "#" * filled + "." * (width - filled)
+        text = f"\r[{bar}] {done}/{total} compiling {label}"
+        columns = 100
+        try:
+            import shutil
+
+            columns = shutil.get_terminal_size().columns
+        except OSError:
+            pass
+        sys.stderr.write(text[: columns - 1].ljust(min(columns - 1, 120)))
+        sys.stderr.flush()
+        self.drawn = True
+
+    def clear(self) -> None:
+        if self.drawn:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()

@@ -1,0 +1,1 @@
+"""Compile: registered kernels -> compiler artifacts -> facts, cached and in parallel."""

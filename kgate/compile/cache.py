@@ -1,0 +1,73 @@
+"""The facts cache: content-addressed JSON records, written atomically.
+
+Layout under the cache directory (default `.kgate-cache/` in the project):
+
+    v1/expand/<key>.json       what importing a registered kernel told us
+    v1/facts/<key>.json        KernelFacts of one variant and target
+    v1/artifacts/<key>/        kernel.ptx, kernel.cubin, ptxas.log, kernel.sass
+
+A record is written to a temporary name and moved into place with
+os.replace, so a reader sees a whole file or none; a record that does not
+parse is treated as missing and rebuilt.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+VERSION = "v1"
+
+
+def digest(*parts: Any) -> str:
+    """A stable hash of JSON-able parts."""
+    blob = json.dumps(parts, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+class Cache:
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory / VERSION
+
+    def _path(self, kind: str, key: str) -> Path:
+        return self.directory / kind / f"{key}.json"
+
+    def artifacts(self, key: str) -> Path:
+        return self.directory / "artifacts" / key
+
+    def get(self, kind: str, key: str) -> Any | None:
+        try:
+            with open(self._path(kind, key), "rb") as handle:
+                return json.loads(handle.read())
+        except (OSError, ValueError):
+            return None
+
+    def put(self, kind: str, key: str, value: Any) -> None:
+        path = self._path(kind, key)
+        data = json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
+        try:
+            atomic_write(path, data)
+        except OSError:
+            pass  # an unwritable cache costs speed, not correctness
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write bytes so that readers see the old file or the new one, never a part."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise

@@ -1,0 +1,291 @@
+"""Plan, cache and run the compilation of every registered kernel variant.
+
+Main-process side. Nothing here imports Triton or the project's modules: a
+warm run (nothing changed) hashes source files, reads cached facts and runs
+no compiler. Cache misses go to worker processes (`kgate.compile.pool`).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import kgate
+from kgate import tools
+from kgate.collect.files import relpath
+from kgate.collect.modules import closure, hash_files, import_roots, module_file
+from kgate.compile.cache import Cache, digest
+from kgate.compile.pool import Outcome, Pool
+from kgate.config import Config, TritonEntry
+from kgate.facts.model import CompileFailure, KernelFacts
+
+Progress = Callable[[int, int, str], None]
+
+
+@dataclass
+class CompileRun:
+    facts: list[KernelFacts] = field(default_factory=list)
+    failures: list[CompileFailure] = field(default_factory=list)
+    compiled: int = 0
+    cached: int = 0
+    toolchain: dict[str, str] = field(default_factory=dict)
+    compile_seconds: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class _Planned:
+    entry: TritonEntry
+    source_key: str
+    sys_path: list[str]
+    expansion: dict[str, Any] | None = None
+    error: str | None = None
+
+
+def triton_toolchain() -> dict[str, str]:
+    """Versions that decide what Triton compiles: Triton itself and the ptxas it runs."""
+    version = tools.package_version("triton")
+    if version is None:
+        from kgate.errors import ToolchainError
+
+        raise ToolchainError("triton is not installed: pip install triton (kgate compiles Triton kernels with it)")
+    out = {"triton": version}
+    for env, name in (("TRITON_PTXAS_BLACKWELL_PATH", "ptxas-blackwell"), ("TRITON_PTXAS_PATH", "ptxas")):
+        path = os.environ.get(env) or (str(tools.bundled_tool(name)) if tools.bundled_tool(name) else "")
+        if path and Path(path).is_file():
+            out[name] = f"{tools.tool_version(path)}"
+            out[name + ".id"] = tools.file_identity(Path(path))
+            break
+    return out
+
+
+def config_line(config: Config, needle: str) -> int:
+    """The line of the configuration file that mentions `needle` (1 if none)."""
+    if config.source is None:
+        return 1
+    try:
+        for number, line in enumerate(config.source.read_text(encoding="utf-8").splitlines(), 1):
+            if needle in line:
+                return number
+    except (OSError, UnicodeDecodeError):
+        pass
+    return 1
+
+
+def _entry_location(config: Config, entry: TritonEntry) -> tuple[str, int]:
+    origin = entry.origin.split(": ")[0]
+    if ":" in origin and origin.rsplit(":", 1)[1].isdigit():
+        path, line = origin.rsplit(":", 1)
+        return path, int(line)
+    return config.display(), config_line(config, entry.kernel)
+
+
+def plan_variants(entry: TritonEntry, expansion: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every variant of a registered kernel; raises ValueError when the registration does not fit."""
+    params = expansion["params"]
+    runtime = [p["name"] for p in params if not p["constexpr"]]
+    constexpr_params = [p for p in params if p["constexpr"]]
+    missing = [name for name in runtime if name not in entry.signature]
+    unknown = [name for name in entry.signature if name not in runtime]
+    problems = []
+    if missing:
+        problems.append(f"signature lacks {', '.join(missing)}")
+    if unknown:
+        problems.append(f"signature names {', '.join(unknown)}, not run-time parameters of the kernel")
+    if problems:
+        raise ValueError("registration does not match the kernel: " + "; ".join(problems))
+    bases: list[dict[str, Any]] = []
+    if expansion["configs"]:
+        for cfg in expansion["configs"]:
+            bases.append({"constexprs": {**entry.constexprs, **cfg["kwargs"]}, "num_warps": cfg["num_warps"],
+                          "num_stages": cfg["num_stages"], "maxnreg": cfg.get("maxnreg")})
+    else:
+        bases.append({"constexprs": dict(entry.constexprs), "num_warps": entry.num_warps,
+                      "num_stages": entry.num_stages, "maxnreg": None})
+    base = {"constexprs": dict(entry.constexprs), "num_warps": entry.num_warps, "num_stages": entry.num_stages,
+            "maxnreg": None}
+    for override in entry.variants:
+        extra = {k: v for k, v in override.items() if k not in ("num_warps", "num_stages")}
+        bases.append({"constexprs": {**base["constexprs"], **extra},
+                      "num_warps": override.get("num_warps", entry.num_warps),
+                      "num_stages": override.get("num_stages", entry.num_stages), "maxnreg": None})
+    expect = list(entry.expect) if entry.expect is not None else (
+        ["block_scale"] if expansion["uses_dot_scaled"] else [])
+    names = {p["name"] for p in params}
+    out: dict[str, dict[str, Any]] = {}
+    for b in bases:
+        bad = [k for k in b["constexprs"] if k not in names]
+        if bad:
+            raise ValueError(f"constexprs name {', '.join(sorted(bad))}, not parameters of the kernel")
+        unset = [p["name"] for p in constexpr_params if p["name"] not in b["constexprs"] and not p["has_default"]]
+        if unset:
+            raise ValueError(f"constexpr parameter(s) without a value: {', '.join(unset)}")
+        name = variant_name(b["constexprs"], b["num_warps"], b["num_stages"], b["maxnreg"])
+        out[name] = {
+            "kernel": entry.kernel, "name": name, "signature": dict(entry.signature),
+            "constexprs": b["constexprs"], "num_warps": b["num_warps"], "num_stages": b["num_stages"],
+            "maxnreg": b["maxnreg"], "pdl": entry.pdl,
+            "divisible": list(entry.divisible) if entry.divisible is not None else None,
+            "kind": entry.kind, "expect": expect, "shapes": [dict(s) for s in entry.shapes],
+        }
+    return [out[k] for k in sorted(out)]
+
+
+def variant_name(constexprs: dict[str, Any], num_warps: int, num_stages: int, maxnreg: int | None = None) -> str:
+    parts = [f"{k}={_fmt(v)}" for k, v in sorted(constexprs.items())]
+    parts += [f"warps={num_warps}", f"stages={num_stages}"]
+    if maxnreg:
+        parts.append(f"maxnreg={maxnreg}")
+    return ",".join(parts)
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def needs_sass(variant: dict[str, Any]) -> bool:
+    """Disassembly costs about half a second per cubin: only for kernels whose rules read SASS."""
+    return bool(variant.get("pdl")) or "block_scale" in variant.get("expect", ())
+
+
+def worker_env(cache_dir: Path) -> dict[str, str | None]:
+    return {
+        "TRITON_INTERPRET": None,  # a compile under the interpreter compiles nothing
+        "TRITON_CACHE_DIR": str(cache_dir / "triton"),
+        "TRITON_ALWAYS_COMPILE": "1",
+        "PYTHONWARNINGS": "ignore",
+    }
+
+
+def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[str, ...], *, jobs: int,
+                   progress: Progress | None = None, sass_all: bool = False,
+                   pool: Pool | None = None) -> CompileRun:
+    run = CompileRun()
+    if not entries:
+        return run
+    run.toolchain = triton_toolchain()
+    tool_key = {k: v for k, v in run.toolchain.items()}
+    cache = Cache(config.root / config.cache_dir)
+    roots = import_roots(config.root, config.python_path)
+    planned: list[_Planned] = []
+    for entry in entries:
+        found = module_file(entry.module, roots)
+        if found is None:
+            p = _Planned(entry, "", [])
+            p.error = f"cannot find module {entry.module} under python-path ({', '.join(config.python_path)})"
+            planned.append(p)
+            continue
+        files = closure(found[0], roots)
+        planned.append(_Planned(entry, hash_files(files, config.root), [str(found[1])]))
+
+    own_pool = pool is None
+    pool = pool or Pool(jobs, worker_env(config.root / config.cache_dir))
+    try:
+        # 1. expansion: what each registered kernel looks like (import in a worker on a miss)
+        expand_keys = {id(p): digest("expand", kgate.__version__, tool_key, p.entry.to_json(), p.source_key)
+                       for p in planned if p.error is None}
+        todo = []
+        for p in planned:
+            if p.error is not None:
+                continue
+            hit = cache.get("expand", expand_keys[id(p)])
+            if hit is not None:
+                p.expansion = hit
+            else:
+                todo.append(p)
+
+        def expanded(index: int, outcome: Outcome) -> None:
+            p = todo[index]
+            if outcome.ok:
+                p.expansion = outcome.value
+                cache.put("expand", expand_keys[id(p)], outcome.value)
+            else:
+                p.error = _first_line(outcome)
+
+        if todo:
+            pool.run([("triton.expand", {"kernel": p.entry.kernel, "sys_path": p.sys_path}) for p in todo],
+                     config.timeout, expanded)
+
+        # 2. variants x targets: cached facts, or compile
+        jobs_todo: list[tuple[dict[str, Any], str, _Planned, str]] = []
+        for p in planned:
+            if p.error is not None or p.expansion is None:
+                path, line = _entry_location(config, p.entry)
+                run.failures.append(CompileFailure(p.entry.kernel, "", "", path, line, p.error or "not expanded"))
+                continue
+            try:
+                variants = plan_variants(p.entry, p.expansion)
+            except ValueError as exc:
+                path, line = _entry_location(config, p.entry)
+                run.failures.append(CompileFailure(p.entry.kernel, "", "", path, line, str(exc)))
+                continue
+            for variant in variants:
+                for target in targets:
+                    key = digest("facts", kgate.__version__, tool_key, variant, target, p.source_key)
+                    data = cache.get("facts", key)
+                    if data is not None and (data.get("sass") is not None or not (sass_all or needs_sass(variant))):
+                        run.facts.append(KernelFacts.from_json(data))
+                        run.cached += 1
+                    else:
+                        jobs_todo.append((variant, target, p, key))
+
+        total = len(jobs_todo)
+        done = 0
+
+        def compiled(index: int, outcome: Outcome) -> None:
+            nonlocal done
+            variant, target, p, key = jobs_todo[index]
+            done += 1
+            if progress:
+                progress(done, total, f"{variant['kernel']} [{variant['name']}] {target}")
+            if outcome.ok:
+                facts = KernelFacts.from_json(outcome.value)
+                cache.put("facts", key, outcome.value)
+                run.facts.append(facts)
+                run.compiled += 1
+                run.compile_seconds[f"{variant['kernel']}|{variant['name']}|{target}"] = outcome.seconds
+            else:
+                path = relpath(Path(p.expansion["path"]), config.root) if p.expansion else config.display()
+                line = p.expansion["line"] if p.expansion else 1
+                run.failures.append(CompileFailure(variant["kernel"], variant["name"], target, path, line,
+                                                   _first_line(outcome)))
+
+        if jobs_todo:
+            payloads = []
+            for variant, target, p, key in jobs_todo:
+                assert p.expansion is not None
+                payloads.append(("triton.compile", {
+                    "variant": variant, "target": target, "sys_path": p.sys_path,
+                    "path": relpath(Path(p.expansion["path"]), config.root), "line": p.expansion["line"],
+                    "artifacts": str(cache.artifacts(key)), "sass": sass_all or needs_sass(variant),
+                    "toolchain": {k: v for k, v in run.toolchain.items() if not k.endswith(".id")},
+                }))
+            if progress:
+                progress(0, total, "")
+            pool.run(payloads, config.timeout, compiled)
+    finally:
+        if own_pool:
+            pool.close()
+    run.facts.sort(key=lambda f: f.key)
+    run.failures.sort(key=lambda f: (f.kernel, f.variant, f.target))
+    return run
+
+
+def _first_line(outcome: Outcome) -> str:
+    text = str(outcome.value).strip()
+    if not outcome.user_error:
+        # An unexpected exception in kgate's own worker code: keep its last line, say it is a bug.
+        last = text.splitlines()[-1] if text else "unknown error"
+        return f"internal error in kgate's compile worker: {last}"
+    return text
+
+
+def default_jobs() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not on Linux
+        return max(1, os.cpu_count() or 1)
+

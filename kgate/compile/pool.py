@@ -1,0 +1,173 @@
+"""A small pool of compile worker processes with per-task timeouts.
+
+Why not concurrent.futures: a compiler that hangs must be killed, and a
+worker that dies (a segfaulting compiler takes the process with it) must be
+replaced without losing the other tasks. Each task runs in a worker process;
+a task past its deadline has its worker killed and reported as timed out.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import time
+import traceback
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+from typing import Any, Callable
+
+# Task name -> "module:function" run in the worker.
+TASKS = {
+    "triton.expand": "kgate.compile.triton_backend:expand",
+    "triton.compile": "kgate.compile.triton_backend:compile_variant",
+    "cuda.compile": "kgate.compile.cuda_backend:compile_source",
+    "sass": "kgate.compile.sass_task:disassemble_task",
+}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    ok: bool
+    value: Any  # the task's result, or the error message
+    seconds: float
+    max_rss_kb: int = 0
+    user_error: bool = True  # False: an unexpected exception (a bug), with a traceback in value
+
+
+def _serve(conn: Connection, env: dict[str, str | None]) -> None:
+    import importlib
+    import resource
+
+    for key, value in env.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+    from kgate.errors import KgateError
+
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, KeyboardInterrupt):
+            return
+        if message is None:
+            return
+        name, payload = message
+        started = time.perf_counter()
+        module, _, func = TASKS[name].partition(":")
+        try:
+            result = getattr(importlib.import_module(module), func)(payload)
+            reply = (True, result, True)
+        except KgateError as exc:
+            reply = (False, str(exc), True)
+        except Exception:  # noqa: BLE001 - reported to the main process as a bug
+            reply = (False, traceback.format_exc(), False)
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        try:
+            conn.send((reply[0], reply[1], time.perf_counter() - started, rss, reply[2]))
+        except (BrokenPipeError, OSError):
+            return
+
+
+class _Worker:
+    def __init__(self, ctx: Any, env: dict[str, str | None]) -> None:
+        self.conn, child = ctx.Pipe()
+        self.process = ctx.Process(target=_serve, args=(child, env), daemon=True)
+        self.process.start()
+        child.close()
+        self.task: int | None = None
+        self.deadline = 0.0
+        self.started = 0.0
+
+    def kill(self) -> None:
+        if self.process.is_alive():
+            self.process.kill()
+        self.process.join(timeout=5)
+        self.conn.close()
+
+
+class Pool:
+    """Run tasks over `size` worker processes; results arrive through a callback."""
+
+    def __init__(self, size: int, env: dict[str, str | None] | None = None) -> None:
+        self.size = max(1, size)
+        self.env = env or {}
+        self.ctx = multiprocessing.get_context("spawn")
+        self.workers: list[_Worker] = []
+        self.peak_rss_kb: dict[int, int] = {}
+
+    def __enter__(self) -> Pool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for worker in self.workers:
+            try:
+                worker.conn.send(None)
+            except (BrokenPipeError, OSError):
+                pass
+        for worker in self.workers:
+            worker.process.join(timeout=5)
+            if worker.process.is_alive():
+                worker.process.kill()
+                worker.process.join(timeout=5)
+            worker.conn.close()
+        self.workers = []
+
+    def run(self, tasks: list[tuple[str, Any]], timeout: float,
+            on_done: Callable[[int, Outcome], None]) -> None:
+        """Run every task; call on_done(index, outcome) as each finishes, in completion order."""
+        pending = list(range(len(tasks)))
+        pending.reverse()
+        wanted = min(self.size, len(tasks))
+        while len(self.workers) < wanted:
+            self.workers.append(_Worker(self.ctx, self.env))
+        busy: dict[int, _Worker] = {}
+        while pending or busy:
+            for worker in self.workers:
+                if worker.task is None and pending:
+                    index = pending.pop()
+                    worker.task = index
+                    worker.started = time.perf_counter()
+                    worker.deadline = worker.started + timeout
+                    try:
+                        worker.conn.send(tasks[index])
+                    except (BrokenPipeError, OSError):
+                        pass  # found dead below
+                    busy[id(worker)] = worker
+            now = time.perf_counter()
+            wait_for = max(0.0, min((w.deadline for w in busy.values()), default=now) - now)
+            ready = wait([w.conn for w in busy.values()] + [w.process.sentinel for w in busy.values()],
+                         timeout=wait_for + 0.01)
+            for worker in list(busy.values()):
+                index = worker.task
+                assert index is not None
+                outcome: Outcome | None = None
+                if worker.conn in ready:
+                    try:
+                        ok, value, seconds, rss, user_error = worker.conn.recv()
+                        outcome = Outcome(ok, value, seconds, rss, user_error)
+                        self.peak_rss_kb[worker.process.pid or 0] = rss
+                    except (EOFError, OSError):
+                        outcome = None
+                if outcome is None and (worker.process.sentinel in ready or not worker.process.is_alive()):
+                    code = worker.process.exitcode
+                    outcome = Outcome(False, f"the compile worker died (exit status {code}) "
+                                             f"while compiling this kernel", time.perf_counter() - worker.started)
+                    self._replace(worker)
+                elif outcome is None and time.perf_counter() >= worker.deadline:
+                    outcome = Outcome(False, f"compilation timed out after {timeout:g} s (the compiler was "
+                                             f"stopped; raise `timeout` in the configuration if it is expected)",
+                                      time.perf_counter() - worker.started)
+                    self._replace(worker)
+                if outcome is not None:
+                    del busy[id(worker)]
+                    worker.task = None
+                    on_done(index, outcome)
+
+    def _replace(self, worker: _Worker) -> None:
+        worker.kill()
+        position = self.workers.index(worker)
+        self.workers[position] = _Worker(self.ctx, self.env)

@@ -1,0 +1,416 @@
+"""Configuration: `[tool.kgate]` in pyproject.toml, or kgate.toml (same keys, top level).
+
+Every key is checked here: an unknown key, a wrong type or a bad value is a
+ConfigError that names the key and the file. Rule codes and rule options are
+checked later against the rule registry (`kgate.selection`).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from kgate.errors import ConfigError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+KNOWN_TARGETS = ("sm_120a", "sm_100a", "sm_90a")
+KINDS = ("elementwise", "reduction", "gemm", "other")
+EXPECTATIONS = ("block_scale",)
+SEVERITIES = ("error", "warning", "note", "off")
+RATCHET_MODES = ("two-way", "tighten")
+TOOLCHAIN_POLICIES = ("fail", "warn", "compare")
+# Directories never walked for sources.
+DEFAULT_EXCLUDE = (
+    ".git", ".hg", ".svn", ".venv", "venv", ".tox", ".nox", "__pycache__", "build", "dist",
+    "node_modules", "site-packages", ".kgate-cache", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".eggs",
+)
+
+
+@dataclass(frozen=True)
+class TritonEntry:
+    """One registered Triton kernel (from configuration or from `kgate.register`)."""
+
+    kernel: str  # "pkg.module:function"
+    signature: dict[str, str]
+    constexprs: dict[str, Any] = field(default_factory=dict)
+    num_warps: int = 4
+    num_stages: int = 3
+    expect: tuple[str, ...] | None = None  # None: implied from the source
+    pdl: bool = False
+    kind: str = "other"
+    variants: tuple[dict[str, Any], ...] = ()
+    shapes: tuple[dict[str, int], ...] = ()
+    divisible: tuple[str, ...] | None = None  # None: every pointer argument
+    origin: str = ""
+
+    @property
+    def module(self) -> str:
+        return self.kernel.split(":", 1)[0]
+
+    @property
+    def function(self) -> str:
+        return self.kernel.split(":", 1)[1]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kernel": self.kernel, "signature": self.signature, "constexprs": self.constexprs,
+            "num_warps": self.num_warps, "num_stages": self.num_stages,
+            "expect": list(self.expect) if self.expect is not None else None, "pdl": self.pdl,
+            "kind": self.kind, "variants": list(self.variants), "shapes": list(self.shapes),
+            "divisible": list(self.divisible) if self.divisible is not None else None,
+        }
+
+
+@dataclass(frozen=True)
+class CudaEntry:
+    """One `[[tool.kgate.cuda]]` table: CUDA C++ sources to compile and gate."""
+
+    sources: tuple[str, ...]
+    flags: tuple[str, ...] = ()
+    compile_commands: str | None = None
+    pdl: tuple[str, ...] = ()
+    expect: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    launch_wrappers: tuple[str, ...] = ()
+    kind: dict[str, str] = field(default_factory=dict)
+    origin: str = ""
+
+
+@dataclass(frozen=True)
+class Config:
+    root: Path
+    source: Path | None = None
+    targets: tuple[str, ...] = ("sm_120a",)
+    triton: tuple[TritonEntry, ...] = ()
+    cuda: tuple[CudaEntry, ...] = ()
+    select: tuple[str, ...] = ()
+    extend_select: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+    per_file_ignores: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    severity: dict[str, str] = field(default_factory=dict)
+    options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    baseline: str = "kgate-baseline.toml"
+    ratchet: str = "two-way"
+    toolchain_change: str = "warn"
+    cache_dir: str = ".kgate-cache"
+    jobs: int | None = None
+    timeout: float = 600.0
+    exclude: tuple[str, ...] = DEFAULT_EXCLUDE
+    extend_exclude: tuple[str, ...] = ()
+    python_path: tuple[str, ...] = (".", "src")
+    nvcc: str | None = None
+    size_slack: int = 10
+
+    def display(self) -> str:
+        return _rel(self.source, self.root) if self.source else "(defaults)"
+
+    def with_overrides(self, **changes: Any) -> Config:
+        return replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def find_config(start: Path) -> Path | None:
+    """The nearest kgate.toml, or pyproject.toml with a [tool.kgate] table, from start upwards."""
+    start = start.resolve()
+    for folder in (start, *start.parents):
+        candidate = folder / "kgate.toml"
+        if candidate.is_file():
+            return candidate
+        pyproject = folder / "pyproject.toml"
+        if pyproject.is_file():
+            try:
+                data = _read_toml(pyproject)
+            except ConfigError:
+                return pyproject  # report the broken file rather than skip it
+            if "kgate" in data.get("tool", {}):
+                return pyproject
+    return None
+
+
+def load_config(path: Path | None = None, *, start: Path | None = None) -> Config:
+    """Load and validate the configuration at `path`, or find it from `start` (default: cwd)."""
+    if path is None:
+        path = find_config(start or Path.cwd())
+        if path is None:
+            return Config(root=(start or Path.cwd()).resolve())
+    path = path.resolve()
+    if not path.is_file():
+        raise ConfigError(f"configuration file not found: {path}")
+    data = _read_toml(path)
+    if path.name == "pyproject.toml":
+        table = data.get("tool", {}).get("kgate", {})
+        prefix = "tool.kgate"
+    else:
+        table = data
+        prefix = ""
+    return parse_config(table, root=path.parent, source=path, prefix=prefix)
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path.name}: {exc.strerror}", path=str(path)) from None
+    try:
+        return tomllib.loads(raw.decode("utf-8-sig"))
+    except UnicodeDecodeError:
+        raise ConfigError("not valid UTF-8", path=str(path)) from None
+    except tomllib.TOMLDecodeError as exc:
+        line = getattr(exc, "lineno", None)
+        message = str(exc).split(" (at line")[0]
+        raise ConfigError(f"invalid TOML: {message}", path=path.name, line=line) from None
+
+
+_TOP_KEYS = {
+    "targets", "triton", "cuda", "select", "extend-select", "ignore", "per-file-ignores", "severity",
+    "options", "baseline", "ratchet", "toolchain-change", "cache-dir", "jobs", "timeout", "exclude",
+    "extend-exclude", "python-path", "nvcc", "size-slack",
+}
+
+
+def parse_config(table: dict[str, Any], *, root: Path, source: Path | None, prefix: str = "") -> Config:
+    where = _rel(source, root) if source else "configuration"
+    ctx = _Ctx(where, prefix)
+    ctx.no_unknown(table, _TOP_KEYS, "")
+    kwargs: dict[str, Any] = {"root": root, "source": source}
+    if "targets" in table:
+        targets = ctx.str_list(table["targets"], "targets")
+        for target in targets:
+            if target not in KNOWN_TARGETS:
+                raise ctx.error("targets", f"unknown target {target!r} (known: {', '.join(KNOWN_TARGETS)})")
+        if not targets:
+            raise ctx.error("targets", "must name at least one target")
+        kwargs["targets"] = tuple(dict.fromkeys(targets))
+    if "triton" in table:
+        entries = ctx.table_list(table["triton"], "triton")
+        kwargs["triton"] = tuple(
+            parse_triton_entry(entry, f"{where}: {ctx.key(f'triton[{i}]')}") for i, entry in enumerate(entries)
+        )
+    if "cuda" in table:
+        entries = ctx.table_list(table["cuda"], "cuda")
+        kwargs["cuda"] = tuple(parse_cuda_entry(entry, ctx, i) for i, entry in enumerate(entries))
+    for key, attr in (("select", "select"), ("extend-select", "extend_select"), ("ignore", "ignore"),
+                      ("exclude", "exclude"), ("extend-exclude", "extend_exclude"), ("python-path", "python_path")):
+        if key in table:
+            kwargs[attr] = tuple(ctx.str_list(table[key], key))
+    if "per-file-ignores" in table:
+        pfi = ctx.table(table["per-file-ignores"], "per-file-ignores")
+        kwargs["per_file_ignores"] = {
+            pattern: tuple(ctx.str_list(codes, f"per-file-ignores.{pattern}")) for pattern, codes in pfi.items()
+        }
+    if "severity" in table:
+        sev = ctx.table(table["severity"], "severity")
+        for code, level in sev.items():
+            if level not in SEVERITIES:
+                raise ctx.error(f"severity.{code}", f"must be one of {', '.join(SEVERITIES)}, not {level!r}")
+        kwargs["severity"] = dict(sev)
+    if "options" in table:
+        options = ctx.table(table["options"], "options")
+        kwargs["options"] = {name: dict(ctx.table(value, f"options.{name}")) for name, value in options.items()}
+    for key, attr in (("baseline", "baseline"), ("cache-dir", "cache_dir"), ("nvcc", "nvcc")):
+        if key in table:
+            kwargs[attr] = ctx.string(table[key], key)
+    if "ratchet" in table:
+        kwargs["ratchet"] = ctx.choice(table["ratchet"], "ratchet", RATCHET_MODES)
+    if "toolchain-change" in table:
+        kwargs["toolchain_change"] = ctx.choice(table["toolchain-change"], "toolchain-change", TOOLCHAIN_POLICIES)
+    if "jobs" in table:
+        kwargs["jobs"] = ctx.positive_int(table["jobs"], "jobs")
+    if "size-slack" in table:
+        value = table["size-slack"]
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise ctx.error("size-slack", "must be a non-negative integer")
+        kwargs["size_slack"] = value
+    if "timeout" in table:
+        value = table["timeout"]
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
+            raise ctx.error("timeout", "must be a positive number of seconds")
+        kwargs["timeout"] = float(value)
+    return Config(**kwargs)
+
+
+_TRITON_KEYS = {
+    "kernel", "signature", "constexprs", "num_warps", "num_stages", "expect", "pdl", "kind", "variants",
+    "shapes", "divisible",
+}
+_VARIANT_OPTION_KEYS = {"num_warps", "num_stages"}
+
+
+def parse_triton_entry(data: dict[str, Any], where: str) -> TritonEntry:
+    """Validate one Triton registration (a config table or `kgate.register` keyword arguments)."""
+    ctx = _Ctx(where, "")
+    ctx.no_unknown(data, _TRITON_KEYS, "")
+    if "kernel" not in data:
+        raise ctx.error("kernel", "is required (\"package.module:function\")")
+    kernel = ctx.string(data["kernel"], "kernel")
+    module, _, function = kernel.partition(":")
+    if not module or not function or not all(part.isidentifier() for part in module.split(".")) \
+            or not function.isidentifier():
+        raise ctx.error("kernel", f"must look like \"package.module:function\", not {kernel!r}")
+    if "signature" not in data:
+        raise ctx.error("signature", "is required (argument name -> Triton type string, e.g. \"*fp16\")")
+    signature = ctx.table(data["signature"], "signature")
+    for name, type_ in signature.items():
+        if not isinstance(type_, str) or not type_:
+            raise ctx.error(f"signature.{name}", "must be a Triton type string such as \"*fp16\" or \"i32\"")
+    constexprs = dict(ctx.table(data.get("constexprs", {}), "constexprs"))
+    for name, value in constexprs.items():
+        if not isinstance(value, (int, float, bool, str)):
+            raise ctx.error(f"constexprs.{name}", "must be a number, boolean or string")
+    expect = None
+    if "expect" in data:
+        expect = tuple(ctx.str_list(data["expect"], "expect"))
+        for item in expect:
+            if item not in EXPECTATIONS:
+                raise ctx.error("expect", f"unknown expectation {item!r} (known: {', '.join(EXPECTATIONS)})")
+    variants = []
+    for i, variant in enumerate(ctx.table_list(data.get("variants", []), "variants")):
+        for key, value in variant.items():
+            if key in _VARIANT_OPTION_KEYS:
+                ctx.positive_int(value, f"variants[{i}].{key}")
+            elif not isinstance(value, (int, float, bool, str)):
+                raise ctx.error(f"variants[{i}].{key}", "must be a number, boolean or string")
+        variants.append(dict(variant))
+    shapes = []
+    for i, shape in enumerate(ctx.table_list(data.get("shapes", []), "shapes")):
+        for key, value in shape.items():
+            ctx.positive_int(value, f"shapes[{i}].{key}")
+        shapes.append(dict(shape))
+    divisible = None
+    if "divisible" in data:
+        divisible = tuple(ctx.str_list(data["divisible"], "divisible"))
+        unknown = [name for name in divisible if name not in signature]
+        if unknown:
+            raise ctx.error("divisible", f"names arguments not in the signature: {', '.join(unknown)}")
+    return TritonEntry(
+        kernel=kernel,
+        signature=dict(signature),
+        constexprs=constexprs,
+        num_warps=ctx.positive_int(data.get("num_warps", 4), "num_warps"),
+        num_stages=ctx.positive_int(data.get("num_stages", 3), "num_stages"),
+        expect=expect,
+        pdl=ctx.boolean(data.get("pdl", False), "pdl"),
+        kind=ctx.choice(data.get("kind", "other"), "kind", KINDS),
+        variants=tuple(variants),
+        shapes=tuple(shapes),
+        divisible=divisible,
+        origin=where,
+    )
+
+
+_CUDA_KEYS = {"sources", "flags", "compile_commands", "pdl", "expect", "launch_wrappers", "kind"}
+
+
+def parse_cuda_entry(data: Any, parent: _Ctx, index: int) -> CudaEntry:
+    ctx = _Ctx(parent.where, parent.key(f"cuda[{index}]"))
+    table = ctx.table(data, "")
+    ctx.no_unknown(table, _CUDA_KEYS, "")
+    if "sources" not in table:
+        raise ctx.error("sources", "is required (glob patterns of .cu files)")
+    expect = {}
+    for pattern, items in ctx.table(table.get("expect", {}), "expect").items():
+        values = tuple(ctx.str_list(items, f"expect.{pattern}"))
+        for item in values:
+            if item not in EXPECTATIONS:
+                raise ctx.error(f"expect.{pattern}", f"unknown expectation {item!r} (known: {', '.join(EXPECTATIONS)})")
+        expect[pattern] = values
+    kinds = {}
+    for pattern, kind in ctx.table(table.get("kind", {}), "kind").items():
+        kinds[pattern] = ctx.choice(kind, f"kind.{pattern}", KINDS)
+    return CudaEntry(
+        sources=tuple(ctx.str_list(table["sources"], "sources")),
+        flags=tuple(ctx.str_list(table.get("flags", []), "flags")),
+        compile_commands=ctx.string(table["compile_commands"], "compile_commands") if "compile_commands" in table else None,
+        pdl=tuple(ctx.str_list(table.get("pdl", []), "pdl")),
+        expect=expect,
+        launch_wrappers=tuple(ctx.str_list(table.get("launch_wrappers", []), "launch_wrappers")),
+        kind=kinds,
+        origin=f"{parent.where}: {ctx.prefix}",
+    )
+
+
+def _rel(path: Path | None, root: Path) -> str:
+    if path is None:
+        return ""
+    try:
+        return str(path.relative_to(root.resolve())) if path.is_absolute() else str(path)
+    except ValueError:
+        return str(path)
+
+
+class _Ctx:
+    """Typed accessors that raise ConfigError naming the file and the dotted key."""
+
+    def __init__(self, where: str, prefix: str) -> None:
+        self.where = where
+        self.prefix = prefix
+
+    def key(self, key: str) -> str:
+        if not key:
+            return self.prefix
+        return f"{self.prefix}.{key}" if self.prefix else key
+
+    def error(self, key: str, message: str) -> ConfigError:
+        return ConfigError(f"{self.where}: {self.key(key)}: {message}")
+
+    def no_unknown(self, table: dict[str, Any], known: set[str], key: str) -> None:
+        unknown = sorted(set(table) - known)
+        if unknown:
+            name = unknown[0]
+            hint = _closest(name, known)
+            suffix = f" (did you mean {hint!r}?)" if hint else ""
+            raise self.error(f"{key}.{name}" if key else name, f"unknown key{suffix}")
+
+    def table(self, value: Any, key: str) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise self.error(key, f"must be a table, not {_type_name(value)}")
+        return value
+
+    def table_list(self, value: Any, key: str) -> list[dict[str, Any]]:
+        if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+            raise self.error(key, "must be an array of tables")
+        return value
+
+    def str_list(self, value: Any, key: str) -> list[str]:
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise self.error(key, f"must be a list of strings, not {_type_name(value)}")
+        return value
+
+    def string(self, value: Any, key: str) -> str:
+        if not isinstance(value, str):
+            raise self.error(key, f"must be a string, not {_type_name(value)}")
+        return value
+
+    def boolean(self, value: Any, key: str) -> bool:
+        if not isinstance(value, bool):
+            raise self.error(key, f"must be true or false, not {_type_name(value)}")
+        return value
+
+    def positive_int(self, value: Any, key: str) -> int:
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            raise self.error(key, f"must be a positive integer, not {value!r}")
+        return value
+
+    def choice(self, value: Any, key: str, choices: tuple[str, ...]) -> str:
+        if value not in choices:
+            raise self.error(key, f"must be one of {', '.join(repr(c) for c in choices)}, not {value!r}")
+        return value
+
+
+def _type_name(value: Any) -> str:
+    return {dict: "a table", list: "an array", str: "a string", bool: "a boolean", int: "an integer",
+            float: "a float"}.get(type(value), type(value).__name__)
+
+
+def _closest(name: str, known: set[str]) -> str | None:
+    import difflib
+
+    matches = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.75)
+    return matches[0] if matches else None

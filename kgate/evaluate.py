@@ -1,0 +1,75 @@
+"""Rules stage: facts in, findings out. Pure: no compiling, no printing, no file reading."""
+
+from __future__ import annotations
+
+from kgate import rules as registry  # type: ignore[attr-defined]
+from kgate.compile.engine import CompileRun
+from kgate.facts.model import CompileFailure, KernelFacts
+from kgate.findings import Finding, Severity, sort_findings
+from kgate.profiles import primary
+from kgate.rule import CompiledContext, Report, Rule
+from kgate.selection import Selection, rule_options
+
+
+def compiled_identity(kernel: str, variant: str, target: str, extra: str = "") -> str:
+    ident = f"{kernel}|{variant}|{target}"
+    return f"{ident}|{extra}" if extra else ident
+
+
+def _finding(rule: Rule, report: Report, selection: Selection, *, path: str, line: int, kernel: str,
+             variant: str, target: str) -> Finding:
+    # A configured severity replaces the rule's own, except for informational notes.
+    configured = selection.severity.get(rule.code)
+    if report.severity is Severity.NOTE:
+        severity = Severity.NOTE
+    elif configured is not None:
+        severity = configured
+    else:
+        severity = report.severity or rule.severity
+    return Finding(
+        path=report.path or path,
+        line=report.line or line,
+        col=report.col or 0,
+        code=rule.code,
+        name=rule.name,
+        severity=severity,
+        message=report.message,
+        kernel=kernel,
+        variant=variant or None,
+        target=target or None,
+        identity=compiled_identity(kernel, variant, target, report.discriminator),
+        end_line=report.end_line,
+        end_col=report.end_col,
+    )
+
+
+def kernel_findings(facts: KernelFacts, selection: Selection) -> list[Finding]:
+    out = []
+    ctx_profile = primary(facts.target)
+    for code in registry.codes("compiled"):
+        if not selection.active(code):
+            continue
+        rule = registry.load(code)
+        ctx = CompiledContext(options=rule_options(selection, code), profile=ctx_profile)
+        for report in rule.check(facts, ctx):
+            out.append(_finding(rule, report, selection, path=facts.path, line=facts.line, kernel=facts.kernel,
+                                variant=facts.variant, target=facts.target))
+    return out
+
+
+def failure_findings(failure: CompileFailure, selection: Selection) -> list[Finding]:
+    rule = registry.load("KG001")
+    if not selection.active(rule.code):
+        return []
+    return [_finding(rule, report, selection, path=failure.path, line=failure.line, kernel=failure.kernel,
+                     variant=failure.variant, target=failure.target)
+            for report in rule.check(failure.message, None)]
+
+
+def compiled(run: CompileRun, selection: Selection) -> list[Finding]:
+    findings: list[Finding] = []
+    for facts in run.facts:
+        findings.extend(kernel_findings(facts, selection))
+    for failure in run.failures:
+        findings.extend(failure_findings(failure, selection))
+    return sort_findings([f for f in findings if selection.keep(f)])

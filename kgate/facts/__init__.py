@@ -1,0 +1,4 @@
+"""Facts: what the compiler produced, parsed into immutable records.
+
+Parsers here read text (PTX, SASS, ptxas logs) and never run a tool.
+"""

@@ -1,0 +1,100 @@
+"""KernelFacts: everything rules may read about one compiled kernel variant.
+
+A KernelFacts is built once (in a compile worker), serialised to the facts
+cache as JSON and read back unchanged. Rules are pure functions of it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from kgate.facts.ptx import GlobalAccess, PtxEntry, SourceLoc
+
+
+@dataclass(frozen=True)
+class Resources:
+    registers: int
+    spill_stores: int
+    spill_loads: int
+    stack_bytes: int
+    smem_static: int
+    smem_dynamic: int
+    barriers: int = 0
+
+    @property
+    def smem_bytes(self) -> int:
+        return self.smem_static + self.smem_dynamic
+
+    @property
+    def spill_bytes(self) -> int:
+        return self.spill_stores
+
+
+@dataclass(frozen=True)
+class SassSummary:
+    """The parts of the SASS that rules and reports read."""
+
+    opcodes: dict[str, int]
+
+    def count(self, prefix: str) -> int:
+        return sum(n for op, n in self.opcodes.items() if op == prefix or op.startswith(prefix + "."))
+
+
+@dataclass(frozen=True)
+class KernelFacts:
+    kernel: str  # stable identity: "pkg.mod:fn" or a demangled CUDA name
+    variant: str  # e.g. "BLOCK=1024,warps=4,stages=3"
+    target: str  # the requested target, e.g. "sm_120a"
+    language: str  # "triton" | "cuda"
+    path: str  # repo-relative path of the kernel's definition
+    line: int  # definition line
+    kind: str  # elementwise | reduction | gemm | other
+    num_warps: int  # warps per CTA
+    num_stages: int | None
+    expect: tuple[str, ...]
+    pdl: bool
+    ptx_target: str
+    entry: PtxEntry
+    resources: Resources
+    sass: SassSummary | None = None
+    shapes: tuple[dict[str, int], ...] = ()
+    compile_seconds: float = 0.0
+    toolchain: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.kernel, self.variant, self.target)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> KernelFacts:
+        data = dict(data)
+        entry = dict(data["entry"])
+        entry["unwaited_accesses"] = tuple(
+            GlobalAccess(a["opcode"], a["ptx_line"], SourceLoc(**a["loc"]) if a["loc"] else None)
+            for a in entry["unwaited_accesses"]
+        )
+        data["entry"] = PtxEntry(**entry)
+        data["resources"] = Resources(**data["resources"])
+        data["sass"] = SassSummary(**data["sass"]) if data.get("sass") else None
+        data["expect"] = tuple(data["expect"])
+        data["shapes"] = tuple(data.get("shapes", ()))
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class CompileFailure:
+    """A kernel variant that did not compile: reported as a finding, not a crash."""
+
+    kernel: str
+    variant: str
+    target: str
+    path: str
+    line: int
+    message: str
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)

@@ -1,0 +1,94 @@
+"""The `ptxas -v` log: registers, spills, stack and static shared memory per entry.
+
+The log names every function it compiles. For an entry it prints
+
+    ptxas info    : Compiling entry function 'NAME' for 'sm_120a'
+    ptxas info    : Function properties for NAME
+        S bytes stack frame, T bytes spill stores, L bytes spill loads
+    ptxas info    : Used R registers, used B barriers, M bytes smem, ...
+
+(the tool may call itself `ptxas-blackwell`, and device functions get a
+"Function properties" block of their own). Lines kgate does not know are
+ignored; an entry without a "Used ... registers" line is an error.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from kgate.errors import ParseError
+
+_COMPILING = re.compile(r"Compiling entry function '([^']+)' for '([^']+)'")
+_PROPERTIES = re.compile(r"Function properties for (\S+)")
+_FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+_USED = re.compile(r"Used (\d+) registers")
+_BARRIERS = re.compile(r"used (\d+) barriers")
+_SMEM = re.compile(r"(\d+) bytes smem")
+_CUMULATIVE = re.compile(r"(\d+) bytes cumulative stack size")
+
+
+@dataclass(frozen=True)
+class EntryResources:
+    name: str
+    arch: str
+    registers: int
+    spill_stores: int
+    spill_loads: int
+    stack_frame: int
+    barriers: int
+    smem_static: int
+
+
+def parse_ptxas_log(text: str) -> dict[str, EntryResources]:
+    """Resources per entry function name."""
+    frames: dict[str, tuple[int, int, int]] = {}
+    used: dict[str, tuple[int, int, int, int | None]] = {}
+    arch_of: dict[str, str] = {}
+    order: list[str] = []
+    current_entry: str | None = None
+    properties_for: str | None = None
+    for line in text.splitlines():
+        compiling = _COMPILING.search(line)
+        if compiling:
+            current_entry = compiling.group(1)
+            arch_of[current_entry] = compiling.group(2)
+            if current_entry not in order:
+                order.append(current_entry)
+            continue
+        props = _PROPERTIES.search(line)
+        if props:
+            properties_for = props.group(1)
+            continue
+        frame = _FRAME.search(line)
+        if frame and properties_for is not None:
+            frames[properties_for] = (int(frame.group(1)), int(frame.group(2)), int(frame.group(3)))
+            continue
+        regs = _USED.search(line)
+        if regs and current_entry is not None:
+            barriers = _BARRIERS.search(line)
+            smem = _SMEM.search(line)
+            cumulative = _CUMULATIVE.search(line)
+            used[current_entry] = (
+                int(regs.group(1)),
+                int(barriers.group(1)) if barriers else 0,
+                int(smem.group(1)) if smem else 0,
+                int(cumulative.group(1)) if cumulative else None,
+            )
+    out: dict[str, EntryResources] = {}
+    for name in order:
+        if name not in used:
+            raise ParseError(f"ptxas log has no register count for entry {name!r}")
+        registers, barriers, smem, cumulative = used[name]
+        stack, stores, loads = frames.get(name, (0, 0, 0))
+        out[name] = EntryResources(
+            name=name,
+            arch=arch_of[name],
+            registers=registers,
+            spill_stores=stores,
+            spill_loads=loads,
+            stack_frame=max(stack, cumulative or 0),
+            barriers=barriers,
+            smem_static=smem,
+        )
+    return out

@@ -1,0 +1,1 @@
+"""The ratchet: a committed baseline and the two-way comparison against it."""

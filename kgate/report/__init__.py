@@ -1,0 +1,1 @@
+"""Reporters: findings and facts rendered for terminals, CI systems and people."""

@@ -1,0 +1,72 @@
+"""JSON output: stable, sorted, documented in the README ("JSON output").
+
+Top level: {"version": 1, "command", "findings": [...], "kernels": [...],
+"ratchet": [...], "summary": {...}}. Findings carry code, name, severity,
+path, line, col, kernel, variant, target, message and identity; kernels carry
+registers, spill_bytes (spill stores), spill_loads, stack_bytes, smem_bytes
+and instructions (PTX MMA opcodes by full name, with counts). Nothing in it
+depends on timing or on the machine, so the same inputs give the same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from kgate.budgets import residency
+from kgate.facts.model import KernelFacts
+from kgate.profiles import primary
+from kgate.report.result import Result
+
+SCHEMA_VERSION = 1
+
+
+def kernel_record(facts: KernelFacts) -> dict[str, Any]:
+    res = facts.resources
+    occupancy = residency(res.registers, res.smem_bytes, facts.num_warps, primary(facts.target))
+    record = {
+        "kernel": facts.kernel,
+        "variant": facts.variant,
+        "target": facts.target,
+        "language": facts.language,
+        "kind": facts.kind,
+        "path": facts.path,
+        "line": facts.line,
+        "num_warps": facts.num_warps,
+        "num_stages": facts.num_stages,
+        "registers": res.registers,
+        "spill_bytes": res.spill_stores,
+        "spill_loads": res.spill_loads,
+        "stack_bytes": res.stack_bytes,
+        "smem_bytes": res.smem_bytes,
+        "ptx_target": facts.ptx_target,
+        "pdl": facts.pdl,
+        "expect": list(facts.expect),
+        "warps_per_subcore": occupancy.warps_per_subcore,
+        "instructions": dict(sorted(facts.entry.mma.items())),
+    }
+    if facts.sass is not None:
+        record["sass"] = dict(sorted(facts.sass.opcodes.items()))
+    return record
+
+
+def to_dict(result: Result) -> dict[str, Any]:
+    return {
+        "version": SCHEMA_VERSION,
+        "command": result.command,
+        "findings": [f.to_json() for f in result.findings],
+        "kernels": [kernel_record(k) for k in sorted(result.kernels, key=lambda k: k.key)],
+        "ratchet": [d.to_json() for d in result.ratchet],
+        "summary": {
+            "findings": len(result.findings),
+            "failing": len(result.failing()),
+            "kernels": len(result.kernels),
+            "baselined": result.baselined,
+            "suppressed": result.suppressed,
+            "exit_code": result.exit_code(),
+        },
+    }
+
+
+def render(result: Result) -> str:
+    return json.dumps(to_dict(result), indent=2, sort_keys=True) + "\n"

@@ -1,0 +1,33 @@
+"""What a run hands to the reporters."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from kgate.facts.model import KernelFacts
+from kgate.findings import Finding, Severity
+
+
+@dataclass
+class Result:
+    command: str  # "check" or "lint"
+    findings: list[Finding]  # active findings, after suppressions and the baseline
+    kernels: list[KernelFacts] = field(default_factory=list)
+    # Lines that describe ratchet differences (NEW/WORSE/IMPROVED/GONE) and notices.
+    ratchet: list[Any] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)
+    baselined: int = 0  # findings accepted by the baseline
+    suppressed: int = 0  # findings silenced by suppression comments
+    files_checked: int = 0
+    fail_on: Severity = Severity.ERROR
+    stats: dict[str, Any] = field(default_factory=dict)
+
+    def failing(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity.rank <= self.fail_on.rank]
+
+    def ratchet_failures(self) -> list[Any]:
+        return [d for d in self.ratchet if getattr(d, "fails", False)]
+
+    def exit_code(self) -> int:
+        return 1 if self.failing() or self.ratchet_failures() else 0

@@ -1,0 +1,104 @@
+"""Terminal output: findings one per line, a table per kernel variant and target, one summary line."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from kgate.budgets import residency
+from kgate.facts.model import KernelFacts
+from kgate.findings import Finding, Severity
+from kgate.profiles import primary
+from kgate.report.mma import short_mma
+from kgate.report.result import Result
+
+_COLOURS = {Severity.ERROR: "31", Severity.WARNING: "33", Severity.NOTE: "36"}
+
+
+def _paint(text: str, code: str, colour: bool) -> str:
+    return f"\033[{code}m{text}\033[0m" if colour else text
+
+
+def finding_line(f: Finding, colour: bool = False) -> str:
+    where = f"{f.path}:{f.line}" + (f":{f.col}" if f.col else "")
+    subject = ""
+    if f.kernel and f.target:
+        subject = f" [{f.kernel}" + (f" {f.variant}" if f.variant else "") + f" @ {f.target}]"
+    elif f.kernel:
+        subject = f" [{f.kernel}]"
+    code = _paint(f"{f.code} {f.severity.value}", _COLOURS[f.severity], colour)
+    return f"{where}: {code} {f.name}: {f.message}{subject}"
+
+
+def _verdict(facts: KernelFacts, by_kernel: dict[tuple[str, str, str], list[Finding]]) -> str:
+    found = by_kernel.get(facts.key, [])
+    if not found:
+        return "ok"
+    worst = min(found, key=lambda f: f.severity.rank)
+    return f"{worst.severity.value} ({', '.join(sorted({f.name for f in found}))})"
+
+
+def kernel_table(kernels: list[KernelFacts], findings: list[Finding]) -> list[str]:
+    by_kernel: dict[tuple[str, str, str], list[Finding]] = {}
+    for f in findings:
+        if f.kernel and f.variant and f.target:
+            by_kernel.setdefault((f.kernel, f.variant, f.target), []).append(f)
+    header = ("kernel", "variant", "target", "regs", "spill", "smem", "w/sub", "mma", "verdict")
+    rows = [header]
+    for k in sorted(kernels, key=lambda k: k.key):
+        res = k.resources
+        occ = residency(res.registers, res.smem_bytes, k.num_warps, primary(k.target))
+        mma = ", ".join(sorted({short_mma(op) for op in k.entry.mma})) or "-"
+        rows.append((k.kernel, k.variant, k.target, str(res.registers), str(res.spill_stores), str(res.smem_bytes),
+                     f"{occ.warps_per_subcore:g}", mma, _verdict(k, by_kernel)))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    numeric = {3, 4, 5, 6}
+    out = []
+    for n, row in enumerate(rows):
+        cells = [cell.rjust(widths[i]) if i in numeric and n else cell.ljust(widths[i]) for i, cell in enumerate(row)]
+        out.append("  ".join(cells).rstrip())
+        if n == 0:
+            out.append("  ".join("-" * w for w in widths))
+    return out
+
+
+def summary_line(result: Result) -> str:
+    counts = Counter(f.severity for f in result.findings)
+    parts = [f"{counts.get(s, 0)} {s.value}{'s' if counts.get(s, 0) != 1 else ''}"
+             for s in (Severity.ERROR, Severity.WARNING, Severity.NOTE)]
+    subject = (f"{len(result.kernels)} kernel variant(s)" if result.command == "check"
+               else f"{result.files_checked} file(s)")
+    extra = []
+    if result.baselined:
+        extra.append(f"{result.baselined} baselined")
+    if result.suppressed:
+        extra.append(f"{result.suppressed} suppressed")
+    ratchet = result.ratchet_failures()
+    if ratchet:
+        extra.append(f"{len(ratchet)} ratchet failure(s)")
+    verdict = "FAILED" if result.exit_code() else "passed"
+    tail = f" ({', '.join(extra)})" if extra else ""
+    return f"kgate {result.command}: {verdict}: {subject}, {', '.join(parts)}{tail}"
+
+
+def render(result: Result, *, colour: bool = False, table: bool = True, statistics: bool = False) -> str:
+    lines: list[str] = []
+    if table and result.kernels:
+        lines.extend(kernel_table(result.kernels, result.findings))
+        lines.append("")
+    for f in result.findings:
+        lines.append(finding_line(f, colour))
+    for diff in result.ratchet:
+        lines.append(str(diff))
+    for notice in result.notices:
+        lines.append(notice)
+    if statistics:
+        lines.extend(statistics_lines(result.findings))
+    if lines and lines[-1] != "":
+        lines.append("")
+    lines.append(summary_line(result))
+    return "\n".join(lines) + "\n"
+
+
+def statistics_lines(findings: list[Finding]) -> list[str]:
+    counts = Counter((f.code, f.name) for f in findings)
+    return [f"{n:>5}  {code}  {name}" for (code, name), n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]

@@ -1,0 +1,86 @@
+"""What a rule is. Rule modules live in the `rules/` folder (installed as `kgate.rules`).
+
+A rule module's docstring is its user documentation, in fixed sections
+(What it does / Why is this bad? / Example / Use instead / Options /
+References); `kgate explain CODE` prints it. The module defines `RULE`.
+Rules never print and never run tools: `check` yields `Report`s and the
+engine turns them into `Finding`s.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+from kgate.errors import ConfigError
+from kgate.findings import Severity
+
+LAYERS = ("meta", "compiled", "python", "cuda")
+DOC_SECTIONS = ("## What it does", "## Why is this bad?", "## Example", "## Use instead", "## Options")
+
+
+@dataclass(frozen=True)
+class Option:
+    default: Any
+    help: str
+    type: type | tuple[type, ...] = object
+
+    def validate(self, rule: str, name: str, value: Any) -> Any:
+        expected = self.type
+        if expected is not object:
+            if isinstance(value, bool) and bool not in (expected if isinstance(expected, tuple) else (expected,)):
+                raise ConfigError(f"options.{rule}.{name}: must be {_describe(expected)}, not {value!r}")
+            if not isinstance(value, expected):
+                raise ConfigError(f"options.{rule}.{name}: must be {_describe(expected)}, not {value!r}")
+        return value
+
+
+def _describe(expected: type | tuple[type, ...]) -> str:
+    names = {int: "an integer", float: "a number", str: "a string", bool: "true or false", list: "a list"}
+    if isinstance(expected, tuple):
+        return " or ".join(names.get(t, t.__name__) for t in expected)
+    return names.get(expected, expected.__name__)
+
+
+@dataclass(frozen=True)
+class Report:
+    """A rule's verdict on one subject; the engine adds path, kernel and identity."""
+
+    message: str
+    severity: Severity | None = None  # None: the rule's (configured) severity
+    line: int | None = None  # None: the subject's own line (a kernel's definition)
+    col: int | None = None
+    end_line: int | None = None
+    end_col: int | None = None
+    # Extra words that keep two reports on one subject apart in the baseline.
+    discriminator: str = ""
+    path: str | None = None
+
+
+@dataclass(frozen=True)
+class Rule:
+    code: str
+    name: str
+    layer: str
+    severity: Severity
+    summary: str
+    check: Callable[..., Iterable[Report]]
+    doc: str = ""
+    options: dict[str, Option] = field(default_factory=dict)
+
+    def resolve_options(self, configured: dict[str, Any] | None) -> dict[str, Any]:
+        configured = configured or {}
+        unknown = sorted(set(configured) - set(self.options))
+        if unknown:
+            known = ", ".join(sorted(self.options)) or "none"
+            raise ConfigError(f"options.{self.name}: unknown option {unknown[0]!r} (known: {known})")
+        return {name: opt.validate(self.name, name, configured.get(name, opt.default))
+                for name, opt in self.options.items()}
+
+
+@dataclass(frozen=True)
+class CompiledContext:
+    """What a compiled rule may read besides the kernel's facts."""
+
+    options: dict[str, Any]
+    profile: Any  # kgate.profiles.Profile of the target's primary card

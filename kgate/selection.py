@@ -1,0 +1,103 @@
+"""Which rules run, at what severity, with which options: configuration resolved against the registry.
+
+Codes, code prefixes ("KG1") and rule names ("spill") are accepted wherever
+a rule is named; "ALL" selects everything. Unknown ones are errors.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass, field
+from typing import Any
+
+from kgate import rules as registry  # type: ignore[attr-defined]
+from kgate.config import Config
+from kgate.errors import ConfigError
+from kgate.findings import Finding, Severity
+
+
+def _names() -> dict[str, str]:
+    return {name: code for code, name, _module in registry.REGISTRY}
+
+
+def resolve_codes(tokens: tuple[str, ...] | list[str], where: str) -> set[str]:
+    """Codes named by a list of codes, prefixes, names or ALL; unknown tokens are errors."""
+    all_codes = [code for code, _name, _module in registry.REGISTRY]
+    names = _names()
+    out: set[str] = set()
+    for token in tokens:
+        upper = token.upper()
+        if upper == "ALL":
+            out.update(all_codes)
+        elif token in names:
+            out.add(names[token])
+        elif any(code.startswith(upper) for code in all_codes) and upper.startswith("KG"):
+            out.update(code for code in all_codes if code.startswith(upper))
+        else:
+            raise ConfigError(f"{where}: unknown rule {token!r} (see `kgate rules`)")
+    return out
+
+
+@dataclass(frozen=True)
+class Selection:
+    enabled: frozenset[str]
+    severity: dict[str, Severity] = field(default_factory=dict)
+    options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    per_file_ignores: tuple[tuple[str, frozenset[str]], ...] = ()
+
+    def active(self, code: str) -> bool:
+        return code in self.enabled
+
+    def severity_of(self, code: str, default: Severity) -> Severity:
+        return self.severity.get(code, default)
+
+    def ignored_for(self, path: str, code: str) -> bool:
+        return any(code in codes and _path_matches(path, pattern) for pattern, codes in self.per_file_ignores)
+
+    def keep(self, finding: Finding) -> bool:
+        return self.active(finding.code) and not self.ignored_for(finding.path, finding.code)
+
+
+def _path_matches(path: str, pattern: str) -> bool:
+    return fnmatch.fnmatchcase(path, pattern) or fnmatch.fnmatchcase(path, pattern.rstrip("/") + "/*") \
+        or ("/" not in pattern and fnmatch.fnmatchcase(path.rsplit("/", 1)[-1], pattern))
+
+
+def build_selection(config: Config, *, select: list[str] | None = None, extend_select: list[str] | None = None,
+                    ignore: list[str] | None = None) -> Selection:
+    """Resolve the configuration and command-line flags (flags win) into a Selection."""
+    where = config.display()
+    base = select if select is not None else (list(config.select) or ["ALL"])
+    enabled = resolve_codes(base, "--select" if select is not None else f"{where}: select")
+    enabled |= resolve_codes(list(config.extend_select), f"{where}: extend-select")
+    enabled |= resolve_codes(extend_select or [], "--extend-select")
+    enabled -= resolve_codes(list(config.ignore), f"{where}: ignore")
+    enabled -= resolve_codes(ignore or [], "--ignore")
+    severity: dict[str, Severity] = {}
+    for token, level in config.severity.items():
+        for code in resolve_codes([token], f"{where}: severity"):
+            if level == "off":
+                enabled.discard(code)
+            else:
+                severity[code] = Severity(level)
+    names = _names()
+    options: dict[str, dict[str, Any]] = {}
+    for name, values in config.options.items():
+        code = names.get(name) or (name if name in {c for c, _n, _m in registry.REGISTRY} else None)
+        if code is None:
+            raise ConfigError(f"{where}: options.{name}: unknown rule (options are keyed by rule name)")
+        options[code] = values
+    pfi = tuple((pattern, frozenset(resolve_codes(list(codes), f"{where}: per-file-ignores.{pattern}")))
+                for pattern, codes in sorted(config.per_file_ignores.items()))
+    # Validate options of every rule now, so a typo fails before any compiling.
+    resolved = {}
+    for code, _name, _module in registry.REGISTRY:
+        if code in options:
+            resolved[code] = registry.load(code).resolve_options(options[code])
+    return Selection(frozenset(enabled), severity, resolved, pfi)
+
+
+def rule_options(selection: Selection, code: str) -> dict[str, Any]:
+    if code in selection.options:
+        return selection.options[code]
+    return registry.load(code).resolve_options({})

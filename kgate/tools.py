@@ -1,0 +1,118 @@
+"""Every external program kgate runs goes through `run()`.
+
+Argument lists only (never a shell), a timeout, and a typed error that shows
+the command line to reproduce it, its exit status and the end of its output.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import os
+import shlex
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from kgate.errors import ToolchainError
+
+DEFAULT_TIMEOUT = 300.0
+
+
+@dataclass(frozen=True)
+class Completed:
+    argv: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+class ToolFailed(ToolchainError):
+    """A tool ran and failed (non-zero exit, signal, or timeout)."""
+
+    def __init__(self, argv: list[str] | tuple[str, ...], detail: str, output: str = "") -> None:
+        tail = output.strip().splitlines()[-12:]
+        message = f"{Path(argv[0]).name} {detail}"
+        super().__init__(message)
+        self.argv = tuple(argv)
+        self.output = "\n".join(tail)
+        self.repro = shlex.join(argv)
+
+
+def run(argv: list[str], *, timeout: float = DEFAULT_TIMEOUT, cwd: str | Path | None = None,
+        env: dict[str, str] | None = None, check: bool = True, input_bytes: bytes | None = None) -> Completed:
+    """Run a program; raise ToolFailed on a non-zero exit, a signal or a timeout."""
+    try:
+        proc = subprocess.run(
+            argv, cwd=cwd, env=env, input=input_bytes, capture_output=True, timeout=timeout, check=False
+        )
+    except subprocess.TimeoutExpired as exc:
+        out = (exc.stdout or b"").decode(errors="replace") + (exc.stderr or b"").decode(errors="replace")
+        raise ToolFailed(argv, f"timed out after {timeout:g} s", out) from None
+    except OSError as exc:
+        raise ToolFailed(argv, f"could not be started: {exc.strerror or exc}") from None
+    stdout = proc.stdout.decode(errors="replace")
+    stderr = proc.stderr.decode(errors="replace")
+    if check and proc.returncode != 0:
+        if proc.returncode < 0:
+            detail = f"was killed by signal {-proc.returncode}"
+        else:
+            detail = f"exited with status {proc.returncode}"
+        raise ToolFailed(argv, detail, stdout + "\n" + stderr)
+    return Completed(tuple(argv), proc.returncode, stdout, stderr)
+
+
+def triton_bin_dir() -> Path | None:
+    """The folder of binary tools shipped inside the Triton wheel, without importing Triton."""
+    spec = importlib.util.find_spec("triton")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    folder = Path(next(iter(spec.submodule_search_locations))) / "backends" / "nvidia" / "bin"
+    return folder if folder.is_dir() else None
+
+
+def bundled_tool(name: str) -> Path | None:
+    """ptxas, ptxas-blackwell, cuobjdump or nvdisasm from the Triton wheel, or from PATH."""
+    folder = triton_bin_dir()
+    if folder is not None and (folder / name).is_file():
+        return folder / name
+    found = shutil.which(name)
+    return Path(found) if found else None
+
+
+def require_tool(name: str) -> Path:
+    path = bundled_tool(name)
+    if path is None:
+        raise ToolchainError(f"{name} not found: install triton (it ships {name}) or put it on PATH")
+    return path
+
+
+def file_identity(path: Path) -> str:
+    """A cheap identity for a binary: its path, size and modification time."""
+    st = path.stat()
+    return f"{path}:{st.st_size}:{st.st_mtime_ns}"
+
+
+@functools.lru_cache(maxsize=None)
+def tool_version(path: str) -> str:
+    """The `--version` release line of an NVIDIA tool, e.g. 'release 13.4, V13.4.59'."""
+    out = run([path, "--version"], timeout=30).stdout
+    for line in out.splitlines():
+        if "release" in line:
+            return line.split(",", 1)[1].strip() if "," in line else line.strip()
+    lines = [line for line in out.splitlines() if line.strip()]
+    return lines[-1].strip() if lines else "unknown"
+
+
+def package_version(name: str) -> str | None:
+    from importlib import metadata
+
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def env_flag(name: str) -> str:
+    return os.environ.get(name, "")

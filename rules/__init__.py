@@ -1,0 +1,46 @@
+"""kgate's rule registry: one row per code, sorted. A code is never reused.
+
+Installed, this folder is the package `kgate.rules`. Modules are imported on
+demand, so `kgate lint` never loads the compiled rules and vice versa.
+"""
+
+from __future__ import annotations
+
+import importlib
+from functools import lru_cache
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kgate.rule import Rule
+
+# code, name, module (relative to this package)
+REGISTRY: tuple[tuple[str, str, str], ...] = (
+    ("KG001", "compile-error", "meta.compile_error"),
+    ("KG101", "block-scale-missing", "compiled.block_scale_missing"),
+    ("KG102", "register-ceiling", "compiled.register_ceiling"),
+    ("KG103", "spill", "compiled.spill"),
+    ("KG104", "smem-budget", "compiled.smem_budget"),
+    ("KG105", "occupancy", "compiled.occupancy"),
+    ("KG106", "ptx-target", "compiled.ptx_target"),
+    ("KG107", "pdl-missing-wait", "compiled.pdl_missing_wait"),
+)
+
+
+@lru_cache(maxsize=None)
+def load(code: str) -> Rule:
+    for row_code, _name, module in REGISTRY:
+        if row_code == code:
+            rule: Rule = importlib.import_module(f"{__name__}.{module}").RULE
+            if rule.code != code:
+                raise RuntimeError(f"rule module {module} declares {rule.code}, registry says {code}")
+            return rule
+    raise KeyError(code)
+
+
+def codes(layer: str | None = None) -> list[str]:
+    """Codes of the registry, optionally of one layer (the module's folder)."""
+    return [code for code, _name, module in REGISTRY if layer is None or module.split(".")[0] == layer]
+
+
+def all_rules(layer: str | None = None) -> list[Rule]:
+    return [load(code) for code in codes(layer)]

@@ -1,0 +1,90 @@
+"""## What it does
+For a kernel launched with programmatic dependent launch (Triton
+`launch_pdl=True`; a CUDA kernel configured as PDL or launched through
+`cudaLaunchKernelEx` with `cudaLaunchAttributeProgrammaticStreamSerialization`),
+checks on the PTX control-flow graph that `griddepcontrol.wait` is executed
+before every global memory access on every path from the kernel's entry.
+Loads, stores, atomics, `cp.async` and calls to device functions that touch
+global memory count; a wait that is predicated or under a branch protects
+only the paths that pass through it. Where SASS was produced, a kernel that
+waits in PTX must also show `ACQBULK` in SASS.
+
+## Why is this bad?
+With PDL the dependent kernel starts while the producer is still running.
+Anything it reads before the wait may be the producer's output half written:
+a race that shows up as a flaky determinism test, not as a crash. A
+registration without a wait is the same race on every access.
+
+## Example
+```python
+@triton.jit
+def consumer(x, out, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    v = tl.load(x + offs, mask=offs < n)   # reads before the wait
+    gdc_wait()
+    tl.store(out + offs, v, mask=offs < n)
+```
+
+## Use instead
+```python
+@triton.jit
+def consumer(x, out, n, BLOCK: tl.constexpr):
+    gdc_wait()                              # first, on every path
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    v = tl.load(x + offs, mask=offs < n)
+    tl.store(out + offs, v, mask=offs < n)
+```
+In CUDA C++: `cudaGridDependencySynchronize()` (or `asm("griddepcontrol.wait;")`)
+before the first global access, outside any condition.
+
+## Options
+None.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Iterable
+
+from kgate.facts.model import KernelFacts
+from kgate.findings import Severity
+from kgate.rule import CompiledContext, Report, Rule
+
+
+def _where(access: object, facts: KernelFacts) -> tuple[str, int | None]:
+    loc = getattr(access, "loc", None)
+    if loc is not None and loc.line:
+        return f"{os.path.basename(loc.file)}:{loc.line}", loc.line
+    return f"PTX line {getattr(access, 'ptx_line', '?')}", None
+
+
+def check(facts: KernelFacts, ctx: CompiledContext) -> Iterable[Report]:
+    if not facts.pdl:
+        return
+    entry = facts.entry
+    unwaited = entry.unwaited_accesses
+    if unwaited:
+        first = unwaited[0]
+        where, line = _where(first, facts)
+        if not entry.has_wait:
+            what = "has no griddepcontrol.wait"
+        else:
+            what = "reaches a global memory access before griddepcontrol.wait on some path"
+        yield Report(
+            f"PDL kernel {what}: `{first.opcode}` at {where}"
+            + (f" and {len(unwaited) - 1} more access(es)" if len(unwaited) > 1 else "")
+        )
+        return
+    if entry.has_wait and facts.sass is not None and facts.sass.count("ACQBULK") == 0:
+        yield Report("griddepcontrol.wait is in the PTX but the SASS has no ACQBULK", discriminator="sass")
+
+
+RULE = Rule(
+    code="KG107",
+    name="pdl-missing-wait",
+    layer="compiled",
+    severity=Severity.ERROR,
+    summary="PDL kernel touches global memory before griddepcontrol.wait",
+    check=check,
+    doc=__doc__ or "",
+)

@@ -1,0 +1,51 @@
+"""## What it does
+Reports a kernel variant whose registers per thread, as ptxas allocated them,
+are at or above a threshold (default 240; 255 is the hardware cap).
+
+## Why is this bad?
+A kernel at the ceiling has no room left: the next change to it (one more
+live value, a new compiler version) makes ptxas spill to local memory, and
+the kernel that ran fine yesterday falls off a cliff. At the cap itself ptxas
+has usually spilled already. Registers also set occupancy: 240 registers
+allow one 8-warp CTA per SM.
+
+## Example
+A 128x128 fp32 accumulator with 8 warps, 3 stages and a fused epilogue:
+`Used 245 registers` in the ptxas log.
+
+## Use instead
+A smaller tile (BLOCK_N 64), more warps to share the accumulator, fewer
+pipeline stages, or an epilogue that stores in slices. If the kernel is
+meant to sit there, pin it in the baseline: any growth then fails.
+
+## Options
+- `threshold` (integer, default 240): report at or above this many registers.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from kgate.facts.model import KernelFacts
+from kgate.findings import Severity
+from kgate.rule import CompiledContext, Option, Report, Rule
+
+
+def check(facts: KernelFacts, ctx: CompiledContext) -> Iterable[Report]:
+    threshold = ctx.options["threshold"]
+    registers = facts.resources.registers
+    if registers >= threshold:
+        cap = ctx.profile.max_registers_per_thread
+        yield Report(f"{registers} registers per thread (threshold {threshold}, cap {cap})")
+
+
+RULE = Rule(
+    code="KG102",
+    name="register-ceiling",
+    layer="compiled",
+    severity=Severity.ERROR,
+    summary="Registers per thread at or above the ceiling threshold",
+    check=check,
+    doc=__doc__ or "",
+    options={"threshold": Option(240, "report at or above this many registers per thread", int)},
+)

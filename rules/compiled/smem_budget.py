@@ -1,0 +1,56 @@
+"""## What it does
+Reports a kernel variant whose shared memory per CTA (Triton's dynamic
+allocation plus any static shared memory) is above the target's opt-in
+budget: 101376 bytes (99 KB) on sm_120a, 232448 bytes on sm_100a and sm_90a.
+The message gives the budget and, for a pipelined kernel, how many stages of
+its per-stage footprint would fit.
+
+## Why is this bad?
+The launch fails at run time ("out of resource: shared memory") on the card
+the kernel was meant for, and nothing fails on the machine it was written on:
+a tile tuned on an H100 (228 KB) does not fit an RTX 5090 (99 KB).
+
+## Example
+A bf16 GEMM with BLOCK_M = BLOCK_N = 128, BLOCK_K = 128 and 4 stages needs
+(128 + 128) x 128 x 2 x 4 = 256 KB.
+
+## Use instead
+Fewer stages (at least 3 to hide a DRAM load, 2 for an L2 hit), a smaller
+BLOCK_K, or a narrower operand dtype: fp8 operands double the stages that fit.
+
+## Options
+None.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from kgate.budgets import stages_that_fit
+from kgate.facts.model import KernelFacts
+from kgate.findings import Severity
+from kgate.rule import CompiledContext, Report, Rule
+
+
+def check(facts: KernelFacts, ctx: CompiledContext) -> Iterable[Report]:
+    smem = facts.resources.smem_bytes
+    budget = ctx.profile.smem_optin_per_cta
+    if smem <= budget:
+        return
+    message = f"{smem} bytes of shared memory per CTA, over the {facts.target} budget of {budget} bytes"
+    stages = facts.num_stages
+    if stages and stages > 1:
+        fit = stages_that_fit(smem, stages, budget)
+        message += f"; {fit} of its {stages} stages ({smem // stages} bytes each) would fit"
+    yield Report(message)
+
+
+RULE = Rule(
+    code="KG104",
+    name="smem-budget",
+    layer="compiled",
+    severity=Severity.ERROR,
+    summary="Shared memory per CTA above the target's opt-in budget",
+    check=check,
+    doc=__doc__ or "",
+)

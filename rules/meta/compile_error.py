@@ -1,0 +1,48 @@
+"""## What it does
+Reports a registered kernel variant that did not compile for a target, with
+the compiler's own message (Triton's front end, ptxas, nvcc or NVRTC).
+
+## Why is this bad?
+A kernel that does not build for the target cannot be gated at all: none of
+its registers, spills, shared memory or instructions can be checked. The
+other kernels are still compiled and checked.
+
+## Example
+A `tl.dot` whose tile is smaller than the MMA instruction's minimum, or a
+signature in the registration that does not match the kernel's parameters:
+
+```toml
+[[tool.kgate.triton]]
+kernel = "pkg.ops:add"
+signature = { x = "*fp16" }   # the kernel also takes y and n
+```
+
+## Use instead
+Fix the kernel or its registration so that it compiles; the message carries
+the compiler's error and, for tool failures, a command line to reproduce it.
+
+## Options
+None.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from kgate.findings import Severity
+from kgate.rule import Report, Rule
+
+
+def check(message: str, _ctx: object) -> Iterable[Report]:
+    yield Report(message)
+
+
+RULE = Rule(
+    code="KG001",
+    name="compile-error",
+    layer="meta",
+    severity=Severity.ERROR,
+    summary="A registered kernel variant failed to compile",
+    check=check,
+    doc=__doc__ or "",
+)
