@@ -45,6 +45,7 @@ def decorator_entries(path: Path, data: bytes, root: Path, roots: list[Path]) ->
     kgate_names, register_names = _aliases(tree)
     if not kgate_names and not register_names:
         return []
+    constants = _module_constants(tree)
     out = []
     for node in ast.walk(tree):
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -67,14 +68,75 @@ def decorator_entries(path: Path, data: bytes, root: Path, roots: list[Path]) ->
                 if keyword.arg == "kernel":
                     raise ConfigError(f"{where}: kgate.register takes no 'kernel': it is the decorated function")
                 try:
-                    fields[keyword.arg] = ast.literal_eval(keyword.value)
-                except ValueError:
-                    raise ConfigError(f"{where}: kgate.register({keyword.arg}=...) must be a literal value "
-                                      f"(numbers, strings, lists, dicts)") from None
+                    fields[keyword.arg] = literal(keyword.value, constants)
+                except ValueError as exc:
+                    raise ConfigError(f"{where}: kgate.register({keyword.arg}=...): {exc}") from None
             fields = {k: _to_toml_like(v) for k, v in fields.items()}
             fields["kernel"] = f"{located[0]}:{node.name}"
             out.append(parse_triton_entry(fields, where))
     return out
+
+
+class _NotLiteral(ValueError):
+    pass
+
+
+def literal(node: ast.expr, constants: dict[str, ast.expr], depth: int = 0) -> Any:
+    """The value of a literal expression: constants, containers, dict(k=...), module-level names."""
+    if depth > 20:
+        raise _NotLiteral("too deeply nested")
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return [literal(e, constants, depth + 1) for e in node.elts]
+    if isinstance(node, ast.Dict):
+        out = {}
+        for key, value in zip(node.keys, node.values):
+            if key is None:
+                merged = literal(value, constants, depth + 1)
+                if not isinstance(merged, dict):
+                    raise _NotLiteral("** of something that is not a dict")
+                out.update(merged)
+            else:
+                out[literal(key, constants, depth + 1)] = literal(value, constants, depth + 1)
+        return out
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict" and not node.args:
+        out = {}
+        for kw in node.keywords:
+            if kw.arg is None:
+                merged = literal(kw.value, constants, depth + 1)
+                if not isinstance(merged, dict):
+                    raise _NotLiteral("** of something that is not a dict")
+                out.update(merged)
+            else:
+                out[kw.arg] = literal(kw.value, constants, depth + 1)
+        return out
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        value = literal(node.operand, constants, depth + 1)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return -value
+    if isinstance(node, ast.Name) and node.id in constants:
+        return literal(constants[node.id], constants, depth + 1)
+    raise _NotLiteral(f"must be a literal (numbers, strings, lists, dicts, dict(...), or a module-level constant "
+                      f"assigned one), not `{ast.unparse(node)}`")
+
+
+def _module_constants(tree: ast.Module) -> dict[str, ast.expr]:
+    """Names assigned exactly once at module level, with the expression assigned."""
+    assigned: dict[str, ast.expr] = {}
+    counts: dict[str, int] = {}
+    for node in tree.body:
+        targets: list[ast.expr] = []
+        value: ast.expr | None = None
+        if isinstance(node, ast.Assign):
+            targets, value = node.targets, node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            targets, value = [node.target], node.value
+        for target in targets:
+            if isinstance(target, ast.Name) and value is not None:
+                counts[target.id] = counts.get(target.id, 0) + 1
+                assigned[target.id] = value
+    return {name: value for name, value in assigned.items() if counts[name] == 1}
 
 
 def _to_toml_like(value: Any) -> Any:

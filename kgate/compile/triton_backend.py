@@ -20,6 +20,7 @@ import os
 import sys
 import time
 import warnings
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from kgate.facts.model import KernelFacts, Resources, SassSummary
 from kgate.facts.ptx import parse_ptx
 from kgate.facts.ptxas_log import parse_ptxas_log
 from kgate.facts.sass import parse_sass
+from kgate.facts.ttgir import parse_pipeline
 
 CAPABILITY = {"sm_120a": 120, "sm_100a": 100, "sm_90a": 90}
 
@@ -158,6 +160,9 @@ def compile_variant(payload: dict[str, Any]) -> dict[str, Any]:
     cubin = compiled.asm["cubin"]
     ptxas_log = "\n".join(line for line in log.getvalue().splitlines() if "ptxas" in line or "bytes" in line)
     facts = build_facts(payload, fn, ptx, ptxas_log, compiled.metadata.shared, seconds)
+    pipeline = parse_pipeline(compiled.asm.get("ttgir", ""))
+    if pipeline is not None:
+        facts = replace(facts, smem_buffers=pipeline.buffers, smem_per_buffer=pipeline.bytes_per_buffer)
     artifacts = Path(payload["artifacts"])
     artifacts.mkdir(parents=True, exist_ok=True)
     _write(artifacts / "kernel.ptx", ptx.encode())
@@ -173,8 +178,6 @@ def compile_variant(payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def _with_sass(facts: KernelFacts, opcodes: dict[str, int]) -> KernelFacts:
-    from dataclasses import replace
-
     return replace(facts, sass=SassSummary(dict(opcodes)))
 
 

@@ -58,6 +58,9 @@ class KernelFacts:
     entry: PtxEntry
     resources: Resources
     sass: SassSummary | None = None
+    # Software pipeline in shared memory (Triton): buffers and bytes per buffer.
+    smem_buffers: int | None = None
+    smem_per_buffer: int | None = None
     shapes: tuple[dict[str, int], ...] = ()
     compile_seconds: float = 0.0
     toolchain: dict[str, str] = field(default_factory=dict)

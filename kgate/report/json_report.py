@@ -68,5 +68,5 @@ def to_dict(result: Result) -> dict[str, Any]:
     }
 
 
-def render(result: Result) -> str:
+def render(result: Result, config: object = None) -> str:
     return json.dumps(to_dict(result), indent=2, sort_keys=True) + "\n"

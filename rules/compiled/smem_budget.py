@@ -38,10 +38,17 @@ def check(facts: KernelFacts, ctx: CompiledContext) -> Iterable[Report]:
     if smem <= budget:
         return
     message = f"{smem} bytes of shared memory per CTA, over the {facts.target} budget of {budget} bytes"
-    stages = facts.num_stages
-    if stages and stages > 1:
-        fit = stages_that_fit(smem, stages, budget)
-        message += f"; {fit} of its {stages} stages ({smem // stages} bytes each) would fit"
+    buffers, per_buffer = facts.smem_buffers, facts.smem_per_buffer
+    if buffers and per_buffer and facts.num_stages:
+        other = smem - buffers * per_buffer
+        fit = max(0, (budget - other) // per_buffer)
+        extra = facts.num_stages - buffers  # stages the compiler does not buffer
+        message += (f": {buffers} pipeline buffers of {per_buffer} bytes at num_stages={facts.num_stages}; "
+                    f"{fit} fit (num_stages={fit + extra})" if fit >= 1 else
+                    f": not even one pipeline buffer of {per_buffer} bytes fits")
+    elif facts.num_stages and facts.num_stages > 1:
+        fit = stages_that_fit(smem, facts.num_stages, budget)
+        message += f"; about {fit} of its {facts.num_stages} stages would fit"
     yield Report(message)
 
 

@@ -1,0 +1,69 @@
+"""Shared fixtures: projects copied into a temporary folder, kgate run in-process or as a CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURES = REPO / "fixtures"
+DATA = Path(__file__).resolve().parent / "data"
+
+
+@pytest.fixture(autouse=True)
+def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keep Triton's and kgate's caches out of the real home directory."""
+    home = tmp_path_factory.getbasetemp() / "home"
+    home.mkdir(exist_ok=True)
+    monkeypatch.setenv("TRITON_HOME", str(home))
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(home / "triton-cache"))
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+
+
+@dataclass
+class Run:
+    code: int
+    stdout: str
+    stderr: str
+
+    def json(self) -> dict:
+        return json.loads(self.stdout)
+
+
+def kgate(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 900) -> Run:
+    """Run the installed `kgate` command line in a subprocess, as a user would."""
+    full_env = {**os.environ, **(env or {})}
+    full_env.pop("TRITON_INTERPRET", None)
+    proc = subprocess.run([sys.executable, "-m", "kgate", *args], cwd=cwd, env=full_env, capture_output=True,
+                          text=True, timeout=timeout)
+    return Run(proc.returncode, proc.stdout, proc.stderr)
+
+
+def copy_project(name: str, dest: Path) -> Path:
+    """A copy of fixtures/<name> in a temporary folder."""
+    target = dest / name.replace("/", "_")
+    shutil.copytree(FIXTURES / name, target, ignore=shutil.ignore_patterns("__pycache__", ".kgate-cache"))
+    return target
+
+
+def expectations(folder: Path, suffixes: tuple[str, ...] = (".py",)) -> set[tuple[str, int, str, str]]:
+    """(path, line, code, target) from `# expect: CODE@target ...` comments in a fixture folder."""
+    out = set()
+    for path in sorted(folder.rglob("*")):
+        if path.suffix not in suffixes:
+            continue
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            marker = "expect:"
+            if marker not in line or "#" not in line and "//" not in line:
+                continue
+            for item in line.split(marker, 1)[1].split():
+                code, _, target = item.partition("@")
+                out.add((path.relative_to(folder).as_posix(), number, code, target))
+    return out

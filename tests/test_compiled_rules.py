@@ -1,0 +1,130 @@
+"""The compiled rules on real kernels compiled for sm_120a and sm_90a on this CPU-only machine.
+
+fixtures/compiled/ holds planted bad cases next to good twins; each `def`
+line states the findings it must produce (`# expect: CODE@target`). One
+`kgate check` compiles them all; the tests compare exact lists.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import Run, copy_project, expectations, kgate
+from kgate import rules as registry
+from kgate.facts.ptxas_log import parse_ptxas_log
+from kgate.tools import bundled_tool
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return copy_project("compiled", tmp_path_factory.mktemp("compiled"))
+
+
+@pytest.fixture(scope="module")
+def cold(project: Path) -> Run:
+    return kgate("check", "--format", "json", cwd=project)
+
+
+def test_findings_are_exactly_the_inline_expectations(project: Path, cold: Run) -> None:
+    assert cold.code == 1, cold.stderr
+    found = {(f["path"], f["line"], f["code"], f["target"]) for f in cold.json()["findings"]}
+    assert found == expectations(project)
+
+
+def test_every_compiled_rule_has_a_planted_case(project: Path) -> None:
+    planted = {code for _path, _line, code, _target in expectations(project)}
+    # ptx-target cannot be provoked through Triton (it always emits the `a` target);
+    # tests/test_ptx_target.py plants it with real nvcc output.
+    assert set(registry.codes("compiled")) - {"KG106"} <= planted
+
+
+def test_block_scaled_mma_on_sm_120a_and_a_note_on_sm_90a(cold: Run) -> None:
+    data = cold.json()
+    kernels = {(k["kernel"], k["target"]): k for k in data["kernels"]}
+    native = kernels[("block_scale:mxfp8_tile", "sm_120a")]["instructions"]
+    assert any("kind::mxf8f6f4.block_scale" in op for op in native)
+    notes = [f for f in data["findings"] if f["kernel"] == "block_scale:mxfp8_tile"]
+    assert [(f["target"], f["severity"]) for f in notes] == [("sm_90a", "note")]
+    fallback = next(f for f in data["findings"] if f["kernel"] == "block_scale:mixed_tile" and f["target"] == "sm_120a")
+    assert fallback["severity"] == "error"
+    assert "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in fallback["message"]
+    assert "HMMA" in fallback["message"]
+
+
+def test_smem_over_99kb_fails_sm_120a_and_fits_sm_90a(cold: Run) -> None:
+    kernels = {(k["kernel"], k["target"]): k for k in cold.json()["kernels"]}
+    big = "gemm_resources:gemm_deep_pipeline"
+    assert kernels[(big, "sm_120a")]["smem_bytes"] > 101376
+    assert 101376 < kernels[(big, "sm_90a")]["smem_bytes"] <= 232448
+    message = next(f["message"] for f in cold.json()["findings"] if f["kernel"] == big)
+    assert "101376" in message and "fit" in message
+
+
+def test_spill_past_the_cliff_is_an_error(cold: Run) -> None:
+    spill = next(f for f in cold.json()["findings"]
+                 if f["kernel"] == "gemm_resources:gemm_spills" and f["target"] == "sm_120a")
+    assert spill["code"] == "KG103" and spill["severity"] == "error" and "cliff" in spill["message"]
+
+
+def test_json_has_the_documented_fields(cold: Run) -> None:
+    data = cold.json()
+    for f in data["findings"]:
+        assert {"code", "name", "severity", "path", "line", "kernel", "variant", "target", "message"} <= set(f)
+    for k in data["kernels"]:
+        assert {"kernel", "variant", "target", "registers", "spill_bytes", "stack_bytes", "smem_bytes",
+                "instructions"} <= set(k)
+    assert len(data["kernels"]) == 2 * 12
+
+
+def test_registers_and_spills_equal_an_independent_ptxas_run(project: Path, cold: Run, tmp_path: Path) -> None:
+    """Run the wheel's ptxas -v on every cached PTX ourselves and compare with what kgate reported."""
+    ptxas = bundled_tool("ptxas-blackwell")
+    assert ptxas is not None
+    records = {(k["kernel"].split(":")[1], k["target"]): k for k in cold.json()["kernels"]}
+    compared = 0
+    for ptx in sorted((project / ".kgate-cache").rglob("kernel.ptx")):
+        text = ptx.read_text()
+        target = re.search(r"^\.target\s+(\w+)", text, re.M).group(1)
+        # Triton's own ptxas options: line info, FMA contraction on, -v, --regAllocOptLevel=2.
+        proc = subprocess.run([str(ptxas), "-lineinfo", "-v", "--regAllocOptLevel=2", f"--gpu-name={target}",
+                               str(ptx), "-o", str(tmp_path / "out.cubin")], capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr
+        for name, res in parse_ptxas_log(proc.stderr).items():
+            record = records[(name, target)]
+            assert (record["registers"], record["spill_bytes"], record["spill_loads"]) == \
+                (res.registers, res.spill_stores, res.spill_loads), name
+            compared += 1
+    assert compared == len(records)
+
+
+def test_a_warm_run_compiles_nothing_and_reports_the_same(project: Path, cold: Run) -> None:
+    warm = kgate("check", "-v", cwd=project)
+    assert warm.code == 1
+    assert "0 compiled, 24 from cache" in warm.stdout
+    again = kgate("check", "--format", "json", cwd=project)
+    assert again.stdout == cold.stdout
+
+
+def test_editing_a_kernel_recompiles_only_its_module(project: Path, cold: Run) -> None:
+    pdl = project / "pdl.py"
+    original = pdl.read_text()
+    try:
+        pdl.write_text(original.replace("v * 2.0", "v * 3.0"))
+        run = kgate("check", "-v", cwd=project)
+        assert "8 compiled, 16 from cache" in run.stdout
+    finally:
+        pdl.write_text(original)
+
+
+def test_terminal_table_shows_every_variant_and_a_verdict(project: Path, cold: Run) -> None:
+    out = kgate("check", cwd=project)
+    assert out.code == 1
+    lines = out.stdout.splitlines()
+    assert lines[0].split()[:4] == ["kernel", "variant", "target", "regs"]
+    assert any("mxf8f6f4.block_scale" in line and "sm_120a" in line and line.rstrip().endswith("ok")
+               for line in lines)
+    assert out.stdout.rstrip().splitlines()[-1].startswith("kgate check: FAILED: 24 kernel variant(s)")
