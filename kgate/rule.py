@@ -55,6 +55,8 @@ class Report:
     # Extra words that keep two reports on one subject apart in the baseline.
     discriminator: str = ""
     path: str | None = None
+    # Enclosing scope (function or class) for the baseline identity of source findings.
+    scope: str = ""
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,10 @@ class Rule:
     check: Callable[..., Iterable[Report]]
     doc: str = ""
     options: dict[str, Option] = field(default_factory=dict)
+    # Source rules: file-name globs the rule reads ("*.py", "*.cu", "CMakeLists.txt"),
+    # and byte strings of which at least one must occur for the rule to run at all.
+    files: tuple[str, ...] = ()
+    prefilter: tuple[bytes, ...] = ()
 
     def resolve_options(self, configured: dict[str, Any] | None) -> dict[str, Any]:
         configured = configured or {}
@@ -76,6 +82,13 @@ class Rule:
             raise ConfigError(f"options.{self.name}: unknown option {unknown[0]!r} (known: {known})")
         return {name: opt.validate(self.name, name, configured.get(name, opt.default))
                 for name, opt in self.options.items()}
+
+
+@dataclass(frozen=True)
+class SourceContext:
+    """What a source rule may read besides the file itself."""
+
+    options: dict[str, Any]
 
 
 @dataclass(frozen=True)
