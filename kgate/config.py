@@ -96,7 +96,8 @@ class Config:
     options: dict[str, dict[str, Any]] = field(default_factory=dict)
     baseline: str = "kgate-baseline.toml"
     ratchet: str = "two-way"
-    toolchain_change: str = "warn"
+    toolchain_change: str = "fail"
+    fail_on: str = "error"
     cache_dir: str = ".kgate-cache"
     jobs: int | None = None
     timeout: float = 600.0
@@ -171,7 +172,7 @@ def _read_toml(path: Path) -> dict[str, Any]:
 _TOP_KEYS = {
     "targets", "triton", "cuda", "select", "extend-select", "ignore", "per-file-ignores", "severity",
     "options", "baseline", "ratchet", "toolchain-change", "cache-dir", "jobs", "timeout", "exclude",
-    "extend-exclude", "python-path", "nvcc", "size-slack",
+    "extend-exclude", "python-path", "nvcc", "size-slack", "fail-on",
 }
 
 
@@ -221,6 +222,8 @@ def parse_config(table: dict[str, Any], *, root: Path, source: Path | None, pref
         kwargs["ratchet"] = ctx.choice(table["ratchet"], "ratchet", RATCHET_MODES)
     if "toolchain-change" in table:
         kwargs["toolchain_change"] = ctx.choice(table["toolchain-change"], "toolchain-change", TOOLCHAIN_POLICIES)
+    if "fail-on" in table:
+        kwargs["fail_on"] = ctx.choice(table["fail-on"], "fail-on", ("error", "warning", "note"))
     if "jobs" in table:
         kwargs["jobs"] = ctx.positive_int(table["jobs"], "jobs")
     if "size-slack" in table:
