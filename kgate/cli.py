@@ -74,6 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--shard", metavar="I/N", help="gate only slice I of N (1-based)")
         if name in ("lint", "baseline"):
             p.add_argument("paths", nargs="*", help="files or folders (default: the project)")
+        if name == "lint":
+            p.add_argument("--force-exclude", action="store_true",
+                           help="apply exclude/extend-exclude to paths named on the command line too")
         if name == "explain":
             p.add_argument("code", help="rule code or name, e.g. KG103 or spill")
             p.add_argument("--format", choices=("text", "json"), default="text")

@@ -1,0 +1,199 @@
+"""The lint engine: source rules over files, the byte pre-filter in front of any decoding or parsing.
+
+Runs every selected rule that has `files` globs (the `python` and `cuda`
+layers, and KG004 which parses every Python file) on the files those globs
+match. A rule runs only when one of its `prefilter` byte strings occurs in
+the file; the file is decoded and parsed at most once, on the first rule
+that asks. Nothing here imports or executes the project's code.
+
+Per file the engine keeps raw findings (before per-file-ignores, configured
+severities and suppressions, so those can change without re-reading), the
+suppression directives, and the codes it ran: all of it is what the cache
+stores, so a warm run never opens an unchanged file.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, NamedTuple
+
+from kgate import rules as registry  # type: ignore[attr-defined]
+from kgate.collect.source import SourceFile, UnreadableSource, glob_matcher
+from kgate.findings import Finding, Severity
+from kgate.rule import Report, Rule, SourceContext
+from kgate.selection import Selection, rule_options
+from kgate.suppress import MARKER, Directive, parse_directives, severity_of
+
+UNREADABLE = "KG004"
+SOURCE_LAYERS = ("meta", "python", "cuda")
+
+
+class RawFinding(NamedTuple):
+    """A finding as a rule reported it, in a form the cache stores as a JSON array."""
+
+    line: int
+    col: int
+    end_line: int | None
+    end_col: int | None
+    code: str
+    severity: str  # "" unless the report set one
+    message: str
+    identity: str
+    value: int | None
+
+
+class FileResult(NamedTuple):
+    findings: tuple[RawFinding, ...]
+    directives: tuple[Directive, ...]
+    ran: tuple[str, ...]  # codes run on the file: what an unused suppression is judged against
+
+
+@dataclass(frozen=True)
+class SourceRule:
+    rule: Rule
+    match: Callable[[str], bool]
+    ctx: SourceContext
+
+
+def source_rules(selection: Selection) -> list[SourceRule]:
+    """The selected rules that read source files, in registry order."""
+    out = []
+    for code in registry.codes():
+        row_layer = next(module for c, _n, module in registry.REGISTRY if c == code).split(".")[0]
+        if row_layer not in SOURCE_LAYERS or not selection.active(code):
+            continue
+        rule = registry.load(code)
+        if rule.files:
+            out.append(SourceRule(rule, glob_matcher(rule.files), SourceContext(options=rule_options(selection, code))))
+    return out
+
+
+def any_match(rules: list[SourceRule]) -> Callable[[str], bool]:
+    """One test for file discovery: does any selected rule read this path?"""
+    return glob_matcher(sorted({glob for r in rules for glob in r.rule.files}))
+
+
+def lint_bytes(path: Path, rel: str, data: bytes, rules: list[SourceRule]) -> FileResult:
+    """Run the rules that apply to one file's content."""
+    source = SourceFile(path, rel, data)
+    findings: list[RawFinding] = []
+    ran: list[str] = []
+    error: UnreadableSource | None = None
+    for sr in rules:
+        if not sr.match(rel):
+            continue
+        ran.append(sr.rule.code)
+        if sr.rule.prefilter and not any(marker in data for marker in sr.rule.prefilter):
+            continue
+        try:
+            for report in sr.rule.check(source, sr.ctx):
+                findings.append(_raw(sr.rule, report, source))
+        except UnreadableSource as exc:
+            error = error or exc
+        except Exception as exc:  # a bug in a rule: say where, keep the traceback
+            raise RuntimeError(f"rule {sr.rule.code} failed on {rel}: {exc!r}") from exc
+    directives: tuple[Directive, ...] = ()
+    if MARKER in data:
+        try:
+            directives = tuple(parse_directives(source.text, python=source.is_python))
+        except UnreadableSource as exc:
+            error = error or exc
+    if error is not None and any(sr.rule.code == UNREADABLE for sr in rules):
+        findings.append(unreadable(rel, error))
+    return FileResult(tuple(sorted(findings)), directives, tuple(ran))
+
+
+def unreadable(rel: str, error: UnreadableSource) -> RawFinding:
+    return RawFinding(error.line, max(error.col, 0), None, None, UNREADABLE, "", error.message,
+                      f"|{error.message}", None)
+
+
+def lint_file(path: Path, rel: str, rules: list[SourceRule]) -> tuple[FileResult, bytes | None]:
+    """Read and lint one file; an unreadable file gives a KG004 finding, not an exception."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError as exc:
+        error = UnreadableSource(f"cannot read: {exc.strerror or exc}")
+        found = (unreadable(rel, error),) if any(sr.rule.code == UNREADABLE for sr in rules) else ()
+        return FileResult(found, (), (UNREADABLE,)), None
+    return lint_bytes(path, rel, data, rules), data
+
+
+def _raw(rule: Rule, report: Report, source: SourceFile) -> RawFinding:
+    line = report.line or 1
+    identity = f"{report.scope}|{report.discriminator or _snippet(source, line)}"
+    return RawFinding(line, report.col or 0, report.end_line, report.end_col, rule.code,
+                      report.severity.value if report.severity else "", report.message, identity, report.value)
+
+
+def _snippet(source: SourceFile, line: int) -> str:
+    """The finding's line without spacing or a trailing kgate comment: stable across moves and reformatting."""
+    try:
+        text = source.line_text(line)
+    except UnreadableSource:
+        return ""
+    cut = text.find("kgate:")
+    if cut >= 0:
+        text = text[:cut].rstrip("#/; \t")
+    return " ".join(text.split())
+
+
+def findings(results: dict[str, FileResult], selection: Selection) -> list[Finding]:
+    """Findings of a run with the configuration applied: per-file-ignores and severities."""
+    rules: dict[str, Rule] = {}
+    out = []
+    for rel, result in results.items():
+        for raw in result.findings:
+            rule = rules.get(raw.code) or rules.setdefault(raw.code, registry.load(raw.code))
+            report = Report(raw.message, severity=Severity(raw.severity) if raw.severity else None)
+            finding = Finding(path=rel, line=raw.line, col=raw.col, code=rule.code, name=rule.name,
+                              severity=severity_of(rule, report, selection), message=raw.message,
+                              identity=raw.identity, end_line=raw.end_line, end_col=raw.end_col, value=raw.value)
+            if selection.keep(finding):
+                out.append(finding)
+    return out
+
+
+def judge(results: dict[str, FileResult], selection: Selection) -> Callable[[str, int, str], bool]:
+    """Whether a suppression of `code` at (path, line) was examined by this run: the rule ran on the file."""
+    def judged(path: str, _line: int, code: str) -> bool:
+        result = results.get(path)
+        return result is not None and code in result.ran and not selection.ignored_for(path, code)
+
+    return judged
+
+
+def to_json(result: FileResult) -> list[Any]:
+    return [[list(f) for f in result.findings], [list(d) for d in result.directives], list(result.ran)]
+
+
+def from_json(data: list[Any]) -> FileResult:
+    findings, directives, ran = data
+    return FileResult(tuple(RawFinding(*f) for f in findings),
+                      tuple(Directive(d[0], d[1], d[2], tuple(d[3]), d[4], d[5]) for d in directives), tuple(ran))
+
+
+def stat_key(st: os.stat_result) -> list[int]:
+    return [st.st_size, st.st_mtime_ns, st.st_ino]
+
+
+def run_files(files: Iterable[tuple[str, Path]], rules: list[SourceRule],
+              cache: Any | None = None) -> tuple[dict[str, FileResult], int]:
+    """Lint files, answering from the cache where a file is unchanged. Returns (results, cache hits)."""
+    results: dict[str, FileResult] = {}
+    hits = 0
+    for rel, path in files:
+        if cache is not None:
+            cached = cache.lookup(rel, path)
+            if cached is not None:
+                results[rel] = cached
+                hits += 1
+                continue
+        result, data = lint_file(path, rel, rules)
+        results[rel] = result
+        if cache is not None and data is not None:
+            cache.store(rel, path, data, result)
+    return results, hits

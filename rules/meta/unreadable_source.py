@@ -1,0 +1,56 @@
+"""## What it does
+Reports a source file that `kgate lint` could not check: it cannot be
+read, is not valid UTF-8 (or the encoding a Python file declares), or is
+not valid Python. One finding per file, at the line of the error; every
+other file is still checked. Every Python file is parsed for this check,
+even when no other rule needs to read it.
+
+## Why is this bad?
+The source rules cannot see into a file they cannot parse, so a file that
+is broken would otherwise pass the gate silently, and so would every
+kernel in it.
+
+## Example
+```python
+@triton.jit
+def add(x, y, n BLOCK: tl.constexpr):   # missing comma
+    ...
+```
+
+## Use instead
+Fix the file. A file that is broken on purpose (a test input for a
+parser) belongs in `exclude`, or carries
+`# kgate: ignore-file[KG004] reason` where the file can still hold it.
+
+## Options
+None.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Iterable
+
+from kgate.findings import Severity
+from kgate.rule import Report, Rule
+
+if TYPE_CHECKING:
+    from kgate.collect.source import SourceFile
+
+
+def check(source: SourceFile, _ctx: object) -> Iterable[Report]:
+    """Parse the file; the lint engine turns an UnreadableSource into this rule's finding."""
+    if source.is_python:
+        source.tree
+    return ()
+
+
+RULE = Rule(
+    code="KG004",
+    name="unreadable-source",
+    layer="meta",
+    severity=Severity.ERROR,
+    summary="A source file that cannot be read, decoded or parsed",
+    check=check,
+    doc=__doc__ or "",
+    files=("*.py",),
+)
