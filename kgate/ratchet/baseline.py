@@ -26,13 +26,13 @@ the accepted size, rounded up to the project's slack.
 from __future__ import annotations
 
 import json
-import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kgate.compile.cache import atomic_write
+from kgate.config import toml_error
 from kgate.errors import BaselineError
 
 if sys.version_info >= (3, 11):
@@ -75,15 +75,16 @@ def split_kernel_key(key: str) -> tuple[str, str, str]:
 # --------------------------------------------------------------------------- reading
 
 
-def load(path: Path) -> Baseline:
+def load(path: Path, display: str | None = None) -> Baseline:
     """Read a baseline; a missing file is an empty baseline, a broken one a BaselineError naming the line."""
+    where = display or str(path)
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
         return Baseline()
     except OSError as exc:
-        raise BaselineError(f"cannot read the baseline: {exc.strerror}", path=str(path)) from None
-    return parse(raw, str(path))
+        raise BaselineError(f"cannot read the baseline: {exc.strerror}", path=where) from None
+    return parse(raw, where)
 
 
 def parse(raw: bytes, where: str) -> Baseline:
@@ -96,15 +97,9 @@ def parse(raw: bytes, where: str) -> Baseline:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        line = getattr(exc, "lineno", None) or _line_from_message(str(exc))
-        message = str(exc).split(" (at line")[0]
+        message, line = toml_error(exc)
         raise BaselineError(f"invalid TOML: {message}", path=where, line=line) from None
     return _from_data(data, text, where)
-
-
-def _line_from_message(message: str) -> int | None:
-    match = re.search(r"line (\d+)", message)
-    return int(match.group(1)) if match else None
 
 
 def _line_of(text: str, needle: str) -> int | None:

@@ -31,7 +31,7 @@ def public_toolchain(toolchain: dict[str, str]) -> dict[str, str]:
 
 def load_baseline(config: Config) -> Baseline | None:
     path = baseline_path(config)
-    return load(path) if path.exists() else None
+    return load(path, config.baseline) if path.exists() else None
 
 
 def apply(result: Result, state: RunState, config: Config, *, enabled: bool = True) -> Comparison | None:
