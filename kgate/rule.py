@@ -63,7 +63,8 @@ class Report:
     path: str | None = None
     # Enclosing scope (function or class) for the baseline identity of source findings.
     scope: str = ""
-    # A size-like measurement (code lines of a file, ...): pinned with slack in the baseline.
+    # A size-like measurement (code lines of a file, ...): the baseline pins it with
+    # the project's `size-slack`, so small growth needs no re-pin (and no merge conflict).
     value: int | None = None
 
 
@@ -81,8 +82,6 @@ class Rule:
     # and byte strings of which at least one must occur for the rule to run at all.
     files: tuple[str, ...] = ()
     prefilter: tuple[bytes, ...] = ()
-    # True when Report.value is a size that may grow a little without re-pinning (see `size-slack`).
-    size_metric: bool = False
 
     def resolve_options(self, configured: dict[str, Any] | None) -> dict[str, Any]:
         configured = configured or {}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 import time
 import traceback
 from dataclasses import dataclass
@@ -38,6 +39,11 @@ def _serve(conn: Connection, env: dict[str, str | None]) -> None:
     import importlib
     import resource
 
+    # A process group of its own, so that a timeout kills the compilers it started too.
+    try:
+        os.setpgid(0, 0)
+    except OSError:
+        pass
     for key, value in env.items():
         if value is None:
             os.environ.pop(key, None)
@@ -80,6 +86,13 @@ class _Worker:
         self.started = 0.0
 
     def kill(self) -> None:
+        """Kill the worker and every compiler it started."""
+        pid = self.process.pid
+        if pid is not None:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
         if self.process.is_alive():
             self.process.kill()
         self.process.join(timeout=5)

@@ -237,7 +237,10 @@ def _compiler_message(exc: BaseException) -> str:
         return f"{head} {tail}".strip() if head != tail else head
     if len(lines) > 6:
         lines = lines[:6]
-    return f"{name}: " + " | ".join(lines) if lines else name
+    text = " | ".join(lines)
+    if name in ("PTXASError", "CompilationError", "CompileTimeAssertionFailure"):
+        return f"{name}: {text}" if text else name
+    return f"Triton's compiler raised {name}: {text}" if text else f"Triton's compiler raised {name}"
 
 
 def _write(path: Path, data: bytes) -> None:
