@@ -20,6 +20,7 @@ from kgate.findings import Finding, Severity
 from kgate.ratchet.compare import RunState, Scope
 from kgate.ratchet.gate import compiled_codes, public_toolchain, register_threshold
 from kgate.selection import Selection
+from kgate.suppress import for_compiled
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,7 @@ class CheckRun:
     compiled: CompileRun
     findings: list[Finding]
     state: RunState
+    suppressed: int = 0  # findings silenced by `# kgate: ignore[CODE] reason` on a kernel's def line
 
 
 def resolve_targets(config: Config, requested: tuple[str, ...]) -> tuple[str, ...]:
@@ -62,7 +64,12 @@ def run_check(config: Config, selection: Selection, options: CheckOptions,
     with tempfile.TemporaryDirectory(prefix="kgate-nocache-") as scratch:
         cfg = replace(config, cache_dir=str(Path(scratch).resolve())) if options.no_cache else config
         compiled = compile_triton(cfg, entries, targets, jobs=jobs, progress=progress, sass_all=options.sass)
-    findings = evaluate.compiled(compiled, selection)
+    lines: dict[str, set[int]] = {}
+    for subject in [*compiled.facts, *compiled.failures]:
+        lines.setdefault(subject.path, set()).add(subject.line)
+    partial = bool(options.kernels) or set(targets) != set(config.targets)
+    outcome = for_compiled(evaluate.compiled(compiled, selection), config.root, lines, selection, complete=not partial)
+    findings = outcome.findings
     scope = Scope(
         compiled=True,
         kernels=frozenset(e.kernel for e in entries) if options.kernels else None,
@@ -73,4 +80,4 @@ def run_check(config: Config, selection: Selection, options: CheckOptions,
     )
     state = RunState(kernels=compiled.facts, findings=findings, toolchain=public_toolchain(compiled.toolchain),
                      scope=scope, register_threshold=register_threshold(selection), fail_on=options.fail_on)
-    return CheckRun(entries, compiled, findings, state)
+    return CheckRun(entries, compiled, findings, state, outcome.suppressed)

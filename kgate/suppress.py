@@ -19,6 +19,7 @@ from __future__ import annotations
 import io
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, Iterable, Mapping, NamedTuple, Sequence
 
 from kgate import rules as registry  # type: ignore[attr-defined]
@@ -29,6 +30,7 @@ from kgate.selection import Selection
 MARKER = b"kgate:"
 _DIRECTIVE = re.compile(r"(?:#|//|;)\s*kgate:\s*ignore(?P<file>-file)?(?![\w-])(?P<rest>.*)$")
 _CODES = re.compile(r"\[(?P<codes>[^\]]*)\](?P<reason>.*)$")
+_NEXT_COMMENT = re.compile(r"\s#\s|\s//")
 _REASON_LEAD = " \t:-\u2013\u2014"
 UNUSED, INVALID = "KG002", "KG003"
 
@@ -75,7 +77,8 @@ def _directive(number: int, match: re.Match[str]) -> Directive:
         return Directive(number, col, file_level, (), "", f"`kgate: {form}` must name codes: "
                                                              f"`kgate: {form}[CODE] reason`")
     names = tuple(c.strip() for c in codes.group("codes").split(",") if c.strip())
-    reason = codes.group("reason").strip(_REASON_LEAD)
+    # Another comment after the codes (`# noqa`, `# type: ignore`) is not a reason.
+    reason = _NEXT_COMMENT.split(codes.group("reason"), 1)[0].strip(_REASON_LEAD)
     problem = ""
     if not names:
         problem = f"`kgate: {form}[]` names no code"
@@ -173,3 +176,40 @@ def severity_of(rule: Rule, report: Report, selection: Selection) -> Severity:
     if report.severity is Severity.NOTE:
         return Severity.NOTE
     return selection.severity.get(rule.code) or report.severity or rule.severity
+
+
+# --------------------------------------------------------------------------- compiled findings
+
+
+def for_compiled(findings: list[Finding], root: Path, kernel_lines: Mapping[str, set[int]], selection: Selection,
+                 *, complete: bool) -> Outcome:
+    """Suppressions for `kgate check`: compiled findings point at a kernel's `def` line, where the comment goes.
+
+    `kernel_lines`: path -> definition lines of the kernels compiled in this
+    run. Only directives naming a compiled code are considered (the others
+    are `kgate lint`'s); a partial run (some kernels or targets) judges none
+    of them unused.
+    """
+    compiled = set(registry.codes("compiled")) | {"KG001"}
+    directives: dict[str, list[Directive]] = {}
+    for path in sorted(set(kernel_lines) | {f.path for f in findings}):
+        try:
+            data = (root / path).read_bytes()
+        except OSError:
+            continue
+        if MARKER not in data:
+            continue
+        try:
+            found = parse_directives(data.decode("utf-8-sig"), python=path.endswith(".py"))
+        except UnicodeDecodeError:
+            continue
+        found = [d for d in found if compiled & set(d.codes)]
+        if found:
+            directives[path] = found
+
+    def judged(path: str, line: int, code: str) -> bool:
+        lines = kernel_lines.get(path, set())
+        return complete and code in compiled and selection.active(code) and not selection.ignored_for(path, code) \
+            and (line in lines if line else bool(lines))
+
+    return apply(findings, directives, selection, judged)

@@ -129,6 +129,8 @@ def parse_python(data: bytes, filename: str) -> ast.Module:
         return ast.parse(data, filename=filename)
     except SyntaxError as exc:
         message = exc.msg or "invalid syntax"
+        if message.startswith("(unicode error)"):
+            return _raise(f"not valid UTF-8 and no coding declaration: {message[16:]}", exc.lineno or 1, 1)
         return _raise(f"syntax error: {message}", exc.lineno or 1, exc.offset or 0)
     except (ValueError, UnicodeDecodeError) as exc:  # null bytes, an undecodable file
         return _raise(f"cannot parse: {exc}", 1, 0)

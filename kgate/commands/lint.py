@@ -1,89 +1,44 @@
 """`kgate lint [paths]`: the source rules, without compiling and without importing the project's code.
 
-With no paths, the project (the configuration's folder) is walked with
-`exclude` and `extend-exclude` applied. Paths named on the command line are
-linted even when excluded, as ruff does, unless `--force-exclude` is given
-(the pre-commit hook passes it, so excluded files that pre-commit hands
-over stay excluded). Folders named on the command line are walked with the
-exclusions applied inside them.
-
-Every verdict is per file, so the result for a list of files is the union
-of the results for any split of that list: pre-commit may run several
-`kgate lint` processes on parts of the staged files.
+See `kgate.lint.pipeline` for which files are linted. The baseline, when
+the project has one, accepts pinned source findings; when only some files
+are linted (pre-commit's batches), pins of other files are not judged and
+pins that no longer match are shown but do not fail: stale pins are a
+whole-project verdict, for `kgate lint` without paths or `kgate check`.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-from pathlib import Path
-from typing import Callable
+from dataclasses import replace
 
-from kgate.collect.files import excluded
-from kgate.collect.source import walk
 from kgate.commands.common import config_from, emit, fail_on, selection_from
 from kgate.config import Config
-from kgate.errors import ConfigError
-from kgate.lint import engine
+from kgate.lint.pipeline import LintRun, run_lint
 from kgate.report.result import Result
-from kgate.suppress import apply
 
 
 def run(args: argparse.Namespace) -> int:
     config = config_from(args)
     selection = selection_from(args, config)
-    rules = engine.source_rules(selection)
-    files, complete = discover(args.paths, config, engine.any_match(rules), getattr(args, "force_exclude", False))
-    cache = None
-    if not args.no_cache:
-        from kgate.lint.cache import LintCache, selection_key
-
-        cache = LintCache(config.root / config.cache_dir, selection_key(rules))
-    results, hits = engine.run_files(files, rules, cache)
-    if cache is not None:
-        cache.save(keep=set(results) if complete else None)
-    outcome = apply(engine.findings(results, selection),
-                    {rel: r.directives for rel, r in results.items() if r.directives},
-                    selection, engine.judge(results, selection))
-    result = Result("lint", outcome.findings, fail_on=fail_on(args, config))
-    result.suppressed = outcome.suppressed
-    result.files_checked = len(results)
-    result.stats = {"files": len(results), "cached": hits, "scope": "project" if complete else "files"}
+    lint = run_lint(config, selection, args.paths, force_exclude=args.force_exclude, use_cache=not args.no_cache)
+    result = Result("lint", lint.findings, fail_on=fail_on(args, config))
+    result.suppressed = lint.suppressed
+    result.files_checked = len(lint.results)
+    result.stats = {"files": len(lint.results), "cached": lint.cached,
+                    "scope": "project" if lint.complete else "files"}
+    if not args.no_baseline and (config.root / config.baseline).is_file():
+        _ratchet(result, lint, config)
     return emit(result, args, config)
 
 
-def discover(paths: list[str], config: Config, match: Callable[[str], bool],
-             force_exclude: bool) -> tuple[list[tuple[str, Path]], bool]:
-    """(project-relative path, path) of the files to lint, sorted; and whether this is the whole project."""
-    root = config.root
-    exclude = tuple(config.exclude) + tuple(config.extend_exclude)
-    if not paths:
-        return [(rel, root / rel) for rel in walk(root, match, exclude)], True
-    found: dict[str, Path] = {}
-    for given in paths:
-        path = Path(given)
-        rel = _relative(path, root)
-        if force_exclude and excluded(rel, exclude):
-            continue
-        if path.is_dir():
-            prefix = "" if rel == "." else rel + "/"
-            for sub in walk(path, match, exclude, prefix=prefix):
-                found[sub] = path / sub[len(prefix):]
-        elif path.is_file():
-            if match(rel):
-                found[rel] = path
-        else:
-            raise ConfigError(f"{given}: no such file or directory")
-    return sorted(found.items()), False
+def _ratchet(result: Result, lint: LintRun, config: Config) -> None:
+    # Imported only when there is a baseline: the ratchet's modules cost a pre-commit run time.
+    from kgate.ratchet.compare import RunState, Scope
+    from kgate.ratchet.gate import apply, compiled_codes
 
-
-def _relative(path: Path, root: Path) -> str:
-    """The project-relative form of a command-line path (absolute when outside the project)."""
-    absolute = os.path.abspath(path)
-    rel = os.path.relpath(absolute, root)
-    if rel.startswith(".."):
-        real = os.path.realpath(absolute)
-        rel = os.path.relpath(real, root)
-        if rel.startswith(".."):
-            return Path(real).as_posix()
-    return Path(rel).as_posix()
+    scope = Scope(source=True, paths=None if lint.complete else frozenset(lint.results), codes=lint.codes,
+                  compiled_codes=compiled_codes())
+    state = RunState(kernels=[], findings=result.findings, toolchain={}, scope=scope, fail_on=result.fail_on)
+    # A partial run cannot tell a fixed finding from one in a file it did not read: never fail on stale pins.
+    apply(result, state, config if lint.complete else replace(config, ratchet="tighten"))
