@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import io
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, NamedTuple, Sequence
 
@@ -44,8 +43,7 @@ class Directive(NamedTuple):
     problem: str  # "" for a well-formed directive
 
 
-@dataclass
-class Outcome:
+class Outcome(NamedTuple):
     findings: list[Finding]  # active findings, meta findings included, sorted
     suppressed: int
 

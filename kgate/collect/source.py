@@ -15,7 +15,6 @@ import re
 from pathlib import Path
 from typing import Callable, Iterable
 
-from kgate.collect.files import excluded
 
 # PEP 263: a coding declaration on one of the first two lines.
 _CODING = re.compile(rb"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)", re.MULTILINE)
@@ -37,7 +36,7 @@ class SourceFile:
 
     __slots__ = ("path", "rel", "data", "_text", "_lines", "_tree", "_error")
 
-    def __init__(self, path: Path, rel: str, data: bytes) -> None:
+    def __init__(self, path: str, rel: str, data: bytes) -> None:
         self.path = path
         self.rel = rel  # project-relative, forward slashes: what findings show
         self.data = data
@@ -149,19 +148,51 @@ def glob_matcher(globs: Iterable[str]) -> Callable[[str], bool]:
     """A test on a project-relative path: a glob without '/' matches the file name, one with '/' the path."""
     import fnmatch
 
-    names = [re.compile(fnmatch.translate(g)) for g in globs if "/" not in g]
-    paths = [re.compile(fnmatch.translate(g)) for g in globs if "/" in g]
+    globs = list(globs)
+    names = _union([fnmatch.translate(g) for g in globs if "/" not in g])
+    paths = _union([fnmatch.translate(g) for g in globs if "/" in g])
 
     def match(rel: str) -> bool:
-        name = rel.rsplit("/", 1)[-1]
-        return any(p.match(name) for p in names) or any(p.match(rel) for p in paths)
+        return bool(names and names.match(rel.rsplit("/", 1)[-1]) or paths and paths.match(rel))
 
     return match
 
 
-def walk(root: Path, wanted: Callable[[str], bool], exclude: tuple[str, ...], prefix: str = "") -> list[str]:
-    """Project-relative paths of the wanted files under root (itself at `prefix`), sorted, exclusions applied."""
-    out: list[str] = []
+def _union(patterns: list[str]) -> re.Pattern[str] | None:
+    return re.compile("|".join(f"(?:{p})" for p in patterns)) if patterns else None
+
+
+def exclusion_matcher(patterns: Iterable[str]) -> Callable[[str, str], bool]:
+    """`excluded(rel, name)` for an entry met while walking down from the root.
+
+    Same meaning as `kgate.collect.files.excluded`, but the parents of an
+    entry were already tested on the way down, so only the entry itself is.
+    """
+    import fnmatch
+
+    bare, name_globs, path_globs = set(), [], []
+    for pattern in patterns:
+        pattern = pattern.rstrip("/")
+        if "/" in pattern:
+            path_globs.append(fnmatch.translate(pattern))
+        elif any(ch in pattern for ch in "*?["):
+            name_globs.append(fnmatch.translate(pattern))
+        else:
+            bare.add(pattern)
+    names, paths = _union(name_globs), _union(path_globs)
+
+    def excluded(rel: str, name: str) -> bool:
+        return name in bare or bool(names and names.match(name)) or bool(paths and paths.match(rel))
+
+    return excluded
+
+
+def walk(root: str | Path, wanted: Callable[[str], bool], exclude: tuple[str, ...],
+         prefix: str = "") -> list[tuple[str, str]]:
+    """(project-relative path, path) of the wanted files under root (itself at `prefix`), sorted,
+    exclusions applied, symlink loops cut."""
+    excluded = exclusion_matcher(exclude)
+    out: list[tuple[str, str]] = []
     seen: set[tuple[int, int]] = set()
     stack = [(str(root), prefix)]
     while stack:
@@ -176,13 +207,13 @@ def walk(root: Path, wanted: Callable[[str], bool], exclude: tuple[str, ...], pr
             continue
         for entry in entries:
             rel = rel_folder + entry.name
-            if excluded(rel, exclude):
+            if excluded(rel, entry.name):
                 continue
             try:
                 if entry.is_dir():
                     stack.append((entry.path, rel + "/"))
                 elif entry.is_file() and wanted(rel):
-                    out.append(rel)
+                    out.append((rel, entry.path))
             except OSError:
                 continue
     out.sort()

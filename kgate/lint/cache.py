@@ -33,10 +33,14 @@ _RACY_NS = 2_000_000_000
 _STALE_S = 14 * 24 * 3600  # cache files of other selections unused this long are removed
 
 
-def _digest(data: bytes) -> str:
-    import hashlib
+try:  # the builtin module: `hashlib` would load OpenSSL, a measurable part of a warm run
+    from _blake2 import blake2b
+except ImportError:  # pragma: no cover - a Python built without it
+    from hashlib import blake2b
 
-    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+def _digest(data: bytes) -> str:
+    return blake2b(data, digest_size=16).hexdigest()
 
 
 def selection_key(rules: list[SourceRule]) -> str:
@@ -79,7 +83,7 @@ class LintCache:
         except (OSError, ValueError):
             self.entries = {}
 
-    def lookup(self, rel: str, path: Path) -> FileResult | None:
+    def lookup(self, rel: str, path: str) -> FileResult | None:
         entry = self.entries.get(rel)
         if entry is None:
             return None
@@ -104,7 +108,7 @@ class LintCache:
         except (TypeError, ValueError, IndexError):
             return None
 
-    def store(self, rel: str, path: Path, data: bytes, result: FileResult) -> None:
+    def store(self, rel: str, path: str, data: bytes, result: FileResult) -> None:
         try:
             st = os.stat(path)
         except OSError:

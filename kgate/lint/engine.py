@@ -15,8 +15,6 @@ stores, so a warm run never opens an unchanged file.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable, Iterable, NamedTuple
 
 from kgate import rules as registry  # type: ignore[attr-defined]
@@ -50,8 +48,7 @@ class FileResult(NamedTuple):
     ran: tuple[str, ...]  # codes run on the file: what an unused suppression is judged against
 
 
-@dataclass(frozen=True)
-class SourceRule:
+class SourceRule(NamedTuple):
     rule: Rule
     match: Callable[[str], bool]
     ctx: SourceContext
@@ -75,7 +72,7 @@ def any_match(rules: list[SourceRule]) -> Callable[[str], bool]:
     return glob_matcher(sorted({glob for r in rules for glob in r.rule.files}))
 
 
-def lint_bytes(path: Path, rel: str, data: bytes, rules: list[SourceRule]) -> FileResult:
+def lint_bytes(path: str, rel: str, data: bytes, rules: list[SourceRule]) -> FileResult:
     """Run the rules that apply to one file's content."""
     source = SourceFile(path, rel, data)
     findings: list[RawFinding] = []
@@ -110,7 +107,7 @@ def unreadable(rel: str, error: UnreadableSource) -> RawFinding:
                       f"|{error.message}", None)
 
 
-def lint_file(path: Path, rel: str, rules: list[SourceRule]) -> tuple[FileResult, bytes | None]:
+def lint_file(path: str, rel: str, rules: list[SourceRule]) -> tuple[FileResult, bytes | None]:
     """Read and lint one file; an unreadable file gives a KG004 finding, not an exception."""
     try:
         with open(path, "rb") as handle:
@@ -172,6 +169,8 @@ def to_json(result: FileResult) -> list[Any]:
 
 def from_json(data: list[Any]) -> FileResult:
     findings, directives, ran = data
+    if not findings and not directives:
+        return FileResult((), (), tuple(ran))
     return FileResult(tuple(RawFinding(*f) for f in findings),
                       tuple(Directive(d[0], d[1], d[2], tuple(d[3]), d[4], d[5]) for d in directives), tuple(ran))
 
@@ -180,7 +179,7 @@ def stat_key(st: os.stat_result) -> list[int]:
     return [st.st_size, st.st_mtime_ns, st.st_ino]
 
 
-def run_files(files: Iterable[tuple[str, Path]], rules: list[SourceRule],
+def run_files(files: Iterable[tuple[str, str]], rules: list[SourceRule],
               cache: Any | None = None) -> tuple[dict[str, FileResult], int]:
     """Lint files, answering from the cache where a file is unchanged. Returns (results, cache hits)."""
     results: dict[str, FileResult] = {}

@@ -16,9 +16,8 @@ of the results for any split of that list: pre-commit may run several
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from kgate.collect.files import excluded
 from kgate.collect.source import walk
@@ -30,8 +29,7 @@ from kgate.selection import Selection
 from kgate.suppress import apply
 
 
-@dataclass
-class LintRun:
+class LintRun(NamedTuple):
     results: dict[str, engine.FileResult]  # per linted file
     findings: list[Finding]  # active findings after per-file-ignores and suppressions
     suppressed: int
@@ -60,31 +58,28 @@ def run_lint(config: Config, selection: Selection, paths: list[str] | None = Non
 
 
 def discover(paths: list[str], config: Config, match: Callable[[str], bool],
-             force_exclude: bool) -> tuple[list[tuple[str, Path]], bool]:
+             force_exclude: bool) -> tuple[list[tuple[str, str]], bool]:
     """(project-relative path, path) of the files to lint, sorted; and whether this is the whole project."""
     root = config.root
     exclude = tuple(config.exclude) + tuple(config.extend_exclude)
     if not paths:
-        return [(rel, root / rel) for rel in walk(root, match, exclude)], True
-    found: dict[str, Path] = {}
+        return walk(root, match, exclude), True
+    found: dict[str, str] = {}
     for given in paths:
-        path = Path(given)
-        rel = _relative(path, root)
+        rel = _relative(given, root)
         if force_exclude and excluded(rel, exclude):
             continue
-        if path.is_dir():
-            prefix = "" if rel == "." else rel + "/"
-            for sub in walk(path, match, exclude, prefix=prefix):
-                found[sub] = path / sub[len(prefix):]
-        elif path.is_file():
+        if os.path.isdir(given):
+            found.update(walk(given, match, exclude, prefix="" if rel == "." else rel + "/"))
+        elif os.path.isfile(given):
             if match(rel):
-                found[rel] = path
+                found[rel] = given
         else:
             raise ConfigError(f"{given}: no such file or directory")
     return sorted(found.items()), False
 
 
-def _relative(path: Path, root: Path) -> str:
+def _relative(path: str, root: Path) -> str:
     """The project-relative form of a command-line path (absolute when outside the project)."""
     absolute = os.path.abspath(path)
     rel = os.path.relpath(absolute, root)
