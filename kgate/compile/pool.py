@@ -13,9 +13,10 @@ import os
 import signal
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
-from typing import Any, Callable
+from typing import Any
 
 # Task name -> "module:function" run in the worker.
 TASKS = {
@@ -141,12 +142,12 @@ class Pool:
         while pending or busy:
             for worker in self.workers:
                 if worker.task is None and pending:
-                    index = pending.pop()
-                    worker.task = index
+                    next_task = pending.pop()
+                    worker.task = next_task
                     worker.started = time.perf_counter()
                     worker.deadline = worker.started + timeout
                     try:
-                        worker.conn.send(tasks[index])
+                        worker.conn.send(tasks[next_task])
                     except (BrokenPipeError, OSError):
                         pass  # found dead below
                     busy[id(worker)] = worker

@@ -44,7 +44,7 @@ None.
 from __future__ import annotations
 
 import os
-from typing import Iterable
+from collections.abc import Iterable
 
 from kgate.facts.model import KernelFacts
 from kgate.findings import Severity
