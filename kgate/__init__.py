@@ -40,7 +40,7 @@ def register(**fields: Any) -> Callable[[F], F]:
         registrations = list(getattr(fn, "__kgate__", ()))
         registrations.append(entry)
         try:
-            fn.__kgate__ = tuple(registrations)
+            setattr(fn, "__kgate__", tuple(registrations))  # noqa: B010 - fn is any decorated object
         except (AttributeError, TypeError):
             pass
         return fn

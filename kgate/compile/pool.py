@@ -110,7 +110,7 @@ class Pool:
         self.workers: list[_Worker] = []
         self.peak_rss_kb: dict[int, int] = {}
 
-    def __enter__(self) -> Pool:
+    def __enter__(self) -> Pool:  # noqa: PYI034 - not subclassed
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -89,16 +89,12 @@ def is_global_access(opcode: str) -> bool:
     head = parts[0]
     if head in ("ld", "st", "atom", "red", "ldu"):
         space = parts[1] if len(parts) > 1 else ""
-        if space in _NOT_GLOBAL:
-            return False
-        # `ld.global...` or a generic `ld.u32` (which may be global).
-        return space == "global" or space not in _NOT_GLOBAL
+        # `ld.global...`, or a generic `ld.u32` (which may be global); not shared, local, param...
+        return space not in _NOT_GLOBAL
     if head == "cp":
         # cp.async.* copies from global memory (also the bulk tensor forms).
         return len(parts) > 1 and parts[1] in ("async", "reduce")
-    if head == "multimem":
-        return True
-    return False
+    return head == "multimem"
 
 
 def parse_ptx(text: str) -> PtxFacts:
