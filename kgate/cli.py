@@ -25,7 +25,6 @@ COMMANDS = {
     "ulp": "run the bundled kernels' precision tests",
     "audit": "write the HTML and Markdown audit report",
     "merge": "combine the JSON results of sharded runs",
-    "selftest": "prove every rule still fires on its planted bad case",
 }
 
 
