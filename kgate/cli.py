@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from kgate import __version__
 from kgate.errors import KgateError
@@ -25,7 +25,6 @@ COMMANDS = {
     "ulp": "run the bundled kernels' precision tests",
     "audit": "write the HTML and Markdown audit report",
     "merge": "combine the JSON results of sharded runs",
-    "selftest": "prove every rule still fires on its planted bad case",
 }
 
 

@@ -9,8 +9,9 @@ engine turns them into `Finding`s.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from kgate.errors import ConfigError
 from kgate.findings import Severity

@@ -94,7 +94,7 @@ def file_identity(path: Path) -> str:
     return f"{path}:{st.st_size}:{st.st_mtime_ns}"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def tool_version(path: str) -> str:
     """The version of an NVIDIA tool from its `--version` output, e.g. '13.4.59'."""
     import re

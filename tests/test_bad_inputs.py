@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import FIXTURES, kgate
+
 from kgate.tools import bundled_tool
 
 if sys.version_info >= (3, 11):

@@ -17,8 +17,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-
 from conftest import DATA, copy_project, kgate
+
 from kgate.errors import BaselineError
 from kgate.facts.model import KernelFacts, Resources
 from kgate.facts.ptx import parse_ptx

@@ -49,7 +49,7 @@ def _load(kernel: str) -> Any:
     module_name, _, attr = kernel.partition(":")
     try:
         module = importlib.import_module(module_name)
-    except BaseException as exc:  # noqa: BLE001 - the project's import may raise anything
+    except BaseException as exc:
         if isinstance(exc, KeyboardInterrupt):
             raise
         raise KernelError(f"cannot import {module_name}: {type(exc).__name__}: {exc}") from None

@@ -91,9 +91,9 @@ def parse(raw: bytes, where: str) -> Baseline:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
+        bad_line = raw[: exc.start].count(b"\n") + 1
         raise BaselineError("not valid UTF-8 (re-generate it with `kgate baseline update`)", path=where,
-                            line=line) from None
+                            line=bad_line) from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
