@@ -73,8 +73,8 @@ def test_an_edited_file_is_linted_again(tmp_path: Path) -> None:
 
 def test_a_broken_file_does_not_stop_the_others(tmp_path: Path) -> None:
     (tmp_path / "kgate.toml").write_text("")
-    (tmp_path / "a_broken.py").write_bytes(b"def f(:\n")
-    (tmp_path / "b_null.py").write_bytes(b"x = 1\x00\n")
+    (tmp_path / "a_broken.py").write_bytes(b"@triton.autotune(configs=[], key=[])\ndef f(:\n")
+    (tmp_path / "b_null.py").write_bytes(b"import triton\nautotune = 1\x00\n")
     (tmp_path / "c_kernel.py").write_text(
         "import triton\n\n@triton.autotune(configs=[], key=['n'])\n@triton.jit\ndef k(x, n):\n    pass\n")
     run = kgate("lint", "--format", "json", cwd=tmp_path)

@@ -9,7 +9,10 @@ about what they cannot see rather than guess.
 from __future__ import annotations
 
 import ast
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
+
+if TYPE_CHECKING:
+    from kgate.collect.source import SourceFile
 
 AUTOTUNE = frozenset({"triton.autotune", "triton.runtime.autotune", "triton.runtime.autotuner.autotune"})
 CONSTEXPR = frozenset({"triton.language.constexpr", "triton.language.core.constexpr"})
@@ -17,24 +20,97 @@ TRITON_LANGUAGE = ("triton.language", "triton.language.core")
 
 _BODIES = ("body", "orelse", "finalbody")
 
+Function = ast.FunctionDef | ast.AsyncFunctionDef
+
+
+class ModuleInfo:
+    """What several rules read of one module, computed once per file and shared (`info(source)`)."""
+
+    def __init__(self, tree: ast.Module) -> None:
+        self.tree = tree
+        self._imports: dict[str, str] | None = None
+        self._constants: dict[str, ast.expr] | None = None
+        self._functions: list[Function] | None = None
+
+    @property
+    def imports(self) -> dict[str, str]:
+        if self._imports is None:
+            self._imports = import_map(self.tree)
+        return self._imports
+
+    @property
+    def constants(self) -> dict[str, ast.expr]:
+        if self._constants is None:
+            self._constants = module_constants(self.tree)
+        return self._constants
+
+    @property
+    def functions(self) -> list[Function]:
+        if self._functions is None:
+            self._functions = list(functions(self.tree))
+        return self._functions
+
+    def uses_triton(self) -> bool:
+        return any(name == "triton" or name.startswith("triton.") for name in self.imports.values())
+
+
+def info(source: SourceFile) -> ModuleInfo:
+    """The shared ModuleInfo of a Python source file (parses it on first use)."""
+    found = source.derived.get("pysource")
+    if found is None:
+        found = source.derived["pysource"] = ModuleInfo(source.tree)
+    return found
+
+
+def expressions(stmt: ast.stmt) -> Iterator[ast.AST]:
+    """Every expression node of one statement, not descending into the statements of its body."""
+    stack: list[ast.AST] = []
+    for name in stmt._fields:
+        if name in _BODIES or name in ("handlers", "cases"):
+            continue
+        value = getattr(stmt, name, None)
+        if isinstance(value, ast.AST):
+            stack.append(value)
+        elif isinstance(value, list):
+            stack.extend(v for v in value if isinstance(v, ast.AST) and not isinstance(v, ast.stmt))
+    while stack:
+        node = stack.pop()
+        yield node
+        for name in node._fields:
+            value = getattr(node, name, None)
+            if isinstance(value, ast.AST):
+                stack.append(value)
+            elif isinstance(value, list):
+                stack.extend(v for v in value if isinstance(v, ast.AST))
+
+
+# Statement types that hold other statements, and where (a list of names per type).
+_NESTED: dict[type, tuple[str, ...]] = {
+    ast.Module: ("body",), ast.FunctionDef: ("body",), ast.AsyncFunctionDef: ("body",), ast.ClassDef: ("body",),
+    ast.If: ("body", "orelse"), ast.For: ("body", "orelse"), ast.AsyncFor: ("body", "orelse"),
+    ast.While: ("body", "orelse"), ast.With: ("body",), ast.AsyncWith: ("body",),
+    ast.Try: ("body", "handlers", "orelse", "finalbody"), ast.ExceptHandler: ("body",),
+    ast.Match: ("cases",), ast.match_case: ("body",),
+}
+if hasattr(ast, "TryStar"):  # Python 3.11+
+    _NESTED[ast.TryStar] = ("body", "handlers", "orelse", "finalbody")
+
 
 def statements(node: ast.AST) -> Iterator[ast.stmt]:
-    """Every statement under a node (function and class bodies included), without visiting expressions."""
+    """Every statement under a node, outer before inner, in source order; expressions are not visited."""
     stack: list[ast.AST] = [node]
+    nested = _NESTED
     while stack:
         current = stack.pop()
-        for name in _BODIES:
-            block = getattr(current, name, None)
-            if block:
-                for stmt in reversed(block):
-                    if isinstance(stmt, ast.stmt):
-                        stack.append(stmt)
-        for handler in getattr(current, "handlers", ()) or ():
-            stack.append(handler)
-        for case in getattr(current, "cases", ()) or ():
-            stack.append(case)
         if isinstance(current, ast.stmt):
             yield current
+        names = nested.get(type(current))
+        if names:
+            children: list[ast.AST] = []
+            for name in names:
+                children.extend(getattr(current, name))
+            children.reverse()
+            stack.extend(children)
 
 
 def functions(tree: ast.Module) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:

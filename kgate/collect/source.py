@@ -13,7 +13,7 @@ import codecs
 import os
 import re
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 
 # PEP 263: a coding declaration on one of the first two lines.
@@ -34,7 +34,7 @@ class UnreadableSource(Exception):
 class SourceFile:
     """One file under lint. `data` is always there; the rest is computed on first use."""
 
-    __slots__ = ("path", "rel", "data", "_text", "_lines", "_tree", "_error")
+    __slots__ = ("path", "rel", "data", "_text", "_lines", "_tree", "_error", "derived")
 
     def __init__(self, path: str, rel: str, data: bytes) -> None:
         self.path = path
@@ -44,6 +44,8 @@ class SourceFile:
         self._lines: list[str] | None = None
         self._tree: ast.Module | None = None
         self._error: UnreadableSource | None = None
+        # What rules compute from the file and share (e.g. kgate.collect.pysource.info): computed once.
+        self.derived: dict[str, Any] = {}
 
     @property
     def name(self) -> str:

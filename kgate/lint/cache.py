@@ -26,21 +26,14 @@ from pathlib import Path
 from typing import Any
 
 from kgate import __version__
-from kgate.lint.engine import FileResult, SourceRule, from_json, stat_key, to_json
+from kgate.lint.engine import FileResult, SourceRule, content_digest, from_json, stat_key, to_json
 
 FORMAT = 1
 _RACY_NS = 2_000_000_000
 _STALE_S = 14 * 24 * 3600  # cache files of other selections unused this long are removed
 
 
-try:  # the builtin module: `hashlib` would load OpenSSL, a measurable part of a warm run
-    from _blake2 import blake2b
-except ImportError:  # pragma: no cover - a Python built without it
-    from hashlib import blake2b
-
-
-def _digest(data: bytes) -> str:
-    return blake2b(data, digest_size=16).hexdigest()
+_digest = content_digest
 
 
 def selection_key(rules: list[SourceRule]) -> str:
@@ -108,14 +101,15 @@ class LintCache:
         except (TypeError, ValueError, IndexError):
             return None
 
-    def store(self, rel: str, path: str, data: bytes, result: FileResult) -> None:
+    def store(self, rel: str, path: str, digest: str, size: int, result: FileResult) -> None:
+        """Remember a file's result; `digest` and `size` are those of the bytes that were linted."""
         try:
             st = os.stat(path)
         except OSError:
             return
-        if st.st_size != len(data):
+        if st.st_size != size:
             return  # changed while we read it
-        self._remember(rel, st, _digest(data), to_json(result))
+        self._remember(rel, st, digest, to_json(result))
 
     def _remember(self, rel: str, st: os.stat_result, digest: str, result: list[Any]) -> None:
         trusted = st.st_mtime_ns < time.time_ns() - _RACY_NS

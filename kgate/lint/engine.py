@@ -14,7 +14,9 @@ stores, so a warm run never opens an unchanged file.
 
 from __future__ import annotations
 
+import gc
 import os
+import sys
 from typing import Any, Callable, Iterable, NamedTuple
 
 from kgate import rules as registry  # type: ignore[attr-defined]
@@ -23,6 +25,11 @@ from kgate.findings import Finding, Severity
 from kgate.rule import Report, Rule, SourceContext
 from kgate.selection import Selection, rule_options
 from kgate.suppress import MARKER, Directive, parse_directives, severity_of
+
+try:  # the builtin module: `hashlib` would load OpenSSL, a measurable part of a warm run
+    from _blake2 import blake2b
+except ImportError:  # pragma: no cover - a Python built without it
+    from hashlib import blake2b
 
 UNREADABLE = "KG004"
 SOURCE_LAYERS = ("meta", "python", "cuda")
@@ -55,7 +62,8 @@ class SourceRule(NamedTuple):
 
 
 def source_rules(selection: Selection) -> list[SourceRule]:
-    """The selected rules that read source files, in registry order."""
+    """The selected rules that read source files, in registry order (KG004, if selected, first: it
+    applies to every file the others read)."""
     out = []
     for code in registry.codes():
         row_layer = next(module for c, _n, module in registry.REGISTRY if c == code).split(".")[0]
@@ -64,7 +72,13 @@ def source_rules(selection: Selection) -> list[SourceRule]:
         rule = registry.load(code)
         if rule.files:
             out.append(SourceRule(rule, glob_matcher(rule.files), SourceContext(options=rule_options(selection, code))))
+    if out and selection.active(UNREADABLE):
+        out.insert(0, SourceRule(registry.load(UNREADABLE), _every_file, SourceContext(options={})))
     return out
+
+
+def _every_file(rel: str) -> bool:
+    return True
 
 
 def any_match(rules: list[SourceRule]) -> Callable[[str], bool]:
@@ -82,6 +96,8 @@ def lint_bytes(path: str, rel: str, data: bytes, rules: list[SourceRule]) -> Fil
         if not sr.match(rel):
             continue
         ran.append(sr.rule.code)
+        if sr.rule.code == UNREADABLE:
+            continue  # reported below, for what the other rules could not read
         if sr.rule.prefilter and not any(marker in data for marker in sr.rule.prefilter):
             continue
         try:
@@ -103,8 +119,9 @@ def lint_bytes(path: str, rel: str, data: bytes, rules: list[SourceRule]) -> Fil
 
 
 def unreadable(rel: str, error: UnreadableSource) -> RawFinding:
-    return RawFinding(error.line, max(error.col, 0), None, None, UNREADABLE, "", error.message,
-                      f"|{error.message}", None)
+    report = next(iter(registry.load(UNREADABLE).check(error, None)))
+    return RawFinding(report.line or 1, report.col or 0, None, None, UNREADABLE, "", report.message,
+                      f"|{report.message}", None)
 
 
 def lint_file(path: str, rel: str, rules: list[SourceRule]) -> tuple[FileResult, bytes | None]:
@@ -115,7 +132,7 @@ def lint_file(path: str, rel: str, rules: list[SourceRule]) -> tuple[FileResult,
     except OSError as exc:
         error = UnreadableSource(f"cannot read: {exc.strerror or exc}")
         found = (unreadable(rel, error),) if any(sr.rule.code == UNREADABLE for sr in rules) else ()
-        return FileResult(found, (), (UNREADABLE,)), None
+        return FileResult(found, (), tuple(sr.rule.code for sr in rules if sr.match(rel))), None
     return lint_bytes(path, rel, data, rules), data
 
 
@@ -179,20 +196,96 @@ def stat_key(st: os.stat_result) -> list[int]:
     return [st.st_size, st.st_mtime_ns, st.st_ino]
 
 
-def run_files(files: Iterable[tuple[str, str]], rules: list[SourceRule],
-              cache: Any | None = None) -> tuple[dict[str, FileResult], int]:
+def content_digest(data: bytes) -> str:
+    return blake2b(data, digest_size=16).hexdigest()
+
+
+# Below this many files to read, starting worker processes costs more than it saves.
+PARALLEL_MIN_FILES = 48
+
+
+def run_files(files: Iterable[tuple[str, str]], rules: list[SourceRule], cache: Any | None = None,
+              jobs: int | None = None) -> tuple[dict[str, FileResult], int]:
     """Lint files, answering from the cache where a file is unchanged. Returns (results, cache hits)."""
     results: dict[str, FileResult] = {}
-    hits = 0
+    todo: list[tuple[str, str]] = []
     for rel, path in files:
-        if cache is not None:
-            cached = cache.lookup(rel, path)
-            if cached is not None:
-                results[rel] = cached
-                hits += 1
-                continue
-        result, data = lint_file(path, rel, rules)
+        cached = cache.lookup(rel, path) if cache is not None else None
+        if cached is None:
+            todo.append((rel, path))
+        else:
+            results[rel] = cached
+    hits = len(results)
+    # Syntax trees hold no reference cycles, so reference counting frees them; the cyclic collector
+    # would only re-scan the growing heap of nodes while files are parsed (a fifth of a cold run).
+    gc.disable()
+    try:
+        linted = _lint_many(todo, rules, jobs)
+    finally:
+        gc.enable()
+    for rel, path, result, digest, size in linted:
         results[rel] = result
-        if cache is not None and data is not None:
-            cache.store(rel, path, data, result)
+        if cache is not None and digest:
+            cache.store(rel, path, digest, size, result)
     return results, hits
+
+
+Linted = tuple[str, str, FileResult, str, int]
+
+
+def _lint_one(rel: str, path: str, rules: list[SourceRule]) -> Linted:
+    result, data = lint_file(path, rel, rules)
+    return rel, path, result, content_digest(data) if data is not None else "", len(data or b"")
+
+
+def _lint_many(todo: list[tuple[str, str]], rules: list[SourceRule], jobs: int | None) -> list[Linted]:
+    """Serially, or split over forked processes when there are enough files (a cold run on 2+ cores).
+
+    Plain `os.fork` and a pipe per child rather than multiprocessing: its imports alone
+    would cost a warm run more than a tenth of its time, and the parent takes a share
+    of the files itself instead of waiting.
+    """
+    workers = min(jobs or os.cpu_count() or 1, 8, len(todo) // (PARALLEL_MIN_FILES // 2) or 1)
+    if len(todo) < PARALLEL_MIN_FILES or workers < 2 or sys.platform != "linux":
+        return [_lint_one(rel, path, rules) for rel, path in todo]
+    shares = [todo[i::workers] for i in range(workers)]  # interleaved: big and small files mix
+    sys.stdout.flush()
+    sys.stderr.flush()
+    children = [_fork_worker(share, rules) for share in shares[1:]]
+    out = [_lint_one(rel, path, rules) for rel, path in shares[0]]
+    for share, (pid, fd) in zip(shares[1:], children):
+        out.extend(_collect(pid, fd, share, rules))
+    return out
+
+
+def _fork_worker(share: list[tuple[str, str]], rules: list[SourceRule]) -> tuple[int, int]:
+    import marshal
+
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: lint, send plain data back, leave without running the parent's cleanup
+        code = 0
+        try:
+            os.close(read_fd)
+            payload = [(rel, path, to_json(result), digest, size)
+                       for rel, path, result, digest, size in (_lint_one(r, p, rules) for r, p in share)]
+            with os.fdopen(write_fd, "wb") as pipe:
+                pipe.write(marshal.dumps(payload))
+        except BaseException:
+            code = 1
+        finally:
+            os._exit(code)
+    os.close(write_fd)
+    return pid, read_fd
+
+
+def _collect(pid: int, fd: int, share: list[tuple[str, str]], rules: list[SourceRule]) -> list[Linted]:
+    """A child's results; if it failed, its share is linted here so that a bug shows with its traceback."""
+    import marshal
+
+    with os.fdopen(fd, "rb") as pipe:
+        data = pipe.read()
+    _pid, status = os.waitpid(pid, 0)
+    if status == 0 and data:
+        return [(rel, path, from_json(result), digest, size) for rel, path, result, digest, size in marshal.loads(data)]
+    return [_lint_one(rel, path, rules) for rel, path in share]

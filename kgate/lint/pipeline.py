@@ -47,7 +47,7 @@ def run_lint(config: Config, selection: Selection, paths: list[str] | None = Non
         from kgate.lint.cache import LintCache, selection_key
 
         cache = LintCache(config.root / config.cache_dir, selection_key(rules))
-    results, hits = engine.run_files(files, rules, cache)
+    results, hits = engine.run_files(files, rules, cache, jobs=config.jobs)
     if cache is not None:
         cache.save(keep=set(results) if complete else None)
     outcome = apply(engine.findings(results, selection),

@@ -1,9 +1,13 @@
 """## What it does
-Reports a source file that `kgate lint` could not check: it cannot be
-read, is not valid UTF-8 (or the encoding a Python file declares), or is
-not valid Python. One finding per file, at the line of the error; every
-other file is still checked. Every Python file is parsed for this check,
-even when no other rule needs to read it.
+Reports a source file that `kgate lint` needed to read and could not: it
+cannot be read, is not valid UTF-8 (or the encoding a Python file declares),
+or is not valid Python. One finding per file, at the line of the error;
+every other file is still checked.
+
+kgate parses a file only when one of its rules needs to (the rules' byte
+pre-filters found something to look at), so a broken file that no rule
+reads is not reported: kgate is not a syntax checker, and ruff's `E9` or
+the interpreter itself already is one.
 
 ## Why is this bad?
 The source rules cannot see into a file they cannot parse, so a file that
@@ -12,6 +16,7 @@ kernel in it.
 
 ## Example
 ```python
+@triton.autotune(configs=CONFIGS, key=["D"])
 @triton.jit
 def add(x, y, n BLOCK: tl.constexpr):   # missing comma
     ...
@@ -34,14 +39,12 @@ from kgate.findings import Severity
 from kgate.rule import Report, Rule
 
 if TYPE_CHECKING:
-    from kgate.collect.source import SourceFile
+    from kgate.collect.source import UnreadableSource
 
 
-def check(source: SourceFile, _ctx: object) -> Iterable[Report]:
-    """Parse the file; the lint engine turns an UnreadableSource into this rule's finding."""
-    if source.is_python:
-        source.tree
-    return ()
+def check(error: UnreadableSource, _ctx: object) -> Iterable[Report]:
+    """The lint engine hands over what stopped a rule from reading a file."""
+    yield Report(error.message, line=error.line, col=error.col or None)
 
 
 RULE = Rule(
@@ -52,5 +55,4 @@ RULE = Rule(
     summary="A source file that cannot be read, decoded or parsed",
     check=check,
     doc=__doc__ or "",
-    files=("*.py",),
 )

@@ -68,13 +68,34 @@ Function = ast.FunctionDef | ast.AsyncFunctionDef
 
 
 class _Module:
-    """What tracing needs of one module: imports and its top-level functions."""
+    """What tracing needs of one module: imports, its top-level functions, and which of them can write
+    atomically (their text says `atomic_`, or names one that does), so that only those are walked."""
 
-    def __init__(self, tree: ast.Module) -> None:
-        self.imports = py.import_map(tree)
-        self.functions = {stmt.name: stmt for stmt in tree.body if isinstance(stmt, (ast.FunctionDef,
-                                                                                      ast.AsyncFunctionDef))}
+    def __init__(self, source: SourceFile, info: py.ModuleInfo) -> None:
+        self.source = source
+        self.imports = info.imports
+        self.functions = {stmt.name: stmt for stmt in info.tree.body
+                          if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef))}
         self._summaries: dict[str, list[tuple[str, str]]] = {}
+        self.writers = self._writers()
+
+    def _text(self, fn: Function) -> str:
+        return "\n".join(self.source.lines[fn.lineno - 1:fn.end_lineno])
+
+    def _writers(self) -> set[str]:
+        texts = {name: self._text(fn) for name, fn in self.functions.items()}
+        writers = {name for name, text in texts.items() if "atomic_" in text}
+        while True:  # functions that call a writer are writers too
+            more = {name for name, text in texts.items()
+                    if name not in writers and any(f"{writer}(" in text for writer in writers)}
+            if not more:
+                return writers
+            writers |= more
+
+    def candidate_lines(self, fn: Function) -> set[int]:
+        words = ["atomic_", *(f"{name}(" for name in self.writers)]
+        return {fn.lineno + i for i, line in enumerate(self.source.lines[fn.lineno - 1:fn.end_lineno])
+                if any(word in line for word in words)}
 
     def summary(self, fn: Function, depth: int = 0) -> list[tuple[str, str]]:
         """(parameter, atomic) for each atomic a helper performs on one of its own pointer parameters."""
@@ -85,20 +106,37 @@ class _Module:
         self._summaries[fn.name] = out
         return out
 
+    def calls(self, fn: Function) -> Iterator[ast.Call]:
+        """Call nodes of fn on the lines that may hold an atomic or a call of a writer."""
+        lines = self.candidate_lines(fn)
+        if not lines:
+            return
+        for stmt in py.statements(fn):
+            first = stmt.lineno
+            body = getattr(stmt, "body", None)
+            last = max(first, body[0].lineno - 1) if isinstance(body, list) and body else stmt.end_lineno
+            if stmt is fn:
+                first, last = fn.lineno, fn.lineno  # its decorators and defaults hold no atomics
+            if not any(first <= line <= (last or first) for line in lines):
+                continue
+            for node in py.expressions(stmt):
+                if isinstance(node, ast.Call):
+                    yield node
+
     def atomics(self, fn: Function, depth: int = 0) -> Iterator[tuple[ast.Call, str, list[str]]]:
         """(call, description, parameters it writes through) for every atomic in fn, directly or via helpers."""
         params = [arg.arg for arg in py.parameters(fn)]
-        local = _assignments(fn)
-        for node in ast.walk(fn):
-            if not isinstance(node, ast.Call):
-                continue
+        local: dict[str, list[ast.expr]] | None = None
+        for node in self.calls(fn):
+            if local is None:
+                local = _assignments(fn)
             atomic = self._atomic(node, params, local)
             if atomic is not None:
                 op, pointer = atomic
                 yield node, f"tl.{op}", _roots(pointer, params, local, self.imports, set(), 0)
                 continue
             helper = self.functions.get(node.func.id) if isinstance(node.func, ast.Name) else None
-            if helper is None or helper is fn or depth >= _DEPTH:
+            if helper is None or helper is fn or depth >= _DEPTH or helper.name not in self.writers:
                 continue
             for param, op in self.summary(helper, depth):
                 passed = _passed(node, helper, param)
@@ -182,12 +220,14 @@ def _passed(call: ast.Call, helper: Function, param: str) -> ast.expr | None:
 
 
 def check(source: SourceFile, ctx: SourceContext) -> Iterable[Report]:
-    tree = source.tree
-    module = _Module(tree)
-    if not any(name.startswith("triton") for name in module.imports.values()):
+    if b"autotune" not in source.data:
+        return  # atomics outside autotuned kernels are fine: no need to parse
+    info = py.info(source)
+    if not info.uses_triton():
         return
-    constants = py.module_constants(tree)
-    for fn in py.functions(tree):
+    module = _Module(source, info)
+    constants = info.constants
+    for fn in info.functions:
         decorator = py.autotune_decorator(fn, module.imports)
         if decorator is None or py.argument(decorator, "pre_hook", 5) is not None:
             continue

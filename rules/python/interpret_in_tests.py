@@ -75,9 +75,8 @@ def check(source: SourceFile, ctx: SourceContext) -> Iterable[Report]:
 
 
 def _python(source: SourceFile) -> Iterator[Report]:
-    tree = source.tree
-    imports = py.import_map(tree)
-    constants = py.module_constants(tree)
+    info = py.info(source)
+    tree, imports, constants = info.tree, info.imports, info.constants
     environ = _environ_names(tree, imports)
     where = "in a test module" if source.name != "conftest.py" else "in conftest.py"
     for node in ast.walk(tree):

@@ -73,14 +73,13 @@ RUNTIME_SHAPE_NAMES = (
 
 
 def check(source: SourceFile, ctx: SourceContext) -> Iterable[Report]:
-    tree = source.tree
-    imports = py.import_map(tree)
-    if not any(name.startswith("triton") for name in imports.values()):
+    info = py.info(source)
+    if not info.uses_triton():
         return
-    constants = py.module_constants(tree)
+    imports, constants = info.imports, info.constants
     shapes = set(ctx.options["runtime-shape-names"]) | set(ctx.options["extend-runtime-shape-names"])
     allowed = set(ctx.options["allowed-keys"])
-    for fn in py.functions(tree):
+    for fn in info.functions:
         decorator = py.autotune_decorator(fn, imports)
         if decorator is None:
             continue
