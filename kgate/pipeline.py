@@ -65,8 +65,8 @@ def run_check(config: Config, selection: Selection, options: CheckOptions,
         cfg = replace(config, cache_dir=str(Path(scratch).resolve())) if options.no_cache else config
         compiled = compile_triton(cfg, entries, targets, jobs=jobs, progress=progress, sass_all=options.sass)
     lines: dict[str, set[int]] = {}
-    for subject in [*compiled.facts, *compiled.failures]:
-        lines.setdefault(subject.path, set()).add(subject.line)
+    for path, line in [(f.path, f.line) for f in compiled.facts] + [(f.path, f.line) for f in compiled.failures]:
+        lines.setdefault(path, set()).add(line)
     partial = bool(options.kernels) or set(targets) != set(config.targets)
     outcome = for_compiled(evaluate.compiled(compiled, selection), config.root, lines, selection, complete=not partial)
     findings = outcome.findings

@@ -10,6 +10,7 @@ engine turns them into `Finding`s.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+import builtins
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,7 +26,7 @@ class Option:
     default: Any
     help: str
     type: type | tuple[type, ...] = object
-    items: type | None = None  # for list options: the type of every element
+    items: builtins.type | None = None  # for list options: the type of every element
 
     def validate(self, rule: str, name: str, value: Any) -> Any:
         expected = self.type

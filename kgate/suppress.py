@@ -75,7 +75,7 @@ def _directive(number: int, match: re.Match[str]) -> Directive:
         return Directive(number, col, file_level, (), "", f"`kgate: {form}` must name codes: "
                                                              f"`kgate: {form}[CODE] reason`")
     names = tuple(c.strip() for c in codes.group("codes").split(",") if c.strip())
-    # Another comment after the codes (`# noqa`, `# type: ignore`) is not a reason.
+    # A second comment after the codes (a linter's or a type checker's) is not a reason.
     reason = _NEXT_COMMENT.split(codes.group("reason"), 1)[0].strip(_REASON_LEAD)
     problem = ""
     if not names:

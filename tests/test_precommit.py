@@ -25,7 +25,6 @@ import os
 import shutil
 import subprocess
 import sys
-from fnmatch import translate
 from pathlib import Path
 
 import pytest
@@ -103,10 +102,10 @@ def test_lint_hook_on_a_kernel_repository(tmp_path: Path) -> None:
     assert run.returncode == 1, run.stdout + run.stderr
     assert "kgate check" not in run.stdout  # a pre-push hook stays out of the commit stage
     assert _findings(run.stdout) == {
-        "kernels/norm.py:9:40: KG201 error runtime-autotune: autotune key 'n_tokens' of `rmsnorm` is a run-time "
-        "shape (runtime-shape-names): every new value benchmarks all configs again",
-        "tests/conftest.py:3:1: KG203 error interpret-in-tests: TRITON_INTERPRET switched on in conftest.py: every "
-        "kernel decorated afterwards runs on the CPU interpreter",
+        ("kernels/norm.py:9:40: KG201 error runtime-autotune: autotune key 'n_tokens' of `rmsnorm` is a run-time "
+         "shape (runtime-shape-names): every new value benchmarks all configs again"),
+        ("tests/conftest.py:3:1: KG203 error interpret-in-tests: TRITON_INTERPRET switched on in conftest.py: every "
+         "kernel decorated afterwards runs on the CPU interpreter"),
     }
     # pre-commit passed the excluded fixture (types_or matches it); --force-exclude kept it out.
     assert "fixtures/bad_on_purpose.py" not in run.stdout

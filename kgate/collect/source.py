@@ -13,12 +13,20 @@ import codecs
 import os
 import re
 from pathlib import Path
-from typing import Any, Callable, Iterable
-
+from typing import Any, Callable, Iterable, TypedDict
 
 # PEP 263: a coding declaration on one of the first two lines.
 _CODING = re.compile(rb"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)", re.MULTILINE)
 _NEWLINE = re.compile(r"\r\n|\r|\n")
+
+
+class Span(TypedDict):
+    """Where a finding is, as `Report` keywords: `Report(message, **source.span(node))`."""
+
+    line: int
+    col: int
+    end_line: int | None
+    end_col: int | None
 
 
 class UnreadableSource(Exception):
@@ -34,7 +42,7 @@ class UnreadableSource(Exception):
 class SourceFile:
     """One file under lint. `data` is always there; the rest is computed on first use."""
 
-    __slots__ = ("path", "rel", "data", "_text", "_lines", "_tree", "_error", "derived")
+    __slots__ = ("_error", "_lines", "_text", "_tree", "data", "derived", "path", "rel")
 
     def __init__(self, path: str, rel: str, data: bytes) -> None:
         self.path = path
@@ -94,7 +102,7 @@ class SourceFile:
             return byte_col
         return len(text.encode("utf-8")[:byte_col].decode("utf-8", errors="replace"))
 
-    def span(self, node: ast.AST) -> dict[str, int | None]:
+    def span(self, node: ast.AST) -> Span:
         """Report position keywords (line, col, end_line, end_col; 1-based) of an ast node."""
         line = getattr(node, "lineno", 1)
         col = self.char_col(line, getattr(node, "col_offset", 0)) + 1
@@ -107,8 +115,7 @@ class SourceFile:
 
 def decode(data: bytes, *, python: bool) -> str:
     """Text of a source file: UTF-8 (with or without BOM), or a Python file's declared encoding."""
-    if data.startswith(codecs.BOM_UTF8):
-        data = data[len(codecs.BOM_UTF8):]
+    data = data.removeprefix(codecs.BOM_UTF8)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -96,9 +96,8 @@ def _settings(node: ast.AST, imports: dict[str, str], constants: dict[str, ast.e
 
     if isinstance(node, ast.Assign):
         for target in node.targets:
-            if isinstance(target, ast.Subscript) and is_environ(target.value) and is_key(target.slice):
-                yield target, node.value
-            elif py.qualified(target, imports) == "triton.knobs.runtime.interpret":
+            if (isinstance(target, ast.Subscript) and is_environ(target.value) and is_key(target.slice)) \
+                    or py.qualified(target, imports) == "triton.knobs.runtime.interpret":
                 yield target, node.value
     elif isinstance(node, ast.AugAssign) and isinstance(node.op, ast.BitOr) and is_environ(node.target):
         yield from _mapping(node.value, constants)
@@ -140,7 +139,7 @@ def _keywords(call: ast.Call) -> Iterator[tuple[ast.AST, ast.expr | None]]:
 
 def _environ_names(tree: ast.Module, imports: dict[str, str]) -> set[str]:
     """Names bound to os.environ itself (not a copy): `env = os.environ`."""
-    out = set()
+    out: set[str] = set()
     for stmt in py.statements(tree):
         if isinstance(stmt, ast.Assign) and py.qualified(stmt.value, imports) == "os.environ":
             out.update(t.id for t in stmt.targets if isinstance(t, ast.Name))
@@ -249,7 +248,7 @@ def _locate(lines: list[str], table: str) -> tuple[int, int]:
         if match and match.group(1).strip() == table:
             start = number
             break
-    for number in [*range(start, len(lines)), *range(0, start)]:
+    for number in [*range(start, len(lines)), *range(start)]:
         col = lines[number].find(VARIABLE)
         if col >= 0:
             return number + 1, col + 1
