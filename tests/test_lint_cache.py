@@ -115,6 +115,7 @@ def test_parallel_and_serial_runs_agree(tmp_path: Path, monkeypatch: pytest.Monk
     root = project(tmp_path, files=files)
     (root / "pkg" / "broken.py").write_text("@triton.autotune(\n")
     serial = lint(root, use_cache=False, jobs=1)
+    monkeypatch.delenv("PRE_COMMIT", raising=False)
     forks = []
     real_fork = os.fork
     monkeypatch.setattr(os, "fork", lambda: forks.append(1) or real_fork())

@@ -48,6 +48,17 @@ def test_select_and_ignore_in_configuration(tmp_path: Path) -> None:
     assert {c for _p, c, _s in codes(lint(root))} == {"KG201"}
 
 
+def test_extend_select_in_configuration(tmp_path: Path) -> None:
+    root = project(tmp_path, 'select = ["KG201"]\nextend-select = ["KG202"]\n')
+    assert {c for _p, c, _s in codes(lint(root))} == {"KG201", "KG202"}
+
+
+def test_exclude_replaces_the_default_exclusions(tmp_path: Path) -> None:
+    files = {"pkg/ops.py": KERNEL, "generated/gen.py": KERNEL, "build/gen.py": KERNEL}
+    root = project(tmp_path, 'exclude = ["generated"]\n', files)
+    assert {p for p, _c, _s in codes(lint(root))} == {"pkg/ops.py", "build/gen.py"}
+
+
 def test_command_line_flags_override_configuration(tmp_path: Path) -> None:
     root = project(tmp_path, 'select = ["KG201"]\n')
     assert {c for _p, c, _s in codes(lint(root, "--select", "KG202"))} == {"KG202"}

@@ -13,7 +13,7 @@ Two ways of running them:
 - `test_try_repo_installs_the_hooks` runs `pre-commit try-repo` for real:
   a fresh virtual environment and `pip install` of kgate with its
   dependencies (triton among them). Measured on the 2-core CPU-only build
-  machine with a local wheel index: 40 to 60 seconds, and it needs a package
+  machine with a local wheel index: 30 to 60 seconds, and it needs a package
   index, so it runs only with KGATE_TEST_INSTALL=1 (the CI script sets it).
   It is the test that catches packaging mistakes, such as a subpackage
   missing from pyproject's package list.

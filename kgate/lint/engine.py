@@ -246,7 +246,8 @@ def _lint_many(todo: list[tuple[str, str]], rules: list[SourceRule], jobs: int |
     of the files itself instead of waiting.
     """
     workers = min(jobs or os.cpu_count() or 1, 8, len(todo) // (PARALLEL_MIN_FILES // 2) or 1)
-    if len(todo) < PARALLEL_MIN_FILES or workers < 2 or sys.platform != "linux":
+    # Under pre-commit (it sets PRE_COMMIT=1) the hook's batches already run one process per core.
+    if len(todo) < PARALLEL_MIN_FILES or workers < 2 or sys.platform != "linux" or os.environ.get("PRE_COMMIT"):
         return [_lint_one(rel, path, rules) for rel, path in todo]
     shares = [todo[i::workers] for i in range(workers)]  # interleaved: big and small files mix
     sys.stdout.flush()
