@@ -55,11 +55,33 @@ class ModuleInfo:
 
 
 def info(source: SourceFile) -> ModuleInfo:
-    """The shared ModuleInfo of a Python source file (parses it on first use)."""
+    """The shared ModuleInfo of a Python source file (parses it on first use).
+
+    When the lint engine says which needles brought the rules here
+    (`source.derived["needles"]`: the pre-filter strings found in the file),
+    only the definitions that mention them are parsed (kgate.collect.pysparse);
+    otherwise, and whenever that reduced text does not parse, the whole file.
+    """
     found = source.derived.get("pysource")
     if found is None:
-        found = source.derived["pysource"] = ModuleInfo(source.tree)
+        found = source.derived["pysource"] = ModuleInfo(_tree(source))
     return found
+
+
+def _tree(source: SourceFile) -> ast.Module:
+    from kgate.collect.pysparse import sparse
+    from kgate.collect.source import UnreadableSource, parse_python
+
+    needles = source.derived.get("needles")
+    if not needles:
+        return source.tree
+    text = sparse(source.lines, needles)
+    if text is None:
+        return source.tree
+    try:
+        return parse_python(text.encode("utf-8"), source.rel)
+    except UnreadableSource:
+        return source.tree  # report the file's own error, not one of the reduced text
 
 
 def expressions(stmt: ast.stmt) -> Iterator[ast.AST]:

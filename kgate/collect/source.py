@@ -129,7 +129,7 @@ def decode(data: bytes, *, python: bool) -> str:
             except (LookupError, UnicodeDecodeError):
                 pass
     line = data.count(b"\n", 0, error.start) + 1
-    raise UnreadableSource(f"not valid UTF-8 (byte {error.start})", line=line)
+    raise UnreadableSource(f"not valid UTF-8 (byte {error.start})", line=line, col=1)
 
 
 def parse_python(data: bytes, filename: str) -> ast.Module:

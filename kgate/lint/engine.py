@@ -92,6 +92,7 @@ def lint_bytes(path: str, rel: str, data: bytes, rules: list[SourceRule]) -> Fil
     findings: list[RawFinding] = []
     ran: list[str] = []
     error: UnreadableSource | None = None
+    active = []
     for sr in rules:
         if not sr.match(rel):
             continue
@@ -100,6 +101,11 @@ def lint_bytes(path: str, rel: str, data: bytes, rules: list[SourceRule]) -> Fil
             continue  # reported below, for what the other rules could not read
         if sr.rule.prefilter and not any(marker in data for marker in sr.rule.prefilter):
             continue
+        active.append(sr)
+    # What brought the rules here: Python rules parse only the definitions that mention it.
+    source.derived["needles"] = tuple(sorted({m.decode("latin-1") for sr in active for m in sr.rule.prefilter
+                                              if m in data}))
+    for sr in active:
         try:
             for report in sr.rule.check(source, sr.ctx):
                 findings.append(_raw(sr.rule, report, source))

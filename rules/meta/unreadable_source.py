@@ -5,9 +5,11 @@ or is not valid Python. One finding per file, at the line of the error;
 every other file is still checked.
 
 kgate parses a file only when one of its rules needs to (the rules' byte
-pre-filters found something to look at), so a broken file that no rule
-reads is not reported: kgate is not a syntax checker, and ruff's `E9` or
-the interpreter itself already is one.
+pre-filters found something to look at), and then only the definitions
+that mention what the pre-filters found (a kernel's launcher or an autograd
+wrapper is not parsed). A syntax error that no rule reads is therefore not
+reported: kgate is not a syntax checker, and ruff's `E9` or the interpreter
+itself already is one.
 
 ## Why is this bad?
 The source rules cannot see into a file they cannot parse, so a file that
