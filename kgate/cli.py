@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from kgate import __version__
 from kgate.errors import KgateError
@@ -28,7 +30,26 @@ COMMANDS = {
 }
 
 
+class _Formatter(argparse.HelpFormatter):
+    """argparse's help formatter, minus `import shutil` (with its archive modules) only to read the width:
+    every `add_argument` builds one, and the commit hook pays for each import."""
+
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24,
+                 width: int | None = None) -> None:
+        if width is None:
+            try:
+                width = int(os.environ.get("COLUMNS", "0")) or os.get_terminal_size(sys.stdout.fileno()).columns
+            except (ValueError, OSError, AttributeError):  # not a terminal, or no stdout at all
+                width = 80
+            width -= 2
+        super().__init__(prog, indent_increment, max_help_position, width)
+
+
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> None:  # type: ignore[override]
         self.print_usage(sys.stderr)
         raise SystemExit(f"kgate: error: {message}")
