@@ -40,11 +40,15 @@ class CudaToolchain:
     nvcc: Tool
     nvrtc: Tool
 
-    def compiler(self) -> str:
-        if self.nvcc.found:
-            return "nvcc"
-        if self.nvrtc.found:
+    def compiler(self, wanted: str = "auto") -> str:
+        """"nvcc" or "nvrtc": the one asked for, or nvcc when found, else NVRTC."""
+        if wanted == "nvrtc" and self.nvrtc.found or wanted == "auto" and not self.nvcc.found and self.nvrtc.found:
             return "nvrtc"
+        if self.nvcc.found and wanted in ("auto", "nvcc"):
+            return "nvcc"
+        if wanted != "auto":
+            raise ToolchainError(f"compiler = {wanted!r} in the configuration, but {wanted} was not found "
+                                 f"(see `kgate doctor`)")
         raise ToolchainError(
             "no CUDA compiler found for the configured CUDA sources: set `nvcc = \"/path/to/nvcc\"` in the "
             "configuration, set CUDA_HOME, put nvcc on PATH, or pip install nvidia-cuda-nvcc")
@@ -80,7 +84,8 @@ def _nvcc_candidates(configured: str | None, root: Path) -> list[tuple[str, str 
         if home:
             out.append((variable, str(Path(home) / "bin" / "nvcc")))
     out.append(("PATH", shutil.which("nvcc")))
-    out.append(("pip wheel (nvidia-cuda-nvcc)", _pathfinder_utility("nvcc")))
+    found = _pathfinder_utility("nvcc")
+    out.append(("pip wheel (nvidia-cuda-nvcc)" if found and "site-packages" in found else "cuda.pathfinder", found))
     return out
 
 

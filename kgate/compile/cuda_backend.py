@@ -78,7 +78,8 @@ def nvcc_argv(payload: dict[str, Any], keep_dir: Path, cubin: Path) -> list[str]
     """The nvcc command kgate runs: the project's flags, then kgate's target and outputs."""
     return [payload["nvcc"], *payload["flags"], "-cubin", "-lineinfo", "-Xptxas", "-v",
             f"--generate-code=arch={payload['virtual']},code={payload['real']}",
-            "--keep", "--keep-dir", str(keep_dir), "-o", str(cubin), payload["source"]]
+            "--keep", "--keep-dir", str(keep_dir), "-o", str(cubin),
+            os.path.relpath(payload["source"], payload["cwd"])]
 
 
 def _nvcc(payload: dict[str, Any], artifacts: Path) -> tuple[str, str]:
@@ -130,7 +131,9 @@ def _nvrtc(payload: dict[str, Any], artifacts: Path) -> tuple[str, str]:
 
     source = Path(payload["source"]).read_bytes()
     options = [f"-arch={payload['real']}", "--ptxas-options=-v", "-lineinfo"]
-    options += [flag for flag in payload["flags"] if flag.startswith(("-I", "-D", "-U", "-std", "--std"))]
+    options += [_absolute_include(flag, payload["cwd"]) for flag in payload["flags"]
+                if flag.startswith(("-I", "-D", "-U", "-std", "--std"))]
+    options.append(f"-I{Path(payload['source']).parent}")
     options += [f"-I{folder}" for folder in payload.get("nvrtc_includes", [])]
     result, program = nvrtc.nvrtcCreateProgram(source, payload["source"].encode(), 0, [], [])
     _nvrtc_ok(result, "nvrtcCreateProgram")
@@ -138,6 +141,7 @@ def _nvrtc(payload: dict[str, Any], artifacts: Path) -> tuple[str, str]:
         compiled = nvrtc.nvrtcCompileProgram(program, len(options), [o.encode() for o in options])[0]
         log = _nvrtc_text(nvrtc.nvrtcGetProgramLogSize, nvrtc.nvrtcGetProgramLog, program)
         if int(compiled) != 0:
+            log = log.replace(payload["source"], payload["rel"])
             errors = [line.strip() for line in log.splitlines() if "error" in line]
             detail = errors[0] if errors else "compilation failed"
             match = _ERROR_LINE.match(detail)
@@ -152,6 +156,13 @@ def _nvrtc(payload: dict[str, Any], artifacts: Path) -> tuple[str, str]:
         return ptx, log
     finally:
         nvrtc.nvrtcDestroyProgram(program)
+
+
+def _absolute_include(flag: str, cwd: str) -> str:
+    """NVRTC resolves `-I` against the worker's folder: make the project's folders absolute."""
+    if flag.startswith("-I") and len(flag) > 2 and not Path(flag[2:]).is_absolute():
+        return f"-I{Path(cwd) / flag[2:]}"
+    return flag
 
 
 def _nvrtc_text(size_of: Any, get: Any, program: Any) -> str:

@@ -44,9 +44,8 @@ def compile_cuda(config: Config, targets: tuple[str, ...], *, jobs: int, progres
         return run
     sources = cuda_sources(config)
     toolchain = cuda_toolchain(config.nvcc, config.root)
-    compiler = toolchain.compiler()
+    compilers = {entry.compiler: toolchain.compiler(entry.compiler) for entry in config.cuda}
     run.toolchain = {f"cuda.{name}": version for name, version in toolchain.versions().items()}
-    run.toolchain["cuda.compiler"] = compiler
     sites = launch_sites(config, sources)
     patterns = sass_patterns(sources, sites)
     cache = Cache(config.root / config.cache_dir)
@@ -54,7 +53,8 @@ def compile_cuda(config: Config, targets: tuple[str, ...], *, jobs: int, progres
     todo: list[_Task] = []
     for source in sources:
         for target in targets:
-            task = _plan(config, source, target, toolchain, compiler, patterns, sass_all, cache)
+            task = _plan(config, source, target, toolchain, compilers[source.entry.compiler], patterns, sass_all,
+                         cache)
             record = cache.get("cuda", task.key)
             if record is not None and (record["sass"] or not _needs_sass(record, patterns, sass_all)):
                 records.append((source, target, record))
@@ -67,6 +67,9 @@ def compile_cuda(config: Config, targets: tuple[str, ...], *, jobs: int, progres
             run.failures.append(CompileFailure(source.rel, "", target, source.rel, record.get("line", 1),
                                                record["error"]))
     run.facts = finish(records, sites, kernels)
+    if kernels:
+        by_rel = {source.rel: source for source in sources}
+        run.failures = [f for f in run.failures if _may_define(by_rel[f.path], kernels)]
     run.facts.sort(key=lambda f: f.key)
     run.failures.sort(key=lambda f: (f.kernel, f.variant, f.target))
     return run
@@ -118,6 +121,17 @@ def _run_tasks(config: Config, todo: list[_Task], jobs: int, progress: Progress 
     finally:
         if own:
             pool.close()
+
+
+def _may_define(source: CudaSource, globs: list[str]) -> bool:
+    """Whether a file that did not compile defines a kernel the `--kernel` globs could name."""
+    names: set[str] = set()
+    for path in (source.path, *source.headers):
+        try:
+            names.update(global_definitions(path.read_text(encoding="utf-8", errors="replace")))
+        except OSError:
+            continue
+    return any(matches(name, globs) for name in names) or not names
 
 
 def launch_sites(config: Config, sources: list[CudaSource]) -> list[LaunchSite]:
