@@ -165,9 +165,21 @@ def _read_toml(path: Path) -> dict[str, Any]:
     except UnicodeDecodeError:
         raise ConfigError("not valid UTF-8", path=str(path)) from None
     except tomllib.TOMLDecodeError as exc:
-        line = getattr(exc, "lineno", None)
-        message = str(exc).split(" (at line")[0]
+        message, line = toml_error(exc)
         raise ConfigError(f"invalid TOML: {message}", path=path.name, line=line) from None
+
+
+def toml_error(exc: Exception) -> tuple[str, int | None]:
+    """The message and line of a TOML decode error (Python 3.11's tomllib puts the line in the text)."""
+    import re
+
+    text = str(exc)
+    line = getattr(exc, "lineno", None)
+    match = re.search(r" \(at line (\d+), column \d+\)", text)
+    if match:
+        line = line or int(match.group(1))
+        text = text[: match.start()] + text[match.end():]
+    return text.strip(), line
 
 
 _TOP_KEYS = {

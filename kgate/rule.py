@@ -9,8 +9,9 @@ engine turns them into `Finding`s.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from kgate.errors import ConfigError
 from kgate.findings import Severity
@@ -57,7 +58,8 @@ class Report:
     path: str | None = None
     # Enclosing scope (function or class) for the baseline identity of source findings.
     scope: str = ""
-    # A size-like measurement (code lines of a file, ...): pinned with slack in the baseline.
+    # A size-like measurement (code lines of a file, ...): the baseline pins it with
+    # the project's `size-slack`, so small growth needs no re-pin (and no merge conflict).
     value: int | None = None
 
 
@@ -75,8 +77,6 @@ class Rule:
     # and byte strings of which at least one must occur for the rule to run at all.
     files: tuple[str, ...] = ()
     prefilter: tuple[bytes, ...] = ()
-    # True when Report.value is a size that may grow a little without re-pinning (see `size-slack`).
-    size_metric: bool = False
 
     def resolve_options(self, configured: dict[str, Any] | None) -> dict[str, Any]:
         configured = configured or {}

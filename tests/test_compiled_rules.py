@@ -12,8 +12,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from conftest import Run, copy_project, expectations, kgate
+
 from kgate import rules as registry
 from kgate.facts.ptxas_log import parse_ptxas_log
 from kgate.tools import bundled_tool
@@ -88,7 +88,7 @@ def test_registers_and_spills_equal_an_independent_ptxas_run(project: Path, cold
     compared = 0
     for ptx in sorted((project / ".kgate-cache").rglob("kernel.ptx")):
         text = ptx.read_text()
-        target = re.search(r"^\.target\s+(\w+)", text, re.M).group(1)
+        target = re.search(r"^\.target\s+(\w+)", text, re.MULTILINE).group(1)
         # Triton's own ptxas options: line info, FMA contraction on, -v, --regAllocOptLevel=2.
         proc = subprocess.run([str(ptxas), "-lineinfo", "-v", "--regAllocOptLevel=2", f"--gpu-name={target}",
                                str(ptx), "-o", str(tmp_path / "out.cubin")], capture_output=True, text=True)

@@ -45,7 +45,8 @@ def compile_cuda(config: Config, targets: tuple[str, ...], *, jobs: int, progres
     sources = cuda_sources(config)
     toolchain = cuda_toolchain(config.nvcc, config.root)
     compilers = {entry.compiler: toolchain.compiler(entry.compiler) for entry in config.cuda}
-    run.toolchain = {f"cuda.{name}": version for name, version in toolchain.versions().items()}
+    used = set(compilers.values())
+    run.toolchain = {f"cuda.{name}": v for name, v in toolchain.versions().items() if name in used}
     sites = launch_sites(config, sources)
     patterns = sass_patterns(sources, sites)
     cache = Cache(config.root / config.cache_dir)
@@ -78,7 +79,8 @@ def compile_cuda(config: Config, targets: tuple[str, ...], *, jobs: int, progres
 def _plan(config: Config, source: CudaSource, target: str, toolchain: CudaToolchain, compiler: str,
           patterns: list[str], sass_all: bool, cache: Cache) -> _Task:
     arch = choose_arch(source.archs, target)
-    key = digest("cuda", kgate.__version__, toolchain.versions(), compiler, source.rel, source.key,
+    version = toolchain.versions().get(compiler, "")
+    key = digest("cuda", kgate.__version__, compiler, version, source.rel, source.key,
                  list(source.flags), arch.virtual, arch.real, target)
     payload = {
         "source": str(source.path), "rel": source.rel, "cwd": str(source.cwd), "root": str(config.root.resolve()),
@@ -86,7 +88,7 @@ def _plan(config: Config, source: CudaSource, target: str, toolchain: CudaToolch
         "compiler": compiler, "nvcc": toolchain.nvcc.path, "artifacts": str(cache.artifacts(key)),
         "sass_patterns": patterns, "sass_all": sass_all, "timeout": config.timeout,
         "nvrtc_includes": [folder for folder in [cuda_include_dir(toolchain.nvcc)] if folder],
-        "toolchain": {k: v for k, v in toolchain.versions().items()},
+        "toolchain": {f"cuda.{compiler}": version},
     }
     return _Task(source, target, key, payload)
 

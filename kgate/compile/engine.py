@@ -8,9 +8,10 @@ no compiler. Cache misses go to worker processes (`kgate.compile.pool`).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import kgate
 from kgate import tools
@@ -103,11 +104,9 @@ def plan_variants(entry: TritonEntry, expansion: dict[str, Any]) -> list[dict[st
     else:
         bases.append({"constexprs": dict(entry.constexprs), "num_warps": entry.num_warps,
                       "num_stages": entry.num_stages, "maxnreg": None})
-    base = {"constexprs": dict(entry.constexprs), "num_warps": entry.num_warps, "num_stages": entry.num_stages,
-            "maxnreg": None}
     for override in entry.variants:
         extra = {k: v for k, v in override.items() if k not in ("num_warps", "num_stages")}
-        bases.append({"constexprs": {**base["constexprs"], **extra},
+        bases.append({"constexprs": {**entry.constexprs, **extra},
                       "num_warps": override.get("num_warps", entry.num_warps),
                       "num_stages": override.get("num_stages", entry.num_stages), "maxnreg": None})
     expect = list(entry.expect) if entry.expect is not None else (

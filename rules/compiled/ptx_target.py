@@ -30,7 +30,7 @@ None.
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from kgate.facts.arch_features import family_note, lost_by_bare, split_arch
 from kgate.facts.model import KernelFacts
