@@ -176,3 +176,44 @@ def macro_lines(code: str) -> frozenset[int]:
             out.add(number)
             in_macro = text.rstrip().endswith("\\")
     return frozenset(out)
+
+
+def strip_hash_comment(line: str) -> str:
+    """A line of CMake, Python, shell or Makefile without its `#` comment (a `#` inside quotes stays)."""
+    quote = ""
+    index = 0
+    while index < len(line):
+        ch = line[index]
+        if quote:
+            if ch == "\\":
+                index += 2
+                continue
+            if ch == quote:
+                quote = ""
+        elif ch in "\"'":
+            quote = ch
+        elif ch == "#":
+            return line[:index]
+        index += 1
+    return line
+
+
+_FUNCTION_NAME = re.compile(r"([A-Za-z_~][\w:]*)\s*(?:<[^{};]*>)?\s*\([^{};]*\)\s*(?:const\s*)?(?:noexcept\s*)?"
+                            r"(?:override\s*)?(?:->\s*[^{};]+)?$")
+
+
+def enclosing_function(code: str, position: int) -> str:
+    """The name of the function whose body holds `position` ('' at namespace scope), for stable identities."""
+    stack: list[int] = []
+    for index in range(position):
+        ch = code[index]
+        if ch == "{":
+            stack.append(index)
+        elif ch == "}" and stack:
+            stack.pop()
+    for index in stack:
+        head = code[max(0, index - 400):index].rstrip()
+        match = _FUNCTION_NAME.search(head)
+        if match and match.group(1) not in ("if", "for", "while", "switch", "catch"):
+            return match.group(1)
+    return ""
