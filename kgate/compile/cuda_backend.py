@@ -34,7 +34,8 @@ from kgate.facts.ptx import entry_headers, parse_ptx
 from kgate.facts.ptxas_log import parse_ptxas_log
 from kgate.facts.sass import parse_sass
 
-_ERROR_LINE = re.compile(r"^(?P<file>[^\s(]+)\((?P<line>\d+)\): (?:catastrophic )?error")
+# nvcc's front end: `file.cu(12): error: ...`; the host preprocessor: `file.cu:2:10: fatal error: ...`.
+_ERROR_LINE = re.compile(r"^(?P<file>[^\s(:]+)(?:\((?P<line>\d+)\)|:(?P<gline>\d+):\d+): (?:catastrophic |fatal )?error")
 _PTXAS_ERROR = re.compile(r"^ptxas(?:-\w+)? .*error\s*:")
 ASSUMED_THREADS = 128  # threads per CTA when a kernel declares no __launch_bounds__
 
@@ -117,7 +118,7 @@ def _compiler_error(exc: tools.ToolFailed, payload: dict[str, Any], keep: Path) 
         match = _ERROR_LINE.match(line)
         if match:
             if Path(match.group("file")).name == Path(payload["source"]).name:
-                line_no = int(match.group("line"))
+                line_no = int(match.group("line") or match.group("gline"))
             return SourceError(f"{line} (reproduce: {repro(payload)})", line_no)
         ptxas = _PTXAS_ERROR.match(line)
         if ptxas:
@@ -146,7 +147,7 @@ def _nvrtc(payload: dict[str, Any], artifacts: Path) -> tuple[str, str]:
             detail = errors[0] if errors else "compilation failed"
             match = _ERROR_LINE.match(detail)
             raise SourceError(f"NVRTC: {detail} (NVRTC compiles device code only: a file with host code needs nvcc)",
-                              int(match.group("line")) if match else 1)
+                              int(match.group("line") or match.group("gline")) if match else 1)
         ptx = _nvrtc_text(nvrtc.nvrtcGetPTXSize, nvrtc.nvrtcGetPTX, program)
         result, size = nvrtc.nvrtcGetCUBINSize(program)
         _nvrtc_ok(result, "nvrtcGetCUBINSize")
