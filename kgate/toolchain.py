@@ -16,6 +16,7 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from kgate import tools
 from kgate.errors import ToolchainError
@@ -64,28 +65,31 @@ class CudaToolchain:
 
 def find_nvcc(configured: str | None, root: Path) -> Tool:
     """nvcc from the configuration, CUDA_HOME, PATH or a pip wheel, with its release line."""
-    for origin, candidate in _nvcc_candidates(configured, root):
+    for origin, lookup in _nvcc_candidates(configured, root):
+        candidate = lookup()
         if candidate is not None and Path(candidate).is_file() and os.access(candidate, os.X_OK):
+            if origin == "cuda.pathfinder" and "site-packages" in str(candidate):
+                origin = "pip wheel (nvidia-cuda-nvcc)"
             return Tool("nvcc", str(candidate), _version(str(candidate)), origin)
         if origin == "configuration":
             raise ToolchainError(f"nvcc = {configured!r} in the configuration: no such executable")
     return Tool("nvcc", None, None, "")
 
 
-def _nvcc_candidates(configured: str | None, root: Path) -> list[tuple[str, str | None]]:
-    out: list[tuple[str, str | None]] = []
+def _nvcc_candidates(configured: str | None, root: Path) -> list[tuple[str, Callable[[], str | None]]]:
+    """(origin, lookup) in order; a lookup runs only when the ones before it found nothing."""
+    out: list[tuple[str, Callable[[], str | None]]] = []
     if configured:
         path = Path(configured).expanduser()
         if not path.is_absolute() and ("/" in configured or (root / path).is_file()):
             path = root / path
-        out.append(("configuration", str(path) if path.is_absolute() else shutil.which(configured)))
+        out.append(("configuration", lambda: str(path) if path.is_absolute() else shutil.which(configured)))
     for variable in ("CUDA_HOME", "CUDA_PATH"):
         home = os.environ.get(variable)
         if home:
-            out.append((variable, str(Path(home) / "bin" / "nvcc")))
-    out.append(("PATH", shutil.which("nvcc")))
-    found = _pathfinder_utility("nvcc")
-    out.append(("pip wheel (nvidia-cuda-nvcc)" if found and "site-packages" in found else "cuda.pathfinder", found))
+            out.append((variable, lambda home=home: str(Path(home) / "bin" / "nvcc")))
+    out.append(("PATH", lambda: shutil.which("nvcc")))
+    out.append(("cuda.pathfinder", lambda: _pathfinder_utility("nvcc")))
     return out
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from kgate import tools
-from kgate.compile.triton_backend import KernelError, disassemble
+from kgate.compile.triton_backend import KernelError
 from kgate.errors import ToolchainError
 from kgate.facts.cuda_names import base_name, definition_line, display_names, global_definitions, matches
 from kgate.facts.model import KernelFacts, Resources
@@ -59,20 +59,25 @@ def compile_source(payload: dict[str, Any]) -> dict[str, Any]:
             ptx, log = _nvcc(payload, artifacts)
     except SourceError as exc:
         # A compiler's verdict on the source is as deterministic as its output: cached like it.
-        return {"error": str(exc), "line": exc.line, "kernels": [], "sass": False}
+        return {"error": str(exc), "line": exc.line, "kernels": []}
     _write(artifacts / "kernel.ptx", ptx.encode())
     _write(artifacts / "ptxas.log", log.encode())
     kernels = kernel_facts(payload, ptx, log)
-    sass = False
-    if kernels and (payload.get("sass_all") or _wants_sass(kernels, payload.get("sass_patterns", []))):
-        text = disassemble(artifacts / "kernel.cubin")
+    wanted = [r for r in kernels if payload.get("sass_all") or matches(r["kernel"], payload.get("sass_patterns", []))]
+    if wanted:
+        # cuobjdump takes a list of functions: only the kernels whose rules read SASS are disassembled.
+        text = disassemble_functions(artifacts / "kernel.cubin", [r["symbol"] for r in wanted])
         _write(artifacts / "kernel.sass", text.encode())
         functions = parse_sass(text)
-        for record in kernels:
+        for record in wanted:
             ops = functions.get(record["symbol"])
-            record["sass"] = {"opcodes": dict(ops.opcodes)} if ops else {"opcodes": {}}
-        sass = True
-    return {"kernels": kernels, "sass": sass}
+            record["sass"] = {"opcodes": dict(ops.opcodes) if ops else {}}
+    return {"kernels": kernels}
+
+
+def disassemble_functions(cubin: Path, symbols: list[str]) -> str:
+    cuobjdump = tools.require_tool("cuobjdump")
+    return tools.run([str(cuobjdump), "-sass", "-fun", ",".join(symbols), str(cubin)], timeout=120).stdout
 
 
 def nvcc_argv(payload: dict[str, Any], keep_dir: Path, cubin: Path) -> list[str]:
@@ -246,10 +251,6 @@ def _definitions(path: Path) -> dict[str, list[int]]:
         return global_definitions(path.read_text(encoding="utf-8", errors="replace"))
     except OSError:
         return {}
-
-
-def _wants_sass(kernels: list[dict[str, Any]], patterns: list[str]) -> bool:
-    return any(matches(record["kernel"], patterns) for record in kernels)
 
 
 def _write(path: Path, data: bytes) -> None:

@@ -57,7 +57,7 @@ def compile_cuda(config: Config, targets: tuple[str, ...], *, jobs: int, progres
             task = _plan(config, source, target, toolchain, compilers[source.entry.compiler], patterns, sass_all,
                          cache)
             record = cache.get("cuda", task.key)
-            if record is not None and (record["sass"] or not _needs_sass(record, patterns, sass_all)):
+            if record is not None and not _lacks_sass(record, patterns, sass_all):
                 records.append((source, target, record))
                 run.cached += 1
             else:
@@ -168,9 +168,10 @@ def sass_patterns(sources: list[CudaSource], sites: list[LaunchSite]) -> list[st
     return sorted(out)
 
 
-def _needs_sass(record: dict[str, Any], patterns: list[str], sass_all: bool) -> bool:
-    kernels = record.get("kernels", [])
-    return bool(kernels) and (sass_all or any(matches(k["kernel"], patterns) for k in kernels))
+def _lacks_sass(record: dict[str, Any], patterns: list[str], sass_all: bool) -> bool:
+    """Whether a cached record lacks the SASS of a kernel whose rules now read it."""
+    return any(k.get("sass") is None and (sass_all or matches(k["kernel"], patterns))
+               for k in record.get("kernels", []))
 
 
 def finish(records: list[tuple[CudaSource, str, dict[str, Any]]], sites: list[LaunchSite],
