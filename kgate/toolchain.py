@@ -14,9 +14,9 @@ from __future__ import annotations
 import functools
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from kgate import tools
 from kgate.errors import ToolchainError
@@ -87,10 +87,14 @@ def _nvcc_candidates(configured: str | None, root: Path) -> list[tuple[str, Call
     for variable in ("CUDA_HOME", "CUDA_PATH"):
         home = os.environ.get(variable)
         if home:
-            out.append((variable, lambda home=home: str(Path(home) / "bin" / "nvcc")))
+            out.append((variable, functools.partial(_in_home, home)))
     out.append(("PATH", lambda: shutil.which("nvcc")))
     out.append(("cuda.pathfinder", lambda: _pathfinder_utility("nvcc")))
     return out
+
+
+def _in_home(home: str) -> str:
+    return str(Path(home) / "bin" / "nvcc")
 
 
 def _pathfinder_utility(name: str) -> str | None:
@@ -104,7 +108,7 @@ def _pathfinder_utility(name: str) -> str | None:
         return None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def find_nvrtc() -> Tool:
     """NVRTC through cuda-python: the library's path and version ("13.5")."""
     try:
@@ -129,7 +133,7 @@ def _nvrtc_library() -> str | None:
         return None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def nvcc_bin_dir(nvcc_path: str) -> Path:
     """The folder of the real nvcc (a wrapper script on PATH may point elsewhere): nvcc says `_HERE_`."""
     beside = Path(nvcc_path).resolve().parent

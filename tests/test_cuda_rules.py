@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
 from conftest import FIXTURES, expectations
+
 from kgate import rules as registry
 from kgate.collect.cpp_text import blank
 from kgate.rule import Report, SourceContext

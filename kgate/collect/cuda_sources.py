@@ -24,7 +24,7 @@ from kgate.collect.files import excluded, relpath
 from kgate.config import Config, CudaEntry
 from kgate.errors import ConfigError
 
-_INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*([<"])([^">\r\n]+)[">]', re.M)
+_INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*([<"])([^">\r\n]+)[">]', re.MULTILINE)
 
 
 @dataclass(frozen=True)

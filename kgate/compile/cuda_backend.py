@@ -191,7 +191,7 @@ def kernel_facts(payload: dict[str, Any], ptx: str, log: str) -> list[dict[str, 
     resources = parse_ptxas_log(log)
     names = display_names([entry.name for entry in parsed.entries])
     root = Path(payload["root"])
-    definitions: dict[str, dict[str, list[int]]] = {}
+    definitions: dict[Path, dict[str, list[int]]] = {}
     out = []
     for entry in parsed.entries:
         header = headers.get(entry.name)

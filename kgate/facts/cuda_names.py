@@ -17,8 +17,8 @@ kernels) are kept as they are.
 from __future__ import annotations
 
 import ctypes
-import fnmatch
 import ctypes.util
+import fnmatch
 import functools
 import re
 from typing import Any
@@ -66,8 +66,7 @@ def short_name(symbol: str) -> str:
         return symbol
     text = _strip_parameters(text)
     # A template function's demangled name starts with its return type; kernels return void.
-    if text.startswith("void "):
-        text = text[len("void "):]
+    text = text.removeprefix("void ")
     return text.strip()
 
 
@@ -105,8 +104,7 @@ def display_names(symbols: list[str]) -> dict[str, str]:
     for symbol, name in list(out.items()):
         if seen[name] > 1:
             out[symbol] = demangle(symbol).replace(ANONYMOUS, "")
-            if out[symbol].startswith("void "):
-                out[symbol] = out[symbol][len("void "):]
+            out[symbol] = out[symbol].removeprefix("void ")
     return out
 
 

@@ -70,7 +70,8 @@ os.environ["TORCH_CUDA_ARCH_LIST"] = "12.0a"
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable, Iterator
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 from kgate.collect.cpp_text import strip_hash_comment
 from kgate.facts.arch_features import family_note, lost_by_bare

@@ -27,7 +27,8 @@ instantiations in files of their own: `attention_fwd.cu`,
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from kgate.collect.cpp_text import blank
 from kgate.findings import Severity

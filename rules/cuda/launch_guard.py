@@ -40,7 +40,8 @@ or `CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, args...));`.
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable, Iterator
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 from kgate.collect.cpp_text import balanced, blank, enclosing_function, line_of, macro_lines
 from kgate.findings import Severity
