@@ -161,3 +161,8 @@ def test_nvrtc_compiles_device_only_sources_and_refuses_host_code(tmp_path: Path
     host = next(f for f in run.json()["findings"] if f["code"] == "KG001")
     assert "host code needs nvcc" in host["message"]
     assert set(_kernels(run)) == {"consumer_reads_first<__half>", "consumer_waits<__half>"}
+
+
+def test_ptx_target_and_the_other_compiled_rules_are_planted_in_cuda_sources(project: Path) -> None:
+    planted = {code for _path, _line, code, _target in expectations(project, SUFFIXES)}
+    assert {"KG001", "KG101", "KG103", "KG106", "KG107"} <= planted
