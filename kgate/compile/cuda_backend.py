@@ -198,10 +198,13 @@ def kernel_facts(payload: dict[str, Any], ptx: str, log: str) -> list[dict[str, 
         where = _definition_file(header.first_loc.file if header and header.first_loc else None, payload)
         if where is None or not where.is_relative_to(root):
             continue  # a library's kernel instantiated here (CUB, Thrust): not the project's to gate
-        if where not in definitions:
-            definitions[where] = _definitions(where)
         display = names[entry.name]
         hint = header.first_loc.line if header and header.first_loc else None
+        if base_name(display) not in _cached_definitions(definitions, where):
+            # The first line the entry names is not its own (an inlined helper's): look in the file compiled.
+            source = Path(payload["source"]).resolve()
+            if base_name(display) in _cached_definitions(definitions, source):
+                where, hint = source, None
         line = definition_line(definitions[where], base_name(display), hint) or hint or 1
         used = resources.get(entry.name)
         if used is None:
@@ -244,6 +247,12 @@ def _definition_file(name: str | None, payload: dict[str, Any]) -> Path | None:
         return path.resolve()
     except OSError:
         return None
+
+
+def _cached_definitions(cache: dict[Path, dict[str, list[int]]], path: Path) -> dict[str, list[int]]:
+    if path not in cache:
+        cache[path] = _definitions(path)
+    return cache[path]
 
 
 def _definitions(path: Path) -> dict[str, list[int]]:

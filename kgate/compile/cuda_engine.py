@@ -50,12 +50,14 @@ def compile_cuda(config: Config, targets: tuple[str, ...], *, jobs: int, progres
     sites = launch_sites(config, sources)
     patterns = sass_patterns(sources, sites)
     cache = Cache(config.root / config.cache_dir)
+    nvrtc_includes = [folder for folder in [cuda_include_dir(toolchain.nvcc)] if folder] \
+        if "nvrtc" in compilers.values() else []
     records: list[tuple[CudaSource, str, dict[str, Any]]] = []
     todo: list[_Task] = []
     for source in sources:
         for target in targets:
             task = _plan(config, source, target, toolchain, compilers[source.entry.compiler], patterns, sass_all,
-                         cache)
+                         cache, nvrtc_includes)
             record = cache.get("cuda", task.key)
             if record is not None and not _lacks_sass(record, patterns, sass_all):
                 records.append((source, target, record))
@@ -77,7 +79,7 @@ def compile_cuda(config: Config, targets: tuple[str, ...], *, jobs: int, progres
 
 
 def _plan(config: Config, source: CudaSource, target: str, toolchain: CudaToolchain, compiler: str,
-          patterns: list[str], sass_all: bool, cache: Cache) -> _Task:
+          patterns: list[str], sass_all: bool, cache: Cache, nvrtc_includes: list[str]) -> _Task:
     arch = choose_arch(source.archs, target)
     version = toolchain.versions().get(compiler, "")
     key = digest("cuda", kgate.__version__, compiler, version, source.rel, source.key,
@@ -87,7 +89,7 @@ def _plan(config: Config, source: CudaSource, target: str, toolchain: CudaToolch
         "flags": list(source.flags), "virtual": arch.virtual, "real": arch.real, "target": target,
         "compiler": compiler, "nvcc": toolchain.nvcc.path, "artifacts": str(cache.artifacts(key)),
         "sass_patterns": patterns, "sass_all": sass_all, "timeout": config.timeout,
-        "nvrtc_includes": [folder for folder in [cuda_include_dir(toolchain.nvcc)] if folder],
+        "nvrtc_includes": nvrtc_includes,
         "toolchain": {f"cuda.{compiler}": version},
     }
     return _Task(source, target, key, payload)
