@@ -63,7 +63,7 @@ def compile_source(payload: dict[str, Any]) -> dict[str, Any]:
     _write(artifacts / "kernel.ptx", ptx.encode())
     _write(artifacts / "ptxas.log", log.encode())
     kernels = kernel_facts(payload, ptx, log)
-    wanted = [r for r in kernels if payload.get("sass_all") or matches(r["kernel"], payload.get("sass_patterns", []))]
+    wanted = [r for r in kernels if reads_sass(r, payload["sass_patterns"], payload.get("sass_all", False))]
     if wanted:
         # cuobjdump takes a list of functions: only the kernels whose rules read SASS are disassembled.
         text = disassemble_functions(artifacts / "kernel.cubin", [r["symbol"] for r in wanted])
@@ -73,6 +73,20 @@ def compile_source(payload: dict[str, Any]) -> dict[str, Any]:
             ops = functions.get(record["symbol"])
             record["sass"] = {"opcodes": dict(ops.opcodes) if ops else {}}
     return {"kernels": kernels}
+
+
+def reads_sass(record: dict[str, Any], patterns: dict[str, list[str]], sass_all: bool = False) -> bool:
+    """Whether a rule will read this kernel's SASS (disassembly costs about half a second per cubin).
+
+    pdl-missing-wait confirms `ACQBULK` for a PDL kernel whose PTX waits before every access;
+    block-scale-missing names the SASS MMA of a kernel whose PTX lacks the block-scaled one.
+    """
+    if sass_all:
+        return True
+    entry = record["entry"]
+    if matches(record["kernel"], patterns["pdl"]) and entry["has_wait"] and not entry["unwaited_accesses"]:
+        return True
+    return matches(record["kernel"], patterns["block_scale"]) and not any("block_scale" in op for op in entry["mma"])
 
 
 def disassemble_functions(cubin: Path, symbols: list[str]) -> str:

@@ -20,6 +20,7 @@ from kgate.collect.cuda_flags import choose_arch
 from kgate.collect.cuda_launches import LaunchSite, pdl_launch_sites, pdl_launched
 from kgate.collect.cuda_sources import CudaSource, cuda_sources
 from kgate.compile.cache import Cache, digest
+from kgate.compile.cuda_backend import reads_sass
 from kgate.compile.engine import CompileRun, Progress, _first_line, worker_env
 from kgate.compile.pool import Outcome, Pool
 from kgate.config import Config
@@ -69,7 +70,7 @@ def compile_cuda(config: Config, targets: tuple[str, ...], *, jobs: int, progres
         if record.get("error"):
             run.failures.append(CompileFailure(source.rel, "", target, source.rel, record.get("line", 1),
                                                record["error"]))
-    run.facts = finish(records, sites, kernels)
+    run.facts = finish(records, sites, kernels, patterns, sass_all)
     if kernels:
         by_rel = {source.rel: source for source in sources}
         run.failures = [f for f in run.failures if _may_define(by_rel[f.path], kernels)]
@@ -79,7 +80,7 @@ def compile_cuda(config: Config, targets: tuple[str, ...], *, jobs: int, progres
 
 
 def _plan(config: Config, source: CudaSource, target: str, toolchain: CudaToolchain, compiler: str,
-          patterns: list[str], sass_all: bool, cache: Cache, nvrtc_includes: list[str]) -> _Task:
+          patterns: dict[str, list[str]], sass_all: bool, cache: Cache, nvrtc_includes: list[str]) -> _Task:
     arch = choose_arch(source.archs, target)
     version = toolchain.versions().get(compiler, "")
     key = digest("cuda", kgate.__version__, compiler, version, source.rel, source.key,
@@ -161,24 +162,28 @@ def launch_sites(config: Config, sources: list[CudaSource]) -> list[LaunchSite]:
     return sites
 
 
-def sass_patterns(sources: list[CudaSource], sites: list[LaunchSite]) -> list[str]:
-    """Globs of the kernels whose rules read SASS: PDL kernels and kernels expected to use block scaling."""
-    out: set[str] = {site.kernel for site in sites}
+def sass_patterns(sources: list[CudaSource], sites: list[LaunchSite]) -> dict[str, list[str]]:
+    """Globs of the kernels whose rules may read SASS: PDL kernels and kernels expected to use block scaling."""
+    pdl: set[str] = {site.kernel for site in sites}
+    block_scale: set[str] = set()
     for source in sources:
-        out.update(source.entry.pdl)
-        out.update(pattern for pattern, items in source.entry.expect.items() if "block_scale" in items)
-    return sorted(out)
+        pdl.update(source.entry.pdl)
+        block_scale.update(pattern for pattern, items in source.entry.expect.items() if "block_scale" in items)
+    return {"pdl": sorted(pdl), "block_scale": sorted(block_scale)}
 
 
-def _lacks_sass(record: dict[str, Any], patterns: list[str], sass_all: bool) -> bool:
+def _lacks_sass(record: dict[str, Any], patterns: dict[str, list[str]], sass_all: bool) -> bool:
     """Whether a cached record lacks the SASS of a kernel whose rules now read it."""
-    return any(k.get("sass") is None and (sass_all or matches(k["kernel"], patterns))
-               for k in record.get("kernels", []))
+    return any(k.get("sass") is None and reads_sass(k, patterns, sass_all) for k in record.get("kernels", []))
 
 
 def finish(records: list[tuple[CudaSource, str, dict[str, Any]]], sites: list[LaunchSite],
-           kernels: list[str] | None) -> list[KernelFacts]:
-    """KernelFacts with what the configuration and the launch sites say: PDL, expectations, kind."""
+           kernels: list[str] | None, patterns: dict[str, list[str]], sass_all: bool) -> list[KernelFacts]:
+    """KernelFacts with what the configuration and the launch sites say: PDL, expectations, kind.
+
+    SASS is kept only where a rule reads it (or `--sass` asked for it), so the output does not
+    depend on what an earlier run happened to leave in the cache.
+    """
     instantiations: dict[str, set[str]] = {}
     for _source, _target, record in records:
         for item in record["kernels"]:
@@ -190,6 +195,8 @@ def finish(records: list[tuple[CudaSource, str, dict[str, Any]]], sites: list[La
         entry = source.entry
         for item in record["kernels"]:
             data = {k: v for k, v in item.items() if k != "symbol"}
+            if not reads_sass(item, patterns, sass_all):
+                data["sass"] = None
             facts = KernelFacts.from_json(data)
             if kernels and not matches(facts.kernel, kernels):
                 continue
