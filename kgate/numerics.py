@@ -211,6 +211,7 @@ def assert_ulp(got: Any, ref: Any, dtype: Any, max_ulp: float, mode: str = "elem
 
     Returns the report when it passes, so a test can print or record it.
     """
+    __tracebackhide__ = True  # pytest: report the failure at the caller's line
     try:
         report = ulp_report(got, ref, dtype, mode)
     except NonFiniteMismatch as exc:

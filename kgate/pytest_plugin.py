@@ -48,17 +48,22 @@ class UlpCheck:
         `where` says what ran the kernel (e.g. "interpreter" or a GPU's name);
         `reason` says why the threshold is what it is when it was widened.
         """
+        __tracebackhide__ = True  # a failure points at the test's line, not at this helper
         fmt = format_of(dtype)
         try:
             worst: float = ulp_report(got, ref, fmt.name, mode).ulp
         except NonFiniteMismatch:
             worst = math.inf
-        self._record({
-            "test": self.test, "kernel": kernel, "dtype": fmt.name, "direction": direction, "output": output,
-            "mode": mode, "ulp": worst if math.isfinite(worst) else None, "max_ulp": max_ulp,
-            "floor": rounding_floor(ref, fmt.name, mode), "where": where, "reason": reason,
-            "passed": worst <= max_ulp,
-        })
+        if self.record_path:
+            import numpy as np
+
+            append_record(self.record_path, {
+                "test": self.test, "kernel": kernel, "dtype": fmt.name, "direction": direction, "output": output,
+                "shape": "x".join(str(n) for n in np.shape(ref)) or "scalar",
+                "mode": mode, "ulp": worst if math.isfinite(worst) else None, "max_ulp": max_ulp,
+                "floor": rounding_floor(ref, fmt.name, mode), "where": where, "reason": reason,
+                "passed": worst <= max_ulp,
+            })
         label = " ".join(part for part in (kernel, direction, output, fmt.name) if part)
         try:
             assert_ulp(got, ref, fmt.name, max_ulp, mode)
@@ -67,20 +72,40 @@ class UlpCheck:
             raise UlpMismatch(f"{label}: {exc}{detail}" if label else f"{exc}{detail}") from None
         return worst
 
-    def _record(self, row: dict[str, Any]) -> None:
-        if not self.record_path:
-            return
-        line = json.dumps(row, sort_keys=True) + "\n"
-        # One short append per check: O_APPEND keeps lines whole across parallel workers.
-        fd = os.open(self.record_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            os.write(fd, line.encode())
-        finally:
-            os.close(fd)
+
+def record_path(config: pytest.Config) -> str | None:
+    return config.getoption("--kgate-ulp-record", default=None) or os.environ.get(RECORD_ENV) or None
 
 
 @pytest.fixture
 def ulp(request: pytest.FixtureRequest) -> UlpCheck:
     """Assert precision in ULP of the output dtype, and record it for `kgate ulp`."""
-    path = request.config.getoption("--kgate-ulp-record", default=None) or os.environ.get(RECORD_ENV) or None
-    return UlpCheck(request.node.nodeid, path)
+    return UlpCheck(request.node.nodeid, record_path(request.config))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    path = record_path(config)
+    if path:
+        config.pluginmanager.register(_SkipRecorder(path), "kgate-ulp-skips")
+
+
+class _SkipRecorder:
+    """Records skipped tests with their reason, so that a table of results says what did not run."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.skipped and isinstance(report.longrepr, tuple):
+            reason = str(report.longrepr[2]).removeprefix("Skipped: ")
+            append_record(self.path, {"test": report.nodeid, "skipped": reason})
+
+
+def append_record(path: str, row: dict[str, Any]) -> None:
+    """One JSON line, appended in a single write: O_APPEND keeps lines whole across parallel workers."""
+    line = json.dumps(row, sort_keys=True) + "\n"
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line.encode())
+    finally:
+        os.close(fd)
