@@ -16,5 +16,12 @@ def interpreted(kernel: Any) -> bool:
     return isinstance(kernel, InterpretedFunction)
 
 
+def interpreter_runs_dot_scaled() -> bool:
+    """Whether this Triton's CPU interpreter implements `tl.dot_scaled` (3.9 does; 3.6 does not)."""
+    from triton.runtime.interpreter import InterpreterBuilder
+
+    return hasattr(InterpreterBuilder, "create_dot_scaled")
+
+
 def cdiv(a: int, b: int) -> int:
     return -(-a // b)
