@@ -14,8 +14,9 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import copy_project
+from test_numerics_plugin import empty_config
+
 from kgate.numerics import spacing
 
 pytest.importorskip("torch")
@@ -31,9 +32,9 @@ def failed_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.Com
     env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
     env.pop("TRITON_INTERPRET", None)
     proc = subprocess.run([sys.executable, "-m", "pytest", str(project), "-p", "kgate.pytest_plugin",
-                           f"--kgate-ulp-record={record}", "-q", "-p", "no:cacheprovider", "-c", os.devnull,
-                           f"--rootdir={project}"], cwd=project, env=env, capture_output=True, text=True,
-                          timeout=600)
+                           f"--kgate-ulp-record={record}", "-q", "-p", "no:cacheprovider", "-c",
+                           str(empty_config(project)), f"--rootdir={project}"], cwd=project, env=env,
+                          capture_output=True, text=True, timeout=600, check=False)
     rows = [json.loads(line) for line in record.read_text().splitlines()] if record.exists() else []
     return proc, rows
 

@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import kgate
+
 from kgate.commands.ulp import Check, render
 
 TESTS = '''
@@ -27,6 +27,13 @@ def test_not_here():
 '''
 
 
+def empty_config(folder: Path) -> Path:
+    """A pytest configuration of our own: nothing of the surrounding project's leaks in."""
+    config = folder / "pytest.ini"
+    config.write_text("[pytest]\n")
+    return config
+
+
 def run_pytest(folder: Path, *extra: str, autoload: bool = False) -> subprocess.CompletedProcess[str]:
     env = {**os.environ}
     env.pop("TRITON_INTERPRET", None)
@@ -34,8 +41,8 @@ def run_pytest(folder: Path, *extra: str, autoload: bool = False) -> subprocess.
         env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
         extra = ("-p", "kgate.pytest_plugin", *extra)
     return subprocess.run([sys.executable, "-m", "pytest", str(folder), "-q", "-p", "no:cacheprovider", "-c",
-                           os.devnull, f"--rootdir={folder}", *extra], cwd=folder, env=env, capture_output=True,
-                          text=True, timeout=300)
+                           str(empty_config(folder)), f"--rootdir={folder}", *extra], cwd=folder, env=env,
+                          capture_output=True, text=True, timeout=300, check=False)
 
 
 @pytest.fixture
@@ -61,10 +68,10 @@ def test_fixture_asserts_and_records_every_check_and_skip(project: Path) -> None
 
 def test_record_file_from_the_environment(project: Path) -> None:
     record = project / "from-env.jsonl"
+    env = {**os.environ, "KGATE_ULP_RECORD": str(record)}
     env_run = subprocess.run([sys.executable, "-m", "pytest", str(project), "-q", "-p", "no:cacheprovider",
-                              "-c", os.devnull, f"--rootdir={project}", "-k", "within"], cwd=project,
-                             env={**os.environ, "KGATE_ULP_RECORD": str(record)}, capture_output=True, text=True,
-                             timeout=300)
+                              "-c", str(empty_config(project)), f"--rootdir={project}", "-k", "within"], cwd=project,
+                             env=env, capture_output=True, text=True, timeout=300, check=False)
     assert env_run.returncode == 0, env_run.stdout
     assert len(record.read_text().splitlines()) == 1
 

@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="kgate-ulp-") as folder:
         record = Path(folder) / "ulp.jsonl"
-        proc = tools.run(pytest_argv(record, args.keyword), env=_environment(args.device), timeout=TIMEOUT,
+        proc = tools.run(pytest_argv(Path(folder), record, args.keyword), env=_environment(args.device), timeout=TIMEOUT,
                          check=False)
         checks, skipped = read_records(record)
     seconds = time.perf_counter() - started
@@ -81,12 +81,18 @@ def run(args: argparse.Namespace) -> int:
     return 1 if proc.returncode else 0
 
 
-def pytest_argv(record: Path, keyword: str | None) -> list[str]:
-    """pytest on the installed kernels package, isolated from the caller's pytest configuration."""
+def pytest_argv(folder: Path, record: Path, keyword: str | None) -> list[str]:
+    """pytest on the installed kernels package, isolated from the caller's pytest configuration.
+
+    An empty configuration file of our own (in `folder`) keeps pytest from
+    picking up the addopts or plugins of whatever project the command runs in.
+    """
     package = _kernels_folder()
+    config = folder / "pytest.ini"
+    config.write_text("[pytest]\n")
     argv = [sys.executable, "-m", "pytest", "--pyargs", "kgate.kernels", "-p", "kgate.pytest_plugin",
             f"--kgate-ulp-record={record}", "-q", "-rfEs", "--no-header", "-p", "no:cacheprovider",
-            "-c", os.devnull, f"--rootdir={package.parent}"]
+            "-c", str(config), f"--rootdir={package.parent}"]
     if keyword:
         argv += ["-k", keyword]
     return argv
