@@ -30,7 +30,6 @@ def failed_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.Com
     project = copy_project("ulp", tmp_path_factory.mktemp("bad"))
     record = project / "record.jsonl"
     env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
-    env.pop("TRITON_INTERPRET", None)
     proc = subprocess.run([sys.executable, "-m", "pytest", str(project), "-p", "kgate.pytest_plugin",
                            f"--kgate-ulp-record={record}", "-q", "-p", "no:cacheprovider", "-c",
                            str(empty_config(project)), f"--rootdir={project}"], cwd=project, env=env,

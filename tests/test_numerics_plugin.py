@@ -36,7 +36,6 @@ def empty_config(folder: Path) -> Path:
 
 def run_pytest(folder: Path, *extra: str, autoload: bool = False) -> subprocess.CompletedProcess[str]:
     env = {**os.environ}
-    env.pop("TRITON_INTERPRET", None)
     if not autoload:
         env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
         extra = ("-p", "kgate.pytest_plugin", *extra)
