@@ -8,12 +8,13 @@ the interpreter's bf16 allowance):
   move the pre-rounding value by about 2^-21 relative, far below a 16-bit
   ULP, so only a double rounding at a near-tie can go past 0.5.
 - backward, db = dy * silu(a): elementwise 0.6, the same reasoning.
-- backward, da = dy * b * silu'(a): elementwise 2. silu'(a) crosses zero at
+- backward, da = dy * b * silu'(a): elementwise 3. silu'(a) crosses zero at
   a = -1.2785; near it the fp32 evaluation of 1 + a(1 - s) keeps its
   absolute error while the result shrinks, so the relative error grows. At
   the fp16 input nearest the root (-1.27832, silu' = 3.1e-5) the fp32 formula
-  is 3.1e-4 off relative to fp64, 5.2e-4 with the sigmoid 4 fp32 ULP off (a
-  fast GPU exp and division): at most 0.5 + 5.2e-4 * 2^11 = 1.56 ULP.
+  is 3.1e-4 off relative to fp64 with an exact sigmoid, 5.2e-4 with the
+  sigmoid 4 fp32 ULP off, 1.13e-3 at 8 ULP (a GPU's fast exp2 and division
+  stay within that): at most 0.5 + 1.13e-3 * 2^11 = 2.82 ULP.
   `test_da_threshold_covers_every_fp16_input` recomputes that bound.
 """
 
@@ -29,7 +30,7 @@ from .swiglu import swiglu_backward, swiglu_forward
 
 SHAPE = (48, 130)  # 6240 elements: not a multiple of the 1024-element block, so the mask is exercised
 # (mode, t): see precision.py. Elementwise: no output of SwiGLU is a cancellation of larger terms.
-THRESHOLDS = {"y": ("elementwise", 0.6), "da": ("elementwise", 2.0), "db": ("elementwise", 0.6)}
+THRESHOLDS = {"y": ("elementwise", 0.6), "da": ("elementwise", 3.0), "db": ("elementwise", 0.6)}
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +73,7 @@ def test_backward(runs: dict[str, Any], backend: Backend, ulp: Any, dtype: str, 
 
 
 def test_da_threshold_covers_every_fp16_input() -> None:
-    """The da threshold bounds the fp32 formula at every fp16 input, with the sigmoid up to 4 fp32 ULP off."""
+    """The da threshold bounds the fp32 formula at every fp16 input, with the sigmoid up to 8 fp32 ULP off."""
     import numpy as np
 
     a = np.arange(1 << 16, dtype=np.uint16).view(np.float16)
@@ -81,10 +82,10 @@ def test_da_threshold_covers_every_fp16_input() -> None:
     s64 = 1 / (1 + np.exp(-a64))
     exact = s64 * (1 + a64 * (1 - s64))
     worst = 0.0
-    for ulps in (-4, -1, 0, 1, 4):
+    for ulps in (-8, -4, -1, 0, 1, 4, 8):
         s = (s64 * (1 + ulps * 2.0**-24)).astype(np.float32)
         fp32 = s * (np.float32(1) + a * (np.float32(1) - s))
         worst = max(worst, float(np.max(np.abs(fp32 - exact) / np.abs(exact))))
     # A relative error e is at most e * 2^11 ULP of fp16 (11 bits of significand), plus the final rounding.
     bound = 0.5 + worst * 2**11
-    assert 1.0 < bound <= THRESHOLDS["da"][1], bound
+    assert 2.0 < bound <= THRESHOLDS["da"][1], bound
