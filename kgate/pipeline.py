@@ -41,7 +41,7 @@ class CheckRun:
     compiled: CompileRun
     findings: list[Finding]
     state: RunState
-    suppressed: int = 0  # findings silenced by `# kgate: ignore[CODE] reason` on a kernel's def line
+    suppressed: int = 0  # findings silenced by suppression comments on a kernel's def line
 
 
 def resolve_targets(config: Config, requested: tuple[str, ...]) -> tuple[str, ...]:

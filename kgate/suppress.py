@@ -27,7 +27,8 @@ from kgate.rule import Report, Rule
 from kgate.selection import Selection
 
 MARKER = b"kgate:"
-_DIRECTIVE = re.compile(r"(?:#|//|;)\s*kgate:\s*ignore(?P<file>-file)?(?![\w-])(?P<rest>.*)$")
+# A comment marker at the start of the line or after a space: "`# kgate: ...`" quoted in prose is not one.
+_DIRECTIVE = re.compile(r"(?:^|(?<=\s))(?:#|//|;)\s*kgate:\s*ignore(?P<file>-file)?(?![\w-])(?P<rest>.*)$")
 _CODES = re.compile(r"\[(?P<codes>[^\]]*)\](?P<reason>.*)$")
 _NEXT_COMMENT = re.compile(r"\s#\s|\s//")
 _REASON_LEAD = " \t:-\u2013\u2014"
