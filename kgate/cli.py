@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from kgate import __version__
 from kgate.errors import KgateError
@@ -28,7 +30,26 @@ COMMANDS = {
 }
 
 
+class _Formatter(argparse.HelpFormatter):
+    """argparse's help formatter, minus `import shutil` (with its archive modules) only to read the width:
+    every `add_argument` builds one, and the commit hook pays for each import."""
+
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24,
+                 width: int | None = None) -> None:
+        if width is None:
+            try:
+                width = int(os.environ.get("COLUMNS", "0")) or os.get_terminal_size(sys.stdout.fileno()).columns
+            except (ValueError, OSError, AttributeError):  # not a terminal, or no stdout at all
+                width = 80
+            width -= 2
+        super().__init__(prog, indent_increment, max_help_position, width)
+
+
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> None:  # type: ignore[override]
         self.print_usage(sys.stderr)
         raise SystemExit(f"kgate: error: {message}")
@@ -53,11 +74,14 @@ def _add_output(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The command line; `only`: build just that subcommand (each parser costs a pre-commit run time)."""
     parser = _Parser(prog="kgate", description="Gate GPU kernel repositories on what the compiler produced.")
     parser.add_argument("--version", action="version", version=f"kgate {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name, help_text in COMMANDS.items():
+        if only is not None and name != only:
+            continue
         p = sub.add_parser(name, help=help_text, description=help_text)
         if name in ("check", "lint", "baseline", "audit"):
             _add_selection(p)
@@ -73,6 +97,9 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--shard", metavar="I/N", help="gate only slice I of N (1-based)")
         if name in ("lint", "baseline"):
             p.add_argument("paths", nargs="*", help="files or folders (default: the project)")
+        if name == "lint":
+            p.add_argument("--force-exclude", action="store_true",
+                           help="apply exclude/extend-exclude to paths named on the command line too")
         if name == "explain":
             p.add_argument("code", help="rule code or name, e.g. KG103 or spill")
             p.add_argument("--format", choices=("text", "json"), default="text")
@@ -102,9 +129,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    command = args_list[0] if args_list else None
+    parser = build_parser(command if command in COMMANDS else None)
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(args_list)
     except SystemExit as exc:
         if isinstance(exc.code, str):
             print(exc.code, file=sys.stderr)

@@ -22,6 +22,7 @@ from kgate.findings import Finding, Severity
 from kgate.ratchet.compare import RunState, Scope
 from kgate.ratchet.gate import compiled_codes, public_toolchain, register_threshold
 from kgate.selection import Selection
+from kgate.suppress import for_compiled
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,7 @@ class CheckRun:
     compiled: CompileRun
     findings: list[Finding]
     state: RunState
+    suppressed: int = 0  # findings silenced by suppression comments on a kernel's def line
 
 
 def resolve_targets(config: Config, requested: tuple[str, ...]) -> tuple[str, ...]:
@@ -70,7 +72,13 @@ def run_check(config: Config, selection: Selection, options: CheckOptions,
             cuda = compile_cuda(cfg, targets, jobs=jobs, progress=progress, sass_all=options.sass,
                                 kernels=list(options.kernels) or None, pool=pool)
     compiled = merge_runs(triton, cuda)
-    findings = evaluate.compiled(compiled, selection)
+    # Suppression comments on the kernels' definition lines (a partial run judges none unused).
+    lines: dict[str, set[int]] = {}
+    for path, line in [(f.path, f.line) for f in compiled.facts] + [(f.path, f.line) for f in compiled.failures]:
+        lines.setdefault(path, set()).add(line)
+    partial = bool(options.kernels) or set(targets) != set(config.targets)
+    outcome = for_compiled(evaluate.compiled(compiled, selection), config.root, lines, selection, complete=not partial)
+    findings = outcome.findings
     selected = {e.kernel for e in entries} | {f.kernel for f in cuda.facts} | {f.kernel for f in cuda.failures}
     scope = Scope(
         compiled=True,
@@ -82,7 +90,7 @@ def run_check(config: Config, selection: Selection, options: CheckOptions,
     )
     state = RunState(kernels=compiled.facts, findings=findings, toolchain=public_toolchain(compiled.toolchain),
                      scope=scope, register_threshold=register_threshold(selection), fail_on=options.fail_on)
-    return CheckRun(entries, compiled, findings, state)
+    return CheckRun(entries, compiled, findings, state, outcome.suppressed)
 
 
 def merge_runs(first: CompileRun, second: CompileRun) -> CompileRun:

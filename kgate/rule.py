@@ -10,6 +10,7 @@ engine turns them into `Finding`s.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+import builtins
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,9 +26,15 @@ class Option:
     default: Any
     help: str
     type: type | tuple[type, ...] = object
+    items: builtins.type | None = None  # for list options: the type of every element
 
     def validate(self, rule: str, name: str, value: Any) -> Any:
         expected = self.type
+        if self.items is not None and isinstance(value, list):
+            for item in value:
+                if not isinstance(item, self.items) or isinstance(item, bool) and self.items is not bool:
+                    raise ConfigError(f"options.{rule}.{name}: every item must be {_describe(self.items)}, "
+                                      f"not {item!r}")
         if expected is not object:
             if isinstance(value, bool) and bool not in (expected if isinstance(expected, tuple) else (expected,)):
                 raise ConfigError(f"options.{rule}.{name}: must be {_describe(expected)}, not {value!r}")
@@ -50,7 +57,7 @@ class Report:
     message: str
     severity: Severity | None = None  # None: the rule's (configured) severity
     line: int | None = None  # None: the subject's own line (a kernel's definition)
-    col: int | None = None
+    col: int | None = None  # 1-based, in characters (SourceFile.span converts ast's byte offsets)
     end_line: int | None = None
     end_col: int | None = None
     # Extra words that keep two reports on one subject apart in the baseline.

@@ -93,7 +93,10 @@ def build_selection(config: Config, *, select: list[str] | None = None, extend_s
     resolved = {}
     for code, _name, _module in registry.REGISTRY:
         if code in options:
-            resolved[code] = registry.load(code).resolve_options(options[code])
+            try:
+                resolved[code] = registry.load(code).resolve_options(options[code])
+            except ConfigError as exc:
+                raise ConfigError(f"{where}: {exc}") from None
     return Selection(frozenset(enabled), severity, resolved, pfi)
 
 

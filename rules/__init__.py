@@ -16,6 +16,9 @@ if TYPE_CHECKING:
 # code, name, module (relative to this package)
 REGISTRY: tuple[tuple[str, str, str], ...] = (
     ("KG001", "compile-error", "meta.compile_error"),
+    ("KG002", "unused-suppression", "meta.unused_suppression"),
+    ("KG003", "invalid-suppression", "meta.invalid_suppression"),
+    ("KG004", "unreadable-source", "meta.unreadable_source"),
     ("KG101", "block-scale-missing", "compiled.block_scale_missing"),
     ("KG102", "register-ceiling", "compiled.register_ceiling"),
     ("KG103", "spill", "compiled.spill"),
@@ -23,6 +26,9 @@ REGISTRY: tuple[tuple[str, str, str], ...] = (
     ("KG105", "occupancy", "compiled.occupancy"),
     ("KG106", "ptx-target", "compiled.ptx_target"),
     ("KG107", "pdl-missing-wait", "compiled.pdl_missing_wait"),
+    ("KG201", "runtime-autotune", "python.runtime_autotune"),
+    ("KG202", "autotune-side-effect", "python.autotune_side_effect"),
+    ("KG203", "interpret-in-tests", "python.interpret_in_tests"),
     ("KG301", "arch-target", "cuda.arch_target"),
     ("KG302", "launch-guard", "cuda.launch_guard"),
     ("KG303", "kernel-file-size", "cuda.kernel_file_size"),

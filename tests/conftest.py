@@ -54,16 +54,25 @@ def copy_project(name: str, dest: Path) -> Path:
 
 
 def expectations(folder: Path, suffixes: tuple[str, ...] = (".py",)) -> set[tuple[str, int, str, str]]:
-    """(path, line, code, target) from `# expect: CODE@target ...` comments in a fixture folder."""
+    """(path, line, code, target) from `# expect: CODE@target ...` comments in a fixture folder.
+
+    `target` is what follows the `@`: a compile target for compiled rules, a
+    1-based column for source rules. `# expect-next-line: ...` states the
+    findings of the following line, for lines that cannot carry a comment.
+    Files are read as bytes (a fixture may be deliberately not UTF-8).
+    """
     out = set()
     for path in sorted(folder.rglob("*")):
-        if path.suffix not in suffixes:
+        if path.suffix not in suffixes and path.name not in suffixes:
             continue
-        for number, line in enumerate(path.read_text().splitlines(), 1):
-            marker = "expect:"
-            if marker not in line or "#" not in line and "//" not in line:
+        text = path.read_bytes().decode("utf-8", errors="replace")
+        for number, line in enumerate(text.splitlines(), 1):
+            if "#" not in line and "//" not in line:
                 continue
-            for item in line.split(marker, 1)[1].split():
-                code, _, target = item.partition("@")
-                out.add((path.relative_to(folder).as_posix(), number, code, target))
+            for marker, offset in (("expect:", 0), ("expect-next-line:", 1)):
+                if marker not in line:
+                    continue
+                for item in line.split(marker, 1)[1].split():
+                    code, _, target = item.partition("@")
+                    out.add((path.relative_to(folder).as_posix(), number + offset, code, target))
     return out

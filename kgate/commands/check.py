@@ -27,6 +27,7 @@ def run(args: argparse.Namespace) -> int:
     compiled = checked.compiled
     result = Result("check", checked.findings, compiled.facts, fail_on=options.fail_on)
     result.stats = {"compiled": compiled.compiled, "cached": compiled.cached}
+    result.suppressed = checked.suppressed
     ratchet.apply(result, checked.state, config, enabled=not args.no_baseline)
     if args.verbose:
         tools = ", ".join(f"{k} {v}" for k, v in sorted(compiled.toolchain.items()) if not k.endswith(".id"))

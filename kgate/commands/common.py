@@ -7,7 +7,6 @@ import importlib
 import sys
 from pathlib import Path
 
-from kgate.compile.cache import atomic_write
 from kgate.config import Config, load_config
 from kgate.errors import ConfigError
 from kgate.findings import Severity
@@ -55,6 +54,8 @@ def emit(result: Result, args: argparse.Namespace, config: Config) -> int:
                 print(line, file=sys.stderr)
     output = getattr(args, "output", None)
     if output:
+        from kgate.compile.cache import atomic_write
+
         try:
             atomic_write(Path(output), text.encode())
         except OSError as exc:

@@ -11,17 +11,21 @@ depends on timing or on the machine, so the same inputs give the same bytes.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kgate.budgets import residency
-from kgate.facts.model import KernelFacts
-from kgate.profiles import primary
 from kgate.report.result import Result
+
+if TYPE_CHECKING:
+    from kgate.facts.model import KernelFacts
 
 SCHEMA_VERSION = 1
 
 
 def kernel_record(facts: KernelFacts) -> dict[str, Any]:
+    # Imported here: a `kgate lint` result has no kernels and should not pay for these.
+    from kgate.budgets import residency
+    from kgate.profiles import primary
+
     res = facts.resources
     occupancy = residency(res.registers, res.smem_bytes, facts.num_warps, primary(facts.target))
     record = {

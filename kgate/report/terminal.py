@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections import Counter
+from typing import TYPE_CHECKING
 
-from kgate.budgets import residency
-from kgate.facts.model import KernelFacts
 from kgate.findings import Finding, Severity
-from kgate.profiles import primary
-from kgate.report.mma import short_mma
 from kgate.report.result import Result
+
+if TYPE_CHECKING:
+    from kgate.facts.model import KernelFacts
 
 _COLOURS = {Severity.ERROR: "31", Severity.WARNING: "33", Severity.NOTE: "36"}
 
@@ -38,6 +38,11 @@ def _verdict(facts: KernelFacts, by_kernel: dict[tuple[str, str, str], list[Find
 
 
 def kernel_table(kernels: list[KernelFacts], findings: list[Finding]) -> list[str]:
+    # Imported here: `kgate lint` renders no kernel table and should not pay for these.
+    from kgate.budgets import residency
+    from kgate.profiles import primary
+    from kgate.report.mma import short_mma
+
     by_kernel: dict[tuple[str, str, str], list[Finding]] = {}
     for f in findings:
         if f.kernel and f.variant and f.target:

@@ -1,0 +1,301 @@
+"""Reading Python modules without running them: imports, constants, qualified names, Triton decorators.
+
+Shared by the Python source rules. Everything here is static: a name that
+can only be known by running the code (a key list built by a function, a
+constant imported from another module) is "unknown", and rules stay quiet
+about what they cannot see rather than guess.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING, Iterator
+
+if TYPE_CHECKING:
+    from kgate.collect.source import SourceFile
+
+AUTOTUNE = frozenset({"triton.autotune", "triton.runtime.autotune", "triton.runtime.autotuner.autotune"})
+CONSTEXPR = frozenset({"triton.language.constexpr", "triton.language.core.constexpr"})
+TRITON_LANGUAGE = ("triton.language", "triton.language.core")
+
+_BODIES = ("body", "orelse", "finalbody")
+
+Function = ast.FunctionDef | ast.AsyncFunctionDef
+
+
+class ModuleInfo:
+    """What several rules read of one module, computed once per file and shared (`info(source)`)."""
+
+    def __init__(self, tree: ast.Module) -> None:
+        self.tree = tree
+        self._imports: dict[str, str] | None = None
+        self._constants: dict[str, ast.expr] | None = None
+        self._functions: list[Function] | None = None
+
+    @property
+    def imports(self) -> dict[str, str]:
+        if self._imports is None:
+            self._imports = import_map(self.tree)
+        return self._imports
+
+    @property
+    def constants(self) -> dict[str, ast.expr]:
+        if self._constants is None:
+            self._constants = module_constants(self.tree)
+        return self._constants
+
+    @property
+    def functions(self) -> list[Function]:
+        if self._functions is None:
+            self._functions = list(functions(self.tree))
+        return self._functions
+
+    def uses_triton(self) -> bool:
+        return any(name == "triton" or name.startswith("triton.") for name in self.imports.values())
+
+
+def info(source: SourceFile) -> ModuleInfo:
+    """The shared ModuleInfo of a Python source file (parses it on first use).
+
+    When the lint engine says which needles brought the rules here
+    (`source.derived["needles"]`: the pre-filter strings found in the file),
+    only the definitions that mention them are parsed (kgate.collect.pysparse);
+    otherwise, and whenever that reduced text does not parse, the whole file.
+    """
+    found = source.derived.get("pysource")
+    if found is None:
+        found = source.derived["pysource"] = ModuleInfo(_tree(source))
+    return found
+
+
+def _tree(source: SourceFile) -> ast.Module:
+    from kgate.collect.pysparse import sparse
+    from kgate.collect.source import UnreadableSource, parse_python
+
+    needles = source.derived.get("needles")
+    if not needles:
+        return source.tree
+    text = sparse(source.lines, needles)
+    if text is None:
+        return source.tree
+    try:
+        return parse_python(text.encode("utf-8"), source.rel)
+    except UnreadableSource:
+        return source.tree  # report the file's own error, not one of the reduced text
+
+
+def expressions(stmt: ast.stmt) -> Iterator[ast.AST]:
+    """Every expression node of one statement, not descending into the statements of its body."""
+    stack: list[ast.AST] = []
+    for name in stmt._fields:
+        if name in _BODIES or name in ("handlers", "cases"):
+            continue
+        value = getattr(stmt, name, None)
+        if isinstance(value, ast.AST):
+            stack.append(value)
+        elif isinstance(value, list):
+            stack.extend(v for v in value if isinstance(v, ast.AST) and not isinstance(v, ast.stmt))
+    while stack:
+        node = stack.pop()
+        yield node
+        for name in node._fields:
+            value = getattr(node, name, None)
+            if isinstance(value, ast.AST):
+                stack.append(value)
+            elif isinstance(value, list):
+                stack.extend(v for v in value if isinstance(v, ast.AST))
+
+
+# Statement types that hold other statements, and where (a list of names per type).
+_NESTED: dict[type, tuple[str, ...]] = {
+    ast.Module: ("body",), ast.FunctionDef: ("body",), ast.AsyncFunctionDef: ("body",), ast.ClassDef: ("body",),
+    ast.If: ("body", "orelse"), ast.For: ("body", "orelse"), ast.AsyncFor: ("body", "orelse"),
+    ast.While: ("body", "orelse"), ast.With: ("body",), ast.AsyncWith: ("body",),
+    ast.Try: ("body", "handlers", "orelse", "finalbody"), ast.ExceptHandler: ("body",),
+    ast.Match: ("cases",), ast.match_case: ("body",),
+}
+if hasattr(ast, "TryStar"):  # Python 3.11+
+    _NESTED[ast.TryStar] = ("body", "handlers", "orelse", "finalbody")
+
+
+def statements(node: ast.AST) -> Iterator[ast.stmt]:
+    """Every statement under a node, outer before inner, in source order; expressions are not visited."""
+    stack: list[ast.AST] = [node]
+    nested = _NESTED
+    while stack:
+        current = stack.pop()
+        if isinstance(current, ast.stmt):
+            yield current
+        names = nested.get(type(current))
+        if names:
+            children: list[ast.AST] = []
+            for name in names:
+                children.extend(getattr(current, name))
+            children.reverse()
+            stack.extend(children)
+
+
+def functions(tree: ast.Module) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
+    for stmt in statements(tree):
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield stmt
+
+
+def import_map(tree: ast.Module) -> dict[str, str]:
+    """Local name -> fully qualified name, for every absolute import in the module (at any depth)."""
+    out: dict[str, str] = {}
+    for stmt in statements(tree):
+        if isinstance(stmt, ast.Import):
+            for alias in stmt.names:
+                if alias.asname:
+                    out[alias.asname] = alias.name
+                else:
+                    top = alias.name.split(".", 1)[0]
+                    out[top] = top
+        elif isinstance(stmt, ast.ImportFrom) and stmt.level == 0 and stmt.module:
+            for alias in stmt.names:
+                if alias.name != "*":
+                    out[alias.asname or alias.name] = f"{stmt.module}.{alias.name}"
+    return out
+
+
+def qualified(node: ast.AST, imports: dict[str, str]) -> str | None:
+    """`tr.runtime.autotune` -> "triton.runtime.autotune" when `tr` is an import of triton; else None."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    base = imports.get(node.id)
+    if base is None:
+        return None
+    parts.append(base)
+    return ".".join(reversed(parts))
+
+
+def dotted(node: ast.AST) -> str | None:
+    """The written dotted name of an expression (`a.b.c`), without resolving imports."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def module_constants(tree: ast.Module) -> dict[str, ast.expr]:
+    """Names assigned exactly once at module level, with the expression assigned."""
+    values: dict[str, ast.expr] = {}
+    counts: dict[str, int] = {}
+    for stmt in tree.body:
+        targets: list[ast.expr] = []
+        value: ast.expr | None = None
+        if isinstance(stmt, ast.Assign):
+            targets, value = stmt.targets, stmt.value
+        elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
+            targets, value = [stmt.target], stmt.value
+        elif isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name):
+            counts[stmt.target.id] = counts.get(stmt.target.id, 0) + 1
+        for target in targets:
+            if isinstance(target, ast.Name) and value is not None:
+                values[target.id] = value
+                counts[target.id] = counts.get(target.id, 0) + 1
+    return {name: value for name, value in values.items() if counts[name] == 1}
+
+
+def string_value(node: ast.AST | None, constants: dict[str, ast.expr], depth: int = 0) -> str | None:
+    """A string literal, or a module constant holding one."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.Name) and depth < 8 and node.id in constants:
+        return string_value(constants[node.id], constants, depth + 1)
+    return None
+
+
+def string_items(node: ast.AST | None, constants: dict[str, ast.expr], depth: int = 0) -> list[tuple[str, ast.AST]]:
+    """The strings of a list/tuple expression, each with the node to report at.
+
+    Follows module constants (`key=KEYS`, reported at the use `KEYS`),
+    concatenations and starred items; elements it cannot resolve are left out.
+    """
+    if node is None or depth > 8:
+        return []
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [(node.value, node)]
+    if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+        out: list[tuple[str, ast.AST]] = []
+        for elt in node.elts:
+            inner = elt.value if isinstance(elt, ast.Starred) else elt
+            out.extend(string_items(inner, constants, depth + 1))
+        return out
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        return string_items(node.left, constants, depth + 1) + string_items(node.right, constants, depth + 1)
+    if isinstance(node, ast.Name) and node.id in constants:
+        return [(value, node) for value, _at in string_items(constants[node.id], constants, depth + 1)]
+    return []
+
+
+def resolvable(node: ast.AST | None, constants: dict[str, ast.expr], depth: int = 0) -> bool:
+    """Whether string_items sees every element of the expression (None counts as an empty list)."""
+    if node is None or (isinstance(node, ast.Constant) and (node.value is None or isinstance(node.value, str))):
+        return True
+    if depth > 8:
+        return False
+    if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+        return all(resolvable(e.value if isinstance(e, ast.Starred) else e, constants, depth + 1) for e in node.elts)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        return resolvable(node.left, constants, depth + 1) and resolvable(node.right, constants, depth + 1)
+    if isinstance(node, ast.Name) and node.id in constants:
+        return resolvable(constants[node.id], constants, depth + 1)
+    return False
+
+
+def argument(call: ast.Call, name: str, position: int | None = None) -> ast.expr | None:
+    """The expression passed for a parameter, by keyword or by position."""
+    for keyword in call.keywords:
+        if keyword.arg == name:
+            return keyword.value
+    if position is not None and len(call.args) > position and not any(
+            isinstance(a, ast.Starred) for a in call.args[:position + 1]):
+        return call.args[position]
+    return None
+
+
+def parameters(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.arg]:
+    args = fn.args
+    return [*args.posonlyargs, *args.args, *args.kwonlyargs]
+
+
+# --------------------------------------------------------------------------- Triton
+
+
+def autotune_decorator(fn: ast.FunctionDef | ast.AsyncFunctionDef, imports: dict[str, str]) -> ast.Call | None:
+    """The `triton.autotune(...)` call decorating a function, whatever the import spelling."""
+    for decorator in fn.decorator_list:
+        if isinstance(decorator, ast.Call) and qualified(decorator.func, imports) in AUTOTUNE:
+            return decorator
+    return None
+
+
+def is_constexpr(annotation: ast.expr | None, imports: dict[str, str]) -> bool:
+    """Whether a parameter annotation is `tl.constexpr` (any alias of triton.language, or a string of it)."""
+    if annotation is None:
+        return False
+    if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+        try:
+            annotation = ast.parse(annotation.value, mode="eval").body
+        except SyntaxError:
+            return False
+    name = qualified(annotation, imports)
+    if name is not None:
+        return name in CONSTEXPR
+    # Imported in a way we cannot follow (a relative import, a star): trust the spelling.
+    written = dotted(annotation)
+    return written is not None and (written == "constexpr" or written.endswith(".constexpr"))
+
+
+def is_triton_language(name: str | None) -> bool:
+    return name is not None and name.startswith(TRITON_LANGUAGE) and name.count(".") <= 3

@@ -1,0 +1,187 @@
+"""A Python module with what the source rules cannot be concerned by blanked out, so it parses faster.
+
+Parsing is most of what `kgate lint` costs on a cold run, and most of a
+kernel module is code no rule reads: launchers, autograd wrappers, the
+bodies of kernels that are only checked by their decorator. `sparse` keeps
+
+- every module-level statement that is not a `def` or `class` (imports,
+  constants, `if`/`try` blocks), whole;
+- a definition (with its decorators) whose body mentions a needle, or the
+  name of a kept function or constant, whole;
+- a definition whose needles are all in its decorators or signature, with
+  its body replaced by `pass`;
+
+and blanks everything else, line for line, so that every position in the
+tree is the position in the file. The scan is textual: module-level
+statements start at column 0 outside multi-line strings. Anything it
+cannot read with confidence is kept; if the result does not parse, the
+caller parses the whole file.
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+
+# Comments and string literals, in the order a tokenizer meets them: a `"""` inside a comment or
+# an ordinary string does not open a multi-line string.
+_LITERALS = re.compile(
+    r"#[^\r\n]*"
+    r"|[rRbBuUfF]{0,2}(?:\"\"\"(?:[^\"\\]|\\.|\"(?!\"\"))*\"\"\"|'''(?:[^'\\]|\\.|'(?!''))*''')"
+    r"|[rRbBuUfF]{0,2}(?:\"(?:[^\"\\\r\n]|\\.)*\"|'(?:[^'\\\r\n]|\\.)*')",
+    re.DOTALL,
+)
+_TRIPLE = re.compile(r"\"\"\"|\'\'\'")
+_DEFINITION = re.compile(r"(?:async\s+def|def|class)\b")
+_ASSIGNED = re.compile(r"([A-Za-z_]\w*)\s*(?::[^=]*)?=(?!=)")
+_ALIAS = re.compile(r"\bas\s+([A-Za-z_]\w*)")
+
+
+def sparse(lines: list[str], needles: tuple[str, ...]) -> str | None:
+    """The module's text with unneeded definitions blanked (same lines and columns), or None to parse it whole."""
+    inside = _string_lines(lines)
+    if inside is None:
+        return None
+    starts = [i for i, line in enumerate(lines) if line[:1] not in ("", " ", "\t", "#", ")", "]", "}", "\f")
+              and i not in inside and not (i and lines[i - 1].rstrip().endswith("\\"))]
+    blocks = []  # (first, end, header_end or None for a non-definition)
+    i = 0
+    while i < len(starts):
+        first = starts[i]
+        while i < len(starts) and lines[starts[i]].startswith("@"):
+            i += 1  # decorators belong to the definition below them
+        if i >= len(starts):
+            return None
+        end = starts[i + 1] if i + 1 < len(starts) else len(lines)
+        head = lines[starts[i]]
+        header_end = _header_end(lines, starts[i], end) if _DEFINITION.match(head) else None
+        if _DEFINITION.match(head) and header_end is None:
+            return None
+        blocks.append((first, end, header_end))
+        i += 1
+    return _render(lines, blocks, list(needles))
+
+
+def _render(lines: list[str], blocks: list[tuple[int, int, int | None]], needles: list[str]) -> str:
+    names: list[str] = []  # identifiers that stand for a needle: aliases, constants, kept functions
+
+    def pattern() -> re.Pattern[str]:
+        words = [re.escape(n) for n in needles] + [rf"\b{re.escape(n)}\b" for n in names]
+        return re.compile("|".join(words))
+
+    found = pattern()
+
+    def mentions(first: int, end: int) -> bool:
+        return any(found.search(line) for line in lines[first:end])
+
+    whole = {b for b in blocks if b[2] is None}
+    for first, end, _header in sorted(whole):
+        if not mentions(first, end):
+            continue
+        head = lines[first]
+        if head.startswith(("import ", "from ")):  # `from triton import autotune as at`
+            names.extend(_ALIAS.findall(" ".join(lines[first:end])))
+        else:
+            match = _ASSIGNED.match(head)  # `KEYS = ...`, `tune = triton.autotune`
+            if match:
+                names.append(match.group(1))
+    found = pattern()
+    changed = True
+    while changed:  # a definition that calls a kept one is kept (helpers that do the work)
+        changed = False
+        for block in blocks:
+            first, end, header_end = block
+            if block not in whole and header_end is not None and mentions(header_end + 1, end):
+                whole.add(block)
+                names.append(_name(lines[_def_line(lines, first)]))
+                found = pattern()
+                changed = True
+    out = [""] * len(lines)
+    for block in blocks:
+        first, end, header_end = block
+        if block in whole:
+            out[first:end] = lines[first:end]
+        elif header_end is not None and mentions(first, header_end + 1):
+            out[first:header_end + 1] = lines[first:header_end + 1]
+            if header_end + 1 < end:
+                out[header_end + 1] = "    pass"
+    return "\n".join(out)
+
+
+def _name(line: str) -> str:
+    return _DEFINITION.sub("", line, count=1).strip().split("(")[0].split(":")[0].strip()
+
+
+def _def_line(lines: list[str], first: int) -> int:
+    index = first
+    while lines[index].startswith("@") or not _DEFINITION.match(lines[index]):
+        index += 1
+    return index
+
+
+def _header_end(lines: list[str], start: int, end: int) -> int | None:
+    """The line that ends a definition's signature (the one with its `:`), or None when unsure."""
+    depth = 0
+    for index in range(start, min(end, start + 60)):
+        code = lines[index]
+        if "#" in code or '"' in code or "'" in code:
+            code = _LITERALS.sub(_blank, code)
+        depth += code.count("(") + code.count("[") + code.count("{")
+        depth -= code.count(")") + code.count("]") + code.count("}")
+        stripped = code.rstrip()
+        if depth == 0 and stripped.endswith(":"):
+            return index
+        if depth == 0 and ":" in stripped and index > start:
+            return None  # a body on the signature's line: keep it whole
+    return None
+
+
+def _blank(match: re.Match[str]) -> str:
+    text = match.group(0)
+    return "" if text.startswith("#") else '""'
+
+
+def _string_lines(lines: list[str]) -> set[int] | None:
+    """Indexes of lines that continue a multi-line string (they may start at column 0).
+
+    Fast path: pair the triple quotes in order. When one that opens a string
+    could be inside a comment or another string (a `#`, a lone quote or a
+    backslash before it on its line), scan every literal instead.
+    """
+    text = "\n".join(lines)
+    marks = list(_TRIPLE.finditer(text))
+    if not marks:
+        return set()
+    offsets = [0]
+    for line in lines:
+        offsets.append(offsets[-1] + len(line) + 1)
+    spans: list[tuple[int, int]] = []
+    opening: re.Match[str] | None = None
+    for mark in marks:
+        start = mark.start()
+        if opening is None:
+            before = text[text.rfind("\n", 0, start) + 1:start]
+            if "#" in before or "\\" in before or before.count("'") % 2 or before.count('"') % 2:
+                return _scanned_string_lines(text, offsets)
+            opening = mark
+        elif mark.group() == opening.group() and text[start - 1] != "\\":
+            spans.append((opening.start(), mark.end()))
+            opening = None
+    if opening is not None:
+        return _scanned_string_lines(text, offsets)
+    return _lines_of(spans, offsets)
+
+
+def _scanned_string_lines(text: str, offsets: list[int]) -> set[int]:
+    spans = [(m.start(), m.end()) for m in _LITERALS.finditer(text)
+             if "\n" in m.group(0) and not m.group(0).startswith("#")]
+    return _lines_of(spans, offsets)
+
+
+def _lines_of(spans: list[tuple[int, int]], offsets: list[int]) -> set[int]:
+    inside: set[int] = set()
+    for start, end in spans:
+        first = bisect_right(offsets, start) - 1
+        last = bisect_right(offsets, end - 1) - 1
+        inside.update(range(first + 1, last + 1))
+    return inside

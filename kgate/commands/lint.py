@@ -1,0 +1,44 @@
+"""`kgate lint [paths]`: the source rules, without compiling and without importing the project's code.
+
+See `kgate.lint.pipeline` for which files are linted. The baseline, when
+the project has one, accepts pinned source findings; when only some files
+are linted (pre-commit's batches), pins of other files are not judged and
+pins that no longer match are shown but do not fail: stale pins are a
+whole-project verdict, for `kgate lint` without paths or `kgate check`.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import replace
+
+from kgate.commands.common import config_from, emit, fail_on, selection_from
+from kgate.config import Config
+from kgate.lint.pipeline import LintRun, run_lint
+from kgate.report.result import Result
+
+
+def run(args: argparse.Namespace) -> int:
+    config = config_from(args)
+    selection = selection_from(args, config)
+    lint = run_lint(config, selection, args.paths, force_exclude=args.force_exclude, use_cache=not args.no_cache)
+    result = Result("lint", lint.findings, fail_on=fail_on(args, config))
+    result.suppressed = lint.suppressed
+    result.files_checked = len(lint.results)
+    result.stats = {"files": len(lint.results), "cached": lint.cached,
+                    "scope": "project" if lint.complete else "files"}
+    if not args.no_baseline and (config.root / config.baseline).is_file():
+        _ratchet(result, lint, config)
+    return emit(result, args, config)
+
+
+def _ratchet(result: Result, lint: LintRun, config: Config) -> None:
+    # Imported only when there is a baseline: the ratchet's modules cost a pre-commit run time.
+    from kgate.ratchet.compare import RunState, Scope
+    from kgate.ratchet.gate import apply, compiled_codes
+
+    scope = Scope(source=True, paths=None if lint.complete else frozenset(lint.results), codes=lint.codes,
+                  compiled_codes=compiled_codes())
+    state = RunState(kernels=[], findings=result.findings, toolchain={}, scope=scope, fail_on=result.fail_on)
+    # A partial run cannot tell a fixed finding from one in a file it did not read: never fail on stale pins.
+    apply(result, state, config if lint.complete else replace(config, ratchet="tighten"))

@@ -1,0 +1,24 @@
+"""`kgate rules`: every rule of the registry, one line each (or JSON records with their documentation)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from kgate import rules as registry  # type: ignore[attr-defined]
+from kgate.commands.explain import rule_record
+
+
+def run(args: argparse.Namespace) -> int:
+    rules = registry.all_rules()
+    if args.format == "json":
+        sys.stdout.write(json.dumps([rule_record(r) for r in rules], indent=2, sort_keys=True) + "\n")
+        return 0
+    rows = [("code", "name", "layer", "severity", "summary")]
+    rows += [(r.code, r.name, r.layer, r.severity.value, r.summary) for r in rules]
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    for row in rows:
+        sys.stdout.write("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[4] + "\n")
+    sys.stdout.write(f"\n{len(rules)} rules; `kgate explain CODE` prints one rule's documentation.\n")
+    return 0

@@ -1,0 +1,166 @@
+"""The lint cache: one compact JSON file per rule selection, so a warm run opens no unchanged source.
+
+Layout: `<cache-dir>/v1/lint/<key>.json`, where the key hashes kgate's
+version, the selected source rules with their options, and the rule and
+engine modules themselves (so editing a rule invalidates it). Entries map a
+project-relative path to its size, mtime and inode, a content digest and
+the file's lint result.
+
+An entry is answered from `stat` alone only when the file's mtime was at
+least two seconds older than the moment it was read: a file written in the
+same clock tick as the read could change without changing its mtime (git's
+"racily clean" problem), so such an entry is confirmed by hashing the
+content on the next run. The file is written to a temporary name and moved
+into place, and merged with what other processes wrote meanwhile (pre-commit
+runs several `kgate lint` processes at once); losing a race costs speed,
+never correctness, and an unreadable cache is an empty one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from kgate import __version__
+from kgate.lint.engine import FileResult, SourceRule, content_digest, from_json, stat_key, to_json
+
+FORMAT = 1
+_RACY_NS = 2_000_000_000
+_STALE_S = 14 * 24 * 3600  # cache files of other selections unused this long are removed
+
+
+_digest = content_digest
+
+
+def selection_key(rules: list[SourceRule]) -> str:
+    """What the cached results depend on besides the files."""
+    names = ["kgate.lint.engine", "kgate.lint.cache", "kgate.suppress", "kgate.collect.source",
+             "kgate.collect.pysource"]
+    parts: list[Any] = [FORMAT, __version__]
+    for sr in rules:
+        names.append(sr.rule.check.__module__)
+        parts.append([sr.rule.code, sr.rule.files, [p.decode("latin-1") for p in sr.rule.prefilter],
+                      sorted(sr.ctx.options.items())])
+    for name in names:
+        # Editing a rule or the engine (a development install) must invalidate the results.
+        module = sys.modules.get(name)
+        try:
+            st = os.stat(module.__file__ or "") if module is not None else None
+        except OSError:
+            st = None
+        parts.append([name, st.st_size, st.st_mtime_ns] if st else [name])
+    blob = json.dumps(parts, sort_keys=True, default=str).encode()
+    return _digest(blob)
+
+
+class LintCache:
+    def __init__(self, directory: Path, key: str) -> None:
+        self.directory = directory / "v1" / "lint"
+        self.path = self.directory / f"{key}.json"
+        self.entries: dict[str, list[Any]] = {}
+        self.changed: dict[str, list[Any]] = {}
+        self._loaded_mtime = 0
+        self._load()
+
+    def _load(self) -> None:
+        try:
+            with open(self.path, "rb") as handle:
+                self._loaded_mtime = os.fstat(handle.fileno()).st_mtime_ns
+                data = json.loads(handle.read())
+            if isinstance(data, dict) and data.get("format") == FORMAT and isinstance(data.get("files"), dict):
+                self.entries = data["files"]
+        except (OSError, ValueError):
+            self.entries = {}
+
+    def lookup(self, rel: str, path: str) -> FileResult | None:
+        entry = self.entries.get(rel)
+        if entry is None:
+            return None
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        stat, trusted, digest, result = entry
+        if stat != stat_key(st):
+            return None
+        if not trusted:
+            try:
+                with open(path, "rb") as handle:
+                    data = handle.read()
+            except OSError:
+                return None
+            if _digest(data) != digest:
+                return None
+            self._remember(rel, st, digest, result)
+        try:
+            return from_json(result)
+        except (TypeError, ValueError, IndexError):
+            return None
+
+    def store(self, rel: str, path: str, digest: str, size: int, result: FileResult) -> None:
+        """Remember a file's result; `digest` and `size` are those of the bytes that were linted."""
+        try:
+            st = os.stat(path)
+        except OSError:
+            return
+        if st.st_size != size:
+            return  # changed while we read it
+        self._remember(rel, st, digest, to_json(result))
+
+    def _remember(self, rel: str, st: os.stat_result, digest: str, result: list[Any]) -> None:
+        trusted = st.st_mtime_ns < time.time_ns() - _RACY_NS
+        entry = [stat_key(st), trusted, digest, result]
+        self.entries[rel] = entry
+        self.changed[rel] = entry
+
+    def save(self, keep: set[str] | None = None) -> None:
+        """Write the cache if anything changed; `keep`: the complete set of files (prune the rest)."""
+        pruned = keep is not None and any(rel not in keep for rel in self.entries)
+        if not self.changed and not pruned:
+            return
+        entries = self._merged()
+        if keep is not None:
+            entries = {rel: entry for rel, entry in entries.items() if rel in keep}
+        blob = json.dumps({"format": FORMAT, "files": entries}, separators=(",", ":"), sort_keys=True).encode()
+        try:
+            self._write(blob)
+            self._tidy()
+        except OSError:
+            pass  # an unwritable cache costs speed, not correctness
+
+    def _merged(self) -> dict[str, list[Any]]:
+        """Entries another process wrote since we loaded, with ours on top."""
+        try:
+            if os.stat(self.path).st_mtime_ns == self._loaded_mtime:
+                return self.entries
+        except OSError:
+            return self.entries
+        self.entries, mine = {}, self.changed
+        self._load()
+        return {**self.entries, **mine}
+
+    def _write(self, blob: bytes) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        ignore = self.directory.parent.parent / ".gitignore"
+        if not ignore.exists():
+            ignore.write_text("# Created by kgate: the cache is never committed.\n*\n")
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        try:
+            tmp.write_bytes(blob)
+            os.replace(tmp, self.path)
+        except OSError:
+            tmp.unlink(missing_ok=True)
+            raise
+
+    def _tidy(self) -> None:
+        cutoff = time.time() - _STALE_S
+        for other in self.directory.glob("*.json"):
+            try:
+                if other != self.path and other.stat().st_mtime < cutoff:
+                    other.unlink()
+            except OSError:
+                pass

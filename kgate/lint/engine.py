@@ -1,0 +1,298 @@
+"""The lint engine: source rules over files, the byte pre-filter in front of any decoding or parsing.
+
+Runs every selected rule that has `files` globs (the `python` and `cuda`
+layers, and KG004 which parses every Python file) on the files those globs
+match. A rule runs only when one of its `prefilter` byte strings occurs in
+the file; the file is decoded and parsed at most once, on the first rule
+that asks. Nothing here imports or executes the project's code.
+
+Per file the engine keeps raw findings (before per-file-ignores, configured
+severities and suppressions, so those can change without re-reading), the
+suppression directives, and the codes it ran: all of it is what the cache
+stores, so a warm run never opens an unchanged file.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import sys
+from typing import Any, Callable, Iterable, NamedTuple
+
+from kgate import rules as registry  # type: ignore[attr-defined]
+from kgate.collect.source import SourceFile, UnreadableSource, glob_matcher
+from kgate.findings import Finding, Severity
+from kgate.rule import Report, Rule, SourceContext
+from kgate.selection import Selection, rule_options
+from kgate.suppress import MARKER, Directive, parse_directives, severity_of
+
+try:  # the builtin module: `hashlib` would load OpenSSL, a measurable part of a warm run
+    from _blake2 import blake2b
+except ImportError:  # pragma: no cover - a Python built without it
+    from hashlib import blake2b
+
+UNREADABLE = "KG004"
+SOURCE_LAYERS = ("meta", "python", "cuda")
+
+
+class RawFinding(NamedTuple):
+    """A finding as a rule reported it, in a form the cache stores as a JSON array."""
+
+    line: int
+    col: int
+    end_line: int | None
+    end_col: int | None
+    code: str
+    severity: str  # "" unless the report set one
+    message: str
+    identity: str
+    value: int | None
+
+
+class FileResult(NamedTuple):
+    findings: tuple[RawFinding, ...]
+    directives: tuple[Directive, ...]
+    ran: tuple[str, ...]  # codes run on the file: what an unused suppression is judged against
+
+
+class SourceRule(NamedTuple):
+    rule: Rule
+    match: Callable[[str], bool]
+    ctx: SourceContext
+
+
+def source_rules(selection: Selection) -> list[SourceRule]:
+    """The selected rules that read source files, in registry order (KG004, if selected, first: it
+    applies to every file the others read)."""
+    out = []
+    for code in registry.codes():
+        row_layer = next(module for c, _n, module in registry.REGISTRY if c == code).split(".")[0]
+        if row_layer not in SOURCE_LAYERS or not selection.active(code):
+            continue
+        rule = registry.load(code)
+        if rule.files:
+            out.append(SourceRule(rule, glob_matcher(rule.files), SourceContext(options=rule_options(selection, code))))
+    if out and selection.active(UNREADABLE):
+        out.insert(0, SourceRule(registry.load(UNREADABLE), _every_file, SourceContext(options={})))
+    return out
+
+
+def _every_file(rel: str) -> bool:
+    return True
+
+
+def any_match(rules: list[SourceRule]) -> Callable[[str], bool]:
+    """One test for file discovery: does any selected rule read this path?"""
+    return glob_matcher(sorted({glob for r in rules for glob in r.rule.files}))
+
+
+def lint_bytes(path: str, rel: str, data: bytes, rules: list[SourceRule]) -> FileResult:
+    """Run the rules that apply to one file's content."""
+    source = SourceFile(path, rel, data)
+    findings: list[RawFinding] = []
+    ran: list[str] = []
+    error: UnreadableSource | None = None
+    active = []
+    for sr in rules:
+        if not sr.match(rel):
+            continue
+        ran.append(sr.rule.code)
+        if sr.rule.code == UNREADABLE:
+            continue  # reported below, for what the other rules could not read
+        if sr.rule.prefilter and not any(marker in data for marker in sr.rule.prefilter):
+            continue
+        active.append(sr)
+    # What brought the rules here: Python rules parse only the definitions that mention it.
+    source.derived["needles"] = tuple(sorted({m.decode("latin-1") for sr in active for m in sr.rule.prefilter
+                                              if m in data}))
+    for sr in active:
+        try:
+            for report in sr.rule.check(source, sr.ctx):
+                findings.append(_raw(sr.rule, report, source))
+        except UnreadableSource as exc:
+            error = error or exc
+        except Exception as exc:  # a bug in a rule: say where, keep the traceback
+            raise RuntimeError(f"rule {sr.rule.code} failed on {rel}: {exc!r}") from exc
+    directives: tuple[Directive, ...] = ()
+    if MARKER in data:
+        try:
+            directives = tuple(parse_directives(source.text, python=source.is_python))
+        except UnreadableSource as exc:
+            error = error or exc
+    if error is not None and any(sr.rule.code == UNREADABLE for sr in rules):
+        findings.append(unreadable(rel, error))
+    return FileResult(tuple(sorted(findings)), directives, tuple(ran))
+
+
+def unreadable(rel: str, error: UnreadableSource) -> RawFinding:
+    report = next(iter(registry.load(UNREADABLE).check(error, None)))
+    return RawFinding(report.line or 1, report.col or 0, None, None, UNREADABLE, "", report.message,
+                      f"|{report.message}", None)
+
+
+def lint_file(path: str, rel: str, rules: list[SourceRule]) -> tuple[FileResult, bytes | None]:
+    """Read and lint one file; an unreadable file gives a KG004 finding, not an exception."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError as exc:
+        error = UnreadableSource(f"cannot read: {exc.strerror or exc}")
+        found = (unreadable(rel, error),) if any(sr.rule.code == UNREADABLE for sr in rules) else ()
+        return FileResult(found, (), tuple(sr.rule.code for sr in rules if sr.match(rel))), None
+    return lint_bytes(path, rel, data, rules), data
+
+
+def _raw(rule: Rule, report: Report, source: SourceFile) -> RawFinding:
+    line = report.line or 1
+    identity = f"{report.scope}|{report.discriminator or _snippet(source, line)}"
+    return RawFinding(line, report.col or 0, report.end_line, report.end_col, rule.code,
+                      report.severity.value if report.severity else "", report.message, identity, report.value)
+
+
+def _snippet(source: SourceFile, line: int) -> str:
+    """The finding's line without spacing or a trailing kgate comment: stable across moves and reformatting."""
+    try:
+        text = source.line_text(line)
+    except UnreadableSource:
+        return ""
+    cut = text.find("kgate:")
+    if cut >= 0:
+        text = text[:cut].rstrip("#/; \t")
+    return " ".join(text.split())
+
+
+def findings(results: dict[str, FileResult], selection: Selection) -> list[Finding]:
+    """Findings of a run with the configuration applied: per-file-ignores and severities."""
+    rules: dict[str, Rule] = {}
+    out = []
+    for rel, result in results.items():
+        for raw in result.findings:
+            rule = rules.get(raw.code) or rules.setdefault(raw.code, registry.load(raw.code))
+            report = Report(raw.message, severity=Severity(raw.severity) if raw.severity else None)
+            finding = Finding(path=rel, line=raw.line, col=raw.col, code=rule.code, name=rule.name,
+                              severity=severity_of(rule, report, selection), message=raw.message,
+                              identity=raw.identity, end_line=raw.end_line, end_col=raw.end_col, value=raw.value)
+            if selection.keep(finding):
+                out.append(finding)
+    return out
+
+
+def judge(results: dict[str, FileResult], selection: Selection) -> Callable[[str, int, str], bool]:
+    """Whether a suppression of `code` at (path, line) was examined by this run: the rule ran on the file."""
+    def judged(path: str, _line: int, code: str) -> bool:
+        result = results.get(path)
+        return result is not None and code in result.ran and not selection.ignored_for(path, code)
+
+    return judged
+
+
+def to_json(result: FileResult) -> list[Any]:
+    return [[list(f) for f in result.findings], [list(d) for d in result.directives], list(result.ran)]
+
+
+def from_json(data: list[Any]) -> FileResult:
+    findings, directives, ran = data
+    if not findings and not directives:
+        return FileResult((), (), tuple(ran))
+    return FileResult(tuple(RawFinding(*f) for f in findings),
+                      tuple(Directive(d[0], d[1], d[2], tuple(d[3]), d[4], d[5]) for d in directives), tuple(ran))
+
+
+def stat_key(st: os.stat_result) -> list[int]:
+    return [st.st_size, st.st_mtime_ns, st.st_ino]
+
+
+def content_digest(data: bytes) -> str:
+    return blake2b(data, digest_size=16).hexdigest()
+
+
+# Below this many files to read, starting worker processes costs more than it saves.
+PARALLEL_MIN_FILES = 48
+
+
+def run_files(files: Iterable[tuple[str, str]], rules: list[SourceRule], cache: Any | None = None,
+              jobs: int | None = None) -> tuple[dict[str, FileResult], int]:
+    """Lint files, answering from the cache where a file is unchanged. Returns (results, cache hits)."""
+    results: dict[str, FileResult] = {}
+    todo: list[tuple[str, str]] = []
+    for rel, path in files:
+        cached = cache.lookup(rel, path) if cache is not None else None
+        if cached is None:
+            todo.append((rel, path))
+        else:
+            results[rel] = cached
+    hits = len(results)
+    # Syntax trees hold no reference cycles, so reference counting frees them; the cyclic collector
+    # would only re-scan the growing heap of nodes while files are parsed (a fifth of a cold run).
+    gc.disable()
+    try:
+        linted = _lint_many(todo, rules, jobs)
+    finally:
+        gc.enable()
+    for rel, path, result, digest, size in linted:
+        results[rel] = result
+        if cache is not None and digest:
+            cache.store(rel, path, digest, size, result)
+    return results, hits
+
+
+Linted = tuple[str, str, FileResult, str, int]
+
+
+def _lint_one(rel: str, path: str, rules: list[SourceRule]) -> Linted:
+    result, data = lint_file(path, rel, rules)
+    return rel, path, result, content_digest(data) if data is not None else "", len(data or b"")
+
+
+def _lint_many(todo: list[tuple[str, str]], rules: list[SourceRule], jobs: int | None) -> list[Linted]:
+    """Serially, or split over forked processes when there are enough files (a cold run on 2+ cores).
+
+    Plain `os.fork` and a pipe per child rather than multiprocessing: its imports alone
+    would cost a warm run more than a tenth of its time, and the parent takes a share
+    of the files itself instead of waiting.
+    """
+    workers = min(jobs or os.cpu_count() or 1, 8, len(todo) // (PARALLEL_MIN_FILES // 2) or 1)
+    # Under pre-commit (it sets PRE_COMMIT=1) the hook's batches already run one process per core.
+    if len(todo) < PARALLEL_MIN_FILES or workers < 2 or sys.platform != "linux" or os.environ.get("PRE_COMMIT"):
+        return [_lint_one(rel, path, rules) for rel, path in todo]
+    shares = [todo[i::workers] for i in range(workers)]  # interleaved: big and small files mix
+    sys.stdout.flush()
+    sys.stderr.flush()
+    children = [_fork_worker(share, rules) for share in shares[1:]]
+    out = [_lint_one(rel, path, rules) for rel, path in shares[0]]
+    for share, (pid, fd) in zip(shares[1:], children):
+        out.extend(_collect(pid, fd, share, rules))
+    return out
+
+
+def _fork_worker(share: list[tuple[str, str]], rules: list[SourceRule]) -> tuple[int, int]:
+    import marshal
+
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: lint, send plain data back, leave without running the parent's cleanup
+        code = 0
+        try:
+            os.close(read_fd)
+            payload = [(rel, path, to_json(result), digest, size)
+                       for rel, path, result, digest, size in (_lint_one(r, p, rules) for r, p in share)]
+            with os.fdopen(write_fd, "wb") as pipe:
+                pipe.write(marshal.dumps(payload))
+        except BaseException:
+            code = 1
+        finally:
+            os._exit(code)
+    os.close(write_fd)
+    return pid, read_fd
+
+
+def _collect(pid: int, fd: int, share: list[tuple[str, str]], rules: list[SourceRule]) -> list[Linted]:
+    """A child's results; if it failed, its share is linted here so that a bug shows with its traceback."""
+    import marshal
+
+    with os.fdopen(fd, "rb") as pipe:
+        data = pipe.read()
+    _pid, status = os.waitpid(pid, 0)
+    if status == 0 and data:
+        return [(rel, path, from_json(result), digest, size) for rel, path, result, digest, size in marshal.loads(data)]
+    return [_lint_one(rel, path, rules) for rel, path in share]

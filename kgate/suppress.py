@@ -1,0 +1,214 @@
+"""Suppression comments: `# kgate: ignore[CODE] reason` and `# kgate: ignore-file[CODE] reason`.
+
+Generic over where findings come from: `apply` takes findings, the
+directives of the files they point into, and a test saying which
+(path, line, code) the run really examined, and returns the active findings,
+the number suppressed and the meta findings about the comments themselves
+(KG002 unused, KG003 without a reason or naming an unknown code). `kgate
+lint` and `kgate check` both go through it.
+
+A line directive silences findings that start on its line; a file directive
+(on a line of its own, anywhere in the file) silences the codes in the whole
+file. Several codes are separated by commas. A directive without a reason
+still silences its codes, and is reported as KG003 (an error), so the run
+fails until a reason is written.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from pathlib import Path
+from typing import Callable, Iterable, Mapping, NamedTuple, Sequence
+
+from kgate import rules as registry  # type: ignore[attr-defined]
+from kgate.findings import Finding, Severity, sort_findings
+from kgate.rule import Report, Rule
+from kgate.selection import Selection
+
+MARKER = b"kgate:"
+# A comment marker at the start of the line or after a space: "`# kgate: ...`" quoted in prose is not one.
+_DIRECTIVE = re.compile(r"(?:^|(?<=\s))(?:#|//|;)\s*kgate:\s*ignore(?P<file>-file)?(?![\w-])(?P<rest>.*)$")
+_CODES = re.compile(r"\[(?P<codes>[^\]]*)\](?P<reason>.*)$")
+_NEXT_COMMENT = re.compile(r"\s#\s|\s//")
+_REASON_LEAD = " \t:-\u2013\u2014"
+UNUSED, INVALID = "KG002", "KG003"
+
+
+class Directive(NamedTuple):
+    line: int
+    col: int  # 1-based column of the comment marker
+    file_level: bool
+    codes: tuple[str, ...]
+    reason: str
+    problem: str  # "" for a well-formed directive
+
+
+class Outcome(NamedTuple):
+    findings: list[Finding]  # active findings, meta findings included, sorted
+    suppressed: int
+
+
+def parse_directives(text: str, *, python: bool) -> list[Directive]:
+    """Every `kgate: ignore` directive of a file's text (in comments only, for Python)."""
+    if "kgate:" not in text:
+        return []
+    comments = _python_comments(text) if python else None
+    out = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if "kgate:" not in line:
+            continue
+        match = _DIRECTIVE.search(line)
+        if match is None:
+            continue
+        if comments is not None and not any(start <= match.start() for start in comments.get(number, ())):
+            continue  # inside a string, not a comment
+        out.append(_directive(number, match))
+    return out
+
+
+def _directive(number: int, match: re.Match[str]) -> Directive:
+    file_level = bool(match.group("file"))
+    col = match.start() + 1
+    form = "ignore-file" if file_level else "ignore"
+    codes = _CODES.match(match.group("rest").strip())
+    if codes is None:
+        return Directive(number, col, file_level, (), "", f"`kgate: {form}` must name codes: "
+                                                             f"`kgate: {form}[CODE] reason`")
+    names = tuple(c.strip() for c in codes.group("codes").split(",") if c.strip())
+    # A second comment after the codes (a linter's or a type checker's) is not a reason.
+    reason = _NEXT_COMMENT.split(codes.group("reason"), 1)[0].strip(_REASON_LEAD)
+    problem = ""
+    if not names:
+        problem = f"`kgate: {form}[]` names no code"
+    elif not reason:
+        problem = f"`kgate: {form}[{', '.join(names)}]` gives no reason: write why after the codes"
+    return Directive(number, col, file_level, names, reason, problem)
+
+
+def _python_comments(text: str) -> dict[int, list[int]] | None:
+    """0-based start columns of comment tokens per line; None when the file does not tokenize."""
+    import tokenize
+
+    out: dict[int, list[int]] = {}
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+            if token.type == tokenize.COMMENT:
+                out.setdefault(token.start[0], []).append(token.start[1])
+    except (tokenize.TokenError, SyntaxError):
+        return None
+    return out
+
+
+# --------------------------------------------------------------------------- applying
+
+
+Judged = Callable[[str, int, str], bool]
+
+
+def apply(findings: Iterable[Finding], directives: Mapping[str, Sequence[Directive]], selection: Selection,
+          judged: Judged) -> Outcome:
+    """Active findings after the directives; `judged(path, line, code)` (line 0: anywhere in the file)
+    says whether this run examined that code there, which is what makes an unused directive a finding."""
+    used: set[tuple[str, int, str]] = set()
+    active, suppressed = [], 0
+    for finding in findings:
+        hit = _match(finding, directives.get(finding.path, ()))
+        if hit is None:
+            active.append(finding)
+        else:
+            used.add((finding.path, hit.line, finding.code))
+            suppressed += 1
+    meta = []
+    for path, items in sorted(directives.items()):
+        for directive in items:
+            meta.extend(_meta(path, directive, used, judged, selection))
+    for finding in meta:
+        hit = _match(finding, directives.get(finding.path, ()))
+        if hit is None:
+            active.append(finding)
+        else:
+            suppressed += 1
+    return Outcome(sort_findings(active), suppressed)
+
+
+def _match(finding: Finding, directives: Sequence[Directive]) -> Directive | None:
+    for directive in directives:
+        if finding.code in directive.codes and (directive.file_level or directive.line == finding.line):
+            return directive
+    return None
+
+
+def _meta(path: str, directive: Directive, used: set[tuple[str, int, str]], judged: Judged,
+          selection: Selection) -> list[Finding]:
+    out = []
+    names = {name: code for code, name, _module in registry.REGISTRY}
+    if selection.keep(_probe(path, INVALID)):
+        for report in registry.load(INVALID).check((directive, names), None):
+            out.append(meta_finding(INVALID, report, path, selection, directive))
+    if not selection.keep(_probe(path, UNUSED)):
+        return out
+    known = set(names.values())
+    line = 0 if directive.file_level else directive.line
+    for code in directive.codes:
+        if code in known and code not in (UNUSED, INVALID) and (path, directive.line, code) not in used \
+                and judged(path, line, code):
+            for report in registry.load(UNUSED).check((directive, code), None):
+                out.append(meta_finding(UNUSED, report, path, selection, directive))
+    return out
+
+
+def _probe(path: str, code: str) -> Finding:
+    return Finding(path=path, line=0, col=0, code=code, name="", severity=Severity.NOTE, message="")
+
+
+def meta_finding(code: str, report: Report, path: str, selection: Selection, directive: Directive) -> Finding:
+    rule: Rule = registry.load(code)
+    identity = f"{'file' if directive.file_level else 'line'}|{','.join(directive.codes)}|{report.discriminator}"
+    return Finding(path=path, line=report.line or directive.line, col=report.col or 0, code=rule.code,
+                   name=rule.name, severity=severity_of(rule, report, selection), message=report.message,
+                   identity=identity)
+
+
+def severity_of(rule: Rule, report: Report, selection: Selection) -> Severity:
+    """The configured severity replaces the rule's, except for informational notes."""
+    if report.severity is Severity.NOTE:
+        return Severity.NOTE
+    return selection.severity.get(rule.code) or report.severity or rule.severity
+
+
+# --------------------------------------------------------------------------- compiled findings
+
+
+def for_compiled(findings: list[Finding], root: Path, kernel_lines: Mapping[str, set[int]], selection: Selection,
+                 *, complete: bool) -> Outcome:
+    """Suppressions for `kgate check`: compiled findings point at a kernel's `def` line, where the comment goes.
+
+    `kernel_lines`: path -> definition lines of the kernels compiled in this
+    run. Only directives naming a compiled code are considered (the others
+    are `kgate lint`'s); a partial run (some kernels or targets) judges none
+    of them unused.
+    """
+    compiled = set(registry.codes("compiled")) | {"KG001"}
+    directives: dict[str, list[Directive]] = {}
+    for path in sorted(set(kernel_lines) | {f.path for f in findings}):
+        try:
+            data = (root / path).read_bytes()
+        except OSError:
+            continue
+        if MARKER not in data:
+            continue
+        try:
+            found = parse_directives(data.decode("utf-8-sig"), python=path.endswith(".py"))
+        except UnicodeDecodeError:
+            continue
+        found = [d for d in found if compiled & set(d.codes)]
+        if found:
+            directives[path] = found
+
+    def judged(path: str, line: int, code: str) -> bool:
+        lines = kernel_lines.get(path, set())
+        return complete and code in compiled and selection.active(code) and not selection.ignored_for(path, code) \
+            and (line in lines if line else bool(lines))
+
+    return apply(findings, directives, selection, judged)

@@ -1,0 +1,68 @@
+"""## What it does
+Reports a `# kgate: ignore` comment without a reason, without codes, or
+naming a code that does not exist. The well-formed codes of a comment
+without a reason still silence their findings; this error makes the run
+fail until the reason is written.
+
+## Why is this bad?
+A suppression without a reason cannot be reviewed: six months later
+nobody knows whether the register spill was measured and accepted or just
+in the way of a merge. A misspelled code silences nothing while looking as
+if it did.
+
+## Example
+```python
+@triton.autotune(configs=CONFIGS, key=["M"])  # kgate: ignore[KG201]
+@triton.autotune(configs=CONFIGS, key=["M"])  # kgate: ignore[runtime-autotune] M is bucketed
+```
+
+## Use instead
+Name each code and say why, after the codes:
+
+```python
+@triton.autotune(configs=CONFIGS, key=["M"])  # kgate: ignore[KG201] M is rounded to a power of two by the caller
+```
+
+## Options
+None.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Iterable
+
+from kgate.findings import Severity
+from kgate.rule import Report, Rule
+
+if TYPE_CHECKING:
+    from kgate.suppress import Directive
+
+
+def check(subject: tuple[Directive, dict[str, str]], _ctx: object) -> Iterable[Report]:
+    """subject: the directive, and rule name -> code of the registry (for hints)."""
+    directive, names = subject
+    problems = [directive.problem] if directive.problem else []
+    codes = set(names.values())
+    for code in directive.codes:
+        if code in codes:
+            continue
+        if code in names:
+            hint = f" (write the code: {names[code]})"
+        elif code.upper() in codes:
+            hint = f" (codes are upper case: {code.upper()})"
+        else:
+            hint = " (see `kgate rules`)"
+        problems.append(f"unknown code {code!r}{hint}")
+    if problems:
+        yield Report("; ".join(problems), line=directive.line, col=directive.col)
+
+
+RULE = Rule(
+    code="KG003",
+    name="invalid-suppression",
+    layer="meta",
+    severity=Severity.ERROR,
+    summary="A kgate: ignore comment without a reason or naming an unknown code",
+    check=check,
+    doc=__doc__ or "",
+)

@@ -1,0 +1,56 @@
+"""## What it does
+Reports a `# kgate: ignore[CODE] reason` (or `ignore-file[CODE]`) comment
+that silenced nothing: the rule ran on that line (or file) and did not
+report there.
+
+## Why is this bad?
+A stale suppression is a hole waiting for the next bug: the kernel was
+fixed or moved, the comment stayed, and when the problem comes back on
+that line nobody hears about it. Reporting unused suppressions keeps every
+silenced finding a decision someone made about code that still exists.
+
+## Example
+```python
+@triton.autotune(configs=CONFIGS, key=["D"])  # kgate: ignore[KG201] n_tokens is bucketed by the caller
+```
+(the key no longer names a run-time shape, so the comment silences nothing)
+
+## Use instead
+Delete the comment. A suppression is only judged where its rule really
+ran: codes that were not selected, are ignored for the file, belong to the
+other command (`kgate check` codes under `kgate lint` and the reverse), or
+point at kernels outside a partial `kgate check --kernel/--target/--shard`
+are never reported as unused.
+
+## Options
+None.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Iterable
+
+from kgate.findings import Severity
+from kgate.rule import Report, Rule
+
+if TYPE_CHECKING:
+    from kgate.suppress import Directive
+
+
+def check(subject: tuple[Directive, str], _ctx: object) -> Iterable[Report]:
+    directive, code = subject
+    form = "ignore-file" if directive.file_level else "ignore"
+    where = "in this file" if directive.file_level else "on this line"
+    yield Report(f"unused `kgate: {form}[{code}]`: nothing reports {code} {where}", line=directive.line,
+                 col=directive.col, discriminator=code)
+
+
+RULE = Rule(
+    code="KG002",
+    name="unused-suppression",
+    layer="meta",
+    severity=Severity.WARNING,
+    summary="A kgate: ignore comment that silences nothing",
+    check=check,
+    doc=__doc__ or "",
+)

@@ -1,0 +1,268 @@
+"""## What it does
+Flags `TRITON_INTERPRET` switched on inside the test suite: in a test
+module (`test_*.py`, `*_test.py`), a `conftest.py`, or pytest's
+configuration (`env` of pytest-env in `pytest.ini`, `tox.ini`, `setup.cfg`,
+`pytest.toml`, or `pyproject.toml` under `[tool.pytest.ini_options]`,
+`[tool.pytest]` or `[tool.pytest_env]`). Recognised in Python:
+`os.environ[...] = `, `os.environ.setdefault`, `os.environ.update(...)`,
+`os.environ |= {...}`, `os.putenv`, `monkeypatch.setenv`,
+`mock.patch.dict(os.environ, ...)`, and `triton.knobs.runtime.interpret = True`.
+
+## Why is this bad?
+Triton reads the switch when a kernel is decorated with `@triton.jit`, and
+the decision sticks to the kernel. Set once in a test process, every kernel
+imported afterwards runs on the CPU interpreter: the suite stays green
+without compiling a single kernel, so compiler errors, register spills and
+wrong code generation all pass. Which tests are affected depends on import
+order, so the same test can be real in one run and interpreted in another.
+
+## Example
+```python
+# conftest.py
+import os
+
+os.environ["TRITON_INTERPRET"] = "1"
+```
+
+## Use instead
+Run the interpreter in its own process, so it cannot leak into the rest
+of the suite:
+
+```python
+subprocess.run([sys.executable, "-m", "pytest", "tests/interp"],
+               env={**os.environ, "TRITON_INTERPRET": "1"}, check=True)
+```
+
+or set it on the command line of a separate CI job
+(`TRITON_INTERPRET=1 pytest tests/interp`). Dictionaries built for a child
+process's `env=` are not reported, nor are values that switch the
+interpreter off (`"0"`, `"false"`, `"off"`, or removing the variable).
+
+## Options
+None.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from typing import Iterable, Iterator
+
+from kgate.collect import pysource as py
+from kgate.collect.source import SourceFile
+from kgate.findings import Severity
+from kgate.rule import Report, Rule, SourceContext
+
+VARIABLE = "TRITON_INTERPRET"
+# Values Triton's boolean environment parser reads as true.
+_TRUE = frozenset({"1", "true", "on"})
+_PYTHON_FILES = ("test_*.py", "*_test.py", "conftest.py")
+_INI_SECTIONS = {"pytest.ini": ("pytest",), "tox.ini": ("pytest",), "setup.cfg": ("tool:pytest",)}
+_MESSAGE = "TRITON_INTERPRET switched on {where}: every kernel decorated afterwards runs on the CPU interpreter"
+
+
+def check(source: SourceFile, ctx: SourceContext) -> Iterable[Report]:
+    name = source.name
+    if name in _INI_SECTIONS:
+        yield from _ini(source, _INI_SECTIONS[name])
+    elif name in ("pyproject.toml", "pytest.toml", ".pytest.toml"):
+        yield from _toml(source)
+    else:
+        yield from _python(source)
+
+
+# --------------------------------------------------------------------------- Python
+
+
+def _python(source: SourceFile) -> Iterator[Report]:
+    info = py.info(source)
+    tree, imports, constants = info.tree, info.imports, info.constants
+    environ = _environ_names(tree, imports)
+    where = "in a test module" if source.name != "conftest.py" else "in conftest.py"
+    for node in ast.walk(tree):
+        for at, value in _settings(node, imports, constants, environ):
+            if _switches_on(value, constants):
+                yield Report(_MESSAGE.format(where=where), scope=_scope(tree, at), **source.span(at))
+
+
+def _settings(node: ast.AST, imports: dict[str, str], constants: dict[str, ast.expr],
+              environ: set[str]) -> Iterator[tuple[ast.AST, ast.expr | None]]:
+    """(where, value) for each place this node sets TRITON_INTERPRET in the process environment."""
+    def is_environ(expr: ast.AST) -> bool:
+        return py.qualified(expr, imports) == "os.environ" or (isinstance(expr, ast.Name) and expr.id in environ)
+
+    def is_key(expr: ast.AST | None) -> bool:
+        return py.string_value(expr, constants) == VARIABLE
+
+    if isinstance(node, ast.Assign):
+        for target in node.targets:
+            if (isinstance(target, ast.Subscript) and is_environ(target.value) and is_key(target.slice)) \
+                    or py.qualified(target, imports) == "triton.knobs.runtime.interpret":
+                yield target, node.value
+    elif isinstance(node, ast.AugAssign) and isinstance(node.op, ast.BitOr) and is_environ(node.target):
+        yield from _mapping(node.value, constants)
+    elif isinstance(node, ast.Call):
+        func = node.func
+        name = py.qualified(func, imports)
+        if name == "os.putenv" and is_key(py.argument(node, "key", 0)):
+            yield node, py.argument(node, "value", 1)
+        elif isinstance(func, ast.Attribute) and func.attr in ("setdefault", "__setitem__") \
+                and is_environ(func.value) and is_key(py.argument(node, "key", 0)):
+            yield node, py.argument(node, "default", 1) if node.args[1:] or node.keywords else None
+        elif isinstance(func, ast.Attribute) and func.attr == "update" and is_environ(func.value):
+            for arg in node.args:
+                yield from _mapping(arg, constants)
+            yield from _keywords(node)
+        elif isinstance(func, ast.Attribute) and func.attr == "setenv" and is_key(py.argument(node, "name", 0)):
+            yield node, py.argument(node, "value", 1)
+        elif (name or py.dotted(func) or "").endswith("patch.dict") and node.args and \
+                (is_environ(node.args[0]) or py.string_value(node.args[0], constants) == "os.environ"):
+            if len(node.args) > 1:
+                yield from _mapping(node.args[1], constants)
+            yield from _keywords(node)
+
+
+def _mapping(expr: ast.expr, constants: dict[str, ast.expr]) -> Iterator[tuple[ast.AST, ast.expr | None]]:
+    if isinstance(expr, ast.Dict):
+        for key, value in zip(expr.keys, expr.values):
+            if key is not None and py.string_value(key, constants) == VARIABLE:
+                yield key, value
+    elif isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id == "dict":
+        yield from _keywords(expr)
+
+
+def _keywords(call: ast.Call) -> Iterator[tuple[ast.AST, ast.expr | None]]:
+    for keyword in call.keywords:
+        if keyword.arg == VARIABLE:
+            yield keyword, keyword.value
+
+
+def _environ_names(tree: ast.Module, imports: dict[str, str]) -> set[str]:
+    """Names bound to os.environ itself (not a copy): `env = os.environ`."""
+    out: set[str] = set()
+    for stmt in py.statements(tree):
+        if isinstance(stmt, ast.Assign) and py.qualified(stmt.value, imports) == "os.environ":
+            out.update(t.id for t in stmt.targets if isinstance(t, ast.Name))
+    return out
+
+
+def _switches_on(value: ast.expr | None, constants: dict[str, ast.expr]) -> bool:
+    """True unless the value is a literal Triton reads as false; a value only known at run time counts."""
+    if isinstance(value, ast.Name) and value.id in constants:
+        value = constants[value.id]
+    if isinstance(value, ast.Constant):
+        return _truthy(value.value)
+    return True
+
+
+def _truthy(value: object) -> bool:
+    if isinstance(value, bool):
+        return value
+    return str(value).strip().lower() in _TRUE
+
+
+def _scope(tree: ast.Module, at: ast.AST) -> str:
+    line = getattr(at, "lineno", 0)
+    best = ""
+    for fn in py.functions(tree):
+        if fn.lineno <= line <= (fn.end_lineno or fn.lineno):
+            best = fn.name  # statements() yields outer functions first, so the innermost wins
+    return best
+
+
+# --------------------------------------------------------------------------- configuration files
+
+_SECTION = re.compile(r"^\s*\[([^\]]+)\]\s*$")
+_KEY = re.compile(r"^([A-Za-z0-9_.-]+)\s*[=:]\s*(.*)$")
+# pytest-env entries: `[D:][R:]NAME=VALUE`
+_ENV_ITEM = re.compile(r"^\s*((?:[DR]:)*)\s*" + VARIABLE + r"\s*=\s*(.*?)\s*$")
+
+
+def _ini(source: SourceFile, sections: tuple[str, ...]) -> Iterator[Report]:
+    section = key = ""
+    for number, line in enumerate(source.lines, 1):
+        stripped = line.strip()
+        if not stripped or stripped[0] in "#;":
+            continue
+        header = _SECTION.match(line)
+        if header:
+            section, key = header.group(1).strip(), ""
+            continue
+        if line[0] not in " \t":
+            match = _KEY.match(line)
+            key = match.group(1) if match else ""
+            value = match.group(2) if match else ""
+            offset = match.start(2) if match else 0
+        else:
+            value, offset = line, 0
+        if section in sections and key == "env":
+            item = _ENV_ITEM.match(value)
+            if item and _truthy(item.group(2)):
+                col = offset + value.index(VARIABLE) + 1
+                yield Report(_MESSAGE.format(where="in pytest's env settings"), line=number, col=col,
+                             scope=f"[{section}]")
+
+
+def _toml(source: SourceFile) -> Iterator[Report]:
+    import sys
+
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
+    try:
+        data = tomllib.loads(source.text)
+    except tomllib.TOMLDecodeError:
+        return  # kgate's configuration loader reports a broken pyproject.toml
+    tool = data.get("tool", {}) if source.name == "pyproject.toml" else {"pytest": data.get("pytest", {})}
+    found: list[str] = []
+    pytest = _table(tool, "pytest")
+    for header, table in (("pytest.ini_options", _table(pytest, "ini_options")), ("pytest", pytest)):
+        env = table.get("env", [])
+        for item in env if isinstance(env, list) else []:
+            match = _ENV_ITEM.match(str(item))
+            if match and _truthy(match.group(2)):
+                found.append(header)
+    pytest_env = tool.get("pytest_env", {})
+    if isinstance(pytest_env, dict) and VARIABLE in pytest_env:
+        value = pytest_env[VARIABLE]
+        if _truthy(value.get("value", "") if isinstance(value, dict) else value):
+            found.append("pytest_env")
+    prefix = "tool." if source.name == "pyproject.toml" else ""
+    for header in dict.fromkeys(found):
+        line, col = _locate(source.lines, f"{prefix}{header}")
+        yield Report(_MESSAGE.format(where="in pytest's env settings"), line=line, col=col,
+                     scope=f"[{prefix}{header}]")
+
+
+def _table(parent: dict, key: str) -> dict:
+    value = parent.get(key, {})
+    return value if isinstance(value, dict) else {}
+
+
+def _locate(lines: list[str], table: str) -> tuple[int, int]:
+    """Line and column of the variable's first mention after the table's header (or anywhere)."""
+    start = 0
+    for number, line in enumerate(lines):
+        match = _SECTION.match(line)
+        if match and match.group(1).strip() == table:
+            start = number
+            break
+    for number in [*range(start, len(lines)), *range(start)]:
+        col = lines[number].find(VARIABLE)
+        if col >= 0:
+            return number + 1, col + 1
+    return start + 1, 1
+
+
+RULE = Rule(
+    code="KG203",
+    name="interpret-in-tests",
+    layer="python",
+    severity=Severity.ERROR,
+    summary="TRITON_INTERPRET set inside the test suite: kernels silently run on the CPU interpreter",
+    check=check,
+    doc=__doc__ or "",
+    files=(*_PYTHON_FILES, *_INI_SECTIONS, "pyproject.toml", "pytest.toml", ".pytest.toml"),
+    prefilter=(b"TRITON_INTERPRET", b"knobs"),
+)

@@ -1,0 +1,54 @@
+"""`kgate lint` and the committed baseline: pinned source findings pass, new ones fail, and only a
+whole-project run calls a pin stale."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from conftest import kgate
+
+KERNEL = textwrap.dedent("""\
+    import triton
+
+
+    @triton.autotune(configs=[], key=["n_tokens"])
+    @triton.jit
+    def norm(x, n_tokens):
+        pass
+""")
+BASELINE = 'version = 1\n\n[findings]\n"KG201|pkg/{name}.py|norm|n_tokens" = 1\n'
+
+
+def project(root: Path) -> Path:
+    (root / "kgate.toml").write_text("")
+    (root / "pkg").mkdir()
+    for name in ("a", "b"):
+        (root / "pkg" / f"{name}.py").write_text(KERNEL)
+    (root / "kgate-baseline.toml").write_text(BASELINE.format(name="a"))
+    return root
+
+
+def test_a_pinned_source_finding_is_accepted_and_a_new_one_fails(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    run = kgate("lint", cwd=root)
+    assert run.code == 1
+    assert "pkg/b.py:4:35: KG201" in run.stdout and "pkg/a.py:4" not in run.stdout
+    assert "1 baselined" in run.stdout and "NEW" in run.stdout
+    assert kgate("lint", "pkg/a.py", cwd=root).code == 0
+    assert kgate("lint", "--no-baseline", "pkg/a.py", cwd=root).code == 1
+
+
+def test_a_stale_pin_fails_the_whole_project_run_only(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    clean = KERNEL.replace('key=["n_tokens"]', "key=[]")
+    (root / "pkg" / "b.py").write_text(clean)
+    (root / "pkg" / "a.py").write_text(clean)  # a's pinned finding is fixed
+    whole = kgate("lint", cwd=root)
+    assert whole.code == 1 and "GONE" in whole.stdout and "KG201|pkg/a.py|norm|n_tokens" in whole.stdout
+    # Given files (pre-commit's batches), a pin that no longer matches is shown, never failed.
+    files = kgate("lint", "pkg/a.py", "pkg/b.py", cwd=root)
+    assert files.code == 0, files.stdout
+    assert "GONE      KG201|pkg/a.py|norm|n_tokens: 1 pinned, 0 now (accepted)" in files.stdout
+    other = kgate("lint", "pkg/b.py", cwd=root)
+    assert other.code == 0 and "GONE" not in other.stdout

@@ -1,0 +1,134 @@
+"""The lint cache and the parallel engine: a warm run answers from `stat` alone, and no shortcut changes
+a verdict."""
+
+from __future__ import annotations
+
+import json
+import os
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from conftest import kgate
+from kgate.config import load_config
+from kgate.lint import engine
+from kgate.lint.pipeline import LintRun, run_lint
+from kgate.selection import build_selection
+
+KERNEL = textwrap.dedent("""\
+    import triton
+    import triton.language as tl
+
+
+    @triton.autotune(configs=[], key=["{key}"])
+    @triton.jit
+    def k{index}(x, out, n, D: tl.constexpr, BLOCK: tl.constexpr):
+        tl.atomic_add(out, 1)
+""")
+
+
+def project(root: Path, files: int = 3, config: str = "") -> Path:
+    (root / "kgate.toml").write_text(config)
+    for index in range(files):
+        (root / "pkg").mkdir(exist_ok=True)
+        (root / "pkg" / f"k{index:03d}.py").write_text(KERNEL.format(key="n" if index % 2 else "D", index=index))
+    return root
+
+
+def lint(root: Path, paths: list[str] | None = None, *, use_cache: bool = True, **overrides: object) -> LintRun:
+    config = load_config(start=root).with_overrides(**overrides)
+    return run_lint(config, build_selection(config), paths, use_cache=use_cache)
+
+
+def verdict(run: LintRun) -> list[tuple[str, int, int, str, str]]:
+    return [(f.path, f.line, f.col, f.code, f.message) for f in run.findings]
+
+
+def age(root: Path, seconds: float = 10) -> None:
+    """Make every file look written a while ago, as files are when a commit is made."""
+    for path in root.rglob("*.py"):
+        st = path.stat()
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns - int(seconds * 1e9)))
+
+
+def test_a_warm_run_reads_no_unchanged_file(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    age(root)
+    cold = lint(root)
+    warm = lint(root)
+    assert (cold.cached, warm.cached) == (0, 3)
+    assert verdict(warm) == verdict(cold) != []
+
+
+def test_a_file_changed_within_the_same_mtime_is_still_seen(tmp_path: Path) -> None:
+    """Written in the same clock tick as it was read: the entry is confirmed by content, not by stat."""
+    root = project(tmp_path, files=1)
+    path = root / "pkg" / "k000.py"
+    st = path.stat()
+    first = lint(root)
+    path.write_text(path.read_text().replace('key=["D"]', 'key=["n"]'))  # same size
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert path.stat().st_size == st.st_size
+    second = lint(root)
+    assert [f.code for f in first.findings] == ["KG202"]
+    assert sorted(f.code for f in second.findings) == ["KG201", "KG202"]
+
+
+def test_options_and_selection_key_the_cache(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    age(root)
+    assert len(lint(root).findings) == 4  # KG202 in each file, KG201 in k001
+    allowed = 'options = { runtime-autotune = { allowed-keys = ["n"] } }\n'
+    (root / "kgate.toml").write_text(allowed)
+    run = lint(root)
+    assert run.cached == 0 and sorted({f.code for f in run.findings}) == ["KG202"]
+    caches = list((root / ".kgate-cache" / "v1" / "lint").glob("*.json"))
+    assert len(caches) == 2
+
+
+def test_a_corrupt_cache_is_an_empty_one(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    age(root)
+    expected = verdict(lint(root))
+    for cache in (root / ".kgate-cache").rglob("*.json"):
+        cache.write_bytes(b"\x00 not json")
+    run = lint(root)
+    assert run.cached == 0 and verdict(run) == expected
+    assert lint(root).cached == 3  # and it was written again
+
+
+def test_linting_some_files_keeps_the_others_entries(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    age(root)
+    lint(root)
+    lint(root, [str(root / "pkg" / "k001.py")])
+    assert lint(root).cached == 3
+    (root / "pkg" / "k002.py").unlink()
+    lint(root)  # a whole-project run forgets deleted files
+    data = json.loads(next((root / ".kgate-cache" / "v1" / "lint").glob("*.json")).read_text())
+    assert sorted(data["files"]) == ["pkg/k000.py", "pkg/k001.py"]
+
+
+def test_parallel_and_serial_runs_agree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    files = engine.PARALLEL_MIN_FILES * 2
+    root = project(tmp_path, files=files)
+    (root / "pkg" / "broken.py").write_text("@triton.autotune(\n")
+    serial = lint(root, use_cache=False, jobs=1)
+    monkeypatch.delenv("PRE_COMMIT", raising=False)
+    forks = []
+    real_fork = os.fork
+    monkeypatch.setattr(os, "fork", lambda: forks.append(1) or real_fork())
+    parallel = lint(root, use_cache=False, jobs=2)
+    assert len(forks) == 1
+    assert len(serial.results) == files + 1
+    assert verdict(parallel) == verdict(serial)
+    assert sum(f.code == "KG004" for f in serial.findings) == 1
+
+
+def test_the_command_line_without_a_cache(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    run = kgate("lint", "--no-cache", "--format", "json", cwd=root)
+    assert run.code == 1 and not (root / ".kgate-cache").exists()
+    assert kgate("lint", "--format", "json", cwd=root).stdout == run.stdout
+    assert (root / ".kgate-cache" / ".gitignore").read_text().strip().endswith("*")

@@ -1,0 +1,91 @@
+"""The Python source rules and the suppression comments on fixtures/python.
+
+Each planted bad case states its findings inline (`# expect: CODE@column`);
+files and lines without a comment must stay quiet. One `kgate lint` over
+the folder must report exactly those, at exactly those columns.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import Run, copy_project, expectations, kgate
+from kgate import rules as registry
+
+SUFFIXES = (".py", ".ini", ".cfg", ".toml")
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return copy_project("python", tmp_path_factory.mktemp("lint"))
+
+
+@pytest.fixture(scope="module")
+def cold(project: Path) -> Run:
+    return kgate("lint", "--format", "json", cwd=project)
+
+
+def found(run: Run) -> set[tuple[str, int, str, str]]:
+    return {(f["path"], f["line"], f["code"], str(f["col"])) for f in run.json()["findings"]}
+
+
+def test_findings_are_exactly_the_inline_expectations(project: Path, cold: Run) -> None:
+    assert cold.code == 1, cold.stderr
+    assert sorted(found(cold)) == sorted(expectations(project, SUFFIXES))
+
+
+def test_every_source_rule_and_meta_rule_has_a_planted_case(project: Path) -> None:
+    planted = {code for _path, _line, code, _col in expectations(project, SUFFIXES)}
+    assert set(registry.codes("python")) | {"KG002", "KG003", "KG004"} <= planted
+
+
+def test_suppressed_findings_are_counted(cold: Run) -> None:
+    # suppressions.py: with a reason, without a reason, one of two codes, the known code next to
+    # an unknown one; suppress_file.py: the file-level KG201.
+    assert cold.json()["summary"]["suppressed"] == 5
+
+
+def test_findings_carry_end_positions_and_stable_identities(cold: Run) -> None:
+    findings = cold.json()["findings"]
+    key = next(f for f in findings if f["path"] == "runtime_autotune.py" and f["line"] == 13)
+    assert (key["end_line"], key["end_col"]) == (13, 50)
+    assert key["identity"] == "rmsnorm_keyed_on_tokens|n_tokens"
+    for f in findings:
+        assert str(f["line"]) not in f["identity"].split("|")
+
+
+def test_warm_run_gives_the_same_bytes(project: Path, cold: Run) -> None:
+    warm = kgate("lint", "--format", "json", cwd=project)
+    assert (warm.code, warm.stdout) == (cold.code, cold.stdout)
+
+
+def test_an_edited_file_is_linted_again(tmp_path: Path) -> None:
+    project = copy_project("python", tmp_path)
+    first = kgate("lint", "--format", "json", cwd=project)
+    path = project / "runtime_autotune.py"
+    path.write_text(path.read_text().replace('key=["n_tokens", "D"]', 'key=["D"]'))
+    second = kgate("lint", "--format", "json", cwd=project)
+    gone = found(first) - found(second)
+    assert gone == {("runtime_autotune.py", 13, "KG201", "40")}
+
+
+def test_a_broken_file_does_not_stop_the_others(tmp_path: Path) -> None:
+    (tmp_path / "kgate.toml").write_text("")
+    (tmp_path / "a_broken.py").write_bytes(b"@triton.autotune(configs=[], key=[])\ndef f(:\n")
+    (tmp_path / "b_null.py").write_bytes(b"import triton\nautotune = 1\x00\n")
+    (tmp_path / "c_kernel.py").write_text(
+        "import triton\n\n@triton.autotune(configs=[], key=['n'])\n@triton.jit\ndef k(x, n):\n    pass\n")
+    run = kgate("lint", "--format", "json", cwd=tmp_path)
+    assert run.code == 1 and not run.stderr
+    assert {(f["path"], f["code"]) for f in run.json()["findings"]} == {
+        ("a_broken.py", "KG004"), ("b_null.py", "KG004"), ("c_kernel.py", "KG201")}
+
+
+def test_terminal_output_names_path_line_column_code_and_name(project: Path) -> None:
+    run = kgate("lint", "runtime_autotune.py", cwd=project)
+    assert run.code == 1
+    assert ("runtime_autotune.py:13:40: KG201 error runtime-autotune: autotune key 'n_tokens' of "
+            "`rmsnorm_keyed_on_tokens` is a run-time shape") in run.stdout
+    assert run.stdout.rstrip().splitlines()[-1].startswith("kgate lint: FAILED: 1 file(s), 8 errors")
