@@ -18,7 +18,8 @@ from kgate.compile.engine import CompileRun, Progress, compile_triton, default_j
 from kgate.compile.pool import Pool
 from kgate.config import KNOWN_TARGETS, Config, TritonEntry
 from kgate.errors import ConfigError
-from kgate.findings import Finding, Severity
+from kgate.findings import Finding, Severity, sort_findings
+from kgate.lint.pipeline import run_lint
 from kgate.ratchet.compare import RunState, Scope
 from kgate.ratchet.gate import compiled_codes, public_toolchain, register_threshold
 from kgate.selection import Selection
@@ -33,6 +34,8 @@ class CheckOptions:
     sass: bool = False
     no_cache: bool = False
     fail_on: Severity = Severity.ERROR
+    # Run the source rules over the project too (the whole gate); off for a run restricted to kernels.
+    source: bool = True
 
 
 @dataclass
@@ -41,7 +44,8 @@ class CheckRun:
     compiled: CompileRun
     findings: list[Finding]
     state: RunState
-    suppressed: int = 0  # findings silenced by suppression comments on a kernel's def line
+    suppressed: int = 0  # findings silenced by suppression comments
+    files_checked: int = 0  # source files the source rules read
 
 
 def resolve_targets(config: Config, requested: tuple[str, ...]) -> tuple[str, ...]:
@@ -79,18 +83,27 @@ def run_check(config: Config, selection: Selection, options: CheckOptions,
     partial = bool(options.kernels) or set(targets) != set(config.targets)
     outcome = for_compiled(evaluate.compiled(compiled, selection), config.root, lines, selection, complete=not partial)
     findings = outcome.findings
+    suppressed = outcome.suppressed
+    source = options.source and not options.kernels
+    files_checked = 0
+    if source:
+        lint = run_lint(config, selection, None, use_cache=not options.no_cache)
+        findings = sort_findings(findings + lint.findings)
+        suppressed += lint.suppressed
+        files_checked = len(lint.results)
     selected = {e.kernel for e in entries} | {f.kernel for f in cuda.facts} | {f.kernel for f in cuda.failures}
     scope = Scope(
         compiled=True,
         kernels=frozenset(selected) if options.kernels else None,
         targets=frozenset(targets),
         failed=frozenset(f.kernel for f in compiled.failures),
+        source=source,
         codes=frozenset(selection.enabled),
         compiled_codes=compiled_codes(),
     )
     state = RunState(kernels=compiled.facts, findings=findings, toolchain=public_toolchain(compiled.toolchain),
                      scope=scope, register_threshold=register_threshold(selection), fail_on=options.fail_on)
-    return CheckRun(entries, compiled, findings, state, outcome.suppressed)
+    return CheckRun(entries, compiled, findings, state, suppressed, files_checked)
 
 
 def merge_runs(first: CompileRun, second: CompileRun) -> CompileRun:

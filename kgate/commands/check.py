@@ -28,6 +28,7 @@ def run(args: argparse.Namespace) -> int:
     result = Result("check", checked.findings, compiled.facts, fail_on=options.fail_on)
     result.stats = {"compiled": compiled.compiled, "cached": compiled.cached}
     result.suppressed = checked.suppressed
+    result.files_checked = checked.files_checked
     ratchet.apply(result, checked.state, config, enabled=not args.no_baseline)
     if args.verbose:
         tools = ", ".join(f"{k} {v}" for k, v in sorted(compiled.toolchain.items()) if not k.endswith(".id"))

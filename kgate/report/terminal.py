@@ -70,8 +70,12 @@ def summary_line(result: Result) -> str:
     counts = Counter(f.severity for f in result.findings)
     parts = [f"{counts.get(s, 0)} {s.value}{'s' if counts.get(s, 0) != 1 else ''}"
              for s in (Severity.ERROR, Severity.WARNING, Severity.NOTE)]
-    subject = (f"{len(result.kernels)} kernel variant(s)" if result.command == "check"
-               else f"{result.files_checked} file(s)")
+    if result.command == "check":
+        subject = f"{len(result.kernels)} kernel variant(s)"
+        if result.files_checked:
+            subject += f" and {result.files_checked} source file(s)"
+    else:
+        subject = f"{result.files_checked} file(s)"
     extra = []
     if result.baselined:
         extra.append(f"{result.baselined} baselined")
