@@ -19,7 +19,7 @@ from kgate.collect.modules import closure, hash_files, import_roots, module_file
 from kgate.compile.cache import Cache, digest
 from kgate.compile.pool import Outcome, Pool
 from kgate.config import Config, TritonEntry
-from kgate.facts.model import CompileFailure, KernelFacts
+from kgate.facts.model import FACTS_SCHEMA, CompileFailure, KernelFacts
 
 Progress = Callable[[int, int, str], None]
 
@@ -224,7 +224,7 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
                 continue
             for variant in variants:
                 for target in targets:
-                    key = digest("facts", kgate.__version__, tool_key, variant, target, p.source_key)
+                    key = digest("facts", FACTS_SCHEMA, kgate.__version__, tool_key, variant, target, p.source_key)
                     data = cache.get("facts", key)
                     if data is not None and (data.get("sass") is not None or not (sass_all or needs_sass(variant))):
                         run.facts.append(KernelFacts.from_json(data))
