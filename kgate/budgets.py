@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from kgate.profiles import Profile
 
@@ -178,7 +179,7 @@ def gemm_traffic(m: int, n: int, k: int, signature: Mapping[str, str]) -> Traffi
     assert a is not None and b is not None and c is not None
     elements = {operands[0][0]: m * k, operands[1][0]: k * n}
     traffic = m * k * a + k * n * b + m * n * c
-    previous = None
+    previous = ""
     for name, ty in pointers:
         if "scale" in name.lower() and previous in elements:
             traffic += elements[previous] / SCALE_GROUP * (dtype_bytes(ty) or 1)

@@ -50,7 +50,7 @@ def clip(text: str, limit: int = MAX_TEXT, more: str = "") -> str:
 
 def doc_section(doc: str, heading: str) -> str:
     """The text of one `## heading` section of a rule's documentation, joined into paragraphs."""
-    match = re.search(rf"^## {re.escape(heading)}\s*$(.*?)(?=^## |\Z)", doc, re.M | re.S)
+    match = re.search(rf"^## {re.escape(heading)}\s*$(.*?)(?=^## |\Z)", doc, re.MULTILINE | re.DOTALL)
     if not match:
         return ""
     paragraphs = [" ".join(p.split()) for p in re.split(r"\n\s*\n", match.group(1).strip())]
