@@ -5,10 +5,11 @@ Importing kgate is cheap: it loads neither Triton nor torch.
 
 from __future__ import annotations
 
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 __version__ = "0.1.0"
-__all__ = ["register", "__version__"]
+__all__ = ["__version__", "register"]
 
 F = TypeVar("F")
 
@@ -39,7 +40,7 @@ def register(**fields: Any) -> Callable[[F], F]:
         registrations = list(getattr(fn, "__kgate__", ()))
         registrations.append(entry)
         try:
-            setattr(fn, "__kgate__", tuple(registrations))
+            setattr(fn, "__kgate__", tuple(registrations))  # noqa: B010 - fn is any decorated object
         except (AttributeError, TypeError):
             pass
         return fn

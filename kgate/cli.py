@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from kgate import __version__
 from kgate.errors import KgateError
@@ -25,7 +25,6 @@ COMMANDS = {
     "ulp": "run the bundled kernels' precision tests",
     "audit": "write the HTML and Markdown audit report",
     "merge": "combine the JSON results of sharded runs",
-    "selftest": "prove every rule still fires on its planted bad case",
 }
 
 
@@ -82,8 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "baseline":
             p.add_argument("action", choices=("update", "show"), help="update: re-pin; show: print the file")
             p.add_argument("--accept-new", action="store_true", help="also pin new findings and worse metrics")
-            p.add_argument("--only", choices=("check", "lint"), default=None,
-                           help="re-pin only the compiled (check) or source (lint) part")
+            p.add_argument("--fail-on", choices=("error", "warning", "note"), default=None,
+                           help="lowest severity that the baseline tracks (default: error)")
         if name == "ulp":
             p.add_argument("--device", choices=("auto", "cpu", "gpu"), default="auto")
             p.add_argument("-k", dest="keyword", metavar="EXPR", help="only tests matching (pytest -k)")

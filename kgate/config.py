@@ -96,7 +96,8 @@ class Config:
     options: dict[str, dict[str, Any]] = field(default_factory=dict)
     baseline: str = "kgate-baseline.toml"
     ratchet: str = "two-way"
-    toolchain_change: str = "warn"
+    toolchain_change: str = "fail"
+    fail_on: str = "error"
     cache_dir: str = ".kgate-cache"
     jobs: int | None = None
     timeout: float = 600.0
@@ -163,15 +164,27 @@ def _read_toml(path: Path) -> dict[str, Any]:
     except UnicodeDecodeError:
         raise ConfigError("not valid UTF-8", path=str(path)) from None
     except tomllib.TOMLDecodeError as exc:
-        line = getattr(exc, "lineno", None)
-        message = str(exc).split(" (at line")[0]
+        message, line = toml_error(exc)
         raise ConfigError(f"invalid TOML: {message}", path=path.name, line=line) from None
+
+
+def toml_error(exc: Exception) -> tuple[str, int | None]:
+    """The message and line of a TOML decode error (Python 3.11's tomllib puts the line in the text)."""
+    import re
+
+    text = str(exc)
+    line = getattr(exc, "lineno", None)
+    match = re.search(r" \(at line (\d+), column \d+\)", text)
+    if match:
+        line = line or int(match.group(1))
+        text = text[: match.start()] + text[match.end():]
+    return text.strip(), line
 
 
 _TOP_KEYS = {
     "targets", "triton", "cuda", "select", "extend-select", "ignore", "per-file-ignores", "severity",
     "options", "baseline", "ratchet", "toolchain-change", "cache-dir", "jobs", "timeout", "exclude",
-    "extend-exclude", "python-path", "nvcc", "size-slack",
+    "extend-exclude", "python-path", "nvcc", "size-slack", "fail-on",
 }
 
 
@@ -221,6 +234,8 @@ def parse_config(table: dict[str, Any], *, root: Path, source: Path | None, pref
         kwargs["ratchet"] = ctx.choice(table["ratchet"], "ratchet", RATCHET_MODES)
     if "toolchain-change" in table:
         kwargs["toolchain_change"] = ctx.choice(table["toolchain-change"], "toolchain-change", TOOLCHAIN_POLICIES)
+    if "fail-on" in table:
+        kwargs["fail_on"] = ctx.choice(table["fail-on"], "fail-on", ("error", "warning", "note"))
     if "jobs" in table:
         kwargs["jobs"] = ctx.positive_int(table["jobs"], "jobs")
     if "size-slack" in table:

@@ -40,6 +40,7 @@ def _finding(rule: Rule, report: Report, selection: Selection, *, path: str, lin
         identity=compiled_identity(kernel, variant, target, report.discriminator),
         end_line=report.end_line,
         end_col=report.end_col,
+        value=report.value,
     )
 
 

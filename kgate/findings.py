@@ -44,6 +44,13 @@ class Finding:
     identity: str = ""
     end_line: int | None = field(default=None, compare=False)
     end_col: int | None = field(default=None, compare=False)
+    # A size-like measurement the rule made (e.g. code lines of a file), for slack in the baseline.
+    value: int | None = field(default=None, compare=False)
+
+    @property
+    def baseline_key(self) -> str:
+        """What the baseline pins: rule, path and stable identity, never a line number."""
+        return f"{self.code}|{self.path}|{self.identity}"
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)

@@ -9,8 +9,9 @@ engine turns them into `Finding`s.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from kgate.errors import ConfigError
 from kgate.findings import Severity
@@ -57,6 +58,9 @@ class Report:
     path: str | None = None
     # Enclosing scope (function or class) for the baseline identity of source findings.
     scope: str = ""
+    # A size-like measurement (code lines of a file, ...): the baseline pins it with
+    # the project's `size-slack`, so small growth needs no re-pin (and no merge conflict).
+    value: int | None = None
 
 
 @dataclass(frozen=True)

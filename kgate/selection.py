@@ -83,10 +83,10 @@ def build_selection(config: Config, *, select: list[str] | None = None, extend_s
     names = _names()
     options: dict[str, dict[str, Any]] = {}
     for name, values in config.options.items():
-        code = names.get(name) or (name if name in {c for c, _n, _m in registry.REGISTRY} else None)
-        if code is None:
+        found = names.get(name) or (name if name in {c for c, _n, _m in registry.REGISTRY} else None)
+        if found is None:
             raise ConfigError(f"{where}: options.{name}: unknown rule (options are keyed by rule name)")
-        options[code] = values
+        options[found] = values
     pfi = tuple((pattern, frozenset(resolve_codes(list(codes), f"{where}: per-file-ignores.{pattern}")))
                 for pattern, codes in sorted(config.per_file_ignores.items()))
     # Validate options of every rule now, so a typo fails before any compiling.

@@ -94,13 +94,15 @@ def file_identity(path: Path) -> str:
     return f"{path}:{st.st_size}:{st.st_mtime_ns}"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def tool_version(path: str) -> str:
-    """The `--version` release line of an NVIDIA tool, e.g. 'release 13.4, V13.4.59'."""
+    """The version of an NVIDIA tool from its `--version` output, e.g. '13.4.59'."""
+    import re
+
     out = run([path, "--version"], timeout=30).stdout
-    for line in out.splitlines():
-        if "release" in line:
-            return line.split(",", 1)[1].strip() if "," in line else line.strip()
+    match = re.search(r"\bV(\d+\.\d+\.\d+)", out) or re.search(r"release (\d+\.\d+)", out)
+    if match:
+        return match.group(1)
     lines = [line for line in out.splitlines() if line.strip()]
     return lines[-1].strip() if lines else "unknown"
 

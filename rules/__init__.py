@@ -7,7 +7,7 @@ demand, so `kgate lint` never loads the compiled rules and vice versa.
 from __future__ import annotations
 
 import importlib
-from functools import lru_cache
+from functools import cache
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -26,7 +26,7 @@ REGISTRY: tuple[tuple[str, str, str], ...] = (
 )
 
 
-@lru_cache(maxsize=None)
+@cache
 def load(code: str) -> Rule:
     for row_code, _name, module in REGISTRY:
         if row_code == code:

@@ -12,8 +12,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from conftest import Run, copy_project, expectations, kgate
+
 from kgate import rules as registry
 from kgate.facts.ptxas_log import parse_ptxas_log
 from kgate.tools import bundled_tool
@@ -88,7 +88,7 @@ def test_registers_and_spills_equal_an_independent_ptxas_run(project: Path, cold
     compared = 0
     for ptx in sorted((project / ".kgate-cache").rglob("kernel.ptx")):
         text = ptx.read_text()
-        target = re.search(r"^\.target\s+(\w+)", text, re.M).group(1)
+        target = re.search(r"^\.target\s+(\w+)", text, re.MULTILINE).group(1)
         # Triton's own ptxas options: line info, FMA contraction on, -v, --regAllocOptLevel=2.
         proc = subprocess.run([str(ptxas), "-lineinfo", "-v", "--regAllocOptLevel=2", f"--gpu-name={target}",
                                str(ptx), "-o", str(tmp_path / "out.cubin")], capture_output=True, text=True)
@@ -109,15 +109,26 @@ def test_a_warm_run_compiles_nothing_and_reports_the_same(project: Path, cold: R
     assert again.stdout == cold.stdout
 
 
-def test_editing_a_kernel_recompiles_only_its_module(project: Path, cold: Run) -> None:
+def test_editing_one_kernel_recompiles_that_kernel_only(project: Path, cold: Run) -> None:
     pdl = project / "pdl.py"
     original = pdl.read_text()
     try:
-        pdl.write_text(original.replace("v * 2.0", "v * 3.0"))
+        pdl.write_text(original.replace("    gdc_launch_dependents()\n", "    gdc_launch_dependents()\n    v = v + 1.0\n"))
         run = kgate("check", "-v", cwd=project)
-        assert "8 compiled, 16 from cache" in run.stdout
+        assert "2 compiled, 22 from cache" in run.stdout  # wait_first, on both targets
     finally:
         pdl.write_text(original)
+
+
+def test_editing_a_shared_helper_recompiles_every_kernel_that_calls_it(project: Path, cold: Run) -> None:
+    gemm = project / "gemm_resources.py"
+    original = gemm.read_text()
+    try:
+        gemm.write_text(original.replace("acc.to(tl.bfloat16)", "(acc * 1.0).to(tl.bfloat16)"))
+        run = kgate("check", "-v", cwd=project)
+        assert "8 compiled, 16 from cache" in run.stdout  # four GEMM kernels, both targets
+    finally:
+        gemm.write_text(original)
 
 
 def test_terminal_table_shows_every_variant_and_a_verdict(project: Path, cold: Run) -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import fnmatch
 import os
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 
 def excluded(rel: str, patterns: Iterable[str]) -> bool:

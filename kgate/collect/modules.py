@@ -111,3 +111,51 @@ def hash_files(paths: list[Path], root: Path) -> str:
         digest.update(rel.encode() + b"\0")
         digest.update(hashlib.sha256(path.read_bytes()).digest())
     return digest.hexdigest()
+
+
+@lru_cache(maxsize=1024)
+def _module_parts(path: Path, mtime_ns: int, size: int) -> tuple[str, dict[str, tuple[str, frozenset[str]]]]:
+    """(module-level code outside functions and classes, {top-level def name: (its source, names it uses)})."""
+    data = path.read_text(encoding="utf-8", errors="replace")
+    try:
+        tree = ast.parse(data)
+    except (SyntaxError, ValueError):
+        return data, {}
+    lines = data.splitlines(keepends=True)
+    defs: dict[str, tuple[str, frozenset[str]]] = {}
+    rest: list[str] = []
+    for node in tree.body:
+        start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])]) - 1
+        segment = "".join(lines[start: node.end_lineno or node.lineno])
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            used = frozenset(n.id for n in ast.walk(node) if isinstance(n, ast.Name))
+            defs[node.name] = (segment, used)
+        else:
+            rest.append(segment)
+    return "".join(rest), defs
+
+
+def kernel_source_key(path: Path, function: str, roots: list[Path], root: Path) -> str:
+    """A hash of everything one kernel's compiled code can depend on, without importing it.
+
+    The kernel's own source (decorators included), every top-level function or
+    class of its module that it names (transitively), the module's other
+    top-level code (imports, constants), and every project file the module
+    imports. Editing one kernel of a module of many recompiles that kernel only.
+    """
+    st = path.stat()
+    rest, defs = _module_parts(path, st.st_mtime_ns, st.st_size)
+    wanted = [function]
+    seen: dict[str, None] = {}
+    while wanted:
+        name = wanted.pop()
+        if name in seen or name not in defs:
+            continue
+        seen[name] = None
+        wanted.extend(defs[name][1])
+    digest = hashlib.sha256(rest.encode())
+    for name in sorted(seen):
+        digest.update(b"\0def\0" + name.encode() + b"\0" + defs[name][0].encode())
+    others = [p for p in closure(path, roots) if p != path.resolve()]
+    digest.update(hash_files(others, root).encode())
+    return digest.hexdigest()

@@ -1,48 +1,32 @@
-"""`kgate check`: compile every registered kernel for every target and run every rule."""
+"""`kgate check`: compile every registered kernel for every target, run every rule, compare with the baseline."""
 
 from __future__ import annotations
 
 import argparse
-import fnmatch
 import sys
-import tempfile
-from dataclasses import replace
-from pathlib import Path
 
-from kgate import evaluate
-from kgate.collect.registry import triton_entries
 from kgate.commands.common import ProgressBar, config_from, emit, fail_on, selection_from
-from kgate.compile.engine import compile_triton, default_jobs
-from kgate.config import KNOWN_TARGETS
-from kgate.errors import ConfigError
+from kgate.pipeline import CheckOptions, run_check
+from kgate.ratchet import gate as ratchet
 from kgate.report.result import Result
 
 
 def run(args: argparse.Namespace) -> int:
     config = config_from(args)
     selection = selection_from(args, config)
-    targets = tuple(args.target) if args.target else config.targets
-    for target in targets:
-        if target not in KNOWN_TARGETS:
-            raise ConfigError(f"--target {target}: unknown target (known: {', '.join(KNOWN_TARGETS)})")
-    entries = triton_entries(config)
-    if args.kernel:
-        entries = [e for e in entries if any(fnmatch.fnmatchcase(e.kernel, g) or fnmatch.fnmatchcase(e.function, g)
-                                             for g in args.kernel)]
-    if not entries:
+    options = CheckOptions(targets=tuple(args.target or ()), kernels=tuple(args.kernel or ()), jobs=args.jobs,
+                           sass=args.sass, no_cache=args.no_cache, fail_on=fail_on(args, config))
+    progress = ProgressBar(enabled=not args.quiet and args.format == "terminal")
+    try:
+        checked = run_check(config, selection, options, progress)
+    finally:
+        progress.clear()
+    if not checked.entries:
         print("kgate: no kernels registered (add [[tool.kgate.triton]] tables or @kgate.register)", file=sys.stderr)
-    jobs = args.jobs or config.jobs or default_jobs()
-    with tempfile.TemporaryDirectory(prefix="kgate-nocache-") as scratch:
-        if args.no_cache:
-            config = replace(config, cache_dir=str(Path(scratch).resolve()))
-        progress = ProgressBar(enabled=not args.quiet and args.format == "terminal")
-        try:
-            compiled = compile_triton(config, entries, targets, jobs=jobs, progress=progress, sass_all=args.sass)
-        finally:
-            progress.clear()
-    findings = evaluate.compiled(compiled, selection)
-    result = Result("check", findings, compiled.facts, fail_on=fail_on(args, config))
+    compiled = checked.compiled
+    result = Result("check", checked.findings, compiled.facts, fail_on=options.fail_on)
     result.stats = {"compiled": compiled.compiled, "cached": compiled.cached}
+    ratchet.apply(result, checked.state, config, enabled=not args.no_baseline)
     if args.verbose:
         tools = ", ".join(f"{k} {v}" for k, v in sorted(compiled.toolchain.items()) if not k.endswith(".id"))
         result.notices.append(f"toolchain: {tools}; {compiled.compiled} compiled, {compiled.cached} from cache")

@@ -33,7 +33,7 @@ def selection_from(args: argparse.Namespace, config: Config) -> Selection:
 
 
 def fail_on(args: argparse.Namespace, config: Config) -> Severity:
-    return Severity(getattr(args, "fail_on", None) or "error")
+    return Severity(getattr(args, "fail_on", None) or config.fail_on)
 
 
 def emit(result: Result, args: argparse.Namespace, config: Config) -> int:

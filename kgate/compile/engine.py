@@ -8,14 +8,15 @@ no compiler. Cache misses go to worker processes (`kgate.compile.pool`).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import kgate
 from kgate import tools
 from kgate.collect.files import relpath
-from kgate.collect.modules import closure, hash_files, import_roots, module_file
+from kgate.collect.modules import import_roots, kernel_source_key, module_file
 from kgate.compile.cache import Cache, digest
 from kgate.compile.pool import Outcome, Pool
 from kgate.config import Config, TritonEntry
@@ -103,11 +104,9 @@ def plan_variants(entry: TritonEntry, expansion: dict[str, Any]) -> list[dict[st
     else:
         bases.append({"constexprs": dict(entry.constexprs), "num_warps": entry.num_warps,
                       "num_stages": entry.num_stages, "maxnreg": None})
-    base = {"constexprs": dict(entry.constexprs), "num_warps": entry.num_warps, "num_stages": entry.num_stages,
-            "maxnreg": None}
     for override in entry.variants:
         extra = {k: v for k, v in override.items() if k not in ("num_warps", "num_stages")}
-        bases.append({"constexprs": {**base["constexprs"], **extra},
+        bases.append({"constexprs": {**entry.constexprs, **extra},
                       "num_warps": override.get("num_warps", entry.num_warps),
                       "num_stages": override.get("num_stages", entry.num_stages), "maxnreg": None})
     expect = list(entry.expect) if entry.expect is not None else (
@@ -178,8 +177,8 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
             p.error = f"cannot find module {entry.module} under python-path ({', '.join(config.python_path)})"
             planned.append(p)
             continue
-        files = closure(found[0], roots)
-        planned.append(_Planned(entry, hash_files(files, config.root), [str(found[1])]))
+        key = kernel_source_key(found[0], entry.function, roots, config.root)
+        planned.append(_Planned(entry, key, [str(found[1])]))
 
     own_pool = pool is None
     pool = pool or Pool(jobs, worker_env(config.root / config.cache_dir))

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
-from typing import Any, Callable
+from typing import Any
 
 # Task name -> "module:function" run in the worker.
 TASKS = {
@@ -38,6 +40,11 @@ def _serve(conn: Connection, env: dict[str, str | None]) -> None:
     import importlib
     import resource
 
+    # A process group of its own, so that a timeout kills the compilers it started too.
+    try:
+        os.setpgid(0, 0)
+    except OSError:
+        pass
     for key, value in env.items():
         if value is None:
             os.environ.pop(key, None)
@@ -80,6 +87,13 @@ class _Worker:
         self.started = 0.0
 
     def kill(self) -> None:
+        """Kill the worker and every compiler it started."""
+        pid = self.process.pid
+        if pid is not None:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
         if self.process.is_alive():
             self.process.kill()
         self.process.join(timeout=5)
@@ -96,7 +110,7 @@ class Pool:
         self.workers: list[_Worker] = []
         self.peak_rss_kb: dict[int, int] = {}
 
-    def __enter__(self) -> Pool:
+    def __enter__(self) -> Pool:  # noqa: PYI034 - not subclassed
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -128,12 +142,12 @@ class Pool:
         while pending or busy:
             for worker in self.workers:
                 if worker.task is None and pending:
-                    index = pending.pop()
-                    worker.task = index
+                    next_task = pending.pop()
+                    worker.task = next_task
                     worker.started = time.perf_counter()
                     worker.deadline = worker.started + timeout
                     try:
-                        worker.conn.send(tasks[index])
+                        worker.conn.send(tasks[next_task])
                     except (BrokenPipeError, OSError):
                         pass  # found dead below
                     busy[id(worker)] = worker

@@ -49,7 +49,7 @@ def _load(kernel: str) -> Any:
     module_name, _, attr = kernel.partition(":")
     try:
         module = importlib.import_module(module_name)
-    except BaseException as exc:  # noqa: BLE001 - the project's import may raise anything
+    except BaseException as exc:
         if isinstance(exc, KeyboardInterrupt):
             raise
         raise KernelError(f"cannot import {module_name}: {type(exc).__name__}: {exc}") from None
@@ -239,7 +239,10 @@ def _compiler_message(exc: BaseException) -> str:
         return f"{head} {tail}".strip() if head != tail else head
     if len(lines) > 6:
         lines = lines[:6]
-    return f"{name}: " + " | ".join(lines) if lines else name
+    text = " | ".join(lines)
+    if name in ("PTXASError", "CompilationError", "CompileTimeAssertionFailure"):
+        return f"{name}: {text}" if text else name
+    return f"Triton's compiler raised {name}: {text}" if text else f"Triton's compiler raised {name}"
 
 
 def _write(path: Path, data: bytes) -> None:

@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 
 from kgate.errors import ParseError
 
-_TARGET = re.compile(r"^\s*\.target\s+([\w.]+)", re.M)
-_FUNC_HEAD = re.compile(r"^\s*(?:\.visible\s+|\.weak\s+|\.extern\s+)*\.(entry|func)\s+(?:\([^)]*\)\s*)?([\w$.]+)", re.M)
+_TARGET = re.compile(r"^\s*\.target\s+([\w.]+)", re.MULTILINE)
+_FUNC_HEAD = re.compile(r"^\s*(?:\.visible\s+|\.weak\s+|\.extern\s+)*\.(entry|func)\s+(?:\([^)]*\)\s*)?([\w$.]+)", re.MULTILINE)
 _LOC = re.compile(r"^\s*\.loc\s+(\d+)\s+(\d+)\s+(\d+)")
-_FILE = re.compile(r'^\s*\.file\s+(\d+)\s+"([^"]*)"', re.M)
+_FILE = re.compile(r'^\s*\.file\s+(\d+)\s+"([^"]*)"', re.MULTILINE)
 _LABEL = re.compile(r"^\s*([$%\w]+):(?!:)")
 _PRED = re.compile(r"^@(!?)(%?[\w]+)\s+")
 _MMA_PREFIXES = ("mma.", "wgmma.mma_async", "tcgen05.mma")
@@ -89,16 +89,12 @@ def is_global_access(opcode: str) -> bool:
     head = parts[0]
     if head in ("ld", "st", "atom", "red", "ldu"):
         space = parts[1] if len(parts) > 1 else ""
-        if space in _NOT_GLOBAL:
-            return False
-        # `ld.global...` or a generic `ld.u32` (which may be global).
-        return space == "global" or space not in _NOT_GLOBAL
+        # `ld.global...`, or a generic `ld.u32` (which may be global); not shared, local, param...
+        return space not in _NOT_GLOBAL
     if head == "cp":
         # cp.async.* copies from global memory (also the bulk tensor forms).
         return len(parts) > 1 and parts[1] in ("async", "reduce")
-    if head == "multimem":
-        return True
-    return False
+    return head == "multimem"
 
 
 def parse_ptx(text: str) -> PtxFacts:
@@ -106,7 +102,7 @@ def parse_ptx(text: str) -> PtxFacts:
     target_match = _TARGET.search(text)
     if target_match is None:
         raise ParseError("no .target directive: not a PTX module")
-    version_match = re.search(r"^\s*\.version\s+([\d.]+)", text, re.M)
+    version_match = re.search(r"^\s*\.version\s+([\d.]+)", text, re.MULTILINE)
     files = {int(n): name for n, name in _FILE.findall(text)}
     funcs = _split_functions(text)
     func_bodies = {name: _instructions(body, first_line, files) for kind, name, body, first_line in funcs}

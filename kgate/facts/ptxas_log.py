@@ -66,14 +66,14 @@ def parse_ptxas_log(text: str) -> dict[str, EntryResources]:
             continue
         regs = _USED.search(line)
         if regs and current_entry is not None:
-            barriers = _BARRIERS.search(line)
-            smem = _SMEM.search(line)
-            cumulative = _CUMULATIVE.search(line)
+            barrier_match = _BARRIERS.search(line)
+            smem_match = _SMEM.search(line)
+            cumulative_match = _CUMULATIVE.search(line)
             used[current_entry] = (
                 int(regs.group(1)),
-                int(barriers.group(1)) if barriers else 0,
-                int(smem.group(1)) if smem else 0,
-                int(cumulative.group(1)) if cumulative else None,
+                int(barrier_match.group(1)) if barrier_match else 0,
+                int(smem_match.group(1)) if smem_match else 0,
+                int(cumulative_match.group(1)) if cumulative_match else None,
             )
     out: dict[str, EntryResources] = {}
     for name in order:

@@ -53,7 +53,7 @@ def profiles() -> dict[str, Profile]:
     out = {}
     for key, table in raw.items():
         data = {k: (tuple(v) if isinstance(v, list) else v) for k, v in table.items() if k in names}
-        out[key] = Profile(key=key, **data)
+        out[key] = Profile(key=key, **data)  # type: ignore[arg-type]
     return out
 
 

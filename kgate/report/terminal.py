@@ -85,12 +85,9 @@ def render(result: Result, *, colour: bool = False, table: bool = True, statisti
     if table and result.kernels:
         lines.extend(kernel_table(result.kernels, result.findings))
         lines.append("")
-    for f in result.findings:
-        lines.append(finding_line(f, colour))
-    for diff in result.ratchet:
-        lines.append(str(diff))
-    for notice in result.notices:
-        lines.append(notice)
+    lines.extend(finding_line(f, colour) for f in result.findings)
+    lines.extend(str(diff) for diff in result.ratchet)
+    lines.extend(result.notices)
     if statistics:
         lines.extend(statistics_lines(result.findings))
     if lines and lines[-1] != "":

@@ -30,7 +30,7 @@ rather than holding whole rows.
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from kgate.budgets import max_registers_for, residency
 from kgate.facts.model import KernelFacts

@@ -44,18 +44,19 @@ None.
 from __future__ import annotations
 
 import os
-from typing import Iterable
+from collections.abc import Iterable
 
 from kgate.facts.model import KernelFacts
+from kgate.facts.ptx import GlobalAccess
 from kgate.findings import Severity
 from kgate.rule import CompiledContext, Report, Rule
 
 
-def _where(access: object, facts: KernelFacts) -> tuple[str, int | None]:
-    loc = getattr(access, "loc", None)
-    if loc is not None and loc.line:
-        return f"{os.path.basename(loc.file)}:{loc.line}", loc.line
-    return f"PTX line {getattr(access, 'ptx_line', '?')}", None
+def _where(access: GlobalAccess) -> str:
+    """The source line of an access where the PTX carries one, else its PTX line."""
+    if access.loc is not None and access.loc.line:
+        return f"{os.path.basename(access.loc.file)}:{access.loc.line}"
+    return f"PTX line {access.ptx_line}"
 
 
 def check(facts: KernelFacts, ctx: CompiledContext) -> Iterable[Report]:
@@ -65,7 +66,7 @@ def check(facts: KernelFacts, ctx: CompiledContext) -> Iterable[Report]:
     unwaited = entry.unwaited_accesses
     if unwaited:
         first = unwaited[0]
-        where, line = _where(first, facts)
+        where = _where(first)
         if not entry.has_wait:
             what = "has no griddepcontrol.wait"
         else:

@@ -21,7 +21,7 @@ None.
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from kgate.facts.model import KernelFacts
 from kgate.findings import Severity

@@ -24,7 +24,7 @@ meant to sit there, pin it in the baseline: any growth then fails.
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from kgate.facts.model import KernelFacts
 from kgate.findings import Severity

@@ -24,7 +24,7 @@ None.
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from kgate.budgets import stages_that_fit
 from kgate.facts.model import KernelFacts

@@ -28,7 +28,7 @@ below the cliff that buys occupancy can be accepted: pin it in the baseline.
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from kgate.facts.model import KernelFacts
 from kgate.findings import Severity

@@ -27,7 +27,7 @@ None.
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from kgate.findings import Severity
 from kgate.rule import Report, Rule

@@ -1,0 +1,54 @@
+"""`kgate baseline update`: re-pin the ratchet; `kgate baseline show`: summarise the pinned state."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from kgate.commands.common import ProgressBar, config_from, fail_on, selection_from
+from kgate.pipeline import CheckOptions, run_check
+from kgate.ratchet.baseline import Baseline, save
+from kgate.ratchet.gate import baseline_path, load_baseline
+from kgate.ratchet.update import repin
+
+
+def run(args: argparse.Namespace) -> int:
+    config = config_from(args)
+    path = baseline_path(config)
+    if args.action == "show":
+        return _show(load_baseline(config), str(path))
+    selection = selection_from(args, config)
+    options = CheckOptions(targets=tuple(args.target or ()), kernels=tuple(args.kernel or ()), jobs=args.jobs,
+                           sass=args.sass, fail_on=fail_on(args, config))
+    progress = ProgressBar(enabled=True)
+    try:
+        checked = run_check(config, selection, options, progress)
+    finally:
+        progress.clear()
+    old = load_baseline(config) or Baseline()
+    outcome = repin(old, checked.state, accept_new=args.accept_new, slack=config.size_slack)
+    rel = config.baseline
+    for line in outcome.changes:
+        print(line)
+    if outcome.changed or not path.exists():
+        save(outcome.baseline, path)
+        print(f"kgate: wrote {rel} ({len(outcome.changes)} change(s))")
+    else:
+        print(f"kgate: {rel} is up to date")
+    if outcome.refused:
+        for line in outcome.refused:
+            print(line, file=sys.stderr)
+        print(f"kgate: {len(outcome.refused)} new debt(s) left out; review them, then re-run with --accept-new "
+              f"to pin them", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _show(baseline: Baseline | None, path: str) -> int:
+    if baseline is None:
+        print(f"kgate: no baseline at {path}")
+        return 0
+    tools = ", ".join(f"{k} {v}" for k, v in sorted(baseline.toolchain.items())) or "none recorded"
+    print(f"{path}: {len(baseline.kernels)} pinned kernel variant(s), {len(baseline.findings)} accepted finding "
+          f"key(s); toolchain: {tools}")
+    return 0

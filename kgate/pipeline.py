@@ -1,0 +1,76 @@
+"""The `kgate check` pipeline end to end, shared by check, baseline update and audit.
+
+collect -> compile -> facts -> rules -> findings, plus the ratchet's view of
+what the run covered. Reporting is left to the caller.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import tempfile
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from kgate import evaluate
+from kgate.collect.registry import triton_entries
+from kgate.compile.engine import CompileRun, Progress, compile_triton, default_jobs
+from kgate.config import KNOWN_TARGETS, Config, TritonEntry
+from kgate.errors import ConfigError
+from kgate.findings import Finding, Severity
+from kgate.ratchet.compare import RunState, Scope
+from kgate.ratchet.gate import compiled_codes, public_toolchain, register_threshold
+from kgate.selection import Selection
+
+
+@dataclass(frozen=True)
+class CheckOptions:
+    targets: tuple[str, ...] = ()  # empty: the configured targets
+    kernels: tuple[str, ...] = ()  # globs on kernel names; empty: all
+    jobs: int | None = None
+    sass: bool = False
+    no_cache: bool = False
+    fail_on: Severity = Severity.ERROR
+
+
+@dataclass
+class CheckRun:
+    entries: list[TritonEntry]
+    compiled: CompileRun
+    findings: list[Finding]
+    state: RunState
+
+
+def resolve_targets(config: Config, requested: tuple[str, ...]) -> tuple[str, ...]:
+    for target in requested:
+        if target not in KNOWN_TARGETS:
+            raise ConfigError(f"--target {target}: unknown target (known: {', '.join(KNOWN_TARGETS)})")
+    return requested or config.targets
+
+
+def select_entries(entries: list[TritonEntry], globs: tuple[str, ...]) -> list[TritonEntry]:
+    if not globs:
+        return entries
+    return [e for e in entries if any(fnmatch.fnmatchcase(e.kernel, g) or fnmatch.fnmatchcase(e.function, g)
+                                      for g in globs)]
+
+
+def run_check(config: Config, selection: Selection, options: CheckOptions,
+              progress: Progress | None = None) -> CheckRun:
+    targets = resolve_targets(config, options.targets)
+    entries = select_entries(triton_entries(config), options.kernels)
+    jobs = options.jobs or config.jobs or default_jobs()
+    with tempfile.TemporaryDirectory(prefix="kgate-nocache-") as scratch:
+        cfg = replace(config, cache_dir=str(Path(scratch).resolve())) if options.no_cache else config
+        compiled = compile_triton(cfg, entries, targets, jobs=jobs, progress=progress, sass_all=options.sass)
+    findings = evaluate.compiled(compiled, selection)
+    scope = Scope(
+        compiled=True,
+        kernels=frozenset(e.kernel for e in entries) if options.kernels else None,
+        targets=frozenset(targets),
+        failed=frozenset(f.kernel for f in compiled.failures),
+        codes=frozenset(selection.enabled),
+        compiled_codes=compiled_codes(),
+    )
+    state = RunState(kernels=compiled.facts, findings=findings, toolchain=public_toolchain(compiled.toolchain),
+                     scope=scope, register_threshold=register_threshold(selection), fail_on=options.fail_on)
+    return CheckRun(entries, compiled, findings, state)

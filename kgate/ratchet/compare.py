@@ -1,0 +1,213 @@
+"""Two-way comparison of a run against the baseline.
+
+Worse or new fails. Better or gone fails too, as a stale pin, unless the
+project chose `ratchet = "tighten"`: a pin that no longer describes the code
+must be re-pinned so every change of a number is deliberate and reviewed.
+A run that covered only some kernels, targets or files says nothing about
+the rest.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from kgate.facts.model import KernelFacts
+from kgate.findings import Finding, Severity
+from kgate.ratchet.baseline import METRICS, Baseline, Pin, kernel_key, split_kernel_key
+
+KINDS = ("TOOLCHAIN", "NEW", "WORSE", "IMPROVED", "GONE")
+
+
+@dataclass(frozen=True)
+class Difference:
+    kind: str  # one of KINDS
+    subject: str  # a kernel key or a finding key
+    detail: str  # e.g. "registers 240 -> 248"
+    fails: bool
+    old: Any = None
+    new: Any = None
+
+    def __str__(self) -> str:
+        suffix = "" if self.fails else " (accepted)"
+        return f"{self.kind:<9} {self.subject}: {self.detail}{suffix}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "subject": self.subject, "detail": self.detail, "fails": self.fails,
+                "old": self.old, "new": self.new}
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What a run looked at; the comparison is limited to it."""
+
+    compiled: bool = False
+    kernels: frozenset[str] | None = None  # kernel names covered; None: every registered kernel
+    targets: frozenset[str] = frozenset()
+    failed: frozenset[str] = frozenset()  # kernel names that failed to compile in this run
+    source: bool = False
+    paths: frozenset[str] | None = None  # files linted; None: the whole project
+    codes: frozenset[str] = frozenset()  # rules that ran
+    compiled_codes: frozenset[str] = frozenset()
+
+    def covers_kernel(self, key: str) -> bool:
+        kernel, _variant, target = split_kernel_key(key)
+        return self.compiled and target in self.targets and (self.kernels is None or kernel in self.kernels) \
+            and kernel not in self.failed
+
+    def covers_finding(self, key: str) -> bool:
+        code, path, identity = key.split("|", 2)
+        if code not in self.codes:
+            return False
+        if code in self.compiled_codes:
+            parts = identity.split("|")
+            kernel = parts[0]
+            target = parts[2] if len(parts) > 2 else ""
+            return self.compiled and (self.kernels is None or kernel in self.kernels) and \
+                (not target or target in self.targets)
+        return self.source and (self.paths is None or path in self.paths)
+
+
+@dataclass
+class RunState:
+    kernels: list[KernelFacts]
+    findings: list[Finding]  # active findings after suppressions
+    toolchain: dict[str, str]
+    scope: Scope
+    register_threshold: int = 240
+    fail_on: Severity = Severity.ERROR
+
+    def pinned_findings(self) -> list[Finding]:
+        """Findings the baseline tracks: those that would fail the run."""
+        return [f for f in self.findings if f.severity.rank <= self.fail_on.rank]
+
+    def kernel_metrics(self) -> dict[str, dict[str, int]]:
+        return {kernel_key(*k.key): metrics_of(k) for k in self.kernels}
+
+    def at_risk(self) -> set[str]:
+        flagged = {(f.kernel, f.variant, f.target) for f in self.pinned_findings() if f.kernel and f.variant}
+        out = set()
+        for k in self.kernels:
+            res = k.resources
+            if res.registers >= self.register_threshold or res.spill_stores or res.spill_loads \
+                    or res.stack_bytes or k.key in flagged:
+                out.add(kernel_key(*k.key))
+        return out
+
+
+def metrics_of(facts: KernelFacts) -> dict[str, int]:
+    res = facts.resources
+    return {"registers": res.registers, "spill_bytes": res.spill_stores, "stack_bytes": res.stack_bytes,
+            "smem_bytes": res.smem_bytes}
+
+
+@dataclass
+class Comparison:
+    differences: list[Difference] = field(default_factory=list)
+    active: list[Finding] = field(default_factory=list)  # still reported
+    baselined: list[Finding] = field(default_factory=list)  # accepted by a pin
+
+    @property
+    def failures(self) -> list[Difference]:
+        return [d for d in self.differences if d.fails]
+
+
+def round_up(value: int, slack: int) -> int:
+    """The pinned ceiling of a size-like value: rounded up to a multiple of the slack."""
+    if slack <= 1:
+        return value
+    return -(-value // slack) * slack
+
+
+def toolchain_changes(baseline: Baseline, current: dict[str, str]) -> dict[str, tuple[str, str]]:
+    return {name: (old, current[name]) for name, old in sorted(baseline.toolchain.items())
+            if name in current and current[name] != old}
+
+
+def compare(baseline: Baseline, state: RunState, *, mode: str = "two-way", toolchain_policy: str = "fail",
+            slack: int = 10) -> Comparison:
+    result = Comparison()
+    stale_fails = mode == "two-way"
+    changes = toolchain_changes(baseline, state.toolchain) if state.scope.compiled else {}
+    metric_fails = True
+    if changes:
+        words = ", ".join(f"{name} {old} -> {new}" for name, (old, new) in changes.items())
+        policy_fails = toolchain_policy == "fail"
+        metric_fails = toolchain_policy != "warn"
+        result.differences.append(Difference(
+            "TOOLCHAIN", "baseline", f"pinned with other compiler versions ({words}); toolchain-change = "
+            f"{toolchain_policy!r}" + ("; re-pin with `kgate baseline update --accept-new` once the numbers are "
+                                        "reviewed" if policy_fails else ""), policy_fails,
+            {n: o for n, (o, _new) in changes.items()}, {n: new for n, (_o, new) in changes.items()}))
+    _compare_kernels(baseline, state, result, stale_fails, metric_fails)
+    _compare_findings(baseline, state, result, stale_fails, slack)
+    order = {kind: i for i, kind in enumerate(KINDS)}
+    result.differences.sort(key=lambda d: (order[d.kind], d.subject, d.detail))
+    return result
+
+
+def _compare_kernels(baseline: Baseline, state: RunState, result: Comparison, stale_fails: bool,
+                     metric_fails: bool) -> None:
+    current = state.kernel_metrics()
+    at_risk = state.at_risk()
+    for key in sorted(current):
+        pin = baseline.kernels.get(key)
+        now = current[key]
+        if pin is None:
+            if key in at_risk:
+                detail = ", ".join(f"{m} {now[m]}" for m in METRICS)
+                result.differences.append(Difference("NEW", key, f"at-risk kernel not in the baseline ({detail})",
+                                                     metric_fails, None, now))
+            continue
+        for metric in METRICS:
+            if now[metric] > pin[metric]:
+                result.differences.append(Difference("WORSE", key, f"{metric} {pin[metric]} -> {now[metric]}",
+                                                     metric_fails, pin[metric], now[metric]))
+            elif now[metric] < pin[metric]:
+                result.differences.append(Difference("IMPROVED", key, f"{metric} {pin[metric]} -> {now[metric]}",
+                                                     stale_fails and metric_fails, pin[metric], now[metric]))
+    for key in sorted(baseline.kernels):
+        if key not in current and state.scope.covers_kernel(key):
+            result.differences.append(Difference("GONE", key, "pinned kernel variant no longer compiled",
+                                                 stale_fails and metric_fails, baseline.kernels[key], None))
+
+
+def _compare_findings(baseline: Baseline, state: RunState, result: Comparison, stale_fails: bool,
+                      slack: int) -> None:
+    tracked = state.pinned_findings()
+    tracked_ids = {id(f) for f in tracked}
+    result.active.extend(f for f in state.findings if id(f) not in tracked_ids)
+    groups: dict[str, list[Finding]] = defaultdict(list)
+    for finding in tracked:
+        groups[finding.baseline_key].append(finding)
+    for key in sorted(groups):
+        group = sorted(groups[key])
+        pin = baseline.findings.get(key, Pin(0))
+        sizes = [f.value for f in group if f.value is not None]
+        if sizes and pin.count and pin.value is not None:
+            size = max(sizes)
+            if size > pin.value:
+                result.differences.append(Difference("WORSE", key, f"size {pin.value} -> {size}", True,
+                                                     pin.value, size))
+                result.active.extend(group)
+                continue
+            if round_up(size, slack) < pin.value:
+                result.differences.append(Difference("IMPROVED", key, f"size {pin.value} -> {size}", stale_fails,
+                                                     pin.value, size))
+        accepted, extra = group[: pin.count], group[pin.count:]
+        result.baselined.extend(accepted)
+        result.active.extend(extra)
+        if extra:
+            result.differences.append(Difference("NEW", key, f"{len(group)} finding(s), {pin.count} pinned",
+                                                 True, pin.count, len(group)))
+        elif len(group) < pin.count:
+            result.differences.append(Difference("GONE", key, f"{pin.count} pinned, {len(group)} now",
+                                                 stale_fails, pin.count, len(group)))
+    for key in sorted(baseline.findings):
+        if key not in groups and state.scope.covers_finding(key):
+            pin = baseline.findings[key]
+            result.differences.append(Difference("GONE", key, f"{pin.count} pinned, 0 now", stale_fails,
+                                                 pin.count, 0))
+    result.active.sort()
+

@@ -1,0 +1,49 @@
+"""The ratchet inside `kgate check` and `kgate lint`: compare a run with the committed baseline."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kgate import rules as registry  # type: ignore[attr-defined]
+from kgate.config import Config
+from kgate.ratchet.baseline import Baseline, load
+from kgate.ratchet.compare import Comparison, RunState, compare
+from kgate.report.result import Result
+from kgate.selection import Selection, rule_options
+
+
+def baseline_path(config: Config) -> Path:
+    return config.root / config.baseline
+
+
+def compiled_codes() -> frozenset[str]:
+    return frozenset(registry.codes("compiled")) | {"KG001"}
+
+
+def register_threshold(selection: Selection) -> int:
+    return int(rule_options(selection, "KG102")["threshold"])
+
+
+def public_toolchain(toolchain: dict[str, str]) -> dict[str, str]:
+    """Tool versions as the baseline records them (without the binaries' file identities)."""
+    return {k: v for k, v in toolchain.items() if not k.endswith(".id")}
+
+
+def load_baseline(config: Config) -> Baseline | None:
+    path = baseline_path(config)
+    return load(path, config.baseline) if path.exists() else None
+
+
+def apply(result: Result, state: RunState, config: Config, *, enabled: bool = True) -> Comparison | None:
+    """Replace the result's findings by those the baseline does not accept, and add the differences."""
+    if not enabled:
+        return None
+    baseline = load_baseline(config)
+    if baseline is None:
+        return None
+    comparison = compare(baseline, state, mode=config.ratchet, toolchain_policy=config.toolchain_change,
+                         slack=config.size_slack)
+    result.findings = comparison.active
+    result.baselined = len(comparison.baselined)
+    result.ratchet = comparison.differences
+    return comparison

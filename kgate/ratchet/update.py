@@ -1,0 +1,127 @@
+"""Re-pinning: `kgate baseline update`.
+
+By default a re-pin only records what got better or went away; a new debt
+(an at-risk kernel that was not pinned, a worse number, a new finding) is
+written only with `accept_new`, so a re-pin never silently absorbs a
+regression. Entries the run did not cover are kept as they are.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from kgate.findings import Finding
+from kgate.ratchet.baseline import METRICS, Baseline, Pin
+from kgate.ratchet.compare import RunState, round_up, toolchain_changes
+
+
+@dataclass
+class Repin:
+    baseline: Baseline
+    changes: list[str] = field(default_factory=list)  # what was written
+    refused: list[str] = field(default_factory=list)  # debts left out without --accept-new
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.changes)
+
+
+def repin(old: Baseline, state: RunState, *, accept_new: bool, slack: int = 10) -> Repin:
+    new = Baseline(dict(old.toolchain), {k: dict(v) for k, v in old.kernels.items()}, dict(old.findings))
+    out = Repin(new)
+    _repin_toolchain(old, state, accept_new, out)
+    _repin_kernels(old, state, accept_new, out)
+    _repin_findings(old, state, accept_new, slack, out)
+    return out
+
+
+def _repin_toolchain(old: Baseline, state: RunState, accept_new: bool, out: Repin) -> None:
+    if not state.scope.compiled or not state.toolchain:
+        return
+    changes = toolchain_changes(old, state.toolchain)
+    current = {k: v for k, v in state.toolchain.items() if not k.endswith(".id")}
+    if changes and not accept_new:
+        words = ", ".join(f"{n} {o} -> {c}" for n, (o, c) in changes.items())
+        out.refused.append(f"toolchain changed ({words}): kept the old one; numbers that got worse with it need "
+                           f"--accept-new")
+        return
+    if current != old.toolchain:
+        merged = {**old.toolchain, **current}
+        if merged != old.toolchain:
+            out.baseline.toolchain = merged
+            out.changes.append("toolchain: " + ", ".join(f"{k} {v}" for k, v in sorted(current.items())))
+
+
+def _repin_kernels(old: Baseline, state: RunState, accept_new: bool, out: Repin) -> None:
+    current = state.kernel_metrics()
+    at_risk = state.at_risk()
+    kernels = out.baseline.kernels
+    for key in sorted(old.kernels):
+        if key not in current:
+            if state.scope.covers_kernel(key):
+                del kernels[key]
+                out.changes.append(f"removed   {key}: no longer compiled")
+            continue
+        now = current[key]
+        if key not in at_risk:
+            del kernels[key]
+            out.changes.append(f"removed   {key}: no longer at risk")
+            continue
+        pinned = old.kernels[key]
+        merged = {}
+        for metric in METRICS:
+            if now[metric] > pinned[metric] and not accept_new:
+                out.refused.append(f"worse     {key}: {metric} {pinned[metric]} -> {now[metric]} (needs --accept-new)")
+                merged[metric] = pinned[metric]
+            else:
+                merged[metric] = now[metric]
+        if merged != pinned:
+            kernels[key] = merged
+            words = ", ".join(f"{m} {pinned[m]} -> {merged[m]}" for m in METRICS if merged[m] != pinned[m])
+            out.changes.append(f"updated   {key}: {words}")
+    for key in sorted(at_risk - set(old.kernels)):
+        if accept_new:
+            kernels[key] = current[key]
+            out.changes.append(f"pinned    {key}: " + ", ".join(f"{m} {current[key][m]}" for m in METRICS))
+        else:
+            out.refused.append(f"new       {key}: at-risk kernel not pinned (needs --accept-new)")
+
+
+def _repin_findings(old: Baseline, state: RunState, accept_new: bool, slack: int, out: Repin) -> None:
+    groups: dict[str, list[Finding]] = defaultdict(list)
+    for finding in state.pinned_findings():
+        groups[finding.baseline_key].append(finding)
+    findings = out.baseline.findings
+    for key in sorted(old.findings):
+        if key in groups or not state.scope.covers_finding(key):
+            continue
+        del findings[key]
+        out.changes.append(f"removed   {key}: gone")
+    for key in sorted(groups):
+        group = groups[key]
+        count = len(group)
+        sizes = [f.value for f in group if f.value is not None]
+        value = round_up(max(sizes), slack) if sizes else None
+        pinned = old.findings.get(key)
+        if pinned is None:
+            if accept_new:
+                findings[key] = Pin(count, value)
+                out.changes.append(f"pinned    {key}: {count}" + (f" (size {value})" if value is not None else ""))
+            else:
+                out.refused.append(f"new       {key}: {count} finding(s) not pinned (needs --accept-new)")
+            continue
+        new_count = count if (accept_new or count < pinned.count) else pinned.count
+        new_value = pinned.value
+        if value is not None:
+            if pinned.value is None or accept_new or value < pinned.value:
+                new_value = value
+            elif value > pinned.value:
+                out.refused.append(f"worse     {key}: size {pinned.value} -> {value} (needs --accept-new)")
+        if count > pinned.count and not accept_new:
+            out.refused.append(f"worse     {key}: {pinned.count} -> {count} finding(s) (needs --accept-new)")
+        updated = Pin(new_count, new_value)
+        if updated != pinned:
+            findings[key] = updated
+            out.changes.append(f"updated   {key}: {pinned.count} -> {new_count}"
+                               + (f", size {pinned.value} -> {new_value}" if new_value != pinned.value else ""))

@@ -1,0 +1,332 @@
+"""The ratchet: baseline file, two-way comparison, re-pinning.
+
+Unit tests drive the comparison with kernel facts that differ in one number;
+end-to-end tests compile a real kernel, edit its source to make it worse or
+better, and run the command line against the pinned baseline.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from conftest import DATA, copy_project, kgate
+
+from kgate.errors import BaselineError
+from kgate.facts.model import KernelFacts, Resources
+from kgate.facts.ptx import parse_ptx
+from kgate.findings import Finding, Severity
+from kgate.ratchet.baseline import Baseline, Pin, load, parse, render, save
+from kgate.ratchet.compare import RunState, Scope, compare
+from kgate.ratchet.update import repin
+
+ENTRY = parse_ptx((DATA / "pdl_wait_first.sm_120a.ptx").read_text()).entry()
+SCOPE = Scope(compiled=True, targets=frozenset({"sm_120a"}), codes=frozenset({"KG102", "KG103", "KG303"}),
+              compiled_codes=frozenset({"KG102", "KG103"}), source=True)
+
+
+def facts(kernel: str = "pkg.k:gemm", registers: int = 248, spill: int = 0, target: str = "sm_120a") -> KernelFacts:
+    return KernelFacts(kernel=kernel, variant="BM=128,warps=8,stages=3", target=target, language="triton",
+                       path="pkg/k.py", line=10, kind="gemm", num_warps=8, num_stages=3, expect=(), pdl=False,
+                       ptx_target=target, entry=ENTRY,
+                       resources=Resources(registers, spill, spill, spill, 0, 32768))
+
+
+def ceiling(k: KernelFacts) -> Finding:
+    return Finding(path=k.path, line=k.line, col=0, code="KG102", name="register-ceiling", severity=Severity.ERROR,
+                   message=f"{k.resources.registers} registers", kernel=k.kernel, variant=k.variant,
+                   target=k.target, identity=f"{k.kernel}|{k.variant}|{k.target}")
+
+
+def state(kernels: list[KernelFacts], findings: list[Finding] | None = None, scope: Scope = SCOPE,
+          toolchain: dict[str, str] | None = None) -> RunState:
+    if findings is None:
+        findings = [ceiling(k) for k in kernels if k.resources.registers >= 240]
+    return RunState(kernels, findings, toolchain or {"triton": "3.9.0"}, scope)
+
+
+def pinned(kernels: list[KernelFacts], **kwargs: object) -> Baseline:
+    return repin(Baseline(), state(kernels, **kwargs), accept_new=True).baseline  # type: ignore[arg-type]
+
+
+def kinds(result: object) -> list[tuple[str, bool]]:
+    return [(d.kind, d.fails) for d in result.differences]  # type: ignore[attr-defined]
+
+
+def test_same_state_passes_and_accepts_the_pinned_findings() -> None:
+    base = pinned([facts()])
+    result = compare(base, state([facts()]))
+    assert result.differences == [] and result.active == [] and len(result.baselined) == 1
+
+
+def test_worse_metric_fails_with_old_and_new_values() -> None:
+    result = compare(pinned([facts(registers=248)]), state([facts(registers=252)]))
+    assert kinds(result) == [("WORSE", True)]
+    assert "registers 248 -> 252" in str(result.differences[0])
+
+
+def test_new_finding_fails_and_stays_active() -> None:
+    base = pinned([facts(registers=100)])
+    now = state([facts(registers=100), facts(kernel="pkg.k:other", registers=250)])
+    result = compare(base, now)
+    assert ("NEW", True) in kinds(result)
+    assert [f.kernel for f in result.active] == ["pkg.k:other"]
+
+
+def test_improved_fails_two_way_and_is_accepted_with_tighten() -> None:
+    base = pinned([facts(registers=250)])
+    now = state([facts(registers=244)])
+    assert kinds(compare(base, now)) == [("IMPROVED", True)]
+    assert kinds(compare(base, now, mode="tighten")) == [("IMPROVED", False)]
+
+
+def test_gone_finding_and_kernel_fail_two_way() -> None:
+    base = pinned([facts(registers=250)])
+    result = compare(base, state([facts(registers=120)]))
+    assert ("GONE", True) in kinds(result)  # the register-ceiling finding disappeared
+    assert ("IMPROVED", True) in kinds(result)
+    vanished = compare(base, state([]))
+    assert sorted(kinds(vanished)) == [("GONE", True), ("GONE", True)]
+    assert all(not d.fails for d in compare(base, state([]), mode="tighten").differences)
+
+
+def test_partial_run_says_nothing_about_what_it_did_not_cover() -> None:
+    base = pinned([facts(registers=250), facts(kernel="pkg.k:other", registers=250)])
+    only_one = replace(SCOPE, kernels=frozenset({"pkg.k:gemm"}))
+    result = compare(base, state([facts(registers=250)], scope=only_one))
+    assert result.differences == []
+    other_target = replace(SCOPE, targets=frozenset({"sm_90a"}))
+    assert compare(base, state([], scope=other_target)).differences == []
+
+
+def test_a_kernel_that_failed_to_compile_is_not_reported_gone() -> None:
+    base = pinned([facts(registers=250)])
+    failed = replace(SCOPE, failed=frozenset({"pkg.k:gemm"}))
+    result = compare(base, state([], findings=[], scope=failed))
+    assert [d for d in result.differences if d.subject.startswith("pkg.k:gemm|")] == []
+
+
+def test_toolchain_change_is_one_line_and_follows_the_policy() -> None:
+    base = pinned([facts(registers=248)])
+    later = state([facts(registers=250)], toolchain={"triton": "3.10.0"})
+    fail = compare(base, later, toolchain_policy="fail")
+    assert kinds(fail)[0] == ("TOOLCHAIN", True)
+    assert "triton 3.9.0 -> 3.10.0" in fail.differences[0].detail
+    warn = compare(base, later, toolchain_policy="warn")
+    assert kinds(warn) == [("TOOLCHAIN", False), ("WORSE", False)]
+    assert kinds(compare(base, later, toolchain_policy="compare")) == [("TOOLCHAIN", False), ("WORSE", True)]
+
+
+def size_finding(lines: int, count: int = 1) -> list[Finding]:
+    return [Finding(path="csrc/big.cu", line=1, col=0, code="KG303", name="kernel-file-size",
+                    severity=Severity.ERROR, message=f"{lines} code lines", identity="csrc/big.cu", value=lines)
+            for _ in range(count)]
+
+
+def test_size_pins_have_slack_so_small_growth_needs_no_repin() -> None:
+    base = repin(Baseline(), state([], findings=size_finding(812)), accept_new=True, slack=10).baseline
+    assert base.findings["KG303|csrc/big.cu|csrc/big.cu"] == Pin(1, 820)
+    assert compare(base, state([], findings=size_finding(818)), slack=10).differences == []
+    grown = compare(base, state([], findings=size_finding(823)), slack=10)
+    assert kinds(grown) == [("WORSE", True)]
+    shrunk = compare(base, state([], findings=size_finding(795)), slack=10)
+    assert kinds(shrunk) == [("IMPROVED", True)]
+
+
+def test_repin_records_improvements_but_not_new_debts_without_accept_new() -> None:
+    base = pinned([facts(registers=250)])
+    better_and_new = state([facts(registers=244), facts(kernel="pkg.k:other", registers=255)])
+    outcome = repin(base, better_and_new, accept_new=False)
+    assert outcome.baseline.kernels["pkg.k:gemm|BM=128,warps=8,stages=3|sm_120a"]["registers"] == 244
+    assert not any(key.startswith("pkg.k:other") for key in outcome.baseline.kernels)
+    assert any("pkg.k:other" in line and "--accept-new" in line for line in outcome.refused)
+    worse = repin(base, state([facts(registers=255)]), accept_new=False)
+    assert worse.baseline.kernels == base.kernels and worse.refused
+    accepted = repin(base, better_and_new, accept_new=True)
+    assert "pkg.k:other|BM=128,warps=8,stages=3|sm_120a" in accepted.baseline.kernels
+
+
+def test_repin_of_a_partial_run_keeps_what_it_did_not_cover() -> None:
+    base = pinned([facts(registers=250), facts(registers=250, target="sm_90a")])
+    sm120_only = state([facts(registers=246)], scope=SCOPE)
+    outcome = repin(base, sm120_only, accept_new=False)
+    assert outcome.baseline.kernels["pkg.k:gemm|BM=128,warps=8,stages=3|sm_90a"]["registers"] == 250
+    assert outcome.baseline.kernels["pkg.k:gemm|BM=128,warps=8,stages=3|sm_120a"]["registers"] == 246
+
+
+def test_render_is_sorted_stable_and_round_trips() -> None:
+    base = pinned([facts(kernel="z.k:last", registers=250), facts(kernel="a.k:first", registers=241)],
+                  findings=None)
+    base.findings["KG303|csrc/big.cu|csrc/big.cu"] = Pin(1, 820)
+    text = render(base)
+    assert render(parse(text.encode(), "b.toml")) == text
+    kernel_lines = [line for line in text.splitlines() if line.startswith('"') and "registers" in line]
+    assert kernel_lines == sorted(kernel_lines) and kernel_lines[0].startswith('"a.k:first')
+    assert "|10|" not in text  # no line numbers in keys
+
+
+BROKEN = {
+    "invalid TOML": ('version = 1\n[kernels]\n"a|b|c" = { registers = 1,, }\n', 3),
+    "unknown section": ("version = 1\n[kernelz]\n", 2),
+    "negative metric": ('version = 1\n[kernels]\n"a|b|sm_120a" = { registers = -1, spill_bytes = 0, '
+                        'stack_bytes = 0, smem_bytes = 0 }\n', 3),
+    "bad finding key": ('version = 1\n[findings]\n"KG102" = 1\n', 3),
+    "zero count": ('version = 1\n[findings]\n"KG102|a.py|x" = 0\n', 3),
+    "wrong version": ("version = 7\n", 1),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BROKEN))
+def test_a_hand_broken_baseline_is_an_error_naming_the_line(case: str) -> None:
+    text, line = BROKEN[case]
+    with pytest.raises(BaselineError) as info:
+        parse(text.encode(), "kgate-baseline.toml")
+    assert info.value.line == line
+    assert str(info.value).startswith(f"kgate-baseline.toml:{line}: ")
+
+
+def test_non_utf8_baseline_is_an_error() -> None:
+    with pytest.raises(BaselineError, match="UTF-8"):
+        parse(b'version = 1\n# \xff\xfe\n', "b.toml")
+
+
+KILL_DURING_WRITE = textwrap.dedent("""
+    import os, sys, time
+    from kgate.ratchet import baseline as b
+    from kgate.compile import cache
+    new = b.Baseline(kernels={f"k{i:05d}|v|sm_120a": dict(registers=i, spill_bytes=0, stack_bytes=0, smem_bytes=0)
+                              for i in range(20000)})
+    real_fsync = os.fsync
+    def stall(fd):
+        # The whole temporary file is written; announce it and wait to be killed before the rename.
+        open(sys.argv[2], "w").close()
+        time.sleep(60)
+    os.fsync = stall
+    b.save(new, __import__("pathlib").Path(sys.argv[1]))
+""")
+
+
+def test_an_update_killed_during_the_write_leaves_the_old_file_whole(tmp_path: Path) -> None:
+    target = tmp_path / "kgate-baseline.toml"
+    old = pinned([facts(registers=250)])
+    save(old, target)
+    before = target.read_bytes()
+    marker = tmp_path / "written"
+    proc = subprocess.Popen([sys.executable, "-c", KILL_DURING_WRITE, str(target), str(marker)])
+    deadline = time.monotonic() + 60
+    while not marker.exists() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.02)
+    assert marker.exists(), "the writer never reached the write"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert target.read_bytes() == before
+    assert load(target).kernels == old.kernels
+    leftovers = [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+    assert leftovers and all(name.startswith(".kgate-baseline.toml.") for name in leftovers)
+
+
+# --------------------------------------------------------------------------- end to end
+
+HEAVIER = ("    w = v  # the tests load a second row here to raise register pressure\n",
+           "    w = tl.load(x + (row + 1) * n_cols + cols, mask=cols < n_cols, other=0.0)\n")
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return copy_project("ratchet", tmp_path_factory.mktemp("ratchet"))
+
+
+def make_heavier(project: Path) -> None:
+    path = project / "rows.py"
+    path.write_text(path.read_text().replace(*HEAVIER))
+
+
+def make_lighter(project: Path) -> None:
+    path = project / "rows.py"
+    path.write_text(path.read_text().replace(HEAVIER[1], HEAVIER[0]))
+
+
+def test_end_to_end_pin_regress_refuse_accept_improve(project: Path) -> None:
+    baseline = project / "kgate-baseline.toml"
+    first = kgate("baseline", "update", cwd=project)
+    assert first.code == 1 and "--accept-new" in first.stderr  # new debts are not pinned silently
+    pinned_run = kgate("baseline", "update", "--accept-new", cwd=project)
+    assert pinned_run.code == 0, pinned_run.stderr
+    pinned_bytes = baseline.read_bytes()
+    assert b"rows:row_scale" in pinned_bytes and b"rows:copy" not in pinned_bytes
+
+    again = kgate("baseline", "update", "--accept-new", cwd=project)
+    assert again.code == 0 and "up to date" in again.stdout
+    assert baseline.read_bytes() == pinned_bytes  # re-generation gives identical bytes
+
+    clean = kgate("check", "-q", cwd=project)
+    assert clean.code == 0, clean.stdout
+    assert "1 baselined" in clean.stdout
+
+    make_heavier(project)
+    worse = kgate("check", "-q", cwd=project)
+    assert worse.code == 1
+    assert any(line.startswith("WORSE") and "registers 178 -> 255" in line for line in worse.stdout.splitlines())
+
+    refused = kgate("baseline", "update", cwd=project)
+    assert refused.code == 1 and "registers 178 -> 255 (needs --accept-new)" in refused.stderr
+    assert baseline.read_bytes() == pinned_bytes
+
+    assert kgate("baseline", "update", "--accept-new", cwd=project).code == 0
+    make_lighter(project)
+    improved = kgate("check", "-q", cwd=project)
+    assert improved.code == 1
+    assert any(line.startswith("IMPROVED") and "registers 255 -> 178" in line for line in improved.stdout.splitlines())
+    config = project / "kgate.toml"
+    original = config.read_text()
+    config.write_text('ratchet = "tighten"\n' + original)
+    try:
+        tightened = kgate("check", "-q", cwd=project)
+        assert tightened.code == 0 and "(accepted)" in tightened.stdout
+    finally:
+        config.write_text(original)
+    recorded = kgate("baseline", "update", cwd=project)
+    assert recorded.code == 0 and "registers 255 -> 178" in recorded.stdout
+    assert baseline.read_bytes() == pinned_bytes
+
+
+def test_end_to_end_toolchain_change_and_broken_baseline(project: Path) -> None:
+    baseline = project / "kgate-baseline.toml"
+    assert kgate("baseline", "update", "--accept-new", cwd=project).code == 0
+    original = baseline.read_text()
+    try:
+        baseline.write_text(original.replace('"triton" = "', '"triton" = "0.').replace("\n[kernels]",
+                                                                                      "\n[kernels]"))
+        changed = kgate("check", "-q", cwd=project)
+        assert changed.code == 1
+        lines = [line for line in changed.stdout.splitlines() if line.startswith("TOOLCHAIN")]
+        assert len(lines) == 1 and "triton 0." in lines[0]
+        baseline.write_text(original.replace("registers = ", "registers = x", 1))
+        broken = kgate("check", "-q", cwd=project)
+        assert broken.code == 2
+        assert broken.stderr.startswith("kgate: error: ") and "kgate-baseline.toml:" in broken.stderr
+        assert "Traceback" not in broken.stderr
+    finally:
+        baseline.write_text(original)
+
+
+def test_end_to_end_partial_run_does_not_report_others_gone(project: Path) -> None:
+    assert kgate("baseline", "update", "--accept-new", cwd=project).code == 0
+    only_copy = kgate("check", "-q", "--kernel", "rows:copy", cwd=project)
+    assert only_copy.code == 0 and "GONE" not in only_copy.stdout
+    partial_update = kgate("baseline", "update", "--kernel", "rows:copy", cwd=project)
+    assert partial_update.code == 0 and "up to date" in partial_update.stdout
+    assert "rows:row_scale" in (project / "kgate-baseline.toml").read_text()
+
+
+def test_no_baseline_flag_ignores_the_file(project: Path) -> None:
+    assert kgate("baseline", "update", "--accept-new", cwd=project).code == 0
+    assert kgate("check", "-q", "--no-baseline", cwd=project).code == 1
+    assert os.path.exists(project / "kgate-baseline.toml")
