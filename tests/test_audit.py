@@ -50,7 +50,10 @@ def checked(project: Path, audited: Run) -> dict:
 
 
 def section(markdown: str, title: str) -> str:
-    return markdown.split(f"## {title}\n", 1)[1].split("\n## ", 1)[0]
+    """The text under a kernel's heading (`## <a id=...></a>kernel @ target`), up to the next heading."""
+    head = re.search(rf"^## (<a id=\"[^\"]+\"></a>)?{re.escape(title)}\n", markdown, re.M)
+    assert head, title
+    return markdown[head.end():].split("\n## ", 1)[0]
 
 
 def md_table(text: str, after: str) -> list[list[str]]:
@@ -207,3 +210,32 @@ def test_the_console_check_catches_an_external_reference(project: Path, audited:
     run = chromium(bad, tmp, "--dump-dom")
     messages = console_messages(run.stderr)
     assert messages and "example.invalid" in messages[0] and "Content Security Policy" in messages[0]
+
+
+# --- Against the baseline (last: it adds and removes a baseline file in the shared project) ---
+
+def test_audit_shows_baselined_findings_and_each_kernels_differences(project: Path, audited: Run,
+                                                                     tmp_path: Path) -> None:
+    baseline = project / "kgate-baseline.toml"
+    try:
+        pinned = kgate("baseline", "update", "--accept-new", cwd=project)
+        assert pinned.code == 0, pinned.stderr
+        # Pretend the pin was taken when gemm_at_ceiling used fewer registers: now it is WORSE.
+        text = baseline.read_text()
+        line = next(x for x in text.splitlines() if x.startswith('"gemm_resources:gemm_at_ceiling|')
+                    and "|sm_120a" in x)
+        baseline.write_text(text.replace(line, line.replace("registers = 255", "registers = 250")))
+        run = kgate("audit", "-o", str(tmp_path), cwd=project)
+        assert run.code == 0, run.stderr
+        md = (tmp_path / "report.md").read_text()
+        assert "Baseline: compared with kgate-baseline.toml." in md
+        worse = section(md, "gemm_resources:gemm_at_ceiling @ sm_120a")
+        assert "- WORSE registers 250 -> 255 (fails)" in worse
+        assert "| KG102 | error | register-ceiling | baselined |" in worse
+        quiet = section(md, f"{MXFP8} @ sm_90a")
+        assert quiet.split("### Against the baseline\n", 1)[1].strip() == "No differences."
+        unpinned = kgate("audit", "-o", str(tmp_path), "--no-baseline", cwd=project)
+        assert unpinned.code == 0
+        assert "Baseline: not compared (--no-baseline)." in (tmp_path / "report.md").read_text()
+    finally:
+        baseline.unlink(missing_ok=True)

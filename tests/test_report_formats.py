@@ -208,3 +208,51 @@ def test_json_is_sorted_and_stable_for_shuffled_input() -> None:
     keys = [(f["path"], f["line"], f["col"], f["code"]) for f in data["findings"]]
     assert keys == sorted(keys)
     assert set(data) == {"version", "command", "findings", "kernels", "ratchet", "summary"}
+
+
+# --- Baseline differences (the ratchet) ---
+
+def with_differences() -> Result:
+    from kgate.ratchet.compare import Difference
+
+    result = result_of([finding()])
+    result.ratchet = [
+        Difference("WORSE", "pkg.k:gemm|BM=128,warps=8,stages=3|sm_120a", "registers 240 -> 252", True, 240, 252),
+        Difference("IMPROVED", "pkg.k:other|BM=64|sm_120a", "spill_bytes 16 -> 0", False, 16, 0),
+        Difference("TOOLCHAIN", "baseline", "pinned with triton 3.8.0 -> 3.9.0", True),
+    ]
+    return result
+
+
+def test_sarif_lists_baseline_differences_as_notifications() -> None:
+    doc = sarif_report.to_dict(with_differences())
+    validate_sarif(doc)
+    notes = doc["runs"][0]["invocations"][0]["toolExecutionNotifications"]
+    assert [(n["level"], n["message"]["text"].split(":")[0]) for n in notes] == [
+        ("error", "baseline"), ("note", "baseline"), ("error", "baseline")]
+    assert "WORSE pkg.k:gemm|BM=128,warps=8,stages=3|sm_120a: registers 240 -> 252 (fails)" in \
+        notes[0]["message"]["text"]
+
+
+def test_github_annotates_baseline_differences_at_the_kernel() -> None:
+    result = with_differences()
+    from kgate.facts.model import KernelFacts, Resources
+    from kgate.facts.ptx import PtxEntry
+
+    entry = PtxEntry("gemm", {}, False, False, 0, ())
+    result.kernels = [KernelFacts("pkg.k:gemm", "BM=128,warps=8,stages=3", "sm_120a", "triton", "pkg/k.py", 42,
+                                  "gemm", 8, 3, (), False, "sm_120a", entry, Resources(240, 0, 0, 0, 0, 0))]
+    commands = [parse_command(line) for line in github_report.render(result).splitlines() if line.startswith("::")]
+    worse = next(c for c in commands if c[1].get("title") == "kgate baseline WORSE")
+    assert worse[0] == "error" and worse[1]["file"] == "pkg/k.py" and worse[1]["line"] == "42"
+    assert worse[2] == "pkg.k:gemm|BM=128,warps=8,stages=3|sm_120a: registers 240 -> 252"
+    improved = next(c for c in commands if c[1].get("title") == "kgate baseline IMPROVED")
+    assert improved[0] == "notice" and "file" not in improved[1]
+    assert "3 baseline difference(s), 2 failing" in commands[0][2]
+
+
+def test_junit_has_a_baseline_suite() -> None:
+    root = ET.fromstring(junit_report.render(with_differences()).encode())
+    suite = next(s for s in root.findall("testsuite") if s.get("name") == "baseline")
+    assert (suite.get("tests"), suite.get("failures")) == ("3", "2")
+    assert root.get("tests") == "4" and root.get("failures") == "3"

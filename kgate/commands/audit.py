@@ -1,27 +1,29 @@
 """`kgate audit`: compile like `kgate check` (with SASS for every kernel) and write the audit report.
 
 Writes DIR/report.html (one self-contained page: no network requests, charts
-as inline SVG) and DIR/report.md with the same numbers. Exit 0 when the
-report is written, whatever it says: `kgate check` is the gate.
+as inline SVG) and DIR/report.md with the same numbers. The baseline, when
+there is one, is compared as `kgate check` compares it, and each kernel's
+differences are shown with it. Exit 0 when the report is written, whatever
+it says: `kgate check` is the gate.
 """
 
 from __future__ import annotations
 
 import argparse
-import fnmatch
 import sys
+from collections import defaultdict
 from pathlib import Path
 
 import kgate
-from kgate import evaluate
-from kgate.collect.registry import triton_entries
-from kgate.commands.common import ProgressBar, config_from, selection_from
+from kgate.commands.common import ProgressBar, config_from, fail_on, selection_from
 from kgate.compile.cache import atomic_write
-from kgate.compile.engine import compile_triton, default_jobs
-from kgate.config import KNOWN_TARGETS
 from kgate.errors import ConfigError
+from kgate.pipeline import CheckOptions, resolve_targets, run_check
 from kgate.profiles import AUDIT_DEFAULT, Profile, primary, profiles
-from kgate.report import audit_html, audit_md, audit_model, audit_tables
+from kgate.ratchet import gate as ratchet
+from kgate.ratchet.compare import Comparison
+from kgate.report import audit_html, audit_md, audit_model, audit_tables, differences
+from kgate.report.result import Result
 
 
 def resolve_cards(requested: list[str] | None, targets: tuple[str, ...], explicit_targets: bool
@@ -38,7 +40,6 @@ def resolve_cards(requested: list[str] | None, targets: tuple[str, ...], explici
         if card is None:
             raise ConfigError(f"--profile {name}: unknown card (known: {', '.join(sorted(known))})")
         chosen.append(card)
-    targets = tuple(targets)
     for card in chosen:
         if card.arch not in targets:
             if explicit_targets:
@@ -47,35 +48,56 @@ def resolve_cards(requested: list[str] | None, targets: tuple[str, ...], explici
     cards: dict[str, list[Profile]] = {}
     for target in targets:
         defaults = [known[k] for k in AUDIT_DEFAULT.get(target, ())] or [primary(target)]
-        extra = [c for c in chosen if c.arch == target and c not in defaults]
-        cards[target] = defaults + extra
+        cards[target] = defaults + [c for c in chosen if c.arch == target and c not in defaults]
     return targets, cards
+
+
+def baseline_view(comparison: Comparison | None) -> tuple[dict[tuple[str, str, str], list[str]], list[str]]:
+    """Baseline differences per kernel variant and target, and those that belong to none."""
+    per_kernel: dict[tuple[str, str, str], list[str]] = defaultdict(list)
+    general: list[str] = []
+    for diff in comparison.differences if comparison else []:
+        key = differences.owner(diff)
+        if key is None:
+            general.append(differences.describe(diff))
+        else:
+            per_kernel[key].append(differences.per_kernel_line(diff))
+    return dict(per_kernel), general
 
 
 def run(args: argparse.Namespace) -> int:
     config = config_from(args)
     selection = selection_from(args, config)
-    targets = tuple(args.target) if args.target else config.targets
-    for target in targets:
-        if target not in KNOWN_TARGETS:
-            raise ConfigError(f"--target {target}: unknown target (known: {', '.join(KNOWN_TARGETS)})")
-    targets, cards = resolve_cards(args.profile, targets, explicit_targets=bool(args.target))
-    entries = triton_entries(config)
-    if args.kernel:
-        entries = [e for e in entries if any(fnmatch.fnmatchcase(e.kernel, g) or fnmatch.fnmatchcase(e.function, g)
-                                             for g in args.kernel)]
-    if not entries:
-        print("kgate: no kernels registered (add [[tool.kgate.triton]] tables or @kgate.register)", file=sys.stderr)
+    targets, cards = resolve_cards(args.profile, resolve_targets(config, tuple(args.target or ())),
+                                   explicit_targets=bool(args.target))
+    options = CheckOptions(targets=targets, kernels=tuple(args.kernel or ()), jobs=args.jobs, sass=True,
+                           fail_on=fail_on(args, config))
     progress = ProgressBar(enabled=True)
     try:
-        compiled = compile_triton(config, entries, targets, jobs=args.jobs or config.jobs or default_jobs(),
-                                  progress=progress, sass_all=True)
+        checked = run_check(config, selection, options, progress)
     finally:
         progress.clear()
-    findings = evaluate.compiled(compiled, selection)
-    model = audit_model.build(compiled.facts, compiled.failures, findings, cards, toolchain=compiled.toolchain,
-                              version=kgate.__version__)
-    out = Path(args.output)
+    if not checked.entries:
+        print("kgate: no kernels registered (add [[tool.kgate.triton]] tables or @kgate.register)", file=sys.stderr)
+    compiled = checked.compiled
+    result = Result("check", checked.findings, compiled.facts, fail_on=options.fail_on)
+    comparison = ratchet.apply(result, checked.state, config, enabled=not args.no_baseline)
+    per_kernel, general = baseline_view(comparison)
+    if args.no_baseline:
+        state = "not compared (--no-baseline)"
+    elif comparison is None:
+        state = f"no baseline file ({config.baseline})"
+    else:
+        state = f"compared with {config.baseline}"
+    model = audit_model.build(
+        compiled.facts, compiled.failures, result.findings, cards, toolchain=compiled.toolchain,
+        version=kgate.__version__, baseline=per_kernel,
+        baselined=comparison.baselined if comparison else (), baseline_state=state,
+        baseline_compared=comparison is not None, baseline_notes=general)
+    return write(model, Path(args.output))
+
+
+def write(model: audit_model.AuditModel, out: Path) -> int:
     written = []
     for name, text in (("report.html", audit_html.render(model)), ("report.md", audit_md.render(model))):
         try:
@@ -83,13 +105,13 @@ def run(args: argparse.Namespace) -> int:
         except OSError as exc:
             raise ConfigError(f"cannot write {out / name}: {exc.strerror}") from None
         written.append(str(out / name))
-    closest = model.ranking[0] if model.ranking else None
     tail = ""
-    if closest is not None:
+    if model.ranking:
+        closest = model.ranking[0]
         tail = (f"; closest to a cliff: {closest.facts.kernel} [{closest.facts.variant}] @ {closest.facts.target}, "
                 f"headroom {audit_tables.headroom_text(closest.headroom.score)} ({closest.headroom.limiter})")
     print(f"kgate audit: {len(model.kernels)} kernel variant(s), {len(model.failures)} failed to compile, "
-          f"{len(findings)} finding(s){tail}")
+          f"{len(model.findings)} finding(s){tail}")
     for path in written:
         print(f"wrote {path}")
     return 0

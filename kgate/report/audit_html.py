@@ -132,7 +132,7 @@ def summary(model: AuditModel) -> str:
     return "".join(parts)
 
 
-def kernel_section(k: KernelAudit) -> str:
+def kernel_section(k: KernelAudit, compared: bool) -> str:
     f = k.facts
     expect = f", expects {', '.join(f.expect)}" if f.expect else ""
     status = _status(k.headroom.score)
@@ -159,8 +159,13 @@ def kernel_section(k: KernelAudit) -> str:
     mix = ["<tr>" + _cell(a) + f"<td><code>{escape(b)}</code></td>" + _cell(c, "num") + "</tr>"
            for a, b, c in mix_rows(k.mix)]
     findings = ["<tr>" + _cell(x.code) + _cell(x.severity.value, f"sev-{x.severity.value}") + _cell(x.name)
-                + _cell(x.message) + "</tr>" for x in k.findings]
+                + _cell(status) + _cell(x.message) + "</tr>"
+                for status, group in (("active", k.findings), ("baselined", k.baselined)) for x in group]
     baseline = "".join(f"<li>{escape(line)}</li>" for line in k.baseline)
+    if not compared:
+        against = "<p>Not compared.</p>"
+    else:
+        against = f"<ul>{baseline}</ul>" if baseline else "<p>No differences.</p>"
     return "".join([
         head,
         f'<div class="charts">{"".join(charts)}</div>',
@@ -168,8 +173,8 @@ def kernel_section(k: KernelAudit) -> str:
         f"<p class=\"sub\">Headroom terms: {escape(terms)}.</p><p class=\"sub\">{escape(RIDGE_NOTE)}</p>",
         "<h3>Instruction mix</h3>", _table(("what", "instruction", "count"), mix, "mix"),
         "<h3>Findings</h3>",
-        _table(("code", "severity", "rule", "message"), findings, "findings") if findings else "<p>None.</p>",
-        "<h3>Against the baseline</h3>", f"<ul>{baseline}</ul>" if baseline else "<p>No differences.</p>",
+        _table(("code", "severity", "rule", "status", "message"), findings, "findings") if findings else "<p>None.</p>",
+        "<h3>Against the baseline</h3>", against,
         "</section>",
     ])
 
@@ -180,8 +185,9 @@ def render(model: AuditModel) -> str:
     body = [
         (f"<header><h1>kgate audit</h1><p>kgate {escape(model.version)}, {escape(tools)}. Cards: {escape(cards)}. "
          f"{len(model.kernels)} kernel variant(s) compiled, {len(model.failures)} failed, "
-         f"{len(model.findings)} finding(s).</p></header>"),
-        "<main>", summary(model), *(kernel_section(k) for k in model.kernels), "</main>",
+         f"{len(model.findings)} finding(s). Baseline: {escape(model.baseline_state)}.</p>"
+         + "".join(f"<p>{escape(note)}</p>" for note in model.baseline_notes) + "</header>"),
+        "<main>", summary(model), *(kernel_section(k, model.baseline_compared) for k in model.kernels), "</main>",
     ]
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"

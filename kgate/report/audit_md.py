@@ -42,8 +42,10 @@ def header_lines(model: AuditModel) -> list[str]:
         f"kgate {model.version}, {tools}. Cards: {cards}.",
         "",
         (f"{len(model.kernels)} kernel variant(s) compiled, {len(model.failures)} failed, "
-         f"{len(model.findings)} finding(s)."),
+         f"{len(model.findings)} finding(s). Baseline: {cell(model.baseline_state)}."),
         "",
+        *(f"- {cell(note)}" for note in model.baseline_notes),
+        *([""] if model.baseline_notes else []),
     ]
 
 
@@ -70,13 +72,22 @@ def summary_lines(model: AuditModel) -> list[str]:
     return lines
 
 
-def kernel_lines(k: KernelAudit) -> list[str]:
+def finding_rows(k: KernelAudit) -> list[tuple[str, ...]]:
+    groups = (("active", k.findings), ("baselined", k.baselined))
+    return [(x.code, x.severity.value, x.name, status, cell(x.message)) for status, group in groups for x in group]
+
+
+def baseline_lines(k: KernelAudit, compared: bool) -> list[str]:
+    if not compared:
+        return ["Not compared."]
+    return [f"- {cell(line)}" for line in k.baseline] or ["No differences."]
+
+
+def kernel_lines(k: KernelAudit, compared: bool) -> list[str]:
     f = k.facts
     expect = f", expects {', '.join(f.expect)}" if f.expect else ""
     lines = [
-        f'<a id="{k.anchor}"></a>',
-        "",
-        f"## {cell(f.kernel)} @ {f.target}",
+        f'## <a id="{k.anchor}"></a>{cell(f.kernel)} @ {f.target}',
         "",
         (f"Variant {code(f.variant)}; {code(f'{f.path}:{f.line}')}; {f.kind}, {f.num_warps} warps, "
          f"num_stages={f.num_stages}{expect}. Headroom {headroom_text(k.headroom.score)} "
@@ -93,13 +104,10 @@ def kernel_lines(k: KernelAudit) -> list[str]:
     lines += table(("what", "instruction", "count"),
                    [(cell(a), code(b), cell(c)) for a, b, c in mix_rows(k.mix)])
     lines += ["", "### Findings", ""]
-    if k.findings:
-        lines += table(("code", "severity", "rule", "message"),
-                       [(x.code, x.severity.value, x.name, cell(x.message)) for x in k.findings])
-    else:
-        lines.append("None.")
+    rows = finding_rows(k)
+    lines += table(("code", "severity", "rule", "status", "message"), rows) if rows else ["None."]
     lines += ["", "### Against the baseline", ""]
-    lines += [f"- {cell(line)}" for line in k.baseline] or ["No differences."]
+    lines += baseline_lines(k, compared)
     lines.append("")
     return lines
 
@@ -107,5 +115,5 @@ def kernel_lines(k: KernelAudit) -> list[str]:
 def render(model: AuditModel) -> str:
     lines = header_lines(model) + summary_lines(model)
     for k in model.kernels:
-        lines += kernel_lines(k)
+        lines += kernel_lines(k, model.baseline_compared)
     return "\n".join(lines).rstrip() + "\n"

@@ -129,7 +129,8 @@ class KernelAudit:
     latency_bound_kind: bool
     mix: InstructionMix
     headroom: Headroom
-    baseline: tuple[str, ...] = ()
+    baseline: tuple[str, ...] = ()  # differences against the baseline, one line each
+    baselined: tuple[Finding, ...] = ()  # findings the baseline accepts (not in `findings`)
 
     @property
     def key(self) -> Key:
@@ -151,6 +152,9 @@ class AuditModel:
     toolchain: tuple[tuple[str, str], ...]
     version: str
     findings: tuple[Finding, ...] = field(default=())
+    baseline_state: str = "no baseline"  # e.g. "compared with kgate-baseline.toml"
+    baseline_compared: bool = False
+    baseline_notes: tuple[str, ...] = ()  # differences that belong to no kernel (toolchain, source files)
 
     @property
     def ranking(self) -> tuple[KernelAudit, ...]:
@@ -280,7 +284,7 @@ def headroom(facts: KernelFacts, profile: Profile, res: Residency) -> Headroom:
 
 
 def audit_kernel(facts: KernelFacts, cards: Sequence[Profile], findings: Iterable[Finding],
-                 baseline: Sequence[str] = ()) -> KernelAudit:
+                 baseline: Sequence[str] = (), baselined: Iterable[Finding] = ()) -> KernelAudit:
     bm, bn = tile(facts.constexprs, "M"), tile(facts.constexprs, "N")
     accumulator = None
     if facts.kind == "gemm" and bm and bn:
@@ -298,6 +302,7 @@ def audit_kernel(facts: KernelFacts, cards: Sequence[Profile], findings: Iterabl
         headroom=headroom(facts, home, residency(facts.resources.registers, facts.resources.smem_bytes,
                                                  facts.num_warps, home)),
         baseline=tuple(baseline),
+        baselined=tuple(sort_findings(list(baselined))),
     )
 
 
@@ -311,21 +316,35 @@ def accumulator_over_share(audit: KernelAudit) -> bool:
     return audit.accumulator is not None and regs > 0 and audit.accumulator > ACCUMULATOR_SHARE * regs
 
 
-def build(facts: Sequence[KernelFacts], failures: Sequence[CompileFailure], findings: Sequence[Finding],
-          cards: Mapping[str, Sequence[Profile]], *, toolchain: Mapping[str, str] | None = None,
-          version: str = "", baseline: Mapping[Key, Sequence[str]] | None = None) -> AuditModel:
-    """The audit of every compiled variant; `baseline` maps a (kernel, variant, target) to its differences."""
-    by_key: dict[Key, list[Finding]] = {}
+def _by_kernel(findings: Iterable[Finding]) -> dict[Key, list[Finding]]:
+    out: dict[Key, list[Finding]] = {}
     for f in findings:
         if f.kernel:
-            by_key.setdefault((f.kernel, f.variant or "", f.target or ""), []).append(f)
+            out.setdefault((f.kernel, f.variant or "", f.target or ""), []).append(f)
+    return out
+
+
+def build(facts: Sequence[KernelFacts], failures: Sequence[CompileFailure], findings: Sequence[Finding],
+          cards: Mapping[str, Sequence[Profile]], *, toolchain: Mapping[str, str] | None = None,
+          version: str = "", baseline: Mapping[Key, Sequence[str]] | None = None,
+          baselined: Sequence[Finding] = (), baseline_state: str = "no baseline", baseline_compared: bool = False,
+          baseline_notes: Sequence[str] = ()) -> AuditModel:
+    """The audit of every compiled variant.
+
+    `findings` are the active ones; `baselined` those the baseline accepts;
+    `baseline` maps a (kernel, variant, target) to its differences against
+    the baseline, one line each.
+    """
+    active, accepted = _by_kernel(findings), _by_kernel(baselined)
     baseline = baseline or {}
-    kernels = tuple(audit_kernel(k, cards.get(k.target, (primary(k.target),)), by_key.get(k.key, ()),
-                                 baseline.get(k.key, ())) for k in sorted(facts, key=lambda k: k.key))
+    kernels = tuple(audit_kernel(k, cards.get(k.target, (primary(k.target),)), active.get(k.key, ()),
+                                 baseline.get(k.key, ()), accepted.get(k.key, ()))
+                    for k in sorted(facts, key=lambda k: k.key))
     failed = tuple(
         Failure(f, anchor(f.kernel, f.variant, f.target, "failed"),
-                tuple(sort_findings(by_key.get((f.kernel, f.variant, f.target), []))))
+                tuple(sort_findings(active.get((f.kernel, f.variant, f.target), []))))
         for f in sorted(failures, key=lambda f: (f.kernel, f.variant, f.target)))
     tools = tuple(sorted((k, v) for k, v in (toolchain or {}).items() if not k.endswith(".id")))
     card_list = tuple((target, tuple(cards[target])) for target in sorted(cards))
-    return AuditModel(kernels, failed, card_list, tools, version, tuple(sort_findings(list(findings))))
+    return AuditModel(kernels, failed, card_list, tools, version, tuple(sort_findings(list(findings))),
+                      baseline_state, baseline_compared, tuple(baseline_notes))

@@ -13,8 +13,10 @@ with the plain summary line for the log.
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 from kgate.findings import Finding, Severity, sort_findings
+from kgate.report import differences
 from kgate.report.result import Result
 from kgate.report.sarif_report import subject
 from kgate.report.terminal import summary_line
@@ -52,9 +54,24 @@ def annotation(finding: Finding) -> str:
     )
 
 
-def hidden_counts(findings: list[Finding]) -> dict[Severity, int]:
-    """Findings per severity beyond what GitHub shows as annotations (the summary notice takes a slot)."""
-    counts = Counter(f.severity for f in findings)
+def difference_annotation(diff: Any, result: Result) -> str:
+    """A baseline difference: an error when it fails the run, else a notice; at the kernel when known."""
+    where = differences.location(diff, result.kernels)
+    return command("error" if diff.fails else "notice", f"{diff.subject}: {diff.detail}",
+                   file=where[0] if where else None, line=where[1] if where else None,
+                   title=f"kgate baseline {diff.kind}")
+
+
+def severities(result: Result) -> Counter[Severity]:
+    """Annotations per kind: findings, and baseline differences (errors when they fail, else notices)."""
+    counts = Counter(f.severity for f in result.findings)
+    counts.update(Severity.ERROR if getattr(d, "fails", False) else Severity.NOTE for d in result.ratchet)
+    return counts
+
+
+def hidden_counts(result: Result) -> dict[Severity, int]:
+    """Annotations per kind beyond what GitHub shows (the summary notice takes a notice slot)."""
+    counts = severities(result)
     shown = {Severity.ERROR: SHOWN_PER_KIND, Severity.WARNING: SHOWN_PER_KIND, Severity.NOTE: SHOWN_PER_KIND - 1}
     return {s: max(0, counts.get(s, 0) - shown[s]) for s in COMMANDS}
 
@@ -62,8 +79,11 @@ def hidden_counts(findings: list[Finding]) -> dict[Severity, int]:
 def summary_notice(result: Result) -> str:
     counts = Counter(f.severity for f in result.findings)
     totals = ", ".join(f"{counts.get(s, 0)} {s.value}(s)" for s in COMMANDS)
-    hidden = hidden_counts(result.findings)
+    hidden = hidden_counts(result)
     text = f"kgate {result.command}: {totals}"
+    if result.ratchet:
+        failing = sum(1 for d in result.ratchet if getattr(d, "fails", False))
+        text += f"; {len(result.ratchet)} baseline difference(s), {failing} failing"
     if any(hidden.values()):
         missing = ", ".join(f"{n} {s.value}(s)" for s, n in hidden.items() if n)
         text += (f"; {missing} not shown as annotations (GitHub shows {SHOWN_PER_KIND} per kind per step): "
@@ -75,5 +95,6 @@ def render(result: Result, config: object = None) -> str:
     findings = sorted(sort_findings(list(result.findings)), key=lambda f: f.severity.rank)
     lines = [summary_notice(result)]
     lines.extend(annotation(f) for f in findings)
+    lines.extend(difference_annotation(d, result) for d in result.ratchet)
     lines.append(summary_line(result))
     return "\n".join(lines) + "\n"

@@ -17,6 +17,7 @@ from collections import defaultdict
 
 from kgate.facts.model import KernelFacts
 from kgate.findings import Finding, sort_findings
+from kgate.report import differences
 from kgate.report.result import Result
 
 # Characters XML 1.0 cannot carry at all, even escaped.
@@ -68,7 +69,24 @@ def _clean_variants(result: Result) -> dict[str, list[KernelFacts]]:
     return out
 
 
-def to_element(result: Result) -> ET.Element:
+def _baseline_suite(root: ET.Element, result: Result, name: str) -> tuple[int, int]:
+    """A suite of baseline differences: failing ones fail, accepted ones pass."""
+    suite = ET.SubElement(root, "testsuite", name=xml_text(name))
+    failures = 0
+    for diff in result.ratchet:
+        case = ET.SubElement(suite, "testcase", name=xml_text(f"{diff.kind} {diff.subject}"),
+                             classname=xml_text(name))
+        if getattr(diff, "fails", False):
+            failure = ET.SubElement(case, "failure", message=xml_text(diff.detail), type=f"baseline {diff.kind}")
+            failure.text = xml_text(differences.describe(diff))
+            failures += 1
+    tests = len(result.ratchet)
+    for key, value in (("tests", tests), ("failures", failures), ("errors", 0), ("skipped", 0)):
+        suite.set(key, str(value))
+    return tests, failures
+
+
+def to_element(result: Result, baseline_name: str = "baseline") -> ET.Element:
     by_file: dict[str, list[Finding]] = defaultdict(list)
     for finding in sort_findings(list(result.findings)):
         by_file[finding.path].append(finding)
@@ -88,6 +106,10 @@ def to_element(result: Result) -> ET.Element:
         suite.set("skipped", "0")
         total_tests += tests
         total_failures += failures
+    if result.ratchet:
+        tests, failures = _baseline_suite(root, result, baseline_name)
+        total_tests += tests
+        total_failures += failures
     if total_tests == 0:
         suite = ET.SubElement(root, "testsuite", name="kgate", tests="1", failures="0", errors="0", skipped="0")
         ET.SubElement(suite, "testcase", name="no findings", classname="kgate")
@@ -99,7 +121,7 @@ def to_element(result: Result) -> ET.Element:
 
 
 def render(result: Result, config: object = None) -> str:
-    root = to_element(result)
+    root = to_element(result, str(getattr(config, "baseline", None) or "baseline"))
     ET.indent(root)
     return ET.tostring(root, encoding="unicode", xml_declaration=False).join(
         ('<?xml version="1.0" encoding="UTF-8"?>\n', "\n"))

@@ -26,6 +26,7 @@ from urllib.parse import quote
 import kgate
 from kgate import rules as registry  # type: ignore[attr-defined]
 from kgate.findings import Finding, Severity, sort_findings
+from kgate.report import differences
 from kgate.report.result import Result
 from kgate.rule import Rule
 
@@ -127,6 +128,10 @@ def notifications(result: Result, dropped: int) -> list[dict[str, Any]]:
     if dropped:
         out.append({"level": "warning", "message": {
             "text": f"{dropped} finding(s) left out: code scanning keeps at most {MAX_RESULTS} results per run"}})
+    # Baseline differences fail the run without being findings: code scanning shows them as notifications.
+    for diff in result.ratchet:
+        out.append({"level": "error" if getattr(diff, "fails", False) else "note",
+                    "message": {"text": f"baseline: {differences.describe(diff)}"}})
     for notice in result.notices:
         out.append({"level": "note", "message": {"text": notice}})
     return out
