@@ -17,6 +17,7 @@ import kgate
 from kgate import tools
 from kgate.collect.files import relpath
 from kgate.collect.modules import import_roots, kernel_source_key, module_file
+from kgate.collect.static_kernel import static_expansion
 from kgate.compile.cache import Cache, digest
 from kgate.compile.pool import Outcome, Pool
 from kgate.config import Config, TritonEntry
@@ -178,7 +179,7 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
             planned.append(p)
             continue
         key = kernel_source_key(found[0], entry.function, roots, config.root)
-        planned.append(_Planned(entry, key, [str(found[1])]))
+        planned.append(_Planned(entry, key, [str(found[1])], static_expansion(found[0], entry.function)))
 
     own_pool = pool is None
     pool = pool or Pool(jobs, worker_env(config.root / config.cache_dir))
@@ -188,7 +189,7 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
                        for p in planned if p.error is None}
         todo = []
         for p in planned:
-            if p.error is not None:
+            if p.error is not None or p.expansion is not None:
                 continue
             hit = cache.get("expand", expand_keys[id(p)])
             if hit is not None:
