@@ -7,6 +7,7 @@ for sm_120a and sm_90a on this CPU-only machine) and this repository itself.
 from __future__ import annotations
 
 import json
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -65,6 +66,27 @@ def test_sarif_fingerprints_survive_moving_the_kernels(project: Path) -> None:
     assert set(old) == set(new)
     moved = [p for p in old if old[p] != new[p]]
     assert moved and all(new[p] == old[p] + 3 for p in moved)
+
+
+def test_moving_kernels_recompiles_nothing_and_moves_every_line(project: Path, as_json: dict) -> None:
+    """The facts cache ignores where a kernel sits; the lines it reports must still be today's."""
+    source = project / "pdl.py"
+    original = source.read_text()
+    try:
+        source.write_text("# two lines\n\n" + original)
+        terminal = kgate("check", "-v", cwd=project)
+        moved = kgate("check", "--format", "json", cwd=project).json()
+    finally:
+        source.write_text(original)
+    assert "0 compiled, 24 from cache" in terminal.stdout
+    before = {(f["kernel"], f["target"]): f for f in as_json["findings"] if f["path"] == "pdl.py"}
+    after = {(f["kernel"], f["target"]): f for f in moved["findings"] if f["path"] == "pdl.py"}
+    assert before.keys() == after.keys() and before
+    for key, old in before.items():
+        assert after[key]["line"] == old["line"] + 2
+        # The PDL rule names the source line of the first unwaited load: it moved too.
+        old_at = re.search(r"at pdl\.py:(\d+)", old["message"]).group(1)
+        assert f"at pdl.py:{int(old_at) + 2}" in after[key]["message"]
 
 
 def test_sarif_written_with_dash_o_reports_on_stderr(project: Path, tmp_path: Path) -> None:
