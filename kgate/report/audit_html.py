@@ -118,9 +118,9 @@ def summary(model: AuditModel) -> str:
     parts = [
         '<section id="summary"><h2>Closest to a cliff</h2>',
         f"<p>{escape(HEADROOM_NOTE)}</p>",
-        f"<figure>{headroom_chart(model.ranking)}</figure>" if model.ranking else "<p>No kernel compiled.</p>",
+        f"<figure>{headroom_chart(model.ranking)}</figure>" if model.ranking else "<p>No kernel variant compiled.</p>",
         _table(("#", "kernel", "variant", "target", "headroom", "limited by", "regs", "spill B", "smem B",
-                "warps/sub-core", "findings"), rows, "sortable", "ranking"),
+                "warps/sub-core", "findings"), rows, "sortable", "ranking") if rows else "",
     ]
     if model.failures:
         parts.append('<h2 id="failures">Did not compile</h2>')

@@ -60,7 +60,7 @@ def summary_lines(model: AuditModel) -> list[str]:
                      str(res.spill_stores), f"{res.smem_bytes:,}",
                      f"{card.warps_per_subcore:g}" if card else "-", str(len(k.findings))))
     lines += table(("#", "kernel", "variant", "target", "headroom", "limited by", "regs", "spill B", "smem B",
-                    "warps/sub-core", "findings"), rows)
+                    "warps/sub-core", "findings"), rows) if rows else ["No kernel variant compiled."]
     lines.append("")
     if model.failures:
         lines += ["## Did not compile", ""]
