@@ -51,6 +51,15 @@ def test_sarif_of_crafted_findings_validates_against_the_official_schema() -> No
     assert all("suppressions" not in r for r in results)
 
 
+def test_sarif_leaves_out_suppressed_and_baselined_findings_but_counts_them() -> None:
+    result = result_of(crafted()[:2])
+    result.baselined, result.suppressed = 3, 2
+    doc = sarif_report.to_dict(result)
+    validate_sarif(doc)
+    assert len(doc["runs"][0]["results"]) == 2
+    assert doc["runs"][0]["properties"] == {"baselined": 3, "suppressed": 2}
+
+
 def test_sarif_levels_regions_and_uris() -> None:
     results = {r["ruleId"] + r["message"]["text"][:6]: r for r in sarif_report.to_dict(result_of(crafted()))
                ["runs"][0]["results"]}

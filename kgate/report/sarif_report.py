@@ -165,6 +165,8 @@ def to_dict(result: Result) -> dict[str, Any]:
                 "toolExecutionNotifications": notifications(result, dropped),
             }],
             "results": results,
+            # What was left out on purpose, so that a reader can tell a clean run from a quiet one.
+            "properties": {"baselined": result.baselined, "suppressed": result.suppressed},
         }],
     }
 
