@@ -16,7 +16,7 @@ from html import escape
 from kgate.report.audit_md import HEADROOM_NOTE
 from kgate.report.audit_model import AuditModel, KernelAudit
 from kgate.report.audit_svg import gauges_chart, headroom_chart, roofline_chart, waves_chart
-from kgate.report.audit_tables import RIDGE_NOTE, budget_rows, headroom_text, mix_rows, percent
+from kgate.report.audit_tables import RIDGE_NOTE, baselined_note, budget_rows, headroom_text, mix_rows, percent
 
 CSS = """
 :root { color-scheme: light; }
@@ -46,6 +46,8 @@ svg.chart a text { fill: #1d4ed8; }
 section.kernel { border-top: 3px solid #e2e8f0; margin-top: 24px; }
 .badge { display: inline-block; padding: 1px 8px; border-radius: 10px; font-weight: 600; color: #fff; }
 .badge.ok { background: #16a34a; } .badge.warn { background: #d97706; } .badge.bad { background: #dc2626; }
+.scroll { overflow-x: auto; }
+li.fails { color: #b91c1c; font-weight: 600; }
 """
 
 # Sorts a table by the clicked column (numbers as numbers), then marks the page ready.
@@ -119,8 +121,9 @@ def summary(model: AuditModel) -> str:
         '<section id="summary"><h2>Closest to a cliff</h2>',
         f"<p>{escape(HEADROOM_NOTE)}</p>",
         f"<figure>{headroom_chart(model.ranking)}</figure>" if model.ranking else "<p>No kernel variant compiled.</p>",
-        _table(("#", "kernel", "variant", "target", "headroom", "limited by", "regs", "spill B", "smem B",
-                "warps/sub-core", "findings"), rows, "sortable", "ranking") if rows else "",
+        ('<div class="scroll">' + _table(("#", "kernel", "variant", "target", "headroom", "limited by", "regs",
+                                           "spill B", "smem B", "warps/sub-core", "findings"),
+                                          rows, "sortable", "ranking") + "</div>") if rows else "",
     ]
     if model.failures:
         parts.append('<h2 id="failures">Did not compile</h2>')
@@ -161,7 +164,8 @@ def kernel_section(k: KernelAudit, compared: bool) -> str:
     findings = ["<tr>" + _cell(x.code) + _cell(x.severity.value, f"sev-{x.severity.value}") + _cell(x.name)
                 + _cell(status) + _cell(x.message) + "</tr>"
                 for status, group in (("active", k.findings), ("baselined", k.baselined)) for x in group]
-    baseline = "".join(f"<li>{escape(line)}</li>" for line in k.baseline)
+    baseline = "".join(f'<li class="{"fails" if line.endswith("(fails)") else "accepted"}">{escape(line)}</li>'
+                       for line in k.baseline)
     if not compared:
         against = "<p>Not compared.</p>"
     else:
@@ -185,7 +189,7 @@ def render(model: AuditModel) -> str:
     body = [
         (f"<header><h1>kgate audit</h1><p>kgate {escape(model.version)}, {escape(tools)}. Cards: {escape(cards)}. "
          f"{len(model.kernels)} kernel variant(s) compiled, {len(model.failures)} failed, "
-         f"{len(model.findings)} finding(s). Baseline: {escape(model.baseline_state)}.</p>"
+         f"{len(model.findings)} finding(s){baselined_note(model)}. Baseline: {escape(model.baseline_state)}.</p>"
          + "".join(f"<p>{escape(note)}</p>" for note in model.baseline_notes) + "</header>"),
         "<main>", summary(model), *(kernel_section(k, model.baseline_compared) for k in model.kernels), "</main>",
     ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kgate.report.audit_model import AuditModel, KernelAudit
-from kgate.report.audit_tables import RIDGE_NOTE, budget_rows, headroom_text, mix_rows, percent
+from kgate.report.audit_tables import RIDGE_NOTE, baselined_note, budget_rows, headroom_text, mix_rows, percent
 
 HEADROOM_NOTE = (
     "Headroom is the smallest margin of a variant to a cliff, measured on its target's SM: "
@@ -42,7 +42,7 @@ def header_lines(model: AuditModel) -> list[str]:
         f"kgate {model.version}, {tools}. Cards: {cards}.",
         "",
         (f"{len(model.kernels)} kernel variant(s) compiled, {len(model.failures)} failed, "
-         f"{len(model.findings)} finding(s). Baseline: {cell(model.baseline_state)}."),
+         f"{len(model.findings)} finding(s){baselined_note(model)}. Baseline: {cell(model.baseline_state)}."),
         "",
         *(f"- {cell(note)}" for note in model.baseline_notes),
         *([""] if model.baseline_notes else []),

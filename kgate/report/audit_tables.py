@@ -9,6 +9,7 @@ from typing import Any
 from kgate.budgets import LATENCY_HIDING_WARPS
 from kgate.profiles import Profile
 from kgate.report.audit_model import (
+    AuditModel,
     InstructionMix,
     IntensityRow,
     KernelAudit,
@@ -22,6 +23,12 @@ RIDGE_NOTE = (
     "the profile says so). Block-scaled fp8 and fp4 MMA run faster than bf16, so for those kernels the true ridge "
     "is higher than shown."
 )
+
+
+def baselined_note(model: AuditModel) -> str:
+    """`, 3 accepted by the baseline` when the baseline accepted any finding."""
+    accepted = sum(len(k.baselined) for k in model.kernels)
+    return f", {accepted} accepted by the baseline" if accepted else ""
 
 
 def percent(value: float | None, digits: int = 1) -> str:
