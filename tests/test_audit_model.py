@@ -160,3 +160,16 @@ def test_html_and_markdown_are_deterministic() -> None:
     second = audit(*reversed(kernels))
     assert audit_html.render(first) == audit_html.render(second)
     assert audit_md.render(first) == audit_md.render(second)
+
+
+def test_audit_judges_by_the_rules_configured_limits() -> None:
+    row = facts("pkg.k:row", kind="reduction", registers=186, smem=16, num_warps=4, constexprs={})
+    spilly = facts("pkg.k:spilly", registers=128, spill=100)
+    default = {k.facts.kernel: k for k in audit(row, spilly).kernels}
+    limits = audit_model.Thresholds(latency_kinds=("reduction",), latency_warps=4, cliff_fraction=0.5)
+    tuned = {k.facts.kernel: k for k in audit_model.build([row, spilly], [], [], CARDS, limits=limits).kernels}
+    assert default["pkg.k:row"].headroom.score == pytest.approx(-0.6)
+    assert tuned["pkg.k:row"].headroom.score == pytest.approx(-0.5)
+    assert {r.label: r for r in budget_rows(tuned["pkg.k:row"])}["warps per sub-core"].cells[0] == "2 (needs 4)"
+    assert default["pkg.k:spilly"].spill_cliff == 128 and tuned["pkg.k:spilly"].spill_cliff == 256
+    assert tuned["pkg.k:spilly"].headroom.terms[1].value == pytest.approx(1 - 100 / 256)

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from kgate.budgets import (
     ACCUMULATOR_SHARE,
     LATENCY_HIDING_WARPS,
+    SPILL_CLIFF_FRACTION,
     WARPS_TABLE,
     Residency,
     Traffic,
@@ -47,8 +48,16 @@ from kgate.findings import Finding, sort_findings
 from kgate.profiles import Profile, primary
 from kgate.report.mma import short_mma
 
-LATENCY_KINDS = ("elementwise", "reduction")
 Key = tuple[str, str, str]
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """The limits the audit judges by; `kgate audit` takes them from the rules' configured options."""
+
+    latency_kinds: tuple[str, ...] = ("elementwise", "reduction")  # occupancy (KG105) `kinds`
+    latency_warps: int = LATENCY_HIDING_WARPS  # occupancy (KG105) `min_warps_per_subcore`
+    cliff_fraction: float = SPILL_CLIFF_FRACTION  # spill (KG103) `cliff_fraction`
 
 
 @dataclass(frozen=True)
@@ -126,7 +135,8 @@ class KernelAudit:
     cards: tuple[CardBudgets, ...]
     accumulator: float | None  # fp32 accumulator registers per thread (GEMMs with a known tile)
     spill_cliff: float
-    latency_bound_kind: bool
+    latency_bound_kind: bool  # judged by warps per sub-core
+    latency_warps: int  # how many it needs
     mix: InstructionMix
     headroom: Headroom
     baseline: tuple[str, ...] = ()  # differences against the baseline, one line each
@@ -262,12 +272,12 @@ def instruction_mix(facts: KernelFacts) -> InstructionMix:
                           sass.count("STL"), sass.count("LDL"), True)
 
 
-def headroom(facts: KernelFacts, profile: Profile, res: Residency) -> Headroom:
+def headroom(facts: KernelFacts, profile: Profile, res: Residency, limits: Thresholds) -> Headroom:
     regs = facts.resources.registers
     cap = profile.max_registers_per_thread
     terms = [Term("registers", 1 - regs / cap, f"{regs} of {cap} registers per thread")]
     spilled = facts.resources.spill_stores
-    cliff = spill_cliff_bytes(regs)
+    cliff = spill_cliff_bytes(regs, limits.cliff_fraction)
     if spilled:
         terms.append(Term("spills", 1 - spilled / cliff if cliff else -1.0,
                           f"{spilled} spill bytes, cliff at {cliff:g}"))
@@ -275,8 +285,8 @@ def headroom(facts: KernelFacts, profile: Profile, res: Residency) -> Headroom:
         terms.append(Term("spills", 1.0, "no spills"))
     smem, budget = facts.resources.smem_bytes, profile.smem_optin_per_cta
     terms.append(Term("shared memory", 1 - smem / budget, f"{smem} of {budget} bytes per CTA"))
-    if facts.kind in LATENCY_KINDS:
-        need = LATENCY_HIDING_WARPS
+    if facts.kind in limits.latency_kinds:
+        need = limits.latency_warps
         terms.append(Term("warps per sub-core", min(1.0, (res.warps_per_subcore - need) / need),
                           f"{res.warps_per_subcore:g} warps per sub-core, {need} needed"))
     worst = min(terms, key=lambda t: t.value)
@@ -284,7 +294,8 @@ def headroom(facts: KernelFacts, profile: Profile, res: Residency) -> Headroom:
 
 
 def audit_kernel(facts: KernelFacts, cards: Sequence[Profile], findings: Iterable[Finding],
-                 baseline: Sequence[str] = (), baselined: Iterable[Finding] = ()) -> KernelAudit:
+                 baseline: Sequence[str] = (), baselined: Iterable[Finding] = (),
+                 limits: Thresholds = Thresholds()) -> KernelAudit:
     bm, bn = tile(facts.constexprs, "M"), tile(facts.constexprs, "N")
     accumulator = None
     if facts.kind == "gemm" and bm and bn:
@@ -296,11 +307,12 @@ def audit_kernel(facts: KernelFacts, cards: Sequence[Profile], findings: Iterabl
         findings=tuple(sort_findings(list(findings))),
         cards=tuple(card_budgets(facts, p) for p in cards),
         accumulator=accumulator,
-        spill_cliff=spill_cliff_bytes(facts.resources.registers),
-        latency_bound_kind=facts.kind in LATENCY_KINDS,
+        spill_cliff=spill_cliff_bytes(facts.resources.registers, limits.cliff_fraction),
+        latency_bound_kind=facts.kind in limits.latency_kinds,
+        latency_warps=limits.latency_warps,
         mix=instruction_mix(facts),
         headroom=headroom(facts, home, residency(facts.resources.registers, facts.resources.smem_bytes,
-                                                 facts.num_warps, home)),
+                                                 facts.num_warps, home), limits),
         baseline=tuple(baseline),
         baselined=tuple(sort_findings(list(baselined))),
     )
@@ -328,7 +340,7 @@ def build(facts: Sequence[KernelFacts], failures: Sequence[CompileFailure], find
           cards: Mapping[str, Sequence[Profile]], *, toolchain: Mapping[str, str] | None = None,
           version: str = "", baseline: Mapping[Key, Sequence[str]] | None = None,
           baselined: Sequence[Finding] = (), baseline_state: str = "no baseline", baseline_compared: bool = False,
-          baseline_notes: Sequence[str] = ()) -> AuditModel:
+          baseline_notes: Sequence[str] = (), limits: Thresholds = Thresholds()) -> AuditModel:
     """The audit of every compiled variant.
 
     `findings` are the active ones; `baselined` those the baseline accepts;
@@ -338,7 +350,7 @@ def build(facts: Sequence[KernelFacts], failures: Sequence[CompileFailure], find
     active, accepted = _by_kernel(findings), _by_kernel(baselined)
     baseline = baseline or {}
     kernels = tuple(audit_kernel(k, cards.get(k.target, (primary(k.target),)), active.get(k.key, ()),
-                                 baseline.get(k.key, ()), accepted.get(k.key, ()))
+                                 baseline.get(k.key, ()), accepted.get(k.key, ()), limits)
                     for k in sorted(facts, key=lambda k: k.key))
     failed = tuple(
         Failure(f, anchor(f.kernel, f.variant, f.target, "failed"),

@@ -72,7 +72,9 @@ def gauges_chart(k: KernelAudit) -> str:
         wps = card.residency.warps_per_subcore
         if k.latency_bound_kind:
             # Warps are the one budget where more is better: the bar is the need met.
-            rows.append(("warps per sub-core / 5", wps / 5, f"{wps:g} / 5", "ok" if wps >= 5 else "bad"))
+            need = k.latency_warps
+            rows.append((f"warps per sub-core / {need}", wps / need, f"{wps:g} / {need}",
+                         "ok" if wps >= need else "bad"))
         if k.accumulator is not None and res.registers:
             share = k.accumulator / (0.6 * res.registers)
             rows.append(("accumulator / 60% of regs", share, f"{k.accumulator:g} / {0.6 * res.registers:.0f}",

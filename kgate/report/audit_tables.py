@@ -6,7 +6,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from kgate.budgets import LATENCY_HIDING_WARPS
 from kgate.profiles import Profile
 from kgate.report.audit_model import (
     AuditModel,
@@ -112,7 +111,7 @@ def budget_rows(audit: KernelAudit) -> tuple[Row, ...]:
     add(2, "CTAs per SM by shared memory", (number(c.residency.ctas_by_smem) for c in cards))
     add(3, "CTAs per SM", (f"{c.residency.ctas_per_sm} (limited by {c.residency.limiter})" for c in cards),
         (("bad" if c.residency.ctas_per_sm == 0 else "ok") for c in cards))
-    need = LATENCY_HIDING_WARPS
+    need = audit.latency_warps
     if audit.latency_bound_kind:
         add(3, "warps per sub-core", (f"{c.residency.warps_per_subcore:g} (needs {need})" for c in cards),
             (("ok" if c.residency.warps_per_subcore >= need else "bad") for c in cards))
