@@ -11,7 +11,8 @@ HEADROOM_NOTE = (
     "Headroom is the smallest margin of a variant to a cliff, measured on its target's SM: "
     "registers (1 - registers/255), spills (1 - spill bytes/cliff, the cliff a quarter of the register bytes), "
     "shared memory (1 - bytes/opt-in budget) and, for elementwise and reduction kernels, warps per sub-core "
-    "((warps - 5)/5, at most 1). 100% is far from every limit, 0% is at one, negative is past it."
+    "((warps - 5)/5, at most 1); 5 and the quarter are the occupancy and spill rules' options. "
+    "100% is far from every limit, 0% is at one, negative is past it."
 )
 
 
