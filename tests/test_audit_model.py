@@ -128,14 +128,15 @@ def test_budget_rows_show_the_limiter_and_the_threshold_only_where_it_applies() 
 
 
 def test_instruction_mix_reads_load_widths_and_spill_traffic() -> None:
-    sass = {"LDG.E": 4, "LDG.E.128": 8, "LDG.E.U8": 20, "STG.E.64": 2, "STL": 3, "LDL.64": 5,
+    sass = {"LDGSTS.E.BYPASS.128": 12, "LDG.E": 4, "LDG.E.128": 8, "LDG.E.U8": 20, "STG.E.64": 2, "STL": 3, "LDL.64": 5,
             "QMMA.SF.16832.F32.E4M3.E4M3.E8": 64, "BAR.SYNC": 2, "FFMA": 100}
     mix = audit(facts(sass=sass)).kernels[0].mix
     assert mix.global_loads == (("LDG.E.128", 128, 8), ("LDG.E", 32, 4), ("LDG.E.U8", 8, 20))
     assert mix.global_stores == (("STG.E.64", 64, 2),)
+    assert mix.other[0] == ("async copy to shared", "LDGSTS.E.BYPASS.128", 12)
     assert (mix.spill_stores, mix.spill_loads) == (3, 5)
     assert mix.sass_mma == (("QMMA.SF.16832.F32.E4M3.E4M3.E8", 64),)
-    assert ("BAR.SYNC", 2) in mix.other and all(op != "FFMA" for op, _n in mix.other)
+    assert ("barrier", "BAR.SYNC", 2) in mix.other and all(op != "FFMA" for _what, op, _n in mix.other)
 
 
 def test_reports_escape_project_text() -> None:

@@ -135,7 +135,7 @@ def summary(model: AuditModel) -> str:
     return "".join(parts)
 
 
-def kernel_section(k: KernelAudit, compared: bool) -> str:
+def kernel_section(k: KernelAudit, model: AuditModel) -> str:
     f = k.facts
     expect = f", expects {', '.join(f.expect)}" if f.expect else ""
     status = _status(k.headroom.score)
@@ -166,8 +166,8 @@ def kernel_section(k: KernelAudit, compared: bool) -> str:
                 for status, group in (("active", k.findings), ("baselined", k.baselined)) for x in group]
     baseline = "".join(f'<li class="{"fails" if line.endswith("(fails)") else "accepted"}">{escape(line)}</li>'
                        for line in k.baseline)
-    if not compared:
-        against = "<p>Not compared.</p>"
+    if not model.baseline_compared:
+        against = f"<p>Not compared: {escape(model.baseline_state)}.</p>"
     else:
         against = f"<ul>{baseline}</ul>" if baseline else "<p>No differences.</p>"
     return "".join([
@@ -191,7 +191,7 @@ def render(model: AuditModel) -> str:
          f"{len(model.kernels)} kernel variant(s) compiled, {len(model.failures)} failed, "
          f"{len(model.findings)} finding(s){baselined_note(model)}. Baseline: {escape(model.baseline_state)}.</p>"
          + "".join(f"<p>{escape(note)}</p>" for note in model.baseline_notes) + "</header>"),
-        "<main>", summary(model), *(kernel_section(k, model.baseline_compared) for k in model.kernels), "</main>",
+        "<main>", summary(model), *(kernel_section(k, model) for k in model.kernels), "</main>",
     ]
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"

@@ -78,13 +78,13 @@ def finding_rows(k: KernelAudit) -> list[tuple[str, ...]]:
     return [(x.code, x.severity.value, x.name, status, cell(x.message)) for status, group in groups for x in group]
 
 
-def baseline_lines(k: KernelAudit, compared: bool) -> list[str]:
-    if not compared:
-        return ["Not compared."]
+def baseline_lines(k: KernelAudit, model: AuditModel) -> list[str]:
+    if not model.baseline_compared:
+        return [f"Not compared: {cell(model.baseline_state)}."]
     return [f"- {cell(line)}" for line in k.baseline] or ["No differences."]
 
 
-def kernel_lines(k: KernelAudit, compared: bool) -> list[str]:
+def kernel_lines(k: KernelAudit, model: AuditModel) -> list[str]:
     f = k.facts
     expect = f", expects {', '.join(f.expect)}" if f.expect else ""
     lines = [
@@ -108,7 +108,7 @@ def kernel_lines(k: KernelAudit, compared: bool) -> list[str]:
     rows = finding_rows(k)
     lines += table(("code", "severity", "rule", "status", "message"), rows) if rows else ["None."]
     lines += ["", "### Against the baseline", ""]
-    lines += baseline_lines(k, compared)
+    lines += baseline_lines(k, model)
     lines.append("")
     return lines
 
@@ -116,5 +116,5 @@ def kernel_lines(k: KernelAudit, compared: bool) -> list[str]:
 def render(model: AuditModel) -> str:
     lines = header_lines(model) + summary_lines(model)
     for k in model.kernels:
-        lines += kernel_lines(k, model.baseline_compared)
+        lines += kernel_lines(k, model)
     return "\n".join(lines).rstrip() + "\n"

@@ -121,7 +121,7 @@ class InstructionMix:
     sass_mma: tuple[tuple[str, int], ...]
     global_loads: tuple[tuple[str, int, int], ...]  # opcode, bits per thread, count
     global_stores: tuple[tuple[str, int, int], ...]
-    other: tuple[tuple[str, int], ...]  # cp.async, TMA, shared loads, barriers
+    other: tuple[tuple[str, str, int], ...]  # (what, opcode, count): async copies, shared memory, barriers, PDL
     spill_stores: int  # STL
     spill_loads: int  # LDL
     disassembled: bool
@@ -246,7 +246,13 @@ def card_budgets(facts: KernelFacts, profile: Profile) -> CardBudgets:
 
 
 _LOAD_BITS = {"128": 128, "64": 64, "U8": 8, "S8": 8, "U16": 16, "S16": 16}
-_OTHER_HEADS = ("LDGSTS", "UTMALDG", "UBLKCP", "LDSM", "LDS", "STS", "BAR", "ACQBULK", "PREEXIT")
+# Other instructions worth seeing, by what they do.
+_OTHER_HEADS = (
+    ("async copy to shared", ("LDGSTS", "UTMALDG", "UBLKCP")),  # cp.async, TMA, bulk copy
+    ("shared memory", ("LDSM", "LDS", "STS")),
+    ("barrier", ("BAR",)),
+    ("PDL", ("ACQBULK", "PREEXIT")),  # griddepcontrol.wait / launch_dependents
+)
 
 
 def access_bits(opcode: str) -> int:
@@ -267,7 +273,8 @@ def instruction_mix(facts: KernelFacts) -> InstructionMix:
         return tuple(sorted(((op, access_bits(op), n) for op, n in sass.family(head).items()),
                             key=lambda row: (-row[1], row[0])))
 
-    other = tuple(sorted((op, n) for head in _OTHER_HEADS for op, n in sass.family(head).items()))
+    other = tuple((what, op, n) for what, heads in _OTHER_HEADS
+                  for op, n in sorted(kv for head in heads for kv in sass.family(head).items()))
     return InstructionMix(ptx, tuple(sorted(sass.mma.items())), widths("LDG"), widths("STG"), other,
                           sass.count("STL"), sass.count("LDL"), True)
 

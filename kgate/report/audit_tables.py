@@ -103,8 +103,8 @@ def budget_rows(audit: KernelAudit) -> tuple[Row, ...]:
         (_status(res.smem_bytes, c.profile.smem_optin_per_cta) for c in cards))
     if facts.smem_buffers and facts.smem_per_buffer:
         add(2, "pipeline buffers that fit",
-            (f"{c.buffers_fit} of {facts.smem_per_buffer:,} B (has {facts.smem_buffers}, num_stages="
-             f"{facts.num_stages})" for c in cards),
+            (f"{c.buffers_fit} of {facts.smem_per_buffer:,} B each; it has {facts.smem_buffers} "
+             f"(num_stages={facts.num_stages})" for c in cards),
             (("bad" if (c.buffers_fit or 0) < facts.smem_buffers else "ok") for c in cards))
     else:
         add(2, "pipeline buffers that fit", ("no multi-buffered pipeline in the IR" for _ in cards))
@@ -160,5 +160,5 @@ def mix_rows(mix: InstructionMix) -> tuple[tuple[str, str, str], ...]:
     rows += [("global store", f"{op} ({bits}-bit)", number(n)) for op, bits, n in mix.global_stores]
     rows += [("spill traffic", "STL (stores to local)", number(mix.spill_stores)),
              ("spill traffic", "LDL (loads from local)", number(mix.spill_loads))]
-    rows += [("other", op, number(n)) for op, n in mix.other]
+    rows += [(what, op, number(n)) for what, op, n in mix.other]
     return tuple(rows)
