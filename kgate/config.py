@@ -78,6 +78,7 @@ class CudaEntry:
     expect: dict[str, tuple[str, ...]] = field(default_factory=dict)
     launch_wrappers: tuple[str, ...] = ()
     kind: dict[str, str] = field(default_factory=dict)
+    compiler: str = "auto"  # "auto" (nvcc, else NVRTC), "nvcc" or "nvrtc" (device-only sources)
     origin: str = ""
 
 
@@ -320,7 +321,8 @@ def parse_triton_entry(data: dict[str, Any], where: str) -> TritonEntry:
     )
 
 
-_CUDA_KEYS = {"sources", "flags", "compile_commands", "pdl", "expect", "launch_wrappers", "kind"}
+_CUDA_KEYS = {"sources", "flags", "compile_commands", "pdl", "expect", "launch_wrappers", "kind", "compiler"}
+CUDA_COMPILERS = ("auto", "nvcc", "nvrtc")
 
 
 def parse_cuda_entry(data: Any, parent: _Ctx, index: int) -> CudaEntry:
@@ -347,6 +349,7 @@ def parse_cuda_entry(data: Any, parent: _Ctx, index: int) -> CudaEntry:
         expect=expect,
         launch_wrappers=tuple(ctx.str_list(table.get("launch_wrappers", []), "launch_wrappers")),
         kind=kinds,
+        compiler=ctx.choice(table.get("compiler", "auto"), "compiler", CUDA_COMPILERS),
         origin=f"{parent.where}: {ctx.prefix}",
     )
 

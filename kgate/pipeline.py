@@ -13,7 +13,9 @@ from pathlib import Path
 
 from kgate import evaluate
 from kgate.collect.registry import triton_entries
-from kgate.compile.engine import CompileRun, Progress, compile_triton, default_jobs
+from kgate.compile.cuda_engine import compile_cuda
+from kgate.compile.engine import CompileRun, Progress, compile_triton, default_jobs, worker_env
+from kgate.compile.pool import Pool
 from kgate.config import KNOWN_TARGETS, Config, TritonEntry
 from kgate.errors import ConfigError
 from kgate.findings import Finding, Severity
@@ -61,11 +63,18 @@ def run_check(config: Config, selection: Selection, options: CheckOptions,
     jobs = options.jobs or config.jobs or default_jobs()
     with tempfile.TemporaryDirectory(prefix="kgate-nocache-") as scratch:
         cfg = replace(config, cache_dir=str(Path(scratch).resolve())) if options.no_cache else config
-        compiled = compile_triton(cfg, entries, targets, jobs=jobs, progress=progress, sass_all=options.sass)
+        # One pool of compile workers for Triton and CUDA kernels alike.
+        with Pool(jobs, worker_env(cfg.root / cfg.cache_dir)) as pool:
+            triton = compile_triton(cfg, entries, targets, jobs=jobs, progress=progress, sass_all=options.sass,
+                                    pool=pool)
+            cuda = compile_cuda(cfg, targets, jobs=jobs, progress=progress, sass_all=options.sass,
+                                kernels=list(options.kernels) or None, pool=pool)
+    compiled = merge_runs(triton, cuda)
     findings = evaluate.compiled(compiled, selection)
+    selected = {e.kernel for e in entries} | {f.kernel for f in cuda.facts} | {f.kernel for f in cuda.failures}
     scope = Scope(
         compiled=True,
-        kernels=frozenset(e.kernel for e in entries) if options.kernels else None,
+        kernels=frozenset(selected) if options.kernels else None,
         targets=frozenset(targets),
         failed=frozenset(f.kernel for f in compiled.failures),
         codes=frozenset(selection.enabled),
@@ -74,3 +83,15 @@ def run_check(config: Config, selection: Selection, options: CheckOptions,
     state = RunState(kernels=compiled.facts, findings=findings, toolchain=public_toolchain(compiled.toolchain),
                      scope=scope, register_threshold=register_threshold(selection), fail_on=options.fail_on)
     return CheckRun(entries, compiled, findings, state)
+
+
+def merge_runs(first: CompileRun, second: CompileRun) -> CompileRun:
+    """Triton and CUDA kernels of one run together, sorted as each part is."""
+    return CompileRun(
+        facts=sorted(first.facts + second.facts, key=lambda f: f.key),
+        failures=sorted(first.failures + second.failures, key=lambda f: (f.kernel, f.variant, f.target)),
+        compiled=first.compiled + second.compiled,
+        cached=first.cached + second.cached,
+        toolchain={**first.toolchain, **second.toolchain},
+        compile_seconds={**first.compile_seconds, **second.compile_seconds},
+    )

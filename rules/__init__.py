@@ -23,6 +23,9 @@ REGISTRY: tuple[tuple[str, str, str], ...] = (
     ("KG105", "occupancy", "compiled.occupancy"),
     ("KG106", "ptx-target", "compiled.ptx_target"),
     ("KG107", "pdl-missing-wait", "compiled.pdl_missing_wait"),
+    ("KG301", "arch-target", "cuda.arch_target"),
+    ("KG302", "launch-guard", "cuda.launch_guard"),
+    ("KG303", "kernel-file-size", "cuda.kernel_file_size"),
 )
 
 

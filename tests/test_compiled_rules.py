@@ -38,7 +38,7 @@ def test_findings_are_exactly_the_inline_expectations(project: Path, cold: Run) 
 def test_every_compiled_rule_has_a_planted_case(project: Path) -> None:
     planted = {code for _path, _line, code, _target in expectations(project)}
     # ptx-target cannot be provoked through Triton (it always emits the `a` target);
-    # tests/test_ptx_target.py plants it with real nvcc output.
+    # fixtures/cuda/bare_arch.cu plants it with a real nvcc build for sm_120 (tests/test_cuda_check.py).
     assert set(registry.codes("compiled")) - {"KG106"} <= planted
 
 

@@ -21,8 +21,9 @@ def run(args: argparse.Namespace) -> int:
         checked = run_check(config, selection, options, progress)
     finally:
         progress.clear()
-    if not checked.entries:
-        print("kgate: no kernels registered (add [[tool.kgate.triton]] tables or @kgate.register)", file=sys.stderr)
+    if not checked.entries and not config.cuda:
+        print("kgate: no kernels registered (add [[tool.kgate.triton]] or [[tool.kgate.cuda]] tables, "
+              "or @kgate.register)", file=sys.stderr)
     compiled = checked.compiled
     result = Result("check", checked.findings, compiled.facts, fail_on=options.fail_on)
     result.stats = {"compiled": compiled.compiled, "cached": compiled.cached}

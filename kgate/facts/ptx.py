@@ -281,3 +281,44 @@ def _analyse_entry(name: str, items: list[Instruction | str], callee_access: dic
         global_accesses=total,
         unwaited_accesses=tuple(unwaited),
     )
+
+
+@dataclass(frozen=True)
+class EntryHeader:
+    """What an entry's directives say about it: where it starts in the source, its launch bounds."""
+
+    name: str
+    first_loc: SourceLoc | None  # the first `.loc` of the body: the kernel's definition in the source
+    max_threads: int | None  # `.maxntid` / `.reqntid` (from `__launch_bounds__`), threads per CTA
+
+
+_NTID = re.compile(r"\.(?:maxntid|reqntid)\s+(\d+)(?:\s*,\s*(\d+))?(?:\s*,\s*(\d+))?")
+
+
+def entry_headers(text: str) -> dict[str, EntryHeader]:
+    """Per `.entry`: its first source location and its threads-per-CTA bound, if any."""
+    files = {int(n): name for n, name in _FILE.findall(text)}
+    out = {}
+    for match in _FUNC_HEAD.finditer(text):
+        if match.group(1) != "entry":
+            continue
+        start = text.find("{", match.end())
+        semi = text.find(";", match.end())
+        if start < 0 or 0 <= semi < start:
+            continue
+        ntid = _NTID.search(text, match.end(), start)
+        threads = None
+        if ntid:
+            threads = 1
+            for group in ntid.groups():
+                threads *= int(group) if group else 1
+        first = None
+        for line in text[start:].split("\n", 400)[:400]:
+            loc = _LOC.match(line)
+            if loc:
+                file_no, src_line, col = (int(g) for g in loc.groups())
+                if src_line:
+                    first = SourceLoc(files.get(file_no, str(file_no)), src_line, col)
+                    break
+        out[match.group(2)] = EntryHeader(match.group(2), first, threads)
+    return out

@@ -4,7 +4,9 @@ block-scaled MMA instruction in its PTX (`mma.sync ... kind::mxf8f6f4.block_scal
 on sm_120a, `tcgen05.mma ... block_scale` on sm_100a). The message names what
 the compiler emitted instead. A kernel expects block scaling when its
 registration says `expect = ["block_scale"]`, or when its Triton source calls
-`tl.dot_scaled` and the registration does not set `expect` itself.
+`tl.dot_scaled` and the registration does not set `expect` itself; a CUDA
+kernel when a `[[tool.kgate.cuda]]` table's `expect` globs name it
+(`expect = { "mxf8_gemm*" = ["block_scale"] }`).
 
 On a target without native block scaling (sm_90a) the missing instruction is
 reported as a note: there the fallback is the only code the compiler can make.

@@ -3,7 +3,9 @@ Reports a kernel variant whose shared memory per CTA (Triton's dynamic
 allocation plus any static shared memory) is above the target's opt-in
 budget: 101376 bytes (99 KB) on sm_120a, 232448 bytes on sm_100a and sm_90a.
 The message gives the budget and, for a pipelined kernel, how many stages of
-its per-stage footprint would fit.
+its per-stage footprint would fit. For a CUDA kernel only the static
+`__shared__` memory is known (ptxas's figure): the dynamic size is a launch
+argument.
 
 ## Why is this bad?
 The launch fails at run time ("out of resource: shared memory") on the card

@@ -1,0 +1,165 @@
+"""CUDA C++ sources of a project: files, their real flags, and the headers they include.
+
+Each `[[tool.kgate.cuda]]` table names sources by glob. A file's flags come
+from the build's `compile_commands.json` when the table names one (the
+command the build really runs, in the folder it runs in), then the table's
+own `flags`. The project headers a file includes (transitively, found with a
+cheap `#include` scan over the file's folder and its `-I` folders) are part
+of its cache key, so editing a header recompiles exactly the files that use it.
+Headers outside the project (the CUDA toolkit, system libraries) are covered
+by the tool versions in the key instead.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+from kgate.collect.cuda_flags import ArchPair, include_dirs, split_flags
+from kgate.collect.files import excluded, relpath
+from kgate.config import Config, CudaEntry
+from kgate.errors import ConfigError
+
+_INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*([<"])([^">\r\n]+)[">]', re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class CudaSource:
+    path: Path  # absolute
+    rel: str  # relative to the project root
+    cwd: Path  # where the compiler runs: the compile command's directory, else the project root
+    flags: tuple[str, ...]  # the project's flags without architectures, outputs and modes
+    archs: tuple[ArchPair, ...]  # architectures the project's own command line names
+    entry: CudaEntry
+    headers: tuple[Path, ...]  # project headers it includes, transitively
+    key: str  # hash of the file's and its headers' contents
+
+
+def cuda_sources(config: Config) -> list[CudaSource]:
+    """Every configured CUDA source, sorted by path; each file once (the first table that names it)."""
+    out: dict[str, CudaSource] = {}
+    patterns = config.exclude + config.extend_exclude
+    for entry in config.cuda:
+        commands = _compile_commands(config.root, entry)
+        matched = 0
+        for path in _glob(config.root, entry.sources):
+            rel = relpath(path, config.root)
+            if excluded(rel, patterns) and not any(_literal_match(rel, s) for s in entry.sources):
+                continue
+            matched += 1
+            if rel in out:
+                continue
+            out[rel] = _source(config.root, path, rel, entry, commands.get(path.resolve()))
+        if matched == 0:
+            raise ConfigError(f"{entry.origin}.sources: no file matches {', '.join(map(repr, entry.sources))}")
+    return [out[rel] for rel in sorted(out)]
+
+
+def _literal_match(rel: str, pattern: str) -> bool:
+    return rel == pattern
+
+
+def _glob(root: Path, patterns: tuple[str, ...]) -> list[Path]:
+    found: set[Path] = set()
+    for pattern in patterns:
+        if Path(pattern).is_absolute():
+            raise ConfigError(f"sources: {pattern!r} must be relative to the project root")
+        found.update(p for p in root.glob(pattern) if p.is_file())
+    return sorted(found)
+
+
+def _source(root: Path, path: Path, rel: str, entry: CudaEntry, command: tuple[Path, list[str]] | None) -> CudaSource:
+    if command is not None:
+        cwd, argv = command
+        is_nvcc = "nvcc" in Path(argv[0]).name if argv else False
+        split = split_flags(argv[1:], nvcc=is_nvcc, source=str(path), cwd=cwd)
+    else:
+        cwd = root
+        split = split_flags([], source=str(path), cwd=cwd)
+    own = split_flags(list(entry.flags), source=str(path), cwd=root)
+    # The table's own flags are relative to the project root; make their folders absolute.
+    flags = split.flags + (own.flags if cwd == root else _absolute_includes(own.flags, root))
+    archs = split.archs + own.archs
+    headers = scan_includes(path, include_dirs(flags, cwd), root)
+    return CudaSource(path=path.resolve(), rel=rel, cwd=cwd, flags=flags, archs=archs, entry=entry,
+                      headers=headers, key=content_key(root, (path, *headers)))
+
+
+def _absolute_includes(flags: tuple[str, ...], root: Path) -> tuple[str, ...]:
+    out = []
+    for arg in flags:
+        if arg.startswith("-I") and len(arg) > 2 and not Path(arg[2:]).is_absolute():
+            arg = "-I" + str(root / arg[2:])
+        out.append(arg)
+    return tuple(out)
+
+
+def _compile_commands(root: Path, entry: CudaEntry) -> dict[Path, tuple[Path, list[str]]]:
+    """Resolved source path -> (directory, argv) from the table's compile_commands.json (first entry wins)."""
+    if entry.compile_commands is None:
+        return {}
+    path = root / entry.compile_commands
+    where = f"{entry.origin}.compile_commands"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{where}: {entry.compile_commands} does not exist (generate it first, e.g. "
+                          f"cmake -DCMAKE_EXPORT_COMPILE_COMMANDS=ON)") from None
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise ConfigError(f"{where}: cannot read {entry.compile_commands}: {exc}") from None
+    if not isinstance(data, list):
+        raise ConfigError(f"{where}: {entry.compile_commands} is not a JSON array of commands")
+    out: dict[Path, tuple[Path, list[str]]] = {}
+    for item in data:
+        if not isinstance(item, dict) or "file" not in item or "directory" not in item:
+            continue
+        directory = Path(item["directory"])
+        argv = item.get("arguments") or shlex.split(item.get("command", ""))
+        file = Path(item["file"])
+        resolved = (file if file.is_absolute() else directory / file).resolve()
+        out.setdefault(resolved, (directory, list(argv)))
+    return out
+
+
+def scan_includes(path: Path, dirs: list[Path], root: Path) -> tuple[Path, ...]:
+    """Project headers reached from `path` through `#include`, conditional or not (an over-estimate is safe)."""
+    root = root.resolve()
+    seen: set[Path] = set()
+    todo = [path]
+    while todo:
+        current = todo.pop()
+        try:
+            data = current.read_bytes()
+        except OSError:
+            continue
+        for kind, name in _INCLUDE.findall(data):
+            found = _resolve_include(name.decode(errors="replace"), kind == b'"', current.parent, dirs)
+            if found is None or found in seen or not found.is_relative_to(root):
+                continue
+            seen.add(found)
+            todo.append(found)
+    return tuple(sorted(seen))
+
+
+def _resolve_include(name: str, quoted: bool, folder: Path, dirs: list[Path]) -> Path | None:
+    for base in ([folder] if quoted else []) + dirs:
+        candidate = base / name
+        if candidate.is_file():
+            return candidate.resolve()
+    return None
+
+
+def content_key(root: Path, paths: tuple[Path, ...]) -> str:
+    """A hash of the files' relative paths and contents."""
+    h = hashlib.sha256()
+    for path in paths:
+        h.update(relpath(path, root).encode() + b"\0")
+        try:
+            h.update(hashlib.sha256(path.read_bytes()).digest())
+        except OSError:
+            h.update(b"missing")
+    return h.hexdigest()

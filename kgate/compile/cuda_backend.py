@@ -1,0 +1,282 @@
+"""CUDA C++ sources compiled for one target, in a compile worker: device code only.
+
+One task per source file and target. nvcc compiles the file's device code
+(`-cubin`, so host code is parsed but not compiled) with the project's flags,
+one `--generate-code` for the target, `-lineinfo` (PTX `.loc` lines, so a
+finding can name the source line of an access) and `-Xptxas -v`; `--keep`
+leaves the PTX nvcc made on the way, so one nvcc run gives PTX, cubin and the
+ptxas log of every kernel in the file. Without nvcc, NVRTC compiles
+device-only sources the same way. SASS is disassembled (the Triton wheel's
+`cuobjdump -sass`, about half a second per cubin) only when a kernel of the
+file needs it.
+
+The facts returned leave out what the configuration decides (PDL, expected
+instructions, kind): the main process adds those, so changing them
+recompiles nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from kgate import tools
+from kgate.compile.triton_backend import KernelError
+from kgate.errors import ToolchainError
+from kgate.facts.cuda_names import base_name, definition_line, display_names, global_definitions, matches
+from kgate.facts.model import KernelFacts, Resources
+from kgate.facts.ptx import entry_headers, parse_ptx
+from kgate.facts.ptxas_log import parse_ptxas_log
+from kgate.facts.sass import parse_sass
+
+# nvcc's front end: `file.cu(12): error: ...`; the host preprocessor: `file.cu:2:10: fatal error: ...`.
+_ERROR_LINE = re.compile(r"^(?P<file>[^\s(:]+)(?:\((?P<line>\d+)\)|:(?P<gline>\d+):\d+): (?:catastrophic |fatal )?error")
+_PTXAS_ERROR = re.compile(r"^ptxas(?:-\w+)? .*error\s*:")
+ASSUMED_THREADS = 128  # threads per CTA when a kernel declares no __launch_bounds__
+
+
+class SourceError(KernelError):
+    """The compiler rejected the source (not a timeout or a crash): a compile-error finding."""
+
+    def __init__(self, message: str, line: int = 1) -> None:
+        super().__init__(message)
+        self.line = line
+
+
+def compile_source(payload: dict[str, Any]) -> dict[str, Any]:
+    """Compile one file for one target; return its kernels' facts (JSON) and whether SASS was read."""
+    artifacts = Path(payload["artifacts"])
+    artifacts.mkdir(parents=True, exist_ok=True)
+    try:
+        if payload["compiler"] == "nvrtc":
+            ptx, log = _nvrtc(payload, artifacts)
+        else:
+            ptx, log = _nvcc(payload, artifacts)
+    except SourceError as exc:
+        # A compiler's verdict on the source is as deterministic as its output: cached like it.
+        return {"error": str(exc), "line": exc.line, "kernels": []}
+    _write(artifacts / "kernel.ptx", ptx.encode())
+    _write(artifacts / "ptxas.log", log.encode())
+    kernels = kernel_facts(payload, ptx, log)
+    wanted = [r for r in kernels if reads_sass(r, payload["sass_patterns"], payload.get("sass_all", False))]
+    if wanted:
+        # cuobjdump takes a list of functions: only the kernels whose rules read SASS are disassembled.
+        text = disassemble_functions(artifacts / "kernel.cubin", [r["symbol"] for r in wanted])
+        _write(artifacts / "kernel.sass", text.encode())
+        functions = parse_sass(text)
+        for record in wanted:
+            ops = functions.get(record["symbol"])
+            record["sass"] = {"opcodes": dict(ops.opcodes) if ops else {}}
+    return {"kernels": kernels}
+
+
+def reads_sass(record: dict[str, Any], patterns: dict[str, list[str]], sass_all: bool = False) -> bool:
+    """Whether a rule will read this kernel's SASS (disassembly costs about half a second per cubin).
+
+    pdl-missing-wait confirms `ACQBULK` for a PDL kernel whose PTX waits before every access;
+    block-scale-missing names the SASS MMA of a kernel whose PTX lacks the block-scaled one.
+    """
+    if sass_all:
+        return True
+    entry = record["entry"]
+    if matches(record["kernel"], patterns["pdl"]) and entry["has_wait"] and not entry["unwaited_accesses"]:
+        return True
+    return matches(record["kernel"], patterns["block_scale"]) and not any("block_scale" in op for op in entry["mma"])
+
+
+def disassemble_functions(cubin: Path, symbols: list[str]) -> str:
+    cuobjdump = tools.require_tool("cuobjdump")
+    return tools.run([str(cuobjdump), "-sass", "-fun", ",".join(symbols), str(cubin)], timeout=120).stdout
+
+
+def nvcc_argv(payload: dict[str, Any], keep_dir: Path, cubin: Path) -> list[str]:
+    """The nvcc command kgate runs: the project's flags, then kgate's target and outputs."""
+    return [payload["nvcc"], *payload["flags"], "-cubin", "-lineinfo", "-Xptxas", "-v",
+            f"--generate-code=arch={payload['virtual']},code={payload['real']}",
+            "--keep", "--keep-dir", str(keep_dir), "-o", str(cubin),
+            os.path.relpath(payload["source"], payload["cwd"])]
+
+
+def _nvcc(payload: dict[str, Any], artifacts: Path) -> tuple[str, str]:
+    keep = Path(tempfile.mkdtemp(prefix="kgate-nvcc-"))
+    try:
+        cubin = artifacts / "kernel.cubin"
+        argv = nvcc_argv(payload, keep, cubin)
+        try:
+            done = tools.run(argv, cwd=payload["cwd"], timeout=payload.get("timeout", 600))
+        except tools.ToolFailed as exc:
+            if "timed out" in str(exc) or "killed by signal" in str(exc):
+                raise KernelError(f"{exc} (reproduce: {repro(payload)})") from None
+            raise _compiler_error(exc, payload, keep) from None
+        ptx_files = sorted(keep.glob("*.ptx"))
+        if not ptx_files:
+            raise KernelError(f"nvcc kept no PTX for {payload['rel']} (reproduce: {repro(payload)})")
+        return ptx_files[0].read_text(errors="replace"), done.stdout + "\n" + done.stderr
+    finally:
+        shutil.rmtree(keep, ignore_errors=True)
+
+
+def repro(payload: dict[str, Any]) -> str:
+    """A command that reproduces kgate's compile, to run in the compile's folder."""
+    argv = [Path(payload["nvcc"]).name, *payload["flags"], "-cubin", "-Xptxas", "-v",
+            f"--generate-code=arch={payload['virtual']},code={payload['real']}", "-o", "kernel.cubin",
+            os.path.relpath(payload["source"], payload["cwd"])]
+    return shlex.join(argv)
+
+
+def _compiler_error(exc: tools.ToolFailed, payload: dict[str, Any], keep: Path) -> SourceError:
+    """The first error nvcc printed, with the line it names in the source file, and how to reproduce it."""
+    lines = [line.strip() for line in exc.output.replace(str(keep) + "/", "").splitlines()]
+    line_no = 1
+    for line in lines:
+        match = _ERROR_LINE.match(line)
+        if match:
+            if Path(match.group("file")).name == Path(payload["source"]).name:
+                line_no = int(match.group("line") or match.group("gline"))
+            return SourceError(f"{line} (reproduce: {repro(payload)})", line_no)
+        ptxas = _PTXAS_ERROR.match(line)
+        if ptxas:
+            return SourceError(f"ptxas: {line[ptxas.end():].strip()} (reproduce: {repro(payload)})")
+    detail = lines[-1] if lines else str(exc)
+    return SourceError(f"{detail} (reproduce: {repro(payload)})")
+
+
+def _nvrtc(payload: dict[str, Any], artifacts: Path) -> tuple[str, str]:
+    from cuda.bindings import nvrtc
+
+    source = Path(payload["source"]).read_bytes()
+    options = [f"-arch={payload['real']}", "--ptxas-options=-v", "-lineinfo"]
+    options += [_absolute_include(flag, payload["cwd"]) for flag in payload["flags"]
+                if flag.startswith(("-I", "-D", "-U", "-std", "--std"))]
+    options.append(f"-I{Path(payload['source']).parent}")
+    options += [f"-I{folder}" for folder in payload.get("nvrtc_includes", [])]
+    result, program = nvrtc.nvrtcCreateProgram(source, payload["source"].encode(), 0, [], [])
+    _nvrtc_ok(result, "nvrtcCreateProgram")
+    try:
+        compiled = nvrtc.nvrtcCompileProgram(program, len(options), [o.encode() for o in options])[0]
+        log = _nvrtc_text(nvrtc.nvrtcGetProgramLogSize, nvrtc.nvrtcGetProgramLog, program)
+        if int(compiled) != 0:
+            log = log.replace(payload["source"], payload["rel"])
+            errors = [line.strip() for line in log.splitlines() if "error" in line]
+            detail = errors[0] if errors else "compilation failed"
+            match = _ERROR_LINE.match(detail)
+            raise SourceError(f"NVRTC: {detail} (NVRTC compiles device code only: a file with host code needs nvcc)",
+                              int(match.group("line") or match.group("gline")) if match else 1)
+        ptx = _nvrtc_text(nvrtc.nvrtcGetPTXSize, nvrtc.nvrtcGetPTX, program)
+        result, size = nvrtc.nvrtcGetCUBINSize(program)
+        _nvrtc_ok(result, "nvrtcGetCUBINSize")
+        cubin = b" " * size
+        _nvrtc_ok(nvrtc.nvrtcGetCUBIN(program, cubin)[0], "nvrtcGetCUBIN")
+        _write(artifacts / "kernel.cubin", cubin)
+        return ptx, log
+    finally:
+        nvrtc.nvrtcDestroyProgram(program)
+
+
+def _absolute_include(flag: str, cwd: str) -> str:
+    """NVRTC resolves `-I` against the worker's folder: make the project's folders absolute."""
+    if flag.startswith("-I") and len(flag) > 2 and not Path(flag[2:]).is_absolute():
+        return f"-I{Path(cwd) / flag[2:]}"
+    return flag
+
+
+def _nvrtc_text(size_of: Any, get: Any, program: Any) -> str:
+    result, size = size_of(program)
+    _nvrtc_ok(result, size_of.__name__)
+    buffer = b" " * size
+    _nvrtc_ok(get(program, buffer)[0], get.__name__)
+    return buffer.rstrip(b"\0 ").decode(errors="replace")
+
+
+def _nvrtc_ok(result: Any, what: str) -> None:
+    if int(result) != 0:
+        raise ToolchainError(f"NVRTC {what} failed: {result}")
+
+
+def kernel_facts(payload: dict[str, Any], ptx: str, log: str) -> list[dict[str, Any]]:
+    """One record per kernel defined in the project: KernelFacts JSON plus its mangled symbol."""
+    parsed = parse_ptx(ptx)
+    headers = entry_headers(ptx)
+    resources = parse_ptxas_log(log)
+    names = display_names([entry.name for entry in parsed.entries])
+    root = Path(payload["root"])
+    definitions: dict[Path, dict[str, list[int]]] = {}
+    out = []
+    for entry in parsed.entries:
+        header = headers.get(entry.name)
+        where = _definition_file(header.first_loc.file if header and header.first_loc else None, payload)
+        if where is None or not where.is_relative_to(root):
+            continue  # a library's kernel instantiated here (CUB, Thrust): not the project's to gate
+        display = names[entry.name]
+        hint = header.first_loc.line if header and header.first_loc else None
+        if base_name(display) not in _cached_definitions(definitions, where):
+            # The first line the entry names is not its own (an inlined helper's): look in the file compiled.
+            source = Path(payload["source"]).resolve()
+            if base_name(display) in _cached_definitions(definitions, source):
+                where, hint = source, None
+        line = definition_line(definitions[where], base_name(display), hint) or hint or 1
+        used = resources.get(entry.name)
+        if used is None:
+            raise KernelError(f"the ptxas log has no figures for {entry.name!r}")
+        threads = header.max_threads if header and header.max_threads else ASSUMED_THREADS
+        facts = KernelFacts(
+            kernel=display,
+            variant=payload["rel"],
+            target=payload["target"],
+            language="cuda",
+            path=where.relative_to(root).as_posix(),
+            line=line,
+            kind="other",
+            num_warps=max(1, -(-threads // 32)),
+            num_stages=None,
+            expect=(),
+            pdl=False,
+            ptx_target=parsed.target,
+            entry=entry,
+            resources=Resources(
+                registers=used.registers, spill_stores=used.spill_stores, spill_loads=used.spill_loads,
+                stack_bytes=used.stack_frame, smem_static=used.smem_static, smem_dynamic=0,
+                barriers=used.barriers,
+            ),
+            toolchain=dict(payload.get("toolchain", {})),
+        )
+        record = facts.to_json()
+        record["symbol"] = entry.name
+        out.append(record)
+    return sorted(out, key=lambda r: r["kernel"])
+
+
+def _definition_file(name: str | None, payload: dict[str, Any]) -> Path | None:
+    if name is None:
+        return Path(payload["source"]).resolve()
+    path = Path(name)
+    if not path.is_absolute():
+        path = Path(payload["cwd"]) / path
+    try:
+        return path.resolve()
+    except OSError:
+        return None
+
+
+def _cached_definitions(cache: dict[Path, dict[str, list[int]]], path: Path) -> dict[str, list[int]]:
+    if path not in cache:
+        cache[path] = _definitions(path)
+    return cache[path]
+
+
+def _definitions(path: Path) -> dict[str, list[int]]:
+    try:
+        return global_definitions(path.read_text(encoding="utf-8", errors="replace"))
+    except OSError:
+        return {}
+
+
+def _write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)

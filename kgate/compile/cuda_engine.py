@@ -1,0 +1,210 @@
+"""Plan, cache and run the compilation of CUDA C++ sources: one task per file and target.
+
+Main-process side. The cache key of a file and target is its content and the
+content of the project headers it includes, its flags, the architecture
+compiled, the compiler and its version, and kgate's version: a warm run
+reads files and hashes them, and runs no compiler. What the configuration
+says about a kernel (PDL, expected instructions, kind) is applied here,
+after the cache, so changing it recompiles nothing; only a kernel that now
+needs SASS the cached record lacks sends its file back to a worker.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import kgate
+from kgate.collect.cuda_flags import choose_arch
+from kgate.collect.cuda_launches import LaunchSite, pdl_launch_sites, pdl_launched
+from kgate.collect.cuda_sources import CudaSource, cuda_sources
+from kgate.compile.cache import Cache, digest
+from kgate.compile.cuda_backend import reads_sass
+from kgate.compile.engine import CompileRun, Progress, _first_line, worker_env
+from kgate.compile.pool import Outcome, Pool
+from kgate.config import Config
+from kgate.facts.cuda_names import base_name, global_definitions, matches
+from kgate.facts.model import CompileFailure, KernelFacts
+from kgate.toolchain import CudaToolchain, cuda_include_dir, cuda_toolchain
+
+
+@dataclass
+class _Task:
+    source: CudaSource
+    target: str
+    key: str
+    payload: dict[str, Any]
+
+
+def compile_cuda(config: Config, targets: tuple[str, ...], *, jobs: int, progress: Progress | None = None,
+                 sass_all: bool = False, kernels: list[str] | None = None, pool: Pool | None = None) -> CompileRun:
+    """Compile every configured CUDA source for every target (cached) into per-kernel facts."""
+    run = CompileRun()
+    if not config.cuda:
+        return run
+    sources = cuda_sources(config)
+    toolchain = cuda_toolchain(config.nvcc, config.root)
+    compilers = {entry.compiler: toolchain.compiler(entry.compiler) for entry in config.cuda}
+    used = set(compilers.values())
+    run.toolchain = {f"cuda.{name}": v for name, v in toolchain.versions().items() if name in used}
+    sites = launch_sites(config, sources)
+    patterns = sass_patterns(sources, sites)
+    cache = Cache(config.root / config.cache_dir)
+    nvrtc_includes = [folder for folder in [cuda_include_dir(toolchain.nvcc)] if folder] \
+        if "nvrtc" in compilers.values() else []
+    records: list[tuple[CudaSource, str, dict[str, Any]]] = []
+    todo: list[_Task] = []
+    for source in sources:
+        for target in targets:
+            task = _plan(config, source, target, toolchain, compilers[source.entry.compiler], patterns, sass_all,
+                         cache, nvrtc_includes)
+            record = cache.get("cuda", task.key)
+            if record is not None and not _lacks_sass(record, patterns, sass_all):
+                records.append((source, target, record))
+                run.cached += 1
+            else:
+                todo.append(task)
+    _run_tasks(config, todo, jobs, progress, pool, cache, run, records)
+    for source, target, record in records:
+        if record.get("error"):
+            run.failures.append(CompileFailure(source.rel, "", target, source.rel, record.get("line", 1),
+                                               record["error"]))
+    run.facts = finish(records, sites, kernels, patterns, sass_all)
+    if kernels:
+        by_rel = {source.rel: source for source in sources}
+        run.failures = [f for f in run.failures if _may_define(by_rel[f.path], kernels)]
+    run.facts.sort(key=lambda f: f.key)
+    run.failures.sort(key=lambda f: (f.kernel, f.variant, f.target))
+    return run
+
+
+def _plan(config: Config, source: CudaSource, target: str, toolchain: CudaToolchain, compiler: str,
+          patterns: dict[str, list[str]], sass_all: bool, cache: Cache, nvrtc_includes: list[str]) -> _Task:
+    arch = choose_arch(source.archs, target)
+    version = toolchain.versions().get(compiler, "")
+    key = digest("cuda", kgate.__version__, compiler, version, source.rel, source.key,
+                 list(source.flags), arch.virtual, arch.real, target)
+    payload = {
+        "source": str(source.path), "rel": source.rel, "cwd": str(source.cwd), "root": str(config.root.resolve()),
+        "flags": list(source.flags), "virtual": arch.virtual, "real": arch.real, "target": target,
+        "compiler": compiler, "nvcc": toolchain.nvcc.path, "artifacts": str(cache.artifacts(key)),
+        "sass_patterns": patterns, "sass_all": sass_all, "timeout": config.timeout,
+        "nvrtc_includes": nvrtc_includes,
+        "toolchain": {f"cuda.{compiler}": version},
+    }
+    return _Task(source, target, key, payload)
+
+
+def _run_tasks(config: Config, todo: list[_Task], jobs: int, progress: Progress | None, pool: Pool | None,
+               cache: Cache, run: CompileRun, records: list[tuple[CudaSource, str, dict[str, Any]]]) -> None:
+    if not todo:
+        return
+    done = 0
+
+    def finished(index: int, outcome: Outcome) -> None:
+        nonlocal done
+        task = todo[index]
+        done += 1
+        if progress:
+            progress(done, len(todo), f"{task.source.rel} {task.target}")
+        if outcome.ok:
+            cache.put("cuda", task.key, outcome.value)
+            records.append((task.source, task.target, outcome.value))
+            run.compiled += 1
+            run.compile_seconds[f"{task.source.rel}|{task.target}"] = outcome.seconds
+        else:
+            run.failures.append(CompileFailure(task.source.rel, "", task.target, task.source.rel, 1,
+                                               _first_line(outcome)))
+
+    own = pool is None
+    pool = pool or Pool(jobs, worker_env(config.root / config.cache_dir))
+    try:
+        if progress:
+            progress(0, len(todo), "")
+        pool.run([("cuda.compile", task.payload) for task in todo], config.timeout, finished)
+    finally:
+        if own:
+            pool.close()
+
+
+def _may_define(source: CudaSource, globs: list[str]) -> bool:
+    """Whether a file that did not compile defines a kernel the `--kernel` globs could name."""
+    names: set[str] = set()
+    for path in (source.path, *source.headers):
+        try:
+            names.update(global_definitions(path.read_text(encoding="utf-8", errors="replace")))
+        except OSError:
+            continue
+    return any(matches(name, globs) for name in names) or not names
+
+
+def launch_sites(config: Config, sources: list[CudaSource]) -> list[LaunchSite]:
+    """PDL launch sites in the sources and the project headers they include."""
+    texts: dict[Path, tuple[str, tuple[str, ...]]] = {}
+    for source in sources:
+        for path in (source.path, *source.headers):
+            if path not in texts:
+                try:
+                    texts[path] = (path.read_text(encoding="utf-8", errors="replace"), source.entry.launch_wrappers)
+                except OSError:
+                    continue
+    kernels: set[str] = set()
+    for text, _wrappers in texts.values():
+        if "__global__" in text:
+            kernels.update(global_definitions(text))
+    sites: list[LaunchSite] = []
+    root = config.root.resolve()
+    for path in sorted(texts):
+        text, wrappers = texts[path]
+        rel = path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)
+        sites.extend(pdl_launch_sites(text, rel, kernels, wrappers))
+    return sites
+
+
+def sass_patterns(sources: list[CudaSource], sites: list[LaunchSite]) -> dict[str, list[str]]:
+    """Globs of the kernels whose rules may read SASS: PDL kernels and kernels expected to use block scaling."""
+    pdl: set[str] = {site.kernel for site in sites}
+    block_scale: set[str] = set()
+    for source in sources:
+        pdl.update(source.entry.pdl)
+        block_scale.update(pattern for pattern, items in source.entry.expect.items() if "block_scale" in items)
+    return {"pdl": sorted(pdl), "block_scale": sorted(block_scale)}
+
+
+def _lacks_sass(record: dict[str, Any], patterns: dict[str, list[str]], sass_all: bool) -> bool:
+    """Whether a cached record lacks the SASS of a kernel whose rules now read it."""
+    return any(k.get("sass") is None and reads_sass(k, patterns, sass_all) for k in record.get("kernels", []))
+
+
+def finish(records: list[tuple[CudaSource, str, dict[str, Any]]], sites: list[LaunchSite],
+           kernels: list[str] | None, patterns: dict[str, list[str]], sass_all: bool) -> list[KernelFacts]:
+    """KernelFacts with what the configuration and the launch sites say: PDL, expectations, kind.
+
+    SASS is kept only where a rule reads it (or `--sass` asked for it), so the output does not
+    depend on what an earlier run happened to leave in the cache.
+    """
+    instantiations: dict[str, set[str]] = {}
+    for _source, _target, record in records:
+        for item in record["kernels"]:
+            name = item["kernel"]
+            if "<" in name:
+                instantiations.setdefault(base_name(name), set()).add("".join(name[name.index("<"):].split()))
+    out = []
+    for source, _target, record in records:
+        entry = source.entry
+        for item in record["kernels"]:
+            data = {k: v for k, v in item.items() if k != "symbol"}
+            if not reads_sass(item, patterns, sass_all):
+                data["sass"] = None
+            facts = KernelFacts.from_json(data)
+            if kernels and not matches(facts.kernel, kernels):
+                continue
+            expect = tuple(sorted({e for pattern, items in entry.expect.items()
+                                   if matches(facts.kernel, [pattern]) for e in items}))
+            kind = next((k for pattern, k in sorted(entry.kind.items()) if matches(facts.kernel, [pattern])),
+                        "other")
+            pdl = matches(facts.kernel, entry.pdl) or pdl_launched(facts.kernel, sites, instantiations) is not None
+            out.append(replace(facts, pdl=pdl, expect=expect, kind=kind))
+    return out
+

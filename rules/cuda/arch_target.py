@@ -1,0 +1,151 @@
+"""## What it does
+Flags a build file that names a bare GPU architecture of a family whose
+arch-specific (`a`) target kgate gates: `sm_120` / `compute_120` (and
+`sm_100`, `compute_100`, `sm_90`, `compute_90`) in nvcc flags (`-gencode`,
+`--generate-code`, `-arch`, `-code`), CMake `CUDA_ARCHITECTURES` /
+`CMAKE_CUDA_ARCHITECTURES` values (`120` instead of `120a`, also `-real` /
+`-virtual`), and `TORCH_CUDA_ARCH_LIST` entries for `torch.utils.cpp_extension`
+(`12.0` instead of `12.0a`). It reads `CMakeLists.txt`, `*.cmake`, `setup.py`
+and other Python files, Makefiles and shell scripts; comments are ignored, and
+an architecture counts only on a line that also carries a flag or variable
+that selects architectures.
+
+The family target (`sm_120f`, `sm_100f`) is not reported unless the option
+`family` is `"warn"`, because it was measured to keep what matters. With
+nvcc 13.0 (and the Triton wheel's ptxas-blackwell 13.4), one
+`mma.sync.aligned.m16n8k32.row.col.kind::mxf8f6f4.block_scale.scale_vec::1X.f32.e4m3.e4m3.f32.ue8m0`
+written as inline asm:
+
+| build | assembles? | SASS |
+|---|---|---|
+| `compute_120a` / `sm_120a` | yes | `QMMA.SF.16832.F32.E4M3.E4M3.E8` |
+| `compute_120f` / `sm_120f` | yes | `QMMA.SF.16832.F32.E4M3.E4M3.E8` (identical) |
+| `compute_120` / `sm_120` | no: "Instruction 'mma with block scale' not supported on .target 'sm_120'" | - |
+
+`kind::mxf4nvf4.block_scale` behaves the same (`OMMA.SF` for `a` and `f`,
+an error for the bare target); plain FP8 `mma.sync ... e4m3.e4m3` assembles
+for all three (`QMMA.16832`). `setmaxnreg` assembles for `sm_120a`, `sm_120f`,
+`sm_100a`, `sm_100f` and `sm_90a` only; `wgmma` for `sm_90a` only; `tcgen05`
+for `sm_100a` and `sm_100f` only. The difference that remains for the family
+target is in the feature macros: `compute_120a` defines
+`__CUDA_ARCH_FEAT_SM120_ALL`, `__CUDA_ARCH_SPECIFIC__` and
+`__CUDA_ARCH_FAMILY_SPECIFIC__`, `compute_120f` only the last, `compute_120`
+none. Code guarded by the first two is compiled out of an `f` build, and
+guarded by any of them out of a bare build, without an error.
+
+## Why is this bad?
+A bare-architecture build cannot contain the instructions that make sm_120a
+kernels fast (block-scaled MMA), nor Hopper's `wgmma` or Blackwell's
+`tcgen05`. Kernels that guard them with the usual feature macros compile
+without a word and silently lose them: correct results (or zeros) at a
+fraction of the speed. With inline asm and no guard the build fails, which
+is at least visible.
+
+## Example
+```cmake
+set_target_properties(kernels PROPERTIES CUDA_ARCHITECTURES "90;120")
+```
+```python
+extra_compile_args={"nvcc": ["-gencode", "arch=compute_120,code=sm_120"]}
+os.environ["TORCH_CUDA_ARCH_LIST"] = "12.0"
+```
+
+## Use instead
+```cmake
+set_target_properties(kernels PROPERTIES CUDA_ARCHITECTURES "90a;120a")
+```
+```python
+extra_compile_args={"nvcc": ["-gencode", "arch=compute_120a,code=sm_120a"]}
+os.environ["TORCH_CUDA_ARCH_LIST"] = "12.0a"
+```
+
+## Options
+- `families` (list of strings, default `["120", "100", "90"]`): the
+  architecture families whose bare targets are reported.
+- `family` (string, default `"allow"`): `"warn"` also reports family targets
+  (`sm_120f`) as warnings, for projects whose kernels rely on
+  `__CUDA_ARCH_FEAT_SM120_ALL`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from kgate.collect.cpp_text import strip_hash_comment
+from kgate.facts.arch_features import family_note, lost_by_bare
+from kgate.findings import Severity
+from kgate.rule import Option, Report, Rule, SourceContext
+
+# Words on a line that select GPU architectures.
+_CONTEXT = re.compile(r"-gencode|--generate-code|-arch\b|--gpu-architecture|-code\b|--gpu-code|\barch\s*=|"
+                      r"\bcode\s*=|CUDA_ARCHITECTURES|CUDA_ARCH|TORCH_CUDA_ARCH_LIST|NVCC|nvcc|cuda_cflags")
+_NVCC_ARCH = re.compile(r"(?<![\w.])(sm|compute)_(\d{2,3})([af]?)(?![\w.])")
+_CMAKE_ARCHS = re.compile(r"CUDA_ARCHITECTURES\b[\s\"'=:]*(?:PROPERTIES\s+)?([^)\n]*)")
+_CMAKE_VALUE = re.compile(r"(?<![\w.])(\d{2,3})([af]?)(?:-real|-virtual)?(?![\w.])")
+_TORCH_LIST = re.compile(r"TORCH_CUDA_ARCH_LIST\b[^\n]*")
+_TORCH_VALUE = re.compile(r"(?<![\w.])(\d{1,2})\.(\d)([af]?)(?:\+PTX)?(?![\w.])")
+
+
+def check(source: Any, ctx: SourceContext) -> Iterable[Report]:
+    families = set(ctx.options["families"])
+    warn_family = ctx.options["family"] == "warn"
+    for number, raw in enumerate(source.text.splitlines(), 1):
+        line = strip_hash_comment(raw) if not source.name.endswith((".cu", ".cuh")) else raw
+        if not _CONTEXT.search(line):
+            continue
+        for col, written, family, suffix in _architectures(line):
+            if family not in families:
+                continue
+            if suffix == "":
+                yield Report(f"`{written}` builds for the bare architecture: {lost_by_bare(family)} cannot be "
+                             f"used; build for the `a` target ({_a_spelling(written)})",
+                             line=number, col=col + 1, end_line=number, end_col=col + 1 + len(written),
+                             discriminator=written)
+            elif suffix == "f" and warn_family:
+                yield Report(f"`{written}`: {family_note(family)}", severity=Severity.WARNING, line=number,
+                             col=col + 1, end_line=number, end_col=col + 1 + len(written), discriminator=written)
+
+
+def _architectures(line: str) -> Iterator[tuple[int, str, str, str]]:
+    """(column, text as written, family, suffix) of each architecture named on a line."""
+    seen: set[int] = set()
+    for match in _NVCC_ARCH.finditer(line):
+        seen.add(match.start())
+        yield match.start(), match.group(0), match.group(2), match.group(3)
+    for cmake in _CMAKE_ARCHS.finditer(line):
+        for match in _CMAKE_VALUE.finditer(cmake.group(1)):
+            start = cmake.start(1) + match.start()
+            if start not in seen:
+                yield start, match.group(0), match.group(1), match.group(2)
+    for torch in _TORCH_LIST.finditer(line):
+        for match in _TORCH_VALUE.finditer(torch.group(0)):
+            family = f"{match.group(1)}{match.group(2)}"
+            yield torch.start() + match.start(), match.group(0), family, match.group(3)
+
+
+def _a_spelling(written: str) -> str:
+    """`sm_120` -> `sm_120a`, `120-real` -> `120a-real`, `12.0+PTX` -> `12.0a+PTX`."""
+    match = re.match(r"^((?:sm|compute)_\d+|\d+\.\d|\d+)(.*)$", written)
+    if not match:
+        return written + "a"
+    return f"{match.group(1)}a{match.group(2)}"
+
+
+RULE = Rule(
+    code="KG301",
+    name="arch-target",
+    layer="cuda",
+    severity=Severity.ERROR,
+    summary="A build names a bare GPU architecture (sm_120, compute_90, CUDA_ARCHITECTURES 120) instead of the `a` target",
+    check=check,
+    doc=__doc__ or "",
+    options={
+        "families": Option(["120", "100", "90"], "architecture families whose bare targets are reported", list),
+        "family": Option("allow", "\"warn\": also report family targets such as sm_120f", str),
+    },
+    files=("CMakeLists.txt", "*.cmake", "setup.py", "*.py", "Makefile", "makefile", "GNUmakefile", "*.mk",
+           "*.sh", "CMakePresets.json"),
+    prefilter=(b"sm_", b"compute_", b"CUDA_ARCHITECTURES", b"TORCH_CUDA_ARCH_LIST"),
+)

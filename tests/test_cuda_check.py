@@ -1,0 +1,177 @@
+"""CUDA C++ kernels compiled for sm_120a by nvcc (and NVRTC) on this CPU-only machine, gated by `kgate check`.
+
+fixtures/cuda/ holds .cu files with host code, templates, an anonymous
+namespace and launch sites; each `__global__` line states its findings
+(`// expect: CODE@target`). One cold `kgate check` compiles them all.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import Run, copy_project, expectations, kgate
+
+from kgate.facts.cuda_names import short_name
+from kgate.facts.ptxas_log import parse_ptxas_log
+
+SUFFIXES = (".cu", ".cuh")
+pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return copy_project("cuda", tmp_path_factory.mktemp("cuda"))
+
+
+@pytest.fixture(scope="module")
+def cold(project: Path) -> Run:
+    return kgate("check", "--format", "json", cwd=project)
+
+
+def _kernels(run: Run) -> dict[str, dict]:
+    return {k["kernel"]: k for k in run.json()["kernels"]}
+
+
+def test_findings_are_exactly_the_inline_expectations(project: Path, cold: Run) -> None:
+    assert cold.code == 1, cold.stderr
+    found = {(f["path"], f["line"], f["code"], f["target"]) for f in cold.json()["findings"]}
+    assert found == expectations(project, SUFFIXES)
+
+
+def test_kernel_names_are_demangled_with_template_arguments(cold: Run) -> None:
+    names = set(_kernels(cold))
+    assert {"ops::rmsnorm_kernel<__half, 128>", "ops::rmsnorm_kernel<float, 256>", "anon_waits",
+            "load_before_wait", "spill_kernel"} <= names
+    assert not any(name.startswith("_Z") or "(" in name or "anonymous" in name for name in names)
+    assert all(k["language"] == "cuda" for k in cold.json()["kernels"])
+
+
+def test_every_kernel_points_at_its_global_line(project: Path, cold: Run) -> None:
+    for record in cold.json()["kernels"]:
+        line = (project / record["path"]).read_text().splitlines()[record["line"] - 1]
+        assert "__global__" in line, (record["kernel"], line)
+
+
+def test_pdl_comes_from_launch_sites_wrappers_and_configuration(cold: Run) -> None:
+    kernels = _kernels(cold)
+    launched = {name for name, k in kernels.items() if k["pdl"]}
+    assert launched == {"load_before_wait", "wait_first", "wait_under_branch", "anon_waits", "wrapped_no_wait",
+                        "wrapped_waits", "configured_pdl_kernel"}
+
+
+def test_pdl_findings_name_the_access_and_waiting_kernels_show_acqbulk(cold: Run) -> None:
+    messages = {f["kernel"]: f["message"] for f in cold.json()["findings"] if f["code"] == "KG107"}
+    assert "before griddepcontrol.wait on some path" in messages["wait_under_branch"]
+    assert "pdl.cu:10" in messages["load_before_wait"]  # the line of `x[i]`, read before the wait
+    assert "has no griddepcontrol.wait" in messages["wrapped_no_wait"]
+    kernels = _kernels(cold)
+    for name in ("wait_first", "wrapped_waits", "anon_waits"):
+        assert kernels[name]["sass"].get("ACQBULK", 0) >= 1, name
+
+
+def test_block_scaled_mma_for_sm_120a_is_qmma_sf(project: Path, cold: Run) -> None:
+    kernel = _kernels(cold)["mxf8_mma_kernel"]
+    assert kernel["ptx_target"] == "sm_120a"
+    assert any("kind::mxf8f6f4.block_scale" in op for op in kernel["instructions"])
+    # Its PTX already has the instruction, so no rule reads its SASS: --sass asks for it anyway.
+    assert "sass" not in kernel
+    with_sass = _kernels(kgate("check", "--format", "json", "--sass", "--kernel", "mxf8*", cwd=project))
+    assert any(op.startswith("QMMA.SF") for op in with_sass["mxf8_mma_kernel"]["sass"])
+
+
+def test_sass_is_read_only_where_a_rule_needs_it(cold: Run) -> None:
+    with_sass = {name for name, k in _kernels(cold).items() if "sass" in k}
+    # PDL kernels that wait first (ACQBULK confirmed) and the block-scale misses (their SASS MMA named).
+    assert with_sass == {"wait_first", "wrapped_waits", "anon_waits", "bf16_instead_kernel", "bare_mma_kernel"}
+
+
+def test_the_same_source_built_for_the_bare_arch_is_reported(project: Path, tmp_path: Path) -> None:
+    """block_scale.cu unchanged; only the project's flags name compute_120/sm_120, as a real build would."""
+    bare = copy_project("cuda", tmp_path)
+    config = bare / "kgate.toml"
+    config.write_text(config.read_text().replace(
+        'flags = ["-I.", "-std=c++17", "-O3"]',
+        'flags = ["-I.", "-std=c++17", "-O3", "-gencode", "arch=compute_120,code=sm_120"]'))
+    run = kgate("check", "--format", "json", "--kernel", "mxf8_mma*", cwd=bare)
+    found = {(f["path"], f["line"], f["code"]) for f in run.json()["findings"]}
+    assert found == {("block_scale.cu", 8, "KG101"), ("block_scale.cu", 8, "KG106")}
+    assert _kernels(run)["mxf8_mma_kernel"]["ptx_target"] == "sm_120"
+
+
+def test_spill_numbers_equal_an_independent_nvcc_run(project: Path, cold: Run, tmp_path: Path) -> None:
+    proc = subprocess.run(["nvcc", "-I.", "-std=c++17", "-O3", "-Xptxas", "-v",
+                           "-gencode", "arch=compute_120a,code=sm_120a", "-c", "spill.cu",
+                           "-o", str(tmp_path / "spill.o")], cwd=project, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    independent = {short_name(name): res for name, res in parse_ptxas_log(proc.stdout + proc.stderr).items()}
+    kernels = _kernels(cold)
+    assert set(independent) == {"spill_kernel", "fits_kernel"}
+    for name, res in independent.items():
+        record = kernels[name]
+        assert (record["registers"], record["spill_bytes"], record["spill_loads"], record["stack_bytes"]) == \
+            (res.registers, res.spill_stores, res.spill_loads, res.stack_frame), name
+    assert independent["spill_kernel"].spill_stores > 0
+
+
+def test_a_warm_run_compiles_nothing_and_reports_the_same(project: Path, cold: Run) -> None:
+    warm = kgate("check", "-v", cwd=project)
+    assert "0 compiled, 7 from cache" in warm.stdout
+    again = kgate("check", "--format", "json", cwd=project)
+    assert again.stdout == cold.stdout
+
+
+def test_editing_a_header_recompiles_only_the_files_that_include_it(project: Path, cold: Run) -> None:
+    header = project / "pdl_launch.cuh"
+    original = header.read_text()
+    try:
+        header.write_text(original + "\n// edited\n")
+        run = kgate("check", "-v", cwd=project)
+        assert "1 compiled, 6 from cache" in run.stdout
+    finally:
+        header.write_text(original)
+
+
+def test_kernel_filter_applies_to_cuda_names(project: Path, cold: Run) -> None:
+    run = kgate("check", "--format", "json", "--kernel", "wait_*", "--kernel", "ops::*<__half*", cwd=project)
+    assert set(_kernels(run)) == {"wait_first", "wait_under_branch", "ops::rmsnorm_kernel<__half, 128>"}
+
+
+def test_terminal_table_lists_cuda_kernels(project: Path, cold: Run) -> None:
+    out = kgate("check", cwd=project)
+    assert re.search(r"^ops::rmsnorm_kernel<__half, 128>\s+templates\.cu\s+sm_120a\s", out.stdout, re.MULTILINE)
+    assert out.stdout.rstrip().splitlines()[-1].startswith("kgate check: FAILED: 16 kernel variant(s)")
+
+
+def test_a_missing_configured_nvcc_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    project = copy_project("cuda", tmp_path)
+    (project / "kgate.toml").write_text('nvcc = "no/such/nvcc"\n' + (project / "kgate.toml").read_text())
+    run = kgate("check", cwd=project)
+    assert run.code == 2
+    assert run.stderr.strip().splitlines() == [
+        "kgate: error: nvcc = 'no/such/nvcc' in the configuration: no such executable"]
+
+
+def test_sources_that_match_nothing_are_a_config_error(tmp_path: Path) -> None:
+    (tmp_path / "kgate.toml").write_text('[[cuda]]\nsources = ["csrc/**/*.cu"]\n')
+    run = kgate("check", cwd=tmp_path)
+    assert run.code == 2
+    assert "no file matches 'csrc/**/*.cu'" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_nvrtc_compiles_device_only_sources_and_refuses_host_code(tmp_path: Path) -> None:
+    project = copy_project("cuda_nvrtc", tmp_path)
+    run = kgate("check", "--format", "json", cwd=project)
+    found = {(f["path"], f["line"], f["code"], f["target"]) for f in run.json()["findings"]}
+    assert found == expectations(project, SUFFIXES)
+    host = next(f for f in run.json()["findings"] if f["code"] == "KG001")
+    assert "host code needs nvcc" in host["message"]
+    assert set(_kernels(run)) == {"consumer_reads_first<__half>", "consumer_waits<__half>"}
+
+
+def test_ptx_target_and_the_other_compiled_rules_are_planted_in_cuda_sources(project: Path) -> None:
+    planted = {code for _path, _line, code, _target in expectations(project, SUFFIXES)}
+    assert {"KG001", "KG101", "KG103", "KG106", "KG107"} <= planted

@@ -1,0 +1,126 @@
+"""The `ulp` pytest fixture (kgate.pytest_plugin) and `kgate ulp`, which builds its table from the fixture's records."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import kgate
+
+from kgate.commands.ulp import Check, render
+
+TESTS = '''
+import pytest
+
+def test_within(ulp):
+    ulp([1.0 + 2.0**-11], [1.0], "fp16", 0.5, kernel="k", direction="forward", output="y", where="here")
+
+def test_beyond(ulp):
+    ulp([[1.0, 1.5]], [[1.0, 1.0]], "bf16", 1.0, mode="rms", kernel="k", direction="backward", output="dx")
+
+def test_not_here():
+    pytest.skip("needs a GPU")
+'''
+
+
+def empty_config(folder: Path) -> Path:
+    """A pytest configuration of our own: nothing of the surrounding project's leaks in."""
+    config = folder / "pytest.ini"
+    config.write_text("[pytest]\n")
+    return config
+
+
+def run_pytest(folder: Path, *extra: str, autoload: bool = False) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ}
+    if not autoload:
+        env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+        extra = ("-p", "kgate.pytest_plugin", *extra)
+    return subprocess.run([sys.executable, "-m", "pytest", str(folder), "-q", "-p", "no:cacheprovider", "-c",
+                           str(empty_config(folder)), f"--rootdir={folder}", *extra], cwd=folder, env=env,
+                          capture_output=True, text=True, timeout=300, check=False)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    (tmp_path / "test_precision.py").write_text(TESTS)
+    return tmp_path
+
+
+def test_fixture_asserts_and_records_every_check_and_skip(project: Path) -> None:
+    record = project / "record.jsonl"
+    proc = run_pytest(project, f"--kgate-ulp-record={record}")
+    assert proc.returncode == 1 and "1 failed, 1 passed, 1 skipped" in proc.stdout, proc.stdout
+    rows = [json.loads(line) for line in record.read_text().splitlines()]
+    checks = sorted((r for r in rows if "skipped" not in r), key=lambda r: r["test"])
+    assert [(r["test"].split("::")[1], r["ulp"], r["max_ulp"], r["passed"], r["shape"], r["mode"]) for r in checks] == [
+        ("test_beyond", 64.0, 1.0, False, "1x2", "rms"),  # 0.5 / spacing(rms 1.0) = 0.5 / 2^-7
+        ("test_within", 0.5, 0.5, True, "1", "elementwise"),
+    ]
+    assert checks[1]["where"] == "here" and checks[1]["floor"] == 0.0
+    assert [r["skipped"] for r in rows if "skipped" in r] == ["needs a GPU"]
+    assert "k backward dx bf16: ULP check (bf16, rms) failed: 64 ULP > 1 allowed" in proc.stdout
+
+
+def test_record_file_from_the_environment(project: Path) -> None:
+    record = project / "from-env.jsonl"
+    env = {**os.environ, "KGATE_ULP_RECORD": str(record)}
+    env_run = subprocess.run([sys.executable, "-m", "pytest", str(project), "-q", "-p", "no:cacheprovider",
+                              "-c", str(empty_config(project)), f"--rootdir={project}", "-k", "within"], cwd=project,
+                             env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert env_run.returncode == 0, env_run.stdout
+    assert len(record.read_text().splitlines()) == 1
+
+
+def test_the_fixture_comes_from_the_installed_entry_point(project: Path) -> None:
+    proc = run_pytest(project, "-k", "within", autoload=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_without_a_record_file_nothing_is_written(project: Path) -> None:
+    proc = run_pytest(project, "-k", "within")
+    assert proc.returncode == 0
+    assert sorted(p.name for p in project.iterdir() if p.suffix == ".jsonl") == []
+
+
+def test_table_rows_sorted_with_reasons_failures_and_skips() -> None:
+    def check(kernel: str, direction: str, dtype: str, ulp: float, passed: bool, reason: str = "") -> Check:
+        return Check(kernel, dtype, direction, "y", "64x64", "rms", ulp, 2.4, 1.9, "interpreter", reason, passed)
+
+    lines = render([check("softmax", "backward", "fp16", 2.0, True), check("gemm", "forward", "fp16", 3.1, False),
+                    check("softmax", "forward", "bf16", 1.0, True, reason="why it is wider")],
+                   [("kernels/test_x.py::test_a[fp16]", "needs a GPU")])
+    assert lines[0].split() == ["kernel", "direction", "output", "dtype", "shape", "mode", "worst", "ULP",
+                                "threshold", "floor", "ran", "on", "verdict"]
+    body = [line.split() for line in lines[2:5]]
+    assert [(row[0], row[1], row[6], row[7], row[-1]) for row in body] == [
+        ("gemm", "forward", "3.100", "2.400", "FAIL"),
+        ("softmax", "forward", "1.000", "2.400*", "ok"),
+        ("softmax", "backward", "2.000", "2.400", "ok"),
+    ]
+    assert lines[-2:] == ["* why it is wider", "skipped 1: needs a GPU (test_x.py::test_a[fp16])"]
+
+
+def test_kgate_ulp_on_the_interpreter(tmp_path: Path) -> None:
+    run = kgate("ulp", "--device", "cpu", "-k", "swiglu and forward", cwd=tmp_path)
+    assert run.code == 0, run.stdout + run.stderr
+    rows = [line.split() for line in run.stdout.splitlines() if line.startswith("swiglu")]
+    assert [(r[0], r[1], r[2], r[3], r[-2], r[-1]) for r in rows] == [
+        ("swiglu", "forward", "y", "bf16", "interpreter", "ok"), ("swiglu", "forward", "y", "fp16", "interpreter", "ok")]
+    bf16, fp16 = rows
+    assert float(fp16[6]) <= 0.6 and fp16[7] == "0.600"
+    assert bf16[7] == "1.600*"  # the interpreter's bf16 allowance, marked and explained
+    assert "* interpreter: fp32->bf16 truncates instead of rounding" in run.stdout
+    assert "kgate ulp: passed: 2 of 2 checks" in run.stdout
+
+
+def test_kgate_ulp_usage_errors(tmp_path: Path) -> None:
+    run = kgate("ulp", "--device", "cpu", "-k", "no_such_kernel", cwd=tmp_path)
+    assert (run.code, run.stderr.strip()) == (2, "kgate: error: no precision test matches -k 'no_such_kernel'")
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        run = kgate("ulp", "--device", "gpu", cwd=tmp_path)
+        assert run.code == 2 and "--device gpu: torch sees no CUDA device" in run.stderr
