@@ -19,7 +19,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from conftest import Run, copy_project, kgate
+from conftest import REPO, Run, copy_project, kgate
 
 SHAPES = 'shapes=[{"M": 8192, "N": 4096, "K": 4096}, {"M": 4096, "N": 4096, "K": 4096}])'
 MXFP8 = "block_scale:mxfp8_tile"
@@ -156,6 +156,21 @@ def test_profile_adds_a_card_and_unknown_ones_are_one_line_errors(project: Path,
         "kgate: error: --profile rtx-9090: unknown card (known: b200, h100, h200, rtx-5060-ti, rtx-5090)"]
     other = kgate("audit", "-o", str(tmp_path), "--profile", "b200", "--target", "sm_120a", cwd=project)
     assert other.code == 2 and "add --target sm_100a" in other.stderr
+
+
+def test_audit_of_this_repository_shows_the_bundled_mxfp8_gemm_on_both_cards(tmp_path: Path) -> None:
+    run = kgate("audit", "-o", str(tmp_path), "--kernel", "mxfp8_matmul_kernel", "--target", "sm_120a", cwd=REPO)
+    assert run.code == 0, run.stderr
+    text = section((tmp_path / "report.md").read_text(), "kernels.mxfp8:mxfp8_matmul_kernel @ sm_120a")
+    rows = {row[1]: row[2:] for row in md_table(text, "### Budgets\n")}
+    assert rows["budget"] == ["RTX 5090", "RTX 5060 Ti 16G"]
+    assert rows["waves at M=8192, N=4096, K=4096"] == ["2,048 CTAs, 13 waves, 92.7% efficient",
+                                                       "2,048 CTAs, 57 waves, 99.8% efficient"]
+    m, n, k = 8192, 4096, 4096  # e4m3 A and B, a ue8m0 scale per 32 elements, bf16 C
+    intensity = 2 * m * n * k / (m * k + k * n + 2 * m * n + (m * k + n * k) / 32)
+    assert rows["intensity at M=8192, N=4096, K=4096"][0] == f"{intensity:,.0f} FLOP/B vs ridge 155: compute bound"
+    mix = "\n".join("|".join(r) for r in md_table(text, "### Instruction mix\n"))
+    assert "kind::mxf8f6f4.block_scale" in mix and "QMMA.SF" in mix and "HMMA" not in mix
 
 
 # --- In a real browser ---
