@@ -51,7 +51,7 @@ def checked(project: Path, audited: Run) -> dict:
 
 def section(markdown: str, title: str) -> str:
     """The text under a kernel's heading (`## <a id=...></a>kernel @ target`), up to the next heading."""
-    head = re.search(rf"^## (<a id=\"[^\"]+\"></a>)?{re.escape(title)}\n", markdown, re.M)
+    head = re.search(rf"^## (<a id=\"[^\"]+\"></a>)?{re.escape(title)}\n", markdown, re.MULTILINE)
     assert head, title
     return markdown[head.end():].split("\n## ", 1)[0]
 
@@ -186,7 +186,7 @@ def chromium(page: Path, tmp: Path, *action: str) -> subprocess.CompletedProcess
         pytest.skip("chromium is not installed (Debian: apt-get install -y chromium); .ci/run installs it")
     profile = tmp / f"profile-{len(list(tmp.glob('profile-*')))}"
     return subprocess.run([binary, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--window-size=1400,2000",
-                           *action, page.as_uri()], capture_output=True, text=True, timeout=120)
+                           *action, page.as_uri()], capture_output=True, text=True, timeout=120, check=False)
 
 
 def console_messages(stderr: str) -> list[str]:
