@@ -20,8 +20,9 @@ from kgate.collect.modules import import_roots, kernel_source_key, module_file
 from kgate.collect.static_kernel import static_expansion
 from kgate.compile.cache import Cache, digest
 from kgate.compile.pool import Outcome, Pool
+from kgate.compile.relocate import def_line, def_spans, relocate
 from kgate.config import Config, TritonEntry
-from kgate.facts.model import CompileFailure, KernelFacts
+from kgate.facts.model import FACTS_SCHEMA, CompileFailure, KernelFacts
 
 Progress = Callable[[int, int, str], None]
 
@@ -43,6 +44,8 @@ class _Planned:
     sys_path: list[str]
     expansion: dict[str, Any] | None = None
     error: str | None = None
+    file: Path | None = None  # the kernel's module file
+    spans: dict[str, tuple[int, int]] = field(default_factory=dict)  # its top-level defs, when planned
 
 
 def triton_toolchain() -> dict[str, str]:
@@ -179,7 +182,8 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
             planned.append(p)
             continue
         key = kernel_source_key(found[0], entry.function, roots, config.root)
-        planned.append(_Planned(entry, key, [str(found[1])], static_expansion(found[0], entry.function)))
+        planned.append(_Planned(entry, key, [str(found[1])], static_expansion(found[0], entry.function),
+                                file=found[0], spans=def_spans(found[0])))
 
     own_pool = pool is None
     pool = pool or Pool(jobs, worker_env(config.root / config.cache_dir))
@@ -212,6 +216,8 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
         # 2. variants x targets: cached facts, or compile
         jobs_todo: list[tuple[dict[str, Any], str, _Planned, str]] = []
         for p in planned:
+            if p.expansion is not None:
+                p.expansion = _current_line(p, p.expansion)
             if p.error is not None or p.expansion is None:
                 path, line = _entry_location(config, p.entry)
                 run.failures.append(CompileFailure(p.entry.kernel, "", "", path, line, p.error or "not expanded"))
@@ -224,10 +230,13 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
                 continue
             for variant in variants:
                 for target in targets:
-                    key = digest("facts", kgate.__version__, tool_key, variant, target, p.source_key)
+                    key = digest("facts", FACTS_SCHEMA, kgate.__version__, tool_key, variant, target, p.source_key)
                     data = cache.get("facts", key)
+                    hit = None
                     if data is not None and (data.get("sass") is not None or not (sass_all or needs_sass(variant))):
-                        run.facts.append(KernelFacts.from_json(data))
+                        hit = _cached_facts(cache, key, data, p)
+                    if hit is not None:
+                        run.facts.append(hit)
                         run.cached += 1
                     else:
                         jobs_todo.append((variant, target, p, key))
@@ -243,6 +252,7 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
                 progress(done, total, f"{variant['kernel']} [{variant['name']}] {target}")
             if outcome.ok:
                 facts = KernelFacts.from_json(outcome.value)
+                cache.put("spans", key, p.spans)  # before the facts: a facts record always has its spans
                 cache.put("facts", key, outcome.value)
                 run.facts.append(facts)
                 run.compiled += 1
@@ -272,6 +282,27 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
     run.facts.sort(key=lambda f: f.key)
     run.failures.sort(key=lambda f: (f.kernel, f.variant, f.target))
     return run
+
+
+def _current_line(p: _Planned, expansion: dict[str, Any]) -> dict[str, Any]:
+    """The expansion with the kernel's `def` line as the source has it now (an expansion may come from the cache)."""
+    if p.file is None or Path(expansion.get("path", "")).resolve() != p.file.resolve():
+        return expansion
+    line = def_line(p.file, p.entry.function)
+    return {**expansion, "line": line} if line and line != expansion.get("line") else expansion
+
+
+def _cached_facts(cache: Cache, key: str, data: dict[str, Any], p: _Planned) -> KernelFacts | None:
+    """Cached facts with their line numbers where the code is now; None when they must be rebuilt."""
+    facts = KernelFacts.from_json(data)
+    if p.file is None:
+        return facts
+    then = cache.get("spans", key)
+    if then is None:
+        return None
+    line = def_line(p.file, p.entry.function) if p.expansion and \
+        Path(p.expansion.get("path", "")).resolve() == p.file.resolve() else None
+    return relocate(facts, p.file, {k: (v[0], v[1]) for k, v in then.items()}, p.spans, line)
 
 
 def _first_line(outcome: Outcome) -> str:

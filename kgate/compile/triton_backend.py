@@ -220,6 +220,8 @@ def build_facts(payload: dict[str, Any], fn: Any, ptx: str, ptxas_log: str, dyna
             barriers=resources.barriers,
         ),
         shapes=tuple(variant.get("shapes", ())),
+        constexprs=dict(variant["constexprs"]),
+        signature=dict(variant["signature"]),
         compile_seconds=round(seconds, 3),
         toolchain=dict(payload.get("toolchain", {})),
     )

@@ -10,6 +10,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from kgate.facts.ptx import GlobalAccess, PtxEntry, SourceLoc
+from kgate.facts.sass import MMA_HEADS
+
+# Bumped when KernelFacts gains or changes fields: it is part of the facts
+# cache key, so records written before the change are rebuilt, not misread.
+FACTS_SCHEMA = 2
 
 
 @dataclass(frozen=True)
@@ -40,6 +45,15 @@ class SassSummary:
     def count(self, prefix: str) -> int:
         return sum(n for op, n in self.opcodes.items() if op == prefix or op.startswith(prefix + "."))
 
+    @property
+    def mma(self) -> dict[str, int]:
+        """Tensor-core instructions (HMMA, QMMA, OMMA, HGMMA, ...) by full opcode."""
+        return {op: n for op, n in self.opcodes.items() if op.split(".")[0] in MMA_HEADS}
+
+    def family(self, head: str) -> dict[str, int]:
+        """Every form of one instruction (`LDG` -> LDG.E, LDG.E.128, ...) by full opcode."""
+        return {op: n for op, n in self.opcodes.items() if op.split(".")[0] == head}
+
 
 @dataclass(frozen=True)
 class KernelFacts:
@@ -62,6 +76,10 @@ class KernelFacts:
     smem_buffers: int | None = None
     smem_per_buffer: int | None = None
     shapes: tuple[dict[str, int], ...] = ()
+    # The variant's constexpr values and the registration's signature (Triton
+    # type strings): the audit derives tile sizes and operand widths from them.
+    constexprs: dict[str, Any] = field(default_factory=dict)
+    signature: dict[str, str] = field(default_factory=dict)
     compile_seconds: float = 0.0
     toolchain: dict[str, str] = field(default_factory=dict)
 

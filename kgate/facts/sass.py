@@ -18,7 +18,7 @@ from dataclasses import dataclass
 _FUNCTION = re.compile(r"^\s*Function\s*:\s*(\S+)")
 _INSTR = re.compile(r"^\s*/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)")
 
-_MMA_HEADS = ("HMMA", "QMMA", "OMMA", "IMMA", "UTCQMMA", "UTCOMMA", "UTCHMMA", "HGMMA", "QGMMA", "UTCMMA")
+MMA_HEADS = ("HMMA", "QMMA", "OMMA", "IMMA", "UTCQMMA", "UTCOMMA", "UTCHMMA", "HGMMA", "QGMMA", "UTCMMA")
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,7 @@ class SassFunction:
 
     @property
     def mma(self) -> dict[str, int]:
-        return {op: n for op, n in self.opcodes.items() if op.split(".")[0] in _MMA_HEADS}
+        return {op: n for op, n in self.opcodes.items() if op.split(".")[0] in MMA_HEADS}
 
     @property
     def global_loads(self) -> dict[str, int]:

@@ -2,10 +2,13 @@
 
 Top level: {"version": 1, "command", "findings": [...], "kernels": [...],
 "ratchet": [...], "summary": {...}}. Findings carry code, name, severity,
-path, line, col, kernel, variant, target, message and identity; kernels carry
-registers, spill_bytes (spill stores), spill_loads, stack_bytes, smem_bytes
-and instructions (PTX MMA opcodes by full name, with counts). Nothing in it
-depends on timing or on the machine, so the same inputs give the same bytes.
+path, line, col, end_line, end_col, kernel, variant, target, message and
+identity; kernels carry registers, spill_bytes (spill stores), spill_loads,
+stack_bytes, smem_bytes, constexprs, instructions (PTX MMA opcodes by full
+name, with counts) and sass (SASS opcode counts, null when not
+disassembled). Every key is always present; lists are sorted and keys are
+written in sorted order. Nothing in it depends on timing or on the machine,
+so the same inputs give the same bytes.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from kgate.findings import sort_findings
 from kgate.report.result import Result
 
 if TYPE_CHECKING:
@@ -46,11 +50,11 @@ def kernel_record(facts: KernelFacts) -> dict[str, Any]:
         "ptx_target": facts.ptx_target,
         "pdl": facts.pdl,
         "expect": list(facts.expect),
+        "constexprs": dict(sorted(facts.constexprs.items())),
         "warps_per_subcore": occupancy.warps_per_subcore,
         "instructions": dict(sorted(facts.entry.mma.items())),
+        "sass": dict(sorted(facts.sass.opcodes.items())) if facts.sass is not None else None,
     }
-    if facts.sass is not None:
-        record["sass"] = dict(sorted(facts.sass.opcodes.items()))
     return record
 
 
@@ -58,7 +62,7 @@ def to_dict(result: Result) -> dict[str, Any]:
     return {
         "version": SCHEMA_VERSION,
         "command": result.command,
-        "findings": [f.to_json() for f in result.findings],
+        "findings": [f.to_json() for f in sort_findings(list(result.findings))],
         "kernels": [kernel_record(k) for k in sorted(result.kernels, key=lambda k: k.key)],
         "ratchet": [d.to_json() for d in result.ratchet],
         "summary": {

@@ -1,0 +1,86 @@
+"""Line numbers of cached facts, moved to where the code is now.
+
+The facts cache is keyed on a kernel's source text, not on where it sits in
+its file, so that editing one kernel does not recompile the kernels below
+it. But facts carry line numbers: the kernel's `def` line (where every
+compiled finding points) and the source lines of PTX instructions (the PDL
+rule names them). So the cache also records where each top-level function
+of the kernel's file started and ended when it was compiled, and a hit
+shifts every line by how far its function has moved since.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+from dataclasses import replace
+from functools import lru_cache
+from pathlib import Path
+
+from kgate.facts.model import KernelFacts
+
+Spans = dict[str, tuple[int, int]]  # top-level def or class -> (first line with decorators, last line)
+
+
+@lru_cache(maxsize=1024)
+def _defs(path: Path, mtime_ns: int, size: int) -> tuple[tuple[str, int, int, int], ...]:
+    """(name, first line with decorators, last line, `def` line) of every top-level def and class."""
+    try:
+        tree = ast.parse(path.read_bytes())
+    except (OSError, SyntaxError, ValueError):
+        return ()
+    out = []
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            start = min([node.lineno] + [d.lineno for d in node.decorator_list])
+            out.append((node.name, start, node.end_lineno or node.lineno, node.lineno))
+    return tuple(out)
+
+
+def _read(path: Path) -> tuple[tuple[str, int, int, int], ...]:
+    try:
+        st = path.stat()
+    except OSError:
+        return ()
+    return _defs(path.resolve(), st.st_mtime_ns, st.st_size)
+
+
+def def_spans(path: Path) -> Spans:
+    """Where each top-level function and class of a Python file starts and ends now."""
+    return {name: (start, end) for name, start, end, _line in _read(path)}
+
+
+def def_line(path: Path, name: str) -> int | None:
+    """The line of `def name` at the top level of a Python file now, if there is one."""
+    return next((line for n, _start, _end, line in _read(path) if n == name), None)
+
+
+class Moved(Exception):
+    """A line lies in a function that is no longer there: the facts must be rebuilt."""
+
+
+def _move(line: int, then: Spans, now: Spans) -> int:
+    for name, (start, end) in then.items():
+        if start <= line <= end:
+            if name not in now:
+                raise Moved(name)
+            return line + now[name][0] - start
+    return line  # module-level code: part of the cache key, it cannot have moved without a rebuild
+
+
+def relocate(facts: KernelFacts, source: Path, then: Spans, now: Spans, line: int | None) -> KernelFacts | None:
+    """`facts` with its lines in `source` moved from the spans it was compiled with to today's; None to rebuild.
+
+    `line` is the kernel's `def` line now (None when its definition is not in `source`).
+    """
+    line = line or facts.line
+    if line == facts.line and all(now.get(name, (0, 0))[0] == span[0] for name, span in then.items()):
+        return facts
+    try:
+        accesses = tuple(
+            replace(a, loc=replace(a.loc, line=_move(a.loc.line, then, now)))
+            if a.loc is not None and os.path.basename(a.loc.file) == source.name else a
+            for a in facts.entry.unwaited_accesses)
+    except Moved:
+        return None
+    return replace(facts, line=line, entry=replace(facts.entry, unwaited_accesses=accesses))

@@ -1,0 +1,120 @@
+"""The audit report as Markdown: the same numbers as the HTML page, as tables."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from kgate.report.audit_model import AuditModel, KernelAudit
+from kgate.report.audit_tables import RIDGE_NOTE, baselined_note, budget_rows, headroom_text, mix_rows, percent
+
+HEADROOM_NOTE = (
+    "Headroom is the smallest margin of a variant to a cliff, measured on its target's SM: "
+    "registers (1 - registers/255), spills (1 - spill bytes/cliff, the cliff a quarter of the register bytes), "
+    "shared memory (1 - bytes/opt-in budget) and, for elementwise and reduction kernels, warps per sub-core "
+    "((warps - 5)/5, at most 1); 5 and the quarter are the occupancy and spill rules' options. "
+    "100% is far from every limit, 0% is at one, negative is past it."
+)
+
+
+def cell(text: object) -> str:
+    """Table-safe text: pipes escaped, no line breaks."""
+    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ").replace("\r", " ")
+
+
+def code(text: object) -> str:
+    value = cell(text)
+    fence = "``" if "`" in value else "`"
+    pad = " " if value.startswith("`") or value.endswith("`") else ""
+    return f"{fence}{pad}{value}{pad}{fence}"
+
+
+def table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> list[str]:
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    out += ["| " + " | ".join(row) + " |" for row in rows]
+    return out
+
+
+def header_lines(model: AuditModel) -> list[str]:
+    tools = ", ".join(f"{k} {v}" for k, v in model.toolchain) or "no compiler ran"
+    cards = "; ".join(f"{target}: {', '.join(p.name for p in profiles)}" for target, profiles in model.cards)
+    return [
+        "# kgate audit",
+        "",
+        f"kgate {model.version}, {tools}. Cards: {cards}.",
+        "",
+        (f"{len(model.kernels)} kernel variant(s) compiled, {len(model.failures)} failed, "
+         f"{len(model.findings)} finding(s){baselined_note(model)}. Baseline: {cell(model.baseline_state)}."),
+        "",
+        *(f"- {cell(note)}" for note in model.baseline_notes),
+        *([""] if model.baseline_notes else []),
+    ]
+
+
+def summary_lines(model: AuditModel) -> list[str]:
+    lines = ["## Closest to a cliff", "", HEADROOM_NOTE, ""]
+    rows = []
+    for n, k in enumerate(model.ranking, 1):
+        res = k.facts.resources
+        card = k.cards[0].residency if k.cards else None
+        rows.append((str(n), f"[{cell(k.facts.kernel)}](#{k.anchor})", code(k.facts.variant), k.facts.target,
+                     headroom_text(k.headroom.score), cell(k.headroom.limiter), str(res.registers),
+                     str(res.spill_stores), f"{res.smem_bytes:,}",
+                     f"{card.warps_per_subcore:g}" if card else "-", str(len(k.findings))))
+    lines += table(("#", "kernel", "variant", "target", "headroom", "limited by", "regs", "spill B", "smem B",
+                    "warps/sub-core", "findings"), rows) if rows else ["No kernel variant compiled."]
+    lines.append("")
+    if model.failures:
+        lines += ["## Did not compile", ""]
+        lines += table(("kernel", "variant", "target", "where", "error"),
+                       [(cell(f.failure.kernel), code(f.failure.variant or "-"), f.failure.target or "-",
+                         code(f"{f.failure.path}:{f.failure.line}"), cell(f.failure.message))
+                        for f in model.failures])
+        lines.append("")
+    return lines
+
+
+def finding_rows(k: KernelAudit) -> list[tuple[str, ...]]:
+    groups = (("active", k.findings), ("baselined", k.baselined))
+    return [(x.code, x.severity.value, x.name, status, cell(x.message)) for status, group in groups for x in group]
+
+
+def baseline_lines(k: KernelAudit, model: AuditModel) -> list[str]:
+    if not model.baseline_compared:
+        return [f"Not compared: {cell(model.baseline_state)}."]
+    return [f"- {cell(line)}" for line in k.baseline] or ["No differences."]
+
+
+def kernel_lines(k: KernelAudit, model: AuditModel) -> list[str]:
+    f = k.facts
+    expect = f", expects {', '.join(f.expect)}" if f.expect else ""
+    lines = [
+        f'## <a id="{k.anchor}"></a>{cell(f.kernel)} @ {f.target}',
+        "",
+        (f"Variant {code(f.variant)}; {code(f'{f.path}:{f.line}')}; {f.kind}, {f.num_warps} warps, "
+         f"num_stages={f.num_stages}{expect}. Headroom {headroom_text(k.headroom.score)} "
+         f"(limited by {k.headroom.limiter})."),
+        "",
+        "### Budgets",
+        "",
+    ]
+    header = ("#", "budget", *(c.profile.name for c in k.cards))
+    lines += table(header, [(str(r.budget), cell(r.label), *(cell(c) for c in r.cells)) for r in budget_rows(k)])
+    lines += ["", "Headroom terms: " + "; ".join(f"{t.name} {percent(t.value, 0)} ({cell(t.detail)})"
+                                                  for t in k.headroom.terms) + ".", "", RIDGE_NOTE, ""]
+    lines += ["### Instruction mix", ""]
+    lines += table(("what", "instruction", "count"),
+                   [(cell(a), code(b), cell(c)) for a, b, c in mix_rows(k.mix)])
+    lines += ["", "### Findings", ""]
+    rows = finding_rows(k)
+    lines += table(("code", "severity", "rule", "status", "message"), rows) if rows else ["None."]
+    lines += ["", "### Against the baseline", ""]
+    lines += baseline_lines(k, model)
+    lines.append("")
+    return lines
+
+
+def render(model: AuditModel) -> str:
+    lines = header_lines(model) + summary_lines(model)
+    for k in model.kernels:
+        lines += kernel_lines(k, model)
+    return "\n".join(lines).rstrip() + "\n"

@@ -1,0 +1,256 @@
+"""`kgate audit` on real kernels compiled for sm_120a and sm_90a, and its page in a real browser.
+
+The project is a copy of fixtures/compiled in which the MXFP8 GEMM tile
+declares problem shapes, so that the wave and intensity budgets have
+numbers. The browser test opens the page in headless Chromium (the
+distribution's package; skipped where it is absent), checks that it renders
+without a console message (the page's Content-Security-Policy turns any
+external reference into one), and keeps a screenshot in the test's
+temporary folder.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import shutil
+import subprocess
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+from conftest import REPO, Run, copy_project, kgate
+
+SHAPES = 'shapes=[{"M": 8192, "N": 4096, "K": 4096}, {"M": 4096, "N": 4096, "K": 4096}])'
+MXFP8 = "block_scale:mxfp8_tile"
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = copy_project("compiled", tmp_path_factory.mktemp("audit"))
+    source = root / "block_scale.py"
+    text = source.read_text()
+    marker = 'kind="gemm", num_warps=8)\n@triton.jit\ndef mxfp8_tile'
+    assert marker in text
+    source.write_text(text.replace(marker, f'kind="gemm", num_warps=8,\n                {SHAPES}\n'
+                                           f'@triton.jit\ndef mxfp8_tile'))
+    return root
+
+
+@pytest.fixture(scope="module")
+def audited(project: Path) -> Run:
+    run = kgate("audit", "-o", "out", cwd=project)
+    assert run.code == 0, run.stderr
+    return run
+
+
+@pytest.fixture(scope="module")
+def checked(project: Path, audited: Run) -> dict:
+    return kgate("check", "--format", "json", cwd=project).json()
+
+
+def section(markdown: str, title: str) -> str:
+    """The text under a kernel's heading (`## <a id=...></a>kernel @ target`), up to the next heading."""
+    head = re.search(rf"^## (<a id=\"[^\"]+\"></a>)?{re.escape(title)}\n", markdown, re.MULTILINE)
+    assert head, title
+    return markdown[head.end():].split("\n## ", 1)[0]
+
+
+def md_table(text: str, after: str) -> list[list[str]]:
+    lines = (text.split(after, 1)[1] if after else text).strip().splitlines()
+    rows = []
+    for line in lines:
+        if not line.startswith("|"):
+            break
+        rows.append([c.strip() for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]])
+    return [r for r in rows if not set("".join(r)) <= {"-"}]
+
+
+def test_audit_writes_both_reports_and_names_the_variant_closest_to_a_cliff(project: Path, audited: Run) -> None:
+    assert "24 kernel variant(s), 0 failed to compile, 16 finding(s)" in audited.stdout
+    assert "closest to a cliff: gemm_resources:gemm_spills" in audited.stdout
+    assert (project / "out" / "report.html").is_file() and (project / "out" / "report.md").is_file()
+    summary = md_table((project / "out" / "report.md").read_text(), "negative is past it.\n")
+    assert summary[0][:6] == ["#", "kernel", "variant", "target", "headroom", "limited by"]
+    order = [(row[3], row[4], row[5]) for row in summary[1:]]
+    assert order[0] == ("sm_120a", "< -100%", "spills")
+    assert len(order) == 24
+
+
+def test_mxfp8_gemm_budgets_on_both_cards(project: Path, audited: Run, checked: dict) -> None:
+    md = (project / "out" / "report.md").read_text()
+    text = section(md, f"{MXFP8} @ sm_120a")
+    rows = {row[1]: row[2:] for row in md_table(text, "### Budgets\n")}
+    assert rows["budget"] == ["RTX 5090", "RTX 5060 Ti 16G"]
+    facts = next(k for k in checked["kernels"] if k["kernel"] == MXFP8 and k["target"] == "sm_120a")
+    assert rows["registers per thread"] == [f"{facts['registers']} of 255"] * 2
+    assert rows["shared memory per CTA"][0].startswith(f"{facts['smem_bytes']:,} of 101,376 B")
+    assert rows["waves at M=8192, N=4096, K=4096"] == ["2,048 CTAs, 13 waves, 92.7% efficient",
+                                                       "2,048 CTAs, 57 waves, 99.8% efficient"]
+    assert rows["waves at M=4096, N=4096, K=4096"] == ["1,024 CTAs, 7 waves, 86.1% efficient",
+                                                       "1,024 CTAs, 29 waves, 98.1% efficient"]
+    # fp8 operands, fp32 output, one ue8m0 scale byte per 32 elements of A and B.
+    m, n, k = 8192, 4096, 4096
+    intensity = 2 * m * n * k / (m * k + k * n + 4 * m * n + (m * k + n * k) / 32)
+    cells = rows["intensity at M=8192, N=4096, K=4096"]
+    assert cells[0] == f"{intensity:,.0f} FLOP/B vs ridge 155: compute bound"
+    assert cells[1] == f"{intensity:,.0f} FLOP/B vs ridge 136 (estimate): compute bound"
+    mix = "\n".join("|".join(r) for r in md_table(text, "### Instruction mix\n"))
+    assert "kind::mxf8f6f4.block_scale" in mix and "QMMA.SF" in mix and "LDG.E.128" in mix
+
+
+def test_html_and_markdown_show_the_same_budget_cells(project: Path, audited: Run) -> None:
+    md = (project / "out" / "report.md").read_text()
+    page = html.unescape((project / "out" / "report.html").read_text())
+    cells = set()
+    for block in md.split("### Budgets\n")[1:]:
+        for row in md_table(block, "")[1:]:
+            cells.update(c.replace("\\|", "|") for c in row[1:])
+    assert len(cells) > 50
+    missing = sorted(c for c in cells if f">{c}</td>" not in page)
+    assert not missing
+
+
+class _Refs(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.refs: list[tuple[str, str, str]] = []
+        self.tags: set[str] = set()
+        self.csp = ""
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.add(tag)
+        for name, value in attrs:
+            if name in ("src", "href", "xlink:href", "srcset", "action", "poster", "data"):
+                self.refs.append((tag, name, value or ""))
+            if tag == "meta" and name == "content" and ("http-equiv", "Content-Security-Policy") in attrs:
+                self.csp = value or ""
+
+
+def test_html_page_is_self_contained(project: Path, audited: Run) -> None:
+    page = (project / "out" / "report.html").read_text()
+    refs = _Refs()
+    refs.feed(page)
+    assert refs.refs and all(value.startswith("#") for _tag, _name, value in refs.refs), refs.refs[:5]
+    assert not {"link", "img", "iframe", "object", "embed"} & refs.tags
+    assert "url(" not in page and "@import" not in page
+    assert refs.csp.startswith("default-src 'none'")
+    assert page.count("<svg") >= 24 + 1
+
+
+def test_audit_is_byte_identical_on_a_second_run(project: Path, audited: Run, tmp_path: Path) -> None:
+    again = kgate("audit", "-o", str(tmp_path), cwd=project)
+    assert again.code == 0, again.stderr
+    for name in ("report.html", "report.md"):
+        assert (tmp_path / name).read_bytes() == (project / "out" / name).read_bytes(), name
+
+
+def test_profile_adds_a_card_and_unknown_ones_are_one_line_errors(project: Path, audited: Run,
+                                                                   tmp_path: Path) -> None:
+    run = kgate("audit", "-o", str(tmp_path), "--profile", "h100", "--kernel", "mxfp8_tile", cwd=project)
+    assert run.code == 0, run.stderr
+    text = section((tmp_path / "report.md").read_text(), f"{MXFP8} @ sm_90a")
+    assert md_table(text, "### Budgets\n")[0][2:] == ["H200", "H100 SXM"]
+    bad = kgate("audit", "-o", str(tmp_path), "--profile", "rtx-9090", cwd=project)
+    assert bad.code == 2 and bad.stderr.strip().splitlines() == [
+        "kgate: error: --profile rtx-9090: unknown card (known: b200, h100, h200, rtx-5060-ti, rtx-5090)"]
+    other = kgate("audit", "-o", str(tmp_path), "--profile", "b200", "--target", "sm_120a", cwd=project)
+    assert other.code == 2 and "add --target sm_100a" in other.stderr
+
+
+def test_audit_of_this_repository_shows_the_bundled_mxfp8_gemm_on_both_cards(tmp_path: Path) -> None:
+    run = kgate("audit", "-o", str(tmp_path), "--kernel", "mxfp8_matmul_kernel", "--target", "sm_120a", cwd=REPO)
+    assert run.code == 0, run.stderr
+    text = section((tmp_path / "report.md").read_text(), "kernels.mxfp8:mxfp8_matmul_kernel @ sm_120a")
+    rows = {row[1]: row[2:] for row in md_table(text, "### Budgets\n")}
+    assert rows["budget"] == ["RTX 5090", "RTX 5060 Ti 16G"]
+    assert rows["waves at M=8192, N=4096, K=4096"] == ["2,048 CTAs, 13 waves, 92.7% efficient",
+                                                       "2,048 CTAs, 57 waves, 99.8% efficient"]
+    m, n, k = 8192, 4096, 4096  # e4m3 A and B, a ue8m0 scale per 32 elements, bf16 C
+    intensity = 2 * m * n * k / (m * k + k * n + 2 * m * n + (m * k + n * k) / 32)
+    assert rows["intensity at M=8192, N=4096, K=4096"][0] == f"{intensity:,.0f} FLOP/B vs ridge 155: compute bound"
+    mix = "\n".join("|".join(r) for r in md_table(text, "### Instruction mix\n"))
+    assert "kind::mxf8f6f4.block_scale" in mix and "QMMA.SF" in mix and "HMMA" not in mix
+
+
+# --- In a real browser ---
+
+CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                  "--enable-logging=stderr", "--v=0")
+
+
+def chromium(page: Path, tmp: Path, *action: str) -> subprocess.CompletedProcess:
+    binary = shutil.which("chromium") or shutil.which("chromium-browser")
+    if binary is None:
+        pytest.skip("chromium is not installed (Debian: apt-get install -y chromium); .ci/run installs it")
+    profile = tmp / f"profile-{len(list(tmp.glob('profile-*')))}"
+    return subprocess.run([binary, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--window-size=1400,2000",
+                           *action, page.as_uri()], capture_output=True, text=True, timeout=120, check=False)
+
+
+def console_messages(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if ":CONSOLE" in line]
+
+
+def test_page_renders_in_chromium_without_console_messages(project: Path, audited: Run,
+                                                           tmp_path_factory: pytest.TempPathFactory) -> None:
+    tmp = tmp_path_factory.mktemp("chromium")
+    page = project / "out" / "report.html"
+    dom = chromium(page, tmp, "--dump-dom")
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert console_messages(dom.stderr) == []
+    # The script ran to its end (it marks the page), the charts and sections are in the DOM.
+    assert 'data-ready="yes"' in dom.stdout.split(">", 2)[1] + ">"
+    assert dom.stdout.count("<svg") >= 25 and dom.stdout.count('class="kernel"') == 24
+    for text in ("Closest to a cliff", "RTX 5060 Ti 16G", "QMMA.SF.16832.F32.E4M3.E4M3.E8", "92.7% efficient"):
+        assert text in dom.stdout, text
+    shot = tmp / "report.png"
+    run = chromium(page, tmp, f"--screenshot={shot}")
+    assert run.returncode == 0 and console_messages(run.stderr) == []
+    data = shot.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+    assert (width, height) == (1400, 2000) and len(data) > 50_000
+    print(f"screenshot: {shot}")
+
+
+def test_the_console_check_catches_an_external_reference(project: Path, audited: Run,
+                                                         tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The negative control: the same page with one external image must produce a console message."""
+    tmp = tmp_path_factory.mktemp("chromium-bad")
+    bad = tmp / "bad.html"
+    page = (project / "out" / "report.html").read_text()
+    bad.write_text(page.replace("<main>", '<main><img src="https://example.invalid/x.png" alt="">', 1))
+    run = chromium(bad, tmp, "--dump-dom")
+    messages = console_messages(run.stderr)
+    assert messages and "example.invalid" in messages[0] and "Content Security Policy" in messages[0]
+
+
+# --- Against the baseline (last: it adds and removes a baseline file in the shared project) ---
+
+def test_audit_shows_baselined_findings_and_each_kernels_differences(project: Path, audited: Run,
+                                                                     tmp_path: Path) -> None:
+    baseline = project / "kgate-baseline.toml"
+    try:
+        pinned = kgate("baseline", "update", "--accept-new", cwd=project)
+        assert pinned.code == 0, pinned.stderr
+        # Pretend the pin was taken when gemm_at_ceiling used fewer registers: now it is WORSE.
+        text = baseline.read_text()
+        line = next(x for x in text.splitlines() if x.startswith('"gemm_resources:gemm_at_ceiling|')
+                    and "|sm_120a" in x)
+        baseline.write_text(text.replace(line, line.replace("registers = 255", "registers = 250")))
+        run = kgate("audit", "-o", str(tmp_path), cwd=project)
+        assert run.code == 0, run.stderr
+        md = (tmp_path / "report.md").read_text()
+        assert "Baseline: compared with kgate-baseline.toml." in md
+        worse = section(md, "gemm_resources:gemm_at_ceiling @ sm_120a")
+        assert "- WORSE registers 250 -> 255 (fails)" in worse
+        assert "| KG102 | error | register-ceiling | baselined |" in worse
+        quiet = section(md, f"{MXFP8} @ sm_90a")
+        assert quiet.split("### Against the baseline\n", 1)[1].strip() == "No differences."
+        unpinned = kgate("audit", "-o", str(tmp_path), "--no-baseline", cwd=project)
+        assert unpinned.code == 0
+        assert "Baseline: not compared (--no-baseline)." in (tmp_path / "report.md").read_text()
+    finally:
+        baseline.unlink(missing_ok=True)

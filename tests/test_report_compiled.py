@@ -1,0 +1,151 @@
+"""SARIF, GitHub annotations, JUnit and JSON from real `kgate check` runs.
+
+A copy of fixtures/compiled (planted bad cases next to good twins, compiled
+for sm_120a and sm_90a on this CPU-only machine) and this repository itself.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from conftest import REPO, Run, copy_project, kgate
+from report_helpers import parse_command, validate_sarif
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return copy_project("compiled", tmp_path_factory.mktemp("reports"))
+
+
+@pytest.fixture(scope="module")
+def as_json(project: Path) -> dict:
+    run = kgate("check", "--format", "json", cwd=project)
+    assert run.code == 1, run.stderr
+    return run.json()
+
+
+def check(project: Path, fmt: str, *extra: str) -> Run:
+    run = kgate("check", "--format", fmt, *extra, cwd=project)
+    assert run.code == 1, run.stderr
+    return run
+
+
+def test_sarif_of_the_fixture_project_validates_and_lists_every_finding(project: Path, as_json: dict) -> None:
+    doc = json.loads(check(project, "sarif").stdout)
+    validate_sarif(doc)
+    results = doc["runs"][0]["results"]
+    assert len(results) == len(as_json["findings"]) == 16
+    got = sorted((r["ruleId"], r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"],
+                  r["locations"][0]["physicalLocation"]["region"]["startLine"], r["properties"]["target"])
+                 for r in results)
+    want = sorted((f["code"], f["path"], f["line"], f["target"]) for f in as_json["findings"])
+    assert got == want
+    levels = {("error", "error"), ("warning", "warning"), ("note", "note")}
+    assert all((r["level"], r["properties"]["severity"]) in levels for r in results)
+
+
+def test_sarif_fingerprints_survive_moving_the_kernels(project: Path) -> None:
+    before = json.loads(check(project, "sarif").stdout)["runs"][0]["results"]
+    source = project / "block_scale.py"
+    original = source.read_text()
+    try:
+        source.write_text("# moved down by three lines\n\n\n" + original)
+        after = json.loads(check(project, "sarif").stdout)["runs"][0]["results"]
+    finally:
+        source.write_text(original)
+
+    def by_print(results: list) -> dict:
+        return {r["partialFingerprints"]["primaryLocationLineHash"]:
+                r["locations"][0]["physicalLocation"]["region"]["startLine"] for r in results}
+
+    old, new = by_print(before), by_print(after)
+    assert set(old) == set(new)
+    moved = [p for p in old if old[p] != new[p]]
+    assert moved and all(new[p] == old[p] + 3 for p in moved)
+
+
+def test_moving_kernels_recompiles_nothing_and_moves_every_line(project: Path, as_json: dict) -> None:
+    """The facts cache ignores where a kernel sits; the lines it reports must still be today's."""
+    source = project / "pdl.py"
+    original = source.read_text()
+    try:
+        source.write_text("# two lines\n\n" + original)
+        terminal = kgate("check", "-v", cwd=project)
+        moved = kgate("check", "--format", "json", cwd=project).json()
+    finally:
+        source.write_text(original)
+    assert "0 compiled, 24 from cache" in terminal.stdout
+    before = {(f["kernel"], f["target"]): f for f in as_json["findings"] if f["path"] == "pdl.py"}
+    after = {(f["kernel"], f["target"]): f for f in moved["findings"] if f["path"] == "pdl.py"}
+    assert before.keys() == after.keys() and before
+    for key, old in before.items():
+        assert after[key]["line"] == old["line"] + 2
+        # The PDL rule names the source line of the first unwaited load: it moved too.
+        old_at = re.search(r"at pdl\.py:(\d+)", old["message"]).group(1)
+        assert f"at pdl.py:{int(old_at) + 2}" in after[key]["message"]
+
+
+def test_sarif_written_with_dash_o_reports_on_stderr(project: Path, tmp_path: Path) -> None:
+    out = tmp_path / "kgate.sarif"
+    run = check(project, "sarif", "-o", str(out))
+    assert run.stdout == ""
+    assert run.stderr.strip().startswith("kgate check: FAILED")
+    validate_sarif(json.loads(out.read_text()))
+
+
+def test_sarif_of_this_repository_validates() -> None:
+    run = kgate("check", "--format", "sarif", cwd=REPO)
+    assert run.code in (0, 1), run.stderr
+    doc = json.loads(run.stdout)
+    validate_sarif(doc)
+    assert doc["runs"][0]["tool"]["driver"]["name"] == "kgate"
+
+
+def test_github_annotations_of_real_findings(project: Path, as_json: dict) -> None:
+    lines = check(project, "github").stdout.splitlines()
+    commands = [parse_command(line) for line in lines if line.startswith("::")]
+    summary, annotations = commands[0], commands[1:]
+    assert summary[0] == "notice" and "11 error(s), 3 warning(s), 2 note(s)" in summary[2]
+    assert "1 error(s) not shown as annotations" in summary[2]
+    assert len(annotations) == len(as_json["findings"])
+    kinds = {"error": "error", "warning": "warning", "note": "notice"}
+    want = sorted((kinds[f["severity"]], f["path"], str(f["line"]), f"{f['code']} {f['name']}",
+                   f"{f['message']} [{f['kernel']} {f['variant']} @ {f['target']}]") for f in as_json["findings"])
+    got = sorted((c, p["file"], p["line"], p["title"], m) for c, p, m in annotations)
+    assert got == want
+    # The variant names are full of commas: they must arrive intact in the message.
+    assert any("BK=128,BM=128,BN=128" in m for _c, _p, m in annotations)
+    assert lines[-1].startswith("kgate check: FAILED: 24 kernel variant(s)")
+
+
+def test_junit_counts_match_the_findings_and_clean_variants(project: Path, as_json: dict) -> None:
+    root = ET.fromstring(check(project, "junit").stdout.encode())
+    flagged = {(f["kernel"], f["variant"], f["target"]) for f in as_json["findings"]}
+    clean = [k for k in as_json["kernels"] if (k["kernel"], k["variant"], k["target"]) not in flagged]
+    assert int(root.get("failures")) == len(as_json["findings"])
+    assert int(root.get("tests")) == len(as_json["findings"]) + len(clean)
+    cases = root.findall("testsuite/testcase")
+    failing = [c for c in cases if c.find("failure") is not None]
+    assert sorted(c.get("name").split(":")[0] for c in failing) == \
+        sorted(f"{f['code']} {f['name']}" for f in as_json["findings"])
+    passing = sorted(c.get("name") for c in cases if c.find("failure") is None)
+    assert passing == sorted(f"{k['kernel']} {k['variant']} @ {k['target']}" for k in clean)
+    assert {s.get("name") for s in root.findall("testsuite")} == {f["path"] for f in as_json["findings"]} | \
+        {k["path"] for k in as_json["kernels"]}
+
+
+def test_every_machine_format_is_byte_identical_on_a_second_run(project: Path) -> None:
+    for fmt in ("json", "sarif", "github", "junit"):
+        assert check(project, fmt).stdout == check(project, fmt).stdout, fmt
+
+
+def test_readme_documents_every_json_field(as_json: dict) -> None:
+    readme = (REPO / "README.md").read_text()
+    section = readme.split("### JSON output", 1)[1].split("\n## ", 1)[0].split("\n### ", 1)[0]
+    fields = set(as_json) | set(as_json["findings"][0]) | set(as_json["kernels"][0]) | set(as_json["summary"])
+    missing = sorted(f for f in fields if f"`{f}`" not in section)
+    assert not missing, f"README's JSON section does not mention {missing}"
