@@ -139,11 +139,14 @@ def test_lint_verdict_does_not_depend_on_how_the_files_are_split(tmp_path: Path)
 def test_check_hook_runs_before_a_push(tmp_path: Path) -> None:
     repo = _repository(tmp_path)
     run = _pre_commit(repo, "--hook-stage", "pre-push", "kgate-check", "--all-files", "--verbose")
-    assert run.returncode == 0, run.stdout + run.stderr
-    assert "kgate check" in run.stdout and "Passed" in run.stdout
-    # It compiled the registered kernel for the configured target.
-    assert "kernels.add:add" in run.stdout and "sm_120a" in run.stdout
-    assert "kgate check: passed: 1 kernel variant(s)" in run.stdout
+    # The whole gate: it compiled the registered kernel for the configured target (clean), and ran the
+    # source rules over the repository, which fail on the two mistakes the sample keeps for the lint hook.
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "kgate check" in run.stdout and "Failed" in run.stdout
+    assert any(line.startswith("kernels.add:add ") and "sm_120a" in line and line.rstrip().endswith("ok")
+               for line in run.stdout.splitlines())
+    assert "kernels/norm.py:9:40: KG201" in run.stdout and "tests/conftest.py:3:1: KG203" in run.stdout
+    assert "kgate check: FAILED: 1 kernel variant(s) and" in run.stdout
 
 
 @pytest.mark.skipif(os.environ.get("KGATE_TEST_INSTALL") != "1",
