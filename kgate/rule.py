@@ -9,8 +9,8 @@ engine turns them into `Finding`s.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
 import builtins
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import io
 import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Callable, Iterable, Mapping, NamedTuple, Sequence
+from typing import NamedTuple
 
 from kgate import rules as registry  # type: ignore[attr-defined]
 from kgate.findings import Finding, Severity, sort_findings

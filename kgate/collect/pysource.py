@@ -9,7 +9,8 @@ about what they cannot see rather than guess.
 from __future__ import annotations
 
 import ast
-from typing import TYPE_CHECKING, Iterator
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from kgate.collect.source import SourceFile

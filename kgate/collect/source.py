@@ -12,8 +12,9 @@ import ast
 import codecs
 import os
 import re
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Callable, Iterable, TypedDict
+from typing import Any, TypedDict
 
 # PEP 263: a coding declaration on one of the first two lines.
 _CODING = re.compile(rb"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)", re.MULTILINE)

@@ -17,7 +17,8 @@ from __future__ import annotations
 import gc
 import os
 import sys
-from typing import Any, Callable, Iterable, NamedTuple
+from collections.abc import Callable, Iterable
+from typing import Any, NamedTuple
 
 from kgate import rules as registry  # type: ignore[attr-defined]
 from kgate.collect.source import SourceFile, UnreadableSource, glob_matcher
@@ -278,7 +279,7 @@ def _fork_worker(share: list[tuple[str, str]], rules: list[SourceRule]) -> tuple
                        for rel, path, result, digest, size in (_lint_one(r, p, rules) for r, p in share)]
             with os.fdopen(write_fd, "wb") as pipe:
                 pipe.write(marshal.dumps(payload))
-        except BaseException:
+        except BaseException:  # noqa: BLE001 - a forked child must reach os._exit whatever happens
             code = 1
         finally:
             os._exit(code)

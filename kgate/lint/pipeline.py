@@ -16,8 +16,9 @@ of the results for any split of that list: pre-commit may run several
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 from kgate.collect.files import excluded
 from kgate.collect.source import walk

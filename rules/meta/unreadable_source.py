@@ -35,7 +35,8 @@ None.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from kgate.findings import Severity
 from kgate.rule import Report, Rule

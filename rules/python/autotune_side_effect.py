@@ -51,7 +51,7 @@ None.
 from __future__ import annotations
 
 import ast
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 from kgate.collect import pysource as py
 from kgate.collect.source import SourceFile

@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 from kgate.collect import pysource as py
 from kgate.collect.source import SourceFile

@@ -58,7 +58,7 @@ A run-time argument that takes only a handful of values in your workload
 from __future__ import annotations
 
 import ast
-from typing import Iterable
+from collections.abc import Iterable
 
 from kgate.collect import pysource as py
 from kgate.collect.source import SourceFile
