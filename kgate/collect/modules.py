@@ -12,6 +12,8 @@ import hashlib
 from functools import lru_cache
 from pathlib import Path
 
+from kgate.collect.source import try_parse
+
 
 def import_roots(root: Path, python_path: tuple[str, ...]) -> list[Path]:
     roots = [(root / p).resolve() for p in python_path]
@@ -48,8 +50,10 @@ def module_file(module: str, roots: list[Path]) -> tuple[Path, Path] | None:
 def _imports(path: Path, mtime_ns: int, size: int) -> tuple[tuple[str, int, str], ...]:
     """(module, level, name) for every import statement of a file."""
     try:
-        tree = ast.parse(path.read_bytes())
-    except (SyntaxError, ValueError, OSError):
+        tree = try_parse(path.read_bytes())
+    except OSError:
+        return ()
+    if tree is None:
         return ()
     out: list[tuple[str, int, str]] = []
     for node in ast.walk(tree):
@@ -117,9 +121,8 @@ def hash_files(paths: list[Path], root: Path) -> str:
 def _module_parts(path: Path, mtime_ns: int, size: int) -> tuple[str, dict[str, tuple[str, frozenset[str]]]]:
     """(module-level code outside functions and classes, {top-level def name: (its source, names it uses)})."""
     data = path.read_text(encoding="utf-8", errors="replace")
-    try:
-        tree = ast.parse(data)
-    except (SyntaxError, ValueError):
+    tree = try_parse(data.encode("utf-8"))
+    if tree is None:
         return data, {}
     lines = data.splitlines(keepends=True)
     defs: dict[str, tuple[str, frozenset[str]]] = {}

@@ -13,6 +13,7 @@ from typing import Any
 
 from kgate.collect.files import relpath, walk
 from kgate.collect.modules import import_roots, module_name
+from kgate.collect.source import try_parse
 from kgate.config import Config, TritonEntry, parse_triton_entry
 from kgate.errors import ConfigError
 
@@ -38,9 +39,8 @@ def triton_entries(config: Config) -> list[TritonEntry]:
 
 def decorator_entries(path: Path, data: bytes, root: Path, roots: list[Path]) -> list[TritonEntry]:
     rel = relpath(path, root)
-    try:
-        tree = ast.parse(data, filename=rel)
-    except (SyntaxError, ValueError):
+    tree = try_parse(data)
+    if tree is None:
         return []  # a broken file is the linter's to report
     kgate_names, register_names = _aliases(tree)
     if not kgate_names and not register_names:

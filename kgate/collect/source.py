@@ -147,6 +147,15 @@ def parse_python(data: bytes, filename: str) -> ast.Module:
         return _raise("cannot parse: nested too deeply", 1, 0)
 
 
+def try_parse(data: bytes) -> ast.Module | None:
+    """The syntax tree of a Python file, or None when Python cannot parse it (a syntax error, null bytes,
+    nesting too deep for the parser): for readers that fall back to something else; the linter reports it."""
+    try:
+        return parse_python(data, "<unknown>")
+    except UnreadableSource:
+        return None
+
+
 def _raise(message: str, line: int, col: int) -> ast.Module:
     raise UnreadableSource(message, line=line, col=col)
 

@@ -14,6 +14,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from kgate.collect.source import try_parse
+
 # Decorators that change what is compiled and so need the live object.
 _DYNAMIC = ("autotune", "heuristics")
 
@@ -21,8 +23,8 @@ _DYNAMIC = ("autotune", "heuristics")
 @lru_cache(maxsize=1024)
 def _tree(path: Path, mtime_ns: int, size: int) -> ast.Module | None:
     try:
-        return ast.parse(path.read_bytes())
-    except (SyntaxError, ValueError, OSError):
+        return try_parse(path.read_bytes())
+    except OSError:
         return None
 
 

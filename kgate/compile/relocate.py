@@ -17,6 +17,7 @@ from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 
+from kgate.collect.source import try_parse
 from kgate.facts.model import KernelFacts
 
 Spans = dict[str, tuple[int, int]]  # top-level def or class -> (first line with decorators, last line)
@@ -26,8 +27,10 @@ Spans = dict[str, tuple[int, int]]  # top-level def or class -> (first line with
 def _defs(path: Path, mtime_ns: int, size: int) -> tuple[tuple[str, int, int, int], ...]:
     """(name, first line with decorators, last line, `def` line) of every top-level def and class."""
     try:
-        tree = ast.parse(path.read_bytes())
-    except (OSError, SyntaxError, ValueError):
+        tree = try_parse(path.read_bytes())
+    except OSError:
+        return ()
+    if tree is None:
         return ()
     out = []
     for node in tree.body:
