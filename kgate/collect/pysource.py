@@ -288,7 +288,7 @@ def is_constexpr(annotation: ast.expr | None, imports: dict[str, str]) -> bool:
     if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
         try:
             annotation = ast.parse(annotation.value, mode="eval").body
-        except SyntaxError:
+        except (SyntaxError, ValueError, RecursionError, MemoryError):  # not an expression Python can read
             return False
     name = qualified(annotation, imports)
     if name is not None:
