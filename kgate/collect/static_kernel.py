@@ -39,10 +39,11 @@ def _decorator_name(node: ast.expr) -> str:
 
 
 def _is_constexpr(annotation: ast.expr | None) -> bool:
-    if annotation is None:
-        return False
-    text = ast.unparse(annotation)
-    return text.endswith("constexpr")
+    # `tl.constexpr`, `triton.language.constexpr`: read from the node, not by unparsing it (an annotation
+    # nested a few hundred levels deep exhausts ast.unparse's recursion).
+    if isinstance(annotation, ast.Attribute):
+        return annotation.attr.endswith("constexpr")
+    return isinstance(annotation, ast.Name) and annotation.id.endswith("constexpr")
 
 
 def static_expansion(path: Path, function: str) -> dict[str, Any] | None:
