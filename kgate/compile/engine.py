@@ -181,9 +181,15 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
             p.error = f"cannot find module {entry.module} under python-path ({', '.join(config.python_path)})"
             planned.append(p)
             continue
-        key = kernel_source_key(found[0], entry.function, roots, config.root)
-        planned.append(_Planned(entry, key, [str(found[1])], static_expansion(found[0], entry.function),
-                                file=found[0], spans=def_spans(found[0])))
+        try:
+            key = kernel_source_key(found[0], entry.function, roots, config.root)
+            expansion = static_expansion(found[0], entry.function)
+        except OSError as exc:  # the module, or a project module it imports, cannot be read
+            p = _Planned(entry, "", [])
+            p.error = f"cannot read {relpath(Path(exc.filename or found[0]), config.root)}: {exc.strerror}"
+            planned.append(p)
+            continue
+        planned.append(_Planned(entry, key, [str(found[1])], expansion, file=found[0], spans=def_spans(found[0])))
 
     own_pool = pool is None
     pool = pool or Pool(jobs, worker_env(config.root / config.cache_dir))
