@@ -24,6 +24,7 @@ from kgate.compile.cuda_backend import reads_sass
 from kgate.compile.engine import CompileRun, Progress, _first_line, worker_env
 from kgate.compile.pool import Outcome, Pool
 from kgate.config import Config
+from kgate.errors import ToolchainError
 from kgate.facts.cuda_names import base_name, global_definitions, matches
 from kgate.facts.model import CompileFailure, KernelFacts
 from kgate.toolchain import CudaToolchain, cuda_include_dir, cuda_toolchain
@@ -101,6 +102,7 @@ def _run_tasks(config: Config, todo: list[_Task], jobs: int, progress: Progress 
     if not todo:
         return
     done = 0
+    unusable: list[str] = []
 
     def finished(index: int, outcome: Outcome) -> None:
         nonlocal done
@@ -108,7 +110,9 @@ def _run_tasks(config: Config, todo: list[_Task], jobs: int, progress: Progress 
         done += 1
         if progress:
             progress(done, len(todo), f"{task.source.rel} {task.target}")
-        if outcome.ok:
+        if outcome.ok and "toolchain_error" in outcome.value:
+            unusable.append(outcome.value["toolchain_error"])
+        elif outcome.ok:
             cache.put("cuda", task.key, outcome.value)
             records.append((task.source, task.target, outcome.value))
             run.compiled += 1
@@ -126,6 +130,8 @@ def _run_tasks(config: Config, todo: list[_Task], jobs: int, progress: Progress 
     finally:
         if own:
             pool.close()
+    if unusable:
+        raise ToolchainError(sorted(unusable)[0])
 
 
 def _may_define(source: CudaSource, globs: list[str]) -> bool:
