@@ -116,7 +116,9 @@ def nvcc_argv(payload: dict[str, Any], keep_dir: Path, cubin: Path) -> list[str]
 def _nvcc(payload: dict[str, Any], artifacts: Path) -> tuple[str, str]:
     keep = Path(tempfile.mkdtemp(prefix="kgate-nvcc-"))
     try:
-        cubin = artifacts / "kernel.cubin"
+        # nvcc writes the cubin in its private folder, then it is moved into the cache whole: another
+        # kgate run sharing the cache may be disassembling the same file at that moment.
+        cubin = keep / "kernel.cubin"
         argv = nvcc_argv(payload, keep, cubin)
         try:
             done = tools.run(argv, cwd=payload["cwd"], timeout=payload.get("timeout", 600))
@@ -127,6 +129,15 @@ def _nvcc(payload: dict[str, Any], artifacts: Path) -> tuple[str, str]:
         ptx_files = sorted(keep.glob("*.ptx"))
         if not ptx_files:
             raise KernelError(f"nvcc kept no PTX for {payload['rel']} (reproduce: {repro(payload)})")
+        try:
+            binary = cubin.read_bytes()
+        except OSError:
+            binary = b""
+        if not binary.startswith(b"\x7fELF"):
+            # nvcc said it succeeded; without a cubin its figures and PTX cannot be trusted either.
+            raise KernelError(f"nvcc exited 0 but wrote no cubin (its output is not an ELF file) "
+                              f"(reproduce: {repro(payload)})")
+        _write(artifacts / "kernel.cubin", binary)
         return ptx_files[0].read_text(errors="replace"), done.stdout + "\n" + done.stderr
     finally:
         shutil.rmtree(keep, ignore_errors=True)
