@@ -22,6 +22,7 @@ from kgate.compile.cache import Cache, digest
 from kgate.compile.pool import Outcome, Pool
 from kgate.compile.relocate import def_line, def_spans, relocate
 from kgate.config import Config, TritonEntry
+from kgate.errors import ToolchainError
 from kgate.facts.model import FACTS_SCHEMA, CompileFailure, KernelFacts
 
 Progress = Callable[[int, int, str], None]
@@ -52,10 +53,13 @@ def triton_toolchain() -> dict[str, str]:
     """Versions that decide what Triton compiles: Triton itself and the ptxas it runs."""
     version = tools.package_version("triton")
     if version is None:
-        from kgate.errors import ToolchainError
-
         raise ToolchainError("triton is not installed: pip install triton (kgate compiles Triton kernels with it)")
     out = {"triton": version}
+    for env in ("TRITON_PTXAS_BLACKWELL_PATH", "TRITON_PTXAS_PATH"):
+        named = os.environ.get(env)
+        if named and not (Path(named).is_file() and os.access(named, os.X_OK)):
+            # Triton would silently fall back to the ptxas in its wheel: not the compiler asked for.
+            raise ToolchainError(f"{env}={named}: no such executable (unset it to use the ptxas in Triton's wheel)")
     for env, name in (("TRITON_PTXAS_BLACKWELL_PATH", "ptxas-blackwell"), ("TRITON_PTXAS_PATH", "ptxas")):
         path = os.environ.get(env) or (str(tools.bundled_tool(name)) if tools.bundled_tool(name) else "")
         if path and Path(path).is_file():
