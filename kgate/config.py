@@ -131,7 +131,8 @@ def find_config(start: Path) -> Path | None:
                 data = _read_toml(pyproject)
             except ConfigError:
                 return pyproject  # report the broken file rather than skip it
-            if "kgate" in data.get("tool", {}):
+            tool = data.get("tool")
+            if isinstance(tool, dict) and "kgate" in tool:
                 return pyproject
     return None
 
@@ -147,8 +148,11 @@ def load_config(path: Path | None = None, *, start: Path | None = None) -> Confi
         raise ConfigError(f"configuration file not found: {path}")
     data = _read_toml(path)
     if path.name == "pyproject.toml":
-        table = data.get("tool", {}).get("kgate", {})
+        tool = data.get("tool", {})
+        table = tool.get("kgate", {}) if isinstance(tool, dict) else {}
         prefix = "tool.kgate"
+        if not isinstance(table, dict):
+            raise ConfigError(f"{path.name}: tool.kgate: must be a table, not {_type_name(table)}")
     else:
         table = data
         prefix = ""
