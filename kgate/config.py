@@ -163,11 +163,12 @@ def _read_toml(path: Path) -> dict[str, Any]:
     try:
         raw = path.read_bytes()
     except OSError as exc:
-        raise ConfigError(f"cannot read {path.name}: {exc.strerror}", path=str(path)) from None
+        raise ConfigError(f"cannot read it: {exc.strerror}", path=path.name) from None
     try:
         return tomllib.loads(raw.decode("utf-8-sig"))
-    except UnicodeDecodeError:
-        raise ConfigError("not valid UTF-8", path=str(path)) from None
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise ConfigError(f"not valid UTF-8 (byte {exc.start})", path=path.name, line=line) from None
     except tomllib.TOMLDecodeError as exc:
         message, line = toml_error(exc)
         raise ConfigError(f"invalid TOML: {message}", path=path.name, line=line) from None
