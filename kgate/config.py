@@ -7,6 +7,7 @@ checked later against the rule registry (`kgate.selection`).
 
 from __future__ import annotations
 
+import math
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -251,8 +252,8 @@ def parse_config(table: dict[str, Any], *, root: Path, source: Path | None, pref
         kwargs["size_slack"] = value
     if "timeout" in table:
         value = table["timeout"]
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
-            raise ctx.error("timeout", "must be a positive number of seconds")
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 < value < math.inf:
+            raise ctx.error("timeout", f"must be a positive number of seconds, not {value!r}")
         kwargs["timeout"] = float(value)
     return Config(**kwargs)
 
