@@ -8,6 +8,7 @@ checked later against the rule registry (`kgate.selection`).
 from __future__ import annotations
 
 import math
+import os
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -347,8 +348,16 @@ def parse_cuda_entry(data: Any, parent: _Ctx, index: int) -> CudaEntry:
     kinds = {}
     for pattern, kind in ctx.table(table.get("kind", {}), "kind").items():
         kinds[pattern] = ctx.choice(kind, f"kind.{pattern}", KINDS)
+    sources = tuple(ctx.str_list(table["sources"], "sources"))
+    for pattern in sources:
+        if not pattern.strip():
+            raise ctx.error("sources", "holds an empty pattern")
+        normal = os.path.normpath(pattern)
+        if os.path.isabs(pattern) or normal == ".." or normal.startswith("../"):
+            raise ctx.error("sources", f"{pattern!r} leads out of the project: patterns are relative to the "
+                                       f"project folder, and kgate gates the project's own kernels")
     return CudaEntry(
-        sources=tuple(ctx.str_list(table["sources"], "sources")),
+        sources=sources,
         flags=tuple(ctx.str_list(table.get("flags", []), "flags")),
         compile_commands=ctx.string(table["compile_commands"], "compile_commands") if "compile_commands" in table else None,
         pdl=tuple(ctx.str_list(table.get("pdl", []), "pdl")),
