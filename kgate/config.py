@@ -412,8 +412,11 @@ class _Ctx:
         return value
 
     def str_list(self, value: Any, key: str) -> list[str]:
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        if not isinstance(value, list):
             raise self.error(key, f"must be a list of strings, not {_type_name(value)}")
+        bad = [v for v in value if not isinstance(v, str)]
+        if bad:
+            raise self.error(key, f"must be a list of strings, not a list holding {_type_name(bad[0])} {bad[0]!r}")
         return value
 
     def string(self, value: Any, key: str) -> str:
