@@ -109,6 +109,8 @@ class Config:
     python_path: tuple[str, ...] = (".", "src")
     nvcc: str | None = None
     size_slack: int = 10
+    # One line each: configured paths that lead out of the project folder (printed on stderr).
+    notices: tuple[str, ...] = ()
 
     def display(self) -> str:
         return _rel(self.source, self.root) if self.source else "(defaults)"
@@ -256,7 +258,48 @@ def parse_config(table: dict[str, Any], *, root: Path, source: Path | None, pref
         if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 < value < math.inf:
             raise ctx.error("timeout", f"must be a positive number of seconds, not {value!r}")
         kwargs["timeout"] = float(value)
+    kwargs["notices"] = outside_paths(kwargs, root, ctx)
     return Config(**kwargs)
+
+
+def outside_paths(kwargs: dict[str, Any], root: Path, ctx: _Ctx) -> tuple[str, ...]:
+    """The policy for configured paths that lead out of the project folder (symlinks followed).
+
+    What kgate writes in place of a file (the baseline) and what it gates (CUDA sources) must be in the
+    project; the cache may be anywhere but the project folder itself or a parent of it (kgate puts a
+    `.gitignore` of `*` in it); folders it only reads from (python-path, compile_commands) may be
+    elsewhere, and each such path is named in a notice.
+    """
+    project = root.resolve()
+    notices = []
+    if "baseline" in kwargs:
+        baseline = kwargs["baseline"]
+        where = (project / baseline).resolve()
+        if not baseline.strip() or where == project:
+            raise ctx.error("baseline", "must name a file in the project")
+        if not where.is_relative_to(project):
+            raise ctx.error("baseline", f"{baseline!r} is outside the project ({where}): `kgate baseline update` "
+                                        f"rewrites it, so it must be in the project")
+    if "cache_dir" in kwargs:
+        cache = kwargs["cache_dir"]
+        where = (project / cache).resolve()
+        if project.is_relative_to(where):
+            raise ctx.error("cache-dir", f"{cache!r} is the project folder or a parent of it: the cache needs a "
+                                         f"folder of its own (kgate marks it ignored with a .gitignore of `*`)")
+        if not where.is_relative_to(project):
+            notices.append(f"{ctx.where}: {ctx.key('cache-dir')} {cache!r} is outside the project: {where}")
+    for folder in kwargs.get("python_path", ()):
+        where = (project / folder).resolve()
+        if not where.is_relative_to(project):
+            notices.append(f"{ctx.where}: {ctx.key('python-path')} {folder!r} is outside the project: kernel "
+                           f"modules there are imported from {where}")
+    for index, entry in enumerate(kwargs.get("cuda", ())):
+        if entry.compile_commands is not None:
+            where = (project / entry.compile_commands).resolve()
+            if not where.is_relative_to(project):
+                notices.append(f"{ctx.where}: {ctx.key(f'cuda[{index}].compile_commands')} "
+                               f"{entry.compile_commands!r} is outside the project: flags are read from {where}")
+    return tuple(notices)
 
 
 _TRITON_KEYS = {
