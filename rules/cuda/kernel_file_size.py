@@ -58,7 +58,7 @@ RULE = Rule(
     summary="A kernel .cu file over 600 code lines",
     check=check,
     doc=__doc__ or "",
-    options={"max_lines": Option(600, "code lines allowed in one kernel file", int)},
+    options={"max_lines": Option(600, "code lines allowed in one kernel file", int, minimum=1)},
     files=("*.cu",),
     prefilter=(b"__global__",),
 )

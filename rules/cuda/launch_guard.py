@@ -162,8 +162,8 @@ RULE = Rule(
     doc=__doc__ or "",
     options={
         "check_macros": Option(["CUDA_CHECK", "C10_CUDA_KERNEL_LAUNCH_CHECK"],
-                               "names that count as an error check", list),
-        "window": Option(3, "lines after the launch in which the check must appear", int),
+                               "names that count as an error check", list, str),
+        "window": Option(3, "lines after the launch in which the check must appear", int, minimum=0),
     },
     files=("*.cu", "*.cuh", "*.cpp", "*.cc", "*.cxx", "*.h", "*.hpp"),
     prefilter=(b"<<<", b"cudaLaunchKernelEx"),
