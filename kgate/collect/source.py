@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import codecs
+import errno
 import os
 import re
 from collections.abc import Callable, Iterable
@@ -163,6 +164,15 @@ def _raise(message: str, line: int, col: int) -> ast.Module:
 # --------------------------------------------------------------------------- finding files
 
 
+def symlink_loop(path: str) -> bool:
+    """Whether a path is a symbolic link that leads back to itself (never a file, and never legitimate)."""
+    try:
+        os.stat(path)
+    except OSError as exc:
+        return exc.errno == errno.ELOOP
+    return False
+
+
 def glob_matcher(globs: Iterable[str]) -> Callable[[str], bool]:
     """A test on a project-relative path: a glob without '/' matches the file name, one with '/' the path."""
     import fnmatch
@@ -234,6 +244,7 @@ def walk(root: str | Path, wanted: Callable[[str], bool], exclude: tuple[str, ..
                 elif entry.is_file() and wanted(rel):
                     out.append((rel, entry.path))
             except OSError:
-                continue
+                if wanted(rel) and symlink_loop(entry.path):
+                    out.append((rel, entry.path))  # kept, so that reading it reports it (KG004)
     out.sort()
     return out
