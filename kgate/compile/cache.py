@@ -55,6 +55,22 @@ class Cache:
             pass  # an unwritable cache costs speed, not correctness
 
 
+def unusable(directory: Path) -> str | None:
+    """Why the cache folder cannot be used (a file stands where a folder must be, no permission), or None.
+
+    Compile workers write into it unchecked, so a broken cache would otherwise fail every kernel.
+    """
+    try:
+        for folder in ("expand", "facts", "spans", "cuda", "artifacts", "lint"):
+            (directory / VERSION / folder).mkdir(parents=True, exist_ok=True)
+        (directory / "triton").mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=directory / VERSION):
+            pass
+    except OSError as exc:
+        return exc.strerror or type(exc).__name__
+    return None
+
+
 def atomic_write(path: Path, data: bytes) -> None:
     """Write bytes so that readers see the old file or the new one, never a part."""
     path.parent.mkdir(parents=True, exist_ok=True)
