@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,12 +40,20 @@ class Cache:
     def artifacts(self, key: str) -> Path:
         return self.directory / "artifacts" / key
 
-    def get(self, kind: str, key: str) -> Any | None:
+    def get(self, kind: str, key: str, check: Callable[[Any], object] | None = None) -> Any | None:
+        """A record, or None: there is none, or it is not whole (JSON that does not parse) or, when `check`
+        is given, not of its kind's shape (`kgate.compile.records`). None means: rebuild it."""
         try:
             with open(self._path(kind, key), "rb") as handle:
-                return json.loads(handle.read())
+                value = json.loads(handle.read())
         except (OSError, ValueError):
             return None
+        if check is not None:
+            try:
+                check(value)
+            except (KeyError, TypeError, ValueError, AttributeError, IndexError):
+                return None
+        return value
 
     def put(self, kind: str, key: str, value: Any) -> None:
         path = self._path(kind, key)

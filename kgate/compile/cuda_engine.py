@@ -19,6 +19,7 @@ import kgate
 from kgate.collect.cuda_flags import choose_arch
 from kgate.collect.cuda_launches import LaunchSite, pdl_launch_sites, pdl_launched
 from kgate.collect.cuda_sources import CudaSource, cuda_sources
+from kgate.compile import records as record_shapes
 from kgate.compile.cache import Cache, digest
 from kgate.compile.cuda_backend import reads_sass
 from kgate.compile.engine import CompileRun, Progress, _first_line, worker_env
@@ -60,7 +61,7 @@ def compile_cuda(config: Config, targets: tuple[str, ...], *, jobs: int, progres
         for target in targets:
             task = _plan(config, source, target, toolchain, compilers[source.entry.compiler], patterns, sass_all,
                          cache, nvrtc_includes)
-            record = cache.get("cuda", task.key)
+            record = cache.get("cuda", task.key, record_shapes.cuda)
             if record is not None and not _lacks_sass(record, patterns, sass_all):
                 records.append((source, target, record))
                 run.cached += 1
@@ -131,7 +132,7 @@ def _run_tasks(config: Config, todo: list[_Task], jobs: int, progress: Progress 
         if own:
             pool.close()
     if unusable:
-        raise ToolchainError(sorted(unusable)[0])
+        raise ToolchainError(min(unusable))
 
 
 def _may_define(source: CudaSource, globs: list[str]) -> bool:

@@ -18,6 +18,7 @@ from kgate import tools
 from kgate.collect.files import relpath
 from kgate.collect.modules import import_roots, kernel_source_key, module_file
 from kgate.collect.static_kernel import static_expansion
+from kgate.compile import records as record_shapes
 from kgate.compile.cache import Cache, digest
 from kgate.compile.pool import Outcome, Pool
 from kgate.compile.relocate import def_line, def_spans, relocate
@@ -205,7 +206,7 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
         for p in planned:
             if p.error is not None or p.expansion is not None:
                 continue
-            hit = cache.get("expand", expand_keys[id(p)])
+            hit = cache.get("expand", expand_keys[id(p)], record_shapes.expansion)
             if hit is not None:
                 p.expansion = hit
             else:
@@ -241,7 +242,7 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
             for variant in variants:
                 for target in targets:
                     key = digest("facts", FACTS_SCHEMA, kgate.__version__, tool_key, variant, target, p.source_key)
-                    data = cache.get("facts", key)
+                    data = cache.get("facts", key, record_shapes.facts)
                     hit = None
                     if data is not None and (data.get("sass") is not None or not (sass_all or needs_sass(variant))):
                         hit = _cached_facts(cache, key, data, p)
@@ -307,7 +308,7 @@ def _cached_facts(cache: Cache, key: str, data: dict[str, Any], p: _Planned) -> 
     facts = KernelFacts.from_json(data)
     if p.file is None:
         return facts
-    then = cache.get("spans", key)
+    then = cache.get("spans", key, record_shapes.spans)
     if then is None:
         return None
     line = def_line(p.file, p.entry.function) if p.expansion and \
