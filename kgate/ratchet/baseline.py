@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kgate import rules as registry  # type: ignore[attr-defined]
 from kgate.compile.cache import atomic_write
 from kgate.config import toml_error
 from kgate.errors import BaselineError
@@ -137,9 +138,13 @@ def _from_data(data: dict[str, Any], text: str, where: str) -> Baseline:
     findings = data.get("findings", {})
     if not isinstance(findings, dict):
         raise fail("[findings] must be a table", "findings")
+    known = set(registry.codes())
     for key, value in findings.items():
         if key.count("|") < 2:
             raise fail(f"finding entry {key!r} is not 'CODE|path|identity'", key)
+        if key.split("|", 1)[0] not in known:
+            # Never judged (no rule reports it), so a typo would sit in the file for ever.
+            raise fail(f"finding entry {key!r} names an unknown rule (see `kgate rules`)", key)
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
             baseline.findings[key] = Pin(value)
         elif isinstance(value, dict) and set(value) == {"count", "value"} and all(
