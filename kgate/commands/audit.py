@@ -10,7 +10,6 @@ it says: `kgate check` is the gate.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -111,10 +110,6 @@ def write(model: audit_model.AuditModel, out: Path) -> int:
     for name, text in (("report.html", audit_html.render(model)), ("report.md", audit_md.render(model))):
         try:
             atomic_write(out / name, text.encode())
-            # atomic_write's temporary file is private (0600); a report is for sharing, so honour the umask.
-            mask = os.umask(0)
-            os.umask(mask)
-            os.chmod(out / name, 0o666 & ~mask)
         except OSError as exc:
             raise ConfigError(f"cannot write {out / name}: {exc.strerror}") from None
         written.append(str(out / name))
