@@ -135,6 +135,9 @@ def decode(data: bytes, *, python: bool) -> str:
 
 
 def parse_python(data: bytes, filename: str) -> ast.Module:
+    nul = data.find(b"\0")
+    if nul >= 0:  # Python refuses these without a line: say where the first one is
+        return _raise(f"cannot parse: a null byte (byte {nul})", data.count(b"\n", 0, nul) + 1, 1)
     try:
         return ast.parse(data, filename=filename)
     except SyntaxError as exc:
