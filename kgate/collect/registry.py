@@ -13,7 +13,7 @@ from typing import Any
 
 from kgate.collect.files import relpath, walk
 from kgate.collect.modules import import_roots, module_name
-from kgate.collect.source import try_parse
+from kgate.collect.source import MAX_PARSE_BYTES, try_parse
 from kgate.config import Config, TritonEntry, parse_triton_entry
 from kgate.errors import ConfigError
 
@@ -28,6 +28,9 @@ def triton_entries(config: Config) -> list[TritonEntry]:
         except OSError:
             continue
         if b"register" in data and b"kgate" in data:
+            if len(data) > MAX_PARSE_BYTES:  # its registrations cannot be read: say so rather than skip them
+                raise ConfigError(f"{relpath(path, config.root)}: too large to read kgate.register decorators from "
+                                  f"({len(data) / 2**20:.1f} MB): add it to extend-exclude if it is generated")
             entries.extend(decorator_entries(path, data, config.root, roots))
     seen: dict[str, str] = {}
     for entry in entries:
