@@ -11,6 +11,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -45,6 +46,7 @@ def _serve(conn: Connection, env: dict[str, str | None]) -> None:
         os.setpgid(0, 0)
     except OSError:
         pass
+    threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True).start()
     for key, value in env.items():
         if value is None:
             os.environ.pop(key, None)
@@ -74,6 +76,19 @@ def _serve(conn: Connection, env: dict[str, str | None]) -> None:
             conn.send((reply[0], reply[1], time.perf_counter() - started, rss, reply[2]))
         except (BrokenPipeError, OSError):
             return
+
+
+def _watch_parent(parent: int) -> None:
+    """Stop this worker, and the compilers it started, once kgate itself is gone.
+
+    A kgate killed with SIGKILL (or a CI job cancelled) cannot stop its workers; without this, a worker
+    compiling a hung kernel would outlive it, with its ptxas, until the compiler gave up.
+    """
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    if os.getpgid(0) == os.getpid():  # our own group: the compilers are in it, nothing else is
+        os.killpg(0, signal.SIGKILL)
+    os._exit(1)
 
 
 class _Worker:
