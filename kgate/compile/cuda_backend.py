@@ -121,7 +121,9 @@ def _nvcc(payload: dict[str, Any], artifacts: Path) -> tuple[str, str]:
         cubin = keep / "kernel.cubin"
         argv = nvcc_argv(payload, keep, cubin)
         try:
-            done = tools.run(argv, cwd=payload["cwd"], timeout=payload.get("timeout", 600))
+            # The pool stops a compile at `timeout` (and every process it started); this is a backstop only,
+            # so that a hung nvcc always gets the pool's message rather than one of two, by a race.
+            done = tools.run(argv, cwd=payload["cwd"], timeout=payload.get("timeout", 600) + 60)
         except tools.ToolFailed as exc:
             if "timed out" in str(exc) or "killed by signal" in str(exc):
                 raise KernelError(f"{exc} (reproduce: {repro(payload)})") from None
