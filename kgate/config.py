@@ -169,19 +169,28 @@ def _read_toml(path: Path) -> dict[str, Any]:
     except OSError as exc:
         raise ConfigError(f"cannot read it: {exc.strerror}", path=path.name) from None
     try:
-        return tomllib.loads(raw.decode("utf-8-sig"))
+        text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
         raise ConfigError(f"not valid UTF-8 (byte {exc.start})", path=path.name, line=line) from None
-    except tomllib.TOMLDecodeError as exc:
-        message, line = toml_error(exc)
+    try:
+        return tomllib.loads(text)
+    except ValueError as exc:  # TOMLDecodeError, or a number too long for int()
+        message, line = toml_error(exc, text)
         raise ConfigError(f"invalid TOML: {message}", path=path.name, line=line) from None
 
 
-def toml_error(exc: Exception) -> tuple[str, int | None]:
-    """The message and line of a TOML decode error (Python 3.11's tomllib puts the line in the text)."""
+def toml_error(exc: Exception, source: str = "") -> tuple[str, int | None]:
+    """The message and line of a TOML decode error (Python 3.11's tomllib puts the line in the text).
+
+    tomllib reads integers with int(), which refuses more than 4300 digits with a plain ValueError
+    that has no position: that one is found in `source`.
+    """
     import re
 
+    if not isinstance(exc, tomllib.TOMLDecodeError):
+        digits = re.search(r"[0-9_]{4000,}", source)
+        return "a number too long to read", source.count("\n", 0, digits.start()) + 1 if digits else None
     text = str(exc)
     line = getattr(exc, "lineno", None)
     match = re.search(r" \(at line (\d+), column \d+\)", text)

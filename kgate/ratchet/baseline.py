@@ -97,8 +97,8 @@ def parse(raw: bytes, where: str) -> Baseline:
                             line=bad_line) from None
     try:
         data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        message, line = toml_error(exc)
+    except ValueError as exc:  # TOMLDecodeError, or a number too long for int()
+        message, line = toml_error(exc, text)
         raise BaselineError(f"invalid TOML: {message}", path=where, line=line) from None
     return _from_data(data, text, where)
 
