@@ -469,11 +469,19 @@ class _Ctx:
         bad = [v for v in value if not isinstance(v, str)]
         if bad:
             raise self.error(key, f"must be a list of strings, not a list holding {_type_name(bad[0])} {bad[0]!r}")
+        for item in value:
+            self.no_null(item, key)
         return value
 
     def string(self, value: Any, key: str) -> str:
         if not isinstance(value, str):
             raise self.error(key, f"must be a string, not {_type_name(value)}")
+        return self.no_null(value, key)
+
+    def no_null(self, value: str, key: str) -> str:
+        """TOML strings may hold U+0000; no path, glob, flag or name can (the OS refuses it in a path)."""
+        if "\x00" in value:
+            raise self.error(key, f"{value!r} holds a null character")
         return value
 
     def boolean(self, value: Any, key: str) -> bool:
