@@ -168,14 +168,8 @@ class LintCache:
         self.directory.mkdir(parents=True, exist_ok=True)
         ignore = self.directory.parent.parent / ".gitignore"
         if not ignore.exists():
-            ignore.write_text("# Created by kgate: the cache is never committed.\n*\n")
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        try:
-            tmp.write_bytes(blob)
-            os.replace(tmp, self.path)
-        except OSError:
-            tmp.unlink(missing_ok=True)
-            raise
+            _replace(ignore, b"# Created by kgate: the cache is never committed.\n*\n")
+        _replace(self.path, blob)
 
     def _tidy(self) -> None:
         cutoff = time.time() - _STALE_S
@@ -185,3 +179,15 @@ class LintCache:
                     other.unlink()
             except OSError:
                 pass
+
+
+def _replace(path: Path, data: bytes) -> None:
+    """Write a whole file or none: a temporary name of this process, then os.replace. (Not
+    kgate.compile.cache.atomic_write: the commit hook must not import the compile side.)"""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        raise
