@@ -91,6 +91,8 @@ def run_check(config: Config, selection: Selection, options: CheckOptions,
         cfg = replace(config, cache_dir=str(Path(scratch).resolve())) if options.no_cache else config
         # One pool of compile workers for Triton and CUDA kernels alike.
         with Pool(jobs, worker_env(cfg.root / cfg.cache_dir)) as pool:
+            if entries or config.cuda:
+                pool.start()
             triton = compile_triton(cfg, entries, targets, jobs=jobs, progress=progress, sass_all=options.sass,
                                     pool=pool)
             cuda = compile_cuda(cfg, targets, jobs=jobs, progress=progress, sass_all=options.sass,

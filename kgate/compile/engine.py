@@ -159,6 +159,8 @@ def worker_env(cache_dir: Path) -> dict[str, str | None]:
         "TRITON_INTERPRET": None,  # a compile under the interpreter compiles nothing
         "TRITON_CACHE_DIR": str(cache_dir / "triton"),
         "TRITON_ALWAYS_COMPILE": "1",
+        # Importing the project's kernel modules must not leave bytecode in its tree.
+        "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONWARNINGS": "ignore",
     }
 
