@@ -68,6 +68,11 @@ REQUIRED = frozenset({"index", "count", "kgate", "units", "fingerprint", "assign
                       "cached"})
 
 
+TYPES: dict[str, type] = {"index": int, "count": int, "units": int, "kgate": str, "fingerprint": str,
+                          "assignment": str, "slice": list, "seconds": dict, "options": dict, "toolchain": dict,
+                          "covered": list}
+
+
 @dataclass
 class Shard:
     """One shard's result as `kgate merge` reads it."""
@@ -98,6 +103,9 @@ def load(path: str) -> Shard:
     lacking = sorted(REQUIRED - set(data))
     if lacking:
         raise ConfigError(f"{path}: malformed shard result (no {', '.join(lacking)})")
+    wrong = sorted(k for k, kind in TYPES.items() if not isinstance(data[k], kind) or isinstance(data[k], bool))
+    if wrong:
+        raise ConfigError(f"{path}: malformed shard result ({', '.join(wrong)} of the wrong type)")
     try:
         part = data["source"]
         return Shard(

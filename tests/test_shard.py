@@ -189,6 +189,20 @@ def test_merge_refuses_a_missing_a_repeated_or_a_foreign_slice(project: Path, sh
     refused(merge(project, files=("half.json", "shard-2.json", "shard-3.json")), "different shard counts")
 
 
+def test_merge_refuses_a_malformed_shard_result(project: Path, shards: list[dict], tmp_path: Path) -> None:
+    broken = json.loads((project / "shard-2.json").read_text())
+    broken["shard"]["slice"] = "cuda:csrc/pdl.cu"
+    (tmp_path / "broken.json").write_text(json.dumps(broken))
+    refused(merge(project, files=("shard-1.json", str(tmp_path / "broken.json"), "shard-3.json")),
+            "malformed shard result (slice of the wrong type)")
+    del broken["shard"]["facts"]
+    (tmp_path / "broken.json").write_text(json.dumps(broken))
+    refused(merge(project, files=("shard-1.json", str(tmp_path / "broken.json"), "shard-3.json")),
+            "malformed shard result (no facts)")
+    (tmp_path / "broken.json").write_text("{")
+    refused(merge(project, files=(str(tmp_path / "broken.json"),)), "not JSON")
+
+
 def test_merge_refuses_overlapping_slices(project: Path, shards: list[dict], tmp_path: Path) -> None:
     tampered = json.loads((project / "shard-2.json").read_text())
     tampered["shard"]["slice"].append(shards[0]["shard"]["slice"][0])
@@ -240,7 +254,10 @@ def test_partition_is_balanced_by_the_recorded_timings(project: Path, shards: li
     # Greedy least-loaded assignment: no two slices differ by more than the heaviest unit.
     assert max(loads) - min(loads) <= heaviest
     assert (max(loads) - min(loads)) < sum(timings.values()) / 3
-    # Make another kernel the heaviest by far: it gets a slice of its own.
+    again = [kgate("check", "--shard", f"{i}/3", "--format", "json", cwd=project) for i in (1, 2, 3)]
+    assert [r.json()["shard"]["slice"] for r in again] == [s["shard"]["slice"] for s in shards]
+    # Make another kernel the heaviest by far: it gets a slice of its own. The same command lines
+    # again: a changed timings file means a new plan, not the replay of the last run's output.
     path = project / ".kgate-cache" / "shard-timings.json"
     before = path.read_text()
     try:
