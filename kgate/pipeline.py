@@ -85,7 +85,8 @@ def run_check(config: Config, selection: Selection, options: CheckOptions,
     registered = triton_entries(config)
     plan = shard.plan(config, registered, options.shard, use_timings=not options.no_cache) \
         if options.shard else None
-    entries = select_entries([e for e in registered if plan is None or e.kernel in plan.kernels], options.kernels)
+    mine = plan.kernels if plan else None
+    entries = select_entries([e for e in registered if mine is None or e.kernel in mine], options.kernels)
     jobs = options.jobs or config.jobs or default_jobs()
     with tempfile.TemporaryDirectory(prefix="kgate-nocache-") as scratch:
         cfg = replace(config, cache_dir=str(Path(scratch).resolve())) if options.no_cache else config
