@@ -15,8 +15,8 @@ from typing import Any
 
 import kgate
 from kgate import tools
-from kgate.collect.files import relpath
 from kgate.collect import pyindex
+from kgate.collect.files import relpath
 from kgate.collect.modules import import_roots, kernel_source_key, module_file
 from kgate.collect.static_kernel import static_expansion
 from kgate.compile.cache import Cache, digest
