@@ -9,8 +9,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import copy_project, kgate
+
 from kgate import fastpath
 
 PROBE = ("import sys; from kgate.entry import main; sys.argv = ['kgate'] + sys.argv[1:]; code = main(); "

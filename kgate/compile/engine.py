@@ -15,6 +15,7 @@ from typing import Any
 
 import kgate
 from kgate import tools
+from kgate.collect import pyindex
 from kgate.collect.files import relpath
 from kgate.collect.modules import import_roots, kernel_source_key, module_file
 from kgate.collect.static_kernel import static_expansion
@@ -175,6 +176,8 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
     tool_key = {k: v for k, v in run.toolchain.items()}
     cache = Cache(config.root / config.cache_dir)
     roots = import_roots(config.root, config.python_path)
+    pyindex.use_cache(config.root / config.cache_dir)
+    closures: dict[Path, str] = {}
     planned: list[_Planned] = []
     for entry in entries:
         found = module_file(entry.module, roots)
@@ -183,9 +186,10 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
             p.error = f"cannot find module {entry.module} under python-path ({', '.join(config.python_path)})"
             planned.append(p)
             continue
-        key = kernel_source_key(found[0], entry.function, roots, config.root)
+        key = kernel_source_key(found[0], entry.function, roots, config.root, closures)
         planned.append(_Planned(entry, key, [str(found[1])], static_expansion(found[0], entry.function),
                                 file=found[0], spans=def_spans(found[0])))
+    pyindex.save()
 
     own_pool = pool is None
     pool = pool or Pool(jobs, worker_env(config.root / config.cache_dir))

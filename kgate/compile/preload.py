@@ -2,16 +2,15 @@
 
 Importing Triton takes a few hundred milliseconds; forking a process that
 has it costs next to nothing. A missing or broken Triton is not an error
-here: the worker that needs it reports it.
+here: the worker task that needs it reports it, with the reason.
 """
 
 from __future__ import annotations
 
-try:
-    import triton  # noqa: F401
+import contextlib
+
+import kgate.compile.triton_backend  # noqa: F401
+
+with contextlib.suppress(Exception):
     import triton.compiler  # noqa: F401
     from triton.backends.compiler import GPUTarget  # noqa: F401
-except Exception:  # noqa: BLE001 - reported by the task that needs Triton
-    pass
-
-import kgate.compile.triton_backend  # noqa: E402,F401
