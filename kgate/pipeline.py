@@ -110,7 +110,8 @@ def run_check(config: Config, selection: Selection, options: CheckOptions,
     if options.source and not options.kernels and (plan is None or plan.runs_source):
         lint = run_lint(config, selection, None, use_cache=not options.no_cache)
         part = SourcePart(lint.findings, lint.suppressed, len(lint.results))
-    covered = frozenset({e.kernel for e in entries} | {f.kernel for f in cuda.facts} | {f.kernel for f in cuda.failures})
+    covered = frozenset({e.kernel for e in entries} | {f.kernel for f in cuda.facts}
+                        | {f.kernel for f in cuda.failures})
     checked = assemble(config, selection, options, compiled, raw, part, covered=covered,
                        shard_names=plan.names if plan else None)
     checked.entries, checked.plan, checked.seconds = entries, plan, seconds
