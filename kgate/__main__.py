@@ -1,5 +1,5 @@
 import sys
 
-from kgate.cli import main
+from kgate.entry import main
 
 sys.exit(main())

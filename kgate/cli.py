@@ -142,6 +142,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
+    args.argv = args_list  # the command line as given, for the run record of `kgate check`
     try:
         module = importlib.import_module(f"kgate.commands.{args.command}")
         return int(module.run(args))

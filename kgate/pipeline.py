@@ -9,10 +9,11 @@ from __future__ import annotations
 import fnmatch
 import sys
 import tempfile
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import NamedTuple
 
-from kgate import evaluate
+from kgate import evaluate, shard
 from kgate.collect.registry import triton_entries
 from kgate.compile.cache import unusable as cache_unusable
 from kgate.compile.cuda_engine import compile_cuda
@@ -25,6 +26,7 @@ from kgate.lint.pipeline import run_lint
 from kgate.ratchet.compare import RunState, Scope
 from kgate.ratchet.gate import compiled_codes, public_toolchain, register_threshold
 from kgate.selection import Selection
+from kgate.shard import Plan, ShardSpec
 from kgate.suppress import for_compiled
 
 
@@ -38,6 +40,15 @@ class CheckOptions:
     fail_on: Severity = Severity.ERROR
     # Run the source rules over the project too (the whole gate); off for a run restricted to kernels.
     source: bool = True
+    shard: ShardSpec | None = None  # gate only this slice of the units (`--shard I/N`)
+
+
+class SourcePart(NamedTuple):
+    """What the source rules contributed to a check: findings after their suppressions."""
+
+    findings: list[Finding]
+    suppressed: int
+    files: int  # source files read
 
 
 @dataclass
@@ -48,6 +59,12 @@ class CheckRun:
     state: RunState
     suppressed: int = 0  # findings silenced by suppression comments
     files_checked: int = 0  # source files the source rules read
+    # What `kgate merge` needs from a shard: compiled findings before suppression comments, the source part.
+    raw: list[Finding] = field(default_factory=list)
+    source: SourcePart | None = None
+    plan: Plan | None = None
+    seconds: dict[str, float] = field(default_factory=dict)  # compile seconds per timings key, this run
+    covered: frozenset[str] = frozenset()  # kernel names selected (Triton entries, CUDA kernels and files)
 
 
 def resolve_targets(config: Config, requested: tuple[str, ...]) -> tuple[str, ...]:
@@ -67,7 +84,11 @@ def select_entries(entries: list[TritonEntry], globs: tuple[str, ...]) -> list[T
 def run_check(config: Config, selection: Selection, options: CheckOptions,
               progress: Progress | None = None) -> CheckRun:
     targets = resolve_targets(config, options.targets)
-    entries = select_entries(triton_entries(config), options.kernels)
+    registered = triton_entries(config)
+    plan = shard.plan(config, registered, options.shard, use_timings=not options.no_cache) \
+        if options.shard else None
+    mine = plan.kernels if plan else None
+    entries = select_entries([e for e in registered if mine is None or e.kernel in mine], options.kernels)
     jobs = options.jobs or config.jobs or default_jobs()
     problem = None if options.no_cache else cache_unusable(config.root / config.cache_dir)
     if problem:  # an unusable cache costs speed, not correctness
@@ -78,40 +99,66 @@ def run_check(config: Config, selection: Selection, options: CheckOptions,
         cfg = replace(config, cache_dir=str(Path(scratch).resolve())) if options.no_cache else config
         # One pool of compile workers for Triton and CUDA kernels alike.
         with Pool(jobs, worker_env(cfg.root / cfg.cache_dir)) as pool:
+            if entries or config.cuda:
+                pool.start()
             triton = compile_triton(cfg, entries, targets, jobs=jobs, progress=progress, sass_all=options.sass,
                                     pool=pool)
             cuda = compile_cuda(cfg, targets, jobs=jobs, progress=progress, sass_all=options.sass,
-                                kernels=list(options.kernels) or None, pool=pool)
+                                kernels=list(options.kernels) or None, pool=pool,
+                                files=plan.files if plan else None)
     compiled = merge_runs(triton, cuda)
+    seconds = shard.run_seconds(compiled.facts, compiled.compile_seconds)
+    if not options.no_cache and plan is None:
+        # A shard leaves the timings file alone, so slices run one after another in one checkout plan alike;
+        # its seconds go into its JSON and `kgate merge` records every slice's.
+        shard.record_timings(config, seconds, {e.kernel for e in registered})
+    raw = evaluate.compiled(compiled, selection)
+    part = None
+    if options.source and not options.kernels and (plan is None or plan.runs_source):
+        lint = run_lint(config, selection, None, use_cache=not options.no_cache)
+        part = SourcePart(lint.findings, lint.suppressed, len(lint.results))
+    covered = frozenset({e.kernel for e in entries} | {f.kernel for f in cuda.facts}
+                        | {f.kernel for f in cuda.failures})
+    checked = assemble(config, selection, options, compiled, raw, part, covered=covered,
+                       shard_names=plan.names if plan else None)
+    checked.entries, checked.plan, checked.seconds = entries, plan, seconds
+    return checked
+
+
+def assemble(config: Config, selection: Selection, options: CheckOptions, compiled: CompileRun,
+             raw: list[Finding], part: SourcePart | None, *, covered: frozenset[str],
+             shard_names: frozenset[str] | None) -> CheckRun:
+    """Findings after suppressions, with the source rules' part, and the ratchet's view of what was covered.
+
+    Shared by `run_check` and `kgate merge`, which calls it once over the union of the shards.
+    """
+    targets = resolve_targets(config, options.targets)
     # Suppression comments on the kernels' definition lines (a partial run judges none unused).
     lines: dict[str, set[int]] = {}
     for path, line in [(f.path, f.line) for f in compiled.facts] + [(f.path, f.line) for f in compiled.failures]:
         lines.setdefault(path, set()).add(line)
-    partial = bool(options.kernels) or set(targets) != set(config.targets)
-    outcome = for_compiled(evaluate.compiled(compiled, selection), config.root, lines, selection, complete=not partial)
+    partial = bool(options.kernels) or set(targets) != set(config.targets) or shard_names is not None
+    outcome = for_compiled(raw, config.root, lines, selection, complete=not partial)
     findings = outcome.findings
     suppressed = outcome.suppressed
-    source = options.source and not options.kernels
-    files_checked = 0
-    if source:
-        lint = run_lint(config, selection, None, use_cache=not options.no_cache)
+    if part is not None:
         # Both passes read the suppression comments on kernels' def lines; a malformed one is one finding.
-        findings = sort_findings(list(dict.fromkeys(findings + lint.findings)))
-        suppressed += lint.suppressed
-        files_checked = len(lint.results)
-    selected = {e.kernel for e in entries} | {f.kernel for f in cuda.facts} | {f.kernel for f in cuda.failures}
+        findings = sort_findings(list(dict.fromkeys(findings + part.findings)))
+        suppressed += part.suppressed
     scope = Scope(
         compiled=True,
-        kernels=frozenset(selected) if options.kernels else None,
+        kernels=covered if options.kernels else None,
         targets=frozenset(targets),
         failed=frozenset(f.kernel for f in compiled.failures),
-        source=source,
+        source=part is not None,
         codes=frozenset(selection.enabled),
         compiled_codes=compiled_codes(),
+        shard=shard_names,
     )
     state = RunState(kernels=compiled.facts, findings=findings, toolchain=public_toolchain(compiled.toolchain),
                      scope=scope, register_threshold=register_threshold(selection), fail_on=options.fail_on)
-    return CheckRun(entries, compiled, findings, state, suppressed, files_checked)
+    return CheckRun([], compiled, findings, state, suppressed, part.files if part else 0, raw=raw, source=part,
+                    covered=covered)
 
 
 def merge_runs(first: CompileRun, second: CompileRun) -> CompileRun:

@@ -108,6 +108,18 @@ def tool_version(path: str) -> str:
 
 
 def package_version(name: str) -> str | None:
+    """An installed distribution's version: read from its dist-info folder beside the package when it
+    is there (a directory listing), else through importlib.metadata (which scans every path entry)."""
+    spec = importlib.util.find_spec(name)
+    if spec is not None and spec.origin:
+        site = Path(spec.origin).parent.parent
+        prefix = name.replace("-", "_") + "-"
+        try:
+            found = [d for d in os.listdir(site) if d.startswith(prefix) and d.endswith(".dist-info")]
+        except OSError:
+            found = []
+        if len(found) == 1:
+            return found[0][len(prefix): -len(".dist-info")]
     from importlib import metadata
 
     try:

@@ -7,12 +7,10 @@ imports (its cache key: editing any of them recompiles the kernel).
 
 from __future__ import annotations
 
-import ast
 import hashlib
-from functools import lru_cache
 from pathlib import Path
 
-from kgate.collect.source import try_parse
+from kgate.collect.pyindex import ModuleInfo, module_info
 
 
 def import_roots(root: Path, python_path: tuple[str, ...]) -> list[Path]:
@@ -46,22 +44,9 @@ def module_file(module: str, roots: list[Path]) -> tuple[Path, Path] | None:
     return None
 
 
-@lru_cache(maxsize=4096)
-def _imports(path: Path, mtime_ns: int, size: int) -> tuple[tuple[str, int, str], ...]:
+def _imports(path: Path) -> tuple[tuple[str, int, str], ...]:
     """(module, level, name) for every import statement of a file."""
-    try:
-        tree = try_parse(path.read_bytes())
-    except OSError:
-        return ()
-    if tree is None:
-        return ()
-    out: list[tuple[str, int, str]] = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            out.extend((alias.name, 0, "") for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            out.extend((node.module or "", node.level, alias.name) for alias in node.names)
-    return tuple(out)
+    return module_info(path).imports
 
 
 def _package_of(path: Path, root: Path) -> list[str]:
@@ -81,9 +66,8 @@ def closure(start: Path, roots: list[Path]) -> list[Path]:
         if path in seen:
             continue
         seen[path] = None
-        st = path.stat()
         root = next((r for r in roots if path.is_relative_to(r)), None)
-        for module, level, name in _imports(path, st.st_mtime_ns, st.st_size):
+        for module, level, name in _imports(path):
             candidates: list[str] = []
             if level and root is not None:
                 package = _package_of(path, root)
@@ -117,48 +101,39 @@ def hash_files(paths: list[Path], root: Path) -> str:
     return digest.hexdigest()
 
 
-@lru_cache(maxsize=1024)
-def _module_parts(path: Path, mtime_ns: int, size: int) -> tuple[str, dict[str, tuple[str, frozenset[str]]]]:
-    """(module-level code outside functions and classes, {top-level def name: (its source, names it uses)})."""
-    data = path.read_text(encoding="utf-8", errors="replace")
-    tree = try_parse(data.encode("utf-8"))
-    if tree is None:
-        return data, {}
-    lines = data.splitlines(keepends=True)
-    defs: dict[str, tuple[str, frozenset[str]]] = {}
-    rest: list[str] = []
-    for node in tree.body:
-        start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])]) - 1
-        segment = "".join(lines[start: node.end_lineno or node.lineno])
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            used = frozenset(n.id for n in ast.walk(node) if isinstance(n, ast.Name))
-            defs[node.name] = (segment, used)
-        else:
-            rest.append(segment)
-    return "".join(rest), defs
-
-
-def kernel_source_key(path: Path, function: str, roots: list[Path], root: Path) -> str:
+def kernel_source_key(path: Path, function: str, roots: list[Path], root: Path,
+                      closures: dict[Path, str] | None = None) -> str:
     """A hash of everything one kernel's compiled code can depend on, without importing it.
 
     The kernel's own source (decorators included), every top-level function or
     class of its module that it names (transitively), the module's other
     top-level code (imports, constants), and every project file the module
     imports. Editing one kernel of a module of many recompiles that kernel only.
+    `closures` memoises the imported files' hash per module within one planning pass.
     """
-    st = path.stat()
-    rest, defs = _module_parts(path, st.st_mtime_ns, st.st_size)
+    path = path.resolve()
+    info = module_info(path)
+    digest = hashlib.sha256(info.rest_hash.encode())
+    if not info.parsed:
+        digest.update(b"\0unparsed")
+    for name in sorted(used_defs(info, function)):
+        digest.update(b"\0def\0" + name.encode() + b"\0" + info.defs[name].text_hash.encode())
+    memo = closures if closures is not None else {}
+    if path not in memo:
+        others = [p for p in closure(path, roots) if p != path]
+        memo[path] = hash_files(others, root)
+    digest.update(memo[path].encode())
+    return digest.hexdigest()
+
+
+def used_defs(info: ModuleInfo, function: str) -> set[str]:
+    """The top-level functions and classes a function names, transitively, itself included."""
     wanted = [function]
-    seen: dict[str, None] = {}
+    seen: set[str] = set()
     while wanted:
         name = wanted.pop()
-        if name in seen or name not in defs:
+        if name in seen or name not in info.defs:
             continue
-        seen[name] = None
-        wanted.extend(defs[name][1])
-    digest = hashlib.sha256(rest.encode())
-    for name in sorted(seen):
-        digest.update(b"\0def\0" + name.encode() + b"\0" + defs[name][0].encode())
-    others = [p for p in closure(path, roots) if p != path.resolve()]
-    digest.update(hash_files(others, root).encode())
-    return digest.hexdigest()
+        seen.add(name)
+        wanted.extend(info.defs[name].uses)
+    return seen

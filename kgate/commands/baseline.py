@@ -10,16 +10,18 @@ from kgate.pipeline import CheckOptions, run_check
 from kgate.ratchet.baseline import Baseline, save
 from kgate.ratchet.gate import baseline_path, load_baseline
 from kgate.ratchet.update import repin
+from kgate.shard import parse_shard
 
 
 def run(args: argparse.Namespace) -> int:
+    spec = parse_shard(args.shard) if getattr(args, "shard", None) is not None else None
     config = config_from(args)
     path = baseline_path(config)
     if args.action == "show":
         return _show(load_baseline(config), str(path))
     selection = selection_from(args, config)
     options = CheckOptions(targets=tuple(args.target or ()), kernels=tuple(args.kernel or ()), jobs=args.jobs,
-                           sass=args.sass, fail_on=fail_on(args, config))
+                           sass=args.sass, fail_on=fail_on(args, config), shard=spec)
     progress = ProgressBar(enabled=True)
     try:
         checked = run_check(config, selection, options, progress)

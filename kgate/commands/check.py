@@ -3,34 +3,122 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from io import StringIO
+from pathlib import Path
+from typing import TextIO
 
+from kgate import fastpath
 from kgate.commands.common import ProgressBar, config_from, emit, fail_on, selection_from
-from kgate.pipeline import CheckOptions, run_check
+from kgate.config import Config
+from kgate.pipeline import CheckOptions, CheckRun, resolve_targets, run_check
 from kgate.ratchet import gate as ratchet
 from kgate.report.result import Result
+from kgate.shard import load_timings, parse_shard, timings_path
 
 
-def run(args: argparse.Namespace) -> int:
-    config = config_from(args)
-    selection = selection_from(args, config)
-    options = CheckOptions(targets=tuple(args.target or ()), kernels=tuple(args.kernel or ()), jobs=args.jobs,
-                           sass=args.sass, no_cache=args.no_cache, fail_on=fail_on(args, config))
-    progress = ProgressBar(enabled=not args.quiet and args.format == "terminal")
-    try:
-        checked = run_check(config, selection, options, progress)
-    finally:
-        progress.clear()
-    if not checked.entries and not config.cuda:
-        print("kgate: no kernels registered (add [[tool.kgate.triton]] or [[tool.kgate.cuda]] tables, "
-              "or @kgate.register)", file=sys.stderr)
+def gate(checked: CheckRun, options: CheckOptions, config: Config, *, baseline: bool) -> Result:
+    """The report of a check: findings and kernels, compared with the baseline (also `kgate merge`'s)."""
     compiled = checked.compiled
     result = Result("check", checked.findings, compiled.facts, fail_on=options.fail_on)
     result.stats = {"compiled": compiled.compiled, "cached": compiled.cached}
     result.suppressed = checked.suppressed
     result.files_checked = checked.files_checked
-    ratchet.apply(result, checked.state, config, enabled=not args.no_baseline)
+    ratchet.apply(result, checked.state, config, enabled=baseline)
+    return result
+
+
+def run(args: argparse.Namespace) -> int:
+    spec = parse_shard(args.shard) if getattr(args, "shard", None) is not None else None
+    config = config_from(args)
+    selection = selection_from(args, config)
+    options = CheckOptions(targets=tuple(args.target or ()), kernels=tuple(args.kernel or ()), jobs=args.jobs,
+                           sass=args.sass, no_cache=args.no_cache, fail_on=fail_on(args, config), shard=spec)
+    snapshot = _snapshot(args, config)
+    progress = ProgressBar(enabled=not args.quiet and args.format == "terminal")
+    try:
+        checked = run_check(config, selection, options, progress)
+    finally:
+        progress.clear()
+    with capture() as (out, err):
+        code = _report(args, config, checked, options)
+    if snapshot is not None:
+        outputs = {}
+        if args.output:
+            try:
+                outputs[os.path.abspath(args.output)] = Path(args.output).read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                return code
+        fastpath.record(args.argv, snapshot, out.getvalue(), err.getvalue(), code, outputs)
+    return code
+
+
+def _snapshot(args: argparse.Namespace, config: Config) -> fastpath.Snapshot | None:
+    """The inputs of this run, for the run record that lets an unchanged re-run replay its output."""
+    if args.no_cache or args.verbose or getattr(args, "argv", None) is None:
+        return None
+    skip = [str(config.root / config.cache_dir), str(config.root / ".git")]
+    if args.output:
+        skip.append(os.path.abspath(args.output))
+    extra = [str(config.source)] if config.source else []
+    extra.append(str(config.root / config.baseline))
+    if getattr(args, "shard", None) is not None:
+        extra.append(str(timings_path(config)))  # a shard's slice depends on the recorded timings
+    extra.extend(fastpath.toolchain_files())
+    return fastpath.Snapshot.take(str(config.root), tuple(config.exclude) + tuple(config.extend_exclude),
+                                  tuple(skip), extra)
+
+
+def _report(args: argparse.Namespace, config: Config, checked: CheckRun, options: CheckOptions) -> int:
+    if not checked.entries and not config.cuda and checked.plan is None:
+        print("kgate: no kernels registered (add [[tool.kgate.triton]] or [[tool.kgate.cuda]] tables, "
+              "or @kgate.register)", file=sys.stderr)
+    compiled = checked.compiled
+    result = gate(checked, options, config, baseline=not args.no_baseline)
+    if checked.plan is not None:
+        from kgate.shard_result import record
+
+        chosen = {name: getattr(args, name, None) for name in ("select", "extend_select", "ignore")}
+        timings = {} if args.no_cache else load_timings(config)
+        result.shard = record(checked, options, resolve_targets(config, options.targets), chosen, timings)
+        result.notices.append(f"shard {checked.plan.spec}: {len(checked.plan.mine)} of {len(checked.plan.units)} "
+                              f"unit(s); `kgate merge` combines the shards' JSON into the whole run's report")
     if args.verbose:
         tools = ", ".join(f"{k} {v}" for k, v in sorted(compiled.toolchain.items()) if not k.endswith(".id"))
         result.notices.append(f"toolchain: {tools}; {compiled.compiled} compiled, {compiled.cached} from cache")
     return emit(result, args, config)
+
+
+class _Tee:
+    """Writes to the real stream and keeps a copy."""
+
+    def __init__(self, stream: TextIO, copy: StringIO) -> None:
+        self.stream = stream
+        self.copy = copy
+
+    def write(self, text: str) -> int:
+        self.copy.write(text)
+        return self.stream.write(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+    def isatty(self) -> bool:
+        return self.stream.isatty()
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.stream, name)
+
+
+@contextmanager
+def capture() -> Iterator[tuple[StringIO, StringIO]]:
+    out, err = StringIO(), StringIO()
+    real_out, real_err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _Tee(real_out, out), _Tee(real_err, err)
+    try:
+        yield out, err
+    finally:
+        sys.stdout, sys.stderr = real_out, real_err

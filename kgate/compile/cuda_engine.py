@@ -40,8 +40,13 @@ class _Task:
 
 
 def compile_cuda(config: Config, targets: tuple[str, ...], *, jobs: int, progress: Progress | None = None,
-                 sass_all: bool = False, kernels: list[str] | None = None, pool: Pool | None = None) -> CompileRun:
-    """Compile every configured CUDA source for every target (cached) into per-kernel facts."""
+                 sass_all: bool = False, kernels: list[str] | None = None, pool: Pool | None = None,
+                 files: frozenset[str] | None = None) -> CompileRun:
+    """Compile every configured CUDA source for every target (cached) into per-kernel facts.
+
+    `files`: compile only these sources (a shard's slice). PDL launch sites are still read in
+    every source, since a launch in one file makes a kernel of another PDL-launched.
+    """
     run = CompileRun()
     if not config.cuda:
         return run
@@ -58,6 +63,8 @@ def compile_cuda(config: Config, targets: tuple[str, ...], *, jobs: int, progres
     records: list[tuple[CudaSource, str, dict[str, Any]]] = []
     todo: list[_Task] = []
     for source in sources:
+        if files is not None and source.rel not in files:
+            continue
         for target in targets:
             task = _plan(config, source, target, toolchain, compilers[source.entry.compiler], patterns, sass_all,
                          cache, nvrtc_includes)

@@ -15,6 +15,7 @@ from typing import Any
 
 import kgate
 from kgate import tools
+from kgate.collect import pyindex
 from kgate.collect.files import relpath
 from kgate.collect.modules import import_roots, kernel_source_key, module_file
 from kgate.collect.static_kernel import static_expansion
@@ -164,6 +165,8 @@ def worker_env(cache_dir: Path) -> dict[str, str | None]:
         "TRITON_INTERPRET": None,  # a compile under the interpreter compiles nothing
         "TRITON_CACHE_DIR": str(cache_dir / "triton"),
         "TRITON_ALWAYS_COMPILE": "1",
+        # Importing the project's kernel modules must not leave bytecode in its tree.
+        "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONWARNINGS": "ignore",
     }
 
@@ -178,6 +181,8 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
     tool_key = {k: v for k, v in run.toolchain.items()}
     cache = Cache(config.root / config.cache_dir)
     roots = import_roots(config.root, config.python_path)
+    pyindex.use_cache(config.root / config.cache_dir)
+    closures: dict[Path, str] = {}
     planned: list[_Planned] = []
     for entry in entries:
         found = module_file(entry.module, roots)
@@ -187,7 +192,7 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
             planned.append(p)
             continue
         try:
-            key = kernel_source_key(found[0], entry.function, roots, config.root)
+            key = kernel_source_key(found[0], entry.function, roots, config.root, closures)
             expansion = static_expansion(found[0], entry.function)
         except OSError as exc:  # the module, or a project module it imports, cannot be read
             p = _Planned(entry, "", [])
@@ -195,6 +200,7 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
             planned.append(p)
             continue
         planned.append(_Planned(entry, key, [str(found[1])], expansion, file=found[0], spans=def_spans(found[0])))
+    pyindex.save()
 
     own_pool = pool is None
     pool = pool or Pool(jobs, worker_env(config.root / config.cache_dir))

@@ -121,9 +121,19 @@ class Pool:
     def __init__(self, size: int, env: dict[str, str | None] | None = None) -> None:
         self.size = max(1, size)
         self.env = env or {}
-        self.ctx = multiprocessing.get_context("spawn")
+        # Workers fork from a server that has imported Triton once (not from this process, which may
+        # hold threads, and not spawned afresh, which would import Triton in every worker).
+        self.ctx = multiprocessing.get_context("forkserver")
+        self.ctx.set_forkserver_preload(["kgate.compile.preload"])
         self.workers: list[_Worker] = []
         self.peak_rss_kb: dict[int, int] = {}
+
+    def start(self) -> None:
+        """Start the fork server now, without waiting for it: its import of Triton overlaps the
+        planning still to do, and the workers forked later start with Triton loaded."""
+        from multiprocessing import forkserver
+
+        forkserver.ensure_running()
 
     def __enter__(self) -> Pool:  # noqa: PYI034 - not subclassed
         return self

@@ -11,41 +11,22 @@ shifts every line by how far its function has moved since.
 
 from __future__ import annotations
 
-import ast
 import os
 from dataclasses import replace
-from functools import lru_cache
 from pathlib import Path
 
-from kgate.collect.source import try_parse
+from kgate.collect.pyindex import module_info
 from kgate.facts.model import KernelFacts
 
 Spans = dict[str, tuple[int, int]]  # top-level def or class -> (first line with decorators, last line)
 
 
-@lru_cache(maxsize=1024)
-def _defs(path: Path, mtime_ns: int, size: int) -> tuple[tuple[str, int, int, int], ...]:
-    """(name, first line with decorators, last line, `def` line) of every top-level def and class."""
-    try:
-        tree = try_parse(path.read_bytes())
-    except OSError:
-        return ()
-    if tree is None:
-        return ()
-    out = []
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            start = min([node.lineno] + [d.lineno for d in node.decorator_list])
-            out.append((node.name, start, node.end_lineno or node.lineno, node.lineno))
-    return tuple(out)
-
-
 def _read(path: Path) -> tuple[tuple[str, int, int, int], ...]:
-    try:
-        st = path.stat()
-    except OSError:
+    """(name, first line with decorators, last line, `def` line) of every top-level def and class."""
+    if not path.exists():
         return ()
-    return _defs(path.resolve(), st.st_mtime_ns, st.st_size)
+    info = module_info(path)
+    return tuple((d.name, d.start, d.end, d.line) for d in info.defs.values())
 
 
 def def_spans(path: Path) -> Spans:

@@ -50,11 +50,17 @@ class Scope:
     paths: frozenset[str] | None = None  # files linted; None: the whole project
     codes: frozenset[str] = frozenset()  # rules that ran
     compiled_codes: frozenset[str] = frozenset()
+    # A shard's slice (`kgate check --shard`): its Triton kernel names and CUDA source paths; None: not sharded.
+    # CUDA kernels are matched by their file (the variant), since two files may define kernels of one name.
+    shard: frozenset[str] | None = None
+
+    def in_shard(self, kernel: str, variant: str) -> bool:
+        return self.shard is None or kernel in self.shard or variant in self.shard
 
     def covers_kernel(self, key: str) -> bool:
-        kernel, _variant, target = split_kernel_key(key)
+        kernel, variant, target = split_kernel_key(key)
         return self.compiled and target in self.targets and (self.kernels is None or kernel in self.kernels) \
-            and kernel not in self.failed
+            and kernel not in self.failed and self.in_shard(kernel, variant)
 
     def covers_finding(self, key: str) -> bool:
         code, path, identity = key.split("|", 2)
@@ -63,9 +69,10 @@ class Scope:
         if code in self.compiled_codes:
             parts = identity.split("|")
             kernel = parts[0]
+            variant = parts[1] if len(parts) > 1 else ""
             target = parts[2] if len(parts) > 2 else ""
             return self.compiled and (self.kernels is None or kernel in self.kernels) and \
-                (not target or target in self.targets)
+                (not target or target in self.targets) and self.in_shard(kernel, variant)
         return self.source and (self.paths is None or path in self.paths)
 
 

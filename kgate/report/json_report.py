@@ -59,7 +59,7 @@ def kernel_record(facts: KernelFacts) -> dict[str, Any]:
 
 
 def to_dict(result: Result) -> dict[str, Any]:
-    return {
+    out = {
         "version": SCHEMA_VERSION,
         "command": result.command,
         "findings": [f.to_json() for f in sort_findings(list(result.findings))],
@@ -74,6 +74,9 @@ def to_dict(result: Result) -> dict[str, Any]:
             "exit_code": result.exit_code(),
         },
     }
+    if result.shard is not None:
+        out["shard"] = result.shard  # only a shard's run has it (README: "Sharding across CI runners")
+    return out
 
 
 def render(result: Result, config: object = None) -> str:

@@ -24,6 +24,8 @@ class Result:
     files_checked: int = 0
     fail_on: Severity = Severity.ERROR
     stats: dict[str, Any] = field(default_factory=dict)
+    # A shard's run (`kgate check --shard`): what `kgate merge` needs, written as the JSON's `shard` object.
+    shard: dict[str, Any] | None = None
 
     def failing(self) -> list[Finding]:
         return [f for f in self.findings if f.severity.rank <= self.fail_on.rank]

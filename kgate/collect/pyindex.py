@@ -1,0 +1,214 @@
+"""One parse per Python source file, remembered across runs.
+
+Planning a check needs, for every module that defines a registered kernel:
+its top-level functions (where they start and end, a hash of their text,
+the names they use, their parameters and decorators), the hash of the rest
+of the module, and its imports. All of it comes from one `ast.parse`, kept
+in memory for the run and in `<cache>/v1/pyindex.json` across runs, keyed by
+the file's size and modification and change times, so a run in which the
+file did not change does not parse it at all.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+INDEX_VERSION = 1
+_DYNAMIC = ("autotune", "heuristics")  # decorators that change what is compiled
+
+
+@dataclass(frozen=True)
+class DefInfo:
+    name: str
+    start: int  # first line, decorators included
+    end: int
+    line: int  # the `def` line
+    text_hash: str
+    uses: tuple[str, ...]  # names the body and decorators use
+    kind: str  # "function" | "class"
+    decorators: tuple[str, ...] = ()  # last names of the decorators, e.g. "jit", "autotune", "register"
+    params: tuple[tuple[str, bool, bool], ...] | None = None  # (name, constexpr, has default); None: not simple
+    dot_scaled: bool = False  # the text calls dot_scaled itself
+
+
+@dataclass(frozen=True)
+class ModuleInfo:
+    parsed: bool
+    rest_hash: str  # the module's code outside top-level functions and classes
+    defs: dict[str, DefInfo] = field(default_factory=dict)
+    imports: tuple[tuple[str, int, str], ...] = ()  # (module, level, imported name)
+
+
+def _stat_key(path: Path) -> list[int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+
+
+class _Index:
+    def __init__(self) -> None:
+        self.file: Path | None = None
+        self.entries: dict[str, list[Any]] = {}
+        self.loaded = False
+        self.dirty = False
+        self.memory: dict[str, tuple[list[int] | None, ModuleInfo]] = {}
+
+    def use(self, cache_dir: Path) -> None:
+        target = cache_dir / "v1" / "pyindex.json"
+        if target != self.file:
+            self.file, self.loaded, self.entries, self.dirty = target, False, {}, False
+
+    def _load(self) -> None:
+        self.loaded = True
+        if self.file is None:
+            return
+        try:
+            data = json.loads(self.file.read_bytes())
+            if data.get("version") == INDEX_VERSION and isinstance(data.get("files"), dict):
+                self.entries = data["files"]
+        except (OSError, ValueError, AttributeError):
+            self.entries = {}
+
+    def get(self, path: Path) -> ModuleInfo:
+        key = str(path)
+        stat = _stat_key(path)
+        held = self.memory.get(key)
+        if held is not None and held[0] == stat:
+            return held[1]
+        if not self.loaded:
+            self._load()
+        stored = self.entries.get(key)
+        info = None
+        if stored is not None and stored[0] == stat:
+            try:
+                info = _from_json(stored[1])
+            except (KeyError, TypeError, ValueError):
+                info = None
+        if info is None:
+            info = parse_module(path)
+            if stat is not None:
+                self.entries[key] = [stat, _to_json(info)]
+                self.dirty = True
+        self.memory[key] = (stat, info)
+        return info
+
+    def save(self) -> None:
+        if not self.dirty or self.file is None:
+            return
+        from kgate.compile.cache import atomic_write
+
+        live = {k: v for k, v in self.entries.items() if os.path.exists(k)}
+        try:
+            atomic_write(self.file, json.dumps({"version": INDEX_VERSION, "files": live},
+                                               separators=(",", ":")).encode())
+        except OSError:
+            pass  # costs a parse next time, nothing else
+        self.dirty = False
+
+
+_INDEX = _Index()
+
+
+def use_cache(cache_dir: Path) -> None:
+    """Remember parses in this cache folder (the project's `cache-dir`)."""
+    _INDEX.use(cache_dir)
+
+
+def save() -> None:
+    _INDEX.save()
+
+
+def module_info(path: Path) -> ModuleInfo:
+    return _INDEX.get(path.resolve())
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+def _decorator_name(node: ast.expr) -> str:
+    if isinstance(node, ast.Call):
+        node = node.func
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    if isinstance(node, ast.Name):
+        return node.id
+    return ""
+
+
+def _params(node: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[tuple[str, bool, bool], ...] | None:
+    args = node.args
+    if args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs:
+        return None
+    positional = args.args
+    defaults = [False] * (len(positional) - len(args.defaults)) + [True] * len(args.defaults)
+    return tuple((a.arg, a.annotation is not None and ast.unparse(a.annotation).endswith("constexpr"), d)
+                 for a, d in zip(positional, defaults))
+
+
+def _mentions_dot_scaled(node: ast.AST) -> bool:
+    return any((isinstance(n, ast.Attribute) and n.attr == "dot_scaled")
+               or (isinstance(n, ast.Name) and n.id == "dot_scaled") for n in ast.walk(node))
+
+
+def parse_module(path: Path) -> ModuleInfo:
+    try:
+        data = path.read_bytes()
+        tree = ast.parse(data)
+    except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
+        try:
+            blob = path.read_bytes()
+        except OSError:
+            blob = b""
+        return ModuleInfo(False, hashlib.sha256(blob).hexdigest())
+    text = data.decode("utf-8", errors="replace")
+    lines = text.splitlines(keepends=True)
+    defs: dict[str, DefInfo] = {}
+    rest: list[str] = []
+    for node in tree.body:
+        decorators = getattr(node, "decorator_list", [])
+        start = min([node.lineno] + [d.lineno for d in decorators])
+        end = node.end_lineno or node.lineno
+        segment = "".join(lines[start - 1: end])
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            uses = tuple(sorted({n.id for n in ast.walk(node) if isinstance(n, ast.Name)}))
+            is_function = not isinstance(node, ast.ClassDef)
+            defs[node.name] = DefInfo(
+                name=node.name, start=start, end=end, line=node.lineno,
+                text_hash=hashlib.sha256(segment.encode()).hexdigest(), uses=uses,
+                kind="function" if is_function else "class",
+                decorators=tuple(_decorator_name(d) for d in decorators),
+                params=_params(node) if is_function else None,  # type: ignore[arg-type]
+                dot_scaled=_mentions_dot_scaled(node),
+            )
+        else:
+            rest.append(segment)
+    imports: list[tuple[str, int, str]] = []
+    for found in ast.walk(tree):
+        if isinstance(found, ast.Import):
+            imports.extend((alias.name, 0, "") for alias in found.names)
+        elif isinstance(found, ast.ImportFrom):
+            imports.extend((found.module or "", found.level, alias.name) for alias in found.names)
+    return ModuleInfo(True, hashlib.sha256("".join(rest).encode()).hexdigest(), defs, tuple(imports))
+
+
+def _to_json(info: ModuleInfo) -> dict[str, Any]:
+    return asdict(info)
+
+
+def _from_json(data: dict[str, Any]) -> ModuleInfo:
+    defs = {}
+    for name, raw in data["defs"].items():
+        raw = dict(raw)
+        raw["uses"] = tuple(raw["uses"])
+        raw["decorators"] = tuple(raw["decorators"])
+        raw["params"] = tuple(tuple(p) for p in raw["params"]) if raw["params"] is not None else None
+        defs[name] = DefInfo(**raw)
+    return ModuleInfo(data["parsed"], data["rest_hash"], defs, tuple(tuple(i) for i in data["imports"]))

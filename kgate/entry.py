@@ -1,0 +1,22 @@
+"""The `kgate` console script: replay an unchanged `kgate check` before loading anything else.
+
+Kept apart from `kgate.cli` so that the replay path imports neither
+argparse nor any of kgate's own modules beyond `kgate.fastpath`.
+"""
+
+from __future__ import annotations
+
+import sys
+
+
+def main() -> int:
+    argv = sys.argv[1:]
+    if argv[:1] == ["check"]:
+        from kgate import fastpath
+
+        code = fastpath.replay(argv)
+        if code is not None:
+            return code
+    from kgate.cli import main as full_run
+
+    return full_run(argv)

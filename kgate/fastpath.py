@@ -1,0 +1,262 @@
+"""Replaying a `kgate check` whose inputs have not changed since it last ran.
+
+A warm run with nothing changed should cost about what starting Python
+does, not what collecting, hashing and re-reading every cached record does.
+So a finished `kgate check` leaves a run record: the exact output it wrote
+and its exit code, keyed by the command line and the environment that can
+change the result, together with a snapshot of everything it read: every
+file and folder of the project (with the configured exclusions), the
+configuration, the toolchain's files and kgate's own. The next identical
+command stats those paths; if every one is unchanged (size, modification
+and change times, inode) it writes the recorded output and exits, without
+importing the rest of kgate. Any difference, or any doubt, falls through to
+the full run.
+
+The snapshot is taken before the run and verified again after it, so an
+edit made while kgate was running is never recorded as seen.
+
+This module imports only the standard library's cheapest parts: it runs
+before anything else in the process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+
+RECORD_VERSION = 1
+# Environment variables that can change what a check finds.
+_ENV_PREFIXES = ("TRITON_", "CUDA", "NVCC", "KGATE_", "NVIDIA_")
+_ENV_NAMES = ("PATH", "PYTHONPATH", "NO_COLOR", "COLUMNS", "LD_LIBRARY_PATH")
+# Flags whose output describes the run itself (counts of compiled kernels), not the inputs.
+_NOT_REPLAYED = ("-v", "--verbose", "--no-cache", "-h", "--help")
+
+
+def _stat(path: str) -> list[int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+
+
+def find_config(start: str) -> str | None:
+    """The configuration kgate would use, found as `kgate.config.find_config` does, without TOML parsing."""
+    folder = os.path.abspath(start)
+    while True:
+        candidate = os.path.join(folder, "kgate.toml")
+        if os.path.isfile(candidate):
+            return candidate
+        pyproject = os.path.join(folder, "pyproject.toml")
+        if os.path.isfile(pyproject):
+            try:
+                with open(pyproject, "rb") as handle:
+                    if b"tool.kgate" in handle.read():
+                        return pyproject
+            except OSError:
+                return None
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return None
+        folder = parent
+
+
+def _cache_dir(config_path: str) -> str | None:
+    root = os.path.dirname(config_path)
+    try:
+        with open(config_path, "rb") as handle:
+            data = handle.read()
+    except OSError:
+        return None
+    if b"cache-dir" not in data:
+        return os.path.join(root, ".kgate-cache")
+    try:
+        from kgate.config import load_config
+
+        config = load_config(_path(config_path))
+    except Exception:  # noqa: BLE001 - any doubt means the full run, which reports it properly
+        return None
+    return os.path.join(str(config.root), config.cache_dir)
+
+
+def _path(text: str):  # type: ignore[no-untyped-def]
+    from pathlib import Path
+
+    return Path(text)
+
+
+def run_key(argv: list[str]) -> str:
+    env = {k: v for k, v in os.environ.items() if k.startswith(_ENV_PREFIXES) or k in _ENV_NAMES}
+    from kgate import __version__
+
+    blob = json.dumps([RECORD_VERSION, __version__, sys.executable, sys.version, os.getcwd(), argv,
+                       sorted(env.items()), sys.stdout.isatty(), sys.stderr.isatty()])
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _record_path(argv: list[str]) -> str | None:
+    if any(flag in argv for flag in _NOT_REPLAYED):
+        return None
+    config = _explicit_config(argv) or find_config(os.getcwd())
+    if config is None:
+        return None
+    cache = _cache_dir(config)
+    if cache is None:
+        return None
+    return os.path.join(cache, "v1", "runs", run_key(argv) + ".json")
+
+
+def _explicit_config(argv: list[str]) -> str | None:
+    for index, arg in enumerate(argv):
+        if arg == "--config" and index + 1 < len(argv):
+            return os.path.abspath(argv[index + 1])
+        if arg.startswith("--config="):
+            return os.path.abspath(arg.split("=", 1)[1])
+    return None
+
+
+def replay(argv: list[str]) -> int | None:
+    """Write the recorded output of an unchanged `kgate check` and return its exit code; None to run it."""
+    path = _record_path(argv)
+    if path is None:
+        return None
+    try:
+        with open(path, "rb") as handle:
+            record = json.loads(handle.read())
+        if record.get("version") != RECORD_VERSION or record.get("argv") != argv:
+            return None
+        for name, stat in record["files"].items():
+            if _stat(name) != stat:
+                return None
+        for name, (kept, ignored) in record["dirs"].items():
+            if _listing(name, ignored) != kept:
+                return None
+        for name, content in record["outputs"].items():
+            _rewrite(name, content)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    sys.stdout.write(record["stdout"])
+    sys.stdout.flush()
+    sys.stderr.write(record["stderr"])
+    sys.stderr.flush()
+    return int(record["exit"])
+
+
+def _rewrite(name: str, content: str) -> None:
+    """Write an output file again only where it is gone or differs (it is not an input)."""
+    try:
+        with open(name, encoding="utf-8") as handle:
+            if handle.read() == content:
+                return
+    except (OSError, UnicodeDecodeError):
+        pass
+    from kgate.compile.cache import atomic_write
+
+    atomic_write(_path(name), content.encode())
+
+
+# --------------------------------------------------------------------------- recording (after a full run)
+
+
+def _listing(folder: str, ignored: list[str]) -> list[str] | None:
+    """The names in a folder, less those the run did not read (outputs, caches, excluded folders)."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return None
+    skip = set(ignored)
+    return sorted(n for n in names if n not in skip)
+
+
+class Snapshot:
+    """The stats of every input of a run, taken before it; recorded only if they still hold after it.
+
+    Folders are compared by their listings (less the entries the run does not read), not their
+    modification times: writing the cache or a report next to the sources is not a change.
+    """
+
+    def __init__(self, files: dict[str, list[int] | None], dirs: dict[str, list[list[str]]]) -> None:
+        self.files = files
+        self.dirs = dirs
+
+    @classmethod
+    def take(cls, root: str, exclude: tuple[str, ...], skip: tuple[str, ...], extra: list[str]) -> Snapshot:
+        from kgate.collect.files import excluded
+
+        files: dict[str, list[int] | None] = {}
+        dirs: dict[str, list[list[str]]] = {}
+        skip_abs = {os.path.abspath(s) for s in skip}
+        stack = [root]
+        while stack:
+            folder = stack.pop()
+            try:
+                entries = sorted(os.scandir(folder), key=lambda e: e.name)
+            except OSError:
+                continue
+            kept: list[str] = []
+            # Outputs and caches of the run itself, whether they exist yet or not.
+            ignored: list[str] = sorted(os.path.basename(p) for p in skip_abs if os.path.dirname(p) == folder)
+            for entry in entries:
+                rel = os.path.relpath(entry.path, root).replace(os.sep, "/")
+                if excluded(rel, exclude) or entry.path in skip_abs:
+                    if entry.name not in ignored:
+                        ignored.append(entry.name)
+                    continue
+                kept.append(entry.name)
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(entry.path)
+                else:
+                    files[entry.path] = _stat(entry.path)
+            dirs[folder] = [kept, ignored]
+        for name in extra:
+            files[os.path.abspath(name)] = _stat(name)
+        return cls(files, dirs)
+
+    def still_holds(self) -> bool:
+        return all(_stat(name) == stat for name, stat in self.files.items()) and all(
+            _listing(name, ignored) == kept for name, (kept, ignored) in self.dirs.items())
+
+
+def toolchain_files() -> list[str]:
+    """Files whose change means a different compiler: Triton's package and tools, nvcc, kgate itself."""
+    import importlib.util
+    import shutil
+
+    out: list[str] = []
+    spec = importlib.util.find_spec("triton")
+    if spec is not None and spec.origin:
+        package = os.path.dirname(spec.origin)
+        out.append(spec.origin)
+        tools = os.path.join(package, "backends", "nvidia", "bin")
+        if os.path.isdir(tools):
+            out.extend(os.path.join(tools, name) for name in sorted(os.listdir(tools)))
+    for name in ("nvcc", "ptxas", "cuobjdump"):
+        found = shutil.which(name)
+        if found:
+            out.append(os.path.realpath(found))
+    for module in ("kgate", "kgate.rules", "kgate.kernels"):
+        spec = importlib.util.find_spec(module)
+        if spec is not None and spec.submodule_search_locations:
+            for folder in spec.submodule_search_locations:
+                for dirpath, _dirs, names in os.walk(folder):
+                    out.extend(os.path.join(dirpath, n) for n in sorted(names)
+                               if n.endswith((".py", ".toml", ".cu", ".cuh")))
+    return out
+
+
+def record(argv: list[str], snapshot: Snapshot, stdout: str, stderr: str, code: int,
+           outputs: dict[str, str]) -> None:
+    """Leave the run record for `replay`, unless an input changed while the run read it."""
+    path = _record_path(argv)
+    if path is None or not snapshot.still_holds():
+        return
+    data = {"version": RECORD_VERSION, "argv": argv, "files": snapshot.files, "dirs": snapshot.dirs,
+            "stdout": stdout, "stderr": stderr, "exit": code, "outputs": outputs}
+    from kgate.compile.cache import atomic_write
+
+    try:
+        atomic_write(_path(path), json.dumps(data, separators=(",", ":")).encode())
+    except OSError:
+        pass  # no record: the next run is a full one, nothing else is lost

@@ -1,0 +1,97 @@
+"""The per-file parse index: one parse per changed file, remembered across runs."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from kgate.collect import pyindex
+from kgate.collect.modules import kernel_source_key
+from kgate.collect.static_kernel import static_expansion
+
+SOURCE = '''import triton
+import triton.language as tl
+
+SCALE = 2.0
+
+
+@triton.jit
+def _helper(x):
+    return x * SCALE
+
+
+@triton.jit
+def kernel(x, n, BLOCK: tl.constexpr):
+    o = tl.arange(0, BLOCK)
+    tl.store(x + o, _helper(tl.load(x + o, mask=o < n)), mask=o < n)
+
+
+@triton.jit
+def other(x, n, BLOCK: tl.constexpr = 128):
+    o = tl.arange(0, BLOCK)
+    tl.store(x + o, tl.dot_scaled(x, None, "bf16", x, None, "bf16"), mask=o < n)
+'''
+
+
+@pytest.fixture
+def counting(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    parsed: list[Path] = []
+    real = pyindex.parse_module
+
+    def parse(path: Path) -> pyindex.ModuleInfo:
+        parsed.append(path)
+        return real(path)
+
+    monkeypatch.setattr(pyindex, "parse_module", parse)
+    monkeypatch.setattr(pyindex, "_INDEX", pyindex._Index())
+    return parsed
+
+
+def test_a_second_run_reads_the_index_instead_of_parsing(tmp_path: Path, counting: list[Path]) -> None:
+    module = tmp_path / "mod.py"
+    module.write_text(SOURCE)
+    pyindex.use_cache(tmp_path / "cache")
+    first = static_expansion(module, "kernel")
+    pyindex.save()
+    assert len(counting) == 1
+    pyindex._INDEX = pyindex._Index()  # a new process
+    pyindex.use_cache(tmp_path / "cache")
+    assert static_expansion(module, "kernel") == first
+    assert len(counting) == 1
+    time.sleep(0.01)
+    module.write_text(SOURCE.replace("2.0", "3.0"))
+    static_expansion(module, "kernel")
+    assert len(counting) == 2
+
+
+def test_static_expansion_reads_parameters_and_dot_scaled(tmp_path: Path, counting: list[Path]) -> None:
+    module = tmp_path / "mod.py"
+    module.write_text(SOURCE)
+    kernel = static_expansion(module, "kernel")
+    assert kernel is not None and kernel["line"] == 13 and not kernel["uses_dot_scaled"]
+    assert [(p["name"], p["constexpr"], p["has_default"]) for p in kernel["params"]] == [
+        ("x", False, False), ("n", False, False), ("BLOCK", True, False)]
+    other = static_expansion(module, "other")
+    assert other is not None and other["uses_dot_scaled"] and other["params"][2]["has_default"]
+
+
+def test_kernel_keys_follow_what_each_kernel_uses(tmp_path: Path, counting: list[Path]) -> None:
+    module = tmp_path / "mod.py"
+    module.write_text(SOURCE)
+    before = {name: kernel_source_key(module, name, [tmp_path], tmp_path) for name in ("kernel", "other")}
+    module.write_text(SOURCE.replace("tl.dot_scaled(x, None", "tl.dot_scaled(x + 0, None"))
+    after = {name: kernel_source_key(module, name, [tmp_path], tmp_path) for name in ("kernel", "other")}
+    assert before["kernel"] == after["kernel"] and before["other"] != after["other"]
+    module.write_text(SOURCE.replace("return x * SCALE", "return x * SCALE * 1.0"))
+    helper_edit = kernel_source_key(module, "kernel", [tmp_path], tmp_path)
+    assert helper_edit != before["kernel"]
+    assert kernel_source_key(module, "other", [tmp_path], tmp_path) == before["other"]
+
+
+def test_a_file_that_does_not_parse_still_has_a_key(tmp_path: Path, counting: list[Path]) -> None:
+    module = tmp_path / "broken.py"
+    module.write_text("def (:\n")
+    assert static_expansion(module, "kernel") is None
+    assert kernel_source_key(module, "kernel", [tmp_path], tmp_path)

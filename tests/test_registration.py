@@ -1,0 +1,84 @@
+"""Registering Triton kernels: configuration and decorator give the same thing; autotune configs become variants."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from conftest import kgate
+from kgate.errors import ConfigError
+
+KERNEL = textwrap.dedent('''\
+    import triton
+    import triton.language as tl
+    {imports}
+
+    {decorators}
+    @triton.jit
+    def scale(x, out, n, BLOCK: tl.constexpr, FACTOR: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(out + offs, tl.load(x + offs, mask=offs < n) * FACTOR, mask=offs < n)
+''')
+
+TABLE = '''
+[[triton]]
+kernel = "ops:scale"
+signature = { x = "*fp16", out = "*fp16", n = "i32" }
+constexprs = { BLOCK = 1024, FACTOR = 2 }
+num_warps = 4
+kind = "elementwise"
+variants = [{ BLOCK = 512, num_warps = 8 }]
+'''
+
+DECORATOR = ('@kgate.register(signature={"x": "*fp16", "out": "*fp16", "n": "i32"}, constexprs={"BLOCK": 1024, '
+             '"FACTOR": 2},\n                num_warps=4, kind="elementwise", variants=[{"BLOCK": 512, "num_warps": 8}])')
+
+
+def project(root: Path, config: str, source: str) -> Path:
+    root.mkdir()
+    (root / "kgate.toml").write_text('targets = ["sm_120a"]\npython-path = ["."]\n' + config)
+    (root / "ops.py").write_text(source)
+    return root
+
+
+def kernels(root: Path) -> list[dict]:
+    run = kgate("check", "--format", "json", cwd=root)
+    assert run.code == 0, run.stdout + run.stderr
+    return run.json()["kernels"]
+
+
+def test_configuration_and_decorator_register_the_same_kernel(tmp_path: Path) -> None:
+    by_table = project(tmp_path / "table", TABLE, KERNEL.format(imports="", decorators=""))
+    by_decorator = project(tmp_path / "decorator", "", KERNEL.format(imports="import kgate", decorators=DECORATOR))
+    table, decorated = kernels(by_table), kernels(by_decorator)
+    assert [k["variant"] for k in table] == ["BLOCK=1024,FACTOR=2,warps=4,stages=3",
+                                              "BLOCK=512,FACTOR=2,warps=8,stages=3"]
+    # The same kernel, variants and compiled numbers; only the definition line differs (the decorator adds lines).
+    strip = [{k: v for k, v in record.items() if k != "line"} for record in table]
+    assert strip == [{k: v for k, v in record.items() if k != "line"} for record in decorated]
+
+
+def test_an_autotuned_kernel_expands_into_one_variant_per_config(tmp_path: Path) -> None:
+    autotune = ('@triton.autotune(configs=[triton.Config({"BLOCK": 128}, num_warps=4),\n'
+                '                          triton.Config({"BLOCK": 256}, num_warps=8, num_stages=2)], key=["FACTOR"])')
+    config = TABLE.replace("constexprs = { BLOCK = 1024, FACTOR = 2 }", "constexprs = { FACTOR = 2 }").replace(
+        "variants = [{ BLOCK = 512, num_warps = 8 }]\n", "")
+    root = project(tmp_path / "tuned", config, KERNEL.format(imports="", decorators=autotune))
+    assert [k["variant"] for k in kernels(root)] == ["BLOCK=128,FACTOR=2,warps=4,stages=3",
+                                                      "BLOCK=256,FACTOR=2,warps=8,stages=2"]
+
+
+def test_the_decorator_checks_its_fields_when_the_module_is_imported() -> None:
+    import kgate
+
+    def kernel(x):  # stands for a @triton.jit function
+        return x
+
+    with pytest.raises(ConfigError, match="kind: must be one of"):
+        kgate.register(signature={"x": "*fp16"}, kind="gemv")(kernel)
+    with pytest.raises(TypeError, match="takes no 'kernel'"):
+        kgate.register(kernel="a:b", signature={})
+    fn = kgate.register(signature={"x": "*fp16"}, kind="gemm")(kernel)
+    assert fn is kernel and fn.__kgate__[0].kind == "gemm"
