@@ -149,8 +149,15 @@ def _params(node: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[tuple[str, bo
         return None
     positional = args.args
     defaults = [False] * (len(positional) - len(args.defaults)) + [True] * len(args.defaults)
-    return tuple((a.arg, a.annotation is not None and ast.unparse(a.annotation).endswith("constexpr"), d)
-                 for a, d in zip(positional, defaults))
+    return tuple((a.arg, _is_constexpr(a.annotation), d) for a, d in zip(positional, defaults))
+
+
+def _is_constexpr(annotation: ast.expr | None) -> bool:
+    # `tl.constexpr`, `triton.language.constexpr`: read from the node, not by unparsing it (an annotation
+    # nested a few hundred levels deep exhausts ast.unparse's recursion).
+    if isinstance(annotation, ast.Attribute):
+        return annotation.attr.endswith("constexpr")
+    return isinstance(annotation, ast.Name) and annotation.id.endswith("constexpr")
 
 
 def _mentions_dot_scaled(node: ast.AST) -> bool:
