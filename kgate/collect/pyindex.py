@@ -19,6 +19,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kgate.collect.source import try_parse
+
 INDEX_VERSION = 1
 _DYNAMIC = ("autotune", "heuristics")  # decorators that change what is compiled
 
@@ -168,13 +170,11 @@ def _mentions_dot_scaled(node: ast.AST) -> bool:
 def parse_module(path: Path) -> ModuleInfo:
     try:
         data = path.read_bytes()
-        tree = ast.parse(data)
-    except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
-        try:
-            blob = path.read_bytes()
-        except OSError:
-            blob = b""
-        return ModuleInfo(False, hashlib.sha256(blob).hexdigest())
+    except OSError:
+        data = b""
+    tree = try_parse(data)  # None: a syntax error, nesting too deep, a file too large to parse
+    if tree is None:
+        return ModuleInfo(False, hashlib.sha256(data).hexdigest())
     text = data.decode("utf-8", errors="replace")
     lines = text.splitlines(keepends=True)
     defs: dict[str, DefInfo] = {}
