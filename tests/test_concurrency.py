@@ -10,6 +10,7 @@ each launched with PDL so that SASS is disassembled into the cache too).
 from __future__ import annotations
 
 import ast
+import json
 import os
 import shutil
 import signal
@@ -139,6 +140,32 @@ def test_truncated_and_misshapen_cache_records_are_rebuilt(tmp_path: Path, refer
     # ...and replaced by a whole one: the next run compiles nothing and says what a clean run says.
     assert "0 compiled, 4 from cache" in kgate("check", "-v", cwd=project).stdout
     assert kgate(*CHECK, cwd=project).stdout == reference[1].stdout
+
+
+def test_a_damaged_run_record_or_python_index_means_a_full_run(tmp_path: Path, reference: tuple[Path, Run]) -> None:
+    """The records that let an unchanged check skip work (kgate.fastpath's run record, the parse index) are
+    caches too: damaged, they are ignored, not trusted and not crashed on."""
+    project = tmp_path / "warm"
+    shutil.copytree(reference[0], project)
+    assert kgate(*CHECK, cwd=project).stdout == reference[1].stdout  # leaves the run record
+    runs = sorted((project / ".kgate-cache" / "v1" / "runs").glob("*.json"))
+    index = project / ".kgate-cache" / "v1" / "pyindex.json"
+    assert runs and index.is_file()
+    for path in runs:
+        record = json.loads(path.read_text())
+        del record["stdout"]
+        record["exit"] = "x"
+        path.write_text(json.dumps(record))
+    entries = json.loads(index.read_text())
+    for key in entries["files"]:
+        entries["files"][key] = {"stat": entries["files"][key][0]}
+    index.write_text(json.dumps(entries))
+    run = kgate(*CHECK, cwd=project)
+    assert (run.code, run.stdout) == (1, reference[1].stdout), run.stderr
+    for path in (*runs, index):
+        path.write_bytes(path.read_bytes()[:100])
+    run = kgate(*CHECK, cwd=project)
+    assert (run.code, run.stdout) == (1, reference[1].stdout), run.stderr
 
 
 def test_reports_and_the_baseline_get_the_permissions_of_an_ordinary_file(tmp_path: Path,
