@@ -192,6 +192,8 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
             planned.append(p)
             continue
         try:
+            with open(found[0], "rb"):  # the index takes an unreadable file for an empty one: ask first
+                pass
             key = kernel_source_key(found[0], entry.function, roots, config.root, closures)
             expansion = static_expansion(found[0], entry.function)
         except OSError as exc:  # the module, or a project module it imports, cannot be read
