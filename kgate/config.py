@@ -176,8 +176,8 @@ def _read_toml(path: Path) -> dict[str, Any]:
     try:
         return tomllib.loads(text)
     except ValueError as exc:  # TOMLDecodeError, or a number too long for int()
-        message, line = toml_error(exc, text)
-        raise ConfigError(f"invalid TOML: {message}", path=path.name, line=line) from None
+        message, where = toml_error(exc, text)
+        raise ConfigError(f"invalid TOML: {message}", path=path.name, line=where) from None
 
 
 def toml_error(exc: Exception, source: str = "") -> tuple[str, int | None]:

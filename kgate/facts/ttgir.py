@@ -12,6 +12,7 @@ rule reads it here instead of guessing.
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -47,7 +48,7 @@ def parse_pipeline(ttgir: str) -> Pipeline | None:
             size = element_bytes(type_name)
             for d in shape:
                 size *= d
-            if size == size and size < 2**63:  # a number of bytes, not an overflow to inf (or nan)
+            if math.isfinite(size) and size < 2**63:  # a number of bytes, not an overflow to inf
                 allocs.append((shape[0], int(size)))
     if not allocs:
         return None
