@@ -121,7 +121,16 @@ def literal(node: ast.expr, constants: dict[str, ast.expr], depth: int = 0) -> A
     if isinstance(node, ast.Name) and node.id in constants:
         return literal(constants[node.id], constants, depth + 1)
     raise _NotLiteral(f"must be a literal (numbers, strings, lists, dicts, dict(...), or a module-level constant "
-                      f"assigned one), not `{ast.unparse(node)}`")
+                      f"assigned one), not {_shown(node)}")
+
+
+def _shown(node: ast.expr) -> str:
+    """An expression as written, in backticks, short enough for a one-line error."""
+    try:
+        text = ast.unparse(node)
+    except RecursionError:  # ast.unparse recurses per node
+        return "an expression nested too deeply to show"
+    return f"`{text}`" if len(text) <= 60 else f"`{text[:57]}...`"
 
 
 def _module_constants(tree: ast.Module) -> dict[str, ast.expr]:
