@@ -73,9 +73,15 @@ def thresholds(selection: Selection) -> audit_model.Thresholds:
                                   float(spill["cliff_fraction"]))
 
 
+def _check_folder(out: Path) -> None:
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"{out}: not a folder (kgate audit writes report.html and report.md into one)")
+
+
 def run(args: argparse.Namespace) -> int:
     config = config_from(args)
     selection = selection_from(args, config)
+    _check_folder(Path(args.output))  # before compiling anything
     targets, cards = resolve_cards(args.profile, resolve_targets(config, tuple(args.target or ())),
                                    explicit_targets=bool(args.target))
     options = CheckOptions(targets=targets, kernels=tuple(args.kernel or ()), jobs=args.jobs, sass=True,
@@ -107,6 +113,7 @@ def run(args: argparse.Namespace) -> int:
 
 def write(model: audit_model.AuditModel, out: Path) -> int:
     written = []
+    _check_folder(out)
     for name, text in (("report.html", audit_html.render(model)), ("report.md", audit_md.render(model))):
         try:
             atomic_write(out / name, text.encode())
