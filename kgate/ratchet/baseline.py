@@ -185,9 +185,9 @@ def render(baseline: Baseline) -> str:
     return "".join(lines)
 
 
-def save(baseline: Baseline, path: Path) -> None:
+def save(baseline: Baseline, path: Path, display: str | None = None) -> None:
     """Write atomically: an interrupted write leaves the old file whole."""
     try:
         atomic_write(path, render(baseline).encode())
     except OSError as exc:
-        raise BaselineError(f"cannot write the baseline: {exc.strerror}", path=str(path)) from None
+        raise BaselineError(f"cannot write the baseline: {exc.strerror}", path=display or str(path)) from None
