@@ -74,7 +74,11 @@ def thresholds(selection: Selection) -> audit_model.Thresholds:
 
 
 def _check_folder(out: Path) -> None:
-    if out.exists() and not out.is_dir():
+    try:
+        blocked = out.exists() and not out.is_dir()
+    except OSError:  # cannot look: writing into it will say why
+        return
+    if blocked:
         raise ConfigError(f"{out}: not a folder (kgate audit writes report.html and report.md into one)")
 
 
