@@ -29,7 +29,7 @@ CORPUS = FIXTURES / "bad"
 TOOLS = Path(__file__).resolve().parent / "fake_tools"
 CASES = sorted(p.name for p in CORPUS.iterdir() if (p / "case.toml").is_file())
 KEYS = {"description", "command", "exit", "diagnostic", "diagnostic_match", "checked", "also", "env", "generate",
-        "symlinks", "fifos", "unreadable", "requires"}
+        "symlinks", "fifos", "unreadable", "readonly", "requires"}
 # Root reads files whatever their mode: its kgate runs without the capabilities that allow that.
 WITHOUT_DAC_OVERRIDE = ["setpriv", "--bounding-set=-dac_override,-dac_read_search"]
 
@@ -64,19 +64,23 @@ def make_generated(project: Path, case: dict) -> None:
 
 
 def unreadable_prefix(project: Path, case: dict) -> list[str]:
-    """chmod 000 the case's unreadable files; the command prefix under which they really are unreadable."""
-    if not case.get("unreadable"):
+    """chmod the case's unreadable (000) and read-only (555) paths; the command prefix under which the
+    permissions really hold."""
+    restricted = [(rel, 0) for rel in case.get("unreadable", [])] + [(rel, 0o555) for rel in case.get("readonly", [])]
+    if not restricted:
         return []
-    for rel in case["unreadable"]:
-        (project / rel).chmod(0)
+    for rel, mode in restricted:
+        (project / rel).chmod(mode)
     if os.geteuid() != 0:
         return []
     if shutil.which("setpriv") is None:
-        pytest.skip("running as root, where chmod 000 files stay readable, and setpriv (util-linux) is missing")
-    probe = subprocess.run([*WITHOUT_DAC_OVERRIDE, "cat", str(project / case["unreadable"][0])],
-                           capture_output=True, check=False)
+        pytest.skip("running as root, where file permissions do not hold, and setpriv (util-linux) is missing")
+    first = project / restricted[0][0]
+    # Both a folder of mode 000 and one of 555 refuse a new file; a file of mode 000 refuses reading.
+    attempt = ["touch", str(first / "probe")] if first.is_dir() else ["cat", str(first)]
+    probe = subprocess.run([*WITHOUT_DAC_OVERRIDE, *attempt], capture_output=True, check=False)
     if probe.returncode == 0:
-        pytest.skip("running as root without the right to drop CAP_DAC_OVERRIDE: chmod 000 files stay readable")
+        pytest.skip("running as root without the right to drop CAP_DAC_OVERRIDE: file permissions do not hold")
     return WITHOUT_DAC_OVERRIDE
 
 
@@ -107,8 +111,8 @@ def test_bad_input(name: str, tmp_path: Path) -> None:
     try:
         run = run_case(name, case, project)
     finally:
-        for rel in case.get("unreadable", []):  # let pytest remove the temporary folder
-            (project / rel).chmod(stat.S_IRUSR | stat.S_IWUSR)
+        for rel in case.get("unreadable", []) + case.get("readonly", []):  # let pytest remove the folder
+            (project / rel).chmod(stat.S_IRWXU)
     output = run.stdout + run.stderr
     assert "Traceback" not in output, output
     assert run.code == case["exit"], output
