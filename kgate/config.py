@@ -31,6 +31,7 @@ TOOLCHAIN_POLICIES = ("fail", "warn", "compare")
 DEFAULT_EXCLUDE = (
     ".git", ".hg", ".svn", ".venv", "venv", ".tox", ".nox", "__pycache__", "build", "dist",
     "node_modules", "site-packages", ".kgate-cache", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".eggs",
+    "lost+found",  # a file system's, readable by root only: not the project's
 )
 
 

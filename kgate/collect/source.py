@@ -231,7 +231,8 @@ def exclusion_matcher(patterns: Iterable[str]) -> Callable[[str, str], bool]:
 def walk(root: str | Path, wanted: Callable[[str], bool], exclude: tuple[str, ...],
          prefix: str = "") -> list[tuple[str, str]]:
     """(project-relative path, path) of the wanted files under root (itself at `prefix`), sorted,
-    exclusions applied, symlink loops cut."""
+    exclusions applied, symlink loops cut. What cannot be read is kept for the reader to report: a
+    folder without permission (as "name/"), a symlink loop; nothing is skipped without a word."""
     excluded = exclusion_matcher(exclude)
     out: list[tuple[str, str]] = []
     seen: set[tuple[int, int]] = set()
@@ -244,6 +245,10 @@ def walk(root: str | Path, wanted: Callable[[str], bool], exclude: tuple[str, ..
                 continue  # a symlink loop
             seen.add((st.st_dev, st.st_ino))
             entries = list(os.scandir(folder))
+        except PermissionError:
+            if rel_folder:  # a folder that cannot be listed is kept (as "name/"): reading it reports it
+                out.append((rel_folder, folder))
+            continue
         except OSError:
             continue
         for entry in entries:
@@ -255,8 +260,8 @@ def walk(root: str | Path, wanted: Callable[[str], bool], exclude: tuple[str, ..
                     stack.append((entry.path, rel + "/"))
                 elif entry.is_file() and wanted(rel):
                     out.append((rel, entry.path))
-            except OSError:
-                if wanted(rel) and symlink_loop(entry.path):
+            except OSError as exc:
+                if wanted(rel) and (isinstance(exc, PermissionError) or symlink_loop(entry.path)):
                     out.append((rel, entry.path))  # kept, so that reading it reports it (KG004)
     out.sort()
     return out
