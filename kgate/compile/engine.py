@@ -185,10 +185,13 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
     closures: dict[Path, str] = {}
     planned: list[_Planned] = []
     for entry in entries:
-        found = module_file(entry.module, roots)
+        blocked: list[Path] = []
+        found = module_file(entry.module, roots, blocked)
         if found is None:
             p = _Planned(entry, "", [])
             p.error = f"cannot find module {entry.module} under python-path ({', '.join(config.python_path)})"
+            if blocked:
+                p.error = f"cannot read {relpath(blocked[0], config.root)}: Permission denied"
             planned.append(p)
             continue
         try:
