@@ -1,5 +1,6 @@
 """## What it does
-Reports a source file that `kgate lint` needed to read and could not: it
+Reports a source file that `kgate lint` needed to read and could not (or
+a folder of the project it could not list: none of its files was checked): it
 cannot be read (no permission, a symlink loop), is not valid UTF-8 (or the
 encoding a Python file declares), is not valid Python (a syntax error, a
 null byte, nesting too deep for Python's parser), or is a Python file over
