@@ -299,7 +299,7 @@ def _defined_in_file(p: _Planned, expansion: dict[str, Any] | None) -> bool:
 
 def _current_line(p: _Planned, expansion: dict[str, Any]) -> dict[str, Any]:
     """The expansion with the kernel's `def` line as the source has it now (an expansion may come from the cache)."""
-    if not _defined_in_file(p, expansion):
+    if p.file is None or not _defined_in_file(p, expansion):
         return expansion
     line = def_line(p.file, p.entry.function)
     return {**expansion, "line": line} if line and line != expansion.get("line") else expansion
