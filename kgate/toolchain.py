@@ -165,7 +165,31 @@ def cuda_include_dir(nvcc: Tool) -> str | None:
 
 
 def cuda_toolchain(configured_nvcc: str | None, root: Path) -> CudaToolchain:
-    return CudaToolchain(find_nvcc(configured_nvcc, root), find_nvrtc())
+    return CudaToolchain(find_nvcc(configured_nvcc, root), installed_nvrtc())
+
+
+@functools.cache
+def installed_nvrtc() -> Tool:
+    """NVRTC as installed (the `nvidia-cuda-nvrtc` wheel beside cuda-python), without loading the library.
+
+    Planning a check only needs its version for the cache key; loading it costs a tenth of a second
+    of imports. The compile worker that uses NVRTC loads it, and `kgate doctor` shows it loaded.
+    """
+    import importlib.util
+
+    spec = importlib.util.find_spec("cuda")
+    folders = list(spec.submodule_search_locations or []) if spec is not None else []
+    for folder in folders:
+        site = Path(folder).parent
+        try:
+            names = os.listdir(site)
+        except OSError:
+            continue
+        found = sorted(n for n in names if n.startswith("nvidia_cuda_nvrtc") and n.endswith(".dist-info"))
+        if found and importlib.util.find_spec("cuda.bindings") is not None:
+            version = found[-1].split("-")[1]
+            return Tool("nvrtc", "cuda.bindings.nvrtc", ".".join(version.split(".")[:2]), "cuda-python")
+    return find_nvrtc()
 
 
 def binary_tool(name: str) -> Tool:

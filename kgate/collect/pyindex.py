@@ -128,8 +128,14 @@ def save() -> None:
     _INDEX.save()
 
 
+_RESOLVED: dict[Path, Path] = {}
+
+
 def module_info(path: Path) -> ModuleInfo:
-    return _INDEX.get(path.resolve())
+    resolved = _RESOLVED.get(path)
+    if resolved is None:
+        resolved = _RESOLVED[path] = path.resolve()
+    return _INDEX.get(resolved)
 
 
 # --------------------------------------------------------------------------- parsing

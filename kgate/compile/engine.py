@@ -306,9 +306,16 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
     return run
 
 
+def _defined_in_file(p: _Planned, expansion: dict[str, Any] | None) -> bool:
+    """Whether the kernel's definition is in the file it was registered from (not imported into it)."""
+    if p.file is None or not expansion:
+        return False
+    return os.path.realpath(expansion.get("path", "")) == os.path.realpath(p.file)
+
+
 def _current_line(p: _Planned, expansion: dict[str, Any]) -> dict[str, Any]:
     """The expansion with the kernel's `def` line as the source has it now (an expansion may come from the cache)."""
-    if p.file is None or Path(expansion.get("path", "")).resolve() != p.file.resolve():
+    if p.file is None or not _defined_in_file(p, expansion):
         return expansion
     line = def_line(p.file, p.entry.function)
     return {**expansion, "line": line} if line and line != expansion.get("line") else expansion
@@ -322,8 +329,7 @@ def _cached_facts(cache: Cache, key: str, data: dict[str, Any], p: _Planned) -> 
     then = cache.get("spans", key, record_shapes.spans)
     if then is None:
         return None
-    line = def_line(p.file, p.entry.function) if p.expansion and \
-        Path(p.expansion.get("path", "")).resolve() == p.file.resolve() else None
+    line = def_line(p.file, p.entry.function) if _defined_in_file(p, p.expansion) else None
     return relocate(facts, p.file, {k: (v[0], v[1]) for k, v in then.items()}, p.spans, line)
 
 
