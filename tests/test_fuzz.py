@@ -7,7 +7,7 @@ configuration and baseline) and are mutated line by line and character by charac
 deleted, duplicated, swapped, cut short; tokens the parser looks for spliced in; numbers replaced
 by huge, negative or non-ASCII ones; arbitrary text, control characters and invalid bytes inserted.
 
-Example counts are set per parser (EXAMPLES): 18,000 examples, about a minute on two cores. The
+Example counts are set per parser (EXAMPLES): 20,000 examples, about a minute on two cores. The
 examples are the same on every run (derandomized: CI fails for a change, not for a draw);
 KGATE_FUZZ_RANDOM=1 draws new ones.
 """
