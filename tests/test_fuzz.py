@@ -14,9 +14,11 @@ KGATE_FUZZ_RANDOM=1 draws new ones.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import re
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -358,7 +360,8 @@ CONFIG_TABLES = st.one_of(
     st.fixed_dictionaries({}, optional={key: PLAUSIBLE[key] for key in CONFIG_KEYS}),
     st.fixed_dictionaries({}, optional={key: st.one_of(PLAUSIBLE[key], TOML_VALUES) for key in CONFIG_KEYS}),
     st.dictionaries(st.text(max_size=12), TOML_VALUES, max_size=4))
-PROJECT = Path(tempfile.mkdtemp(prefix="kgate-fuzz-"))
+PROJECT = Path(tempfile.mkdtemp(prefix="kgate-fuzz-"))  # configuration files are written and loaded here
+atexit.register(shutil.rmtree, PROJECT, True)
 
 
 @fuzz("config_table")
