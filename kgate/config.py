@@ -7,6 +7,8 @@ checked later against the rule registry (`kgate.selection`).
 
 from __future__ import annotations
 
+import math
+import os
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -29,6 +31,7 @@ TOOLCHAIN_POLICIES = ("fail", "warn", "compare")
 DEFAULT_EXCLUDE = (
     ".git", ".hg", ".svn", ".venv", "venv", ".tox", ".nox", "__pycache__", "build", "dist",
     "node_modules", "site-packages", ".kgate-cache", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".eggs",
+    "lost+found",  # a file system's, readable by root only: not the project's
 )
 
 
@@ -107,6 +110,8 @@ class Config:
     python_path: tuple[str, ...] = (".", "src")
     nvcc: str | None = None
     size_slack: int = 10
+    # One line each: configured paths that lead out of the project folder (printed on stderr).
+    notices: tuple[str, ...] = ()
 
     def display(self) -> str:
         return _rel(self.source, self.root) if self.source else "(defaults)"
@@ -131,7 +136,8 @@ def find_config(start: Path) -> Path | None:
                 data = _read_toml(pyproject)
             except ConfigError:
                 return pyproject  # report the broken file rather than skip it
-            if "kgate" in data.get("tool", {}):
+            tool = data.get("tool")
+            if isinstance(tool, dict) and "kgate" in tool:
                 return pyproject
     return None
 
@@ -147,8 +153,11 @@ def load_config(path: Path | None = None, *, start: Path | None = None) -> Confi
         raise ConfigError(f"configuration file not found: {path}")
     data = _read_toml(path)
     if path.name == "pyproject.toml":
-        table = data.get("tool", {}).get("kgate", {})
+        tool = data.get("tool", {})
+        table = tool.get("kgate", {}) if isinstance(tool, dict) else {}
         prefix = "tool.kgate"
+        if not isinstance(table, dict):
+            raise ConfigError(f"{path.name}: tool.kgate: must be a table, not {_type_name(table)}")
     else:
         table = data
         prefix = ""
@@ -159,20 +168,30 @@ def _read_toml(path: Path) -> dict[str, Any]:
     try:
         raw = path.read_bytes()
     except OSError as exc:
-        raise ConfigError(f"cannot read {path.name}: {exc.strerror}", path=str(path)) from None
+        raise ConfigError(f"cannot read it: {exc.strerror}", path=path.name) from None
     try:
-        return tomllib.loads(raw.decode("utf-8-sig"))
-    except UnicodeDecodeError:
-        raise ConfigError("not valid UTF-8", path=str(path)) from None
-    except tomllib.TOMLDecodeError as exc:
-        message, line = toml_error(exc)
-        raise ConfigError(f"invalid TOML: {message}", path=path.name, line=line) from None
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise ConfigError(f"not valid UTF-8 (byte {exc.start})", path=path.name, line=line) from None
+    try:
+        return tomllib.loads(text)
+    except ValueError as exc:  # TOMLDecodeError, or a number too long for int()
+        message, where = toml_error(exc, text)
+        raise ConfigError(f"invalid TOML: {message}", path=path.name, line=where) from None
 
 
-def toml_error(exc: Exception) -> tuple[str, int | None]:
-    """The message and line of a TOML decode error (Python 3.11's tomllib puts the line in the text)."""
+def toml_error(exc: Exception, source: str = "") -> tuple[str, int | None]:
+    """The message and line of a TOML decode error (Python 3.11's tomllib puts the line in the text).
+
+    tomllib reads integers with int(), which refuses more than 4300 digits with a plain ValueError
+    that has no position: that one is found in `source`.
+    """
     import re
 
+    if not isinstance(exc, tomllib.TOMLDecodeError):
+        digits = re.search(r"[0-9_]{4000,}", source)
+        return "a number too long to read", source.count("\n", 0, digits.start()) + 1 if digits else None
     text = str(exc)
     line = getattr(exc, "lineno", None)
     match = re.search(r" \(at line (\d+), column \d+\)", text)
@@ -246,10 +265,51 @@ def parse_config(table: dict[str, Any], *, root: Path, source: Path | None, pref
         kwargs["size_slack"] = value
     if "timeout" in table:
         value = table["timeout"]
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
-            raise ctx.error("timeout", "must be a positive number of seconds")
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 < value < math.inf:
+            raise ctx.error("timeout", f"must be a positive number of seconds, not {value!r}")
         kwargs["timeout"] = float(value)
+    kwargs["notices"] = outside_paths(kwargs, root, ctx)
     return Config(**kwargs)
+
+
+def outside_paths(kwargs: dict[str, Any], root: Path, ctx: _Ctx) -> tuple[str, ...]:
+    """The policy for configured paths that lead out of the project folder (symlinks followed).
+
+    What kgate writes in place of a file (the baseline) and what it gates (CUDA sources) must be in the
+    project; the cache may be anywhere but the project folder itself or a parent of it (kgate puts a
+    `.gitignore` of `*` in it); folders it only reads from (python-path, compile_commands) may be
+    elsewhere, and each such path is named in a notice.
+    """
+    project = root.resolve()
+    notices = []
+    if "baseline" in kwargs:
+        baseline = kwargs["baseline"]
+        where = (project / baseline).resolve()
+        if not baseline.strip() or where == project:
+            raise ctx.error("baseline", "must name a file in the project")
+        if not where.is_relative_to(project):
+            raise ctx.error("baseline", f"{baseline!r} is outside the project ({where}): `kgate baseline update` "
+                                        f"rewrites it, so it must be in the project")
+    if "cache_dir" in kwargs:
+        cache = kwargs["cache_dir"]
+        where = (project / cache).resolve()
+        if project.is_relative_to(where):
+            raise ctx.error("cache-dir", f"{cache!r} is the project folder or a parent of it: the cache needs a "
+                                         f"folder of its own (kgate marks it ignored with a .gitignore of `*`)")
+        if not where.is_relative_to(project):
+            notices.append(f"{ctx.where}: {ctx.key('cache-dir')} {cache!r} is outside the project: {where}")
+    for folder in kwargs.get("python_path", ()):
+        where = (project / folder).resolve()
+        if not where.is_relative_to(project):
+            notices.append(f"{ctx.where}: {ctx.key('python-path')} {folder!r} is outside the project: kernel "
+                           f"modules there are imported from {where}")
+    for index, entry in enumerate(kwargs.get("cuda", ())):
+        if entry.compile_commands is not None:
+            where = (project / entry.compile_commands).resolve()
+            if not where.is_relative_to(project):
+                notices.append(f"{ctx.where}: {ctx.key(f'cuda[{index}].compile_commands')} "
+                               f"{entry.compile_commands!r} is outside the project: flags are read from {where}")
+    return tuple(notices)
 
 
 _TRITON_KEYS = {
@@ -341,8 +401,16 @@ def parse_cuda_entry(data: Any, parent: _Ctx, index: int) -> CudaEntry:
     kinds = {}
     for pattern, kind in ctx.table(table.get("kind", {}), "kind").items():
         kinds[pattern] = ctx.choice(kind, f"kind.{pattern}", KINDS)
+    sources = tuple(ctx.str_list(table["sources"], "sources"))
+    for pattern in sources:
+        if not pattern.strip():
+            raise ctx.error("sources", "holds an empty pattern")
+        normal = os.path.normpath(pattern)
+        if os.path.isabs(pattern) or normal == ".." or normal.startswith("../"):
+            raise ctx.error("sources", f"{pattern!r} leads out of the project: patterns are relative to the "
+                                       f"project folder, and kgate gates the project's own kernels")
     return CudaEntry(
-        sources=tuple(ctx.str_list(table["sources"], "sources")),
+        sources=sources,
         flags=tuple(ctx.str_list(table.get("flags", []), "flags")),
         compile_commands=ctx.string(table["compile_commands"], "compile_commands") if "compile_commands" in table else None,
         pdl=tuple(ctx.str_list(table.get("pdl", []), "pdl")),
@@ -397,13 +465,24 @@ class _Ctx:
         return value
 
     def str_list(self, value: Any, key: str) -> list[str]:
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        if not isinstance(value, list):
             raise self.error(key, f"must be a list of strings, not {_type_name(value)}")
+        bad = [v for v in value if not isinstance(v, str)]
+        if bad:
+            raise self.error(key, f"must be a list of strings, not a list holding {_type_name(bad[0])} {bad[0]!r}")
+        for item in value:
+            self.no_null(item, key)
         return value
 
     def string(self, value: Any, key: str) -> str:
         if not isinstance(value, str):
             raise self.error(key, f"must be a string, not {_type_name(value)}")
+        return self.no_null(value, key)
+
+    def no_null(self, value: str, key: str) -> str:
+        """TOML strings may hold U+0000; no path, glob, flag or name can (the OS refuses it in a path)."""
+        if "\x00" in value:
+            raise self.error(key, f"{value!r} holds a null character")
         return value
 
     def boolean(self, value: Any, key: str) -> bool:

@@ -133,15 +133,18 @@ def replay(argv: list[str]) -> int | None:
         for name, (kept, ignored) in record["dirs"].items():
             if _listing(name, ignored) != kept:
                 return None
+        stdout, stderr, code = record["stdout"], record["stderr"], record["exit"]
+        if not (isinstance(stdout, str) and isinstance(stderr, str) and code in (0, 1, 2)):
+            return None  # not a record a run wrote: the full run
         for name, content in record["outputs"].items():
             _rewrite(name, content)
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
-    sys.stdout.write(record["stdout"])
+    sys.stdout.write(stdout)
     sys.stdout.flush()
-    sys.stderr.write(record["stderr"])
+    sys.stderr.write(stderr)
     sys.stderr.flush()
-    return int(record["exit"])
+    return int(code)
 
 
 def _rewrite(name: str, content: str) -> None:

@@ -7,6 +7,7 @@ what the run covered. Reporting is left to the caller.
 from __future__ import annotations
 
 import fnmatch
+import sys
 import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import NamedTuple
 
 from kgate import evaluate, shard
 from kgate.collect.registry import triton_entries
+from kgate.compile.cache import unusable as cache_unusable
 from kgate.compile.cuda_engine import compile_cuda
 from kgate.compile.engine import CompileRun, Progress, compile_triton, default_jobs, worker_env
 from kgate.compile.pool import Pool
@@ -88,6 +90,11 @@ def run_check(config: Config, selection: Selection, options: CheckOptions,
     mine = plan.kernels if plan else None
     entries = select_entries([e for e in registered if mine is None or e.kernel in mine], options.kernels)
     jobs = options.jobs or config.jobs or default_jobs()
+    problem = None if options.no_cache else cache_unusable(config.root / config.cache_dir)
+    if problem:  # an unusable cache costs speed, not correctness
+        print(f"kgate: note: cannot use the cache folder {config.cache_dir} ({problem}): running without a cache",
+              file=sys.stderr)
+        options = replace(options, no_cache=True)
     with tempfile.TemporaryDirectory(prefix="kgate-nocache-") as scratch:
         cfg = replace(config, cache_dir=str(Path(scratch).resolve())) if options.no_cache else config
         # One pool of compile workers for Triton and CUDA kernels alike.

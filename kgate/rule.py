@@ -10,6 +10,7 @@ engine turns them into `Finding`s.
 from __future__ import annotations
 
 import builtins
+import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +28,8 @@ class Option:
     help: str
     type: type | tuple[type, ...] = object
     items: builtins.type | None = None  # for list options: the type of every element
+    minimum: float | None = None  # for numbers: the smallest value that means something
+    choices: tuple[str, ...] = ()  # for strings: the values the rule knows
 
     def validate(self, rule: str, name: str, value: Any) -> Any:
         expected = self.type
@@ -40,6 +43,14 @@ class Option:
                 raise ConfigError(f"options.{rule}.{name}: must be {_describe(expected)}, not {value!r}")
             if not isinstance(value, expected):
                 raise ConfigError(f"options.{rule}.{name}: must be {_describe(expected)}, not {value!r}")
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            if not math.isfinite(value):
+                raise ConfigError(f"options.{rule}.{name}: must be a finite number, not {value!r}")
+            if self.minimum is not None and value < self.minimum:
+                raise ConfigError(f"options.{rule}.{name}: must be at least {self.minimum:g}, not {value!r}")
+        if self.choices and value not in self.choices:
+            raise ConfigError(f"options.{rule}.{name}: must be one of {', '.join(map(repr, self.choices))}, "
+                              f"not {value!r}")
         return value
 
 

@@ -114,15 +114,32 @@ def _compile_commands(root: Path, entry: CudaEntry) -> dict[Path, tuple[Path, li
     if not isinstance(data, list):
         raise ConfigError(f"{where}: {entry.compile_commands} is not a JSON array of commands")
     out: dict[Path, tuple[Path, list[str]]] = {}
-    for item in data:
+    for index, item in enumerate(data):
         if not isinstance(item, dict) or "file" not in item or "directory" not in item:
             continue
-        directory = Path(item["directory"])
-        argv = item.get("arguments") or shlex.split(item.get("command", ""))
-        file = Path(item["file"])
+        directory, file, argv = _command(item, f"{where}: {entry.compile_commands}: entry {index}")
         resolved = (file if file.is_absolute() else directory / file).resolve()
-        out.setdefault(resolved, (directory, list(argv)))
+        out.setdefault(resolved, (directory, argv))
     return out
+
+
+def _command(item: dict[str, object], where: str) -> tuple[Path, Path, list[str]]:
+    """(directory, file, argv) of one compilation database entry, checked as the format defines it."""
+    directory, file = item["directory"], item["file"]
+    if not isinstance(directory, str) or not isinstance(file, str):
+        raise ConfigError(f"{where}: 'directory' and 'file' must be strings")
+    arguments = item.get("arguments")
+    if arguments is not None:
+        if not isinstance(arguments, list) or not all(isinstance(a, str) for a in arguments):
+            raise ConfigError(f"{where}: 'arguments' must be a list of strings")
+        return Path(directory), Path(file), list(arguments)
+    command = item.get("command", "")
+    if not isinstance(command, str):
+        raise ConfigError(f"{where}: 'command' must be a string")
+    try:
+        return Path(directory), Path(file), shlex.split(command)
+    except ValueError as exc:  # an unclosed quote
+        raise ConfigError(f"{where}: 'command' cannot be split into arguments: {exc}") from None
 
 
 def scan_includes(path: Path, dirs: list[Path], root: Path) -> tuple[Path, ...]:

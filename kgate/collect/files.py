@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import stat
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -49,9 +50,17 @@ def walk(root: Path, suffixes: tuple[str, ...], exclude: Iterable[str]) -> list[
         prefix = "" if rel_folder == "." else rel_folder + "/"
         dirs[:] = sorted(d for d in dirs if not excluded(prefix + d, patterns))
         for name in sorted(files):
-            if name.endswith(suffixes) and not excluded(prefix + name, patterns):
+            if name.endswith(suffixes) and not excluded(prefix + name, patterns) and _regular(Path(folder) / name):
                 out.append(Path(folder) / name)
     return sorted(out)
+
+
+def _regular(path: Path) -> bool:
+    """Whether a path is a regular file (through symlinks): reading a FIFO named `x.py` would block forever."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:  # a dangling link or a symlink loop: nothing to read
+        return False
 
 
 def relpath(path: Path, root: Path) -> str:

@@ -34,13 +34,21 @@ def module_name(path: Path, roots: list[Path]) -> tuple[str, Path] | None:
     return None
 
 
-def module_file(module: str, roots: list[Path]) -> tuple[Path, Path] | None:
-    """(file, import root) of a dotted module name under one of the roots."""
+def module_file(module: str, roots: list[Path], blocked: list[Path] | None = None) -> tuple[Path, Path] | None:
+    """(file, import root) of a dotted module name under one of the roots.
+
+    A candidate behind a folder without permission is passed over, as Python's import passes over it,
+    and added to `blocked` (for an error that says why a module was not found).
+    """
     rel = Path(*module.split("."))
     for root in roots:
         for candidate in (root / rel.with_suffix(".py"), root / rel / "__init__.py"):
-            if candidate.is_file():
-                return candidate, root
+            try:
+                if candidate.is_file():
+                    return candidate, root
+            except PermissionError:
+                if blocked is not None:
+                    blocked.append(candidate)
     return None
 
 

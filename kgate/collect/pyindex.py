@@ -19,6 +19,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kgate.collect.source import try_parse
+
 INDEX_VERSION = 1
 _DYNAMIC = ("autotune", "heuristics")  # decorators that change what is compiled
 
@@ -87,11 +89,11 @@ class _Index:
             self._load()
         stored = self.entries.get(key)
         info = None
-        if stored is not None and stored[0] == stat:
-            try:
+        try:
+            if stored is not None and stored[0] == stat:
                 info = _from_json(stored[1])
-            except (KeyError, TypeError, ValueError):
-                info = None
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError):
+            info = None  # not an entry this index wrote (a hand edit, a disk error): parsed again
         if info is None:
             info = parse_module(path)
             if stat is not None:
@@ -155,8 +157,15 @@ def _params(node: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[tuple[str, bo
         return None
     positional = args.args
     defaults = [False] * (len(positional) - len(args.defaults)) + [True] * len(args.defaults)
-    return tuple((a.arg, a.annotation is not None and ast.unparse(a.annotation).endswith("constexpr"), d)
-                 for a, d in zip(positional, defaults))
+    return tuple((a.arg, _is_constexpr(a.annotation), d) for a, d in zip(positional, defaults))
+
+
+def _is_constexpr(annotation: ast.expr | None) -> bool:
+    # `tl.constexpr`, `triton.language.constexpr`: read from the node, not by unparsing it (an annotation
+    # nested a few hundred levels deep exhausts ast.unparse's recursion).
+    if isinstance(annotation, ast.Attribute):
+        return annotation.attr.endswith("constexpr")
+    return isinstance(annotation, ast.Name) and annotation.id.endswith("constexpr")
 
 
 def _mentions_dot_scaled(node: ast.AST) -> bool:
@@ -167,13 +176,11 @@ def _mentions_dot_scaled(node: ast.AST) -> bool:
 def parse_module(path: Path) -> ModuleInfo:
     try:
         data = path.read_bytes()
-        tree = ast.parse(data)
-    except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
-        try:
-            blob = path.read_bytes()
-        except OSError:
-            blob = b""
-        return ModuleInfo(False, hashlib.sha256(blob).hexdigest())
+    except OSError:
+        data = b""
+    tree = try_parse(data)  # None: a syntax error, nesting too deep, a file too large to parse
+    if tree is None:
+        return ModuleInfo(False, hashlib.sha256(data).hexdigest())
     text = data.decode("utf-8", errors="replace")
     lines = text.splitlines(keepends=True)
     defs: dict[str, DefInfo] = {}
@@ -217,4 +224,22 @@ def _from_json(data: dict[str, Any]) -> ModuleInfo:
         raw["decorators"] = tuple(raw["decorators"])
         raw["params"] = tuple(tuple(p) for p in raw["params"]) if raw["params"] is not None else None
         defs[name] = DefInfo(**raw)
-    return ModuleInfo(data["parsed"], data["rest_hash"], defs, tuple(tuple(i) for i in data["imports"]))
+    info = ModuleInfo(data["parsed"], data["rest_hash"], defs, tuple(tuple(i) for i in data["imports"]))
+    _check(info)
+    return info
+
+
+def _check(info: ModuleInfo) -> None:
+    """ValueError unless a remembered parse has the types a fresh one has: the planner trusts them."""
+    def ok(value: Any, kind: type) -> bool:
+        return isinstance(value, kind) and not (kind is int and isinstance(value, bool))
+
+    good = ok(info.parsed, bool) and ok(info.rest_hash, str) and all(
+        len(item) == 3 and ok(item[0], str) and ok(item[1], int) and ok(item[2], str) for item in info.imports)
+    for name, d in info.defs.items():
+        good = good and name == d.name and ok(d.name, str) and all(ok(v, int) for v in (d.start, d.end, d.line)) \
+            and ok(d.text_hash, str) and d.kind in ("function", "class") and ok(d.dot_scaled, bool) \
+            and all(ok(v, str) for v in d.uses + d.decorators) and (d.params is None or all(
+                len(p) == 3 and ok(p[0], str) and ok(p[1], bool) and ok(p[2], bool) for p in d.params))
+    if not good:
+        raise ValueError("not a remembered parse")

@@ -71,10 +71,10 @@ def info(source: SourceFile) -> ModuleInfo:
 
 def _tree(source: SourceFile) -> ast.Module:
     from kgate.collect.pysparse import sparse
-    from kgate.collect.source import UnreadableSource, parse_python
+    from kgate.collect.source import MAX_PARSE_BYTES, UnreadableSource, parse_python
 
     needles = source.derived.get("needles")
-    if not needles:
+    if not needles or len(source.data) > MAX_PARSE_BYTES:  # a file too large is reported as such, not reduced
         return source.tree
     text = sparse(source.lines, needles)
     if text is None:
@@ -288,7 +288,7 @@ def is_constexpr(annotation: ast.expr | None, imports: dict[str, str]) -> bool:
     if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
         try:
             annotation = ast.parse(annotation.value, mode="eval").body
-        except SyntaxError:
+        except (SyntaxError, ValueError, RecursionError, MemoryError):  # not an expression Python can read
             return False
     name = qualified(annotation, imports)
     if name is not None:

@@ -13,6 +13,7 @@ from typing import Any
 
 from kgate.collect.files import relpath, walk
 from kgate.collect.modules import import_roots, module_name
+from kgate.collect.source import MAX_PARSE_BYTES, try_parse
 from kgate.config import Config, TritonEntry, parse_triton_entry
 from kgate.errors import ConfigError
 
@@ -27,6 +28,9 @@ def triton_entries(config: Config) -> list[TritonEntry]:
         except OSError:
             continue
         if b"register" in data and b"kgate" in data:
+            if len(data) > MAX_PARSE_BYTES:  # its registrations cannot be read: say so rather than skip them
+                raise ConfigError(f"{relpath(path, config.root)}: too large to read kgate.register decorators from "
+                                  f"({len(data) / 2**20:.1f} MB): add it to extend-exclude if it is generated")
             entries.extend(decorator_entries(path, data, config.root, roots))
     seen: dict[str, str] = {}
     for entry in entries:
@@ -38,9 +42,8 @@ def triton_entries(config: Config) -> list[TritonEntry]:
 
 def decorator_entries(path: Path, data: bytes, root: Path, roots: list[Path]) -> list[TritonEntry]:
     rel = relpath(path, root)
-    try:
-        tree = ast.parse(data, filename=rel)
-    except (SyntaxError, ValueError):
+    tree = try_parse(data)
+    if tree is None:
         return []  # a broken file is the linter's to report
     kgate_names, register_names = _aliases(tree)
     if not kgate_names and not register_names:
@@ -118,7 +121,16 @@ def literal(node: ast.expr, constants: dict[str, ast.expr], depth: int = 0) -> A
     if isinstance(node, ast.Name) and node.id in constants:
         return literal(constants[node.id], constants, depth + 1)
     raise _NotLiteral(f"must be a literal (numbers, strings, lists, dicts, dict(...), or a module-level constant "
-                      f"assigned one), not `{ast.unparse(node)}`")
+                      f"assigned one), not {_shown(node)}")
+
+
+def _shown(node: ast.expr) -> str:
+    """An expression as written, in backticks, short enough for a one-line error."""
+    try:
+        text = ast.unparse(node)
+    except RecursionError:  # ast.unparse recurses per node
+        return "an expression nested too deeply to show"
+    return f"`{text}`" if len(text) <= 60 else f"`{text[:57]}...`"
 
 
 def _module_constants(tree: ast.Module) -> dict[str, ast.expr]:

@@ -10,7 +10,6 @@ it says: `kgate check` is the gate.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -74,9 +73,19 @@ def thresholds(selection: Selection) -> audit_model.Thresholds:
                                   float(spill["cliff_fraction"]))
 
 
+def _check_folder(out: Path) -> None:
+    try:
+        blocked = out.exists() and not out.is_dir()
+    except OSError:  # cannot look: writing into it will say why
+        return
+    if blocked:
+        raise ConfigError(f"{out}: not a folder (kgate audit writes report.html and report.md into one)")
+
+
 def run(args: argparse.Namespace) -> int:
     config = config_from(args)
     selection = selection_from(args, config)
+    _check_folder(Path(args.output))  # before compiling anything
     targets, cards = resolve_cards(args.profile, resolve_targets(config, tuple(args.target or ())),
                                    explicit_targets=bool(args.target))
     options = CheckOptions(targets=targets, kernels=tuple(args.kernel or ()), jobs=args.jobs, sass=True,
@@ -108,13 +117,10 @@ def run(args: argparse.Namespace) -> int:
 
 def write(model: audit_model.AuditModel, out: Path) -> int:
     written = []
+    _check_folder(out)
     for name, text in (("report.html", audit_html.render(model)), ("report.md", audit_md.render(model))):
         try:
             atomic_write(out / name, text.encode())
-            # atomic_write's temporary file is private (0600); a report is for sharing, so honour the umask.
-            mask = os.umask(0)
-            os.umask(mask)
-            os.chmod(out / name, 0o666 & ~mask)
         except OSError as exc:
             raise ConfigError(f"cannot write {out / name}: {exc.strerror}") from None
         written.append(str(out / name))

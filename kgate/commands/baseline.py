@@ -33,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
     for line in outcome.changes:
         print(line)
     if outcome.changed or not path.exists():
-        save(outcome.baseline, path)
+        save(outcome.baseline, path, rel)
         print(f"kgate: wrote {rel} ({len(outcome.changes)} change(s))")
     else:
         print(f"kgate: {rel} is up to date")

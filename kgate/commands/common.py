@@ -22,7 +22,10 @@ def split_codes(value: str | None) -> list[str] | None:
 
 def config_from(args: argparse.Namespace) -> Config:
     path = getattr(args, "config", None)
-    return load_config(Path(path) if path else None)
+    config = load_config(Path(path) if path else None)
+    for notice in config.notices:  # configured paths that lead out of the project, said every time
+        print(f"kgate: note: {notice}", file=sys.stderr)
+    return config
 
 
 def selection_from(args: argparse.Namespace, config: Config) -> Selection:

@@ -27,9 +27,16 @@ def run(args: argparse.Namespace) -> int:
     result.files_checked = len(lint.results)
     result.stats = {"files": len(lint.results), "cached": lint.cached,
                     "scope": "project" if lint.complete else "files"}
-    if not args.no_baseline and (config.root / config.baseline).is_file():
+    if not args.no_baseline and _has_baseline(config):
         _ratchet(result, lint, config)
     return emit(result, args, config)
+
+
+def _has_baseline(config: Config) -> bool:
+    try:
+        return (config.root / config.baseline).is_file()
+    except OSError:  # cannot even look (a folder without permission): loading it says why
+        return True
 
 
 def _ratchet(result: Result, lint: LintRun, config: Config) -> None:

@@ -13,10 +13,13 @@ parse is treated as missing and rebuilt.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
+import stat
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,12 +42,20 @@ class Cache:
     def artifacts(self, key: str) -> Path:
         return self.directory / "artifacts" / key
 
-    def get(self, kind: str, key: str) -> Any | None:
+    def get(self, kind: str, key: str, check: Callable[[Any], object] | None = None) -> Any | None:
+        """A record, or None: there is none, or it is not whole (JSON that does not parse) or, when `check`
+        is given, not of its kind's shape (`kgate.compile.records`). None means: rebuild it."""
         try:
             with open(self._path(kind, key), "rb") as handle:
-                return json.loads(handle.read())
+                value = json.loads(handle.read())
         except (OSError, ValueError):
             return None
+        if check is not None:
+            try:
+                check(value)
+            except (KeyError, TypeError, ValueError, AttributeError, IndexError):
+                return None
+        return value
 
     def put(self, kind: str, key: str, value: Any) -> None:
         path = self._path(kind, key)
@@ -55,11 +66,32 @@ class Cache:
             pass  # an unwritable cache costs speed, not correctness
 
 
+def unusable(directory: Path) -> str | None:
+    """Why the cache folder cannot be used (a file stands where a folder must be, no permission), or None.
+
+    Compile workers write into it unchecked, so a broken cache would otherwise fail every kernel.
+    """
+    try:
+        for folder in ("expand", "facts", "spans", "cuda", "artifacts", "lint"):
+            (directory / VERSION / folder).mkdir(parents=True, exist_ok=True)
+        (directory / "triton").mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=directory / VERSION):
+            pass
+    except OSError as exc:
+        return exc.strerror or type(exc).__name__
+    return None
+
+
 def atomic_write(path: Path, data: bytes) -> None:
-    """Write bytes so that readers see the old file or the new one, never a part."""
+    """Write bytes so that readers see the old file or the new one, never a part.
+
+    The file gets the permissions a plain `open(path, "w")` would give it (an existing file keeps its
+    own): mkstemp's private 0600 would make a report or a baseline unreadable to the rest of a team.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, _mode_for(path))
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
@@ -71,3 +103,25 @@ def atomic_write(path: Path, data: bytes) -> None:
         except OSError:
             pass
         raise
+
+
+def _mode_for(path: Path) -> int:
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        return 0o666 & ~_umask()
+
+
+@functools.cache
+def _umask() -> int:
+    """The process's umask, read without changing it (Linux reports it), else set and restored."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask

@@ -37,7 +37,15 @@ from kgate.facts.sass import parse_sass
 # nvcc's front end: `file.cu(12): error: ...`; the host preprocessor: `file.cu:2:10: fatal error: ...`.
 _ERROR_LINE = re.compile(r"^(?P<file>[^\s(:]+)(?:\((?P<line>\d+)\)|:(?P<gline>\d+):\d+): (?:catastrophic |fatal )?error")
 _PTXAS_ERROR = re.compile(r"^ptxas(?:-\w+)? .*error\s*:")
+# nvcc's driver cannot run at all (no host compiler, an option it does not know): not the source's fault.
+_NVCC_FATAL = re.compile(r"^nvcc fatal\s*:")
+# A line that says what went wrong when none names a source line (`cc1plus: fatal error: ...`).
+_ANY_ERROR = re.compile(r"\b(?:fatal|error)\b", re.IGNORECASE)
 ASSUMED_THREADS = 128  # threads per CTA when a kernel declares no __launch_bounds__
+
+
+class CompilerUnusable(ToolchainError):
+    """nvcc itself cannot work here (`nvcc fatal`): the run stops with exit 2 instead of a finding per file."""
 
 
 class SourceError(KernelError):
@@ -60,6 +68,9 @@ def compile_source(payload: dict[str, Any]) -> dict[str, Any]:
     except SourceError as exc:
         # A compiler's verdict on the source is as deterministic as its output: cached like it.
         return {"error": str(exc), "line": exc.line, "kernels": []}
+    except CompilerUnusable as exc:
+        # Not a verdict on this file, and never cached: the main process stops the run.
+        return {"toolchain_error": str(exc)}
     _write(artifacts / "kernel.ptx", ptx.encode())
     _write(artifacts / "ptxas.log", log.encode())
     kernels = kernel_facts(payload, ptx, log)
@@ -105,10 +116,14 @@ def nvcc_argv(payload: dict[str, Any], keep_dir: Path, cubin: Path) -> list[str]
 def _nvcc(payload: dict[str, Any], artifacts: Path) -> tuple[str, str]:
     keep = Path(tempfile.mkdtemp(prefix="kgate-nvcc-"))
     try:
-        cubin = artifacts / "kernel.cubin"
+        # nvcc writes the cubin in its private folder, then it is moved into the cache whole: another
+        # kgate run sharing the cache may be disassembling the same file at that moment.
+        cubin = keep / "kernel.cubin"
         argv = nvcc_argv(payload, keep, cubin)
         try:
-            done = tools.run(argv, cwd=payload["cwd"], timeout=payload.get("timeout", 600))
+            # The pool stops a compile at `timeout` (and every process it started); this is a backstop only,
+            # so that a hung nvcc always gets the pool's message rather than one of two, by a race.
+            done = tools.run(argv, cwd=payload["cwd"], timeout=payload.get("timeout", 600) + 60)
         except tools.ToolFailed as exc:
             if "timed out" in str(exc) or "killed by signal" in str(exc):
                 raise KernelError(f"{exc} (reproduce: {repro(payload)})") from None
@@ -116,6 +131,15 @@ def _nvcc(payload: dict[str, Any], artifacts: Path) -> tuple[str, str]:
         ptx_files = sorted(keep.glob("*.ptx"))
         if not ptx_files:
             raise KernelError(f"nvcc kept no PTX for {payload['rel']} (reproduce: {repro(payload)})")
+        try:
+            binary = cubin.read_bytes()
+        except OSError:
+            binary = b""
+        if not binary.startswith(b"\x7fELF"):
+            # nvcc said it succeeded; without a cubin its figures and PTX cannot be trusted either.
+            raise KernelError(f"nvcc exited 0 but wrote no cubin (its output is not an ELF file) "
+                              f"(reproduce: {repro(payload)})")
+        _write(artifacts / "kernel.cubin", binary)
         return ptx_files[0].read_text(errors="replace"), done.stdout + "\n" + done.stderr
     finally:
         shutil.rmtree(keep, ignore_errors=True)
@@ -132,6 +156,10 @@ def repro(payload: dict[str, Any]) -> str:
 def _compiler_error(exc: tools.ToolFailed, payload: dict[str, Any], keep: Path) -> SourceError:
     """The first error nvcc printed, with the line it names in the source file, and how to reproduce it."""
     lines = [line.strip() for line in exc.output.replace(str(keep) + "/", "").splitlines()]
+    fatal = next((line for line in lines if _NVCC_FATAL.match(line)), None)
+    if fatal is not None:
+        raise CompilerUnusable(f"nvcc cannot compile {payload['rel']}: {' '.join(fatal.split())} "
+                               f"(reproduce: {repro(payload)})")
     line_no = 1
     for line in lines:
         match = _ERROR_LINE.match(line)
@@ -142,7 +170,7 @@ def _compiler_error(exc: tools.ToolFailed, payload: dict[str, Any], keep: Path) 
         ptxas = _PTXAS_ERROR.match(line)
         if ptxas:
             return SourceError(f"ptxas: {line[ptxas.end():].strip()} (reproduce: {repro(payload)})")
-    detail = lines[-1] if lines else str(exc)
+    detail = next((line for line in lines if _ANY_ERROR.search(line)), lines[-1] if lines else str(exc))
     return SourceError(f"{detail} (reproduce: {repro(payload)})")
 
 

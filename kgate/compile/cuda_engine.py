@@ -19,11 +19,13 @@ import kgate
 from kgate.collect.cuda_flags import choose_arch
 from kgate.collect.cuda_launches import LaunchSite, pdl_launch_sites, pdl_launched
 from kgate.collect.cuda_sources import CudaSource, cuda_sources
+from kgate.compile import records as record_shapes
 from kgate.compile.cache import Cache, digest
 from kgate.compile.cuda_backend import reads_sass
 from kgate.compile.engine import CompileRun, Progress, _first_line, worker_env
 from kgate.compile.pool import Outcome, Pool
 from kgate.config import Config
+from kgate.errors import ToolchainError
 from kgate.facts.cuda_names import base_name, global_definitions, matches
 from kgate.facts.model import CompileFailure, KernelFacts
 from kgate.toolchain import CudaToolchain, cuda_include_dir, cuda_toolchain
@@ -66,7 +68,7 @@ def compile_cuda(config: Config, targets: tuple[str, ...], *, jobs: int, progres
         for target in targets:
             task = _plan(config, source, target, toolchain, compilers[source.entry.compiler], patterns, sass_all,
                          cache, nvrtc_includes)
-            record = cache.get("cuda", task.key)
+            record = cache.get("cuda", task.key, record_shapes.cuda)
             if record is not None and not _lacks_sass(record, patterns, sass_all):
                 records.append((source, target, record))
                 run.cached += 1
@@ -108,6 +110,7 @@ def _run_tasks(config: Config, todo: list[_Task], jobs: int, progress: Progress 
     if not todo:
         return
     done = 0
+    unusable: list[str] = []
 
     def finished(index: int, outcome: Outcome) -> None:
         nonlocal done
@@ -115,7 +118,9 @@ def _run_tasks(config: Config, todo: list[_Task], jobs: int, progress: Progress 
         done += 1
         if progress:
             progress(done, len(todo), f"{task.source.rel} {task.target}")
-        if outcome.ok:
+        if outcome.ok and "toolchain_error" in outcome.value:
+            unusable.append(outcome.value["toolchain_error"])
+        elif outcome.ok:
             cache.put("cuda", task.key, outcome.value)
             records.append((task.source, task.target, outcome.value))
             run.compiled += 1
@@ -133,6 +138,8 @@ def _run_tasks(config: Config, todo: list[_Task], jobs: int, progress: Progress 
     finally:
         if own:
             pool.close()
+    if unusable:
+        raise ToolchainError(min(unusable))
 
 
 def _may_define(source: CudaSource, globs: list[str]) -> bool:

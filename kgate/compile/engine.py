@@ -19,10 +19,12 @@ from kgate.collect import pyindex
 from kgate.collect.files import relpath
 from kgate.collect.modules import import_roots, kernel_source_key, module_file
 from kgate.collect.static_kernel import static_expansion
+from kgate.compile import records as record_shapes
 from kgate.compile.cache import Cache, digest
 from kgate.compile.pool import Outcome, Pool
 from kgate.compile.relocate import def_line, def_spans, relocate
 from kgate.config import Config, TritonEntry
+from kgate.errors import ToolchainError
 from kgate.facts.model import FACTS_SCHEMA, CompileFailure, KernelFacts
 
 Progress = Callable[[int, int, str], None]
@@ -53,10 +55,13 @@ def triton_toolchain() -> dict[str, str]:
     """Versions that decide what Triton compiles: Triton itself and the ptxas it runs."""
     version = tools.package_version("triton")
     if version is None:
-        from kgate.errors import ToolchainError
-
         raise ToolchainError("triton is not installed: pip install triton (kgate compiles Triton kernels with it)")
     out = {"triton": version}
+    for env in ("TRITON_PTXAS_BLACKWELL_PATH", "TRITON_PTXAS_PATH"):
+        named = os.environ.get(env)
+        if named and not (Path(named).is_file() and os.access(named, os.X_OK)):
+            # Triton would silently fall back to the ptxas in its wheel: not the compiler asked for.
+            raise ToolchainError(f"{env}={named}: no such executable (unset it to use the ptxas in Triton's wheel)")
     for env, name in (("TRITON_PTXAS_BLACKWELL_PATH", "ptxas-blackwell"), ("TRITON_PTXAS_PATH", "ptxas")):
         path = os.environ.get(env) or (str(tools.bundled_tool(name)) if tools.bundled_tool(name) else "")
         if path and Path(path).is_file():
@@ -180,15 +185,26 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
     closures: dict[Path, str] = {}
     planned: list[_Planned] = []
     for entry in entries:
-        found = module_file(entry.module, roots)
+        blocked: list[Path] = []
+        found = module_file(entry.module, roots, blocked)
         if found is None:
             p = _Planned(entry, "", [])
             p.error = f"cannot find module {entry.module} under python-path ({', '.join(config.python_path)})"
+            if blocked:
+                p.error = f"cannot read {relpath(blocked[0], config.root)}: Permission denied"
             planned.append(p)
             continue
-        key = kernel_source_key(found[0], entry.function, roots, config.root, closures)
-        planned.append(_Planned(entry, key, [str(found[1])], static_expansion(found[0], entry.function),
-                                file=found[0], spans=def_spans(found[0])))
+        try:
+            with open(found[0], "rb"):  # the index takes an unreadable file for an empty one: ask first
+                pass
+            key = kernel_source_key(found[0], entry.function, roots, config.root, closures)
+            expansion = static_expansion(found[0], entry.function)
+        except OSError as exc:  # the module, or a project module it imports, cannot be read
+            p = _Planned(entry, "", [])
+            p.error = f"cannot read {relpath(Path(exc.filename or found[0]), config.root)}: {exc.strerror}"
+            planned.append(p)
+            continue
+        planned.append(_Planned(entry, key, [str(found[1])], expansion, file=found[0], spans=def_spans(found[0])))
     pyindex.save()
 
     own_pool = pool is None
@@ -201,7 +217,7 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
         for p in planned:
             if p.error is not None or p.expansion is not None:
                 continue
-            hit = cache.get("expand", expand_keys[id(p)])
+            hit = cache.get("expand", expand_keys[id(p)], record_shapes.expansion)
             if hit is not None:
                 p.expansion = hit
             else:
@@ -237,7 +253,7 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
             for variant in variants:
                 for target in targets:
                     key = digest("facts", FACTS_SCHEMA, kgate.__version__, tool_key, variant, target, p.source_key)
-                    data = cache.get("facts", key)
+                    data = cache.get("facts", key, record_shapes.facts)
                     hit = None
                     if data is not None and (data.get("sass") is not None or not (sass_all or needs_sass(variant))):
                         hit = _cached_facts(cache, key, data, p)
@@ -310,7 +326,7 @@ def _cached_facts(cache: Cache, key: str, data: dict[str, Any], p: _Planned) -> 
     facts = KernelFacts.from_json(data)
     if p.file is None:
         return facts
-    then = cache.get("spans", key)
+    then = cache.get("spans", key, record_shapes.spans)
     if then is None:
         return None
     line = def_line(p.file, p.entry.function) if _defined_in_file(p, p.expansion) else None

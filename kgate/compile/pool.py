@@ -11,6 +11,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -36,7 +37,7 @@ class Outcome:
     user_error: bool = True  # False: an unexpected exception (a bug), with a traceback in value
 
 
-def _serve(conn: Connection, env: dict[str, str | None]) -> None:
+def _serve(conn: Connection, env: dict[str, str | None], kgate_pid: int) -> None:
     import importlib
     import resource
 
@@ -45,6 +46,7 @@ def _serve(conn: Connection, env: dict[str, str | None]) -> None:
         os.setpgid(0, 0)
     except OSError:
         pass
+    threading.Thread(target=_watch_kgate, args=(kgate_pid,), daemon=True).start()
     for key, value in env.items():
         if value is None:
             os.environ.pop(key, None)
@@ -76,10 +78,40 @@ def _serve(conn: Connection, env: dict[str, str | None]) -> None:
             return
 
 
+def _watch_kgate(pid: int) -> None:
+    """Stop this worker, and the compilers it started, once kgate itself is gone.
+
+    A kgate killed with SIGKILL (or a CI job cancelled) cannot stop its workers; without this, a worker
+    compiling a hung kernel would outlive it, with its ptxas, until the compiler gave up. kgate is not
+    the worker's parent (the fork server is, and the worker keeps that one alive), so it is watched by pid.
+    """
+    while _running(pid):
+        time.sleep(0.5)
+    if os.getpgid(0) == os.getpid():  # our own group: the compilers are in it, nothing else is
+        os.killpg(0, signal.SIGKILL)
+    os._exit(1)
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rsplit(b")", 1)[1].split()[0] != b"Z"  # killed, not yet reaped: gone
+    except FileNotFoundError:
+        return False
+    except OSError:  # no /proc: ask the kernel whether the pid exists
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            pass
+        return True
+
+
 class _Worker:
     def __init__(self, ctx: Any, env: dict[str, str | None]) -> None:
         self.conn, child = ctx.Pipe()
-        self.process = ctx.Process(target=_serve, args=(child, env), daemon=True)
+        self.process = ctx.Process(target=_serve, args=(child, env, os.getpid()), daemon=True)
         self.process.start()
         child.close()
         self.task: int | None = None

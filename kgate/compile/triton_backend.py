@@ -24,6 +24,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from kgate.collect.source import try_parse
 from kgate.errors import KgateError
 from kgate.facts.model import KernelFacts, Resources, SassSummary
 from kgate.facts.ptx import parse_ptx
@@ -84,14 +85,14 @@ def _definition(fn: Any) -> tuple[str, int, bool]:
     src = getattr(fn, "src", "") or ""
     uses_dot_scaled = "dot_scaled" in src
     try:
-        tree = ast.parse(Path(path).read_text(encoding="utf-8"))
+        tree = try_parse(Path(path).read_bytes()) or ast.Module(body=[], type_ignores=[])
         for node in ast.walk(tree):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == raw.__name__ \
                     and node.lineno >= line - 50 and (node.decorator_list and node.decorator_list[0].lineno == line
                                                       or node.lineno == line):
                 line = node.lineno
                 break
-    except (OSError, SyntaxError, UnicodeDecodeError):
+    except OSError:
         pass
     return path, line, uses_dot_scaled
 

@@ -105,6 +105,36 @@ class KernelFacts:
         data["shapes"] = tuple(data.get("shapes", ()))
         return cls(**data)
 
+    @classmethod
+    def from_record(cls, data: Any) -> KernelFacts:
+        """from_json for JSON read back from disk: raises KeyError, TypeError or ValueError unless every
+        field holds what the rules read from it (a cached record is trusted only in its whole shape)."""
+        if not isinstance(data, dict):
+            raise TypeError("a KernelFacts record is a JSON object")
+        facts = cls.from_json(data)
+        texts = (facts.kernel, facts.variant, facts.target, facts.language, facts.path, facts.kind, facts.ptx_target,
+                 facts.entry.name)
+        counts = (facts.line, facts.num_warps, facts.entry.global_accesses, *vars(facts.resources).values(),
+                  *facts.entry.mma.values(), *(facts.sass.opcodes.values() if facts.sass else ()))
+        _check(all(isinstance(v, str) for v in texts), "names")
+        _check(all(isinstance(v, int) and not isinstance(v, bool) for v in counts), "counts")
+        _check(facts.num_stages is None or isinstance(facts.num_stages, int), "num_stages")
+        _check(all(isinstance(v, bool) for v in (facts.pdl, facts.entry.has_wait, facts.entry.has_launch_dependents)),
+               "flags")
+        _check(all(isinstance(v, str) for v in facts.expect) and all(isinstance(k, str) for k in facts.entry.mma),
+               "expect and mma")
+        _check(all(isinstance(a.opcode, str) and isinstance(a.ptx_line, int) for a in facts.entry.unwaited_accesses),
+               "unwaited accesses")
+        _check(isinstance(facts.constexprs, dict) and isinstance(facts.signature, dict)
+               and isinstance(facts.toolchain, dict), "tables")
+        _check(isinstance(facts.compile_seconds, (int, float)), "compile_seconds")
+        return facts
+
+
+def _check(condition: bool, what: str) -> None:
+    if not condition:
+        raise ValueError(f"a KernelFacts record with the wrong types: {what}")
+
 
 @dataclass(frozen=True)
 class CompileFailure:

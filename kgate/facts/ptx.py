@@ -15,6 +15,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from kgate.errors import ParseError
+from kgate.facts.numbers import count
 
 _TARGET = re.compile(r"^\s*\.target\s+([\w.]+)", re.MULTILINE)
 _FUNC_HEAD = re.compile(r"^\s*(?:\.visible\s+|\.weak\s+|\.extern\s+)*\.(entry|func)\s+(?:\([^)]*\)\s*)?([\w$.]+)", re.MULTILINE)
@@ -103,7 +104,7 @@ def parse_ptx(text: str) -> PtxFacts:
     if target_match is None:
         raise ParseError("no .target directive: not a PTX module")
     version_match = re.search(r"^\s*\.version\s+([\d.]+)", text, re.MULTILINE)
-    files = {int(n): name for n, name in _FILE.findall(text)}
+    files = {count(n): name for n, name in _FILE.findall(text)}
     funcs = _split_functions(text)
     func_bodies = {name: _instructions(body, first_line, files) for kind, name, body, first_line in funcs}
     callee_access = {
@@ -160,7 +161,7 @@ def _instructions(body: str, first_line: int, files: dict[int, str]) -> list[Ins
             continue
         loc_match = _LOC.match(line)
         if loc_match:
-            file_no, src_line, col = (int(g) for g in loc_match.groups())
+            file_no, src_line, col = (count(g) for g in loc_match.groups())
             loc = SourceLoc(files.get(file_no, str(file_no)), src_line, col) if src_line else loc
             continue
         if line.startswith("."):
@@ -297,7 +298,7 @@ _NTID = re.compile(r"\.(?:maxntid|reqntid)\s+(\d+)(?:\s*,\s*(\d+))?(?:\s*,\s*(\d
 
 def entry_headers(text: str) -> dict[str, EntryHeader]:
     """Per `.entry`: its first source location and its threads-per-CTA bound, if any."""
-    files = {int(n): name for n, name in _FILE.findall(text)}
+    files = {count(n): name for n, name in _FILE.findall(text)}
     out = {}
     for match in _FUNC_HEAD.finditer(text):
         if match.group(1) != "entry":
@@ -311,12 +312,12 @@ def entry_headers(text: str) -> dict[str, EntryHeader]:
         if ntid:
             threads = 1
             for group in ntid.groups():
-                threads *= int(group) if group else 1
+                threads *= count(group) if group else 1
         first = None
         for line in text[start:].split("\n", 400)[:400]:
             loc = _LOC.match(line)
             if loc:
-                file_no, src_line, col = (int(g) for g in loc.groups())
+                file_no, src_line, col = (count(g) for g in loc.groups())
                 if src_line:
                     first = SourceLoc(files.get(file_no, str(file_no)), src_line, col)
                     break

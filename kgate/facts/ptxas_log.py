@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass
 
 from kgate.errors import ParseError
+from kgate.facts.numbers import count
 
 _COMPILING = re.compile(r"Compiling entry function '([^']+)' for '([^']+)'")
 _PROPERTIES = re.compile(r"Function properties for (\S+)")
@@ -62,7 +63,7 @@ def parse_ptxas_log(text: str) -> dict[str, EntryResources]:
             continue
         frame = _FRAME.search(line)
         if frame and properties_for is not None:
-            frames[properties_for] = (int(frame.group(1)), int(frame.group(2)), int(frame.group(3)))
+            frames[properties_for] = (count(frame.group(1)), count(frame.group(2)), count(frame.group(3)))
             continue
         regs = _USED.search(line)
         if regs and current_entry is not None:
@@ -70,10 +71,10 @@ def parse_ptxas_log(text: str) -> dict[str, EntryResources]:
             smem_match = _SMEM.search(line)
             cumulative_match = _CUMULATIVE.search(line)
             used[current_entry] = (
-                int(regs.group(1)),
-                int(barrier_match.group(1)) if barrier_match else 0,
-                int(smem_match.group(1)) if smem_match else 0,
-                int(cumulative_match.group(1)) if cumulative_match else None,
+                count(regs.group(1)),
+                count(barrier_match.group(1)) if barrier_match else 0,
+                count(smem_match.group(1)) if smem_match else 0,
+                count(cumulative_match.group(1)) if cumulative_match else None,
             )
     out: dict[str, EntryResources] = {}
     for name in order:

@@ -12,9 +12,13 @@ rule reads it here instead of guessing.
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from dataclasses import dataclass
+
+from kgate.errors import ParseError
+from kgate.facts.numbers import count
 
 _ALLOC = re.compile(r"ttg\.local_alloc\s*:\s*\(\)\s*->\s*!ttg\.memdesc<([0-9x]+)x([a-zA-Z][\w]*)\s*,[^>]*mutable")
 
@@ -28,7 +32,7 @@ class Pipeline:
 def element_bytes(type_name: str) -> float:
     if type_name == "i1":
         return 1
-    bits = re.search(r"(\d+)", type_name)
+    bits = re.search(r"([0-9]{1,4})", type_name)
     return int(bits.group(1)) / 8 if bits else 4
 
 
@@ -36,12 +40,16 @@ def parse_pipeline(ttgir: str) -> Pipeline | None:
     """The multi-buffered allocations of a kernel, or None when it has no pipeline."""
     allocs = []
     for dims, type_name in _ALLOC.findall(ttgir):
-        shape = [int(d) for d in dims.split("x") if d]
+        try:
+            shape = [count(d) for d in dims.split("x") if d]
+        except ParseError:
+            continue  # not a shape Triton writes: this allocation says nothing
         if len(shape) >= 3:  # buffers x tile
             size = element_bytes(type_name)
             for d in shape:
                 size *= d
-            allocs.append((shape[0], int(size)))
+            if math.isfinite(size) and size < 2**63:  # a number of bytes, not an overflow to inf
+                allocs.append((shape[0], int(size)))
     if not allocs:
         return None
     buffers = Counter(lead for lead, _size in allocs).most_common(1)[0][0]

@@ -36,6 +36,24 @@ _STALE_S = 14 * 24 * 3600  # cache files of other selections unused this long ar
 _digest = content_digest
 
 
+def _checked(result: FileResult) -> FileResult:
+    """A cached result as the engine writes it, or ValueError: a wrong type here would surface as a crash
+    (or a wrong finding) far from the cache."""
+    ints = [v for f in result.findings for v in (f.line, f.col)]
+    ints += [v for d in result.directives for v in (d.line, d.col)]
+    optional = [v for f in result.findings for v in (f.end_line, f.end_col, f.value)]
+    texts = [v for f in result.findings for v in (f.code, f.message, f.identity)] + list(result.ran) + [
+        v for d in result.directives for v in (d.reason, d.problem, *d.codes)]
+    if not (all(type(v) is int for v in ints) and all(v is None or type(v) is int for v in optional)
+            and all(isinstance(v, str) for v in texts) and all(f.severity in _SEVERITIES for f in result.findings)
+            and all(isinstance(d.file_level, bool) for d in result.directives)):
+        raise ValueError("not a lint result")
+    return result
+
+
+_SEVERITIES = ("", "error", "warning", "note")
+
+
 def selection_key(rules: list[SourceRule]) -> str:
     """What the cached results depend on besides the files."""
     names = ["kgate.lint.engine", "kgate.lint.cache", "kgate.suppress", "kgate.collect.source",
@@ -84,7 +102,10 @@ class LintCache:
             st = os.stat(path)
         except OSError:
             return None
-        stat, trusted, digest, result = entry
+        try:
+            stat, trusted, digest, result = entry
+        except (TypeError, ValueError):  # not an entry this cache wrote: rebuilt
+            return None
         if stat != stat_key(st):
             return None
         if not trusted:
@@ -97,8 +118,8 @@ class LintCache:
                 return None
             self._remember(rel, st, digest, result)
         try:
-            return from_json(result)
-        except (TypeError, ValueError, IndexError):
+            return _checked(from_json(result))
+        except (TypeError, ValueError, IndexError, KeyError):
             return None
 
     def store(self, rel: str, path: str, digest: str, size: int, result: FileResult) -> None:
@@ -147,14 +168,8 @@ class LintCache:
         self.directory.mkdir(parents=True, exist_ok=True)
         ignore = self.directory.parent.parent / ".gitignore"
         if not ignore.exists():
-            ignore.write_text("# Created by kgate: the cache is never committed.\n*\n")
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        try:
-            tmp.write_bytes(blob)
-            os.replace(tmp, self.path)
-        except OSError:
-            tmp.unlink(missing_ok=True)
-            raise
+            _replace(ignore, b"# Created by kgate: the cache is never committed.\n*\n")
+        _replace(self.path, blob)
 
     def _tidy(self) -> None:
         cutoff = time.time() - _STALE_S
@@ -164,3 +179,15 @@ class LintCache:
                     other.unlink()
             except OSError:
                 pass
+
+
+def _replace(path: Path, data: bytes) -> None:
+    """Write a whole file or none: a temporary name of this process, then os.replace. (Not
+    kgate.compile.cache.atomic_write: the commit hook must not import the compile side.)"""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        raise

@@ -112,6 +112,9 @@ def lint_bytes(path: str, rel: str, data: bytes, rules: list[SourceRule]) -> Fil
                 findings.append(_raw(sr.rule, report, source))
         except UnreadableSource as exc:
             error = error or exc
+        except RecursionError:
+            # A tree that parses but nests deeper than a rule's walk can follow: the file's shape, reported.
+            error = error or UnreadableSource(f"nested too deeply for {sr.rule.name} to read", 1, 0)
         except Exception as exc:  # a bug in a rule: say where, keep the traceback
             raise RuntimeError(f"rule {sr.rule.code} failed on {rel}: {exc!r}") from exc
     directives: tuple[Directive, ...] = ()

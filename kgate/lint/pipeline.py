@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from kgate.collect.files import excluded
-from kgate.collect.source import walk
+from kgate.collect.source import symlink_loop, walk
 from kgate.config import Config
 from kgate.errors import ConfigError
 from kgate.findings import Finding
@@ -72,9 +72,11 @@ def discover(paths: list[str], config: Config, match: Callable[[str], bool],
             continue
         if os.path.isdir(given):
             found.update(walk(given, match, exclude, prefix="" if rel == "." else rel + "/"))
-        elif os.path.isfile(given):
+        elif os.path.isfile(given) or symlink_loop(given):
             if match(rel):
                 found[rel] = given
+        elif os.path.exists(given):
+            raise ConfigError(f"{given}: not a regular file")
         else:
             raise ConfigError(f"{given}: no such file or directory")
     return sorted(found.items()), False

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kgate import rules as registry  # type: ignore[attr-defined]
 from kgate.compile.cache import atomic_write
 from kgate.config import toml_error
 from kgate.errors import BaselineError
@@ -96,8 +97,8 @@ def parse(raw: bytes, where: str) -> Baseline:
                             line=bad_line) from None
     try:
         data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        message, line = toml_error(exc)
+    except ValueError as exc:  # TOMLDecodeError, or a number too long for int()
+        message, line = toml_error(exc, text)
         raise BaselineError(f"invalid TOML: {message}", path=where, line=line) from None
     return _from_data(data, text, where)
 
@@ -137,9 +138,13 @@ def _from_data(data: dict[str, Any], text: str, where: str) -> Baseline:
     findings = data.get("findings", {})
     if not isinstance(findings, dict):
         raise fail("[findings] must be a table", "findings")
+    known = set(registry.codes())
     for key, value in findings.items():
         if key.count("|") < 2:
             raise fail(f"finding entry {key!r} is not 'CODE|path|identity'", key)
+        if key.split("|", 1)[0] not in known:
+            # Never judged (no rule reports it), so a typo would sit in the file for ever.
+            raise fail(f"finding entry {key!r} names an unknown rule (see `kgate rules`)", key)
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
             baseline.findings[key] = Pin(value)
         elif isinstance(value, dict) and set(value) == {"count", "value"} and all(
@@ -180,9 +185,9 @@ def render(baseline: Baseline) -> str:
     return "".join(lines)
 
 
-def save(baseline: Baseline, path: Path) -> None:
+def save(baseline: Baseline, path: Path, display: str | None = None) -> None:
     """Write atomically: an interrupted write leaves the old file whole."""
     try:
         atomic_write(path, render(baseline).encode())
     except OSError as exc:
-        raise BaselineError(f"cannot write the baseline: {exc.strerror}", path=str(path)) from None
+        raise BaselineError(f"cannot write the baseline: {exc.strerror}", path=display or str(path)) from None

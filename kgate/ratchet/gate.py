@@ -6,6 +6,7 @@ from pathlib import Path
 
 from kgate import rules as registry  # type: ignore[attr-defined]
 from kgate.config import Config
+from kgate.errors import BaselineError
 from kgate.ratchet.baseline import Baseline, load
 from kgate.ratchet.compare import Comparison, RunState, compare
 from kgate.report.result import Result
@@ -31,7 +32,13 @@ def public_toolchain(toolchain: dict[str, str]) -> dict[str, str]:
 
 def load_baseline(config: Config) -> Baseline | None:
     path = baseline_path(config)
-    return load(path, config.baseline) if path.exists() else None
+    try:
+        path.stat()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:  # a folder on the way that cannot be searched (Path.exists() raises that as is)
+        raise BaselineError(f"cannot read the baseline: {exc.strerror}", path=config.baseline) from None
+    return load(path, config.baseline)
 
 
 def apply(result: Result, state: RunState, config: Config, *, enabled: bool = True) -> Comparison | None:

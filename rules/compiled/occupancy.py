@@ -62,7 +62,7 @@ RULE = Rule(
     check=check,
     doc=__doc__ or "",
     options={
-        "min_warps_per_subcore": Option(5, "latency-hiding threshold", int),
-        "kinds": Option(["elementwise", "reduction"], "kernel kinds checked", list),
+        "min_warps_per_subcore": Option(5, "latency-hiding threshold", int, minimum=1),
+        "kinds": Option(["elementwise", "reduction"], "kernel kinds checked", list, str),
     },
 )

@@ -47,5 +47,5 @@ RULE = Rule(
     summary="Registers per thread at or above the ceiling threshold",
     check=check,
     doc=__doc__ or "",
-    options={"threshold": Option(240, "report at or above this many registers per thread", int)},
+    options={"threshold": Option(240, "report at or above this many registers per thread", int, minimum=1)},
 )

@@ -60,6 +60,6 @@ RULE = Rule(
     doc=__doc__ or "",
     options={
         "warn": Option(True, "report any spill below the cliff as a warning", bool),
-        "cliff_fraction": Option(0.25, "error above this fraction of the register bytes", (int, float)),
+        "cliff_fraction": Option(0.25, "error above this fraction of the register bytes", (int, float), minimum=0),
     },
 )

@@ -142,8 +142,9 @@ RULE = Rule(
     check=check,
     doc=__doc__ or "",
     options={
-        "families": Option(["120", "100", "90"], "architecture families whose bare targets are reported", list),
-        "family": Option("allow", "\"warn\": also report family targets such as sm_120f", str),
+        "families": Option(["120", "100", "90"], "architecture families whose bare targets are reported", list, str),
+        "family": Option("allow", "\"warn\": also report family targets such as sm_120f", str,
+                         choices=("allow", "warn")),
     },
     files=("CMakeLists.txt", "*.cmake", "setup.py", "*.py", "Makefile", "makefile", "GNUmakefile", "*.mk",
            "*.sh", "CMakePresets.json"),

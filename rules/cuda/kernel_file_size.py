@@ -30,20 +30,19 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from kgate.collect.cpp_text import blank
+from kgate.collect.cpp_text import blanked
 from kgate.findings import Severity
 from kgate.rule import Option, Report, Rule, SourceContext
 
 
-def code_lines(text: str) -> int:
-    """Lines with code on them once comments are blanked (string contents stay code)."""
-    code = blank(text).code
+def code_lines(code: str) -> int:
+    """Lines with code on them in blanked text (comments gone; string contents stay code)."""
     return sum(1 for line in code.split("\n") if line.strip())
 
 
 def check(source: Any, ctx: SourceContext) -> Iterable[Report]:
     limit = ctx.options["max_lines"]
-    count = code_lines(source.text)
+    count = code_lines(blanked(source).code)
     if count > limit:
         yield Report(f"{count} code lines, over the limit of {limit} (comments and blank lines not counted): "
                      f"split the kernel, its launcher and its instantiations into files of their own",
@@ -58,7 +57,7 @@ RULE = Rule(
     summary="A kernel .cu file over 600 code lines",
     check=check,
     doc=__doc__ or "",
-    options={"max_lines": Option(600, "code lines allowed in one kernel file", int)},
+    options={"max_lines": Option(600, "code lines allowed in one kernel file", int, minimum=1)},
     files=("*.cu",),
     prefilter=(b"__global__",),
 )

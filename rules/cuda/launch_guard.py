@@ -40,35 +40,37 @@ or `CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, args...));`.
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from kgate.collect.cpp_text import balanced, blank, enclosing_function, line_of, macro_lines
+from kgate.collect.cpp_text import Scopes, balanced, blanked, macro_lines
 from kgate.findings import Severity
 from kgate.rule import Option, Report, Rule, SourceContext
 
 _TRIPLE = re.compile(r"<<<")
 _LAUNCH_EX = re.compile(r"\bcudaLaunchKernelExC?\s*(?:<[^;()]*>\s*)?\(")
 _RUNTIME_CHECKS = ("cudaGetLastError", "cudaPeekAtLastError")
+_NEWLINE = re.compile(r"\n")
 
 
 def check(source: Any, ctx: SourceContext) -> Iterable[Report]:
-    text = source.text
-    code = blank(text).code
+    code = blanked(source).code
     in_macro = macro_lines(code)
     checks = re.compile(r"\b(?:" + "|".join(re.escape(n) for n in (*_RUNTIME_CHECKS, *ctx.options["check_macros"]))
                         + r")\b")
     starts = _line_starts(code)
+    scopes = Scopes(code)
     skipped: list[int] = []
-    for start, end, what in _launches(code):
-        line = line_of(code, start)
+    for start, end, what in sorted(_launches(code)):  # in order: the scope scan continues from the last one
+        line = bisect_right(starts, start, 1) - 1
         if line in in_macro:
             skipped.append(line)
             continue
         if what == "<<<":
             semicolon = code.find(";", end)
             semicolon = end if semicolon < 0 else semicolon
-            last = line_of(code, semicolon) + ctx.options["window"]
+            last = bisect_right(starts, semicolon, 1) - 1 + ctx.options["window"]
             limit = starts[last] if last < len(starts) else len(code)
             if checks.search(code, semicolon, limit):
                 continue
@@ -80,7 +82,7 @@ def check(source: Any, ctx: SourceContext) -> Iterable[Report]:
             message = "the error cudaLaunchKernelEx returns is dropped: check it (e.g. CUDA_CHECK(...))"
         name = _launched_name(code, start, what)
         yield Report(message, line=line, col=_column(code, start) + 1,
-                     scope=enclosing_function(code, start), discriminator=name)
+                     scope=scopes.function_at(start), discriminator=name)
     if skipped:
         yield Report(f"{len(skipped)} kernel launch(es) inside #define macros not checked (out of scope: a macro "
                      f"is not expanded)", severity=Severity.NOTE, line=min(skipped), discriminator="macros")
@@ -141,11 +143,7 @@ def _result_used(code: str, start: int, checks: re.Pattern[str]) -> bool:
 
 def _line_starts(code: str) -> list[int]:
     """Offset of the start of each line, 1-based: starts[n] is where line n begins."""
-    starts = [0, 0]
-    for index, ch in enumerate(code):
-        if ch == "\n":
-            starts.append(index + 1)
-    return starts
+    return [0, 0, *(match.end() for match in _NEWLINE.finditer(code))]
 
 
 def _column(code: str, offset: int) -> int:
@@ -162,8 +160,8 @@ RULE = Rule(
     doc=__doc__ or "",
     options={
         "check_macros": Option(["CUDA_CHECK", "C10_CUDA_KERNEL_LAUNCH_CHECK"],
-                               "names that count as an error check", list),
-        "window": Option(3, "lines after the launch in which the check must appear", int),
+                               "names that count as an error check", list, str),
+        "window": Option(3, "lines after the launch in which the check must appear", int, minimum=0),
     },
     files=("*.cu", "*.cuh", "*.cpp", "*.cc", "*.cxx", "*.h", "*.hpp"),
     prefilter=(b"<<<", b"cudaLaunchKernelEx"),

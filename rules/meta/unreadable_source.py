@@ -1,8 +1,12 @@
 """## What it does
-Reports a source file that `kgate lint` needed to read and could not: it
-cannot be read, is not valid UTF-8 (or the encoding a Python file declares),
-or is not valid Python. One finding per file, at the line of the error;
-every other file is still checked.
+Reports a source file that `kgate lint` needed to read and could not (or
+a folder of the project it could not list: none of its files was checked): it
+cannot be read (no permission, a symlink loop), is not valid UTF-8 (or the
+encoding a Python file declares), is not valid Python (a syntax error, a
+null byte, nesting too deep for Python's parser), or is a Python file over
+4 MB (kgate does not parse generated files that large: Python's syntax tree
+of one would take gigabytes). One finding per file, at the line of the
+error; every other file is still checked.
 
 kgate parses a file only when one of its rules needs to (the rules' byte
 pre-filters found something to look at), and then only the definitions

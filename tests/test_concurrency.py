@@ -1,0 +1,237 @@
+"""No data lost: runs at once on one cache, a run killed mid-compile, damaged cache records, atomic writes.
+
+Every file kgate keeps (facts cache, lint cache, artifacts, the baseline, reports written with -o,
+the audit) is written whole or not at all (kgate.compile.cache.atomic_write, or a temporary name
+moved into place), and a cache record that is not whole or not of its shape is rebuilt, never
+trusted. These tests run the real command line on fixtures/mixed (Triton and CUDA kernels, one of
+each launched with PDL so that SASS is disassembled into the cache too).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURES, REPO, Run, copy_project, kgate
+
+from kgate.tools import bundled_tool
+
+pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+CHECK = ("check", "--format", "json")
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Run]:
+    """A project with a warm cache, and the JSON a serial cold run wrote for it."""
+    project = copy_project("mixed", tmp_path_factory.mktemp("reference"))
+    run = kgate(*CHECK, cwd=project)
+    assert run.code == 1, run.stderr
+    assert {k["kernel"] for k in run.json()["kernels"]} == {"add<float>", "consumer", "kernels:pdl_scale",
+                                                            "kernels:scale"}
+    assert {k["kernel"] for k in run.json()["kernels"] if k["sass"]} == {"consumer", "kernels:pdl_scale"}
+    return project, run
+
+
+def _start(project: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    full = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"} | (env or {})
+    return subprocess.Popen([sys.executable, "-m", "kgate", *args], cwd=project, env=full, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+
+
+def test_two_checks_at_once_on_one_empty_cache_agree_with_a_serial_run(tmp_path: Path,
+                                                                       reference: tuple[Path, Run]) -> None:
+    project = copy_project("mixed", tmp_path)
+    first, second = _start(project, *CHECK), _start(project, *CHECK)
+    outputs = [proc.communicate(timeout=600) for proc in (first, second)]
+    assert [first.returncode, second.returncode] == [1, 1], outputs
+    assert outputs[0][0] == outputs[1][0] == reference[1].stdout
+    # What they left in the cache is whole: a serial run now compiles nothing and says the same.
+    assert "0 compiled, 4 from cache" in kgate("check", "-v", cwd=project).stdout
+    assert kgate(*CHECK, cwd=project).stdout == reference[1].stdout
+
+
+def _session_processes(sid: int) -> list[str]:
+    """Processes of a session still running (zombies waiting for a reaper are not running)."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            command = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if int(fields[3]) == sid and fields[0] != "Z":
+            out.append(f"{entry} {command[:120]}")
+    return out
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process table from /proc")
+def test_a_check_killed_mid_compile_leaves_nothing_a_later_run_trusts(tmp_path: Path,
+                                                                      reference: tuple[Path, Run]) -> None:
+    project = copy_project("mixed", tmp_path)
+    proc = _start(project, *CHECK, "--jobs", "1")
+    sid = os.getsid(proc.pid)
+    artifacts = project / ".kgate-cache" / "v1" / "artifacts"
+    deadline = time.monotonic() + 120
+    while not (artifacts.is_dir() and any(artifacts.iterdir())) and proc.poll() is None:
+        assert time.monotonic() < deadline, "the compile never started"
+        time.sleep(0.05)
+    assert proc.poll() is None, "the run finished before it could be killed: nothing was tested"
+    proc.send_signal(signal.SIGKILL)  # as the OOM killer or a cancelled CI job would: no cleanup runs
+    proc.communicate(timeout=60)
+    # Its workers see it gone and stop, with the compilers they started.
+    deadline = time.monotonic() + 10
+    while _session_processes(sid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _session_processes(sid) == []
+    rerun = kgate(*CHECK, cwd=project)
+    assert rerun.code == 1 and rerun.stdout == reference[1].stdout, rerun.stderr
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process table from /proc")
+def test_a_killed_check_leaves_no_compiler_running(tmp_path: Path) -> None:
+    """A worker blocked in a hung ptxas cannot notice the pipe to kgate closing: it watches its parent."""
+    project = tmp_path / "hang"
+    shutil.copytree(FIXTURES / "bad" / "ptxas-hang", project, ignore=shutil.ignore_patterns("case.toml"))
+    config = project / "kgate.toml"
+    config.write_text(config.read_text().replace("timeout = 8", "timeout = 600"))
+    env = {"TRITON_PTXAS_BLACKWELL_PATH": str(REPO / "tests" / "fake_tools" / "ptxas_hang"),
+           "KGATE_TEST_REAL_PTXAS": str(bundled_tool("ptxas-blackwell"))}
+    proc = _start(project, "check", "--no-cache", env=env)
+    sid = os.getsid(proc.pid)
+    deadline = time.monotonic() + 120
+    while not any("sleep 600" in p for p in _session_processes(sid)):  # the fake ptxas is hanging
+        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=60)
+    deadline = time.monotonic() + 10
+    while _session_processes(sid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _session_processes(sid) == []
+
+
+def test_truncated_and_misshapen_cache_records_are_rebuilt(tmp_path: Path, reference: tuple[Path, Run]) -> None:
+    project = tmp_path / "warm"
+    shutil.copytree(reference[0], project)
+    cache = project / ".kgate-cache" / "v1"
+    facts = sorted((cache / "facts").glob("*.json"))
+    cuda = sorted((cache / "cuda").glob("*.json"))
+    lint = sorted((cache / "lint").glob("*.json"))
+    assert len(facts) == 2 and len(cuda) == 2 and len(lint) == 1
+    for path in (facts[0], cuda[0], *lint):  # cut mid-record, as a full disk or a crash of the machine would
+        data = path.read_bytes()
+        path.write_bytes(data[: len(data) // 2])
+    facts[1].write_text('{"kernel": "k", "entry": {}}')  # whole JSON, but not a record kgate wrote
+    cuda[1].write_text('{"kernels": [{"symbol": "_Z1kv"}]}')
+    run = kgate("check", "-v", cwd=project)
+    assert run.code == 1, run.stderr
+    assert "4 compiled, 0 from cache" in run.stdout  # every damaged record was rebuilt, none trusted
+    # ...and replaced by a whole one: the next run compiles nothing and says what a clean run says.
+    assert "0 compiled, 4 from cache" in kgate("check", "-v", cwd=project).stdout
+    assert kgate(*CHECK, cwd=project).stdout == reference[1].stdout
+
+
+def test_a_damaged_run_record_or_python_index_means_a_full_run(tmp_path: Path, reference: tuple[Path, Run]) -> None:
+    """The records that let an unchanged check skip work (kgate.fastpath's run record, the parse index) are
+    caches too: damaged, they are ignored, not trusted and not crashed on."""
+    project = tmp_path / "warm"
+    shutil.copytree(reference[0], project)
+    assert kgate(*CHECK, cwd=project).stdout == reference[1].stdout  # leaves the run record
+    runs = sorted((project / ".kgate-cache" / "v1" / "runs").glob("*.json"))
+    index = project / ".kgate-cache" / "v1" / "pyindex.json"
+    assert runs and index.is_file()
+    for path in runs:
+        record = json.loads(path.read_text())
+        del record["stdout"]
+        record["exit"] = "x"
+        path.write_text(json.dumps(record))
+    entries = json.loads(index.read_text())
+    for key in entries["files"]:
+        entries["files"][key] = {"stat": entries["files"][key][0]}
+    index.write_text(json.dumps(entries))
+    run = kgate(*CHECK, cwd=project)
+    assert (run.code, run.stdout) == (1, reference[1].stdout), run.stderr
+    for path in (*runs, index):
+        path.write_bytes(path.read_bytes()[:100])
+    run = kgate(*CHECK, cwd=project)
+    assert (run.code, run.stdout) == (1, reference[1].stdout), run.stderr
+
+
+def test_reports_and_the_baseline_get_the_permissions_of_an_ordinary_file(tmp_path: Path,
+                                                                          reference: tuple[Path, Run]) -> None:
+    project = tmp_path / "warm"
+    shutil.copytree(reference[0], project)
+
+    def mode(path: Path) -> int:
+        return stat.S_IMODE(path.stat().st_mode)
+
+    old = os.umask(0o022)
+    try:
+        assert kgate("check", "--format", "sarif", "-o", "report.sarif", cwd=project).code == 1
+        assert kgate("baseline", "update", "--accept-new", cwd=project).code == 0
+    finally:
+        os.umask(old)
+    assert mode(project / "report.sarif") == mode(project / "kgate-baseline.toml") == 0o644
+    (project / "report.sarif").chmod(0o640)  # an existing report keeps the mode its owner gave it
+    assert kgate("check", "--format", "sarif", "-o", "report.sarif", cwd=project).code == 0  # now baselined
+    assert mode(project / "report.sarif") == 0o640
+    old = os.umask(0o077)
+    try:
+        assert kgate("check", "--format", "json", "-o", "private.json", cwd=project).code == 0
+    finally:
+        os.umask(old)
+    assert mode(project / "private.json") == 0o600
+
+
+# Functions allowed to write files, and why each write is whole or harmless.
+WRITERS = {
+    ("kgate/compile/cache.py", "atomic_write"): "temporary file, fsync, os.replace",
+    ("kgate/compile/triton_backend.py", "_write"): "artifacts: a per-process temporary name, then os.replace",
+    ("kgate/compile/cuda_backend.py", "_write"): "artifacts: a per-process temporary name, then os.replace",
+    ("kgate/lint/cache.py", "_replace"): "the lint cache and its .gitignore: a per-process temporary name, then "
+                                         "os.replace",
+    ("kgate/lint/engine.py", "_fork_worker"): "a pipe to the parent, not a file",
+    ("kgate/commands/ulp.py", "pytest_argv"): "a pytest.ini in a fresh temporary folder",
+}
+
+
+def _writes(tree: ast.Module) -> list[tuple[str, int]]:
+    """(enclosing function, line) of every call that writes a file."""
+    out: list[tuple[str, int]] = []
+
+    def visit(node: ast.AST, function: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            name = child.name if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) else function
+            if isinstance(child, ast.Call):
+                func = child.func
+                attr = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+                modes = [a.value for a in child.args[1:2] + [k.value for k in child.keywords if k.arg == "mode"]
+                         if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+                if attr in ("write_text", "write_bytes") or attr in ("open", "fdopen") and any(
+                        set(m) & set("wax+") for m in modes):
+                    out.append((function, child.lineno))
+            visit(child, name)
+
+    visit(tree, "<module>")
+    return out
+
+
+def test_every_file_kgate_writes_goes_through_a_whole_file_writer() -> None:
+    found = set()
+    for path in sorted((REPO / "kgate").rglob("*.py")) + sorted((REPO / "rules").rglob("*.py")):
+        rel = path.relative_to(REPO).as_posix()
+        for function, line in _writes(ast.parse(path.read_text(encoding="utf-8"))):
+            assert (rel, function) in WRITERS, f"{rel}:{line}: {function} writes a file directly"
+            found.add((rel, function))
+    assert found == set(WRITERS)  # an entry here that writes nothing any more is stale

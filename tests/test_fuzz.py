@@ -1,0 +1,460 @@
+"""Fuzzing: every parser of compiler output, configuration, baseline and comments, fed mutated and arbitrary text.
+
+Each parser may return anything or raise kgate's own error (KgateError and its subclasses): any
+other exception would reach the user as a traceback, or as "internal error" on a kernel. The
+inputs start from real compiler output checked in under tests/data/ (and the repository's own
+configuration and baseline) and are mutated line by line and character by character: lines
+deleted, duplicated, swapped, cut short; tokens the parser looks for spliced in; numbers replaced
+by huge, negative or non-ASCII ones; arbitrary text, control characters and invalid bytes inserted.
+
+Example counts are set per parser (EXAMPLES): 20,000 examples, about a minute on two cores. The
+examples are the same on every run (derandomized: CI fails for a change, not for a draw);
+KGATE_FUZZ_RANDOM=1 draws new ones.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from conftest import DATA, FIXTURES, REPO
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kgate.collect import cpp_text
+from kgate.compile import records
+from kgate.config import load_config, parse_config
+from kgate.errors import KgateError
+from kgate.facts.cuda_names import (
+    base_name,
+    definition_line,
+    demangle,
+    display_names,
+    global_definitions,
+    matches,
+    name_forms,
+    short_name,
+)
+from kgate.facts.model import KernelFacts
+from kgate.facts.ptx import entry_headers, parse_ptx
+from kgate.facts.ptxas_log import parse_ptxas_log
+from kgate.facts.sass import parse_sass
+from kgate.facts.ttgir import parse_pipeline
+from kgate.lint import cache as lint_cache
+from kgate.lint.engine import from_json
+from kgate.ratchet.baseline import parse as parse_baseline
+from kgate.suppress import parse_directives
+
+EXAMPLES = {
+    "ptx": 1000, "sass": 1000, "ptxas_log": 2000, "ttgir": 1000, "demangle": 3000, "cuda_source": 1000,
+    "suppress": 2000, "config_table": 1500, "config_file": 1000, "baseline": 2000, "records": 1500, "blank": 3000,
+}
+# The same examples on every run, so that CI fails only for a change; KGATE_FUZZ_RANDOM=1 explores new ones.
+RANDOM = os.environ.get("KGATE_FUZZ_RANDOM") == "1"
+
+
+def fuzz(name: str) -> Any:
+    return settings(max_examples=EXAMPLES[name], deadline=None, derandomize=not RANDOM, database=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+def seeds(*names: str) -> list[str]:
+    return [(DATA / name).read_text(encoding="utf-8") for name in names]
+
+
+PTX = seeds("mxfp8_tile.sm_120a.ptx", "pdl_load_before_wait.sm_120a.ptx", "pdl_wait_first.sm_120a.ptx",
+            "pdl_wait_under_branch.sm_120a.ptx", "plain.compute_120.ptx")
+SASS = seeds("mxfp8_tile.sm_120a.sass", "pdl_wait_first.sm_120a.sass")
+PTXAS_LOGS = seeds("mxfp8_tile.sm_120a.ptxas.log", "nvcc_spill.sm_120a.ptxas.log")
+TTGIR = seeds("tile_matmul.sm_120a.ttgir")
+# .entry names nvcc gave kernels of fixtures/cuda (templates, a namespace, an anonymous namespace).
+SYMBOLS = [
+    "_Z10wait_firstPKfPfi", "_Z15mxf8_mma_kernelPKjS0_S0_Pf", "_ZN3ops14rmsnorm_kernelI6__halfLi128EEEvPKT_PS2_i",
+    "_ZN3ops14rmsnorm_kernelIfLi256EEEvPKT_PS1_i", "_ZN38_GLOBAL__N__695520f4_6_pdl_cu_de0d86c610anon_waitsEPKfPfi",
+    "_Z19bf16_instead_kernelPKjS0_Pf", "plain_c_kernel", "mxfp8_tile",
+]
+CUDA_SOURCES = [path.read_text(encoding="utf-8", errors="replace")
+                for path in sorted((FIXTURES / "cuda").glob("*.cu*")) + sorted((FIXTURES / "cuda_rules").glob("*.cu"))]
+PYTHON_SOURCES = [(FIXTURES / "python" / name).read_text(encoding="utf-8")
+                  for name in ("autotune_side_effect.py", "runtime_autotune.py", "broken_syntax.py")]
+CONFIGS = [(FIXTURES / name / "kgate.toml").read_text(encoding="utf-8") for name in ("compiled", "cuda", "cuda_cmake")]
+CONFIGS.append((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+BASELINES = [(REPO / "kgate-baseline.toml").read_text(encoding="utf-8"), (
+    '# kgate baseline\nversion = 1\n\n[toolchain]\n"ptxas-blackwell" = "13.4.59"\ntriton = "3.9.0"\n\n[kernels]\n'
+    '"k:gemm|BK=64,BM=128,BN=128,warps=8,stages=3|sm_120a" = { registers = 245, spill_bytes = 0, stack_bytes = 0, '
+    'smem_bytes = 32768 }\n\n[findings]\n"KG102|k.py|k:gemm|BK=64,BM=128,BN=128,warps=8,stages=3|sm_120a" = 1\n'
+    '"KG303|csrc/a.cu|csrc/a.cu" = { count = 1, value = 820 }\n')]
+
+# What a parser looks for, and what breaks naive number and text handling.
+TOKENS = [
+    "{", "}", "(", ")", ";", ":", ",", "\n", "\r\n", "\t", "\x00", "\ufeff", "\ufffd", "\u0663", "//", "/*", "*/",
+    '"', "'", "\\", ".entry", ".func", ".visible .entry k(", ".target sm_120a", ".version 8.8", ".loc 1 2 3",
+    '.file 1 "x.cu"', ".maxntid 128, 1, 1", "griddepcontrol.wait;", "ld.global.u32 %r1, [%rd1];", "bra $L__BB0_1;",
+    "$L__BB0_1:", "@%p1 bra $L__BB0_2;", "@!P0 ", "ret;", "call (%r1), f, (%r2);", "mma.sync.aligned.kind::mxf8f6f4",
+    "Function : ", "/*0120*/ ", "ACQBULK ;", "HMMA.16816.F32.BF16", "ptxas info    : ", "Compiling entry function 'k' for 'sm_120a'",
+    "Function properties for k", "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads", "Used 255 registers",
+    "used 1 barriers", "bytes smem", "bytes cumulative stack size", "ttg.local_alloc : () -> !ttg.memdesc<",
+    "x64xbf16, #shared, #smem, mutable>", "__global__", "__launch_bounds__(", "template <typename T>", "<<<", ">>>",
+    "kgate: ignore[KG201] reason", "# kgate: ignore-file[spill]", "// kgate: ignore[", "kgate: ignore", "[", "]",
+    "_Z", "_ZN", "I", "E", "Li", "St", "S_", "T_", "(anonymous namespace)::",
+]
+NUMBERS = ["0", "-1", "1" * 40, "9" * 5000, "\u0663\u0664", "1e309", "0x1f", "", "3.5", "-0", "4294967296"]
+ODD = st.one_of(st.sampled_from(TOKENS), st.sampled_from(NUMBERS), st.text(max_size=30),
+                st.binary(max_size=12).map(lambda b: b.decode("latin-1")))
+
+
+@st.composite
+def mutated(draw: st.DrawFn, originals: list[str], max_ops: int = 8) -> str:
+    """One of `originals` with up to `max_ops` line- and character-level mutations."""
+    lines = draw(st.sampled_from(originals)).splitlines(keepends=True) or [""]
+    for _ in range(draw(st.integers(0, max_ops))):
+        if not lines:
+            lines = [""]
+        kind = draw(st.sampled_from(("delete", "duplicate", "swap", "insert", "splice", "number", "cut", "block")))
+        i = draw(st.integers(0, len(lines) - 1))
+        if kind == "delete":
+            del lines[i]
+        elif kind == "duplicate":
+            lines.insert(i, lines[i])
+        elif kind == "swap":
+            j = draw(st.integers(0, len(lines) - 1))
+            lines[i], lines[j] = lines[j], lines[i]
+        elif kind == "insert":
+            lines.insert(i, draw(ODD) + draw(st.sampled_from(("\n", "", "\r\n"))))
+        elif kind == "splice":
+            at = draw(st.integers(0, len(lines[i])))
+            lines[i] = lines[i][:at] + draw(ODD) + lines[i][at + draw(st.integers(0, 3)):]
+        elif kind == "number":
+            lines[i] = re.sub(r"\d+", lambda _m: draw(st.sampled_from(NUMBERS)), lines[i], count=1)
+        elif kind == "cut":
+            lines = [*lines[:i], lines[i][: draw(st.integers(0, len(lines[i])))]]
+        else:  # a block of lines moved elsewhere, as a bad merge would
+            j = draw(st.integers(i, min(len(lines), i + 20)))
+            block, lines = lines[i:j], lines[:i] + lines[j:]
+            at = draw(st.integers(0, len(lines)))
+            lines = lines[:at] + block + lines[at:]
+    return "".join(lines)
+
+
+def any_text(originals: list[str]) -> st.SearchStrategy[str]:
+    return st.one_of(mutated(originals), st.text(max_size=300),
+                     st.lists(st.sampled_from(TOKENS), max_size=40).map("".join))
+
+
+# --------------------------------------------------------------------------- compiler output
+
+
+@fuzz("ptx")
+@given(any_text(PTX))
+def test_ptx_parser_raises_only_parse_errors(text: str) -> None:
+    try:
+        entry_headers(text)
+    except KgateError:
+        pass
+    try:
+        facts = parse_ptx(text)
+    except KgateError:
+        return
+    for entry in facts.entries:
+        assert facts.entry(entry.name).name == entry.name
+        assert entry.global_accesses >= len(entry.unwaited_accesses)
+    try:
+        facts.entry()
+    except KgateError:
+        pass
+
+
+@fuzz("sass")
+@given(any_text(SASS))
+def test_sass_parser_never_raises(text: str) -> None:
+    for function in parse_sass(text).values():
+        assert all(count > 0 for count in function.opcodes.values())
+        function.mma, function.global_loads, function.spill_instructions  # noqa: B018
+
+
+@fuzz("ptxas_log")
+@given(any_text(PTXAS_LOGS))
+def test_ptxas_log_parser_raises_only_parse_errors(text: str) -> None:
+    try:
+        resources = parse_ptxas_log(text)
+    except KgateError:
+        return
+    for entry in resources.values():
+        assert min(entry.registers, entry.spill_stores, entry.spill_loads, entry.stack_frame, entry.smem_static) >= 0
+
+
+@fuzz("ttgir")
+@given(any_text(TTGIR))
+def test_ttgir_parser_never_raises(text: str) -> None:
+    pipeline = parse_pipeline(text)
+    assert pipeline is None or pipeline.buffers >= 1 and pipeline.bytes_per_buffer >= 0
+
+
+def test_the_seeds_parse_as_real_output() -> None:
+    """The fuzzing starts from output the parsers understand, or mutations would test little."""
+    assert all(parse_ptx(text).entries for text in PTX)
+    assert all(parse_sass(text) for text in SASS)
+    assert all(parse_ptxas_log(text) for text in PTXAS_LOGS)
+    assert parse_pipeline(TTGIR[0]) is not None
+    assert short_name(SYMBOLS[2]) == "ops::rmsnorm_kernel<__half, 128>"
+    assert all(parse_directives(text, python=True) is not None for text in PYTHON_SOURCES)
+
+
+# --------------------------------------------------------------------------- CUDA names and sources
+
+
+@fuzz("demangle")
+@given(st.one_of(mutated(SYMBOLS, 4), st.text(max_size=80).map(lambda s: "_Z" + s), st.text(max_size=40),
+                 st.lists(st.sampled_from(TOKENS[-12:] + ["1a", "3ops", "v", "i", "P", "K", "f"]), max_size=60)
+                 .map(lambda parts: "_Z" + "".join(parts))),
+       st.lists(st.one_of(st.sampled_from(["*", "rmsnorm*", "ops::*<__half*", "[", "[z-a]", "**", "?"]),
+                          st.text(max_size=10)), max_size=3))
+def test_demangler_and_name_matching_never_raise(symbol: str, patterns: list[str]) -> None:
+    text = demangle(symbol)
+    assert isinstance(text, str)
+    shown = short_name(symbol)
+    names = display_names([symbol, symbol + "x", SYMBOLS[0]])
+    assert len(names) == len({symbol, symbol + "x", SYMBOLS[0]})
+    base_name(shown)
+    assert shown in name_forms(shown)
+    matches(shown, patterns)
+
+
+@fuzz("cuda_source")
+@given(any_text(CUDA_SOURCES), st.integers(-5, 10_000))
+def test_kernel_definitions_in_cuda_source_never_raise(text: str, hint: int) -> None:
+    found = global_definitions(text)
+    for name, lines in found.items():
+        assert lines == sorted(lines) and definition_line(found, name, hint) in lines
+
+
+@fuzz("blank")
+@given(st.one_of(st.lists(st.sampled_from(list("/*\"'\\\nuULR8()xab1_ {};#") + [
+    "//", "/*", "*/", 'R"(', ')"', 'u8R"x(', ')x"', "'0'", "1'000", "\r\n"]), max_size=60).map("".join),
+    mutated(CUDA_SOURCES, 4)))
+def test_blanked_cpp_equals_the_character_by_character_reference(text: str) -> None:
+    """blank() jumps between places where a comment or literal may start; it must agree with a scanner that
+    looks at every character (the implementation it replaced), and keep every offset and line."""
+    fast = cpp_text.blank(text)
+    assert (fast.code, fast.comment_lines) == reference_blank(text)
+    assert len(fast.code) == len(text) and fast.code.count("\n") == text.count("\n")
+
+
+def reference_blank(text: str) -> tuple[str, frozenset[int]]:
+    out = list(text)
+    comment_lines: set[int] = set()
+    index, line, length = 0, 1, len(text)
+
+    def wipe(start: int, end: int, comment: bool) -> None:
+        current = line
+        for position in range(start, end):
+            if text[position] == "\n":
+                current += 1
+            else:
+                out[position] = " "
+            if comment:
+                comment_lines.add(current)
+
+    while index < length:
+        ch = text[index]
+        end = -1
+        if ch == "\n":
+            line += 1
+            index += 1
+            continue
+        if text.startswith("//", index):
+            end = cpp_text._line_comment_end(text, index)
+            wipe(index, end, True)
+        elif text.startswith("/*", index):
+            close = text.find("*/", index + 2)
+            end = length if close < 0 else close + 2
+            wipe(index, end, True)
+        else:
+            raw = cpp_text._RAW_OPEN.match(text, index) if ch in "uULR" else None
+            if raw and (index == 0 or not (text[index - 1].isalnum() or text[index - 1] == "_")):
+                close = text.find(")" + raw.group(1) + '"', raw.end())
+                end = length if close < 0 else close + len(raw.group(1)) + 2
+                wipe(raw.end(), max(raw.end(), end - len(raw.group(1)) - 2), False)
+            elif ch in "\"'" and not (ch == "'" and index > 0 and text[index - 1].isalnum()
+                                      and cpp_text._digit_separator(text, index)):
+                end = cpp_text._literal_end(text, index, ch)
+                wipe(index + 1, max(index + 1, end - 1), False)
+        if end < 0:
+            index += 1
+            continue
+        line += text.count("\n", index, end)
+        index = end
+    return "".join(out), frozenset(comment_lines)
+
+
+# --------------------------------------------------------------------------- suppression comments
+
+
+SUPPRESSION_SEEDS = PYTHON_SOURCES + CUDA_SOURCES[:3] + [
+    "x = 1  # kgate: ignore[KG201] the shape is fixed\n", "# kgate: ignore-file[spill, KG102]: measured\n",
+    "k<<<1, 1>>>(x);  // kgate: ignore[launch-guard] checked by the caller\n", "s = '# kgate: ignore[KG201] x'\n",
+    "x = 1  # kgate: ignore[]\n", "x = 1  # kgate: ignore\n", 'x = """\n# kgate: ignore[KG201] in a string\n"""\n',
+]
+
+
+@fuzz("suppress")
+@given(any_text(SUPPRESSION_SEEDS), st.booleans())
+def test_suppression_comments_parse_without_raising(text: str, python: bool) -> None:
+    for directive in parse_directives(text, python=python):
+        assert directive.line >= 1 and directive.col >= 1
+        assert directive.problem or directive.codes and directive.reason
+
+
+# --------------------------------------------------------------------------- configuration and baseline
+
+
+TOML_SCALARS = st.one_of(st.text(max_size=12), st.integers(-10, 10 ** 20), st.floats(allow_nan=True),
+                         st.booleans(), st.sampled_from(["sm_120a", "*.cu", "..", "/", "", "\x00", "KG201", "spill",
+                                                         "k:good", "*fp16", "nvcc", "warn", "two-way"]))
+TOML_VALUES = st.recursive(TOML_SCALARS, lambda inner: st.one_of(
+    st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=4)), max_leaves=12)
+CONFIG_KEYS = ["targets", "triton", "cuda", "select", "extend-select", "ignore", "per-file-ignores", "severity",
+               "options", "baseline", "ratchet", "toolchain-change", "cache-dir", "jobs", "timeout", "exclude",
+               "extend-exclude", "python-path", "nvcc", "size-slack", "fail-on"]
+TRITON_KEYS = ["kernel", "signature", "constexprs", "num_warps", "num_stages", "expect", "pdl", "kind", "variants",
+               "shapes", "divisible"]
+CUDA_KEYS = ["sources", "flags", "compile_commands", "pdl", "expect", "launch_wrappers", "kind", "compiler"]
+
+
+def tables(keys: list[str]) -> st.SearchStrategy[dict[str, Any]]:
+    return st.dictionaries(st.sampled_from(keys), TOML_VALUES, max_size=5)
+
+
+# Paths and globs are where the operating system, not kgate, would object first.
+PATHISH = st.one_of(st.sampled_from(["..", "../x", "/tmp", "", ".", "a\x00b", "~", "x/../..", "*.cu", "**/*.cu", "[",
+                                     "\\", "C:\\x", " ", "sub/", "./kgate-baseline.toml"]), st.text(max_size=8))
+CODES = st.lists(st.sampled_from(["KG1", "KG201", "spill", "KG", "launch-guard", "ALL"]), max_size=3)
+# Mostly values of the right shape, so that a table gets past its first key to the checks behind it.
+PLAUSIBLE = {
+    "targets": st.lists(st.sampled_from(["sm_120a", "sm_90a", "sm_100a"]), min_size=1, max_size=3),
+    "select": CODES, "extend-select": CODES, "ignore": CODES,
+    "per-file-ignores": st.dictionaries(PATHISH, CODES, max_size=2),
+    "severity": st.dictionaries(st.sampled_from(["KG201", "spill", "x"]), st.sampled_from(["error", "off", "x"]),
+                                max_size=2),
+    "options": st.dictionaries(st.sampled_from(["spill", "launch-guard", "occupancy", "x"]),
+                               st.dictionaries(st.sampled_from(["window", "warn", "kinds", "cliff_fraction",
+                                                                "check_macros"]), TOML_VALUES, max_size=2),
+                               max_size=2),
+    "baseline": PATHISH, "cache-dir": PATHISH, "nvcc": PATHISH, "python-path": st.lists(PATHISH, max_size=3),
+    "exclude": st.lists(PATHISH, max_size=3), "extend-exclude": st.lists(PATHISH, max_size=3),
+    "ratchet": st.sampled_from(["two-way", "tighten", "x"]), "fail-on": st.sampled_from(["error", "note", "x"]),
+    "toolchain-change": st.sampled_from(["fail", "warn", "x"]), "jobs": st.integers(-1, 10 ** 20),
+    "timeout": st.floats(), "size-slack": st.integers(-5, 50),
+    "triton": st.lists(tables(TRITON_KEYS), max_size=2),
+    "cuda": st.lists(st.fixed_dictionaries({}, optional={
+        **{key: TOML_VALUES for key in CUDA_KEYS}, "sources": st.lists(PATHISH, min_size=1, max_size=3),
+        "compile_commands": PATHISH, "compiler": st.sampled_from(["auto", "nvcc", "nvrtc"])}), max_size=2),
+}
+CONFIG_TABLES = st.one_of(
+    st.fixed_dictionaries({}, optional={key: PLAUSIBLE[key] for key in CONFIG_KEYS}),
+    st.fixed_dictionaries({}, optional={key: st.one_of(PLAUSIBLE[key], TOML_VALUES) for key in CONFIG_KEYS}),
+    st.dictionaries(st.text(max_size=12), TOML_VALUES, max_size=4))
+PROJECT = Path(tempfile.mkdtemp(prefix="kgate-fuzz-"))  # configuration files are written and loaded here
+atexit.register(shutil.rmtree, PROJECT, True)
+
+
+@fuzz("config_table")
+@given(CONFIG_TABLES)
+def test_configuration_tables_raise_only_config_errors(table: dict[str, Any]) -> None:
+    try:
+        config = parse_config(table, root=PROJECT, source=PROJECT / "kgate.toml")
+    except KgateError:
+        return
+    assert config.timeout > 0 and config.targets
+
+
+@fuzz("config_file")
+@given(st.one_of(mutated(CONFIGS), st.binary(max_size=200).map(lambda b: b.decode("latin-1"))),
+       st.sampled_from(["kgate.toml", "pyproject.toml"]), st.sampled_from(["utf-8", "latin-1", "utf-16"]))
+def test_configuration_files_raise_only_config_errors(text: str, name: str, encoding: str) -> None:
+    path = PROJECT / name
+    path.write_bytes(text.encode(encoding, errors="replace"))
+    try:
+        load_config(path)
+    except KgateError:
+        pass
+
+
+@fuzz("baseline")
+@given(st.one_of(mutated(BASELINES), st.binary(max_size=200).map(lambda b: b.decode("latin-1"))),
+       st.sampled_from(["utf-8", "latin-1"]))
+def test_baselines_raise_only_baseline_errors(text: str, encoding: str) -> None:
+    try:
+        baseline = parse_baseline(text.encode(encoding, errors="replace"), "kgate-baseline.toml")
+    except KgateError:
+        return
+    for pin in baseline.findings.values():
+        assert pin.count > 0
+
+
+# --------------------------------------------------------------------------- cache records
+
+
+FACTS_RECORD = json.loads(json.dumps(KernelFacts.from_json({
+    "kernel": "k:good", "variant": "BLOCK=128,warps=4,stages=3", "target": "sm_120a", "language": "triton",
+    "path": "k.py", "line": 6, "kind": "other", "num_warps": 4, "num_stages": 3, "expect": [], "pdl": True,
+    "ptx_target": "sm_120a", "entry": {"name": "good", "mma": {"mma.sync": 2}, "has_wait": True,
+                                      "has_launch_dependents": False, "global_accesses": 2, "unwaited_accesses": [
+                                          {"opcode": "ld.global.u32", "ptx_line": 40,
+                                           "loc": {"file": "k.py", "line": 8, "col": 4}}]},
+    "resources": {"registers": 8, "spill_stores": 0, "spill_loads": 0, "stack_bytes": 0, "smem_static": 0,
+                  "smem_dynamic": 0, "barriers": 0},
+    "sass": {"opcodes": {"ACQBULK": 1, "LDG.E": 2}}}).to_json()))
+LINT_RESULT = [[[5, 35, 5, 38, "KG201", "", "autotune key 'n'", "tuned|key", None]],
+               [[3, 10, False, ["KG201"], "reason", ""]], ["KG004", "KG201"]]
+CORRUPT = (KeyError, TypeError, ValueError, AttributeError, IndexError)
+
+
+@st.composite
+def one_value_replaced(draw: st.DrawFn, text: str) -> Any:
+    """The JSON record `text` with one value, at any depth, replaced by an arbitrary JSON value."""
+    copy = json.loads(text)
+    node = copy
+    for _ in range(draw(st.integers(0, 5))):
+        if isinstance(node, dict) and node:
+            key: Any = draw(st.sampled_from(sorted(node)))
+        elif isinstance(node, list) and node:
+            key = draw(st.integers(0, len(node) - 1))
+        else:
+            break
+        if not isinstance(node[key], (dict, list)) or draw(st.booleans()):
+            node[key] = draw(TOML_VALUES)
+            break
+        node = node[key]
+    return copy
+
+
+def damaged(record: Any) -> st.SearchStrategy[Any]:
+    return st.one_of(one_value_replaced(json.dumps(record)), TOML_VALUES)
+
+
+@fuzz("records")
+@given(damaged(FACTS_RECORD), damaged(LINT_RESULT))
+def test_damaged_cache_records_are_refused_not_crashed_on(facts: Any, lint_result: Any) -> None:
+    """The cache answers None for a record whose check raises one of CORRUPT: anything else would crash."""
+    for check, record in ((records.facts, facts), (records.cuda, {"kernels": [{**facts, "symbol": "_Z1kv"}]}
+                          if isinstance(facts, dict) else facts), (records.spans, facts), (records.expansion, facts)):
+        try:
+            check(record)
+        except CORRUPT:
+            pass
+    try:
+        lint_cache._checked(from_json(lint_result))
+    except CORRUPT:
+        pass
+
+
+def test_an_undamaged_record_passes_its_check() -> None:
+    records.facts(FACTS_RECORD)
+    assert lint_cache._checked(from_json(LINT_RESULT)).findings[0].code == "KG201"
