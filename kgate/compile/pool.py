@@ -132,6 +132,18 @@ class _Worker:
         self.conn.close()
 
 
+PRELOAD = ["kgate.compile.preload"]
+
+
+def start_server() -> None:
+    """Start the workers' fork server now, without waiting for it: its import of Triton then
+    overlaps whatever this process does before it needs a worker."""
+    from multiprocessing import forkserver
+
+    multiprocessing.get_context("forkserver").set_forkserver_preload(PRELOAD)
+    forkserver.ensure_running()
+
+
 class Pool:
     """Run tasks over `size` worker processes; results arrive through a callback."""
 
@@ -141,16 +153,14 @@ class Pool:
         # Workers fork from a server that has imported Triton once (not from this process, which may
         # hold threads, and not spawned afresh, which would import Triton in every worker).
         self.ctx = multiprocessing.get_context("forkserver")
-        self.ctx.set_forkserver_preload(["kgate.compile.preload"])
+        self.ctx.set_forkserver_preload(PRELOAD)
         self.workers: list[_Worker] = []
         self.peak_rss_kb: dict[int, int] = {}
 
     def start(self) -> None:
-        """Start the fork server now, without waiting for it: its import of Triton overlaps the
-        planning still to do, and the workers forked later start with Triton loaded."""
-        from multiprocessing import forkserver
-
-        forkserver.ensure_running()
+        """Start the fork server now (if it is not running yet), so that its import of Triton
+        overlaps the planning still to do and the workers forked later start with Triton loaded."""
+        start_server()
 
     def __enter__(self) -> Pool:  # noqa: PYI034 - not subclassed
         return self

@@ -1,8 +1,10 @@
 """Imported once by the compile workers' fork server, so that every worker starts with Triton loaded.
 
-Importing Triton takes a few hundred milliseconds; forking a process that
-has it costs next to nothing. A missing or broken Triton is not an error
-here: the worker task that needs it reports it, with the reason.
+Importing Triton takes a few hundred milliseconds, and its first compile in
+a process pays for lazy imports and the backend's set-up (which runs
+`ptxas --version`). The fork server pays for both once; every worker forked
+from it starts where a warm process would. A missing or broken Triton is not
+an error here: the worker task that needs it reports it.
 """
 
 from __future__ import annotations
@@ -11,6 +13,14 @@ import contextlib
 
 import kgate.compile.triton_backend  # noqa: F401
 
+
+def _warm_up() -> None:
+    import triton.compiler.code_generator  # noqa: F401 - imported lazily by the first compile
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler.compiler import make_backend
+
+    make_backend(GPUTarget("cuda", 120, 32)).hash()
+
+
 with contextlib.suppress(Exception):
-    import triton.compiler  # noqa: F401
-    from triton.backends.compiler import GPUTarget  # noqa: F401
+    _warm_up()

@@ -16,6 +16,7 @@ import ast
 import contextlib
 import importlib
 import io
+import json
 import os
 import sys
 import time
@@ -44,6 +45,62 @@ def _prepare(paths: list[str]) -> None:
         if path not in sys.path:
             sys.path.insert(0, path)
     warnings.filterwarnings("ignore", message=".*TRITON_DEFAULT_FP_FUSION.*")
+    _remembered_triton_key()
+
+
+_TRITON_KEY_SET = False
+
+
+def _remembered_triton_key() -> None:
+    """Hand Triton the hash of its own installation from kgate's cache instead of recomputing it.
+
+    `triton.compile` keys its own cache on a hash of every Triton source file and of libtriton
+    (about half a second, once per process); kgate keeps no use for that cache, but the key is
+    computed all the same. It depends only on the installed Triton, so it is computed once per
+    installation (identified by its version and its files' sizes and times) and remembered next to
+    the facts cache. Triton's own compile warm-up pool sets the same hook the same way.
+    """
+    global _TRITON_KEY_SET
+    if _TRITON_KEY_SET:
+        return
+    _TRITON_KEY_SET = True
+    cache_dir = os.environ.get("TRITON_CACHE_DIR")
+    try:
+        import triton
+        import triton.runtime.cache as triton_cache
+    except ImportError:
+        return
+    if cache_dir is None or not hasattr(triton_cache, "triton_key"):
+        return
+    package = Path(triton.__file__).parent
+    identity = [getattr(triton, "__version__", "")]
+    for part in ("_C", "compiler", "backends", "language", "runtime"):
+        try:
+            st = (package / part).stat()
+            identity.append(f"{part}:{st.st_mtime_ns}")
+        except OSError:
+            identity.append(part)
+    for lib in sorted((package / "_C").glob("libtriton*")):
+        st = lib.stat()
+        identity.append(f"{lib.name}:{st.st_size}:{st.st_mtime_ns}")
+    record = Path(cache_dir).parent / "v1" / "triton-key.json"
+    key = None
+    try:
+        stored = json.loads(record.read_text())
+        if isinstance(stored, dict) and stored.get("identity") == identity and isinstance(stored.get("key"), str):
+            key = stored["key"]
+    except (OSError, ValueError):
+        pass
+    if key is None:
+        key = triton_cache.triton_key()
+        try:
+            from kgate.compile.cache import atomic_write
+
+            atomic_write(record, json.dumps({"identity": identity, "key": key}).encode())
+        except OSError:
+            pass
+    value = key
+    triton_cache.triton_key = lambda: value
 
 
 def _load(kernel: str) -> Any:
