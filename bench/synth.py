@@ -167,9 +167,11 @@ def generate(root: Path, modules: int = 10, cuda_files: int = 4, targets: tuple[
     return {"triton_variants": variants, "cuda_kernels": cuda_files * 5, "modules": modules}
 
 
-def edit_one_kernel(root: Path) -> Path:
-    """Change one kernel's source (the first module's constant), as a developer's edit would."""
+def edit_one_kernel(root: Path, round_: int = 1) -> Path:
+    """Change one kernel's source (a constant of the first module's first kernel), as a developer's edit would."""
+    import re
+
     path = root / "synth" / "k000.py"
     text = path.read_text()
-    path.write_text(text.replace("1.000 * a", "1.001 * a", 1) if "1.000 * a" in text else text + "\n# edited\n")
+    path.write_text(re.sub(r"\b1\.\d{3} \* a\b", f"{1 + round_ / 1000:.3f} * a", text, count=1))
     return path
