@@ -1,4 +1,4 @@
-"""The `kgate` console script: replay an unchanged `kgate check` before loading anything else.
+"""The `kgate` console script: replay an unchanged `kgate check` or `lint` before loading anything else.
 
 Kept apart from `kgate.cli` so that the replay path imports neither
 argparse nor any of kgate's own modules beyond `kgate.fastpath`.
@@ -11,7 +11,7 @@ import sys
 
 def main() -> int:
     argv = sys.argv[1:]
-    if argv[:1] == ["check"]:
+    if argv[:1] in (["check"], ["lint"]):
         from kgate import fastpath
 
         code = fastpath.replay(argv)

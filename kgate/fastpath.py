@@ -1,4 +1,4 @@
-"""Replaying a `kgate check` whose inputs have not changed since it last ran.
+"""Replaying a `kgate check` or `kgate lint` whose inputs have not changed since it last ran.
 
 A warm run with nothing changed should cost about what starting Python
 does, not what collecting, hashing and re-reading every cached record does.
@@ -155,7 +155,7 @@ def _rewrite(name: str, content: str) -> None:
                 return
     except (OSError, UnicodeDecodeError):
         pass
-    from kgate.compile.cache import atomic_write
+    from kgate.atomicio import atomic_write
 
     atomic_write(_path(name), content.encode())
 
@@ -222,8 +222,8 @@ class Snapshot:
             _listing(name, ignored) == kept for name, (kept, ignored) in self.dirs.items())
 
 
-def toolchain_files() -> list[str]:
-    """Files whose change means a different compiler: Triton's package and tools, nvcc, kgate itself."""
+def compiler_files() -> list[str]:
+    """Files whose change means a different compiler: Triton's package and tools, nvcc."""
     import importlib.util
     import shutil
 
@@ -239,6 +239,14 @@ def toolchain_files() -> list[str]:
         found = shutil.which(name)
         if found:
             out.append(os.path.realpath(found))
+    return out
+
+
+def kgate_files() -> list[str]:
+    """kgate's own sources and data: a changed kgate is a different gate."""
+    import importlib.util
+
+    out: list[str] = []
     for module in ("kgate", "kgate.rules", "kgate.kernels"):
         spec = importlib.util.find_spec(module)
         if spec is not None and spec.submodule_search_locations:
@@ -257,9 +265,23 @@ def record(argv: list[str], snapshot: Snapshot, stdout: str, stderr: str, code: 
         return
     data = {"version": RECORD_VERSION, "argv": argv, "files": snapshot.files, "dirs": snapshot.dirs,
             "stdout": stdout, "stderr": stderr, "exit": code, "outputs": outputs}
-    from kgate.compile.cache import atomic_write
+    from kgate.atomicio import atomic_write
 
     try:
         atomic_write(_path(path), json.dumps(data, separators=(",", ":")).encode())
     except OSError:
-        pass  # no record: the next run is a full one, nothing else is lost
+        return  # no record: the next run is a full one, nothing else is lost
+    _prune(os.path.dirname(path))
+
+
+def _prune(folder: str, keep: int = 64) -> None:
+    """Keep the most recent records only: a commit hook runs with a new list of files every time."""
+    try:
+        entries = [e for e in os.scandir(folder) if e.name.endswith(".json")]
+        if len(entries) <= keep:
+            return
+        entries.sort(key=lambda e: e.stat().st_mtime_ns, reverse=True)
+        for entry in entries[keep:]:
+            os.unlink(entry.path)
+    except OSError:
+        pass

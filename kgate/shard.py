@@ -25,7 +25,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from kgate.compile.cache import atomic_write, digest
+from kgate.atomicio import atomic_write
+from kgate.compile.cache import digest
 from kgate.config import Config, TritonEntry
 from kgate.errors import ConfigError
 from kgate.facts.model import KernelFacts

@@ -1,7 +1,7 @@
 """No data lost: runs at once on one cache, a run killed mid-compile, damaged cache records, atomic writes.
 
 Every file kgate keeps (facts cache, lint cache, artifacts, the baseline, reports written with -o,
-the audit) is written whole or not at all (kgate.compile.cache.atomic_write, or a temporary name
+the audit) is written whole or not at all (kgate.atomicio.atomic_write, or a temporary name
 moved into place), and a cache record that is not whole or not of its shape is rebuilt, never
 trusted. These tests run the real command line on fixtures/mixed (Triton and CUDA kernels, one of
 each launched with PDL so that SASS is disassembled into the cache too).
@@ -196,11 +196,9 @@ def test_reports_and_the_baseline_get_the_permissions_of_an_ordinary_file(tmp_pa
 
 # Functions allowed to write files, and why each write is whole or harmless.
 WRITERS = {
-    ("kgate/compile/cache.py", "atomic_write"): "temporary file, fsync, os.replace",
+    ("kgate/atomicio.py", "atomic_write"): "temporary file, fsync, os.replace",
     ("kgate/compile/triton_backend.py", "_write"): "artifacts: a per-process temporary name, then os.replace",
     ("kgate/compile/cuda_backend.py", "_write"): "artifacts: a per-process temporary name, then os.replace",
-    ("kgate/lint/cache.py", "_replace"): "the lint cache and its .gitignore: a per-process temporary name, then "
-                                         "os.replace",
     ("kgate/lint/engine.py", "_fork_worker"): "a pipe to the parent, not a file",
     ("kgate/commands/ulp.py", "pytest_argv"): "a pytest.ini in a fresh temporary folder",
 }

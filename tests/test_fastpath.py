@@ -14,13 +14,14 @@ from conftest import copy_project, kgate
 from kgate import fastpath
 
 PROBE = ("import sys; from kgate.entry import main; sys.argv = ['kgate'] + sys.argv[1:]; code = main(); "
-         "print('REPLAYED' if 'kgate.pipeline' not in sys.modules else 'RAN', file=sys.stderr); sys.exit(code)")
+         "ran = 'kgate.pipeline' in sys.modules or 'kgate.lint.pipeline' in sys.modules; "
+         "print('RAN' if ran else 'REPLAYED', file=sys.stderr); sys.exit(code)")
 
 
-def probe(project: Path, *args: str, env: dict[str, str] | None = None) -> tuple[int, str, bool]:
+def probe(project: Path, *args: str, env: dict[str, str] | None = None, command: str = "check") -> tuple[int, str, bool]:
     """(exit code, stdout, whether it was a replay) of `kgate check ARGS` in a fresh process."""
-    proc = subprocess.run([sys.executable, "-c", PROBE, "check", *args], cwd=project, capture_output=True,
-                          text=True, env={**os.environ, **(env or {})}, timeout=600)
+    proc = subprocess.run([sys.executable, "-c", PROBE, command, *args], cwd=project, capture_output=True,
+                          text=True, env={**os.environ, **(env or {})}, timeout=600, check=False)
     lines = proc.stderr.strip().splitlines()
     return proc.returncode, proc.stdout, bool(lines) and lines[-1] == "REPLAYED"
 
@@ -100,3 +101,28 @@ def test_replay_output_matches_the_cli(project: Path) -> None:
     full = kgate("check", "-q", "--no-cache", cwd=project)
     replayed = probe(project, "-q")
     assert (replayed[0], replayed[1]) == (full.code, full.stdout)
+
+
+def test_an_unchanged_lint_is_replayed_and_an_edit_runs_it_again(project: Path) -> None:
+    (project / "tuned.py").write_text(
+        "import triton\n\n\n@triton.autotune(configs=[], key=['n_tokens'])\n@triton.jit\n"
+        "def k(x, n_tokens):\n    pass\n")
+    try:
+        first = probe(project, command="lint")
+        second = probe(project, command="lint")
+        assert first[0] == 1 and "KG201" in first[1]
+        assert second[2] is True and second[:2] == first[:2]
+        (project / "tuned.py").write_text("x = 1\n")
+        third = probe(project, command="lint")
+        assert third[2] is False and third[0] == 0
+    finally:
+        (project / "tuned.py").unlink()
+
+
+def test_old_records_are_pruned(tmp_path: Path) -> None:
+    for i in range(70):
+        (tmp_path / f"{i:03d}.json").write_text("{}")
+        os.utime(tmp_path / f"{i:03d}.json", ns=(i * 10**9, i * 10**9))
+    fastpath._prune(str(tmp_path))
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert len(left) == 64 and left[0] == "006.json"

@@ -105,7 +105,7 @@ class _Index:
     def save(self) -> None:
         if not self.dirty or self.file is None:
             return
-        from kgate.compile.cache import atomic_write
+        from kgate.atomicio import atomic_write
 
         live = {k: v for k, v in self.entries.items() if os.path.exists(k)}
         try:

@@ -15,8 +15,8 @@ from collections import defaultdict
 from pathlib import Path
 
 import kgate
+from kgate.atomicio import atomic_write
 from kgate.commands.common import ProgressBar, config_from, fail_on, selection_from
-from kgate.compile.cache import atomic_write
 from kgate.errors import ConfigError
 from kgate.pipeline import CheckOptions, resolve_targets, run_check
 from kgate.profiles import AUDIT_DEFAULT, Profile, primary, profiles

@@ -57,7 +57,7 @@ def emit(result: Result, args: argparse.Namespace, config: Config) -> int:
                 print(line, file=sys.stderr)
     output = getattr(args, "output", None)
     if output:
-        from kgate.compile.cache import atomic_write
+        from kgate.atomicio import atomic_write
 
         try:
             atomic_write(Path(output), text.encode())

@@ -10,17 +10,28 @@ whole-project verdict, for `kgate lint` without paths or `kgate check`.
 from __future__ import annotations
 
 import argparse
+import os
 from dataclasses import replace
 
+from kgate.commands import recording
 from kgate.commands.common import config_from, emit, fail_on, selection_from
 from kgate.config import Config
 from kgate.lint.pipeline import LintRun, run_lint
 from kgate.report.result import Result
+from kgate.selection import Selection
 
 
 def run(args: argparse.Namespace) -> int:
     config = config_from(args)
     selection = selection_from(args, config)
+    taken = recording.snapshot(args, config, [os.path.abspath(p) for p in args.paths], compilers=False)
+    with recording.capture() as (out, err):
+        code = _lint(args, config, selection)
+    recording.finish(args, taken, out, err, code)
+    return code
+
+
+def _lint(args: argparse.Namespace, config: Config, selection: Selection) -> int:
     lint = run_lint(config, selection, args.paths, force_exclude=args.force_exclude, use_cache=not args.no_cache)
     result = Result("lint", lint.findings, fail_on=fail_on(args, config))
     result.suppressed = lint.suppressed

@@ -94,7 +94,7 @@ def _remembered_triton_key() -> None:
     if key is None:
         key = triton_cache.triton_key()
         try:
-            from kgate.compile.cache import atomic_write
+            from kgate.atomicio import atomic_write
 
             atomic_write(record, json.dumps({"identity": identity, "key": key}).encode())
         except OSError:

@@ -182,12 +182,7 @@ class LintCache:
 
 
 def _replace(path: Path, data: bytes) -> None:
-    """Write a whole file or none: a temporary name of this process, then os.replace. (Not
-    kgate.compile.cache.atomic_write: the commit hook must not import the compile side.)"""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
-    except OSError:
-        tmp.unlink(missing_ok=True)
-        raise
+    """Write a whole file or none."""
+    from kgate.atomicio import atomic_write
+
+    atomic_write(path, data)

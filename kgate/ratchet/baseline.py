@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from kgate import rules as registry  # type: ignore[attr-defined]
-from kgate.compile.cache import atomic_write
+from kgate.atomicio import atomic_write
 from kgate.config import toml_error
 from kgate.errors import BaselineError
 

@@ -1,0 +1,83 @@
+"""Run records for `kgate check` and `kgate lint`: what a full run saw and printed (see `kgate.fastpath`).
+
+The inputs are snapshotted before the run; the output is captured while it
+is written; the record is left only if every input still holds afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from io import StringIO
+from pathlib import Path
+from typing import TextIO
+
+from kgate import fastpath
+from kgate.config import Config
+
+
+def snapshot(args: argparse.Namespace, config: Config, extra: list[str], *, compilers: bool) -> fastpath.Snapshot | None:
+    """The inputs of this run: the project's files and folders, the configuration, the baseline,
+    kgate's own files and (for a run that compiles) the compilers'."""
+    if args.no_cache or getattr(args, "verbose", False) or getattr(args, "argv", None) is None:
+        return None
+    skip = [str(config.root / config.cache_dir), str(config.root / ".git")]
+    if getattr(args, "output", None):
+        skip.append(os.path.abspath(args.output))
+    files = [str(config.source)] if config.source else []
+    files.append(str(config.root / config.baseline))
+    files.extend(extra)
+    files.extend(fastpath.kgate_files())
+    if compilers:
+        files.extend(fastpath.compiler_files())
+    return fastpath.Snapshot.take(str(config.root), tuple(config.exclude) + tuple(config.extend_exclude),
+                                  tuple(skip), files)
+
+
+def finish(args: argparse.Namespace, taken: fastpath.Snapshot | None, out: StringIO, err: StringIO,
+           code: int) -> None:
+    """Leave the run record, with the report written to -o if there is one."""
+    if taken is None:
+        return
+    outputs = {}
+    if getattr(args, "output", None):
+        try:
+            outputs[os.path.abspath(args.output)] = Path(args.output).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            return
+    fastpath.record(args.argv, taken, out.getvalue(), err.getvalue(), code, outputs)
+
+
+class _Tee:
+    """Writes to the real stream and keeps a copy."""
+
+    def __init__(self, stream: TextIO, copy: StringIO) -> None:
+        self.stream = stream
+        self.copy = copy
+
+    def write(self, text: str) -> int:
+        self.copy.write(text)
+        return self.stream.write(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+    def isatty(self) -> bool:
+        return self.stream.isatty()
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.stream, name)
+
+
+@contextmanager
+def capture() -> Iterator[tuple[StringIO, StringIO]]:
+    out, err = StringIO(), StringIO()
+    real_out, real_err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _Tee(real_out, out), _Tee(real_err, err)
+    try:
+        yield out, err
+    finally:
+        sys.stdout, sys.stderr = real_out, real_err
