@@ -1,0 +1,65 @@
+"""This repository gates its own kernels against its committed baseline, as `.ci/run` does with `kgate check`.
+
+A copy of the bundled kernels, the configuration and the baseline passes; the
+same copy with one kernel changed the way a real regression looks (the PDL wait
+moved after the loads it protects) fails, which is what makes CI red.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, kgate
+
+WAIT_FIRST = '''    if PDL:
+        gdc_wait()
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(a + offs, mask=mask, other=0.0).to(tl.float32)
+    g = tl.load(b + offs, mask=mask, other=0.0).to(tl.float32)
+'''
+WAIT_LATE = '''    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(a + offs, mask=mask, other=0.0).to(tl.float32)
+    g = tl.load(b + offs, mask=mask, other=0.0).to(tl.float32)
+    if PDL:
+        gdc_wait()
+'''
+
+
+@pytest.fixture(scope="module")
+def copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("repository")
+    for name in ("pyproject.toml", "kgate-baseline.toml"):
+        shutil.copy(REPO / name, root / name)
+    shutil.copytree(REPO / "kernels", root / "kernels",
+                    ignore=shutil.ignore_patterns("__pycache__", "test_*.py", "conftest.py"))
+    return root
+
+
+def test_the_bundled_kernels_pass_their_own_gate(copy: Path) -> None:
+    run = kgate("check", cwd=copy)
+    assert run.code == 0, run.stdout + run.stderr
+    assert "kgate check: passed:" in run.stdout
+    assert any("kernels.mxfp8:mxfp8_matmul_kernel" in line and "sm_120a" in line and "block_scale" in line
+               and line.rstrip().endswith("ok") for line in run.stdout.splitlines())
+
+
+def test_a_regressed_copy_of_a_bundled_kernel_fails_the_gate(copy: Path) -> None:
+    path = copy / "kernels" / "swiglu.py"
+    original = path.read_text()
+    assert WAIT_FIRST in original
+    path.write_text(original.replace(WAIT_FIRST, WAIT_LATE))
+    try:
+        run = kgate("check", cwd=copy)
+    finally:
+        path.write_text(original)
+    assert run.code == 1
+    lines = run.stdout.splitlines()
+    assert any("KG107 error pdl-missing-wait" in line and "swiglu_fwd_kernel" in line for line in lines)
+    assert any(line.startswith("NEW") and "KG107|kernels/swiglu.py|kernels.swiglu:swiglu_fwd_kernel" in line
+               for line in lines)
+    assert kgate("check", "-q", cwd=copy).code == 0  # the original again: green, from the cache
