@@ -8,6 +8,7 @@ table would hold. Both ways produce the same `TritonEntry`.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,28 @@ from kgate.collect.modules import import_roots, module_name
 from kgate.collect.source import MAX_PARSE_BYTES, try_parse
 from kgate.config import Config, TritonEntry, parse_triton_entry
 from kgate.errors import ConfigError
+
+# A module that can use the decorator imports kgate itself (`import kgate [as k]`) or the name
+# (`from kgate import register`, also in parentheses over several lines); kgate's own modules and
+# most of a project do neither, and are not parsed at all.
+_IMPORTS_KGATE = re.compile(rb"^[ \t]*(?:import[ \t]+kgate\b|from[ \t]+kgate[ \t]+import\b[^\n]*(?:\bregister\b|\())",
+                            re.MULTILINE)
+
+
+def _statements(tree: ast.Module) -> list[ast.stmt]:
+    """The module's top-level statements, with the bodies of top-level if/try/with blocks (where
+    imports and kernel definitions live); function and class bodies are not entered."""
+    out: list[ast.stmt] = []
+    stack: list[ast.stmt] = list(reversed(tree.body))
+    while stack:
+        node = stack.pop()
+        out.append(node)
+        if isinstance(node, (ast.If, ast.Try, ast.With)):
+            nested = list(node.body) + list(getattr(node, "orelse", [])) + list(getattr(node, "finalbody", []))
+            for handler in getattr(node, "handlers", []):
+                nested.extend(handler.body)
+            stack.extend(reversed(nested))
+    return out
 
 
 def triton_entries(config: Config) -> list[TritonEntry]:
@@ -27,7 +50,7 @@ def triton_entries(config: Config) -> list[TritonEntry]:
             data = path.read_bytes()
         except OSError:
             continue
-        if b"register" in data and b"kgate" in data:
+        if b"register" in data and _IMPORTS_KGATE.search(data):
             if len(data) > MAX_PARSE_BYTES:  # its registrations cannot be read: say so rather than skip them
                 raise ConfigError(f"{relpath(path, config.root)}: too large to read kgate.register decorators from "
                                   f"({len(data) / 2**20:.1f} MB): add it to extend-exclude if it is generated")
@@ -50,7 +73,7 @@ def decorator_entries(path: Path, data: bytes, root: Path, roots: list[Path]) ->
         return []
     constants = _module_constants(tree)
     out = []
-    for node in ast.walk(tree):
+    for node in _statements(tree):
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
         for dec in node.decorator_list:
@@ -165,7 +188,7 @@ def _to_toml_like(value: Any) -> Any:
 def _aliases(tree: ast.Module) -> tuple[set[str], set[str]]:
     kgate_names: set[str] = set()
     register_names: set[str] = set()
-    for node in ast.walk(tree):
+    for node in _statements(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name == "kgate":
