@@ -82,9 +82,8 @@ def cuda_groups(config: Config) -> list[tuple[str, ...]]:
     """CUDA source paths, one group per file, except files joined by a templated PDL launch site."""
     if not config.cuda:
         return []
-    from kgate.collect.cuda_sources import cuda_sources
+    from kgate.collect.cuda_sources import cuda_sources, defined_kernels
     from kgate.compile.cuda_engine import launch_sites
-    from kgate.facts.cuda_names import global_definitions
 
     sources = cuda_sources(config)
     templated = {site.kernel for site in launch_sites(config, sources) if site.template is not None}
@@ -99,13 +98,7 @@ def cuda_groups(config: Config) -> list[tuple[str, ...]]:
     if templated:
         owner: dict[str, str] = {}  # kernel identifier -> the first file that can instantiate it
         for source in sources:
-            names: set[str] = set()
-            for path in (source.path, *source.headers):
-                try:
-                    names.update(global_definitions(path.read_text(encoding="utf-8", errors="replace")))
-                except OSError:
-                    continue
-            for name in sorted(names & templated):
+            for name in sorted(defined_kernels(source) & templated):
                 first = owner.setdefault(name, source.rel)
                 a, b = sorted((find(first), find(source.rel)))
                 parent[b] = a

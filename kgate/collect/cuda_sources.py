@@ -39,6 +39,19 @@ class CudaSource:
     key: str  # hash of the file's and its headers' contents
 
 
+def defined_kernels(source: CudaSource) -> set[str]:
+    """The `__global__` functions a source and the project headers it includes define, by name."""
+    from kgate.facts.cuda_names import global_definitions
+
+    names: set[str] = set()
+    for path in (source.path, *source.headers):
+        try:
+            names.update(global_definitions(path.read_text(encoding="utf-8", errors="replace")))
+        except OSError:
+            continue
+    return names
+
+
 def cuda_sources(config: Config) -> list[CudaSource]:
     """Every configured CUDA source, sorted by path; each file once (the first table that names it)."""
     out: dict[str, CudaSource] = {}

@@ -14,6 +14,7 @@ from typing import Any
 
 from kgate.collect.files import relpath, walk
 from kgate.collect.modules import import_roots, module_name
+from kgate.collect.pysource import module_constants
 from kgate.collect.source import MAX_PARSE_BYTES, try_parse
 from kgate.config import Config, TritonEntry, parse_triton_entry
 from kgate.errors import ConfigError
@@ -71,7 +72,7 @@ def decorator_entries(path: Path, data: bytes, root: Path, roots: list[Path]) ->
     kgate_names, register_names = _aliases(tree)
     if not kgate_names and not register_names:
         return []
-    constants = _module_constants(tree)
+    constants = module_constants(tree)
     out = []
     for node in _statements(tree):
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -154,24 +155,6 @@ def _shown(node: ast.expr) -> str:
     except RecursionError:  # ast.unparse recurses per node
         return "an expression nested too deeply to show"
     return f"`{text}`" if len(text) <= 60 else f"`{text[:57]}...`"
-
-
-def _module_constants(tree: ast.Module) -> dict[str, ast.expr]:
-    """Names assigned exactly once at module level, with the expression assigned."""
-    assigned: dict[str, ast.expr] = {}
-    counts: dict[str, int] = {}
-    for node in tree.body:
-        targets: list[ast.expr] = []
-        value: ast.expr | None = None
-        if isinstance(node, ast.Assign):
-            targets, value = node.targets, node.value
-        elif isinstance(node, ast.AnnAssign) and node.value is not None:
-            targets, value = [node.target], node.value
-        for target in targets:
-            if isinstance(target, ast.Name) and value is not None:
-                counts[target.id] = counts.get(target.id, 0) + 1
-                assigned[target.id] = value
-    return {name: value for name, value in assigned.items() if counts[name] == 1}
 
 
 def _to_toml_like(value: Any) -> Any:

@@ -25,6 +25,7 @@ from typing import Any
 
 from kgate import tools
 from kgate.errors import KgateError
+from kgate.report.table import aligned
 
 TIMEOUT = 3600.0
 DIRECTIONS = {"forward": 0, "backward": 1}
@@ -126,14 +127,7 @@ def render(checks: list[Check], skipped: list[tuple[str, str]]) -> list[str]:
         rows.append((c.kernel, c.direction, c.output, c.dtype, c.shape, c.mode, _number(c.ulp),
                      _number(c.max_ulp) + marks.get(c.reason, ""), _number(c.floor), c.where,
                      "ok" if c.passed else "FAIL"))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    numeric = {6, 7, 8}
-    out = []
-    for n, row in enumerate(rows):
-        cells = [cell.rjust(widths[i]) if i in numeric and n else cell.ljust(widths[i]) for i, cell in enumerate(row)]
-        out.append("  ".join(cells).rstrip())
-        if n == 0:
-            out.append("  ".join("-" * w for w in widths))
+    out = aligned(rows, {6, 7, 8})
     if reasons or skipped:
         out.append("")
     out += [f"{marks[reason]} {reason}" for reason in reasons]

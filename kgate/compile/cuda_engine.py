@@ -18,7 +18,7 @@ from typing import Any
 import kgate
 from kgate.collect.cuda_flags import choose_arch
 from kgate.collect.cuda_launches import LaunchSite, pdl_launch_sites, pdl_launched
-from kgate.collect.cuda_sources import CudaSource, cuda_sources
+from kgate.collect.cuda_sources import CudaSource, cuda_sources, defined_kernels
 from kgate.compile import records as record_shapes
 from kgate.compile.cache import Cache, digest
 from kgate.compile.cuda_backend import reads_sass
@@ -144,12 +144,7 @@ def _run_tasks(config: Config, todo: list[_Task], jobs: int, progress: Progress 
 
 def _may_define(source: CudaSource, globs: list[str]) -> bool:
     """Whether a file that did not compile defines a kernel the `--kernel` globs could name."""
-    names: set[str] = set()
-    for path in (source.path, *source.headers):
-        try:
-            names.update(global_definitions(path.read_text(encoding="utf-8", errors="replace")))
-        except OSError:
-            continue
+    names = defined_kernels(source)
     return any(matches(name, globs) for name in names) or not names
 
 

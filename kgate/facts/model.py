@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from kgate.facts.ptx import GlobalAccess, PtxEntry, SourceLoc
-from kgate.facts.sass import MMA_HEADS
+from kgate.facts.sass import SassSummary
 
 # Bumped when KernelFacts gains or changes fields: it is part of the facts
 # cache key, so records written before the change are rebuilt, not misread.
@@ -34,25 +34,6 @@ class Resources:
     @property
     def spill_bytes(self) -> int:
         return self.spill_stores
-
-
-@dataclass(frozen=True)
-class SassSummary:
-    """The parts of the SASS that rules and reports read."""
-
-    opcodes: dict[str, int]
-
-    def count(self, prefix: str) -> int:
-        return sum(n for op, n in self.opcodes.items() if op == prefix or op.startswith(prefix + "."))
-
-    @property
-    def mma(self) -> dict[str, int]:
-        """Tensor-core instructions (HMMA, QMMA, OMMA, HGMMA, ...) by full opcode."""
-        return {op: n for op, n in self.opcodes.items() if op.split(".")[0] in MMA_HEADS}
-
-    def family(self, head: str) -> dict[str, int]:
-        """Every form of one instruction (`LDG` -> LDG.E, LDG.E.128, ...) by full opcode."""
-        return {op: n for op, n in self.opcodes.items() if op.split(".")[0] == head}
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,9 @@ MMA_HEADS = ("HMMA", "QMMA", "OMMA", "IMMA", "UTCQMMA", "UTCOMMA", "UTCHMMA", "H
 
 
 @dataclass(frozen=True)
-class SassFunction:
-    name: str
+class SassSummary:
+    """Opcode counts of one function: what rules and reports read of its SASS."""
+
     opcodes: dict[str, int]
 
     def count(self, prefix: str) -> int:
@@ -31,16 +32,26 @@ class SassFunction:
 
     @property
     def mma(self) -> dict[str, int]:
+        """Tensor-core instructions (HMMA, QMMA, OMMA, HGMMA, ...) by full opcode."""
         return {op: n for op, n in self.opcodes.items() if op.split(".")[0] in MMA_HEADS}
+
+    def family(self, head: str) -> dict[str, int]:
+        """Every form of one instruction (`LDG` -> LDG.E, LDG.E.128, ...) by full opcode."""
+        return {op: n for op, n in self.opcodes.items() if op.split(".")[0] == head}
 
     @property
     def global_loads(self) -> dict[str, int]:
         """Global load widths: LDG forms by modifier (LDG.E = 32 bit, LDG.E.128, ...)."""
-        return {op: n for op, n in self.opcodes.items() if op.startswith("LDG")}
+        return self.family("LDG")
 
     @property
     def spill_instructions(self) -> int:
         return self.count("STL") + self.count("LDL")
+
+
+@dataclass(frozen=True)
+class SassFunction(SassSummary):
+    name: str = ""
 
 
 def parse_sass(text: str) -> dict[str, SassFunction]:
@@ -56,4 +67,4 @@ def parse_sass(text: str) -> dict[str, SassFunction]:
         instr = _INSTR.match(line)
         if instr:
             current[instr.group(1)] += 1
-    return {name: SassFunction(name, dict(sorted(ops.items()))) for name, ops in functions.items()}
+    return {name: SassFunction(dict(sorted(ops.items())), name) for name, ops in functions.items()}

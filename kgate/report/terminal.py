@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from kgate.findings import Finding, Severity
 from kgate.report.result import Result
+from kgate.report.table import aligned
 
 if TYPE_CHECKING:
     from kgate.facts.model import KernelFacts
@@ -55,14 +56,7 @@ def kernel_table(kernels: list[KernelFacts], findings: list[Finding]) -> list[st
         mma = ", ".join(sorted({short_mma(op) for op in k.entry.mma})) or "-"
         rows.append((k.kernel, k.variant, k.target, str(res.registers), str(res.spill_stores), str(res.smem_bytes),
                      f"{occ.warps_per_subcore:g}", mma, _verdict(k, by_kernel)))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    numeric = {3, 4, 5, 6}
-    out = []
-    for n, row in enumerate(rows):
-        cells = [cell.rjust(widths[i]) if i in numeric and n else cell.ljust(widths[i]) for i, cell in enumerate(row)]
-        out.append("  ".join(cells).rstrip())
-        if n == 0:
-            out.append("  ".join("-" * w for w in widths))
+    out = aligned(rows, {3, 4, 5, 6})
     return out
 
 
