@@ -117,6 +117,20 @@ def test_kgate_ulp_on_the_interpreter(tmp_path: Path) -> None:
     assert "kgate ulp: passed: 2 of 2 checks" in run.stdout
 
 
+def test_kgate_ulp_beside_a_folder_named_kgate(tmp_path: Path) -> None:
+    # Run from a checkout of kgate itself (or any project with a `kgate/` folder):
+    # the tests must still be the installed ones, not whatever the working
+    # directory holds under that name.
+    (tmp_path / "kgate").mkdir()
+    (tmp_path / "kgate" / "__init__.py").write_text("")
+    script = Path(sys.executable).with_name("kgate")
+    proc = subprocess.run([str(script), "ulp", "--device", "cpu", "-k", "swiglu and forward and fp16"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=900,
+                          env={k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "kgate ulp: passed: 1 of 1 checks" in proc.stdout
+
+
 def test_kgate_ulp_usage_errors(tmp_path: Path) -> None:
     run = kgate("ulp", "--device", "cpu", "-k", "no_such_kernel", cwd=tmp_path)
     assert (run.code, run.stderr.strip()) == (2, "kgate: error: no precision test matches -k 'no_such_kernel'")

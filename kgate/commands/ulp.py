@@ -59,8 +59,11 @@ def run(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="kgate-ulp-") as folder:
         record = Path(folder) / "ulp.jsonl"
-        proc = tools.run(pytest_argv(Path(folder), record, args.keyword), env=_environment(args.device), timeout=TIMEOUT,
-                         check=False)
+        # From the temporary folder: `python -m` puts the working directory first on
+        # sys.path, where a `kgate/` folder (a checkout of kgate, say) would hide the
+        # installed package and its tests.
+        proc = tools.run(pytest_argv(Path(folder), record, args.keyword), cwd=folder, env=_environment(args.device),
+                         timeout=TIMEOUT, check=False)
         checks, skipped = read_records(record)
     seconds = time.perf_counter() - started
     if proc.returncode == 5:
