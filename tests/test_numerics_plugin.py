@@ -138,3 +138,15 @@ def test_kgate_ulp_usage_errors(tmp_path: Path) -> None:
     if not torch.cuda.is_available():
         run = kgate("ulp", "--device", "gpu", cwd=tmp_path)
         assert run.code == 2 and "--device gpu: torch sees no CUDA device" in run.stderr
+
+
+def test_kgate_ulp_names_what_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    from kgate.commands import ulp
+    from kgate.errors import KgateError
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "pytest" else real(name, *a))
+    with pytest.raises(KgateError, match=r"^kgate ulp needs pytest: pip install 'kgate\[ulp\]'$"):
+        ulp._require_packages("cpu")

@@ -55,7 +55,7 @@ class Check:
 
 
 def run(args: argparse.Namespace) -> int:
-    _require_torch(args.device)
+    _require_packages(args.device)
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="kgate-ulp-") as folder:
         record = Path(folder) / "ulp.jsonl"
@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     for line in render(checks, skipped):
         print(line)
     if proc.returncode == 1:
-        print("\n" + _failure_summary(proc.stdout))
+        print("\n" + _failure_summary(proc.stdout + proc.stderr))
     failed = sum(not c.passed for c in checks)
     wheres = ", ".join(sorted({c.where for c in checks})) or "nowhere"
     errors = " (and tests that failed before measuring: see above)" if proc.returncode == 1 and not failed else ""
@@ -159,9 +159,10 @@ def _kernels_folder() -> Path:
     return Path(next(iter(spec.submodule_search_locations)))
 
 
-def _require_torch(device: str) -> None:
-    if importlib.util.find_spec("torch") is None or importlib.util.find_spec("numpy") is None:
-        raise KgateError("kgate ulp needs torch and numpy: pip install 'kgate[ulp]'")
+def _require_packages(device: str) -> None:
+    missing = [name for name in ("torch", "numpy", "pytest") if importlib.util.find_spec(name) is None]
+    if missing:
+        raise KgateError(f"kgate ulp needs {', '.join(missing)}: pip install 'kgate[ulp]'")
     if device == "gpu":
         import torch
 
