@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import difflib
 import importlib
 import io
 import json
@@ -114,7 +115,9 @@ def _load(kernel: str) -> Any:
     try:
         return getattr(module, attr)
     except AttributeError:
-        raise KernelError(f"module {module_name} has no attribute {attr!r}") from None
+        close = difflib.get_close_matches(attr, [name for name in vars(module) if not name.startswith("_")], n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise KernelError(f"module {module_name} has no attribute {attr!r}{hint}") from None
 
 
 def _jit_function(obj: Any) -> tuple[Any, list[Any]]:
