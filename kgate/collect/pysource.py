@@ -162,17 +162,12 @@ def import_map(tree: ast.Module) -> dict[str, str]:
 
 def qualified(node: ast.AST, imports: dict[str, str]) -> str | None:
     """`tr.runtime.autotune` -> "triton.runtime.autotune" when `tr` is an import of triton; else None."""
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
+    name = dotted(node)
+    if name is None:
         return None
-    base = imports.get(node.id)
-    if base is None:
-        return None
-    parts.append(base)
-    return ".".join(reversed(parts))
+    head, dot, rest = name.partition(".")
+    base = imports.get(head)
+    return None if base is None else base + dot + rest
 
 
 def dotted(node: ast.AST) -> str | None:
