@@ -287,11 +287,11 @@ def headroom(facts: KernelFacts, profile: Profile, res: Residency, limits: Thres
     cliff = spill_cliff_bytes(regs, limits.cliff_fraction)
     if spilled:
         terms.append(Term("spills", 1 - spilled / cliff if cliff else -1.0,
-                          f"{spilled} spill bytes, cliff at {cliff:g}"))
+                          f"{spilled:,} spill bytes, cliff at {cliff:,g}"))
     else:
         terms.append(Term("spills", 1.0, "no spills"))
     smem, budget = facts.resources.smem_bytes, profile.smem_optin_per_cta
-    terms.append(Term("shared memory", 1 - smem / budget, f"{smem} of {budget} bytes per CTA"))
+    terms.append(Term("shared memory", 1 - smem / budget, f"{smem:,} of {budget:,} bytes per CTA"))
     if facts.kind in limits.latency_kinds:
         need = limits.latency_warps
         terms.append(Term("warps per sub-core", min(1.0, (res.warps_per_subcore - need) / need),
