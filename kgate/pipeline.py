@@ -119,6 +119,10 @@ def run_check(config: Config, selection: Selection, options: CheckOptions,
         part = SourcePart(lint.findings, lint.suppressed, len(lint.results))
     covered = frozenset({e.kernel for e in entries} | {f.kernel for f in cuda.facts}
                         | {f.kernel for f in cuda.failures})
+    if options.kernels and not covered and plan is None:
+        # A mistyped filter would otherwise gate nothing and pass.
+        shown = " ".join(f"--kernel {g!r}" for g in options.kernels)
+        raise ConfigError(f"{shown}: no registered kernel matches (a glob matches a kernel's name or module:name)")
     checked = assemble(config, selection, options, compiled, raw, part, covered=covered,
                        shard_names=plan.names if plan else None)
     checked.entries, checked.plan, checked.seconds = entries, plan, seconds
