@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from kgate.errors import ConfigError
+from kgate.errors import ConfigError, did_you_mean
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -450,9 +450,7 @@ class _Ctx:
         unknown = sorted(set(table) - known)
         if unknown:
             name = unknown[0]
-            hint = _closest(name, known)
-            suffix = f" (did you mean {hint!r}?)" if hint else ""
-            raise self.error(f"{key}.{name}" if key else name, f"unknown key{suffix}")
+            raise self.error(f"{key}.{name}" if key else name, f"unknown key{did_you_mean(name, known, 0.75)}")
 
     def table(self, value: Any, key: str) -> dict[str, Any]:
         if not isinstance(value, dict):
@@ -505,9 +503,3 @@ def _type_name(value: Any) -> str:
     return {dict: "a table", list: "an array", str: "a string", bool: "a boolean", int: "an integer",
             float: "a float"}.get(type(value), type(value).__name__)
 
-
-def _closest(name: str, known: set[str]) -> str | None:
-    import difflib
-
-    matches = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.75)
-    return matches[0] if matches else None

@@ -41,3 +41,11 @@ class BaselineError(KgateError):
 
 class ParseError(KgateError):
     """Compiler output that kgate cannot make sense of."""
+
+
+def did_you_mean(name: str, choices: list[str] | set[str], cutoff: float = 0.6) -> str:
+    """` (did you mean 'x'?)` for the closest of `choices` to a mistyped `name`, or ""."""
+    import difflib
+
+    matches = difflib.get_close_matches(name, sorted(choices), n=1, cutoff=cutoff)
+    return f" (did you mean {matches[0]!r}?)" if matches else ""

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import ast
 import contextlib
-import difflib
 import importlib
 import io
 import json
@@ -27,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from kgate.collect.source import try_parse
-from kgate.errors import KgateError
+from kgate.errors import KgateError, did_you_mean
 from kgate.facts.model import KernelFacts, Resources, SassSummary
 from kgate.facts.ptx import parse_ptx
 from kgate.facts.ptxas_log import parse_ptxas_log
@@ -115,9 +114,8 @@ def _load(kernel: str) -> Any:
     try:
         return getattr(module, attr)
     except AttributeError:
-        close = difflib.get_close_matches(attr, [name for name in vars(module) if not name.startswith("_")], n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise KernelError(f"module {module_name} has no attribute {attr!r}{hint}") from None
+        names = [name for name in vars(module) if not name.startswith("_")]
+        raise KernelError(f"module {module_name} has no attribute {attr!r}{did_you_mean(attr, names)}") from None
 
 
 def _jit_function(obj: Any) -> tuple[Any, list[Any]]:
