@@ -16,6 +16,7 @@ import triton.language as tl
 import kgate
 
 from .common import cdiv, interpreted
+from .tiles import grouped_tile
 
 TILE = {"BM": 128, "BN": 128, "BK": 64, "GROUP_M": 8}
 NUM_WARPS = 8
@@ -34,14 +35,7 @@ NUM_STAGES = 3  # (128 + 128) * 64 * 2 bytes * 3 stages = 96 KB: fits the 99 KB 
 def matmul_kernel(a, b, c, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
                   BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
                   UPCAST: tl.constexpr):
-    pid = tl.program_id(0)
-    grid_m = tl.cdiv(M, BM)
-    grid_n = tl.cdiv(N, BN)
-    group = pid // (GROUP_M * grid_n)
-    first_m = group * GROUP_M
-    rows = tl.minimum(grid_m - first_m, GROUP_M)
-    pid_m = first_m + (pid % (GROUP_M * grid_n)) % rows
-    pid_n = (pid % (GROUP_M * grid_n)) // rows
+    pid_m, pid_n = grouped_tile(M, N, BM, BN, GROUP_M)
     # Rows and columns past the edge wrap around instead of being masked: the loads stay
     # unpredicated (what lets them pipeline), and the store below drops those lanes.
     rm = (pid_m * BM + tl.arange(0, BM)) % M

@@ -23,6 +23,7 @@ import triton.language as tl
 import kgate
 
 from .common import cdiv
+from .tiles import grouped_tile
 
 GROUP = 32  # elements per scale
 TILE = {"BM": 128, "BN": 128, "BK": 64, "GROUP_M": 8}
@@ -40,14 +41,7 @@ QUANT_COLS = 256
 @triton.jit
 def mxfp8_matmul_kernel(a, a_scale, b, b_scale, c, M, N, K, stride_cm, BM: tl.constexpr, BN: tl.constexpr,
                         BK: tl.constexpr, GROUP_M: tl.constexpr):
-    pid = tl.program_id(0)
-    grid_m = tl.cdiv(M, BM)
-    grid_n = tl.cdiv(N, BN)
-    group = pid // (GROUP_M * grid_n)
-    first_m = group * GROUP_M
-    rows = tl.minimum(grid_m - first_m, GROUP_M)
-    pid_m = first_m + (pid % (GROUP_M * grid_n)) % rows
-    pid_n = (pid % (GROUP_M * grid_n)) // rows
+    pid_m, pid_n = grouped_tile(M, N, BM, BN, GROUP_M)
     # Rows and columns past the edge wrap around instead of being masked (the store drops them).
     rm = (pid_m * BM + tl.arange(0, BM)) % M
     rn = (pid_n * BN + tl.arange(0, BN)) % N
