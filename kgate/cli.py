@@ -27,6 +27,7 @@ COMMANDS = {
     "ulp": "run the bundled kernels' precision tests",
     "audit": "write the HTML and Markdown audit report",
     "merge": "combine the JSON results of sharded runs",
+    "capture": "record the Triton specialisations a command launches",
 }
 
 
@@ -125,6 +126,22 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             p.add_argument("--config", metavar="FILE")
         if name == "doctor":
             p.add_argument("--config", metavar="FILE")
+        if name == "capture":
+            p.add_argument("--config", metavar="FILE", help="pyproject.toml or kgate.toml (default: nearest)")
+            p.add_argument("--device", choices=("auto", "gpu", "cpu"), default="auto",
+                           help="gpu: run and record; cpu: bind launches for --target, run nothing "
+                                "(default: gpu when one is present)")
+            p.add_argument("--target", metavar="SM", help="target to bind for on a machine without a GPU "
+                                                          "(default: the first configured target)")
+            p.add_argument("-o", "--output", metavar="FILE", help="capture file (default: the configured one, "
+                                                                  "kgate-capture.toml)")
+            p.add_argument("--replace", action="store_true",
+                           help="drop the file's entries of every kernel this run launched before adding its own")
+            p.add_argument("--counts", action="store_true", help="also record launch counts (they change run to run)")
+            p.add_argument("--verify", action="store_true",
+                           help="on a GPU: compare kgate's compile of each specialisation with the loaded kernel")
+            p.add_argument("-j", "--jobs", type=int, metavar="N", help="compile workers for --verify")
+            p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="the command to run")
     return parser
 
 

@@ -40,7 +40,7 @@ class TritonEntry:
     """One registered Triton kernel (from configuration or from `kgate.register`)."""
 
     kernel: str  # "pkg.module:function"
-    signature: dict[str, str]
+    signature: dict[str, str]  # may be empty when `args` gives every run-time argument's value
     constexprs: dict[str, Any] = field(default_factory=dict)
     num_warps: int = 4
     num_stages: int = 3
@@ -50,6 +50,9 @@ class TritonEntry:
     variants: tuple[dict[str, Any], ...] = ()
     shapes: tuple[dict[str, int], ...] = ()
     divisible: tuple[str, ...] | None = None  # None: every pointer argument
+    # Example values of the run-time arguments, one table per launch to gate (empty: one launch made
+    # from the signature and `divisible`); Triton's launcher derives the specialisation from them.
+    args: tuple[dict[str, Any], ...] = ()
     origin: str = ""
 
     @property
@@ -67,6 +70,7 @@ class TritonEntry:
             "expect": list(self.expect) if self.expect is not None else None, "pdl": self.pdl,
             "kind": self.kind, "variants": list(self.variants), "shapes": list(self.shapes),
             "divisible": list(self.divisible) if self.divisible is not None else None,
+            "args": [dict(a) for a in self.args],
         }
 
 
@@ -99,6 +103,10 @@ class Config:
     severity: dict[str, str] = field(default_factory=dict)
     options: dict[str, dict[str, Any]] = field(default_factory=dict)
     baseline: str = "kgate-baseline.toml"
+    capture: str = "kgate-capture.toml"  # the specialisations `kgate capture` recorded
+    # Run before the project's kernel modules are imported (compile workers, captured commands):
+    # "package.module:function" or a Python file, for projects that probe the device at import.
+    setup: str | None = None
     ratchet: str = "two-way"
     toolchain_change: str = "fail"
     fail_on: str = "error"
@@ -204,7 +212,7 @@ def toml_error(exc: Exception, source: str = "") -> tuple[str, int | None]:
 _TOP_KEYS = {
     "targets", "triton", "cuda", "select", "extend-select", "ignore", "per-file-ignores", "severity",
     "options", "baseline", "ratchet", "toolchain-change", "cache-dir", "jobs", "timeout", "exclude",
-    "extend-exclude", "python-path", "nvcc", "size-slack", "fail-on",
+    "extend-exclude", "python-path", "nvcc", "size-slack", "fail-on", "capture", "setup",
 }
 
 
@@ -247,9 +255,16 @@ def parse_config(table: dict[str, Any], *, root: Path, source: Path | None, pref
     if "options" in table:
         options = ctx.table(table["options"], "options")
         kwargs["options"] = {name: dict(ctx.table(value, f"options.{name}")) for name, value in options.items()}
-    for key, attr in (("baseline", "baseline"), ("cache-dir", "cache_dir"), ("nvcc", "nvcc")):
+    for key, attr in (("baseline", "baseline"), ("cache-dir", "cache_dir"), ("nvcc", "nvcc"), ("capture", "capture"),
+                      ("setup", "setup")):
         if key in table:
             kwargs[attr] = ctx.string(table[key], key)
+    if "setup" in kwargs:
+        setup = kwargs["setup"]
+        module, _, function = setup.partition(":")
+        is_module = all(part.isidentifier() for part in module.split(".")) and (not function or function.isidentifier())
+        if not setup.endswith(".py") and not is_module:
+            raise ctx.error("setup", f"must be \"package.module:function\" or a Python file, not {setup!r}")
     if "ratchet" in table:
         kwargs["ratchet"] = ctx.choice(table["ratchet"], "ratchet", RATCHET_MODES)
     if "toolchain-change" in table:
@@ -282,14 +297,16 @@ def outside_paths(kwargs: dict[str, Any], root: Path, ctx: _Ctx) -> tuple[str, .
     """
     project = root.resolve()
     notices = []
-    if "baseline" in kwargs:
-        baseline = kwargs["baseline"]
-        where = (project / baseline).resolve()
-        if not baseline.strip() or where == project:
-            raise ctx.error("baseline", "must name a file in the project")
+    for key, attr, writer in (("baseline", "baseline", "kgate baseline update"), ("capture", "capture", "kgate capture")):
+        if attr not in kwargs:
+            continue
+        name = kwargs[attr]
+        where = (project / name).resolve()
+        if not name.strip() or where == project:
+            raise ctx.error(key, "must name a file in the project")
         if not where.is_relative_to(project):
-            raise ctx.error("baseline", f"{baseline!r} is outside the project ({where}): `kgate baseline update` "
-                                        f"rewrites it, so it must be in the project")
+            raise ctx.error(key, f"{name!r} is outside the project ({where}): `{writer}` rewrites it, so it must be "
+                                 f"in the project")
     if "cache_dir" in kwargs:
         cache = kwargs["cache_dir"]
         where = (project / cache).resolve()
@@ -314,7 +331,7 @@ def outside_paths(kwargs: dict[str, Any], root: Path, ctx: _Ctx) -> tuple[str, .
 
 _TRITON_KEYS = {
     "kernel", "signature", "constexprs", "num_warps", "num_stages", "expect", "pdl", "kind", "variants",
-    "shapes", "divisible",
+    "shapes", "divisible", "args",
 }
 _VARIANT_OPTION_KEYS = {"num_warps", "num_stages"}
 
@@ -330,16 +347,16 @@ def parse_triton_entry(data: dict[str, Any], where: str) -> TritonEntry:
     if not module or not function or not all(part.isidentifier() for part in module.split(".")) \
             or not function.isidentifier():
         raise ctx.error("kernel", f"must look like \"package.module:function\", not {kernel!r}")
-    if "signature" not in data:
-        raise ctx.error("signature", "is required (argument name -> Triton type string, e.g. \"*fp16\")")
-    signature = ctx.table(data["signature"], "signature")
+    if "signature" not in data and "args" not in data:
+        raise ctx.error("signature", "is required unless `args` gives example values of the run-time arguments "
+                                     "(argument name -> Triton type string, e.g. \"*fp16\")")
+    signature = ctx.table(data.get("signature", {}), "signature")
     for name, type_ in signature.items():
         if not isinstance(type_, str) or not type_:
             raise ctx.error(f"signature.{name}", "must be a Triton type string such as \"*fp16\" or \"i32\"")
-    constexprs = dict(ctx.table(data.get("constexprs", {}), "constexprs"))
-    for name, value in constexprs.items():
-        if not isinstance(value, (int, float, bool, str)):
-            raise ctx.error(f"constexprs.{name}", "must be a number, boolean or string")
+    constexprs = {name: constexpr_value(value, ctx, f"constexprs.{name}")
+                  for name, value in ctx.table(data.get("constexprs", {}), "constexprs").items()}
+    args = tuple(parse_args(data["args"], ctx)) if "args" in data else ()
     expect = None
     if "expect" in data:
         expect = tuple(ctx.str_list(data["expect"], "expect"))
@@ -348,12 +365,8 @@ def parse_triton_entry(data: dict[str, Any], where: str) -> TritonEntry:
                 raise ctx.error("expect", f"unknown expectation {item!r} (known: {', '.join(EXPECTATIONS)})")
     variants = []
     for i, variant in enumerate(ctx.table_list(data.get("variants", []), "variants")):
-        for key, value in variant.items():
-            if key in _VARIANT_OPTION_KEYS:
-                ctx.positive_int(value, f"variants[{i}].{key}")
-            elif not isinstance(value, (int, float, bool, str)):
-                raise ctx.error(f"variants[{i}].{key}", "must be a number, boolean or string")
-        variants.append(dict(variant))
+        variants.append({key: ctx.positive_int(value, f"variants[{i}].{key}") if key in _VARIANT_OPTION_KEYS
+                         else constexpr_value(value, ctx, f"variants[{i}].{key}") for key, value in variant.items()})
     shapes = []
     for i, shape in enumerate(ctx.table_list(data.get("shapes", []), "shapes")):
         for key, value in shape.items():
@@ -362,7 +375,7 @@ def parse_triton_entry(data: dict[str, Any], where: str) -> TritonEntry:
     divisible = None
     if "divisible" in data:
         divisible = tuple(ctx.str_list(data["divisible"], "divisible"))
-        unknown = [name for name in divisible if name not in signature]
+        unknown = [name for name in divisible if name not in signature and not any(name in a for a in args)]
         if unknown:
             raise ctx.error("divisible", f"names arguments not in the signature: {', '.join(unknown)}")
     return TritonEntry(
@@ -377,8 +390,77 @@ def parse_triton_entry(data: dict[str, Any], where: str) -> TritonEntry:
         variants=tuple(variants),
         shapes=tuple(shapes),
         divisible=divisible,
+        args=args,
         origin=where,
     )
+
+
+def constexpr_value(value: Any, ctx: _Ctx, key: str) -> Any:
+    """A constexpr as kgate's files hold it: a number, boolean or string, a dtype as "tl.bfloat16", None as
+    "None", or a list of these (a tuple constexpr). A decorator read at import time passes the objects."""
+    if value is None:
+        return "None"
+    if type(value).__name__ == "dtype" or type(value).__name__ == "constexpr":
+        from kgate.capture.runtime import Unsupported, encode_constant
+
+        try:
+            return encode_constant(value)
+        except Unsupported as exc:
+            raise ctx.error(key, f"kgate cannot hold {exc}") from None
+    if isinstance(value, (list, tuple)):
+        return [constexpr_value(v, ctx, key) for v in value]
+    if isinstance(value, str) and value.startswith("tl.") and not value[3:].isidentifier():
+        raise ctx.error(key, f"{value!r} is not a dtype name such as \"tl.bfloat16\"")
+    if not isinstance(value, (int, float, bool, str)):
+        raise ctx.error(key, "must be a number, boolean, string, dtype (\"tl.bfloat16\") or None (\"None\")")
+    return value
+
+
+def parse_args(value: Any, ctx: _Ctx) -> list[dict[str, Any]]:
+    """`args`: one table, or a list of tables, of example values for the run-time arguments.
+
+    A value is an integer, a float, a boolean, None ("None"), or for a pointer its type ("*bf16") or a
+    table `{ type = "*bf16", align = 8 }` (the address's alignment in bytes; default 16, as torch
+    allocates). Triton's launcher makes the specialisation from them in the compile worker.
+    """
+    tables = [value] if isinstance(value, dict) else value
+    if not isinstance(tables, list) or not tables or not all(isinstance(t, dict) for t in tables):
+        raise ctx.error("args", "must be a table, or a non-empty array of tables, of example argument values")
+    out = []
+    for index, table in enumerate(tables):
+        where = "args" if isinstance(value, dict) else f"args[{index}]"
+        parsed: dict[str, Any] = {}
+        for name, item in table.items():
+            parsed[name] = _arg_value(item, ctx, f"{where}.{name}")
+        out.append(parsed)
+    return out
+
+
+def _arg_value(item: Any, ctx: _Ctx, key: str) -> Any:
+    if item is None or item == "None":
+        return "None"
+    if isinstance(item, bool) or isinstance(item, int) or isinstance(item, float):
+        if isinstance(item, float) and not math.isfinite(item):
+            raise ctx.error(key, f"must be a finite number, not {item!r}")
+        return item
+    if isinstance(item, str):
+        if not item.startswith("*") or len(item) < 2:
+            raise ctx.error(key, f"{item!r}: a pointer is given by its type (\"*bf16\"); other values are numbers, "
+                                 f"booleans or \"None\"")
+        return {"type": item, "align": 16}
+    if isinstance(item, dict):
+        unknown = sorted(set(item) - {"type", "align"})
+        if unknown:
+            raise ctx.error(f"{key}.{unknown[0]}", "unknown key (a pointer takes `type` and `align`)")
+        ty = item.get("type")
+        if not isinstance(ty, str) or not ty.startswith("*") or len(ty) < 2:
+            raise ctx.error(f"{key}.type", "must be a pointer type such as \"*bf16\"")
+        align = item.get("align", 16)
+        if not isinstance(align, int) or isinstance(align, bool) or align <= 0 or align & (align - 1):
+            raise ctx.error(f"{key}.align", f"must be a power of two (bytes), not {align!r}")
+        return {"type": ty, "align": align}
+    raise ctx.error(key, "must be a number, boolean, \"None\", a pointer type (\"*bf16\") or "
+                         "{ type = \"*bf16\", align = N }")
 
 
 _CUDA_KEYS = {"sources", "flags", "compile_commands", "pdl", "expect", "launch_wrappers", "kind", "compiler"}

@@ -39,6 +39,10 @@ class BaselineError(KgateError):
     """The baseline file cannot be read or written."""
 
 
+class CaptureError(KgateError):
+    """The capture file cannot be read or written, or `kgate capture` cannot run its command."""
+
+
 class ParseError(KgateError):
     """Compiler output that kgate cannot make sense of."""
 

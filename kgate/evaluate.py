@@ -59,7 +59,7 @@ def kernel_findings(facts: KernelFacts, selection: Selection) -> list[Finding]:
 
 
 def failure_findings(failure: CompileFailure, selection: Selection) -> list[Finding]:
-    rule = registry.load("KG001")
+    rule = registry.load(failure.rule)
     if not selection.active(rule.code):
         return []
     return [_finding(rule, report, selection, path=failure.path, line=failure.line, kernel=failure.kernel,

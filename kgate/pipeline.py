@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from kgate import evaluate, shard
-from kgate.collect.registry import triton_entries
+from kgate.collect.registry import captured_specs, triton_entries, triton_kernels
 from kgate.compile.cache import unusable as cache_unusable
 from kgate.compile.cuda_engine import compile_cuda
 from kgate.compile.engine import CompileRun, Progress, compile_triton, default_jobs, worker_env
@@ -74,21 +74,27 @@ def resolve_targets(config: Config, requested: tuple[str, ...]) -> tuple[str, ..
     return requested or config.targets
 
 
+def selected(kernel: str, globs: tuple[str, ...]) -> bool:
+    """Whether `--kernel` globs select a Triton kernel, by "module:function" or by function name."""
+    function = kernel.split(":", 1)[-1]
+    return not globs or any(fnmatch.fnmatchcase(kernel, g) or fnmatch.fnmatchcase(function, g) for g in globs)
+
+
 def select_entries(entries: list[TritonEntry], globs: tuple[str, ...]) -> list[TritonEntry]:
-    if not globs:
-        return entries
-    return [e for e in entries if any(fnmatch.fnmatchcase(e.kernel, g) or fnmatch.fnmatchcase(e.function, g)
-                                      for g in globs)]
+    return [e for e in entries if selected(e.kernel, globs)]
 
 
 def run_check(config: Config, selection: Selection, options: CheckOptions,
               progress: Progress | None = None) -> CheckRun:
     targets = resolve_targets(config, options.targets)
     registered = triton_entries(config)
-    plan = shard.plan(config, registered, options.shard, use_timings=not options.no_cache) \
+    recorded = captured_specs(config)
+    kernels = triton_kernels(registered, recorded)
+    plan = shard.plan(config, kernels, options.shard, use_timings=not options.no_cache) \
         if options.shard else None
     mine = plan.kernels if plan else None
     entries = select_entries([e for e in registered if mine is None or e.kernel in mine], options.kernels)
+    captured = [c for c in recorded if (mine is None or c.spec.kernel in mine) and selected(c.spec.kernel, options.kernels)]
     jobs = options.jobs or config.jobs or default_jobs()
     problem = None if options.no_cache else cache_unusable(config.root / config.cache_dir)
     if problem:  # an unusable cache costs speed, not correctness
@@ -98,11 +104,11 @@ def run_check(config: Config, selection: Selection, options: CheckOptions,
     with tempfile.TemporaryDirectory(prefix="kgate-nocache-") as scratch:
         cfg = replace(config, cache_dir=str(Path(scratch).resolve())) if options.no_cache else config
         # One pool of compile workers for Triton and CUDA kernels alike.
-        with Pool(jobs, worker_env(cfg.root / cfg.cache_dir)) as pool:
-            if entries or config.cuda:
+        with Pool(jobs, worker_env(cfg)) as pool:
+            if entries or captured or config.cuda:
                 pool.start()
             triton = compile_triton(cfg, entries, targets, jobs=jobs, progress=progress, sass_all=options.sass,
-                                    pool=pool)
+                                    pool=pool, captured=captured)
             cuda = compile_cuda(cfg, targets, jobs=jobs, progress=progress, sass_all=options.sass,
                                 kernels=list(options.kernels) or None, pool=pool,
                                 files=plan.files if plan else None)
@@ -111,13 +117,13 @@ def run_check(config: Config, selection: Selection, options: CheckOptions,
     if not options.no_cache and plan is None:
         # A shard leaves the timings file alone, so slices run one after another in one checkout plan alike;
         # its seconds go into its JSON and `kgate merge` records every slice's.
-        shard.record_timings(config, seconds, {e.kernel for e in registered})
+        shard.record_timings(config, seconds, set(kernels))
     raw = evaluate.compiled(compiled, selection)
     part = None
     if options.source and not options.kernels and (plan is None or plan.runs_source):
         lint = run_lint(config, selection, None, use_cache=not options.no_cache)
         part = SourcePart(lint.findings, lint.suppressed, len(lint.results))
-    covered = frozenset({e.kernel for e in entries} | {f.kernel for f in cuda.facts}
+    covered = frozenset({e.kernel for e in entries} | {c.spec.kernel for c in captured} | {f.kernel for f in cuda.facts}
                         | {f.kernel for f in cuda.failures})
     if options.kernels and not covered and plan is None:
         # A mistyped filter would otherwise gate nothing and pass.

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from kgate.atomicio import atomic_write
 from kgate.compile.cache import digest
-from kgate.config import Config, TritonEntry
+from kgate.config import Config
 from kgate.errors import ConfigError
 from kgate.facts.model import KernelFacts
 
@@ -71,9 +71,9 @@ class Unit:
         return tuple(f"triton:{k}" for k in self.kernels) + tuple(f"cuda:{f}" for f in self.files)
 
 
-def units(config: Config, entries: list[TritonEntry]) -> list[Unit]:
-    """Every unit of the project, sorted by identity."""
-    out = [Unit(f"triton:{e.kernel}", kernels=(e.kernel,)) for e in entries]
+def units(config: Config, kernels: Iterable[str]) -> list[Unit]:
+    """Every unit of the project (its Triton kernels, registered or captured, and CUDA files), sorted."""
+    out = [Unit(f"triton:{kernel}", kernels=(kernel,)) for kernel in sorted(set(kernels))]
     out += [Unit("cuda:" + "+".join(group), files=group) for group in cuda_groups(config)]
     return sorted(out, key=lambda u: u.id)
 
@@ -174,8 +174,8 @@ def assign(items: Iterable[Unit], count: int, seconds: dict[str, float]) -> dict
     return out
 
 
-def plan(config: Config, entries: list[TritonEntry], spec: ShardSpec, *, use_timings: bool = True) -> Plan:
-    everything = tuple(units(config, entries))
+def plan(config: Config, kernels: Iterable[str], spec: ShardSpec, *, use_timings: bool = True) -> Plan:
+    everything = tuple(units(config, kernels))
     seconds = load_timings(config) if use_timings else {}
     return Plan(spec, everything, assign(everything, spec.count, seconds))
 

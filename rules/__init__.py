@@ -19,6 +19,7 @@ REGISTRY: tuple[tuple[str, str, str], ...] = (
     ("KG002", "unused-suppression", "meta.unused_suppression"),
     ("KG003", "invalid-suppression", "meta.invalid_suppression"),
     ("KG004", "unreadable-source", "meta.unreadable_source"),
+    ("KG005", "stale-capture", "meta.stale_capture"),
     ("KG101", "block-scale-missing", "compiled.block_scale_missing"),
     ("KG102", "register-ceiling", "compiled.register_ceiling"),
     ("KG103", "spill", "compiled.spill"),

@@ -8,10 +8,13 @@ table would hold. Both ways produce the same `TritonEntry`.
 from __future__ import annotations
 
 import ast
+import json
 import re
 from pathlib import Path
 from typing import Any
 
+from kgate.collect import captures
+from kgate.collect.captures import CapturedSpec
 from kgate.collect.files import relpath, walk
 from kgate.collect.modules import import_roots, module_name
 from kgate.collect.pysource import module_constants
@@ -56,12 +59,25 @@ def triton_entries(config: Config) -> list[TritonEntry]:
                 raise ConfigError(f"{relpath(path, config.root)}: too large to read kgate.register decorators from "
                                   f"({len(data) / 2**20:.1f} MB): add it to extend-exclude if it is generated")
             entries.extend(decorator_entries(path, data, config.root, roots))
+    # A kernel may be registered several times (two dtypes, two argument sets); the same fields twice is a slip.
     seen: dict[str, str] = {}
     for entry in entries:
-        if entry.kernel in seen:
-            raise ConfigError(f"{entry.kernel} is registered twice: {seen[entry.kernel]} and {entry.origin}")
-        seen[entry.kernel] = entry.origin
+        fields = json.dumps(entry.to_json(), sort_keys=True, default=str)
+        if fields in seen:
+            raise ConfigError(f"{entry.kernel} is registered twice with the same fields: {seen[fields]} and "
+                              f"{entry.origin}")
+        seen[fields] = entry.origin
     return entries
+
+
+def captured_specs(config: Config) -> list[CapturedSpec]:
+    """The specialisations recorded in the project's capture file (none when it has no such file)."""
+    return captures.load(config.root / config.capture, config.capture).entries
+
+
+def triton_kernels(entries: list[TritonEntry], captured: list[CapturedSpec]) -> list[str]:
+    """Every Triton kernel to gate, registered or captured, sorted."""
+    return sorted({e.kernel for e in entries} | {c.spec.kernel for c in captured})
 
 
 def decorator_entries(path: Path, data: bytes, root: Path, roots: list[Path]) -> list[TritonEntry]:
@@ -144,8 +160,18 @@ def literal(node: ast.expr, constants: dict[str, ast.expr], depth: int = 0) -> A
             return -value
     if isinstance(node, ast.Name) and node.id in constants:
         return literal(constants[node.id], constants, depth + 1)
-    raise _NotLiteral(f"must be a literal (numbers, strings, lists, dicts, dict(...), or a module-level constant "
-                      f"assigned one), not {_shown(node)}")
+    if isinstance(node, ast.Attribute) and _is_triton_language(node.value):
+        return f"tl.{node.attr}"  # a dtype such as tl.bfloat16, checked when the kernel is compiled
+    raise _NotLiteral(f"must be a literal (numbers, strings, None, tl dtypes, lists, dicts, dict(...), or a "
+                      f"module-level constant assigned one), not {_shown(node)}")
+
+
+def _is_triton_language(node: ast.expr) -> bool:
+    """`tl` or `triton.language`, the usual names of Triton's language module."""
+    if isinstance(node, ast.Name):
+        return node.id == "tl"
+    return isinstance(node, ast.Attribute) and node.attr == "language" and isinstance(node.value, ast.Name) \
+        and node.value.id == "triton"
 
 
 def _shown(node: ast.expr) -> str:

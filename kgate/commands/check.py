@@ -46,9 +46,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace, config: Config, checked: CheckRun, options: CheckOptions) -> int:
-    if not checked.entries and not config.cuda and checked.plan is None:
-        print("kgate: no kernels registered (add [[tool.kgate.triton]] or [[tool.kgate.cuda]] tables, "
-              "or @kgate.register)", file=sys.stderr)
+    if not checked.covered and not config.cuda and checked.plan is None:
+        print(f"kgate: no kernels to gate: nothing registered and no {config.capture} (run `kgate capture -- "
+              f"COMMAND` to record what your tests launch, or add [[tool.kgate.triton]] / [[tool.kgate.cuda]] "
+              f"tables or @kgate.register)", file=sys.stderr)
     compiled = checked.compiled
     result = gate(checked, options, config, baseline=not args.no_baseline)
     if checked.plan is not None:

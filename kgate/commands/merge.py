@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 
-from kgate.collect.registry import triton_entries
+from kgate.collect.registry import captured_specs, triton_entries, triton_kernels
 from kgate.commands.check import gate
 from kgate.commands.common import config_from, emit, split_codes
 from kgate.compile.engine import CompileRun
@@ -28,9 +28,9 @@ def run(args: argparse.Namespace) -> int:
     shards = sorted((load(path) for path in args.inputs), key=lambda s: (s.data["index"], s.path))
     check_set(shards)
     config = config_from(args)
-    registered = triton_entries(config)
+    kernels = triton_kernels(triton_entries(config), captured_specs(config))
     first = shards[0].data
-    here = units(config, registered)
+    here = units(config, kernels)
     if fingerprint(u.id for u in here) != first["fingerprint"]:
         raise ConfigError(f"the project here ({config.display()}: {len(here)} unit(s)) has other kernels or files "
                           f"than the shards planned over ({first['units']}): merge on the shards' commit")
@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
                        shard_names=None)
     result = gate(checked, options, config, baseline=not args.no_baseline)
     if not args.no_cache:
-        record_timings(config, seconds(shards), {e.kernel for e in registered})
+        record_timings(config, seconds(shards), set(kernels))
     return emit(result, args, config)
 
 

@@ -130,7 +130,7 @@ def _run_tasks(config: Config, todo: list[_Task], jobs: int, progress: Progress 
                                                _first_line(outcome)))
 
     own = pool is None
-    pool = pool or Pool(jobs, worker_env(config.root / config.cache_dir))
+    pool = pool or Pool(jobs, worker_env(config))
     try:
         if progress:
             progress(0, len(todo), "")

@@ -7,6 +7,7 @@ no compiler. Cache misses go to worker processes (`kgate.compile.pool`).
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,7 +19,10 @@ from kgate import tools
 from kgate.collect import pyindex
 from kgate.collect.files import relpath
 from kgate.collect.modules import import_roots, kernel_source_key, module_file
+from kgate.collect.captures import CapturedSpec
+from kgate.collect.specialization import readable_name
 from kgate.collect.static_kernel import static_expansion
+from kgate.compile.triton_backend import MISSING_ATTRIBUTE
 from kgate.compile import records as record_shapes
 from kgate.compile.cache import Cache, digest
 from kgate.compile.pool import Outcome, Pool
@@ -42,13 +46,26 @@ class CompileRun:
 
 @dataclass
 class _Planned:
-    entry: TritonEntry
+    """One kernel to gate: its registrations and its captured specialisations, planned together."""
+
+    kernel: str
+    entries: list[TritonEntry]
+    captured: list[CapturedSpec]
     source_key: str
     sys_path: list[str]
     expansion: dict[str, Any] | None = None
     error: str | None = None
+    missing: bool = False  # the error is that the kernel (or its module) does not exist
     file: Path | None = None  # the kernel's module file
     spans: dict[str, tuple[int, int]] = field(default_factory=dict)  # its top-level defs, when planned
+
+    @property
+    def module(self) -> str:
+        return self.kernel.split(":", 1)[0]
+
+    @property
+    def function(self) -> str:
+        return self.kernel.split(":", 1)[1]
 
 
 def triton_toolchain() -> dict[str, str]:
@@ -93,12 +110,21 @@ def _entry_location(config: Config, entry: TritonEntry) -> tuple[str, int]:
 
 
 def plan_variants(entry: TritonEntry, expansion: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every variant of a registered kernel; raises ValueError when the registration does not fit."""
+    """Every launch a registration describes, as what to bind; raises ValueError when it does not fit the kernel.
+
+    One launch per config (autotune) or variant, times one per `args` table. Each carries the example
+    arguments Triton's launcher binds in the compile worker (`bind`): the values of `args`, else ones made
+    from the signature (`example_argument`).
+    """
     params = expansion["params"]
     runtime = [p["name"] for p in params if not p["constexpr"]]
     constexpr_params = [p for p in params if p["constexpr"]]
-    missing = [name for name in runtime if name not in entry.signature]
+    tables = list(entry.args) or [{}]
+    given = set(entry.signature).union(*tables)
+    missing = sorted({name for name in runtime for table in tables if name not in table and name not in entry.signature},
+                     key=runtime.index)
     unknown = [name for name in entry.signature if name not in runtime]
+    unknown += sorted(name for name in given - set(entry.signature) if name not in runtime)
     problems = []
     if missing:
         problems.append(f"signature lacks {', '.join(missing)}")
@@ -122,6 +148,8 @@ def plan_variants(entry: TritonEntry, expansion: dict[str, Any]) -> list[dict[st
     expect = list(entry.expect) if entry.expect is not None else (
         ["block_scale"] if expansion["uses_dot_scaled"] else [])
     names = {p["name"] for p in params}
+    divisible = set(entry.divisible) if entry.divisible is not None else {
+        name for name, ty in entry.signature.items() if ty.startswith("*")}
     out: dict[str, dict[str, Any]] = {}
     for b in bases:
         bad = [k for k in b["constexprs"] if k not in names]
@@ -130,29 +158,54 @@ def plan_variants(entry: TritonEntry, expansion: dict[str, Any]) -> list[dict[st
         unset = [p["name"] for p in constexpr_params if p["name"] not in b["constexprs"] and not p["has_default"]]
         if unset:
             raise ValueError(f"constexpr parameter(s) without a value: {', '.join(unset)}")
-        name = variant_name(b["constexprs"], b["num_warps"], b["num_stages"], b["maxnreg"])
-        out[name] = {
-            "kernel": entry.kernel, "name": name, "signature": dict(entry.signature),
-            "constexprs": b["constexprs"], "num_warps": b["num_warps"], "num_stages": b["num_stages"],
-            "maxnreg": b["maxnreg"], "pdl": entry.pdl,
-            "divisible": list(entry.divisible) if entry.divisible is not None else None,
-            "kind": entry.kind, "expect": expect, "shapes": [dict(s) for s in entry.shapes],
-        }
+        options: dict[str, Any] = {"num_warps": b["num_warps"], "num_stages": b["num_stages"]}
+        if b["maxnreg"]:
+            options["maxnreg"] = b["maxnreg"]
+        if entry.pdl:
+            options["launch_pdl"] = True
+        for table in tables:
+            args = {name: table[name] if name in table else example_argument(name, entry.signature[name], divisible)
+                    for name in runtime}
+            bind = {"args": args, "constexprs": b["constexprs"], "options": options}
+            key = json.dumps(bind, sort_keys=True)
+            out[key] = {
+                "kernel": entry.kernel, "name": readable_name(b["constexprs"], options), "source": "registered",
+                "pdl": entry.pdl, "kind": entry.kind, "expect": expect, "shapes": [dict(s) for s in entry.shapes],
+                "bind": bind,
+            }
     return [out[k] for k in sorted(out)]
 
 
-def variant_name(constexprs: dict[str, Any], num_warps: int, num_stages: int, maxnreg: int | None = None) -> str:
-    parts = [f"{k}={_fmt(v)}" for k, v in sorted(constexprs.items())]
-    parts += [f"warps={num_warps}", f"stages={num_stages}"]
-    if maxnreg:
-        parts.append(f"maxnreg={maxnreg}")
-    return ",".join(parts)
+# The default example values, by the signature's type, when a registration gives no `args`: a pointer
+# 16-byte aligned when `divisible` names it (by default every pointer), an integer of the type's range that
+# is divisible by 16 when `divisible` names it, a float. Triton's launcher turns them into the specialisation.
+_INTEGERS = {"i8": 16, "i16": 16, "i32": 4096, "u8": 16, "u16": 16, "u32": 4096, "i64": 2**33, "u64": 2**63}
 
 
-def _fmt(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
+def example_argument(name: str, ty: str, divisible: set[str]) -> Any:
+    if ty.startswith("*"):
+        return {"type": ty, "align": 16 if name in divisible else 8}
+    if ty in _INTEGERS:
+        return _INTEGERS[ty] + (0 if name in divisible else 1)
+    if ty in ("i1", "u1"):
+        return True
+    if ty in ("fp16", "bf16", "fp32", "fp64"):
+        return 1.5
+    raise ValueError(f"signature.{name} = {ty!r}: kgate cannot make an example value of this type; give one in `args`")
+
+
+def captured_variant(planned: _Planned, captured: CapturedSpec, expansion: dict[str, Any]) -> dict[str, Any]:
+    """A captured specialisation to compile as it is; kind, expect and audit shapes from a registration of the
+    same kernel when there is one."""
+    entry = planned.entries[0] if planned.entries else None
+    expect = list(entry.expect) if entry is not None and entry.expect is not None else (
+        ["block_scale"] if expansion["uses_dot_scaled"] else [])
+    spec = captured.spec
+    return {
+        "kernel": spec.kernel, "name": spec.variant, "source": "captured", "pdl": spec.pdl,
+        "kind": entry.kind if entry is not None else "other", "expect": expect,
+        "shapes": [dict(s) for s in entry.shapes] if entry is not None else [], "spec": spec.to_record(),
+    }
 
 
 def needs_sass(variant: dict[str, Any]) -> bool:
@@ -160,10 +213,23 @@ def needs_sass(variant: dict[str, Any]) -> bool:
     return bool(variant.get("pdl")) or "block_scale" in variant.get("expect", ())
 
 
-def worker_env(cache_dir: Path) -> dict[str, str | None]:
+def setup_env(config: Config) -> dict[str, str | None]:
+    """The project's set-up hook for a process that will import its kernel modules (compile workers, the
+    captured command): a file by absolute path, a module with the folders it is imported from."""
+    from kgate.capture.runtime import ENV_SETUP, ENV_SETUP_PATH
+
+    if config.setup is None:
+        return {ENV_SETUP: None, ENV_SETUP_PATH: None}
+    setup = str((config.root / config.setup).resolve()) if config.setup.endswith(".py") else config.setup
+    roots = import_roots(config.root, config.python_path)
+    return {ENV_SETUP: setup, ENV_SETUP_PATH: os.pathsep.join(str(r) for r in roots)}
+
+
+def worker_env(config: Config) -> dict[str, str | None]:
     return {
+        **setup_env(config),
         "TRITON_INTERPRET": None,  # a compile under the interpreter compiles nothing
-        "TRITON_CACHE_DIR": str(cache_dir / "triton"),
+        "TRITON_CACHE_DIR": str(config.root / config.cache_dir / "triton"),
         "TRITON_ALWAYS_COMPILE": "1",
         # Importing the project's kernel modules must not leave bytecode in its tree.
         "PYTHONDONTWRITEBYTECODE": "1",
@@ -172,85 +238,32 @@ def worker_env(cache_dir: Path) -> dict[str, str | None]:
 
 
 def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[str, ...], *, jobs: int,
-                   progress: Progress | None = None, sass_all: bool = False,
-                   pool: Pool | None = None) -> CompileRun:
+                   progress: Progress | None = None, sass_all: bool = False, pool: Pool | None = None,
+                   captured: list[CapturedSpec] | None = None) -> CompileRun:
+    """Compile every registered launch and every captured specialisation of the project's Triton kernels."""
     run = CompileRun()
-    if not entries:
+    captured = captured or []
+    if not entries and not captured:
         return run
     run.toolchain = triton_toolchain()
     tool_key = {k: v for k, v in run.toolchain.items()}
     cache = Cache(config.root / config.cache_dir)
     roots = import_roots(config.root, config.python_path)
     pyindex.use_cache(config.root / config.cache_dir)
-    closures: dict[Path, str] = {}
-    planned: list[_Planned] = []
-    for entry in entries:
-        blocked: list[Path] = []
-        found = module_file(entry.module, roots, blocked)
-        if found is None:
-            p = _Planned(entry, "", [])
-            p.error = f"cannot find module {entry.module} under python-path ({', '.join(config.python_path)})"
-            if blocked:
-                p.error = f"cannot read {relpath(blocked[0], config.root)}: Permission denied"
-            planned.append(p)
-            continue
-        try:
-            with open(found[0], "rb"):  # the index takes an unreadable file for an empty one: ask first
-                pass
-            key = kernel_source_key(found[0], entry.function, roots, config.root, closures)
-            expansion = static_expansion(found[0], entry.function)
-        except OSError as exc:  # the module, or a project module it imports, cannot be read
-            p = _Planned(entry, "", [])
-            p.error = f"cannot read {relpath(Path(exc.filename or found[0]), config.root)}: {exc.strerror}"
-            planned.append(p)
-            continue
-        planned.append(_Planned(entry, key, [str(found[1])], expansion, file=found[0], spans=def_spans(found[0])))
+    planned = _plan_kernels(config, entries, captured, roots)
     pyindex.save()
 
     own_pool = pool is None
-    pool = pool or Pool(jobs, worker_env(config.root / config.cache_dir))
+    pool = pool or Pool(jobs, worker_env(config))
     try:
-        # 1. expansion: what each registered kernel looks like (import in a worker on a miss)
-        expand_keys = {id(p): digest("expand", kgate.__version__, tool_key, p.entry.to_json(), p.source_key)
-                       for p in planned if p.error is None}
-        todo = []
-        for p in planned:
-            if p.error is not None or p.expansion is not None:
-                continue
-            hit = cache.get("expand", expand_keys[id(p)], record_shapes.expansion)
-            if hit is not None:
-                p.expansion = hit
-            else:
-                todo.append(p)
+        _expand(config, planned, pool, cache, tool_key)
 
-        def expanded(index: int, outcome: Outcome) -> None:
-            p = todo[index]
-            if outcome.ok:
-                p.expansion = outcome.value
-                cache.put("expand", expand_keys[id(p)], outcome.value)
-            else:
-                p.error = _first_line(outcome)
-
-        if todo:
-            pool.run([("triton.expand", {"kernel": p.entry.kernel, "sys_path": p.sys_path}) for p in todo],
-                     config.timeout, expanded)
-
-        # 2. variants x targets: cached facts, or compile
+        # variants x targets: cached facts, or compile
         jobs_todo: list[tuple[dict[str, Any], str, _Planned, str]] = []
         for p in planned:
             if p.expansion is not None:
                 p.expansion = _current_line(p, p.expansion)
-            if p.error is not None or p.expansion is None:
-                path, line = _entry_location(config, p.entry)
-                run.failures.append(CompileFailure(p.entry.kernel, "", "", path, line, p.error or "not expanded"))
-                continue
-            try:
-                variants = plan_variants(p.entry, p.expansion)
-            except ValueError as exc:
-                path, line = _entry_location(config, p.entry)
-                run.failures.append(CompileFailure(p.entry.kernel, "", "", path, line, str(exc)))
-                continue
-            for variant in variants:
+            for variant in _variants(config, p, run):
                 for target in targets:
                     key = digest("facts", FACTS_SCHEMA, kgate.__version__, tool_key, variant, target, p.source_key)
                     data = cache.get("facts", key, record_shapes.facts)
@@ -278,7 +291,7 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
                 cache.put("facts", key, outcome.value)
                 run.facts.append(facts)
                 run.compiled += 1
-                run.compile_seconds[f"{variant['kernel']}|{variant['name']}|{target}"] = outcome.seconds
+                run.compile_seconds[f"{variant['kernel']}|{facts.variant}|{target}"] = outcome.seconds
             else:
                 path = relpath(Path(p.expansion["path"]), config.root) if p.expansion else config.display()
                 line = p.expansion["line"] if p.expansion else 1
@@ -301,9 +314,115 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
     finally:
         if own_pool:
             pool.close()
-    run.facts.sort(key=lambda f: f.key)
+    # Two registrations (or a registration and a capture) that bind to the same specialisation are one row.
+    unique: dict[tuple[str, str, str], KernelFacts] = {}
+    for facts in run.facts:
+        unique.setdefault(facts.key, facts)
+    run.facts = sorted(unique.values(), key=lambda f: f.key)
     run.failures.sort(key=lambda f: (f.kernel, f.variant, f.target))
     return run
+
+
+def _plan_kernels(config: Config, entries: list[TritonEntry], captured: list[CapturedSpec],
+                  roots: list[Path]) -> list[_Planned]:
+    """One plan per kernel, registered or captured: its module file and the hash of its source."""
+    by_kernel: dict[str, _Planned] = {}
+    for entry in entries:
+        by_kernel.setdefault(entry.kernel, _Planned(entry.kernel, [], [], "", [])).entries.append(entry)
+    for item in captured:
+        by_kernel.setdefault(item.spec.kernel, _Planned(item.spec.kernel, [], [], "", [])).captured.append(item)
+    closures: dict[Path, str] = {}
+    planned = []
+    for p in by_kernel.values():
+        planned.append(p)
+        blocked: list[Path] = []
+        found = module_file(p.module, roots, blocked)
+        if found is None:
+            p.error = f"cannot find module {p.module} under python-path ({', '.join(config.python_path)})"
+            p.missing = not blocked
+            if blocked:
+                p.error = f"cannot read {relpath(blocked[0], config.root)}: Permission denied"
+            continue
+        try:
+            with open(found[0], "rb"):  # the index takes an unreadable file for an empty one: ask first
+                pass
+            p.source_key = kernel_source_key(found[0], p.function, roots, config.root, closures)
+            p.expansion = static_expansion(found[0], p.function)
+        except OSError as exc:  # the module, or a project module it imports, cannot be read
+            p.error = f"cannot read {relpath(Path(exc.filename or found[0]), config.root)}: {exc.strerror}"
+            continue
+        p.sys_path, p.file, p.spans = [str(found[1])], found[0], def_spans(found[0])
+    return planned
+
+
+def _expand(config: Config, planned: list[_Planned], pool: Pool, cache: Cache, tool_key: dict[str, str]) -> None:
+    """What each kernel looks like (parameters, autotune configs, definition line): from the source where it
+    can be read there, else by importing it in a worker (cached by the kernel's source hash)."""
+    keys = {id(p): digest("expand", kgate.__version__, tool_key, p.kernel, p.source_key)
+            for p in planned if p.error is None}
+    todo = []
+    for p in planned:
+        if p.error is not None or p.expansion is not None:
+            continue
+        hit = cache.get("expand", keys[id(p)], record_shapes.expansion)
+        if hit is not None:
+            p.expansion = hit
+        else:
+            todo.append(p)
+
+    def expanded(index: int, outcome: Outcome) -> None:
+        p = todo[index]
+        if outcome.ok:
+            p.expansion = outcome.value
+            cache.put("expand", keys[id(p)], outcome.value)
+        else:
+            p.error = _first_line(outcome)
+            p.missing = outcome.user_error and MISSING_ATTRIBUTE in p.error
+
+    if todo:
+        pool.run([("triton.expand", {"kernel": p.kernel, "sys_path": p.sys_path}) for p in todo],
+                 config.timeout, expanded)
+
+
+def _variants(config: Config, p: _Planned, run: CompileRun) -> list[dict[str, Any]]:
+    """The kernel's variants to compile; what cannot be planned becomes a failure (a finding) instead."""
+    if p.error is not None or p.expansion is None:
+        error = p.error or "not expanded"
+        for entry in p.entries:
+            path, line = _entry_location(config, entry)
+            run.failures.append(CompileFailure(p.kernel, "", "", path, line, error))
+        if p.captured and p.missing:
+            run.failures.append(_stale(config, p, p.captured, error))
+        elif p.captured:
+            line = min(item.line for item in p.captured) or 1
+            run.failures.append(CompileFailure(p.kernel, "", "", config.capture, line, error))
+        return []
+    variants = []
+    for entry in p.entries:
+        try:
+            variants.extend(plan_variants(entry, p.expansion))
+        except ValueError as exc:
+            path, line = _entry_location(config, entry)
+            run.failures.append(CompileFailure(p.kernel, "", "", path, line, str(exc)))
+    stale: dict[str, list[CapturedSpec]] = {}
+    for item in p.captured:
+        why = item.spec.mismatch(p.expansion["params"])
+        if why is None:
+            variants.append(captured_variant(p, item, p.expansion))
+        else:
+            stale.setdefault(why, []).append(item)
+    for why, items in sorted(stale.items()):
+        run.failures.append(_stale(config, p, items, why))
+    return variants
+
+
+def _stale(config: Config, p: _Planned, items: list[CapturedSpec], why: str) -> CompileFailure:
+    """One finding for a kernel's captured specialisations that no longer fit it; they are not compiled."""
+    line = min(item.line for item in items) or 1
+    count = len(items)
+    return CompileFailure(p.kernel, "", "", config.capture, line,
+                          f"{count} captured specialisation(s) of {p.kernel} no longer fit the kernel: {why}; "
+                          f"capture again (`kgate capture --replace -- COMMAND`)", rule="KG005")
 
 
 def _defined_in_file(p: _Planned, expansion: dict[str, Any] | None) -> bool:
@@ -317,7 +436,7 @@ def _current_line(p: _Planned, expansion: dict[str, Any]) -> dict[str, Any]:
     """The expansion with the kernel's `def` line as the source has it now (an expansion may come from the cache)."""
     if p.file is None or not _defined_in_file(p, expansion):
         return expansion
-    line = def_line(p.file, p.entry.function)
+    line = def_line(p.file, p.function)
     return {**expansion, "line": line} if line and line != expansion.get("line") else expansion
 
 
@@ -329,7 +448,7 @@ def _cached_facts(cache: Cache, key: str, data: dict[str, Any], p: _Planned) -> 
     then = cache.get("spans", key, record_shapes.spans)
     if then is None:
         return None
-    line = def_line(p.file, p.entry.function) if _defined_in_file(p, p.expansion) else None
+    line = def_line(p.file, p.function) if _defined_in_file(p, p.expansion) else None
     return relocate(facts, p.file, {k: (v[0], v[1]) for k, v in then.items()}, p.spans, line)
 
 

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from kgate.collect.source import try_parse
+from kgate.collect.specialization import Specialization
 from kgate.errors import KgateError, did_you_mean
 from kgate.facts.model import KernelFacts, Resources, SassSummary
 from kgate.facts.ptx import parse_ptx
@@ -34,6 +35,7 @@ from kgate.facts.sass import parse_sass
 from kgate.facts.ttgir import parse_pipeline
 
 CAPABILITY = {"sm_120a": 120, "sm_100a": 100, "sm_90a": 90}
+MISSING_ATTRIBUTE = "has no attribute"  # in the error for a kernel its module does not define (any more)
 
 
 class KernelError(KgateError):
@@ -46,6 +48,27 @@ def _prepare(paths: list[str]) -> None:
             sys.path.insert(0, path)
     warnings.filterwarnings("ignore", message=".*TRITON_DEFAULT_FP_FUSION.*")
     _remembered_triton_key()
+    _run_setup(paths)
+
+
+_SETUP_DONE = False
+
+
+def _run_setup(paths: list[str]) -> None:
+    """The project's set-up hook (`setup` in the configuration), once per worker, before any of its modules."""
+    global _SETUP_DONE
+    from kgate.capture.runtime import ENV_SETUP, ENV_SETUP_PATH, run_setup
+
+    setup = os.environ.get(ENV_SETUP)
+    if _SETUP_DONE or not setup:
+        return
+    _SETUP_DONE = True
+    try:
+        run_setup(setup, os.environ.get(ENV_SETUP_PATH, "").split(os.pathsep) + paths)
+    except BaseException as exc:
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        raise KernelError(f"the set-up hook {setup} failed: {type(exc).__name__}: {exc}") from None
 
 
 _TRITON_KEY_SET = False
@@ -115,7 +138,7 @@ def _load(kernel: str) -> Any:
         return getattr(module, attr)
     except AttributeError:
         names = [name for name in vars(module) if not name.startswith("_")]
-        raise KernelError(f"module {module_name} has no attribute {attr!r}{did_you_mean(attr, names)}") from None
+        raise KernelError(f"module {module_name} {MISSING_ATTRIBUTE} {attr!r}{did_you_mean(attr, names)}") from None
 
 
 def _jit_function(obj: Any) -> tuple[Any, list[Any]]:
@@ -177,7 +200,12 @@ def expand(payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def compile_variant(payload: dict[str, Any]) -> dict[str, Any]:
-    """Compile one variant for one target and return its KernelFacts as JSON."""
+    """Compile one variant for one target and return its KernelFacts as JSON.
+
+    A captured variant carries its specialisation; a registered one carries example arguments, which
+    Triton's own launcher binds here for the target (`kgate.capture.runtime.bind`). Either way the compile
+    is the launcher's: `triton.compile(ASTSource(fn, signature, constants, attrs), target, options)`.
+    """
     _prepare(payload["sys_path"])
     import triton
     from triton import knobs
@@ -186,20 +214,18 @@ def compile_variant(payload: dict[str, Any]) -> dict[str, Any]:
 
     variant = payload["variant"]
     target = payload["target"]
+    capability = CAPABILITY[target]
     fn, _configs = _jit_function(_load(variant["kernel"]))
-    signature = dict(variant["signature"])
-    constexprs = dict(variant["constexprs"])
-    for name in constexprs:
-        signature.setdefault(name, "constexpr")
-    divisible = variant["divisible"]
-    if divisible is None:
-        divisible = [name for name, ty in variant["signature"].items() if ty.startswith("*")]
-    attrs = {(fn.arg_names.index(name),): [["tt.divisibility", 16]] for name in divisible if name in fn.arg_names}
-    options: dict[str, Any] = {"num_warps": variant["num_warps"], "num_stages": variant["num_stages"]}
-    if variant.get("pdl"):
-        options["launch_pdl"] = True
-    if variant.get("maxnreg"):
-        options["maxnreg"] = variant["maxnreg"]
+    if "bind" in variant:
+        spec = Specialization.from_record(bind_registration(fn, variant["kernel"], variant["bind"], capability))
+    else:
+        spec = Specialization.from_record(variant["spec"])
+        why = spec.mismatch([{"name": p.name, "constexpr": bool(p.is_constexpr)} for p in fn.params])
+        if why is not None:
+            raise KernelError(f"the captured specialisation no longer fits the kernel: {why}")
+    signature, constants, attrs = triton_inputs(fn, spec)
+    options = dict(spec.options)
+    _check_options(options, capability)
 
     knobs.compilation.always_compile = True
     knobs.nvidia.dump_ptxas_log = True
@@ -207,18 +233,15 @@ def compile_variant(payload: dict[str, Any]) -> dict[str, Any]:
     started = time.perf_counter()
     try:
         with contextlib.redirect_stdout(log):
-            compiled = triton.compile(
-                ASTSource(fn, signature, constexprs, attrs),
-                target=GPUTarget("cuda", CAPABILITY[target], 32),
-                options=options,
-            )
+            compiled = triton.compile(ASTSource(fn, signature, constants, attrs),
+                                      target=GPUTarget("cuda", capability, 32), options=options)
     except Exception as exc:  # noqa: BLE001 - any compiler failure becomes a finding
         raise KernelError(_compiler_message(exc)) from None
     seconds = time.perf_counter() - started
     ptx = compiled.asm["ptx"]
     cubin = compiled.asm["cubin"]
     ptxas_log = "\n".join(line for line in log.getvalue().splitlines() if "ptxas" in line or "bytes" in line)
-    facts = build_facts(payload, fn, ptx, ptxas_log, compiled.metadata.shared, seconds)
+    facts = build_facts(payload, spec, ptx, ptxas_log, compiled.metadata.shared, seconds)
     pipeline = parse_pipeline(compiled.asm.get("ttgir", ""))
     if pipeline is not None:
         facts = replace(facts, smem_buffers=pipeline.buffers, smem_per_buffer=pipeline.bytes_per_buffer)
@@ -236,6 +259,122 @@ def compile_variant(payload: dict[str, Any]) -> dict[str, Any]:
     return facts.to_json()
 
 
+def bind_registration(fn: Any, kernel: str, bind: dict[str, Any], capability: int) -> dict[str, Any]:
+    """A registration's example arguments put through Triton's launcher for `capability`: the specialisation."""
+    from kgate.capture.runtime import ExamplePointer, Unsupported
+    from kgate.capture.runtime import bind as launcher_bind
+
+    pointers = _pointer_dtypes()
+    args = []
+    for param in fn.params:
+        if param.is_constexpr:
+            continue
+        value = bind["args"].get(param.name)
+        if isinstance(value, dict):
+            ty = value["type"]
+            dtype = pointers.get(ty[1:])
+            if dtype is None:
+                raise KernelError(f"{param.name}: {ty!r} is not a pointer type Triton's launcher knows "
+                                  f"(e.g. \"*bf16\", \"*fp8e4nv\")")
+            value = ExamplePointer(dtype, value["align"])
+        else:
+            value = decode_constant(value, param.name)
+        args.append(value)
+    constexprs = {name: decode_constant(value, name) for name, value in bind["constexprs"].items()}
+    try:
+        record = launcher_bind(fn, args, {**constexprs, **bind["options"]}, capability)
+    except Unsupported as exc:
+        raise KernelError(f"kgate cannot gate this launch: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - the launcher refused the arguments: a finding, not a crash
+        raise KernelError(f"Triton's launcher refused the example arguments: {type(exc).__name__}: {exc}") from None
+    record["kernel"] = kernel
+    record.pop("file", None)
+    return record
+
+
+_POINTERS: dict[str, Any] = {}
+
+
+def _pointer_dtypes() -> dict[str, Any]:
+    """Triton type string of a pointee ("bf16") -> its dtype, as Triton's own binder names them."""
+    if not _POINTERS:
+        import triton.language as tl
+        from kgate.capture.runtime import ExamplePointer
+
+        try:
+            from triton._C.libtriton import native_specialize_impl
+            from triton.backends.compiler import BaseBackend
+        except ImportError:  # pragma: no cover - an older Triton: its dtype names are the type strings
+            native_specialize_impl = None
+        for attr in dir(tl):
+            dtype = getattr(tl, attr, None)
+            if not isinstance(dtype, tl.dtype) or isinstance(dtype, tl.pointer_type):
+                continue
+            name = dtype.name
+            if native_specialize_impl is not None:
+                try:
+                    name = native_specialize_impl(BaseBackend, ExamplePointer(dtype, 16), False, True, True)[0][1:]
+                except Exception:  # noqa: BLE001 - a dtype that cannot be a tensor's (void, ...)
+                    continue
+            _POINTERS.setdefault(name, dtype)
+    return _POINTERS
+
+
+def decode_constant(value: Any, name: str) -> Any:
+    """A value as kgate's files hold it, back to what the launcher is given (dtype, None, @jit function)."""
+    import triton.language as tl
+
+    if isinstance(value, list):
+        return tuple(decode_constant(v, name) for v in value)
+    if not isinstance(value, str):
+        return value
+    if value == "None":
+        return None
+    if value.startswith("tl."):
+        dtype = getattr(tl, value[3:], None)
+        if not isinstance(dtype, tl.dtype):
+            raise KernelError(f"{name} = {value!r}: triton.language has no dtype {value[3:]!r}")
+        return dtype
+    if value.startswith("jit:"):
+        return _load(value[4:])
+    return value
+
+
+def triton_inputs(fn: Any, spec: Specialization) -> tuple[dict[str, str], dict[tuple[int], Any], dict[tuple[int], Any]]:
+    """The specialisation as `ASTSource` takes it: the signature of every parameter in order ("constexpr" for
+    constants), the constants by parameter index, the divisibility attributes by parameter index."""
+    signature: dict[str, str] = {}
+    constants: dict[tuple[int], Any] = {}
+    attrs: dict[tuple[int], Any] = {}
+    for index, param in enumerate(fn.params):
+        name = param.name
+        if name in spec.signature:
+            signature[name] = spec.signature[name]
+            if name in spec.divisible:
+                attrs[(index,)] = [["tt.divisibility", 16]]
+            continue
+        signature[name] = "constexpr"
+        if name in spec.constexprs:
+            constants[(index,)] = decode_constant(spec.constexprs[name], name)
+        elif name in spec.equal_to_1:
+            constants[(index,)] = 1
+        else:
+            constants[(index,)] = None
+    return signature, constants, attrs
+
+
+def _check_options(options: dict[str, Any], capability: int) -> None:
+    """Recorded options this Triton does not know would be dropped without a word: refuse them."""
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler.compiler import make_backend
+
+    known = set(make_backend(GPUTarget("cuda", capability, 32)).parse_options({}).__dict__)
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise KernelError(f"compile option(s) {', '.join(unknown)} unknown to this Triton: the launch they were "
+                          f"recorded from cannot be reproduced with it")
+
+
 def _with_sass(facts: KernelFacts, opcodes: dict[str, int]) -> KernelFacts:
     return replace(facts, sass=SassSummary(dict(opcodes)))
 
@@ -247,7 +386,7 @@ def disassemble(cubin: Path) -> str:
     return tools.run([str(cuobjdump), "-sass", str(cubin)], timeout=120).stdout
 
 
-def build_facts(payload: dict[str, Any], fn: Any, ptx: str, ptxas_log: str, dynamic_smem: int,
+def build_facts(payload: dict[str, Any], spec: Specialization, ptx: str, ptxas_log: str, dynamic_smem: int,
                 seconds: float) -> KernelFacts:
     variant = payload["variant"]
     ptx_facts = parse_ptx(ptx)
@@ -257,16 +396,16 @@ def build_facts(payload: dict[str, Any], fn: Any, ptx: str, ptxas_log: str, dyna
         raise KernelError(f"the ptxas log has no figures for {entry.name!r}")
     return KernelFacts(
         kernel=variant["kernel"],
-        variant=variant["name"],
+        variant=spec.variant,
         target=payload["target"],
         language="triton",
         path=payload["path"],
         line=payload["line"],
         kind=variant["kind"],
-        num_warps=variant["num_warps"],
-        num_stages=variant["num_stages"],
+        num_warps=spec.num_warps,
+        num_stages=spec.num_stages,
         expect=tuple(variant["expect"]),
-        pdl=bool(variant.get("pdl")),
+        pdl=spec.pdl,
         ptx_target=ptx_facts.target,
         entry=entry,
         resources=Resources(
@@ -279,10 +418,12 @@ def build_facts(payload: dict[str, Any], fn: Any, ptx: str, ptxas_log: str, dyna
             barriers=resources.barriers,
         ),
         shapes=tuple(variant.get("shapes", ())),
-        constexprs=dict(variant["constexprs"]),
-        signature=dict(variant["signature"]),
+        constexprs=dict(spec.constexprs),
+        signature=dict(spec.signature),
         compile_seconds=round(seconds, 3),
         toolchain=dict(payload.get("toolchain", {})),
+        specialization=spec.report(),
+        source=variant.get("source", "registered"),
     )
 
 

@@ -14,7 +14,7 @@ from kgate.facts.sass import SassSummary
 
 # Bumped when KernelFacts gains or changes fields: it is part of the facts
 # cache key, so records written before the change are rebuilt, not misread.
-FACTS_SCHEMA = 2
+FACTS_SCHEMA = 3
 
 
 @dataclass(frozen=True)
@@ -63,6 +63,10 @@ class KernelFacts:
     signature: dict[str, str] = field(default_factory=dict)
     compile_seconds: float = 0.0
     toolchain: dict[str, str] = field(default_factory=dict)
+    # Triton: what the launcher specialised (divisible_by_16, equal_to_1, none: argument names), and where
+    # the variant comes from ("registered" or "captured"); CUDA kernels leave both empty.
+    specialization: dict[str, list[str]] = field(default_factory=dict)
+    source: str = ""
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -109,6 +113,9 @@ class KernelFacts:
         _check(isinstance(facts.constexprs, dict) and isinstance(facts.signature, dict)
                and isinstance(facts.toolchain, dict), "tables")
         _check(isinstance(facts.compile_seconds, (int, float)), "compile_seconds")
+        _check(isinstance(facts.source, str) and isinstance(facts.specialization, dict) and all(
+            isinstance(v, list) and all(isinstance(n, str) for n in v) for v in facts.specialization.values()),
+            "specialization")
         return facts
 
 
@@ -127,6 +134,7 @@ class CompileFailure:
     path: str
     line: int
     message: str
+    rule: str = "KG001"  # compile-error; KG005 for captured specialisations that no longer fit their kernel
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -1,0 +1,548 @@
+"""Inside a process that launches Triton kernels: record every specialisation Triton's launcher computes.
+
+This module runs in two places:
+
+- in a process started by `kgate capture -- COMMAND` (loaded by `sitecustomize` before the
+  command's own code, by file path, so it needs nothing of kgate but itself);
+- in kgate's compile workers, where `bind` puts a registration's example arguments through the
+  same launcher to learn the specialisation they make.
+
+It takes the specialisation from Triton itself: the launcher (`JITFunction.run`) binds the
+arguments with Triton's own binder and specialisation functions, then calls
+`knobs.runtime.jit_cache_hook` with the signature, constants, attributes and options it is
+about to compile, before compiling anything. The hook records them. On a machine without a GPU
+("offline" mode) an `OfflineDriver` stands in for the CUDA driver, so the launcher binds for
+the configured target, and the hook answers "skip", so nothing is compiled or launched; the
+autotuner's benchmark is replaced by one binding of each config, so every config is recorded.
+
+Only the standard library is imported at load time: Triton is imported by the command itself,
+and the hooks are installed the moment it is.
+"""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import json
+import os
+import sys
+import threading
+from typing import Any
+
+RECORD_VERSION = 1
+ENV_DIR = "KGATE_CAPTURE_DIR"  # where each process writes records-<pid>.jsonl
+ENV_MODE = "KGATE_CAPTURE_MODE"  # "gpu" (run as usual) or "offline" (bind for a target, launch nothing)
+ENV_TARGET = "KGATE_CAPTURE_TARGET"  # offline: the capability to bind for, e.g. "120"
+ENV_SETUP = "KGATE_SETUP"  # "module:function" or a file: the project's set-up, run before its code
+ENV_SETUP_PATH = "KGATE_SETUP_PATH"  # os.pathsep-separated folders to import the set-up from
+ENV_LIVE = "KGATE_CAPTURE_LIVE"  # "1": at exit, also write what the driver reports of each loaded kernel
+ENV_COUNTS = "KGATE_CAPTURE_COUNTS"  # "1": also count launches
+ENV_WHERE = "KGATE_CAPTURE_WHERE"  # offline: how to name this environment in the capture file ("cpu sm_120a")
+
+# Options recorded even at their default value: they name the variant.
+ALWAYS_RECORDED = ("num_warps", "num_stages")
+
+
+class Unsupported(Exception):
+    """A launch kgate cannot describe faithfully: recorded as a problem, never as a wrong entry."""
+
+
+# --------------------------------------------------------------------------- values
+
+
+def _dtype_names() -> dict[str, str]:
+    """Triton dtype name ("bf16") -> the attribute of triton.language that holds it ("bfloat16")."""
+    import triton.language as tl
+
+    names: dict[str, str] = {}
+    for attr in sorted(dir(tl)):
+        value = getattr(tl, attr, None)
+        if isinstance(value, tl.dtype) and not isinstance(value, tl.pointer_type):
+            names.setdefault(value.name, attr)
+    return names
+
+
+_DTYPES: dict[str, str] = {}
+
+
+def encode_constant(value: Any) -> Any:
+    """A constexpr value in the form kgate's files hold: numbers, booleans and strings as they are,
+    `None` as "None", a dtype as "tl.<name>", a @jit function as "jit:<module>:<qualname>", tuples as lists."""
+    import triton.language as tl
+
+    if value is None:
+        return "None"
+    if isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, tl.constexpr):
+        return encode_constant(value.value)
+    if isinstance(value, tl.dtype):
+        if isinstance(value, tl.pointer_type):
+            raise Unsupported(f"a pointer-type constexpr ({value})")
+        if not _DTYPES:
+            _DTYPES.update(_dtype_names())
+        attr = _DTYPES.get(value.name)
+        if attr is None:
+            raise Unsupported(f"a dtype constexpr kgate cannot name ({value})")
+        return f"tl.{attr}"
+    if isinstance(value, (tuple, list)):
+        return [encode_constant(v) for v in value]
+    if type(value).__name__ == "JITFunction":
+        return f"jit:{value.module}:{value.fn.__qualname__}"
+    raise Unsupported(f"a constexpr of type {type(value).__name__}")
+
+
+# --------------------------------------------------------------------------- the launcher's output
+
+
+def _device_cache(jit_function: Any, device: Any) -> tuple[Any, Any, Any]:
+    """(kernel cache, target, backend) of a JITFunction for a device, across Triton versions' tuple layouts."""
+    entry = jit_function.device_caches[device]
+    cache = entry[0]
+    target = next(e for e in entry if type(e).__name__ == "GPUTarget")
+    backend = next(e for e in entry if hasattr(e, "parse_options"))
+    return cache, target, backend
+
+
+_DEFAULTS: dict[int, dict[str, Any]] = {}
+
+
+def _default_options(backend: Any) -> dict[str, Any]:
+    key = id(backend)
+    if key not in _DEFAULTS:
+        _DEFAULTS[key] = json.loads(json.dumps(backend.parse_options({}).__dict__, default=str))
+    return _DEFAULTS[key]
+
+
+def specialization_record(jit_function: Any, compile: dict[str, Any], backend: Any) -> dict[str, Any]:
+    """What Triton's launcher is about to compile, from `jit_cache_hook`'s arguments, as a plain record.
+
+    Every parameter lands in exactly one place: `signature` (run-time, with Triton's type string),
+    `constexprs` (declared `tl.constexpr`), `equal_to_1` or `none` (run-time arguments the launcher
+    turned into constants). `divisible` lists what it specialised as divisible by 16. `options` keeps
+    the compile options that differ from the target's defaults, plus num_warps and num_stages.
+    """
+    params = list(jit_function.params)
+    names = [p.name for p in params]
+    declared = {p.name for p in params if p.is_constexpr}
+    signature: dict[str, str] = {}
+    constexprs: dict[str, Any] = {}
+    equal_to_1: list[str] = []
+    none: list[str] = []
+    divisible: list[str] = []
+    for name, ty in compile["signature"].items():
+        if ty == "constexpr":
+            continue
+        if not isinstance(ty, str):
+            raise Unsupported(f"argument {name!r} is a tuple ({ty})")
+        signature[name] = ty
+    for path, value in compile["constants"].items():
+        path = tuple(path) if isinstance(path, (tuple, list)) else (path,)
+        if len(path) != 1 or not isinstance(path[0], int):
+            raise Unsupported(f"a constant inside a tuple argument (path {path})")
+        name = names[path[0]]
+        if name in declared:
+            constexprs[name] = encode_constant(value)
+        elif value is None:
+            none.append(name)
+        elif value == 1 and isinstance(value, int) and not isinstance(value, bool):
+            equal_to_1.append(name)
+        else:
+            raise Unsupported(f"run-time argument {name!r} made the constant {value!r}")
+    attrs = compile["configs"][0] if compile.get("configs") else {}
+    for path, items in attrs.items():
+        path = tuple(path) if isinstance(path, (tuple, list)) else (path,)
+        for item in items or ():
+            if list(item) != ["tt.divisibility", 16]:
+                raise Unsupported(f"specialisation attribute {list(item)} (kgate knows tt.divisibility 16)")
+            if len(path) != 1:
+                raise Unsupported(f"an attribute inside a tuple argument (path {path})")
+            divisible.append(names[path[0]])
+    launched = json.loads(compile["specialization_data"])["options"]
+    defaults = _default_options(backend)
+    options = {k: v for k, v in launched.items() if k in ALWAYS_RECORDED or defaults.get(k, v) != v or k not in defaults}
+    return {
+        "kernel": f"{jit_function.module}:{jit_function.fn.__qualname__}",
+        "file": getattr(jit_function.fn.__code__, "co_filename", ""),
+        "signature": signature,
+        "constexprs": constexprs,
+        "divisible": sorted(divisible),
+        "equal_to_1": sorted(equal_to_1),
+        "none": sorted(none),
+        "options": options,
+    }
+
+
+# --------------------------------------------------------------------------- an offline driver
+
+
+def offline_driver(capability: int) -> Any:
+    """A stand-in for Triton's CUDA driver that binds launches for `capability` without a GPU.
+
+    The launcher asks the active driver for the current device, stream and target only; the
+    autotuner asks it for a benchmarker, which here binds the config once (through the launcher,
+    so it is recorded) and reports every config equally fast.
+    """
+    from triton.backends.compiler import GPUTarget
+    from triton.backends.driver import DriverBase
+
+    class OfflineDriver(DriverBase):
+        @classmethod
+        def is_active(cls) -> bool:
+            return True
+
+        def map_python_to_cpp_type(self, ty: str) -> str:
+            return ty
+
+        def get_current_target(self) -> Any:
+            return GPUTarget("cuda", capability, 32)
+
+        def get_active_torch_device(self) -> Any:
+            torch = sys.modules.get("torch")
+            return torch.device("cpu") if torch is not None else None
+
+        def get_benchmarker(self) -> Any:
+            return bind_once
+
+        def get_current_device(self) -> int:
+            return capability  # one binder per target in a process that binds for several
+
+        def get_current_stream(self, device: Any = None) -> int:
+            return 0
+
+        def set_current_device(self, device: Any) -> None:
+            pass
+
+        def get_device_capability(self, device: Any = None) -> tuple[int, int]:
+            return divmod(capability, 10)
+
+    return OfflineDriver()
+
+
+def bind_once(kernel_call: Any, quantiles: Any = None, **_: Any) -> list[float]:
+    """The offline autotuner's benchmark: run the launcher once (it records and launches nothing)."""
+    kernel_call()
+    return [1.0, 1.0, 1.0] if quantiles else 1.0  # type: ignore[return-value]
+
+
+# --------------------------------------------------------------------------- recording
+
+
+class Recorder:
+    """Records, per process, every specialisation the launcher computes (appended to a JSONL file as seen,
+    so a killed process loses nothing it recorded), problems, and at exit the optional extras."""
+
+    def __init__(self, directory: str, offline: bool, live: bool, counts: bool) -> None:
+        self.directory = directory
+        self.offline = offline
+        self.live = live
+        self.counts = counts
+        self.seen: dict[tuple[int, str], str] = {}  # (id of the JITFunction, Triton's cache key) -> record id
+        self.loaded: dict[str, tuple[Any, Any, str]] = {}  # record id -> (JITFunction, device, key)
+        self.launches: dict[str, int] = {}
+        self.specs: dict[str, dict[str, Any]] = {}  # record id -> record
+        self.autotuned: list[list[str]] = []  # record ids bound inside each running autotuner call
+        self.lock = threading.Lock()
+        self._pid = -1
+        self._fd = -1
+        self.previous_hook: Any = None
+        self.where: str | None = os.environ.get(ENV_WHERE) if offline else None
+        self._described = False
+
+    def _write(self, record: dict[str, Any]) -> None:
+        line = (json.dumps(record, sort_keys=True, default=str) + "\n").encode()
+        if self._pid != os.getpid():  # a forked child writes a file of its own
+            self._pid = os.getpid()
+            os.makedirs(self.directory, exist_ok=True)
+            path = os.path.join(self.directory, f"records-{self._pid}.jsonl")
+            self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.write(self._fd, line)
+
+    def hook(self, *, key: Any, repr: Any, fn: Any, compile: dict[str, Any], is_manual_warmup: bool,
+             already_compiled: bool, **extra: Any) -> Any:
+        previous = None
+        if self.previous_hook is not None:
+            previous = self.previous_hook(key=key, repr=repr, fn=fn, compile=compile,
+                                          is_manual_warmup=is_manual_warmup, already_compiled=already_compiled,
+                                          **extra)
+        jit_function = fn.jit_function
+        seen_key = (id(jit_function), str(key))
+        with self.lock:
+            rid = self.seen.get(seen_key)
+            if rid is None:
+                rid = self._record(jit_function, compile)
+                self.seen[seen_key] = rid
+                if self.live:
+                    self.loaded[rid] = (jit_function, compile.get("device"), key)
+            if self.counts and self.offline:
+                self.launches[rid] = self.launches.get(rid, 0) + 1
+            for bound in self.autotuned:
+                bound.append(rid)
+        return True if self.offline else previous
+
+    def _describe(self, device: Any) -> None:
+        """Once per process: where the launches happen (the GPU's name, or the offline target) and Triton."""
+        if self._described:
+            return
+        self._described = True
+        import triton
+
+        where = self.where or _gpu_name(device) or "GPU"
+        self._write({"type": "env", "where": where, "triton": str(getattr(triton, "__version__", "?"))})
+
+    def _record(self, jit_function: Any, compile: dict[str, Any]) -> str:
+        self._describe(compile.get("device"))
+        name = f"{getattr(jit_function, 'module', '?')}:{getattr(getattr(jit_function, 'fn', None), '__qualname__', '?')}"
+        try:
+            _cache, _target, backend = _device_cache(jit_function, compile.get("device"))
+            record = specialization_record(jit_function, compile, backend)
+        except Unsupported as exc:
+            record = {"kernel": name, "problem": str(exc)}
+        except Exception as exc:  # noqa: BLE001 - a recorder must never break the command it watches
+            record = {"kernel": name, "problem": f"kgate could not read this launch: {type(exc).__name__}: {exc}"}
+        rid = hashlib.sha256(json.dumps(record, sort_keys=True, default=str).encode()).hexdigest()[:20]
+        self.specs[rid] = record
+        self._write({"type": "spec", "version": RECORD_VERSION, "id": rid, **record})
+        return rid
+
+    def picked(self, rids: list[str], config: Any) -> None:
+        """The autotuner chose `config` after benchmarking: mark the record of it that this call bound."""
+        if self.offline or config is None:
+            return
+        wanted = dict(getattr(config, "kwargs", {}))
+        for rid in dict.fromkeys(rids):
+            record = self.specs.get(rid, {})
+            options = record.get("options", {})
+            if all(record.get("constexprs", {}).get(k, object()) == _plain(v) for k, v in wanted.items()) \
+                    and options.get("num_warps") == config.num_warps and options.get("num_stages") == config.num_stages:
+                self._write({"type": "picked", "id": rid})
+
+    def finish(self) -> None:
+        """At exit: launch counts and, on a GPU, what the driver reports of each loaded kernel."""
+        try:
+            for rid, count in sorted(self.launches.items()):
+                self._write({"type": "launches", "id": rid, "count": count})
+            if self.live:
+                for rid, (jit_function, device, key) in sorted(self.loaded.items(), key=lambda kv: kv[0]):
+                    self._write({"type": "live", "id": rid, **live_figures(jit_function, device, key)})
+        except Exception:  # noqa: BLE001 - at exit there is nobody left to tell
+            pass
+
+
+def _gpu_name(device: Any) -> str | None:
+    torch = sys.modules.get("torch")
+    try:
+        if torch is not None and torch.cuda.is_available():
+            return str(torch.cuda.get_device_name(device if isinstance(device, int) else None))
+    except Exception:  # noqa: BLE001 - the name is a label only
+        pass
+    import ctypes
+
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+        handle = ctypes.c_int(0)
+        buffer = ctypes.create_string_buffer(256)
+        if lib.cuDeviceGet(ctypes.byref(handle), ctypes.c_int(device if isinstance(device, int) else 0)) == 0 \
+                and lib.cuDeviceGetName(buffer, 256, handle) == 0:
+            return buffer.value.decode(errors="replace")
+    except (OSError, AttributeError):
+        pass
+    return None
+
+
+def _plain(value: Any) -> Any:
+    try:
+        return encode_constant(value)
+    except Unsupported:
+        return repr(value)
+
+
+def live_figures(jit_function: Any, device: Any, key: Any) -> dict[str, Any]:
+    """Registers, spills, shared and local memory of the kernel the JIT loaded for one specialisation."""
+    cache, target, _backend = _device_cache(jit_function, device)
+    kernel = cache.get(key)
+    if kernel is None or not hasattr(kernel, "metadata"):
+        return {"error": "the JIT holds no compiled kernel for this specialisation"}
+    out: dict[str, Any] = {"arch": int(getattr(target, "arch", 0) or 0), "shared": int(kernel.metadata.shared)}
+    try:
+        kernel._init_handles()
+    except Exception as exc:  # noqa: BLE001 - e.g. OutOfResources: the kernel cannot be loaded at all
+        out["error"] = f"{type(exc).__name__}: {exc}"
+        return out
+    out["n_regs"] = int(kernel.n_regs)
+    out["n_spills"] = int(kernel.n_spills)
+    local = _function_attribute(kernel.function, 3)  # CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES
+    if local is not None:
+        out["local"] = local
+    return out
+
+
+def _function_attribute(function: int, attribute: int) -> int | None:
+    """cuFuncGetAttribute through the driver library the process already loaded."""
+    import ctypes
+
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+        value = ctypes.c_int(0)
+        status = lib.cuFuncGetAttribute(ctypes.byref(value), ctypes.c_int(attribute), ctypes.c_void_p(function))
+    except (OSError, AttributeError):
+        return None
+    return int(value.value) if status == 0 else None
+
+
+# --------------------------------------------------------------------------- installing the hooks
+
+
+_RECORDER: Recorder | None = None
+
+
+def install(recorder: Recorder, capability: int | None) -> None:
+    """Hook the imported Triton: the JIT cache hook, and offline the driver and the autotuner."""
+    global _RECORDER
+    _RECORDER = recorder
+    from triton import knobs
+    from triton.runtime import autotuner
+
+    recorder.previous_hook = knobs.runtime.jit_cache_hook
+    knobs.runtime.jit_cache_hook = recorder.hook
+    if recorder.offline:
+        from triton.runtime.driver import driver
+
+        driver.set_active(offline_driver(capability or 120))
+    _wrap_autotuner(autotuner.Autotuner, recorder)
+
+
+def _wrap_autotuner(cls: Any, recorder: Recorder) -> None:
+    original_run = cls.run
+    if getattr(original_run, "__kgate__", False):
+        return
+
+    def run(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if recorder.offline:
+            self.cache_results = False  # a disk cache of an earlier GPU run would hide the other configs
+            self.__dict__["do_bench"] = bind_once  # also in place of a benchmarker the project passed
+        bound: list[str] = []
+        recorder.autotuned.append(bound)
+        try:
+            return original_run(self, *args, **kwargs)
+        finally:
+            recorder.autotuned.remove(bound)
+            if bound:
+                recorder.picked(bound, getattr(self, "best_config", None))
+
+    run.__kgate__ = True  # type: ignore[attr-defined]
+    cls.run = run
+
+
+class _WhenTritonLoads(importlib.abc.MetaPathFinder):
+    """Installs the hooks right after `import triton` finishes, whoever imports it first."""
+
+    def __init__(self, then: Any) -> None:
+        self.then = then
+
+    def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
+        if name != "triton":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None:
+            return spec
+        spec.loader = _ThenLoader(spec.loader, self.then)
+        return spec
+
+
+class _ThenLoader(importlib.abc.Loader):
+    def __init__(self, loader: Any, then: Any) -> None:
+        self.loader = loader
+        self.then = then
+
+    def create_module(self, spec: Any) -> Any:
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        self.loader.exec_module(module)
+        self.then()
+
+
+def run_setup(setup: str, paths: list[str]) -> None:
+    """The project's set-up hook: "module:function" (called) or a Python file (run), before its code loads."""
+    for path in reversed(paths):
+        if path and path not in sys.path:
+            sys.path.insert(0, path)
+    if setup.endswith(".py"):
+        import runpy
+
+        runpy.run_path(setup, run_name="__kgate_setup__")
+        return
+    module, _, function = setup.partition(":")
+    loaded = importlib.import_module(module)
+    if function:
+        getattr(loaded, function)()
+
+
+def install_from_env() -> None:
+    """Called from the captured process's sitecustomize: set up from the environment `kgate capture` set."""
+    directory = os.environ.get(ENV_DIR)
+    if not directory:
+        return
+    offline = os.environ.get(ENV_MODE) == "offline"
+    capability = int(os.environ.get(ENV_TARGET) or 0) or None
+    recorder = Recorder(directory, offline, os.environ.get(ENV_LIVE) == "1", os.environ.get(ENV_COUNTS) == "1")
+    atexit.register(recorder.finish)
+    setup = os.environ.get(ENV_SETUP)
+    if "triton" in sys.modules:
+        install(recorder, capability)
+    else:
+        sys.meta_path.insert(0, _WhenTritonLoads(lambda: install(recorder, capability)))
+    if setup:
+        try:
+            run_setup(setup, os.environ.get(ENV_SETUP_PATH, "").split(os.pathsep))
+        except BaseException as exc:  # noqa: BLE001 - said once, then the command runs as it would
+            recorder._write({"type": "setup-error", "error": f"{type(exc).__name__}: {exc}"})
+            print(f"kgate: the set-up hook {setup} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+
+
+# --------------------------------------------------------------------------- binding example arguments
+
+
+class ExamplePointer:
+    """A stand-in for a tensor argument: what Triton's binder reads of one (its dtype and its address)."""
+
+    def __init__(self, dtype: Any, address: int) -> None:
+        self.dtype = dtype
+        self.address = address
+
+    def data_ptr(self) -> int:
+        return self.address
+
+
+def bind(fn: Any, args: list[Any], kwargs: dict[str, Any], capability: int) -> dict[str, Any]:
+    """The specialisation Triton's launcher computes for `fn[grid](*args, **kwargs)` on `capability`.
+
+    Runs the launcher itself (offline driver, hook answering "skip"), so nothing is compiled.
+    """
+    from triton import knobs
+    from triton.runtime.driver import driver
+
+    recorder = Recorder("", True, False, False)
+    records: list[dict[str, Any]] = []
+    recorder._write = records.append  # type: ignore[method-assign]
+    saved_driver = driver._active
+    saved_hook = knobs.runtime.jit_cache_hook
+    driver.set_active(offline_driver(capability))
+    knobs.runtime.jit_cache_hook = recorder.hook
+    try:
+        fn.run(*args, grid=(1,), warmup=True, **kwargs)
+    finally:
+        knobs.runtime.jit_cache_hook = saved_hook
+        driver._active = saved_driver
+    specs = [r for r in records if r.get("type") == "spec"]
+    if len(specs) != 1:
+        raise Unsupported(f"the launcher bound {len(specs)} specialisations for one call")
+    spec = specs[0]
+    if "problem" in spec:
+        raise Unsupported(spec["problem"])
+    return {k: v for k, v in spec.items() if k not in ("type", "version", "id")}

@@ -1,0 +1,233 @@
+"""`kgate capture -- COMMAND`: run a command with the recorder in each of its Python processes, then fold
+what they recorded into the project's capture file.
+
+The command runs as it would without kgate (its output, its exit code); every Python process it
+starts loads `kgate/capture/boot/sitecustomize.py` first (PYTHONPATH), which installs the recorder
+(`kgate.capture.runtime`) the moment Triton is imported. Each process appends its records to a
+file of its own in a temporary folder as it goes, so a process that crashes or is killed keeps
+what it recorded; the capture file is written once, at the end, whole (atomically), under a lock
+so that two captures at once merge instead of losing one another's entries.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kgate.capture import runtime
+from kgate.collect import captures
+from kgate.collect.captures import CapturedSpec, CaptureFile
+from kgate.collect.modules import import_roots, module_name
+from kgate.collect.specialization import Specialization
+from kgate.config import Config
+from kgate.errors import CaptureError
+
+BOOT = Path(__file__).resolve().parent / "boot"
+CAPABILITY = {"sm_120a": 120, "sm_100a": 100, "sm_90a": 90}
+
+
+@dataclass
+class Recorded:
+    """What the command's processes recorded, read back from their record files."""
+
+    file: CaptureFile = field(default_factory=CaptureFile)
+    problems: list[str] = field(default_factory=list)  # one line each: launches kgate cannot gate
+    outside: dict[str, int] = field(default_factory=dict)  # kernel -> specialisations defined outside the project
+    live: dict[str, dict[str, Any]] = field(default_factory=dict)  # variant identity -> what the driver reported
+    processes: int = 0
+
+
+def gpu_present() -> bool:
+    """Whether this machine has a CUDA GPU the driver can see (without importing torch or Triton)."""
+    import ctypes
+
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+        count = ctypes.c_int(0)
+        return lib.cuInit(0) == 0 and lib.cuDeviceGetCount(ctypes.byref(count)) == 0 and count.value > 0
+    except (OSError, AttributeError):
+        return False
+
+
+def command_env(config: Config, folder: Path, *, offline: bool, target: str, live: bool, counts: bool
+                ) -> dict[str, str]:
+    from kgate.compile.engine import setup_env
+
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(BOOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    env[runtime.ENV_DIR] = str(folder)
+    env[runtime.ENV_MODE] = "offline" if offline else "gpu"
+    env[runtime.ENV_TARGET] = str(CAPABILITY[target])
+    env[runtime.ENV_WHERE] = f"cpu {target}"
+    env[runtime.ENV_LIVE] = "1" if live else "0"
+    env[runtime.ENV_COUNTS] = "1" if counts else "0"
+    for key, value in setup_env(config).items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    return env
+
+
+def run_command(command: list[str], env: dict[str, str]) -> int:
+    """Run the command in the foreground; its exit code (an interrupt reaches it, and it decides)."""
+    try:
+        process = subprocess.Popen(command, env=env)
+    except FileNotFoundError:
+        raise CaptureError(f"cannot run {command[0]!r}: no such command") from None
+    except PermissionError:
+        raise CaptureError(f"cannot run {command[0]!r}: permission denied") from None
+    while True:
+        try:
+            return process.wait()
+        except KeyboardInterrupt:
+            continue  # the terminal sent the interrupt to the command too; wait for it to finish
+
+
+@contextlib.contextmanager
+def scratch() -> Iterator[Path]:
+    folder = Path(tempfile.mkdtemp(prefix="kgate-capture-"))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def read_records(config: Config, folder: Path) -> Recorded:
+    """Every record file of the command's processes, as capture-file entries; a torn last line is skipped."""
+    roots = import_roots(config.root, config.python_path)
+    project = config.root.resolve()
+    out = Recorded()
+    specs: dict[str, CapturedSpec] = {}
+    ids: dict[str, str] = {}  # record id -> entry key
+    for path in sorted(folder.glob("records-*.jsonl")):
+        out.processes += 1
+        lines = path.read_bytes().split(b"\n")
+        records = []
+        for line in lines:
+            try:
+                records.append(json.loads(line))
+            except ValueError:
+                continue
+        where = next((r["where"] for r in records if r.get("type") == "env"), "GPU")
+        for record in records:
+            kind = record.get("type")
+            if kind == "env":
+                out.file.environments[record["where"]] = {"triton": str(record.get("triton", "?"))}
+            elif kind == "setup-error":
+                out.problems.append(f"the set-up hook failed in a process of the command: {record['error']}")
+            elif kind == "spec":
+                entry = _entry(record, where, roots, project, out)
+                if entry is None:
+                    continue
+                before = specs.get(entry.key)
+                if before is not None:
+                    entry = CapturedSpec(entry.spec, tuple(sorted(set(before.captured) | set(entry.captured))),
+                                         before.picked, before.launches)
+                specs[entry.key] = entry
+                ids[record["id"]] = entry.key
+            elif kind == "picked" and record.get("id") in ids:
+                key = ids[record["id"]]
+                specs[key] = CapturedSpec(specs[key].spec, specs[key].captured, True, specs[key].launches)
+            elif kind == "launches" and record.get("id") in ids:
+                key = ids[record["id"]]
+                item = specs[key]
+                specs[key] = CapturedSpec(item.spec, item.captured, item.picked,
+                                          (item.launches or 0) + int(record.get("count", 0)))
+            elif kind == "live" and record.get("id") in ids:
+                spec = specs[ids[record["id"]]].spec
+                out.live[f"{spec.kernel}|{spec.variant}"] = {k: v for k, v in record.items() if k not in ("type", "id")}
+    out.file.entries = sorted(specs.values(), key=lambda e: (e.spec.kernel, e.spec.variant, e.key))
+    return out
+
+
+def _entry(record: dict[str, Any], where: str, roots: list[Path], project: Path, out: Recorded) -> CapturedSpec | None:
+    kernel = str(record.get("kernel", "?"))
+    if "problem" in record:
+        out.problems.append(f"{kernel}: not recorded: {record['problem']}")
+        return None
+    module, _, qualname = kernel.partition(":")
+    if "<locals>" in qualname or "." in qualname:
+        out.problems.append(f"{kernel}: defined inside a function or class, so kgate cannot import it to compile it "
+                            f"(define the kernel at the top level of a module)")
+        return None
+    file = Path(record.get("file") or "")
+    try:
+        inside = file.resolve().is_relative_to(project)
+    except OSError:
+        inside = False
+    if not inside:
+        out.outside[kernel] = out.outside.get(kernel, 0) + 1
+        return None
+    located = module_name(file, roots)
+    if located is None:
+        out.problems.append(f"{kernel}: {file.relative_to(project)} is not under python-path, so kgate cannot import "
+                            f"it (add its folder to python-path)")
+        return None
+    record = {**record, "kernel": f"{located[0]}:{qualname}"}
+    try:
+        spec = Specialization.from_record(record)
+    except ValueError as exc:
+        out.problems.append(f"{kernel}: not recorded: {exc}")
+        return None
+    return CapturedSpec(spec, (where,))
+
+
+@contextlib.contextmanager
+def locked(config: Config) -> Iterator[None]:
+    """One capture at a time folds into the file (another waits), so neither loses the other's entries."""
+    import fcntl
+
+    folder = config.root / config.cache_dir
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        handle = open(folder / "capture.lock", "a")
+    except OSError:
+        yield  # no cache folder to lock in: the write is still atomic
+        return
+    with handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def fold(config: Config, recorded: Recorded, *, output: Path, display: str, replace: bool) -> tuple[int, int]:
+    """Merge what was recorded into the capture file; (entries now, entries new)."""
+    with locked(config):
+        old = captures.load(output, display)
+        merged = captures.merge(old, recorded.file, replace_kernels=replace)
+        before = {e.key for e in old.entries}
+        if merged.entries or output.exists():
+            captures.save(merged, output, display)
+    return len(merged.entries), sum(e.key not in before for e in merged.entries)
+
+
+def describe(recorded: Recorded) -> list[str]:
+    """One line per thing the user should know that is not an entry of the file."""
+    lines = [f"kgate: {p}" for p in recorded.problems[:10]]
+    if len(recorded.problems) > 10:
+        lines.append(f"kgate: ... and {len(recorded.problems) - 10} more launch(es) that cannot be recorded")
+    if recorded.outside:
+        count = sum(recorded.outside.values())
+        names = ", ".join(sorted(recorded.outside)[:3])
+        more = "" if len(recorded.outside) <= 3 else f" and {len(recorded.outside) - 3} more"
+        lines.append(f"kgate: note: {count} specialisation(s) of {len(recorded.outside)} kernel(s) defined outside the "
+                     f"project were not recorded ({names}{more}): kgate gates the project's own kernels")
+    return lines
+
+
+def interpreter_note() -> str | None:
+    if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
+        return ("TRITON_INTERPRET is set: the interpreter runs the kernels without Triton's launcher, so there is "
+                "nothing to capture (unset it for the capture)")
+    return None

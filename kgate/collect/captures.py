@@ -1,0 +1,258 @@
+"""The capture file (`kgate-capture.toml`): the specialisations a project launches, recorded by `kgate capture`.
+
+Committed with the project and gated by `kgate check`, so its format is for review: one
+`[[specialization]]` table per specialisation, sorted by kernel and variant, keys in a fixed
+order, nothing that changes from run to run (launch counts only when asked), so capturing an
+unchanged project again gives the same bytes:
+
+    # kgate capture: the Triton specialisations this project launches ...
+    version = 1
+
+    [captured."cpu sm_120a"]
+    triton = "3.9.0"
+
+    [[specialization]]
+    kernel = "pkg.norm:rmsnorm_kernel"
+    variant = "BLOCK=1024,warps=4,stages=3#3fa2c1d0"
+    signature = { n_cols = "i32", x = "*bf16", y = "*bf16" }
+    constexprs = { BLOCK = 1024 }
+    divisible = ["n_cols", "x", "y"]
+    equal_to_1 = ["stride"]
+    options = { num_stages = 3, num_warps = 4 }
+    captured = ["cpu sm_120a"]
+
+`variant` is derived from the other fields; a table whose `variant` does not match them was
+edited by hand or written by another kgate, and is refused rather than gated as something else.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from kgate.atomicio import atomic_write
+from kgate.collect.specialization import Specialization
+from kgate.config import toml_error
+from kgate.errors import CaptureError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+FORMAT_VERSION = 1
+DEFAULT_FILE = "kgate-capture.toml"
+HEADER = ("# kgate capture: the Triton specialisations this project launches, as Triton's launcher bound them.\n"
+          "# `kgate check` gates every one; `kgate capture -- COMMAND` records them again. Review every change.\n")
+_ENTRY_KEYS = ("kernel", "variant", "signature", "constexprs", "divisible", "equal_to_1", "none", "options",
+               "captured", "picked", "launches")
+
+
+@dataclass(frozen=True)
+class CapturedSpec:
+    """One captured specialisation and where it was seen."""
+
+    spec: Specialization
+    captured: tuple[str, ...] = ()  # the environments that launched it ("NVIDIA H200", "cpu sm_120a")
+    picked: bool = False  # an autotuner chose this config on a GPU
+    launches: int | None = None  # only when counted
+    line: int = 0  # its [[specialization]] line in the file
+
+    @property
+    def key(self) -> str:
+        return json.dumps(self.spec.to_record(), sort_keys=True)
+
+
+@dataclass
+class CaptureFile:
+    environments: dict[str, dict[str, str]] = field(default_factory=dict)  # where -> {"triton": version}
+    entries: list[CapturedSpec] = field(default_factory=list)
+
+    def kernels(self) -> list[str]:
+        return sorted({e.spec.kernel for e in self.entries})
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def load(path: Path, display: str) -> CaptureFile:
+    """Read the capture file; a missing one is empty, a broken one a CaptureError naming the line."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return CaptureFile()
+    except IsADirectoryError:
+        raise CaptureError("is a folder, not a capture file", path=display) from None
+    except OSError as exc:
+        raise CaptureError(f"cannot read it: {exc.strerror}", path=display) from None
+    return parse(raw, display)
+
+
+def parse(raw: bytes, where: str) -> CaptureFile:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CaptureError("not valid UTF-8 (capture again with `kgate capture`)", path=where,
+                           line=raw[: exc.start].count(b"\n") + 1) from None
+    try:
+        data = tomllib.loads(text)
+    except ValueError as exc:
+        message, line = toml_error(exc, text)
+        raise CaptureError(f"invalid TOML: {message}", path=where, line=line) from None
+    headers = [n for n, line in enumerate(text.splitlines(), 1) if line.strip().startswith("[[specialization]]")]
+
+    def fail(message: str, line: int | None = None) -> CaptureError:
+        return CaptureError(message, path=where, line=line)
+
+    unknown = sorted(set(data) - {"version", "captured", "specialization"})
+    if unknown:
+        raise fail(f"unknown key {unknown[0]!r}", _line_of(text, unknown[0]))
+    if data.get("version") != FORMAT_VERSION:
+        raise fail(f"unsupported capture file version {data.get('version')!r} (this kgate reads {FORMAT_VERSION})",
+                   _line_of(text, "version"))
+    environments = data.get("captured", {})
+    if not isinstance(environments, dict) or not all(
+            isinstance(v, dict) and all(isinstance(x, str) for x in v.values()) for v in environments.values()):
+        raise fail("[captured] must map each environment to a table of version strings", _line_of(text, "captured"))
+    tables = data.get("specialization", [])
+    if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
+        raise fail("specialization must be an array of tables ([[specialization]])", _line_of(text, "specialization"))
+    entries = []
+    seen: dict[str, int] = {}
+    for index, table in enumerate(tables):
+        line = headers[index] if index < len(headers) else None
+        entry = _entry(table, line or 0, fail)
+        if entry.key in seen:
+            raise fail(f"the same specialisation as line {seen[entry.key]}", line)
+        seen[entry.key] = line or 0
+        entries.append(entry)
+    return CaptureFile({k: dict(v) for k, v in environments.items()}, entries)
+
+
+def _entry(table: dict[str, Any], line: int, fail: Any) -> CapturedSpec:
+    unknown = sorted(set(table) - set(_ENTRY_KEYS))
+    if unknown:
+        raise fail(f"unknown key {unknown[0]!r} in a [[specialization]]", line)
+    try:
+        spec = Specialization.from_record(table)
+    except ValueError as exc:
+        raise fail(f"[[specialization]] of {table.get('kernel', '?')}: {exc}", line) from None
+    if table.get("variant") != spec.variant:
+        raise fail(f"[[specialization]] of {spec.kernel}: variant {table.get('variant')!r} does not match its "
+                   f"fields ({spec.variant}): edited by hand? capture again with `kgate capture`", line)
+    captured = table.get("captured", [])
+    if not isinstance(captured, list) or not all(isinstance(c, str) for c in captured):
+        raise fail(f"[[specialization]] of {spec.kernel}: captured must be a list of strings", line)
+    picked = table.get("picked", False)
+    launches = table.get("launches")
+    if not isinstance(picked, bool):
+        raise fail(f"[[specialization]] of {spec.kernel}: picked must be true or false", line)
+    if launches is not None and (not isinstance(launches, int) or isinstance(launches, bool) or launches < 0):
+        raise fail(f"[[specialization]] of {spec.kernel}: launches must be a non-negative integer", line)
+    return CapturedSpec(spec, tuple(sorted(set(captured))), picked, launches, line)
+
+
+def _line_of(text: str, needle: str) -> int | None:
+    for number, line in enumerate(text.splitlines(), 1):
+        if needle in line:
+            return number
+    return None
+
+
+# --------------------------------------------------------------------------- merging
+
+
+def merge(old: CaptureFile, new: CaptureFile, *, replace_kernels: bool) -> CaptureFile:
+    """`new` added to `old`: entries seen again gain the new environments; with `replace_kernels`, the old
+    entries of every kernel `new` saw are dropped first (so a kernel's stale specialisations go)."""
+    seen_kernels = {e.spec.kernel for e in new.entries}
+    merged: dict[str, CapturedSpec] = {}
+    for entry in old.entries:
+        if replace_kernels and entry.spec.kernel in seen_kernels:
+            continue
+        merged[entry.key] = replace(entry, line=0)
+    for entry in new.entries:
+        before = merged.get(entry.key)
+        if before is None:
+            merged[entry.key] = replace(entry, line=0)
+            continue
+        launches = None if before.launches is None and entry.launches is None else \
+            (before.launches or 0) + (entry.launches or 0)
+        merged[entry.key] = CapturedSpec(entry.spec, tuple(sorted(set(before.captured) | set(entry.captured))),
+                                         before.picked or entry.picked, launches)
+    environments = {**old.environments, **new.environments}
+    used = {where for e in merged.values() for where in e.captured}
+    environments = {k: v for k, v in environments.items() if k in used}
+    return CaptureFile(environments, sorted(merged.values(), key=_order))
+
+
+def _order(entry: CapturedSpec) -> tuple[str, str, str]:
+    return (entry.spec.kernel, entry.spec.variant, entry.key)
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "nan"
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        if not value:
+            return "{}"
+        return "{ " + ", ".join(f"{_key(k)} = {toml_value(value[k])}" for k in sorted(value)) + " }"
+    raise TypeError(f"cannot write {type(value).__name__} to TOML")
+
+
+def _key(name: str) -> str:
+    bare = name and all(c.isalnum() and c.isascii() or c in "_-" for c in name)
+    return name if bare else json.dumps(name, ensure_ascii=False)
+
+
+def render(capture: CaptureFile) -> str:
+    lines = [HEADER, f"version = {FORMAT_VERSION}\n"]
+    for where in sorted(capture.environments):
+        lines.append(f"\n[captured.{_key(where)}]\n")
+        for name, version in sorted(capture.environments[where].items()):
+            lines.append(f"{_key(name)} = {toml_value(version)}\n")
+    for entry in sorted(capture.entries, key=_order):
+        spec = entry.spec
+        lines.append("\n[[specialization]]\n")
+        lines.append(f"kernel = {toml_value(spec.kernel)}\n")
+        lines.append(f"variant = {toml_value(spec.variant)}\n")
+        lines.append(f"signature = {toml_value(spec.signature)}\n")
+        if spec.constexprs:
+            lines.append(f"constexprs = {toml_value(spec.constexprs)}\n")
+        for key in ("divisible", "equal_to_1", "none"):
+            names = getattr(spec, key)
+            if names:
+                lines.append(f"{key} = {toml_value(sorted(names))}\n")
+        lines.append(f"options = {toml_value(spec.options)}\n")
+        lines.append(f"captured = {toml_value(sorted(entry.captured))}\n")
+        if entry.picked:
+            lines.append("picked = true\n")
+        if entry.launches is not None:
+            lines.append(f"launches = {entry.launches}\n")
+    return "".join(lines)
+
+
+def save(capture: CaptureFile, path: Path, display: str) -> None:
+    try:
+        atomic_write(path, render(capture).encode())
+    except OSError as exc:
+        raise CaptureError(f"cannot write it: {exc.strerror}", path=display) from None

@@ -1,0 +1,173 @@
+"""A specialisation: exactly what Triton compiles for one launch, and so exactly what kgate gates.
+
+Triton's launcher binds a launch's arguments and decides, from their values, what to compile:
+the type of every run-time argument, which arguments it may assume divisible by 16, which
+integers equal to 1 (and `None` arguments) become constants, the constexpr values (dtypes,
+`None` and `triton.heuristics` results included) and the compile options. A `Specialization`
+holds that decision; it comes from `kgate capture` (a real run) or from binding a
+registration's example arguments through the same launcher in a compile worker
+(`kgate.capture.runtime.bind`). Every parameter of the kernel is in exactly one of
+`signature`, `constexprs`, `equal_to_1` and `none`.
+
+Values are kept in the form kgate's files hold them (TOML has no `None` and no dtypes):
+`None` is "None", a dtype "tl.bfloat16", a `@triton.jit` function "jit:module:qualname".
+
+A variant's name is readable where it can be (constexprs and options, as kgate always named
+variants) and ends with a tag, eight hex digits of the rest of the specialisation (argument
+types, divisibility, constants), so two launches that compile differently never share a name:
+`BLOCK=1024,warps=4,stages=3#3fa2c1d0`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+# Options shown in the readable part of a variant name, with their short names.
+_SHORT = {"num_warps": "warps", "num_stages": "stages", "num_ctas": "ctas", "maxnreg": "maxnreg"}
+
+
+@dataclass(frozen=True)
+class Specialization:
+    kernel: str  # "package.module:function"
+    signature: dict[str, str]  # run-time arguments that stay arguments: Triton's type string
+    constexprs: dict[str, Any] = field(default_factory=dict)  # declared tl.constexpr parameters
+    divisible: tuple[str, ...] = ()  # specialised as divisible by 16
+    equal_to_1: tuple[str, ...] = ()  # run-time integers equal to 1, compiled as the constant 1
+    none: tuple[str, ...] = ()  # run-time arguments passed as None, compiled as constants
+    options: dict[str, Any] = field(default_factory=dict)  # num_warps, num_stages and non-default options
+
+    @property
+    def num_warps(self) -> int:
+        return int(self.options.get("num_warps", 4))
+
+    @property
+    def num_stages(self) -> int:
+        return int(self.options.get("num_stages", 3))
+
+    @property
+    def pdl(self) -> bool:
+        return bool(self.options.get("launch_pdl", False))
+
+    @property
+    def tag(self) -> str:
+        """Eight hex digits of what the readable name leaves out."""
+        blob = json.dumps([self.signature, sorted(self.divisible), sorted(self.equal_to_1), sorted(self.none)],
+                          sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()[:8]
+
+    @property
+    def variant(self) -> str:
+        return f"{readable_name(self.constexprs, self.options)}#{self.tag}"
+
+    def report(self) -> dict[str, list[str]]:
+        """The `specialization` of a JSON report row."""
+        return {"divisible_by_16": sorted(self.divisible), "equal_to_1": sorted(self.equal_to_1),
+                "none": sorted(self.none)}
+
+    def to_record(self) -> dict[str, Any]:
+        return {"kernel": self.kernel, "signature": dict(self.signature), "constexprs": dict(self.constexprs),
+                "divisible": sorted(self.divisible), "equal_to_1": sorted(self.equal_to_1),
+                "none": sorted(self.none), "options": dict(self.options)}
+
+    @classmethod
+    def from_record(cls, data: dict[str, Any]) -> Specialization:
+        """From a record (a capture file entry, a worker's binding); raises ValueError naming what is wrong."""
+        if not isinstance(data, dict):
+            raise ValueError("a specialisation is a table")
+        kernel = data.get("kernel")
+        if not isinstance(kernel, str) or ":" not in kernel:
+            raise ValueError("kernel: must be \"package.module:function\"")
+        signature = _table(data.get("signature", {}), "signature")
+        for name, ty in signature.items():
+            if not isinstance(ty, str) or not ty or ty == "constexpr":
+                raise ValueError(f"signature.{name}: must be a Triton type string such as \"*fp16\" or \"i32\"")
+        constexprs = _table(data.get("constexprs", {}), "constexprs")
+        for name, value in constexprs.items():
+            if not _constant(value):
+                raise ValueError(f"constexprs.{name}: must be a number, boolean, string or a list of them")
+        lists = {key: _names(data.get(key, []), key) for key in ("divisible", "equal_to_1", "none")}
+        options = _table(data.get("options", {}), "options")
+        for key in ("num_warps", "num_stages"):
+            value = options.get(key)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise ValueError(f"options.{key}: must be a positive integer")
+        placed: dict[str, str] = {}
+        for where, names in (("signature", list(signature)), ("constexprs", list(constexprs)),
+                             ("equal_to_1", lists["equal_to_1"]), ("none", lists["none"])):
+            for name in names:
+                if name in placed:
+                    raise ValueError(f"{name!r} is in both {placed[name]} and {where}")
+                placed[name] = where
+        odd = [name for name in lists["divisible"] if name not in signature]
+        if odd:
+            raise ValueError(f"divisible: {odd[0]!r} is not a run-time argument in the signature")
+        return cls(kernel, dict(signature), dict(constexprs), tuple(sorted(lists["divisible"])),
+                   tuple(sorted(lists["equal_to_1"])), tuple(sorted(lists["none"])), dict(options))
+
+    def mismatch(self, params: list[dict[str, Any]]) -> str | None:
+        """Why this specialisation no longer fits the kernel's parameters (a stale capture), or None."""
+        names = [p["name"] for p in params]
+        declared = {p["name"] for p in params if p["constexpr"]}
+        here = set(self.signature) | set(self.constexprs) | set(self.equal_to_1) | set(self.none)
+        gone = sorted(here - set(names))
+        if gone:
+            return f"the kernel has no parameter {', '.join(gone)} any more"
+        new = [name for name in names if name not in here]
+        if new:
+            return f"the kernel has new parameter(s) {', '.join(new)}"
+        now_constexpr = sorted(declared - set(self.constexprs))
+        if now_constexpr:
+            return f"{', '.join(now_constexpr)} became tl.constexpr"
+        no_longer = sorted(set(self.constexprs) - declared)
+        if no_longer:
+            return f"{', '.join(no_longer)} is no longer tl.constexpr"
+        return None
+
+
+def readable_name(constexprs: dict[str, Any], options: dict[str, Any]) -> str:
+    """Constexprs, then warps and stages, then the other options that are set: `BLOCK=64,warps=4,stages=3`."""
+    parts = [f"{k}={format_value(v)}" for k, v in sorted(constexprs.items())]
+    parts += [f"warps={options.get('num_warps', 4)}", f"stages={options.get('num_stages', 3)}"]
+    for key in sorted(options):
+        value = options[key]
+        if key in ("num_warps", "num_stages") or value is None:
+            continue
+        if key == "launch_pdl":
+            if value:
+                parts.append("pdl")
+        elif key == "num_ctas" and value == 1:
+            continue
+        else:
+            parts.append(f"{_SHORT.get(key, key)}={format_value(value)}")
+    return ",".join(parts)
+
+
+def format_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return "(" + ",".join(format_value(v) for v in value) + ")"
+    return str(value)
+
+
+def _table(value: Any, key: str) -> dict[str, Any]:
+    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+        raise ValueError(f"{key}: must be a table")
+    return value
+
+
+def _names(value: Any, key: str) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ValueError(f"{key}: must be a list of argument names")
+    if len(set(value)) != len(value):
+        raise ValueError(f"{key}: names an argument twice")
+    return value
+
+
+def _constant(value: Any) -> bool:
+    if isinstance(value, list):
+        return all(_constant(v) for v in value)
+    return isinstance(value, (bool, int, float, str))

@@ -1,0 +1,67 @@
+"""`kgate capture -- COMMAND`: record every Triton specialisation the command launches into the capture file.
+
+On a machine with a GPU the command runs as usual and its launches are recorded; on one without,
+launches go through Triton's launcher for the target and are recorded without running (run the
+project's ops or tests on CPU tensors). The command's exit code is passed through; kgate's own
+failures print a `kgate:` line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from kgate.capture import session
+from kgate.commands.common import config_from
+from kgate.config import KNOWN_TARGETS
+from kgate.errors import CaptureError, ConfigError
+
+
+def run(args: argparse.Namespace) -> int:
+    command = list(args.cmd)
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        raise ConfigError("kgate capture needs a command to run: kgate capture -- python -m pytest tests/")
+    config = config_from(args)
+    target = args.target or config.targets[0]
+    if target not in KNOWN_TARGETS:
+        raise ConfigError(f"--target {target}: unknown target (known: {', '.join(KNOWN_TARGETS)})")
+    gpu = session.gpu_present() if args.device == "auto" else args.device == "gpu"
+    if args.verify and not gpu:
+        raise ConfigError("--verify compares kgate's compile with the kernels a GPU loaded: it needs a GPU "
+                          "(this machine has none, or --device cpu was given)")
+    output = Path(args.output) if args.output else config.root / config.capture
+    display = args.output or config.capture
+    note = session.interpreter_note()
+    with session.scratch() as folder:
+        env = session.command_env(config, folder, offline=not gpu, target=target, live=args.verify,
+                                  counts=args.counts)
+        code = session.run_command(command, env)
+        recorded = session.read_records(config, folder)
+    for line in session.describe(recorded):
+        print(line, file=sys.stderr)
+    seen = len(recorded.file.entries)
+    kernels = len({e.spec.kernel for e in recorded.file.entries})
+    if seen == 0:
+        hint = note or ("the command ran no @triton.jit kernel of the project through Triton's launcher"
+                        + ("" if gpu else " (on a machine without a GPU, run its ops on CPU tensors)"))
+        print(f"kgate: nothing captured: {hint}; {display} is unchanged", file=sys.stderr)
+        return code if code != 0 else 2
+    try:
+        total, new = session.fold(config, recorded, output=output, display=display, replace=args.replace)
+    except CaptureError as exc:
+        print(f"kgate: error: {exc}", file=sys.stderr)
+        return code if code != 0 else 2
+    mode = "on the GPU" if gpu else f"offline for {target}"
+    print(f"kgate capture: {seen} specialisation(s) of {kernels} kernel(s) launched {mode} by "
+          f"{recorded.processes} process(es); {display} holds {total} ({new} new); the command exited {code}",
+          file=sys.stderr)
+    if args.verify:
+        from kgate.capture.verify import verify
+
+        problem = verify(config, recorded, jobs=args.jobs)
+        if problem and code == 0:
+            return 1
+    return code
