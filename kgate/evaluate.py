@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from kgate import rules as registry  # type: ignore[attr-defined]
 from kgate.compile.engine import CompileRun
 from kgate.facts.model import CompileFailure, KernelFacts
 from kgate.findings import Finding, Severity, sort_findings
 from kgate.profiles import primary
-from kgate.rule import CompiledContext, Report, Rule
+from kgate.rule import CaptureContext, CompiledContext, Report, Rule
 from kgate.selection import Selection, rule_options
 
 
@@ -67,10 +69,30 @@ def failure_findings(failure: CompileFailure, selection: Selection) -> list[Find
             for report in rule.check(failure.message, None)]
 
 
+def capture_findings(run: CompileRun, selection: Selection) -> list[Finding]:
+    """The capture rules, once per kernel over all its captured specialisations."""
+    out = []
+    for code in registry.codes("capture"):
+        if not selection.active(code):
+            continue
+        rule = registry.load(code)
+        ctx = CaptureContext(options=rule_options(selection, code))
+        for kernel in run.captured:
+            path, line = run.locations.get(kernel.kernel, ("", 1))
+            if not path:
+                continue  # a kernel that cannot be loaded: its captures are reported as such
+            for report in rule.check(kernel, ctx):
+                finding = _finding(rule, report, selection, path=path, line=line, kernel=kernel.kernel, variant="",
+                                   target="")
+                out.append(replace(finding, identity=f"{kernel.kernel}|{report.discriminator}"))
+    return out
+
+
 def compiled(run: CompileRun, selection: Selection) -> list[Finding]:
     findings: list[Finding] = []
     for facts in run.facts:
         findings.extend(kernel_findings(facts, selection))
     for failure in run.failures:
         findings.extend(failure_findings(failure, selection))
+    findings.extend(capture_findings(run, selection))
     return sort_findings([f for f in findings if selection.keep(f)])

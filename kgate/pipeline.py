@@ -180,4 +180,6 @@ def merge_runs(first: CompileRun, second: CompileRun) -> CompileRun:
         cached=first.cached + second.cached,
         toolchain={**first.toolchain, **second.toolchain},
         compile_seconds={**first.compile_seconds, **second.compile_seconds},
+        captured=first.captured + second.captured,
+        locations={**first.locations, **second.locations},
     )

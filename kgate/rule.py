@@ -18,7 +18,7 @@ from typing import Any
 from kgate.errors import ConfigError
 from kgate.findings import Severity
 
-LAYERS = ("meta", "compiled", "python", "cuda")
+LAYERS = ("meta", "compiled", "capture", "python", "cuda")
 DOC_SECTIONS = ("## What it does", "## Why is this bad?", "## Example", "## Use instead", "## Options")
 
 
@@ -109,6 +109,22 @@ class Rule:
 @dataclass(frozen=True)
 class SourceContext:
     """What a source rule may read besides the file itself."""
+
+    options: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class CapturedKernel:
+    """What a capture rule reads: one kernel's captured specialisations (`kgate.collect.specialization`)."""
+
+    kernel: str
+    specs: tuple[Any, ...]
+    tuned: frozenset[str]  # constexprs an autotune config of the kernel sets (they vary by design)
+
+
+@dataclass(frozen=True)
+class CaptureContext:
+    """What a capture rule may read besides the kernel's specialisations."""
 
     options: dict[str, Any]
 

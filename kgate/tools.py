@@ -63,6 +63,23 @@ def run(argv: list[str], *, timeout: float = DEFAULT_TIMEOUT, cwd: str | Path | 
     return Completed(tuple(argv), proc.returncode, stdout, stderr)
 
 
+def run_user_command(argv: list[str], env: dict[str, str]) -> int:
+    """Run the user's own command in the foreground (`kgate capture -- COMMAND`): its output goes to the
+    terminal and its exit status comes back. No timeout: it is the user's test run, not a tool of kgate's.
+    An interrupt from the terminal reaches the command too; kgate waits for it to finish."""
+    try:
+        process = subprocess.Popen(argv, env=env)
+    except FileNotFoundError:
+        raise ToolchainError(f"cannot run {argv[0]!r}: no such command") from None
+    except OSError as exc:
+        raise ToolchainError(f"cannot run {argv[0]!r}: {exc.strerror or exc}") from None
+    while True:
+        try:
+            return process.wait()
+        except KeyboardInterrupt:
+            continue
+
+
 def triton_bin_dir() -> Path | None:
     """The folder of binary tools shipped inside the Triton wheel, without importing Triton."""
     spec = importlib.util.find_spec("triton")

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -76,3 +78,13 @@ def expectations(folder: Path, suffixes: tuple[str, ...] = (".py",)) -> set[tupl
                     code, _, target = item.partition("@")
                     out.add((path.relative_to(folder).as_posix(), number + offset, code, target))
     return out
+
+
+def variant_key(keys: Iterable[str], kernel: str, readable: str, target: str) -> str:
+    """The one `kernel|variant|target` key among `keys` whose Triton variant reads `readable` before its pointee
+    types and the tag of its specialisation. Tests name variants by that readable part, never by the tag: the
+    tag hashes what Triton's launcher decided."""
+    pattern = re.compile(re.escape(f"{kernel}|{readable}") + r"(,[a-z0-9+]+)?#[0-9a-f]{8}\|" + re.escape(target))
+    found = sorted(key for key in keys if pattern.fullmatch(key))
+    assert len(found) == 1, (kernel, readable, target, found)
+    return found[0]

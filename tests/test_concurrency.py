@@ -201,6 +201,7 @@ WRITERS = {
     ("kgate/compile/cuda_backend.py", "_write"): "artifacts: a per-process temporary name, then os.replace",
     ("kgate/lint/engine.py", "_fork_worker"): "a pipe to the parent, not a file",
     ("kgate/commands/ulp.py", "pytest_argv"): "a pytest.ini in a fresh temporary folder",
+    ("kgate/capture/session.py", "locked"): "a lock file opened to append to, never written",
 }
 
 

@@ -49,12 +49,19 @@ def kernels(root: Path) -> list[dict]:
     return run.json()["kernels"]
 
 
+def readable(record: dict) -> str:
+    """A variant's name without the tag of its specialisation."""
+    name, sep, tag = record["variant"].rpartition("#")
+    assert sep and len(tag) == 8, record["variant"]
+    return name
+
+
 def test_configuration_and_decorator_register_the_same_kernel(tmp_path: Path) -> None:
     by_table = project(tmp_path / "table", TABLE, KERNEL.format(imports="", decorators=""))
     by_decorator = project(tmp_path / "decorator", "", KERNEL.format(imports="import kgate", decorators=DECORATOR))
     table, decorated = kernels(by_table), kernels(by_decorator)
-    assert [k["variant"] for k in table] == ["BLOCK=1024,FACTOR=2,warps=4,stages=3",
-                                              "BLOCK=512,FACTOR=2,warps=8,stages=3"]
+    assert [readable(k) for k in table] == ["BLOCK=1024,FACTOR=2,warps=4,stages=3,fp16",
+                                             "BLOCK=512,FACTOR=2,warps=8,stages=3,fp16"]
     # The same kernel, variants and compiled numbers; only the definition line differs (the decorator adds lines).
     strip = [{k: v for k, v in record.items() if k != "line"} for record in table]
     assert strip == [{k: v for k, v in record.items() if k != "line"} for record in decorated]
@@ -66,8 +73,8 @@ def test_an_autotuned_kernel_expands_into_one_variant_per_config(tmp_path: Path)
     config = TABLE.replace("constexprs = { BLOCK = 1024, FACTOR = 2 }", "constexprs = { FACTOR = 2 }").replace(
         "variants = [{ BLOCK = 512, num_warps = 8 }]\n", "")
     root = project(tmp_path / "tuned", config, KERNEL.format(imports="", decorators=autotune))
-    assert [k["variant"] for k in kernels(root)] == ["BLOCK=128,FACTOR=2,warps=4,stages=3",
-                                                      "BLOCK=256,FACTOR=2,warps=8,stages=2"]
+    assert [readable(k) for k in kernels(root)] == ["BLOCK=128,FACTOR=2,warps=4,stages=3,fp16",
+                                                     "BLOCK=256,FACTOR=2,warps=8,stages=2,fp16"]
 
 
 def test_the_decorator_checks_its_fields_when_the_module_is_imported() -> None:

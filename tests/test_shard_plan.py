@@ -84,7 +84,7 @@ def project(tmp_path: Path) -> Path:
 
 def test_units_keep_cuda_files_that_share_a_templated_pdl_launch_together(project: Path) -> None:
     config = load_config(project / "kgate.toml")
-    ids = [u.id for u in units(config, triton_entries(config))]
+    ids = [u.id for u in units(config, [e.kernel for e in triton_entries(config)])]
     assert ids == sorted(ids) and len(ids) == 18
     cuda = [i for i in ids if i.startswith("cuda:")]
     assert cuda == ["cuda:csrc/bare_unguarded.cu", "cuda:csrc/block_scale.cu", "cuda:csrc/pdl.cu",
@@ -92,15 +92,15 @@ def test_units_keep_cuda_files_that_share_a_templated_pdl_launch_together(projec
     # Without template arguments at the launch site every file is a unit of its own.
     launch = project / "csrc" / "scale_b.cu"
     launch.write_text(launch.read_text().replace("pdl::launch(scale_kernel<3>,", "pdl::launch(other_kernel,"))
-    cuda = [u.id for u in units(config, triton_entries(config)) if u.id.startswith("cuda:")]
+    cuda = [u.id for u in units(config, [e.kernel for e in triton_entries(config)]) if u.id.startswith("cuda:")]
     assert "cuda:csrc/scale_a.cu" in cuda and "cuda:csrc/scale_b.cu" in cuda
 
 
 def test_plan_reads_the_timings_file_and_every_shard_plans_alike(project: Path) -> None:
     config = load_config(project / "kgate.toml")
-    entries = triton_entries(config)
+    entries = [e.kernel for e in triton_entries(config)]
     seconds = {atom: 1.0 for unit in units(config, entries) for atom in unit.atoms}
-    record_timings(config, {**seconds, "triton:pdl:not_pdl": 500.0}, {e.kernel for e in entries})
+    record_timings(config, {**seconds, "triton:pdl:not_pdl": 500.0}, set(entries))
     plans = [plan(config, entries, ShardSpec(i, 4)) for i in (1, 2, 3, 4)]
     assert len({(p.fingerprint, p.assignment_fingerprint) for p in plans}) == 1
     mine = [[u.id for u in p.mine] for p in plans]

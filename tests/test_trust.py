@@ -118,12 +118,21 @@ def test_only_kgate_tools_starts_processes() -> None:
 
 def test_kgate_tools_run_uses_an_argument_list_and_a_timeout() -> None:
     tree = ast.parse((REPO / "kgate" / "tools.py").read_text(encoding="utf-8"))
-    calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-             and isinstance(node.func.value, ast.Name) and node.func.value.id == "subprocess"]
-    assert [call.func.attr for call in calls] == ["run"]  # type: ignore[attr-defined]
-    keywords = {k.arg for k in calls[0].keywords}
-    assert "timeout" in keywords and "shell" not in keywords
-    assert isinstance(calls[0].args[0], ast.Name) and calls[0].args[0].id == "argv"
+    calls = {}
+    for function in ast.walk(tree):
+        if isinstance(function, ast.FunctionDef):
+            for node in ast.walk(function):
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                        and isinstance(node.func.value, ast.Name) and node.func.value.id == "subprocess":
+                    calls[function.name] = node
+    # `run` for tools (with a timeout); `run_user_command` for the user's own command under `kgate capture`.
+    assert {name: call.func.attr for name, call in calls.items()} == {  # type: ignore[attr-defined]
+        "run": "run", "run_user_command": "Popen"}
+    for name, call in calls.items():
+        keywords = {k.arg for k in call.keywords}
+        assert "shell" not in keywords
+        assert isinstance(call.args[0], ast.Name) and call.args[0].id == "argv"
+    assert "timeout" in {k.arg for k in calls["run"].keywords}
 
 
 # --------------------------------------------------------------------------- paths out of the project

@@ -15,7 +15,6 @@ import contextlib
 import json
 import os
 import shutil
-import subprocess
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -75,21 +74,6 @@ def command_env(config: Config, folder: Path, *, offline: bool, target: str, liv
         else:
             env[key] = value
     return env
-
-
-def run_command(command: list[str], env: dict[str, str]) -> int:
-    """Run the command in the foreground; its exit code (an interrupt reaches it, and it decides)."""
-    try:
-        process = subprocess.Popen(command, env=env)
-    except FileNotFoundError:
-        raise CaptureError(f"cannot run {command[0]!r}: no such command") from None
-    except PermissionError:
-        raise CaptureError(f"cannot run {command[0]!r}: permission denied") from None
-    while True:
-        try:
-            return process.wait()
-        except KeyboardInterrupt:
-            continue  # the terminal sent the interrupt to the command too; wait for it to finish
 
 
 @contextlib.contextmanager

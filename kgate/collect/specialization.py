@@ -13,9 +13,9 @@ Values are kept in the form kgate's files hold them (TOML has no `None` and no d
 `None` is "None", a dtype "tl.bfloat16", a `@triton.jit` function "jit:module:qualname".
 
 A variant's name is readable where it can be (constexprs and options, as kgate always named
-variants) and ends with a tag, eight hex digits of the rest of the specialisation (argument
-types, divisibility, constants), so two launches that compile differently never share a name:
-`BLOCK=1024,warps=4,stages=3#3fa2c1d0`.
+variants, then the pointers' element types) and ends with a tag, eight hex digits of the rest of
+the specialisation (argument types, divisibility, constants), so two launches that compile
+differently never share a name: `BLOCK=1024,warps=4,stages=3,bf16+fp32#3fa2c1d0`.
 """
 
 from __future__ import annotations
@@ -60,7 +60,9 @@ class Specialization:
 
     @property
     def variant(self) -> str:
-        return f"{readable_name(self.constexprs, self.options)}#{self.tag}"
+        name = readable_name(self.constexprs, self.options)
+        dtypes = pointee_types(self.signature)
+        return f"{name},{dtypes}#{self.tag}" if dtypes else f"{name}#{self.tag}"
 
     def report(self) -> dict[str, list[str]]:
         """The `specialization` of a JSON report row."""
@@ -143,6 +145,13 @@ def readable_name(constexprs: dict[str, Any], options: dict[str, Any]) -> str:
         else:
             parts.append(f"{_SHORT.get(key, key)}={format_value(value)}")
     return ",".join(parts)
+
+
+def pointee_types(signature: dict[str, str]) -> str:
+    """The element types of the pointer arguments, each once, sorted (the name must not depend on the order a
+    file lists the signature in): "bf16+fp32"."""
+    return "+".join(sorted({ty[2:] if ty.startswith("*k") else ty[1:] for ty in signature.values()
+                            if ty.startswith("*")}))
 
 
 def format_value(value: Any) -> str:

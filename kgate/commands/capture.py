@@ -12,6 +12,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from kgate import tools
 from kgate.capture import session
 from kgate.commands.common import config_from
 from kgate.config import KNOWN_TARGETS
@@ -38,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     with session.scratch() as folder:
         env = session.command_env(config, folder, offline=not gpu, target=target, live=args.verify,
                                   counts=args.counts)
-        code = session.run_command(command, env)
+        code = tools.run_user_command(command, env)
         recorded = session.read_records(config, folder)
     for line in session.describe(recorded):
         print(line, file=sys.stderr)

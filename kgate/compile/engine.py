@@ -29,6 +29,7 @@ from kgate.compile.pool import Outcome, Pool
 from kgate.compile.relocate import def_line, def_spans, relocate
 from kgate.config import Config, TritonEntry
 from kgate.errors import ToolchainError
+from kgate.rule import CapturedKernel
 from kgate.facts.model import FACTS_SCHEMA, CompileFailure, KernelFacts
 
 Progress = Callable[[int, int, str], None]
@@ -42,6 +43,9 @@ class CompileRun:
     cached: int = 0
     toolchain: dict[str, str] = field(default_factory=dict)
     compile_seconds: dict[str, float] = field(default_factory=dict)
+    # The captured specialisations per kernel, for the capture rules, and where each kernel is defined.
+    captured: list[CapturedKernel] = field(default_factory=list)
+    locations: dict[str, tuple[str, int]] = field(default_factory=dict)
 
 
 @dataclass
@@ -121,7 +125,9 @@ def plan_variants(entry: TritonEntry, expansion: dict[str, Any]) -> list[dict[st
     constexpr_params = [p for p in params if p["constexpr"]]
     tables = list(entry.args) or [{}]
     given = set(entry.signature).union(*tables)
-    missing = sorted({name for name in runtime for table in tables if name not in table and name not in entry.signature},
+    # A run-time argument may also take its value from `constexprs` (an older way to say "launched as 1").
+    missing = sorted({name for name in runtime for table in tables
+                      if name not in table and name not in entry.signature and name not in entry.constexprs},
                      key=runtime.index)
     unknown = [name for name in entry.signature if name not in runtime]
     unknown += sorted(name for name in given - set(entry.signature) if name not in runtime)
@@ -149,7 +155,7 @@ def plan_variants(entry: TritonEntry, expansion: dict[str, Any]) -> list[dict[st
         ["block_scale"] if expansion["uses_dot_scaled"] else [])
     names = {p["name"] for p in params}
     divisible = set(entry.divisible) if entry.divisible is not None else {
-        name for name, ty in entry.signature.items() if ty.startswith("*")}
+        name for name, ty in entry.signature.items() if ty.startswith("*") or ty in _INTEGERS}
     out: dict[str, dict[str, Any]] = {}
     for b in bases:
         bad = [k for k in b["constexprs"] if k not in names]
@@ -163,13 +169,14 @@ def plan_variants(entry: TritonEntry, expansion: dict[str, Any]) -> list[dict[st
             options["maxnreg"] = b["maxnreg"]
         if entry.pdl:
             options["launch_pdl"] = True
+        constexprs = {k: v for k, v in b["constexprs"].items() if k not in runtime}
         for table in tables:
-            args = {name: table[name] if name in table else example_argument(name, entry.signature[name], divisible)
-                    for name in runtime}
-            bind = {"args": args, "constexprs": b["constexprs"], "options": options}
+            args = {name: table[name] if name in table else b["constexprs"][name] if name in b["constexprs"]
+                    else example_argument(name, entry.signature[name], divisible) for name in runtime}
+            bind = {"args": args, "constexprs": constexprs, "options": options}
             key = json.dumps(bind, sort_keys=True)
             out[key] = {
-                "kernel": entry.kernel, "name": readable_name(b["constexprs"], options), "source": "registered",
+                "kernel": entry.kernel, "name": readable_name(constexprs, options), "source": "registered",
                 "pdl": entry.pdl, "kind": entry.kind, "expect": expect, "shapes": [dict(s) for s in entry.shapes],
                 "bind": bind,
             }
@@ -177,8 +184,10 @@ def plan_variants(entry: TritonEntry, expansion: dict[str, Any]) -> list[dict[st
 
 
 # The default example values, by the signature's type, when a registration gives no `args`: a pointer
-# 16-byte aligned when `divisible` names it (by default every pointer), an integer of the type's range that
-# is divisible by 16 when `divisible` names it, a float. Triton's launcher turns them into the specialisation.
+# 16-byte aligned, an integer of the type's range divisible by 16 (both unless `divisible` lists the arguments
+# that are), a float. Triton's launcher turns them into the specialisation. Measured on captures of real
+# launches (Liger-Kernel and unsloth ops at LLM shapes): of 286 integer arguments, 212 were specialised as
+# divisible by 16, 52 as equal to 1 and 22 as neither; every pointer was 16-byte aligned.
 _INTEGERS = {"i8": 16, "i16": 16, "i32": 4096, "u8": 16, "u16": 16, "u32": 4096, "i64": 2**33, "u64": 2**63}
 
 
@@ -263,6 +272,10 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
         for p in planned:
             if p.expansion is not None:
                 p.expansion = _current_line(p, p.expansion)
+                run.locations[p.kernel] = (relpath(Path(p.expansion["path"]), config.root), p.expansion["line"])
+            if p.captured and p.expansion is not None:
+                tuned = frozenset(k for cfg in p.expansion["configs"] for k in cfg["kwargs"])
+                run.captured.append(CapturedKernel(p.kernel, tuple(c.spec for c in p.captured), tuned))
             for variant in _variants(config, p, run):
                 for target in targets:
                     key = digest("facts", FACTS_SCHEMA, kgate.__version__, tool_key, variant, target, p.source_key)

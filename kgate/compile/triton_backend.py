@@ -265,24 +265,20 @@ def bind_registration(fn: Any, kernel: str, bind: dict[str, Any], capability: in
     from kgate.capture.runtime import bind as launcher_bind
 
     pointers = _pointer_dtypes()
-    args = []
-    for param in fn.params:
-        if param.is_constexpr:
-            continue
-        value = bind["args"].get(param.name)
+    args: dict[str, Any] = {}
+    for name, value in bind["args"].items():
         if isinstance(value, dict):
             ty = value["type"]
-            dtype = pointers.get(ty[1:])
+            dtype = pointers.get(ty[2:] if ty.startswith("*k") else ty[1:])
             if dtype is None:
-                raise KernelError(f"{param.name}: {ty!r} is not a pointer type Triton's launcher knows "
+                raise KernelError(f"{name}: {ty!r} is not a pointer type Triton's launcher knows "
                                   f"(e.g. \"*bf16\", \"*fp8e4nv\")")
-            value = ExamplePointer(dtype, value["align"])
+            args[name] = ExamplePointer(dtype, value["align"])
         else:
-            value = decode_constant(value, param.name)
-        args.append(value)
+            args[name] = decode_constant(value, name)
     constexprs = {name: decode_constant(value, name) for name, value in bind["constexprs"].items()}
     try:
-        record = launcher_bind(fn, args, {**constexprs, **bind["options"]}, capability)
+        record = launcher_bind(fn, [], {**args, **constexprs, **bind["options"]}, capability)
     except Unsupported as exc:
         raise KernelError(f"kgate cannot gate this launch: {exc}") from None
     except Exception as exc:  # noqa: BLE001 - the launcher refused the arguments: a finding, not a crash

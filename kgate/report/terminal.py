@@ -50,13 +50,53 @@ def kernel_table(kernels: list[KernelFacts], findings: list[Finding]) -> list[st
             by_kernel.setdefault((f.kernel, f.variant, f.target), []).append(f)
     header = ("kernel", "variant", "target", "regs", "spill", "smem", "w/sub", "mma", "verdict")
     rows = [header]
+    shown = short_variants(kernels)
     for k in sorted(kernels, key=lambda k: k.key):
         res = k.resources
         occ = residency(res.registers, res.smem_bytes, k.num_warps, primary(k.target))
         mma = ", ".join(sorted({short_mma(op) for op in k.entry.mma})) or "-"
-        rows.append((k.kernel, k.variant, k.target, str(res.registers), str(res.spill_stores), str(res.smem_bytes),
+        rows.append((k.kernel, shown[k.key], k.target, str(res.registers), str(res.spill_stores), str(res.smem_bytes),
                      f"{occ.warps_per_subcore:g}", mma, _verdict(k, by_kernel)))
     out = aligned(rows, {3, 4, 5, 6})
+    return out
+
+
+VARIANT_WIDTH = 64
+
+
+def variant_parts(variant: str) -> list[str]:
+    """A variant name's comma-separated parts (a tuple value's own commas, in parentheses, stay inside)."""
+    parts, depth, start = [], 0, 0
+    for i, char in enumerate(variant):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            parts.append(variant[start:i])
+            start = i + 1
+    parts.append(variant[start:])
+    return parts
+
+
+def short_variants(kernels: list[KernelFacts]) -> dict[tuple[str, str, str], str]:
+    """The variant column: of a Triton variant's name, the parts that tell it from the kernel's other rows (the
+    values shared by every row of the kernel are left out), at most VARIANT_WIDTH characters, always with the
+    tag that ends the name. Findings and reports keep the whole name."""
+    by_kernel: dict[str, list[KernelFacts]] = {}
+    for k in kernels:
+        by_kernel.setdefault(k.kernel, []).append(k)
+    out = {}
+    for rows in by_kernel.values():
+        split = {}
+        for k in rows:
+            head, sep, tag = k.variant.rpartition("#")
+            split[k.key] = (variant_parts(head) if sep else [k.variant], sep + tag if sep else "")
+        distinct = {k.variant for k in rows}
+        common = set.intersection(*(set(parts) for parts, _tag in split.values())) if len(distinct) > 1 else set()
+        for key, (parts, tag) in split.items():
+            kept = [p for p in parts if p not in common] or parts[-2:]
+            text = ",".join(kept)
+            if len(text) + len(tag) > VARIANT_WIDTH:
+                text = text[: max(8, VARIANT_WIDTH - len(tag) - 3)] + "..."
+            out[key] = text + tag
     return out
 
 

@@ -1,0 +1,1 @@
+"""Rules of this layer: one module per rule."""

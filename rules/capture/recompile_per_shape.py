@@ -1,0 +1,89 @@
+"""## What it does
+Reads the captured specialisations of each Triton kernel (`kgate capture`)
+and reports a `tl.constexpr` integer that takes several values across
+launches that are otherwise the same specialisation (same argument types,
+same other constexprs, same options; divisibility aside, since it moves with
+the shape too), where the values are not all powers of two: a constexpr that
+follows a run-time shape, such as `rows_per_program = ceil(n_rows / sm_count)`
+or a batch size passed as `bs: tl.constexpr`.
+
+Constexprs set by the kernel's autotune configs are left alone (they vary by
+design), and so are powers of two (`BLOCK = next_power_of_2(n)` compiles at
+most a few dozen variants over all shapes). Only `kgate capture` can see
+this: it needs the values real launches passed.
+
+## Why is this bad?
+Every new value of a constexpr is a new compile: tens to hundreds of
+milliseconds of Triton front end and ptxas in the middle of a training or
+serving step, once per new shape, on every rank, and a kernel cache that
+grows without bound. With variable sequence lengths it compiles on most
+steps. It passes every test that uses one or two shapes.
+
+## Example
+```python
+rows_per_program = math.ceil(n_rows / sm_count)
+_layer_norm_backward_kernel[(sm_count,)](..., n_rows, n_cols, rows_per_program=rows_per_program,
+                                         BLOCK_SIZE=BLOCK_SIZE)
+# with  rows_per_program: tl.constexpr  in the kernel's parameters
+```
+
+## Use instead
+Pass the value as a run-time argument (drop `tl.constexpr`); the loop bound
+does not need to be known at compile time. Where it must be a constexpr,
+round it to a power of two, or bucket it.
+
+## Options
+- `min_values` (integer, default 2): how many distinct values a constexpr
+  must take before it is reported.
+- `ignore` (list of strings, default []): constexpr names never reported
+  (an enum-like integer that is not a shape).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from kgate.findings import Severity
+from kgate.rule import CaptureContext, CapturedKernel, Option, Report, Rule
+
+
+def _power_of_two(value: int) -> bool:
+    return value > 0 and value & (value - 1) == 0
+
+
+def check(kernel: CapturedKernel, ctx: CaptureContext) -> Iterable[Report]:
+    ignored = set(ctx.options["ignore"]) | set(kernel.tuned)
+    values: dict[str, dict[str, set[int]]] = {}  # constexpr -> rest of the specialisation -> its values
+    for spec in kernel.specs:
+        for name, value in spec.constexprs.items():
+            if name in ignored or isinstance(value, bool) or not isinstance(value, int):
+                continue
+            rest: list[Any] = [spec.signature, sorted(spec.equal_to_1), sorted(spec.none), spec.options,
+                               {k: v for k, v in spec.constexprs.items() if k != name}]
+            values.setdefault(name, {}).setdefault(json.dumps(rest, sort_keys=True), set()).add(value)
+    for name in sorted(values):
+        taken = max(values[name].values(), key=lambda found: (len(found), sorted(found)))
+        if len(taken) < ctx.options["min_values"] or all(_power_of_two(v) for v in taken):
+            continue
+        shown = ", ".join(str(v) for v in sorted(taken)[:6]) + (", ..." if len(taken) > 6 else "")
+        yield Report(f"constexpr `{name}` took {len(taken)} values ({shown}) in captured launches that are "
+                     f"otherwise the same specialisation: it follows a run-time shape, so every new value compiles "
+                     f"`{kernel.kernel.split(':')[-1]}` again; pass it as a run-time argument",
+                     discriminator=name)
+
+
+RULE = Rule(
+    code="KG108",
+    name="recompile-per-shape",
+    layer="capture",
+    severity=Severity.WARNING,
+    summary="A constexpr that follows a run-time shape: one compile per new shape",
+    check=check,
+    doc=__doc__ or "",
+    options={
+        "min_values": Option(2, "distinct values before a constexpr is reported", int, minimum=2),
+        "ignore": Option([], "constexpr names never reported", list, items=str),
+    },
+)
