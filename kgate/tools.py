@@ -65,7 +65,8 @@ def run(argv: list[str], *, timeout: float = DEFAULT_TIMEOUT, cwd: str | Path | 
 
 def run_user_command(argv: list[str], env: dict[str, str]) -> int:
     """Run the user's own command in the foreground (`kgate capture -- COMMAND`): its output goes to the
-    terminal and its exit status comes back. No timeout: it is the user's test run, not a tool of kgate's.
+    terminal and its exit status comes back (128 + N when a signal N killed it, as a shell says). No timeout:
+    it is the user's test run, not a tool of kgate's.
     An interrupt from the terminal reaches the command too; kgate waits for it to finish."""
     try:
         process = subprocess.Popen(argv, env=env)
@@ -75,9 +76,10 @@ def run_user_command(argv: list[str], env: dict[str, str]) -> int:
         raise ToolchainError(f"cannot run {argv[0]!r}: {exc.strerror or exc}") from None
     while True:
         try:
-            return process.wait()
+            code = process.wait()
         except KeyboardInterrupt:
             continue
+        return 128 - code if code < 0 else code  # killed by signal N: 128 + N, as a shell reports it
 
 
 def triton_bin_dir() -> Path | None:

@@ -89,3 +89,49 @@ def test_the_decorator_checks_its_fields_when_the_module_is_imported() -> None:
         kgate.register(kernel="a:b", signature={})
     fn = kgate.register(signature={"x": "*fp16"}, kind="gemm")(kernel)
     assert fn is kernel and fn.__kgate__[0].kind == "gemm"
+
+
+SPECIALISED = textwrap.dedent('''\
+    import triton
+    import triton.language as tl
+    import kgate
+
+    @kgate.register(args={"x": "*bf16", "out": "*bf16", "bias": None, "n": 4096, "stride": 1},
+                    constexprs={"BLOCK": 1024, "DT": tl.bfloat16})
+    @triton.jit
+    def axpy(x, out, bias, n, stride, BLOCK: tl.constexpr, DT: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        v = tl.load(x + offs * stride, mask=offs < n, other=0.0).to(tl.float32)
+        if bias is not None:
+            v += tl.load(bias + offs, mask=offs < n, other=0.0).to(tl.float32)
+        tl.store(out + offs, v.to(DT), mask=offs < n)
+''')
+
+SPECIALISED_TABLES = '''
+[[triton]]
+kernel = "ops:axpy"
+constexprs = { BLOCK = 1024, DT = "tl.float16" }
+args = [
+  { x = "*fp16", out = "*fp16", bias = "*fp16", n = 4097, stride = 2 },
+  { x = { type = "*fp16", align = 8 }, out = "*fp16", bias = "None", n = 4096, stride = 1 },
+]
+'''
+
+
+def test_example_arguments_are_specialised_by_tritons_launcher(tmp_path: Path) -> None:
+    """A dtype constexpr, None, 1, sizes that are and are not multiples of 16, a misaligned pointer; the same
+    kernel registered by decorator and by two tables of the configuration: every launch is its own row."""
+    root = project(tmp_path / "specialised", SPECIALISED_TABLES, SPECIALISED)
+    rows = {(r["constexprs"]["DT"], r["variant"]): r for r in kernels(root)}
+    assert len(rows) == 3
+    by_dtype: dict[str, list[dict]] = {}
+    for (dtype, _variant), row in sorted(rows.items()):
+        by_dtype.setdefault(dtype, []).append(row)
+    (decorated,) = by_dtype["tl.bfloat16"]
+    assert decorated["specialization"] == {"divisible_by_16": ["n", "out", "x"], "equal_to_1": ["stride"],
+                                           "none": ["bias"]}
+    assert decorated["signature"] == {"n": "i32", "out": "*bf16", "x": "*bf16"}
+    specs = sorted((r["specialization"] for r in by_dtype["tl.float16"]), key=str)
+    assert specs == [{"divisible_by_16": ["bias", "out", "x"], "equal_to_1": [], "none": []},
+                     {"divisible_by_16": ["n", "out"], "equal_to_1": ["stride"], "none": ["bias"]}]
+    assert all(r["source"] == "registered" for r in rows.values())

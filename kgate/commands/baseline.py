@@ -9,6 +9,7 @@ from kgate.commands.common import ProgressBar, config_from, fail_on, selection_f
 from kgate.pipeline import CheckOptions, run_check
 from kgate.ratchet.baseline import Baseline, save
 from kgate.ratchet.gate import baseline_path, load_baseline
+from kgate.ratchet.migrate import migrate
 from kgate.ratchet.update import repin
 from kgate.shard import parse_shard
 
@@ -27,12 +28,14 @@ def run(args: argparse.Namespace) -> int:
         checked = run_check(config, selection, options, progress)
     finally:
         progress.clear()
-    old = load_baseline(config) or Baseline()
+    old, renamed = migrate(load_baseline(config) or Baseline(), {k.key for k in checked.state.kernels})
     outcome = repin(old, checked.state, accept_new=args.accept_new, slack=config.size_slack)
     rel = config.baseline
+    if renamed:
+        print(f"renamed   {renamed} entr(y/ies) to the variant names that say their specialisation")
     for line in outcome.changes:
         print(line)
-    if outcome.changed or not path.exists():
+    if outcome.changed or renamed or not path.exists():
         save(outcome.baseline, path, rel)
         print(f"kgate: wrote {rel} ({len(outcome.changes)} change(s))")
     else:

@@ -48,6 +48,8 @@ def run(args: argparse.Namespace) -> int:
     if seen == 0:
         hint = note or ("the command ran no @triton.jit kernel of the project through Triton's launcher"
                         + ("" if gpu else " (on a machine without a GPU, run its ops on CPU tensors)"))
+        if code != 0 and not note and config.setup is None:
+            hint += "; if its modules fail to import without a GPU, give them a set-up hook (`setup`)"
         print(f"kgate: nothing captured: {hint}; {display} is unchanged", file=sys.stderr)
         return code if code != 0 else 2
     try:

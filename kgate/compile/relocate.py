@@ -44,8 +44,12 @@ class Moved(Exception):
 
 
 def _move(line: int, then: Spans, now: Spans) -> int:
-    for name, (start, end) in then.items():
-        if start <= line <= end:
+    """A line moved with the function it lay in. Triton sometimes places an instruction on a line just past
+    its function's last one (the blank line after it), so a line between two functions goes with the first."""
+    starts = sorted((start, end, name) for name, (start, end) in then.items())
+    for index, (start, end, name) in enumerate(starts):
+        following = starts[index + 1][0] if index + 1 < len(starts) else None
+        if start <= line and (line <= end or (following is None or line < following) and line <= end + 2):
             if name not in now:
                 raise Moved(name)
             return line + now[name][0] - start

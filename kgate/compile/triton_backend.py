@@ -133,7 +133,11 @@ def _load(kernel: str) -> Any:
     except BaseException as exc:
         if isinstance(exc, KeyboardInterrupt):
             raise
-        raise KernelError(f"cannot import {module_name}: {type(exc).__name__}: {exc}") from None
+        probe = any(word in str(exc).lower() for word in ("device", "cuda", "gpu", "driver", "nvidia"))
+        hint = "" if os.environ.get("KGATE_SETUP") or not probe else (
+            " (a project whose modules probe the GPU when they import can name a set-up hook, run first, in the "
+            "configuration's `setup`)")
+        raise KernelError(f"cannot import {module_name}: {type(exc).__name__}: {exc}{hint}") from None
     try:
         return getattr(module, attr)
     except AttributeError:

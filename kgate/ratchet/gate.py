@@ -9,6 +9,7 @@ from kgate.config import Config
 from kgate.errors import BaselineError
 from kgate.ratchet.baseline import Baseline, load
 from kgate.ratchet.compare import Comparison, RunState, compare
+from kgate.ratchet.migrate import migrate
 from kgate.report.result import Result
 from kgate.selection import Selection, rule_options
 
@@ -48,6 +49,10 @@ def apply(result: Result, state: RunState, config: Config, *, enabled: bool = Tr
     baseline = load_baseline(config)
     if baseline is None:
         return None
+    baseline, renamed = migrate(baseline, {k.key for k in state.kernels})
+    if renamed:
+        result.notices.append(f"note: {renamed} entr(y/ies) of {config.baseline} name variants as kgate did "
+                              f"before variants named their specialisation; `kgate baseline update` renames them")
     comparison = compare(baseline, state, mode=config.ratchet, toolchain_policy=config.toolchain_change,
                          slack=config.size_slack)
     result.findings = comparison.active

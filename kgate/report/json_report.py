@@ -4,8 +4,10 @@ Top level: {"version": 1, "command", "findings": [...], "kernels": [...],
 "ratchet": [...], "summary": {...}}. Findings carry code, name, severity,
 path, line, col, end_line, end_col, kernel, variant, target, message and
 identity; kernels carry registers, spill_bytes (spill stores), spill_loads,
-stack_bytes, smem_bytes, constexprs, instructions (PTX MMA opcodes by full
-name, with counts) and sass (SASS opcode counts, null when not
+stack_bytes, smem_bytes, constexprs, signature, specialization (Triton: the
+arguments the launcher specialised, as divisible_by_16, equal_to_1 and none),
+source ("registered" or "captured"; "" for CUDA), instructions (PTX MMA opcodes
+by full name, with counts) and sass (SASS opcode counts, null when not
 disassembled). Every key is always present; lists are sorted and keys are
 written in sorted order. Nothing in it depends on timing or on the machine,
 so the same inputs give the same bytes.
@@ -51,6 +53,9 @@ def kernel_record(facts: KernelFacts) -> dict[str, Any]:
         "pdl": facts.pdl,
         "expect": list(facts.expect),
         "constexprs": dict(sorted(facts.constexprs.items())),
+        "signature": dict(sorted(facts.signature.items())),
+        "specialization": {k: sorted(v) for k, v in sorted(facts.specialization.items())},
+        "source": facts.source,
         "warps_per_subcore": occupancy.warps_per_subcore,
         "instructions": dict(sorted(facts.entry.mma.items())),
         "sass": dict(sorted(facts.sass.opcodes.items())) if facts.sass is not None else None,
