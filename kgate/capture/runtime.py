@@ -38,7 +38,7 @@ ENV_MODE = "KGATE_CAPTURE_MODE"  # "gpu" (run as usual) or "offline" (bind for a
 ENV_TARGET = "KGATE_CAPTURE_TARGET"  # offline: the capability to bind for, e.g. "120"
 ENV_SETUP = "KGATE_SETUP"  # "module:function" or a file: the project's set-up, run before its code
 ENV_SETUP_PATH = "KGATE_SETUP_PATH"  # os.pathsep-separated folders to import the set-up from
-ENV_LIVE = "KGATE_CAPTURE_LIVE"  # "1": at exit, also write what the driver reports of each loaded kernel
+ENV_LIVE = "KGATE_CAPTURE_LIVE"  # "1": also write what the driver reports of each kernel the JIT loads
 ENV_COUNTS = "KGATE_CAPTURE_COUNTS"  # "1": also count launches
 ENV_WHERE = "KGATE_CAPTURE_WHERE"  # offline: how to name this environment in the capture file ("cpu sm_120a")
 
@@ -241,7 +241,6 @@ class Recorder:
         self.live = live
         self.counts = counts
         self.seen: dict[tuple[int, str], str] = {}  # (id of the JITFunction, Triton's cache key) -> record id
-        self.loaded: dict[str, tuple[Any, Any, str]] = {}  # record id -> (JITFunction, device, key)
         self.launches: dict[str, int] = {}
         self.specs: dict[str, dict[str, Any]] = {}  # record id -> record
         self.autotuned: list[list[str]] = []  # record ids bound inside each running autotuner call
@@ -249,6 +248,7 @@ class Recorder:
         self._pid = -1
         self._fd = -1
         self.previous_hook: Any = None
+        self.previous_post_hook: Any = None
         self.where: str | None = os.environ.get(ENV_WHERE) if offline else None
         self._described = False
 
@@ -275,13 +275,29 @@ class Recorder:
             if rid is None:
                 rid = self._record(jit_function, compile)
                 self.seen[seen_key] = rid
-                if self.live:
-                    self.loaded[rid] = (jit_function, compile.get("device"), key)
             if self.counts and self.offline:
                 self.launches[rid] = self.launches.get(rid, 0) + 1
             for bound in self.autotuned:
                 bound.append(rid)
         return True if self.offline else previous
+
+    def post_hook(self, *, key: Any, repr: Any, fn: Any, compile: dict[str, Any], is_manual_warmup: bool,
+                  already_compiled: bool, **extra: Any) -> Any:
+        """After the JIT compiled a specialisation: what the driver reports of the kernel it loads (`--verify`)."""
+        previous = None
+        if self.previous_post_hook is not None:
+            previous = self.previous_post_hook(key=key, repr=repr, fn=fn, compile=compile,
+                                               is_manual_warmup=is_manual_warmup, already_compiled=already_compiled,
+                                               **extra)
+        rid = self.seen.get((id(fn.jit_function), str(key)))
+        if rid is not None:
+            try:
+                figures = live_figures(fn.jit_function, compile.get("device"), key)
+            except Exception as exc:  # noqa: BLE001 - a recorder must never break the command it watches
+                figures = {"error": f"{type(exc).__name__}: {exc}"}
+            with self.lock:
+                self._write({"type": "live", "id": rid, **figures})
+        return previous
 
     def _describe(self, device: Any) -> None:
         """Once per process: where the launches happen (the GPU's name, or the offline target) and Triton."""
@@ -321,13 +337,10 @@ class Recorder:
                 self._write({"type": "picked", "id": rid})
 
     def finish(self) -> None:
-        """At exit: launch counts and, on a GPU, what the driver reports of each loaded kernel."""
+        """At exit: launch counts, when asked for."""
         try:
             for rid, count in sorted(self.launches.items()):
                 self._write({"type": "launches", "id": rid, "count": count})
-            if self.live:
-                for rid, (jit_function, device, key) in sorted(self.loaded.items(), key=lambda kv: kv[0]):
-                    self._write({"type": "live", "id": rid, **live_figures(jit_function, device, key)})
         except Exception:  # noqa: BLE001 - at exit there is nobody left to tell
             pass
 
@@ -408,6 +421,9 @@ def install(recorder: Recorder, capability: int | None) -> None:
 
     recorder.previous_hook = knobs.runtime.jit_cache_hook
     knobs.runtime.jit_cache_hook = recorder.hook
+    if recorder.live and not recorder.offline:
+        recorder.previous_post_hook = knobs.runtime.jit_post_compile_hook
+        knobs.runtime.jit_post_compile_hook = recorder.post_hook
     if recorder.offline:
         from triton.runtime.driver import driver
 
