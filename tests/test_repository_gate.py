@@ -33,7 +33,7 @@ WAIT_LATE = '''    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, B
 @pytest.fixture(scope="module")
 def copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("repository")
-    for name in ("pyproject.toml", "kgate-baseline.toml"):
+    for name in ("pyproject.toml", "kgate-baseline.toml", "kgate-capture.toml"):
         shutil.copy(REPO / name, root / name)
     shutil.copytree(REPO / "kernels", root / "kernels",
                     ignore=shutil.ignore_patterns("__pycache__", "test_*.py", "conftest.py"))
