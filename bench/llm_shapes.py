@@ -65,6 +65,7 @@ def bundled_gemm(torch: object, device: str, size: int) -> object:
 
 def liger_ops(torch: object, device: str, tokens: list[int]) -> list[tuple[str, Callable[[], object]]]:
     from liger_kernel.ops.cross_entropy import LigerCrossEntropyFunction
+    from liger_kernel.ops.dyt import LigerDyTFunction
     from liger_kernel.ops.fused_add_rms_norm import LigerFusedAddRMSNormFunction
     from liger_kernel.ops.geglu import LigerGELUMulFunction
     from liger_kernel.ops.group_norm import LigerGroupNormFunction
@@ -95,6 +96,8 @@ def liger_ops(torch: object, device: str, tokens: list[int]) -> list[tuple[str, 
                 (f"fused_add_rms_norm {label}", lambda x=x, w=w, n=n: LigerFusedAddRMSNormFunction.apply(
                     x, tensor(n, HIDDEN), w, 1e-6)[0].sum().backward()),
                 (f"softmax {label}", lambda x=x: LigerSoftmaxFunction.apply(x).sum().backward()),
+                (f"dyt (autotuned) {label}", lambda x=x, w=w: LigerDyTFunction.apply(
+                    x, ones(1), w, ones(HIDDEN)).sum().backward()),
                 (f"swiglu {label}", lambda n=n: LigerSiLUMulFunction.apply(
                     tensor(n, 4 * HIDDEN), tensor(n, 4 * HIDDEN)).sum().backward()),
                 (f"geglu {label}", lambda n=n: LigerGELUMulFunction.apply(
@@ -112,7 +115,7 @@ def liger_ops(torch: object, device: str, tokens: list[int]) -> list[tuple[str, 
                     tensor(64, 32000).log_softmax(-1), tensor(64, 32000, grad=False).log_softmax(-1), None, 0.5,
                     -100).backward()),
                 (f"group_norm {label}", lambda: LigerGroupNormFunction.apply(
-                    tensor(4, 64, 1024), ones(64), t.zeros(64, dtype=dtype, device=device, requires_grad=True), 64,
+                    tensor(4, 64, 1024), ones(64), ones(64), 64,
                     8, 1e-6).sum().backward()),
             ]
     return ops

@@ -73,9 +73,9 @@ def play(args: list[str], cwd: Path) -> Run:
 
 
 def project(dest: Path) -> Path:
-    """A checkout as `actions/checkout` gives it: the configuration, the baseline and the kernels."""
+    """A checkout as `actions/checkout` gives it: the configuration, the baseline, the capture and the kernels."""
     dest.mkdir(parents=True)
-    for name in ("pyproject.toml", "kgate-baseline.toml"):
+    for name in ("pyproject.toml", "kgate-baseline.toml", "kgate-capture.toml"):
         shutil.copy(REPO / name, dest / name)
     shutil.copytree(REPO / "kernels", dest / "kernels",
                     ignore=shutil.ignore_patterns("__pycache__", "test_*.py", "conftest.py"))

@@ -30,6 +30,7 @@ import json
 import os
 import sys
 import threading
+from collections.abc import Callable
 from typing import Any
 
 RECORD_VERSION = 1
@@ -235,8 +236,10 @@ class Recorder:
     """Records, per process, every specialisation the launcher computes (appended to a JSONL file as seen,
     so a killed process loses nothing it recorded), problems, and at exit the optional extras."""
 
-    def __init__(self, directory: str, offline: bool, live: bool, counts: bool) -> None:
+    def __init__(self, directory: str, offline: bool, live: bool, counts: bool,
+                 sink: Callable[[dict[str, Any]], object] | None = None) -> None:
         self.directory = directory
+        self.sink = sink  # where records go instead of the file (binding in a compile worker)
         self.offline = offline
         self.live = live
         self.counts = counts
@@ -253,6 +256,9 @@ class Recorder:
         self._described = False
 
     def _write(self, record: dict[str, Any]) -> None:
+        if self.sink is not None:
+            self.sink(record)
+            return
         line = (json.dumps(record, sort_keys=True, default=str) + "\n").encode()
         if self._pid != os.getpid():  # a forked child writes a file of its own
             self._pid = os.getpid()
@@ -543,9 +549,8 @@ def bind(fn: Any, args: list[Any], kwargs: dict[str, Any], capability: int) -> d
     from triton import knobs
     from triton.runtime.driver import driver
 
-    recorder = Recorder("", True, False, False)
     records: list[dict[str, Any]] = []
-    recorder._write = records.append  # type: ignore[method-assign]
+    recorder = Recorder("", True, False, False, sink=records.append)
     saved_driver = driver._active
     saved_hook = knobs.runtime.jit_cache_hook
     driver.set_active(offline_driver(capability))

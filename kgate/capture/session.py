@@ -27,7 +27,6 @@ from kgate.collect.captures import CapturedSpec, CaptureFile
 from kgate.collect.modules import import_roots, module_name
 from kgate.collect.specialization import Specialization
 from kgate.config import Config
-from kgate.errors import CaptureError
 
 BOOT = Path(__file__).resolve().parent / "boot"
 CAPABILITY = {"sm_120a": 120, "sm_100a": 100, "sm_90a": 90}
@@ -138,7 +137,7 @@ def _entry(record: dict[str, Any], where: str, roots: list[Path], project: Path,
     if "problem" in record:
         out.problems.append(f"{kernel}: not recorded: {record['problem']}")
         return None
-    module, _, qualname = kernel.partition(":")
+    qualname = kernel.partition(":")[2]
     if "<locals>" in qualname or "." in qualname:
         out.problems.append(f"{kernel}: defined inside a function or class, so kgate cannot import it to compile it "
                             f"(define the kernel at the top level of a module)")

@@ -36,6 +36,12 @@ def comparisons(facts: KernelFacts, live: dict[str, Any]) -> list[tuple[str, int
     return out
 
 
+def _pair(pairs: dict[str, tuple[int, int]], name: str) -> tuple[str, str]:
+    if name not in pairs:
+        return "-", "-"
+    return f"{pairs[name][0]:,}", f"{pairs[name][1]:,}"
+
+
 def verify(config: Config, recorded: Recorded, *, jobs: int | None) -> bool:
     """Print the comparison table and a summary line; True when any figure differs or cannot be compared."""
     by_target: dict[str, list[Any]] = {}
@@ -68,13 +74,8 @@ def verify(config: Config, recorded: Recorded, *, jobs: int | None) -> bool:
             else:
                 equal += 1
 
-            def pair(name: str) -> tuple[str, str]:
-                if name not in pairs:
-                    return "-", "-"
-                return f"{pairs[name][0]:,}", f"{pairs[name][1]:,}"
-
-            rows.append((facts.kernel, facts.variant, target, *pair("registers"), *pair("shared"), *pair("local"),
-                         verdict))
+            rows.append((facts.kernel, facts.variant, target, *_pair(pairs, "registers"), *_pair(pairs, "shared"),
+                         *_pair(pairs, "local"), verdict))
     for line in aligned(rows, {3, 4, 5, 6, 7, 8}):
         print(line)
     total = equal + different + failed

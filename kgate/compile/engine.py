@@ -17,20 +17,20 @@ from typing import Any
 import kgate
 from kgate import tools
 from kgate.collect import pyindex
+from kgate.collect.captures import CapturedSpec
 from kgate.collect.files import relpath
 from kgate.collect.modules import import_roots, kernel_source_key, module_file
-from kgate.collect.captures import CapturedSpec
 from kgate.collect.specialization import readable_name
 from kgate.collect.static_kernel import static_expansion
-from kgate.compile.triton_backend import MISSING_ATTRIBUTE
 from kgate.compile import records as record_shapes
 from kgate.compile.cache import Cache, digest
 from kgate.compile.pool import Outcome, Pool
 from kgate.compile.relocate import def_line, def_spans, relocate
+from kgate.compile.triton_backend import MISSING_ATTRIBUTE
 from kgate.config import Config, TritonEntry
 from kgate.errors import ToolchainError
-from kgate.rule import CapturedKernel
 from kgate.facts.model import FACTS_SCHEMA, CompileFailure, KernelFacts
+from kgate.rule import CapturedKernel
 
 Progress = Callable[[int, int, str], None]
 

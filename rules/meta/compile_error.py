@@ -42,7 +42,7 @@ RULE = Rule(
     name="compile-error",
     layer="meta",
     severity=Severity.ERROR,
-    summary="A registered kernel variant failed to compile",
+    summary="A registered or captured kernel variant failed to compile",
     check=check,
     doc=__doc__ or "",
 )
