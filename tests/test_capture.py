@@ -284,3 +284,25 @@ def test_a_module_that_needs_set_up_imports_with_the_setup_hook(tmp_path: Path) 
     unset = kgate("check", "-q", "--no-cache", cwd=project)
     assert unset.code == 1
     assert "No device were detected" in unset.stdout and "`setup`" in unset.stdout
+
+
+def test_the_environments_own_sitecustomize_still_runs(tmp_path: Path) -> None:
+    project = copy_project("capture", tmp_path)
+    site = project / "site_extra"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text("import pathlib\npathlib.Path('sitecustomize-ran').write_text('yes')\n")
+    run = kgate("capture", "--device", "cpu", "--", *LAUNCH, cwd=project, env={"PYTHONPATH": str(site)})
+    assert run.code == 0, run.stderr
+    assert (project / "sitecustomize-ran").read_text() == "yes" and entries(project)
+
+
+def test_launch_counts_only_when_asked(tmp_path: Path) -> None:
+    project = copy_project("capture", tmp_path)
+    assert kgate("capture", "--device", "cpu", "--", *LAUNCH, cwd=project).code == 0
+    assert all(e.launches is None for e in entries(project))
+    assert "\nlaunches = " not in (project / "kgate-capture.toml").read_text()
+    assert kgate("capture", "--device", "cpu", "--counts", "--replace", "--", *LAUNCH, cwd=project).code == 0
+    counted = {e.spec.kernel: e.launches for e in entries(project)}
+    assert all(count and count >= 1 for count in counted.values())
+    (scale,) = [e for e in of(project, "scale_kernel") if e.spec.equal_to_1]
+    assert scale.launches == 2  # stride 1 at both sizes: one specialisation, launched twice
