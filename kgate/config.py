@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from kgate.errors import ConfigError, did_you_mean
+from kgate.errors import ConfigError, KgateError, did_you_mean
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -187,6 +187,20 @@ def _read_toml(path: Path) -> dict[str, Any]:
     except ValueError as exc:  # TOMLDecodeError, or a number too long for int()
         message, where = toml_error(exc, text)
         raise ConfigError(f"invalid TOML: {message}", path=path.name, line=where) from None
+
+
+def toml_document(raw: bytes, where: str, error: type[KgateError], not_utf8: str) -> tuple[dict[str, Any], str]:
+    """(the table, the text) of a TOML file kgate reads (the baseline, the capture file), or `error` naming the
+    line: `not_utf8` says what to do about bytes that are not UTF-8."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise error(not_utf8, path=where, line=raw[: exc.start].count(b"\n") + 1) from None
+    try:
+        return tomllib.loads(text), text
+    except ValueError as exc:  # TOMLDecodeError, or a number too long for int()
+        message, line = toml_error(exc, text)
+        raise error(f"invalid TOML: {message}", path=where, line=line) from None
 
 
 def toml_error(exc: Exception, source: str = "") -> tuple[str, int | None]:
@@ -439,7 +453,7 @@ def parse_args(value: Any, ctx: _Ctx) -> list[dict[str, Any]]:
 def _arg_value(item: Any, ctx: _Ctx, key: str) -> Any:
     if item is None or item == "None":
         return "None"
-    if isinstance(item, bool) or isinstance(item, int) or isinstance(item, float):
+    if isinstance(item, (bool, int, float)):
         if isinstance(item, float) and not math.isfinite(item):
             raise ctx.error(key, f"must be a finite number, not {item!r}")
         return item

@@ -29,20 +29,14 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from kgate.atomicio import atomic_write
 from kgate.collect.specialization import Specialization
-from kgate.config import toml_error
+from kgate.config import toml_document
 from kgate.errors import CaptureError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 FORMAT_VERSION = 1
 DEFAULT_FILE = "kgate-capture.toml"
@@ -93,16 +87,7 @@ def load(path: Path, display: str) -> CaptureFile:
 
 
 def parse(raw: bytes, where: str) -> CaptureFile:
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise CaptureError("not valid UTF-8 (capture again with `kgate capture`)", path=where,
-                           line=raw[: exc.start].count(b"\n") + 1) from None
-    try:
-        data = tomllib.loads(text)
-    except ValueError as exc:
-        message, line = toml_error(exc, text)
-        raise CaptureError(f"invalid TOML: {message}", path=where, line=line) from None
+    data, text = toml_document(raw, where, CaptureError, "not valid UTF-8 (capture again with `kgate capture`)")
     headers = [n for n, line in enumerate(text.splitlines(), 1) if line.strip().startswith("[[specialization]]")]
 
     def fail(message: str, line: int | None = None) -> CaptureError:

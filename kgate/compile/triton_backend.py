@@ -299,6 +299,7 @@ def _pointer_dtypes() -> dict[str, Any]:
     """Triton type string of a pointee ("bf16") -> its dtype, as Triton's own binder names them."""
     if not _POINTERS:
         import triton.language as tl
+
         from kgate.capture.runtime import ExamplePointer
 
         try:

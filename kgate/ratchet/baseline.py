@@ -26,20 +26,14 @@ the accepted size, rounded up to the project's slack.
 from __future__ import annotations
 
 import json
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kgate import rules as registry  # type: ignore[attr-defined]
 from kgate.atomicio import atomic_write
-from kgate.config import toml_error
+from kgate.config import toml_document
 from kgate.errors import BaselineError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 FORMAT_VERSION = 1
 METRICS = ("registers", "spill_bytes", "stack_bytes", "smem_bytes")
@@ -89,17 +83,7 @@ def load(path: Path, display: str | None = None) -> Baseline:
 
 
 def parse(raw: bytes, where: str) -> Baseline:
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        bad_line = raw[: exc.start].count(b"\n") + 1
-        raise BaselineError("not valid UTF-8 (re-generate it with `kgate baseline update`)", path=where,
-                            line=bad_line) from None
-    try:
-        data = tomllib.loads(text)
-    except ValueError as exc:  # TOMLDecodeError, or a number too long for int()
-        message, line = toml_error(exc, text)
-        raise BaselineError(f"invalid TOML: {message}", path=where, line=line) from None
+    data, text = toml_document(raw, where, BaselineError, "not valid UTF-8 (re-generate it with `kgate baseline update`)")
     return _from_data(data, text, where)
 
 
