@@ -306,3 +306,10 @@ def test_launch_counts_only_when_asked(tmp_path: Path) -> None:
     assert all(count and count >= 1 for count in counted.values())
     (scale,) = [e for e in of(project, "scale_kernel") if e.spec.equal_to_1]
     assert scale.launches == 2  # stride 1 at both sizes: one specialisation, launched twice
+
+
+def test_the_audit_covers_the_captured_specialisations(project: Path, checked: Run, tmp_path: Path) -> None:
+    run = kgate("audit", "-o", str(tmp_path / "audit"), cwd=project)
+    assert run.code == 0, run.stderr
+    report = (tmp_path / "audit" / "report.md").read_text()
+    assert all(kernel in report for kernel in KERNELS)
