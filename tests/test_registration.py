@@ -135,3 +135,17 @@ def test_example_arguments_are_specialised_by_tritons_launcher(tmp_path: Path) -
     assert specs == [{"divisible_by_16": ["bias", "out", "x"], "equal_to_1": [], "none": []},
                      {"divisible_by_16": ["n", "out"], "equal_to_1": ["stride"], "none": ["bias"]}]
     assert all(r["source"] == "registered" for r in rows.values())
+
+
+def test_do_not_specialize_is_honoured_because_the_binder_is_tritons(tmp_path: Path) -> None:
+    source = KERNEL.format(imports="", decorators="").replace(
+        "@triton.jit\n", '@triton.jit(do_not_specialize=["n"], do_not_specialize_on_alignment=["out"])\n')
+    config = '''
+[[triton]]
+kernel = "ops:scale"
+args = { x = "*fp16", out = "*fp16", n = 4096 }
+constexprs = { BLOCK = 1024, FACTOR = 2 }
+'''
+    (row,) = kernels(project(tmp_path / "dns", config, source))
+    assert row["specialization"]["divisible_by_16"] == ["x"]  # n and out were not specialised
+    assert row["signature"] == {"n": "i32", "out": "*fp16", "x": "*fp16"}
