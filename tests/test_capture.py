@@ -313,3 +313,33 @@ def test_the_audit_covers_the_captured_specialisations(project: Path, checked: R
     assert run.code == 0, run.stderr
     report = (tmp_path / "audit" / "report.md").read_text()
     assert all(kernel in report for kernel in KERNELS)
+
+
+def test_kernels_of_the_script_itself_and_of_an_installed_copy(tmp_path: Path) -> None:
+    """A kernel defined in the script the command runs is named, not imported (that would run the script);
+    a kernel of the project's own module run from a copy elsewhere (an installed package) is the project's."""
+    project = copy_project("capture", tmp_path)
+    (project / "script.py").write_text(textwrap.dedent("""\
+        import torch, triton, triton.language as tl
+
+        @triton.jit
+        def local_kernel(x, BLOCK: tl.constexpr):
+            tl.store(x + tl.arange(0, BLOCK), 1.0)
+
+        local_kernel[(1,)](torch.zeros(64), BLOCK=64)
+        """))
+    run = kgate("capture", "--device", "cpu", "--", sys.executable, "script.py", cwd=project)
+    assert run.code == 2 and "__main__:local_kernel: defined in the script the command ran" in run.stderr
+    installed = tmp_path / "site"
+    installed.mkdir()
+    (installed / "ops.py").write_bytes((project / "ops.py").read_bytes())
+    code = f"import sys; sys.path.insert(0, {str(installed)!r}); import ops; assert ops.__file__.startswith(" \
+           f"{str(installed)!r}); ops.launch_all(4096)"
+    run = kgate("capture", "--device", "cpu", "--", sys.executable, "-c", code, cwd=project)
+    assert run.code == 0, run.stderr
+    assert {e.spec.kernel for e in entries(project)} == KERNELS
+    # A library's kernel (its module is nowhere in the project) is left out, with one note.
+    (installed / "ops.py").rename(installed / "libops.py")
+    code = code.replace("import ops", "import libops as ops")
+    run = kgate("capture", "--device", "cpu", "-o", "other.toml", "--", sys.executable, "-c", code, cwd=project)
+    assert run.code == 2 and "defined outside the project were not recorded (libops:" in run.stderr

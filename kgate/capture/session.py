@@ -24,7 +24,7 @@ from typing import Any
 from kgate.capture import runtime
 from kgate.collect import captures
 from kgate.collect.captures import CapturedSpec, CaptureFile
-from kgate.collect.modules import import_roots, module_name
+from kgate.collect.modules import import_roots, module_file, module_name
 from kgate.collect.specialization import Specialization
 from kgate.config import Config
 
@@ -137,25 +137,33 @@ def _entry(record: dict[str, Any], where: str, roots: list[Path], project: Path,
     if "problem" in record:
         out.problems.append(f"{kernel}: not recorded: {record['problem']}")
         return None
-    qualname = kernel.partition(":")[2]
+    module, _, qualname = kernel.partition(":")
     if "<locals>" in qualname or "." in qualname:
         out.problems.append(f"{kernel}: defined inside a function or class, so kgate cannot import it to compile it "
                             f"(define the kernel at the top level of a module)")
+        return None
+    if module == "__main__":
+        out.problems.append(f"{kernel}: defined in the script the command ran; importing a script runs it, so kgate "
+                            f"gates kernels of modules (move the kernel into one the script imports)")
         return None
     file = Path(record.get("file") or "")
     try:
         inside = file.resolve().is_relative_to(project)
     except OSError:
         inside = False
-    if not inside:
+    if inside:
+        located = module_name(file, roots)
+        if located is None:
+            out.problems.append(f"{kernel}: {file.relative_to(project)} is not under python-path, so kgate cannot "
+                                f"import it (add its folder to python-path)")
+            return None
+        module = located[0]
+    elif module_file(module, roots) is None:
+        # Not the project's: a library's kernel, or code generated at run time (torch.compile).
         out.outside[kernel] = out.outside.get(kernel, 0) + 1
         return None
-    located = module_name(file, roots)
-    if located is None:
-        out.problems.append(f"{kernel}: {file.relative_to(project)} is not under python-path, so kgate cannot import "
-                            f"it (add its folder to python-path)")
-        return None
-    record = {**record, "kernel": f"{located[0]}:{qualname}"}
+    # else: the project's own module, run from an installed copy; kgate gates the project's source of it.
+    record = {**record, "kernel": f"{module}:{qualname}"}
     try:
         spec = Specialization.from_record(record)
     except ValueError as exc:
