@@ -49,7 +49,7 @@ class TritonEntry:
     kind: str = "other"
     variants: tuple[dict[str, Any], ...] = ()
     shapes: tuple[dict[str, int], ...] = ()
-    divisible: tuple[str, ...] | None = None  # None: every pointer argument
+    divisible: tuple[str, ...] | None = None  # None: every pointer and integer argument
     # Example values of the run-time arguments, one table per launch to gate (empty: one launch made
     # from the signature and `divisible`); Triton's launcher derives the specialisation from them.
     args: tuple[dict[str, Any], ...] = ()
