@@ -29,7 +29,7 @@ import sys
 RECORD_VERSION = 1
 # Environment variables that can change what a check finds.
 _ENV_PREFIXES = ("TRITON_", "CUDA", "NVCC", "KGATE_", "NVIDIA_")
-_ENV_NAMES = ("PATH", "PYTHONPATH", "NO_COLOR", "COLUMNS", "LD_LIBRARY_PATH")
+_ENV_NAMES = ("PATH", "PYTHONPATH", "NO_COLOR", "COLUMNS", "LD_LIBRARY_PATH", "CI")
 # Flags whose output describes the run itself (counts of compiled kernels), not the inputs.
 _NOT_REPLAYED = ("-v", "--verbose", "--no-cache", "-h", "--help")
 

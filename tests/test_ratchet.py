@@ -23,7 +23,7 @@ from kgate.errors import BaselineError
 from kgate.facts.model import KernelFacts, Resources
 from kgate.facts.ptx import parse_ptx
 from kgate.findings import Finding, Severity
-from kgate.ratchet.baseline import Baseline, Pin, load, parse, render, save
+from kgate.ratchet.baseline import HEADER, Baseline, Pin, load, parse, render, save
 from kgate.ratchet.compare import RunState, Scope, compare
 from kgate.ratchet.update import repin
 
@@ -319,12 +319,15 @@ def test_end_to_end_toolchain_change_and_broken_baseline(project: Path) -> None:
     assert kgate("baseline", "update", "--accept-new", cwd=project).code == 0
     original = baseline.read_text()
     try:
-        baseline.write_text(original.replace('"triton" = "', '"triton" = "0.').replace("\n[kernels]",
-                                                                                      "\n[kernels]"))
-        changed = kgate("check", "-q", cwd=project)
-        assert changed.code == 1
-        lines = [line for line in changed.stdout.splitlines() if line.startswith("TOOLCHAIN")]
-        assert len(lines) == 1 and "triton 0." in lines[0]
+        # Pinned with another Triton only: this toolchain has no pins of its own.
+        baseline.write_text(original.replace('"triton" = "', '"triton" = "0.'))
+        strict = kgate("check", "-q", cwd=project, env={"CI": "true"})
+        assert strict.code == 1
+        lines = [line for line in strict.stdout.splitlines() if line.startswith("TOOLCHAIN")]
+        assert len(lines) == 1 and "triton 0." in lines[0] and "kgate baseline update" in lines[0]
+        local = kgate("check", "-q", cwd=project, env={"CI": ""})  # a contributor's machine
+        assert local.code == 0, local.stdout
+        assert [line for line in local.stdout.splitlines() if line.startswith("TOOLCHAIN")][0].endswith("(accepted)")
         baseline.write_text(original.replace("registers = ", "registers = x", 1))
         broken = kgate("check", "-q", cwd=project)
         assert broken.code == 2
@@ -332,6 +335,46 @@ def test_end_to_end_toolchain_change_and_broken_baseline(project: Path) -> None:
         assert "Traceback" not in broken.stderr
     finally:
         baseline.write_text(original)
+
+
+def test_end_to_end_a_second_toolchain_gets_pins_of_its_own(project: Path) -> None:
+    baseline = project / "kgate-baseline.toml"
+    assert kgate("baseline", "update", "--accept-new", cwd=project).code == 0
+    other = baseline.read_text().replace('"triton" = "', '"triton" = "0.')  # pins of another Triton only
+    baseline.write_text(other)
+    update = kgate("baseline", "update", cwd=project)
+    assert update.code == 0, update.stdout + update.stderr
+    assert "new pins for" in update.stdout and "1 other toolchain(s) kept" in update.stdout
+    both = load(baseline)
+    assert len(both.sections()) == 2
+    old_section = next(s for s in both.sections() if s.versions["triton"].startswith("0."))
+    assert old_section == next(s for s in parse(other.encode(), "x").sections())  # untouched
+    assert kgate("check", "-q", cwd=project, env={"CI": "true"}).code == 0  # this toolchain is pinned now
+    again = kgate("baseline", "update", cwd=project)
+    assert again.code == 0 and "up to date" in again.stdout
+
+
+def test_a_version_1_baseline_reads_as_one_toolchains_pins() -> None:
+    text = b'''version = 1
+
+[toolchain]
+"triton" = "3.9.0"
+
+[kernels]
+"pkg.k:gemm|BM=128|sm_120a" = { registers = 248, spill_bytes = 0, stack_bytes = 0, smem_bytes = 32768 }
+
+[findings]
+"KG102|pkg/k.py|pkg.k:gemm|BM=128|sm_120a" = 1
+"KG201|pkg/k.py|tuned|x" = 1
+'''
+    old = parse(text, "kgate-baseline.toml")
+    assert old.toolchain == {"triton": "3.9.0"} and list(old.kernels) == ["pkg.k:gemm|BM=128|sm_120a"]
+    rendered = render(old)
+    assert rendered.startswith(HEADER) and "version = 2" in rendered
+    # The source finding is shared; the compiled one belongs to the toolchain.
+    shared, section = rendered.split("[[toolchain]]")
+    assert "KG201" in shared and "KG102" not in shared and "KG102" in section
+    assert parse(rendered.encode(), "x") == old
 
 
 def test_end_to_end_partial_run_does_not_report_others_gone(project: Path) -> None:

@@ -7,7 +7,7 @@ import sys
 
 from kgate.commands.common import ProgressBar, config_from, fail_on, selection_from
 from kgate.pipeline import CheckOptions, run_check
-from kgate.ratchet.baseline import Baseline, save
+from kgate.ratchet.baseline import Baseline, render, save, toolchain_bound
 from kgate.ratchet.gate import baseline_path, load_baseline
 from kgate.ratchet.migrate import migrate
 from kgate.ratchet.update import repin
@@ -35,9 +35,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"renamed   {renamed} entr(y/ies) to the variant names that say their specialisation")
     for line in outcome.changes:
         print(line)
-    if outcome.changed or renamed or not path.exists():
+    try:
+        current = path.read_bytes()
+    except OSError:
+        current = None
+    if outcome.changed or renamed or current != render(outcome.baseline).encode():
         save(outcome.baseline, path, rel)
-        print(f"kgate: wrote {rel} ({len(outcome.changes)} change(s))")
+        upgraded = "" if outcome.changed or renamed or current is None else ", rewritten in the current format"
+        print(f"kgate: wrote {rel} ({len(outcome.changes)} change(s){upgraded})")
     else:
         print(f"kgate: {rel} is up to date")
     if outcome.refused:
@@ -53,7 +58,11 @@ def _show(baseline: Baseline | None, path: str) -> int:
     if baseline is None:
         print(f"kgate: no baseline at {path}")
         return 0
-    tools = ", ".join(f"{k} {v}" for k, v in sorted(baseline.toolchain.items())) or "none recorded"
-    print(f"{path}: {len(baseline.kernels)} pinned kernel variant(s), {len(baseline.findings)} accepted finding "
-          f"key(s); toolchain: {tools}")
+    shared = [k for k in baseline.findings if not toolchain_bound(k)]
+    sections = baseline.sections()
+    print(f"{path}: {len(shared)} accepted finding key(s) of source rules; pins for {len(sections)} toolchain(s)")
+    for section in sections:
+        tools = ", ".join(f"{k} {v}" for k, v in sorted(section.versions.items())) or "none recorded"
+        print(f"  {tools}: {len(section.kernels)} pinned kernel variant(s), {len(section.findings)} accepted "
+              f"finding key(s)")
     return 0

@@ -4,18 +4,26 @@ Format (TOML, default `kgate-baseline.toml`), one entry per line, sorted, so
 that the same state gives the same bytes and a diff reads like a changelog:
 
     # kgate baseline: accepted debts. Re-pin with `kgate baseline update`.
-    version = 1
-
-    [toolchain]
-    ptxas = "13.4, V13.4.59"
-    triton = "3.9.0"
-
-    [kernels]
-    "pkg.gemm:matmul|BK=64,BM=128,BN=128,warps=8,stages=3|sm_120a" = { registers = 245, spill_bytes = 0, stack_bytes = 0, smem_bytes = 32768 }
+    version = 2
 
     [findings]
-    "KG102|pkg/gemm.py|pkg.gemm:matmul|BK=64,BM=128,BN=128,warps=8,stages=3|sm_120a" = 1
     "KG303|csrc/attention.cu|csrc/attention.cu" = { count = 1, value = 820 }
+
+    [[toolchain]]
+    versions = { "ptxas-blackwell" = "13.4.59", triton = "3.9.0" }
+
+    [toolchain.kernels]
+    "pkg.gemm:matmul|BK=64,BM=128,BN=128,warps=8,stages=3,bf16#1e242e9a|sm_120a" = { registers = 245, ... }
+
+    [toolchain.findings]
+    "KG102|pkg/gemm.py|pkg.gemm:matmul|BK=64,BM=128,BN=128,warps=8,stages=3,bf16#1e242e9a|sm_120a" = 1
+
+What a compiler decides (kernel numbers, and the findings of compiled rules and
+compile errors) is pinned per toolchain: one `[[toolchain]]` table for each set
+of compiler versions the baseline was updated with. Findings of source rules do
+not depend on the compiler and are pinned once. A run compares with the pins of
+its own toolchain (see `for_toolchain`); version 1 files (one `[toolchain]`
+table) are read as one toolchain's pins.
 
 Kernels are pinned by identity (kernel, variant, target); findings by rule,
 path and a stable identity (kernel, or enclosing scope plus a normalised
@@ -35,7 +43,7 @@ from kgate.atomicio import atomic_write
 from kgate.config import toml_document
 from kgate.errors import BaselineError
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 METRICS = ("registers", "spill_bytes", "stack_bytes", "smem_bytes")
 HEADER = "# kgate baseline: accepted debts. Re-pin with `kgate baseline update`; review every change.\n"
 
@@ -49,13 +57,84 @@ class Pin:
 
 
 @dataclass
+class ToolchainPins:
+    """What one toolchain's compile of the project is accepted to be."""
+
+    versions: dict[str, str] = field(default_factory=dict)
+    kernels: dict[str, dict[str, int]] = field(default_factory=dict)
+    findings: dict[str, Pin] = field(default_factory=dict)  # findings of compiled rules and compile errors
+
+
+@dataclass
 class Baseline:
+    """The baseline as one toolchain sees it: that toolchain's kernel pins, and every finding it accepts (the
+    shared ones and its own); the other toolchains' pins ride along untouched in `others`."""
+
     toolchain: dict[str, str] = field(default_factory=dict)
     kernels: dict[str, dict[str, int]] = field(default_factory=dict)
     findings: dict[str, Pin] = field(default_factory=dict)
+    others: list[ToolchainPins] = field(default_factory=list)
 
     def is_empty(self) -> bool:
-        return not self.kernels and not self.findings
+        return not self.kernels and not self.findings and not self.others
+
+    def sections(self) -> list[ToolchainPins]:
+        """Every toolchain's pins, this view's first."""
+        own = ToolchainPins(dict(self.toolchain), dict(self.kernels),
+                            {k: v for k, v in self.findings.items() if toolchain_bound(k)})
+        mine = [own] if own.versions or own.kernels or own.findings else []
+        return mine + [o for o in self.others if not same_toolchain(o.versions, own.versions)]
+
+    def for_toolchain(self, current: dict[str, str]) -> tuple[Baseline, str]:
+        """The view a run with the `current` toolchain compares with, and how it was found: "pinned" (pins of
+        this toolchain), "nearest" (none yet: the pins of the toolchain closest to it, kept as they are among
+        the others so that re-pinning adds a toolchain instead of replacing one) or "none" (nothing pinned)."""
+        shared = {k: v for k, v in self.findings.items() if not toolchain_bound(k)}
+        sections = self.sections()
+        if not sections or not current:
+            return Baseline(dict(self.toolchain), dict(self.kernels), dict(self.findings), list(self.others)), \
+                "pinned" if sections else "none"
+        exact = [s for s in sections if same_toolchain(s.versions, current)]
+        if exact:
+            chosen, status = exact[0], "pinned"
+            rest = [s for s in sections if s is not chosen]
+        else:
+            chosen, status = nearest(sections, current), "nearest"
+            rest = sections
+        return Baseline(dict(chosen.versions), dict(chosen.kernels), {**shared, **chosen.findings}, rest), status
+
+
+def toolchain_bound(finding_key: str) -> bool:
+    """Whether a finding depends on the compiler: compiled rules, and compile errors."""
+    code = finding_key.split("|", 1)[0]
+    return code == "KG001" or code in _compiled_codes()
+
+
+def _compiled_codes() -> frozenset[str]:
+    return frozenset(registry.codes("compiled"))
+
+
+def same_toolchain(pinned: dict[str, str], current: dict[str, str]) -> bool:
+    """The same compilers: every tool both name has the same version (a run without CUDA kernels names no nvcc)."""
+    common = set(pinned) & set(current)
+    return bool(common) and all(pinned[k] == current[k] for k in common) or not pinned and not current
+
+
+def nearest(sections: list[ToolchainPins], current: dict[str, str]) -> ToolchainPins:
+    """The pinned toolchain closest to `current`: most tools of the same version, then the newest Triton."""
+    def score(section: ToolchainPins) -> tuple[int, tuple[int, ...]]:
+        same = sum(section.versions.get(k) == v for k, v in current.items())
+        return same, _version(section.versions.get("triton", ""))
+
+    return max(sections, key=score)
+
+
+def _version(text: str) -> tuple[int, ...]:
+    parts = []
+    for piece in text.replace("+", ".").split("."):
+        digits = "".join(c for c in piece if c.isdigit())
+        parts.append(int(digits) if digits else 0)
+    return tuple(parts)
 
 
 def kernel_key(kernel: str, variant: str, target: str) -> str:
@@ -98,46 +177,88 @@ def _from_data(data: dict[str, Any], text: str, where: str) -> Baseline:
     def fail(message: str, needle: str) -> BaselineError:
         return BaselineError(message, path=where, line=_line_of(text, needle))
 
-    unknown = sorted(set(data) - {"version", "toolchain", "kernels", "findings"})
+    version = data.get("version")
+    if version not in (1, FORMAT_VERSION):
+        raise fail(f"unsupported baseline version {version!r} (this kgate writes {FORMAT_VERSION})", "version")
+    if version == 1:
+        unknown = sorted(set(data) - {"version", "toolchain", "kernels", "findings"})
+        if unknown:
+            raise fail(f"unknown key {unknown[0]!r}", unknown[0])
+        section = _section({"versions": data.get("toolchain", {}), "kernels": data.get("kernels", {}),
+                            "findings": {}}, fail, "[toolchain]")
+        findings = _findings(data.get("findings", {}), fail)
+        return Baseline(section.versions, section.kernels, findings)
+    unknown = sorted(set(data) - {"version", "toolchain", "findings"})
     if unknown:
         raise fail(f"unknown key {unknown[0]!r}", unknown[0])
-    version = data.get("version")
-    if version != FORMAT_VERSION:
-        raise fail(f"unsupported baseline version {version!r} (this kgate writes {FORMAT_VERSION})", "version")
-    baseline = Baseline()
-    toolchain = data.get("toolchain", {})
-    if not isinstance(toolchain, dict) or not all(isinstance(v, str) for v in toolchain.values()):
-        raise fail("[toolchain] must map tool names to version strings", "[toolchain]")
-    baseline.toolchain = dict(toolchain)
-    kernels = data.get("kernels", {})
+    shared = _findings(data.get("findings", {}), fail)
+    bound = [k for k in shared if toolchain_bound(k)]
+    if bound:
+        raise fail(f"finding entry {bound[0]!r} depends on the compiler: it belongs in a [[toolchain]]", bound[0])
+    tables = data.get("toolchain", [])
+    if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
+        raise fail("toolchain must be an array of tables ([[toolchain]])", "toolchain")
+    sections = [_section(t, fail, "[[toolchain]]") for t in tables]
+    for i, section in enumerate(sections):
+        if any(same_toolchain(section.versions, other.versions) for other in sections[:i]):
+            raise fail(f"two [[toolchain]] tables pin the same compilers ({_describe(section.versions)})",
+                       "[[toolchain]]")
+    if not sections:
+        return Baseline(findings=shared)
+    first, rest = sections[0], sections[1:]
+    return Baseline(first.versions, first.kernels, {**shared, **first.findings}, rest)
+
+
+def _section(table: dict[str, Any], fail: Any, name: str) -> ToolchainPins:
+    unknown = sorted(set(table) - {"versions", "kernels", "findings"})
+    if unknown:
+        raise fail(f"unknown key {unknown[0]!r} in a {name}", unknown[0])
+    versions = table.get("versions", {})
+    if not isinstance(versions, dict) or not all(isinstance(v, str) for v in versions.values()):
+        raise fail(f"{name} versions must map tool names to version strings", "toolchain")
+    kernels = table.get("kernels", {})
     if not isinstance(kernels, dict):
-        raise fail("[kernels] must be a table", "kernels")
+        raise fail("kernels must be a table", "kernels")
+    pins: dict[str, dict[str, int]] = {}
     for key, metrics in kernels.items():
         if key.count("|") < 2:
             raise fail(f"kernel entry {key!r} is not 'kernel|variant|target'", key)
         if not isinstance(metrics, dict) or set(metrics) != set(METRICS) or not all(
                 isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in metrics.values()):
             raise fail(f"kernel entry {key!r} must hold non-negative integers {', '.join(METRICS)}", key)
-        baseline.kernels[key] = dict(metrics)
-    findings = data.get("findings", {})
-    if not isinstance(findings, dict):
+        pins[key] = dict(metrics)
+    findings = _findings(table.get("findings", {}), fail)
+    shared = [k for k in findings if not toolchain_bound(k)]
+    if shared:
+        raise fail(f"finding entry {shared[0]!r} does not depend on the compiler: it belongs in [findings]",
+                   shared[0])
+    return ToolchainPins(dict(versions), pins, findings)
+
+
+def _findings(table: Any, fail: Any) -> dict[str, Pin]:
+    if not isinstance(table, dict):
         raise fail("[findings] must be a table", "findings")
     known = set(registry.codes())
-    for key, value in findings.items():
+    out: dict[str, Pin] = {}
+    for key, value in table.items():
         if key.count("|") < 2:
             raise fail(f"finding entry {key!r} is not 'CODE|path|identity'", key)
         if key.split("|", 1)[0] not in known:
             # Never judged (no rule reports it), so a typo would sit in the file for ever.
             raise fail(f"finding entry {key!r} names an unknown rule (see `kgate rules`)", key)
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            baseline.findings[key] = Pin(value)
+            out[key] = Pin(value)
         elif isinstance(value, dict) and set(value) == {"count", "value"} and all(
                 isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value.values()) \
                 and value["count"] > 0:
-            baseline.findings[key] = Pin(value["count"], value["value"])
+            out[key] = Pin(value["count"], value["value"])
         else:
             raise fail(f"finding entry {key!r} must be a positive count or {{ count = N, value = V }}", key)
-    return baseline
+    return out
+
+
+def _describe(versions: dict[str, str]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(versions.items())) or "no tools"
 
 
 # --------------------------------------------------------------------------- writing
@@ -149,24 +270,32 @@ def _string(value: str) -> str:
 
 
 def render(baseline: Baseline) -> str:
-    lines = [HEADER, f"version = {FORMAT_VERSION}\n"]
-    if baseline.toolchain:
-        lines.append("\n[toolchain]\n")
-        for name in sorted(baseline.toolchain):
-            lines.append(f"{_string(name)} = {_string(baseline.toolchain[name])}\n")
-    lines.append("\n[kernels]\n")
-    for key in sorted(baseline.kernels):
-        metrics = baseline.kernels[key]
-        body = ", ".join(f"{m} = {metrics[m]}" for m in METRICS)
-        lines.append(f"{_string(key)} = {{ {body} }}\n")
-    lines.append("\n[findings]\n")
-    for key in sorted(baseline.findings):
-        pin = baseline.findings[key]
-        if pin.value is None:
-            lines.append(f"{_string(key)} = {pin.count}\n")
-        else:
-            lines.append(f"{_string(key)} = {{ count = {pin.count}, value = {pin.value} }}\n")
+    lines = [HEADER, f"version = {FORMAT_VERSION}\n", "\n[findings]\n"]
+    lines += _finding_lines({k: v for k, v in baseline.findings.items() if not toolchain_bound(k)})
+    newest_first = sorted(baseline.sections(), reverse=True,
+                          key=lambda s: (_version(s.versions.get("triton", "")), json.dumps(s.versions, sort_keys=True)))
+    for section in newest_first:
+        versions = ", ".join(f"{_string(k)} = {_string(v)}" for k, v in sorted(section.versions.items()))
+        lines.append(f"\n[[toolchain]]\nversions = {{ {versions} }}\n" if versions else "\n[[toolchain]]\n")
+        lines.append("\n[toolchain.kernels]\n")
+        for key in sorted(section.kernels):
+            metrics = section.kernels[key]
+            body = ", ".join(f"{m} = {metrics[m]}" for m in METRICS)
+            lines.append(f"{_string(key)} = {{ {body} }}\n")
+        lines.append("\n[toolchain.findings]\n")
+        lines += _finding_lines(section.findings)
     return "".join(lines)
+
+
+def _finding_lines(findings: dict[str, Pin]) -> list[str]:
+    out = []
+    for key in sorted(findings):
+        pin = findings[key]
+        if pin.value is None:
+            out.append(f"{_string(key)} = {pin.count}\n")
+        else:
+            out.append(f"{_string(key)} = {{ count = {pin.count}, value = {pin.value} }}\n")
+    return out
 
 
 def save(baseline: Baseline, path: Path, display: str | None = None) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 
 from kgate.facts.model import KernelFacts
 from kgate.findings import Finding, Severity
-from kgate.ratchet.baseline import METRICS, Baseline, Pin, kernel_key, split_kernel_key
+from kgate.ratchet.baseline import METRICS, Baseline, Pin, kernel_key, split_kernel_key, toolchain_bound
 
 KINDS = ("TOOLCHAIN", "NEW", "WORSE", "IMPROVED", "GONE")
 
@@ -134,21 +134,34 @@ def toolchain_changes(baseline: Baseline, current: dict[str, str]) -> dict[str, 
 
 def compare(baseline: Baseline, state: RunState, *, mode: str = "two-way", toolchain_policy: str = "fail",
             slack: int = 10) -> Comparison:
+    """The run against the baseline as its toolchain sees it (`Baseline.for_toolchain`). A toolchain with no
+    pins of its own yet is compared with the closest pinned one, and `toolchain_policy` says what that does
+    ("fail": a TOOLCHAIN line fails the run until it is pinned; "warn": every difference that depends on the
+    compiler is reported and accepted; "compare": compared as if pinned)."""
+    status = "pinned"
+    if state.scope.compiled:
+        baseline, status = baseline.for_toolchain(state.toolchain)
     result = Comparison()
     stale_fails = mode == "two-way"
     changes = toolchain_changes(baseline, state.toolchain) if state.scope.compiled else {}
-    metric_fails = True
-    if changes:
+    lenient = False
+    if changes and status != "pinned":
         words = ", ".join(f"{name} {old} -> {new}" for name, (old, new) in changes.items())
         policy_fails = toolchain_policy == "fail"
-        metric_fails = toolchain_policy != "warn"
+        lenient = toolchain_policy == "warn"
+        if policy_fails:
+            advice = "; pin it with `kgate baseline update --accept-new` once the numbers are reviewed"
+        elif lenient:
+            advice = ("; differences that depend on the compiler are reported, not failed, until it is pinned "
+                      "(`kgate baseline update --accept-new`)")
+        else:
+            advice = ""
         result.differences.append(Difference(
-            "TOOLCHAIN", "baseline", f"pinned with other compiler versions ({words}); toolchain-change = "
-            f"{toolchain_policy!r}" + ("; re-pin with `kgate baseline update --accept-new` once the numbers are "
-                                        "reviewed" if policy_fails else ""), policy_fails,
+            "TOOLCHAIN", "baseline", f"no pins for this toolchain; compared with the pins of the closest one "
+            f"({words}); toolchain-change = {toolchain_policy!r}{advice}", policy_fails,
             {n: o for n, (o, _new) in changes.items()}, {n: new for n, (_o, new) in changes.items()}))
-    _compare_kernels(baseline, state, result, stale_fails, metric_fails)
-    _compare_findings(baseline, state, result, stale_fails, slack)
+    _compare_kernels(baseline, state, result, stale_fails, not lenient)
+    _compare_findings(baseline, state, result, stale_fails, slack, lenient)
     order = {kind: i for i, kind in enumerate(KINDS)}
     result.differences.sort(key=lambda d: (order[d.kind], d.subject, d.detail))
     return result
@@ -181,7 +194,7 @@ def _compare_kernels(baseline: Baseline, state: RunState, result: Comparison, st
 
 
 def _compare_findings(baseline: Baseline, state: RunState, result: Comparison, stale_fails: bool,
-                      slack: int) -> None:
+                      slack: int, lenient: bool = False) -> None:
     tracked = state.pinned_findings()
     tracked_ids = {id(f) for f in tracked}
     result.active.extend(f for f in state.findings if id(f) not in tracked_ids)
@@ -190,6 +203,17 @@ def _compare_findings(baseline: Baseline, state: RunState, result: Comparison, s
         groups[finding.baseline_key].append(finding)
     for key in sorted(groups):
         group = sorted(groups[key])
+        if lenient and toolchain_bound(key):
+            # A toolchain without pins of its own: what its compiler decides is reported, not failed.
+            pin = baseline.findings.get(key, Pin(0))
+            result.baselined.extend(group)
+            if len(group) > pin.count:
+                result.differences.append(Difference("NEW", key, f"{len(group)} finding(s), {pin.count} pinned",
+                                                     False, pin.count, len(group)))
+            elif len(group) < pin.count:
+                result.differences.append(Difference("GONE", key, f"{pin.count} pinned, {len(group)} now", False,
+                                                     pin.count, len(group)))
+            continue
         pin = baseline.findings.get(key, Pin(0))
         sizes = [f.value for f in group if f.value is not None]
         if sizes and pin.count and pin.value is not None:
@@ -214,7 +238,7 @@ def _compare_findings(baseline: Baseline, state: RunState, result: Comparison, s
     for key in sorted(baseline.findings):
         if key not in groups and state.scope.covers_finding(key):
             pin = baseline.findings[key]
-            result.differences.append(Difference("GONE", key, f"{pin.count} pinned, 0 now", stale_fails,
-                                                 pin.count, 0))
+            result.differences.append(Difference("GONE", key, f"{pin.count} pinned, 0 now",
+                                                 stale_fails and not (lenient and toolchain_bound(key)), pin.count, 0))
     result.active.sort()
 

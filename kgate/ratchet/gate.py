@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from kgate import rules as registry  # type: ignore[attr-defined]
@@ -31,6 +32,18 @@ def public_toolchain(toolchain: dict[str, str]) -> dict[str, str]:
     return {k: v for k, v in toolchain.items() if not k.endswith(".id")}
 
 
+def on_ci() -> bool:
+    """Whether this run is a CI job: CI systems (GitHub Actions, GitLab, Buildkite, CircleCI, ...) set `CI`."""
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def toolchain_policy(config: Config) -> str:
+    """`toolchain-change` as it applies to this run: "auto" is strict on CI, lenient on a contributor's machine."""
+    if config.toolchain_change != "auto":
+        return config.toolchain_change
+    return "fail" if on_ci() else "warn"
+
+
 def load_baseline(config: Config) -> Baseline | None:
     path = baseline_path(config)
     try:
@@ -53,7 +66,7 @@ def apply(result: Result, state: RunState, config: Config, *, enabled: bool = Tr
     if renamed:
         result.notices.append(f"note: {renamed} entr(y/ies) of {config.baseline} name variants as kgate did "
                               f"before variants named their specialisation; `kgate baseline update` renames them")
-    comparison = compare(baseline, state, mode=config.ratchet, toolchain_policy=config.toolchain_change,
+    comparison = compare(baseline, state, mode=config.ratchet, toolchain_policy=toolchain_policy(config),
                          slack=config.size_slack)
     result.findings = comparison.active
     result.baselined = len(comparison.baselined)

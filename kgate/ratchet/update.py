@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from kgate.findings import Finding
 from kgate.ratchet.baseline import METRICS, Baseline, Pin
-from kgate.ratchet.compare import RunState, round_up, toolchain_changes
+from kgate.ratchet.compare import RunState, round_up
 
 
 @dataclass
@@ -28,29 +28,35 @@ class Repin:
 
 
 def repin(old: Baseline, state: RunState, *, accept_new: bool, slack: int = 10) -> Repin:
-    new = Baseline(dict(old.toolchain), {k: dict(v) for k, v in old.kernels.items()}, dict(old.findings))
+    """Re-pin what the run covered in its own toolchain's pins; the other toolchains' pins are kept as they are.
+    A toolchain without pins yet starts from those of the closest one (`Baseline.for_toolchain`)."""
+    status = "pinned"
+    if state.scope.compiled and state.toolchain:
+        old, status = old.for_toolchain(state.toolchain)
+    new = Baseline(dict(old.toolchain), {k: dict(v) for k, v in old.kernels.items()}, dict(old.findings),
+                   list(old.others))
     out = Repin(new)
-    _repin_toolchain(old, state, accept_new, out)
+    _repin_toolchain(old, state, status, out)
     _repin_kernels(old, state, accept_new, out)
     _repin_findings(old, state, accept_new, slack, out)
     return out
 
 
-def _repin_toolchain(old: Baseline, state: RunState, accept_new: bool, out: Repin) -> None:
+def _repin_toolchain(old: Baseline, state: RunState, status: str, out: Repin) -> None:
     if not state.scope.compiled or not state.toolchain:
         return
-    changes = toolchain_changes(old, state.toolchain)
     current = {k: v for k, v in state.toolchain.items() if not k.endswith(".id")}
-    if changes and not accept_new:
-        words = ", ".join(f"{n} {o} -> {c}" for n, (o, c) in changes.items())
-        out.refused.append(f"toolchain changed ({words}): kept the old one; numbers that got worse with it need "
-                           f"--accept-new")
+    if status == "nearest":
+        words = ", ".join(f"{k} {v}" for k, v in sorted(current.items()))
+        out.baseline.toolchain = current
+        kept = len(out.baseline.sections()) - 1
+        out.changes.append(f"toolchain: new pins for {words}, from those of the closest pinned toolchain "
+                           f"({kept} other toolchain(s) kept as they are)")
         return
-    if current != old.toolchain:
-        merged = {**old.toolchain, **current}
-        if merged != old.toolchain:
-            out.baseline.toolchain = merged
-            out.changes.append("toolchain: " + ", ".join(f"{k} {v}" for k, v in sorted(current.items())))
+    merged = {**old.toolchain, **current}
+    if merged != old.toolchain:
+        out.baseline.toolchain = merged
+        out.changes.append("toolchain: " + ", ".join(f"{k} {v}" for k, v in sorted(current.items())))
 
 
 def _repin_kernels(old: Baseline, state: RunState, accept_new: bool, out: Repin) -> None:
