@@ -3,7 +3,7 @@
 nvcc is looked up in this order: the `nvcc` key of the configuration, then
 `$CUDA_HOME/bin` (or `$CUDA_PATH/bin`), then `PATH`, then a pip wheel
 (`nvidia-cuda-nvcc`, found by `cuda.pathfinder`). NVRTC comes from
-`cuda-python` (`cuda.bindings.nvrtc`) and the `nvidia-cuda-nvrtc` wheel; it
+`cuda-python` (`cuda.bindings.nvrtc`) and the `nvidia-cuda-nvrtc` wheel (the `cuda` extra); it
 compiles device-only sources when no nvcc is found. The binary tools that read
 cubins (`cuobjdump`, `nvdisasm`) and Triton's `ptxas` come from the Triton
 wheel (`kgate.tools.bundled_tool`). Running a tool stays in `kgate.tools`.
@@ -52,7 +52,8 @@ class CudaToolchain:
                                  f"(see `kgate doctor`)")
         raise ToolchainError(
             "no CUDA compiler found for the configured CUDA sources: set `nvcc = \"/path/to/nvcc\"` in the "
-            "configuration, set CUDA_HOME, put nvcc on PATH, or pip install nvidia-cuda-nvcc")
+            "configuration, set CUDA_HOME, put nvcc on PATH, or pip install nvidia-cuda-nvcc (or, for "
+            "device-only sources, pip install 'kgate[cuda]' for NVRTC)")
 
     def versions(self) -> dict[str, str]:
         """What decides the compiled output: part of every CUDA cache key."""

@@ -10,13 +10,13 @@ Two ways of running them:
   files into parallel batches) is pre-commit's own. A second test splits the
   file list with pre-commit's own `xargs.partition` into more batches than
   the machine has cores, to show the verdict does not depend on the split.
-- `test_try_repo_installs_the_hooks` runs `pre-commit try-repo` for real:
-  a fresh virtual environment and `pip install` of kgate with its
-  dependencies (triton among them). Measured on the 2-core CPU-only build
-  machine with a local wheel index: 30 to 60 seconds, and it needs a package
-  index, so it runs only with KGATE_TEST_INSTALL=1 (the CI script sets it).
-  It is the test that catches packaging mistakes, such as a subpackage
-  missing from pyproject's package list.
+- `test_the_hooks_install_from_the_repository` runs `pre-commit` on a
+  configuration that names a git copy of this checkout: a fresh virtual
+  environment and `pip install` of kgate for the lint hook, with its
+  dependencies (no Triton, torch or CUDA package: lint loads no compiler).
+  It needs a package index, so it runs only with KGATE_TEST_INSTALL=1 (the
+  CI script sets it). It is the test that catches packaging mistakes, such
+  as a subpackage missing from pyproject's package list.
 """
 
 from __future__ import annotations
@@ -49,9 +49,12 @@ def test_hooks_file_is_a_valid_pre_commit_manifest() -> None:
     assert sorted(manifest) == ["kgate-check", "kgate-lint"]
     lint, check = manifest["kgate-lint"], manifest["kgate-check"]
     assert (lint["language"], lint["entry"], lint["pass_filenames"]) == ("python", "kgate lint --force-exclude", True)
-    assert lint["stages"] == [] and lint["require_serial"] is False
-    assert (check["language"], check["entry"], check["pass_filenames"]) == ("python", "kgate check", False)
-    assert check["stages"] == ["pre-push", "manual"] and check["require_serial"] is True
+    assert lint["stages"] == [] and lint["require_serial"] is True  # one process, one summary
+    # The check runs in the project's own environment, with its Triton; always, with no file names.
+    # `system`, the name every pre-commit since 3.2 knows; recent releases call it `unsupported` when they load it.
+    assert check["language"] in ("system", "unsupported") and hooks()["kgate-check"]["language"] == "system"
+    assert (check["entry"], check["pass_filenames"]) == ("kgate check", False)
+    assert check["stages"] == ["pre-push", "manual"] and check["require_serial"] is True and check["always_run"]
     assert all(hook["minimum_pre_commit_version"] == "3.2.0" for hook in manifest.values())
 
 
@@ -147,23 +150,50 @@ def test_check_hook_runs_before_a_push(tmp_path: Path) -> None:
                for line in run.stdout.splitlines())
     assert "kernels/norm.py:9:40: KG201" in run.stdout and "tests/conftest.py:3:1: KG203" in run.stdout
     assert "kgate check: FAILED: 1 kernel variant(s) and" in run.stdout
+    # The manual stage runs it too, without --all-files (it takes no file names, so it always runs).
+    manual = _pre_commit(repo, "--hook-stage", "manual", "kgate-check", "--verbose")
+    assert manual.returncode == 1 and "(no files to check)" not in manual.stdout
+    assert "kgate check: FAILED: 1 kernel variant(s) and" in manual.stdout
+
+
+def test_one_lint_hook_run_prints_one_summary(tmp_path: Path) -> None:
+    repo = _repository(tmp_path)
+    for index in range(60):  # more files than pre-commit would hand one process on a many-core machine
+        (repo / "kernels" / f"extra_{index}.py").write_text("x = 1\n")
+    _git(repo, "add", "-A")
+    run = _pre_commit(repo, "--all-files", "--verbose", "kgate-lint")
+    assert run.stdout.count("kgate lint:") == 1, run.stdout
 
 
 @pytest.mark.skipif(os.environ.get("KGATE_TEST_INSTALL") != "1",
-                    reason="pip-installs kgate and triton into a fresh environment; set KGATE_TEST_INSTALL=1")
-def test_try_repo_installs_the_hooks(tmp_path: Path) -> None:
+                    reason="pip-installs kgate into a fresh environment from a package index; set KGATE_TEST_INSTALL=1")
+def test_the_hooks_install_from_the_repository(tmp_path: Path) -> None:
     checkout = tmp_path / "kgate"
-    # try-repo installs from a git repository: a copy of this checkout, committed as it is now.
-    shutil.copytree(REPO, checkout, ignore=shutil.ignore_patterns(".venv", ".git", "*.egg-info", "__pycache__",
-                                                                  ".kgate-cache", ".pytest_cache", "build"))
+    # pre-commit installs from a git repository: a copy of this checkout, committed as it is now.
+    shutil.copytree(REPO, checkout, ignore=shutil.ignore_patterns(".venv*", ".git", "*.egg-info", "__pycache__",
+                                                                  ".kgate-cache", ".pytest_cache", "build", ".whl"))
     for args in (("init", "-q"), ("add", "-A"), ("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x")):
         _git(checkout, *args)
+    rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=checkout, capture_output=True, text=True,
+                         check=True).stdout.strip()
     repo = copy_project("precommit", tmp_path)
+    config = {"repos": [{"repo": str(checkout), "rev": rev, "hooks": [{"id": "kgate-lint"}, {"id": "kgate-check"}]}]}
+    (repo / ".pre-commit-config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     _git(repo, "init", "-q")
     _git(repo, "add", "-A")
     env = {**os.environ, "PRE_COMMIT_HOME": str(tmp_path / "home"), "PRE_COMMIT_COLOR": "never"}
-    run = subprocess.run([str(BIN / "pre-commit"), "try-repo", str(checkout), "kgate-lint", "--all-files"],
+    run = subprocess.run([str(BIN / "pre-commit"), "run", "kgate-lint", "--all-files"],
                          cwd=repo, env=env, capture_output=True, text=True, timeout=1800)
     assert run.returncode == 1, run.stdout + run.stderr
     assert "kernels/norm.py:9:40: KG201" in run.stdout and "tests/conftest.py:3:1: KG203" in run.stdout
     assert "bad_on_purpose" not in run.stdout
+    # The lint hook's environment holds kgate and nothing heavy: no compiler, no torch, no CUDA package.
+    (site,) = (tmp_path / "home").glob("repo*/py_env-*/lib/python*/site-packages")
+    installed = {p.name.split("-")[0].lower() for p in site.glob("*.dist-info")}
+    assert "kgate" in installed and not installed & {"triton", "torch", "cuda_python", "nvidia_cuda_nvrtc"}
+    # The check hook builds no environment at all: it runs the project's own kgate (here, this one's).
+    env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
+    check = subprocess.run([str(BIN / "pre-commit"), "run", "--hook-stage", "manual", "kgate-check"],
+                           cwd=repo, env=env, capture_output=True, text=True, timeout=1800)
+    assert "kgate check: FAILED: 1 kernel variant(s)" in check.stdout, check.stdout + check.stderr
+    assert len(list((tmp_path / "home").glob("repo*/py_env-*"))) == 1

@@ -76,7 +76,8 @@ def triton_toolchain() -> dict[str, str]:
     """Versions that decide what Triton compiles: Triton itself and the ptxas it runs."""
     version = tools.package_version("triton")
     if version is None:
-        raise ToolchainError("triton is not installed: pip install triton (kgate compiles Triton kernels with it)")
+        raise ToolchainError("triton is not installed in this environment: kgate compiles with the project's own "
+                             "Triton (the one its torch pins), so run kgate in that environment, or pip install triton")
     out = {"triton": version}
     for env in ("TRITON_PTXAS_BLACKWELL_PATH", "TRITON_PTXAS_PATH"):
         named = os.environ.get(env)
