@@ -296,28 +296,24 @@ _POINTERS: dict[str, Any] = {}
 
 
 def _pointer_dtypes() -> dict[str, Any]:
-    """Triton type string of a pointee ("bf16") -> its dtype, as Triton's own binder names them."""
+    """Triton type string of a pointee ("bf16") -> its dtype, as the installed Triton's own binder names a tensor of
+    that dtype (`triton.runtime.jit.mangle_type`, in every release kgate supports)."""
     if not _POINTERS:
         import triton.language as tl
+        from triton.runtime.jit import mangle_type
 
         from kgate.capture.runtime import ExamplePointer
 
-        try:
-            from triton._C.libtriton import native_specialize_impl
-            from triton.backends.compiler import BaseBackend
-        except ImportError:  # pragma: no cover - an older Triton: its dtype names are the type strings
-            native_specialize_impl = None
         for attr in dir(tl):
             dtype = getattr(tl, attr, None)
             if not isinstance(dtype, tl.dtype) or isinstance(dtype, tl.pointer_type):
                 continue
-            name = dtype.name
-            if native_specialize_impl is not None:
-                try:
-                    name = native_specialize_impl(BaseBackend, ExamplePointer(dtype, 16), False, True, True)[0][1:]
-                except Exception:  # noqa: BLE001 - a dtype that cannot be a tensor's (void, ...)
-                    continue
-            _POINTERS.setdefault(name, dtype)
+            try:
+                name = mangle_type(ExamplePointer(dtype, 16))
+            except Exception:  # noqa: BLE001, S112 - a dtype no tensor has (void, ...)
+                continue
+            if isinstance(name, str) and name.startswith("*"):
+                _POINTERS.setdefault(name[1:], dtype)
     return _POINTERS
 
 

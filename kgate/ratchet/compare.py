@@ -207,9 +207,10 @@ def _compare_findings(baseline: Baseline, state: RunState, result: Comparison, s
             # A toolchain without pins of its own: what its compiler decides is reported, not failed.
             pin = baseline.findings.get(key, Pin(0))
             result.baselined.extend(group)
-            if len(group) > pin.count:
-                result.differences.append(Difference("NEW", key, f"{len(group)} finding(s), {pin.count} pinned",
-                                                     False, pin.count, len(group)))
+            if len(group) > pin.count:  # the finding itself is not printed (accepted): say what it is here
+                result.differences.append(Difference("NEW", key, f"{len(group)} finding(s), {pin.count} pinned: "
+                                                     f"{group[0].severity.value}: {group[0].message}", False,
+                                                     pin.count, len(group)))
             elif len(group) < pin.count:
                 result.differences.append(Difference("GONE", key, f"{pin.count} pinned, {len(group)} now", False,
                                                      pin.count, len(group)))
