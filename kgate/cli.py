@@ -96,6 +96,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             p.add_argument("-v", "--verbose", action="store_true", help="also show the toolchain found")
         if name in ("check", "baseline"):
             p.add_argument("--shard", metavar="I/N", help="gate only slice I of N (1-based)")
+        if name == "check":
+            p.add_argument("--language", choices=("triton", "cuda"), help="only the Triton or only the CUDA kernels")
+            p.add_argument("--triton", metavar="VERSION[,VERSION]",
+                           help="also compile the Triton kernels under these Triton releases, each in an "
+                                "environment kgate makes once and keeps, and report what changes")
         if name in ("lint", "baseline"):
             p.add_argument("paths", nargs="*", help="files or folders (default: the project)")
         if name == "lint":

@@ -41,6 +41,7 @@ class CheckOptions:
     # Run the source rules over the project too (the whole gate); off for a run restricted to kernels.
     source: bool = True
     shard: ShardSpec | None = None  # gate only this slice of the units (`--shard I/N`)
+    language: str | None = None  # "triton" or "cuda": only those kernels (`--language`); None: both
 
 
 class SourcePart(NamedTuple):
@@ -93,8 +94,11 @@ def run_check(config: Config, selection: Selection, options: CheckOptions,
     plan = shard.plan(config, kernels, options.shard, use_timings=not options.no_cache) \
         if options.shard else None
     mine = plan.kernels if plan else None
-    entries = select_entries([e for e in registered if mine is None or e.kernel in mine], options.kernels)
-    captured = [c for c in recorded if (mine is None or c.spec.kernel in mine) and selected(c.spec.kernel, options.kernels)]
+    triton_on = options.language in (None, "triton")
+    entries = select_entries([e for e in registered if mine is None or e.kernel in mine], options.kernels) \
+        if triton_on else []
+    captured = [c for c in recorded if (mine is None or c.spec.kernel in mine) and selected(c.spec.kernel, options.kernels)
+                ] if triton_on else []
     jobs = options.jobs or config.jobs or default_jobs()
     problem = None if options.no_cache else cache_unusable(config.root / config.cache_dir)
     if problem:  # an unusable cache costs speed, not correctness
@@ -105,11 +109,12 @@ def run_check(config: Config, selection: Selection, options: CheckOptions,
         cfg = replace(config, cache_dir=str(Path(scratch).resolve())) if options.no_cache else config
         # One pool of compile workers for Triton and CUDA kernels alike.
         with Pool(jobs, worker_env(cfg)) as pool:
-            if entries or captured or config.cuda:
+            cuda_config = config.cuda if options.language in (None, "cuda") else ()
+            if entries or captured or cuda_config:
                 pool.start()
             triton = compile_triton(cfg, entries, targets, jobs=jobs, progress=progress, sass_all=options.sass,
                                     pool=pool, captured=captured)
-            cuda = compile_cuda(cfg, targets, jobs=jobs, progress=progress, sass_all=options.sass,
+            cuda = compile_cuda(replace(cfg, cuda=cuda_config), targets, jobs=jobs, progress=progress, sass_all=options.sass,
                                 kernels=list(options.kernels) or None, pool=pool,
                                 files=plan.files if plan else None)
     compiled = merge_runs(triton, cuda)
@@ -120,7 +125,7 @@ def run_check(config: Config, selection: Selection, options: CheckOptions,
         shard.record_timings(config, seconds, set(kernels))
     raw = evaluate.compiled(compiled, selection)
     part = None
-    if options.source and not options.kernels and (plan is None or plan.runs_source):
+    if options.source and not options.kernels and not options.language and (plan is None or plan.runs_source):
         lint = run_lint(config, selection, None, use_cache=not options.no_cache)
         part = SourcePart(lint.findings, lint.suppressed, len(lint.results))
     covered = frozenset({e.kernel for e in entries} | {c.spec.kernel for c in captured} | {f.kernel for f in cuda.facts}
@@ -147,7 +152,8 @@ def assemble(config: Config, selection: Selection, options: CheckOptions, compil
     lines: dict[str, set[int]] = {}
     for path, line in [(f.path, f.line) for f in compiled.facts] + [(f.path, f.line) for f in compiled.failures]:
         lines.setdefault(path, set()).add(line)
-    partial = bool(options.kernels) or set(targets) != set(config.targets) or shard_names is not None
+    partial = bool(options.kernels) or bool(options.language) or set(targets) != set(config.targets) \
+        or shard_names is not None
     outcome = for_compiled(raw, config.root, lines, selection, complete=not partial)
     findings = outcome.findings
     suppressed = outcome.suppressed
@@ -157,7 +163,7 @@ def assemble(config: Config, selection: Selection, options: CheckOptions, compil
         suppressed += part.suppressed
     scope = Scope(
         compiled=True,
-        kernels=covered if options.kernels else None,
+        kernels=covered if options.kernels or options.language else None,
         targets=frozenset(targets),
         failed=frozenset(f.kernel for f in compiled.failures),
         source=part is not None,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from kgate.commands import recording
 from kgate.commands.common import ProgressBar, config_from, emit, fail_on, selection_from
@@ -30,7 +31,8 @@ def run(args: argparse.Namespace) -> int:
     config = config_from(args)
     selection = selection_from(args, config)
     options = CheckOptions(targets=tuple(args.target or ()), kernels=tuple(args.kernel or ()), jobs=args.jobs,
-                           sass=args.sass, no_cache=args.no_cache, fail_on=fail_on(args, config), shard=spec)
+                           sass=args.sass, no_cache=args.no_cache, fail_on=fail_on(args, config), shard=spec,
+                           language=args.language)
     # A shard's slice also depends on the recorded timings.
     extra = [str(timings_path(config))] if spec is not None else []
     taken = recording.snapshot(args, config, extra, compilers=True)
@@ -39,13 +41,37 @@ def run(args: argparse.Namespace) -> int:
         checked = run_check(config, selection, options, progress)
     finally:
         progress.clear()
+    releases = _other_releases(args, config) if getattr(args, "triton", None) else None
     with recording.capture() as (out, err):
-        code = _report(args, config, checked, options)
+        code = _report(args, config, checked, options, releases)
     recording.finish(args, taken, out, err, code)
     return code
 
 
-def _report(args: argparse.Namespace, config: Config, checked: CheckRun, options: CheckOptions) -> int:
+def _other_releases(args: argparse.Namespace, config: Config) -> list[Any]:
+    """The project's Triton kernels compiled under each release `--triton` names (`kgate.compile.environments`)."""
+    from kgate.compile.environments import check_with, parse_versions
+    from kgate.report.matrix import Release, failing_of
+
+    passed: list[str] = []
+    for target in args.target or ():
+        passed += ["--target", target]
+    for glob in args.kernel or ():
+        passed += ["--kernel", glob]
+    if args.jobs:
+        passed += ["--jobs", str(args.jobs)]
+    if args.no_cache:
+        passed.append("--no-cache")
+    out = []
+    for version in parse_versions(args.triton):
+        compiled = check_with(version, config.source, config.root, passed)
+        rows = {(r["kernel"], r["variant"], r["target"]): r for r in compiled.kernels if r["language"] == "triton"}
+        out.append(Release(version, rows, failing_of(compiled.findings), compiled.seconds))
+    return out
+
+
+def _report(args: argparse.Namespace, config: Config, checked: CheckRun, options: CheckOptions,
+            releases: list[Any] | None = None) -> int:
     if not checked.covered and not config.cuda and checked.plan is None:
         print(f"kgate: no kernels to gate: nothing registered and no {config.capture} (run `kgate capture -- "
               f"COMMAND` to record what your tests launch, or add [[tool.kgate.triton]] / [[tool.kgate.cuda]] "
@@ -60,8 +86,29 @@ def _report(args: argparse.Namespace, config: Config, checked: CheckRun, options
         result.shard = record(checked, options, resolve_targets(config, options.targets), chosen, timings)
         result.notices.append(f"shard {checked.plan.spec}: {len(checked.plan.mine)} of {len(checked.plan.units)} "
                               f"unit(s); `kgate merge` combines the shards' JSON into the whole run's report")
+    if releases is not None:
+        _add_matrix(result, checked, releases)
     if args.verbose:
         tools = ", ".join(f"{k} {v}" for k, v in sorted(compiled.toolchain.items()) if not k.endswith(".id"))
         result.notices.append(f"toolchain: {tools}; {compiled.compiled} compiled, {compiled.cached} from cache")
     return emit(result, args, config)
 
+
+
+def _add_matrix(result: Result, checked: CheckRun, releases: list[Any]) -> None:
+    """The version matrix into the report: its table as notices, its object for JSON, a failing line per release
+    whose compile fails a rule (a release the project might move to is gated like the one it has)."""
+    from kgate.ratchet.compare import Difference
+    from kgate.report import matrix
+    from kgate.report.json_report import kernel_record
+
+    current = [kernel_record(f) for f in checked.compiled.facts]
+    here = matrix.failing_of([f.to_json() for f in result.findings])
+    table = matrix.matrix(checked.compiled.toolchain.get("triton", "?"), current, here, releases)
+    result.notices.extend(matrix.render(table))
+    result.matrix = matrix.to_json(table)
+    for release in releases:
+        if release.failing:
+            result.ratchet.append(Difference("TOOLCHAIN", f"triton {release.version}",
+                                             f"{release.failing} failing finding(s) under Triton {release.version}",
+                                             True))

@@ -79,6 +79,8 @@ def to_dict(result: Result) -> dict[str, Any]:
             "exit_code": result.exit_code(),
         },
     }
+    if result.matrix is not None:
+        out["matrix"] = result.matrix  # only a `--triton` run has it
     if result.shard is not None:
         out["shard"] = result.shard  # only a shard's run has it (README: "Sharding across CI runners")
     return out

@@ -26,6 +26,8 @@ class Result:
     stats: dict[str, Any] = field(default_factory=dict)
     # A shard's run (`kgate check --shard`): what `kgate merge` needs, written as the JSON's `shard` object.
     shard: dict[str, Any] | None = None
+    # A version-matrix run (`kgate check --triton`): the comparison, written as the JSON's `matrix` object.
+    matrix: dict[str, Any] | None = None
 
     def failing(self) -> list[Finding]:
         return [f for f in self.findings if f.severity.rank <= self.fail_on.rank]

@@ -50,7 +50,7 @@ def kernel_table(kernels: list[KernelFacts], findings: list[Finding]) -> list[st
             by_kernel.setdefault((f.kernel, f.variant, f.target), []).append(f)
     header = ("kernel", "variant", "target", "regs", "spill", "smem", "w/sub", "mma", "verdict")
     rows = [header]
-    shown = short_variants(kernels)
+    shown = short_variants([k.key for k in kernels])
     for k in sorted(kernels, key=lambda k: k.key):
         res = k.resources
         occ = residency(res.registers, res.smem_bytes, k.num_warps, primary(k.target))
@@ -76,20 +76,20 @@ def variant_parts(variant: str) -> list[str]:
     return parts
 
 
-def short_variants(kernels: list[KernelFacts]) -> dict[tuple[str, str, str], str]:
+def short_variants(keys: list[tuple[str, str, str]]) -> dict[tuple[str, str, str], str]:
     """The variant column: of a Triton variant's name, the parts that tell it from the kernel's other rows (the
     values shared by every row of the kernel are left out), at most VARIANT_WIDTH characters, always with the
-    tag that ends the name. Findings and reports keep the whole name."""
-    by_kernel: dict[str, list[KernelFacts]] = {}
-    for k in kernels:
-        by_kernel.setdefault(k.kernel, []).append(k)
+    tag that ends the name. Findings and reports keep the whole name. `keys`: (kernel, variant, target)."""
+    by_kernel: dict[str, list[tuple[str, str, str]]] = {}
+    for key in keys:
+        by_kernel.setdefault(key[0], []).append(key)
     out = {}
     for rows in by_kernel.values():
         split = {}
-        for k in rows:
-            head, sep, tag = k.variant.rpartition("#")
-            split[k.key] = (variant_parts(head) if sep else [k.variant], sep + tag if sep else "")
-        distinct = {k.variant for k in rows}
+        for key in rows:
+            head, sep, tag = key[1].rpartition("#")
+            split[key] = (variant_parts(head) if sep else [key[1]], sep + tag if sep else "")
+        distinct = {key[1] for key in rows}
         common = set.intersection(*(set(parts) for parts, _tag in split.values())) if len(distinct) > 1 else set()
         for key, (parts, tag) in split.items():
             kept = [p for p in parts if p not in common] or parts[-2:]

@@ -1,0 +1,176 @@
+"""Other Triton releases, for `kgate check --triton VERSION`: what upgrading (or not) does to the kernels.
+
+Each release gets a virtual environment of its own, made once with this Python from the package index
+(`pip install triton==VERSION`, and nothing else but tomli where Python needs it), kept in the user's
+cache (`$KGATE_TOOLCHAINS`, else `$XDG_CACHE_HOME/kgate/toolchains`, else `~/.cache/kgate/toolchains`):
+never in the project or its `.kgate-cache`, which CI carries between jobs. It is made in a temporary
+folder and moved into place whole, under a lock, so a killed or concurrent run never leaves or uses a
+half-made one; before each use its record is checked against the files of the Triton it holds. A run
+needs no network once the environment exists.
+
+The kernels are compiled there by kgate itself: `python -m kgate check --language triton --format json`
+under the environment's Python, with this kgate's own package put first on its path, so the figures
+come from that Triton exactly as they would from a project that had it installed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kgate import tools
+from kgate.errors import ToolchainError
+
+MARKER = "kgate-environment.json"
+
+
+def root() -> Path:
+    named = os.environ.get("KGATE_TOOLCHAINS")
+    if named:
+        return Path(named)
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "kgate" / "toolchains"
+
+
+def _name(version: str) -> str:
+    return f"triton-{version}-py{sys.version_info.major}{sys.version_info.minor}"
+
+
+def parse_versions(text: str) -> list[str]:
+    versions = [v.strip() for v in text.split(",") if v.strip()]
+    for version in versions:
+        if not all(part.isdigit() for part in version.split(".")) or version.count(".") > 3:
+            raise ToolchainError(f"--triton {text}: {version!r} is not a Triton release number such as 3.5.1")
+    if not versions:
+        raise ToolchainError("--triton needs at least one Triton release, such as --triton 3.5.1")
+    return list(dict.fromkeys(versions))
+
+
+def _identity(folder: Path, version: str) -> dict[str, Any] | None:
+    """What the environment's record must say: the Triton it holds, its files' sizes, the Python it runs."""
+    sites = sorted(folder.glob("lib/python*/site-packages"))
+    if not sites:
+        return None
+    package = sites[0] / "triton"
+    libraries = sorted((package / "_C").glob("libtriton*")) if package.is_dir() else []
+    if not (sites[0] / f"triton-{version}.dist-info").is_dir() or not libraries:
+        return None
+    return {"triton": version, "python": sys.version.split()[0],
+            "files": {lib.name: lib.stat().st_size for lib in libraries}}
+
+
+def _verified(folder: Path, version: str) -> bool:
+    try:
+        recorded = json.loads((folder / MARKER).read_text())
+    except (OSError, ValueError):
+        return False
+    return (folder / "bin" / "python").exists() and recorded == _identity(folder, version)
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    import fcntl
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def environment(version: str) -> Path:
+    """The Python of the environment that holds Triton `version`, made on first use."""
+    folder = root() / _name(version)
+    if _verified(folder, version):
+        return folder / "bin" / "python"
+    with _locked(root() / f".{_name(version)}.lock"):
+        if _verified(folder, version):  # another run made it while this one waited
+            return folder / "bin" / "python"
+        print(f"kgate: making an environment with Triton {version} in {folder} (once; it needs the package index)",
+              file=sys.stderr)
+        scratch = Path(tempfile.mkdtemp(prefix=f".{_name(version)}.", dir=root()))
+        try:
+            tools.run([sys.executable, "-m", "venv", str(scratch)], timeout=300)
+            wanted = [f"triton=={version}"] + (["tomli>=2"] if sys.version_info < (3, 11) else [])
+            try:
+                tools.run([str(scratch / "bin" / "python"), "-m", "pip", "install", "--quiet",
+                           "--disable-pip-version-check", *wanted], timeout=1800)
+            except tools.ToolFailed as exc:
+                raise ToolchainError(f"cannot install Triton {version} into {folder}: {exc}"
+                                     + (f" ({exc.output.splitlines()[-1]})" if exc.output else "")) from None
+            identity = _identity(scratch, version)
+            if identity is None:
+                raise ToolchainError(f"Triton {version} did not install as expected into {scratch}")
+            (scratch / MARKER).write_text(json.dumps(identity, sort_keys=True))
+            if folder.exists():
+                shutil.rmtree(folder)
+            os.replace(scratch, folder)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+    return folder / "bin" / "python"
+
+
+def _kgate_tree(into: Path) -> Path:
+    """This kgate's package as one folder (its `rules` and `kernels` may live elsewhere in a checkout), linked."""
+    import kgate
+    from kgate import kernels, rules  # type: ignore[attr-defined]
+
+    package = into / "kgate"
+    package.mkdir()
+    source = Path(kgate.__file__).resolve().parent
+    for item in source.iterdir():
+        if item.name not in ("__pycache__", "rules", "kernels"):
+            (package / item.name).symlink_to(item)
+    for name, module in (("rules", rules), ("kernels", kernels)):
+        (package / name).symlink_to(Path(module.__path__[0]).resolve())
+    return into
+
+
+@dataclass
+class Compiled:
+    """One Triton release's compile of the project's Triton kernels (`kgate check --format json`, its rows)."""
+
+    version: str
+    kernels: list[dict[str, Any]]
+    findings: list[dict[str, Any]]
+    seconds: float
+
+
+def check_with(version: str, config_path: Path | None, project: Path, argv: list[str]) -> Compiled:
+    """`kgate check --language triton` of the project under Triton `version` (its own environment)."""
+    import time
+
+    python = environment(version)
+    with tempfile.TemporaryDirectory(prefix="kgate-matrix-") as scratch:
+        tree = _kgate_tree(Path(scratch))
+        config = ["--config", str(config_path)] if config_path is not None else []
+        command = [str(python), "-m", "kgate", "check", "--language", "triton", "--format", "json", "--no-baseline",
+                   "-q", *config, *argv]
+        env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONDONTWRITEBYTECODE": "1"}
+        env.pop("TRITON_PTXAS_PATH", None)  # the other release's own ptxas, not this environment's choice
+        env.pop("TRITON_PTXAS_BLACKWELL_PATH", None)
+        started = time.perf_counter()
+        # The working folder is the scratch one, so the project folder (which may hold a `kgate` folder of its
+        # own, as kgate's repository does) never shadows the linked package; the configuration names the project.
+        env["PYTHONSAFEPATH"] = "1"  # Python 3.11+: no working folder on the path, where there is no configuration
+        done = tools.run(command, cwd=scratch if config_path is not None else project, env=env, timeout=3600,
+                         check=False)
+        seconds = time.perf_counter() - started
+    if done.returncode not in (0, 1):
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise ToolchainError(f"the check under Triton {version} failed: {last}")
+    try:
+        data = json.loads(done.stdout)
+    except ValueError:
+        raise ToolchainError(f"the check under Triton {version} wrote no report") from None
+    return Compiled(version, data["kernels"], data["findings"], seconds)
