@@ -32,7 +32,8 @@ def cold(project: Path) -> Run:
 def test_findings_are_exactly_the_inline_expectations(project: Path, cold: Run) -> None:
     assert cold.code == 1, cold.stderr
     found = {(f["path"], f["line"], f["code"], f["target"]) for f in cold.json()["findings"]}
-    assert found == expectations(project)
+    # Every expected finding, and nothing else but those a compiler version may decide either way.
+    assert expectations(project) <= found <= expectations(project) | expectations(project, optional=True)
 
 
 def test_every_compiled_rule_has_a_planted_case(project: Path) -> None:
@@ -80,20 +81,53 @@ def test_json_has_the_documented_fields(cold: Run) -> None:
     assert len(data["kernels"]) == 2 * 12
 
 
-def test_registers_and_spills_equal_an_independent_ptxas_run(project: Path, cold: Run, tmp_path: Path) -> None:
-    """Run the wheel's ptxas -v on every cached PTX ourselves and compare with what kgate reported."""
-    ptxas = bundled_tool("ptxas-blackwell")
-    assert ptxas is not None
-    records = {(k["kernel"].split(":")[1], k["target"]): k for k in cold.json()["kernels"]}
+PTXAS_WRAPPER = """#!{python}
+import json, os, shutil, sys, uuid
+args = sys.argv[1:]
+saved = None
+for arg in args:
+    if arg.endswith(".ptx") and os.path.exists(arg):
+        saved = os.path.join({folder!r}, uuid.uuid4().hex + ".ptx")
+        shutil.copy(arg, saved)
+with open(os.path.join({folder!r}, "calls.jsonl"), "a") as handle:
+    handle.write(json.dumps({{"tool": {real!r}, "args": args, "ptx": saved}}) + "\\n")
+os.execv({real!r}, [{real!r}, *args])
+"""
+
+
+def test_registers_and_spills_equal_an_independent_ptxas_run(project: Path, tmp_path: Path) -> None:
+    """ptxas -v run by the test on every PTX kgate compiled, with the options this Triton release itself gave
+    ptxas for it (recorded by a wrapper in its place), says what kgate reported."""
+    import json
+    import sys
+
+    calls = tmp_path / "calls"
+    calls.mkdir()
+    env = {}
+    for name, variable in (("ptxas", "TRITON_PTXAS_PATH"), ("ptxas-blackwell", "TRITON_PTXAS_BLACKWELL_PATH")):
+        real = bundled_tool(name)
+        assert real is not None
+        wrapper = tmp_path / name
+        wrapper.write_text(PTXAS_WRAPPER.format(python=sys.executable, folder=str(calls), real=str(real)))
+        wrapper.chmod(0o755)
+        env[variable] = str(wrapper)
+    copy = copy_project("compiled", tmp_path / "copy")
+    run = kgate("check", "--format", "json", cwd=copy, env=env)
+    assert run.code == 1, run.stderr
+    records = {(k["kernel"].split(":")[1], k["target"]): k for k in run.json()["kernels"]}
     compared = 0
-    for ptx in sorted((project / ".kgate-cache").rglob("kernel.ptx")):
-        text = ptx.read_text()
-        target = re.search(r"^\.target\s+(\w+)", text, re.MULTILINE).group(1)
-        # Triton's own ptxas options: line info, FMA contraction on, -v, --regAllocOptLevel=2.
-        proc = subprocess.run([str(ptxas), "-lineinfo", "-v", "--regAllocOptLevel=2", f"--gpu-name={target}",
-                               str(ptx), "-o", str(tmp_path / "out.cubin")], capture_output=True, text=True)
+    for line in (calls / "calls.jsonl").read_text().splitlines():
+        call = json.loads(line)
+        if call["ptx"] is None:
+            continue  # `ptxas --version`
+        ptx = Path(call["ptx"])
+        target = re.search(r"^\.target\s+(\w+)", ptx.read_text(), re.MULTILINE).group(1)  # type: ignore[union-attr]
+        args = [str(ptx) if a.endswith(".ptx") else a for a in call["args"]]
+        if "-o" in args:
+            args[args.index("-o") + 1] = str(tmp_path / "out.cubin")
+        proc = subprocess.run([call["tool"], *args], capture_output=True, text=True, check=False)
         assert proc.returncode == 0, proc.stderr
-        for name, res in parse_ptxas_log(proc.stderr).items():
+        for name, res in parse_ptxas_log(proc.stdout + proc.stderr).items():
             record = records[(name, target)]
             assert (record["registers"], record["spill_bytes"], record["spill_loads"]) == \
                 (res.registers, res.spill_stores, res.spill_loads), name
