@@ -23,5 +23,24 @@ def interpreter_runs_dot_scaled() -> bool:
     return hasattr(InterpreterBuilder, "create_dot_scaled")
 
 
+def interpreter_incompatibility() -> str | None:
+    """Why Triton's CPU interpreter cannot run these kernels in this environment, or None.
+
+    Triton 3.6's interpreter turns a one-element array into a loop bound with `int()`, which NumPy 2.4
+    refuses ("only 0-dimensional arrays can be converted to Python scalars"); Triton 3.7 and later do not.
+    """
+    import numpy
+    import triton
+
+    def release(text: str) -> tuple[int, ...]:
+        return tuple(int("".join(c for c in part if c.isdigit()) or 0) for part in text.split(".")[:2])
+
+    if release(triton.__version__) < (3, 7) and release(numpy.__version__) >= (2, 4):
+        return (f"Triton {triton.__version__}'s interpreter cannot run a loop over a run-time bound with NumPy "
+                f"{numpy.__version__} (it needs NumPy < 2.4, or Triton 3.7 or later); the precision tests run on "
+                f"a GPU, or on the CPU with either")
+    return None
+
+
 def cdiv(a: int, b: int) -> int:
     return -(-a // b)

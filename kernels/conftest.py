@@ -6,6 +6,7 @@ import os
 
 import pytest
 
+from .common import interpreter_incompatibility
 from .runner import DEVICE_ENV, Backend, backend_for
 
 
@@ -14,6 +15,10 @@ def backend() -> Backend:
     """A GPU when torch sees one (or `KGATE_ULP_DEVICE=gpu`), else Triton's interpreter in a child process."""
     pytest.importorskip("torch", reason="the precision tests need torch (pip install 'kgate[ulp]')")
     try:
-        return backend_for(os.environ.get(DEVICE_ENV, "auto"))
+        chosen = backend_for(os.environ.get(DEVICE_ENV, "auto"))
     except (RuntimeError, ValueError) as exc:
         pytest.fail(str(exc), pytrace=False)
+    problem = interpreter_incompatibility() if chosen.interpreted else None
+    if problem:
+        pytest.skip(problem)
+    return chosen

@@ -213,8 +213,8 @@ def test_the_interpreter_is_named_when_it_hides_every_launch(tmp_path: Path) -> 
     run = subprocess.run([sys.executable, "-m", "kgate", "capture", "--device", "cpu", "--", *LAUNCH], cwd=project,
                          env={**os.environ, "TRITON_INTERPRET": "1"}, capture_output=True, text=True, timeout=600,
                          check=False)
-    assert run.returncode == 2
-    assert "TRITON_INTERPRET is set" in run.stderr
+    assert run.returncode != 0  # 2, or the command's own failure under the interpreter
+    assert "kgate: nothing captured: TRITON_INTERPRET is set" in run.stderr
 
 
 def test_two_captures_at_once_both_land(tmp_path: Path) -> None:

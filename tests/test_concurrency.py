@@ -202,6 +202,8 @@ WRITERS = {
     ("kgate/lint/engine.py", "_fork_worker"): "a pipe to the parent, not a file",
     ("kgate/commands/ulp.py", "pytest_argv"): "a pytest.ini in a fresh temporary folder",
     ("kgate/capture/session.py", "locked"): "a lock file opened to append to, never written",
+    ("kgate/compile/environments.py", "_locked"): "a lock file opened to append to, never written",
+    ("kgate/compile/environments.py", "environment"): "a record inside a temporary folder, moved into place whole",
 }
 
 

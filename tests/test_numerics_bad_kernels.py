@@ -19,7 +19,12 @@ from test_numerics_plugin import empty_config
 
 from kgate.numerics import spacing
 
-pytest.importorskip("torch")
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available():
+    from kgate.kernels.common import interpreter_incompatibility
+
+    if interpreter_incompatibility():
+        pytest.skip(interpreter_incompatibility() or "", allow_module_level=True)
 
 MESSAGE = re.compile(r"element \[(\d+), (\d+)\]: got (\S+), reference (\S+), ([\d.]+) ULP of fp16 "
                      r"\(one ULP at the reference = (\S+)\)")
