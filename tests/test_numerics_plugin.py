@@ -105,6 +105,7 @@ def test_table_rows_sorted_with_reasons_failures_and_skips() -> None:
 
 
 def test_kgate_ulp_on_the_interpreter(tmp_path: Path) -> None:
+    pytest.importorskip("torch", reason="kgate ulp runs the precision tests: they need torch (the ulp extra)")
     run = kgate("ulp", "--device", "cpu", "-k", "swiglu and forward", cwd=tmp_path)
     assert run.code == 0, run.stdout + run.stderr
     rows = [line.split() for line in run.stdout.splitlines() if line.startswith("swiglu")]
@@ -121,6 +122,7 @@ def test_kgate_ulp_beside_a_folder_named_kgate(tmp_path: Path) -> None:
     # Run from a checkout of kgate itself (or any project with a `kgate/` folder):
     # the tests must still be the installed ones, not whatever the working
     # directory holds under that name.
+    pytest.importorskip("torch", reason="kgate ulp runs the precision tests: they need torch (the ulp extra)")
     (tmp_path / "kgate").mkdir()
     (tmp_path / "kgate" / "__init__.py").write_text("")
     script = Path(sys.executable).with_name("kgate")
@@ -132,9 +134,9 @@ def test_kgate_ulp_beside_a_folder_named_kgate(tmp_path: Path) -> None:
 
 
 def test_kgate_ulp_usage_errors(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch", reason="kgate ulp runs the precision tests: they need torch (the ulp extra)")
     run = kgate("ulp", "--device", "cpu", "-k", "no_such_kernel", cwd=tmp_path)
     assert (run.code, run.stderr.strip()) == (2, "kgate: error: no precision test matches -k 'no_such_kernel'")
-    torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         run = kgate("ulp", "--device", "gpu", cwd=tmp_path)
         assert run.code == 2 and "--device gpu: torch sees no CUDA device" in run.stderr
@@ -147,6 +149,13 @@ def test_kgate_ulp_names_what_is_missing(monkeypatch: pytest.MonkeyPatch) -> Non
     from kgate.errors import KgateError
 
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "pytest" else real(name, *a))
+    present = {"torch", "numpy"}  # whether or not this environment has them: the message names what is missing
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "pytest" else object() if name in present else real(name, *a))
     with pytest.raises(KgateError, match=r"^kgate ulp needs pytest: pip install 'kgate\[ulp\]'$"):
+        ulp._require_packages("cpu")
+    present.clear()
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name in ("torch", "pytest") else
+                        object())
+    with pytest.raises(KgateError, match=r"^kgate ulp needs torch, pytest: pip install 'kgate\[ulp\]'$"):
         ulp._require_packages("cpu")
