@@ -29,7 +29,7 @@ CORPUS = FIXTURES / "bad"
 TOOLS = Path(__file__).resolve().parent / "fake_tools"
 CASES = sorted(p.name for p in CORPUS.iterdir() if (p / "case.toml").is_file())
 KEYS = {"description", "command", "exit", "diagnostic", "diagnostic_match", "checked", "also", "env", "generate",
-        "symlinks", "fifos", "unreadable", "readonly", "requires"}
+        "symlinks", "fifos", "unreadable", "readonly", "requires", "python"}
 # Root reads files whatever their mode: its kgate runs without the capabilities that allow that.
 WITHOUT_DAC_OVERRIDE = ["setpriv", "--bounding-set=-dac_override,-dac_read_search"]
 
@@ -105,6 +105,11 @@ def test_bad_input(name: str, tmp_path: Path) -> None:
     for tool in case.get("requires", []):
         if shutil.which(tool) is None:
             pytest.skip(f"{tool} is not installed")
+    if "python" in case:  # the oldest Python for which the input is a bad one
+        wanted = tuple(int(part) for part in case["python"].split("."))
+        if sys.version_info < wanted:
+            pytest.skip(f"Python {'.'.join(map(str, sys.version_info[:2]))} reads this input without trouble; "
+                        f"the case is about Python {case['python']} and later")
     project = tmp_path / name
     shutil.copytree(CORPUS / name, project, symlinks=True, ignore=shutil.ignore_patterns("case.toml"))
     make_generated(project, case)
