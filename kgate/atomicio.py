@@ -1,17 +1,81 @@
-"""Whole-file writes: readers see the old file or the new one, never a part.
+"""Whole-file writes and reads: readers see the old file or the new one, never a part; a read never blocks.
 
 Every file kgate writes (the baseline, reports written with -o, cache records,
-run records) goes through `atomic_write`. Kept apart from the compile side so
-that the commit hook's lint path can use it without loading that.
+run records) goes through `atomic_write`. Every file kgate reads whole because a
+user named or configured it (the configuration, the baseline, the capture file,
+compile_commands.json and the options files it names, shard results, the
+timings file) goes through `read_input`, which refuses what is not a regular
+file (a named pipe would block for ever, /dev/zero never ends) and bounds the
+size. Kept apart from the compile side so that the commit hook's lint path and
+the replay of an unchanged run can use it without loading that.
 """
 
 from __future__ import annotations
 
+import errno
 import functools
 import os
 import stat
 import tempfile
 from pathlib import Path
+
+MB = 1 << 20
+# The most kgate reads of one input file: far above any real configuration, baseline or shard result, far below
+# what would exhaust a CI runner's memory.
+INPUT_LIMIT = 256 * MB
+
+_KINDS = ((stat.S_ISFIFO, "a named pipe"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISSOCK, "a socket"))
+
+
+class NotRegularFile(OSError):
+    """An input that is not a regular file (its `strerror` says what it is instead)."""
+
+
+class InputTooLarge(OSError):
+    """An input larger than kgate reads."""
+
+
+def read_input(path: Path | str, limit: int = INPUT_LIMIT) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes, else an OSError whose `strerror` says why.
+
+    The file is opened without blocking and checked on the opened descriptor (no window between a check and the
+    read): a named pipe, a device or a socket raises `NotRegularFile`, a folder `IsADirectoryError`, a file over
+    the limit `InputTooLarge`. Callers keep handling OSError as they did: the reason reads as one line.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags)
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+        if not stat.S_ISREG(st.st_mode):
+            kind = next((name for test, name in _KINDS if test(st.st_mode)), "a special file")
+            raise NotRegularFile(errno.EINVAL, f"not a regular file ({kind})", str(path))
+        if st.st_size > limit:
+            raise InputTooLarge(errno.EFBIG, _too_large(st.st_size, limit), str(path))
+        chunks = []
+        size = 0
+        while True:
+            chunk = os.read(fd, min(MB, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > limit:  # it grew while being read
+                raise InputTooLarge(errno.EFBIG, _too_large(size, limit), str(path))
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def read_input_text(path: Path | str, limit: int = INPUT_LIMIT) -> str:
+    """`read_input` decoded as UTF-8 (UnicodeDecodeError where it is not)."""
+    return read_input(path, limit).decode("utf-8")
+
+
+def _too_large(size: int, limit: int) -> str:
+    return f"larger than kgate reads ({size / MB:.1f} MB; the limit is {limit // MB} MB)"
 
 
 def atomic_write(path: Path, data: bytes) -> None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from kgate.atomicio import read_input
 from kgate.errors import ConfigError, KgateError, did_you_mean
 
 if sys.version_info >= (3, 11):
@@ -158,7 +159,7 @@ def load_config(path: Path | None = None, *, start: Path | None = None) -> Confi
         if path is None:
             return Config(root=(start or Path.cwd()).resolve())
     path = path.resolve()
-    if not path.is_file():
+    if not path.exists():
         raise ConfigError(f"configuration file not found: {path}")
     data = _read_toml(path)
     if path.name == "pyproject.toml":
@@ -175,7 +176,7 @@ def load_config(path: Path | None = None, *, start: Path | None = None) -> Confi
 
 def _read_toml(path: Path) -> dict[str, Any]:
     try:
-        raw = path.read_bytes()
+        raw = read_input(path)
     except OSError as exc:
         raise ConfigError(f"cannot read it: {exc.strerror}", path=path.name) from None
     try:

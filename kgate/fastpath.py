@@ -66,8 +66,9 @@ def find_config(start: str) -> str | None:
 def _cache_dir(config_path: str) -> str | None:
     root = os.path.dirname(config_path)
     try:
-        with open(config_path, "rb") as handle:
-            data = handle.read()
+        from kgate.atomicio import read_input
+
+        data = read_input(config_path)  # a named pipe given as --config would block here
     except OSError:
         return None
     if b"cache-dir" not in data:

@@ -60,6 +60,7 @@ def make_generated(project: Path, case: dict) -> None:
         (project / link).parent.mkdir(parents=True, exist_ok=True)
         os.symlink(target, project / link)
     for fifo in case.get("fifos", []):
+        (project / fifo).parent.mkdir(parents=True, exist_ok=True)
         os.mkfifo(project / fifo)
 
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from kgate.atomicio import atomic_write
+from kgate.atomicio import atomic_write, read_input
 from kgate.collect.specialization import Specialization
 from kgate.config import toml_document
 from kgate.errors import CaptureError
@@ -76,7 +76,7 @@ class CaptureFile:
 def load(path: Path, display: str) -> CaptureFile:
     """Read the capture file; a missing one is empty, a broken one a CaptureError naming the line."""
     try:
-        raw = path.read_bytes()
+        raw = read_input(path)
     except FileNotFoundError:
         return CaptureFile()
     except IsADirectoryError:

@@ -15,6 +15,8 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
+from kgate.atomicio import read_input_text
+
 _ARCH_NAME = re.compile(r"^(sm|compute|lto)_(\d+)([af]?)$")
 
 # Flags dropped with the value that follows them (separate or `=`-joined).
@@ -159,7 +161,7 @@ def _expand_option_files(argv: list[str], cwd: Path | None) -> list[str]:
                 value = argv[index] if index < len(argv) else ""
             path = Path(value) if Path(value).is_absolute() or cwd is None else cwd / value
             try:
-                out.extend(shlex.split(path.read_text(encoding="utf-8")))
+                out.extend(shlex.split(read_input_text(path)))
             except (OSError, UnicodeDecodeError, ValueError):
                 pass  # a missing options file: the compile reports what is then missing
         else:

@@ -19,6 +19,7 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
+from kgate.atomicio import read_input, read_input_text
 from kgate.collect.cuda_flags import ArchPair, include_dirs, split_flags
 from kgate.collect.files import excluded, relpath
 from kgate.config import Config, CudaEntry
@@ -118,11 +119,13 @@ def _compile_commands(root: Path, entry: CudaEntry) -> dict[Path, tuple[Path, li
     path = root / entry.compile_commands
     where = f"{entry.origin}.compile_commands"
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_input_text(path))
     except FileNotFoundError:
         raise ConfigError(f"{where}: {entry.compile_commands} does not exist (generate it first, e.g. "
                           f"cmake -DCMAKE_EXPORT_COMPILE_COMMANDS=ON)") from None
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
+    except OSError as exc:
+        raise ConfigError(f"{where}: cannot read {entry.compile_commands}: {exc.strerror or exc}") from None
+    except (UnicodeDecodeError, ValueError) as exc:
         raise ConfigError(f"{where}: cannot read {entry.compile_commands}: {exc}") from None
     if not isinstance(data, list):
         raise ConfigError(f"{where}: {entry.compile_commands} is not a JSON array of commands")

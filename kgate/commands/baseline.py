@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from kgate.atomicio import read_input
 from kgate.commands.common import ProgressBar, config_from, fail_on, selection_from
 from kgate.pipeline import CheckOptions, run_check
 from kgate.ratchet.baseline import Baseline, render, save, toolchain_bound
@@ -36,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     for line in outcome.changes:
         print(line)
     try:
-        current = path.read_bytes()
+        current = read_input(path)
     except OSError:
         current = None
     if outcome.changed or renamed or current != render(outcome.baseline).encode():

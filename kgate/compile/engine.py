@@ -16,6 +16,7 @@ from typing import Any
 
 import kgate
 from kgate import tools
+from kgate.atomicio import read_input_text
 from kgate.collect import pyindex
 from kgate.collect.captures import CapturedSpec
 from kgate.collect.files import relpath
@@ -98,7 +99,7 @@ def config_line(config: Config, needle: str) -> int:
     if config.source is None:
         return 1
     try:
-        for number, line in enumerate(config.source.read_text(encoding="utf-8").splitlines(), 1):
+        for number, line in enumerate(read_input_text(config.source).splitlines(), 1):
             if needle in line:
                 return number
     except (OSError, UnicodeDecodeError):

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from kgate import rules as registry  # type: ignore[attr-defined]
-from kgate.atomicio import atomic_write
+from kgate.atomicio import atomic_write, read_input
 from kgate.config import toml_document
 from kgate.errors import BaselineError
 
@@ -153,7 +153,7 @@ def load(path: Path, display: str | None = None) -> Baseline:
     """Read a baseline; a missing file is an empty baseline, a broken one a BaselineError naming the line."""
     where = display or str(path)
     try:
-        raw = path.read_bytes()
+        raw = read_input(path)
     except FileNotFoundError:
         return Baseline()
     except OSError as exc:
