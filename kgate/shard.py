@@ -18,20 +18,27 @@ the assignment let `kgate merge` prove that its inputs agree.
 
 from __future__ import annotations
 
+import hashlib
+import heapq
 import json
+import math
 import re
 import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from kgate.atomicio import atomic_write
+from kgate.atomicio import atomic_write, read_input
 from kgate.compile.cache import digest
 from kgate.config import Config
 from kgate.errors import ConfigError
+from kgate.collect.files import relpath, walk
 from kgate.facts.model import KernelFacts
 
 TIMINGS_FILE = "shard-timings.json"
+# More runners than this for one gate is a typing mistake, not a CI matrix (GitHub Actions runs at most 256 jobs
+# of a matrix); the bound also keeps every check of a shard result that counts slices cheap.
+MAX_SHARDS = 1000
 _SPEC = re.compile(r"(\d+)/(\d+)")
 
 
@@ -45,13 +52,16 @@ class ShardSpec:
 
 
 def parse_shard(text: str) -> ShardSpec:
-    """`I/N` with 1 <= I <= N; anything else is a usage error (one line, exit 2)."""
+    """`I/N` with 1 <= I <= N <= MAX_SHARDS; anything else is a usage error (one line, exit 2)."""
     match = _SPEC.fullmatch(text.strip())
     if match is None:
         raise ConfigError(f"--shard {text}: expected I/N, the 1-based slice I of N shards (e.g. --shard 2/4)")
-    index, count = int(match.group(1)), int(match.group(2))
+    # Past 9 digits a number is over every bound: not converted (Python refuses int() of 4300 digits).
+    index, count = (int(g) if len(g) <= 9 else 10**9 for g in match.groups())
     if count < 1:
         raise ConfigError(f"--shard {text}: N must be at least 1")
+    if count > MAX_SHARDS:
+        raise ConfigError(f"--shard {text}: N must be at most {MAX_SHARDS} (one shard per CI runner)")
     if not 1 <= index <= count:
         raise ConfigError(f"--shard {text}: I must be between 1 and N (slices are numbered 1 to N)")
     return ShardSpec(index, count)
@@ -162,15 +172,24 @@ def weights(items: Iterable[Unit], seconds: dict[str, float]) -> dict[str, float
 
 
 def assign(items: Iterable[Unit], count: int, seconds: dict[str, float]) -> dict[str, int]:
-    """Longest first to the least loaded shard; equal weights by identity, equal loads to the lower shard."""
+    """Longest first to the least loaded shard; equal weights by identity, equal loads to the lower shard.
+
+    Only shards that hold a unit are kept (in a heap): the cost is that of the units, whatever the count. An
+    untouched shard has load 0 and a higher number than every used one, so it is taken only where no used shard
+    is at 0 (weights are never negative)."""
     items = sorted(items, key=lambda u: u.id)
     weight = weights(items, seconds)
-    loads = [0.0] * count
+    used: list[tuple[float, int]] = []  # (load, 1-based shard) of the shards that hold a unit
+    fresh = 1  # the lowest shard that holds none
     out: dict[str, int] = {}
     for unit in sorted(items, key=lambda u: (-weight[u.id], u.id)):
-        shard = min(range(count), key=lambda i: (loads[i], i))
-        out[unit.id] = shard + 1
-        loads[shard] += weight[unit.id]
+        if used and (fresh > count or used[0] <= (0.0, fresh)):
+            load, shard = heapq.heappop(used)
+        else:
+            load, shard = 0.0, fresh
+            fresh += 1
+        out[unit.id] = shard
+        heapq.heappush(used, (load + weight[unit.id], shard))
     return out
 
 
@@ -178,6 +197,36 @@ def plan(config: Config, kernels: Iterable[str], spec: ShardSpec, *, use_timings
     everything = tuple(units(config, kernels))
     seconds = load_timings(config) if use_timings else {}
     return Plan(spec, everything, assign(everything, spec.count, seconds))
+
+
+def inputs(config: Config) -> dict[str, str]:
+    """A hash of each input the gate's verdict depends on in the project, by name: the configuration file, the
+    capture file, every Python file (kernels import helpers from anywhere in the project) and every CUDA source
+    with the project headers it includes. Shards that ran on another commit or configuration differ here even
+    where their units are the same. Compile commands are left out: a build writes its own absolute paths there.
+    """
+    out: dict[str, str] = {}
+    if config.source is not None:
+        out["config"] = _file_hash(config.source)
+    capture = config.root / config.capture
+    if capture.exists():
+        out["capture"] = _file_hash(capture)
+    skip = config.exclude + config.extend_exclude + (config.cache_dir,)
+    for path in walk(config.root, (".py",), skip):
+        out[f"python:{relpath(path, config.root)}"] = _file_hash(path)
+    if config.cuda:
+        from kgate.collect.cuda_sources import cuda_sources
+
+        for source in cuda_sources(config):
+            out[f"cuda:{source.rel}"] = source.key
+    return out
+
+
+def _file_hash(path: Path) -> str:
+    try:
+        return hashlib.sha256(read_input(path)).hexdigest()
+    except OSError as exc:
+        return f"unreadable: {exc.strerror}"
 
 
 # --------------------------------------------------------------------------- timings
@@ -190,11 +239,16 @@ def timings_path(config: Config) -> Path:
 def load_timings(config: Config) -> dict[str, float]:
     """Recorded compile seconds per Triton kernel and CUDA file; {} when missing or unreadable."""
     try:
-        data = json.loads(timings_path(config).read_bytes())
+        data = json.loads(read_input(timings_path(config)))
         seconds = data["seconds"]
-        return {str(k): float(v) for k, v in seconds.items() if isinstance(v, (int, float)) and v >= 0}
+        return {str(k): float(v) for k, v in seconds.items() if valid_seconds(v)}
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return {}
+
+
+def valid_seconds(value: object) -> bool:
+    """A compile time as a number that can be one: finite and not negative (JSON lets NaN and -1e308 through)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
 
 
 def run_seconds(facts: Iterable[KernelFacts], compile_seconds: dict[str, float]) -> dict[str, float]:

@@ -4,30 +4,39 @@ A shard's JSON is the usual report of its slice plus a `shard` object that
 holds what the merged report needs and the slice alone cannot give: the
 findings before suppression comments and the baseline (unused suppressions
 and the ratchet are judged over the union), the kernels' full facts, the
-compile failures, the toolchain, the options the shard ran with, and the
-partition it planned. `check_set` refuses inputs that do not make exactly
-one whole run: another count, a slice given twice, another unit list or
-assignment, other options, a missing slice.
+compile failures, the toolchain, the options the shard ran with, the
+partition it planned, a hash of every input it read (`inputs`), and a digest
+of all of that.
+
+`load` trusts nothing it reads: every field is checked for its type and its
+range (a count of seconds is a finite number, not below 0; a kernel variant
+is in the facts once), then the digest, so that a result cut short, edited
+or damaged is refused rather than merged into a report on fewer kernels.
+`check_set` refuses inputs that do not make exactly one whole run: another
+count, a slice given twice, another unit list, other inputs (another commit
+or configuration), another assignment, other options or compilers, a
+missing slice, facts outside their slice.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, fields
 from typing import Any
 
 import kgate
+from kgate.atomicio import read_input
 from kgate.errors import ConfigError
 from kgate.facts.model import CompileFailure, KernelFacts
-from kgate.findings import Finding
+from kgate.findings import Finding, Severity
 from kgate.pipeline import CheckOptions, CheckRun, SourcePart
-from kgate.shard import fingerprint
+from kgate.shard import MAX_SHARDS, fingerprint, valid_seconds
 
 
 def record(checked: CheckRun, options: CheckOptions, targets: tuple[str, ...], selection_args: dict[str, Any],
-           timings: dict[str, float]) -> dict[str, Any]:
-    """The `shard` object of a shard's JSON."""
+           timings: dict[str, float], inputs: dict[str, str]) -> dict[str, Any]:
+    """The `shard` object of a shard's JSON, sealed with its digest."""
     plan = checked.plan
     assert plan is not None
     mine = plan.mine
@@ -35,12 +44,13 @@ def record(checked: CheckRun, options: CheckOptions, targets: tuple[str, ...], s
     seconds = {k: v for k, v in {**timings, **checked.seconds}.items() if k in atoms}
     compiled = checked.compiled
     part = checked.source
-    return {
+    return seal({
         "index": plan.spec.index,
         "count": plan.spec.count,
         "kgate": kgate.__version__,
         "units": len(plan.units),
         "fingerprint": plan.fingerprint,
+        "inputs": dict(sorted(inputs.items())),
         "assignment": plan.assignment_fingerprint,
         "slice": [u.id for u in mine],
         "seconds": dict(sorted(seconds.items())),
@@ -60,17 +70,30 @@ def record(checked: CheckRun, options: CheckOptions, targets: tuple[str, ...], s
         "covered": sorted(checked.covered),
         "compiled": compiled.compiled,
         "cached": compiled.cached,
-    }
+    })
 
 
-REQUIRED = frozenset({"index", "count", "kgate", "units", "fingerprint", "assignment", "slice", "seconds", "options",
-                      "toolchain", "facts", "failures", "compiled_findings", "source", "covered", "compiled",
-                      "cached"})
+def seal(data: dict[str, Any]) -> dict[str, Any]:
+    """The shard object with its `digest`: a hash of everything else in it, as JSON writes it."""
+    return {**data, "digest": _digest(data)}
 
 
-TYPES: dict[str, type] = {"index": int, "count": int, "units": int, "kgate": str, "fingerprint": str,
-                          "assignment": str, "slice": list, "seconds": dict, "options": dict, "toolchain": dict,
-                          "covered": list}
+def _digest(data: dict[str, Any]) -> str:
+    body = {k: v for k, v in data.items() if k != "digest"}
+    blob = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+REQUIRED = frozenset({"index", "count", "kgate", "units", "fingerprint", "inputs", "assignment", "slice", "seconds",
+                      "options", "toolchain", "facts", "failures", "compiled_findings", "source", "covered",
+                      "compiled", "cached", "digest"})
+OPTIONS = frozenset({"targets", "kernels", "fail_on", "sass", "select", "extend_select", "ignore"})
+# The most a shard result may hold: a JSON of every kernel's full facts, far below what a runner's memory takes.
+SHARD_LIMIT = 256 << 20
+
+
+class Malformed(ValueError):
+    """What is wrong with a shard result, in a few words."""
 
 
 @dataclass
@@ -90,10 +113,13 @@ class Shard:
 
 
 def load(path: str) -> Shard:
+    """A shard result, read and checked field by field (ConfigError, one line, on anything not as kgate wrote it)."""
     try:
-        doc = json.loads(Path(path).read_bytes())
+        doc = json.loads(read_input(path, SHARD_LIMIT))
     except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: not JSON (nested too deeply)") from None
     except ValueError as exc:
         raise ConfigError(f"{path}: not JSON ({exc})") from None
     data = doc.get("shard") if isinstance(doc, dict) else None
@@ -103,21 +129,138 @@ def load(path: str) -> Shard:
     lacking = sorted(REQUIRED - set(data))
     if lacking:
         raise ConfigError(f"{path}: malformed shard result (no {', '.join(lacking)})")
-    wrong = sorted(k for k, kind in TYPES.items() if not isinstance(data[k], kind) or isinstance(data[k], bool))
-    if wrong:
-        raise ConfigError(f"{path}: malformed shard result ({', '.join(wrong)} of the wrong type)")
     try:
-        part = data["source"]
-        return Shard(
-            path, data,
-            facts=[KernelFacts.from_json(f) for f in data["facts"]],
-            failures=[CompileFailure(**f) for f in data["failures"]],
-            raw=[Finding.from_json(f) for f in data["compiled_findings"]],
-            source=None if part is None else SourcePart([Finding.from_json(f) for f in part["findings"]],
-                                                        int(part["suppressed"]), int(part["files"])),
-        )
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ConfigError(f"{path}: malformed shard result ({type(exc).__name__}: {exc})") from None
+        shard = _read(path, data)
+    except Malformed as exc:
+        raise ConfigError(f"{path}: malformed shard result ({exc})") from None
+    if data["digest"] != _digest(data):
+        raise ConfigError(f"{path}: changed after kgate wrote it (its content does not match its digest): run "
+                          f"`kgate check --shard {data['index']}/{data['count']}` again")
+    return shard
+
+
+# --------------------------------------------------------------------------- checking one shard's fields
+
+
+def _read(path: str, data: dict[str, Any]) -> Shard:
+    wrong = sorted(k for k, ok in _SHAPES.items() if not ok(data[k]))
+    if wrong:
+        raise Malformed(f"{', '.join(wrong)} of the wrong type")
+    count, index = data["count"], data["index"]
+    if not 1 <= count <= MAX_SHARDS:
+        raise Malformed(f"count {count} is not between 1 and {MAX_SHARDS}")
+    if not 1 <= index <= count:
+        raise Malformed(f"index {index} is not a slice of {count}")
+    if len(set(data["slice"])) != len(data["slice"]):
+        raise Malformed("a unit is in its slice twice")
+    for key, value in data["seconds"].items():
+        if not valid_seconds(value):
+            raise Malformed(f"seconds of {key} is {json.dumps(value)}, not a number of seconds")
+    _check_options(data["options"])
+    facts = [_fact(i, item) for i, item in enumerate(data["facts"])]
+    failures = [_record(CompileFailure, f"failures[{i}]", item) for i, item in enumerate(data["failures"])]
+    raw = [_finding(f"compiled_findings[{i}]", item) for i, item in enumerate(data["compiled_findings"])]
+    _unique("facts", [f.key for f in facts])
+    _unique("failures", [(f.kernel, f.variant, f.target, f.rule) for f in failures])
+    return Shard(path, data, facts, failures, raw, _source(data["source"]))
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _texts(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def _text_map(value: Any) -> bool:
+    return isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
+
+
+_SHAPES = {
+    "index": _is_int, "count": _is_int, "kgate": lambda v: isinstance(v, str),
+    "units": lambda v: _is_int(v) and v >= 0, "fingerprint": lambda v: isinstance(v, str),
+    "inputs": _text_map, "assignment": lambda v: isinstance(v, str), "slice": _texts,
+    "seconds": lambda v: isinstance(v, dict), "options": lambda v: isinstance(v, dict), "toolchain": _text_map,
+    "facts": lambda v: isinstance(v, list), "failures": lambda v: isinstance(v, list),
+    "compiled_findings": lambda v: isinstance(v, list), "source": lambda v: v is None or isinstance(v, dict),
+    "covered": _texts, "compiled": lambda v: _is_int(v) and v >= 0, "cached": lambda v: _is_int(v) and v >= 0,
+    "digest": lambda v: isinstance(v, str),
+}
+
+
+def _check_options(options: dict[str, Any]) -> None:
+    if set(options) != OPTIONS:
+        raise Malformed(f"options must be {', '.join(sorted(OPTIONS))}")
+    if not (_texts(options["targets"]) and _texts(options["kernels"]) and isinstance(options["sass"], bool)
+            and options["fail_on"] in {s.value for s in Severity}
+            and all(options[k] is None or isinstance(options[k], str) for k in ("select", "extend_select", "ignore"))):
+        raise Malformed("options of the wrong type")
+
+
+def _fact(index: int, item: Any) -> KernelFacts:
+    try:
+        facts = KernelFacts.from_record(item)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise Malformed(f"facts[{index}]: {_why(exc)}") from None
+    if not valid_seconds(facts.compile_seconds):
+        raise Malformed(f"facts[{index}]: compile_seconds is {json.dumps(facts.compile_seconds)}, not a number of "
+                        f"seconds")
+    return facts
+
+
+def _finding(where: str, item: Any) -> Finding:
+    if not isinstance(item, dict) or item.get("severity") not in {s.value for s in Severity}:
+        raise Malformed(f"{where}: not a finding")
+    return _record(Finding, where, {**item, "severity": Severity(item["severity"])})
+
+
+# The field types of the records a shard holds, as their dataclasses declare them.
+_TYPES: dict[str, Any] = {"str": str, "int": int, "str | None": (str, type(None)), "int | None": (int, type(None)),
+                          "Severity": Severity}
+
+
+def _record(kind: Any, where: str, item: Any) -> Any:
+    """A Finding or CompileFailure from JSON, every field of its declared type."""
+    if not isinstance(item, dict):
+        raise Malformed(f"{where}: not a JSON object")
+    declared = {f.name: f.type for f in fields(kind)}
+    unknown = sorted(set(item) - set(declared))
+    if unknown:
+        raise Malformed(f"{where}: unknown field {unknown[0]!r}")
+    for name, value in item.items():
+        if isinstance(value, bool) or not isinstance(value, _TYPES[declared[name]]):
+            raise Malformed(f"{where}: {name} of the wrong type")
+    try:
+        return kind(**item)
+    except TypeError as exc:  # a field missing
+        raise Malformed(f"{where}: {_why(exc)}") from None
+
+
+def _source(part: dict[str, Any] | None) -> SourcePart | None:
+    if part is None:
+        return None
+    if set(part) != {"findings", "suppressed", "files"} or not isinstance(part["findings"], list) or not all(
+            _is_int(part[k]) and part[k] >= 0 for k in ("suppressed", "files")):
+        raise Malformed("source of the wrong type")
+    return SourcePart([_finding(f"source.findings[{i}]", f) for i, f in enumerate(part["findings"])],
+                      part["suppressed"], part["files"])
+
+
+def _unique(what: str, keys: list[Any]) -> None:
+    seen = set()
+    for key in keys:
+        if key in seen:
+            raise Malformed(f"{what} hold {'|'.join(k for k in key if k)} twice")
+        seen.add(key)
+
+
+def _why(exc: BaseException) -> str:
+    text = str(exc).strip("'\"")
+    return f"no {text}" if isinstance(exc, KeyError) else text or type(exc).__name__
+
+
+# --------------------------------------------------------------------------- checking the set
 
 
 def check_set(shards: list[Shard]) -> None:
@@ -132,6 +275,10 @@ def check_set(shards: list[Shard]) -> None:
         if data["fingerprint"] != first.data["fingerprint"]:
             raise ConfigError(f"{shard.name} and {first.name} planned over different kernels and files: run every "
                               f"shard on the same commit and configuration")
+        differ = input_difference(first.data["inputs"], data["inputs"])
+        if differ:
+            raise ConfigError(f"{shard.name} and {first.name} read different inputs ({differ}): run every shard on "
+                              f"the same commit and configuration")
         if data["assignment"] != first.data["assignment"]:
             raise ConfigError(f"{shard.name} and {first.name} split the kernels differently (their caches held "
                               f"different compile timings): restore the same cache in every shard")
@@ -140,6 +287,17 @@ def check_set(shards: list[Shard]) -> None:
             raise ConfigError(f"{shard.name} and {first.name} ran with different options ({', '.join(keys)})")
         _check_toolchain(shard, first)
     _check_slices(shards)
+    _check_facts(shards)
+
+
+def input_difference(ours: dict[str, str], theirs: dict[str, str]) -> str | None:
+    """The first input two runs read differently, in words ("k.py differs"); None where they read the same."""
+    for key in sorted(set(ours) | set(theirs)):
+        if ours.get(key) != theirs.get(key):
+            kind, _sep, name = key.partition(":")
+            what = {"config": "the configuration", "capture": "the capture file"}.get(kind, name or key)
+            return f"{what} differs" if key in ours and key in theirs else f"{what} is in one of them only"
+    return None
 
 
 def _check_toolchain(shard: Shard, first: Shard) -> None:
@@ -158,10 +316,11 @@ def _check_slices(shards: list[Shard]) -> None:
         if index in seen:
             raise ConfigError(f"shard {index}/{count} is given twice: {seen[index].path} and {shard.path}")
         seen[index] = shard
-    missing = [i for i in range(1, count + 1) if i not in seen]
+    missing = [i for i in range(1, count + 1) if i not in seen]  # count is at most MAX_SHARDS
     if missing:
-        raise ConfigError(f"shard{'s' if len(missing) > 1 else ''} {', '.join(f'{i}/{count}' for i in missing)} "
-                          f"missing: merge needs every slice")
+        shown = ", ".join(f"{i}/{count}" for i in missing[:10]) + (f" and {len(missing) - 10} more"
+                                                                    if len(missing) > 10 else "")
+        raise ConfigError(f"shard{'s' if len(missing) > 1 else ''} {shown} missing: merge needs every slice")
     owner: dict[str, Shard] = {}
     for shard in shards:
         for unit in shard.data["slice"]:
@@ -177,10 +336,25 @@ def _check_slices(shards: list[Shard]) -> None:
         raise ConfigError(f"{len(sources)} shard(s) ran the source rules; a whole run needs {expected}")
 
 
+def _check_facts(shards: list[Shard]) -> None:
+    """Each kernel variant's facts (or failure) come from the shard whose slice holds its kernel or file (the
+    slices are disjoint and a shard holds a variant once: no variant is counted twice)."""
+    for shard in shards:
+        kernels = {u.split(":", 1)[1] for u in shard.data["slice"] if u.startswith("triton:")}
+        files = {f for u in shard.data["slice"] if u.startswith("cuda:") for f in u.split(":", 1)[1].split("+")}
+        # A CUDA kernel's variant is its file (its definition may be in a header).
+        records = [(f.key, f.kernel if f.language == "triton" else f.variant) for f in shard.facts]
+        records += [((f.kernel, f.variant, f.target, f.rule), f.kernel if f.kernel in kernels else f.path)
+                    for f in shard.failures]
+        for key, unit in records:
+            if unit not in kernels and unit not in files:
+                name = "|".join(k for k in key if k)
+                raise ConfigError(f"{shard.name} holds the facts of {name}, which is not in its slice")
+
+
 def seconds(shards: list[Shard]) -> dict[str, float]:
-    """Every slice's recorded compile seconds: what the next sharded run balances on."""
+    """Every slice's recorded compile seconds (each checked by `load`): what the next sharded run balances on."""
     out: dict[str, float] = {}
     for shard in shards:
         out.update({str(k): float(v) for k, v in shard.data["seconds"].items()})
     return out
-

@@ -20,6 +20,7 @@ import pytest
 from conftest import FIXTURES, REPO, Run, copy_project, kgate, variant_key
 
 from kgate.ratchet.baseline import Pin, load, save
+from kgate.shard_result import seal
 
 FORMATS = ("json", "terminal", "sarif", "github", "junit")
 CUDA_FILES = ("pdl.cu", "pdl_launch.cuh", "spill.cu", "templates.cu", "block_scale.cu", "mma.cuh",
@@ -169,7 +170,8 @@ def test_a_shard_judges_no_kernel_suppression_unused_but_merge_does(shards: list
     assert [f for f in unsharded["json"].json()["findings"] if f["code"] == "KG002" and f["path"] == "pdl.py"]
 
 
-@pytest.mark.parametrize("value", ["0/3", "4/3", "abc", "1/0", "2", "-1/3"])
+@pytest.mark.parametrize("value", ["0/3", "4/3", "abc", "1/0", "2", "-1/3", "1/99999999999999999999999",
+                                   "1/30000000"])
 def test_invalid_shard_values_are_one_line_usage_errors(tmp_path: Path, value: str) -> None:
     run = kgate("check", f"--shard={value}", cwd=tmp_path)
     assert run.code == 2
@@ -211,6 +213,7 @@ def test_merge_refuses_a_malformed_shard_result(project: Path, shards: list[dict
 def test_merge_refuses_overlapping_slices(project: Path, shards: list[dict], tmp_path: Path) -> None:
     tampered = json.loads((project / "shard-2.json").read_text())
     tampered["shard"]["slice"].append(shards[0]["shard"]["slice"][0])
+    tampered["shard"] = seal({k: v for k, v in tampered["shard"].items() if k != "digest"})  # past the digest
     (tmp_path / "shard-2.json").write_text(json.dumps(tampered))
     run = merge(project, files=("shard-1.json", str(tmp_path / "shard-2.json"), "shard-3.json"))
     refused(run, f"{shards[0]['shard']['slice'][0]} is in two slices")

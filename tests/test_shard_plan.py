@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ from hypothesis import strategies as st
 from kgate.collect.registry import triton_entries
 from kgate.config import load_config
 from kgate.errors import ConfigError
-from kgate.shard import ShardSpec, Unit, assign, parse_shard, plan, record_timings, units, weights
+from kgate.shard import MAX_SHARDS, ShardSpec, Unit, assign, parse_shard, plan, record_timings, units, weights
 
 
 def triton(name: str) -> Unit:
@@ -27,6 +28,30 @@ def test_shard_values() -> None:
     for bad in ("0/3", "4/3", "abc", "1/0", "3", "1/2/3", "-1/2", "1.0/2", ""):
         with pytest.raises(ConfigError, match="--shard"):
             parse_shard(bad)
+
+
+def test_a_shard_count_past_the_bound_is_a_usage_error_whatever_its_size() -> None:
+    assert parse_shard(f"{MAX_SHARDS}/{MAX_SHARDS}") == ShardSpec(MAX_SHARDS, MAX_SHARDS)
+    # Past the bound, and past what fits in a machine integer or what Python converts from text.
+    for count in (str(MAX_SHARDS + 1), "30000000", "99999999999999999999999", "9" * 5000):
+        with pytest.raises(ConfigError, match=f"N must be at most {MAX_SHARDS}"):
+            parse_shard(f"1/{count}")
+    with pytest.raises(ConfigError, match="I must be between 1 and N"):
+        parse_shard("99999999999999999999999/3")
+
+
+def test_planning_costs_what_the_units_cost_not_what_the_shard_count_does() -> None:
+    # A list of loads per shard made `--shard 1/30000000` take 10 s and 260 MB; 5 units over many shards
+    # take one shard each, the lowest, like the least-loaded rule says.
+    five = [triton(f"k{i}") for i in range(5)]
+    tracemalloc.start()
+    try:
+        slices = assign(five, 10**12, {})
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert sorted(slices.values()) == [1, 2, 3, 4, 5]
+    assert peak < 1 << 20
 
 
 @settings(max_examples=60, deadline=None)

@@ -12,6 +12,7 @@ from kgate.config import Config
 from kgate.pipeline import CheckOptions, CheckRun, resolve_targets, run_check
 from kgate.ratchet import gate as ratchet
 from kgate.report.result import Result
+from kgate.shard import inputs as shard_inputs
 from kgate.shard import load_timings, parse_shard, timings_path
 
 
@@ -83,7 +84,8 @@ def _report(args: argparse.Namespace, config: Config, checked: CheckRun, options
 
         chosen = {name: getattr(args, name, None) for name in ("select", "extend_select", "ignore")}
         timings = {} if args.no_cache else load_timings(config)
-        result.shard = record(checked, options, resolve_targets(config, options.targets), chosen, timings)
+        result.shard = record(checked, options, resolve_targets(config, options.targets), chosen, timings,
+                              shard_inputs(config))
         result.notices.append(f"shard {checked.plan.spec}: {len(checked.plan.mine)} of {len(checked.plan.units)} "
                               f"unit(s); `kgate merge` combines the shards' JSON into the whole run's report")
     if releases is not None:

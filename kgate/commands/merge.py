@@ -1,8 +1,8 @@
 """`kgate merge`: the JSON results of `kgate check --shard I/N`, combined into the report of one whole run.
 
 Merge reloads the project's configuration and baseline, proves that its
-inputs are the N slices of one plan (and that the project here has the same
-units), then judges the union exactly as an unsharded `kgate check` would:
+inputs are the N slices of one plan over the same sources and configuration
+(and that the project here has the same units and inputs), then judges the union exactly as an unsharded `kgate check` would:
 suppression comments (unused ones included), the source rules' findings of
 the shard that ran them, and the ratchet over the full scope. The output, in
 any format, and the exit code are those of the unsharded run.
@@ -20,8 +20,8 @@ from kgate.errors import ConfigError
 from kgate.findings import Severity, sort_findings
 from kgate.pipeline import CheckOptions, assemble
 from kgate.selection import build_selection
-from kgate.shard import fingerprint, record_timings, units
-from kgate.shard_result import Shard, check_set, load, seconds
+from kgate.shard import fingerprint, inputs, record_timings, units
+from kgate.shard_result import Shard, check_set, input_difference, load, seconds
 
 
 def run(args: argparse.Namespace) -> int:
@@ -34,6 +34,11 @@ def run(args: argparse.Namespace) -> int:
     if fingerprint(u.id for u in here) != first["fingerprint"]:
         raise ConfigError(f"the project here ({config.display()}: {len(here)} unit(s)) has other kernels or files "
                           f"than the shards planned over ({first['units']}): merge on the shards' commit")
+    # Merge reads the configuration, the baseline and suppression comments here: the sources must be the shards'.
+    differ = input_difference(first["inputs"], inputs(config))
+    if differ:
+        raise ConfigError(f"the project here ({config.display()}) is not the one the shards gated ({differ}): merge "
+                          f"on the shards' commit and configuration")
     chosen = first["options"]
     selection = build_selection(config, select=split_codes(chosen["select"]),
                                 extend_select=split_codes(chosen["extend_select"]),
