@@ -19,13 +19,18 @@ from pathlib import Path
 import pytest
 from conftest import DATA, copy_project, kgate
 
+from kgate import evaluate
+from kgate.compile.engine import CompileRun
+from kgate.config import Config
 from kgate.errors import BaselineError
-from kgate.facts.model import KernelFacts, Resources
+from kgate.facts.model import CompileFailure, KernelFacts, Resources
 from kgate.facts.ptx import parse_ptx
 from kgate.findings import Finding, Severity
+from kgate.pipeline import CheckOptions, assemble
 from kgate.ratchet.baseline import HEADER, Baseline, Pin, load, parse, render, save
 from kgate.ratchet.compare import RunState, Scope, compare
 from kgate.ratchet.update import repin
+from kgate.selection import build_selection
 
 ENTRY = parse_ptx((DATA / "pdl_wait_first.sm_120a.ptx").read_text()).entry()
 SCOPE = Scope(compiled=True, targets=frozenset({"sm_120a"}), codes=frozenset({"KG102", "KG103", "KG303"}),
@@ -111,6 +116,50 @@ def test_a_kernel_that_failed_to_compile_is_not_reported_gone() -> None:
     failed = replace(SCOPE, failed=frozenset({"pkg.k:gemm"}))
     result = compare(base, state([], findings=[], scope=failed))
     assert [d for d in result.differences if d.subject.startswith("pkg.k:gemm|")] == []
+
+
+def gated(tmp_path: Path, kernels: list[KernelFacts], failures: list[CompileFailure]) -> RunState:
+    """The ratchet's view of a whole `kgate check` whose compile gave these facts and failures."""
+    config = Config(root=tmp_path)
+    selection = build_selection(config)
+    compiled = CompileRun(facts=kernels, failures=failures, toolchain={"triton": "3.9.0"})
+    return assemble(config, selection, CheckOptions(), compiled, evaluate.compiled(compiled, selection), None,
+                    covered=frozenset(), shard_names=None).state
+
+
+def cuda(registers: int = 250) -> KernelFacts:
+    return replace(facts(kernel="spill_kernel", registers=registers), variant="csrc/spill.cu", language="cuda",
+                   path="csrc/spill.cu")
+
+
+def test_a_compile_failure_never_drops_a_pin_nor_is_pinned(tmp_path: Path) -> None:
+    # Pinned while everything compiled: a Triton and a CUDA kernel, each with its KG102 finding.
+    base = repin(Baseline(), gated(tmp_path, [facts(), cuda()], []), accept_new=True).baseline
+    assert len(base.kernels) == 2 and len(base.findings) == 2
+    # Then neither compiles (a compiler timeout, a full cache disk): a CUDA failure is its file's.
+    failures = [CompileFailure("pkg.k:gemm", "BM=128,warps=8,stages=3", "sm_120a", "pkg/k.py", 10, "timed out"),
+                CompileFailure("csrc/spill.cu", "", "sm_120a", "csrc/spill.cu", 1, "No space left on device")]
+    now = gated(tmp_path, [], failures)
+    for accept_new in (False, True):
+        outcome = repin(base, now, accept_new=accept_new)
+        assert outcome.baseline.kernels == base.kernels and outcome.baseline.findings == base.findings
+        assert not [line for line in outcome.changes if "removed" in line or "KG001" in line], outcome.changes
+        assert len(outcome.failing) == 2 and all("KG001|" in line for line in outcome.failing)
+    # The check: the failures fail the run as errors; no pin of theirs is reported gone.
+    result = compare(base, now)
+    assert sorted(f.code for f in result.active) == ["KG001", "KG001"] and result.differences == []
+
+
+def test_a_pinned_compile_failure_accepts_nothing_and_update_removes_it(tmp_path: Path) -> None:
+    failure = CompileFailure("pkg.k:gemm", "BM=128,warps=8,stages=3", "sm_120a", "pkg/k.py", 10, "internal error")
+    now = gated(tmp_path, [], [failure])
+    [error] = now.findings
+    base = Baseline({"triton": "3.9.0"}, findings={error.baseline_key: Pin(1)})  # an older kgate pinned it
+    result = compare(base, now)
+    assert result.active == [error] and result.baselined == [] and result.differences == []
+    outcome = repin(base, now, accept_new=True)
+    assert outcome.baseline.findings == {} and outcome.failing
+    assert outcome.changes == [f"removed   {error.baseline_key}: a kernel that does not compile is never pinned"]
 
 
 def test_toolchain_change_is_one_line_and_follows_the_policy() -> None:

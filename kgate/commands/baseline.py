@@ -46,13 +46,17 @@ def run(args: argparse.Namespace) -> int:
         print(f"kgate: wrote {rel} ({len(outcome.changes)} change(s){upgraded})")
     else:
         print(f"kgate: {rel} is up to date")
+    for line in outcome.failing:
+        print(line, file=sys.stderr)
     if outcome.refused:
         for line in outcome.refused:
             print(line, file=sys.stderr)
         print(f"kgate: {len(outcome.refused)} new debt(s) left out; review them, then re-run with --accept-new "
               f"to pin them", file=sys.stderr)
-        return 1
-    return 0
+    if outcome.failing:
+        print(f"kgate: {len(outcome.failing)} compile failure(s) left out: a kernel that does not compile is not "
+              f"gated until it does", file=sys.stderr)
+    return 1 if outcome.refused or outcome.failing else 0
 
 
 def _show(baseline: Baseline | None, path: str) -> int:

@@ -45,6 +45,10 @@ from kgate.errors import BaselineError
 
 FORMAT_VERSION = 2
 METRICS = ("registers", "spill_bytes", "stack_bytes", "smem_bytes")
+# Findings of kernels that were not compiled (a compile error, a compiler that timed out or crashed, captured
+# specialisations that no longer fit): pinning one would stop gating its kernel for good, so none is ever pinned,
+# and a pin of one (written by an older kgate, or by hand) accepts nothing.
+UNPINNABLE = frozenset({"KG001", "KG005"})
 HEADER = "# kgate baseline: accepted debts. Re-pin with `kgate baseline update`; review every change.\n"
 
 
@@ -102,6 +106,11 @@ class Baseline:
             chosen, status = nearest(sections, current), "nearest"
             rest = sections
         return Baseline(dict(chosen.versions), dict(chosen.kernels), {**shared, **chosen.findings}, rest), status
+
+
+def pinnable(finding_key: str) -> bool:
+    """Whether the baseline may accept a finding: anything but a kernel that did not compile (`UNPINNABLE`)."""
+    return finding_key.split("|", 1)[0] not in UNPINNABLE
 
 
 def toolchain_bound(finding_key: str) -> bool:

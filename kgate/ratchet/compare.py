@@ -15,7 +15,7 @@ from typing import Any
 
 from kgate.facts.model import KernelFacts
 from kgate.findings import Finding, Severity
-from kgate.ratchet.baseline import METRICS, Baseline, Pin, kernel_key, split_kernel_key, toolchain_bound
+from kgate.ratchet.baseline import METRICS, Baseline, Pin, kernel_key, pinnable, split_kernel_key, toolchain_bound
 
 KINDS = ("TOOLCHAIN", "NEW", "WORSE", "IMPROVED", "GONE")
 
@@ -45,7 +45,9 @@ class Scope:
     compiled: bool = False
     kernels: frozenset[str] | None = None  # kernel names covered; None: every registered kernel
     targets: frozenset[str] = frozenset()
-    failed: frozenset[str] = frozenset()  # kernel names that failed to compile in this run
+    # What failed to compile in this run: Triton kernel names and CUDA source paths (a CUDA failure is its file's).
+    # Their pins say nothing about the code now: they are kept, never compared as gone.
+    failed: frozenset[str] = frozenset()
     source: bool = False
     paths: frozenset[str] | None = None  # files linted; None: the whole project
     codes: frozenset[str] = frozenset()  # rules that ran
@@ -60,7 +62,11 @@ class Scope:
     def covers_kernel(self, key: str) -> bool:
         kernel, variant, target = split_kernel_key(key)
         return self.compiled and target in self.targets and (self.kernels is None or kernel in self.kernels) \
-            and kernel not in self.failed and self.in_shard(kernel, variant)
+            and not self.did_not_compile(kernel, variant) and self.in_shard(kernel, variant)
+
+    def did_not_compile(self, kernel: str, variant: str) -> bool:
+        """Whether a kernel (a CUDA kernel by its file, its variant) failed to compile in this run."""
+        return kernel in self.failed or variant in self.failed
 
     def covers_finding(self, key: str) -> bool:
         code, path, identity = key.split("|", 2)
@@ -72,7 +78,8 @@ class Scope:
             variant = parts[1] if len(parts) > 1 else ""
             target = parts[2] if len(parts) > 2 else ""
             return self.compiled and (self.kernels is None or kernel in self.kernels) and \
-                (not target or target in self.targets) and self.in_shard(kernel, variant)
+                (not target or target in self.targets) and self.in_shard(kernel, variant) and \
+                not self.did_not_compile(kernel, variant)
         return self.source and (self.paths is None or path in self.paths)
 
 
@@ -86,8 +93,13 @@ class RunState:
     fail_on: Severity = Severity.ERROR
 
     def pinned_findings(self) -> list[Finding]:
-        """Findings the baseline tracks: those that would fail the run."""
-        return [f for f in self.findings if f.severity.rank <= self.fail_on.rank]
+        """Findings the baseline tracks: those that would fail the run, less those no pin may accept (a kernel that
+        did not compile stays failing until it compiles)."""
+        return [f for f in self.findings if f.severity.rank <= self.fail_on.rank and pinnable(f.baseline_key)]
+
+    def unpinnable(self) -> list[Finding]:
+        """Failing findings the baseline never accepts: kernels that did not compile."""
+        return [f for f in self.findings if f.severity.rank <= self.fail_on.rank and not pinnable(f.baseline_key)]
 
     def kernel_metrics(self) -> dict[str, dict[str, int]]:
         return {kernel_key(*k.key): metrics_of(k) for k in self.kernels}
@@ -237,7 +249,8 @@ def _compare_findings(baseline: Baseline, state: RunState, result: Comparison, s
             result.differences.append(Difference("GONE", key, f"{pin.count} pinned, {len(group)} now",
                                                  stale_fails, pin.count, len(group)))
     for key in sorted(baseline.findings):
-        if key not in groups and state.scope.covers_finding(key):
+        # A pin of a compile failure accepts nothing (the failure stays active); `baseline update` drops it.
+        if key not in groups and pinnable(key) and state.scope.covers_finding(key):
             pin = baseline.findings[key]
             result.differences.append(Difference("GONE", key, f"{pin.count} pinned, 0 now",
                                                  stale_fails and not (lenient and toolchain_bound(key)), pin.count, 0))

@@ -3,7 +3,10 @@
 By default a re-pin only records what got better or went away; a new debt
 (an at-risk kernel that was not pinned, a worse number, a new finding) is
 written only with `accept_new`, so a re-pin never silently absorbs a
-regression. Entries the run did not cover are kept as they are.
+regression. Entries the run did not cover are kept as they are, and so are
+the pins of a kernel or CUDA file that did not compile in the run (a
+timeout or a full disk says nothing about its numbers); its compile failure
+is never pinned, not even with `accept_new`.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from kgate.findings import Finding
-from kgate.ratchet.baseline import METRICS, Baseline, Pin
+from kgate.ratchet.baseline import METRICS, Baseline, Pin, pinnable
 from kgate.ratchet.compare import RunState, round_up
 
 
@@ -21,6 +24,7 @@ class Repin:
     baseline: Baseline
     changes: list[str] = field(default_factory=list)  # what was written
     refused: list[str] = field(default_factory=list)  # debts left out without --accept-new
+    failing: list[str] = field(default_factory=list)  # kernels that did not compile: never pinned, even with it
 
     @property
     def changed(self) -> bool:
@@ -100,10 +104,17 @@ def _repin_findings(old: Baseline, state: RunState, accept_new: bool, slack: int
         groups[finding.baseline_key].append(finding)
     findings = out.baseline.findings
     for key in sorted(old.findings):
+        if not pinnable(key):  # written by an older kgate or by hand: it accepts nothing
+            del findings[key]
+            out.changes.append(f"removed   {key}: a kernel that does not compile is never pinned")
+            continue
         if key in groups or not state.scope.covers_finding(key):
             continue
         del findings[key]
         out.changes.append(f"removed   {key}: gone")
+    for key in sorted({f.baseline_key for f in state.unpinnable()}):
+        out.failing.append(f"failing   {key}: did not compile; never pinned, and its kernel's pins are kept as "
+                           f"they are (fix it, then update again)")
     for key in sorted(groups):
         group = groups[key]
         count = len(group)

@@ -5,7 +5,10 @@ the compiler's own message (Triton's front end, ptxas, nvcc or NVRTC).
 ## Why is this bad?
 A kernel that does not build for the target cannot be gated at all: none of
 its registers, spills, shared memory or instructions can be checked. The
-other kernels are still compiled and checked.
+other kernels are still compiled and checked. So the baseline never accepts
+this finding (not even `kgate baseline update --accept-new`), and the
+kernel's pins are kept as they are while it fails: a timeout or a full disk
+says nothing about its numbers.
 
 ## Example
 A `tl.dot` whose tile is smaller than the MMA instruction's minimum, or a
