@@ -17,6 +17,7 @@ import signal
 import stat
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -236,3 +237,56 @@ def test_every_file_kgate_writes_goes_through_a_whole_file_writer() -> None:
             assert (rel, function) in WRITERS, f"{rel}:{line}: {function} writes a file directly"
             found.add((rel, function))
     assert found == set(WRITERS)  # an entry here that writes nothing any more is stale
+
+
+# `kgate baseline update` with its write held back: every update reads the baseline, then waits before writing,
+# so that two started together both read it before either writes (the window in which pins were lost).
+SLOW_UPDATE = textwrap.dedent("""
+    import sys, time
+    from kgate.compile.pool import start_server
+    start_server()
+    import kgate.commands.baseline as command
+    real = command.save
+    def slow(*args, **kwargs):
+        time.sleep(float(sys.argv[1]))
+        return real(*args, **kwargs)
+    command.save = slow
+    from kgate.cli import main
+    sys.exit(main(sys.argv[2:]))
+""")
+
+
+@pytest.fixture(scope="module")
+def ratchet_project(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """fixtures/ratchet for two targets, every kernel at risk (so each update pins its part), with a warm cache;
+    and the baseline one whole update writes."""
+    project = copy_project("ratchet", tmp_path_factory.mktemp("ratchet"))
+    config = project / "kgate.toml"
+    text = config.read_text()
+    config.write_text(text.replace('targets = ["sm_120a"]', 'targets = ["sm_120a", "sm_90a"]')
+                      .replace("threshold = 100", "threshold = 1"))
+    whole = kgate("baseline", "update", "--accept-new", cwd=project)
+    assert whole.code == 0, whole.stderr
+    baseline = (project / "kgate-baseline.toml").read_text()
+    assert baseline.count("|sm_120a\" = {") == baseline.count("|sm_90a\" = {") == 2  # two kernels, two targets
+    (project / "kgate-baseline.toml").unlink()
+    return project, baseline
+
+
+@pytest.mark.parametrize("parts", [("--target", "sm_120a", "--target", "sm_90a"),
+                                   ("--shard", "1/2", "--shard", "2/2")], ids=["targets", "shards"])
+def test_baseline_updates_at_once_lose_no_pin(ratchet_project: tuple[Path, str], tmp_path: Path,
+                                              parts: tuple[str, ...]) -> None:
+    project = tmp_path / "project"
+    shutil.copytree(ratchet_project[0], project)
+    script = tmp_path / "slow_update.py"
+    script.write_text(SLOW_UPDATE)
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    procs = [subprocess.Popen([sys.executable, str(script), "3", "baseline", "update", "--accept-new", flag, value],
+                              cwd=project, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+             for flag, value in (parts[:2], parts[2:])]
+    outputs = [proc.communicate(timeout=600) for proc in procs]
+    assert [proc.returncode for proc in procs] == [0, 0], outputs
+    assert all("kgate: wrote kgate-baseline.toml" in out for out, _err in outputs), outputs
+    # Each update pinned its part over what the other wrote: together, what one whole update pins.
+    assert (project / "kgate-baseline.toml").read_text() == ratchet_project[1]

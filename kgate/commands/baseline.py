@@ -8,7 +8,7 @@ import sys
 from kgate.atomicio import read_input
 from kgate.commands.common import ProgressBar, config_from, fail_on, selection_from
 from kgate.pipeline import CheckOptions, run_check
-from kgate.ratchet.baseline import Baseline, render, save, toolchain_bound
+from kgate.ratchet.baseline import Baseline, locked, render, save, toolchain_bound
 from kgate.ratchet.gate import baseline_path, load_baseline
 from kgate.ratchet.migrate import migrate
 from kgate.ratchet.update import repin
@@ -29,23 +29,26 @@ def run(args: argparse.Namespace) -> int:
         checked = run_check(config, selection, options, progress)
     finally:
         progress.clear()
-    old, renamed = migrate(load_baseline(config) or Baseline(), {k.key for k in checked.state.kernels})
-    outcome = repin(old, checked.state, accept_new=args.accept_new, slack=config.size_slack)
     rel = config.baseline
-    if renamed:
-        print(f"renamed   {renamed} entr(y/ies) to the variant names that say their specialisation")
-    for line in outcome.changes:
-        print(line)
-    try:
-        current = read_input(path)
-    except OSError:
-        current = None
-    if outcome.changed or renamed or current != render(outcome.baseline).encode():
-        save(outcome.baseline, path, rel)
-        upgraded = "" if outcome.changed or renamed or current is None else ", rewritten in the current format"
-        print(f"kgate: wrote {rel} ({len(outcome.changes)} change(s){upgraded})")
-    else:
-        print(f"kgate: {rel} is up to date")
+    # Read, re-pin and write under the lock: an update that ran at the same time wrote first, and its pins are
+    # in what is read here (the compile above needs no lock: it does not read the baseline).
+    with locked(path):
+        old, renamed = migrate(load_baseline(config) or Baseline(), {k.key for k in checked.state.kernels})
+        outcome = repin(old, checked.state, accept_new=args.accept_new, slack=config.size_slack)
+        if renamed:
+            print(f"renamed   {renamed} entr(y/ies) to the variant names that say their specialisation")
+        for line in outcome.changes:
+            print(line)
+        try:
+            current = read_input(path)
+        except OSError:
+            current = None
+        if outcome.changed or renamed or current != render(outcome.baseline).encode():
+            save(outcome.baseline, path, rel)
+            upgraded = "" if outcome.changed or renamed or current is None else ", rewritten in the current format"
+            print(f"kgate: wrote {rel} ({len(outcome.changes)} change(s){upgraded})")
+        else:
+            print(f"kgate: {rel} is up to date")
     for line in outcome.failing:
         print(line, file=sys.stderr)
     if outcome.refused:

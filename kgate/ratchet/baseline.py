@@ -33,7 +33,10 @@ the accepted size, rounded up to the project's slack.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -305,6 +308,34 @@ def _finding_lines(findings: dict[str, Pin]) -> list[str]:
         else:
             out.append(f"{_string(key)} = {{ count = {pin.count}, value = {pin.value} }}\n")
     return out
+
+
+@contextlib.contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """Hold the baseline for one read-modify-write: a second `kgate baseline update` waits here, then re-pins over
+    what the first wrote, so that neither loses the other's pins (two updates of different targets, kernels or
+    shards at once).
+
+    The lock is the baseline's folder (flock): the file itself is replaced by a rename on every write, so a lock
+    on it would not be shared, and a lock file of its own would be one more file in the project. A file system
+    without locks leaves the write as it was: whole, but last one wins.
+    """
+    try:
+        import fcntl
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path.parent, os.O_RDONLY)
+    except (ImportError, OSError):
+        yield
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:
+            pass
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
 
 
 def save(baseline: Baseline, path: Path, display: str | None = None) -> None:
