@@ -18,9 +18,10 @@ that the same state gives the same bytes and a diff reads like a changelog:
     [toolchain.findings]
     "KG102|pkg/gemm.py|pkg.gemm:matmul|BK=64,BM=128,BN=128,warps=8,stages=3,bf16#1e242e9a|sm_120a" = 1
 
-What a compiler decides (kernel numbers, and the findings of compiled rules and
-compile errors) is pinned per toolchain: one `[[toolchain]]` table for each set
-of compiler versions the baseline was updated with. Findings of source rules do
+What a compiler decides (kernel numbers, and the findings of compiled rules) is
+pinned per toolchain: one `[[toolchain]]` table for each set of compiler
+versions the baseline was updated with; a compile failure is never pinned
+(`UNPINNABLE`), though an older file's pin of one is still read. Findings of source rules do
 not depend on the compiler and are pinned once. A run compares with the pins of
 its own toolchain (see `for_toolchain`); version 1 files (one `[toolchain]`
 table) are read as one toolchain's pins.
