@@ -77,6 +77,22 @@ def test_an_autotuned_kernel_expands_into_one_variant_per_config(tmp_path: Path)
                                                      "BLOCK=256,FACTOR=2,warps=8,stages=2,fp16"]
 
 
+def test_autotune_applied_without_a_literal_decorator_is_planned_from_its_configs(tmp_path: Path) -> None:
+    """`k = triton.autotune(...)(k)` after the definition, or a project's own decorator around autotune: the
+    configs that run are gated, not the bare kernel with the registration's constexprs."""
+    rebound = KERNEL.format(imports="", decorators="") + (
+        '\nscale = triton.autotune(configs=[triton.Config({"BLOCK": 128}, num_warps=2)], key=[])(scale)\n')
+    wrapper = ('def tuned(fn):\n'
+               '    return triton.autotune(configs=[triton.Config({"BLOCK": 256}, num_warps=8)], key=[])(fn)\n')
+    wrapped = KERNEL.format(imports="", decorators=wrapper + "\n\n@tuned").replace("def scale(", "def wrapped(")
+    config = TABLE.replace("variants = [{ BLOCK = 512, num_warps = 8 }]\n", "")
+    config += config.replace('"ops:scale"', '"ops:wrapped"')
+    root = project(tmp_path / "tuned", config, rebound + "\n\n" + wrapped.split("\n", 3)[3])
+    assert sorted((k["kernel"], readable(k)) for k in kernels(root)) == [
+        ("ops:scale", "BLOCK=128,FACTOR=2,warps=2,stages=3,fp16"),
+        ("ops:wrapped", "BLOCK=256,FACTOR=2,warps=8,stages=3,fp16")]
+
+
 def test_the_decorator_checks_its_fields_when_the_module_is_imported() -> None:
     import kgate
 
