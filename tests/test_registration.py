@@ -165,3 +165,24 @@ constexprs = { BLOCK = 1024, FACTOR = 2 }
     (row,) = kernels(project(tmp_path / "dns", config, source))
     assert row["specialization"]["divisible_by_16"] == ["x"]  # n and out were not specialised
     assert row["signature"] == {"n": "i32", "out": "*fp16", "x": "*fp16"}
+
+
+def test_a_constexpr_the_specialisation_leaves_out_is_compiled_with_its_default() -> None:
+    """Never as None: `DOUBLE: tl.constexpr = False` given to Triton as None fails in its code generator."""
+    import triton
+    import triton.language as tl
+
+    from kgate.collect.specialization import Specialization
+    from kgate.compile.triton_backend import KernelError, triton_inputs
+
+    @triton.jit
+    def kernel(x, bias, BLOCK: tl.constexpr, DOUBLE: tl.constexpr = False, SCALE: tl.constexpr = 1.5):
+        pass
+
+    spec = Specialization("ops:kernel", {"x": "*fp32"}, {"BLOCK": 64}, none=("bias",))
+    signature, constants, _attrs = triton_inputs(kernel, spec)
+    assert signature == {"x": "*fp32", "bias": "constexpr", "BLOCK": "constexpr", "DOUBLE": "constexpr",
+                         "SCALE": "constexpr"}
+    assert constants == {(1,): None, (2,): 64, (3,): False, (4,): 1.5}
+    with pytest.raises(KernelError, match="'BLOCK' has no value"):
+        triton_inputs(kernel, Specialization("ops:kernel", {"x": "*fp32"}, none=("bias",)))
