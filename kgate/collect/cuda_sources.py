@@ -53,7 +53,12 @@ def defined_kernels(source: CudaSource) -> set[str]:
 
 
 def cuda_sources(config: Config) -> list[CudaSource]:
-    """Every configured CUDA source, sorted by path; each file once (the first table that names it)."""
+    """Every configured CUDA source, sorted by path; each file once.
+
+    A file two tables name is compiled once: that is only right when both would compile and judge it the same
+    way, so two tables that disagree about it (flags, PDL, expectations, ...) are a configuration error rather
+    than the first table silently winning.
+    """
     out: dict[str, CudaSource] = {}
     patterns = config.exclude + config.extend_exclude
     for entry in config.cuda:
@@ -64,12 +69,27 @@ def cuda_sources(config: Config) -> list[CudaSource]:
             if excluded(rel, patterns) and not any(_literal_match(rel, s) for s in entry.sources):
                 continue
             matched += 1
+            source = _source(config.root, path, rel, entry, commands.get(path.resolve()))
             if rel in out:
+                _same_settings(out[rel], source)
                 continue
-            out[rel] = _source(config.root, path, rel, entry, commands.get(path.resolve()))
+            out[rel] = source
         if matched == 0:
             raise ConfigError(f"{entry.origin}.sources: no file matches {', '.join(map(repr, entry.sources))}")
     return [out[rel] for rel in sorted(out)]
+
+
+def _same_settings(first: CudaSource, again: CudaSource) -> None:
+    """ConfigError unless a second table naming a file would compile and judge it as the first one does."""
+    a, b = first.entry, again.entry
+    differ = [what for what, x, y in (
+        ("flags", (first.cwd, first.flags, first.archs), (again.cwd, again.flags, again.archs)),
+        ("pdl", a.pdl, b.pdl), ("expect", a.expect, b.expect), ("launch_wrappers", a.launch_wrappers, b.launch_wrappers),
+        ("kind", a.kind, b.kind), ("compiler", a.compiler, b.compiler)) if x != y]
+    if differ:
+        table = a.origin.rsplit(": ", 1)[-1]
+        raise ConfigError(f"{b.origin}.sources: {again.rel} is also in {table}, with other {', '.join(differ)}: a file "
+                          f"is compiled once, with one table's settings; name it in one table only")
 
 
 def _literal_match(rel: str, pattern: str) -> bool:
