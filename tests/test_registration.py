@@ -186,3 +186,25 @@ def test_a_constexpr_the_specialisation_leaves_out_is_compiled_with_its_default(
     assert constants == {(1,): None, (2,): 64, (3,): False, (4,): 1.5}
     with pytest.raises(KernelError, match="'BLOCK' has no value"):
         triton_inputs(kernel, Specialization("ops:kernel", {"x": "*fp32"}, none=("bias",)))
+
+
+def test_a_registration_is_built_only_for_the_targets_it_names(tmp_path: Path) -> None:
+    """A kernel written for one architecture names it; on the run's other targets it is neither imported nor
+    compiled, so it cannot fail there, and where it is built its failure is reported whatever the selection."""
+    root = project(tmp_path / "targets", TABLE.replace('kind = "elementwise"\n', 'kind = "elementwise"\n'
+                                                       'targets = ["sm_120a"]\n').replace(
+        "variants = [{ BLOCK = 512, num_warps = 8 }]\n", "") + '''
+[[triton]]
+kernel = "hopper:kernel"
+signature = { x = "*fp32" }
+targets = ["sm_90a"]
+''', KERNEL.format(imports="", decorators=""))
+    (root / "kgate.toml").write_text((root / "kgate.toml").read_text().replace('["sm_120a"]', '["sm_120a", "sm_90a"]', 1))
+    (root / "hopper.py").write_text('raise RuntimeError("built for sm_90a only")\n')
+    run = kgate("check", "--format", "json", "--select", "KG1", "--target", "sm_120a", cwd=root)
+    assert run.code == 0, run.stdout + run.stderr
+    assert [(k["kernel"], k["target"]) for k in run.json()["kernels"]] == [("ops:scale", "sm_120a")]
+    run = kgate("check", "--format", "json", "--select", "KG1", cwd=root)
+    assert run.code == 1, run.stdout + run.stderr
+    assert [(k["kernel"], k["target"]) for k in run.json()["kernels"]] == [("ops:scale", "sm_120a")]
+    assert [(f["code"], f["kernel"]) for f in run.json()["findings"]] == [("KG001", "hopper:kernel")]

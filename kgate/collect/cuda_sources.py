@@ -85,7 +85,7 @@ def _same_settings(first: CudaSource, again: CudaSource) -> None:
     differ = [what for what, x, y in (
         ("flags", (first.cwd, first.flags, first.archs), (again.cwd, again.flags, again.archs)),
         ("pdl", a.pdl, b.pdl), ("expect", a.expect, b.expect), ("launch_wrappers", a.launch_wrappers, b.launch_wrappers),
-        ("kind", a.kind, b.kind), ("compiler", a.compiler, b.compiler)) if x != y]
+        ("kind", a.kind, b.kind), ("compiler", a.compiler, b.compiler), ("targets", a.targets, b.targets)) if x != y]
     if differ:
         table = a.origin.rsplit(": ", 1)[-1]
         raise ConfigError(f"{b.origin}.sources: {again.rel} is also in {table}, with other {', '.join(differ)}: a file "

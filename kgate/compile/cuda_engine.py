@@ -66,6 +66,8 @@ def compile_cuda(config: Config, targets: tuple[str, ...], *, jobs: int, progres
         if files is not None and source.rel not in files:
             continue
         for target in targets:
+            if not source.entry.builds_for(target):
+                continue  # the table names the targets its files are built for
             task = _plan(config, source, target, toolchain, compilers[source.entry.compiler], patterns, sass_all,
                          cache, nvrtc_includes)
             record = cache.get("cuda", task.key, record_shapes.cuda)

@@ -253,6 +253,11 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
     """Compile every registered launch and every captured specialisation of the project's Triton kernels."""
     run = CompileRun()
     captured = captured or []
+    # A kernel whose every registration names targets other than this run's is not built here at all: neither
+    # imported nor compiled, and so never a compile failure (its captured launches follow it).
+    built = [e for e in entries if any(e.builds_for(t) for t in targets)]
+    elsewhere = {e.kernel for e in entries} - {e.kernel for e in built}
+    entries, captured = built, [c for c in captured if c.spec.kernel not in elsewhere]
     if not entries and not captured:
         return run
     run.toolchain = triton_toolchain()
@@ -277,8 +282,8 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
             if p.captured and p.expansion is not None:
                 tuned = frozenset(k for cfg in p.expansion["configs"] for k in cfg["kwargs"])
                 run.captured.append(CapturedKernel(p.kernel, tuple(c.spec for c in p.captured), tuned))
-            for variant in _variants(config, p, run):
-                for target in targets:
+            for variant, built_for in _variants(config, p, run, targets):
+                for target in built_for:
                     key = digest("facts", FACTS_SCHEMA, kgate.__version__, tool_key, variant, target, p.source_key)
                     data = cache.get("facts", key, record_shapes.facts)
                     hit = None
@@ -398,31 +403,38 @@ def _expand(config: Config, planned: list[_Planned], pool: Pool, cache: Cache, t
                  config.timeout, expanded)
 
 
-def _variants(config: Config, p: _Planned, run: CompileRun) -> list[dict[str, Any]]:
-    """The kernel's variants to compile; what cannot be planned becomes a failure (a finding) instead."""
+def _variants(config: Config, p: _Planned, run: CompileRun,
+              targets: tuple[str, ...]) -> list[tuple[dict[str, Any], tuple[str, ...]]]:
+    """The kernel's variants to compile, each with the run's targets it is built for; what cannot be planned
+    becomes a failure (a finding) instead, unless the registration is built for none of the run's targets."""
+    entries = [(entry, tuple(t for t in targets if entry.builds_for(t))) for entry in p.entries]
+    entries = [(entry, built_for) for entry, built_for in entries if built_for]
+    # Captured launches follow the kernel's registrations when every one of them names its targets.
+    captured_for = targets if not p.entries or any(e.targets is None for e in p.entries) else tuple(
+        t for t in targets if any(e.builds_for(t) for e in p.entries))
     if p.error is not None or p.expansion is None:
         error = p.error or "not expanded"
-        for entry in p.entries:
+        for entry, _built_for in entries:
             path, line = _entry_location(config, entry)
             run.failures.append(CompileFailure(p.kernel, "", "", path, line, error))
-        if p.captured and p.missing:
+        if p.captured and captured_for and p.missing:
             run.failures.append(_stale(config, p, p.captured, error))
-        elif p.captured:
+        elif p.captured and captured_for:
             line = min(item.line for item in p.captured) or 1
             run.failures.append(CompileFailure(p.kernel, "", "", config.capture, line, error))
         return []
     variants = []
-    for entry in p.entries:
+    for entry, built_for in entries:
         try:
-            variants.extend(plan_variants(entry, p.expansion))
+            variants.extend((variant, built_for) for variant in plan_variants(entry, p.expansion))
         except ValueError as exc:
             path, line = _entry_location(config, entry)
             run.failures.append(CompileFailure(p.kernel, "", "", path, line, str(exc)))
     stale: dict[str, list[CapturedSpec]] = {}
-    for item in p.captured:
+    for item in p.captured if captured_for else ():
         why = item.spec.mismatch(p.expansion["params"])
         if why is None:
-            variants.append(captured_variant(p, item, p.expansion))
+            variants.append((captured_variant(p, item, p.expansion), captured_for))
         else:
             stale.setdefault(why, []).append(item)
     for why, items in sorted(stale.items()):
