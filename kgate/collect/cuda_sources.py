@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kgate.collect.cuda_flags import ArchPair, include_dirs, split_flags
-from kgate.collect.files import excluded, relpath
+from kgate.collect.files import excluded, named_rel, relpath
 from kgate.config import Config, CudaEntry
 from kgate.errors import ConfigError
 
@@ -29,8 +29,8 @@ _INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*([<"])([^">\r\n]+)[">]', re.
 
 @dataclass(frozen=True)
 class CudaSource:
-    path: Path  # absolute
-    rel: str  # relative to the project root
+    path: Path  # absolute, resolved: the file itself
+    rel: str  # relative to the project root, as the project names it (a symlink is not followed)
     cwd: Path  # where the compiler runs: the compile command's directory, else the project root
     flags: tuple[str, ...]  # the project's flags without architectures, outputs and modes
     archs: tuple[ArchPair, ...]  # architectures the project's own command line names
@@ -59,24 +59,24 @@ def cuda_sources(config: Config) -> list[CudaSource]:
     way, so two tables that disagree about it (flags, PDL, expectations, ...) are a configuration error rather
     than the first table silently winning.
     """
-    out: dict[str, CudaSource] = {}
+    out: dict[Path, CudaSource] = {}  # by the file itself: two names of one file are one source
     patterns = config.exclude + config.extend_exclude
     for entry in config.cuda:
         commands = _compile_commands(config.root, entry)
         matched = 0
         for path in _glob(config.root, entry.sources):
-            rel = relpath(path, config.root)
+            rel = named_rel(path, config.root)
             if excluded(rel, patterns) and not any(_literal_match(rel, s) for s in entry.sources):
                 continue
             matched += 1
             source = _source(config.root, path, rel, entry, commands.get(path.resolve()))
-            if rel in out:
-                _same_settings(out[rel], source)
+            if source.path in out:
+                _same_settings(out[source.path], source)
                 continue
-            out[rel] = source
+            out[source.path] = source
         if matched == 0:
             raise ConfigError(f"{entry.origin}.sources: no file matches {', '.join(map(repr, entry.sources))}")
-    return [out[rel] for rel in sorted(out)]
+    return sorted(out.values(), key=lambda source: source.rel)
 
 
 def _same_settings(first: CudaSource, again: CudaSource) -> None:

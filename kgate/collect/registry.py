@@ -16,7 +16,7 @@ from typing import Any
 
 from kgate.collect import captures
 from kgate.collect.captures import CapturedSpec
-from kgate.collect.files import relpath, walk
+from kgate.collect.files import named_rel, walk
 from kgate.collect.modules import import_roots, module_name
 from kgate.collect.pysource import expressions, module_constants
 from kgate.collect.source import MAX_PARSE_BYTES, try_parse
@@ -57,7 +57,7 @@ def triton_entries(config: Config) -> list[TritonEntry]:
             continue
         if b"register" in data and _IMPORTS_KGATE.search(data):
             if len(data) > MAX_PARSE_BYTES:  # its registrations cannot be read: say so rather than skip them
-                raise ConfigError(f"{relpath(path, config.root)}: too large to read kgate.register decorators from "
+                raise ConfigError(f"{named_rel(path, config.root)}: too large to read kgate.register decorators from "
                                   f"({len(data) / 2**20:.1f} MB): add it to extend-exclude if it is generated")
             entries.extend(decorator_entries(path, data, config.root, roots))
     # A kernel may be registered several times (two dtypes, two argument sets); the same fields twice is a slip.
@@ -82,7 +82,7 @@ def triton_kernels(entries: list[TritonEntry], captured: list[CapturedSpec]) -> 
 
 
 def decorator_entries(path: Path, data: bytes, root: Path, roots: list[Path]) -> list[TritonEntry]:
-    rel = relpath(path, root)
+    rel = named_rel(path, root)
     tree = try_parse(data)
     if tree is None:
         return []  # a broken file is the linter's to report

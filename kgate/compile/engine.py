@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import posixpath
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +19,7 @@ import kgate
 from kgate import tools
 from kgate.collect import pyindex
 from kgate.collect.captures import CapturedSpec
-from kgate.collect.files import relpath
+from kgate.collect.files import Alias, aliases, display_path, relpath
 from kgate.collect.modules import import_roots, kernel_source_key, module_file
 from kgate.collect.specialization import readable_name
 from kgate.collect.static_kernel import static_expansion
@@ -61,6 +62,7 @@ class _Planned:
     error: str | None = None
     missing: bool = False  # the error is that the kernel (or its module) does not exist
     file: Path | None = None  # the kernel's module file
+    import_root: Path | None = None  # the python-path folder (resolved) it was found under
     spans: dict[str, tuple[int, int]] = field(default_factory=dict)  # its top-level defs, when planned
 
     @property
@@ -267,6 +269,10 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
     pyindex.use_cache(config.root / config.cache_dir)
     planned = _plan_kernels(config, entries, captured, roots)
     pyindex.save()
+    known = path_aliases(config, planned)
+
+    def shown(path: str) -> str:
+        return display_path(Path(path), config.root, known)
 
     own_pool = pool is None
     pool = pool or Pool(jobs, worker_env(config))
@@ -278,7 +284,7 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
         for p in planned:
             if p.expansion is not None:
                 p.expansion = _current_line(p, p.expansion)
-                run.locations[p.kernel] = (relpath(Path(p.expansion["path"]), config.root), p.expansion["line"])
+                run.locations[p.kernel] = (shown(p.expansion["path"]), p.expansion["line"])
             if p.captured and p.expansion is not None:
                 tuned = frozenset(k for cfg in p.expansion["configs"] for k in cfg["kwargs"])
                 run.captured.append(CapturedKernel(p.kernel, tuple(c.spec for c in p.captured), tuned))
@@ -312,7 +318,7 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
                 run.compiled += 1
                 run.compile_seconds[f"{variant['kernel']}|{facts.variant}|{target}"] = outcome.seconds
             else:
-                path = relpath(Path(p.expansion["path"]), config.root) if p.expansion else config.display()
+                path = shown(p.expansion["path"]) if p.expansion else config.display()
                 line = p.expansion["line"] if p.expansion else 1
                 run.failures.append(CompileFailure(variant["kernel"], variant["name"], target, path, line,
                                                    _first_line(outcome)))
@@ -323,7 +329,7 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
                 assert p.expansion is not None
                 payloads.append(("triton.compile", {
                     "variant": variant, "target": target, "sys_path": p.sys_path,
-                    "path": relpath(Path(p.expansion["path"]), config.root), "line": p.expansion["line"],
+                    "path": shown(p.expansion["path"]), "line": p.expansion["line"],
                     "artifacts": str(cache.artifacts(key)), "sass": sass_all or needs_sass(variant),
                     "toolchain": {k: v for k, v in run.toolchain.items() if not k.endswith(".id")},
                 }))
@@ -370,8 +376,24 @@ def _plan_kernels(config: Config, entries: list[TritonEntry], captured: list[Cap
         except OSError as exc:  # the module, or a project module it imports, cannot be read
             p.error = f"cannot read {relpath(Path(exc.filename or found[0]), config.root)}: {exc.strerror}"
             continue
-        p.sys_path, p.file, p.spans = [str(found[1])], found[0], def_spans(found[0])
+        p.sys_path = [str(found[1])]
+        p.file, p.import_root, p.spans = found[0], found[1], def_spans(found[0])
     return planned
+
+
+def path_aliases(config: Config, planned: list[_Planned]) -> list[Alias]:
+    """How the project names the places its kernel modules are in: python-path entries (outside the project
+    too: "../shared") and symlinked folders on the way to each module, for paths that are the same on every
+    machine."""
+    written: dict[Path, str] = {}
+    for entry in config.python_path:
+        written.setdefault((config.root / entry).resolve(), entry)
+    known = [alias for entry in config.python_path for alias in aliases(config.root, entry)]
+    for p in planned:
+        if p.file is not None and p.import_root in written:
+            name = posixpath.join(written[p.import_root], p.file.relative_to(p.import_root).as_posix())
+            known += aliases(config.root, posixpath.normpath(name))
+    return known
 
 
 def _expand(config: Config, planned: list[_Planned], pool: Pool, cache: Cache, tool_key: dict[str, str]) -> None:
