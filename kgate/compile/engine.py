@@ -376,9 +376,21 @@ def _plan_kernels(config: Config, entries: list[TritonEntry], captured: list[Cap
         except OSError as exc:  # the module, or a project module it imports, cannot be read
             p.error = f"cannot read {relpath(Path(exc.filename or found[0]), config.root)}: {exc.strerror}"
             continue
-        p.sys_path = [str(found[1])]
+        # Every python-path entry reaches the worker (a module re-exporting a kernel from another entry imports
+        # it from there), the kernel module's own first so that its name resolves as it did here.
+        p.sys_path = list(dict.fromkeys([str(found[1]), *(str(r) for r in python_path_order(config))]))
         p.file, p.import_root, p.spans = found[0], found[1], def_spans(found[0])
     return planned
+
+
+def python_path_order(config: Config) -> list[Path]:
+    """The python-path folders that exist, resolved, in the order the configuration lists them (sys.path's)."""
+    out = []
+    for entry in config.python_path:
+        folder = (config.root / entry).resolve()
+        if folder.is_dir() and folder not in out:
+            out.append(folder)
+    return out
 
 
 def path_aliases(config: Config, planned: list[_Planned]) -> list[Alias]:
