@@ -22,7 +22,6 @@ from kgate.config import Config
 from kgate.errors import ConfigError
 from kgate.findings import Finding, Severity
 
-
 # Findings that say a kernel was not compiled: always reported (see the module's docstring).
 UNCOMPILED = frozenset({"KG001", "KG005"})
 

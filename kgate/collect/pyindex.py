@@ -168,10 +168,8 @@ def _rebound(tree: ast.Module, names: set[str]) -> tuple[str, ...]:
         elif isinstance(node, (ast.Global, ast.Nonlocal)):
             bound.update(node.names)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and id(node) not in top:
-            bound.add(node.name)
-        elif isinstance(node, ast.ExceptHandler) and node.name:
-            bound.add(node.name)
-        elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+            bound.add(node.name)  # a nested definition of the same name (conservative: it may say `global`)
+        elif isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and node.name:
             bound.add(node.name)
         elif isinstance(node, ast.MatchMapping) and node.rest:
             bound.add(node.rest)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -141,7 +141,7 @@ def _check_other_uses(node: ast.stmt, is_register: Callable[[ast.AST], bool], re
             roots += [d for d in (*node.args.defaults, *node.args.kw_defaults) if d is not None]
             # The decorator itself, called (read by the caller) or bare (an error of its own there).
             allowed = {id(d.func) if isinstance(d, ast.Call) else id(d) for d in node.decorator_list}
-        nodes = (n for root in roots for n in ast.walk(root))
+        nodes: Iterator[ast.AST] = (n for root in roots for n in ast.walk(root))
     else:
         nodes, allowed = expressions(node), set()
     found = next((n for n in nodes if is_register(n) and id(n) not in allowed), None)

@@ -457,7 +457,7 @@ def _variants(config: Config, p: _Planned, run: CompileRun,
             line = min(item.line for item in p.captured) or 1
             run.failures.append(CompileFailure(p.kernel, "", "", config.capture, line, error))
         return []
-    variants = []
+    variants: list[tuple[dict[str, Any], tuple[str, ...]]] = []
     for entry, built_for in entries:
         try:
             variants.extend((variant, built_for) for variant in plan_variants(entry, p.expansion))
