@@ -54,7 +54,13 @@ class TritonEntry:
     # Example values of the run-time arguments, one table per launch to gate (empty: one launch made
     # from the signature and `divisible`); Triton's launcher derives the specialisation from them.
     args: tuple[dict[str, Any], ...] = ()
+    # The targets the kernel is built for (None: every target of the run); on the others it is not compiled,
+    # so a kernel written for one architecture does not fail the gate on another.
+    targets: tuple[str, ...] | None = None
     origin: str = ""
+
+    def builds_for(self, target: str) -> bool:
+        return self.targets is None or target in self.targets
 
     @property
     def module(self) -> str:
@@ -72,6 +78,7 @@ class TritonEntry:
             "kind": self.kind, "variants": list(self.variants), "shapes": list(self.shapes),
             "divisible": list(self.divisible) if self.divisible is not None else None,
             "args": [dict(a) for a in self.args],
+            "targets": list(self.targets) if self.targets is not None else None,
         }
 
 
@@ -87,7 +94,11 @@ class CudaEntry:
     launch_wrappers: tuple[str, ...] = ()
     kind: dict[str, str] = field(default_factory=dict)
     compiler: str = "auto"  # "auto" (nvcc, else NVRTC), "nvcc" or "nvrtc" (device-only sources)
+    targets: tuple[str, ...] | None = None  # the targets its files are built for (None: every target of the run)
     origin: str = ""
+
+    def builds_for(self, target: str) -> bool:
+        return self.targets is None or target in self.targets
 
 
 @dataclass(frozen=True)
@@ -238,13 +249,7 @@ def parse_config(table: dict[str, Any], *, root: Path, source: Path | None, pref
     ctx.no_unknown(table, _TOP_KEYS, "")
     kwargs: dict[str, Any] = {"root": root, "source": source}
     if "targets" in table:
-        targets = ctx.str_list(table["targets"], "targets")
-        for target in targets:
-            if target not in KNOWN_TARGETS:
-                raise ctx.error("targets", f"unknown target {target!r} (known: {', '.join(KNOWN_TARGETS)})")
-        if not targets:
-            raise ctx.error("targets", "must name at least one target")
-        kwargs["targets"] = tuple(dict.fromkeys(targets))
+        kwargs["targets"] = ctx.targets(table["targets"], "targets")
     if "triton" in table:
         entries = ctx.table_list(table["triton"], "triton")
         kwargs["triton"] = tuple(
@@ -347,7 +352,7 @@ def outside_paths(kwargs: dict[str, Any], root: Path, ctx: _Ctx) -> tuple[str, .
 
 _TRITON_KEYS = {
     "kernel", "signature", "constexprs", "num_warps", "num_stages", "expect", "pdl", "kind", "variants",
-    "shapes", "divisible", "args",
+    "shapes", "divisible", "args", "targets",
 }
 _VARIANT_OPTION_KEYS = {"num_warps", "num_stages"}
 
@@ -407,6 +412,7 @@ def parse_triton_entry(data: dict[str, Any], where: str) -> TritonEntry:
         shapes=tuple(shapes),
         divisible=divisible,
         args=args,
+        targets=ctx.targets(data["targets"], "targets") if "targets" in data else None,
         origin=where,
     )
 
@@ -479,7 +485,8 @@ def _arg_value(item: Any, ctx: _Ctx, key: str) -> Any:
                          "{ type = \"*bf16\", align = N }")
 
 
-_CUDA_KEYS = {"sources", "flags", "compile_commands", "pdl", "expect", "launch_wrappers", "kind", "compiler"}
+_CUDA_KEYS = {"sources", "flags", "compile_commands", "pdl", "expect", "launch_wrappers", "kind", "compiler",
+              "targets"}
 CUDA_COMPILERS = ("auto", "nvcc", "nvrtc")
 
 
@@ -516,6 +523,7 @@ def parse_cuda_entry(data: Any, parent: _Ctx, index: int) -> CudaEntry:
         launch_wrappers=tuple(ctx.str_list(table.get("launch_wrappers", []), "launch_wrappers")),
         kind=kinds,
         compiler=ctx.choice(table.get("compiler", "auto"), "compiler", CUDA_COMPILERS),
+        targets=ctx.targets(table["targets"], "targets") if "targets" in table else None,
         origin=f"{parent.where}: {ctx.prefix}",
     )
 
@@ -590,6 +598,15 @@ class _Ctx:
         if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
             raise self.error(key, f"must be a positive integer, not {value!r}")
         return value
+
+    def targets(self, value: Any, key: str) -> tuple[str, ...]:
+        targets = self.str_list(value, key)
+        for target in targets:
+            if target not in KNOWN_TARGETS:
+                raise self.error(key, f"unknown target {target!r} (known: {', '.join(KNOWN_TARGETS)})")
+        if not targets:
+            raise self.error(key, "must name at least one target")
+        return tuple(dict.fromkeys(targets))
 
     def choice(self, value: Any, key: str, choices: tuple[str, ...]) -> str:
         if value not in choices:

@@ -2,6 +2,13 @@
 
 Codes, code prefixes ("KG1") and rule names ("spill") are accepted wherever
 a rule is named; "ALL" selects everything. Unknown ones are errors.
+
+A kernel that was not compiled (KG001 compile-error, KG005 stale-capture) is
+not gated at all, so those findings are never deselected into silence: they
+are reported whatever `select`, `ignore`, `per-file-ignores` or `severity`
+say, at their own severity, and naming them there to turn them off is an
+error. What remains is a suppression comment with a reason, or a
+registration's `targets` (a kernel is not built for the other targets).
 """
 
 from __future__ import annotations
@@ -14,6 +21,9 @@ from kgate import rules as registry  # type: ignore[attr-defined]
 from kgate.config import Config
 from kgate.errors import ConfigError
 from kgate.findings import Finding, Severity
+
+# Findings that say a kernel was not compiled: always reported (see the module's docstring).
+UNCOMPILED = frozenset({"KG001", "KG005"})
 
 
 def _names() -> dict[str, str]:
@@ -52,7 +62,8 @@ class Selection:
         return self.severity.get(code, default)
 
     def ignored_for(self, path: str, code: str) -> bool:
-        return any(code in codes and _path_matches(path, pattern) for pattern, codes in self.per_file_ignores)
+        return code not in UNCOMPILED and any(code in codes and _path_matches(path, pattern)
+                                              for pattern, codes in self.per_file_ignores)
 
     def keep(self, finding: Finding) -> bool:
         return self.active(finding.code) and not self.ignored_for(finding.path, finding.code)
@@ -67,15 +78,21 @@ def build_selection(config: Config, *, select: list[str] | None = None, extend_s
                     ignore: list[str] | None = None) -> Selection:
     """Resolve the configuration and command-line flags (flags win) into a Selection."""
     where = config.display()
+    _refuse_uncompiled(config.ignore, f"{where}: ignore")
+    _refuse_uncompiled(ignore or [], "--ignore")
+    _refuse_uncompiled([t for t, level in config.severity.items() if level != "error"], f"{where}: severity")
+    for pattern, codes in config.per_file_ignores.items():
+        _refuse_uncompiled(codes, f"{where}: per-file-ignores.{pattern}")
     base = select if select is not None else (list(config.select) or ["ALL"])
     enabled = resolve_codes(base, "--select" if select is not None else f"{where}: select")
     enabled |= resolve_codes(list(config.extend_select), f"{where}: extend-select")
     enabled |= resolve_codes(extend_select or [], "--extend-select")
     enabled -= resolve_codes(list(config.ignore), f"{where}: ignore")
     enabled -= resolve_codes(ignore or [], "--ignore")
+    enabled |= UNCOMPILED
     severity: dict[str, Severity] = {}
     for token, level in config.severity.items():
-        for code in resolve_codes([token], f"{where}: severity"):
+        for code in resolve_codes([token], f"{where}: severity") - UNCOMPILED:
             if level == "off":
                 enabled.discard(code)
             else:
@@ -98,6 +115,17 @@ def build_selection(config: Config, *, select: list[str] | None = None, extend_s
             except ConfigError as exc:
                 raise ConfigError(f"{where}: {exc}") from None
     return Selection(frozenset(enabled), severity, resolved, pfi)
+
+
+def _refuse_uncompiled(tokens: tuple[str, ...] | list[str], where: str) -> None:
+    """ConfigError for a list that turns off, by code or name, a finding that says a kernel was not compiled."""
+    names = _names()
+    for token in tokens:
+        code = names.get(token, token.upper())
+        if code in UNCOMPILED:
+            raise ConfigError(f"{where}: {token} cannot be turned off: a kernel that is not compiled is not gated at "
+                              f"all, so {code} is reported whatever the selection (suppress one with a reason, "
+                              f"`# kgate: ignore[{code}] why`, or give a registration the `targets` it builds for)")
 
 
 def rule_options(selection: Selection, code: str) -> dict[str, Any]:

@@ -95,3 +95,34 @@ def test_a_file_that_does_not_parse_still_has_a_key(tmp_path: Path, counting: li
     module.write_text("def (:\n")
     assert static_expansion(module, "kernel") is None
     assert kernel_source_key(module, "kernel", [tmp_path], tmp_path)
+
+
+PLAIN = '''import triton
+import triton.language as tl
+{imports}
+
+{decorators}
+def kernel(x, BLOCK: tl.constexpr):
+    tl.store(x + tl.arange(0, BLOCK), 1.0)
+{after}
+'''
+
+
+@pytest.mark.parametrize(("imports", "decorators", "after", "static"), [
+    ("", "@triton.jit", "", True),
+    ("from triton import jit", "@jit", "", True),
+    ("import kgate", "@kgate.register(signature={'x': '*fp32'})\n@triton.jit", "", True),
+    # What the module exports under the name is not the definition: only an import can tell what runs.
+    ("", "@triton.jit", "kernel = triton.autotune(configs=[triton.Config({'BLOCK': 64})], key=[])(kernel)", False),
+    ("from tuning import tuned", "@tuned\n@triton.jit", "", False),
+    ("", "@triton.heuristics({'BLOCK': lambda a: 64})\n@triton.jit", "", False),
+    ("", "@triton.jit", "for kernel in [kernel]:\n    pass", False),
+    ("", "@triton.jit", "def rebind():\n    global kernel\n    kernel = None", False),
+    ("", "@triton.jit", "from tuned_kernels import *", False),
+    ("import mylib", "@mylib.jit", "", False),  # a project's own `jit` is not Triton's
+])
+def test_only_a_provably_plain_jit_kernel_is_planned_from_source(
+        tmp_path: Path, counting: list[Path], imports: str, decorators: str, after: str, static: bool) -> None:
+    module = tmp_path / "mod.py"
+    module.write_text(PLAIN.format(imports=imports, decorators=decorators, after=after))
+    assert (static_expansion(module, "kernel") is not None) is static

@@ -487,3 +487,46 @@ def _old_name(key: str) -> str:
     import re
 
     return re.sub(r"(,[a-z0-9+]+)?#[0-9a-f]{8}(?=\|)", "", key)
+
+
+def test_baseline_keys_are_the_same_on_another_machine(tmp_path: Path) -> None:
+    """Kernels under a python-path entry outside the project and behind a symlinked folder (and CUDA sources
+    there) are named by how the project reaches them, never by the absolute place they resolve to: the
+    baseline written here holds in a checkout somewhere else."""
+    import shutil
+
+    source = textwrap.dedent('''\
+        import triton
+        import triton.language as tl
+
+
+        @triton.jit
+        def good(x, n, BLOCK: tl.constexpr):
+            o = tl.arange(0, BLOCK)
+            tl.store(x + o, tl.load(x + o, mask=o < n) * 2.0, mask=o < n)
+        ''')
+    here = tmp_path / "here"
+    (here / "shared").mkdir(parents=True)
+    (here / "vendor" / "kern").mkdir(parents=True)
+    (here / "shared" / "sk.py").write_text(source)
+    (here / "vendor" / "kern" / "lk.py").write_text(source)
+    project = here / "project"
+    project.mkdir()
+    (project / "kern").symlink_to(Path("..") / "vendor" / "kern")
+    table = 'signature = { x = "*fp32", n = "i32" }\nconstexprs = { BLOCK = 128 }\n'
+    config = ('targets = ["sm_120a"]\npython-path = [".", "../shared"]\n\n[options.register-ceiling]\nthreshold = 1\n'
+              f'\n[[triton]]\nkernel = "sk:good"\n{table}\n[[triton]]\nkernel = "kern.lk:good"\n{table}')
+    expected = {"../shared/sk.py", "kern/lk.py"}
+    if shutil.which("nvcc"):
+        (here / "vendor" / "kern" / "twice.cu").write_text("__global__ void twice(float* x) { x[0] *= 2.0f; }\n")
+        config += '\n[[cuda]]\nsources = ["kern/*.cu"]\n'
+        expected.add("kern/twice.cu")
+    (project / "kgate.toml").write_text(config)
+    run = kgate("baseline", "update", "--accept-new", cwd=project)
+    assert run.code == 0, run.stdout + run.stderr
+    pinned = load(project / "kgate-baseline.toml")
+    assert {key.split("|")[1] for key in pinned.findings} == expected
+    there = tmp_path / "elsewhere" / "checkout"
+    shutil.copytree(here, there, symlinks=True)
+    run = kgate("check", cwd=there / "project")
+    assert run.code == 0, run.stdout + run.stderr

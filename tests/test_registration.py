@@ -77,6 +77,22 @@ def test_an_autotuned_kernel_expands_into_one_variant_per_config(tmp_path: Path)
                                                      "BLOCK=256,FACTOR=2,warps=8,stages=2,fp16"]
 
 
+def test_autotune_applied_without_a_literal_decorator_is_planned_from_its_configs(tmp_path: Path) -> None:
+    """`k = triton.autotune(...)(k)` after the definition, or a project's own decorator around autotune: the
+    configs that run are gated, not the bare kernel with the registration's constexprs."""
+    rebound = KERNEL.format(imports="", decorators="") + (
+        '\nscale = triton.autotune(configs=[triton.Config({"BLOCK": 128}, num_warps=2)], key=[])(scale)\n')
+    wrapper = ('def tuned(fn):\n'
+               '    return triton.autotune(configs=[triton.Config({"BLOCK": 256}, num_warps=8)], key=[])(fn)\n')
+    wrapped = KERNEL.format(imports="", decorators=wrapper + "\n\n@tuned").replace("def scale(", "def wrapped(")
+    config = TABLE.replace("variants = [{ BLOCK = 512, num_warps = 8 }]\n", "")
+    config += config.replace('"ops:scale"', '"ops:wrapped"')
+    root = project(tmp_path / "tuned", config, rebound + "\n\n" + wrapped.split("\n", 3)[3])
+    assert sorted((k["kernel"], readable(k)) for k in kernels(root)) == [
+        ("ops:scale", "BLOCK=128,FACTOR=2,warps=2,stages=3,fp16"),
+        ("ops:wrapped", "BLOCK=256,FACTOR=2,warps=8,stages=3,fp16")]
+
+
 def test_the_decorator_checks_its_fields_when_the_module_is_imported() -> None:
     import kgate
 
@@ -149,3 +165,46 @@ constexprs = { BLOCK = 1024, FACTOR = 2 }
     (row,) = kernels(project(tmp_path / "dns", config, source))
     assert row["specialization"]["divisible_by_16"] == ["x"]  # n and out were not specialised
     assert row["signature"] == {"n": "i32", "out": "*fp16", "x": "*fp16"}
+
+
+def test_a_constexpr_the_specialisation_leaves_out_is_compiled_with_its_default() -> None:
+    """Never as None: `DOUBLE: tl.constexpr = False` given to Triton as None fails in its code generator."""
+    import triton
+    import triton.language as tl
+
+    from kgate.collect.specialization import Specialization
+    from kgate.compile.triton_backend import KernelError, triton_inputs
+
+    @triton.jit
+    def kernel(x, bias, BLOCK: tl.constexpr, DOUBLE: tl.constexpr = False, SCALE: tl.constexpr = 1.5):
+        pass
+
+    spec = Specialization("ops:kernel", {"x": "*fp32"}, {"BLOCK": 64}, none=("bias",))
+    signature, constants, _attrs = triton_inputs(kernel, spec)
+    assert signature == {"x": "*fp32", "bias": "constexpr", "BLOCK": "constexpr", "DOUBLE": "constexpr",
+                         "SCALE": "constexpr"}
+    assert constants == {(1,): None, (2,): 64, (3,): False, (4,): 1.5}
+    with pytest.raises(KernelError, match="'BLOCK' has no value"):
+        triton_inputs(kernel, Specialization("ops:kernel", {"x": "*fp32"}, none=("bias",)))
+
+
+def test_a_registration_is_built_only_for_the_targets_it_names(tmp_path: Path) -> None:
+    """A kernel written for one architecture names it; on the run's other targets it is neither imported nor
+    compiled, so it cannot fail there, and where it is built its failure is reported whatever the selection."""
+    root = project(tmp_path / "targets", TABLE.replace('kind = "elementwise"\n', 'kind = "elementwise"\n'
+                                                       'targets = ["sm_120a"]\n').replace(
+        "variants = [{ BLOCK = 512, num_warps = 8 }]\n", "") + '''
+[[triton]]
+kernel = "hopper:kernel"
+signature = { x = "*fp32" }
+targets = ["sm_90a"]
+''', KERNEL.format(imports="", decorators=""))
+    (root / "kgate.toml").write_text((root / "kgate.toml").read_text().replace('["sm_120a"]', '["sm_120a", "sm_90a"]', 1))
+    (root / "hopper.py").write_text('raise RuntimeError("built for sm_90a only")\n')
+    run = kgate("check", "--format", "json", "--select", "KG1", "--target", "sm_120a", cwd=root)
+    assert run.code == 0, run.stdout + run.stderr
+    assert [(k["kernel"], k["target"]) for k in run.json()["kernels"]] == [("ops:scale", "sm_120a")]
+    run = kgate("check", "--format", "json", "--select", "KG1", cwd=root)
+    assert run.code == 1, run.stdout + run.stderr
+    assert [(k["kernel"], k["target"]) for k in run.json()["kernels"]] == [("ops:scale", "sm_120a")]
+    assert [(f["code"], f["kernel"]) for f in run.json()["findings"]] == [("KG001", "hopper:kernel")]

@@ -219,6 +219,29 @@ def test_json_is_sorted_and_stable_for_shuffled_input() -> None:
     assert set(data) == {"version", "command", "findings", "kernels", "ratchet", "summary"}
 
 
+def test_json_and_sarif_stay_strict_json_with_a_nan_constexpr() -> None:
+    """`constexprs = { S = nan }` is a valid registration; JSON has no NaN, so it is written as TOML spells it."""
+    from conftest import DATA
+
+    from kgate.facts.model import KernelFacts, Resources
+    from kgate.facts.ptx import parse_ptx
+
+    entry = parse_ptx((DATA / "pdl_wait_first.sm_120a.ptx").read_text()).entry()
+    facts = KernelFacts(kernel="k:good", variant="S=nan,warps=4,stages=3#00000000", target="sm_120a",
+                        language="triton", path="k.py", line=5, kind="other", num_warps=4, num_stages=3, expect=(),
+                        pdl=False, ptx_target="sm_120a", entry=entry, resources=Resources(8, 0, 0, 0, 0, 0),
+                        constexprs={"S": float("nan"), "HI": float("inf"), "LO": float("-inf"), "B": 128})
+    result = result_of([finding()])
+    result.kernels = [facts]
+
+    def strict(constant: str) -> None:
+        raise ValueError(f"not JSON: {constant}")
+
+    data = json.loads(json_report.render(result), parse_constant=strict)
+    assert data["kernels"][0]["constexprs"] == {"B": 128, "HI": "inf", "LO": "-inf", "S": "nan"}
+    json.loads(sarif_report.render(result), parse_constant=strict)
+
+
 # --- Baseline differences (the ratchet) ---
 
 def with_differences() -> Result:

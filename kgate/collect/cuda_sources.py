@@ -21,7 +21,7 @@ from pathlib import Path
 
 from kgate.atomicio import read_input, read_input_text
 from kgate.collect.cuda_flags import ArchPair, include_dirs, split_flags
-from kgate.collect.files import excluded, relpath
+from kgate.collect.files import excluded, named_rel, relpath
 from kgate.config import Config, CudaEntry
 from kgate.errors import ConfigError
 
@@ -30,8 +30,8 @@ _INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*([<"])([^">\r\n]+)[">]', re.
 
 @dataclass(frozen=True)
 class CudaSource:
-    path: Path  # absolute
-    rel: str  # relative to the project root
+    path: Path  # absolute, resolved: the file itself
+    rel: str  # relative to the project root, as the project names it (a symlink is not followed)
     cwd: Path  # where the compiler runs: the compile command's directory, else the project root
     flags: tuple[str, ...]  # the project's flags without architectures, outputs and modes
     archs: tuple[ArchPair, ...]  # architectures the project's own command line names
@@ -54,23 +54,43 @@ def defined_kernels(source: CudaSource) -> set[str]:
 
 
 def cuda_sources(config: Config) -> list[CudaSource]:
-    """Every configured CUDA source, sorted by path; each file once (the first table that names it)."""
-    out: dict[str, CudaSource] = {}
+    """Every configured CUDA source, sorted by path; each file once.
+
+    A file two tables name is compiled once: that is only right when both would compile and judge it the same
+    way, so two tables that disagree about it (flags, PDL, expectations, ...) are a configuration error rather
+    than the first table silently winning.
+    """
+    out: dict[Path, CudaSource] = {}  # by the file itself: two names of one file are one source
     patterns = config.exclude + config.extend_exclude
     for entry in config.cuda:
         commands = _compile_commands(config.root, entry)
         matched = 0
         for path in _glob(config.root, entry.sources):
-            rel = relpath(path, config.root)
+            rel = named_rel(path, config.root)
             if excluded(rel, patterns) and not any(_literal_match(rel, s) for s in entry.sources):
                 continue
             matched += 1
-            if rel in out:
+            source = _source(config.root, path, rel, entry, commands.get(path.resolve()))
+            if source.path in out:
+                _same_settings(out[source.path], source)
                 continue
-            out[rel] = _source(config.root, path, rel, entry, commands.get(path.resolve()))
+            out[source.path] = source
         if matched == 0:
             raise ConfigError(f"{entry.origin}.sources: no file matches {', '.join(map(repr, entry.sources))}")
-    return [out[rel] for rel in sorted(out)]
+    return sorted(out.values(), key=lambda source: source.rel)
+
+
+def _same_settings(first: CudaSource, again: CudaSource) -> None:
+    """ConfigError unless a second table naming a file would compile and judge it as the first one does."""
+    a, b = first.entry, again.entry
+    differ = [what for what, x, y in (
+        ("flags", (first.cwd, first.flags, first.archs), (again.cwd, again.flags, again.archs)),
+        ("pdl", a.pdl, b.pdl), ("expect", a.expect, b.expect), ("launch_wrappers", a.launch_wrappers, b.launch_wrappers),
+        ("kind", a.kind, b.kind), ("compiler", a.compiler, b.compiler), ("targets", a.targets, b.targets)) if x != y]
+    if differ:
+        table = a.origin.rsplit(": ", 1)[-1]
+        raise ConfigError(f"{b.origin}.sources: {again.rel} is also in {table}, with other {', '.join(differ)}: a file "
+                          f"is compiled once, with one table's settings; name it in one table only")
 
 
 def _literal_match(rel: str, pattern: str) -> bool:

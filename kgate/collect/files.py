@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import posixpath
 import stat
-from collections.abc import Iterable
-from pathlib import Path
+from collections.abc import Iterable, Sequence
+from pathlib import Path, PurePosixPath
+
+# A file or folder, resolved, and the project-relative name the project reaches it by (through a symlinked
+# folder or file, or a python-path entry outside the project: "../shared").
+Alias = tuple[Path, str]
 
 
 def excluded(rel: str, patterns: Iterable[str]) -> bool:
@@ -69,3 +74,49 @@ def relpath(path: Path, root: Path) -> str:
         return path.resolve().relative_to(root.resolve()).as_posix()
     except ValueError:
         return path.as_posix()
+
+
+def named_rel(path: Path, root: Path) -> str:
+    """A path found under the project root (a glob's, a walk's) as the project names it: through a symlinked
+    folder or file, not where it leads. The name shown and gated, the same on every machine."""
+    try:
+        return path.relative_to(root).as_posix()
+    except ValueError:
+        return relpath(path, root)
+
+
+def aliases(root: Path, rel: str) -> list[Alias]:
+    """The folders on a project-relative path, and the path itself, resolved, each with its name on that path,
+    where the name is not simply the resolved place's path under the root (a symlink, a `..`)."""
+    out: list[Alias] = []
+    parts = PurePosixPath(rel).parts
+    base = root.resolve()
+    for depth in range(1, len(parts) + 1):
+        name = "/".join(parts[:depth])
+        try:
+            resolved = (root / name).resolve()
+        except (OSError, RuntimeError):  # a symlink loop
+            break
+        if resolved != base / name:
+            out.append((resolved, name))
+    return out
+
+
+def display_path(path: Path, root: Path, known: Sequence[Alias] = ()) -> str:
+    """A path as the project names it, relative to the project root, the same on every machine.
+
+    The deepest of the project root and the `known` aliases that holds the resolved path wins: a file in a
+    symlinked folder is named through the link, one under a python-path entry outside the project through
+    that entry (`../shared/ops.py`). A path none of them holds stays as it is.
+    """
+    try:
+        resolved = path.resolve()
+    except (OSError, RuntimeError):
+        return path.as_posix()
+    best: Alias | None = None
+    for place, name in [(root.resolve(), "."), *known]:
+        if (resolved == place or resolved.is_relative_to(place)) and (best is None or len(place.parts) > len(best[0].parts)):
+            best = (place, name)
+    if best is None:
+        return path.as_posix()
+    return posixpath.normpath(posixpath.join(best[1], resolved.relative_to(best[0]).as_posix()))

@@ -19,10 +19,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kgate.collect.pysource import dotted, import_map, qualified
 from kgate.collect.source import try_parse
 
-INDEX_VERSION = 1
-_DYNAMIC = ("autotune", "heuristics")  # decorators that change what is compiled
+INDEX_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,9 @@ class DefInfo:
     text_hash: str
     uses: tuple[str, ...]  # names the body and decorators use
     kind: str  # "function" | "class"
-    decorators: tuple[str, ...] = ()  # last names of the decorators, e.g. "jit", "autotune", "register"
+    # The decorators, by what they name through the module's imports ("triton.jit", "kgate.register"), else as
+    # written ("my_tuner"); "?" for one that is not a name (`@table[0]`).
+    decorators: tuple[str, ...] = ()
     params: tuple[tuple[str, bool, bool], ...] | None = None  # (name, constexpr, has default); None: not simple
     dot_scaled: bool = False  # the text calls dot_scaled itself
 
@@ -45,6 +47,10 @@ class ModuleInfo:
     rest_hash: str  # the module's code outside top-level functions and classes
     defs: dict[str, DefInfo] = field(default_factory=dict)
     imports: tuple[tuple[str, int, str], ...] = ()  # (module, level, imported name)
+    # Top-level functions and classes whose name is bound again somewhere in the module (`k = autotune(...)(k)`,
+    # an import, `global k`), and "*" when a star import may rebind any of them: what the module exports under
+    # that name is then not the definition itself.
+    rebound: tuple[str, ...] = ()
 
 
 def _stat_key(path: Path) -> list[int] | None:
@@ -141,14 +147,40 @@ def module_info(path: Path) -> ModuleInfo:
 # --------------------------------------------------------------------------- parsing
 
 
-def _decorator_name(node: ast.expr) -> str:
+def _decorator_name(node: ast.expr, imports: dict[str, str]) -> str:
     if isinstance(node, ast.Call):
         node = node.func
-    if isinstance(node, ast.Attribute):
-        return node.attr
-    if isinstance(node, ast.Name):
-        return node.id
-    return ""
+    return qualified(node, imports) or dotted(node) or "?"
+
+
+def _rebound(tree: ast.Module, names: set[str]) -> tuple[str, ...]:
+    """Which of `names` (the top-level definitions) something else in the module binds too; "*" for a star
+    import. Anything that binds a name counts, wherever it is (a function's local of the same name too):
+    erring that way costs an import of the module, never a wrong plan."""
+    bound: set[str] = set()
+    top = set(map(id, tree.body))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            bound.add(node.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                bound.add("*" if alias.name == "*" else (alias.asname or alias.name).split(".")[0])
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            bound.update(node.names)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and id(node) not in top:
+            bound.add(node.name)  # a nested definition of the same name (conservative: it may say `global`)
+        elif isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and node.name:
+            bound.add(node.name)
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            bound.add(node.rest)
+    # A name defined twice at the top level: the later definition is the one the module exports.
+    seen: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            if node.name in seen:
+                bound.add(node.name)
+            seen.add(node.name)
+    return tuple(sorted(bound & (names | {"*"})))
 
 
 def _params(node: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[tuple[str, bool, bool], ...] | None:
@@ -183,6 +215,7 @@ def parse_module(path: Path) -> ModuleInfo:
         return ModuleInfo(False, hashlib.sha256(data).hexdigest())
     text = data.decode("utf-8", errors="replace")
     lines = text.splitlines(keepends=True)
+    imported = import_map(tree)
     defs: dict[str, DefInfo] = {}
     rest: list[str] = []
     for node in tree.body:
@@ -197,7 +230,7 @@ def parse_module(path: Path) -> ModuleInfo:
                 name=node.name, start=start, end=end, line=node.lineno,
                 text_hash=hashlib.sha256(segment.encode()).hexdigest(), uses=uses,
                 kind="function" if is_function else "class",
-                decorators=tuple(_decorator_name(d) for d in decorators),
+                decorators=tuple(_decorator_name(d, imported) for d in decorators),
                 params=_params(node) if is_function else None,  # type: ignore[arg-type]
                 dot_scaled=_mentions_dot_scaled(node),
             )
@@ -209,7 +242,8 @@ def parse_module(path: Path) -> ModuleInfo:
             imports.extend((alias.name, 0, "") for alias in found.names)
         elif isinstance(found, ast.ImportFrom):
             imports.extend((found.module or "", found.level, alias.name) for alias in found.names)
-    return ModuleInfo(True, hashlib.sha256("".join(rest).encode()).hexdigest(), defs, tuple(imports))
+    return ModuleInfo(True, hashlib.sha256("".join(rest).encode()).hexdigest(), defs, tuple(imports),
+                      _rebound(tree, set(defs)))
 
 
 def _to_json(info: ModuleInfo) -> dict[str, Any]:
@@ -224,7 +258,8 @@ def _from_json(data: dict[str, Any]) -> ModuleInfo:
         raw["decorators"] = tuple(raw["decorators"])
         raw["params"] = tuple(tuple(p) for p in raw["params"]) if raw["params"] is not None else None
         defs[name] = DefInfo(**raw)
-    info = ModuleInfo(data["parsed"], data["rest_hash"], defs, tuple(tuple(i) for i in data["imports"]))
+    info = ModuleInfo(data["parsed"], data["rest_hash"], defs, tuple(tuple(i) for i in data["imports"]),
+                      tuple(data["rebound"]))
     _check(info)
     return info
 
@@ -235,7 +270,8 @@ def _check(info: ModuleInfo) -> None:
         return isinstance(value, kind) and not (kind is int and isinstance(value, bool))
 
     good = ok(info.parsed, bool) and ok(info.rest_hash, str) and all(
-        len(item) == 3 and ok(item[0], str) and ok(item[1], int) and ok(item[2], str) for item in info.imports)
+        len(item) == 3 and ok(item[0], str) and ok(item[1], int) and ok(item[2], str) for item in info.imports) \
+        and all(ok(name, str) for name in info.rebound)
     for name, d in info.defs.items():
         good = good and name == d.name and ok(d.name, str) and all(ok(v, int) for v in (d.start, d.end, d.line)) \
             and ok(d.text_hash, str) and d.kind in ("function", "class") and ok(d.dot_scaled, bool) \

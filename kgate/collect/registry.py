@@ -10,23 +10,24 @@ from __future__ import annotations
 import ast
 import json
 import re
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from kgate.collect import captures
 from kgate.collect.captures import CapturedSpec
-from kgate.collect.files import relpath, walk
+from kgate.collect.files import named_rel, walk
 from kgate.collect.modules import import_roots, module_name
-from kgate.collect.pysource import module_constants
+from kgate.collect.pysource import expressions, module_constants
 from kgate.collect.source import MAX_PARSE_BYTES, try_parse
 from kgate.config import Config, TritonEntry, parse_triton_entry
 from kgate.errors import ConfigError
 
-# A module that can use the decorator imports kgate itself (`import kgate [as k]`) or the name
-# (`from kgate import register`, also in parentheses over several lines); kgate's own modules and
-# most of a project do neither, and are not parsed at all.
-_IMPORTS_KGATE = re.compile(rb"^[ \t]*(?:import[ \t]+kgate\b|from[ \t]+kgate[ \t]+import\b[^\n]*(?:\bregister\b|\())",
-                            re.MULTILINE)
+# A module that can use the decorator imports kgate itself (`import kgate [as k]`, `import os, kgate`) or
+# the name (`from kgate import register`, also in parentheses over several lines, or `*`); kgate's own
+# modules and most of a project do neither, and are not parsed at all.
+_IMPORTS_KGATE = re.compile(
+    rb"^[ \t]*(?:import[ \t][^\n]*\bkgate\b|from[ \t]+kgate[ \t]+import\b[^\n]*(?:\bregister\b|\(|\*))", re.MULTILINE)
 
 
 def _statements(tree: ast.Module) -> list[ast.stmt]:
@@ -56,7 +57,7 @@ def triton_entries(config: Config) -> list[TritonEntry]:
             continue
         if b"register" in data and _IMPORTS_KGATE.search(data):
             if len(data) > MAX_PARSE_BYTES:  # its registrations cannot be read: say so rather than skip them
-                raise ConfigError(f"{relpath(path, config.root)}: too large to read kgate.register decorators from "
+                raise ConfigError(f"{named_rel(path, config.root)}: too large to read kgate.register decorators from "
                                   f"({len(data) / 2**20:.1f} MB): add it to extend-exclude if it is generated")
             entries.extend(decorator_entries(path, data, config.root, roots))
     # A kernel may be registered several times (two dtypes, two argument sets); the same fields twice is a slip.
@@ -81,7 +82,7 @@ def triton_kernels(entries: list[TritonEntry], captured: list[CapturedSpec]) -> 
 
 
 def decorator_entries(path: Path, data: bytes, root: Path, roots: list[Path]) -> list[TritonEntry]:
-    rel = relpath(path, root)
+    rel = named_rel(path, root)
     tree = try_parse(data)
     if tree is None:
         return []  # a broken file is the linter's to report
@@ -89,12 +90,22 @@ def decorator_entries(path: Path, data: bytes, root: Path, roots: list[Path]) ->
     if not kgate_names and not register_names:
         return []
     constants = module_constants(tree)
+
+    def is_register(node: ast.AST) -> bool:
+        return _is_register(node, kgate_names, register_names)
+
     out = []
     for node in _statements(tree):
+        # A registration the reader cannot see would leave its kernel ungated without a word: every use of
+        # the decorator at module level is either one it reads or an error.
+        _check_other_uses(node, is_register, rel)
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
         for dec in node.decorator_list:
-            if not (isinstance(dec, ast.Call) and _is_register(dec.func, kgate_names, register_names)):
+            if is_register(dec):
+                raise ConfigError(f"{rel}:{dec.lineno}: kgate.register must be called, with the registration's "
+                                  f"fields: @kgate.register(signature=...)")
+            if not (isinstance(dec, ast.Call) and is_register(dec.func)):
                 continue
             where = f"{rel}:{dec.lineno}"
             located = module_name(path, roots)
@@ -118,6 +129,27 @@ def decorator_entries(path: Path, data: bytes, root: Path, roots: list[Path]) ->
             fields["kernel"] = f"{located[0]}:{node.name}"
             out.append(parse_triton_entry(fields, where))
     return out
+
+
+def _check_other_uses(node: ast.stmt, is_register: Callable[[ast.AST], bool], rel: str) -> None:
+    """ConfigError for a use of kgate.register in a module-level statement other than a decorator of a function
+    (`k = kgate.register(...)(k)`, a decorated class, an alias): kgate reads registrations from decorators only."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        roots: list[ast.AST] = list(node.decorator_list)
+        allowed: set[int] = set()
+        if not isinstance(node, ast.ClassDef):
+            roots += [d for d in (*node.args.defaults, *node.args.kw_defaults) if d is not None]
+            # The decorator itself, called (read by the caller) or bare (an error of its own there).
+            allowed = {id(d.func) if isinstance(d, ast.Call) else id(d) for d in node.decorator_list}
+        nodes: Iterator[ast.AST] = (n for root in roots for n in ast.walk(root))
+    else:
+        nodes, allowed = expressions(node), set()
+    found = next((n for n in nodes if is_register(n) and id(n) not in allowed), None)
+    if found is not None:
+        how = "decorates a class" if isinstance(node, ast.ClassDef) else "is used other than as a decorator"
+        raise ConfigError(f"{rel}:{getattr(found, 'lineno', node.lineno)}: kgate.register {how}: kgate reads "
+                          f"registrations only from @kgate.register(...) on a module-level kernel function, so this "
+                          f"one would never be gated")
 
 
 class _NotLiteral(ValueError):
@@ -202,14 +234,16 @@ def _aliases(tree: ast.Module) -> tuple[set[str], set[str]]:
             for alias in node.names:
                 if alias.name == "kgate":
                     kgate_names.add(alias.asname or "kgate")
+                elif alias.name.startswith("kgate.") and not alias.asname:
+                    kgate_names.add("kgate")  # `import kgate.x` binds kgate too
         elif isinstance(node, ast.ImportFrom) and node.module == "kgate" and not node.level:
             for alias in node.names:
-                if alias.name == "register":
+                if alias.name in ("register", "*"):  # kgate's __all__ exports register
                     register_names.add(alias.asname or "register")
     return kgate_names, register_names
 
 
-def _is_register(func: ast.expr, kgate_names: set[str], register_names: set[str]) -> bool:
+def _is_register(func: ast.AST, kgate_names: set[str], register_names: set[str]) -> bool:
     if isinstance(func, ast.Attribute) and func.attr == "register":
         return isinstance(func.value, ast.Name) and func.value.id in kgate_names
-    return isinstance(func, ast.Name) and func.id in register_names
+    return isinstance(func, ast.Name) and func.id in register_names and isinstance(func.ctx, ast.Load)

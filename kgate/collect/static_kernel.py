@@ -1,11 +1,17 @@
 """What can be known about a Triton kernel from its source alone, without importing it.
 
-For a plain `@triton.jit` function (no autotune or heuristics decorator) the
-planner needs only its parameters, which of them are constexpr, whether it
+For a plain `@triton.jit` function the planner needs only its parameters, which of them are constexpr, whether it
 (or a function it calls) uses `tl.dot_scaled`, and the line of its `def`: all
 visible in the source (see `kgate.collect.pyindex`). Saving the import of the
 module in a worker is what keeps an incremental run close to the compiler's
 own time.
+
+Plain means provably plain: decorated by `triton.jit` and nothing else (a
+`kgate.register` aside, which returns the function unchanged), and bound to
+no other object anywhere in the module. A project's own decorator, an
+autotune or heuristics wrapper, or `k = triton.autotune(...)(k)` after the
+definition all change what the name holds, so only an import can tell what
+runs: the configs of an autotuner, however it was applied, are then planned.
 """
 
 from __future__ import annotations
@@ -16,8 +22,9 @@ from typing import Any
 from kgate.collect.modules import used_defs
 from kgate.collect.pyindex import module_info
 
-# Decorators that change what is compiled and so need the live object.
-_DYNAMIC = ("autotune", "heuristics")
+# What a decorator may name, resolved through the module's imports, for the source alone to tell what runs.
+_JIT = frozenset({"triton.jit", "triton.runtime.jit", "triton.runtime.jit.jit"})
+_TRANSPARENT = _JIT | {"kgate.register"}
 
 
 def static_expansion(path: Path, function: str) -> dict[str, Any] | None:
@@ -26,7 +33,9 @@ def static_expansion(path: Path, function: str) -> dict[str, Any] | None:
     node = info.defs.get(function)
     if node is None or node.kind != "function" or node.params is None:
         return None
-    if not any(name.endswith("jit") for name in node.decorators) or any(n in _DYNAMIC for n in node.decorators):
+    if not any(name in _JIT for name in node.decorators) or not all(n in _TRANSPARENT for n in node.decorators):
+        return None
+    if function in info.rebound or "*" in info.rebound:
         return None
     called = used_defs(info, function)
     return {

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from kgate import tools
+from kgate.collect.files import display_path
 from kgate.compile.triton_backend import KernelError
 from kgate.errors import ToolchainError
 from kgate.facts.cuda_names import base_name, definition_line, display_names, global_definitions, matches
@@ -233,12 +234,14 @@ def kernel_facts(payload: dict[str, Any], ptx: str, log: str) -> list[dict[str, 
     resources = parse_ptxas_log(log)
     names = display_names([entry.name for entry in parsed.entries])
     root = Path(payload["root"])
+    # Where the project reaches files through symlinks: a kernel defined there is the project's, named that way.
+    known = [(Path(place), name) for place, name in payload.get("aliases", [])]
     definitions: dict[Path, dict[str, list[int]]] = {}
     out = []
     for entry in parsed.entries:
         header = headers.get(entry.name)
         where = _definition_file(header.first_loc.file if header and header.first_loc else None, payload)
-        if where is None or not where.is_relative_to(root):
+        if where is None or not any(where.is_relative_to(place) for place in [root, *(p for p, _n in known)]):
             continue  # a library's kernel instantiated here (CUB, Thrust): not the project's to gate
         display = names[entry.name]
         hint = header.first_loc.line if header and header.first_loc else None
@@ -257,7 +260,7 @@ def kernel_facts(payload: dict[str, Any], ptx: str, log: str) -> list[dict[str, 
             variant=payload["rel"],
             target=payload["target"],
             language="cuda",
-            path=where.relative_to(root).as_posix(),
+            path=display_path(where, root, known),
             line=line,
             kind="other",
             num_warps=max(1, -(-threads // 32)),

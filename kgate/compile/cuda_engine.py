@@ -19,6 +19,7 @@ import kgate
 from kgate.collect.cuda_flags import choose_arch
 from kgate.collect.cuda_launches import LaunchSite, pdl_launch_sites, pdl_launched
 from kgate.collect.cuda_sources import CudaSource, cuda_sources, defined_kernels
+from kgate.collect.files import aliases, display_path
 from kgate.compile import records as record_shapes
 from kgate.compile.cache import Cache, digest
 from kgate.compile.cuda_backend import reads_sass
@@ -66,6 +67,8 @@ def compile_cuda(config: Config, targets: tuple[str, ...], *, jobs: int, progres
         if files is not None and source.rel not in files:
             continue
         for target in targets:
+            if not source.entry.builds_for(target):
+                continue  # the table names the targets its files are built for
             task = _plan(config, source, target, toolchain, compilers[source.entry.compiler], patterns, sass_all,
                          cache, nvrtc_includes)
             record = cache.get("cuda", task.key, record_shapes.cuda)
@@ -95,7 +98,10 @@ def _plan(config: Config, source: CudaSource, target: str, toolchain: CudaToolch
     key = digest("cuda", kgate.__version__, compiler, version, source.rel, source.key,
                  list(source.flags), arch.virtual, arch.real, target)
     payload = {
-        "source": str(source.path), "rel": source.rel, "cwd": str(source.cwd), "root": str(config.root.resolve()),
+        # nvcc is given the file by the name the project gives it: a symlink to a content-addressed file
+        # without a `.cu` suffix is still a CUDA source to nvcc, and the kernels in it are named by it.
+        "source": str(config.root / source.rel), "rel": source.rel,
+        "aliases": [[str(place), name] for place, name in aliases(config.root, source.rel)], "cwd": str(source.cwd), "root": str(config.root.resolve()),
         "flags": list(source.flags), "virtual": arch.virtual, "real": arch.real, "target": target,
         "compiler": compiler, "nvcc": toolchain.nvcc.path, "artifacts": str(cache.artifacts(key)),
         "sass_patterns": patterns, "sass_all": sass_all, "timeout": config.timeout,
@@ -163,11 +169,10 @@ def launch_sites(config: Config, sources: list[CudaSource]) -> list[LaunchSite]:
         if "__global__" in text:
             kernels.update(global_definitions(text))
     sites: list[LaunchSite] = []
-    root = config.root.resolve()
+    known = [alias for source in sources for alias in aliases(config.root, source.rel)]
     for path in sorted(texts):
         text, wrappers = texts[path]
-        rel = path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)
-        sites.extend(pdl_launch_sites(text, rel, kernels, wrappers))
+        sites.extend(pdl_launch_sites(text, display_path(path, config.root, known), kernels, wrappers))
     return sites
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import posixpath
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +20,7 @@ from kgate import tools
 from kgate.atomicio import read_input_text
 from kgate.collect import pyindex
 from kgate.collect.captures import CapturedSpec
-from kgate.collect.files import relpath
+from kgate.collect.files import Alias, aliases, display_path, relpath
 from kgate.collect.modules import import_roots, kernel_source_key, module_file
 from kgate.collect.specialization import readable_name
 from kgate.collect.static_kernel import static_expansion
@@ -62,6 +63,7 @@ class _Planned:
     error: str | None = None
     missing: bool = False  # the error is that the kernel (or its module) does not exist
     file: Path | None = None  # the kernel's module file
+    import_root: Path | None = None  # the python-path folder (resolved) it was found under
     spans: dict[str, tuple[int, int]] = field(default_factory=dict)  # its top-level defs, when planned
 
     @property
@@ -254,6 +256,11 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
     """Compile every registered launch and every captured specialisation of the project's Triton kernels."""
     run = CompileRun()
     captured = captured or []
+    # A kernel whose every registration names targets other than this run's is not built here at all: neither
+    # imported nor compiled, and so never a compile failure (its captured launches follow it).
+    built = [e for e in entries if any(e.builds_for(t) for t in targets)]
+    elsewhere = {e.kernel for e in entries} - {e.kernel for e in built}
+    entries, captured = built, [c for c in captured if c.spec.kernel not in elsewhere]
     if not entries and not captured:
         return run
     run.toolchain = triton_toolchain()
@@ -263,6 +270,10 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
     pyindex.use_cache(config.root / config.cache_dir)
     planned = _plan_kernels(config, entries, captured, roots)
     pyindex.save()
+    known = path_aliases(config, planned)
+
+    def shown(path: str) -> str:
+        return display_path(Path(path), config.root, known)
 
     own_pool = pool is None
     pool = pool or Pool(jobs, worker_env(config))
@@ -274,12 +285,12 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
         for p in planned:
             if p.expansion is not None:
                 p.expansion = _current_line(p, p.expansion)
-                run.locations[p.kernel] = (relpath(Path(p.expansion["path"]), config.root), p.expansion["line"])
+                run.locations[p.kernel] = (shown(p.expansion["path"]), p.expansion["line"])
             if p.captured and p.expansion is not None:
                 tuned = frozenset(k for cfg in p.expansion["configs"] for k in cfg["kwargs"])
                 run.captured.append(CapturedKernel(p.kernel, tuple(c.spec for c in p.captured), tuned))
-            for variant in _variants(config, p, run):
-                for target in targets:
+            for variant, built_for in _variants(config, p, run, targets):
+                for target in built_for:
                     key = digest("facts", FACTS_SCHEMA, kgate.__version__, tool_key, variant, target, p.source_key)
                     data = cache.get("facts", key, record_shapes.facts)
                     hit = None
@@ -308,7 +319,7 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
                 run.compiled += 1
                 run.compile_seconds[f"{variant['kernel']}|{facts.variant}|{target}"] = outcome.seconds
             else:
-                path = relpath(Path(p.expansion["path"]), config.root) if p.expansion else config.display()
+                path = shown(p.expansion["path"]) if p.expansion else config.display()
                 line = p.expansion["line"] if p.expansion else 1
                 run.failures.append(CompileFailure(variant["kernel"], variant["name"], target, path, line,
                                                    _first_line(outcome)))
@@ -319,7 +330,7 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
                 assert p.expansion is not None
                 payloads.append(("triton.compile", {
                     "variant": variant, "target": target, "sys_path": p.sys_path,
-                    "path": relpath(Path(p.expansion["path"]), config.root), "line": p.expansion["line"],
+                    "path": shown(p.expansion["path"]), "line": p.expansion["line"],
                     "artifacts": str(cache.artifacts(key)), "sass": sass_all or needs_sass(variant),
                     "toolchain": {k: v for k, v in run.toolchain.items() if not k.endswith(".id")},
                 }))
@@ -366,8 +377,36 @@ def _plan_kernels(config: Config, entries: list[TritonEntry], captured: list[Cap
         except OSError as exc:  # the module, or a project module it imports, cannot be read
             p.error = f"cannot read {relpath(Path(exc.filename or found[0]), config.root)}: {exc.strerror}"
             continue
-        p.sys_path, p.file, p.spans = [str(found[1])], found[0], def_spans(found[0])
+        # Every python-path entry reaches the worker (a module re-exporting a kernel from another entry imports
+        # it from there), the kernel module's own first so that its name resolves as it did here.
+        p.sys_path = list(dict.fromkeys([str(found[1]), *(str(r) for r in python_path_order(config))]))
+        p.file, p.import_root, p.spans = found[0], found[1], def_spans(found[0])
     return planned
+
+
+def python_path_order(config: Config) -> list[Path]:
+    """The python-path folders that exist, resolved, in the order the configuration lists them (sys.path's)."""
+    out = []
+    for entry in config.python_path:
+        folder = (config.root / entry).resolve()
+        if folder.is_dir() and folder not in out:
+            out.append(folder)
+    return out
+
+
+def path_aliases(config: Config, planned: list[_Planned]) -> list[Alias]:
+    """How the project names the places its kernel modules are in: python-path entries (outside the project
+    too: "../shared") and symlinked folders on the way to each module, for paths that are the same on every
+    machine."""
+    written: dict[Path, str] = {}
+    for entry in config.python_path:
+        written.setdefault((config.root / entry).resolve(), entry)
+    known = [alias for entry in config.python_path for alias in aliases(config.root, entry)]
+    for p in planned:
+        if p.file is not None and p.import_root in written:
+            name = posixpath.join(written[p.import_root], p.file.relative_to(p.import_root).as_posix())
+            known += aliases(config.root, posixpath.normpath(name))
+    return known
 
 
 def _expand(config: Config, planned: list[_Planned], pool: Pool, cache: Cache, tool_key: dict[str, str]) -> None:
@@ -399,31 +438,38 @@ def _expand(config: Config, planned: list[_Planned], pool: Pool, cache: Cache, t
                  config.timeout, expanded)
 
 
-def _variants(config: Config, p: _Planned, run: CompileRun) -> list[dict[str, Any]]:
-    """The kernel's variants to compile; what cannot be planned becomes a failure (a finding) instead."""
+def _variants(config: Config, p: _Planned, run: CompileRun,
+              targets: tuple[str, ...]) -> list[tuple[dict[str, Any], tuple[str, ...]]]:
+    """The kernel's variants to compile, each with the run's targets it is built for; what cannot be planned
+    becomes a failure (a finding) instead, unless the registration is built for none of the run's targets."""
+    entries = [(entry, tuple(t for t in targets if entry.builds_for(t))) for entry in p.entries]
+    entries = [(entry, built_for) for entry, built_for in entries if built_for]
+    # Captured launches follow the kernel's registrations when every one of them names its targets.
+    captured_for = targets if not p.entries or any(e.targets is None for e in p.entries) else tuple(
+        t for t in targets if any(e.builds_for(t) for e in p.entries))
     if p.error is not None or p.expansion is None:
         error = p.error or "not expanded"
-        for entry in p.entries:
+        for entry, _built_for in entries:
             path, line = _entry_location(config, entry)
             run.failures.append(CompileFailure(p.kernel, "", "", path, line, error))
-        if p.captured and p.missing:
+        if p.captured and captured_for and p.missing:
             run.failures.append(_stale(config, p, p.captured, error))
-        elif p.captured:
+        elif p.captured and captured_for:
             line = min(item.line for item in p.captured) or 1
             run.failures.append(CompileFailure(p.kernel, "", "", config.capture, line, error))
         return []
-    variants = []
-    for entry in p.entries:
+    variants: list[tuple[dict[str, Any], tuple[str, ...]]] = []
+    for entry, built_for in entries:
         try:
-            variants.extend(plan_variants(entry, p.expansion))
+            variants.extend((variant, built_for) for variant in plan_variants(entry, p.expansion))
         except ValueError as exc:
             path, line = _entry_location(config, entry)
             run.failures.append(CompileFailure(p.kernel, "", "", path, line, str(exc)))
     stale: dict[str, list[CapturedSpec]] = {}
-    for item in p.captured:
+    for item in p.captured if captured_for else ():
         why = item.spec.mismatch(p.expansion["params"])
         if why is None:
-            variants.append(captured_variant(p, item, p.expansion))
+            variants.append((captured_variant(p, item, p.expansion), captured_for))
         else:
             stale.setdefault(why, []).append(item)
     for why, items in sorted(stale.items()):

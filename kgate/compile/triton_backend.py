@@ -339,7 +339,11 @@ def decode_constant(value: Any, name: str) -> Any:
 
 def triton_inputs(fn: Any, spec: Specialization) -> tuple[dict[str, str], dict[tuple[int], Any], dict[tuple[int], Any]]:
     """The specialisation as `ASTSource` takes it: the signature of every parameter in order ("constexpr" for
-    constants), the constants by parameter index, the divisibility attributes by parameter index."""
+    constants), the constants by parameter index, the divisibility attributes by parameter index.
+
+    A constexpr the specialisation does not hold takes its default, as Triton's launcher gives it; `None` is
+    given only where the specialisation says the argument was None (a parameter without a value is an error,
+    never a silent None)."""
     signature: dict[str, str] = {}
     constants: dict[tuple[int], Any] = {}
     attrs: dict[tuple[int], Any] = {}
@@ -355,8 +359,12 @@ def triton_inputs(fn: Any, spec: Specialization) -> tuple[dict[str, str], dict[t
             constants[(index,)] = decode_constant(spec.constexprs[name], name)
         elif name in spec.equal_to_1:
             constants[(index,)] = 1
-        else:
+        elif name in spec.none:
             constants[(index,)] = None
+        elif param.has_default:
+            constants[(index,)] = param.default  # as the launcher passes it
+        else:
+            raise KernelError(f"parameter {name!r} has no value in the specialisation and no default")
     return signature, constants, attrs
 
 

@@ -10,12 +10,15 @@ source ("registered" or "captured"; "" for CUDA), instructions (PTX MMA opcodes
 by full name, with counts) and sass (SASS opcode counts, null when not
 disassembled). Every key is always present; lists are sorted and keys are
 written in sorted order. Nothing in it depends on timing or on the machine,
-so the same inputs give the same bytes.
+so the same inputs give the same bytes. JSON has no NaN or infinity: a
+non-finite float (a `nan` or `inf` constexpr) is written as the string
+"nan", "inf" or "-inf", the way kgate's TOML files spell it.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from typing import TYPE_CHECKING, Any
 
 from kgate.findings import sort_findings
@@ -86,5 +89,21 @@ def to_dict(result: Result) -> dict[str, Any]:
     return out
 
 
+def finite(value: Any) -> Any:
+    """A value with every non-finite float spelt as a string ("nan", "inf", "-inf"): what strict JSON can hold."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, dict):
+        return {key: finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(item) for item in value]
+    return value
+
+
+def dumps(value: Any, **options: Any) -> str:
+    """Strict JSON (RFC 8259): never a bare NaN or Infinity, which JSON parsers other than Python's refuse."""
+    return json.dumps(finite(value), allow_nan=False, **options)
+
+
 def render(result: Result, config: object = None) -> str:
-    return json.dumps(to_dict(result), indent=2, sort_keys=True) + "\n"
+    return dumps(to_dict(result), indent=2, sort_keys=True) + "\n"

@@ -23,6 +23,11 @@ signature = { x = "*fp16" }   # the kernel also takes y and n
 ## Use instead
 Fix the kernel or its registration so that it compiles; the message carries
 the compiler's error and, for tool failures, a command line to reproduce it.
+A kernel built for some targets only says so in its registration
+(`targets = ["sm_90a"]`) and is not compiled for the others. This finding is
+reported whatever `select`, `ignore` or `severity` say: a kernel that did not
+compile was not gated at all. Only a suppression comment with a reason
+silences it.
 
 ## Options
 None.
