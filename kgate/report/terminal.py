@@ -123,7 +123,7 @@ def summary_line(result: Result) -> str:
     return f"kgate {result.command}: {verdict}: {subject}, {', '.join(parts)}{tail}"
 
 
-def render(result: Result, *, colour: bool = False, table: bool = True, statistics: bool = False) -> str:
+def render(result: Result, *, colour: bool = False, table: bool = True) -> str:
     lines: list[str] = []
     if table and result.kernels:
         lines.extend(kernel_table(result.kernels, result.findings))
@@ -131,8 +131,6 @@ def render(result: Result, *, colour: bool = False, table: bool = True, statisti
     lines.extend(finding_line(f, colour) for f in result.findings)
     lines.extend(str(diff) for diff in result.ratchet)
     lines.extend(result.notices)
-    if statistics:
-        lines.extend(statistics_lines(result.findings))
     if lines and lines[-1] != "":
         lines.append("")
     lines.append(summary_line(result))
