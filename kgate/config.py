@@ -170,7 +170,11 @@ def load_config(path: Path | None = None, *, start: Path | None = None) -> Confi
     data = _read_toml(path)
     if path.name == "pyproject.toml":
         tool = data.get("tool", {})
-        table = tool.get("kgate", {}) if isinstance(tool, dict) else {}
+        if not isinstance(tool, dict) or "kgate" not in tool:
+            # Named on the command line, it would otherwise configure nothing and let `kgate check` pass.
+            raise ConfigError(f"{path.name}: no [tool.kgate] table: kgate's settings go there (or in a kgate.toml "
+                              f"beside it)")
+        table = tool["kgate"]
         prefix = "tool.kgate"
         if not isinstance(table, dict):
             raise ConfigError(f"{path.name}: tool.kgate: must be a table, not {_type_name(table)}")
