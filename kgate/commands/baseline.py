@@ -11,6 +11,7 @@ from kgate.ratchet.baseline import Baseline, render, save, toolchain_bound
 from kgate.ratchet.gate import baseline_path, load_baseline
 from kgate.ratchet.migrate import migrate
 from kgate.ratchet.update import repin
+from kgate.report.escape import terminal
 from kgate.shard import parse_shard
 
 
@@ -34,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     if renamed:
         print(f"renamed   {renamed} entr(y/ies) to the variant names that say their specialisation")
     for line in outcome.changes:
-        print(line)
+        print(terminal(line))
     try:
         current = path.read_bytes()
     except OSError:
@@ -47,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"kgate: {rel} is up to date")
     if outcome.refused:
         for line in outcome.refused:
-            print(line, file=sys.stderr)
+            print(terminal(line), file=sys.stderr)
         print(f"kgate: {len(outcome.refused)} new debt(s) left out; review them, then re-run with --accept-new "
               f"to pin them", file=sys.stderr)
         return 1

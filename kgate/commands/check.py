@@ -12,6 +12,7 @@ from kgate.config import Config
 from kgate.errors import ConfigError
 from kgate.pipeline import CheckOptions, CheckRun, resolve_targets, run_check
 from kgate.ratchet import gate as ratchet
+from kgate.report.escape import terminal
 from kgate.report.result import Result
 from kgate.shard import load_timings, parse_shard, timings_path
 
@@ -82,7 +83,7 @@ def _other_releases(args: argparse.Namespace, config: Config) -> list[Any]:
 def _report(args: argparse.Namespace, config: Config, checked: CheckRun, options: CheckOptions,
             releases: list[Any] | None = None) -> int:
     if not checked.covered and not config.cuda and checked.plan is None:
-        print(f"kgate: no kernels to gate: nothing registered and no {config.capture} (run `kgate capture -- "
+        print(f"kgate: no kernels to gate: nothing registered and no {terminal(config.capture)} (run `kgate capture -- "
               f"COMMAND` to record what your tests launch, or add [[tool.kgate.triton]] / [[tool.kgate.cuda]] "
               f"tables or @kgate.register)", file=sys.stderr)
     compiled = checked.compiled

@@ -10,6 +10,7 @@ from pathlib import Path
 from kgate.config import Config, load_config
 from kgate.errors import ConfigError
 from kgate.findings import Severity
+from kgate.report.escape import terminal
 from kgate.report.result import Result
 from kgate.selection import Selection, build_selection
 
@@ -24,7 +25,7 @@ def config_from(args: argparse.Namespace) -> Config:
     path = getattr(args, "config", None)
     config = load_config(Path(path) if path else None)
     for notice in config.notices:  # configured paths that lead out of the project, said every time
-        print(f"kgate: note: {notice}", file=sys.stderr)
+        print(f"kgate: note: {terminal(notice, line_start=False)}", file=sys.stderr)
     return config
 
 
@@ -83,7 +84,7 @@ class ProgressBar:
         width = 24
         filled = int(width * done / total)
         bar = "#" * filled + "." * (width - filled)
-        text = f"\r[{bar}] {done}/{total} compiling {label}"
+        text = f"\r[{bar}] {done}/{total} compiling {terminal(label)}"
         columns = 100
         try:
             import shutil
