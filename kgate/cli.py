@@ -169,7 +169,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         module = importlib.import_module(f"kgate.commands.{args.command}")
         return int(module.run(args))
     except KgateError as exc:
-        print(f"kgate: error: {exc}", file=sys.stderr)
+        from kgate.report.escape import terminal  # the message may quote a path or a name from the project
+
+        print(f"kgate: error: {terminal(str(exc), line_start=False)}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("kgate: interrupted", file=sys.stderr)

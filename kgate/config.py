@@ -28,6 +28,13 @@ EXPECTATIONS = ("block_scale",)
 SEVERITIES = ("error", "warning", "note", "off")
 RATCHET_MODES = ("two-way", "tighten")
 TOOLCHAIN_POLICIES = ("auto", "fail", "warn", "compare")
+# Bounds of numeric settings, so that a value past them is a configuration error rather than a failure deep in a
+# system call or a compiler pass.
+MAX_TIMEOUT = 86_400  # seconds: a compile that takes a day has hung (the OS waits at most about 24 days)
+MAX_WARPS = 32  # a CTA holds at most 1024 threads
+MAX_INT64 = 2**63 - 1  # TOML's integers are 64-bit; tomllib reads longer ones, which floats cannot hold
+# The keys of an audit shape: a GEMM's dimensions, the grid size, and the work and traffic of any kernel.
+SHAPE_KEYS = ("M", "N", "K", "ctas", "flops", "bytes")
 # Directories never walked for sources.
 DEFAULT_EXCLUDE = (
     ".git", ".hg", ".svn", ".venv", "venv", ".tox", ".nox", "__pycache__", "build", "dist",
@@ -175,7 +182,11 @@ def load_config(path: Path | None = None, *, start: Path | None = None) -> Confi
     data = _read_toml(path)
     if path.name == "pyproject.toml":
         tool = data.get("tool", {})
-        table = tool.get("kgate", {}) if isinstance(tool, dict) else {}
+        if not isinstance(tool, dict) or "kgate" not in tool:
+            # Named on the command line, it would otherwise configure nothing and let `kgate check` pass.
+            raise ConfigError(f"{path.name}: no [tool.kgate] table: kgate's settings go there (or in a kgate.toml "
+                              f"beside it)")
+        table = tool["kgate"]
         prefix = "tool.kgate"
         if not isinstance(table, dict):
             raise ConfigError(f"{path.name}: tool.kgate: must be a table, not {_type_name(table)}")
@@ -301,8 +312,9 @@ def parse_config(table: dict[str, Any], *, root: Path, source: Path | None, pref
         kwargs["size_slack"] = value
     if "timeout" in table:
         value = table["timeout"]
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 < value < math.inf:
-            raise ctx.error("timeout", f"must be a positive number of seconds, not {value!r}")
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 < value <= MAX_TIMEOUT:
+            raise ctx.error("timeout", f"must be a positive number of seconds, at most {MAX_TIMEOUT} (a day), "
+                                       f"not {value!r}")
         kwargs["timeout"] = float(value)
     kwargs["notices"] = outside_paths(kwargs, root, ctx)
     return Config(**kwargs)
@@ -386,13 +398,10 @@ def parse_triton_entry(data: dict[str, Any], where: str) -> TritonEntry:
                 raise ctx.error("expect", f"unknown expectation {item!r} (known: {', '.join(EXPECTATIONS)})")
     variants = []
     for i, variant in enumerate(ctx.table_list(data.get("variants", []), "variants")):
-        variants.append({key: ctx.positive_int(value, f"variants[{i}].{key}") if key in _VARIANT_OPTION_KEYS
+        variants.append({key: launch_option(value, ctx, f"variants[{i}].{key}") if key in _VARIANT_OPTION_KEYS
                          else constexpr_value(value, ctx, f"variants[{i}].{key}") for key, value in variant.items()})
-    shapes = []
-    for i, shape in enumerate(ctx.table_list(data.get("shapes", []), "shapes")):
-        for key, value in shape.items():
-            ctx.positive_int(value, f"shapes[{i}].{key}")
-        shapes.append(dict(shape))
+    shapes = [audit_shape(shape, ctx, f"shapes[{i}]")
+              for i, shape in enumerate(ctx.table_list(data.get("shapes", []), "shapes"))]
     divisible = None
     if "divisible" in data:
         divisible = tuple(ctx.str_list(data["divisible"], "divisible"))
@@ -403,8 +412,8 @@ def parse_triton_entry(data: dict[str, Any], where: str) -> TritonEntry:
         kernel=kernel,
         signature=dict(signature),
         constexprs=constexprs,
-        num_warps=ctx.positive_int(data.get("num_warps", 4), "num_warps"),
-        num_stages=ctx.positive_int(data.get("num_stages", 3), "num_stages"),
+        num_warps=launch_option(data.get("num_warps", 4), ctx, "num_warps"),
+        num_stages=launch_option(data.get("num_stages", 3), ctx, "num_stages"),
         expect=expect,
         pdl=ctx.boolean(data.get("pdl", False), "pdl"),
         kind=ctx.choice(data.get("kind", "other"), "kind", KINDS),
@@ -415,6 +424,29 @@ def parse_triton_entry(data: dict[str, Any], where: str) -> TritonEntry:
         targets=ctx.targets(data["targets"], "targets") if "targets" in data else None,
         origin=where,
     )
+
+
+def launch_option(value: Any, ctx: _Ctx, key: str) -> int:
+    """`num_warps` or `num_stages`: a positive integer; warps at most what a CTA can hold."""
+    number = ctx.positive_int(value, key)
+    if key.rpartition(".")[2] == "num_warps" and number > MAX_WARPS:
+        raise ctx.error(key, f"must be at most {MAX_WARPS} (a CTA holds at most 1024 threads), not {number}")
+    return number
+
+
+def audit_shape(value: dict[str, Any], ctx: _Ctx, key: str) -> dict[str, int]:
+    """One problem shape for the audit: known keys only, at least one, each a positive 64-bit integer (the
+    audit divides them as floats)."""
+    if not value:
+        raise ctx.error(key, f"is empty: a shape declares some of {', '.join(SHAPE_KEYS)}")
+    for name, number in value.items():
+        if name not in SHAPE_KEYS:
+            raise ctx.error(f"{key}.{name}", f"unknown key (a shape takes {', '.join(SHAPE_KEYS)})"
+                                             f"{did_you_mean(name, set(SHAPE_KEYS), 0.5)}")
+        if ctx.positive_int(number, f"{key}.{name}") > MAX_INT64:
+            raise ctx.error(f"{key}.{name}", f"must be at most {MAX_INT64} (a 64-bit integer), not a number of "
+                                             f"{len(str(number))} digits")
+    return dict(value)
 
 
 def constexpr_value(value: Any, ctx: _Ctx, key: str) -> Any:

@@ -25,6 +25,7 @@ from kgate.findings import Finding, Severity, sort_findings
 from kgate.lint.pipeline import run_lint
 from kgate.ratchet.compare import RunState, Scope
 from kgate.ratchet.gate import compiled_codes, public_toolchain, register_threshold
+from kgate.report.escape import terminal
 from kgate.selection import Selection
 from kgate.shard import Plan, ShardSpec
 from kgate.suppress import for_compiled
@@ -102,7 +103,8 @@ def run_check(config: Config, selection: Selection, options: CheckOptions,
     jobs = options.jobs or config.jobs or default_jobs()
     problem = None if options.no_cache else cache_unusable(config.root / config.cache_dir)
     if problem:  # an unusable cache costs speed, not correctness
-        print(f"kgate: note: cannot use the cache folder {config.cache_dir} ({problem}): running without a cache",
+        print(f"kgate: note: cannot use the cache folder {terminal(config.cache_dir)} ({problem}): running without "
+              f"a cache",
               file=sys.stderr)
         options = replace(options, no_cache=True)
     with tempfile.TemporaryDirectory(prefix="kgate-nocache-") as scratch:

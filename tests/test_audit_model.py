@@ -151,7 +151,7 @@ def test_reports_escape_project_text() -> None:
     assert "<b>bold</b>" not in html and "<i>broken</i>" not in html and "&lt;oops&gt;" in html
     md = audit_md.render(model)
     assert "\\| pipe" in md and "BM=128\\|x" in md
-    assert "## Did not compile" in md and "SyntaxError: <oops>" in md
+    assert "## Did not compile" in md and "SyntaxError: &lt;oops>" in md and "<b>" not in md
 
 
 def test_html_and_markdown_are_deterministic() -> None:

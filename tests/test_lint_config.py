@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import textwrap
 from pathlib import Path
 
@@ -153,7 +154,18 @@ def test_output_to_a_file_and_exit_zero(tmp_path: Path) -> None:
     assert '"KG201"' in (root / "out.json").read_text()
 
 
-def test_statistics(tmp_path: Path) -> None:
-    run = kgate("lint", "--statistics", cwd=project(tmp_path))
-    assert "    4  KG201  runtime-autotune" in run.stdout
-    assert "    2  KG202  autotune-side-effect" in run.stdout
+def test_statistics_go_to_stderr_in_every_format(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    for fmt in ("terminal", "json"):
+        run = kgate("lint", "--statistics", "--format", fmt, cwd=root)
+        assert "    4  KG201  runtime-autotune" in run.stderr.splitlines(), fmt
+        assert "    2  KG202  autotune-side-effect" in run.stderr.splitlines(), fmt
+        assert not [line for line in run.stdout.splitlines() if re.fullmatch(r" +[0-9]+  KG[0-9]+  [a-z-]+", line)]
+
+
+def test_terminal_report_to_a_file_puts_the_summary_on_stderr(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    run = kgate("lint", "--format", "terminal", "-o", "out.txt", cwd=root)
+    assert run.code == 1 and run.stdout == ""
+    assert run.stderr.splitlines()[-1].startswith("kgate lint: FAILED: ")
+    assert "KG201 error runtime-autotune" in (root / "out.txt").read_text()

@@ -14,7 +14,7 @@ from report_helpers import finding, parse_command, validate_sarif
 
 from kgate import rules as registry
 from kgate.findings import Severity
-from kgate.report import github_report, json_report, junit_report, sarif_report
+from kgate.report import escape, github_report, json_report, junit_report, sarif_report
 from kgate.report.result import Result
 from kgate.rule import Rule
 
@@ -151,10 +151,12 @@ def test_github_annotations_escape_messages_and_properties() -> None:
 
 
 def test_github_escape_functions_follow_the_runner_rules() -> None:
-    assert github_report.escape_data("a%b\r\nc:d,e") == "a%25b%0D%0Ac:d,e"
-    assert github_report.escape_property("a%b\r\nc:d,e") == "a%25b%0D%0Ac%3Ad%2Ce"
+    assert escape.workflow_data("a%b\r\nc:d,e") == "a%25b%0D%0Ac:d,e"
+    assert escape.workflow_property("a%b\r\nc:d,e") == "a%25b%0D%0Ac%3Ad%2Ce"
     # `%` first: an already escaped sequence must not be unescaped by the reader.
-    assert github_report.escape_data("%0A") == "%250A"
+    assert escape.workflow_data("%0A") == "%250A"
+    # Other control characters are written out, as on the terminal.
+    assert escape.workflow_data("a\x1b[2Jb\tc") == "a\\x1b[2Jb\\tc"
 
 
 def test_github_summary_says_how_many_annotations_github_will_not_show() -> None:

@@ -17,6 +17,7 @@ from kgate.capture.session import Recorded
 from kgate.compile.engine import compile_triton, default_jobs
 from kgate.config import KNOWN_TARGETS, Config
 from kgate.facts.model import KernelFacts
+from kgate.report.escape import terminal
 from kgate.report.table import aligned
 
 
@@ -59,7 +60,7 @@ def verify(config: Config, recorded: Recorded, *, jobs: int | None) -> bool:
         run = compile_triton(config, [], (target,), jobs=jobs or default_jobs(), captured=entries)
         for failure in run.failures:
             failed += 1
-            print(f"kgate: {failure.kernel} {failure.variant}: not compiled offline: {failure.message}",
+            print(terminal(f"kgate: {failure.kernel} {failure.variant}: not compiled offline: {failure.message}"),
                   file=sys.stderr)
         for facts in run.facts:
             live = recorded.live[f"{facts.kernel}|{facts.variant}"]

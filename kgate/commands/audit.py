@@ -23,6 +23,7 @@ from kgate.profiles import AUDIT_DEFAULT, Profile, primary, profiles
 from kgate.ratchet import gate as ratchet
 from kgate.ratchet.compare import Comparison
 from kgate.report import audit_html, audit_md, audit_model, audit_tables, differences
+from kgate.report.escape import terminal
 from kgate.report.result import Result
 from kgate.selection import Selection, rule_options
 
@@ -127,10 +128,11 @@ def write(model: audit_model.AuditModel, out: Path) -> int:
     tail = ""
     if model.ranking:
         closest = model.ranking[0]
-        tail = (f"; closest to a cliff: {closest.facts.kernel} [{closest.facts.variant}] @ {closest.facts.target}, "
-                f"headroom {audit_tables.headroom_text(closest.headroom.score)} ({closest.headroom.limiter})")
+        tail = terminal(f"; closest to a cliff: {closest.facts.kernel} [{closest.facts.variant}] @ "
+                        f"{closest.facts.target}, headroom {audit_tables.headroom_text(closest.headroom.score)} "
+                        f"({closest.headroom.limiter})")
     print(f"kgate audit: {len(model.kernels)} kernel variant(s), {len(model.failures)} failed to compile, "
           f"{len(model.findings)} finding(s){tail}")
     for path in written:
-        print(f"wrote {path}")
+        print(f"wrote {terminal(path)}")
     return 0

@@ -12,6 +12,7 @@ from kgate.ratchet.baseline import Baseline, locked, render, save, toolchain_bou
 from kgate.ratchet.gate import baseline_path, load_baseline
 from kgate.ratchet.migrate import migrate
 from kgate.ratchet.update import repin
+from kgate.report.escape import terminal
 from kgate.shard import parse_shard
 
 
@@ -38,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
         if renamed:
             print(f"renamed   {renamed} entr(y/ies) to the variant names that say their specialisation")
         for line in outcome.changes:
-            print(line)
+            print(terminal(line))
         try:
             current = read_input(path)
         except OSError:
@@ -50,10 +51,10 @@ def run(args: argparse.Namespace) -> int:
         else:
             print(f"kgate: {rel} is up to date")
     for line in outcome.failing:
-        print(line, file=sys.stderr)
+        print(terminal(line), file=sys.stderr)
     if outcome.refused:
         for line in outcome.refused:
-            print(line, file=sys.stderr)
+            print(terminal(line), file=sys.stderr)
         print(f"kgate: {len(outcome.refused)} new debt(s) left out; review them, then re-run with --accept-new "
               f"to pin them", file=sys.stderr)
     if outcome.failing:

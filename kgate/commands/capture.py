@@ -17,6 +17,7 @@ from kgate.capture import session
 from kgate.commands.common import config_from
 from kgate.config import KNOWN_TARGETS
 from kgate.errors import CaptureError, ConfigError
+from kgate.report.escape import terminal
 
 
 def run(args: argparse.Namespace) -> int:
@@ -42,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
         code = tools.run_user_command(command, env)
         recorded = session.read_records(config, folder)
     for line in session.describe(recorded):
-        print(line, file=sys.stderr)
+        print(terminal(line), file=sys.stderr)
     seen = len(recorded.file.entries)
     kernels = len({e.spec.kernel for e in recorded.file.entries})
     if seen == 0:
@@ -55,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         total, new = session.fold(config, recorded, output=output, display=display, replace=args.replace)
     except CaptureError as exc:
-        print(f"kgate: error: {exc}", file=sys.stderr)
+        print(f"kgate: error: {terminal(str(exc), line_start=False)}", file=sys.stderr)
         return code if code != 0 else 2
     mode = "on the GPU" if gpu else f"offline for {target}"
     print(f"kgate capture: {seen} specialisation(s) of {kernels} kernel(s) launched {mode} by "

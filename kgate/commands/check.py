@@ -9,11 +9,19 @@ from typing import Any
 from kgate.commands import recording
 from kgate.commands.common import ProgressBar, config_from, emit, fail_on, selection_from
 from kgate.config import Config
+from kgate.errors import ConfigError
 from kgate.pipeline import CheckOptions, CheckRun, resolve_targets, run_check
 from kgate.ratchet import gate as ratchet
+from kgate.report.escape import terminal
 from kgate.report.result import Result
 from kgate.shard import inputs as shard_inputs
 from kgate.shard import load_timings, parse_shard, timings_path
+
+# No configuration file, no decorator and no capture: a gate of nothing must not pass.
+NOTHING_CONFIGURED = ("nothing to gate: no kgate.toml, and no pyproject.toml with a [tool.kgate] table, here or above, "
+                      "and no kernel registered or captured (add [tool.kgate] with [[tool.kgate.triton]] or "
+                      "[[tool.kgate.cuda]] tables to pyproject.toml, decorate kernels with @kgate.register, or run "
+                      "`kgate capture -- COMMAND`)")
 
 
 def gate(checked: CheckRun, options: CheckOptions, config: Config, *, baseline: bool) -> Result:
@@ -42,6 +50,8 @@ def run(args: argparse.Namespace) -> int:
         checked = run_check(config, selection, options, progress)
     finally:
         progress.clear()
+    if config.source is None and not checked.covered:
+        raise ConfigError(NOTHING_CONFIGURED)
     releases = _other_releases(args, config) if getattr(args, "triton", None) else None
     with recording.capture() as (out, err):
         code = _report(args, config, checked, options, releases)
@@ -74,7 +84,7 @@ def _other_releases(args: argparse.Namespace, config: Config) -> list[Any]:
 def _report(args: argparse.Namespace, config: Config, checked: CheckRun, options: CheckOptions,
             releases: list[Any] | None = None) -> int:
     if not checked.covered and not config.cuda and checked.plan is None:
-        print(f"kgate: no kernels to gate: nothing registered and no {config.capture} (run `kgate capture -- "
+        print(f"kgate: no kernels to gate: nothing registered and no {terminal(config.capture)} (run `kgate capture -- "
               f"COMMAND` to record what your tests launch, or add [[tool.kgate.triton]] / [[tool.kgate.cuda]] "
               f"tables or @kgate.register)", file=sys.stderr)
     compiled = checked.compiled

@@ -10,6 +10,7 @@ from pathlib import Path
 from kgate.config import Config, load_config
 from kgate.errors import ConfigError
 from kgate.findings import Severity
+from kgate.report.escape import terminal
 from kgate.report.result import Result
 from kgate.selection import Selection, build_selection
 
@@ -24,7 +25,7 @@ def config_from(args: argparse.Namespace) -> Config:
     path = getattr(args, "config", None)
     config = load_config(Path(path) if path else None)
     for notice in config.notices:  # configured paths that lead out of the project, said every time
-        print(f"kgate: note: {notice}", file=sys.stderr)
+        print(f"kgate: note: {terminal(notice, line_start=False)}", file=sys.stderr)
     return config
 
 
@@ -40,21 +41,18 @@ def fail_on(args: argparse.Namespace, config: Config) -> Severity:
 
 def emit(result: Result, args: argparse.Namespace, config: Config) -> int:
     """Render the result in the requested format, write it, and return the exit code."""
+    from kgate.report import terminal
+
     fmt = getattr(args, "format", "terminal")
     if fmt == "terminal":
-        from kgate.report import terminal
-
         colour = args.output is None and sys.stdout.isatty()
-        text = terminal.render(result, colour=colour, table=not getattr(args, "quiet", False),
-                               statistics=getattr(args, "statistics", False))
+        text = terminal.render(result, colour=colour, table=not getattr(args, "quiet", False))
     else:
         module = importlib.import_module(f"kgate.report.{fmt}_report")
         text = module.render(result, config)
-        if getattr(args, "statistics", False):
-            from kgate.report import terminal
-
-            for line in terminal.statistics_lines(result.findings):
-                print(line, file=sys.stderr)
+    if getattr(args, "statistics", False):  # on stderr in every format: the report stays what it is
+        for line in terminal.statistics_lines(result.findings):
+            print(line, file=sys.stderr)
     output = getattr(args, "output", None)
     if output:
         from kgate.atomicio import atomic_write
@@ -63,10 +61,8 @@ def emit(result: Result, args: argparse.Namespace, config: Config) -> int:
             atomic_write(Path(output), text.encode())
         except OSError as exc:
             raise ConfigError(f"cannot write {output}: {exc.strerror}") from None
-        if fmt != "terminal":
-            from kgate.report import terminal
-
-            print(terminal.summary_line(result), file=sys.stderr)
+        # The report went to the file, in every format: the verdict still reaches the person or the log.
+        print(terminal.summary_line(result), file=sys.stderr)
     else:
         sys.stdout.write(text)
         sys.stdout.flush()
@@ -88,7 +84,7 @@ class ProgressBar:
         width = 24
         filled = int(width * done / total)
         bar = "#" * filled + "." * (width - filled)
-        text = f"\r[{bar}] {done}/{total} compiling {label}"
+        text = f"\r[{bar}] {done}/{total} compiling {terminal(label)}"
         columns = 100
         try:
             import shutil

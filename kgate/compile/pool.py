@@ -4,6 +4,12 @@ Why not concurrent.futures: a compiler that hangs must be killed, and a
 worker that dies (a segfaulting compiler takes the process with it) must be
 replaced without losing the other tasks. Each task runs in a worker process;
 a task past its deadline has its worker killed and reported as timed out.
+
+Workers fork from one fork server, which a project's module can stop while a
+worker imports it (a module that signals its parent at import). Workers then
+run on without it: a worker has ended when its pipe closes or its process is
+gone, not when the server's report of it stops; a new worker starts a new
+server.
 """
 
 from __future__ import annotations
@@ -19,6 +25,12 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
+from kgate.errors import ToolchainError
+
+# Tries to start a worker, each after a longer pause: a fork server on its way out refuses the first.
+START_ATTEMPTS = 5
+# How often a worker whose fork server has ended is looked at, in seconds (nothing reports its end).
+ORPHAN_POLL = 0.5
 # Task name -> "module:function" run in the worker.
 TASKS = {
     "triton.expand": "kgate.compile.triton_backend:expand",
@@ -108,15 +120,57 @@ def _running(pid: int) -> bool:
         return True
 
 
+def _start(ctx: Any, env: dict[str, str | None]) -> tuple[Any, Connection]:
+    """A worker process and kgate's end of its pipe.
+
+    multiprocessing starts a new fork server when it finds the old one gone, but a request that meets a
+    server still on its way out fails (EOFError, a refused connection): that is tried again after a pause.
+    """
+    problem: BaseException | None = None
+    for attempt in range(START_ATTEMPTS):
+        conn, child = ctx.Pipe()
+        process = ctx.Process(target=_serve, args=(child, env, os.getpid()), daemon=True)
+        try:
+            process.start()
+        except (EOFError, OSError) as exc:
+            conn.close()
+            child.close()
+            problem = exc
+            time.sleep(0.1 * (attempt + 1))
+            continue
+        child.close()
+        return process, conn
+    raise ToolchainError(f"cannot start a compile worker: the workers' fork server did not answer "
+                         f"({type(problem).__name__}: {problem})")
+
+
 class _Worker:
     def __init__(self, ctx: Any, env: dict[str, str | None]) -> None:
-        self.conn, child = ctx.Pipe()
-        self.process = ctx.Process(target=_serve, args=(child, env, os.getpid()), daemon=True)
-        self.process.start()
-        child.close()
+        self.process, self.conn = _start(ctx, env)
         self.task: int | None = None
         self.deadline = 0.0
         self.started = 0.0
+        # Its fork server has ended: the sentinel is closed for good and says nothing about the worker.
+        self.orphaned = False
+
+    def ended(self, sentinel_ready: bool) -> bool:
+        """Whether the worker process has ended; `sentinel_ready`: its fork server's report is readable."""
+        if self.orphaned:
+            return not _running(self.process.pid or 0)
+        if not sentinel_ready:
+            return False
+        if _running(self.process.pid or 0):  # the server, not the worker, has gone
+            self.orphaned = True
+            return False
+        return True
+
+    def end_report(self) -> str:
+        """What the task's outcome says: the exit status, where the fork server can still tell it."""
+        if not self.orphaned:
+            self.process.join(timeout=2)  # its pipe may close a moment before the server reports its end
+            if self.process.exitcode is not None:
+                return f"the compile worker died (exit status {self.process.exitcode}) while compiling this kernel"
+        return "the compile worker died while compiling this kernel"
 
     def kill(self) -> None:
         """Kill the worker and every compiler it started."""
@@ -198,23 +252,25 @@ class Pool:
                     busy[id(worker)] = worker
             now = time.perf_counter()
             wait_for = max(0.0, min((w.deadline for w in busy.values()), default=now) - now)
-            ready = wait([w.conn for w in busy.values()] + [w.process.sentinel for w in busy.values()],
-                         timeout=wait_for + 0.01)
+            if any(w.orphaned for w in busy.values()):
+                wait_for = min(wait_for, ORPHAN_POLL)
+            ready = wait([w.conn for w in busy.values()]
+                         + [w.process.sentinel for w in busy.values() if not w.orphaned], timeout=wait_for + 0.01)
             for worker in list(busy.values()):
                 index = worker.task
                 assert index is not None
                 outcome: Outcome | None = None
+                closed = False  # the worker's end of the pipe: only its end closes it
                 if worker.conn in ready:
                     try:
                         ok, value, seconds, rss, user_error = worker.conn.recv()
                         outcome = Outcome(ok, value, seconds, rss, user_error)
                         self.peak_rss_kb[worker.process.pid or 0] = rss
                     except (EOFError, OSError):
-                        outcome = None
-                if outcome is None and (worker.process.sentinel in ready or not worker.process.is_alive()):
-                    code = worker.process.exitcode
-                    outcome = Outcome(False, f"the compile worker died (exit status {code}) "
-                                             f"while compiling this kernel", time.perf_counter() - worker.started)
+                        closed = True
+                sentinel_ready = not worker.orphaned and worker.process.sentinel in ready
+                if outcome is None and (worker.ended(sentinel_ready) or closed):
+                    outcome = Outcome(False, worker.end_report(), time.perf_counter() - worker.started)
                     self._replace(worker)
                 elif outcome is None and time.perf_counter() >= worker.deadline:
                     outcome = Outcome(False, f"compilation timed out after {timeout:g} s (the compiler was "

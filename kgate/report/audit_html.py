@@ -4,19 +4,19 @@ No network request of any kind: the CSS and the one small script are inline
 and allowed by hash in a Content-Security-Policy that forbids everything
 else, so a stray external reference would be blocked and logged, not
 fetched. Charts are inline SVG. Every text from the project (kernel names,
-messages, paths) goes through html.escape.
+messages, paths) goes through `escape.html`.
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
-from html import escape
 
 from kgate.report.audit_md import HEADROOM_NOTE
 from kgate.report.audit_model import AuditModel, KernelAudit
 from kgate.report.audit_svg import gauges_chart, headroom_chart, roofline_chart, waves_chart
 from kgate.report.audit_tables import RIDGE_NOTE, baselined_note, budget_rows, headroom_text, mix_rows, percent
+from kgate.report.escape import html as escape
 
 CSS = """
 :root { color-scheme: light; }

@@ -1,4 +1,8 @@
-"""The audit report as Markdown: the same numbers as the HTML page, as tables."""
+"""The audit report as Markdown: the same numbers as the HTML page, as tables.
+
+Every text from the project (kernel and variant names, paths, messages, baseline lines) goes through
+`escape.markdown` or, in a code span, `escape.markdown_code`: no raw HTML, link or table pipe gets through.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,8 @@ from collections.abc import Sequence
 
 from kgate.report.audit_model import AuditModel, KernelAudit
 from kgate.report.audit_tables import RIDGE_NOTE, baselined_note, budget_rows, headroom_text, mix_rows, percent
+from kgate.report.escape import markdown as cell
+from kgate.report.escape import markdown_code
 
 HEADROOM_NOTE = (
     "Headroom is the smallest margin of a variant to a cliff, measured on its target's SM: "
@@ -16,16 +22,9 @@ HEADROOM_NOTE = (
 )
 
 
-def cell(text: object) -> str:
-    """Table-safe text: pipes escaped, no line breaks."""
-    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ").replace("\r", " ")
-
-
 def code(text: object) -> str:
-    value = cell(text)
-    fence = "``" if "`" in value else "`"
-    pad = " " if value.startswith("`") or value.endswith("`") else ""
-    return f"{fence}{pad}{value}{pad}{fence}"
+    """A code span in a table cell."""
+    return markdown_code(text, table=True)
 
 
 def table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> list[str]:
@@ -35,7 +34,7 @@ def table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> list[str]
 
 
 def header_lines(model: AuditModel) -> list[str]:
-    tools = ", ".join(f"{k} {v}" for k, v in model.toolchain) or "no compiler ran"
+    tools = cell(", ".join(f"{k} {v}" for k, v in model.toolchain) or "no compiler ran")
     cards = "; ".join(f"{target}: {', '.join(p.name for p in profiles)}" for target, profiles in model.cards)
     return [
         "# kgate audit",
@@ -45,7 +44,7 @@ def header_lines(model: AuditModel) -> list[str]:
         (f"{len(model.kernels)} kernel variant(s) compiled, {len(model.failures)} failed, "
          f"{len(model.findings)} finding(s){baselined_note(model)}. Baseline: {cell(model.baseline_state)}."),
         "",
-        *(f"- {cell(note)}" for note in model.baseline_notes),
+        *(f"- {cell(note, line_start=True)}" for note in model.baseline_notes),
         *([""] if model.baseline_notes else []),
     ]
 
@@ -56,7 +55,7 @@ def summary_lines(model: AuditModel) -> list[str]:
     for n, k in enumerate(model.ranking, 1):
         res = k.facts.resources
         card = k.cards[0].residency if k.cards else None
-        rows.append((str(n), f"[{cell(k.facts.kernel)}](#{k.anchor})", code(k.facts.variant), k.facts.target,
+        rows.append((str(n), f"[{cell(k.facts.kernel)}](#{k.anchor})", code(k.facts.variant), cell(k.facts.target),
                      headroom_text(k.headroom.score), cell(k.headroom.limiter), str(res.registers),
                      str(res.spill_stores), f"{res.smem_bytes:,}",
                      f"{card.warps_per_subcore:g}" if card else "-", str(len(k.findings))))
@@ -66,7 +65,7 @@ def summary_lines(model: AuditModel) -> list[str]:
     if model.failures:
         lines += ["## Did not compile", ""]
         lines += table(("kernel", "variant", "target", "where", "error"),
-                       [(cell(f.failure.kernel), code(f.failure.variant or "-"), f.failure.target or "-",
+                       [(cell(f.failure.kernel), code(f.failure.variant or "-"), cell(f.failure.target or "-"),
                          code(f"{f.failure.path}:{f.failure.line}"), cell(f.failure.message))
                         for f in model.failures])
         lines.append("")
@@ -81,16 +80,17 @@ def finding_rows(k: KernelAudit) -> list[tuple[str, ...]]:
 def baseline_lines(k: KernelAudit, model: AuditModel) -> list[str]:
     if not model.baseline_compared:
         return [f"Not compared: {cell(model.baseline_state)}."]
-    return [f"- {cell(line)}" for line in k.baseline] or ["No differences."]
+    return [f"- {cell(line, line_start=True)}" for line in k.baseline] or ["No differences."]
 
 
 def kernel_lines(k: KernelAudit, model: AuditModel) -> list[str]:
     f = k.facts
     expect = f", expects {', '.join(f.expect)}" if f.expect else ""
     lines = [
-        f'## <a id="{k.anchor}"></a>{cell(f.kernel)} @ {f.target}',
+        f'## <a id="{k.anchor}"></a>{cell(f.kernel)} @ {cell(f.target)}',
         "",
-        (f"Variant {code(f.variant)}; {code(f'{f.path}:{f.line}')}; {f.kind}, {f.num_warps} warps, "
+        (f"Variant {markdown_code(f.variant, table=False)}; {markdown_code(f'{f.path}:{f.line}', table=False)}; "
+         f"{cell(f.kind)}, {f.num_warps} warps, "
          f"num_stages={f.num_stages}{expect}. Headroom {headroom_text(k.headroom.score)} "
          f"(limited by {k.headroom.limiter})."),
         "",

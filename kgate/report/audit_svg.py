@@ -7,10 +7,10 @@ fixed precision, so the same model gives the same bytes.
 from __future__ import annotations
 
 import math
-from html import escape
 
 from kgate.report.audit_model import KernelAudit
 from kgate.report.audit_tables import headroom_text, percent
+from kgate.report.escape import html as escape
 
 CARD_COLOURS = ("#2563eb", "#ea580c", "#16a34a", "#9333ea", "#0891b2")
 STATUS_COLOURS = {"ok": "#16a34a", "warn": "#d97706", "bad": "#dc2626", "": "#64748b"}

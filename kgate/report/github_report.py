@@ -4,7 +4,8 @@
 
 Errors are `::error`, warnings `::warning`, notes `::notice`. The message
 escapes `%`, CR and LF; property values also escape `:` and `,` (GitHub's
-own toolkit does the same). GitHub shows at most 10 annotations of each kind
+own toolkit does the same); other control characters are written as escapes
+(`kgate.report.escape`). GitHub shows at most 10 annotations of each kind
 per step and drops the rest without a word, so the output starts with a
 `::notice` that gives the totals and says how many were not shown, and ends
 with the plain summary line for the log.
@@ -17,6 +18,7 @@ from typing import Any
 
 from kgate.findings import Finding, Severity, sort_findings
 from kgate.report import differences
+from kgate.report.escape import workflow_data, workflow_property
 from kgate.report.result import Result
 from kgate.report.sarif_report import subject
 from kgate.report.terminal import summary_line
@@ -26,18 +28,10 @@ COMMANDS = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.NOTE:
 SHOWN_PER_KIND = 10
 
 
-def escape_data(text: str) -> str:
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-
-
-def escape_property(text: str) -> str:
-    return escape_data(text).replace(":", "%3A").replace(",", "%2C")
-
-
 def command(kind: str, message: str, **properties: object) -> str:
-    props = ",".join(f"{key}={escape_property(str(value))}" for key, value in properties.items()
+    props = ",".join(f"{key}={workflow_property(str(value))}" for key, value in properties.items()
                      if value is not None)
-    return f"::{kind} {props}::{escape_data(message)}" if props else f"::{kind}::{escape_data(message)}"
+    return f"::{kind} {props}::{workflow_data(message)}" if props else f"::{kind}::{workflow_data(message)}"
 
 
 def annotation(finding: Finding) -> str:

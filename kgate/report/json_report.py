@@ -22,6 +22,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from kgate.findings import sort_findings
+from kgate.report.escape import finite
 from kgate.report.result import Result
 
 if TYPE_CHECKING:
@@ -87,17 +88,6 @@ def to_dict(result: Result) -> dict[str, Any]:
     if result.shard is not None:
         out["shard"] = result.shard  # only a shard's run has it (README: "Sharding across CI runners")
     return out
-
-
-def finite(value: Any) -> Any:
-    """A value with every non-finite float spelt as a string ("nan", "inf", "-inf"): what strict JSON can hold."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
-    if isinstance(value, dict):
-        return {key: finite(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [finite(item) for item in value]
-    return value
 
 
 def dumps(value: Any, **options: Any) -> str:

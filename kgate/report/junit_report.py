@@ -11,21 +11,14 @@ ElementTree; the same inputs give the same bytes.
 
 from __future__ import annotations
 
-import re
 import xml.etree.ElementTree as ET
 from collections import defaultdict
 
 from kgate.facts.model import KernelFacts
 from kgate.findings import Finding, sort_findings
 from kgate.report import differences
+from kgate.report.escape import xml as xml_text
 from kgate.report.result import Result
-
-# Characters XML 1.0 cannot carry at all, even escaped.
-_NOT_XML = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
-
-
-def xml_text(text: str) -> str:
-    return _NOT_XML.sub("\ufffd", text)
 
 
 def case_name(finding: Finding) -> str:

@@ -26,7 +26,7 @@ import kgate
 from kgate import rules as registry  # type: ignore[attr-defined]
 from kgate.findings import Finding, Severity, sort_findings
 from kgate.report import differences
-from kgate.report.json_report import dumps
+from kgate.report.escape import json_text
 from kgate.report.result import Result
 from kgate.rule import Rule
 
@@ -172,4 +172,4 @@ def to_dict(result: Result) -> dict[str, Any]:
 
 
 def render(result: Result, config: object = None) -> str:
-    return dumps(to_dict(result), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    return json_text(to_dict(result)) + "\n"

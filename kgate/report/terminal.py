@@ -1,4 +1,7 @@
-"""Terminal output: findings one per line, a table per kernel variant and target, one summary line."""
+"""Terminal output: findings one per line, a table per kernel variant and target, one summary line.
+
+Every text from the project (paths, kernel and variant names, messages) goes through `escape.terminal`.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +9,7 @@ from collections import Counter
 from typing import TYPE_CHECKING
 
 from kgate.findings import Finding, Severity
+from kgate.report.escape import terminal
 from kgate.report.result import Result
 from kgate.report.table import aligned
 
@@ -20,14 +24,14 @@ def _paint(text: str, code: str, colour: bool) -> str:
 
 
 def finding_line(f: Finding, colour: bool = False) -> str:
-    where = f"{f.path}:{f.line}" + (f":{f.col}" if f.col else "")
+    where = f"{terminal(f.path)}:{f.line}" + (f":{f.col}" if f.col else "")
     subject = ""
     if f.kernel and f.target:
         subject = f" [{f.kernel}" + (f" {f.variant}" if f.variant else "") + f" @ {f.target}]"
     elif f.kernel:
         subject = f" [{f.kernel}]"
     code = _paint(f"{f.code} {f.severity.value}", _COLOURS[f.severity], colour)
-    return f"{where}: {code} {f.name}: {f.message}{subject}"
+    return f"{where}: {code} {terminal(f.name, line_start=False)}: {terminal(f.message + subject, line_start=False)}"
 
 
 def _verdict(facts: KernelFacts, by_kernel: dict[tuple[str, str, str], list[Finding]]) -> str:
@@ -123,16 +127,14 @@ def summary_line(result: Result) -> str:
     return f"kgate {result.command}: {verdict}: {subject}, {', '.join(parts)}{tail}"
 
 
-def render(result: Result, *, colour: bool = False, table: bool = True, statistics: bool = False) -> str:
+def render(result: Result, *, colour: bool = False, table: bool = True) -> str:
     lines: list[str] = []
     if table and result.kernels:
         lines.extend(kernel_table(result.kernels, result.findings))
         lines.append("")
     lines.extend(finding_line(f, colour) for f in result.findings)
-    lines.extend(str(diff) for diff in result.ratchet)
-    lines.extend(result.notices)
-    if statistics:
-        lines.extend(statistics_lines(result.findings))
+    lines.extend(terminal(str(diff)) for diff in result.ratchet)
+    lines.extend(terminal(notice) for notice in result.notices)
     if lines and lines[-1] != "":
         lines.append("")
     lines.append(summary_line(result))
