@@ -11,6 +11,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import sys
 import threading
 import time
 import traceback
@@ -47,6 +48,7 @@ def _serve(conn: Connection, env: dict[str, str | None], kgate_pid: int) -> None
     except OSError:
         pass
     threading.Thread(target=_watch_kgate, args=(kgate_pid,), daemon=True).start()
+    _stdout_to_stderr()
     for key, value in env.items():
         if value is None:
             os.environ.pop(key, None)
@@ -76,6 +78,17 @@ def _serve(conn: Connection, env: dict[str, str | None], kgate_pid: int) -> None
             conn.send((reply[0], reply[1], time.perf_counter() - started, rss, reply[2]))
         except (BrokenPipeError, OSError):
             return
+
+
+def _stdout_to_stderr() -> None:
+    """Send what the project's modules print (at import, in a set-up hook) to stderr, never to kgate's stdout:
+    stdout carries the report (`--format json`, `sarif`, `github`), which a stray line would make unreadable.
+    Done on the file descriptor, so that compilers and C extensions the worker runs are covered too."""
+    try:
+        sys.stdout.flush()
+        os.dup2(2, 1)
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 def _watch_kgate(pid: int) -> None:
