@@ -188,4 +188,5 @@ def merge_runs(first: CompileRun, second: CompileRun) -> CompileRun:
         compile_seconds={**first.compile_seconds, **second.compile_seconds},
         captured=first.captured + second.captured,
         locations={**first.locations, **second.locations},
+        replayable=first.replayable and second.replayable,
     )

@@ -20,7 +20,7 @@ from kgate.collect.cuda_flags import choose_arch
 from kgate.collect.cuda_launches import LaunchSite, pdl_launch_sites, pdl_launched
 from kgate.collect.cuda_sources import CudaSource, cuda_sources, defined_kernels
 from kgate.compile import records as record_shapes
-from kgate.compile.cache import Cache, digest
+from kgate.compile.cache import Cache, CacheWriteError, digest
 from kgate.compile.cuda_backend import reads_sass
 from kgate.compile.engine import CompileRun, Progress, _first_line, worker_env
 from kgate.compile.pool import Outcome, Pool
@@ -57,7 +57,7 @@ def compile_cuda(config: Config, targets: tuple[str, ...], *, jobs: int, progres
     run.toolchain = {f"cuda.{name}": v for name, v in toolchain.versions().items() if name in used}
     sites = launch_sites(config, sources)
     patterns = sass_patterns(sources, sites)
-    cache = Cache(config.root / config.cache_dir)
+    cache = Cache(config.root / config.cache_dir, config.cache_dir)
     nvrtc_includes = [folder for folder in [cuda_include_dir(toolchain.nvcc)] if folder] \
         if "nvrtc" in compilers.values() else []
     records: list[tuple[CudaSource, str, dict[str, Any]]] = []
@@ -115,6 +115,9 @@ def _run_tasks(config: Config, todo: list[_Task], jobs: int, progress: Progress 
     def finished(index: int, outcome: Outcome) -> None:
         nonlocal done
         task = todo[index]
+        if outcome.cache_unwritable:
+            raise CacheWriteError(str(outcome.value), config.cache_dir)
+        run.replayable = run.replayable and not outcome.transient
         done += 1
         if progress:
             progress(done, len(todo), f"{task.source.rel} {task.target}")

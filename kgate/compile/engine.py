@@ -23,7 +23,7 @@ from kgate.collect.modules import import_roots, kernel_source_key, module_file
 from kgate.collect.specialization import readable_name
 from kgate.collect.static_kernel import static_expansion
 from kgate.compile import records as record_shapes
-from kgate.compile.cache import Cache, digest
+from kgate.compile.cache import Cache, CacheWriteError, digest
 from kgate.compile.pool import Outcome, Pool
 from kgate.compile.relocate import def_line, def_spans, relocate
 from kgate.compile.triton_backend import MISSING_ATTRIBUTE
@@ -46,6 +46,9 @@ class CompileRun:
     # The captured specialisations per kernel, for the capture rules, and where each kernel is defined.
     captured: list[CapturedKernel] = field(default_factory=list)
     locations: dict[str, tuple[str, int]] = field(default_factory=dict)
+    # False when an outcome came from this run's circumstances (a timeout, a worker that died): the run is
+    # not recorded for replay (`kgate.fastpath`), so the next one compiles again.
+    replayable: bool = True
 
 
 @dataclass
@@ -62,6 +65,7 @@ class _Planned:
     missing: bool = False  # the error is that the kernel (or its module) does not exist
     file: Path | None = None  # the kernel's module file
     spans: dict[str, tuple[int, int]] = field(default_factory=dict)  # its top-level defs, when planned
+    transient: bool = False  # its expansion timed out or its worker died
 
     @property
     def module(self) -> str:
@@ -257,7 +261,7 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
         return run
     run.toolchain = triton_toolchain()
     tool_key = {k: v for k, v in run.toolchain.items()}
-    cache = Cache(config.root / config.cache_dir)
+    cache = Cache(config.root / config.cache_dir, config.cache_dir)
     roots = import_roots(config.root, config.python_path)
     pyindex.use_cache(config.root / config.cache_dir)
     planned = _plan_kernels(config, entries, captured, roots)
@@ -277,6 +281,7 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
             if p.captured and p.expansion is not None:
                 tuned = frozenset(k for cfg in p.expansion["configs"] for k in cfg["kwargs"])
                 run.captured.append(CapturedKernel(p.kernel, tuple(c.spec for c in p.captured), tuned))
+            run.replayable = run.replayable and not p.transient
             for variant in _variants(config, p, run):
                 for target in targets:
                     key = digest("facts", FACTS_SCHEMA, kgate.__version__, tool_key, variant, target, p.source_key)
@@ -296,6 +301,8 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
         def compiled(index: int, outcome: Outcome) -> None:
             nonlocal done
             variant, target, p, key = jobs_todo[index]
+            _stop_if_cache_unwritable(config, outcome)
+            run.replayable = run.replayable and not outcome.transient
             done += 1
             if progress:
                 progress(done, total, f"{variant['kernel']} [{variant['name']}] {target}")
@@ -386,6 +393,9 @@ def _expand(config: Config, planned: list[_Planned], pool: Pool, cache: Cache, t
 
     def expanded(index: int, outcome: Outcome) -> None:
         p = todo[index]
+        _stop_if_cache_unwritable(config, outcome)
+        if outcome.transient:
+            p.transient = True
         if outcome.ok:
             p.expansion = outcome.value
             cache.put("expand", keys[id(p)], outcome.value)
@@ -464,6 +474,11 @@ def _cached_facts(cache: Cache, key: str, data: dict[str, Any], p: _Planned) -> 
         return None
     line = def_line(p.file, p.function) if _defined_in_file(p, p.expansion) else None
     return relocate(facts, p.file, {k: (v[0], v[1]) for k, v in then.items()}, p.spans, line)
+
+
+def _stop_if_cache_unwritable(config: Config, outcome: Outcome) -> None:
+    if outcome.cache_unwritable:
+        raise CacheWriteError(str(outcome.value), config.cache_dir)
 
 
 def _first_line(outcome: Outcome) -> str:

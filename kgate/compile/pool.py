@@ -36,6 +36,12 @@ class Outcome:
     seconds: float
     max_rss_kb: int = 0
     user_error: bool = True  # False: an unexpected exception (a bug), with a traceback in value
+    # The cache could not take the result (a full disk, the folder deleted): not the kernel's fault; the run
+    # stops with exit 2 (`kgate.compile.cache.CacheWriteError`).
+    cache_unwritable: bool = False
+    # The task was stopped at its deadline, or its worker died: an outcome of this run's circumstances,
+    # never replayed by a later run (`kgate.fastpath`).
+    transient: bool = False
 
 
 def _serve(conn: Connection, env: dict[str, str | None], kgate_pid: int) -> None:
@@ -54,6 +60,7 @@ def _serve(conn: Connection, env: dict[str, str | None], kgate_pid: int) -> None
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
+    from kgate.compile.cache import CacheWriteError
     from kgate.errors import KgateError
 
     while True:
@@ -66,16 +73,19 @@ def _serve(conn: Connection, env: dict[str, str | None], kgate_pid: int) -> None
         name, payload = message
         started = time.perf_counter()
         module, _, func = TASKS[name].partition(":")
+        unwritable = False
         try:
             result = getattr(importlib.import_module(module), func)(payload)
             reply = (True, result, True)
+        except CacheWriteError as exc:
+            reply, unwritable = (False, exc.reason, True), True
         except KgateError as exc:
             reply = (False, str(exc), True)
         except Exception:  # noqa: BLE001 - reported to the main process as a bug
             reply = (False, traceback.format_exc(), False)
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         try:
-            conn.send((reply[0], reply[1], time.perf_counter() - started, rss, reply[2]))
+            conn.send((reply[0], reply[1], time.perf_counter() - started, rss, reply[2], unwritable))
         except (BrokenPipeError, OSError):
             return
 
@@ -219,20 +229,21 @@ class Pool:
                 outcome: Outcome | None = None
                 if worker.conn in ready:
                     try:
-                        ok, value, seconds, rss, user_error = worker.conn.recv()
-                        outcome = Outcome(ok, value, seconds, rss, user_error)
+                        ok, value, seconds, rss, user_error, unwritable = worker.conn.recv()
+                        outcome = Outcome(ok, value, seconds, rss, user_error, cache_unwritable=unwritable)
                         self.peak_rss_kb[worker.process.pid or 0] = rss
                     except (EOFError, OSError):
                         outcome = None
                 if outcome is None and (worker.process.sentinel in ready or not worker.process.is_alive()):
                     code = worker.process.exitcode
                     outcome = Outcome(False, f"the compile worker died (exit status {code}) "
-                                             f"while compiling this kernel", time.perf_counter() - worker.started)
+                                             f"while compiling this kernel", time.perf_counter() - worker.started,
+                                      transient=True)
                     self._replace(worker)
                 elif outcome is None and time.perf_counter() >= worker.deadline:
                     outcome = Outcome(False, f"compilation timed out after {timeout:g} s (the compiler was "
                                              f"stopped; raise `timeout` in the configuration if it is expected)",
-                                      time.perf_counter() - worker.started)
+                                      time.perf_counter() - worker.started, transient=True)
                     self._replace(worker)
                 if outcome is not None:
                     del busy[id(worker)]
