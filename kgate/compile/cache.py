@@ -51,6 +51,12 @@ class Cache:
     def artifacts(self, key: str) -> Path:
         return self.directory / "artifacts" / key
 
+    def cubin(self, key: str, meta: dict[str, Any]) -> Path | None:
+        """The cubin a record was made from, when it is still in the cache as it was written (`meta["cubin"]`)."""
+        path = self.artifacts(key) / "kernel.cubin"
+        wanted = meta.get("cubin")
+        return path if isinstance(wanted, str) and file_hash(path) == wanted else None
+
     def get(self, kind: str, key: str, check: Callable[[Any], object] | None = None) -> Any | None:
         """A record's value, or None: there is none, or it is not whole, not the record of this kind and key,
         not the content it was written with, or, when `check` is given, not of its kind's shape
@@ -85,6 +91,13 @@ class Cache:
             atomic_write(path, data)
         except OSError as exc:
             raise CacheWriteError.of(exc, self.shown) from None
+
+
+def file_hash(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
 
 
 class Entry(NamedTuple):

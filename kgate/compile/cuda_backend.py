@@ -86,6 +86,15 @@ def compile_source(payload: dict[str, Any]) -> dict[str, Any]:
     return {"kernels": kernels}
 
 
+def disassemble_task(payload: dict[str, Any]) -> dict[str, dict[str, int]]:
+    """Opcode counts per symbol from a cubin already in the cache (`kgate audit` after `kgate check`)."""
+    cubin = Path(payload["cubin"])
+    text = disassemble_functions(cubin, payload["symbols"])
+    write_artifact(cubin.with_name("kernel.sass"), text.encode())
+    functions = parse_sass(text)
+    return {symbol: dict(functions[symbol].opcodes) if symbol in functions else {} for symbol in payload["symbols"]}
+
+
 def reads_sass(record: dict[str, Any], patterns: dict[str, list[str]], sass_all: bool = False) -> bool:
     """Whether a rule will read this kernel's SASS (disassembly costs about half a second per cubin).
 

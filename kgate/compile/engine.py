@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,13 +23,14 @@ from kgate.collect.modules import import_roots, kernel_source_key, module_file
 from kgate.collect.specialization import readable_name
 from kgate.collect.static_kernel import static_expansion
 from kgate.compile import records as record_shapes
-from kgate.compile.cache import Cache, CacheWriteError, digest
+from kgate.compile.cache import Cache, CacheWriteError, Entry, digest, file_hash
 from kgate.compile.pool import Outcome, Pool
 from kgate.compile.relocate import def_line, def_spans, relocate
 from kgate.compile.triton_backend import MISSING_ATTRIBUTE
 from kgate.config import Config, TritonEntry
 from kgate.errors import ToolchainError
 from kgate.facts.model import FACTS_SCHEMA, CompileFailure, KernelFacts
+from kgate.facts.sass import SassSummary
 from kgate.rule import CapturedKernel
 
 Progress = Callable[[int, int, str], None]
@@ -274,6 +275,8 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
 
         # variants x targets: cached facts, or compile
         jobs_todo: list[tuple[dict[str, Any], str, _Planned, str]] = []
+        # Cached facts without the SASS this run reads, whose cubin is cached: disassembled, not compiled again.
+        sass_todo: list[tuple[dict[str, Any], str, _Planned, str, Entry]] = []
         for p in planned:
             if p.expansion is not None:
                 p.expansion = _current_line(p, p.expansion)
@@ -285,15 +288,20 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
             for variant in _variants(config, p, run):
                 for target in targets:
                     key = digest("facts", FACTS_SCHEMA, kgate.__version__, tool_key, variant, target, p.source_key)
-                    data = cache.get("facts", key, record_shapes.facts)
+                    entry = cache.entry("facts", key, record_shapes.facts)
+                    data = entry.value if entry is not None else None
                     hit = None
                     if data is not None and (data.get("sass") is not None or not (sass_all or needs_sass(variant))):
                         hit = _cached_facts(cache, key, data, p)
+                    elif entry is not None and cache.cubin(key, entry.meta) is not None:
+                        sass_todo.append((variant, target, p, key, entry))
+                        continue
                     if hit is not None:
                         run.facts.append(hit)
                         run.cached += 1
                     else:
                         jobs_todo.append((variant, target, p, key))
+        jobs_todo += _disassemble_cached(config, cache, pool, sass_todo, run)
 
         total = len(jobs_todo)
         done = 0
@@ -309,7 +317,7 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
             if outcome.ok:
                 facts = KernelFacts.from_json(outcome.value)
                 cache.put("spans", key, p.spans)  # before the facts: a facts record always has its spans
-                cache.put("facts", key, outcome.value)
+                cache.put("facts", key, outcome.value, {"cubin": file_hash(cache.artifacts(key) / "kernel.cubin")})
                 run.facts.append(facts)
                 run.compiled += 1
                 run.compile_seconds[f"{variant['kernel']}|{facts.variant}|{target}"] = outcome.seconds
@@ -474,6 +482,33 @@ def _cached_facts(cache: Cache, key: str, data: dict[str, Any], p: _Planned) -> 
         return None
     line = def_line(p.file, p.function) if _defined_in_file(p, p.expansion) else None
     return relocate(facts, p.file, {k: (v[0], v[1]) for k, v in then.items()}, p.spans, line)
+
+
+def _disassemble_cached(config: Config, cache: Cache, pool: Pool,
+                        todo: list[tuple[dict[str, Any], str, _Planned, str, Entry]],
+                        run: CompileRun) -> list[tuple[dict[str, Any], str, _Planned, str]]:
+    """Add SASS to cached facts from their cached cubins (`kgate audit` after `kgate check`: half a second
+    of cuobjdump per variant instead of a compile); what cannot be disassembled is returned, to compile."""
+    again: list[tuple[dict[str, Any], str, _Planned, str]] = []
+
+    def disassembled(index: int, outcome: Outcome) -> None:
+        variant, target, p, key, entry = todo[index]
+        _stop_if_cache_unwritable(config, outcome)
+        hit = None
+        if outcome.ok:
+            value = replace(KernelFacts.from_json(entry.value), sass=SassSummary(dict(outcome.value))).to_json()
+            cache.put("facts", key, value, entry.meta)
+            hit = _cached_facts(cache, key, value, p)
+        if hit is None:
+            again.append((variant, target, p, key))
+        else:
+            run.facts.append(hit)
+            run.cached += 1
+
+    if todo:
+        pool.run([("sass", {"cubin": str(cache.artifacts(key) / "kernel.cubin"), "entry": entry.value["entry"]["name"]})
+                  for _variant, _target, _p, key, entry in todo], config.timeout, disassembled)
+    return again
 
 
 def _stop_if_cache_unwritable(config: Config, outcome: Outcome) -> None:

@@ -25,6 +25,7 @@ TASKS = {
     "triton.expand": "kgate.compile.triton_backend:expand",
     "triton.compile": "kgate.compile.triton_backend:compile_variant",
     "cuda.compile": "kgate.compile.cuda_backend:compile_source",
+    "cuda.sass": "kgate.compile.cuda_backend:disassemble_task",
     "sass": "kgate.compile.sass_task:disassemble_task",
 }
 
