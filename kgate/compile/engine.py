@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import kgate
-from kgate import tools
+from kgate import reads, tools
 from kgate.collect import pyindex
 from kgate.collect.captures import CapturedSpec
 from kgate.collect.files import relpath
@@ -289,10 +289,12 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
                 for target in targets:
                     key = digest("facts", FACTS_SCHEMA, kgate.__version__, tool_key, variant, target, p.source_key)
                     entry = cache.entry("facts", key, record_shapes.facts)
-                    data = entry.value if entry is not None else None
                     hit = None
-                    if data is not None and (data.get("sass") is not None or not (sass_all or needs_sass(variant))):
-                        hit = _cached_facts(cache, key, data, p)
+                    if entry is not None and (entry.value.get("sass") is not None
+                                              or not (sass_all or needs_sass(variant))):
+                        hit = _cached_facts(cache, key, entry.value, p)
+                        if hit is not None:
+                            _note_recorded(entry.meta)
                     elif entry is not None and cache.cubin(key, entry.meta) is not None:
                         sass_todo.append((variant, target, p, key, entry))
                         continue
@@ -317,7 +319,8 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
             if outcome.ok:
                 facts = KernelFacts.from_json(outcome.value)
                 cache.put("spans", key, p.spans)  # before the facts: a facts record always has its spans
-                cache.put("facts", key, outcome.value, {"cubin": file_hash(cache.artifacts(key) / "kernel.cubin")})
+                cache.put("facts", key, outcome.value, {"cubin": file_hash(cache.artifacts(key) / "kernel.cubin"),
+                                                        "imported": _note_imported(outcome.imported)})
                 run.facts.append(facts)
                 run.compiled += 1
                 run.compile_seconds[f"{variant['kernel']}|{facts.variant}|{target}"] = outcome.seconds
@@ -393,9 +396,10 @@ def _expand(config: Config, planned: list[_Planned], pool: Pool, cache: Cache, t
     for p in planned:
         if p.error is not None or p.expansion is not None:
             continue
-        hit = cache.get("expand", keys[id(p)], record_shapes.expansion)
+        hit = cache.entry("expand", keys[id(p)], record_shapes.expansion)
         if hit is not None:
-            p.expansion = hit
+            p.expansion = hit.value
+            _note_recorded(hit.meta)
         else:
             todo.append(p)
 
@@ -406,7 +410,7 @@ def _expand(config: Config, planned: list[_Planned], pool: Pool, cache: Cache, t
             p.transient = True
         if outcome.ok:
             p.expansion = outcome.value
-            cache.put("expand", keys[id(p)], outcome.value)
+            cache.put("expand", keys[id(p)], outcome.value, {"imported": _note_imported(outcome.imported)})
         else:
             p.error = _first_line(outcome)
             p.missing = outcome.user_error and MISSING_ATTRIBUTE in p.error
@@ -499,6 +503,7 @@ def _disassemble_cached(config: Config, cache: Cache, pool: Pool,
             value = replace(KernelFacts.from_json(entry.value), sass=SassSummary(dict(outcome.value))).to_json()
             cache.put("facts", key, value, entry.meta)
             hit = _cached_facts(cache, key, value, p)
+            _note_recorded(entry.meta)
         if hit is None:
             again.append((variant, target, p, key))
         else:
@@ -509,6 +514,22 @@ def _disassemble_cached(config: Config, cache: Cache, pool: Pool,
         pool.run([("sass", {"cubin": str(cache.artifacts(key) / "kernel.cubin"), "entry": entry.value["entry"]["name"]})
                   for _variant, _target, _p, key, entry in todo], config.timeout, disassembled)
     return again
+
+
+def _note_imported(imported: dict[str, Any] | None) -> list[str]:
+    """Note the files of the modules a compile worker imported (path -> state when imported) as inputs of
+    this run (`kgate.reads`); their paths, to keep in the record."""
+    for path, state in (imported or {}).items():
+        reads.note(path, state)
+    return sorted(imported or {})
+
+
+def _note_recorded(meta: dict[str, Any]) -> None:
+    """The same for a record from the cache: the modules its compile imported, in their state now."""
+    imported = meta.get("imported")
+    for path in imported if isinstance(imported, list) else []:
+        if isinstance(path, str):
+            reads.note(path)
 
 
 def _stop_if_cache_unwritable(config: Config, outcome: Outcome) -> None:

@@ -43,6 +43,8 @@ class Outcome:
     # The task was stopped at its deadline, or its worker died: an outcome of this run's circumstances,
     # never replayed by a later run (`kgate.fastpath`).
     transient: bool = False
+    # The files of the modules the worker imported (path -> state, `kgate.reads`): inputs of the run.
+    imported: dict[str, Any] | None = None
 
 
 def _serve(conn: Connection, env: dict[str, str | None], kgate_pid: int) -> None:
@@ -61,9 +63,13 @@ def _serve(conn: Connection, env: dict[str, str | None], kgate_pid: int) -> None
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
+    from kgate import reads
     from kgate.compile.cache import CacheWriteError
     from kgate.errors import KgateError
 
+    preloaded = set(sys.modules)  # what the fork server imported: kgate, Triton; the rest is the project's
+    triton_cache = os.environ.get("TRITON_CACHE_DIR")
+    imported = reads.Log([os.path.dirname(triton_cache)] if triton_cache else [])
     while True:
         try:
             message = conn.recv()
@@ -85,8 +91,11 @@ def _serve(conn: Connection, env: dict[str, str | None], kgate_pid: int) -> None
         except Exception:  # noqa: BLE001 - reported to the main process as a bug
             reply = (False, traceback.format_exc(), False)
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        # Every module this worker has imported so far (an earlier task's import serves this one too).
+        imported.modules(preloaded)
         try:
-            conn.send((reply[0], reply[1], time.perf_counter() - started, rss, reply[2], unwritable))
+            conn.send((reply[0], reply[1], time.perf_counter() - started, rss, reply[2], unwritable,
+                       dict(imported.files)))
         except (BrokenPipeError, OSError):
             return
 
@@ -230,8 +239,9 @@ class Pool:
                 outcome: Outcome | None = None
                 if worker.conn in ready:
                     try:
-                        ok, value, seconds, rss, user_error, unwritable = worker.conn.recv()
-                        outcome = Outcome(ok, value, seconds, rss, user_error, cache_unwritable=unwritable)
+                        ok, value, seconds, rss, user_error, unwritable, imported = worker.conn.recv()
+                        outcome = Outcome(ok, value, seconds, rss, user_error, cache_unwritable=unwritable,
+                                          imported=imported)
                         self.peak_rss_kb[worker.process.pid or 0] = rss
                     except (EOFError, OSError):
                         outcome = None
