@@ -5,15 +5,26 @@ does, not what collecting, hashing and re-reading every cached record does.
 So a finished `kgate check` leaves a run record: the exact output it wrote
 and its exit code, keyed by the command line and the environment that can
 change the result, together with a snapshot of everything it read: every
-file and folder of the project (with the configured exclusions), the
-configuration, the toolchain's files and kgate's own. The next identical
-command stats those paths; if every one is unchanged (size, modification
-and change times, inode) it writes the recorded output and exits, without
-importing the rest of kgate. Any difference, or any doubt, falls through to
-the full run.
+file and folder of the project (with the configured exclusions, symlinked
+folders followed), every file and folder the run itself read wherever it is
+(recorded as it read them, by `kgate.reads`: kernel modules under a
+`python-path` elsewhere, modules in excluded folders, `compile_commands.json`,
+what compile workers imported), the configuration, the toolchain's files as
+they are reached (through symlinks, not resolved once) and kgate's own. The
+next identical command stats those paths; if every one is unchanged (size,
+modification and change times, inode) it writes the recorded output and
+exits, without importing the rest of kgate. Any difference, or any doubt,
+falls through to the full run.
 
 The snapshot is taken before the run and verified again after it, so an
-edit made while kgate was running is never recorded as seen.
+edit made while kgate was running is never recorded as seen. A run whose
+outcome depended on its circumstances (a compile that timed out, a worker
+that died) leaves no record.
+
+A run record is a cache record: it names its key and its project and
+carries a hash of its content, and a replay checks all three. It can only
+write the report the command line's `-o` names, nothing else, and one that
+vouches for no input (not even the configuration) is not replayed.
 
 This module imports only the standard library's cheapest parts: it runs
 before anything else in the process.
@@ -26,7 +37,7 @@ import json
 import os
 import sys
 
-RECORD_VERSION = 1
+RECORD_VERSION = 2
 # Environment variables that can change what a check finds.
 _ENV_PREFIXES = ("TRITON_", "CUDA", "NVCC", "KGATE_", "NVIDIA_")
 _ENV_NAMES = ("PATH", "PYTHONPATH", "NO_COLOR", "COLUMNS", "LD_LIBRARY_PATH", "CI")
@@ -88,18 +99,26 @@ def _path(text: str):  # type: ignore[no-untyped-def]
     return Path(text)
 
 
-def run_key(argv: list[str]) -> str:
+def run_key(argv: list[str], config: str = "") -> str:
     env = {k: v for k, v in os.environ.items() if k.startswith(_ENV_PREFIXES) or k in _ENV_NAMES}
     from kgate import __version__
 
-    blob = json.dumps([RECORD_VERSION, __version__, sys.executable, sys.version, os.getcwd(), argv,
+    blob = json.dumps([RECORD_VERSION, __version__, sys.executable, sys.version, os.getcwd(), config, argv,
                        sorted(env.items()), sys.stdout.isatty(), sys.stderr.isatty()])
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
-def _record_path(argv: list[str]) -> str | None:
+class _Where:
+    """Where a command's run record lives, and what it describes."""
+
+    def __init__(self, config: str, cache: str, key: str) -> None:
+        self.config, self.cache, self.key = config, cache, key
+        self.path = os.path.join(cache, "v1", "runs", key + ".json")
+
+
+def _record_path(argv: list[str]) -> _Where | None:
     # A matrix run (`--triton`) also depends on environments outside the project: always run it whole.
-    if any(arg.split("=", 1)[0] in _NOT_REPLAYED for arg in argv):
+    if any(arg.split("=", 1)[0] in _NOT_REPLAYED for arg in argv) or _output_of(argv) is False:
         return None
     config = _explicit_config(argv) or find_config(os.getcwd())
     if config is None:
@@ -107,7 +126,36 @@ def _record_path(argv: list[str]) -> str | None:
     cache = _cache_dir(config)
     if cache is None:
         return None
-    return os.path.join(cache, "v1", "runs", run_key(argv) + ".json")
+    return _Where(config, os.path.abspath(cache), run_key(argv, config))
+
+
+def config_of(argv: list[str]) -> str | None:
+    """The configuration file a replay of this command would look for its record by (None: never replayed)."""
+    where = _record_path(argv)
+    return where.config if where is not None else None
+
+
+def _output_of(argv: list[str]) -> str | None | bool:
+    """The report file the command line names (`-o`), None for none, False when it cannot be told for sure
+    without argparse (a bundle of short flags such as `-qo`): such a command is never replayed."""
+    found: str | None = None
+    for index, arg in enumerate(argv):
+        if arg in ("-o", "--output"):
+            if index + 1 >= len(argv):
+                return False
+            found = argv[index + 1]
+        elif arg.startswith("--output="):
+            found = arg.split("=", 1)[1]
+        elif arg.startswith("-o"):
+            found = arg[2:]
+        elif arg.startswith("-") and not arg.startswith("--") and "o" in arg[1:]:
+            return False
+    return os.path.abspath(found) if found else None
+
+
+def _content_hash(record: dict) -> str:
+    body = {k: v for k, v in record.items() if k != "sha256"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
 def _explicit_config(argv: list[str]) -> str | None:
@@ -121,14 +169,14 @@ def _explicit_config(argv: list[str]) -> str | None:
 
 def replay(argv: list[str]) -> int | None:
     """Write the recorded output of an unchanged `kgate check` and return its exit code; None to run it."""
-    path = _record_path(argv)
-    if path is None:
+    where = _record_path(argv)
+    if where is None:
         return None
     try:
-        with open(path, "rb") as handle:
+        with open(where.path, "rb") as handle:
             record = json.loads(handle.read())
-        if record.get("version") != RECORD_VERSION or record.get("argv") != argv:
-            return None
+        if not _describes(record, argv, where):
+            return None  # another key's record, another project's, damaged or made by hand: the full run
         for name, stat in record["files"].items():
             if _stat(name) != stat:
                 return None
@@ -136,8 +184,6 @@ def replay(argv: list[str]) -> int | None:
             if _listing(name, ignored) != kept:
                 return None
         stdout, stderr, code = record["stdout"], record["stderr"], record["exit"]
-        if not (isinstance(stdout, str) and isinstance(stderr, str) and code in (0, 1, 2)):
-            return None  # not a record a run wrote: the full run
         for name, content in record["outputs"].items():
             _rewrite(name, content)
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
@@ -147,6 +193,23 @@ def replay(argv: list[str]) -> int | None:
     sys.stderr.write(stderr)
     sys.stderr.flush()
     return int(code)
+
+
+def _describes(record: dict, argv: list[str], where: _Where) -> bool:
+    """Whether a run record is the one this command, in this project, would have left: its key, project,
+    command line and content as written; the only file it writes is the report `-o` names; and it vouches for
+    the configuration at least (a record that vouches for no input would stand in for any run)."""
+    if not isinstance(record, dict) or record.get("sha256") != _content_hash(record):
+        return False
+    if (record.get("version"), record.get("key"), record.get("config"), record.get("argv")) != (
+            RECORD_VERSION, where.key, where.config, argv):
+        return False
+    outputs, wanted = record["outputs"], _output_of(argv)
+    if not isinstance(outputs, dict) or set(outputs) != ({wanted} if isinstance(wanted, str) else set()):
+        return False
+    if not all(isinstance(v, str) for v in outputs.values()) or where.config not in record["files"]:
+        return False
+    return isinstance(record["stdout"], str) and isinstance(record["stderr"], str) and record["exit"] in (0, 1, 2)
 
 
 def _rewrite(name: str, content: str) -> None:
@@ -194,9 +257,14 @@ class Snapshot:
         dirs: dict[str, list[list[str]]] = {}
         skip_abs = {os.path.abspath(s) for s in skip}
         stack = [root]
+        seen: set[tuple[int, int]] = set()
         while stack:
             folder = stack.pop()
             try:
+                st = os.stat(folder)
+                if (st.st_dev, st.st_ino) in seen:  # a symlink loop, or a folder reached twice
+                    continue
+                seen.add((st.st_dev, st.st_ino))
                 entries = sorted(os.scandir(folder), key=lambda e: e.name)
             except OSError:
                 continue
@@ -210,7 +278,8 @@ class Snapshot:
                         ignored.append(entry.name)
                     continue
                 kept.append(entry.name)
-                if entry.is_dir(follow_symlinks=False):
+                # A symlinked folder is followed, as the lint walk follows it: an edit in place behind it shows.
+                if _is_dir(entry):
                     stack.append(entry.path)
                 else:
                     files[entry.path] = _stat(entry.path)
@@ -219,9 +288,23 @@ class Snapshot:
             files[os.path.abspath(name)] = _stat(name)
         return cls(files, dirs)
 
+    def add(self, files: dict[str, list[int] | None], dirs: dict[str, list[list[str]]]) -> None:
+        """What the run read beyond the project walk (`kgate.reads`), with its state when it was read."""
+        for name, stat in files.items():
+            self.files.setdefault(name, stat)
+        for name, listed in dirs.items():
+            self.dirs.setdefault(name, listed)
+
     def still_holds(self) -> bool:
         return all(_stat(name) == stat for name, stat in self.files.items()) and all(
             _listing(name, ignored) == kept for name, (kept, ignored) in self.dirs.items())
+
+
+def _is_dir(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
 
 
 def compiler_files() -> list[str]:
@@ -240,7 +323,9 @@ def compiler_files() -> list[str]:
     for name in ("nvcc", "ptxas", "cuobjdump"):
         found = shutil.which(name)
         if found:
-            out.append(os.path.realpath(found))
+            # As reached, not resolved: a symlinked toolkit folder pointed at another release changes the
+            # state of this path (its target's), where the resolved path of the old release would not change.
+            out.append(os.path.abspath(found))
     return out
 
 
@@ -262,18 +347,23 @@ def kgate_files() -> list[str]:
 def record(argv: list[str], snapshot: Snapshot, stdout: str, stderr: str, code: int,
            outputs: dict[str, str]) -> None:
     """Leave the run record for `replay`, unless an input changed while the run read it."""
-    path = _record_path(argv)
-    if path is None or not snapshot.still_holds():
+    where = _record_path(argv)
+    if where is None or not snapshot.still_holds() or where.config not in snapshot.files:
         return
-    data = {"version": RECORD_VERSION, "argv": argv, "files": snapshot.files, "dirs": snapshot.dirs,
-            "stdout": stdout, "stderr": stderr, "exit": code, "outputs": outputs}
+    wanted = _output_of(argv)
+    if set(outputs) != ({wanted} if isinstance(wanted, str) else set()):
+        return
+    data = {"version": RECORD_VERSION, "key": where.key, "config": where.config, "argv": argv,
+            "files": snapshot.files, "dirs": snapshot.dirs, "stdout": stdout, "stderr": stderr, "exit": code,
+            "outputs": outputs}
+    data["sha256"] = _content_hash(data)
     from kgate.atomicio import atomic_write
 
     try:
-        atomic_write(_path(path), json.dumps(data, separators=(",", ":")).encode())
+        atomic_write(_path(where.path), json.dumps(data, separators=(",", ":")).encode())
     except OSError:
         return  # no record: the next run is a full one, nothing else is lost
-    _prune(os.path.dirname(path))
+    _prune(os.path.dirname(where.path))
 
 
 def _prune(folder: str, keep: int = 64) -> None:

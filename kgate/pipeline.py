@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from kgate import evaluate, shard
+from kgate.cachedir import claim
 from kgate.collect.registry import captured_specs, triton_entries, triton_kernels
 from kgate.compile.cache import unusable as cache_unusable
 from kgate.compile.cuda_engine import compile_cuda
@@ -101,6 +102,8 @@ def run_check(config: Config, selection: Selection, options: CheckOptions,
     captured = [c for c in recorded if (mine is None or c.spec.kernel in mine) and selected(c.spec.kernel, options.kernels)
                 ] if triton_on else []
     jobs = options.jobs or config.jobs or default_jobs()
+    if not options.no_cache:  # before anything is written into it
+        claim(config.root / config.cache_dir, config.cache_dir, config.display() if config.source else None)
     problem = None if options.no_cache else cache_unusable(config.root / config.cache_dir)
     if problem:  # an unusable cache costs speed, not correctness
         print(f"kgate: note: cannot use the cache folder {terminal(config.cache_dir)} ({problem}): running without "
@@ -190,4 +193,5 @@ def merge_runs(first: CompileRun, second: CompileRun) -> CompileRun:
         compile_seconds={**first.compile_seconds, **second.compile_seconds},
         captured=first.captured + second.captured,
         locations={**first.locations, **second.locations},
+        replayable=first.replayable and second.replayable,
     )

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from kgate import tools
+from kgate import reads, tools
 from kgate.errors import ToolchainError
 
 
@@ -69,12 +69,21 @@ def find_nvcc(configured: str | None, root: Path) -> Tool:
     for origin, lookup in _nvcc_candidates(configured, root):
         candidate = lookup()
         if candidate is not None and Path(candidate).is_file() and os.access(candidate, os.X_OK):
+            _note_toolkit(Path(candidate))
             if origin == "cuda.pathfinder" and "site-packages" in str(candidate):
                 origin = "pip wheel (nvidia-cuda-nvcc)"
             return Tool("nvcc", str(candidate), _version(str(candidate)), origin)
         if origin == "configuration":
             raise ToolchainError(f"nvcc = {configured!r} in the configuration: no such executable")
     return Tool("nvcc", None, None, "")
+
+
+def _note_toolkit(nvcc: Path) -> None:
+    """The files of the toolkit nvcc runs, as reached (a symlinked toolkit folder pointed at another release
+    changes them): inputs of the run for its replay (`kgate.reads`)."""
+    for path in (nvcc, nvcc.parent / "ptxas", nvcc.parent / "cicc", nvcc.parent / "nvcc.profile",
+                 nvcc.parent.parent / "nvvm" / "bin" / "cicc", nvcc.parent.parent / "version.json"):
+        reads.note(path)
 
 
 def _nvcc_candidates(configured: str | None, root: Path) -> list[tuple[str, Callable[[], str | None]]]:

@@ -255,3 +255,22 @@ def test_audit_shows_baselined_findings_and_each_kernels_differences(project: Pa
         assert "Baseline: not compared (--no-baseline)." in (tmp_path / "report.md").read_text()
     finally:
         baseline.unlink(missing_ok=True)
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+def test_audit_after_check_disassembles_the_cached_cubins_instead_of_compiling_again(tmp_path: Path) -> None:
+    """`kgate check` keeps every cubin but disassembles only what its rules read; the audit reads SASS of every
+    kernel and takes it from those cubins: no artifact but the SASS listing is written again."""
+    project = copy_project("mixed", tmp_path)
+    assert kgate("check", "-q", cwd=project).code == 1
+    artifacts = sorted((project / ".kgate-cache" / "v1" / "artifacts").iterdir())
+    compiled = {p: p.stat().st_mtime_ns for folder in artifacts for p in folder.iterdir() if p.name != "kernel.sass"}
+    assert len(artifacts) == 4 and compiled
+    run = kgate("audit", "-o", "out", cwd=project)
+    assert run.code == 0, run.stderr
+    assert {p: p.stat().st_mtime_ns for p in compiled} == compiled  # nothing compiled again
+    assert all((folder / "kernel.sass").is_file() for folder in artifacts)
+    # The SASS taken from the cached cubins is the SASS a compile gives.
+    cached = kgate("check", "--sass", "--format", "json", cwd=project).json()["kernels"]
+    fresh = kgate("check", "--sass", "--format", "json", "--no-cache", cwd=project).json()["kernels"]
+    assert [k["sass"] for k in cached] == [k["sass"] for k in fresh] and all(k["sass"] for k in cached)

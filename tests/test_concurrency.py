@@ -143,6 +143,27 @@ def test_truncated_and_misshapen_cache_records_are_rebuilt(tmp_path: Path, refer
     assert kgate(*CHECK, cwd=project).stdout == reference[1].stdout
 
 
+def test_a_cache_record_is_trusted_only_for_the_key_and_content_it_was_written_with(
+        tmp_path: Path, reference: tuple[Path, Run]) -> None:
+    """Whole JSON of the right shape is not enough: a record copied over another key's (a kernel would vanish
+    and another show twice), one replaced by an empty list of kernels, one whose figures were edited."""
+    project = tmp_path / "warm"
+    shutil.copytree(reference[0], project)
+    cache = project / ".kgate-cache" / "v1"
+    facts = sorted((cache / "facts").glob("*.json"))
+    cuda = sorted((cache / "cuda").glob("*.json"))
+    facts[1].write_bytes(facts[0].read_bytes())
+    cuda[1].write_bytes(cuda[0].read_bytes())
+    cuda[0].write_text('{"kernels": []}')
+    record = json.loads(facts[0].read_text())
+    value = record.get("value", record)
+    value["resources"]["registers"] += 1
+    facts[0].write_text(json.dumps(record))
+    run = kgate("check", "-v", cwd=project)
+    assert "4 compiled, 0 from cache" in run.stdout, run.stdout + run.stderr
+    assert kgate(*CHECK, cwd=project).stdout == reference[1].stdout
+
+
 def test_a_damaged_run_record_or_python_index_means_a_full_run(tmp_path: Path, reference: tuple[Path, Run]) -> None:
     """The records that let an unchanged check skip work (kgate.fastpath's run record, the parse index) are
     caches too: damaged, they are ignored, not trusted and not crashed on."""
@@ -198,8 +219,7 @@ def test_reports_and_the_baseline_get_the_permissions_of_an_ordinary_file(tmp_pa
 # Functions allowed to write files, and why each write is whole or harmless.
 WRITERS = {
     ("kgate/atomicio.py", "atomic_write"): "temporary file, fsync, os.replace",
-    ("kgate/compile/triton_backend.py", "_write"): "artifacts: a per-process temporary name, then os.replace",
-    ("kgate/compile/cuda_backend.py", "_write"): "artifacts: a per-process temporary name, then os.replace",
+    ("kgate/compile/cache.py", "write_artifact"): "artifacts: a per-process temporary name, then os.replace",
     ("kgate/lint/engine.py", "_fork_worker"): "a pipe to the parent, not a file",
     ("kgate/commands/ulp.py", "pytest_argv"): "a pytest.ini in a fresh temporary folder",
     ("kgate/capture/session.py", "locked"): "a lock file opened to append to, never written",

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
-from conftest import copy_project, kgate
+from conftest import FIXTURES, REPO, copy_project, kgate
 
 from kgate import fastpath
+from kgate.tools import bundled_tool
 
 PROBE = ("import sys; from kgate.entry import main; sys.argv = ['kgate'] + sys.argv[1:]; code = main(); "
          "ran = 'kgate.pipeline' in sys.modules or 'kgate.lint.pipeline' in sys.modules; "
@@ -126,3 +129,132 @@ def test_old_records_are_pruned(tmp_path: Path) -> None:
     fastpath._prune(str(tmp_path))
     left = sorted(p.name for p in tmp_path.iterdir())
     assert len(left) == 64 and left[0] == "006.json"
+
+
+# --------------------------------------------------------------------------- what the run read, wherever it is
+
+KERNEL = (FIXTURES / "bad" / "import-error" / "k.py").read_text()
+WRAPPER = "#!/bin/sh\nexec {nvcc} \"$@\"\n"
+
+
+@pytest.fixture(scope="module")
+def reader(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    """A project whose check reads outside its walk: a kernel module under a `python-path` entry outside the
+    project, one behind a symlinked folder, one in an `extend-exclude` folder, the flags of its CUDA file from
+    a `compile_commands.json` in the excluded `build/`, and nvcc through a symlinked toolkit folder."""
+    base = tmp_path_factory.mktemp("reader")
+    project = base / "project"
+    for rel in ("k.py", "vendored/vk.py", "../outside/ext.py", "../elsewhere/lk.py"):
+        (project / rel).parent.mkdir(parents=True, exist_ok=True)
+        (project / rel).write_text(KERNEL)
+    (project / "linked").symlink_to(base / "elsewhere", target_is_directory=True)
+    (project / "t.cu").write_text("__global__ void scale(float* x, int n) { int i = threadIdx.x; "
+                                  "if (i < n) x[i] *= SCALE; }\n")
+    (project / "build").mkdir()
+    (project / "build" / "compile_commands.json").write_text(json.dumps([{
+        "directory": str(project), "file": "t.cu", "command": "nvcc -DSCALE=2.0f -c t.cu -o t.o"}]))
+    registrations = "".join(f'\n[[triton]]\nkernel = "{name}:good"\nsignature = {{ x = "*fp32", n = "i32" }}\n'
+                            f'constexprs = {{ BLOCK = 128 }}\n' for name in ("k", "ext", "linked.lk", "vk"))
+    (project / "kgate.toml").write_text(
+        'targets = ["sm_120a"]\npython-path = [".", "../outside", "vendored"]\nextend-exclude = ["vendored"]\n'
+        + registrations + '\n[[cuda]]\nsources = ["t.cu"]\ncompile_commands = "build/compile_commands.json"\n')
+    real = shutil.which("nvcc")
+    for release in ("cuda-a", "cuda-b"):
+        (base / release / "bin").mkdir(parents=True)
+        (base / release / "bin" / "nvcc").write_text(WRAPPER.format(nvcc=real))
+        (base / release / "bin" / "nvcc").chmod(0o755)
+    (base / "cuda").symlink_to(base / "cuda-a", target_is_directory=True)
+    env = {"PATH": f"{base / 'cuda' / 'bin'}{os.pathsep}{os.environ['PATH']}"}
+    assert probe(project, "-q", env=env)[0] == 0
+    return project, env
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+@pytest.mark.parametrize("edit", ["compile_commands", "outside", "symlinked", "excluded", "toolkit"])
+def test_an_input_read_outside_the_project_walk_runs_again(reader: tuple[Path, dict[str, str]], edit: str) -> None:
+    project, env = reader
+    probe(project, "-q", env=env)  # leaves the run record (the fixture ran outside this test's environment)
+    assert probe(project, "-q", env=env)[2] is True
+    changes = {
+        "compile_commands": project / "build" / "compile_commands.json",
+        "outside": project.parent / "outside" / "ext.py",
+        "symlinked": project.parent / "elsewhere" / "lk.py",
+        "excluded": project / "vendored" / "vk.py",
+    }
+    if edit == "toolkit":
+        link = project.parent / "cuda"
+        link.unlink()
+        link.symlink_to(project.parent / "cuda-b", target_is_directory=True)
+    else:
+        path = changes[edit]
+        text = path.read_text()
+        path.write_text(text.replace("SCALE=2.0f", "SCALE=3.0f") if edit == "compile_commands"
+                        else text.replace("* 2.0", "* 3.0"))  # edited in place: the folder's listing is unchanged
+    assert probe(project, "-q", env=env)[2] is False  # not the old verdict
+    assert probe(project, "-q", env=env)[2] is True
+
+
+def test_lint_runs_again_after_an_edit_in_place_behind_a_symlinked_folder(tmp_path: Path) -> None:
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "project").mkdir()
+    project = tmp_path / "project"
+    (project / "kgate.toml").write_text("")
+    (project / "linked").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    module = tmp_path / "elsewhere" / "m.py"
+    module.write_text("x = 1\n")
+    first = probe(project, command="lint")
+    assert first[0] == 0 and probe(project, command="lint")[2] is True
+    module.write_text("import triton\n\n\n@triton.autotune(configs=[], key=['n'])\n@triton.jit\ndef k(x, n):\n"
+                      "    pass\n")
+    run = probe(project, command="lint")
+    assert run[2] is False and run[0] == 1
+
+
+def test_a_compile_timeout_is_never_replayed(tmp_path: Path) -> None:
+    project = copy_project("bad/ptxas-hang", tmp_path)
+    env = {"TRITON_PTXAS_BLACKWELL_PATH": str(REPO / "tests" / "fake_tools" / "ptxas_hang"),
+           "KGATE_TEST_REAL_PTXAS": str(bundled_tool("ptxas-blackwell"))}
+    first = probe(project, "-q", env=env)
+    assert first[0] == 1 and "timed out" in first[1]
+    assert probe(project, "-q", env=env)[2] is False  # compiled again, not the timeout replayed
+
+
+# --------------------------------------------------------------------------- run records are checked, not trusted
+
+
+def _record_of(project: Path, *args: str) -> Path:
+    """The run record `kgate check ARGS` leaves and replays, where a replay in this environment looks for it."""
+    probe(project, *args)
+    assert probe(project, *args)[2] is True
+    code = ("import sys; from kgate import fastpath; where = fastpath._record_path(sys.argv[1:]); "
+            "print(getattr(where, 'path', where))")
+    where = subprocess.run([sys.executable, "-c", code, "check", *args], cwd=project, capture_output=True, text=True,
+                           check=True, env=dict(os.environ))
+    return Path(where.stdout.strip())
+
+
+def test_a_planted_run_record_neither_passes_the_gate_nor_writes_anywhere(project: Path, tmp_path: Path) -> None:
+    record = _record_of(project, "-q")
+    planted = tmp_path / "planted.txt"
+    forged = {**json.loads(record.read_text()), "files": {}, "dirs": {}, "stdout": "kgate check: passed\n",
+              "exit": 0, "outputs": {str(planted): "written by a replay"}}
+    forged.pop("sha256", None)
+    record.write_text(json.dumps(forged))
+    code, out, replayed = probe(project, "-q")
+    assert (code, replayed) == (1, False) and "passed" not in out
+    assert not planted.exists()
+
+
+def test_a_record_of_another_command_or_project_is_not_replayed(project: Path, tmp_path: Path) -> None:
+    other = copy_project("ratchet", tmp_path)
+    mine = _record_of(other, "-q")
+    # Another project's record for the same command, put where this project's record would be.
+    theirs = _record_of(project, "-q")
+    mine.write_bytes(theirs.read_bytes())
+    assert probe(other, "-q")[2] is False
+    # Another command's record (JSON output) in place of this one's.
+    json_record = _record_of(other, "--format", "json")
+    mine = _record_of(other, "-q")
+    mine.write_bytes(json_record.read_bytes())
+    _code, out, replayed = probe(other, "-q")
+    assert not replayed and not out.startswith("{")

@@ -63,13 +63,15 @@ def test_check_imports_only_the_modules_of_registered_triton_kernels(tmp_path: P
     project = _side_effect_project(tmp_path / "project")
     kernel = (FIXTURES / "bad" / "bad-flag" / "k.py").read_text()
     marker = 'import pathlib\npathlib.Path(__file__).with_name("IMPORTED_" + pathlib.Path(__file__).stem).write_text("x")\n'
-    (project / "k.py").write_text(marker + kernel)
+    (project / "k.py").write_text(marker + 'print("printed at import")\n' + kernel)
     (project / "kgate.toml").write_text('python-path = ["."]\nignore = ["KG201", "KG203"]\n\n[[triton]]\n'
                                         'kernel = "k:good"\nsignature = { x = "*fp32", n = "i32" }\n'
                                         'constexprs = { BLOCK = 128 }\n')
-    run = kgate("check", cwd=project)
+    run = kgate("check", "--format", "json", cwd=project)
     assert run.code == 0, run.stdout + run.stderr
     assert _markers(project) == ["IMPORTED_k"]  # not pkg, not tests/conftest.py, not setup.py
+    # What the imported module prints goes to stderr: the first run's JSON is as clean as a replay's.
+    assert json.loads(run.stdout)["kernels"] and "printed at import" in run.stderr
 
 
 def test_check_of_cuda_sources_runs_no_project_code(tmp_path: Path) -> None:

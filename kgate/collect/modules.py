@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+from kgate import reads
 from kgate.collect.pyindex import ModuleInfo, module_info
 
 
@@ -43,6 +44,7 @@ def module_file(module: str, roots: list[Path], blocked: list[Path] | None = Non
     rel = Path(*module.split("."))
     for root in roots:
         for candidate in (root / rel.with_suffix(".py"), root / rel / "__init__.py"):
+            reads.note(candidate)  # found or not: a file that appears here later is the one imported
             try:
                 if candidate.is_file():
                     return candidate, root

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kgate import reads
 from kgate.collect.pysource import dotted, import_map, qualified
 from kgate.collect.source import try_parse
 
@@ -88,6 +89,7 @@ class _Index:
     def get(self, path: Path) -> ModuleInfo:
         key = str(path)
         stat = _stat_key(path)
+        reads.note(key, stat)  # judged by its stat alone when the index holds it: an input all the same
         held = self.memory.get(key)
         if held is not None and held[0] == stat:
             return held[1]

@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     releases = _other_releases(args, config) if getattr(args, "triton", None) else None
     with recording.capture() as (out, err):
         code = _report(args, config, checked, options, releases)
-    recording.finish(args, taken, out, err, code)
+    recording.finish(args, taken, out, err, code, replayable=checked.compiled.replayable)
     return code
 
 

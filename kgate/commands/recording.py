@@ -1,7 +1,9 @@
 """Run records for `kgate check` and `kgate lint`: what a full run saw and printed (see `kgate.fastpath`).
 
-The inputs are snapshotted before the run; the output is captured while it
-is written; the record is left only if every input still holds afterwards.
+The project's inputs are snapshotted before the run, and everything else the
+run reads is recorded as it reads it (`kgate.reads`); the output is captured
+while it is written; the record is left only if every input still holds
+afterwards and the outcome did not depend on the run's circumstances.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from io import StringIO
 from pathlib import Path
 from typing import TextIO
 
-from kgate import fastpath
+from kgate import fastpath, reads
 from kgate.config import Config
 
 
@@ -24,24 +26,34 @@ def snapshot(args: argparse.Namespace, config: Config, extra: list[str], *, comp
     kgate's own files and (for a run that compiles) the compilers'."""
     if args.no_cache or getattr(args, "verbose", False) or getattr(args, "argv", None) is None:
         return None
+    found = fastpath.config_of(args.argv)
+    if found is None:
+        return None
     skip = [str(config.root / config.cache_dir), str(config.root / ".git")]
     if getattr(args, "output", None):
         skip.append(os.path.abspath(args.output))
-    files = [str(config.source)] if config.source else []
+    files = [found] + ([str(config.source)] if config.source else [])
     files.append(str(config.root / config.baseline))
     files.extend(extra)
     files.extend(fastpath.kgate_files())
     if compilers:
         files.extend(fastpath.compiler_files())
-    return fastpath.Snapshot.take(str(config.root), tuple(config.exclude) + tuple(config.extend_exclude),
-                                  tuple(skip), files)
+    taken = fastpath.Snapshot.take(str(config.root), tuple(config.exclude) + tuple(config.extend_exclude),
+                                   tuple(skip), files)
+    reads.start(skip)
+    return taken
 
 
 def finish(args: argparse.Namespace, taken: fastpath.Snapshot | None, out: StringIO, err: StringIO,
-           code: int) -> None:
-    """Leave the run record, with the report written to -o if there is one."""
-    if taken is None:
+           code: int, *, replayable: bool = True) -> None:
+    """Leave the run record, with the report written to -o if there is one.
+
+    `replayable` False (a compile timed out, a worker died): no record, the next run is a full one.
+    """
+    log = reads.stop()
+    if taken is None or not replayable or log is None or log.broken:
         return
+    taken.add(log.files, log.dirs)
     outputs = {}
     if getattr(args, "output", None):
         try:

@@ -7,20 +7,29 @@ Layout under the cache directory (default `.kgate-cache/` in the project):
     v1/artifacts/<key>/        kernel.ptx, kernel.cubin, ptxas.log, kernel.sass
 
 A record is written to a temporary name and moved into place with
-os.replace, so a reader sees a whole file or none; a record that does not
-parse is treated as missing and rebuilt.
+os.replace, so a reader sees a whole file or none. Each record carries what
+it describes (its kind and its key) and a hash of its content, and is read
+back only when all three match where it was found: a record copied over
+another key's, replaced by some other JSON, cut short or damaged is treated
+as missing and rebuilt, never trusted. (A forged record that is consistent
+with itself cannot be told from a real one without compiling again: the
+cache is trusted as build output is; see the README's "Robustness and
+trust".)
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
+import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from kgate.atomicio import atomic_write
+from kgate.errors import KgateError
 
 VERSION = "v1"
 
@@ -32,8 +41,9 @@ def digest(*parts: Any) -> str:
 
 
 class Cache:
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, shown: str | None = None) -> None:
         self.directory = directory / VERSION
+        self.shown = shown or str(directory)  # the folder as the configuration names it, for messages
 
     def _path(self, kind: str, key: str) -> Path:
         return self.directory / kind / f"{key}.json"
@@ -41,28 +51,109 @@ class Cache:
     def artifacts(self, key: str) -> Path:
         return self.directory / "artifacts" / key
 
+    def cubin(self, key: str, meta: dict[str, Any]) -> Path | None:
+        """The cubin a record was made from, when it is still in the cache as it was written (`meta["cubin"]`)."""
+        path = self.artifacts(key) / "kernel.cubin"
+        wanted = meta.get("cubin")
+        return path if isinstance(wanted, str) and file_hash(path) == wanted else None
+
     def get(self, kind: str, key: str, check: Callable[[Any], object] | None = None) -> Any | None:
-        """A record, or None: there is none, or it is not whole (JSON that does not parse) or, when `check`
-        is given, not of its kind's shape (`kgate.compile.records`). None means: rebuild it."""
+        """A record's value, or None: there is none, or it is not whole, not the record of this kind and key,
+        not the content it was written with, or, when `check` is given, not of its kind's shape
+        (`kgate.compile.records`). None means: rebuild it."""
+        found = self.entry(kind, key, check)
+        return None if found is None else found.value
+
+    def entry(self, kind: str, key: str, check: Callable[[Any], object] | None = None) -> Entry | None:
+        """A record with what was stored beside its value (`put`'s `meta`), checked as `get` checks it."""
         try:
             with open(self._path(kind, key), "rb") as handle:
-                value = json.loads(handle.read())
+                record = json.loads(handle.read())
         except (OSError, ValueError):
             return None
-        if check is not None:
-            try:
-                check(value)
-            except (KeyError, TypeError, ValueError, AttributeError, IndexError):
+        try:
+            if (record["record"] != kind or record["key"] != key
+                    or record["sha256"] != content_hash(record["value"]) or not isinstance(record["meta"], dict)):
                 return None
-        return value
+            if check is not None:
+                check(record["value"])
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError):
+            return None
+        return Entry(record["value"], record["meta"])
 
-    def put(self, kind: str, key: str, value: Any) -> None:
+    def put(self, kind: str, key: str, value: Any, meta: dict[str, Any] | None = None) -> None:
+        """Store a record under its key; raises CacheWriteError when the cache cannot take it (a full disk,
+        the folder deleted under the run): a run that cannot keep what it compiled stops and says why."""
         path = self._path(kind, key)
-        data = json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
+        record = {"record": kind, "key": key, "sha256": content_hash(value), "meta": meta or {}, "value": value}
+        data = json.dumps(record, sort_keys=True, separators=(",", ":")).encode()
         try:
             atomic_write(path, data)
-        except OSError:
-            pass  # an unwritable cache costs speed, not correctness
+        except OSError as exc:
+            raise CacheWriteError.of(exc, self.shown) from None
+
+
+def file_hash(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+class Entry(NamedTuple):
+    value: Any
+    meta: dict[str, Any]
+
+
+def content_hash(value: Any) -> str:
+    """The hash a record carries of its own value: damage that keeps the JSON whole still shows."""
+    return hashlib.sha256(json.dumps(value, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+class CacheWriteError(KgateError):
+    """The cache folder cannot take what a run compiled any more (its disk is full, it was deleted or replaced
+    while the run wrote into it): an environment error, exit 2, not a finding on every kernel."""
+
+    def __init__(self, reason: str, folder: str | None = None) -> None:
+        self.reason = reason
+        where = f"the cache folder {folder}" if folder else "the cache folder"
+        super().__init__(f"cannot write {where} ({reason}): free space on its disk or make it writable again, "
+                         f"or run with --no-cache")
+
+    @classmethod
+    def of(cls, exc: OSError, folder: str | None = None) -> CacheWriteError:
+        return cls(exc.strerror or type(exc).__name__, folder)
+
+
+def write_artifact(path: Path, data: bytes) -> None:
+    """Write one compile artifact (in a compile worker) whole; a failure is a CacheWriteError."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise CacheWriteError.of(exc) from None
+
+
+# The errors of a disk that cannot take more, whatever file was being written.
+_NO_SPACE = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS}
+
+
+def cache_write_failure(exc: BaseException, cache_dir: str | None) -> CacheWriteError | None:
+    """The CacheWriteError behind an exception a compiler raised (its own cache is in kgate's), or None."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, OSError):
+            name = str(current.filename or "")
+            inside = bool(cache_dir and name) and os.path.commonpath(
+                [os.path.abspath(name), os.path.abspath(str(cache_dir))]) == os.path.abspath(str(cache_dir))
+            if current.errno in _NO_SPACE or inside:
+                return CacheWriteError.of(current)
+        current = current.__cause__ or current.__context__
+    return None
 
 
 def unusable(directory: Path) -> str | None:

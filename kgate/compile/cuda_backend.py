@@ -27,6 +27,7 @@ from typing import Any
 
 from kgate import tools
 from kgate.collect.files import display_path
+from kgate.compile.cache import write_artifact
 from kgate.compile.triton_backend import KernelError
 from kgate.errors import ToolchainError
 from kgate.facts.cuda_names import base_name, definition_line, display_names, global_definitions, matches
@@ -60,7 +61,6 @@ class SourceError(KernelError):
 def compile_source(payload: dict[str, Any]) -> dict[str, Any]:
     """Compile one file for one target; return its kernels' facts (JSON) and whether SASS was read."""
     artifacts = Path(payload["artifacts"])
-    artifacts.mkdir(parents=True, exist_ok=True)
     try:
         if payload["compiler"] == "nvrtc":
             ptx, log = _nvrtc(payload, artifacts)
@@ -72,19 +72,28 @@ def compile_source(payload: dict[str, Any]) -> dict[str, Any]:
     except CompilerUnusable as exc:
         # Not a verdict on this file, and never cached: the main process stops the run.
         return {"toolchain_error": str(exc)}
-    _write(artifacts / "kernel.ptx", ptx.encode())
-    _write(artifacts / "ptxas.log", log.encode())
+    write_artifact(artifacts / "kernel.ptx", ptx.encode())
+    write_artifact(artifacts / "ptxas.log", log.encode())
     kernels = kernel_facts(payload, ptx, log)
     wanted = [r for r in kernels if reads_sass(r, payload["sass_patterns"], payload.get("sass_all", False))]
     if wanted:
         # cuobjdump takes a list of functions: only the kernels whose rules read SASS are disassembled.
         text = disassemble_functions(artifacts / "kernel.cubin", [r["symbol"] for r in wanted])
-        _write(artifacts / "kernel.sass", text.encode())
+        write_artifact(artifacts / "kernel.sass", text.encode())
         functions = parse_sass(text)
         for record in wanted:
             ops = functions.get(record["symbol"])
             record["sass"] = {"opcodes": dict(ops.opcodes) if ops else {}}
     return {"kernels": kernels}
+
+
+def disassemble_task(payload: dict[str, Any]) -> dict[str, dict[str, int]]:
+    """Opcode counts per symbol from a cubin already in the cache (`kgate audit` after `kgate check`)."""
+    cubin = Path(payload["cubin"])
+    text = disassemble_functions(cubin, payload["symbols"])
+    write_artifact(cubin.with_name("kernel.sass"), text.encode())
+    functions = parse_sass(text)
+    return {symbol: dict(functions[symbol].opcodes) if symbol in functions else {} for symbol in payload["symbols"]}
 
 
 def reads_sass(record: dict[str, Any], patterns: dict[str, list[str]], sass_all: bool = False) -> bool:
@@ -140,7 +149,7 @@ def _nvcc(payload: dict[str, Any], artifacts: Path) -> tuple[str, str]:
             # nvcc said it succeeded; without a cubin its figures and PTX cannot be trusted either.
             raise KernelError(f"nvcc exited 0 but wrote no cubin (its output is not an ELF file) "
                               f"(reproduce: {repro(payload)})")
-        _write(artifacts / "kernel.cubin", binary)
+        write_artifact(artifacts / "kernel.cubin", binary)
         return ptx_files[0].read_text(errors="replace"), done.stdout + "\n" + done.stderr
     finally:
         shutil.rmtree(keep, ignore_errors=True)
@@ -201,7 +210,7 @@ def _nvrtc(payload: dict[str, Any], artifacts: Path) -> tuple[str, str]:
         _nvrtc_ok(result, "nvrtcGetCUBINSize")
         cubin = b" " * size
         _nvrtc_ok(nvrtc.nvrtcGetCUBIN(program, cubin)[0], "nvrtcGetCUBIN")
-        _write(artifacts / "kernel.cubin", cubin)
+        write_artifact(artifacts / "kernel.cubin", cubin)
         return ptx, log
     finally:
         nvrtc.nvrtcDestroyProgram(program)
@@ -306,8 +315,3 @@ def _definitions(path: Path) -> dict[str, list[int]]:
     except OSError:
         return {}
 
-
-def _write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)

@@ -21,7 +21,7 @@ from kgate.collect.cuda_launches import LaunchSite, pdl_launch_sites, pdl_launch
 from kgate.collect.cuda_sources import CudaSource, cuda_sources, defined_kernels
 from kgate.collect.files import aliases, display_path
 from kgate.compile import records as record_shapes
-from kgate.compile.cache import Cache, digest
+from kgate.compile.cache import Cache, CacheWriteError, Entry, digest, file_hash
 from kgate.compile.cuda_backend import reads_sass
 from kgate.compile.engine import CompileRun, Progress, _first_line, worker_env
 from kgate.compile.pool import Outcome, Pool
@@ -58,11 +58,12 @@ def compile_cuda(config: Config, targets: tuple[str, ...], *, jobs: int, progres
     run.toolchain = {f"cuda.{name}": v for name, v in toolchain.versions().items() if name in used}
     sites = launch_sites(config, sources)
     patterns = sass_patterns(sources, sites)
-    cache = Cache(config.root / config.cache_dir)
+    cache = Cache(config.root / config.cache_dir, config.cache_dir)
     nvrtc_includes = [folder for folder in [cuda_include_dir(toolchain.nvcc)] if folder] \
         if "nvrtc" in compilers.values() else []
     records: list[tuple[CudaSource, str, dict[str, Any]]] = []
     todo: list[_Task] = []
+    cubins: list[tuple[_Task, Entry]] = []  # cached, lacking SASS a rule now reads: disassembled, not recompiled
     for source in sources:
         if files is not None and source.rel not in files:
             continue
@@ -71,13 +72,23 @@ def compile_cuda(config: Config, targets: tuple[str, ...], *, jobs: int, progres
                 continue  # the table names the targets its files are built for
             task = _plan(config, source, target, toolchain, compilers[source.entry.compiler], patterns, sass_all,
                          cache, nvrtc_includes)
-            record = cache.get("cuda", task.key, record_shapes.cuda)
+            entry = cache.entry("cuda", task.key, record_shapes.cuda)
+            record = entry.value if entry is not None else None
             if record is not None and not _lacks_sass(record, patterns, sass_all):
                 records.append((source, target, record))
                 run.cached += 1
+            elif entry is not None and cache.cubin(task.key, entry.meta) is not None:
+                cubins.append((task, entry))
             else:
                 todo.append(task)
-    _run_tasks(config, todo, jobs, progress, pool, cache, run, records)
+    own = pool is None and bool(todo or cubins)
+    pool = pool or Pool(jobs, worker_env(config))
+    try:
+        todo += _disassemble_cached(config, cubins, patterns, sass_all, pool, cache, run, records)
+        _run_tasks(config, todo, jobs, progress, pool, cache, run, records)
+    finally:
+        if own:
+            pool.close()
     for source, target, record in records:
         if record.get("error"):
             run.failures.append(CompileFailure(source.rel, "", target, source.rel, record.get("line", 1),
@@ -121,13 +132,16 @@ def _run_tasks(config: Config, todo: list[_Task], jobs: int, progress: Progress 
     def finished(index: int, outcome: Outcome) -> None:
         nonlocal done
         task = todo[index]
+        if outcome.cache_unwritable:
+            raise CacheWriteError(str(outcome.value), config.cache_dir)
+        run.replayable = run.replayable and not outcome.transient
         done += 1
         if progress:
             progress(done, len(todo), f"{task.source.rel} {task.target}")
         if outcome.ok and "toolchain_error" in outcome.value:
             unusable.append(outcome.value["toolchain_error"])
         elif outcome.ok:
-            cache.put("cuda", task.key, outcome.value)
+            cache.put("cuda", task.key, outcome.value, {"cubin": file_hash(cache.artifacts(task.key) / "kernel.cubin")})
             records.append((task.source, task.target, outcome.value))
             run.compiled += 1
             run.compile_seconds[f"{task.source.rel}|{task.target}"] = outcome.seconds
@@ -146,6 +160,34 @@ def _run_tasks(config: Config, todo: list[_Task], jobs: int, progress: Progress 
             pool.close()
     if unusable:
         raise ToolchainError(min(unusable))
+
+
+def _disassemble_cached(config: Config, cubins: list[tuple[_Task, Entry]], patterns: dict[str, list[str]],
+                        sass_all: bool, pool: Pool, cache: Cache, run: CompileRun,
+                        records: list[tuple[CudaSource, str, dict[str, Any]]]) -> list[_Task]:
+    """SASS for cached records from their cached cubins; the tasks whose cubin could not be read, to compile."""
+    again: list[_Task] = []
+    wanted = [[item["symbol"] for item in entry.value["kernels"]
+               if item.get("sass") is None and reads_sass(item, patterns, sass_all)] for _task, entry in cubins]
+
+    def done(index: int, outcome: Outcome) -> None:
+        task, entry = cubins[index]
+        if outcome.cache_unwritable:
+            raise CacheWriteError(str(outcome.value), config.cache_dir)
+        if not outcome.ok:
+            again.append(task)
+            return
+        record = {**entry.value, "kernels": [
+            {**item, "sass": {"opcodes": outcome.value[item["symbol"]]}} if item["symbol"] in outcome.value else item
+            for item in entry.value["kernels"]]}
+        cache.put("cuda", task.key, record, entry.meta)
+        records.append((task.source, task.target, record))
+        run.cached += 1
+
+    if cubins:
+        pool.run([("cuda.sass", {"cubin": str(cache.artifacts(task.key) / "kernel.cubin"), "symbols": symbols})
+                  for (task, _entry), symbols in zip(cubins, wanted)], config.timeout, done)
+    return again
 
 
 def _may_define(source: CudaSource, globs: list[str]) -> bool:

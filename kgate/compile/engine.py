@@ -11,12 +11,12 @@ import json
 import os
 import posixpath
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import kgate
-from kgate import tools
+from kgate import reads, tools
 from kgate.atomicio import read_input_text
 from kgate.collect import pyindex
 from kgate.collect.captures import CapturedSpec
@@ -25,13 +25,14 @@ from kgate.collect.modules import import_roots, kernel_source_key, module_file
 from kgate.collect.specialization import readable_name
 from kgate.collect.static_kernel import static_expansion
 from kgate.compile import records as record_shapes
-from kgate.compile.cache import Cache, digest
+from kgate.compile.cache import Cache, CacheWriteError, Entry, digest, file_hash
 from kgate.compile.pool import Outcome, Pool
 from kgate.compile.relocate import def_line, def_spans, relocate
 from kgate.compile.triton_backend import MISSING_ATTRIBUTE
 from kgate.config import Config, TritonEntry
 from kgate.errors import ToolchainError
 from kgate.facts.model import FACTS_SCHEMA, CompileFailure, KernelFacts
+from kgate.facts.sass import SassSummary
 from kgate.rule import CapturedKernel
 
 Progress = Callable[[int, int, str], None]
@@ -48,6 +49,9 @@ class CompileRun:
     # The captured specialisations per kernel, for the capture rules, and where each kernel is defined.
     captured: list[CapturedKernel] = field(default_factory=list)
     locations: dict[str, tuple[str, int]] = field(default_factory=dict)
+    # False when an outcome came from this run's circumstances (a timeout, a worker that died): the run is
+    # not recorded for replay (`kgate.fastpath`), so the next one compiles again.
+    replayable: bool = True
 
 
 @dataclass
@@ -65,6 +69,7 @@ class _Planned:
     file: Path | None = None  # the kernel's module file
     import_root: Path | None = None  # the python-path folder (resolved) it was found under
     spans: dict[str, tuple[int, int]] = field(default_factory=dict)  # its top-level defs, when planned
+    transient: bool = False  # its expansion timed out or its worker died
 
     @property
     def module(self) -> str:
@@ -265,7 +270,7 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
         return run
     run.toolchain = triton_toolchain()
     tool_key = {k: v for k, v in run.toolchain.items()}
-    cache = Cache(config.root / config.cache_dir)
+    cache = Cache(config.root / config.cache_dir, config.cache_dir)
     roots = import_roots(config.root, config.python_path)
     pyindex.use_cache(config.root / config.cache_dir)
     planned = _plan_kernels(config, entries, captured, roots)
@@ -282,6 +287,8 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
 
         # variants x targets: cached facts, or compile
         jobs_todo: list[tuple[dict[str, Any], str, _Planned, str]] = []
+        # Cached facts without the SASS this run reads, whose cubin is cached: disassembled, not compiled again.
+        sass_todo: list[tuple[dict[str, Any], str, _Planned, str, Entry]] = []
         for p in planned:
             if p.expansion is not None:
                 p.expansion = _current_line(p, p.expansion)
@@ -289,18 +296,26 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
             if p.captured and p.expansion is not None:
                 tuned = frozenset(k for cfg in p.expansion["configs"] for k in cfg["kwargs"])
                 run.captured.append(CapturedKernel(p.kernel, tuple(c.spec for c in p.captured), tuned))
+            run.replayable = run.replayable and not p.transient
             for variant, built_for in _variants(config, p, run, targets):
                 for target in built_for:
                     key = digest("facts", FACTS_SCHEMA, kgate.__version__, tool_key, variant, target, p.source_key)
-                    data = cache.get("facts", key, record_shapes.facts)
+                    entry = cache.entry("facts", key, record_shapes.facts)
                     hit = None
-                    if data is not None and (data.get("sass") is not None or not (sass_all or needs_sass(variant))):
-                        hit = _cached_facts(cache, key, data, p)
+                    if entry is not None and (entry.value.get("sass") is not None
+                                              or not (sass_all or needs_sass(variant))):
+                        hit = _cached_facts(cache, key, entry.value, p)
+                        if hit is not None:
+                            _note_recorded(entry.meta)
+                    elif entry is not None and cache.cubin(key, entry.meta) is not None:
+                        sass_todo.append((variant, target, p, key, entry))
+                        continue
                     if hit is not None:
                         run.facts.append(hit)
                         run.cached += 1
                     else:
                         jobs_todo.append((variant, target, p, key))
+        jobs_todo += _disassemble_cached(config, cache, pool, sass_todo, run)
 
         total = len(jobs_todo)
         done = 0
@@ -308,13 +323,16 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
         def compiled(index: int, outcome: Outcome) -> None:
             nonlocal done
             variant, target, p, key = jobs_todo[index]
+            _stop_if_cache_unwritable(config, outcome)
+            run.replayable = run.replayable and not outcome.transient
             done += 1
             if progress:
                 progress(done, total, f"{variant['kernel']} [{variant['name']}] {target}")
             if outcome.ok:
                 facts = KernelFacts.from_json(outcome.value)
                 cache.put("spans", key, p.spans)  # before the facts: a facts record always has its spans
-                cache.put("facts", key, outcome.value)
+                cache.put("facts", key, outcome.value, {"cubin": file_hash(cache.artifacts(key) / "kernel.cubin"),
+                                                        "imported": _note_imported(outcome.imported)})
                 run.facts.append(facts)
                 run.compiled += 1
                 run.compile_seconds[f"{variant['kernel']}|{facts.variant}|{target}"] = outcome.seconds
@@ -418,17 +436,21 @@ def _expand(config: Config, planned: list[_Planned], pool: Pool, cache: Cache, t
     for p in planned:
         if p.error is not None or p.expansion is not None:
             continue
-        hit = cache.get("expand", keys[id(p)], record_shapes.expansion)
+        hit = cache.entry("expand", keys[id(p)], record_shapes.expansion)
         if hit is not None:
-            p.expansion = hit
+            p.expansion = hit.value
+            _note_recorded(hit.meta)
         else:
             todo.append(p)
 
     def expanded(index: int, outcome: Outcome) -> None:
         p = todo[index]
+        _stop_if_cache_unwritable(config, outcome)
+        if outcome.transient:
+            p.transient = True
         if outcome.ok:
             p.expansion = outcome.value
-            cache.put("expand", keys[id(p)], outcome.value)
+            cache.put("expand", keys[id(p)], outcome.value, {"imported": _note_imported(outcome.imported)})
         else:
             p.error = _first_line(outcome)
             p.missing = outcome.user_error and MISSING_ATTRIBUTE in p.error
@@ -511,6 +533,55 @@ def _cached_facts(cache: Cache, key: str, data: dict[str, Any], p: _Planned) -> 
         return None
     line = def_line(p.file, p.function) if _defined_in_file(p, p.expansion) else None
     return relocate(facts, p.file, {k: (v[0], v[1]) for k, v in then.items()}, p.spans, line)
+
+
+def _disassemble_cached(config: Config, cache: Cache, pool: Pool,
+                        todo: list[tuple[dict[str, Any], str, _Planned, str, Entry]],
+                        run: CompileRun) -> list[tuple[dict[str, Any], str, _Planned, str]]:
+    """Add SASS to cached facts from their cached cubins (`kgate audit` after `kgate check`: half a second
+    of cuobjdump per variant instead of a compile); what cannot be disassembled is returned, to compile."""
+    again: list[tuple[dict[str, Any], str, _Planned, str]] = []
+
+    def disassembled(index: int, outcome: Outcome) -> None:
+        variant, target, p, key, entry = todo[index]
+        _stop_if_cache_unwritable(config, outcome)
+        hit = None
+        if outcome.ok:
+            value = replace(KernelFacts.from_json(entry.value), sass=SassSummary(dict(outcome.value))).to_json()
+            cache.put("facts", key, value, entry.meta)
+            hit = _cached_facts(cache, key, value, p)
+            _note_recorded(entry.meta)
+        if hit is None:
+            again.append((variant, target, p, key))
+        else:
+            run.facts.append(hit)
+            run.cached += 1
+
+    if todo:
+        pool.run([("sass", {"cubin": str(cache.artifacts(key) / "kernel.cubin"), "entry": entry.value["entry"]["name"]})
+                  for _variant, _target, _p, key, entry in todo], config.timeout, disassembled)
+    return again
+
+
+def _note_imported(imported: dict[str, Any] | None) -> list[str]:
+    """Note the files of the modules a compile worker imported (path -> state when imported) as inputs of
+    this run (`kgate.reads`); their paths, to keep in the record."""
+    for path, state in (imported or {}).items():
+        reads.note(path, state)
+    return sorted(imported or {})
+
+
+def _note_recorded(meta: dict[str, Any]) -> None:
+    """The same for a record from the cache: the modules its compile imported, in their state now."""
+    imported = meta.get("imported")
+    for path in imported if isinstance(imported, list) else []:
+        if isinstance(path, str):
+            reads.note(path)
+
+
+def _stop_if_cache_unwritable(config: Config, outcome: Outcome) -> None:
+    if outcome.cache_unwritable:
+        raise CacheWriteError(str(outcome.value), config.cache_dir)
 
 
 def _first_line(outcome: Outcome) -> str:

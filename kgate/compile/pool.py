@@ -17,6 +17,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import sys
 import threading
 import time
 import traceback
@@ -36,6 +37,7 @@ TASKS = {
     "triton.expand": "kgate.compile.triton_backend:expand",
     "triton.compile": "kgate.compile.triton_backend:compile_variant",
     "cuda.compile": "kgate.compile.cuda_backend:compile_source",
+    "cuda.sass": "kgate.compile.cuda_backend:disassemble_task",
     "sass": "kgate.compile.sass_task:disassemble_task",
 }
 
@@ -47,6 +49,14 @@ class Outcome:
     seconds: float
     max_rss_kb: int = 0
     user_error: bool = True  # False: an unexpected exception (a bug), with a traceback in value
+    # The cache could not take the result (a full disk, the folder deleted): not the kernel's fault; the run
+    # stops with exit 2 (`kgate.compile.cache.CacheWriteError`).
+    cache_unwritable: bool = False
+    # The task was stopped at its deadline, or its worker died: an outcome of this run's circumstances,
+    # never replayed by a later run (`kgate.fastpath`).
+    transient: bool = False
+    # The files of the modules the worker imported (path -> state, `kgate.reads`): inputs of the run.
+    imported: dict[str, Any] | None = None
 
 
 def _serve(conn: Connection, env: dict[str, str | None], kgate_pid: int) -> None:
@@ -59,13 +69,19 @@ def _serve(conn: Connection, env: dict[str, str | None], kgate_pid: int) -> None
     except OSError:
         pass
     threading.Thread(target=_watch_kgate, args=(kgate_pid,), daemon=True).start()
+    _stdout_to_stderr()
     for key, value in env.items():
         if value is None:
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
+    from kgate import reads
+    from kgate.compile.cache import CacheWriteError
     from kgate.errors import KgateError
 
+    preloaded = set(sys.modules)  # what the fork server imported: kgate, Triton; the rest is the project's
+    triton_cache = os.environ.get("TRITON_CACHE_DIR")
+    imported = reads.Log([os.path.dirname(triton_cache)] if triton_cache else [])
     while True:
         try:
             message = conn.recv()
@@ -76,18 +92,35 @@ def _serve(conn: Connection, env: dict[str, str | None], kgate_pid: int) -> None
         name, payload = message
         started = time.perf_counter()
         module, _, func = TASKS[name].partition(":")
+        unwritable = False
         try:
             result = getattr(importlib.import_module(module), func)(payload)
             reply = (True, result, True)
+        except CacheWriteError as exc:
+            reply, unwritable = (False, exc.reason, True), True
         except KgateError as exc:
             reply = (False, str(exc), True)
         except Exception:  # noqa: BLE001 - reported to the main process as a bug
             reply = (False, traceback.format_exc(), False)
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        # Every module this worker has imported so far (an earlier task's import serves this one too).
+        imported.modules(preloaded)
         try:
-            conn.send((reply[0], reply[1], time.perf_counter() - started, rss, reply[2]))
+            conn.send((reply[0], reply[1], time.perf_counter() - started, rss, reply[2], unwritable,
+                       dict(imported.files)))
         except (BrokenPipeError, OSError):
             return
+
+
+def _stdout_to_stderr() -> None:
+    """Send what the project's modules print (at import, in a set-up hook) to stderr, never to kgate's stdout:
+    stdout carries the report (`--format json`, `sarif`, `github`), which a stray line would make unreadable.
+    Done on the file descriptor, so that compilers and C extensions the worker runs are covered too."""
+    try:
+        sys.stdout.flush()
+        os.dup2(2, 1)
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 def _watch_kgate(pid: int) -> None:
@@ -263,19 +296,20 @@ class Pool:
                 closed = False  # the worker's end of the pipe: only its end closes it
                 if worker.conn in ready:
                     try:
-                        ok, value, seconds, rss, user_error = worker.conn.recv()
-                        outcome = Outcome(ok, value, seconds, rss, user_error)
+                        ok, value, seconds, rss, user_error, unwritable, imported = worker.conn.recv()
+                        outcome = Outcome(ok, value, seconds, rss, user_error, cache_unwritable=unwritable,
+                                          imported=imported)
                         self.peak_rss_kb[worker.process.pid or 0] = rss
                     except (EOFError, OSError):
                         closed = True
                 sentinel_ready = not worker.orphaned and worker.process.sentinel in ready
                 if outcome is None and (worker.ended(sentinel_ready) or closed):
-                    outcome = Outcome(False, worker.end_report(), time.perf_counter() - worker.started)
+                    outcome = Outcome(False, worker.end_report(), time.perf_counter() - worker.started, transient=True)
                     self._replace(worker)
                 elif outcome is None and time.perf_counter() >= worker.deadline:
                     outcome = Outcome(False, f"compilation timed out after {timeout:g} s (the compiler was "
                                              f"stopped; raise `timeout` in the configuration if it is expected)",
-                                      time.perf_counter() - worker.started)
+                                      time.perf_counter() - worker.started, transient=True)
                     self._replace(worker)
                 if outcome is not None:
                     del busy[id(worker)]

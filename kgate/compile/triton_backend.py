@@ -27,6 +27,7 @@ from typing import Any
 
 from kgate.collect.source import try_parse
 from kgate.collect.specialization import Specialization
+from kgate.compile.cache import cache_write_failure, write_artifact
 from kgate.errors import KgateError, did_you_mean
 from kgate.facts.model import KernelFacts, Resources, SassSummary
 from kgate.facts.ptx import parse_ptx
@@ -240,6 +241,11 @@ def compile_variant(payload: dict[str, Any]) -> dict[str, Any]:
             compiled = triton.compile(ASTSource(fn, signature, constants, attrs),
                                       target=GPUTarget("cuda", capability, 32), options=options)
     except Exception as exc:  # noqa: BLE001 - any compiler failure becomes a finding
+        # ...but for Triton's own cache (in kgate's) or a disk that is full: the run cannot go on.
+        triton_cache = os.environ.get("TRITON_CACHE_DIR")
+        unwritable = cache_write_failure(exc, os.path.dirname(triton_cache) if triton_cache else None)
+        if unwritable is not None:
+            raise unwritable from None
         raise KernelError(_compiler_message(exc)) from None
     seconds = time.perf_counter() - started
     ptx = compiled.asm["ptx"]
@@ -250,13 +256,12 @@ def compile_variant(payload: dict[str, Any]) -> dict[str, Any]:
     if pipeline is not None:
         facts = replace(facts, smem_buffers=pipeline.buffers, smem_per_buffer=pipeline.bytes_per_buffer)
     artifacts = Path(payload["artifacts"])
-    artifacts.mkdir(parents=True, exist_ok=True)
-    _write(artifacts / "kernel.ptx", ptx.encode())
-    _write(artifacts / "kernel.cubin", cubin)
-    _write(artifacts / "ptxas.log", ptxas_log.encode())
+    write_artifact(artifacts / "kernel.ptx", ptx.encode())
+    write_artifact(artifacts / "kernel.cubin", cubin)
+    write_artifact(artifacts / "ptxas.log", ptxas_log.encode())
     if payload.get("sass"):
         sass_text = disassemble(artifacts / "kernel.cubin")
-        _write(artifacts / "kernel.sass", sass_text.encode())
+        write_artifact(artifacts / "kernel.sass", sass_text.encode())
         functions = parse_sass(sass_text)
         ops = functions.get(facts.entry.name) or next(iter(functions.values()), None)
         facts = _with_sass(facts, ops.opcodes if ops else {})
@@ -449,8 +454,3 @@ def _compiler_message(exc: BaseException) -> str:
         return f"{name}: {text}" if text else name
     return f"Triton's compiler raised {name}: {text}" if text else f"Triton's compiler raised {name}"
 
-
-def _write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)

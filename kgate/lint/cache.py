@@ -166,9 +166,6 @@ class LintCache:
 
     def _write(self, blob: bytes) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
-        ignore = self.directory.parent.parent / ".gitignore"
-        if not ignore.exists():
-            _replace(ignore, b"# Created by kgate: the cache is never committed.\n*\n")
         _replace(self.path, blob)
 
     def _tidy(self) -> None:

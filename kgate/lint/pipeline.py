@@ -45,8 +45,10 @@ def run_lint(config: Config, selection: Selection, paths: list[str] | None = Non
     files, complete = discover(paths or [], config, engine.any_match(rules), force_exclude)
     cache = None
     if use_cache:
+        from kgate.cachedir import claim
         from kgate.lint.cache import LintCache, selection_key
 
+        claim(config.root / config.cache_dir, config.cache_dir, config.display() if config.source else None)
         cache = LintCache(config.root / config.cache_dir, selection_key(rules))
     results, hits = engine.run_files(files, rules, cache, jobs=config.jobs)
     if cache is not None:

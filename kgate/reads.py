@@ -1,0 +1,140 @@
+"""What a run read, recorded as it reads it: the inputs a replay of the run must find unchanged.
+
+A replay (`kgate.fastpath`) is only as good as its list of inputs. A walk of
+the project cannot know what a check reads outside it or in its excluded
+folders (a kernel module under a `python-path` entry elsewhere, a
+`compile_commands.json` in an excluded `build/`), so the run records its
+reads as they happen, through an audit hook (`sys.addaudithook`): every
+file opened for reading and every folder listed, with its state taken at
+that moment, before the read. What the hook cannot see is noted by the code
+that does it (`note`): a file judged unchanged by its stat alone (the parse
+index), a module path looked for and not found (a file that appears there
+later is imported instead), and the modules compile workers import (each
+sends the files of the modules it imported back with its result).
+
+Not recorded: kgate's own cache (it is build output, checked record by
+record), the Python installation (installed packages; Triton is watched
+through its own files), kgate's package, and the system's pseudo-files.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+
+def stat_of(path: str) -> list[int] | None:
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+
+
+def listing(folder: str, ignored: list[str]) -> list[str] | None:
+    """The names in a folder, less those the run writes itself (its cache, its report)."""
+    try:
+        names = os.listdir(folder)
+    except (OSError, ValueError):
+        return None
+    skip = set(ignored)
+    return sorted(n for n in names if n not in skip)
+
+
+class Log:
+    """Files (path -> state) and folders (path -> [names, names left out]) read, and where not to look."""
+
+    def __init__(self, skip: list[str]) -> None:
+        self.files: dict[str, list[int] | None] = {}
+        self.dirs: dict[str, list[list[str]]] = {}
+        # Outputs and caches of the run: never inputs. Python's installation and kgate's own package are
+        # watched otherwise (the replay's key, kgate's files).
+        self.skip = {os.path.abspath(p) for p in skip}
+        prefixes = {os.path.abspath(p) for p in skip}
+        prefixes |= {os.path.abspath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+        prefixes |= {os.path.dirname(os.path.abspath(__file__)), "/proc", "/dev", "/sys"}
+        self.prefixes = tuple(sorted(p.rstrip(os.sep) + os.sep for p in prefixes))
+        import tempfile
+
+        self.scratch = os.path.join(tempfile.gettempdir(), "kgate-")  # kgate's own temporary folders
+        self.busy = False
+        self.broken = False  # a read the hook failed to record: this run must not be replayed
+
+    def wanted(self, path: str) -> bool:
+        return path not in self.skip and not (path + os.sep).startswith(self.prefixes) \
+            and not path.startswith(self.scratch)
+
+    def modules(self, before: set[str]) -> None:
+        """The files of the modules imported since `before` (names in sys.modules), in this process."""
+        for name, module in list(sys.modules.items()):
+            path = getattr(module, "__file__", None) if name not in before else None
+            if isinstance(path, str):
+                self.file(path)
+
+    def file(self, path: str, state: list[int] | None | bool = False) -> None:
+        path = os.path.abspath(path)
+        if path not in self.files and self.wanted(path):
+            self.files[path] = stat_of(path) if state is False else state  # type: ignore[assignment]
+
+    def folder(self, path: str) -> None:
+        path = os.path.abspath(path)
+        if path in self.dirs or not self.wanted(path):
+            return
+        ignored = sorted(os.path.basename(p) for p in self.skip if os.path.dirname(p) == path)
+        names = listing(path, ignored)
+        if names is not None:
+            self.dirs[path] = [names, ignored]
+
+
+_LOG: Log | None = None
+_HOOKED = False
+
+
+def start(skip: list[str]) -> Log:
+    """Record this process's reads from now on (until `stop`); the hook is installed once per process."""
+    global _LOG, _HOOKED
+    _LOG = Log(skip)
+    if not _HOOKED:
+        sys.addaudithook(_hook)
+        _HOOKED = True
+    return _LOG
+
+
+def stop() -> Log | None:
+    global _LOG
+    log, _LOG = _LOG, None
+    return log
+
+
+def note(path: str | os.PathLike[str], state: list[int] | None | bool = False) -> None:
+    """A file this run depends on that the hook cannot see being read (its state now, or `state`)."""
+    log = _LOG
+    if log is not None:
+        log.file(os.fspath(path), state)
+
+
+def _hook(event: str, args: tuple[Any, ...]) -> None:
+    log = _LOG
+    if log is None or log.busy or event not in ("open", "os.listdir", "os.scandir"):
+        return
+    log.busy = True  # the hook's own stat and listing must not be recorded (or recurse)
+    try:
+        path = args[0] if args else None
+        if event == "open":
+            mode, flags = args[1], args[2]
+            if mode is None:
+                writing = bool(flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT))
+            else:
+                writing = any(c in str(mode) for c in "wax+")
+            if not writing and isinstance(path, (str, bytes, os.PathLike)):
+                log.file(os.fsdecode(path))
+        else:
+            if path is None:
+                path = "."
+            if isinstance(path, (str, bytes, os.PathLike)):
+                log.folder(os.fsdecode(path))
+    except Exception:  # noqa: BLE001 - recording must never break the run; a read it missed means no replay
+        log.broken = True
+    finally:
+        log.busy = False
