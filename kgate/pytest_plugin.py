@@ -6,7 +6,7 @@
 The call fails like `kgate.numerics.assert_ulp` (the message names the worst
 element, its value, the reference and the ULP). With `--kgate-ulp-record FILE`
 (or `KGATE_ULP_RECORD=FILE` in the environment) every check, passing or not,
-also appends one JSON line to FILE: `kgate ulp` builds its table from these
+also appends one line of strict JSON to FILE: `kgate ulp` builds its table from these
 lines, so the table always shows exactly what the tests measured.
 
 Loading this plugin imports neither torch nor numpy.
@@ -14,7 +14,6 @@ Loading this plugin imports neither torch nor numpy.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from typing import Any
 import pytest
 
 from kgate.numerics import NonFiniteMismatch, UlpMismatch, assert_ulp, format_of, rounding_floor, ulp_report
+from kgate.report.json_report import dumps
 
 RECORD_ENV = "KGATE_ULP_RECORD"
 
@@ -60,7 +60,7 @@ class UlpCheck:
             append_record(self.record_path, {
                 "test": self.test, "kernel": kernel, "dtype": fmt.name, "direction": direction, "output": output,
                 "shape": "x".join(str(n) for n in np.shape(ref)) or "scalar",
-                "mode": mode, "ulp": worst if math.isfinite(worst) else None, "max_ulp": max_ulp,
+                "mode": mode, "ulp": worst, "max_ulp": max_ulp,
                 "floor": rounding_floor(ref, fmt.name, mode), "where": where, "reason": reason,
                 "passed": worst <= max_ulp,
             })
@@ -102,8 +102,11 @@ class _SkipRecorder:
 
 
 def append_record(path: str, row: dict[str, Any]) -> None:
-    """One JSON line, appended in a single write: O_APPEND keeps lines whole across parallel workers."""
-    line = json.dumps(row, sort_keys=True) + "\n"
+    """One JSON line, appended in a single write: O_APPEND keeps lines whole across parallel workers.
+
+    Strict JSON, as kgate's JSON reports: a non-finite number (a result that overflowed, a threshold left
+    open) is written as the string "nan", "inf" or "-inf"."""
+    line = dumps(row, sort_keys=True) + "\n"
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         os.write(fd, line.encode())

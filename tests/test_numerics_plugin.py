@@ -159,3 +159,40 @@ def test_kgate_ulp_names_what_is_missing(monkeypatch: pytest.MonkeyPatch) -> Non
                         object())
     with pytest.raises(KgateError, match=r"^kgate ulp needs torch, pytest: pip install 'kgate\[ulp\]'$"):
         ulp._require_packages("cpu")
+
+
+def strict(line: str) -> dict:
+    """A JSON line as a strict parser reads it: NaN and Infinity are not JSON."""
+    def refuse(name: str) -> None:
+        raise ValueError(f"not JSON: {name}")
+
+    return json.loads(line, parse_constant=refuse)
+
+
+def test_records_are_strict_json_and_read_back(tmp_path: Path) -> None:
+    """A threshold left open (inf), a result that overflowed (inf ULP) and a NaN measurement are written as the
+    strings JSON can hold, never a bare NaN or Infinity, and `kgate ulp` reads them back as the numbers they were."""
+    import math
+
+    from kgate.commands.ulp import read_records
+    from kgate.pytest_plugin import append_record
+
+    (tmp_path / "test_open.py").write_text(
+        'import math\n\n'
+        'def test_open(ulp):\n'
+        '    ulp([1.0], [1.0], "fp16", math.inf, kernel="k", output="open")\n\n'
+        'def test_overflow(ulp):\n'
+        '    ulp([65504.0], [math.inf], "fp16", 0.5, kernel="k", output="overflow")\n')
+    record = tmp_path / "record.jsonl"
+    proc = run_pytest(tmp_path, f"--kgate-ulp-record={record}")
+    assert "1 failed, 1 passed" in proc.stdout, proc.stdout
+    append_record(str(record), {"test": "t", "kernel": "k", "dtype": "bf16", "direction": "", "output": "nan",
+                                "shape": "1", "mode": "rms", "ulp": math.nan, "max_ulp": 1.0, "floor": -math.inf,
+                                "where": "", "reason": "", "passed": False})
+    rows = [strict(line) for line in record.read_text().splitlines()]
+    assert sorted((r["output"], r["ulp"], r["max_ulp"]) for r in rows) == [
+        ("nan", "nan", 1.0), ("open", 0.0, "inf"), ("overflow", "inf", 0.5)]
+    checks, _skipped = read_records(record)
+    by_output = {c.output: c for c in checks}
+    assert by_output["open"].max_ulp == math.inf and by_output["overflow"].ulp == math.inf
+    assert math.isnan(by_output["nan"].ulp) and by_output["nan"].floor == -math.inf

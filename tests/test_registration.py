@@ -208,3 +208,65 @@ targets = ["sm_90a"]
     assert run.code == 1, run.stdout + run.stderr
     assert [(k["kernel"], k["target"]) for k in run.json()["kernels"]] == [("ops:scale", "sm_120a")]
     assert [(f["code"], f["kernel"]) for f in run.json()["findings"]] == [("KG001", "hopper:kernel")]
+
+
+HEURISTICS = KERNEL.format(imports="", decorators="") + textwrap.dedent('''
+
+    def covering(args):
+        return triton.next_power_of_2(args["n"])
+
+
+    class Entry(triton.KernelInterface):
+        """A project's own launcher class around a kernel."""
+
+        def __init__(self, fn):
+            self.fn = fn
+            self.arg_names = fn.arg_names
+
+        def run(self, *args, **kwargs):
+            return self.fn.run(*args, **kwargs)
+
+
+    sized = triton.heuristics({"BLOCK": covering})(scale)
+    tuned = triton.autotune(configs=[triton.Config({"FACTOR": 1}, num_warps=2), triton.Config({"FACTOR": 4})],
+                            key=[])(triton.heuristics({"BLOCK": lambda args: 64 * args["FACTOR"]})(scale))
+    entry = Entry(triton.heuristics({"BLOCK": covering})(scale))
+    unknown = triton.heuristics({"BLOCK": lambda args: args["ROWS"]})(scale)
+''')
+
+HEURISTICS_TABLES = '''
+[[triton]]
+kernel = "ops:sized"
+args = { x = "*fp16", out = "*fp16", n = 300 }
+constexprs = { BLOCK = 64, FACTOR = 2 }
+
+[[triton]]
+kernel = "ops:tuned"
+args = { x = "*fp16", out = "*fp16", n = 4096 }
+
+[[triton]]
+kernel = "ops:entry"
+args = { x = "*fp16", out = "*fp16", n = 1000 }
+constexprs = { FACTOR = 2 }
+
+[[triton]]
+kernel = "ops:unknown"
+args = { x = "*fp16", out = "*fp16", n = 1000 }
+constexprs = { FACTOR = 2 }
+'''
+
+
+def test_heuristics_compute_the_constexprs_that_are_compiled(tmp_path: Path) -> None:
+    """`triton.heuristics` computes its values from the registration's example arguments, as in a launch: alone
+    (overriding the registration's value), inside an autotuner (seeing each config's values) and under a
+    project's own wrapper; a heuristic that reads what the registration does not give is one clear finding."""
+    root = project(tmp_path / "heuristics", HEURISTICS_TABLES, HEURISTICS)
+    run = kgate("check", "--format", "json", "--select", "KG001", cwd=root)
+    assert run.code == 1, run.stdout + run.stderr
+    report = run.json()
+    assert sorted((k["kernel"], k["constexprs"]["BLOCK"], k["constexprs"]["FACTOR"], k["num_warps"])
+                  for k in report["kernels"]) == [("ops:entry", 1024, 2, 4), ("ops:sized", 512, 2, 4),
+                                                   ("ops:tuned", 64, 1, 2), ("ops:tuned", 256, 4, 4)]
+    (finding,) = report["findings"]
+    assert finding["kernel"] == "ops:unknown"
+    assert "heuristic for BLOCK" in finding["message"] and "'ROWS'" in finding["message"], finding["message"]

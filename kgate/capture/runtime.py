@@ -22,6 +22,7 @@ and the hooks are installed the moment it is.
 from __future__ import annotations
 
 import atexit
+import copy
 import hashlib
 import importlib.abc
 import importlib.machinery
@@ -541,10 +542,32 @@ class ExamplePointer:
         return self.address
 
 
+class HeuristicError(Exception):
+    """A `triton.heuristics` value cannot be computed from a registration's example arguments."""
+
+
+def layers(obj: Any) -> list[Any]:
+    """What a launch of `obj` goes through, outermost first, down to the JITFunction it ends in: the wrappers in
+    between (an autotuner, heuristics, a project's own launcher class) each hold the next one as `fn`, as
+    Triton's own do. Raises ValueError when `obj` ends in no JITFunction."""
+    from triton.runtime.jit import JITFunction
+
+    out = [obj]
+    while not isinstance(obj, JITFunction):
+        obj = getattr(obj, "fn", None)
+        if obj is None or len(out) > 8:
+            raise ValueError("not a @triton.jit function")
+        out.append(obj)
+    return out
+
+
 def bind(fn: Any, args: list[Any], kwargs: dict[str, Any], capability: int) -> dict[str, Any]:
     """The specialisation Triton's launcher computes for `fn[grid](*args, **kwargs)` on `capability`.
 
-    Runs the launcher itself (offline driver, hook answering "skip"), so nothing is compiled.
+    Runs the launcher itself (offline driver, hook answering "skip"), so nothing is compiled. `fn` is what the
+    project launches: a JITFunction or any wrappers around one, each of which runs as in a launch, so heuristics
+    compute their values from the arguments. An autotuner runs the one config whose values `kwargs` holds, as if
+    it had tuned to it: that config's constexprs and options reach the wrappers below it, not those above.
     """
     from triton import knobs
     from triton.runtime.driver import driver
@@ -555,9 +578,18 @@ def bind(fn: Any, args: list[Any], kwargs: dict[str, Any], capability: int) -> d
     saved_hook = knobs.runtime.jit_cache_hook
     driver.set_active(offline_driver(capability))
     knobs.runtime.jit_cache_hook = recorder.hook
+    restore: list[tuple[Any, str, Any]] = []
     try:
-        fn.run(*args, grid=(1,), warmup=True, **kwargs)
+        kwargs = _tuned_to(fn, kwargs, restore)
+        _name_heuristics(fn, restore)
+        start = next(layer for layer in layers(fn) if callable(getattr(layer, "run", None)))
+        start.run(*args, grid=(1,), warmup=True, **kwargs)
     finally:
+        for obj, attr, value in reversed(restore):
+            if value is _ABSENT:
+                obj.__dict__.pop(attr, None)
+            else:
+                obj.__dict__[attr] = value
         knobs.runtime.jit_cache_hook = saved_hook
         driver._active = saved_driver
     specs = [r for r in records if r.get("type") == "spec"]
@@ -567,3 +599,84 @@ def bind(fn: Any, args: list[Any], kwargs: dict[str, Any], capability: int) -> d
     if "problem" in spec:
         raise Unsupported(spec["problem"])
     return {k: v for k, v in spec.items() if k not in ("type", "version", "id")}
+
+
+_ABSENT = object()
+
+
+def _set(obj: Any, attr: str, value: Any, restore: list[tuple[Any, str, Any]]) -> None:
+    """Set an attribute of a wrapper for one binding; `bind` puts the old value back."""
+    restore.append((obj, attr, obj.__dict__.get(attr, _ABSENT)))
+    obj.__dict__[attr] = value
+
+
+def _tuned_to(fn: Any, kwargs: dict[str, Any], restore: list[tuple[Any, str, Any]]) -> dict[str, Any]:
+    """Each autotuner around the kernel left with the one config `kwargs` holds (its pre-hook, which acts on
+    tensors at run time, left out); the launch's own arguments without what those configs add."""
+    from triton.runtime.autotuner import Autotuner
+
+    outer = dict(kwargs)
+    for tuner in layers(fn):
+        if not isinstance(tuner, Autotuner):
+            continue
+        config = next((c for c in tuner.configs if _holds(kwargs, c)), None)
+        if config is None:
+            raise Unsupported("an autotuner none of whose configs is the variant planned (an autotuner inside "
+                              "another one?)")
+        one = copy.copy(config)
+        one.pre_hook = None
+        _set(tuner, "configs", [one], restore)
+        for name in one.all_kwargs():
+            outer.pop(name, None)
+    return outer
+
+
+def _holds(kwargs: dict[str, Any], config: Any) -> bool:
+    """Whether `kwargs` holds the config's constexprs and options (the ones a planned variant carries)."""
+    options = {"num_warps": config.num_warps, "num_stages": config.num_stages, "maxnreg": config.maxnreg}
+    return all(name in kwargs and _plain(kwargs[name]) == _plain(value) for name, value in config.kwargs.items()) \
+        and all(kwargs.get(name) == value for name, value in options.items())
+
+
+class _Reading(dict):  # type: ignore[type-arg]
+    """The arguments a heuristic is given, noting the first name it asks for that the launch does not hold."""
+
+    missing: str | None = None
+
+    def __missing__(self, key: Any) -> Any:
+        if self.missing is None:
+            self.missing = str(key)
+        raise KeyError(key)
+
+
+def _name_heuristics(fn: Any, restore: list[tuple[Any, str, Any]]) -> None:
+    """Every `triton.heuristics` value of the kernel computed as Triton computes it, a failure named: which
+    heuristic, and what it read that the launch does not hold."""
+    from triton.runtime.autotuner import Heuristics
+
+    def named(name: str, heuristic: Callable[[dict[str, Any]], Any]) -> Callable[[dict[str, Any]], Any]:
+        def compute(launch: dict[str, Any]) -> Any:
+            reading = _Reading(launch)
+            try:
+                return heuristic(reading)
+            except Exception as exc:  # noqa: BLE001 - whatever a heuristic raises is named, then reported
+                if reading.missing is not None:
+                    raise HeuristicError(f"the heuristic for {name} reads {reading.missing!r}, which the "
+                                         f"registration gives no value for (add it to its constexprs)") from None
+                raise HeuristicError(f"the heuristic for {name} failed on the registration's example arguments: "
+                                     f"{type(exc).__name__}: {exc}") from None
+
+        return compute
+
+    for layer in layers(fn):
+        values = getattr(layer, "values", None)
+        if isinstance(layer, Heuristics) and isinstance(values, dict):
+            _set(layer, "values", {name: named(name, h) for name, h in values.items()}, restore)
+
+
+def heuristic_names(fn: Any) -> list[str]:
+    """The constexprs `triton.heuristics` wrappers around the kernel compute."""
+    from triton.runtime.autotuner import Heuristics
+
+    return sorted({name for layer in layers(fn) if isinstance(layer, Heuristics)
+                   for name in getattr(layer, "values", {}) or {}})

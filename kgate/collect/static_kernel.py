@@ -44,5 +44,6 @@ def static_expansion(path: Path, function: str) -> dict[str, Any] | None:
         "uses_dot_scaled": any(info.defs[name].dot_scaled for name in called),
         "params": [{"name": name, "constexpr": constexpr, "has_default": default}
                    for name, constexpr, default in node.params],
+        "heuristics": [],
         "configs": [],
     }

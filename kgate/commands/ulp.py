@@ -114,9 +114,19 @@ def read_records(path: Path) -> tuple[list[Check], list[tuple[str, str]]]:
             skipped.append((row["test"], row["skipped"]))
             continue
         checks.append(Check(row["kernel"], row["dtype"], row["direction"], row["output"], row["shape"], row["mode"],
-                            math.inf if row["ulp"] is None else float(row["ulp"]), float(row["max_ulp"]),
-                            float(row["floor"]), row["where"], row["reason"], bool(row["passed"])))
+                            _number_of(row["ulp"]), _number_of(row["max_ulp"]), _number_of(row["floor"]),
+                            row["where"], row["reason"], bool(row["passed"])))
     return sorted(checks, key=lambda c: c.key), sorted(skipped)
+
+
+def _number_of(value: Any) -> float:
+    """A number as the plugin writes it: a JSON number, or "nan", "inf", "-inf" (`json_report.finite`); null
+    (an older plugin's non-finite ULP) is infinite."""
+    if value is None:
+        return math.inf
+    if isinstance(value, str) and value not in ("nan", "inf", "-inf"):
+        raise ValueError(f"not a number: {value!r}")
+    return float(value)
 
 
 def render(checks: list[Check], skipped: list[tuple[str, str]]) -> list[str]:

@@ -163,6 +163,7 @@ def plan_variants(entry: TritonEntry, expansion: dict[str, Any]) -> list[dict[st
     expect = list(entry.expect) if entry.expect is not None else (
         ["block_scale"] if expansion["uses_dot_scaled"] else [])
     names = {p["name"] for p in params}
+    computed = set(expansion["heuristics"])  # given by the kernel's heuristics when it is bound
     divisible = set(entry.divisible) if entry.divisible is not None else {
         name for name, ty in entry.signature.items() if ty.startswith("*") or ty in _INTEGERS}
     out: dict[str, dict[str, Any]] = {}
@@ -170,7 +171,8 @@ def plan_variants(entry: TritonEntry, expansion: dict[str, Any]) -> list[dict[st
         bad = [k for k in b["constexprs"] if k not in names]
         if bad:
             raise ValueError(f"constexprs name {', '.join(sorted(bad))}, not parameters of the kernel")
-        unset = [p["name"] for p in constexpr_params if p["name"] not in b["constexprs"] and not p["has_default"]]
+        unset = [p["name"] for p in constexpr_params if p["name"] not in b["constexprs"] and not p["has_default"]
+                 and p["name"] not in computed]
         if unset:
             raise ValueError(f"constexpr parameter(s) without a value: {', '.join(unset)}")
         options: dict[str, Any] = {"num_warps": b["num_warps"], "num_stages": b["num_stages"]}

@@ -37,6 +37,8 @@ def expansion(record: Any) -> None:
     for param in record["params"]:
         _require(isinstance(param["name"], str) and isinstance(param["constexpr"], bool)
                  and isinstance(param["has_default"], bool), "params")
+    _require(isinstance(record["heuristics"], list) and all(isinstance(n, str) for n in record["heuristics"]),
+             "heuristics")
     for config in record["configs"]:
         _require(isinstance(config["kwargs"], dict) and _int(config["num_warps"]) and _int(config["num_stages"])
                  and (config.get("maxnreg") is None or _int(config["maxnreg"])), "configs")

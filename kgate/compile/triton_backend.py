@@ -4,7 +4,7 @@ Runs inside worker processes only (it imports Triton and the project's kernel
 modules). Two tasks:
 
 - `expand`: import a registered kernel and describe it: parameters, autotune
-  configs, whether its source calls `tl.dot_scaled`, its definition line.
+  configs, the constexprs its heuristics compute, whether its source calls `tl.dot_scaled`, its definition line.
 - `compile`: `triton.compile(ASTSource(...), target=GPUTarget("cuda", cc, 32))`
   for one variant and target, with ptxas's `-v` log captured, then parse the
   PTX and the log into facts. No GPU and no driver are needed.
@@ -147,20 +147,15 @@ def _load(kernel: str) -> Any:
 
 
 def _jit_function(obj: Any) -> tuple[Any, list[Any]]:
-    """(the JITFunction, autotune configs or []) of a registered object, through decorators."""
-    from triton.runtime.jit import JITFunction
+    """(the JITFunction, autotune configs or []) of a registered object, through the wrappers around it."""
+    from kgate.capture.runtime import layers
 
-    configs: list[Any] = []
-    seen = 0
-    while not isinstance(obj, JITFunction):
-        if hasattr(obj, "configs") and not configs:
-            configs = list(obj.configs)
-        inner = getattr(obj, "fn", None)
-        if inner is None or seen > 8:
-            raise KernelError(f"{getattr(obj, '__name__', obj)!r} is not a @triton.jit function")
-        obj = inner
-        seen += 1
-    return obj, configs
+    try:
+        chain = layers(obj)
+    except ValueError:
+        raise KernelError(f"{getattr(obj, '__name__', obj)!r} is not a @triton.jit function") from None
+    configs = next((list(layer.configs) for layer in chain if getattr(layer, "configs", None)), [])
+    return chain[-1], configs
 
 
 def _definition(fn: Any) -> tuple[str, int, bool]:
@@ -185,6 +180,8 @@ def _definition(fn: Any) -> tuple[str, int, bool]:
 
 def expand(payload: dict[str, Any]) -> dict[str, Any]:
     """Describe a registered kernel: what the main process needs to plan its variants."""
+    from kgate.capture.runtime import heuristic_names
+
     _prepare(payload["sys_path"])
     obj = _load(payload["kernel"])
     fn, configs = _jit_function(obj)
@@ -196,6 +193,7 @@ def expand(payload: dict[str, Any]) -> dict[str, Any]:
         "line": line,
         "uses_dot_scaled": uses_dot_scaled,
         "params": params,
+        "heuristics": heuristic_names(obj),
         "configs": [
             {"kwargs": dict(c.kwargs), "num_warps": c.num_warps, "num_stages": c.num_stages,
              "maxnreg": getattr(c, "maxnreg", None)}
@@ -220,9 +218,10 @@ def compile_variant(payload: dict[str, Any]) -> dict[str, Any]:
     variant = payload["variant"]
     target = payload["target"]
     capability = CAPABILITY[target]
-    fn, _configs = _jit_function(_load(variant["kernel"]))
+    obj = _load(variant["kernel"])
+    fn, _configs = _jit_function(obj)
     if "bind" in variant:
-        spec = Specialization.from_record(bind_registration(fn, variant["kernel"], variant["bind"], capability))
+        spec = Specialization.from_record(bind_registration(obj, variant["kernel"], variant["bind"], capability))
     else:
         spec = Specialization.from_record(variant["spec"])
         why = spec.mismatch([{"name": p.name, "constexpr": bool(p.is_constexpr)} for p in fn.params])
@@ -268,9 +267,12 @@ def compile_variant(payload: dict[str, Any]) -> dict[str, Any]:
     return facts.to_json()
 
 
-def bind_registration(fn: Any, kernel: str, bind: dict[str, Any], capability: int) -> dict[str, Any]:
-    """A registration's example arguments put through Triton's launcher for `capability`: the specialisation."""
-    from kgate.capture.runtime import ExamplePointer, Unsupported
+def bind_registration(obj: Any, kernel: str, bind: dict[str, Any], capability: int) -> dict[str, Any]:
+    """A registration's example arguments put through Triton's launcher for `capability`: the specialisation.
+
+    `obj` is the registered object, so every wrapper around the kernel takes part as in a launch: heuristics
+    compute their values, an autotuner passes on the config the variant was planned from."""
+    from kgate.capture.runtime import ExamplePointer, HeuristicError, Unsupported
     from kgate.capture.runtime import bind as launcher_bind
 
     pointers = _pointer_dtypes()
@@ -287,7 +289,9 @@ def bind_registration(fn: Any, kernel: str, bind: dict[str, Any], capability: in
             args[name] = decode_constant(value, name)
     constexprs = {name: decode_constant(value, name) for name, value in bind["constexprs"].items()}
     try:
-        record = launcher_bind(fn, [], {**args, **constexprs, **bind["options"]}, capability)
+        record = launcher_bind(obj, [], {**args, **constexprs, **bind["options"]}, capability)
+    except HeuristicError as exc:
+        raise KernelError(str(exc)) from None
     except Unsupported as exc:
         raise KernelError(f"kgate cannot gate this launch: {exc}") from None
     except Exception as exc:  # noqa: BLE001 - the launcher refused the arguments: a finding, not a crash
