@@ -26,6 +26,8 @@ import json
 import os
 import sys
 
+from kgate import jsondoc
+
 RECORD_VERSION = 1
 # Environment variables that can change what a check finds.
 _ENV_PREFIXES = ("TRITON_", "CUDA", "NVCC", "KGATE_", "NVIDIA_")
@@ -126,7 +128,7 @@ def replay(argv: list[str]) -> int | None:
         return None
     try:
         with open(path, "rb") as handle:
-            record = json.loads(handle.read())
+            record = jsondoc.loads(handle.read())
         if record.get("version") != RECORD_VERSION or record.get("argv") != argv:
             return None
         for name, stat in record["files"].items():

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kgate import jsondoc
 from kgate.collect.source import try_parse
 
 INDEX_VERSION = 1
@@ -73,7 +74,7 @@ class _Index:
         if self.file is None:
             return
         try:
-            data = json.loads(self.file.read_bytes())
+            data = jsondoc.loads(self.file.read_bytes())
             if data.get("version") == INDEX_VERSION and isinstance(data.get("files"), dict):
                 self.entries = data["files"]
         except (OSError, ValueError, AttributeError):

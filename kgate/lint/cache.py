@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kgate import __version__
+from kgate import __version__, jsondoc
 from kgate.lint.engine import FileResult, SourceRule, content_digest, from_json, stat_key, to_json
 
 FORMAT = 1
@@ -88,7 +88,7 @@ class LintCache:
         try:
             with open(self.path, "rb") as handle:
                 self._loaded_mtime = os.fstat(handle.fileno()).st_mtime_ns
-                data = json.loads(handle.read())
+                data = jsondoc.loads(handle.read())
             if isinstance(data, dict) and data.get("format") == FORMAT and isinstance(data.get("files"), dict):
                 self.entries = data["files"]
         except (OSError, ValueError):
