@@ -10,7 +10,8 @@ configuration, the toolchain's files and kgate's own. The next identical
 command stats those paths; if every one is unchanged (size, modification
 and change times, inode) it writes the recorded output and exits, without
 importing the rest of kgate. Any difference, or any doubt, falls through to
-the full run.
+the full run; so does a record that is not as it was written (it carries a
+hash of its content: an edited output or exit code is never replayed).
 
 The snapshot is taken before the run and verified again after it, so an
 edit made while kgate was running is never recorded as seen.
@@ -28,7 +29,7 @@ import sys
 
 from kgate import jsondoc
 
-RECORD_VERSION = 1
+RECORD_VERSION = 2  # 2: a record carries a hash of its content
 # Environment variables that can change what a check finds.
 _ENV_PREFIXES = ("TRITON_", "CUDA", "NVCC", "KGATE_", "NVIDIA_")
 _ENV_NAMES = ("PATH", "PYTHONPATH", "NO_COLOR", "COLUMNS", "LD_LIBRARY_PATH", "CI")
@@ -129,8 +130,9 @@ def replay(argv: list[str]) -> int | None:
     try:
         with open(path, "rb") as handle:
             record = jsondoc.loads(handle.read())
-        if record.get("version") != RECORD_VERSION or record.get("argv") != argv:
-            return None
+        if record.get("version") != RECORD_VERSION or record.get("argv") != argv \
+                or record.get("sha256") != jsondoc.content_hash({k: v for k, v in record.items() if k != "sha256"}):
+            return None  # another kgate's record, another command's, or not as it was written
         for name, stat in record["files"].items():
             if _stat(name) != stat:
                 return None
@@ -269,6 +271,7 @@ def record(argv: list[str], snapshot: Snapshot, stdout: str, stderr: str, code: 
         return
     data = {"version": RECORD_VERSION, "argv": argv, "files": snapshot.files, "dirs": snapshot.dirs,
             "stdout": stdout, "stderr": stderr, "exit": code, "outputs": outputs}
+    data["sha256"] = jsondoc.content_hash(data)
     from kgate.atomicio import atomic_write
 
     try:

@@ -7,12 +7,14 @@ every reader. Every JSON file kgate reads, whether a user named it (shard
 results, compile_commands.json) or kgate wrote it earlier (cache records, run
 records, the timings file), is decoded by `loads`: a reader handles
 `NotJSON` (a ValueError) and says what is wrong in one line, or treats a
-cache record as missing.
+cache record as missing. A record kgate writes for itself also carries a hash
+of its content (`content_hash`), compared when it is read back.
 """
 
 from __future__ import annotations
 
 import codecs
+import hashlib
 import json
 from typing import Any
 
@@ -51,3 +53,14 @@ def _text(data: bytes) -> str:
     except UnicodeDecodeError as exc:
         raise NotJSON(f"not valid UTF-8 (byte {exc.start})") from None
 
+
+
+def content_hash(value: Any) -> str:
+    """The hash a record kgate writes carries of its own content (its JSON with sorted keys and no spaces): damage
+    or an edit that keeps the JSON whole still shows when the record is read back. NotJSON where a value read back
+    is nested too deeply to write again."""
+    try:
+        blob = json.dumps(value, sort_keys=True, separators=(",", ":"))
+    except RecursionError:
+        raise NotJSON("not JSON (nested too deeply)") from None
+    return hashlib.sha256(blob.encode()).hexdigest()

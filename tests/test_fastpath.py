@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -126,3 +127,16 @@ def test_old_records_are_pruned(tmp_path: Path) -> None:
     fastpath._prune(str(tmp_path))
     left = sorted(p.name for p in tmp_path.iterdir())
     assert len(left) == 64 and left[0] == "006.json"
+
+
+def test_a_run_record_edited_to_pass_is_not_replayed(project: Path) -> None:
+    """A record carries a hash of its content: an edited output or exit code runs the command again."""
+    first = probe(project, "-q")
+    assert first[0] == 1 and probe(project, "-q")[2] is True
+    records = (project / ".kgate-cache" / "v1" / "runs").glob("*.json")
+    record, data = next((p, d) for p in records if (d := json.loads(p.read_text()))["argv"] == ["check", "-q"])
+    assert data["exit"] == 1
+    data.update(exit=0, stdout="")
+    record.write_text(json.dumps(data))
+    again = probe(project, "-q")
+    assert again == (first[0], first[1], False)

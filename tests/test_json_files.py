@@ -8,8 +8,8 @@ import codecs
 from pathlib import Path
 
 import pytest
-
 from conftest import kgate
+
 from kgate import jsondoc
 from kgate.collect import pyindex
 from kgate.config import load_config
