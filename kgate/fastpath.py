@@ -14,7 +14,9 @@ they are reached (through symlinks, not resolved once) and kgate's own. The
 next identical command stats those paths; if every one is unchanged (size,
 modification and change times, inode) it writes the recorded output and
 exits, without importing the rest of kgate. Any difference, or any doubt,
-falls through to the full run.
+falls through to the full run; so does a record that is not as it was
+written (it carries a hash of its content: an edited output or exit code is
+never replayed).
 
 The snapshot is taken before the run and verified again after it, so an
 edit made while kgate was running is never recorded as seen. A run whose
@@ -37,7 +39,9 @@ import json
 import os
 import sys
 
-RECORD_VERSION = 2
+from kgate import jsondoc
+
+RECORD_VERSION = 3  # 3: a record names its key, project and command line and carries a hash of its content
 # Environment variables that can change what a check finds.
 _ENV_PREFIXES = ("TRITON_", "CUDA", "NVCC", "KGATE_", "NVIDIA_")
 _ENV_NAMES = ("PATH", "PYTHONPATH", "NO_COLOR", "COLUMNS", "LD_LIBRARY_PATH", "CI")
@@ -153,11 +157,6 @@ def _output_of(argv: list[str]) -> str | None | bool:
     return os.path.abspath(found) if found else None
 
 
-def _content_hash(record: dict) -> str:
-    body = {k: v for k, v in record.items() if k != "sha256"}
-    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
-
-
 def _explicit_config(argv: list[str]) -> str | None:
     for index, arg in enumerate(argv):
         if arg == "--config" and index + 1 < len(argv):
@@ -174,7 +173,7 @@ def replay(argv: list[str]) -> int | None:
         return None
     try:
         with open(where.path, "rb") as handle:
-            record = json.loads(handle.read())
+            record = jsondoc.loads(handle.read())
         if not _describes(record, argv, where):
             return None  # another key's record, another project's, damaged or made by hand: the full run
         for name, stat in record["files"].items():
@@ -199,7 +198,9 @@ def _describes(record: dict, argv: list[str], where: _Where) -> bool:
     """Whether a run record is the one this command, in this project, would have left: its key, project,
     command line and content as written; the only file it writes is the report `-o` names; and it vouches for
     the configuration at least (a record that vouches for no input would stand in for any run)."""
-    if not isinstance(record, dict) or record.get("sha256") != _content_hash(record):
+    if not isinstance(record, dict):
+        return False
+    if record.get("sha256") != jsondoc.content_hash({k: v for k, v in record.items() if k != "sha256"}):
         return False
     if (record.get("version"), record.get("key"), record.get("config"), record.get("argv")) != (
             RECORD_VERSION, where.key, where.config, argv):
@@ -356,7 +357,7 @@ def record(argv: list[str], snapshot: Snapshot, stdout: str, stderr: str, code: 
     data = {"version": RECORD_VERSION, "key": where.key, "config": where.config, "argv": argv,
             "files": snapshot.files, "dirs": snapshot.dirs, "stdout": stdout, "stderr": stderr, "exit": code,
             "outputs": outputs}
-    data["sha256"] = _content_hash(data)
+    data["sha256"] = jsondoc.content_hash(data)
     from kgate.atomicio import atomic_write
 
     try:

@@ -28,11 +28,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from kgate import jsondoc
 from kgate.atomicio import atomic_write, read_input
+from kgate.collect.files import relpath, walk
 from kgate.compile.cache import digest
 from kgate.config import Config
 from kgate.errors import ConfigError
-from kgate.collect.files import relpath, walk
 from kgate.facts.model import KernelFacts
 
 TIMINGS_FILE = "shard-timings.json"
@@ -239,7 +240,7 @@ def timings_path(config: Config) -> Path:
 def load_timings(config: Config) -> dict[str, float]:
     """Recorded compile seconds per Triton kernel and CUDA file; {} when missing or unreadable."""
     try:
-        data = json.loads(read_input(timings_path(config)))
+        data = jsondoc.loads(read_input(timings_path(config)))
         seconds = data["seconds"]
         return {str(k): float(v) for k, v in seconds.items() if valid_seconds(v)}
     except (OSError, ValueError, KeyError, TypeError, AttributeError):

@@ -26,6 +26,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 import kgate
+from kgate import jsondoc
 from kgate.atomicio import read_input
 from kgate.errors import ConfigError
 from kgate.facts.model import CompileFailure, KernelFacts
@@ -115,13 +116,11 @@ class Shard:
 def load(path: str) -> Shard:
     """A shard result, read and checked field by field (ConfigError, one line, on anything not as kgate wrote it)."""
     try:
-        doc = json.loads(read_input(path, SHARD_LIMIT))
+        doc = jsondoc.loads(read_input(path, SHARD_LIMIT))
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    except RecursionError:
-        raise ConfigError(f"{path}: not JSON (nested too deeply)") from None
-    except ValueError as exc:
-        raise ConfigError(f"{path}: not JSON ({exc})") from None
+    except jsondoc.NotJSON as exc:
+        raise ConfigError(f"{path}: {exc}") from None
     data = doc.get("shard") if isinstance(doc, dict) else None
     if not isinstance(data, dict) or doc.get("command") != "check":
         raise ConfigError(f"{path}: not a shard result (write one with `kgate check --shard I/N --format json -o "

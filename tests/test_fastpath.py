@@ -258,3 +258,16 @@ def test_a_record_of_another_command_or_project_is_not_replayed(project: Path, t
     mine.write_bytes(json_record.read_bytes())
     _code, out, replayed = probe(other, "-q")
     assert not replayed and not out.startswith("{")
+
+
+def test_a_run_record_edited_to_pass_is_not_replayed(project: Path) -> None:
+    """A record carries a hash of its content: an edited output or exit code runs the command again."""
+    first = probe(project, "-q")
+    assert first[0] == 1 and probe(project, "-q")[2] is True
+    records = (project / ".kgate-cache" / "v1" / "runs").glob("*.json")
+    record, data = next((p, d) for p in records if (d := json.loads(p.read_text()))["argv"] == ["check", "-q"])
+    assert data["exit"] == 1
+    data.update(exit=0, stdout="")
+    record.write_text(json.dumps(data))
+    again = probe(project, "-q")
+    assert again == (first[0], first[1], False)

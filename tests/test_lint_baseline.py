@@ -52,3 +52,28 @@ def test_a_stale_pin_fails_the_whole_project_run_only(tmp_path: Path) -> None:
     assert "GONE      KG201|pkg/a.py|norm|n_tokens: 1 pinned, 0 now (accepted)" in files.stdout
     other = kgate("lint", "pkg/b.py", cwd=root)
     assert other.code == 0 and "GONE" not in other.stdout
+
+
+OTHER_TOOLCHAIN = """
+[[toolchain]]
+versions = { "triton" = "0.0.1" }
+
+[toolchain.kernels]
+"x:y|v|sm_120a" = { registers = 250, spill_bytes = 0, stack_bytes = 0, smem_bytes = 0 }
+
+[toolchain.findings]
+"KG102|x.py|x:y|v|sm_120a" = 1
+"""
+
+
+def test_an_update_that_compiles_nothing_keeps_every_toolchains_pins(tmp_path: Path) -> None:
+    """A project without kernels names no compiler: another toolchain's pins are neither re-pinned nor gone."""
+    root = project(tmp_path)
+    baseline = root / "kgate-baseline.toml"
+    baseline.write_text(BASELINE.format(name="a").replace("version = 1", "version = 2") + OTHER_TOOLCHAIN)
+    update = kgate("baseline", "update", "--accept-new", cwd=root)
+    assert update.code == 0, update.stdout + update.stderr
+    assert "x:y" not in update.stdout and "pinned    KG201|pkg/b.py|norm|n_tokens: 1" in update.stdout
+    assert baseline.read_text().endswith(OTHER_TOOLCHAIN)  # the last table: kgate writes the newest Triton first
+    check = kgate("check", cwd=root)
+    assert check.code == 0 and "GONE" not in check.stdout, check.stdout + check.stderr

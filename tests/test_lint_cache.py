@@ -132,3 +132,31 @@ def test_the_command_line_without_a_cache(tmp_path: Path) -> None:
     assert run.code == 1 and not (root / ".kgate-cache").exists()
     assert kgate("lint", "--format", "json", cwd=root).stdout == run.stdout
     assert (root / ".kgate-cache" / ".gitignore").read_text().strip().endswith("*")
+
+
+def test_a_record_edited_to_drop_a_files_findings_is_not_trusted(tmp_path: Path) -> None:
+    """The file's stats are kept, so only the record's own hash shows the edit: the file is linted again."""
+    root = project(tmp_path)
+    age(root)
+    expected = verdict(lint(root))
+    record = next((root / ".kgate-cache" / "v1" / "lint").glob("*.json"))
+    data = json.loads(record.read_text())
+    entry = data["files"]["pkg/k001.py"]
+    assert entry[3][0] != []  # the file's findings
+    entry[3][0] = []
+    record.write_text(json.dumps(data))
+    run = lint(root)
+    assert run.cached == 0 and verdict(run) == expected
+    assert lint(root).cached == 3  # and it was written again, whole
+
+
+def test_a_record_copied_over_another_selections_is_not_read(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    age(root)
+    lint(root)
+    (root / "kgate.toml").write_text('options = { runtime-autotune = { allowed-keys = ["n"] } }\n')
+    expected = verdict(lint(root))
+    first, second = sorted((root / ".kgate-cache" / "v1" / "lint").glob("*.json"), key=lambda p: p.stat().st_mtime_ns)
+    second.write_bytes(first.read_bytes())  # the other selection's results, whole and sealed
+    run = lint(root)
+    assert run.cached == 0 and verdict(run) == expected

@@ -173,3 +173,17 @@ def test_merge_refuses_facts_outside_their_slice_even_with_a_matching_digest(pro
     refused(edited(project, tmp_path, foreign, reseal=True), "holds the facts of triv|csrc/t.cu|sm_120a, which is "
                                                             "not in its slice")
     refused(edited(project, tmp_path, _seconds(float("nan")), reseal=True), "is NaN, not a number of seconds")
+
+
+@pytest.mark.parametrize(("encoding", "words"), [
+    ("utf-16", "not valid UTF-8 (it is UTF-16, by its byte order mark): save it as UTF-8"),  # PowerShell's `>`
+    ("utf-16-le", "not valid UTF-8 (a NUL byte at byte 1: UTF-16 or UTF-32?): save it as UTF-8"),
+    ("utf-32", "not valid UTF-8 (it is UTF-32, by its byte order mark): save it as UTF-8"),
+])
+def test_merge_refuses_a_shard_result_saved_in_another_encoding(project: Path, tmp_path: Path, encoding: str,
+                                                                words: str) -> None:
+    """JSON read from bytes guesses UTF-16 and UTF-32 (its digest is of the values, so those matched): a shard
+    result is UTF-8, as kgate writes it, or it is refused."""
+    path = tmp_path / "resaved.json"
+    path.write_bytes((project / "shard-1.json").read_text(encoding="utf-8").encode(encoding))
+    refused(merge(project, str(path), "shard-2.json"), f"{path}: {words}")

@@ -530,3 +530,52 @@ def test_baseline_keys_are_the_same_on_another_machine(tmp_path: Path) -> None:
     shutil.copytree(here, there, symlinks=True)
     run = kgate("check", cwd=there / "project")
     assert run.code == 0, run.stdout + run.stderr
+
+
+FOREIGN = b'''version = 2
+
+[findings]
+
+[[toolchain]]
+versions = { "triton" = "0.0.1" }
+
+[toolchain.kernels]
+"x:y|v|sm_120a" = { registers = 250, spill_bytes = 0, stack_bytes = 0, smem_bytes = 0 }
+
+[toolchain.findings]
+"KG102|x.py|x:y|v|sm_120a" = 1
+'''
+
+
+def _foreign_table(text: str) -> str:
+    """The [[toolchain]] table of Triton 0.0.1, as written."""
+    tables = text.split("\n[[toolchain]]\n")
+    found = [t for t in tables[1:] if t.startswith('versions = { "triton" = "0.0.1" }')]
+    assert len(found) == 1, text
+    return found[0]
+
+
+@pytest.mark.parametrize(("toolchain", "kernels"), [
+    ({}, []),  # nothing compiled (a project of CUDA and Python sources that it only lints): no toolchain ran
+    ({"cuda.nvcc": "13.0"}, [cuda()]),  # no Triton kernel at all
+    ({"triton": "3.9.0", "ptxas-blackwell": "13.0"}, [facts()]),  # a Triton that has no table yet
+], ids=["nothing-compiled", "cuda-only", "new-triton"])
+def test_an_update_keeps_another_toolchains_pins_byte_for_byte(toolchain: dict[str, str],
+                                                              kernels: list[KernelFacts]) -> None:
+    old = parse(FOREIGN, "kgate-baseline.toml")
+    run = RunState(kernels, [ceiling(k) for k in kernels], toolchain, SCOPE)
+    for accept_new in (False, True):
+        outcome = repin(old, run, accept_new=accept_new)
+        assert _foreign_table(render(outcome.baseline)) == _foreign_table(render(old))
+        # Nothing says a pin that is kept was removed.
+        assert not [line for line in outcome.changes if line.startswith("removed")], outcome.changes
+    gone = [d.subject for d in compare(old, run).differences if d.kind == "GONE"]
+    if "triton" in toolchain:
+        # Compared with the pins of the closest Triton until its own are made; those leave x:y out, and say so.
+        assert gone == ["KG102|x.py|x:y|v|sm_120a", "x:y|v|sm_120a"]
+        assert "left out  x:y|v|sm_120a: no longer compiled (still pinned for triton 0.0.1)" in outcome.changes
+    else:
+        # Another compiler's pins are not this run's to compare: nothing of them is GONE.
+        assert gone == []
+    if not toolchain:
+        assert not repin(old, run, accept_new=True).changed

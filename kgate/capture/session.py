@@ -12,7 +12,6 @@ so that two captures at once merge instead of losing one another's entries.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import tempfile
@@ -21,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kgate import jsondoc
 from kgate.capture import runtime
 from kgate.collect import captures
 from kgate.collect.captures import CapturedSpec, CaptureFile
@@ -97,7 +97,7 @@ def read_records(config: Config, folder: Path) -> Recorded:
         records = []
         for line in lines:
             try:
-                records.append(json.loads(line))
+                records.append(jsondoc.loads(line))
             except ValueError:
                 continue
         where = next((r["where"] for r in records if r.get("type") == "env"), "GPU")

@@ -13,13 +13,13 @@ by the tool versions in the key instead.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from kgate.atomicio import read_input, read_input_text
+from kgate import jsondoc
+from kgate.atomicio import read_input
 from kgate.collect.cuda_flags import ArchPair, include_dirs, split_flags
 from kgate.collect.files import excluded, named_rel, relpath
 from kgate.config import Config, CudaEntry
@@ -139,13 +139,13 @@ def _compile_commands(root: Path, entry: CudaEntry) -> dict[Path, tuple[Path, li
     path = root / entry.compile_commands
     where = f"{entry.origin}.compile_commands"
     try:
-        data = json.loads(read_input_text(path))
+        data = jsondoc.loads(read_input(path))
     except FileNotFoundError:
         raise ConfigError(f"{where}: {entry.compile_commands} does not exist (generate it first, e.g. "
                           f"cmake -DCMAKE_EXPORT_COMPILE_COMMANDS=ON)") from None
     except OSError as exc:
         raise ConfigError(f"{where}: cannot read {entry.compile_commands}: {exc.strerror or exc}") from None
-    except (UnicodeDecodeError, ValueError) as exc:
+    except jsondoc.NotJSON as exc:
         raise ConfigError(f"{where}: cannot read {entry.compile_commands}: {exc}") from None
     if not isinstance(data, list):
         raise ConfigError(f"{where}: {entry.compile_commands} is not a JSON array of commands")

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kgate import reads
+from kgate import jsondoc, reads
 from kgate.collect.pysource import dotted, import_map, qualified
 from kgate.collect.source import try_parse
 
@@ -80,7 +80,7 @@ class _Index:
         if self.file is None:
             return
         try:
-            data = json.loads(self.file.read_bytes())
+            data = jsondoc.loads(self.file.read_bytes())
             if data.get("version") == INDEX_VERSION and isinstance(data.get("files"), dict):
                 self.entries = data["files"]
         except (OSError, ValueError, AttributeError):

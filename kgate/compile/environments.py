@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kgate import tools
+from kgate import jsondoc, tools
 from kgate.errors import ToolchainError
 
 MARKER = "kgate-environment.json"
@@ -69,7 +69,7 @@ def _identity(folder: Path, version: str) -> dict[str, Any] | None:
 
 def _verified(folder: Path, version: str) -> bool:
     try:
-        recorded = json.loads((folder / MARKER).read_text())
+        recorded = jsondoc.loads((folder / MARKER).read_bytes())
     except (OSError, ValueError):
         return False
     return (folder / "bin" / "python").exists() and recorded == _identity(folder, version)

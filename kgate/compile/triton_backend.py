@@ -25,6 +25,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from kgate import jsondoc
 from kgate.collect.source import try_parse
 from kgate.collect.specialization import Specialization
 from kgate.compile.cache import cache_write_failure, write_artifact
@@ -110,7 +111,7 @@ def _remembered_triton_key() -> None:
     record = Path(cache_dir).parent / "v1" / "triton-key.json"
     key = None
     try:
-        stored = json.loads(record.read_text())
+        stored = jsondoc.loads(record.read_bytes())
         if isinstance(stored, dict) and stored.get("identity") == identity and isinstance(stored.get("key"), str):
             key = stored["key"]
     except (OSError, ValueError):

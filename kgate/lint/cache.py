@@ -4,7 +4,10 @@ Layout: `<cache-dir>/v1/lint/<key>.json`, where the key hashes kgate's
 version, the selected source rules with their options, and the rule and
 engine modules themselves (so editing a rule invalidates it). Entries map a
 project-relative path to its size, mtime and inode, a content digest and
-the file's lint result.
+the file's lint result. The file also carries its key and a hash of its
+entries, and is read back only when both match: a record copied over
+another selection's, or edited (a finding dropped from a file's result,
+with the file's stats kept), is an empty cache, never a result trusted.
 
 An entry is answered from `stat` alone only when the file's mtime was at
 least two seconds older than the moment it was read: a file written in the
@@ -25,10 +28,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kgate import __version__
+from kgate import __version__, jsondoc
 from kgate.lint.engine import FileResult, SourceRule, content_digest, from_json, stat_key, to_json
 
-FORMAT = 1
+FORMAT = 2  # 2: the record carries its key and the hash of its entries
 _RACY_NS = 2_000_000_000
 _STALE_S = 14 * 24 * 3600  # cache files of other selections unused this long are removed
 
@@ -78,6 +81,7 @@ def selection_key(rules: list[SourceRule]) -> str:
 class LintCache:
     def __init__(self, directory: Path, key: str) -> None:
         self.directory = directory / "v1" / "lint"
+        self.key = key
         self.path = self.directory / f"{key}.json"
         self.entries: dict[str, list[Any]] = {}
         self.changed: dict[str, list[Any]] = {}
@@ -88,8 +92,9 @@ class LintCache:
         try:
             with open(self.path, "rb") as handle:
                 self._loaded_mtime = os.fstat(handle.fileno()).st_mtime_ns
-                data = json.loads(handle.read())
-            if isinstance(data, dict) and data.get("format") == FORMAT and isinstance(data.get("files"), dict):
+                data = jsondoc.loads(handle.read())
+            if (isinstance(data, dict) and data.get("format") == FORMAT and data.get("key") == self.key
+                    and isinstance(data.get("files"), dict) and data.get("sha256") == jsondoc.content_hash(data["files"])):
                 self.entries = data["files"]
         except (OSError, ValueError):
             self.entries = {}
@@ -146,7 +151,8 @@ class LintCache:
         entries = self._merged()
         if keep is not None:
             entries = {rel: entry for rel, entry in entries.items() if rel in keep}
-        blob = json.dumps({"format": FORMAT, "files": entries}, separators=(",", ":"), sort_keys=True).encode()
+        record = {"format": FORMAT, "key": self.key, "sha256": jsondoc.content_hash(entries), "files": entries}
+        blob = json.dumps(record, separators=(",", ":"), sort_keys=True).encode()
         try:
             self._write(blob)
             self._tidy()

@@ -96,19 +96,23 @@ class Baseline:
     def for_toolchain(self, current: dict[str, str]) -> tuple[Baseline, str]:
         """The view a run with the `current` toolchain compares with, and how it was found: "pinned" (pins of
         this toolchain), "nearest" (none yet: the pins of the toolchain closest to it, kept as they are among
-        the others so that re-pinning adds a toolchain instead of replacing one) or "none" (nothing pinned)."""
+        the others so that re-pinning adds a toolchain instead of replacing one) or "none" (no pins of it, nor
+        of another version of its compilers: every toolchain's pins are another's, kept as they are and
+        compared with nothing). A run that compiled nothing names no compiler, so it has none; nor has a run
+        whose compilers no pinned toolchain names (CUDA only, where only Triton was pinned)."""
         shared = {k: v for k, v in self.findings.items() if not toolchain_bound(k)}
         sections = self.sections()
-        if not sections or not current:
-            return Baseline(dict(self.toolchain), dict(self.kernels), dict(self.findings), list(self.others)), \
-                "pinned" if sections else "none"
         exact = [s for s in sections if same_toolchain(s.versions, current)]
+        # Pins made by other versions of the same compilers (or by compilers a version 1 file did not name).
+        related = [s for s in sections if current and (not s.versions or set(s.versions) & set(current))]
         if exact:
             chosen, status = exact[0], "pinned"
             rest = [s for s in sections if s is not chosen]
-        else:
-            chosen, status = nearest(sections, current), "nearest"
+        elif related:
+            chosen, status = nearest(related, current), "nearest"
             rest = sections
+        else:
+            return Baseline(findings=shared, others=sections), "none"
         return Baseline(dict(chosen.versions), dict(chosen.kernels), {**shared, **chosen.findings}, rest), status
 
 

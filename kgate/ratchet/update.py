@@ -25,21 +25,31 @@ class Repin:
     changes: list[str] = field(default_factory=list)  # what was written
     refused: list[str] = field(default_factory=list)  # debts left out without --accept-new
     failing: list[str] = field(default_factory=list)  # kernels that did not compile: never pinned, even with it
+    # The toolchain whose pins a toolchain without its own starts from ("triton 3.8.0"); "": none.
+    started_from: str = ""
 
     @property
     def changed(self) -> bool:
         return bool(self.changes)
 
+    def drop(self, key: str, why: str) -> None:
+        """A pin the run's toolchain does not keep. Started from another toolchain's pins, that one still has it."""
+        if self.started_from:
+            self.changes.append(f"left out  {key}: {why} (still pinned for {self.started_from})")
+        else:
+            self.changes.append(f"removed   {key}: {why}")
+
 
 def repin(old: Baseline, state: RunState, *, accept_new: bool, slack: int = 10) -> Repin:
     """Re-pin what the run covered in its own toolchain's pins; the other toolchains' pins are kept as they are.
-    A toolchain without pins yet starts from those of the closest one (`Baseline.for_toolchain`)."""
+    A toolchain without pins yet starts from those of the closest one, and a run that compiled nothing names no
+    toolchain, so it re-pins none (`Baseline.for_toolchain`)."""
     status = "pinned"
-    if state.scope.compiled and state.toolchain:
+    if state.scope.compiled:
         old, status = old.for_toolchain(state.toolchain)
     new = Baseline(dict(old.toolchain), {k: dict(v) for k, v in old.kernels.items()}, dict(old.findings),
                    list(old.others))
-    out = Repin(new)
+    out = Repin(new, started_from=_words(old.toolchain) if status == "nearest" else "")
     _repin_toolchain(old, state, status, out)
     _repin_kernels(old, state, accept_new, out)
     _repin_findings(old, state, accept_new, slack, out)
@@ -51,16 +61,19 @@ def _repin_toolchain(old: Baseline, state: RunState, status: str, out: Repin) ->
         return
     current = {k: v for k, v in state.toolchain.items() if not k.endswith(".id")}
     if status == "nearest":
-        words = ", ".join(f"{k} {v}" for k, v in sorted(current.items()))
         out.baseline.toolchain = current
         kept = len(out.baseline.sections()) - 1
-        out.changes.append(f"toolchain: new pins for {words}, from those of the closest pinned toolchain "
+        out.changes.append(f"toolchain: new pins for {_words(current)}, from those of the closest pinned toolchain "
                            f"({kept} other toolchain(s) kept as they are)")
         return
     merged = {**old.toolchain, **current}
     if merged != old.toolchain:
         out.baseline.toolchain = merged
-        out.changes.append("toolchain: " + ", ".join(f"{k} {v}" for k, v in sorted(current.items())))
+        out.changes.append("toolchain: " + _words(current))
+
+
+def _words(versions: dict[str, str]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(versions.items()))
 
 
 def _repin_kernels(old: Baseline, state: RunState, accept_new: bool, out: Repin) -> None:
@@ -71,12 +84,12 @@ def _repin_kernels(old: Baseline, state: RunState, accept_new: bool, out: Repin)
         if key not in current:
             if state.scope.covers_kernel(key):
                 del kernels[key]
-                out.changes.append(f"removed   {key}: no longer compiled")
+                out.drop(key, "no longer compiled")
             continue
         now = current[key]
         if key not in at_risk:
             del kernels[key]
-            out.changes.append(f"removed   {key}: no longer at risk")
+            out.drop(key, "no longer at risk")
             continue
         pinned = old.kernels[key]
         merged = {}
@@ -106,12 +119,12 @@ def _repin_findings(old: Baseline, state: RunState, accept_new: bool, slack: int
     for key in sorted(old.findings):
         if not pinnable(key):  # written by an older kgate or by hand: it accepts nothing
             del findings[key]
-            out.changes.append(f"removed   {key}: a kernel that does not compile is never pinned")
+            out.drop(key, "a kernel that does not compile is never pinned")
             continue
         if key in groups or not state.scope.covers_finding(key):
             continue
         del findings[key]
-        out.changes.append(f"removed   {key}: gone")
+        out.drop(key, "gone")
     for key in sorted({f.baseline_key for f in state.unpinnable()}):
         out.failing.append(f"failing   {key}: did not compile; never pinned, and its kernel's pins are kept as "
                            f"they are (fix it, then update again)")

@@ -1,0 +1,66 @@
+"""JSON documents kgate reads from files, decoded one way: UTF-8 only, and every way it fails is one error.
+
+`json.loads` given bytes guesses UTF-16 and UTF-32 from them, and its scanner
+recurses once per nested array or object, so a file of deeply nested brackets
+raises RecursionError, which is not a ValueError and escaped the handlers of
+every reader. Every JSON file kgate reads, whether a user named it (shard
+results, compile_commands.json) or kgate wrote it earlier (cache records, run
+records, the timings file), is decoded by `loads`: a reader handles
+`NotJSON` (a ValueError) and says what is wrong in one line, or treats a
+cache record as missing. A record kgate writes for itself also carries a hash
+of its content (`content_hash`), compared when it is read back.
+"""
+
+from __future__ import annotations
+
+import codecs
+import hashlib
+import json
+from typing import Any
+
+# Longest first: UTF-32 LE's mark begins with UTF-16 LE's.
+_BOMS = ((codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"), (codecs.BOM_UTF16_LE, "UTF-16"),
+         (codecs.BOM_UTF16_BE, "UTF-16"))
+
+
+class NotJSON(ValueError):
+    """Why a file is not a JSON document kgate reads, as a few words ("not valid UTF-8 (...)", "not JSON (...)")."""
+
+
+def loads(data: bytes | str) -> Any:
+    """The value of a UTF-8 JSON document (a UTF-8 byte order mark is allowed), or NotJSON."""
+    if isinstance(data, bytes):
+        data = _text(data)
+    elif data.startswith("\ufeff"):
+        data = data[1:]
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise NotJSON("not JSON (nested too deeply)") from None
+    except ValueError as exc:  # JSONDecodeError, or a number too long for int()
+        raise NotJSON(f"not JSON ({exc})") from None
+
+
+def _text(data: bytes) -> str:
+    for bom, name in _BOMS:
+        if data.startswith(bom):
+            raise NotJSON(f"not valid UTF-8 (it is {name}, by its byte order mark): save it as UTF-8")
+    nul = data.find(b"\0")
+    if nul >= 0:  # JSON text never holds a NUL byte; UTF-16 without a byte order mark does
+        raise NotJSON(f"not valid UTF-8 (a NUL byte at byte {nul}: UTF-16 or UTF-32?): save it as UTF-8")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise NotJSON(f"not valid UTF-8 (byte {exc.start})") from None
+
+
+
+def content_hash(value: Any) -> str:
+    """The hash a record kgate writes carries of its own content (its JSON with sorted keys and no spaces): damage
+    or an edit that keeps the JSON whole still shows when the record is read back. NotJSON where a value read back
+    is nested too deeply to write again."""
+    try:
+        blob = json.dumps(value, sort_keys=True, separators=(",", ":"))
+    except RecursionError:
+        raise NotJSON("not JSON (nested too deeply)") from None
+    return hashlib.sha256(blob.encode()).hexdigest()
