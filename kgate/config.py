@@ -188,13 +188,18 @@ def _read_toml(path: Path) -> dict[str, Any]:
     except ValueError as exc:  # TOMLDecodeError, or a number too long for int()
         message, where = toml_error(exc, text)
         raise ConfigError(f"invalid TOML: {message}", path=path.name, line=where) from None
+    except RecursionError:  # tomllib recurses once per nested array or inline table
+        raise ConfigError(f"invalid TOML: {TOO_DEEP}", path=path.name) from None
+
+
+TOO_DEEP = "arrays or inline tables nested too deeply to read"
 
 
 def toml_document(raw: bytes, where: str, error: type[KgateError], not_utf8: str) -> tuple[dict[str, Any], str]:
     """(the table, the text) of a TOML file kgate reads (the baseline, the capture file), or `error` naming the
     line: `not_utf8` says what to do about bytes that are not UTF-8."""
     try:
-        text = raw.decode("utf-8")
+        text = raw.decode("utf-8-sig")  # an editor's byte order mark is accepted, as in the configuration
     except UnicodeDecodeError as exc:
         raise error(not_utf8, path=where, line=raw[: exc.start].count(b"\n") + 1) from None
     try:
@@ -202,6 +207,8 @@ def toml_document(raw: bytes, where: str, error: type[KgateError], not_utf8: str
     except ValueError as exc:  # TOMLDecodeError, or a number too long for int()
         message, line = toml_error(exc, text)
         raise error(f"invalid TOML: {message}", path=where, line=line) from None
+    except RecursionError:  # tomllib recurses once per nested array or inline table
+        raise error(f"invalid TOML: {TOO_DEEP}", path=where) from None
 
 
 def toml_error(exc: Exception, source: str = "") -> tuple[str, int | None]:
