@@ -67,6 +67,9 @@ def build_selection(config: Config, *, select: list[str] | None = None, extend_s
                     ignore: list[str] | None = None) -> Selection:
     """Resolve the configuration and command-line flags (flags win) into a Selection."""
     where = config.display()
+    if select is not None and not select:
+        # `--select "$CODES"` with the variable unset: a gate that runs no rule would pass anything.
+        raise ConfigError("--select: names no rule (give codes, prefixes, names or ALL)")
     base = select if select is not None else (list(config.select) or ["ALL"])
     enabled = resolve_codes(base, "--select" if select is not None else f"{where}: select")
     enabled |= resolve_codes(list(config.extend_select), f"{where}: extend-select")
