@@ -287,6 +287,9 @@ def parse_config(table: dict[str, Any], *, root: Path, source: Path | None, pref
         is_module = all(part.isidentifier() for part in module.split(".")) and (not function or function.isidentifier())
         if not setup.endswith(".py") and not is_module:
             raise ctx.error("setup", f"must be \"package.module:function\" or a Python file, not {setup!r}")
+        if setup.endswith(".py") and not (root / setup).is_file():
+            # Otherwise every compile worker fails on it, and each kernel becomes a compile error.
+            raise ctx.error("setup", f"{setup!r} is not a file (relative to the project folder)")
     if "ratchet" in table:
         kwargs["ratchet"] = ctx.choice(table["ratchet"], "ratchet", RATCHET_MODES)
     if "toolchain-change" in table:
@@ -305,11 +308,11 @@ def parse_config(table: dict[str, Any], *, root: Path, source: Path | None, pref
         if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 < value < math.inf:
             raise ctx.error("timeout", f"must be a positive number of seconds, not {value!r}")
         kwargs["timeout"] = float(value)
-    kwargs["notices"] = outside_paths(kwargs, root, ctx)
+    kwargs["notices"] = outside_paths(kwargs, root, ctx, source)
     return Config(**kwargs)
 
 
-def outside_paths(kwargs: dict[str, Any], root: Path, ctx: _Ctx) -> tuple[str, ...]:
+def outside_paths(kwargs: dict[str, Any], root: Path, ctx: _Ctx, source: Path | None = None) -> tuple[str, ...]:
     """The policy for configured paths that lead out of the project folder (symlinks followed).
 
     What kgate writes in place of a file (the baseline) and what it gates (CUDA sources) must be in the
@@ -319,16 +322,22 @@ def outside_paths(kwargs: dict[str, Any], root: Path, ctx: _Ctx) -> tuple[str, .
     """
     project = root.resolve()
     notices = []
+    written: dict[Path, str] = {}
     for key, attr, writer in (("baseline", "baseline", "kgate baseline update"), ("capture", "capture", "kgate capture")):
-        if attr not in kwargs:
-            continue
-        name = kwargs[attr]
+        # The default names too: a kgate-baseline.toml that is a symlink is written through to its target.
+        name = kwargs.get(attr, getattr(Config, attr))
         where = (project / name).resolve()
         if not name.strip() or where == project:
             raise ctx.error(key, "must name a file in the project")
         if not where.is_relative_to(project):
             raise ctx.error(key, f"{name!r} is outside the project ({where}): `{writer}` rewrites it, so it must be "
                                  f"in the project")
+        if source is not None and where == source.resolve():
+            raise ctx.error(key, f"{name!r} is the configuration file: `{writer}` would rewrite it")
+        if where in written:
+            raise ctx.error(key, f"{name!r} is also the {written[where]} file: `{writer}` would rewrite the "
+                                 f"{written[where]}")
+        written[where] = key
     if "cache_dir" in kwargs:
         cache = kwargs["cache_dir"]
         where = (project / cache).resolve()

@@ -238,6 +238,6 @@ def render(capture: CaptureFile) -> str:
 
 def save(capture: CaptureFile, path: Path, display: str) -> None:
     try:
-        atomic_write(path, render(capture).encode())
+        atomic_write(path, render(capture).encode(), follow=True)
     except OSError as exc:
         raise CaptureError(f"cannot write it: {exc.strerror}", path=display) from None

@@ -301,6 +301,6 @@ def _finding_lines(findings: dict[str, Pin]) -> list[str]:
 def save(baseline: Baseline, path: Path, display: str | None = None) -> None:
     """Write atomically: an interrupted write leaves the old file whole."""
     try:
-        atomic_write(path, render(baseline).encode())
+        atomic_write(path, render(baseline).encode(), follow=True)
     except OSError as exc:
         raise BaselineError(f"cannot write the baseline: {exc.strerror}", path=display or str(path)) from None
