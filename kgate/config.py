@@ -195,6 +195,15 @@ def _read_toml(path: Path) -> dict[str, Any]:
 TOO_DEEP = "arrays or inline tables nested too deeply to read"
 
 
+def toml_string(value: str) -> str:
+    """A TOML basic string. JSON's escaping covers the control characters below U+0020; TOML also forbids
+    DEL raw. A lone surrogate (a file name that is not UTF-8) has no TOML spelling: UnicodeEncodeError."""
+    import json
+
+    value.encode("utf-8")  # raises on a lone surrogate
+    return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
+
+
 def toml_document(raw: bytes, where: str, error: type[KgateError], not_utf8: str) -> tuple[dict[str, Any], str]:
     """(the table, the text) of a TOML file kgate reads (the baseline, the capture file), or `error` naming the
     line: `not_utf8` says what to do about bytes that are not UTF-8."""
