@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 from collections import Counter
 from typing import Any
@@ -78,7 +79,8 @@ def rule_descriptor(rule: Rule) -> dict[str, Any]:
 def fingerprint(finding: Finding) -> str:
     """A stable hash of what the finding is about: rule, path, identity (never the line)."""
     subject = finding.identity or finding.message
-    return hashlib.sha256(f"{finding.code}\0{finding.path}\0{subject}".encode()).hexdigest()[:32]
+    identity = f"{finding.code}\0{finding.path}\0{subject}".encode("utf-8", "surrogateescape")  # a name's own bytes
+    return hashlib.sha256(identity).hexdigest()[:32]
 
 
 def subject(finding: Finding) -> str:
@@ -114,7 +116,7 @@ def sarif_result(finding: Finding, rule_index: int, occurrence: int) -> dict[str
         "message": {"text": finding.message + subject(finding)},
         "locations": [{
             "physicalLocation": {
-                "artifactLocation": {"uri": quote(finding.path, safe="/"), "uriBaseId": "%SRCROOT%"},
+                "artifactLocation": {"uri": quote(os.fsencode(finding.path), safe="/"), "uriBaseId": "%SRCROOT%"},
                 "region": region(finding),
             },
         }],
@@ -172,4 +174,10 @@ def to_dict(result: Result) -> dict[str, Any]:
 
 
 def render(result: Result, config: object = None) -> str:
-    return json.dumps(to_dict(result), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    text = json.dumps(to_dict(result), indent=2, sort_keys=True, ensure_ascii=False)
+    # A file name that is not UTF-8 reaches messages as lone surrogates, which cannot be written as UTF-8:
+    # they are written as JSON escapes (only strings can hold them), as --format json does.
+    return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text) + "\n"
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
