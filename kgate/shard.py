@@ -193,7 +193,7 @@ def load_timings(config: Config) -> dict[str, float]:
         data = json.loads(timings_path(config).read_bytes())
         seconds = data["seconds"]
         return {str(k): float(v) for k, v in seconds.items() if isinstance(v, (int, float)) and v >= 0}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):  # or nested too deeply
         return {}
 
 

@@ -95,3 +95,17 @@ def test_a_file_that_does_not_parse_still_has_a_key(tmp_path: Path, counting: li
     module.write_text("def (:\n")
     assert static_expansion(module, "kernel") is None
     assert kernel_source_key(module, "kernel", [tmp_path], tmp_path)
+
+
+def test_an_index_nested_too_deeply_to_read_is_an_empty_one(tmp_path: Path, counting: list[Path]) -> None:
+    module = tmp_path / "mod.py"
+    module.write_text(SOURCE)
+    pyindex.use_cache(tmp_path / "cache")
+    first = static_expansion(module, "kernel")
+    pyindex.save()
+    for index in (tmp_path / "cache").rglob("*.json"):
+        index.write_text("[" * 100_000)  # RecursionError in json.loads, not ValueError
+    pyindex._INDEX = pyindex._Index()  # a new process
+    pyindex.use_cache(tmp_path / "cache")
+    assert static_expansion(module, "kernel") == first
+    assert len(counting) == 2  # parsed again

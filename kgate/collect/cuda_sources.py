@@ -124,6 +124,8 @@ def _compile_commands(root: Path, entry: CudaEntry) -> dict[Path, tuple[Path, li
                           f"cmake -DCMAKE_EXPORT_COMPILE_COMMANDS=ON)") from None
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise ConfigError(f"{where}: cannot read {entry.compile_commands}: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"{where}: cannot read {entry.compile_commands}: JSON nested too deeply") from None
     if not isinstance(data, list):
         raise ConfigError(f"{where}: {entry.compile_commands} is not a JSON array of commands")
     out: dict[Path, tuple[Path, list[str]]] = {}

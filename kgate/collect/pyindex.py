@@ -76,7 +76,7 @@ class _Index:
             data = json.loads(self.file.read_bytes())
             if data.get("version") == INDEX_VERSION and isinstance(data.get("files"), dict):
                 self.entries = data["files"]
-        except (OSError, ValueError, AttributeError):
+        except (OSError, ValueError, AttributeError, RecursionError):  # RecursionError: JSON nested too deeply
             self.entries = {}
 
     def get(self, path: Path) -> ModuleInfo:

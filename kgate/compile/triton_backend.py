@@ -112,7 +112,7 @@ def _remembered_triton_key() -> None:
         stored = json.loads(record.read_text())
         if isinstance(stored, dict) and stored.get("identity") == identity and isinstance(stored.get("key"), str):
             key = stored["key"]
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # RecursionError: JSON nested too deeply to read
         pass
     if key is None:
         key = triton_cache.triton_key()

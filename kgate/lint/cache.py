@@ -91,7 +91,7 @@ class LintCache:
                 data = json.loads(handle.read())
             if isinstance(data, dict) and data.get("format") == FORMAT and isinstance(data.get("files"), dict):
                 self.entries = data["files"]
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):  # RecursionError: JSON nested too deeply to read
             self.entries = {}
 
     def lookup(self, rel: str, path: str) -> FileResult | None:
