@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from kgate import __version__
-from kgate.errors import KgateError
+from kgate.errors import KgateError, one_line
 
 FORMATS = ("terminal", "json", "sarif", "github", "junit")
 COMMANDS = {
@@ -182,7 +182,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         module = importlib.import_module(f"kgate.commands.{args.command}")
         return int(module.run(args))
     except KgateError as exc:
-        print(f"kgate: error: {exc}", file=sys.stderr)
+        print(f"kgate: error: {one_line(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("kgate: interrupted", file=sys.stderr)

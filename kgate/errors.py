@@ -7,6 +7,8 @@ a traceback is only ever shown for a bug in kgate itself.
 
 from __future__ import annotations
 
+import unicodedata
+
 
 class KgateError(Exception):
     """A user-facing error: printed as one line, exit code 2."""
@@ -53,3 +55,13 @@ def did_you_mean(name: str, choices: list[str] | set[str], cutoff: float = 0.6) 
 
     matches = difflib.get_close_matches(name, sorted(choices), n=1, cutoff=cutoff)
     return f" (did you mean {matches[0]!r}?)" if matches else ""
+
+
+def one_line(text: str) -> str:
+    """`text` safe to print as one line on a terminal or in a CI log: control characters (ESC, CR, LF, C1),
+    line separators and undecodable bytes of a file name are written as escapes, so a name cannot clear the
+    screen, forge a second `kgate: error:` line or a CI workflow command."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() or unicodedata.category(c) not in ("Cc", "Cs", "Zl", "Zp")
+                   else repr(c)[1:-1] for c in text)

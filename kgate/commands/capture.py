@@ -16,7 +16,7 @@ from kgate import tools
 from kgate.capture import session
 from kgate.commands.common import config_from
 from kgate.config import KNOWN_TARGETS
-from kgate.errors import CaptureError, ConfigError
+from kgate.errors import CaptureError, ConfigError, one_line
 
 
 def run(args: argparse.Namespace) -> int:
@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         total, new = session.fold(config, recorded, output=output, display=display, replace=args.replace)
     except CaptureError as exc:
-        print(f"kgate: error: {exc}", file=sys.stderr)
+        print(f"kgate: error: {one_line(str(exc))}", file=sys.stderr)
         return code if code != 0 else 2
     mode = "on the GPU" if gpu else f"offline for {target}"
     print(f"kgate capture: {seen} specialisation(s) of {kernels} kernel(s) launched {mode} by "

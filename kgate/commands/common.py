@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from kgate.config import Config, load_config
-from kgate.errors import ConfigError
+from kgate.errors import ConfigError, one_line
 from kgate.findings import Severity
 from kgate.report.result import Result
 from kgate.selection import Selection, build_selection
@@ -24,7 +24,7 @@ def config_from(args: argparse.Namespace) -> Config:
     path = getattr(args, "config", None)
     config = load_config(Path(path) if path else None)
     for notice in config.notices:  # configured paths that lead out of the project, said every time
-        print(f"kgate: note: {notice}", file=sys.stderr)
+        print(f"kgate: note: {one_line(notice)}", file=sys.stderr)
     return config
 
 
