@@ -20,8 +20,9 @@ from kgate.findings import Finding, sort_findings
 from kgate.report import differences
 from kgate.report.result import Result
 
-# Characters XML 1.0 cannot carry at all, even escaped.
-_NOT_XML = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+# Characters XML 1.0 cannot carry at all, even escaped (lone surrogates: the undecodable bytes of a file name
+# that is not UTF-8).
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
 
 def xml_text(text: str) -> str:
