@@ -78,12 +78,27 @@ def _too_large(size: int, limit: int) -> str:
     return f"larger than kgate reads ({size / MB:.1f} MB; the limit is {limit // MB} MB)"
 
 
-def atomic_write(path: Path, data: bytes) -> None:
+def atomic_write(path: Path, data: bytes, *, follow: bool = False) -> None:
     """Write bytes so that readers see the old file or the new one, never a part.
 
     The file gets the permissions a plain `open(path, "w")` would give it (an existing file keeps its
     own): mkstemp's private 0600 would make a report or a baseline unreadable to the rest of a team.
+
+    `follow`: a file the user named (a report's `-o`, the baseline, the capture file), written as `open()`
+    would write it: through a symlink to its target (the link stays), and as a stream where the path is not
+    a regular file (`-o /dev/stdout`, a named pipe, a terminal), which cannot be replaced. Cache records
+    never follow: a link planted in a cache must not send a write elsewhere.
     """
+    if follow:
+        try:
+            mode = os.stat(path).st_mode
+        except OSError:
+            mode = None
+        if mode is not None and not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+            with open(path, "wb") as stream:
+                stream.write(data)
+            return
+        path = Path(os.path.realpath(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:

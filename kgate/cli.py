@@ -56,6 +56,17 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(f"kgate: error: {message}")
 
 
+def _positive_int(text: str) -> int:
+    """`-j N`: a count of workers, as the configuration's `jobs` (0 or a negative number is a mistake)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, not {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, not {text!r}")
+    return value
+
+
 def _add_selection(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", metavar="FILE", help="pyproject.toml or kgate.toml (default: nearest)")
     p.add_argument("--select", metavar="CODES", help="comma-separated codes, prefixes or names (replaces config)")
@@ -91,7 +102,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         if name in ("check", "baseline", "audit"):
             p.add_argument("--target", action="append", metavar="SM", help="only this target (repeatable)")
             p.add_argument("--kernel", action="append", metavar="GLOB", help="only kernels matching (repeatable)")
-            p.add_argument("-j", "--jobs", type=int, metavar="N", help="compile workers (default: all cores)")
+            p.add_argument("-j", "--jobs", type=_positive_int, metavar="N", help="compile workers (default: all cores)")
             p.add_argument("--sass", action="store_true", help="disassemble every kernel (slower)")
             p.add_argument("-v", "--verbose", action="store_true", help="also show the toolchain found")
         if name in ("check", "baseline"):
@@ -145,7 +156,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             p.add_argument("--counts", action="store_true", help="also record launch counts (they change run to run)")
             p.add_argument("--verify", action="store_true",
                            help="on a GPU: compare kgate's compile of each specialisation with the loaded kernel")
-            p.add_argument("-j", "--jobs", type=int, metavar="N", help="compile workers for --verify")
+            p.add_argument("-j", "--jobs", type=_positive_int, metavar="N", help="compile workers for --verify")
             p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="the command to run")
     return parser
 
@@ -165,6 +176,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     args.argv = args_list  # the command line as given, for the run record of `kgate check`
+    if isinstance(getattr(args, "target", None), list):  # `--target X --target X` gates X once
+        args.target = list(dict.fromkeys(args.target))
     try:
         module = importlib.import_module(f"kgate.commands.{args.command}")
         return int(module.run(args))

@@ -211,13 +211,27 @@ def _read_toml(path: Path) -> dict[str, Any]:
     except ValueError as exc:  # TOMLDecodeError, or a number too long for int()
         message, where = toml_error(exc, text)
         raise ConfigError(f"invalid TOML: {message}", path=path.name, line=where) from None
+    except RecursionError:  # tomllib recurses once per nested array or inline table
+        raise ConfigError(f"invalid TOML: {TOO_DEEP}", path=path.name) from None
+
+
+TOO_DEEP = "arrays or inline tables nested too deeply to read"
+
+
+def toml_string(value: str) -> str:
+    """A TOML basic string. JSON's escaping covers the control characters below U+0020; TOML also forbids
+    DEL raw. A lone surrogate (a file name that is not UTF-8) has no TOML spelling: UnicodeEncodeError."""
+    import json
+
+    value.encode("utf-8")  # raises on a lone surrogate
+    return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
 
 
 def toml_document(raw: bytes, where: str, error: type[KgateError], not_utf8: str) -> tuple[dict[str, Any], str]:
     """(the table, the text) of a TOML file kgate reads (the baseline, the capture file), or `error` naming the
     line: `not_utf8` says what to do about bytes that are not UTF-8."""
     try:
-        text = raw.decode("utf-8")
+        text = raw.decode("utf-8-sig")  # an editor's byte order mark is accepted, as in the configuration
     except UnicodeDecodeError as exc:
         raise error(not_utf8, path=where, line=raw[: exc.start].count(b"\n") + 1) from None
     try:
@@ -225,6 +239,8 @@ def toml_document(raw: bytes, where: str, error: type[KgateError], not_utf8: str
     except ValueError as exc:  # TOMLDecodeError, or a number too long for int()
         message, line = toml_error(exc, text)
         raise error(f"invalid TOML: {message}", path=where, line=line) from None
+    except RecursionError:  # tomllib recurses once per nested array or inline table
+        raise error(f"invalid TOML: {TOO_DEEP}", path=where) from None
 
 
 def toml_error(exc: Exception, source: str = "") -> tuple[str, int | None]:
@@ -297,6 +313,9 @@ def parse_config(table: dict[str, Any], *, root: Path, source: Path | None, pref
         is_module = all(part.isidentifier() for part in module.split(".")) and (not function or function.isidentifier())
         if not setup.endswith(".py") and not is_module:
             raise ctx.error("setup", f"must be \"package.module:function\" or a Python file, not {setup!r}")
+        if setup.endswith(".py") and not (root / setup).is_file():
+            # Otherwise every compile worker fails on it, and each kernel becomes a compile error.
+            raise ctx.error("setup", f"{setup!r} is not a file (relative to the project folder)")
     if "ratchet" in table:
         kwargs["ratchet"] = ctx.choice(table["ratchet"], "ratchet", RATCHET_MODES)
     if "toolchain-change" in table:
@@ -316,11 +335,11 @@ def parse_config(table: dict[str, Any], *, root: Path, source: Path | None, pref
             raise ctx.error("timeout", f"must be a positive number of seconds, at most {MAX_TIMEOUT} (a day), "
                                        f"not {value!r}")
         kwargs["timeout"] = float(value)
-    kwargs["notices"] = outside_paths(kwargs, root, ctx)
+    kwargs["notices"] = outside_paths(kwargs, root, ctx, source)
     return Config(**kwargs)
 
 
-def outside_paths(kwargs: dict[str, Any], root: Path, ctx: _Ctx) -> tuple[str, ...]:
+def outside_paths(kwargs: dict[str, Any], root: Path, ctx: _Ctx, source: Path | None = None) -> tuple[str, ...]:
     """The policy for configured paths that lead out of the project folder (symlinks followed).
 
     What kgate writes in place of a file (the baseline) and what it gates (CUDA sources) must be in the
@@ -330,16 +349,22 @@ def outside_paths(kwargs: dict[str, Any], root: Path, ctx: _Ctx) -> tuple[str, .
     """
     project = root.resolve()
     notices = []
+    written: dict[Path, str] = {}
     for key, attr, writer in (("baseline", "baseline", "kgate baseline update"), ("capture", "capture", "kgate capture")):
-        if attr not in kwargs:
-            continue
-        name = kwargs[attr]
+        # The default names too: a kgate-baseline.toml that is a symlink is written through to its target.
+        name = kwargs.get(attr, getattr(Config, attr))
         where = (project / name).resolve()
         if not name.strip() or where == project:
             raise ctx.error(key, "must name a file in the project")
         if not where.is_relative_to(project):
             raise ctx.error(key, f"{name!r} is outside the project ({where}): `{writer}` rewrites it, so it must be "
                                  f"in the project")
+        if source is not None and where == source.resolve():
+            raise ctx.error(key, f"{name!r} is the configuration file: `{writer}` would rewrite it")
+        if where in written:
+            raise ctx.error(key, f"{name!r} is also the {written[where]} file: `{writer}` would rewrite the "
+                                 f"{written[where]}")
+        written[where] = key
     if "cache_dir" in kwargs:
         cache = kwargs["cache_dir"]
         where = (project / cache).resolve()

@@ -10,7 +10,14 @@ import sys
 
 
 def main() -> int:
-    argv = sys.argv[1:]
+    try:
+        return _run(sys.argv[1:])
+    except KeyboardInterrupt:  # Ctrl-C before the command's own handler is in place (replay, start-up, imports)
+        print("kgate: interrupted", file=sys.stderr)
+        return 130
+
+
+def _run(argv: list[str]) -> int:
     if argv[:1] in (["check"], ["lint"]):
         from kgate import fastpath
 

@@ -8,6 +8,7 @@ a traceback is only ever shown for a bug in kgate itself.
 from __future__ import annotations
 
 
+
 class KgateError(Exception):
     """A user-facing error: printed as one line, exit code 2."""
 
@@ -53,3 +54,4 @@ def did_you_mean(name: str, choices: list[str] | set[str], cutoff: float = 0.6) 
 
     matches = difflib.get_close_matches(name, sorted(choices), n=1, cutoff=cutoff)
     return f" (did you mean {matches[0]!r}?)" if matches else ""
+

@@ -74,7 +74,7 @@ def resolve_targets(config: Config, requested: tuple[str, ...]) -> tuple[str, ..
     for target in requested:
         if target not in KNOWN_TARGETS:
             raise ConfigError(f"--target {target}: unknown target (known: {', '.join(KNOWN_TARGETS)})")
-    return requested or config.targets
+    return tuple(dict.fromkeys(requested)) or config.targets  # a target named twice is gated once
 
 
 def selected(kernel: str, globs: tuple[str, ...]) -> bool:

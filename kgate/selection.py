@@ -78,6 +78,9 @@ def build_selection(config: Config, *, select: list[str] | None = None, extend_s
                     ignore: list[str] | None = None) -> Selection:
     """Resolve the configuration and command-line flags (flags win) into a Selection."""
     where = config.display()
+    if select is not None and not select:
+        # `--select "$CODES"` with the variable unset: a gate that runs no rule would pass anything.
+        raise ConfigError("--select: names no rule (give codes, prefixes, names or ALL)")
     _refuse_uncompiled(config.ignore, f"{where}: ignore")
     _refuse_uncompiled(ignore or [], "--ignore")
     _refuse_uncompiled([t for t, level in config.severity.items() if level != "error"], f"{where}: severity")

@@ -243,7 +243,7 @@ def load_timings(config: Config) -> dict[str, float]:
         data = jsondoc.loads(read_input(timings_path(config)))
         seconds = data["seconds"]
         return {str(k): float(v) for k, v in seconds.items() if valid_seconds(v)}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):  # NotJSON is a ValueError
         return {}
 
 

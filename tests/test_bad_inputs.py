@@ -54,6 +54,7 @@ def make_generated(project: Path, case: dict) -> None:
         head, line, tail = item.get("head", ""), item["line"], item.get("tail", "")
         count = max(0, -(-(item["size"] - len(head) - len(tail)) // len(line)))
         path = project / item["path"]
+        path.parent.mkdir(parents=True, exist_ok=True)  # a folder git does not keep empty (build/ is ignored)
         with open(path, "w", encoding="utf-8", newline="") as handle:
             handle.writelines([head, *(line * min(10_000, count - start) for start in range(0, count, 10_000)), tail])
     for link, target in case.get("symlinks", {}).items():

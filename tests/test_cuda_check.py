@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -175,3 +176,23 @@ def test_nvrtc_compiles_device_only_sources_and_refuses_host_code(tmp_path: Path
 def test_ptx_target_and_the_other_compiled_rules_are_planted_in_cuda_sources(project: Path) -> None:
     planted = {code for _path, _line, code, _target in expectations(project, SUFFIXES)}
     assert {"KG001", "KG101", "KG103", "KG106", "KG107"} <= planted
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+def test_a_cuda_file_whose_name_is_not_utf8_is_gated_in_every_format(tmp_path: Path) -> None:
+    import json
+    import xml.etree.ElementTree as ET
+
+    with open(bytes(tmp_path / "x") + b"\xff.cu", "w") as handle:  # os.fsdecode: "x\udcff.cu"
+        handle.write("__global__ void inc(float* x) { x[threadIdx.x] += 1.0f; }\n")
+    (tmp_path / "kgate.toml").write_text('[[cuda]]\nsources = ["*.cu"]\n')
+    runs = {fmt: kgate("check", "--format", fmt, cwd=tmp_path) for fmt in ("json", "sarif", "junit")}
+    for fmt, run in runs.items():
+        assert run.code == 0 and "Traceback" not in run.stderr, (fmt, run.stderr)
+    assert [k["kernel"] for k in runs["json"].json()["kernels"]] == ["inc"]
+    json.loads(runs["sarif"].stdout)
+    assert ET.fromstring(runs["junit"].stdout).get("tests") == "1"
+    # Bytes: the summary line shows the name as it is on a terminal.
+    audit = subprocess.run([sys.executable, "-m", "kgate", "audit"], cwd=tmp_path, capture_output=True, check=False)
+    assert audit.returncode == 0 and b"Traceback" not in audit.stderr, audit.stderr
+    assert "x\\udcff.cu" in (tmp_path / "kgate-audit" / "report.html").read_text()

@@ -98,6 +98,16 @@ def test_a_corrupt_cache_is_an_empty_one(tmp_path: Path) -> None:
     assert lint(root).cached == 3  # and it was written again
 
 
+def test_a_cache_nested_too_deeply_to_read_is_an_empty_one(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    age(root)
+    expected = verdict(lint(root))
+    for cache in (root / ".kgate-cache").rglob("*.json"):
+        cache.write_bytes(b"[" * 100_000)  # json.loads recurses once per level: RecursionError, not ValueError
+    run = lint(root)
+    assert run.cached == 0 and verdict(run) == expected
+
+
 def test_linting_some_files_keeps_the_others_entries(tmp_path: Path) -> None:
     root = project(tmp_path)
     age(root)

@@ -126,3 +126,17 @@ def test_only_a_provably_plain_jit_kernel_is_planned_from_source(
     module = tmp_path / "mod.py"
     module.write_text(PLAIN.format(imports=imports, decorators=decorators, after=after))
     assert (static_expansion(module, "kernel") is not None) is static
+
+
+def test_an_index_nested_too_deeply_to_read_is_an_empty_one(tmp_path: Path, counting: list[Path]) -> None:
+    module = tmp_path / "mod.py"
+    module.write_text(SOURCE)
+    pyindex.use_cache(tmp_path / "cache")
+    first = static_expansion(module, "kernel")
+    pyindex.save()
+    for index in (tmp_path / "cache").rglob("*.json"):
+        index.write_text("[" * 100_000)  # RecursionError in json.loads, not ValueError
+    pyindex._INDEX = pyindex._Index()  # a new process
+    pyindex.use_cache(tmp_path / "cache")
+    assert static_expansion(module, "kernel") == first
+    assert len(counting) == 2  # parsed again

@@ -75,6 +75,18 @@ def test_sarif_levels_regions_and_uris() -> None:
     assert odd["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == "src/odd%2Cdir%3Ax/100%25.py"
 
 
+def test_sarif_of_a_file_name_that_is_not_utf8() -> None:
+    # os.fsdecode(b"x\xff.cu"): the name's undecodable byte is a lone surrogate in the path and the message.
+    path = "src/x\udcff.cu"
+    text = sarif_report.render(result_of([finding("KG104", path=path, message=f"in {path}", line=3)]))
+    text.encode("utf-8")  # writable
+    doc = json.loads(text)
+    validate_sarif(doc)
+    result = doc["runs"][0]["results"][0]
+    assert result["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == "src/x%FF.cu"  # the real byte
+    assert result["message"]["text"].startswith("in src/x\udcff.cu")
+
+
 def test_sarif_fingerprint_ignores_the_line_and_numbers_duplicates() -> None:
     base = finding(line=10)
     moved = replace(base, line=250)

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from kgate.collect.registry import triton_entries
 from kgate.config import load_config
 from kgate.errors import ConfigError
-from kgate.shard import MAX_SHARDS, ShardSpec, Unit, assign, parse_shard, plan, record_timings, units, weights
+from kgate.shard import (MAX_SHARDS, ShardSpec, Unit, assign, load_timings, parse_shard, plan, record_timings, units,
+                         weights)
 
 
 def triton(name: str) -> Unit:
@@ -148,3 +149,11 @@ def test_timings_file_forgets_kernels_and_files_that_are_gone(project: Path) -> 
     path.write_text("not json")  # unreadable: planned as if nothing were known, then rewritten
     record_timings(config, {"triton:pdl:wait_first": 0.7}, registered)
     assert json.loads(path.read_text())["seconds"] == {"triton:pdl:wait_first": 0.7}
+
+
+def test_a_timings_file_nested_too_deeply_to_read_is_ignored(project: Path) -> None:
+    config = load_config(project / "kgate.toml")
+    path = project / ".kgate-cache" / "shard-timings.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("[" * 100_000)  # RecursionError in json.loads, not ValueError
+    assert load_timings(config) == {}

@@ -35,7 +35,7 @@ from typing import Any
 
 from kgate.atomicio import atomic_write, read_input
 from kgate.collect.specialization import Specialization
-from kgate.config import toml_document
+from kgate.config import toml_document, toml_string
 from kgate.errors import CaptureError
 
 FORMAT_VERSION = 1
@@ -194,7 +194,7 @@ def toml_value(value: Any) -> str:
             return "inf" if value > 0 else "-inf"
         return repr(value)
     if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
+        return toml_string(value)
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(toml_value(v) for v in value) + "]"
     if isinstance(value, dict):
@@ -206,7 +206,7 @@ def toml_value(value: Any) -> str:
 
 def _key(name: str) -> str:
     bare = name and all(c.isalnum() and c.isascii() or c in "_-" for c in name)
-    return name if bare else json.dumps(name, ensure_ascii=False)
+    return name if bare else toml_string(name)
 
 
 def render(capture: CaptureFile) -> str:
@@ -238,6 +238,6 @@ def render(capture: CaptureFile) -> str:
 
 def save(capture: CaptureFile, path: Path, display: str) -> None:
     try:
-        atomic_write(path, render(capture).encode())
+        atomic_write(path, render(capture).encode(), follow=True)
     except OSError as exc:
         raise CaptureError(f"cannot write it: {exc.strerror}", path=display) from None

@@ -210,7 +210,7 @@ def content_key(root: Path, paths: tuple[Path, ...]) -> str:
     """A hash of the files' relative paths and contents."""
     h = hashlib.sha256()
     for path in paths:
-        h.update(relpath(path, root).encode() + b"\0")
+        h.update(relpath(path, root).encode("utf-8", "surrogateescape") + b"\0")  # the name's own bytes
         try:
             h.update(hashlib.sha256(path.read_bytes()).digest())
         except OSError:

@@ -83,7 +83,7 @@ class _Index:
             data = jsondoc.loads(self.file.read_bytes())
             if data.get("version") == INDEX_VERSION and isinstance(data.get("files"), dict):
                 self.entries = data["files"]
-        except (OSError, ValueError, AttributeError):
+        except (OSError, ValueError, AttributeError):  # jsondoc.NotJSON is a ValueError
             self.entries = {}
 
     def get(self, path: Path) -> ModuleInfo:

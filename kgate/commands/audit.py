@@ -121,7 +121,8 @@ def write(model: audit_model.AuditModel, out: Path) -> int:
     _check_folder(out)
     for name, text in (("report.html", audit_html.render(model)), ("report.md", audit_md.render(model))):
         try:
-            atomic_write(out / name, text.encode())
+            # A file name that is not UTF-8 reaches the text as lone surrogates: shown as their escapes.
+            atomic_write(out / name, text.encode("utf-8", "backslashreplace"), follow=True)
         except OSError as exc:
             raise ConfigError(f"cannot write {out / name}: {exc.strerror}") from None
         written.append(str(out / name))

@@ -58,7 +58,7 @@ def emit(result: Result, args: argparse.Namespace, config: Config) -> int:
         from kgate.atomicio import atomic_write
 
         try:
-            atomic_write(Path(output), text.encode())
+            atomic_write(Path(output), text.encode(), follow=True)
         except OSError as exc:
             raise ConfigError(f"cannot write {output}: {exc.strerror}") from None
         # The report went to the file, in every format: the verdict still reaches the person or the log.

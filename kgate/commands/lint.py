@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import stat
 from dataclasses import replace
 
 from kgate.commands import recording
 from kgate.commands.common import config_from, emit, fail_on, selection_from
 from kgate.config import Config
+from kgate.errors import BaselineError
 from kgate.lint.pipeline import LintRun, run_lint
 from kgate.report.result import Result
 from kgate.selection import Selection
@@ -44,10 +46,17 @@ def _lint(args: argparse.Namespace, config: Config, selection: Selection) -> int
 
 
 def _has_baseline(config: Config) -> bool:
+    """Whether there is a baseline to judge against: a folder or a pipe in its place is an error, as for
+    `kgate check`, not "no baseline"."""
     try:
-        return (config.root / config.baseline).is_file()
+        mode = (config.root / config.baseline).stat().st_mode
+    except FileNotFoundError:
+        return False
     except OSError:  # cannot even look (a folder without permission): loading it says why
         return True
+    if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):  # never opened: a named pipe would block the hook
+        raise BaselineError("cannot read the baseline: not a regular file", path=config.baseline)
+    return True
 
 
 def _ratchet(result: Result, lint: LintRun, config: Config) -> None:

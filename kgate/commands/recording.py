@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import stat
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -57,6 +58,10 @@ def finish(args: argparse.Namespace, taken: fastpath.Snapshot | None, out: Strin
     outputs = {}
     if getattr(args, "output", None):
         try:
+            if not stat.S_ISREG(os.lstat(args.output).st_mode):
+                # `-o /dev/stdout`, a named pipe, a symlink: reading it back would block or read something else,
+                # and a replay replaces the file it writes. Such a run is not recorded.
+                return
             outputs[os.path.abspath(args.output)] = Path(args.output).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError):
             return

@@ -114,7 +114,7 @@ def _remembered_triton_key() -> None:
         stored = jsondoc.loads(record.read_bytes())
         if isinstance(stored, dict) and stored.get("identity") == identity and isinstance(stored.get("key"), str):
             key = stored["key"]
-    except (OSError, ValueError):
+    except (OSError, ValueError):  # jsondoc.NotJSON is a ValueError
         pass
     if key is None:
         key = triton_cache.triton_key()

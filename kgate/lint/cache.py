@@ -96,7 +96,7 @@ class LintCache:
             if (isinstance(data, dict) and data.get("format") == FORMAT and data.get("key") == self.key
                     and isinstance(data.get("files"), dict) and data.get("sha256") == jsondoc.content_hash(data["files"])):
                 self.entries = data["files"]
-        except (OSError, ValueError):
+        except (OSError, ValueError):  # jsondoc.NotJSON is a ValueError
             self.entries = {}
 
     def lookup(self, rel: str, path: str) -> FileResult | None:

@@ -44,7 +44,7 @@ from typing import Any
 
 from kgate import rules as registry  # type: ignore[attr-defined]
 from kgate.atomicio import atomic_write, read_input
-from kgate.config import toml_document
+from kgate.config import toml_document, toml_string
 from kgate.errors import BaselineError
 
 FORMAT_VERSION = 2
@@ -195,7 +195,7 @@ def _from_data(data: dict[str, Any], text: str, where: str) -> Baseline:
         return BaselineError(message, path=where, line=_line_of(text, needle))
 
     version = data.get("version")
-    if version not in (1, FORMAT_VERSION):
+    if isinstance(version, bool) or not isinstance(version, int) or version not in (1, FORMAT_VERSION):
         raise fail(f"unsupported baseline version {version!r} (this kgate writes {FORMAT_VERSION})", "version")
     if version == 1:
         unknown = sorted(set(data) - {"version", "toolchain", "kernels", "findings"})
@@ -282,8 +282,8 @@ def _describe(versions: dict[str, str]) -> str:
 
 
 def _string(value: str) -> str:
-    """A TOML basic string (JSON's escaping is valid TOML for these characters)."""
-    return json.dumps(value, ensure_ascii=False)
+    """A TOML basic string."""
+    return toml_string(value)
 
 
 def render(baseline: Baseline) -> str:
@@ -343,9 +343,24 @@ def locked(path: Path) -> Iterator[None]:
         os.close(fd)  # closing the descriptor releases the lock
 
 
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def save(baseline: Baseline, path: Path, display: str | None = None) -> None:
     """Write atomically: an interrupted write leaves the old file whole."""
     try:
-        atomic_write(path, render(baseline).encode())
+        text = render(baseline)
+    except UnicodeEncodeError:
+        key = next(k for k in [*baseline.findings, *(k for s in baseline.sections() for k in (*s.kernels, *s.findings))]
+                   if not _encodable(k))
+        raise BaselineError(f"cannot pin {key.encode('utf-8', 'backslashreplace').decode()!r}: a name in it is not "
+                            f"valid UTF-8 (rename the file)", path=display or str(path)) from None
+    try:
+        atomic_write(path, text.encode(), follow=True)
     except OSError as exc:
         raise BaselineError(f"cannot write the baseline: {exc.strerror}", path=display or str(path)) from None

@@ -175,7 +175,7 @@ class AuditModel:
 def anchor(*parts: str) -> str:
     text = "-".join(parts)
     slug = re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()[:60]
-    return f"{slug}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
+    return f"{slug}-{hashlib.sha256(text.encode('utf-8', 'surrogateescape')).hexdigest()[:8]}"
 
 
 _SHAPE_ORDER = ("M", "N", "K", "ctas", "flops", "bytes")

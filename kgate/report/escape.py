@@ -27,12 +27,16 @@ from typing import Any
 
 # Characters that act on a terminal or reorder text instead of showing: C0 and C1 controls, DEL, and
 # Unicode's bidirectional controls and line separators (the characters of "Trojan Source").
-_INVISIBLE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+# Lone surrogates are the undecodable bytes of a file name that is not UTF-8 (Python's surrogateescape): they
+# cannot be written as UTF-8 at all, and are shown as the byte they stand for.
+_INVISIBLE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 _NAMED = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
 
 
 def _escape_sequence(char: str) -> str:
     code = ord(char)
+    if 0xDC80 <= code <= 0xDCFF:
+        code -= 0xDC00  # the byte surrogateescape decoded it from
     return _NAMED.get(char) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
 
 
@@ -111,14 +115,14 @@ def html(text: object) -> str:
 
 
 # Characters XML 1.0 cannot carry at all, even escaped (ElementTree escapes the rest).
-_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
 
 def xml(text: str) -> str:
     return _NOT_XML.sub("\ufffd", text)
 
 
-_JSON_UNESCAPED = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_JSON_UNESCAPED = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
 
 def finite(value: Any) -> Any:

@@ -17,6 +17,7 @@ identity are numbered (`hash:1`, `hash:2`), as GitHub's own fingerprints are.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from collections import Counter
 from typing import Any
@@ -78,7 +79,8 @@ def rule_descriptor(rule: Rule) -> dict[str, Any]:
 def fingerprint(finding: Finding) -> str:
     """A stable hash of what the finding is about: rule, path, identity (never the line)."""
     subject = finding.identity or finding.message
-    return hashlib.sha256(f"{finding.code}\0{finding.path}\0{subject}".encode()).hexdigest()[:32]
+    identity = f"{finding.code}\0{finding.path}\0{subject}".encode("utf-8", "surrogateescape")  # a name's own bytes
+    return hashlib.sha256(identity).hexdigest()[:32]
 
 
 def subject(finding: Finding) -> str:
@@ -114,7 +116,7 @@ def sarif_result(finding: Finding, rule_index: int, occurrence: int) -> dict[str
         "message": {"text": finding.message + subject(finding)},
         "locations": [{
             "physicalLocation": {
-                "artifactLocation": {"uri": quote(finding.path, safe="/"), "uriBaseId": "%SRCROOT%"},
+                "artifactLocation": {"uri": quote(os.fsencode(finding.path), safe="/"), "uriBaseId": "%SRCROOT%"},
                 "region": region(finding),
             },
         }],

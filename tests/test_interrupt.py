@@ -1,0 +1,27 @@
+"""Ctrl-C at any point of a run is one line and exit 130, never a traceback."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from kgate import entry
+
+
+def _interrupt(*_args: object, **_kwargs: object) -> None:
+    raise KeyboardInterrupt
+
+
+@pytest.mark.parametrize(("where", "argv"), [
+    ("kgate.fastpath.replay", ["check"]),  # while an unchanged run is replayed
+    ("kgate.compile.pool.start_server", ["check"]),  # while the workers' fork server starts
+    ("kgate.cli.build_parser", ["lint"]),  # while the command line is parsed
+])
+def test_an_interrupt_during_start_up_is_one_line(where: str, argv: list[str], monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    module, _, name = where.rpartition(".")
+    monkeypatch.setattr(sys.modules.get(module) or __import__(module, fromlist=[name]), name, _interrupt)
+    monkeypatch.setattr(sys, "argv", ["kgate", *argv])
+    assert entry.main() == 130
+    assert capsys.readouterr().err == "kgate: interrupted\n"
