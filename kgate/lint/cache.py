@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from kgate import __version__
+from kgate.atomicio import read_cached_stat
 from kgate.lint.engine import FileResult, SourceRule, content_digest, from_json, stat_key, to_json
 
 FORMAT = 1
@@ -85,13 +86,15 @@ class LintCache:
         self._load()
 
     def _load(self) -> None:
+        found = read_cached_stat(self.path)  # never a named pipe, a device, a link or an endless file
         try:
-            with open(self.path, "rb") as handle:
-                self._loaded_mtime = os.fstat(handle.fileno()).st_mtime_ns
-                data = json.loads(handle.read())
+            if found is None:
+                raise ValueError("no lint record")
+            self._loaded_mtime = found[1].st_mtime_ns
+            data = json.loads(found[0])
             if isinstance(data, dict) and data.get("format") == FORMAT and isinstance(data.get("files"), dict):
                 self.entries = data["files"]
-        except (OSError, ValueError):
+        except ValueError:
             self.entries = {}
 
     def lookup(self, rel: str, path: str) -> FileResult | None:
@@ -180,6 +183,6 @@ class LintCache:
 
 def _replace(path: Path, data: bytes) -> None:
     """Write a whole file or none."""
-    from kgate.atomicio import atomic_write
+    from kgate.atomicio import write_cached
 
-    atomic_write(path, data)
+    write_cached(path, data)
