@@ -1,13 +1,18 @@
 """Whole-file writes and reads: readers see the old file or the new one, never a part; a read never blocks.
 
 Every file kgate writes (the baseline, reports written with -o, cache records,
-run records) goes through `atomic_write`. Every file kgate reads whole because a
+run records) goes through `atomic_write` (files of the cache through
+`write_cached`, which also replaces a folder standing at the name). Every file kgate reads whole because a
 user named or configured it (the configuration, the baseline, the capture file,
 compile_commands.json and the options files it names, shard results, the
 timings file) goes through `read_input`, which refuses what is not a regular
 file (a named pipe would block for ever, /dev/zero never ends) and bounds the
-size. Kept apart from the compile side so that the commit hook's lint path and
-the replay of an unchanged run can use it without loading that.
+size. Every file kgate reads back from its own cache (records of every kind,
+compile artifacts, the parse index, run records) goes through `read_cached`:
+the same reader, which also refuses a symbolic link (kgate never writes one
+there, so one is a planted or damaged record). Kept apart from the compile
+side so that the commit hook's lint path and the replay of an unchanged run
+can use it without loading that.
 """
 
 from __future__ import annotations
@@ -23,6 +28,9 @@ MB = 1 << 20
 # The most kgate reads of one input file: far above any real configuration, baseline or shard result, far below
 # what would exhaust a CI runner's memory.
 INPUT_LIMIT = 256 * MB
+# The most kgate reads of one file of its own cache. Records are kilobytes; the largest (a lint record of a
+# large repository, a run record holding a long report, a cubin) stay far below this.
+CACHE_LIMIT = 256 * MB
 
 _KINDS = ((stat.S_ISFIFO, "a named pipe"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
           (stat.S_ISSOCK, "a socket"))
@@ -36,15 +44,29 @@ class InputTooLarge(OSError):
     """An input larger than kgate reads."""
 
 
-def read_input(path: Path | str, limit: int = INPUT_LIMIT) -> bytes:
+def read_input(path: Path | str, limit: int = INPUT_LIMIT, *, follow_symlinks: bool = True) -> bytes:
     """The bytes of a regular file of at most `limit` bytes, else an OSError whose `strerror` says why.
 
     The file is opened without blocking and checked on the opened descriptor (no window between a check and the
     read): a named pipe, a device or a socket raises `NotRegularFile`, a folder `IsADirectoryError`, a file over
-    the limit `InputTooLarge`. Callers keep handling OSError as they did: the reason reads as one line.
+    the limit `InputTooLarge`; without `follow_symlinks`, a symbolic link (the last part of the path) raises
+    `NotRegularFile` too, unopened. Callers keep handling OSError as they did: the reason reads as one line.
     """
+    return read_input_stat(path, limit, follow_symlinks=follow_symlinks)[0]
+
+
+def read_input_stat(path: Path | str, limit: int = INPUT_LIMIT, *,
+                    follow_symlinks: bool = True) -> tuple[bytes, os.stat_result]:
+    """`read_input`, with the status of the file that was read (taken on the descriptor it was read from)."""
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
-    fd = os.open(path, flags)
+    if not follow_symlinks:
+        flags |= getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if not follow_symlinks and exc.errno in (errno.ELOOP, errno.EMLINK) and os.path.islink(path):
+            raise NotRegularFile(errno.ELOOP, "not a regular file (a symbolic link)", str(path)) from None
+        raise
     try:
         st = os.fstat(fd)
         if stat.S_ISDIR(st.st_mode):
@@ -64,9 +86,25 @@ def read_input(path: Path | str, limit: int = INPUT_LIMIT) -> bytes:
             size += len(chunk)
             if size > limit:  # it grew while being read
                 raise InputTooLarge(errno.EFBIG, _too_large(size, limit), str(path))
-        return b"".join(chunks)
+        return b"".join(chunks), st
     finally:
         os.close(fd)
+
+
+def read_cached(path: Path | str, limit: int = CACHE_LIMIT) -> bytes | None:
+    """The bytes of a file of kgate's cache, or None where there is no whole regular file of at most `limit`
+    bytes at that name (missing, unreadable, a folder, a named pipe, a device, a symbolic link, too large):
+    what the caller then treats as a missing record, and rebuilds."""
+    found = read_cached_stat(path, limit)
+    return None if found is None else found[0]
+
+
+def read_cached_stat(path: Path | str, limit: int = CACHE_LIMIT) -> tuple[bytes, os.stat_result] | None:
+    """`read_cached`, with the status of the file that was read."""
+    try:
+        return read_input_stat(path, limit, follow_symlinks=False)
+    except OSError:
+        return None
 
 
 def read_input_text(path: Path | str, limit: int = INPUT_LIMIT) -> str:
@@ -116,11 +154,35 @@ def atomic_write(path: Path, data: bytes, *, follow: bool = False) -> None:
         raise
 
 
-def _mode_for(path: Path) -> int:
+def write_cached(path: Path, data: bytes) -> None:
+    """`atomic_write` for a file of kgate's cache, which replaces whatever stands at its name: a link or a pipe
+    is replaced as a file is, and a folder (kgate makes none where it keeps a file) is removed first."""
+    clear_folder(path)
+    atomic_write(path, data)
+
+
+def clear_folder(path: Path | str) -> None:
+    """Remove a folder (not a link to one) that stands where kgate's cache keeps a file."""
     try:
-        return stat.S_IMODE(os.stat(path).st_mode)
+        if not stat.S_ISDIR(os.lstat(path).st_mode):
+            return
     except OSError:
-        return 0o666 & ~_umask()
+        return
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _mode_for(path: Path) -> int:
+    """An existing regular file's permissions; an ordinary new file's where there is none (or where a link, a
+    device or a pipe stands in its place: /dev/zero's 0666 is no file's mode)."""
+    try:
+        st = os.lstat(path)
+        if stat.S_ISREG(st.st_mode):
+            return stat.S_IMODE(st.st_mode)
+    except OSError:
+        pass
+    return 0o666 & ~_umask()
 
 
 @functools.cache

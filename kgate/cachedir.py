@@ -50,8 +50,7 @@ def claim(directory: Path, configured: str, where: str | None) -> None:
 
 def _tagged(directory: Path) -> bool:
     """Whether kgate tagged this folder as its cache (then what is in it is kgate's to manage)."""
-    try:
-        with open(directory / TAG, "rb") as handle:
-            return handle.read(len(_TAG_TEXT)) == _TAG_TEXT
-    except OSError:
-        return False
+    from kgate.atomicio import read_cached
+
+    data = read_cached(directory / TAG, 1 << 16)
+    return data is not None and data.startswith(_TAG_TEXT)

@@ -171,9 +171,13 @@ def replay(argv: list[str]) -> int | None:
     where = _record_path(argv)
     if where is None:
         return None
+    from kgate.atomicio import read_cached
+
+    data = read_cached(where.path)  # never a named pipe, a device, a link or an endless file
+    if data is None:
+        return None
     try:
-        with open(where.path, "rb") as handle:
-            record = jsondoc.loads(handle.read())
+        record = jsondoc.loads(data)
         if not _describes(record, argv, where):
             return None  # another key's record, another project's, damaged or made by hand: the full run
         for name, stat in record["files"].items():
@@ -358,10 +362,10 @@ def record(argv: list[str], snapshot: Snapshot, stdout: str, stderr: str, code: 
             "files": snapshot.files, "dirs": snapshot.dirs, "stdout": stdout, "stderr": stderr, "exit": code,
             "outputs": outputs}
     data["sha256"] = jsondoc.content_hash(data)
-    from kgate.atomicio import atomic_write
+    from kgate.atomicio import write_cached
 
     try:
-        atomic_write(_path(where.path), json.dumps(data, separators=(",", ":")).encode())
+        write_cached(_path(where.path), json.dumps(data, separators=(",", ":")).encode())
     except OSError:
         return  # no record: the next run is a full one, nothing else is lost
     _prune(os.path.dirname(where.path))

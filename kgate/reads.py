@@ -13,8 +13,11 @@ later is imported instead), and the modules compile workers import (each
 sends the files of the modules it imported back with its result).
 
 Not recorded: kgate's own cache (it is build output, checked record by
-record), the Python installation (installed packages; Triton is watched
-through its own files), kgate's package, and the system's pseudo-files.
+record), Python's standard library (the replay's key holds Python's
+version), kgate's package, and the system's pseudo-files. Installed
+packages are recorded as any file is: a module of one that a kernel module
+imports (in a compile worker, or opened here) is an input of the run, with
+its size, times and inode; Triton is also watched through its own files.
 """
 
 from __future__ import annotations
@@ -48,11 +51,12 @@ class Log:
     def __init__(self, skip: list[str]) -> None:
         self.files: dict[str, list[int] | None] = {}
         self.dirs: dict[str, list[list[str]]] = {}
-        # Outputs and caches of the run: never inputs. Python's installation and kgate's own package are
-        # watched otherwise (the replay's key, kgate's files).
+        # Outputs and caches of the run: never inputs. Python's standard library and kgate's own package are
+        # watched otherwise (the replay's key holds Python's version; kgate's files); installed packages are not:
+        # a module of one that a kernel module imports is an input like any other.
         self.skip = {os.path.abspath(p) for p in skip}
         prefixes = {os.path.abspath(p) for p in skip}
-        prefixes |= {os.path.abspath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+        prefixes |= {os.path.dirname(os.path.abspath(os.__file__))}  # the standard library, lib-dynload in it
         prefixes |= {os.path.dirname(os.path.abspath(__file__)), "/proc", "/dev", "/sys"}
         self.prefixes = tuple(sorted(p.rstrip(os.sep) + os.sep for p in prefixes))
         import tempfile

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kgate import jsondoc
-from kgate.atomicio import atomic_write, read_input
+from kgate.atomicio import read_cached, read_input, write_cached
 from kgate.collect.files import relpath, walk
 from kgate.compile.cache import digest
 from kgate.config import Config
@@ -240,7 +240,7 @@ def timings_path(config: Config) -> Path:
 def load_timings(config: Config) -> dict[str, float]:
     """Recorded compile seconds per Triton kernel and CUDA file; {} when missing or unreadable."""
     try:
-        data = jsondoc.loads(read_input(timings_path(config)))
+        data = jsondoc.loads(read_cached(timings_path(config)) or b"null")  # in the cache: kgate's own file
         seconds = data["seconds"]
         return {str(k): float(v) for k, v in seconds.items() if valid_seconds(v)}
     except (OSError, ValueError, KeyError, TypeError, AttributeError):  # NotJSON is a ValueError
@@ -281,7 +281,7 @@ def record_timings(config: Config, seconds: dict[str, float], registered: set[st
         return  # a warm run: nothing new to say, nothing to write
     data = json.dumps({"version": 1, "seconds": dict(sorted(kept.items()))}, indent=1, sort_keys=True) + "\n"
     try:
-        atomic_write(timings_path(config), data.encode())
+        write_cached(timings_path(config), data.encode())
     except OSError:
         pass  # like the cache: an unwritable timings file costs balance, not correctness
 

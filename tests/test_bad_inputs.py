@@ -40,12 +40,22 @@ def load_case(name: str) -> dict:
 
 def test_the_corpus_is_large_and_every_case_is_well_formed() -> None:
     assert len(CASES) >= 50
+    # The README says every folder there is a case that runs: a folder without its case.toml would be skipped.
+    assert [p.name for p in CORPUS.iterdir() if p.is_dir() and p.name not in CASES] == []
     for name in CASES:
         case = load_case(name)
         assert set(case) <= KEYS, (name, set(case) - KEYS)
         assert {"description", "command", "exit"} <= set(case), name
         assert ("diagnostic" in case) != ("diagnostic_match" in case), name
         assert case["exit"] in (0, 1, 2), name
+
+
+def test_the_docs_never_state_a_size_of_the_corpus_that_is_not_its_size() -> None:
+    """A count of the cases written in prose goes stale with the next case; any that is written must be right."""
+    for doc in (FIXTURES.parent / "README.md", CORPUS / "README.md"):
+        text = " ".join(doc.read_text().split())
+        for number in re.findall(r"\b(\d+) (?:bad inputs|bad-input cases)\b", text):
+            assert int(number) == len(CASES), f"{doc.name} says {number} bad inputs; fixtures/bad has {len(CASES)}"
 
 
 def make_generated(project: Path, case: dict) -> None:

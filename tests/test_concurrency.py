@@ -164,6 +164,69 @@ def test_a_cache_record_is_trusted_only_for_the_key_and_content_it_was_written_w
     assert kgate(*CHECK, cwd=project).stdout == reference[1].stdout
 
 
+def _not_regular(path: Path) -> bool:
+    return path.is_symlink() or not stat.S_ISREG(path.lstat().st_mode)
+
+
+def test_what_stands_where_a_cache_record_should_be_is_never_followed_or_waited_on(
+        tmp_path: Path, reference: tuple[Path, Run]) -> None:
+    """A link to /dev/zero (endless), a named pipe (an open that never returns), a folder, a file past the size
+    bound, or a link to another project's record (whole, of the same key, but not this cache's file) in place of
+    a record of any kind, a compile artifact, the parse index, the run record or Triton's own cache files: each
+    is a missing record, rebuilt within seconds; the file a link points to is neither read nor written."""
+    from kgate.atomicio import CACHE_LIMIT
+
+    project = tmp_path / "warm"
+    shutil.copytree(reference[0], project)
+    other = reference[0] / ".kgate-cache" / "v1"
+    before = {p: p.read_bytes() for p in other.rglob("*.json")}
+    shutil.rmtree(project / ".kgate-cache" / "v1" / "runs")  # the reference folder's (run records name their folder)
+    assert kgate(*CHECK, cwd=project).stdout == reference[1].stdout  # this folder's
+    cache = project / ".kgate-cache" / "v1"
+    facts = sorted((cache / "facts").glob("*.json"))
+    cuda = sorted((cache / "cuda").glob("*.json"))
+    (lint,) = sorted((cache / "lint").glob("*.json"))
+    (run_record,) = sorted((cache / "runs").glob("*.json"))
+    groups = sorted((project / ".kgate-cache" / "triton").glob("*/__grp__*.json"))
+    assert len(facts) == 2 and len(cuda) == 2 and groups
+
+    def replace(path: Path, how: str) -> None:
+        path.unlink()
+        if how == "dev-zero":
+            path.symlink_to("/dev/zero")
+        elif how == "fifo":
+            os.mkfifo(path)
+        elif how == "folder":
+            path.mkdir()
+        elif how == "huge":
+            with open(path, "wb") as handle:
+                handle.truncate(CACHE_LIMIT + 1)  # sparse: no disk used
+        else:
+            path.symlink_to(other / path.relative_to(cache))
+
+    planted = {facts[0]: "dev-zero", facts[1]: "other-project", cuda[0]: "fifo", cuda[1]: "folder",
+               lint: "huge", cache / "pyindex.json": "dev-zero", run_record: "fifo",
+               **{path: "fifo" for path in groups}, **{path: "fifo" for path in (cache / "spans").glob("*.json")}}
+    for path, how in planted.items():
+        replace(path, how)
+    run = kgate("check", "-v", cwd=project, timeout=300)
+    assert run.code == 1 and "4 compiled, 0 from cache" in run.stdout, run.stdout + run.stderr
+    assert kgate(*CHECK, cwd=project, timeout=300).stdout == reference[1].stdout  # its run record replaced too
+    assert not [p for p in planted if _not_regular(p)]  # each rebuilt, a regular file of this cache
+    # ...with an ordinary file's permissions, not those of what stood there (/dev/zero is writable by all).
+    assert {stat.S_IMODE(p.stat().st_mode) for p in planted} == {stat.S_IMODE(facts[0].parent.stat().st_mode) & 0o666}
+    # The cubins the check kept but did not disassemble, replaced by pipes: `--sass` compiles those again.
+    cubins = [folder / "kernel.cubin" for folder in (cache / "artifacts").iterdir()
+              if not (folder / "kernel.sass").exists()]
+    assert cubins
+    for path in cubins:
+        replace(path, "fifo")
+    run = kgate("check", "--sass", "-v", cwd=project, timeout=300)
+    assert run.code == 1 and f"{len(cubins)} compiled" in run.stdout, run.stdout + run.stderr
+    assert not [p for p in cubins if _not_regular(p)]
+    assert {p: p.read_bytes() for p in other.rglob("*.json")} == before
+
+
 def test_a_damaged_run_record_or_python_index_means_a_full_run(tmp_path: Path, reference: tuple[Path, Run]) -> None:
     """The records that let an unchanged check skip work (kgate.fastpath's run record, the parse index) are
     caches too: damaged, they are ignored, not trusted and not crashed on."""

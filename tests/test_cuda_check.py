@@ -136,6 +136,55 @@ def test_editing_a_header_recompiles_only_the_files_that_include_it(project: Pat
         header.write_text(original)
 
 
+OUTSIDE_KERNEL = """\
+#include "ext/work.cuh"
+#include <scale.cuh>
+__global__ void accumulate(float* x, int n) {
+  int i = threadIdx.x;
+  float acc = 0;
+#pragma unroll
+  for (int k = 0; k < WORK * SCALE; ++k) acc += x[i + k * n] * x[i + 2 * k * n];
+  x[i] = acc;
+}
+"""
+
+
+def test_a_header_outside_the_project_is_in_the_key_of_the_files_that_read_it(tmp_path: Path) -> None:
+    """Headers reached through a symlinked folder that leads out of the project, or under an include folder the
+    flags name outside it: the compiler's own list of what it read is kept beside the record, so editing one
+    compiles again and the figures follow the header (as a run without a cache gives them)."""
+    outside, project = tmp_path / "shared", tmp_path / "project"
+    (outside / "inc").mkdir(parents=True)
+    (outside / "sys").mkdir()
+    project.mkdir()
+    (outside / "inc" / "work.cuh").write_text("#define WORK 1\n")
+    (outside / "sys" / "scale.cuh").write_text("#define SCALE 1\n")
+    (project / "ext").symlink_to(outside / "inc")
+    (project / "acc.cu").write_text(OUTSIDE_KERNEL)
+    include = outside / "sys"
+    (project / "kgate.toml").write_text(f'python-path = ["."]\n[[cuda]]\nsources = ["acc.cu"]\n'
+                                        f'flags = ["-I{include}"]\n')
+
+    def check() -> tuple[str, dict]:
+        verbose = kgate("check", "-v", cwd=project)
+        assert verbose.code == 0, verbose.stdout + verbose.stderr
+        compiled = re.search(r"(\d+) compiled", verbose.stdout)
+        assert compiled is not None, verbose.stdout
+        return compiled.group(1), kgate("check", "--format", "json", cwd=project).json()["kernels"]
+
+    def fresh() -> dict:
+        return kgate("check", "--format", "json", "--no-cache", cwd=project).json()["kernels"]
+
+    first = check()
+    assert first[0] == "1" and check() == ("0", first[1])  # warm: from the cache
+    (outside / "inc" / "work.cuh").write_text("#define WORK 32\n")
+    edited = check()
+    assert edited == ("1", fresh()) and edited[1][0]["registers"] != first[1][0]["registers"]
+    (outside / "sys" / "scale.cuh").write_text("#define SCALE 4\n")
+    again = check()
+    assert again == ("1", fresh()) and again[1] != edited[1]
+
+
 def test_kernel_filter_applies_to_cuda_names(project: Path, cold: Run) -> None:
     run = kgate("check", "--format", "json", "--kernel", "wait_*", "--kernel", "ops::*<__half*", cwd=project)
     assert set(_kernels(run)) == {"wait_first", "wait_under_branch", "ops::rmsnorm_kernel<__half, 128>"}
@@ -195,4 +244,4 @@ def test_a_cuda_file_whose_name_is_not_utf8_is_gated_in_every_format(tmp_path: P
     # Bytes: the summary line shows the name as it is on a terminal.
     audit = subprocess.run([sys.executable, "-m", "kgate", "audit"], cwd=tmp_path, capture_output=True, check=False)
     assert audit.returncode == 0 and b"Traceback" not in audit.stderr, audit.stderr
-    assert "x\\udcff.cu" in (tmp_path / "kgate-audit" / "report.html").read_text()
+    assert "x\\xff.cu" in (tmp_path / "kgate-audit" / "report.html").read_text()

@@ -194,6 +194,49 @@ def test_an_input_read_outside_the_project_walk_runs_again(reader: tuple[Path, d
     assert probe(project, "-q", env=env)[2] is True
 
 
+HELPED = """\
+import triton
+import triton.language as tl
+import kghelper
+
+@triton.jit
+def good(x, n, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x + i, kghelper.bump(tl.load(x + i, mask=i < n)), mask=i < n)
+"""
+
+
+def test_a_module_of_an_installed_package_that_a_kernel_imports_is_an_input(tmp_path: Path) -> None:
+    """A helper installed in the environment's own site-packages (under sys.prefix, where kgate's
+    installation lives too), imported by a kernel module: editing it in place runs the check again."""
+    import sysconfig
+
+    env = tmp_path / "env"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env)], check=True, timeout=120)
+    python = str(env / "bin" / "python")
+    site = Path(subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               capture_output=True, text=True, check=True, timeout=60).stdout.strip())
+    # kgate and Triton as this environment has them; the helper is the new environment's own package.
+    (site / "outer.pth").write_text(f"import site; site.addsitedir({sysconfig.get_paths()['purelib']!r})\n")
+    helper = site / "kghelper.py"
+    helper.write_text("import triton\n\n@triton.jit\ndef bump(v):\n    return v + 1\n")
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "k.py").write_text(HELPED)
+    (project / "kgate.toml").write_text('targets = ["sm_120a"]\npython-path = ["."]\n[[triton]]\nkernel = "k:good"\n'
+                                        'signature = { x = "*fp32", n = "i32" }\nconstexprs = { BLOCK = 128 }\n')
+
+    def replayed() -> bool:
+        proc = subprocess.run([python, "-c", PROBE, "check", "-q"], cwd=project, capture_output=True, text=True,
+                              timeout=600, check=False)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        return proc.stderr.strip().splitlines()[-1] == "REPLAYED"
+
+    assert [replayed(), replayed()] == [False, True]
+    helper.write_text(helper.read_text().replace("v + 1", "v + 2"))  # in place: the folder's listing is unchanged
+    assert [replayed(), replayed()] == [False, True]
+
+
 def test_lint_runs_again_after_an_edit_in_place_behind_a_symlinked_folder(tmp_path: Path) -> None:
     (tmp_path / "elsewhere").mkdir()
     (tmp_path / "project").mkdir()

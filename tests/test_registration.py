@@ -77,6 +77,30 @@ def test_an_autotuned_kernel_expands_into_one_variant_per_config(tmp_path: Path)
                                                      "BLOCK=256,FACTOR=2,warps=8,stages=2,fp16"]
 
 
+def test_a_damaged_expansion_record_is_rebuilt(tmp_path: Path) -> None:
+    """An autotuned kernel is expanded by importing it, and what the import told is kept in the cache
+    (v1/expand/): a record replaced by other JSON, or by one whose envelope is whole and whose value is not an
+    expansion, is imported again, never trusted; the facts it keys are still the cache's."""
+    import json
+
+    from kgate.compile.cache import content_hash
+
+    autotune = '@triton.autotune(configs=[triton.Config({"BLOCK": 128}, num_warps=4)], key=["FACTOR"])'
+    config = TABLE.replace("constexprs = { BLOCK = 1024, FACTOR = 2 }", "constexprs = { FACTOR = 2 }").replace(
+        "variants = [{ BLOCK = 512, num_warps = 8 }]\n", "")
+    root = project(tmp_path / "tuned", config, KERNEL.format(imports="", decorators=autotune))
+    clean = kgate("check", "-v", cwd=root)
+    assert clean.code == 0, clean.stdout + clean.stderr
+    (record,) = (root / ".kgate-cache" / "v1" / "expand").glob("*.json")
+    wrapped = json.loads(record.read_text())
+    for damaged in ({"x": 1}, {**wrapped, "value": {"x": 1}, "sha256": content_hash({"x": 1})}):
+        record.write_text(json.dumps(damaged))
+        run = kgate("check", "-v", cwd=root)
+        assert run.code == 0 and run.stdout == clean.stdout.replace("1 compiled, 0 from cache",
+                                                                    "0 compiled, 1 from cache"), run.stderr
+        assert json.loads(record.read_text()) == wrapped  # rebuilt as it was
+
+
 def test_autotune_applied_without_a_literal_decorator_is_planned_from_its_configs(tmp_path: Path) -> None:
     """`k = triton.autotune(...)(k)` after the definition, or a project's own decorator around autotune: the
     configs that run are gated, not the bare kernel with the registration's constexprs."""

@@ -6,8 +6,9 @@ command the build really runs, in the folder it runs in), then the table's
 own `flags`. The project headers a file includes (transitively, found with a
 cheap `#include` scan over the file's folder and its `-I` folders) are part
 of its cache key, so editing a header recompiles exactly the files that use it.
-Headers outside the project (the CUDA toolkit, system libraries) are covered
-by the tool versions in the key instead.
+Every other file a compile read (headers outside the project, the system's
+and the toolkit's) is checked against the compiler's own list, kept beside
+the record (`kgate.compile.cuda_engine.FilesRead`).
 """
 
 from __future__ import annotations
@@ -178,20 +179,21 @@ def _command(item: dict[str, object], where: str) -> tuple[Path, Path, list[str]
         raise ConfigError(f"{where}: 'command' cannot be split into arguments: {exc}") from None
 
 
-def scan_includes(path: Path, dirs: list[Path], root: Path) -> tuple[Path, ...]:
-    """Project headers reached from `path` through `#include`, conditional or not (an over-estimate is safe)."""
-    root = root.resolve()
+def scan_includes(path: Path, dirs: list[Path], root: Path | None) -> tuple[Path, ...]:
+    """Project headers reached from `path` through `#include`, conditional or not (an over-estimate is safe);
+    every header found, wherever it is, when `root` is None."""
+    root = root.resolve() if root is not None else None
     seen: set[Path] = set()
     todo = [path]
     while todo:
         current = todo.pop()
         try:
-            data = current.read_bytes()
+            data = read_input(current)  # a header that is a named pipe is not waited on
         except OSError:
             continue
         for kind, name in _INCLUDE.findall(data):
             found = _resolve_include(name.decode(errors="replace"), kind == b'"', current.parent, dirs)
-            if found is None or found in seen or not found.is_relative_to(root):
+            if found is None or found in seen or (root is not None and not found.is_relative_to(root)):
                 continue
             seen.add(found)
             todo.append(found)

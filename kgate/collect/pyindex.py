@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from kgate import jsondoc, reads
+from kgate.atomicio import read_cached
 from kgate.collect.pysource import dotted, import_map, qualified
 from kgate.collect.source import try_parse
 
@@ -80,7 +81,7 @@ class _Index:
         if self.file is None:
             return
         try:
-            data = jsondoc.loads(self.file.read_bytes())
+            data = jsondoc.loads(read_cached(self.file) or b"null")  # a record that is not a regular file: none
             if data.get("version") == INDEX_VERSION and isinstance(data.get("files"), dict):
                 self.entries = data["files"]
         except (OSError, ValueError, AttributeError):  # jsondoc.NotJSON is a ValueError
@@ -113,11 +114,11 @@ class _Index:
     def save(self) -> None:
         if not self.dirty or self.file is None:
             return
-        from kgate.atomicio import atomic_write
+        from kgate.atomicio import write_cached
 
         live = {k: v for k, v in self.entries.items() if os.path.exists(k)}
         try:
-            atomic_write(self.file, json.dumps({"version": INDEX_VERSION, "files": live},
+            write_cached(self.file, json.dumps({"version": INDEX_VERSION, "files": live},
                                                separators=(",", ":")).encode())
         except OSError:
             pass  # costs a parse next time, nothing else

@@ -2,8 +2,11 @@
 
 Layout under the cache directory (default `.kgate-cache/` in the project):
 
-    v1/expand/<key>.json       what importing a registered kernel told us
+    v1/expand/<key>.json       what importing a registered kernel told us (kernels whose
+                               parameters and configs cannot be read from the source)
     v1/facts/<key>.json        KernelFacts of one variant and target
+    v1/spans/<key>.json        where each definition of its module was, for the facts record
+    v1/cuda/<key>.json         the kernels of one CUDA source and target
     v1/artifacts/<key>/        kernel.ptx, kernel.cubin, ptxas.log, kernel.sass
 
 A record is written to a temporary name and moved into place with
@@ -11,10 +14,13 @@ os.replace, so a reader sees a whole file or none. Each record carries what
 it describes (its kind and its key) and a hash of its content, and is read
 back only when all three match where it was found: a record copied over
 another key's, replaced by some other JSON, cut short or damaged is treated
-as missing and rebuilt, never trusted. (A forged record that is consistent
-with itself cannot be told from a real one without compiling again: the
-cache is trusted as build output is; see the README's "Robustness and
-trust".)
+as missing and rebuilt, never trusted. Records and artifacts are read
+through `kgate.atomicio.read_cached`: a symbolic link, a folder, a named
+pipe, a device or a file past its size bound where a record should be is a
+missing record too, never followed, waited on or read without end. (A
+forged record that is consistent with itself cannot be told from a real
+one without compiling again: the cache is trusted as build output is; see
+the README's "Robustness and trust".)
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from kgate.atomicio import atomic_write
+from kgate.atomicio import clear_folder, read_cached, write_cached
 from kgate.errors import KgateError
 
 VERSION = "v1"
@@ -66,10 +72,12 @@ class Cache:
 
     def entry(self, kind: str, key: str, check: Callable[[Any], object] | None = None) -> Entry | None:
         """A record with what was stored beside its value (`put`'s `meta`), checked as `get` checks it."""
+        data = read_cached(self._path(kind, key))  # never a named pipe, a device, a link or an endless file
+        if data is None:
+            return None
         try:
-            with open(self._path(kind, key), "rb") as handle:
-                record = json.loads(handle.read())
-        except (OSError, ValueError):
+            record = json.loads(data)
+        except ValueError:
             return None
         try:
             if (record["record"] != kind or record["key"] != key
@@ -88,16 +96,15 @@ class Cache:
         record = {"record": kind, "key": key, "sha256": content_hash(value), "meta": meta or {}, "value": value}
         data = json.dumps(record, sort_keys=True, separators=(",", ":")).encode()
         try:
-            atomic_write(path, data)
+            write_cached(path, data)
         except OSError as exc:
             raise CacheWriteError.of(exc, self.shown) from None
 
 
 def file_hash(path: Path) -> str | None:
-    try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError:
-        return None
+    """The hash of a compile artifact in the cache; None where it is not a whole regular file (`read_cached`)."""
+    data = read_cached(path)
+    return None if data is None else hashlib.sha256(data).hexdigest()
 
 
 class Entry(NamedTuple):
@@ -130,6 +137,7 @@ def write_artifact(path: Path, data: bytes) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+        clear_folder(path)
         tmp.write_bytes(data)
         os.replace(tmp, path)
     except OSError as exc:

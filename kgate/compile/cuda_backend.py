@@ -12,7 +12,13 @@ file needs it.
 
 The facts returned leave out what the configuration decides (PDL, expected
 instructions, kind): the main process adds those, so changing them
-recompiles nothing.
+recompiles nothing. With them go the files the compile read (`headers`):
+every header, wherever it is (a folder reached through a symlink, an
+include folder outside the project, the system's and the toolkit's), as the
+preprocessor's line markers in the files `--keep` leaves name them, which is
+the list `nvcc -M` gives without a second preprocessing pass. The main
+process keeps their content hashes beside the record and compiles again
+when one differs.
 """
 
 from __future__ import annotations
@@ -43,6 +49,8 @@ _PTXAS_ERROR = re.compile(r"^ptxas(?:-\w+)? .*error\s*:")
 _NVCC_FATAL = re.compile(r"^nvcc fatal\s*:")
 # A line that says what went wrong when none names a source line (`cc1plus: fatal error: ...`).
 _ANY_ERROR = re.compile(r"\b(?:fatal|error)\b", re.IGNORECASE)
+# A preprocessor line marker (`# 12 "/usr/include/stdio.h" 2`): the file the lines after it come from.
+_LINE_MARKER = re.compile(rb'\n# \d+ "([^"\\\n]*(?:\\.[^"\\\n]*)*)"')
 ASSUMED_THREADS = 128  # threads per CTA when a kernel declares no __launch_bounds__
 
 
@@ -61,14 +69,15 @@ class SourceError(KernelError):
 def compile_source(payload: dict[str, Any]) -> dict[str, Any]:
     """Compile one file for one target; return its kernels' facts (JSON) and whether SASS was read."""
     artifacts = Path(payload["artifacts"])
+    read: list[str] = []  # every file the compile read, filled in as the compiler finishes
     try:
         if payload["compiler"] == "nvrtc":
-            ptx, log = _nvrtc(payload, artifacts)
+            ptx, log = _nvrtc(payload, artifacts, read)
         else:
-            ptx, log = _nvcc(payload, artifacts)
+            ptx, log = _nvcc(payload, artifacts, read)
     except SourceError as exc:
         # A compiler's verdict on the source is as deterministic as its output: cached like it.
-        return {"error": str(exc), "line": exc.line, "kernels": []}
+        return {"error": str(exc), "line": exc.line, "kernels": [], "headers": read}
     except CompilerUnusable as exc:
         # Not a verdict on this file, and never cached: the main process stops the run.
         return {"toolchain_error": str(exc)}
@@ -84,7 +93,7 @@ def compile_source(payload: dict[str, Any]) -> dict[str, Any]:
         for record in wanted:
             ops = functions.get(record["symbol"])
             record["sass"] = {"opcodes": dict(ops.opcodes) if ops else {}}
-    return {"kernels": kernels}
+    return {"kernels": kernels, "headers": read}
 
 
 def disassemble_task(payload: dict[str, Any]) -> dict[str, dict[str, int]]:
@@ -123,36 +132,73 @@ def nvcc_argv(payload: dict[str, Any], keep_dir: Path, cubin: Path) -> list[str]
             os.path.relpath(payload["source"], payload["cwd"])]
 
 
-def _nvcc(payload: dict[str, Any], artifacts: Path) -> tuple[str, str]:
+def _nvcc(payload: dict[str, Any], artifacts: Path, read: list[str]) -> tuple[str, str]:
     keep = Path(tempfile.mkdtemp(prefix="kgate-nvcc-"))
     try:
-        # nvcc writes the cubin in its private folder, then it is moved into the cache whole: another
-        # kgate run sharing the cache may be disassembling the same file at that moment.
-        cubin = keep / "kernel.cubin"
-        argv = nvcc_argv(payload, keep, cubin)
-        try:
-            # The pool stops a compile at `timeout` (and every process it started); this is a backstop only,
-            # so that a hung nvcc always gets the pool's message rather than one of two, by a race.
-            done = tools.run(argv, cwd=payload["cwd"], timeout=payload.get("timeout", 600) + 60)
-        except tools.ToolFailed as exc:
-            if "timed out" in str(exc) or "killed by signal" in str(exc):
-                raise KernelError(f"{exc} (reproduce: {repro(payload)})") from None
-            raise _compiler_error(exc, payload, keep) from None
-        ptx_files = sorted(keep.glob("*.ptx"))
-        if not ptx_files:
-            raise KernelError(f"nvcc kept no PTX for {payload['rel']} (reproduce: {repro(payload)})")
-        try:
-            binary = cubin.read_bytes()
-        except OSError:
-            binary = b""
-        if not binary.startswith(b"\x7fELF"):
-            # nvcc said it succeeded; without a cubin its figures and PTX cannot be trusted either.
-            raise KernelError(f"nvcc exited 0 but wrote no cubin (its output is not an ELF file) "
-                              f"(reproduce: {repro(payload)})")
-        write_artifact(artifacts / "kernel.cubin", binary)
-        return ptx_files[0].read_text(errors="replace"), done.stdout + "\n" + done.stderr
+        return _nvcc_in(payload, artifacts, keep)
     finally:
+        read.extend(files_read(keep, payload))
         shutil.rmtree(keep, ignore_errors=True)
+
+
+def files_read(keep: Path, payload: dict[str, Any]) -> list[str]:
+    """The files nvcc's preprocessor read (the device pass and the host pass), by the line markers of the
+    preprocessed files it kept, as reached from the compile's folder (a symlink is not resolved); where it kept
+    none (a compile stopped before preprocessing), the files an `#include` scan finds."""
+    found: set[str] = set()
+    kept = sorted(keep.glob("*.ii"))
+    for name in kept:
+        try:
+            data = b"\n" + name.read_bytes()
+        except OSError:
+            continue
+        for raw in set(_LINE_MARKER.findall(data)):
+            text = os.fsdecode(re.sub(rb"\\(.)", rb"\1", raw))
+            if text.startswith("<"):  # <built-in>, <command-line>
+                continue
+            path = os.path.abspath(os.path.join(payload["cwd"], text))
+            if not path.startswith(str(keep) + os.sep):
+                found.add(path)
+    return sorted(found) if kept else scanned_headers(payload, [])
+
+
+def scanned_headers(payload: dict[str, Any], folders: list[str]) -> list[str]:
+    """The files an `#include` scan of the source reaches through its folder, the flags' `-I` folders and
+    `folders`, wherever they are (an over-estimate: conditional includes count too)."""
+    from kgate.collect.cuda_flags import include_dirs
+    from kgate.collect.cuda_sources import scan_includes
+
+    source = Path(payload["source"])
+    dirs = include_dirs(tuple(payload["flags"]), Path(payload["cwd"])) + [Path(f) for f in folders]
+    return sorted({str(source), *(str(p) for p in scan_includes(source, dirs, None))})
+
+
+def _nvcc_in(payload: dict[str, Any], artifacts: Path, keep: Path) -> tuple[str, str]:
+    # nvcc writes the cubin in its private folder, then it is moved into the cache whole: another
+    # kgate run sharing the cache may be disassembling the same file at that moment.
+    cubin = keep / "kernel.cubin"
+    argv = nvcc_argv(payload, keep, cubin)
+    try:
+        # The pool stops a compile at `timeout` (and every process it started); this is a backstop only,
+        # so that a hung nvcc always gets the pool's message rather than one of two, by a race.
+        done = tools.run(argv, cwd=payload["cwd"], timeout=payload.get("timeout", 600) + 60)
+    except tools.ToolFailed as exc:
+        if "timed out" in str(exc) or "killed by signal" in str(exc):
+            raise KernelError(f"{exc} (reproduce: {repro(payload)})") from None
+        raise _compiler_error(exc, payload, keep) from None
+    ptx_files = sorted(keep.glob("*.ptx"))
+    if not ptx_files:
+        raise KernelError(f"nvcc kept no PTX for {payload['rel']} (reproduce: {repro(payload)})")
+    try:
+        binary = cubin.read_bytes()
+    except OSError:
+        binary = b""
+    if not binary.startswith(b"\x7fELF"):
+        # nvcc said it succeeded; without a cubin its figures and PTX cannot be trusted either.
+        raise KernelError(f"nvcc exited 0 but wrote no cubin (its output is not an ELF file) "
+                          f"(reproduce: {repro(payload)})")
+    write_artifact(artifacts / "kernel.cubin", binary)
+    return ptx_files[0].read_text(errors="replace"), done.stdout + "\n" + done.stderr
 
 
 def repro(payload: dict[str, Any]) -> str:
@@ -184,9 +230,12 @@ def _compiler_error(exc: tools.ToolFailed, payload: dict[str, Any], keep: Path) 
     return SourceError(f"{detail} (reproduce: {repro(payload)})")
 
 
-def _nvrtc(payload: dict[str, Any], artifacts: Path) -> tuple[str, str]:
+def _nvrtc(payload: dict[str, Any], artifacts: Path, read: list[str]) -> tuple[str, str]:
     from cuda.bindings import nvrtc
 
+    # NVRTC names no files it read; it finds headers only through these folders, so a scan through them finds
+    # every header it can have read (and perhaps more).
+    read.extend(scanned_headers(payload, [str(Path(payload["source"]).parent), *payload.get("nvrtc_includes", [])]))
     source = Path(payload["source"]).read_bytes()
     options = [f"-arch={payload['real']}", "--ptxas-options=-v", "-lineinfo"]
     options += [_absolute_include(flag, payload["cwd"]) for flag in payload["flags"]

@@ -2,8 +2,12 @@
 
 Main-process side. The cache key of a file and target is its content and the
 content of the project headers it includes, its flags, the architecture
-compiled, the compiler and its version, and kgate's version: a warm run
-reads files and hashes them, and runs no compiler. What the configuration
+compiled, the compiler and its version, and kgate's version. Beside the
+record go the content hashes of every file the compile read (the compiler's
+own list: headers outside the project, behind a symlinked folder, under an
+include folder the flags name, the system's and the toolkit's), and a record
+is used only while each of them still has that content. A warm run reads
+files and hashes them (each once a run), and runs no compiler. What the configuration
 says about a kernel (PDL, expected instructions, kind) is applied here,
 after the cache, so changing it recompiles nothing; only a kernel that now
 needs SASS the cached record lacks sends its file back to a worker.
@@ -11,11 +15,14 @@ needs SASS the cached record lacks sends its file back to a worker.
 
 from __future__ import annotations
 
+import hashlib
+import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import kgate
+from kgate.atomicio import read_input
 from kgate.collect.cuda_flags import choose_arch
 from kgate.collect.cuda_launches import LaunchSite, pdl_launch_sites, pdl_launched
 from kgate.collect.cuda_sources import CudaSource, cuda_sources, defined_kernels
@@ -62,6 +69,7 @@ def compile_cuda(config: Config, targets: tuple[str, ...], *, jobs: int, progres
     nvrtc_includes = [folder for folder in [cuda_include_dir(toolchain.nvcc)] if folder] \
         if "nvrtc" in compilers.values() else []
     records: list[tuple[CudaSource, str, dict[str, Any]]] = []
+    read = FilesRead(config.root)
     todo: list[_Task] = []
     cubins: list[tuple[_Task, Entry]] = []  # cached, lacking SASS a rule now reads: disassembled, not recompiled
     for source in sources:
@@ -73,6 +81,8 @@ def compile_cuda(config: Config, targets: tuple[str, ...], *, jobs: int, progres
             task = _plan(config, source, target, toolchain, compilers[source.entry.compiler], patterns, sass_all,
                          cache, nvrtc_includes)
             entry = cache.entry("cuda", task.key, record_shapes.cuda)
+            if entry is not None and not read.unchanged(entry.meta):
+                entry = None  # a file the compile read has changed since: compiled again
             record = entry.value if entry is not None else None
             if record is not None and not _lacks_sass(record, patterns, sass_all):
                 records.append((source, target, record))
@@ -85,7 +95,7 @@ def compile_cuda(config: Config, targets: tuple[str, ...], *, jobs: int, progres
     pool = pool or Pool(jobs, worker_env(config))
     try:
         todo += _disassemble_cached(config, cubins, patterns, sass_all, pool, cache, run, records)
-        _run_tasks(config, todo, jobs, progress, pool, cache, run, records)
+        _run_tasks(config, todo, jobs, progress, pool, cache, run, records, read)
     finally:
         if own:
             pool.close()
@@ -123,7 +133,8 @@ def _plan(config: Config, source: CudaSource, target: str, toolchain: CudaToolch
 
 
 def _run_tasks(config: Config, todo: list[_Task], jobs: int, progress: Progress | None, pool: Pool | None,
-               cache: Cache, run: CompileRun, records: list[tuple[CudaSource, str, dict[str, Any]]]) -> None:
+               cache: Cache, run: CompileRun, records: list[tuple[CudaSource, str, dict[str, Any]]],
+               read: FilesRead) -> None:
     if not todo:
         return
     done = 0
@@ -141,8 +152,11 @@ def _run_tasks(config: Config, todo: list[_Task], jobs: int, progress: Progress 
         if outcome.ok and "toolchain_error" in outcome.value:
             unusable.append(outcome.value["toolchain_error"])
         elif outcome.ok:
-            cache.put("cuda", task.key, outcome.value, {"cubin": file_hash(cache.artifacts(task.key) / "kernel.cubin")})
-            records.append((task.source, task.target, outcome.value))
+            value = {k: v for k, v in outcome.value.items() if k != "headers"}
+            files = outcome.value.get("headers")
+            cache.put("cuda", task.key, value, {"cubin": file_hash(cache.artifacts(task.key) / "kernel.cubin"),
+                                                "headers": read.state(files if isinstance(files, list) else [])})
+            records.append((task.source, task.target, value))
             run.compiled += 1
             run.compile_seconds[f"{task.source.rel}|{task.target}"] = outcome.seconds
         else:
@@ -160,6 +174,43 @@ def _run_tasks(config: Config, todo: list[_Task], jobs: int, progress: Progress 
             pool.close()
     if unusable:
         raise ToolchainError(min(unusable))
+
+
+class FilesRead:
+    """The content hashes of the files CUDA compiles read, each file hashed once a run (through
+    `kgate.atomicio.read_input`: one that has become a named pipe or a device is unreadable, not waited on).
+
+    A file in the project is named relative to it (a cache restored into another checkout still holds), any
+    other by its absolute path, both as the compiler reached them (a symlink is not resolved)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = os.path.abspath(root)
+        self.hashes: dict[str, str | None] = {}
+
+    def _name(self, path: str) -> str:
+        rel = os.path.relpath(os.path.abspath(path), self.root)
+        return path if rel == os.pardir or rel.startswith(os.pardir + os.sep) else rel
+
+    def hash(self, name: str) -> str | None:
+        """The hash of a file by its name in a record (relative to the project, or absolute)."""
+        if name not in self.hashes:
+            try:
+                self.hashes[name] = hashlib.sha256(read_input(os.path.join(self.root, name))).hexdigest()
+            except (OSError, ValueError):
+                self.hashes[name] = None
+        return self.hashes[name]
+
+    def state(self, paths: list[str]) -> dict[str, str | None]:
+        """Name -> hash of the files a compile read (absolute paths, as the worker reports them)."""
+        names = (self._name(path) for path in paths if isinstance(path, str) and os.path.isabs(path))
+        return {name: self.hash(name) for name in sorted(set(names))}
+
+    def unchanged(self, meta: dict[str, Any]) -> bool:
+        """Whether every file a record's compile read has the content it had (a record that does not say what
+        its compile read is not trusted)."""
+        files = meta.get("headers")
+        return isinstance(files, dict) and all(isinstance(path, str) and self.hash(path) == digest
+                                               for path, digest in files.items())
 
 
 def _disassemble_cached(config: Config, cubins: list[tuple[_Task, Entry]], patterns: dict[str, list[str]],

@@ -251,6 +251,8 @@ def worker_env(config: Config) -> dict[str, str | None]:
         "TRITON_INTERPRET": None,  # a compile under the interpreter compiles nothing
         "TRITON_CACHE_DIR": str(config.root / config.cache_dir / "triton"),
         "TRITON_ALWAYS_COMPILE": "1",
+        # Triton looks its cache up all the same: through kgate's reader (no pipe, device or link followed).
+        "TRITON_CACHE_MANAGER": "kgate.compile.triton_cache:GuardedCache",
         # Importing the project's kernel modules must not leave bytecode in its tree.
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONWARNINGS": "ignore",

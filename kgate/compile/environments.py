@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from kgate import jsondoc, tools
+from kgate.atomicio import read_cached
 from kgate.errors import ToolchainError
 
 MARKER = "kgate-environment.json"
@@ -69,7 +70,7 @@ def _identity(folder: Path, version: str) -> dict[str, Any] | None:
 
 def _verified(folder: Path, version: str) -> bool:
     try:
-        recorded = jsondoc.loads((folder / MARKER).read_bytes())
+        recorded = jsondoc.loads(read_cached(folder / MARKER) or b"null")
     except (OSError, ValueError):
         return False
     return (folder / "bin" / "python").exists() and recorded == _identity(folder, version)

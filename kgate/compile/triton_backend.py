@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from kgate import jsondoc
+from kgate.atomicio import read_cached
 from kgate.collect.source import try_parse
 from kgate.collect.specialization import Specialization
 from kgate.compile.cache import cache_write_failure, write_artifact
@@ -111,7 +112,7 @@ def _remembered_triton_key() -> None:
     record = Path(cache_dir).parent / "v1" / "triton-key.json"
     key = None
     try:
-        stored = jsondoc.loads(record.read_bytes())
+        stored = jsondoc.loads(read_cached(record) or b"null")
         if isinstance(stored, dict) and stored.get("identity") == identity and isinstance(stored.get("key"), str):
             key = stored["key"]
     except (OSError, ValueError):  # jsondoc.NotJSON is a ValueError
@@ -119,9 +120,9 @@ def _remembered_triton_key() -> None:
     if key is None:
         key = triton_cache.triton_key()
         try:
-            from kgate.atomicio import atomic_write
+            from kgate.atomicio import write_cached
 
-            atomic_write(record, json.dumps({"identity": identity, "key": key}).encode())
+            write_cached(record, json.dumps({"identity": identity, "key": key}).encode())
         except OSError:
             pass
     value = key

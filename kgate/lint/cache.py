@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from kgate import __version__, jsondoc
+from kgate.atomicio import read_cached_stat
 from kgate.lint.engine import FileResult, SourceRule, content_digest, from_json, stat_key, to_json
 
 FORMAT = 2  # 2: the record carries its key and the hash of its entries
@@ -89,14 +90,16 @@ class LintCache:
         self._load()
 
     def _load(self) -> None:
+        found = read_cached_stat(self.path)  # never a named pipe, a device, a link or an endless file
         try:
-            with open(self.path, "rb") as handle:
-                self._loaded_mtime = os.fstat(handle.fileno()).st_mtime_ns
-                data = jsondoc.loads(handle.read())
+            if found is None:
+                raise ValueError("no lint record")
+            self._loaded_mtime = found[1].st_mtime_ns
+            data = jsondoc.loads(found[0])
             if (isinstance(data, dict) and data.get("format") == FORMAT and data.get("key") == self.key
                     and isinstance(data.get("files"), dict) and data.get("sha256") == jsondoc.content_hash(data["files"])):
                 self.entries = data["files"]
-        except (OSError, ValueError):  # jsondoc.NotJSON is a ValueError
+        except ValueError:  # jsondoc.NotJSON is a ValueError
             self.entries = {}
 
     def lookup(self, rel: str, path: str) -> FileResult | None:
@@ -186,6 +189,6 @@ class LintCache:
 
 def _replace(path: Path, data: bytes) -> None:
     """Write a whole file or none."""
-    from kgate.atomicio import atomic_write
+    from kgate.atomicio import write_cached
 
-    atomic_write(path, data)
+    write_cached(path, data)

@@ -18,7 +18,6 @@ non-finite float (a `nan` or `inf` constexpr) is written as the string
 from __future__ import annotations
 
 import json
-import math
 from typing import TYPE_CHECKING, Any
 
 from kgate.findings import sort_findings
