@@ -8,8 +8,15 @@ from __future__ import annotations
 
 import sys
 
+from kgate import interrupts
+
 
 def main() -> int:
+    # SIGINT and SIGTERM are kgate's from its first instruction: even an import cut short is one line, not a traceback.
+    return interrupts.run(_main)
+
+
+def _main() -> int:
     argv = sys.argv[1:]
     if argv[:1] in (["check"], ["lint"]):
         from kgate import fastpath
