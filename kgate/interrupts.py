@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
-_NAMES = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated"}
+_NAMES: dict[int, str] = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated"}
 
 _received: list[int] = []  # the signals this process received, in order
 _reported = False
