@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import shlex
 from dataclasses import dataclass
@@ -210,7 +211,7 @@ def content_key(root: Path, paths: tuple[Path, ...]) -> str:
     """A hash of the files' relative paths and contents."""
     h = hashlib.sha256()
     for path in paths:
-        h.update(relpath(path, root).encode() + b"\0")
+        h.update(os.fsencode(relpath(path, root)) + b"\0")  # a name that is not UTF-8: its own bytes
         try:
             h.update(hashlib.sha256(path.read_bytes()).digest())
         except OSError:
