@@ -266,3 +266,30 @@ def test_check_audit_and_merge_of_a_cuda_source_whose_name_is_not_utf8(tmp_path:
     merged = kgate("merge", "shard.json", "--format", "json", cwd=tmp_path, env=strict)
     assert merged.code == 0, merged.stderr
     assert [k["variant"] for k in merged.json()["kernels"]] == ["x\\xff.cu"]
+
+
+LAUNCH = "__global__ void k(float* x) { x[0] = 1; }\nvoid launch(float* x) {\n  k<<<1, 1>>>(x);\n}\n"
+
+
+def test_lint_escapes_c1_controls_suppression_text_and_baseline_keys(tmp_path: Path) -> None:
+    """End to end on the terminal and in annotations: names with ESC and with C1 controls (NEL ends a line on some
+    terminals and in GitHub's log, CSI starts an escape sequence), a suppression comment naming codes with control
+    characters, HTML and a workflow command, and a hand-edited baseline key holding ESC[2J."""
+    (tmp_path / "kgate.toml").write_text('python-path = ["."]\n')
+    for name in ("e\x1b[31mred.cu", "n\x85el.cu", "c\x9b31mcsi.cu"):
+        (tmp_path / name).write_text(LAUNCH)
+    (tmp_path / "m.py").write_text("x = 1  # kgate: ignore[KG\x01\x1b[2J, <b>&amp;, ::error::x]\n")
+    (tmp_path / "kgate-baseline.toml").write_text('version = 2\n\n[findings]\n"KG302|x\\u001b[2J|launch|k" = 1\n')
+    terminal_run = kgate("lint", cwd=tmp_path)
+    github_run = kgate("lint", "--format", "github", cwd=tmp_path)
+    for run in (terminal_run, github_run):
+        assert run.code == 1, run.stderr
+        assert not RAW_CONTROL.search(run.stdout + run.stderr), run.stdout + run.stderr
+    assert "e\\x1b[31mred.cu:3:3: KG302" in terminal_run.stdout and "n\\x85el.cu:3:3: KG302" in terminal_run.stdout
+    assert "c\\x9b31mcsi.cu:3:3" in terminal_run.stdout and "ignore[KG\\x01\\x1b[2J" in terminal_run.stdout
+    assert "GONE      KG302|x\\x1b[2J|launch|k: 1 pinned, 0 now" in terminal_run.stdout
+    lines = [line for line in github_run.stdout.splitlines() if line.strip() and not line.startswith("kgate ")]
+    # The summary; three launches and the suppression, each also NEW against the baseline; the stale pin.
+    assert len(lines) == 1 + 4 + 4 + 1, lines
+    assert all(line.startswith(("::error ", "::warning ", "::notice ")) for line in lines), lines
+    assert_no_workflow_command("\n".join(line.split("::", 2)[2] for line in lines))
