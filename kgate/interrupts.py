@@ -32,6 +32,7 @@ _NAMES: dict[int, str] = {signal.SIGINT: "interrupted", signal.SIGTERM: "termina
 
 _received: list[int] = []  # the signals this process received, in order
 _reported = False
+_done = False  # the command has returned (or stopped): only the interpreter's exit is left
 
 
 class Interrupted(KeyboardInterrupt):
@@ -50,9 +51,15 @@ def install() -> None:
 
 def _on_signal(signum: int, _frame: object) -> None:
     _received.append(signum)
-    if len(_received) == 1:
+    if len(_received) == 1 and not _done:
         raise Interrupted(signum)
-    # Asked again while stopping: stop now. The workers see kgate gone and end themselves.
+    # Asked again while stopping, or once the command is done and kgate only exits: stop now (the workers see
+    # kgate gone and end themselves).
+    for stream in (sys.stdout, sys.stderr):  # what was printed still reaches its reader (os._exit drops buffers)
+        try:
+            stream.flush()
+        except (OSError, RuntimeError, ValueError):  # closed, or interrupted mid-write (a reentrant flush)
+            pass
     report(_received[0])
     os._exit(exit_code(_received[0]))
 
@@ -89,9 +96,13 @@ def run(main: Callable[[], int]) -> int:
     An interrupt that something on the way swallowed (a library's `except BaseException`) still decides
     the exit code: kgate was asked to stop, and a result it reports afterwards is not a pass.
     """
-    install()
+    global _done
     try:
-        code = main()
+        try:
+            install()  # inside: a signal that lands between its two handlers is handled here too
+            code = main()
+        finally:
+            _done = True  # the command's own clean-up has run: an interrupt from here on need not unwind anything
     except KeyboardInterrupt as exc:
         return report(received() or signal_of(exc))
     if received() is not None:

@@ -206,3 +206,26 @@ def test_an_interrupted_capture_writes_no_capture_file(tmp_path: Path, to_group:
     assert err.splitlines()[-1] == "kgate: interrupted", err
     assert not (project / "kgate-capture.toml").exists()
     assert _temporary_files(project) == []
+
+
+def _run_under_kgate_handlers(body: str) -> subprocess.CompletedProcess[str]:
+    """`body` as the command kgate.interrupts.run runs, in a process of its own (the handlers are process-wide)."""
+    script = ("import os, signal, sys, time\nfrom kgate import interrupts\n\n\ndef main():\n"
+              + "".join(f"    {line}\n" for line in body.splitlines())
+              + "\n\nsys.exit(interrupts.run(main))\n")
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False)
+
+
+def test_an_interrupt_something_swallowed_still_decides_the_exit_code() -> None:
+    run = _run_under_kgate_handlers("try:\n    os.kill(os.getpid(), signal.SIGINT)\n    time.sleep(5)\n"
+                                    "except BaseException:  # a library's bare except\n    pass\nprint('done')\nreturn 0")
+    assert (run.returncode, run.stdout, run.stderr) == (130, "done\n", "kgate: interrupted\n")
+
+
+def test_a_second_signal_while_kgate_stops_ends_it_at_once() -> None:
+    started = time.monotonic()
+    run = _run_under_kgate_handlers("print('partial')\ntry:\n    os.kill(os.getpid(), signal.SIGTERM)\n"
+                                    "    time.sleep(5)\nfinally:  # a clean-up that hangs\n"
+                                    "    os.kill(os.getpid(), signal.SIGINT)\n    time.sleep(60)")
+    assert (run.returncode, run.stdout, run.stderr) == (143, "partial\n", "kgate: terminated\n")
+    assert time.monotonic() - started < 30
