@@ -186,9 +186,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         print(f"kgate: error: {terminal(str(exc), line_start=False)}", file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt:
-        print("kgate: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:  # SIGINT or SIGTERM (kgate.interrupts): cleaned up on the way here
+        from kgate import interrupts
+
+        return interrupts.report(interrupts.signal_of(exc))
     except BrokenPipeError:
         return 1
 

@@ -8,16 +8,16 @@ from __future__ import annotations
 
 import sys
 
+from kgate import interrupts
+
 
 def main() -> int:
-    try:
-        return _run(sys.argv[1:])
-    except KeyboardInterrupt:  # Ctrl-C before the command's own handler is in place (replay, start-up, imports)
-        print("kgate: interrupted", file=sys.stderr)
-        return 130
+    # SIGINT and SIGTERM are kgate's from its first instruction: even an import cut short is one line, not a traceback.
+    return interrupts.run(_main)
 
 
-def _run(argv: list[str]) -> int:
+def _main() -> int:
+    argv = sys.argv[1:]
     if argv[:1] in (["check"], ["lint"]):
         from kgate import fastpath
 

@@ -6,6 +6,8 @@ import enum
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from kgate.report.escape import representable
+
 
 class Severity(str, enum.Enum):
     ERROR = "error"
@@ -49,8 +51,9 @@ class Finding:
 
     @property
     def baseline_key(self) -> str:
-        """What the baseline pins: rule, path and stable identity, never a line number."""
-        return f"{self.code}|{self.path}|{self.identity}"
+        """What the baseline pins: rule, path and stable identity, never a line number. Written in the baseline as
+        it is, so a file name that is not UTF-8 takes the form the baseline can hold (`x\\xff.cu`)."""
+        return representable(f"{self.code}|{self.path}|{self.identity}")
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)

@@ -6,15 +6,18 @@ the command line to reproduce it, its exit status and the end of its output.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.util
 import os
 import shlex
 import shutil
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from kgate import interrupts
 from kgate.errors import ToolchainError
 
 DEFAULT_TIMEOUT = 300.0
@@ -67,19 +70,38 @@ def run_user_command(argv: list[str], env: dict[str, str]) -> int:
     """Run the user's own command in the foreground (`kgate capture -- COMMAND`): its output goes to the
     terminal and its exit status comes back (128 + N when a signal N killed it, as a shell says). No timeout:
     it is the user's test run, not a tool of kgate's.
-    An interrupt from the terminal reaches the command too; kgate waits for it to finish."""
+
+    An interrupt (SIGINT, SIGTERM: kgate.interrupts) stops kgate once the command has ended, and goes on from
+    here: kgate records nothing of an interrupted run. Ctrl-C at the terminal, or a signal to the whole
+    process group, reached the command too; one sent to kgate alone is passed on to it after FORWARD_AFTER s.
+    """
     try:
         process = subprocess.Popen(argv, env=env)
     except FileNotFoundError:
         raise ToolchainError(f"cannot run {argv[0]!r}: no such command") from None
     except OSError as exc:
         raise ToolchainError(f"cannot run {argv[0]!r}: {exc.strerror or exc}") from None
-    while True:
-        try:
-            code = process.wait()
-        except KeyboardInterrupt:
-            continue
-        return 128 - code if code < 0 else code  # killed by signal N: 128 + N, as a shell reports it
+    try:
+        code = process.wait()
+    except KeyboardInterrupt as exc:
+        _until_ended(process, interrupts.signal_of(exc))
+        raise
+    return 128 - code if code < 0 else code  # killed by signal N: 128 + N, as a shell reports it
+
+
+# Seconds a command kgate runs for the user has to end on its own after an interrupt before kgate passes the
+# signal on: time for a test runner to print what it has and exit.
+FORWARD_AFTER = 2.0
+
+
+def _until_ended(process: subprocess.Popen[bytes], signum: int) -> None:
+    deadline: float | None = time.monotonic() + FORWARD_AFTER
+    while process.poll() is None:
+        if deadline is not None and time.monotonic() >= deadline:
+            with contextlib.suppress(ProcessLookupError):
+                process.send_signal(signum)
+            deadline = None
+        time.sleep(0.05)
 
 
 def triton_bin_dir() -> Path | None:

@@ -10,6 +10,7 @@ such names without letting them act (kgate.report.escape).
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import xml.etree.ElementTree as ET
@@ -18,7 +19,7 @@ from urllib.parse import unquote
 
 import pytest
 from conftest import kgate
-from report_helpers import finding, parse_command
+from report_helpers import finding, parse_command, validate_sarif
 from test_audit_model import audit, facts
 
 from kgate.facts.model import CompileFailure
@@ -189,3 +190,106 @@ def test_check_of_a_cuda_source_with_a_hostile_name(tmp_path: Path) -> None:
     assert_no_workflow_command(output)
     finding_line = next(line for line in run.stdout.splitlines() if "KG001" in line)
     assert finding_line.startswith("x\\n::warning file=a.cu::all kernels passed\\x1b[2J.cu:1: KG001 error")
+
+
+# A file name that is not UTF-8 (the bytes b"x\xff\x80.cu"), as Python reads it: with lone surrogates.
+NOT_UTF8 = "src/x\udcff\udc80.cu"
+NOT_UTF8_SHOWN = "src/x\\xff\\x80.cu"
+
+
+def not_utf8_result() -> Result:
+    bad = finding("KG103", path=NOT_UTF8, kernel="pkg.k:gemm", variant=NOT_UTF8, message=f"in {NOT_UTF8}",
+                  severity=Severity.ERROR)
+    source = finding("KG201", path=NOT_UTF8, kernel=None, variant=None, target=None, message="m", line=3, col=5,
+                     name="runtime-autotune")
+    result = Result("check", [bad, source], [facts("pkg.k:gemm", variant=NOT_UTF8)])
+    result.ratchet = [Difference("GONE", f"KG201|{NOT_UTF8}|scope", "1 pinned, 0 now", True, 1, 0)]
+    return result
+
+
+def test_every_report_writes_a_name_that_is_not_utf8_as_escaped_bytes() -> None:
+    """Each medium gets UTF-8 it can hold (no UnicodeEncodeError, no raw byte that is not UTF-8), the bytes shown
+    as the terminal shows them; SARIF's URI percent-encodes the bytes themselves."""
+    result = not_utf8_result()
+    model = audit(facts("pkg.k:gemm", variant=NOT_UTF8),
+                  findings=(finding(path=NOT_UTF8, kernel="pkg.k:gemm", variant=NOT_UTF8),))
+    outputs = {"terminal": terminal.render(result), "github": github_report.render(result),
+               "sarif": sarif_report.render(result), "json": json_report.render(result),
+               "junit": junit_report.render(result), "html": audit_html.render(model), "md": audit_md.render(model)}
+    for name, text in outputs.items():
+        text.encode("utf-8")  # strict: a lone surrogate would raise here
+        assert NOT_UTF8_SHOWN in text.replace("\\\\", "\\"), name
+    sarif = json.loads(outputs["sarif"])["runs"][0]["results"]
+    assert {r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for r in sarif} == {"src/x%FF%80.cu"}
+    assert {f["path"] for f in json.loads(outputs["json"])["findings"]} == {NOT_UTF8_SHOWN}
+    ET.fromstring(outputs["junit"].encode())
+    # The baseline pins the shown form, so that its TOML (UTF-8) holds it and reads back to the same key.
+    assert result.findings[1].baseline_key == f"KG201|{NOT_UTF8_SHOWN}|" + result.findings[1].identity
+
+
+def test_lint_and_the_baseline_of_a_file_whose_name_is_not_utf8(tmp_path: Path) -> None:
+    """End to end, with Python's strict encoder on kgate's output: any text written unescaped is a traceback."""
+    project = tmp_path / "p"
+    project.mkdir()
+    (project / "kgate.toml").write_text('python-path = ["."]\n')
+    (project / os.fsdecode(b"x\xff.cu")).write_bytes(b"__global__ void k(float* x) { x[0] = 1; }\n"
+                                                     b"void launch(float* x) {\n  k<<<1, 1>>>(x);\n}\n")
+    strict = {"PYTHONIOENCODING": "utf-8:strict"}
+    for fmt in ("terminal", "json", "sarif", "github", "junit"):
+        run = kgate("lint", "--format", fmt, cwd=project, env=strict)
+        assert run.code == 1 and "Traceback" not in run.stderr, (fmt, run.stderr)
+        assert "x\\xff.cu" in run.stdout.replace("\\\\", "\\") or "x%FF.cu" in run.stdout, (fmt, run.stdout)
+        if fmt == "sarif":
+            validate_sarif(json.loads(run.stdout))
+    update = kgate("baseline", "update", "--accept-new", cwd=project, env=strict)
+    assert update.code == 0, update.stderr
+    assert '"KG302|x\\\\xff.cu|launch|k" = 1' in (project / "kgate-baseline.toml").read_text(encoding="utf-8")
+    again = kgate("lint", cwd=project, env=strict)
+    assert again.code == 0 and "(1 baselined)" in again.stdout, again.stdout + again.stderr
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+def test_check_audit_and_merge_of_a_cuda_source_whose_name_is_not_utf8(tmp_path: Path) -> None:
+    """Compiled (its name hashed into cache keys), audited (into page anchors), sharded and merged (the shard object
+    keeps the name itself, for `kgate merge` to check against the checkout)."""
+    (tmp_path / "kgate.toml").write_text('targets = ["sm_120a"]\n\n[[cuda]]\nsources = ["*.cu"]\n')
+    (tmp_path / os.fsdecode(b"x\xff.cu")).write_text("__global__ void inc(float* x) { x[0] += 1.0f; }\n")
+    strict = {"PYTHONIOENCODING": "utf-8:strict"}
+    run = kgate("check", cwd=tmp_path, env=strict)
+    assert run.code == 0 and "Traceback" not in run.stderr, run.stderr
+    assert "inc     x\\xff.cu  sm_120a" in run.stdout
+    audit_run = kgate("audit", "-o", "audit", cwd=tmp_path, env=strict)
+    assert audit_run.code == 0, audit_run.stderr
+    assert "<code>x\\xff.cu</code>" in (tmp_path / "audit" / "report.html").read_text(encoding="utf-8")
+    shard = kgate("check", "--shard", "1/1", "--format", "json", "-o", "shard.json", cwd=tmp_path, env=strict)
+    assert shard.code == 0, shard.stderr
+    merged = kgate("merge", "shard.json", "--format", "json", cwd=tmp_path, env=strict)
+    assert merged.code == 0, merged.stderr
+    assert [k["variant"] for k in merged.json()["kernels"]] == ["x\\xff.cu"]
+
+
+LAUNCH = "__global__ void k(float* x) { x[0] = 1; }\nvoid launch(float* x) {\n  k<<<1, 1>>>(x);\n}\n"
+
+
+def test_lint_escapes_c1_controls_suppression_text_and_baseline_keys(tmp_path: Path) -> None:
+    """End to end on the terminal and in annotations: names with ESC and with C1 controls (NEL ends a line on some
+    terminals and in GitHub's log, CSI starts an escape sequence), a suppression comment naming codes with control
+    characters, HTML and a workflow command, and a hand-edited baseline key holding ESC[2J."""
+    (tmp_path / "kgate.toml").write_text('python-path = ["."]\n')
+    for name in ("e\x1b[31mred.cu", "n\x85el.cu", "c\x9b31mcsi.cu"):
+        (tmp_path / name).write_text(LAUNCH)
+    (tmp_path / "m.py").write_text("x = 1  # kgate: ignore[KG\x01\x1b[2J, <b>&amp;, ::error::x]\n")
+    (tmp_path / "kgate-baseline.toml").write_text('version = 2\n\n[findings]\n"KG302|x\\u001b[2J|launch|k" = 1\n')
+    terminal_run = kgate("lint", cwd=tmp_path)
+    github_run = kgate("lint", "--format", "github", cwd=tmp_path)
+    for run in (terminal_run, github_run):
+        assert run.code == 1, run.stderr
+        assert not RAW_CONTROL.search(run.stdout + run.stderr), run.stdout + run.stderr
+    assert "e\\x1b[31mred.cu:3:3: KG302" in terminal_run.stdout and "n\\x85el.cu:3:3: KG302" in terminal_run.stdout
+    assert "c\\x9b31mcsi.cu:3:3" in terminal_run.stdout and "ignore[KG\\x01\\x1b[2J" in terminal_run.stdout
+    assert "GONE      KG302|x\\x1b[2J|launch|k: 1 pinned, 0 now" in terminal_run.stdout
+    lines = [line for line in github_run.stdout.splitlines() if line.strip() and not line.startswith("kgate ")]
+    # The summary; three launches and the suppression, each also NEW against the baseline; the stale pin.
+    assert len(lines) == 1 + 4 + 4 + 1, lines
+    assert all(line.startswith(("::error ", "::warning ", "::notice ")) for line in lines), lines
+    assert_no_workflow_command("\n".join(line.split("::", 2)[2] for line in lines))

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import signal
 import sys
+from collections.abc import Iterator
 
 import pytest
 
@@ -11,6 +13,15 @@ from kgate import entry
 
 def _interrupt(*_args: object, **_kwargs: object) -> None:
     raise KeyboardInterrupt
+
+
+@pytest.fixture(autouse=True)
+def own_handlers() -> Iterator[None]:
+    """kgate installs its SIGINT and SIGTERM handlers in the process that runs it: give pytest's back."""
+    saved = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    for signum, handler in saved.items():
+        signal.signal(signum, handler)
 
 
 @pytest.mark.parametrize(("where", "argv"), [

@@ -3,8 +3,6 @@ whole-project run calls a pin stale."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -93,17 +91,3 @@ def test_a_pin_of_a_file_named_with_a_control_character_is_written_as_valid_toml
     lint = kgate("lint", cwd=tmp_path)
     assert lint.code == 0, lint.stdout + lint.stderr
 
-
-def test_a_file_name_that_is_not_utf8_cannot_be_pinned_and_says_so(tmp_path: Path) -> None:
-    (tmp_path / "kgate.toml").write_text('python-path = ["."]\n')
-    (tmp_path / "kgate-baseline.toml").write_text("version = 2\n")
-    with open(bytes(tmp_path / "x") + b"\xff.cu", "w") as handle:
-        handle.write(LAUNCH)
-    update = subprocess.run([sys.executable, "-m", "kgate", "baseline", "update", "--accept-new"], cwd=tmp_path,
-                            capture_output=True, check=False)  # bytes: the finding's path is printed as it is
-    assert update.returncode == 2
-    assert b"Traceback" not in update.stderr
-    assert update.stderr.splitlines()[-1] == (b"kgate: error: kgate-baseline.toml: cannot pin "
-                                              b"'KG302|x\\\\udcff.cu|launch|k': a name in it is not valid UTF-8 "
-                                              b"(rename the file)")
-    assert (tmp_path / "kgate-baseline.toml").read_text() == "version = 2\n"

@@ -14,6 +14,7 @@ the record (`kgate.compile.cuda_engine.FilesRead`).
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import shlex
 from dataclasses import dataclass
@@ -212,7 +213,7 @@ def content_key(root: Path, paths: tuple[Path, ...]) -> str:
     """A hash of the files' relative paths and contents."""
     h = hashlib.sha256()
     for path in paths:
-        h.update(relpath(path, root).encode("utf-8", "surrogateescape") + b"\0")  # the name's own bytes
+        h.update(os.fsencode(relpath(path, root)) + b"\0")  # a name that is not UTF-8: its own bytes
         try:
             h.update(hashlib.sha256(path.read_bytes()).digest())
         except OSError:

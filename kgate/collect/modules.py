@@ -8,6 +8,7 @@ imports (its cache key: editing any of them recompiles the kernel).
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 
 from kgate import reads
@@ -106,7 +107,7 @@ def hash_files(paths: list[Path], root: Path) -> str:
             rel = path.relative_to(root).as_posix()
         except ValueError:
             rel = path.as_posix()
-        digest.update(rel.encode() + b"\0")
+        digest.update(os.fsencode(rel) + b"\0")  # a name that is not UTF-8: its own bytes
         digest.update(hashlib.sha256(path.read_bytes()).digest())
     return digest.hexdigest()
 

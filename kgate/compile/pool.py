@@ -14,6 +14,7 @@ server.
 
 from __future__ import annotations
 
+import atexit
 import multiprocessing
 import os
 import signal
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
+from kgate import interrupts
 from kgate.errors import ToolchainError
 
 # Tries to start a worker, each after a longer pause: a fork server on its way out refuses the first.
@@ -63,7 +65,9 @@ def _serve(conn: Connection, env: dict[str, str | None], kgate_pid: int) -> None
     import importlib
     import resource
 
-    # A process group of its own, so that a timeout kills the compilers it started too.
+    # A process group of its own, so that a timeout kills the compilers it started too, and so that Ctrl-C at a
+    # terminal reaches kgate alone: kgate owns SIGINT (kgate.interrupts) and kills its workers when it stops.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         os.setpgid(0, 0)
     except OSError:
@@ -85,7 +89,7 @@ def _serve(conn: Connection, env: dict[str, str | None], kgate_pid: int) -> None
     while True:
         try:
             message = conn.recv()
-        except (EOFError, KeyboardInterrupt):
+        except EOFError:
             return
         if message is None:
             return
@@ -164,6 +168,7 @@ def _start(ctx: Any, env: dict[str, str | None]) -> tuple[Any, Connection]:
         conn, child = ctx.Pipe()
         process = ctx.Process(target=_serve, args=(child, env, os.getpid()), daemon=True)
         try:
+            start_server()  # a server that has ended is started again here, not by multiprocessing
             process.start()
         except (EOFError, OSError) as exc:
             conn.close()
@@ -223,12 +228,39 @@ PRELOAD = ["kgate.compile.preload"]
 
 
 def start_server() -> None:
-    """Start the workers' fork server now, without waiting for it: its import of Triton then
-    overlaps whatever this process does before it needs a worker."""
+    """Start the workers' fork server now (if it is not running), without waiting for it: its import of Triton
+    then overlaps whatever this process does before it needs a worker.
+
+    It starts with SIGINT held back and ignores it from the first line of its preload: a Ctrl-C while it
+    imports Triton would otherwise stop it with a traceback of its own on kgate's terminal.
+    """
     from multiprocessing import forkserver
 
     multiprocessing.get_context("forkserver").set_forkserver_preload(PRELOAD)
-    forkserver.ensure_running()
+    with interrupts.deferred():
+        forkserver.ensure_running()
+    global _STOP_REGISTERED
+    if not _STOP_REGISTERED:
+        _STOP_REGISTERED = True
+        atexit.register(_stop_server)
+
+
+_STOP_REGISTERED = False
+
+
+def _stop_server() -> None:
+    """At kgate's exit: end the fork server now. It would end by itself once it sees kgate gone, but only after
+    its import of Triton, seconds away when kgate stopped early (an interrupt, a configuration error), and
+    meanwhile it holds kgate's stdout and stderr open for whoever reads them."""
+    from multiprocessing import forkserver
+
+    pid = getattr(forkserver._forkserver, "_forkserver_pid", None)
+    if pid:
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        except OSError:
+            pass
 
 
 class Pool:

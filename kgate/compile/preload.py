@@ -11,6 +11,10 @@ from __future__ import annotations
 
 import contextlib
 
+from kgate import interrupts
+
+interrupts.helper_ignores_interrupts()  # before anything slow: the server started with SIGINT held back
+
 import kgate.compile.triton_backend  # noqa: F401
 
 

@@ -14,6 +14,7 @@ stores, so a warm run never opens an unchanged file.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import sys
@@ -262,11 +263,30 @@ def _lint_many(todo: list[tuple[str, str]], rules: list[SourceRule], jobs: int |
     shares = [todo[i::workers] for i in range(workers)]  # interleaved: big and small files mix
     sys.stdout.flush()
     sys.stderr.flush()
-    children = [_fork_worker(share, rules) for share in shares[1:]]
-    out = [_lint_one(rel, path, rules) for rel, path in shares[0]]
-    for share, (pid, fd) in zip(shares[1:], children):
-        out.extend(_collect(pid, fd, share, rules))
+    children: list[tuple[int, int]] = []
+    collected = 0
+    try:
+        children.extend(_fork_worker(share, rules) for share in shares[1:])
+        out = [_lint_one(rel, path, rules) for rel, path in shares[0]]
+        for share, (pid, fd) in zip(shares[1:], children):
+            out.extend(_collect(pid, fd, share, rules))
+            collected += 1
+    except BaseException:  # an interrupt (kgate.interrupts): the children still linting stop with kgate
+        for pid, fd in children[collected:]:
+            _stop_child(pid, fd)
+        raise
     return out
+
+
+def _stop_child(pid: int, fd: int) -> None:
+    import signal
+
+    with contextlib.suppress(OSError):
+        os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(OSError):
+        os.waitpid(pid, 0)
+    with contextlib.suppress(OSError):
+        os.close(fd)
 
 
 def _fork_worker(share: list[tuple[str, str]], rules: list[SourceRule]) -> tuple[int, int]:

@@ -46,6 +46,7 @@ from kgate.budgets import (
 from kgate.facts.model import CompileFailure, KernelFacts
 from kgate.findings import Finding, sort_findings
 from kgate.profiles import Profile, primary
+from kgate.report.escape import as_bytes
 from kgate.report.mma import short_mma
 
 Key = tuple[str, str, str]
@@ -175,7 +176,7 @@ class AuditModel:
 def anchor(*parts: str) -> str:
     text = "-".join(parts)
     slug = re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()[:60]
-    return f"{slug}-{hashlib.sha256(text.encode('utf-8', 'surrogateescape')).hexdigest()[:8]}"
+    return f"{slug}-{hashlib.sha256(as_bytes(text)).hexdigest()[:8]}"
 
 
 _SHAPE_ORDER = ("M", "N", "K", "ctas", "flops", "bytes")

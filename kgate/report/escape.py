@@ -15,8 +15,15 @@ Each medium kgate writes has its functions here, and every reporter that writes 
   survives, nor a table pipe, a link bracket or a backtick; text without these is left as it is.
 - `html`: HTML and inline SVG text and attribute values.
 - `xml`: XML 1.0 (JUnit), which cannot carry most control characters even escaped.
-- `json_text`: JSON (SARIF), whose own escaping covers the C0 controls; the other invisible controls
-  are written as `\\u` escapes too.
+- `json_text`, `json_ready`: JSON (SARIF, the JSON report), whose own escaping covers the C0 controls; the
+  other invisible controls are written as `\\u` escapes too.
+- `uri`: a path as a URI reference (SARIF's artifact locations), its bytes percent-encoded.
+- `representable`: any other UTF-8 text kgate writes (the baseline's keys).
+
+A file name need not be UTF-8: Python reads a name such as `b"x\\xff.cu"` as text holding a lone surrogate
+(`"x\\udcff.cu"`, the "surrogateescape" error handler), which no UTF-8 output can carry. Every function
+here writes such a character as the escape of the byte it stands for (`x\\xff.cu`), the same in every
+medium; `as_bytes` gives the bytes back, for a hash or a URI.
 """
 
 from __future__ import annotations
@@ -27,17 +34,38 @@ from typing import Any
 
 # Characters that act on a terminal or reorder text instead of showing: C0 and C1 controls, DEL, and
 # Unicode's bidirectional controls and line separators (the characters of "Trojan Source").
-# Lone surrogates are the undecodable bytes of a file name that is not UTF-8 (Python's surrogateescape): they
-# cannot be written as UTF-8 at all, and are shown as the byte they stand for.
-_INVISIBLE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+# Lone surrogates too: no UTF-8 text can hold them (a name that is not UTF-8 brings them, see above).
+_INVISIBLE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+                        "\ud800-\udfff]")
 _NAMED = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _escape_sequence(char: str) -> str:
     code = ord(char)
-    if 0xDC80 <= code <= 0xDCFF:
-        code -= 0xDC00  # the byte surrogateescape decoded it from
+    if 0xDC80 <= code <= 0xDCFF:  # the byte it stands for (surrogateescape)
+        return f"\\x{code - 0xDC00:02x}"
     return _NAMED.get(char) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+
+
+def representable(text: str) -> str:
+    """`text` as valid Unicode, which UTF-8 can encode: a lone surrogate written as an escape (`\\xff` for the
+    byte 0xff of a name that is not UTF-8), everything else as it is."""
+    return _SURROGATE.sub(lambda m: _escape_sequence(m.group()), text)
+
+
+def as_bytes(text: str) -> bytes:
+    """The bytes `text` stands for: its UTF-8, with the original bytes of a name that is not UTF-8 (for a hash or a
+    URI, where the name itself counts rather than how it is shown)."""
+    return text.encode("utf-8", "surrogateescape")
+
+
+def uri(path: str) -> str:
+    """A relative path as a URI reference: every byte but unreserved characters and `/` percent-encoded (RFC 3986),
+    the bytes of a name that is not UTF-8 included."""
+    from urllib.parse import quote
+
+    return quote(as_bytes(path), safe="/")
 
 
 def visible(text: str, keep: str = "") -> str:
@@ -119,21 +147,26 @@ _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
 
 def xml(text: str) -> str:
-    return _NOT_XML.sub("\ufffd", text)
+    return _NOT_XML.sub("\ufffd", representable(text))
 
 
 _JSON_UNESCAPED = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
 
-def finite(value: Any) -> Any:
-    """A value with every non-finite float spelt as a string ("nan", "inf", "-inf"): what strict JSON (RFC 8259)
-    can hold; parsers other than Python's refuse a bare NaN or Infinity."""
+def json_ready(value: Any, *, text: bool = True) -> Any:
+    """A value strict JSON (RFC 8259) can hold: every non-finite float spelt as a string ("nan", "inf", "-inf"),
+    which parsers other than Python's refuse bare, and all text (keys too) `representable`, since a lone
+    surrogate, even as a `\\u` escape, is not Unicode and other parsers refuse it too. `text=False` leaves text
+    as it is, for JSON only kgate reads back (Python's `\\udcff` escape keeps a name that is not UTF-8)."""
     if isinstance(value, float) and not math.isfinite(value):
         return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, str):
+        return representable(value) if text else value
     if isinstance(value, dict):
-        return {key: finite(item) for key, item in value.items()}
+        return {representable(key) if text and isinstance(key, str) else key: json_ready(item, text=text)
+                for key, item in value.items()}
     if isinstance(value, (list, tuple)):
-        return [finite(item) for item in value]
+        return [json_ready(item, text=text) for item in value]
     return value
 
 
@@ -143,5 +176,5 @@ def json_text(data: Any) -> str:
     equal)."""
     import json
 
-    text = json.dumps(finite(data), indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False)
+    text = json.dumps(json_ready(data), indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False)
     return _JSON_UNESCAPED.sub(lambda m: f"\\u{ord(m.group()):04x}", text)

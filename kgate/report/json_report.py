@@ -21,7 +21,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from kgate.findings import sort_findings
-from kgate.report.escape import finite
+from kgate.report.escape import json_ready
 from kgate.report.result import Result
 
 if TYPE_CHECKING:
@@ -90,9 +90,17 @@ def to_dict(result: Result) -> dict[str, Any]:
 
 
 def dumps(value: Any, **options: Any) -> str:
-    """Strict JSON (RFC 8259): never a bare NaN or Infinity, which JSON parsers other than Python's refuse."""
-    return json.dumps(finite(value), allow_nan=False, **options)
+    """Strict JSON (RFC 8259): never a bare NaN or Infinity, never a lone surrogate (a file name that is not UTF-8
+    is written `x\\xff.cu`), which JSON parsers other than Python's refuse."""
+    return json.dumps(json_ready(value), allow_nan=False, **options)
 
 
 def render(result: Result, config: object = None) -> str:
-    return dumps(to_dict(result), indent=2, sort_keys=True) + "\n"
+    data = to_dict(result)
+    shard = data.pop("shard", None)
+    ready = json_ready(data)
+    if shard is not None:
+        # The `shard` object is for `kgate merge`, which checks the names a shard read against the checkout and
+        # against its digest: a name that is not UTF-8 stays the name itself there (Python's `\udcff` escape).
+        ready["shard"] = json_ready(shard, text=False)
+    return json.dumps(ready, allow_nan=False, indent=2, sort_keys=True) + "\n"

@@ -17,17 +17,15 @@ identity are numbered (`hash:1`, `hash:2`), as GitHub's own fingerprints are.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 from collections import Counter
 from typing import Any
-from urllib.parse import quote
 
 import kgate
 from kgate import rules as registry  # type: ignore[attr-defined]
 from kgate.findings import Finding, Severity, sort_findings
 from kgate.report import differences
-from kgate.report.escape import json_text
+from kgate.report.escape import as_bytes, json_text, uri
 from kgate.report.result import Result
 from kgate.rule import Rule
 
@@ -79,8 +77,7 @@ def rule_descriptor(rule: Rule) -> dict[str, Any]:
 def fingerprint(finding: Finding) -> str:
     """A stable hash of what the finding is about: rule, path, identity (never the line)."""
     subject = finding.identity or finding.message
-    identity = f"{finding.code}\0{finding.path}\0{subject}".encode("utf-8", "surrogateescape")  # a name's own bytes
-    return hashlib.sha256(identity).hexdigest()[:32]
+    return hashlib.sha256(as_bytes(f"{finding.code}\0{finding.path}\0{subject}")).hexdigest()[:32]
 
 
 def subject(finding: Finding) -> str:
@@ -116,7 +113,7 @@ def sarif_result(finding: Finding, rule_index: int, occurrence: int) -> dict[str
         "message": {"text": finding.message + subject(finding)},
         "locations": [{
             "physicalLocation": {
-                "artifactLocation": {"uri": quote(os.fsencode(finding.path), safe="/"), "uriBaseId": "%SRCROOT%"},
+                "artifactLocation": {"uri": uri(finding.path), "uriBaseId": "%SRCROOT%"},
                 "region": region(finding),
             },
         }],
