@@ -8,7 +8,6 @@ a traceback is only ever shown for a bug in kgate itself.
 from __future__ import annotations
 
 
-
 class KgateError(Exception):
     """A user-facing error: printed as one line, exit code 2."""
 

@@ -34,6 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from kgate import jsondoc
 from kgate.atomicio import clear_folder, read_cached, write_cached
 from kgate.errors import KgateError
 
@@ -76,12 +77,12 @@ class Cache:
         if data is None:
             return None
         try:
-            record = json.loads(data)
-        except ValueError:
+            record = jsondoc.loads(data)
+        except jsondoc.NotJSON:
             return None
         try:
             if (record["record"] != kind or record["key"] != key
-                    or record["sha256"] != content_hash(record["value"]) or not isinstance(record["meta"], dict)):
+                    or record["sha256"] != jsondoc.content_hash(record["value"]) or not isinstance(record["meta"], dict)):
                 return None
             if check is not None:
                 check(record["value"])
@@ -93,7 +94,7 @@ class Cache:
         """Store a record under its key; raises CacheWriteError when the cache cannot take it (a full disk,
         the folder deleted under the run): a run that cannot keep what it compiled stops and says why."""
         path = self._path(kind, key)
-        record = {"record": kind, "key": key, "sha256": content_hash(value), "meta": meta or {}, "value": value}
+        record = {"record": kind, "key": key, "sha256": jsondoc.content_hash(value), "meta": meta or {}, "value": value}
         data = json.dumps(record, sort_keys=True, separators=(",", ":")).encode()
         try:
             write_cached(path, data)
@@ -111,10 +112,6 @@ class Entry(NamedTuple):
     value: Any
     meta: dict[str, Any]
 
-
-def content_hash(value: Any) -> str:
-    """The hash a record carries of its own value: damage that keeps the JSON whole still shows."""
-    return hashlib.sha256(json.dumps(value, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
 class CacheWriteError(KgateError):
