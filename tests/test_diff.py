@@ -220,3 +220,18 @@ def test_a_variant_renamed_by_one_constexpr_is_paired_but_not_guessed() -> None:
     two = new + [("m:k", "BLOCK=2048,warps=4,stages=3,fp32#00000000", "sm_120a")]
     assert renamed_variants(gone, two) == {}  # which one it became is not known
     assert renamed_variants(gone, [("m:k", "BLOCK=1024,warps=4,stages=3,fp16#00000000", "sm_120a")]) == {}
+
+
+@pytest.mark.skipif(os.environ.get("KGATE_TEST_MATRIX") != "1",
+                    reason="downloads Triton 3.5.1 into an environment of its own; set KGATE_TEST_MATRIX=1")
+def test_another_triton_release_is_compared_on_the_working_tree(history: dict[str, object], tmp_path: Path) -> None:
+    repo = _at(history, "tile")
+    env = {**history["env"],  # type: ignore[dict-item]
+           "KGATE_TOOLCHAINS": os.environ.get("KGATE_TEST_TOOLCHAINS", str(tmp_path / "toolchains"))}
+    run = kgate("diff", "--triton", "3.5.1", "--format", "json", cwd=repo, env=env, timeout=3600)
+    assert run.code == 0, run.stderr
+    data = run.json()
+    assert data["base"]["label"] == "Triton 3.5.1" and data["base"]["toolchain"]["triton"] == "3.5.1"
+    assert data["head"]["label"] == f"Triton {data['head']['toolchain']['triton']}"
+    # Only Triton kernels: the CUDA file's compiler is the same on both sides.
+    assert [(v["kernel"], v["status"] in ("identical", "changed")) for v in data["variants"]] == [("ops:scale", True)]

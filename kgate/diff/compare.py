@@ -172,10 +172,10 @@ def first_difference(old: tuple[Instruction, ...], new: tuple[Instruction, ...],
                                ("replace", 0, len(window_a), 0, len(window_b)))
     removed, added = window_a[i1:i2][:_SHOWN], window_b[j1:j2][:_SHOWN]
     lines = [Line(" ", i.text, _source(i, roots)) for i in old[max(0, start + i1 - _CONTEXT):start + i1]]
-    texts_equal = [a.text for a in removed] == [b.text for b in added]
-    for sign, instrs in (("-", removed), ("+", added)):
-        lines += [Line(sign, i.text + (f"  /* {i.encoding} */" if texts_equal else ""), _source(i, roots))
-                  for i in instrs]
+    for sign, instrs, other in (("-", removed, added), ("+", added, removed)):
+        # Where only the encoding differs (the scheduling bits: stalls, barriers, reuse), it is what is shown.
+        lines += [Line(sign, i.text + (f"  /* {i.encoding} */" if n < len(other) and other[n].text == i.text else ""),
+                       _source(i, roots)) for n, i in enumerate(instrs)]
     return start + i1, tuple(lines)
 
 
@@ -186,6 +186,8 @@ def _source(instr: Instruction, roots: tuple[str, ...]) -> str:
     if not instr.file:
         return ""
     path = _CHECKOUT.sub("", instr.file)
+    if "/site-packages/" in path:  # Triton's own library code, inlined: named as its package names it
+        path = path.split("/site-packages/", 1)[1]
     for root in roots:
         if path.startswith(root.rstrip("/") + "/"):
             path = path[len(root.rstrip("/")) + 1:]
