@@ -153,12 +153,12 @@ def test_outside_a_git_repository_is_an_error(tmp_path: Path) -> None:
 
 def test_the_default_base_is_the_merge_base_off_the_default_branch(history: dict[str, object]) -> None:
     repo = _at(history, "tile")
-    assert revision.default_base(repo) == "HEAD~1"  # detached on main's tip: the last commit
+    assert revision.default_base(repo) == ("HEAD~1", "HEAD~1")  # detached on main's tip: the last commit
     _git(repo, "checkout", "-q", "-b", "feature", history["commits"]["renamed"])  # type: ignore[index]
     try:
         (repo / "notes.txt").write_text("x")
         _commit(repo, "a change on a branch", {})
-        assert revision.default_base(repo) == history["commits"]["renamed"]  # type: ignore[index]
+        assert revision.default_base(repo) == (history["commits"]["renamed"], "merge base with main")  # type: ignore[index]
     finally:
         _git(repo, "checkout", "-q", "--detach", "main")
         _git(repo, "branch", "-q", "-D", "feature")
@@ -203,14 +203,14 @@ def test_listings_compare_equal_apart_from_addresses_symbols_and_paths() -> None
     moved = _listing(bank="0x380")  # a constant-bank offset is part of the code
     assert not same_code(moved, base)
     first, lines = first_difference(base, moved, ("/a",))
-    assert first == 0 and [ln.sign for ln in lines] == ["-", "+"] and lines[0].source == "ops.py:9"
+    assert first == 0 and [ln.sign for ln in lines] == ["-", "+", " ", " "] and lines[0].source == "ops.py:9"
     assert histogram(base) == {"STG.128": 1, "total": 3}
 
 
 def test_opcode_families() -> None:
     assert [family(op) for op in ("HMMA.16816.F32.BF16", "LDG.E.128", "LDG.E", "LDG.E.U8", "LDS.U.64", "LDL.64",
                                   "STL", "BAR.SYNC.DEFER_BLOCKING", "ACQBULK", "FFMA")] == \
-        ["MMA", "LDG.128", "LDG.32", "LDG.8", "LDS.64", "LDL", "STL", "BAR", "griddepcontrol", None]
+        ["HMMA.16816.F32.BF16", "LDG.128", "LDG.32", "LDG.8", "LDS.64", "LDL", "STL", "BAR", "griddepcontrol", None]
 
 
 def test_a_variant_renamed_by_one_constexpr_is_paired_but_not_guessed() -> None:

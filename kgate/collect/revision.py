@@ -50,17 +50,17 @@ def commit_of(root: Path, rev: str) -> str:
     return done.stdout.strip()
 
 
-def default_base(root: Path) -> str:
+def default_base(root: Path) -> tuple[str, str]:
     """The merge base with the upstream default branch; `HEAD~1` when HEAD is on that branch (or none is
-    known): a pull request's change, or the last commit's."""
+    known): a pull request's change, or the last commit's. The revision, and how to name it."""
     branch = _default_branch(root)
     head = commit_of(root, "HEAD")
     if branch is not None:
         done = _git(root, "merge-base", "HEAD", branch, check=False)
         base = done.stdout.strip()
         if done.returncode == 0 and base and base != head:
-            return base
-    return "HEAD~1"
+            return base, f"merge base with {branch}"
+    return "HEAD~1", "HEAD~1"
 
 
 def _default_branch(root: Path) -> str | None:

@@ -50,13 +50,13 @@ def run(args: argparse.Namespace) -> int:
 def _revision_diff(args: argparse.Namespace, config: Config, options: CheckOptions, progress: ProgressBar) -> Diff:
     project = config.source.parent if config.source is not None else config.root
     top = revision.repository(project)
-    rev = args.base or revision.default_base(top)
+    rev, named = (args.base, args.base) if args.base else revision.default_base(top)
     commit = revision.commit_of(top, rev)
     cache_dir = str((config.root / config.cache_dir).resolve())
     with revision.checkout(top, commit) as tree:
-        base_config = _base_config(config, top, tree, rev, cache_dir)  # a base that cannot be read fails first
+        base_config = _base_config(config, top, tree, named, cache_dir)  # a base that cannot be read fails first
         head = compile_side(config, options, "working tree", progress)
-        base = compile_side(base_config, options, f"{rev} ({commit[:12]})", progress)
+        base = compile_side(base_config, options, f"{named} ({commit[:12]})", progress)
         _selected_something(options, base, head)
         return compare(base, head, _listings(cache_dir), roots=(str(config.root.resolve()), str(base_config.root)))
 

@@ -142,7 +142,8 @@ def _compared(old_key: Key, key: Key, base: Side, head: Side, listings: Listings
     figures = (Figures.of(before, len(old)), Figures.of(after, len(new)))
     if same_code(old, new):
         return Row(*key, language, "identical", *figures)
-    first, lines = first_difference(old, new, roots)
+    files = {i.file for i in old + new}
+    first, lines = first_difference(old, new, roots + _roots_of(files, before.path) + _roots_of(files, after.path))
     return Row(*key, language, "changed", *figures, families=_moved(old, new), first=first, lines=lines)
 
 
@@ -159,8 +160,8 @@ def _moved(old: tuple[Instruction, ...], new: tuple[Instruction, ...]) -> dict[s
 
 def first_difference(old: tuple[Instruction, ...], new: tuple[Instruction, ...],
                      roots: tuple[str, ...] = ()) -> tuple[int, tuple[Line, ...]]:
-    """Where the streams part (an index into both) and the lines around it: a few identical ones, then the
-    base's and the head's differing instructions with their source lines."""
+    """Where the streams part (an index into both) and a hunk from there: a few identical lines, then the
+    base's (`-`) and the head's (`+`) instructions with their source lines, up to about a dozen lines."""
     start = 0
     while start < min(len(old), len(new)) and old[start].same_code(new[start]):
         start += 1
@@ -168,15 +169,31 @@ def first_difference(old: tuple[Instruction, ...], new: tuple[Instruction, ...],
     window_a, window_b = old[start:start + 400], new[start:start + 400]
     matcher = difflib.SequenceMatcher(None, [(i.text, i.encoding) for i in window_a],
                                       [(i.text, i.encoding) for i in window_b], autojunk=False)
-    _tag, i1, i2, j1, j2 = next((op for op in matcher.get_opcodes() if op[0] != "equal"),
-                               ("replace", 0, len(window_a), 0, len(window_b)))
-    removed, added = window_a[i1:i2][:_SHOWN], window_b[j1:j2][:_SHOWN]
-    lines = [Line(" ", i.text, _source(i, roots)) for i in old[max(0, start + i1 - _CONTEXT):start + i1]]
-    for sign, instrs, other in (("-", removed, added), ("+", added, removed)):
-        # Where only the encoding differs (the scheduling bits: stalls, barriers, reuse), it is what is shown.
-        lines += [Line(sign, i.text + (f"  /* {i.encoding} */" if n < len(other) and other[n].text == i.text else ""),
-                       _source(i, roots)) for n, i in enumerate(instrs)]
-    return start + i1, tuple(lines)
+    ops = matcher.get_opcodes()
+    first = next((n for n, op in enumerate(ops) if op[0] != "equal"), None)
+    if first is None:  # the window was equal: the streams differ past it, or in length
+        ops, first = [("replace", 0, len(window_a), 0, len(window_b))], 0
+    lines = [Line(" ", i.text, _source(i, roots)) for i in old[max(0, start - _CONTEXT):start]]
+    shown = 0
+    for tag, i1, i2, j1, j2 in ops[first:]:
+        if shown >= _SHOWN * 2:
+            break
+        if tag == "equal":
+            lines += [Line(" ", i.text, _source(i, roots)) for i in window_a[i1:i2][:_CONTEXT]]
+            continue
+        removed, added = window_a[i1:i2][:_SHOWN], window_b[j1:j2][:_SHOWN]
+        for sign, instrs, other in (("-", removed, added), ("+", added, removed)):
+            # Where only the encoding differs (the scheduling bits: stalls, barriers, reuse), it is what is shown.
+            lines += [Line(sign, i.text + (f"  /* {i.encoding} */" if n < len(other) and other[n].text == i.text
+                                           else ""), _source(i, roots)) for n, i in enumerate(instrs)]
+        shown += len(removed) + len(added)
+    return start + ops[first][1], tuple(lines)
+
+
+def _roots_of(files: set[str], path: str) -> tuple[str, ...]:
+    """The project folders the line tables name, found from the kernel's own file: a cubin in the cache may
+    have been compiled in another checkout of the same source."""
+    return tuple(sorted({f[: -len(path)] for f in files if path and f.endswith("/" + path)}))
 
 
 _CHECKOUT = re.compile(rf"^.*/{re.escape(CHECKOUT_PREFIX)}[^/]+/tree/")

@@ -104,11 +104,12 @@ _GRID_DEPENDENCE = ("ACQBULK", "PREEXIT")
 
 
 def family(opcode: str) -> str | None:
-    """The histogram family of an opcode: `MMA`, `LDG.128`, `LDS.64`, `LDL`, `BAR`, ...; None for the rest."""
+    """The histogram family of an opcode: an MMA by its whole opcode (`HMMA.16816.F32.BF16`: the kind of MMA is
+    what a toolchain change moves), `LDG.128`, `LDS.64`, `LDL`, `BAR`, ...; None for the rest."""
     parts = opcode.split(".")
     head = parts[0]
     if head in MMA_HEADS:
-        return "MMA"
+        return opcode
     if head in ("LDL", "STL"):
         return head
     if head in ("BAR", "SYNCS", "MEMBAR", "DEPBAR", "LDGDEPBAR"):
