@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -58,7 +59,8 @@ def _revision_diff(args: argparse.Namespace, config: Config, options: CheckOptio
         head = compile_side(config, options, "working tree", progress)
         base = compile_side(base_config, options, f"{named} ({commit[:12]})", progress)
         _selected_something(options, base, head)
-        return compare(base, head, _listings(cache_dir), roots=(str(config.root.resolve()), str(base_config.root)))
+        return compare(base, head, _listings(cache_dir, base, head, options.jobs),
+                   roots=(str(config.root.resolve()), str(base_config.root)))
 
 
 def _base_config(config: Config, top: Path, tree: Path, rev: str, cache_dir: str) -> Config:
@@ -97,7 +99,7 @@ def _toolchain_diff(args: argparse.Namespace, config: Config, options: CheckOpti
     head.label = f"Triton {head.toolchain.get('triton', '?')}"
     _selected_something(options, base, head)
     cache_dir = str((config.root / config.cache_dir).resolve())
-    return compare(base, head, _listings(cache_dir), roots=(str(config.root.resolve()),))
+    return compare(base, head, _listings(cache_dir, base, head, options.jobs), roots=(str(config.root.resolve()),))
 
 
 def _selected_something(options: CheckOptions, base: Side, head: Side) -> None:
@@ -107,9 +109,20 @@ def _selected_something(options: CheckOptions, base: Side, head: Side) -> None:
                           f"module:name)")
 
 
-def _listings(cache_dir: str):  # type: ignore[no-untyped-def]
+def _listings(cache_dir: str, base: Side, head: Side, jobs: int | None):  # type: ignore[no-untyped-def]
+    """The SASS of a side's variant, read on demand; the cubins only one side has are disassembled first, in
+    parallel (nvdisasm takes about a second even for a small cubin)."""
+    from concurrent.futures import ThreadPoolExecutor
+
     cache = Cache(Path(cache_dir))
     memo: dict[str, dict[str, tuple[Instruction, ...]] | None] = {}
+    hashes = ({digest for _path, digest in base.cubins.values()}, {digest for _path, digest in head.cubins.values()})
+    todo = sorted({path for side, other in ((base, hashes[1]), (head, hashes[0]))
+                   for path, digest in side.cubins.values() if digest is None or digest not in other})
+    recorded = {path: digest for side in (base, head) for path, digest in side.cubins.values()}
+    with ThreadPoolExecutor(max_workers=max(1, jobs or os.cpu_count() or 1)) as pool:
+        for path, functions in zip(todo, pool.map(lambda p: cubin_listing(cache, Path(p), recorded[p]), todo)):
+            memo[path] = functions
 
     def listing(side: Side, key: Key) -> tuple[Instruction, ...] | None:
         cubin = side.cubins.get(key)
