@@ -126,6 +126,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             p.add_argument("--profile", action="append", metavar="CARD",
                            help="device profile to show (repeatable; default: the target's cards)")
             p.add_argument("--no-baseline", action="store_true")
+            p.add_argument("--diff", metavar="BASE",
+                           help="also show the SASS of the variants that changed since BASE (a git revision), side by "
+                                "side")
         if name == "merge":
             p.add_argument("inputs", nargs="+", help="JSON results of `kgate check --format json --shard I/N`")
             _add_output(p)

@@ -131,6 +131,20 @@ def test_a_tile_size_change_changes_exactly_that_kernels_variants(history: dict[
     assert _left_behind(history) == []
 
 
+def test_the_audit_page_shows_a_changed_variant_side_by_side(history: dict[str, object], tmp_path: Path) -> None:
+    repo = _at(history, "tile")
+    run = kgate("audit", "--diff", "HEAD~1", "-o", str(tmp_path / "audit"), cwd=repo, env=history["env"])
+    assert run.code == 0, run.stderr
+    md = (tmp_path / "audit" / "report.md").read_text()
+    section = md[md.index("## SASS against HEAD~1 ("):]
+    assert "| changed | `ops:scale` |" in section and "### ops:scale @ sm_120a" in section
+    side = [line for line in section.splitlines() if line.startswith("| ~ |") or line.startswith("|  |")]
+    assert any(line.startswith("| ~ |") for line in side) and any("ops.py:" in line for line in side)
+    page = (tmp_path / "audit" / "report.html").read_text()
+    assert '<section id="sass-diff">' in page and '<table class="sass">' in page
+    assert _left_behind(history) == []
+
+
 @pytest.mark.parametrize("where, args, message", [
     ("kernels", ("HEAD~1",), "the base revision HEAD~1 cannot be configured"),
     ("kernels", ("no-such-rev",), "unknown revision 'no-such-rev'"),
@@ -235,3 +249,46 @@ def test_another_triton_release_is_compared_on_the_working_tree(history: dict[st
     assert data["head"]["label"] == f"Triton {data['head']['toolchain']['triton']}"
     # Only Triton kernels: the CUDA file's compiler is the same on both sides.
     assert [(v["kernel"], v["status"] in ("identical", "changed")) for v in data["variants"]] == [("ops:scale", True)]
+
+
+def test_every_report_escapes_project_text() -> None:
+    from dataclasses import replace
+
+    from test_audit_model import audit, facts
+
+    from kgate.diff.compare import compare
+    from kgate.diff.side import Side
+    from kgate.report import audit_html, audit_md, diff_report
+
+    evil = "pkg.k:<b>x</b>|\x1b[31m"
+    old = (facts(evil, variant="B=1|<i>"),)
+    new = (replace(old[0], resources=replace(old[0].resources, registers=200)),)
+    base = Side("HEAD~1 (<script>)", {f.key: f for f in old}, cubins={old[0].key: ("a", "1")})
+    head = Side("working tree", {f.key: f for f in new}, cubins={new[0].key: ("b", "2")})
+    text = "LDG.E R1, [R2] ; <img src=x> | `"
+    listing = {"a": parse_listing(LISTING.format(name="n", root="/a", a0="0", a1="1", a2="2", bank="0x1",
+                                                 label="1"))["n"],
+               "b": parse_listing(LISTING.format(name="n", root="/a", a0="0", a1="1", a2="2", bank="0x2",
+                                                 label="1"))["n"]}
+    listing = {k: tuple(replace(i, text=text + i.text) if n == 0 else i for n, i in enumerate(v))
+               for k, v in listing.items()}
+    diff = compare(base, head, lambda side, key: listing[side.cubins[key][0]], pairs=1)
+    assert [r.status for r in diff.rows] == ["changed"]
+    shown = diff_report.render_terminal(diff)
+    assert "\x1b" not in shown
+    md = diff_report.render_markdown(diff)
+    assert "<b>" not in _outside_code(md) and "<script>" not in md and "\\|" in md.split("<details>")[0]
+    model = replace(audit(*new), sass_diff=diff)
+    page = audit_html.render(model)
+    assert "<img" not in page and "<script>" not in page.split("<script>")[0] + page.split("</script>")[-1]
+    assert "&lt;img src=x&gt;" in page
+    report = audit_md.render(model)
+    assert "<img" not in _outside_code(report) and "<b>" not in _outside_code(report)
+
+
+def _outside_code(markdown: str) -> str:
+    """Markdown without its code spans and fenced blocks, where any text is shown as it is."""
+    import re
+
+    markdown = re.sub(r"^(`{3,})diff\n.*?^\1$", "", markdown, flags=re.S | re.M)
+    return re.sub(r"(`+)(?:(?!\1).)+?\1", "", markdown)

@@ -42,16 +42,19 @@ def run(args: argparse.Namespace) -> int:
                 raise ConfigError("give a BASE revision or --triton VERSION, not both")
             diff = _toolchain_diff(args, config, options, progress)
         else:
-            diff = _revision_diff(args, config, options, progress)
+            diff = revision_diff(config, options, args.base, progress)
     finally:
         progress.clear()
     return _report(args, diff)
 
 
-def _revision_diff(args: argparse.Namespace, config: Config, options: CheckOptions, progress: ProgressBar) -> Diff:
+def revision_diff(config: Config, options: CheckOptions, base_rev: str | None, progress: ProgressBar | None = None,
+                  pairs: int = 0) -> Diff:
+    """The working tree against `base_rev` (default: the merge base with the default branch, or HEAD~1);
+    `pairs`: side-by-side SASS of that many changed variants (`kgate audit --diff`)."""
     project = config.source.parent if config.source is not None else config.root
     top = revision.repository(project)
-    rev, named = (args.base, args.base) if args.base else revision.default_base(top)
+    rev, named = (base_rev, base_rev) if base_rev else revision.default_base(top)
     commit = revision.commit_of(top, rev)
     cache_dir = str((config.root / config.cache_dir).resolve())
     with revision.checkout(top, commit) as tree:
@@ -60,7 +63,7 @@ def _revision_diff(args: argparse.Namespace, config: Config, options: CheckOptio
         base = compile_side(base_config, options, f"{named} ({commit[:12]})", progress)
         _selected_something(options, base, head)
         return compare(base, head, _listings(cache_dir, base, head, options.jobs),
-                   roots=(str(config.root.resolve()), str(base_config.root)))
+                       roots=(str(config.root.resolve()), str(base_config.root)), pairs=pairs)
 
 
 def _base_config(config: Config, top: Path, tree: Path, rev: str, cache_dir: str) -> Config:

@@ -77,11 +77,22 @@ class Row:
                 "note": self.note, "base_variant": self.was or self.variant}
 
 
+@dataclass(frozen=True)
+class Pair:
+    """One line of a side-by-side view: the base's instruction and the head's, either absent."""
+
+    tag: str  # "equal", "replace", "delete" (base only) or "insert" (head only)
+    left: Line | None
+    right: Line | None
+
+
 @dataclass
 class Diff:
     base: Side
     head: Side
     rows: list[Row]
+    # Side-by-side SASS around the first difference, for the first few changed variants (`kgate audit --diff`).
+    pairs: dict[Key, tuple[Pair, ...]] = field(default_factory=dict)
 
     def counts(self) -> dict[str, int]:
         return {status: sum(1 for r in self.rows if r.status == status) for status in STATUSES}
@@ -90,13 +101,43 @@ class Diff:
         return [r for r in self.rows if r.status != "identical"]
 
 
-def compare(base: Side, head: Side, listings: Listings, roots: tuple[str, ...] = ()) -> Diff:
-    """Every variant of either side, sorted by identity (a renamed variant under its new name)."""
+def compare(base: Side, head: Side, listings: Listings, roots: tuple[str, ...] = (), pairs: int = 0) -> Diff:
+    """Every variant of either side, sorted by identity (a renamed variant under its new name); `pairs`: the
+    side-by-side SASS of that many changed variants too."""
     before = set(base.facts) | set(base.failures)
     after = set(head.facts) | set(head.failures)
     renamed = renamed_variants(sorted(before - after), sorted(after - before))
     keys = sorted((before | after) - set(renamed.values()))
-    return Diff(base, head, [_row(renamed.get(key, key), key, base, head, listings, roots) for key in keys])
+    diff = Diff(base, head, [_row(renamed.get(key, key), key, base, head, listings, roots) for key in keys])
+    for row in [r for r in diff.rows if r.status == "changed"][:pairs]:
+        old_key = (row.kernel, row.was or row.variant, row.target)
+        old, new = listings(base, old_key), listings(head, row.key)
+        if old is not None and new is not None:
+            files = {i.file for i in old + new}
+            found = roots + _roots_of(files, base.facts[old_key].path) + _roots_of(files, head.facts[row.key].path)
+            diff.pairs[row.key] = side_by_side(old, new, found)
+    return diff
+
+
+def side_by_side(old: tuple[Instruction, ...], new: tuple[Instruction, ...], roots: tuple[str, ...] = (),
+                 limit: int = 48) -> tuple[Pair, ...]:
+    """The two streams aligned from a few lines before their first difference, `limit` lines at most."""
+    start = 0
+    while start < min(len(old), len(new)) and old[start].same_code(new[start]):
+        start += 1
+    begin = max(0, start - _CONTEXT)
+    a, b = old[begin:begin + 4 * limit], new[begin:begin + 4 * limit]
+    matcher = difflib.SequenceMatcher(None, [(i.text, i.encoding) for i in a], [(i.text, i.encoding) for i in b],
+                                      autojunk=False)
+    out: list[Pair] = []
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        left = [Line("-" if tag != "equal" else " ", i.text, _source(i, roots)) for i in a[i1:i2]]
+        right = [Line("+" if tag != "equal" else " ", i.text, _source(i, roots)) for i in b[j1:j2]]
+        for n in range(max(len(left), len(right))):
+            out.append(Pair(tag if tag != "replace" or (n < len(left) and n < len(right))
+                            else ("delete" if n < len(left) else "insert"),
+                            left[n] if n < len(left) else None, right[n] if n < len(right) else None))
+    return tuple(out[:limit])
 
 
 def renamed_variants(gone: list[Key], new: list[Key]) -> dict[Key, Key]:

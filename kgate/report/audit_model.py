@@ -23,6 +23,7 @@ import hashlib
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from kgate.budgets import (
     ACCUMULATOR_SHARE,
@@ -47,6 +48,9 @@ from kgate.facts.model import CompileFailure, KernelFacts
 from kgate.findings import Finding, sort_findings
 from kgate.profiles import Profile, primary
 from kgate.report.mma import short_mma
+
+if TYPE_CHECKING:
+    from kgate.diff.compare import Diff
 
 Key = tuple[str, str, str]
 
@@ -165,6 +169,7 @@ class AuditModel:
     baseline_state: str = "no baseline"  # e.g. "compared with kgate-baseline.toml"
     baseline_compared: bool = False
     baseline_notes: tuple[str, ...] = ()  # differences that belong to no kernel (toolchain, source files)
+    sass_diff: Diff | None = None  # `kgate audit --diff BASE`: the variants whose SASS changed since BASE
 
     @property
     def ranking(self) -> tuple[KernelAudit, ...]:
