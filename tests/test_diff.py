@@ -138,7 +138,7 @@ def test_the_audit_page_shows_a_changed_variant_side_by_side(history: dict[str, 
     md = (tmp_path / "audit" / "report.md").read_text()
     section = md[md.index("## SASS against HEAD~1 ("):]
     assert "| changed | `ops:scale` |" in section and "### ops:scale @ sm_120a" in section
-    side = [line for line in section.splitlines() if line.startswith("| ~ |") or line.startswith("|  |")]
+    side = [line for line in section.splitlines() if line.startswith(("| ~ |", "|  |"))]
     assert any(line.startswith("| ~ |") for line in side) and any("ops.py:" in line for line in side)
     page = (tmp_path / "audit" / "report.html").read_text()
     assert '<section id="sass-diff">' in page and '<table class="sass">' in page
@@ -290,5 +290,5 @@ def _outside_code(markdown: str) -> str:
     """Markdown without its code spans and fenced blocks, where any text is shown as it is."""
     import re
 
-    markdown = re.sub(r"^(`{3,})diff\n.*?^\1$", "", markdown, flags=re.S | re.M)
+    markdown = re.sub(r"^(`{3,})diff\n.*?^\1$", "", markdown, flags=re.DOTALL | re.MULTILINE)
     return re.sub(r"(`+)(?:(?!\1).)+?\1", "", markdown)
