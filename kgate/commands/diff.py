@@ -10,6 +10,7 @@ not identical; 2 for errors.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import sys
@@ -21,9 +22,10 @@ from kgate.commands.common import ProgressBar, config_from
 from kgate.compile.cache import Cache
 from kgate.compile.listing import cubin_listing
 from kgate.config import Config, load_config
-from kgate.diff.compare import Diff, compare
+from kgate.diff.compare import Diff, compare, matched, needs_listing
 from kgate.diff.side import Key, Side, compile_side
 from kgate.errors import ConfigError, KgateError, ToolchainError
+from kgate.facts.cubin import text_sections
 from kgate.facts.listing import Instruction
 from kgate.pipeline import CheckOptions
 
@@ -62,8 +64,8 @@ def revision_diff(config: Config, options: CheckOptions, base_rev: str | None, p
         head = compile_side(config, options, "working tree", progress)
         base = compile_side(base_config, options, f"{named} ({commit[:12]})", progress)
         _selected_something(options, base, head)
-        return compare(base, head, _listings(cache_dir, base, head, options.jobs),
-                       roots=(str(config.root.resolve()), str(base_config.root)), pairs=pairs)
+        return _compare(cache_dir, base, head, options.jobs, (str(config.root.resolve()), str(base_config.root)),
+                        pairs)
 
 
 def _base_config(config: Config, top: Path, tree: Path, rev: str, cache_dir: str) -> Config:
@@ -102,7 +104,7 @@ def _toolchain_diff(args: argparse.Namespace, config: Config, options: CheckOpti
     head.label = f"Triton {head.toolchain.get('triton', '?')}"
     _selected_something(options, base, head)
     cache_dir = str((config.root / config.cache_dir).resolve())
-    return compare(base, head, _listings(cache_dir, base, head, options.jobs), roots=(str(config.root.resolve()),))
+    return _compare(cache_dir, base, head, options.jobs, (str(config.root.resolve()),), 0)
 
 
 def _selected_something(options: CheckOptions, base: Side, head: Side) -> None:
@@ -112,16 +114,41 @@ def _selected_something(options: CheckOptions, base: Side, head: Side) -> None:
                           f"module:name)")
 
 
-def _listings(cache_dir: str, base: Side, head: Side, jobs: int | None):  # type: ignore[no-untyped-def]
-    """The SASS of a side's variant, read on demand; the cubins only one side has are disassembled first, in
-    parallel (nvdisasm takes about a second even for a small cubin)."""
+def _compare(cache_dir: str, base: Side, head: Side, jobs: int | None, roots: tuple[str, ...], pairs: int) -> Diff:
+    code = _machine_code()
+    return compare(base, head, _listings(cache_dir, base, head, jobs, code), roots=roots, pairs=pairs, code=code)
+
+
+def _machine_code():  # type: ignore[no-untyped-def]
+    """A variant's `.text` bytes from its cubin (when the cubin is the one its record was written with)."""
+    memo: dict[str, dict[str, bytes]] = {}
+
+    def code(side: Side, key: Key) -> bytes | None:
+        cubin, facts = side.cubins.get(key), side.facts.get(key)
+        if cubin is None or facts is None:
+            return None
+        path, recorded = cubin
+        if path not in memo:
+            try:
+                data = Path(path).read_bytes()
+            except OSError:
+                data = b""
+            memo[path] = text_sections(data) if recorded is None or hashlib.sha256(data).hexdigest() == recorded \
+                else {}
+        return memo[path].get(facts.entry.name)
+
+    return code
+
+
+def _listings(cache_dir: str, base: Side, head: Side, jobs: int | None, code):  # type: ignore[no-untyped-def]
+    """The SASS of a side's variant, read on demand; the cubins the comparison will read are disassembled first,
+    in parallel (nvdisasm takes about a second even for a small cubin)."""
     from concurrent.futures import ThreadPoolExecutor
 
     cache = Cache(Path(cache_dir))
     memo: dict[str, dict[str, tuple[Instruction, ...]] | None] = {}
-    hashes = ({digest for _path, digest in base.cubins.values()}, {digest for _path, digest in head.cubins.values()})
-    todo = sorted({path for side, other in ((base, hashes[1]), (head, hashes[0]))
-                   for path, digest in side.cubins.values() if digest is None or digest not in other})
+    todo = sorted({side.cubins[k][0] for old, new in matched(base, head) if needs_listing(base, head, old, new, code)
+                   for side, k in ((base, old), (head, new)) if k in side.cubins})
     recorded = {path: digest for side in (base, head) for path, digest in side.cubins.values()}
     with ThreadPoolExecutor(max_workers=max(1, jobs or os.cpu_count() or 1)) as pool:
         for path, functions in zip(todo, pool.map(lambda p: cubin_listing(cache, Path(p), recorded[p]), todo)):

@@ -22,6 +22,7 @@ from kgate.facts.model import KernelFacts
 
 STATUSES = ("identical", "changed", "new", "gone", "failed", "unknown")
 Listings = Callable[[Side, Key], "tuple[Instruction, ...] | None"]
+Code = Callable[[Side, Key], "bytes | None"]  # a variant's machine code (its `.text` section), None if unknown
 
 _TRITON_NAME = re.compile(r"^[\w.]+:\w+$")  # "package.module:function"; CUDA names are C++ names
 _CONTEXT = 2  # identical lines shown before the first difference
@@ -101,14 +102,34 @@ class Diff:
         return [r for r in self.rows if r.status != "identical"]
 
 
-def compare(base: Side, head: Side, listings: Listings, roots: tuple[str, ...] = (), pairs: int = 0) -> Diff:
-    """Every variant of either side, sorted by identity (a renamed variant under its new name); `pairs`: the
-    side-by-side SASS of that many changed variants too."""
+def matched(base: Side, head: Side) -> list[tuple[Key, Key]]:
+    """(base key, head key) of every variant of either side, sorted by the head's identity: a variant only one
+    side has is matched with itself, a renamed one (`renamed_variants`) with the one it replaces."""
     before = set(base.facts) | set(base.failures)
     after = set(head.facts) | set(head.failures)
     renamed = renamed_variants(sorted(before - after), sorted(after - before))
-    keys = sorted((before | after) - set(renamed.values()))
-    diff = Diff(base, head, [_row(renamed.get(key, key), key, base, head, listings, roots) for key in keys])
+    return [(renamed.get(key, key), key) for key in sorted((before | after) - set(renamed.values()))]
+
+
+def needs_listing(base: Side, head: Side, old_key: Key, key: Key, code: Code | None) -> bool:
+    """Whether telling identical from changed takes reading the SASS (neither the same cubin nor the same code)."""
+    if old_key not in base.facts or key not in head.facts or _same_cubin(base.cubins.get(old_key),
+                                                                          head.cubins.get(key)):
+        return False
+    return code is None or not _same_code(code(base, old_key), code(head, key))
+
+
+def _same_code(a: bytes | None, b: bytes | None) -> bool:
+    return a is not None and a == b
+
+
+def compare(base: Side, head: Side, listings: Listings, roots: tuple[str, ...] = (), pairs: int = 0,
+            code: Code | None = None) -> Diff:
+    """Every variant of either side, sorted by identity (a renamed variant under its new name); `pairs`: the
+    side-by-side SASS of that many changed variants too; `code`: machine code, which settles identical
+    variants without their SASS."""
+    diff = Diff(base, head, [_row(old_key, key, base, head, listings, roots, code)
+                             for old_key, key in matched(base, head)])
     for row in [r for r in diff.rows if r.status == "changed"][:pairs]:
         old_key = (row.kernel, row.was or row.variant, row.target)
         old, new = listings(base, old_key), listings(head, row.key)
@@ -156,14 +177,16 @@ def renamed_variants(gone: list[Key], new: list[Key]) -> dict[Key, Key]:
     return {n[0]: g[0] for g, n in groups.values() if len(g) == 1 and len(n) == 1}
 
 
-def _row(old_key: Key, key: Key, base: Side, head: Side, listings: Listings, roots: tuple[str, ...]) -> Row:
-    row = _compared(old_key, key, base, head, listings, roots)
+def _row(old_key: Key, key: Key, base: Side, head: Side, listings: Listings, roots: tuple[str, ...],
+         code: Code | None = None) -> Row:
+    row = _compared(old_key, key, base, head, listings, roots, code)
     if old_key == key:
         return row
     return replace(row, was=old_key[1], note=f"was {old_key[1]}" + (f"; {row.note}" if row.note else ""))
 
 
-def _compared(old_key: Key, key: Key, base: Side, head: Side, listings: Listings, roots: tuple[str, ...]) -> Row:
+def _compared(old_key: Key, key: Key, base: Side, head: Side, listings: Listings, roots: tuple[str, ...],
+              code: Code | None) -> Row:
     before, after = base.facts.get(old_key), head.facts.get(key)
     known = after or before
     language = known.language if known else "triton" if _TRITON_NAME.match(key[0]) else "cuda"
@@ -173,7 +196,7 @@ def _compared(old_key: Key, key: Key, base: Side, head: Side, listings: Listings
     if before is None or after is None:
         return Row(*key, language, "new" if before is None else "gone",
                    Figures.of(before, None) if before else None, Figures.of(after, None) if after else None)
-    if _same_cubin(base.cubins.get(old_key), head.cubins.get(key)):
+    if not needs_listing(base, head, old_key, key, code):  # the same cubin, or the same machine code in it
         return Row(*key, language, "identical", Figures.of(before, None), Figures.of(after, None))
     old, new = listings(base, old_key), listings(head, key)
     if old is None or new is None:
