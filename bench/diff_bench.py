@@ -8,6 +8,8 @@ each ratio:
 - a diff where no kernel changed (the last commit edits a text file) against one warm `kgate check` per
   side: a warm check that reads every cached record (its configuration touched, so it is not replayed),
   and the replayed re-run a developer usually sees;
+- a diff where one kernel's source changed but not its code (the last commit renames a local variable in
+  it): the kernel compiles again on one side, and its machine code settles that it is identical;
 - a diff where one kernel changed (the last commit edits one kernel's source, a new edit each run) against
   that kernel's own compile (`triton.compile`, serial, empty cache, in a warm Python) plus the unchanged
   diff, and against `kgate check` after the same kind of edit (which pays the same compile through the
@@ -45,6 +47,19 @@ def commit(root: Path, message: str) -> None:
     git(root, "commit", "-q", "-m", message)
 
 
+def rename_local(root: Path, round_: int) -> None:
+    """Rename the first kernel's `offs` (a new name each round): its source changes, its machine code not."""
+    import re
+
+    path = root / "synth" / "k000.py"
+    text = path.read_text()
+    start = text.index("def ")
+    end = text.find("@triton.jit", start)
+    end = len(text) if end < 0 else end
+    body = re.sub(r"\boffs(?:_\d+)?\b", f"offs_{round_ + 1}", text[start:end])
+    path.write_text(text[:start] + body + text[end:])
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--modules", type=int, default=3)
@@ -77,6 +92,16 @@ def main() -> int:
             unchanged.append(timed([*kgate, "diff", "HEAD~1", "--require-identical"], workdir)[0])
         same = statistics.median(unchanged)
 
+        renamed = []
+        for round_ in range(args.runs):
+            rename_local(workdir, round_)
+            commit(workdir, "a local variable renamed")
+            seconds, code, _ = timed([*kgate, "diff", "HEAD~1", "--require-identical"], workdir)
+            if code != 0:
+                raise SystemExit("renaming a local variable changed the SASS: the bench measures nothing")
+            renamed.append(seconds)
+        rename = statistics.median(renamed)
+
         changed = []
         for round_ in range(args.runs):
             synth.edit_one_kernel(workdir, round_ + 1)
@@ -103,6 +128,7 @@ def main() -> int:
         ("kgate check, warm (every record read, not replayed)", warm),
         ("kgate check, replayed (unchanged re-run)", replayed),
         ("kgate diff HEAD~1, no kernel changed", same),
+        ("kgate diff HEAD~1, a local variable renamed in one kernel", rename),
         ("kgate diff HEAD~1, one kernel edited", one),
         ("kgate check, one kernel edited", check_one),
         ("that kernel's own compile (triton.compile, empty cache)", own),
@@ -111,6 +137,7 @@ def main() -> int:
         print(f"  {label:<58} {seconds:7.2f} s")
     print(f"ratio: unchanged diff / (2 x warm check)               {same / (2 * warm):5.2f}  (target: about 1)")
     print(f"ratio: unchanged diff / (2 x replayed check)           {same / (2 * replayed):5.2f}")
+    print(f"ratio: (renamed diff - unchanged diff) / own compile   {(rename - same) / own:5.2f}")
     print(f"ratio: (changed diff - unchanged diff) / own compile   {(one - same) / own:5.2f}  (target: about 1)")
     print(f"ratio: changed diff / kgate check after the same edit  {one / check_one:5.2f}")
     return 0
