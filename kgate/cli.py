@@ -28,6 +28,7 @@ COMMANDS = {
     "audit": "write the HTML and Markdown audit report",
     "merge": "combine the JSON results of sharded runs",
     "capture": "record the Triton specialisations a command launches",
+    "diff": "compare every kernel's SASS with a base revision or another Triton release",
 }
 
 
@@ -136,6 +137,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             p.add_argument("--profile", action="append", metavar="CARD",
                            help="device profile to show (repeatable; default: the target's cards)")
             p.add_argument("--no-baseline", action="store_true")
+            p.add_argument("--diff", metavar="BASE",
+                           help="also show the SASS of the variants that changed since BASE (a git revision), side by "
+                                "side")
         if name == "merge":
             p.add_argument("inputs", nargs="+", help="JSON results of `kgate check --format json --shard I/N`")
             _add_output(p)
@@ -158,7 +162,28 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                            help="on a GPU: compare kgate's compile of each specialisation with the loaded kernel")
             p.add_argument("-j", "--jobs", type=_positive_int, metavar="N", help="compile workers for --verify")
             p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="the command to run")
+        if name == "diff":
+            _add_diff(p)
     return parser
+
+
+def _add_diff(p: argparse.ArgumentParser) -> None:
+    p.add_argument("base", nargs="?", metavar="BASE",
+                   help="git revision to compare with (default: the merge base with the upstream default branch, "
+                        "or HEAD~1 on that branch)")
+    p.add_argument("--triton", metavar="VERSION",
+                   help="compare with another Triton release instead (the working tree under both)")
+    p.add_argument("--require-identical", action="store_true",
+                   help="exit 1 when any selected variant's SASS is not identical")
+    p.add_argument("--config", metavar="FILE", help="pyproject.toml or kgate.toml (default: nearest)")
+    p.add_argument("--target", action="append", metavar="SM", help="only this target (repeatable)")
+    p.add_argument("--kernel", action="append", metavar="GLOB", help="only kernels matching (repeatable)")
+    p.add_argument("--language", choices=("triton", "cuda"), help="only the Triton or only the CUDA kernels")
+    p.add_argument("-j", "--jobs", type=int, metavar="N", help="compile workers (default: all cores)")
+    p.add_argument("--format", choices=("terminal", "json", "markdown"), default="terminal")
+    p.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout")
+    p.add_argument("-q", "--quiet", action="store_true", help="no SASS lines in the terminal report")
+    p.add_argument("--side-json", action="store_true", help=argparse.SUPPRESS)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -24,7 +24,7 @@ def _main() -> int:
         code = fastpath.replay(argv)
         if code is not None:
             return code
-    if argv[:1] in (["check"], ["baseline"], ["audit"]) and not {"-h", "--help"} & set(argv):
+    if argv[:1] in (["check"], ["baseline"], ["audit"], ["diff"]) and not {"-h", "--help"} & set(argv):
         # These may compile: start the workers' fork server before the rest of kgate loads.
         from kgate.compile.pool import start_server
 

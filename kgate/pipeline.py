@@ -15,6 +15,7 @@ from typing import NamedTuple
 
 from kgate import evaluate, shard
 from kgate.cachedir import claim
+from kgate.collect.captures import CapturedSpec
 from kgate.collect.registry import captured_specs, triton_entries, triton_kernels
 from kgate.compile.cache import unusable as cache_unusable
 from kgate.compile.cuda_engine import compile_cuda
@@ -89,18 +90,50 @@ def select_entries(entries: list[TritonEntry], globs: tuple[str, ...]) -> list[T
 
 def run_check(config: Config, selection: Selection, options: CheckOptions,
               progress: Progress | None = None) -> CheckRun:
-    targets = resolve_targets(config, options.targets)
     registered = triton_entries(config)
     recorded = captured_specs(config)
     kernels = triton_kernels(registered, recorded)
     plan = shard.plan(config, kernels, options.shard, use_timings=not options.no_cache) \
         if options.shard else None
-    mine = plan.kernels if plan else None
-    triton_on = options.language in (None, "triton")
-    entries = select_entries([e for e in registered if mine is None or e.kernel in mine], options.kernels) \
-        if triton_on else []
-    captured = [c for c in recorded if (mine is None or c.spec.kernel in mine) and selected(c.spec.kernel, options.kernels)
-                ] if triton_on else []
+    entries, captured = select_units(registered, recorded, options, plan.kernels if plan else None)
+    compiled, covered = compile_kernels(config, entries, captured, options, progress,
+                                        files=plan.files if plan else None)
+    seconds = shard.run_seconds(compiled.facts, compiled.compile_seconds)
+    if not options.no_cache and plan is None:
+        # A shard leaves the timings file alone, so slices run one after another in one checkout plan alike;
+        # its seconds go into its JSON and `kgate merge` records every slice's.
+        shard.record_timings(config, seconds, set(kernels))
+    raw = evaluate.compiled(compiled, selection)
+    part = None
+    if options.source and not options.kernels and not options.language and (plan is None or plan.runs_source):
+        lint = run_lint(config, selection, None, use_cache=not options.no_cache)
+        part = SourcePart(lint.findings, lint.suppressed, len(lint.results))
+    if options.kernels and not covered and plan is None:
+        # A mistyped filter would otherwise gate nothing and pass.
+        shown = " ".join(f"--kernel {g!r}" for g in options.kernels)
+        raise ConfigError(f"{shown}: no registered kernel matches (a glob matches a kernel's name or module:name)")
+    checked = assemble(config, selection, options, compiled, raw, part, covered=covered,
+                       shard_names=plan.names if plan else None)
+    checked.entries, checked.plan, checked.seconds = entries, plan, seconds
+    return checked
+
+
+def select_units(registered: list[TritonEntry], recorded: list[CapturedSpec], options: CheckOptions,
+                 mine: frozenset[str] | set[str] | None = None) -> tuple[list[TritonEntry], list[CapturedSpec]]:
+    """The registrations and captured specialisations a run compiles: its language, `--kernel` globs, shard."""
+    if options.language not in (None, "triton"):
+        return [], []
+    entries = select_entries([e for e in registered if mine is None or e.kernel in mine], options.kernels)
+    captured = [c for c in recorded if (mine is None or c.spec.kernel in mine) and selected(c.spec.kernel, options.kernels)]
+    return entries, captured
+
+
+def compile_kernels(config: Config, entries: list[TritonEntry], captured: list[CapturedSpec], options: CheckOptions,
+                    progress: Progress | None = None, files: frozenset[str] | None = None,
+                    ) -> tuple[CompileRun, frozenset[str]]:
+    """Compile the selected Triton units and the configured CUDA sources (cached); the run and the kernel names it
+    covered. `files`: only these CUDA sources (a shard's slice)."""
+    targets = resolve_targets(config, options.targets)
     jobs = options.jobs or config.jobs or default_jobs()
     if not options.no_cache:  # before anything is written into it
         claim(config.root / config.cache_dir, config.cache_dir, config.display() if config.source else None)
@@ -120,29 +153,10 @@ def run_check(config: Config, selection: Selection, options: CheckOptions,
             triton = compile_triton(cfg, entries, targets, jobs=jobs, progress=progress, sass_all=options.sass,
                                     pool=pool, captured=captured)
             cuda = compile_cuda(replace(cfg, cuda=cuda_config), targets, jobs=jobs, progress=progress, sass_all=options.sass,
-                                kernels=list(options.kernels) or None, pool=pool,
-                                files=plan.files if plan else None)
-    compiled = merge_runs(triton, cuda)
-    seconds = shard.run_seconds(compiled.facts, compiled.compile_seconds)
-    if not options.no_cache and plan is None:
-        # A shard leaves the timings file alone, so slices run one after another in one checkout plan alike;
-        # its seconds go into its JSON and `kgate merge` records every slice's.
-        shard.record_timings(config, seconds, set(kernels))
-    raw = evaluate.compiled(compiled, selection)
-    part = None
-    if options.source and not options.kernels and not options.language and (plan is None or plan.runs_source):
-        lint = run_lint(config, selection, None, use_cache=not options.no_cache)
-        part = SourcePart(lint.findings, lint.suppressed, len(lint.results))
+                                kernels=list(options.kernels) or None, pool=pool, files=files)
     covered = frozenset({e.kernel for e in entries} | {c.spec.kernel for c in captured} | {f.kernel for f in cuda.facts}
                         | {f.kernel for f in cuda.failures})
-    if options.kernels and not covered and plan is None:
-        # A mistyped filter would otherwise gate nothing and pass.
-        shown = " ".join(f"--kernel {g!r}" for g in options.kernels)
-        raise ConfigError(f"{shown}: no registered kernel matches (a glob matches a kernel's name or module:name)")
-    checked = assemble(config, selection, options, compiled, raw, part, covered=covered,
-                       shard_names=plan.names if plan else None)
-    checked.entries, checked.plan, checked.seconds = entries, plan, seconds
-    return checked
+    return merge_runs(triton, cuda), covered
 
 
 def assemble(config: Config, selection: Selection, options: CheckOptions, compiled: CompileRun,
@@ -194,4 +208,5 @@ def merge_runs(first: CompileRun, second: CompileRun) -> CompileRun:
         captured=first.captured + second.captured,
         locations={**first.locations, **second.locations},
         replayable=first.replayable and second.replayable,
+        cubins={**first.cubins, **second.cubins},
     )

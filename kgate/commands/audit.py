@@ -12,11 +12,14 @@ from __future__ import annotations
 import argparse
 import sys
 from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
 
 import kgate
 from kgate.atomicio import atomic_write
 from kgate.commands.common import ProgressBar, config_from, fail_on, selection_from
+from kgate.config import Config
+from kgate.diff.compare import Diff
 from kgate.errors import ConfigError
 from kgate.pipeline import CheckOptions, resolve_targets, run_check
 from kgate.profiles import AUDIT_DEFAULT, Profile, primary, profiles
@@ -113,7 +116,23 @@ def run(args: argparse.Namespace) -> int:
         version=kgate.__version__, baseline=per_kernel,
         baselined=comparison.baselined if comparison else (), baseline_state=state,
         baseline_compared=comparison is not None, baseline_notes=general, limits=thresholds(selection))
+    if getattr(args, "diff", None):
+        model = replace(model, sass_diff=_sass_diff(config, options, args.diff))
     return write(model, Path(args.output))
+
+
+# Side-by-side SASS for this many changed variants: enough to read what a change did, not a listing of all.
+SIDE_BY_SIDE = 5
+
+
+def _sass_diff(config: Config, options: CheckOptions, base: str) -> Diff:
+    from kgate.commands.diff import revision_diff
+
+    progress = ProgressBar(enabled=True)
+    try:
+        return revision_diff(config, replace(options, sass=False, source=False), base, progress, pairs=SIDE_BY_SIDE)
+    finally:
+        progress.clear()
 
 
 def write(model: audit_model.AuditModel, out: Path) -> int:

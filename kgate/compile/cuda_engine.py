@@ -72,6 +72,7 @@ def compile_cuda(config: Config, targets: tuple[str, ...], *, jobs: int, progres
     read = FilesRead(config.root)
     todo: list[_Task] = []
     cubins: list[tuple[_Task, Entry]] = []  # cached, lacking SASS a rule now reads: disassembled, not recompiled
+    keys: dict[tuple[str, str], str] = {}  # (source, target) -> its cache key
     for source in sources:
         if files is not None and source.rel not in files:
             continue
@@ -80,6 +81,7 @@ def compile_cuda(config: Config, targets: tuple[str, ...], *, jobs: int, progres
                 continue  # the table names the targets its files are built for
             task = _plan(config, source, target, toolchain, compilers[source.entry.compiler], patterns, sass_all,
                          cache, nvrtc_includes)
+            keys[(source.rel, target)] = task.key
             entry = cache.entry("cuda", task.key, record_shapes.cuda)
             if entry is not None and not read.unchanged(entry.meta):
                 entry = None  # a file the compile read has changed since: compiled again
@@ -104,12 +106,29 @@ def compile_cuda(config: Config, targets: tuple[str, ...], *, jobs: int, progres
             run.failures.append(CompileFailure(source.rel, "", target, source.rel, record.get("line", 1),
                                                record["error"]))
     run.facts = finish(records, sites, kernels, patterns, sass_all)
+    run.cubins = _cubins(cache, keys, run.facts)
     if kernels:
         by_rel = {source.rel: source for source in sources}
         run.failures = [f for f in run.failures if _may_define(by_rel[f.path], kernels)]
     run.facts.sort(key=lambda f: f.key)
     run.failures.sort(key=lambda f: (f.kernel, f.variant, f.target))
     return run
+
+
+def _cubins(cache: Cache, keys: dict[tuple[str, str], str],
+            facts: list[KernelFacts]) -> dict[tuple[str, str, str], tuple[str, str | None]]:
+    """Each kernel's cubin (its source file's, one per target) and the hash its record was written with."""
+    meta: dict[str, str | None] = {}
+    out = {}
+    for f in facts:
+        key = keys.get((f.variant, f.target))
+        if key is None:
+            continue
+        if key not in meta:
+            entry = cache.entry("cuda", key)
+            meta[key] = entry.meta.get("cubin") if entry is not None else None
+        out[f.key] = (str(cache.artifacts(key) / "kernel.cubin"), meta[key])
+    return out
 
 
 def _plan(config: Config, source: CudaSource, target: str, toolchain: CudaToolchain, compiler: str,

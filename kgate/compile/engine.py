@@ -52,6 +52,8 @@ class CompileRun:
     # False when an outcome came from this run's circumstances (a timeout, a worker that died): the run is
     # not recorded for replay (`kgate.fastpath`), so the next one compiles again.
     replayable: bool = True
+    # Where each variant's cubin is in the cache and the hash it was written with (`kgate diff` reads it).
+    cubins: dict[tuple[str, str, str], tuple[str, str | None]] = field(default_factory=dict)
 
 
 @dataclass
@@ -314,9 +316,10 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
                     elif entry is not None and cache.cubin(key, entry.meta) is not None:
                         sass_todo.append((variant, target, p, key, entry))
                         continue
-                    if hit is not None:
+                    if hit is not None and entry is not None:
                         run.facts.append(hit)
                         run.cached += 1
+                        run.cubins[hit.key] = (str(cache.artifacts(key) / "kernel.cubin"), entry.meta.get("cubin"))
                     else:
                         jobs_todo.append((variant, target, p, key))
         jobs_todo += _disassemble_cached(config, cache, pool, sass_todo, run)
@@ -335,8 +338,9 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
             if outcome.ok:
                 facts = KernelFacts.from_json(outcome.value)
                 cache.put("spans", key, p.spans)  # before the facts: a facts record always has its spans
-                cache.put("facts", key, outcome.value, {"cubin": file_hash(cache.artifacts(key) / "kernel.cubin"),
-                                                        "imported": _note_imported(outcome.imported)})
+                cubin = file_hash(cache.artifacts(key) / "kernel.cubin")
+                cache.put("facts", key, outcome.value, {"cubin": cubin, "imported": _note_imported(outcome.imported)})
+                run.cubins[facts.key] = (str(cache.artifacts(key) / "kernel.cubin"), cubin)
                 run.facts.append(facts)
                 run.compiled += 1
                 run.compile_seconds[f"{variant['kernel']}|{facts.variant}|{target}"] = outcome.seconds
@@ -560,6 +564,7 @@ def _disassemble_cached(config: Config, cache: Cache, pool: Pool,
         else:
             run.facts.append(hit)
             run.cached += 1
+            run.cubins[hit.key] = (str(cache.artifacts(key) / "kernel.cubin"), entry.meta.get("cubin"))
 
     if todo:
         pool.run([("sass", {"cubin": str(cache.artifacts(key) / "kernel.cubin"), "entry": entry.value["entry"]["name"]})

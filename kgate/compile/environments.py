@@ -149,14 +149,28 @@ class Compiled:
 
 def check_with(version: str, config_path: Path | None, project: Path, argv: list[str]) -> Compiled:
     """`kgate check --language triton` of the project under Triton `version` (its own environment)."""
+    command = ["check", "--language", "triton", "--format", "json", "--no-baseline", "-q", *argv]
+    done, seconds = run_with(version, config_path, project, command)
+    if done.returncode not in (0, 1):
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise ToolchainError(f"the check under Triton {version} failed: {last}")
+    try:
+        data = json.loads(done.stdout)
+    except ValueError:
+        raise ToolchainError(f"the check under Triton {version} wrote no report") from None
+    return Compiled(version, data["kernels"], data["findings"], seconds)
+
+
+def run_with(version: str, config_path: Path | None, project: Path, argv: list[str]) -> tuple[tools.Completed, float]:
+    """`kgate ARGV` on the project under Triton `version` (its own environment, made on first use), and the
+    seconds it took; its exit status is the caller's to judge."""
     import time
 
     python = environment(version)
     with tempfile.TemporaryDirectory(prefix="kgate-matrix-") as scratch:
         tree = _kgate_tree(Path(scratch))
         config = ["--config", str(config_path)] if config_path is not None else []
-        command = [str(python), "-m", "kgate", "check", "--language", "triton", "--format", "json", "--no-baseline",
-                   "-q", *config, *argv]
+        command = [str(python), "-m", "kgate", argv[0], *config, *argv[1:]]
         env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONDONTWRITEBYTECODE": "1"}
         env.pop("TRITON_PTXAS_PATH", None)  # the other release's own ptxas, not this environment's choice
         env.pop("TRITON_PTXAS_BLACKWELL_PATH", None)
@@ -166,12 +180,4 @@ def check_with(version: str, config_path: Path | None, project: Path, argv: list
         env["PYTHONSAFEPATH"] = "1"  # Python 3.11+: no working folder on the path, where there is no configuration
         done = tools.run(command, cwd=scratch if config_path is not None else project, env=env, timeout=3600,
                          check=False)
-        seconds = time.perf_counter() - started
-    if done.returncode not in (0, 1):
-        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise ToolchainError(f"the check under Triton {version} failed: {last}")
-    try:
-        data = json.loads(done.stdout)
-    except ValueError:
-        raise ToolchainError(f"the check under Triton {version} wrote no report") from None
-    return Compiled(version, data["kernels"], data["findings"], seconds)
+        return done, time.perf_counter() - started

@@ -48,6 +48,10 @@ section.kernel { border-top: 3px solid #e2e8f0; margin-top: 24px; }
 .badge.ok { background: #16a34a; } .badge.warn { background: #d97706; } .badge.bad { background: #dc2626; }
 .scroll { overflow-x: auto; }
 li.fails { color: #b91c1c; font-weight: 600; }
+table.sass td { font: 12px ui-monospace, SFMono-Regular, Menlo, monospace; white-space: pre; padding: 1px 6px; }
+table.sass td.src { color: #64748b; }
+table.sass tr.replace td { background: #fefce8; }
+table.sass td.delete { background: #fef2f2; } table.sass td.insert { background: #f0fdf4; }
 """
 
 # Sorts a table by the clicked column (numbers as numbers), then marks the page ready.
@@ -183,6 +187,14 @@ def kernel_section(k: KernelAudit, model: AuditModel) -> str:
     ])
 
 
+def _sass_diff(model: AuditModel) -> str:
+    if model.sass_diff is None:
+        return ""
+    from kgate.report.audit_diff import html_section
+
+    return html_section(model.sass_diff)
+
+
 def render(model: AuditModel) -> str:
     tools = ", ".join(f"{k} {v}" for k, v in model.toolchain) or "no compiler ran"
     cards = "; ".join(f"{t}: {', '.join(p.name for p in ps)}" for t, ps in model.cards)
@@ -191,7 +203,7 @@ def render(model: AuditModel) -> str:
          f"{len(model.kernels)} kernel variant(s) compiled, {len(model.failures)} failed, "
          f"{len(model.findings)} finding(s){baselined_note(model)}. Baseline: {escape(model.baseline_state)}.</p>"
          + "".join(f"<p>{escape(note)}</p>" for note in model.baseline_notes) + "</header>"),
-        "<main>", summary(model), *(kernel_section(k, model) for k in model.kernels), "</main>",
+        "<main>", summary(model), _sass_diff(model), *(kernel_section(k, model) for k in model.kernels), "</main>",
     ]
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"

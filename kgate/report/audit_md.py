@@ -115,6 +115,10 @@ def kernel_lines(k: KernelAudit, model: AuditModel) -> list[str]:
 
 def render(model: AuditModel) -> str:
     lines = header_lines(model) + summary_lines(model)
+    if model.sass_diff is not None:
+        from kgate.report.audit_diff import markdown_lines
+
+        lines += markdown_lines(model.sass_diff)
     for k in model.kernels:
         lines += kernel_lines(k, model)
     return "\n".join(lines).rstrip() + "\n"

@@ -23,6 +23,7 @@ import hashlib
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from kgate.budgets import (
     ACCUMULATOR_SHARE,
@@ -48,6 +49,9 @@ from kgate.findings import Finding, sort_findings
 from kgate.profiles import Profile, primary
 from kgate.report.escape import as_bytes
 from kgate.report.mma import short_mma
+
+if TYPE_CHECKING:
+    from kgate.diff.compare import Diff
 
 Key = tuple[str, str, str]
 
@@ -166,6 +170,7 @@ class AuditModel:
     baseline_state: str = "no baseline"  # e.g. "compared with kgate-baseline.toml"
     baseline_compared: bool = False
     baseline_notes: tuple[str, ...] = ()  # differences that belong to no kernel (toolchain, source files)
+    sass_diff: Diff | None = None  # `kgate audit --diff BASE`: the variants whose SASS changed since BASE
 
     @property
     def ranking(self) -> tuple[KernelAudit, ...]:

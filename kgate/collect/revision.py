@@ -1,0 +1,106 @@
+"""Another revision of the project, for `kgate diff BASE`: which one, and a checkout of it.
+
+The base is checked out with `git worktree add --detach` into a temporary folder of its own, so the
+working tree (and whatever is uncommitted in it) is never touched, and removed again when the diff ends,
+however it ends (an error, Ctrl-C, a SIGTERM from CI).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import signal
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from types import FrameType
+
+from kgate import tools
+from kgate.errors import ConfigError, KgateError
+
+# The folder a base revision is checked out in; the line table of a cubin compiled there names it, and
+# reports show those source paths relative to it.
+CHECKOUT_PREFIX = "kgate-base-"
+
+
+def _git(root: Path, *args: str, check: bool = True) -> tools.Completed:
+    git = shutil.which("git")
+    if git is None:
+        raise ConfigError("git not found: `kgate diff` checks the base revision out with git")
+    return tools.run([git, "-C", str(root), *args], timeout=600, check=check)
+
+
+def repository(folder: Path) -> Path:
+    """The top folder of the git repository `folder` is in."""
+    done = _git(folder, "rev-parse", "--show-toplevel", check=False)
+    if done.returncode != 0 or not done.stdout.strip():
+        raise ConfigError(f"{folder} is not in a git repository: `kgate diff` compares with a git revision "
+                          f"(use --triton VERSION to compare toolchains on the working tree alone)")
+    return Path(done.stdout.strip()).resolve()
+
+
+def commit_of(root: Path, rev: str) -> str:
+    """The commit a revision names; a ConfigError when it names none."""
+    if rev.startswith("-"):
+        raise ConfigError(f"unknown revision {rev!r}")
+    done = _git(root, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}", check=False)
+    if done.returncode != 0 or not done.stdout.strip():
+        raise ConfigError(f"unknown revision {rev!r}: not a commit of this repository")
+    return done.stdout.strip()
+
+
+def default_base(root: Path) -> tuple[str, str]:
+    """The merge base with the upstream default branch; `HEAD~1` when HEAD is on that branch (or none is
+    known): a pull request's change, or the last commit's. The revision, and how to name it."""
+    branch = _default_branch(root)
+    head = commit_of(root, "HEAD")
+    if branch is not None:
+        done = _git(root, "merge-base", "HEAD", branch, check=False)
+        base = done.stdout.strip()
+        if done.returncode == 0 and base and base != head:
+            return base, f"merge base with {branch}"
+    return "HEAD~1", "HEAD~1"
+
+
+def _default_branch(root: Path) -> str | None:
+    for args in (("symbolic-ref", "--quiet", "--short", "refs/remotes/origin/HEAD"),
+                 ("rev-parse", "--abbrev-ref", "--symbolic-full-name", "@{upstream}")):
+        done = _git(root, *args, check=False)
+        if done.returncode == 0 and done.stdout.strip():
+            return done.stdout.strip()
+    for name in ("main", "master"):
+        if _git(root, "rev-parse", "--verify", "--quiet", f"refs/heads/{name}", check=False).returncode == 0:
+            return name
+    return None
+
+
+class _Terminated(KgateError):
+    exit_code = 143
+
+
+@contextlib.contextmanager
+def checkout(root: Path, commit: str) -> Iterator[Path]:
+    """The commit checked out (detached) in a temporary worktree, removed on the way out."""
+    scratch = Path(tempfile.mkdtemp(prefix=CHECKOUT_PREFIX))
+    tree = scratch / "tree"
+    previous = None
+
+    def terminated(signum: int, frame: FrameType | None) -> None:
+        raise _Terminated("terminated")
+
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, terminated)
+    try:
+        try:
+            _git(root, "worktree", "add", "--detach", "--quiet", str(tree), commit)
+        except tools.ToolFailed as exc:
+            raise ConfigError(f"cannot check out {commit[:12]}: {(exc.output.strip().splitlines() or [''])[-1]}") \
+                from None
+        yield tree
+    finally:
+        _git(root, "worktree", "remove", "--force", str(tree), check=False)
+        shutil.rmtree(scratch, ignore_errors=True)
+        _git(root, "worktree", "prune", check=False)
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
