@@ -179,6 +179,8 @@ def load_config(path: Path | None = None, *, start: Path | None = None) -> Confi
     path = path.resolve()
     if not path.exists():
         raise ConfigError(f"configuration file not found: {path}")
+    if path.is_dir():
+        raise ConfigError(f"configuration {path.name}/ is a folder: name its kgate.toml or pyproject.toml")
     data = _read_toml(path)
     if path.name == "pyproject.toml":
         tool = data.get("tool", {})
