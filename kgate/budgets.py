@@ -2,7 +2,7 @@
 
 1. registers per thread -> CTAs per SM by registers
 2. shared memory -> CTAs per SM by shared memory, pipeline stages that fit
-3. warps per sub-core (the latency-hiding threshold is 5)
+3. warps per sub-core (judged against rule KG105's `min_warps_per_subcore`)
 4. waves: SM utilisation of the last wave for a declared problem shape
 5. arithmetic intensity against the card's ridge point
 """
@@ -17,7 +17,8 @@ from typing import Any
 
 from kgate.profiles import Profile
 
-LATENCY_HIDING_WARPS = 5
+# Thresholds that judge these numbers are rule options (KG102, KG103, KG105), never constants here:
+# a caller passes the value `kgate.rules.option` resolves under its configuration.
 
 
 @dataclass(frozen=True)
@@ -93,8 +94,6 @@ def gemm_intensity(m: int, n: int, k: int, bytes_per_element: float) -> float:
 
 # The warps-per-sub-core rows of the register table (seed method, budget 1).
 WARPS_TABLE = (4, 5, 6, 8, 12)
-# Spills past this fraction of the register bytes per thread are a cliff (see rule KG103).
-SPILL_CLIFF_FRACTION = 0.25
 # Block-scaled formats (MXFP8, MXFP4) carry one 1-byte scale per 32 elements along K.
 SCALE_GROUP = 32
 # The accumulator should stay under about this share of the registers (seed method).
@@ -125,7 +124,9 @@ def dtype_bytes(triton_type: str) -> float | None:
     return int(match.group(2)) / 8
 
 
-def spill_cliff_bytes(registers: int, fraction: float = SPILL_CLIFF_FRACTION) -> float:
+def spill_cliff_bytes(registers: int, fraction: float) -> float:
+    """Spill bytes past which a kernel falls off the cliff: `fraction` (rule KG103's `cliff_fraction`) of the
+    register bytes per thread."""
     return fraction * registers * 4
 
 

@@ -26,7 +26,7 @@ from kgate.errors import ConfigError
 from kgate.findings import Finding, Severity, sort_findings
 from kgate.lint.pipeline import run_lint
 from kgate.ratchet.compare import RunState, Scope
-from kgate.ratchet.gate import compiled_codes, public_toolchain, register_threshold
+from kgate.ratchet.gate import compiled_codes, public_toolchain
 from kgate.report.escape import terminal
 from kgate.selection import Selection
 from kgate.shard import Plan, ShardSpec
@@ -191,7 +191,7 @@ def assemble(config: Config, selection: Selection, options: CheckOptions, compil
         shard=shard_names,
     )
     state = RunState(kernels=compiled.facts, findings=findings, toolchain=public_toolchain(compiled.toolchain),
-                     scope=scope, register_threshold=register_threshold(selection), fail_on=options.fail_on)
+                     scope=scope, fail_on=options.fail_on, options=selection.options)
     return CheckRun([], compiled, findings, state, suppressed, part.files if part else 0, raw=raw, source=part,
                     covered=covered)
 

@@ -132,6 +132,4 @@ def _refuse_uncompiled(tokens: tuple[str, ...] | list[str], where: str) -> None:
 
 
 def rule_options(selection: Selection, code: str) -> dict[str, Any]:
-    if code in selection.options:
-        return selection.options[code]
-    return registry.load(code).resolve_options({})
+    return registry.options(code, selection.options)

@@ -7,8 +7,9 @@ demand, so `kgate lint` never loads the compiled rules and vice versa.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 from functools import cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from kgate.rule import Rule
@@ -55,3 +56,21 @@ def codes(layer: str | None = None) -> list[str]:
 
 def all_rules(layer: str | None = None) -> list[Rule]:
     return [load(code) for code in codes(layer)]
+
+
+def options(code: str, configured: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
+    """Every option of rule `code` under a configuration: `configured` maps codes to the options resolved
+    from it (`Selection.options`); a rule it does not name takes the defaults its module declares."""
+    values = (configured or {}).get(code)
+    return dict(values) if values is not None else load(code).resolve_options({})
+
+
+def option(code: str, name: str, configured: Mapping[str, Mapping[str, Any]] | None = None) -> Any:
+    """The value option `name` of rule `code` takes under a configuration (see `options`).
+
+    Thresholds live in the rule's options only: whatever else judges by one
+    of them (the ratchet, the audit) reads it here, so one configured value
+    moves them all."""
+    if name not in load(code).options:
+        raise KeyError(f"{code} has no option {name!r}")
+    return options(code, configured)[name]

@@ -28,7 +28,6 @@ from kgate.ratchet.compare import Comparison
 from kgate.report import audit_html, audit_md, audit_model, audit_tables, differences
 from kgate.report.escape import terminal
 from kgate.report.result import Result
-from kgate.selection import Selection, rule_options
 
 
 def resolve_cards(requested: list[str] | None, targets: tuple[str, ...], explicit_targets: bool
@@ -70,13 +69,6 @@ def baseline_view(comparison: Comparison | None) -> tuple[dict[tuple[str, str, s
     return dict(per_kernel), general
 
 
-def thresholds(selection: Selection) -> audit_model.Thresholds:
-    """The audit judges occupancy and spills by the same limits as the rules, as configured."""
-    occupancy, spill = rule_options(selection, "KG105"), rule_options(selection, "KG103")
-    return audit_model.Thresholds(tuple(occupancy["kinds"]), int(occupancy["min_warps_per_subcore"]),
-                                  float(spill["cliff_fraction"]))
-
-
 def _check_folder(out: Path) -> None:
     try:
         blocked = out.exists() and not out.is_dir()
@@ -115,7 +107,8 @@ def run(args: argparse.Namespace) -> int:
         compiled.facts, compiled.failures, result.findings, cards, toolchain=compiled.toolchain,
         version=kgate.__version__, baseline=per_kernel,
         baselined=comparison.baselined if comparison else (), baseline_state=state,
-        baseline_compared=comparison is not None, baseline_notes=general, limits=thresholds(selection))
+        baseline_compared=comparison is not None, baseline_notes=general,
+        limits=audit_model.Thresholds.under(selection.options))  # the rules' options, as configured
     if getattr(args, "diff", None):
         model = replace(model, sass_diff=_sass_diff(config, options, args.diff))
     return write(model, Path(args.output))

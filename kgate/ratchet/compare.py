@@ -10,9 +10,11 @@ the rest.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kgate import rules as registry  # type: ignore[attr-defined]
 from kgate.facts.model import KernelFacts
 from kgate.findings import Finding, Severity
 from kgate.ratchet.baseline import METRICS, Baseline, Pin, kernel_key, pinnable, split_kernel_key, toolchain_bound
@@ -89,8 +91,9 @@ class RunState:
     findings: list[Finding]  # active findings after suppressions
     toolchain: dict[str, str]
     scope: Scope
-    register_threshold: int = 240
     fail_on: Severity = Severity.ERROR
+    # The rules' configured options (`Selection.options`); a rule not named takes its defaults.
+    options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def pinned_findings(self) -> list[Finding]:
         """Findings the baseline tracks: those that would fail the run, less those no pin may accept (a kernel that
@@ -106,10 +109,11 @@ class RunState:
 
     def at_risk(self) -> set[str]:
         flagged = {(f.kernel, f.variant, f.target) for f in self.pinned_findings() if f.kernel and f.variant}
+        threshold = registry.option("KG102", "threshold", self.options)  # register-ceiling, as configured
         out = set()
         for k in self.kernels:
             res = k.resources
-            if res.registers >= self.register_threshold or res.spill_stores or res.spill_loads \
+            if res.registers >= threshold or res.spill_stores or res.spill_loads \
                     or res.stack_bytes or k.key in flagged:
                 out.add(kernel_key(*k.key))
         return out

@@ -12,7 +12,6 @@ from kgate.ratchet.baseline import Baseline, load
 from kgate.ratchet.compare import Comparison, RunState, compare
 from kgate.ratchet.migrate import migrate
 from kgate.report.result import Result
-from kgate.selection import Selection, rule_options
 
 
 def baseline_path(config: Config) -> Path:
@@ -21,10 +20,6 @@ def baseline_path(config: Config) -> Path:
 
 def compiled_codes() -> frozenset[str]:
     return frozenset(registry.codes("compiled")) | {"KG001", "KG005"}
-
-
-def register_threshold(selection: Selection) -> int:
-    return int(rule_options(selection, "KG102")["threshold"])
 
 
 def public_toolchain(toolchain: dict[str, str]) -> dict[str, str]:

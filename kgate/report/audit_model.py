@@ -23,12 +23,11 @@ import hashlib
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from kgate import rules as registry  # type: ignore[attr-defined]
 from kgate.budgets import (
     ACCUMULATOR_SHARE,
-    LATENCY_HIDING_WARPS,
-    SPILL_CLIFF_FRACTION,
     WARPS_TABLE,
     Residency,
     Traffic,
@@ -58,11 +57,18 @@ Key = tuple[str, str, str]
 
 @dataclass(frozen=True)
 class Thresholds:
-    """The limits the audit judges by; `kgate audit` takes them from the rules' configured options."""
+    """The limits the audit judges by: the rules' options, as configured (`under`)."""
 
-    latency_kinds: tuple[str, ...] = ("elementwise", "reduction")  # occupancy (KG105) `kinds`
-    latency_warps: int = LATENCY_HIDING_WARPS  # occupancy (KG105) `min_warps_per_subcore`
-    cliff_fraction: float = SPILL_CLIFF_FRACTION  # spill (KG103) `cliff_fraction`
+    latency_kinds: tuple[str, ...]  # occupancy (KG105) `kinds`
+    latency_warps: int  # occupancy (KG105) `min_warps_per_subcore`
+    cliff_fraction: float  # spill (KG103) `cliff_fraction`
+
+    @classmethod
+    def under(cls, configured: Mapping[str, Mapping[str, Any]] | None = None) -> Thresholds:
+        """The limits under a configuration's rule options (`Selection.options`; none: the rules' defaults)."""
+        return cls(tuple(registry.option("KG105", "kinds", configured)),
+                   int(registry.option("KG105", "min_warps_per_subcore", configured)),
+                   float(registry.option("KG103", "cliff_fraction", configured)))
 
 
 @dataclass(frozen=True)
@@ -308,7 +314,8 @@ def headroom(facts: KernelFacts, profile: Profile, res: Residency, limits: Thres
 
 def audit_kernel(facts: KernelFacts, cards: Sequence[Profile], findings: Iterable[Finding],
                  baseline: Sequence[str] = (), baselined: Iterable[Finding] = (),
-                 limits: Thresholds = Thresholds()) -> KernelAudit:
+                 limits: Thresholds | None = None) -> KernelAudit:
+    limits = limits or Thresholds.under()
     bm, bn = tile(facts.constexprs, "M"), tile(facts.constexprs, "N")
     accumulator = None
     if facts.kind == "gemm" and bm and bn:
@@ -353,7 +360,7 @@ def build(facts: Sequence[KernelFacts], failures: Sequence[CompileFailure], find
           cards: Mapping[str, Sequence[Profile]], *, toolchain: Mapping[str, str] | None = None,
           version: str = "", baseline: Mapping[Key, Sequence[str]] | None = None,
           baselined: Sequence[Finding] = (), baseline_state: str = "no baseline", baseline_compared: bool = False,
-          baseline_notes: Sequence[str] = (), limits: Thresholds = Thresholds()) -> AuditModel:
+          baseline_notes: Sequence[str] = (), limits: Thresholds | None = None) -> AuditModel:
     """The audit of every compiled variant.
 
     `findings` are the active ones; `baselined` those the baseline accepts;
@@ -362,6 +369,7 @@ def build(facts: Sequence[KernelFacts], failures: Sequence[CompileFailure], find
     """
     active, accepted = _by_kernel(findings), _by_kernel(baselined)
     baseline = baseline or {}
+    limits = limits or Thresholds.under()
     kernels = tuple(audit_kernel(k, cards.get(k.target, (primary(k.target),)), active.get(k.key, ()),
                                  baseline.get(k.key, ()), accepted.get(k.key, ()), limits)
                     for k in sorted(facts, key=lambda k: k.key))

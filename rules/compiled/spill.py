@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from kgate.budgets import spill_cliff_bytes
 from kgate.facts.model import KernelFacts
 from kgate.findings import Severity
 from kgate.rule import CompiledContext, Option, Report, Rule
@@ -40,7 +41,7 @@ def check(facts: KernelFacts, ctx: CompiledContext) -> Iterable[Report]:
     if res.spill_stores == 0 and res.spill_loads == 0:
         return
     register_bytes = res.registers * 4
-    cliff = ctx.options["cliff_fraction"] * register_bytes
+    cliff = spill_cliff_bytes(res.registers, ctx.options["cliff_fraction"])
     detail = (f"{res.spill_stores} bytes spill stores, {res.spill_loads} bytes spill loads "
               f"at {res.registers} registers")
     if res.spill_stores > cliff:
