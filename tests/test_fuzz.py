@@ -31,7 +31,7 @@ from kgate.collect import cpp_text
 from kgate.compile import records
 from kgate.config import load_config, parse_config
 from kgate.errors import KgateError
-from kgate.facts.cuda_names import (
+from kgate.collect.cuda_names import (
     base_name,
     definition_line,
     demangle,

@@ -34,7 +34,7 @@ from kgate.compile.engine import CompileRun, Progress, _first_line, worker_env
 from kgate.compile.pool import Outcome, Pool
 from kgate.config import Config
 from kgate.errors import ToolchainError
-from kgate.facts.cuda_names import base_name, global_definitions, matches
+from kgate.collect.cuda_names import base_name, global_definitions, matches
 from kgate.facts.model import CompileFailure, KernelFacts
 from kgate.toolchain import CudaToolchain, cuda_include_dir, cuda_toolchain
 
