@@ -9,12 +9,12 @@ from __future__ import annotations
 import fnmatch
 import sys
 import tempfile
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import NamedTuple
 
 from kgate import evaluate, shard
 from kgate.cachedir import claim
+from kgate.checkrun import CheckOptions, CheckRun, SourcePart
 from kgate.collect.captures import CapturedSpec
 from kgate.collect.registry import captured_specs, triton_entries, triton_kernels
 from kgate.compile.cache import unusable as cache_unusable
@@ -23,52 +23,15 @@ from kgate.compile.engine import CompileRun, Progress, compile_triton, default_j
 from kgate.compile.pool import Pool
 from kgate.config import KNOWN_TARGETS, Config, TritonEntry
 from kgate.errors import ConfigError
-from kgate.findings import Finding, Severity, sort_findings
+from kgate.findings import Finding, sort_findings
 from kgate.lint.pipeline import run_lint
+from kgate.ratchet import gate as ratchet
 from kgate.ratchet.compare import RunState, Scope
 from kgate.ratchet.gate import compiled_codes, public_toolchain
 from kgate.report.escape import terminal
+from kgate.report.result import Result
 from kgate.selection import Selection
-from kgate.shard import Plan, ShardSpec
 from kgate.suppress import for_compiled
-
-
-@dataclass(frozen=True)
-class CheckOptions:
-    targets: tuple[str, ...] = ()  # empty: the configured targets
-    kernels: tuple[str, ...] = ()  # globs on kernel names; empty: all
-    jobs: int | None = None
-    sass: bool = False
-    no_cache: bool = False
-    fail_on: Severity = Severity.ERROR
-    # Run the source rules over the project too (the whole gate); off for a run restricted to kernels.
-    source: bool = True
-    shard: ShardSpec | None = None  # gate only this slice of the units (`--shard I/N`)
-    language: str | None = None  # "triton" or "cuda": only those kernels (`--language`); None: both
-
-
-class SourcePart(NamedTuple):
-    """What the source rules contributed to a check: findings after their suppressions."""
-
-    findings: list[Finding]
-    suppressed: int
-    files: int  # source files read
-
-
-@dataclass
-class CheckRun:
-    entries: list[TritonEntry]
-    compiled: CompileRun
-    findings: list[Finding]
-    state: RunState
-    suppressed: int = 0  # findings silenced by suppression comments
-    files_checked: int = 0  # source files the source rules read
-    # What `kgate merge` needs from a shard: compiled findings before suppression comments, the source part.
-    raw: list[Finding] = field(default_factory=list)
-    source: SourcePart | None = None
-    plan: Plan | None = None
-    seconds: dict[str, float] = field(default_factory=dict)  # compile seconds per timings key, this run
-    covered: frozenset[str] = frozenset()  # kernel names selected (Triton entries, CUDA kernels and files)
 
 
 def resolve_targets(config: Config, requested: tuple[str, ...]) -> tuple[str, ...]:
@@ -194,6 +157,17 @@ def assemble(config: Config, selection: Selection, options: CheckOptions, compil
                      scope=scope, fail_on=options.fail_on, options=selection.options)
     return CheckRun([], compiled, findings, state, suppressed, part.files if part else 0, raw=raw, source=part,
                     covered=covered)
+
+
+def gate(checked: CheckRun, options: CheckOptions, config: Config, *, baseline: bool) -> Result:
+    """The report of a check: findings and kernels, compared with the baseline (`kgate check`'s and `kgate merge`'s)."""
+    compiled = checked.compiled
+    result = Result("check", checked.findings, compiled.facts, fail_on=options.fail_on)
+    result.stats = {"compiled": compiled.compiled, "cached": compiled.cached}
+    result.suppressed = checked.suppressed
+    result.files_checked = checked.files_checked
+    result.take_ratchet(ratchet.apply(checked.state, config, enabled=baseline))
+    return result
 
 
 def merge_runs(first: CompileRun, second: CompileRun) -> CompileRun:

@@ -105,6 +105,20 @@ class Rule:
         return {name: opt.validate(self.name, name, configured.get(name, opt.default))
                 for name, opt in self.options.items()}
 
+    def record(self) -> dict[str, Any]:
+        """The rule as `kgate explain --format json` and `kgate rules --format json` print it."""
+        return {
+            "code": self.code,
+            "name": self.name,
+            "layer": self.layer,
+            "severity": self.severity.value,
+            "summary": self.summary,
+            "files": list(self.files),
+            "prefilter": [p.decode("utf-8", "replace") for p in self.prefilter],
+            "options": {name: {"default": opt.default, "help": opt.help} for name, opt in sorted(self.options.items())},
+            "doc": self.doc.strip(),
+        }
+
 
 @dataclass(frozen=True)
 class SourceContext:

@@ -28,10 +28,10 @@ from typing import Any
 import kgate
 from kgate import jsondoc
 from kgate.atomicio import read_input
+from kgate.checkrun import CheckOptions, CheckRun, SourcePart
 from kgate.errors import ConfigError
 from kgate.facts.model import CompileFailure, KernelFacts
 from kgate.findings import Finding, Severity
-from kgate.pipeline import CheckOptions, CheckRun, SourcePart
 from kgate.shard import MAX_SHARDS, fingerprint, valid_seconds
 
 

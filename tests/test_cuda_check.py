@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import Run, copy_project, expectations, kgate
 
-from kgate.facts.cuda_names import short_name
+from kgate.collect.cuda_names import short_name
 from kgate.facts.ptxas_log import parse_ptxas_log
 
 SUFFIXES = (".cu", ".cuh")

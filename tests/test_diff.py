@@ -260,7 +260,7 @@ def test_every_report_escapes_project_text() -> None:
     from test_audit_model import audit, facts
 
     from kgate.diff.compare import compare
-    from kgate.diff.side import Side
+    from kgate.diff.model import Side
     from kgate.report import audit_html, audit_md, diff_report
 
     evil = "pkg.k:<b>x</b>|\x1b[31m"

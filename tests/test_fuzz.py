@@ -28,10 +28,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kgate.collect import cpp_text
-from kgate.compile import records
-from kgate.config import load_config, parse_config
-from kgate.errors import KgateError
-from kgate.facts.cuda_names import (
+from kgate.collect.cuda_names import (
     base_name,
     definition_line,
     demangle,
@@ -41,6 +38,9 @@ from kgate.facts.cuda_names import (
     name_forms,
     short_name,
 )
+from kgate.compile import records
+from kgate.config import load_config, parse_config
+from kgate.errors import KgateError
 from kgate.facts.model import KernelFacts
 from kgate.facts.ptx import entry_headers, parse_ptx
 from kgate.facts.ptxas_log import parse_ptxas_log

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 
 from kgate.collect.cpp_text import balanced, blank, line_of, split_arguments
-from kgate.facts.cuda_names import base_name
+from kgate.collect.cuda_names import base_name
 
 _LAUNCH_EX = re.compile(r"\bcudaLaunchKernelExC?\s*(?:<[^;()]*>\s*)?\(")
 _PDL_ATTRIBUTE = "cudaLaunchAttributeProgrammaticStreamSerialization"

@@ -44,7 +44,7 @@ class CudaSource:
 
 def defined_kernels(source: CudaSource) -> set[str]:
     """The `__global__` functions a source and the project headers it includes define, by name."""
-    from kgate.facts.cuda_names import global_definitions
+    from kgate.collect.cuda_names import global_definitions
 
     names: set[str] = set()
     for path in (source.path, *source.headers):

@@ -95,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
         print("kgate: no kernels registered (add [[tool.kgate.triton]] tables or @kgate.register)", file=sys.stderr)
     compiled = checked.compiled
     result = Result("check", checked.findings, compiled.facts, fail_on=options.fail_on)
-    comparison = ratchet.apply(result, checked.state, config, enabled=not args.no_baseline)
+    comparison = result.take_ratchet(ratchet.apply(checked.state, config, enabled=not args.no_baseline))
     per_kernel, general = baseline_view(comparison)
     if args.no_baseline:
         state = "not compared (--no-baseline)"
@@ -119,7 +119,7 @@ SIDE_BY_SIDE = 5
 
 
 def _sass_diff(config: Config, options: CheckOptions, base: str) -> Diff:
-    from kgate.commands.diff import revision_diff
+    from kgate.diff.runs import revision_diff
 
     progress = ProgressBar(enabled=True)
     try:

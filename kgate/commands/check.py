@@ -10,8 +10,7 @@ from kgate.commands import recording
 from kgate.commands.common import ProgressBar, config_from, emit, fail_on, selection_from
 from kgate.config import Config
 from kgate.errors import ConfigError
-from kgate.pipeline import CheckOptions, CheckRun, resolve_targets, run_check
-from kgate.ratchet import gate as ratchet
+from kgate.pipeline import CheckOptions, CheckRun, gate, resolve_targets, run_check
 from kgate.report.escape import terminal
 from kgate.report.result import Result
 from kgate.shard import inputs as shard_inputs
@@ -22,17 +21,6 @@ NOTHING_CONFIGURED = ("nothing to gate: no kgate.toml, and no pyproject.toml wit
                       "and no kernel registered or captured (add [tool.kgate] with [[tool.kgate.triton]] or "
                       "[[tool.kgate.cuda]] tables to pyproject.toml, decorate kernels with @kgate.register, or run "
                       "`kgate capture -- COMMAND`)")
-
-
-def gate(checked: CheckRun, options: CheckOptions, config: Config, *, baseline: bool) -> Result:
-    """The report of a check: findings and kernels, compared with the baseline (also `kgate merge`'s)."""
-    compiled = checked.compiled
-    result = Result("check", checked.findings, compiled.facts, fail_on=options.fail_on)
-    result.stats = {"compiled": compiled.compiled, "cached": compiled.cached}
-    result.suppressed = checked.suppressed
-    result.files_checked = checked.files_checked
-    ratchet.apply(result, checked.state, config, enabled=baseline)
-    return result
 
 
 def run(args: argparse.Namespace) -> int:

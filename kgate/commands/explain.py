@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
 
 from kgate import rules as registry  # type: ignore[attr-defined]
 from kgate.errors import ConfigError
@@ -18,20 +17,6 @@ def find_rule(token: str) -> Rule:
         if token.upper() == code or token == name:
             return registry.load(code)
     raise ConfigError(f"unknown rule {token!r} (see `kgate rules`)")
-
-
-def rule_record(rule: Rule) -> dict[str, Any]:
-    return {
-        "code": rule.code,
-        "name": rule.name,
-        "layer": rule.layer,
-        "severity": rule.severity.value,
-        "summary": rule.summary,
-        "files": list(rule.files),
-        "prefilter": [p.decode("utf-8", "replace") for p in rule.prefilter],
-        "options": {name: {"default": opt.default, "help": opt.help} for name, opt in sorted(rule.options.items())},
-        "doc": rule.doc.strip(),
-    }
 
 
 def render_text(rule: Rule) -> str:
@@ -49,7 +34,7 @@ def render_text(rule: Rule) -> str:
 def run(args: argparse.Namespace) -> int:
     rule = find_rule(args.code)
     if args.format == "json":
-        sys.stdout.write(json.dumps(rule_record(rule), indent=2, sort_keys=True) + "\n")
+        sys.stdout.write(json.dumps(rule.record(), indent=2, sort_keys=True) + "\n")
     else:
         sys.stdout.write(render_text(rule))
     return 0

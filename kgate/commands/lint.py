@@ -68,4 +68,4 @@ def _ratchet(result: Result, lint: LintRun, config: Config) -> None:
                   compiled_codes=compiled_codes())
     state = RunState(kernels=[], findings=result.findings, toolchain={}, scope=scope, fail_on=result.fail_on)
     # A partial run cannot tell a fixed finding from one in a file it did not read: never fail on stale pins.
-    apply(result, state, config if lint.complete else replace(config, ratchet="tighten"))
+    result.take_ratchet(apply(state, config if lint.complete else replace(config, ratchet="tighten")))

@@ -13,12 +13,11 @@ from __future__ import annotations
 import argparse
 
 from kgate.collect.registry import captured_specs, triton_entries, triton_kernels
-from kgate.commands.check import gate
 from kgate.commands.common import config_from, emit, split_codes
 from kgate.compile.engine import CompileRun
 from kgate.errors import ConfigError
 from kgate.findings import Severity, sort_findings
-from kgate.pipeline import CheckOptions, assemble
+from kgate.pipeline import CheckOptions, assemble, gate
 from kgate.selection import build_selection
 from kgate.shard import fingerprint, inputs, record_timings, units
 from kgate.shard_result import Shard, check_set, input_difference, load, seconds

@@ -7,13 +7,12 @@ import json
 import sys
 
 from kgate import rules as registry  # type: ignore[attr-defined]
-from kgate.commands.explain import rule_record
 
 
 def run(args: argparse.Namespace) -> int:
     rules = registry.all_rules()
     if args.format == "json":
-        sys.stdout.write(json.dumps([rule_record(r) for r in rules], indent=2, sort_keys=True) + "\n")
+        sys.stdout.write(json.dumps([r.record() for r in rules], indent=2, sort_keys=True) + "\n")
         return 0
     rows = [("code", "name", "layer", "severity", "summary")]
     rows += [(r.code, r.name, r.layer, r.severity.value, r.summary) for r in rules]

@@ -32,11 +32,11 @@ from pathlib import Path
 from typing import Any
 
 from kgate import tools
+from kgate.collect.cuda_names import base_name, definition_line, display_names, global_definitions, matches
 from kgate.collect.files import display_path
 from kgate.compile.cache import write_artifact
 from kgate.compile.triton_backend import KernelError
 from kgate.errors import ToolchainError
-from kgate.facts.cuda_names import base_name, definition_line, display_names, global_definitions, matches
 from kgate.facts.model import KernelFacts, Resources
 from kgate.facts.ptx import entry_headers, parse_ptx
 from kgate.facts.ptxas_log import parse_ptxas_log

@@ -25,6 +25,7 @@ import kgate
 from kgate.atomicio import read_input
 from kgate.collect.cuda_flags import choose_arch
 from kgate.collect.cuda_launches import LaunchSite, pdl_launch_sites, pdl_launched
+from kgate.collect.cuda_names import base_name, global_definitions, matches
 from kgate.collect.cuda_sources import CudaSource, cuda_sources, defined_kernels
 from kgate.collect.files import aliases, display_path
 from kgate.compile import records as record_shapes
@@ -34,7 +35,6 @@ from kgate.compile.engine import CompileRun, Progress, _first_line, worker_env
 from kgate.compile.pool import Outcome, Pool
 from kgate.config import Config
 from kgate.errors import ToolchainError
-from kgate.facts.cuda_names import base_name, global_definitions, matches
 from kgate.facts.model import CompileFailure, KernelFacts
 from kgate.toolchain import CudaToolchain, cuda_include_dir, cuda_toolchain
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kgate.collect.revision import CHECKOUT_PREFIX
-from kgate.diff.side import Key, Side
+from kgate.diff.model import Key, Side
 from kgate.facts.listing import Instruction, histogram, same_code
 from kgate.facts.model import KernelFacts
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import NamedTuple
 
 from kgate import rules as registry  # type: ignore[attr-defined]
 from kgate.config import Config
@@ -11,7 +12,6 @@ from kgate.errors import BaselineError
 from kgate.ratchet.baseline import Baseline, load
 from kgate.ratchet.compare import Comparison, RunState, compare
 from kgate.ratchet.migrate import migrate
-from kgate.report.result import Result
 
 
 def baseline_path(config: Config) -> Path:
@@ -50,20 +50,25 @@ def load_baseline(config: Config) -> Baseline | None:
     return load(path, config.baseline)
 
 
-def apply(result: Result, state: RunState, config: Config, *, enabled: bool = True) -> Comparison | None:
-    """Replace the result's findings by those the baseline does not accept, and add the differences."""
+class Outcome(NamedTuple):
+    """The baseline's verdict on a run; the report takes it (`Result.take_ratchet`), the ratchet never edits a report."""
+
+    comparison: Comparison
+    notices: list[str]
+
+
+def apply(state: RunState, config: Config, *, enabled: bool = True) -> Outcome | None:
+    """Compare a run with the committed baseline; None without a baseline (or when not `enabled`)."""
     if not enabled:
         return None
     baseline = load_baseline(config)
     if baseline is None:
         return None
+    notices: list[str] = []
     baseline, renamed = migrate(baseline, {k.key for k in state.kernels})
     if renamed:
-        result.notices.append(f"note: {renamed} entr(y/ies) of {config.baseline} name variants as kgate did "
-                              f"before variants named their specialisation; `kgate baseline update` renames them")
+        notices.append(f"note: {renamed} entr(y/ies) of {config.baseline} name variants as kgate did "
+                       f"before variants named their specialisation; `kgate baseline update` renames them")
     comparison = compare(baseline, state, mode=config.ratchet, toolchain_policy=toolchain_policy(config),
                          slack=config.size_slack)
-    result.findings = comparison.active
-    result.baselined = len(comparison.baselined)
-    result.ratchet = comparison.differences
-    return comparison
+    return Outcome(comparison, notices)

@@ -9,6 +9,8 @@ from kgate.findings import Finding, Severity
 
 if TYPE_CHECKING:  # a lint run has no kernels: keep the facts modules out of its imports
     from kgate.facts.model import KernelFacts
+    from kgate.ratchet.compare import Comparison
+    from kgate.ratchet.gate import Outcome
 
 
 @dataclass
@@ -28,6 +30,16 @@ class Result:
     shard: dict[str, Any] | None = None
     # A version-matrix run (`kgate check --triton`): the comparison, written as the JSON's `matrix` object.
     matrix: dict[str, Any] | None = None
+
+    def take_ratchet(self, outcome: Outcome | None) -> Comparison | None:
+        """Take the baseline's verdict: the findings it does not accept, how many it does, the differences."""
+        if outcome is None:
+            return None
+        self.notices.extend(outcome.notices)
+        self.findings = outcome.comparison.active
+        self.baselined = len(outcome.comparison.baselined)
+        self.ratchet = outcome.comparison.differences
+        return outcome.comparison
 
     def failing(self) -> list[Finding]:
         return [f for f in self.findings if f.severity.rank <= self.fail_on.rank]

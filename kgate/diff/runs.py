@@ -1,0 +1,117 @@
+"""The two sides of a revision diff compiled and compared: the base checked out into a temporary worktree and
+the working tree, each with its own configuration and one cache; only cubins whose code differs are
+disassembled (`kgate diff` and `kgate audit --diff` both run it)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import replace
+from pathlib import Path
+
+from kgate.collect import revision
+from kgate.compile.cache import Cache
+from kgate.compile.engine import Progress
+from kgate.compile.listing import cubin_listing
+from kgate.config import Config, load_config
+from kgate.diff.compare import Diff, compare, matched, needs_listing
+from kgate.diff.model import Key, Side
+from kgate.diff.side import compile_side
+from kgate.errors import ConfigError, KgateError
+from kgate.facts.cubin import text_sections
+from kgate.facts.listing import Instruction
+from kgate.pipeline import CheckOptions
+
+
+def revision_diff(config: Config, options: CheckOptions, base_rev: str | None, progress: Progress | None = None,
+                  pairs: int = 0) -> Diff:
+    """The working tree against `base_rev` (default: the merge base with the default branch, or HEAD~1);
+    `pairs`: side-by-side SASS of that many changed variants (`kgate audit --diff`)."""
+    project = config.source.parent if config.source is not None else config.root
+    top = revision.repository(project)
+    rev, named = (base_rev, base_rev) if base_rev else revision.default_base(top)
+    commit = revision.commit_of(top, rev)
+    cache_dir = str((config.root / config.cache_dir).resolve())
+    with revision.checkout(top, commit) as tree:
+        base_config = _base_config(config, top, tree, named, cache_dir)  # a base that cannot be read fails first
+        head = compile_side(config, options, "working tree", progress)
+        base = compile_side(base_config, options, f"{named} ({commit[:12]})", progress)
+        require_selection(options, base, head)
+        return compare_sides(cache_dir, base, head, options.jobs, (str(config.root.resolve()), str(base_config.root)),
+                        pairs)
+
+
+def _base_config(config: Config, top: Path, tree: Path, rev: str, cache_dir: str) -> Config:
+    """The base revision's own configuration, read from its checkout, with the working tree's cache."""
+    try:
+        if config.source is not None:
+            path = tree / config.source.resolve().relative_to(top)
+            base = load_config(path if path.exists() else None, start=path.parent)
+        else:
+            base = load_config(None, start=tree / config.root.resolve().relative_to(top))
+    except ValueError:
+        raise ConfigError(f"{config.display()} is outside the git repository at {top}") from None
+    except KgateError as exc:
+        raise ConfigError(f"the base revision {rev} cannot be configured: {exc}") from None
+    return replace(base, cache_dir=cache_dir)
+
+
+def require_selection(options: CheckOptions, base: Side, head: Side) -> None:
+    if options.kernels and not (base.covered or head.covered):
+        shown = " ".join(f"--kernel {g!r}" for g in options.kernels)
+        raise ConfigError(f"{shown}: no registered kernel matches on either side (a glob matches a kernel's name or "
+                          f"module:name)")
+
+
+def compare_sides(cache_dir: str, base: Side, head: Side, jobs: int | None, roots: tuple[str, ...], pairs: int) -> Diff:
+    code = _machine_code()
+    return compare(base, head, _listings(cache_dir, base, head, jobs, code), roots=roots, pairs=pairs, code=code)
+
+
+def _machine_code():  # type: ignore[no-untyped-def]
+    """A variant's `.text` bytes from its cubin (when the cubin is the one its record was written with)."""
+    memo: dict[str, dict[str, bytes]] = {}
+
+    def code(side: Side, key: Key) -> bytes | None:
+        cubin, facts = side.cubins.get(key), side.facts.get(key)
+        if cubin is None or facts is None:
+            return None
+        path, recorded = cubin
+        if path not in memo:
+            try:
+                data = Path(path).read_bytes()
+            except OSError:
+                data = b""
+            memo[path] = text_sections(data) if recorded is None or hashlib.sha256(data).hexdigest() == recorded \
+                else {}
+        return memo[path].get(facts.entry.name)
+
+    return code
+
+
+def _listings(cache_dir: str, base: Side, head: Side, jobs: int | None, code):  # type: ignore[no-untyped-def]
+    """The SASS of a side's variant, read on demand; the cubins the comparison will read are disassembled first,
+    in parallel (nvdisasm takes about a second even for a small cubin)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    cache = Cache(Path(cache_dir))
+    memo: dict[str, dict[str, tuple[Instruction, ...]] | None] = {}
+    todo = sorted({side.cubins[k][0] for old, new in matched(base, head) if needs_listing(base, head, old, new, code)
+                   for side, k in ((base, old), (head, new)) if k in side.cubins})
+    recorded = {path: digest for side in (base, head) for path, digest in side.cubins.values()}
+    with ThreadPoolExecutor(max_workers=max(1, jobs or os.cpu_count() or 1)) as pool:
+        for path, functions in zip(todo, pool.map(lambda p: cubin_listing(cache, Path(p), recorded[p]), todo)):
+            memo[path] = functions
+
+    def listing(side: Side, key: Key) -> tuple[Instruction, ...] | None:
+        cubin = side.cubins.get(key)
+        facts = side.facts.get(key)
+        if cubin is None or facts is None:
+            return None
+        path, recorded = cubin
+        if path not in memo:
+            memo[path] = cubin_listing(cache, Path(path), recorded)
+        functions = memo[path]
+        return None if functions is None else functions.get(facts.entry.name)
+
+    return listing

@@ -1,0 +1,194 @@
+"""The import graph follows the pipeline: collect -> compile -> facts -> rules -> findings -> ratchet -> report.
+
+A module may import its own stage and the stages before it, never a later one; the commands sit on
+top and never import each other. The graph is read from the source with `ast` (nothing is imported),
+lazy imports inside functions and `TYPE_CHECKING` blocks included: a late import is still a dependency.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+# Source folders and the package each installs as (pyproject's package-dir).
+PACKAGES = {"kgate": REPO / "kgate", "kgate.rules": REPO / "rules"}
+
+# The shared model: what every stage reads and writes, so any module may import it. Shared modules
+# import only one another (and the utilities below), never a stage.
+SHARED_MODEL = {
+    "kgate.findings": "a finding is what rules emit, the ratchet compares and the reports print",
+    "kgate.rule": "the rule contract (Rule, contexts, Report) that rules implement and the engines call",
+    "kgate.selection": "which rules run at what severity: resolved once from configuration, read by every stage",
+    "kgate.suppress": "suppression comments: parsed with the source rules, applied to compiled findings too",
+    "kgate.rules": "the registry of rule codes (the package's __init__ only: rule modules load on demand)",
+    "kgate.errors": "the error types every stage raises and the CLI turns into `kgate: error:` lines",
+    "kgate.config": "the parsed configuration every stage is given",
+}
+
+# Utilities with no pipeline knowledge: file writes and reads, JSON, the cache folder, subprocesses,
+# signals, tool versions, and the public API of the package itself (`kgate.register`, `kgate.numerics`).
+UTILITIES = {
+    "kgate": "the package: __version__ and `kgate.register` (public)",
+    "kgate.atomicio": "atomic writes and bounded reads",
+    "kgate.jsondoc": "the one JSON reader and content hash",
+    "kgate.reads": "file reads that never follow a link",
+    "kgate.cachedir": "the cache folder",
+    "kgate.interrupts": "the one SIGINT/SIGTERM owner",
+    "kgate.tools": "running external tools",
+    "kgate.toolchain": "tool versions and identities",
+    "kgate.numerics": "ULP comparison helpers (public, used by the pytest plugin and `kgate ulp`)",
+}
+
+# The stages in pipeline order; a module belongs to the stage of the longest prefix that names it.
+STAGES: list[tuple[str, tuple[str, ...]]] = [
+    # `kgate capture` records the launches that collection reads as kernel entries.
+    ("collect", ("kgate.collect", "kgate.capture")),
+    ("compile", ("kgate.compile",)),
+    # The hardware model (device profiles, budgets) is read next to the facts it interprets.
+    ("facts", ("kgate.facts", "kgate.profiles", "kgate.budgets")),
+    ("rules", ("kgate.rules.", "kgate.lint", "kgate.evaluate")),
+    ("findings", ()),  # the findings and their suppression are shared model (above)
+    # Two runs' facts set side by side: the baseline's pins, or another revision's or Triton's kernels.
+    ("ratchet", ("kgate.ratchet", "kgate.diff.model", "kgate.diff.compare")),
+    ("report", ("kgate.report",)),
+    # A check's run as data, split into shards and merged back.
+    ("shard", ("kgate.checkrun", "kgate.shard", "kgate.shard_result")),
+    # One run of the whole pipeline, and the replay of an unchanged one.
+    ("pipeline", ("kgate.pipeline", "kgate.fastpath", "kgate.diff")),
+    # Entry points: the commands, the CLI that dispatches to them, the pytest plugin.
+    ("commands", ("kgate.commands", "kgate.cli", "kgate.entry", "kgate.__main__", "kgate.pytest_plugin")),
+]
+
+# Modules of kgate.commands that are helpers for every command, not commands.
+COMMAND_HELPERS = {"kgate.commands", "kgate.commands.common", "kgate.commands.recording"}
+
+# Edges against the pipeline that exist today. Each is to be removed; none may be added.
+KNOWN_EDGES: dict[tuple[str, str], str] = {
+    # To be removed: compile builds KernelFacts and parses PTX, SASS and the ptxas log inside the
+    # backends; the parsers and the facts model belong before compile or the building after it.
+    ("kgate.compile.cuda_backend", "kgate.facts.model"): "compile builds facts (to be removed)",
+    ("kgate.compile.listing", "kgate.facts.listing"): "compile parses the SASS listing it caches (to be removed)",
+    ("kgate.compile.cuda_backend", "kgate.facts.ptx"): "compile parses PTX (to be removed)",
+    ("kgate.compile.cuda_backend", "kgate.facts.ptxas_log"): "compile parses the ptxas log (to be removed)",
+    ("kgate.compile.cuda_backend", "kgate.facts.sass"): "compile parses SASS (to be removed)",
+    ("kgate.compile.cuda_engine", "kgate.facts.model"): "compile builds facts (to be removed)",
+    ("kgate.compile.engine", "kgate.facts.model"): "compile builds facts (to be removed)",
+    ("kgate.compile.engine", "kgate.facts.sass"): "compile parses SASS (to be removed)",
+    ("kgate.compile.records", "kgate.facts.model"): "the compile cache stores facts (to be removed)",
+    ("kgate.compile.relocate", "kgate.facts.model"): "the compile cache stores facts (to be removed)",
+    ("kgate.compile.sass_task", "kgate.facts.sass"): "compile parses SASS (to be removed)",
+    ("kgate.compile.triton_backend", "kgate.facts.model"): "compile builds facts (to be removed)",
+    ("kgate.compile.triton_backend", "kgate.facts.ptx"): "compile parses PTX (to be removed)",
+    ("kgate.compile.triton_backend", "kgate.facts.ptxas_log"): "compile parses the ptxas log (to be removed)",
+    ("kgate.compile.triton_backend", "kgate.facts.sass"): "compile parses SASS (to be removed)",
+    ("kgate.compile.triton_backend", "kgate.facts.ttgir"): "compile parses TTGIR (to be removed)",
+    # To be removed: `kgate capture --verify` compiles what it recorded and prints a table; it is a
+    # command's work living in the capture package.
+    ("kgate.capture.session", "kgate.compile.engine"): "capture sets up the compile environment (to be removed)",
+    ("kgate.capture.verify", "kgate.compile.engine"): "capture verification compiles (to be removed)",
+    ("kgate.capture.verify", "kgate.facts.model"): "capture verification reads facts (to be removed)",
+    ("kgate.capture.verify", "kgate.report.escape"): "capture verification prints (to be removed)",
+    ("kgate.capture.verify", "kgate.report.table"): "capture verification prints (to be removed)",
+    # To be removed: shared model reaching into a stage.
+    ("kgate.config", "kgate.capture.runtime"): "config encodes captured constants (to be removed)",
+    ("kgate.findings", "kgate.report.escape"): "a finding checks its text is representable (to be removed)",
+}
+
+
+def module_files() -> dict[str, Path]:
+    found: dict[str, Path] = {}
+    for package, folder in PACKAGES.items():
+        for path in sorted(folder.rglob("*.py")):
+            parts = path.relative_to(folder).with_suffix("").parts
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            found[".".join((package, *parts))] = path
+    return found
+
+
+def imports(module: str, path: Path, known: set[str]) -> set[str]:
+    """The kgate modules `module` imports (a `from P import name` of a submodule counts as that submodule)."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    targets: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            targets.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                source = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                source = node.module or ""
+            for alias in node.names:
+                sub = f"{source}.{alias.name}"
+                targets.add(sub if sub in known else source)
+    return {t for t in targets if t in known}
+
+
+def in_prefix(module: str, prefix: str) -> bool:
+    """A prefix names a module and its submodules; one ending in "." only the submodules."""
+    if prefix.endswith("."):
+        return module.startswith(prefix)
+    return module == prefix or module.startswith(prefix + ".")
+
+
+def stage_of(module: str) -> str | None:
+    placed = [(len(prefix), stage) for stage, prefixes in STAGES for prefix in prefixes if in_prefix(module, prefix)]
+    return max(placed)[1] if placed else None
+
+
+def is_command(module: str) -> bool:
+    return module.startswith("kgate.commands.") and module not in COMMAND_HELPERS
+
+
+def violations() -> list[tuple[str, str, str]]:
+    files = module_files()
+    known = set(files)
+    order = {stage: i for i, (stage, _) in enumerate(STAGES)}
+    shared = set(SHARED_MODEL) | set(UTILITIES)
+    found: list[tuple[str, str, str]] = []
+    for module, path in files.items():
+        for target in sorted(imports(module, path, known)):
+            if target == module or target in shared:
+                continue
+            if module in shared:
+                found.append((module, target, "shared model imports a stage"))
+                continue
+            here, there = stage_of(module), stage_of(target)
+            if here is None or there is None:
+                found.append((module, target, f"unplaced module: {module if here is None else target}"))
+            elif order[there] > order[here]:
+                found.append((module, target, f"{here} imports the later stage {there}"))
+            elif is_command(module) and is_command(target):
+                found.append((module, target, "a command imports another command"))
+    return found
+
+
+def test_every_module_has_a_place() -> None:
+    unplaced = [m for m in module_files() if m not in SHARED_MODEL and m not in UTILITIES and stage_of(m) is None]
+    assert not unplaced, f"modules in no stage (add them to STAGES, SHARED_MODEL or UTILITIES): {unplaced}"
+
+
+def test_imports_follow_the_pipeline() -> None:
+    new = [v for v in violations() if (v[0], v[1]) not in KNOWN_EDGES]
+    for module, target, why in new:
+        print(f"{module} -> {target}: {why}")
+    assert not new, "imports against the pipeline:\n" + "\n".join(f"  {m} -> {t}: {w}" for m, t, w in new)
+
+
+def test_the_allow_list_holds_only_edges_that_exist() -> None:
+    existing = {(m, t) for m, t, _ in violations()}
+    gone = sorted(set(KNOWN_EDGES) - existing)
+    assert not gone, f"edges fixed: remove them from KNOWN_EDGES: {gone}"
+
+
+def test_the_checker_sees_an_edge_against_the_pipeline(tmp_path: Path) -> None:
+    # The walker resolves `from package import submodule` and relative imports to the submodule.
+    path = tmp_path / "gate.py"
+    path.write_text("from kgate.report import result\nfrom ..facts import model\n", encoding="utf-8")
+    known = {"kgate.report", "kgate.report.result", "kgate.facts", "kgate.facts.model"}
+    assert imports("kgate.ratchet.gate", path, known) == {"kgate.report.result", "kgate.facts.model"}
+    assert stage_of("kgate.report.result") == "report" and stage_of("kgate.ratchet.gate") == "ratchet"
+    assert stage_of("kgate.rules.compiled.spill") == "rules" and stage_of("kgate.rules") is None
