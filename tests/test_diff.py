@@ -295,3 +295,15 @@ def _outside_code(markdown: str) -> str:
 
     markdown = re.sub(r"^(`{3,})diff\n.*?^\1$", "", markdown, flags=re.DOTALL | re.MULTILINE)
     return re.sub(r"(`+)(?:(?!\1).)+?\1", "", markdown)
+
+
+def test_a_change_of_the_total_alone_prints_no_empty_families_line() -> None:
+    """An arithmetic instruction more (no family of its own) moves only the total: the row says so in its
+    figures, with no blank line where the families would be."""
+    from kgate.diff.compare import Diff, Row
+    from kgate.diff.model import Side
+    from kgate.report import diff_report
+
+    row = Row("pkg.k:f", "B=1", "sm_120a", "triton", "changed", families={"total": (176, 184)})
+    shown = diff_report.render_terminal(Diff(Side("base"), Side("head"), [row]))
+    assert not [line for line in shown.splitlines() if line and not line.strip()], shown

@@ -59,8 +59,9 @@ def render_terminal(diff: Diff, *, quiet: bool = False) -> str:
         lines.append(f"{row.status:<8} {terminal(row.kernel)}  {terminal(row.variant)}  {terminal(row.target)}")
         if row.before is not None or row.after is not None:
             lines.append("         " + "  ".join(f"{name} {value}" for name, value in figures(row)))
-        if row.families:
-            lines.append("         " + terminal(families(row)))
+        moved = families(row)  # empty where only the total moved (an arithmetic instruction more or less)
+        if moved:
+            lines.append("         " + terminal(moved))
         if row.note:
             lines.append("         " + terminal(row.note))
         if row.lines and not quiet:
