@@ -19,7 +19,7 @@ TAG = "CACHEDIR.TAG"
 _TAG_TEXT = b"Signature: 8a477f597d28d172789f06886806bc55\n# This folder is kgate's cache (cache-dir): safe to delete.\n"
 _GITIGNORE = b"# Created by kgate: the cache is never committed.\n*\n"
 # What kgate itself keeps at the top of its cache folder.
-_OWN = {"v1", "triton", ".gitignore", TAG, "shard-timings.json"}
+_OWN = {"v1", "triton", ".gitignore", TAG, "shard-timings.json", "capture.lock"}
 
 
 def claim(directory: Path, configured: str, where: str | None) -> None:

@@ -177,7 +177,11 @@ def locked(config: Config) -> Iterator[None]:
     """One capture at a time folds into the file (another waits), so neither loses the other's entries."""
     import fcntl
 
+    from kgate.cachedir import claim
+
     folder = config.root / config.cache_dir
+    # The lock lives in the cache folder: claimed as kgate's first, as every writer into it does.
+    claim(folder, config.cache_dir, config.display() if config.source else None)
     try:
         folder.mkdir(parents=True, exist_ok=True)
         handle = open(folder / "capture.lock", "a")
