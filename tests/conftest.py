@@ -55,6 +55,25 @@ def copy_project(name: str, dest: Path) -> Path:
     return target
 
 
+@pytest.fixture(scope="session")
+def compiled_cold(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Run]:
+    """fixtures/compiled after one cold `kgate check --format json`: its folder (cache included) and that run.
+
+    Compiling its 24 variants takes most of a minute. The test files that need them compiled share this one
+    cold compile and each works on its own copy of the folder (`copy_compiled`), so that no test depends on
+    which file ran first. The folder itself is never changed after the compile.
+    """
+    project = copy_project("compiled", tmp_path_factory.mktemp("compiled-cold"))
+    return project, kgate("check", "--format", "json", cwd=project)
+
+
+def copy_compiled(compiled_cold: tuple[Path, Run], dest: Path) -> Path:
+    """A copy of the cold-compiled fixtures/compiled in `dest`, its cache included: every variant is cached."""
+    target = dest / "compiled"
+    shutil.copytree(compiled_cold[0], target, symlinks=True)
+    return target
+
+
 def expectations(folder: Path, suffixes: tuple[str, ...] = (".py",), *,
                  optional: bool = False) -> set[tuple[str, int, str, str]]:
     """(path, line, code, target) from `# expect: CODE@target ...` comments in a fixture folder.

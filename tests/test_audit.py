@@ -19,15 +19,16 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from conftest import REPO, Run, copy_project, kgate
+from conftest import REPO, Run, copy_compiled, copy_project, kgate
 
 SHAPES = 'shapes=[{"M": 8192, "N": 4096, "K": 4096}, {"M": 4096, "N": 4096, "K": 4096}])'
 MXFP8 = "block_scale:mxfp8_tile"
 
 
 @pytest.fixture(scope="module")
-def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = copy_project("compiled", tmp_path_factory.mktemp("audit"))
+def project(tmp_path_factory: pytest.TempPathFactory, compiled_cold: tuple[Path, Run]) -> Path:
+    # Compiled once for the test session: only what the shapes below change is compiled again.
+    root = copy_compiled(compiled_cold, tmp_path_factory.mktemp("audit"))
     source = root / "block_scale.py"
     text = source.read_text()
     marker = 'kind="gemm", num_warps=8)\n@triton.jit\ndef mxfp8_tile'

@@ -12,7 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import Run, copy_project, expectations, kgate
+from conftest import Run, copy_compiled, copy_project, expectations, kgate
 
 from kgate import rules as registry
 from kgate.facts.ptxas_log import parse_ptxas_log
@@ -20,13 +20,15 @@ from kgate.tools import bundled_tool
 
 
 @pytest.fixture(scope="module")
-def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return copy_project("compiled", tmp_path_factory.mktemp("compiled"))
+def project(tmp_path_factory: pytest.TempPathFactory, compiled_cold: tuple[Path, Run]) -> Path:
+    """This file's copy of the project, compiled: its cache holds every variant the cold run compiled."""
+    return copy_compiled(compiled_cold, tmp_path_factory.mktemp("compiled"))
 
 
 @pytest.fixture(scope="module")
-def cold(project: Path) -> Run:
-    return kgate("check", "--format", "json", cwd=project)
+def cold(compiled_cold: tuple[Path, Run]) -> Run:
+    """The one cold `kgate check --format json` of the project (the copy it ran in is the one `project` copies)."""
+    return compiled_cold[1]
 
 
 def test_findings_are_exactly_the_inline_expectations(project: Path, cold: Run) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 import shutil
 import signal
 import stat
@@ -105,7 +106,10 @@ def test_a_killed_check_leaves_no_compiler_running(tmp_path: Path) -> None:
     project = tmp_path / "hang"
     shutil.copytree(FIXTURES / "bad" / "ptxas-hang", project, ignore=shutil.ignore_patterns("case.toml"))
     config = project / "kgate.toml"
-    config.write_text(config.read_text().replace("timeout = 8", "timeout = 600"))
+    # The case's own short timeout would stop the hang before the test sees it: this test kills kgate itself.
+    text, replaced = re.subn(r"(?m)^timeout = .*$", "timeout = 600", config.read_text())
+    assert replaced == 1
+    config.write_text(text)
     env = {"TRITON_PTXAS_BLACKWELL_PATH": str(REPO / "tests" / "fake_tools" / "ptxas_hang"),
            "KGATE_TEST_REAL_PTXAS": str(bundled_tool("ptxas-blackwell"))}
     proc = _start(project, "check", "--no-cache", env=env)

@@ -12,13 +12,14 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from conftest import REPO, Run, copy_project, kgate
+from conftest import REPO, Run, copy_compiled, kgate
 from report_helpers import parse_command, validate_sarif
 
 
 @pytest.fixture(scope="module")
-def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return copy_project("compiled", tmp_path_factory.mktemp("reports"))
+def project(tmp_path_factory: pytest.TempPathFactory, compiled_cold: tuple[Path, Run]) -> Path:
+    """A copy of the project whose cache already holds every variant (compiled once for the test session)."""
+    return copy_compiled(compiled_cold, tmp_path_factory.mktemp("reports"))
 
 
 @pytest.fixture(scope="module")
