@@ -117,3 +117,19 @@ def variant_key(keys: Iterable[str], kernel: str, readable: str, target: str) ->
     found = sorted(key for key in keys if pattern.fullmatch(key))
     assert len(found) == 1, (kernel, readable, target, found)
     return found[0]
+
+
+def session_processes(sid: int) -> list[str]:
+    """Processes of a session still running (zombies waiting for a reaper are not running)."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            command = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if int(fields[3]) == sid and fields[0] != "Z":
+            out.append(f"{entry} {command[:120]}")
+    return out

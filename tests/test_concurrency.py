@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, REPO, Run, copy_project, kgate
+from conftest import FIXTURES, REPO, Run, copy_project, kgate, session_processes
 
 from kgate.tools import bundled_tool
 
@@ -61,22 +61,6 @@ def test_two_checks_at_once_on_one_empty_cache_agree_with_a_serial_run(tmp_path:
     assert kgate(*CHECK, cwd=project).stdout == reference[1].stdout
 
 
-def _session_processes(sid: int) -> list[str]:
-    """Processes of a session still running (zombies waiting for a reaper are not running)."""
-    out = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
-            command = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if int(fields[3]) == sid and fields[0] != "Z":
-            out.append(f"{entry} {command[:120]}")
-    return out
-
-
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process table from /proc")
 def test_a_check_killed_mid_compile_leaves_nothing_a_later_run_trusts(tmp_path: Path,
                                                                       reference: tuple[Path, Run]) -> None:
@@ -93,9 +77,9 @@ def test_a_check_killed_mid_compile_leaves_nothing_a_later_run_trusts(tmp_path: 
     proc.communicate(timeout=60)
     # Its workers see it gone and stop, with the compilers they started.
     deadline = time.monotonic() + 10
-    while _session_processes(sid) and time.monotonic() < deadline:
+    while session_processes(sid) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert _session_processes(sid) == []
+    assert session_processes(sid) == []
     rerun = kgate(*CHECK, cwd=project)
     assert rerun.code == 1 and rerun.stdout == reference[1].stdout, rerun.stderr
 
@@ -115,15 +99,15 @@ def test_a_killed_check_leaves_no_compiler_running(tmp_path: Path) -> None:
     proc = _start(project, "check", "--no-cache", env=env)
     sid = os.getsid(proc.pid)
     deadline = time.monotonic() + 120
-    while not any("sleep 600" in p for p in _session_processes(sid)):  # the fake ptxas is hanging
+    while not any("sleep 600" in p for p in session_processes(sid)):  # the fake ptxas is hanging
         assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
         time.sleep(0.1)
     proc.send_signal(signal.SIGKILL)
     proc.communicate(timeout=60)
     deadline = time.monotonic() + 10
-    while _session_processes(sid) and time.monotonic() < deadline:
+    while session_processes(sid) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert _session_processes(sid) == []
+    assert session_processes(sid) == []
 
 
 def test_truncated_and_misshapen_cache_records_are_rebuilt(tmp_path: Path, reference: tuple[Path, Run]) -> None:

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, REPO, kgate
+from conftest import FIXTURES, REPO, kgate, session_processes
 
 from kgate.tools import bundled_tool
 
@@ -72,22 +72,6 @@ def _start(project: Path, *args: str, env: dict[str, str] | None = None,
             signal.signal(signal.SIGINT, previous)
 
 
-def _session_processes(sid: int) -> list[str]:
-    """Processes of a session still running (zombies waiting for a reaper are not running)."""
-    out = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
-            command = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if int(fields[3]) == sid and fields[0] != "Z":
-            out.append(f"{entry} {command[:120]}")
-    return out
-
-
 def _wait_for(condition: Callable[[], bool], proc: subprocess.Popen[str], what: str) -> None:
     deadline = time.monotonic() + 120
     while not condition():
@@ -105,9 +89,9 @@ def _finish(proc: subprocess.Popen[str], sid: int) -> tuple[str, str]:
         os.killpg(proc.pid, signal.SIGKILL)
         pytest.fail(f"kgate did not stop: {proc.communicate()}")
     deadline = time.monotonic() + 3
-    while _session_processes(sid) and time.monotonic() < deadline:
+    while session_processes(sid) and time.monotonic() < deadline:
         time.sleep(0.1)
-    left = _session_processes(sid)
+    left = session_processes(sid)
     for line in left:
         os.kill(int(line.split()[0]), signal.SIGKILL)
     assert left == []
@@ -124,7 +108,7 @@ def _temporary_files(project: Path) -> list[Path]:
 
 
 def _compiling(sid: int) -> Callable[[], bool]:
-    return lambda: any("sleep 600" in p for p in _session_processes(sid))  # the fake ptxas is hanging
+    return lambda: any("sleep 600" in p for p in session_processes(sid))  # the fake ptxas is hanging
 
 
 def _next_check_compiles_and_passes(project: Path) -> None:
