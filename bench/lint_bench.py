@@ -286,8 +286,9 @@ def tool(name: str) -> str:
 
 
 def byte_compile() -> None:
-    import kgate
     import kgate.rules
+
+    import kgate
 
     for package in (kgate, kgate.rules):
         compileall.compile_dir(str(Path(package.__file__).parent), quiet=1)
@@ -322,7 +323,7 @@ def main() -> int:
 def measure(root: Path, args: argparse.Namespace, kgate: list[str], ruff: str, env: dict[str, str]) -> int:
     counts = generate(root, args.files, args.tests, args.autotuned)
     total = sum(1 for _ in root.rglob("*.py"))
-    # The lint cache trusts a file's stat only once its mtime is two seconds old (see kgate/lint/cache.py).
+    # The lint cache trusts a file's stat only once its mtime is two seconds old (see kgate/pipeline/lint_cache.py).
     time.sleep(2.1)
     cache = root / ".kgate-cache"
     ruff_cache = root / ".ruff_cache"

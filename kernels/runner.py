@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kgate import tools
+from kgate.support import tools
 
 DEVICE_ENV = "KGATE_ULP_DEVICE"  # auto | cpu | gpu, set by `kgate ulp --device`
 DEVICES = ("auto", "cpu", "gpu")

@@ -28,7 +28,7 @@ def register(**fields: Any) -> Callable[[F], F]:
     must be literals. At import time they are validated and the kernel is
     returned unchanged.
     """
-    from kgate.config import parse_triton_entry
+    from kgate.core.config import parse_triton_entry
 
     if "kernel" in fields:
         raise TypeError("kgate.register takes no 'kernel': it is the decorated function")

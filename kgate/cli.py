@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from kgate import __version__
-from kgate.errors import KgateError
+from kgate.core.errors import KgateError
 
 FORMATS = ("terminal", "json", "sarif", "github", "junit")
 COMMANDS = {
@@ -211,8 +211,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         print(f"kgate: error: {terminal(str(exc), line_start=False)}", file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt as exc:  # SIGINT or SIGTERM (kgate.interrupts): cleaned up on the way here
-        from kgate import interrupts
+    except KeyboardInterrupt as exc:  # SIGINT or SIGTERM (kgate.support.interrupts): cleaned up on the way here
+        from kgate.support import interrupts
 
         return interrupts.report(interrupts.signal_of(exc))
     except BrokenPipeError:

@@ -1,14 +1,14 @@
 """The `kgate` console script: replay an unchanged `kgate check` or `lint` before loading anything else.
 
 Kept apart from `kgate.cli` so that the replay path imports neither
-argparse nor any of kgate's own modules beyond `kgate.fastpath`.
+argparse nor any of kgate's own modules beyond `kgate.pipeline.fastpath`.
 """
 
 from __future__ import annotations
 
 import sys
 
-from kgate import interrupts
+from kgate.support import interrupts
 
 
 def main() -> int:
@@ -19,7 +19,7 @@ def main() -> int:
 def _main() -> int:
     argv = sys.argv[1:]
     if argv[:1] in (["check"], ["lint"]):
-        from kgate import fastpath
+        from kgate.pipeline import fastpath
 
         code = fastpath.replay(argv)
         if code is not None:

@@ -12,7 +12,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from kgate.rule import Rule
+    from kgate.core.rule import Rule
 
 # code, name, module (relative to this package)
 REGISTRY: tuple[tuple[str, str, str], ...] = (

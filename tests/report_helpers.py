@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from kgate.findings import Finding, Severity
+from kgate.core.findings import Finding, Severity
 
 REPO = Path(__file__).resolve().parent.parent
 # The official SARIF 2.1.0 schema lies beside the repository, never inside it.

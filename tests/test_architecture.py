@@ -15,29 +15,18 @@ REPO = Path(__file__).resolve().parent.parent
 # Source folders and the package each installs as (pyproject's package-dir).
 PACKAGES = {"kgate": REPO / "kgate", "kgate.rules": REPO / "rules"}
 
-# The shared model: what every stage reads and writes, so any module may import it. Shared modules
-# import only one another (and the utilities below), never a stage.
+# The shared model (kgate.core): what every stage reads and writes, so any module may import it. The
+# shared model imports only itself and the utilities, never a stage.
 SHARED_MODEL = {
-    "kgate.findings": "a finding is what rules emit, the ratchet compares and the reports print",
-    "kgate.rule": "the rule contract (Rule, contexts, Report) that rules implement and the engines call",
-    "kgate.selection": "which rules run at what severity: resolved once from configuration, read by every stage",
-    "kgate.suppress": "suppression comments: parsed with the source rules, applied to compiled findings too",
+    "kgate.core": "findings, the rule contract, selection, suppression, configuration, errors, a run's result",
     "kgate.rules": "the registry of rule codes (the package's __init__ only: rule modules load on demand)",
-    "kgate.errors": "the error types every stage raises and the CLI turns into `kgate: error:` lines",
-    "kgate.config": "the parsed configuration every stage is given",
 }
 
-# Utilities with no pipeline knowledge: file writes and reads, JSON, the cache folder, subprocesses,
-# signals, tool versions, and the public API of the package itself (`kgate.register`, `kgate.numerics`).
+# Utilities with no pipeline knowledge (kgate.support: file writes and reads, JSON, the cache folder,
+# subprocesses, signals, tool versions), and the package's public API (`kgate.register`, `kgate.numerics`).
 UTILITIES = {
     "kgate": "the package: __version__ and `kgate.register` (public)",
-    "kgate.atomicio": "atomic writes and bounded reads",
-    "kgate.jsondoc": "the one JSON reader and content hash",
-    "kgate.reads": "file reads that never follow a link",
-    "kgate.cachedir": "the cache folder",
-    "kgate.interrupts": "the one SIGINT/SIGTERM owner",
-    "kgate.tools": "running external tools",
-    "kgate.toolchain": "tool versions and identities",
+    "kgate.support": "atomic files, JSON, recorded reads, the cache folder, signals, external tools",
     "kgate.numerics": "ULP comparison helpers (public, used by the pytest plugin and `kgate ulp`)",
 }
 
@@ -46,17 +35,17 @@ STAGES: list[tuple[str, tuple[str, ...]]] = [
     # `kgate capture` records the launches that collection reads as kernel entries.
     ("collect", ("kgate.collect", "kgate.capture")),
     ("compile", ("kgate.compile",)),
-    # The hardware model (device profiles, budgets) is read next to the facts it interprets.
-    ("facts", ("kgate.facts", "kgate.profiles", "kgate.budgets")),
-    ("rules", ("kgate.rules.", "kgate.lint", "kgate.evaluate")),
-    ("findings", ()),  # the findings and their suppression are shared model (above)
+    # The hardware model (device profiles, budgets, architecture features) interprets the facts.
+    ("facts", ("kgate.facts", "kgate.hardware")),
+    ("rules", ("kgate.rules.", "kgate.evaluate")),
+    ("findings", ()),  # the findings and their suppression are shared model (kgate.core)
     # Two runs' facts set side by side: the baseline's pins, or another revision's or Triton's kernels.
     ("ratchet", ("kgate.ratchet", "kgate.diff.model", "kgate.diff.compare")),
     ("report", ("kgate.report",)),
     # A check's run as data, split into shards and merged back.
-    ("shard", ("kgate.checkrun", "kgate.shard", "kgate.shard_result")),
+    ("shard", ("kgate.shard",)),
     # One run of the whole pipeline, and the replay of an unchanged one.
-    ("pipeline", ("kgate.pipeline", "kgate.fastpath", "kgate.diff")),
+    ("pipeline", ("kgate.pipeline", "kgate.diff")),
     # Entry points: the commands, the CLI that dispatches to them, the pytest plugin.
     ("commands", ("kgate.commands", "kgate.cli", "kgate.entry", "kgate.__main__", "kgate.pytest_plugin")),
 ]
@@ -92,8 +81,8 @@ KNOWN_EDGES: dict[tuple[str, str], str] = {
     ("kgate.capture.verify", "kgate.report.escape"): "capture verification prints (to be removed)",
     ("kgate.capture.verify", "kgate.report.table"): "capture verification prints (to be removed)",
     # To be removed: shared model reaching into a stage.
-    ("kgate.config", "kgate.capture.runtime"): "config encodes captured constants (to be removed)",
-    ("kgate.findings", "kgate.report.escape"): "a finding checks its text is representable (to be removed)",
+    ("kgate.core.config", "kgate.capture.runtime"): "config encodes captured constants (to be removed)",
+    ("kgate.core.findings", "kgate.report.escape"): "a finding checks its text is representable (to be removed)",
 }
 
 
@@ -108,11 +97,25 @@ def module_files() -> dict[str, Path]:
     return found
 
 
-def imports(module: str, path: Path, known: set[str]) -> set[str]:
-    """The kgate modules `module` imports (a `from P import name` of a submodule counts as that submodule)."""
+def typing_only_nodes(tree: ast.AST) -> set[int]:
+    """The import statements inside `if TYPE_CHECKING:` blocks (annotations only, never run)."""
+    inside: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            inside.update(id(sub) for stmt in node.body for sub in ast.walk(stmt))
+    return inside
+
+
+def imports(module: str, path: Path, known: set[str], *, annotations: bool = True) -> set[str]:
+    """The kgate modules `module` imports (a `from P import name` of a submodule counts as that submodule);
+    with `annotations=False`, those named only for type annotations are left out."""
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     targets: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    typing_only = set() if annotations else typing_only_nodes(tree)
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
         if isinstance(node, ast.Import):
             targets.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -134,6 +137,12 @@ def in_prefix(module: str, prefix: str) -> bool:
     return module == prefix or module.startswith(prefix + ".")
 
 
+def is_shared(module: str) -> bool:
+    """Shared model or a utility: the package itself by its exact name, the others with their submodules."""
+    exact = {"kgate", "kgate.rules"}  # the package and the registry, not their submodules
+    return module in exact or any(in_prefix(module, s) for s in (*SHARED_MODEL, *UTILITIES) if s not in exact)
+
+
 def stage_of(module: str) -> str | None:
     placed = [(len(prefix), stage) for stage, prefixes in STAGES for prefix in prefixes if in_prefix(module, prefix)]
     return max(placed)[1] if placed else None
@@ -147,13 +156,14 @@ def violations() -> list[tuple[str, str, str]]:
     files = module_files()
     known = set(files)
     order = {stage: i for i, (stage, _) in enumerate(STAGES)}
-    shared = set(SHARED_MODEL) | set(UTILITIES)
     found: list[tuple[str, str, str]] = []
     for module, path in files.items():
-        for target in sorted(imports(module, path, known)):
-            if target == module or target in shared:
+        # The shared model may name a stage's types in annotations (a result holds facts and a
+        # comparison); it never imports a stage at run time. Stages are held to every import.
+        for target in sorted(imports(module, path, known, annotations=not is_shared(module))):
+            if target == module or is_shared(target):
                 continue
-            if module in shared:
+            if is_shared(module):
                 found.append((module, target, "shared model imports a stage"))
                 continue
             here, there = stage_of(module), stage_of(target)
@@ -167,7 +177,7 @@ def violations() -> list[tuple[str, str, str]]:
 
 
 def test_every_module_has_a_place() -> None:
-    unplaced = [m for m in module_files() if m not in SHARED_MODEL and m not in UTILITIES and stage_of(m) is None]
+    unplaced = [m for m in module_files() if not is_shared(m) and stage_of(m) is None]
     assert not unplaced, f"modules in no stage (add them to STAGES, SHARED_MODEL or UTILITIES): {unplaced}"
 
 
@@ -187,8 +197,25 @@ def test_the_allow_list_holds_only_edges_that_exist() -> None:
 def test_the_checker_sees_an_edge_against_the_pipeline(tmp_path: Path) -> None:
     # The walker resolves `from package import submodule` and relative imports to the submodule.
     path = tmp_path / "gate.py"
-    path.write_text("from kgate.report import result\nfrom ..facts import model\n", encoding="utf-8")
-    known = {"kgate.report", "kgate.report.result", "kgate.facts", "kgate.facts.model"}
-    assert imports("kgate.ratchet.gate", path, known) == {"kgate.report.result", "kgate.facts.model"}
-    assert stage_of("kgate.report.result") == "report" and stage_of("kgate.ratchet.gate") == "ratchet"
+    path.write_text("from typing import TYPE_CHECKING\nfrom kgate.report import table\nfrom ..facts import model\n"
+                    "if TYPE_CHECKING:\n    from kgate.ratchet import compare\n", encoding="utf-8")
+    known = {"kgate.report", "kgate.report.table", "kgate.facts", "kgate.facts.model", "kgate.ratchet",
+             "kgate.ratchet.compare"}
+    assert imports("kgate.ratchet.gate", path, known) == {"kgate.report.table", "kgate.facts.model",
+                                                          "kgate.ratchet.compare"}
+    # An import for annotations only is left out where asked (the shared model's allowance).
+    assert imports("kgate.ratchet.gate", path, known, annotations=False) == {"kgate.report.table", "kgate.facts.model"}
+    assert stage_of("kgate.report.table") == "report" and stage_of("kgate.ratchet.gate") == "ratchet"
     assert stage_of("kgate.rules.compiled.spill") == "rules" and stage_of("kgate.rules") is None
+    assert is_shared("kgate.core.result") and is_shared("kgate.rules") and not is_shared("kgate.rules.compiled.spill")
+    assert not is_shared("kgate.collect.files") and is_shared("kgate.support.tools")
+
+
+# What stays at the top of the package: the public API and the entry points; everything else lives in
+# the folder of its stage, the shared model (core), the hardware model or the utilities (support).
+TOP_LEVEL = {"__init__", "__main__", "cli", "entry", "numerics", "pytest_plugin"}
+
+
+def test_the_package_top_holds_only_the_public_api_and_entry_points() -> None:
+    loose = sorted(p.stem for p in (REPO / "kgate").glob("*.py") if p.stem not in TOP_LEVEL)
+    assert not loose, f"modules at the top of kgate/ (move them into their stage's folder): {loose}"

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 from report_helpers import finding
 
-from kgate.budgets import gemm_traffic, max_registers_for
+from kgate.core.findings import Severity
 from kgate.facts.model import CompileFailure, KernelFacts, Resources, SassSummary
 from kgate.facts.ptx import PtxEntry
-from kgate.findings import Severity
-from kgate.profiles import profiles
+from kgate.hardware.budgets import gemm_traffic, max_registers_for
+from kgate.hardware.profiles import profiles
 from kgate.report import audit_html, audit_md, audit_model
 from kgate.report.audit_model import register_table
 from kgate.report.audit_tables import budget_rows, headroom_text

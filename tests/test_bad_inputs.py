@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES, Run, kgate
 
-from kgate.tools import bundled_tool
+from kgate.support.tools import bundled_tool
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -10,7 +10,7 @@ from typing import Any
 
 from kgate import rules as registry
 from kgate.collect.specialization import Specialization
-from kgate.rule import CaptureContext, CapturedKernel
+from kgate.core.rule import CaptureContext, CapturedKernel
 
 RULE = registry.load("KG108")
 BASE = {"kernel": "pkg.ops:norm_bwd", "signature": {"x": "*bf16", "n_rows": "i32"},

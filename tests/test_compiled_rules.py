@@ -16,7 +16,7 @@ from conftest import Run, copy_compiled, copy_project, expectations, kgate
 
 from kgate import rules as registry
 from kgate.facts.ptxas_log import parse_ptxas_log
-from kgate.tools import bundled_tool
+from kgate.support.tools import bundled_tool
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,7 @@
 """No data lost: runs at once on one cache, a run killed mid-compile, damaged cache records, atomic writes.
 
 Every file kgate keeps (facts cache, lint cache, artifacts, the baseline, reports written with -o,
-the audit) is written whole or not at all (kgate.atomicio.atomic_write, or a temporary name
+the audit) is written whole or not at all (kgate.support.atomicio.atomic_write, or a temporary name
 moved into place), and a cache record that is not whole or not of its shape is rebuilt, never
 trusted. These tests run the real command line on fixtures/mixed (Triton and CUDA kernels, one of
 each launched with PDL so that SASS is disassembled into the cache too).
@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES, REPO, Run, copy_project, kgate, session_processes
 
-from kgate.tools import bundled_tool
+from kgate.support.tools import bundled_tool
 
 pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
 CHECK = ("check", "--format", "json")
@@ -162,7 +162,7 @@ def test_what_stands_where_a_cache_record_should_be_is_never_followed_or_waited_
     bound, or a link to another project's record (whole, of the same key, but not this cache's file) in place of
     a record of any kind, a compile artifact, the parse index, the run record or Triton's own cache files: each
     is a missing record, rebuilt within seconds; the file a link points to is neither read nor written."""
-    from kgate.atomicio import CACHE_LIMIT
+    from kgate.support.atomicio import CACHE_LIMIT
 
     project = tmp_path / "warm"
     shutil.copytree(reference[0], project)
@@ -216,7 +216,7 @@ def test_what_stands_where_a_cache_record_should_be_is_never_followed_or_waited_
 
 
 def test_a_damaged_run_record_or_python_index_means_a_full_run(tmp_path: Path, reference: tuple[Path, Run]) -> None:
-    """The records that let an unchanged check skip work (kgate.fastpath's run record, the parse index) are
+    """The records that let an unchanged check skip work (kgate.pipeline.fastpath's run record, the parse index) are
     caches too: damaged, they are ignored, not trusted and not crashed on."""
     project = tmp_path / "warm"
     shutil.copytree(reference[0], project)
@@ -269,9 +269,9 @@ def test_reports_and_the_baseline_get_the_permissions_of_an_ordinary_file(tmp_pa
 
 # Functions allowed to write files, and why each write is whole or harmless.
 WRITERS = {
-    ("kgate/atomicio.py", "atomic_write"): "temporary file, fsync, os.replace",
+    ("kgate/support/atomicio.py", "atomic_write"): "temporary file, fsync, os.replace",
     ("kgate/compile/cache.py", "write_artifact"): "artifacts: a per-process temporary name, then os.replace",
-    ("kgate/lint/engine.py", "_fork_worker"): "a pipe to the parent, not a file",
+    ("kgate/evaluate/source.py", "_fork_worker"): "a pipe to the parent, not a file",
     ("kgate/commands/ulp.py", "pytest_argv"): "a pytest.ini in a fresh temporary folder",
     ("kgate/capture/session.py", "locked"): "a lock file opened to append to, never written",
     ("kgate/compile/environments.py", "_locked"): "a lock file opened to append to, never written",

@@ -9,8 +9,8 @@ import pytest
 from kgate.collect.cuda_flags import ArchPair, choose_arch, parse_archs, split_flags
 from kgate.collect.cuda_launches import pdl_launch_sites, pdl_launched
 from kgate.collect.cuda_names import definition_line, display_names, global_definitions, matches, short_name
-from kgate.errors import ToolchainError
-from kgate.toolchain import CudaToolchain, Tool
+from kgate.core.errors import ToolchainError
+from kgate.support.toolchain import CudaToolchain, Tool
 
 
 def test_a_cmake_command_keeps_the_real_flags_and_drops_outputs(tmp_path: Path) -> None:

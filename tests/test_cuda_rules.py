@@ -16,7 +16,7 @@ from conftest import FIXTURES, expectations
 
 from kgate import rules as registry
 from kgate.collect.cpp_text import blank
-from kgate.rule import Report, SourceContext
+from kgate.core.rule import Report, SourceContext
 
 FOLDER = FIXTURES / "cuda_rules"
 CODES = ("KG301", "KG302", "KG303")

@@ -48,7 +48,7 @@ def test_baseline_update_writes_the_same_bytes_every_time(tmp_path: Path) -> Non
 
 
 def test_lint_reports_do_not_depend_on_how_many_processes_read_the_files(tmp_path: Path) -> None:
-    """A cold lint of enough files forks workers (kgate.lint.engine); jobs = 1 reads them all in one process."""
+    """A cold lint of enough files forks workers (kgate.evaluate.source); jobs = 1 reads them all in one process."""
     for index in range(120):
         folder = tmp_path / "tree" / f"pkg{index % 7}"
         folder.mkdir(parents=True, exist_ok=True)

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES, REPO, copy_project, kgate
 
-from kgate import fastpath
-from kgate.tools import bundled_tool
+from kgate.pipeline import fastpath
+from kgate.support.tools import bundled_tool
 
 PROBE = ("import sys; from kgate.entry import main; sys.argv = ['kgate'] + sys.argv[1:]; code = main(); "
-         "ran = 'kgate.pipeline' in sys.modules or 'kgate.lint.pipeline' in sys.modules; "
+         "ran = 'kgate.pipeline.check' in sys.modules or 'kgate.pipeline.lint' in sys.modules; "
          "print('RAN' if ran else 'REPLAYED', file=sys.stderr); sys.exit(code)")
 
 
@@ -269,7 +269,7 @@ def _record_of(project: Path, *args: str) -> Path:
     """The run record `kgate check ARGS` leaves and replays, where a replay in this environment looks for it."""
     probe(project, *args)
     assert probe(project, *args)[2] is True
-    code = ("import sys; from kgate import fastpath; where = fastpath._record_path(sys.argv[1:]); "
+    code = ("import sys; from kgate.pipeline import fastpath; where = fastpath._record_path(sys.argv[1:]); "
             "print(getattr(where, 'path', where))")
     where = subprocess.run([sys.executable, "-c", code, "check", *args], cwd=project, capture_output=True, text=True,
                            check=True, env=dict(os.environ))

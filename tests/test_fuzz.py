@@ -39,17 +39,17 @@ from kgate.collect.cuda_names import (
     short_name,
 )
 from kgate.compile import records
-from kgate.config import load_config, parse_config
-from kgate.errors import KgateError
+from kgate.core.config import load_config, parse_config
+from kgate.core.errors import KgateError
+from kgate.core.suppress import parse_directives
+from kgate.evaluate.source import from_json
 from kgate.facts.model import KernelFacts
 from kgate.facts.ptx import entry_headers, parse_ptx
 from kgate.facts.ptxas_log import parse_ptxas_log
 from kgate.facts.sass import parse_sass
 from kgate.facts.ttgir import parse_pipeline
-from kgate.lint import cache as lint_cache
-from kgate.lint.engine import from_json
+from kgate.pipeline import lint_cache
 from kgate.ratchet.baseline import parse as parse_baseline
-from kgate.suppress import parse_directives
 
 EXAMPLES = {
     "ptx": 1000, "sass": 1000, "ptxas_log": 2000, "ttgir": 1000, "demangle": 3000, "cuda_source": 1000,

@@ -22,8 +22,9 @@ from conftest import kgate
 from report_helpers import finding, parse_command, validate_sarif
 from test_audit_model import audit, facts
 
+from kgate.core.findings import Severity
+from kgate.core.result import Result
 from kgate.facts.model import CompileFailure
-from kgate.findings import Severity
 from kgate.ratchet.compare import Difference
 from kgate.report import (
     audit_html,
@@ -35,7 +36,6 @@ from kgate.report import (
     sarif_report,
     terminal,
 )
-from kgate.report.result import Result
 
 INJECTED = "::warning file=a.cu::all kernels passed"
 PATH = f"src/x\n{INJECTED}\x1b[2J<img src=x onerror=alert(1)>|##[error]boom\u202e.cu"

@@ -25,7 +25,7 @@ def own_handlers() -> Iterator[None]:
 
 
 @pytest.mark.parametrize(("where", "argv"), [
-    ("kgate.fastpath.replay", ["check"]),  # while an unchanged run is replayed
+    ("kgate.pipeline.fastpath.replay", ["check"]),  # while an unchanged run is replayed
     ("kgate.compile.pool.start_server", ["check"]),  # while the workers' fork server starts
     ("kgate.cli.build_parser", ["lint"]),  # while the command line is parsed
 ])

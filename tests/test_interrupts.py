@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES, REPO, kgate, session_processes
 
-from kgate.tools import bundled_tool
+from kgate.support.tools import bundled_tool
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process table from /proc")
 
@@ -193,8 +193,8 @@ def test_an_interrupted_capture_writes_no_capture_file(tmp_path: Path, to_group:
 
 
 def _run_under_kgate_handlers(body: str) -> subprocess.CompletedProcess[str]:
-    """`body` as the command kgate.interrupts.run runs, in a process of its own (the handlers are process-wide)."""
-    script = ("import os, signal, sys, time\nfrom kgate import interrupts\n\n\ndef main():\n"
+    """`body` as the command kgate.support.interrupts.run runs, in a process of its own (the handlers are process-wide)."""
+    script = ("import os, signal, sys, time\nfrom kgate.support import interrupts\n\n\ndef main():\n"
               + "".join(f"    {line}\n" for line in body.splitlines())
               + "\n\nsys.exit(interrupts.run(main))\n")
     return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False)

@@ -1,4 +1,4 @@
-"""Every JSON file kgate reads is decoded one way (`kgate.jsondoc`): UTF-8 only, and a file that does not decode,
+"""Every JSON file kgate reads is decoded one way (`kgate.support.jsondoc`): UTF-8 only, and a file that does not decode,
 however it fails (nested too deeply for Python's parser, another encoding, not JSON), is one error a reader
 handles: a user's file is refused in one line, a cache or run record is missing and rebuilt."""
 
@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from conftest import kgate
 
-from kgate import jsondoc
 from kgate.collect import pyindex
-from kgate.config import load_config
-from kgate.shard import load_timings, timings_path
+from kgate.core.config import load_config
+from kgate.shard.plan import load_timings, timings_path
+from kgate.support import jsondoc
 
 DEEP = b"[" * 100_000 + b"]" * 100_000
 LAUNCH_CU = """\
@@ -72,6 +72,6 @@ def test_a_lint_record_saved_in_another_encoding_is_not_read(tmp_path: Path) -> 
     kgate("lint", cwd=tmp_path)
     record = next((tmp_path / ".kgate-cache" / "v1" / "lint").glob("*.json"))
     record.write_bytes(record.read_text(encoding="utf-8").encode("utf-16"))
-    from kgate.lint.cache import LintCache
+    from kgate.pipeline.lint_cache import LintCache
 
     assert LintCache(tmp_path / ".kgate-cache", record.stem).entries == {}

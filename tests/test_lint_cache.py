@@ -9,12 +9,12 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from conftest import kgate
-from kgate.config import load_config
-from kgate.lint import engine
-from kgate.lint.pipeline import LintRun, run_lint
-from kgate.selection import build_selection
+
+from kgate.core.config import load_config
+from kgate.core.selection import build_selection
+from kgate.evaluate import source as engine
+from kgate.pipeline.lint import LintRun, run_lint
 
 KERNEL = textwrap.dedent("""\
     import triton

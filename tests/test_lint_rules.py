@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from conftest import Run, copy_project, expectations, kgate
+
 from kgate import rules as registry
 
 SUFFIXES = (".py", ".ini", ".cfg", ".toml")

@@ -15,7 +15,7 @@ import pytest
 from conftest import copy_project, kgate
 
 from kgate.compile.environments import MARKER, _verified, parse_versions
-from kgate.errors import ToolchainError
+from kgate.core.errors import ToolchainError
 from kgate.report import matrix
 
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from conftest import FIXTURES, Run, kgate
 
-from kgate.shard_result import seal
+from kgate.shard.result import seal
 
 CUDA = "__global__ void triv(float* x) { x[threadIdx.x] = 1.f; }\n"
 

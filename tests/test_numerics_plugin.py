@@ -146,7 +146,7 @@ def test_kgate_ulp_names_what_is_missing(monkeypatch: pytest.MonkeyPatch) -> Non
     import importlib.util
 
     from kgate.commands import ulp
-    from kgate.errors import KgateError
+    from kgate.core.errors import KgateError
 
     real = importlib.util.find_spec
     present = {"torch", "numpy"}  # whether or not this environment has them: the message names what is missing

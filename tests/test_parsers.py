@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from conftest import DATA
 
-from kgate.errors import ParseError
+from kgate.core.errors import ParseError
 from kgate.facts.ptx import is_global_access, is_mma, parse_ptx
 from kgate.facts.ptxas_log import parse_ptxas_log
 from kgate.facts.sass import parse_sass

@@ -29,11 +29,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import REPO, copy_project, kgate
 from identify.identify import tags_from_filename, tags_from_path
 from pre_commit.clientlib import load_manifest
 from pre_commit.xargs import partition
 
-from conftest import REPO, copy_project, kgate
 from kgate import rules as registry
 
 HOOKS = REPO / ".pre-commit-hooks.yaml"

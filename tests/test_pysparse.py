@@ -13,13 +13,13 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import FIXTURES, REPO
+
 from kgate.collect import pysparse
 from kgate.collect.source import SourceFile, UnreadableSource
-from kgate.config import Config
-from kgate.lint import engine
-from kgate.selection import build_selection
+from kgate.core.config import Config
+from kgate.core.selection import build_selection
+from kgate.evaluate import source as engine
 
 NEEDLES = ("autotune", "atomic_", "TRITON_INTERPRET", "knobs")
 sys.path.insert(0, str(REPO / "bench"))

@@ -19,18 +19,18 @@ from pathlib import Path
 import pytest
 from conftest import DATA, copy_project, kgate
 
-from kgate import evaluate
 from kgate.compile.engine import CompileRun
-from kgate.config import Config
-from kgate.errors import BaselineError
+from kgate.core.config import Config
+from kgate.core.errors import BaselineError
+from kgate.core.findings import Finding, Severity
+from kgate.core.selection import build_selection
+from kgate.evaluate import compiled as evaluate
 from kgate.facts.model import CompileFailure, KernelFacts, Resources
 from kgate.facts.ptx import parse_ptx
-from kgate.findings import Finding, Severity
-from kgate.pipeline import CheckOptions, assemble
+from kgate.pipeline.check import CheckOptions, assemble
 from kgate.ratchet.baseline import HEADER, Baseline, Pin, load, parse, render, save
 from kgate.ratchet.compare import RunState, Scope, compare
 from kgate.ratchet.update import repin
-from kgate.selection import build_selection
 
 ENTRY = parse_ptx((DATA / "pdl_wait_first.sm_120a.ptx").read_text()).entry()
 SCOPE = Scope(compiled=True, targets=frozenset({"sm_120a"}), codes=frozenset({"KG102", "KG103", "KG303"}),

@@ -6,9 +6,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from conftest import kgate
-from kgate.errors import ConfigError
+
+from kgate.core.errors import ConfigError
 
 KERNEL = textwrap.dedent('''\
     import triton
@@ -83,7 +83,7 @@ def test_a_damaged_expansion_record_is_rebuilt(tmp_path: Path) -> None:
     expansion, is imported again, never trusted; the facts it keys are still the cache's."""
     import json
 
-    from kgate.jsondoc import content_hash
+    from kgate.support.jsondoc import content_hash
 
     autotune = '@triton.autotune(configs=[triton.Config({"BLOCK": 128}, num_warps=4)], key=["FACTOR"])'
     config = TABLE.replace("constexprs = { BLOCK = 1024, FACTOR = 2 }", "constexprs = { FACTOR = 2 }").replace(

@@ -13,10 +13,10 @@ import pytest
 from report_helpers import finding, parse_command, validate_sarif
 
 from kgate import rules as registry
-from kgate.findings import Severity
+from kgate.core.findings import Severity
+from kgate.core.result import Result
+from kgate.core.rule import Rule
 from kgate.report import escape, github_report, json_report, junit_report, sarif_report
-from kgate.report.result import Result
-from kgate.rule import Rule
 
 # A message with everything the annotation syntax uses, and then some.
 NASTY = "100% over: a, b\nsecond line\r\nthird :: line, 50%25 <x> & \"q\""

@@ -11,7 +11,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, kgate
 
 WAIT_FIRST = '''    if PDL:

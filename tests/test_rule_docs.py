@@ -7,10 +7,10 @@ import re
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, kgate
+
 from kgate import rules as registry
-from kgate.rule import DOC_SECTIONS, LAYERS
+from kgate.core.rule import DOC_SECTIONS, LAYERS
 
 CODES = registry.codes()
 

@@ -16,17 +16,17 @@ from typing import Any
 
 import pytest
 
-from kgate import evaluate
 from kgate import rules as registry  # type: ignore[attr-defined]
-from kgate.config import parse_config
+from kgate.core.config import parse_config
+from kgate.core.selection import Selection, build_selection
+from kgate.evaluate import compiled as evaluate
 from kgate.facts.model import KernelFacts, Resources
 from kgate.facts.ptx import PtxEntry
-from kgate.profiles import primary
+from kgate.hardware.profiles import primary
 from kgate.ratchet.baseline import kernel_key
 from kgate.ratchet.compare import RunState, Scope
 from kgate.report import audit_model
 from kgate.report.audit_tables import budget_rows
-from kgate.selection import Selection, build_selection
 
 PACKAGE = Path(__file__).resolve().parents[1] / "kgate"
 TARGET = "sm_120a"

@@ -20,7 +20,7 @@ import pytest
 from conftest import FIXTURES, REPO, Run, copy_project, kgate, variant_key
 
 from kgate.ratchet.baseline import Pin, load, save
-from kgate.shard_result import seal
+from kgate.shard.result import seal
 
 FORMATS = ("json", "terminal", "sarif", "github", "junit")
 CUDA_FILES = ("pdl.cu", "pdl_launch.cuh", "spill.cu", "templates.cu", "block_scale.cu", "mma.cuh",

@@ -13,10 +13,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kgate.collect.registry import triton_entries
-from kgate.config import load_config
-from kgate.errors import ConfigError
-from kgate.shard import (MAX_SHARDS, ShardSpec, Unit, assign, load_timings, parse_shard, plan, record_timings, units,
-                         weights)
+from kgate.core.config import load_config
+from kgate.core.errors import ConfigError
+from kgate.shard.plan import (
+    MAX_SHARDS,
+    ShardSpec,
+    Unit,
+    assign,
+    load_timings,
+    parse_shard,
+    plan,
+    record_timings,
+    units,
+    weights,
+)
 
 
 def triton(name: str) -> Unit:

@@ -11,7 +11,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from conftest import kgate
 
 KERNELS = textwrap.dedent('''\

@@ -5,7 +5,7 @@
 - `kgate check` imports the modules that define registered Triton kernels, in its compile workers,
   and nothing else of the project: not the other modules, not a `setup.py`, and for CUDA sources
   nothing at all (nvcc compiles them; no project code runs).
-- Every external program is started by kgate.tools.run: an argument list, never a shell, always a
+- Every external program is started by kgate.support.tools.run: an argument list, never a shell, always a
   timeout. A scan of kgate's sources fails on any other way of starting a process.
 - A configured path that leads out of the project is an error, or allowed with a notice on stderr.
 """
@@ -24,8 +24,8 @@ from conftest import FIXTURES, REPO, kgate
 from test_lint_isolation import SIDE_EFFECT
 from test_precommit import BIN, hooks
 
-from kgate.config import parse_config
-from kgate.errors import ConfigError
+from kgate.core.config import parse_config
+from kgate.core.errors import ConfigError
 
 MARKER = "IMPORTED_"
 
@@ -115,11 +115,11 @@ def test_only_kgate_tools_starts_processes() -> None:
             if calls:
                 found[rel] = sorted({what for _line, what in calls})
     # tools.py imports subprocess and calls subprocess.run: an argument list, a timeout, no shell.
-    assert found == {"kgate/tools.py": ["import subprocess"]}
+    assert found == {"kgate/support/tools.py": ["import subprocess"]}
 
 
 def test_kgate_tools_run_uses_an_argument_list_and_a_timeout() -> None:
-    tree = ast.parse((REPO / "kgate" / "tools.py").read_text(encoding="utf-8"))
+    tree = ast.parse((REPO / "kgate" / "support" / "tools.py").read_text(encoding="utf-8"))
     calls = {}
     for function in ast.walk(tree):
         if isinstance(function, ast.FunctionDef):

@@ -20,13 +20,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kgate import jsondoc
 from kgate.capture import runtime
 from kgate.collect import captures
 from kgate.collect.captures import CapturedSpec, CaptureFile
 from kgate.collect.modules import import_roots, module_file, module_name
 from kgate.collect.specialization import Specialization
-from kgate.config import Config
+from kgate.core.config import Config
+from kgate.support import jsondoc
 
 BOOT = Path(__file__).resolve().parent / "boot"
 CAPABILITY = {"sm_120a": 120, "sm_100a": 100, "sm_90a": 90}
@@ -177,7 +177,7 @@ def locked(config: Config) -> Iterator[None]:
     """One capture at a time folds into the file (another waits), so neither loses the other's entries."""
     import fcntl
 
-    from kgate.cachedir import claim
+    from kgate.support.cachedir import claim
 
     folder = config.root / config.cache_dir
     # The lock lives in the cache folder: claimed as kgate's first, as every writer into it does.

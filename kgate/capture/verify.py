@@ -15,7 +15,7 @@ from typing import Any
 
 from kgate.capture.session import Recorded
 from kgate.compile.engine import compile_triton, default_jobs
-from kgate.config import KNOWN_TARGETS, Config
+from kgate.core.config import KNOWN_TARGETS, Config
 from kgate.facts.model import KernelFacts
 from kgate.report.escape import terminal
 from kgate.report.table import aligned

@@ -33,10 +33,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from kgate.atomicio import atomic_write, read_input
 from kgate.collect.specialization import Specialization
-from kgate.config import toml_document, toml_string
-from kgate.errors import CaptureError
+from kgate.core.config import toml_document, toml_string
+from kgate.core.errors import CaptureError
+from kgate.support.atomicio import atomic_write, read_input
 
 FORMAT_VERSION = 1
 DEFAULT_FILE = "kgate-capture.toml"

@@ -15,7 +15,7 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from kgate.atomicio import read_input_text
+from kgate.support.atomicio import read_input_text
 
 _ARCH_NAME = re.compile(r"^(sm|compute|lto)_(\d+)([af]?)$")
 

@@ -20,12 +20,12 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from kgate import jsondoc
-from kgate.atomicio import read_input
 from kgate.collect.cuda_flags import ArchPair, include_dirs, split_flags
 from kgate.collect.files import excluded, named_rel, relpath
-from kgate.config import Config, CudaEntry
-from kgate.errors import ConfigError
+from kgate.core.config import Config, CudaEntry
+from kgate.core.errors import ConfigError
+from kgate.support import jsondoc
+from kgate.support.atomicio import read_input
 
 _INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*([<"])([^">\r\n]+)[">]', re.MULTILINE)
 

@@ -11,8 +11,8 @@ import hashlib
 import os
 from pathlib import Path
 
-from kgate import reads
 from kgate.collect.pyindex import ModuleInfo, module_info
+from kgate.support import reads
 
 
 def import_roots(root: Path, python_path: tuple[str, ...]) -> list[Path]:

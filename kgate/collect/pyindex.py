@@ -19,10 +19,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kgate import jsondoc, reads
-from kgate.atomicio import read_cached
 from kgate.collect.pysource import dotted, import_map, qualified
 from kgate.collect.source import try_parse
+from kgate.support import jsondoc, reads
+from kgate.support.atomicio import read_cached
 
 INDEX_VERSION = 2
 
@@ -114,7 +114,7 @@ class _Index:
     def save(self) -> None:
         if not self.dirty or self.file is None:
             return
-        from kgate.atomicio import write_cached
+        from kgate.support.atomicio import write_cached
 
         live = {k: v for k, v in self.entries.items() if os.path.exists(k)}
         try:

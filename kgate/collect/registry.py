@@ -20,8 +20,8 @@ from kgate.collect.files import named_rel, walk
 from kgate.collect.modules import import_roots, module_name
 from kgate.collect.pysource import expressions, module_constants
 from kgate.collect.source import MAX_PARSE_BYTES, try_parse
-from kgate.config import Config, TritonEntry, parse_triton_entry
-from kgate.errors import ConfigError
+from kgate.core.config import Config, TritonEntry, parse_triton_entry
+from kgate.core.errors import ConfigError
 
 # A module that can use the decorator imports kgate itself (`import kgate [as k]`, `import os, kgate`) or
 # the name (`from kgate import register`, also in parentheses over several lines, or `*`); kgate's own

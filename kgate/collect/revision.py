@@ -16,8 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
 
-from kgate import tools
-from kgate.errors import ConfigError, KgateError
+from kgate.core.errors import ConfigError, KgateError
+from kgate.support import tools
 
 # The folder a base revision is checked out in; the line table of a cubin compiled there names it, and
 # reports show those source paths relative to it.

@@ -16,18 +16,18 @@ from dataclasses import replace
 from pathlib import Path
 
 import kgate
-from kgate.atomicio import atomic_write
 from kgate.commands.common import ProgressBar, config_from, fail_on, selection_from
-from kgate.config import Config
+from kgate.core.config import Config
+from kgate.core.errors import ConfigError
+from kgate.core.result import Result
 from kgate.diff.compare import Diff
-from kgate.errors import ConfigError
-from kgate.pipeline import CheckOptions, resolve_targets, run_check
-from kgate.profiles import AUDIT_DEFAULT, Profile, primary, profiles
+from kgate.hardware.profiles import AUDIT_DEFAULT, Profile, primary, profiles
+from kgate.pipeline.check import CheckOptions, resolve_targets, run_check
 from kgate.ratchet import gate as ratchet
 from kgate.ratchet.compare import Comparison
 from kgate.report import audit_html, audit_md, audit_model, audit_tables, differences
 from kgate.report.escape import terminal
-from kgate.report.result import Result
+from kgate.support.atomicio import atomic_write
 
 
 def resolve_cards(requested: list[str] | None, targets: tuple[str, ...], explicit_targets: bool

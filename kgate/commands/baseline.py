@@ -5,15 +5,15 @@ from __future__ import annotations
 import argparse
 import sys
 
-from kgate.atomicio import read_input
 from kgate.commands.common import ProgressBar, config_from, fail_on, selection_from
-from kgate.pipeline import CheckOptions, run_check
+from kgate.pipeline.check import CheckOptions, run_check
 from kgate.ratchet.baseline import Baseline, locked, render, save, toolchain_bound
 from kgate.ratchet.gate import baseline_path, load_baseline
 from kgate.ratchet.migrate import migrate
 from kgate.ratchet.update import repin
 from kgate.report.escape import terminal
-from kgate.shard import parse_shard
+from kgate.shard.plan import parse_shard
+from kgate.support.atomicio import read_input
 
 
 def run(args: argparse.Namespace) -> int:

@@ -12,12 +12,12 @@ import argparse
 import sys
 from pathlib import Path
 
-from kgate import tools
 from kgate.capture import session
 from kgate.commands.common import config_from
-from kgate.config import KNOWN_TARGETS
-from kgate.errors import CaptureError, ConfigError
+from kgate.core.config import KNOWN_TARGETS
+from kgate.core.errors import CaptureError, ConfigError
 from kgate.report.escape import terminal
+from kgate.support import tools
 
 
 def run(args: argparse.Namespace) -> int:

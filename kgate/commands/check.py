@@ -8,13 +8,13 @@ from typing import Any
 
 from kgate.commands import recording
 from kgate.commands.common import ProgressBar, config_from, emit, fail_on, selection_from
-from kgate.config import Config
-from kgate.errors import ConfigError
-from kgate.pipeline import CheckOptions, CheckRun, gate, resolve_targets, run_check
+from kgate.core.config import Config
+from kgate.core.errors import ConfigError
+from kgate.core.result import Result
+from kgate.pipeline.check import CheckOptions, CheckRun, gate, resolve_targets, run_check
 from kgate.report.escape import terminal
-from kgate.report.result import Result
-from kgate.shard import inputs as shard_inputs
-from kgate.shard import load_timings, parse_shard, timings_path
+from kgate.shard.plan import inputs as shard_inputs
+from kgate.shard.plan import load_timings, parse_shard, timings_path
 
 # No configuration file, no decorator and no capture: a gate of nothing must not pass.
 NOTHING_CONFIGURED = ("nothing to gate: no kgate.toml, and no pyproject.toml with a [tool.kgate] table, here or above, "
@@ -78,7 +78,7 @@ def _report(args: argparse.Namespace, config: Config, checked: CheckRun, options
     compiled = checked.compiled
     result = gate(checked, options, config, baseline=not args.no_baseline)
     if checked.plan is not None:
-        from kgate.shard_result import record
+        from kgate.shard.result import record
 
         chosen = {name: getattr(args, name, None) for name in ("select", "extend_select", "ignore")}
         timings = {} if args.no_cache else load_timings(config)

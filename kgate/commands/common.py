@@ -7,12 +7,12 @@ import importlib
 import sys
 from pathlib import Path
 
-from kgate.config import Config, load_config
-from kgate.errors import ConfigError
-from kgate.findings import Severity
+from kgate.core.config import Config, load_config
+from kgate.core.errors import ConfigError
+from kgate.core.findings import Severity
+from kgate.core.result import Result
+from kgate.core.selection import Selection, build_selection
 from kgate.report.escape import terminal
-from kgate.report.result import Result
-from kgate.selection import Selection, build_selection
 
 
 def split_codes(value: str | None) -> list[str] | None:
@@ -55,7 +55,7 @@ def emit(result: Result, args: argparse.Namespace, config: Config) -> int:
             print(line, file=sys.stderr)
     output = getattr(args, "output", None)
     if output:
-        from kgate.atomicio import atomic_write
+        from kgate.support.atomicio import atomic_write
 
         try:
             atomic_write(Path(output), text.encode(), follow=True)

@@ -15,13 +15,13 @@ import sys
 from pathlib import Path
 
 from kgate.commands.common import ProgressBar, config_from
-from kgate.config import Config
+from kgate.core.config import Config
+from kgate.core.errors import ConfigError, ToolchainError
 from kgate.diff.compare import Diff
 from kgate.diff.model import Side
 from kgate.diff.runs import compare_sides, require_selection, revision_diff
 from kgate.diff.side import compile_side
-from kgate.errors import ConfigError, ToolchainError
-from kgate.pipeline import CheckOptions
+from kgate.pipeline.check import CheckOptions
 
 
 def run(args: argparse.Namespace) -> int:
@@ -78,7 +78,7 @@ def _report(args: argparse.Namespace, diff: Diff) -> int:
     else:
         text = diff_report.render_terminal(diff, quiet=args.quiet)
     if args.output:
-        from kgate.atomicio import atomic_write
+        from kgate.support.atomicio import atomic_write
 
         try:
             atomic_write(Path(args.output), text.encode())

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import argparse
 
-from kgate import toolchain
 from kgate.commands.common import config_from
-from kgate.errors import ToolchainError
-from kgate.toolchain import Tool
+from kgate.core.errors import ToolchainError
+from kgate.support import toolchain
+from kgate.support.toolchain import Tool
 
 
 def tools_found(nvcc_setting: str | None, root: object) -> list[Tool]:

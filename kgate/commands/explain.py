@@ -7,8 +7,8 @@ import json
 import sys
 
 from kgate import rules as registry  # type: ignore[attr-defined]
-from kgate.errors import ConfigError
-from kgate.rule import Rule
+from kgate.core.errors import ConfigError
+from kgate.core.rule import Rule
 
 
 def find_rule(token: str) -> Rule:

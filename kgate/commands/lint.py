@@ -1,6 +1,6 @@
 """`kgate lint [paths]`: the source rules, without compiling and without importing the project's code.
 
-See `kgate.lint.pipeline` for which files are linted. The baseline, when
+See `kgate.pipeline.lint` for which files are linted. The baseline, when
 the project has one, accepts pinned source findings; when only some files
 are linted (pre-commit's batches), pins of other files are not judged and
 pins that no longer match are shown but do not fail: stale pins are a
@@ -16,11 +16,11 @@ from dataclasses import replace
 
 from kgate.commands import recording
 from kgate.commands.common import config_from, emit, fail_on, selection_from
-from kgate.config import Config
-from kgate.errors import BaselineError
-from kgate.lint.pipeline import LintRun, run_lint
-from kgate.report.result import Result
-from kgate.selection import Selection
+from kgate.core.config import Config
+from kgate.core.errors import BaselineError
+from kgate.core.result import Result
+from kgate.core.selection import Selection
+from kgate.pipeline.lint import LintRun, run_lint
 
 
 def run(args: argparse.Namespace) -> int:

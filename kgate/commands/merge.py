@@ -15,12 +15,12 @@ import argparse
 from kgate.collect.registry import captured_specs, triton_entries, triton_kernels
 from kgate.commands.common import config_from, emit, split_codes
 from kgate.compile.engine import CompileRun
-from kgate.errors import ConfigError
-from kgate.findings import Severity, sort_findings
-from kgate.pipeline import CheckOptions, assemble, gate
-from kgate.selection import build_selection
-from kgate.shard import fingerprint, inputs, record_timings, units
-from kgate.shard_result import Shard, check_set, input_difference, load, seconds
+from kgate.core.errors import ConfigError
+from kgate.core.findings import Severity, sort_findings
+from kgate.core.selection import build_selection
+from kgate.pipeline.check import CheckOptions, assemble, gate
+from kgate.shard.plan import fingerprint, inputs, record_timings, units
+from kgate.shard.result import Shard, check_set, input_difference, load, seconds
 
 
 def run(args: argparse.Namespace) -> int:

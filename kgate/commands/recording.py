@@ -1,7 +1,7 @@
-"""Run records for `kgate check` and `kgate lint`: what a full run saw and printed (see `kgate.fastpath`).
+"""Run records for `kgate check` and `kgate lint`: what a full run saw and printed (see `kgate.pipeline.fastpath`).
 
 The project's inputs are snapshotted before the run, and everything else the
-run reads is recorded as it reads it (`kgate.reads`); the output is captured
+run reads is recorded as it reads it (`kgate.support.reads`); the output is captured
 while it is written; the record is left only if every input still holds
 afterwards and the outcome did not depend on the run's circumstances.
 """
@@ -18,8 +18,9 @@ from io import StringIO
 from pathlib import Path
 from typing import TextIO
 
-from kgate import fastpath, reads
-from kgate.config import Config
+from kgate.core.config import Config
+from kgate.pipeline import fastpath
+from kgate.support import reads
 
 
 def snapshot(args: argparse.Namespace, config: Config, extra: list[str], *, compilers: bool) -> fastpath.Snapshot | None:

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kgate import tools
-from kgate.errors import KgateError
+from kgate.core.errors import KgateError
 from kgate.report.table import aligned
+from kgate.support import tools
 
 TIMEOUT = 3600.0
 DIRECTIONS = {"forward": 0, "backward": 1}

@@ -15,7 +15,7 @@ it describes (its kind and its key) and a hash of its content, and is read
 back only when all three match where it was found: a record copied over
 another key's, replaced by some other JSON, cut short or damaged is treated
 as missing and rebuilt, never trusted. Records and artifacts are read
-through `kgate.atomicio.read_cached`: a symbolic link, a folder, a named
+through `kgate.support.atomicio.read_cached`: a symbolic link, a folder, a named
 pipe, a device or a file past its size bound where a record should be is a
 missing record too, never followed, waited on or read without end. (A
 forged record that is consistent with itself cannot be told from a real
@@ -34,9 +34,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from kgate import jsondoc
-from kgate.atomicio import clear_folder, read_cached, write_cached
-from kgate.errors import KgateError
+from kgate.core.errors import KgateError
+from kgate.support import jsondoc
+from kgate.support.atomicio import clear_folder, read_cached, write_cached
 
 VERSION = "v1"
 

@@ -31,16 +31,16 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from kgate import tools
 from kgate.collect.cuda_names import base_name, definition_line, display_names, global_definitions, matches
 from kgate.collect.files import display_path
 from kgate.compile.cache import write_artifact
 from kgate.compile.triton_backend import KernelError
-from kgate.errors import ToolchainError
+from kgate.core.errors import ToolchainError
 from kgate.facts.model import KernelFacts, Resources
 from kgate.facts.ptx import entry_headers, parse_ptx
 from kgate.facts.ptxas_log import parse_ptxas_log
 from kgate.facts.sass import parse_sass
+from kgate.support import tools
 
 # nvcc's front end: `file.cu(12): error: ...`; the host preprocessor: `file.cu:2:10: fatal error: ...`.
 _ERROR_LINE = re.compile(r"^(?P<file>[^\s(:]+)(?:\((?P<line>\d+)\)|:(?P<gline>\d+):\d+): (?:catastrophic |fatal )?error")

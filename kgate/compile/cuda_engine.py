@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import kgate
-from kgate.atomicio import read_input
 from kgate.collect.cuda_flags import choose_arch
 from kgate.collect.cuda_launches import LaunchSite, pdl_launch_sites, pdl_launched
 from kgate.collect.cuda_names import base_name, global_definitions, matches
@@ -33,10 +32,11 @@ from kgate.compile.cache import Cache, CacheWriteError, Entry, digest, file_hash
 from kgate.compile.cuda_backend import reads_sass
 from kgate.compile.engine import CompileRun, Progress, _first_line, worker_env
 from kgate.compile.pool import Outcome, Pool
-from kgate.config import Config
-from kgate.errors import ToolchainError
+from kgate.core.config import Config
+from kgate.core.errors import ToolchainError
 from kgate.facts.model import CompileFailure, KernelFacts
-from kgate.toolchain import CudaToolchain, cuda_include_dir, cuda_toolchain
+from kgate.support.atomicio import read_input
+from kgate.support.toolchain import CudaToolchain, cuda_include_dir, cuda_toolchain
 
 
 @dataclass
@@ -197,7 +197,7 @@ def _run_tasks(config: Config, todo: list[_Task], jobs: int, progress: Progress 
 
 class FilesRead:
     """The content hashes of the files CUDA compiles read, each file hashed once a run (through
-    `kgate.atomicio.read_input`: one that has become a named pipe or a device is unreadable, not waited on).
+    `kgate.support.atomicio.read_input`: one that has become a named pipe or a device is unreadable, not waited on).
 
     A file in the project is named relative to it (a cache restored into another checkout still holds), any
     other by its absolute path, both as the compiler reached them (a symlink is not resolved)."""

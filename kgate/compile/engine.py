@@ -16,8 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import kgate
-from kgate import reads, tools
-from kgate.atomicio import read_input_text
 from kgate.collect import pyindex
 from kgate.collect.captures import CapturedSpec
 from kgate.collect.files import Alias, aliases, display_path, relpath
@@ -29,11 +27,13 @@ from kgate.compile.cache import Cache, CacheWriteError, Entry, digest, file_hash
 from kgate.compile.pool import Outcome, Pool
 from kgate.compile.relocate import def_line, def_spans, relocate
 from kgate.compile.triton_backend import MISSING_ATTRIBUTE
-from kgate.config import Config, TritonEntry
-from kgate.errors import ToolchainError
+from kgate.core.config import Config, TritonEntry
+from kgate.core.errors import ToolchainError
+from kgate.core.rule import CapturedKernel
 from kgate.facts.model import FACTS_SCHEMA, CompileFailure, KernelFacts
 from kgate.facts.sass import SassSummary
-from kgate.rule import CapturedKernel
+from kgate.support import reads, tools
+from kgate.support.atomicio import read_input_text
 
 Progress = Callable[[int, int, str], None]
 
@@ -50,7 +50,7 @@ class CompileRun:
     captured: list[CapturedKernel] = field(default_factory=list)
     locations: dict[str, tuple[str, int]] = field(default_factory=dict)
     # False when an outcome came from this run's circumstances (a timeout, a worker that died): the run is
-    # not recorded for replay (`kgate.fastpath`), so the next one compiles again.
+    # not recorded for replay (`kgate.pipeline.fastpath`), so the next one compiles again.
     replayable: bool = True
     # Where each variant's cubin is in the cache and the hash it was written with (`kgate diff` reads it).
     cubins: dict[tuple[str, str, str], tuple[str, str | None]] = field(default_factory=dict)
@@ -574,7 +574,7 @@ def _disassemble_cached(config: Config, cache: Cache, pool: Pool,
 
 def _note_imported(imported: dict[str, Any] | None) -> list[str]:
     """Note the files of the modules a compile worker imported (path -> state when imported) as inputs of
-    this run (`kgate.reads`); their paths, to keep in the record."""
+    this run (`kgate.support.reads`); their paths, to keep in the record."""
     for path, state in (imported or {}).items():
         reads.note(path, state)
     return sorted(imported or {})

@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kgate import jsondoc, tools
-from kgate.atomicio import read_cached
-from kgate.errors import ToolchainError
+from kgate.core.errors import ToolchainError
+from kgate.support import jsondoc, tools
+from kgate.support.atomicio import read_cached
 
 MARKER = "kgate-environment.json"
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-from kgate import tools
 from kgate.compile.cache import Cache, digest, file_hash
 from kgate.facts.listing import Instruction, parse_listing
+from kgate.support import tools
 
 Listing = dict[str, tuple[Instruction, ...]]
 

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from kgate import interrupts
-from kgate.errors import ToolchainError
+from kgate.core.errors import ToolchainError
+from kgate.support import interrupts
 
 # Tries to start a worker, each after a longer pause: a fork server on its way out refuses the first.
 START_ATTEMPTS = 5
@@ -55,9 +55,9 @@ class Outcome:
     # stops with exit 2 (`kgate.compile.cache.CacheWriteError`).
     cache_unwritable: bool = False
     # The task was stopped at its deadline, or its worker died: an outcome of this run's circumstances,
-    # never replayed by a later run (`kgate.fastpath`).
+    # never replayed by a later run (`kgate.pipeline.fastpath`).
     transient: bool = False
-    # The files of the modules the worker imported (path -> state, `kgate.reads`): inputs of the run.
+    # The files of the modules the worker imported (path -> state, `kgate.support.reads`): inputs of the run.
     imported: dict[str, Any] | None = None
 
 
@@ -66,7 +66,7 @@ def _serve(conn: Connection, env: dict[str, str | None], kgate_pid: int) -> None
     import resource
 
     # A process group of its own, so that a timeout kills the compilers it started too, and so that Ctrl-C at a
-    # terminal reaches kgate alone: kgate owns SIGINT (kgate.interrupts) and kills its workers when it stops.
+    # terminal reaches kgate alone: kgate owns SIGINT (kgate.support.interrupts) and kills its workers when it stops.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         os.setpgid(0, 0)
@@ -79,9 +79,9 @@ def _serve(conn: Connection, env: dict[str, str | None], kgate_pid: int) -> None
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
-    from kgate import reads
     from kgate.compile.cache import CacheWriteError
-    from kgate.errors import KgateError
+    from kgate.core.errors import KgateError
+    from kgate.support import reads
 
     preloaded = set(sys.modules)  # what the fork server imported: kgate, Triton; the rest is the project's
     triton_cache = os.environ.get("TRITON_CACHE_DIR")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 
-from kgate import interrupts
+from kgate.support import interrupts
 
 interrupts.helper_ignores_interrupts()  # before anything slow: the server started with SIGINT held back
 

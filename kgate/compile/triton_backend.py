@@ -25,17 +25,17 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from kgate import jsondoc
-from kgate.atomicio import read_cached
 from kgate.collect.source import try_parse
 from kgate.collect.specialization import Specialization
 from kgate.compile.cache import cache_write_failure, write_artifact
-from kgate.errors import KgateError, did_you_mean
+from kgate.core.errors import KgateError, did_you_mean
 from kgate.facts.model import KernelFacts, Resources, SassSummary
 from kgate.facts.ptx import parse_ptx
 from kgate.facts.ptxas_log import parse_ptxas_log
 from kgate.facts.sass import parse_sass
 from kgate.facts.ttgir import parse_pipeline
+from kgate.support import jsondoc
+from kgate.support.atomicio import read_cached
 
 CAPABILITY = {"sm_120a": 120, "sm_100a": 100, "sm_90a": 90}
 MISSING_ATTRIBUTE = "has no attribute"  # in the error for a kernel its module does not define (any more)
@@ -120,7 +120,7 @@ def _remembered_triton_key() -> None:
     if key is None:
         key = triton_cache.triton_key()
         try:
-            from kgate.atomicio import write_cached
+            from kgate.support.atomicio import write_cached
 
             write_cached(record, json.dumps({"identity": identity, "key": key}).encode())
         except OSError:
@@ -396,7 +396,7 @@ def _with_sass(facts: KernelFacts, opcodes: dict[str, int]) -> KernelFacts:
 
 
 def disassemble(cubin: Path) -> str:
-    from kgate import tools
+    from kgate.support import tools
 
     cuobjdump = tools.require_tool("cuobjdump")
     return tools.run([str(cuobjdump), "-sass", str(cubin)], timeout=120).stdout

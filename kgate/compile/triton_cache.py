@@ -6,7 +6,7 @@ Triton's cached kernels): it opens the group file of the kernel's key and
 checks that the files it names exist. A named pipe there would block that
 open for ever and a link to /dev/zero would be read without end, so the
 compile workers hand Triton this manager (`TRITON_CACHE_MANAGER`): the group
-file is read through `kgate.atomicio.read_cached`, and only regular files
+file is read through `kgate.support.atomicio.read_cached`, and only regular files
 count as present. Whatever is not is a miss, and Triton compiles and writes
 the files again (a folder in a file's place is removed first, as kgate's
 own cache writer does).
@@ -20,7 +20,7 @@ import stat
 
 from triton.runtime.cache import FileCacheManager
 
-from kgate.atomicio import CACHE_LIMIT, clear_folder, read_cached
+from kgate.support.atomicio import CACHE_LIMIT, clear_folder, read_cached
 
 
 class GuardedCache(FileCacheManager):

@@ -13,14 +13,14 @@ from kgate.collect import revision
 from kgate.compile.cache import Cache
 from kgate.compile.engine import Progress
 from kgate.compile.listing import cubin_listing
-from kgate.config import Config, load_config
+from kgate.core.config import Config, load_config
+from kgate.core.errors import ConfigError, KgateError
 from kgate.diff.compare import Diff, compare, matched, needs_listing
 from kgate.diff.model import Key, Side
 from kgate.diff.side import compile_side
-from kgate.errors import ConfigError, KgateError
 from kgate.facts.cubin import text_sections
 from kgate.facts.listing import Instruction
-from kgate.pipeline import CheckOptions
+from kgate.pipeline.check import CheckOptions
 
 
 def revision_diff(config: Config, options: CheckOptions, base_rev: str | None, progress: Progress | None = None,

@@ -11,9 +11,9 @@ import time
 
 from kgate.collect.registry import captured_specs, triton_entries
 from kgate.compile.engine import Progress
-from kgate.config import Config
+from kgate.core.config import Config
 from kgate.diff.model import Side
-from kgate.pipeline import CheckOptions, compile_kernels, select_units
+from kgate.pipeline.check import CheckOptions, compile_kernels, select_units
 
 
 def compile_side(config: Config, options: CheckOptions, label: str, progress: Progress | None = None) -> Side:

@@ -8,7 +8,7 @@ is not the compiler's, and saying so is a ParseError, not a crash.
 
 from __future__ import annotations
 
-from kgate.errors import ParseError
+from kgate.core.errors import ParseError
 
 MAX_DIGITS = 18  # fits in 64 bits: no register count, byte size or line number is longer
 

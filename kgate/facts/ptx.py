@@ -14,7 +14,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-from kgate.errors import ParseError
+from kgate.core.errors import ParseError
 from kgate.facts.numbers import count
 
 _TARGET = re.compile(r"^\s*\.target\s+([\w.]+)", re.MULTILINE)

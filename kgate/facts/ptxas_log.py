@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from kgate.errors import ParseError
+from kgate.core.errors import ParseError
 from kgate.facts.numbers import count
 
 _COMPILING = re.compile(r"Compiling entry function '([^']+)' for '([^']+)'")

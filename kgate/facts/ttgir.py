@@ -17,7 +17,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from kgate.errors import ParseError
+from kgate.core.errors import ParseError
 from kgate.facts.numbers import count
 
 _ALLOC = re.compile(r"ttg\.local_alloc\s*:\s*\(\)\s*->\s*!ttg\.memdesc<([0-9x]+)x([a-zA-Z][\w]*)\s*,[^>]*mutable")

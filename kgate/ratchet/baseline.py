@@ -43,9 +43,9 @@ from pathlib import Path
 from typing import Any
 
 from kgate import rules as registry  # type: ignore[attr-defined]
-from kgate.atomicio import atomic_write, read_input
-from kgate.config import toml_document, toml_string
-from kgate.errors import BaselineError
+from kgate.core.config import toml_document, toml_string
+from kgate.core.errors import BaselineError
+from kgate.support.atomicio import atomic_write, read_input
 
 FORMAT_VERSION = 2
 METRICS = ("registers", "spill_bytes", "stack_bytes", "smem_bytes")

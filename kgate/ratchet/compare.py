@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kgate import rules as registry  # type: ignore[attr-defined]
+from kgate.core.findings import Finding, Severity
 from kgate.facts.model import KernelFacts
-from kgate.findings import Finding, Severity
 from kgate.ratchet.baseline import METRICS, Baseline, Pin, kernel_key, pinnable, split_kernel_key, toolchain_bound
 
 KINDS = ("TOOLCHAIN", "NEW", "WORSE", "IMPROVED", "GONE")

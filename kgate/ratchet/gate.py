@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 from kgate import rules as registry  # type: ignore[attr-defined]
-from kgate.config import Config
-from kgate.errors import BaselineError
+from kgate.core.config import Config
+from kgate.core.errors import BaselineError
 from kgate.ratchet.baseline import Baseline, load
 from kgate.ratchet.compare import Comparison, RunState, compare
 from kgate.ratchet.migrate import migrate

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from kgate.findings import Finding
+from kgate.core.findings import Finding
 from kgate.ratchet.baseline import METRICS, Baseline, Pin, pinnable
 from kgate.ratchet.compare import RunState, round_up
 

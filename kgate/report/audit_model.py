@@ -26,7 +26,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kgate import rules as registry  # type: ignore[attr-defined]
-from kgate.budgets import (
+from kgate.core.findings import Finding, sort_findings
+from kgate.facts.model import CompileFailure, KernelFacts
+from kgate.hardware.budgets import (
     ACCUMULATOR_SHARE,
     WARPS_TABLE,
     Residency,
@@ -43,9 +45,7 @@ from kgate.budgets import (
     warps_per_subcore_by_registers,
     waves,
 )
-from kgate.facts.model import CompileFailure, KernelFacts
-from kgate.findings import Finding, sort_findings
-from kgate.profiles import Profile, primary
+from kgate.hardware.profiles import Profile, primary
 from kgate.report.escape import as_bytes
 from kgate.report.mma import short_mma
 

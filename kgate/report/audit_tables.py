@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from kgate.profiles import Profile
+from kgate.hardware.profiles import Profile
 from kgate.report.audit_model import (
     AuditModel,
     InstructionMix,

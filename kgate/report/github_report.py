@@ -16,10 +16,10 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from kgate.findings import Finding, Severity, sort_findings
+from kgate.core.findings import Finding, Severity, sort_findings
+from kgate.core.result import Result
 from kgate.report import differences
 from kgate.report.escape import workflow_data, workflow_property
-from kgate.report.result import Result
 from kgate.report.sarif_report import subject
 from kgate.report.terminal import summary_line
 

@@ -20,9 +20,9 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from kgate.findings import sort_findings
+from kgate.core.findings import sort_findings
+from kgate.core.result import Result
 from kgate.report.escape import json_ready
-from kgate.report.result import Result
 
 if TYPE_CHECKING:
     from kgate.facts.model import KernelFacts
@@ -32,8 +32,8 @@ SCHEMA_VERSION = 1
 
 def kernel_record(facts: KernelFacts) -> dict[str, Any]:
     # Imported here: a `kgate lint` result has no kernels and should not pay for these.
-    from kgate.budgets import residency
-    from kgate.profiles import primary
+    from kgate.hardware.budgets import residency
+    from kgate.hardware.profiles import primary
 
     res = facts.resources
     occupancy = residency(res.registers, res.smem_bytes, facts.num_warps, primary(facts.target))

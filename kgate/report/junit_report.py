@@ -14,11 +14,11 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from collections import defaultdict
 
+from kgate.core.findings import Finding, sort_findings
+from kgate.core.result import Result
 from kgate.facts.model import KernelFacts
-from kgate.findings import Finding, sort_findings
 from kgate.report import differences
 from kgate.report.escape import xml as xml_text
-from kgate.report.result import Result
 
 
 def case_name(finding: Finding) -> str:

@@ -23,11 +23,11 @@ from typing import Any
 
 import kgate
 from kgate import rules as registry  # type: ignore[attr-defined]
-from kgate.findings import Finding, Severity, sort_findings
+from kgate.core.findings import Finding, Severity, sort_findings
+from kgate.core.result import Result
+from kgate.core.rule import Rule
 from kgate.report import differences
 from kgate.report.escape import as_bytes, json_text, uri
-from kgate.report.result import Result
-from kgate.rule import Rule
 
 SCHEMA_URI = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 # Code scanning's limits: results per run, characters per description.

@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING
 
-from kgate.findings import Finding, Severity
+from kgate.core.findings import Finding, Severity
+from kgate.core.result import Result
 from kgate.report.escape import terminal
-from kgate.report.result import Result
 from kgate.report.table import aligned
 
 if TYPE_CHECKING:
@@ -44,8 +44,8 @@ def _verdict(facts: KernelFacts, by_kernel: dict[tuple[str, str, str], list[Find
 
 def kernel_table(kernels: list[KernelFacts], findings: list[Finding]) -> list[str]:
     # Imported here: `kgate lint` renders no kernel table and should not pay for these.
-    from kgate.budgets import residency
-    from kgate.profiles import primary
+    from kgate.hardware.budgets import residency
+    from kgate.hardware.profiles import primary
     from kgate.report.mma import short_mma
 
     by_kernel: dict[tuple[str, str, str], list[Finding]] = {}

@@ -45,8 +45,8 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from kgate.findings import Severity
-from kgate.rule import CaptureContext, CapturedKernel, Option, Report, Rule
+from kgate.core.findings import Severity
+from kgate.core.rule import CaptureContext, CapturedKernel, Option, Report, Rule
 
 
 def _power_of_two(value: int) -> bool:

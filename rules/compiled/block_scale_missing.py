@@ -42,9 +42,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from kgate.core.findings import Severity
+from kgate.core.rule import CompiledContext, Report, Rule
 from kgate.facts.model import KernelFacts
-from kgate.findings import Severity
-from kgate.rule import CompiledContext, Report, Rule
 
 
 def _emitted(facts: KernelFacts) -> str:

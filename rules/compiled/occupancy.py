@@ -32,10 +32,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from kgate.budgets import max_registers_for, residency
+from kgate.core.findings import Severity
+from kgate.core.rule import CompiledContext, Option, Report, Rule
 from kgate.facts.model import KernelFacts
-from kgate.findings import Severity
-from kgate.rule import CompiledContext, Option, Report, Rule
+from kgate.hardware.budgets import max_registers_for, residency
 
 
 def check(facts: KernelFacts, ctx: CompiledContext) -> Iterable[Report]:

@@ -46,10 +46,10 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
+from kgate.core.findings import Severity
+from kgate.core.rule import CompiledContext, Report, Rule
 from kgate.facts.model import KernelFacts
 from kgate.facts.ptx import GlobalAccess
-from kgate.findings import Severity
-from kgate.rule import CompiledContext, Report, Rule
 
 
 def _where(access: GlobalAccess) -> str:

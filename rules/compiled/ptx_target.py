@@ -32,10 +32,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from kgate.facts.arch_features import family_note, lost_by_bare, split_arch
+from kgate.core.findings import Severity
+from kgate.core.rule import CompiledContext, Report, Rule
 from kgate.facts.model import KernelFacts
-from kgate.findings import Severity
-from kgate.rule import CompiledContext, Report, Rule
+from kgate.hardware.arch_features import family_note, lost_by_bare, split_arch
 
 
 def check(facts: KernelFacts, ctx: CompiledContext) -> Iterable[Report]:

@@ -26,9 +26,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from kgate.core.findings import Severity
+from kgate.core.rule import CompiledContext, Option, Report, Rule
 from kgate.facts.model import KernelFacts
-from kgate.findings import Severity
-from kgate.rule import CompiledContext, Option, Report, Rule
 
 
 def check(facts: KernelFacts, ctx: CompiledContext) -> Iterable[Report]:

@@ -28,10 +28,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from kgate.budgets import stages_that_fit
+from kgate.core.findings import Severity
+from kgate.core.rule import CompiledContext, Report, Rule
 from kgate.facts.model import KernelFacts
-from kgate.findings import Severity
-from kgate.rule import CompiledContext, Report, Rule
+from kgate.hardware.budgets import stages_that_fit
 
 
 def check(facts: KernelFacts, ctx: CompiledContext) -> Iterable[Report]:

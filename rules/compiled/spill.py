@@ -30,10 +30,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from kgate.budgets import spill_cliff_bytes
+from kgate.core.findings import Severity
+from kgate.core.rule import CompiledContext, Option, Report, Rule
 from kgate.facts.model import KernelFacts
-from kgate.findings import Severity
-from kgate.rule import CompiledContext, Option, Report, Rule
+from kgate.hardware.budgets import spill_cliff_bytes
 
 
 def check(facts: KernelFacts, ctx: CompiledContext) -> Iterable[Report]:

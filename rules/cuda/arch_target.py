@@ -74,9 +74,9 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from kgate.collect.cpp_text import strip_hash_comment
-from kgate.facts.arch_features import family_note, lost_by_bare
-from kgate.findings import Severity
-from kgate.rule import Option, Report, Rule, SourceContext
+from kgate.core.findings import Severity
+from kgate.core.rule import Option, Report, Rule, SourceContext
+from kgate.hardware.arch_features import family_note, lost_by_bare
 
 # Words on a line that select GPU architectures.
 _CONTEXT = re.compile(r"-gencode|--generate-code|-arch\b|--gpu-architecture|-code\b|--gpu-code|\barch\s*=|"

@@ -31,8 +31,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from kgate.collect.cpp_text import blanked
-from kgate.findings import Severity
-from kgate.rule import Option, Report, Rule, SourceContext
+from kgate.core.findings import Severity
+from kgate.core.rule import Option, Report, Rule, SourceContext
 
 
 def code_lines(code: str) -> int:

@@ -45,8 +45,8 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from kgate.collect.cpp_text import Scopes, balanced, blanked, macro_lines
-from kgate.findings import Severity
-from kgate.rule import Option, Report, Rule, SourceContext
+from kgate.core.findings import Severity
+from kgate.core.rule import Option, Report, Rule, SourceContext
 
 _TRIPLE = re.compile(r"<<<")
 _LAUNCH_EX = re.compile(r"\bcudaLaunchKernelExC?\s*(?:<[^;()]*>\s*)?\(")

@@ -28,8 +28,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from kgate.findings import Severity
-from kgate.rule import Report, Rule
+from kgate.core.findings import Severity
+from kgate.core.rule import Report, Rule
 
 
 def check(message: str, _ctx: object) -> Iterable[Report]:

@@ -31,11 +31,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from kgate.findings import Severity
-from kgate.rule import Report, Rule
+from kgate.core.findings import Severity
+from kgate.core.rule import Report, Rule
 
 if TYPE_CHECKING:
-    from kgate.suppress import Directive
+    from kgate.core.suppress import Directive
 
 
 def check(subject: tuple[Directive, str], _ctx: object) -> Iterable[Report]:

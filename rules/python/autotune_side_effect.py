@@ -55,8 +55,8 @@ from collections.abc import Iterable, Iterator
 
 from kgate.collect import pysource as py
 from kgate.collect.source import SourceFile
-from kgate.findings import Severity
-from kgate.rule import Report, Rule, SourceContext
+from kgate.core.findings import Severity
+from kgate.core.rule import Report, Rule, SourceContext
 
 ATOMICS = frozenset({"atomic_add", "atomic_and", "atomic_cas", "atomic_max", "atomic_min", "atomic_or",
                      "atomic_xchg", "atomic_xor"})

@@ -50,8 +50,8 @@ from collections.abc import Iterable, Iterator
 
 from kgate.collect import pysource as py
 from kgate.collect.source import SourceFile
-from kgate.findings import Severity
-from kgate.rule import Report, Rule, SourceContext
+from kgate.core.findings import Severity
+from kgate.core.rule import Report, Rule, SourceContext
 
 VARIABLE = "TRITON_INTERPRET"
 # Values Triton's boolean environment parser reads as true.

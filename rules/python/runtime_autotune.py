@@ -62,8 +62,8 @@ from collections.abc import Iterable
 
 from kgate.collect import pysource as py
 from kgate.collect.source import SourceFile
-from kgate.findings import Severity
-from kgate.rule import Option, Report, Rule, SourceContext
+from kgate.core.findings import Severity
+from kgate.core.rule import Option, Report, Rule, SourceContext
 
 RUNTIME_SHAPE_NAMES = (
     "M", "n_tokens", "N_TOKENS", "num_tokens", "NUM_TOKENS", "total_tokens", "TOTAL_TOKENS",

@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kgate.errors import ConfigError
-from kgate.findings import Severity
+from kgate.core.errors import ConfigError
+from kgate.core.findings import Severity
 
 LAYERS = ("meta", "compiled", "capture", "python", "cuda")
 DOC_SECTIONS = ("## What it does", "## Why is this bad?", "## Example", "## Use instead", "## Options")
@@ -148,4 +148,4 @@ class CompiledContext:
     """What a compiled rule may read besides the kernel's facts."""
 
     options: dict[str, Any]
-    profile: Any  # kgate.profiles.Profile of the target's primary card
+    profile: Any  # kgate.hardware.profiles.Profile of the target's primary card

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kgate.profiles import Profile
+from kgate.hardware.profiles import Profile
 
 # Thresholds that judge these numbers are rule options (KG102, KG103, KG105), never constants here:
 # a caller passes the value `kgate.rules.option` resolves under its configuration.

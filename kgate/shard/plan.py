@@ -28,13 +28,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from kgate import jsondoc
-from kgate.atomicio import read_cached, read_input, write_cached
 from kgate.collect.files import relpath, walk
 from kgate.compile.cache import digest
-from kgate.config import Config
-from kgate.errors import ConfigError
+from kgate.core.config import Config
+from kgate.core.errors import ConfigError
 from kgate.facts.model import KernelFacts
+from kgate.support import jsondoc
+from kgate.support.atomicio import read_cached, read_input, write_cached
 
 TIMINGS_FILE = "shard-timings.json"
 # More runners than this for one gate is a typing mistake, not a CI matrix (GitHub Actions runs at most 256 jobs

@@ -26,13 +26,13 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 import kgate
-from kgate import jsondoc
-from kgate.atomicio import read_input
-from kgate.checkrun import CheckOptions, CheckRun, SourcePart
-from kgate.errors import ConfigError
+from kgate.core.errors import ConfigError
+from kgate.core.findings import Finding, Severity
 from kgate.facts.model import CompileFailure, KernelFacts
-from kgate.findings import Finding, Severity
-from kgate.shard import MAX_SHARDS, fingerprint, valid_seconds
+from kgate.shard.plan import MAX_SHARDS, fingerprint, valid_seconds
+from kgate.shard.run import CheckOptions, CheckRun, SourcePart
+from kgate.support import jsondoc
+from kgate.support.atomicio import read_input
 
 
 def record(checked: CheckRun, options: CheckOptions, targets: tuple[str, ...], selection_args: dict[str, Any],

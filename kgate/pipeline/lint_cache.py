@@ -28,9 +28,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kgate import __version__, jsondoc
-from kgate.atomicio import read_cached_stat
-from kgate.lint.engine import FileResult, SourceRule, content_digest, from_json, stat_key, to_json
+from kgate import __version__
+from kgate.evaluate.source import FileResult, SourceRule, content_digest, from_json, stat_key, to_json
+from kgate.support import jsondoc
+from kgate.support.atomicio import read_cached_stat
 
 FORMAT = 2  # 2: the record carries its key and the hash of its entries
 _RACY_NS = 2_000_000_000
@@ -60,7 +61,7 @@ _SEVERITIES = ("", "error", "warning", "note")
 
 def selection_key(rules: list[SourceRule]) -> str:
     """What the cached results depend on besides the files."""
-    names = ["kgate.lint.engine", "kgate.lint.cache", "kgate.suppress", "kgate.collect.source",
+    names = ["kgate.evaluate.source", "kgate.pipeline.lint_cache", "kgate.core.suppress", "kgate.collect.source",
              "kgate.collect.pysource"]
     parts: list[Any] = [FORMAT, __version__]
     for sr in rules:
@@ -189,6 +190,6 @@ class LintCache:
 
 def _replace(path: Path, data: bytes) -> None:
     """Write a whole file or none."""
-    from kgate.atomicio import write_cached
+    from kgate.support.atomicio import write_cached
 
     write_cached(path, data)

@@ -2,7 +2,7 @@
 
 Every key is checked here: an unknown key, a wrong type or a bad value is a
 ConfigError that names the key and the file. Rule codes and rule options are
-checked later against the rule registry (`kgate.selection`).
+checked later against the rule registry (`kgate.core.selection`).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from kgate.atomicio import read_input
-from kgate.errors import ConfigError, KgateError, did_you_mean
+from kgate.core.errors import ConfigError, KgateError, did_you_mean
+from kgate.support.atomicio import read_input
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -12,26 +12,27 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-from kgate import evaluate, shard
-from kgate.cachedir import claim
-from kgate.checkrun import CheckOptions, CheckRun, SourcePart
 from kgate.collect.captures import CapturedSpec
 from kgate.collect.registry import captured_specs, triton_entries, triton_kernels
 from kgate.compile.cache import unusable as cache_unusable
 from kgate.compile.cuda_engine import compile_cuda
 from kgate.compile.engine import CompileRun, Progress, compile_triton, default_jobs, worker_env
 from kgate.compile.pool import Pool
-from kgate.config import KNOWN_TARGETS, Config, TritonEntry
-from kgate.errors import ConfigError
-from kgate.findings import Finding, sort_findings
-from kgate.lint.pipeline import run_lint
+from kgate.core.config import KNOWN_TARGETS, Config, TritonEntry
+from kgate.core.errors import ConfigError
+from kgate.core.findings import Finding, sort_findings
+from kgate.core.result import Result
+from kgate.core.selection import Selection
+from kgate.core.suppress import for_compiled
+from kgate.evaluate import compiled as evaluate
+from kgate.pipeline.lint import run_lint
 from kgate.ratchet import gate as ratchet
 from kgate.ratchet.compare import RunState, Scope
 from kgate.ratchet.gate import compiled_codes, public_toolchain
 from kgate.report.escape import terminal
-from kgate.report.result import Result
-from kgate.selection import Selection
-from kgate.suppress import for_compiled
+from kgate.shard import plan as shard
+from kgate.shard.run import CheckOptions, CheckRun, SourcePart
+from kgate.support.cachedir import claim
 
 
 def resolve_targets(config: Config, requested: tuple[str, ...]) -> tuple[str, ...]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from kgate.errors import ConfigError
+from kgate.core.errors import ConfigError
 
 TAG = "CACHEDIR.TAG"
 _TAG_TEXT = b"Signature: 8a477f597d28d172789f06886806bc55\n# This folder is kgate's cache (cache-dir): safe to delete.\n"
@@ -37,7 +37,7 @@ def claim(directory: Path, configured: str, where: str | None) -> None:
         raise ConfigError(f"{configured!r} holds files kgate did not write ({', '.join(strangers[:3])}): the cache "
                           f"needs a folder of its own (kgate marks it ignored with a .gitignore of `*`)",
                           path=f"{where}: cache-dir" if where else "cache-dir")
-    from kgate.atomicio import atomic_write
+    from kgate.support.atomicio import atomic_write
 
     try:
         directory.mkdir(parents=True, exist_ok=True)
@@ -50,7 +50,7 @@ def claim(directory: Path, configured: str, where: str | None) -> None:
 
 def _tagged(directory: Path) -> bool:
     """Whether kgate tagged this folder as its cache (then what is in it is kgate's to manage)."""
-    from kgate.atomicio import read_cached
+    from kgate.support.atomicio import read_cached
 
     data = read_cached(directory / TAG, 1 << 16)
     return data is not None and data.startswith(_TAG_TEXT)

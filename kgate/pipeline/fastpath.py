@@ -7,7 +7,7 @@ and its exit code, keyed by the command line and the environment that can
 change the result, together with a snapshot of everything it read: every
 file and folder of the project (with the configured exclusions, symlinked
 folders followed), every file and folder the run itself read wherever it is
-(recorded as it read them, by `kgate.reads`: kernel modules under a
+(recorded as it read them, by `kgate.support.reads`: kernel modules under a
 `python-path` elsewhere, modules in excluded folders, `compile_commands.json`,
 what compile workers imported), the configuration, the toolchain's files as
 they are reached (through symlinks, not resolved once) and kgate's own. The
@@ -39,7 +39,7 @@ import json
 import os
 import sys
 
-from kgate import jsondoc
+from kgate.support import jsondoc
 
 RECORD_VERSION = 3  # 3: a record names its key, project and command line and carries a hash of its content
 # Environment variables that can change what a check finds.
@@ -58,7 +58,7 @@ def _stat(path: str) -> list[int] | None:
 
 
 def find_config(start: str) -> str | None:
-    """The configuration kgate would use, found as `kgate.config.find_config` does, without TOML parsing."""
+    """The configuration kgate would use, found as `kgate.core.config.find_config` does, without TOML parsing."""
     folder = os.path.abspath(start)
     while True:
         candidate = os.path.join(folder, "kgate.toml")
@@ -81,7 +81,7 @@ def find_config(start: str) -> str | None:
 def _cache_dir(config_path: str) -> str | None:
     root = os.path.dirname(config_path)
     try:
-        from kgate.atomicio import read_input
+        from kgate.support.atomicio import read_input
 
         data = read_input(config_path)  # a named pipe given as --config would block here
     except OSError:
@@ -89,7 +89,7 @@ def _cache_dir(config_path: str) -> str | None:
     if b"cache-dir" not in data:
         return os.path.join(root, ".kgate-cache")
     try:
-        from kgate.config import load_config
+        from kgate.core.config import load_config
 
         config = load_config(_path(config_path))
     except Exception:  # noqa: BLE001 - any doubt means the full run, which reports it properly
@@ -171,7 +171,7 @@ def replay(argv: list[str]) -> int | None:
     where = _record_path(argv)
     if where is None:
         return None
-    from kgate.atomicio import read_cached
+    from kgate.support.atomicio import read_cached
 
     data = read_cached(where.path)  # never a named pipe, a device, a link or an endless file
     if data is None:
@@ -225,7 +225,7 @@ def _rewrite(name: str, content: str) -> None:
                 return
     except (OSError, UnicodeDecodeError):
         pass
-    from kgate.atomicio import atomic_write
+    from kgate.support.atomicio import atomic_write
 
     atomic_write(_path(name), content.encode())
 
@@ -294,7 +294,7 @@ class Snapshot:
         return cls(files, dirs)
 
     def add(self, files: dict[str, list[int] | None], dirs: dict[str, list[list[str]]]) -> None:
-        """What the run read beyond the project walk (`kgate.reads`), with its state when it was read."""
+        """What the run read beyond the project walk (`kgate.support.reads`), with its state when it was read."""
         for name, stat in files.items():
             self.files.setdefault(name, stat)
         for name, listed in dirs.items():
@@ -362,7 +362,7 @@ def record(argv: list[str], snapshot: Snapshot, stdout: str, stderr: str, code: 
             "files": snapshot.files, "dirs": snapshot.dirs, "stdout": stdout, "stderr": stderr, "exit": code,
             "outputs": outputs}
     data["sha256"] = jsondoc.content_hash(data)
-    from kgate.atomicio import write_cached
+    from kgate.support.atomicio import write_cached
 
     try:
         write_cached(_path(where.path), json.dumps(data, separators=(",", ":")).encode())

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from kgate.findings import Finding, Severity
+from kgate.core.findings import Finding, Severity
 
 if TYPE_CHECKING:  # a lint run has no kernels: keep the facts modules out of its imports
     from kgate.facts.model import KernelFacts

@@ -23,10 +23,10 @@ from typing import Any, NamedTuple
 
 from kgate import rules as registry  # type: ignore[attr-defined]
 from kgate.collect.source import SourceFile, UnreadableSource, glob_matcher
-from kgate.findings import Finding, Severity
-from kgate.rule import Report, Rule, SourceContext
-from kgate.selection import Selection, rule_options
-from kgate.suppress import MARKER, Directive, parse_directives, severity_of
+from kgate.core.findings import Finding, Severity
+from kgate.core.rule import Report, Rule, SourceContext
+from kgate.core.selection import Selection, rule_options
+from kgate.core.suppress import MARKER, Directive, parse_directives, severity_of
 
 try:  # the builtin module: `hashlib` would load OpenSSL, a measurable part of a warm run
     from _blake2 import blake2b
@@ -271,7 +271,7 @@ def _lint_many(todo: list[tuple[str, str]], rules: list[SourceRule], jobs: int |
         for share, (pid, fd) in zip(shares[1:], children):
             out.extend(_collect(pid, fd, share, rules))
             collected += 1
-    except BaseException:  # an interrupt (kgate.interrupts): the children still linting stop with kgate
+    except BaseException:  # an interrupt (kgate.support.interrupts): the children still linting stop with kgate
         for pid, fd in children[collected:]:
             _stop_child(pid, fd)
         raise

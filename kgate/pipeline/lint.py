@@ -22,12 +22,12 @@ from typing import NamedTuple
 
 from kgate.collect.files import excluded
 from kgate.collect.source import symlink_loop, walk
-from kgate.config import Config
-from kgate.errors import ConfigError
-from kgate.findings import Finding
-from kgate.lint import engine
-from kgate.selection import Selection
-from kgate.suppress import apply
+from kgate.core.config import Config
+from kgate.core.errors import ConfigError
+from kgate.core.findings import Finding
+from kgate.core.selection import Selection
+from kgate.core.suppress import apply
+from kgate.evaluate import source as engine
 
 
 class LintRun(NamedTuple):
@@ -45,8 +45,8 @@ def run_lint(config: Config, selection: Selection, paths: list[str] | None = Non
     files, complete = discover(paths or [], config, engine.any_match(rules), force_exclude)
     cache = None
     if use_cache:
-        from kgate.cachedir import claim
-        from kgate.lint.cache import LintCache, selection_key
+        from kgate.pipeline.lint_cache import LintCache, selection_key
+        from kgate.support.cachedir import claim
 
         claim(config.root / config.cache_dir, config.cache_dir, config.display() if config.source else None)
         cache = LintCache(config.root / config.cache_dir, selection_key(rules))

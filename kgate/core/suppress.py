@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import NamedTuple
 
 from kgate import rules as registry  # type: ignore[attr-defined]
-from kgate.findings import Finding, Severity, sort_findings
-from kgate.rule import Report, Rule
-from kgate.selection import Selection
+from kgate.core.findings import Finding, Severity, sort_findings
+from kgate.core.rule import Report, Rule
+from kgate.core.selection import Selection
 
 MARKER = b"kgate:"
 # A comment marker at the start of the line or after a space: "`# kgate: ...`" quoted in prose is not one.

@@ -6,11 +6,11 @@ from dataclasses import replace
 
 from kgate import rules as registry  # type: ignore[attr-defined]
 from kgate.compile.engine import CompileRun
+from kgate.core.findings import Finding, Severity, sort_findings
+from kgate.core.rule import CaptureContext, CompiledContext, Report, Rule
+from kgate.core.selection import Selection, rule_options
 from kgate.facts.model import CompileFailure, KernelFacts
-from kgate.findings import Finding, Severity, sort_findings
-from kgate.profiles import primary
-from kgate.rule import CaptureContext, CompiledContext, Report, Rule
-from kgate.selection import Selection, rule_options
+from kgate.hardware.profiles import primary
 
 
 def compiled_identity(kernel: str, variant: str, target: str, extra: str = "") -> str:

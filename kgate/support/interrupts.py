@@ -16,7 +16,7 @@ signal's number, as a shell reports a command a signal stopped: 130 for SIGINT, 
   blocked and ignores it from its first instruction (`helper_ignores_interrupts`), and the workers it forks
   inherit that; they are in process groups of their own, so Ctrl-C at a terminal reaches only kgate, which
   kills them. A command kgate runs for the user (`kgate capture -- CMD`) is the exception: it shares the
-  terminal, gets Ctrl-C as kgate does, and kgate waits for it to end (see `kgate.tools.run_user_command`).
+  terminal, gets Ctrl-C as kgate does, and kgate waits for it to end (see `kgate.support.tools.run_user_command`).
 """
 
 from __future__ import annotations

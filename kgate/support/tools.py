@@ -17,8 +17,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from kgate import interrupts
-from kgate.errors import ToolchainError
+from kgate.core.errors import ToolchainError
+from kgate.support import interrupts
 
 DEFAULT_TIMEOUT = 300.0
 
@@ -71,7 +71,7 @@ def run_user_command(argv: list[str], env: dict[str, str]) -> int:
     terminal and its exit status comes back (128 + N when a signal N killed it, as a shell says). No timeout:
     it is the user's test run, not a tool of kgate's.
 
-    An interrupt (SIGINT, SIGTERM: kgate.interrupts) stops kgate once the command has ended, and goes on from
+    An interrupt (SIGINT, SIGTERM: kgate.support.interrupts) stops kgate once the command has ended, and goes on from
     here: kgate records nothing of an interrupted run. Ctrl-C at the terminal, or a signal to the whole
     process group, reached the command too; one sent to kgate alone is passed on to it after FORWARD_AFTER s.
     """

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kgate import rules as registry  # type: ignore[attr-defined]
-from kgate.config import Config
-from kgate.errors import ConfigError
-from kgate.findings import Finding, Severity
+from kgate.core.config import Config
+from kgate.core.errors import ConfigError
+from kgate.core.findings import Finding, Severity
 
 # Findings that say a kernel was not compiled: always reported (see the module's docstring).
 UNCOMPILED = frozenset({"KG001", "KG005"})

@@ -6,7 +6,7 @@ nvcc is looked up in this order: the `nvcc` key of the configuration, then
 `cuda-python` (`cuda.bindings.nvrtc`) and the `nvidia-cuda-nvrtc` wheel (the `cuda` extra); it
 compiles device-only sources when no nvcc is found. The binary tools that read
 cubins (`cuobjdump`, `nvdisasm`) and Triton's `ptxas` come from the Triton
-wheel (`kgate.tools.bundled_tool`). Running a tool stays in `kgate.tools`.
+wheel (`kgate.support.tools.bundled_tool`). Running a tool stays in `kgate.support.tools`.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from kgate import reads, tools
-from kgate.errors import ToolchainError
+from kgate.core.errors import ToolchainError
+from kgate.support import reads, tools
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,7 @@ def find_nvcc(configured: str | None, root: Path) -> Tool:
 
 def _note_toolkit(nvcc: Path) -> None:
     """The files of the toolkit nvcc runs, as reached (a symlinked toolkit folder pointed at another release
-    changes them): inputs of the run for its replay (`kgate.reads`)."""
+    changes them): inputs of the run for its replay (`kgate.support.reads`)."""
     for path in (nvcc, nvcc.parent / "ptxas", nvcc.parent / "cicc", nvcc.parent / "nvcc.profile",
                  nvcc.parent.parent / "nvvm" / "bin" / "cicc", nvcc.parent.parent / "version.json"):
         reads.note(path)

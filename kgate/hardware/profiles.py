@@ -48,7 +48,7 @@ class Profile:
 
 @lru_cache(maxsize=1)
 def profiles() -> dict[str, Profile]:
-    raw = tomllib.loads(resources.files(__name__).joinpath("devices.toml").read_text())
+    raw = tomllib.loads(resources.files("kgate.hardware").joinpath("devices.toml").read_text())
     names = {f.name for f in fields(Profile)}
     out = {}
     for key, table in raw.items():

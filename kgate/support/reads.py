@@ -1,6 +1,6 @@
 """What a run read, recorded as it reads it: the inputs a replay of the run must find unchanged.
 
-A replay (`kgate.fastpath`) is only as good as its list of inputs. A walk of
+A replay (`kgate.pipeline.fastpath`) is only as good as its list of inputs. A walk of
 the project cannot know what a check reads outside it or in its excluded
 folders (a kernel module under a `python-path` entry elsewhere, a
 `compile_commands.json` in an excluded `build/`), so the run records its
@@ -57,7 +57,7 @@ class Log:
         self.skip = {os.path.abspath(p) for p in skip}
         prefixes = {os.path.abspath(p) for p in skip}
         prefixes |= {os.path.dirname(os.path.abspath(os.__file__))}  # the standard library, lib-dynload in it
-        prefixes |= {os.path.dirname(os.path.abspath(__file__)), "/proc", "/dev", "/sys"}
+        prefixes |= {os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "/proc", "/dev", "/sys"}
         self.prefixes = tuple(sorted(p.rstrip(os.sep) + os.sep for p in prefixes))
         import tempfile
 

@@ -6,10 +6,10 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from kgate.compile.engine import CompileRun
-from kgate.config import TritonEntry
-from kgate.findings import Finding, Severity
+from kgate.core.config import TritonEntry
+from kgate.core.findings import Finding, Severity
 from kgate.ratchet.compare import RunState
-from kgate.shard import Plan, ShardSpec
+from kgate.shard.plan import Plan, ShardSpec
 
 
 @dataclass(frozen=True)

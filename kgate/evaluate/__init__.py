@@ -1,0 +1,1 @@
+"""The rules stage: compiled rules over facts (`compiled`) and source rules over files (`source`)."""

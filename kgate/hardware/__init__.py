@@ -1,0 +1,1 @@
+"""The hardware model: device profiles, occupancy and budget arithmetic, architecture features."""

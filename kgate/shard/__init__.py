@@ -1,0 +1,1 @@
+"""A check's run as data (`run`), split into shards (`plan`) and merged back (`result`)."""
