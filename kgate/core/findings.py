@@ -6,7 +6,7 @@ import enum
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from kgate.report.escape import representable
+from kgate.support.text import representable
 
 
 class Severity(str, enum.Enum):

@@ -32,32 +32,13 @@ import math
 import re
 from typing import Any
 
+from kgate.support.text import as_bytes, escape_sequence, representable
+
 # Characters that act on a terminal or reorder text instead of showing: C0 and C1 controls, DEL, and
 # Unicode's bidirectional controls and line separators (the characters of "Trojan Source").
 # Lone surrogates too: no UTF-8 text can hold them (a name that is not UTF-8 brings them, see above).
 _INVISIBLE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
                         "\ud800-\udfff]")
-_NAMED = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def _escape_sequence(char: str) -> str:
-    code = ord(char)
-    if 0xDC80 <= code <= 0xDCFF:  # the byte it stands for (surrogateescape)
-        return f"\\x{code - 0xDC00:02x}"
-    return _NAMED.get(char) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
-
-
-def representable(text: str) -> str:
-    """`text` as valid Unicode, which UTF-8 can encode: a lone surrogate written as an escape (`\\xff` for the
-    byte 0xff of a name that is not UTF-8), everything else as it is."""
-    return _SURROGATE.sub(lambda m: _escape_sequence(m.group()), text)
-
-
-def as_bytes(text: str) -> bytes:
-    """The bytes `text` stands for: its UTF-8, with the original bytes of a name that is not UTF-8 (for a hash or a
-    URI, where the name itself counts rather than how it is shown)."""
-    return text.encode("utf-8", "surrogateescape")
 
 
 def uri(path: str) -> str:
@@ -70,7 +51,7 @@ def uri(path: str) -> str:
 
 def visible(text: str, keep: str = "") -> str:
     """`text` with every invisible control character written as an escape, except those in `keep`."""
-    return _INVISIBLE.sub(lambda m: m.group() if m.group() in keep else _escape_sequence(m.group()), text)
+    return _INVISIBLE.sub(lambda m: m.group() if m.group() in keep else escape_sequence(m.group()), text)
 
 
 # --------------------------------------------------------------------------- terminal
