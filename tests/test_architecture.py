@@ -81,7 +81,6 @@ KNOWN_EDGES: dict[tuple[str, str], str] = {
     ("kgate.capture.verify", "kgate.report.escape"): "capture verification prints (to be removed)",
     ("kgate.capture.verify", "kgate.report.table"): "capture verification prints (to be removed)",
     # To be removed: shared model reaching into a stage.
-    ("kgate.core.config", "kgate.capture.runtime"): "config encodes captured constants (to be removed)",
 }
 
 

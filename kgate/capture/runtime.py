@@ -48,53 +48,18 @@ ENV_WHERE = "KGATE_CAPTURE_WHERE"  # offline: how to name this environment in th
 ALWAYS_RECORDED = ("num_warps", "num_stages")
 
 
-class Unsupported(Exception):
-    """A launch kgate cannot describe faithfully: recorded as a problem, never as a wrong entry."""
-
-
-# --------------------------------------------------------------------------- values
-
-
-def _dtype_names() -> dict[str, str]:
-    """Triton dtype name ("bf16") -> the attribute of triton.language that holds it ("bfloat16")."""
-    import triton.language as tl
-
-    names: dict[str, str] = {}
-    for attr in sorted(dir(tl)):
-        value = getattr(tl, attr, None)
-        if isinstance(value, tl.dtype) and not isinstance(value, tl.pointer_type):
-            names.setdefault(value.name, attr)
-    return names
-
-
-_DTYPES: dict[str, str] = {}
-
-
-def encode_constant(value: Any) -> Any:
-    """A constexpr value in the form kgate's files hold: numbers, booleans and strings as they are,
-    `None` as "None", a dtype as "tl.<name>", a @jit function as "jit:<module>:<qualname>", tuples as lists."""
-    import triton.language as tl
-
-    if value is None:
-        return "None"
-    if isinstance(value, (bool, int, float, str)):
-        return value
-    if isinstance(value, tl.constexpr):
-        return encode_constant(value.value)
-    if isinstance(value, tl.dtype):
-        if isinstance(value, tl.pointer_type):
-            raise Unsupported(f"a pointer-type constexpr ({value})")
-        if not _DTYPES:
-            _DTYPES.update(_dtype_names())
-        attr = _DTYPES.get(value.name)
-        if attr is None:
-            raise Unsupported(f"a dtype constexpr kgate cannot name ({value})")
-        return f"tl.{attr}"
-    if isinstance(value, (tuple, list)):
-        return [encode_constant(v) for v in value]
-    if type(value).__name__ == "JITFunction":
-        return f"jit:{value.module}:{value.fn.__qualname__}"
-    raise Unsupported(f"a constexpr of type {type(value).__name__}")
+# The constexpr values' file form is the shared model's (the configuration reads it too). In a captured command
+# this file is loaded by path and kgate itself may not be importable there: that module is loaded by path too.
+if __package__ == "kgate.capture":
+    from kgate.core import constexpr as _constexpr
+else:
+    _spec = importlib.util.spec_from_file_location(
+        "_kgate_constexpr", os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "core", "constexpr.py"))
+    assert _spec is not None and _spec.loader is not None
+    _constexpr = importlib.util.module_from_spec(_spec)
+    _spec.loader.exec_module(_constexpr)
+Unsupported = _constexpr.Unsupported
+encode_constant = _constexpr.encode_constant
 
 
 # --------------------------------------------------------------------------- the launcher's output

@@ -482,7 +482,7 @@ def constexpr_value(value: Any, ctx: _Ctx, key: str) -> Any:
     if value is None:
         return "None"
     if type(value).__name__ == "dtype" or type(value).__name__ == "constexpr":
-        from kgate.capture.runtime import Unsupported, encode_constant
+        from kgate.core.constexpr import Unsupported, encode_constant
 
         try:
             return encode_constant(value)
