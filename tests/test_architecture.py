@@ -73,14 +73,6 @@ KNOWN_EDGES: dict[tuple[str, str], str] = {
     ("kgate.compile.triton_backend", "kgate.facts.ptxas_log"): "compile parses the ptxas log (to be removed)",
     ("kgate.compile.triton_backend", "kgate.facts.sass"): "compile parses SASS (to be removed)",
     ("kgate.compile.triton_backend", "kgate.facts.ttgir"): "compile parses TTGIR (to be removed)",
-    # To be removed: `kgate capture --verify` compiles what it recorded and prints a table; it is a
-    # command's work living in the capture package.
-    ("kgate.capture.session", "kgate.compile.engine"): "capture sets up the compile environment (to be removed)",
-    ("kgate.capture.verify", "kgate.compile.engine"): "capture verification compiles (to be removed)",
-    ("kgate.capture.verify", "kgate.facts.model"): "capture verification reads facts (to be removed)",
-    ("kgate.capture.verify", "kgate.report.escape"): "capture verification prints (to be removed)",
-    ("kgate.capture.verify", "kgate.report.table"): "capture verification prints (to be removed)",
-    # To be removed: shared model reaching into a stage.
 }
 
 

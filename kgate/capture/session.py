@@ -23,7 +23,7 @@ from typing import Any
 from kgate.capture import runtime
 from kgate.collect import captures
 from kgate.collect.captures import CapturedSpec, CaptureFile
-from kgate.collect.modules import import_roots, module_file, module_name
+from kgate.collect.modules import import_roots, module_file, module_name, setup_env
 from kgate.collect.specialization import Specialization
 from kgate.core.config import Config
 from kgate.support import jsondoc
@@ -57,8 +57,6 @@ def gpu_present() -> bool:
 
 def command_env(config: Config, folder: Path, *, offline: bool, target: str, live: bool, counts: bool
                 ) -> dict[str, str]:
-    from kgate.compile.engine import setup_env
-
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(BOOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     env[runtime.ENV_DIR] = str(folder)

@@ -1,8 +1,9 @@
 """Python modules of the project, resolved from source without importing them.
 
-Used for two things: the module name of a file that carries a
-`kgate.register` decorator, and the closure of project files a kernel module
-imports (its cache key: editing any of them recompiles the kernel).
+Used for three things: the module name of a file that carries a
+`kgate.register` decorator, the closure of project files a kernel module
+imports (its cache key: editing any of them recompiles the kernel), and the
+project's set-up hook for a process that imports them.
 """
 
 from __future__ import annotations
@@ -10,14 +11,30 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kgate.collect.pyindex import ModuleInfo, module_info
 from kgate.support import reads
+
+if TYPE_CHECKING:
+    from kgate.core.config import Config
 
 
 def import_roots(root: Path, python_path: tuple[str, ...]) -> list[Path]:
     roots = [(root / p).resolve() for p in python_path]
     return sorted({r for r in roots if r.is_dir()}, key=lambda p: -len(p.parts))
+
+
+def setup_env(config: Config) -> dict[str, str | None]:
+    """The project's set-up hook for a process that will import its kernel modules (compile workers, the
+    captured command): a file by absolute path, a module with the folders it is imported from."""
+    from kgate.capture.runtime import ENV_SETUP, ENV_SETUP_PATH
+
+    if config.setup is None:
+        return {ENV_SETUP: None, ENV_SETUP_PATH: None}
+    setup = str((config.root / config.setup).resolve()) if config.setup.endswith(".py") else config.setup
+    roots = import_roots(config.root, config.python_path)
+    return {ENV_SETUP: setup, ENV_SETUP_PATH: os.pathsep.join(str(r) for r in roots)}
 
 
 def module_name(path: Path, roots: list[Path]) -> tuple[str, Path] | None:

@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
           f"{recorded.processes} process(es); {display} holds {total} ({new} new); the command exited {code}",
           file=sys.stderr)
     if args.verify:
-        from kgate.capture.verify import verify
+        from kgate.pipeline.capture_verify import verify
 
         problem = verify(config, recorded, jobs=args.jobs)
         if problem and code == 0:

@@ -19,7 +19,7 @@ import kgate
 from kgate.collect import pyindex
 from kgate.collect.captures import CapturedSpec
 from kgate.collect.files import Alias, aliases, display_path, relpath
-from kgate.collect.modules import import_roots, kernel_source_key, module_file
+from kgate.collect.modules import import_roots, kernel_source_key, module_file, setup_env
 from kgate.collect.specialization import readable_name
 from kgate.collect.static_kernel import static_expansion
 from kgate.compile import records as record_shapes
@@ -233,18 +233,6 @@ def captured_variant(planned: _Planned, captured: CapturedSpec, expansion: dict[
 def needs_sass(variant: dict[str, Any]) -> bool:
     """Disassembly costs about half a second per cubin: only for kernels whose rules read SASS."""
     return bool(variant.get("pdl")) or "block_scale" in variant.get("expect", ())
-
-
-def setup_env(config: Config) -> dict[str, str | None]:
-    """The project's set-up hook for a process that will import its kernel modules (compile workers, the
-    captured command): a file by absolute path, a module with the folders it is imported from."""
-    from kgate.capture.runtime import ENV_SETUP, ENV_SETUP_PATH
-
-    if config.setup is None:
-        return {ENV_SETUP: None, ENV_SETUP_PATH: None}
-    setup = str((config.root / config.setup).resolve()) if config.setup.endswith(".py") else config.setup
-    roots = import_roots(config.root, config.python_path)
-    return {ENV_SETUP: setup, ENV_SETUP_PATH: os.pathsep.join(str(r) for r in roots)}
 
 
 def worker_env(config: Config) -> dict[str, str | None]:
