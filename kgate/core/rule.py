@@ -13,10 +13,13 @@ import builtins
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kgate.core.errors import ConfigError
-from kgate.core.findings import Severity
+from kgate.core.findings import Finding, Severity
+
+if TYPE_CHECKING:
+    from kgate.core.selection import Selection
 
 LAYERS = ("meta", "compiled", "capture", "python", "cuda")
 DOC_SECTIONS = ("## What it does", "## Why is this bad?", "## Example", "## Use instead", "## Options")
@@ -118,6 +121,39 @@ class Rule:
             "options": {name: {"default": opt.default, "help": opt.help} for name, opt in sorted(self.options.items())},
             "doc": self.doc.strip(),
         }
+
+
+# --------------------------------------------------------------------------- from a report to a finding
+
+
+def severity_of(rule: Rule, report: Report, selection: Selection) -> Severity:
+    """A finding's severity: the configured one replaces the rule's and the report's, except for informational
+    notes, which stay notes."""
+    if report.severity is Severity.NOTE:
+        return Severity.NOTE
+    return selection.severity.get(rule.code) or report.severity or rule.severity
+
+
+def to_finding(rule: Rule, report: Report, selection: Selection, *, path: str, line: int, identity: str,
+               kernel: str | None = None, variant: str | None = None, target: str | None = None) -> Finding:
+    """The finding a rule's report makes: where the report does not say (its path, its line), the subject's
+    `path` and `line`; the severity as configured (`severity_of`). Every layer's findings are built here."""
+    return Finding(
+        path=report.path or path,
+        line=report.line or line,
+        col=report.col or 0,
+        code=rule.code,
+        name=rule.name,
+        severity=severity_of(rule, report, selection),
+        message=report.message,
+        kernel=kernel,
+        variant=variant or None,
+        target=target or None,
+        identity=identity,
+        end_line=report.end_line,
+        end_col=report.end_col,
+        value=report.value,
+    )
 
 
 @dataclass(frozen=True)

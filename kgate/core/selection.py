@@ -58,9 +58,6 @@ class Selection:
     def active(self, code: str) -> bool:
         return code in self.enabled
 
-    def severity_of(self, code: str, default: Severity) -> Severity:
-        return self.severity.get(code, default)
-
     def ignored_for(self, path: str, code: str) -> bool:
         return code not in UNCOMPILED and any(code in codes and _path_matches(path, pattern)
                                               for pattern, codes in self.per_file_ignores)

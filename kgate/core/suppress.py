@@ -24,7 +24,7 @@ from typing import NamedTuple
 
 from kgate import rules as registry  # type: ignore[attr-defined]
 from kgate.core.findings import Finding, Severity, sort_findings
-from kgate.core.rule import Report, Rule
+from kgate.core.rule import Report, to_finding
 from kgate.core.selection import Selection
 
 MARKER = b"kgate:"
@@ -164,18 +164,8 @@ def _probe(path: str, code: str) -> Finding:
 
 
 def meta_finding(code: str, report: Report, path: str, selection: Selection, directive: Directive) -> Finding:
-    rule: Rule = registry.load(code)
     identity = f"{'file' if directive.file_level else 'line'}|{','.join(directive.codes)}|{report.discriminator}"
-    return Finding(path=path, line=report.line or directive.line, col=report.col or 0, code=rule.code,
-                   name=rule.name, severity=severity_of(rule, report, selection), message=report.message,
-                   identity=identity)
-
-
-def severity_of(rule: Rule, report: Report, selection: Selection) -> Severity:
-    """The configured severity replaces the rule's, except for informational notes."""
-    if report.severity is Severity.NOTE:
-        return Severity.NOTE
-    return selection.severity.get(rule.code) or report.severity or rule.severity
+    return to_finding(registry.load(code), report, selection, path=path, line=directive.line, identity=identity)
 
 
 # --------------------------------------------------------------------------- compiled findings

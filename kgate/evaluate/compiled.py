@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from kgate import rules as registry  # type: ignore[attr-defined]
 from kgate.compile.engine import CompileRun
-from kgate.core.findings import Finding, Severity, sort_findings
-from kgate.core.rule import CaptureContext, CompiledContext, Report, Rule
+from kgate.core.findings import Finding, sort_findings
+from kgate.core.rule import CaptureContext, CompiledContext, to_finding
 from kgate.core.selection import Selection, rule_options
 from kgate.facts.model import CompileFailure, KernelFacts
 from kgate.hardware.profiles import primary
@@ -16,34 +14,6 @@ from kgate.hardware.profiles import primary
 def compiled_identity(kernel: str, variant: str, target: str, extra: str = "") -> str:
     ident = f"{kernel}|{variant}|{target}"
     return f"{ident}|{extra}" if extra else ident
-
-
-def _finding(rule: Rule, report: Report, selection: Selection, *, path: str, line: int, kernel: str,
-             variant: str, target: str) -> Finding:
-    # A configured severity replaces the rule's own, except for informational notes.
-    configured = selection.severity.get(rule.code)
-    if report.severity is Severity.NOTE:
-        severity = Severity.NOTE
-    elif configured is not None:
-        severity = configured
-    else:
-        severity = report.severity or rule.severity
-    return Finding(
-        path=report.path or path,
-        line=report.line or line,
-        col=report.col or 0,
-        code=rule.code,
-        name=rule.name,
-        severity=severity,
-        message=report.message,
-        kernel=kernel,
-        variant=variant or None,
-        target=target or None,
-        identity=compiled_identity(kernel, variant, target, report.discriminator),
-        end_line=report.end_line,
-        end_col=report.end_col,
-        value=report.value,
-    )
 
 
 def kernel_findings(facts: KernelFacts, selection: Selection) -> list[Finding]:
@@ -55,8 +25,10 @@ def kernel_findings(facts: KernelFacts, selection: Selection) -> list[Finding]:
         rule = registry.load(code)
         ctx = CompiledContext(options=rule_options(selection, code), profile=ctx_profile)
         for report in rule.check(facts, ctx):
-            out.append(_finding(rule, report, selection, path=facts.path, line=facts.line, kernel=facts.kernel,
-                                variant=facts.variant, target=facts.target))
+            out.append(to_finding(rule, report, selection, path=facts.path, line=facts.line,
+                                  identity=compiled_identity(facts.kernel, facts.variant, facts.target,
+                                                             report.discriminator),
+                                  kernel=facts.kernel, variant=facts.variant, target=facts.target))
     return out
 
 
@@ -64,8 +36,10 @@ def failure_findings(failure: CompileFailure, selection: Selection) -> list[Find
     rule = registry.load(failure.rule)
     if not selection.active(rule.code):
         return []
-    return [_finding(rule, report, selection, path=failure.path, line=failure.line, kernel=failure.kernel,
-                     variant=failure.variant, target=failure.target)
+    return [to_finding(rule, report, selection, path=failure.path, line=failure.line,
+                       identity=compiled_identity(failure.kernel, failure.variant, failure.target,
+                                                  report.discriminator),
+                       kernel=failure.kernel, variant=failure.variant, target=failure.target)
             for report in rule.check(failure.message, None)]
 
 
@@ -82,9 +56,8 @@ def capture_findings(run: CompileRun, selection: Selection) -> list[Finding]:
             if not path:
                 continue  # a kernel that cannot be loaded: its captures are reported as such
             for report in rule.check(kernel, ctx):
-                finding = _finding(rule, report, selection, path=path, line=line, kernel=kernel.kernel, variant="",
-                                   target="")
-                out.append(replace(finding, identity=f"{kernel.kernel}|{report.discriminator}"))
+                out.append(to_finding(rule, report, selection, path=path, line=line,
+                                      identity=f"{kernel.kernel}|{report.discriminator}", kernel=kernel.kernel))
     return out
 
 

@@ -24,9 +24,9 @@ from typing import Any, NamedTuple
 from kgate import rules as registry  # type: ignore[attr-defined]
 from kgate.collect.source import SourceFile, UnreadableSource, glob_matcher
 from kgate.core.findings import Finding, Severity
-from kgate.core.rule import Report, Rule, SourceContext
+from kgate.core.rule import Report, Rule, SourceContext, to_finding
 from kgate.core.selection import Selection, rule_options
-from kgate.core.suppress import MARKER, Directive, parse_directives, severity_of
+from kgate.core.suppress import MARKER, Directive, parse_directives
 
 try:  # the builtin module: `hashlib` would load OpenSSL, a measurable part of a warm run
     from _blake2 import blake2b
@@ -173,10 +173,9 @@ def findings(results: dict[str, FileResult], selection: Selection) -> list[Findi
     for rel, result in results.items():
         for raw in result.findings:
             rule = rules.get(raw.code) or rules.setdefault(raw.code, registry.load(raw.code))
-            report = Report(raw.message, severity=Severity(raw.severity) if raw.severity else None)
-            finding = Finding(path=rel, line=raw.line, col=raw.col, code=rule.code, name=rule.name,
-                              severity=severity_of(rule, report, selection), message=raw.message,
-                              identity=raw.identity, end_line=raw.end_line, end_col=raw.end_col, value=raw.value)
+            report = Report(raw.message, severity=Severity(raw.severity) if raw.severity else None, line=raw.line,
+                            col=raw.col, end_line=raw.end_line, end_col=raw.end_col, value=raw.value)
+            finding = to_finding(rule, report, selection, path=rel, line=raw.line, identity=raw.identity)
             if selection.keep(finding):
                 out.append(finding)
     return out
