@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from kgate.core.discovery import find_config
 from kgate.core.errors import ConfigError, KgateError, did_you_mean
 from kgate.support.atomicio import read_input
 
@@ -151,31 +152,13 @@ class Config:
 # --------------------------------------------------------------------------- loading
 
 
-def find_config(start: Path) -> Path | None:
-    """The nearest kgate.toml, or pyproject.toml with a [tool.kgate] table, from start upwards."""
-    start = start.resolve()
-    for folder in (start, *start.parents):
-        candidate = folder / "kgate.toml"
-        if candidate.is_file():
-            return candidate
-        pyproject = folder / "pyproject.toml"
-        if pyproject.is_file():
-            try:
-                data = _read_toml(pyproject)
-            except ConfigError:
-                return pyproject  # report the broken file rather than skip it
-            tool = data.get("tool")
-            if isinstance(tool, dict) and "kgate" in tool:
-                return pyproject
-    return None
-
-
 def load_config(path: Path | None = None, *, start: Path | None = None) -> Config:
     """Load and validate the configuration at `path`, or find it from `start` (default: cwd)."""
     if path is None:
-        path = find_config(start or Path.cwd())
-        if path is None:
+        found = find_config(start or Path.cwd())
+        if found is None:
             return Config(root=(start or Path.cwd()).resolve())
+        path = Path(found)
     path = path.resolve()
     if not path.exists():
         raise ConfigError(f"configuration file not found: {path}")

@@ -39,6 +39,7 @@ import json
 import os
 import sys
 
+from kgate.core.discovery import find_config
 from kgate.support import jsondoc
 
 RECORD_VERSION = 3  # 3: a record names its key, project and command line and carries a hash of its content
@@ -55,27 +56,6 @@ def _stat(path: str) -> list[int] | None:
     except OSError:
         return None
     return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
-
-
-def find_config(start: str) -> str | None:
-    """The configuration kgate would use, found as `kgate.core.config.find_config` does, without TOML parsing."""
-    folder = os.path.abspath(start)
-    while True:
-        candidate = os.path.join(folder, "kgate.toml")
-        if os.path.isfile(candidate):
-            return candidate
-        pyproject = os.path.join(folder, "pyproject.toml")
-        if os.path.isfile(pyproject):
-            try:
-                with open(pyproject, "rb") as handle:
-                    if b"tool.kgate" in handle.read():
-                        return pyproject
-            except OSError:
-                return None
-        parent = os.path.dirname(folder)
-        if parent == folder:
-            return None
-        folder = parent
 
 
 def _cache_dir(config_path: str) -> str | None:
