@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import ast
 import time
 from pathlib import Path
 
 import pytest
 
-from kgate.collect import pyindex
+from kgate.collect import pyindex, pysource
 from kgate.collect.modules import kernel_source_key
 from kgate.collect.static_kernel import static_expansion
 
@@ -40,7 +41,7 @@ def counting(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     parsed: list[Path] = []
     real = pyindex.parse_module
 
-    def parse(path: Path) -> pyindex.ModuleInfo:
+    def parse(path: Path) -> pyindex.ModuleSummary:
         parsed.append(path)
         return real(path)
 
@@ -140,3 +141,20 @@ def test_an_index_nested_too_deeply_to_read_is_an_empty_one(tmp_path: Path, coun
     pyindex.use_cache(tmp_path / "cache")
     assert static_expansion(module, "kernel") == first
     assert len(counting) == 2  # parsed again
+
+
+@pytest.mark.parametrize(("source", "resolved", "spelled"), [
+    ("import triton.language as tl\ndef k(X: tl.constexpr): pass", True, True),
+    ("from triton.language import constexpr as c\ndef k(X: c): pass", True, False),  # an alias only imports reveal
+    ("import triton.language as tl\ndef k(X: 'tl.constexpr'): pass", True, False),  # a string annotation
+    ("import numpy as tl\ndef k(X: tl.constexpr): pass", False, True),  # not Triton's, by the imports
+    ("def k(X: my.not_constexpr): pass", False, True),  # the spelling test reads the name's end only
+    ("def k(X: int): pass", False, False),
+])
+def test_two_constexpr_tests_one_by_imports_one_by_spelling(source: str, resolved: bool, spelled: bool) -> None:
+    # The source rules follow the imports (pysource.is_constexpr); the planner's remembered parse reads the
+    # spelling alone (pysource.spelled_constexpr): the two meanings stay apart, under their own names.
+    tree = ast.parse(source)
+    annotation = tree.body[-1].args.args[0].annotation
+    assert pysource.is_constexpr(annotation, pysource.import_map(tree)) is resolved
+    assert pysource.spelled_constexpr(annotation) is spelled

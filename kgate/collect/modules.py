@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kgate.collect.pyindex import ModuleInfo, module_info
+from kgate.collect.pyindex import ModuleSummary, module_info
 from kgate.support import reads
 
 if TYPE_CHECKING:
@@ -154,7 +154,7 @@ def kernel_source_key(path: Path, function: str, roots: list[Path], root: Path,
     return digest.hexdigest()
 
 
-def used_defs(info: ModuleInfo, function: str) -> set[str]:
+def used_defs(info: ModuleSummary, function: str) -> set[str]:
     """The top-level functions and classes a function names, transitively, itself included."""
     wanted = [function]
     seen: set[str] = set()

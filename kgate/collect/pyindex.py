@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kgate.collect.pysource import dotted, import_map, qualified
+from kgate.collect.pysource import dotted, import_map, qualified, spelled_constexpr
 from kgate.collect.source import try_parse
 from kgate.support import jsondoc, reads
 from kgate.support.atomicio import read_cached
@@ -44,7 +44,9 @@ class DefInfo:
 
 
 @dataclass(frozen=True)
-class ModuleInfo:
+class ModuleSummary:
+    """What the planner reads of one module (not `kgate.collect.pysource.ParsedModule`, the rules' view of a tree)."""
+
     parsed: bool
     rest_hash: str  # the module's code outside top-level functions and classes
     defs: dict[str, DefInfo] = field(default_factory=dict)
@@ -69,7 +71,7 @@ class _Index:
         self.entries: dict[str, list[Any]] = {}
         self.loaded = False
         self.dirty = False
-        self.memory: dict[str, tuple[list[int] | None, ModuleInfo]] = {}
+        self.memory: dict[str, tuple[list[int] | None, ModuleSummary]] = {}
 
     def use(self, cache_dir: Path) -> None:
         target = cache_dir / "v1" / "pyindex.json"
@@ -87,7 +89,7 @@ class _Index:
         except (OSError, ValueError, AttributeError):  # jsondoc.NotJSON is a ValueError
             self.entries = {}
 
-    def get(self, path: Path) -> ModuleInfo:
+    def get(self, path: Path) -> ModuleSummary:
         key = str(path)
         stat = _stat_key(path)
         reads.note(key, stat)  # judged by its stat alone when the index holds it: an input all the same
@@ -140,7 +142,7 @@ def save() -> None:
 _RESOLVED: dict[Path, Path] = {}
 
 
-def module_info(path: Path) -> ModuleInfo:
+def module_info(path: Path) -> ModuleSummary:
     resolved = _RESOLVED.get(path)
     if resolved is None:
         resolved = _RESOLVED[path] = path.resolve()
@@ -192,15 +194,7 @@ def _params(node: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[tuple[str, bo
         return None
     positional = args.args
     defaults = [False] * (len(positional) - len(args.defaults)) + [True] * len(args.defaults)
-    return tuple((a.arg, _is_constexpr(a.annotation), d) for a, d in zip(positional, defaults))
-
-
-def _is_constexpr(annotation: ast.expr | None) -> bool:
-    # `tl.constexpr`, `triton.language.constexpr`: read from the node, not by unparsing it (an annotation
-    # nested a few hundred levels deep exhausts ast.unparse's recursion).
-    if isinstance(annotation, ast.Attribute):
-        return annotation.attr.endswith("constexpr")
-    return isinstance(annotation, ast.Name) and annotation.id.endswith("constexpr")
+    return tuple((a.arg, spelled_constexpr(a.annotation), d) for a, d in zip(positional, defaults))
 
 
 def _mentions_dot_scaled(node: ast.AST) -> bool:
@@ -208,14 +202,14 @@ def _mentions_dot_scaled(node: ast.AST) -> bool:
                or (isinstance(n, ast.Name) and n.id == "dot_scaled") for n in ast.walk(node))
 
 
-def parse_module(path: Path) -> ModuleInfo:
+def parse_module(path: Path) -> ModuleSummary:
     try:
         data = path.read_bytes()
     except OSError:
         data = b""
     tree = try_parse(data)  # None: a syntax error, nesting too deep, a file too large to parse
     if tree is None:
-        return ModuleInfo(False, hashlib.sha256(data).hexdigest())
+        return ModuleSummary(False, hashlib.sha256(data).hexdigest())
     text = data.decode("utf-8", errors="replace")
     lines = text.splitlines(keepends=True)
     imported = import_map(tree)
@@ -245,15 +239,15 @@ def parse_module(path: Path) -> ModuleInfo:
             imports.extend((alias.name, 0, "") for alias in found.names)
         elif isinstance(found, ast.ImportFrom):
             imports.extend((found.module or "", found.level, alias.name) for alias in found.names)
-    return ModuleInfo(True, hashlib.sha256("".join(rest).encode()).hexdigest(), defs, tuple(imports),
+    return ModuleSummary(True, hashlib.sha256("".join(rest).encode()).hexdigest(), defs, tuple(imports),
                       _rebound(tree, set(defs)))
 
 
-def _to_json(info: ModuleInfo) -> dict[str, Any]:
+def _to_json(info: ModuleSummary) -> dict[str, Any]:
     return asdict(info)
 
 
-def _from_json(data: dict[str, Any]) -> ModuleInfo:
+def _from_json(data: dict[str, Any]) -> ModuleSummary:
     defs = {}
     for name, raw in data["defs"].items():
         raw = dict(raw)
@@ -261,13 +255,13 @@ def _from_json(data: dict[str, Any]) -> ModuleInfo:
         raw["decorators"] = tuple(raw["decorators"])
         raw["params"] = tuple(tuple(p) for p in raw["params"]) if raw["params"] is not None else None
         defs[name] = DefInfo(**raw)
-    info = ModuleInfo(data["parsed"], data["rest_hash"], defs, tuple(tuple(i) for i in data["imports"]),
+    info = ModuleSummary(data["parsed"], data["rest_hash"], defs, tuple(tuple(i) for i in data["imports"]),
                       tuple(data["rebound"]))
     _check(info)
     return info
 
 
-def _check(info: ModuleInfo) -> None:
+def _check(info: ModuleSummary) -> None:
     """ValueError unless a remembered parse has the types a fresh one has: the planner trusts them."""
     def ok(value: Any, kind: type) -> bool:
         return isinstance(value, kind) and not (kind is int and isinstance(value, bool))

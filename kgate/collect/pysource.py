@@ -24,8 +24,11 @@ _BODIES = ("body", "orelse", "finalbody")
 Function = ast.FunctionDef | ast.AsyncFunctionDef
 
 
-class ModuleInfo:
-    """What several rules read of one module, computed once per file and shared (`info(source)`)."""
+class ParsedModule:
+    """What several rules read of one module's syntax tree, computed once per file and shared (`info(source)`).
+
+    Not to be confused with `kgate.collect.pyindex.ModuleSummary`, the planner's record of a module kept across
+    runs."""
 
     def __init__(self, tree: ast.Module) -> None:
         self.tree = tree
@@ -55,8 +58,8 @@ class ModuleInfo:
         return any(name == "triton" or name.startswith("triton.") for name in self.imports.values())
 
 
-def info(source: SourceFile) -> ModuleInfo:
-    """The shared ModuleInfo of a Python source file (parses it on first use).
+def info(source: SourceFile) -> ParsedModule:
+    """The shared ParsedModule of a Python source file (parses it on first use).
 
     When the lint engine says which needles brought the rules here
     (`source.derived["needles"]`: the pre-filter strings found in the file),
@@ -65,7 +68,7 @@ def info(source: SourceFile) -> ModuleInfo:
     """
     found = source.derived.get("pysource")
     if found is None:
-        found = source.derived["pysource"] = ModuleInfo(_tree(source))
+        found = source.derived["pysource"] = ParsedModule(_tree(source))
     return found
 
 
@@ -277,7 +280,8 @@ def autotune_decorator(fn: ast.FunctionDef | ast.AsyncFunctionDef, imports: dict
 
 
 def is_constexpr(annotation: ast.expr | None, imports: dict[str, str]) -> bool:
-    """Whether a parameter annotation is `tl.constexpr` (any alias of triton.language, or a string of it)."""
+    """Whether a parameter annotation is `tl.constexpr` (any alias of triton.language, or a string of it), by what
+    the module's imports make of it; see `spelled_constexpr` for the test on the spelling alone."""
     if annotation is None:
         return False
     if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
@@ -291,6 +295,16 @@ def is_constexpr(annotation: ast.expr | None, imports: dict[str, str]) -> bool:
     # Imported in a way we cannot follow (a relative import, a star): trust the spelling.
     written = dotted(annotation)
     return written is not None and (written == "constexpr" or written.endswith(".constexpr"))
+
+
+def spelled_constexpr(annotation: ast.expr | None) -> bool:
+    """Whether a parameter annotation is written as a name or attribute ending in `constexpr` (`tl.constexpr`,
+    `constexpr`), imports not followed and strings not read: the planner's test (`kgate.collect.pyindex`), which
+    remembers its answer across runs. Read from the node, not by unparsing it (an annotation nested a few hundred
+    levels deep exhausts ast.unparse's recursion)."""
+    if isinstance(annotation, ast.Attribute):
+        return annotation.attr.endswith("constexpr")
+    return isinstance(annotation, ast.Name) and annotation.id.endswith("constexpr")
 
 
 def is_triton_language(name: str | None) -> bool:

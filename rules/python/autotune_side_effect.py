@@ -71,7 +71,7 @@ class _Module:
     """What tracing needs of one module: imports, its top-level functions, and which of them can write
     atomically (their text says `atomic_`, or names one that does), so that only those are walked."""
 
-    def __init__(self, source: SourceFile, info: py.ModuleInfo) -> None:
+    def __init__(self, source: SourceFile, info: py.ParsedModule) -> None:
         self.source = source
         self.imports = info.imports
         self.functions = {stmt.name: stmt for stmt in info.tree.body
