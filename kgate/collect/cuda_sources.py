@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kgate.collect.cuda_flags import ArchPair, include_dirs, split_flags
-from kgate.collect.files import excluded, named_rel, relpath
+from kgate.collect.files import Exclusions, named_rel, relpath
 from kgate.core.config import Config, CudaEntry
 from kgate.core.errors import ConfigError
 from kgate.support import jsondoc
@@ -63,13 +63,13 @@ def cuda_sources(config: Config) -> list[CudaSource]:
     than the first table silently winning.
     """
     out: dict[Path, CudaSource] = {}  # by the file itself: two names of one file are one source
-    patterns = config.exclude + config.extend_exclude
+    excluded = Exclusions(config.exclude + config.extend_exclude)
     for entry in config.cuda:
         commands = _compile_commands(config.root, entry)
         matched = 0
         for path in _glob(config.root, entry.sources):
             rel = named_rel(path, config.root)
-            if excluded(rel, patterns) and not any(_literal_match(rel, s) for s in entry.sources):
+            if excluded(rel) and not any(_literal_match(rel, s) for s in entry.sources):
                 continue
             matched += 1
             source = _source(config.root, path, rel, entry, commands.get(path.resolve()))

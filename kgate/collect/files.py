@@ -1,12 +1,15 @@
-"""Walking a project's source tree, with exclusions, in a stable order."""
+"""Finding a project's files: the walk of its tree, its exclusions and globs, in a stable order; and how the
+project names a path."""
 
 from __future__ import annotations
 
+import errno
 import fnmatch
 import os
 import posixpath
+import re
 import stat
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path, PurePosixPath
 
 # A file or folder, resolved, and the project-relative name the project reaches it by (through a symlinked
@@ -14,53 +17,122 @@ from pathlib import Path, PurePosixPath
 Alias = tuple[Path, str]
 
 
-def excluded(rel: str, patterns: Iterable[str]) -> bool:
-    """Whether a repo-relative path (with '/') is excluded.
+class Exclusions:
+    """The project's `exclude` and `extend-exclude` patterns, compiled once, with one meaning everywhere.
 
-    A bare name ("build") matches that name at any depth; a pattern with a
-    '/' or a wildcard matches the relative path or any of its parents.
+    A bare name ("build") excludes that name at any depth; a glob without '/' ("*.gen.py") a name it matches,
+    at any depth; a pattern with '/' ("tests/fixtures", "gen/*") a project-relative path it matches. A path is
+    excluded when it or any folder above it is.
     """
-    parts = rel.split("/")
-    for pattern in patterns:
-        pattern = pattern.rstrip("/")
-        if "/" not in pattern and not any(ch in pattern for ch in "*?["):
-            if pattern in parts:
-                return True
-            continue
-        for depth in range(1, len(parts) + 1):
-            if fnmatch.fnmatchcase("/".join(parts[:depth]), pattern):
-                return True
-        if "/" not in pattern and any(fnmatch.fnmatchcase(part, pattern) for part in parts):
-            return True
+
+    def __init__(self, patterns: Iterable[str]) -> None:
+        bare: set[str] = set()
+        name_globs: list[str] = []
+        path_globs: list[str] = []
+        for pattern in patterns:
+            pattern = pattern.rstrip("/")
+            if "/" in pattern:
+                path_globs.append(fnmatch.translate(pattern))
+            elif any(ch in pattern for ch in "*?["):
+                name_globs.append(fnmatch.translate(pattern))
+            else:
+                bare.add(pattern)
+        self._bare = bare
+        self._names = _union(name_globs)
+        self._paths = _union(path_globs)
+
+    def entry(self, rel: str, name: str) -> bool:
+        """Whether the entry `name` at `rel` is excluded by itself: for a walk down from the root, which has
+        tested the folders above it already."""
+        return name in self._bare or bool(self._names and self._names.match(name)) \
+            or bool(self._paths and self._paths.match(rel))
+
+    def __call__(self, rel: str) -> bool:
+        """Whether a project-relative path (with '/') is excluded, by itself or by a folder above it."""
+        parts = rel.split("/")
+        return any(self.entry("/".join(parts[:depth]), parts[depth - 1]) for depth in range(1, len(parts) + 1))
+
+
+def excluded(rel: str, patterns: Iterable[str]) -> bool:
+    """Whether a project-relative path is excluded by the patterns (`Exclusions`, for one test)."""
+    return Exclusions(patterns)(rel)
+
+
+def glob_matcher(globs: Iterable[str]) -> Callable[[str], bool]:
+    """A test on a project-relative path: a glob without '/' matches the file name, one with '/' the path."""
+    globs = list(globs)
+    names = _union([fnmatch.translate(g) for g in globs if "/" not in g])
+    paths = _union([fnmatch.translate(g) for g in globs if "/" in g])
+
+    def match(rel: str) -> bool:
+        return bool(names and names.match(rel.rsplit("/", 1)[-1]) or paths and paths.match(rel))
+
+    return match
+
+
+def _union(patterns: list[str]) -> re.Pattern[str] | None:
+    return re.compile("|".join(f"(?:{p})" for p in patterns)) if patterns else None
+
+
+def symlink_loop(path: str) -> bool:
+    """Whether a path is a symbolic link that leads back to itself (never a file, and never legitimate)."""
+    try:
+        os.stat(path)
+    except OSError as exc:
+        return exc.errno == errno.ELOOP
     return False
 
 
-def walk(root: Path, suffixes: tuple[str, ...], exclude: Iterable[str]) -> list[Path]:
-    """Files under root with one of the suffixes, sorted, skipping excluded paths and symlink loops."""
-    patterns = tuple(exclude)
-    out: list[Path] = []
-    seen_dirs: set[tuple[int, int]] = set()
-    for folder, dirs, files in os.walk(root, followlinks=True):
+def walk(root: str | Path, wanted: Callable[[str], bool], exclude: Iterable[str],
+         prefix: str = "") -> list[tuple[str, str]]:
+    """(project-relative path, path) of the wanted files under root (itself at `prefix`), sorted, exclusions
+    applied, symbolic links followed and their loops cut (a folder reached twice is walked once, by the first
+    name in sorted order). What cannot be read is kept for the reader to report: a folder without permission
+    (as "name/"), a symlink loop; nothing is skipped without a word. `python_files` leaves those out."""
+    excluded = Exclusions(exclude)
+    out: list[tuple[str, str]] = []
+    seen: set[tuple[int, int]] = set()
+    stack = [(str(root), prefix)]
+    while stack:
+        folder, rel_folder = stack.pop()
         try:
             st = os.stat(folder)
+            if (st.st_dev, st.st_ino) in seen:
+                continue  # a symlink loop, or a folder reached by a second name
+            seen.add((st.st_dev, st.st_ino))
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except PermissionError:
+            if rel_folder:  # a folder that cannot be listed is kept (as "name/"): reading it reports it
+                out.append((rel_folder, folder))
+            continue
         except OSError:
-            dirs[:] = []
             continue
-        ident = (st.st_dev, st.st_ino)
-        if ident in seen_dirs:
-            dirs[:] = []
-            continue
-        seen_dirs.add(ident)
-        rel_folder = os.path.relpath(folder, root).replace(os.sep, "/")
-        prefix = "" if rel_folder == "." else rel_folder + "/"
-        dirs[:] = sorted(d for d in dirs if not excluded(prefix + d, patterns))
-        for name in sorted(files):
-            if name.endswith(suffixes) and not excluded(prefix + name, patterns) and _regular(Path(folder) / name):
-                out.append(Path(folder) / name)
-    return sorted(out)
+        folders = []
+        for entry in entries:
+            rel = rel_folder + entry.name
+            if excluded.entry(rel, entry.name):
+                continue
+            try:
+                if entry.is_dir():
+                    folders.append((entry.path, rel + "/"))
+                elif entry.is_file() and wanted(rel):
+                    out.append((rel, entry.path))
+            except OSError as exc:
+                if wanted(rel) and (isinstance(exc, PermissionError) or symlink_loop(entry.path)):
+                    out.append((rel, entry.path))  # kept, so that reading it reports it (KG004)
+        stack.extend(reversed(folders))  # depth first, in name order
+    out.sort()
+    return out
 
 
-def _regular(path: Path) -> bool:
+def python_files(root: Path, exclude: Iterable[str]) -> list[Path]:
+    """The regular `.py` files under root, exclusions applied, sorted by path: what the project's kernels and
+    helpers can be imported from (`walk`, less what cannot be read)."""
+    found = walk(root, lambda rel: rel.endswith(".py"), exclude)
+    return sorted(Path(path) for _rel, path in found if _regular(path))
+
+
+def _regular(path: str) -> bool:
     """Whether a path is a regular file (through symlinks): reading a FIFO named `x.py` would block forever."""
     try:
         return stat.S_ISREG(os.stat(path).st_mode)

@@ -16,7 +16,7 @@ from typing import Any
 
 from kgate.collect import captures
 from kgate.collect.captures import CapturedSpec
-from kgate.collect.files import named_rel, walk
+from kgate.collect.files import named_rel, python_files
 from kgate.collect.modules import import_roots, module_name
 from kgate.collect.pysource import expressions, module_constants
 from kgate.collect.source import MAX_PARSE_BYTES, try_parse
@@ -50,7 +50,7 @@ def triton_entries(config: Config) -> list[TritonEntry]:
     """Every registered Triton kernel of the project, configuration first, then decorators by path."""
     entries = list(config.triton)
     roots = import_roots(config.root, config.python_path)
-    for path in walk(config.root, (".py",), config.exclude + config.extend_exclude):
+    for path in python_files(config.root, config.exclude + config.extend_exclude):
         try:
             data = path.read_bytes()
         except OSError:

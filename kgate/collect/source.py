@@ -10,11 +10,7 @@ from __future__ import annotations
 
 import ast
 import codecs
-import errno
-import os
 import re
-from collections.abc import Callable, Iterable
-from pathlib import Path
 from typing import Any, TypedDict
 
 # PEP 263: a coding declaration on one of the first two lines.
@@ -171,97 +167,3 @@ def try_parse(data: bytes) -> ast.Module | None:
 
 def _raise(message: str, line: int, col: int) -> ast.Module:
     raise UnreadableSource(message, line=line, col=col)
-
-
-# --------------------------------------------------------------------------- finding files
-
-
-def symlink_loop(path: str) -> bool:
-    """Whether a path is a symbolic link that leads back to itself (never a file, and never legitimate)."""
-    try:
-        os.stat(path)
-    except OSError as exc:
-        return exc.errno == errno.ELOOP
-    return False
-
-
-def glob_matcher(globs: Iterable[str]) -> Callable[[str], bool]:
-    """A test on a project-relative path: a glob without '/' matches the file name, one with '/' the path."""
-    import fnmatch
-
-    globs = list(globs)
-    names = _union([fnmatch.translate(g) for g in globs if "/" not in g])
-    paths = _union([fnmatch.translate(g) for g in globs if "/" in g])
-
-    def match(rel: str) -> bool:
-        return bool(names and names.match(rel.rsplit("/", 1)[-1]) or paths and paths.match(rel))
-
-    return match
-
-
-def _union(patterns: list[str]) -> re.Pattern[str] | None:
-    return re.compile("|".join(f"(?:{p})" for p in patterns)) if patterns else None
-
-
-def exclusion_matcher(patterns: Iterable[str]) -> Callable[[str, str], bool]:
-    """`excluded(rel, name)` for an entry met while walking down from the root.
-
-    Same meaning as `kgate.collect.files.excluded`, but the parents of an
-    entry were already tested on the way down, so only the entry itself is.
-    """
-    import fnmatch
-
-    bare, name_globs, path_globs = set(), [], []
-    for pattern in patterns:
-        pattern = pattern.rstrip("/")
-        if "/" in pattern:
-            path_globs.append(fnmatch.translate(pattern))
-        elif any(ch in pattern for ch in "*?["):
-            name_globs.append(fnmatch.translate(pattern))
-        else:
-            bare.add(pattern)
-    names, paths = _union(name_globs), _union(path_globs)
-
-    def excluded(rel: str, name: str) -> bool:
-        return name in bare or bool(names and names.match(name)) or bool(paths and paths.match(rel))
-
-    return excluded
-
-
-def walk(root: str | Path, wanted: Callable[[str], bool], exclude: tuple[str, ...],
-         prefix: str = "") -> list[tuple[str, str]]:
-    """(project-relative path, path) of the wanted files under root (itself at `prefix`), sorted,
-    exclusions applied, symlink loops cut. What cannot be read is kept for the reader to report: a
-    folder without permission (as "name/"), a symlink loop; nothing is skipped without a word."""
-    excluded = exclusion_matcher(exclude)
-    out: list[tuple[str, str]] = []
-    seen: set[tuple[int, int]] = set()
-    stack = [(str(root), prefix)]
-    while stack:
-        folder, rel_folder = stack.pop()
-        try:
-            st = os.stat(folder)
-            if (st.st_dev, st.st_ino) in seen:
-                continue  # a symlink loop
-            seen.add((st.st_dev, st.st_ino))
-            entries = list(os.scandir(folder))
-        except PermissionError:
-            if rel_folder:  # a folder that cannot be listed is kept (as "name/"): reading it reports it
-                out.append((rel_folder, folder))
-            continue
-        except OSError:
-            continue
-        for entry in entries:
-            rel = rel_folder + entry.name
-            if excluded(rel, entry.name):
-                continue
-            try:
-                if entry.is_dir():
-                    stack.append((entry.path, rel + "/"))
-                elif entry.is_file() and wanted(rel):
-                    out.append((rel, entry.path))
-            except OSError as exc:
-                if wanted(rel) and (isinstance(exc, PermissionError) or symlink_loop(entry.path)):
-                    out.append((rel, entry.path))  # kept, so that reading it reports it (KG004)
-    out.sort()
-    return out

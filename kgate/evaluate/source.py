@@ -22,7 +22,8 @@ from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
 from kgate import rules as registry  # type: ignore[attr-defined]
-from kgate.collect.source import SourceFile, UnreadableSource, glob_matcher
+from kgate.collect.files import glob_matcher
+from kgate.collect.source import SourceFile, UnreadableSource
 from kgate.core.findings import Finding, Severity
 from kgate.core.rule import Report, Rule, SourceContext, to_finding
 from kgate.core.selection import Selection, rule_options

@@ -236,7 +236,9 @@ class Snapshot:
 
     @classmethod
     def take(cls, root: str, exclude: tuple[str, ...], skip: tuple[str, ...], extra: list[str]) -> Snapshot:
-        from kgate.collect.files import excluded
+        from kgate.collect.files import Exclusions
+
+        excluded = Exclusions(exclude)
 
         files: dict[str, list[int] | None] = {}
         dirs: dict[str, list[list[str]]] = {}
@@ -258,7 +260,7 @@ class Snapshot:
             ignored: list[str] = sorted(os.path.basename(p) for p in skip_abs if os.path.dirname(p) == folder)
             for entry in entries:
                 rel = os.path.relpath(entry.path, root).replace(os.sep, "/")
-                if excluded(rel, exclude) or entry.path in skip_abs:
+                if excluded(rel) or entry.path in skip_abs:
                     if entry.name not in ignored:
                         ignored.append(entry.name)
                     continue

@@ -20,8 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
-from kgate.collect.files import excluded
-from kgate.collect.source import symlink_loop, walk
+from kgate.collect.files import Exclusions, symlink_loop, walk
 from kgate.core.config import Config
 from kgate.core.errors import ConfigError
 from kgate.core.findings import Finding
@@ -68,9 +67,10 @@ def discover(paths: list[str], config: Config, match: Callable[[str], bool],
     if not paths:
         return walk(root, match, exclude), True
     found: dict[str, str] = {}
+    excluded = Exclusions(exclude)
     for given in paths:
         rel = _relative(given, root)
-        if force_exclude and excluded(rel, exclude):
+        if force_exclude and excluded(rel):
             continue
         if os.path.isdir(given):
             found.update(walk(given, match, exclude, prefix="" if rel == "." else rel + "/"))

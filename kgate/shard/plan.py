@@ -28,7 +28,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from kgate.collect.files import relpath, walk
+from kgate.collect.files import python_files, relpath
 from kgate.compile.cache import digest
 from kgate.core.config import Config
 from kgate.core.errors import ConfigError
@@ -213,7 +213,7 @@ def inputs(config: Config) -> dict[str, str]:
     if capture.exists():
         out["capture"] = _file_hash(capture)
     skip = config.exclude + config.extend_exclude + (config.cache_dir,)
-    for path in walk(config.root, (".py",), skip):
+    for path in python_files(config.root, skip):
         out[f"python:{relpath(path, config.root)}"] = _file_hash(path)
     if config.cuda:
         from kgate.collect.cuda_sources import cuda_sources
