@@ -57,14 +57,6 @@ class ModuleSummary:
     rebound: tuple[str, ...] = ()
 
 
-def _stat_key(path: Path) -> list[int] | None:
-    try:
-        st = path.stat()
-    except OSError:
-        return None
-    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
-
-
 class _Index:
     def __init__(self) -> None:
         self.file: Path | None = None
@@ -91,7 +83,7 @@ class _Index:
 
     def get(self, path: Path) -> ModuleSummary:
         key = str(path)
-        stat = _stat_key(path)
+        stat = reads.stat_of(str(path))
         reads.note(key, stat)  # judged by its stat alone when the index holds it: an input all the same
         held = self.memory.get(key)
         if held is not None and held[0] == stat:

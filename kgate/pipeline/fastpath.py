@@ -41,6 +41,7 @@ import sys
 
 from kgate.core.discovery import find_config
 from kgate.support import jsondoc
+from kgate.support.reads import listing, stat_of
 
 RECORD_VERSION = 3  # 3: a record names its key, project and command line and carries a hash of its content
 # Environment variables that can change what a check finds.
@@ -48,14 +49,6 @@ _ENV_PREFIXES = ("TRITON_", "CUDA", "NVCC", "KGATE_", "NVIDIA_")
 _ENV_NAMES = ("PATH", "PYTHONPATH", "NO_COLOR", "COLUMNS", "LD_LIBRARY_PATH", "CI")
 # Flags whose output describes the run itself (counts of compiled kernels), not the inputs.
 _NOT_REPLAYED = ("-v", "--verbose", "--no-cache", "-h", "--help", "--triton")
-
-
-def _stat(path: str) -> list[int] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
 
 
 def _cache_dir(config_path: str) -> str | None:
@@ -161,10 +154,10 @@ def replay(argv: list[str]) -> int | None:
         if not _describes(record, argv, where):
             return None  # another key's record, another project's, damaged or made by hand: the full run
         for name, stat in record["files"].items():
-            if _stat(name) != stat:
+            if stat_of(name) != stat:
                 return None
         for name, (kept, ignored) in record["dirs"].items():
-            if _listing(name, ignored) != kept:
+            if listing(name, ignored) != kept:
                 return None
         stdout, stderr, code = record["stdout"], record["stderr"], record["exit"]
         for name, content in record["outputs"].items():
@@ -213,16 +206,6 @@ def _rewrite(name: str, content: str) -> None:
 # --------------------------------------------------------------------------- recording (after a full run)
 
 
-def _listing(folder: str, ignored: list[str]) -> list[str] | None:
-    """The names in a folder, less those the run did not read (outputs, caches, excluded folders)."""
-    try:
-        names = os.listdir(folder)
-    except OSError:
-        return None
-    skip = set(ignored)
-    return sorted(n for n in names if n not in skip)
-
-
 class Snapshot:
     """The stats of every input of a run, taken before it; recorded only if they still hold after it.
 
@@ -269,10 +252,10 @@ class Snapshot:
                 if _is_dir(entry):
                     stack.append(entry.path)
                 else:
-                    files[entry.path] = _stat(entry.path)
+                    files[entry.path] = stat_of(entry.path)
             dirs[folder] = [kept, ignored]
         for name in extra:
-            files[os.path.abspath(name)] = _stat(name)
+            files[os.path.abspath(name)] = stat_of(name)
         return cls(files, dirs)
 
     def add(self, files: dict[str, list[int] | None], dirs: dict[str, list[list[str]]]) -> None:
@@ -283,8 +266,8 @@ class Snapshot:
             self.dirs.setdefault(name, listed)
 
     def still_holds(self) -> bool:
-        return all(_stat(name) == stat for name, stat in self.files.items()) and all(
-            _listing(name, ignored) == kept for name, (kept, ignored) in self.dirs.items())
+        return all(stat_of(name) == stat for name, stat in self.files.items()) and all(
+            listing(name, ignored) == kept for name, (kept, ignored) in self.dirs.items())
 
 
 def _is_dir(entry: os.DirEntry[str]) -> bool:
