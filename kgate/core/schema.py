@@ -256,7 +256,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("severity", "table", {}, group="Rules", key_name="rule", values=Setting("", "choice", "", "",
                                                                                     choices=SEVERITIES), doc=(
         "A rule's severity, by code or name: `error`, `warning`, `note`, or `off`. KG001 and KG005 stay "
-        "errors."), example='[tool.kgate.severity]\nKG202 = "warning"'),
+        "errors: naming them here below `error` is a configuration error."),
+        example='[tool.kgate.severity]\nKG202 = "warning"'),
     Setting("options", "special", {}, group="Rules", type_text="table of tables, by rule name", json=None, doc=(
         "Each rule's options, in a table named after the rule (`[tool.kgate.options.launch-guard]`). The "
         "[rule pages](rules.md) list every option and its default; `kgate explain CODE` prints them. A "
@@ -377,9 +378,9 @@ def type_text(setting: Setting) -> str:
     simple = {"string": "string", "boolean": "boolean", "strings": "array of strings", "integer": "integer",
               "number": "number", "targets": "array of targets", "tables": "array of tables", "table": "table"}
     if setting.kind == "choice":
-        return "one of " + ", ".join(f'"{c}"' for c in setting.choices)
+        return "string"
     if setting.kind == "choices":
-        return "array of " + ", ".join(f'"{c}"' for c in setting.choices)
+        return "array of strings"
     if setting.kind == "table" and setting.values is not None:
         return f"table: {setting.key_name} -> {type_text(setting.values)}"
     return simple[setting.kind]
