@@ -237,9 +237,10 @@ SETTINGS: tuple[Setting, ...] = (
         "`sys.path` of the compile workers. A folder outside the project is allowed, with a notice on every run: "
         "modules there are imported.")),
     Setting("exclude", "strings", DEFAULT_EXCLUDE, group="What to gate", doc=(
-        "Paths never walked for sources, by kgate lint and for registrations and CUDA sources. A bare name "
-        "(`build`) matches at any depth; a pattern with a `/` or a wildcard matches the path or a parent of it. "
-        "Setting it replaces the defaults; `extend-exclude` adds to them.")),
+        "Paths kgate never walks, for source rules, registrations or CUDA sources. A bare name (`build`) "
+        "matches at any depth; a pattern with a `/` or a wildcard matches the path or a parent of it. Setting it "
+        "replaces the defaults; `extend-exclude` adds to them. Files named on the `kgate lint` command line are "
+        "linted even when excluded, unless `--force-exclude` is given (the pre-commit hook gives it).")),
     Setting("extend-exclude", "strings", (), group="What to gate", doc="Paths excluded besides `exclude`."),
     # Rules
     Setting("select", "strings", (), group="Rules", type_text="array of codes, prefixes, names or ALL", doc=(
