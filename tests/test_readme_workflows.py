@@ -1,4 +1,4 @@
-"""The GitHub Actions workflows in the README, read from the README and played step by step on this machine.
+"""The GitHub Actions workflows of docs/ci.md, read from the page and played step by step on this machine.
 
 GitHub itself is not here, so each workflow is checked for what would break it
 there (its YAML, every step a `uses` or a `run`, `needs` naming real jobs, the
@@ -29,8 +29,8 @@ EXPRESSION = re.compile(r"\$\{\{\s*([^}]*?)\s*\}\}")
 
 
 def workflow(heading: str) -> dict[str, Any]:
-    """The YAML block that follows `heading` in the README, parsed."""
-    text = (REPO / "README.md").read_text(encoding="utf-8")
+    """The YAML block that follows `heading` in docs/ci.md, parsed."""
+    text = (REPO / "docs" / "ci.md").read_text(encoding="utf-8")
     start = text.index(f"\n{heading}\n")
     block = re.search(r"```yaml\n(.*?)```", text[start:], re.S)
     assert block, f"no yaml block after {heading!r}"
@@ -88,7 +88,7 @@ def join(source: Path, dest: Path) -> None:
 
 
 def test_the_single_job_workflow(tmp_path: Path) -> None:
-    doc = workflow("### GitHub Actions")
+    doc = workflow("## GitHub Actions")
     check_shape(doc)
     (job,) = doc["jobs"].values()
     steps = kgate_steps(job, {})

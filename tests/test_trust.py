@@ -198,8 +198,8 @@ def test_notices_go_to_stderr_and_leave_machine_output_alone(tmp_path: Path) -> 
     assert (tmp_path / "elsewhere" / "v1" / "lint").is_dir()
 
 
-def test_the_readme_says_which_commands_import_project_code() -> None:
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## Which commands import your code", 1)[1].split("\n## ", 1)[0]
+def test_the_docs_say_which_commands_import_project_code() -> None:
+    page = (REPO / "docs" / "trust.md").read_text(encoding="utf-8")
+    section = page.split("## Which commands import your code", 1)[1].split("\n## ", 1)[0]
     for command in ("kgate check", "kgate baseline update", "kgate audit", "kgate lint", "kgate doctor", "nvcc"):
         assert command in section, command

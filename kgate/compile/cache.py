@@ -20,7 +20,7 @@ pipe, a device or a file past its size bound where a record should be is a
 missing record too, never followed, waited on or read without end. (A
 forged record that is consistent with itself cannot be told from a real
 one without compiling again: the cache is trusted as build output is; see
-the README's "Robustness and trust".)
+docs/trust.md.)
 """
 
 from __future__ import annotations

@@ -10,38 +10,32 @@ from __future__ import annotations
 import math
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from kgate.core import schema
 from kgate.core.discovery import find_config
 from kgate.core.errors import ConfigError, KgateError, did_you_mean
+from kgate.core.schema import (
+    CUDA_COMPILERS,
+    DEFAULT_EXCLUDE,
+    EXPECTATIONS,
+    KINDS,
+    KNOWN_TARGETS,
+    MAX_INT64,
+    MAX_TIMEOUT,
+    MAX_WARPS,
+    SEVERITIES,
+    SHAPE_KEYS,
+)
 from kgate.support.atomicio import read_input
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
-
-KNOWN_TARGETS = ("sm_120a", "sm_100a", "sm_90a")
-KINDS = ("elementwise", "reduction", "gemm", "other")
-EXPECTATIONS = ("block_scale",)
-SEVERITIES = ("error", "warning", "note", "off")
-RATCHET_MODES = ("two-way", "tighten")
-TOOLCHAIN_POLICIES = ("auto", "fail", "warn", "compare")
-# Bounds of numeric settings, so that a value past them is a configuration error rather than a failure deep in a
-# system call or a compiler pass.
-MAX_TIMEOUT = 86_400  # seconds: a compile that takes a day has hung (the OS waits at most about 24 days)
-MAX_WARPS = 32  # a CTA holds at most 1024 threads
-MAX_INT64 = 2**63 - 1  # TOML's integers are 64-bit; tomllib reads longer ones, which floats cannot hold
-# The keys of an audit shape: a GEMM's dimensions, the grid size, and the work and traffic of any kernel.
-SHAPE_KEYS = ("M", "N", "K", "ctas", "flops", "bytes")
-# Directories never walked for sources.
-DEFAULT_EXCLUDE = (
-    ".git", ".hg", ".svn", ".venv", "venv", ".tox", ".nox", "__pycache__", "build", "dist",
-    "node_modules", "site-packages", ".kgate-cache", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".eggs",
-    "lost+found",  # a file system's, readable by root only: not the project's
-)
 
 
 @dataclass(frozen=True)
@@ -248,80 +242,95 @@ def toml_error(exc: Exception, source: str = "") -> tuple[str, int | None]:
     return text.strip(), line
 
 
-_TOP_KEYS = {
-    "targets", "triton", "cuda", "select", "extend-select", "ignore", "per-file-ignores", "severity",
-    "options", "baseline", "ratchet", "toolchain-change", "cache-dir", "jobs", "timeout", "exclude",
-    "extend-exclude", "python-path", "nvcc", "size-slack", "fail-on", "capture", "setup",
-}
-
-
 def parse_config(table: dict[str, Any], *, root: Path, source: Path | None, prefix: str = "") -> Config:
+    """A Config from the keys of `[tool.kgate]`: each is read as its entry of `kgate.core.schema` says, by the
+    reader of its kind, or by its own reader below for the keys that need more than their type checked."""
     where = _rel(source, root) if source else "configuration"
     ctx = _Ctx(where, prefix)
-    ctx.no_unknown(table, _TOP_KEYS, "")
+    ctx.no_unknown(table, schema.keys(schema.SETTINGS), "")
     kwargs: dict[str, Any] = {"root": root, "source": source}
-    if "targets" in table:
-        kwargs["targets"] = ctx.targets(table["targets"], "targets")
-    if "triton" in table:
-        entries = ctx.table_list(table["triton"], "triton")
-        kwargs["triton"] = tuple(
-            parse_triton_entry(entry, f"{where}: {ctx.key(f'triton[{i}]')}") for i, entry in enumerate(entries)
-        )
-    if "cuda" in table:
-        entries = ctx.table_list(table["cuda"], "cuda")
-        kwargs["cuda"] = tuple(parse_cuda_entry(entry, ctx, i) for i, entry in enumerate(entries))
-    for key, attr in (("select", "select"), ("extend-select", "extend_select"), ("ignore", "ignore"),
-                      ("exclude", "exclude"), ("extend-exclude", "extend_exclude"), ("python-path", "python_path")):
-        if key in table:
-            kwargs[attr] = tuple(ctx.str_list(table[key], key))
-    if "per-file-ignores" in table:
-        pfi = ctx.table(table["per-file-ignores"], "per-file-ignores")
-        kwargs["per_file_ignores"] = {
-            pattern: tuple(ctx.str_list(codes, f"per-file-ignores.{pattern}")) for pattern, codes in pfi.items()
-        }
-    if "severity" in table:
-        sev = ctx.table(table["severity"], "severity")
-        for code, level in sev.items():
-            if level not in SEVERITIES:
-                raise ctx.error(f"severity.{code}", f"must be one of {', '.join(SEVERITIES)}, not {level!r}")
-        kwargs["severity"] = dict(sev)
-    if "options" in table:
-        options = ctx.table(table["options"], "options")
-        kwargs["options"] = {name: dict(ctx.table(value, f"options.{name}")) for name, value in options.items()}
-    for key, attr in (("baseline", "baseline"), ("cache-dir", "cache_dir"), ("nvcc", "nvcc"), ("capture", "capture"),
-                      ("setup", "setup")):
-        if key in table:
-            kwargs[attr] = ctx.string(table[key], key)
-    if "setup" in kwargs:
-        setup = kwargs["setup"]
-        module, _, function = setup.partition(":")
-        is_module = all(part.isidentifier() for part in module.split(".")) and (not function or function.isidentifier())
-        if not setup.endswith(".py") and not is_module:
-            raise ctx.error("setup", f"must be \"package.module:function\" or a Python file, not {setup!r}")
-        if setup.endswith(".py") and not (root / setup).is_file():
-            # Otherwise every compile worker fails on it, and each kernel becomes a compile error.
-            raise ctx.error("setup", f"{setup!r} is not a file (relative to the project folder)")
-    if "ratchet" in table:
-        kwargs["ratchet"] = ctx.choice(table["ratchet"], "ratchet", RATCHET_MODES)
-    if "toolchain-change" in table:
-        kwargs["toolchain_change"] = ctx.choice(table["toolchain-change"], "toolchain-change", TOOLCHAIN_POLICIES)
-    if "fail-on" in table:
-        kwargs["fail_on"] = ctx.choice(table["fail-on"], "fail-on", ("error", "warning", "note"))
-    if "jobs" in table:
-        kwargs["jobs"] = ctx.positive_int(table["jobs"], "jobs")
-    if "size-slack" in table:
-        value = table["size-slack"]
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            raise ctx.error("size-slack", "must be a non-negative integer")
-        kwargs["size_slack"] = value
-    if "timeout" in table:
-        value = table["timeout"]
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 < value <= MAX_TIMEOUT:
-            raise ctx.error("timeout", f"must be a positive number of seconds, at most {MAX_TIMEOUT} (a day), "
-                                       f"not {value!r}")
-        kwargs["timeout"] = float(value)
+    for setting in schema.SETTINGS:
+        if setting.key in table:
+            special = _SPECIAL.get(setting.key)
+            value = table[setting.key]
+            kwargs[setting.field] = special(value, ctx, root) if special else read_plain(value, setting, ctx)
     kwargs["notices"] = outside_paths(kwargs, root, ctx, source)
     return Config(**kwargs)
+
+
+def read_plain(value: Any, setting: schema.Setting, ctx: _Ctx) -> Any:
+    """A key whose type (of `kgate.core.schema`) says all there is to check."""
+    key = setting.key
+    if setting.kind == "strings":
+        return tuple(ctx.str_list(value, key))
+    if setting.kind == "string":
+        return ctx.string(value, key)
+    if setting.kind == "choice":
+        return ctx.choice(value, key, setting.choices)
+    if setting.kind == "targets":
+        return ctx.targets(value, key)
+    if setting.kind == "integer" and setting.minimum == 1:
+        return ctx.positive_int(value, key)
+    if setting.kind == "integer" and setting.minimum == 0:
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise ctx.error(key, "must be a non-negative integer")
+        return value
+    raise AssertionError(f"no reader for {key} ({setting.kind}): give it one in _SPECIAL")
+
+
+def _read_triton(value: Any, ctx: _Ctx, root: Path) -> tuple[TritonEntry, ...]:
+    entries = ctx.table_list(value, "triton")
+    return tuple(parse_triton_entry(entry, f"{ctx.where}: {ctx.key(f'triton[{i}]')}")
+                 for i, entry in enumerate(entries))
+
+
+def _read_cuda(value: Any, ctx: _Ctx, root: Path) -> tuple[CudaEntry, ...]:
+    return tuple(parse_cuda_entry(entry, ctx, i) for i, entry in enumerate(ctx.table_list(value, "cuda")))
+
+
+def _read_per_file_ignores(value: Any, ctx: _Ctx, root: Path) -> dict[str, tuple[str, ...]]:
+    pfi = ctx.table(value, "per-file-ignores")
+    return {pattern: tuple(ctx.str_list(codes, f"per-file-ignores.{pattern}")) for pattern, codes in pfi.items()}
+
+
+def _read_severity(value: Any, ctx: _Ctx, root: Path) -> dict[str, str]:
+    sev = ctx.table(value, "severity")
+    for code, level in sev.items():
+        if level not in SEVERITIES:
+            raise ctx.error(f"severity.{code}", f"must be one of {', '.join(SEVERITIES)}, not {level!r}")
+    return dict(sev)
+
+
+def _read_options(value: Any, ctx: _Ctx, root: Path) -> dict[str, dict[str, Any]]:
+    # Rule names and each rule's options are checked against the registry (`kgate.core.selection`).
+    options = ctx.table(value, "options")
+    return {name: dict(ctx.table(item, f"options.{name}")) for name, item in options.items()}
+
+
+def _read_setup(value: Any, ctx: _Ctx, root: Path) -> str:
+    setup = ctx.string(value, "setup")
+    module, _, function = setup.partition(":")
+    is_module = all(part.isidentifier() for part in module.split(".")) and (not function or function.isidentifier())
+    if not setup.endswith(".py") and not is_module:
+        raise ctx.error("setup", f"must be \"package.module:function\" or a Python file, not {setup!r}")
+    if setup.endswith(".py") and not (root / setup).is_file():
+        # Otherwise every compile worker fails on it, and each kernel becomes a compile error.
+        raise ctx.error("setup", f"{setup!r} is not a file (relative to the project folder)")
+    return setup
+
+
+def _read_timeout(value: Any, ctx: _Ctx, root: Path) -> float:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 < value <= MAX_TIMEOUT:
+        raise ctx.error("timeout", f"must be a positive number of seconds, at most {MAX_TIMEOUT} (a day), "
+                                   f"not {value!r}")
+    return float(value)
+
+
+# The keys read by more than their type; every other key of the schema is read by `read_plain`.
+_SPECIAL: dict[str, Callable[[Any, _Ctx, Path], Any]] = {
+    "triton": _read_triton, "cuda": _read_cuda, "per-file-ignores": _read_per_file_ignores,
+    "severity": _read_severity, "options": _read_options, "setup": _read_setup, "timeout": _read_timeout,
+}
 
 
 def outside_paths(kwargs: dict[str, Any], root: Path, ctx: _Ctx, source: Path | None = None) -> tuple[str, ...]:
@@ -372,10 +381,7 @@ def outside_paths(kwargs: dict[str, Any], root: Path, ctx: _Ctx, source: Path | 
     return tuple(notices)
 
 
-_TRITON_KEYS = {
-    "kernel", "signature", "constexprs", "num_warps", "num_stages", "expect", "pdl", "kind", "variants",
-    "shapes", "divisible", "args", "targets",
-}
+_TRITON_KEYS = schema.keys(schema.TRITON)
 _VARIANT_OPTION_KEYS = {"num_warps", "num_stages"}
 
 
@@ -527,9 +533,7 @@ def _arg_value(item: Any, ctx: _Ctx, key: str) -> Any:
                          "{ type = \"*bf16\", align = N }")
 
 
-_CUDA_KEYS = {"sources", "flags", "compile_commands", "pdl", "expect", "launch_wrappers", "kind", "compiler",
-              "targets"}
-CUDA_COMPILERS = ("auto", "nvcc", "nvrtc")
+_CUDA_KEYS = schema.keys(schema.CUDA)
 
 
 def parse_cuda_entry(data: Any, parent: _Ctx, index: int) -> CudaEntry:

@@ -1,4 +1,4 @@
-"""JSON output: stable, sorted, documented in the README ("JSON output").
+"""JSON output: stable, sorted, documented in docs/reports.md ("JSON output").
 
 Top level: {"version": 1, "command", "findings": [...], "kernels": [...],
 "ratchet": [...], "summary": {...}}. Findings carry code, name, severity,
@@ -85,7 +85,7 @@ def to_dict(result: Result) -> dict[str, Any]:
     if result.matrix is not None:
         out["matrix"] = result.matrix  # only a `--triton` run has it
     if result.shard is not None:
-        out["shard"] = result.shard  # only a shard's run has it (README: "Sharding across CI runners")
+        out["shard"] = result.shard  # only a shard's run has it (docs/ci.md: "Sharding across CI runners")
     return out
 
 
