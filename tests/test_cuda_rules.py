@@ -7,7 +7,6 @@ the findings say and how the rules' options move them. Every run goes through th
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
