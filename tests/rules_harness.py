@@ -1,10 +1,11 @@
 """One harness for every rule: fixtures/rules/<CODE>/ holds a rule's bad cases and good twins, each line stating
 its findings inline (`# expect: CODE@target`, see conftest.expectations).
 
-A folder with a `facts.json` is judged as `kgate check` judges a project: the facts the real compiler gave for
-its kernels (recorded by `python -m pytest tests/test_rules.py --record-facts`) go through kgate's own
-evaluation and suppression code, in-process, without compiling. Any other folder is linted in-process by the
-real lint engine, as `kgate lint` lints a project. Each folder's `kgate.toml` selects the rules it is about.
+The folder of a compiled or capture rule, or of a finding that says a kernel was not compiled (KG001, KG005),
+is judged as `kgate check` judges a project: the facts the real compiler gave for its kernels (its facts.json,
+recorded by `python -m pytest tests/test_rules.py --record-facts`) go through kgate's own evaluation and
+suppression code, in-process, without compiling. Any other folder is linted in-process by the real lint
+engine, as `kgate lint` lints a project. Each folder's `kgate.toml` selects the rules it is about.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from kgate.compile.engine import CompileRun
 from kgate.core.config import Config, load_config
 from kgate.core.findings import Finding
 from kgate.core.rule import CapturedKernel
-from kgate.core.selection import Selection, build_selection
+from kgate.core.selection import UNCOMPILED, Selection, build_selection
 from kgate.facts.model import FACTS_SCHEMA, CompileFailure, KernelFacts
 from kgate.ratchet.gate import public_toolchain
 
@@ -33,6 +34,14 @@ SUFFIXES = (".py", ".toml", ".cu", ".cuh", ".txt", ".sh", ".ini", ".cfg")
 
 def folders() -> list[Path]:
     return sorted(path for path in RULES.iterdir() if path.is_dir())
+
+
+def is_checked(folder: Path) -> bool:
+    """Whether the folder's rule judges compiled kernels (its cases are compiled, and their facts recorded)."""
+    from kgate import rules as registry
+
+    code = folder.name
+    return code in UNCOMPILED or (code in registry.codes() and registry.load(code).layer in ("compiled", "capture"))
 
 
 def project(folder: Path) -> tuple[Config, Selection]:
@@ -123,7 +132,7 @@ def linted(folder: Path, options: dict[str, dict[str, Any]] | None = None) -> tu
 
 
 def findings_of(folder: Path) -> list[Finding]:
-    return checked(folder) if (folder / FACTS).exists() else linted(folder)[0]
+    return checked(folder) if is_checked(folder) else linted(folder)[0]
 
 
 def as_expectation(finding: Finding, *, compiled: bool) -> tuple[str, int, str, str]:

@@ -17,6 +17,8 @@ import pytest
 from conftest import Run, copy_project, expectations, kgate
 
 from kgate.collect.cuda_names import short_name
+from kgate.collect.cuda_sources import CudaSource, cuda_sources
+from kgate.core.config import load_config
 from kgate.facts.ptxas_log import parse_ptxas_log
 
 SUFFIXES = (".cu", ".cuh")
@@ -33,9 +35,9 @@ def cold(project: Path) -> Run:
     return kgate("check", "--format", "json", cwd=project)
 
 
-def _files(run: Run) -> set[str]:
-    """The sources a run compiled (each is one unit of the cache)."""
-    return {k["path"] for k in run.json()["kernels"]}
+def _files(project: Path) -> list[CudaSource]:
+    """The CUDA sources the project configures: each is one unit of the cache."""
+    return cuda_sources(load_config(project / "kgate.toml"))
 
 
 def _kernels(run: Run) -> dict[str, dict]:
@@ -125,7 +127,7 @@ def test_spill_numbers_equal_an_independent_nvcc_run(project: Path, cold: Run, t
 
 def test_a_warm_run_compiles_nothing_and_reports_the_same(project: Path, cold: Run) -> None:
     warm = kgate("check", "-v", cwd=project)
-    assert f"0 compiled, {len(_files(cold))} from cache" in warm.stdout
+    assert f"0 compiled, {len(_files(project))} from cache" in warm.stdout
     again = kgate("check", "--format", "json", cwd=project)
     assert again.stdout == cold.stdout
 
@@ -136,7 +138,7 @@ def test_editing_a_header_recompiles_only_the_files_that_include_it(project: Pat
     try:
         header.write_text(original + "\n// edited\n")
         run = kgate("check", "-v", cwd=project)
-        assert f"1 compiled, {len(_files(cold)) - 1} from cache" in run.stdout  # pdl.cu
+        assert f"1 compiled, {len(_files(project)) - 1} from cache" in run.stdout  # pdl.cu
     finally:
         header.write_text(original)
 

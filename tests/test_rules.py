@@ -28,7 +28,7 @@ from kgate.core.selection import UNCOMPILED
 from kgate.facts.model import FACTS_SCHEMA, KernelFacts
 
 FOLDERS = harness.folders()
-RECORDED = [folder for folder in FOLDERS if (folder / harness.FACTS).exists()]
+RECORDED = [folder for folder in FOLDERS if harness.is_checked(folder)]
 RECORD_HINT = "record the facts again: python -m pytest tests/test_rules.py --record-facts"
 
 
@@ -48,6 +48,7 @@ def test_every_registered_code_has_a_fixture_folder_and_every_folder_a_code() ->
 def test_compiled_capture_and_uncompiled_rules_keep_recorded_facts() -> None:
     needs = {code for code in registry.codes() if registry.load(code).layer in ("compiled", "capture")} | UNCOMPILED
     assert set(ids(RECORDED)) == needs
+    assert {folder.name for folder in FOLDERS if (folder / harness.FACTS).exists()} == needs, RECORD_HINT
 
 
 @pytest.mark.parametrize("folder", FOLDERS, ids=ids(FOLDERS))
