@@ -19,6 +19,12 @@ FIXTURES = REPO / "fixtures"
 DATA = Path(__file__).resolve().parent / "data"
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--record-facts", action="store_true", default=False,
+                     help="compile every fixtures/rules/<CODE>/ that keeps a facts.json with the real compiler and "
+                          "write its facts.json again (tests/test_rules.py)")
+
+
 @pytest.fixture(autouse=True)
 def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """Keep Triton's and kgate's caches out of the real home directory."""

@@ -80,9 +80,9 @@ SYMBOLS = [
     "_Z19bf16_instead_kernelPKjS0_Pf", "plain_c_kernel", "mxfp8_tile",
 ]
 CUDA_SOURCES = [path.read_text(encoding="utf-8", errors="replace")
-                for path in sorted((FIXTURES / "cuda").glob("*.cu*")) + sorted((FIXTURES / "cuda_rules").glob("*.cu"))]
-PYTHON_SOURCES = [(FIXTURES / "python" / name).read_text(encoding="utf-8")
-                  for name in ("autotune_side_effect.py", "runtime_autotune.py", "broken_syntax.py")]
+                for path in sorted((FIXTURES / "cuda").glob("*.cu*")) + sorted((FIXTURES / "rules").glob("KG30*/*.cu"))]
+PYTHON_SOURCES = [(FIXTURES / "rules" / name).read_text(encoding="utf-8")
+                  for name in ("KG202/autotune_side_effect.py", "KG201/runtime_autotune.py", "KG004/broken_syntax.py")]
 CONFIGS = [(FIXTURES / name / "kgate.toml").read_text(encoding="utf-8") for name in ("compiled", "cuda", "cuda_cmake")]
 CONFIGS.append((REPO / "pyproject.toml").read_text(encoding="utf-8"))
 BASELINES = [(REPO / "kgate-baseline.toml").read_text(encoding="utf-8"), (
