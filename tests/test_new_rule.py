@@ -15,8 +15,8 @@ import pytest
 from conftest import REPO, expectations
 
 from kgate import rules as registry
+from kgate.collect.files import glob_matcher
 from kgate.collect.registry import triton_entries
-from kgate.collect.source import glob_matcher
 from kgate.core.config import load_config
 from kgate.core.rule import DOC_SECTIONS, SourceContext
 from kgate.evaluate import source as engine
