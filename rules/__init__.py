@@ -32,6 +32,7 @@ REGISTRY: tuple[tuple[str, str, str], ...] = (
     ("KG201", "runtime-autotune", "python.runtime_autotune"),
     ("KG202", "autotune-side-effect", "python.autotune_side_effect"),
     ("KG203", "interpret-in-tests", "python.interpret_in_tests"),
+    ("KG204", "device-print", "python.device_print"),
     ("KG301", "arch-target", "cuda.arch_target"),
     ("KG302", "launch-guard", "cuda.launch_guard"),
     ("KG303", "kernel-file-size", "cuda.kernel_file_size"),

@@ -1,0 +1,105 @@
+"""## What it does
+Flags a device print left in a `@triton.jit` function: a call to
+`tl.device_print` (however `triton.language` is imported), or to Python's
+`print`, which Triton compiles into the same device print.
+`tl.static_print`, which prints once while compiling, is not reported, nor
+is a kernel declared a debug kernel with `@triton.jit(debug=True)` (a
+checker whose prints and `tl.device_assert`s are its purpose).
+
+## Why is this bad?
+A device print is compiled into the kernel: every thread of every launch
+formats its values into a buffer the host drains after the kernel ends.
+A debug line forgotten in a hot kernel adds a `vprintf` call to each
+thread, keeps the registers it prints alive to that point, and floods the
+job's output in production. The kernel still gives the right answers, so
+no test notices.
+
+## Example
+```python
+@triton.jit
+def scale(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n)
+    tl.device_print("x", x)
+    tl.store(x_ptr + offs, x * 2, mask=offs < n)
+```
+
+## Use instead
+Remove the print, or print at compile time with `tl.static_print` (shapes
+and constexpr values), or keep a debug variant behind a constexpr switch
+that the gated specialisations leave off:
+
+```python
+    if DEBUG:  # DEBUG: tl.constexpr, False in every launch kgate gates
+        tl.device_print("x", x)
+```
+
+A print inside a constexpr-guarded branch is still reported (the rule
+reads the source, not the specialisation); add
+`# kgate: ignore[KG204] <reason>` on that line.
+
+## Options
+None.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable
+
+from kgate.collect import pysource as py
+from kgate.collect.source import SourceFile
+from kgate.core.findings import Severity
+from kgate.core.rule import Report, Rule, SourceContext
+
+_JIT = frozenset({"triton.jit", "triton.runtime.jit", "triton.runtime.jit.jit"})
+_DEVICE_PRINT = frozenset({"triton.language.device_print", "triton.language.core.device_print"})
+
+
+def _gated_jit(fn: py.Function, imports: dict[str, str]) -> bool:
+    """Decorated with `triton.jit` and not declared a debug kernel (`@triton.jit(debug=True)`)."""
+    for decorator in fn.decorator_list:
+        target = decorator.func if isinstance(decorator, ast.Call) else decorator
+        if py.qualified(target, imports) not in _JIT:
+            continue
+        debug = py.argument(decorator, "debug") if isinstance(decorator, ast.Call) else None
+        return not (isinstance(debug, ast.Constant) and debug.value is True)
+    return False
+
+
+def check(source: SourceFile, ctx: SourceContext) -> Iterable[Report]:
+    info = py.info(source)
+    if not info.uses_triton():
+        return
+    imports = info.imports
+    for fn in info.functions:
+        if not _gated_jit(fn, imports):
+            continue
+        for stmt in py.statements(fn):
+            for node in py.expressions(stmt):
+                if not isinstance(node, ast.Call):
+                    continue
+                name = py.qualified(node.func, imports)
+                if name in _DEVICE_PRINT:
+                    what = "tl.device_print"
+                elif isinstance(node.func, ast.Name) and node.func.id == "print" and "print" not in imports:
+                    what = "print"
+                else:
+                    continue
+                yield Report(f"{what} in `@triton.jit` function `{fn.name}`: every thread of every launch prints "
+                             f"through the host (remove it, or use tl.static_print for compile-time values)",
+                             scope=fn.name, **source.span(node))
+
+
+RULE = Rule(
+    code="KG204",
+    name="device-print",
+    layer="python",
+    severity=Severity.ERROR,
+    summary="A device print left in a Triton kernel: every launch serialises its output through the host",
+    check=check,
+    doc=__doc__ or "",
+    files=("*.py",),
+    # The rule runs only on files holding one of these bytes: keep it narrow.
+    prefilter=(b"print",),
+)
