@@ -23,6 +23,7 @@ from kgate.collect.pysource import dotted, import_map, qualified
 from kgate.collect.source import try_parse
 from kgate.support import jsondoc, reads
 from kgate.support.atomicio import read_cached
+from kgate.support.filestat import path_state
 
 INDEX_VERSION = 2
 
@@ -55,12 +56,6 @@ class ModuleInfo:
     rebound: tuple[str, ...] = ()
 
 
-def _stat_key(path: Path) -> list[int] | None:
-    try:
-        st = path.stat()
-    except OSError:
-        return None
-    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
 
 
 class _Index:
@@ -89,7 +84,7 @@ class _Index:
 
     def get(self, path: Path) -> ModuleInfo:
         key = str(path)
-        stat = _stat_key(path)
+        stat = path_state(path)
         reads.note(key, stat)  # judged by its stat alone when the index holds it: an input all the same
         held = self.memory.get(key)
         if held is not None and held[0] == stat:

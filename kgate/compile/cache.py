@@ -36,7 +36,7 @@ from typing import Any, NamedTuple
 
 from kgate.core.errors import KgateError
 from kgate.support import jsondoc
-from kgate.support.atomicio import clear_folder, read_cached, write_cached
+from kgate.support.atomicio import read_cached, write_cached
 
 VERSION = "v1"
 
@@ -130,13 +130,10 @@ class CacheWriteError(KgateError):
 
 
 def write_artifact(path: Path, data: bytes) -> None:
-    """Write one compile artifact (in a compile worker) whole; a failure is a CacheWriteError."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    """Write one compile artifact (in a compile worker) whole, as every file of the cache is written
+    (`kgate.support.atomicio.write_cached`); a failure is a CacheWriteError."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        clear_folder(path)
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
+        write_cached(path, data)
     except OSError as exc:
         raise CacheWriteError.of(exc) from None
 

@@ -36,6 +36,7 @@ from kgate.facts.sass import parse_sass
 from kgate.facts.ttgir import parse_pipeline
 from kgate.support import jsondoc
 from kgate.support.atomicio import read_cached
+from kgate.support.filestat import path_state
 
 CAPABILITY = {"sm_120a": 120, "sm_100a": 100, "sm_90a": 90}
 MISSING_ATTRIBUTE = "has no attribute"  # in the error for a kernel its module does not define (any more)
@@ -101,14 +102,9 @@ def _remembered_triton_key() -> None:
     package = Path(triton.__file__).parent
     identity = [getattr(triton, "__version__", "")]
     for part in ("_C", "compiler", "backends", "language", "runtime"):
-        try:
-            st = (package / part).stat()
-            identity.append(f"{part}:{st.st_mtime_ns}")
-        except OSError:
-            identity.append(part)
+        identity.append(f"{part}:{path_state(package / part)}")
     for lib in sorted((package / "_C").glob("libtriton*")):
-        st = lib.stat()
-        identity.append(f"{lib.name}:{st.st_size}:{st.st_mtime_ns}")
+        identity.append(f"{lib.name}:{path_state(lib)}")
     record = Path(cache_dir).parent / "v1" / "triton-key.json"
     key = None
     try:

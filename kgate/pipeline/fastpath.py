@@ -40,6 +40,7 @@ import os
 import sys
 
 from kgate.support import jsondoc
+from kgate.support.filestat import path_state
 
 RECORD_VERSION = 3  # 3: a record names its key, project and command line and carries a hash of its content
 # Environment variables that can change what a check finds.
@@ -49,12 +50,7 @@ _ENV_NAMES = ("PATH", "PYTHONPATH", "NO_COLOR", "COLUMNS", "LD_LIBRARY_PATH", "C
 _NOT_REPLAYED = ("-v", "--verbose", "--no-cache", "-h", "--help", "--triton")
 
 
-def _stat(path: str) -> list[int] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+_stat = path_state
 
 
 def find_config(start: str) -> str | None:

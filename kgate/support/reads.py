@@ -26,13 +26,9 @@ import os
 import sys
 from typing import Any
 
+from kgate.support.filestat import path_state
 
-def stat_of(path: str) -> list[int] | None:
-    try:
-        st = os.stat(path)
-    except (OSError, ValueError):
-        return None
-    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+stat_of = path_state
 
 
 def listing(folder: str, ignored: list[str]) -> list[str] | None:
