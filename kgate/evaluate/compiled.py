@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 from kgate import rules as registry  # type: ignore[attr-defined]
-from kgate.compile.engine import CompileRun
 from kgate.core.findings import Finding, Severity, sort_findings
 from kgate.core.rule import CaptureContext, CompiledContext, Report, Rule
 from kgate.core.selection import Selection, rule_options
 from kgate.facts.model import CompileFailure, KernelFacts
+from kgate.facts.run import CompileRun
 from kgate.hardware.profiles import primary
 
 
