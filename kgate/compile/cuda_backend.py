@@ -35,7 +35,7 @@ from typing import Any
 
 from kgate.compile.cache import write_artifact
 from kgate.compile.triton_backend import KernelError
-from kgate.compile.units import CUBIN, store_text
+from kgate.compile.units import CUBIN, steady_log, store_text
 from kgate.core.errors import ToolchainError
 from kgate.support import tools
 
@@ -78,7 +78,7 @@ def compile_source(payload: dict[str, Any]) -> dict[str, Any]:
     except CompilerUnusable as exc:
         # Not a verdict on this file, and never cached: the main process stops the run.
         return {"toolchain_error": str(exc)}
-    hashes = {"ptx": store_text(artifacts, "ptx", ptx), "ptxas_log": store_text(artifacts, "ptxas_log", log)}
+    hashes = {"ptx": store_text(artifacts, "ptx", ptx), "ptxas_log": store_text(artifacts, "ptxas_log", steady_log(log))}
     return {"artifacts": hashes, "headers": read}
 
 

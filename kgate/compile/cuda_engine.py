@@ -43,6 +43,10 @@ from kgate.support.toolchain import CudaToolchain, cuda_include_dir, cuda_toolch
 # stage cannot read the unit (a damaged artifact): it is compiled again.
 Needs = Callable[[Compiled], "list[str] | None"]
 CUDA_FORMAT = 2  # 2: the record holds the artifacts' hashes, no facts
+# What a record keeps of the plan it was compiled with: where the file and the project were. The PTX names files
+# by those paths, so the facts stage tells the project's kernels from a library's by them, wherever the cache
+# has been restored since.
+IDENTITY = ("root", "aliases", "source", "cwd", "rel", "target", "toolchain")
 
 
 @dataclass
@@ -148,7 +152,7 @@ def _unit(task: _Task, value: dict[str, Any], meta: dict[str, Any], cache: Cache
     """A file's compile record as the unit the facts stage reads; its context is this run's plan of the file."""
     symbols = value.get("sass_symbols")
     return Compiled(key=task.key, folder=cache.artifacts(task.key), language="cuda", target=task.target,
-                    hashes=dict(value["artifacts"]), context=task.payload,
+                    hashes=dict(value["artifacts"]), context={**task.payload, **value["context"]},
                     sass_symbols=tuple(symbols) if symbols is not None else None,
                     cubin=(str(cache.artifacts(task.key) / CUBIN), meta.get("cubin")),
                     origin=(task.source.rel, "", task.source.rel, 1))
@@ -203,6 +207,8 @@ def _run_tasks(config: Config, todo: list[_Task], jobs: int, progress: Progress 
             value = {k: v for k, v in outcome.value.items() if k != "headers"}
             if "error" in value:
                 value.pop("artifacts", None)
+            else:
+                value["context"] = {k: task.payload[k] for k in IDENTITY}
             files = outcome.value.get("headers")
             meta = {"cubin": file_hash(cache.artifacts(task.key) / CUBIN),
                     "headers": read.state(files if isinstance(files, list) else [])}

@@ -69,6 +69,10 @@ def cuda(record: Any) -> None:
         _require(isinstance(record["error"], str) and _int(record.get("line", 1)), "error")
         return
     _hashes(record["artifacts"], ("ptx", "ptxas_log"))
+    context = record["context"]
+    _require(isinstance(context, dict) and all(isinstance(context[k], str) for k in ("root", "source", "cwd", "rel",
+                                                                                     "target")), "context")
+    _require(isinstance(context["aliases"], list) and isinstance(context["toolchain"], dict), "context")
     symbols = record.get("sass_symbols")
     _require(symbols is None or isinstance(symbols, list) and all(isinstance(s, str) for s in symbols),
              "sass_symbols")

@@ -29,7 +29,7 @@ from typing import Any
 from kgate.collect.source import try_parse
 from kgate.collect.specialization import Specialization
 from kgate.compile.cache import cache_write_failure, write_artifact
-from kgate.compile.units import CUBIN, store_text
+from kgate.compile.units import CUBIN, steady_log, store_text
 from kgate.core.errors import KgateError, did_you_mean
 from kgate.support import jsondoc
 from kgate.support.atomicio import read_cached
@@ -247,7 +247,8 @@ def compile_variant(payload: dict[str, Any]) -> dict[str, Any]:
     ptxas_log = "\n".join(line for line in log.getvalue().splitlines() if "ptxas" in line or "bytes" in line)
     folder = Path(payload["artifacts"])
     write_artifact(folder / CUBIN, compiled.asm["cubin"])
-    hashes = {"ptx": store_text(folder, "ptx", compiled.asm["ptx"]), "ptxas_log": store_text(folder, "ptxas_log", ptxas_log),
+    hashes = {"ptx": store_text(folder, "ptx", compiled.asm["ptx"]),
+              "ptxas_log": store_text(folder, "ptxas_log", steady_log(ptxas_log)),
               "ttgir": store_text(folder, "ttgir", compiled.asm.get("ttgir", ""))}
     if payload.get("sass"):
         hashes["sass"] = store_text(folder, "sass", disassemble(folder / CUBIN))

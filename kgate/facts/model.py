@@ -14,7 +14,6 @@ before a fact was added or an extractor changed is rebuilt, never misread. See d
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 import json
 import sys
@@ -142,7 +141,9 @@ def context_fields(model: type[KernelFacts] = KernelFacts) -> tuple[str, ...]:
     return tuple(f.name for f in dataclasses.fields(model) if "extract" not in f.metadata)
 
 
-@functools.lru_cache(maxsize=None)
+_SCHEMAS: dict[type[KernelFacts], str] = {}
+
+
 def facts_schema(model: type[KernelFacts] = KernelFacts) -> str:
     """A hash of what decides a facts record: every field's name and type, each derived field's extractor,
     loader and mover, and the source of the modules they and the parsers live in. Part of the facts cache's
@@ -150,6 +151,12 @@ def facts_schema(model: type[KernelFacts] = KernelFacts) -> str:
 
     The code is the whole facts package (the parsers, the extractors, the builder) and any other module a
     hook of `model` lives in: a change there that moves no declaration changes the schema all the same."""
+    if model not in _SCHEMAS:
+        _SCHEMAS[model] = _schema(model)
+    return _SCHEMAS[model]
+
+
+def _schema(model: type[KernelFacts]) -> str:
     declared = []
     files = {str(path) for path in Path(__file__).parent.glob("*.py")}
     for f in dataclasses.fields(model):

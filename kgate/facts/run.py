@@ -16,7 +16,7 @@ from kgate.collect.captures import CapturedSpec
 from kgate.collect.cuda_launches import LaunchSite, pdl_launched
 from kgate.collect.cuda_names import base_name, matches
 from kgate.compile.cache import Cache, digest
-from kgate.compile.cuda_engine import compile_cuda
+from kgate.compile.cuda_engine import IDENTITY, compile_cuda
 from kgate.compile.engine import Compilation, Progress, compile_triton
 from kgate.compile.pool import Pool
 from kgate.compile.units import Compiled, CompileFailure
@@ -52,8 +52,6 @@ class CompileRun:
 
 
 Built = list[tuple[str, KernelFacts]]  # (PTX entry, facts) of each kernel a unit gates
-# The fields of a CUDA unit's context its facts are read with (the rest is configuration, applied after).
-_CUDA_IDENTITY = ("root", "aliases", "source", "cwd", "rel", "target", "toolchain")
 
 
 class Facts:
@@ -64,18 +62,24 @@ class Facts:
         self.model = model
         self.schema = facts_schema(model)
         self.memo: dict[str, Built | str | None] = {}
+        self.unsaved: set[str] = set()  # built this run, not yet written to the cache
 
     def key(self, unit: Compiled) -> str:
-        identity = unit.context if unit.language == "triton" else {k: unit.context.get(k) for k in _CUDA_IDENTITY}
+        identity = unit.context if unit.language == "triton" else {k: unit.context.get(k) for k in IDENTITY}
         return digest("facts", self.schema, unit.key, unit.hashes, unit.sass_symbols, unit.dynamic_smem, identity)
 
-    def of(self, unit: Compiled) -> Built | str | None:
+    def of(self, unit: Compiled, *, keep: bool = True) -> Built | str | None:
         """The unit's facts; a message where its artifacts do not read as facts (a failure to report); None where
-        its artifacts cannot be read back (compile it again)."""
+        its artifacts cannot be read back (compile it again). `keep=False`: not written to the cache yet (facts
+        that will be read again once the unit's SASS is added)."""
         key = self.key(unit)
         if key not in self.memo:
             self.memo[key] = self._read(key, unit)
-        return self.memo[key]
+        found = self.memo[key]
+        if keep and key in self.unsaved and isinstance(found, list):
+            self.unsaved.discard(key)
+            self.cache.put("facts", key, {"kernels": [[symbol, facts.to_json()] for symbol, facts in found]})
+        return found
 
     def _read(self, key: str, unit: Compiled) -> Built | str | None:
         stored = self.cache.get("facts", key, self._shape)
@@ -88,14 +92,11 @@ class Facts:
             built = unit_facts(unit, Sources(artifacts), self.model)
         except KgateError as exc:  # ParseError: output the compiler would not write; never cached
             return str(exc)
-        self.cache.put("facts", key, {"kernels": [[symbol, facts.to_json()] for symbol, facts in built]})
+        self.unsaved.add(key)
         return built
 
     def _shape(self, value: Any) -> None:
-        for symbol, data in value["kernels"]:
-            if not isinstance(symbol, str):
-                raise TypeError("a kernel's symbol is a string")
-            self.model.from_record(data)
+        check_record(value, self.model)
 
     def placed(self, unit: Compiled) -> Built | str | None:
         """`of`, with a Triton unit's lines moved to where its code is now; None where they no longer place."""
@@ -112,6 +113,15 @@ class Facts:
 
     def usable(self, unit: Compiled) -> bool:
         return self.placed(unit) is not None
+
+
+def check_record(value: Any, model: type[KernelFacts] = KernelFacts) -> None:
+    """v1/facts/<key>.json: [PTX entry, KernelFacts] of each kernel of a unit; raises KeyError, TypeError or
+    ValueError on any other shape (the record is then rebuilt)."""
+    for symbol, data in value["kernels"]:
+        if not isinstance(symbol, str):
+            raise TypeError("a kernel's symbol is a string")
+        model.from_record(data)
 
 
 def _failure(unit: Compiled, message: str) -> CompileFailure:
@@ -189,13 +199,16 @@ def reads_sass(facts: KernelFacts, patterns: dict[str, list[str]], sass_all: boo
 
 def _lacking_sass(facts: Facts, unit: Compiled, sass_all: bool) -> list[str] | None:
     """The symbols of a CUDA unit whose SASS a rule reads and its listing lacks; None where it cannot be read."""
-    found = facts.of(unit)
+    found = facts.of(unit, keep=False)
     if found is None:
         return None
     if isinstance(found, str):
         return []  # reported as a failure; disassembly would not help
     patterns = unit.context["sass_patterns"]
-    return [symbol for symbol, item in found if item.sass is None and reads_sass(item, patterns, sass_all)]
+    lacking = [symbol for symbol, item in found if item.sass is None and reads_sass(item, patterns, sass_all)]
+    if not lacking:
+        facts.of(unit)  # these are the unit's facts: kept
+    return lacking
 
 
 def finish(built: list[tuple[Compiled, str, KernelFacts]], sites: list[LaunchSite], kernels: list[str] | None,
