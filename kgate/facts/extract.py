@@ -9,6 +9,7 @@ cached record is trusted only in its whole shape.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from functools import cached_property
 from typing import Any
 
@@ -108,12 +109,12 @@ def is_count(value: Any) -> bool:
 
 
 def load_text(value: Any) -> str:
-    _require(isinstance(value, str), "text")
+    _require(isinstance(value, str), "names")
     return str(value)
 
 
 def load_optional_count(value: Any) -> int | None:
-    _require(value is None or is_count(value), "count")
+    _require(value is None or is_count(value), "counts")
     return None if value is None else int(value)
 
 
@@ -123,9 +124,9 @@ def load_entry(value: Any) -> PtxEntry:
         GlobalAccess(a["opcode"], a["ptx_line"], SourceLoc(**a["loc"]) if a["loc"] else None)
         for a in data["unwaited_accesses"])
     entry = PtxEntry(**data)
-    _require(isinstance(entry.name, str), "entry name")
-    _require(is_count(entry.global_accesses) and all(is_count(v) for v in entry.mma.values())
-             and all(isinstance(k, str) for k in entry.mma), "entry counts")
+    _require(isinstance(entry.name, str), "names")
+    _require(is_count(entry.global_accesses) and all(is_count(v) for v in entry.mma.values()), "counts")
+    _require(all(isinstance(k, str) for k in entry.mma), "expect and mma")
     _require(isinstance(entry.has_wait, bool) and isinstance(entry.has_launch_dependents, bool), "flags")
     _require(all(isinstance(a.opcode, str) and is_count(a.ptx_line) for a in entry.unwaited_accesses),
              "unwaited accesses")
@@ -134,7 +135,7 @@ def load_entry(value: Any) -> PtxEntry:
 
 def load_resources(value: Any) -> Resources:
     found = Resources(**value)
-    _require(all(is_count(v) for v in vars(found).values()), "resources")
+    _require(all(is_count(v) for v in vars(found).values()), "counts")
     return found
 
 
@@ -142,8 +143,8 @@ def load_sass(value: Any) -> SassSummary | None:
     if value is None:
         return None
     found = SassSummary(**value)
-    _require(isinstance(found.opcodes, dict) and all(isinstance(k, str) and is_count(v)
-                                                     for k, v in found.opcodes.items()), "sass")
+    _require(isinstance(found.opcodes, dict) and all(isinstance(k, str) for k in found.opcodes), "names")
+    _require(all(is_count(v) for v in found.opcodes.values()), "counts")
     return found
 
 
@@ -154,7 +155,5 @@ Move = Callable[[SourceLoc], SourceLoc]
 
 def move_entry(entry: PtxEntry, move: Move) -> PtxEntry:
     """The entry with the source location of every unwaited access moved."""
-    from dataclasses import replace
-
     accesses = tuple(replace(a, loc=move(a.loc)) if a.loc is not None else a for a in entry.unwaited_accesses)
     return replace(entry, unwaited_accesses=accesses)
