@@ -18,12 +18,12 @@ from typing import Any
 from conftest import FIXTURES, expectations
 
 from kgate.collect.specialization import Specialization
-from kgate.compile.engine import CompileRun
 from kgate.core.config import Config, load_config
 from kgate.core.findings import Finding
 from kgate.core.rule import CapturedKernel
 from kgate.core.selection import UNCOMPILED, Selection, build_selection
-from kgate.facts.model import FACTS_SCHEMA, CompileFailure, KernelFacts
+from kgate.facts.model import CompileFailure, KernelFacts, facts_schema
+from kgate.facts.run import CompileRun
 from kgate.ratchet.gate import public_toolchain
 
 RULES = FIXTURES / "rules"
@@ -60,7 +60,7 @@ def facts_document(run: CompileRun) -> dict[str, Any]:
     time zeroed, so that recording again changes bytes only where the compiler's output changed), the
     variants that failed, and the captured specialisations the capture rules read."""
     return {
-        "facts_schema": FACTS_SCHEMA,
+        "facts_schema": facts_schema(),
         "toolchain": dict(sorted(public_toolchain(run.toolchain).items())),
         "kernels": [replace(f, compile_seconds=0.0).to_json() for f in sorted(run.facts, key=lambda f: f.key)],
         "failures": [f.to_json() for f in sorted(run.failures, key=lambda f: (f.kernel, f.variant, f.target))],

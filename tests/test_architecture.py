@@ -55,24 +55,6 @@ COMMAND_HELPERS = {"kgate.commands", "kgate.commands.common", "kgate.commands.re
 
 # Edges against the pipeline that exist today. Each is to be removed; none may be added.
 KNOWN_EDGES: dict[tuple[str, str], str] = {
-    # To be removed: compile builds KernelFacts and parses PTX, SASS and the ptxas log inside the
-    # backends; the parsers and the facts model belong before compile or the building after it.
-    ("kgate.compile.cuda_backend", "kgate.facts.model"): "compile builds facts (to be removed)",
-    ("kgate.compile.listing", "kgate.facts.listing"): "compile parses the SASS listing it caches (to be removed)",
-    ("kgate.compile.cuda_backend", "kgate.facts.ptx"): "compile parses PTX (to be removed)",
-    ("kgate.compile.cuda_backend", "kgate.facts.ptxas_log"): "compile parses the ptxas log (to be removed)",
-    ("kgate.compile.cuda_backend", "kgate.facts.sass"): "compile parses SASS (to be removed)",
-    ("kgate.compile.cuda_engine", "kgate.facts.model"): "compile builds facts (to be removed)",
-    ("kgate.compile.engine", "kgate.facts.model"): "compile builds facts (to be removed)",
-    ("kgate.compile.engine", "kgate.facts.sass"): "compile parses SASS (to be removed)",
-    ("kgate.compile.records", "kgate.facts.model"): "the compile cache stores facts (to be removed)",
-    ("kgate.compile.relocate", "kgate.facts.model"): "the compile cache stores facts (to be removed)",
-    ("kgate.compile.sass_task", "kgate.facts.sass"): "compile parses SASS (to be removed)",
-    ("kgate.compile.triton_backend", "kgate.facts.model"): "compile builds facts (to be removed)",
-    ("kgate.compile.triton_backend", "kgate.facts.ptx"): "compile parses PTX (to be removed)",
-    ("kgate.compile.triton_backend", "kgate.facts.ptxas_log"): "compile parses the ptxas log (to be removed)",
-    ("kgate.compile.triton_backend", "kgate.facts.sass"): "compile parses SASS (to be removed)",
-    ("kgate.compile.triton_backend", "kgate.facts.ttgir"): "compile parses TTGIR (to be removed)",
 }
 
 

@@ -114,7 +114,7 @@ def test_truncated_and_misshapen_cache_records_are_rebuilt(tmp_path: Path, refer
     project = tmp_path / "warm"
     shutil.copytree(reference[0], project)
     cache = project / ".kgate-cache" / "v1"
-    facts = sorted((cache / "facts").glob("*.json"))
+    facts = sorted((cache / "compiled").glob("*.json"))
     cuda = sorted((cache / "cuda").glob("*.json"))
     lint = sorted((cache / "lint").glob("*.json"))
     assert len(facts) == 2 and len(cuda) == 2 and len(lint) == 1
@@ -138,17 +138,45 @@ def test_a_cache_record_is_trusted_only_for_the_key_and_content_it_was_written_w
     project = tmp_path / "warm"
     shutil.copytree(reference[0], project)
     cache = project / ".kgate-cache" / "v1"
-    facts = sorted((cache / "facts").glob("*.json"))
+    facts = sorted((cache / "compiled").glob("*.json"))
     cuda = sorted((cache / "cuda").glob("*.json"))
     facts[1].write_bytes(facts[0].read_bytes())
     cuda[1].write_bytes(cuda[0].read_bytes())
     cuda[0].write_text('{"kernels": []}')
     record = json.loads(facts[0].read_text())
     value = record.get("value", record)
-    value["resources"]["registers"] += 1
+    value["dynamic_smem"] += 1
     facts[0].write_text(json.dumps(record))
     run = kgate("check", "-v", cwd=project)
     assert "4 compiled, 0 from cache" in run.stdout, run.stdout + run.stderr
+    assert kgate(*CHECK, cwd=project).stdout == reference[1].stdout
+
+
+def test_damaged_facts_records_are_read_again_from_the_artifacts_and_damaged_artifacts_compiled_again(
+        tmp_path: Path, reference: tuple[Path, Run]) -> None:
+    """The facts stage's records (v1/facts) are rebuilt from the cached artifacts, compiling nothing; an artifact
+    that is not what its compile record says (the PTX edited) makes its unit compile again."""
+    project = tmp_path / "warm"
+    shutil.copytree(reference[0], project)
+    cache = project / ".kgate-cache" / "v1"
+    built = sorted((cache / "facts").glob("*.json"))
+    assert len(built) == 4  # two Triton variants, two CUDA files
+    built[0].write_bytes(built[0].read_bytes()[:100])
+    record = json.loads(built[1].read_text())
+    record["value"]["kernels"][0][1]["resources"]["registers"] += 1
+    built[1].write_text(json.dumps(record))
+    for path in built[2:]:
+        path.unlink()
+    run = kgate("check", "-v", cwd=project)
+    assert run.code == 1 and "0 compiled, 4 from cache" in run.stdout, run.stdout + run.stderr
+    assert kgate(*CHECK, cwd=project).stdout == reference[1].stdout
+    assert sorted((cache / "facts").glob("*.json")) == built  # each written whole again, under its key
+    for path in built:
+        path.unlink()
+    ptx = sorted((cache / "artifacts").glob("*/kernel.ptx"))[0]
+    ptx.write_text(ptx.read_text() + "\n// edited\n")
+    run = kgate("check", "-v", cwd=project)
+    assert run.code == 1 and "1 compiled, 3 from cache" in run.stdout, run.stdout + run.stderr
     assert kgate(*CHECK, cwd=project).stdout == reference[1].stdout
 
 
@@ -171,7 +199,7 @@ def test_what_stands_where_a_cache_record_should_be_is_never_followed_or_waited_
     shutil.rmtree(project / ".kgate-cache" / "v1" / "runs")  # the reference folder's (run records name their folder)
     assert kgate(*CHECK, cwd=project).stdout == reference[1].stdout  # this folder's
     cache = project / ".kgate-cache" / "v1"
-    facts = sorted((cache / "facts").glob("*.json"))
+    facts = sorted((cache / "compiled").glob("*.json"))
     cuda = sorted((cache / "cuda").glob("*.json"))
     (lint,) = sorted((cache / "lint").glob("*.json"))
     (run_record,) = sorted((cache / "runs").glob("*.json"))

@@ -46,6 +46,7 @@ from kgate.evaluate.source import from_json
 from kgate.facts.model import KernelFacts
 from kgate.facts.ptx import entry_headers, parse_ptx
 from kgate.facts.ptxas_log import parse_ptxas_log
+from kgate.facts.run import check_record as check_facts_record
 from kgate.facts.sass import parse_sass
 from kgate.facts.ttgir import parse_pipeline
 from kgate.pipeline import lint_cache
@@ -411,6 +412,13 @@ FACTS_RECORD = json.loads(json.dumps(KernelFacts.from_json({
     "resources": {"registers": 8, "spill_stores": 0, "spill_loads": 0, "stack_bytes": 0, "smem_static": 0,
                   "smem_dynamic": 0, "barriers": 0},
     "sass": {"opcodes": {"ACQBULK": 1, "LDG.E": 2}}}).to_json()))
+HASH = "0" * 64
+COMPILED_RECORD = {"context": {k: v for k, v in FACTS_RECORD.items() if k not in ("ptx_target", "entry", "resources",
+                                                                             "sass", "smem_buffers", "smem_per_buffer")},
+                   "artifacts": {"ptx": HASH, "ptxas_log": HASH, "ttgir": HASH}, "dynamic_smem": 0}
+CUDA_RECORD = {"artifacts": {"ptx": HASH, "ptxas_log": HASH, "sass": HASH}, "sass_symbols": ["_Z1kv"],
+               "context": {"root": "/p", "aliases": [], "source": "/p/k.cu", "cwd": "/p", "rel": "k.cu",
+                           "target": "sm_120a", "toolchain": {"cuda.nvcc": "13.0"}}}
 LINT_RESULT = [[[5, 35, 5, 38, "KG201", "", "autotune key 'n'", "tuned|key", None]],
                [[3, 10, False, ["KG201"], "reason", ""]], ["KG004", "KG201"]]
 CORRUPT = (KeyError, TypeError, ValueError, AttributeError, IndexError)
@@ -440,11 +448,13 @@ def damaged(record: Any) -> st.SearchStrategy[Any]:
 
 
 @fuzz("records")
-@given(damaged(FACTS_RECORD), damaged(LINT_RESULT))
-def test_damaged_cache_records_are_refused_not_crashed_on(facts: Any, lint_result: Any) -> None:
+@given(damaged(FACTS_RECORD), damaged(COMPILED_RECORD), damaged(CUDA_RECORD), damaged(LINT_RESULT))
+def test_damaged_cache_records_are_refused_not_crashed_on(facts: Any, compiled: Any, cuda: Any,
+                                                          lint_result: Any) -> None:
     """The cache answers None for a record whose check raises one of CORRUPT: anything else would crash."""
-    for check, record in ((records.facts, facts), (records.cuda, {"kernels": [{**facts, "symbol": "_Z1kv"}]}
-                          if isinstance(facts, dict) else facts), (records.spans, facts), (records.expansion, facts)):
+    for check, record in ((check_facts_record, {"kernels": [["good", facts]]}), (check_facts_record, facts),
+                          (records.compiled, compiled), (records.cuda, cuda), (records.spans, facts),
+                          (records.expansion, facts)):
         try:
             check(record)
         except CORRUPT:
@@ -456,5 +466,7 @@ def test_damaged_cache_records_are_refused_not_crashed_on(facts: Any, lint_resul
 
 
 def test_an_undamaged_record_passes_its_check() -> None:
-    records.facts(FACTS_RECORD)
+    check_facts_record({"kernels": [["good", FACTS_RECORD]]})
+    records.compiled(COMPILED_RECORD)
+    records.cuda(CUDA_RECORD)
     assert lint_cache._checked(from_json(LINT_RESULT)).findings[0].code == "KG201"

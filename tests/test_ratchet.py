@@ -19,7 +19,6 @@ from pathlib import Path
 import pytest
 from conftest import DATA, copy_project, kgate
 
-from kgate.compile.engine import CompileRun
 from kgate.core.config import Config
 from kgate.core.errors import BaselineError
 from kgate.core.findings import Finding, Severity
@@ -27,6 +26,7 @@ from kgate.core.selection import build_selection
 from kgate.evaluate import compiled as evaluate
 from kgate.facts.model import CompileFailure, KernelFacts, Resources
 from kgate.facts.ptx import parse_ptx
+from kgate.facts.run import CompileRun
 from kgate.pipeline.check import CheckOptions, assemble
 from kgate.ratchet.baseline import HEADER, Baseline, Pin, load, parse, render, save
 from kgate.ratchet.compare import RunState, Scope, compare

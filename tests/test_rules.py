@@ -25,7 +25,7 @@ from conftest import Run, copy_project, kgate
 from kgate import rules as registry
 from kgate.collect.registry import captured_specs, triton_entries
 from kgate.core.selection import UNCOMPILED
-from kgate.facts.model import FACTS_SCHEMA, KernelFacts
+from kgate.facts.model import KernelFacts, facts_schema
 
 FOLDERS = harness.folders()
 RECORDED = [folder for folder in FOLDERS if harness.is_checked(folder)]
@@ -78,7 +78,7 @@ def test_recorded_facts_fit_todays_facts_model(folder: Path) -> None:
     """The recorded facts read back with today's KernelFacts unchanged, and cover the kernels and targets the
     folder configures. Register counts and instructions are the recording toolchain's and are not compared."""
     document = harness.read_facts(folder)
-    assert document["facts_schema"] == FACTS_SCHEMA, RECORD_HINT
+    assert document["facts_schema"] == facts_schema(), RECORD_HINT
     for record in document["kernels"]:
         assert as_json(KernelFacts.from_record(record).to_json()) == record, RECORD_HINT
     assert as_json(harness.facts_document(harness.compile_run(document))) == document, RECORD_HINT

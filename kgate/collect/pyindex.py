@@ -23,6 +23,7 @@ from kgate.collect.pysource import dotted, import_map, qualified, spelled_conste
 from kgate.collect.source import try_parse
 from kgate.support import jsondoc, reads
 from kgate.support.atomicio import read_cached
+from kgate.support.filestat import path_state
 
 INDEX_VERSION = 2
 
@@ -83,7 +84,7 @@ class _Index:
 
     def get(self, path: Path) -> ModuleSummary:
         key = str(path)
-        stat = reads.stat_of(str(path))
+        stat = path_state(path)
         reads.note(key, stat)  # judged by its stat alone when the index holds it: an input all the same
         held = self.memory.get(key)
         if held is not None and held[0] == stat:

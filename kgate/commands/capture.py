@@ -11,13 +11,17 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from kgate.capture import session
 from kgate.commands.common import config_from
-from kgate.core.config import KNOWN_TARGETS
+from kgate.core.config import KNOWN_TARGETS, Config
 from kgate.core.errors import CaptureError, ConfigError
 from kgate.report.escape import terminal
 from kgate.support import tools
+
+if TYPE_CHECKING:
+    from kgate.facts.run import CompileRun
 
 
 def run(args: argparse.Namespace) -> int:
@@ -65,7 +69,14 @@ def run(args: argparse.Namespace) -> int:
     if args.verify:
         from kgate.pipeline.capture_verify import verify
 
-        problem = verify(config, recorded, jobs=args.jobs)
+        problem = verify(config, recorded, jobs=args.jobs, compile_facts=_captured_facts)
         if problem and code == 0:
             return 1
     return code
+
+
+def _captured_facts(config: Config, entries: list[Any], target: str, jobs: int) -> CompileRun:
+    """Captured specialisations compiled for one target into facts, as `kgate check` compiles them."""
+    from kgate.facts.run import triton_facts
+
+    return triton_facts(config, [], (target,), jobs=jobs, captured=entries)

@@ -14,10 +14,10 @@ import argparse
 
 from kgate.collect.registry import captured_specs, triton_entries, triton_kernels
 from kgate.commands.common import config_from, emit, split_codes
-from kgate.compile.engine import CompileRun
 from kgate.core.errors import ConfigError
 from kgate.core.findings import Severity, sort_findings
 from kgate.core.selection import build_selection
+from kgate.facts.run import CompileRun
 from kgate.pipeline.check import CheckOptions, assemble, gate
 from kgate.shard.plan import fingerprint, inputs, record_timings, units
 from kgate.shard.result import Shard, check_set, input_difference, load, seconds

@@ -4,10 +4,12 @@ Layout under the cache directory (default `.kgate-cache/` in the project):
 
     v1/expand/<key>.json       what importing a registered kernel told us (kernels whose
                                parameters and configs cannot be read from the source)
-    v1/facts/<key>.json        KernelFacts of one variant and target
-    v1/spans/<key>.json        where each definition of its module was, for the facts record
-    v1/cuda/<key>.json         the kernels of one CUDA source and target
-    v1/artifacts/<key>/        kernel.ptx, kernel.cubin, ptxas.log, kernel.sass
+    v1/compiled/<key>.json     one Triton variant and target: its context and its artifacts' hashes
+    v1/spans/<key>.json        where each definition of its module was, for the compile record
+    v1/cuda/<key>.json         one CUDA source and target: its artifacts' hashes, or the compiler's error
+    v1/artifacts/<key>/        kernel.ptx, ptxas.log, kernel.ttgir, kernel.sass, kernel.cubin
+    v1/facts/<key>.json        the facts read from one unit's artifacts (kgate.facts.run)
+    v1/listing/<key>.json      a cubin's nvdisasm listing, parsed (kgate diff)
 
 A record is written to a temporary name and moved into place with
 os.replace, so a reader sees a whole file or none. Each record carries what
@@ -36,7 +38,7 @@ from typing import Any, NamedTuple
 
 from kgate.core.errors import KgateError
 from kgate.support import jsondoc
-from kgate.support.atomicio import clear_folder, read_cached, write_cached
+from kgate.support.atomicio import read_cached, write_cached
 
 VERSION = "v1"
 
@@ -130,13 +132,10 @@ class CacheWriteError(KgateError):
 
 
 def write_artifact(path: Path, data: bytes) -> None:
-    """Write one compile artifact (in a compile worker) whole; a failure is a CacheWriteError."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    """Write one compile artifact (in a compile worker) whole, as every file of the cache is written
+    (`kgate.support.atomicio.write_cached`); a failure is a CacheWriteError."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        clear_folder(path)
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
+        write_cached(path, data)
     except OSError as exc:
         raise CacheWriteError.of(exc) from None
 
@@ -167,7 +166,7 @@ def unusable(directory: Path) -> str | None:
     Compile workers write into it unchecked, so a broken cache would otherwise fail every kernel.
     """
     try:
-        for folder in ("expand", "facts", "spans", "cuda", "artifacts", "lint"):
+        for folder in ("expand", "compiled", "facts", "spans", "cuda", "artifacts", "lint"):
             (directory / VERSION / folder).mkdir(parents=True, exist_ok=True)
         (directory / "triton").mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=directory / VERSION):

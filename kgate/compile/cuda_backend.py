@@ -6,13 +6,15 @@ one `--generate-code` for the target, `-lineinfo` (PTX `.loc` lines, so a
 finding can name the source line of an access) and `-Xptxas -v`; `--keep`
 leaves the PTX nvcc made on the way, so one nvcc run gives PTX, cubin and the
 ptxas log of every kernel in the file. Without nvcc, NVRTC compiles
-device-only sources the same way. SASS is disassembled (the Triton wheel's
-`cuobjdump -sass`, about half a second per cubin) only when a kernel of the
-file needs it.
+device-only sources the same way. They are kept as the unit's artifacts
+(`kgate.compile.units`); the facts stage reads which kernels are the project's
+and their facts from them. SASS is disassembled (the Triton wheel's
+`cuobjdump -sass`, about half a second per cubin) from the cached cubin, and
+only for the kernels whose rules read it (`disassemble_task`).
 
-The facts returned leave out what the configuration decides (PDL, expected
-instructions, kind): the main process adds those, so changing them
-recompiles nothing. With them go the files the compile read (`headers`):
+The compile leaves out what the configuration decides (PDL, expected
+instructions, kind), so changing them recompiles nothing. With the artifacts
+go the files the compile read (`headers`):
 every header, wherever it is (a folder reached through a symlink, an
 include folder outside the project, the system's and the toolkit's), as the
 preprocessor's line markers in the files `--keep` leaves name them, which is
@@ -31,15 +33,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from kgate.collect.cuda_names import base_name, definition_line, display_names, global_definitions, matches
-from kgate.collect.files import display_path
 from kgate.compile.cache import write_artifact
 from kgate.compile.triton_backend import KernelError
+from kgate.compile.units import CUBIN, steady_log, store_text
 from kgate.core.errors import ToolchainError
-from kgate.facts.model import KernelFacts, Resources
-from kgate.facts.ptx import entry_headers, parse_ptx
-from kgate.facts.ptxas_log import parse_ptxas_log
-from kgate.facts.sass import parse_sass
 from kgate.support import tools
 
 # nvcc's front end: `file.cu(12): error: ...`; the host preprocessor: `file.cu:2:10: fatal error: ...`.
@@ -51,7 +48,6 @@ _NVCC_FATAL = re.compile(r"^nvcc fatal\s*:")
 _ANY_ERROR = re.compile(r"\b(?:fatal|error)\b", re.IGNORECASE)
 # A preprocessor line marker (`# 12 "/usr/include/stdio.h" 2`): the file the lines after it come from.
 _LINE_MARKER = re.compile(rb'\n# \d+ "([^"\\\n]*(?:\\.[^"\\\n]*)*)"')
-ASSUMED_THREADS = 128  # threads per CTA when a kernel declares no __launch_bounds__
 
 
 class CompilerUnusable(ToolchainError):
@@ -67,7 +63,8 @@ class SourceError(KernelError):
 
 
 def compile_source(payload: dict[str, Any]) -> dict[str, Any]:
-    """Compile one file for one target; return its kernels' facts (JSON) and whether SASS was read."""
+    """Compile one file for one target; keep its artifacts and return their content hashes and the files the
+    compile read."""
     artifacts = Path(payload["artifacts"])
     read: list[str] = []  # every file the compile read, filled in as the compiler finishes
     try:
@@ -77,46 +74,18 @@ def compile_source(payload: dict[str, Any]) -> dict[str, Any]:
             ptx, log = _nvcc(payload, artifacts, read)
     except SourceError as exc:
         # A compiler's verdict on the source is as deterministic as its output: cached like it.
-        return {"error": str(exc), "line": exc.line, "kernels": [], "headers": read}
+        return {"error": str(exc), "line": exc.line, "artifacts": {}, "headers": read}
     except CompilerUnusable as exc:
         # Not a verdict on this file, and never cached: the main process stops the run.
         return {"toolchain_error": str(exc)}
-    write_artifact(artifacts / "kernel.ptx", ptx.encode())
-    write_artifact(artifacts / "ptxas.log", log.encode())
-    kernels = kernel_facts(payload, ptx, log)
-    wanted = [r for r in kernels if reads_sass(r, payload["sass_patterns"], payload.get("sass_all", False))]
-    if wanted:
-        # cuobjdump takes a list of functions: only the kernels whose rules read SASS are disassembled.
-        text = disassemble_functions(artifacts / "kernel.cubin", [r["symbol"] for r in wanted])
-        write_artifact(artifacts / "kernel.sass", text.encode())
-        functions = parse_sass(text)
-        for record in wanted:
-            ops = functions.get(record["symbol"])
-            record["sass"] = {"opcodes": dict(ops.opcodes) if ops else {}}
-    return {"kernels": kernels, "headers": read}
+    hashes = {"ptx": store_text(artifacts, "ptx", ptx), "ptxas_log": store_text(artifacts, "ptxas_log", steady_log(log))}
+    return {"artifacts": hashes, "headers": read}
 
 
-def disassemble_task(payload: dict[str, Any]) -> dict[str, dict[str, int]]:
-    """Opcode counts per symbol from a cubin already in the cache (`kgate audit` after `kgate check`)."""
+def disassemble_task(payload: dict[str, Any]) -> str:
+    """The SASS of some functions of a cached cubin, kept beside it; its content hash."""
     cubin = Path(payload["cubin"])
-    text = disassemble_functions(cubin, payload["symbols"])
-    write_artifact(cubin.with_name("kernel.sass"), text.encode())
-    functions = parse_sass(text)
-    return {symbol: dict(functions[symbol].opcodes) if symbol in functions else {} for symbol in payload["symbols"]}
-
-
-def reads_sass(record: dict[str, Any], patterns: dict[str, list[str]], sass_all: bool = False) -> bool:
-    """Whether a rule will read this kernel's SASS (disassembly costs about half a second per cubin).
-
-    pdl-missing-wait confirms `ACQBULK` for a PDL kernel whose PTX waits before every access;
-    block-scale-missing names the SASS MMA of a kernel whose PTX lacks the block-scaled one.
-    """
-    if sass_all:
-        return True
-    entry = record["entry"]
-    if matches(record["kernel"], patterns["pdl"]) and entry["has_wait"] and not entry["unwaited_accesses"]:
-        return True
-    return matches(record["kernel"], patterns["block_scale"]) and not any("block_scale" in op for op in entry["mma"])
+    return store_text(cubin.parent, "sass", disassemble_functions(cubin, payload["symbols"]))
 
 
 def disassemble_functions(cubin: Path, symbols: list[str]) -> str:
@@ -197,7 +166,7 @@ def _nvcc_in(payload: dict[str, Any], artifacts: Path, keep: Path) -> tuple[str,
         # nvcc said it succeeded; without a cubin its figures and PTX cannot be trusted either.
         raise KernelError(f"nvcc exited 0 but wrote no cubin (its output is not an ELF file) "
                           f"(reproduce: {repro(payload)})")
-    write_artifact(artifacts / "kernel.cubin", binary)
+    write_artifact(artifacts / CUBIN, binary)
     return ptx_files[0].read_text(errors="replace"), done.stdout + "\n" + done.stderr
 
 
@@ -259,7 +228,7 @@ def _nvrtc(payload: dict[str, Any], artifacts: Path, read: list[str]) -> tuple[s
         _nvrtc_ok(result, "nvrtcGetCUBINSize")
         cubin = b" " * size
         _nvrtc_ok(nvrtc.nvrtcGetCUBIN(program, cubin)[0], "nvrtcGetCUBIN")
-        write_artifact(artifacts / "kernel.cubin", cubin)
+        write_artifact(artifacts / CUBIN, cubin)
         return ptx, log
     finally:
         nvrtc.nvrtcDestroyProgram(program)
@@ -283,84 +252,3 @@ def _nvrtc_text(size_of: Any, get: Any, program: Any) -> str:
 def _nvrtc_ok(result: Any, what: str) -> None:
     if int(result) != 0:
         raise ToolchainError(f"NVRTC {what} failed: {result}")
-
-
-def kernel_facts(payload: dict[str, Any], ptx: str, log: str) -> list[dict[str, Any]]:
-    """One record per kernel defined in the project: KernelFacts JSON plus its mangled symbol."""
-    parsed = parse_ptx(ptx)
-    headers = entry_headers(ptx)
-    resources = parse_ptxas_log(log)
-    names = display_names([entry.name for entry in parsed.entries])
-    root = Path(payload["root"])
-    # Where the project reaches files through symlinks: a kernel defined there is the project's, named that way.
-    known = [(Path(place), name) for place, name in payload.get("aliases", [])]
-    definitions: dict[Path, dict[str, list[int]]] = {}
-    out = []
-    for entry in parsed.entries:
-        header = headers.get(entry.name)
-        where = _definition_file(header.first_loc.file if header and header.first_loc else None, payload)
-        if where is None or not any(where.is_relative_to(place) for place in [root, *(p for p, _n in known)]):
-            continue  # a library's kernel instantiated here (CUB, Thrust): not the project's to gate
-        display = names[entry.name]
-        hint = header.first_loc.line if header and header.first_loc else None
-        if base_name(display) not in _cached_definitions(definitions, where):
-            # The first line the entry names is not its own (an inlined helper's): look in the file compiled.
-            source = Path(payload["source"]).resolve()
-            if base_name(display) in _cached_definitions(definitions, source):
-                where, hint = source, None
-        line = definition_line(definitions[where], base_name(display), hint) or hint or 1
-        used = resources.get(entry.name)
-        if used is None:
-            raise KernelError(f"the ptxas log has no figures for {entry.name!r}")
-        threads = header.max_threads if header and header.max_threads else ASSUMED_THREADS
-        facts = KernelFacts(
-            kernel=display,
-            variant=payload["rel"],
-            target=payload["target"],
-            language="cuda",
-            path=display_path(where, root, known),
-            line=line,
-            kind="other",
-            num_warps=max(1, -(-threads // 32)),
-            num_stages=None,
-            expect=(),
-            pdl=False,
-            ptx_target=parsed.target,
-            entry=entry,
-            resources=Resources(
-                registers=used.registers, spill_stores=used.spill_stores, spill_loads=used.spill_loads,
-                stack_bytes=used.stack_frame, smem_static=used.smem_static, smem_dynamic=0,
-                barriers=used.barriers,
-            ),
-            toolchain=dict(payload.get("toolchain", {})),
-        )
-        record = facts.to_json()
-        record["symbol"] = entry.name
-        out.append(record)
-    return sorted(out, key=lambda r: r["kernel"])
-
-
-def _definition_file(name: str | None, payload: dict[str, Any]) -> Path | None:
-    if name is None:
-        return Path(payload["source"]).resolve()
-    path = Path(name)
-    if not path.is_absolute():
-        path = Path(payload["cwd"]) / path
-    try:
-        return path.resolve()
-    except OSError:
-        return None
-
-
-def _cached_definitions(cache: dict[Path, dict[str, list[int]]], path: Path) -> dict[str, list[int]]:
-    if path not in cache:
-        cache[path] = _definitions(path)
-    return cache[path]
-
-
-def _definitions(path: Path) -> dict[str, list[int]]:
-    try:
-        return global_definitions(path.read_text(encoding="utf-8", errors="replace"))
-    except OSError:
-        return {}
-

@@ -8,35 +8,45 @@ own list: headers outside the project, behind a symlinked folder, under an
 include folder the flags name, the system's and the toolkit's), and a record
 is used only while each of them still has that content. A warm run reads
 files and hashes them (each once a run), and runs no compiler. What the configuration
-says about a kernel (PDL, expected instructions, kind) is applied here,
-after the cache, so changing it recompiles nothing; only a kernel that now
-needs SASS the cached record lacks sends its file back to a worker.
+says about a kernel (PDL, expected instructions, kind) is applied by the facts
+stage, after the cache, so changing it recompiles nothing. Which kernels' SASS
+a rule reads depends on their PTX, so the facts stage says which symbols a unit
+lacks (`needs`); they are disassembled from the cached cubin, in a worker.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import kgate
 from kgate.collect.cuda_flags import choose_arch
-from kgate.collect.cuda_launches import LaunchSite, pdl_launch_sites, pdl_launched
-from kgate.collect.cuda_names import base_name, global_definitions, matches
+from kgate.collect.cuda_launches import LaunchSite, pdl_launch_sites
+from kgate.collect.cuda_names import global_definitions, matches
 from kgate.collect.cuda_sources import CudaSource, cuda_sources, defined_kernels
 from kgate.collect.files import aliases, display_path
 from kgate.compile import records as record_shapes
 from kgate.compile.cache import Cache, CacheWriteError, Entry, digest, file_hash
-from kgate.compile.cuda_backend import reads_sass
-from kgate.compile.engine import CompileRun, Progress, _first_line, worker_env
+from kgate.compile.engine import Compilation, Progress, _first_line, worker_env
 from kgate.compile.pool import Outcome, Pool
+from kgate.compile.units import CUBIN, Compiled, CompileFailure
 from kgate.core.config import Config
 from kgate.core.errors import ToolchainError
-from kgate.facts.model import CompileFailure, KernelFacts
 from kgate.support.atomicio import read_input
 from kgate.support.toolchain import CudaToolchain, cuda_include_dir, cuda_toolchain
+
+# The symbols of a unit whose SASS a rule reads and the unit's listing lacks ([] for none); None where the facts
+# stage cannot read the unit (a damaged artifact): it is compiled again.
+Needs = Callable[[Compiled], "list[str] | None"]
+CUDA_FORMAT = 2  # 2: the record holds the artifacts' hashes, no facts
+# What a record keeps of the plan it was compiled with: where the file and the project were. The PTX names files
+# by those paths, so the facts stage tells the project's kernels from a library's by them, wherever the cache
+# has been restored since.
+IDENTITY = ("root", "aliases", "source", "cwd", "rel", "target", "toolchain")
 
 
 @dataclass
@@ -47,117 +57,140 @@ class _Task:
     payload: dict[str, Any]
 
 
+@dataclass
+class CudaCompilation(Compilation):
+    """The compiled CUDA files, with what the facts stage applies to their kernels: the PDL launch sites and
+    the globs of the kernels whose rules may read SASS."""
+
+    sites: list[LaunchSite] | None = None
+    patterns: dict[str, list[str]] | None = None
+
+
 def compile_cuda(config: Config, targets: tuple[str, ...], *, jobs: int, progress: Progress | None = None,
-                 sass_all: bool = False, kernels: list[str] | None = None, pool: Pool | None = None,
-                 files: frozenset[str] | None = None) -> CompileRun:
-    """Compile every configured CUDA source for every target (cached) into per-kernel facts.
+                 pool: Pool | None = None, files: frozenset[str] | None = None, kernels: list[str] | None = None,
+                 needs: Needs | None = None) -> CudaCompilation:
+    """Compile every configured CUDA source for every target (cached) into units of artifacts.
 
     `files`: compile only these sources (a shard's slice). PDL launch sites are still read in
-    every source, since a launch in one file makes a kernel of another PDL-launched.
+    every source, since a launch in one file makes a kernel of another PDL-launched. `kernels`: the
+    `--kernel` globs, which keep a failure only where the file could define a kernel they name.
     """
-    run = CompileRun()
+    run = CudaCompilation()
     if not config.cuda:
+        run.sites, run.patterns = [], {"pdl": [], "block_scale": []}
         return run
     sources = cuda_sources(config)
     toolchain = cuda_toolchain(config.nvcc, config.root)
     compilers = {entry.compiler: toolchain.compiler(entry.compiler) for entry in config.cuda}
     used = set(compilers.values())
     run.toolchain = {f"cuda.{name}": v for name, v in toolchain.versions().items() if name in used}
-    sites = launch_sites(config, sources)
-    patterns = sass_patterns(sources, sites)
+    run.sites = launch_sites(config, sources)
+    run.patterns = sass_patterns(sources, run.sites)
     cache = Cache(config.root / config.cache_dir, config.cache_dir)
     nvrtc_includes = [folder for folder in [cuda_include_dir(toolchain.nvcc)] if folder] \
         if "nvrtc" in compilers.values() else []
-    records: list[tuple[CudaSource, str, dict[str, Any]]] = []
+    errors: list[tuple[CudaSource, str, dict[str, Any]]] = []
     read = FilesRead(config.root)
     todo: list[_Task] = []
-    cubins: list[tuple[_Task, Entry]] = []  # cached, lacking SASS a rule now reads: disassembled, not recompiled
-    keys: dict[tuple[str, str], str] = {}  # (source, target) -> its cache key
+    cubins: list[tuple[_Task, Entry, list[str]]] = []  # cached, lacking SASS a rule reads: disassembled, not compiled
     for source in sources:
         if files is not None and source.rel not in files:
             continue
         for target in targets:
             if not source.entry.builds_for(target):
                 continue  # the table names the targets its files are built for
-            task = _plan(config, source, target, toolchain, compilers[source.entry.compiler], patterns, sass_all,
-                         cache, nvrtc_includes)
-            keys[(source.rel, target)] = task.key
+            task = _plan(config, source, target, toolchain, compilers[source.entry.compiler], cache, nvrtc_includes,
+                         run.patterns)
             entry = cache.entry("cuda", task.key, record_shapes.cuda)
             if entry is not None and not read.unchanged(entry.meta):
                 entry = None  # a file the compile read has changed since: compiled again
-            record = entry.value if entry is not None else None
-            if record is not None and not _lacks_sass(record, patterns, sass_all):
-                records.append((source, target, record))
+            if entry is not None and "error" in entry.value:
+                errors.append((source, target, entry.value))
                 run.cached += 1
-            elif entry is not None and cache.cubin(task.key, entry.meta) is not None:
-                cubins.append((task, entry))
+                continue
+            unit = _unit(task, entry.value, entry.meta, cache) if entry is not None else None
+            lacking = None if unit is None else needs(unit) if needs is not None else []
+            if entry is not None and unit is not None and lacking == []:
+                run.units.append(unit)
+                run.cached += 1
+            elif entry is not None and unit is not None and lacking and cache.cubin(task.key, entry.meta) is not None:
+                cubins.append((task, entry, lacking))
             else:
                 todo.append(task)
     own = pool is None and bool(todo or cubins)
     pool = pool or Pool(jobs, worker_env(config))
     try:
-        todo += _disassemble_cached(config, cubins, patterns, sass_all, pool, cache, run, records)
-        _run_tasks(config, todo, jobs, progress, pool, cache, run, records, read)
+        todo += _disassemble(config, cubins, pool, cache, run, cached=True)
+        fresh = _run_tasks(config, todo, jobs, progress, pool, cache, run, errors, read)
+        # A fresh compile's kernels whose SASS a rule reads: disassembled now, from the cubin just kept.
+        wanted = [(task, entry, lacking) for task, entry, unit in fresh
+                  if (lacking := needs(unit) if needs is not None else []) is None or lacking]
+        for task, entry, lacking in wanted:
+            if lacking is None:
+                run.failures.append(CompileFailure(task.source.rel, "", task.target, task.source.rel, 1,
+                                                   "the compile's artifacts could not be read back from the cache"))
+        stuck = _disassemble(config, [(t, e, lack) for t, e, lack in wanted if lack], pool, cache, run, cached=False)
+        for task in stuck:
+            run.failures.append(CompileFailure(task.source.rel, "", task.target, task.source.rel, 1,
+                                               "cuobjdump could not disassemble the cubin just compiled"))
+        done = {id(task) for task, _entry, _lacking in wanted}
+        run.units += [unit for task, _entry, unit in fresh if id(task) not in done]
     finally:
         if own:
             pool.close()
-    for source, target, record in records:
-        if record.get("error"):
-            run.failures.append(CompileFailure(source.rel, "", target, source.rel, record.get("line", 1),
-                                               record["error"]))
-    run.facts = finish(records, sites, kernels, patterns, sass_all)
-    run.cubins = _cubins(cache, keys, run.facts)
+    for source, target, record in errors:
+        run.failures.append(CompileFailure(source.rel, "", target, source.rel, record.get("line", 1), record["error"]))
     if kernels:
         by_rel = {source.rel: source for source in sources}
         run.failures = [f for f in run.failures if _may_define(by_rel[f.path], kernels)]
-    run.facts.sort(key=lambda f: f.key)
+    run.units.sort(key=lambda u: (u.context["rel"], u.target))
     run.failures.sort(key=lambda f: (f.kernel, f.variant, f.target))
     return run
 
 
-def _cubins(cache: Cache, keys: dict[tuple[str, str], str],
-            facts: list[KernelFacts]) -> dict[tuple[str, str, str], tuple[str, str | None]]:
-    """Each kernel's cubin (its source file's, one per target) and the hash its record was written with."""
-    meta: dict[str, str | None] = {}
-    out = {}
-    for f in facts:
-        key = keys.get((f.variant, f.target))
-        if key is None:
-            continue
-        if key not in meta:
-            entry = cache.entry("cuda", key)
-            meta[key] = entry.meta.get("cubin") if entry is not None else None
-        out[f.key] = (str(cache.artifacts(key) / "kernel.cubin"), meta[key])
-    return out
+def _unit(task: _Task, value: dict[str, Any], meta: dict[str, Any], cache: Cache) -> Compiled:
+    """A file's compile record as the unit the facts stage reads; its context is this run's plan of the file."""
+    symbols = value.get("sass_symbols")
+    return Compiled(key=task.key, folder=cache.artifacts(task.key), language="cuda", target=task.target,
+                    hashes=dict(value["artifacts"]), context={**task.payload, **value["context"]},
+                    sass_symbols=tuple(symbols) if symbols is not None else None,
+                    cubin=(str(cache.artifacts(task.key) / CUBIN), meta.get("cubin")),
+                    origin=(task.source.rel, "", task.source.rel, 1))
 
 
-def _plan(config: Config, source: CudaSource, target: str, toolchain: CudaToolchain, compiler: str,
-          patterns: dict[str, list[str]], sass_all: bool, cache: Cache, nvrtc_includes: list[str]) -> _Task:
+def _plan(config: Config, source: CudaSource, target: str, toolchain: CudaToolchain, compiler: str, cache: Cache,
+          nvrtc_includes: list[str], patterns: dict[str, list[str]]) -> _Task:
     arch = choose_arch(source.archs, target)
     version = toolchain.versions().get(compiler, "")
-    key = digest("cuda", kgate.__version__, compiler, version, source.rel, source.key,
+    key = digest("cuda", CUDA_FORMAT, kgate.__version__, compiler, version, source.rel, source.key,
                  list(source.flags), arch.virtual, arch.real, target)
+    entry = source.entry
     payload = {
         # nvcc is given the file by the name the project gives it: a symlink to a content-addressed file
         # without a `.cu` suffix is still a CUDA source to nvcc, and the kernels in it are named by it.
         "source": str(config.root / source.rel), "rel": source.rel,
-        "aliases": [[str(place), name] for place, name in aliases(config.root, source.rel)], "cwd": str(source.cwd), "root": str(config.root.resolve()),
+        "aliases": [[str(place), name] for place, name in aliases(config.root, source.rel)], "cwd": str(source.cwd),
+        "root": str(config.root.resolve()),
         "flags": list(source.flags), "virtual": arch.virtual, "real": arch.real, "target": target,
         "compiler": compiler, "nvcc": toolchain.nvcc.path, "artifacts": str(cache.artifacts(key)),
-        "sass_patterns": patterns, "sass_all": sass_all, "timeout": config.timeout,
-        "nvrtc_includes": nvrtc_includes,
+        "timeout": config.timeout, "nvrtc_includes": nvrtc_includes,
         "toolchain": {f"cuda.{compiler}": version},
+        # What the configuration says of the file's kernels, applied by the facts stage (never compiled in).
+        "pdl": list(entry.pdl), "expect": {k: list(v) for k, v in entry.expect.items()}, "kind": dict(entry.kind),
+        "sass_patterns": patterns,
     }
     return _Task(source, target, key, payload)
 
 
 def _run_tasks(config: Config, todo: list[_Task], jobs: int, progress: Progress | None, pool: Pool | None,
-               cache: Cache, run: CompileRun, records: list[tuple[CudaSource, str, dict[str, Any]]],
-               read: FilesRead) -> None:
+               cache: Cache, run: Compilation, errors: list[tuple[CudaSource, str, dict[str, Any]]],
+               read: FilesRead) -> list[tuple[_Task, Entry, Compiled]]:
+    """Compile the files; each one compiled, with its record and unit (compiler errors go to `errors`)."""
     if not todo:
-        return
+        return []
     done = 0
     unusable: list[str] = []
+    fresh: list[tuple[_Task, Entry, Compiled]] = []
 
     def finished(index: int, outcome: Outcome) -> None:
         nonlocal done
@@ -172,10 +205,18 @@ def _run_tasks(config: Config, todo: list[_Task], jobs: int, progress: Progress 
             unusable.append(outcome.value["toolchain_error"])
         elif outcome.ok:
             value = {k: v for k, v in outcome.value.items() if k != "headers"}
+            if "error" in value:
+                value.pop("artifacts", None)
+            else:
+                value["context"] = {k: task.payload[k] for k in IDENTITY}
             files = outcome.value.get("headers")
-            cache.put("cuda", task.key, value, {"cubin": file_hash(cache.artifacts(task.key) / "kernel.cubin"),
-                                                "headers": read.state(files if isinstance(files, list) else [])})
-            records.append((task.source, task.target, value))
+            meta = {"cubin": file_hash(cache.artifacts(task.key) / CUBIN),
+                    "headers": read.state(files if isinstance(files, list) else [])}
+            cache.put("cuda", task.key, value, meta)
+            if "error" in value:
+                errors.append((task.source, task.target, value))
+            else:
+                fresh.append((task, Entry(value, meta), _unit(task, value, meta, cache)))
             run.compiled += 1
             run.compile_seconds[f"{task.source.rel}|{task.target}"] = outcome.seconds
         else:
@@ -193,6 +234,7 @@ def _run_tasks(config: Config, todo: list[_Task], jobs: int, progress: Progress 
             pool.close()
     if unusable:
         raise ToolchainError(min(unusable))
+    return fresh
 
 
 class FilesRead:
@@ -232,31 +274,32 @@ class FilesRead:
                                                for path, digest in files.items())
 
 
-def _disassemble_cached(config: Config, cubins: list[tuple[_Task, Entry]], patterns: dict[str, list[str]],
-                        sass_all: bool, pool: Pool, cache: Cache, run: CompileRun,
-                        records: list[tuple[CudaSource, str, dict[str, Any]]]) -> list[_Task]:
-    """SASS for cached records from their cached cubins; the tasks whose cubin could not be read, to compile."""
+def _disassemble(config: Config, todo: list[tuple[_Task, Entry, list[str]]], pool: Pool, cache: Cache,
+                 run: Compilation, *, cached: bool) -> list[_Task]:
+    """SASS of the symbols a unit lacks (with those its listing held) from its cubin in the cache; the units go
+    to `run`, and the tasks whose cubin could not be disassembled are returned (to compile, or to fail)."""
     again: list[_Task] = []
-    wanted = [[item["symbol"] for item in entry.value["kernels"]
-               if item.get("sass") is None and reads_sass(item, patterns, sass_all)] for _task, entry in cubins]
+
+    def symbols(entry: Entry, lacking: list[str]) -> list[str]:
+        return sorted({*(entry.value.get("sass_symbols") or ()), *lacking})
 
     def done(index: int, outcome: Outcome) -> None:
-        task, entry = cubins[index]
+        task, entry, lacking = todo[index]
         if outcome.cache_unwritable:
             raise CacheWriteError(str(outcome.value), config.cache_dir)
         if not outcome.ok:
             again.append(task)
             return
-        record = {**entry.value, "kernels": [
-            {**item, "sass": {"opcodes": outcome.value[item["symbol"]]}} if item["symbol"] in outcome.value else item
-            for item in entry.value["kernels"]]}
-        cache.put("cuda", task.key, record, entry.meta)
-        records.append((task.source, task.target, record))
-        run.cached += 1
+        value = {**entry.value, "artifacts": {**entry.value["artifacts"], "sass": outcome.value},
+                 "sass_symbols": symbols(entry, lacking)}
+        cache.put("cuda", task.key, value, entry.meta)
+        run.units.append(_unit(task, value, entry.meta, cache))
+        if cached:
+            run.cached += 1
 
-    if cubins:
-        pool.run([("cuda.sass", {"cubin": str(cache.artifacts(task.key) / "kernel.cubin"), "symbols": symbols})
-                  for (task, _entry), symbols in zip(cubins, wanted)], config.timeout, done)
+    if todo:
+        pool.run([("cuda.sass", {"cubin": str(cache.artifacts(task.key) / CUBIN), "symbols": symbols(entry, lacking)})
+                  for task, entry, lacking in todo], config.timeout, done)
     return again
 
 
@@ -296,41 +339,3 @@ def sass_patterns(sources: list[CudaSource], sites: list[LaunchSite]) -> dict[st
         pdl.update(source.entry.pdl)
         block_scale.update(pattern for pattern, items in source.entry.expect.items() if "block_scale" in items)
     return {"pdl": sorted(pdl), "block_scale": sorted(block_scale)}
-
-
-def _lacks_sass(record: dict[str, Any], patterns: dict[str, list[str]], sass_all: bool) -> bool:
-    """Whether a cached record lacks the SASS of a kernel whose rules now read it."""
-    return any(k.get("sass") is None and reads_sass(k, patterns, sass_all) for k in record.get("kernels", []))
-
-
-def finish(records: list[tuple[CudaSource, str, dict[str, Any]]], sites: list[LaunchSite],
-           kernels: list[str] | None, patterns: dict[str, list[str]], sass_all: bool) -> list[KernelFacts]:
-    """KernelFacts with what the configuration and the launch sites say: PDL, expectations, kind.
-
-    SASS is kept only where a rule reads it (or `--sass` asked for it), so the output does not
-    depend on what an earlier run happened to leave in the cache.
-    """
-    instantiations: dict[str, set[str]] = {}
-    for _source, _target, record in records:
-        for item in record["kernels"]:
-            name = item["kernel"]
-            if "<" in name:
-                instantiations.setdefault(base_name(name), set()).add("".join(name[name.index("<"):].split()))
-    out = []
-    for source, _target, record in records:
-        entry = source.entry
-        for item in record["kernels"]:
-            data = {k: v for k, v in item.items() if k != "symbol"}
-            if not reads_sass(item, patterns, sass_all):
-                data["sass"] = None
-            facts = KernelFacts.from_json(data)
-            if kernels and not matches(facts.kernel, kernels):
-                continue
-            expect = tuple(sorted({e for pattern, items in entry.expect.items()
-                                   if matches(facts.kernel, [pattern]) for e in items}))
-            kind = next((k for pattern, k in sorted(entry.kind.items()) if matches(facts.kernel, [pattern])),
-                        "other")
-            pdl = matches(facts.kernel, entry.pdl) or pdl_launched(facts.kernel, sites, instantiations) is not None
-            out.append(replace(facts, pdl=pdl, expect=expect, kind=kind))
-    return out
-

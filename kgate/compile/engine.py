@@ -1,8 +1,10 @@
 """Plan, cache and run the compilation of every registered kernel variant.
 
 Main-process side. Nothing here imports Triton or the project's modules: a
-warm run (nothing changed) hashes source files, reads cached facts and runs
-no compiler. Cache misses go to worker processes (`kgate.compile.pool`).
+warm run (nothing changed) hashes source files, reads cached compile records
+and runs no compiler. Cache misses go to worker processes (`kgate.compile.pool`).
+What it hands on is each variant's artifacts (`kgate.compile.units`); the facts
+stage reads facts from them (`kgate.facts.run`).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import json
 import os
 import posixpath
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,22 +27,31 @@ from kgate.collect.static_kernel import static_expansion
 from kgate.compile import records as record_shapes
 from kgate.compile.cache import Cache, CacheWriteError, Entry, digest, file_hash
 from kgate.compile.pool import Outcome, Pool
-from kgate.compile.relocate import def_line, def_spans, relocate
+from kgate.compile.relocate import def_line, def_spans
 from kgate.compile.triton_backend import MISSING_ATTRIBUTE
+from kgate.compile.units import CUBIN, Compiled, CompileFailure
 from kgate.core.config import Config, TritonEntry
 from kgate.core.errors import ToolchainError
 from kgate.core.rule import CapturedKernel
-from kgate.facts.model import FACTS_SCHEMA, CompileFailure, KernelFacts
-from kgate.facts.sass import SassSummary
 from kgate.support import reads, tools
 from kgate.support.atomicio import read_input_text
 
 Progress = Callable[[int, int, str], None]
+# Whether the facts stage can use a unit from the cache (its artifacts whole, its lines still placeable); a unit
+# it cannot use is compiled again.
+Usable = Callable[[Compiled], bool]
+
+# Bumped when the same planned variant compiles to something else or the compile record changes its layout
+# (5: the record holds the artifacts' hashes, no facts). What the facts stage reads from the artifacts has its
+# own version, computed (`kgate.facts.model.facts_schema`): a new fact recompiles nothing.
+COMPILE_FORMAT = 5
 
 
 @dataclass
-class CompileRun:
-    facts: list[KernelFacts] = field(default_factory=list)
+class Compilation:
+    """What the compile stage hands on: every compiled unit (from this run or the cache) and every failure."""
+
+    units: list[Compiled] = field(default_factory=list)
     failures: list[CompileFailure] = field(default_factory=list)
     compiled: int = 0
     cached: int = 0
@@ -52,8 +63,6 @@ class CompileRun:
     # False when an outcome came from this run's circumstances (a timeout, a worker that died): the run is
     # not recorded for replay (`kgate.pipeline.fastpath`), so the next one compiles again.
     replayable: bool = True
-    # Where each variant's cubin is in the cache and the hash it was written with (`kgate diff` reads it).
-    cubins: dict[tuple[str, str, str], tuple[str, str | None]] = field(default_factory=dict)
 
 
 @dataclass
@@ -251,9 +260,11 @@ def worker_env(config: Config) -> dict[str, str | None]:
 
 def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[str, ...], *, jobs: int,
                    progress: Progress | None = None, sass_all: bool = False, pool: Pool | None = None,
-                   captured: list[CapturedSpec] | None = None) -> CompileRun:
-    """Compile every registered launch and every captured specialisation of the project's Triton kernels."""
-    run = CompileRun()
+                   captured: list[CapturedSpec] | None = None, usable: Usable | None = None) -> Compilation:
+    """Compile every registered launch and every captured specialisation of the project's Triton kernels.
+
+    A unit from the cache is used when `usable` says so (the facts stage can read it), else compiled again."""
+    run = Compilation()
     captured = captured or []
     # A kernel whose every registration names targets other than this run's is not built here at all: neither
     # imported nor compiled, and so never a compile failure (its captured launches follow it).
@@ -279,9 +290,9 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
     try:
         _expand(config, planned, pool, cache, tool_key)
 
-        # variants x targets: cached facts, or compile
+        # variants x targets: cached artifacts, or compile
         jobs_todo: list[tuple[dict[str, Any], str, _Planned, str]] = []
-        # Cached facts without the SASS this run reads, whose cubin is cached: disassembled, not compiled again.
+        # Cached without the SASS this run reads, whose cubin is cached: disassembled, not compiled again.
         sass_todo: list[tuple[dict[str, Any], str, _Planned, str, Entry]] = []
         for p in planned:
             if p.expansion is not None:
@@ -293,24 +304,23 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
             run.replayable = run.replayable and not p.transient
             for variant, built_for in _variants(config, p, run, targets):
                 for target in built_for:
-                    key = digest("facts", FACTS_SCHEMA, kgate.__version__, tool_key, variant, target, p.source_key)
-                    entry = cache.entry("facts", key, record_shapes.facts)
-                    hit = None
-                    if entry is not None and (entry.value.get("sass") is not None
-                                              or not (sass_all or needs_sass(variant))):
-                        hit = _cached_facts(cache, key, entry.value, p)
-                        if hit is not None:
-                            _note_recorded(entry.meta)
-                    elif entry is not None and cache.cubin(key, entry.meta) is not None:
-                        sass_todo.append((variant, target, p, key, entry))
+                    key = digest("compiled", COMPILE_FORMAT, kgate.__version__, tool_key, variant, target, p.source_key)
+                    entry = cache.entry("compiled", key, record_shapes.compiled)
+                    if entry is not None and "sass" not in entry.value["artifacts"] and (sass_all or needs_sass(variant)):
+                        if cache.cubin(key, entry.meta) is not None:
+                            sass_todo.append((variant, target, p, key, entry))
+                        else:
+                            jobs_todo.append((variant, target, p, key))
                         continue
-                    if hit is not None and entry is not None:
-                        run.facts.append(hit)
+                    unit = _cached_unit(cache, key, entry, variant, p) if entry is not None else None
+                    if unit is not None and (usable is None or usable(unit)):
+                        assert entry is not None
+                        _note_recorded(entry.meta)
+                        run.units.append(unit)
                         run.cached += 1
-                        run.cubins[hit.key] = (str(cache.artifacts(key) / "kernel.cubin"), entry.meta.get("cubin"))
                     else:
                         jobs_todo.append((variant, target, p, key))
-        jobs_todo += _disassemble_cached(config, cache, pool, sass_todo, run)
+        jobs_todo += _disassemble_cached(config, cache, pool, sass_todo, run, usable)
 
         total = len(jobs_todo)
         done = 0
@@ -324,14 +334,13 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
             if progress:
                 progress(done, total, f"{variant['kernel']} [{variant['name']}] {target}")
             if outcome.ok:
-                facts = KernelFacts.from_json(outcome.value)
-                cache.put("spans", key, p.spans)  # before the facts: a facts record always has its spans
-                cubin = file_hash(cache.artifacts(key) / "kernel.cubin")
-                cache.put("facts", key, outcome.value, {"cubin": cubin, "imported": _note_imported(outcome.imported)})
-                run.cubins[facts.key] = (str(cache.artifacts(key) / "kernel.cubin"), cubin)
-                run.facts.append(facts)
+                cache.put("spans", key, p.spans)  # before the record: a compile record always has its spans
+                cubin = file_hash(cache.artifacts(key) / CUBIN)
+                cache.put("compiled", key, outcome.value, {"cubin": cubin, "imported": _note_imported(outcome.imported)})
+                unit = _unit(cache, key, outcome.value, cubin, variant, p, p.spans)
+                run.units.append(unit)
                 run.compiled += 1
-                run.compile_seconds[f"{variant['kernel']}|{facts.variant}|{target}"] = outcome.seconds
+                run.compile_seconds[f"{variant['kernel']}|{unit.context['variant']}|{target}"] = outcome.seconds
             else:
                 path = shown(p.expansion["path"]) if p.expansion else config.display()
                 line = p.expansion["line"] if p.expansion else 1
@@ -355,10 +364,10 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
         if own_pool:
             pool.close()
     # Two registrations (or a registration and a capture) that bind to the same specialisation are one row.
-    unique: dict[tuple[str, str, str], KernelFacts] = {}
-    for facts in run.facts:
-        unique.setdefault(facts.key, facts)
-    run.facts = sorted(unique.values(), key=lambda f: f.key)
+    unique: dict[tuple[str, str, str], Compiled] = {}
+    for unit in run.units:
+        unique.setdefault((unit.context["kernel"], unit.context["variant"], unit.target), unit)
+    run.units = [unique[k] for k in sorted(unique)]
     run.failures.sort(key=lambda f: (f.kernel, f.variant, f.target))
     return run
 
@@ -456,7 +465,7 @@ def _expand(config: Config, planned: list[_Planned], pool: Pool, cache: Cache, t
                  config.timeout, expanded)
 
 
-def _variants(config: Config, p: _Planned, run: CompileRun,
+def _variants(config: Config, p: _Planned, run: Compilation,
               targets: tuple[str, ...]) -> list[tuple[dict[str, Any], tuple[str, ...]]]:
     """The kernel's variants to compile, each with the run's targets it is built for; what cannot be planned
     becomes a failure (a finding) instead, unless the registration is built for none of the run's targets."""
@@ -519,44 +528,52 @@ def _current_line(p: _Planned, expansion: dict[str, Any]) -> dict[str, Any]:
     return {**expansion, "line": line} if line and line != expansion.get("line") else expansion
 
 
-def _cached_facts(cache: Cache, key: str, data: dict[str, Any], p: _Planned) -> KernelFacts | None:
-    """Cached facts with their line numbers where the code is now; None when they must be rebuilt."""
-    facts = KernelFacts.from_json(data)
-    if p.file is None:
-        return facts
-    then = cache.get("spans", key, record_shapes.spans)
+def _unit(cache: Cache, key: str, value: dict[str, Any], cubin: str | None, variant: dict[str, Any], p: _Planned,
+          spans_then: dict[str, tuple[int, int]]) -> Compiled:
+    """A variant's compile record as the unit the facts stage reads, with what it needs to move its lines."""
+    context = value["context"]
+    line = def_line(p.file, p.function) if p.file is not None and _defined_in_file(p, p.expansion) else None
+    return Compiled(key=key, folder=cache.artifacts(key), language="triton", target=context["target"],
+                    hashes=dict(value["artifacts"]), context=context, dynamic_smem=value["dynamic_smem"],
+                    cubin=(str(cache.artifacts(key) / CUBIN), cubin), spans_then=spans_then, spans_now=p.spans,
+                    source_file=p.file, def_line=line,
+                    origin=(variant["kernel"], variant["name"], context["path"], context["line"]))
+
+
+def _cached_unit(cache: Cache, key: str, entry: Entry, variant: dict[str, Any], p: _Planned) -> Compiled | None:
+    """A cached compile record as a unit; None when the spans it was compiled with are not cached (compile again)."""
+    then = cache.get("spans", key, record_shapes.spans) if p.file is not None else {}
     if then is None:
         return None
-    line = def_line(p.file, p.function) if _defined_in_file(p, p.expansion) else None
-    return relocate(facts, p.file, {k: (v[0], v[1]) for k, v in then.items()}, p.spans, line)
+    return _unit(cache, key, entry.value, entry.meta.get("cubin"), variant, p,
+                 {k: (v[0], v[1]) for k, v in then.items()})
 
 
 def _disassemble_cached(config: Config, cache: Cache, pool: Pool,
                         todo: list[tuple[dict[str, Any], str, _Planned, str, Entry]],
-                        run: CompileRun) -> list[tuple[dict[str, Any], str, _Planned, str]]:
-    """Add SASS to cached facts from their cached cubins (`kgate audit` after `kgate check`: half a second
+                        run: Compilation, usable: Usable | None) -> list[tuple[dict[str, Any], str, _Planned, str]]:
+    """Add SASS to cached units from their cached cubins (`kgate audit` after `kgate check`: half a second
     of cuobjdump per variant instead of a compile); what cannot be disassembled is returned, to compile."""
     again: list[tuple[dict[str, Any], str, _Planned, str]] = []
 
     def disassembled(index: int, outcome: Outcome) -> None:
         variant, target, p, key, entry = todo[index]
         _stop_if_cache_unwritable(config, outcome)
-        hit = None
+        unit = None
         if outcome.ok:
-            value = replace(KernelFacts.from_json(entry.value), sass=SassSummary(dict(outcome.value))).to_json()
-            cache.put("facts", key, value, entry.meta)
-            hit = _cached_facts(cache, key, value, p)
+            value = {**entry.value, "artifacts": {**entry.value["artifacts"], "sass": outcome.value}}
+            cache.put("compiled", key, value, entry.meta)
+            unit = _cached_unit(cache, key, Entry(value, entry.meta), variant, p)
             _note_recorded(entry.meta)
-        if hit is None:
+        if unit is None or (usable is not None and not usable(unit)):
             again.append((variant, target, p, key))
         else:
-            run.facts.append(hit)
+            run.units.append(unit)
             run.cached += 1
-            run.cubins[hit.key] = (str(cache.artifacts(key) / "kernel.cubin"), entry.meta.get("cubin"))
 
     if todo:
-        pool.run([("sass", {"cubin": str(cache.artifacts(key) / "kernel.cubin"), "entry": entry.value["entry"]["name"]})
-                  for _variant, _target, _p, key, entry in todo], config.timeout, disassembled)
+        pool.run([("sass", {"cubin": str(cache.artifacts(key) / CUBIN)}) for _variant, _target, _p, key, _entry in todo],
+                 config.timeout, disassembled)
     return again
 
 

@@ -1,18 +1,17 @@
-"""The shapes of the cache's records, checked when they are read back.
+"""The shapes of the compile cache's records, checked when they are read back.
 
-A record is written whole (kgate.compile.cache.atomic_write), but what is
-read back may still not be one of kgate's records: a disk error, a hand
-edit, an older kgate's layout. Each check raises (KeyError, TypeError or
-ValueError) on anything but the shape the compile engines wrote; the cache
-then answers None and the record is rebuilt, so a bad record costs a
-compile, never a crash or a wrong verdict.
+A record is written whole (kgate.compile.cache), but what is read back may
+still not be one of kgate's records: a disk error, a hand edit, an older
+kgate's layout. Each check raises (KeyError, TypeError or ValueError) on
+anything but the shape the compile engines wrote; the cache then answers
+None and the record is rebuilt, so a bad record costs a compile, never a
+crash or a wrong verdict. The facts stage checks its own records
+(`kgate.facts.model.KernelFacts.from_record`).
 """
 
 from __future__ import annotations
 
 from typing import Any
-
-from kgate.facts.model import KernelFacts
 
 
 def _require(condition: bool, what: str) -> None:
@@ -24,9 +23,21 @@ def _int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def facts(record: Any) -> None:
-    """v1/facts/<key>.json: one KernelFacts."""
-    KernelFacts.from_record(record)
+def _hashes(value: Any, required: tuple[str, ...]) -> None:
+    _require(isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) and len(v) == 64
+                                             for k, v in value.items()), "artifact hashes")
+    _require(all(name in value for name in required), "artifacts")
+
+
+def compiled(record: Any) -> None:
+    """v1/compiled/<key>.json: one Triton variant's context and the hashes of its artifacts."""
+    _require(isinstance(record, dict), "compile record")
+    context = record["context"]
+    _require(isinstance(context, dict) and all(isinstance(context[k], str) for k in ("kernel", "variant", "target",
+                                                                                     "path")), "context")
+    _require(_int(context["line"]), "line")
+    _hashes(record["artifacts"], ("ptx", "ptxas_log"))
+    _require(_int(record["dynamic_smem"]), "dynamic_smem")
 
 
 def expansion(record: Any) -> None:
@@ -52,10 +63,16 @@ def spans(record: Any) -> None:
 
 
 def cuda(record: Any) -> None:
-    """v1/cuda/<key>.json: the kernels of one CUDA source and target, or the compiler's error."""
-    _require(isinstance(record, dict) and isinstance(record["kernels"], list), "CUDA record")
+    """v1/cuda/<key>.json: one CUDA file's artifacts for one target, or the compiler's error."""
+    _require(isinstance(record, dict), "cuda record")
     if "error" in record:
         _require(isinstance(record["error"], str) and _int(record.get("line", 1)), "error")
-    for item in record["kernels"]:
-        _require(isinstance(item, dict) and isinstance(item["symbol"], str), "kernel symbol")
-        KernelFacts.from_record({k: v for k, v in item.items() if k != "symbol"})
+        return
+    _hashes(record["artifacts"], ("ptx", "ptxas_log"))
+    context = record["context"]
+    _require(isinstance(context, dict) and all(isinstance(context[k], str) for k in ("root", "source", "cwd", "rel",
+                                                                                     "target")), "context")
+    _require(isinstance(context["aliases"], list) and isinstance(context["toolchain"], dict), "context")
+    symbols = record.get("sass_symbols")
+    _require(symbols is None or isinstance(symbols, list) and all(isinstance(s, str) for s in symbols),
+             "sass_symbols")

@@ -11,16 +11,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kgate.compile.cache import write_artifact
 from kgate.compile.triton_backend import disassemble
-from kgate.facts.sass import parse_sass
+from kgate.compile.units import store_text
 
 
-def disassemble_task(payload: dict[str, Any]) -> dict[str, int]:
-    """The opcode counts of the entry's SASS (the `sass` field of its facts); the listing is kept beside the cubin."""
+def disassemble_task(payload: dict[str, Any]) -> str:
+    """Keep the SASS listing of the cubin beside it; its content hash (the `sass` artifact of the unit's record)."""
     cubin = Path(payload["cubin"])
-    text = disassemble(cubin)
-    write_artifact(cubin.with_name("kernel.sass"), text.encode())
-    functions = parse_sass(text)
-    ops = functions.get(payload["entry"]) or next(iter(functions.values()), None)
-    return dict(ops.opcodes) if ops else {}
+    return store_text(cubin.parent, "sass", disassemble(cubin))

@@ -6,8 +6,10 @@ modules). Two tasks:
 - `expand`: import a registered kernel and describe it: parameters, autotune
   configs, the constexprs its heuristics compute, whether its source calls `tl.dot_scaled`, its definition line.
 - `compile`: `triton.compile(ASTSource(...), target=GPUTarget("cuda", cc, 32))`
-  for one variant and target, with ptxas's `-v` log captured, then parse the
-  PTX and the log into facts. No GPU and no driver are needed.
+  for one variant and target, with ptxas's `-v` log captured; the PTX, the
+  log, the TTGIR, the cubin (and its SASS where a rule reads it) are kept as
+  artifacts (`kgate.compile.units`), for the facts stage to read. No GPU and
+  no driver are needed.
 """
 
 from __future__ import annotations
@@ -21,21 +23,17 @@ import os
 import sys
 import time
 import warnings
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from kgate.collect.source import try_parse
 from kgate.collect.specialization import Specialization
 from kgate.compile.cache import cache_write_failure, write_artifact
+from kgate.compile.units import CUBIN, steady_log, store_text
 from kgate.core.errors import KgateError, did_you_mean
-from kgate.facts.model import KernelFacts, Resources, SassSummary
-from kgate.facts.ptx import parse_ptx
-from kgate.facts.ptxas_log import parse_ptxas_log
-from kgate.facts.sass import parse_sass
-from kgate.facts.ttgir import parse_pipeline
 from kgate.support import jsondoc
 from kgate.support.atomicio import read_cached
+from kgate.support.filestat import path_state
 
 CAPABILITY = {"sm_120a": 120, "sm_100a": 100, "sm_90a": 90}
 MISSING_ATTRIBUTE = "has no attribute"  # in the error for a kernel its module does not define (any more)
@@ -101,14 +99,9 @@ def _remembered_triton_key() -> None:
     package = Path(triton.__file__).parent
     identity = [getattr(triton, "__version__", "")]
     for part in ("_C", "compiler", "backends", "language", "runtime"):
-        try:
-            st = (package / part).stat()
-            identity.append(f"{part}:{st.st_mtime_ns}")
-        except OSError:
-            identity.append(part)
+        identity.append(f"{part}:{path_state(package / part)}")
     for lib in sorted((package / "_C").glob("libtriton*")):
-        st = lib.stat()
-        identity.append(f"{lib.name}:{st.st_size}:{st.st_mtime_ns}")
+        identity.append(f"{lib.name}:{path_state(lib)}")
     record = Path(cache_dir).parent / "v1" / "triton-key.json"
     key = None
     try:
@@ -205,7 +198,9 @@ def expand(payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def compile_variant(payload: dict[str, Any]) -> dict[str, Any]:
-    """Compile one variant for one target and return its KernelFacts as JSON.
+    """Compile one variant for one target; keep its artifacts and return what the compile record holds: the
+    variant's context (what KernelFacts says of it besides what the compiler's output says), the artifacts'
+    content hashes and the launch's dynamic shared memory.
 
     A captured variant carries its specialisation; a registered one carries example arguments, which
     Triton's own launcher binds here for the target (`kgate.capture.runtime.bind`). Either way the compile
@@ -249,24 +244,16 @@ def compile_variant(payload: dict[str, Any]) -> dict[str, Any]:
             raise unwritable from None
         raise KernelError(_compiler_message(exc)) from None
     seconds = time.perf_counter() - started
-    ptx = compiled.asm["ptx"]
-    cubin = compiled.asm["cubin"]
     ptxas_log = "\n".join(line for line in log.getvalue().splitlines() if "ptxas" in line or "bytes" in line)
-    facts = build_facts(payload, spec, ptx, ptxas_log, compiled.metadata.shared, seconds)
-    pipeline = parse_pipeline(compiled.asm.get("ttgir", ""))
-    if pipeline is not None:
-        facts = replace(facts, smem_buffers=pipeline.buffers, smem_per_buffer=pipeline.bytes_per_buffer)
-    artifacts = Path(payload["artifacts"])
-    write_artifact(artifacts / "kernel.ptx", ptx.encode())
-    write_artifact(artifacts / "kernel.cubin", cubin)
-    write_artifact(artifacts / "ptxas.log", ptxas_log.encode())
+    folder = Path(payload["artifacts"])
+    write_artifact(folder / CUBIN, compiled.asm["cubin"])
+    hashes = {"ptx": store_text(folder, "ptx", compiled.asm["ptx"]),
+              "ptxas_log": store_text(folder, "ptxas_log", steady_log(ptxas_log)),
+              "ttgir": store_text(folder, "ttgir", compiled.asm.get("ttgir", ""))}
     if payload.get("sass"):
-        sass_text = disassemble(artifacts / "kernel.cubin")
-        write_artifact(artifacts / "kernel.sass", sass_text.encode())
-        functions = parse_sass(sass_text)
-        ops = functions.get(facts.entry.name) or next(iter(functions.values()), None)
-        facts = _with_sass(facts, ops.opcodes if ops else {})
-    return facts.to_json()
+        hashes["sass"] = store_text(folder, "sass", disassemble(folder / CUBIN))
+    return {"context": variant_context(payload, spec, seconds), "artifacts": hashes,
+            "dynamic_smem": int(compiled.metadata.shared or 0)}
 
 
 def bind_registration(obj: Any, kernel: str, bind: dict[str, Any], capability: int) -> dict[str, Any]:
@@ -391,10 +378,6 @@ def _check_options(options: dict[str, Any], capability: int) -> None:
                           f"recorded from cannot be reproduced with it")
 
 
-def _with_sass(facts: KernelFacts, opcodes: dict[str, int]) -> KernelFacts:
-    return replace(facts, sass=SassSummary(dict(opcodes)))
-
-
 def disassemble(cubin: Path) -> str:
     from kgate.support import tools
 
@@ -402,15 +385,11 @@ def disassemble(cubin: Path) -> str:
     return tools.run([str(cuobjdump), "-sass", str(cubin)], timeout=120).stdout
 
 
-def build_facts(payload: dict[str, Any], spec: Specialization, ptx: str, ptxas_log: str, dynamic_smem: int,
-                seconds: float) -> KernelFacts:
+def variant_context(payload: dict[str, Any], spec: Specialization, seconds: float) -> dict[str, Any]:
+    """What KernelFacts says of a variant besides what the compiler's output says: its identity, where it is
+    defined, what the registration and the launcher's specialisation made of it."""
     variant = payload["variant"]
-    ptx_facts = parse_ptx(ptx)
-    entry = ptx_facts.entry()
-    resources = parse_ptxas_log(ptxas_log).get(entry.name)
-    if resources is None:
-        raise KernelError(f"the ptxas log has no figures for {entry.name!r}")
-    return KernelFacts(
+    return dict(
         kernel=variant["kernel"],
         variant=spec.variant,
         target=payload["target"],
@@ -420,20 +399,9 @@ def build_facts(payload: dict[str, Any], spec: Specialization, ptx: str, ptxas_l
         kind=variant["kind"],
         num_warps=spec.num_warps,
         num_stages=spec.num_stages,
-        expect=tuple(variant["expect"]),
+        expect=list(variant["expect"]),
         pdl=spec.pdl,
-        ptx_target=ptx_facts.target,
-        entry=entry,
-        resources=Resources(
-            registers=resources.registers,
-            spill_stores=resources.spill_stores,
-            spill_loads=resources.spill_loads,
-            stack_bytes=resources.stack_frame,
-            smem_static=resources.smem_static,
-            smem_dynamic=int(dynamic_smem or 0),
-            barriers=resources.barriers,
-        ),
-        shapes=tuple(variant.get("shapes", ())),
+        shapes=list(variant.get("shapes", ())),
         constexprs=dict(spec.constexprs),
         signature=dict(spec.signature),
         compile_seconds=round(seconds, 3),

@@ -12,10 +12,10 @@ from pathlib import Path
 from kgate.collect import revision
 from kgate.compile.cache import Cache
 from kgate.compile.engine import Progress
-from kgate.compile.listing import cubin_listing
 from kgate.core.config import Config, load_config
 from kgate.core.errors import ConfigError, KgateError
 from kgate.diff.compare import Diff, compare, matched, needs_listing
+from kgate.diff.listing import cubin_listing
 from kgate.diff.model import Key, Side
 from kgate.diff.side import compile_side
 from kgate.facts.cubin import text_sections

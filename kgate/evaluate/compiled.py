@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from kgate import rules as registry  # type: ignore[attr-defined]
-from kgate.compile.engine import CompileRun
 from kgate.core.findings import Finding, sort_findings
 from kgate.core.rule import CaptureContext, CompiledContext, to_finding
 from kgate.core.selection import Selection, rule_options
 from kgate.facts.model import CompileFailure, KernelFacts
+from kgate.facts.run import CompileRun
 from kgate.hardware.profiles import primary
 
 

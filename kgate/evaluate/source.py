@@ -203,10 +203,6 @@ def from_json(data: list[Any]) -> FileResult:
                       tuple(Directive(d[0], d[1], d[2], tuple(d[3]), d[4], d[5]) for d in directives), tuple(ran))
 
 
-def stat_key(st: os.stat_result) -> list[int]:
-    return [st.st_size, st.st_mtime_ns, st.st_ino]
-
-
 def content_digest(data: bytes) -> str:
     return blake2b(data, digest_size=16).hexdigest()
 

@@ -1,40 +1,52 @@
 """KernelFacts: everything rules may read about one compiled kernel variant.
 
-A KernelFacts is built once (in a compile worker), serialised to the facts
-cache as JSON and read back unchanged. Rules are pure functions of it.
+A KernelFacts is built by the facts stage (`kgate.facts.build`) from a compiled unit's artifacts, cached as
+JSON and read back unchanged. Rules are pure functions of it.
+
+Its fields are of two kinds. Context fields say what the plan made of the variant (its name, target, options,
+where it is defined). Derived fields are read from the compiler's output: each is declared here with `fact()`,
+naming the one function that reads it (`kgate.facts.extract`). That declaration is the whole registration: the
+builder calls every declared extractor, JSON reads each back through its loader, and the facts schema (part of
+the facts cache's key) is a hash of the declarations and of the code that reads them, so a record written
+before a fact was added or an extractor changed is rebuilt, never misread. See docs/facts.md.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
+import sys
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, TypeVar
 
-from kgate.facts.ptx import GlobalAccess, PtxEntry, SourceLoc
+from kgate.compile.units import CompileFailure
+from kgate.facts import extract
+from kgate.facts.extract import Move, Sources
+from kgate.facts.ptx import PtxEntry
+from kgate.facts.ptxas_log import Resources
 from kgate.facts.sass import SassSummary
 
-# Bumped when KernelFacts gains or changes fields, or when the same planned variant compiles to something
-# else (registrations bound through heuristics: 4): it is part of the facts
-# cache key, so records written before the change are rebuilt, not misread.
-FACTS_SCHEMA = 4
+__all__ = ["CompileFailure", "KernelFacts", "Resources", "SassSummary", "fact", "derived_fields", "facts_schema"]
+
+# Bumped only for a change the declarations cannot show (the JSON layout of every record); adding, removing or
+# changing a fact or its code changes the schema by itself (`facts_schema`).
+FORMAT = 5
+
+T = TypeVar("T")
 
 
-@dataclass(frozen=True)
-class Resources:
-    registers: int
-    spill_stores: int
-    spill_loads: int
-    stack_bytes: int
-    smem_static: int
-    smem_dynamic: int
-    barriers: int = 0
+def fact(extractor: Callable[[Sources, str], Any], *, load: Callable[[Any], Any] | None = None,
+         moved: Callable[[Any, Move], Any] | None = None, default: Any = dataclasses.MISSING) -> Any:
+    """Declare a field of KernelFacts read from the artifacts by `extractor(sources, entry)`.
 
-    @property
-    def smem_bytes(self) -> int:
-        return self.smem_static + self.smem_dynamic
-
-    @property
-    def spill_bytes(self) -> int:
-        return self.spill_stores
+    `load`: JSON back to the value, raising on another shape (default: the JSON value as it is); `moved`: the
+    value with its source locations moved, where it holds any (cached facts follow code that moved in its file);
+    `default`: the value of a KernelFacts made by hand without it.
+    """
+    return field(default=default, metadata={"extract": extractor, "load": load, "moved": moved})
 
 
 @dataclass(frozen=True)
@@ -50,13 +62,15 @@ class KernelFacts:
     num_stages: int | None
     expect: tuple[str, ...]
     pdl: bool
-    ptx_target: str
-    entry: PtxEntry
-    resources: Resources
-    sass: SassSummary | None = None
+    # ---- read from the compiler's output: one extractor each (kgate.facts.extract)
+    ptx_target: str = fact(extract.ptx_target, load=extract.load_text)
+    entry: PtxEntry = fact(extract.ptx_entry, load=extract.load_entry, moved=extract.move_entry)
+    resources: Resources = fact(extract.entry_resources, load=extract.load_resources)
+    sass: SassSummary | None = fact(extract.sass_summary, load=extract.load_sass, default=None)
     # Software pipeline in shared memory (Triton): buffers and bytes per buffer.
-    smem_buffers: int | None = None
-    smem_per_buffer: int | None = None
+    smem_buffers: int | None = fact(extract.smem_buffers, load=extract.load_optional_count, default=None)
+    smem_per_buffer: int | None = fact(extract.smem_per_buffer, load=extract.load_optional_count, default=None)
+    # ---- context
     shapes: tuple[dict[str, int], ...] = ()
     # The variant's constexpr values and the registration's signature (Triton
     # type strings): the audit derives tile sizes and operand widths from them.
@@ -77,40 +91,29 @@ class KernelFacts:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> KernelFacts:
+    def from_json(cls: type[F], data: dict[str, Any]) -> F:
         data = dict(data)
-        entry = dict(data["entry"])
-        entry["unwaited_accesses"] = tuple(
-            GlobalAccess(a["opcode"], a["ptx_line"], SourceLoc(**a["loc"]) if a["loc"] else None)
-            for a in entry["unwaited_accesses"]
-        )
-        data["entry"] = PtxEntry(**entry)
-        data["resources"] = Resources(**data["resources"])
-        data["sass"] = SassSummary(**data["sass"]) if data.get("sass") else None
+        for f in derived_fields(cls):
+            load = f.metadata["load"]
+            if load is not None and f.name in data:
+                data[f.name] = load(data[f.name])
         data["expect"] = tuple(data["expect"])
         data["shapes"] = tuple(data.get("shapes", ()))
         return cls(**data)
 
     @classmethod
-    def from_record(cls, data: Any) -> KernelFacts:
+    def from_record(cls: type[F], data: Any) -> F:
         """from_json for JSON read back from disk: raises KeyError, TypeError or ValueError unless every
         field holds what the rules read from it (a cached record is trusted only in its whole shape)."""
         if not isinstance(data, dict):
             raise TypeError("a KernelFacts record is a JSON object")
         facts = cls.from_json(data)
-        texts = (facts.kernel, facts.variant, facts.target, facts.language, facts.path, facts.kind, facts.ptx_target,
-                 facts.entry.name)
-        counts = (facts.line, facts.num_warps, facts.entry.global_accesses, *vars(facts.resources).values(),
-                  *facts.entry.mma.values(), *(facts.sass.opcodes.values() if facts.sass else ()))
+        texts = (facts.kernel, facts.variant, facts.target, facts.language, facts.path, facts.kind)
         _check(all(isinstance(v, str) for v in texts), "names")
-        _check(all(isinstance(v, int) and not isinstance(v, bool) for v in counts), "counts")
+        _check(all(extract.is_count(v) for v in (facts.line, facts.num_warps)), "counts")
         _check(facts.num_stages is None or isinstance(facts.num_stages, int), "num_stages")
-        _check(all(isinstance(v, bool) for v in (facts.pdl, facts.entry.has_wait, facts.entry.has_launch_dependents)),
-               "flags")
-        _check(all(isinstance(v, str) for v in facts.expect) and all(isinstance(k, str) for k in facts.entry.mma),
-               "expect and mma")
-        _check(all(isinstance(a.opcode, str) and isinstance(a.ptx_line, int) for a in facts.entry.unwaited_accesses),
-               "unwaited accesses")
+        _check(isinstance(facts.pdl, bool), "flags")
+        _check(all(isinstance(v, str) for v in facts.expect), "expect")
         _check(isinstance(facts.constexprs, dict) and isinstance(facts.signature, dict)
                and isinstance(facts.toolchain, dict), "tables")
         _check(isinstance(facts.compile_seconds, (int, float)), "compile_seconds")
@@ -120,22 +123,63 @@ class KernelFacts:
         return facts
 
 
+F = TypeVar("F", bound=KernelFacts)
+
+
 def _check(condition: bool, what: str) -> None:
     if not condition:
         raise ValueError(f"a KernelFacts record with the wrong types: {what}")
 
 
-@dataclass(frozen=True)
-class CompileFailure:
-    """A kernel variant that did not compile: reported as a finding, not a crash."""
+def derived_fields(model: type[KernelFacts] = KernelFacts) -> tuple[dataclasses.Field[Any], ...]:
+    """The fields of a facts model read from the artifacts, in declaration order."""
+    return tuple(f for f in dataclasses.fields(model) if "extract" in f.metadata)
 
-    kernel: str
-    variant: str
-    target: str
-    path: str
-    line: int
-    message: str
-    rule: str = "KG001"  # compile-error; KG005 for captured specialisations that no longer fit their kernel
 
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+def context_fields(model: type[KernelFacts] = KernelFacts) -> tuple[str, ...]:
+    """The names of the fields the plan fills (every field that is not derived)."""
+    return tuple(f.name for f in dataclasses.fields(model) if "extract" not in f.metadata)
+
+
+_SCHEMAS: dict[type[KernelFacts], str] = {}
+
+
+def facts_schema(model: type[KernelFacts] = KernelFacts) -> str:
+    """A hash of what decides a facts record: every field's name and type, each derived field's extractor,
+    loader and mover, and the source of the modules they and the parsers live in. Part of the facts cache's
+    key, so a record built before any of these changed is never read back.
+
+    The code is the whole facts package (the parsers, the extractors, the builder) and any other module a
+    hook of `model` lives in: a change there that moves no declaration changes the schema all the same."""
+    if model not in _SCHEMAS:
+        _SCHEMAS[model] = _schema(model)
+    return _SCHEMAS[model]
+
+
+def _schema(model: type[KernelFacts]) -> str:
+    declared = []
+    files = {str(path) for path in Path(__file__).parent.glob("*.py")}
+    for f in dataclasses.fields(model):
+        hooks = [f.metadata.get(k) for k in ("extract", "load", "moved")]
+        declared.append([f.name, str(f.type), *(_qualified(h) for h in hooks)])
+        files.update(_file_of(h.__module__) for h in hooks if h is not None)
+    files.add(_file_of(model.__module__))
+    sources = sorted(_source_hash(path) for path in files if path)
+    blob = json.dumps([FORMAT, declared, sources], sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _qualified(hook: Callable[..., Any] | None) -> str | None:
+    return None if hook is None else f"{hook.__module__}:{hook.__qualname__}"
+
+
+def _file_of(module_name: str) -> str:
+    return str(getattr(sys.modules.get(module_name), "__file__", None) or "")
+
+
+def _source_hash(path: str) -> str:
+    try:
+        with open(path, "rb") as handle:
+            return hashlib.sha256(handle.read()).hexdigest()
+    except OSError:
+        return ""

@@ -41,6 +41,35 @@ class EntryResources:
     smem_static: int
 
 
+@dataclass(frozen=True)
+class Resources:
+    """What one entry uses of the SM, as KernelFacts holds it: the log's figures and the launch's dynamic shared
+    memory."""
+
+    registers: int
+    spill_stores: int
+    spill_loads: int
+    stack_bytes: int
+    smem_static: int
+    smem_dynamic: int
+    barriers: int = 0
+
+    @property
+    def smem_bytes(self) -> int:
+        return self.smem_static + self.smem_dynamic
+
+    @property
+    def spill_bytes(self) -> int:
+        return self.spill_stores
+
+
+def resources(entry: EntryResources, dynamic_smem: int = 0) -> Resources:
+    """An entry's resources from its figures in the log, with the dynamic shared memory its launch adds."""
+    return Resources(registers=entry.registers, spill_stores=entry.spill_stores, spill_loads=entry.spill_loads,
+                     stack_bytes=entry.stack_frame, smem_static=entry.smem_static, smem_dynamic=int(dynamic_smem),
+                     barriers=entry.barriers)
+
+
 def parse_ptxas_log(text: str) -> dict[str, EntryResources]:
     """Resources per entry function name."""
     frames: dict[str, tuple[int, int, int]] = {}

@@ -11,10 +11,11 @@ compared one by one: equal figures prove that the gate's numbers are the running
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from kgate.capture.session import Recorded
-from kgate.compile.engine import compile_triton, default_jobs
+from kgate.compile.engine import default_jobs
 from kgate.core.config import KNOWN_TARGETS, Config
 from kgate.facts.model import KernelFacts
 from kgate.report.escape import terminal
@@ -43,7 +44,12 @@ def _pair(pairs: dict[str, tuple[int, int]], name: str) -> tuple[str, str]:
     return f"{pairs[name][0]:,}", f"{pairs[name][1]:,}"
 
 
-def verify(config: Config, recorded: Recorded, *, jobs: int | None) -> bool:
+# Compiles captured specialisations for one target into facts, as `kgate check` does (`kgate.facts.run`):
+# (config, captured entries, target, jobs) -> a run with `facts` and `failures`.
+CompileFacts = Callable[[Config, list[Any], str, int], Any]
+
+
+def verify(config: Config, recorded: Recorded, *, jobs: int | None, compile_facts: CompileFacts) -> bool:
     """Print the comparison table and a summary line; True when any figure differs or cannot be compared."""
     by_target: dict[str, list[Any]] = {}
     skipped = 0
@@ -57,7 +63,7 @@ def verify(config: Config, recorded: Recorded, *, jobs: int | None) -> bool:
     rows = [("kernel", "variant", "target", "regs", "live", "smem", "live", "local", "live", "verdict")]
     equal = different = failed = 0
     for target, entries in sorted(by_target.items()):
-        run = compile_triton(config, [], (target,), jobs=jobs or default_jobs(), captured=entries)
+        run = compile_facts(config, entries, target, jobs or default_jobs())
         for failure in run.failures:
             failed += 1
             print(terminal(f"kgate: {failure.kernel} {failure.variant}: not compiled offline: {failure.message}"),

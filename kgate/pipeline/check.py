@@ -15,8 +15,7 @@ from pathlib import Path
 from kgate.collect.captures import CapturedSpec
 from kgate.collect.registry import captured_specs, triton_entries, triton_kernels
 from kgate.compile.cache import unusable as cache_unusable
-from kgate.compile.cuda_engine import compile_cuda
-from kgate.compile.engine import CompileRun, Progress, compile_triton, default_jobs, worker_env
+from kgate.compile.engine import Progress, default_jobs, worker_env
 from kgate.compile.pool import Pool
 from kgate.core.config import KNOWN_TARGETS, Config, TritonEntry
 from kgate.core.errors import ConfigError
@@ -25,6 +24,7 @@ from kgate.core.result import Result
 from kgate.core.selection import Selection
 from kgate.core.suppress import for_compiled
 from kgate.evaluate import compiled as evaluate
+from kgate.facts.run import CompileRun, cuda_facts, triton_facts
 from kgate.pipeline.lint import run_lint
 from kgate.ratchet import gate as ratchet
 from kgate.ratchet.compare import RunState, Scope
@@ -114,9 +114,9 @@ def compile_kernels(config: Config, entries: list[TritonEntry], captured: list[C
             cuda_config = config.cuda if options.language in (None, "cuda") else ()
             if entries or captured or cuda_config:
                 pool.start()
-            triton = compile_triton(cfg, entries, targets, jobs=jobs, progress=progress, sass_all=options.sass,
+            triton = triton_facts(cfg, entries, targets, jobs=jobs, progress=progress, sass_all=options.sass,
                                     pool=pool, captured=captured)
-            cuda = compile_cuda(replace(cfg, cuda=cuda_config), targets, jobs=jobs, progress=progress, sass_all=options.sass,
+            cuda = cuda_facts(replace(cfg, cuda=cuda_config), targets, jobs=jobs, progress=progress, sass_all=options.sass,
                                 kernels=list(options.kernels) or None, pool=pool, files=files)
     covered = frozenset({e.kernel for e in entries} | {c.spec.kernel for c in captured} | {f.kernel for f in cuda.facts}
                         | {f.kernel for f in cuda.failures})

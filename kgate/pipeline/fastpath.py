@@ -41,7 +41,8 @@ import sys
 
 from kgate.core.discovery import find_config
 from kgate.support import jsondoc
-from kgate.support.reads import listing, stat_of
+from kgate.support.filestat import path_state
+from kgate.support.reads import listing
 
 RECORD_VERSION = 3  # 3: a record names its key, project and command line and carries a hash of its content
 # Environment variables that can change what a check finds.
@@ -154,7 +155,7 @@ def replay(argv: list[str]) -> int | None:
         if not _describes(record, argv, where):
             return None  # another key's record, another project's, damaged or made by hand: the full run
         for name, stat in record["files"].items():
-            if stat_of(name) != stat:
+            if path_state(name) != stat:
                 return None
         for name, (kept, ignored) in record["dirs"].items():
             if listing(name, ignored) != kept:
@@ -252,10 +253,10 @@ class Snapshot:
                 if _is_dir(entry):
                     stack.append(entry.path)
                 else:
-                    files[entry.path] = stat_of(entry.path)
+                    files[entry.path] = path_state(entry.path)
             dirs[folder] = [kept, ignored]
         for name in extra:
-            files[os.path.abspath(name)] = stat_of(name)
+            files[os.path.abspath(name)] = path_state(name)
         return cls(files, dirs)
 
     def add(self, files: dict[str, list[int] | None], dirs: dict[str, list[list[str]]]) -> None:
@@ -266,7 +267,7 @@ class Snapshot:
             self.dirs.setdefault(name, listed)
 
     def still_holds(self) -> bool:
-        return all(stat_of(name) == stat for name, stat in self.files.items()) and all(
+        return all(path_state(name) == stat for name, stat in self.files.items()) and all(
             listing(name, ignored) == kept for name, (kept, ignored) in self.dirs.items())
 
 

@@ -29,9 +29,10 @@ from pathlib import Path
 from typing import Any
 
 from kgate import __version__
-from kgate.evaluate.source import FileResult, SourceRule, content_digest, from_json, stat_key, to_json
+from kgate.evaluate.source import FileResult, SourceRule, content_digest, from_json, to_json
 from kgate.support import jsondoc
 from kgate.support.atomicio import read_cached_stat
+from kgate.support.filestat import state_of
 
 FORMAT = 2  # 2: the record carries its key and the hash of its entries
 _RACY_NS = 2_000_000_000
@@ -75,7 +76,7 @@ def selection_key(rules: list[SourceRule]) -> str:
             st = os.stat(module.__file__ or "") if module is not None else None
         except OSError:
             st = None
-        parts.append([name, st.st_size, st.st_mtime_ns] if st else [name])
+        parts.append([name, *state_of(st)] if st else [name])
     blob = json.dumps(parts, sort_keys=True, default=str).encode()
     return _digest(blob)
 
@@ -115,7 +116,7 @@ class LintCache:
             stat, trusted, digest, result = entry
         except (TypeError, ValueError):  # not an entry this cache wrote: rebuilt
             return None
-        if stat != stat_key(st):
+        if stat != state_of(st):
             return None
         if not trusted:
             try:
@@ -143,7 +144,7 @@ class LintCache:
 
     def _remember(self, rel: str, st: os.stat_result, digest: str, result: list[Any]) -> None:
         trusted = st.st_mtime_ns < time.time_ns() - _RACY_NS
-        entry = [stat_key(st), trusted, digest, result]
+        entry = [state_of(st), trusted, digest, result]
         self.entries[rel] = entry
         self.changed[rel] = entry
 

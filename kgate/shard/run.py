@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from kgate.compile.engine import CompileRun
 from kgate.core.config import TritonEntry
 from kgate.core.findings import Finding, Severity
+from kgate.facts.run import CompileRun
 from kgate.ratchet.compare import RunState
 from kgate.shard.plan import Plan, ShardSpec
 

@@ -26,13 +26,7 @@ import os
 import sys
 from typing import Any
 
-
-def stat_of(path: str) -> list[int] | None:
-    try:
-        st = os.stat(path)
-    except (OSError, ValueError):
-        return None
-    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+from kgate.support.filestat import path_state
 
 
 def listing(folder: str, ignored: list[str]) -> list[str] | None:
@@ -79,7 +73,7 @@ class Log:
     def file(self, path: str, state: list[int] | None | bool = False) -> None:
         path = os.path.abspath(path)
         if path not in self.files and self.wanted(path):
-            self.files[path] = stat_of(path) if state is False else state  # type: ignore[assignment]
+            self.files[path] = path_state(path) if state is False else state  # type: ignore[assignment]
 
     def folder(self, path: str) -> None:
         path = os.path.abspath(path)

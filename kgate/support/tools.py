@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kgate.core.errors import ToolchainError
-from kgate.support import interrupts
+from kgate.support import filestat, interrupts
 
 DEFAULT_TIMEOUT = 300.0
 
@@ -130,9 +130,8 @@ def require_tool(name: str) -> Path:
 
 
 def file_identity(path: Path) -> str:
-    """A cheap identity for a binary: its path, size and modification time."""
-    st = path.stat()
-    return f"{path}:{st.st_size}:{st.st_mtime_ns}"
+    """A cheap identity for a binary: its path and its state (`kgate.support.filestat`)."""
+    return filestat.identity(path)
 
 
 @functools.cache

@@ -1,0 +1,99 @@
+"""KernelFacts from a compiled unit's artifacts: one builder for Triton variants and CUDA files.
+
+The builder calls every derived field's extractor (`kgate.facts.model.fact`) on the unit's parsed artifacts,
+for each entry the unit gates, and adds the context the plan gave: a Triton variant's identity and options from
+its compile record; a CUDA kernel's name, definition and threads per CTA from the PTX entry's directives and
+the project's sources. Nothing here runs a tool.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, TypeVar
+
+from kgate.collect.cuda_names import base_name, definition_line, display_names, global_definitions
+from kgate.collect.files import display_path
+from kgate.compile.units import Compiled
+from kgate.facts.extract import Sources
+from kgate.facts.model import KernelFacts, derived_fields
+
+F = TypeVar("F", bound=KernelFacts)
+ASSUMED_THREADS = 128  # threads per CTA when a CUDA kernel declares no __launch_bounds__
+
+
+def derive(model: type[KernelFacts], src: Sources, entry: str) -> dict[str, Any]:
+    """Every derived fact of `model` for one PTX entry: field name -> value."""
+    return {f.name: f.metadata["extract"](src, entry) for f in derived_fields(model)}
+
+
+def build(model: type[F], context: dict[str, Any], src: Sources, entry: str) -> F:
+    data = {**context, **derive(model, src, entry)}
+    data["expect"] = tuple(data.get("expect", ()))
+    data["shapes"] = tuple(data.get("shapes", ()))
+    return model(**data)
+
+
+def unit_facts(unit: Compiled, src: Sources, model: type[F] = KernelFacts) -> list[tuple[str, F]]:  # type: ignore[assignment]
+    """(PTX entry, facts) of every kernel a unit gates: a Triton variant's one entry, a CUDA file's own kernels."""
+    if unit.language == "triton":
+        entry = src.ptx.entry().name
+        return [(entry, build(model, unit.context, src, entry))]
+    return [(entry, build(model, context, src, entry)) for entry, context in cuda_kernels(unit.context, src)]
+
+
+def cuda_kernels(payload: dict[str, Any], src: Sources) -> list[tuple[str, dict[str, Any]]]:
+    """(symbol, context) of each kernel a CUDA file defines in the project, sorted by name; a library's kernel
+    instantiated there (CUB, Thrust) is not the project's to gate."""
+    headers = src.headers
+    names = display_names(src.entry_names())
+    root = Path(payload["root"])
+    # Where the project reaches files through symlinks: a kernel defined there is the project's, named that way.
+    known = [(Path(place), name) for place, name in payload.get("aliases", [])]
+    definitions: dict[Path, dict[str, list[int]]] = {}
+    out = []
+    for symbol in src.entry_names():
+        header = headers.get(symbol)
+        where = _definition_file(header.first_loc.file if header and header.first_loc else None, payload)
+        if where is None or not any(where.is_relative_to(place) for place in [root, *(p for p, _n in known)]):
+            continue
+        display = names[symbol]
+        hint = header.first_loc.line if header and header.first_loc else None
+        if base_name(display) not in _cached_definitions(definitions, where):
+            # The first line the entry names is not its own (an inlined helper's): look in the file compiled.
+            source = Path(payload["source"]).resolve()
+            if base_name(display) in _cached_definitions(definitions, source):
+                where, hint = source, None
+        line = definition_line(definitions[where], base_name(display), hint) or hint or 1
+        threads = header.max_threads if header and header.max_threads else ASSUMED_THREADS
+        out.append((symbol, {
+            "kernel": display, "variant": payload["rel"], "target": payload["target"], "language": "cuda",
+            "path": display_path(where, root, known), "line": line, "kind": "other",
+            "num_warps": max(1, -(-threads // 32)), "num_stages": None, "expect": (), "pdl": False,
+            "toolchain": dict(payload.get("toolchain", {})),
+        }))
+    return sorted(out, key=lambda item: item[1]["kernel"])
+
+
+def _definition_file(name: str | None, payload: dict[str, Any]) -> Path | None:
+    if name is None:
+        return Path(payload["source"]).resolve()
+    path = Path(name)
+    if not path.is_absolute():
+        path = Path(payload["cwd"]) / path
+    try:
+        return path.resolve()
+    except OSError:
+        return None
+
+
+def _cached_definitions(cache: dict[Path, dict[str, list[int]]], path: Path) -> dict[str, list[int]]:
+    if path not in cache:
+        cache[path] = _definitions(path)
+    return cache[path]
+
+
+def _definitions(path: Path) -> dict[str, list[int]]:
+    try:
+        return global_definitions(path.read_text(encoding="utf-8", errors="replace"))
+    except OSError:
+        return {}

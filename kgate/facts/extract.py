@@ -1,0 +1,159 @@
+"""The facts read from a unit's artifacts, one function each, and how each is read back from JSON.
+
+Every derived field of KernelFacts names one extractor here (`kgate.facts.model.fact`): a function of the
+unit's artifacts, parsed once (`Sources`), and the PTX entry the facts are about. A field's loader turns its
+JSON back into the value and raises (KeyError, TypeError, ValueError) on anything of another shape, so a
+cached record is trusted only in its whole shape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from functools import cached_property
+from typing import Any
+
+from kgate.compile.units import Artifacts
+from kgate.core.errors import ParseError
+from kgate.facts.ptx import EntryHeader, GlobalAccess, PtxEntry, PtxFacts, SourceLoc, entry_headers, parse_ptx
+from kgate.facts.ptxas_log import EntryResources, Resources, parse_ptxas_log, resources
+from kgate.facts.sass import SassFunction, SassSummary, parse_sass
+from kgate.facts.ttgir import Pipeline, parse_pipeline
+
+
+class Sources:
+    """A unit's artifacts with each parsed on first use, once for all of its entries."""
+
+    def __init__(self, artifacts: Artifacts) -> None:
+        self.artifacts = artifacts
+
+    @cached_property
+    def ptx(self) -> PtxFacts:
+        return parse_ptx(self.artifacts.ptx)
+
+    @cached_property
+    def headers(self) -> dict[str, EntryHeader]:
+        return entry_headers(self.artifacts.ptx)
+
+    @cached_property
+    def ptxas(self) -> dict[str, EntryResources]:
+        return parse_ptxas_log(self.artifacts.ptxas_log)
+
+    @cached_property
+    def sass(self) -> dict[str, SassFunction] | None:
+        return None if self.artifacts.sass is None else parse_sass(self.artifacts.sass)
+
+    @cached_property
+    def pipeline(self) -> Pipeline | None:
+        return parse_pipeline(self.artifacts.ttgir)
+
+    def entry_names(self) -> list[str]:
+        return [entry.name for entry in self.ptx.entries]
+
+
+# --------------------------------------------------------------------------- extractors: (sources, entry) -> value
+
+
+def ptx_target(src: Sources, entry: str) -> str:
+    """The `.target` the PTX was written for."""
+    return src.ptx.target
+
+
+def ptx_entry(src: Sources, entry: str) -> PtxEntry:
+    """The entry's MMA opcodes, its grid-dependency control and its global accesses (the PDL analysis)."""
+    return src.ptx.entry(entry)
+
+
+def entry_resources(src: Sources, entry: str) -> Resources:
+    """Registers, spills, stack, barriers and shared memory: ptxas's figures and the launch's dynamic part."""
+    found = src.ptxas.get(entry)
+    if found is None:
+        raise ParseError(f"the ptxas log has no figures for {entry!r}")
+    return resources(found, src.artifacts.dynamic_smem)
+
+
+def sass_summary(src: Sources, entry: str) -> SassSummary | None:
+    """Opcode counts of the entry's SASS; None where the cubin was not disassembled for it."""
+    functions = src.sass
+    if functions is None:
+        return None
+    found: SassSummary | None = functions.get(entry)
+    asked = src.artifacts.sass_symbols
+    if found is None and asked is None:
+        found = next(iter(functions.values()), None)  # the one function of a Triton cubin, whatever its name
+    if found is None and asked is not None and entry not in asked:
+        return None
+    return SassSummary(dict(found.opcodes) if found else {})
+
+
+def smem_buffers(src: Sources, entry: str) -> int | None:
+    """Triton's software pipeline: how many copies of each staged tile shared memory holds."""
+    return src.pipeline.buffers if src.pipeline else None
+
+
+def smem_per_buffer(src: Sources, entry: str) -> int | None:
+    """Triton's software pipeline: shared memory of one stage of all staged operands."""
+    return src.pipeline.bytes_per_buffer if src.pipeline else None
+
+
+# --------------------------------------------------------------------------- loaders: JSON -> value, checked
+
+
+def _require(condition: bool, what: str) -> None:
+    if not condition:
+        raise ValueError(f"a KernelFacts record with the wrong types: {what}")
+
+
+def is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def load_text(value: Any) -> str:
+    _require(isinstance(value, str), "names")
+    return str(value)
+
+
+def load_optional_count(value: Any) -> int | None:
+    _require(value is None or is_count(value), "counts")
+    return None if value is None else int(value)
+
+
+def load_entry(value: Any) -> PtxEntry:
+    data = dict(value)
+    data["unwaited_accesses"] = tuple(
+        GlobalAccess(a["opcode"], a["ptx_line"], SourceLoc(**a["loc"]) if a["loc"] else None)
+        for a in data["unwaited_accesses"])
+    entry = PtxEntry(**data)
+    _require(isinstance(entry.name, str), "names")
+    _require(is_count(entry.global_accesses) and all(is_count(v) for v in entry.mma.values()), "counts")
+    _require(all(isinstance(k, str) for k in entry.mma), "expect and mma")
+    _require(isinstance(entry.has_wait, bool) and isinstance(entry.has_launch_dependents, bool), "flags")
+    _require(all(isinstance(a.opcode, str) and is_count(a.ptx_line) for a in entry.unwaited_accesses),
+             "unwaited accesses")
+    return entry
+
+
+def load_resources(value: Any) -> Resources:
+    found = Resources(**value)
+    _require(all(is_count(v) for v in vars(found).values()), "counts")
+    return found
+
+
+def load_sass(value: Any) -> SassSummary | None:
+    if value is None:
+        return None
+    found = SassSummary(**value)
+    _require(isinstance(found.opcodes, dict) and all(isinstance(k, str) for k in found.opcodes), "names")
+    _require(all(is_count(v) for v in found.opcodes.values()), "counts")
+    return found
+
+
+# --------------------------------------------------------------------------- movers: source lines that follow the code
+
+Move = Callable[[SourceLoc], SourceLoc]
+
+
+def move_entry(entry: PtxEntry, move: Move) -> PtxEntry:
+    """The entry with the source location of every unwaited access moved."""
+    accesses = tuple(replace(a, loc=move(a.loc)) if a.loc is not None else a for a in entry.unwaited_accesses)
+    return replace(entry, unwaited_accesses=accesses)

@@ -1,0 +1,32 @@
+"""A file's state from its status alone: what says "unchanged" without reading it.
+
+One shape for every record that remembers a file this way (the run record a replay checks, the run's
+recorded reads, the parse index, the lint cache, the identity of a tool or an installation): the size,
+the modification and change times and the inode. A rewrite that keeps the size and the modification
+time still moves the change time, and a file replaced by another (a checkout, `mv`) has another inode.
+The records compare these lists with each other, so they must all be made here.
+"""
+
+from __future__ import annotations
+
+import os
+
+FileState = list[int]
+
+
+def state_of(st: os.stat_result) -> FileState:
+    """The state of a file from its status: [size, mtime_ns, ctime_ns, inode]."""
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+
+
+def path_state(path: str | os.PathLike[str]) -> FileState | None:
+    """The state of the file at `path` (links followed), or None where there is none to stat."""
+    try:
+        return state_of(os.stat(path))
+    except (OSError, ValueError):  # ValueError: a name with a NUL byte
+        return None
+
+
+def identity(path: str | os.PathLike[str]) -> str:
+    """A file's name and state as one string (a tool's identity in a cache key); OSError where it cannot be read."""
+    return ":".join([os.fspath(path), *(str(n) for n in state_of(os.stat(path)))])
