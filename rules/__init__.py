@@ -29,6 +29,7 @@ REGISTRY: tuple[tuple[str, str, str], ...] = (
     ("KG106", "ptx-target", "compiled.ptx_target"),
     ("KG107", "pdl-missing-wait", "compiled.pdl_missing_wait"),
     ("KG108", "recompile-per-shape", "capture.recompile_per_shape"),
+    ("KG109", "local-memory-in-loop", "compiled.local_memory_in_loop"),
     ("KG201", "runtime-autotune", "python.runtime_autotune"),
     ("KG202", "autotune-side-effect", "python.autotune_side_effect"),
     ("KG203", "interpret-in-tests", "python.interpret_in_tests"),

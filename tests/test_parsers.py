@@ -8,7 +8,7 @@ from conftest import DATA
 from kgate.core.errors import ParseError
 from kgate.facts.ptx import is_global_access, is_mma, parse_ptx
 from kgate.facts.ptxas_log import parse_ptxas_log
-from kgate.facts.sass import parse_sass
+from kgate.facts.sass import local_in_loops, parse_sass
 
 
 def test_block_scaled_mma_is_counted_by_full_opcode() -> None:
@@ -122,3 +122,16 @@ def test_sass_counts_block_scaled_mma_and_pdl_wait() -> None:
     pdl = parse_sass((DATA / "pdl_wait_first.sm_120a.sass").read_text())["wait_first"]
     assert pdl.count("ACQBULK") == 1
     assert pdl.global_loads
+
+
+def test_local_memory_counts_only_inside_a_backward_branch() -> None:
+    # nvcc's output for fixtures/rules/KG109: the histogram's stack array is zeroed and summed outside the
+    # loop (many STL.128 and LDL.128) and read and written once per iteration inside it.
+    text = (DATA / "local_memory_in_loop.sm_120a.sass").read_text()
+    inside = local_in_loops(text)
+    local = parse_sass(text)["histogram_local"]
+    assert inside["histogram_local"] == (1, 1)
+    assert local.count("STL") + local.count("LDL") > 2  # the rest is outside the loop
+    # The shared-memory twin has loops but no local memory; the idle `BRA` to itself after EXIT is no loop.
+    assert inside["histogram_shared"] == (0, 0)
+    assert local_in_loops("Function : f\n  /*0000*/  STL [R1], RZ ;\n  /*0010*/  BRA 0x10;\n") == {"f": (0, 0)}

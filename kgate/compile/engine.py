@@ -42,9 +42,9 @@ Progress = Callable[[int, int, str], None]
 Usable = Callable[[Compiled], bool]
 
 # Bumped when the same planned variant compiles to something else or the compile record changes its layout
-# (5: the record holds the artifacts' hashes, no facts). What the facts stage reads from the artifacts has its
+# (5: the record holds the artifacts' hashes, no facts; 6: SASS kept wherever ptxas gave a stack frame). What the facts stage reads from the artifacts has its
 # own version, computed (`kgate.facts.model.facts_schema`): a new fact recompiles nothing.
-COMPILE_FORMAT = 5
+COMPILE_FORMAT = 6
 
 
 @dataclass

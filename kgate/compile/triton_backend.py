@@ -20,6 +20,7 @@ import importlib
 import io
 import json
 import os
+import re
 import sys
 import time
 import warnings
@@ -250,7 +251,7 @@ def compile_variant(payload: dict[str, Any]) -> dict[str, Any]:
     hashes = {"ptx": store_text(folder, "ptx", compiled.asm["ptx"]),
               "ptxas_log": store_text(folder, "ptxas_log", steady_log(ptxas_log)),
               "ttgir": store_text(folder, "ttgir", compiled.asm.get("ttgir", ""))}
-    if payload.get("sass"):
+    if payload.get("sass") or uses_local_memory(ptxas_log):
         hashes["sass"] = store_text(folder, "sass", disassemble(folder / CUBIN))
     return {"context": variant_context(payload, spec, seconds), "artifacts": hashes,
             "dynamic_smem": int(compiled.metadata.shared or 0)}
@@ -376,6 +377,16 @@ def _check_options(options: dict[str, Any], capability: int) -> None:
     if unknown:
         raise KernelError(f"compile option(s) {', '.join(unknown)} unknown to this Triton: the launch they were "
                           f"recorded from cannot be reproduced with it")
+
+
+# ptxas's "N bytes stack frame": local memory (a spill or an array indexed at run time) when N > 0.
+_STACK_FRAME = re.compile(r"\b([1-9][0-9]*) bytes stack frame")
+
+
+def uses_local_memory(ptxas_log: str) -> bool:
+    """Whether ptxas gave the kernel a stack frame: then its SASS is read for local memory inside loops
+    (local-memory-in-loop), whatever else the variant asks for."""
+    return _STACK_FRAME.search(ptxas_log) is not None
 
 
 def disassemble(cubin: Path) -> str:

@@ -17,7 +17,7 @@ from kgate.compile.units import Artifacts
 from kgate.core.errors import ParseError
 from kgate.facts.ptx import EntryHeader, GlobalAccess, PtxEntry, PtxFacts, SourceLoc, entry_headers, parse_ptx
 from kgate.facts.ptxas_log import EntryResources, Resources, parse_ptxas_log, resources
-from kgate.facts.sass import SassFunction, SassSummary, parse_sass
+from kgate.facts.sass import SassFunction, SassSummary, local_in_loops, parse_sass
 from kgate.facts.ttgir import Pipeline, parse_pipeline
 
 
@@ -86,6 +86,18 @@ def sass_summary(src: Sources, entry: str) -> SassSummary | None:
     return SassSummary(dict(found.opcodes) if found else {})
 
 
+def local_in_loop(src: Sources, entry: str) -> tuple[int, int] | None:
+    """Local-memory loads and stores inside a loop of the entry's SASS; None where the cubin was not
+    disassembled for it."""
+    if src.artifacts.sass is None or sass_summary(src, entry) is None:
+        return None
+    functions = local_in_loops(src.artifacts.sass)
+    found = functions.get(entry)
+    if found is None and src.artifacts.sass_symbols is None and len(functions) == 1:
+        found = next(iter(functions.values()))  # the one function of a Triton cubin, whatever its name
+    return found or (0, 0)
+
+
 def smem_buffers(src: Sources, entry: str) -> int | None:
     """Triton's software pipeline: how many copies of each staged tile shared memory holds."""
     return src.pipeline.buffers if src.pipeline else None
@@ -131,6 +143,13 @@ def load_entry(value: Any) -> PtxEntry:
     _require(all(isinstance(a.opcode, str) and is_count(a.ptx_line) for a in entry.unwaited_accesses),
              "unwaited accesses")
     return entry
+
+
+def load_optional_pair(value: Any) -> tuple[int, int] | None:
+    if value is None:
+        return None
+    _require(isinstance(value, (list, tuple)) and len(value) == 2 and all(is_count(v) for v in value), "counts")
+    return (value[0], value[1])
 
 
 def load_resources(value: Any) -> Resources:

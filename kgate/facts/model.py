@@ -70,6 +70,8 @@ class KernelFacts:
     # Software pipeline in shared memory (Triton): buffers and bytes per buffer.
     smem_buffers: int | None = fact(extract.smem_buffers, load=extract.load_optional_count, default=None)
     smem_per_buffer: int | None = fact(extract.smem_per_buffer, load=extract.load_optional_count, default=None)
+    # Local-memory loads and stores inside a loop of the SASS (where ptxas gave a stack frame).
+    local_in_loop: tuple[int, int] | None = fact(extract.local_in_loop, load=extract.load_optional_pair, default=None)
     # ---- context
     shapes: tuple[dict[str, int], ...] = ()
     # The variant's constexpr values and the registration's signature (Triton

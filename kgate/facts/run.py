@@ -187,9 +187,10 @@ def reads_sass(facts: KernelFacts, patterns: dict[str, list[str]], sass_all: boo
     """Whether a rule will read a CUDA kernel's SASS (disassembly costs about half a second per cubin).
 
     pdl-missing-wait confirms `ACQBULK` for a PDL kernel whose PTX waits before every access;
-    block-scale-missing names the SASS MMA of a kernel whose PTX lacks the block-scaled one.
+    block-scale-missing names the SASS MMA of a kernel whose PTX lacks the block-scaled one;
+    local-memory-in-loop reads where the local memory of a kernel with a stack frame is used.
     """
-    if sass_all:
+    if sass_all or facts.resources.stack_bytes > 0:
         return True
     entry = facts.entry
     if matches(facts.kernel, patterns["pdl"]) and entry.has_wait and not entry.unwaited_accesses:

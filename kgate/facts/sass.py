@@ -17,6 +17,9 @@ from dataclasses import dataclass
 
 _FUNCTION = re.compile(r"^\s*Function\s*:\s*(\S+)")
 _INSTR = re.compile(r"^\s*/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)")
+# An instruction with its address, and the target of a branch (`BRA 0x1d0`, `@!P0 BRA 0x1d0 ;`).
+_ADDRESSED = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)([^;]*)")
+_BRANCH_TARGET = re.compile(r"\b0x([0-9a-f]+)\b")
 
 MMA_HEADS = ("HMMA", "QMMA", "OMMA", "IMMA", "UTCQMMA", "UTCOMMA", "UTCHMMA", "HGMMA", "QGMMA", "UTCMMA")
 
@@ -68,3 +71,38 @@ def parse_sass(text: str) -> dict[str, SassFunction]:
         if instr:
             current[instr.group(1)] += 1
     return {name: SassFunction(dict(sorted(ops.items())), name) for name, ops in functions.items()}
+
+
+def local_in_loops(text: str) -> dict[str, tuple[int, int]]:
+    """Per function, how many local-memory loads (`LDL`) and stores (`STL`) sit inside a loop.
+
+    A loop is the span from a branch's target back up to the branch (`BRA` to a lower address); a branch to
+    itself is the idle loop after `EXIT`, not a loop. An instruction inside any such span runs once per
+    iteration (or more): local memory there is paid on every trip, not once.
+    """
+    found: dict[str, tuple[int, int]] = {}
+    for name, body in _functions(text).items():
+        loops = [(target, address) for address, op, operands in body if op.split(".")[0] == "BRA"
+                 for target in _branch_targets(operands) if target < address]
+        inside = Counter(op.split(".")[0] for address, op, _ in body
+                         if op.split(".")[0] in ("LDL", "STL") and any(lo <= address <= hi for lo, hi in loops))
+        found[name] = (inside["LDL"], inside["STL"])
+    return found
+
+
+def _functions(text: str) -> dict[str, list[tuple[int, str, str]]]:
+    functions: dict[str, list[tuple[int, str, str]]] = {}
+    current: list[tuple[int, str, str]] | None = None
+    for line in text.splitlines():
+        head = _FUNCTION.match(line)
+        if head:
+            current = functions.setdefault(head.group(1), [])
+            continue
+        instr = _ADDRESSED.match(line) if current is not None else None
+        if instr and current is not None:
+            current.append((int(instr.group(1), 16), instr.group(2), instr.group(3)))
+    return functions
+
+
+def _branch_targets(operands: str) -> list[int]:
+    return [int(m.group(1), 16) for m in _BRANCH_TARGET.finditer(operands)]
