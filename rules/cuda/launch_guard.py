@@ -107,9 +107,10 @@ def _checked_after(code: str, semicolon: int, starts: list[int], checks: re.Patt
 
 
 def _call_report(code: str, starts: list[int], site: int, callee: str, kernel: str, window: int) -> Report:
-    return Report(f"`{callee}` launches `{kernel}` and this call of it has no error check within {window} line(s): "
-                  f"add cudaGetLastError() or a check macro after the call",
-                  line=bisect_right(starts, site, 1) - 1, col=_column(code, site) + 1, discriminator=kernel)
+    launched = f"launches `{kernel}`" if kernel else "launches a kernel"
+    return Report(f"`{callee}` {launched} and this call of it has no error check within {window} line(s): add "
+                  f"cudaGetLastError() or a check macro after the call",
+                  line=bisect_right(starts, site, 1) - 1, col=_column(code, site) + 1, discriminator=callee)
 
 
 # What may stand between a head's `)` (or a lambda's `]`) and its body's `{`.
@@ -119,7 +120,9 @@ _NAME_BEFORE = re.compile(r"(?:~\s*)?[A-Za-z_][\w:]*$")
 _ATTRIBUTE_BEFORE = re.compile(r"\b(?:__host__|__device__|mutable)$")
 _ASSIGNED = re.compile(r"(?<![\w.>])(\w+)\s*(?<![=!<>+\-*/%&|^])=\s*$")
 _LOCAL_LINKAGE = re.compile(r"\b(?:static|inline|__forceinline__|__inline__)\b")
-_CONTROL = frozenset({"if", "for", "while", "switch", "catch", "return", "sizeof", "decltype"})
+_CONTROL = frozenset({"if", "for", "while", "switch", "catch", "return", "sizeof", "decltype", "constexpr", "consteval",
+                      "requires"})
+_NAMESPACE_HEAD = re.compile(r"\bnamespace\s*(?:\w[\w:]*\s*)?$|\bextern\s*\"\s*\"\s*$")
 _SCOPE_HEAD = re.compile(r"\b(?:namespace|class|struct|union|enum)\b[^;{}()]*$|\bextern\s*\"\s*\"\s*$")
 _DEPTH = 4  # lambdas and helpers followed outwards from one launch
 
@@ -206,10 +209,24 @@ class _Callers:
                 runs_here = before.rstrip()[-1:] in ("(", ",", ";", "{", "}", "")
                 return _Body(brace, "", begin, lambda_=True) if runs_here else None
             if kind == "function":
-                return self._helper(brace, name, begin)
+                outer = self._nested(brace)
+                if outer is None:
+                    return self._helper(brace, name, begin)
+                if _SCOPE_HEAD.search(self.code, max(0, self.opens[outer] - 200), self.opens[outer]):
+                    return None  # a member function
+                # else a block that looks like a function inside one: a macro's loop, `FOR_EACH(i) {`
             if _SCOPE_HEAD.search(self.code, max(0, opening - 200), opening):
                 return None
             brace = self.parents[brace]  # a block of an if, a loop, a switch: look further out
+        return None
+
+    def _nested(self, brace: int) -> int | None:
+        """The innermost brace around `brace` that is not a namespace's, None at namespace scope."""
+        parent = self.parents[brace]
+        while parent >= 0:
+            if not _NAMESPACE_HEAD.search(self.code, max(0, self.opens[parent] - 200), self.opens[parent]):
+                return parent
+            parent = self.parents[parent]
         return None
 
     def _helper(self, brace: int, name: str, begin: int) -> _Body | None:
@@ -218,11 +235,8 @@ class _Callers:
         declaration = head[max(head.rfind(";"), head.rfind("}"), head.rfind("{")) + 1:]
         local = bool(_LOCAL_LINKAGE.search(declaration))
         parent = self.parents[brace]
-        while parent >= 0:
-            outer = self.code[max(0, self.opens[parent] - 200):self.opens[parent]]
-            if not re.search(r"\bnamespace\s*(?:\w[\w:]*\s*)?$", outer):
-                return None  # a member function, or a function inside a block we cannot read
-            local = local or bool(re.search(r"\bnamespace\s*$", outer))
+        while parent >= 0 and not local:
+            local = bool(re.search(r"\bnamespace\s*$", self.code[max(0, self.opens[parent] - 200):self.opens[parent]]))
             parent = self.parents[parent]
         return _Body(brace, name, begin - len(declaration), lambda_=False) if local and "::" not in name else None
 
