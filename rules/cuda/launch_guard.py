@@ -9,6 +9,37 @@ Launches written inside a `#define` cannot be judged without expanding the
 macro: they are counted, and the count is reported once per file as a note
 instead of being guessed at.
 
+A launch that has no check after it inside a lambda or a helper is followed
+to the calls of that lambda or helper, where the check usually is:
+
+```cuda
+auto launch = [&](auto tag) { rmsnorm_kernel<decltype(tag)><<<rows, 256, 0, stream>>>(...); };
+launch(float{});
+CUDA_CHECK(cudaGetLastError());
+```
+
+- A named lambda (`auto launch = [&](...) {...};`, or one assigned to a
+  `std::function`) is checked when every direct call of it in the rest of
+  its block is followed by a check within `window` lines.
+- A lambda written where it runs (an argument, `dispatch(kind, [&] {...});`,
+  or called on the spot, `[&] {...}();`) is checked by a check within
+  `window` lines after the statement that holds it.
+- A function that only this file can call (`static`, `inline`, or in an
+  anonymous namespace, not a member) is checked when every call of it in the
+  file is.
+- A call is followed outwards in turn (a helper called from a lambda called
+  from a helper), up to four steps.
+
+Each call without a check is reported at the call, naming the lambda or
+helper and the kernel it launches: that is where the check goes, and a
+second unchecked call of the same helper is a second finding. The launch
+itself is reported, as before, when the lambda or helper cannot be followed:
+a function other files may call, a member function, a lambda that is only
+passed on (to a timing loop, say) and never called directly, or a call
+written inside a macro. The reading is textual (braces matched on the code
+with comments and strings blanked), so a function defined through a macro
+or split by `#if` branches may not be recognised.
+
 ## Why is this bad?
 A launch returns nothing and fails quietly: a grid or block size out of
 range, too much dynamic shared memory for the card (99 KB on an RTX 5090,
