@@ -318,6 +318,9 @@ def _head(code: str, opening: int) -> tuple[str, int, str]:
             name = _NAME_BEFORE.search(code, max(0, close - 200), close + 1)
             word = name.group().strip() if name is not None else ""
             return ("function", name.start(), word) if name is not None and word not in _CONTROL else ("block", -1, "")
+        if close >= 0 and code[close] == ">":  # a template lambda: `[&]<typename T>(T*) {`
+            angle = _opening(code, close, "<", ">")
+            close = _previous(code, angle) if angle >= 0 else -1
         if close < 0 or code[close] != "]":
             return "block", -1, ""
     bracket = _opening(code, close, "[", "]")
