@@ -89,7 +89,9 @@ def test_an_unchecked_call_is_identified_by_its_function_and_the_lambda_or_helpe
                    if p == "launches_through_calls.cu" and "this call of it" in r.message)
     assert calls == [("chain_unchecked", "fill_both", "`fill_both` launches `fill`"),
                      ("helper_called_without_a_check", "zero_async", "`zero_async` launches `fill`"),
-                     ("lambda_with_an_unchecked_call", "launch", "`launch` launches `fill`")]
+                     ("lambda_with_an_unchecked_call", "launch", "`launch` launches `fill`"),
+                     ("template_lambda", "launch", "`launch` launches `fill`"),
+                     ("template_lambda", "launch", "`launch` launches `fill`")]
 
 
 def test_kernel_file_size_counts_code_lines_only() -> None:
