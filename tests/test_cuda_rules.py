@@ -79,8 +79,19 @@ def test_launch_guard_window_and_macros_are_options() -> None:
 
 
 def test_launch_guard_identity_is_the_function_and_kernel_not_the_line() -> None:
-    scopes = sorted((scope(r), discriminator(r)) for _p, r in run_rule("KG302") if r.severity is Severity.ERROR)
+    scopes = sorted((scope(r), discriminator(r)) for p, r in run_rule("KG302")
+                    if r.severity is Severity.ERROR and p == "launches.cu")
     assert scopes == [("check_comes_too_late", "scale"), ("launch_ex", "scale"), ("unchecked", "scale")]
+
+
+def test_an_unchecked_call_is_identified_by_its_function_and_the_lambda_or_helper_it_calls() -> None:
+    calls = sorted((scope(r), discriminator(r), r.message.split(" and ")[0]) for p, r in run_rule("KG302")
+                   if p == "launches_through_calls.cu" and "this call of it" in r.message)
+    assert calls == [("chain_unchecked", "fill_both", "`fill_both` launches `fill`"),
+                     ("helper_called_without_a_check", "zero_async", "`zero_async` launches `fill`"),
+                     ("lambda_with_an_unchecked_call", "launch", "`launch` launches `fill`"),
+                     ("template_lambda", "launch", "`launch` launches `fill`"),
+                     ("template_lambda", "launch", "`launch` launches `fill`")]
 
 
 def test_kernel_file_size_counts_code_lines_only() -> None:

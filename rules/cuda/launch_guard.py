@@ -9,6 +9,37 @@ Launches written inside a `#define` cannot be judged without expanding the
 macro: they are counted, and the count is reported once per file as a note
 instead of being guessed at.
 
+A launch that has no check after it inside a lambda or a helper is followed
+to the calls of that lambda or helper, where the check usually is:
+
+```cuda
+auto launch = [&](auto tag) { rmsnorm_kernel<decltype(tag)><<<rows, 256, 0, stream>>>(...); };
+launch(float{});
+CUDA_CHECK(cudaGetLastError());
+```
+
+- A named lambda (`auto launch = [&](...) {...};`, or one assigned to a
+  `std::function`) is checked when every direct call of it in the rest of
+  its block is followed by a check within `window` lines.
+- A lambda written where it runs (an argument, `dispatch(kind, [&] {...});`,
+  or called on the spot, `[&] {...}();`) is checked by a check within
+  `window` lines after the statement that holds it.
+- A function that only this file can call (`static`, `inline`, or in an
+  anonymous namespace, not a member) is checked when every call of it in the
+  file is.
+- A call is followed outwards in turn (a helper called from a lambda called
+  from a helper), up to four steps.
+
+Each call without a check is reported at the call, naming the lambda or
+helper and the kernel it launches: that is where the check goes, and a
+second unchecked call of the same helper is a second finding. The launch
+itself is reported, as before, when the lambda or helper cannot be followed:
+a function other files may call, a member function, a lambda that is only
+passed on (to a timing loop, say) and never called directly, or a call
+written inside a macro. The reading is textual (braces matched on the code
+with comments and strings blanked), so a function defined through a macro
+or split by `#if` branches may not be recognised.
+
 ## Why is this bad?
 A launch returns nothing and fails quietly: a grid or block size out of
 range, too much dynamic shared memory for the card (99 KB on an RTX 5090,
@@ -39,10 +70,11 @@ or `CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, args...));`.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 from kgate.collect.cpp_text import Scopes, balanced, blanked, macro_lines
 from kgate.core.findings import Severity
@@ -59,33 +91,285 @@ def check(source: Any, ctx: SourceContext) -> Iterable[Report]:
     in_macro = macro_lines(code)
     checks = re.compile(r"\b(?:" + "|".join(re.escape(n) for n in (*_RUNTIME_CHECKS, *ctx.options["check_macros"]))
                         + r")\b")
+    window = ctx.options["window"]
     starts = _line_starts(code)
-    scopes = Scopes(code)
+    callers: _Callers | None = None
     skipped: list[int] = []
-    for start, end, what in sorted(_launches(code)):  # in order: the scope scan continues from the last one
+    found: dict[int, Report] = {}  # by offset: several launches may reach the same unchecked call
+    for start, end, what in sorted(_launches(code)):
         line = bisect_right(starts, start, 1) - 1
         if line in in_macro:
             skipped.append(line)
             continue
+        name = _launched_name(code, start, what)
         if what == "<<<":
             semicolon = code.find(";", end)
             semicolon = end if semicolon < 0 else semicolon
-            last = bisect_right(starts, semicolon, 1) - 1 + ctx.options["window"]
-            limit = starts[last] if last < len(starts) else len(code)
-            if checks.search(code, semicolon, limit):
+            if _checked_after(code, semicolon, starts, checks, window):
                 continue
-            message = (f"kernel launch without an error check within {ctx.options['window']} line(s): add "
+            callers = callers or _Callers(code, starts, in_macro, checks, window)
+            sites = callers.unchecked_calls(start, semicolon)
+            if sites == []:
+                continue  # every call of the lambda or helper that performs it is checked
+            if sites:
+                for site, callee in sites:
+                    found.setdefault(site, _call_report(code, starts, site, callee, name, window))
+                continue
+            message = (f"kernel launch without an error check within {window} line(s): add "
                        f"cudaGetLastError() or a check macro after it")
         else:
             if _result_used(code, start, checks):
                 continue
             message = "the error cudaLaunchKernelEx returns is dropped: check it (e.g. CUDA_CHECK(...))"
-        name = _launched_name(code, start, what)
-        yield Report(message, line=line, col=_column(code, start) + 1,
-                     scope=scopes.function_at(start), discriminator=name)
+        found.setdefault(start, Report(message, line=line, col=_column(code, start) + 1, discriminator=name))
+    scopes = Scopes(code)
+    for offset in sorted(found):  # in order: the scope scan continues from the last one
+        yield dataclasses.replace(found[offset], scope=scopes.function_at(offset))
     if skipped:
         yield Report(f"{len(skipped)} kernel launch(es) inside #define macros not checked (out of scope: a macro "
                      f"is not expanded)", severity=Severity.NOTE, line=min(skipped), discriminator="macros")
+
+
+def _checked_after(code: str, semicolon: int, starts: list[int], checks: re.Pattern[str], window: int) -> bool:
+    """Whether a check appears between a statement's `;` and the end of the `window`-th line after it."""
+    last = bisect_right(starts, semicolon, 1) - 1 + window
+    limit = starts[last] if last < len(starts) else len(code)
+    return bool(checks.search(code, semicolon, limit))
+
+
+def _call_report(code: str, starts: list[int], site: int, callee: str, kernel: str, window: int) -> Report:
+    launched = f"launches `{kernel}`" if kernel else "launches a kernel"
+    return Report(f"`{callee}` {launched} and this call of it has no error check within {window} line(s): add "
+                  f"cudaGetLastError() or a check macro after the call",
+                  line=bisect_right(starts, site, 1) - 1, col=_column(code, site) + 1, discriminator=callee)
+
+
+# What may stand between a head's `)` (or a lambda's `]`) and its body's `{`.
+_SPECIFIERS = re.compile(r"(?:\b(?:const|noexcept|override|final|mutable|constexpr|consteval|static|__host__|__device__)"
+                         r"|->[^{};()]*)\s*$")
+_NAME_BEFORE = re.compile(r"(?:~\s*)?[A-Za-z_][\w:]*$")
+_ATTRIBUTE_BEFORE = re.compile(r"\b(?:__host__|__device__|mutable)$")
+_ASSIGNED = re.compile(r"(?<![\w.>])(\w+)\s*(?<![=!<>+\-*/%&|^])=\s*$")
+_LOCAL_LINKAGE = re.compile(r"\b(?:static|inline|__forceinline__|__inline__)\b")
+_CONTROL = frozenset({"if", "for", "while", "switch", "catch", "return", "sizeof", "decltype", "constexpr", "consteval",
+                      "requires"})
+_NAMESPACE_HEAD = re.compile(r"\bnamespace\s*(?:\w[\w:]*\s*)?$|\bextern\s*\"\s*\"\s*$")
+_SCOPE_HEAD = re.compile(r"\b(?:namespace|class|struct|union|enum)\b[^;{}()]*$|\bextern\s*\"\s*\"\s*$")
+_DEPTH = 4  # lambdas and helpers followed outwards from one launch
+
+
+class _Body(NamedTuple):
+    """The body of a lambda or helper that holds a launch."""
+
+    brace: int  # index of its `{` among the file's braces
+    name: str  # what calls it; '' for a lambda that runs where it is written
+    begin: int  # offset of its head (the lambda's `[`, the function's declaration)
+    lambda_: bool
+
+
+class _Callers:
+    """Follows an unchecked launch out of the lambda or file-local helper that performs it.
+
+    A launch inside a named lambda (`auto launch = [&](...) { ... };`) or inside a function that only
+    this file can call (`static`, `inline`, an anonymous namespace) is checked when every call of it is:
+    each call is held to the same rule as a launch, and followed outwards in turn. A lambda written as
+    an argument (`dispatch(kind, [&] { ... });`) runs where it is written: the statement that holds it
+    is. Braces are matched on the blanked text, so this is a reading of the code, not a parse.
+    """
+
+    def __init__(self, code: str, starts: list[int], in_macro: frozenset[int], checks: re.Pattern[str],
+                 window: int) -> None:
+        self.code, self.starts, self.in_macro, self.checks, self.window = code, starts, in_macro, checks, window
+        self._memo: dict[int, list[tuple[int, str]] | None] = {}
+        self.opens: list[int] = []
+        self.closes: list[int] = []
+        self.parents: list[int] = []
+        stack: list[int] = []
+        for match in re.finditer(r"[{}]", code):
+            if match.group() == "{":
+                self.parents.append(stack[-1] if stack else -1)
+                stack.append(len(self.opens))
+                self.opens.append(match.start())
+                self.closes.append(len(code))
+            elif stack:
+                self.closes[stack.pop()] = match.start()
+
+    def unchecked_calls(self, at: int, semicolon: int, depth: int = 0,
+                        seen: frozenset[int] = frozenset()) -> list[tuple[int, str]] | None:
+        """Calls (offset, callee) through which the statement at `at` reaches no check; [] when every path
+        is checked; None when the statement cannot be followed (not in a lambda or file-local helper, no
+        call of it in sight, or too deep)."""
+        if depth and _checked_after(self.code, semicolon, self.starts, self.checks, self.window):
+            return []
+        if depth >= _DEPTH:
+            return None
+        body = self._callable(at)
+        if body is None or body.brace in seen:
+            return None
+        if not body.name:  # a lambda written where it runs: its statement goes on
+            end = self.code.find(";", self.closes[body.brace])
+            return self.unchecked_calls(body.begin, end if end >= 0 else len(self.code), depth + 1,
+                                        seen | {body.brace})
+        if body.brace in self._memo:  # many launches in one helper: its calls are followed once
+            return self._memo[body.brace]
+        calls = self._calls(body)
+        out: list[tuple[int, str]] | None = None
+        if calls:
+            out = []
+            for call, end in calls:
+                inner = self.unchecked_calls(call, end, depth + 1, seen | {body.brace})
+                out.extend([(call, body.name)] if inner is None else inner)
+        self._memo[body.brace] = out
+        return out
+
+    def _callable(self, at: int) -> _Body | None:
+        """The lambda or file-local function whose body holds `at`; None for anything else (a member, an
+        exported function, a lambda stored away)."""
+        brace = bisect_right(self.opens, at) - 1
+        while brace >= 0 and self.closes[brace] <= at:
+            brace = self.parents[brace]
+        while brace >= 0:
+            opening = self.opens[brace]
+            kind, begin, name = _head(self.code, opening)
+            if kind == "lambda":
+                before = self.code[max(0, begin - 200):begin]
+                named = _ASSIGNED.search(before)
+                if named is not None:
+                    return _Body(brace, named.group(1), begin, lambda_=True)
+                # An argument (`dispatch(kind, [&] {...})`) or a lambda called where it is written.
+                runs_here = before.rstrip()[-1:] in ("(", ",", ";", "{", "}", "")
+                return _Body(brace, "", begin, lambda_=True) if runs_here else None
+            if kind == "function":
+                outer = self._nested(brace)
+                if outer is None:
+                    return self._helper(brace, name, begin)
+                if _SCOPE_HEAD.search(self.code, max(0, self.opens[outer] - 200), self.opens[outer]):
+                    return None  # a member function
+                # else a block that looks like a function inside one: a macro's loop, `FOR_EACH(i) {`
+            if _SCOPE_HEAD.search(self.code, max(0, opening - 200), opening):
+                return None
+            brace = self.parents[brace]  # a block of an if, a loop, a switch: look further out
+        return None
+
+    def _nested(self, brace: int) -> int | None:
+        """The innermost brace around `brace` that is not a namespace's, None at namespace scope."""
+        parent = self.parents[brace]
+        while parent >= 0:
+            if not _NAMESPACE_HEAD.search(self.code, max(0, self.opens[parent] - 200), self.opens[parent]):
+                return parent
+            parent = self.parents[parent]
+        return None
+
+    def _helper(self, brace: int, name: str, begin: int) -> _Body | None:
+        """A function at namespace scope that only this file can call, else None."""
+        head = self.code[max(0, begin - 400):begin]
+        declaration = head[max(head.rfind(";"), head.rfind("}"), head.rfind("{")) + 1:]
+        local = bool(_LOCAL_LINKAGE.search(declaration))
+        parent = self.parents[brace]
+        while parent >= 0 and not local:
+            local = bool(re.search(r"\bnamespace\s*$", self.code[max(0, self.opens[parent] - 200):self.opens[parent]]))
+            parent = self.parents[parent]
+        return _Body(brace, name, begin - len(declaration), lambda_=False) if local and "::" not in name else None
+
+    def _calls(self, body: _Body) -> list[tuple[int, int]] | None:
+        """(offset, end of statement) of each direct call of `name` where it can be called from: a lambda in
+        the rest of its block, a helper in the file. A call inside a macro cannot be judged: None."""
+        parent = self.parents[body.brace]
+        if body.lambda_:
+            region = (self.closes[body.brace], self.closes[parent] if parent >= 0 else len(self.code))
+        else:
+            region = (0, len(self.code))
+        out: list[tuple[int, int]] = []
+        pattern = re.compile(r"\b" + re.escape(body.name) + r"\s*(?:<[^;{}]*?>)?\s*\(")
+        for match in pattern.finditer(self.code, *region):
+            call = match.start()
+            if body.begin <= call <= self.closes[body.brace] or "<<<" in match.group() or not _is_call(self.code, call):
+                continue
+            if bisect_right(self.starts, call, 1) - 1 in self.in_macro:
+                return None
+            end = self.code.find(";", balanced(self.code, match.end() - 1))
+            out.append((call, end if end >= 0 else len(self.code)))
+        return out
+
+
+def _head(code: str, opening: int) -> tuple[str, int, str]:
+    """What the `{` at `opening` opens: ("lambda", offset of its `[`, ""), ("function", offset of its name,
+    name), or ("block", -1, "") for anything else (a control statement, a class, an initializer)."""
+    end = opening
+    while True:  # specifiers and a trailing return type
+        found = _SPECIFIERS.search(code, max(0, end - 120), end)
+        if found is None or found.start() == end:
+            break
+        end = found.start()
+    close = _previous(code, end)
+    if close < 0 or code[close] not in ")]":
+        return "block", -1, ""
+    if code[close] == ")":
+        paren = _opening(code, close, "(", ")")
+        if paren < 0:
+            return "block", -1, ""
+        close = _previous(code, paren)
+        while close >= 0:  # a device lambda: `[=] __device__ (int i) {`
+            word = _ATTRIBUTE_BEFORE.search(code, max(0, close - 20), close + 1)
+            if word is None:
+                break
+            close = _previous(code, word.start())
+        if close >= 0 and (code[close].isalnum() or code[close] == "_"):
+            name = _NAME_BEFORE.search(code, max(0, close - 200), close + 1)
+            word = name.group().strip() if name is not None else ""
+            return ("function", name.start(), word) if name is not None and word not in _CONTROL else ("block", -1, "")
+        if close >= 0 and code[close] == ">":  # a template lambda: `[&]<typename T>(T*) {`
+            angle = _opening(code, close, "<", ">")
+            close = _previous(code, angle) if angle >= 0 else -1
+        if close < 0 or code[close] != "]":
+            return "block", -1, ""
+    bracket = _opening(code, close, "[", "]")
+    if bracket < 0 or not _introduces_lambda(code[max(0, bracket - 20):bracket]):
+        return "block", -1, ""
+    return "lambda", bracket, ""
+
+
+def _previous(code: str, end: int) -> int:
+    """Offset of the last character before `end` that is not white space, -1 if none."""
+    index = end - 1
+    while index >= 0 and code[index].isspace():
+        index -= 1
+    return index
+
+
+def _opening(code: str, close: int, opening: str, closing: str) -> int:
+    """Offset of the bracket that opens the one at `close` (-1 if none, or too far back to be a head)."""
+    depth = 0
+    for index in range(close, max(-1, close - 4000), -1):
+        ch = code[index]
+        if ch == closing:
+            depth += 1
+        elif ch == opening:
+            depth -= 1
+            if depth == 0:
+                return index
+        elif ch in "{};":
+            return -1
+    return -1
+
+
+def _introduces_lambda(before: str) -> bool:
+    """Whether a `[` after this text opens a lambda, not a subscript or an array declarator."""
+    text = before.rstrip()
+    return not text or text[-1] in "=(,{};:?" or bool(re.search(r"\breturn$", text))
+
+
+def _is_call(code: str, at: int) -> bool:
+    """A name followed by `(` is a call unless a type comes before it (a declaration) or it is a member."""
+    text = code[max(0, at - 200):at].rstrip()
+    if not text:
+        return True
+    if text.endswith((".", "->")):
+        return False
+    word = re.search(r"(\w+)$", text)
+    if word is not None:
+        return word.group(1) in ("return", "else", "do", "case", "throw", "co_return", "co_await")
+    return text[-1] not in "*&>"
 
 
 def _launches(code: str) -> Iterator[tuple[int, int, str]]:
