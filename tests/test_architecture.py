@@ -53,9 +53,6 @@ STAGES: list[tuple[str, tuple[str, ...]]] = [
 # Modules of kgate.commands that are helpers for every command, not commands.
 COMMAND_HELPERS = {"kgate.commands", "kgate.commands.common", "kgate.commands.recording"}
 
-# Edges against the pipeline that exist today. Each is to be removed; none may be added.
-KNOWN_EDGES: dict[tuple[str, str], str] = {
-}
 
 
 def module_files() -> dict[str, Path]:
@@ -154,16 +151,10 @@ def test_every_module_has_a_place() -> None:
 
 
 def test_imports_follow_the_pipeline() -> None:
-    new = [v for v in violations() if (v[0], v[1]) not in KNOWN_EDGES]
+    new = violations()
     for module, target, why in new:
         print(f"{module} -> {target}: {why}")
     assert not new, "imports against the pipeline:\n" + "\n".join(f"  {m} -> {t}: {w}" for m, t, w in new)
-
-
-def test_the_allow_list_holds_only_edges_that_exist() -> None:
-    existing = {(m, t) for m, t, _ in violations()}
-    gone = sorted(set(KNOWN_EDGES) - existing)
-    assert not gone, f"edges fixed: remove them from KNOWN_EDGES: {gone}"
 
 
 def test_the_checker_sees_an_edge_against_the_pipeline(tmp_path: Path) -> None:
