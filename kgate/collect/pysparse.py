@@ -37,8 +37,19 @@ _ASSIGNED = re.compile(r"([A-Za-z_]\w*)\s*(?::[^=]*)?=(?!=)")
 _ALIAS = re.compile(r"\bas\s+([A-Za-z_]\w*)")
 
 
+# A top-level statement: first line, end (exclusive), the line that ends its signature (None: not a definition).
+Block = tuple[int, int, int | None]
+
+
 def sparse(lines: list[str], needles: tuple[str, ...]) -> str | None:
     """The module's text with unneeded definitions blanked (same lines and columns), or None to parse it whole."""
+    blocks = split(lines)
+    return None if blocks is None else _render(lines, blocks, list(needles))
+
+
+def split(lines: list[str]) -> list[Block] | None:
+    """The module's top-level statements as line ranges (decorators belong to their definition), or None when the
+    text cannot be split with confidence."""
     inside = _string_lines(lines)
     if inside is None:
         return None
@@ -59,10 +70,37 @@ def sparse(lines: list[str], needles: tuple[str, ...]) -> str | None:
             return None
         blocks.append((first, end, header_end))
         i += 1
-    return _render(lines, blocks, list(needles))
+    return blocks
 
 
-def _render(lines: list[str], blocks: list[tuple[int, int, int | None]], needles: list[str]) -> str:
+def definitions(lines: list[str], blocks: list[Block]) -> dict[str, Block]:
+    """The top-level `def`s and `class`es of a split module, by name (the last one of a name)."""
+    return {_name(lines[_def_line(lines, b[0])]): b for b in blocks if b[2] is not None}
+
+
+def excerpt(lines: list[str], whole: list[Block], headers: list[Block] | None = None) -> str:
+    """The module's text with only the given top-level blocks (and the signatures of `headers`, their bodies
+    replaced by `pass`), every other line blank: a few definitions parsed at their own lines and columns."""
+    out = [""] * len(lines)
+    for first, end, header_end in headers or ():
+        if header_end is not None:
+            out[first:header_end + 1] = lines[first:header_end + 1]
+            if header_end + 1 < end:
+                out[header_end + 1] = "    pass"
+    for first, end, _header in whole:
+        out[first:end] = lines[first:end]
+    return "\n".join(out)
+
+
+def mentioning(lines: list[str], blocks: list[Block], words: set[str]) -> list[Block]:
+    """The definitions whose body (after the signature) names one of `words` (whole words)."""
+    if not words:
+        return []
+    found = re.compile("|".join(rf"\b{re.escape(w)}\b" for w in sorted(words)))
+    return [b for b in blocks if b[2] is not None and any(found.search(line) for line in lines[b[2] + 1:b[1]])]
+
+
+def _render(lines: list[str], blocks: list[Block], needles: list[str]) -> str:
     names: list[str] = []  # identifiers that stand for a needle: aliases, constants, kept functions
 
     def pattern() -> re.Pattern[str]:

@@ -57,10 +57,11 @@ A run-time argument that takes only a handful of values in your workload
 
 from __future__ import annotations
 
-import ast
 from collections.abc import Iterable
 
+from kgate.collect import pyautotune
 from kgate.collect import pysource as py
+from kgate.collect.pylaunch import BOUNDED, MODEL, RUNTIME, UNKNOWN, Launches, Names, Verdict, worst
 from kgate.collect.source import SourceFile
 from kgate.core.findings import Severity
 from kgate.core.rule import Option, Report, Rule, SourceContext
@@ -70,35 +71,108 @@ RUNTIME_SHAPE_NAMES = (
     "seq_len", "SEQ_LEN", "seqlen", "seq_length", "max_seqlen", "MAX_SEQLEN", "N_CTX",
     "batch", "batch_size", "BATCH", "n_rows", "num_rows", "N_ROWS",
 )
+MODEL_DIM_NAMES = (
+    "D", "H", "K", "V", "E", "G", "HQ", "HK", "HV", "dim", "hidden_dim", "hidden_size", "head_dim", "num_heads",
+    "d_model", "vocab_size", "intermediate_size", "num_experts",
+)
+LEVELS = ("error", "warning", "note", "off")
+# The order keys are named in a finding, most serious first, and how each class is described.
+_CLASSES = ((RUNTIME, "runtime", "change{v} with the token count or batch"),
+            (UNKNOWN, "unclassified", "{are} run-time argument{n} that kgate cannot place"),
+            (MODEL, "model-dims", "{are} model dimension{n}"),
+            (BOUNDED, "bucketed", "{are} bucketed"))
 
 
 def check(source: SourceFile, ctx: SourceContext) -> Iterable[Report]:
     info = py.info(source)
     if not info.uses_triton():
         return
-    imports, constants = info.imports, info.constants
-    shapes = set(ctx.options["runtime-shape-names"]) | set(ctx.options["extend-runtime-shape-names"])
-    allowed = set(ctx.options["allowed-keys"])
-    for fn in info.functions:
-        decorator = py.autotune_decorator(fn, imports)
-        if decorator is None:
+    options = ctx.options
+    tuned = pyautotune.tuned_kernels(info, frozenset(options["autotune-wrappers"]))
+    allowed = set(options["allowed-keys"])
+    tuned = [t for t in tuned if any(name not in allowed for name, _node in t.keys)]
+    if not tuned:
+        return
+    names = Names(set(options["runtime-shape-names"]) | set(options["extend-runtime-shape-names"]),
+                  set(options["model-dim-names"]) | set(options["extend-model-dim-names"]))
+    launches = Launches(source, info, {t.launched for t in tuned}, {t.kernel for t in tuned if t.fn is None},
+                        names, frozenset(options["bucketing-functions"]))
+    levels = {"runtime": "", **{name: options[name] for _cls, name, _text in _CLASSES[1:]}}
+    for t in tuned:
+        fn = t.fn or launches.definitions.get(t.kernel)
+        if t.needs_jit and (fn is None or not pyautotune.is_jit_kernel(fn, info.imports)):
             continue
-        params = {arg.arg: arg for arg in py.parameters(fn)}
-        for name, node in py.string_items(py.argument(decorator, "key", 1), constants):
+        offending = []
+        for name, node in t.keys:
             if name in allowed:
                 continue
-            reason = _reason(name, params.get(name), shapes, imports)
-            if reason:
-                yield Report(f"autotune key {name!r} of `{fn.name}` {reason}: every new value benchmarks "
-                             f"all configs again", scope=fn.name, discriminator=name, **source.span(node))
+            verdict = _key(name, fn, t.launched, launches, names, info.imports)
+            if verdict is None:
+                continue
+            level = levels[next(label for cls, label, _text in _CLASSES if cls == verdict.cls)]
+            if level != "off":
+                offending.append((name, node, verdict, level))
+        if offending:
+            yield _report(source, t, offending)
 
 
-def _reason(name: str, param: ast.arg | None, shapes: set[str], imports: dict[str, str]) -> str:
-    if name in shapes:
-        return "is a run-time shape (runtime-shape-names)"
-    if param is not None and not py.is_constexpr(param.annotation, imports):
-        return "is a run-time argument (not tl.constexpr)"
-    return ""
+def _key(name: str, fn: py.Function | None, launched: str, launches: Launches, names: Names,
+         imports: dict[str, str]) -> Verdict | None:
+    """What a key does at run time; None when it is not to be judged (not a parameter, or a tl.constexpr that
+    nothing places)."""
+    params = py.parameters(fn) if fn is not None else None
+    param = next((p for p in params if p.arg == name), None) if params is not None else None
+    if params is not None and param is None:
+        return None  # not a parameter of the kernel: Triton rejects it, not our concern
+    position = None
+    if fn is not None and param is not None:
+        positional = [*fn.args.posonlyargs, *fn.args.args]
+        position = positional.index(param) if param in positional else None
+    verdict = worst(launches.argument(launched, name, position, _has_default(fn, name)))
+    if verdict.cls == UNKNOWN:
+        by_name = names.of(name)
+        if by_name != UNKNOWN:
+            return Verdict(by_name, "by its name")
+        if param is None or py.is_constexpr(param.annotation, imports):
+            return None  # a tl.constexpr the project sets itself (a block size, a flag)
+    return verdict
+
+
+def _has_default(fn: py.Function | None, name: str) -> bool:
+    if fn is None:
+        return False
+    args = fn.args
+    positional = [*args.posonlyargs, *args.args]
+    with_default = positional[len(positional) - len(args.defaults):] if args.defaults else []
+    return any(a.arg == name for a in with_default) or any(
+        a.arg == name and d is not None for a, d in zip(args.kwonlyargs, args.kw_defaults))
+
+
+def _report(source: SourceFile, t: pyautotune.Tuned, offending: list[tuple[str, object, Verdict, str]]) -> Report:
+    groups = []
+    for cls, _label, text in _CLASSES:
+        keys = [(name, verdict) for name, _node, verdict, _level in offending if verdict.cls == cls]
+        if not keys:
+            continue
+        many = len(keys) > 1
+        named = ", ".join(f"{name!r}" + (f" ({verdict.why})" if verdict.why and verdict.why != name else "")
+                          for name, verdict in keys)
+        groups.append(f"{named} " + text.format(v="" if many else "s", n="s" if many else "",
+                                                are="are" if many else "is"))
+    severity = min((Severity(level) for _n, _node, _v, level in offending if level), key=lambda s: s.rank,
+                   default=None)
+    if any(not level for _n, _node, _v, level in offending):
+        severity = None  # a run-time key: the rule's own (configurable) severity
+    first = source.span(offending[0][1])  # type: ignore[arg-type]
+    last = source.span(offending[-1][1])  # type: ignore[arg-type]
+    return Report(f"autotune key of `{t.kernel}`: {'; '.join(groups)}: every new value benchmarks all configs "
+                  f"again", severity=severity, scope=t.kernel,
+                  discriminator=",".join(name for name, _node, _v, _level in offending),
+                  line=first["line"], col=first["col"], end_line=last["end_line"], end_col=last["end_col"])
+
+
+def _level(help: str, default: str) -> Option:
+    return Option(default, help, str, choices=LEVELS)
 
 
 RULE = Rule(
@@ -110,10 +184,19 @@ RULE = Rule(
     check=check,
     doc=__doc__ or "",
     options={
-        "runtime-shape-names": Option(list(RUNTIME_SHAPE_NAMES), "key names that are run-time shapes", list, str),
+        "runtime-shape-names": Option(list(RUNTIME_SHAPE_NAMES), "key names that follow the token count or batch",
+                                      list, str),
         "extend-runtime-shape-names": Option([], "names added to runtime-shape-names", list, str),
+        "model-dim-names": Option(list(MODEL_DIM_NAMES), "key names that are model dimensions", list, str),
+        "extend-model-dim-names": Option([], "names added to model-dim-names", list, str),
+        "bucketing-functions": Option([], "the project's functions whose result takes few values", list, str),
+        "autotune-wrappers": Option([], "the project's decorators that forward to triton.autotune", list, str),
         "allowed-keys": Option([], "key names never reported", list, str),
+        "unclassified": _level("severity of a run-time key no launch site or name places", "note"),
+        "model-dims": _level("severity of a key that is a model dimension", "off"),
+        "bucketed": _level("severity of a key bucketed at its launch sites", "off"),
     },
     files=("*.py",),
     prefilter=(b"autotune",),
+    prefilter_options=("autotune-wrappers",),
 )
