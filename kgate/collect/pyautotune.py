@@ -103,10 +103,12 @@ class _Finder:
         """Functions of this module that call triton.autotune for their caller."""
         if self._local is None:
             self._local = {}
+            self._inside: set[int] = set()
             for fn in self.info.functions:
                 tuner = self._wrapper(fn)
                 if tuner is not None:
                     self._local.setdefault(fn.name, tuner)
+                    self._inside.update(id(s) for s in _body_statements(fn))
         return self._local
 
     def _wrapper(self, fn: py.Function) -> Tuner | None:
@@ -145,7 +147,10 @@ class _Finder:
     def call_forms(self) -> list[Tuned]:
         """`k = tune(...)(fn)`, `k = tuned(fn)`, `return tune(...)(triton.jit(fn))`, ..."""
         out = []
+        self.local_wrappers()
         for stmt in py.statements(self.info.tree):
+            if id(stmt) in self._inside:
+                continue  # a wrapper's own `triton.autotune(...)(fn)`: applied where the wrapper is used
             value = getattr(stmt, "value", None) if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.Return,
                                                                       ast.Expr)) else None
             if not isinstance(value, ast.Call) or len(value.args) != 1:

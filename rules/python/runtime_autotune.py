@@ -67,7 +67,7 @@ from kgate.core.findings import Severity
 from kgate.core.rule import Option, Report, Rule, SourceContext
 
 RUNTIME_SHAPE_NAMES = (
-    "M", "n_tokens", "N_TOKENS", "num_tokens", "NUM_TOKENS", "total_tokens", "TOTAL_TOKENS",
+    "M", "T", "n_tokens", "N_TOKENS", "num_tokens", "NUM_TOKENS", "total_tokens", "TOTAL_TOKENS",
     "seq_len", "SEQ_LEN", "seqlen", "seq_length", "max_seqlen", "MAX_SEQLEN", "N_CTX",
     "batch", "batch_size", "BATCH", "n_rows", "num_rows", "N_ROWS",
 )
@@ -78,8 +78,8 @@ MODEL_DIM_NAMES = (
 LEVELS = ("error", "warning", "note", "off")
 # The order keys are named in a finding, most serious first, and how each class is described.
 _CLASSES = ((RUNTIME, "runtime", "change{v} with the token count or batch"),
-            (UNKNOWN, "unclassified", "{are} run-time argument{n} that kgate cannot place"),
-            (MODEL, "model-dims", "{are} model dimension{n}"),
+            (UNKNOWN, "unclassified", "{are} {a}run-time argument{n} that kgate cannot place"),
+            (MODEL, "model-dims", "{are} {a}model dimension{n}"),
             (BOUNDED, "bucketed", "{are} bucketed"))
 
 
@@ -158,7 +158,7 @@ def _report(source: SourceFile, t: pyautotune.Tuned, offending: list[tuple[str, 
         named = ", ".join(f"{name!r}" + (f" ({verdict.why})" if verdict.why and verdict.why != name else "")
                           for name, verdict in keys)
         groups.append(f"{named} " + text.format(v="" if many else "s", n="s" if many else "",
-                                                are="are" if many else "is"))
+                                                are="are" if many else "is", a="" if many else "a "))
     severity = min((Severity(level) for _n, _node, _v, level in offending if level), key=lambda s: s.rank,
                    default=None)
     if any(not level for _n, _node, _v, level in offending):
