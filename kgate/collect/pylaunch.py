@@ -271,7 +271,7 @@ class Launches:
         if position == 0 and first:
             return Verdict(RUNTIME, f"{why}[0]" if why else "")
         if last and (position == -1 or position == count - 1):
-            return Verdict(MODEL, why)
+            return Verdict(MODEL, f"{why}[-1]" if why else "")
         return Verdict(self.names.of(name), name)
 
     def _binop(self, expr: ast.BinOp, scope: _Scope, depth: int, seen: set[tuple[int, str]]) -> Verdict:
