@@ -48,9 +48,11 @@ class Tuned:
     needs_jit: bool = False  # recognised by the wrapper's name: counts only if the definition is a @triton.jit kernel
 
 
-def tuned_kernels(info: py.ParsedModule, wrappers: frozenset[str] = frozenset()) -> list[Tuned]:
-    """The module's autotuned kernels, in source order."""
-    finder = _Finder(info, wrappers)
+def tuned_kernels(info: py.ParsedModule, wrappers: frozenset[str] = frozenset(),
+                  lines: list[str] | None = None) -> list[Tuned]:
+    """The module's autotuned kernels, in source order (`lines`, the module's, spare walking the bodies of
+    functions that cannot be wrappers)."""
+    finder = _Finder(info, wrappers, lines)
     out = [t for fn in info.functions if (t := finder.decorated(fn)) is not None]
     out.extend(finder.call_forms())
     out.sort(key=lambda t: (getattr(t.at, "lineno", 0), getattr(t.at, "col_offset", 0)))
@@ -58,8 +60,9 @@ def tuned_kernels(info: py.ParsedModule, wrappers: frozenset[str] = frozenset())
 
 
 class _Finder:
-    def __init__(self, info: py.ParsedModule, wrappers: frozenset[str]) -> None:
+    def __init__(self, info: py.ParsedModule, wrappers: frozenset[str], lines: list[str] | None) -> None:
         self.info = info
+        self.lines = lines
         self.imports = info.imports
         self.constants = info.constants
         self.configured = wrappers
@@ -112,6 +115,8 @@ class _Finder:
         return self._local
 
     def _wrapper(self, fn: py.Function) -> Tuner | None:
+        if is_jit_kernel(fn, self.imports) or not self._calls_autotune(fn):
+            return None
         params = [a.arg for a in py.parameters(fn)]
         positional = len(fn.args.posonlyargs) + len(fn.args.args)
         for stmt in _body_statements(fn):
@@ -129,6 +134,14 @@ class _Finder:
                 if key is not None and py.resolvable(key, self.constants):
                     return Tuner(key_name=None, key_position=None, fixed=key, applies=applies)
         return None
+
+    def _calls_autotune(self, fn: py.Function) -> bool:
+        """Whether the body names triton.autotune under any spelling: a cheap test before walking it."""
+        if self.lines is None:
+            return True
+        spellings = ("autotune", *(local for local, name in self.imports.items() if name in py.AUTOTUNE))
+        first = fn.body[0].lineno - 1
+        return any(word in line for line in self.lines[first:fn.end_lineno] for word in spellings)
 
     # ---------------------------------------------------------------- where it is applied
 

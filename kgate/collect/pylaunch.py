@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ast
 import re
+from bisect import bisect_left
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -41,13 +42,26 @@ COARSE_DIVISOR = 1 << 14
 _DIVIDERS = frozenset({"cdiv", "ceil_div", "ceildiv", "div_up", "divup", "ceil_divide"})
 _SAME = frozenset({"int", "abs", "float", "round", "ceil", "floor", "index"})
 _WEIGHT = re.compile(r"(?i)^(w|w_.*|.*weight.*|.*_w)$")
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")  # as Python numbers lines
 _CONFIG = frozenset({"self", "config", "cfg", "model_config", "args", "hparams"})
+
+
+class Why:
+    """The expression that decided a verdict, rendered only if a finding shows it."""
+
+    __slots__ = ("after", "before", "node")
+
+    def __init__(self, node: ast.AST, before: str = "", after: str = "") -> None:
+        self.node, self.before, self.after = node, before, after
+
+    def __str__(self) -> str:
+        return f"{self.before}{_written(self.node)}{self.after}"
 
 
 @dataclass(frozen=True)
 class Verdict:
     cls: int
-    why: str = ""  # the expression that decided, as written
+    why: str | Why = ""  # what decided: a name, or the expression as written
 
 
 _NOTHING = Verdict(BOUNDED)
@@ -124,15 +138,17 @@ class Launches:
         self.bucketing = bucketing
         self._blocks: dict[str, pysparse.Block] = {}
         self._helpers: dict[str, py.Function | None] = {}
+        # The lines that launch one of the kernels (`k[`, `k.run(`), 0-based: only they are parsed and walked.
+        self.marked = _launch_lines(source.text, launched)
         if info.whole:
             self.tree = info.tree
         else:
-            self.tree = self._excerpt(launched, kernels)
+            self.tree = self._excerpt(kernels)
         self.sites: dict[str, list[tuple[ast.Call, _Scope]]] = {}
         self.definitions: dict[str, py.Function] = {}
         self._collect(launched)
 
-    def _excerpt(self, launched: set[str], kernels: set[str]) -> ast.Module:
+    def _excerpt(self, kernels: set[str]) -> ast.Module:
         from kgate.collect.source import UnreadableSource, parse_python
 
         lines = self.source.lines
@@ -140,7 +156,7 @@ class Launches:
         if blocks is None:
             return self.source.tree
         self._blocks = pysparse.definitions(lines, blocks)
-        launchers = pysparse.mentioning(lines, blocks, launched)
+        launchers = pysparse.containing(blocks, self.marked)
         headers = [self._blocks[k] for k in kernels if k in self._blocks and self._blocks[k] not in launchers]
         try:
             return parse_python(pysparse.excerpt(lines, launchers, headers).encode("utf-8"), self.source.rel)
@@ -161,12 +177,17 @@ class Launches:
                         self.definitions.setdefault(stmt.name, stmt)
                     stack.append(_Scope(stmt, scope))
                     continue
-                if scope is module:
+                if scope is module or not self._launches_within(stmt):
                     continue
                 for node in py.expressions(stmt):
                     name = _launched_name(node)
                     if name is not None and name in launched:
                         self.sites.setdefault(name, []).append((node, scope))  # type: ignore[arg-type]
+
+    def _launches_within(self, stmt: ast.stmt) -> bool:
+        first, last = stmt.lineno - 1, (stmt.end_lineno or stmt.lineno) - 1
+        at = bisect_left(self.marked, first)
+        return at < len(self.marked) and self.marked[at] <= last
 
     # ---------------------------------------------------------------- arguments
 
@@ -246,7 +267,7 @@ class Launches:
                 best_pair = max(range(len(verdicts)), key=lambda i: verdicts[i][0].cls)
                 verdict, value = verdicts[best_pair]
                 if value is not None and bindings[best_pair][1] is None and verdict.cls != UNKNOWN:
-                    return Verdict(verdict.cls, f"{name} = {_written(value)}")  # the assignment, as written
+                    return Verdict(verdict.cls, Why(value, f"{name} = "))  # the assignment, as written
                 return verdict
             if name in here.params:
                 break
@@ -265,13 +286,12 @@ class Launches:
         if shape is None:
             return Verdict(self.names.of(name), name)
         tensor, first, last = shape
-        why = _written(value)
         if _is_weight(tensor):
-            return Verdict(MODEL, why)
+            return Verdict(MODEL, Why(value))
         if position == 0 and first:
-            return Verdict(RUNTIME, f"{why}[0]" if why else "")
+            return Verdict(RUNTIME, Why(value, after="[0]"))
         if last and (position == -1 or position == count - 1):
-            return Verdict(MODEL, f"{why}[-1]" if why else "")
+            return Verdict(MODEL, Why(value, after="[-1]"))
         return Verdict(self.names.of(name), name)
 
     def _binop(self, expr: ast.BinOp, scope: _Scope, depth: int, seen: set[tuple[int, str]]) -> Verdict:
@@ -313,14 +333,14 @@ class Launches:
         if last in _DIVIDERS and len(args) == 2:
             return self._divided(self.value(args[0], scope, depth, seen), args[1], scope, depth, seen)
         if isinstance(func, ast.Attribute) and func.attr in ("size", "numel") or last in ("len", "prod"):
-            return self._size(call, last, _written(call))
+            return self._size(call, last, Why(call))
         if isinstance(func, ast.Name) and depth < 8:
             helper = self.helper(func.id)
             if helper is not None:
                 return self._returns(helper, call, scope, depth, seen)
         return Verdict(UNKNOWN)
 
-    def _size(self, call: ast.Call, last: str, why: str) -> Verdict:
+    def _size(self, call: ast.Call, last: str, why: Why) -> Verdict:
         func = call.func
         if last in ("len", "prod"):
             target = call.args[0] if call.args else None
@@ -348,12 +368,12 @@ class Launches:
         if shape is not None:
             tensor, first, last = shape
             if _is_weight(tensor):
-                return Verdict(MODEL, _written(expr))
+                return Verdict(MODEL, Why(expr))
             index = _integer(expr.slice, {})
             if index is None:
                 return Verdict(UNKNOWN)
             if (index == 0 and first) or (index == -1 and last):
-                return _dimension(index, _written(expr))
+                return _dimension(index, Why(expr))
             return Verdict(UNKNOWN)
         if isinstance(expr.value, ast.Name) and isinstance(self.info.constants.get(expr.value.id),
                                                            (ast.Dict, ast.List, ast.Tuple)):
@@ -408,7 +428,7 @@ class Launches:
         if not values or any(v is None for v in values):
             return Verdict(UNKNOWN)
         verdict = worst([self.value(v, inner, depth, seen) for v in values if v is not None])
-        return Verdict(verdict.cls, _written(call) if verdict.cls != UNKNOWN else "")
+        return Verdict(verdict.cls, Why(call) if verdict.cls != UNKNOWN else "")
 
 
 # ------------------------------------------------------------------------------------------------ helpers
@@ -476,6 +496,22 @@ def _bind(env: dict[str, list[tuple[ast.expr | None, int | None, int]]], target:
                 env.setdefault(sub.id, []).append((value, position, len(elts)))
 
 
+def _launch_lines(text: str, names: set[str]) -> list[int]:
+    """The 0-based lines on which one of `names` is subscripted or `.run`: found with `str.find`, not a regular
+    expression built per module (compiling one costs more than the search)."""
+    found: set[int] = set()
+    for name in names:
+        at = text.find(name)
+        while at >= 0:
+            end = at + len(name)
+            before = text[at - 1] if at else " "
+            rest = text[end:end + 8].lstrip(" \t")
+            if not (before.isalnum() or before == "_") and (rest.startswith("[") or rest.startswith(".run")):
+                found.add(text.count("\n", 0, at) if "\r" not in text else len(_LINE_BREAK.findall(text, 0, at)))
+            at = text.find(name, end)
+    return sorted(found)
+
+
 def _launched_name(node: ast.AST) -> str | None:
     """`k[grid](...)` or `k.run(...)`: the name `k`."""
     if not isinstance(node, ast.Call):
@@ -518,7 +554,7 @@ def _shape(expr: ast.expr) -> tuple[ast.expr, bool, bool] | None:
     return None
 
 
-def _dimension(index: int | None, why: str) -> Verdict:
+def _dimension(index: int | None, why: Why) -> Verdict:
     if index == 0:
         return Verdict(RUNTIME, why)
     if index == -1:

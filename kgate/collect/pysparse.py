@@ -21,7 +21,7 @@ caller parses the whole file.
 from __future__ import annotations
 
 import re
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 
 # Comments and string literals, in the order a tokenizer meets them: a `"""` inside a comment or
 # an ordinary string does not open a multi-line string.
@@ -49,7 +49,19 @@ def sparse(lines: list[str], needles: tuple[str, ...]) -> str | None:
 
 def split(lines: list[str]) -> list[Block] | None:
     """The module's top-level statements as line ranges (decorators belong to their definition), or None when the
-    text cannot be split with confidence."""
+    text cannot be split with confidence. The last answer is kept: a rule that reads more of the same file's
+    lines (the same list) after `sparse` does not split it again."""
+    if _last_split and _last_split[0] is lines:
+        return _last_split[1]
+    blocks = _split(lines)
+    _last_split[:] = [lines, blocks]
+    return blocks
+
+
+_last_split: list = []  # [lines, blocks] of the last split
+
+
+def _split(lines: list[str]) -> list[Block] | None:
     inside = _string_lines(lines)
     if inside is None:
         return None
@@ -92,12 +104,15 @@ def excerpt(lines: list[str], whole: list[Block], headers: list[Block] | None = 
     return "\n".join(out)
 
 
-def mentioning(lines: list[str], blocks: list[Block], words: set[str]) -> list[Block]:
-    """The definitions whose body (after the signature) names one of `words` (whole words)."""
-    if not words:
-        return []
-    found = re.compile("|".join(rf"\b{re.escape(w)}\b" for w in sorted(words)))
-    return [b for b in blocks if b[2] is not None and any(found.search(line) for line in lines[b[2] + 1:b[1]])]
+def containing(blocks: list[Block], marked: list[int]) -> list[Block]:
+    """The definitions whose body (after the signature) holds one of the `marked` lines (0-based, sorted)."""
+    out = []
+    for block in blocks:
+        if block[2] is not None:
+            at = bisect_left(marked, block[2] + 1)
+            if at < len(marked) and marked[at] < block[1]:
+                out.append(block)
+    return out
 
 
 def _render(lines: list[str], blocks: list[Block], needles: list[str]) -> str:

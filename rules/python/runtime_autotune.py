@@ -157,7 +157,7 @@ def check(source: SourceFile, ctx: SourceContext) -> Iterable[Report]:
     if not info.uses_triton():
         return
     options = ctx.options
-    tuned = pyautotune.tuned_kernels(info, frozenset(options["autotune-wrappers"]))
+    tuned = pyautotune.tuned_kernels(info, frozenset(options["autotune-wrappers"]), source.lines)
     allowed = set(options["allowed-keys"])
     tuned = [t for t in tuned if any(name not in allowed for name, _node in t.keys)]
     if not tuned:
@@ -224,7 +224,7 @@ def _report(source: SourceFile, t: pyautotune.Tuned, offending: list[tuple[str, 
         if not keys:
             continue
         many = len(keys) > 1
-        named = ", ".join(f"{name!r}" + (f" ({verdict.why})" if verdict.why and verdict.why != name else "")
+        named = ", ".join(f"{name!r}" + (f" ({why})" if (why := str(verdict.why)) and why != name else "")
                           for name, verdict in keys)
         groups.append(f"{named} " + text.format(v="" if many else "s", n="s" if many else "",
                                                 are="are" if many else "is", a="" if many else "a "))
