@@ -14,10 +14,16 @@ KERNEL = textwrap.dedent("""\
     import triton.language as tl
 
 
-    @triton.autotune(configs=[], key=["n", "hidden"])
+    @triton.autotune(configs=[], key=["n_tokens", "hidden"])
     @triton.jit
-    def k(x, out, n, hidden, BLOCK: tl.constexpr):
+    def k(x, out, n_tokens, hidden, BLOCK: tl.constexpr):
         tl.atomic_add(out, 1)
+
+
+    @triton.autotune(configs=[], key=["seq_len"])
+    @triton.jit
+    def k2(x, seq_len, BLOCK: tl.constexpr):
+        pass
 """)
 
 
@@ -80,15 +86,21 @@ def test_severity_override_and_off(tmp_path: Path) -> None:
 
 
 def test_rule_options(tmp_path: Path) -> None:
-    root = project(tmp_path, """\
+    kernel = KERNEL.replace('key=["n_tokens", "hidden"]', 'key=["n", "hidden"]').replace(", n_tokens,", ", n,")
+    options = """\
         [tool.kgate.options.runtime-autotune]
         allowed-keys = ["hidden"]
+        model-dims = "error"
         runtime-shape-names = []
         extend-runtime-shape-names = ["n"]
-    """)
+    """
+    root = project(tmp_path, options, files={"pkg/ops.py": kernel})
     run = lint(root, "pkg/ops.py", "--select", "KG201")
-    messages = [f["message"] for f in run.json()["findings"]]
-    assert len(messages) == 1 and "'n'" in messages[0] and "runtime-shape-names" in messages[0]
+    messages = [f["message"] for f in sorted(run.json()["findings"], key=lambda f: f["line"])]
+    # `n` is a token count by the configured name, `hidden` is allowed although model dimensions are errors here,
+    # and `seq_len` is still one by the words of its name although the list of names is emptied.
+    assert len(messages) == 2 and messages[0].startswith("autotune key of `k`: 'n' (by its name) changes with the ")
+    assert "'hidden'" not in messages[0] and "`k2`: 'seq_len' (by its name)" in messages[1]
 
 
 @pytest.mark.parametrize(("config", "words"), [

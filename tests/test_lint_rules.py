@@ -73,7 +73,40 @@ def test_a_broken_file_does_not_stop_the_others(tmp_path: Path) -> None:
 def test_terminal_output_names_path_line_column_code_and_name(project: Path) -> None:
     run = kgate("lint", "runtime_autotune.py", cwd=project)
     assert run.code == 1
-    assert ("runtime_autotune.py:13:40: KG201 error runtime-autotune: autotune key 'n_tokens' of "
-            "`rmsnorm_keyed_on_tokens` is a run-time shape") in run.stdout
-    errors = len([e for e in expectations(project) if e[0] == "runtime_autotune.py"])
-    assert run.stdout.rstrip().splitlines()[-1].startswith(f"kgate lint: FAILED: 1 file(s), {errors} errors")
+    assert ("runtime_autotune.py:13:40: KG201 error runtime-autotune: autotune key of `rmsnorm_keyed_on_tokens`: "
+            "'n_tokens' (by its name) changes with the token count or batch") in run.stdout
+    # One planted case, the positional `stride`, is a run-time argument nothing places: a note, not an error.
+    errors = len([e for e in expectations(project) if e[0] == "runtime_autotune.py"]) - 1
+    assert run.stdout.rstrip().splitlines()[-1] == f"kgate lint: FAILED: 1 file(s), {errors} errors, 0 warnings, 1 note"
+
+
+def _kg201(options: dict[str, object] | None = None) -> dict[tuple[str, int], tuple[str, str]]:
+    findings, _suppressed = linted(RULES / "KG201", {"runtime-autotune": options} if options else None)
+    return {(f.path, f.line): (f.severity.value, f.message) for f in findings}
+
+
+def test_kg201_severity_of_each_key_class_is_configurable() -> None:
+    default = _kg201()
+    assert default[("launch_sites.py", 109)][0] == "note"  # `stride`: unclassified
+    assert ("launch_sites.py", 64) not in default and ("launch_sites.py", 92) not in default
+    configured = _kg201({"model-dims": "warning", "bucketed": "note", "unclassified": "off",
+                         "bucketing-functions": ["snap"], "autotune-wrappers": ["project.tuning.sweep"]})
+    assert ("launch_sites.py", 109) not in configured
+    severity, message = configured[("launch_sites.py", 92)]
+    assert severity == "warning" and "'N' (x.shape[-1]), 'F' (F = w.shape[0]), 'hidden' (self.config.hidden_size) " \
+        "are model dimensions" in message
+    severity, message = configured[("launch_sites.py", 64)]
+    assert severity == "note" and "'M' (_tile_rows(M)), 'm_cap'" in message and "are bucketed" in message
+    # A run-time key and a model dimension in one decorator: one finding, at the rule's severity, naming both.
+    severity, message = configured[("runtime_autotune.py", 64)]
+    assert severity == "error" and "'n_rows' (by its name) changes" in message and "'hidden' (by its name) is a " \
+        "model dimension" in message
+
+
+def test_kg201_project_names_are_options() -> None:
+    unconfigured = _kg201({"bucketing-functions": [], "autotune-wrappers": []})
+    # Without the wrapper's name the rule never reads the module (it does not spell the pre-filter's word) ...
+    assert not any(path == "configured_wrapper.py" for path, _line in unconfigured)
+    # ... and without the bucketing function the key it bounds is a run-time argument kgate cannot place.
+    severity, message = unconfigured[("launch_sites.py", 64)]
+    assert severity == "note" and message.startswith("autotune key of `bucketed`: 'M_SNAP' is a run-time argument")

@@ -105,8 +105,8 @@ def test_lint_hook_on_a_kernel_repository(tmp_path: Path) -> None:
     assert run.returncode == 1, run.stdout + run.stderr
     assert "kgate check" not in run.stdout  # a pre-push hook stays out of the commit stage
     assert _findings(run.stdout) == {
-        ("kernels/norm.py:9:40: KG201 error runtime-autotune: autotune key 'n_tokens' of `rmsnorm` is a run-time "
-         "shape (runtime-shape-names): every new value benchmarks all configs again"),
+        ("kernels/norm.py:9:40: KG201 error runtime-autotune: autotune key of `rmsnorm`: 'n_tokens' (by its name) "
+         "changes with the token count or batch: every new value benchmarks all configs again"),
         ("tests/conftest.py:3:1: KG203 error interpret-in-tests: TRITON_INTERPRET switched on in conftest.py: every "
          "kernel decorated afterwards runs on the CPU interpreter"),
     }

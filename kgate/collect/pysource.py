@@ -30,8 +30,9 @@ class ParsedModule:
     Not to be confused with `kgate.collect.pyindex.ModuleSummary`, the planner's record of a module kept across
     runs."""
 
-    def __init__(self, tree: ast.Module) -> None:
+    def __init__(self, tree: ast.Module, whole: bool = True) -> None:
         self.tree = tree
+        self.whole = whole  # False: only the definitions that mention a pre-filter needle (kgate.collect.pysparse)
         self._imports: dict[str, str] | None = None
         self._constants: dict[str, ast.expr] | None = None
         self._functions: list[Function] | None = None
@@ -68,24 +69,25 @@ def info(source: SourceFile) -> ParsedModule:
     """
     found = source.derived.get("pysource")
     if found is None:
-        found = source.derived["pysource"] = ParsedModule(_tree(source))
+        found = source.derived["pysource"] = ParsedModule(*_tree(source))
     return found
 
 
-def _tree(source: SourceFile) -> ast.Module:
+def _tree(source: SourceFile) -> tuple[ast.Module, bool]:
+    """The tree to read, and whether it is the whole file's."""
     from kgate.collect.pysparse import sparse
     from kgate.collect.source import MAX_PARSE_BYTES, UnreadableSource, parse_python
 
     needles = source.derived.get("needles")
     if not needles or len(source.data) > MAX_PARSE_BYTES:  # a file too large is reported as such, not reduced
-        return source.tree
+        return source.tree, True
     text = sparse(source.lines, needles)
     if text is None:
-        return source.tree
+        return source.tree, True
     try:
-        return parse_python(text.encode("utf-8"), source.rel)
+        return parse_python(text.encode("utf-8"), source.rel), False
     except UnreadableSource:
-        return source.tree  # report the file's own error, not one of the reduced text
+        return source.tree, True  # report the file's own error, not one of the reduced text
 
 
 def expressions(stmt: ast.stmt) -> Iterator[ast.AST]:

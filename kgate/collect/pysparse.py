@@ -21,7 +21,7 @@ caller parses the whole file.
 from __future__ import annotations
 
 import re
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 
 # Comments and string literals, in the order a tokenizer meets them: a `"""` inside a comment or
 # an ordinary string does not open a multi-line string.
@@ -37,8 +37,31 @@ _ASSIGNED = re.compile(r"([A-Za-z_]\w*)\s*(?::[^=]*)?=(?!=)")
 _ALIAS = re.compile(r"\bas\s+([A-Za-z_]\w*)")
 
 
+# A top-level statement: first line, end (exclusive), the line that ends its signature (None: not a definition).
+Block = tuple[int, int, int | None]
+
+
 def sparse(lines: list[str], needles: tuple[str, ...]) -> str | None:
     """The module's text with unneeded definitions blanked (same lines and columns), or None to parse it whole."""
+    blocks = split(lines)
+    return None if blocks is None else _render(lines, blocks, list(needles))
+
+
+def split(lines: list[str]) -> list[Block] | None:
+    """The module's top-level statements as line ranges (decorators belong to their definition), or None when the
+    text cannot be split with confidence. The last answer is kept: a rule that reads more of the same file's
+    lines (the same list) after `sparse` does not split it again."""
+    if _last_split and _last_split[0] is lines:
+        return _last_split[1]
+    blocks = _split(lines)
+    _last_split[:] = [lines, blocks]
+    return blocks
+
+
+_last_split: list = []  # [lines, blocks] of the last split
+
+
+def _split(lines: list[str]) -> list[Block] | None:
     inside = _string_lines(lines)
     if inside is None:
         return None
@@ -59,10 +82,40 @@ def sparse(lines: list[str], needles: tuple[str, ...]) -> str | None:
             return None
         blocks.append((first, end, header_end))
         i += 1
-    return _render(lines, blocks, list(needles))
+    return blocks
 
 
-def _render(lines: list[str], blocks: list[tuple[int, int, int | None]], needles: list[str]) -> str:
+def definitions(lines: list[str], blocks: list[Block]) -> dict[str, Block]:
+    """The top-level `def`s and `class`es of a split module, by name (the last one of a name)."""
+    return {_name(lines[_def_line(lines, b[0])]): b for b in blocks if b[2] is not None}
+
+
+def excerpt(lines: list[str], whole: list[Block], headers: list[Block] | None = None) -> str:
+    """The module's text with only the given top-level blocks (and the signatures of `headers`, their bodies
+    replaced by `pass`), every other line blank: a few definitions parsed at their own lines and columns."""
+    out = [""] * len(lines)
+    for first, end, header_end in headers or ():
+        if header_end is not None:
+            out[first:header_end + 1] = lines[first:header_end + 1]
+            if header_end + 1 < end:
+                out[header_end + 1] = "    pass"
+    for first, end, _header in whole:
+        out[first:end] = lines[first:end]
+    return "\n".join(out)
+
+
+def containing(blocks: list[Block], marked: list[int]) -> list[Block]:
+    """The definitions whose body (after the signature) holds one of the `marked` lines (0-based, sorted)."""
+    out = []
+    for block in blocks:
+        if block[2] is not None:
+            at = bisect_left(marked, block[2] + 1)
+            if at < len(marked) and marked[at] < block[1]:
+                out.append(block)
+    return out
+
+
+def _render(lines: list[str], blocks: list[Block], needles: list[str]) -> str:
     names: list[str] = []  # identifiers that stand for a needle: aliases, constants, kept functions
 
     def pattern() -> re.Pattern[str]:

@@ -98,6 +98,15 @@ class Rule:
     # and byte strings of which at least one must occur for the rule to run at all.
     files: tuple[str, ...] = ()
     prefilter: tuple[bytes, ...] = ()
+    # List options whose values (their last dotted part) are further pre-filter strings: names a project adds for
+    # the rule to look for (an autotune wrapper of its own).
+    prefilter_options: tuple[str, ...] = ()
+
+    def needles(self, options: dict[str, Any]) -> tuple[bytes, ...]:
+        """The pre-filter with the configured names added."""
+        extra = [str(v).rsplit(".", 1)[-1].encode("utf-8") for name in self.prefilter_options
+                 for v in options.get(name) or () if str(v).strip(".")]
+        return self.prefilter + tuple(sorted(set(extra) - set(self.prefilter))) if extra else self.prefilter
 
     def resolve_options(self, configured: dict[str, Any] | None) -> dict[str, Any]:
         configured = configured or {}

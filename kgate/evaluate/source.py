@@ -63,6 +63,11 @@ class SourceRule(NamedTuple):
     match: Callable[[str], bool]
     ctx: SourceContext
 
+    @property
+    def prefilter(self) -> tuple[bytes, ...]:
+        """The rule's pre-filter strings with the names its options add."""
+        return self.rule.needles(self.ctx.options) if self.rule.prefilter_options else self.rule.prefilter
+
 
 def source_rules(selection: Selection) -> list[SourceRule]:
     """The selected rules that read source files, in registry order (KG004, if selected, first: it
@@ -102,11 +107,12 @@ def lint_bytes(path: str, rel: str, data: bytes, rules: list[SourceRule]) -> Fil
         ran.append(sr.rule.code)
         if sr.rule.code == UNREADABLE:
             continue  # reported below, for what the other rules could not read
-        if sr.rule.prefilter and not any(marker in data for marker in sr.rule.prefilter):
+        prefilter = sr.prefilter
+        if prefilter and not any(marker in data for marker in prefilter):
             continue
         active.append(sr)
     # What brought the rules here: Python rules parse only the definitions that mention it.
-    source.derived["needles"] = tuple(sorted({m.decode("latin-1") for sr in active for m in sr.rule.prefilter
+    source.derived["needles"] = tuple(sorted({m.decode("latin-1") for sr in active for m in sr.prefilter
                                               if m in data}))
     for sr in active:
         try:

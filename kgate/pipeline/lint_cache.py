@@ -63,11 +63,11 @@ _SEVERITIES = ("", "error", "warning", "note")
 def selection_key(rules: list[SourceRule]) -> str:
     """What the cached results depend on besides the files."""
     names = ["kgate.evaluate.source", "kgate.pipeline.lint_cache", "kgate.core.suppress", "kgate.collect.source",
-             "kgate.collect.pysource"]
+             "kgate.collect.pysource", "kgate.collect.pysparse", "kgate.collect.pylaunch"]
     parts: list[Any] = [FORMAT, __version__]
     for sr in rules:
         names.append(sr.rule.check.__module__)
-        parts.append([sr.rule.code, sr.rule.files, [p.decode("latin-1") for p in sr.rule.prefilter],
+        parts.append([sr.rule.code, sr.rule.files, [p.decode("latin-1") for p in sr.prefilter],
                       sorted(sr.ctx.options.items())])
     for name in names:
         # Editing a rule or the engine (a development install) must invalidate the results.

@@ -1,11 +1,53 @@
 """## What it does
-Flags a `triton.autotune` whose `key` names a run-time argument of the
-kernel: a parameter not annotated `tl.constexpr`, or a name listed in
-`runtime-shape-names` (token counts, sequence lengths, batch sizes, `M`).
-Every spelling of the decorator is recognised (`triton.autotune`,
-`import triton as tr`, `from triton import autotune as at`,
-`triton.runtime.autotuner.autotune`, ...), and keys given through a
-module-level constant (`KEYS = ["M"]`, `key=KEYS`) are followed.
+Flags a `triton.autotune` whose `key` names an argument that changes with
+the token count or the batch: one finding per autotuned kernel, naming
+every such key.
+
+Each key is judged by what the launch sites in the same module
+(`kernel[grid](...)`, `kernel.run(...)`) pass for it, followed through the
+launching function's assignments and the module's own helper functions:
+
+- **token or batch dimension** (an error): the first dimension of a tensor
+  (`x.shape[0]`, `x.size(0)`, `B` of `B, T, H, D = q.shape`), `x.numel()`,
+  `len(cu_seqlens)`, and anything computed from them that does not bound
+  them (`B * T`, `triton.cdiv(T, 64)`, `max(1, T)`);
+- **bucketed** (not reported by default): a value that takes a few values
+  whatever the batch: passed through a bucketing function
+  (`triton.next_power_of_2`, `bit_length`, `log2`, a function whose name
+  contains `bucket`, `pow2` or `power_of_2`, or one listed in
+  `bucketing-functions`), capped by `min(...)` with a bounded argument,
+  divided by a constant of at least 16384, returned by a module function
+  every `return` of which is bounded (a finite table), a literal, a
+  module constant, a comparison or a flag;
+- **model dimension** (not reported by default): the last dimension of a
+  tensor (`x.shape[-1]`, `N` of `M, N = x.shape`), any dimension of a
+  weight (`w`, `weight`, `w_q`), an attribute of `self` or of a
+  configuration (`self.config.hidden_size`).
+
+A key no launch site in the module places (the kernel is launched from
+another module, or the value is a parameter of the launcher) is judged by
+its name: `runtime-shape-names`, or a name with a word such as `tokens`,
+`seq`, `seqlen`, `batch`, `rows`, `ctx`, `lens` or `indices` in it, is a
+token or batch dimension; a name with `bucket` in it is bucketed;
+`model-dim-names`, or a name with `dim`, `hidden`, `head`, `heads`,
+`vocab`, `experts`, `features`, `channels` or `embed` in it, is a model
+dimension. A run-time argument (not `tl.constexpr`) that neither its
+launch sites nor its name place is **unclassified** (a note by default);
+a `tl.constexpr` one is the project's own setting (a block size, a flag)
+and is not reported.
+
+Every way of applying the autotuner is read: the decorator under any
+import spelling (`triton.autotune`, `import triton as tr`,
+`from triton import autotune as at`, `triton.runtime.autotuner.autotune`),
+the call form `k = triton.autotune(...)(fn)` (or of `triton.jit(fn)`),
+module-level aliases (`tune = triton.autotune`,
+`functools.partial(triton.autotune, key=[...])`), wrappers defined in the
+module that pass their `key` on to `triton.autotune` or apply it
+themselves, and wrappers from other modules: a decorator whose name
+contains `autotune`, given a `key=` and applied to a `@triton.jit`
+kernel, or one listed in `autotune-wrappers`. Keys given through a
+module-level constant (`KEYS = ["M"]`, `key=KEYS`) are followed; configs
+are never read, so configs built by helper functions do not matter.
 
 ## Why is this bad?
 The autotuner caches its choice per distinct value of the key. A key that
@@ -21,34 +63,60 @@ just silently slow and noisy to profile.
 @triton.jit
 def rmsnorm(x, w, out, n_tokens, D: tl.constexpr, BLOCK: tl.constexpr):
     ...
+
+def launch(x, w, out):
+    n_tokens, D = x.shape
+    rmsnorm[(n_tokens,)](x, w, out, n_tokens, D)
 ```
 
 ## Use instead
 Key on what really changes the best config and takes few values: the
-`tl.constexpr` model dimensions, or a bucketed shape computed by the
-caller and passed as a `tl.constexpr` (e.g. the next power of two of the
-token count, capped).
+model dimensions, or the token count bucketed where the kernel is
+launched (here to the next power of two, capped).
 
 ```python
-@triton.autotune(configs=CONFIGS, key=["D"])
+@triton.autotune(configs=CONFIGS, key=["TOKENS_BUCKET", "D"])
 @triton.jit
-def rmsnorm(x, w, out, n_tokens, D: tl.constexpr, BLOCK: tl.constexpr):
+def rmsnorm(x, w, out, n_tokens, TOKENS_BUCKET, D: tl.constexpr, BLOCK: tl.constexpr):
     ...
+
+def launch(x, w, out):
+    n_tokens, D = x.shape
+    bucket = min(triton.next_power_of_2(n_tokens), 8192)
+    rmsnorm[(n_tokens,)](x, w, out, n_tokens, bucket, D)
 ```
 
-A run-time argument that takes only a handful of values in your workload
-(a hidden size passed as an `int`) can be allowed by name with the
-`allowed-keys` option rather than suppressed at every kernel.
+A bucketing function of the project's own, imported from another module,
+is named in `bucketing-functions`; a run-time argument that takes only a
+handful of values in your workload can be allowed by name with
+`allowed-keys` rather than suppressed at every kernel.
 
 ## Options
-- `runtime-shape-names` (list of strings): key names that are run-time
-  shapes whatever their annotation (a `tl.constexpr` token count recompiles
-  for every value, which is worse). Default: `M`, `n_tokens`, `N_TOKENS`,
-  `num_tokens`, `NUM_TOKENS`, `total_tokens`, `TOTAL_TOKENS`, `seq_len`,
-  `SEQ_LEN`, `seqlen`, `seq_length`, `max_seqlen`, `MAX_SEQLEN`, `N_CTX`,
-  `batch`, `batch_size`, `BATCH`, `n_rows`, `num_rows`, `N_ROWS`.
+- `runtime-shape-names` (list of strings): key names that follow the
+  token count or batch when no launch site says otherwise. Default: `M`,
+  `T`, `n_tokens`, `N_TOKENS`, `num_tokens`, `NUM_TOKENS`,
+  `total_tokens`, `TOTAL_TOKENS`, `seq_len`, `SEQ_LEN`, `seqlen`,
+  `seq_length`, `max_seqlen`, `MAX_SEQLEN`, `N_CTX`, `batch`,
+  `batch_size`, `BATCH`, `n_rows`, `num_rows`, `N_ROWS`.
 - `extend-runtime-shape-names` (list of strings): added to the list above.
+- `model-dim-names` (list of strings): key names that are model
+  dimensions when no launch site says otherwise. Default: `D`, `H`, `K`,
+  `V`, `E`, `G`, `HQ`, `HK`, `HV`, `dim`, `hidden_dim`, `hidden_size`,
+  `head_dim`, `num_heads`, `d_model`, `vocab_size`, `intermediate_size`,
+  `num_experts`.
+- `extend-model-dim-names` (list of strings): added to the list above.
+- `bucketing-functions` (list of strings): the project's functions whose
+  result takes few values, by name (`snap`) or dotted through the
+  imports (`mypkg.tuning.snap`).
+- `autotune-wrappers` (list of strings): the project's decorators that
+  forward to `triton.autotune` with the same `configs, key` arguments, by
+  name or dotted; a module that uses one is read even if it never spells
+  `autotune`.
 - `allowed-keys` (list of strings): key names never reported.
+- `model-dims`, `bucketed`, `unclassified` (`"error"`, `"warning"`,
+  `"note"` or `"off"`): the severity of a key of that class. Defaults:
+  `"off"`, `"off"`, `"note"`. A finding takes the most severe of its
+  keys; a token or batch dimension has the rule's severity.
 
 ## References
 - Triton's `triton.autotune` documentation: "a list of argument names whose
@@ -60,45 +128,120 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterable
 
+from kgate.collect import pyautotune
 from kgate.collect import pysource as py
+from kgate.collect.pylaunch import BOUNDED, MODEL, RUNTIME, UNKNOWN, Launches, Names, Verdict, worst
 from kgate.collect.source import SourceFile
 from kgate.core.findings import Severity
 from kgate.core.rule import Option, Report, Rule, SourceContext
 
 RUNTIME_SHAPE_NAMES = (
-    "M", "n_tokens", "N_TOKENS", "num_tokens", "NUM_TOKENS", "total_tokens", "TOTAL_TOKENS",
+    "M", "T", "n_tokens", "N_TOKENS", "num_tokens", "NUM_TOKENS", "total_tokens", "TOTAL_TOKENS",
     "seq_len", "SEQ_LEN", "seqlen", "seq_length", "max_seqlen", "MAX_SEQLEN", "N_CTX",
     "batch", "batch_size", "BATCH", "n_rows", "num_rows", "N_ROWS",
 )
+MODEL_DIM_NAMES = (
+    "D", "H", "K", "V", "E", "G", "HQ", "HK", "HV", "dim", "hidden_dim", "hidden_size", "head_dim", "num_heads",
+    "d_model", "vocab_size", "intermediate_size", "num_experts",
+)
+LEVELS = ("error", "warning", "note", "off")
+# The order keys are named in a finding, most serious first, and how each class is described.
+_CLASSES = ((RUNTIME, "runtime", "change{v} with the token count or batch"),
+            (UNKNOWN, "unclassified", "{are} {a}run-time argument{n} that kgate cannot place"),
+            (MODEL, "model-dims", "{are} {a}model dimension{n}"),
+            (BOUNDED, "bucketed", "{are} bucketed"))
 
 
 def check(source: SourceFile, ctx: SourceContext) -> Iterable[Report]:
     info = py.info(source)
     if not info.uses_triton():
         return
-    imports, constants = info.imports, info.constants
-    shapes = set(ctx.options["runtime-shape-names"]) | set(ctx.options["extend-runtime-shape-names"])
-    allowed = set(ctx.options["allowed-keys"])
-    for fn in info.functions:
-        decorator = py.autotune_decorator(fn, imports)
-        if decorator is None:
+    options = ctx.options
+    tuned = pyautotune.tuned_kernels(info, frozenset(options["autotune-wrappers"]), source.lines)
+    allowed = set(options["allowed-keys"])
+    tuned = [t for t in tuned if any(name not in allowed for name, _node in t.keys)]
+    if not tuned:
+        return
+    names = Names(set(options["runtime-shape-names"]) | set(options["extend-runtime-shape-names"]),
+                  set(options["model-dim-names"]) | set(options["extend-model-dim-names"]))
+    launches = Launches(source, info, {t.launched for t in tuned}, {t.kernel for t in tuned if t.fn is None},
+                        names, frozenset(options["bucketing-functions"]))
+    levels = {"runtime": "", **{name: options[name] for _cls, name, _text in _CLASSES[1:]}}
+    for t in tuned:
+        fn = t.fn or launches.definitions.get(t.kernel)
+        if t.needs_jit and (fn is None or not pyautotune.is_jit_kernel(fn, info.imports)):
             continue
-        params = {arg.arg: arg for arg in py.parameters(fn)}
-        for name, node in py.string_items(py.argument(decorator, "key", 1), constants):
+        offending: list[tuple[str, ast.AST, Verdict, str]] = []
+        for name, node in t.keys:
             if name in allowed:
                 continue
-            reason = _reason(name, params.get(name), shapes, imports)
-            if reason:
-                yield Report(f"autotune key {name!r} of `{fn.name}` {reason}: every new value benchmarks "
-                             f"all configs again", scope=fn.name, discriminator=name, **source.span(node))
+            verdict = _key(name, fn, t.launched, launches, names, info.imports)
+            if verdict is None:
+                continue
+            level = levels[next(label for cls, label, _text in _CLASSES if cls == verdict.cls)]
+            if level != "off":
+                offending.append((name, node, verdict, level))
+        if offending:
+            yield _report(source, t, offending)
 
 
-def _reason(name: str, param: ast.arg | None, shapes: set[str], imports: dict[str, str]) -> str:
-    if name in shapes:
-        return "is a run-time shape (runtime-shape-names)"
-    if param is not None and not py.is_constexpr(param.annotation, imports):
-        return "is a run-time argument (not tl.constexpr)"
-    return ""
+def _key(name: str, fn: py.Function | None, launched: str, launches: Launches, names: Names,
+         imports: dict[str, str]) -> Verdict | None:
+    """What a key does at run time; None when it is not to be judged (not a parameter, or a tl.constexpr that
+    nothing places)."""
+    params = py.parameters(fn) if fn is not None else None
+    param = next((p for p in params if p.arg == name), None) if params is not None else None
+    if params is not None and param is None:
+        return None  # not a parameter of the kernel: Triton rejects it, not our concern
+    position = None
+    if fn is not None and param is not None:
+        positional = [*fn.args.posonlyargs, *fn.args.args]
+        position = positional.index(param) if param in positional else None
+    verdict = worst(launches.argument(launched, name, position, _has_default(fn, name)))
+    if verdict.cls == UNKNOWN:
+        by_name = names.of(name)
+        if by_name != UNKNOWN:
+            return Verdict(by_name, "by its name")
+        if param is None or py.is_constexpr(param.annotation, imports):
+            return None  # a tl.constexpr the project sets itself (a block size, a flag)
+    return verdict
+
+
+def _has_default(fn: py.Function | None, name: str) -> bool:
+    if fn is None:
+        return False
+    args = fn.args
+    positional = [*args.posonlyargs, *args.args]
+    with_default = positional[len(positional) - len(args.defaults):] if args.defaults else []
+    return any(a.arg == name for a in with_default) or any(
+        a.arg == name and d is not None for a, d in zip(args.kwonlyargs, args.kw_defaults))
+
+
+def _report(source: SourceFile, t: pyautotune.Tuned, offending: list[tuple[str, ast.AST, Verdict, str]]) -> Report:
+    groups = []
+    for cls, _label, text in _CLASSES:
+        keys = [(name, verdict) for name, _node, verdict, _level in offending if verdict.cls == cls]
+        if not keys:
+            continue
+        many = len(keys) > 1
+        named = ", ".join(f"{name!r}" + (f" ({why})" if (why := str(verdict.why)) and why != name else "")
+                          for name, verdict in keys)
+        groups.append(f"{named} " + text.format(v="" if many else "s", n="s" if many else "",
+                                                are="are" if many else "is", a="" if many else "a "))
+    severity = min((Severity(level) for _n, _node, _v, level in offending if level), key=lambda s: s.rank,
+                   default=None)
+    if any(not level for _n, _node, _v, level in offending):
+        severity = None  # a run-time key: the rule's own (configurable) severity
+    first = source.span(offending[0][1])
+    last = source.span(offending[-1][1])
+    return Report(f"autotune key of `{t.kernel}`: {'; '.join(groups)}: every new value benchmarks all configs "
+                  f"again", severity=severity, scope=t.kernel,
+                  discriminator=",".join(name for name, _node, _v, _level in offending),
+                  line=first["line"], col=first["col"], end_line=last["end_line"], end_col=last["end_col"])
+
+
+def _level(help: str, default: str) -> Option:
+    return Option(default, help, str, choices=LEVELS)
 
 
 RULE = Rule(
@@ -110,10 +253,19 @@ RULE = Rule(
     check=check,
     doc=__doc__ or "",
     options={
-        "runtime-shape-names": Option(list(RUNTIME_SHAPE_NAMES), "key names that are run-time shapes", list, str),
+        "runtime-shape-names": Option(list(RUNTIME_SHAPE_NAMES), "key names that follow the token count or batch",
+                                      list, str),
         "extend-runtime-shape-names": Option([], "names added to runtime-shape-names", list, str),
+        "model-dim-names": Option(list(MODEL_DIM_NAMES), "key names that are model dimensions", list, str),
+        "extend-model-dim-names": Option([], "names added to model-dim-names", list, str),
+        "bucketing-functions": Option([], "the project's functions whose result takes few values", list, str),
+        "autotune-wrappers": Option([], "the project's decorators that forward to triton.autotune", list, str),
         "allowed-keys": Option([], "key names never reported", list, str),
+        "unclassified": _level("severity of a run-time key no launch site or name places", "note"),
+        "model-dims": _level("severity of a key that is a model dimension", "off"),
+        "bucketed": _level("severity of a key bucketed at its launch sites", "off"),
     },
     files=("*.py",),
     prefilter=(b"autotune",),
+    prefilter_options=("autotune-wrappers",),
 )
