@@ -115,6 +115,7 @@ class _Access:
     roots: tuple[str, ...]  # the kernel parameters the pointer is based on
     used: bool  # the value the call returns is used (an atomic's old value)
     value: str  # the written value, as `ast.dump` text ('' for a load or a value not passed)
+    pointer: ast.expr | None = None  # the pointer expression, for an access in the kernel itself
 
     @property
     def describe(self) -> str:
@@ -294,7 +295,7 @@ class _Module:
             if found is not None:
                 op, pointer, value = found
                 yield _Access(node, op, "", tuple(_roots(pointer, params, local, self.imports, set(), 0)),
-                              id(node) not in discarded, ast.dump(value) if value is not None else "")
+                              id(node) not in discarded, ast.dump(value) if value is not None else "", pointer)
                 continue
             helper = self.functions.get(node.func.id) if isinstance(node.func, ast.Name) else None
             if helper is None or helper is fn or depth >= _DEPTH or helper.name not in self.writers:
@@ -450,6 +451,7 @@ def check(source: SourceFile, ctx: SourceContext) -> Iterable[Report]:
         configs = module.configs(py.argument(decorator, "configs", 1))
         # Only an idempotent atomic needs the kernel's loads and stores: does the kernel read the buffer back?
         memory = atomics if all(a.op in ACCUMULATING for a in atomics) else list(module.accesses(fn, memory=True))
+        stores: list[_Access] | None = None
         reported: set[tuple[int, int, str]] = set()
         for access in atomics:
             reach = _reaching(fn, access.call, configs)
@@ -461,8 +463,69 @@ def check(source: SourceFile, ctx: SourceContext) -> Iterable[Report]:
                 key = (access.call.lineno, access.call.col_offset, target)
                 if key in reported or not _repeats_differently(access, target, memory):
                     continue
+                if access.op in ACCUMULATING and not access.helper and target != "?":
+                    if stores is None:
+                        stores = [a for a in (memory if memory is not atomics else module.accesses(fn, memory=True))
+                                  if a.op == "store" and not a.helper]
+                    if _written_first(fn, access, [a for a in stores if target in a.roots]):
+                        continue
                 reported.add(key)
                 yield _report(source, fn, access, target)
+
+
+def _written_first(fn: Function, access: _Access, stores: list[_Access]) -> bool:
+    """Whether the kernel, before this atomic and on every path to it, stores through the atomic's own address
+    (the store's pointer adds to every term of the atomic's: `d + row + offs` covers `d + row`): each run then
+    overwrites what the last one added before adding again."""
+    if access.pointer is None:
+        return False
+    terms = _terms(access.pointer)
+    for store in stores:
+        if store.pointer is not None and terms <= _terms(store.pointer) and _before(fn.body, store.call, access.call):
+            return True
+    return False
+
+
+def _terms(expr: ast.expr) -> set[str]:
+    """The added terms of a pointer expression, as `ast.dump` text: `d + row + offs` -> {d, row, offs}."""
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Add):
+        return _terms(expr.left) | _terms(expr.right)
+    return {ast.dump(expr)}
+
+
+def _contains(stmt: ast.AST, node: ast.AST) -> bool:
+    return any(n is node for n in ast.walk(stmt))
+
+
+def _before(body: list[ast.stmt], first: ast.Call, then: ast.Call) -> bool:
+    """Whether `first` runs before `then` whenever `then` runs: an earlier statement of a block around both,
+    not under an `if` of its own (loops are allowed), or both in the same branch of an `if`."""
+    at_first = next((i for i, stmt in enumerate(body) if _contains(stmt, first)), None)
+    at_then = next((i for i, stmt in enumerate(body) if _contains(stmt, then)), None)
+    if at_first is None or at_then is None or at_first > at_then:
+        return False
+    if at_first < at_then:
+        return _unconditional(body[at_first], first)
+    stmt = body[at_first]
+    if isinstance(stmt, ast.If):
+        return any(_contains_all(branch, first, then) and _before(branch, first, then)
+                   for branch in (stmt.body, stmt.orelse))
+    inner = [s for field in ("body", "orelse", "finalbody") for s in getattr(stmt, field, None) or []
+             if isinstance(s, ast.stmt)]
+    return bool(inner) and _before(inner, first, then)
+
+
+def _contains_all(body: list[ast.stmt], *nodes: ast.AST) -> bool:
+    return all(any(_contains(stmt, node) for stmt in body) for node in nodes)
+
+
+def _unconditional(stmt: ast.stmt, call: ast.Call) -> bool:
+    """Whether `call` runs whenever `stmt` does, loops aside: no `if`, `try` or nested definition in between."""
+    if isinstance(stmt, (ast.Expr, ast.Assign, ast.AnnAssign, ast.AugAssign)):
+        return True
+    if isinstance(stmt, (ast.For, ast.While, ast.With)):
+        return any(_contains(s, call) and _unconditional(s, call) for s in stmt.body)
+    return False
 
 
 @dataclass(frozen=True)
