@@ -63,11 +63,36 @@ def matmul_splitk(a, b, c, M, N, K, BLOCK_K: tl.constexpr):
     tl.atomic_add(c + offs, acc, mask=mask)
 ```
 
-A kernel with a `pre_hook` is trusted to reset what it needs. An atomic on a
-pointer that cannot be traced to a parameter is reported only when the
-decorator resets nothing at all (and, for an idempotent atomic, only when
-its old value is used). Loads and stores are followed in the kernel and in
-the helpers that perform atomics.
+A `pre_hook`, the decorator's or a config's own
+(`triton.Config(..., pre_hook=init_to_zero("c"))`), resets the arguments
+it calls `zero_()`, `fill_(...)` or `copy_(...)` on through the argument
+dict it is given (`nargs["c"].zero_()`). kgate reads a hook that is a
+lambda, a function of the module, or a call of a module function that
+returns one; in a hook made by such a call, `nargs[name]` with `name` not a
+literal stands for every name the call passes (`init_to_zero(["dq",
+"dk"])`). A hook it cannot read (imported from elsewhere) is trusted to
+reset what it must.
+
+A config's pre_hook protects the buffer only when every config that runs
+the atomic resets it. The configs are followed through list literals, `+`,
+comprehensions, module constants, functions of the module that build the
+list, and calls of other functions given configs (assumed to choose among
+them); when some cannot be seen, config hooks protect nothing. A config
+whose literal constexpr values make an `if` around the atomic take the
+other branch does not run it: with `if SPLIT_K == 1: tl.store(...) else:
+tl.atomic_add(...)`, only the split-K configs need a hook.
+
+An add is not reported either when, before it and on every path to it,
+the kernel stores through the same address (the store's pointer adds to
+every term of the atomic's: `tl.store(d + row + offs, ...)` then
+`tl.atomic_add(d + row, x)`): each run overwrites what the previous one
+added before adding again.
+
+An atomic on a pointer that cannot be traced to a parameter is reported
+only when nothing resets anything at all (and, for an idempotent atomic,
+only when its old value is used). A pointer moved in place (`ptrs +=
+stride`) stays based on what it was. Loads and stores are followed in the
+kernel and in the helpers that perform atomics.
 
 ## Options
 None.
