@@ -63,11 +63,36 @@ def matmul_splitk(a, b, c, M, N, K, BLOCK_K: tl.constexpr):
     tl.atomic_add(c + offs, acc, mask=mask)
 ```
 
-A kernel with a `pre_hook` is trusted to reset what it needs. An atomic on a
-pointer that cannot be traced to a parameter is reported only when the
-decorator resets nothing at all (and, for an idempotent atomic, only when
-its old value is used). Loads and stores are followed in the kernel and in
-the helpers that perform atomics.
+A `pre_hook`, the decorator's or a config's own
+(`triton.Config(..., pre_hook=init_to_zero("c"))`), resets the arguments
+it calls `zero_()`, `fill_(...)` or `copy_(...)` on through the argument
+dict it is given (`nargs["c"].zero_()`). kgate reads a hook that is a
+lambda, a function of the module, or a call of a module function that
+returns one; in a hook made by such a call, `nargs[name]` with `name` not a
+literal stands for every name the call passes (`init_to_zero(["dq",
+"dk"])`). A hook it cannot read (imported from elsewhere) is trusted to
+reset what it must.
+
+A config's pre_hook protects the buffer only when every config that runs
+the atomic resets it. The configs are followed through list literals, `+`,
+comprehensions, module constants, functions of the module that build the
+list, and calls of other functions given configs (assumed to choose among
+them); when some cannot be seen, config hooks protect nothing. A config
+whose literal constexpr values make an `if` around the atomic take the
+other branch does not run it: with `if SPLIT_K == 1: tl.store(...) else:
+tl.atomic_add(...)`, only the split-K configs need a hook.
+
+An add is not reported either when, before it and on every path to it,
+the kernel stores through the same address (the store's pointer adds to
+every term of the atomic's: `tl.store(d + row + offs, ...)` then
+`tl.atomic_add(d + row, x)`): each run overwrites what the previous one
+added before adding again.
+
+An atomic on a pointer that cannot be traced to a parameter is reported
+only when nothing resets anything at all (and, for an idempotent atomic,
+only when its old value is used). A pointer moved in place (`ptrs +=
+stride`) stays based on what it was. Loads and stores are followed in the
+kernel and in the helpers that perform atomics.
 
 ## Options
 None.
@@ -83,7 +108,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from kgate.collect import pysource as py
-from kgate.collect.source import SourceFile
+from kgate.collect import pysparse
+from kgate.collect.source import SourceFile, UnreadableSource, parse_python
 from kgate.core.findings import Severity
 from kgate.core.rule import Report, Rule, SourceContext
 
@@ -99,6 +125,7 @@ _MEMORY = frozenset({"load", "store"})
 # triton.language functions that hand their first argument's pointer through.
 _PASS_THROUGH = frozenset({"multiple_of", "max_contiguous", "max_constancy", "where"})
 _DEPTH = 8
+_CONFIG = frozenset({"triton.Config", "triton.runtime.Config", "triton.runtime.autotuner.Config"})
 
 Function = ast.FunctionDef | ast.AsyncFunctionDef
 
@@ -113,6 +140,7 @@ class _Access:
     roots: tuple[str, ...]  # the kernel parameters the pointer is based on
     used: bool  # the value the call returns is used (an atomic's old value)
     value: str  # the written value, as `ast.dump` text ('' for a load or a value not passed)
+    pointer: ast.expr | None = None  # the pointer expression, for an access in the kernel itself
 
     @property
     def describe(self) -> str:
@@ -126,6 +154,9 @@ class _Module:
     def __init__(self, source: SourceFile, info: py.ParsedModule) -> None:
         self.source = source
         self.imports = info.imports
+        self.constants = info.constants
+        self.whole = info.whole
+        self._loaded: dict[str, Function | None] = {}
         self.functions = {stmt.name: stmt for stmt in info.tree.body
                           if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef))}
         self._summaries: dict[str, list[tuple[str, _Access]]] = {}
@@ -143,6 +174,103 @@ class _Module:
             if not more:
                 return writers
             writers |= more
+
+    def function(self, name: str) -> Function | None:
+        """A top-level function of the module; one the lint engine's reduced parse left out (a pre_hook, a config
+        builder: their text names no atomic) is parsed on its own when first asked for."""
+        if name in self.functions or self.whole:
+            return self.functions.get(name)
+        if name not in self._loaded:
+            self._loaded[name] = self._load(name)
+        return self._loaded[name]
+
+    def _load(self, name: str) -> Function | None:
+        blocks = pysparse.split(self.source.lines)
+        block = pysparse.definitions(self.source.lines, blocks).get(name) if blocks is not None else None
+        if block is None:
+            return None
+        try:
+            tree = parse_python(pysparse.excerpt(self.source.lines, [block]).encode("utf-8"), self.source.rel)
+        except UnreadableSource:
+            return None
+        return next((s for s in tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
+                     and s.name == name), None)
+
+    def configs(self, expr: ast.expr | None, depth: int = 0) -> list[_Config] | None:
+        """The configs a `configs=` expression lists; None when kgate cannot see all of them.
+
+        Follows list literals, `+`, comprehensions (their element stands for every config they make), module
+        constants, functions of the module that build the list (every `Config(...)` in their body), and calls
+        of other functions given configs (`select(CONFIGS)`: assumed to choose among them).
+        """
+        if expr is None or depth > _DEPTH:
+            return None
+        if isinstance(expr, (ast.List, ast.Tuple)):
+            out: list[_Config] = []
+            for elt in expr.elts:
+                found = self.configs(elt.value if isinstance(elt, ast.Starred) else elt, depth + 1)
+                if found is None:
+                    return None
+                out.extend(found)
+            return out
+        if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Add):
+            left, right = self.configs(expr.left, depth + 1), self.configs(expr.right, depth + 1)
+            return None if left is None or right is None else left + right
+        if isinstance(expr, (ast.ListComp, ast.GeneratorExp)):
+            return self.configs(expr.elt, depth + 1)
+        if isinstance(expr, ast.Name):
+            value = self.constants.get(expr.id)
+            return self.configs(value, depth + 1) if value is not None else None
+        if not isinstance(expr, ast.Call):
+            return None
+        if self._is_config(expr.func):
+            return [self._config(expr)]
+        builder = self.function(expr.func.id) if isinstance(expr.func, ast.Name) else None
+        if builder is not None:
+            made = [self._config(node) for node in ast.walk(builder)
+                    if isinstance(node, ast.Call) and self._is_config(node.func)]
+            return made or None
+        given = [self.configs(arg.value if isinstance(arg, ast.Starred) else arg, depth + 1) for arg in expr.args]
+        if not given or any(found is None for found in given):
+            return None
+        return [c for found in given for c in found or ()]
+
+    def _is_config(self, func: ast.expr) -> bool:
+        name = py.qualified(func, self.imports)
+        if name is not None:
+            return name in _CONFIG
+        written = py.dotted(func) or ""
+        return written == "Config" or written.endswith(".Config")
+
+    def _config(self, call: ast.Call) -> _Config:
+        values: dict[str, object] = {}
+        first = py.argument(call, "kwargs", 0)
+        if isinstance(first, ast.Dict):
+            for key, value in zip(first.keys, first.values, strict=True):
+                if isinstance(key, ast.Constant) and isinstance(key.value, str) and isinstance(value, ast.Constant):
+                    values[key.value] = value.value
+        return _Config(values, self.resets(py.argument(call, "pre_hook", 5)))
+
+    def resets(self, hook: ast.expr | None) -> frozenset[str] | None:
+        """The kernel arguments a pre_hook resets; None for a hook kgate cannot read.
+
+        A hook is read when it is a lambda or a function of the module, or a call of a module function that
+        returns one (`init_to_zero("dq")`). It resets the arguments it calls `zero_()`, `fill_(...)` or
+        `copy_(...)` on through its argument dict: `nargs["dq"].zero_()`; in a hook made by a call,
+        `nargs[name]` with `name` not a literal stands for every name the call passes.
+        """
+        if hook is None or isinstance(hook, ast.Constant) and hook.value is None:
+            return frozenset()
+        if isinstance(hook, ast.Lambda):
+            return frozenset(_reset_keys(hook, []))
+        if isinstance(hook, ast.Name) and (fn := self.function(hook.id)) is not None:
+            return frozenset(_reset_keys(fn, []))
+        if isinstance(hook, ast.Call) and isinstance(hook.func, ast.Name) \
+                and (maker := self.function(hook.func.id)) is not None:
+            passed = [name for arg in [*hook.args, *(k.value for k in hook.keywords)]
+                      for name, _at in py.string_items(arg, self.constants)]
+            return frozenset(_reset_keys(maker, passed))
+        return None
 
     def candidate_lines(self, fn: Function, memory: bool) -> set[int]:
         words = ["atomic_", *(f"{name}(" for name in self.writers), *(("load", "store") if memory else ())]
@@ -192,7 +320,7 @@ class _Module:
             if found is not None:
                 op, pointer, value = found
                 yield _Access(node, op, "", tuple(_roots(pointer, params, local, self.imports, set(), 0)),
-                              id(node) not in discarded, ast.dump(value) if value is not None else "")
+                              id(node) not in discarded, ast.dump(value) if value is not None else "", pointer)
                 continue
             helper = self.functions.get(node.func.id) if isinstance(node.func, ast.Name) else None
             if helper is None or helper is fn or depth >= _DEPTH or helper.name not in self.writers:
@@ -227,6 +355,23 @@ class _Module:
         return (func.attr, base, operands[2]) if operands is not None else None
 
 
+_RESETS = frozenset({"zero_", "fill_", "copy_"})
+
+
+def _reset_keys(fn: ast.AST, passed: list[str]) -> list[str]:
+    """The keys of `nargs[key].zero_()` (or `fill_`, `copy_`) calls in a hook; a key that is not a literal
+    stands for the names the hook's maker was given."""
+    out: list[str] = []
+    for node in ast.walk(fn):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _RESETS
+                and isinstance(node.func.value, ast.Subscript)):
+            continue
+        key = node.func.value.slice
+        names = [key.value] if isinstance(key, ast.Constant) and isinstance(key.value, str) else passed
+        out.extend(n for n in names if n not in out)
+    return out
+
+
 def _discarded(fn: Function) -> set[int]:
     """ids of the calls whose value fn drops: a statement of its own, or assigned to names never read."""
     read = {node.id for node in ast.walk(fn) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
@@ -256,6 +401,8 @@ def _assignments(fn: Function) -> dict[str, list[ast.expr]]:
             for target in stmt.targets:
                 if isinstance(target, ast.Name):
                     out.setdefault(target.id, []).append(stmt.value)
+        elif isinstance(stmt, ast.AugAssign) and isinstance(stmt.op, (ast.Add, ast.Sub)):
+            continue  # `ptrs += stride` moves a pointer along: it stays based on what it was
         elif isinstance(stmt, (ast.AnnAssign, ast.AugAssign)) and isinstance(stmt.target, ast.Name) \
                 and stmt.value is not None:
             out.setdefault(stmt.target.id, []).append(stmt.value)
@@ -314,27 +461,166 @@ def check(source: SourceFile, ctx: SourceContext) -> Iterable[Report]:
     constants = info.constants
     for fn in info.functions:
         decorator = py.autotune_decorator(fn, module.imports)
-        if decorator is None or py.argument(decorator, "pre_hook", 5) is not None:
+        if decorator is None:
             continue
+        hook = module.resets(py.argument(decorator, "pre_hook", 5))
+        if hook is None:
+            continue  # a pre_hook kgate cannot read is trusted to reset what it must
         protected_exprs = [py.argument(decorator, "reset_to_zero", 3), py.argument(decorator, "restore_value", 4)]
         if not all(py.resolvable(e, constants) for e in protected_exprs):
             continue  # a list we cannot read may name anything
-        protected = {name for e in protected_exprs for name, _node in py.string_items(e, constants)}
+        protected = hook | {name for e in protected_exprs for name, _node in py.string_items(e, constants)}
         atomics = list(module.accesses(fn))
         if not atomics:
             continue
+        configs = module.configs(py.argument(decorator, "configs", 1))
         # Only an idempotent atomic needs the kernel's loads and stores: does the kernel read the buffer back?
         memory = atomics if all(a.op in ACCUMULATING for a in atomics) else list(module.accesses(fn, memory=True))
+        stores: list[_Access] | None = None
         reported: set[tuple[int, int, str]] = set()
         for access in atomics:
-            targets = [r for r in access.roots if r not in protected] if access.roots else \
-                ([] if protected else ["?"])
+            reach = _reaching(fn, access.call, configs)
+            if access.roots:
+                targets = [r for r in access.roots if r not in protected and not _hooks_reset(reach, r)]
+            else:
+                targets = [] if protected or _hooks_reset(reach, None) else ["?"]
             for target in targets:
                 key = (access.call.lineno, access.call.col_offset, target)
                 if key in reported or not _repeats_differently(access, target, memory):
                     continue
+                if access.op in ACCUMULATING and not access.helper and target != "?":
+                    if stores is None:
+                        stores = [a for a in (memory if memory is not atomics else module.accesses(fn, memory=True))
+                                  if a.op == "store" and not a.helper]
+                    if _written_first(fn, access, [a for a in stores if target in a.roots]):
+                        continue
                 reported.add(key)
                 yield _report(source, fn, access, target)
+
+
+def _written_first(fn: Function, access: _Access, stores: list[_Access]) -> bool:
+    """Whether the kernel, before this atomic and on every path to it, stores through the atomic's own address
+    (the store's pointer adds to every term of the atomic's: `d + row + offs` covers `d + row`): each run then
+    overwrites what the last one added before adding again."""
+    if access.pointer is None:
+        return False
+    terms = _terms(access.pointer)
+    for store in stores:
+        if store.pointer is not None and terms <= _terms(store.pointer) and _before(fn.body, store.call, access.call):
+            return True
+    return False
+
+
+def _terms(expr: ast.expr) -> set[str]:
+    """The added terms of a pointer expression, as `ast.dump` text: `d + row + offs` -> {d, row, offs}."""
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Add):
+        return _terms(expr.left) | _terms(expr.right)
+    return {ast.dump(expr)}
+
+
+def _contains(stmt: ast.AST, node: ast.AST) -> bool:
+    return any(n is node for n in ast.walk(stmt))
+
+
+def _before(body: list[ast.stmt], first: ast.Call, then: ast.Call) -> bool:
+    """Whether `first` runs before `then` whenever `then` runs: an earlier statement of a block around both,
+    not under an `if` of its own (loops are allowed), or both in the same branch of an `if`."""
+    at_first = next((i for i, stmt in enumerate(body) if _contains(stmt, first)), None)
+    at_then = next((i for i, stmt in enumerate(body) if _contains(stmt, then)), None)
+    if at_first is None or at_then is None or at_first > at_then:
+        return False
+    if at_first < at_then:
+        return _unconditional(body[at_first], first)
+    stmt = body[at_first]
+    if isinstance(stmt, ast.If):
+        return any(_contains_all(branch, first, then) and _before(branch, first, then)
+                   for branch in (stmt.body, stmt.orelse))
+    inner = [s for field in ("body", "orelse", "finalbody") for s in getattr(stmt, field, None) or []
+             if isinstance(s, ast.stmt)]
+    return bool(inner) and _before(inner, first, then)
+
+
+def _contains_all(body: list[ast.stmt], *nodes: ast.AST) -> bool:
+    return all(any(_contains(stmt, node) for stmt in body) for node in nodes)
+
+
+def _unconditional(stmt: ast.stmt, call: ast.Call) -> bool:
+    """Whether `call` runs whenever `stmt` does, loops aside: no `if`, `try` or nested definition in between."""
+    if isinstance(stmt, (ast.Expr, ast.Assign, ast.AnnAssign, ast.AugAssign)):
+        return True
+    if isinstance(stmt, (ast.For, ast.While, ast.With)):
+        return any(_contains(s, call) and _unconditional(s, call) for s in stmt.body)
+    return False
+
+
+@dataclass(frozen=True)
+class _Config:
+    """One `triton.Config` the autotuner may benchmark: its constexpr values (those written as literals) and
+    what its pre_hook resets (None: a hook kgate cannot read, trusted to reset what it must)."""
+
+    values: dict[str, object]
+    resets: frozenset[str] | None
+
+
+def _hooks_reset(configs: list[_Config] | None, target: str | None) -> bool:
+    """Whether every config that runs the atomic resets `target` (None: anything at all) in its own pre_hook."""
+    if not configs:
+        return False  # configs kgate cannot list, or none that reaches the atomic: no hook to count on
+    return all(c.resets is None or (c.resets if target is None else target in c.resets) for c in configs)
+
+
+def _reaching(fn: Function, call: ast.Call, configs: list[_Config] | None) -> list[_Config] | None:
+    """The configs under which the kernel reaches `call`: those for which no enclosing `if` on a constexpr the
+    config sets literally (`if SPLIT_K == 1: ... else: atomic`) takes the other branch."""
+    if not configs:
+        return configs
+    guards = _guards(fn.body, call)
+    if not guards:
+        return configs
+    return [c for c in configs if all(_truth(test, c.values) in (None, taken) for test, taken in guards)]
+
+
+def _guards(body: list[ast.stmt], call: ast.Call) -> list[tuple[ast.expr, bool]]:
+    """(test, branch taken) of each `if` around `call` in a statement list, outermost first."""
+    for stmt in body:
+        if not any(node is call for node in ast.walk(stmt)):
+            continue
+        if isinstance(stmt, ast.If):
+            for taken, branch in ((True, stmt.body), (False, stmt.orelse)):
+                if any(node is call for s in branch for node in ast.walk(s)):
+                    return [(stmt.test, taken), *_guards(branch, call)]
+            return []  # the call is in the test itself
+        inner = [s for field in ("body", "orelse", "finalbody") for s in getattr(stmt, field, None) or []
+                 if isinstance(s, ast.stmt)]
+        return _guards(inner, call)
+    return []
+
+
+_COMPARE = {ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b, ast.Lt: lambda a, b: a < b,
+            ast.LtE: lambda a, b: a <= b, ast.Gt: lambda a, b: a > b, ast.GtE: lambda a, b: a >= b}
+
+
+def _truth(test: ast.expr, values: dict[str, object]) -> bool | None:
+    """A guard's value under one config's constexpr values; None when it depends on anything else."""
+    if isinstance(test, ast.Name):
+        return bool(values[test.id]) if test.id in values else None
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = _truth(test.operand, values)
+        return None if inner is None else not inner
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and type(test.ops[0]) in _COMPARE:
+        sides = []
+        for side in (test.left, test.comparators[0]):
+            if isinstance(side, ast.Constant):
+                sides.append(side.value)
+            elif isinstance(side, ast.Name) and side.id in values:
+                sides.append(values[side.id])
+            else:
+                return None
+        try:
+            return bool(_COMPARE[type(test.ops[0])](*sides))
+        except TypeError:
+            return None
+    return None
 
 
 def _repeats_differently(access: _Access, target: str, memory: list[_Access]) -> bool:
