@@ -120,9 +120,11 @@ def project(tmp_path: Path) -> Path:
 
 def test_units_keep_cuda_files_that_share_a_templated_pdl_launch_together(project: Path) -> None:
     config = load_config(project / "kgate.toml")
-    ids = [u.id for u in units(config, [e.kernel for e in triton_entries(config)])]
-    assert ids == sorted(ids) and len(ids) == 18
+    kernels = [e.kernel for e in triton_entries(config)]
+    ids = [u.id for u in units(config, kernels)]
     cuda = [i for i in ids if i.startswith("cuda:")]
+    # One unit per registered Triton kernel, the CUDA files below: whatever the fixtures hold.
+    assert ids == sorted(ids) and len(ids) == len(set(kernels)) + len(cuda)
     assert cuda == ["cuda:csrc/bare_unguarded.cu", "cuda:csrc/block_scale.cu", "cuda:csrc/pdl.cu",
                     "cuda:csrc/scale_a.cu+csrc/scale_b.cu", "cuda:csrc/spill.cu", "cuda:csrc/templates.cu"]
     # Without template arguments at the launch site every file is a unit of its own.
