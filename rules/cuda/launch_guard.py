@@ -84,13 +84,16 @@ _TRIPLE = re.compile(r"<<<")
 _LAUNCH_EX = re.compile(r"\bcudaLaunchKernelExC?\s*(?:<[^;()]*>\s*)?\(")
 _RUNTIME_CHECKS = ("cudaGetLastError", "cudaPeekAtLastError")
 _NEWLINE = re.compile(r"\n")
+# A project's wrapper of the runtime's last-error query, by its name: BNB_PEEK_LAST_ERROR(), getLastCudaError(...),
+# hipGetLastError(). Only a call counts, not a variable of that name.
+_LAST_ERROR_CALL = r"\b\w*(?:Last(?:Cuda)?Error|LAST_(?:CUDA_)?ERROR)\w*\s*\("
 
 
 def check(source: Any, ctx: SourceContext) -> Iterable[Report]:
     code = blanked(source).code
     in_macro = macro_lines(code)
     checks = re.compile(r"\b(?:" + "|".join(re.escape(n) for n in (*_RUNTIME_CHECKS, *ctx.options["check_macros"]))
-                        + r")\b")
+                        + r")\b|" + _LAST_ERROR_CALL)
     window = ctx.options["window"]
     starts = _line_starts(code)
     callers: _Callers | None = None
