@@ -94,10 +94,15 @@ def check(source: Any, ctx: SourceContext) -> Iterable[Report]:
     in_macro = macro_lines(code)
     checks = re.compile(r"\b(?:" + "|".join(re.escape(n) for n in (*_RUNTIME_CHECKS, *ctx.options["check_macros"]))
                         + r")\b|" + _LAST_ERROR_CALL)
+    # A dropped cudaLaunchKernelEx error is only read back by a query of the last error, not by a check
+    # macro wrapped around another call: the runtime queries, a wrapper named for them, or a macro
+    # called without arguments (C10_CUDA_KERNEL_LAUNCH_CHECK()).
+    reads = re.compile(r"\b(?:" + "|".join(re.escape(n) for n in _RUNTIME_CHECKS) + r")\b|" + _LAST_ERROR_CALL
+                       + "".join(r"|\b" + re.escape(n) + r"\s*\(\s*\)" for n in ctx.options["check_macros"]))
     window = ctx.options["window"]
     starts = _line_starts(code)
     flow: _Flow | None = None
-    callers: _Callers | None = None
+    callers: dict[str, _Callers] = {}
     skipped: list[int] = []
     found: dict[int, Report] = {}  # by offset: several launches may reach the same unchecked call
     for start, end, what in sorted(_launches(code)):
@@ -106,27 +111,28 @@ def check(source: Any, ctx: SourceContext) -> Iterable[Report]:
             skipped.append(line)
             continue
         name = _launched_name(code, start, what)
+        if what == "ex" and _result_used(code, start, checks):
+            continue
+        semicolon = code.find(";", end)
+        semicolon = end if semicolon < 0 else semicolon
+        wanted = checks if what == "<<<" else reads
+        if _checked_after(code, semicolon, starts, wanted, window):
+            continue
+        flow = flow or _Flow(code, starts, window)
+        if flow.checked(semicolon, wanted):
+            continue
+        follow = callers.setdefault(what, _Callers(flow, in_macro, wanted))
+        sites = follow.unchecked_calls(start, semicolon)
+        if sites == []:
+            continue  # every call of the lambda or helper that performs it is checked
+        if sites:
+            for site, callee in sites:
+                found.setdefault(site, _call_report(code, starts, site, callee, name, window))
+            continue
         if what == "<<<":
-            semicolon = code.find(";", end)
-            semicolon = end if semicolon < 0 else semicolon
-            if _checked_after(code, semicolon, starts, checks, window):
-                continue
-            flow = flow or _Flow(code, starts, checks, window)
-            if flow.checked(semicolon):
-                continue
-            callers = callers or _Callers(flow, in_macro)
-            sites = callers.unchecked_calls(start, semicolon)
-            if sites == []:
-                continue  # every call of the lambda or helper that performs it is checked
-            if sites:
-                for site, callee in sites:
-                    found.setdefault(site, _call_report(code, starts, site, callee, name, window))
-                continue
             message = (f"kernel launch without an error check within {window} line(s): add "
                        f"cudaGetLastError() or a check macro after it")
         else:
-            if _result_used(code, start, checks):
-                continue
             message = "the error cudaLaunchKernelEx returns is dropped: check it (e.g. CUDA_CHECK(...))"
         found.setdefault(start, Report(message, line=line, col=_column(code, start) + 1, discriminator=name))
     scopes = Scopes(code)
@@ -168,8 +174,8 @@ class _Flow:
     parse: it stops at the body of a function or a lambda, where the callers take over.
     """
 
-    def __init__(self, code: str, starts: list[int], checks: re.Pattern[str], window: int) -> None:
-        self.code, self.starts, self.checks, self.window = code, starts, checks, window
+    def __init__(self, code: str, starts: list[int], window: int) -> None:
+        self.code, self.starts, self.window = code, starts, window
         self.opens: list[int] = []
         self.closes: list[int] = []
         self.parents: list[int] = []
@@ -188,14 +194,14 @@ class _Flow:
                 self.closes[brace] = match.start()
                 self.at_close[match.start()] = brace
 
-    def checked(self, end: int) -> bool:
+    def checked(self, end: int, checks: re.Pattern[str]) -> bool:
         """Whether a check follows the statement whose last character (`;` or `}`) is at `end` within
         `window` lines, directly or after the if/else chains, switches and loops that hold it."""
         position: int | None = end
         for _ in range(_OUTWARD):
             if position is None:
                 return False
-            if _checked_after(self.code, position, self.starts, self.checks, self.window):
+            if _checked_after(self.code, position, self.starts, checks, self.window):
                 return True
             position = self._leave(position + 1)
         return False
@@ -336,8 +342,8 @@ class _Callers:
     is. Braces are matched on the blanked text, so this is a reading of the code, not a parse.
     """
 
-    def __init__(self, flow: _Flow, in_macro: frozenset[int]) -> None:
-        self.flow, self.code, self.starts, self.in_macro = flow, flow.code, flow.starts, in_macro
+    def __init__(self, flow: _Flow, in_macro: frozenset[int], checks: re.Pattern[str]) -> None:
+        self.flow, self.code, self.starts, self.in_macro, self.checks = flow, flow.code, flow.starts, in_macro, checks
         self.opens, self.closes, self.parents = flow.opens, flow.closes, flow.parents
         self._memo: dict[int, list[tuple[int, str]] | None] = {}
 
@@ -346,7 +352,7 @@ class _Callers:
         """Calls (offset, callee) through which the statement at `at` reaches no check; [] when every path
         is checked; None when the statement cannot be followed (not in a lambda or file-local helper, no
         call of it in sight, or too deep)."""
-        if depth and self.flow.checked(semicolon):
+        if depth and self.flow.checked(semicolon, self.checks):
             return []
         if depth >= _DEPTH:
             return None
