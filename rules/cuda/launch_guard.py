@@ -1,10 +1,28 @@
 """## What it does
 Flags a kernel launch with no error check after it: a `<<<...>>>` launch not
 followed within a few lines (option `window`, default 3) by
-`cudaGetLastError()`, `cudaPeekAtLastError()` or one of the project's check
-macros (option `check_macros`), and a `cudaLaunchKernelEx` call whose
-returned error is dropped (not wrapped in a check macro, assigned, compared
-or returned). Launches in comments and string literals are not launches.
+`cudaGetLastError()`, `cudaPeekAtLastError()`, a call whose name says it
+reads the last error (a project's wrapper such as `BNB_PEEK_LAST_ERROR()` or
+`getLastCudaError(...)`, defined in a header this file cannot see) or one of
+the project's check macros (option `check_macros`), and a `cudaLaunchKernelEx`
+call whose returned error is dropped (not wrapped in a check macro, assigned,
+compared or returned) and not read back by a last-error query after it (the
+runtime queries, such a wrapper, or a check macro called without arguments
+like `C10_CUDA_KERNEL_LAUNCH_CHECK()`). Launches in comments and string
+literals are not launches.
+
+A launch in one arm of an if/else chain, in a case of a `switch` or in a
+loop's body is checked by a check within `window` lines after the whole
+chain, switch or loop (a `break` leads there too), however long the other
+arms are:
+
+```cuda
+if (blocksize == 4096)
+  quantize<4096><<<blocks, 1024>>>(x);
+else if (blocksize == 2048)
+  quantize<2048><<<blocks, 512>>>(x);
+CUDA_CHECK(cudaPeekAtLastError());
+```
 Launches written inside a `#define` cannot be judged without expanding the
 macro: they are counted, and the count is reported once per file as a note
 instead of being guessed at.
