@@ -1,10 +1,28 @@
 """## What it does
 Flags a kernel launch with no error check after it: a `<<<...>>>` launch not
 followed within a few lines (option `window`, default 3) by
-`cudaGetLastError()`, `cudaPeekAtLastError()` or one of the project's check
-macros (option `check_macros`), and a `cudaLaunchKernelEx` call whose
-returned error is dropped (not wrapped in a check macro, assigned, compared
-or returned). Launches in comments and string literals are not launches.
+`cudaGetLastError()`, `cudaPeekAtLastError()`, a call whose name says it
+reads the last error (a project's wrapper such as `BNB_PEEK_LAST_ERROR()` or
+`getLastCudaError(...)`, defined in a header this file cannot see) or one of
+the project's check macros (option `check_macros`), and a `cudaLaunchKernelEx`
+call whose returned error is dropped (not wrapped in a check macro, assigned,
+compared or returned) and not read back by a last-error query after it (the
+runtime queries, such a wrapper, or a check macro called without arguments
+like `C10_CUDA_KERNEL_LAUNCH_CHECK()`). Launches in comments and string
+literals are not launches.
+
+A launch in one arm of an if/else chain, in a case of a `switch` or in a
+loop's body is checked by a check within `window` lines after the whole
+chain, switch or loop (a `break` leads there too), however long the other
+arms are:
+
+```cuda
+if (blocksize == 4096)
+  quantize<4096><<<blocks, 1024>>>(x);
+else if (blocksize == 2048)
+  quantize<2048><<<blocks, 512>>>(x);
+CUDA_CHECK(cudaPeekAtLastError());
+```
 Launches written inside a `#define` cannot be judged without expanding the
 macro: they are counted, and the count is reported once per file as a note
 instead of being guessed at.
@@ -84,16 +102,25 @@ _TRIPLE = re.compile(r"<<<")
 _LAUNCH_EX = re.compile(r"\bcudaLaunchKernelExC?\s*(?:<[^;()]*>\s*)?\(")
 _RUNTIME_CHECKS = ("cudaGetLastError", "cudaPeekAtLastError")
 _NEWLINE = re.compile(r"\n")
+# A project's wrapper of the runtime's last-error query, by its name: BNB_PEEK_LAST_ERROR(), getLastCudaError(...),
+# hipGetLastError(). Only a call counts, not a variable of that name.
+_LAST_ERROR_CALL = r"\b\w*(?:Last(?:Cuda)?Error|LAST_(?:CUDA_)?ERROR)\w*\s*\("
 
 
 def check(source: Any, ctx: SourceContext) -> Iterable[Report]:
     code = blanked(source).code
     in_macro = macro_lines(code)
     checks = re.compile(r"\b(?:" + "|".join(re.escape(n) for n in (*_RUNTIME_CHECKS, *ctx.options["check_macros"]))
-                        + r")\b")
+                        + r")\b|" + _LAST_ERROR_CALL)
+    # A dropped cudaLaunchKernelEx error is only read back by a query of the last error, not by a check
+    # macro wrapped around another call: the runtime queries, a wrapper named for them, or a macro
+    # called without arguments (C10_CUDA_KERNEL_LAUNCH_CHECK()).
+    reads = re.compile(r"\b(?:" + "|".join(re.escape(n) for n in _RUNTIME_CHECKS) + r")\b|" + _LAST_ERROR_CALL
+                       + "".join(r"|\b" + re.escape(n) + r"\s*\(\s*\)" for n in ctx.options["check_macros"]))
     window = ctx.options["window"]
     starts = _line_starts(code)
-    callers: _Callers | None = None
+    flow: _Flow | None = None
+    callers: dict[str, _Callers] = {}
     skipped: list[int] = []
     found: dict[int, Report] = {}  # by offset: several launches may reach the same unchecked call
     for start, end, what in sorted(_launches(code)):
@@ -102,24 +129,28 @@ def check(source: Any, ctx: SourceContext) -> Iterable[Report]:
             skipped.append(line)
             continue
         name = _launched_name(code, start, what)
+        if what == "ex" and _result_used(code, start, checks):
+            continue
+        semicolon = code.find(";", end)
+        semicolon = end if semicolon < 0 else semicolon
+        wanted = checks if what == "<<<" else reads
+        if _checked_after(code, semicolon, starts, wanted, window):
+            continue
+        flow = flow or _Flow(code, starts, window)
+        if flow.checked(semicolon, wanted):
+            continue
+        follow = callers.setdefault(what, _Callers(flow, in_macro, wanted))
+        sites = follow.unchecked_calls(start, semicolon)
+        if sites == []:
+            continue  # every call of the lambda or helper that performs it is checked
+        if sites:
+            for site, callee in sites:
+                found.setdefault(site, _call_report(code, starts, site, callee, name, window))
+            continue
         if what == "<<<":
-            semicolon = code.find(";", end)
-            semicolon = end if semicolon < 0 else semicolon
-            if _checked_after(code, semicolon, starts, checks, window):
-                continue
-            callers = callers or _Callers(code, starts, in_macro, checks, window)
-            sites = callers.unchecked_calls(start, semicolon)
-            if sites == []:
-                continue  # every call of the lambda or helper that performs it is checked
-            if sites:
-                for site, callee in sites:
-                    found.setdefault(site, _call_report(code, starts, site, callee, name, window))
-                continue
             message = (f"kernel launch without an error check within {window} line(s): add "
                        f"cudaGetLastError() or a check macro after it")
         else:
-            if _result_used(code, start, checks):
-                continue
             message = "the error cudaLaunchKernelEx returns is dropped: check it (e.g. CUDA_CHECK(...))"
         found.setdefault(start, Report(message, line=line, col=_column(code, start) + 1, discriminator=name))
     scopes = Scopes(code)
@@ -142,6 +173,158 @@ def _call_report(code: str, starts: list[int], site: int, callee: str, kernel: s
     return Report(f"`{callee}` {launched} and this call of it has no error check within {window} line(s): add "
                   f"cudaGetLastError() or a check macro after the call",
                   line=bisect_right(starts, site, 1) - 1, col=_column(code, site) + 1, discriminator=callee)
+
+
+_ELSE = re.compile(r"else\b")
+_BREAK = re.compile(r"break\s*;")
+_CONTROL_HEAD = re.compile(r"(if|for|while|switch)\b\s*(?:constexpr\b\s*)?\(")
+_DO = re.compile(r"do\b")
+_WORD_BEFORE = re.compile(r"(\w+)\s*$")
+_OUTWARD = 8  # control statements left, one inside another, to reach a check
+
+
+class _Flow:
+    """Where a statement's error check may be: after it, or after the control statements that hold it.
+
+    A launch in one arm of an if/else chain, in a switch's case or in a loop's body is checked by a check
+    right after the whole if/else chain, switch or loop (`break` leaves a switch or a loop the same way).
+    The reading follows the braces of the blanked text and the C++ grammar of those statements, not a
+    parse: it stops at the body of a function or a lambda, where the callers take over.
+    """
+
+    def __init__(self, code: str, starts: list[int], window: int) -> None:
+        self.code, self.starts, self.window = code, starts, window
+        self.opens: list[int] = []
+        self.closes: list[int] = []
+        self.parents: list[int] = []
+        self.at_open: dict[int, int] = {}
+        self.at_close: dict[int, int] = {}
+        stack: list[int] = []
+        for match in re.finditer(r"[{}]", code):
+            if match.group() == "{":
+                self.parents.append(stack[-1] if stack else -1)
+                stack.append(len(self.opens))
+                self.at_open[match.start()] = len(self.opens)
+                self.opens.append(match.start())
+                self.closes.append(len(code))
+            elif stack:
+                brace = stack.pop()
+                self.closes[brace] = match.start()
+                self.at_close[match.start()] = brace
+
+    def checked(self, end: int, checks: re.Pattern[str]) -> bool:
+        """Whether a check follows the statement whose last character (`;` or `}`) is at `end` within
+        `window` lines, directly or after the if/else chains, switches and loops that hold it."""
+        position: int | None = end
+        for _ in range(_OUTWARD):
+            if position is None:
+                return False
+            if _checked_after(self.code, position, self.starts, checks, self.window):
+                return True
+            position = self._leave(position + 1)
+        return False
+
+    def _leave(self, after: int) -> int | None:
+        """The last character of the statement that control reaches the end of after a statement that
+        ends before `after`; None when what follows is another statement or the end of a function."""
+        at = self._next(after)
+        if at >= len(self.code):
+            return None
+        if _ELSE.match(self.code, at):
+            return self._skip(at + 4) - 1
+        if _BREAK.match(self.code, at):
+            brace = bisect_right(self.opens, at) - 1
+            while brace >= 0 and self.closes[brace] < at:
+                brace = self.parents[brace]
+            while brace >= 0:
+                kind = self._kind(brace)
+                if kind in ("loop", "switch", "do"):
+                    return self._end(brace)
+                if kind == "other":
+                    return None
+                brace = self.parents[brace]
+            return None
+        if self.code[at] == "}" and at in self.at_close:
+            return self._end(self.at_close[at])
+        return None
+
+    def _end(self, brace: int) -> int | None:
+        """The last character of the statement whose body is the block `brace`, None for a function's."""
+        kind = self._kind(brace)
+        close = self.closes[brace]
+        if kind == "if":
+            at = self._next(close + 1)
+            return self._skip(at + 4) - 1 if _ELSE.match(self.code, at) else close
+        if kind == "do":
+            paren = self.code.find("(", close)
+            semicolon = self.code.find(";", balanced(self.code, paren)) if paren >= 0 else -1
+            return semicolon if semicolon >= 0 else None
+        return close if kind != "other" else None
+
+    def _kind(self, brace: int) -> str:
+        """What the block `brace` is the body of: "if", "loop", "switch", "do", "else", "block" (a bare or
+        a case's block) or "other" (a function, a lambda, a class, an initializer)."""
+        code = self.code
+        before = _previous(code, self.opens[brace])
+        if before < 0 or code[before] in ";{}:":
+            return "block"
+        if code[before] == ")":
+            depth = 0
+            for paren in range(before, max(-1, before - 4000), -1):
+                depth += {")": 1, "(": -1}.get(code[paren], 0)
+                if depth == 0:
+                    break
+            else:
+                return "other"
+            word = _WORD_BEFORE.search(code, max(0, paren - 40), paren)
+            name = word.group(1) if word is not None else ""
+            if name == "constexpr":
+                word = _WORD_BEFORE.search(code, max(0, word.start() - 40), word.start())
+                name = word.group(1) if word is not None else ""
+            return {"if": "if", "for": "loop", "while": "loop", "switch": "switch"}.get(name, "other")
+        word = _WORD_BEFORE.search(code, max(0, before - 10), before + 1)
+        return {"else": "else", "do": "do"}.get(word.group(1) if word is not None else "", "other")
+
+    def _skip(self, at: int) -> int:
+        """Offset just past the statement that starts at or after `at`."""
+        code = self.code
+        at = self._next(at)
+        if at >= len(code):
+            return len(code)
+        if code[at] == "{":
+            brace = self.at_open.get(at)
+            return self.closes[brace] + 1 if brace is not None else len(code)
+        head = _CONTROL_HEAD.match(code, at)
+        if head is not None:
+            after = self._skip(balanced(code, head.end() - 1))
+            if head.group(1) == "if":
+                following = self._next(after)
+                if _ELSE.match(code, following):
+                    return self._skip(following + 4)
+            return after
+        if _DO.match(code, at):
+            body = self._skip(at + 2)
+            paren = code.find("(", body)
+            semicolon = code.find(";", balanced(code, paren)) if paren >= 0 else -1
+            return semicolon + 1 if semicolon >= 0 else len(code)
+        depth = 0
+        for index in range(at, len(code)):
+            ch = code[index]
+            if ch in "([{":
+                depth += 1
+            elif ch in ")]}":
+                depth -= 1
+                if depth < 0:
+                    return index
+            elif ch == ";" and depth == 0:
+                return index + 1
+        return len(code)
+
+    def _next(self, at: int) -> int:
+        """Offset of the first character at or after `at` that is not white space."""
+        while at < len(self.code) and self.code[at].isspace():
+            at += 1
+        return at
 
 
 # What may stand between a head's `)` (or a lambda's `]`) and its body's `{`.
@@ -177,29 +360,17 @@ class _Callers:
     is. Braces are matched on the blanked text, so this is a reading of the code, not a parse.
     """
 
-    def __init__(self, code: str, starts: list[int], in_macro: frozenset[int], checks: re.Pattern[str],
-                 window: int) -> None:
-        self.code, self.starts, self.in_macro, self.checks, self.window = code, starts, in_macro, checks, window
+    def __init__(self, flow: _Flow, in_macro: frozenset[int], checks: re.Pattern[str]) -> None:
+        self.flow, self.code, self.starts, self.in_macro, self.checks = flow, flow.code, flow.starts, in_macro, checks
+        self.opens, self.closes, self.parents = flow.opens, flow.closes, flow.parents
         self._memo: dict[int, list[tuple[int, str]] | None] = {}
-        self.opens: list[int] = []
-        self.closes: list[int] = []
-        self.parents: list[int] = []
-        stack: list[int] = []
-        for match in re.finditer(r"[{}]", code):
-            if match.group() == "{":
-                self.parents.append(stack[-1] if stack else -1)
-                stack.append(len(self.opens))
-                self.opens.append(match.start())
-                self.closes.append(len(code))
-            elif stack:
-                self.closes[stack.pop()] = match.start()
 
     def unchecked_calls(self, at: int, semicolon: int, depth: int = 0,
                         seen: frozenset[int] = frozenset()) -> list[tuple[int, str]] | None:
         """Calls (offset, callee) through which the statement at `at` reaches no check; [] when every path
         is checked; None when the statement cannot be followed (not in a lambda or file-local helper, no
         call of it in sight, or too deep)."""
-        if depth and _checked_after(self.code, semicolon, self.starts, self.checks, self.window):
+        if depth and self.flow.checked(semicolon, self.checks):
             return []
         if depth >= _DEPTH:
             return None
