@@ -69,18 +69,20 @@ os.environ["TORCH_CUDA_ARCH_LIST"] = "12.0a"
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable, Iterator
+from functools import lru_cache
 from typing import Any
 
 from kgate.collect.cpp_text import strip_hash_comment
 from kgate.core.findings import Severity
-from kgate.core.rule import Option, Report, Rule, SourceContext
-from kgate.hardware.arch_features import family_note, lost_by_bare
+from kgate.core.rule import READS_BEYOND, Option, Report, Rule, SourceContext
+from kgate.hardware.arch_features import ARCH_SPECIFIC_CODE, family_note, lost_by_bare
 
 # Words on a line that select GPU architectures.
-_CONTEXT = re.compile(r"-gencode|--generate-code|-arch\b|--gpu-architecture|-code\b|--gpu-code|\barch\s*=|"
-                      r"\bcode\s*=|CUDA_ARCHITECTURES|CUDA_ARCH|TORCH_CUDA_ARCH_LIST|NVCC|nvcc|cuda_cflags")
+_CONTEXT = re.compile(r"-gencode|--generate-code|-arch\b|--gpu-architecture|-code\b|--gpu-code|"
+                      r"(?<![.\w])arch=|(?<![.\w])code=|CUDA_ARCHITECTURES|CUDA_ARCH|TORCH_CUDA_ARCH_LIST|NVCC|nvcc|cuda_cflags")
 _NVCC_ARCH = re.compile(r"(?<![\w.])(sm|compute)_(\d{2,3})([af]?)(?![\w.])")
 _CMAKE_ARCHS = re.compile(r"CUDA_ARCHITECTURES\b[\s\"'=:]*(?:PROPERTIES\s+)?([^)\n]*)")
 _CMAKE_VALUE = re.compile(r"(?<![\w.])(\d{2,3})([af]?)(?:-real|-virtual)?(?![\w.])")
@@ -99,10 +101,19 @@ def check(source: Any, ctx: SourceContext) -> Iterable[Report]:
             if family not in families:
                 continue
             if suffix == "":
-                yield Report(f"`{written}` builds for the bare architecture: {lost_by_bare(family)} cannot be "
-                             f"used; build for the `a` target ({_a_spelling(written)})",
-                             line=number, col=col + 1, end_line=number, end_col=col + 1 + len(written),
-                             discriminator=written)
+                source.derived[READS_BEYOND] = True
+                evidence = _arch_specific_code(os.path.dirname(os.path.abspath(source.path))).get(family)
+                if evidence is not None:
+                    yield Report(f"`{written}` builds for the bare architecture, but `{evidence[0]}` uses "
+                                 f"`{evidence[1]}`: {lost_by_bare(family)} cannot be used; build for the `a` "
+                                 f"target ({_a_spelling(written)})",
+                                 line=number, col=col + 1, end_line=number, end_col=col + 1 + len(written),
+                                 discriminator=written)
+                elif ctx.options["portable"] == "note":
+                    yield Report(f"`{written}` builds for the bare architecture; no source this build owns uses "
+                                 f"an sm_{family}a-only instruction, so the portable target loses nothing",
+                                 severity=Severity.NOTE, line=number, col=col + 1, end_line=number,
+                                 end_col=col + 1 + len(written), discriminator=written)
             elif suffix == "f" and warn_family:
                 yield Report(f"`{written}`: {family_note(family)}", severity=Severity.WARNING, line=number,
                              col=col + 1, end_line=number, end_col=col + 1 + len(written), discriminator=written)
@@ -125,6 +136,63 @@ def _architectures(line: str) -> Iterator[tuple[int, str, str, str]]:
             yield torch.start() + match.start(), match.group(0), family, match.group(3)
 
 
+# What a build file owns: C++/CUDA sources (and PTX) in its folder and below.
+_SOURCE_SUFFIXES = (".cu", ".cuh", ".h", ".hpp", ".hh", ".hxx", ".cpp", ".cc", ".cxx", ".inl", ".inc", ".ptx")
+# A nested folder with one of these is a build of its own (a CMakeLists.txt only when it declares a project:
+# `add_subdirectory` folders inherit the parent's architectures).
+_OWN_BUILD = ("setup.py", "pyproject.toml")
+_CMAKE_PROJECT = re.compile(rb"^\s*project\s*\(", re.MULTILINE | re.IGNORECASE)
+_SKIPPED = {"__pycache__", "node_modules", "build", "dist"}
+_EVIDENCE = {family: re.compile(pattern) for family, pattern in ARCH_SPECIFIC_CODE.items()}
+_ANY_EVIDENCE = re.compile(b"|".join(b"(?:" + p + b")" for p in ARCH_SPECIFIC_CODE.values()))
+
+
+def _own_build(folder: str) -> bool:
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return False
+    if any(name in names for name in _OWN_BUILD):
+        return True
+    if "CMakeLists.txt" in names:
+        try:
+            with open(os.path.join(folder, "CMakeLists.txt"), "rb") as handle:
+                return _CMAKE_PROJECT.search(handle.read()) is not None
+        except OSError:
+            return False
+    return False
+
+
+@lru_cache(maxsize=64)
+def _arch_specific_code(folder: str) -> dict[str, tuple[str, str]]:
+    """Family -> (a source file, the arch-specific spelling it uses) for the first such file of each family among
+    the sources the build files of `folder` own: its C++/CUDA files and those of its sub-folders, except hidden
+    folders, build outputs and nested folders that are builds of their own."""
+    found: dict[str, tuple[str, str]] = {}
+    for here, folders, files in os.walk(folder):
+        folders[:] = sorted(d for d in folders if not d.startswith(".") and d not in _SKIPPED
+                            and not _own_build(os.path.join(here, d)))
+        for name in sorted(files):
+            if not name.endswith(_SOURCE_SUFFIXES):
+                continue
+            path = os.path.join(here, name)
+            try:
+                with open(path, "rb") as handle:
+                    data = handle.read()
+            except OSError:
+                continue
+            if _ANY_EVIDENCE.search(data) is None:
+                continue
+            for family, pattern in _EVIDENCE.items():
+                match = None if family in found else pattern.search(data)
+                if match is not None:
+                    found[family] = (os.path.relpath(path, folder).replace(os.sep, "/"),
+                                     match.group(0).decode("latin-1"))
+        if len(found) == len(_EVIDENCE):
+            break
+    return found
+
+
 def _a_spelling(written: str) -> str:
     """`sm_120` -> `sm_120a`, `120-real` -> `120a-real`, `12.0+PTX` -> `12.0a+PTX`."""
     match = re.match(r"^((?:sm|compute)_\d+|\d+\.\d|\d+)(.*)$", written)
@@ -143,6 +211,8 @@ RULE = Rule(
     doc=__doc__ or "",
     options={
         "families": Option(["120", "100", "90"], "architecture families whose bare targets are reported", list, str),
+        "portable": Option("ignore", "\"note\": report a bare target whose build uses no arch-specific code as a "
+                           "note", str, choices=("ignore", "note")),
         "family": Option("allow", "\"warn\": also report family targets such as sm_120f", str,
                          choices=("allow", "warn")),
     },
