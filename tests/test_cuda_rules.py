@@ -7,6 +7,8 @@ the findings say and how the rules' options move them. Every run goes through th
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -63,6 +65,42 @@ def test_family_target_is_allowed_by_default_and_reported_on_request() -> None:
     assert [(p, r.line, discriminator(r), r.severity.value) for p, r in warned] == [
         ("CMakeLists.txt", 16, "compute_120f", "warning"), ("CMakeLists.txt", 16, "sm_120f", "warning")]
     assert "__CUDA_ARCH_FEAT_SM120_ALL" in warned[0][1].message
+
+
+def test_arch_target_names_the_arch_specific_code_that_makes_a_bare_target_wrong() -> None:
+    reports = {(path, r.line, discriminator(r)): r for path, r in run_rule("KG301")}
+    assert "`hopper_gemm.cuh` uses `wgmma`" in reports[("CMakeLists.txt", 9, "90-real")].message
+    nested = reports[("portable/hopper/setup.py", 6, "sm_90")]
+    assert "`gemm.cu` uses `SM90_64x128x16_F32BF16BF16_SS`" in nested.message and nested.severity is Severity.ERROR
+
+
+def test_a_portable_bare_target_is_quiet_by_default_and_a_note_on_request() -> None:
+    assert not [r for path, r in run_rule("KG301") if path == "portable/setup.py"]
+    notes = [(r.line, discriminator(r), r.severity) for path, r in run_rule("KG301", options={"portable": "note"})
+             if path == "portable/setup.py"]
+    assert notes == [(6, "compute_90", Severity.NOTE), (6, "sm_90", Severity.NOTE),
+                     (6, "compute_120", Severity.NOTE), (6, "sm_120", Severity.NOTE), (7, "100", Severity.NOTE)]
+    # The CuTe DSL attribute is no build flag, with either setting.
+    assert not [p for p, _r in run_rule("KG301", options={"portable": "note"}) if p == "portable/dsl_kernel.py"]
+
+
+def test_a_bare_target_verdict_follows_the_sources_it_read_not_the_cache(tmp_path: Path) -> None:
+    """The verdict on a build file reads its sources: editing only a source must change it on a warm run."""
+    from kgate.core.config import load_config
+    from kgate.core.selection import build_selection
+    from kgate.pipeline.lint import run_lint
+
+    shutil.copytree(RULES / "KG301" / "portable", tmp_path / "portable", ignore=shutil.ignore_patterns("hopper"))
+    (tmp_path / "kgate.toml").write_text('select = ["KG301"]\n')
+    config = load_config(tmp_path / "kgate.toml")
+    selection = build_selection(config)
+    assert run_lint(config, selection).findings == []
+    kernel = tmp_path / "portable" / "plain.cu"
+    kernel.write_text(kernel.read_text() + 'asm volatile("setmaxnreg.inc.sync.aligned.u32 240;");\n')
+    warm = run_lint(config, selection)
+    assert sorted((f.path, f.line, discriminator(f)) for f in warm.findings) == [
+        ("portable/setup.py", 6, "compute_120"), ("portable/setup.py", 6, "compute_90"),
+        ("portable/setup.py", 6, "sm_120"), ("portable/setup.py", 6, "sm_90"), ("portable/setup.py", 7, "100")]
 
 
 def test_launch_guard_counts_macro_launches_in_one_note() -> None:

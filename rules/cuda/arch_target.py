@@ -72,7 +72,6 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Iterator
-from functools import lru_cache
 from typing import Any
 
 from kgate.collect.cpp_text import strip_hash_comment
@@ -93,30 +92,38 @@ _TORCH_VALUE = re.compile(r"(?<![\w.])(\d{1,2})\.(\d)([af]?)(?:\+PTX)?(?![\w.])"
 def check(source: Any, ctx: SourceContext) -> Iterable[Report]:
     families = set(ctx.options["families"])
     warn_family = ctx.options["family"] == "warn"
+    bare: list[tuple[int, int, str, str]] = []
     for number, raw in enumerate(source.text.splitlines(), 1):
-        line = strip_hash_comment(raw) if not source.name.endswith((".cu", ".cuh")) else raw
+        line = strip_hash_comment(raw)
         if not _CONTEXT.search(line):
             continue
         for col, written, family, suffix in _architectures(line):
             if family not in families:
                 continue
             if suffix == "":
-                source.derived[READS_BEYOND] = True
-                evidence = _arch_specific_code(os.path.dirname(os.path.abspath(source.path))).get(family)
-                if evidence is not None:
-                    yield Report(f"`{written}` builds for the bare architecture, but `{evidence[0]}` uses "
-                                 f"`{evidence[1]}`: {lost_by_bare(family)} cannot be used; build for the `a` "
-                                 f"target ({_a_spelling(written)})",
-                                 line=number, col=col + 1, end_line=number, end_col=col + 1 + len(written),
-                                 discriminator=written)
-                elif ctx.options["portable"] == "note":
-                    yield Report(f"`{written}` builds for the bare architecture; no source this build owns uses "
-                                 f"an sm_{family}a-only instruction, so the portable target loses nothing",
-                                 severity=Severity.NOTE, line=number, col=col + 1, end_line=number,
-                                 end_col=col + 1 + len(written), discriminator=written)
+                bare.append((number, col, written, family))
             elif suffix == "f" and warn_family:
                 yield Report(f"`{written}`: {family_note(family)}", severity=Severity.WARNING, line=number,
                              col=col + 1, end_line=number, end_col=col + 1 + len(written), discriminator=written)
+    if not bare:
+        return
+    # The verdict reads the sources the build owns: one walk for the families named bare here.
+    source.derived[READS_BEYOND] = True
+    evidence = _arch_specific_code(os.path.dirname(os.path.abspath(source.path)),
+                                   frozenset(family for _n, _c, _w, family in bare))
+    note = ctx.options["portable"] == "note"
+    for number, col, written, family in bare:
+        span = {"line": number, "col": col + 1, "end_line": number, "end_col": col + 1 + len(written),
+                "discriminator": written}
+        if family in evidence:
+            where, spelling = evidence[family]
+            yield Report(f"`{written}` builds for the bare architecture, but `{where}` uses `{spelling}`: "
+                         f"{lost_by_bare(family)} cannot be used; build for the `a` target ({_a_spelling(written)})",
+                         **span)
+        elif note:
+            yield Report(f"`{written}` builds for the bare architecture; no source this build owns uses "
+                         f"sm_{family}a-only code, so the portable target (which also embeds PTX for later GPUs) "
+                         f"loses nothing", severity=Severity.NOTE, **span)
 
 
 def _architectures(line: str) -> Iterator[tuple[int, str, str, str]]:
@@ -144,7 +151,6 @@ _OWN_BUILD = ("setup.py", "pyproject.toml")
 _CMAKE_PROJECT = re.compile(rb"^\s*project\s*\(", re.MULTILINE | re.IGNORECASE)
 _SKIPPED = {"__pycache__", "node_modules", "build", "dist"}
 _EVIDENCE = {family: re.compile(pattern) for family, pattern in ARCH_SPECIFIC_CODE.items()}
-_ANY_EVIDENCE = re.compile(b"|".join(b"(?:" + p + b")" for p in ARCH_SPECIFIC_CODE.values()))
 
 
 def _own_build(folder: str) -> bool:
@@ -163,12 +169,15 @@ def _own_build(folder: str) -> bool:
     return False
 
 
-@lru_cache(maxsize=64)
-def _arch_specific_code(folder: str) -> dict[str, tuple[str, str]]:
+def _arch_specific_code(folder: str, families: frozenset[str]) -> dict[str, tuple[str, str]]:
     """Family -> (a source file, the arch-specific spelling it uses) for the first such file of each family among
     the sources the build files of `folder` own: its C++/CUDA files and those of its sub-folders, except hidden
     folders, build outputs and nested folders that are builds of their own."""
     found: dict[str, tuple[str, str]] = {}
+    wanted = {family: _EVIDENCE[family] for family in families if family in _EVIDENCE}
+    if not wanted:
+        return found
+    anything = re.compile(b"|".join(b"(?:" + ARCH_SPECIFIC_CODE[family] + b")" for family in sorted(wanted)))
     for here, folders, files in os.walk(folder):
         folders[:] = sorted(d for d in folders if not d.startswith(".") and d not in _SKIPPED
                             and not _own_build(os.path.join(here, d)))
@@ -181,15 +190,15 @@ def _arch_specific_code(folder: str) -> dict[str, tuple[str, str]]:
                     data = handle.read()
             except OSError:
                 continue
-            if _ANY_EVIDENCE.search(data) is None:
+            if anything.search(data) is None:
                 continue
-            for family, pattern in _EVIDENCE.items():
+            for family, pattern in wanted.items():
                 match = None if family in found else pattern.search(data)
                 if match is not None:
                     found[family] = (os.path.relpath(path, folder).replace(os.sep, "/"),
                                      match.group(0).decode("latin-1"))
-        if len(found) == len(_EVIDENCE):
-            break
+            if len(found) == len(wanted):
+                return found
     return found
 
 
