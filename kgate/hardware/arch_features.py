@@ -40,9 +40,9 @@ FEATURE_MACROS = "__CUDA_ARCH_FEAT_SM{family}_ALL / __CUDA_ARCH_SPECIFIC__"
 # is not among them: the bare sm_90 / sm_100 / sm_120 targets assemble it.
 ARCH_SPECIFIC_CODE = {
     "90": (rb"\bwgmma\b|\bsetmaxnreg\b|__CUDA_ARCH_FEAT_SM90_ALL|CUTLASS_ARCH_MMA_SM90A_ENABLED|"
-           rb"\bSM90_\w*_(?:SS|RS)\w*|\bGMMA::"),
+           rb"\bSM90_\w*_(?:SS|RS)\w*"),
     "100": (rb"\btcgen05\b|\bUTCMMA\b|\bsetmaxnreg\b|__CUDA_ARCH_FEAT_SM100_ALL|CUTLASS_ARCH_MMA_SM100A_ENABLED|"
-            rb"\bSM100_\w*(?:MMA|TMEM)\w*|\bUMMA::"),
+            rb"\bSM100_\w*(?:MMA|TMEM)\w*"),
     "120": (rb"\.block_scale\b|kind::mxf8f6f4|kind::mxf4nvf4|kind::mxf4\b|\bsetmaxnreg\b|__CUDA_ARCH_FEAT_SM120_ALL|"
             rb"CUTLASS_ARCH_MMA_SM120A_ENABLED|\bSM120_\w*MMA\w*"),
 }
