@@ -1,14 +1,45 @@
 """## What it does
-Flags a build file that names a bare GPU architecture of a family whose
-arch-specific (`a`) target kgate gates: `sm_120` / `compute_120` (and
-`sm_100`, `compute_100`, `sm_90`, `compute_90`) in nvcc flags (`-gencode`,
+Flags a build file that names a bare GPU architecture (`sm_120`, `compute_90`,
+`CUDA_ARCHITECTURES 100`, `TORCH_CUDA_ARCH_LIST` `12.0`) of a family whose
+arch-specific (`a`) target kgate gates, where the sources that build owns use
+code only the `a` target can compile. It reads nvcc flags (`-gencode`,
 `--generate-code`, `-arch`, `-code`), CMake `CUDA_ARCHITECTURES` /
-`CMAKE_CUDA_ARCHITECTURES` values (`120` instead of `120a`, also `-real` /
-`-virtual`), and `TORCH_CUDA_ARCH_LIST` entries for `torch.utils.cpp_extension`
-(`12.0` instead of `12.0a`). It reads `CMakeLists.txt`, `*.cmake`, `setup.py`
-and other Python files, Makefiles and shell scripts; comments are ignored, and
-an architecture counts only on a line that also carries a flag or variable
-that selects architectures.
+`CMAKE_CUDA_ARCHITECTURES` values (also `-real` / `-virtual`) and
+`TORCH_CUDA_ARCH_LIST` entries for `torch.utils.cpp_extension`, in
+`CMakeLists.txt`, `*.cmake`, `setup.py` and other Python files, Makefiles and
+shell scripts. Comments are ignored, and an architecture counts only on a line
+that also carries a flag or variable that selects architectures; `arch=` and
+`code=` count in nvcc's spelling only, so an attribute such as a CuTe DSL
+kernel's `self.arch = "sm_100"` is not a build flag.
+
+**Which sources a build owns.** The C++/CUDA files (`.cu`, `.cuh`, `.h`,
+`.hpp`, `.cpp`, `.cc`, `.inl`, `.ptx`, ...) in the build file's folder and
+below, except hidden folders, `build` / `dist` outputs and nested folders that
+are builds of their own (a `setup.py` or `pyproject.toml`, or a
+`CMakeLists.txt` that declares a `project(`: folders reached by
+`add_subdirectory` inherit the parent's architectures and stay owned). So a
+repository whose Hopper kernels live in their own `hopper/setup.py` is judged
+per build: the root build of portable kernels stays quiet, the Hopper build
+is reported. Python files are not read: a CuTe DSL or Triton kernel is
+compiled at run time for the device it runs on, not by the build file.
+
+**Arch-specific code**, per family (matched in those sources):
+
+| family | spellings |
+|---|---|
+| 90 | `wgmma`, `setmaxnreg`, `__CUDA_ARCH_FEAT_SM90_ALL`, `CUTLASS_ARCH_MMA_SM90A_ENABLED`, CuTe `SM90_*_SS` / `SM90_*_RS` (GMMA atoms) |
+| 100 | `tcgen05`, `UTCMMA`, `setmaxnreg`, `__CUDA_ARCH_FEAT_SM100_ALL`, `CUTLASS_ARCH_MMA_SM100A_ENABLED`, CuTe `SM100_*MMA*` / `SM100_*TMEM*` atoms |
+| 120 | `.block_scale`, `kind::mxf8f6f4`, `kind::mxf4nvf4`, `kind::mxf4`, `setmaxnreg`, `__CUDA_ARCH_FEAT_SM120_ALL`, `CUTLASS_ARCH_MMA_SM120A_ENABLED`, CuTe `SM120_*MMA*` atoms |
+
+TMA (`cp.async.bulk.tensor`, CuTe's `SM90_TMA_*`) and plain `mma.sync`
+(bf16, FP8) are not among them: the bare targets assemble them. The error
+names the first source found for the family and the spelling it uses.
+
+A bare target whose build owns no such code is the right choice: it loses
+nothing, and a bare `compute_` target embeds PTX that later GPUs can still
+compile, where an `sm_90a` cubin runs on sm_90 only. It is not reported,
+unless the option `portable` is `"note"`. The verdict reads files besides the
+build file, so kgate never answers it from the lint cache.
 
 The family target (`sm_120f`, `sm_100f`) is not reported unless the option
 `family` is `"warn"`, because it was measured to keep what matters. With
@@ -34,7 +65,7 @@ none. Code guarded by the first two is compiled out of an `f` build, and
 guarded by any of them out of a bare build, without an error.
 
 ## Why is this bad?
-A bare-architecture build cannot contain the instructions that make sm_120a
+A bare-architecture build of code written for the `a` target cannot contain the instructions that make sm_120a
 kernels fast (block-scaled MMA), nor Hopper's `wgmma` or Blackwell's
 `tcgen05`. Kernels that guard them with the usual feature macros compile
 without a word and silently lose them: correct results (or zeros) at a
@@ -42,6 +73,9 @@ fraction of the speed. With inline asm and no guard the build fails, which
 is at least visible.
 
 ## Example
+With a kernel under the same folder that uses `wgmma` (or CuTe's
+`SM90_64x128x16_F32BF16BF16_SS`) and one that uses
+`mma.sync ... kind::mxf8f6f4.block_scale`:
 ```cmake
 set_target_properties(kernels PROPERTIES CUDA_ARCHITECTURES "90;120")
 ```
@@ -60,6 +94,10 @@ os.environ["TORCH_CUDA_ARCH_LIST"] = "12.0a"
 ```
 
 ## Options
+- `portable` (string, default `"ignore"`): what a bare target whose build
+  owns no arch-specific code gets: nothing, or with `"note"` a note. The
+  default was measured on the labelled corpus, where every such target was
+  judged correct.
 - `families` (list of strings, default `["120", "100", "90"]`): the
   architecture families whose bare targets are reported.
 - `family` (string, default `"allow"`): `"warn"` also reports family targets
@@ -215,7 +253,8 @@ RULE = Rule(
     name="arch-target",
     layer="cuda",
     severity=Severity.ERROR,
-    summary="A build names a bare GPU architecture (sm_120, compute_90, CUDA_ARCHITECTURES 120) instead of the `a` target",
+    summary="A build names a bare GPU architecture (sm_120, compute_90, CUDA_ARCHITECTURES 120) for sources that "
+            "need the `a` target (wgmma, tcgen05, block-scaled MMA)",
     check=check,
     doc=__doc__ or "",
     options={
