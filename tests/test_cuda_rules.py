@@ -103,6 +103,35 @@ def test_a_bare_target_verdict_follows_the_sources_it_read_not_the_cache(tmp_pat
         ("portable/setup.py", 6, "sm_120"), ("portable/setup.py", 6, "sm_90"), ("portable/setup.py", 7, "100")]
 
 
+@pytest.mark.parametrize(("family", "spelling"), [
+    ("90", b"wgmma.mma_async.sync.aligned"), ("90", b"setmaxnreg.inc"), ("90", b"#if __CUDA_ARCH_FEAT_SM90_ALL"),
+    ("90", b"CUTLASS_ARCH_MMA_SM90A_ENABLED"), ("90", b"cute::SM90_64x128x16_F32BF16BF16_RS<"),
+    ("100", b"tcgen05.mma.cta_group::1"), ("100", b"UTCMMA"), ("100", b"__CUDA_ARCH_FEAT_SM100_ALL"),
+    ("100", b"CUTLASS_ARCH_MMA_SM100A_ENABLED"), ("100", b"SM100_MMA_F16BF16_SS"), ("100", b"SM100_TMEM_LOAD_32dp32b1x"),
+    ("120", b"mma.sync.aligned.m16n8k32.row.col.kind::mxf8f6f4.block_scale.scale_vec::1X"),
+    ("120", b"kind::mxf4nvf4"), ("120", b"__CUDA_ARCH_FEAT_SM120_ALL"), ("120", b"CUTLASS_ARCH_MMA_SM120A_ENABLED"),
+    ("120", b"cute::SM120_16x8x64_TN_VS<float_e2m1_t"),
+])
+def test_arch_specific_spellings_match_and_pass_the_byte_prefilter(family: str, spelling: bytes) -> None:
+    import re
+
+    from kgate.hardware.arch_features import ARCH_SPECIFIC_CODE, ARCH_SPECIFIC_NEEDLES
+
+    assert re.search(ARCH_SPECIFIC_CODE[family], spelling)
+    assert any(needle in spelling for needle in ARCH_SPECIFIC_NEEDLES[family])
+
+
+@pytest.mark.parametrize("portable", [b"cute::SM90_TMA_LOAD", b"cp.async.bulk.tensor.2d", b"int block_scale = 4;",
+                                      b"mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32", b"GMMA::Major::K",
+                                      b"cute::SM120_16x8x32_TN<float_e4m3_t"])
+def test_code_the_bare_targets_assemble_is_no_arch_specific_code(portable: bytes) -> None:
+    import re
+
+    from kgate.hardware.arch_features import ARCH_SPECIFIC_CODE
+
+    assert not any(re.search(pattern, portable) for pattern in ARCH_SPECIFIC_CODE.values())
+
+
 def test_launch_guard_counts_macro_launches_in_one_note() -> None:
     notes = [r for _p, r in run_rule("KG302") if r.severity is Severity.NOTE]
     assert [(n.line, n.severity.value) for n in notes] == [(5, "note")]

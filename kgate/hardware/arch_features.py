@@ -44,7 +44,15 @@ ARCH_SPECIFIC_CODE = {
     "100": (rb"\btcgen05\b|\bUTCMMA\b|\bsetmaxnreg\b|__CUDA_ARCH_FEAT_SM100_ALL|CUTLASS_ARCH_MMA_SM100A_ENABLED|"
             rb"\bSM100_\w*(?:MMA|TMEM)\w*"),
     "120": (rb"\.block_scale\b|kind::mxf8f6f4|kind::mxf4nvf4|kind::mxf4\b|\bsetmaxnreg\b|__CUDA_ARCH_FEAT_SM120_ALL|"
-            rb"CUTLASS_ARCH_MMA_SM120A_ENABLED|\bSM120_\w*MMA\w*"),
+            rb"CUTLASS_ARCH_MMA_SM120A_ENABLED|\bSM120_\w*_VS\b|\bSM120_\w*MMA\w*"),
+}
+
+# Byte strings of which one occurs in every match of the family's ARCH_SPECIFIC_CODE: a file with none is not
+# searched further.
+ARCH_SPECIFIC_NEEDLES = {
+    "90": (b"wgmma", b"setmaxnreg", b"SM90"),
+    "100": (b"tcgen05", b"UTCMMA", b"setmaxnreg", b"SM100"),
+    "120": (b"block_scale", b"kind::mx", b"setmaxnreg", b"SM120"),
 }
 
 

@@ -29,7 +29,7 @@ compiled at run time for the device it runs on, not by the build file.
 |---|---|
 | 90 | `wgmma`, `setmaxnreg`, `__CUDA_ARCH_FEAT_SM90_ALL`, `CUTLASS_ARCH_MMA_SM90A_ENABLED`, CuTe `SM90_*_SS` / `SM90_*_RS` (GMMA atoms) |
 | 100 | `tcgen05`, `UTCMMA`, `setmaxnreg`, `__CUDA_ARCH_FEAT_SM100_ALL`, `CUTLASS_ARCH_MMA_SM100A_ENABLED`, CuTe `SM100_*MMA*` / `SM100_*TMEM*` atoms |
-| 120 | `.block_scale`, `kind::mxf8f6f4`, `kind::mxf4nvf4`, `kind::mxf4`, `setmaxnreg`, `__CUDA_ARCH_FEAT_SM120_ALL`, `CUTLASS_ARCH_MMA_SM120A_ENABLED`, CuTe `SM120_*MMA*` atoms |
+| 120 | `.block_scale`, `kind::mxf8f6f4`, `kind::mxf4nvf4`, `kind::mxf4`, `setmaxnreg`, `__CUDA_ARCH_FEAT_SM120_ALL`, `CUTLASS_ARCH_MMA_SM120A_ENABLED`, CuTe `SM120_*_VS` (block-scaled) and `SM120_*MMA*` atoms |
 
 TMA (`cp.async.bulk.tensor`, CuTe's `SM90_TMA_*`) and plain `mma.sync`
 (bf16, FP8) are not among them: the bare targets assemble them. The error
@@ -115,7 +115,7 @@ from typing import Any
 from kgate.collect.cpp_text import strip_hash_comment
 from kgate.core.findings import Severity
 from kgate.core.rule import READS_BEYOND, Option, Report, Rule, SourceContext
-from kgate.hardware.arch_features import ARCH_SPECIFIC_CODE, family_note, lost_by_bare
+from kgate.hardware.arch_features import ARCH_SPECIFIC_CODE, ARCH_SPECIFIC_NEEDLES, family_note, lost_by_bare
 
 # Words on a line that select GPU architectures.
 _CONTEXT = re.compile(r"-gencode|--generate-code|-arch\b|--gpu-architecture|-code\b|--gpu-code|"
@@ -216,6 +216,7 @@ def _arch_specific_code(folder: str, families: frozenset[str]) -> dict[str, tupl
     if not wanted:
         return found
     anything = re.compile(b"|".join(b"(?:" + ARCH_SPECIFIC_CODE[family] + b")" for family in sorted(wanted)))
+    needles = {needle for family in wanted for needle in ARCH_SPECIFIC_NEEDLES[family]}
     for here, folders, files in os.walk(folder):
         folders[:] = sorted(d for d in folders if not d.startswith(".") and d not in _SKIPPED
                             and not _own_build(os.path.join(here, d)))
@@ -228,7 +229,7 @@ def _arch_specific_code(folder: str, families: frozenset[str]) -> dict[str, tupl
                     data = handle.read()
             except OSError:
                 continue
-            if anything.search(data) is None:
+            if not any(needle in data for needle in needles) or anything.search(data) is None:
                 continue
             for family, pattern in wanted.items():
                 match = None if family in found else pattern.search(data)
