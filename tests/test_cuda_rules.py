@@ -7,6 +7,8 @@ the findings say and how the rules' options move them. Every run goes through th
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -63,6 +65,71 @@ def test_family_target_is_allowed_by_default_and_reported_on_request() -> None:
     assert [(p, r.line, discriminator(r), r.severity.value) for p, r in warned] == [
         ("CMakeLists.txt", 16, "compute_120f", "warning"), ("CMakeLists.txt", 16, "sm_120f", "warning")]
     assert "__CUDA_ARCH_FEAT_SM120_ALL" in warned[0][1].message
+
+
+def test_arch_target_names_the_arch_specific_code_that_makes_a_bare_target_wrong() -> None:
+    reports = {(path, r.line, discriminator(r)): r for path, r in run_rule("KG301")}
+    assert "`hopper_gemm.cuh` uses `wgmma`" in reports[("CMakeLists.txt", 9, "90-real")].message
+    nested = reports[("portable/hopper/setup.py", 6, "sm_90")]
+    assert "`gemm.cu` uses `SM90_64x128x16_F32BF16BF16_SS`" in nested.message and nested.severity is Severity.ERROR
+
+
+def test_a_portable_bare_target_is_quiet_by_default_and_a_note_on_request() -> None:
+    assert not [r for path, r in run_rule("KG301") if path == "portable/setup.py"]
+    notes = [(r.line, discriminator(r), r.severity) for path, r in run_rule("KG301", options={"portable": "note"})
+             if path == "portable/setup.py"]
+    assert notes == [(6, "compute_90", Severity.NOTE), (6, "sm_90", Severity.NOTE),
+                     (6, "compute_120", Severity.NOTE), (6, "sm_120", Severity.NOTE), (7, "100", Severity.NOTE)]
+    # The CuTe DSL attribute is no build flag, with either setting.
+    assert not [p for p, _r in run_rule("KG301", options={"portable": "note"}) if p == "portable/dsl_kernel.py"]
+
+
+def test_a_bare_target_verdict_follows_the_sources_it_read_not_the_cache(tmp_path: Path) -> None:
+    """The verdict on a build file reads its sources: editing only a source must change it on a warm run."""
+    from kgate.core.config import load_config
+    from kgate.core.selection import build_selection
+    from kgate.pipeline.lint import run_lint
+
+    shutil.copytree(RULES / "KG301" / "portable", tmp_path / "portable", ignore=shutil.ignore_patterns("hopper"))
+    (tmp_path / "kgate.toml").write_text('select = ["KG301"]\n')
+    config = load_config(tmp_path / "kgate.toml")
+    selection = build_selection(config)
+    assert run_lint(config, selection).findings == []
+    kernel = tmp_path / "portable" / "plain.cu"
+    kernel.write_text(kernel.read_text() + 'asm volatile("setmaxnreg.inc.sync.aligned.u32 240;");\n')
+    warm = run_lint(config, selection)
+    assert sorted((f.path, f.line, discriminator(f)) for f in warm.findings) == [
+        ("portable/setup.py", 6, "compute_120"), ("portable/setup.py", 6, "compute_90"),
+        ("portable/setup.py", 6, "sm_120"), ("portable/setup.py", 6, "sm_90"), ("portable/setup.py", 7, "100")]
+
+
+@pytest.mark.parametrize(("family", "spelling"), [
+    ("90", b"wgmma.mma_async.sync.aligned"), ("90", b"setmaxnreg.inc"), ("90", b"#if __CUDA_ARCH_FEAT_SM90_ALL"),
+    ("90", b"CUTLASS_ARCH_MMA_SM90A_ENABLED"), ("90", b"cute::SM90_64x128x16_F32BF16BF16_RS<"),
+    ("100", b"tcgen05.mma.cta_group::1"), ("100", b"UTCMMA"), ("100", b"__CUDA_ARCH_FEAT_SM100_ALL"),
+    ("100", b"CUTLASS_ARCH_MMA_SM100A_ENABLED"), ("100", b"SM100_MMA_F16BF16_SS"), ("100", b"SM100_TMEM_LOAD_32dp32b1x"),
+    ("120", b"mma.sync.aligned.m16n8k32.row.col.kind::mxf8f6f4.block_scale.scale_vec::1X"),
+    ("120", b"kind::mxf4nvf4"), ("120", b"__CUDA_ARCH_FEAT_SM120_ALL"), ("120", b"CUTLASS_ARCH_MMA_SM120A_ENABLED"),
+    ("120", b"cute::SM120_16x8x64_TN_VS<float_e2m1_t"),
+])
+def test_arch_specific_spellings_match_and_pass_the_byte_prefilter(family: str, spelling: bytes) -> None:
+    import re
+
+    from kgate.hardware.arch_features import ARCH_SPECIFIC_CODE, ARCH_SPECIFIC_NEEDLES
+
+    assert re.search(ARCH_SPECIFIC_CODE[family], spelling)
+    assert any(needle in spelling for needle in ARCH_SPECIFIC_NEEDLES[family])
+
+
+@pytest.mark.parametrize("portable", [b"cute::SM90_TMA_LOAD", b"cp.async.bulk.tensor.2d", b"int block_scale = 4;",
+                                      b"mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32", b"GMMA::Major::K",
+                                      b"cute::SM120_16x8x32_TN<float_e4m3_t"])
+def test_code_the_bare_targets_assemble_is_no_arch_specific_code(portable: bytes) -> None:
+    import re
+
+    from kgate.hardware.arch_features import ARCH_SPECIFIC_CODE
+
+    assert not any(re.search(pattern, portable) for pattern in ARCH_SPECIFIC_CODE.values())
 
 
 def test_launch_guard_counts_macro_launches_in_one_note() -> None:

@@ -165,6 +165,11 @@ def to_finding(rule: Rule, report: Report, selection: Selection, *, path: str, l
     )
 
 
+# The key a source rule sets in `SourceFile.derived` when its verdict on a file read other files of the project:
+# the engine then never caches that file's result (the cache answers from the file's own state alone).
+READS_BEYOND = "reads_beyond"
+
+
 @dataclass(frozen=True)
 class SourceContext:
     """What a source rule may read besides the file itself."""

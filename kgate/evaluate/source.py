@@ -25,7 +25,7 @@ from kgate import rules as registry  # type: ignore[attr-defined]
 from kgate.collect.files import glob_matcher
 from kgate.collect.source import SourceFile, UnreadableSource
 from kgate.core.findings import Finding, Severity
-from kgate.core.rule import Report, Rule, SourceContext, to_finding
+from kgate.core.rule import READS_BEYOND, Report, Rule, SourceContext, to_finding
 from kgate.core.selection import Selection, rule_options
 from kgate.core.suppress import MARKER, Directive, parse_directives
 
@@ -56,6 +56,9 @@ class FileResult(NamedTuple):
     findings: tuple[RawFinding, ...]
     directives: tuple[Directive, ...]
     ran: tuple[str, ...]  # codes run on the file: what an unused suppression is judged against
+    # A rule's verdict also read other files (`SourceFile.derived[READS_BEYOND]`): the result is never cached,
+    # since the cache would answer it from this file's state alone. Not stored: only fresh results carry it.
+    reads_beyond: bool = False
 
 
 class SourceRule(NamedTuple):
@@ -133,7 +136,7 @@ def lint_bytes(path: str, rel: str, data: bytes, rules: list[SourceRule]) -> Fil
             error = error or exc
     if error is not None and any(sr.rule.code == UNREADABLE for sr in rules):
         findings.append(unreadable(rel, error))
-    return FileResult(tuple(sorted(findings)), directives, tuple(ran))
+    return FileResult(tuple(sorted(findings)), directives, tuple(ran), bool(source.derived.get(READS_BEYOND)))
 
 
 def unreadable(rel: str, error: UnreadableSource) -> RawFinding:
@@ -248,7 +251,8 @@ Linted = tuple[str, str, FileResult, str, int]
 
 def _lint_one(rel: str, path: str, rules: list[SourceRule]) -> Linted:
     result, data = lint_file(path, rel, rules)
-    return rel, path, result, content_digest(data) if data is not None else "", len(data or b"")
+    cacheable = data is not None and not result.reads_beyond
+    return rel, path, result, content_digest(data) if cacheable else "", len(data or b"")
 
 
 def _lint_many(todo: list[tuple[str, str]], rules: list[SourceRule], jobs: int | None) -> list[Linted]:
