@@ -45,8 +45,12 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+from kgate.collect import pyautotune
+from kgate.collect import pysource as py
+from kgate.collect.pylaunch import RUNTIME, UNKNOWN, Launches, Names
+from kgate.collect.source import SourceFile
 from kgate.core.findings import Severity
-from kgate.core.rule import CaptureContext, CapturedKernel, Option, Report, Rule
+from kgate.core.rule import CaptureContext, CapturedKernel, Option, Report, Rule, SourceContext
 
 
 def _power_of_two(value: int) -> bool:
@@ -74,6 +78,63 @@ def check(kernel: CapturedKernel, ctx: CaptureContext) -> Iterable[Report]:
                      discriminator=name)
 
 
+def source_check(source: SourceFile, ctx: SourceContext) -> Iterable[Report]:
+    """`kgate lint`: a launch site in the kernel's own module that passes a token or batch dimension for one of
+    its `tl.constexpr` parameters (kgate.collect.pylaunch reads the value, as KG201 reads autotune keys)."""
+    info = py.info(source)
+    if not info.uses_triton():
+        return
+    ignored = set(ctx.options["ignore"])
+    kernels: dict[str, list[tuple[str, int | None, bool]]] = {}  # kernel -> (constexpr, position, has a default)
+    for fn in info.functions:
+        if not pyautotune.is_jit_kernel(fn, info.imports):
+            continue
+        positional = [*fn.args.posonlyargs, *fn.args.args]
+        defaults = {a.arg for a, d in zip(positional[len(positional) - len(fn.args.defaults):], fn.args.defaults)}
+        defaults |= {a.arg for a, d in zip(fn.args.kwonlyargs, fn.args.kw_defaults) if d is not None}
+        constexprs = [(p.arg, positional.index(p) if p in positional else None, p.arg in defaults)
+                      for p in py.parameters(fn) if py.is_constexpr(p.annotation, info.imports) and p.arg not in ignored]
+        if constexprs:
+            kernels[fn.name] = constexprs
+    if not kernels:
+        return
+    launches = Launches(source, info, set(kernels), set(kernels), _EVIDENCE_ONLY, frozenset())
+    seen: set[tuple[int, int]] = set()
+    for kernel, constexprs in kernels.items():
+        for name, position, default in constexprs:
+            for expr, verdict in launches.passed(kernel, name, position, default):
+                if expr is None or verdict.cls != RUNTIME:
+                    continue
+                span = source.span(expr)
+                if (span["line"], span["col"]) in seen:
+                    continue  # one `**kwargs` dict spread into two launches
+                seen.add((span["line"], span["col"]))
+                why = str(verdict.why)
+                shown = f" ({why})" if why and why != ast_text(expr) else ""
+                yield Report(f"`{kernel}` is launched with constexpr `{name}` = `{ast_text(expr)}`{shown}, which "
+                             f"follows the token count or batch: every new value compiles `{kernel}` again; pass it "
+                             f"as a run-time argument", scope=kernel, line=span["line"], col=span["col"],
+                             end_line=span["end_line"], end_col=span["end_col"])
+
+
+class _Evidence(Names):
+    """Only what the launch site shows: a name alone (a parameter of the launcher, `self.n_rows`) places
+    nothing, so a value is reported only where it is computed from a tensor's shape in the module."""
+
+    def of(self, name: str) -> int:
+        return UNKNOWN
+
+
+_EVIDENCE_ONLY = _Evidence(set(), set())
+
+
+def ast_text(expr: Any) -> str:
+    import ast
+
+    text = ast.unparse(expr)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 RULE = Rule(
     code="KG108",
     name="recompile-per-shape",
@@ -86,4 +147,7 @@ RULE = Rule(
         "min_values": Option(2, "distinct values before a constexpr is reported", int, minimum=2),
         "ignore": Option([], "constexpr names never reported", list, items=str),
     },
+    files=("*.py",),
+    prefilter=(b"constexpr",),
+    source_check=source_check,
 )
