@@ -12,8 +12,8 @@ flow-sensitive) and through the module's own helper functions, and falls in one 
   such as `get_npu_core_count()` or `num_sms()`: fixed per machine), or a call of a module function every
   `return` of which is bounded;
 - `MODEL`: fixed per model: the last dimension of a tensor (`x.shape[-1]`, the last name of
-  `M, N = x.shape`), any dimension of a tensor named like a weight (`w`, `weight`, `w_q`), an attribute of
-  `self` or of a configuration (`config.hidden_size`);
+  `M, N = x.shape`), any dimension of a tensor named like a weight, a bias or its gradient (`w`, `weight`,
+  `w_q`, `dw`, `db`), an attribute of `self` or of a configuration (`config.hidden_size`);
 - `RUNTIME`: follows the token count or the batch: the first dimension of a tensor (`x.shape[0]`, `x.size(0)`,
   the first name of `B, T, H, D = q.shape`), `x.numel()`, `len(x)`, and anything computed from them by
   arithmetic that does not bound it (`B * T`, `triton.cdiv(T, 64)`, `max(1, T)`);
@@ -43,7 +43,7 @@ _BUCKETING_PARTS = ("bucket", "pow2", "power_of_2", "power_of_two")
 COARSE_DIVISOR = 1 << 14
 _DIVIDERS = frozenset({"cdiv", "ceil_div", "ceildiv", "div_up", "divup", "ceil_divide"})
 _SAME = frozenset({"int", "abs", "float", "round", "ceil", "floor", "index"})
-_WEIGHT = re.compile(r"(?i)^(w|w_.*|.*weight.*|.*_w)$")
+_WEIGHT = re.compile(r"(?i)^(d?w|d?w_.*|.*weight.*|.*_w|d?bias|db)$")  # a weight, a bias, or its gradient
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")  # as Python numbers lines
 # What a device reports about itself (fixed per machine): an attribute or a function by its last name.
 _DEVICE = re.compile(r"(?i)(multi_?processor|device_propert|device_count$|(^|_)(sm|sms|core|cores|eu|cu)_count$"

@@ -9,8 +9,22 @@ or a batch size passed as `bs: tl.constexpr`.
 
 Constexprs set by the kernel's autotune configs are left alone (they vary by
 design), and so are powers of two (`BLOCK = next_power_of_2(n)` compiles at
-most a few dozen variants over all shapes). Only `kgate capture` can see
-this: it needs the values real launches passed.
+most a few dozen variants over all shapes).
+
+The same rule has a second source of evidence, read by `kgate lint` before
+anything runs: a launch site (`kernel[grid](...)`, `kernel.run(...)`) in the
+`@triton.jit` kernel's own module that passes, for one of its
+`tl.constexpr` parameters, a value that follows the token count or the
+batch is reported at that argument. The value is followed through the
+launching function's assignments and the module's helper functions and
+classed as KG201 classes autotune keys: the first dimension of a tensor
+(`x.shape[0]`, `B` of `B, T, H = q.shape`), `x.numel()`, and anything
+computed from them that does not bound them (`ceil(n_rows / sm_count)`,
+`B * T`); a value bucketed to a power of two, a constant, a model
+dimension or a property of the device is fine. A name alone places
+nothing here (a parameter of the launcher, `self.n_rows`): only the
+captures can tell what it takes. Constexprs the launch does not pass
+(set by autotune configs or `triton.heuristics`) are never judged.
 
 ## Why is this bad?
 Every new value of a constexpr is a new compile: tens to hundreds of
@@ -34,13 +48,14 @@ round it to a power of two, or bucket it.
 
 ## Options
 - `min_values` (integer, default 2): how many distinct values a constexpr
-  must take before it is reported.
-- `ignore` (list of strings, default []): constexpr names never reported
-  (an enum-like integer that is not a shape).
+  must take before it is reported (captures only).
+- `ignore` (list of strings, default []): constexpr names never reported,
+  by either source (an enum-like integer that is not a shape).
 """
 
 from __future__ import annotations
 
+import ast
 import json
 from collections.abc import Iterable
 from typing import Any
@@ -109,11 +124,10 @@ def source_check(source: SourceFile, ctx: SourceContext) -> Iterable[Report]:
                 if (span["line"], span["col"]) in seen:
                     continue  # one `**kwargs` dict spread into two launches
                 seen.add((span["line"], span["col"]))
-                why = str(verdict.why)
-                shown = f" ({why})" if why and why != ast_text(expr) else ""
-                yield Report(f"`{kernel}` is launched with constexpr `{name}` = `{ast_text(expr)}`{shown}, which "
-                             f"follows the token count or batch: every new value compiles `{kernel}` again; pass it "
-                             f"as a run-time argument", scope=kernel, line=span["line"], col=span["col"],
+                why = str(verdict.why) or ast.unparse(expr)
+                yield Report(f"constexpr `{name}` of `{kernel}` is passed `{why}`, which follows the token count or "
+                             f"batch: every new value compiles `{kernel}` again; pass it as a run-time argument",
+                             scope=kernel, line=span["line"], col=span["col"],
                              end_line=span["end_line"], end_col=span["end_col"])
 
 
@@ -126,13 +140,6 @@ class _Evidence(Names):
 
 
 _EVIDENCE_ONLY = _Evidence(set(), set())
-
-
-def ast_text(expr: Any) -> str:
-    import ast
-
-    text = ast.unparse(expr)
-    return text if len(text) <= 40 else text[:37] + "..."
 
 
 RULE = Rule(
