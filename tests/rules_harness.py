@@ -4,8 +4,9 @@ its findings inline (`# expect: CODE@target`, see conftest.expectations).
 The folder of a compiled or capture rule, or of a finding that says a kernel was not compiled (KG001, KG005),
 is judged as `kgate check` judges a project: the facts the real compiler gave for its kernels (its facts.json,
 recorded by `python -m pytest tests/test_rules.py --record-facts`) go through kgate's own evaluation and
-suppression code, in-process, without compiling. Any other folder is linted in-process by the real lint
-engine, as `kgate lint` lints a project. Each folder's `kgate.toml` selects the rules it is about.
+suppression code, in-process, without compiling; where the rule also reads source files (`Rule.source_check`,
+the launch-site half of KG108), the folder is linted as well. Any other folder is linted in-process by the real
+lint engine, as `kgate lint` lints a project. Each folder's `kgate.toml` selects the rules it is about.
 """
 
 from __future__ import annotations
@@ -131,12 +132,24 @@ def linted(folder: Path, options: dict[str, dict[str, Any]] | None = None) -> tu
     return run.findings, run.suppressed
 
 
+def has_source_half(folder: Path) -> bool:
+    """Whether the folder's rule, of a checked layer, also reads source files (`Rule.source_check`)."""
+    from kgate import rules as registry
+
+    return folder.name in registry.codes() and registry.load(folder.name).source_check is not None
+
+
 def findings_of(folder: Path) -> list[Finding]:
-    return checked(folder) if is_checked(folder) else linted(folder)[0]
+    """What `kgate check` reports for a checked folder, and what `kgate lint` reports for a source folder or for
+    the source half of a checked folder's rule."""
+    if not is_checked(folder):
+        return linted(folder)[0]
+    return checked(folder) + (linted(folder)[0] if has_source_half(folder) else [])
 
 
 def as_expectation(finding: Finding, *, compiled: bool) -> tuple[str, int, str, str]:
     """A finding in the form of an inline expectation: a compile target after the `@` for what `kgate check`
-    reports, a 1-based column for what `kgate lint` reports."""
-    target = (finding.target or "") if compiled else str(finding.col)
+    reports, a 1-based column for what `kgate lint` reports (a finding of a checked folder's lint half, known by
+    its column: `kgate check` findings have none)."""
+    target = (finding.target or "") if compiled and not finding.col else str(finding.col)
     return (finding.path, finding.line, finding.code, target)

@@ -8,10 +8,12 @@ flow-sensitive) and through the module's own helper functions, and falls in one 
   entry of a constant table, a value passed through a bucketing function (`BUCKETING_FUNCTIONS`, names with
   `bucket`, `pow2` or `power_of_2` in them, or the project's own), `min(...)` with a bounded argument, a
   division of a run-time size by a constant of at least `COARSE_DIVISOR`, the size in bytes or the number of
-  dimensions of a tensor, or a call of a module function every `return` of which is bounded;
+  dimensions of a tensor, a property of the device (`get_device_properties(d).multi_processor_count`, a call
+  such as `get_npu_core_count()` or `num_sms()`: fixed per machine), or a call of a module function every
+  `return` of which is bounded;
 - `MODEL`: fixed per model: the last dimension of a tensor (`x.shape[-1]`, the last name of
-  `M, N = x.shape`), any dimension of a tensor named like a weight (`w`, `weight`, `w_q`), an attribute of
-  `self` or of a configuration (`config.hidden_size`);
+  `M, N = x.shape`), any dimension of a tensor named like a weight, a bias or its gradient (`w`, `weight`,
+  `w_q`, `dw`, `db`), an attribute of `self` or of a configuration (`config.hidden_size`);
 - `RUNTIME`: follows the token count or the batch: the first dimension of a tensor (`x.shape[0]`, `x.size(0)`,
   the first name of `B, T, H, D = q.shape`), `x.numel()`, `len(x)`, and anything computed from them by
   arithmetic that does not bound it (`B * T`, `triton.cdiv(T, 64)`, `max(1, T)`);
@@ -41,8 +43,11 @@ _BUCKETING_PARTS = ("bucket", "pow2", "power_of_2", "power_of_two")
 COARSE_DIVISOR = 1 << 14
 _DIVIDERS = frozenset({"cdiv", "ceil_div", "ceildiv", "div_up", "divup", "ceil_divide"})
 _SAME = frozenset({"int", "abs", "float", "round", "ceil", "floor", "index"})
-_WEIGHT = re.compile(r"(?i)^(w|w_.*|.*weight.*|.*_w)$")
+_WEIGHT = re.compile(r"(?i)^(d?w|d?w_.*|.*weight.*|.*_w|d?bias|db)$")  # a weight, a bias, or its gradient
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")  # as Python numbers lines
+# What a device reports about itself (fixed per machine): an attribute or a function by its last name.
+_DEVICE = re.compile(r"(?i)(multi_?processor|device_propert|device_count$|(^|_)(sm|sms|core|cores|eu|cu)_count$"
+                     r"|(^|_)num_(sms|cores|cus)$)")
 _CONFIG = frozenset({"self", "config", "cfg", "model_config", "args", "hparams"})
 
 
@@ -193,7 +198,13 @@ class Launches:
 
     def argument(self, launched: str, param: str, position: int | None, default: bool) -> list[Verdict]:
         """What each launch site passes for one parameter (an empty list: no launch site in the module)."""
-        out = []
+        return [verdict for _expr, verdict in self.passed(launched, param, position, default)]
+
+    def passed(self, launched: str, param: str, position: int | None,
+               default: bool) -> list[tuple[ast.expr | None, Verdict]]:
+        """Per launch site, the expression it passes for one parameter (None: it passes none, or passes
+        everything through `*args`/`**kwargs`) and what that value does."""
+        out: list[tuple[ast.expr | None, Verdict]] = []
         for call, scope in self.sites.get(launched, []):
             expr = _passed(call, param, position)
             if expr is None:
@@ -201,9 +212,9 @@ class Launches:
             if expr is None:
                 passes_all = any(isinstance(a, ast.Starred) for a in call.args) or any(
                     k.arg is None for k in call.keywords)
-                out.append(Verdict(UNKNOWN) if passes_all or not default else _NOTHING)
+                out.append((None, Verdict(UNKNOWN) if passes_all or not default else _NOTHING))
             else:
-                out.append(self.value(expr, scope, 0, set()))
+                out.append((expr, self.value(expr, scope, 0, set())))
         return out
 
     def _spread(self, call: ast.Call, param: str, scope: _Scope) -> tuple[ast.expr | None, _Scope]:
@@ -321,7 +332,7 @@ class Launches:
             func.attr if isinstance(func, ast.Attribute) else "")
         last = written.rsplit(".", 1)[-1]
         if last in BUCKETING_FUNCTIONS or written in self.bucketing or last in self.bucketing or any(
-                part in last.lower() for part in _BUCKETING_PARTS):
+                part in last.lower() for part in _BUCKETING_PARTS) or _DEVICE.search(last):
             return _NOTHING
         args = [a for a in call.args if not isinstance(a, ast.Starred)]
         if last == "min" and args:
@@ -381,7 +392,7 @@ class Launches:
         return Verdict(UNKNOWN)
 
     def _attribute(self, expr: ast.Attribute) -> Verdict:
-        if expr.attr in ("ndim", "itemsize"):
+        if expr.attr in ("ndim", "itemsize") or _DEVICE.search(expr.attr):
             return _NOTHING
         root = py.dotted(expr) or ""
         parts = root.split(".")

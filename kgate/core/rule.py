@@ -101,6 +101,10 @@ class Rule:
     # List options whose values (their last dotted part) are further pre-filter strings: names a project adds for
     # the rule to look for (an autotune wrapper of its own).
     prefilter_options: tuple[str, ...] = ()
+    # A rule of another layer (a capture rule) with a second source of evidence: a check over source files, run
+    # by `kgate lint` like a source rule's `check` (same `files`, `prefilter`, SourceContext), under the same code
+    # and options. None: the rule reads only its own layer's evidence.
+    source_check: Callable[..., Iterable[Report]] | None = None
 
     def needles(self, options: dict[str, Any]) -> tuple[bytes, ...]:
         """The pre-filter with the configured names added."""

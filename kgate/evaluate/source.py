@@ -2,7 +2,8 @@
 
 Runs every selected rule that has `files` globs (the `python` and `cuda`
 layers, and KG004 which parses every Python file) on the files those globs
-match. A rule runs only when one of its `prefilter` byte strings occurs in
+match, and the `source_check` of a rule of another layer that has one (the
+static half of a capture rule). A rule runs only when one of its `prefilter` byte strings occurs in
 the file; the file is decoded and parsed at most once, on the first rule
 that asks. Nothing here imports or executes the project's code.
 
@@ -36,6 +37,9 @@ except ImportError:  # pragma: no cover - a Python built without it
 
 UNREADABLE = "KG004"
 SOURCE_LAYERS = ("meta", "python", "cuda")
+# Layers whose rules may carry a `source_check` as well (loaded to find out). Compiled rules are not among them:
+# they import the facts model, which `kgate lint` never loads.
+SECOND_SOURCE_LAYERS = ("capture",)
 
 
 class RawFinding(NamedTuple):
@@ -67,6 +71,11 @@ class SourceRule(NamedTuple):
     ctx: SourceContext
 
     @property
+    def check(self) -> Callable[..., Iterable[Report]]:
+        """What reads a file: a source rule's `check`, or the source half of a rule of another layer."""
+        return self.rule.source_check or self.rule.check
+
+    @property
     def prefilter(self) -> tuple[bytes, ...]:
         """The rule's pre-filter strings with the names its options add."""
         return self.rule.needles(self.ctx.options) if self.rule.prefilter_options else self.rule.prefilter
@@ -78,10 +87,10 @@ def source_rules(selection: Selection) -> list[SourceRule]:
     out = []
     for code in registry.codes():
         row_layer = next(module for c, _n, module in registry.REGISTRY if c == code).split(".")[0]
-        if row_layer not in SOURCE_LAYERS or not selection.active(code):
+        if row_layer not in SOURCE_LAYERS + SECOND_SOURCE_LAYERS or not selection.active(code):
             continue
         rule = registry.load(code)
-        if rule.files:
+        if rule.files and (row_layer in SOURCE_LAYERS or rule.source_check is not None):
             out.append(SourceRule(rule, glob_matcher(rule.files), SourceContext(options=rule_options(selection, code))))
     if out and selection.active(UNREADABLE):
         out.insert(0, SourceRule(registry.load(UNREADABLE), _every_file, SourceContext(options={})))
@@ -119,7 +128,7 @@ def lint_bytes(path: str, rel: str, data: bytes, rules: list[SourceRule]) -> Fil
                                               if m in data}))
     for sr in active:
         try:
-            for report in sr.rule.check(source, sr.ctx):
+            for report in sr.check(source, sr.ctx):
                 findings.append(_raw(sr.rule, report, source))
         except UnreadableSource as exc:
             error = error or exc

@@ -66,7 +66,7 @@ def selection_key(rules: list[SourceRule]) -> str:
              "kgate.collect.pysource", "kgate.collect.pysparse", "kgate.collect.pylaunch"]
     parts: list[Any] = [FORMAT, __version__]
     for sr in rules:
-        names.append(sr.rule.check.__module__)
+        names.append(sr.check.__module__)
         parts.append([sr.rule.code, sr.rule.files, [p.decode("latin-1") for p in sr.prefilter],
                       sorted(sr.ctx.options.items())])
     for name in names:

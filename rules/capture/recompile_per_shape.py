@@ -9,8 +9,22 @@ or a batch size passed as `bs: tl.constexpr`.
 
 Constexprs set by the kernel's autotune configs are left alone (they vary by
 design), and so are powers of two (`BLOCK = next_power_of_2(n)` compiles at
-most a few dozen variants over all shapes). Only `kgate capture` can see
-this: it needs the values real launches passed.
+most a few dozen variants over all shapes).
+
+The same rule has a second source of evidence, read by `kgate lint` before
+anything runs: a launch site (`kernel[grid](...)`, `kernel.run(...)`) in the
+`@triton.jit` kernel's own module that passes, for one of its
+`tl.constexpr` parameters, a value that follows the token count or the
+batch is reported at that argument. The value is followed through the
+launching function's assignments and the module's helper functions and
+classed as KG201 classes autotune keys: the first dimension of a tensor
+(`x.shape[0]`, `B` of `B, T, H = q.shape`), `x.numel()`, and anything
+computed from them that does not bound them (`ceil(n_rows / sm_count)`,
+`B * T`); a value bucketed to a power of two, a constant, a model
+dimension or a property of the device is fine. A name alone places
+nothing here (a parameter of the launcher, `self.n_rows`): only the
+captures can tell what it takes. Constexprs the launch does not pass
+(set by autotune configs or `triton.heuristics`) are never judged.
 
 ## Why is this bad?
 Every new value of a constexpr is a new compile: tens to hundreds of
@@ -34,19 +48,24 @@ round it to a power of two, or bucket it.
 
 ## Options
 - `min_values` (integer, default 2): how many distinct values a constexpr
-  must take before it is reported.
-- `ignore` (list of strings, default []): constexpr names never reported
-  (an enum-like integer that is not a shape).
+  must take before it is reported (captures only).
+- `ignore` (list of strings, default []): constexpr names never reported,
+  by either source (an enum-like integer that is not a shape).
 """
 
 from __future__ import annotations
 
+import ast
 import json
 from collections.abc import Iterable
 from typing import Any
 
+from kgate.collect import pyautotune
+from kgate.collect import pysource as py
+from kgate.collect.pylaunch import RUNTIME, UNKNOWN, Launches, Names
+from kgate.collect.source import SourceFile
 from kgate.core.findings import Severity
-from kgate.core.rule import CaptureContext, CapturedKernel, Option, Report, Rule
+from kgate.core.rule import CaptureContext, CapturedKernel, Option, Report, Rule, SourceContext
 
 
 def _power_of_two(value: int) -> bool:
@@ -74,6 +93,55 @@ def check(kernel: CapturedKernel, ctx: CaptureContext) -> Iterable[Report]:
                      discriminator=name)
 
 
+def source_check(source: SourceFile, ctx: SourceContext) -> Iterable[Report]:
+    """`kgate lint`: a launch site in the kernel's own module that passes a token or batch dimension for one of
+    its `tl.constexpr` parameters (kgate.collect.pylaunch reads the value, as KG201 reads autotune keys)."""
+    info = py.info(source)
+    if not info.uses_triton():
+        return
+    ignored = set(ctx.options["ignore"])
+    kernels: dict[str, list[tuple[str, int | None, bool]]] = {}  # kernel -> (constexpr, position, has a default)
+    for fn in info.functions:
+        if not pyautotune.is_jit_kernel(fn, info.imports):
+            continue
+        positional = [*fn.args.posonlyargs, *fn.args.args]
+        defaults = {a.arg for a, d in zip(positional[len(positional) - len(fn.args.defaults):], fn.args.defaults)}
+        defaults |= {a.arg for a, d in zip(fn.args.kwonlyargs, fn.args.kw_defaults) if d is not None}
+        constexprs = [(p.arg, positional.index(p) if p in positional else None, p.arg in defaults)
+                      for p in py.parameters(fn) if py.is_constexpr(p.annotation, info.imports) and p.arg not in ignored]
+        if constexprs:
+            kernels[fn.name] = constexprs
+    if not kernels:
+        return
+    launches = Launches(source, info, set(kernels), set(kernels), _EVIDENCE_ONLY, frozenset())
+    seen: set[tuple[int, int]] = set()
+    for kernel, constexprs in kernels.items():
+        for name, position, default in constexprs:
+            for expr, verdict in launches.passed(kernel, name, position, default):
+                if expr is None or verdict.cls != RUNTIME:
+                    continue
+                span = source.span(expr)
+                if (span["line"], span["col"]) in seen:
+                    continue  # one `**kwargs` dict spread into two launches
+                seen.add((span["line"], span["col"]))
+                why = str(verdict.why) or ast.unparse(expr)
+                yield Report(f"constexpr `{name}` of `{kernel}` is passed `{why}`, which follows the token count or "
+                             f"batch: every new value compiles `{kernel}` again; pass it as a run-time argument",
+                             scope=kernel, line=span["line"], col=span["col"],
+                             end_line=span["end_line"], end_col=span["end_col"])
+
+
+class _Evidence(Names):
+    """Only what the launch site shows: a name alone (a parameter of the launcher, `self.n_rows`) places
+    nothing, so a value is reported only where it is computed from a tensor's shape in the module."""
+
+    def of(self, name: str) -> int:
+        return UNKNOWN
+
+
+_EVIDENCE_ONLY = _Evidence(set(), set())
+
+
 RULE = Rule(
     code="KG108",
     name="recompile-per-shape",
@@ -86,4 +154,7 @@ RULE = Rule(
         "min_values": Option(2, "distinct values before a constexpr is reported", int, minimum=2),
         "ignore": Option([], "constexpr names never reported", list, items=str),
     },
+    files=("*.py",),
+    prefilter=(b"constexpr",),
+    source_check=source_check,
 )

@@ -16,12 +16,14 @@ launching function's assignments and the module's own helper functions:
   (`triton.next_power_of_2`, `bit_length`, `log2`, a function whose name
   contains `bucket`, `pow2` or `power_of_2`, or one listed in
   `bucketing-functions`), capped by `min(...)` with a bounded argument,
-  divided by a constant of at least 16384, returned by a module function
+  divided by a constant of at least 16384, a property of the device
+  (`get_device_properties(d).multi_processor_count`, `num_sms()`),
+  returned by a module function
   every `return` of which is bounded (a finite table), a literal, a
   module constant, a comparison or a flag;
 - **model dimension** (not reported by default): the last dimension of a
   tensor (`x.shape[-1]`, `N` of `M, N = x.shape`), any dimension of a
-  weight (`w`, `weight`, `w_q`), an attribute of `self` or of a
+  weight, a bias or their gradient (`w`, `weight`, `w_q`, `dw`, `db`), an attribute of `self` or of a
   configuration (`self.config.hidden_size`).
 
 A key no launch site in the module places (the kernel is launched from
