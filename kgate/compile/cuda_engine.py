@@ -34,7 +34,7 @@ from kgate.compile.engine import CompileRun, Progress, _first_line, worker_env
 from kgate.compile.pool import Outcome, Pool
 from kgate.core.config import Config
 from kgate.core.errors import ToolchainError
-from kgate.facts.model import CompileFailure, KernelFacts
+from kgate.facts.model import FACTS_SCHEMA, CompileFailure, KernelFacts
 from kgate.support.atomicio import read_input
 from kgate.support.toolchain import CudaToolchain, cuda_include_dir, cuda_toolchain
 
@@ -135,7 +135,7 @@ def _plan(config: Config, source: CudaSource, target: str, toolchain: CudaToolch
           patterns: dict[str, list[str]], sass_all: bool, cache: Cache, nvrtc_includes: list[str]) -> _Task:
     arch = choose_arch(source.archs, target)
     version = toolchain.versions().get(compiler, "")
-    key = digest("cuda", kgate.__version__, compiler, version, source.rel, source.key,
+    key = digest("cuda", FACTS_SCHEMA, kgate.__version__, compiler, version, source.rel, source.key,
                  list(source.flags), arch.virtual, arch.real, target)
     payload = {
         # nvcc is given the file by the name the project gives it: a symlink to a content-addressed file

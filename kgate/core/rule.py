@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kgate.core.errors import ConfigError
-from kgate.core.findings import Severity
+from kgate.core.findings import Related, Severity
 
 LAYERS = ("meta", "compiled", "capture", "python", "cuda")
 DOC_SECTIONS = ("## What it does", "## Why is this bad?", "## Example", "## Use instead", "## Options")
@@ -79,6 +79,8 @@ class Report:
     # A size-like measurement (code lines of a file, ...): the baseline pins it with
     # the project's `size-slack`, so small growth needs no re-pin (and no merge conflict).
     value: int | None = None
+    # Other places the report points at (kgate.core.findings.Related): the offending access beside the kernel.
+    related: tuple[Related, ...] = ()
 
 
 @dataclass(frozen=True)

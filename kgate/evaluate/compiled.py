@@ -43,6 +43,7 @@ def _finding(rule: Rule, report: Report, selection: Selection, *, path: str, lin
         end_line=report.end_line,
         end_col=report.end_col,
         value=report.value,
+        related=report.related,
     )
 
 

@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 
 from kgate import rules as registry  # type: ignore[attr-defined]
 from kgate.collect.source import SourceFile, UnreadableSource, glob_matcher
-from kgate.core.findings import Finding, Severity
+from kgate.core.findings import Finding, Related, Severity
 from kgate.core.rule import Report, Rule, SourceContext
 from kgate.core.selection import Selection, rule_options
 from kgate.core.suppress import MARKER, Directive, parse_directives, severity_of
@@ -49,6 +49,7 @@ class RawFinding(NamedTuple):
     message: str
     identity: str
     value: int | None
+    related: tuple[tuple[Any, ...], ...] = ()  # Related.as_list() of each, as tuples
 
 
 class FileResult(NamedTuple):
@@ -151,7 +152,8 @@ def _raw(rule: Rule, report: Report, source: SourceFile) -> RawFinding:
     line = report.line or 1
     identity = f"{report.scope}|{report.discriminator or _snippet(source, line)}"
     return RawFinding(line, report.col or 0, report.end_line, report.end_col, rule.code,
-                      report.severity.value if report.severity else "", report.message, identity, report.value)
+                      report.severity.value if report.severity else "", report.message, identity, report.value,
+                      tuple(tuple(r.as_list()) for r in report.related))
 
 
 def _snippet(source: SourceFile, line: int) -> str:
@@ -176,7 +178,8 @@ def findings(results: dict[str, FileResult], selection: Selection) -> list[Findi
             report = Report(raw.message, severity=Severity(raw.severity) if raw.severity else None)
             finding = Finding(path=rel, line=raw.line, col=raw.col, code=rule.code, name=rule.name,
                               severity=severity_of(rule, report, selection), message=raw.message,
-                              identity=raw.identity, end_line=raw.end_line, end_col=raw.end_col, value=raw.value)
+                              identity=raw.identity, end_line=raw.end_line, end_col=raw.end_col, value=raw.value,
+                              related=tuple(Related.from_record(r) for r in raw.related))
             if selection.keep(finding):
                 out.append(finding)
     return out
@@ -192,14 +195,15 @@ def judge(results: dict[str, FileResult], selection: Selection) -> Callable[[str
 
 
 def to_json(result: FileResult) -> list[Any]:
-    return [[list(f) for f in result.findings], [list(d) for d in result.directives], list(result.ran)]
+    return [[[*f[:-1], [list(r) for r in f.related]] for f in result.findings], [list(d) for d in result.directives],
+            list(result.ran)]
 
 
 def from_json(data: list[Any]) -> FileResult:
     findings, directives, ran = data
     if not findings and not directives:
         return FileResult((), (), tuple(ran))
-    return FileResult(tuple(RawFinding(*f) for f in findings),
+    return FileResult(tuple(RawFinding(*f[:-1], tuple(tuple(r) for r in f[-1])) for f in findings),
                       tuple(Directive(d[0], d[1], d[2], tuple(d[3]), d[4], d[5]) for d in directives), tuple(ran))
 
 

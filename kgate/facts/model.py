@@ -15,7 +15,7 @@ from kgate.facts.sass import SassSummary
 # Bumped when KernelFacts gains or changes fields, or when the same planned variant compiles to something
 # else (registrations bound through heuristics: 4): it is part of the facts
 # cache key, so records written before the change are rebuilt, not misread.
-FACTS_SCHEMA = 4
+FACTS_SCHEMA = 5  # 5: an access in an inline asm block has the block's source line
 
 
 @dataclass(frozen=True)
@@ -72,6 +72,14 @@ class KernelFacts:
     @property
     def key(self) -> tuple[str, str, str]:
         return (self.kernel, self.variant, self.target)
+
+    def own_line(self, loc: SourceLoc | None) -> int | None:
+        """The line a PTX `.loc` names when it lies in the kernel's own file (`path`), else None. The PTX names
+        the file as the compiler was given it, often absolute: it is the kernel's file when it ends in `path`."""
+        if loc is None or not loc.line:
+            return None
+        name = loc.file.replace("\\", "/")
+        return loc.line if name == self.path or name.endswith("/" + self.path) else None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
