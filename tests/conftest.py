@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+import inprocess
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
@@ -39,8 +40,26 @@ class Run:
         return json.loads(self.stdout)
 
 
-def kgate(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 900) -> Run:
-    """Run the installed `kgate` command line in a subprocess, as a user would."""
+# KGATE_TEST_PROCESSES=1 runs every `kgate(...)` in a process of its own, as before the in-process runner (to
+# compare the two, or to rule the runner out when a test fails).
+ALWAYS_PROCESS = os.environ.get("KGATE_TEST_PROCESSES", "") not in ("", "0")
+
+
+def kgate(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 900,
+          process: bool = False) -> Run:
+    """Run the `kgate` command line as a user would: its exit code, stdout and stderr.
+
+    In this process (`inprocess.run`), unless the test needs a process of its own (`process=True`: signals,
+    concurrency, isolation from this process's imports and state).
+    """
+    if process or ALWAYS_PROCESS:
+        return kgate_process(*args, cwd=cwd, env=env, timeout=timeout)
+    code, stdout, stderr = inprocess.run(list(args), cwd=cwd, env=env, timeout=timeout)
+    return Run(code, stdout, stderr)
+
+
+def kgate_process(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 900) -> Run:
+    """Run the installed `kgate` command line in a subprocess."""
     full_env = {**os.environ, **(env or {})}
     full_env.pop("TRITON_INTERPRET", None)
     proc = subprocess.run([sys.executable, "-m", "kgate", *args], cwd=cwd, env=full_env, capture_output=True,
