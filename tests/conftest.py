@@ -93,6 +93,40 @@ def copy_compiled(compiled_cold: tuple[Path, Run], dest: Path) -> Path:
     return target
 
 
+def repository_checkout(dest: Path) -> Path:
+    """This repository as a user's checkout of it holds what kgate reads: the configuration, the baseline, the
+    capture and the kernels (without their tests)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in ("pyproject.toml", "kgate-baseline.toml", "kgate-capture.toml"):
+        shutil.copy(REPO / name, dest / name)
+    shutil.copytree(REPO / "kernels", dest / "kernels",
+                    ignore=shutil.ignore_patterns("__pycache__", "test_*.py", "conftest.py"))
+    return dest
+
+
+REPOSITORY_FIRST_CHECK = ("check", "--format", "github")
+
+
+@pytest.fixture(scope="session")
+def repository_cold(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Run]:
+    """A fresh checkout of this repository (`repository_checkout`) after one cold `kgate check --format github`
+    (the first step of the README's CI workflow): its folder, cache included, and that run.
+
+    Compiling the bundled kernels takes minutes. The tests that need them compiled without being about the
+    cold compile share this one (the workflow test's first step, its unsharded reference, the gate on a
+    copy) and work on copies (`copy_repository`); the folder itself is never changed after the compile.
+    """
+    checkout = repository_checkout(tmp_path_factory.mktemp("repository-cold") / "checkout")
+    return checkout, kgate(*REPOSITORY_FIRST_CHECK, cwd=checkout)
+
+
+def copy_repository(repository_cold: tuple[Path, Run], dest: Path) -> Path:
+    """A copy of the cold-checked checkout of this repository in `dest`, its cache included."""
+    target = dest / "checkout"
+    shutil.copytree(repository_cold[0], target, symlinks=True)
+    return target
+
+
 def expectations(folder: Path, suffixes: tuple[str, ...] = (".py",), *,
                  optional: bool = False) -> set[tuple[str, int, str, str]]:
     """(path, line, code, target) from `# expect: CODE@target ...` comments in a fixture folder.
