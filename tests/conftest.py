@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+import inprocess
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
@@ -45,8 +46,26 @@ class Run:
         return json.loads(self.stdout)
 
 
-def kgate(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 900) -> Run:
-    """Run the installed `kgate` command line in a subprocess, as a user would."""
+# KGATE_TEST_PROCESSES=1 runs every `kgate(...)` in a process of its own, as before the in-process runner (to
+# compare the two, or to rule the runner out when a test fails).
+ALWAYS_PROCESS = os.environ.get("KGATE_TEST_PROCESSES", "") not in ("", "0")
+
+
+def kgate(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 900,
+          process: bool = False) -> Run:
+    """Run the `kgate` command line as a user would: its exit code, stdout and stderr.
+
+    In this process (`inprocess.run`), unless the test needs a process of its own (`process=True`: signals,
+    concurrency, isolation from this process's imports and state).
+    """
+    if process or ALWAYS_PROCESS:
+        return kgate_process(*args, cwd=cwd, env=env, timeout=timeout)
+    code, stdout, stderr = inprocess.run(list(args), cwd=cwd, env=env, timeout=timeout)
+    return Run(code, stdout, stderr)
+
+
+def kgate_process(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 900) -> Run:
+    """Run the installed `kgate` command line in a subprocess."""
     full_env = {**os.environ, **(env or {})}
     full_env.pop("TRITON_INTERPRET", None)
     proc = subprocess.run([sys.executable, "-m", "kgate", *args], cwd=cwd, env=full_env, capture_output=True,
@@ -77,6 +96,40 @@ def copy_compiled(compiled_cold: tuple[Path, Run], dest: Path) -> Path:
     """A copy of the cold-compiled fixtures/compiled in `dest`, its cache included: every variant is cached."""
     target = dest / "compiled"
     shutil.copytree(compiled_cold[0], target, symlinks=True)
+    return target
+
+
+def repository_checkout(dest: Path) -> Path:
+    """This repository as a user's checkout of it holds what kgate reads: the configuration, the baseline, the
+    capture and the kernels (without their tests)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in ("pyproject.toml", "kgate-baseline.toml", "kgate-capture.toml"):
+        shutil.copy(REPO / name, dest / name)
+    shutil.copytree(REPO / "kernels", dest / "kernels",
+                    ignore=shutil.ignore_patterns("__pycache__", "test_*.py", "conftest.py"))
+    return dest
+
+
+REPOSITORY_FIRST_CHECK = ("check", "--format", "github")
+
+
+@pytest.fixture(scope="session")
+def repository_cold(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Run]:
+    """A fresh checkout of this repository (`repository_checkout`) after one cold `kgate check --format github`
+    (the first step of the README's CI workflow): its folder, cache included, and that run.
+
+    Compiling the bundled kernels takes minutes. The tests that need them compiled without being about the
+    cold compile share this one (the workflow test's first step, its unsharded reference, the gate on a
+    copy) and work on copies (`copy_repository`); the folder itself is never changed after the compile.
+    """
+    checkout = repository_checkout(tmp_path_factory.mktemp("repository-cold") / "checkout")
+    return checkout, kgate(*REPOSITORY_FIRST_CHECK, cwd=checkout)
+
+
+def copy_repository(repository_cold: tuple[Path, Run], dest: Path) -> Path:
+    """A copy of the cold-checked checkout of this repository in `dest`, its cache included."""
+    target = dest / "checkout"
+    shutil.copytree(repository_cold[0], target, symlinks=True)
     return target
 
 

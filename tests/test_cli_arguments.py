@@ -50,7 +50,8 @@ def test_output_to_dev_stdout_reaches_stdout(tmp_path: Path) -> None:
     project = _lint_project(tmp_path)
     (project / "out.json").symlink_to("/proc/self/fd/1")  # what /dev/stdout is
     for _ in range(2):
-        run = kgate("lint", "--format", "json", "-o", "out.json", cwd=project, timeout=60)
+        # A process of its own: its stdout is a pipe, as a user's is (in the test process it is a file).
+        run = kgate("lint", "--format", "json", "-o", "out.json", cwd=project, timeout=60, process=True)
         assert run.code == 1, run.stderr
         assert json.loads(run.stdout)["findings"][0]["code"] == "KG302"
         assert (project / "out.json").is_symlink()

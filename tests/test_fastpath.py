@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import inprocess
 import pytest
 from conftest import FIXTURES, REPO, copy_project, kgate
 
@@ -21,12 +22,33 @@ PROBE = ("import sys; from kgate.entry import main; sys.argv = ['kgate'] + sys.a
          "print('RAN' if ran else 'REPLAYED', file=sys.stderr); sys.exit(code)")
 
 
-def probe(project: Path, *args: str, env: dict[str, str] | None = None, command: str = "check") -> tuple[int, str, bool]:
-    """(exit code, stdout, whether it was a replay) of `kgate check ARGS` in a fresh process."""
+def probe_process(project: Path, *args: str, env: dict[str, str] | None = None,
+                  command: str = "check") -> tuple[int, str, bool]:
+    """(exit code, stdout, whether it was a replay) of `kgate check ARGS` in a fresh process: a replay is a run
+    that never imported the check or lint pipeline."""
     proc = subprocess.run([sys.executable, "-c", PROBE, command, *args], cwd=project, capture_output=True,
                           text=True, env={**os.environ, **(env or {})}, timeout=600, check=False)
     lines = proc.stderr.strip().splitlines()
     return proc.returncode, proc.stdout, bool(lines) and lines[-1] == "REPLAYED"
+
+
+def probe(project: Path, *args: str, env: dict[str, str] | None = None, command: str = "check") -> tuple[int, str, bool]:
+    """(exit code, stdout, whether it was a replay) of `kgate check ARGS`, run in this process (`inprocess`): a
+    replay is a run whose `fastpath.replay` gave the exit code itself, so that the command line went no further.
+    (That a replay imports nothing else is `probe_process`'s to show.)"""
+    outcomes: list[int | None] = []
+    real = fastpath.replay
+
+    def watched(argv: list[str]) -> int | None:
+        outcomes.append(real(argv))
+        return outcomes[-1]
+
+    fastpath.replay = watched
+    try:
+        code, stdout, _stderr = inprocess.run([command, *args], cwd=project, env=env, timeout=600)
+    finally:
+        fastpath.replay = real
+    return code, stdout, bool(outcomes) and outcomes[-1] is not None
 
 
 @pytest.fixture(scope="module")
@@ -36,10 +58,12 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_an_unchanged_run_is_replayed_byte_for_byte(project: Path) -> None:
-    first = probe(project, "-q")
-    second = probe(project, "-q")
+    first = probe_process(project, "-q")
+    second = probe_process(project, "-q")
     assert first[2] is False and second[2] is True
     assert first[:2] == second[:2]
+    # The same outcome seen from inside: the in-process probe the other tests use agrees with the process's.
+    assert probe(project, "-q") == second
     assert first[0] == 1  # the fixture's row_scale is over its lowered register threshold
 
 

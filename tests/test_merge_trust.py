@@ -136,6 +136,12 @@ def _finding_line(shard: dict[str, Any]) -> None:
                                    "severity": "error", "message": "m", "identity": "i"}]
 
 
+def _finding_related(shard: dict[str, Any]) -> None:
+    shard["compiled_findings"] = [{"path": "k.py", "line": 1, "col": 0, "code": "KG107", "name": "x",
+                                   "severity": "error", "message": "m", "identity": "i",
+                                   "related": [{"path": "k.py", "line": "two", "message": "m", "ptx_line": 0}]}]
+
+
 def _count(shard: dict[str, Any]) -> None:
     shard["count"] = 10**30
 
@@ -149,12 +155,13 @@ def _count(shard: dict[str, Any]) -> None:
     (_seconds(float("inf")), "(seconds of triton:k:good is Infinity, not a number of seconds)"),
     (_duplicate, "malformed shard result (facts hold k:good|"),
     (_finding_line, "malformed shard result (compiled_findings[0]: line of the wrong type)"),
+    (_finding_related, "malformed shard result (compiled_findings[0]: related[0] is not a related place)"),
     (_count, "malformed shard result (count 1000000000000000000000000000000 is not between 1 and 1000)"),
     (_set("units", "2"), "malformed shard result (units of the wrong type)"),
     (_set("options", {"targets": ["sm_120a"]}), "malformed shard result (options must be "),
     (_empty, "changed after kgate wrote it (its content does not match its digest)"),
 ], ids=["registers-text", "fact-seconds-text", "seconds-text", "seconds-nan", "seconds-negative", "seconds-inf",
-        "fact-twice", "finding-line-text", "count-huge", "units-text", "options-cut", "facts-emptied"])
+        "fact-twice", "finding-line-text", "finding-related-text", "count-huge", "units-text", "options-cut", "facts-emptied"])
 def test_merge_refuses_a_shard_result_not_as_kgate_wrote_it(project: Path, tmp_path: Path, change: Any,
                                                             words: str) -> None:
     timings = project / ".kgate-cache" / "shard-timings.json"

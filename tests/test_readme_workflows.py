@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from conftest import REPO, Run, kgate
+from conftest import REPO, REPOSITORY_FIRST_CHECK, Run, copy_repository, kgate, repository_checkout
 from report_helpers import parse_command, validate_sarif
 
 EXPRESSION = re.compile(r"\$\{\{\s*([^}]*?)\s*\}\}")
@@ -74,12 +74,7 @@ def play(args: list[str], cwd: Path) -> Run:
 
 def project(dest: Path) -> Path:
     """A checkout as `actions/checkout` gives it: the configuration, the baseline, the capture and the kernels."""
-    dest.mkdir(parents=True)
-    for name in ("pyproject.toml", "kgate-baseline.toml", "kgate-capture.toml"):
-        shutil.copy(REPO / name, dest / name)
-    shutil.copytree(REPO / "kernels", dest / "kernels",
-                    ignore=shutil.ignore_patterns("__pycache__", "test_*.py", "conftest.py"))
-    return dest
+    return repository_checkout(dest)
 
 
 def join(source: Path, dest: Path) -> None:
@@ -87,14 +82,17 @@ def join(source: Path, dest: Path) -> None:
     shutil.copytree(source, dest, dirs_exist_ok=True)
 
 
-def test_the_single_job_workflow(tmp_path: Path) -> None:
+def test_the_single_job_workflow(tmp_path: Path, repository_cold: tuple[Path, Run]) -> None:
     doc = workflow("## GitHub Actions")
     check_shape(doc)
     (job,) = doc["jobs"].values()
     steps = kgate_steps(job, {})
     assert [args[0] for args in steps] == ["check", "check", "check"]
-    checkout = project(tmp_path / "checkout")
-    runs = [play(args, checkout) for args in steps]
+    # The first step on a fresh checkout is the session's cold check of this repository (the same command on
+    # the same files); the later steps run after it in a copy of its folder, as they would in the job.
+    assert tuple(steps[0]) == REPOSITORY_FIRST_CHECK, "the README's first step changed: update the fixture"
+    checkout = copy_repository(repository_cold, tmp_path)
+    runs = [repository_cold[1], *(play(args, checkout) for args in steps[1:])]
     assert [run.code for run in runs] == [0, 0, 0], [run.stdout + run.stderr for run in runs]
     annotations = [parse_command(line) for line in runs[0].stdout.splitlines() if line.startswith("::")]
     assert annotations and all(command in ("notice", "warning", "error") for command, _, _ in annotations)
@@ -126,7 +124,7 @@ def run_matrix(doc: dict[str, Any], root: Path, restored: Path | None) -> tuple[
     return checkout, [play(args, checkout) for args in kgate_steps(merge_job, {})]
 
 
-def test_the_sharded_workflow(tmp_path: Path) -> None:
+def test_the_sharded_workflow(tmp_path: Path, repository_cold: tuple[Path, Run]) -> None:
     doc = workflow("### A GitHub Actions matrix")
     check_shape(doc)
     shards = doc["jobs"]["shard"]["strategy"]["matrix"]["shard"]
@@ -137,7 +135,8 @@ def test_the_sharded_workflow(tmp_path: Path) -> None:
     assert [run.code for run in first_runs] == [0, 0], [run.stdout + run.stderr for run in first_runs]
     sarif = json.loads((first / "kgate.sarif").read_text())
     validate_sarif(sarif)
-    unsharded = kgate("check", "--format", "github", cwd=project(tmp_path / "unsharded"))
+    # The unsharded run of the same checkout: the session's cold `kgate check --format github` of this repository.
+    unsharded = repository_cold[1]
     assert first_runs[1].stdout == unsharded.stdout
 
     # The next push restores what the merge job saved: the joined cache, with timings.

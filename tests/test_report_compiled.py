@@ -47,6 +47,13 @@ def test_sarif_of_the_fixture_project_validates_and_lists_every_finding(project:
     assert got == want
     levels = {("error", "error"), ("warning", "warning"), ("note", "note")}
     assert all((r["level"], r["properties"]["severity"]) in levels for r in results)
+    # Each finding's related places, as many in SARIF as in JSON (the PDL findings have them).
+    related = sorted((r["ruleId"], r["properties"].get("kernel", ""), r["properties"]["target"],
+                      [place["message"]["text"] for place in r.get("relatedLocations", [])]) for r in results)
+    assert related == sorted((f["code"], f["kernel"] or "", f["target"],
+                              [place["message"] if place["path"] else f"PTX line {place['ptx_line']}: "
+                               f"{place['message']}" for place in f["related"]]) for f in as_json["findings"])
+    assert sum(bool(r.get("relatedLocations")) for r in results) == 4
 
 
 def test_sarif_fingerprints_survive_moving_the_kernels(project: Path) -> None:
@@ -118,12 +125,49 @@ def test_github_annotations_of_real_findings(project: Path, as_json: dict) -> No
     assert len(annotations) == len(as_json["findings"])
     kinds = {"error": "error", "warning": "warning", "note": "notice"}
     want = sorted((kinds[f["severity"]], f["path"], str(f["line"]), f"{f['code']} {f['name']}",
-                   f"{f['message']} [{f['kernel']} {f['variant']} @ {f['target']}]") for f in as_json["findings"])
+                   f"{f['message']} [{f['kernel']} {f['variant']} @ {f['target']}]"
+                   + "".join(f"\n{_place(r)}: {r['message']}" for r in f["related"])) for f in as_json["findings"])
     got = sorted((c, p["file"], p["line"], p["title"], m) for c, p, m in annotations)
     assert got == want
     # The variant names are full of commas: they must arrive intact in the message.
     assert any("BK=128,BM=128,BN=128" in m for _c, _p, m in annotations)
     assert lines[-1].startswith(f"kgate check: FAILED: {len(as_json['kernels'])} kernel variant(s)")
+
+
+def _place(related: dict) -> str:
+    return f"{related['path']}:{related['line']}" if related["path"] else f"PTX line {related['ptx_line']}"
+
+
+def test_pdl_findings_point_at_the_access_by_its_source_line_and_its_ptx_line(project: Path, as_json: dict) -> None:
+    """A KG107 finding points at the kernel, and at the global access before the wait twice: the source line the
+    PTX's debug info gives it and its line in the PTX, as the compiler wrote it to the cache."""
+    pdl = [f for f in as_json["findings"] if f["code"] == "KG107"]
+    assert sorted((f["kernel"], f["target"]) for f in pdl) == sorted(
+        (k, t) for k in ("pdl:load_before_wait", "pdl:wait_under_branch") for t in ("sm_120a", "sm_90a"))
+    source = (project / "pdl.py").read_text().splitlines()
+    ptx: dict[tuple[str, str], list[list[str]]] = {}
+    for path in (project / ".kgate-cache" / "v1" / "artifacts").glob("*/kernel.ptx"):
+        text = path.read_text()
+        entry = re.search(r"\.entry\s+(\w+)", text).group(1)
+        target = re.search(r"^\s*\.target\s+(\w+)", text, re.MULTILINE).group(1)
+        ptx.setdefault((entry, target), []).append(text.splitlines())
+    for f in pdl:
+        at_source, at_ptx = f["related"]
+        # The line of the kernel's `tl.load`, in the kernel's own body, the one the message names too.
+        assert at_source["path"] == "pdl.py" and at_source["ptx_line"] == 0
+        assert "tl.load(" in source[at_source["line"] - 1]
+        assert f["line"] < at_source["line"] < f["line"] + 8
+        assert f"at pdl.py:{at_source['line']}" in f["message"]
+        opcode = re.search(r"`([\w.:]+)`", at_ptx["message"]).group(1)
+        assert at_ptx["path"] == "" and at_ptx["line"] == 0 and opcode.startswith("ld.global")
+        texts = ptx[(f["kernel"].split(":")[1], f["target"])]
+        assert texts and all(opcode in lines[at_ptx["ptx_line"] - 1].split() for lines in texts)
+    # The same places in the terminal output, under each finding.
+    terminal = kgate("check", cwd=project).stdout.splitlines()
+    for f in pdl:
+        head = next(n for n, line in enumerate(terminal) if line.startswith(f"pdl.py:{f['line']}: KG107")
+                    and f"@ {f['target']}]" in line and f["kernel"] in line)
+        assert terminal[head + 1:head + 3] == [f"    {_place(r)}: {r['message']}" for r in f["related"]]
 
 
 def test_junit_counts_match_the_findings_and_clean_variants(project: Path, as_json: dict) -> None:

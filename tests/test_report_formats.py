@@ -13,10 +13,10 @@ import pytest
 from report_helpers import finding, parse_command, validate_sarif
 
 from kgate import rules as registry
-from kgate.core.findings import Severity
+from kgate.core.findings import Finding, Related, Severity
 from kgate.core.result import Result
 from kgate.core.rule import Rule
-from kgate.report import escape, github_report, json_report, junit_report, sarif_report
+from kgate.report import escape, github_report, json_report, junit_report, sarif_report, terminal
 
 # A message with everything the annotation syntax uses, and then some.
 NASTY = "100% over: a, b\nsecond line\r\nthird :: line, 50%25 <x> & \"q\""
@@ -302,3 +302,79 @@ def test_junit_has_a_baseline_suite() -> None:
     suite = next(s for s in root.findall("testsuite") if s.get("name") == "baseline")
     assert (suite.get("tests"), suite.get("failures")) == ("3", "2")
     assert root.get("tests") == "4" and root.get("failures") == "3"
+
+
+# --- Related places (a finding that points at more than one place) ---
+
+ACCESS = "`ld.global.b32` touches global memory before griddepcontrol.wait"
+
+
+def with_related() -> Finding:
+    return replace(finding("KG107", severity=Severity.ERROR, name="pdl-missing-wait", message="PDL kernel waits late",
+                           line=14),
+                   related=(Related("pkg/kernels.py", 17, ACCESS), Related("", 0, ACCESS, ptx_line=59)))
+
+
+def test_related_places_change_no_identity_fingerprint_or_baseline_key() -> None:
+    bare = replace(with_related(), related=())
+    assert with_related() == bare and with_related().baseline_key == bare.baseline_key
+    assert sarif_report.fingerprint(with_related()) == sarif_report.fingerprint(bare)
+    moved = replace(with_related(), related=(Related("pkg/kernels.py", 40, ACCESS),))
+    assert moved.baseline_key == bare.baseline_key and sarif_report.fingerprint(moved) == sarif_report.fingerprint(bare)
+
+
+def test_sarif_related_locations_validate_against_the_official_schema() -> None:
+    doc = sarif_report.to_dict(result_of([with_related(), *crafted()]))
+    validate_sarif(doc)
+    results = doc["runs"][0]["results"]
+    pdl = next(r for r in results if r["ruleId"] == "KG107")
+    assert pdl["locations"][0]["physicalLocation"]["region"] == {"startLine": 14}
+    assert pdl["relatedLocations"] == [
+        {"id": 1, "message": {"text": ACCESS}, "physicalLocation": {
+            "artifactLocation": {"uri": "pkg/kernels.py", "uriBaseId": "%SRCROOT%"}, "region": {"startLine": 17}}},
+        {"id": 2, "message": {"text": f"PTX line 59: {ACCESS}"}, "properties": {"ptxLine": 59},
+         "logicalLocations": [{"fullyQualifiedName": "pkg.k:gemm", "kind": "function"}]},
+    ]
+    assert all("relatedLocations" not in r for r in results if r["ruleId"] != "KG107")
+
+
+def test_github_annotation_carries_the_related_places_in_its_one_message() -> None:
+    lines = github_report.render(result_of([with_related()])).splitlines()
+    commands = [parse_command(line) for line in lines if line.startswith("::")]
+    assert [c for c, _p, _m in commands] == ["notice", "error"]
+    _c, props, message = commands[1]
+    assert props["file"] == "pkg/kernels.py" and props["line"] == "14"
+    assert message == ("PDL kernel waits late [pkg.k:gemm BM=128,warps=8,stages=3 @ sm_120a]\n"
+                       f"pkg/kernels.py:17: {ACCESS}\nPTX line 59: {ACCESS}")
+
+
+def test_terminal_junit_and_json_show_the_related_places() -> None:
+    lines = terminal.render(result_of([with_related()]), table=False).splitlines()
+    assert lines[0].startswith("pkg/kernels.py:14: KG107 error pdl-missing-wait: PDL kernel waits late")
+    assert lines[1:3] == [f"    pkg/kernels.py:17: {ACCESS}", f"    PTX line 59: {ACCESS}"]
+    body = ET.fromstring(junit_report.render(result_of([with_related()])).encode()).find(
+        "testsuite/testcase/failure").text
+    assert body.splitlines()[-2:] == [f"pkg/kernels.py:17: {ACCESS}", f"PTX line 59: {ACCESS}"]
+    data = json.loads(json_report.render(result_of([with_related()])))
+    assert data["findings"][0]["related"] == [
+        {"path": "pkg/kernels.py", "line": 17, "message": ACCESS, "ptx_line": 0},
+        {"path": "", "line": 0, "message": ACCESS, "ptx_line": 59}]
+    assert Finding.from_json(data["findings"][0]).related == with_related().related
+    assert json.loads(json_report.render(result_of(crafted())))["findings"][0]["related"] == []
+
+
+def test_a_source_rule_report_keeps_its_related_places_through_the_lint_cache() -> None:
+    from kgate.core.rule import Report
+    from kgate.core.selection import Selection
+    from kgate.evaluate import source
+
+    raw = source.RawFinding(3, 1, None, None, "KG201", "", "m", "|x", None,
+                            tuple(tuple(r.as_list()) for r in with_related().related))
+    stored = json.loads(json.dumps(source.to_json(source.FileResult((raw,), (), ("KG201",)))))
+    back = source.from_json(stored)
+    assert back.findings == (raw,)
+    found = source.findings({"a.py": back}, Selection(frozenset({"KG201"})))
+    assert [f.related for f in found] == [with_related().related]
+    assert Report("m", related=with_related().related).related == with_related().related
+    with pytest.raises(ValueError):
+        Related.from_record(["a.py", "17", "m", 0])

@@ -7,11 +7,10 @@ moved after the loads it protects) fails, which is what makes CI red.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
-from conftest import REPO, kgate
+from conftest import Run, copy_repository, kgate
 
 WAIT_FIRST = '''    if PDL:
         gdc_wait()
@@ -30,13 +29,10 @@ WAIT_LATE = '''    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, B
 
 
 @pytest.fixture(scope="module")
-def copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("repository")
-    for name in ("pyproject.toml", "kgate-baseline.toml", "kgate-capture.toml"):
-        shutil.copy(REPO / name, root / name)
-    shutil.copytree(REPO / "kernels", root / "kernels",
-                    ignore=shutil.ignore_patterns("__pycache__", "test_*.py", "conftest.py"))
-    return root
+def copy(tmp_path_factory: pytest.TempPathFactory, repository_cold: tuple[Path, Run]) -> Path:
+    """A checkout of this repository whose cache holds every kernel (compiled once for the test session)."""
+    assert repository_cold[1].code == 0, repository_cold[1].stdout + repository_cold[1].stderr
+    return copy_repository(repository_cold, tmp_path_factory.mktemp("repository"))
 
 
 def test_the_bundled_kernels_pass_their_own_gate(copy: Path) -> None:

@@ -25,6 +25,43 @@ class Severity(str, enum.Enum):
 
 
 @dataclass(frozen=True, order=True)
+class Related:
+    """A second place a finding points at, and what is there: the access that breaks a rule, say, beside the
+    kernel the finding is about.
+
+    A place in a project file has its `path` (relative to the project, as a finding's) and 1-based `line`; a
+    place in the compiler's output has an empty `path` and names `ptx_line`, the line in the PTX of the
+    finding's kernel variant and target.
+    """
+
+    path: str
+    line: int
+    message: str
+    ptx_line: int = 0
+
+    @property
+    def place(self) -> str:
+        """`path:line`, or `PTX line N`."""
+        return f"{self.path}:{self.line}" if self.path else f"PTX line {self.ptx_line}"
+
+    def as_list(self) -> list[Any]:
+        """The compact form a cache record stores."""
+        return [self.path, self.line, self.message, self.ptx_line]
+
+    @classmethod
+    def from_record(cls, data: Any) -> Related:
+        """From its JSON object or its compact list, every field of its type, or ValueError."""
+        if isinstance(data, dict):
+            if set(data) != {"path", "line", "message", "ptx_line"}:
+                raise ValueError("not a related location")
+            data = [data["path"], data["line"], data["message"], data["ptx_line"]]
+        if not (isinstance(data, (list, tuple)) and len(data) == 4 and isinstance(data[0], str)
+                and isinstance(data[2], str) and all(type(v) is int and v >= 0 for v in (data[1], data[3]))):
+            raise ValueError("not a related location")
+        return cls(data[0], data[1], data[2], data[3])
+
+
+@dataclass(frozen=True, order=True)
 class Finding:
     """One reported problem.
 
@@ -48,6 +85,8 @@ class Finding:
     end_col: int | None = field(default=None, compare=False)
     # A size-like measurement the rule made (e.g. code lines of a file), for slack in the baseline.
     value: int | None = field(default=None, compare=False)
+    # Other places the finding points at; never part of its identity, its baseline key or its fingerprint.
+    related: tuple[Related, ...] = field(default=(), compare=False)
 
     @property
     def baseline_key(self) -> str:
@@ -64,6 +103,7 @@ class Finding:
     def from_json(cls, data: dict[str, Any]) -> Finding:
         data = dict(data)
         data["severity"] = Severity(data["severity"])
+        data["related"] = tuple(Related.from_record(r) for r in data.get("related", ()))
         return cls(**data)
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kgate.core.errors import ConfigError
-from kgate.core.findings import Finding, Severity
+from kgate.core.findings import Finding, Related, Severity
 
 if TYPE_CHECKING:
     from kgate.core.selection import Selection
@@ -82,6 +82,8 @@ class Report:
     # A size-like measurement (code lines of a file, ...): the baseline pins it with
     # the project's `size-slack`, so small growth needs no re-pin (and no merge conflict).
     value: int | None = None
+    # Other places the report points at (kgate.core.findings.Related): the offending access beside the kernel.
+    related: tuple[Related, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -166,6 +168,7 @@ def to_finding(rule: Rule, report: Report, selection: Selection, *, path: str, l
         end_line=report.end_line,
         end_col=report.end_col,
         value=report.value,
+        related=report.related,
     )
 
 

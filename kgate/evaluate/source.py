@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 from kgate import rules as registry  # type: ignore[attr-defined]
 from kgate.collect.files import glob_matcher
 from kgate.collect.source import SourceFile, UnreadableSource
-from kgate.core.findings import Finding, Severity
+from kgate.core.findings import Finding, Related, Severity
 from kgate.core.rule import READS_BEYOND, Report, Rule, SourceContext, to_finding
 from kgate.core.selection import Selection, rule_options
 from kgate.core.suppress import MARKER, Directive, parse_directives
@@ -54,6 +54,7 @@ class RawFinding(NamedTuple):
     message: str
     identity: str
     value: int | None
+    related: tuple[tuple[Any, ...], ...] = ()  # Related.as_list() of each, as tuples
 
 
 class FileResult(NamedTuple):
@@ -170,7 +171,8 @@ def _raw(rule: Rule, report: Report, source: SourceFile) -> RawFinding:
     line = report.line or 1
     identity = f"{report.scope}|{report.discriminator or _snippet(source, line)}"
     return RawFinding(line, report.col or 0, report.end_line, report.end_col, rule.code,
-                      report.severity.value if report.severity else "", report.message, identity, report.value)
+                      report.severity.value if report.severity else "", report.message, identity, report.value,
+                      tuple(tuple(r.as_list()) for r in report.related))
 
 
 def _snippet(source: SourceFile, line: int) -> str:
@@ -193,7 +195,8 @@ def findings(results: dict[str, FileResult], selection: Selection) -> list[Findi
         for raw in result.findings:
             rule = rules.get(raw.code) or rules.setdefault(raw.code, registry.load(raw.code))
             report = Report(raw.message, severity=Severity(raw.severity) if raw.severity else None, line=raw.line,
-                            col=raw.col, end_line=raw.end_line, end_col=raw.end_col, value=raw.value)
+                            col=raw.col, end_line=raw.end_line, end_col=raw.end_col, value=raw.value,
+                            related=tuple(Related.from_record(r) for r in raw.related))
             finding = to_finding(rule, report, selection, path=rel, line=raw.line, identity=raw.identity)
             if selection.keep(finding):
                 out.append(finding)
@@ -210,14 +213,15 @@ def judge(results: dict[str, FileResult], selection: Selection) -> Callable[[str
 
 
 def to_json(result: FileResult) -> list[Any]:
-    return [[list(f) for f in result.findings], [list(d) for d in result.directives], list(result.ran)]
+    return [[[*f[:-1], [list(r) for r in f.related]] for f in result.findings], [list(d) for d in result.directives],
+            list(result.ran)]
 
 
 def from_json(data: list[Any]) -> FileResult:
     findings, directives, ran = data
     if not findings and not directives:
         return FileResult((), (), tuple(ran))
-    return FileResult(tuple(RawFinding(*f) for f in findings),
+    return FileResult(tuple(RawFinding(*f[:-1], tuple(tuple(r) for r in f[-1])) for f in findings),
                       tuple(Directive(d[0], d[1], d[2], tuple(d[3]), d[4], d[5]) for d in directives), tuple(ran))
 
 

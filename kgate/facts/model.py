@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 from kgate.compile.units import CompileFailure
 from kgate.facts import extract
 from kgate.facts.extract import Move, Sources
-from kgate.facts.ptx import PtxEntry
+from kgate.facts.ptx import PtxEntry, SourceLoc
 from kgate.facts.ptxas_log import Resources
 from kgate.facts.sass import SassSummary
 
@@ -88,6 +88,14 @@ class KernelFacts:
     @property
     def key(self) -> tuple[str, str, str]:
         return (self.kernel, self.variant, self.target)
+
+    def own_line(self, loc: SourceLoc | None) -> int | None:
+        """The line a PTX `.loc` names when it lies in the kernel's own file (`path`), else None. The PTX names
+        the file as the compiler was given it, often absolute: it is the kernel's file when it ends in `path`."""
+        if loc is None or not loc.line:
+            return None
+        name = loc.file.replace("\\", "/")
+        return loc.line if name == self.path or name.endswith("/" + self.path) else None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -152,17 +152,26 @@ def _instructions(body: str, first_line: int, files: dict[int, str]) -> list[Ins
     """Instructions and label names (str) of a function body, in order."""
     items: list[Instruction | str] = []
     loc: SourceLoc | None = None
+    # Inside an inline asm block the backend numbers the block's own lines on from the statement's line
+    # (`.loc 1 17 9`, `.loc 1 18 9`, ...): the statement's place is the first `.loc` of the block.
+    in_asm = asm_located = False
     pending = ""
     pending_line = first_line
     for offset, raw in enumerate(body.split("\n")):
         lineno = first_line + offset
-        line = raw.split("//", 1)[0].strip()
+        line, _, comment = raw.partition("//")
+        line = line.strip()
         if not line:
+            marker = comment.strip()
+            if marker in ("begin inline asm", "end inline asm"):
+                in_asm, asm_located = marker == "begin inline asm", False
             continue
         loc_match = _LOC.match(line)
         if loc_match:
             file_no, src_line, col = (count(g) for g in loc_match.groups())
-            loc = SourceLoc(files.get(file_no, str(file_no)), src_line, col) if src_line else loc
+            if src_line and not (in_asm and asm_located):
+                loc = SourceLoc(files.get(file_no, str(file_no)), src_line, col)
+                asm_located = in_asm
             continue
         if line.startswith("."):
             continue  # .reg, .local, .shared and other declarations

@@ -29,12 +29,13 @@ from pathlib import Path
 from typing import Any
 
 from kgate import __version__
+from kgate.core.findings import Related
 from kgate.evaluate.source import FileResult, SourceRule, content_digest, from_json, to_json
 from kgate.support import jsondoc
 from kgate.support.atomicio import read_cached_stat
 from kgate.support.filestat import state_of
 
-FORMAT = 2  # 2: the record carries its key and the hash of its entries
+FORMAT = 3  # 2: the record carries its key and the hash of its entries; 3: findings carry related places
 _RACY_NS = 2_000_000_000
 _STALE_S = 14 * 24 * 3600  # cache files of other selections unused this long are removed
 
@@ -48,6 +49,9 @@ def _checked(result: FileResult) -> FileResult:
     ints = [v for f in result.findings for v in (f.line, f.col)]
     ints += [v for d in result.directives for v in (d.line, d.col)]
     optional = [v for f in result.findings for v in (f.end_line, f.end_col, f.value)]
+    for f in result.findings:
+        for related in f.related:
+            Related.from_record(related)  # ValueError unless a whole related place
     texts = [v for f in result.findings for v in (f.code, f.message, f.identity)] + list(result.ran) + [
         v for d in result.directives for v in (d.reason, d.problem, *d.codes)]
     if not (all(type(v) is int for v in ints) and all(v is None or type(v) is int for v in optional)

@@ -2,7 +2,9 @@
 
     ::error file=PATH,line=L,endLine=L2,col=C,endColumn=C2,title=TITLE::MESSAGE
 
-Errors are `::error`, warnings `::warning`, notes `::notice`. The message
+Errors are `::error`, warnings `::warning`, notes `::notice`. A finding's
+other places (the access a PDL finding is about, beside its kernel) follow
+its message, a line each, as `path:line: what` or `PTX line N: what`. The message
 escapes `%`, CR and LF; property values also escape `:` and `,` (GitHub's
 own toolkit does the same); other control characters are written as escapes
 (`kgate.report.escape`). GitHub shows at most 10 annotations of each kind
@@ -34,11 +36,18 @@ def command(kind: str, message: str, **properties: object) -> str:
     return f"::{kind} {props}::{workflow_data(message)}" if props else f"::{kind}::{workflow_data(message)}"
 
 
+def annotation_text(finding: Finding) -> str:
+    """The annotation's message: the finding's, then one line for each of its other places (an annotation has
+    one place, and a second annotation would take one of the few GitHub shows)."""
+    return finding.message + subject(finding) + "".join(f"\n{place.place}: {place.message}"
+                                                         for place in finding.related)
+
+
 def annotation(finding: Finding) -> str:
     end_line = finding.end_line if finding.end_line and finding.end_line >= finding.line else None
     return command(
         COMMANDS[finding.severity],
-        finding.message + subject(finding),
+        annotation_text(finding),
         file=finding.path,
         line=max(finding.line, 1),
         endLine=end_line,

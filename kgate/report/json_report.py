@@ -2,8 +2,8 @@
 
 Top level: {"version": 1, "command", "findings": [...], "kernels": [...],
 "ratchet": [...], "summary": {...}}. Findings carry code, name, severity,
-path, line, col, end_line, end_col, kernel, variant, target, message and
-identity; kernels carry registers, spill_bytes (spill stores), spill_loads,
+path, line, col, end_line, end_col, kernel, variant, target, message,
+identity, value and related (other places: path, line, ptx_line, message); kernels carry registers, spill_bytes (spill stores), spill_loads,
 stack_bytes, smem_bytes, constexprs, signature, specialization (Triton: the
 arguments the launcher specialised, as divisible_by_16, equal_to_1 and none),
 source ("registered" or "captured"; "" for CUDA), instructions (PTX MMA opcodes

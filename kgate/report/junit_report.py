@@ -37,6 +37,7 @@ def failure_body(finding: Finding) -> str:
     if finding.kernel:
         lines.append(f"kernel {finding.kernel}" + (f", variant {finding.variant}" if finding.variant else "")
                      + (f", target {finding.target}" if finding.target else ""))
+    lines.extend(f"{place.place}: {place.message}" for place in finding.related)
     return "\n".join(lines)
 
 

@@ -5,7 +5,10 @@ summary, the "What it does" section and the documentation as help, each cut
 to the 1024 characters code scanning keeps). Results are the active findings
 only: GitHub ignores SARIF suppressions, so suppressed and baselined findings
 are left out instead of marked. Locations are repo-relative URIs under
-`%SRCROOT%`; compiled findings point at the kernel's definition line.
+`%SRCROOT%`; compiled findings point at the kernel's definition line. A
+finding's other places are `relatedLocations`: a line of a project file, or
+a line of the kernel's PTX (a logical location, the kernel, with the line in
+the message and in the `ptxLine` property).
 
 `partialFingerprints.primaryLocationLineHash` is a hash of the rule, the path
 and the finding's identity (kernel, variant and target, or the enclosing
@@ -23,7 +26,7 @@ from typing import Any
 
 import kgate
 from kgate import rules as registry  # type: ignore[attr-defined]
-from kgate.core.findings import Finding, Severity, sort_findings
+from kgate.core.findings import Finding, Related, Severity, sort_findings
 from kgate.core.result import Result
 from kgate.core.rule import Rule
 from kgate.report import differences
@@ -100,13 +103,27 @@ def region(finding: Finding) -> dict[str, int]:
     return out
 
 
+def related_location(place: Related, number: int, finding: Finding) -> dict[str, Any]:
+    """One of a finding's other places: a region of a project file, or a line of the kernel's PTX (not a file
+    of the project: named by the kernel as a logical location, the line in the message and `ptxLine`)."""
+    if place.path:
+        return {"id": number, "message": {"text": place.message}, "physicalLocation": {
+            "artifactLocation": {"uri": uri(place.path), "uriBaseId": "%SRCROOT%"},
+            "region": {"startLine": max(place.line, 1)}}}
+    out: dict[str, Any] = {"id": number, "message": {"text": f"{place.place}: {place.message}"},
+                           "properties": {"ptxLine": place.ptx_line}}
+    if finding.kernel:
+        out["logicalLocations"] = [{"fullyQualifiedName": finding.kernel, "kind": "function"}]
+    return out
+
+
 def sarif_result(finding: Finding, rule_index: int, occurrence: int) -> dict[str, Any]:
     properties = {"severity": finding.severity.value, "name": finding.name}
     for key in ("kernel", "variant", "target"):
         value = getattr(finding, key)
         if value:
             properties[key] = value
-    return {
+    out = {
         "ruleId": finding.code,
         "ruleIndex": rule_index,
         "level": LEVELS[finding.severity],
@@ -120,6 +137,9 @@ def sarif_result(finding: Finding, rule_index: int, occurrence: int) -> dict[str
         "partialFingerprints": {"primaryLocationLineHash": f"{fingerprint(finding)}:{occurrence}"},
         "properties": properties,
     }
+    if finding.related:
+        out["relatedLocations"] = [related_location(place, n, finding) for n, place in enumerate(finding.related, 1)]
+    return out
 
 
 def notifications(result: Result, dropped: int) -> list[dict[str, Any]]:

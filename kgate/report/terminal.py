@@ -34,6 +34,12 @@ def finding_line(f: Finding, colour: bool = False) -> str:
     return f"{where}: {code} {terminal(f.name, line_start=False)}: {terminal(f.message + subject, line_start=False)}"
 
 
+def related_lines(f: Finding) -> list[str]:
+    """The finding's other places, one indented line each, under the finding's own line."""
+    return [f"    {terminal(place.place, line_start=False)}: {terminal(place.message, line_start=False)}"
+            for place in f.related]
+
+
 def _verdict(facts: KernelFacts, by_kernel: dict[tuple[str, str, str], list[Finding]]) -> str:
     found = by_kernel.get(facts.key, [])
     if not found:
@@ -132,7 +138,9 @@ def render(result: Result, *, colour: bool = False, table: bool = True) -> str:
     if table and result.kernels:
         lines.extend(kernel_table(result.kernels, result.findings))
         lines.append("")
-    lines.extend(finding_line(f, colour) for f in result.findings)
+    for f in result.findings:
+        lines.append(finding_line(f, colour))
+        lines.extend(related_lines(f))
     lines.extend(terminal(str(diff)) for diff in result.ratchet)
     lines.extend(terminal(notice) for notice in result.notices)
     if lines and lines[-1] != "":

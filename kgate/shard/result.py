@@ -27,7 +27,7 @@ from typing import Any
 
 import kgate
 from kgate.core.errors import ConfigError
-from kgate.core.findings import Finding, Severity
+from kgate.core.findings import Finding, Related, Severity
 from kgate.facts.model import CompileFailure, KernelFacts
 from kgate.shard.plan import MAX_SHARDS, fingerprint, valid_seconds
 from kgate.shard.run import CheckOptions, CheckRun, SourcePart
@@ -211,12 +211,21 @@ def _fact(index: int, item: Any) -> KernelFacts:
 def _finding(where: str, item: Any) -> Finding:
     if not isinstance(item, dict) or item.get("severity") not in {s.value for s in Severity}:
         raise Malformed(f"{where}: not a finding")
-    return _record(Finding, where, {**item, "severity": Severity(item["severity"])})
+    related = item.get("related", [])
+    if not isinstance(related, list):
+        raise Malformed(f"{where}: related of the wrong type")
+    places = []
+    for n, place in enumerate(related):
+        try:
+            places.append(Related.from_record(place))
+        except ValueError:
+            raise Malformed(f"{where}: related[{n}] is not a related place") from None
+    return _record(Finding, where, {**item, "severity": Severity(item["severity"]), "related": tuple(places)})
 
 
 # The field types of the records a shard holds, as their dataclasses declare them.
 _TYPES: dict[str, Any] = {"str": str, "int": int, "str | None": (str, type(None)), "int | None": (int, type(None)),
-                          "Severity": Severity}
+                          "Severity": Severity, "tuple[Related, ...]": tuple}
 
 
 def _record(kind: Any, where: str, item: Any) -> Any:

@@ -46,7 +46,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
-from kgate.core.findings import Severity
+from kgate.core.findings import Related, Severity
 from kgate.core.rule import CompiledContext, Report, Rule
 from kgate.facts.model import KernelFacts
 from kgate.facts.ptx import GlobalAccess
@@ -57,6 +57,18 @@ def _where(access: GlobalAccess) -> str:
     if access.loc is not None and access.loc.line:
         return f"{os.path.basename(access.loc.file)}:{access.loc.line}"
     return f"PTX line {access.ptx_line}"
+
+
+def related(facts: KernelFacts, access: GlobalAccess) -> tuple[Related, ...]:
+    """Where the unwaited access is: its source line (from the PTX's `.loc`, when it lies in the kernel's file)
+    and its line in the PTX."""
+    what = f"`{access.opcode}` touches global memory before griddepcontrol.wait"
+    places = []
+    line = facts.own_line(access.loc)
+    if line is not None:
+        places.append(Related(facts.path, line, what))
+    places.append(Related("", 0, what, ptx_line=access.ptx_line))
+    return tuple(places)
 
 
 def check(facts: KernelFacts, ctx: CompiledContext) -> Iterable[Report]:
@@ -73,7 +85,8 @@ def check(facts: KernelFacts, ctx: CompiledContext) -> Iterable[Report]:
             what = "reaches a global memory access before griddepcontrol.wait on some path"
         yield Report(
             f"PDL kernel {what}: `{first.opcode}` at {where}"
-            + (f" and {len(unwaited) - 1} more access(es)" if len(unwaited) > 1 else "")
+            + (f" and {len(unwaited) - 1} more access(es)" if len(unwaited) > 1 else ""),
+            related=related(facts, first),
         )
         return
     if entry.has_wait and facts.sass is not None and facts.sass.count("ACQBULK") == 0:
