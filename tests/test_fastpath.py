@@ -272,7 +272,7 @@ def test_lint_runs_again_after_an_edit_in_place_behind_a_symlinked_folder(tmp_pa
     first = probe(project, command="lint")
     assert first[0] == 0 and probe(project, command="lint")[2] is True
     module.write_text("import triton\n\n\n@triton.autotune(configs=[], key=['n'])\n@triton.jit\ndef k(x, n):\n"
-                      "    pass\n")
+                      "    pass\n\n\ndef go(x):\n    k[(1,)](x, x.shape[0])\n")
     run = probe(project, command="lint")
     assert run[2] is False and run[0] == 1
 

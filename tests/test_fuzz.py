@@ -419,7 +419,7 @@ COMPILED_RECORD = {"context": {k: v for k, v in FACTS_RECORD.items() if k not in
 CUDA_RECORD = {"artifacts": {"ptx": HASH, "ptxas_log": HASH, "sass": HASH}, "sass_symbols": ["_Z1kv"],
                "context": {"root": "/p", "aliases": [], "source": "/p/k.cu", "cwd": "/p", "rel": "k.cu",
                            "target": "sm_120a", "toolchain": {"cuda.nvcc": "13.0"}}}
-LINT_RESULT = [[[5, 35, 5, 38, "KG201", "", "autotune key 'n'", "tuned|key", None]],
+LINT_RESULT = [[[5, 35, 5, 38, "KG201", "", "autotune key 'n'", "tuned|key", None, []]],
                [[3, 10, False, ["KG201"], "reason", ""]], ["KG004", "KG201"]]
 CORRUPT = (KeyError, TypeError, ValueError, AttributeError, IndexError)
 
