@@ -107,15 +107,22 @@ def test_subject_matches_a_quoted_word_of_the_message_when_the_identity_differs(
     assert finding.names("M") and finding.names("N") and not finding.names("K")
 
 
-def test_measure_lints_the_checkout_and_prints_the_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def _measure(tmp_path: Path, commit: str | None) -> int:
+    """measure.py on one labelled repository; its checkout at `commit` (None: no checkout at all)."""
     labels = tmp_path / "labels"
     labels.mkdir()
     (labels / "tiny.toml").write_text(LABELS)
-    project = tmp_path / "corpus" / "tiny"
-    (project / "kernels").mkdir(parents=True)
-    (project / "kernels" / "scale.py").write_text(KERNEL)
-    (project / measure.COMMIT_FILE).write_text("0123456789abcdef0123456789abcdef01234567\n")
-    assert measure.main([str(tmp_path / "corpus"), "--labels", str(labels), "--rules", "KG201"]) == 0
+    (tmp_path / "corpus").mkdir()
+    if commit is not None:
+        project = tmp_path / "corpus" / "tiny"
+        (project / "kernels").mkdir(parents=True)
+        (project / "kernels" / "scale.py").write_text(KERNEL)
+        (project / measure.COMMIT_FILE).write_text(commit + "\n")
+    return measure.main([str(tmp_path / "corpus"), "--labels", str(labels), "--rules", "KG201"])
+
+
+def test_measure_lints_the_checkout_and_prints_the_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert _measure(tmp_path, "0123456789abcdef0123456789abcdef01234567") == 0
     out = capsys.readouterr()
     row = next(line for line in out.out.splitlines() if line.startswith("| KG201"))
     cells = [cell.strip() for cell in row.strip("|").split("|")]
@@ -127,11 +134,7 @@ def test_measure_lints_the_checkout_and_prints_the_table(tmp_path: Path, capsys:
 
 
 def test_a_missing_checkout_is_skipped_and_counted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    labels = tmp_path / "labels"
-    labels.mkdir()
-    (labels / "tiny.toml").write_text(LABELS)
-    (tmp_path / "corpus").mkdir()
-    measure.main([str(tmp_path / "corpus"), "--labels", str(labels), "--rules", "KG201"])
+    _measure(tmp_path, None)
     out = capsys.readouterr()
     assert "skipped someone/tiny" in out.err
     assert "4 case(s) not measured" in out.out
@@ -139,14 +142,7 @@ def test_a_missing_checkout_is_skipped_and_counted(tmp_path: Path, capsys: pytes
 
 def test_a_checkout_at_another_commit_is_measured_with_a_warning(tmp_path: Path,
                                                                 capsys: pytest.CaptureFixture[str]) -> None:
-    labels = tmp_path / "labels"
-    labels.mkdir()
-    (labels / "tiny.toml").write_text(LABELS)
-    project = tmp_path / "corpus" / "tiny"
-    (project / "kernels").mkdir(parents=True)
-    (project / "kernels" / "scale.py").write_text(KERNEL)
-    (project / measure.COMMIT_FILE).write_text("f" * 40)
-    measure.main([str(tmp_path / "corpus"), "--labels", str(labels), "--rules", "KG201"])
+    _measure(tmp_path, "f" * 40)
     out = capsys.readouterr()
     assert "is at ffff" in out.err and "| KG201" in out.out
 

@@ -408,19 +408,10 @@ class Launches:
         return self._helpers[name]
 
     def _load_helper(self, name: str) -> py.Function | None:
-        from kgate.collect.source import UnreadableSource, parse_python
-
         if self.info.whole or not self._blocks:
             found = self.definitions.get(name)
-            return found if found is not None and not _is_kernel(found) else None
-        block = self._blocks.get(name)
-        if block is None:
-            return None
-        try:
-            tree = parse_python(pysparse.excerpt(self.source.lines, [block]).encode("utf-8"), self.source.rel)
-        except UnreadableSource:
-            return None
-        found = next((s for s in tree.body if isinstance(s, py.Function) and s.name == name), None)
+        else:
+            found = py.parse_definition(self.source, self._blocks.get(name), name)
         return found if found is not None and not _is_kernel(found) else None
 
     def _returns(self, helper: py.Function, call: ast.Call, scope: _Scope, depth: int,

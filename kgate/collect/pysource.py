@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from kgate.collect.pysparse import Block
     from kgate.collect.source import SourceFile
 
 AUTOTUNE = frozenset({"triton.autotune", "triton.runtime.autotune", "triton.runtime.autotuner.autotune"})
@@ -88,6 +89,22 @@ def _tree(source: SourceFile) -> tuple[ast.Module, bool]:
         return parse_python(text.encode("utf-8"), source.rel), False
     except UnreadableSource:
         return source.tree, True  # report the file's own error, not one of the reduced text
+
+
+def parse_definition(source: SourceFile, block: Block | None, name: str) -> Function | None:
+    """The top-level function `name` of a file read in part, parsed on its own from its block
+    (`kgate.collect.pysparse`) at its own lines and columns; None where there is no block or it does not parse."""
+    from kgate.collect.pysparse import excerpt
+    from kgate.collect.source import UnreadableSource, parse_python
+
+    if block is None:
+        return None
+    try:
+        tree = parse_python(excerpt(source.lines, [block]).encode("utf-8"), source.rel)
+    except UnreadableSource:
+        return None
+    return next((s for s in tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name == name),
+                None)
 
 
 def expressions(stmt: ast.stmt) -> Iterator[ast.AST]:

@@ -42,16 +42,17 @@ Progress = Callable[[int, int, str], None]
 Usable = Callable[[Compiled], bool]
 
 # Bumped when the same planned variant compiles to something else or the compile record changes its layout
-# (5: the record holds the artifacts' hashes, no facts; 6: SASS kept wherever ptxas gave a stack frame). What the facts stage reads from the artifacts has its
-# own version, computed (`kgate.facts.model.facts_schema`): a new fact recompiles nothing.
+# (5: the record holds the artifacts' hashes, no facts; 6: SASS kept wherever ptxas gave a stack frame).
+# What the facts stage reads from the artifacts has its own version, computed (`kgate.facts.model.facts_schema`):
+# a new fact recompiles nothing.
 COMPILE_FORMAT = 6
 
 
 @dataclass
-class Compilation:
-    """What the compile stage hands on: every compiled unit (from this run or the cache) and every failure."""
+class RunSummary:
+    """How a compile run went, handed on unchanged from the compile stage (`Compilation`) to the facts stage
+    (`kgate.facts.run.CompileRun`): the failures, the counts, the toolchain, the captures and locations."""
 
-    units: list[Compiled] = field(default_factory=list)
     failures: list[CompileFailure] = field(default_factory=list)
     compiled: int = 0
     cached: int = 0
@@ -63,6 +64,13 @@ class Compilation:
     # False when an outcome came from this run's circumstances (a timeout, a worker that died): the run is
     # not recorded for replay (`kgate.pipeline.fastpath`), so the next one compiles again.
     replayable: bool = True
+
+
+@dataclass
+class Compilation(RunSummary):
+    """What the compile stage hands on: every compiled unit (from this run or the cache) and every failure."""
+
+    units: list[Compiled] = field(default_factory=list)
 
 
 @dataclass

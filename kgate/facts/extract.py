@@ -44,6 +44,10 @@ class Sources:
         return None if self.artifacts.sass is None else parse_sass(self.artifacts.sass)
 
     @cached_property
+    def local_in_loops(self) -> dict[str, tuple[int, int]] | None:
+        return None if self.artifacts.sass is None else local_in_loops(self.artifacts.sass)
+
+    @cached_property
     def pipeline(self) -> Pipeline | None:
         return parse_pipeline(self.artifacts.ttgir)
 
@@ -89,9 +93,9 @@ def sass_summary(src: Sources, entry: str) -> SassSummary | None:
 def local_in_loop(src: Sources, entry: str) -> tuple[int, int] | None:
     """Local-memory loads and stores inside a loop of the entry's SASS; None where the cubin was not
     disassembled for it."""
-    if src.artifacts.sass is None or sass_summary(src, entry) is None:
+    functions = src.local_in_loops
+    if functions is None or sass_summary(src, entry) is None:
         return None
-    functions = local_in_loops(src.artifacts.sass)
     found = functions.get(entry)
     if found is None and src.artifacts.sass_symbols is None and len(functions) == 1:
         found = next(iter(functions.values()))  # the one function of a Triton cubin, whatever its name

@@ -9,7 +9,8 @@ compile stage to compile again.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+import copy
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from kgate.collect.captures import CapturedSpec
@@ -17,12 +18,11 @@ from kgate.collect.cuda_launches import LaunchSite, pdl_launched
 from kgate.collect.cuda_names import base_name, matches
 from kgate.compile.cache import Cache, digest
 from kgate.compile.cuda_engine import IDENTITY, compile_cuda
-from kgate.compile.engine import Compilation, Progress, compile_triton
+from kgate.compile.engine import Compilation, Progress, RunSummary, compile_triton
 from kgate.compile.pool import Pool
 from kgate.compile.units import Compiled, CompileFailure
 from kgate.core.config import Config, TritonEntry
 from kgate.core.errors import KgateError
-from kgate.core.rule import CapturedKernel
 from kgate.facts.build import unit_facts
 from kgate.facts.extract import Sources
 from kgate.facts.model import KernelFacts, facts_schema
@@ -32,21 +32,10 @@ Cubins = dict[tuple[str, str, str], tuple[str, str | None]]
 
 
 @dataclass
-class CompileRun:
+class CompileRun(RunSummary):
     """The compiled kernels of a run: their facts, the failures, and how the run went."""
 
     facts: list[KernelFacts] = field(default_factory=list)
-    failures: list[CompileFailure] = field(default_factory=list)
-    compiled: int = 0
-    cached: int = 0
-    toolchain: dict[str, str] = field(default_factory=dict)
-    compile_seconds: dict[str, float] = field(default_factory=dict)
-    # The captured specialisations per kernel, for the capture rules, and where each kernel is defined.
-    captured: list[CapturedKernel] = field(default_factory=list)
-    locations: dict[str, tuple[str, int]] = field(default_factory=dict)
-    # False when an outcome came from this run's circumstances (a timeout, a worker that died): the run is
-    # not recorded for replay (`kgate.pipeline.fastpath`), so the next one compiles again.
-    replayable: bool = True
     # Where each variant's cubin is in the cache and the hash it was written with (`kgate diff` reads it).
     cubins: Cubins = field(default_factory=dict)
 
@@ -130,10 +119,8 @@ def _failure(unit: Compiled, message: str) -> CompileFailure:
 
 
 def _run_of(compilation: Compilation) -> CompileRun:
-    return CompileRun(failures=list(compilation.failures), compiled=compilation.compiled, cached=compilation.cached,
-                      toolchain=dict(compilation.toolchain), compile_seconds=dict(compilation.compile_seconds),
-                      captured=list(compilation.captured), locations=dict(compilation.locations),
-                      replayable=compilation.replayable)
+    # The summary handed on as it is, its lists and tables copied so that the run's can grow on their own.
+    return CompileRun(**{f.name: copy.copy(getattr(compilation, f.name)) for f in fields(RunSummary)})
 
 
 def triton_facts(config: Config, entries: list[TritonEntry], targets: tuple[str, ...], *, jobs: int,

@@ -16,8 +16,8 @@ from collections import Counter
 from dataclasses import dataclass
 
 _FUNCTION = re.compile(r"^\s*Function\s*:\s*(\S+)")
-_INSTR = re.compile(r"^\s*/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)")
-# An instruction with its address, and the target of a branch (`BRA 0x1d0`, `@!P0 BRA 0x1d0 ;`).
+# An instruction: its address, its opcode with its dotted modifiers, and its operands; and the target of a
+# branch (`BRA 0x1d0`, `@!P0 BRA 0x1d0 ;`).
 _ADDRESSED = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)([^;]*)")
 _BRANCH_TARGET = re.compile(r"\b0x([0-9a-f]+)\b")
 
@@ -58,19 +58,8 @@ class SassFunction(SassSummary):
 
 
 def parse_sass(text: str) -> dict[str, SassFunction]:
-    functions: dict[str, Counter[str]] = {}
-    current: Counter[str] | None = None
-    for line in text.splitlines():
-        head = _FUNCTION.match(line)
-        if head:
-            current = functions.setdefault(head.group(1), Counter())
-            continue
-        if current is None:
-            continue
-        instr = _INSTR.match(line)
-        if instr:
-            current[instr.group(1)] += 1
-    return {name: SassFunction(dict(sorted(ops.items())), name) for name, ops in functions.items()}
+    return {name: SassFunction(dict(sorted(Counter(op for _, op, _ in body).items())), name)
+            for name, body in _functions(text).items()}
 
 
 def local_in_loops(text: str) -> dict[str, tuple[int, int]]:

@@ -109,7 +109,7 @@ from dataclasses import dataclass
 
 from kgate.collect import pysource as py
 from kgate.collect import pysparse
-from kgate.collect.source import SourceFile, UnreadableSource, parse_python
+from kgate.collect.source import SourceFile
 from kgate.core.findings import Severity
 from kgate.core.rule import Report, Rule, SourceContext
 
@@ -187,14 +187,7 @@ class _Module:
     def _load(self, name: str) -> Function | None:
         blocks = pysparse.split(self.source.lines)
         block = pysparse.definitions(self.source.lines, blocks).get(name) if blocks is not None else None
-        if block is None:
-            return None
-        try:
-            tree = parse_python(pysparse.excerpt(self.source.lines, [block]).encode("utf-8"), self.source.rel)
-        except UnreadableSource:
-            return None
-        return next((s for s in tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
-                     and s.name == name), None)
+        return py.parse_definition(self.source, block, name)
 
     def configs(self, expr: ast.expr | None, depth: int = 0) -> list[_Config] | None:
         """The configs a `configs=` expression lists; None when kgate cannot see all of them.
