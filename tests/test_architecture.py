@@ -46,6 +46,9 @@ STAGES: list[tuple[str, tuple[str, ...]]] = [
     ("shard", ("kgate.shard",)),
     # One run of the whole pipeline, and the replay of an unchanged one.
     ("pipeline", ("kgate.pipeline", "kgate.diff")),
+    # The Python API (kgate.api): a lint, a check and one kernel's compile as functions with typed results. A
+    # package of its own, not a module at the top: the commands route through it, so it sits below them.
+    ("api", ("kgate.api",)),
     # Entry points: the commands, the CLI that dispatches to them, the pytest plugin.
     ("commands", ("kgate.commands", "kgate.cli", "kgate.entry", "kgate.__main__", "kgate.pytest_plugin")),
 ]

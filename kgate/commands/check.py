@@ -6,21 +6,15 @@ import argparse
 import sys
 from typing import Any
 
+from kgate.api import gate as api
 from kgate.commands import recording
 from kgate.commands.common import ProgressBar, config_from, emit, fail_on, selection_from
 from kgate.core.config import Config
-from kgate.core.errors import ConfigError
 from kgate.core.result import Result
-from kgate.pipeline.check import CheckOptions, CheckRun, gate, resolve_targets, run_check
+from kgate.pipeline.check import CheckOptions, CheckRun, resolve_targets
 from kgate.report.escape import terminal
 from kgate.shard.plan import inputs as shard_inputs
 from kgate.shard.plan import load_timings, parse_shard, timings_path
-
-# No configuration file, no decorator and no capture: a gate of nothing must not pass.
-NOTHING_CONFIGURED = ("nothing to gate: no kgate.toml, and no pyproject.toml with a [tool.kgate] table, here or above, "
-                      "and no kernel registered or captured (add [tool.kgate] with [[tool.kgate.triton]] or "
-                      "[[tool.kgate.cuda]] tables to pyproject.toml, decorate kernels with @kgate.register, or run "
-                      "`kgate capture -- COMMAND`)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -35,11 +29,10 @@ def run(args: argparse.Namespace) -> int:
     taken = recording.snapshot(args, config, extra, compilers=True)
     progress = ProgressBar(enabled=not args.quiet and args.format == "terminal")
     try:
-        checked = run_check(config, selection, options, progress)
+        # The run and its report are `kgate.api.gate`'s, which `kgate.api.check()` hands back as typed objects.
+        checked = api.run_check(config, selection, options, progress)
     finally:
         progress.clear()
-    if config.source is None and not checked.covered:
-        raise ConfigError(NOTHING_CONFIGURED)
     releases = _other_releases(args, config) if getattr(args, "triton", None) else None
     with recording.capture() as (out, err):
         code = _report(args, config, checked, options, releases)
@@ -76,7 +69,7 @@ def _report(args: argparse.Namespace, config: Config, checked: CheckRun, options
               f"COMMAND` to record what your tests launch, or add [[tool.kgate.triton]] / [[tool.kgate.cuda]] "
               f"tables or @kgate.register)", file=sys.stderr)
     compiled = checked.compiled
-    result = gate(checked, options, config, baseline=not args.no_baseline)
+    result = api.report(checked, options, config, baseline=not args.no_baseline)
     if checked.plan is not None:
         from kgate.shard.result import record
 

@@ -1,0 +1,75 @@
+"""`kgate check` as a function: compile every kernel the project registers or captured, run every rule, and
+judge the findings against the baseline.
+
+`run_check` and `report` are the one path from a configuration to a check's report: `kgate check` renders
+what they return (with its shard, version-matrix and toolchain extras), and `kgate.api.check` hands it back
+as typed objects. The compile side is imported only when a check runs: importing `kgate.api` stays cheap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from kgate.api.results import CheckResult
+from kgate.api.setup import PathLike, project_config, selection_of
+from kgate.core.config import Config
+from kgate.core.errors import ConfigError
+from kgate.core.findings import Severity
+from kgate.core.result import Result
+from kgate.core.selection import Selection
+
+if TYPE_CHECKING:
+    from kgate.shard.run import CheckOptions, CheckRun
+
+# No configuration file, no decorator and no capture: a gate of nothing must not pass.
+NOTHING_CONFIGURED = ("nothing to gate: no kgate.toml, and no pyproject.toml with a [tool.kgate] table, here or above, "
+                      "and no kernel registered or captured (add [tool.kgate] with [[tool.kgate.triton]] or "
+                      "[[tool.kgate.cuda]] tables to pyproject.toml, decorate kernels with @kgate.register, or run "
+                      "`kgate capture -- COMMAND`)")
+
+Progress = Callable[[int, int, str], None]
+
+
+def check(project: PathLike | None = None, *, config: PathLike | None = None, select: Sequence[str] | None = None,
+          extend_select: Sequence[str] | None = None, ignore: Sequence[str] | None = None,
+          targets: Sequence[str] = (), kernels: Sequence[str] = (), language: str | None = None,
+          jobs: int | None = None, sass: bool = False, cache: bool = True, baseline: bool = True,
+          fail_on: str | Severity | None = None, progress: Progress | None = None) -> CheckResult:
+    """Run the gate, as `kgate check` does, and return its findings and every kernel variant's facts.
+
+    `project`: the folder the configuration is found from (default: the current folder); `config`: a
+    pyproject.toml or kgate.toml to use instead. `targets` (e.g. `["sm_120a"]`), `kernels` (globs on
+    `module:function` or the function's name) and `language` (`"triton"` or `"cuda"`) narrow the run as
+    `--target`, `--kernel` and `--language` do; `jobs`: compile workers; `sass=True`: disassemble every
+    variant; `cache=False`: compile everything again and keep nothing. `progress(done, total, label)` is
+    called as variants compile. Raises `kgate.api.KgateError` where `kgate check` exits 2.
+    """
+    from kgate.shard.run import CheckOptions
+
+    cfg = project_config(project, config)
+    chosen = selection_of(cfg, select, extend_select, ignore)
+    options = CheckOptions(targets=tuple(dict.fromkeys(targets)), kernels=tuple(kernels), jobs=jobs, sass=sass,
+                           no_cache=not cache, fail_on=Severity(fail_on or cfg.fail_on), language=language)
+    checked = run_check(cfg, chosen, options, progress)
+    result = report(checked, options, cfg, baseline=baseline)
+    result.notices[:0] = cfg.notices
+    return CheckResult.of(result)
+
+
+def run_check(config: Config, selection: Selection, options: CheckOptions,
+              progress: Progress | None = None) -> CheckRun:
+    """Collect, compile and evaluate: the run's kernels and findings before the baseline."""
+    from kgate.pipeline import check as pipeline
+
+    checked = pipeline.run_check(config, selection, options, progress)
+    if config.source is None and not checked.covered:
+        raise ConfigError(NOTHING_CONFIGURED)
+    return checked
+
+
+def report(checked: CheckRun, options: CheckOptions, config: Config, *, baseline: bool) -> Result:
+    """The run's report: findings and kernels, compared with the baseline unless `baseline` is False."""
+    from kgate.pipeline.check import gate
+
+    return gate(checked, options, config, baseline=baseline)
