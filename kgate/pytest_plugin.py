@@ -1,4 +1,5 @@
-"""pytest plugin (entry point `kgate`): a `ulp` fixture that asserts and records precision.
+"""pytest plugin (entry point `kgate`): a `ulp` fixture that asserts and records precision, and a
+`kgate_compile` fixture that compiles a kernel and hands back its facts.
 
     def test_gelu(ulp):
         ulp(got, ref, "bf16", max_ulp=0.6, kernel="gelu", direction="forward")
@@ -9,7 +10,14 @@ element, its value, the reference and the ULP). With `--kgate-ulp-record FILE`
 also appends one line of strict JSON to FILE: `kgate ulp` builds its table from these
 lines, so the table always shows exactly what the tests measured.
 
-Loading this plugin imports neither torch nor numpy.
+    def test_no_spills(kgate_compile):
+        facts = kgate_compile(matmul_kernel, signature={...}, constexprs={...}, target="sm_120a")
+        assert facts.spills == 0 and facts.has_block_scale
+
+`kgate_compile` is `kgate.api.compile_kernel` with the project found from pytest's root folder: kgate's own
+compile path and its cache, so an unchanged kernel compiles once, not once per test run (docs/api.md).
+
+Loading this plugin imports neither torch, numpy nor Triton.
 """
 
 from __future__ import annotations
@@ -17,12 +25,16 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from kgate.numerics import NonFiniteMismatch, UlpMismatch, assert_ulp, format_of, rounding_floor, ulp_report
 from kgate.report.json_report import dumps
+
+if TYPE_CHECKING:
+    from kgate.api import KernelFacts
 
 RECORD_ENV = "KGATE_ULP_RECORD"
 
@@ -81,6 +93,27 @@ def record_path(config: pytest.Config) -> str | None:
 def ulp(request: pytest.FixtureRequest) -> UlpCheck:
     """Assert precision in ULP of the output dtype, and record it for `kgate ulp`."""
     return UlpCheck(request.node.nodeid, record_path(request.config))
+
+
+class KernelCompiler:
+    """The `kgate_compile` fixture: `kgate.api.compile_kernel` for the project pytest runs in."""
+
+    def __init__(self, rootpath: Path) -> None:
+        self.rootpath = rootpath
+
+    def __call__(self, kernel: Any, *, target: str | None = None, **fields: Any) -> KernelFacts:
+        """Compile one variant of `kernel` (the `@triton.jit` function or "module:function") with a
+        `kgate.register`'s fields for `target` (default: the project's first target); its `KernelFacts`."""
+        __tracebackhide__ = True
+        from kgate.api import compile_kernel  # the compile side loads only when a test asks for a kernel
+
+        return compile_kernel(kernel, target=target, project=self.rootpath, **fields)
+
+
+@pytest.fixture
+def kgate_compile(request: pytest.FixtureRequest) -> KernelCompiler:
+    """Compile a Triton kernel with kgate (cached) and return its facts: registers, spills, MMA, occupancy."""
+    return KernelCompiler(request.config.rootpath)
 
 
 def pytest_configure(config: pytest.Config) -> None:
