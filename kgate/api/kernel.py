@@ -7,7 +7,6 @@ an unchanged kernel compiles nothing.
 
 from __future__ import annotations
 
-import inspect
 import os
 from dataclasses import replace
 from pathlib import Path
@@ -79,6 +78,8 @@ def _compile(config: Config, entry: Any, target: str, *, cache: bool, sass: bool
 def _kernel_name(kernel: Any) -> tuple[str, Path | None, Path | None]:
     """("module:function", the folder of its file, the folder its module is imported from) of a kernel; the
     folders are None for a kernel given by name."""
+    import inspect  # only where a kernel object is given: `kgate lint` imports this package too
+
     if isinstance(kernel, str):
         return kernel, None, None
     fn = kernel
