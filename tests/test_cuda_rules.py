@@ -110,7 +110,8 @@ def test_a_bare_target_verdict_follows_the_sources_it_read_not_the_cache(tmp_pat
     ("100", b"CUTLASS_ARCH_MMA_SM100A_ENABLED"), ("100", b"SM100_MMA_F16BF16_SS"), ("100", b"SM100_TMEM_LOAD_32dp32b1x"),
     ("120", b"mma.sync.aligned.m16n8k32.row.col.kind::mxf8f6f4.block_scale.scale_vec::1X"),
     ("120", b"kind::mxf4nvf4"), ("120", b"__CUDA_ARCH_FEAT_SM120_ALL"), ("120", b"CUTLASS_ARCH_MMA_SM120A_ENABLED"),
-    ("120", b"cute::SM120_16x8x64_TN_VS<float_e2m1_t"),
+    ("120", b"cute::SM120_16x8x64_TN_VS<float_e2m1_t"), ("120", b"using ArchTag = cutlass::arch::Sm120;"),
+    ("100", b"typename ArchTag = cutlass::arch::Sm100>"), ("90", b"cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp"),
 ])
 def test_arch_specific_spellings_match_and_pass_the_byte_prefilter(family: str, spelling: bytes) -> None:
     import re
@@ -123,7 +124,7 @@ def test_arch_specific_spellings_match_and_pass_the_byte_prefilter(family: str, 
 
 @pytest.mark.parametrize("portable", [b"cute::SM90_TMA_LOAD", b"cp.async.bulk.tensor.2d", b"int block_scale = 4;",
                                       b"mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32", b"GMMA::Major::K",
-                                      b"cute::SM120_16x8x32_TN<float_e4m3_t"])
+                                      b"cute::SM120_16x8x32_TN<float_e4m3_t", b"cutlass::arch::Sm80"])
 def test_code_the_bare_targets_assemble_is_no_arch_specific_code(portable: bytes) -> None:
     import re
 
