@@ -161,9 +161,19 @@ def test_an_unchecked_call_is_identified_by_its_function_and_the_lambda_or_helpe
                    if p == "launches_through_calls.cu" and "this call of it" in r.message)
     assert calls == [("chain_unchecked", "fill_both", "`fill_both` launches `fill`"),
                      ("helper_called_without_a_check", "zero_async", "`zero_async` launches `fill`"),
-                     ("lambda_with_an_unchecked_call", "launch", "`launch` launches `fill`"),
-                     ("template_lambda", "launch", "`launch` launches `fill`"),
-                     ("template_lambda", "launch", "`launch` launches `fill`")]
+                     ("lambda_with_an_unchecked_call", "launch", "`launch` launches `fill`")]
+
+
+def test_a_launch_no_call_checks_is_one_finding_naming_every_call_also_in_other_files() -> None:
+    reports = {(p, r.line): r for p, r in run_rule("KG302") if r.severity is Severity.ERROR}
+    switch = reports[("launches_through_calls.cu", 233)]
+    assert [(r.path, r.line) for r in switch.related] == [("launches_through_calls.cu", 237),
+                                                          ("launches_through_calls.cu", 238)]
+    assert "none of its 2 call(s) through `launch`" in switch.message
+    exported = reports[("project/scale_launch.cu", 10)]
+    assert [(r.path, r.line) for r in exported.related] == [("project/pipeline.cu", 20)]
+    # The calls are related places of the launch's finding, not findings of their own.
+    assert not {key for key in reports if key in {("launches_through_calls.cu", 237), ("project/pipeline.cu", 20)}}
 
 
 def test_kernel_file_size_counts_code_lines_only() -> None:
