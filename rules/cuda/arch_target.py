@@ -173,7 +173,7 @@ def check(source: Any, ctx: SourceContext) -> Iterable[Report]:
         inner = [(first, folder) for first, last, folder in handed_on if first <= number <= last]
         folders[number] = max(inner, key=lambda item: item[0])[1] if inner else here
     evidences: dict[str | None, dict[str, tuple[str, str]]] = {None: {}}
-    for folder in set(folders.values()) - {None}:
+    for folder in {found for found in folders.values() if found is not None}:
         evidences[folder] = _arch_specific_code(folder, frozenset(
             family for number, _c, _w, family in bare if folders[number] == folder))
     note = ctx.options["portable"] == "note"
@@ -369,13 +369,13 @@ def _path(expr: ast.expr, names: dict[str, ast.expr], file: str, depth: int) -> 
         tail = name.rpartition(".")[2]
         if isinstance(expr.func, ast.Attribute) and tail in ("resolve", "absolute") and not expr.args:
             return _path(expr.func.value, names, file, depth + 1)
-        parts = [_path(arg, names, file, depth + 1) for arg in expr.args]
-        if any(part is None for part in parts) or not parts:
+        parts = [part for part in (_path(arg, names, file, depth + 1) for arg in expr.args) if part is not None]
+        if not parts or len(parts) != len(expr.args):
             return None
         if tail in ("Path", "PurePath", "join"):
-            return os.path.join(*parts)  # type: ignore[arg-type]
+            return os.path.join(*parts)
         if tail == "dirname" and len(parts) == 1:
-            return os.path.dirname(parts[0])  # type: ignore[arg-type]
+            return os.path.dirname(parts[0])
         if tail in ("abspath", "realpath") and len(parts) == 1:
             return parts[0]
     return None
