@@ -173,9 +173,9 @@ def check(source: Any, ctx: SourceContext) -> Iterable[Report]:
         inner = [(first, folder) for first, last, folder in handed_on if first <= number <= last]
         folders[number] = max(inner, key=lambda item: item[0])[1] if inner else here
     evidences: dict[str | None, dict[str, tuple[str, str]]] = {None: {}}
-    for folder in {found for found in folders.values() if found is not None}:
-        evidences[folder] = _arch_specific_code(folder, frozenset(
-            family for number, _c, _w, family in bare if folders[number] == folder))
+    for build in {found for found in folders.values() if found is not None}:
+        evidences[build] = _arch_specific_code(build, frozenset(
+            family for number, _c, _w, family in bare if folders[number] == build))
     note = ctx.options["portable"] == "note"
     for number, col, written, family in bare:
         span = {"line": number, "col": col + 1, "end_line": number, "end_col": col + 1 + len(written),
