@@ -38,21 +38,25 @@ FEATURE_MACROS = "__CUDA_ARCH_FEAT_SM{family}_ALL / __CUDA_ARCH_SPECIFIC__"
 # bare target cannot assemble (measured, see above) and the CUDA / CUTLASS / CuTe names that emit or guard them.
 # Matched as bytes, case-sensitively, in C++/CUDA sources. TMA (`cp.async.bulk.tensor`, CuTe's SM90_TMA_* atoms)
 # is not among them: the bare sm_90 / sm_100 / sm_120 targets assemble it.
+# CUTLASS 3.x kernels name their architecture as a tag (`using ArchTag = cutlass::arch::Sm120;`) handed to the
+# collective builders; every kernel those build for Sm90 / Sm100 / Sm120 is arch-conditional (wgmma, tcgen05, the
+# block-scaled MMA) and, built for the bare target, aborts at run time with "Arch conditional MMA instruction used
+# without targeting appropriate compute capability".
 ARCH_SPECIFIC_CODE = {
     "90": (rb"\bwgmma\b|\bsetmaxnreg\b|__CUDA_ARCH_FEAT_SM90_ALL|CUTLASS_ARCH_MMA_SM90A_ENABLED|"
-           rb"\bSM90_\w*_(?:SS|RS)\w*"),
+           rb"\bSM90_\w*_(?:SS|RS)\w*|\barch::Sm90\b"),
     "100": (rb"\btcgen05\b|\bUTCMMA\b|\bsetmaxnreg\b|__CUDA_ARCH_FEAT_SM100_ALL|CUTLASS_ARCH_MMA_SM100A_ENABLED|"
-            rb"\bSM100_\w*(?:MMA|TMEM)\w*"),
+            rb"\bSM100_\w*(?:MMA|TMEM)\w*|\barch::Sm100\b"),
     "120": (rb"\.block_scale\b|kind::mxf8f6f4|kind::mxf4nvf4|kind::mxf4\b|\bsetmaxnreg\b|__CUDA_ARCH_FEAT_SM120_ALL|"
-            rb"CUTLASS_ARCH_MMA_SM120A_ENABLED|\bSM120_\w*_VS\b|\bSM120_\w*MMA\w*"),
+            rb"CUTLASS_ARCH_MMA_SM120A_ENABLED|\bSM120_\w*_VS\b|\bSM120_\w*MMA\w*|\barch::Sm120\b"),
 }
 
 # Byte strings of which one occurs in every match of the family's ARCH_SPECIFIC_CODE: a file with none is not
 # searched further.
 ARCH_SPECIFIC_NEEDLES = {
-    "90": (b"wgmma", b"setmaxnreg", b"SM90"),
-    "100": (b"tcgen05", b"UTCMMA", b"setmaxnreg", b"SM100"),
-    "120": (b"block_scale", b"kind::mx", b"setmaxnreg", b"SM120"),
+    "90": (b"wgmma", b"setmaxnreg", b"SM90", b"Sm90"),
+    "100": (b"tcgen05", b"UTCMMA", b"setmaxnreg", b"SM100", b"Sm100"),
+    "120": (b"block_scale", b"kind::mx", b"setmaxnreg", b"SM120", b"Sm120"),
 }
 
 

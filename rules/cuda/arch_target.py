@@ -23,6 +23,13 @@ per build: the root build of portable kernels stays quiet, the Hopper build
 is reported. Python files are not read: a CuTe DSL or Triton kernel is
 compiled at run time for the device it runs on, not by the build file.
 
+A Python build script may hand its architectures to another build: a
+function that runs `make`, `cmake` or `ninja` through `subprocess` in
+another folder (`cwd=`, `-C`, `-S`) builds that folder's sources, so the
+architectures the function names are judged by them. Where the folder is
+not a literal path (strings, `__file__`, `Path(...) / "sub"`, `.parent`,
+`os.path.join`) the sources are unknown and nothing is reported.
+
 **Arch-specific code**, per family (matched in those sources):
 
 | family | spellings |
@@ -30,6 +37,11 @@ compiled at run time for the device it runs on, not by the build file.
 | 90 | `wgmma`, `setmaxnreg`, `__CUDA_ARCH_FEAT_SM90_ALL`, `CUTLASS_ARCH_MMA_SM90A_ENABLED`, CuTe `SM90_*_SS` / `SM90_*_RS` (GMMA atoms) |
 | 100 | `tcgen05`, `UTCMMA`, `setmaxnreg`, `__CUDA_ARCH_FEAT_SM100_ALL`, `CUTLASS_ARCH_MMA_SM100A_ENABLED`, CuTe `SM100_*MMA*` / `SM100_*TMEM*` atoms |
 | 120 | `.block_scale`, `kind::mxf8f6f4`, `kind::mxf4nvf4`, `kind::mxf4`, `setmaxnreg`, `__CUDA_ARCH_FEAT_SM120_ALL`, `CUTLASS_ARCH_MMA_SM120A_ENABLED`, CuTe `SM120_*_VS` (block-scaled) and `SM120_*MMA*` atoms |
+
+and, in every family, the CUTLASS 3.x architecture tag (`cutlass::arch::Sm90`,
+`Sm100`, `Sm120`): the kernels the collective builders make for it are
+arch-conditional, and a bare build aborts at run time with "Arch conditional
+MMA instruction used without targeting appropriate compute capability".
 
 TMA (`cp.async.bulk.tensor`, CuTe's `SM90_TMA_*`) and plain `mma.sync`
 (bf16, FP8) are not among them: the bare targets assemble them. The error
@@ -41,8 +53,13 @@ compile, where an `sm_90a` cubin runs on sm_90 only. It is not reported,
 unless the option `portable` is `"note"`. The verdict reads files besides the
 build file, so kgate never answers it from the lint cache.
 
-The family target (`sm_120f`, `sm_100f`) is not reported unless the option
-`family` is `"warn"`, because it was measured to keep what matters. With
+The family target (`sm_120f`, `compute_120f`, `sm_100f`; nvcc 12.9 and
+later) is not reported unless the option `family` is `"warn"`, because it
+was measured to keep what matters. Nor is a real target built from the
+family's or the `a` target's PTX, `-gencode arch=compute_120f,code=sm_120`:
+nvcc assembles the family PTX into sm_120 SASS with the block-scaled MMA
+kept (the same cubin as `code=sm_120f`), and rejects
+`arch=compute_120a,code=sm_120` outright. With
 nvcc 13.0 (and the Triton wheel's ptxas-blackwell 13.4), one
 `mma.sync.aligned.m16n8k32.row.col.kind::mxf8f6f4.block_scale.scale_vec::1X.f32.e4m3.e4m3.f32.ue8m0`
 written as inline asm:
@@ -107,11 +124,13 @@ os.environ["TORCH_CUDA_ARCH_LIST"] = "12.0a"
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from kgate.collect import pysource as py
 from kgate.collect.cpp_text import strip_hash_comment
 from kgate.core.findings import Severity
 from kgate.core.rule import READS_BEYOND, Option, Report, Rule, SourceContext
@@ -145,16 +164,30 @@ def check(source: Any, ctx: SourceContext) -> Iterable[Report]:
                              col=col + 1, end_line=number, end_col=col + 1 + len(written), discriminator=written)
     if not bare:
         return
-    # The verdict reads the sources the build owns: one walk for the families named bare here.
+    # The verdict reads the sources the build owns: one walk per build folder for the families named bare there.
     source.derived[READS_BEYOND] = True
-    evidence = _arch_specific_code(os.path.dirname(os.path.abspath(source.path)),
-                                   frozenset(family for _n, _c, _w, family in bare))
+    here = os.path.dirname(os.path.abspath(source.path))
+    handed_on = _handed_on(source, here) if source.name.endswith(".py") else []
+    folders: dict[int, str | None] = {}
+    for number, _c, _w, _f in bare:
+        inner = [(first, folder) for first, last, folder in handed_on if first <= number <= last]
+        folders[number] = max(inner, key=lambda item: item[0])[1] if inner else here
+    evidences: dict[str | None, dict[str, tuple[str, str]]] = {None: {}}
+    for build in {found for found in folders.values() if found is not None}:
+        evidences[build] = _arch_specific_code(build, frozenset(
+            family for number, _c, _w, family in bare if folders[number] == build))
     note = ctx.options["portable"] == "note"
     for number, col, written, family in bare:
         span = {"line": number, "col": col + 1, "end_line": number, "end_col": col + 1 + len(written),
                 "discriminator": written}
+        folder = folders[number]
+        if folder is None:
+            continue  # handed to another build tool in a folder that cannot be read here: its sources are unknown
+        evidence = evidences[folder]
         if family in evidence:
             where, spelling = evidence[family]
+            if folder != here:
+                where = os.path.relpath(os.path.join(folder, where), here).replace(os.sep, "/")
             yield Report(f"`{written}` builds for the bare architecture, but `{where}` uses `{spelling}`: "
                          f"{lost_by_bare(family)} cannot be used; build for the `a` target ({_a_spelling(written)})",
                          **span)
@@ -165,11 +198,16 @@ def check(source: Any, ctx: SourceContext) -> Iterable[Report]:
 
 
 def _architectures(line: str) -> Iterator[tuple[int, str, str, str]]:
-    """(column, text as written, family, suffix) of each architecture named on a line."""
+    """(column, text as written, family, suffix) of each architecture named on a line. A real target listed in the
+    `code=` of a `-gencode` whose virtual architecture is the same family's `a` or `f` one takes that suffix:
+    `arch=compute_120f,code=sm_120` assembles SASS for sm_120 from the family PTX, which keeps what the bare build
+    loses (measured: the same cubin as `code=sm_120f`)."""
     seen: set[int] = set()
+    inherited = _inherited_suffixes(line)
     for match in _NVCC_ARCH.finditer(line):
         seen.add(match.start())
-        yield match.start(), match.group(0), match.group(2), match.group(3)
+        suffix = match.group(3) or inherited.get((match.start(), match.group(2)), "")
+        yield match.start(), match.group(0), match.group(2), suffix
     for cmake in _CMAKE_ARCHS.finditer(line):
         for match in _CMAKE_VALUE.finditer(cmake.group(1)):
             start = cmake.start(1) + match.start()
@@ -179,6 +217,19 @@ def _architectures(line: str) -> Iterator[tuple[int, str, str, str]]:
         for match in _TORCH_VALUE.finditer(torch.group(0)):
             family = f"{match.group(1)}{match.group(2)}"
             yield torch.start() + match.start(), match.group(0), family, match.group(3)
+
+
+_GENCODE = re.compile(r"(?<![.\w])arch=compute_(\d{2,3})([af])\s*,\s*code=(\[[^\]]*\]|[^\s\"',;]+)")
+
+
+def _inherited_suffixes(line: str) -> dict[tuple[int, str], str]:
+    """(column, family) -> suffix for the real targets in the `code=` of a family- or arch-specific `-gencode`."""
+    out: dict[tuple[int, str], str] = {}
+    for clause in _GENCODE.finditer(line):
+        for target in _NVCC_ARCH.finditer(clause.group(3)):
+            if target.group(1) == "sm" and target.group(2) == clause.group(1):
+                out[(clause.start(3) + target.start(), clause.group(1))] = clause.group(2)
+    return out
 
 
 # What a build file owns: C++/CUDA sources (and PTX) in its folder and below.
@@ -239,6 +290,95 @@ def _arch_specific_code(folder: str, families: frozenset[str]) -> dict[str, tupl
             if len(found) == len(wanted):
                 return found
     return found
+
+
+# Another build tool run by a Python build script, and the runners that start it.
+_BUILD_TOOLS = frozenset({"make", "gmake", "cmake", "ninja"})
+_RUNNERS = frozenset({"subprocess.run", "subprocess.call", "subprocess.check_call", "subprocess.check_output",
+                      "subprocess.Popen"})
+_FOLDER_FLAGS = ("-C", "-S", "--directory")
+
+
+def _handed_on(source: Any, here: str) -> list[tuple[int, int, str | None]]:
+    """(first line, last line, build folder) of each function of a Python build script that runs `make`, `cmake` or
+    `ninja` in another folder (`cwd=`, `-C`, `-S`): the architectures that function names go to that build, whose
+    sources are the folder's. The folder is None where its path is not a literal this reading can follow."""
+    try:
+        tree = source.tree
+    except Exception:  # noqa: BLE001 - an unreadable file is KG004's; judge it as the build file's folder
+        return []
+    imports = py.import_map(tree)
+    module = _assignments(tree.body)
+    out: list[tuple[int, int, str | None]] = []
+    for fn in py.functions(tree):
+        local = {**module, **_assignments(fn.body)}
+        for node in ast.walk(fn):
+            if not isinstance(node, ast.Call) or py.qualified(node.func, imports) not in _RUNNERS or not node.args:
+                continue
+            argv = node.args[0]
+            items = list(argv.elts) if isinstance(argv, (ast.List, ast.Tuple)) else []
+            words = [item.value if isinstance(item, ast.Constant) and isinstance(item.value, str) else None
+                     for item in items]
+            if not words or words[0] is None or os.path.basename(words[0]) not in _BUILD_TOOLS:
+                continue
+            where: list[ast.expr] = []
+            cwd = py.argument(node, "cwd")
+            if cwd is not None:
+                where.append(cwd)
+            where += [items[i + 1] for i, word in enumerate(words[:-1]) if word in _FOLDER_FLAGS]
+            if not where:
+                continue  # runs in the current folder: the build script's own
+            folder: str | None = here
+            for expr in where:
+                step = _path(expr, local, source.path, 0)
+                folder = None if step is None or folder is None else os.path.normpath(os.path.join(folder, step))
+            out.append((fn.lineno, fn.end_lineno or fn.lineno, folder))
+    return out
+
+
+def _assignments(body: list[ast.stmt]) -> dict[str, ast.expr]:
+    """Name -> the value of its last plain assignment among these statements (nested blocks included)."""
+    out: dict[str, ast.expr] = {}
+    for stmt in body:
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                out[node.targets[0].id] = node.value
+    return out
+
+
+def _path(expr: ast.expr, names: dict[str, ast.expr], file: str, depth: int) -> str | None:
+    """The path a literal path expression names: strings, `__file__`, names assigned one, `/`, `Path(...)`,
+    `.parent`, `.resolve()`, `os.path.join` / `dirname` / `abspath`; None for anything else."""
+    if depth > 8:
+        return None
+    if isinstance(expr, ast.Constant) and isinstance(expr.value, str):
+        return expr.value
+    if isinstance(expr, ast.Name):
+        if expr.id == "__file__":
+            return os.path.abspath(file)
+        value = names.get(expr.id)
+        return None if value is None else _path(value, names, file, depth + 1)
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Div):
+        left, right = _path(expr.left, names, file, depth + 1), _path(expr.right, names, file, depth + 1)
+        return None if left is None or right is None else os.path.join(left, right)
+    if isinstance(expr, ast.Attribute) and expr.attr == "parent":
+        inner = _path(expr.value, names, file, depth + 1)
+        return None if inner is None else os.path.dirname(inner)
+    if isinstance(expr, ast.Call):
+        name = py.dotted(expr.func) or ""
+        tail = name.rpartition(".")[2]
+        if isinstance(expr.func, ast.Attribute) and tail in ("resolve", "absolute") and not expr.args:
+            return _path(expr.func.value, names, file, depth + 1)
+        parts = [part for part in (_path(arg, names, file, depth + 1) for arg in expr.args) if part is not None]
+        if not parts or len(parts) != len(expr.args):
+            return None
+        if tail in ("Path", "PurePath", "join"):
+            return os.path.join(*parts)
+        if tail == "dirname" and len(parts) == 1:
+            return os.path.dirname(parts[0])
+        if tail in ("abspath", "realpath") and len(parts) == 1:
+            return parts[0]
+    return None
 
 
 def _a_spelling(written: str) -> str:

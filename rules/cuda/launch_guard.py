@@ -38,25 +38,44 @@ CUDA_CHECK(cudaGetLastError());
 
 - A named lambda (`auto launch = [&](...) {...};`, or one assigned to a
   `std::function`) is checked when every direct call of it in the rest of
-  its block is followed by a check within `window` lines.
+  its block is. A call without arguments after a checked call of the same
+  lambda launches the same again (a warm-up or timing loop) and is covered
+  by that check.
 - A lambda written where it runs (an argument, `dispatch(kind, [&] {...});`,
   or called on the spot, `[&] {...}();`) is checked by a check within
   `window` lines after the statement that holds it.
 - A function that only this file can call (`static`, `inline`, or in an
   anonymous namespace, not a member) is checked when every call of it in the
   file is.
-- A call is followed outwards in turn (a helper called from a lambda called
-  from a helper), up to four steps.
+- A function other files may call (not a member, not `static`), and an
+  `inline` function of a header that the header never calls, is checked
+  when every call of it in the project's C++/CUDA files is. Calls in other
+  files are judged where they are and not followed further.
+- A call is checked by a check within `window` lines after it, after the
+  control statements that hold it, or later in the calling function on
+  every path (in the call's block or one around it, not in another branch,
+  with no `return` or `throw` before it): one read of the last error reports
+  every launch since the previous read. A call is followed outwards in turn
+  (a helper called from a lambda called from a helper), up to four steps.
 
-Each call without a check is reported at the call, naming the lambda or
-helper and the kernel it launches: that is where the check goes, and a
-second unchecked call of the same helper is a second finding. The launch
-itself is reported, as before, when the lambda or helper cannot be followed:
-a function other files may call, a member function, a lambda that is only
-passed on (to a timing loop, say) and never called directly, or a call
-written inside a macro. The reading is textual (braces matched on the code
-with comments and strings blanked), so a function defined through a macro
-or split by `#if` branches may not be recognised.
+A macro the project defines whose expansion reads the last error
+(`#define CHECK_KERNEL_LAUNCH() CHECK(cudaGetLastError())`, in any of its
+files) counts as a check, as the `check_macros` do.
+
+Where some calls check and others in the same file do not, each call
+without a check is reported, naming the lambda or helper and the kernel it
+launches: that is where the check goes. Where no call checks, or the calls
+without one are in other files, the launch is reported once, with each such
+call as a related place (a helper dispatched from eight `switch` cases
+missing one check is one finding, not eight). The launch itself is reported,
+as before, when the lambda or helper cannot be followed: a member function,
+a function nothing in the project calls (an entry point called from Python),
+a lambda that is only passed on (to a timing loop, say) and never called
+directly, or a call written inside a macro. The reading is textual (braces
+matched on the code with comments and strings blanked), so a function
+defined through a macro or split by `#if` branches may not be recognised.
+Because the verdict reads other files, it is never answered from the lint
+cache.
 
 ## Why is this bad?
 A launch returns nothing and fails quietly: a grid or block size out of
@@ -89,14 +108,15 @@ or `CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, args...));`.
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple
 
 from kgate.collect.cpp_text import Scopes, balanced, blanked, macro_lines
-from kgate.core.findings import Severity
-from kgate.core.rule import Option, Report, Rule, SourceContext
+from kgate.core.findings import Related, Severity
+from kgate.core.rule import READS_BEYOND, Option, Report, Rule, SourceContext
 
 _TRIPLE = re.compile(r"<<<")
 _LAUNCH_EX = re.compile(r"\bcudaLaunchKernelExC?\s*(?:<[^;()]*>\s*)?\(")
@@ -121,6 +141,7 @@ def check(source: Any, ctx: SourceContext) -> Iterable[Report]:
     starts = _line_starts(code)
     flow: _Flow | None = None
     callers: dict[str, _Callers] = {}
+    project: _Project | None = None
     skipped: list[int] = []
     found: dict[int, Report] = {}  # by offset: several launches may reach the same unchecked call
     for start, end, what in sorted(_launches(code)):
@@ -136,16 +157,36 @@ def check(source: Any, ctx: SourceContext) -> Iterable[Report]:
         wanted = checks if what == "<<<" else reads
         if _checked_after(code, semicolon, starts, wanted, window):
             continue
+        if project is None:
+            # The project's own macros that read the last error (`#define CHECK_LAUNCH() CHECK(cudaGetLastError())`)
+            # count as checks: read once per file, on the first launch the file's own text does not settle.
+            project = _project(source, ctx)
+            source.derived[READS_BEYOND] = True
+            extra = project.last_error_macros() - set(ctx.options["check_macros"])
+            if extra:
+                names = "|".join(re.escape(n) for n in sorted(extra))
+                checks = re.compile(checks.pattern + r"|\b(?:" + names + r")\b")
+                reads = re.compile(reads.pattern + r"|\b(?:" + names + r")\b")
+                wanted = checks if what == "<<<" else reads
+                if _checked_after(code, semicolon, starts, wanted, window):
+                    continue
         flow = flow or _Flow(code, starts, window)
         if flow.checked(semicolon, wanted):
             continue
-        follow = callers.setdefault(what, _Callers(flow, in_macro, wanted))
-        sites = follow.unchecked_calls(start, semicolon)
-        if sites == []:
+        follow = callers.setdefault(what, _Callers(flow, in_macro, wanted, project, source.rel))
+        reach = follow.unchecked_calls(start, semicolon)
+        if reach is not None and not reach[0]:
             continue  # every call of the lambda or helper that performs it is checked
-        if sites:
-            for site, callee in sites:
-                found.setdefault(site, _call_report(code, starts, site, callee, name, window))
+        if reach is not None:
+            sites, checked = reach
+            if checked and all(not site.path for site in sites):
+                # Some callers check and these do not: each is where a check goes.
+                for site in sites:
+                    found.setdefault(site.offset, _call_report(code, starts, site.offset, site.callee, name, window))
+                continue
+            # No caller checks (or the unchecked ones are in other files): one finding, at the launch.
+            found.setdefault(start, _unchecked_everywhere(code, starts, start, line, name, sites, checked,
+                                                             source.rel))
             continue
         if what == "<<<":
             message = (f"kernel launch without an error check within {window} line(s): add "
@@ -168,6 +209,20 @@ def _checked_after(code: str, semicolon: int, starts: list[int], checks: re.Patt
     return bool(checks.search(code, semicolon, limit))
 
 
+def _unchecked_everywhere(code: str, starts: list[int], start: int, line: int, kernel: str, sites: list[_Site],
+                         checked: int, rel: str) -> Report:
+    sites = sorted(set(sites))  # several paths may end at the same call
+    callees = sorted({site.callee for site in sites})
+    related = tuple(Related(site.path or rel, site.line or bisect_right(starts, site.offset, 1) - 1,
+                            f"call of `{site.callee}` with no error check after it") for site in sites)
+    through = ", ".join(f"`{c}`" for c in callees)
+    calls = (f"{len(sites)} of its calls through {through} do not check after the call either" if checked else
+             f"none of its {len(sites)} call(s) through {through} checks after the call either")
+    return Report(f"kernel launch without an error check, and {calls}: add cudaGetLastError() or a check macro "
+                  f"after the launch", line=line, col=_column(code, start) + 1, discriminator=kernel,
+                  related=tuple(sorted(set(related), key=lambda r: (r.path, r.line))))
+
+
 def _call_report(code: str, starts: list[int], site: int, callee: str, kernel: str, window: int) -> Report:
     launched = f"launches `{kernel}`" if kernel else "launches a kernel"
     return Report(f"`{callee}` {launched} and this call of it has no error check within {window} line(s): add "
@@ -176,6 +231,7 @@ def _call_report(code: str, starts: list[int], site: int, callee: str, kernel: s
 
 
 _ELSE = re.compile(r"else\b")
+_RETURN = re.compile(r"\b(?:return|throw|co_return)\b")
 _BREAK = re.compile(r"break\s*;")
 _CONTROL_HEAD = re.compile(r"(if|for|while|switch)\b\s*(?:constexpr\b\s*)?\(")
 _DO = re.compile(r"do\b")
@@ -223,6 +279,30 @@ class _Flow:
                 return True
             position = self._leave(position + 1)
         return False
+
+    def later(self, end: int, checks: re.Pattern[str]) -> bool:
+        """Whether a check comes later in the function (or lambda) that holds the statement ending at `end`, on
+        every path: in that block or one around it (not in another branch), with no `return` or `throw` before
+        it. A read of the last error reports every launch since the previous read."""
+        brace = self._around(end)
+        around: set[int] = set()
+        while brace >= 0:
+            around.add(brace)
+            if self._kind(brace) == "other":
+                break
+            brace = self.parents[brace]
+        close = self.closes[brace] if brace >= 0 else len(self.code)
+        for found in checks.finditer(self.code, end, close):
+            if self._around(found.start()) in around or (brace < 0 and self._around(found.start()) < 0):
+                return _RETURN.search(self.code, end, found.start()) is None
+        return False
+
+    def _around(self, at: int) -> int:
+        """The innermost block that holds offset `at`, -1 for none."""
+        brace = bisect_right(self.opens, at) - 1
+        while brace >= 0 and self.closes[brace] < at:
+            brace = self.parents[brace]
+        return brace
 
     def _leave(self, after: int) -> int | None:
         """The last character of the statement that control reaches the end of after a statement that
@@ -348,6 +428,17 @@ class _Body(NamedTuple):
     name: str  # what calls it; '' for a lambda that runs where it is written
     begin: int  # offset of its head (the lambda's `[`, the function's declaration)
     lambda_: bool
+    exported: bool = False  # a function other files may call
+
+
+class _Site(NamedTuple):
+    """A call through which a launch reaches no check: in this file (`path` empty, at `offset`) or in another
+    file of the project (`path` and `line`)."""
+
+    path: str
+    offset: int
+    line: int
+    callee: str
 
 
 class _Callers:
@@ -360,18 +451,20 @@ class _Callers:
     is. Braces are matched on the blanked text, so this is a reading of the code, not a parse.
     """
 
-    def __init__(self, flow: _Flow, in_macro: frozenset[int], checks: re.Pattern[str]) -> None:
+    def __init__(self, flow: _Flow, in_macro: frozenset[int], checks: re.Pattern[str],
+                 project: _Project | None = None, rel: str = "") -> None:
         self.flow, self.code, self.starts, self.in_macro, self.checks = flow, flow.code, flow.starts, in_macro, checks
         self.opens, self.closes, self.parents = flow.opens, flow.closes, flow.parents
-        self._memo: dict[int, list[tuple[int, str]] | None] = {}
+        self.project, self.rel = project, rel
+        self._memo: dict[int, tuple[list[_Site], int] | None] = {}
 
     def unchecked_calls(self, at: int, semicolon: int, depth: int = 0,
-                        seen: frozenset[int] = frozenset()) -> list[tuple[int, str]] | None:
-        """Calls (offset, callee) through which the statement at `at` reaches no check; [] when every path
-        is checked; None when the statement cannot be followed (not in a lambda or file-local helper, no
-        call of it in sight, or too deep)."""
-        if depth and self.flow.checked(semicolon, self.checks):
-            return []
+                        seen: frozenset[int] = frozenset()) -> tuple[list[_Site], int] | None:
+        """The calls through which the statement at `at` reaches no check, and how many calls on the way do
+        check; ([], n) when every path is checked; None when the statement cannot be followed (not in a lambda
+        or a function that is not a member, no call of it in sight, or too deep)."""
+        if depth and (self.flow.checked(semicolon, self.checks) or self.flow.later(semicolon, self.checks)):
+            return [], 1
         if depth >= _DEPTH:
             return None
         body = self._callable(at)
@@ -384,13 +477,46 @@ class _Callers:
         if body.brace in self._memo:  # many launches in one helper: its calls are followed once
             return self._memo[body.brace]
         calls = self._calls(body)
-        out: list[tuple[int, str]] | None = None
-        if calls:
-            out = []
-            for call, end in calls:
+        elsewhere = self._calls_elsewhere(body) if calls is not None and (
+            body.exported or (not calls and self.rel.endswith(_HEADERS))) else []
+        out: tuple[list[_Site], int] | None = None
+        if calls or elsewhere:
+            sites: list[_Site] = []
+            checked = 0
+            repeated = False  # a lambda called again without arguments launches what a checked call launched
+            for call, end in calls or ():
+                bare = body.lambda_ and re.match(r"\s*\(\s*\)", self.code[self.code.find("(", call):]) is not None
+                if bare and repeated:
+                    checked += 1
+                    continue
                 inner = self.unchecked_calls(call, end, depth + 1, seen | {body.brace})
-                out.extend([(call, body.name)] if inner is None else inner)
+                if inner is None:
+                    sites.append(_Site("", call, 0, body.name))
+                else:
+                    sites.extend(inner[0])
+                    checked += inner[1]
+                    repeated = repeated or (bare and not inner[0])
+            for site in elsewhere:
+                if site is None:
+                    checked += 1
+                else:
+                    sites.append(site)
+            out = (sites, checked)
         self._memo[body.brace] = out
+        return out
+
+    def _calls_elsewhere(self, body: _Body) -> list[_Site | None]:
+        """The calls of a function in the project's other files: None for each that checks after it (within
+        `window` lines, after the control statements that hold it, or later in its block), a site for each
+        that does not. Those calls are not followed further."""
+        if self.project is None or body.lambda_:
+            return []
+        out: list[_Site | None] = []
+        for rel, flow, call, end in self.project.calls(body.name, self.rel):
+            if flow.checked(end, self.checks) or flow.later(end, self.checks):
+                out.append(None)
+            else:
+                out.append(_Site(rel, call, bisect_right(flow.starts, call, 1) - 1, body.name))
         return out
 
     def _callable(self, at: int) -> _Body | None:
@@ -440,7 +566,9 @@ class _Callers:
         while parent >= 0 and not local:
             local = bool(re.search(r"\bnamespace\s*$", self.code[max(0, self.opens[parent] - 200):self.opens[parent]]))
             parent = self.parents[parent]
-        return _Body(brace, name, begin - len(declaration), lambda_=False) if local and "::" not in name else None
+        if "::" in name:
+            return None
+        return _Body(brace, name, begin - len(declaration), lambda_=False, exported=not local)
 
     def _calls(self, body: _Body) -> list[tuple[int, int]] | None:
         """(offset, end of statement) of each direct call of `name` where it can be called from: a lambda in
@@ -461,6 +589,108 @@ class _Callers:
             end = self.code.find(";", balanced(self.code, match.end() - 1))
             out.append((call, end if end >= 0 else len(self.code)))
         return out
+
+
+_SOURCES = (".cu", ".cuh", ".cpp", ".cc", ".cxx", ".h", ".hpp", ".hh", ".inl")
+_HEADERS = (".h", ".cuh", ".hpp", ".hh", ".inl")
+_SKIPPED = {"__pycache__", "node_modules", "build", "dist"}
+_DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)((?:[^\n]*\\\n)*[^\n]*)", re.MULTILINE)
+_READS_LAST_ERROR = re.compile(r"\b(?:cudaGetLastError|cudaPeekAtLastError|hipGetLastError|hipPeekAtLastError)\b")
+
+
+class _Project:
+    """The project's other C++/CUDA files, read when a file's own text cannot settle a launch: the macros that
+    read the last error, and the calls of a function defined in one file and called from others. One per lint
+    run and project root (`_project`); each file is read and blanked at most once."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        self._files: list[tuple[str, str]] | None = None
+        self._data: dict[str, bytes] = {}
+        self._flows: dict[str, _Flow] = {}
+        self._macros: frozenset[str] | None = None
+
+    def files(self) -> list[tuple[str, str]]:
+        if self._files is None:
+            found: list[tuple[str, str]] = []
+            for here, folders, names in os.walk(self.root):
+                folders[:] = sorted(d for d in folders if not d.startswith(".") and d not in _SKIPPED)
+                for name in sorted(names):
+                    if name.endswith(_SOURCES):
+                        path = os.path.join(here, name)
+                        found.append((os.path.relpath(path, self.root).replace(os.sep, "/"), path))
+            self._files = found
+        return self._files
+
+    def data(self, rel: str, path: str) -> bytes:
+        if rel not in self._data:
+            try:
+                with open(path, "rb") as handle:
+                    self._data[rel] = handle.read()
+            except OSError:
+                self._data[rel] = b""
+        return self._data[rel]
+
+    def last_error_macros(self) -> frozenset[str]:
+        """Names of the macros the project defines whose expansion reads the last error."""
+        if self._macros is None:
+            names: set[str] = set()
+            for rel, path in self.files():
+                data = self.data(rel, path)
+                if b"#" in data and b"LastError" in data:
+                    text = data.decode("utf-8", "replace")
+                    names.update(m.group(1) for m in _DEFINE.finditer(text) if _READS_LAST_ERROR.search(m.group(2)))
+            self._macros = frozenset(names)
+        return self._macros
+
+    def calls(self, name: str, besides: str) -> Iterator[tuple[str, _Flow, int, int]]:
+        """(file, its flow, offset, end of statement) of each call of the function `name` outside `besides`."""
+        needle = name.encode()
+        pattern = re.compile(r"\b" + re.escape(name) + r"\s*(?:<[^;{}]*?>)?\s*\(")
+        for rel, path in self.files():
+            if rel == besides or needle not in self.data(rel, path):
+                continue
+            flow = self._flow(rel, path)
+            code = flow.code
+            for match in pattern.finditer(code):
+                call = match.start()
+                if not _is_call(code, call) or _defines(code, match.end() - 1):
+                    continue
+                end = code.find(";", balanced(code, match.end() - 1))
+                yield rel, flow, call, end if end >= 0 else len(code)
+
+    def _flow(self, rel: str, path: str) -> _Flow:
+        if rel not in self._flows:
+            from kgate.collect.cpp_text import blank
+
+            code = blank(self.data(rel, path).decode("utf-8", "replace")).code
+            self._flows[rel] = _Flow(code, _line_starts(code), 0)
+        return self._flows[rel]
+
+
+def _defines(code: str, paren: int) -> bool:
+    """Whether the `(` at `paren` opens a definition's or a declaration's parameters rather than a call's: what
+    follows the `)` is a body or a `;` after a type-led head (`void f(int);`)."""
+    after = balanced(code, paren)
+    rest = code[after:after + 200].lstrip()
+    return rest.startswith(("{", "const", "noexcept", "->", "override"))
+
+
+_CACHE: list[tuple[SourceContext, str, _Project]] = []
+
+
+def _project(source: Any, ctx: SourceContext) -> _Project:
+    """The project of the file under lint (its root: the file's path less its project-relative name), shared by
+    the files of one run (one SourceContext per run)."""
+    path = os.path.abspath(source.path)
+    rel = source.rel.replace("/", os.sep)
+    root = path[:-len(rel)].rstrip(os.sep) if path.endswith(rel) else os.path.dirname(path)
+    for known_ctx, known_root, project in _CACHE:
+        if known_ctx is ctx and known_root == root:
+            return project
+    project = _Project(root or os.sep)
+    _CACHE[:] = [*[entry for entry in _CACHE if entry[0] is ctx], (ctx, root, project)]
+    return project
 
 
 def _head(code: str, opening: int) -> tuple[str, int, str]:
@@ -533,6 +763,8 @@ def _introduces_lambda(before: str) -> bool:
 def _is_call(code: str, at: int) -> bool:
     """A name followed by `(` is a call unless a type comes before it (a declaration) or it is a member."""
     text = code[max(0, at - 200):at].rstrip()
+    while text and text.rsplit("\n", 1)[-1].lstrip().startswith("#"):  # a preprocessor line ends a statement
+        text = text.rsplit("\n", 1)[0].rstrip() if "\n" in text else ""
     if not text:
         return True
     if text.endswith((".", "->")):
