@@ -150,7 +150,8 @@ def _add_selection(p: argparse.ArgumentParser) -> None:
 
 
 def _add_output(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--format", "--output-format", dest="format", choices=FORMATS, default="terminal")
+    p.add_argument("--format", "--output-format", dest="format", choices=FORMATS, default="terminal",
+                   help="the report's format (default: terminal)")
     p.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout")
     p.add_argument("--statistics", action="store_true", help="one line per rule: count, code, name")
     p.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
