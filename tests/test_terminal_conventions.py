@@ -376,3 +376,15 @@ def test_bash_completion_completes(tmp_path: Path, line: str, expected: set[str]
              f'_kgate\nprintf "%s\\n" "${{COMPREPLY[@]}}"\n')
     out = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, check=True).stdout
     assert set(out.split()) == expected, out
+
+
+@pytest.mark.skipif(shutil.which("fish") is None, reason="fish is not installed")
+def test_fish_completion_completes(tmp_path: Path) -> None:
+    script = _write(tmp_path / "kgate.fish", kgate("completion", "fish", cwd=tmp_path).stdout)
+    out = {}
+    for line in ("kgate ch", "kgate lint --sel", "kgate check --format j", "kgate baseline u"):
+        probe = subprocess.run(["fish", "--no-config", "-c", f"source {script}; complete -C '{line}'"],
+                               capture_output=True, text=True, check=True).stdout
+        out[line] = {row.split("\t")[0] for row in probe.splitlines()}
+    assert out == {"kgate ch": {"check"}, "kgate lint --sel": {"--select"}, "kgate check --format j": {"json", "junit"},
+                   "kgate baseline u": {"update"}}
