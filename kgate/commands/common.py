@@ -54,7 +54,8 @@ def emit(result: Result, args: argparse.Namespace, config: Config) -> int:
         quiet = getattr(args, "quiet", False)
         text = terminal.render(result, colour=colour, table=not quiet, quiet=quiet and result.command == "lint",
                                all_kernels=getattr(args, "show_kernels", False),
-                               width=None if args.output else terminal.screen_width())
+                               # shutil's import only where there is a table to fit (not for the commit hook)
+                               width=None if args.output or quiet or not result.kernels else terminal.screen_width())
     else:
         module = importlib.import_module(f"kgate.report.{fmt}_report")
         text = module.render(result, config)
