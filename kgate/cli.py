@@ -94,12 +94,13 @@ def _choice_hint(message: str) -> str:
     """argparse's "invalid choice: 'chek' (choose from 'check', ...)" gets the nearest choice named."""
     import re
 
+    # Choices are quoted up to Python 3.13 and bare from 3.14 on.
     found = re.search(r"invalid choice: '(.*?)' \(choose from (.*)\)$", message)
     if found is None:
         return ""
     from kgate.support.suggest import closest
 
-    near = closest(found.group(1), re.findall(r"'([^']*)'", found.group(2)))
+    near = closest(found.group(1), [choice.strip("'") for choice in found.group(2).split(", ")])
     return f"; did you mean {near!r}?" if near else ""
 
 
