@@ -7,7 +7,9 @@
 - docs/kgate.schema.json: the JSON Schema of kgate.toml for editors, from the same schema and from
   every rule's options;
 - docs/rules.md and docs/rules/<CODE>.md: the rule index and one page per rule, from the rule
-  registry and each rule module's documentation (what `kgate explain CODE` prints).
+  registry and each rule module's documentation (what `kgate explain CODE` prints);
+- docs/cli.md: the command-line reference, every subcommand's arguments and examples, from the
+  parser in `kgate.cli`.
 
 tests/test_docs_generated.py fails when a committed page differs from what this writes.
 """
@@ -37,6 +39,7 @@ def pages() -> dict[str, str]:
         "configuration.md": configuration_page(),
         "kgate.schema.json": json.dumps(schema.json_schema(rule_option_schemas(rules)), indent=2) + "\n",
         "rules.md": rules_index(rules),
+        "cli.md": cli_page(),
     }
     for rule in rules:
         out[f"rules/{rule.code}.md"] = rule_page(rule)
@@ -114,6 +117,51 @@ sources = ["csrc/**/*.cu"]
 compile_commands = "build/compile_commands.json"
 ```
 """
+
+
+def cli_page() -> str:
+    """Every subcommand: what it does, its arguments (flags, values, defaults, help) and its examples; read from
+    the parser's actions rather than from `--help`, whose layout moves between Python releases."""
+    import argparse
+
+    from kgate.cli import EXAMPLES, build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    lines = [HEADER.rstrip("\n"), "", "# Command-line reference", "",
+             "Every subcommand, its arguments and a few examples (what `kgate COMMAND --help` prints). Colour,",
+             "progress lines, suggestions for typos and shell completion: [the command line](terminal.md).", "",
+             "| command | what it does |", "|---|---|"]
+    lines += [f"| [`kgate {name}`](#kgate-{name}) | {child.description} |" for name, child in sub.choices.items()]
+    for name, child in sub.choices.items():
+        lines += ["", f"## kgate {name}", "", f"{child.description[0].upper()}{child.description[1:]}.", "",
+                  "| argument | value | what it does |", "|---|---|---|"]
+        for action in child._actions:
+            if action.help == argparse.SUPPRESS or isinstance(action, argparse._HelpAction):
+                continue
+            names = ", ".join(f"`{o}`" for o in action.option_strings) or f"`{action.metavar or action.dest}`"
+            lines.append(f"| {names} | {_cli_value(action)} | {_cli_help(action)} |")
+        lines += ["", "```sh", *EXAMPLES[name], "```"]
+    return "\n".join(lines) + "\n"
+
+
+def _cli_value(action: Any) -> str:
+    if action.nargs == 0:
+        return ""
+    if action.choices:
+        return " \\| ".join(f"`{c}`" for c in action.choices)
+    return f"`{action.metavar or action.dest.upper()}`"
+
+
+def _cli_help(action: Any) -> str:
+    text = (action.help or "").replace("|", "\\|")
+    if action.nargs == "*" or action.nargs == "+":
+        text += " (any number)" if action.nargs == "*" else " (one or more)"
+    if action.default not in (None, False, argparse.SUPPRESS, []) and "default" not in text and action.option_strings:
+        text += f" (default: `{action.default}`)"
+    if isinstance(action, argparse._AppendAction):
+        text += " (repeatable)" if "repeatable" not in text else ""
+    return text.strip()
 
 
 def configuration_page() -> str:

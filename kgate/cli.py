@@ -29,6 +29,30 @@ COMMANDS = {
     "merge": "combine the JSON results of sharded runs",
     "capture": "record the Triton specialisations a command launches",
     "diff": "compare every kernel's SASS with a base revision or another Triton release",
+    "completion": "print a shell completion script (bash, zsh or fish)",
+}
+
+# The epilog of each subcommand's --help: a few command lines that show how it is used.
+EXAMPLES = {
+    "check": ["kgate check", "kgate check --target sm_120a --kernel 'matmul*'",
+              "kgate check --format github --fail-on warning", "kgate check --show-kernels --sass",
+              "kgate check --shard 1/4 --format json -o shard-1.json"],
+    "lint": ["kgate lint", "kgate lint kernels/ tests/test_norm.py", "kgate lint --select KG2 --ignore runtime-autotune",
+             "kgate lint --show-settings kernels/norm.py", "kgate lint --show-files",
+             "kgate lint --format sarif -o lint.sarif"],
+    "explain": ["kgate explain KG103", "kgate explain spill --format json"],
+    "rules": ["kgate rules", "kgate rules --format json"],
+    "baseline": ["kgate baseline show", "kgate baseline update", "kgate baseline update --accept-new"],
+    "doctor": ["kgate doctor", "kgate doctor --config ci/kgate.toml"],
+    "ulp": ["kgate ulp", "kgate ulp --device cpu -k softmax"],
+    "audit": ["kgate audit", "kgate audit -o audit --profile rtx5090", "kgate audit --diff origin/main"],
+    "merge": ["kgate merge shard-*.json", "kgate merge shard-*.json --format sarif -o kgate.sarif"],
+    "capture": ["kgate capture -- pytest tests/", "kgate capture --device cpu --target sm_120a -- python bench.py",
+                "kgate capture --replace --verify -- pytest -x tests/test_matmul.py"],
+    "diff": ["kgate diff", "kgate diff origin/main --kernel 'attn*'", "kgate diff --triton 3.4.0 --require-identical"],
+    "completion": ["kgate completion bash > ~/.local/share/bash-completion/completions/kgate",
+                   "kgate completion zsh > \"${fpath[1]}/_kgate\"",
+                   "kgate completion fish > ~/.config/fish/completions/kgate.fish"],
 }
 
 
@@ -46,6 +70,12 @@ class _Formatter(argparse.HelpFormatter):
             width -= 2
         super().__init__(prog, indent_increment, max_help_position, width)
 
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        # A text of several lines (the examples) keeps its lines; a one-line description is wrapped as usual.
+        if "\n" in text:
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+        return super()._fill_text(text, width, indent)
+
 
 class _Parser(argparse.ArgumentParser):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -54,7 +84,38 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.print_usage(sys.stderr)
-        raise SystemExit(f"kgate: error: {message}")
+        raise SystemExit(f"kgate: error: {message}{_choice_hint(message)}")
+
+    def option_strings(self) -> list[str]:
+        return [option for action in self._actions for option in action.option_strings]
+
+
+def _choice_hint(message: str) -> str:
+    """argparse's "invalid choice: 'chek' (choose from 'check', ...)" gets the nearest choice named."""
+    import re
+
+    # Choices are quoted up to Python 3.13 and bare from 3.14 on.
+    found = re.search(r"invalid choice: '(.*?)' \(choose from (.*)\)$", message)
+    if found is None:
+        return ""
+    from kgate.support.suggest import closest
+
+    near = closest(found.group(1), [choice.strip("'") for choice in found.group(2).split(", ")])
+    return f"; did you mean {near!r}?" if near else ""
+
+
+def _unrecognized(parser: _Parser, extras: list[str]) -> None:
+    """The subcommand's own usage and error for arguments it does not know, with the nearest flag it has."""
+    message = f"unrecognized arguments: {' '.join(extras)}"
+    flags = [arg.split("=", 1)[0] for arg in extras if arg.startswith("-")]
+    if flags:
+        from kgate.support.suggest import closest
+
+        near = closest(flags[0], [o for o in parser.option_strings() if o.startswith("--" if flags[0][:2] == "--"
+                                                                                     else "-")])
+        if near:
+            message += f"; did you mean {near!r}?"
+    parser.error(message)
 
 
 def _positive_int(text: str) -> int:
@@ -68,6 +129,20 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _add_terminal(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--color", "--colour", dest="color", choices=("auto", "always", "never"), default="auto",
+                   help="colour in the terminal report: auto (default) follows NO_COLOR, FORCE_COLOR and whether "
+                        "stdout is a terminal")
+
+
+def _add_shown(p: argparse.ArgumentParser, command: str) -> None:
+    p.add_argument("--show-settings", nargs="?", const="", default=None, metavar="FILE",
+                   help="print the resolved configuration (for FILE: the rules that apply to it) and exit")
+    p.add_argument("--show-files", action="store_true",
+                   help="print the source files " + ("lint" if command == "lint" else "the source rules")
+                        + " would read, one a line, and exit")
+
+
 def _add_selection(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", metavar="FILE", help="pyproject.toml or kgate.toml (default: nearest)")
     p.add_argument("--select", metavar="CODES", help="comma-separated codes, prefixes or names (replaces config)")
@@ -76,7 +151,8 @@ def _add_selection(p: argparse.ArgumentParser) -> None:
 
 
 def _add_output(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--format", "--output-format", dest="format", choices=FORMATS, default="terminal")
+    p.add_argument("--format", "--output-format", dest="format", choices=FORMATS, default="terminal",
+                   help="the report's format (default: terminal)")
     p.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout")
     p.add_argument("--statistics", action="store_true", help="one line per rule: count, code, name")
     p.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
@@ -92,14 +168,19 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser = _Parser(prog="kgate", description="Gate GPU kernel repositories on what the compiler produced.")
     parser.add_argument("--version", action="version", version=f"kgate {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    subparsers: dict[str, _Parser] = {}
+    parser.set_defaults(subparsers=subparsers)
     for name, help_text in COMMANDS.items():
         if only is not None and name != only:
             continue
-        p = sub.add_parser(name, help=help_text, description=help_text)
+        epilog = "examples:\n" + "".join(f"  {line}\n" for line in EXAMPLES[name])
+        p = sub.add_parser(name, help=help_text, description=help_text, epilog=epilog)
+        subparsers[name] = p
         if name in ("check", "lint", "baseline", "audit"):
             _add_selection(p)
         if name in ("check", "lint"):
             _add_output(p)
+            _add_shown(p, name)
         if name in ("check", "baseline", "audit"):
             p.add_argument("--target", action="append", metavar="SM", help="only this target (repeatable)")
             p.add_argument("--kernel", action="append", metavar="GLOB", help="only kernels matching (repeatable)")
@@ -110,6 +191,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             p.add_argument("--shard", metavar="I/N", help="gate only slice I of N (1-based)")
         if name == "check":
             p.add_argument("--language", choices=("triton", "cuda"), help="only the Triton or only the CUDA kernels")
+            p.add_argument("--show-kernels", action="store_true",
+                           help="every kernel variant in the table (default: only those with findings)")
             p.add_argument("--triton", metavar="VERSION[,VERSION]",
                            help="also compile the Triton kernels under these Triton releases, each in an "
                                 "environment kgate makes once and keeps, and report what changes")
@@ -164,6 +247,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="the command to run")
         if name == "diff":
             _add_diff(p)
+        if name == "completion":
+            p.add_argument("shell", choices=("bash", "zsh", "fish"), help="the shell to complete for")
+        _add_terminal(p)
     return parser
 
 
@@ -191,7 +277,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = args_list[0] if args_list else None
     parser = build_parser(command if command in COMMANDS else None)
     try:
-        args = parser.parse_args(args_list)
+        args, extras = parser.parse_known_args(args_list)
+        if extras:
+            _unrecognized(args.subparsers.get(args.command) or parser, extras)
     except SystemExit as exc:
         if isinstance(exc.code, str):
             print(exc.code, file=sys.stderr)
@@ -200,6 +288,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
+    del args.subparsers
     args.argv = args_list  # the command line as given, for the run record of `kgate check`
     if isinstance(getattr(args, "target", None), list):  # `--target X --target X` gates X once
         args.target = list(dict.fromkeys(args.target))

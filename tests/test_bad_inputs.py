@@ -102,11 +102,14 @@ def run_case(name: str, case: dict, project: Path) -> Run:
     env["KGATE_TEST_REAL_PTXAS"] = str(bundled_tool("ptxas-blackwell"))
     env["KGATE_TEST_REAL_NVCC"] = shutil.which("nvcc") or "nvcc"
     prefix = unreadable_prefix(project, case)
+    command = list(case["command"])
+    if case.get("checked") and command[0] == "check":  # the rows of the clean kernels, to find them in the table
+        command.append("--show-kernels")
     if not prefix:
-        return kgate(*case["command"], cwd=project, env=env, timeout=300)
+        return kgate(*command, cwd=project, env=env, timeout=300)
     full_env = {**os.environ, **env}
     full_env.pop("TRITON_INTERPRET", None)
-    proc = subprocess.run([*prefix, sys.executable, "-m", "kgate", *case["command"]], cwd=project, env=full_env,
+    proc = subprocess.run([*prefix, sys.executable, "-m", "kgate", *command], cwd=project, env=full_env,
                           capture_output=True, text=True, timeout=300, check=False)
     return Run(proc.returncode, proc.stdout, proc.stderr)
 

@@ -176,7 +176,7 @@ def test_editing_a_shared_helper_recompiles_every_kernel_that_calls_it(project: 
 
 
 def test_terminal_table_shows_every_variant_and_a_verdict(project: Path, cold: Run) -> None:
-    out = kgate("check", cwd=project)
+    out = kgate("check", "--show-kernels", cwd=project)
     assert out.code == 1
     lines = out.stdout.splitlines()
     assert lines[0].split()[:4] == ["kernel", "variant", "target", "regs"]

@@ -255,7 +255,7 @@ def test_check_audit_and_merge_of_a_cuda_source_whose_name_is_not_utf8(tmp_path:
     (tmp_path / "kgate.toml").write_text('targets = ["sm_120a"]\n\n[[cuda]]\nsources = ["*.cu"]\n')
     (tmp_path / os.fsdecode(b"x\xff.cu")).write_text("__global__ void inc(float* x) { x[0] += 1.0f; }\n")
     strict = {"PYTHONIOENCODING": "utf-8:strict"}
-    run = kgate("check", cwd=tmp_path, env=strict)
+    run = kgate("check", "--show-kernels", cwd=tmp_path, env=strict)
     assert run.code == 0 and "Traceback" not in run.stderr, run.stderr
     assert "inc     x\\xff.cu  sm_120a" in run.stdout
     audit_run = kgate("audit", "-o", "audit", cwd=tmp_path, env=strict)

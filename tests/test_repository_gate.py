@@ -36,7 +36,7 @@ def copy(tmp_path_factory: pytest.TempPathFactory, repository_cold: tuple[Path, 
 
 
 def test_the_bundled_kernels_pass_their_own_gate(copy: Path) -> None:
-    run = kgate("check", cwd=copy)
+    run = kgate("check", "--show-kernels", cwd=copy)
     assert run.code == 0, run.stdout + run.stderr
     assert "kgate check: passed:" in run.stdout
     assert any("kernels.mxfp8:mxfp8_matmul_kernel" in line and "sm_120a" in line and "block_scale" in line

@@ -79,7 +79,7 @@ def test_check_of_cuda_sources_runs_no_project_code(tmp_path: Path) -> None:
     (project / "csrc").mkdir()
     (project / "csrc" / "k.cu").write_text("__global__ void k(float* x) { x[0] = 1.0f; }\n")
     (project / "kgate.toml").write_text('ignore = ["KG201", "KG203"]\n\n[[cuda]]\nsources = ["csrc/*.cu"]\n')
-    run = kgate("check", cwd=project)
+    run = kgate("check", "--show-kernels", cwd=project)
     assert run.code == 0, run.stdout + run.stderr
     assert "k " in run.stdout and _markers(project) == []
 

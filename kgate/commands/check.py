@@ -8,7 +8,7 @@ from typing import Any
 
 from kgate.api import gate as api
 from kgate.commands import recording
-from kgate.commands.common import ProgressBar, config_from, emit, fail_on, selection_from
+from kgate.commands.common import ProgressBar, config_from, emit, fail_on, selection_from, show_files, show_settings
 from kgate.core.config import Config
 from kgate.core.result import Result
 from kgate.pipeline.check import CheckOptions, CheckRun, resolve_targets
@@ -21,13 +21,18 @@ def run(args: argparse.Namespace) -> int:
     spec = parse_shard(args.shard) if getattr(args, "shard", None) is not None else None
     config = config_from(args)
     selection = selection_from(args, config)
+    if args.show_settings is not None:
+        return show_settings(config, selection, args.show_settings)
+    if args.show_files:  # the source files the source rules read; the kernels are `kgate check` itself
+        return show_files(config, selection, [])
     options = CheckOptions(targets=tuple(args.target or ()), kernels=tuple(args.kernel or ()), jobs=args.jobs,
                            sass=args.sass, no_cache=args.no_cache, fail_on=fail_on(args, config), shard=spec,
                            language=args.language)
     # A shard's slice also depends on the recorded timings.
     extra = [str(timings_path(config))] if spec is not None else []
     taken = recording.snapshot(args, config, extra, compilers=True)
-    progress = ProgressBar(enabled=not args.quiet and args.format == "terminal")
+    # The bar only under the terminal report; the plain lines of a log in every format (they go to stderr).
+    progress = ProgressBar(enabled=not args.quiet and args.format == "terminal", plain=not args.quiet)
     try:
         # The run and its report are `kgate.api.gate`'s, which `kgate.api.check()` hands back as typed objects.
         checked = api.run_check(config, selection, options, progress)

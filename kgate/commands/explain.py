@@ -16,7 +16,9 @@ def find_rule(token: str) -> Rule:
     for code, name, _module in registry.REGISTRY:
         if token.upper() == code or token == name:
             return registry.load(code)
-    raise ConfigError(f"unknown rule {token!r} (see `kgate rules`)")
+    from kgate.core.selection import unknown_rule_hint
+
+    raise ConfigError(f"unknown rule {token!r}{unknown_rule_hint(token)}")
 
 
 def render_text(rule: Rule) -> str:

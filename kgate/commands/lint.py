@@ -11,7 +11,7 @@ import os
 
 from kgate.api.source import lint_result
 from kgate.commands import recording
-from kgate.commands.common import config_from, emit, fail_on, selection_from
+from kgate.commands.common import config_from, emit, fail_on, selection_from, show_files, show_settings
 from kgate.core.config import Config
 from kgate.core.selection import Selection
 
@@ -19,6 +19,10 @@ from kgate.core.selection import Selection
 def run(args: argparse.Namespace) -> int:
     config = config_from(args)
     selection = selection_from(args, config)
+    if args.show_settings is not None:
+        return show_settings(config, selection, args.show_settings)
+    if args.show_files:
+        return show_files(config, selection, args.paths, force_exclude=args.force_exclude)
     taken = recording.snapshot(args, config, [os.path.abspath(p) for p in args.paths], compilers=False)
     with recording.capture() as (out, err):
         code = _lint(args, config, selection)

@@ -44,8 +44,17 @@ def resolve_codes(tokens: tuple[str, ...] | list[str], where: str) -> set[str]:
         elif any(code.startswith(upper) for code in all_codes) and upper.startswith("KG"):
             out.update(code for code in all_codes if code.startswith(upper))
         else:
-            raise ConfigError(f"{where}: unknown rule {token!r} (see `kgate rules`)")
+            raise ConfigError(f"{where}: unknown rule {token!r}{unknown_rule_hint(token)}")
     return out
+
+
+def unknown_rule_hint(token: str) -> str:
+    """The tail of an unknown-rule message: the nearest code or name, and where the list is."""
+    from kgate.support.suggest import closest
+
+    known = [word for code, name, _module in registry.REGISTRY for word in (code, name)]
+    found = closest(token, known)
+    return f"; did you mean {found!r}? (see `kgate rules`)" if found else " (see `kgate rules`)"
 
 
 @dataclass(frozen=True)
@@ -102,7 +111,8 @@ def build_selection(config: Config, *, select: list[str] | None = None, extend_s
     for name, values in config.options.items():
         found = names.get(name) or (name if name in {c for c, _n, _m in registry.REGISTRY} else None)
         if found is None:
-            raise ConfigError(f"{where}: options.{name}: unknown rule (options are keyed by rule name)")
+            raise ConfigError(f"{where}: options.{name}: unknown rule (options are keyed by rule name)"
+                              f"{unknown_rule_hint(name)}")
         options[found] = values
     pfi = tuple((pattern, frozenset(resolve_codes(list(codes), f"{where}: per-file-ignores.{pattern}")))
                 for pattern, codes in sorted(config.per_file_ignores.items()))

@@ -47,9 +47,10 @@ from kgate.support.reads import listing
 RECORD_VERSION = 3  # 3: a record names its key, project and command line and carries a hash of its content
 # Environment variables that can change what a check finds.
 _ENV_PREFIXES = ("TRITON_", "CUDA", "NVCC", "KGATE_", "NVIDIA_")
-_ENV_NAMES = ("PATH", "PYTHONPATH", "NO_COLOR", "COLUMNS", "LD_LIBRARY_PATH", "CI")
-# Flags whose output describes the run itself (counts of compiled kernels), not the inputs.
-_NOT_REPLAYED = ("-v", "--verbose", "--no-cache", "-h", "--help", "--triton")
+_ENV_NAMES = ("PATH", "PYTHONPATH", "NO_COLOR", "FORCE_COLOR", "COLUMNS", "LD_LIBRARY_PATH", "CI")
+# Flags whose output describes the run itself (counts of compiled kernels), not the inputs; and flags that print
+# something else than the report (the settings, the files), which is never recorded.
+_NOT_REPLAYED = ("-v", "--verbose", "--no-cache", "-h", "--help", "--triton", "--show-settings", "--show-files")
 
 
 def _cache_dir(config_path: str) -> str | None:

@@ -5,7 +5,9 @@ Every text from the project (paths, kernel and variant names, messages) goes thr
 
 from __future__ import annotations
 
+import os
 from collections import Counter
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from kgate.core.findings import Finding, Severity
@@ -17,6 +19,27 @@ if TYPE_CHECKING:
     from kgate.facts.model import KernelFacts
 
 _COLOURS = {Severity.ERROR: "31", Severity.WARNING: "33", Severity.NOTE: "36"}
+
+
+def use_colour(choice: str, is_tty: bool, environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether to colour: `--color always|never` first, then NO_COLOR (any non-empty value: no colour), then
+    FORCE_COLOR (any non-empty value: colour even off a terminal), then whether the output is a terminal."""
+    if choice != "auto":
+        return choice == "always"
+    if environ.get("NO_COLOR"):
+        return False
+    if environ.get("FORCE_COLOR"):
+        return True
+    return is_tty
+
+
+def screen_width() -> int | None:
+    """The terminal's width in columns (COLUMNS when set), or None when stdout is not a terminal: a log or a
+    file keeps whole lines."""
+    import shutil
+
+    columns = shutil.get_terminal_size(fallback=(0, 0)).columns
+    return columns or None
 
 
 def _paint(text: str, code: str, colour: bool) -> str:
@@ -48,7 +71,11 @@ def _verdict(facts: KernelFacts, by_kernel: dict[tuple[str, str, str], list[Find
     return f"{worst.severity.value} ({', '.join(sorted({f.name for f in found}))})"
 
 
-def kernel_table(kernels: list[KernelFacts], findings: list[Finding]) -> list[str]:
+def kernel_table(kernels: list[KernelFacts], findings: list[Finding], *, all_rows: bool = True,
+                 width: int | None = None) -> list[str]:
+    """The kernel table: a row per kernel variant and target (only those with findings unless `all_rows`), the
+    variant column cut so that a row fits in `width` columns when it can, and a line saying how many rows
+    were left out."""
     # Imported here: `kgate lint` renders no kernel table and should not pay for these.
     from kgate.hardware.budgets import residency
     from kgate.hardware.profiles import primary
@@ -61,14 +88,49 @@ def kernel_table(kernels: list[KernelFacts], findings: list[Finding]) -> list[st
     header = ("kernel", "variant", "target", "regs", "spill", "smem", "w/sub", "mma", "verdict")
     rows = [header]
     shown = short_variants([k.key for k in kernels])
-    for k in sorted(kernels, key=lambda k: k.key):
+    chosen = [k for k in sorted(kernels, key=lambda k: k.key) if all_rows or k.key in by_kernel]
+    for k in chosen:
         res = k.resources
         occ = residency(res.registers, res.smem_bytes, k.num_warps, primary(k.target))
         mma = ", ".join(sorted({short_mma(op) for op in k.entry.mma})) or "-"
         rows.append((k.kernel, shown[k.key], k.target, str(res.registers), str(res.spill_stores), str(res.smem_bytes),
                      f"{occ.warps_per_subcore:g}", mma, _verdict(k, by_kernel)))
-    out = aligned(rows, {3, 4, 5, 6})
+    hidden = len(kernels) - len(chosen)
+    out = _fit(rows, width) if len(rows) > 1 else []
+    if hidden:
+        out.append(f"{hidden} of {len(kernels)} kernel variant(s) without findings not shown (--show-kernels shows "
+                   f"them)")
     return out
+
+
+VARIANT_COLUMN = 1
+MIN_VARIANT = 12  # narrower than this, a variant says nothing: the row is left wider than the screen
+
+
+def _fit(rows: list[tuple[str, ...]], width: int | None) -> list[str]:
+    """The table's lines, the variant column cut (with "...") so that the lines fit in `width` columns."""
+    lines = aligned(rows, {3, 4, 5, 6})
+    widest = max(len(line) for line in lines)
+    if width is None or widest <= width:
+        return lines
+    column = max(len(terminal(row[VARIANT_COLUMN])) for row in rows)
+    keep = max(MIN_VARIANT, column - (widest - width))
+    cut = [row[:VARIANT_COLUMN] + (_cut(row[VARIANT_COLUMN], keep),) + row[VARIANT_COLUMN + 1:] for row in rows]
+    return aligned(cut, {3, 4, 5, 6})
+
+
+def _cut(text: str, keep: int) -> str:
+    """`text` cut to `keep` columns as the terminal shows it (escaped), "..." where it was cut; the "#tag" that
+    ends a variant's name stays when there is room for it."""
+    if len(terminal(text)) <= keep:
+        return text
+    head, sep, tag = text.rpartition("#")
+    if sep and len(terminal(tag)) + 1 + 3 + 4 <= keep:
+        return _cut(head, keep - len(terminal(tag)) - 1) + sep + tag
+    end = keep - 3
+    while end > 0 and len(terminal(text[:end])) > keep - 3:
+        end -= 1
+    return text[:end] + "..."
 
 
 VARIANT_WIDTH = 64
@@ -133,16 +195,20 @@ def summary_line(result: Result) -> str:
     return f"kgate {result.command}: {verdict}: {subject}, {', '.join(parts)}{tail}"
 
 
-def render(result: Result, *, colour: bool = False, table: bool = True) -> str:
+def render(result: Result, *, colour: bool = False, table: bool = True, quiet: bool = False, all_kernels: bool = True,
+           width: int | None = None) -> str:
+    """The terminal report. `quiet`: the findings, the failing ratchet lines and the summary only (no notices);
+    `all_kernels` False: the table's rows with findings only; `width`: the screen's, to fit the table in."""
     lines: list[str] = []
     if table and result.kernels:
-        lines.extend(kernel_table(result.kernels, result.findings))
+        lines.extend(kernel_table(result.kernels, result.findings, all_rows=all_kernels, width=width))
         lines.append("")
     for f in result.findings:
         lines.append(finding_line(f, colour))
         lines.extend(related_lines(f))
-    lines.extend(terminal(str(diff)) for diff in result.ratchet)
-    lines.extend(terminal(notice) for notice in result.notices)
+    lines.extend(terminal(str(diff)) for diff in result.ratchet if not quiet or getattr(diff, "fails", True))
+    if not quiet:
+        lines.extend(terminal(notice) for notice in result.notices)
     if lines and lines[-1] != "":
         lines.append("")
     lines.append(summary_line(result))
