@@ -114,22 +114,41 @@ REPOSITORY_FIRST_CHECK = ("check", "--format", "github")
 
 
 @pytest.fixture(scope="session")
-def repository_cold(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Run]:
-    """A fresh checkout of this repository (`repository_checkout`) after one cold `kgate check --format github`
-    (the first step of the README's CI workflow): its folder, cache included, and that run.
+def repository_first_push(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Run]]:
+    """The first push of docs/ci.md's sharded workflow on fresh checkouts of this repository: every shard job
+    compiles its slice with no cache, then the merge job joins the shards' results and caches. Its merge
+    checkout (the joined cache included) and the merge job's runs.
 
-    Compiling the bundled kernels takes minutes. The tests that need them compiled without being about the
-    cold compile share this one (the workflow test's first step, its unsharded reference, the gate on a
-    copy) and work on copies (`copy_repository`); the folder itself is never changed after the compile.
+    Compiling the bundled kernels takes minutes: this is the session's one cold compile of them. The workflow
+    test checks this push; the tests of this repository's gate start from the cache it joined
+    (`repository_checked`). Nothing here is changed after the push.
     """
-    checkout = repository_checkout(tmp_path_factory.mktemp("repository-cold") / "checkout")
+    from workflows import run_matrix, workflow  # it imports this module
+
+    return run_matrix(workflow("### A GitHub Actions matrix"), tmp_path_factory.mktemp("first-push"), restored=None)
+
+
+@pytest.fixture(scope="session")
+def repository_checked(tmp_path_factory: pytest.TempPathFactory,
+                    repository_first_push: tuple[Path, list[Run]]) -> tuple[Path, Run]:
+    """A fresh checkout of this repository (`repository_checkout`) with the cache the sharded first push joined,
+    after `kgate check --format github` there (the first step of the README's CI workflow): its folder, cache
+    included, and that run.
+
+    Every variant is in the cache, so the run compiles nothing; its report is the bytes a cold run gives (a
+    warm cache changes no report: tests/test_determinism.py), which the workflow test also sees (the merged
+    shards equal it). The tests of this repository's gate work on copies (`copy_repository`); the folder
+    itself is never changed after the check.
+    """
+    checkout = repository_checkout(tmp_path_factory.mktemp("repository-checked") / "checkout")
+    shutil.copytree(repository_first_push[0] / ".kgate-cache", checkout / ".kgate-cache", symlinks=True)
     return checkout, kgate(*REPOSITORY_FIRST_CHECK, cwd=checkout)
 
 
-def copy_repository(repository_cold: tuple[Path, Run], dest: Path) -> Path:
+def copy_repository(repository_checked: tuple[Path, Run], dest: Path) -> Path:
     """A copy of the cold-checked checkout of this repository in `dest`, its cache included."""
     target = dest / "checkout"
-    shutil.copytree(repository_cold[0], target, symlinks=True)
+    shutil.copytree(repository_checked[0], target, symlinks=True)
     return target
 
 

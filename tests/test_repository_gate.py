@@ -29,10 +29,10 @@ WAIT_LATE = '''    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, B
 
 
 @pytest.fixture(scope="module")
-def copy(tmp_path_factory: pytest.TempPathFactory, repository_cold: tuple[Path, Run]) -> Path:
+def copy(tmp_path_factory: pytest.TempPathFactory, repository_checked: tuple[Path, Run]) -> Path:
     """A checkout of this repository whose cache holds every kernel (compiled once for the test session)."""
-    assert repository_cold[1].code == 0, repository_cold[1].stdout + repository_cold[1].stderr
-    return copy_repository(repository_cold, tmp_path_factory.mktemp("repository"))
+    assert repository_checked[1].code == 0, repository_checked[1].stdout + repository_checked[1].stderr
+    return copy_repository(repository_checked, tmp_path_factory.mktemp("repository"))
 
 
 def test_the_bundled_kernels_pass_their_own_gate(copy: Path) -> None:
