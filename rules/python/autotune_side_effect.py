@@ -68,19 +68,29 @@ A `pre_hook`, the decorator's or a config's own
 it calls `zero_()`, `fill_(...)` or `copy_(...)` on through the argument
 dict it is given (`nargs["c"].zero_()`). kgate reads a hook that is a
 lambda, a function of the module, or a call of a module function that
-returns one; in a hook made by such a call, `nargs[name]` with `name` not a
+returns one; in a hook that loops over a literal list (`for name in
+["dw", "db"]: nargs[name].zero_()`), `nargs[name]` stands for that list's
+names; in a hook made by such a call, `nargs[name]` with `name` not a
 literal stands for every name the call passes (`init_to_zero(["dq",
-"dk"])`). A hook it cannot read (imported from elsewhere) is trusted to
-reset what it must.
+"dk"])`). A hook attached under a condition (`pre_hook=zero_c if split_k >
+1 else None`) counts as the hook. A hook it cannot read (imported from
+elsewhere) is trusted to reset what it must.
 
 A config's pre_hook protects the buffer only when every config that runs
 the atomic resets it. The configs are followed through list literals, `+`,
 comprehensions, module constants, functions of the module that build the
 list, and calls of other functions given configs (assumed to choose among
-them); when some cannot be seen, config hooks protect nothing. A config
+them); when some cannot be seen, config hooks protect nothing. An
+`early_config_prune` function of the module that builds configs of its
+own and hands back only those replaces the list with them (a pruner that
+hands back some of the configs it was given adds its own to the list). A config
 whose literal constexpr values make an `if` around the atomic take the
 other branch does not run it: with `if SPLIT_K == 1: tl.store(...) else:
-tl.atomic_add(...)`, only the split-K configs need a hook.
+tl.atomic_add(...)`, only the split-K configs need a hook. A
+`@triton.heuristics` entry that always gives the same literal
+(`"SPLIT_K": lambda args: 1`, or a module function every `return` of
+which does) fixes that constexpr under every config: an atomic its `if`
+never reaches is not reported.
 
 An add is not reported either when, before it and on every path to it,
 the kernel stores through the same address (the store's pointer adds to
@@ -228,6 +238,54 @@ class _Module:
             return None
         return [c for found in given for c in found or ()]
 
+    def pruned(self, decorator: ast.Call, configs: list[_Config] | None) -> list[_Config] | None:
+        """The configs the benchmark runs after `prune_configs_by={"early_config_prune": fn}`: a module function
+        that builds configs of its own (`triton.Config(...)` in its body) and hands back only those replaces the
+        list; one that hands back anything else (a filtered list of the configs it was given) may pass any of
+        them on as well; a pruner kgate cannot read leaves the list as it is."""
+        by = py.argument(decorator, "prune_configs_by", 2)
+        if not isinstance(by, ast.Dict):
+            return configs
+        pruner = next((value for key, value in zip(by.keys, by.values)
+                       if isinstance(key, ast.Constant) and key.value == "early_config_prune"), None)
+        fn = self.function(pruner.id) if isinstance(pruner, ast.Name) else None
+        if fn is None:
+            return configs
+        made = [node for node in ast.walk(fn) if isinstance(node, ast.Call) and self._is_config(node.func)]
+        if not made:
+            return configs
+        built = {id(node) for node in made}
+        handed = [node.value for node in ast.walk(fn)
+                  if isinstance(node, (ast.Return, ast.Yield)) and node.value is not None]
+        own = [self._config(node) for node in made]
+        if all(id(value) in built for value in handed):
+            return own
+        return None if configs is None else configs + own
+
+    def fixed(self, fn: Function) -> dict[str, object]:
+        """Constexpr values a `@triton.heuristics({...})` on the kernel sets to one literal whatever the
+        arguments (`"SPLIT_K": lambda args: 1`, or a module function every `return` of which gives the same
+        literal): they hold under every config."""
+        out: dict[str, object] = {}
+        for decorator in fn.decorator_list:
+            if not (isinstance(decorator, ast.Call) and decorator.args and isinstance(decorator.args[0], ast.Dict)
+                    and (py.qualified(decorator.func, self.imports) or "").rpartition(".")[2] == "heuristics"):
+                continue
+            table = decorator.args[0]
+            for key, value in zip(table.keys, table.values):
+                if not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
+                    continue
+                if isinstance(value, ast.Lambda):
+                    results: list[ast.expr | None] = [value.body]
+                elif isinstance(value, ast.Name) and (helper := self.function(value.id)) is not None:
+                    results = [node.value for node in ast.walk(helper) if isinstance(node, ast.Return)]
+                else:
+                    continue
+                literals = {r.value for r in results if isinstance(r, ast.Constant)}
+                if results and all(isinstance(r, ast.Constant) for r in results) and len(literals) == 1:
+                    out[key.value] = literals.pop()
+        return out
+
     def _is_config(self, func: ast.expr) -> bool:
         name = py.qualified(func, self.imports)
         if name is not None:
@@ -254,15 +312,24 @@ class _Module:
         """
         if hook is None or isinstance(hook, ast.Constant) and hook.value is None:
             return frozenset()
+        if isinstance(hook, ast.IfExp):
+            # `init_to_zero("c") if split_k > 1 else None`: the project attaches the hook where its condition
+            # says the kernel accumulates; the hook's resets are trusted for the config.
+            sides = [side for side in (hook.body, hook.orelse)
+                     if not (isinstance(side, ast.Constant) and side.value is None)]
+            found = [self.resets(side) for side in sides]
+            if any(f is None for f in found):
+                return None
+            return frozenset().union(*[f for f in found if f is not None])
         if isinstance(hook, ast.Lambda):
-            return frozenset(_reset_keys(hook, []))
+            return frozenset(_reset_keys(hook, [], self.constants))
         if isinstance(hook, ast.Name) and (fn := self.function(hook.id)) is not None:
-            return frozenset(_reset_keys(fn, []))
+            return frozenset(_reset_keys(fn, [], self.constants))
         if isinstance(hook, ast.Call) and isinstance(hook.func, ast.Name) \
                 and (maker := self.function(hook.func.id)) is not None:
             passed = [name for arg in [*hook.args, *(k.value for k in hook.keywords)]
                       for name, _at in py.string_items(arg, self.constants)]
-            return frozenset(_reset_keys(maker, passed))
+            return frozenset(_reset_keys(maker, passed, self.constants))
         return None
 
     def candidate_lines(self, fn: Function, memory: bool) -> set[int]:
@@ -351,16 +418,29 @@ class _Module:
 _RESETS = frozenset({"zero_", "fill_", "copy_"})
 
 
-def _reset_keys(fn: ast.AST, passed: list[str]) -> list[str]:
-    """The keys of `nargs[key].zero_()` (or `fill_`, `copy_`) calls in a hook; a key that is not a literal
-    stands for the names the hook's maker was given."""
+def _reset_keys(fn: ast.AST, passed: list[str], constants: dict[str, ast.expr]) -> list[str]:
+    """The keys of `nargs[key].zero_()` (or `fill_`, `copy_`) calls in a hook; a key that is a loop variable over
+    a literal list (`for name in ["dw", "db"]`) stands for that list's names, any other key that is not a literal
+    for the names the hook's maker was given."""
+    loops: dict[str, list[str]] = {}
+    for node in ast.walk(fn):
+        if isinstance(node, (ast.For, ast.comprehension)) and isinstance(node.target, ast.Name) \
+                and not isinstance(node.iter, ast.Constant) and py.resolvable(node.iter, constants):
+            names = [name for name, _at in py.string_items(node.iter, constants)]
+            if names:
+                loops.setdefault(node.target.id, []).extend(names)
     out: list[str] = []
     for node in ast.walk(fn):
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _RESETS
                 and isinstance(node.func.value, ast.Subscript)):
             continue
         key = node.func.value.slice
-        names = [key.value] if isinstance(key, ast.Constant) and isinstance(key.value, str) else passed
+        if isinstance(key, ast.Constant) and isinstance(key.value, str):
+            names = [key.value]
+        elif isinstance(key, ast.Name) and key.id in loops:
+            names = loops[key.id]
+        else:
+            names = passed
         out.extend(n for n in names if n not in out)
     return out
 
@@ -466,13 +546,16 @@ def check(source: SourceFile, ctx: SourceContext) -> Iterable[Report]:
         atomics = list(module.accesses(fn))
         if not atomics:
             continue
-        configs = module.configs(py.argument(decorator, "configs", 1))
+        configs = module.pruned(decorator, module.configs(py.argument(decorator, "configs", 0)))
+        fixed = module.fixed(fn)
         # Only an idempotent atomic needs the kernel's loads and stores: does the kernel read the buffer back?
         memory = atomics if all(a.op in ACCUMULATING for a in atomics) else list(module.accesses(fn, memory=True))
         stores: list[_Access] | None = None
         reported: set[tuple[int, int, str]] = set()
         for access in atomics:
-            reach = _reaching(fn, access.call, configs)
+            if fixed and any(_truth(test, fixed) not in (None, taken) for test, taken in _guards(fn.body, access.call)):
+                continue  # a heuristic fixes a constexpr so that the atomic's branch never runs
+            reach = _reaching(fn, access.call, configs, fixed)
             if access.roots:
                 targets = [r for r in access.roots if r not in protected and not _hooks_reset(reach, r)]
             else:
@@ -562,15 +645,18 @@ def _hooks_reset(configs: list[_Config] | None, target: str | None) -> bool:
     return all(c.resets is None or (c.resets if target is None else target in c.resets) for c in configs)
 
 
-def _reaching(fn: Function, call: ast.Call, configs: list[_Config] | None) -> list[_Config] | None:
+def _reaching(fn: Function, call: ast.Call, configs: list[_Config] | None,
+              fixed: dict[str, object]) -> list[_Config] | None:
     """The configs under which the kernel reaches `call`: those for which no enclosing `if` on a constexpr the
-    config sets literally (`if SPLIT_K == 1: ... else: atomic`) takes the other branch."""
+    config (or a heuristic, `fixed`) sets literally (`if SPLIT_K == 1: ... else: atomic`) takes the other
+    branch."""
     if not configs:
         return configs
     guards = _guards(fn.body, call)
     if not guards:
         return configs
-    return [c for c in configs if all(_truth(test, c.values) in (None, taken) for test, taken in guards)]
+    return [c for c in configs
+            if all(_truth(test, {**c.values, **fixed}) in (None, taken) for test, taken in guards)]
 
 
 def _guards(body: list[ast.stmt], call: ast.Call) -> list[tuple[ast.expr, bool]]:
