@@ -78,15 +78,23 @@ elsewhere) is trusted to reset what it must.
 
 A config's pre_hook protects the buffer only when every config that runs
 the atomic resets it. The configs are followed through list literals, `+`,
-comprehensions, module constants, functions of the module that build the
+`a if flag else b`, comprehensions, module constants, names assigned in the
+branches of a module-level `if`, functions of the module that build the
 list, and calls of other functions given configs (assumed to choose among
-them); when some cannot be seen, config hooks protect nothing. An
+them); a constexpr value taken from a loop over literals (`for split_k in
+[1]`, `for block, split in TABLE`) is known when the loop gives one value.
+Parts of the list that cannot be read (a list built in another module) are
+left out and the configs that can be read decide; when none can be read,
+config hooks protect nothing. A hook made by a call whose names cannot be
+listed (`init_to_zero(*[f"C{i}" for i in ...])`) is trusted. An
 `early_config_prune` function of the module that builds configs of its
 own and hands back only those replaces the list with them (a pruner that
 hands back some of the configs it was given adds its own to the list). A config
 whose literal constexpr values make an `if` around the atomic take the
 other branch does not run it: with `if SPLIT_K == 1: tl.store(...) else:
-tl.atomic_add(...)`, only the split-K configs need a hook. A
+tl.atomic_add(...)`, only the split-K configs need a hook, and when every
+config of a list read whole takes the other branch the atomic is not
+reported. A
 `@triton.heuristics` entry that always gives the same literal
 (`"SPLIT_K": lambda args: 1`, or a module function every `return` of
 which does) fixes that constexpr under every config: an atomic its `if`
@@ -169,6 +177,7 @@ class _Module:
         self._loaded: dict[str, Function | None] = {}
         self.functions = {stmt.name: stmt for stmt in info.tree.body
                           if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        self.branches = _branch_assignments(info.tree.body)
         self._summaries: dict[str, list[tuple[str, _Access]]] = {}
         self.writers = self._writers()
 
@@ -199,44 +208,49 @@ class _Module:
         block = pysparse.definitions(self.source.lines, blocks).get(name) if blocks is not None else None
         return py.parse_definition(self.source, block, name)
 
-    def configs(self, expr: ast.expr | None, depth: int = 0) -> list[_Config] | None:
-        """The configs a `configs=` expression lists; None when kgate cannot see all of them.
+    def configs(self, expr: ast.expr | None, depth: int = 0,
+                env: dict[str, set[object]] | None = None) -> list[_Config] | None:
+        """The configs a `configs=` expression lists that kgate can read; None when it can read none of them.
 
-        Follows list literals, `+`, comprehensions (their element stands for every config they make), module
-        constants, functions of the module that build the list (every `Config(...)` in their body), and calls
-        of other functions given configs (`select(CONFIGS)`: assumed to choose among them).
+        Follows list literals, `+`, `a if flag else b`, comprehensions (their element stands for every config
+        they make; a value taken from a loop over literals is known when the loop gives one value), module
+        constants and names assigned in the branches of a module-level `if`, functions of the module that build
+        the list (every `Config(...)` in their body), and calls of other functions given configs
+        (`select(CONFIGS)`: assumed to choose among them). Parts it cannot read (a list built in another
+        module) are left out: the configs it can read decide.
         """
         if expr is None or depth > _DEPTH:
             return None
         if isinstance(expr, (ast.List, ast.Tuple)):
-            out: list[_Config] = []
-            for elt in expr.elts:
-                found = self.configs(elt.value if isinstance(elt, ast.Starred) else elt, depth + 1)
-                if found is None:
-                    return None
-                out.extend(found)
-            return out
+            return _readable([self.configs(elt.value if isinstance(elt, ast.Starred) else elt, depth + 1, env)
+                              for elt in expr.elts])
         if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Add):
-            left, right = self.configs(expr.left, depth + 1), self.configs(expr.right, depth + 1)
-            return None if left is None or right is None else left + right
+            return _readable([self.configs(expr.left, depth + 1, env), self.configs(expr.right, depth + 1, env)])
+        if isinstance(expr, ast.IfExp):
+            return _readable([self.configs(expr.body, depth + 1, env), self.configs(expr.orelse, depth + 1, env)])
         if isinstance(expr, (ast.ListComp, ast.GeneratorExp)):
-            return self.configs(expr.elt, depth + 1)
+            inner = dict(env or {})
+            for generator in expr.generators:
+                _loop_values(inner, generator.target, generator.iter, self.constants, {})
+            return self.configs(expr.elt, depth + 1, inner)
         if isinstance(expr, ast.Name):
             value = self.constants.get(expr.id)
-            return self.configs(value, depth + 1) if value is not None else None
+            if value is not None:
+                return self.configs(value, depth + 1, env)
+            branches = self.branches.get(expr.id)
+            return _readable([self.configs(v, depth + 1, env) for v in branches]) if branches else None
         if not isinstance(expr, ast.Call):
             return None
         if self._is_config(expr.func):
-            return [self._config(expr)]
+            return [self._config(expr, env or {})]
         builder = self.function(expr.func.id) if isinstance(expr.func, ast.Name) else None
         if builder is not None:
-            made = [self._config(node) for node in ast.walk(builder)
+            local = _builder_values(builder, self.constants)
+            made = [self._config(node, local) for node in ast.walk(builder)
                     if isinstance(node, ast.Call) and self._is_config(node.func)]
             return made or None
-        given = [self.configs(arg.value if isinstance(arg, ast.Starred) else arg, depth + 1) for arg in expr.args]
-        if not given or any(found is None for found in given):
-            return None
-        return [c for found in given for c in found or ()]
+        return _readable([self.configs(arg.value if isinstance(arg, ast.Starred) else arg, depth + 1, env)
+                          for arg in expr.args])
 
     def pruned(self, decorator: ast.Call, configs: list[_Config] | None) -> list[_Config] | None:
         """The configs the benchmark runs after `prune_configs_by={"early_config_prune": fn}`: a module function
@@ -257,10 +271,11 @@ class _Module:
         built = {id(node) for node in made}
         handed = [node.value for node in ast.walk(fn)
                   if isinstance(node, (ast.Return, ast.Yield)) and node.value is not None]
-        own = [self._config(node) for node in made]
+        values = _builder_values(fn, self.constants)
+        own = [self._config(node, values) for node in made]
         if all(id(value) in built for value in handed):
             return own
-        return None if configs is None else configs + own
+        return None if configs is None else _readable([configs, own])
 
     def fixed(self, fn: Function) -> dict[str, object]:
         """Constexpr values a `@triton.heuristics({...})` on the kernel sets to one literal whatever the
@@ -293,13 +308,17 @@ class _Module:
         written = py.dotted(func) or ""
         return written == "Config" or written.endswith(".Config")
 
-    def _config(self, call: ast.Call) -> _Config:
+    def _config(self, call: ast.Call, env: dict[str, set[object]]) -> _Config:
         values: dict[str, object] = {}
         first = py.argument(call, "kwargs", 0)
         if isinstance(first, ast.Dict):
             for key, value in zip(first.keys, first.values, strict=True):
-                if isinstance(key, ast.Constant) and isinstance(key.value, str) and isinstance(value, ast.Constant):
+                if not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
+                    continue
+                if isinstance(value, ast.Constant):
                     values[key.value] = value.value
+                elif isinstance(value, ast.Name) and len(env.get(value.id, ())) == 1:
+                    values[key.value] = next(iter(env[value.id]))  # a loop over literals that gives one value
         return _Config(values, self.resets(py.argument(call, "pre_hook", 5)))
 
     def resets(self, hook: ast.expr | None) -> frozenset[str] | None:
@@ -327,8 +346,11 @@ class _Module:
             return frozenset(_reset_keys(fn, [], self.constants))
         if isinstance(hook, ast.Call) and isinstance(hook.func, ast.Name) \
                 and (maker := self.function(hook.func.id)) is not None:
-            passed = [name for arg in [*hook.args, *(k.value for k in hook.keywords)]
-                      for name, _at in py.string_items(arg, self.constants)]
+            given = [arg.value if isinstance(arg, ast.Starred) else arg
+                     for arg in [*hook.args, *(k.value for k in hook.keywords)]]
+            if not all(py.resolvable(arg, self.constants) for arg in given):
+                return None  # `init_to_zero(*[f"C{i}" for i in ...])`: names kgate cannot list
+            passed = [name for arg in given for name, _at in py.string_items(arg, self.constants)]
             return frozenset(_reset_keys(maker, passed, self.constants))
         return None
 
@@ -413,6 +435,84 @@ class _Module:
             return _operands(call, func.attr, method=False)
         operands = _operands(call, func.attr, method=True)  # the tensor method: `(ptr + offs).atomic_add(v)`
         return (func.attr, base, operands[2]) if operands is not None else None
+
+
+class _Partial(list):  # type: ignore[type-arg]
+    """Configs read from an expression some parts of which kgate could not read."""
+
+
+def _readable(parts: list[list[_Config] | None]) -> list[_Config] | None:
+    """The configs of the parts kgate could read (a `_Partial` when some could not be read); None when it could
+    read none."""
+    found = [part for part in parts if part is not None]
+    if not found:
+        return None
+    configs = [c for part in found for c in part]
+    return _Partial(configs) if len(found) < len(parts) or any(isinstance(p, _Partial) for p in found) else configs
+
+
+def _branch_assignments(body: list[ast.stmt]) -> dict[str, list[ast.expr]]:
+    """Names assigned in the branches of module-level `if` statements (`configs = A if ... else B` spelled as
+    statements), with every value assigned."""
+    out: dict[str, list[ast.expr]] = {}
+    stack = [stmt for stmt in body if isinstance(stmt, ast.If)]
+    while stack:
+        stmt = stack.pop()
+        for branch in (stmt.body, stmt.orelse):
+            for inner in branch:
+                if isinstance(inner, ast.If):
+                    stack.append(inner)
+                elif isinstance(inner, ast.Assign):
+                    for target in inner.targets:
+                        if isinstance(target, ast.Name):
+                            out.setdefault(target.id, []).append(inner.value)
+    return out
+
+
+def _literals(expr: ast.expr, constants: dict[str, ast.expr], local: dict[str, ast.expr]) -> list[object] | None:
+    """The items of a literal list or tuple (directly, through a module constant or a local name)."""
+    if isinstance(expr, ast.Name):
+        found = local.get(expr.id, constants.get(expr.id))
+        return _literals(found, constants, {}) if found is not None and found is not expr else None
+    if isinstance(expr, (ast.List, ast.Tuple)):
+        items: list[object] = []
+        for elt in expr.elts:
+            if isinstance(elt, ast.Constant):
+                items.append(elt.value)
+            elif isinstance(elt, (ast.Tuple, ast.List)) and all(isinstance(e, ast.Constant) for e in elt.elts):
+                items.append(tuple(e.value for e in elt.elts))  # type: ignore[attr-defined]
+            else:
+                return None
+        return items
+    return None
+
+
+def _loop_values(env: dict[str, set[object]], target: ast.expr, iterable: ast.expr, constants: dict[str, ast.expr],
+                 local: dict[str, ast.expr]) -> None:
+    """The values a loop over a literal list gives its target (`for s in [1]`, `for a, s in TABLE`)."""
+    items = _literals(iterable, constants, local)
+    if items is None:
+        return
+    if isinstance(target, ast.Name):
+        env[target.id] = set(items) if all(not isinstance(i, tuple) for i in items) else set()
+    elif isinstance(target, ast.Tuple):
+        for position, elt in enumerate(target.elts):
+            if isinstance(elt, ast.Name):
+                env[elt.id] = {item[position] for item in items
+                               if isinstance(item, tuple) and len(item) == len(target.elts)}
+
+
+def _builder_values(fn: Function, constants: dict[str, ast.expr]) -> dict[str, set[object]]:
+    """The values the loops of a config-building function give their targets."""
+    local = {t.id: stmt.value for stmt in ast.walk(fn) if isinstance(stmt, ast.Assign)
+             for t in stmt.targets if isinstance(t, ast.Name)}
+    env: dict[str, set[object]] = {}
+    for node in ast.walk(fn):
+        if isinstance(node, ast.For):
+            _loop_values(env, node.target, node.iter, constants, local)
+        elif isinstance(node, ast.comprehension):
+            _loop_values(env, node.target, node.iter, constants, local)
+    return env
 
 
 _RESETS = frozenset({"zero_", "fill_", "copy_"})
@@ -556,6 +656,8 @@ def check(source: SourceFile, ctx: SourceContext) -> Iterable[Report]:
             if fixed and any(_truth(test, fixed) not in (None, taken) for test, taken in _guards(fn.body, access.call)):
                 continue  # a heuristic fixes a constexpr so that the atomic's branch never runs
             reach = _reaching(fn, access.call, configs, fixed)
+            if configs and not isinstance(configs, _Partial) and not reach:
+                continue  # no config the autotuner can run takes the atomic's branch
             if access.roots:
                 targets = [r for r in access.roots if r not in protected and not _hooks_reset(reach, r)]
             else:
