@@ -80,7 +80,8 @@ A config's pre_hook protects the buffer only when every config that runs
 the atomic resets it. The configs are followed through list literals, `+`,
 `a if flag else b`, comprehensions, module constants, names assigned in the
 branches of a module-level `if`, functions of the module that build the
-list, and calls of other functions given configs (assumed to choose among
+list (a config's `pre_hook=pre_hook` taking what the call passes for that
+parameter), and calls of other functions given configs (assumed to choose among
 them); a constexpr value taken from a loop over literals (`for split_k in
 [1]`, `for block, split in TABLE`) is known when the loop gives one value.
 Parts of the list that cannot be read (a list built in another module) are
@@ -104,7 +105,10 @@ An add is not reported either when, before it and on every path to it,
 the kernel stores through the same address (the store's pointer adds to
 every term of the atomic's: `tl.store(d + row + offs, ...)` then
 `tl.atomic_add(d + row, x)`): each run overwrites what the previous one
-added before adding again.
+added before adding again. The names in the atomic's pointer must be
+assigned once in the kernel: a `ptrs` reassigned for another tile (a
+stream-K kernel storing whole tiles, then adding partial ones) is not the
+address the store wrote.
 
 An atomic on a pointer that cannot be traced to a parameter is reported
 only when nothing resets anything at all (and, for an idempotent atomic,
@@ -246,7 +250,8 @@ class _Module:
         builder = self.function(expr.func.id) if isinstance(expr.func, ast.Name) else None
         if builder is not None:
             local = _builder_values(builder, self.constants)
-            made = [self._config(node, local) for node in ast.walk(builder)
+            given = _bound(builder, expr)
+            made = [self._config(node, local, given) for node in ast.walk(builder)
                     if isinstance(node, ast.Call) and self._is_config(node.func)]
             return made or None
         return _readable([self.configs(arg.value if isinstance(arg, ast.Starred) else arg, depth + 1, env)
@@ -308,7 +313,8 @@ class _Module:
         written = py.dotted(func) or ""
         return written == "Config" or written.endswith(".Config")
 
-    def _config(self, call: ast.Call, env: dict[str, set[object]]) -> _Config:
+    def _config(self, call: ast.Call, env: dict[str, set[object]],
+                given: dict[str, ast.expr] | None = None) -> _Config:
         values: dict[str, object] = {}
         first = py.argument(call, "kwargs", 0)
         if isinstance(first, ast.Dict):
@@ -319,7 +325,10 @@ class _Module:
                     values[key.value] = value.value
                 elif isinstance(value, ast.Name) and len(env.get(value.id, ())) == 1:
                     values[key.value] = next(iter(env[value.id]))  # a loop over literals that gives one value
-        return _Config(values, self.resets(py.argument(call, "pre_hook", 5)))
+        hook = py.argument(call, "pre_hook", 5)
+        if isinstance(hook, ast.Name) and given and hook.id in given:
+            hook = given[hook.id]  # `pre_hook=pre_hook`, a parameter of the builder: what the caller passes
+        return _Config(values, self.resets(hook))
 
     def resets(self, hook: ast.expr | None) -> frozenset[str] | None:
         """The kernel arguments a pre_hook resets; None for a hook kgate cannot read.
@@ -439,6 +448,26 @@ class _Module:
 
 class _Partial(list):  # type: ignore[type-arg]
     """Configs read from an expression some parts of which kgate could not read."""
+
+
+def _bound(fn: Function, call: ast.Call) -> dict[str, ast.expr]:
+    """A function's parameters bound to what a call passes (or to their defaults)."""
+    params = py.parameters(fn)
+    out: dict[str, ast.expr] = {}
+    positional = [*fn.args.posonlyargs, *fn.args.args]
+    for param, default in zip(positional[len(positional) - len(fn.args.defaults):], fn.args.defaults):
+        out[param.arg] = default
+    for param, default in zip(fn.args.kwonlyargs, fn.args.kw_defaults):
+        if default is not None:
+            out[param.arg] = default
+    for param, arg in zip(positional, call.args):
+        if isinstance(arg, ast.Starred):
+            break
+        out[param.arg] = arg
+    for keyword in call.keywords:
+        if keyword.arg is not None and any(p.arg == keyword.arg for p in params):
+            out[keyword.arg] = keyword.value
+    return out
 
 
 def _readable(parts: list[list[_Config] | None]) -> list[_Config] | None:
@@ -682,11 +711,27 @@ def _written_first(fn: Function, access: _Access, stores: list[_Access]) -> bool
     overwrites what the last one added before adding again."""
     if access.pointer is None:
         return False
+    names = {node.id for node in ast.walk(access.pointer) if isinstance(node, ast.Name)}
+    if any(_assigned_times(fn, name) > 1 for name in names):
+        return False  # `ptrs` reassigned between the store and the add (another tile): not the same address
     terms = _terms(access.pointer)
     for store in stores:
         if store.pointer is not None and terms <= _terms(store.pointer) and _before(fn.body, store.call, access.call):
             return True
     return False
+
+
+def _assigned_times(fn: Function, name: str) -> int:
+    """How many statements of fn bind `name` (assignments, augmented assignments, loop targets)."""
+    count = 0
+    for node in ast.walk(fn):
+        targets: list[ast.expr] = []
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For)):
+            targets = [node.target]
+        count += sum(1 for t in targets for n in ast.walk(t) if isinstance(n, ast.Name) and n.id == name)
+    return count
 
 
 def _terms(expr: ast.expr) -> set[str]:
