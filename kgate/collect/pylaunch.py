@@ -1,6 +1,7 @@
 """What the arguments of a kernel's launches do at run time, read from the launch sites in its module.
 
-A launch site is `kernel[grid](...)` (or `kernel.run(...)`). The value passed for a parameter is followed
+A launch site is `kernel[grid](...)` (or `kernel.run(...)`, or `wrap(kernel)[grid](...)` through a wrapper such
+as `torch.library.wrap_triton`). The value passed for a parameter is followed
 through the launching function's assignments (every assignment of a name counts: the reading is not
 flow-sensitive) and through the module's own helper functions, and falls in one of four classes:
 
@@ -88,6 +89,13 @@ class Names:
     MODEL_PARTS = frozenset({"dim", "dims", "hidden", "head", "heads", "vocab", "expert", "experts", "features",
                              "channels", "embd", "embed", "intermediate", "model"})
 
+    # Words run together without a separator (`headdim`, `hdim`, `nheads`, `maxlen`) end in one of these.
+    RUNTIME_ENDINGS = ("seqlen", "seqlens", "tokens", "len", "lens", "batch")
+    MODEL_ENDINGS = ("dim", "dims", "head", "heads")
+    # A size of something the layer or the kernel fixes (`chunk_size`, `page_size`, `group_size`).
+    SETTING_PARTS = frozenset({"chunk", "block", "page", "group", "window", "tile"})
+    FLAG_PARTS = frozenset({"is", "has", "use", "uses", "enable", "with"})
+
     def __init__(self, runtime: set[str], model: set[str]) -> None:
         self.runtime = runtime
         self.model = model
@@ -103,6 +111,13 @@ class Names:
         if parts & self.RUNTIME_PARTS:
             return RUNTIME
         if parts & self.MODEL_PARTS:
+            return MODEL
+        if parts & self.FLAG_PARTS:
+            return UNKNOWN  # `IS_VARLEN`, `HAS_BIAS`: a flag, whatever its last word
+        if any(p.endswith(self.RUNTIME_ENDINGS) for p in parts):
+            return RUNTIME
+        if any(p.endswith(self.MODEL_ENDINGS) for p in parts) or (
+                "size" in parts and parts & self.SETTING_PARTS):
             return MODEL
         return UNKNOWN
 
@@ -508,19 +523,25 @@ def _launch_lines(text: str, names: set[str]) -> list[int]:
             end = at + len(name)
             before = text[at - 1] if at else " "
             rest = text[end:end + 8].lstrip(" \t")
-            if not (before.isalnum() or before == "_") and (rest.startswith("[") or rest.startswith(".run")):
+            if not (before.isalnum() or before == "_") and (rest.startswith("[") or rest.startswith(".run") or (
+                    rest.startswith(")") and rest[1:].lstrip(" \t").startswith("["))):
                 found.add(text.count("\n", 0, at) if "\r" not in text else len(_LINE_BREAK.findall(text, 0, at)))
             at = text.find(name, end)
     return sorted(found)
 
 
 def _launched_name(node: ast.AST) -> str | None:
-    """`k[grid](...)` or `k.run(...)`: the name `k`."""
+    """`k[grid](...)`, `k.run(...)`, or `wrap(k)[grid](...)` (a launch through a wrapper such as
+    `torch.library.wrap_triton`): the name `k`."""
     if not isinstance(node, ast.Call):
         return None
     func = node.func
     if isinstance(func, ast.Subscript) and isinstance(func.value, ast.Name):
         return func.value.id
+    if isinstance(func, ast.Subscript) and isinstance(func.value, ast.Call):
+        wrapped = func.value
+        if len(wrapped.args) == 1 and not wrapped.keywords and isinstance(wrapped.args[0], ast.Name):
+            return wrapped.args[0].id
     if isinstance(func, ast.Attribute) and func.attr == "run" and isinstance(func.value, ast.Name):
         return func.value.id
     return None

@@ -17,7 +17,8 @@ if TYPE_CHECKING:
     from kgate.collect.source import SourceFile
 
 AUTOTUNE = frozenset({"triton.autotune", "triton.runtime.autotune", "triton.runtime.autotuner.autotune"})
-CONSTEXPR = frozenset({"triton.language.constexpr", "triton.language.core.constexpr"})
+CONSTEXPR = frozenset({"triton.language.constexpr", "triton.language.core.constexpr",
+                       "triton.experimental.gluon.language.constexpr"})
 TRITON_LANGUAGE = ("triton.language", "triton.language.core")
 
 _BODIES = ("body", "orelse", "finalbody")

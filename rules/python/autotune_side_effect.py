@@ -68,25 +68,47 @@ A `pre_hook`, the decorator's or a config's own
 it calls `zero_()`, `fill_(...)` or `copy_(...)` on through the argument
 dict it is given (`nargs["c"].zero_()`). kgate reads a hook that is a
 lambda, a function of the module, or a call of a module function that
-returns one; in a hook made by such a call, `nargs[name]` with `name` not a
+returns one; in a hook that loops over a literal list (`for name in
+["dw", "db"]: nargs[name].zero_()`), `nargs[name]` stands for that list's
+names; in a hook made by such a call, `nargs[name]` with `name` not a
 literal stands for every name the call passes (`init_to_zero(["dq",
-"dk"])`). A hook it cannot read (imported from elsewhere) is trusted to
-reset what it must.
+"dk"])`). A hook attached under a condition (`pre_hook=zero_c if split_k >
+1 else None`) counts as the hook. A hook it cannot read (imported from
+elsewhere) is trusted to reset what it must.
 
 A config's pre_hook protects the buffer only when every config that runs
 the atomic resets it. The configs are followed through list literals, `+`,
-comprehensions, module constants, functions of the module that build the
-list, and calls of other functions given configs (assumed to choose among
-them); when some cannot be seen, config hooks protect nothing. A config
+`a if flag else b`, comprehensions, module constants, names assigned in the
+branches of a module-level `if`, functions of the module that build the
+list (a config's `pre_hook=pre_hook` taking what the call passes for that
+parameter), and calls of other functions given configs (assumed to choose among
+them); a constexpr value taken from a loop over literals (`for split_k in
+[1]`, `for block, split in TABLE`) is known when the loop gives one value.
+Parts of the list that cannot be read (a list built in another module) are
+left out and the configs that can be read decide; when none can be read,
+config hooks protect nothing. A hook made by a call whose names cannot be
+listed (`init_to_zero(*[f"C{i}" for i in ...])`) is trusted. An
+`early_config_prune` function of the module that builds configs of its
+own and hands back only those replaces the list with them (a pruner that
+hands back some of the configs it was given adds its own to the list). A config
 whose literal constexpr values make an `if` around the atomic take the
 other branch does not run it: with `if SPLIT_K == 1: tl.store(...) else:
-tl.atomic_add(...)`, only the split-K configs need a hook.
+tl.atomic_add(...)`, only the split-K configs need a hook, and when every
+config of a list read whole takes the other branch the atomic is not
+reported. A
+`@triton.heuristics` entry that always gives the same literal
+(`"SPLIT_K": lambda args: 1`, or a module function every `return` of
+which does) fixes that constexpr under every config: an atomic its `if`
+never reaches is not reported.
 
 An add is not reported either when, before it and on every path to it,
 the kernel stores through the same address (the store's pointer adds to
 every term of the atomic's: `tl.store(d + row + offs, ...)` then
 `tl.atomic_add(d + row, x)`): each run overwrites what the previous one
-added before adding again.
+added before adding again. The names in the atomic's pointer must be
+assigned once in the kernel: a `ptrs` reassigned for another tile (a
+stream-K kernel storing whole tiles, then adding partial ones) is not the
+address the store wrote.
 
 An atomic on a pointer that cannot be traced to a parameter is reported
 only when nothing resets anything at all (and, for an idempotent atomic,
@@ -159,6 +181,7 @@ class _Module:
         self._loaded: dict[str, Function | None] = {}
         self.functions = {stmt.name: stmt for stmt in info.tree.body
                           if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        self.branches = _branch_assignments(info.tree.body)
         self._summaries: dict[str, list[tuple[str, _Access]]] = {}
         self.writers = self._writers()
 
@@ -189,44 +212,99 @@ class _Module:
         block = pysparse.definitions(self.source.lines, blocks).get(name) if blocks is not None else None
         return py.parse_definition(self.source, block, name)
 
-    def configs(self, expr: ast.expr | None, depth: int = 0) -> list[_Config] | None:
-        """The configs a `configs=` expression lists; None when kgate cannot see all of them.
+    def configs(self, expr: ast.expr | None, depth: int = 0,
+                env: dict[str, set[object]] | None = None) -> list[_Config] | None:
+        """The configs a `configs=` expression lists that kgate can read; None when it can read none of them.
 
-        Follows list literals, `+`, comprehensions (their element stands for every config they make), module
-        constants, functions of the module that build the list (every `Config(...)` in their body), and calls
-        of other functions given configs (`select(CONFIGS)`: assumed to choose among them).
+        Follows list literals, `+`, `a if flag else b`, comprehensions (their element stands for every config
+        they make; a value taken from a loop over literals is known when the loop gives one value), module
+        constants and names assigned in the branches of a module-level `if`, functions of the module that build
+        the list (every `Config(...)` in their body), and calls of other functions given configs
+        (`select(CONFIGS)`: assumed to choose among them). Parts it cannot read (a list built in another
+        module) are left out: the configs it can read decide.
         """
         if expr is None or depth > _DEPTH:
             return None
         if isinstance(expr, (ast.List, ast.Tuple)):
-            out: list[_Config] = []
-            for elt in expr.elts:
-                found = self.configs(elt.value if isinstance(elt, ast.Starred) else elt, depth + 1)
-                if found is None:
-                    return None
-                out.extend(found)
-            return out
+            return _readable([self.configs(elt.value if isinstance(elt, ast.Starred) else elt, depth + 1, env)
+                              for elt in expr.elts])
         if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Add):
-            left, right = self.configs(expr.left, depth + 1), self.configs(expr.right, depth + 1)
-            return None if left is None or right is None else left + right
+            return _readable([self.configs(expr.left, depth + 1, env), self.configs(expr.right, depth + 1, env)])
+        if isinstance(expr, ast.IfExp):
+            return _readable([self.configs(expr.body, depth + 1, env), self.configs(expr.orelse, depth + 1, env)])
         if isinstance(expr, (ast.ListComp, ast.GeneratorExp)):
-            return self.configs(expr.elt, depth + 1)
+            inner = dict(env or {})
+            for generator in expr.generators:
+                _loop_values(inner, generator.target, generator.iter, self.constants, {})
+            return self.configs(expr.elt, depth + 1, inner)
         if isinstance(expr, ast.Name):
             value = self.constants.get(expr.id)
-            return self.configs(value, depth + 1) if value is not None else None
+            if value is not None:
+                return self.configs(value, depth + 1, env)
+            branches = self.branches.get(expr.id)
+            return _readable([self.configs(v, depth + 1, env) for v in branches]) if branches else None
         if not isinstance(expr, ast.Call):
             return None
         if self._is_config(expr.func):
-            return [self._config(expr)]
+            return [self._config(expr, env or {})]
         builder = self.function(expr.func.id) if isinstance(expr.func, ast.Name) else None
         if builder is not None:
-            made = [self._config(node) for node in ast.walk(builder)
+            local = _builder_values(builder, self.constants)
+            given = _bound(builder, expr)
+            made = [self._config(node, local, given) for node in ast.walk(builder)
                     if isinstance(node, ast.Call) and self._is_config(node.func)]
             return made or None
-        given = [self.configs(arg.value if isinstance(arg, ast.Starred) else arg, depth + 1) for arg in expr.args]
-        if not given or any(found is None for found in given):
-            return None
-        return [c for found in given for c in found or ()]
+        return _readable([self.configs(arg.value if isinstance(arg, ast.Starred) else arg, depth + 1, env)
+                          for arg in expr.args])
+
+    def pruned(self, decorator: ast.Call, configs: list[_Config] | None) -> list[_Config] | None:
+        """The configs the benchmark runs after `prune_configs_by={"early_config_prune": fn}`: a module function
+        that builds configs of its own (`triton.Config(...)` in its body) and hands back only those replaces the
+        list; one that hands back anything else (a filtered list of the configs it was given) may pass any of
+        them on as well; a pruner kgate cannot read leaves the list as it is."""
+        by = py.argument(decorator, "prune_configs_by", 2)
+        if not isinstance(by, ast.Dict):
+            return configs
+        pruner = next((value for key, value in zip(by.keys, by.values)
+                       if isinstance(key, ast.Constant) and key.value == "early_config_prune"), None)
+        fn = self.function(pruner.id) if isinstance(pruner, ast.Name) else None
+        if fn is None:
+            return configs
+        made = [node for node in ast.walk(fn) if isinstance(node, ast.Call) and self._is_config(node.func)]
+        if not made:
+            return configs
+        built = {id(node) for node in made}
+        handed = [node.value for node in ast.walk(fn)
+                  if isinstance(node, (ast.Return, ast.Yield)) and node.value is not None]
+        values = _builder_values(fn, self.constants)
+        own = [self._config(node, values) for node in made]
+        if all(id(value) in built for value in handed):
+            return own
+        return None if configs is None else _readable([configs, own])
+
+    def fixed(self, fn: Function) -> dict[str, object]:
+        """Constexpr values a `@triton.heuristics({...})` on the kernel sets to one literal whatever the
+        arguments (`"SPLIT_K": lambda args: 1`, or a module function every `return` of which gives the same
+        literal): they hold under every config."""
+        out: dict[str, object] = {}
+        for decorator in fn.decorator_list:
+            if not (isinstance(decorator, ast.Call) and decorator.args and isinstance(decorator.args[0], ast.Dict)
+                    and (py.qualified(decorator.func, self.imports) or "").rpartition(".")[2] == "heuristics"):
+                continue
+            table = decorator.args[0]
+            for key, value in zip(table.keys, table.values):
+                if not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
+                    continue
+                if isinstance(value, ast.Lambda):
+                    results: list[ast.expr | None] = [value.body]
+                elif isinstance(value, ast.Name) and (helper := self.function(value.id)) is not None:
+                    results = [node.value for node in ast.walk(helper) if isinstance(node, ast.Return)]
+                else:
+                    continue
+                literals = {r.value for r in results if isinstance(r, ast.Constant)}
+                if results and all(isinstance(r, ast.Constant) for r in results) and len(literals) == 1:
+                    out[key.value] = literals.pop()
+        return out
 
     def _is_config(self, func: ast.expr) -> bool:
         name = py.qualified(func, self.imports)
@@ -235,14 +313,22 @@ class _Module:
         written = py.dotted(func) or ""
         return written == "Config" or written.endswith(".Config")
 
-    def _config(self, call: ast.Call) -> _Config:
+    def _config(self, call: ast.Call, env: dict[str, set[object]],
+                given: dict[str, ast.expr] | None = None) -> _Config:
         values: dict[str, object] = {}
         first = py.argument(call, "kwargs", 0)
         if isinstance(first, ast.Dict):
             for key, value in zip(first.keys, first.values, strict=True):
-                if isinstance(key, ast.Constant) and isinstance(key.value, str) and isinstance(value, ast.Constant):
+                if not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
+                    continue
+                if isinstance(value, ast.Constant):
                     values[key.value] = value.value
-        return _Config(values, self.resets(py.argument(call, "pre_hook", 5)))
+                elif isinstance(value, ast.Name) and len(env.get(value.id, ())) == 1:
+                    values[key.value] = next(iter(env[value.id]))  # a loop over literals that gives one value
+        hook = py.argument(call, "pre_hook", 5)
+        if isinstance(hook, ast.Name) and given and hook.id in given:
+            hook = given[hook.id]  # `pre_hook=pre_hook`, a parameter of the builder: what the caller passes
+        return _Config(values, self.resets(hook))
 
     def resets(self, hook: ast.expr | None) -> frozenset[str] | None:
         """The kernel arguments a pre_hook resets; None for a hook kgate cannot read.
@@ -254,15 +340,27 @@ class _Module:
         """
         if hook is None or isinstance(hook, ast.Constant) and hook.value is None:
             return frozenset()
+        if isinstance(hook, ast.IfExp):
+            # `init_to_zero("c") if split_k > 1 else None`: the project attaches the hook where its condition
+            # says the kernel accumulates; the hook's resets are trusted for the config.
+            sides = [side for side in (hook.body, hook.orelse)
+                     if not (isinstance(side, ast.Constant) and side.value is None)]
+            found = [self.resets(side) for side in sides]
+            if any(f is None for f in found):
+                return None
+            return frozenset().union(*[f for f in found if f is not None])
         if isinstance(hook, ast.Lambda):
-            return frozenset(_reset_keys(hook, []))
+            return frozenset(_reset_keys(hook, [], self.constants))
         if isinstance(hook, ast.Name) and (fn := self.function(hook.id)) is not None:
-            return frozenset(_reset_keys(fn, []))
+            return frozenset(_reset_keys(fn, [], self.constants))
         if isinstance(hook, ast.Call) and isinstance(hook.func, ast.Name) \
                 and (maker := self.function(hook.func.id)) is not None:
-            passed = [name for arg in [*hook.args, *(k.value for k in hook.keywords)]
-                      for name, _at in py.string_items(arg, self.constants)]
-            return frozenset(_reset_keys(maker, passed))
+            given = [arg.value if isinstance(arg, ast.Starred) else arg
+                     for arg in [*hook.args, *(k.value for k in hook.keywords)]]
+            if not all(py.resolvable(arg, self.constants) for arg in given):
+                return None  # `init_to_zero(*[f"C{i}" for i in ...])`: names kgate cannot list
+            passed = [name for arg in given for name, _at in py.string_items(arg, self.constants)]
+            return frozenset(_reset_keys(maker, passed, self.constants))
         return None
 
     def candidate_lines(self, fn: Function, memory: bool) -> set[int]:
@@ -348,19 +446,130 @@ class _Module:
         return (func.attr, base, operands[2]) if operands is not None else None
 
 
+class _Partial(list):  # type: ignore[type-arg]
+    """Configs read from an expression some parts of which kgate could not read."""
+
+
+def _bound(fn: Function, call: ast.Call) -> dict[str, ast.expr]:
+    """A function's parameters bound to what a call passes (or to their defaults)."""
+    params = py.parameters(fn)
+    out: dict[str, ast.expr] = {}
+    positional = [*fn.args.posonlyargs, *fn.args.args]
+    for param, default in zip(positional[len(positional) - len(fn.args.defaults):], fn.args.defaults):
+        out[param.arg] = default
+    for param, default in zip(fn.args.kwonlyargs, fn.args.kw_defaults):
+        if default is not None:
+            out[param.arg] = default
+    for param, arg in zip(positional, call.args):
+        if isinstance(arg, ast.Starred):
+            break
+        out[param.arg] = arg
+    for keyword in call.keywords:
+        if keyword.arg is not None and any(p.arg == keyword.arg for p in params):
+            out[keyword.arg] = keyword.value
+    return out
+
+
+def _readable(parts: list[list[_Config] | None]) -> list[_Config] | None:
+    """The configs of the parts kgate could read (a `_Partial` when some could not be read); None when it could
+    read none."""
+    found = [part for part in parts if part is not None]
+    if not found:
+        return None
+    configs = [c for part in found for c in part]
+    return _Partial(configs) if len(found) < len(parts) or any(isinstance(p, _Partial) for p in found) else configs
+
+
+def _branch_assignments(body: list[ast.stmt]) -> dict[str, list[ast.expr]]:
+    """Names assigned in the branches of module-level `if` statements (`configs = A if ... else B` spelled as
+    statements), with every value assigned."""
+    out: dict[str, list[ast.expr]] = {}
+    stack = [stmt for stmt in body if isinstance(stmt, ast.If)]
+    while stack:
+        stmt = stack.pop()
+        for branch in (stmt.body, stmt.orelse):
+            for inner in branch:
+                if isinstance(inner, ast.If):
+                    stack.append(inner)
+                elif isinstance(inner, ast.Assign):
+                    for target in inner.targets:
+                        if isinstance(target, ast.Name):
+                            out.setdefault(target.id, []).append(inner.value)
+    return out
+
+
+def _literals(expr: ast.expr, constants: dict[str, ast.expr], local: dict[str, ast.expr]) -> list[object] | None:
+    """The items of a literal list or tuple (directly, through a module constant or a local name)."""
+    if isinstance(expr, ast.Name):
+        found = local.get(expr.id, constants.get(expr.id))
+        return _literals(found, constants, {}) if found is not None and found is not expr else None
+    if isinstance(expr, (ast.List, ast.Tuple)):
+        items: list[object] = []
+        for elt in expr.elts:
+            if isinstance(elt, ast.Constant):
+                items.append(elt.value)
+            elif isinstance(elt, (ast.Tuple, ast.List)) and all(isinstance(e, ast.Constant) for e in elt.elts):
+                items.append(tuple(e.value for e in elt.elts))  # type: ignore[attr-defined]
+            else:
+                return None
+        return items
+    return None
+
+
+def _loop_values(env: dict[str, set[object]], target: ast.expr, iterable: ast.expr, constants: dict[str, ast.expr],
+                 local: dict[str, ast.expr]) -> None:
+    """The values a loop over a literal list gives its target (`for s in [1]`, `for a, s in TABLE`)."""
+    items = _literals(iterable, constants, local)
+    if items is None:
+        return
+    if isinstance(target, ast.Name):
+        env[target.id] = set(items) if all(not isinstance(i, tuple) for i in items) else set()
+    elif isinstance(target, ast.Tuple):
+        for position, elt in enumerate(target.elts):
+            if isinstance(elt, ast.Name):
+                env[elt.id] = {item[position] for item in items
+                               if isinstance(item, tuple) and len(item) == len(target.elts)}
+
+
+def _builder_values(fn: Function, constants: dict[str, ast.expr]) -> dict[str, set[object]]:
+    """The values the loops of a config-building function give their targets."""
+    local = {t.id: stmt.value for stmt in ast.walk(fn) if isinstance(stmt, ast.Assign)
+             for t in stmt.targets if isinstance(t, ast.Name)}
+    env: dict[str, set[object]] = {}
+    for node in ast.walk(fn):
+        if isinstance(node, ast.For):
+            _loop_values(env, node.target, node.iter, constants, local)
+        elif isinstance(node, ast.comprehension):
+            _loop_values(env, node.target, node.iter, constants, local)
+    return env
+
+
 _RESETS = frozenset({"zero_", "fill_", "copy_"})
 
 
-def _reset_keys(fn: ast.AST, passed: list[str]) -> list[str]:
-    """The keys of `nargs[key].zero_()` (or `fill_`, `copy_`) calls in a hook; a key that is not a literal
-    stands for the names the hook's maker was given."""
+def _reset_keys(fn: ast.AST, passed: list[str], constants: dict[str, ast.expr]) -> list[str]:
+    """The keys of `nargs[key].zero_()` (or `fill_`, `copy_`) calls in a hook; a key that is a loop variable over
+    a literal list (`for name in ["dw", "db"]`) stands for that list's names, any other key that is not a literal
+    for the names the hook's maker was given."""
+    loops: dict[str, list[str]] = {}
+    for node in ast.walk(fn):
+        if isinstance(node, (ast.For, ast.comprehension)) and isinstance(node.target, ast.Name) \
+                and not isinstance(node.iter, ast.Constant) and py.resolvable(node.iter, constants):
+            names = [name for name, _at in py.string_items(node.iter, constants)]
+            if names:
+                loops.setdefault(node.target.id, []).extend(names)
     out: list[str] = []
     for node in ast.walk(fn):
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _RESETS
                 and isinstance(node.func.value, ast.Subscript)):
             continue
         key = node.func.value.slice
-        names = [key.value] if isinstance(key, ast.Constant) and isinstance(key.value, str) else passed
+        if isinstance(key, ast.Constant) and isinstance(key.value, str):
+            names = [key.value]
+        elif isinstance(key, ast.Name) and key.id in loops:
+            names = loops[key.id]
+        else:
+            names = passed
         out.extend(n for n in names if n not in out)
     return out
 
@@ -466,13 +675,18 @@ def check(source: SourceFile, ctx: SourceContext) -> Iterable[Report]:
         atomics = list(module.accesses(fn))
         if not atomics:
             continue
-        configs = module.configs(py.argument(decorator, "configs", 1))
+        configs = module.pruned(decorator, module.configs(py.argument(decorator, "configs", 0)))
+        fixed = module.fixed(fn)
         # Only an idempotent atomic needs the kernel's loads and stores: does the kernel read the buffer back?
         memory = atomics if all(a.op in ACCUMULATING for a in atomics) else list(module.accesses(fn, memory=True))
         stores: list[_Access] | None = None
         reported: set[tuple[int, int, str]] = set()
         for access in atomics:
-            reach = _reaching(fn, access.call, configs)
+            if fixed and any(_truth(test, fixed) not in (None, taken) for test, taken in _guards(fn.body, access.call)):
+                continue  # a heuristic fixes a constexpr so that the atomic's branch never runs
+            reach = _reaching(fn, access.call, configs, fixed)
+            if configs and not isinstance(configs, _Partial) and not reach:
+                continue  # no config the autotuner can run takes the atomic's branch
             if access.roots:
                 targets = [r for r in access.roots if r not in protected and not _hooks_reset(reach, r)]
             else:
@@ -497,11 +711,27 @@ def _written_first(fn: Function, access: _Access, stores: list[_Access]) -> bool
     overwrites what the last one added before adding again."""
     if access.pointer is None:
         return False
+    names = {node.id for node in ast.walk(access.pointer) if isinstance(node, ast.Name)}
+    if any(_assigned_times(fn, name) > 1 for name in names):
+        return False  # `ptrs` reassigned between the store and the add (another tile): not the same address
     terms = _terms(access.pointer)
     for store in stores:
         if store.pointer is not None and terms <= _terms(store.pointer) and _before(fn.body, store.call, access.call):
             return True
     return False
+
+
+def _assigned_times(fn: Function, name: str) -> int:
+    """How many statements of fn bind `name` (assignments, augmented assignments, loop targets)."""
+    count = 0
+    for node in ast.walk(fn):
+        targets: list[ast.expr] = []
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For)):
+            targets = [node.target]
+        count += sum(1 for t in targets for n in ast.walk(t) if isinstance(n, ast.Name) and n.id == name)
+    return count
 
 
 def _terms(expr: ast.expr) -> set[str]:
@@ -562,15 +792,18 @@ def _hooks_reset(configs: list[_Config] | None, target: str | None) -> bool:
     return all(c.resets is None or (c.resets if target is None else target in c.resets) for c in configs)
 
 
-def _reaching(fn: Function, call: ast.Call, configs: list[_Config] | None) -> list[_Config] | None:
+def _reaching(fn: Function, call: ast.Call, configs: list[_Config] | None,
+              fixed: dict[str, object]) -> list[_Config] | None:
     """The configs under which the kernel reaches `call`: those for which no enclosing `if` on a constexpr the
-    config sets literally (`if SPLIT_K == 1: ... else: atomic`) takes the other branch."""
+    config (or a heuristic, `fixed`) sets literally (`if SPLIT_K == 1: ... else: atomic`) takes the other
+    branch."""
     if not configs:
         return configs
     guards = _guards(fn.body, call)
     if not guards:
         return configs
-    return [c for c in configs if all(_truth(test, c.values) in (None, taken) for test, taken in guards)]
+    return [c for c in configs
+            if all(_truth(test, {**c.values, **fixed}) in (None, taken) for test, taken in guards)]
 
 
 def _guards(body: list[ast.stmt], call: ast.Call) -> list[tuple[ast.expr, bool]]:

@@ -4,7 +4,8 @@ the token count or the batch: one finding per autotuned kernel, naming
 every such key.
 
 Each key is judged by what the launch sites in the same module
-(`kernel[grid](...)`, `kernel.run(...)`) pass for it, followed through the
+(`kernel[grid](...)`, `kernel.run(...)`, `torch.library.wrap_triton(kernel)[grid](...)`)
+pass for it, followed through the
 launching function's assignments and the module's own helper functions:
 
 - **token or batch dimension** (an error): the first dimension of a tensor
@@ -33,10 +34,16 @@ its name: `runtime-shape-names`, or a name with a word such as `tokens`,
 token or batch dimension; a name with `bucket` in it is bucketed;
 `model-dim-names`, or a name with `dim`, `hidden`, `head`, `heads`,
 `vocab`, `experts`, `features`, `channels` or `embed` in it, is a model
-dimension. A run-time argument (not `tl.constexpr`) that neither its
-launch sites nor its name place is **unclassified** (a note by default);
-a `tl.constexpr` one is the project's own setting (a block size, a flag)
-and is not reported.
+dimension. Words run together are read by their ending: `maxlen` or
+`nbatch` (ending in `len`, `lens`, `seqlen`, `tokens` or `batch`) is a token
+or batch dimension, `headdim`, `hdim` or `nheads` a model dimension; a
+size the layer fixes (`chunk_size`, `block_size`, `page_size`,
+`group_size`, `window_size`) is a model dimension; a flag (`IS_VARLEN`,
+`HAS_BIAS`) is not judged by its last word. A run-time argument (not
+`tl.constexpr`, in Triton or Gluon spelling) that neither its launch sites
+nor its name place is **unclassified** (a note by default); a constexpr
+one is the project's own setting (a block size, a flag) and is not
+reported.
 
 Every way of applying the autotuner is read: the decorator under any
 import spelling (`triton.autotune`, `import triton as tr`,
