@@ -34,7 +34,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _lint(args: argparse.Namespace, config: Config, selection: Selection) -> int:
-    lint = run_lint(config, selection, args.paths, force_exclude=args.force_exclude, use_cache=not args.no_cache)
+    # Each file under its nearest configuration, unless `--config` names the one for every file (as ruff has it).
+    select_for = None if getattr(args, "config", None) else lambda other: selection_from(args, other)
+    lint = run_lint(config, selection, args.paths, force_exclude=args.force_exclude, use_cache=not args.no_cache,
+                    select_for=select_for)
     result = Result("lint", lint.findings, fail_on=fail_on(args, config))
     result.suppressed = lint.suppressed
     result.files_checked = len(lint.results)

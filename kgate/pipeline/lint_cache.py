@@ -64,11 +64,13 @@ def _checked(result: FileResult) -> FileResult:
 _SEVERITIES = ("", "error", "warning", "note")
 
 
-def selection_key(rules: list[SourceRule]) -> str:
-    """What the cached results depend on besides the files."""
+def selection_key(rules: list[SourceRule], scope: str = "") -> str:
+    """What the cached results depend on besides the files. `scope`: the configuration that governs the files
+    (empty for the run's own), so that each nested project's files have a record of their own and a change
+    to its configuration invalidates exactly the files it governs."""
     names = ["kgate.evaluate.source", "kgate.pipeline.lint_cache", "kgate.core.suppress", "kgate.collect.source",
              "kgate.collect.pysource", "kgate.collect.pysparse", "kgate.collect.pylaunch"]
-    parts: list[Any] = [FORMAT, __version__]
+    parts: list[Any] = [FORMAT, __version__] + ([scope] if scope else [])
     for sr in rules:
         names.append(sr.check.__module__)
         parts.append([sr.rule.code, sr.rule.files, [p.decode("latin-1") for p in sr.prefilter],
