@@ -39,6 +39,7 @@ class Ignores:
         """The patterns in force in `folder`, a child of this one (or the walk's first), given its names."""
         if not any(marker in names for marker in _MARKERS):
             return self
+        folder = os.path.abspath(folder)  # a walk of a relative path names its entries relatively
         layers = list(self.layers)
         in_repo = self.in_repo
         if ".git" in names and not in_repo:
@@ -53,6 +54,8 @@ class Ignores:
 
     def ignored(self, path: str, is_dir: bool) -> bool:
         """Whether the ignore files ignore `path` (an entry of a folder this state was entered for)."""
+        if not os.path.isabs(path):
+            path = os.path.abspath(path)
         for base, spec in reversed(self.layers):
             if not path.startswith(base):
                 continue
