@@ -1,8 +1,11 @@
 """The lint cache: one compact JSON file per rule selection, so a warm run opens no unchanged source.
 
 Layout: `<cache-dir>/v1/lint/<key>.json`, where the key hashes kgate's
-version, the selected source rules with their options, and the rule and
-engine modules themselves (so editing a rule invalidates it). Entries map a
+version, the selected source rules with their options, the rule and
+engine modules themselves (so editing a rule invalidates it), and for the
+files of a nested project the configuration that governs them (so each
+configuration has its own record, and a change to one re-lints exactly
+the files it governs). Entries map a
 project-relative path to its size, mtime and inode, a content digest and
 the file's lint result. The file also carries its key and a hash of its
 entries, and is read back only when both match: a record copied over
