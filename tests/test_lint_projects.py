@@ -152,3 +152,23 @@ def test_a_nested_configuration_change_invalidates_exactly_the_files_it_governs(
     assert [f.path for f in changed.findings] == ["ops.py"]
     assert changed.cached == 1  # the outer file's record holds; the nested file was linted again
     assert _run(tmp_path).cached == 2
+
+
+def test_an_edited_ignore_file_is_read_again(tmp_path: Path) -> None:
+    # pathspec's verdicts are remembered by the ignore file's content: an edit must not be answered from them.
+    tree(tmp_path, {".git/HEAD": "", "kgate.toml": "", ".gitignore": "gen/\n", "gen/g.py": None, "ops.py": None})
+    assert flagged(lint(tmp_path)) == ["ops.py"]
+    (tmp_path / ".gitignore").write_text("ops.py\n")
+    assert flagged(lint(tmp_path)) == ["gen/g.py"]
+
+
+def test_a_warm_walk_answers_from_remembered_verdicts_without_importing_pathspec(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    tree(tmp_path, {".git/HEAD": "", "kgate.toml": "", ".gitignore": "gen/\n", "gen/g.py": None, "ops.py": None})
+    probe = ("import sys\nfrom kgate.cli import main\ncode = main(['lint', '--no-baseline', '-q'])\n"
+             "print('pathspec' in sys.modules)")
+    runs = [subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+            for _ in range(2)]
+    assert [r.stdout.strip().splitlines()[-1] for r in runs] == ["True", "False"], [r.stderr for r in runs]

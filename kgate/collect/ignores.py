@@ -7,17 +7,27 @@ deeper folder's file overrides a shallower one's, `.ignore` overrides `.gitignor
 both override `.git/info/exclude` and the global file; the last file with a matching pattern decides. A
 folder that is ignored is not entered, so nothing below it can be re-included (as in git).
 
-`pathspec` is imported only where an ignore file exists: a tree without one costs a lint run nothing.
+`pathspec` costs a process tens of milliseconds to import, as much as a tenth of a warm `kgate lint`, so
+its verdicts are remembered (`Verdicts`, in the cache folder) by the ignore file's content and the path:
+a walk of an unchanged tree answers from them and never imports it; a new path or an edited ignore
+file asks pathspec again.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Collection
+from pathlib import Path
 from typing import Any
 
 from kgate.support.atomicio import read_input
+
+try:  # the builtin module: `hashlib` would load OpenSSL (see kgate.evaluate.source)
+    from _blake2 import blake2b
+except ImportError:  # pragma: no cover - a Python built without it
+    from hashlib import blake2b
 
 # In a folder, in rising precedence. `.gitignore` only counts inside a git repository (as git, ripgrep and
 # ruff have it: an exported tarball's .gitignore does not hide its files); `.ignore` counts everywhere.
@@ -25,15 +35,97 @@ GITIGNORE, IGNORE = ".gitignore", ".ignore"
 _MARKERS = (".git", GITIGNORE, IGNORE)
 
 
+class Verdicts:
+    """pathspec's verdicts on paths, by ignore file content: {digest: {path: 1 ignored, 0 re-included, -1 no
+    pattern matches}}, read from and written to one record (`None`: kept for this process only)."""
+
+    def __init__(self, record: Path | None = None) -> None:
+        self.record = record
+        self.known: dict[str, dict[str, int]] = {}
+        self.used: dict[str, dict[str, int]] = {}
+        self.asked = False  # pathspec answered something the record did not hold
+        if record is not None:
+            self.known = _read_record(record)
+
+    def verdict(self, layer: _File, rel: str) -> int:
+        used = self.used.setdefault(layer.digest, {})
+        found = used.get(rel)
+        if found is None:
+            found = self.known.get(layer.digest, {}).get(rel)
+            if found is None:
+                include = layer.spec().check_file(rel).include
+                found = -1 if include is None else int(include)
+                self.asked = True
+            used[rel] = found
+        return found
+
+    def save(self, complete: bool) -> None:
+        """Write the record if pathspec was asked; `complete`: the run walked whole projects, so what it did not
+        use is dropped (the record follows the tree instead of growing with every rename)."""
+        if self.record is None or not (self.asked or complete and self.used != self.known):
+            return
+        keep = self.used if complete else {**self.known, **{d: {**self.known.get(d, {}), **v}
+                                                             for d, v in self.used.items()}}
+        from kgate.support import jsondoc
+        from kgate.support.atomicio import write_cached
+
+        blob = json.dumps({"format": 1, "sha256": jsondoc.content_hash(keep), "files": keep},
+                          separators=(",", ":"), sort_keys=True).encode()
+        try:
+            write_cached(self.record, blob)
+        except OSError:
+            pass  # an unwritable cache costs speed, not correctness
+
+
+def _read_record(record: Path) -> dict[str, dict[str, int]]:
+    from kgate.support import jsondoc
+    from kgate.support.atomicio import read_cached
+
+    data = read_cached(record)
+    try:
+        doc = jsondoc.loads(data) if data is not None else None
+    except ValueError:
+        return {}
+    if not (isinstance(doc, dict) and doc.get("format") == 1 and isinstance(doc.get("files"), dict)
+            and doc.get("sha256") == jsondoc.content_hash(doc["files"])):
+        return {}
+    files = doc["files"]
+    if not all(isinstance(v, dict) and all(type(x) is int and -1 <= x <= 1 for x in v.values())
+               for v in files.values()):
+        return {}
+    return files
+
+
+class _File:
+    """One ignore file: its folder (with a trailing separator), its content's digest, its patterns compiled by
+    pathspec when first needed."""
+
+    __slots__ = ("base", "digest", "lines", "_spec")
+
+    def __init__(self, base: str, data: bytes) -> None:
+        self.base = base
+        self.digest = blake2b(data, digest_size=16).hexdigest()
+        self.lines = data.decode("utf-8", "replace").splitlines()
+        self._spec: Any = None
+
+    def spec(self) -> Any:
+        if self._spec is None:
+            from pathspec import GitIgnoreSpec
+
+            self._spec = GitIgnoreSpec.from_lines(self.lines)
+        return self._spec
+
+
 class Ignores:
-    """The ignore patterns in force in one folder: (folder with a trailing separator, spec) layers, lowest
-    precedence first, and whether the folder is inside a git repository."""
+    """The ignore files in force in one folder, lowest precedence first, whether the folder is inside a git
+    repository, and where verdicts are remembered."""
 
-    __slots__ = ("layers", "in_repo")
+    __slots__ = ("layers", "in_repo", "verdicts")
 
-    def __init__(self, layers: tuple[tuple[str, Any], ...] = (), in_repo: bool = False) -> None:
+    def __init__(self, verdicts: Verdicts, layers: tuple[_File, ...] = (), in_repo: bool = False) -> None:
         self.layers = layers
         self.in_repo = in_repo
+        self.verdicts = verdicts
 
     def enter(self, folder: str, names: Collection[str]) -> Ignores:
         """The patterns in force in `folder`, a child of this one (or the walk's first), given its names."""
@@ -47,26 +139,26 @@ class Ignores:
             layers.extend(_repository_layers(folder))
         for name in (GITIGNORE, IGNORE):
             if name in names and (in_repo or name == IGNORE):
-                spec = _spec(os.path.join(folder, name))
-                if spec is not None:
-                    layers.append((os.path.join(folder, ""), spec))
-        return Ignores(tuple(layers), in_repo)
+                layer = _read(os.path.join(folder, name), os.path.join(folder, ""))
+                if layer is not None:
+                    layers.append(layer)
+        return Ignores(self.verdicts, tuple(layers), in_repo)
 
     def ignored(self, path: str, is_dir: bool) -> bool:
         """Whether the ignore files ignore `path` (an entry of a folder this state was entered for)."""
         if not os.path.isabs(path):
             path = os.path.abspath(path)
-        for base, spec in reversed(self.layers):
-            if not path.startswith(base):
+        for layer in reversed(self.layers):
+            if not path.startswith(layer.base):
                 continue
-            rel = path[len(base):].replace(os.sep, "/")
-            verdict = spec.check_file(rel + "/" if is_dir else rel).include
-            if verdict is not None:
+            rel = path[len(layer.base):].replace(os.sep, "/")
+            verdict = self.verdicts.verdict(layer, rel + "/" if is_dir else rel)
+            if verdict >= 0:
                 return bool(verdict)
         return False
 
 
-def above(folder: str) -> Ignores:
+def above(folder: str, verdicts: Verdicts) -> Ignores:
     """The patterns in force in `folder` from the folders above it, for a walk that starts there (and enters
     `folder` itself): those from the top of its git repository down to its parent; none outside a repository."""
     folder = os.path.abspath(folder)
@@ -75,10 +167,10 @@ def above(folder: str) -> Ignores:
     while not os.path.lexists(os.path.join(probe, ".git")):
         parent = os.path.dirname(probe)
         if parent == probe:
-            return Ignores()  # not in a repository
+            return Ignores(verdicts)  # not in a repository
         probe = parent
         chain.append(probe)
-    state = Ignores()
+    state = Ignores(verdicts)
     for place in reversed(chain):
         state = state.enter(place, _present(place))
     return state
@@ -88,15 +180,15 @@ def _present(folder: str) -> set[str]:
     return {name for name in _MARKERS if os.path.lexists(os.path.join(folder, name))}
 
 
-def _repository_layers(top: str) -> list[tuple[str, Any]]:
+def _repository_layers(top: str) -> list[_File]:
     """The repository-wide files (the global excludes file, then `.git/info/exclude`), both relative to the
     repository's top."""
     base = os.path.join(top, "")
     out = []
     for path in (global_excludes(), os.path.join(top, ".git", "info", "exclude")):
-        spec = _spec(path) if path else None
-        if spec is not None:
-            out.append((base, spec))
+        layer = _read(path, base) if path else None
+        if layer is not None:
+            out.append(layer)
     return out
 
 
@@ -147,15 +239,12 @@ def _excludes_setting(config: str) -> str | None:
     return found
 
 
-def _spec(path: str) -> Any | None:
-    """The patterns of one ignore file (None where it is absent, unreadable or holds none)."""
+def _read(path: str, base: str) -> _File | None:
+    """One ignore file, its patterns relative to `base` (None where it is absent, unreadable or holds none)."""
     try:
         data = read_input(path)
     except OSError:
         return None
-    lines = data.decode("utf-8", "replace").splitlines()
-    if not any(line.strip() and not line.startswith("#") for line in lines):
+    if not any(line.strip() and not line.startswith(b"#") for line in data.splitlines()):
         return None
-    from pathspec import GitIgnoreSpec
-
-    return GitIgnoreSpec.from_lines(lines)
+    return _File(base, data)

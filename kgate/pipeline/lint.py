@@ -69,14 +69,15 @@ def run_lint(config: Config, selection: Selection, paths: list[str] | None = Non
              use_cache: bool = True, select_for: Callable[[Config], Selection] | None = None) -> LintRun:
     """Lint the project, or `paths`. `select_for`: the selection of another configuration a file is governed by
     (given: each file under its nearest configuration; None: `config` for every file)."""
-    finder = _Finder(config, selection, select_for)
+    cache_dir = config.root / config.cache_dir
+    finder = _Finder(config, selection, select_for, cache_dir / "v1" / "ignore.json" if use_cache else None)
     complete = not paths
     finder.discover(paths or [], force_exclude)
-    cache_dir = config.root / config.cache_dir
     if use_cache:
         from kgate.support.cachedir import claim
 
         claim(cache_dir, config.cache_dir, config.display() if config.source else None)
+        finder.verdicts.save(complete)
     results: dict[str, engine.FileResult] = {}
     findings: list[Finding] = []
     suppressed = hits = 0
@@ -108,12 +109,13 @@ def run_lint(config: Config, selection: Selection, paths: list[str] | None = Non
 class _Finder:
     """The files of a run, grouped by the configuration that governs each."""
 
-    def __init__(self, config: Config, selection: Selection,
-                 select_for: Callable[[Config], Selection] | None) -> None:
+    def __init__(self, config: Config, selection: Selection, select_for: Callable[[Config], Selection] | None,
+                 verdicts: Path | None = None) -> None:
         self.config = config
         self.projects = Projects(config, per_file=select_for is not None)
         self.select_for = select_for
         self.respect_gitignore = config.respect_gitignore  # the run's, as ruff reads it: it decides the walk
+        self.verdicts = ignores.Verdicts(verdicts)  # pathspec's answers, remembered in the cache
         rules = engine.source_rules(selection)
         self._groups: dict[int, Group] = {id(config): Group(config, selection, rules, engine.any_match(rules))}
 
@@ -161,7 +163,7 @@ class _Finder:
 
     def _walk(self, start: Path, group: Group, prefix: str) -> None:
         """Walk a folder of `group`'s project, then each project nested in it under its own configuration."""
-        state = ignores.above(str(start)) if self.respect_gitignore else None
+        state = ignores.above(str(start), self.verdicts) if self.respect_gitignore else None
         todo: list[tuple[str, Group, str, ignores.Ignores | None]] = [(str(start), group, prefix, state)]
         boundary = self.projects.boundary if self.projects.per_file else None
         while todo:
