@@ -126,6 +126,7 @@ def walk(root: str | Path, wanted: Callable[[str], bool], exclude: Iterable[str]
             if state is not None:
                 state = state.enter(folder, names)
         check = state if state is not None and state.layers else None
+        where = os.path.abspath(folder) + os.sep if check is not None else ""
         folders = []
         for entry in entries:
             rel = rel_folder + entry.name
@@ -133,9 +134,9 @@ def walk(root: str | Path, wanted: Callable[[str], bool], exclude: Iterable[str]
                 continue
             try:
                 if entry.is_dir():
-                    if check is None or not check.ignored(entry.path, True):
+                    if check is None or not check.ignored(where, entry.name, True):
                         folders.append((entry.path, rel + "/", state))
-                elif entry.is_file() and wanted(rel) and (check is None or not check.ignored(entry.path, False)):
+                elif entry.is_file() and wanted(rel) and (check is None or not check.ignored(where, entry.name, False)):
                     out.append((rel, entry.path))
             except OSError as exc:
                 if wanted(rel) and (isinstance(exc, PermissionError) or symlink_loop(entry.path)):

@@ -48,22 +48,22 @@ class Verdicts:
             self.known = _read_record(record)
 
     def verdict(self, layer: _File, rel: str) -> int:
-        used = self.used.setdefault(layer.digest, {})
-        found = used.get(rel)
-        if found is None:
-            found = self.known.get(layer.digest, {}).get(rel)
-            if found is None:
-                include = layer.spec().check_file(rel).include
-                found = -1 if include is None else int(include)
-                self.asked = True
-            used[rel] = found
+        """What pathspec says of `rel` under one ignore file (asked only where the record does not say)."""
+        include = layer.spec().check_file(rel).include
+        found = -1 if include is None else int(include)
+        self.asked = True
+        layer.used[rel] = found
         return found
+
+    def tables(self, digest: str) -> tuple[dict[str, int], dict[str, int]]:
+        """The verdicts used this run and those remembered, for one ignore file's content."""
+        return self.used.setdefault(digest, {}), self.known.get(digest, {})
 
     def save(self, complete: bool) -> None:
         """Write the record if pathspec was asked; `complete`: the run walked whole projects, so what it did not
         use is dropped (the record follows the tree instead of growing with every rename)."""
-        if self.record is None or not (self.asked or complete and self.used != self.known):
-            return
+        if self.record is None or not self.used or not (self.asked or complete and self.used != self.known):
+            return  # nothing asked (a walk with no ignore file, or with them off) leaves the record as it is
         keep = self.used if complete else {**self.known, **{d: {**self.known.get(d, {}), **v}
                                                              for d, v in self.used.items()}}
         from kgate.support import jsondoc
@@ -100,13 +100,15 @@ class _File:
     """One ignore file: its folder (with a trailing separator), its content's digest, its patterns compiled by
     pathspec when first needed."""
 
-    __slots__ = ("base", "digest", "lines", "_spec")
+    __slots__ = ("base", "digest", "lines", "_spec", "used", "known")
 
     def __init__(self, base: str, data: bytes) -> None:
         self.base = base
         self.digest = blake2b(data, digest_size=16).hexdigest()
         self.lines = data.decode("utf-8", "replace").splitlines()
         self._spec: Any = None
+        self.used: dict[str, int] = {}
+        self.known: dict[str, int] = {}
 
     def spec(self) -> Any:
         if self._spec is None:
@@ -142,17 +144,29 @@ class Ignores:
                 layer = _read(os.path.join(folder, name), os.path.join(folder, ""))
                 if layer is not None:
                     layers.append(layer)
+        for layer in layers[len(self.layers):]:
+            layer.used, layer.known = self.verdicts.tables(layer.digest)
         return Ignores(self.verdicts, tuple(layers), in_repo)
 
-    def ignored(self, path: str, is_dir: bool) -> bool:
-        """Whether the ignore files ignore `path` (an entry of a folder this state was entered for)."""
-        if not os.path.isabs(path):
-            path = os.path.abspath(path)
+    def ignored(self, folder: str, name: str, is_dir: bool) -> bool:
+        """Whether the ignore files ignore the entry `name` of `folder` (absolute, with a trailing separator),
+        a folder this state was entered for."""
+        path = folder + name
         for layer in reversed(self.layers):
             if not path.startswith(layer.base):
                 continue
-            rel = path[len(layer.base):].replace(os.sep, "/")
-            verdict = self.verdicts.verdict(layer, rel + "/" if is_dir else rel)
+            rel = path[len(layer.base):]
+            if os.sep != "/":  # pragma: no cover - POSIX here
+                rel = rel.replace(os.sep, "/")
+            if is_dir:
+                rel += "/"
+            verdict = layer.used.get(rel)
+            if verdict is None:
+                verdict = layer.known.get(rel)
+                if verdict is None:
+                    verdict = self.verdicts.verdict(layer, rel)
+                else:
+                    layer.used[rel] = verdict
             if verdict >= 0:
                 return bool(verdict)
         return False

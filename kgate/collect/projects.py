@@ -56,13 +56,12 @@ class Projects:
             return self._own[folder]
         found = None
         for name in NAMES:
+            if names is not None and name not in names:
+                continue  # a listed folder: only what it holds is looked at
             path = os.path.join(folder, name)
             if names is None:
                 reads.note(path)  # its absence too: one that appears later governs the folder
-                present = os.path.isfile(path)
-            else:
-                present = name in names and os.path.isfile(path)
-            if present and (name == "kgate.toml" or configures_kgate(path)):
+            if os.path.isfile(path) and (name == "kgate.toml" or configures_kgate(path)):
                 found = path
                 break
         self._own[folder] = found
