@@ -66,6 +66,10 @@ def test_two_projects_in_one_run_each_under_its_own_configuration(tmp_path: Path
         "sub/tools/c.py": None, "sub/lib/d.py": None,
     })
     assert flagged(lint(tmp_path)) == ["lib/b.py", "sub/tools/c.py"]
+    # A link from the nested project back to the outer one does not walk the outer files a second time.
+    (tmp_path / "sub" / "up").symlink_to("..")
+    assert flagged(lint(tmp_path)) == ["lib/b.py", "sub/tools/c.py"]
+    (tmp_path / "sub" / "up").unlink()
     # Named files from a folder with no configuration: each under its own project's.
     (tmp_path / "outside").mkdir()
     run = lint(tmp_path / "outside", "../tools/a.py", "../lib/b.py", "../sub/tools/c.py", "../sub/lib/d.py")

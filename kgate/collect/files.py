@@ -91,7 +91,7 @@ def symlink_loop(path: str) -> bool:
 
 def walk(root: str | Path, wanted: Callable[[str], bool], exclude: Iterable[str], prefix: str = "", *,
          ignores: Ignores | None = None, boundary: Callable[[str, list[str]], bool] | None = None,
-         nested: list[Nested] | None = None) -> list[tuple[str, str]]:
+         nested: list[Nested] | None = None, seen: set[tuple[int, int]] | None = None) -> list[tuple[str, str]]:
     """(project-relative path, path) of the wanted files under root (itself at `prefix`), sorted, exclusions
     applied, symbolic links followed and their loops cut (a folder reached twice is walked once, by the first
     name in sorted order). What cannot be read is kept for the reader to report: a folder without permission
@@ -99,10 +99,11 @@ def walk(root: str | Path, wanted: Callable[[str], bool], exclude: Iterable[str]
 
     `ignores`: the ignore files in force above root (`kgate.collect.ignores.above`); what they ignore is
     skipped. `boundary(folder, names)`: whether a folder below root is another project's (it holds its own
-    configuration); such a folder is not walked but appended to `nested` with the ignore state above it."""
+    configuration); such a folder is not walked but appended to `nested` with the ignore state above it.
+    `seen`: the folders walked already (shared by the walks of nested projects, so a link cannot walk one twice)."""
     excluded = Exclusions(exclude)
     out: list[tuple[str, str]] = []
-    seen: set[tuple[int, int]] = set()
+    seen = set() if seen is None else seen
     stack: list[tuple[str, str, Ignores | None]] = [(str(root), prefix, ignores)]
     while stack:
         folder, rel_folder, state = stack.pop()
@@ -110,7 +111,6 @@ def walk(root: str | Path, wanted: Callable[[str], bool], exclude: Iterable[str]
             st = os.stat(folder)
             if (st.st_dev, st.st_ino) in seen:
                 continue  # a symlink loop, or a folder reached by a second name
-            seen.add((st.st_dev, st.st_ino))
             entries = sorted(os.scandir(folder), key=lambda e: e.name)
         except PermissionError:
             if rel_folder:  # a folder that cannot be listed is kept (as "name/"): reading it reports it
@@ -121,10 +121,11 @@ def walk(root: str | Path, wanted: Callable[[str], bool], exclude: Iterable[str]
         if state is not None or boundary is not None:
             names = [entry.name for entry in entries]
             if boundary is not None and nested is not None and rel_folder != prefix and boundary(folder, names):
-                nested.append((folder, rel_folder, state))
+                nested.append((folder, rel_folder, state))  # walked by its own project's walk (not seen yet)
                 continue
             if state is not None:
                 state = state.enter(folder, names)
+        seen.add((st.st_dev, st.st_ino))
         check = state if state is not None and state.layers else None
         where = os.path.abspath(folder) + os.sep if check is not None else ""
         folders = []

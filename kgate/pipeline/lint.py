@@ -166,12 +166,13 @@ class _Finder:
         state = ignores.above(str(start), self.verdicts) if self.respect_gitignore else None
         todo: list[tuple[str, Group, str, ignores.Ignores | None]] = [(str(start), group, prefix, state)]
         boundary = self.projects.boundary if self.projects.per_file else None
+        seen: set[tuple[int, int]] = set()
         while todo:
             folder, group, prefix, state = todo.pop()
             nested: list[Nested] = []
             config = group.config
             found = walk(folder, group.match, tuple(config.exclude) + tuple(config.extend_exclude), prefix,
-                         ignores=state, boundary=boundary, nested=nested)
+                         ignores=state, boundary=boundary, nested=nested, seen=seen)
             base = group.selection.base
             group.files.update((base + rel, path) for rel, path in found)
             for inner, _rel, above in reversed(nested):
