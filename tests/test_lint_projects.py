@@ -45,7 +45,8 @@ def lint(cwd: Path, *args: str) -> Run:
 
 
 def test_a_file_named_from_another_folder_gets_its_projects_per_file_ignores(tmp_path: Path) -> None:
-    tree(tmp_path / "proj", {"kgate.toml": '[per-file-ignores]\n"tests/*" = ["device-print"]\n',
+    tree(tmp_path / "proj", {"pyproject.toml": '[project]\nname = "p"\n[tool.kgate.per-file-ignores]\n'
+                                               '"tests/*" = ["device-print"]\n',
                              "tests/test_norm.py": None, "pkg/ops.py": None})
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
