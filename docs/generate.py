@@ -78,6 +78,25 @@ with the same keys at the top level. It uses the nearest `kgate.toml`, or `pypro
 `[tool.kgate]` table, from the current folder up, or the file `--config` names (a `pyproject.toml`
 without `[tool.kgate]` there is an error). Paths in it are relative to its folder, the project folder.
 
+`kgate lint` resolves the configuration per file: each file is linted under the nearest configuration
+in its own folder or above it, wherever kgate is started. `kgate lint path/to/tests/test_norm.py` from
+another folder applies that project's `per-file-ignores`, `select`, `severity` and rule `options`; a
+project nested in another (a folder with its own `kgate.toml` or `[tool.kgate]`) is linted under its
+own configuration when the outer one is walked, and the outer project's `exclude` decides whether the
+walk reaches it. The nearest configuration is used whole, never merged with one further up, and its
+paths are relative to its own folder. A file with no configuration above it gets the one found from
+the current folder (or the defaults). `--config FILE` makes that file govern every file, and the
+command-line `--select`, `--extend-select` and `--ignore` apply under every configuration. The
+settings of the run itself (`cache-dir`, `baseline`, `jobs`, `respect-gitignore`) are those of the
+configuration found from the current folder. `kgate check` gates one project with one configuration.
+
+Walks skip what the ignore files ignore: `.ignore` files anywhere, and inside a git repository the
+`.gitignore` files (those of the folders above the walk's start up to the repository's top, and
+nested ones below it, with git's negation and precedence), `.git/info/exclude` and the global
+excludes file (`core.excludesFile`, else `~/.config/git/ignore`). Files named on the command line are
+linted even when ignored. `respect-gitignore = false`, or `--no-respect-gitignore` for one run, turns
+this off.
+
 Every key is checked: an unknown key, a wrong type or a value out of range is one line naming the
 file and the key, and exit 2. Rule codes, rule names and rule options are checked against the rules
 (see [the rules](rules.md)). The command line wins over the file (`--select`, `--extend-select`,

@@ -181,6 +181,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         if name in ("check", "lint"):
             _add_output(p)
             _add_shown(p, name)
+            p.add_argument("--no-respect-gitignore", action="store_true",
+                           help="also lint what .gitignore and .ignore files ignore (config: respect-gitignore)")
         if name in ("check", "baseline", "audit"):
             p.add_argument("--target", action="append", metavar="SM", help="only this target (repeatable)")
             p.add_argument("--kernel", action="append", metavar="GLOB", help="only kernels matching (repeatable)")

@@ -46,7 +46,7 @@ GENERATE = _generator()
 TOP_SAMPLES: dict[str, Any] = {
     "targets": ["sm_90a"], "triton": [{"kernel": "pkg.mod:k", "signature": {"x": "*fp16"}}],
     "cuda": [{"sources": ["*.cu"]}], "capture": "captured.toml", "setup": "pkg.hooks:setup",
-    "python-path": ["lib"], "exclude": ["gen"], "extend-exclude": ["gen"], "select": ["KG2"],
+    "python-path": ["lib"], "exclude": ["gen"], "extend-exclude": ["gen"], "respect-gitignore": False, "select": ["KG2"],
     "extend-select": ["KG1"], "ignore": ["KG105"], "per-file-ignores": {"a/*": ["KG201"]},
     "severity": {"KG202": "warning"}, "options": {"launch-guard": {"window": 5}}, "fail-on": "warning",
     "baseline": "pins.toml", "ratchet": "tighten", "toolchain-change": "fail", "size-slack": 3,

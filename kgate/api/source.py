@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from kgate.api.results import LintResult
@@ -43,16 +43,23 @@ def lint(paths: Sequence[PathLike] = (), *, project: PathLike | None = None, con
     chosen = selection_of(cfg, select, extend_select, ignore)
     base = os.fspath(project) if project is not None else None
     named = [os.path.join(base, os.fspath(p)) if base is not None else os.fspath(p) for p in paths]
+    # Each file under its nearest configuration, unless `config` names the one for every file (as `kgate lint`).
+    select_for = None if config is not None else lambda other: selection_of(other, select, extend_select, ignore)
     result = lint_result(cfg, chosen, named, force_exclude=force_exclude, use_cache=cache, baseline=baseline,
-                         fail_on=Severity(fail_on or cfg.fail_on))
+                         fail_on=Severity(fail_on or cfg.fail_on), select_for=select_for)
     result.notices[:0] = cfg.notices
     return LintResult.of(result)
 
 
 def lint_result(config: Config, selection: Selection, paths: list[str], *, force_exclude: bool = False,
-                use_cache: bool = True, baseline: bool = True, fail_on: Severity = Severity.ERROR) -> Result:
-    """The report of a lint: the source rules' findings after suppressions, judged against the baseline."""
-    lint = run_lint(config, selection, paths, force_exclude=force_exclude, use_cache=use_cache)
+                use_cache: bool = True, baseline: bool = True, fail_on: Severity = Severity.ERROR,
+                select_for: Callable[[Config], Selection] | None = None) -> Result:
+    """The report of a lint: the source rules' findings after suppressions, judged against the baseline.
+
+    `select_for`: the selection under another configuration, for files a nested project's configuration
+    governs (`kgate.pipeline.lint`); None: `config` governs every file."""
+    lint = run_lint(config, selection, paths, force_exclude=force_exclude, use_cache=use_cache,
+                    select_for=select_for)
     result = Result("lint", lint.findings, fail_on=fail_on)
     result.suppressed = lint.suppressed
     result.files_checked = len(lint.results)

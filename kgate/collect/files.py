@@ -12,6 +12,12 @@ import stat
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path, PurePosixPath
 
+from kgate.collect.ignores import Ignores
+
+# A folder that holds another project's configuration, met by a walk: (path, project-relative name with "/",
+# the ignore state above it).
+Nested = tuple[str, str, Ignores | None]
+
 # A file or folder, resolved, and the project-relative name the project reaches it by (through a symlinked
 # folder or file, or a python-path entry outside the project: "../shared").
 Alias = tuple[Path, str]
@@ -83,23 +89,28 @@ def symlink_loop(path: str) -> bool:
     return False
 
 
-def walk(root: str | Path, wanted: Callable[[str], bool], exclude: Iterable[str],
-         prefix: str = "") -> list[tuple[str, str]]:
+def walk(root: str | Path, wanted: Callable[[str], bool], exclude: Iterable[str], prefix: str = "", *,
+         ignores: Ignores | None = None, boundary: Callable[[str, list[str]], bool] | None = None,
+         nested: list[Nested] | None = None, seen: set[tuple[int, int]] | None = None) -> list[tuple[str, str]]:
     """(project-relative path, path) of the wanted files under root (itself at `prefix`), sorted, exclusions
     applied, symbolic links followed and their loops cut (a folder reached twice is walked once, by the first
     name in sorted order). What cannot be read is kept for the reader to report: a folder without permission
-    (as "name/"), a symlink loop; nothing is skipped without a word. `python_files` leaves those out."""
+    (as "name/"), a symlink loop; nothing is skipped without a word. `python_files` leaves those out.
+
+    `ignores`: the ignore files in force above root (`kgate.collect.ignores.above`); what they ignore is
+    skipped. `boundary(folder, names)`: whether a folder below root is another project's (it holds its own
+    configuration); such a folder is not walked but appended to `nested` with the ignore state above it.
+    `seen`: the folders walked already (shared by the walks of nested projects, so a link cannot walk one twice)."""
     excluded = Exclusions(exclude)
     out: list[tuple[str, str]] = []
-    seen: set[tuple[int, int]] = set()
-    stack = [(str(root), prefix)]
+    seen = set() if seen is None else seen
+    stack: list[tuple[str, str, Ignores | None]] = [(str(root), prefix, ignores)]
     while stack:
-        folder, rel_folder = stack.pop()
+        folder, rel_folder, state = stack.pop()
         try:
             st = os.stat(folder)
             if (st.st_dev, st.st_ino) in seen:
                 continue  # a symlink loop, or a folder reached by a second name
-            seen.add((st.st_dev, st.st_ino))
             entries = sorted(os.scandir(folder), key=lambda e: e.name)
         except PermissionError:
             if rel_folder:  # a folder that cannot be listed is kept (as "name/"): reading it reports it
@@ -107,6 +118,16 @@ def walk(root: str | Path, wanted: Callable[[str], bool], exclude: Iterable[str]
             continue
         except OSError:
             continue
+        if state is not None or boundary is not None:
+            names = [entry.name for entry in entries]
+            if boundary is not None and nested is not None and rel_folder != prefix and boundary(folder, names):
+                nested.append((folder, rel_folder, state))  # walked by its own project's walk (not seen yet)
+                continue
+            if state is not None:
+                state = state.enter(folder, names)
+        seen.add((st.st_dev, st.st_ino))
+        check = state if state is not None and state.layers else None
+        where = os.path.abspath(folder) + os.sep if check is not None else ""
         folders = []
         for entry in entries:
             rel = rel_folder + entry.name
@@ -114,8 +135,9 @@ def walk(root: str | Path, wanted: Callable[[str], bool], exclude: Iterable[str]
                 continue
             try:
                 if entry.is_dir():
-                    folders.append((entry.path, rel + "/"))
-                elif entry.is_file() and wanted(rel):
+                    if check is None or not check.ignored(where, entry.name, True):
+                        folders.append((entry.path, rel + "/", state))
+                elif entry.is_file() and wanted(rel) and (check is None or not check.ignored(where, entry.name, False)):
                     out.append((rel, entry.path))
             except OSError as exc:
                 if wanted(rel) and (isinstance(exc, PermissionError) or symlink_loop(entry.path)):

@@ -27,6 +27,8 @@ def split_codes(value: str | None) -> list[str] | None:
 def config_from(args: argparse.Namespace) -> Config:
     path = getattr(args, "config", None)
     config = load_config(Path(path) if path else None)
+    if getattr(args, "no_respect_gitignore", False):
+        config = config.with_overrides(respect_gitignore=False)
     for notice in config.notices:  # configured paths that lead out of the project, said every time
         print(f"kgate: note: {terminal(notice, line_start=False)}", file=sys.stderr)
     return config

@@ -37,6 +37,10 @@ def snapshot(args: argparse.Namespace, config: Config, extra: list[str], *, comp
     files = [found] + ([str(config.source)] if config.source else [])
     files.append(str(config.root / config.baseline))
     files.extend(extra)
+    if config.respect_gitignore:  # inside .git (not walked) or outside the project: watched by name
+        from kgate.collect.ignores import repository_files
+
+        files.extend(repository_files(str(config.root)))
     files.extend(fastpath.kgate_files())
     if compilers:
         files.extend(fastpath.compiler_files())

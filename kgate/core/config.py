@@ -130,6 +130,7 @@ class Config:
     timeout: float = 600.0
     exclude: tuple[str, ...] = DEFAULT_EXCLUDE
     extend_exclude: tuple[str, ...] = ()
+    respect_gitignore: bool = True
     python_path: tuple[str, ...] = (".", "src")
     nvcc: str | None = None
     size_slack: int = 10
@@ -265,6 +266,8 @@ def read_plain(value: Any, setting: schema.Setting, ctx: _Ctx) -> Any:
         return tuple(ctx.str_list(value, key))
     if setting.kind == "string":
         return ctx.string(value, key)
+    if setting.kind == "boolean":
+        return ctx.boolean(value, key)
     if setting.kind == "choice":
         return ctx.choice(value, key, setting.choices)
     if setting.kind == "targets":

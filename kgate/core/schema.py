@@ -242,6 +242,12 @@ SETTINGS: tuple[Setting, ...] = (
         "replaces the defaults; `extend-exclude` adds to them. Files named on the `kgate lint` command line are "
         "linted even when excluded, unless `--force-exclude` is given (the pre-commit hook gives it).")),
     Setting("extend-exclude", "strings", (), group="What to gate", doc="Paths excluded besides `exclude`."),
+    Setting("respect-gitignore", "boolean", True, group="What to gate", doc=(
+        "Whether `kgate lint` (and the source rules of `kgate check`) skip what the ignore files ignore: "
+        "`.ignore` files, and inside a git repository `.gitignore` files (nested ones too, with negation), "
+        "`.git/info/exclude` and the global excludes file. Files named on the command line are linted even "
+        "when ignored. Read from the configuration of the folder kgate is started in; "
+        "`--no-respect-gitignore` turns it off for one run.")),
     # Rules
     Setting("select", "strings", (), group="Rules", type_text="array of codes, prefixes, names or ALL", doc=(
         "The rules that run: codes (`KG201`), prefixes (`KG2`), rule names, or `ALL` (the default when empty). "

@@ -63,11 +63,16 @@ class Selection:
     severity: dict[str, Severity] = field(default_factory=dict)
     options: dict[str, dict[str, Any]] = field(default_factory=dict)
     per_file_ignores: tuple[tuple[str, frozenset[str]], ...] = ()
+    # The configuration's folder as the run names paths ("" for the run's own project, "sub/proj/" for one
+    # nested in it, an absolute path with "/" for one elsewhere): its per-file-ignores match below it.
+    base: str = ""
 
     def active(self, code: str) -> bool:
         return code in self.enabled
 
     def ignored_for(self, path: str, code: str) -> bool:
+        if self.base and path.startswith(self.base):
+            path = path[len(self.base):]
         return code not in UNCOMPILED and any(code in codes and _path_matches(path, pattern)
                                               for pattern, codes in self.per_file_ignores)
 

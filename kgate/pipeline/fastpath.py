@@ -83,8 +83,20 @@ def run_key(argv: list[str], config: str = "") -> str:
     from kgate import __version__
 
     blob = json.dumps([RECORD_VERSION, __version__, sys.executable, sys.version, os.getcwd(), config, argv,
-                       sorted(env.items()), sys.stdout.isatty(), sys.stderr.isatty()])
+                       sorted(env.items()), sys.stdout.isatty(), sys.stderr.isatty(), _repository(config)])
     return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _repository(config: str) -> str | None:
+    """The git repository the project is in (its .gitignore files count only inside one): the folder that holds
+    `.git`. Part of the key, since `git init` changes what a lint walks without changing a file it reads."""
+    folder = os.path.dirname(config) if config else os.getcwd()
+    while not os.path.lexists(os.path.join(folder, ".git")):
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return None
+        folder = parent
+    return folder
 
 
 class _Where:

@@ -8,6 +8,15 @@ pre-commit hook passes `--force-exclude`, so excluded files that pre-commit
 hands over stay excluded). Folders named on the command line are walked
 with the exclusions applied inside them.
 
+Each file is linted under the configuration that governs it (`kgate.collect.projects`): the nearest one
+above it, so a walk that meets a folder with its own configuration lints that folder under it, and a file
+named from another folder gets its own project's `per-file-ignores`, `select` and rule options. Files are
+grouped by that configuration; each group has its own selection and its own record in the lint cache.
+`kgate check`, and a run given `--config`, use one configuration for every file.
+
+What the ignore files ignore (`kgate.collect.ignores`) is not walked, unless `respect-gitignore` is
+false or `--no-respect-gitignore` is given; files named on the command line are linted even so.
+
 Every verdict is per file, so the result for a list of files is the union
 of the results for any split of that list: pre-commit may run several
 `kgate lint` processes on parts of the staged files.
@@ -17,13 +26,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import NamedTuple
 
-from kgate.collect.files import Exclusions, symlink_loop, walk
+from kgate.collect import ignores
+from kgate.collect.files import Exclusions, Nested, symlink_loop, walk
+from kgate.collect.projects import Projects, named
 from kgate.core.config import Config
 from kgate.core.errors import ConfigError
-from kgate.core.findings import Finding
+from kgate.core.findings import Finding, sort_findings
 from kgate.core.selection import Selection
 from kgate.core.suppress import apply
 from kgate.evaluate import source as engine
@@ -38,50 +50,133 @@ class LintRun(NamedTuple):
     codes: frozenset[str]  # the rules that ran
 
 
+@dataclass
+class Group:
+    """The files one configuration governs, and what it selects for them."""
+
+    config: Config
+    selection: Selection
+    rules: list[engine.SourceRule]
+    match: Callable[[str], bool]
+    files: dict[str, str] = field(default_factory=dict)  # path as the run names it -> path to read
+
+    @property
+    def exclusions(self) -> Exclusions:
+        return Exclusions(tuple(self.config.exclude) + tuple(self.config.extend_exclude))
+
+
 def run_lint(config: Config, selection: Selection, paths: list[str] | None = None, *, force_exclude: bool = False,
-             use_cache: bool = True) -> LintRun:
-    rules = engine.source_rules(selection)
-    files, complete = discover(paths or [], config, engine.any_match(rules), force_exclude)
-    cache = None
+             use_cache: bool = True, select_for: Callable[[Config], Selection] | None = None) -> LintRun:
+    """Lint the project, or `paths`. `select_for`: the selection of another configuration a file is governed by
+    (given: each file under its nearest configuration; None: `config` for every file)."""
+    cache_dir = config.root / config.cache_dir
+    finder = _Finder(config, selection, select_for, cache_dir / "v1" / "ignore.json" if use_cache else None)
+    complete = not paths
+    finder.discover(paths or [], force_exclude)
     if use_cache:
-        from kgate.pipeline.lint_cache import LintCache, selection_key
         from kgate.support.cachedir import claim
 
-        claim(config.root / config.cache_dir, config.cache_dir, config.display() if config.source else None)
-        cache = LintCache(config.root / config.cache_dir, selection_key(rules))
-    results, hits = engine.run_files(files, rules, cache, jobs=config.jobs)
-    if cache is not None:
-        cache.save(keep=set(results) if complete else None)
-    outcome = apply(engine.findings(results, selection),
-                    {rel: r.directives for rel, r in results.items() if r.directives},
-                    selection, engine.judge(results, selection))
-    codes = frozenset(sr.rule.code for sr in rules) | {"KG002", "KG003"} & selection.enabled
-    return LintRun(results, outcome.findings, outcome.suppressed, hits, complete, codes)
+        claim(cache_dir, config.cache_dir, config.display() if config.source else None)
+        finder.verdicts.save(complete)
+    results: dict[str, engine.FileResult] = {}
+    findings: list[Finding] = []
+    suppressed = hits = 0
+    codes: set[str] = set()
+    for group in finder.groups():
+        base = group.selection.base
+        cache = None
+        if use_cache:
+            from kgate.pipeline.lint_cache import LintCache, selection_key
+
+            scope = f"{group.config.source or group.config.root} as {base}" if group.config is not config else ""
+            cache = LintCache(cache_dir, selection_key(group.rules, scope))
+        files = sorted(group.files.items())
+        found, cached = engine.run_files(files, group.rules, cache, jobs=config.jobs)
+        if cache is not None:
+            cache.save(keep=set(found) if complete else None)
+        outcome = apply(engine.findings(found, group.selection),
+                        {rel: r.directives for rel, r in found.items() if r.directives},
+                        group.selection, engine.judge(found, group.selection))
+        results.update(found)
+        findings.extend(outcome.findings)
+        suppressed += outcome.suppressed
+        hits += cached
+        codes |= {sr.rule.code for sr in group.rules} | {"KG002", "KG003"} & group.selection.enabled
+    return LintRun(dict(sorted(results.items())), sort_findings(findings), suppressed, hits, complete,
+                   frozenset(codes))
 
 
-def discover(paths: list[str], config: Config, match: Callable[[str], bool],
-             force_exclude: bool) -> tuple[list[tuple[str, str]], bool]:
-    """(project-relative path, path) of the files to lint, sorted; and whether this is the whole project."""
-    root = config.root
-    exclude = tuple(config.exclude) + tuple(config.extend_exclude)
-    if not paths:
-        return walk(root, match, exclude), True
-    found: dict[str, str] = {}
-    excluded = Exclusions(exclude)
-    for given in paths:
-        rel = _relative(given, root)
-        if force_exclude and excluded(rel):
-            continue
-        if os.path.isdir(given):
-            found.update(walk(given, match, exclude, prefix="" if rel == "." else rel + "/"))
-        elif os.path.isfile(given) or symlink_loop(given):
-            if match(rel):
-                found[rel] = given
-        elif os.path.exists(given):
-            raise ConfigError(f"{given}: not a regular file")
-        else:
-            raise ConfigError(f"{given}: no such file or directory")
-    return sorted(found.items()), False
+class _Finder:
+    """The files of a run, grouped by the configuration that governs each."""
+
+    def __init__(self, config: Config, selection: Selection, select_for: Callable[[Config], Selection] | None,
+                 verdicts: Path | None = None) -> None:
+        self.config = config
+        self.projects = Projects(config, per_file=select_for is not None)
+        self.select_for = select_for
+        self.respect_gitignore = config.respect_gitignore  # the run's, as ruff reads it: it decides the walk
+        self.verdicts = ignores.Verdicts(verdicts)  # pathspec's answers, remembered in the cache
+        rules = engine.source_rules(selection)
+        self._groups: dict[int, Group] = {id(config): Group(config, selection, rules, engine.any_match(rules))}
+
+    def groups(self) -> list[Group]:
+        """The run's own group first (always, so that a whole-project run prunes its cache), then the others
+        that have files."""
+        own, *others = self._groups.values()
+        return [own, *(g for g in others if g.files)]
+
+    def group(self, config: Config) -> Group:
+        found = self._groups.get(id(config))
+        if found is None:
+            assert self.select_for is not None
+            try:
+                selection = self.select_for(config)
+            except ConfigError as exc:
+                raise named(exc, config.display(), self.projects.shown(config.source or config.root)) from None
+            selection = replace(selection, base=self.projects.base(config))
+            rules = engine.source_rules(selection)
+            found = self._groups[id(config)] = Group(config, selection, rules, engine.any_match(rules))
+        return found
+
+    def discover(self, paths: list[str], force_exclude: bool) -> None:
+        if not paths:
+            self._walk(self.config.root, self._groups[id(self.config)], "")
+            return
+        for given in paths:
+            if os.path.isdir(given):
+                group = self.group(self.projects.governing(given))
+                rel = _relative(given, group.config.root)
+                if force_exclude and group.exclusions(rel):
+                    continue
+                self._walk(Path(given), group, "" if rel == "." else rel + "/")
+            elif os.path.isfile(given) or symlink_loop(given):
+                group = self.group(self.projects.governing(os.path.dirname(os.path.abspath(given))))
+                rel = _relative(given, group.config.root)
+                if force_exclude and group.exclusions(rel):
+                    continue
+                if group.match(rel):
+                    group.files[group.selection.base + rel] = given
+            elif os.path.exists(given):
+                raise ConfigError(f"{given}: not a regular file")
+            else:
+                raise ConfigError(f"{given}: no such file or directory")
+
+    def _walk(self, start: Path, group: Group, prefix: str) -> None:
+        """Walk a folder of `group`'s project, then each project nested in it under its own configuration."""
+        state = ignores.above(str(start), self.verdicts) if self.respect_gitignore else None
+        todo: list[tuple[str, Group, str, ignores.Ignores | None]] = [(str(start), group, prefix, state)]
+        boundary = self.projects.boundary if self.projects.per_file else None
+        seen: set[tuple[int, int]] = set()
+        while todo:
+            folder, group, prefix, state = todo.pop()
+            nested: list[Nested] = []
+            config = group.config
+            found = walk(folder, group.match, tuple(config.exclude) + tuple(config.extend_exclude), prefix,
+                         ignores=state, boundary=boundary, nested=nested, seen=seen)
+            base = group.selection.base
+            group.files.update((base + rel, path) for rel, path in found)
+            for inner, _rel, above in reversed(nested):
+                todo.append((inner, self.group(self.projects.governing(inner)), "", above))
 
 
 def _relative(path: str, root: Path) -> str:

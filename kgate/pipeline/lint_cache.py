@@ -1,8 +1,11 @@
 """The lint cache: one compact JSON file per rule selection, so a warm run opens no unchanged source.
 
 Layout: `<cache-dir>/v1/lint/<key>.json`, where the key hashes kgate's
-version, the selected source rules with their options, and the rule and
-engine modules themselves (so editing a rule invalidates it). Entries map a
+version, the selected source rules with their options, the rule and
+engine modules themselves (so editing a rule invalidates it), and for the
+files of a nested project the configuration that governs them (so each
+configuration has its own record, and a change to one re-lints exactly
+the files it governs). Entries map a
 project-relative path to its size, mtime and inode, a content digest and
 the file's lint result. The file also carries its key and a hash of its
 entries, and is read back only when both match: a record copied over
@@ -64,11 +67,13 @@ def _checked(result: FileResult) -> FileResult:
 _SEVERITIES = ("", "error", "warning", "note")
 
 
-def selection_key(rules: list[SourceRule]) -> str:
-    """What the cached results depend on besides the files."""
+def selection_key(rules: list[SourceRule], scope: str = "") -> str:
+    """What the cached results depend on besides the files. `scope`: the configuration that governs the files
+    (empty for the run's own), so that each nested project's files have a record of their own and a change
+    to its configuration invalidates exactly the files it governs."""
     names = ["kgate.evaluate.source", "kgate.pipeline.lint_cache", "kgate.core.suppress", "kgate.collect.source",
              "kgate.collect.pysource", "kgate.collect.pysparse", "kgate.collect.pylaunch"]
-    parts: list[Any] = [FORMAT, __version__]
+    parts: list[Any] = [FORMAT, __version__] + ([scope] if scope else [])
     for sr in rules:
         names.append(sr.check.__module__)
         parts.append([sr.rule.code, sr.rule.files, [p.decode("latin-1") for p in sr.prefilter],
