@@ -201,7 +201,7 @@ def test_kernel_filter_applies_to_cuda_names(project: Path, cold: Run) -> None:
 
 
 def test_terminal_table_lists_cuda_kernels(project: Path, cold: Run) -> None:
-    out = kgate("check", cwd=project)
+    out = kgate("check", "--show-kernels", cwd=project)
     assert re.search(r"^ops::rmsnorm_kernel<__half, 128>\s+templates\.cu\s+sm_120a\s", out.stdout, re.MULTILINE)
     variants = len(cold.json()["kernels"])
     assert out.stdout.rstrip().splitlines()[-1].startswith(f"kgate check: FAILED: {variants} kernel variant(s)")
