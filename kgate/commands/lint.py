@@ -5,6 +5,12 @@ the project has one, accepts pinned source findings; when only some files
 are linted (pre-commit's batches), pins of other files are not judged and
 pins that no longer match are shown but do not fail: stale pins are a
 whole-project verdict, for `kgate lint` without paths or `kgate check`.
+
+`--fix` writes the fixes first (kgate.pipeline.fix) and then lints as
+usual, so the findings left decide the exit code; `--diff` prints the
+fixes as a unified diff, writes nothing, and exits 1 when there is one;
+`--add-ignore` pins the findings with comments and exits 0. What was fixed
+goes to stderr, so a `--format json` report stays what it is.
 """
 
 from __future__ import annotations
@@ -12,15 +18,20 @@ from __future__ import annotations
 import argparse
 import os
 import stat
+import sys
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from kgate.commands import recording
 from kgate.commands.common import config_from, emit, fail_on, selection_from
 from kgate.core.config import Config
-from kgate.core.errors import BaselineError
+from kgate.core.errors import BaselineError, ConfigError
 from kgate.core.result import Result
 from kgate.core.selection import Selection
 from kgate.pipeline.lint import LintRun, run_lint
+
+if TYPE_CHECKING:
+    from kgate.pipeline.fix import FixRun
 
 
 def run(args: argparse.Namespace) -> int:
@@ -34,6 +45,62 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _lint(args: argparse.Namespace, config: Config, selection: Selection) -> int:
+    fixing, diff, show = (getattr(args, name, False) for name in ("fix", "diff", "show_fixes"))
+    if getattr(args, "add_ignore", False):
+        if fixing or diff:
+            raise ConfigError("--add-ignore cannot be combined with --fix or --diff")
+        return _add_ignore(args, config, selection)
+    if not (fixing or diff or show):
+        return emit(_result(args, config, selection), args, config)
+    # Imported only here: a plain `kgate lint` never loads the fixer (nor libcst).
+    from kgate.pipeline import fix
+
+    fixed = fix.fix_lint(config, selection, args.paths, unsafe=args.unsafe_fixes, force_exclude=args.force_exclude)
+    for rel, why in fixed.rejected:
+        print(f"kgate: {rel}: fixes not applied: {why}", file=sys.stderr)
+    if diff:
+        sys.stdout.write(fix.unified_diff(fixed.changes))
+        sys.stdout.flush()
+        _fix_summary(args, fixed, "would fix", None)
+        return 1 if fixed.changes else 0
+    if fixing:
+        fix.write(fixed.changes)
+    result = _result(args, config, selection)
+    code = emit(result, args, config)
+    _fix_summary(args, fixed, "fixed" if fixing else "can fix", len(result.findings))
+    return code
+
+
+def _fix_summary(args: argparse.Namespace, fixed: FixRun, done: str, remaining: int | None) -> None:
+    """On stderr: the fixes (`--show-fixes`) and one line of counts."""
+    if args.show_fixes and fixed.applied:
+        for item in sorted(fixed.applied):
+            print(f"{done}: {item.path}:{item.line}: {item.code} {item.message}", file=sys.stderr)
+    files = len(fixed.changes)
+    line = f"kgate lint: {done} {len(fixed.applied)} finding(s) in {files} file{'s' if files != 1 else ''}"
+    if remaining is not None:
+        line += f", {remaining} remaining"
+    if fixed.unsafe_left:
+        line += f" ({fixed.unsafe_left} more fixable with --unsafe-fixes)"
+    print(line, file=sys.stderr)
+
+
+def _add_ignore(args: argparse.Namespace, config: Config, selection: Selection) -> int:
+    from kgate.pipeline import fix
+
+    lint = run_lint(config, selection, args.paths, force_exclude=args.force_exclude, use_cache=not args.no_cache)
+    where = fix.relative_files(config, selection, args.paths, args.force_exclude)
+    pins = fix.add_ignores(lint.findings, where)
+    fix.write(pins.changes)
+    for path, line, code, why in pins.left:
+        print(f"kgate: {path}:{line}: {code} not pinned: {why}", file=sys.stderr)
+    files = len(pins.changes)
+    print(f"kgate lint: pinned {pins.pinned} finding(s) in {files} file{'s' if files != 1 else ''} with a "
+          f"placeholder reason (KG003 reports each until it is written)", file=sys.stderr)
+    return 0
+
+
+def _result(args: argparse.Namespace, config: Config, selection: Selection) -> Result:
     lint = run_lint(config, selection, args.paths, force_exclude=args.force_exclude, use_cache=not args.no_cache)
     result = Result("lint", lint.findings, fail_on=fail_on(args, config))
     result.suppressed = lint.suppressed
@@ -42,7 +109,7 @@ def _lint(args: argparse.Namespace, config: Config, selection: Selection) -> int
                     "scope": "project" if lint.complete else "files"}
     if not args.no_baseline and _has_baseline(config):
         _ratchet(result, lint, config)
-    return emit(result, args, config)
+    return result
 
 
 def _has_baseline(config: Config) -> bool:

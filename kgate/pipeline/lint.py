@@ -25,7 +25,7 @@ from kgate.core.config import Config
 from kgate.core.errors import ConfigError
 from kgate.core.findings import Finding
 from kgate.core.selection import Selection
-from kgate.core.suppress import apply
+from kgate.core.suppress import Outcome, apply
 from kgate.evaluate import source as engine
 
 
@@ -52,11 +52,16 @@ def run_lint(config: Config, selection: Selection, paths: list[str] | None = Non
     results, hits = engine.run_files(files, rules, cache, jobs=config.jobs)
     if cache is not None:
         cache.save(keep=set(results) if complete else None)
-    outcome = apply(engine.findings(results, selection),
-                    {rel: r.directives for rel, r in results.items() if r.directives},
-                    selection, engine.judge(results, selection))
+    outcome = active_findings(results, selection)
     codes = frozenset(sr.rule.code for sr in rules) | {"KG002", "KG003"} & selection.enabled
     return LintRun(results, outcome.findings, outcome.suppressed, hits, complete, codes)
+
+
+def active_findings(results: dict[str, engine.FileResult], selection: Selection) -> Outcome:
+    """The findings of per-file results with the configuration and the suppression comments applied."""
+    return apply(engine.findings(results, selection),
+                 {rel: r.directives for rel, r in results.items() if r.directives},
+                 selection, engine.judge(results, selection))
 
 
 def discover(paths: list[str], config: Config, match: Callable[[str], bool],

@@ -1,0 +1,515 @@
+"""`kgate lint --fix` and `--add-ignore`: the one stage that changes a project's files.
+
+Rules attach fixes to their findings as data (kgate.core.fix); this module
+applies them. Per file, the fixes of the findings that are still active
+(after per-file-ignores and suppression comments) are taken in order of
+position; a fix whose edits overlap one already taken waits for the next
+round. The new text must still parse as what the file is (Python through
+libcst and `ast`, TOML through tomllib, JSON, INI) or the file is left as it
+was. The file is then linted again from its new text, and fixes that the
+re-lint still offers are applied in a further round, up to `ROUNDS`: one
+`--fix` leaves nothing a second one would change.
+
+Python files are changed through libcst, so every comment and space around
+an edit survives (libcst is imported only here, never by a plain `kgate
+lint`). Other files take exact text edits.
+
+Nothing is written until every round is done, and only by `write`: `--diff`
+runs the same rounds and prints what would change.
+"""
+
+from __future__ import annotations
+
+import codecs
+import difflib
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from kgate.collect.source import UnreadableSource
+from kgate.core.config import Config
+from kgate.core.findings import Finding
+from kgate.core.fix import Edit, Fix
+from kgate.core.selection import Selection
+from kgate.core.suppress import parse_directives, with_code, without_code
+from kgate.evaluate import source as engine
+from kgate.pipeline.lint import active_findings, discover
+
+ROUNDS = 4
+_NEWLINE = re.compile(r"\r\n|\r|\n")
+# Codes that are about the comments or the file itself: never pinned by --add-ignore.
+_NOT_PINNED = frozenset({"KG002", "KG003", "KG004"})
+
+
+class Applied(NamedTuple):
+    """A fix that was applied (or, under --diff, would be)."""
+
+    path: str
+    line: int
+    code: str
+    message: str  # the fix's message
+
+
+class Change(NamedTuple):
+    path: str  # where to write
+    before: bytes
+    after: bytes
+
+
+class FixRun(NamedTuple):
+    changes: dict[str, Change]  # by project-relative path, only files whose text changed
+    applied: list[Applied]
+    rejected: list[tuple[str, str]]  # (path, why) fixes left out because the result would not parse
+    unsafe_left: int  # findings whose fix needs --unsafe-fixes
+
+
+# --------------------------------------------------------------------------- the rounds
+
+
+def fix_lint(config: Config, selection: Selection, paths: list[str] | None, *, unsafe: bool,
+             force_exclude: bool = False) -> FixRun:
+    """Lint, apply the fixes in rounds, and return what would change (nothing is written)."""
+    rules = engine.source_rules(selection)
+    files, _complete = discover(paths or [], config, engine.any_match(rules), force_exclude)
+    where = dict(files)
+    # Every file afresh, in this process: fixes are made from the file as it is and are not cached.
+    results, _hits = engine.run_files(files, rules, None, jobs=1)
+    current: dict[str, bytes] = {}
+    originals: dict[str, bytes] = {}
+    applied: list[Applied] = []
+    rejected: list[tuple[str, str]] = []
+    unsafe_left = 0
+    for _round in range(ROUNDS):
+        findings = active_findings(results, selection).findings
+        unsafe_left = sum(1 for f in findings if f.fix is not None and not f.fix.safe and not unsafe)
+        wanted: dict[str, list[Finding]] = {}
+        for finding in findings:
+            if finding.fix is not None and (unsafe or finding.fix.safe) and finding.path in where:
+                wanted.setdefault(finding.path, []).append(finding)
+        progress = False
+        for rel, items in sorted(wanted.items()):
+            data = current.get(rel)
+            if data is None:
+                try:
+                    with open(where[rel], "rb") as handle:
+                        data = handle.read()
+                except OSError:
+                    continue
+                originals[rel] = data
+            new, taken, why = apply_fixes(rel, data, [f.fix for f in items if f.fix is not None])
+            if why:
+                rejected.append((rel, why))
+            if new is None or new == data:
+                continue
+            current[rel] = new
+            progress = True
+            taken_ids = {id(fix) for fix in taken}
+            applied.extend(Applied(rel, f.line, f.code, f.fix.message) for f in items
+                           if f.fix is not None and id(f.fix) in taken_ids)
+            results[rel] = engine.lint_bytes(where[rel], rel, new, rules)
+        if not progress:
+            break
+    changes = {rel: Change(where[rel], originals[rel], data) for rel, data in current.items()
+               if data != originals[rel]}
+    return FixRun(changes, applied, rejected, unsafe_left)
+
+
+def write(changes: dict[str, Change]) -> None:
+    from kgate.core.errors import ConfigError
+    from kgate.support.atomicio import atomic_write
+
+    for rel, change in sorted(changes.items()):
+        try:
+            atomic_write(Path(change.path), change.after, follow=True)
+        except OSError as exc:
+            raise ConfigError(f"cannot write {rel}: {exc.strerror or exc}") from None
+
+
+def unified_diff(changes: dict[str, Change]) -> str:
+    out: list[str] = []
+    for rel, change in sorted(changes.items()):
+        before = _text(change.before, rel)[1].splitlines(keepends=True)
+        after = _text(change.after, rel)[1].splitlines(keepends=True)
+        for line in difflib.unified_diff(before, after, f"a/{rel}", f"b/{rel}"):
+            out.append(line if line.endswith(("\n", "\r")) else line + "\n\\ No newline at end of file\n")
+    return "".join(out)
+
+
+# --------------------------------------------------------------------------- one file
+
+
+def apply_fixes(rel: str, data: bytes, fixes: Iterable[Fix]) -> tuple[bytes | None, list[Fix], str]:
+    """The file's bytes with the fixes that do not overlap applied; the fixes taken; why none could be
+    (the result would not parse), or "". None when the file is not text kgate can write back."""
+    try:
+        bom, text = _text(data, rel)
+    except UnreadableSource:
+        return None, [], ""
+    python = rel.endswith((".py", ".pyi"))
+    starts = _line_starts(text)
+    resolved: list[tuple[Fix, list[tuple[int, int, Edit]]]] = []
+    for fix in fixes:
+        spans = [_span(text, starts, edit) for edit in fix.edits]
+        if spans and all(span is not None for span in spans):
+            resolved.append((fix, [span for span in spans if span is not None]))
+    taken: list[tuple[Fix, list[tuple[int, int, Edit]]]] = []
+    claimed: list[tuple[int, int]] = []
+    for fix, spans in sorted(resolved, key=lambda item: min(s[:2] for s in item[1])):
+        if any(_overlaps(span[:2], other) for span in spans for other in claimed):
+            continue
+        taken.append((fix, spans))
+        claimed.extend(span[:2] for span in spans)
+    if not taken:
+        return None, [], ""
+    edits = [span for _fix, spans in taken for span in spans]
+    try:
+        new = _python(text, edits) if python else _replace(text, edits)
+    except _CannotApply as exc:
+        return None, [], str(exc)
+    problem = parse_problem(rel, new)
+    if problem:
+        return None, [], f"the result would not parse ({problem}): left as it was"
+    return (bom + new.encode("utf-8")), [fix for fix, _spans in taken], ""
+
+
+class _CannotApply(Exception):
+    pass
+
+
+def _text(data: bytes, rel: str) -> tuple[bytes, str]:
+    bom = codecs.BOM_UTF8 if data.startswith(codecs.BOM_UTF8) else b""
+    try:
+        return bom, data[len(bom):].decode("utf-8")
+    except UnicodeDecodeError:
+        raise UnreadableSource("not UTF-8") from None
+
+
+def _line_starts(text: str) -> list[int]:
+    """Offset of each line's start, 1-based (starts[1] == 0), and one past the end."""
+    return [0, 0, *(m.end() for m in _NEWLINE.finditer(text)), len(text) + 1]
+
+
+def _offset(starts: list[int], line: int, col: int) -> int | None:
+    if not 0 < line < len(starts) - 1 and not (line == len(starts) - 1 and col == 0):
+        return None
+    return starts[line] + col
+
+
+def _line(text: str, starts: list[int], line: int) -> str:
+    end = starts[line + 1] if line + 1 < len(starts) else len(text)
+    return _NEWLINE.sub("", text[starts[line]:end])
+
+
+def _span(text: str, starts: list[int], edit: Edit) -> tuple[int, int, Edit] | None:
+    """(start, end) offsets the edit covers, with a `drop-suppression` made a plain replacement."""
+    if edit.kind == "drop-suppression":
+        if not 0 < edit.line < len(starts) - 1:
+            return None
+        found = without_code(_line(text, starts, edit.line), edit.col, edit.text)
+        if found is None:
+            return None
+        start, end, replacement = found
+        base = starts[edit.line]
+        return base + start, base + end, Edit(edit.line, start, edit.line, end, replacement, "drop-suppression")
+    start, end = _offset(starts, edit.line, edit.col), _offset(starts, edit.end_line, edit.end_col)
+    if start is None or end is None or end < start or end > len(text):
+        return None
+    return start, end, edit
+
+
+def _overlaps(a: tuple[int, int], b: tuple[int, int]) -> bool:
+    return a[0] < b[1] and b[0] < a[1] or a[0] == b[0] or (a[0] == a[1] and b[0] < a[0] < b[1]) \
+        or (b[0] == b[1] and a[0] < b[0] < a[1])
+
+
+def _replace(text: str, edits: list[tuple[int, int, Edit]]) -> str:
+    for start, end, edit in sorted(edits, key=lambda e: e[:2], reverse=True):
+        if edit.kind == "delete-statement":
+            raise _CannotApply("a statement can be removed from Python only")
+        text = text[:start] + edit.text + text[end:]
+    return text
+
+
+def parse_problem(rel: str, text: str) -> str:
+    """Why `text` does not parse as the kind of file `rel` is; "" when it does (or kgate has no parser for it:
+    CMake, C++, shell, Makefiles take exact text edits)."""
+    name = rel.rsplit("/", 1)[-1]
+    try:
+        if name.endswith((".py", ".pyi")):
+            import ast
+
+            import libcst
+
+            libcst.parse_module(text)
+            ast.parse(text)
+        elif name.endswith(".toml"):
+            import tomllib
+
+            tomllib.loads(text)
+        elif name.endswith(".json"):
+            import json
+
+            json.loads(text)
+        elif name.endswith((".ini", ".cfg")):
+            import configparser
+
+            configparser.ConfigParser(interpolation=None).read_string(text)
+    except Exception as exc:  # every parser's own error type: the message is what matters
+        return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return ""
+
+
+# --------------------------------------------------------------------------- Python, through libcst
+
+
+def _python(text: str, edits: list[tuple[int, int, Edit]]) -> str:
+    import libcst as cst
+    from libcst.metadata import MetadataWrapper, PositionProvider
+
+    try:
+        wrapper = MetadataWrapper(cst.parse_module(text))
+    except cst.ParserSyntaxError as exc:
+        raise _CannotApply(f"does not parse: {str(exc).splitlines()[0]}") from None
+    positions = wrapper.resolve(PositionProvider)
+    starts = _line_starts(text)
+
+    def bounds(node: Any) -> tuple[int, int]:
+        where = positions[node]
+        return starts[where.start.line] + where.start.column, starts[where.end.line] + where.end.column
+
+    tokens: list[tuple[int, int, Any]] = []
+    statements: dict[int, Any] = {}
+    for node in positions:
+        if isinstance(node, (cst.SimpleString, cst.Comment, cst.FormattedStringText)):
+            tokens.append((*bounds(node), node))
+        elif isinstance(node, cst.BaseSmallStatement):
+            statements[bounds(node)[0]] = node
+    new_values: dict[Any, list[tuple[int, int, str]]] = {}
+    removed: set[Any] = set()
+    for start, end, edit in edits:
+        if edit.kind == "delete-statement":
+            node = statements.get(start)
+            if node is None:
+                raise _CannotApply(f"no statement starts at line {edit.line}")
+            removed.add(node)
+            continue
+        holder = next(((s, e, node) for s, e, node in tokens
+                       if s <= end <= e and (s <= start or (edit.kind == "drop-suppression"
+                                                            and isinstance(node, cst.Comment)))), None)
+        if holder is None:
+            raise _CannotApply(f"line {edit.line}: the change is not inside one string or comment")
+        s, _e, node = holder
+        new_values.setdefault(node, []).append((max(start, s) - s, end - s, edit.text))
+
+    def rewritten(node: Any) -> str:
+        value = node.value
+        for start, end, replacement in sorted(new_values[node], reverse=True):
+            value = value[:start] + replacement + value[end:]
+        return value
+
+    emptied = {node for node in new_values if isinstance(node, cst.Comment) and not rewritten(node).strip()}
+
+    class Fixer(cst.CSTTransformer):
+        def leave_SimpleString(self, original: Any, updated: Any) -> Any:
+            return updated.with_changes(value=rewritten(original)) if original in new_values else updated
+
+        def leave_FormattedStringText(self, original: Any, updated: Any) -> Any:
+            return updated.with_changes(value=rewritten(original)) if original in new_values else updated
+
+        def leave_Comment(self, original: Any, updated: Any) -> Any:
+            if original in new_values and original not in emptied:
+                return updated.with_changes(value=rewritten(original))
+            return updated
+
+        def leave_TrailingWhitespace(self, original: Any, updated: Any) -> Any:
+            if original.comment is not None and original.comment in emptied:
+                return updated.with_changes(comment=None, whitespace=cst.SimpleWhitespace(""))
+            return updated
+
+        def leave_EmptyLine(self, original: Any, updated: Any) -> Any:
+            if original.comment is not None and original.comment in emptied:
+                return cst.RemoveFromParent()
+            return updated
+
+        def leave_SimpleStatementLine(self, original: Any, updated: Any) -> Any:
+            if not any(node in removed for node in original.body):
+                return updated
+            kept = [new for old, new in zip(original.body, updated.body) if old not in removed]
+            if kept:
+                return updated.with_changes(body=[*kept[:-1], kept[-1].with_changes(
+                    semicolon=cst.MaybeSentinel.DEFAULT)])
+            emptied_lines.add(original)
+            return updated.with_changes(body=[cst.Pass()])
+
+        def leave_IndentedBlock(self, original: Any, updated: Any) -> Any:
+            body, footer = _without_emptied(original.body, updated.body, updated.footer)
+            if not body:  # a block needs a statement: `pass`, under the comments that were above the removed one
+                carried = footer[:len(footer) - len(updated.footer)]
+                body = [cst.SimpleStatementLine([cst.Pass()], leading_lines=carried)]
+                footer = list(updated.footer)
+            return updated.with_changes(body=body, footer=footer)
+
+        def leave_Module(self, original: Any, updated: Any) -> Any:
+            body, footer = _without_emptied(original.body, updated.body, updated.footer)
+            return updated.with_changes(body=body, footer=footer)
+
+    emptied_lines: set[Any] = set()
+
+    def _without_emptied(old_body: Any, new_body: Any, footer: Any) -> tuple[list[Any], list[Any]]:
+        """The statements left, the comments above a removed one kept above the next (or in the footer)."""
+        out: list[Any] = []
+        carried: list[Any] = []
+        for old, new in zip(old_body, new_body):
+            if old in emptied_lines:
+                carried.extend(new.leading_lines)
+                continue
+            if carried:
+                new = new.with_changes(leading_lines=[*carried, *new.leading_lines])
+                carried = []
+            out.append(new)
+        return out, [*carried, *footer]
+
+    return wrapper.module.visit(Fixer()).code
+
+
+# --------------------------------------------------------------------------- --add-ignore
+
+
+class PinRun(NamedTuple):
+    changes: dict[str, Change]
+    pinned: int  # findings a comment now pins
+    left: list[tuple[str, int, str, str]]  # (path, line, code, why) findings that could not be pinned
+
+
+_HASH_COMMENTS = ("CMakeLists.txt", ".cmake", ".toml", ".sh", "Makefile", "makefile", "GNUmakefile", ".mk")
+_SLASH_COMMENTS = (".cu", ".cuh", ".c", ".cc", ".cpp", ".cxx", ".h", ".hh", ".hpp", ".hxx", ".inl", ".inc")
+
+
+def add_ignores(findings: list[Finding], where: dict[str, str]) -> PinRun:
+    """A `kgate: ignore[CODE] PLACEHOLDER` comment on the line of each finding (the line's own directive
+    gains the code when it has one). `where`: project-relative path -> path to read."""
+    by_file: dict[str, dict[int, list[str]]] = {}
+    left: list[tuple[str, int, str, str]] = []
+    for finding in findings:
+        if finding.code in _NOT_PINNED or finding.path not in where or finding.line < 1:
+            continue
+        codes = by_file.setdefault(finding.path, {}).setdefault(finding.line, [])
+        if finding.code not in codes:
+            codes.append(finding.code)
+    changes: dict[str, Change] = {}
+    pinned = 0
+    for rel, lines in sorted(by_file.items()):
+        try:
+            with open(where[rel], "rb") as handle:
+                data = handle.read()
+            bom, text = _text(data, rel)
+        except (OSError, UnreadableSource) as exc:
+            left.extend((rel, n, c, f"cannot read: {exc}") for n, cs in lines.items() for c in cs)
+            continue
+        if rel.endswith((".py", ".pyi")):
+            new, missed = _pin_python(text, lines)
+        elif rel.rsplit("/", 1)[-1].endswith(_HASH_COMMENTS):
+            new, missed = _pin_text(text, lines, "#")
+        elif rel.endswith(_SLASH_COMMENTS):
+            new, missed = _pin_text(text, lines, "//")
+        else:
+            new, missed = text, {n: "this kind of file takes no line comment kgate reads here" for n in lines}
+        # The comments must read back as directives on their lines, and the file must parse as before.
+        found = {(d.line, code) for d in parse_directives(new, python=rel.endswith((".py", ".pyi")))
+                 for code in d.codes if not d.file_level}
+        for number, codes in lines.items():
+            if number not in missed and not all((number, code) in found for code in codes):
+                missed[number] = "the comment would not be read as a kgate directive"
+        problem = _changes_meaning(rel, text, new) if new != text else ""
+        if problem:
+            missed = {n: problem for n in lines}
+            new = text
+        for number, codes in sorted(lines.items()):
+            if number in missed:
+                left.extend((rel, number, code, missed[number]) for code in codes)
+            else:
+                pinned += len(codes)
+        if new != text:
+            changes[rel] = Change(where[rel], data, bom + new.encode("utf-8"))
+    return PinRun(changes, pinned, left)
+
+
+def _changes_meaning(rel: str, before: str, after: str) -> str:
+    """Why adding comments changed more than comments ("" when it did not): Python must give the same syntax
+    tree, TOML the same data (a comment written inside a multi-line string would change a value)."""
+    problem = parse_problem(rel, after)
+    if problem:
+        return f"the result would not parse ({problem})"
+    if rel.endswith((".py", ".pyi")):
+        import ast
+
+        same = ast.dump(ast.parse(before)) == ast.dump(ast.parse(after))
+    elif rel.endswith(".toml"):
+        import tomllib
+
+        same = tomllib.loads(before) == tomllib.loads(after)
+    else:
+        return ""
+    return "" if same else "a comment there would change the file's meaning"
+
+
+def _pin_text(text: str, lines: dict[int, list[str]], marker: str) -> tuple[str, dict[int, str]]:
+    starts = _line_starts(text)
+    missed: dict[int, str] = {}
+    pieces: list[tuple[int, int, str]] = []
+    for number, codes in sorted(lines.items()):
+        if number >= len(starts) - 1:
+            missed[number] = "no such line"
+            continue
+        line = _line(text, starts, number)
+        if line.rstrip().endswith("\\"):
+            missed[number] = "the line continues on the next (a comment would end it)"
+            continue
+        new = line
+        for code in codes:
+            new = with_code(new, code, marker) or new
+        pieces.append((starts[number], starts[number] + len(line), new))
+    for start, end, new in reversed(pieces):
+        text = text[:start] + new + text[end:]
+    return text, missed
+
+
+def _pin_python(text: str, lines: dict[int, list[str]]) -> tuple[str, dict[int, str]]:
+    """Through libcst: the comment goes into the line's own end (a statement's, or a line inside brackets);
+    a line inside a multi-line string or continued with a backslash has none, and is left."""
+    import libcst as cst
+    from libcst.metadata import MetadataWrapper, PositionProvider
+
+    try:
+        wrapper = MetadataWrapper(cst.parse_module(text))
+    except cst.ParserSyntaxError:
+        return text, {n: "the file does not parse" for n in lines}
+    positions = wrapper.resolve(PositionProvider)
+    ends: dict[int, Any] = {}
+    for node, where in positions.items():
+        if isinstance(node, cst.TrailingWhitespace) and where.start.line in lines:
+            ends.setdefault(where.start.line, node)
+    targets = {ends[n]: lines[n] for n in lines if n in ends}
+
+    class Pinner(cst.CSTTransformer):
+        def leave_TrailingWhitespace(self, original: Any, updated: Any) -> Any:
+            codes = targets.get(original)
+            if codes is None:
+                return updated
+            comment = original.comment.value if original.comment is not None else ""
+            for code in codes:
+                comment = with_code(comment, code, "#") or comment
+            whitespace = updated.whitespace if original.comment is not None else cst.SimpleWhitespace("  ")
+            return updated.with_changes(whitespace=whitespace, comment=cst.Comment(comment.lstrip()))
+
+    missed = {n: "the line is inside a string or continued with a backslash" for n in lines if n not in ends}
+    return wrapper.module.visit(Pinner()).code, missed
+
+
+def relative_files(config: Config, selection: Selection, paths: list[str] | None,
+                   force_exclude: bool) -> dict[str, str]:
+    """Project-relative path -> path, of the files `kgate lint` reads for these paths."""
+    rules = engine.source_rules(selection)
+    files, _complete = discover(paths or [], config, engine.any_match(rules), force_exclude)
+    return dict(files)
