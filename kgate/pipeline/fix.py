@@ -127,13 +127,31 @@ def write(changes: dict[str, Change]) -> None:
 
 
 def unified_diff(changes: dict[str, Change]) -> str:
+    """The changes as one unified diff (`a/PATH`, `b/PATH`, three lines of context)."""
     out: list[str] = []
     for rel, change in sorted(changes.items()):
         before = _text(change.before, rel)[1].splitlines(keepends=True)
         after = _text(change.after, rel)[1].splitlines(keepends=True)
-        for line in difflib.unified_diff(before, after, f"a/{rel}", f"b/{rel}"):
-            out.append(line if line.endswith(("\n", "\r")) else line + "\n\\ No newline at end of file\n")
+        out.append(f"--- a/{rel}\n+++ b/{rel}\n")
+        # difflib.unified_diff's matcher treats frequent lines (`}`) as junk and shows them changed.
+        matcher = difflib.SequenceMatcher(None, before, after, autojunk=False)
+        for group in matcher.get_grouped_opcodes(3):
+            first, last = group[0], group[-1]
+            out.append(f"@@ -{_range(first[1], last[2])} +{_range(first[3], last[4])} @@\n")
+            for tag, i1, i2, j1, j2 in group:
+                out.extend(_marked(" ", before[i1:i2]) if tag == "equal" else
+                           [*_marked("-", before[i1:i2]), *_marked("+", after[j1:j2])])
     return "".join(out)
+
+
+def _range(start: int, stop: int) -> str:
+    length = stop - start
+    return f"{start + 1 if length else start},{length}" if length != 1 else f"{start + 1}"
+
+
+def _marked(mark: str, lines: list[str]) -> list[str]:
+    return [mark + line if line.endswith(("\n", "\r")) else f"{mark}{line}\n\\ No newline at end of file\n"
+            for line in lines]
 
 
 # --------------------------------------------------------------------------- one file

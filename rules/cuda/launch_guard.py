@@ -84,6 +84,18 @@ or `CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, args...));`.
   `cudaPeekAtLastError`.
 - `window` (integer, default 3): lines after the launch's `;` in which the
   check must appear.
+
+## Fix
+Unsafe (`kgate lint --fix --unsafe-fixes`): inserts a call of the first of
+`check_macros` that this file can use on the line after the launch (or
+after the unchecked call of the helper): `C10_CUDA_KERNEL_LAUNCH_CHECK();`,
+or `CUDA_CHECK(cudaGetLastError());` for a macro that takes the call to
+check. A macro counts as usable when the file defines it (`#define`),
+already calls it, or includes the header that defines it
+(`c10/cuda/CUDAException.h` for `C10_CUDA_KERNEL_LAUNCH_CHECK`); a file
+with none of them gets no fix. Unsafe because the check changes what
+happens when the launch fails: the macro throws or aborts where the error
+was dropped before.
 """
 
 from __future__ import annotations
@@ -96,6 +108,7 @@ from typing import Any, NamedTuple
 
 from kgate.collect.cpp_text import Scopes, balanced, blanked, macro_lines
 from kgate.core.findings import Severity
+from kgate.core.fix import Applicability, Edit, Fix
 from kgate.core.rule import Option, Report, Rule, SourceContext
 
 _TRIPLE = re.compile(r"<<<")
@@ -123,6 +136,7 @@ def check(source: Any, ctx: SourceContext) -> Iterable[Report]:
     callers: dict[str, _Callers] = {}
     skipped: list[int] = []
     found: dict[int, Report] = {}  # by offset: several launches may reach the same unchecked call
+    ends: dict[int, int] = {}  # by offset: the end of the statement a check goes after
     for start, end, what in sorted(_launches(code)):
         line = bisect_right(starts, start, 1) - 1
         if line in in_macro:
@@ -146,6 +160,7 @@ def check(source: Any, ctx: SourceContext) -> Iterable[Report]:
         if sites:
             for site, callee in sites:
                 found.setdefault(site, _call_report(code, starts, site, callee, name, window))
+                ends.setdefault(site, _statement_end(code, site))
             continue
         if what == "<<<":
             message = (f"kernel launch without an error check within {window} line(s): add "
@@ -153,12 +168,86 @@ def check(source: Any, ctx: SourceContext) -> Iterable[Report]:
         else:
             message = "the error cudaLaunchKernelEx returns is dropped: check it (e.g. CUDA_CHECK(...))"
         found.setdefault(start, Report(message, line=line, col=_column(code, start) + 1, discriminator=name))
+        ends.setdefault(start, semicolon)
     scopes = Scopes(code)
+    guard = _usable_check(source.text, code, ctx.options["check_macros"]) if found else None
     for offset in sorted(found):  # in order: the scope scan continues from the last one
-        yield dataclasses.replace(found[offset], scope=scopes.function_at(offset))
+        fix = _insert_check(source, code, starts, offset, ends.get(offset, -1), guard) if guard else None
+        yield dataclasses.replace(found[offset], scope=scopes.function_at(offset), fix=fix)
     if skipped:
         yield Report(f"{len(skipped)} kernel launch(es) inside #define macros not checked (out of scope: a macro "
                      f"is not expanded)", severity=Severity.NOTE, line=min(skipped), discriminator="macros")
+
+
+# Headers that define a check macro, for the fix: a file that includes one may call it.
+_DEFINED_IN = {"C10_CUDA_KERNEL_LAUNCH_CHECK": ("c10/cuda/CUDAException.h",)}
+_NO_ARGUMENT = frozenset({"C10_CUDA_KERNEL_LAUNCH_CHECK"})
+
+
+def _usable_check(text: str, code: str, macros: list[str]) -> str | None:
+    """The statement the fix inserts: a call of the first configured check macro this file defines, calls or
+    includes the header of; None when it can use none of them."""
+    for name in macros:
+        escaped = re.escape(name)
+        define = re.search(r"^[ \t]*#[ \t]*define[ \t]+" + escaped + r"(\([^)]*\))?", text, re.MULTILINE)
+        if define is not None:
+            params = define.group(1)
+            if params is None:
+                return f"{name};"
+            return f"{name}();" if not params.strip("() \t") else f"{name}(cudaGetLastError());"
+        calls = [m.group(1) for m in re.finditer(r"\b" + escaped + r"\s*\(([^;]*?)\)", code)]
+        if calls:
+            return f"{name}();" if any(not c.strip() for c in calls) else f"{name}(cudaGetLastError());"
+        headers = _DEFINED_IN.get(name, ())
+        if any(re.search(r"^[ \t]*#[ \t]*include[ \t]*[<\"]" + re.escape(h) + r"[>\"]", text, re.MULTILINE)
+               for h in headers):
+            return f"{name}();" if name in _NO_ARGUMENT else f"{name}(cudaGetLastError());"
+    return None
+
+
+def _statement_end(code: str, call: int) -> int:
+    """Offset of the `;` that ends the statement of a call at `call`, -1 if none."""
+    paren = code.find("(", call)
+    return code.find(";", balanced(code, paren)) if paren >= 0 else -1
+
+
+def _insert_check(source: Any, code: str, starts: list[int], at: int, semicolon: int, guard: str) -> Fix | None:
+    """The fix that puts `guard` right after the statement: on a line of its own, indented as the statement, or
+    after the `;` when more code follows it on that line."""
+    if semicolon < 0 or semicolon >= len(code) or code[semicolon] != ";":
+        return None
+    if _braceless_body(code, at):
+        return None  # a second statement would fall out of the if/else or the loop: left for a person
+    line = bisect_right(starts, semicolon, 1) - 1
+    first = bisect_right(starts, at, 1) - 1
+    raw = source.line_text(line)
+    indent = re.match(r"[ \t]*", source.line_text(first))
+    after = code[semicolon + 1:starts[line + 1] if line + 1 < len(starts) else len(code)]
+    if after.strip():
+        column = _column(code, semicolon) + 1
+        edit = Edit.insert(line, column, f" {guard}")
+    else:
+        newline = "\r\n" if "\r\n" in source.text else "\n"
+        edit = Edit.insert(line, len(raw), f"{newline}{indent.group() if indent else ''}{guard}")
+    return Fix(f"insert `{guard}` after the launch: a failed launch then stops the program where it happened",
+               Applicability.UNSAFE, (edit,))
+
+
+def _braceless_body(code: str, at: int) -> bool:
+    """Whether the statement starting at `at` is the whole body of an if, else, loop or do without braces."""
+    head = max(code.rfind(";", 0, at), code.rfind("{", 0, at), code.rfind("}", 0, at)) + 1
+    before = code[head:at].strip()
+    if not before:
+        return False
+    if re.search(r"\b(?:else|do)$", before):
+        return True
+    if before.endswith(")"):
+        depth = 0
+        for index in range(len(before) - 1, -1, -1):
+            depth += {")": 1, "(": -1}.get(before[index], 0)
+            if depth == 0:
+                return bool(re.search(r"\b(?:if|for|while|switch)\s*(?:constexpr\s*)?$", before[:index]))
+    return False
 
 
 def _checked_after(code: str, semicolon: int, starts: list[int], checks: re.Pattern[str], window: int) -> bool:
