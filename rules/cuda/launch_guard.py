@@ -91,8 +91,10 @@ Unsafe (`kgate lint --fix --unsafe-fixes`): inserts a call of the first of
 after the unchecked call of the helper): `C10_CUDA_KERNEL_LAUNCH_CHECK();`,
 or `CUDA_CHECK(cudaGetLastError());` for a macro that takes the call to
 check. A macro counts as usable when the file defines it (`#define`),
-already calls it, or includes the header that defines it
-(`c10/cuda/CUDAException.h` for `C10_CUDA_KERNEL_LAUNCH_CHECK`); a file
+already calls it, or includes a header that brings it (for
+`C10_CUDA_KERNEL_LAUNCH_CHECK`: `c10/cuda/CUDAException.h`, which
+`c10/cuda/CUDAFunctions.h`, `CUDAStream.h`, `CUDAGuard.h`,
+`ATen/cuda/Exceptions.h` and `ATen/cuda/CUDAContext.h` include); a file
 with none of them gets no fix. Unsafe because the check changes what
 happens when the launch fails: the macro throws or aborts where the error
 was dropped before.
@@ -179,8 +181,11 @@ def check(source: Any, ctx: SourceContext) -> Iterable[Report]:
                      f"is not expanded)", severity=Severity.NOTE, line=min(skipped), discriminator="macros")
 
 
-# Headers that define a check macro, for the fix: a file that includes one may call it.
-_DEFINED_IN = {"C10_CUDA_KERNEL_LAUNCH_CHECK": ("c10/cuda/CUDAException.h",)}
+# Headers that bring a check macro, for the fix: a file that includes one may call it. PyTorch's headers (2.x) define
+# C10_CUDA_KERNEL_LAUNCH_CHECK in c10/cuda/CUDAException.h, which the others include on the way.
+_DEFINED_IN = {"C10_CUDA_KERNEL_LAUNCH_CHECK": ("c10/cuda/CUDAException.h", "c10/cuda/CUDAFunctions.h",
+                                                "c10/cuda/CUDAStream.h", "c10/cuda/CUDAGuard.h",
+                                                "ATen/cuda/Exceptions.h", "ATen/cuda/CUDAContext.h")}
 _NO_ARGUMENT = frozenset({"C10_CUDA_KERNEL_LAUNCH_CHECK"})
 
 
