@@ -9,13 +9,12 @@ import ast
 import json
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 from conftest import kgate
 
 from kgate.core.fix import Applicability, Edit, Fix
-from kgate.pipeline.fix import apply_fixes
+from kgate.pipeline.fix import apply_fixes, toml_parser
 
 CONFIG = '[tool.kgate]\ntargets = ["sm_120a"]\n'
 
@@ -164,7 +163,7 @@ def test_interpret_setting_removed_from_conftest_pyproject_and_ini(tmp_path: Pat
     pyproject = after["pyproject.toml"].decode()
     assert pyproject == PYPROJECT_INTERPRET.replace('    "TRITON_INTERPRET=1",  # the interpreter, for CI without GPUs\n',
                                                     "")
-    assert tomllib.loads(pyproject)["tool"]["pytest"]["ini_options"]["env"] == ["CUDA_LAUNCH_BLOCKING=1"]
+    assert toml_parser().loads(pyproject)["tool"]["pytest"]["ini_options"]["env"] == ["CUDA_LAUNCH_BLOCKING=1"]
     assert after["pytest.ini"].decode() == PYTEST_INI.replace("    D:TRITON_INTERPRET=1\n", "")
     assert codes(root) == []
 
@@ -340,7 +339,7 @@ def test_add_ignore_pins_findings_and_kg003_reports_the_placeholder(tmp_path: Pa
         in after["tests/conftest.py"].decode()
     assert "  add<<<1, 32>>>(x);  // kgate: ignore[KG302] TODO: give the reason\n" in after["csrc/plain.cu"].decode()
     ast.parse(after["tests/conftest.py"])
-    assert tomllib.loads(after["pyproject.toml"].decode()) == tomllib.loads(PYPROJECT_INTERPRET)
+    assert toml_parser().loads(after["pyproject.toml"].decode()) == toml_parser().loads(PYPROJECT_INTERPRET)
     # Every pin silences its finding, and KG003 reports it until the reason is written.
     pinned = codes(root)
     assert sorted(pinned) == sorted((p, line, "KG003") for p, line, _c in before)
@@ -368,11 +367,18 @@ def test_plain_lint_does_not_import_the_fixer_or_libcst(tmp_path: Path) -> None:
     root = project(tmp_path, {"tests/conftest.py": CONFTEST_SUPPRESSED})
     probe = ("import sys\nfrom kgate.cli import main\n"
              "code = main(sys.argv[1:])\n"
-             "print(sorted(m for m in sys.modules if m == 'libcst' or m == 'kgate.pipeline.fix'), file=sys.stderr)\n")
+             "print(sorted(m for m in sys.modules if m == 'libcst' or m == 'kgate.pipeline.fix'), file=sys.stderr)\n"
+             "sys.exit(code)\n")
     plain = subprocess.run([sys.executable, "-c", probe, "lint"], cwd=root, capture_output=True, text=True)
     assert plain.returncode == 0 and "KG002" in plain.stdout and plain.stderr.strip().splitlines()[-1] == "[]"
     fixing = subprocess.run([sys.executable, "-c", probe, "lint", "--diff"], cwd=root, capture_output=True, text=True)
     assert fixing.stderr.strip().splitlines()[-1] == "['kgate.pipeline.fix', 'libcst']"
+    # Without libcst (the `fix` extra), a fixing run stops with one line; a plain lint does not mind.
+    blocked = "import sys\nsys.modules['libcst'] = None\n" + probe
+    missing = subprocess.run([sys.executable, "-c", blocked, "lint", "--fix"], cwd=root, capture_output=True, text=True)
+    assert missing.returncode == 2 and missing.stderr.splitlines()[0] == \
+        "kgate: error: --fix, --diff, --show-fixes and --add-ignore need libcst: pip install 'kgate[fix]'"
+    assert subprocess.run([sys.executable, "-c", blocked, "lint"], cwd=root, capture_output=True).returncode == 0
 
 
 def test_json_report_after_fix_has_no_fix_field(tmp_path: Path) -> None:

@@ -55,7 +55,10 @@ def _lint(args: argparse.Namespace, config: Config, selection: Selection) -> int
     # Imported only here: a plain `kgate lint` never loads the fixer (nor libcst).
     from kgate.pipeline import fix
 
-    fixed = fix.fix_lint(config, selection, args.paths, unsafe=args.unsafe_fixes, force_exclude=args.force_exclude)
+    fix.require_libcst()
+
+    fixed = fix.fix_lint(config, selection, args.paths, unsafe=args.unsafe_fixes, force_exclude=args.force_exclude,
+                         use_cache=not args.no_cache)
     for rel, why in fixed.rejected:
         print(f"kgate: {rel}: fixes not applied: {why}", file=sys.stderr)
     if diff:
@@ -88,6 +91,7 @@ def _fix_summary(args: argparse.Namespace, fixed: FixRun, done: str, remaining: 
 def _add_ignore(args: argparse.Namespace, config: Config, selection: Selection) -> int:
     from kgate.pipeline import fix
 
+    fix.require_libcst()
     lint = run_lint(config, selection, args.paths, force_exclude=args.force_exclude, use_cache=not args.no_cache)
     where = fix.relative_files(config, selection, args.paths, args.force_exclude)
     pins = fix.add_ignores(lint.findings, where)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import codecs
 import difflib
 import re
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -34,7 +35,7 @@ from kgate.core.fix import Edit, Fix
 from kgate.core.selection import Selection
 from kgate.core.suppress import parse_directives, with_code, without_code
 from kgate.evaluate import source as engine
-from kgate.pipeline.lint import active_findings, discover
+from kgate.pipeline.lint import active_findings, discover, run_lint
 
 ROUNDS = 4
 _NEWLINE = re.compile(r"\r\n|\r|\n")
@@ -68,13 +69,16 @@ class FixRun(NamedTuple):
 
 
 def fix_lint(config: Config, selection: Selection, paths: list[str] | None, *, unsafe: bool,
-             force_exclude: bool = False) -> FixRun:
+             force_exclude: bool = False, use_cache: bool = True) -> FixRun:
     """Lint, apply the fixes in rounds, and return what would change (nothing is written)."""
     rules = engine.source_rules(selection)
     files, _complete = discover(paths or [], config, engine.any_match(rules), force_exclude)
     where = dict(files)
-    # Every file afresh, in this process: fixes are made from the file as it is and are not cached.
-    results, _hits = engine.run_files(files, rules, None, jobs=1)
+    # A plain lint first (cached, in parallel), then the files with findings read afresh in this process: fixes
+    # are made from the file as it is and are neither cached nor sent back by the forked workers.
+    results = dict(run_lint(config, selection, paths, force_exclude=force_exclude, use_cache=use_cache).results)
+    for rel in sorted({f.path for f in active_findings(results, selection).findings} & set(where)):
+        results[rel] = engine.lint_file(where[rel], rel, rules)[0]
     current: dict[str, bytes] = {}
     originals: dict[str, bytes] = {}
     applied: list[Applied] = []
@@ -195,6 +199,24 @@ class _CannotApply(Exception):
     pass
 
 
+def toml_parser() -> Any:
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
+    return tomllib
+
+
+def require_libcst() -> None:
+    """A fixing run needs libcst (the `fix` extra): say so in one line rather than fail half-way."""
+    import importlib.util
+
+    from kgate.core.errors import ConfigError
+
+    if importlib.util.find_spec("libcst") is None:
+        raise ConfigError("--fix, --diff, --show-fixes and --add-ignore need libcst: pip install 'kgate[fix]'")
+
+
 def _text(data: bytes, rel: str) -> tuple[bytes, str]:
     bom = codecs.BOM_UTF8 if data.startswith(codecs.BOM_UTF8) else b""
     try:
@@ -262,9 +284,7 @@ def parse_problem(rel: str, text: str) -> str:
             libcst.parse_module(text)
             ast.parse(text)
         elif name.endswith(".toml"):
-            import tomllib
-
-            tomllib.loads(text)
+            toml_parser().loads(text)
         elif name.endswith(".json"):
             import json
 
@@ -464,9 +484,7 @@ def _changes_meaning(rel: str, before: str, after: str) -> str:
 
         same = ast.dump(ast.parse(before)) == ast.dump(ast.parse(after))
     elif rel.endswith(".toml"):
-        import tomllib
-
-        same = tomllib.loads(before) == tomllib.loads(after)
+        same = toml_parser().loads(before) == toml_parser().loads(after)
     else:
         return ""
     return "" if same else "a comment there would change the file's meaning"
