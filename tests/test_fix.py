@@ -273,6 +273,37 @@ void run(float* x, cudaStream_t stream) {
 }
 """
 
+RETURNING_MACRO = """\
+#include <cuda_runtime.h>
+#include "utils.cuh"
+
+#define CALL(func)                 \\
+  {                                \\
+    cudaError_t e = (func);        \\
+    if (e != cudaSuccess) return e; \\
+  }
+
+__global__ void add(float* x) { x[threadIdx.x] += 1.f; }
+
+cudaError_t returns_an_error(float* x) {
+  CALL(cudaMemset(x, 0, 4));
+  add<<<1, 32>>>(x);
+  return cudaSuccess;
+}
+
+void returns_nothing(float* x) {
+  add<<<1, 32>>>(x);
+}
+
+void calls_the_project_macro(float* x) {
+  add<<<1, 32>>>(x);
+  x += 1;
+  x += 1;
+  x += 1;
+  PROJECT_CHECK(cudaDeviceSynchronize());
+}
+"""
+
 NO_MACRO = """\
 #include <cuda_runtime.h>
 
@@ -303,6 +334,22 @@ def test_launch_guard_fix_inserts_the_macro_the_file_can_use(tmp_path: Path) -> 
     assert after["csrc/plain.cu"].decode() == NO_MACRO
     assert sorted(codes(root)) == [("csrc/launcher.cu", 26, "KG302"), ("csrc/launcher.cu", 28, "KG302"),
                                    ("csrc/plain.cu", 6, "KG302")]
+
+
+def test_launch_guard_fix_puts_a_returning_macro_only_where_the_function_calls_it(tmp_path: Path) -> None:
+    # CALL returns a cudaError_t: in a void function it would not compile. PROJECT_CHECK comes from a header
+    # kgate cannot read: it is trusted only in a function that calls it (there, it is followed too late).
+    root = project(tmp_path, {"csrc/ops.cu": RETURNING_MACRO,
+                              "pyproject.toml": CONFIG + '[tool.kgate.options.launch-guard]\n'
+                                                         'check_macros = ["CALL", "PROJECT_CHECK"]\n'})
+    assert [line for _p, line, _c in codes(root)] == [14, 19, 23]
+    fix_twice(root, "--unsafe-fixes")
+    text = (root / "csrc/ops.cu").read_text()
+    assert "  add<<<1, 32>>>(x);\n  CALL(cudaGetLastError());\n  return cudaSuccess;" in text
+    assert "void returns_nothing(float* x) {\n  add<<<1, 32>>>(x);\n}" in text
+    assert "void calls_the_project_macro(float* x) {\n  add<<<1, 32>>>(x);\n  PROJECT_CHECK(cudaGetLastError());\n" \
+        in text
+    assert [line for _p, line, _c in codes(root)] == [20]
 
 
 # --------------------------------------------------------------------------- the fixer

@@ -95,7 +95,11 @@ already calls it, or includes a header that brings it (for
 `C10_CUDA_KERNEL_LAUNCH_CHECK`: `c10/cuda/CUDAException.h`, which
 `c10/cuda/CUDAFunctions.h`, `CUDAStream.h`, `CUDAGuard.h`,
 `ATen/cuda/Exceptions.h` and `ATen/cuda/CUDAContext.h` include); a file
-with none of them gets no fix. Unsafe because the check changes what
+with none of them gets no fix. A macro whose definition returns (a
+`cudaError_t`, as FlashInfer's `FLASHINFER_CUDA_CALL` does) or that the
+file only calls is inserted only into a function that already calls it, so
+the result compiles where the macro did. A launch that is the whole body of
+a braceless `if`, `else` or loop gets no fix either. Unsafe because the check changes what
 happens when the launch fails: the macro throws or aborts where the error
 was dropped before.
 """
@@ -172,8 +176,9 @@ def check(source: Any, ctx: SourceContext) -> Iterable[Report]:
         found.setdefault(start, Report(message, line=line, col=_column(code, start) + 1, discriminator=name))
         ends.setdefault(start, semicolon)
     scopes = Scopes(code)
-    guard = _usable_check(source.text, code, ctx.options["check_macros"]) if found else None
+    guards = _usable_checks(source.text, code, ctx.options["check_macros"]) if found else []
     for offset in sorted(found):  # in order: the scope scan continues from the last one
+        guard = _guard_at(code, offset, guards)
         fix = _insert_check(source, code, starts, offset, ends.get(offset, -1), guard) if guard else None
         yield dataclasses.replace(found[offset], scope=scopes.function_at(offset), fix=fix)
     if skipped:
@@ -189,25 +194,65 @@ _DEFINED_IN = {"C10_CUDA_KERNEL_LAUNCH_CHECK": ("c10/cuda/CUDAException.h", "c10
 _NO_ARGUMENT = frozenset({"C10_CUDA_KERNEL_LAUNCH_CHECK"})
 
 
-def _usable_check(text: str, code: str, macros: list[str]) -> str | None:
-    """The statement the fix inserts: a call of the first configured check macro this file defines, calls or
-    includes the header of; None when it can use none of them."""
+class _Guard(NamedTuple):
+    name: str
+    statement: str  # what the fix inserts
+    # Only where the function already calls it: a macro whose definition returns (a `cudaError_t`, say) or that
+    # is known only from its calls may not compile in every function.
+    same_function: bool
+
+
+def _usable_checks(text: str, code: str, macros: list[str]) -> list[_Guard]:
+    """The configured check macros this file can call, in the configured order: those it defines, calls, or
+    includes a header of."""
+    out = []
     for name in macros:
         escaped = re.escape(name)
-        define = re.search(r"^[ \t]*#[ \t]*define[ \t]+" + escaped + r"(\([^)]*\))?", text, re.MULTILINE)
+        define = re.search(r"^[ \t]*#[ \t]*define[ \t]+" + escaped + r"(\([^)]*\))?((?:[^\n]*\\\n)*[^\n]*)", text,
+                           re.MULTILINE)
         if define is not None:
             params = define.group(1)
-            if params is None:
-                return f"{name};"
-            return f"{name}();" if not params.strip("() \t") else f"{name}(cudaGetLastError());"
+            statement = f"{name};" if params is None else f"{name}();" if not params.strip("() \t") \
+                else f"{name}(cudaGetLastError());"
+            out.append(_Guard(name, statement, bool(re.search(r"\breturn\b", define.group(2)))))
+            continue
         calls = [m.group(1) for m in re.finditer(r"\b" + escaped + r"\s*\(([^;]*?)\)", code)]
-        if calls:
-            return f"{name}();" if any(not c.strip() for c in calls) else f"{name}(cudaGetLastError());"
-        headers = _DEFINED_IN.get(name, ())
         if any(re.search(r"^[ \t]*#[ \t]*include[ \t]*[<\"]" + re.escape(h) + r"[>\"]", text, re.MULTILINE)
-               for h in headers):
-            return f"{name}();" if name in _NO_ARGUMENT else f"{name}(cudaGetLastError());"
+               for h in _DEFINED_IN.get(name, ())):
+            out.append(_Guard(name, f"{name}();" if name in _NO_ARGUMENT else f"{name}(cudaGetLastError());", False))
+        elif calls:
+            statement = f"{name}();" if any(not c.strip() for c in calls) else f"{name}(cudaGetLastError());"
+            out.append(_Guard(name, statement, True))
+    return out
+
+
+def _guard_at(code: str, at: int, guards: list[_Guard]) -> str | None:
+    """The statement to insert after the launch at `at`: the first usable macro that may be called there."""
+    body: tuple[int, int] | None = None
+    for guard in guards:
+        if not guard.same_function:
+            return guard.statement
+        body = body or _function_body(code, at)
+        if body[1] > body[0] and re.search(r"\b" + re.escape(guard.name) + r"\s*\(", code[body[0]:body[1]]):
+            return guard.statement
     return None
+
+
+def _function_body(code: str, at: int) -> tuple[int, int]:
+    """(start, end) of the outermost block around `at` that is not a namespace, class or `extern "C"`: the body
+    of the function that holds it; (0, 0) at namespace scope."""
+    found = (0, 0)
+    opens: list[int] = []
+    for match in re.finditer(r"[{}]", code[:at]):
+        if match.group() == "{":
+            opens.append(match.start())
+        elif opens:
+            opens.pop()
+    for opening in opens:
+        if not _SCOPE_HEAD.search(code, max(0, opening - 200), opening):
+            found = (opening, balanced(code, opening, "{", "}"))
+            break
+    return found
 
 
 def _statement_end(code: str, call: int) -> int:
