@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import ast
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import kgate
 
 from kgate.core.fix import Applicability, Edit, Fix
@@ -275,7 +277,7 @@ void run(float* x, cudaStream_t stream) {
 
 RETURNING_MACRO = """\
 #include <cuda_runtime.h>
-#include "utils.cuh"
+#include "utils.cuh"  // PROJECT_CHECK
 
 #define CALL(func)                 \\
   {                                \\
@@ -315,6 +317,14 @@ void run(float* x) {
 """
 
 
+def compiles(path: Path) -> None:
+    """The fixed file still compiles with the real nvcc (C++ has no parser here: the compiler is the judge)."""
+    run = subprocess.run(["nvcc", "-std=c++17", "-c", str(path), "-o", str(path.with_suffix(".o"))],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
 def test_launch_guard_fix_inserts_the_macro_the_file_can_use(tmp_path: Path) -> None:
     root = project(tmp_path, {"csrc/launcher.cu": LAUNCHER, "csrc/torch_launcher.cu": TORCH_LAUNCHER,
                               "csrc/plain.cu": NO_MACRO})
@@ -332,14 +342,16 @@ def test_launch_guard_fix_inserts_the_macro_the_file_can_use(tmp_path: Path) -> 
         "(x);\n}", "(x);\n  C10_CUDA_KERNEL_LAUNCH_CHECK();\n}")
     # No macro this file can use, and launches that are the whole body of an if/else: left for a person.
     assert after["csrc/plain.cu"].decode() == NO_MACRO
+    compiles(root / "csrc/launcher.cu")
     assert sorted(codes(root)) == [("csrc/launcher.cu", 26, "KG302"), ("csrc/launcher.cu", 28, "KG302"),
                                    ("csrc/plain.cu", 6, "KG302")]
 
 
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
 def test_launch_guard_fix_puts_a_returning_macro_only_where_the_function_calls_it(tmp_path: Path) -> None:
     # CALL returns a cudaError_t: in a void function it would not compile. PROJECT_CHECK comes from a header
     # kgate cannot read: it is trusted only in a function that calls it (there, it is followed too late).
-    root = project(tmp_path, {"csrc/ops.cu": RETURNING_MACRO,
+    root = project(tmp_path, {"csrc/ops.cu": RETURNING_MACRO, "csrc/utils.cuh": "#define PROJECT_CHECK(x) (void)(x)\n",
                               "pyproject.toml": CONFIG + '[tool.kgate.options.launch-guard]\n'
                                                          'check_macros = ["CALL", "PROJECT_CHECK"]\n'})
     assert [line for _p, line, _c in codes(root)] == [14, 19, 23]
@@ -350,6 +362,7 @@ def test_launch_guard_fix_puts_a_returning_macro_only_where_the_function_calls_i
     assert "void calls_the_project_macro(float* x) {\n  add<<<1, 32>>>(x);\n  PROJECT_CHECK(cudaGetLastError());\n" \
         in text
     assert [line for _p, line, _c in codes(root)] == [20]
+    compiles(root / "csrc/ops.cu")
 
 
 # --------------------------------------------------------------------------- the fixer
