@@ -172,7 +172,7 @@ def apply_fixes(rel: str, data: bytes, fixes: Iterable[Fix]) -> tuple[bytes | No
     starts = _line_starts(text)
     resolved: list[tuple[Fix, list[tuple[int, int, Edit]]]] = []
     for fix in fixes:
-        spans = [_span(text, starts, edit) for edit in fix.edits]
+        spans = [_span(text, starts, edit, python) for edit in fix.edits]
         if spans and all(span is not None for span in spans):
             resolved.append((fix, [span for span in spans if span is not None]))
     taken: list[tuple[Fix, list[tuple[int, int, Edit]]]] = []
@@ -241,7 +241,7 @@ def _line(text: str, starts: list[int], line: int) -> str:
     return _NEWLINE.sub("", text[starts[line]:end])
 
 
-def _span(text: str, starts: list[int], edit: Edit) -> tuple[int, int, Edit] | None:
+def _span(text: str, starts: list[int], edit: Edit, python: bool) -> tuple[int, int, Edit] | None:
     """(start, end) offsets the edit covers, with a `drop-suppression` made a plain replacement."""
     if edit.kind == "drop-suppression":
         if not 0 < edit.line < len(starts) - 1:
@@ -250,7 +250,12 @@ def _span(text: str, starts: list[int], edit: Edit) -> tuple[int, int, Edit] | N
         if found is None:
             return None
         start, end, replacement = found
+        line = _line(text, starts, edit.line)
         base = starts[edit.line]
+        if not python and not replacement and not (line[:start] + line[end:]).strip():
+            # A comment on a line of its own: the line goes (libcst removes a Python comment line itself).
+            following = starts[edit.line + 1] if edit.line + 1 < len(starts) - 1 else len(text)
+            return base, following, Edit(edit.line, 0, edit.line + 1, 0, "", "drop-suppression")
         return base + start, base + end, Edit(edit.line, start, edit.line, end, replacement, "drop-suppression")
     start, end = _offset(starts, edit.line, edit.col), _offset(starts, edit.end_line, edit.end_col)
     if start is None or end is None or end < start or end > len(text):
