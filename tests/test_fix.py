@@ -422,6 +422,15 @@ def test_add_ignore_and_fix_together_are_a_usage_error(tmp_path: Path) -> None:
         "kgate: error: --add-ignore cannot be combined with --fix or --diff"]
 
 
+def test_every_rule_with_a_fix_documents_it_and_the_fixes_page_lists_it() -> None:
+    from kgate import rules as registry
+
+    page = (Path(__file__).resolve().parent.parent / "docs" / "fixes.md").read_text()
+    documented = {code for code in registry.codes() if "\n## Fix\n" in registry.load(code).doc}
+    assert documented == {"KG002", "KG203", "KG301", "KG302"}
+    assert {code for code in registry.codes() if f"[{code}](rules/{code}.md)" in page} == documented
+
+
 # --------------------------------------------------------------------------- start-up cost
 
 
