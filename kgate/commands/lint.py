@@ -89,12 +89,12 @@ def _fix_summary(args: argparse.Namespace, fixed: FixRun, done: str, remaining: 
 
 
 def _add_ignore(args: argparse.Namespace, config: Config, selection: Selection) -> int:
-    from kgate.pipeline import fix
+    from kgate.pipeline import fix, pin
 
     fix.require_libcst()
     lint = run_lint(config, selection, args.paths, force_exclude=args.force_exclude, use_cache=not args.no_cache)
-    where = fix.relative_files(config, selection, args.paths, args.force_exclude)
-    pins = fix.add_ignores(lint.findings, where)
+    where = pin.relative_files(config, selection, args.paths, args.force_exclude)
+    pins = pin.add_ignores(lint.findings, where)
     fix.write(pins.changes)
     for path, line, code, why in pins.left:
         print(f"kgate: {path}:{line}: {code} not pinned: {why}", file=sys.stderr)

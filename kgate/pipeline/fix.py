@@ -15,7 +15,8 @@ an edit survives (libcst is imported only here, never by a plain `kgate
 lint`). Other files take exact text edits.
 
 Nothing is written until every round is done, and only by `write`: `--diff`
-runs the same rounds and prints what would change.
+runs the same rounds and prints what would change. `--add-ignore` is
+kgate.pipeline.pin.
 """
 
 from __future__ import annotations
@@ -33,14 +34,12 @@ from kgate.core.config import Config
 from kgate.core.findings import Finding
 from kgate.core.fix import Edit, Fix
 from kgate.core.selection import Selection
-from kgate.core.suppress import parse_directives, with_code, without_code
+from kgate.core.suppress import without_code
 from kgate.evaluate import source as engine
 from kgate.pipeline.lint import active_findings, discover, run_lint
 
 ROUNDS = 4
 _NEWLINE = re.compile(r"\r\n|\r|\n")
-# Codes that are about the comments or the file itself: never pinned by --add-ignore.
-_NOT_PINNED = frozenset({"KG002", "KG003", "KG004"})
 
 
 class Applied(NamedTuple):
@@ -134,8 +133,8 @@ def unified_diff(changes: dict[str, Change]) -> str:
     """The changes as one unified diff (`a/PATH`, `b/PATH`, three lines of context)."""
     out: list[str] = []
     for rel, change in sorted(changes.items()):
-        before = _text(change.before, rel)[1].splitlines(keepends=True)
-        after = _text(change.after, rel)[1].splitlines(keepends=True)
+        before = decoded(change.before, rel)[1].splitlines(keepends=True)
+        after = decoded(change.after, rel)[1].splitlines(keepends=True)
         out.append(f"--- a/{rel}\n+++ b/{rel}\n")
         # difflib.unified_diff's matcher treats frequent lines (`}`) as junk and shows them changed.
         matcher = difflib.SequenceMatcher(None, before, after, autojunk=False)
@@ -165,11 +164,11 @@ def apply_fixes(rel: str, data: bytes, fixes: Iterable[Fix]) -> tuple[bytes | No
     """The file's bytes with the fixes that do not overlap applied; the fixes taken; why none could be
     (the result would not parse), or "". None when the file is not text kgate can write back."""
     try:
-        bom, text = _text(data, rel)
+        bom, text = decoded(data, rel)
     except UnreadableSource:
         return None, [], ""
     python = rel.endswith((".py", ".pyi"))
-    starts = _line_starts(text)
+    starts = line_starts(text)
     resolved: list[tuple[Fix, list[tuple[int, int, Edit]]]] = []
     for fix in fixes:
         spans = [_span(text, starts, edit, python) for edit in fix.edits]
@@ -217,7 +216,7 @@ def require_libcst() -> None:
         raise ConfigError("--fix, --diff, --show-fixes and --add-ignore need libcst: pip install 'kgate[fix]'")
 
 
-def _text(data: bytes, rel: str) -> tuple[bytes, str]:
+def decoded(data: bytes, rel: str) -> tuple[bytes, str]:
     bom = codecs.BOM_UTF8 if data.startswith(codecs.BOM_UTF8) else b""
     try:
         return bom, data[len(bom):].decode("utf-8")
@@ -225,7 +224,7 @@ def _text(data: bytes, rel: str) -> tuple[bytes, str]:
         raise UnreadableSource("not UTF-8") from None
 
 
-def _line_starts(text: str) -> list[int]:
+def line_starts(text: str) -> list[int]:
     """Offset of each line's start, 1-based (starts[1] == 0), and one past the end."""
     return [0, 0, *(m.end() for m in _NEWLINE.finditer(text)), len(text) + 1]
 
@@ -236,7 +235,7 @@ def _offset(starts: list[int], line: int, col: int) -> int | None:
     return starts[line] + col
 
 
-def _line(text: str, starts: list[int], line: int) -> str:
+def line_of(text: str, starts: list[int], line: int) -> str:
     end = starts[line + 1] if line + 1 < len(starts) else len(text)
     return _NEWLINE.sub("", text[starts[line]:end])
 
@@ -246,11 +245,11 @@ def _span(text: str, starts: list[int], edit: Edit, python: bool) -> tuple[int, 
     if edit.kind == "drop-suppression":
         if not 0 < edit.line < len(starts) - 1:
             return None
-        found = without_code(_line(text, starts, edit.line), edit.col, edit.text)
+        found = without_code(line_of(text, starts, edit.line), edit.col, edit.text)
         if found is None:
             return None
         start, end, replacement = found
-        line = _line(text, starts, edit.line)
+        line = line_of(text, starts, edit.line)
         base = starts[edit.line]
         if not python and not replacement and not (line[:start] + line[end:]).strip():
             # A comment on a line of its own: the line goes (libcst removes a Python comment line itself).
@@ -315,7 +314,7 @@ def _python(text: str, edits: list[tuple[int, int, Edit]]) -> str:
     except cst.ParserSyntaxError as exc:
         raise _CannotApply(f"does not parse: {str(exc).splitlines()[0]}") from None
     positions = wrapper.resolve(PositionProvider)
-    starts = _line_starts(text)
+    starts = line_starts(text)
 
     def bounds(node: Any) -> tuple[int, int]:
         where = positions[node]
@@ -414,143 +413,3 @@ def _python(text: str, edits: list[tuple[int, int, Edit]]) -> str:
         return out, [*carried, *footer]
 
     return wrapper.module.visit(Fixer()).code
-
-
-# --------------------------------------------------------------------------- --add-ignore
-
-
-class PinRun(NamedTuple):
-    changes: dict[str, Change]
-    pinned: int  # findings a comment now pins
-    left: list[tuple[str, int, str, str]]  # (path, line, code, why) findings that could not be pinned
-
-
-_HASH_COMMENTS = ("CMakeLists.txt", ".cmake", ".toml", ".sh", "Makefile", "makefile", "GNUmakefile", ".mk")
-_SLASH_COMMENTS = (".cu", ".cuh", ".c", ".cc", ".cpp", ".cxx", ".h", ".hh", ".hpp", ".hxx", ".inl", ".inc")
-
-
-def add_ignores(findings: list[Finding], where: dict[str, str]) -> PinRun:
-    """A `kgate: ignore[CODE] PLACEHOLDER` comment on the line of each finding (the line's own directive
-    gains the code when it has one). `where`: project-relative path -> path to read."""
-    by_file: dict[str, dict[int, list[str]]] = {}
-    left: list[tuple[str, int, str, str]] = []
-    for finding in findings:
-        if finding.code in _NOT_PINNED or finding.path not in where or finding.line < 1:
-            continue
-        codes = by_file.setdefault(finding.path, {}).setdefault(finding.line, [])
-        if finding.code not in codes:
-            codes.append(finding.code)
-    changes: dict[str, Change] = {}
-    pinned = 0
-    for rel, lines in sorted(by_file.items()):
-        try:
-            with open(where[rel], "rb") as handle:
-                data = handle.read()
-            bom, text = _text(data, rel)
-        except (OSError, UnreadableSource) as exc:
-            left.extend((rel, n, c, f"cannot read: {exc}") for n, cs in lines.items() for c in cs)
-            continue
-        if rel.endswith((".py", ".pyi")):
-            new, missed = _pin_python(text, lines)
-        elif rel.rsplit("/", 1)[-1].endswith(_HASH_COMMENTS):
-            new, missed = _pin_text(text, lines, "#")
-        elif rel.endswith(_SLASH_COMMENTS):
-            new, missed = _pin_text(text, lines, "//")
-        else:
-            new, missed = text, {n: "this kind of file takes no line comment kgate reads here" for n in lines}
-        # The comments must read back as directives on their lines, and the file must parse as before.
-        found = {(d.line, code) for d in parse_directives(new, python=rel.endswith((".py", ".pyi")))
-                 for code in d.codes if not d.file_level}
-        for number, codes in lines.items():
-            if number not in missed and not all((number, code) in found for code in codes):
-                missed[number] = "the comment would not be read as a kgate directive"
-        problem = _changes_meaning(rel, text, new) if new != text else ""
-        if problem:
-            missed = {n: problem for n in lines}
-            new = text
-        for number, codes in sorted(lines.items()):
-            if number in missed:
-                left.extend((rel, number, code, missed[number]) for code in codes)
-            else:
-                pinned += len(codes)
-        if new != text:
-            changes[rel] = Change(where[rel], data, bom + new.encode("utf-8"))
-    return PinRun(changes, pinned, left)
-
-
-def _changes_meaning(rel: str, before: str, after: str) -> str:
-    """Why adding comments changed more than comments ("" when it did not): Python must give the same syntax
-    tree, TOML the same data (a comment written inside a multi-line string would change a value)."""
-    problem = parse_problem(rel, after)
-    if problem:
-        return f"the result would not parse ({problem})"
-    if rel.endswith((".py", ".pyi")):
-        import ast
-
-        same = ast.dump(ast.parse(before)) == ast.dump(ast.parse(after))
-    elif rel.endswith(".toml"):
-        same = toml_parser().loads(before) == toml_parser().loads(after)
-    else:
-        return ""
-    return "" if same else "a comment there would change the file's meaning"
-
-
-def _pin_text(text: str, lines: dict[int, list[str]], marker: str) -> tuple[str, dict[int, str]]:
-    starts = _line_starts(text)
-    missed: dict[int, str] = {}
-    pieces: list[tuple[int, int, str]] = []
-    for number, codes in sorted(lines.items()):
-        if number >= len(starts) - 1:
-            missed[number] = "no such line"
-            continue
-        line = _line(text, starts, number)
-        if line.rstrip().endswith("\\"):
-            missed[number] = "the line continues on the next (a comment would end it)"
-            continue
-        new = line
-        for code in codes:
-            new = with_code(new, code, marker) or new
-        pieces.append((starts[number], starts[number] + len(line), new))
-    for start, end, new in reversed(pieces):
-        text = text[:start] + new + text[end:]
-    return text, missed
-
-
-def _pin_python(text: str, lines: dict[int, list[str]]) -> tuple[str, dict[int, str]]:
-    """Through libcst: the comment goes into the line's own end (a statement's, or a line inside brackets);
-    a line inside a multi-line string or continued with a backslash has none, and is left."""
-    import libcst as cst
-    from libcst.metadata import MetadataWrapper, PositionProvider
-
-    try:
-        wrapper = MetadataWrapper(cst.parse_module(text))
-    except cst.ParserSyntaxError:
-        return text, {n: "the file does not parse" for n in lines}
-    positions = wrapper.resolve(PositionProvider)
-    ends: dict[int, Any] = {}
-    for node, where in positions.items():
-        if isinstance(node, cst.TrailingWhitespace) and where.start.line in lines:
-            ends.setdefault(where.start.line, node)
-    targets = {ends[n]: lines[n] for n in lines if n in ends}
-
-    class Pinner(cst.CSTTransformer):
-        def leave_TrailingWhitespace(self, original: Any, updated: Any) -> Any:
-            codes = targets.get(original)
-            if codes is None:
-                return updated
-            comment = original.comment.value if original.comment is not None else ""
-            for code in codes:
-                comment = with_code(comment, code, "#") or comment
-            whitespace = updated.whitespace if original.comment is not None else cst.SimpleWhitespace("  ")
-            return updated.with_changes(whitespace=whitespace, comment=cst.Comment(comment.lstrip()))
-
-    missed = {n: "the line is inside a string or continued with a backslash" for n in lines if n not in ends}
-    return wrapper.module.visit(Pinner()).code, missed
-
-
-def relative_files(config: Config, selection: Selection, paths: list[str] | None,
-                   force_exclude: bool) -> dict[str, str]:
-    """Project-relative path -> path, of the files `kgate lint` reads for these paths."""
-    rules = engine.source_rules(selection)
-    files, _complete = discover(paths or [], config, engine.any_match(rules), force_exclude)
-    return dict(files)
