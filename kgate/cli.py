@@ -163,6 +163,20 @@ def _add_output(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
 
 
+def _add_fixing(p: argparse.ArgumentParser) -> None:
+    """`kgate lint`'s options that change files (kgate.pipeline.fix)."""
+    p.add_argument("--fix", action="store_true", help="apply the safe fixes, then report what is left")
+    p.add_argument("--unsafe-fixes", action="store_true",
+                   help="with --fix, --diff or --show-fixes: also the fixes that change what the build or the tests "
+                        "do (each says what it changes)")
+    p.add_argument("--diff", action="store_true",
+                   help="print the fixes as a unified diff and change nothing (exit 1 when there is one)")
+    p.add_argument("--show-fixes", action="store_true", help="list the fixes applied (with --fix) or available")
+    p.add_argument("--add-ignore", action="store_true",
+                   help="pin every finding with a `kgate: ignore[CODE]` comment whose reason is a placeholder "
+                        "that KG003 reports until it is written")
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The command line; `only`: build just that subcommand (each parser costs a pre-commit run time)."""
     parser = _Parser(prog="kgate", description="Gate GPU kernel repositories on what the compiler produced.")
@@ -203,6 +217,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         if name == "lint":
             p.add_argument("--force-exclude", action="store_true",
                            help="apply exclude/extend-exclude to paths named on the command line too")
+            _add_fixing(p)
         if name == "explain":
             p.add_argument("code", help="rule code or name, e.g. KG103 or spill")
             p.add_argument("--format", choices=("text", "json"), default="text")

@@ -7,6 +7,7 @@ import importlib
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -173,13 +174,13 @@ class _Ticker:
         self.thread.join()
 
 
-def show_files(config: Config, selection: Selection, paths: list[str], *, force_exclude: bool = False) -> int:
-    """`--show-files`: the files the source rules would read (project-relative, sorted), one a line."""
-    from kgate.evaluate import source as engine
+def show_files(config: Config, selection: Selection, paths: list[str], *, force_exclude: bool = False,
+               select_for: Callable[[Config], Selection] | None = None) -> int:
+    """`--show-files`: the files the source rules would read (as the run names them, sorted), one a line."""
     from kgate.pipeline.lint import discover
 
-    files, _complete = discover(paths, config, engine.any_match(engine.source_rules(selection)), force_exclude)
-    for rel, _path in files:
+    groups = discover(config, selection, paths, force_exclude=force_exclude, select_for=select_for)
+    for rel in sorted(rel for group in groups for rel in group.files):
         sys.stdout.write(terminal(rel) + "\n")
     return 0
 

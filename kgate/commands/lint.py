@@ -1,19 +1,33 @@
 """`kgate lint [paths]`: the source rules, without compiling and without importing the project's code.
 
-See `kgate.pipeline.lint` for which files are linted, and `kgate.api.source` (the
-path `kgate.api.lint()` takes too) for how the baseline judges a lint of some files.
+See `kgate.pipeline.lint` for which files are linted (each under the configuration that governs it), and
+`kgate.api.source` (the path `kgate.api.lint()` takes too) for how the baseline judges a lint of some files.
+
+`--fix` writes the fixes first (kgate.pipeline.fix) and then lints as
+usual, so the findings left decide the exit code; `--diff` prints the
+fixes as a unified diff, writes nothing, and exits 1 when there is one;
+`--add-ignore` pins the findings with comments and exits 0. What was fixed
+goes to stderr, so a `--format json` report stays what it is.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from kgate.api.source import lint_result
 from kgate.commands import recording
 from kgate.commands.common import config_from, emit, fail_on, selection_from, show_files, show_settings
 from kgate.core.config import Config
+from kgate.core.errors import ConfigError
+from kgate.core.result import Result
 from kgate.core.selection import Selection
+
+if TYPE_CHECKING:
+    from kgate.pipeline.fix import FixRun
 
 
 def run(args: argparse.Namespace) -> int:
@@ -27,7 +41,8 @@ def run(args: argparse.Namespace) -> int:
             selection = selection_from(args, config)
         return show_settings(config, selection, args.show_settings)
     if args.show_files:
-        return show_files(config, selection, args.paths, force_exclude=args.force_exclude)
+        return show_files(config, selection, args.paths, force_exclude=args.force_exclude,
+                          select_for=_select_for(args))
     taken = recording.snapshot(args, config, [os.path.abspath(p) for p in args.paths], compilers=False)
     with recording.capture() as (out, err):
         code = _lint(args, config, selection)
@@ -35,10 +50,72 @@ def run(args: argparse.Namespace) -> int:
     return code
 
 
+def _select_for(args: argparse.Namespace) -> Callable[[Config], Selection] | None:
+    """Each file under its nearest configuration, unless `--config` names the one for every file (as ruff has it)."""
+    return None if getattr(args, "config", None) else lambda other: selection_from(args, other)
+
+
 def _lint(args: argparse.Namespace, config: Config, selection: Selection) -> int:
-    # Each file under its nearest configuration, unless `--config` names the one for every file (as ruff has it).
-    select_for = None if getattr(args, "config", None) else lambda other: selection_from(args, other)
-    result = lint_result(config, selection, args.paths, force_exclude=args.force_exclude,
-                         use_cache=not args.no_cache, baseline=not args.no_baseline, fail_on=fail_on(args, config),
-                         select_for=select_for)
-    return emit(result, args, config)
+    fixing, diff, show = (getattr(args, name, False) for name in ("fix", "diff", "show_fixes"))
+    if getattr(args, "add_ignore", False):
+        if fixing or diff:
+            raise ConfigError("--add-ignore cannot be combined with --fix or --diff")
+        return _add_ignore(args, config, selection)
+    if not (fixing or diff or show):
+        return emit(_result(args, config, selection), args, config)
+    # Imported only here: a plain `kgate lint` never loads the fixer (nor libcst).
+    from kgate.pipeline import fix
+
+    fix.require_libcst()
+
+    fixed = fix.fix_lint(config, selection, args.paths, unsafe=args.unsafe_fixes, force_exclude=args.force_exclude,
+                         use_cache=not args.no_cache, select_for=_select_for(args))
+    for rel, why in fixed.rejected:
+        print(f"kgate: {rel}: fixes not applied: {why}", file=sys.stderr)
+    if diff:
+        sys.stdout.write(fix.unified_diff(fixed.changes))
+        sys.stdout.flush()
+        _fix_summary(args, fixed, "would fix", None)
+        return 1 if fixed.changes else 0
+    if fixing:
+        fix.write(fixed.changes)
+    result = _result(args, config, selection)
+    code = emit(result, args, config)
+    _fix_summary(args, fixed, "fixed" if fixing else "can fix", len(result.findings))
+    return code
+def _fix_summary(args: argparse.Namespace, fixed: FixRun, done: str, remaining: int | None) -> None:
+    """On stderr: the fixes (`--show-fixes`) and one line of counts."""
+    if args.show_fixes and fixed.applied:
+        for item in sorted(fixed.applied):
+            print(f"{done}: {item.path}:{item.line}: {item.code} {item.message}", file=sys.stderr)
+    files = len(fixed.changes)
+    line = f"kgate lint: {done} {len(fixed.applied)} finding(s) in {files} file{'s' if files != 1 else ''}"
+    if remaining is not None:
+        line += f", {remaining} remaining"
+    if fixed.unsafe_left:
+        line += f" ({fixed.unsafe_left} more fixable with --unsafe-fixes)"
+    print(line, file=sys.stderr)
+
+
+def _add_ignore(args: argparse.Namespace, config: Config, selection: Selection) -> int:
+    from kgate.pipeline import fix, pin
+    from kgate.pipeline.lint import run_lint
+
+    fix.require_libcst()
+    select_for = _select_for(args)
+    lint = run_lint(config, selection, args.paths, force_exclude=args.force_exclude, use_cache=not args.no_cache,
+                    select_for=select_for)
+    where = pin.relative_files(config, selection, args.paths, args.force_exclude, select_for)
+    pins = pin.add_ignores(lint.findings, where)
+    fix.write(pins.changes)
+    for path, line, code, why in pins.left:
+        print(f"kgate: {path}:{line}: {code} not pinned: {why}", file=sys.stderr)
+    files = len(pins.changes)
+    print(f"kgate lint: pinned {pins.pinned} finding(s) in {files} file{'s' if files != 1 else ''} with a "
+          f"placeholder reason (KG003 reports each until it is written)", file=sys.stderr)
+    return 0
+
+
+def _result(args: argparse.Namespace, config: Config, selection: Selection) -> Result:
+    return lint_result(config, selection, args.paths, force_exclude=args.force_exclude, use_cache=not args.no_cache,
+                       baseline=not args.no_baseline, fail_on=fail_on(args, config), select_for=_select_for(args))

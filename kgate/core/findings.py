@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import enum
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kgate.support.text import representable
+
+if TYPE_CHECKING:
+    from kgate.core.fix import Fix
 
 
 class Severity(str, enum.Enum):
@@ -87,6 +90,9 @@ class Finding:
     value: int | None = field(default=None, compare=False)
     # Other places the finding points at; never part of its identity, its baseline key or its fingerprint.
     related: tuple[Related, ...] = field(default=(), compare=False)
+    # The change that removes the finding, when a rule knows one (`kgate lint --fix`); never serialised: a fix is
+    # computed from the file as it is now.
+    fix: Fix | None = field(default=None, compare=False, repr=False)
 
     @property
     def baseline_key(self) -> str:
@@ -96,6 +102,7 @@ class Finding:
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
+        del data["fix"]
         data["severity"] = self.severity.value
         return data
 

@@ -19,6 +19,7 @@ from kgate.core.errors import ConfigError
 from kgate.core.findings import Finding, Related, Severity
 
 if TYPE_CHECKING:
+    from kgate.core.fix import Fix
     from kgate.core.selection import Selection
 
 LAYERS = ("meta", "compiled", "capture", "python", "cuda")
@@ -84,6 +85,8 @@ class Report:
     value: int | None = None
     # Other places the report points at (kgate.core.findings.Related): the offending access beside the kernel.
     related: tuple[Related, ...] = ()
+    # The change that removes the finding, when it is mechanical (kgate.core.fix): applied by `kgate lint --fix`.
+    fix: Fix | None = None
 
 
 @dataclass(frozen=True)
@@ -169,6 +172,7 @@ def to_finding(rule: Rule, report: Report, selection: Selection, *, path: str, l
         end_col=report.end_col,
         value=report.value,
         related=report.related,
+        fix=report.fix,
     )
 
 

@@ -11,7 +11,9 @@ A line directive silences findings that start on its line; a file directive
 (on a line of its own, anywhere in the file) silences the codes in the whole
 file. Several codes are separated by commas. A directive without a reason
 still silences its codes, and is reported as KG003 (an error), so the run
-fails until a reason is written.
+fails until a reason is written. `kgate lint --add-ignore` writes
+`PLACEHOLDER` as the reason: it silences the finding and KG003 reports it
+until someone replaces it with the real reason.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ _CODES = re.compile(r"\[(?P<codes>[^\]]*)\](?P<reason>.*)$")
 _NEXT_COMMENT = re.compile(r"\s#\s|\s//")
 _REASON_LEAD = " \t:-\u2013\u2014"
 UNUSED, INVALID = "KG002", "KG003"
+# The reason `kgate lint --add-ignore` writes: a directive whose reason starts with it has no reason yet.
+PLACEHOLDER = "TODO: give the reason"
 
 
 class Directive(NamedTuple):
@@ -84,6 +88,9 @@ def _directive(number: int, match: re.Match[str]) -> Directive:
         problem = f"`kgate: {form}[]` names no code"
     elif not reason:
         problem = f"`kgate: {form}[{', '.join(names)}]` gives no reason: write why after the codes"
+    elif reason.startswith(PLACEHOLDER):
+        problem = (f"`kgate: {form}[{', '.join(names)}]` still has the placeholder reason {PLACEHOLDER!r}: "
+                   f"replace it with why")
     return Directive(number, col, file_level, names, reason, problem)
 
 
@@ -99,6 +106,62 @@ def _python_comments(text: str) -> dict[int, list[int]] | None:
     except (tokenize.TokenError, SyntaxError):
         return None
     return out
+
+
+# --------------------------------------------------------------------------- writing directives
+
+
+def without_code(line: str, col: int, code: str) -> tuple[int, int, str] | None:
+    """The edit that removes `code` from the directive whose marker starts at 0-based `col` of `line`:
+    (start, end, replacement) in the line's characters. The whole directive goes (with the space before it)
+    when it named only that code; None when there is no such directive there."""
+    match = _DIRECTIVE.search(line, col)
+    if match is None or match.start() != col:
+        return None
+    rest = match.group("rest")
+    codes = _CODES.match(rest.strip())
+    if codes is None:
+        return None
+    names = [c.strip() for c in codes.group("codes").split(",") if c.strip()]
+    if code not in names:
+        return None
+    kept = [c for c in names if c != code]
+    bracket_start = match.start("rest") + rest.index("[")
+    bracket_end = bracket_start + rest[rest.index("["):].index("]") + 1
+    if kept:
+        return bracket_start, bracket_end, f"[{', '.join(kept)}]"
+    # The directive ends where a second comment starts (a linter's), else at the end of the line.
+    following = _NEXT_COMMENT.search(line, bracket_end)
+    end = following.start() if following else len(line)
+    start = col
+    if following is None:
+        while start > 0 and line[start - 1] in " \t":
+            start -= 1
+    else:
+        end += 1  # keep one space before the next comment
+        while end < len(line) and line[end] in " \t":
+            end += 1
+    return start, end, ""
+
+
+def with_code(line: str, code: str, marker: str) -> str | None:
+    """`line` with `code` pinned by a line directive: added to the line's own directive when it has one, else a
+    new comment (`marker`: `#` or `//`) with the placeholder reason at the end of the line. None when the
+    code is already named there."""
+    for match in _DIRECTIVE.finditer(line):
+        if match.group("file"):
+            continue
+        codes = _CODES.match(match.group("rest").strip())
+        if codes is None:
+            continue
+        names = [c.strip() for c in codes.group("codes").split(",") if c.strip()]
+        if code in names:
+            return None
+        rest = match.group("rest")
+        close = match.start("rest") + rest.index("]")
+        return f"{line[:close]}{', ' if names else ''}{code}{line[close:]}"
+    body = line.rstrip()
+    return f"{body}{'  ' if body.strip() else ''}{marker} kgate: ignore[{code}] {PLACEHOLDER}" + line[len(body):]
 
 
 # --------------------------------------------------------------------------- applying

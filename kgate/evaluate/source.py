@@ -19,13 +19,14 @@ import contextlib
 import gc
 import os
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
 
 from kgate import rules as registry  # type: ignore[attr-defined]
 from kgate.collect.files import glob_matcher
 from kgate.collect.source import SourceFile, UnreadableSource
 from kgate.core.findings import Finding, Related, Severity
+from kgate.core.fix import Fix
 from kgate.core.rule import READS_BEYOND, Report, Rule, SourceContext, to_finding
 from kgate.core.selection import Selection, rule_options
 from kgate.core.suppress import MARKER, Directive, parse_directives
@@ -64,6 +65,9 @@ class FileResult(NamedTuple):
     # A rule's verdict also read other files (`SourceFile.derived[READS_BEYOND]`): the result is never cached,
     # since the cache would answer it from this file's state alone. Not stored: only fresh results carry it.
     reads_beyond: bool = False
+    # The fixes rules attached to their reports, by finding (`kgate lint --fix`). Not stored either: a fix is made
+    # from the file as it is, so a run that fixes reads every file afresh.
+    fixes: Mapping[RawFinding, Fix] | None = None
 
 
 class SourceRule(NamedTuple):
@@ -111,6 +115,7 @@ def lint_bytes(path: str, rel: str, data: bytes, rules: list[SourceRule]) -> Fil
     """Run the rules that apply to one file's content."""
     source = SourceFile(path, rel, data)
     findings: list[RawFinding] = []
+    fixes: dict[RawFinding, Fix] = {}
     ran: list[str] = []
     error: UnreadableSource | None = None
     active = []
@@ -130,7 +135,10 @@ def lint_bytes(path: str, rel: str, data: bytes, rules: list[SourceRule]) -> Fil
     for sr in active:
         try:
             for report in sr.check(source, sr.ctx):
-                findings.append(_raw(sr.rule, report, source))
+                raw = _raw(sr.rule, report, source)
+                findings.append(raw)
+                if report.fix is not None:
+                    fixes[raw] = report.fix
         except UnreadableSource as exc:
             error = error or exc
         except RecursionError:
@@ -146,7 +154,8 @@ def lint_bytes(path: str, rel: str, data: bytes, rules: list[SourceRule]) -> Fil
             error = error or exc
     if error is not None and any(sr.rule.code == UNREADABLE for sr in rules):
         findings.append(unreadable(rel, error))
-    return FileResult(tuple(sorted(findings)), directives, tuple(ran), bool(source.derived.get(READS_BEYOND)))
+    return FileResult(tuple(sorted(findings)), directives, tuple(ran), bool(source.derived.get(READS_BEYOND)),
+                      fixes or None)
 
 
 def unreadable(rel: str, error: UnreadableSource) -> RawFinding:
@@ -196,7 +205,8 @@ def findings(results: dict[str, FileResult], selection: Selection) -> list[Findi
             rule = rules.get(raw.code) or rules.setdefault(raw.code, registry.load(raw.code))
             report = Report(raw.message, severity=Severity(raw.severity) if raw.severity else None, line=raw.line,
                             col=raw.col, end_line=raw.end_line, end_col=raw.end_col, value=raw.value,
-                            related=tuple(Related.from_record(r) for r in raw.related))
+                            related=tuple(Related.from_record(r) for r in raw.related),
+                            fix=result.fixes.get(raw) if result.fixes else None)
             finding = to_finding(rule, report, selection, path=rel, line=raw.line, identity=raw.identity)
             if selection.keep(finding):
                 out.append(finding)

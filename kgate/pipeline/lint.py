@@ -37,7 +37,7 @@ from kgate.core.config import Config
 from kgate.core.errors import ConfigError
 from kgate.core.findings import Finding, sort_findings
 from kgate.core.selection import Selection
-from kgate.core.suppress import apply
+from kgate.core.suppress import Outcome, apply
 from kgate.evaluate import source as engine
 
 
@@ -94,9 +94,7 @@ def run_lint(config: Config, selection: Selection, paths: list[str] | None = Non
         found, cached = engine.run_files(files, group.rules, cache, jobs=config.jobs)
         if cache is not None:
             cache.save(keep=set(found) if complete else None)
-        outcome = apply(engine.findings(found, group.selection),
-                        {rel: r.directives for rel, r in found.items() if r.directives},
-                        group.selection, engine.judge(found, group.selection))
+        outcome = active_findings(found, group.selection)
         results.update(found)
         findings.extend(outcome.findings)
         suppressed += outcome.suppressed
@@ -104,6 +102,22 @@ def run_lint(config: Config, selection: Selection, paths: list[str] | None = Non
         codes |= {sr.rule.code for sr in group.rules} | {"KG002", "KG003"} & group.selection.enabled
     return LintRun(dict(sorted(results.items())), sort_findings(findings), suppressed, hits, complete,
                    frozenset(codes))
+
+
+def active_findings(results: dict[str, engine.FileResult], selection: Selection) -> Outcome:
+    """The findings of per-file results with the configuration and the suppression comments applied."""
+    return apply(engine.findings(results, selection),
+                 {rel: r.directives for rel, r in results.items() if r.directives},
+                 selection, engine.judge(results, selection))
+
+
+def discover(config: Config, selection: Selection, paths: list[str] | None = None, *, force_exclude: bool = False,
+             select_for: Callable[[Config], Selection] | None = None) -> list[Group]:
+    """The files a lint of `paths` (none: the project) reads, grouped by the configuration that governs them,
+    as `run_lint` groups them (the fixer and `--show-files` read the same files)."""
+    finder = _Finder(config, selection, select_for)
+    finder.discover(paths or [], force_exclude)
+    return finder.groups()
 
 
 class _Finder:

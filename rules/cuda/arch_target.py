@@ -110,6 +110,16 @@ extra_compile_args={"nvcc": ["-gencode", "arch=compute_120a,code=sm_120a"]}
 os.environ["TORCH_CUDA_ARCH_LIST"] = "12.0a"
 ```
 
+## Fix
+Unsafe (`kgate lint --fix --unsafe-fixes`): writes the `a` target in place
+of each bare one that is reported (`sm_120` -> `sm_120a`, `compute_120` ->
+`compute_120a`, `120-real` -> `120a-real`, `12.0` -> `12.0a` in
+`TORCH_CUDA_ARCH_LIST`), in CMake files, `setup.py` and other Python files
+(through libcst, inside the string), flags and scripts. Unsafe because an
+arch-specific target runs on its own architecture only and carries no
+forward-compatible PTX: later GPUs can no longer JIT-compile the build. Add
+a bare `compute_` target beside it where that matters.
+
 ## Options
 - `portable` (string, default `"ignore"`): what a bare target whose build
   owns no arch-specific code gets: nothing, or with `"note"` a note. The
@@ -133,6 +143,7 @@ from typing import Any
 from kgate.collect import pysource as py
 from kgate.collect.cpp_text import strip_hash_comment
 from kgate.core.findings import Severity
+from kgate.core.fix import Applicability, Edit, Fix
 from kgate.core.rule import READS_BEYOND, Option, Report, Rule, SourceContext
 from kgate.hardware.arch_features import ARCH_SPECIFIC_CODE, ARCH_SPECIFIC_NEEDLES, family_note, lost_by_bare
 
@@ -188,9 +199,13 @@ def check(source: Any, ctx: SourceContext) -> Iterable[Report]:
             where, spelling = evidence[family]
             if folder != here:
                 where = os.path.relpath(os.path.join(folder, where), here).replace(os.sep, "/")
+            target = _a_spelling(written)
+            fix = Fix(f"`{written}` -> `{target}`: sm_{family}a is arch-specific: it runs on sm_{family} only and "
+                      f"carries no forward-compatible PTX for later GPUs", Applicability.UNSAFE,
+                      (Edit(number, col, number, col + len(written), target),))
             yield Report(f"`{written}` builds for the bare architecture, but `{where}` uses `{spelling}`: "
-                         f"{lost_by_bare(family)} cannot be used; build for the `a` target ({_a_spelling(written)})",
-                         **span)
+                         f"{lost_by_bare(family)} cannot be used; build for the `a` target ({target})",
+                         fix=fix, **span)
         elif note:
             yield Report(f"`{written}` builds for the bare architecture; no source this build owns uses "
                          f"sm_{family}a-only code, so the portable target (which also embeds PTX for later GPUs) "

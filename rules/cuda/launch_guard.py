@@ -103,6 +103,24 @@ or `CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, args...));`.
   `cudaPeekAtLastError`.
 - `window` (integer, default 3): lines after the launch's `;` in which the
   check must appear.
+
+## Fix
+Unsafe (`kgate lint --fix --unsafe-fixes`): inserts a call of the first of
+`check_macros` that this file can use on the line after the launch (or
+after the unchecked call of the helper): `C10_CUDA_KERNEL_LAUNCH_CHECK();`,
+or `CUDA_CHECK(cudaGetLastError());` for a macro that takes the call to
+check. A macro counts as usable when the file defines it (`#define`),
+already calls it, or includes a header that brings it (for
+`C10_CUDA_KERNEL_LAUNCH_CHECK`: `c10/cuda/CUDAException.h`, which
+`c10/cuda/CUDAFunctions.h`, `CUDAStream.h`, `CUDAGuard.h`,
+`ATen/cuda/Exceptions.h` and `ATen/cuda/CUDAContext.h` include); a file
+with none of them gets no fix. A macro whose definition returns (a
+`cudaError_t`, as FlashInfer's `FLASHINFER_CUDA_CALL` does) or that the
+file only calls is inserted only into a function that already calls it, so
+the result compiles where the macro did. A launch that is the whole body of
+a braceless `if`, `else` or loop gets no fix either. Unsafe because the check changes what
+happens when the launch fails: the macro throws or aborts where the error
+was dropped before.
 """
 
 from __future__ import annotations
@@ -116,6 +134,7 @@ from typing import Any, NamedTuple
 
 from kgate.collect.cpp_text import Scopes, balanced, blanked, macro_lines
 from kgate.core.findings import Related, Severity
+from kgate.core.fix import Applicability, Edit, Fix
 from kgate.core.rule import READS_BEYOND, Option, Report, Rule, SourceContext
 
 _TRIPLE = re.compile(r"<<<")
@@ -144,6 +163,7 @@ def check(source: Any, ctx: SourceContext) -> Iterable[Report]:
     project: _Project | None = None
     skipped: list[int] = []
     found: dict[int, Report] = {}  # by offset: several launches may reach the same unchecked call
+    ends: dict[int, int] = {}  # by offset: the end of the statement a check goes after
     for start, end, what in sorted(_launches(code)):
         line = bisect_right(starts, start, 1) - 1
         if line in in_macro:
@@ -183,10 +203,13 @@ def check(source: Any, ctx: SourceContext) -> Iterable[Report]:
                 # Some callers check and these do not: each is where a check goes.
                 for site in sites:
                     found.setdefault(site.offset, _call_report(code, starts, site.offset, site.callee, name, window))
+                    ends.setdefault(site.offset, _statement_end(code, site.offset))
                 continue
-            # No caller checks (or the unchecked ones are in other files): one finding, at the launch.
+            # No caller checks (or the unchecked ones are in other files): one finding, at the launch, where the
+            # fix puts the check (after the launch's statement, inside the lambda or helper).
             found.setdefault(start, _unchecked_everywhere(code, starts, start, line, name, sites, checked,
                                                              source.rel))
+            ends.setdefault(start, semicolon)
             continue
         if what == "<<<":
             message = (f"kernel launch without an error check within {window} line(s): add "
@@ -194,12 +217,130 @@ def check(source: Any, ctx: SourceContext) -> Iterable[Report]:
         else:
             message = "the error cudaLaunchKernelEx returns is dropped: check it (e.g. CUDA_CHECK(...))"
         found.setdefault(start, Report(message, line=line, col=_column(code, start) + 1, discriminator=name))
+        ends.setdefault(start, semicolon)
     scopes = Scopes(code)
+    guards = _usable_checks(source.text, code, ctx.options["check_macros"]) if found else []
     for offset in sorted(found):  # in order: the scope scan continues from the last one
-        yield dataclasses.replace(found[offset], scope=scopes.function_at(offset))
+        guard = _guard_at(code, offset, guards)
+        fix = _insert_check(source, code, starts, offset, ends.get(offset, -1), guard) if guard else None
+        yield dataclasses.replace(found[offset], scope=scopes.function_at(offset), fix=fix)
     if skipped:
         yield Report(f"{len(skipped)} kernel launch(es) inside #define macros not checked (out of scope: a macro "
                      f"is not expanded)", severity=Severity.NOTE, line=min(skipped), discriminator="macros")
+
+
+# Headers that bring a check macro, for the fix: a file that includes one may call it. PyTorch's headers (2.x) define
+# C10_CUDA_KERNEL_LAUNCH_CHECK in c10/cuda/CUDAException.h, which the others include on the way.
+_DEFINED_IN = {"C10_CUDA_KERNEL_LAUNCH_CHECK": ("c10/cuda/CUDAException.h", "c10/cuda/CUDAFunctions.h",
+                                                "c10/cuda/CUDAStream.h", "c10/cuda/CUDAGuard.h",
+                                                "ATen/cuda/Exceptions.h", "ATen/cuda/CUDAContext.h")}
+_NO_ARGUMENT = frozenset({"C10_CUDA_KERNEL_LAUNCH_CHECK"})
+
+
+class _Guard(NamedTuple):
+    name: str
+    statement: str  # what the fix inserts
+    # Only where the function already calls it: a macro whose definition returns (a `cudaError_t`, say) or that
+    # is known only from its calls may not compile in every function.
+    same_function: bool
+
+
+def _usable_checks(text: str, code: str, macros: list[str]) -> list[_Guard]:
+    """The configured check macros this file can call, in the configured order: those it defines, calls, or
+    includes a header of."""
+    out = []
+    for name in macros:
+        escaped = re.escape(name)
+        define = re.search(r"^[ \t]*#[ \t]*define[ \t]+" + escaped + r"(\([^)]*\))?((?:[^\n]*\\\n)*[^\n]*)", text,
+                           re.MULTILINE)
+        if define is not None:
+            params = define.group(1)
+            statement = f"{name};" if params is None else f"{name}();" if not params.strip("() \t") \
+                else f"{name}(cudaGetLastError());"
+            out.append(_Guard(name, statement, bool(re.search(r"\breturn\b", define.group(2)))))
+            continue
+        calls = [m.group(1) for m in re.finditer(r"\b" + escaped + r"\s*\(([^;]*?)\)", code)]
+        if any(re.search(r"^[ \t]*#[ \t]*include[ \t]*[<\"]" + re.escape(h) + r"[>\"]", text, re.MULTILINE)
+               for h in _DEFINED_IN.get(name, ())):
+            out.append(_Guard(name, f"{name}();" if name in _NO_ARGUMENT else f"{name}(cudaGetLastError());", False))
+        elif calls:
+            statement = f"{name}();" if any(not c.strip() for c in calls) else f"{name}(cudaGetLastError());"
+            out.append(_Guard(name, statement, True))
+    return out
+
+
+def _guard_at(code: str, at: int, guards: list[_Guard]) -> str | None:
+    """The statement to insert after the launch at `at`: the first usable macro that may be called there."""
+    body: tuple[int, int] | None = None
+    for guard in guards:
+        if not guard.same_function:
+            return guard.statement
+        body = body or _function_body(code, at)
+        if body[1] > body[0] and re.search(r"\b" + re.escape(guard.name) + r"\s*\(", code[body[0]:body[1]]):
+            return guard.statement
+    return None
+
+
+def _function_body(code: str, at: int) -> tuple[int, int]:
+    """(start, end) of the outermost block around `at` that is not a namespace, class or `extern "C"`: the body
+    of the function that holds it; (0, 0) at namespace scope."""
+    found = (0, 0)
+    opens: list[int] = []
+    for match in re.finditer(r"[{}]", code[:at]):
+        if match.group() == "{":
+            opens.append(match.start())
+        elif opens:
+            opens.pop()
+    for opening in opens:
+        if not _SCOPE_HEAD.search(code, max(0, opening - 200), opening):
+            found = (opening, balanced(code, opening, "{", "}"))
+            break
+    return found
+
+
+def _statement_end(code: str, call: int) -> int:
+    """Offset of the `;` that ends the statement of a call at `call`, -1 if none."""
+    paren = code.find("(", call)
+    return code.find(";", balanced(code, paren)) if paren >= 0 else -1
+
+
+def _insert_check(source: Any, code: str, starts: list[int], at: int, semicolon: int, guard: str) -> Fix | None:
+    """The fix that puts `guard` right after the statement: on a line of its own, indented as the statement, or
+    after the `;` when more code follows it on that line."""
+    if semicolon < 0 or semicolon >= len(code) or code[semicolon] != ";":
+        return None
+    if _braceless_body(code, at):
+        return None  # a second statement would fall out of the if/else or the loop: left for a person
+    line = bisect_right(starts, semicolon, 1) - 1
+    first = bisect_right(starts, at, 1) - 1
+    raw = source.line_text(line)
+    indent = re.match(r"[ \t]*", source.line_text(first))
+    after = code[semicolon + 1:starts[line + 1] if line + 1 < len(starts) else len(code)]
+    if after.strip():
+        column = _column(code, semicolon) + 1
+        edit = Edit.insert(line, column, f" {guard}")
+    else:
+        newline = "\r\n" if "\r\n" in source.text else "\n"
+        edit = Edit.insert(line, len(raw), f"{newline}{indent.group() if indent else ''}{guard}")
+    return Fix(f"insert `{guard}` after the launch: a failed launch then stops the program where it happened",
+               Applicability.UNSAFE, (edit,))
+
+
+def _braceless_body(code: str, at: int) -> bool:
+    """Whether the statement starting at `at` is the whole body of an if, else, loop or do without braces."""
+    head = max(code.rfind(";", 0, at), code.rfind("{", 0, at), code.rfind("}", 0, at)) + 1
+    before = code[head:at].strip()
+    if not before:
+        return False
+    if re.search(r"\b(?:else|do)$", before):
+        return True
+    if before.endswith(")"):
+        depth = 0
+        for index in range(len(before) - 1, -1, -1):
+            depth += {")": 1, "(": -1}.get(before[index], 0)
+            if depth == 0:
+                return bool(re.search(r"\b(?:if|for|while|switch)\s*(?:constexpr\s*)?$", before[:index]))
+    return False
 
 
 def _checked_after(code: str, semicolon: int, starts: list[int], checks: re.Pattern[str], window: int) -> bool:

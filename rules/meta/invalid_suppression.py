@@ -2,7 +2,9 @@
 Reports a `# kgate: ignore` comment without a reason, without codes, or
 naming a code that does not exist. The well-formed codes of a comment
 without a reason still silence their findings; this error makes the run
-fail until the reason is written.
+fail until the reason is written. A comment whose reason is still the
+placeholder `kgate lint --add-ignore` writes (`TODO: give the reason`)
+counts as one without a reason.
 
 ## Why is this bad?
 A suppression without a reason cannot be reviewed: six months later

@@ -22,6 +22,11 @@ other command (`kgate check` codes under `kgate lint` and the reverse), or
 point at kernels outside a partial `kgate check --kernel/--target/--shard`
 are never reported as unused.
 
+## Fix
+Safe: `kgate lint --fix` removes the unused code from the comment, or the
+whole `kgate: ignore` comment when it named nothing else (another comment
+on the same line, a linter's or a type checker's, stays).
+
 ## Options
 None.
 """
@@ -32,6 +37,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from kgate.core.findings import Severity
+from kgate.core.fix import Applicability, Edit, Fix
 from kgate.core.rule import Report, Rule
 
 if TYPE_CHECKING:
@@ -42,8 +48,12 @@ def check(subject: tuple[Directive, str], _ctx: object) -> Iterable[Report]:
     directive, code = subject
     form = "ignore-file" if directive.file_level else "ignore"
     where = "in this file" if directive.file_level else "on this line"
+    alone = len(directive.codes) == 1
+    fix = Fix(f"remove the unused `kgate: {form}` comment" if alone else f"remove {code} from the `kgate: {form}` "
+              f"comment", Applicability.SAFE,
+              (Edit(directive.line, directive.col - 1, directive.line, directive.col - 1, code, "drop-suppression"),))
     yield Report(f"unused `kgate: {form}[{code}]`: nothing reports {code} {where}", line=directive.line,
-                 col=directive.col, discriminator=code)
+                 col=directive.col, discriminator=code, fix=fix)
 
 
 RULE = Rule(

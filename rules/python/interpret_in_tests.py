@@ -38,6 +38,17 @@ or set it on the command line of a separate CI job
 process's `env=` are not reported, nor are values that switch the
 interpreter off (`"0"`, `"false"`, `"off"`, or removing the variable).
 
+## Fix
+Unsafe (`kgate lint --fix --unsafe-fixes`): removes the setting. In Python,
+a statement that does nothing else (`os.environ[...] = ...`,
+`os.environ.setdefault(...)`, `os.putenv(...)`, `monkeypatch.setenv(...)`,
+the `knobs` assignment) is deleted through libcst, keeping the comments
+around it (a block left empty gets `pass`); a setting inside a dictionary or
+a `patch.dict` is left for you. In pytest's configuration the entry is
+removed from `env` (or the key from `[tool.pytest_env]`). Unsafe because
+the tests then run their kernels compiled, on a GPU: a suite that relied on
+the interpreter needs a job of its own for it.
+
 ## Options
 None.
 """
@@ -51,6 +62,7 @@ from collections.abc import Iterable, Iterator
 from kgate.collect import pysource as py
 from kgate.collect.source import SourceFile
 from kgate.core.findings import Severity
+from kgate.core.fix import Applicability, Edit, Fix
 from kgate.core.rule import Report, Rule, SourceContext
 
 VARIABLE = "TRITON_INTERPRET"
@@ -59,6 +71,11 @@ _TRUE = frozenset({"1", "true", "on"})
 _PYTHON_FILES = ("test_*.py", "*_test.py", "conftest.py")
 _INI_SECTIONS = {"pytest.ini": ("pytest",), "tox.ini": ("pytest",), "setup.cfg": ("tool:pytest",)}
 _MESSAGE = "TRITON_INTERPRET switched on {where}: every kernel decorated afterwards runs on the CPU interpreter"
+_FIX = "remove the TRITON_INTERPRET setting: the tests then run compiled kernels (interpret in a job of its own)"
+
+
+def _fix(edits: list[Edit]) -> Fix | None:
+    return Fix(_FIX, Applicability.UNSAFE, tuple(edits)) if edits else None
 
 
 def check(source: SourceFile, ctx: SourceContext) -> Iterable[Report]:
@@ -79,10 +96,29 @@ def _python(source: SourceFile) -> Iterator[Report]:
     tree, imports, constants = info.tree, info.imports, info.constants
     environ = _environ_names(tree, imports)
     where = "in a test module" if source.name != "conftest.py" else "in conftest.py"
+    owners = _whole_statements(tree)
     for node in ast.walk(tree):
         for at, value in _settings(node, imports, constants, environ):
             if _switches_on(value, constants):
-                yield Report(_MESSAGE.format(where=where), scope=_scope(tree, at), **source.span(at))
+                owner = owners.get(id(at))
+                fix = None
+                if owner is not None:
+                    span = source.span(owner)
+                    fix = _fix([Edit(span["line"], span["col"] - 1, span["line"], span["col"] - 1,
+                                     kind="delete-statement")])
+                yield Report(_MESSAGE.format(where=where), scope=_scope(tree, at), fix=fix, **source.span(at))
+
+
+def _whole_statements(tree: ast.Module) -> dict[int, ast.stmt]:
+    """id of a setting's node -> the statement that does nothing but that setting (an assignment to one target,
+    a call as a statement)."""
+    out: dict[int, ast.stmt] = {}
+    for stmt in ast.walk(tree):
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+            out[id(stmt.targets[0])] = stmt
+        elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+            out[id(stmt.value)] = stmt
+    return out
 
 
 def _settings(node: ast.AST, imports: dict[str, str], constants: dict[str, ast.expr],
@@ -199,8 +235,11 @@ def _ini(source: SourceFile, sections: tuple[str, ...]) -> Iterator[Report]:
             item = _ENV_ITEM.match(value)
             if item and _truthy(item.group(2)):
                 col = offset + value.index(VARIABLE) + 1
+                # A line of its own goes; on the key's line, the value goes and `env =` stays.
+                edit = Edit(number, 0, number + 1, 0) if offset == 0 and number < len(source.lines) \
+                    else Edit(number, offset, number, len(line))
                 yield Report(_MESSAGE.format(where="in pytest's env settings"), line=number, col=col,
-                             scope=f"[{section}]")
+                             scope=f"[{section}]", fix=_fix([edit]))
 
 
 def _toml(source: SourceFile) -> Iterator[Report]:
@@ -232,7 +271,45 @@ def _toml(source: SourceFile) -> Iterator[Report]:
     for header in dict.fromkeys(found):
         line, col = _locate(source.lines, f"{prefix}{header}")
         yield Report(_MESSAGE.format(where="in pytest's env settings"), line=line, col=col,
-                     scope=f"[{prefix}{header}]")
+                     scope=f"[{prefix}{header}]", fix=_fix(_toml_edits(source.lines, f"{prefix}{header}")))
+
+
+# An entry of an `env` array, with the comma after it or the comma before it.
+_ITEM = r"""(["'])(?P<item>[^"'\n]*""" + VARIABLE + r"""[^"'\n]*)\1"""
+_ITEM_FORMS = (re.compile(_ITEM + r"\s*,[ \t]*"), re.compile(r",\s*" + _ITEM), re.compile(_ITEM))
+_TOML_KEY = re.compile(r"^\s*[\"']?" + VARIABLE + r"[\"']?\s*=")
+
+
+def _toml_edits(lines: list[str], table: str) -> list[Edit]:
+    """Edits that take the switching-on entries out of one table: a `TRITON_INTERPRET = ...` key's line, an
+    `env` entry (its line when it has one of its own)."""
+    start = next((n for n, line in enumerate(lines) if (m := _SECTION.match(line)) and m.group(1).strip() == table),
+                 None)
+    if start is None:
+        return []
+    edits = []
+    for number in range(start + 1, len(lines)):
+        line = lines[number]
+        if _SECTION.match(line):
+            break
+        if VARIABLE not in line:
+            continue
+        whole = Edit(number + 1, 0, number + 2, 0) if number + 1 < len(lines) else Edit(number + 1, 0, number + 1,
+                                                                                        len(line))
+        if _TOML_KEY.match(line):
+            edits.append(whole)
+            continue
+        for form in _ITEM_FORMS:
+            match = form.search(line)
+            if match is None:
+                continue
+            entry = _ENV_ITEM.match(match.group("item"))
+            if entry is None or not _truthy(entry.group(2)):
+                break
+            rest = line[:match.start()] + line[match.end():]
+            edits.append(whole if not rest.strip() else Edit(number + 1, match.start(), number + 1, match.end()))
+            break
+    return edits
 
 
 def _table(parent: dict, key: str) -> dict:
