@@ -51,10 +51,27 @@ def checked(project: Path, audited: Run) -> dict:
 
 
 def section(markdown: str, title: str) -> str:
-    """The text under a kernel's heading (`## <a id=...></a>kernel @ target`), up to the next heading."""
-    head = re.search(rf"^## (<a id=\"[^\"]+\"></a>)?{re.escape(title)}\n", markdown, re.MULTILINE)
+    """The text under a kernel's heading (`## <a id=...></a>kernel [variant] @ target`, `title` being
+    `kernel @ target`: the fixtures have one variant per kernel), up to the next heading."""
+    kernel, target = title.rsplit(" @ ", 1)
+    head = re.search(rf"^## (<a id=\"[^\"]+\"></a>)?{re.escape(kernel)} \[[^\n]*\] @ {re.escape(target)}\n", markdown,
+                     re.MULTILINE)
     assert head, title
     return markdown[head.end():].split("\n## ", 1)[0]
+
+
+def budget_tables(text: str) -> list[dict[str, list[str]]]:
+    """The tables under a section's `### Budgets`, each as {budget label: cells}, the header under "budget"."""
+    block = text.split("### Budgets\n", 1)[1].split("\n###", 1)[0].split("\nHeadroom terms", 1)[0]
+    return [{row[1]: row[2:] for row in md_table(part, "")} for part in block.strip().split("\n\n")]
+
+
+def budgets(text: str) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    """(rows that read the same on every card, rows with a cell per card): the shared table comes first."""
+    tables = budget_tables(text)
+    shared = [t for t in tables if len(t["budget"]) == 1 and " and " in t["budget"][0]]
+    own = [t for t in tables if t not in shared]
+    return (shared[0] if shared else {}), (own[0] if own else {})
 
 
 def md_table(text: str, after: str) -> list[list[str]]:
@@ -83,11 +100,13 @@ def test_audit_writes_both_reports_and_names_the_variant_closest_to_a_cliff(proj
 def test_mxfp8_gemm_budgets_on_both_cards(project: Path, audited: Run, checked: dict) -> None:
     md = (project / "out" / "report.md").read_text()
     text = section(md, f"{MXFP8} @ sm_120a")
-    rows = {row[1]: row[2:] for row in md_table(text, "### Budgets\n")}
+    same, rows = budgets(text)
     assert rows["budget"] == ["RTX 5090", "RTX 5060 Ti 16G"]
+    # Both cards have the same SM: what is per SM reads the same on both and is shown once, naming both.
+    assert same["budget"] == ["RTX 5090 and RTX 5060 Ti 16G"]
     facts = next(k for k in checked["kernels"] if k["kernel"] == MXFP8 and k["target"] == "sm_120a")
-    assert rows["registers per thread"] == [f"{facts['registers']} of 255"] * 2
-    assert rows["shared memory per CTA"][0].startswith(f"{facts['smem_bytes']:,} of 101,376 B")
+    assert same["registers per thread"] == [f"{facts['registers']} of 255"]
+    assert same["shared memory per CTA"][0].startswith(f"{facts['smem_bytes']:,} of 101,376 B")
     assert rows["waves at M=8192, N=4096, K=4096"] == ["2,048 CTAs, 13 waves, 92.7% efficient",
                                                        "2,048 CTAs, 57 waves, 99.8% efficient"]
     assert rows["waves at M=4096, N=4096, K=4096"] == ["1,024 CTAs, 7 waves, 86.1% efficient",
@@ -107,8 +126,8 @@ def test_html_and_markdown_show_the_same_budget_cells(project: Path, audited: Ru
     page = html.unescape((project / "out" / "report.html").read_text())
     cells = set()
     for block in md.split("### Budgets\n")[1:]:
-        for row in md_table(block, "")[1:]:
-            cells.update(c.replace("\\|", "|") for c in row[1:])
+        for rows in budget_tables(block.split("\n## ", 1)[0].join(["### Budgets\n", ""])):
+            cells.update(c.replace("\\|", "|") for label, row in rows.items() if label != "budget" for c in row)
     assert len(cells) > 50
     missing = sorted(c for c in cells if f">{c}</td>" not in page)
     assert not missing
@@ -153,7 +172,8 @@ def test_profile_adds_a_card_and_unknown_ones_are_one_line_errors(project: Path,
     run = kgate("audit", "-o", str(tmp_path), "--profile", "h100", "--kernel", "mxfp8_tile", cwd=project)
     assert run.code == 0, run.stderr
     text = section((tmp_path / "report.md").read_text(), f"{MXFP8} @ sm_90a")
-    assert md_table(text, "### Budgets\n")[0][2:] == ["H200", "H100 SXM"]
+    same, own = budgets(text)
+    assert own["budget"] == ["H200", "H100 SXM"] and same["budget"] == ["H200 and H100 SXM"]
     bad = kgate("audit", "-o", str(tmp_path), "--profile", "rtx-9090", cwd=project)
     assert bad.code == 2 and bad.stderr.strip().splitlines() == [
         "kgate: error: --profile rtx-9090: unknown card (known: b200, h100, h200, rtx-5060-ti, rtx-5090)"]
@@ -165,7 +185,7 @@ def test_audit_of_this_repository_shows_the_bundled_mxfp8_gemm_on_both_cards(tmp
     run = kgate("audit", "-o", str(tmp_path), "--kernel", "mxfp8_matmul_kernel", "--target", "sm_120a", cwd=REPO)
     assert run.code == 0, run.stderr
     text = section((tmp_path / "report.md").read_text(), "kernels.mxfp8:mxfp8_matmul_kernel @ sm_120a")
-    rows = {row[1]: row[2:] for row in md_table(text, "### Budgets\n")}
+    rows = budgets(text)[1]
     assert rows["budget"] == ["RTX 5090", "RTX 5060 Ti 16G"]
     assert rows["waves at M=8192, N=4096, K=4096"] == ["2,048 CTAs, 13 waves, 92.7% efficient",
                                                        "2,048 CTAs, 57 waves, 99.8% efficient"]
