@@ -196,6 +196,79 @@ def test_audit_of_this_repository_shows_the_bundled_mxfp8_gemm_on_both_cards(tmp
     assert "kind::mxf8f6f4.block_scale" in mix and "QMMA.SF" in mix and "HMMA" not in mix
 
 
+# --- Variants named, PTX and SASS excerpts, the pull-request summary ---
+
+def test_every_heading_and_chart_label_names_the_variant(project: Path, audited: Run, checked: dict) -> None:
+    md = (project / "out" / "report.md").read_text()
+    page = html.unescape((project / "out" / "report.html").read_text())
+    headings = re.findall(r"^## <a id=\"[^\"]+\"></a>(.*)$", md, re.MULTILINE)
+    assert len(headings) == len(checked["kernels"])
+    for k in checked["kernels"]:
+        readable = k["variant"].rsplit("#", 1)[0]
+        assert f"{k['kernel']} [{readable}] @ {k['target']}" in headings
+        assert f'<span class="variant">[{readable}]</span> @ {k["target"]}</h2>' in page
+    # The headroom chart labels each bar with its kernel and target and, on a line of its own, its variant.
+    chart = page.split('aria-label="headroom of every kernel variant"', 1)[1].split("</svg>", 1)[0]
+    variants = re.findall(r'<text [^>]*class="variant">([^<]*)</text>', chart)
+    assert len(variants) == len(checked["kernels"]) and all(variants)
+    assert "BK=128,BM=128,BN=128,warps=8,stages=3,fp32+fp8e4nv+u8"[:47] in "".join(variants)
+
+
+def test_identical_per_sm_rows_are_shown_once_and_card_rows_per_card(project: Path, audited: Run) -> None:
+    text = section((project / "out" / "report.md").read_text(), f"{MXFP8} @ sm_120a")
+    same, own = budgets(text)
+    assert not (set(same) - {"budget"}) & set(own)  # no row in both tables
+    assert all(len(cells) == 1 for cells in same.values())
+    assert all(len(set(cells)) == 2 for label, cells in own.items() if label != "budget")  # they differ
+    assert {"registers per thread", "CTAs per SM", "shared memory per CTA"} <= set(same)
+    assert {"waves at M=8192, N=4096, K=4096", "intensity at M=8192, N=4096, K=4096"} <= set(own)
+    # A target with one card keeps one table, a cell per card.
+    alone = budget_tables(section((project / "out" / "report.md").read_text(), f"{MXFP8} @ sm_90a"))
+    assert len(alone) == 1 and alone[0]["budget"] == ["H200"]
+
+
+def line_of(path: Path, text: str) -> int:
+    return next(n for n, line in enumerate(path.read_text().splitlines(), 1) if text in line)
+
+
+def test_ptx_and_sass_excerpts_show_the_instructions_that_matter_with_their_source_lines(project: Path,
+                                                                                        audited: Run) -> None:
+    md = (project / "out" / "report.md").read_text()
+    mma = section(md, f"{MXFP8} @ sm_120a").split("### PTX and SASS\n", 1)[1]
+    line = line_of(project / "block_scale.py", "acc = tl.dot_scaled(x, sx")
+    source = '`acc = tl.dot_scaled(x, sx, "e4m3", y, sy, "e4m3")`'
+    for listing in ("PTX", "SASS"):
+        assert re.search(rf"^{listing}, block-scaled MMA 1 of [0-9,]+, from `block_scale\.py:{line}` {re.escape(source)}:$",
+                         mma, re.MULTILINE), listing
+    assert re.search(rf"^> block_scale\.py:{line}  mma\.sync\.aligned\.m16n8k32\.row\.col\.kind::mxf8f6f4\.block_scale",
+                     mma, re.MULTILINE)
+    assert re.search(rf"^> block_scale\.py:{line}  QMMA\.SF\.", mma, re.MULTILINE)
+    # The spilling GEMM's local loads and stores (ptxas's spills: in the SASS).
+    spills = section(md, "gemm_resources:gemm_spills @ sm_120a").split("### PTX and SASS\n", 1)[1]
+    assert re.search(r"^> gemm_resources\.py:\d+  (LDL|STL)\b", spills, re.MULTILINE)
+    # griddepcontrol, where a PDL kernel waits.
+    pdl = section(md, "pdl:wait_first @ sm_120a").split("### PTX and SASS\n", 1)[1]
+    assert re.search(r"^> pdl\.py:\d+  griddepcontrol\.wait", pdl, re.MULTILINE)
+    # Collapsed on the page.
+    page = (project / "out" / "report.html").read_text()
+    assert page.count('<details class="code">') == len(re.findall(r"^## <a id=", md, re.MULTILINE))
+    assert "<details class=\"code\" open" not in page and '<tr class="mark">' in page
+
+
+def test_summary_is_a_screenful_with_the_verdict(project: Path, audited: Run, checked: dict) -> None:
+    from kgate.report.audit_summary import LIMIT
+
+    summary = (project / "out" / "summary.md").read_text()
+    assert len(summary) <= LIMIT < 65536 and len(summary.splitlines()) <= 40
+    failing = kgate("check", "-q", cwd=project).code == 1
+    assert summary.startswith("## kgate audit: fails (" if failing else "## kgate audit: passes")
+    variants = len(checked["kernels"])
+    assert f"{variants} kernel variant(s) compiled" in summary and f"(8 of {variants})" in summary
+    first = md_table(summary, f"(8 of {variants}):\n")
+    assert first[1][1] == "`gemm_resources:gemm_spills [BK=64,BM=256,BN=256,warps=8,stages=1,bf16] @ sm_120a`"
+    assert "report.html" in summary and (project / "out" / "report.md").stat().st_size > 10 * len(summary)
+
+
 # --- In a real browser ---
 
 CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -356,75 +429,3 @@ def test_audit_after_check_disassembles_the_cached_cubins_instead_of_compiling_a
     fresh = kgate("check", "--sass", "--format", "json", "--no-cache", cwd=project).json()["kernels"]
     assert [k["sass"] for k in cached] == [k["sass"] for k in fresh] and all(k["sass"] for k in cached)
 
-
-# --- Variants named, PTX and SASS excerpts, the pull-request summary ---
-
-def test_every_heading_and_chart_label_names_the_variant(project: Path, audited: Run, checked: dict) -> None:
-    md = (project / "out" / "report.md").read_text()
-    page = html.unescape((project / "out" / "report.html").read_text())
-    headings = re.findall(r"^## <a id=\"[^\"]+\"></a>(.*)$", md, re.MULTILINE)
-    assert len(headings) == len(checked["kernels"])
-    for k in checked["kernels"]:
-        readable = k["variant"].rsplit("#", 1)[0]
-        assert f"{k['kernel']} [{readable}] @ {k['target']}" in headings
-        assert f'<span class="variant">[{readable}]</span> @ {k["target"]}</h2>' in page
-    # The headroom chart labels each bar with its kernel and target and, on a line of its own, its variant.
-    chart = page.split('aria-label="headroom of every kernel variant"', 1)[1].split("</svg>", 1)[0]
-    variants = re.findall(r'<text [^>]*class="variant">([^<]*)</text>', chart)
-    assert len(variants) == len(checked["kernels"]) and all(variants)
-    assert "BK=128,BM=128,BN=128,warps=8,stages=3,fp32+fp8e4nv+u8"[:47] in "".join(variants)
-
-
-def test_identical_per_sm_rows_are_shown_once_and_card_rows_per_card(project: Path, audited: Run) -> None:
-    text = section((project / "out" / "report.md").read_text(), f"{MXFP8} @ sm_120a")
-    same, own = budgets(text)
-    assert not (set(same) - {"budget"}) & set(own)  # no row in both tables
-    assert all(len(cells) == 1 for cells in same.values())
-    assert all(len(set(cells)) == 2 for label, cells in own.items() if label != "budget")  # they differ
-    assert {"registers per thread", "CTAs per SM", "shared memory per CTA"} <= set(same)
-    assert {"waves at M=8192, N=4096, K=4096", "intensity at M=8192, N=4096, K=4096"} <= set(own)
-    # A target with one card keeps one table, a cell per card.
-    alone = budget_tables(section((project / "out" / "report.md").read_text(), f"{MXFP8} @ sm_90a"))
-    assert len(alone) == 1 and alone[0]["budget"] == ["H200"]
-
-
-def line_of(path: Path, text: str) -> int:
-    return next(n for n, line in enumerate(path.read_text().splitlines(), 1) if text in line)
-
-
-def test_ptx_and_sass_excerpts_show_the_instructions_that_matter_with_their_source_lines(project: Path,
-                                                                                        audited: Run) -> None:
-    md = (project / "out" / "report.md").read_text()
-    mma = section(md, f"{MXFP8} @ sm_120a").split("### PTX and SASS\n", 1)[1]
-    line = line_of(project / "block_scale.py", "acc = tl.dot_scaled(x, sx")
-    source = '`acc = tl.dot_scaled(x, sx, "e4m3", y, sy, "e4m3")`'
-    for listing in ("PTX", "SASS"):
-        assert re.search(rf"^{listing}, block-scaled MMA 1 of [0-9,]+, from `block_scale\.py:{line}` {re.escape(source)}:$",
-                         mma, re.MULTILINE), listing
-    assert re.search(rf"^> block_scale\.py:{line}  mma\.sync\.aligned\.m16n8k32\.row\.col\.kind::mxf8f6f4\.block_scale",
-                     mma, re.MULTILINE)
-    assert re.search(rf"^> block_scale\.py:{line}  QMMA\.SF\.", mma, re.MULTILINE)
-    # The spilling GEMM's local loads and stores (ptxas's spills: in the SASS).
-    spills = section(md, "gemm_resources:gemm_spills @ sm_120a").split("### PTX and SASS\n", 1)[1]
-    assert re.search(r"^> gemm_resources\.py:\d+  (LDL|STL)\b", spills, re.MULTILINE)
-    # griddepcontrol, where a PDL kernel waits.
-    pdl = section(md, "pdl:wait_first @ sm_120a").split("### PTX and SASS\n", 1)[1]
-    assert re.search(r"^> pdl\.py:\d+  griddepcontrol\.wait", pdl, re.MULTILINE)
-    # Collapsed on the page.
-    page = (project / "out" / "report.html").read_text()
-    assert page.count('<details class="code">') == len(re.findall(r"^## <a id=", md, re.MULTILINE))
-    assert "<details class=\"code\" open" not in page and '<tr class="mark">' in page
-
-
-def test_summary_is_a_screenful_with_the_verdict(project: Path, audited: Run, checked: dict) -> None:
-    from kgate.report.audit_summary import LIMIT
-
-    summary = (project / "out" / "summary.md").read_text()
-    assert len(summary) <= LIMIT < 65536 and len(summary.splitlines()) <= 40
-    failing = kgate("check", "-q", cwd=project).code == 1
-    assert summary.startswith("## kgate audit: fails (" if failing else "## kgate audit: passes")
-    variants = len(checked["kernels"])
-    assert f"{variants} kernel variant(s) compiled" in summary and f"(8 of {variants})" in summary
-    first = md_table(summary, f"(8 of {variants}):\n")
-    assert first[1][1] == "`gemm_resources:gemm_spills [BK=64,BM=256,BN=256,warps=8,stages=1,bf16] @ sm_120a`"
-    assert "report.html" in summary and (project / "out" / "report.md").stat().st_size > 10 * len(summary)

@@ -144,7 +144,7 @@ def excerpts(config: Config, facts: Sequence[KernelFacts], cubins: Mapping[Key, 
     from kgate.diff.listing import cubin_listing
 
     cache = Cache(config.root / config.cache_dir, config.cache_dir)
-    paths = sorted({cubins[f.key] for f in facts if f.key in cubins})
+    paths = sorted({cubins[f.key] for f in facts if f.key in cubins}, key=lambda c: c[0])
     listings: dict[str, dict[str, Any] | None] = {}
     note = ""
     try:

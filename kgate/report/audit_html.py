@@ -203,8 +203,8 @@ def kernel_section(k: KernelAudit, model: AuditModel) -> str:
         "<h3>Instruction mix</h3>", _table(("what", "instruction", "count"), mix, "mix"),
         "<h3>Findings</h3>",
         _table(("code", "severity", "rule", "status", "message"), findings, "findings") if findings else "<p>None.</p>",
-        "<h3>Against the baseline</h3>", against,
         excerpt_html(k),
+        "<h3>Against the baseline</h3>", against,
         "</section>",
     ])
 

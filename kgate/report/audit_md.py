@@ -123,10 +123,11 @@ def kernel_lines(k: KernelAudit, model: AuditModel) -> list[str]:
     lines += ["", "### Findings", ""]
     rows = finding_rows(k)
     lines += table(("code", "severity", "rule", "status", "message"), rows) if rows else ["None."]
-    lines += ["", "### Against the baseline", ""]
-    lines += baseline_lines(k, model)
     lines.append("")
     lines += excerpt_lines(k)
+    lines += ["### Against the baseline", ""]
+    lines += baseline_lines(k, model)
+    lines.append("")
     return lines
 
 
