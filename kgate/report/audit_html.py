@@ -40,7 +40,8 @@ h3 { font-size: 15px; margin: 16px 0 6px; }
 p.sub { margin: 2px 0 8px; color: #475569; }
 code { font: 12px ui-monospace, SFMono-Regular, Menlo, monospace; background: #f1f5f9; padding: 1px 4px; border-radius: 3px; }
 table { border-collapse: collapse; margin: 6px 0 10px; }
-th, td { border: 1px solid #e2e8f0; padding: 3px 8px; text-align: left; vertical-align: top; overflow-wrap: anywhere; }
+th, td { border: 1px solid #e2e8f0; padding: 3px 8px; text-align: left; vertical-align: top; }
+td code, td a { overflow-wrap: anywhere; }
 th { background: #f8fafc; }
 table.sortable th { cursor: pointer; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; overflow-wrap: normal; }
@@ -117,6 +118,11 @@ def _cell(text: object, cls: str = "", sort: str | None = None) -> str:
     return f"<td{attrs}>{escape(str(text))}</td>"
 
 
+def breakable(variant: str) -> str:
+    """A variant's name escaped, free to break after each comma (before breaking anywhere else)."""
+    return escape(variant).replace(",", ",<wbr>")
+
+
 def _table(header: tuple[str, ...], rows: list[str], cls: str = "", ident: str = "") -> str:
     attrs = (f' class="{cls}"' if cls else "") + (f' id="{ident}"' if ident else "")
     head = "".join(f"<th>{escape(h)}</th>" for h in header)
@@ -134,7 +140,7 @@ def summary(model: AuditModel) -> str:
         wps = k.cards[0].residency.warps_per_subcore if k.cards else 0
         name = f'<a href="#{k.anchor}">{escape(k.facts.kernel)}</a>'
         rows.append(
-            "<tr>" + _cell(n, "num") + f"<td>{name}</td>" + f"<td><code>{escape(k.name or '-')}</code></td>"
+            "<tr>" + _cell(n, "num") + f"<td>{name}</td>" + f"<td><code>{breakable(k.name or '-')}</code></td>"
             + _cell(k.facts.target) + _cell(headroom_text(k.headroom.score), f"num {_status(k.headroom.score)}",
                                             f"{k.headroom.score:.6f}")
             + _cell(k.headroom.limiter) + _cell(res.registers, "num") + _cell(res.spill_stores, "num")
