@@ -68,7 +68,7 @@ table.sass tr.replace td { background: #fefce8; }
 table.sass td.delete { background: #fef2f2; } table.sass td.insert { background: #f0fdf4; }
 details.code { margin: 6px 0 10px; } details.code > summary { cursor: pointer; color: #1d4ed8; }
 table.code { width: 100%; table-layout: fixed; }
-table.code td { font: 12px ui-monospace, SFMono-Regular, Menlo, monospace; white-space: pre-wrap; padding: 1px 6px; }
+table.code td { font: 12px ui-monospace, SFMono-Regular, Menlo, monospace; white-space: pre-wrap; overflow-wrap: anywhere; padding: 1px 6px; }
 table.code td.src { width: 12em; color: #64748b; overflow-wrap: anywhere; }
 table.code tr.mark td { background: #fef9c3; font-weight: 600; }
 p.where { margin: 8px 0 2px; }
@@ -138,7 +138,7 @@ def summary(model: AuditModel) -> str:
     for n, k in enumerate(model.ranking, 1):
         res = k.facts.resources
         wps = k.cards[0].residency.warps_per_subcore if k.cards else 0
-        name = f'<a href="#{k.anchor}">{escape(k.facts.kernel)}</a>'
+        name = f'<a href="#{k.anchor}">{escape(k.facts.kernel).replace(":", ":<wbr>")}</a>'
         rows.append(
             "<tr>" + _cell(n, "num") + f"<td>{name}</td>" + f"<td><code>{breakable(k.name or '-')}</code></td>"
             + _cell(k.facts.target) + _cell(headroom_text(k.headroom.score), f"num {_status(k.headroom.score)}",
