@@ -216,7 +216,8 @@ def test_budget_rows_read_the_same_on_every_card_only_when_every_cell_and_status
 
 
 def hostile_excerpt(text: str) -> Excerpt:
-    lines = (Line("mov.b32 %r1, %r2;", "k.py:3", False), Line(f"mma.sync {text} ~~~~;", f"{text}:3", True))
+    lines = (Line("mov.b32 %r1, %r2;\x1b[2J\u202e", "k.py:3", False),
+             Line(f"mma.sync {text} ~~~~;", f"{text}:3", True))
     window = Window(MMA, 1, f"pkg/{text}.py", 3, f"acc = tl.dot(a, b)  # {text} ~~~~ ```", lines)
     return Excerpt((Listing("PTX", ((MMA, 4),), (window,)), Listing("SASS", (), ())), (f"note {text}",))
 
@@ -234,6 +235,7 @@ def test_excerpts_are_collapsed_and_escaped_and_a_fence_holds_any_line() -> None
     assert len(fence) == 5  # longer than the four tildes in an instruction's line
     block = body.split(fence)[1]
     assert f"> {evil}:3  mma.sync {evil} ~~~~;" in block
+    assert "\x1b" not in md and "\u202e" not in md and "\x1b" not in page and "\u202e" not in page
 
 
 def test_summary_stays_a_screenful_whatever_the_names_and_numbers() -> None:

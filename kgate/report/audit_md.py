@@ -20,7 +20,7 @@ from kgate.report.audit_tables import (
     same_on_every_card,
 )
 from kgate.report.escape import markdown as cell
-from kgate.report.escape import markdown_code
+from kgate.report.escape import markdown_code, visible
 from kgate.report.excerpt import KINDS
 
 HEADROOM_NOTE = (
@@ -155,7 +155,9 @@ def excerpt_lines(k: KernelAudit) -> list[str]:
             source = f" {markdown_code(w.source.strip(), table=False)}" if w.source.strip() else ""
             lines += [f"{listing.name}, {w.kind} {w.nth} of {total:,}, from {where}{source}:", ""]
             width = max(len(line.place) for line in w.lines)
-            lines += fenced([f"{'>' if line.marked else ' '} {line.place:<{width}}  {line.text}" for line in w.lines])
+            # Shown as it is inside the fence; only invisible characters are written as escapes.
+            lines += fenced([visible(f"{'>' if line.marked else ' '} {line.place:<{width}}  {line.text}")
+                             for line in w.lines])
             lines.append("")
     return lines
 
