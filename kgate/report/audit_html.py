@@ -69,7 +69,7 @@ table.sass td.delete { background: #fef2f2; } table.sass td.insert { background:
 details.code { margin: 6px 0 10px; } details.code > summary { cursor: pointer; color: #1d4ed8; }
 table.code { width: 100%; table-layout: fixed; }
 table.code td { font: 12px ui-monospace, SFMono-Regular, Menlo, monospace; white-space: pre-wrap; overflow-wrap: anywhere; padding: 1px 6px; }
-table.code td.src { width: 12em; color: #64748b; overflow-wrap: anywhere; }
+table.code td.src { width: 17em; color: #64748b; overflow-wrap: anywhere; }
 table.code tr.mark td { background: #fef9c3; font-weight: 600; }
 p.where { margin: 8px 0 2px; }
 """
