@@ -233,7 +233,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             p.add_argument("-k", dest="keyword", metavar="EXPR", help="only tests matching (pytest -k)")
         if name == "audit":
             p.add_argument("-o", "--output", metavar="DIR", default="kgate-audit",
-                           help="folder for report.html and report.md (default: kgate-audit)")
+                           help="folder for report.html, report.md and summary.md (default: kgate-audit)")
             p.add_argument("--profile", action="append", metavar="CARD",
                            help="device profile to show (repeatable; default: the target's cards)")
             p.add_argument("--no-baseline", action="store_true")

@@ -51,10 +51,27 @@ def checked(project: Path, audited: Run) -> dict:
 
 
 def section(markdown: str, title: str) -> str:
-    """The text under a kernel's heading (`## <a id=...></a>kernel @ target`), up to the next heading."""
-    head = re.search(rf"^## (<a id=\"[^\"]+\"></a>)?{re.escape(title)}\n", markdown, re.MULTILINE)
+    """The text under a kernel's heading (`## <a id=...></a>kernel [variant] @ target`, `title` being
+    `kernel @ target`: the fixtures have one variant per kernel), up to the next heading."""
+    kernel, target = title.rsplit(" @ ", 1)
+    head = re.search(rf"^## (<a id=\"[^\"]+\"></a>)?{re.escape(kernel)} \[[^\n]*\] @ {re.escape(target)}\n", markdown,
+                     re.MULTILINE)
     assert head, title
     return markdown[head.end():].split("\n## ", 1)[0]
+
+
+def budget_tables(text: str) -> list[dict[str, list[str]]]:
+    """The tables under a section's `### Budgets`, each as {budget label: cells}, the header under "budget"."""
+    block = text.split("### Budgets\n", 1)[1].split("\n###", 1)[0].split("\nHeadroom terms", 1)[0]
+    return [{row[1]: row[2:] for row in md_table(part, "")} for part in block.strip().split("\n\n")]
+
+
+def budgets(text: str) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    """(rows that read the same on every card, rows with a cell per card): the shared table comes first."""
+    tables = budget_tables(text)
+    shared = [t for t in tables if len(t["budget"]) == 1 and " and " in t["budget"][0]]
+    own = [t for t in tables if t not in shared]
+    return (shared[0] if shared else {}), (own[0] if own else {})
 
 
 def md_table(text: str, after: str) -> list[list[str]]:
@@ -83,11 +100,13 @@ def test_audit_writes_both_reports_and_names_the_variant_closest_to_a_cliff(proj
 def test_mxfp8_gemm_budgets_on_both_cards(project: Path, audited: Run, checked: dict) -> None:
     md = (project / "out" / "report.md").read_text()
     text = section(md, f"{MXFP8} @ sm_120a")
-    rows = {row[1]: row[2:] for row in md_table(text, "### Budgets\n")}
+    same, rows = budgets(text)
     assert rows["budget"] == ["RTX 5090", "RTX 5060 Ti 16G"]
+    # Both cards have the same SM: what is per SM reads the same on both and is shown once, naming both.
+    assert same["budget"] == ["RTX 5090 and RTX 5060 Ti 16G"]
     facts = next(k for k in checked["kernels"] if k["kernel"] == MXFP8 and k["target"] == "sm_120a")
-    assert rows["registers per thread"] == [f"{facts['registers']} of 255"] * 2
-    assert rows["shared memory per CTA"][0].startswith(f"{facts['smem_bytes']:,} of 101,376 B")
+    assert same["registers per thread"] == [f"{facts['registers']} of 255"]
+    assert same["shared memory per CTA"][0].startswith(f"{facts['smem_bytes']:,} of 101,376 B")
     assert rows["waves at M=8192, N=4096, K=4096"] == ["2,048 CTAs, 13 waves, 92.7% efficient",
                                                        "2,048 CTAs, 57 waves, 99.8% efficient"]
     assert rows["waves at M=4096, N=4096, K=4096"] == ["1,024 CTAs, 7 waves, 86.1% efficient",
@@ -107,8 +126,8 @@ def test_html_and_markdown_show_the_same_budget_cells(project: Path, audited: Ru
     page = html.unescape((project / "out" / "report.html").read_text())
     cells = set()
     for block in md.split("### Budgets\n")[1:]:
-        for row in md_table(block, "")[1:]:
-            cells.update(c.replace("\\|", "|") for c in row[1:])
+        for rows in budget_tables(block.split("\n## ", 1)[0].join(["### Budgets\n", ""])):
+            cells.update(c.replace("\\|", "|") for label, row in rows.items() if label != "budget" for c in row)
     assert len(cells) > 50
     missing = sorted(c for c in cells if f">{c}</td>" not in page)
     assert not missing
@@ -153,7 +172,8 @@ def test_profile_adds_a_card_and_unknown_ones_are_one_line_errors(project: Path,
     run = kgate("audit", "-o", str(tmp_path), "--profile", "h100", "--kernel", "mxfp8_tile", cwd=project)
     assert run.code == 0, run.stderr
     text = section((tmp_path / "report.md").read_text(), f"{MXFP8} @ sm_90a")
-    assert md_table(text, "### Budgets\n")[0][2:] == ["H200", "H100 SXM"]
+    same, own = budgets(text)
+    assert own["budget"] == ["H200", "H100 SXM"] and same["budget"] == ["H200 and H100 SXM"]
     bad = kgate("audit", "-o", str(tmp_path), "--profile", "rtx-9090", cwd=project)
     assert bad.code == 2 and bad.stderr.strip().splitlines() == [
         "kgate: error: --profile rtx-9090: unknown card (known: b200, h100, h200, rtx-5060-ti, rtx-5090)"]
@@ -165,7 +185,7 @@ def test_audit_of_this_repository_shows_the_bundled_mxfp8_gemm_on_both_cards(tmp
     run = kgate("audit", "-o", str(tmp_path), "--kernel", "mxfp8_matmul_kernel", "--target", "sm_120a", cwd=REPO)
     assert run.code == 0, run.stderr
     text = section((tmp_path / "report.md").read_text(), "kernels.mxfp8:mxfp8_matmul_kernel @ sm_120a")
-    rows = {row[1]: row[2:] for row in md_table(text, "### Budgets\n")}
+    rows = budgets(text)[1]
     assert rows["budget"] == ["RTX 5090", "RTX 5060 Ti 16G"]
     assert rows["waves at M=8192, N=4096, K=4096"] == ["2,048 CTAs, 13 waves, 92.7% efficient",
                                                        "2,048 CTAs, 57 waves, 99.8% efficient"]
@@ -176,6 +196,79 @@ def test_audit_of_this_repository_shows_the_bundled_mxfp8_gemm_on_both_cards(tmp
     assert "kind::mxf8f6f4.block_scale" in mix and "QMMA.SF" in mix and "HMMA" not in mix
 
 
+# --- Variants named, PTX and SASS excerpts, the pull-request summary ---
+
+def test_every_heading_and_chart_label_names_the_variant(project: Path, audited: Run, checked: dict) -> None:
+    md = (project / "out" / "report.md").read_text()
+    page = html.unescape((project / "out" / "report.html").read_text())
+    headings = re.findall(r"^## <a id=\"[^\"]+\"></a>(.*)$", md, re.MULTILINE)
+    assert len(headings) == len(checked["kernels"])
+    for k in checked["kernels"]:
+        readable = k["variant"].rsplit("#", 1)[0]
+        assert f"{k['kernel']} [{readable}] @ {k['target']}" in headings
+        assert f'<span class="variant">[{readable}]</span> @ {k["target"]}</h2>' in page
+    # The headroom chart labels each bar with its kernel and target and, on a line of its own, its variant.
+    chart = page.split('aria-label="headroom of every kernel variant"', 1)[1].split("</svg>", 1)[0]
+    variants = re.findall(r'<text [^>]*class="variant">([^<]*)</text>', chart)
+    assert len(variants) == len(checked["kernels"]) and all(variants)
+    assert "BK=128,BM=128,BN=128,warps=8,stages=3,fp32+fp8e4nv+u8"[:47] in "".join(variants)
+
+
+def test_identical_per_sm_rows_are_shown_once_and_card_rows_per_card(project: Path, audited: Run) -> None:
+    text = section((project / "out" / "report.md").read_text(), f"{MXFP8} @ sm_120a")
+    same, own = budgets(text)
+    assert not (set(same) - {"budget"}) & set(own)  # no row in both tables
+    assert all(len(cells) == 1 for cells in same.values())
+    assert all(len(set(cells)) == 2 for label, cells in own.items() if label != "budget")  # they differ
+    assert {"registers per thread", "CTAs per SM", "shared memory per CTA"} <= set(same)
+    assert {"waves at M=8192, N=4096, K=4096", "intensity at M=8192, N=4096, K=4096"} <= set(own)
+    # A target with one card keeps one table, a cell per card.
+    alone = budget_tables(section((project / "out" / "report.md").read_text(), f"{MXFP8} @ sm_90a"))
+    assert len(alone) == 1 and alone[0]["budget"] == ["H200"]
+
+
+def line_of(path: Path, text: str) -> int:
+    return next(n for n, line in enumerate(path.read_text().splitlines(), 1) if text in line)
+
+
+def test_ptx_and_sass_excerpts_show_the_instructions_that_matter_with_their_source_lines(project: Path,
+                                                                                        audited: Run) -> None:
+    md = (project / "out" / "report.md").read_text()
+    mma = section(md, f"{MXFP8} @ sm_120a").split("### PTX and SASS\n", 1)[1]
+    line = line_of(project / "block_scale.py", "acc = tl.dot_scaled(x, sx")
+    source = '`acc = tl.dot_scaled(x, sx, "e4m3", y, sy, "e4m3")`'
+    for listing in ("PTX", "SASS"):
+        assert re.search(rf"^{listing}, block-scaled MMA 1 of [0-9,]+, from `block_scale\.py:{line}` {re.escape(source)}:$",
+                         mma, re.MULTILINE), listing
+    assert re.search(rf"^> block_scale\.py:{line}  mma\.sync\.aligned\.m16n8k32\.row\.col\.kind::mxf8f6f4\.block_scale",
+                     mma, re.MULTILINE)
+    assert re.search(rf"^> block_scale\.py:{line}  QMMA\.SF\.", mma, re.MULTILINE)
+    # The spilling GEMM's local loads and stores (ptxas's spills: in the SASS).
+    spills = section(md, "gemm_resources:gemm_spills @ sm_120a").split("### PTX and SASS\n", 1)[1]
+    assert re.search(r"^> gemm_resources\.py:\d+  (LDL|STL)\b", spills, re.MULTILINE)
+    # griddepcontrol, where a PDL kernel waits.
+    pdl = section(md, "pdl:wait_first @ sm_120a").split("### PTX and SASS\n", 1)[1]
+    assert re.search(r"^> pdl\.py:\d+  griddepcontrol\.wait", pdl, re.MULTILINE)
+    # Collapsed on the page.
+    page = (project / "out" / "report.html").read_text()
+    assert page.count('<details class="code">') == len(re.findall(r"^## <a id=", md, re.MULTILINE))
+    assert "<details class=\"code\" open" not in page and '<tr class="mark">' in page
+
+
+def test_summary_is_a_screenful_with_the_verdict(project: Path, audited: Run, checked: dict) -> None:
+    from kgate.report.audit_summary import LIMIT
+
+    summary = (project / "out" / "summary.md").read_text()
+    assert len(summary) <= LIMIT < 65536 and len(summary.splitlines()) <= 40
+    failing = kgate("check", "-q", cwd=project).code == 1
+    assert summary.startswith("## kgate audit: fails (" if failing else "## kgate audit: passes")
+    variants = len(checked["kernels"])
+    assert f"{variants} kernel variant(s) compiled" in summary and f"(8 of {variants})" in summary
+    first = md_table(summary, f"(8 of {variants}):\n")
+    assert first[1][1] == "`gemm_resources:gemm_spills [BK=64,BM=256,BN=256,warps=8,stages=1,bf16] @ sm_120a`"
+    assert "report.html" in summary and (project / "out" / "report.md").stat().st_size > 10 * len(summary)
+
+
 # --- In a real browser ---
 
 CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -183,13 +276,42 @@ CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic
                   "--enable-logging=stderr", "--v=0")
 
 
-def chromium(page: Path, tmp: Path, *action: str) -> subprocess.CompletedProcess:
+def chromium(page: Path, tmp: Path, *action: str, size: str = "1400,2000") -> subprocess.CompletedProcess:
     binary = shutil.which("chromium") or shutil.which("chromium-browser")
     if binary is None:
         pytest.skip("chromium is not installed (Debian: apt-get install -y chromium); .ci/run installs it")
     profile = tmp / f"profile-{len(list(tmp.glob('profile-*')))}"
-    return subprocess.run([binary, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--window-size=1400,2000",
+    return subprocess.run([binary, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", f"--window-size={size}",
                            *action, page.as_uri()], capture_output=True, text=True, timeout=120, check=False)
+
+
+# Opens every <details>, then writes onto <html> how wide the document is, how wide the window, and which
+# elements scroll sideways inside it (a table in an overflow box fits the page but still hides columns).
+MEASURE = ("(function(){document.querySelectorAll('details').forEach(function(d){d.open=true;});"
+           "var d=document.documentElement,wide=[];"
+           "document.querySelectorAll('body *').forEach(function(e){if(e.scrollWidth>e.clientWidth+1&&"
+           "getComputedStyle(e).overflowX!=='visible'){wide.push(e.tagName+'.'+e.className);}});"
+           "d.setAttribute('data-scroll-width',String(d.scrollWidth));"
+           "d.setAttribute('data-inner-width',String(window.innerWidth));"
+           "d.setAttribute('data-wide',wide.join(' '));})();")
+
+
+def measured(page: str) -> str:
+    """The page with MEASURE run after its own script, allowed by its hash in the page's own policy."""
+    import base64
+    import hashlib
+
+    allowed = "sha256-" + base64.b64encode(hashlib.sha256(MEASURE.encode()).digest()).decode()
+    assert "script-src &#x27;" in page
+    return page.replace("script-src ", f"script-src &#x27;{allowed}&#x27; ", 1).replace(
+        "</body>", f"<script>{MEASURE}</script></body>", 1)
+
+
+def widths(dom: str) -> tuple[int, int, str]:
+    root = re.search(r"<html[^>]*>", dom)
+    assert root, dom[:300]
+    attrs = dict(re.findall(r'(data-[a-z-]+)="([^"]*)"', root.group(0)))
+    return int(attrs["data-scroll-width"]), int(attrs["data-inner-width"]), attrs["data-wide"]
 
 
 def console_messages(stderr: str) -> list[str]:
@@ -216,6 +338,36 @@ def test_page_renders_in_chromium_without_console_messages(project: Path, audite
     width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
     assert (width, height) == (1400, 2000) and len(data) > 50_000
     print(f"screenshot: {shot}")
+
+
+def test_page_fits_1280_pixels_with_every_excerpt_open(project: Path, audited: Run,
+                                                         tmp_path_factory: pytest.TempPathFactory) -> None:
+    tmp = tmp_path_factory.mktemp("chromium-1280")
+    page = tmp / "measured.html"
+    page.write_text(measured((project / "out" / "report.html").read_text()))
+    dom = chromium(page, tmp, "--dump-dom", size="1280,900")
+    assert dom.returncode == 0 and console_messages(dom.stderr) == []
+    scroll, inner, wide = widths(dom.stdout)
+    assert inner == 1280 and scroll <= inner and wide == "", (scroll, inner, wide)
+    assert 'data-ready="yes"' in dom.stdout.split(">", 2)[1] + ">"  # the page's own script ran too
+    shot = tmp / "report-1280.png"
+    assert chromium(project / "out" / "report.html", tmp, f"--screenshot={shot}", size="1280,900").returncode == 0
+    print(f"screenshot: {shot}")
+
+
+def test_the_width_check_catches_a_page_wider_than_the_window(project: Path, audited: Run,
+                                                              tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The negative control: the table's names kept from wrapping must widen the page or its scroll box."""
+    tmp = tmp_path_factory.mktemp("chromium-wide")
+    import base64
+    import hashlib
+
+    nowrap = "td, td code { white-space: nowrap; overflow-wrap: normal; }"
+    allowed = "sha256-" + base64.b64encode(hashlib.sha256(nowrap.encode()).digest()).decode()
+    page = (project / "out" / "report.html").read_text().replace("</head>", f"<style>{nowrap}</style></head>", 1)
+    (tmp / "wide.html").write_text(measured(page.replace("style-src ", f"style-src &#x27;{allowed}&#x27; ", 1)))
+    scroll, inner, wide = widths(chromium(tmp / "wide.html", tmp, "--dump-dom", size="1280,900").stdout)
+    assert scroll > inner or wide
 
 
 def test_the_console_check_catches_an_external_reference(project: Path, audited: Run,
@@ -276,3 +428,4 @@ def test_audit_after_check_disassembles_the_cached_cubins_instead_of_compiling_a
     cached = kgate("check", "--sass", "--format", "json", cwd=project).json()["kernels"]
     fresh = kgate("check", "--sass", "--format", "json", "--no-cache", cwd=project).json()["kernels"]
     assert [k["sass"] for k in cached] == [k["sass"] for k in fresh] and all(k["sass"] for k in cached)
+

@@ -5,6 +5,7 @@ No compiler here: test_audit.py runs `kgate audit` on real kernels.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from kgate.hardware.profiles import profiles
 from kgate.report import audit_html, audit_md, audit_model
 from kgate.report.audit_model import register_table
 from kgate.report.audit_tables import budget_rows, headroom_text
+from kgate.report.excerpt import MMA, Excerpt, Line, Listing, Window
 
 BF16_GEMM = {"a": "*bf16", "b": "*bf16", "c": "*bf16", "M": "i32", "N": "i32", "K": "i32"}
 MXFP8 = {"a": "*fp8e4nv", "a_scale": "*u8", "b": "*fp8e4nv", "b_scale": "*u8", "c": "*fp32"}
@@ -174,3 +176,79 @@ def test_audit_judges_by_the_rules_configured_limits() -> None:
     assert {r.label: r for r in budget_rows(tuned["pkg.k:row"])}["warps per sub-core"].cells[0] == "2 (needs 4)"
     assert default["pkg.k:spilly"].spill_cliff == 128 and tuned["pkg.k:spilly"].spill_cliff == 256
     assert tuned["pkg.k:spilly"].headroom.terms[1].value == pytest.approx(1 - 100 / 256)
+
+
+def test_variants_of_one_kernel_are_told_apart_in_headings_and_chart_labels() -> None:
+    tiles = [facts("pkg.k:matmul_kernel", variant=f"BK=64,BM={bm},BN=128,warps=8,stages=3,bf16#0000000{n}")
+             for n, bm in enumerate((64, 128, 256))]
+    # Two launches that differ only in what the tag hashes (divisibility, argument types).
+    tagged = [facts("pkg.k:matmul_kernel", variant=f"BK=64,BM=32,BN=128,warps=8,stages=3,bf16#{tag}")
+              for tag in ("aaaaaaaa", "bbbbbbbb")]
+    model = audit(*tiles, *tagged)
+    names = {k.facts.variant: (k.name, k.short) for k in model.kernels}
+    assert names["BK=64,BM=64,BN=128,warps=8,stages=3,bf16#00000000"] == (
+        "BK=64,BM=64,BN=128,warps=8,stages=3,bf16", "BM=64,bf16")
+    assert names["BK=64,BM=32,BN=128,warps=8,stages=3,bf16#aaaaaaaa"] == (
+        "BK=64,BM=32,BN=128,warps=8,stages=3,bf16#aaaaaaaa", "BM=32,bf16#aaaaaaaa")
+    page, md = audit_html.render(model), audit_md.render(model)
+    chart = page.split('aria-label="headroom of every kernel variant"', 1)[1].split("</svg>", 1)[0]
+    labels = re.findall(r'<text [^>]*class="variant">([^<]*)</text>', chart)
+    assert sorted(labels) == sorted(short for _name, short in names.values())  # five labels, all different
+    headings = re.findall(r"^## <a id=\"[^\"]+\"></a>(.*)$", md, re.MULTILINE)
+    assert len(set(headings)) == 5 and all(h.startswith("pkg.k:matmul_kernel [BK=64,BM=") for h in headings)
+    assert len(set(re.findall(r"<h2>(.*?)</h2>", page))) == 5 + 1  # and "Closest to a cliff"
+    # A kernel with one variant is labelled with all of its readable name.
+    alone = audit(facts("pkg.k:solo", variant="BLOCK=1024,warps=4,stages=3,fp32#12345678")).kernels[0]
+    assert (alone.name, alone.short) == ("BLOCK=1024,warps=4,stages=3,fp32",) * 2
+
+
+def test_budget_rows_read_the_same_on_every_card_only_when_every_cell_and_status_agree() -> None:
+    from kgate.report.audit_tables import same_on_every_card
+
+    two = audit(facts(shapes=({"M": 8192, "N": 4096, "K": 4096},))).kernels[0]
+    same, own = same_on_every_card(two)
+    assert [r.label for r in own] == ["waves at M=8192, N=4096, K=4096", "intensity at M=8192, N=4096, K=4096"]
+    assert "registers per thread" in [r.label for r in same] and len(same) + len(own) == len(budget_rows(two))
+    one = audit(facts(target="sm_90a")).kernels[0]
+    assert same_on_every_card(one) == ((), budget_rows(one))
+    page = audit_html.render(audit(facts()))
+    assert "<th>RTX 5090 and RTX 5060 Ti 16G</th>" in page
+
+
+def hostile_excerpt(text: str) -> Excerpt:
+    lines = (Line("mov.b32 %r1, %r2;\x1b[2J\u202e", "k.py:3", False),
+             Line(f"mma.sync {text} ~~~~;", f"{text}:3", True))
+    window = Window(MMA, 1, f"pkg/{text}.py", 3, f"acc = tl.dot(a, b)  # {text} ~~~~ ```", lines)
+    return Excerpt((Listing("PTX", ((MMA, 4),), (window,)), Listing("SASS", (), ())), (f"note {text}",))
+
+
+def test_excerpts_are_collapsed_and_escaped_and_a_fence_holds_any_line() -> None:
+    evil = "</td></table><script>alert(1)</script>"
+    k = facts("pkg.k:gemm")
+    model = audit_model.build([k], [], [], CARDS, excerpts={k.key: hostile_excerpt(evil)})
+    page, md = audit_html.render(model), audit_md.render(model)
+    assert "<script>alert" not in page and page.count("&lt;script&gt;alert(1)&lt;/script&gt;") >= 3
+    assert '<details class="code"><summary>4 MMA: ' in page and '<tr class="mark">' in page
+    body = md.split("### PTX and SASS\n", 1)[1]
+    assert "4 MMA." in body and "SASS: none of them." in body
+    fence = re.search(r"^(~{3,})$", body, re.MULTILINE).group(1)
+    assert len(fence) == 5  # longer than the four tildes in an instruction's line
+    block = body.split(fence)[1]
+    assert f"> {evil}:3  mma.sync {evil} ~~~~;" in block
+    assert "\x1b" not in md and "\u202e" not in md and "\x1b" not in page and "\u202e" not in page
+
+
+def test_summary_stays_a_screenful_whatever_the_names_and_numbers() -> None:
+    from kgate.report import audit_summary
+
+    long = "x" * 5000 + "<script>|`"
+    many = [facts(f"pkg.k:{long}{i}", variant=f"BM={i},{long}#0000{i:04d}", registers=100 + i % 150)
+            for i in range(300)]
+    found = tuple(finding(message=long * 3, kernel=f"pkg.k:{long}{i}", variant=f"BM={i},{long}#0000{i:04d}",
+                          severity=Severity.ERROR) for i in range(600))
+    model = audit_model.build(many, [], list(found), CARDS, verdict="fails (600 finding(s) at error or above)")
+    text = audit_summary.render(model)
+    assert len(text) <= audit_summary.LIMIT and len(text.splitlines()) < 40
+    assert text.startswith("## kgate audit: fails (600 finding(s) at error or above)\n")
+    assert "300 kernel variant(s) compiled" in text and "<script>" not in text
+    assert audit_summary.render(audit(facts())).startswith("## kgate audit: not judged\n")

@@ -8,6 +8,7 @@ check out the commit they need; the cache is shared, so each kernel compiles onc
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -140,7 +141,8 @@ def test_the_audit_page_shows_a_changed_variant_side_by_side(history: dict[str, 
     assert run.code == 0, run.stderr
     md = (tmp_path / "audit" / "report.md").read_text()
     section = md[md.index("## SASS against HEAD~1 ("):]
-    assert "| changed | `ops:scale` |" in section and "### ops:scale @ sm_120a" in section
+    assert "| changed | `ops:scale` |" in section
+    assert re.search(r"^### ops:scale \[[^\]\n]*stages=[^\]\n]*\] @ sm_120a$", section, re.MULTILINE)
     side = [line for line in section.splitlines() if line.startswith(("| ~ |", "|  |"))]
     assert any(line.startswith("| ~ |") for line in side) and any("ops.py:" in line for line in side)
     page = (tmp_path / "audit" / "report.html").read_text()

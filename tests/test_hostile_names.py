@@ -29,6 +29,7 @@ from kgate.ratchet.compare import Difference
 from kgate.report import (
     audit_html,
     audit_md,
+    audit_summary,
     escape,
     github_report,
     json_report,
@@ -152,7 +153,24 @@ def test_audit_markdown_renders_without_html_links_or_broken_tables() -> None:
         for row in re.findall(r"<tbody>.*?</tbody>", table, re.DOTALL)[0].split("</tr>")[:-1]:
             assert len(re.findall("<td", row)) == head, row
     heading = next(line for line in rendered.splitlines() if line.startswith("<h2") and "@ sm_120a" in line)
-    assert "pkg.k:&lt;script&gt;alert(1)&lt;/script&gt;|\\x1b]0;owned\\x07 @ sm_120a" in heading
+    # The heading names the variant too (its readable part: this one has no tag), escaped like the kernel.
+    assert ("pkg.k:&lt;script&gt;alert(1)&lt;/script&gt;|\\x1b]0;owned\\x07 [BM=128|`x`\\r\\n::error::variant] "
+            "@ sm_120a</h2>") in heading
+
+
+def test_audit_summary_renders_without_html_links_or_workflow_commands() -> None:
+    cmarkgfm = pytest.importorskip("cmarkgfm", reason="cmarkgfm (GitHub's Markdown renderer) is in the test extra")
+    from cmarkgfm.cmark import Options
+
+    k = facts(KERNEL, variant=VARIANT)
+    f = finding(message=MESSAGE, path=PATH, kernel=KERNEL, variant=VARIANT, severity=Severity.ERROR)
+    text = audit_summary.render(audit(k, findings=(f,)))
+    assert not RAW_CONTROL.search(text)
+    assert_no_workflow_command(text)
+    rendered = cmarkgfm.github_flavored_markdown_to_html(text, options=Options.CMARK_OPT_UNSAFE)
+    for tag in ("<img", "<script", "<b>", "<i>", 'href="javascript'):
+        assert tag not in rendered, tag
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in rendered and "&lt;b&gt;bold&lt;/b&gt;" in rendered
 
 
 def test_markdown_code_spans_hold_backticks_and_pipes() -> None:

@@ -1,7 +1,8 @@
 """`kgate audit`: compile like `kgate check` (with SASS for every kernel) and write the audit report.
 
 Writes DIR/report.html (one self-contained page: no network requests, charts
-as inline SVG) and DIR/report.md with the same numbers. The baseline, when
+as inline SVG), DIR/report.md with the same numbers, and DIR/summary.md, a
+screenful for a pull-request comment. The baseline, when
 there is one, is compared as `kgate check` compares it, and each kernel's
 differences are shown with it. Exit 0 when the report is written, whatever
 it says: `kgate check` is the gate.
@@ -10,23 +11,31 @@ it says: `kgate check` is the gate.
 from __future__ import annotations
 
 import argparse
+import functools
+import os
 import sys
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import kgate
 from kgate.commands.common import ProgressBar, config_from, fail_on, selection_from
 from kgate.core.config import Config
-from kgate.core.errors import ConfigError
+from kgate.core.errors import ConfigError, KgateError
 from kgate.core.result import Result
 from kgate.diff.compare import Diff
+from kgate.facts.model import KernelFacts
+from kgate.facts.ptx import SourceLoc
 from kgate.hardware.profiles import AUDIT_DEFAULT, Profile, primary, profiles
 from kgate.pipeline.check import CheckOptions, resolve_targets, run_check
 from kgate.ratchet import gate as ratchet
 from kgate.ratchet.compare import Comparison
-from kgate.report import audit_html, audit_md, audit_model, audit_tables, differences
+from kgate.report import audit_html, audit_md, audit_model, audit_summary, audit_tables, differences, excerpt
+from kgate.report.audit_model import Key
 from kgate.report.escape import terminal
+from kgate.report.excerpt import Excerpt
 from kgate.support.atomicio import atomic_write
 
 
@@ -105,6 +114,7 @@ def run(args: argparse.Namespace) -> int:
         state = f"compared with {config.baseline}"
     model = audit_model.build(
         compiled.facts, compiled.failures, result.findings, cards, toolchain=compiled.toolchain,
+        excerpts=excerpts(config, compiled.facts, compiled.cubins, options.jobs), verdict=verdict(result),
         version=kgate.__version__, baseline=per_kernel,
         baselined=comparison.baselined if comparison else (), baseline_state=state,
         baseline_compared=comparison is not None, baseline_notes=general,
@@ -112,6 +122,81 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "diff", None):
         model = replace(model, sass_diff=_sass_diff(config, options, args.diff))
     return write(model, Path(args.output))
+
+
+def verdict(result: Result) -> str:
+    """What `kgate check` says of the same run, in a few words."""
+    failing, worse = len(result.failing()), len(result.ratchet_failures())
+    if not failing and not worse:
+        return "passes"
+    why = [f"{failing} finding(s) at {result.fail_on.value} or above"] if failing else []
+    why += [f"{worse} difference(s) against the baseline"] if worse else []
+    return f"fails ({', '.join(why)})"
+
+
+def excerpts(config: Config, facts: Sequence[KernelFacts], cubins: Mapping[Key, tuple[str, str | None]],
+             jobs: int | None) -> dict[Key, Excerpt]:
+    """Each variant's PTX and SASS around the instructions that matter, read from the cache's artifacts (the SASS
+    listing made once per cubin by nvdisasm, which gives the line table, and kept in the cache)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from kgate.compile.cache import Cache
+    from kgate.diff.listing import cubin_listing
+
+    cache = Cache(config.root / config.cache_dir, config.cache_dir)
+    paths = sorted({cubins[f.key] for f in facts if f.key in cubins}, key=lambda c: c[0])
+    listings: dict[str, dict[str, Any] | None] = {}
+    note = ""
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, jobs or os.cpu_count() or 1)) as pool:
+            for (path, _), found in zip(paths, pool.map(lambda p: cubin_listing(cache, Path(p[0]), p[1]), paths)):
+                listings[path] = found
+    except KgateError as exc:  # no nvdisasm: the PTX alone
+        note = f"no SASS listing: {exc}"
+    read = SourceLines(config.root)
+    out = {}
+    for f in facts:
+        if f.key not in cubins:
+            continue
+        folder = Path(cubins[f.key][0]).parent
+        try:
+            ptx_text: str | None = (folder / "kernel.ptx").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            ptx_text = None
+        functions = listings.get(cubins[f.key][0])
+        sass = functions.get(f.entry.name) if functions else None
+        notes = [note] if note else [] if sass is not None else ["no SASS listing: the cubin is not in the cache"]
+        out[f.key] = excerpt.excerpt(ptx_text, f.entry.name, sass, functools.partial(read, f), notes)
+    return out
+
+
+class SourceLines:
+    """The lines of the project's source files a line table names, each file read once."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root.resolve()
+        self.files: dict[Path, list[str]] = {}
+
+    def __call__(self, facts: KernelFacts, file: str, line: int) -> tuple[str, str]:
+        """(the file as the page shows it, the text of the line): project files relative to the project, the
+        kernel's own file wherever it was compiled (the line table names the path the compiler was given), other
+        files by their last two parts and without text."""
+        name = file.replace("\\", "/")
+        if facts.own_line(SourceLoc(file, line, 0)) is not None:
+            path = self.root / facts.path
+        else:
+            path = Path(name) if os.path.isabs(name) else self.root / name
+        try:
+            rel = path.resolve().relative_to(self.root)
+        except (OSError, ValueError):
+            return "/".join(name.split("/")[-2:]), ""
+        if path not in self.files:
+            try:
+                self.files[path] = path.read_text(encoding="utf-8", errors="replace").splitlines()
+            except OSError:
+                self.files[path] = []
+        lines = self.files[path]
+        return rel.as_posix(), lines[line - 1] if 0 < line <= len(lines) else ""
 
 
 # Side-by-side SASS for this many changed variants: enough to read what a change did, not a listing of all.
@@ -131,7 +216,8 @@ def _sass_diff(config: Config, options: CheckOptions, base: str) -> Diff:
 def write(model: audit_model.AuditModel, out: Path) -> int:
     written = []
     _check_folder(out)
-    for name, text in (("report.html", audit_html.render(model)), ("report.md", audit_md.render(model))):
+    for name, text in (("report.html", audit_html.render(model)), ("report.md", audit_md.render(model)),
+                       ("summary.md", audit_summary.render(model))):
         try:
             # A file name that is not UTF-8 reaches the text as lone surrogates: shown as their escapes.
             atomic_write(out / name, text.encode("utf-8", "backslashreplace"), follow=True)

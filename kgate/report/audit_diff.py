@@ -20,6 +20,12 @@ def anchor(row: Row) -> str:
     return "sass-" + make(row.kernel, row.variant, row.target)
 
 
+def readable(variant: str) -> str:
+    from kgate.report.audit_model import readable as name
+
+    return name(variant)
+
+
 def _figures_text(row: Row) -> tuple[str, ...]:
     shown = dict(figures(row))
     return tuple(shown.get(k, "") for k in ("regs", "spill", "smem", "instructions"))
@@ -67,7 +73,7 @@ def _html_pairs(row: Row, pairs: tuple[Pair, ...], diff: Diff) -> str:
                    f"{_html_cells(p.right, p.tag)}</tr>" for p in pairs)
     head = (f"<tr><th></th><th>{html(diff.base.label)}</th><th>source</th><th>{html(diff.head.label)}</th>"
             f"<th>source</th></tr>")
-    return (f'<h3 id="{anchor(row)}">{html(row.kernel)} @ {html(row.target)}</h3>'
+    return (f'<h3 id="{anchor(row)}">{html(row.kernel)} [{html(readable(row.variant))}] @ {html(row.target)}</h3>'
             f'<p class="sub"><code>{html(_variant(row))}</code> &middot; first difference at instruction '
             f"{row.first}</p>"
             f'<div class="scroll"><table class="sass"><thead>{head}</thead><tbody>{body}</tbody></table></div>')
@@ -92,7 +98,7 @@ def markdown_lines(diff: Diff) -> list[str]:
     for row in rows:
         if row.key not in diff.pairs:
             continue
-        lines += [f"### {markdown(row.kernel)} @ {markdown(row.target)}", "",
+        lines += [f"### {markdown(row.kernel)} [{markdown(readable(row.variant))}] @ {markdown(row.target)}", "",
                   f"{markdown_code(_variant(row), table=False)}: first difference at instruction {row.first}.", "",
                   f"| | {markdown(diff.base.label)} | source | {markdown(diff.head.label)} | source |",
                   "|---|---|---|---|---|"]

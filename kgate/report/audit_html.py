@@ -15,8 +15,18 @@ import hashlib
 from kgate.report.audit_md import HEADROOM_NOTE
 from kgate.report.audit_model import AuditModel, KernelAudit
 from kgate.report.audit_svg import gauges_chart, headroom_chart, roofline_chart, waves_chart
-from kgate.report.audit_tables import RIDGE_NOTE, baselined_note, budget_rows, headroom_text, mix_rows, percent
+from kgate.report.audit_tables import (
+    RIDGE_NOTE,
+    Row,
+    baselined_note,
+    cards_named,
+    headroom_text,
+    mix_rows,
+    percent,
+    same_on_every_card,
+)
 from kgate.report.escape import html as escape
+from kgate.report.excerpt import KINDS
 
 CSS = """
 :root { color-scheme: light; }
@@ -31,9 +41,12 @@ p.sub { margin: 2px 0 8px; color: #475569; }
 code { font: 12px ui-monospace, SFMono-Regular, Menlo, monospace; background: #f1f5f9; padding: 1px 4px; border-radius: 3px; }
 table { border-collapse: collapse; margin: 6px 0 10px; }
 th, td { border: 1px solid #e2e8f0; padding: 3px 8px; text-align: left; vertical-align: top; }
+td code, td a { overflow-wrap: anywhere; }
 th { background: #f8fafc; }
 table.sortable th { cursor: pointer; }
-td.num { text-align: right; font-variant-numeric: tabular-nums; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; overflow-wrap: normal; }
+h2, h3, p { overflow-wrap: anywhere; }
+h2 .variant { font-weight: 400; color: #334155; }
 td.ok { background: #f0fdf4; } td.warn { background: #fffbeb; } td.bad { background: #fef2f2; }
 .sev-error { color: #b91c1c; font-weight: 600; } .sev-warning { color: #b45309; font-weight: 600; }
 .sev-note { color: #0369a1; }
@@ -43,6 +56,7 @@ td.ok { background: #f0fdf4; } td.warn { background: #fffbeb; } td.bad { backgro
 svg.chart text.axis { fill: #64748b; font-size: 11px; }
 svg.chart text.value { fill: #334155; font-size: 11px; }
 svg.chart a text { fill: #1d4ed8; }
+svg.chart a text.variant { fill: #475569; font: 11px ui-monospace, SFMono-Regular, Menlo, monospace; }
 section.kernel { border-top: 3px solid #e2e8f0; margin-top: 24px; }
 .badge { display: inline-block; padding: 1px 8px; border-radius: 10px; font-weight: 600; color: #fff; }
 .badge.ok { background: #16a34a; } .badge.warn { background: #d97706; } .badge.bad { background: #dc2626; }
@@ -52,6 +66,12 @@ table.sass td { font: 12px ui-monospace, SFMono-Regular, Menlo, monospace; white
 table.sass td.src { color: #64748b; }
 table.sass tr.replace td { background: #fefce8; }
 table.sass td.delete { background: #fef2f2; } table.sass td.insert { background: #f0fdf4; }
+details.code { margin: 6px 0 10px; } details.code > summary { cursor: pointer; color: #1d4ed8; }
+table.code { width: 100%; table-layout: fixed; }
+table.code td { font: 12px ui-monospace, SFMono-Regular, Menlo, monospace; white-space: pre-wrap; overflow-wrap: anywhere; padding: 1px 6px; }
+table.code td.src { width: 17em; color: #64748b; overflow-wrap: anywhere; }
+table.code tr.mark td { background: #fef9c3; font-weight: 600; }
+p.where { margin: 8px 0 2px; }
 """
 
 # Sorts a table by the clicked column (numbers as numbers), then marks the page ready.
@@ -98,6 +118,11 @@ def _cell(text: object, cls: str = "", sort: str | None = None) -> str:
     return f"<td{attrs}>{escape(str(text))}</td>"
 
 
+def breakable(variant: str) -> str:
+    """A variant's name escaped, free to break after each comma (before breaking anywhere else)."""
+    return escape(variant).replace(",", ",<wbr>")
+
+
 def _table(header: tuple[str, ...], rows: list[str], cls: str = "", ident: str = "") -> str:
     attrs = (f' class="{cls}"' if cls else "") + (f' id="{ident}"' if ident else "")
     head = "".join(f"<th>{escape(h)}</th>" for h in header)
@@ -113,9 +138,9 @@ def summary(model: AuditModel) -> str:
     for n, k in enumerate(model.ranking, 1):
         res = k.facts.resources
         wps = k.cards[0].residency.warps_per_subcore if k.cards else 0
-        name = f'<a href="#{k.anchor}">{escape(k.facts.kernel)}</a>'
+        name = f'<a href="#{k.anchor}">{escape(k.facts.kernel).replace(":", ":<wbr>")}</a>'
         rows.append(
-            "<tr>" + _cell(n, "num") + f"<td>{name}</td>" + f"<td><code>{escape(k.facts.variant)}</code></td>"
+            "<tr>" + _cell(n, "num") + f"<td>{name}</td>" + f"<td><code>{breakable(k.name or '-')}</code></td>"
             + _cell(k.facts.target) + _cell(headroom_text(k.headroom.score), f"num {_status(k.headroom.score)}",
                                             f"{k.headroom.score:.6f}")
             + _cell(k.headroom.limiter) + _cell(res.registers, "num") + _cell(res.spill_stores, "num")
@@ -143,13 +168,14 @@ def kernel_section(k: KernelAudit, model: AuditModel) -> str:
     f = k.facts
     expect = f", expects {', '.join(f.expect)}" if f.expect else ""
     status = _status(k.headroom.score)
-    head = (f'<section class="kernel" id="{k.anchor}"><h2>{escape(f.kernel)} @ {escape(f.target)}</h2>'
+    head = (f'<section class="kernel" id="{k.anchor}"><h2>{escape(f.kernel)} '
+            f'<span class="variant">[{escape(k.name or "-")}]</span> @ {escape(f.target)}</h2>'
             f'<p class="sub"><code>{escape(f.variant)}</code> &middot; <code>{escape(f"{f.path}:{f.line}")}</code>'
             f" &middot; {escape(f.kind)}, {f.num_warps} warps, num_stages={f.num_stages}{escape(expect)}"
             f' &middot; headroom <span class="badge {status}">{escape(headroom_text(k.headroom.score))}</span> '
             f"limited by {escape(k.headroom.limiter)}</p>")
     home = k.cards[0].profile.name if k.cards else f.target
-    caption = f"Budgets against their limits on the {escape(home)} SM"
+    caption = f"Budgets of {escape(k.short or f.kernel)} against their limits on the {escape(home)} SM"
     charts = [f"<figure>{gauges_chart(k)}<figcaption>{caption}</figcaption></figure>"]
     waves = waves_chart(k)
     if waves:
@@ -157,11 +183,12 @@ def kernel_section(k: KernelAudit, model: AuditModel) -> str:
     roof = roofline_chart(k)
     if roof:
         charts.append(f"<figure>{roof}<figcaption>Roofline per card (budget 5): roofs at each card's bf16-into-fp32 MMA rate and DRAM bandwidth</figcaption></figure>")
-    budget_header = ("#", "budget", *(c.profile.name for c in k.cards))
-    budget_html = []
-    for row in budget_rows(k):
-        cells = "".join(_cell(text, row.status[i] if i < len(row.status) else "") for i, text in enumerate(row.cells))
-        budget_html.append("<tr>" + _cell(row.budget, "num") + _cell(row.label) + cells + "</tr>")
+    same, own = same_on_every_card(k)
+    budgets = []
+    if same:
+        budgets.append(_table(("#", "budget", cards_named(k)), _budget_rows(same, 1), "budgets same"))
+    if own:
+        budgets.append(_table(("#", "budget", *(c.profile.name for c in k.cards)), _budget_rows(own), "budgets"))
     terms = "; ".join(f"{t.name} {percent(t.value, 0)} ({t.detail})" for t in k.headroom.terms)
     mix = ["<tr>" + _cell(a) + f"<td><code>{escape(b)}</code></td>" + _cell(c, "num") + "</tr>"
            for a, b, c in mix_rows(k.mix)]
@@ -177,14 +204,50 @@ def kernel_section(k: KernelAudit, model: AuditModel) -> str:
     return "".join([
         head,
         f'<div class="charts">{"".join(charts)}</div>',
-        "<h3>Budgets</h3>", _table(budget_header, budget_html, "budgets"),
+        "<h3>Budgets</h3>", *budgets,
         f"<p class=\"sub\">Headroom terms: {escape(terms)}.</p><p class=\"sub\">{escape(RIDGE_NOTE)}</p>",
         "<h3>Instruction mix</h3>", _table(("what", "instruction", "count"), mix, "mix"),
         "<h3>Findings</h3>",
         _table(("code", "severity", "rule", "status", "message"), findings, "findings") if findings else "<p>None.</p>",
+        excerpt_html(k),
         "<h3>Against the baseline</h3>", against,
         "</section>",
     ])
+
+
+def _budget_rows(rows: tuple[Row, ...], cells: int = 0) -> list[str]:
+    """Table rows of budgets: every card's cell, or (`cells`) only the first ones where they read the same."""
+    out = []
+    for row in rows:
+        shown = row.cells[:cells] if cells else row.cells
+        tds = "".join(_cell(text, row.status[i] if i < len(row.status) else "") for i, text in enumerate(shown))
+        out.append("<tr>" + _cell(row.budget, "num") + _cell(row.label) + tds + "</tr>")
+    return out
+
+
+def excerpt_html(k: KernelAudit) -> str:
+    """The PTX and SASS around the instructions that matter, collapsed."""
+    x = k.excerpt
+    if x is None:
+        return ""
+    counts = ", ".join(f"{n:,} {kind}" for kind, n in x.counts.items()) or f"no {', '.join(KINDS)}"
+    parts = ['<h3>PTX and SASS</h3><details class="code">',
+             f"<summary>{escape(counts)}: the instructions around them, with their source lines</summary>"]
+    parts += [f'<p class="sub">{escape(note)}</p>' for note in x.notes]
+    for listing in x.listings:
+        if not listing.windows:
+            parts.append(f'<p class="sub">{escape(listing.name)}: none of them.</p>')
+        for w in listing.windows:
+            total = dict(listing.counts)[w.kind]
+            where = f"{w.file}:{w.line}" if w.line else "no source line"
+            code = f" <code>{escape(w.source.strip())}</code>" if w.source.strip() else ""
+            parts.append(f'<p class="where">{escape(listing.name)}, {escape(w.kind)} {w.nth} of {total:,}, from '
+                         f"<code>{escape(where)}</code>{code}</p>")
+            rows = [("<tr class=\"mark\">" if line.marked else "<tr>") + _cell(line.place, "src")
+                    + _cell(line.text) + "</tr>" for line in w.lines]
+            parts.append(f'<table class="code"><tbody>{"".join(rows)}</tbody></table>')
+    parts.append("</details>")
+    return "".join(parts)
 
 
 def _sass_diff(model: AuditModel) -> str:

@@ -6,12 +6,22 @@ Every text from the project (kernel and variant names, paths, messages, baseline
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from kgate.report.audit_model import AuditModel, KernelAudit
-from kgate.report.audit_tables import RIDGE_NOTE, baselined_note, budget_rows, headroom_text, mix_rows, percent
+from kgate.report.audit_tables import (
+    RIDGE_NOTE,
+    baselined_note,
+    cards_named,
+    headroom_text,
+    mix_rows,
+    percent,
+    same_on_every_card,
+)
 from kgate.report.escape import markdown as cell
-from kgate.report.escape import markdown_code
+from kgate.report.escape import markdown_code, visible
+from kgate.report.excerpt import KINDS
 
 HEADROOM_NOTE = (
     "Headroom is the smallest margin of a variant to a cliff, measured on its target's SM: "
@@ -55,7 +65,7 @@ def summary_lines(model: AuditModel) -> list[str]:
     for n, k in enumerate(model.ranking, 1):
         res = k.facts.resources
         card = k.cards[0].residency if k.cards else None
-        rows.append((str(n), f"[{cell(k.facts.kernel)}](#{k.anchor})", code(k.facts.variant), cell(k.facts.target),
+        rows.append((str(n), f"[{cell(k.facts.kernel)}](#{k.anchor})", code(k.name or "-"), cell(k.facts.target),
                      headroom_text(k.headroom.score), cell(k.headroom.limiter), str(res.registers),
                      str(res.spill_stores), f"{res.smem_bytes:,}",
                      f"{card.warps_per_subcore:g}" if card else "-", str(len(k.findings))))
@@ -87,7 +97,7 @@ def kernel_lines(k: KernelAudit, model: AuditModel) -> list[str]:
     f = k.facts
     expect = f", expects {', '.join(f.expect)}" if f.expect else ""
     lines = [
-        f'## <a id="{k.anchor}"></a>{cell(f.kernel)} @ {cell(f.target)}',
+        f'## <a id="{k.anchor}"></a>{cell(f.kernel)} [{cell(k.name or "-")}] @ {cell(f.target)}',
         "",
         (f"Variant {markdown_code(f.variant, table=False)}; {markdown_code(f'{f.path}:{f.line}', table=False)}; "
          f"{cell(f.kind)}, {f.num_warps} warps, "
@@ -97,8 +107,14 @@ def kernel_lines(k: KernelAudit, model: AuditModel) -> list[str]:
         "### Budgets",
         "",
     ]
-    header = ("#", "budget", *(c.profile.name for c in k.cards))
-    lines += table(header, [(str(r.budget), cell(r.label), *(cell(c) for c in r.cells)) for r in budget_rows(k)])
+    same, own = same_on_every_card(k)
+    if same:
+        lines += table(("#", "budget", cell(cards_named(k))), [(str(r.budget), cell(r.label), cell(r.cells[0]))
+                                                              for r in same])
+        lines += [""] if own else []
+    if own:
+        lines += table(("#", "budget", *(cell(c.profile.name) for c in k.cards)),
+                       [(str(r.budget), cell(r.label), *(cell(c) for c in r.cells)) for r in own])
     lines += ["", "Headroom terms: " + "; ".join(f"{t.name} {percent(t.value, 0)} ({cell(t.detail)})"
                                                   for t in k.headroom.terms) + ".", "", RIDGE_NOTE, ""]
     lines += ["### Instruction mix", ""]
@@ -107,9 +123,42 @@ def kernel_lines(k: KernelAudit, model: AuditModel) -> list[str]:
     lines += ["", "### Findings", ""]
     rows = finding_rows(k)
     lines += table(("code", "severity", "rule", "status", "message"), rows) if rows else ["None."]
-    lines += ["", "### Against the baseline", ""]
+    lines.append("")
+    lines += excerpt_lines(k)
+    lines += ["### Against the baseline", ""]
     lines += baseline_lines(k, model)
     lines.append("")
+    return lines
+
+
+def fenced(lines: Sequence[str]) -> list[str]:
+    """A fenced block that no line inside can close: the fence is longer than any run of tildes in them."""
+    longest = max((len(run) for line in lines for run in re.findall("~+", line)), default=0)
+    fence = "~" * max(3, longest + 1)
+    return [fence, *lines, fence]
+
+
+def excerpt_lines(k: KernelAudit) -> list[str]:
+    """The PTX and SASS around the instructions that matter, each window a fenced block; `>` marks them."""
+    x = k.excerpt
+    if x is None:
+        return []
+    counts = ", ".join(f"{n:,} {kind}" for kind, n in x.counts.items()) or f"no {', '.join(KINDS)}"
+    lines = ["### PTX and SASS", "", f"{cell(counts)}.", ""]
+    lines += [f"- {cell(note, line_start=True)}" for note in x.notes] + ([""] if x.notes else [])
+    for listing in x.listings:
+        if not listing.windows:
+            lines += [f"{listing.name}: none of them.", ""]
+        for w in listing.windows:
+            total = dict(listing.counts)[w.kind]
+            where = markdown_code(f"{w.file}:{w.line}" if w.line else "no source line", table=False)
+            source = f" {markdown_code(w.source.strip(), table=False)}" if w.source.strip() else ""
+            lines += [f"{listing.name}, {w.kind} {w.nth} of {total:,}, from {where}{source}:", ""]
+            width = max(len(line.place) for line in w.lines)
+            # Shown as it is inside the fence; only invisible characters are written as escapes.
+            lines += fenced([visible(f"{'>' if line.marked else ' '} {line.place:<{width}}  {line.text}")
+                             for line in w.lines])
+            lines.append("")
     return lines
 
 

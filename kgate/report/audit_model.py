@@ -47,6 +47,7 @@ from kgate.hardware.budgets import (
 )
 from kgate.hardware.profiles import Profile, primary
 from kgate.report.escape import as_bytes
+from kgate.report.excerpt import Excerpt
 from kgate.report.mma import short_mma
 
 if TYPE_CHECKING:
@@ -152,10 +153,21 @@ class KernelAudit:
     headroom: Headroom
     baseline: tuple[str, ...] = ()  # differences against the baseline, one line each
     baselined: tuple[Finding, ...] = ()  # findings the baseline accepts (not in `findings`)
+    # The variant as headings and tables show it: its readable specialisation (`variant_names`).
+    name: str = ""
+    # What tells it from the kernel's other variants, for labels that have little room (`variant_names`).
+    short: str = ""
+    excerpt: Excerpt | None = None  # its PTX and SASS around the instructions that matter
 
     @property
     def key(self) -> Key:
         return self.facts.key
+
+    @property
+    def title(self) -> str:
+        """`kernel [variant] @ target`, as `kgate audit` and `kgate check` name a variant."""
+        return f"{self.facts.kernel} [{self.name}] @ {self.facts.target}" if self.name else \
+            f"{self.facts.kernel} @ {self.facts.target}"
 
 
 @dataclass(frozen=True)
@@ -177,6 +189,7 @@ class AuditModel:
     baseline_compared: bool = False
     baseline_notes: tuple[str, ...] = ()  # differences that belong to no kernel (toolchain, source files)
     sass_diff: Diff | None = None  # `kgate audit --diff BASE`: the variants whose SASS changed since BASE
+    verdict: str = ""  # what `kgate check` would say of the same run, e.g. "fails: 3 findings at error"
 
     @property
     def ranking(self) -> tuple[KernelAudit, ...]:
@@ -267,6 +280,37 @@ _OTHER_HEADS = (
 )
 
 
+def readable(variant: str) -> str:
+    """A Triton variant's name without its tag (`BLOCK=1024,warps=4,stages=3,bf16+fp32#3fa2c1d0` ->
+    `BLOCK=1024,warps=4,stages=3,bf16+fp32`): the tag hashes what the launcher decided beyond the readable part."""
+    return variant.rsplit("#", 1)[0] if re.search(r"#[0-9a-f]{8}$", variant) else variant
+
+
+def variant_names(keys: Iterable[Key]) -> dict[Key, tuple[str, str]]:
+    """(name, short) of every variant: the name is its readable part, tag included only where another variant of
+    the kernel on the same target reads the same; the short form keeps of the name the comma-separated parts that
+    differ among the kernel's variants (all of it for a kernel with one variant, or where the parts do not tell
+    the variants apart)."""
+    keys = sorted(set(keys))
+    by_kernel: dict[str, list[Key]] = {}
+    for key in keys:
+        by_kernel.setdefault(key[0], []).append(key)
+    out: dict[Key, tuple[str, str]] = {}
+    for group in by_kernel.values():
+        seen: dict[tuple[str, str], int] = {}
+        for _kernel, variant, target in group:
+            seen[(readable(variant), target)] = seen.get((readable(variant), target), 0) + 1
+        names = {k: readable(k[1]) if seen[(readable(k[1]), k[2])] == 1 else k[1] for k in group}
+        distinct = sorted(set(names.values()))
+        common = set.intersection(*(set(n.split(",")) for n in distinct)) if len(distinct) > 1 else set()
+        shorts = {n: ",".join(p for p in n.split(",") if p not in common) or n for n in distinct}
+        if len(set(shorts.values())) < len(distinct):
+            shorts = {n: n for n in distinct}
+        for key in group:
+            out[key] = (names[key], shorts[names[key]])
+    return out
+
+
 def access_bits(opcode: str) -> int:
     """Bits per thread of an LDG/STG form: LDG.E is 32, LDG.E.128 is 128, LDG.E.U8 is 8."""
     for part in opcode.split(".")[1:]:
@@ -314,7 +358,8 @@ def headroom(facts: KernelFacts, profile: Profile, res: Residency, limits: Thres
 
 def audit_kernel(facts: KernelFacts, cards: Sequence[Profile], findings: Iterable[Finding],
                  baseline: Sequence[str] = (), baselined: Iterable[Finding] = (),
-                 limits: Thresholds | None = None) -> KernelAudit:
+                 limits: Thresholds | None = None, name: str = "", short: str = "",
+                 excerpt: Excerpt | None = None) -> KernelAudit:
     limits = limits or Thresholds.under()
     bm, bn = tile(facts.constexprs, "M"), tile(facts.constexprs, "N")
     accumulator = None
@@ -335,6 +380,9 @@ def audit_kernel(facts: KernelFacts, cards: Sequence[Profile], findings: Iterabl
                                                  facts.num_warps, home), limits),
         baseline=tuple(baseline),
         baselined=tuple(sort_findings(list(baselined))),
+        name=name or readable(facts.variant),
+        short=short or name or readable(facts.variant),
+        excerpt=excerpt,
     )
 
 
@@ -360,18 +408,23 @@ def build(facts: Sequence[KernelFacts], failures: Sequence[CompileFailure], find
           cards: Mapping[str, Sequence[Profile]], *, toolchain: Mapping[str, str] | None = None,
           version: str = "", baseline: Mapping[Key, Sequence[str]] | None = None,
           baselined: Sequence[Finding] = (), baseline_state: str = "no baseline", baseline_compared: bool = False,
-          baseline_notes: Sequence[str] = (), limits: Thresholds | None = None) -> AuditModel:
+          baseline_notes: Sequence[str] = (), limits: Thresholds | None = None,
+          excerpts: Mapping[Key, Excerpt] | None = None, verdict: str = "") -> AuditModel:
     """The audit of every compiled variant.
 
     `findings` are the active ones; `baselined` those the baseline accepts;
     `baseline` maps a (kernel, variant, target) to its differences against
-    the baseline, one line each.
+    the baseline, one line each; `excerpts` its PTX and SASS around the
+    instructions that matter; `verdict` what `kgate check` says of the run.
     """
     active, accepted = _by_kernel(findings), _by_kernel(baselined)
     baseline = baseline or {}
     limits = limits or Thresholds.under()
+    names = variant_names(k.key for k in facts)
+    excerpts = excerpts or {}
     kernels = tuple(audit_kernel(k, cards.get(k.target, (primary(k.target),)), active.get(k.key, ()),
-                                 baseline.get(k.key, ()), accepted.get(k.key, ()), limits)
+                                 baseline.get(k.key, ()), accepted.get(k.key, ()), limits, *names[k.key],
+                                 excerpt=excerpts.get(k.key))
                     for k in sorted(facts, key=lambda k: k.key))
     failed = tuple(
         Failure(f, anchor(f.kernel, f.variant, f.target, "failed"),
@@ -380,4 +433,4 @@ def build(facts: Sequence[KernelFacts], failures: Sequence[CompileFailure], find
     tools = tuple(sorted((k, v) for k, v in (toolchain or {}).items() if not k.endswith(".id")))
     card_list = tuple((target, tuple(cards[target])) for target in sorted(cards))
     return AuditModel(kernels, failed, card_list, tools, version, tuple(sort_findings(list(findings))),
-                      baseline_state, baseline_compared, tuple(baseline_notes))
+                      baseline_state, baseline_compared, tuple(baseline_notes), verdict=verdict)

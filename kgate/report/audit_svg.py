@@ -27,9 +27,21 @@ def _text(x: float, y: float, text: str, anchor: str = "start", cls: str = "") -
     return f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}"{extra}>{escape(text)}</text>'
 
 
+# Characters a label line holds in the headroom chart's label column (12px and 11px text).
+NAME_CHARS, VARIANT_CHARS = 44, 48
+
+
+def clipped(text: str, room: int) -> str:
+    """`text`, cut to `room` characters with an ellipsis where it is longer."""
+    return text if len(text) <= room else text[:room - 1] + "\u2026"
+
+
 def headroom_chart(ranking: tuple[KernelAudit, ...]) -> str:
-    """Horizontal bars of headroom, -100%..100%, closest to a cliff on top; rows numbered as the table."""
-    label_w, bar_w, row_h, top = 300, 400, 20, 24
+    """Horizontal bars of headroom, -100%..100%, closest to a cliff on top; rows numbered as the table.
+
+    Each bar is labelled by its kernel and target and, below them, by what tells its variant from the kernel's
+    other variants (the whole variant in the label's tooltip)."""
+    label_w, bar_w, row_h, top = 330, 400, 32, 24
     zero = label_w + bar_w / 2
     height = top + row_h * len(ranking) + 10
     body = [_text(zero - bar_w / 2, 14, "-100%", "start", "axis"), _text(zero, 14, "cliff (0%)", "middle", "axis"),
@@ -40,15 +52,15 @@ def headroom_chart(ranking: tuple[KernelAudit, ...]) -> str:
         length = abs(value) * bar_w / 2
         x = zero if value >= 0 else zero - length
         colour = STATUS_COLOURS["bad" if value < 0 else "warn" if value < 0.15 else "ok"]
-        name = f"{i + 1}. {k.facts.kernel.split(':')[-1]} @ {k.facts.target}"
-        if len(name) > 44:
-            name = name[:41] + "..."
-        body.append(f'<a href="#{k.anchor}">{_text(label_w - 8, y + 14, name, "end")}</a>')
-        body.append(f'<rect x="{x:.1f}" y="{y + 3}" width="{max(length, 1):.1f}" height="{row_h - 6}" '
-                    f'fill="{colour}"><title>{escape(k.facts.variant)}</title></rect>')
+        name = clipped(f"{i + 1}. {k.facts.kernel.split(':')[-1]} @ {k.facts.target}", NAME_CHARS)
+        variant = clipped(k.short or k.name, VARIANT_CHARS)
+        body.append(f'<a href="#{k.anchor}"><title>{escape(k.title)}</title>{_text(label_w - 8, y + 13, name, "end")}'
+                    + (_text(label_w - 8, y + 26, variant, "end", "variant") if variant else "") + "</a>")
+        body.append(f'<rect x="{x:.1f}" y="{y + 6}" width="{max(length, 1):.1f}" height="{row_h - 12}" '
+                    f'fill="{colour}"><title>{escape(k.title)}</title></rect>')
         # Values sit on the positive side of the axis, right of the bar when there is one.
         tx = zero + (length if value >= 0 else 0) + 6
-        body.append(_text(tx, y + 14, f"{headroom_text(k.headroom.score)} {k.headroom.limiter}", "start", "value"))
+        body.append(_text(tx, y + 20, f"{headroom_text(k.headroom.score)} {k.headroom.limiter}", "start", "value"))
     body.append(f'<line x1="{zero:.1f}" y1="18" x2="{zero:.1f}" y2="{height - 4}" stroke="#0f172a"/>')
     return _svg(label_w + bar_w + 170, height, body, "headroom of every kernel variant")
 
@@ -95,7 +107,7 @@ def gauges_chart(k: KernelAudit) -> str:
     body.append(f'<line x1="{limit_x:.1f}" y1="4" x2="{limit_x:.1f}" y2="{height - 14}" stroke="#0f172a" '
                 f'stroke-dasharray="4 3"/>')
     body.append(_text(limit_x, height - 2, "limit", "middle", "axis"))
-    return _svg(label_w + bar_w + 170, height, body, "budget gauges")
+    return _svg(label_w + bar_w + 170, height, body, f"budget gauges of {k.title}")
 
 
 def waves_chart(k: KernelAudit) -> str:
@@ -121,7 +133,7 @@ def waves_chart(k: KernelAudit) -> str:
                               "start", "value"))
             y += row_h
         y += 6
-    return _svg(label_w + bar_w + 230, y + 4, body, "wave efficiency per card")
+    return _svg(label_w + bar_w + 230, y + 4, body, f"wave efficiency per card of {k.title}")
 
 
 def roofline_chart(k: KernelAudit) -> str:
@@ -169,4 +181,4 @@ def roofline_chart(k: KernelAudit) -> str:
             y = py(min(peak, bw * clipped))
             body.append(f'<circle cx="{px(clipped):.1f}" cy="{y:.1f}" r="4" fill="{colour}">'
                         f'<title>{escape(row.shape)}: {value:,.0f} FLOP/B</title></circle>')
-    return _svg(left + width + 40, top + height + 40, body, "roofline per card")
+    return _svg(left + width + 40, top + height + 40, body, f"roofline per card of {k.title}")

@@ -128,6 +128,22 @@ def budget_rows(audit: KernelAudit) -> tuple[Row, ...]:
     return tuple(rows)
 
 
+def same_on_every_card(audit: KernelAudit) -> tuple[tuple[Row, ...], tuple[Row, ...]]:
+    """The budget rows split in two: those that read the same on every card (shown once, under all their names)
+    and the others, one cell per card. With one card, every row is a card's own."""
+    rows = budget_rows(audit)
+    if len(audit.cards) < 2:
+        return (), rows
+    same = [len(set(r.cells)) == 1 and len(set(r.status or ("",))) == 1 for r in rows]
+    return (tuple(r for r, s in zip(rows, same) if s), tuple(r for r, s in zip(rows, same) if not s))
+
+
+def cards_named(audit: KernelAudit) -> str:
+    """`RTX 5090 and RTX 5060 Ti 16G`: the cards a shared row stands for."""
+    names = [c.profile.name for c in audit.cards]
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
 def _wave_cell(row: WaveRow) -> str:
     if row.efficiency is None:
         return row.note
