@@ -288,10 +288,11 @@ AUTOTUNE_FORWARDER = Forwarder(AUTOTUNE_PARAMS, len(AUTOTUNE_PARAMS), tuple((p, 
 class Application:
     """One place the autotuner is applied to a kernel of the module under lint, with every argument it gets."""
 
-    kernel: str  # the kernel's name in the module under lint
+    kernel: str  # the kernel's name in the module that defines it
     at: ast.AST  # the call (or decorator) that applies it
     arguments: dict[str, Bound]
     decorator: bool = False  # a decorator of the kernel's own definition
+    origin: str | None = None  # the file of another project module that defines the kernel (None: this one)
 
 
 class Project:
@@ -328,6 +329,8 @@ class Project:
             return None
         key = (path, stat.st_size, stat.st_mtime_ns)
         held = _PARSED.get(key)
+        if held is not None and path not in self.read:
+            self.read.append(path)
         if held is None:
             from kgate.collect.source import try_parse
 
@@ -343,6 +346,10 @@ class Project:
         if path not in self.read:
             self.read.append(path)
         return held[0]
+
+    def data(self, path: str) -> bytes | None:
+        """The bytes of a file `parsed` read."""
+        return next((data for (held, _size, _time), (_info, data) in _PARSED.items() if held == path), None)
 
 
 _PARSED: dict[tuple[str, int, int], tuple[py.ParsedModule | None, bytes]] = {}
@@ -515,8 +522,6 @@ class Applications:
         (the rules read that one themselves)."""
         out: list[Application] = []
         kernels = {name for name, fn in self.functions.items() if is_jit_kernel(fn, self.info.imports)}
-        if not kernels:
-            return out
         for fn in self.functions.values():
             for decorator in fn.decorator_list:
                 if isinstance(decorator, ast.Call) and py.qualified(decorator.func, self.info.imports) in py.AUTOTUNE:
@@ -548,9 +553,40 @@ class Applications:
                     kernel = py.argument(node, f.kernel, index if index < f.positional else None)
                 if kernel is None or (scope is not None and self._forwarders.get(scope.name) is not None):
                     continue  # a wrapper's own application: counted where the wrapper is used
-                for name in _kernel_names(kernel, scope, kernels, self.info.imports):
+                names = _kernel_names(kernel, scope, kernels, self.info.imports)
+                for name in names:
                     out.append(Application(name, call, f.bind(call, scope, self.info, True)))
+                if not names and (found := self.imported_kernel(strip(kernel), scope)) is not None:
+                    out.append(Application(found[1], call, f.bind(call, scope, self.info, True), origin=found[0]))
         return out
+
+    def imported_kernel(self, expr: ast.expr, scope: py.Function | None) -> tuple[str, str] | None:
+        """(file, name) of a `@triton.jit` kernel another module of the project defines, imported by name
+        (`from .kernels import k`) or reached as an attribute of an imported module (`kernels.k`)."""
+        if self.project is None or scope is not None and any(
+                isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id == py.dotted(expr)
+                for n in ast.walk(scope)):
+            return None
+        written = py.dotted(expr)
+        if written is None:
+            return None
+        head, _, attr = written.partition(".")
+        imported = self.imported().get(head)
+        if imported is None:
+            return None
+        module, level, name = imported
+        if attr:
+            module = f"{module}.{name}" if name and module else (module or name)
+            module, _, name = f"{module}.{attr}".rpartition(".")
+        elif not name:
+            return None
+        target = self.project.module_file(module, level, self.path)
+        other = self.project.parsed(target) if target is not None else None
+        fn = next((f for f in other.tree.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+                   and f.name == name), None) if other is not None else None
+        if fn is None or not is_jit_kernel(fn, other.imports):  # type: ignore[union-attr]
+            return None
+        return target, name  # type: ignore[return-value]
 
 
 def _scoped_statements(tree: ast.Module) -> list[tuple[py.Function | None, ast.stmt]]:

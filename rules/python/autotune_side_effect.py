@@ -126,6 +126,8 @@ None.
 from __future__ import annotations
 
 import ast
+import dataclasses
+import os
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -656,6 +658,11 @@ def _passed(call: ast.Call, helper: Function, param: str) -> ast.expr | None:
 def check(source: SourceFile, ctx: SourceContext) -> Iterable[Report]:
     if b"autotune" not in source.data:
         return  # atomics outside autotuned kernels are fine: no need to parse
+    if b"atomic_" not in source.data:
+        # No atomic here, but the autotuner may be applied here to a kernel of another module that has them.
+        if _applied_otherwise(source) and py.ParsedModule(source.tree).uses_triton():
+            yield from _applications(source, None, py.ParsedModule(source.tree))
+        return
     info = py.info(source)
     if not info.uses_triton():
         return
@@ -668,19 +675,51 @@ def check(source: SourceFile, ctx: SourceContext) -> Iterable[Report]:
         arguments = {name: pyautotune.Bound(expr, None, info) for position, name in enumerate(_READ)
                      if (expr := py.argument(decorator, name, position)) is not None}
         yield from _check_kernel(source, module, fn, arguments, reported.setdefault(fn.name, set()))
-    if not _applied_otherwise(source):
-        return
-    whole = info if info.whole else py.ParsedModule(source.tree)
+    if _applied_otherwise(source):
+        yield from _applications(source, module, info if info.whole else py.ParsedModule(source.tree), reported)
+
+
+def _applications(source: SourceFile, module: _Module | None, whole: py.ParsedModule,
+                  reported: dict[str, set[tuple[int, int, str]]] | None = None) -> Iterator[Report]:
+    """The findings of the autotuner applied otherwise than by a plain decorator (`module`: the rule's view of
+    this file, None when it holds no atomic)."""
     project = pyautotune.Project(source.path, source.rel)
     applications = pyautotune.Applications(whole, source.path, project).find()
     if project.read:
-        source.derived[READS_BEYOND] = True  # a wrapper read in another module decides the verdict
+        source.derived[READS_BEYOND] = True  # a wrapper or a kernel read in another module decides the verdict
+    reported = {} if reported is None else reported
     for application in applications:
-        fn = module.function(application.kernel)
+        if application.origin is not None:
+            yield from _imported_kernel(source, module or _Module(source, whole), project, application)
+            continue
+        fn = module.function(application.kernel) if module is not None else None
         if fn is not None:
             yield from _check_kernel(source, module, fn, application.arguments,
                                      reported.setdefault(fn.name, set()),
                                      None if application.decorator else application.at)
+
+
+def _imported_kernel(source: SourceFile, module: _Module, project: pyautotune.Project,
+                     application: pyautotune.Application) -> Iterator[Report]:
+    """The findings of the autotuner applied here to a kernel another module of the project defines: reported at
+    the application (where the reset list goes), naming the atomic in the kernel's own file."""
+    assert application.origin is not None
+    data = project.data(application.origin)
+    parsed = project.parsed(application.origin)
+    if data is None or parsed is None:
+        return
+    rel = os.path.relpath(application.origin, project.root).replace(os.sep, "/")
+    other = SourceFile(application.origin, rel, data)
+    other.derived["pysource"] = parsed
+    kernel_module = _Module(other, parsed)
+    fn = kernel_module.function(application.kernel)
+    if fn is None:
+        return
+    span = source.span(application.at)
+    for report in _check_kernel(other, kernel_module, fn, application.arguments, set(), None, module):
+        at = f"{rel}:{report.line}"
+        yield dataclasses.replace(report, message=f"{report.message} (the atomic: {at})", scope="",
+                                  discriminator=f"{application.kernel}|{report.discriminator}", **span)
 
 
 # triton.autotune's parameters the rule reads, in their order (their positions in a call).
@@ -695,8 +734,11 @@ def _applied_otherwise(source: SourceFile) -> bool:
 
 
 def _check_kernel(source: SourceFile, module: _Module, fn: Function, arguments: dict[str, pyautotune.Bound],
-                  reported: set[tuple[int, int, str]], at: ast.AST | None = None) -> Iterator[Report]:
-    """The findings of one application of the autotuner to a kernel, given the arguments it passes."""
+                  reported: set[tuple[int, int, str]], at: ast.AST | None = None,
+                  tuner: _Module | None = None) -> Iterator[Report]:
+    """The findings of one application of the autotuner to a kernel of `module`, given the arguments it passes
+    (written in `tuner`, the module that applies it: `module` itself unless given)."""
+    kernel_module, module = module, tuner or module
     hook_bound = arguments.get("pre_hook")
     if hook_bound is not None and not hook_bound.local:
         return  # a pre_hook written in another module: trusted to reset what it must
@@ -713,13 +755,14 @@ def _check_kernel(source: SourceFile, module: _Module, fn: Function, arguments: 
         always |= found[0]
         for name, condition in found[1].items():
             sometimes.setdefault(name, condition)
-    atomics = list(module.accesses(fn))
+    atomics = list(kernel_module.accesses(fn))
     if not atomics:
         return
     configs_bound, prune_bound = arguments.get("configs"), arguments.get("prune_configs_by")
     configs = module.configs(configs_bound.expr) if configs_bound is not None and configs_bound.local else None
     configs = module.pruned(prune_bound.expr if prune_bound is not None and prune_bound.local else None, configs)
-    fixed = module.fixed(fn)
+    fixed = kernel_module.fixed(fn)
+    module = kernel_module
     # Only an idempotent atomic needs the kernel's loads and stores: does the kernel read the buffer back?
     memory = atomics if all(a.op in ACCUMULATING for a in atomics) else list(module.accesses(fn, memory=True))
     stores: list[_Access] | None = None
@@ -1137,5 +1180,5 @@ RULE = Rule(
     check=check,
     doc=__doc__ or "",
     files=("*.py",),
-    prefilter=(b"atomic_",),
+    prefilter=(b"atomic_", b"autotune"),
 )
