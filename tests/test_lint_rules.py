@@ -120,6 +120,7 @@ def test_kg202_reset_lists_built_per_call_and_kernels_of_other_modules(tmp_path:
     sometimes = by_line[("across/computed_lists.py", 27)]
     assert sometimes["severity"] == "warning" and "restores only when varlen" in sometimes["message"]
     assert by_line[("across/computed_lists.py", 13)]["severity"] == "error"
+    assert "the list names `Dq`, which is not `dq`" in by_line[("across/computed_lists.py", 74)]["message"]
     imported = by_line[("across/apply_imported.py", 9)]
     assert "across/plain_kernels.py:9" in imported["message"]
     # The verdict on the applying module depends on the kernel's module: editing only that one is seen warm.

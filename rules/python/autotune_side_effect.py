@@ -787,7 +787,12 @@ def _check_kernel(source: SourceFile, module: _Module, fn: Function, arguments: 
                 if _written_first(fn, access, [a for a in stores if target in a.roots]):
                     continue
             reported.add(key)
-            yield _report(source, fn, access, target, sometimes.get(target), at)
+            report = _report(source, fn, access, target, sometimes.get(target), at)
+            near = sorted(n for n in always | set(sometimes) if n != target and n.lower() == target.lower())
+            if near and target not in sometimes:
+                report = dataclasses.replace(report, message=f"{report.message} (the list names `{near[0]}`, which "
+                                                             f"is not `{target}`: names are case-sensitive)")
+            yield report
 
 
 def _protected(bound: pyautotune.Bound | None,
