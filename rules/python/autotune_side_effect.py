@@ -660,8 +660,8 @@ def check(source: SourceFile, ctx: SourceContext) -> Iterable[Report]:
         return  # atomics outside autotuned kernels are fine: no need to parse
     if b"atomic_" not in source.data:
         # No atomic here, but the autotuner may be applied here to a kernel of another module that has them.
-        if _applied_otherwise(source) and py.ParsedModule(source.tree).uses_triton():
-            yield from _applications(source, None, py.ParsedModule(source.tree))
+        if _applied_otherwise(source) and (whole := py.ParsedModule(source.tree)).uses_triton():
+            yield from _applications(source, None, whole)
         return
     info = py.info(source)
     if not info.uses_triton():
@@ -725,8 +725,8 @@ def _imported_kernel(source: SourceFile, module: _Module, project: pyautotune.Pr
 # triton.autotune's parameters the rule reads, in their order (their positions in a call).
 _READ = ("configs", "key", "prune_configs_by", "reset_to_zero", "restore_value", "pre_hook")
 # A line that may apply the autotuner otherwise than as a plain `@triton.autotune(...)` decorator: a call of
-# anything named *tune* (`triton.autotune(...)(k)`, `get_autotune_kernel(k, ...)`), an alias bound to it.
-_OTHER_FORM = re.compile(rb"^(?![ \t]*(?:@|#|from |import ))[^\n#]*tune\w*\b", re.MULTILINE)
+# anything named *tune* (`triton.autotune(...)(k)`, `get_autotune_kernel(k, ...)`, an alias `tune(...)`).
+_OTHER_FORM = re.compile(rb"^(?![ \t]*(?:@|#|from |import ))[^\n#]*tune\w*[ \t]*\(", re.MULTILINE)
 
 
 def _applied_otherwise(source: SourceFile) -> bool:
