@@ -116,6 +116,53 @@ only when its old value is used). A pointer moved in place (`ptrs +=
 stride`) stays based on what it was. Loads and stores are followed in the
 kernel and in the helpers that perform atomics.
 
+## Autotune in every form
+Besides a `@triton.autotune(...)` decorator on the kernel, KG202 reads the
+autotuner applied by a call (`tuned = triton.autotune(configs=CONFIGS,
+key=[...])(kernel)`, also on `triton.jit(fn)`), through an alias (`tune =
+triton.autotune`) or a `functools.partial` of it, and through a wrapper: a
+function of the module, or of another module of the project that it
+imports, that calls `triton.autotune` (or another wrapper) and passes on
+its own parameters, by name or as `**kwargs`:
+
+```python
+# tuning.py
+def get_autotune_kernel(kernel, configs, **kwargs):
+    return triton.autotune(configs=configs, **kwargs)(kernel)
+```
+
+A wrapper of another module is read only when its name says it tunes
+(`*tune*`). The kernel may be chosen through a local variable (`kernel =
+bwd_persistent if persistent else bwd`: both are judged) or be imported
+from another module of the project (`triton.autotune(...)(kernels.bwd)`):
+then the finding is at the application, and names the atomic in the
+kernel's file. `reset_to_zero`, `restore_value`, `pre_hook`, `configs` and
+`prune_configs_by` are read from the call as from a decorator; a value
+written in another module (a wrapper's own `pre_hook`) is trusted.
+
+A reset list the launcher builds per call is followed through the
+assignments of literal lists, `append`, `extend` and `+=` of literals before
+the call, on every path through the `if`s on the way (a test on the list
+itself, `if len(restore) == 0: restore = None`, is decided by its value):
+
+```python
+restore = ()
+if varlen:
+    restore = ("dq", "dk")
+else:
+    restore = ("dk",)
+get_autotune_kernel(bwd, CONFIGS, key=["N"], restore_value=restore)
+```
+
+A buffer the kernel accumulates into that the list holds on no path is an
+error, as for a decorator. One it holds on some paths only (`dq` above) is a
+warning that names the condition under which it is restored (`varlen`):
+the other launches accumulate, but the project has thought about the
+buffer, and the condition may match the only mode in which the kernel adds
+into it. A list built in any other way (a call, a parameter, a loop over a
+variable) is trusted. When a list names the buffer with another case
+(`Dv` for `DV`), the finding says so: Triton matches names exactly.
+
 ## Options
 None.
 
