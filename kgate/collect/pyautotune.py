@@ -12,6 +12,12 @@
 
 Keys are literals, module constants holding them, or concatenations of both (`pysource.string_items`); configs
 are never read, so configs built by helper functions do not matter.
+
+`Applications` reads the same forms for rules that need every argument an application passes (KG202's
+`reset_to_zero`, `restore_value`, `pre_hook`, `configs`), and a few more: wrappers that call other wrappers,
+pass arguments on through `**kwargs` or as `list(x) if x is not None else None`, wrappers defined in another
+module of the project (`Project`: read only for names that say they tune), kernels chosen through a local
+variable and kernels imported from another module.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import os
 from dataclasses import dataclass, field
 
 from kgate.collect import pysource as py
+from kgate.support.filestat import path_state
 
 PARTIAL = frozenset({"functools.partial"})
 
@@ -323,11 +330,10 @@ class Project:
         return None
 
     def parsed(self, path: str) -> py.ParsedModule | None:
-        try:
-            stat = os.stat(path)
-        except OSError:
+        state = path_state(path)
+        if state is None:
             return None
-        key = (path, stat.st_size, stat.st_mtime_ns)
+        key = (path, tuple(state))
         held = _PARSED.get(key)
         if held is not None and path not in self.read:
             self.read.append(path)
@@ -349,10 +355,10 @@ class Project:
 
     def data(self, path: str) -> bytes | None:
         """The bytes of a file `parsed` read."""
-        return next((data for (held, _size, _time), (_info, data) in _PARSED.items() if held == path), None)
+        return next((data for (held, _state), (_info, data) in _PARSED.items() if held == path), None)
 
 
-_PARSED: dict[tuple[str, int, int], tuple[py.ParsedModule | None, bytes]] = {}
+_PARSED: dict[tuple[str, tuple[object, ...]], tuple[py.ParsedModule | None, bytes]] = {}
 
 
 def strip(expr: ast.expr) -> ast.expr:
@@ -490,8 +496,6 @@ class Applications:
             if "." in name:
                 module, _, name = f"{module}.{name}".rpartition(".")
         target = self.project.module_file(module, level, self.path)
-        if target is None and level == 0 and "." in module and not attr:
-            target = None
         if target is None:
             return None
         other = self.project.parsed(target)
