@@ -773,11 +773,17 @@ def _imported_kernel(source: SourceFile, module: _Module, project: pyautotune.Pr
 _READ = ("configs", "key", "prune_configs_by", "reset_to_zero", "restore_value", "pre_hook")
 # A line that may apply the autotuner otherwise than as a plain `@triton.autotune(...)` decorator: a call of
 # anything named *tune* (`triton.autotune(...)(k)`, `get_autotune_kernel(k, ...)`, an alias `tune(...)`).
-_OTHER_FORM = re.compile(rb"^(?![ \t]*(?:@|#|from |import ))[^\n#]*tune\w*[ \t]*\(", re.MULTILINE)
+_TUNE_CALL = re.compile(rb"tune\w*[ \t]*\(")
+_NOT_A_CALL = re.compile(rb"[ \t]*(?:@|#|from |import )")
 
 
 def _applied_otherwise(source: SourceFile) -> bool:
-    return _OTHER_FORM.search(source.data) is not None
+    data = source.data
+    for found in _TUNE_CALL.finditer(data):
+        start = data.rfind(b"\n", 0, found.start()) + 1
+        if _NOT_A_CALL.match(data, start) is None and b"#" not in data[start:found.start()]:
+            return True
+    return False
 
 
 def _check_kernel(source: SourceFile, module: _Module, fn: Function, arguments: dict[str, pyautotune.Bound],
