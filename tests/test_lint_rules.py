@@ -110,3 +110,22 @@ def test_kg201_project_names_are_options() -> None:
     # ... and without the bucketing function the key it bounds is a run-time argument kgate cannot place.
     severity, message = unconfigured[("launch_sites.py", 64)]
     assert severity == "note" and message.startswith("autotune key of `bucketed`: 'M_SNAP' is a run-time argument")
+
+
+def test_kg202_reset_lists_built_per_call_and_kernels_of_other_modules(tmp_path: Path) -> None:
+    project = copy_project("rules/KG202", tmp_path)
+    first = kgate("lint", "--format", "json", cwd=project)
+    by_line = {(f["path"], f["line"]): f for f in first.json()["findings"]}
+    # A buffer the list holds on one branch only: a warning that names the branch; on no branch: an error.
+    sometimes = by_line[("across/computed_lists.py", 27)]
+    assert sometimes["severity"] == "warning" and "restores only when varlen" in sometimes["message"]
+    assert by_line[("across/computed_lists.py", 13)]["severity"] == "error"
+    assert "the list names `Dq`, which is not `dq`" in by_line[("across/computed_lists.py", 74)]["message"]
+    imported = by_line[("across/apply_imported.py", 9)]
+    assert "across/plain_kernels.py:9" in imported["message"]
+    # The verdict on the applying module depends on the kernel's module: editing only that one is seen warm.
+    kernels = project / "across" / "plain_kernels.py"
+    kernels.write_text(kernels.read_text().replace("tl.atomic_add(c + offs, tl.load(a + offs))\n\n\n",
+                                                   "tl.store(c + offs, tl.load(a + offs))\n\n\n", 1))
+    second = kgate("lint", "--format", "json", cwd=project)
+    assert set(found(first)) - set(found(second)) == {("across/apply_imported.py", 9, "KG202", "18")}

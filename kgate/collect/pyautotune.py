@@ -12,14 +12,22 @@
 
 Keys are literals, module constants holding them, or concatenations of both (`pysource.string_items`); configs
 are never read, so configs built by helper functions do not matter.
+
+`Applications` reads the same forms for rules that need every argument an application passes (KG202's
+`reset_to_zero`, `restore_value`, `pre_hook`, `configs`), and a few more: wrappers that call other wrappers,
+pass arguments on through `**kwargs` or as `list(x) if x is not None else None`, wrappers defined in another
+module of the project (`Project`: read only for names that say they tune), kernels chosen through a local
+variable and kernels imported from another module.
 """
 
 from __future__ import annotations
 
 import ast
+import os
 from dataclasses import dataclass, field
 
 from kgate.collect import pysource as py
+from kgate.support.filestat import path_state
 
 PARTIAL = frozenset({"functools.partial"})
 
@@ -228,3 +236,393 @@ def _applied_to_a_parameter(fn: py.Function, call: ast.Call, params: list[str]) 
                     and isinstance(node.args[0], ast.Name) and node.args[0].id in params):
                 return True
     return False
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# Every argument of an application: what the rules that read more than the key (reset_to_zero, restore_value,
+# pre_hook, configs) need, through call forms, aliases, wrappers of this module and of other modules of the project.
+
+# triton.autotune's parameters, in order.
+AUTOTUNE_PARAMS = ("configs", "key", "prune_configs_by", "reset_to_zero", "restore_value", "pre_hook", "post_hook",
+                   "warmup", "rep", "use_cuda_graph", "do_bench", "cache_results")
+_DEPTH = 4
+
+
+@dataclass(frozen=True)
+class Bound:
+    """An expression given for one autotune argument, and where it is written: the function whose locals it may
+    name (None: module level) in `module`, one of the project's modules (`local`: the module under lint)."""
+
+    expr: ast.expr
+    scope: py.Function | None
+    module: py.ParsedModule
+    local: bool = True
+
+
+@dataclass(frozen=True)
+class Forwarder:
+    """A callable that applies triton.autotune, or builds the decorator that does, by what it does with its
+    arguments: which of its parameters becomes which autotune argument, and which is the kernel."""
+
+    params: tuple[str, ...]  # its parameters, positional ones first, in order
+    positional: int  # how many of them can be passed by position
+    binds: tuple[tuple[str, str | Bound], ...]  # autotune argument -> the parameter passed on, or a fixed value
+    rest: bool = False  # keywords naming none of its parameters go to triton.autotune (`**kwargs` passed on)
+    kernel: str | None = None  # the parameter that is the kernel; None: it returns a decorator
+
+    def bind(self, call: ast.Call, scope: py.Function | None, module: py.ParsedModule,
+             local: bool) -> dict[str, Bound]:
+        out: dict[str, Bound] = {}
+        for name, given in self.binds:
+            if isinstance(given, Bound):
+                out[name] = given
+                continue
+            index = self.params.index(given)
+            expr = py.argument(call, given, index if index < self.positional else None)
+            if expr is not None:
+                out[name] = Bound(expr, scope, module, local)
+        if self.rest:
+            for keyword in call.keywords:
+                if keyword.arg is not None and keyword.arg not in self.params and keyword.arg in AUTOTUNE_PARAMS:
+                    out[keyword.arg] = Bound(keyword.value, scope, module, local)
+        return out
+
+
+AUTOTUNE_FORWARDER = Forwarder(AUTOTUNE_PARAMS, len(AUTOTUNE_PARAMS), tuple((p, p) for p in AUTOTUNE_PARAMS))
+
+
+@dataclass(frozen=True)
+class Application:
+    """One place the autotuner is applied to a kernel of the module under lint, with every argument it gets."""
+
+    kernel: str  # the kernel's name in the module that defines it
+    at: ast.AST  # the call (or decorator) that applies it
+    arguments: dict[str, Bound]
+    decorator: bool = False  # a decorator of the kernel's own definition
+    origin: str | None = None  # the file of another project module that defines the kernel (None: this one)
+
+
+class Project:
+    """The project's other modules, as the module under lint imports them: parsed on demand, once per run and
+    file state. `read` lists the files consulted (a verdict that depends on them)."""
+
+    def __init__(self, path: str, rel: str) -> None:
+        path = os.path.abspath(path)
+        rel_os = rel.replace("/", os.sep)
+        self.file = path
+        self.root = path[:-len(rel_os)].rstrip(os.sep) if path.endswith(rel_os) else os.path.dirname(path)
+        self.read: list[str] = []
+
+    def module_file(self, module: str, level: int, importer: str) -> str | None:
+        parts = [p for p in module.split(".") if p]
+        if level:
+            base = os.path.dirname(importer)
+            for _ in range(level - 1):
+                base = os.path.dirname(base)
+            bases = [base]
+        else:
+            bases = [self.root, os.path.join(self.root, "src")]
+        for base in bases:
+            stem = os.path.join(base, *parts)
+            for candidate in (stem + ".py", os.path.join(stem, "__init__.py")):
+                if os.path.isfile(candidate) and os.path.abspath(candidate).startswith(self.root + os.sep):
+                    return os.path.abspath(candidate)
+        return None
+
+    def parsed(self, path: str) -> py.ParsedModule | None:
+        state = path_state(path)
+        if state is None:
+            return None
+        key = (path, tuple(state))
+        held = _PARSED.get(key)
+        if held is not None and path not in self.read:
+            self.read.append(path)
+        if held is None:
+            from kgate.collect.source import try_parse
+
+            try:
+                with open(path, "rb") as handle:
+                    data = handle.read()
+            except OSError:
+                return None
+            tree = try_parse(data)
+            held = _PARSED[key] = (py.ParsedModule(tree) if tree is not None else None, data)
+            while len(_PARSED) > 64:
+                _PARSED.pop(next(iter(_PARSED)))
+        if path not in self.read:
+            self.read.append(path)
+        return held[0]
+
+    def data(self, path: str) -> bytes | None:
+        """The bytes of a file `parsed` read."""
+        return next((data for (held, _state), (_info, data) in _PARSED.items() if held == path), None)
+
+
+_PARSED: dict[tuple[str, tuple[object, ...]], tuple[py.ParsedModule | None, bytes]] = {}
+
+
+def strip(expr: ast.expr) -> ast.expr:
+    """`list(x)`, `tuple(x)`, `x if c else None`: the x a wrapper passes on."""
+    for _ in range(4):
+        if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id in ("list", "tuple") \
+                and len(expr.args) == 1 and not expr.keywords:
+            expr = expr.args[0]
+        elif isinstance(expr, ast.IfExp) and isinstance(expr.orelse, ast.Constant) and expr.orelse.value is None:
+            expr = expr.body
+        elif isinstance(expr, ast.IfExp) and isinstance(expr.body, ast.Constant) and expr.body.value is None:
+            expr = expr.orelse
+        else:
+            break
+    return expr
+
+
+class Applications:
+    """Where a module applies the autotuner to its kernels, in every form, with every argument it passes."""
+
+    def __init__(self, info: py.ParsedModule, path: str, project: Project | None, depth: int = 0,
+                 local: bool = True) -> None:
+        self.info = info
+        self.path = path
+        self.project = project
+        self.depth = depth
+        self.local = local
+        self.functions = {fn.name: fn for fn in info.tree.body if isinstance(fn, (ast.FunctionDef,
+                                                                                  ast.AsyncFunctionDef))}
+        self._forwarders: dict[str, Forwarder | None] = {}
+        self._imported: dict[str, tuple[str, int, str]] | None = None
+
+    # ---------------------------------------------------------------- what a callable is
+
+    def forwarder(self, func: ast.expr, depth: int = 0) -> Forwarder | None:
+        if depth > _DEPTH:
+            return None
+        if py.qualified(func, self.info.imports) in py.AUTOTUNE:
+            return AUTOTUNE_FORWARDER
+        if isinstance(func, ast.Name):
+            if func.id in self.functions:
+                return self.wrapper(func.id)
+            bound = self.info.constants.get(func.id)
+            if bound is not None:
+                return self._alias(bound, depth)
+        return self._foreign(func)
+
+    def _alias(self, bound: ast.expr, depth: int) -> Forwarder | None:
+        if isinstance(bound, (ast.Name, ast.Attribute)):
+            return self.forwarder(bound, depth + 1)
+        if isinstance(bound, ast.Call) and py.qualified(bound.func, self.info.imports) in PARTIAL and bound.args:
+            inner = self.forwarder(bound.args[0], depth + 1)
+            if inner is None or len(bound.args) > 1:
+                return None
+            fixed = {kw.arg: Bound(kw.value, None, self.info, self.local) for kw in bound.keywords if kw.arg}
+            binds = tuple((name, fixed.get(given, given) if isinstance(given, str) else given)
+                          for name, given in inner.binds)
+            return Forwarder(inner.params, inner.positional, binds, inner.rest, inner.kernel)
+        return None
+
+    def wrapper(self, name: str) -> Forwarder | None:
+        """A function of this module that calls triton.autotune (or another forwarder) for its caller."""
+        if name not in self._forwarders:
+            self._forwarders[name] = None  # recursion guard
+            self._forwarders[name] = self._wrapper(self.functions[name])
+        return self._forwarders[name]
+
+    def _wrapper(self, fn: py.Function) -> Forwarder | None:
+        if is_jit_kernel(fn, self.info.imports):
+            return None
+        params = tuple(a.arg for a in [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs])
+        positional = len(fn.args.posonlyargs) + len(fn.args.args)
+        kwarg = fn.args.kwarg.arg if fn.args.kwarg is not None else None
+        for found in self._applied(fn):
+            call, inner, kernel = found
+            binds: list[tuple[str, str | Bound]] = []
+            for name, bound in inner.bind(call, fn, self.info, self.local).items():
+                stripped = strip(bound.expr) if bound.scope is fn else bound.expr
+                if bound.scope is fn and isinstance(stripped, ast.Name) and stripped.id in params:
+                    binds.append((name, stripped.id))
+                else:
+                    binds.append((name, bound))
+            rest = kwarg is not None and (inner.rest or inner is AUTOTUNE_FORWARDER) and any(
+                kw.arg is None and isinstance(kw.value, ast.Name) and kw.value.id == kwarg for kw in call.keywords)
+            target = strip(kernel) if kernel is not None else None
+            if target is None:
+                return Forwarder(params, positional, tuple(binds), rest, None)
+            if isinstance(target, ast.Name) and target.id in params:
+                return Forwarder(params, positional, tuple(binds), rest, target.id)
+        return None
+
+    def _applied(self, fn: py.Function) -> list[tuple[ast.Call, Forwarder, ast.expr | None]]:
+        """(call, forwarder, kernel) for each forwarder call in a wrapper's body (not its nested definitions): the
+        kernel it is applied to (`f(...)(k)`, or the forwarder's kernel parameter), None for a decorator returned."""
+        out = []
+        for stmt in _body_statements(fn):
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            for node in py.expressions(stmt):
+                if not isinstance(node, ast.Call):
+                    continue
+                if isinstance(node.func, ast.Call) and len(node.args) == 1:
+                    inner = self.forwarder(node.func.func)
+                    if inner is not None and inner.kernel is None:
+                        out.append((node.func, inner, node.args[0]))
+                    continue
+                inner = self.forwarder(node.func)
+                if inner is None or any(node is c for c, _f, _k in out) or any(
+                        isinstance(o, ast.Call) and o.func is node for o in py.expressions(stmt)):
+                    continue
+                if inner.kernel is not None:
+                    index = inner.params.index(inner.kernel)
+                    out.append((node, inner, py.argument(node, inner.kernel,
+                                                         index if index < inner.positional else None)))
+                elif isinstance(stmt, ast.Return) and stmt.value is node:
+                    out.append((node, inner, None))
+        return out
+
+    def _foreign(self, func: ast.expr) -> Forwarder | None:
+        """A forwarder another module of the project defines, imported by name or reached as a module attribute;
+        read only for names that say they tune (`get_autotune_kernel`), so that a module's other calls cost
+        nothing."""
+        if self.project is None or self.depth >= 2:
+            return None
+        written = py.dotted(func)
+        if written is None or "tune" not in written.rsplit(".", 1)[-1].lower():
+            return None
+        head, _, attr = written.partition(".")
+        imported = self.imported().get(head)
+        if imported is None:
+            return None
+        module, level, name = imported
+        if attr:
+            module, name = (f"{module}.{name}" if name else module), attr
+            if "." in name:
+                module, _, name = f"{module}.{name}".rpartition(".")
+        target = self.project.module_file(module, level, self.path)
+        if target is None:
+            return None
+        other = self.project.parsed(target)
+        if other is None:
+            return None
+        return Applications(other, target, self.project, self.depth + 1, local=False).forwarder(
+            ast.Name(id=name, ctx=ast.Load()))
+
+    def imported(self) -> dict[str, tuple[str, int, str]]:
+        """Local name -> (module, level, name in it; '' for a module) for the module's imports, relative ones too."""
+        if self._imported is None:
+            self._imported = {}
+            for stmt in py.statements(self.info.tree):
+                if isinstance(stmt, ast.Import):
+                    for alias in stmt.names:
+                        if alias.asname:
+                            self._imported[alias.asname] = (alias.name, 0, "")
+                elif isinstance(stmt, ast.ImportFrom):
+                    for alias in stmt.names:
+                        if alias.name != "*":
+                            self._imported[alias.asname or alias.name] = (stmt.module or "", stmt.level, alias.name)
+        return self._imported
+
+    # ---------------------------------------------------------------- where it is applied
+
+    def find(self) -> list[Application]:
+        """Every application to a kernel defined in this module, but for a plain `@triton.autotune(...)` decorator
+        (the rules read that one themselves)."""
+        out: list[Application] = []
+        kernels = {name for name, fn in self.functions.items() if is_jit_kernel(fn, self.info.imports)}
+        for fn in self.functions.values():
+            for decorator in fn.decorator_list:
+                if isinstance(decorator, ast.Call) and py.qualified(decorator.func, self.info.imports) in py.AUTOTUNE:
+                    continue
+                func = decorator.func if isinstance(decorator, ast.Call) else decorator
+                f = self.forwarder(func)
+                if f is None or (f.kernel is None) != isinstance(decorator, ast.Call):
+                    continue
+                if fn.name in kernels:
+                    call = decorator if isinstance(decorator, ast.Call) else None
+                    arguments = f.bind(call, None, self.info, True) if call is not None else {
+                        n: g for n, g in f.binds if isinstance(g, Bound)}
+                    out.append(Application(fn.name, decorator, arguments, decorator=True))
+        for scope, stmt in _scoped_statements(self.info.tree):
+            for node in py.expressions(stmt):
+                if not isinstance(node, ast.Call):
+                    continue
+                if isinstance(node.func, ast.Call) and len(node.args) == 1:
+                    f = self.forwarder(node.func.func)
+                    if f is None or f.kernel is not None:
+                        continue
+                    call, kernel = node.func, node.args[0]
+                else:
+                    f = self.forwarder(node.func)
+                    if f is None or f.kernel is None:
+                        continue
+                    index = f.params.index(f.kernel)
+                    call = node
+                    kernel = py.argument(node, f.kernel, index if index < f.positional else None)
+                if kernel is None or (scope is not None and self._forwarders.get(scope.name) is not None):
+                    continue  # a wrapper's own application: counted where the wrapper is used
+                names = _kernel_names(kernel, scope, kernels, self.info.imports)
+                for name in names:
+                    out.append(Application(name, call, f.bind(call, scope, self.info, True)))
+                if not names and (found := self.imported_kernel(strip(kernel), scope)) is not None:
+                    out.append(Application(found[1], call, f.bind(call, scope, self.info, True), origin=found[0]))
+        return out
+
+    def imported_kernel(self, expr: ast.expr, scope: py.Function | None) -> tuple[str, str] | None:
+        """(file, name) of a `@triton.jit` kernel another module of the project defines, imported by name
+        (`from .kernels import k`) or reached as an attribute of an imported module (`kernels.k`)."""
+        if self.project is None or scope is not None and any(
+                isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id == py.dotted(expr)
+                for n in ast.walk(scope)):
+            return None
+        written = py.dotted(expr)
+        if written is None:
+            return None
+        head, _, attr = written.partition(".")
+        imported = self.imported().get(head)
+        if imported is None:
+            return None
+        module, level, name = imported
+        if attr:
+            module = f"{module}.{name}" if name and module else (module or name)
+            module, _, name = f"{module}.{attr}".rpartition(".")
+        elif not name:
+            return None
+        target = self.project.module_file(module, level, self.path)
+        other = self.project.parsed(target) if target is not None else None
+        fn = next((f for f in other.tree.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+                   and f.name == name), None) if other is not None else None
+        if fn is None or not is_jit_kernel(fn, other.imports):  # type: ignore[union-attr]
+            return None
+        return target, name  # type: ignore[return-value]
+
+
+def _scoped_statements(tree: ast.Module) -> list[tuple[py.Function | None, ast.stmt]]:
+    """Every statement of the module with the top-level function it is in (None at module level)."""
+    out: list[tuple[py.Function | None, ast.stmt]] = []
+    for stmt in tree.body:
+        scope = stmt if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
+        out.extend((scope, s) for s in py.statements(stmt))
+    return out
+
+
+def _kernel_names(expr: ast.expr, scope: py.Function | None, kernels: set[str], imports: dict[str, str],
+                  depth: int = 0) -> list[str]:
+    """The module's kernels an expression may be: a kernel's name, `triton.jit(k)`, or a local variable of the
+    function assigned kernels (`fn = _bwd_persistent if persistent else _bwd`, or in the branches of an `if`)."""
+    if depth > 3:
+        return []
+    if isinstance(expr, ast.Call) and len(expr.args) == 1 and _is_jit(expr.func, imports):
+        return _kernel_names(expr.args[0], scope, kernels, imports, depth + 1)
+    if isinstance(expr, ast.IfExp):
+        return _kernel_names(expr.body, scope, kernels, imports, depth + 1) + _kernel_names(
+            expr.orelse, scope, kernels, imports, depth + 1)
+    if not isinstance(expr, ast.Name):
+        return []
+    if scope is not None and any(a.arg == expr.id for a in py.parameters(scope)):
+        return []
+    values = [node.value for node in ast.walk(scope)
+              if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == expr.id
+                                                      for t in node.targets)] if scope is not None else []
+    if not values:
+        return [expr.id] if expr.id in kernels else []
+    out: list[str] = []
+    for value in values:
+        out.extend(n for n in _kernel_names(value, None, kernels, imports, depth + 1) if n not in out)
+    return out

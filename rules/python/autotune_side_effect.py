@@ -116,6 +116,53 @@ only when its old value is used). A pointer moved in place (`ptrs +=
 stride`) stays based on what it was. Loads and stores are followed in the
 kernel and in the helpers that perform atomics.
 
+## Autotune in every form
+Besides a `@triton.autotune(...)` decorator on the kernel, KG202 reads the
+autotuner applied by a call (`tuned = triton.autotune(configs=CONFIGS,
+key=[...])(kernel)`, also on `triton.jit(fn)`), through an alias (`tune =
+triton.autotune`) or a `functools.partial` of it, and through a wrapper: a
+function of the module, or of another module of the project that it
+imports, that calls `triton.autotune` (or another wrapper) and passes on
+its own parameters, by name or as `**kwargs`:
+
+```python
+# tuning.py
+def get_autotune_kernel(kernel, configs, **kwargs):
+    return triton.autotune(configs=configs, **kwargs)(kernel)
+```
+
+A wrapper of another module is read only when its name says it tunes
+(`*tune*`). The kernel may be chosen through a local variable (`kernel =
+bwd_persistent if persistent else bwd`: both are judged) or be imported
+from another module of the project (`triton.autotune(...)(kernels.bwd)`):
+then the finding is at the application, and names the atomic in the
+kernel's file. `reset_to_zero`, `restore_value`, `pre_hook`, `configs` and
+`prune_configs_by` are read from the call as from a decorator; a value
+written in another module (a wrapper's own `pre_hook`) is trusted.
+
+A reset list the launcher builds per call is followed through the
+assignments of literal lists, `append`, `extend` and `+=` of literals before
+the call, on every path through the `if`s on the way (a test on the list
+itself, `if len(restore) == 0: restore = None`, is decided by its value):
+
+```python
+restore = ()
+if varlen:
+    restore = ("dq", "dk")
+else:
+    restore = ("dk",)
+get_autotune_kernel(bwd, CONFIGS, key=["N"], restore_value=restore)
+```
+
+A buffer the kernel accumulates into that the list holds on no path is an
+error, as for a decorator. One it holds on some paths only (`dq` above) is a
+warning that names the condition under which it is restored (`varlen`):
+the other launches accumulate, but the project has thought about the
+buffer, and the condition may match the only mode in which the kernel adds
+into it. A list built in any other way (a call, a parameter, a loop over a
+variable) is trusted. When a list names the buffer with another case
+(`Dv` for `DV`), the finding says so: Triton matches names exactly.
+
 ## Options
 None.
 
@@ -126,14 +173,17 @@ None.
 from __future__ import annotations
 
 import ast
+import dataclasses
+import os
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from kgate.collect import pyautotune, pysparse
 from kgate.collect import pysource as py
-from kgate.collect import pysparse
 from kgate.collect.source import SourceFile
 from kgate.core.findings import Severity
-from kgate.core.rule import Report, Rule, SourceContext
+from kgate.core.rule import READS_BEYOND, Report, Rule, SourceContext
 
 ATOMICS = frozenset({"atomic_add", "atomic_and", "atomic_cas", "atomic_max", "atomic_min", "atomic_or",
                      "atomic_xchg", "atomic_xor"})
@@ -257,12 +307,11 @@ class _Module:
         return _readable([self.configs(arg.value if isinstance(arg, ast.Starred) else arg, depth + 1, env)
                           for arg in expr.args])
 
-    def pruned(self, decorator: ast.Call, configs: list[_Config] | None) -> list[_Config] | None:
+    def pruned(self, by: ast.expr | None, configs: list[_Config] | None) -> list[_Config] | None:
         """The configs the benchmark runs after `prune_configs_by={"early_config_prune": fn}`: a module function
         that builds configs of its own (`triton.Config(...)` in its body) and hands back only those replaces the
         list; one that hands back anything else (a filtered list of the configs it was given) may pass any of
         them on as well; a pruner kgate cannot read leaves the list as it is."""
-        by = py.argument(decorator, "prune_configs_by", 2)
         if not isinstance(by, ast.Dict):
             return configs
         pruner = next((value for key, value in zip(by.keys, by.values)
@@ -656,53 +705,331 @@ def _passed(call: ast.Call, helper: Function, param: str) -> ast.expr | None:
 def check(source: SourceFile, ctx: SourceContext) -> Iterable[Report]:
     if b"autotune" not in source.data:
         return  # atomics outside autotuned kernels are fine: no need to parse
+    if b"atomic_" not in source.data:
+        # No atomic here, but the autotuner may be applied here to a kernel of another module that has them.
+        if _applied_otherwise(source) and (whole := py.ParsedModule(source.tree)).uses_triton():
+            yield from _applications(source, None, whole)
+        return
     info = py.info(source)
     if not info.uses_triton():
         return
     module = _Module(source, info)
-    constants = info.constants
+    reported: dict[str, set[tuple[int, int, str]]] = {}
     for fn in info.functions:
         decorator = py.autotune_decorator(fn, module.imports)
         if decorator is None:
             continue
-        hook = module.resets(py.argument(decorator, "pre_hook", 5))
-        if hook is None:
-            continue  # a pre_hook kgate cannot read is trusted to reset what it must
-        protected_exprs = [py.argument(decorator, "reset_to_zero", 3), py.argument(decorator, "restore_value", 4)]
-        if not all(py.resolvable(e, constants) for e in protected_exprs):
-            continue  # a list we cannot read may name anything
-        protected = hook | {name for e in protected_exprs for name, _node in py.string_items(e, constants)}
-        atomics = list(module.accesses(fn))
-        if not atomics:
+        arguments = {name: pyautotune.Bound(expr, None, info) for position, name in enumerate(_READ)
+                     if (expr := py.argument(decorator, name, position)) is not None}
+        yield from _check_kernel(source, module, fn, arguments, reported.setdefault(fn.name, set()))
+    if _applied_otherwise(source):
+        yield from _applications(source, module, info if info.whole else py.ParsedModule(source.tree), reported)
+
+
+def _applications(source: SourceFile, module: _Module | None, whole: py.ParsedModule,
+                  reported: dict[str, set[tuple[int, int, str]]] | None = None) -> Iterator[Report]:
+    """The findings of the autotuner applied otherwise than by a plain decorator (`module`: the rule's view of
+    this file, None when it holds no atomic)."""
+    project = pyautotune.Project(source.path, source.rel)
+    applications = pyautotune.Applications(whole, source.path, project).find()
+    if project.read:
+        source.derived[READS_BEYOND] = True  # a wrapper or a kernel read in another module decides the verdict
+    reported = {} if reported is None else reported
+    for application in applications:
+        if application.origin is not None:
+            yield from _imported_kernel(source, module or _Module(source, whole), project, application)
             continue
-        configs = module.pruned(decorator, module.configs(py.argument(decorator, "configs", 0)))
-        fixed = module.fixed(fn)
-        # Only an idempotent atomic needs the kernel's loads and stores: does the kernel read the buffer back?
-        memory = atomics if all(a.op in ACCUMULATING for a in atomics) else list(module.accesses(fn, memory=True))
-        stores: list[_Access] | None = None
-        reported: set[tuple[int, int, str]] = set()
-        for access in atomics:
-            if fixed and any(_truth(test, fixed) not in (None, taken) for test, taken in _guards(fn.body, access.call)):
-                continue  # a heuristic fixes a constexpr so that the atomic's branch never runs
-            reach = _reaching(fn, access.call, configs, fixed)
-            if configs and not isinstance(configs, _Partial) and not reach:
-                continue  # no config the autotuner can run takes the atomic's branch
-            if access.roots:
-                targets = [r for r in access.roots if r not in protected and not _hooks_reset(reach, r)]
-            else:
-                targets = [] if protected or _hooks_reset(reach, None) else ["?"]
-            for target in targets:
-                key = (access.call.lineno, access.call.col_offset, target)
-                if key in reported or not _repeats_differently(access, target, memory):
+        fn = module.function(application.kernel) if module is not None else None
+        if fn is not None:
+            yield from _check_kernel(source, module, fn, application.arguments,
+                                     reported.setdefault(fn.name, set()),
+                                     None if application.decorator else application.at)
+
+
+def _imported_kernel(source: SourceFile, module: _Module, project: pyautotune.Project,
+                     application: pyautotune.Application) -> Iterator[Report]:
+    """The findings of the autotuner applied here to a kernel another module of the project defines: reported at
+    the application (where the reset list goes), naming the atomic in the kernel's own file."""
+    assert application.origin is not None
+    data = project.data(application.origin)
+    parsed = project.parsed(application.origin)
+    if data is None or parsed is None:
+        return
+    rel = os.path.relpath(application.origin, project.root).replace(os.sep, "/")
+    other = SourceFile(application.origin, rel, data)
+    other.derived["pysource"] = parsed
+    kernel_module = _Module(other, parsed)
+    fn = kernel_module.function(application.kernel)
+    if fn is None:
+        return
+    span = source.span(application.at)
+    for report in _check_kernel(other, kernel_module, fn, application.arguments, set(), None, module):
+        at = f"{rel}:{report.line}"
+        yield dataclasses.replace(report, message=f"{report.message} (the atomic: {at})", scope="",
+                                  discriminator=f"{application.kernel}|{report.discriminator}", **span)
+
+
+# triton.autotune's parameters the rule reads, in their order (their positions in a call).
+_READ = ("configs", "key", "prune_configs_by", "reset_to_zero", "restore_value", "pre_hook")
+# A line that may apply the autotuner otherwise than as a plain `@triton.autotune(...)` decorator: a call of
+# anything named *tune* (`triton.autotune(...)(k)`, `get_autotune_kernel(k, ...)`, an alias `tune(...)`).
+_TUNE_CALL = re.compile(rb"tune\w*[ \t]*\(")
+_NOT_A_CALL = re.compile(rb"[ \t]*(?:@|#|from |import )")
+
+
+def _applied_otherwise(source: SourceFile) -> bool:
+    data = source.data
+    for found in _TUNE_CALL.finditer(data):
+        start = data.rfind(b"\n", 0, found.start()) + 1
+        if _NOT_A_CALL.match(data, start) is None and b"#" not in data[start:found.start()]:
+            return True
+    return False
+
+
+def _check_kernel(source: SourceFile, module: _Module, fn: Function, arguments: dict[str, pyautotune.Bound],
+                  reported: set[tuple[int, int, str]], at: ast.AST | None = None,
+                  tuner: _Module | None = None) -> Iterator[Report]:
+    """The findings of one application of the autotuner to a kernel of `module`, given the arguments it passes
+    (written in `tuner`, the module that applies it: `module` itself unless given)."""
+    kernel_module, module = module, tuner or module
+    hook_bound = arguments.get("pre_hook")
+    if hook_bound is not None and not hook_bound.local:
+        return  # a pre_hook written in another module: trusted to reset what it must
+    hook = module.resets(hook_bound.expr if hook_bound is not None else None)
+    if hook is None:
+        return  # a pre_hook kgate cannot read is trusted to reset what it must
+    lists = [_protected(arguments.get(name), module.constants) for name in ("reset_to_zero", "restore_value")]
+    if any(found is None for found in lists):
+        return  # a list we cannot read may name anything
+    always = set(hook)
+    sometimes: dict[str, str] = {}
+    for found in lists:
+        assert found is not None
+        always |= found[0]
+        for name, condition in found[1].items():
+            sometimes.setdefault(name, condition)
+    atomics = list(kernel_module.accesses(fn))
+    if not atomics:
+        return
+    configs_bound, prune_bound = arguments.get("configs"), arguments.get("prune_configs_by")
+    configs = module.configs(configs_bound.expr) if configs_bound is not None and configs_bound.local else None
+    configs = module.pruned(prune_bound.expr if prune_bound is not None and prune_bound.local else None, configs)
+    fixed = kernel_module.fixed(fn)
+    module = kernel_module
+    # Only an idempotent atomic needs the kernel's loads and stores: does the kernel read the buffer back?
+    memory = atomics if all(a.op in ACCUMULATING for a in atomics) else list(module.accesses(fn, memory=True))
+    stores: list[_Access] | None = None
+    for access in atomics:
+        if fixed and any(_truth(test, fixed) not in (None, taken) for test, taken in _guards(fn.body, access.call)):
+            continue  # a heuristic fixes a constexpr so that the atomic's branch never runs
+        reach = _reaching(fn, access.call, configs, fixed)
+        if configs and not isinstance(configs, _Partial) and not reach:
+            continue  # no config the autotuner can run takes the atomic's branch
+        if access.roots:
+            targets = [r for r in access.roots if r not in always and not _hooks_reset(reach, r)]
+        else:
+            targets = [] if always or sometimes or _hooks_reset(reach, None) else ["?"]
+        for target in targets:
+            key = (access.call.lineno, access.call.col_offset, target)
+            if key in reported or not _repeats_differently(access, target, memory):
+                continue
+            if access.op in ACCUMULATING and not access.helper and target != "?":
+                if stores is None:
+                    stores = [a for a in (memory if memory is not atomics else module.accesses(fn, memory=True))
+                              if a.op == "store" and not a.helper]
+                if _written_first(fn, access, [a for a in stores if target in a.roots]):
                     continue
-                if access.op in ACCUMULATING and not access.helper and target != "?":
-                    if stores is None:
-                        stores = [a for a in (memory if memory is not atomics else module.accesses(fn, memory=True))
-                                  if a.op == "store" and not a.helper]
-                    if _written_first(fn, access, [a for a in stores if target in a.roots]):
-                        continue
-                reported.add(key)
-                yield _report(source, fn, access, target)
+            reported.add(key)
+            report = _report(source, fn, access, target, sometimes.get(target), at)
+            near = sorted(n for n in always | set(sometimes) if n != target and n.lower() == target.lower())
+            if near and target not in sometimes:
+                report = dataclasses.replace(report, message=f"{report.message} (the list names `{near[0]}`, which "
+                                                             f"is not `{target}`: names are case-sensitive)")
+            yield report
+
+
+def _protected(bound: pyautotune.Bound | None,
+               constants: dict[str, ast.expr]) -> tuple[set[str], dict[str, str]] | None:
+    """(names a reset list always holds, name -> the condition under which it holds it) for a `reset_to_zero` or
+    `restore_value` argument; None for a list kgate cannot read (trusted: it may name anything).
+
+    A literal list (or a module constant holding one) is read as is. A local variable of the function that applies
+    the autotuner is followed through the assignments, appends, extends and `+=` of literals before the call, on
+    every path through the `if`s on the way (`_ListPaths`)."""
+    if bound is None:
+        return set(), {}
+    own = bound.module.constants
+    if py.resolvable(bound.expr, own):
+        return {name for name, _node in py.string_items(bound.expr, own)}, {}
+    expr = pyautotune.strip(bound.expr)
+    if not (bound.local and bound.scope is not None and isinstance(expr, ast.Name)):
+        return None
+    paths = _ListPaths(expr.id, own).at(bound.scope, bound.expr)
+    if not paths:
+        return None
+    names = {name for _conditions, held in paths for name in held}
+    always = {name for name in names if all(name in held for _conditions, held in paths)}
+    sometimes = {}
+    for name in names - always:
+        holding = [conditions for conditions, held in paths if name in held]
+        common = [c for c in holding[0] if all(c in other for other in holding[1:])]
+        sometimes[name] = " and ".join(common) if common else " or ".join(
+            "(" + " and ".join(conditions) + ")" for conditions in holding)
+    return always, sometimes
+
+
+_UNKNOWN = object()
+_PATHS = 32
+
+
+class _ListPaths:
+    """The values a local list of names takes on each path to a statement: (the conditions of the `if`s taken, the
+    names it holds). A path on which the list is assigned anything else (a call, another variable), changed by a
+    method other than `append`/`extend`, or not assigned at all makes the whole list unreadable (None)."""
+
+    def __init__(self, name: str, constants: dict[str, ast.expr]) -> None:
+        self.name = name
+        self.constants = constants
+
+    def at(self, scope: Function, node: ast.AST) -> list[tuple[tuple[str, ...], frozenset[str]]] | None:
+        if any(a.arg == self.name for a in py.parameters(scope)):
+            return None
+        found = self._walk(scope.body, node, [((), _UNKNOWN)])
+        if found is None or not found[1]:
+            return None
+        out = []
+        for conditions, value in found[1]:
+            if value is _UNKNOWN:
+                return None
+            out.append((conditions, value[0]))
+        return out
+
+    def _mentions(self, node: ast.AST) -> bool:
+        return any(isinstance(n, ast.Name) and n.id == self.name for n in ast.walk(node))
+
+    def _walk(self, body: list[ast.stmt], node: ast.AST, paths: list) -> tuple[bool, list] | None:
+        """(reached `node`, the paths there, or those that leave the block when it is not in it); None: unreadable."""
+        for stmt in body:
+            if len(paths) > _PATHS:
+                return None
+            if any(n is node for n in ast.walk(stmt)):
+                if isinstance(stmt, ast.If) and not any(n is node for n in ast.walk(stmt.test)):
+                    inside = any(n is node for s in stmt.body for n in ast.walk(s))
+                    branch = stmt.body if inside else stmt.orelse
+                    taken = self._branch(stmt.test, inside, paths)
+                    return self._walk(branch, node, taken)
+                inner = [s for field in ("body", "orelse", "finalbody") for s in getattr(stmt, field, None) or []
+                         if isinstance(s, ast.stmt)]
+                if inner and not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    return self._walk(inner, node, paths)
+                return True, paths
+            if not paths:
+                return False, paths
+            paths = self._step(stmt, node, paths)
+            if paths is None:
+                return None
+        return False, paths
+
+    def _step(self, stmt: ast.stmt, node: ast.AST, paths: list) -> list | None:
+        if isinstance(stmt, (ast.Return, ast.Raise)):
+            return []
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) or not self._mentions(stmt):
+            return paths
+        if isinstance(stmt, ast.If):
+            out = []
+            for taken, branch in ((True, stmt.body), (False, stmt.orelse)):
+                found = self._walk(branch, node, self._branch(stmt.test, taken, paths))
+                if found is None:
+                    return None
+                out.extend(found[1])
+            return out
+        if isinstance(stmt, (ast.For, ast.While)):
+            found = self._walk(stmt.body, node, paths)  # once, or not at all
+            return None if found is None else paths + [p for p in found[1] if p not in paths]
+        if isinstance(stmt, (ast.With, ast.AsyncWith)):
+            found = self._walk(stmt.body, node, paths)
+            return None if found is None else found[1]
+        change = self._change(stmt)
+        if change is None:
+            return None
+        replace, added = change
+        out = []
+        for conditions, value in paths:
+            if replace:
+                out.append((conditions, added))
+            elif value is _UNKNOWN or value[1]:
+                return None  # added to a list not yet assigned, or to None
+            else:
+                out.append((conditions, (value[0] | added[0], False)))
+        return out
+
+    def _change(self, stmt: ast.stmt) -> tuple[bool, tuple[frozenset[str], bool]] | None:
+        """(whether it replaces the value, the names it gives or adds and whether it is None)."""
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            if len(targets) == 1 and isinstance(targets[0], ast.Name) and targets[0].id == self.name \
+                    and stmt.value is not None and not self._mentions(stmt.value):
+                return self._literal(stmt.value, True)
+            return None
+        if isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name) and isinstance(stmt.op, ast.Add) \
+                and not self._mentions(stmt.value):
+            return self._literal(stmt.value, False)
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+            call = stmt.value
+            func = call.func
+            if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == self.name \
+                    and len(call.args) == 1 and not call.keywords and not self._mentions(call.args[0]):
+                if func.attr == "append" and isinstance(call.args[0], ast.Constant) \
+                        and isinstance(call.args[0].value, str):
+                    return False, (frozenset({call.args[0].value}), False)
+                if func.attr == "extend":
+                    return self._literal(call.args[0], False)
+        return None
+
+    def _literal(self, value: ast.expr, replace: bool) -> tuple[bool, tuple[frozenset[str], bool]] | None:
+        if isinstance(value, ast.Constant) and value.value is None:
+            return (True, (frozenset(), True)) if replace else None
+        if isinstance(value, (ast.List, ast.Tuple)) and py.resolvable(value, self.constants) \
+                or isinstance(value, ast.Name) and py.resolvable(value, self.constants):
+            return replace, (frozenset(name for name, _node in py.string_items(value, self.constants)), False)
+        return None
+
+    def _branch(self, test: ast.expr, taken: bool, paths: list) -> list:
+        """The paths that take one branch of an `if`: a test on the list itself is decided by its value on the
+        path; any other test adds itself (or its negation) to the path's conditions."""
+        out = []
+        text = ast.unparse(test)
+        for conditions, value in paths:
+            decided = self._decide(test, value) if self._mentions(test) else None
+            if decided is None:
+                condition = text if taken else (text[4:] if text.startswith("not ") else
+                                                 f"not {text}" if isinstance(test, (ast.Name, ast.Attribute))
+                                                 else f"not ({text})")
+                out.append(((*conditions, condition), value))
+            elif decided == taken:
+                out.append((conditions, value))
+        return out
+
+    def _decide(self, test: ast.expr, value: object) -> bool | None:
+        if value is _UNKNOWN:
+            return None
+        names, none = value  # type: ignore[misc]
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            inner = self._decide(test.operand, value)
+            return None if inner is None else not inner
+        if isinstance(test, ast.Name) and test.id == self.name:
+            return bool(names) and not none
+        if isinstance(test, ast.Compare) and len(test.ops) == 1:
+            left, op, right = test.left, test.ops[0], test.comparators[0]
+            if isinstance(left, ast.Name) and left.id == self.name and isinstance(right, ast.Constant) \
+                    and right.value is None and isinstance(op, (ast.Is, ast.IsNot)):
+                return none == isinstance(op, ast.Is)
+            if isinstance(left, ast.Call) and isinstance(left.func, ast.Name) and left.func.id == "len" \
+                    and len(left.args) == 1 and isinstance(left.args[0], ast.Name) \
+                    and left.args[0].id == self.name and isinstance(right, ast.Constant) \
+                    and isinstance(right.value, int) and type(op) in _COMPARE and not none:
+                return bool(_COMPARE[type(op)](len(names), right.value))
+        return None
 
 
 def _written_first(fn: Function, access: _Access, stores: list[_Access]) -> bool:
@@ -872,7 +1199,8 @@ _CONSEQUENCE = {
 }
 
 
-def _report(source: SourceFile, fn: Function, access: _Access, target: str) -> Report:
+def _report(source: SourceFile, fn: Function, access: _Access, target: str, condition: str | None = None,
+            at: ast.AST | None = None) -> Report:
     op = access.describe
     consequence = _CONSEQUENCE.get(access.op, "")
     if target == "?":
@@ -885,9 +1213,20 @@ def _report(source: SourceFile, fn: Function, access: _Access, target: str) -> R
         if not consequence:
             consequence = (f"the kernel reads `{target}` back (a load or the old value an atomic returns) and finds "
                            f"what the previous benchmark run left there, since nothing in the kernel puts it back")
+        if condition is not None:
+            message = (f"{op} in autotuned `{fn.name}` writes into `{target}`, which the autotuner restores only when "
+                       f"{condition}{_where(at)}: otherwise {consequence}")
+            return Report(message, severity=Severity.WARNING, scope=fn.name, discriminator=target,
+                          **source.span(access.call))
         message = (f"{op} in autotuned `{fn.name}` writes into `{target}`, which is in neither reset_to_zero nor "
-                   f"restore_value: {consequence}")
+                   f"restore_value{_where(at)}: {consequence}")
     return Report(message, scope=fn.name, discriminator=target, **source.span(access.call))
+
+
+def _where(at: ast.AST | None) -> str:
+    """Where the autotuner is applied, when not by a decorator of the kernel itself."""
+    line = getattr(at, "lineno", None)
+    return f" (autotune applied at line {line})" if line is not None else ""
 
 
 RULE = Rule(
@@ -899,5 +1238,5 @@ RULE = Rule(
     check=check,
     doc=__doc__ or "",
     files=("*.py",),
-    prefilter=(b"atomic_",),
+    prefilter=(b"atomic_", b"autotune"),
 )
