@@ -35,6 +35,7 @@ _TRIPLE = re.compile(r"\"\"\"|\'\'\'")
 _DEFINITION = re.compile(r"(?:async\s+def|def|class)\b")
 _ASSIGNED = re.compile(r"([A-Za-z_]\w*)\s*(?::[^=]*)?=(?!=)")
 _ALIAS = re.compile(r"\bas\s+([A-Za-z_]\w*)")
+_WORD = re.compile(r"\w+")
 
 
 # A top-level statement: first line, end (exclusive), the line that ends its signature (None: not a definition).
@@ -116,29 +117,38 @@ def containing(blocks: list[Block], marked: list[int]) -> list[Block]:
 
 
 def _render(lines: list[str], blocks: list[Block], needles: list[str]) -> str:
-    names: list[str] = []  # identifiers that stand for a needle: aliases, constants, kept functions
-
-    def pattern() -> re.Pattern[str]:
-        words = [re.escape(n) for n in needles] + [rf"\b{re.escape(n)}\b" for n in names]
-        return re.compile("|".join(words))
-
-    found = pattern()
+    names: set[str] = set()  # identifiers that stand for a needle: aliases, constants, kept functions
+    needle = re.compile("|".join(re.escape(n) for n in needles)) if needles else None
+    words: dict[int, set[str]] = {}  # line -> its identifiers, read once (a name matches a whole word, as `\b`)
 
     def mentions(first: int, end: int) -> bool:
-        return any(found.search(line) for line in lines[first:end])
+        if needle is None and not names:  # nothing to look for: every line counts (an empty pattern matches)
+            return end > first
+        for index in range(first, end):
+            line = lines[index]
+            if needle is not None and needle.search(line):
+                return True
+            if names:
+                found = words.get(index)
+                if found is None:
+                    found = words[index] = set(_WORD.findall(line))
+                if not names.isdisjoint(found):
+                    return True
+        return False
 
     whole = {b for b in blocks if b[2] is None}
+    standing: list[str] = []  # module-level names for a needle: they count from the definitions on
     for first, end, _header in sorted(whole):
         if not mentions(first, end):
             continue
         head = lines[first]
         if head.startswith(("import ", "from ")):  # `from triton import autotune as at`
-            names.extend(_ALIAS.findall(" ".join(lines[first:end])))
+            standing.extend(_ALIAS.findall(" ".join(lines[first:end])))
         else:
             match = _ASSIGNED.match(head)  # `KEYS = ...`, `tune = triton.autotune`
             if match:
-                names.append(match.group(1))
-    found = pattern()
+                standing.append(match.group(1))
+    names.update(standing)
     changed = True
     while changed:  # a definition that calls a kept one is kept (helpers that do the work)
         changed = False
@@ -146,8 +156,9 @@ def _render(lines: list[str], blocks: list[Block], needles: list[str]) -> str:
             first, end, header_end = block
             if block not in whole and header_end is not None and mentions(header_end + 1, end):
                 whole.add(block)
-                names.append(_name(lines[_def_line(lines, first)]))
-                found = pattern()
+                name = _name(lines[_def_line(lines, first)])
+                if name:
+                    names.add(name)
                 changed = True
     out = [""] * len(lines)
     for block in blocks:

@@ -161,7 +161,13 @@ def check(source: Any, ctx: SourceContext) -> Iterable[Report]:
     families = set(ctx.options["families"])
     warn_family = ctx.options["family"] == "warn"
     bare: list[tuple[int, int, str, str]] = []
+    if not _CONTEXT.search(source.text):
+        return
     for number, raw in enumerate(source.text.splitlines(), 1):
+        # The line without its comment is a prefix of it: a line that does not name a build flag does not either
+        # once its comment is gone, and most lines of a build script are skipped before the character scan.
+        if not _CONTEXT.search(raw):
+            continue
         line = strip_hash_comment(raw)
         if not _CONTEXT.search(line):
             continue
