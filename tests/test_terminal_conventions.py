@@ -153,6 +153,8 @@ def test_a_mistyped_rule_code_or_name_is_named(tmp_path: Path, args: list[str], 
 def test_explain_names_the_nearest_rule_and_nothing_when_none_is_near(tmp_path: Path) -> None:
     assert "did you mean 'spill'?" in _one_error(kgate("explain", "spil", cwd=tmp_path))
     assert "did you mean" not in _one_error(kgate("lint", "--select", "qqqqqqqq", cwd=_lint_project(tmp_path)))
+    # A code is a number: one that shares two digits with a real code is no typo of it (KG999 is not KG109).
+    assert "did you mean" not in _one_error(kgate("lint", "--select", "KG999", cwd=_lint_project(tmp_path)))
 
 
 # --------------------------------------------------------------------------- the kernel table
