@@ -429,3 +429,25 @@ def test_audit_after_check_disassembles_the_cached_cubins_instead_of_compiling_a
     fresh = kgate("check", "--sass", "--format", "json", "--no-cache", cwd=project).json()["kernels"]
     assert [k["sass"] for k in cached] == [k["sass"] for k in fresh] and all(k["sass"] for k in cached)
 
+
+
+def test_excerpt_lines_follow_code_that_moved_without_a_recompile(compiled_cold: tuple[Path, Run],
+                                                                  tmp_path: Path) -> None:
+    """Lines added inside the kernel above move `wait_first` down without recompiling it (the cache is keyed on
+    its text): its excerpt names the lines where its code is now, with today's text, as its facts do."""
+    root = copy_compiled(compiled_cold, tmp_path)
+    pdl = root / "pdl.py"
+    marker = "    # Bad: the load reads the producer's output while it may still be written.\n"
+    text = pdl.read_text()
+    assert text.count(marker) == 1
+    pdl.write_text(text.replace(marker, marker + "    # one\n    # two\n    # three\n"))
+    run = kgate("audit", "--kernel", "wait_first", "--target", "sm_120a", "-o", "out", cwd=root)
+    assert run.code == 0, run.stderr
+    md = (root / "out" / "report.md").read_text()
+    excerpt = section(md, "pdl:wait_first @ sm_120a").split("### PTX and SASS\n", 1)[1]
+    lines = pdl.read_text().splitlines()
+    start = next(n for n, text in enumerate(lines) if text.startswith("def wait_first"))
+    line = next(n for n, text in enumerate(lines, 1) if n > start and "gdc_wait()" in text)
+    found = re.search(r"^PTX, griddepcontrol 1 of \d+, from `pdl\.py:(\d+)` `([^`]*)`:$", excerpt, re.MULTILINE)
+    assert found and (int(found.group(1)), found.group(2)) == (line, "gdc_wait()"), excerpt[:600]
+    assert re.search(rf"^> pdl\.py:{line}  griddepcontrol\.wait", excerpt, re.MULTILINE)

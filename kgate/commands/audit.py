@@ -22,6 +22,7 @@ from typing import Any
 
 import kgate
 from kgate.commands.common import ProgressBar, config_from, fail_on, selection_from
+from kgate.compile.relocate import Spans
 from kgate.core.config import Config
 from kgate.core.errors import ConfigError, KgateError
 from kgate.core.result import Result
@@ -153,12 +154,13 @@ def excerpts(config: Config, facts: Sequence[KernelFacts], cubins: Mapping[Key, 
                 listings[path] = found
     except KgateError as exc:  # no nvdisasm: the PTX alone
         note = f"no SASS listing: {exc}"
-    read = SourceLines(config.root)
+    read = SourceLines(config.root, cache)
     out = {}
     for f in facts:
         if f.key not in cubins:
             continue
         folder = Path(cubins[f.key][0]).parent
+        read.compiled_in(f, folder.name)
         try:
             ptx_text: str | None = (folder / "kernel.ptx").read_text(encoding="utf-8", errors="replace")
         except OSError:
@@ -173,30 +175,57 @@ def excerpts(config: Config, facts: Sequence[KernelFacts], cubins: Mapping[Key, 
 class SourceLines:
     """The lines of the project's source files a line table names, each file read once."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, cache: Any) -> None:
         self.root = root.resolve()
+        self.cache = cache
         self.files: dict[Path, list[str]] = {}
+        self.spans: dict[tuple[str, str, str], tuple[Spans, Spans]] = {}
 
-    def __call__(self, facts: KernelFacts, file: str, line: int) -> tuple[str, str]:
-        """(the file as the page shows it, the text of the line): project files relative to the project, the
-        kernel's own file wherever it was compiled (the line table names the path the compiler was given), other
-        files by their last two parts and without text."""
+    def compiled_in(self, facts: KernelFacts, key: str) -> None:
+        """Where the top-level functions of the kernel's file were when its compile (cache key `key`) was made,
+        and where they are now: a compile is reused when only code above the kernel moved, and its line table
+        then names the old lines, which are moved here as the facts' own lines are (`kgate.facts.relocate`)."""
+        if not facts.path.endswith(".py"):
+            return
+        from kgate.compile import records as shapes
+        from kgate.compile.relocate import def_spans
+
+        then = self.cache.get("spans", key, shapes.spans)
+        if then:
+            now = def_spans(self.root / facts.path)
+            spans = {k: (v[0], v[1]) for k, v in then.items()}
+            if spans != now:
+                self.spans[facts.key] = (spans, now)
+
+    def __call__(self, facts: KernelFacts, file: str, line: int) -> tuple[str, int, str]:
+        """(the file as the page shows it, the line where that code is now, its text): project files relative to
+        the project, the kernel's own file wherever it was compiled (the line table names the path the compiler
+        was given), other files by their last two parts and without text."""
         name = file.replace("\\", "/")
         if facts.own_line(SourceLoc(file, line, 0)) is not None:
             path = self.root / facts.path
+            moved = self.spans.get(facts.key)
+            if moved is not None:
+                # The facts stage's own rule for moving a line with its function, so that both agree.
+                from kgate.facts.relocate import Moved, _move
+
+                try:
+                    line = _move(line, *moved)
+                except Moved:  # its function is gone: no line of today's file is that code
+                    return facts.path, line, ""
         else:
             path = Path(name) if os.path.isabs(name) else self.root / name
         try:
             rel = path.resolve().relative_to(self.root)
         except (OSError, ValueError):
-            return "/".join(name.split("/")[-2:]), ""
+            return "/".join(name.split("/")[-2:]), line, ""
         if path not in self.files:
             try:
                 self.files[path] = path.read_text(encoding="utf-8", errors="replace").splitlines()
             except OSError:
                 self.files[path] = []
         lines = self.files[path]
-        return rel.as_posix(), lines[line - 1] if 0 < line <= len(lines) else ""
+        return rel.as_posix(), line, lines[line - 1] if 0 < line <= len(lines) else ""
 
 
 # Side-by-side SASS for this many changed variants: enough to read what a change did, not a listing of all.

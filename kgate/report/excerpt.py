@@ -26,8 +26,9 @@ KINDS = (BLOCK_MMA, MMA, LOCAL, PDL)
 CONTEXT = 3  # instructions shown either side of the one that matters
 WINDOWS = 2  # windows per kind and listing: the first, and one more from another source line
 
-# (file as the line table names it, line) -> (the file as the page shows it, the text of that line or "").
-Source = Callable[[str, int], tuple[str, str]]
+# (file as the line table names it, line) -> (the file as the page shows it, the line where that code is now, the
+# text of that line or ""): a cached compile's line table names the lines its code had when it was compiled.
+Source = Callable[[str, int], tuple[str, int, str]]
 
 
 @dataclass(frozen=True)
@@ -136,10 +137,14 @@ def listing(name: str, items: Sequence[Item], source: Source) -> Listing:
 def _window(kind: str, nth: int, at: int, items: Sequence[Item], source: Source) -> Window:
     lines = []
     for text, k, file, line in items[max(0, at - CONTEXT):at + CONTEXT + 1]:
-        shown = f"{os.path.basename(source(file, line)[0])}:{line}" if line else ""
+        if line:
+            name, now, _code = source(file, line)
+            shown = f"{os.path.basename(name)}:{now}"
+        else:
+            shown = ""
         lines.append(Line(text, shown, k == kind))
     _text, _kind, file, line = items[at]
-    shown_file, code = source(file, line) if line else ("", "")
+    shown_file, line, code = source(file, line) if line else ("", 0, "")
     return Window(kind, nth, shown_file, line, code, tuple(lines))
 
 
