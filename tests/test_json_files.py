@@ -16,11 +16,16 @@ from kgate.shard.plan import load_timings, timings_path
 from kgate.support import jsondoc
 
 DEEP = b"[" * 100_000 + b"]" * 100_000
-LAUNCH_CU = """\
-__global__ void k(float* x) { x[0] = 1; }
-void launch(float* x) {
-  k<<<1, 1>>>(x);
-}
+# A finding whose verdict reads this file alone, so that the lint cache keeps it (KG302's verdict on an unchecked
+# CUDA launch reads the project's other files for callers and check macros, and is not cached).
+PRINTING_KERNEL = """\
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def k(x_ptr):
+    tl.device_print("x", tl.load(x_ptr))
 """
 
 
@@ -45,15 +50,15 @@ def test_utf8_with_or_without_a_byte_order_mark_decodes() -> None:
 
 def test_cache_and_run_records_that_do_not_decode_are_missing_not_a_crash(tmp_path: Path) -> None:
     (tmp_path / "kgate.toml").write_text('python-path = ["."]\n')
-    (tmp_path / "a.cu").write_text(LAUNCH_CU)
+    (tmp_path / "k.py").write_text(PRINTING_KERNEL)
     first = kgate("lint", cwd=tmp_path)
-    assert first.code == 1 and "KG302" in first.stdout
+    assert first.code == 1 and "KG204" in first.stdout
     records = sorted((tmp_path / ".kgate-cache" / "v1").rglob("*.json"))
     assert {p.parent.name for p in records} == {"lint", "runs"}
     for path in records:
         path.write_bytes(DEEP)
     again = kgate("lint", cwd=tmp_path)
-    assert "Traceback" not in again.stderr and again.code == 1 and "KG302" in again.stdout, again.stderr
+    assert "Traceback" not in again.stderr and again.code == 1 and "KG204" in again.stdout, again.stderr
     # The timings file and the Python index are read by a check; each is missing when it does not decode.
     config = load_config(start=tmp_path)
     timings_path(config).write_bytes(DEEP)
@@ -68,7 +73,7 @@ def test_cache_and_run_records_that_do_not_decode_are_missing_not_a_crash(tmp_pa
 def test_a_lint_record_saved_in_another_encoding_is_not_read(tmp_path: Path) -> None:
     """json.loads guesses UTF-16 from bytes: a re-encoded record was read as if kgate had written it."""
     (tmp_path / "kgate.toml").write_text('python-path = ["."]\n')
-    (tmp_path / "a.cu").write_text(LAUNCH_CU)
+    (tmp_path / "k.py").write_text(PRINTING_KERNEL)
     kgate("lint", cwd=tmp_path)
     record = next((tmp_path / ".kgate-cache" / "v1" / "lint").glob("*.json"))
     record.write_bytes(record.read_text(encoding="utf-8").encode("utf-16"))
