@@ -486,23 +486,33 @@ class Applications:
         written = py.dotted(func)
         if written is None or "tune" not in written.rsplit(".", 1)[-1].lower():
             return None
+        found = self.resolve(written)
+        if found is None:
+            return None
+        target, name = found
+        other = self.project.parsed(target)
+        if other is None:
+            return None
+        return Applications(other, target, self.project, self.depth + 1, local=False).forwarder(
+            ast.Name(id=name, ctx=ast.Load()))
+
+    def resolve(self, written: str) -> tuple[str, str] | None:
+        """(file, name in it) of a name written as imported from another module of the project (`k` after
+        `from .kernels import k`, `kernels.k` after `from . import kernels` or `import pkg.kernels as kernels`);
+        None where it is not imported or its module is not the project's."""
+        assert self.project is not None
         head, _, attr = written.partition(".")
         imported = self.imported().get(head)
         if imported is None:
             return None
         module, level, name = imported
         if attr:
-            module, name = (f"{module}.{name}" if name else module), attr
-            if "." in name:
-                module, _, name = f"{module}.{name}".rpartition(".")
+            module = f"{module}.{name}" if name and module else (module or name)
+            module, _, name = f"{module}.{attr}".rpartition(".")
+        elif not name:
+            return None
         target = self.project.module_file(module, level, self.path)
-        if target is None:
-            return None
-        other = self.project.parsed(target)
-        if other is None:
-            return None
-        return Applications(other, target, self.project, self.depth + 1, local=False).forwarder(
-            ast.Name(id=name, ctx=ast.Load()))
+        return (target, name) if target is not None else None
 
     def imported(self) -> dict[str, tuple[str, int, str]]:
         """Local name -> (module, level, name in it; '' for a module) for the module's imports, relative ones too."""
@@ -572,20 +582,11 @@ class Applications:
                 for n in ast.walk(scope)):
             return None
         written = py.dotted(expr)
-        if written is None:
+        found = self.resolve(written) if written is not None else None
+        if found is None:
             return None
-        head, _, attr = written.partition(".")
-        imported = self.imported().get(head)
-        if imported is None:
-            return None
-        module, level, name = imported
-        if attr:
-            module = f"{module}.{name}" if name and module else (module or name)
-            module, _, name = f"{module}.{attr}".rpartition(".")
-        elif not name:
-            return None
-        target = self.project.module_file(module, level, self.path)
-        other = self.project.parsed(target) if target is not None else None
+        target, name = found
+        other = self.project.parsed(target)
         fn = next((f for f in other.tree.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
                    and f.name == name), None) if other is not None else None
         if fn is None or not is_jit_kernel(fn, other.imports):  # type: ignore[union-attr]
