@@ -190,3 +190,24 @@ def test_blanking_keeps_lines_and_hides_comments_and_strings() -> None:
     code = blank(text).code
     assert code.count("\n") == text.count("\n") and len(code) == len(text)
     assert code.count("<<<") == 1
+
+
+def test_arch_target_finds_by_substring_every_line_its_pattern_matches() -> None:
+    """KG301 picks its candidate lines by plain substring search before its regular expression: that must keep
+    every line the expression matches, whatever line breaks the file uses, and number them as `splitlines`."""
+    import random
+
+    from rules.cuda import arch_target
+
+    pieces = ["-gencode", "--generate-code", "-arch", "--gpu-architecture", "-code", "--gpu-code", "arch=",
+              "code=", "self.arch=", "CUDA_ARCHITECTURES", "CUDA_ARCH", "TORCH_CUDA_ARCH_LIST", "NVCC", "nvcc",
+              "cuda_cflags", "sm_120", "x", " ", "=", ".", "-", "ar", "ch", "co", "de", "NV", "CC", "#"]
+    breaks = ["\n", "\r\n", "\r", "\x0c", "\x1d", "\u2028", "\x85"]
+    rng = random.Random(7)
+    for _ in range(300):
+        text = "".join(rng.choice(pieces) if rng.random() < 0.8 else rng.choice(breaks)
+                       for _ in range(rng.randrange(0, 60)))
+        expected = [(n, line) for n, line in enumerate(text.splitlines(), 1) if arch_target._CONTEXT.search(line)]
+        found = arch_target.flag_lines(text)
+        assert set(expected) <= set(found), text
+        assert all(line == text.splitlines()[n - 1] for n, line in found), text

@@ -137,7 +137,9 @@ from __future__ import annotations
 import ast
 import os
 import re
+from bisect import bisect_right
 from collections.abc import Iterable, Iterator
+from itertools import accumulate
 from typing import Any
 
 from kgate.collect import pysource as py
@@ -150,6 +152,8 @@ from kgate.hardware.arch_features import ARCH_SPECIFIC_CODE, ARCH_SPECIFIC_NEEDL
 # Words on a line that select GPU architectures.
 _CONTEXT = re.compile(r"-gencode|--generate-code|-arch\b|--gpu-architecture|-code\b|--gpu-code|"
                       r"(?<![.\w])arch=|(?<![.\w])code=|CUDA_ARCHITECTURES|CUDA_ARCH|TORCH_CUDA_ARCH_LIST|NVCC|nvcc|cuda_cflags")
+# A literal word every `_CONTEXT` match contains: lines without one are skipped by plain substring search.
+_FLAG_WORDS = ("-gencode", "-arch", "-code", "arch=", "code=", "CUDA_ARCH", "NVCC", "nvcc", "cuda_cflags")
 _NVCC_ARCH = re.compile(r"(?<![\w.])(sm|compute)_(\d{2,3})([af]?)(?![\w.])")
 _CMAKE_ARCHS = re.compile(r"CUDA_ARCHITECTURES\b[\s\"'=:]*(?:PROPERTIES\s+)?([^)\n]*)")
 _CMAKE_VALUE = re.compile(r"(?<![\w.])(\d{2,3})([af]?)(?:-real|-virtual)?(?![\w.])")
@@ -161,9 +165,7 @@ def check(source: Any, ctx: SourceContext) -> Iterable[Report]:
     families = set(ctx.options["families"])
     warn_family = ctx.options["family"] == "warn"
     bare: list[tuple[int, int, str, str]] = []
-    if not _CONTEXT.search(source.text):
-        return
-    for number, raw in enumerate(source.text.splitlines(), 1):
+    for number, raw in flag_lines(source.text):
         # The line without its comment is a prefix of it: a line that does not name a build flag does not either
         # once its comment is gone, and most lines of a build script are skipped before the character scan.
         if not _CONTEXT.search(raw):
@@ -216,6 +218,23 @@ def check(source: Any, ctx: SourceContext) -> Iterable[Report]:
             yield Report(f"`{written}` builds for the bare architecture; no source this build owns uses "
                          f"sm_{family}a-only code, so the portable target (which also embeds PTX for later GPUs) "
                          f"loses nothing", severity=Severity.NOTE, **span)
+
+
+def flag_lines(text: str) -> list[tuple[int, str]]:
+    """(number, line) of the lines of `text` (as `str.splitlines` cuts it) that hold a word of `_FLAG_WORDS`: a
+    superset of the lines `_CONTEXT` matches, found by substring search. The regular expression scans a build
+    script many times slower, and most lines name no build flag."""
+    offsets = []
+    for word in _FLAG_WORDS:
+        at = text.find(word)
+        while at != -1:
+            offsets.append(at)
+            at = text.find(word, at + 1)
+    if not offsets:
+        return []
+    lines = text.splitlines()
+    starts = list(accumulate(map(len, text.splitlines(keepends=True)), initial=0))
+    return [(number, lines[number - 1]) for number in sorted({bisect_right(starts, at) for at in offsets})]
 
 
 def _architectures(line: str) -> Iterator[tuple[int, str, str, str]]:
