@@ -116,3 +116,25 @@ def test_no_compiler_at_all_is_one_clear_error() -> None:
     assert only_nvrtc.compiler() == "nvrtc"
     with pytest.raises(ToolchainError, match="compiler = 'nvcc'"):
         only_nvrtc.compiler("nvcc")
+
+
+def test_calls_of_a_name_are_what_the_word_boundary_pattern_finds() -> None:
+    """`calls_of` searches for the name's letters and checks the word boundary itself (a pattern that starts with
+    `\\b` is tried at every position): the same matches as the plain pattern, in any region of the text."""
+    import random
+    import re
+
+    from kgate.collect.cpp_text import calls_of
+
+    pieces = ["run", "run_", "xrun", "run2", "é", "rún", " ", "\n", "(", ")", "<", ">", "<int>", ";", "{", "}",
+              "::", "run<T>(", "run (", "a", "_"]
+    rng = random.Random(11)
+    for name in ("run", "run_", "r"):
+        pattern = re.compile(r"\b" + re.escape(name) + r"\s*(?:<[^;{}]*?>)?\s*\(")
+        for _ in range(400):
+            code = "".join(rng.choice(pieces) for _ in range(rng.randrange(0, 40)))
+            start = rng.randrange(0, len(code) + 1)
+            end = rng.randrange(start, len(code) + 1)
+            expected = [(m.start(), m.end()) for m in pattern.finditer(code, start, end)
+                        if m.start() == 0 or not re.match(r"\w", code[m.start() - 1])]
+            assert [(m.start(), m.end()) for m in calls_of(code, name, start, end)] == expected, (code, start, end)

@@ -70,6 +70,17 @@ def test_a_broken_file_does_not_stop_the_others(tmp_path: Path) -> None:
         ("a_broken.py", "KG004"), ("b_null.py", "KG004"), ("c_kernel.py", "KG201")}
 
 
+def test_a_module_that_never_names_triton_is_not_parsed_by_the_triton_rules(tmp_path: Path) -> None:
+    """The Triton rules require the bytes `triton` (`Rule.requires`): host code that prints, a CuTe DSL kernel's
+    `Constexpr`, an `autotune` of another library are not parsed, so their syntax is not kgate's to report."""
+    (tmp_path / "kgate.toml").write_text("")
+    broken = b"def f(:\n    print(cutlass.Constexpr, autotune, atomic_add)\n"
+    (tmp_path / "host.py").write_bytes(broken)
+    (tmp_path / "kernel.py").write_bytes(b"import triton\n" + broken)
+    run = kgate("lint", "--format", "json", cwd=tmp_path)
+    assert {(f["path"], f["code"]) for f in run.json()["findings"]} == {("kernel.py", "KG004")}
+
+
 def test_terminal_output_names_path_line_column_code_and_name(project: Path) -> None:
     run = kgate("lint", "runtime_autotune.py", cwd=project)
     assert run.code == 1

@@ -10,6 +10,7 @@ original text.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -151,6 +152,29 @@ def balanced(code: str, open_index: int, opening: str = "(", closing: str = ")")
             if depth == 0:
                 return index + 1
     return len(code)
+
+
+_WORD_CHAR = re.compile(r"\w")
+
+
+def calls_of(code: str, name: str, start: int = 0, end: int | None = None) -> Iterator[re.Match[str]]:
+    """Each `name(` or `name<...>(` in `code[start:end]` where `name` starts a word: what `\\bname\\s*(...)`
+    matches, found from the name's own letters. A pattern that begins with `\\b` has no literal prefix, so
+    Python's engine tries it at every position of the file (forty times slower on a large CUDA file)."""
+    pattern = _CALL_PATTERNS.get(name)
+    if pattern is None:
+        pattern = _CALL_PATTERNS[name] = re.compile(re.escape(name) + r"\s*(?:<[^;{}]*?>)?\s*\(")
+    stop = len(code) if end is None else end
+    at = start
+    while (match := pattern.search(code, at, stop)) is not None:
+        if match.start() > 0 and _WORD_CHAR.match(code, match.start() - 1):
+            at = match.start() + 1  # inside a longer name: look again from the next letter
+            continue
+        yield match
+        at = match.end() if match.end() > match.start() else match.start() + 1
+
+
+_CALL_PATTERNS: dict[str, re.Pattern[str]] = {}
 
 
 def split_arguments(inner: str) -> list[str]:

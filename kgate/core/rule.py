@@ -103,6 +103,9 @@ class Rule:
     # and byte strings of which at least one must occur for the rule to run at all.
     files: tuple[str, ...] = ()
     prefilter: tuple[bytes, ...] = ()
+    # Byte strings that must all occur as well: what the rule cannot do without (b"triton" for a rule that
+    # stays quiet in a module that does not import Triton), so that a file without them is not even parsed.
+    requires: tuple[bytes, ...] = ()
     # List options whose values (their last dotted part) are further pre-filter strings: names a project adds for
     # the rule to look for (an autotune wrapper of its own).
     prefilter_options: tuple[str, ...] = ()
@@ -136,6 +139,7 @@ class Rule:
             "summary": self.summary,
             "files": list(self.files),
             "prefilter": [p.decode("utf-8", "replace") for p in self.prefilter],
+            "requires": [p.decode("utf-8", "replace") for p in self.requires],
             "options": {name: {"default": opt.default, "help": opt.help} for name, opt in sorted(self.options.items())},
             "doc": self.doc.strip(),
         }

@@ -4,7 +4,7 @@ Runs every selected rule that has `files` globs (the `python` and `cuda`
 layers, and KG004 which parses every Python file) on the files those globs
 match, and the `source_check` of a rule of another layer that has one (the
 static half of a capture rule). A rule runs only when one of its `prefilter` byte strings occurs in
-the file; the file is decoded and parsed at most once, on the first rule
+the file, and every one of its `requires`; the file is decoded and parsed at most once, on the first rule
 that asks. Nothing here imports or executes the project's code.
 
 Per file the engine keeps raw findings (before per-file-ignores, configured
@@ -127,6 +127,8 @@ def lint_bytes(path: str, rel: str, data: bytes, rules: list[SourceRule]) -> Fil
             continue  # reported below, for what the other rules could not read
         prefilter = sr.prefilter
         if prefilter and not any(marker in data for marker in prefilter):
+            continue
+        if not all(marker in data for marker in sr.rule.requires):
             continue
         active.append(sr)
     # What brought the rules here: Python rules parse only the definitions that mention it.

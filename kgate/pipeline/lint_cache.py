@@ -77,7 +77,7 @@ def selection_key(rules: list[SourceRule], scope: str = "") -> str:
     for sr in rules:
         names.append(sr.check.__module__)
         parts.append([sr.rule.code, sr.rule.files, [p.decode("latin-1") for p in sr.prefilter],
-                      sorted(sr.ctx.options.items())])
+                      [p.decode("latin-1") for p in sr.rule.requires], sorted(sr.ctx.options.items())])
     for name in names:
         # Editing a rule or the engine (a development install) must invalidate the results.
         module = sys.modules.get(name)

@@ -156,5 +156,6 @@ RULE = Rule(
     },
     files=("*.py",),
     prefilter=(b"constexpr",),
+    requires=(b"triton",),  # it reads only modules that import Triton
     source_check=source_check,
 )

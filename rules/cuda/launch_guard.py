@@ -132,7 +132,7 @@ from bisect import bisect_right
 from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple
 
-from kgate.collect.cpp_text import Scopes, balanced, blanked, macro_lines
+from kgate.collect.cpp_text import Scopes, balanced, blanked, calls_of, macro_lines
 from kgate.core.findings import Related, Severity
 from kgate.core.fix import Applicability, Edit, Fix
 from kgate.core.rule import READS_BEYOND, Option, Report, Rule, SourceContext
@@ -720,8 +720,7 @@ class _Callers:
         else:
             region = (0, len(self.code))
         out: list[tuple[int, int]] = []
-        pattern = re.compile(r"\b" + re.escape(body.name) + r"\s*(?:<[^;{}]*?>)?\s*\(")
-        for match in pattern.finditer(self.code, *region):
+        for match in calls_of(self.code, body.name, *region):
             call = match.start()
             if body.begin <= call <= self.closes[body.brace] or "<<<" in match.group() or not _is_call(self.code, call):
                 continue
@@ -736,6 +735,8 @@ _SOURCES = (".cu", ".cuh", ".cpp", ".cc", ".cxx", ".h", ".hpp", ".hh", ".inl")
 _HEADERS = (".h", ".cuh", ".hpp", ".hh", ".inl")
 _SKIPPED = {"__pycache__", "node_modules", "build", "dist"}
 _DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)((?:[^\n]*\\\n)*[^\n]*)", re.MULTILINE)
+# Bytes of C++ identifiers kept, every other byte a space: `data.translate(_WORD_BYTES).split()` are its words.
+_WORD_BYTES = bytes(c if chr(c).isascii() and (chr(c).isalnum() or c == ord("_")) else ord(" ") for c in range(256))
 _READS_LAST_ERROR = re.compile(r"\b(?:cudaGetLastError|cudaPeekAtLastError|hipGetLastError|hipPeekAtLastError)\b")
 
 
@@ -750,6 +751,7 @@ class _Project:
         self._data: dict[str, bytes] = {}
         self._flows: dict[str, _Flow] = {}
         self._macros: frozenset[str] | None = None
+        self._words: dict[str, frozenset[bytes]] = {}
 
     def files(self) -> list[tuple[str, str]]:
         if self._files is None:
@@ -787,18 +789,27 @@ class _Project:
     def calls(self, name: str, besides: str) -> Iterator[tuple[str, _Flow, int, int]]:
         """(file, its flow, offset, end of statement) of each call of the function `name` outside `besides`."""
         needle = name.encode()
-        pattern = re.compile(r"\b" + re.escape(name) + r"\s*(?:<[^;{}]*?>)?\s*\(")
         for rel, path in self.files():
-            if rel == besides or needle not in self.data(rel, path):
+            if rel == besides or not self._mentions(rel, path, needle):
                 continue
             flow = self._flow(rel, path)
             code = flow.code
-            for match in pattern.finditer(code):
+            for match in calls_of(code, name):
                 call = match.start()
                 if not _is_call(code, call) or _defines(code, match.end() - 1):
                     continue
                 end = code.find(";", balanced(code, match.end() - 1))
                 yield rel, flow, call, end if end >= 0 else len(code)
+
+    def _mentions(self, rel: str, path: str, name: bytes) -> bool:
+        """Whether the file may call `name`: it holds the name as a word. The files' words are read once, on the
+        first question (a lint asks about many functions, and searching every file for each costs more)."""
+        if not name.isascii():
+            return name in self.data(rel, path)
+        words = self._words.get(rel)
+        if words is None:
+            words = self._words[rel] = frozenset(self.data(rel, path).translate(_WORD_BYTES).split())
+        return name in words
 
     def _flow(self, rel: str, path: str) -> _Flow:
         if rel not in self._flows:

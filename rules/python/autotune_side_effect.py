@@ -1239,4 +1239,5 @@ RULE = Rule(
     doc=__doc__ or "",
     files=("*.py",),
     prefilter=(b"atomic_", b"autotune"),
+    requires=(b"triton",),  # it reads only modules that import Triton
 )

@@ -102,4 +102,5 @@ RULE = Rule(
     files=("*.py",),
     # The rule runs only on files holding one of these bytes: keep it narrow.
     prefilter=(b"print",),
+    requires=(b"triton",),  # it reads only modules that import Triton
 )

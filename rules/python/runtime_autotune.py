@@ -276,5 +276,6 @@ RULE = Rule(
     },
     files=("*.py",),
     prefilter=(b"autotune",),
+    requires=(b"triton",),  # it reads only modules that import Triton
     prefilter_options=("autotune-wrappers",),
 )
