@@ -34,20 +34,6 @@ def shared_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (`--dist loadgroup`), the tests of a module with a module-scoped fixture run in one
-    worker, so that the fixture is computed once per run as in a serial one; the other tests are spread one
-    by one. Session-scoped fixtures that compile are shared between the workers by `once`."""
-    for item in items:
-        fixtures = getattr(item, "_fixtureinfo", None)
-        if fixtures is None:
-            continue
-        if any(definition.scope == "module" for definitions in fixtures.name2fixturedefs.values()
-               for definition in definitions):
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
-
-
 def once(tmp_path_factory: pytest.TempPathFactory, name: str, compute: Callable[[Path], dict]) -> dict:
     """`compute(folder)`'s result (JSON data), computed once per test run in `folder`, a new folder of the shared
     temporary folder: the first process of the run that asks computes it, the others wait for it and read it.
