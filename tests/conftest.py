@@ -8,12 +8,13 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import inprocess
 import pytest
+from filelock import FileLock
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "fixtures"
@@ -26,10 +27,37 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                           "write its facts.json again (tests/test_rules.py)")
 
 
+def shared_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The temporary folder every process of this test run shares: the base temporary folder, or under
+    pytest-xdist its parent (each worker's base folder is a folder of its own in there)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def once(tmp_path_factory: pytest.TempPathFactory, name: str, compute: Callable[[Path], dict]) -> dict:
+    """`compute(folder)`'s result (JSON data), computed once per test run in `folder`, a new folder of the shared
+    temporary folder: the first process of the run that asks computes it, the others wait for it and read it.
+
+    The folder is never changed afterwards, so every worker of pytest-xdist can copy what is in it.
+    """
+    root = shared_folder(tmp_path_factory)
+    folder, result = root / name, root / f"{name}.json"
+    with FileLock(root / f"{name}.lock"):
+        if result.is_file():
+            return json.loads(result.read_text(encoding="utf-8"))
+        if folder.exists():  # a computation that failed in another worker: start again
+            shutil.rmtree(folder)
+        folder.mkdir()
+        data = compute(folder)
+        result.write_text(json.dumps(data), encoding="utf-8")
+        return data
+
+
 @pytest.fixture(autouse=True)
 def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Keep Triton's and kgate's caches out of the real home directory."""
-    home = tmp_path_factory.getbasetemp() / "home"
+    """Keep Triton's and kgate's caches out of the real home directory (one home for the run's workers, as for
+    a serial run: Triton writes its cache entries atomically)."""
+    home = shared_folder(tmp_path_factory) / "home"
     home.mkdir(exist_ok=True)
     monkeypatch.setenv("TRITON_HOME", str(home))
     monkeypatch.setenv("TRITON_CACHE_DIR", str(home / "triton-cache"))
@@ -88,8 +116,12 @@ def compiled_cold(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Run]:
     cold compile and each works on its own copy of the folder (`copy_compiled`), so that no test depends on
     which file ran first. The folder itself is never changed after the compile.
     """
-    project = copy_project("compiled", tmp_path_factory.mktemp("compiled-cold"))
-    return project, kgate("check", "--format", "json", cwd=project)
+    def compile_cold(folder: Path) -> dict:
+        project = copy_project("compiled", folder)
+        return {"project": str(project), "run": asdict(kgate("check", "--format", "json", cwd=project))}
+
+    data = once(tmp_path_factory, "compiled-cold", compile_cold)
+    return Path(data["project"]), Run(**data["run"])
 
 
 def copy_compiled(compiled_cold: tuple[Path, Run], dest: Path) -> Path:
@@ -125,7 +157,12 @@ def repository_first_push(tmp_path_factory: pytest.TempPathFactory) -> tuple[Pat
     """
     from workflows import run_matrix, workflow  # it imports this module
 
-    return run_matrix(workflow("### A GitHub Actions matrix"), tmp_path_factory.mktemp("first-push"), restored=None)
+    def push(folder: Path) -> dict:
+        checkout, runs = run_matrix(workflow("### A GitHub Actions matrix"), folder, restored=None)
+        return {"checkout": str(checkout), "runs": [asdict(run) for run in runs]}
+
+    data = once(tmp_path_factory, "first-push", push)
+    return Path(data["checkout"]), [Run(**run) for run in data["runs"]]
 
 
 @pytest.fixture(scope="session")
@@ -140,9 +177,13 @@ def repository_checked(tmp_path_factory: pytest.TempPathFactory,
     shards equal it). The tests of this repository's gate work on copies (`copy_repository`); the folder
     itself is never changed after the check.
     """
-    checkout = repository_checkout(tmp_path_factory.mktemp("repository-checked") / "checkout")
-    shutil.copytree(repository_first_push[0] / ".kgate-cache", checkout / ".kgate-cache", symlinks=True)
-    return checkout, kgate(*REPOSITORY_FIRST_CHECK, cwd=checkout)
+    def check(folder: Path) -> dict:
+        checkout = repository_checkout(folder / "checkout")
+        shutil.copytree(repository_first_push[0] / ".kgate-cache", checkout / ".kgate-cache", symlinks=True)
+        return {"checkout": str(checkout), "run": asdict(kgate(*REPOSITORY_FIRST_CHECK, cwd=checkout))}
+
+    data = once(tmp_path_factory, "repository-checked", check)
+    return Path(data["checkout"]), Run(**data["run"])
 
 
 def copy_repository(repository_checked: tuple[Path, Run], dest: Path) -> Path:

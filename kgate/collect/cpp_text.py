@@ -205,6 +205,8 @@ def split_arguments(inner: str) -> list[str]:
 
 def macro_lines(code: str) -> frozenset[int]:
     """Lines that belong to a `#define` (with its backslash continuations)."""
+    if "define" not in code:  # no line to look at (a large generated file without a macro is read once, here)
+        return frozenset()
     lines = code.split("\n")
     out: set[int] = set()
     in_macro = False

@@ -251,7 +251,12 @@ def _usable_checks(text: str, code: str, macros: list[str]) -> list[_Guard]:
     out = []
     for name in macros:
         escaped = re.escape(name)
-        define = re.search(r"^[ \t]*#[ \t]*define[ \t]+" + escaped + r"(\([^)]*\))?((?:[^\n]*\\\n)*[^\n]*)", text,
+        # Each search below needs the macro's name or one of its headers in the text: a plain substring test
+        # first spares the line-anchored searches of a large file (a generated 50 MB one) that names neither.
+        named = name in text
+        if not named and not any(h in text for h in _DEFINED_IN.get(name, ())):
+            continue
+        define = None if not named else re.search(r"^[ \t]*#[ \t]*define[ \t]+" + escaped + r"(\([^)]*\))?((?:[^\n]*\\\n)*[^\n]*)", text,
                            re.MULTILINE)
         if define is not None:
             params = define.group(1)
@@ -259,8 +264,8 @@ def _usable_checks(text: str, code: str, macros: list[str]) -> list[_Guard]:
                 else f"{name}(cudaGetLastError());"
             out.append(_Guard(name, statement, bool(re.search(r"\breturn\b", define.group(2)))))
             continue
-        calls = [m.group(1) for m in re.finditer(r"\b" + escaped + r"\s*\(([^;]*?)\)", code)]
-        if any(re.search(r"^[ \t]*#[ \t]*include[ \t]*[<\"]" + re.escape(h) + r"[>\"]", text, re.MULTILINE)
+        calls = [m.group(1) for m in re.finditer(r"\b" + escaped + r"\s*\(([^;]*?)\)", code)] if named else []
+        if any(h in text and re.search(r"^[ \t]*#[ \t]*include[ \t]*[<\"]" + re.escape(h) + r"[>\"]", text, re.MULTILINE)
                for h in _DEFINED_IN.get(name, ())):
             out.append(_Guard(name, f"{name}();" if name in _NO_ARGUMENT else f"{name}(cudaGetLastError());", False))
         elif calls:
@@ -939,7 +944,7 @@ def _launches(code: str) -> Iterator[tuple[int, int, str]]:
         end = balanced(code, paren)
         start = _name_start(code, match.start())
         yield start, end, "<<<"
-    for match in _LAUNCH_EX.finditer(code):
+    for match in _LAUNCH_EX.finditer(code) if "cudaLaunchKernelEx" in code else ():
         end = balanced(code, match.end() - 1)
         yield match.start(), end, "ex"
 
