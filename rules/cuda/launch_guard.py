@@ -254,10 +254,11 @@ def _usable_checks(text: str, code: str, macros: list[str]) -> list[_Guard]:
         # Each search below needs the macro's name or one of its headers in the text: a plain substring test
         # first spares the line-anchored searches of a large file (a generated 50 MB one) that names neither.
         named = name in text
-        if not named and not any(h in text for h in _DEFINED_IN.get(name, ())):
+        headers = [h for h in _DEFINED_IN.get(name, ()) if h in text]
+        if not named and not headers:
             continue
-        define = None if not named else re.search(r"^[ \t]*#[ \t]*define[ \t]+" + escaped + r"(\([^)]*\))?((?:[^\n]*\\\n)*[^\n]*)", text,
-                           re.MULTILINE)
+        define = re.search(r"^[ \t]*#[ \t]*define[ \t]+" + escaped + r"(\([^)]*\))?((?:[^\n]*\\\n)*[^\n]*)", text,
+                           re.MULTILINE) if named else None
         if define is not None:
             params = define.group(1)
             statement = f"{name};" if params is None else f"{name}();" if not params.strip("() \t") \
@@ -265,8 +266,8 @@ def _usable_checks(text: str, code: str, macros: list[str]) -> list[_Guard]:
             out.append(_Guard(name, statement, bool(re.search(r"\breturn\b", define.group(2)))))
             continue
         calls = [m.group(1) for m in re.finditer(r"\b" + escaped + r"\s*\(([^;]*?)\)", code)] if named else []
-        if any(h in text and re.search(r"^[ \t]*#[ \t]*include[ \t]*[<\"]" + re.escape(h) + r"[>\"]", text, re.MULTILINE)
-               for h in _DEFINED_IN.get(name, ())):
+        if any(re.search(r"^[ \t]*#[ \t]*include[ \t]*[<\"]" + re.escape(h) + r"[>\"]", text, re.MULTILINE)
+               for h in headers):
             out.append(_Guard(name, f"{name}();" if name in _NO_ARGUMENT else f"{name}(cudaGetLastError());", False))
         elif calls:
             statement = f"{name}();" if any(not c.strip() for c in calls) else f"{name}(cudaGetLastError());"
@@ -944,7 +945,9 @@ def _launches(code: str) -> Iterator[tuple[int, int, str]]:
         end = balanced(code, paren)
         start = _name_start(code, match.start())
         yield start, end, "<<<"
-    for match in _LAUNCH_EX.finditer(code) if "cudaLaunchKernelEx" in code else ():
+    if "cudaLaunchKernelEx" not in code:  # the pattern starts with `\b`: Python's engine would try every position
+        return
+    for match in _LAUNCH_EX.finditer(code):
         end = balanced(code, match.end() - 1)
         yield match.start(), end, "ex"
 
