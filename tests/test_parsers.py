@@ -110,6 +110,28 @@ def test_nvcc_ptxas_log_with_spills_and_two_entries() -> None:
     assert (plain.registers, plain.spill_stores) == (10, 0)
 
 
+def test_a_long_run_of_digits_costs_linear_time() -> None:
+    """A log line of 200,000 digits (a corrupted or hostile log) parses at once, and the lines around it as ever.
+    Every figure is matched from the first digit of a number only: matched from any digit, each of the run's
+    digits scanned the rest of the run, minutes for this line (seconds for a 5,000-digit one)."""
+    import signal
+
+    def stop(_signum: int, _frame: object) -> None:
+        raise TimeoutError("parse_ptxas_log is not linear in the length of a line")
+
+    text = (DATA / "mxfp8_tile.sm_120a.ptxas.log").read_text()
+    digits = "9" * 200_000
+    hostile = "\n".join([digits, digits + " bytes smem", f"{digits} bytes stack frame, 1", text])
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.alarm(60)
+    try:
+        entries = parse_ptxas_log(hostile)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    assert entries == parse_ptxas_log(text)
+
+
 def test_log_without_register_line_is_an_error() -> None:
     with pytest.raises(ParseError):
         parse_ptxas_log("ptxas info    : Compiling entry function 'k' for 'sm_120a'\n")

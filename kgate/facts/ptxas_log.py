@@ -22,11 +22,13 @@ from kgate.facts.numbers import count
 
 _COMPILING = re.compile(r"Compiling entry function '([^']+)' for '([^']+)'")
 _PROPERTIES = re.compile(r"Function properties for (\S+)")
-_FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+# A number is matched from its first digit only (`(?<!\d)`): the same matches, but a long run of digits costs one
+# attempt instead of one per digit (each of which would scan the rest of the run: quadratic).
+_FRAME = re.compile(r"(?<!\d)(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
 _USED = re.compile(r"Used (\d+) registers")
 _BARRIERS = re.compile(r"used (\d+) barriers")
-_SMEM = re.compile(r"(\d+) bytes smem")
-_CUMULATIVE = re.compile(r"(\d+) bytes cumulative stack size")
+_SMEM = re.compile(r"(?<!\d)(\d+) bytes smem")
+_CUMULATIVE = re.compile(r"(?<!\d)(\d+) bytes cumulative stack size")
 
 
 @dataclass(frozen=True)
