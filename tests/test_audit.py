@@ -181,6 +181,15 @@ def test_profile_adds_a_card_and_unknown_ones_are_one_line_errors(project: Path,
     assert other.code == 2 and "add --target sm_100a" in other.stderr
 
 
+def test_audit_and_check_of_a_project_with_nothing_to_gate_say_so_alike(tmp_path: Path) -> None:
+    (tmp_path / "kgate.toml").write_text("")
+    audit = kgate("audit", "-o", str(tmp_path / "out"), cwd=tmp_path)
+    check = kgate("check", cwd=tmp_path)
+    said = [line for line in audit.stderr.splitlines() if "no kernels" in line]
+    assert said == [line for line in check.stderr.splitlines() if "no kernels" in line]
+    assert said and said[0].startswith("kgate: no kernels to gate: nothing registered and no kgate-capture.toml")
+
+
 def test_audit_of_this_repository_shows_the_bundled_mxfp8_gemm_on_both_cards(tmp_path: Path) -> None:
     run = kgate("audit", "-o", str(tmp_path), "--kernel", "mxfp8_matmul_kernel", "--target", "sm_120a", cwd=REPO)
     assert run.code == 0, run.stderr

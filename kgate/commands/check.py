@@ -11,8 +11,7 @@ from kgate.commands import recording
 from kgate.commands.common import ProgressBar, config_from, emit, fail_on, selection_from, show_files, show_settings
 from kgate.core.config import Config
 from kgate.core.result import Result
-from kgate.pipeline.check import CheckOptions, CheckRun, resolve_targets
-from kgate.report.escape import terminal
+from kgate.pipeline.check import CheckOptions, CheckRun, nothing_to_gate, resolve_targets
 from kgate.shard.plan import inputs as shard_inputs
 from kgate.shard.plan import load_timings, parse_shard, timings_path
 
@@ -69,10 +68,9 @@ def _other_releases(args: argparse.Namespace, config: Config) -> list[Any]:
 
 def _report(args: argparse.Namespace, config: Config, checked: CheckRun, options: CheckOptions,
             releases: list[Any] | None = None) -> int:
-    if not checked.covered and not config.cuda and checked.plan is None:
-        print(f"kgate: no kernels to gate: nothing registered and no {terminal(config.capture)} (run `kgate capture -- "
-              f"COMMAND` to record what your tests launch, or add [[tool.kgate.triton]] / [[tool.kgate.cuda]] "
-              f"tables or @kgate.register)", file=sys.stderr)
+    nothing = nothing_to_gate(config, checked)
+    if nothing:
+        print(nothing, file=sys.stderr)
     compiled = checked.compiled
     result = api.report(checked, options, config, baseline=not args.no_baseline)
     if checked.plan is not None:

@@ -82,6 +82,16 @@ def run_check(config: Config, selection: Selection, options: CheckOptions,
     return checked
 
 
+def nothing_to_gate(config: Config, checked: CheckRun) -> str | None:
+    """What a run that selected no kernel says (`kgate check`, `kgate audit`): nothing registered, nothing captured
+    and no CUDA sources configured; None when there was something."""
+    if checked.covered or config.cuda or checked.plan is not None:
+        return None
+    return (f"kgate: no kernels to gate: nothing registered and no {terminal(config.capture)} (run `kgate capture -- "
+            f"COMMAND` to record what your tests launch, or add [[tool.kgate.triton]] / [[tool.kgate.cuda]] tables "
+            f"or @kgate.register)")
+
+
 def select_units(registered: list[TritonEntry], recorded: list[CapturedSpec], options: CheckOptions,
                  mine: frozenset[str] | set[str] | None = None) -> tuple[list[TritonEntry], list[CapturedSpec]]:
     """The registrations and captured specialisations a run compiles: its language, `--kernel` globs, shard."""
