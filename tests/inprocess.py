@@ -13,8 +13,10 @@ for free is set up here and taken down afterwards:
 - SIGINT and SIGTERM handlers (kgate installs its own), warning filters, the umask;
 - what kgate remembers between calls in one process: every `functools` cache in its modules (tool paths and
   versions, the umask, rule modules), the parse index and the read log;
-- the workers' fork server is stopped at the end of the run, as kgate's exit stops it: the next run starts its
-  own, with that run's environment, folder and output;
+- the workers' fork server outlives the run, as kgate's own would not: a worker takes the folder, the import
+  path, the environment and stderr of the run that starts it (`kgate.compile.pool`), so only what the server
+  set up before any worker (its import of Triton, which reads the environment) could come from another run. A run whose environment or umask is not the one the server started under stops it first and starts
+  its own, as a process of its own would;
 - modules the run imported from outside kgate and the installed packages (a project's own) are forgotten.
 
 Exit codes are what the process would have: `main()`'s return, a `SystemExit`'s code (its message on stderr,
@@ -66,13 +68,14 @@ def run(args: list[str], *, cwd: Path, env: dict[str, str] | None = None,
     saved_umask = os.umask(0o022)
     os.umask(saved_umask)
     modules = set(sys.modules)
-    _stop_fork_server()  # one started outside a run has another run's environment and output
     out_file, err_file = tempfile.TemporaryFile(), tempfile.TemporaryFile()
     saved_fds = os.dup(1), os.dup(2)
     hung = False
     try:
         os.environ.update(env or {})
         os.environ.pop("TRITON_INTERPRET", None)
+        if _running_server() and _SERVER_STARTED_UNDER != _conditions():
+            _stop_fork_server()  # started under other conditions (or outside a run)
         os.chdir(cwd)
         sys.argv = [MAIN, *args]
         sys.path.insert(0, os.getcwd())
@@ -99,7 +102,7 @@ def run(args: list[str], *, cwd: Path, env: dict[str, str] | None = None,
             sys.stderr.flush()
         except (OSError, ValueError):
             pass
-        _stop_fork_server()
+        _note_fork_server()
         os.dup2(saved_fds[0], 1)
         os.dup2(saved_fds[1], 2)
         for fd in saved_fds:
@@ -166,6 +169,33 @@ def _forget() -> None:
     reads = sys.modules.get("kgate.support.reads")
     if reads is not None:
         reads._LOG = None
+
+
+# The environment and umask the running fork server started under (None: not started by a run).
+_SERVER_STARTED_UNDER: tuple[dict[str, str], int] | None = None
+_SERVER_PID: int | None = None
+
+
+def _conditions() -> tuple[dict[str, str], int]:
+    """The environment (but pytest's name of the test it runs) and the umask."""
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}, umask
+
+
+def _running_server() -> int | None:
+    from multiprocessing import forkserver
+
+    return forkserver._forkserver._forkserver_pid
+
+
+def _note_fork_server() -> None:
+    """At the end of a run (its environment still in place): a fork server this run started is kept, with
+    what it started under."""
+    global _SERVER_STARTED_UNDER, _SERVER_PID
+    pid = _running_server()
+    if pid is not None and pid != _SERVER_PID:
+        _SERVER_STARTED_UNDER, _SERVER_PID = _conditions(), pid
 
 
 def _stop_fork_server() -> None:

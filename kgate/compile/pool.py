@@ -10,6 +10,11 @@ worker imports it (a module that signals its parent at import). Workers then
 run on without it: a worker has ended when its pipe closes or its process is
 gone, not when the server's report of it stops; a new worker starts a new
 server.
+
+A worker takes what it runs under from kgate as it is when the worker starts, not from the fork server:
+multiprocessing hands over the working folder and the import path, and `_Parent` the environment and stderr.
+The server is only where Triton is already imported: a worker is the same whichever run of kgate in this
+process started it.
 """
 
 from __future__ import annotations
@@ -61,7 +66,43 @@ class Outcome:
     imported: dict[str, Any] | None = None
 
 
-def _serve(conn: Connection, env: dict[str, str | None], kgate_pid: int) -> None:
+class _Parent:
+    """What a worker runs under besides its folder and import path (which multiprocessing hands over), taken from
+    kgate when the worker starts: kgate's environment with the pool's changes, and its stderr (a file
+    descriptor, handed over as multiprocessing hands over the worker's pipe)."""
+
+    def __init__(self, env: dict[str, str | None]) -> None:
+        self.environ = dict(os.environ)
+        for key, value in env.items():
+            if value is None:
+                self.environ.pop(key, None)
+            else:
+                self.environ[key] = value
+        self.stderr: Any = 2
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        from multiprocessing import reduction
+
+        return _Parent._rebuild, (self.environ, reduction.DupFd(2))
+
+    @staticmethod
+    def _rebuild(environ: dict[str, str], stderr: Any) -> _Parent:
+        parent = _Parent.__new__(_Parent)
+        parent.environ, parent.stderr = environ, stderr.detach()
+        return parent
+
+    def enter(self) -> None:
+        """Take these in the worker (before anything of the project runs)."""
+        try:
+            os.dup2(self.stderr, 2)
+            os.close(self.stderr)
+        except OSError:
+            pass
+        os.environ.clear()
+        os.environ.update(self.environ)
+
+
+def _serve(conn: Connection, parent: _Parent, kgate_pid: int) -> None:
     import importlib
     import resource
 
@@ -73,12 +114,8 @@ def _serve(conn: Connection, env: dict[str, str | None], kgate_pid: int) -> None
     except OSError:
         pass
     threading.Thread(target=_watch_kgate, args=(kgate_pid,), daemon=True).start()
+    parent.enter()
     _stdout_to_stderr()
-    for key, value in env.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
     from kgate.compile.cache import CacheWriteError
     from kgate.core.errors import KgateError
     from kgate.support import reads
@@ -166,7 +203,7 @@ def _start(ctx: Any, env: dict[str, str | None]) -> tuple[Any, Connection]:
     problem: BaseException | None = None
     for attempt in range(START_ATTEMPTS):
         conn, child = ctx.Pipe()
-        process = ctx.Process(target=_serve, args=(child, env, os.getpid()), daemon=True)
+        process = ctx.Process(target=_serve, args=(child, _Parent(env), os.getpid()), daemon=True)
         try:
             start_server()  # a server that has ended is started again here, not by multiprocessing
             process.start()
