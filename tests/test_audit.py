@@ -181,6 +181,33 @@ def test_profile_adds_a_card_and_unknown_ones_are_one_line_errors(project: Path,
     assert other.code == 2 and "add --target sm_100a" in other.stderr
 
 
+def test_the_audit_disassembles_a_cubin_once_and_reads_its_mix_as_cuobjdumps_sass_gives_it(project: Path,
+                                                                                            audited: Run,
+                                                                                            checked: dict) -> None:
+    """The audit reads SASS through nvdisasm's listing (the excerpts need its line table) and runs no cuobjdump
+    for kernels whose rules read no SASS: the cache holds the SASS text of exactly the kernels the check
+    reads SASS for (and maybe those of compiles an edit made stale). Where both exist, the listing's opcode counts are what `parse_sass` reads of cuobjdump's
+    text (`HGMMA.64x64x16.F32.BF16` counted as `HGMMA.64`, as the rules have always read it)."""
+    from kgate.compile.cache import Cache
+    from kgate.diff.listing import cubin_listing
+    from kgate.facts.listing import opcode_counts
+    from kgate.facts.sass import parse_sass
+
+    cache = Cache(project / ".kgate-cache", ".kgate-cache")
+    folders = [p.parent for p in sorted((project / ".kgate-cache").rglob("kernel.cubin"))]
+    with_sass = [f for f in folders if (f / "kernel.sass").is_file()]
+    without = [k for k in checked["kernels"] if not k["sass"]]
+    assert len(folders) - len(with_sass) >= len(without) > 0
+    compared = 0
+    for folder in with_sass:
+        listing = cubin_listing(cache, folder / "kernel.cubin", None)  # the audit's, from the cache
+        assert listing is not None
+        for name, function in parse_sass((folder / "kernel.sass").read_text()).items():
+            assert opcode_counts(listing[name]).opcodes == function.opcodes, name
+            compared += 1
+    assert compared >= len(with_sass)
+
+
 def test_audit_and_check_of_a_project_with_nothing_to_gate_say_so_alike(tmp_path: Path) -> None:
     (tmp_path / "kgate.toml").write_text("")
     audit = kgate("audit", "-o", str(tmp_path / "out"), cwd=tmp_path)
@@ -421,23 +448,22 @@ def test_audit_shows_baselined_findings_and_each_kernels_differences(project: Pa
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
-def test_audit_after_check_disassembles_the_cached_cubins_instead_of_compiling_again(tmp_path: Path) -> None:
-    """`kgate check` keeps every cubin but disassembles only what its rules read; the audit reads SASS of every
-    kernel and takes it from those cubins: no artifact but the SASS listing is written again."""
+def test_audit_after_check_compiles_nothing_again_and_sass_comes_from_the_cached_cubins(tmp_path: Path) -> None:
+    """`kgate check` keeps every cubin but disassembles only what its rules read; the audit reads every kernel's
+    SASS from those cubins (nvdisasm's listing, a record of the cache): it writes no artifact. `check --sass`
+    then disassembles the cached cubins, and gets the SASS a compile gives."""
     project = copy_project("mixed", tmp_path)
     assert kgate("check", "-q", cwd=project).code == 1
     artifacts = sorted((project / ".kgate-cache" / "v1" / "artifacts").iterdir())
-    compiled = {p: p.stat().st_mtime_ns for folder in artifacts for p in folder.iterdir() if p.name != "kernel.sass"}
-    assert len(artifacts) == 4 and compiled
+    written = {p: p.stat().st_mtime_ns for folder in artifacts for p in folder.iterdir()}
+    assert len(artifacts) == 4 and written
     run = kgate("audit", "-o", "out", cwd=project)
     assert run.code == 0, run.stderr
-    assert {p: p.stat().st_mtime_ns for p in compiled} == compiled  # nothing compiled again
-    assert all((folder / "kernel.sass").is_file() for folder in artifacts)
-    # The SASS taken from the cached cubins is the SASS a compile gives.
+    assert {p: p.stat().st_mtime_ns for folder in artifacts for p in folder.iterdir()} == written
     cached = kgate("check", "--sass", "--format", "json", cwd=project).json()["kernels"]
+    assert all((folder / "kernel.sass").is_file() for folder in artifacts)
     fresh = kgate("check", "--sass", "--format", "json", "--no-cache", cwd=project).json()["kernels"]
     assert [k["sass"] for k in cached] == [k["sass"] for k in fresh] and all(k["sass"] for k in cached)
-
 
 
 def test_excerpt_lines_follow_code_that_moved_without_a_recompile(compiled_cold: tuple[Path, Run],

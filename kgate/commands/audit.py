@@ -1,4 +1,7 @@
-"""`kgate audit`: compile like `kgate check` (with SASS for every kernel) and write the audit report.
+"""`kgate audit`: compile like `kgate check` and write the audit report.
+
+Every kernel's SASS is read once, by nvdisasm, whose listing (kept in the cache) gives the excerpts with their
+source lines and, for a kernel whose rules read no SASS, the instruction mix.
 
 Writes DIR/report.html (one self-contained page: no network requests, charts
 as inline SVG), DIR/report.md with the same numbers, and DIR/summary.md, a
@@ -27,6 +30,8 @@ from kgate.core.config import Config
 from kgate.core.errors import ConfigError, KgateError
 from kgate.core.result import Result
 from kgate.diff.compare import Diff
+from kgate.diff.listing import Listing
+from kgate.facts.listing import opcode_counts
 from kgate.facts.model import KernelFacts
 from kgate.facts.ptx import SourceLoc
 from kgate.hardware.profiles import AUDIT_DEFAULT, Profile, primary, profiles
@@ -94,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
     _check_folder(Path(args.output))  # before compiling anything
     targets, cards = resolve_cards(args.profile, resolve_targets(config, tuple(args.target or ())),
                                    explicit_targets=bool(args.target))
-    options = CheckOptions(targets=targets, kernels=tuple(args.kernel or ()), jobs=args.jobs, sass=True,
+    options = CheckOptions(targets=targets, kernels=tuple(args.kernel or ()), jobs=args.jobs,
                            fail_on=fail_on(args, config))
     progress = ProgressBar(enabled=True)
     try:
@@ -114,9 +119,11 @@ def run(args: argparse.Namespace) -> int:
         state = f"no baseline file ({config.baseline})"
     else:
         state = f"compared with {config.baseline}"
+    listed, note = listings(config, compiled.facts, compiled.cubins, options.jobs)
+    facts = with_listed_sass(compiled.facts, compiled.cubins, listed)
     model = audit_model.build(
-        compiled.facts, compiled.failures, result.findings, cards, toolchain=compiled.toolchain,
-        excerpts=excerpts(config, compiled.facts, compiled.cubins, options.jobs), verdict=verdict(result),
+        facts, compiled.failures, result.findings, cards, toolchain=compiled.toolchain,
+        excerpts=excerpts(config, facts, compiled.cubins, listed, note), verdict=verdict(result),
         version=kgate.__version__, baseline=per_kernel,
         baselined=comparison.baselined if comparison else (), baseline_state=state,
         baseline_compared=comparison is not None, baseline_notes=general,
@@ -136,10 +143,11 @@ def verdict(result: Result) -> str:
     return f"fails ({', '.join(why)})"
 
 
-def excerpts(config: Config, facts: Sequence[KernelFacts], cubins: Mapping[Key, tuple[str, str | None]],
-             jobs: int | None) -> dict[Key, Excerpt]:
-    """Each variant's PTX and SASS around the instructions that matter, read from the cache's artifacts (the SASS
-    listing made once per cubin by nvdisasm, which gives the line table, and kept in the cache)."""
+def listings(config: Config, facts: Sequence[KernelFacts], cubins: Mapping[Key, tuple[str, str | None]],
+             jobs: int | None) -> tuple[dict[str, Listing | None], str]:
+    """The SASS listing of every cubin of the run by its path (made once per cubin by nvdisasm, which gives the
+    line table, and kept in the cache; None for a cubin that is not the one its record was written with), and
+    a note when there is none at all."""
     from concurrent.futures import ThreadPoolExecutor
 
     from kgate.compile.cache import Cache
@@ -147,15 +155,35 @@ def excerpts(config: Config, facts: Sequence[KernelFacts], cubins: Mapping[Key, 
 
     cache = Cache(config.root / config.cache_dir, config.cache_dir)
     paths = sorted({cubins[f.key] for f in facts if f.key in cubins}, key=lambda c: c[0])
-    listings: dict[str, dict[str, Any] | None] = {}
-    note = ""
+    found: dict[str, Listing | None] = {}
     try:
         with ThreadPoolExecutor(max_workers=max(1, jobs or os.cpu_count() or 1)) as pool:
-            for (path, _), found in zip(paths, pool.map(lambda p: cubin_listing(cache, Path(p[0]), p[1]), paths)):
-                listings[path] = found
+            for (path, _), listing in zip(paths, pool.map(lambda p: cubin_listing(cache, Path(p[0]), p[1]), paths)):
+                found[path] = listing
     except KgateError as exc:  # no nvdisasm: the PTX alone
-        note = f"no SASS listing: {exc}"
-    read = SourceLines(config.root, cache)
+        return {}, f"no SASS listing: {exc}"
+    return found, ""
+
+
+def with_listed_sass(facts: Sequence[KernelFacts], cubins: Mapping[Key, tuple[str, str | None]],
+                     listed: Mapping[str, Listing | None]) -> list[KernelFacts]:
+    """The facts, those the check read no SASS for with the opcode counts of their listing (the instruction mix),
+    instead of disassembling their cubins a second time."""
+    out = []
+    for f in facts:
+        functions = listed.get(cubins[f.key][0]) if f.sass is None and f.key in cubins else None
+        body = functions.get(f.entry.name) if functions else None
+        out.append(replace(f, sass=opcode_counts(body)) if body is not None else f)
+    return out
+
+
+def excerpts(config: Config, facts: Sequence[KernelFacts], cubins: Mapping[Key, tuple[str, str | None]],
+             listed: Mapping[str, Listing | None], note: str) -> dict[Key, Excerpt]:
+    """Each variant's PTX and SASS around the instructions that matter, read from the cache's artifacts and the
+    cubins' listings."""
+    from kgate.compile.cache import Cache
+
+    read = SourceLines(config.root, Cache(config.root / config.cache_dir, config.cache_dir))
     out = {}
     for f in facts:
         if f.key not in cubins:
@@ -166,7 +194,7 @@ def excerpts(config: Config, facts: Sequence[KernelFacts], cubins: Mapping[Key, 
             ptx_text: str | None = (folder / "kernel.ptx").read_text(encoding="utf-8", errors="replace")
         except OSError:
             ptx_text = None
-        functions = listings.get(cubins[f.key][0])
+        functions = listed.get(cubins[f.key][0])
         sass = functions.get(f.entry.name) if functions else None
         notes = [note] if note else [] if sass is not None else ["no SASS listing: the cubin is not in the cache"]
         out[f.key] = excerpt.excerpt(ptx_text, f.entry.name, sass, functools.partial(read, f), notes)

@@ -19,7 +19,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from kgate.facts.sass import MMA_HEADS
+from kgate.facts.sass import MMA_HEADS, SassSummary, opcode
 
 _SECTION = re.compile(r"^//-+\s+\.text\.(\S+)\s+-+")
 _LOCATION = re.compile(r'^\s*//## File "([^"]*)", line (\d+)')
@@ -53,6 +53,13 @@ class Instruction:
                 and isinstance(line, int)):
             raise TypeError("an instruction record with the wrong types")
         return cls(text, encoding, file, line)
+
+
+def opcode_counts(instructions: tuple[Instruction, ...]) -> SassSummary:
+    """What `parse_sass` reads of a function's `cuobjdump -sass` text, from its listing: the opcode counts, each
+    opcode read as `parse_sass` reads it (the two tools disassemble the same machine code alike)."""
+    found = (opcode(i.text) for i in instructions)
+    return SassSummary(dict(sorted(Counter(op for op in found if op).items())))
 
 
 def parse_listing(text: str) -> dict[str, tuple[Instruction, ...]]:

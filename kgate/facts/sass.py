@@ -20,6 +20,8 @@ _FUNCTION = re.compile(r"^\s*Function\s*:\s*(\S+)")
 # branch (`BRA 0x1d0`, `@!P0 BRA 0x1d0 ;`).
 _ADDRESSED = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)([^;]*)")
 _BRANCH_TARGET = re.compile(r"\b0x([0-9a-f]+)\b")
+# The opcode of an instruction's text, as `_ADDRESSED` reads it (`kgate.facts.listing` reads nvdisasm's alike).
+_OPCODE = re.compile(r"(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)")
 
 MMA_HEADS = ("HMMA", "QMMA", "OMMA", "IMMA", "UTCQMMA", "UTCOMMA", "UTCHMMA", "HGMMA", "QGMMA", "UTCMMA")
 
@@ -55,6 +57,13 @@ class SassSummary:
 @dataclass(frozen=True)
 class SassFunction(SassSummary):
     name: str = ""
+
+
+def opcode(instruction: str) -> str | None:
+    """The opcode of an instruction's text without its address (`@!P0 LDG.E R9, ...` -> `LDG.E`), as
+    `parse_sass` counts it."""
+    found = _OPCODE.match(instruction)
+    return found.group(1) if found else None
 
 
 def parse_sass(text: str) -> dict[str, SassFunction]:
