@@ -32,6 +32,11 @@ def test_check_reports_are_the_same_bytes_across_jobs_and_a_warm_cache(tmp_path:
     cold_sarif = _report(sarif, "sarif", "--jobs", "2")
     assert cold_sarif == _report(one, "sarif", "--jobs", "1") == _report(sarif, "sarif")
     assert '"version": "2.1.0"' in cold_sarif and "kernels:pdl_scale" in cold_serial
+    # Nor on what ran before on the same cache: `check --sass` keeps every kernel's SASS there, a later check
+    # reports the SASS it reads (the kernels whose rules read it), as before.
+    with_sass = _report(two, "json", "--sass")
+    assert with_sass != cold_serial
+    assert _report(two, "json") == cold_serial
 
 
 def test_baseline_update_writes_the_same_bytes_every_time(tmp_path: Path) -> None:

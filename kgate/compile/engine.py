@@ -28,8 +28,8 @@ from kgate.compile import records as record_shapes
 from kgate.compile.cache import Cache, CacheWriteError, Entry, digest, file_hash
 from kgate.compile.pool import Outcome, Pool
 from kgate.compile.relocate import def_line, def_spans
-from kgate.compile.triton_backend import MISSING_ATTRIBUTE
-from kgate.compile.units import CUBIN, Compiled, CompileFailure
+from kgate.compile.triton_backend import MISSING_ATTRIBUTE, uses_local_memory
+from kgate.compile.units import CUBIN, Compiled, CompileFailure, read_text
 from kgate.core.config import Config, TritonEntry
 from kgate.core.errors import ToolchainError
 from kgate.core.rule import CapturedKernel
@@ -320,7 +320,8 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
                         else:
                             jobs_todo.append((variant, target, p, key))
                         continue
-                    unit = _cached_unit(cache, key, entry, variant, p) if entry is not None else None
+                    unit = _cached_unit(cache, key, entry, variant, p, sass=sass_all or needs_sass(variant)) \
+                        if entry is not None else None
                     if unit is not None and (usable is None or usable(unit)):
                         assert entry is not None
                         _note_recorded(entry.meta)
@@ -548,13 +549,22 @@ def _unit(cache: Cache, key: str, value: dict[str, Any], cubin: str | None, vari
                     origin=(variant["kernel"], variant["name"], context["path"], context["line"]))
 
 
-def _cached_unit(cache: Cache, key: str, entry: Entry, variant: dict[str, Any], p: _Planned) -> Compiled | None:
-    """A cached compile record as a unit; None when the spans it was compiled with are not cached (compile again)."""
+def _cached_unit(cache: Cache, key: str, entry: Entry, variant: dict[str, Any], p: _Planned, *,
+                 sass: bool = True) -> Compiled | None:
+    """A cached compile record as a unit; None when the spans it was compiled with are not cached (compile again).
+
+    Without `sass` the unit leaves out SASS that an earlier run kept (`check --sass`): a run reports what it
+    asked for, whatever ran before it on the same cache."""
     then = cache.get("spans", key, record_shapes.spans) if p.file is not None else {}
     if then is None:
         return None
-    return _unit(cache, key, entry.value, entry.meta.get("cubin"), variant, p,
-                 {k: (v[0], v[1]) for k, v in then.items()})
+    value = entry.value
+    if not sass and "sass" in value["artifacts"]:
+        # The compile disassembles a kernel with local memory too (what local-memory-in-loop reads): kept.
+        log = read_text(cache.artifacts(key), "ptxas_log", value["artifacts"].get("ptxas_log", ""))
+        if log is not None and not uses_local_memory(log):
+            value = {**value, "artifacts": {k: v for k, v in value["artifacts"].items() if k != "sass"}}
+    return _unit(cache, key, value, entry.meta.get("cubin"), variant, p, {k: (v[0], v[1]) for k, v in then.items()})
 
 
 def _disassemble_cached(config: Config, cache: Cache, pool: Pool,
