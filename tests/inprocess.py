@@ -15,8 +15,9 @@ for free is set up here and taken down afterwards:
   versions, the umask, rule modules), the parse index and the read log;
 - the workers' fork server outlives the run, as kgate's own would not: a worker takes the folder, the import
   path, the environment and stderr of the run that starts it (`kgate.compile.pool`), so only what the server
-  set up before any worker (its import of Triton, which reads the environment) could come from another run. A run whose environment or umask is not the one the server started under stops it first and starts
-  its own, as a process of its own would;
+  set up before any worker (its import of Triton, which reads the environment) could come from another run.
+  A run whose environment or umask is not the one the server started under stops it first and starts its own,
+  as a process of its own would;
 - modules the run imported from outside kgate and the installed packages (a project's own) are forgotten.
 
 Exit codes are what the process would have: `main()`'s return, a `SystemExit`'s code (its message on stderr,

@@ -186,8 +186,9 @@ def test_the_audit_disassembles_a_cubin_once_and_reads_its_mix_as_cuobjdumps_sas
                                                                                             checked: dict) -> None:
     """The audit reads SASS through nvdisasm's listing (the excerpts need its line table) and runs no cuobjdump
     for kernels whose rules read no SASS: the cache holds the SASS text of exactly the kernels the check
-    reads SASS for (and maybe those of compiles an edit made stale). Where both exist, the listing's opcode counts are what `parse_sass` reads of cuobjdump's
-    text (`HGMMA.64x64x16.F32.BF16` counted as `HGMMA.64`, as the rules have always read it)."""
+    reads SASS for (and maybe those of compiles an edit made stale). Where both exist, the listing's opcode
+    counts are what `parse_sass` reads of cuobjdump's text (`HGMMA.64x64x16.F32.BF16` counted as `HGMMA.64`, as
+    the rules have always read it)."""
     from kgate.compile.cache import Cache
     from kgate.diff.listing import cubin_listing
     from kgate.facts.listing import opcode_counts

@@ -28,7 +28,7 @@ from kgate.compile import records as record_shapes
 from kgate.compile.cache import Cache, CacheWriteError, Entry, digest, file_hash
 from kgate.compile.pool import Outcome, Pool
 from kgate.compile.relocate import def_line, def_spans
-from kgate.compile.triton_backend import MISSING_ATTRIBUTE, uses_local_memory
+from kgate.compile.triton_backend import MISSING_ATTRIBUTE, makes_sass
 from kgate.compile.units import CUBIN, Compiled, CompileFailure, read_text
 from kgate.core.config import Config, TritonEntry
 from kgate.core.errors import ToolchainError
@@ -560,9 +560,8 @@ def _cached_unit(cache: Cache, key: str, entry: Entry, variant: dict[str, Any], 
         return None
     value = entry.value
     if not sass and "sass" in value["artifacts"]:
-        # The compile disassembles a kernel with local memory too (what local-memory-in-loop reads): kept.
         log = read_text(cache.artifacts(key), "ptxas_log", value["artifacts"].get("ptxas_log", ""))
-        if log is not None and not uses_local_memory(log):
+        if log is not None and not makes_sass(False, log):  # what a compile of it would not have made
             value = {**value, "artifacts": {k: v for k, v in value["artifacts"].items() if k != "sass"}}
     return _unit(cache, key, value, entry.meta.get("cubin"), variant, p, {k: (v[0], v[1]) for k, v in then.items()})
 

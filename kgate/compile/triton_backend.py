@@ -251,7 +251,7 @@ def compile_variant(payload: dict[str, Any]) -> dict[str, Any]:
     hashes = {"ptx": store_text(folder, "ptx", compiled.asm["ptx"]),
               "ptxas_log": store_text(folder, "ptxas_log", steady_log(ptxas_log)),
               "ttgir": store_text(folder, "ttgir", compiled.asm.get("ttgir", ""))}
-    if payload.get("sass") or uses_local_memory(ptxas_log):
+    if makes_sass(bool(payload.get("sass")), ptxas_log):
         hashes["sass"] = store_text(folder, "sass", disassemble(folder / CUBIN))
     return {"context": variant_context(payload, spec, seconds), "artifacts": hashes,
             "dynamic_smem": int(compiled.metadata.shared or 0)}
@@ -383,10 +383,10 @@ def _check_options(options: dict[str, Any], capability: int) -> None:
 _STACK_FRAME = re.compile(r"\b([1-9][0-9]*) bytes stack frame")
 
 
-def uses_local_memory(ptxas_log: str) -> bool:
-    """Whether ptxas gave the kernel a stack frame: then its SASS is read for local memory inside loops
-    (local-memory-in-loop), whatever else the variant asks for."""
-    return _STACK_FRAME.search(ptxas_log) is not None
+def makes_sass(asked: bool, ptxas_log: str) -> bool:
+    """Whether a compile disassembles its cubin: when the run or the variant's rules ask for SASS, or when ptxas
+    gave the kernel a stack frame (its SASS is read for local memory inside loops, local-memory-in-loop)."""
+    return asked or _STACK_FRAME.search(ptxas_log) is not None
 
 
 def disassemble(cubin: Path) -> str:

@@ -16,12 +16,13 @@ from collections import Counter
 from dataclasses import dataclass
 
 _FUNCTION = re.compile(r"^\s*Function\s*:\s*(\S+)")
-# An instruction: its address, its opcode with its dotted modifiers, and its operands; and the target of a
-# branch (`BRA 0x1d0`, `@!P0 BRA 0x1d0 ;`).
-_ADDRESSED = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)([^;]*)")
+# An instruction's text: an optional predicate, then its opcode with its dotted modifiers (read so of nvdisasm's
+# listing too, `kgate.facts.listing`). An addressed line: its address, the instruction, its operands; and the
+# target of a branch (`BRA 0x1d0`, `@!P0 BRA 0x1d0 ;`).
+_INSTRUCTION = r"(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)"
+_OPCODE = re.compile(_INSTRUCTION)
+_ADDRESSED = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+" + _INSTRUCTION + r"([^;]*)")
 _BRANCH_TARGET = re.compile(r"\b0x([0-9a-f]+)\b")
-# The opcode of an instruction's text, as `_ADDRESSED` reads it (`kgate.facts.listing` reads nvdisasm's alike).
-_OPCODE = re.compile(r"(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)")
 
 MMA_HEADS = ("HMMA", "QMMA", "OMMA", "IMMA", "UTCQMMA", "UTCOMMA", "UTCHMMA", "HGMMA", "QGMMA", "UTCMMA")
 
