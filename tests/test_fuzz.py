@@ -7,9 +7,9 @@ configuration and baseline) and are mutated line by line and character by charac
 deleted, duplicated, swapped, cut short; tokens the parser looks for spliced in; numbers replaced
 by huge, negative or non-ASCII ones; arbitrary text, control characters and invalid bytes inserted.
 
-Example counts are set per parser (EXAMPLES): 20,000 examples, about a minute on two cores. The
-examples are the same on every run (derandomized: CI fails for a change, not for a draw);
-KGATE_FUZZ_RANDOM=1 draws new ones.
+Example counts are set per parser (EXAMPLES): 20,000 examples, under a minute of one core (structured
+inputs are made from one seed each, see "seeded inputs" below). The examples are the same on every run
+(derandomized: CI fails for a change, not for a draw); KGATE_FUZZ_RANDOM=1 draws new ones.
 """
 
 from __future__ import annotations
@@ -17,11 +17,13 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import random
 import re
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from conftest import DATA, FIXTURES, REPO
 from hypothesis import HealthCheck, given, settings
@@ -51,6 +53,8 @@ from kgate.facts.sass import parse_sass
 from kgate.facts.ttgir import parse_pipeline
 from kgate.pipeline import lint_cache
 from kgate.ratchet.baseline import parse as parse_baseline
+
+T = TypeVar("T")
 
 EXAMPLES = {
     "ptx": 1000, "sass": 1000, "ptxas_log": 2000, "ttgir": 1000, "demangle": 3000, "cuda_source": 1000,
@@ -106,46 +110,101 @@ TOKENS = [
     "_Z", "_ZN", "I", "E", "Li", "St", "S_", "T_", "(anonymous namespace)::",
 ]
 NUMBERS = ["0", "-1", "1" * 40, "9" * 5000, "\u0663\u0664", "1e309", "0x1f", "", "3.5", "-0", "4294967296"]
-ODD = st.one_of(st.sampled_from(TOKENS), st.sampled_from(NUMBERS), st.text(max_size=30),
-                st.binary(max_size=12).map(lambda b: b.decode("latin-1")))
+
+# --------------------------------------------------------------------------- seeded inputs
+#
+# Hypothesis spends about a tenth of a millisecond of bookkeeping on every value it draws, and a mutated
+# PTX file or a configuration table took dozens of draws: that bookkeeping was five sixths of these tests'
+# time, the parsers one sixth. The structured inputs are therefore made by a random.Random that Hypothesis
+# seeds, one draw per input. Hypothesis still chooses the examples, makes them the same on every run and
+# prints a failing one whole; what a seeded input gives up is being shrunk, which a search for crashes can
+# do without. Plain text (st.text, st.binary) is one draw, and stays Hypothesis's own.
+
+# Characters that break naive text handling, beside printable ASCII and arbitrary code points.
+ODD_CHARACTERS = ("\x00\t\n\r\x0b\x0c\x1b\x7f\x85\xa0\u2028\u2029\ufeff\ufffd\u0663\u0301\U0001f600"
+                  "\\\"'#[]{}=.,:;*/<>$%@")
 
 
-@st.composite
-def mutated(draw: st.DrawFn, originals: list[str], max_ops: int = 8) -> str:
+def seeded(make: Callable[[random.Random], T]) -> st.SearchStrategy[T]:
+    """Inputs made by `make` from a random.Random seeded by one Hypothesis draw."""
+    return st.integers(0, 2 ** 64 - 1).map(lambda seed: make(random.Random(seed)))
+
+
+def random_text(rng: random.Random, max_size: int) -> str:
+    """Like st.text: any code point but a surrogate, weighted toward ASCII and the characters above."""
+    out = []
+    for _ in range(rng.randint(0, max_size)):
+        roll = rng.random()
+        if roll < 0.55:
+            out.append(chr(rng.randint(32, 126)))
+        elif roll < 0.8:
+            out.append(rng.choice(ODD_CHARACTERS))
+        elif roll < 0.95:
+            point = rng.randint(0x80, 0xFFFF)
+            out.append("\ufffd" if 0xD800 <= point <= 0xDFFF else chr(point))
+        else:
+            out.append(chr(rng.randint(0x10000, 0x10FFFF)))
+    return "".join(out)
+
+
+def odd(rng: random.Random) -> str:
+    """A token a parser looks for, a number that breaks naive handling, arbitrary text or invalid bytes."""
+    kind = rng.randrange(4)
+    if kind == 0:
+        return rng.choice(TOKENS)
+    if kind == 1:
+        return rng.choice(NUMBERS)
+    if kind == 2:
+        return random_text(rng, 30)
+    return bytes(rng.randrange(256) for _ in range(rng.randint(0, 12))).decode("latin-1")
+
+
+def mutate(rng: random.Random, originals: list[str], max_ops: int = 8) -> str:
     """One of `originals` with up to `max_ops` line- and character-level mutations."""
-    lines = draw(st.sampled_from(originals)).splitlines(keepends=True) or [""]
-    for _ in range(draw(st.integers(0, max_ops))):
+    lines = rng.choice(originals).splitlines(keepends=True) or [""]
+    for _ in range(rng.randint(0, max_ops)):
         if not lines:
             lines = [""]
-        kind = draw(st.sampled_from(("delete", "duplicate", "swap", "insert", "splice", "number", "cut", "block")))
-        i = draw(st.integers(0, len(lines) - 1))
+        kind = rng.choice(("delete", "duplicate", "swap", "insert", "splice", "number", "cut", "block"))
+        i = rng.randrange(len(lines))
         if kind == "delete":
             del lines[i]
         elif kind == "duplicate":
             lines.insert(i, lines[i])
         elif kind == "swap":
-            j = draw(st.integers(0, len(lines) - 1))
+            j = rng.randrange(len(lines))
             lines[i], lines[j] = lines[j], lines[i]
         elif kind == "insert":
-            lines.insert(i, draw(ODD) + draw(st.sampled_from(("\n", "", "\r\n"))))
+            lines.insert(i, odd(rng) + rng.choice(("\n", "", "\r\n")))
         elif kind == "splice":
-            at = draw(st.integers(0, len(lines[i])))
-            lines[i] = lines[i][:at] + draw(ODD) + lines[i][at + draw(st.integers(0, 3)):]
-        elif kind == "number":
-            lines[i] = re.sub(r"\d+", lambda _m: draw(st.sampled_from(NUMBERS)), lines[i], count=1)
+            at = rng.randint(0, len(lines[i]))
+            lines[i] = lines[i][:at] + odd(rng) + lines[i][at + rng.randint(0, 3):]
+        elif kind == "number":  # any number of the line, not only its first (a count after a key's digits)
+            numbers = list(re.finditer(r"\d+", lines[i]))
+            if numbers:
+                found = rng.choice(numbers)
+                lines[i] = lines[i][:found.start()] + rng.choice(NUMBERS) + lines[i][found.end():]
         elif kind == "cut":
-            lines = [*lines[:i], lines[i][: draw(st.integers(0, len(lines[i])))]]
+            lines = [*lines[:i], lines[i][: rng.randint(0, len(lines[i]))]]
         else:  # a block of lines moved elsewhere, as a bad merge would
-            j = draw(st.integers(i, min(len(lines), i + 20)))
+            j = rng.randint(i, min(len(lines), i + 20))
             block, lines = lines[i:j], lines[:i] + lines[j:]
-            at = draw(st.integers(0, len(lines)))
+            at = rng.randint(0, len(lines))
             lines = lines[:at] + block + lines[at:]
     return "".join(lines)
 
 
+def mutated(originals: list[str], max_ops: int = 8) -> st.SearchStrategy[str]:
+    return seeded(lambda rng: mutate(rng, originals, max_ops))
+
+
+def joined(parts: list[str], max_size: int, prefix: str = "") -> st.SearchStrategy[str]:
+    """Up to `max_size` of `parts`, in any order and repeated, joined."""
+    return seeded(lambda rng: prefix + "".join(rng.choice(parts) for _ in range(rng.randint(0, max_size))))
+
+
 def any_text(originals: list[str]) -> st.SearchStrategy[str]:
-    return st.one_of(mutated(originals), st.text(max_size=300),
-                     st.lists(st.sampled_from(TOKENS), max_size=40).map("".join))
+    return st.one_of(mutated(originals), st.text(max_size=300), joined(TOKENS, 40))
 
 
 # --------------------------------------------------------------------------- compiler output
@@ -212,10 +271,9 @@ def test_the_seeds_parse_as_real_output() -> None:
 
 @fuzz("demangle")
 @given(st.one_of(mutated(SYMBOLS, 4), st.text(max_size=80).map(lambda s: "_Z" + s), st.text(max_size=40),
-                 st.lists(st.sampled_from(TOKENS[-12:] + ["1a", "3ops", "v", "i", "P", "K", "f"]), max_size=60)
-                 .map(lambda parts: "_Z" + "".join(parts))),
-       st.lists(st.one_of(st.sampled_from(["*", "rmsnorm*", "ops::*<__half*", "[", "[z-a]", "**", "?"]),
-                          st.text(max_size=10)), max_size=3))
+                 joined([*TOKENS[-12:], "1a", "3ops", "v", "i", "P", "K", "f"], 60, prefix="_Z")),
+       seeded(lambda rng: [rng.choice(["*", "rmsnorm*", "ops::*<__half*", "[", "[z-a]", "**", "?"])
+                           if rng.random() < 0.5 else random_text(rng, 10) for _ in range(rng.randint(0, 3))]))
 def test_demangler_and_name_matching_never_raise(symbol: str, patterns: list[str]) -> None:
     text = demangle(symbol)
     assert isinstance(text, str)
@@ -236,9 +294,9 @@ def test_kernel_definitions_in_cuda_source_never_raise(text: str, hint: int) -> 
 
 
 @fuzz("blank")
-@given(st.one_of(st.lists(st.sampled_from(list("/*\"'\\\nuULR8()xab1_ {};#") + [
-    "//", "/*", "*/", 'R"(', ')"', 'u8R"x(', ')x"', "'0'", "1'000", "\r\n"]), max_size=60).map("".join),
-    mutated(CUDA_SOURCES, 4)))
+@given(st.one_of(joined([*"/*\"'\\\nuULR8()xab1_ {};#", "//", "/*", "*/", 'R"(', ')"', 'u8R"x(', ')x"', "'0'",
+                         "1'000", "\r\n"], 60),
+                 mutated(CUDA_SOURCES, 4)))
 def test_blanked_cpp_equals_the_character_by_character_reference(text: str) -> None:
     """blank() jumps between places where a comment or literal may start; it must agree with a scanner that
     looks at every character (the implementation it replaced), and keep every offset and line."""
@@ -315,52 +373,124 @@ def test_suppression_comments_parse_without_raising(text: str, python: bool) -> 
 # --------------------------------------------------------------------------- configuration and baseline
 
 
-TOML_SCALARS = st.one_of(st.text(max_size=12), st.integers(-10, 10 ** 20), st.floats(allow_nan=True),
-                         st.booleans(), st.sampled_from(["sm_120a", "*.cu", "..", "/", "", "\x00", "KG201", "spill",
-                                                         "k:good", "*fp16", "nvcc", "warn", "two-way"]))
-TOML_VALUES = st.recursive(TOML_SCALARS, lambda inner: st.one_of(
-    st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=4)), max_leaves=12)
+SCALAR_WORDS = ["sm_120a", "*.cu", "..", "/", "", "\x00", "KG201", "spill", "k:good", "*fp16", "nvcc", "warn",
+                "two-way"]
+FLOATS = [0.0, -0.0, 0.5, -1.5, 1e-9, 5e-324, 1e308, float("inf"), float("-inf"), float("nan")]
+
+
+def integer(rng: random.Random, low: int, high: int) -> int:
+    """An integer in [low, high], often at an edge or small."""
+    roll = rng.random()
+    if roll < 0.3:
+        return max(low, min(high, rng.choice((low, low + 1, -1, 0, 1, high - 1, high))))
+    if roll < 0.7:
+        return rng.randint(max(low, -100), min(high, 100))
+    return rng.randint(low, high)
+
+
+def real(rng: random.Random) -> float:
+    """Any float: an edge (infinities, NaN, -0.0, subnormal) or a random magnitude."""
+    if rng.random() < 0.4:
+        return rng.choice(FLOATS)
+    return rng.uniform(-1, 1) * 10.0 ** rng.randint(-300, 300)
+
+
+def scalar(rng: random.Random) -> Any:
+    kind = rng.randrange(5)
+    if kind == 0:
+        return random_text(rng, 12)
+    if kind == 1:
+        return integer(rng, -10, 10 ** 20)
+    if kind == 2:
+        return real(rng)
+    if kind == 3:
+        return rng.random() < 0.5
+    return rng.choice(SCALAR_WORDS)
+
+
+def toml_value(rng: random.Random, leaves: int = 12) -> Any:
+    """A scalar, or lists and tables nested to hold at most `leaves` scalars (what a TOML file can say)."""
+    left = [leaves]
+
+    def value() -> Any:
+        if left[0] <= 1 or rng.random() < 0.5:
+            left[0] -= 1
+            return scalar(rng)
+        if rng.random() < 0.5:
+            return [value() for _ in range(rng.randint(0, 4)) if left[0] > 0]
+        return {random_text(rng, 8): value() for _ in range(rng.randint(0, 4)) if left[0] > 0}
+
+    return value()
+
+
 CONFIG_KEYS = ["targets", "triton", "cuda", "select", "extend-select", "ignore", "per-file-ignores", "severity",
                "options", "baseline", "ratchet", "toolchain-change", "cache-dir", "jobs", "timeout", "exclude",
                "extend-exclude", "python-path", "nvcc", "size-slack", "fail-on"]
 TRITON_KEYS = ["kernel", "signature", "constexprs", "num_warps", "num_stages", "expect", "pdl", "kind", "variants",
                "shapes", "divisible"]
 CUDA_KEYS = ["sources", "flags", "compile_commands", "pdl", "expect", "launch_wrappers", "kind", "compiler"]
-
-
-def tables(keys: list[str]) -> st.SearchStrategy[dict[str, Any]]:
-    return st.dictionaries(st.sampled_from(keys), TOML_VALUES, max_size=5)
-
-
 # Paths and globs are where the operating system, not kgate, would object first.
-PATHISH = st.one_of(st.sampled_from(["..", "../x", "/tmp", "", ".", "a\x00b", "~", "x/../..", "*.cu", "**/*.cu", "[",
-                                     "\\", "C:\\x", " ", "sub/", "./kgate-baseline.toml"]), st.text(max_size=8))
-CODES = st.lists(st.sampled_from(["KG1", "KG201", "spill", "KG", "launch-guard", "ALL"]), max_size=3)
+PATHS = ["..", "../x", "/tmp", "", ".", "a\x00b", "~", "x/../..", "*.cu", "**/*.cu", "[", "\\", "C:\\x", " ", "sub/",
+         "./kgate-baseline.toml"]
+CODES = ["KG1", "KG201", "spill", "KG", "launch-guard", "ALL"]
+
+
+def some(rng: random.Random, make: Callable[[random.Random], T], low: int = 0, high: int = 3) -> list[T]:
+    return [make(rng) for _ in range(rng.randint(low, high))]
+
+
+def pathish(rng: random.Random) -> str:
+    return rng.choice(PATHS) if rng.random() < 0.7 else random_text(rng, 8)
+
+
+def codes(rng: random.Random) -> list[str]:
+    return some(rng, lambda r: r.choice(CODES))
+
+
+def keyed(rng: random.Random, keys: list[str], makers: dict[str, Callable[[random.Random], Any]],
+          density: float) -> dict[str, Any]:
+    """A table with each of `keys` present at `density`, its value made by its maker (any TOML value if none)."""
+    return {key: makers.get(key, toml_value)(rng) for key in keys if rng.random() < density}
+
+
+def choose(*words: str) -> Callable[[random.Random], str]:
+    return lambda rng: rng.choice(words)
+
+
 # Mostly values of the right shape, so that a table gets past its first key to the checks behind it.
-PLAUSIBLE = {
-    "targets": st.lists(st.sampled_from(["sm_120a", "sm_90a", "sm_100a"]), min_size=1, max_size=3),
-    "select": CODES, "extend-select": CODES, "ignore": CODES,
-    "per-file-ignores": st.dictionaries(PATHISH, CODES, max_size=2),
-    "severity": st.dictionaries(st.sampled_from(["KG201", "spill", "x"]), st.sampled_from(["error", "off", "x"]),
-                                max_size=2),
-    "options": st.dictionaries(st.sampled_from(["spill", "launch-guard", "occupancy", "x"]),
-                               st.dictionaries(st.sampled_from(["window", "warn", "kinds", "cliff_fraction",
-                                                                "check_macros"]), TOML_VALUES, max_size=2),
-                               max_size=2),
-    "baseline": PATHISH, "cache-dir": PATHISH, "nvcc": PATHISH, "python-path": st.lists(PATHISH, max_size=3),
-    "exclude": st.lists(PATHISH, max_size=3), "extend-exclude": st.lists(PATHISH, max_size=3),
-    "ratchet": st.sampled_from(["two-way", "tighten", "x"]), "fail-on": st.sampled_from(["error", "note", "x"]),
-    "toolchain-change": st.sampled_from(["fail", "warn", "x"]), "jobs": st.integers(-1, 10 ** 20),
-    "timeout": st.floats(), "size-slack": st.integers(-5, 50),
-    "triton": st.lists(tables(TRITON_KEYS), max_size=2),
-    "cuda": st.lists(st.fixed_dictionaries({}, optional={
-        **{key: TOML_VALUES for key in CUDA_KEYS}, "sources": st.lists(PATHISH, min_size=1, max_size=3),
-        "compile_commands": PATHISH, "compiler": st.sampled_from(["auto", "nvcc", "nvrtc"])}), max_size=2),
+PLAUSIBLE: dict[str, Callable[[random.Random], Any]] = {
+    "targets": lambda r: some(r, choose("sm_120a", "sm_90a", "sm_100a"), 1, 3),
+    "select": codes, "extend-select": codes, "ignore": codes,
+    "per-file-ignores": lambda r: {pathish(r): codes(r) for _ in range(r.randint(0, 2))},
+    "severity": lambda r: {r.choice(["KG201", "spill", "x"]): r.choice(["error", "off", "x"])
+                           for _ in range(r.randint(0, 2))},
+    "options": lambda r: {r.choice(["spill", "launch-guard", "occupancy", "x"]): {
+        r.choice(["window", "warn", "kinds", "cliff_fraction", "check_macros"]): toml_value(r)
+        for _ in range(r.randint(0, 2))} for _ in range(r.randint(0, 2))},
+    "baseline": pathish, "cache-dir": pathish, "nvcc": pathish, "python-path": lambda r: some(r, pathish),
+    "exclude": lambda r: some(r, pathish), "extend-exclude": lambda r: some(r, pathish),
+    "ratchet": choose("two-way", "tighten", "x"), "fail-on": choose("error", "note", "x"),
+    "toolchain-change": choose("fail", "warn", "x"), "jobs": lambda r: integer(r, -1, 10 ** 20),
+    "timeout": real, "size-slack": lambda r: integer(r, -5, 50),
+    "triton": lambda r: some(r, lambda r: {r.choice(TRITON_KEYS): toml_value(r) for _ in range(r.randint(0, 5))},
+                             0, 2),
+    "cuda": lambda r: some(r, lambda r: keyed(r, CUDA_KEYS, {
+        "sources": lambda r: some(r, pathish, 1, 3), "compile_commands": pathish,
+        "compiler": choose("auto", "nvcc", "nvrtc")}, r.random()), 0, 2),
 }
-CONFIG_TABLES = st.one_of(
-    st.fixed_dictionaries({}, optional={key: PLAUSIBLE[key] for key in CONFIG_KEYS}),
-    st.fixed_dictionaries({}, optional={key: st.one_of(PLAUSIBLE[key], TOML_VALUES) for key in CONFIG_KEYS}),
-    st.dictionaries(st.text(max_size=12), TOML_VALUES, max_size=4))
+
+
+def config_table(rng: random.Random) -> dict[str, Any]:
+    """A [tool.kgate] table: plausible values only, plausible or arbitrary ones, or arbitrary keys."""
+    form = rng.randrange(3)
+    if form == 2:
+        return {random_text(rng, 12): toml_value(rng) for _ in range(rng.randint(0, 4))}
+    makers = PLAUSIBLE if form == 0 else {
+        key: lambda r, make=make: make(r) if r.random() < 0.5 else toml_value(r) for key, make in PLAUSIBLE.items()}
+    return keyed(rng, CONFIG_KEYS, makers, rng.random())
+
+
+CONFIG_TABLES = seeded(config_table)
 PROJECT = Path(tempfile.mkdtemp(prefix="kgate-fuzz-"))  # configuration files are written and loaded here
 atexit.register(shutil.rmtree, PROJECT, True)
 
@@ -424,27 +554,27 @@ LINT_RESULT = [[[5, 35, 5, 38, "KG201", "", "autotune key 'n'", "tuned|key", Non
 CORRUPT = (KeyError, TypeError, ValueError, AttributeError, IndexError)
 
 
-@st.composite
-def one_value_replaced(draw: st.DrawFn, text: str) -> Any:
+def one_value_replaced(rng: random.Random, text: str) -> Any:
     """The JSON record `text` with one value, at any depth, replaced by an arbitrary JSON value."""
     copy = json.loads(text)
     node = copy
-    for _ in range(draw(st.integers(0, 5))):
+    for _ in range(rng.randint(0, 5)):
         if isinstance(node, dict) and node:
-            key: Any = draw(st.sampled_from(sorted(node)))
+            key: Any = rng.choice(sorted(node))
         elif isinstance(node, list) and node:
-            key = draw(st.integers(0, len(node) - 1))
+            key = rng.randrange(len(node))
         else:
             break
-        if not isinstance(node[key], (dict, list)) or draw(st.booleans()):
-            node[key] = draw(TOML_VALUES)
+        if not isinstance(node[key], (dict, list)) or rng.random() < 0.5:
+            node[key] = toml_value(rng)
             break
         node = node[key]
     return copy
 
 
 def damaged(record: Any) -> st.SearchStrategy[Any]:
-    return st.one_of(one_value_replaced(json.dumps(record)), TOML_VALUES)
+    text = json.dumps(record)
+    return seeded(lambda rng: one_value_replaced(rng, text) if rng.random() < 0.5 else toml_value(rng))
 
 
 @fuzz("records")
