@@ -19,7 +19,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from conftest import REPO, Run, copy_compiled, copy_project, kgate
+from conftest import Run, copy_compiled, copy_project, copy_repository, kgate
 
 SHAPES = 'shapes=[{"M": 8192, "N": 4096, "K": 4096}, {"M": 4096, "N": 4096, "K": 4096}])'
 MXFP8 = "block_scale:mxfp8_tile"
@@ -218,8 +218,10 @@ def test_audit_and_check_of_a_project_with_nothing_to_gate_say_so_alike(tmp_path
     assert said and said[0].startswith("kgate: no kernels to gate: nothing registered and no kgate-capture.toml")
 
 
-def test_audit_of_this_repository_shows_the_bundled_mxfp8_gemm_on_both_cards(tmp_path: Path) -> None:
-    run = kgate("audit", "-o", str(tmp_path), "--kernel", "mxfp8_matmul_kernel", "--target", "sm_120a", cwd=REPO)
+def test_audit_of_this_repository_shows_the_bundled_mxfp8_gemm_on_both_cards(
+        tmp_path: Path, repository_checked: tuple[Path, Run]) -> None:
+    checkout = copy_repository(repository_checked, tmp_path)  # a user's checkout, compiled by the session's check
+    run = kgate("audit", "-o", str(tmp_path), "--kernel", "mxfp8_matmul_kernel", "--target", "sm_120a", cwd=checkout)
     assert run.code == 0, run.stderr
     text = section((tmp_path / "report.md").read_text(), "kernels.mxfp8:mxfp8_matmul_kernel @ sm_120a")
     rows = budgets(text)[1]
