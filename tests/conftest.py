@@ -18,7 +18,8 @@ from filelock import FileLock
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "fixtures"
-DATA = Path(__file__).resolve().parent / "data"
+TESTS = Path(__file__).resolve().parent
+DATA = TESTS / "data"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -114,14 +115,31 @@ def compiled_cold(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Run]:
 
     Compiling its 24 variants takes most of a minute. The test files that need them compiled share this one
     cold compile and each works on its own copy of the folder (`copy_compiled`), so that no test depends on
-    which file ran first. The folder itself is never changed after the compile.
+    which file ran first. The folder itself is never changed after the compile. The compile also records the
+    ptxas commands Triton ran, with their PTX (`ptxas_calls`), for a test that runs ptxas itself.
     """
     def compile_cold(folder: Path) -> dict:
         project = copy_project("compiled", folder)
-        return {"project": str(project), "run": asdict(kgate("check", "--format", "json", cwd=project))}
+        calls = folder / PTXAS_CALLS
+        calls.mkdir()
+        recorder = {"PYTHONPATH": os.pathsep.join([str(TESTS / "ptxas_calls"), *filter(None, [
+            os.environ.get("PYTHONPATH")])]), "KGATE_TEST_PTXAS_CALLS": str(calls)}
+        return {"project": str(project), "run": asdict(kgate("check", "--format", "json", cwd=project,
+                                                             env=recorder))}
 
     data = once(tmp_path_factory, "compiled-cold", compile_cold)
     return Path(data["project"]), Run(**data["run"])
+
+
+PTXAS_CALLS = "ptxas-calls"
+
+
+def ptxas_calls(compiled_cold: tuple[Path, Run]) -> list[dict]:
+    """The ptxas commands the cold compile of fixtures/compiled ran: {"command": [...], "ptx": copy or None}
+    (tests/ptxas_calls/sitecustomize.py)."""
+    folder = compiled_cold[0].parent / PTXAS_CALLS
+    return [json.loads(line) for path in sorted(folder.glob("calls-*.jsonl"))
+            for line in path.read_text(encoding="utf-8").splitlines()]
 
 
 def copy_compiled(compiled_cold: tuple[Path, Run], dest: Path) -> Path:

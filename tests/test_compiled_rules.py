@@ -13,12 +13,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import REPO, Run, copy_compiled, copy_project, expectations, kgate
+from conftest import REPO, Run, copy_compiled, expectations, kgate, ptxas_calls
 
 from kgate.collect.registry import triton_entries
 from kgate.core.config import load_config
 from kgate.facts.ptxas_log import parse_ptxas_log
-from kgate.support.tools import bundled_tool
 
 
 @pytest.fixture(scope="module")
@@ -89,51 +88,21 @@ def variants(cold: Run, prefix: str = "") -> int:
     return len([k for k in cold.json()["kernels"] if k["kernel"].startswith(prefix)])
 
 
-PTXAS_WRAPPER = """#!{python}
-import json, os, shutil, sys, uuid
-args = sys.argv[1:]
-saved = None
-for arg in args:
-    if arg.endswith(".ptx") and os.path.exists(arg):
-        saved = os.path.join({folder!r}, uuid.uuid4().hex + ".ptx")
-        shutil.copy(arg, saved)
-with open(os.path.join({folder!r}, "calls.jsonl"), "a") as handle:
-    handle.write(json.dumps({{"tool": {real!r}, "args": args, "ptx": saved}}) + "\\n")
-os.execv({real!r}, [{real!r}, *args])
-"""
-
-
-def test_registers_and_spills_equal_an_independent_ptxas_run(project: Path, tmp_path: Path) -> None:
+def test_registers_and_spills_equal_an_independent_ptxas_run(compiled_cold: tuple[Path, Run],
+                                                             tmp_path: Path) -> None:
     """ptxas -v run by the test on every PTX kgate compiled, with the options this Triton release itself gave
-    ptxas for it (recorded by a wrapper in its place), says what kgate reported."""
-    import json
-    import sys
-
-    calls = tmp_path / "calls"
-    calls.mkdir()
-    env = {}
-    for name, variable in (("ptxas", "TRITON_PTXAS_PATH"), ("ptxas-blackwell", "TRITON_PTXAS_BLACKWELL_PATH")):
-        real = bundled_tool(name)
-        assert real is not None
-        wrapper = tmp_path / name
-        wrapper.write_text(PTXAS_WRAPPER.format(python=sys.executable, folder=str(calls), real=str(real)))
-        wrapper.chmod(0o755)
-        env[variable] = str(wrapper)
-    copy = copy_project("compiled", tmp_path / "copy")
-    run = kgate("check", "--format", "json", cwd=copy, env=env)
-    assert run.code == 1, run.stderr
-    records = {(k["kernel"].split(":")[1], k["target"]): k for k in run.json()["kernels"]}
+    ptxas for it (recorded as the cold compile ran them: tests/ptxas_calls), says what kgate reported."""
+    records = {(k["kernel"].split(":")[1], k["target"]): k for k in compiled_cold[1].json()["kernels"]}
     compared = 0
-    for line in (calls / "calls.jsonl").read_text().splitlines():
-        call = json.loads(line)
+    for call in ptxas_calls(compiled_cold):
         if call["ptx"] is None:
             continue  # `ptxas --version`
         ptx = Path(call["ptx"])
         target = re.search(r"^\.target\s+(\w+)", ptx.read_text(), re.MULTILINE).group(1)  # type: ignore[union-attr]
-        args = [str(ptx) if a.endswith(".ptx") else a for a in call["args"]]
-        if "-o" in args:
-            args[args.index("-o") + 1] = str(tmp_path / "out.cubin")
-        proc = subprocess.run([call["tool"], *args], capture_output=True, text=True, check=False)
+        command = [str(ptx) if part.endswith(".ptx") else part for part in call["command"]]
+        if "-o" in command:
+            command[command.index("-o") + 1] = str(tmp_path / "out.cubin")
+        proc = subprocess.run(command, capture_output=True, text=True, check=False)
         assert proc.returncode == 0, proc.stderr
         for name, res in parse_ptxas_log(proc.stdout + proc.stderr).items():
             record = records[(name, target)]
