@@ -54,6 +54,23 @@ def once(tmp_path_factory: pytest.TempPathFactory, name: str, compute: Callable[
         return data
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Once, in the process that starts the run: kgate's modules and rules compiled to bytecode before any test
+    starts a process that imports them.
+
+    Python writes a module's bytecode when it first imports it, unless PYTHONDONTWRITEBYTECODE is set, as it is
+    on many CI machines: there every process the suite starts (kgate runs, the compile workers' fork servers,
+    captured commands, pytest runs with kgate's plugin) compiled kgate from its source again, about a third of
+    a second of CPU each. Bytecode that is there is read whatever that variable says; compileall writes it
+    only for a source that is newer than its bytecode.
+    """
+    if not hasattr(config, "workerinput"):
+        import compileall
+
+        for package in ("kgate", "rules"):
+            compileall.compile_dir(str(REPO / package), quiet=2)
+
+
 @pytest.fixture(autouse=True)
 def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """Keep Triton's and kgate's caches out of the real home directory (one home for the run's workers, as for
