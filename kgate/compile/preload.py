@@ -1,9 +1,10 @@
 """Imported once by the compile workers' fork server, so that every worker starts with Triton loaded.
 
 Importing Triton takes a few hundred milliseconds, and its first compile in
-a process pays for lazy imports and the backend's set-up (which runs
-`ptxas --version`). The fork server pays for both once; every worker forked
-from it starts where a warm process would. A missing or broken Triton is not
+a process pays for lazy imports, the backend's set-up (which runs
+`ptxas --version`) and the hash of Triton's own installation. The fork
+server pays for them once; every worker forked from it starts where a warm
+process would. A missing or broken Triton is not
 an error here: the worker task that needs it reports it.
 """
 
@@ -20,10 +21,16 @@ import kgate.compile.triton_backend  # noqa: F401
 
 def _warm_up() -> None:
     import triton.compiler.code_generator  # noqa: F401 - imported lazily by the first compile
+    import triton.runtime.cache
     from triton.backends.compiler import GPUTarget
     from triton.compiler.compiler import make_backend
 
     make_backend(GPUTarget("cuda", 120, 32)).hash()
+    # Every compile's cache key starts with a hash of Triton's own files, libtriton's half a gigabyte
+    # included: about half a second, which Triton keeps for the life of the process. Computed here, every
+    # worker is forked with it, instead of each worker of a run without kgate's record of it
+    # (`triton_backend._remembered_triton_key`: a new cache) computing it again.
+    triton.runtime.cache.triton_key()
 
 
 with contextlib.suppress(Exception):
