@@ -299,15 +299,15 @@ def test_the_environments_own_sitecustomize_still_runs(tmp_path: Path) -> None:
     assert (project / "sitecustomize-ran").read_text() == "yes" and entries(project)
 
 
-def test_launch_counts_only_when_asked(tmp_path: Path) -> None:
-    project = copy_project("capture", tmp_path)
-    assert kgate("capture", "--device", "cpu", "--", *LAUNCH, cwd=project).code == 0
-    assert all(e.launches is None for e in entries(project))
+def test_launch_counts_only_when_asked(project: Path, captured: Run, tmp_path: Path) -> None:
+    assert all(e.launches is None for e in entries(project))  # the module's capture, without --counts
     assert "\nlaunches = " not in (project / "kgate-capture.toml").read_text()
-    assert kgate("capture", "--device", "cpu", "--counts", "--replace", "--", *LAUNCH, cwd=project).code == 0
-    counted = {e.spec.kernel: e.launches for e in entries(project)}
+    copy = copy_project("capture", tmp_path)
+    (copy / "kgate-capture.toml").write_bytes((project / "kgate-capture.toml").read_bytes())
+    assert kgate("capture", "--device", "cpu", "--counts", "--replace", "--", *LAUNCH, cwd=copy).code == 0
+    counted = {e.spec.kernel: e.launches for e in entries(copy)}
     assert all(count and count >= 1 for count in counted.values())
-    (scale,) = [e for e in of(project, "scale_kernel") if e.spec.equal_to_1]
+    (scale,) = [e for e in of(copy, "scale_kernel") if e.spec.equal_to_1]
     assert scale.launches == 2  # stride 1 at both sizes: one specialisation, launched twice
 
 
