@@ -37,22 +37,19 @@ PROBE = textwrap.dedent("""
     import json, os, sys
     print("the probe's own line", file=sys.stderr)
     import triton.runtime.cache
-    key = triton.runtime.cache.triton_key  # Triton's own (cached) function, unless kgate handed it its record
     with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "seen.json"), "w") as out:
         json.dump({"cwd": os.getcwd(), "probe": os.environ.get("PROBE"), "added": os.environ.get("ADDED"),
-                   "path": sys.path, "triton_key": key.cache_info().currsize if hasattr(key, "cache_info") else None},
-                  out)
+                   "path": sys.path, "triton_key": triton.runtime.cache.triton_key.cache_info().currsize}, out)
     k = None
 """)
 
 
-def probe(tmp_path: Path, *, leave_out: tuple[str, ...] = ()) -> tuple[subprocess.CompletedProcess[str], dict]:
-    """SCRIPT run in `tmp_path` (without TRITON_INTERPRET and `leave_out` in its environment), and what the
-    worker saw."""
+def probe(tmp_path: Path) -> tuple[subprocess.CompletedProcess[str], dict]:
+    """SCRIPT run in `tmp_path` (without TRITON_INTERPRET in its environment), and what the worker saw."""
     for folder in ("first", "second", "on-the-path"):
         (tmp_path / folder).mkdir()
     (tmp_path / "probe.py").write_text(PROBE)
-    env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", *leave_out)}
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     proc = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path)], capture_output=True, text=True, env=env,
                           timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr
@@ -71,7 +68,6 @@ def test_a_worker_runs_under_what_kgate_has_when_it_starts(tmp_path: Path) -> No
 
 def test_a_worker_starts_with_the_hash_of_tritons_installation(tmp_path: Path) -> None:
     """Triton keys every compile on a hash of its own files (libtriton's half a gigabyte included, about half a
-    second): the fork server computes it once, and no worker computes it again. Without kgate's record of it
-    (no TRITON_CACHE_DIR: `triton_backend._remembered_triton_key` does nothing), the worker has it all the same."""
-    _proc, seen = probe(tmp_path, leave_out=("TRITON_CACHE_DIR",))
+    second): the fork server computes it once, and no worker computes it again."""
+    _proc, seen = probe(tmp_path)
     assert seen["triton_key"] == 1

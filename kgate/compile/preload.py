@@ -21,17 +21,21 @@ import kgate.compile.triton_backend  # noqa: F401
 
 def _warm_up() -> None:
     import triton.compiler.code_generator  # noqa: F401 - imported lazily by the first compile
-    import triton.runtime.cache
     from triton.backends.compiler import GPUTarget
     from triton.compiler.compiler import make_backend
 
     make_backend(GPUTarget("cuda", 120, 32)).hash()
-    # Every compile's cache key starts with a hash of Triton's own files, libtriton's half a gigabyte
-    # included: about half a second, which Triton keeps for the life of the process. Computed here, every
-    # worker is forked with it, instead of each worker of a run without kgate's record of it
-    # (`triton_backend._remembered_triton_key`: a new cache) computing it again.
+
+
+def _hash_installation() -> None:
+    """Every compile's cache key starts with a hash of Triton's own files, libtriton's half a gigabyte included:
+    about half a second, which Triton keeps for the life of the process. Computed here, every worker is forked
+    with it instead of computing it again."""
+    import triton.runtime.cache
+
     triton.runtime.cache.triton_key()
 
 
-with contextlib.suppress(Exception):
-    _warm_up()
+for step in (_hash_installation, _warm_up):  # each on its own: a backend that fails to set up still gets the hash
+    with contextlib.suppress(Exception):
+        step()

@@ -18,7 +18,6 @@ import ast
 import contextlib
 import importlib
 import io
-import json
 import os
 import re
 import sys
@@ -32,9 +31,6 @@ from kgate.collect.specialization import Specialization
 from kgate.compile.cache import cache_write_failure, write_artifact
 from kgate.compile.units import CUBIN, steady_log, store_text
 from kgate.core.errors import KgateError, did_you_mean
-from kgate.support import jsondoc
-from kgate.support.atomicio import read_cached
-from kgate.support.filestat import path_state
 
 CAPABILITY = {"sm_120a": 120, "sm_100a": 100, "sm_90a": 90}
 MISSING_ATTRIBUTE = "has no attribute"  # in the error for a kernel its module does not define (any more)
@@ -49,7 +45,6 @@ def _prepare(paths: list[str]) -> None:
         if path not in sys.path:
             sys.path.insert(0, path)
     warnings.filterwarnings("ignore", message=".*TRITON_DEFAULT_FP_FUSION.*")
-    _remembered_triton_key()
     _run_setup(paths)
 
 
@@ -71,56 +66,6 @@ def _run_setup(paths: list[str]) -> None:
         if isinstance(exc, KeyboardInterrupt):
             raise
         raise KernelError(f"the set-up hook {setup} failed: {type(exc).__name__}: {exc}") from None
-
-
-_TRITON_KEY_SET = False
-
-
-def _remembered_triton_key() -> None:
-    """Hand Triton the hash of its own installation from kgate's cache instead of recomputing it.
-
-    `triton.compile` keys its own cache on a hash of every Triton source file and of libtriton
-    (about half a second, once per process); kgate keeps no use for that cache, but the key is
-    computed all the same. It depends only on the installed Triton, so it is computed once per
-    installation (identified by its version and its files' sizes and times) and remembered next to
-    the facts cache. Triton's own compile warm-up pool sets the same hook the same way.
-    """
-    global _TRITON_KEY_SET
-    if _TRITON_KEY_SET:
-        return
-    _TRITON_KEY_SET = True
-    cache_dir = os.environ.get("TRITON_CACHE_DIR")
-    try:
-        import triton
-        import triton.runtime.cache as triton_cache
-    except ImportError:
-        return
-    if cache_dir is None or not hasattr(triton_cache, "triton_key"):
-        return
-    package = Path(triton.__file__).parent
-    identity = [getattr(triton, "__version__", "")]
-    for part in ("_C", "compiler", "backends", "language", "runtime"):
-        identity.append(f"{part}:{path_state(package / part)}")
-    for lib in sorted((package / "_C").glob("libtriton*")):
-        identity.append(f"{lib.name}:{path_state(lib)}")
-    record = Path(cache_dir).parent / "v1" / "triton-key.json"
-    key = None
-    try:
-        stored = jsondoc.loads(read_cached(record) or b"null")
-        if isinstance(stored, dict) and stored.get("identity") == identity and isinstance(stored.get("key"), str):
-            key = stored["key"]
-    except (OSError, ValueError):  # jsondoc.NotJSON is a ValueError
-        pass
-    if key is None:
-        key = triton_cache.triton_key()
-        try:
-            from kgate.support.atomicio import write_cached
-
-            write_cached(record, json.dumps({"identity": identity, "key": key}).encode())
-        except OSError:
-            pass
-    value = key
-    triton_cache.triton_key = lambda: value
 
 
 def _load(kernel: str) -> Any:
