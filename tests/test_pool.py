@@ -71,3 +71,42 @@ def test_a_worker_starts_with_the_hash_of_tritons_installation(tmp_path: Path) -
     second): the fork server computes it once, and no worker computes it again."""
     _proc, seen = probe(tmp_path)
     assert seen["triton_key"] == 1
+
+
+SERVER = textwrap.dedent("""
+    import sys
+    from multiprocessing import forkserver
+    from kgate.cli import main
+
+    code = main(sys.argv[2:])
+    with open(sys.argv[1], "w") as out:
+        out.write(f"{code} {forkserver._forkserver._forkserver_pid is not None}")
+""")
+KERNEL = textwrap.dedent("""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def copy(x, y, n, BLOCK: tl.constexpr):
+        i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(y + i, tl.load(x + i, mask=i < n), mask=i < n)
+""")
+
+
+def test_a_run_that_finds_everything_in_its_cache_starts_no_fork_server(tmp_path: Path) -> None:
+    """The server imports Triton and hashes its installation (about a second of CPU) for workers a run that
+    compiles nothing never asks for: it starts with the first worker."""
+    (tmp_path / "k.py").write_text(KERNEL)
+    (tmp_path / "kgate.toml").write_text('targets = ["sm_120a"]\npython-path = ["."]\n[[triton]]\nkernel = "k:copy"\n'
+                                         'signature = { x = "*fp32", y = "*fp32", n = "i32" }\n'
+                                         'constexprs = { BLOCK = 64 }\n')
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+
+    def check(*args: str) -> tuple[str, str]:
+        subprocess.run([sys.executable, "-c", SERVER, str(tmp_path / "seen"), "check", *args], cwd=tmp_path,
+                       env=env, capture_output=True, text=True, timeout=300, check=True)
+        code, started = (tmp_path / "seen").read_text().split()
+        return code, started
+
+    assert check() == ("0", "True")  # compiled: the server served its worker
+    assert check("-v") == ("0", "False")  # from the cache (-v: never a replay of the run before)

@@ -265,8 +265,9 @@ PRELOAD = ["kgate.compile.preload"]
 
 
 def start_server() -> None:
-    """Start the workers' fork server now (if it is not running), without waiting for it: its import of Triton
-    then overlaps whatever this process does before it needs a worker.
+    """Start the workers' fork server (if it is not running), when a worker is first needed: a run that finds
+    everything in its cache starts none, and pays neither for the server's import of Triton nor for its hash of
+    Triton's installation (about a second of CPU).
 
     It starts with SIGINT held back and ignores it from the first line of its preload: a Ctrl-C while it
     imports Triton would otherwise stop it with a traceback of its own on kgate's terminal.
@@ -312,11 +313,6 @@ class Pool:
         self.ctx.set_forkserver_preload(PRELOAD)
         self.workers: list[_Worker] = []
         self.peak_rss_kb: dict[int, int] = {}
-
-    def start(self) -> None:
-        """Start the fork server now (if it is not running yet), so that its import of Triton
-        overlaps the planning still to do and the workers forked later start with Triton loaded."""
-        start_server()
 
     def __enter__(self) -> Pool:  # noqa: PYI034 - not subclassed
         return self

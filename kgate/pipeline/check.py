@@ -122,8 +122,6 @@ def compile_kernels(config: Config, entries: list[TritonEntry], captured: list[C
         # One pool of compile workers for Triton and CUDA kernels alike.
         with Pool(jobs, worker_env(cfg)) as pool:
             cuda_config = config.cuda if options.language in (None, "cuda") else ()
-            if entries or captured or cuda_config:
-                pool.start()
             triton = triton_facts(cfg, entries, targets, jobs=jobs, progress=progress, sass_all=options.sass,
                                     pool=pool, captured=captured)
             cuda = cuda_facts(replace(cfg, cuda=cuda_config), targets, jobs=jobs, progress=progress, sass_all=options.sass,
