@@ -155,14 +155,23 @@ def _kept(module: object) -> bool:
     return not path or os.path.abspath(path).startswith(KEPT)
 
 
+# kgate's module -> the functools caches it defines, found once per module object (a module's functions are
+# defined once, at its import; looking through every module's names twice a run cost a few milliseconds).
+_CACHES: dict[str, tuple[object, list[functools._lru_cache_wrapper]]] = {}
+
+
 def _forget() -> None:
     """What kgate keeps in memory between commands of one process: each command starts without it."""
     for name, module in list(sys.modules.items()):
         if not (name == "kgate" or name.startswith("kgate.")) or module is None:
             continue
-        for value in list(vars(module).values()):
-            if isinstance(value, functools._lru_cache_wrapper) and getattr(value, "__module__", "") == name:
-                value.cache_clear()
+        known = _CACHES.get(name)
+        if known is None or known[0] is not module:
+            known = _CACHES[name] = (module, [
+                value for value in list(vars(module).values())
+                if isinstance(value, functools._lru_cache_wrapper) and getattr(value, "__module__", "") == name])
+        for cache in known[1]:
+            cache.cache_clear()
     pyindex = sys.modules.get("kgate.collect.pyindex")
     if pyindex is not None:
         pyindex._INDEX = pyindex._Index()

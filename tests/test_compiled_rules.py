@@ -132,16 +132,54 @@ def test_editing_one_kernel_recompiles_that_kernel_only(project: Path, cold: Run
         pdl.write_text(original)
 
 
-def test_editing_a_shared_helper_recompiles_every_kernel_that_calls_it(project: Path, cold: Run) -> None:
-    gemm = project / "gemm_resources.py"
-    original = gemm.read_text()
-    try:
-        gemm.write_text(original.replace("acc.to(tl.bfloat16)", "(acc * 1.0).to(tl.bfloat16)"))
-        run = kgate("check", "-v", cwd=project)
-        edited = variants(cold, "gemm_resources:")  # every kernel of the file calls _matmul, on both targets
-        assert edited == 8 and f"{edited} compiled, {variants(cold) - edited} from cache" in run.stdout
-    finally:
-        gemm.write_text(original)
+SHARED_HELPER = """\
+import triton
+import triton.language as tl
+
+import kgate
+
+SIG = dict(x="*fp32", n="i32")
+
+
+@triton.jit
+def _scaled(v):
+    return v * 2.0
+
+
+@kgate.register(signature=SIG, constexprs={"BLOCK": 64})
+@triton.jit
+def first(x, n, BLOCK: tl.constexpr):
+    i = tl.arange(0, BLOCK)
+    tl.store(x + i, _scaled(tl.load(x + i, mask=i < n)), mask=i < n)
+
+
+@kgate.register(signature=SIG, constexprs={"BLOCK": 128})
+@triton.jit
+def second(x, n, BLOCK: tl.constexpr):
+    i = tl.arange(0, BLOCK)
+    tl.store(x + i, _scaled(tl.load(x + i, mask=i < n)) + 1.0, mask=i < n)
+
+
+@kgate.register(signature=SIG, constexprs={"BLOCK": 64})
+@triton.jit
+def apart(x, n, BLOCK: tl.constexpr):
+    i = tl.arange(0, BLOCK)
+    tl.store(x + i, tl.load(x + i, mask=i < n) + 1.0, mask=i < n)
+"""
+
+
+def test_editing_a_shared_helper_recompiles_every_kernel_that_calls_it(tmp_path: Path) -> None:
+    """Two kernels of a module call a helper of it, a third does not: editing the helper compiles the two again,
+    on both targets, and the third comes from the cache."""
+    kernels = tmp_path / "kernels.py"
+    kernels.write_text(SHARED_HELPER)
+    (tmp_path / "kgate.toml").write_text('targets = ["sm_120a", "sm_90a"]\npython-path = ["."]\n')
+    cold = kgate("check", "-v", cwd=tmp_path)
+    assert cold.code == 0 and "6 compiled, 0 from cache" in cold.stdout, cold.stdout + cold.stderr
+    kernels.write_text(SHARED_HELPER.replace("return v * 2.0", "return v * 3.0"))
+    edited = kgate("check", "-v", cwd=tmp_path)
+    assert edited.code == 0 and "4 compiled, 2 from cache" in edited.stdout, edited.stdout + edited.stderr
+    assert kgate("check", "-v", cwd=tmp_path).stdout.count("0 compiled, 6 from cache") == 1
 
 
 def test_terminal_table_shows_every_variant_and_a_verdict(project: Path, cold: Run) -> None:

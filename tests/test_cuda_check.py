@@ -101,12 +101,16 @@ def test_sass_is_read_only_where_a_rule_needs_it(cold: Run) -> None:
 
 
 def test_the_same_source_built_for_the_bare_arch_is_reported(project: Path, tmp_path: Path) -> None:
-    """block_scale.cu unchanged; only the project's flags name compute_120/sm_120, as a real build would."""
+    """block_scale.cu unchanged; only the project's flags name compute_120/sm_120, as a real build would (the
+    project's other sources left out: a file is compiled whole, whichever of its kernels `--kernel` names)."""
     bare = copy_project("cuda", tmp_path)
     config = bare / "kgate.toml"
-    config.write_text(config.read_text().replace(
+    first_table = config.read_text().split("\n[[cuda]]", 2)[:2]
+    config.write_text("\n[[cuda]]".join(first_table).replace(
+        'sources = ["pdl.cu", "block_scale.cu", "spill.cu", "templates.cu"]', 'sources = ["block_scale.cu"]').replace(
         'flags = ["-I.", "-std=c++17", "-O3"]',
         'flags = ["-I.", "-std=c++17", "-O3", "-gencode", "arch=compute_120,code=sm_120"]'))
+    assert 'sources = ["block_scale.cu"]' in config.read_text() and "bare_arch" not in config.read_text()
     run = kgate("check", "--format", "json", "--kernel", "mxf8_mma*", cwd=bare)
     found = {(f["path"], f["line"], f["code"]) for f in run.json()["findings"]}
     assert found == {("block_scale.cu", 8, "KG101"), ("block_scale.cu", 8, "KG106")}
