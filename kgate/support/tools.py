@@ -1,4 +1,6 @@
-"""Every external program kgate runs goes through `run()`.
+"""Every external program kgate runs is started here: tools through `run()`, the user's own command
+(`kgate capture -- COMMAND`) through `run_user_command()`, and a helper of kgate's that serves requests
+(the precision tests' interpreter child) through `start_service()`.
 
 Argument lists only (never a shell), a timeout, and a typed error that shows
 the command line to reproduce it, its exit status and the end of its output.
@@ -16,6 +18,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from kgate.core.errors import ToolchainError
 from kgate.support import filestat, interrupts
@@ -87,6 +90,28 @@ def run_user_command(argv: list[str], env: dict[str, str]) -> int:
         _until_ended(process, interrupts.signal_of(exc))
         raise
     return 128 - code if code < 0 else code  # killed by signal N: 128 + N, as a shell reports it
+
+
+def start_service(argv: list[str], env: dict[str, str], errors: Any) -> subprocess.Popen[bytes]:
+    """Start a helper of kgate's own that serves requests over its standard input and output (one line each),
+    its stderr to the file `errors`. The caller bounds each request's wait and kills the helper past it."""
+    try:
+        return subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors)
+    except OSError as exc:
+        raise ToolFailed(argv, f"could not be started: {exc.strerror or exc}") from None
+
+
+def stop_service(process: subprocess.Popen[bytes]) -> None:
+    """End a helper started by `start_service`: its input closed, it exits; one that does not is killed."""
+    for stream in (process.stdin, process.stdout):
+        with contextlib.suppress(OSError):
+            if stream is not None:
+                stream.close()
+    try:
+        process.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 # Seconds a command kgate runs for the user has to end on its own after an interrupt before kgate passes the
