@@ -24,11 +24,6 @@ def _main() -> int:
         code = fastpath.replay(argv)
         if code is not None:
             return code
-    if argv[:1] in (["check"], ["baseline"], ["audit"], ["diff"]) and not {"-h", "--help"} & set(argv):
-        # These may compile: start the workers' fork server before the rest of kgate loads.
-        from kgate.compile.pool import start_server
-
-        start_server()
     from kgate.cli import main as full_run
 
     return full_run(argv)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -24,13 +25,30 @@ def own_handlers() -> Iterator[None]:
         signal.signal(signum, handler)
 
 
+KERNEL = """\
+import triton
+import triton.language as tl
+
+import kgate
+
+
+@kgate.register(signature={"x": "*fp32"}, constexprs={"BLOCK": 64})
+@triton.jit
+def fill(x, BLOCK: tl.constexpr):
+    tl.store(x + tl.arange(0, BLOCK), 1.0)
+"""
+
+
 @pytest.mark.parametrize(("where", "argv"), [
     ("kgate.pipeline.fastpath.replay", ["check"]),  # while an unchanged run is replayed
-    ("kgate.compile.pool.start_server", ["check"]),  # while the workers' fork server starts
+    ("kgate.compile.pool.start_server", ["check"]),  # while the workers' fork server starts (its first worker)
     ("kgate.cli.build_parser", ["lint"]),  # while the command line is parsed
 ])
 def test_an_interrupt_during_start_up_is_one_line(where: str, argv: list[str], monkeypatch: pytest.MonkeyPatch,
-                                                  capsys: pytest.CaptureFixture[str]) -> None:
+                                                  capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    (tmp_path / "k.py").write_text(KERNEL)  # a project with a kernel to compile: the run needs a worker
+    (tmp_path / "kgate.toml").write_text('targets = ["sm_120a"]\npython-path = ["."]\n')
+    monkeypatch.chdir(tmp_path)
     module, _, name = where.rpartition(".")
     monkeypatch.setattr(sys.modules.get(module) or __import__(module, fromlist=[name]), name, _interrupt)
     monkeypatch.setattr(sys, "argv", ["kgate", *argv])

@@ -76,10 +76,11 @@ def test_a_worker_starts_with_the_hash_of_tritons_installation(tmp_path: Path) -
 SERVER = textwrap.dedent("""
     import sys
     from multiprocessing import forkserver
-    from kgate.cli import main
+    from kgate.entry import main  # the console script's
 
-    code = main(sys.argv[2:])
-    with open(sys.argv[1], "w") as out:
+    seen, sys.argv = sys.argv[1], ["kgate", *sys.argv[2:]]
+    code = main()
+    with open(seen, "w") as out:
         out.write(f"{code} {forkserver._forkserver._forkserver_pid is not None}")
 """)
 KERNEL = textwrap.dedent("""
