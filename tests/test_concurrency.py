@@ -188,8 +188,9 @@ def test_what_stands_where_a_cache_record_should_be_is_never_followed_or_waited_
         tmp_path: Path, reference: tuple[Path, Run]) -> None:
     """A link to /dev/zero (endless), a named pipe (an open that never returns), a folder, a file past the size
     bound, or a link to another project's record (whole, of the same key, but not this cache's file) in place of
-    a record of any kind, a compile artifact, the parse index, the run record or Triton's own cache files: each
-    is a missing record, rebuilt within seconds; the file a link points to is neither read nor written."""
+    a record of any kind, a compile artifact, the parse index or the run record: each is a missing record,
+    rebuilt within seconds; the file a link points to is neither read nor written. Triton's own cache files are
+    not kept past their compile, and what an older release or a killed worker left of them is removed unread."""
     from kgate.support.atomicio import CACHE_LIMIT
 
     project = tmp_path / "warm"
@@ -205,8 +206,11 @@ def test_what_stands_where_a_cache_record_should_be_is_never_followed_or_waited_
     cuda = sorted((cache / "cuda").glob("*.json"))
     (lint,) = sorted((cache / "lint").glob("*.json"))
     (run_record,) = sorted((cache / "runs").glob("*.json"))
-    groups = sorted((project / ".kgate-cache" / "triton").glob("*/__grp__*.json"))
-    assert len(facts) == 2 and len(cuda) == 2 and groups
+    triton = project / ".kgate-cache" / "triton"
+    assert len(facts) == 2 and len(cuda) == 2 and not list(triton.iterdir())  # each compile's folder is gone
+    (triton / "OLDKEY").mkdir()  # an older release's shared layout, its group file a pipe
+    os.mkfifo(triton / "OLDKEY" / "__grp__scale.json")
+    (triton / f"{2**31 - 1}-gone").mkdir()  # the folder of a worker killed mid-compile
 
     def replace(path: Path, how: str) -> None:
         path.unlink()
@@ -224,11 +228,12 @@ def test_what_stands_where_a_cache_record_should_be_is_never_followed_or_waited_
 
     planted = {facts[0]: "dev-zero", facts[1]: "other-project", cuda[0]: "fifo", cuda[1]: "folder",
                lint: "huge", cache / "pyindex.json": "dev-zero", run_record: "fifo",
-               **{path: "fifo" for path in groups}, **{path: "fifo" for path in (cache / "spans").glob("*.json")}}
+               **{path: "fifo" for path in (cache / "spans").glob("*.json")}}
     for path, how in planted.items():
         replace(path, how)
     run = kgate("check", "-v", cwd=project, timeout=300)
     assert run.code == 1 and "4 compiled, 0 from cache" in run.stdout, run.stdout + run.stderr
+    assert not list(triton.iterdir())
     assert kgate(*CHECK, cwd=project, timeout=300).stdout == reference[1].stdout  # its run record replaced too
     assert not [p for p in planted if _not_regular(p)]  # each rebuilt, a regular file of this cache
     # ...with an ordinary file's permissions, not those of what stood there (/dev/zero is writable by all).

@@ -27,17 +27,19 @@ docs/trust.md.)
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import json
 import os
+import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from kgate.core.errors import KgateError
-from kgate.support import jsondoc
+from kgate.support import jsondoc, tools
 from kgate.support.atomicio import read_cached, write_cached
 
 VERSION = "v1"
@@ -175,4 +177,38 @@ def unusable(directory: Path) -> str | None:
         return exc.strerror or type(exc).__name__
     return None
 
+
+@contextlib.contextmanager
+def triton_folder(root: str | None) -> Iterator[None]:
+    """Triton's cache for one compile: an empty folder of this process's under `root` (TRITON_CACHE_DIR), which
+    Triton reads from the environment at each compile; removed afterwards."""
+    if not root:
+        yield
+        return
+    os.makedirs(root, exist_ok=True)
+    folder = tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=root)
+    os.environ["TRITON_CACHE_DIR"] = folder
+    try:
+        yield
+    finally:
+        os.environ["TRITON_CACHE_DIR"] = root
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def sweep_triton(root: Path) -> None:
+    """Remove from Triton's folder what no running compile uses: the folders of compile workers that have
+    ended (killed mid-compile), and anything else (the shared layout of older releases)."""
+    try:
+        entries = list(os.scandir(root))
+    except OSError:
+        return
+    for entry in entries:
+        pid, dash, _rest = entry.name.partition("-")
+        if dash and pid.isdigit() and tools.alive(int(pid)):
+            continue
+        with contextlib.suppress(OSError):
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path)
+            else:
+                os.unlink(entry.path)
 

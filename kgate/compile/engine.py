@@ -25,7 +25,7 @@ from kgate.collect.modules import import_roots, kernel_source_key, module_file, 
 from kgate.collect.specialization import readable_name
 from kgate.collect.static_kernel import static_expansion
 from kgate.compile import records as record_shapes
-from kgate.compile.cache import Cache, CacheWriteError, Entry, digest, file_hash
+from kgate.compile.cache import Cache, CacheWriteError, Entry, digest, file_hash, sweep_triton
 from kgate.compile.pool import Outcome, Pool
 from kgate.compile.relocate import def_line, def_spans
 from kgate.compile.triton_backend import MISSING_ATTRIBUTE, makes_sass
@@ -357,6 +357,7 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
                                                    _first_line(outcome)))
 
         if jobs_todo:
+            sweep_triton(config.root / config.cache_dir / "triton")  # what killed compiles left of Triton's
             payloads = []
             for variant, target, p, key in jobs_todo:
                 assert p.expansion is not None

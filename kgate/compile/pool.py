@@ -33,7 +33,7 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from kgate.core.errors import ToolchainError
-from kgate.support import interrupts
+from kgate.support import interrupts, tools
 
 # Tries to start a worker, each after a longer pause: a fork server on its way out refuses the first.
 START_ATTEMPTS = 5
@@ -171,27 +171,11 @@ def _watch_kgate(pid: int) -> None:
     compiling a hung kernel would outlive it, with its ptxas, until the compiler gave up. kgate is not
     the worker's parent (the fork server is, and the worker keeps that one alive), so it is watched by pid.
     """
-    while _running(pid):
+    while tools.alive(pid):
         time.sleep(0.5)
     if os.getpgid(0) == os.getpid():  # our own group: the compilers are in it, nothing else is
         os.killpg(0, signal.SIGKILL)
     os._exit(1)
-
-
-def _running(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            return stat.read().rsplit(b")", 1)[1].split()[0] != b"Z"  # killed, not yet reaped: gone
-    except FileNotFoundError:
-        return False
-    except OSError:  # no /proc: ask the kernel whether the pid exists
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            pass
-        return True
 
 
 def _start(ctx: Any, env: dict[str, str | None]) -> tuple[Any, Connection]:
@@ -231,10 +215,10 @@ class _Worker:
     def ended(self, sentinel_ready: bool) -> bool:
         """Whether the worker process has ended; `sentinel_ready`: its fork server's report is readable."""
         if self.orphaned:
-            return not _running(self.process.pid or 0)
+            return not tools.alive(self.process.pid or 0)
         if not sentinel_ready:
             return False
-        if _running(self.process.pid or 0):  # the server, not the worker, has gone
+        if tools.alive(self.process.pid or 0):  # the server, not the worker, has gone
             self.orphaned = True
             return False
         return True

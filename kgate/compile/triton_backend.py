@@ -28,7 +28,7 @@ from typing import Any
 
 from kgate.collect.source import try_parse
 from kgate.collect.specialization import Specialization
-from kgate.compile.cache import cache_write_failure, write_artifact
+from kgate.compile.cache import cache_write_failure, triton_folder, write_artifact
 from kgate.compile.units import CUBIN, steady_log, store_text
 from kgate.core.errors import KgateError, did_you_mean
 
@@ -178,13 +178,13 @@ def compile_variant(payload: dict[str, Any]) -> dict[str, Any]:
     knobs.nvidia.dump_ptxas_log = True
     log = io.StringIO()
     started = time.perf_counter()
+    triton_cache = os.environ.get("TRITON_CACHE_DIR")
     try:
-        with contextlib.redirect_stdout(log):
+        with contextlib.redirect_stdout(log), triton_folder(triton_cache):
             compiled = triton.compile(ASTSource(fn, signature, constants, attrs),
                                       target=GPUTarget("cuda", capability, 32), options=options)
     except Exception as exc:  # noqa: BLE001 - any compiler failure becomes a finding
         # ...but for Triton's own cache (in kgate's) or a disk that is full: the run cannot go on.
-        triton_cache = os.environ.get("TRITON_CACHE_DIR")
         unwritable = cache_write_failure(exc, os.path.dirname(triton_cache) if triton_cache else None)
         if unwritable is not None:
             raise unwritable from None

@@ -1,15 +1,20 @@
-"""Triton's own cache inside kgate's, read only through kgate's cache reader.
+"""Triton's own cache inside kgate's: a folder of its own for each compile, removed when the compile is done.
 
-`triton.compile` looks up its cache before compiling, even when told to
-compile always (kgate keeps its figures in its own records and never uses
-Triton's cached kernels): it opens the group file of the kernel's key and
-checks that the files it names exist. A named pipe there would block that
-open for ever and a link to /dev/zero would be read without end, so the
-compile workers hand Triton this manager (`TRITON_CACHE_MANAGER`): the group
-file is read through `kgate.support.atomicio.read_cached`, and only regular files
-count as present. Whatever is not is a miss, and Triton compiles and writes
-the files again (a folder in a file's place is removed first, as kgate's
-own cache writer does).
+`triton.compile` writes every stage's output into its cache and reads the
+kernel back from there, even when told to compile always. kgate keeps what it
+needs (cubin, PTX, TTGIR, the ptxas log) in its own records and never reuses
+Triton's, so each compile gets an empty folder under `triton/` in kgate's
+cache (`kgate.compile.cache.triton_folder`), named after the worker's process, and the folder
+goes when the compile ends. Nothing of Triton's is left to grow the cache a CI
+job carries between runs, and nothing another run left (or planted) there is
+ever read. What a killed worker leaves is removed by a later run
+(`kgate.compile.cache.sweep_triton`).
+
+Triton still looks its cache up before compiling. The compile workers hand it
+this manager (`TRITON_CACHE_MANAGER`) all the same: the group file is read
+through `kgate.support.atomicio.read_cached`, and only regular files count as
+present, so not even a folder of a compile in progress could make an open
+block or read without end.
 """
 
 from __future__ import annotations
@@ -48,3 +53,4 @@ class GuardedCache(FileCacheManager):
     def put(self, data: bytes | str, filename: str, binary: bool = True) -> str:
         clear_folder(self._make_path(filename))
         return super().put(data, filename, binary)
+

@@ -129,6 +129,23 @@ def _until_ended(process: subprocess.Popen[bytes], signum: int) -> None:
         time.sleep(0.05)
 
 
+def alive(pid: int) -> bool:
+    """Whether process `pid` is running (one killed but not yet reaped is not)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rsplit(b")", 1)[1].split()[0] != b"Z"  # killed, not yet reaped: gone
+    except FileNotFoundError:
+        return False
+    except OSError:  # no /proc: ask the kernel whether the pid exists
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            pass
+        return True
+
+
 def triton_bin_dir() -> Path | None:
     """The folder of binary tools shipped inside the Triton wheel, without importing Triton."""
     spec = importlib.util.find_spec("triton")
