@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from kgate.support import tools
+from kgate.support.filestat import FileState, path_state
 
 DEVICE_ENV = "KGATE_ULP_DEVICE"  # auto | cpu | gpu, set by `kgate ulp --device`
 DEVICES = ("auto", "cpu", "gpu")
@@ -108,13 +109,13 @@ class _Child:
     def run(self, calls: Path, results: Path, output: Path) -> None:
         env = {**os.environ, "TRITON_INTERPRET": "1"}  # the child's environment only
         for _attempt in range(2):
-            if self.process is not None and (self.process.poll() is not None or _differs(env, self.env)):
+            if self.process is not None and (self.process.poll() is not None or _conditions(env) != self.env):
                 self.stop()
             if self.process is None:
                 self.errors = tempfile.TemporaryFile()
                 self.process = tools.start_service([sys.executable, "-m", "kgate.kernels.runner", "--serve"], env,
                                                    self.errors)
-                self.env = env
+                self.env = _conditions(env)
             reply = self._ask(f"{calls}\t{results}\t{output}", output)
             if reply != STALE:
                 break
@@ -152,12 +153,10 @@ class _Child:
             self.errors = None
 
 
-def _differs(env: dict[str, str], started_with: dict[str, str]) -> bool:
-    """Whether a child started with `started_with` could run differently under `env` (pytest's name of the
-    test it is in aside: it changes with every test, and no launcher reads it)."""
-    ignored = {"PYTEST_CURRENT_TEST"}
-    return {k: v for k, v in env.items() if k not in ignored} != {k: v for k, v in started_with.items()
-                                                                  if k not in ignored}
+def _conditions(env: dict[str, str]) -> dict[str, str]:
+    """What of an environment a child runs under: all of it but pytest's name of the test it is in, which
+    changes with every test and which no launcher reads."""
+    return {k: v for k, v in env.items() if k != "PYTEST_CURRENT_TEST"}
 
 
 _CHILD = _Child()
@@ -205,7 +204,7 @@ def _serve() -> int:
     import torch
 
     replies = os.fdopen(os.dup(1), "w")
-    imported: dict[str, tuple[Any, ...]] = {}
+    imported: dict[str, tuple[str, FileState | None]] = {}
     for line in sys.stdin:
         calls, results, output = line.rstrip("\n").split("\t")
         payload = torch.load(calls)
@@ -233,31 +232,23 @@ def _serve() -> int:
 _INSTALLED = tuple({sys.prefix, sys.base_prefix, sys.exec_prefix})
 
 
-def _project_modules() -> dict[str, tuple[Any, ...]]:
-    """The loaded modules that are not part of Python or an installed package: name -> (file, size, mtime)."""
+def _project_modules() -> dict[str, tuple[str, FileState | None]]:
+    """The loaded modules that are not part of Python or an installed package: name -> (file, its state)."""
     found = {}
     for name, module in list(sys.modules.items()):
         path = getattr(module, "__file__", None)
         if not path or os.path.abspath(path).startswith(_INSTALLED):
             continue
-        found[name] = _state(path)
+        found[name] = (path, path_state(path))
     return found
 
 
-def _state(path: str) -> tuple[Any, ...]:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return (path,)
-    return (path, st.st_size, st.st_mtime_ns)
-
-
-def _stale(files: dict[str, str | None], imported: dict[str, tuple[Any, ...]]) -> bool:
+def _stale(files: dict[str, str | None], imported: dict[str, tuple[str, FileState | None]]) -> bool:
     for name, path in files.items():
         module = sys.modules.get(name)
         if module is not None and path and getattr(module, "__file__", None) != path:
             return True
-    return any(_state(state[0]) != state for state in imported.values())
+    return any(path_state(path) != state for path, state in imported.values())
 
 
 if __name__ == "__main__":

@@ -179,7 +179,7 @@ def test_editing_a_shared_helper_recompiles_every_kernel_that_calls_it(tmp_path:
     kernels.write_text(SHARED_HELPER.replace("return v * 2.0", "return v * 3.0"))
     edited = kgate("check", "-v", cwd=tmp_path)
     assert edited.code == 0 and "4 compiled, 2 from cache" in edited.stdout, edited.stdout + edited.stderr
-    assert kgate("check", "-v", cwd=tmp_path).stdout.count("0 compiled, 6 from cache") == 1
+    assert "0 compiled, 6 from cache" in kgate("check", "-v", cwd=tmp_path).stdout
 
 
 def test_terminal_table_shows_every_variant_and_a_verdict(project: Path, cold: Run) -> None:

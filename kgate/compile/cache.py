@@ -211,4 +211,3 @@ def sweep_triton(root: Path) -> None:
                 shutil.rmtree(entry.path)
             else:
                 os.unlink(entry.path)
-

@@ -53,4 +53,3 @@ class GuardedCache(FileCacheManager):
     def put(self, data: bytes | str, filename: str, binary: bool = True) -> str:
         clear_folder(self._make_path(filename))
         return super().put(data, filename, binary)
-
