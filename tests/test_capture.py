@@ -195,7 +195,9 @@ def test_a_killed_command_keeps_every_launch_it_recorded(tmp_path: Path) -> None
 
 @pytest.mark.parametrize(("command", "code", "message"), [
     (["no-such-command-kgate"], 2, "kgate: error: cannot run 'no-such-command-kgate': no such command"),
-    ([sys.executable, "-c", "pass"], 2, "kgate: nothing captured: the command ran no @triton.jit kernel"),
+    ([sys.executable, "-c", "pass"], 2, "kgate: nothing captured: none of the command's 1 Python process(es) imported "
+                                        "Triton"),
+    ([sys.executable, "-c", "import ops"], 2, "kgate: nothing captured: the command ran no @triton.jit kernel"),
     ([], 2, "kgate: error: kgate capture needs a command to run"),
 ])
 def test_a_command_that_cannot_run_or_launches_nothing_is_one_line(tmp_path: Path, command: list[str], code: int,

@@ -22,6 +22,7 @@ and the hooks are installed the moment it is.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import copy
 import hashlib
 import importlib.abc
@@ -426,33 +427,98 @@ def _wrap_autotuner(cls: Any, recorder: Recorder) -> None:
 
 
 class _WhenTritonLoads(importlib.abc.MetaPathFinder):
-    """Installs the hooks right after `import triton` finishes, whoever imports it first."""
+    """Installs the hooks the moment Triton's package has run, whoever imports it and however.
 
-    def __init__(self, then: Any) -> None:
+    It stays first on `sys.meta_path` until then: a look-up that loads nothing (`importlib.util.find_spec`,
+    which torch runs at import and when asked about the device) gets a spec whose loader installs the hooks
+    if it is ever executed, and the finder is still there for the import that really loads Triton.
+    """
+
+    def __init__(self, then: Callable[[], None]) -> None:
         self.then = then
+        self.done = False
+        self.looking = threading.local()  # this thread is asking the other finders (no recursion into this one)
 
     def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
-        if name != "triton":
+        if name != "triton" or self.done or getattr(self.looking, "active", False):
             return None
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(name)
+        self.looking.active = True
+        try:
+            spec = importlib.util.find_spec(name)
+        finally:
+            self.looking.active = False
         if spec is None or spec.loader is None:
             return spec
-        spec.loader = _ThenLoader(spec.loader, self.then)
+        spec.loader = _ThenLoader(spec.loader, self.loaded)
         return spec
+
+    def loaded(self) -> None:
+        """Triton's package has run: install once, and leave the import system as it was."""
+        if self.done:
+            return
+        self.done = True
+        with contextlib.suppress(ValueError):
+            sys.meta_path.remove(self)
+        self.then()
 
 
 class _ThenLoader(importlib.abc.Loader):
-    def __init__(self, loader: Any, then: Any) -> None:
+    """Triton's own loader, then the hooks; the module keeps Triton's loader as its own once it has run."""
+
+    def __init__(self, loader: Any, then: Callable[[], None]) -> None:
         self.loader = loader
         self.then = then
+
+    def __getattr__(self, name: str) -> Any:  # is_package, get_resource_reader, ... are the real loader's
+        return getattr(self.loader, name)
 
     def create_module(self, spec: Any) -> Any:
         return self.loader.create_module(spec)
 
     def exec_module(self, module: Any) -> None:
+        spec = getattr(module, "__spec__", None)
+        if spec is not None and spec.loader is self:
+            spec.loader = self.loader
+        if getattr(module, "__loader__", None) is self:
+            module.__loader__ = self.loader
         self.loader.exec_module(module)
         self.then()
+
+
+class _ChildWatch:
+    """An audit hook: names a Python child started with an environment that drops the capture (a PYTHONPATH of
+    its own without kgate's folder, or none of kgate's variables), whose launches kgate cannot record."""
+
+    EVENTS = ("subprocess.Popen", "os.exec", "os.posix_spawn", "os.spawn")
+
+    def __init__(self, recorder: Recorder) -> None:
+        self.recorder = recorder
+        self.boot = os.path.join(os.path.dirname(os.path.realpath(__file__)), "boot")  # what PYTHONPATH must hold
+        self.said: set[str] = set()
+
+    def __call__(self, event: str, args: tuple[Any, ...]) -> None:
+        if event not in self.EVENTS:
+            return
+        try:
+            self.check(args)
+        except Exception:  # noqa: BLE001 - a recorder must never break the command it watches
+            pass
+
+    def check(self, args: tuple[Any, ...]) -> None:
+        path, argv, env = args[0], args[1], args[-1]
+        if not isinstance(env, dict):
+            return  # the child inherits this process's environment, capture included
+        words = [os.fsdecode(a) for a in ([argv] if isinstance(argv, (str, bytes)) else list(argv or ()))]
+        program = os.path.basename(os.fsdecode(path)) if path else (words[0].split()[0] if words else "")
+        if not os.path.basename(program).startswith("python") and os.fsdecode(path or "") != sys.executable:
+            return
+        values = {os.fsdecode(k): os.fsdecode(v) for k, v in env.items()}
+        folders = [os.path.realpath(p) for p in values.get("PYTHONPATH", "").split(os.pathsep) if p]
+        kept = values.get(ENV_DIR) == self.recorder.directory and self.boot in folders
+        command = " ".join(words)[:200]
+        if not kept and command not in self.said:
+            self.said.add(command)
+            self.recorder._write({"type": "lost-child", "command": command})
 
 
 def run_setup(setup: str, paths: list[str]) -> None:
@@ -480,11 +546,18 @@ def install_from_env() -> None:
     capability = int(os.environ.get(ENV_TARGET) or 0) or None
     recorder = Recorder(directory, offline, os.environ.get(ENV_LIVE) == "1", os.environ.get(ENV_COUNTS) == "1")
     atexit.register(recorder.finish)
+    recorder._write({"type": "start"})  # this process runs the recorder (kgate tells "never loaded" apart)
+    sys.addaudithook(_ChildWatch(recorder))
     setup = os.environ.get(ENV_SETUP)
-    if "triton" in sys.modules:
+
+    def hooked() -> None:
         install(recorder, capability)
+        recorder._write({"type": "triton"})
+
+    if "triton" in sys.modules:  # imported before this process's first line (a .pth file)
+        hooked()
     else:
-        sys.meta_path.insert(0, _WhenTritonLoads(lambda: install(recorder, capability)))
+        sys.meta_path.insert(0, _WhenTritonLoads(hooked))
     if setup:
         try:
             run_setup(setup, os.environ.get(ENV_SETUP_PATH, "").split(os.pathsep))

@@ -40,7 +40,10 @@ class Recorded:
     problems: list[str] = field(default_factory=list)  # one line each: launches kgate cannot gate
     outside: dict[str, int] = field(default_factory=dict)  # kernel -> specialisations defined outside the project
     live: dict[str, dict[str, Any]] = field(default_factory=dict)  # variant identity -> what the driver reported
-    processes: int = 0
+    processes: int = 0  # processes that recorded a launch
+    started: int = 0  # Python processes of the command that ran kgate's recorder
+    imported: int = 0  # ... and imported Triton, the recorder's hooks installed
+    lost: list[str] = field(default_factory=list)  # Python children started with an environment without the capture
 
 
 def gpu_present() -> bool:
@@ -90,7 +93,6 @@ def read_records(config: Config, folder: Path) -> Recorded:
     specs: dict[str, CapturedSpec] = {}
     ids: dict[str, str] = {}  # record id -> entry key
     for path in sorted(folder.glob("records-*.jsonl")):
-        out.processes += 1
         lines = path.read_bytes().split(b"\n")
         records = []
         for line in lines:
@@ -99,9 +101,15 @@ def read_records(config: Config, folder: Path) -> Recorded:
             except ValueError:
                 continue
         where = next((r["where"] for r in records if r.get("type") == "env"), "GPU")
+        kinds = {r.get("type") for r in records}
+        out.started += "start" in kinds
+        out.imported += "triton" in kinds
+        out.processes += "spec" in kinds
         for record in records:
             kind = record.get("type")
-            if kind == "env":
+            if kind == "lost-child" and str(record.get("command")) not in out.lost:
+                out.lost.append(str(record.get("command")))
+            elif kind == "env":
                 out.file.environments[record["where"]] = {"triton": str(record.get("triton", "?"))}
             elif kind == "setup-error":
                 out.problems.append(f"the set-up hook failed in a process of the command: {record['error']}")
@@ -210,6 +218,10 @@ def describe(recorded: Recorded) -> list[str]:
     lines = [f"kgate: {p}" for p in recorded.problems[:10]]
     if len(recorded.problems) > 10:
         lines.append(f"kgate: ... and {len(recorded.problems) - 10} more launch(es) that cannot be recorded")
+    for command in recorded.lost[:3]:
+        lines.append(f"kgate: warning: a process of the command started `{command}` with an environment of its own "
+                     f"that drops the capture, so its launches are not recorded (keep {runtime.ENV_DIR} and add to "
+                     f"PYTHONPATH instead of replacing it)")
     if recorded.outside:
         count = sum(recorded.outside.values())
         names = ", ".join(sorted(recorded.outside)[:3])

@@ -51,9 +51,8 @@ def run(args: argparse.Namespace) -> int:
     seen = len(recorded.file.entries)
     kernels = len({e.spec.kernel for e in recorded.file.entries})
     if seen == 0:
-        hint = note or ("the command ran no @triton.jit kernel of the project through Triton's launcher"
-                        + ("" if gpu else " (on a machine without a GPU, run its ops on CPU tensors)"))
-        if code != 0 and not note and config.setup is None:
+        hint = note or _nothing(recorded, gpu)
+        if code != 0 and not note and config.setup is None and recorded.started:
             hint += "; if its modules fail to import without a GPU, give them a set-up hook (`setup`)"
         print(f"kgate: nothing captured: {hint}; {display} is unchanged", file=sys.stderr)
         return code if code != 0 else 2
@@ -73,6 +72,17 @@ def run(args: argparse.Namespace) -> int:
         if problem and code == 0:
             return 1
     return code
+
+
+def _nothing(recorded: session.Recorded, gpu: bool) -> str:
+    """Why nothing was captured, as far as the command's processes tell."""
+    if recorded.started == 0:
+        return ("no Python process of the command ran kgate's recorder (a command that sets PYTHONPATH instead of "
+                "adding to it, or runs Python with -E or -I, leaves it out)")
+    if recorded.imported == 0:
+        return f"none of the command's {recorded.started} Python process(es) imported Triton"
+    return ("the command ran no @triton.jit kernel of the project through Triton's launcher"
+            + ("" if gpu else " (on a machine without a GPU, run its ops on CPU tensors)"))
 
 
 def _captured_facts(config: Config, entries: list[Any], target: str, jobs: int) -> CompileRun:
