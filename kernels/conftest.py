@@ -13,7 +13,7 @@ from .runner import DEVICE_ENV, Backend, backend_for
 @pytest.fixture(scope="session")
 def backend() -> Backend:
     """A GPU when torch sees one (or `KGATE_ULP_DEVICE=gpu`), else Triton's interpreter in a child process."""
-    pytest.importorskip("torch", reason="the precision tests need torch (pip install 'kgate[ulp]')")
+    pytest.importorskip("torch", reason="the precision tests need torch (pip install torch, or kgate's extra ulp: kernel-gate[ulp])")
     try:
         chosen = backend_for(os.environ.get(DEVICE_ENV, "auto"))
     except (RuntimeError, ValueError) as exc:

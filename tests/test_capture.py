@@ -21,7 +21,7 @@ from conftest import Run, copy_project, expectations, kgate
 
 from kgate.collect import captures
 
-torch = pytest.importorskip("torch", reason="the captured launchers take torch tensors (pip install 'kgate[ulp]')")
+torch = pytest.importorskip("torch", reason="the captured launchers take torch tensors (pip install torch, or kgate's extra ulp: kernel-gate[ulp])")
 
 LAUNCH = [sys.executable, "launch.py"]
 KERNELS = {"ops:applied_kernel", "ops:bias_kernel", "ops:block_kernel", "ops:even_kernel", "ops:rows_kernel",

@@ -23,7 +23,7 @@ from conftest import kgate
 
 from kgate.collect import captures
 
-pytest.importorskip("torch", reason="the captured launchers take torch tensors (pip install 'kgate[ulp]')")
+pytest.importorskip("torch", reason="the captured launchers take torch tensors (pip install torch, or kgate's extra ulp: kernel-gate[ulp])")
 
 OPS = '''\
 import triton

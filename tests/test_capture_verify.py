@@ -19,7 +19,7 @@ from kgate.commands.capture import _captured_facts
 from kgate.core.config import load_config
 from kgate.pipeline.capture_verify import comparisons, verify
 
-torch = pytest.importorskip("torch", reason="the captured launchers take torch tensors (pip install 'kgate[ulp]')")
+torch = pytest.importorskip("torch", reason="the captured launchers take torch tensors (pip install torch, or kgate's extra ulp: kernel-gate[ulp])")
 
 
 @pytest.fixture(scope="module")

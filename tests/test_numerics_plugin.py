@@ -152,12 +152,12 @@ def test_kgate_ulp_names_what_is_missing(monkeypatch: pytest.MonkeyPatch) -> Non
     present = {"torch", "numpy"}  # whether or not this environment has them: the message names what is missing
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: None if name == "pytest" else object() if name in present else real(name, *a))
-    with pytest.raises(KgateError, match=r"^kgate ulp needs pytest: pip install 'kgate\[ulp\]'$"):
+    with pytest.raises(KgateError, match=r"^kgate ulp needs pytest: pip install 'pytest>=8' \(kgate's extra ulp: kernel-gate\[ulp\]\)$"):
         ulp._require_packages("cpu")
     present.clear()
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name in ("torch", "pytest") else
                         object())
-    with pytest.raises(KgateError, match=r"^kgate ulp needs torch, pytest: pip install 'kgate\[ulp\]'$"):
+    with pytest.raises(KgateError, match=r"^kgate ulp needs torch, pytest: pip install 'torch>=2.4' 'pytest>=8' \(kgate's extra ulp: kernel-gate\[ulp\]\)$"):
         ulp._require_packages("cpu")
 
 

@@ -49,7 +49,9 @@ def test_hooks_file_is_a_valid_pre_commit_manifest() -> None:
     assert sorted(manifest) == ["kgate-check", "kgate-lint"]
     lint, check = manifest["kgate-lint"], manifest["kgate-check"]
     assert (lint["language"], lint["entry"], lint["pass_filenames"]) == ("python", "kgate lint --force-exclude", True)
-    assert lint["stages"] == [] and lint["require_serial"] is True  # one process, one summary
+    assert lint["require_serial"] is True  # one process, one summary
+    # Commit time only (and on demand): a push after `pre-commit install --hook-type pre-push` does not lint again.
+    assert lint["stages"] == ["pre-commit", "pre-merge-commit", "manual"]
     # The check runs in the project's own environment, with its Triton; always, with no file names.
     # `system`, the name every pre-commit since 3.2 knows; recent releases call it `unsupported` when they load it.
     assert check["language"] in ("system", "unsupported") and hooks()["kgate-check"]["language"] == "system"
@@ -191,10 +193,42 @@ def test_the_hooks_install_from_the_repository(tmp_path: Path) -> None:
     # The lint hook's environment holds kgate and nothing heavy: no compiler, no torch, no CUDA package.
     (site,) = (tmp_path / "home").glob("repo*/py_env-*/lib/python*/site-packages")
     installed = {p.name.split("-")[0].lower() for p in site.glob("*.dist-info")}
-    assert "kgate" in installed and not installed & {"triton", "torch", "cuda_python", "nvidia_cuda_nvrtc"}
+    assert "kernel_gate" in installed and not installed & {"triton", "torch", "cuda_python", "nvidia_cuda_nvrtc"}
     # The check hook builds no environment at all: it runs the project's own kgate (here, this one's).
     env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
     check = subprocess.run([str(BIN / "pre-commit"), "run", "--hook-stage", "manual", "kgate-check"],
                            cwd=repo, env=env, capture_output=True, text=True, timeout=1800)
     assert "kgate check: FAILED: 1 kernel variant(s)" in check.stdout, check.stdout + check.stderr
     assert len(list((tmp_path / "home").glob("repo*/py_env-*"))) == 1
+
+
+def _documented_revisions() -> dict[str, list[str]]:
+    """Every kgate revision a page tells users to install: `rev:` of a pre-commit configuration, `@rev` of a
+    git URL of kgate's repository. Revision -> the pages that name it."""
+    import re
+
+    found: dict[str, list[str]] = {}
+    pages = [REPO / "README.md", REPO / ".pre-commit-hooks.yaml", *sorted((REPO / "docs").glob("*.md"))]
+    for page in pages:
+        text = page.read_text()
+        for rev in re.findall(r"^\s*#?\s*rev:\s*['\"]?([^\s'\"#]+)", text, re.MULTILINE) + \
+                re.findall(r"git\+https://github\.com/OWNER/kgate@([^\s'\"#)`]+)", text):
+            found.setdefault(rev, []).append(page.name)
+    return found
+
+
+def test_every_revision_the_docs_name_exists_with_the_hooks() -> None:
+    """`pre-commit install-hooks` fails (exit 3) on a `rev:` the repository does not have; pip on a missing tag."""
+    revisions = _documented_revisions()
+    assert revisions and all(rev.startswith("v") for rev in revisions), revisions
+    tags = subprocess.run(["git", "tag", "-l"], cwd=REPO, capture_output=True, text=True).stdout.split()
+    if not tags:
+        pytest.skip("this clone has no tags (a shallow or tag-less clone): nothing to resolve the docs' revisions in")
+    for rev, pages in revisions.items():
+        assert rev in tags, f"{', '.join(sorted(set(pages)))} name {rev}, which is not a tag of this repository"
+        manifest = subprocess.run(["git", "show", f"{rev}:.pre-commit-hooks.yaml"], cwd=REPO, capture_output=True,
+                                  text=True, check=True).stdout
+        assert {hook["id"] for hook in yaml.safe_load(manifest)} == {"kgate-lint", "kgate-check"}
+        pyproject = subprocess.run(["git", "show", f"{rev}:pyproject.toml"], cwd=REPO, capture_output=True,
+                                   text=True, check=True).stdout
+        assert f'\nversion = "{rev[1:]}"\n' in pyproject and '\nname = "kernel-gate"\n' in pyproject, rev

@@ -30,11 +30,21 @@ def tools_found(nvcc_setting: str | None, root: object) -> list[Tool]:
     ]
 
 
+def kgate_itself() -> Tool:
+    """kgate's own package: which copy runs (an installed wheel, an editable checkout) and its release."""
+    from pathlib import Path
+
+    import kgate
+    from kgate.support.install import DISTRIBUTION
+
+    return Tool("kgate", str(Path(kgate.__file__).parent), kgate.__version__, f"the {DISTRIBUTION} distribution")
+
+
 def run(args: argparse.Namespace) -> int:
     config = config_from(args)
     found = tools_found(config.nvcc, config.root)
     width = max(len(tool.name) for tool in found)
-    for tool in found:
+    for tool in [kgate_itself(), *found]:
         if tool.found:
             version = tool.version or "version unknown"
             print(f"{tool.name:<{width}}  {version:<28}  {tool.path}  ({tool.origin})")

@@ -26,6 +26,7 @@ from typing import Any
 from kgate.core.errors import KgateError
 from kgate.report.table import aligned
 from kgate.support import tools
+from kgate.support.install import install_hint
 
 TIMEOUT = 3600.0
 DIRECTIONS = {"forward": 0, "backward": 1}
@@ -172,7 +173,7 @@ def _kernels_folder() -> Path:
 def _require_packages(device: str) -> None:
     missing = [name for name in ("torch", "numpy", "pytest") if importlib.util.find_spec(name) is None]
     if missing:
-        raise KgateError(f"kgate ulp needs {', '.join(missing)}: pip install 'kgate[ulp]'")
+        raise KgateError(f"kgate ulp needs {', '.join(missing)}: {install_hint('ulp', missing)}")
     if device == "gpu":
         import torch
 

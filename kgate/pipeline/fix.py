@@ -225,9 +225,10 @@ def require_libcst() -> None:
     import importlib.util
 
     from kgate.core.errors import ConfigError
+    from kgate.support.install import install_hint
 
     if importlib.util.find_spec("libcst") is None:
-        raise ConfigError("--fix, --diff, --show-fixes and --add-ignore need libcst: pip install 'kgate[fix]'")
+        raise ConfigError(f"--fix, --diff, --show-fixes and --add-ignore need libcst: {install_hint('fix')}")
 
 
 def decoded(data: bytes, rel: str) -> tuple[bytes, str]:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from kgate.core.errors import ToolchainError
 from kgate.support import reads, tools
+from kgate.support.install import install_hint
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,7 @@ class CudaToolchain:
         raise ToolchainError(
             "no CUDA compiler found for the configured CUDA sources: set `nvcc = \"/path/to/nvcc\"` in the "
             "configuration, set CUDA_HOME, put nvcc on PATH, or pip install nvidia-cuda-nvcc (or, for "
-            "device-only sources, pip install 'kgate[cuda]' for NVRTC)")
+            f"device-only sources, NVRTC: {install_hint('cuda')})")
 
     def versions(self) -> dict[str, str]:
         """What decides the compiled output: part of every CUDA cache key."""
