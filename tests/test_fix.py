@@ -447,9 +447,9 @@ def test_plain_lint_does_not_import_the_fixer_or_libcst(tmp_path: Path) -> None:
     # Without libcst (the `fix` extra), a fixing run stops with one line; a plain lint does not mind.
     blocked = "import sys\nsys.modules['libcst'] = None\n" + probe
     missing = subprocess.run([sys.executable, "-c", blocked, "lint", "--fix"], cwd=root, capture_output=True, text=True)
-    assert missing.returncode == 2 and missing.stderr.splitlines()[0] == \
+    assert missing.returncode == 2 and missing.stderr.splitlines()[0] == (
         "kgate: error: --fix, --diff, --show-fixes and --add-ignore need libcst: pip install 'libcst>=1.1' "
-        "(kgate's extra fix: kernel-gate[fix])"
+        "(kgate's extra fix: kernel-gate[fix])")
     assert subprocess.run([sys.executable, "-c", blocked, "lint"], cwd=root, capture_output=True).returncode == 0
 
 
