@@ -69,6 +69,37 @@ def pytest_configure(config: pytest.Config) -> None:
 
         for package in ("kgate", "rules"):
             compileall.compile_dir(str(REPO / package), quiet=2)
+        config.stash[_LEFT_BEHIND] = _kgate_folders()
+
+
+_LEFT_BEHIND = pytest.StashKey[set[Path]]()
+
+
+def _kgate_folders() -> set[Path]:
+    """kgate's cache folders in this checkout that git does not track (the suite works in temporary folders)."""
+    tracked = subprocess.run(["git", "ls-files", "-z", "--", "*/.kgate-cache/*", ".kgate-cache/*"], cwd=REPO,
+                             capture_output=True).stdout.decode().split("\0")
+    keep = {REPO / Path(name).parts[0] if name.startswith(".kgate-cache") else REPO / Path(name).parent
+            for name in tracked if name}
+    found = set()
+    for folder, names, _files in os.walk(REPO):
+        if ".kgate-cache" in names:
+            found.add(Path(folder) / ".kgate-cache")
+        names[:] = [n for n in names if not n.startswith((".venv", ".git", ".kgate-cache", "__pycache__"))]
+    return {path for path in found if not any(path == k or k.is_relative_to(path) for k in keep)}
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """The run fails when a test left a kgate cache folder in the checkout (a user's clone must stay as it was)."""
+    before = session.config.stash.get(_LEFT_BEHIND, None)
+    if before is None:
+        return
+    left = sorted(_kgate_folders() - before)
+    if left:
+        names = ", ".join(str(path.relative_to(REPO)) for path in left)
+        session.config.get_terminal_writer().line(f"the suite left kgate cache folders in the checkout: {names}",
+                                                  red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture(autouse=True)
