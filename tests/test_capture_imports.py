@@ -37,9 +37,10 @@ def fill_kernel(x, n, BLOCK: tl.constexpr):
 
 
 def launch(block):
+    import os
     import torch
 
-    x = torch.zeros(4096)
+    x = torch.zeros(4096, device=os.environ.get("CASE_DEVICE", "cpu"))
     fill_kernel[(triton.cdiv(4096, block),)](x, 4096, BLOCK=block)
 '''
 
@@ -121,6 +122,20 @@ CASES = {
 }
 
 
+@pytest.fixture(params=["cpu", pytest.param("gpu", marks=pytest.mark.gpu)])
+def mode(request: pytest.FixtureRequest) -> tuple[list[str], dict[str, str], str]:
+    """How the capture runs: offline on CPU tensors, or (on a machine with a CUDA GPU) on the GPU, where the
+    launches run and `--verify` compares kgate's compile with each loaded kernel. (flags, environment, what the
+    summary says)."""
+    import torch
+
+    if request.param == "cpu":
+        return ["--device", "cpu"], {}, "launched offline for sm_120a"
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    return ["--device", "gpu", "--verify"], {"CASE_DEVICE": "cuda"}, "launched on the GPU"
+
+
 def entries(project: Path) -> list[captures.CapturedSpec]:
     return captures.load(project / "kgate-capture.toml", "kgate-capture.toml").entries
 
@@ -155,15 +170,16 @@ def write_cases(project: Path, cases: dict[str, str]) -> dict[int, str]:
     return wanted
 
 
-def test_every_import_order_and_subprocess_is_captured(tmp_path: Path) -> None:
+def test_every_import_order_and_subprocess_is_captured(tmp_path: Path, mode: tuple) -> None:
+    flags, env, where = mode
     project = make_project(tmp_path)
     wanted = write_cases(project, CASES)
-    run = kgate("capture", "--device", "cpu", "--", "sh", "all.sh", cwd=project)
+    run = kgate("capture", *flags, "--", "sh", "all.sh", cwd=project, env=env, process=True)
     assert "failed" not in run.stderr, run.stderr
-    assert run.code == 0, run.stderr
+    assert run.code == 0, run.stdout + run.stderr
     missing = {name for block, name in wanted.items() if block not in blocks(project)}
     assert not missing, run.stderr
-    assert f"of 1 kernel(s) launched offline for sm_120a by {len(CASES)} process(es)" in run.stderr
+    assert f"of 1 kernel(s) {where} by {len(CASES)} process(es)" in run.stderr
 
 
 @pytest.mark.parametrize("setup", [
@@ -183,11 +199,12 @@ def test_every_import_order_and_subprocess_is_captured(tmp_path: Path) -> None:
     # A set-up that imports Triton itself, before the command's code.
     "import triton, triton.language\n",
 ], ids=["device-queries", "imports-triton"])
-def test_a_set_up_hook_that_probes_or_imports_keeps_the_capture(tmp_path: Path, setup: str) -> None:
+def test_a_set_up_hook_that_probes_or_imports_keeps_the_capture(tmp_path: Path, setup: str, mode: tuple) -> None:
+    flags, env, _where = mode
     project = make_project(tmp_path, setup)
     wanted = write_cases(project, {name: CASES[name] for name in ("probe-then-import", "inherited-subprocess")})
-    run = kgate("capture", "--device", "cpu", "--", "sh", "all.sh", cwd=project)
-    assert run.code == 0 and "failed" not in run.stderr, run.stderr
+    run = kgate("capture", *flags, "--", "sh", "all.sh", cwd=project, env=env, process=True)
+    assert run.code == 0 and "failed" not in run.stderr, run.stdout + run.stderr
     assert blocks(project) == set(wanted), run.stderr
 
 
