@@ -30,6 +30,8 @@ class Result:
     shard: dict[str, Any] | None = None
     # A version-matrix run (`kgate check --triton`): the comparison, written as the JSON's `matrix` object.
     matrix: dict[str, Any] | None = None
+    # `--exit-zero`: the command exits 0 whatever the verdict, and every report that states one says so.
+    exit_zero: bool = False
 
     def take_ratchet(self, outcome: Outcome | None) -> Comparison | None:
         """Take the baseline's verdict: the findings it does not accept, how many it does, the differences."""
@@ -48,4 +50,13 @@ class Result:
         return [d for d in self.ratchet if getattr(d, "fails", False)]
 
     def exit_code(self) -> int:
+        """The verdict: 1 when the run fails (findings at `fail_on` or above, or the ratchet), else 0."""
         return 1 if self.failing() or self.ratchet_failures() else 0
+
+    def exit_forced(self) -> bool:
+        """Whether `--exit-zero` turns a failing verdict into exit status 0."""
+        return self.exit_zero and self.exit_code() != 0
+
+    def exit_status(self) -> int:
+        """What the command exits with: the verdict, or 0 under `--exit-zero`."""
+        return 0 if self.exit_zero else self.exit_code()

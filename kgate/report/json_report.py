@@ -80,6 +80,7 @@ def to_dict(result: Result) -> dict[str, Any]:
             "baselined": result.baselined,
             "suppressed": result.suppressed,
             "exit_code": result.exit_code(),
+            "exit_forced": result.exit_forced(),
         },
     }
     if result.matrix is not None:

@@ -172,6 +172,13 @@ def short_variants(keys: list[tuple[str, str, str]]) -> dict[tuple[str, str, str
     return out
 
 
+def verdict_word(result: Result) -> str:
+    """"passed", "FAILED", or, when `--exit-zero` forces exit 0 on a failing run, a failure that says so."""
+    if not result.exit_code():
+        return "passed"
+    return "failed (exit forced to 0 by --exit-zero)" if result.exit_forced() else "FAILED"
+
+
 def summary_line(result: Result) -> str:
     counts = Counter(f.severity for f in result.findings)
     parts = [f"{counts.get(s, 0)} {s.value}{'s' if counts.get(s, 0) != 1 else ''}"
@@ -190,7 +197,7 @@ def summary_line(result: Result) -> str:
     ratchet = result.ratchet_failures()
     if ratchet:
         extra.append(f"{len(ratchet)} ratchet failure(s)")
-    verdict = "FAILED" if result.exit_code() else "passed"
+    verdict = verdict_word(result)
     tail = f" ({', '.join(extra)})" if extra else ""
     return f"kgate {result.command}: {verdict}: {subject}, {', '.join(parts)}{tail}"
 
