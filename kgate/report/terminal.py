@@ -89,18 +89,34 @@ def kernel_table(kernels: list[KernelFacts], findings: list[Finding], *, all_row
     rows = [header]
     shown = short_variants([k.key for k in kernels])
     chosen = [k for k in sorted(kernels, key=lambda k: k.key) if all_rows or k.key in by_kernel]
+    fraction = ""
     for k in chosen:
         res = k.resources
-        occ = residency(res.registers, res.smem_bytes, k.num_warps, primary(k.target))
+        card = primary(k.target)
+        occ = residency(res.registers, res.smem_bytes, k.num_warps, card)
         mma = ", ".join(sorted({short_mma(op) for op in k.entry.mma})) or "-"
         rows.append((k.kernel, shown[k.key], k.target, str(res.registers), str(res.spill_stores), str(res.smem_bytes),
                      f"{occ.warps_per_subcore:g}", mma, _verdict(k, by_kernel)))
+        if not fraction and occ.warps_per_subcore != int(occ.warps_per_subcore):
+            fraction = fraction_legend(k, occ.ctas_per_sm, card.name, card.subcores_per_sm)
     hidden = len(kernels) - len(chosen)
     out = _fit(rows, width) if len(rows) > 1 else []
     if hidden:
         out.append(f"{hidden} of {len(kernels)} kernel variant(s) without findings not shown (--show-kernels shows "
                    f"them)")
+    if fraction:
+        out.append(fraction)
     return out
+
+
+def fraction_legend(k: KernelFacts, ctas: int, card: str, subcores: int) -> str:
+    """What a fractional `w/sub` means, with the numbers of the first row that has one: an average over the
+    SM's sub-cores, each of which holds whole warps."""
+    warps = ctas * k.num_warps
+    return (f"w/sub: resident warps per SM sub-core, CTAs per SM x warps per CTA / sub-cores; a fraction is an "
+            f"average: {terminal(k.kernel, line_start=False)} @ {k.target} keeps {ctas} CTA(s) of {k.num_warps} "
+            f"warp(s) on each SM of the {card}, {warps} warps over {subcores} sub-cores = {warps / subcores:g}, so "
+            f"some sub-cores hold more warps than others")
 
 
 VARIANT_COLUMN = 1
