@@ -238,8 +238,8 @@ def test_a_fractional_warps_per_subcore_is_explained_with_the_rows_own_numbers(t
     rows, after = _table(run.stdout)
     assert run.code == 0 and len(rows) == 2
     assert f" {staged['warps_per_subcore']:g} " in next(row for row in rows if row.startswith("staged "))
-    legends = [line for line in run.stdout.splitlines() if line.startswith("w/sub: ")]
-    assert len(legends) == 1, run.stdout
+    legends = [line for line in after if line.startswith("w/sub: ")]  # under the table
+    assert len(legends) == 1 and run.stdout.count("w/sub: ") == 1, run.stdout
     assert "resident warps per SM sub-core, CTAs per SM x warps per CTA / sub-cores" in legends[0]
     assert (f"staged @ sm_120a keeps {ctas} CTA(s) of {staged['num_warps']} warp(s) on each SM of the "
             f"{primary('sm_120a').name}, {warps} warps over {subcores} sub-cores = {staged['warps_per_subcore']:g}"

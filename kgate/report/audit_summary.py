@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 from kgate.core.findings import Finding
 from kgate.report.audit_md import code, table
-from kgate.report.audit_model import AuditModel, Key, KernelAudit
+from kgate.report.audit_model import AuditModel, KernelAudit, Key
 from kgate.report.audit_tables import baselined_note, headroom_text
 from kgate.report.escape import markdown as cell
 

@@ -8,10 +8,11 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kgate.core.findings import Finding, Severity
 from kgate.core.result import Result
+from kgate.report.differences import standing_text
 from kgate.report.escape import terminal
 from kgate.report.table import aligned
 
@@ -46,7 +47,9 @@ def _paint(text: str, code: str, colour: bool) -> str:
     return f"\033[{code}m{text}\033[0m" if colour else text
 
 
-def finding_line(f: Finding, colour: bool = False) -> str:
+def finding_line(f: Finding, colour: bool = False, standing: tuple[Any, ...] = ()) -> str:
+    """One finding on one line; `standing`, what the ratchet says of it (`Result.standing_of`), in parentheses
+    after its rule's name: `(new)`, `(worse than baseline: spill_bytes 0 -> 120)`."""
     where = f"{terminal(f.path)}:{f.line}" + (f":{f.col}" if f.col else "")
     subject = ""
     if f.kernel and f.target:
@@ -54,7 +57,10 @@ def finding_line(f: Finding, colour: bool = False) -> str:
     elif f.kernel:
         subject = f" [{f.kernel}]"
     code = _paint(f"{f.code} {f.severity.value}", _COLOURS[f.severity], colour)
-    return f"{where}: {code} {terminal(f.name, line_start=False)}: {terminal(f.message + subject, line_start=False)}"
+    said = standing_text(standing)
+    state = f" ({terminal(said, line_start=False)})" if said else ""
+    return (f"{where}: {code} {terminal(f.name, line_start=False)}{state}: "
+            f"{terminal(f.message + subject, line_start=False)}")
 
 
 def related_lines(f: Finding) -> list[str]:
@@ -86,7 +92,7 @@ def kernel_table(kernels: list[KernelFacts], findings: list[Finding], *, all_row
         if f.kernel and f.variant and f.target:
             by_kernel.setdefault((f.kernel, f.variant, f.target), []).append(f)
     header = ("kernel", "variant", "target", "regs", "spill", "smem", "w/sub", "mma", "verdict")
-    rows = [header]
+    rows: list[tuple[str, ...]] = [header]
     shown = short_variants([k.key for k in kernels])
     chosen = [k for k in sorted(kernels, key=lambda k: k.key) if all_rows or k.key in by_kernel]
     fraction = ""
@@ -196,8 +202,12 @@ def verdict_word(result: Result) -> str:
 
 
 def summary_line(result: Result) -> str:
+    """The verdict and the counts, each finding counted once: by its severity, and among those below `fail_on`,
+    how many fail the run through the ratchet; then the failing differences that are lines of their own."""
     counts = Counter(f.severity for f in result.findings)
+    by_ratchet = Counter(f.severity for f in result.failing_by_ratchet())
     parts = [f"{counts.get(s, 0)} {s.value}{'s' if counts.get(s, 0) != 1 else ''}"
+             + (f" ({by_ratchet[s]} failing the ratchet)" if by_ratchet.get(s) else "")
              for s in (Severity.ERROR, Severity.WARNING, Severity.NOTE)]
     if result.command == "check":
         subject = f"{len(result.kernels)} kernel variant(s)"
@@ -227,7 +237,7 @@ def render(result: Result, *, colour: bool = False, table: bool = True, quiet: b
         lines.extend(kernel_table(result.kernels, result.findings, all_rows=all_kernels, width=width))
         lines.append("")
     for f in result.findings:
-        lines.append(finding_line(f, colour))
+        lines.append(finding_line(f, colour, result.standing_of(f)))
         lines.extend(related_lines(f))
     lines.extend(terminal(str(diff)) for diff in result.ratchet if not quiet or getattr(diff, "fails", True))
     if not quiet:
