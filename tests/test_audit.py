@@ -308,6 +308,79 @@ def test_summary_is_a_screenful_with_the_verdict(project: Path, audited: Run, ch
     assert "report.html" in summary and (project / "out" / "report.md").stat().st_size > 10 * len(summary)
 
 
+TILES_CONFIG = """\
+targets = ["sm_120a"]
+python-path = ["."]
+
+[options.register-ceiling]
+threshold = 1  # a finding on every variant, for the summary's finding lines
+
+# Long names that differ late (the warps), and two launches that differ only in what the tag hashes.
+[[triton]]
+kernel = "tiles:tile"
+signature = { x = "*fp32", out = "*fp32", n = "i32" }
+constexprs = { BLOCK_SIZE_ROWS = 64, BLOCK_SIZE_COLS = 16, GROUP_SIZE_ROWS = 8 }
+variants = [ { num_warps = 8 } ]
+
+[[triton]]
+kernel = "tiles:tile"
+signature = { x = "*fp32", out = "*fp32", n = "i32" }
+constexprs = { BLOCK_SIZE_ROWS = 64, BLOCK_SIZE_COLS = 16, GROUP_SIZE_ROWS = 8 }
+divisible = []
+
+# A short name that fits, twice: the finding lines too must show the tag.
+[[triton]]
+kernel = "tiles:small"
+signature = { x = "*fp32", out = "*fp32", n = "i32" }
+constexprs = { BLOCK = 1024 }
+
+[[triton]]
+kernel = "tiles:small"
+signature = { x = "*fp32", out = "*fp32", n = "i32" }
+constexprs = { BLOCK = 1024 }
+divisible = []
+"""
+TILES = """\
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def tile(x, out, n, BLOCK_SIZE_ROWS: tl.constexpr, BLOCK_SIZE_COLS: tl.constexpr, GROUP_SIZE_ROWS: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK_SIZE_ROWS * BLOCK_SIZE_COLS + tl.arange(0, BLOCK_SIZE_ROWS * BLOCK_SIZE_COLS)
+    tl.store(out + offs, tl.load(x + offs, mask=offs < n), mask=offs < n)
+
+
+@triton.jit
+def small(x, out, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out + offs, tl.load(x + offs, mask=offs < n), mask=offs < n)
+"""
+
+
+def test_summary_tells_apart_variants_that_differ_late_or_only_in_their_tag(tmp_path: Path) -> None:
+    from kgate.report.audit_summary import NAME_ROOM
+
+    (tmp_path / "kgate.toml").write_text(TILES_CONFIG)
+    (tmp_path / "tiles.py").write_text(TILES)
+    assert kgate("audit", "-o", "out", cwd=tmp_path).code == 0
+    data = kgate("check", "--format", "json", cwd=tmp_path).json()
+    keys = [(k["kernel"], k["variant"].rsplit("#", 1)[0], k["variant"].rsplit("#", 1)[1]) for k in data["kernels"]]
+    twins = [(kernel, tag) for kernel, name, tag in keys if [k[:2] for k in keys].count((kernel, name)) > 1]
+    # What the test is about: names longer than the summary's room for them and names that fit, each kernel
+    # with two variants that read the same but for their tag.
+    rooms = {kernel: len(name) > NAME_ROOM // 2 for kernel, name, _tag in keys}
+    assert rooms == {"tiles:tile": True, "tiles:small": False} and {k for k, _tag in twins} == set(rooms)
+    summary = (tmp_path / "out" / "summary.md").read_text()
+    titles = [row[1] for row in md_table(summary, f"({len(keys)} of {len(keys)}):\n")[1:]]
+    assert len(titles) == len(set(titles)) == len(keys), titles
+    places = [line.split("`")[1] for line in summary.splitlines() if line.startswith("- KG102 ")]
+    assert len(places) == len(set(places)) == len(data["findings"]) == len(keys), places
+    for kernel, tag in twins:  # told apart by the tag alone: the tag is shown, in the table and the findings
+        assert sum(t.startswith(f"`{kernel} [") and t.endswith(f"#{tag}] @ sm_120a`") for t in titles) == 1, titles
+        assert sum(p.startswith(f"{kernel} [") and p.endswith(f"#{tag}] @ sm_120a") for p in places) == 1, places
+
+
 # --- In a real browser ---
 
 CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

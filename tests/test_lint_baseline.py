@@ -34,7 +34,10 @@ def test_a_pinned_source_finding_is_accepted_and_a_new_one_fails(tmp_path: Path)
     run = kgate("lint", cwd=root)
     assert run.code == 1
     assert "pkg/b.py:4:35: KG201" in run.stdout and "pkg/a.py:4" not in run.stdout
-    assert "1 baselined" in run.stdout and "NEW" in run.stdout
+    # The new finding says so on its own line, and on no second line.
+    (line,) = [line for line in run.stdout.splitlines() if line.startswith("pkg/b.py:4:35: KG201")]
+    assert line.startswith("pkg/b.py:4:35: KG201 error runtime-autotune (new): ")
+    assert "1 baselined" in run.stdout and "NEW" not in run.stdout
     assert kgate("lint", "pkg/a.py", cwd=root).code == 0
     assert kgate("lint", "--no-baseline", "pkg/a.py", cwd=root).code == 1
 

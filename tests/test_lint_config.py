@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import textwrap
 from pathlib import Path
@@ -161,8 +162,30 @@ def test_output_to_a_file_and_exit_zero(tmp_path: Path) -> None:
     root = project(tmp_path)
     run = kgate("lint", "--format", "json", "-o", "out.json", "--exit-zero", cwd=root)
     assert run.code == 0 and run.stdout == ""
-    assert "FAILED" in run.stderr
     assert '"KG201"' in (root / "out.json").read_text()
+
+
+def summary_of(run: Run) -> str:
+    (line,) = [line for line in (run.stdout + run.stderr).splitlines() if line.startswith("kgate lint: ")]
+    return line
+
+
+def test_exit_zero_on_a_failing_run_says_the_exit_was_forced(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    plain = kgate("lint", cwd=root)
+    assert plain.code == 1 and summary_of(plain).startswith("kgate lint: FAILED: ")
+    for args in ((), ("--format", "json", "-o", "out.json"), ("--format", "github")):
+        forced = kgate("lint", "--exit-zero", *args, cwd=root)
+        assert forced.code == 0, args
+        assert summary_of(forced).startswith("kgate lint: failed (exit forced to 0 by --exit-zero): "), args
+        assert "FAILED" not in forced.stdout + forced.stderr and "passed" not in summary_of(forced), args
+    summary = json.loads((root / "out.json").read_text())["summary"]
+    assert (summary["exit_code"], summary["exit_forced"]) == (1, True)
+    assert lint(root).json()["summary"]["exit_forced"] is False  # not forced without the flag
+    (tmp_path / "clean").mkdir()
+    clean = project(tmp_path / "clean", files={"pkg/ops.py": "x = 1\n"})
+    passing = kgate("lint", "--exit-zero", cwd=clean)
+    assert passing.code == 0 and summary_of(passing).startswith("kgate lint: passed: ")
 
 
 def test_statistics_go_to_stderr_in_every_format(tmp_path: Path) -> None:

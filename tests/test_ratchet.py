@@ -7,12 +7,15 @@ better, and run the command line against the pinned baseline.
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import textwrap
 import time
+import xml.etree.ElementTree as ET
 from dataclasses import replace
 from pathlib import Path
 
@@ -83,6 +86,42 @@ def test_new_finding_fails_and_stays_active() -> None:
     result = compare(base, now)
     assert ("NEW", True) in kinds(result)
     assert [f.kernel for f in result.active] == ["pkg.k:other"]
+
+
+def spill(k: KernelFacts) -> Finding:
+    return replace(ceiling(k), code="KG103", name="spill", severity=Severity.WARNING,
+                   message=f"{k.resources.spill_stores} bytes spill stores")
+
+
+def occupancy(k: KernelFacts) -> Finding:
+    return replace(ceiling(k), code="KG105", name="occupancy", severity=Severity.WARNING, message="2 warps")
+
+
+def said(result: object) -> dict[str, list[str]]:
+    """What each reported finding says of the baseline, by rule code: its differences' kinds and details."""
+    return {f.code: [f"{d.kind} {d.detail}" for d in result.standing.get(f, ())]  # type: ignore[attr-defined]
+            for f in result.active}  # type: ignore[attr-defined]
+
+
+def test_a_difference_a_reported_finding_says_is_on_that_finding_and_no_line_of_its_own() -> None:
+    # A kernel new to the baseline that spills at the ceiling: its two findings say so; occupancy does not.
+    new = facts(kernel="pkg.k:new", registers=250, spill=64)
+    result = compare(pinned([facts(registers=100)]),
+                     state([facts(registers=100), new], findings=[ceiling(new), spill(new), occupancy(new)]))
+    kernel_new = "NEW at-risk kernel not in the baseline (registers 250, spill_bytes 64, stack_bytes 64, smem_bytes 32768)"
+    assert said(result) == {"KG102": ["NEW 1 finding(s), 0 pinned", kernel_new], "KG103": [kernel_new], "KG105": []}
+    assert result.unattached == []
+    # A pinned kernel that spills more: on the spill finding; the registers, which no reported finding measures
+    # (the ceiling is pinned and accepted), keep a line of their own.
+    before, after = facts(registers=250, spill=16), facts(registers=252, spill=64)
+    base = pinned([before], findings=[ceiling(before), spill(before)])
+    result = compare(base, state([after], findings=[ceiling(after), spill(after)]))
+    assert said(result) == {"KG103": ["WORSE spill_bytes 16 -> 64", "WORSE stack_bytes 16 -> 64"]}
+    assert [str(d) for d in result.unattached] == [f"WORSE     {SUBJECT}: registers 250 -> 252"]
+    assert len(result.differences) == 3  # `kgate baseline update` still sees every one
+
+
+SUBJECT = "pkg.k:gemm|BM=128,warps=8,stages=3|sm_120a"
 
 
 def test_improved_fails_two_way_and_is_accepted_with_tighten() -> None:
@@ -439,6 +478,131 @@ def test_no_baseline_flag_ignores_the_file(project: Path) -> None:
     assert kgate("baseline", "update", "--accept-new", cwd=project).code == 0
     assert kgate("check", "-q", "--no-baseline", cwd=project).code == 1
     assert os.path.exists(project / "kgate-baseline.toml")
+
+
+# --------------------------------------------------------------------------- one line per finding
+
+PRINTS = ("    tl.store(out + offs, tl.load(x + offs, mask=offs < n), mask=offs < n)\n",
+          '    tl.device_print("offs", offs)\n    tl.store(out + offs, tl.load(x + offs, mask=offs < n), mask=offs < n)\n')
+KIND_WORDS = ("TOOLCHAIN", "NEW", "WORSE", "IMPROVED", "GONE")
+
+
+@pytest.fixture(scope="module")
+def regressed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The ratchet fixture pinned, then made worse: a device print (a new source finding, an error) and a second
+    row loaded in the pinned kernel, which spills (its spill finding, a warning, is about a figure that got worse)."""
+    project = copy_project("ratchet", tmp_path_factory.mktemp("regressed"))
+    assert kgate("baseline", "update", "--accept-new", cwd=project).code == 0
+    make_heavier(project)
+    path = project / "rows.py"
+    assert PRINTS[0] in path.read_text()
+    path.write_text(path.read_text().replace(*PRINTS))
+    return project
+
+
+def finding_lines(stdout: str, f: dict) -> list[str]:
+    """The terminal lines of a finding of the JSON report."""
+    head = f"{f['path']}:{f['line']}" + (f":{f['col']}" if f["col"] else "") + f": {f['code']} {f['severity']} "
+    return [line for line in stdout.splitlines() if line.startswith(head) and f["message"] in line]
+
+
+def standing_words(f: dict) -> str:
+    """What the terminal line of a finding says of the baseline, from its JSON record's `ratchet`."""
+    kinds = [d["kind"] for d in f["ratchet"]]
+    worse = ", ".join(d["detail"] for d in f["ratchet"] if d["kind"] == "WORSE")
+    return "; ".join(part for part in ("new" if "NEW" in kinds else "",
+                                       f"worse than baseline: {worse}" if worse else "") if part)
+
+
+def test_a_regression_is_one_line_per_finding_with_the_ratchet_word_on_it(regressed: Path) -> None:
+    run = kgate("check", cwd=regressed)
+    data = kgate("check", "--format", "json", cwd=regressed).json()
+    assert run.code == 1 and data["summary"]["exit_code"] == 1
+    found = {f["code"]: f for f in data["findings"]}
+    row_scale = next(k for k in data["kernels"] if k["kernel"] == "rows:row_scale")
+    # What the test is about: a new error, and a warning about a figure that got worse (the pins read 0 spills).
+    assert row_scale["spill_bytes"] > 0, "the heavier kernel is expected to spill"
+    assert [d["kind"] for d in found["KG204"]["ratchet"]] == ["NEW"] and found["KG204"]["severity"] == "error"
+    assert f"spill_bytes 0 -> {row_scale['spill_bytes']}" in [d["detail"] for d in found["KG103"]["ratchet"]]
+    for f in data["findings"]:
+        (line,) = finding_lines(run.stdout, f)  # one line each
+        words = standing_words(f)
+        assert (f" {f['name']} ({words}): " if words else f" {f['name']}: ") in line, line
+    # The lines of their own: exactly the differences no finding says, and none of those a finding says.
+    own = [line for line in run.stdout.splitlines() if line.split(" ", 1)[0] in KIND_WORDS]
+    assert sorted(own) == sorted(f"{d['kind']:<9} {d['subject']}: {d['detail']}" for d in data["ratchet"]), own
+    on_findings = {(d["kind"], d["subject"], d["detail"]) for f in data["findings"] for d in f["ratchet"]}
+    assert on_findings and not on_findings & {(d["kind"], d["subject"], d["detail"]) for d in data["ratchet"]}
+    assert not [line for line in own if "KG204|" in line or line.startswith("WORSE") and ": spill_bytes " in line]
+    # The summary counts each finding once, and the ratchet's failures that are lines of their own.
+    errors = sum(f["severity"] == "error" for f in data["findings"])
+    warnings = [f for f in data["findings"] if f["severity"] == "warning"]
+    by_ratchet = sum(any(d["fails"] for d in f["ratchet"]) for f in warnings)
+    summary = run.stdout.splitlines()[-1]
+    assert f", {errors} error{'s' if errors != 1 else ''}, {len(warnings)} warnings ({by_ratchet} failing the " \
+           f"ratchet), " in summary, summary
+    assert f"{sum(d['fails'] for d in data['ratchet'])} ratchet failure(s))" in summary, summary
+
+
+def test_a_regression_in_the_machine_formats_is_one_result_per_finding(regressed: Path) -> None:
+    from report_helpers import parse_command, validate_sarif
+
+    data = kgate("check", "--format", "json", cwd=regressed).json()
+    findings, own = data["findings"], data["ratchet"]
+    said = {f["code"]: standing_words(f) for f in findings}
+    # GitHub: an annotation per finding, the ratchet's word in its title; one per difference no finding says.
+    commands = [parse_command(line) for line in kgate("check", "--format", "github", cwd=regressed).stdout.splitlines()
+                if line.startswith("::")]
+    titles = [c[1]["title"] for c in commands[1:]]
+    assert len(titles) == len(findings) + len(own), titles
+    for f in findings:
+        title = f"{f['code']} {f['name']}" + (f" ({said[f['code']]})" if said[f["code"]] else "")
+        assert titles.count(title) == 1, (title, titles)
+    assert sorted(t for t in titles if t.startswith("kgate baseline ")) == sorted(f"kgate baseline {d['kind']}"
+                                                                                for d in own)
+    # SARIF: a result per finding, its state against the baseline as `baselineState`; notifications for the rest.
+    sarif = json.loads(kgate("check", "--format", "sarif", cwd=regressed).stdout)
+    validate_sarif(sarif)
+    results = {r["ruleId"]: r for r in sarif["runs"][0]["results"]}
+    assert len(results) == len(sarif["runs"][0]["results"]) == len(findings)
+    assert results["KG204"]["baselineState"] == "new" and results["KG103"]["baselineState"] == "updated"
+    assert {code: r["properties"].get("ratchet", "") for code, r in results.items()} == said
+    notes = [n for n in sarif["runs"][0]["invocations"][0]["toolExecutionNotifications"]
+             if n["message"]["text"].startswith("baseline: ")]
+    assert len(notes) == len(own)
+    # JUnit: a failing case per finding, the word in its failure; the baseline suite holds only the others.
+    root = ET.fromstring(kgate("check", "--format", "junit", cwd=regressed).stdout.encode())
+    suite = next(s for s in root.findall("testsuite") if s.get("name") == "kgate-baseline.toml")
+    assert int(suite.get("tests")) == len(own)
+    failures = {c.get("name").split(":")[0]: c.find("failure").get("message") for s in root.findall("testsuite")
+                if s is not suite for c in s.findall("testcase") if c.find("failure") is not None}
+    assert {code: failures[f"{code} {f['name']}"] for code, f in ((f["code"], f) for f in findings)} == \
+        {f["code"]: f["message"] + (f" ({said[f['code']]})" if said[f["code"]] else "") for f in findings}
+
+
+def test_a_kernel_new_to_the_baseline_is_said_on_the_findings_that_put_it_at_risk(regressed: Path,
+                                                                                  tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    shutil.copytree(regressed, project, symlinks=True)
+    path = project / "kgate-baseline.toml"
+    baseline = load(path)
+    for table in (baseline.kernels, baseline.findings):
+        for key in [key for key in table if "rows:row_scale|" in key]:
+            del table[key]
+    save(baseline, path)
+    run = kgate("check", cwd=project)
+    data = kgate("check", "--format", "json", cwd=project).json()
+    assert run.code == 1
+    assert not [d for d in data["ratchet"] if "rows:row_scale|" in d["subject"]], data["ratchet"]
+    assert "rows:row_scale|" not in "".join(line for line in run.stdout.splitlines()
+                                            if line.split(" ", 1)[0] in KIND_WORDS)
+    on_kernel = {f["code"]: f for f in data["findings"] if f["kernel"] == "rows:row_scale"}
+    # The ceiling (an error, new itself) and the spill put the kernel at risk; occupancy measures no pinned figure.
+    assert {code: {d["kind"] for d in f["ratchet"]} for code, f in on_kernel.items()} == \
+        {"KG102": {"NEW"}, "KG103": {"NEW"}, "KG105": set()}
+    for code in ("KG102", "KG103"):
+        (line,) = finding_lines(run.stdout, on_kernel[code])
+        assert f" {on_kernel[code]['name']} (new): " in line, line
 
 
 # --------------------------------------------------------------------------- baselines of older variant names

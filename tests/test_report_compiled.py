@@ -186,6 +186,17 @@ def test_junit_counts_match_the_findings_and_clean_variants(project: Path, as_js
         {k["path"] for k in as_json["kernels"]}
 
 
+def test_exit_zero_on_a_failing_check_says_the_exit_was_forced(project: Path) -> None:
+    for fmt in ("terminal", "github"):
+        run = kgate("check", "--format", fmt, "--exit-zero", cwd=project)
+        assert run.code == 0, run.stderr
+        (summary,) = [line for line in run.stdout.splitlines() if line.startswith("kgate check: ")]
+        assert summary.startswith("kgate check: failed (exit forced to 0 by --exit-zero): "), summary
+        assert "FAILED" not in run.stdout, fmt
+    forced = kgate("check", "--format", "json", "--exit-zero", cwd=project)
+    assert forced.code == 0 and (forced.json()["summary"]["exit_code"], forced.json()["summary"]["exit_forced"]) == (1, True)
+
+
 def test_every_machine_format_is_byte_identical_on_a_second_run(project: Path) -> None:
     for fmt in ("json", "sarif", "github", "junit"):
         assert check(project, fmt).stdout == check(project, fmt).stdout, fmt

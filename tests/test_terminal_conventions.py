@@ -166,7 +166,7 @@ def _table(stdout: str) -> tuple[list[str], list[str]]:
     start = lines.index(next(line for line in lines if line.startswith("kernel ")))
     rest = lines[start + 2:]
     rows = []
-    while rest and rest[0] and not rest[0][0].isdigit():
+    while rest and rest[0] and not rest[0][0].isdigit() and not rest[0].startswith("w/sub: "):
         rows.append(rest.pop(0))
     return rows, rest[: rest.index("")] if "" in rest else rest
 
@@ -203,6 +203,49 @@ def test_the_table_shows_rows_with_findings_and_fits_the_width(compiled_cold: tu
     # The findings keep the whole variant names.
     assert [line for line in narrow.stdout.splitlines() if ": KG" in line] == \
         [line for line in every.stdout.splitlines() if ": KG" in line]
+
+
+# 2 warps per CTA and 30000 bytes of shared memory a CTA: on an SM with 100 KB, a fractional w/sub.
+STAGED = """\
+__global__ void __launch_bounds__(64) staged(const float* x, float* out, int n) {
+    __shared__ float buf[7500];
+    for (int i = threadIdx.x; i < 7500; i += blockDim.x) buf[i] = x[(blockIdx.x * 7500 + i) % n];
+    __syncthreads();
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = buf[(threadIdx.x * 37) % 7500];
+}
+
+__global__ void __launch_bounds__(128) whole(const float* x, float* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = 2 * x[i];
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+def test_a_fractional_warps_per_subcore_is_explained_with_the_rows_own_numbers(tmp_path: Path) -> None:
+    from kgate.hardware.profiles import primary
+
+    (tmp_path / "kgate.toml").write_text('targets = ["sm_120a"]\n\n[[cuda]]\nsources = ["staged.cu"]\n')
+    (tmp_path / "staged.cu").write_text(STAGED)
+    kernels = {k["kernel"]: k for k in kgate("check", "--format", "json", cwd=tmp_path).json()["kernels"]}
+    staged, whole = kernels["staged"], kernels["whole"]
+    assert staged["warps_per_subcore"] % 1 and not whole["warps_per_subcore"] % 1, kernels  # what the test is about
+    subcores = primary("sm_120a").subcores_per_sm
+    warps = round(staged["warps_per_subcore"] * subcores)
+    ctas = warps // staged["num_warps"]
+    run = kgate("check", "--show-kernels", cwd=tmp_path)
+    rows, after = _table(run.stdout)
+    assert run.code == 0 and len(rows) == 2
+    assert f" {staged['warps_per_subcore']:g} " in next(row for row in rows if row.startswith("staged "))
+    legends = [line for line in after if line.startswith("w/sub: ")]  # under the table
+    assert len(legends) == 1 and run.stdout.count("w/sub: ") == 1, run.stdout
+    assert "resident warps per SM sub-core, CTAs per SM x warps per CTA / sub-cores" in legends[0]
+    assert (f"staged @ sm_120a keeps {ctas} CTA(s) of {staged['num_warps']} warp(s) on each SM of the "
+            f"{primary('sm_120a').name}, {warps} warps over {subcores} sub-cores = {staged['warps_per_subcore']:g}"
+            in legends[0]), legends[0]
+    # A table whose rows have no fraction (here: no rows, nothing has a finding) says nothing of it.
+    assert "w/sub: " not in kgate("check", cwd=tmp_path).stdout
 
 
 def test_quiet_check_has_no_table(compiled_cold: tuple[Path, Run], tmp_path: Path) -> None:

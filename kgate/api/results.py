@@ -61,6 +61,9 @@ class Finding:
     identity: str = ""
     value: int | None = None
     related: tuple[Place, ...] = ()
+    # What the baseline comparison says of this finding (it is new, or a figure it is about got worse); these
+    # differences are not in the result's `differences`.
+    ratchet: tuple[Difference, ...] = ()
 
     @property
     def fails(self) -> bool:
@@ -68,20 +71,22 @@ class Finding:
         return self.severity.fails
 
     @classmethod
-    def of(cls, finding: core.Finding) -> Finding:
-        """The public form of a finding of kgate's run."""
+    def of(cls, finding: core.Finding, standing: tuple[Any, ...] = ()) -> Finding:
+        """The public form of a finding of kgate's run; `standing`, its baseline differences."""
         return cls(code=finding.code, rule=finding.name, severity=finding.severity, path=finding.path,
                    line=finding.line, column=finding.col, message=finding.message, end_line=finding.end_line,
                    end_column=finding.end_col, kernel=finding.kernel, variant=finding.variant, target=finding.target,
                    identity=finding.identity, value=finding.value,
-                   related=tuple(Place(r.path, r.line, r.message, r.ptx_line) for r in finding.related))
+                   related=tuple(Place(r.path, r.line, r.message, r.ptx_line) for r in finding.related),
+                   ratchet=tuple(Difference.of(d) for d in standing))
 
     def to_json(self) -> dict[str, Any]:
         """The finding's record in the JSON report."""
         return {"code": self.code, "name": self.rule, "severity": self.severity.value, "path": self.path,
                 "line": self.line, "col": self.column, "end_line": self.end_line, "end_col": self.end_column,
                 "message": self.message, "kernel": self.kernel, "variant": self.variant, "target": self.target,
-                "identity": self.identity, "value": self.value, "related": [p.to_json() for p in self.related]}
+                "identity": self.identity, "value": self.value, "related": [p.to_json() for p in self.related],
+                "ratchet": [d.to_json() for d in self.ratchet]}
 
 
 @dataclass(frozen=True)
@@ -181,12 +186,29 @@ class KernelFacts:
 @dataclass(frozen=True)
 class Difference:
     """What the baseline comparison found: `kind` is NEW, WORSE, IMPROVED, GONE, ... (docs/ratchet.md), `subject`
-    a kernel variant or a finding, `fails` whether it fails the run."""
+    a kernel variant or a finding, `fails` whether it fails the run, `old` and `new` the pinned and current
+    values."""
 
     kind: str
     subject: str
     detail: str
     fails: bool
+    # A number, or a kernel's figures by name (read-only): not part of the hash.
+    old: Any = field(default=None, hash=False)
+    new: Any = field(default=None, hash=False)
+
+    @classmethod
+    def of(cls, diff: Any) -> Difference:
+        def value(v: Any) -> Any:
+            return _frozen(v) if isinstance(v, Mapping) else v
+        return cls(diff.kind, diff.subject, diff.detail, bool(diff.fails), value(diff.old), value(diff.new))
+
+    def to_json(self) -> dict[str, Any]:
+        """The difference's record in the JSON report."""
+        def value(v: Any) -> Any:
+            return dict(v) if isinstance(v, Mapping) else v
+        return {"kind": self.kind, "subject": self.subject, "detail": self.detail, "fails": self.fails,
+                "old": value(self.old), "new": value(self.new)}
 
 
 @dataclass(frozen=True)
@@ -211,8 +233,8 @@ class _Outcome:
 
 def _outcome_fields(result: Result) -> dict[str, Any]:
     return {
-        "findings": tuple(Finding.of(f) for f in core.sort_findings(list(result.findings))),
-        "differences": tuple(Difference(d.kind, d.subject, d.detail, bool(d.fails)) for d in result.ratchet),
+        "findings": tuple(Finding.of(f, result.standing_of(f)) for f in core.sort_findings(list(result.findings))),
+        "differences": tuple(Difference.of(d) for d in result.ratchet),
         "exit_code": result.exit_code(), "suppressed": result.suppressed, "baselined": result.baselined,
         "files": result.files_checked, "notices": tuple(result.notices), "fail_on": result.fail_on,
     }

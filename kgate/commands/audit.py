@@ -134,12 +134,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def verdict(result: Result) -> str:
-    """What `kgate check` says of the same run, in a few words."""
-    failing, worse = len(result.failing()), len(result.ratchet_failures())
-    if not failing and not worse:
+    """What `kgate check` says of the same run, in a few words, each finding counted once."""
+    failing, by_ratchet, worse = len(result.failing()), len(result.failing_by_ratchet()), len(result.ratchet_failures())
+    if not result.exit_code():
         return "passes"
     why = [f"{failing} finding(s) at {result.fail_on.value} or above"] if failing else []
-    why += [f"{worse} difference(s) against the baseline"] if worse else []
+    why += [f"{by_ratchet} below it failing the ratchet"] if by_ratchet else []
+    why += [f"{worse} other difference(s) against the baseline" if failing or by_ratchet else
+            f"{worse} difference(s) against the baseline"] if worse else []
     return f"fails ({', '.join(why)})"
 
 

@@ -49,6 +49,7 @@ def emit(result: Result, args: argparse.Namespace, config: Config) -> int:
     """Render the result in the requested format, write it, and return the exit code."""
     from kgate.report import terminal
 
+    result.exit_zero = bool(getattr(args, "exit_zero", False))  # before rendering: the summary says so
     fmt = getattr(args, "format", "terminal")
     if fmt == "terminal":
         choice = getattr(args, "color", "auto")
@@ -78,9 +79,7 @@ def emit(result: Result, args: argparse.Namespace, config: Config) -> int:
     else:
         sys.stdout.write(text)
         sys.stdout.flush()
-    if getattr(args, "exit_zero", False):
-        return 0
-    return result.exit_code()
+    return result.exit_status()
 
 
 # Seconds between two progress lines when stderr is not a terminal (a CI log); KGATE_PROGRESS_INTERVAL sets it.

@@ -109,6 +109,7 @@ class Finding:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Finding:
         data = dict(data)
+        data.pop("ratchet", None)  # what a JSON report adds: the baseline's word on the finding, not part of it
         data["severity"] = Severity(data["severity"])
         data["related"] = tuple(Related.from_record(r) for r in data.get("related", ()))
         return cls(**data)

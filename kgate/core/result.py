@@ -18,8 +18,11 @@ class Result:
     command: str  # "check" or "lint"
     findings: list[Finding]  # active findings, after suppressions and the baseline
     kernels: list[KernelFacts] = field(default_factory=list)
-    # Lines that describe ratchet differences (NEW/WORSE/IMPROVED/GONE) and notices.
+    # Ratchet differences (NEW/WORSE/IMPROVED/GONE/TOOLCHAIN) that no finding of the report says: a line each.
     ratchet: list[Any] = field(default_factory=list)
+    # The differences a finding already says (it is new, or a figure it is about got worse), by finding: shown on
+    # the finding itself, never as lines of their own (`kgate.ratchet.compare.Comparison.standing`).
+    standing: dict[Finding, tuple[Any, ...]] = field(default_factory=dict)
     notices: list[str] = field(default_factory=list)
     baselined: int = 0  # findings accepted by the baseline
     suppressed: int = 0  # findings silenced by suppression comments
@@ -30,6 +33,8 @@ class Result:
     shard: dict[str, Any] | None = None
     # A version-matrix run (`kgate check --triton`): the comparison, written as the JSON's `matrix` object.
     matrix: dict[str, Any] | None = None
+    # `--exit-zero`: the command exits 0 whatever the verdict, and every report that states one says so.
+    exit_zero: bool = False
 
     def take_ratchet(self, outcome: Outcome | None) -> Comparison | None:
         """Take the baseline's verdict: the findings it does not accept, how many it does, the differences."""
@@ -38,14 +43,35 @@ class Result:
         self.notices.extend(outcome.notices)
         self.findings = outcome.comparison.active
         self.baselined = len(outcome.comparison.baselined)
-        self.ratchet = outcome.comparison.differences
+        self.ratchet = outcome.comparison.unattached
+        self.standing = outcome.comparison.standing
         return outcome.comparison
 
     def failing(self) -> list[Finding]:
         return [f for f in self.findings if f.severity.rank <= self.fail_on.rank]
 
     def ratchet_failures(self) -> list[Any]:
+        """The failing differences that are lines of their own (those a finding says are on the finding)."""
         return [d for d in self.ratchet if getattr(d, "fails", False)]
 
+    def standing_of(self, finding: Finding) -> tuple[Any, ...]:
+        """What the ratchet says of a reported finding: its NEW and WORSE differences, or nothing."""
+        return self.standing.get(finding, ())
+
+    def failing_by_ratchet(self) -> list[Finding]:
+        """Findings below `fail_on` that fail the run all the same: a figure they are about got worse, or their
+        kernel is new to the baseline."""
+        return [f for f in self.findings if f.severity.rank > self.fail_on.rank
+                and any(getattr(d, "fails", False) for d in self.standing_of(f))]
+
     def exit_code(self) -> int:
-        return 1 if self.failing() or self.ratchet_failures() else 0
+        """The verdict: 1 when the run fails (findings at `fail_on` or above, or the ratchet), else 0."""
+        return 1 if self.failing() or self.ratchet_failures() or self.failing_by_ratchet() else 0
+
+    def exit_forced(self) -> bool:
+        """Whether `--exit-zero` turns a failing verdict into exit status 0."""
+        return self.exit_zero and self.exit_code() != 0
+
+    def exit_status(self) -> int:
+        """What the command exits with: the verdict, or 0 under `--exit-zero`."""
+        return 0 if self.exit_zero else self.exit_code()

@@ -113,6 +113,9 @@ class Rule:
     # by `kgate lint` like a source rule's `check` (same `files`, `prefilter`, SourceContext), under the same code
     # and options. None: the rule reads only its own layer's evidence.
     source_check: Callable[..., Iterable[Report]] | None = None
+    # The kernel figures the baseline pins (`kgate.ratchet.baseline.METRICS`) that this rule's verdict is about: a
+    # pinned figure that got worse is said on the rule's finding for that kernel, not on a line of its own.
+    measures: tuple[str, ...] = ()
 
     def needles(self, options: dict[str, Any]) -> tuple[bytes, ...]:
         """The pre-filter with the configured names added."""

@@ -127,13 +127,29 @@ def metrics_of(facts: KernelFacts) -> dict[str, int]:
 
 @dataclass
 class Comparison:
-    differences: list[Difference] = field(default_factory=list)
+    differences: list[Difference] = field(default_factory=list)  # every one, as `kgate baseline update` re-pins
     active: list[Finding] = field(default_factory=list)  # still reported
     baselined: list[Finding] = field(default_factory=list)  # accepted by a pin
+    # The differences a reported finding already says (a new finding, the worse figure of a kernel the finding is
+    # about), by finding: reports show them on the finding's own line, never again on a line of their own.
+    standing: dict[Finding, tuple[Difference, ...]] = field(default_factory=dict)
 
     @property
     def failures(self) -> list[Difference]:
         return [d for d in self.differences if d.fails]
+
+    @property
+    def unattached(self) -> list[Difference]:
+        """The differences no reported finding says: a pin that improved or is gone, a kernel at risk that no
+        finding names, a toolchain without pins."""
+        said = {id(d) for shown in self.standing.values() for d in shown}
+        return [d for d in self.differences if id(d) not in said]
+
+    def attach(self, finding: Finding, diff: Difference) -> None:
+        """Say `diff` on a reported finding (once)."""
+        shown = self.standing.get(finding, ())
+        if all(d is not diff for d in shown):
+            self.standing[finding] = (*shown, diff)
 
 
 def round_up(value: int, slack: int) -> int:
@@ -176,30 +192,43 @@ def compare(baseline: Baseline, state: RunState, *, mode: str = "two-way", toolc
             "TOOLCHAIN", "baseline", f"no pins for this toolchain; compared with the pins of the closest one "
             f"({words}); toolchain-change = {toolchain_policy!r}{advice}", policy_fails,
             {n: o for n, (o, _new) in changes.items()}, {n: new for n, (_o, new) in changes.items()}))
-    _compare_kernels(baseline, state, result, stale_fails, not lenient)
+    about_kernels = _compare_kernels(baseline, state, result, stale_fails, not lenient)
     _compare_findings(baseline, state, result, stale_fails, slack, lenient)
+    _attach_to_kernel_findings(result, about_kernels, state.fail_on)
     order = {kind: i for i, kind in enumerate(KINDS)}
     result.differences.sort(key=lambda d: (order[d.kind], d.subject, d.detail))
     return result
 
 
+# A kernel's difference, with the kernel variant it is about and the figure that got worse ("" for a kernel new to
+# the baseline).
+AboutKernel = tuple[tuple[str, str, str], str, Difference]
+
+
 def _compare_kernels(baseline: Baseline, state: RunState, result: Comparison, stale_fails: bool,
-                     metric_fails: bool) -> None:
+                     metric_fails: bool) -> list[AboutKernel]:
+    """Compare the kernels' figures with their pins; the NEW and WORSE differences, with the variant each is about."""
     current = state.kernel_metrics()
+    variants = {kernel_key(*k.key): k.key for k in state.kernels}
     at_risk = state.at_risk()
+    about: list[AboutKernel] = []
     for key in sorted(current):
         pin = baseline.kernels.get(key)
         now = current[key]
         if pin is None:
             if key in at_risk:
                 detail = ", ".join(f"{m} {now[m]}" for m in METRICS)
-                result.differences.append(Difference("NEW", key, f"at-risk kernel not in the baseline ({detail})",
-                                                     metric_fails, None, now))
+                diff = Difference("NEW", key, f"at-risk kernel not in the baseline ({detail})", metric_fails, None,
+                                  now)
+                result.differences.append(diff)
+                about.append((variants[key], "", diff))
             continue
         for metric in METRICS:
             if now[metric] > pin[metric]:
-                result.differences.append(Difference("WORSE", key, f"{metric} {pin[metric]} -> {now[metric]}",
-                                                     metric_fails, pin[metric], now[metric]))
+                diff = Difference("WORSE", key, f"{metric} {pin[metric]} -> {now[metric]}", metric_fails,
+                                  pin[metric], now[metric])
+                result.differences.append(diff)
+                about.append((variants[key], metric, diff))
             elif now[metric] < pin[metric]:
                 result.differences.append(Difference("IMPROVED", key, f"{metric} {pin[metric]} -> {now[metric]}",
                                                      stale_fails and metric_fails, pin[metric], now[metric]))
@@ -207,6 +236,23 @@ def _compare_kernels(baseline: Baseline, state: RunState, result: Comparison, st
         if key not in current and state.scope.covers_kernel(key):
             result.differences.append(Difference("GONE", key, "pinned kernel variant no longer compiled",
                                                  stale_fails and metric_fails, baseline.kernels[key], None))
+    return about
+
+
+def _attach_to_kernel_findings(result: Comparison, about: list[AboutKernel], fail_on: Severity) -> None:
+    """A kernel's difference on the reported findings that already say it: a worse figure on the findings of the
+    rules that measure it (registers on register-ceiling's), a kernel new to the baseline on its findings that
+    put it at risk (those of a rule that measures a pinned figure, and those that fail the run)."""
+    on_kernel: dict[tuple[str, str, str], list[Finding]] = defaultdict(list)
+    for finding in result.active:
+        if finding.kernel and finding.variant and finding.target:
+            on_kernel[(finding.kernel, finding.variant, finding.target)].append(finding)
+    for variant, metric, diff in about:
+        for finding in on_kernel.get(variant, ()):
+            measures = registry.load(finding.code).measures
+            says = metric in measures if metric else bool(measures) or finding.severity.rank <= fail_on.rank
+            if says:
+                result.attach(finding, diff)
 
 
 def _compare_findings(baseline: Baseline, state: RunState, result: Comparison, stale_fails: bool,
@@ -236,9 +282,11 @@ def _compare_findings(baseline: Baseline, state: RunState, result: Comparison, s
         if sizes and pin.count and pin.value is not None:
             size = max(sizes)
             if size > pin.value:
-                result.differences.append(Difference("WORSE", key, f"size {pin.value} -> {size}", True,
-                                                     pin.value, size))
+                diff = Difference("WORSE", key, f"size {pin.value} -> {size}", True, pin.value, size)
+                result.differences.append(diff)
                 result.active.extend(group)
+                for finding in group:
+                    result.attach(finding, diff)
                 continue
             if round_up(size, slack) < pin.value:
                 result.differences.append(Difference("IMPROVED", key, f"size {pin.value} -> {size}", stale_fails,
@@ -247,8 +295,10 @@ def _compare_findings(baseline: Baseline, state: RunState, result: Comparison, s
         result.baselined.extend(accepted)
         result.active.extend(extra)
         if extra:
-            result.differences.append(Difference("NEW", key, f"{len(group)} finding(s), {pin.count} pinned",
-                                                 True, pin.count, len(group)))
+            diff = Difference("NEW", key, f"{len(group)} finding(s), {pin.count} pinned", True, pin.count, len(group))
+            result.differences.append(diff)
+            for finding in extra:
+                result.attach(finding, diff)
         elif len(group) < pin.count:
             result.differences.append(Difference("GONE", key, f"{pin.count} pinned, {len(group)} now",
                                                  stale_fails, pin.count, len(group)))

@@ -8,11 +8,13 @@ until it fits. The full Markdown twin (report.md) and the page (report.html) kee
 
 from __future__ import annotations
 
+import re
 from collections import Counter
+from collections.abc import Mapping
 
 from kgate.core.findings import Finding
 from kgate.report.audit_md import code, table
-from kgate.report.audit_model import AuditModel, KernelAudit, readable
+from kgate.report.audit_model import AuditModel, KernelAudit, Key
 from kgate.report.audit_tables import baselined_note, headroom_text
 from kgate.report.escape import markdown as cell
 
@@ -21,6 +23,7 @@ ROWS = 8  # variants closest to a cliff
 FINDINGS = 8
 NAME_ROOM, MESSAGE_ROOM = 90, 160  # characters of a variant's title and a finding's message
 NEAR = 0.15  # headroom under this is near a cliff (the page's amber)
+TAG = re.compile(r"#[0-9a-f]{8}$")  # what ends a Triton variant's name (`kgate.report.audit_model.readable`)
 
 
 def clip(text: str, room: int) -> str:
@@ -43,17 +46,39 @@ def _severities(findings: tuple[Finding, ...]) -> str:
 
 
 def _title(k: KernelAudit) -> str:
-    return code(named(k.facts.kernel, k.name, k.facts.target))
+    return code(named(k.facts.kernel, variant_label(k.name, k.short, NAME_ROOM // 2), k.facts.target))
 
 
 def named(kernel: str, variant: str, target: str) -> str:
-    """`kernel [variant] @ target`, the kernel's and the variant's name clipped so that the target stays."""
-    return f"{clip(kernel, NAME_ROOM // 2)} [{clip(variant, NAME_ROOM // 2)}] @ {clip(target, 20)}"
+    """`kernel [variant] @ target`, the kernel's name clipped so that the target stays (`variant_label` has
+    fitted the variant)."""
+    return f"{clip(kernel, NAME_ROOM // 2)} [{variant}] @ {clip(target, 20)}"
 
 
-def _finding_line(f: Finding) -> str:
-    where = named(f.kernel, readable(f.variant or ""), f.target or "") if f.kernel else clip(f"{f.path}:{f.line}",
-                                                                                              NAME_ROOM)
+def variant_label(name: str, short: str, room: int) -> str:
+    """A variant in `room` characters: its name where it fits, else what tells it from the kernel's other
+    variants (`short`, as the terminal table's variant column shows it), clipped before its tag so that the
+    tag stays: two variants of one kernel never read the same."""
+    return name if len(name) <= room else clip_before_tag(short, room)
+
+
+def clip_before_tag(text: str, room: int) -> str:
+    """`text` in `room` characters, cut before the `#tag` that ends a variant's name, which stays."""
+    if len(text) <= room:
+        return text
+    tag = TAG.search(text)
+    if tag is None or len(tag.group()) + 2 > room:
+        return clip(text, room)
+    return clip(text[:tag.start()], room - len(tag.group())) + tag.group()
+
+
+def _finding_line(f: Finding, labels: Mapping[Key, tuple[str, str]]) -> str:
+    if f.kernel:
+        # A variant that did not compile has no audit of its own: its whole name, which keeps the tag.
+        name, short = labels.get((f.kernel, f.variant or "", f.target or ""), (f.variant or "",) * 2)
+        where = named(f.kernel, variant_label(name, short, NAME_ROOM // 2), f.target or "")
+    else:
+        where = clip(f"{f.path}:{f.line}", NAME_ROOM)
     return (f"- {f.code} {f.severity.value} {code(where)}: "
             f"{cell(clip(' '.join(f.message.split()), MESSAGE_ROOM))}")
 
@@ -81,7 +106,8 @@ def _render(model: AuditModel, rows: int, findings: int) -> str:
     if model.findings:
         worst = sorted(model.findings, key=lambda f: f.severity.rank)[:findings]  # stable: in report order
         lines += [f"Findings ({len(worst)} of {len(model.findings)}, the most severe first):", ""]
-        lines += [_finding_line(f) for f in worst]
+        labels = {k.key: (k.name, k.short) for k in model.kernels}
+        lines += [_finding_line(f, labels) for f in worst]
         lines.append("")
     lines.append("The full report, every variant's budgets on each card, its instruction mix and its PTX and SASS: "
                  "report.html (one self-contained page) and report.md, where `kgate audit -o DIR` wrote this file.")

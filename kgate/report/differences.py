@@ -8,9 +8,10 @@ key (`code|path|identity`, where a compiled finding's identity is
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kgate.facts.model import KernelFacts
+if TYPE_CHECKING:  # the terminal report of `kgate lint` reads this module and has no kernels
+    from kgate.facts.model import KernelFacts
 
 Key = tuple[str, str, str]
 
@@ -52,3 +53,19 @@ def per_kernel_line(diff: Any) -> str:
     what = f"{parts[0]} " if len(parts) >= 5 else ""
     verdict = "fails" if diff.fails else "accepted"
     return f"{diff.kind} {what}{diff.detail} ({verdict})"
+
+
+def standing_text(shown: Sequence[Any]) -> str:
+    """What the ratchet adds to a finding's own line: `new` (with the counts when some are pinned), `worse than
+    baseline: registers 167 -> 255`, both, or "" for a finding it says nothing of; `accepted` where none fails."""
+    parts = []
+    new = [d for d in shown if d.kind == "NEW"]
+    if new:
+        counted = [d.detail for d in new if isinstance(d.old, int) and d.old]  # "3 finding(s), 2 pinned"
+        parts.append("new" + (f": {', '.join(counted)}" if counted else ""))
+    worse = [d.detail for d in shown if d.kind == "WORSE"]
+    if worse:
+        parts.append(f"worse than baseline: {', '.join(worse)}")
+    if parts and not any(d.fails for d in shown):
+        parts.append("accepted")
+    return "; ".join(parts)

@@ -43,8 +43,11 @@ def annotation_text(finding: Finding) -> str:
                                                          for place in finding.related)
 
 
-def annotation(finding: Finding) -> str:
+def annotation(finding: Finding, standing: tuple[Any, ...] = ()) -> str:
+    """The finding's annotation; what the baseline comparison says of it (`new`, `worse than baseline: ...`) in its
+    title, as the terminal line has it, and in no annotation of its own."""
     end_line = finding.end_line if finding.end_line and finding.end_line >= finding.line else None
+    said = differences.standing_text(standing)
     return command(
         COMMANDS[finding.severity],
         annotation_text(finding),
@@ -53,12 +56,13 @@ def annotation(finding: Finding) -> str:
         endLine=end_line,
         col=finding.col or None,
         endColumn=finding.end_col or None,
-        title=f"{finding.code} {finding.name}",
+        title=f"{finding.code} {finding.name}" + (f" ({said})" if said else ""),
     )
 
 
 def difference_annotation(diff: Any, result: Result) -> str:
-    """A baseline difference: an error when it fails the run, else a notice; at the kernel when known."""
+    """A baseline difference no finding says: an error when it fails the run, else a notice; at the kernel when
+    known."""
     where = differences.location(diff, result.kernels)
     return command("error" if diff.fails else "notice", f"{diff.subject}: {diff.detail}",
                    file=where[0] if where else None, line=where[1] if where else None,
@@ -66,7 +70,8 @@ def difference_annotation(diff: Any, result: Result) -> str:
 
 
 def severities(result: Result) -> Counter[Severity]:
-    """Annotations per kind: findings, and baseline differences (errors when they fail, else notices)."""
+    """Annotations per kind: findings, and the baseline differences no finding says (errors when they fail, else
+    notices)."""
     counts = Counter(f.severity for f in result.findings)
     counts.update(Severity.ERROR if getattr(d, "fails", False) else Severity.NOTE for d in result.ratchet)
     return counts
@@ -97,7 +102,7 @@ def summary_notice(result: Result) -> str:
 def render(result: Result, config: object = None) -> str:
     findings = sorted(sort_findings(list(result.findings)), key=lambda f: f.severity.rank)
     lines = [summary_notice(result)]
-    lines.extend(annotation(f) for f in findings)
+    lines.extend(annotation(f, result.standing_of(f)) for f in findings)
     lines.extend(difference_annotation(d, result) for d in result.ratchet)
     lines.append(summary_line(result))
     return "\n".join(lines) + "\n"

@@ -3,7 +3,8 @@
 Top level: {"version": 1, "command", "findings": [...], "kernels": [...],
 "ratchet": [...], "summary": {...}}. Findings carry code, name, severity,
 path, line, col, end_line, end_col, kernel, variant, target, message,
-identity, value and related (other places: path, line, ptx_line, message); kernels carry registers, spill_bytes (spill stores), spill_loads,
+identity, value, related (other places: path, line, ptx_line, message) and ratchet (the baseline
+differences the finding says, which the top-level "ratchet" list leaves out); kernels carry registers, spill_bytes (spill stores), spill_loads,
 stack_bytes, smem_bytes, constexprs, signature, specialization (Triton: the
 arguments the launcher specialised, as divisible_by_16, equal_to_1 and none),
 source ("registered" or "captured"; "" for CUDA), instructions (PTX MMA opcodes
@@ -20,7 +21,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from kgate.core.findings import sort_findings
+from kgate.core.findings import Finding, sort_findings
 from kgate.core.result import Result
 from kgate.report.escape import json_ready
 
@@ -66,11 +67,17 @@ def kernel_record(facts: KernelFacts) -> dict[str, Any]:
     return record
 
 
+def finding_record(finding: Finding, result: Result) -> dict[str, Any]:
+    """A finding and, as its `ratchet`, the baseline differences it says (which the top-level `ratchet` leaves
+    out: each difference is reported once)."""
+    return {**finding.to_json(), "ratchet": [d.to_json() for d in result.standing_of(finding)]}
+
+
 def to_dict(result: Result) -> dict[str, Any]:
     out = {
         "version": SCHEMA_VERSION,
         "command": result.command,
-        "findings": [f.to_json() for f in sort_findings(list(result.findings))],
+        "findings": [finding_record(f, result) for f in sort_findings(list(result.findings))],
         "kernels": [kernel_record(k) for k in sorted(result.kernels, key=lambda k: k.key)],
         "ratchet": [d.to_json() for d in result.ratchet],
         "summary": {
@@ -80,6 +87,7 @@ def to_dict(result: Result) -> dict[str, Any]:
             "baselined": result.baselined,
             "suppressed": result.suppressed,
             "exit_code": result.exit_code(),
+            "exit_forced": result.exit_forced(),
         },
     }
     if result.matrix is not None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from collections import defaultdict
+from typing import Any
 
 from kgate.core.findings import Finding, sort_findings
 from kgate.core.result import Result
@@ -30,23 +31,28 @@ def case_name(finding: Finding) -> str:
     return f"{finding.code} {finding.name}: line {finding.line}{col}"
 
 
-def failure_body(finding: Finding) -> str:
+def failure_body(finding: Finding, standing: tuple[Any, ...] = ()) -> str:
     col = f":{finding.col}" if finding.col else ""
     lines = [f"{finding.path}:{finding.line}{col}: {finding.code} {finding.severity.value} {finding.name}",
              finding.message]
     if finding.kernel:
         lines.append(f"kernel {finding.kernel}" + (f", variant {finding.variant}" if finding.variant else "")
                      + (f", target {finding.target}" if finding.target else ""))
+    if standing:
+        lines.append(f"ratchet: {differences.standing_text(standing)}")
     lines.extend(f"{place.place}: {place.message}" for place in finding.related)
     return "\n".join(lines)
 
 
-def _failing_case(suite: ET.Element, finding: Finding) -> None:
+def _failing_case(suite: ET.Element, finding: Finding, standing: tuple[Any, ...]) -> None:
+    """A finding's failing case; what the baseline comparison says of it is in its failure, not a case of the
+    baseline suite."""
     case = ET.SubElement(suite, "testcase", name=xml_text(case_name(finding)), classname=xml_text(finding.path),
                          file=xml_text(finding.path), line=str(finding.line))
-    failure = ET.SubElement(case, "failure", message=xml_text(finding.message),
+    said = differences.standing_text(standing)
+    failure = ET.SubElement(case, "failure", message=xml_text(finding.message + (f" ({said})" if said else "")),
                             type=f"{finding.severity.value} {finding.code}")
-    failure.text = xml_text(failure_body(finding))
+    failure.text = xml_text(failure_body(finding, standing))
 
 
 def _passing_case(suite: ET.Element, facts: KernelFacts) -> None:
@@ -64,7 +70,7 @@ def _clean_variants(result: Result) -> dict[str, list[KernelFacts]]:
 
 
 def _baseline_suite(root: ET.Element, result: Result, name: str) -> tuple[int, int]:
-    """A suite of baseline differences: failing ones fail, accepted ones pass."""
+    """A suite of the baseline differences no finding says: failing ones fail, accepted ones pass."""
     suite = ET.SubElement(root, "testsuite", name=xml_text(name))
     failures = 0
     for diff in result.ratchet:
@@ -90,7 +96,7 @@ def to_element(result: Result, baseline_name: str = "baseline") -> ET.Element:
     for path in sorted(set(by_file) | set(clean)):
         suite = ET.SubElement(root, "testsuite", name=xml_text(path))
         for finding in by_file.get(path, []):
-            _failing_case(suite, finding)
+            _failing_case(suite, finding, result.standing_of(finding))
         for facts in clean.get(path, []):
             _passing_case(suite, facts)
         tests, failures = len(by_file.get(path, [])) + len(clean.get(path, [])), len(by_file.get(path, []))

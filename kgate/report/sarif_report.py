@@ -117,12 +117,14 @@ def related_location(place: Related, number: int, finding: Finding) -> dict[str,
     return out
 
 
-def sarif_result(finding: Finding, rule_index: int, occurrence: int) -> dict[str, Any]:
-    properties = {"severity": finding.severity.value, "name": finding.name}
+def sarif_result(finding: Finding, rule_index: int, occurrence: int, standing: tuple[Any, ...] = ()) -> dict[str, Any]:
+    properties: dict[str, Any] = {"severity": finding.severity.value, "name": finding.name}
     for key in ("kernel", "variant", "target"):
         value = getattr(finding, key)
         if value:
             properties[key] = value
+    if standing:  # what the baseline comparison says of it, here and nowhere else in the log
+        properties["ratchet"] = differences.standing_text(standing)
     out = {
         "ruleId": finding.code,
         "ruleIndex": rule_index,
@@ -139,6 +141,8 @@ def sarif_result(finding: Finding, rule_index: int, occurrence: int) -> dict[str
     }
     if finding.related:
         out["relatedLocations"] = [related_location(place, n, finding) for n, place in enumerate(finding.related, 1)]
+    if standing:
+        out["baselineState"] = "new" if any(d.kind == "NEW" for d in standing) else "updated"
     return out
 
 
@@ -147,7 +151,8 @@ def notifications(result: Result, dropped: int) -> list[dict[str, Any]]:
     if dropped:
         out.append({"level": "warning", "message": {
             "text": f"{dropped} finding(s) left out: code scanning keeps at most {MAX_RESULTS} results per run"}})
-    # Baseline differences fail the run without being findings: code scanning shows them as notifications.
+    # Baseline differences that no finding says fail the run without being findings: code scanning shows them as
+    # notifications (those a finding says are its `baselineState`).
     for diff in result.ratchet:
         out.append({"level": "error" if getattr(diff, "fails", False) else "note",
                     "message": {"text": f"baseline: {differences.describe(diff)}"}})
@@ -166,7 +171,8 @@ def to_dict(result: Result) -> dict[str, Any]:
     results = []
     for finding in sort_findings(kept):
         seen[fingerprint(finding)] += 1
-        results.append(sarif_result(finding, index[finding.code], seen[fingerprint(finding)]))
+        results.append(sarif_result(finding, index[finding.code], seen[fingerprint(finding)],
+                                    result.standing_of(finding)))
     return {
         "$schema": SCHEMA_URI,
         "version": "2.1.0",

@@ -8,10 +8,11 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kgate.core.findings import Finding, Severity
 from kgate.core.result import Result
+from kgate.report.differences import standing_text
 from kgate.report.escape import terminal
 from kgate.report.table import aligned
 
@@ -46,7 +47,9 @@ def _paint(text: str, code: str, colour: bool) -> str:
     return f"\033[{code}m{text}\033[0m" if colour else text
 
 
-def finding_line(f: Finding, colour: bool = False) -> str:
+def finding_line(f: Finding, colour: bool = False, standing: tuple[Any, ...] = ()) -> str:
+    """One finding on one line; `standing`, what the ratchet says of it (`Result.standing_of`), in parentheses
+    after its rule's name: `(new)`, `(worse than baseline: spill_bytes 0 -> 120)`."""
     where = f"{terminal(f.path)}:{f.line}" + (f":{f.col}" if f.col else "")
     subject = ""
     if f.kernel and f.target:
@@ -54,7 +57,10 @@ def finding_line(f: Finding, colour: bool = False) -> str:
     elif f.kernel:
         subject = f" [{f.kernel}]"
     code = _paint(f"{f.code} {f.severity.value}", _COLOURS[f.severity], colour)
-    return f"{where}: {code} {terminal(f.name, line_start=False)}: {terminal(f.message + subject, line_start=False)}"
+    said = standing_text(standing)
+    state = f" ({terminal(said, line_start=False)})" if said else ""
+    return (f"{where}: {code} {terminal(f.name, line_start=False)}{state}: "
+            f"{terminal(f.message + subject, line_start=False)}")
 
 
 def related_lines(f: Finding) -> list[str]:
@@ -86,21 +92,37 @@ def kernel_table(kernels: list[KernelFacts], findings: list[Finding], *, all_row
         if f.kernel and f.variant and f.target:
             by_kernel.setdefault((f.kernel, f.variant, f.target), []).append(f)
     header = ("kernel", "variant", "target", "regs", "spill", "smem", "w/sub", "mma", "verdict")
-    rows = [header]
+    rows: list[tuple[str, ...]] = [header]
     shown = short_variants([k.key for k in kernels])
     chosen = [k for k in sorted(kernels, key=lambda k: k.key) if all_rows or k.key in by_kernel]
+    fraction = ""
     for k in chosen:
         res = k.resources
-        occ = residency(res.registers, res.smem_bytes, k.num_warps, primary(k.target))
+        card = primary(k.target)
+        occ = residency(res.registers, res.smem_bytes, k.num_warps, card)
         mma = ", ".join(sorted({short_mma(op) for op in k.entry.mma})) or "-"
         rows.append((k.kernel, shown[k.key], k.target, str(res.registers), str(res.spill_stores), str(res.smem_bytes),
                      f"{occ.warps_per_subcore:g}", mma, _verdict(k, by_kernel)))
+        if not fraction and occ.warps_per_subcore != int(occ.warps_per_subcore):
+            fraction = fraction_legend(k, occ.ctas_per_sm, card.name, card.subcores_per_sm)
     hidden = len(kernels) - len(chosen)
     out = _fit(rows, width) if len(rows) > 1 else []
     if hidden:
         out.append(f"{hidden} of {len(kernels)} kernel variant(s) without findings not shown (--show-kernels shows "
                    f"them)")
+    if fraction:
+        out.append(fraction)
     return out
+
+
+def fraction_legend(k: KernelFacts, ctas: int, card: str, subcores: int) -> str:
+    """What a fractional `w/sub` means, with the numbers of the first row that has one: an average over the
+    SM's sub-cores, each of which holds whole warps."""
+    warps = ctas * k.num_warps
+    return (f"w/sub: resident warps per SM sub-core, CTAs per SM x warps per CTA / sub-cores; a fraction is an "
+            f"average: {terminal(k.kernel, line_start=False)} @ {k.target} keeps {ctas} CTA(s) of {k.num_warps} "
+            f"warp(s) on each SM of the {card}, {warps} warps over {subcores} sub-cores = {warps / subcores:g}, so "
+            f"some sub-cores hold more warps than others")
 
 
 VARIANT_COLUMN = 1
@@ -172,9 +194,20 @@ def short_variants(keys: list[tuple[str, str, str]]) -> dict[tuple[str, str, str
     return out
 
 
+def verdict_word(result: Result) -> str:
+    """"passed", "FAILED", or, when `--exit-zero` forces exit 0 on a failing run, a failure that says so."""
+    if not result.exit_code():
+        return "passed"
+    return "failed (exit forced to 0 by --exit-zero)" if result.exit_forced() else "FAILED"
+
+
 def summary_line(result: Result) -> str:
+    """The verdict and the counts, each finding counted once: by its severity, and among those below `fail_on`,
+    how many fail the run through the ratchet; then the failing differences that are lines of their own."""
     counts = Counter(f.severity for f in result.findings)
+    by_ratchet = Counter(f.severity for f in result.failing_by_ratchet())
     parts = [f"{counts.get(s, 0)} {s.value}{'s' if counts.get(s, 0) != 1 else ''}"
+             + (f" ({by_ratchet[s]} failing the ratchet)" if by_ratchet.get(s) else "")
              for s in (Severity.ERROR, Severity.WARNING, Severity.NOTE)]
     if result.command == "check":
         subject = f"{len(result.kernels)} kernel variant(s)"
@@ -190,7 +223,7 @@ def summary_line(result: Result) -> str:
     ratchet = result.ratchet_failures()
     if ratchet:
         extra.append(f"{len(ratchet)} ratchet failure(s)")
-    verdict = "FAILED" if result.exit_code() else "passed"
+    verdict = verdict_word(result)
     tail = f" ({', '.join(extra)})" if extra else ""
     return f"kgate {result.command}: {verdict}: {subject}, {', '.join(parts)}{tail}"
 
@@ -204,7 +237,7 @@ def render(result: Result, *, colour: bool = False, table: bool = True, quiet: b
         lines.extend(kernel_table(result.kernels, result.findings, all_rows=all_kernels, width=width))
         lines.append("")
     for f in result.findings:
-        lines.append(finding_line(f, colour))
+        lines.append(finding_line(f, colour, result.standing_of(f)))
         lines.extend(related_lines(f))
     lines.extend(terminal(str(diff)) for diff in result.ratchet if not quiet or getattr(diff, "fails", True))
     if not quiet:

@@ -65,4 +65,5 @@ RULE = Rule(
     summary="Local memory (LDL/STL) inside a loop of the kernel's SASS: a spill or stack array in the hot path",
     check=check,
     doc=__doc__ or "",
+    measures=("spill_bytes", "stack_bytes"),  # spills live in the stack frame: both grow together
 )

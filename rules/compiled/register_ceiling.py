@@ -48,4 +48,5 @@ RULE = Rule(
     check=check,
     doc=__doc__ or "",
     options={"threshold": Option(240, "report at or above this many registers per thread", int, minimum=1)},
+    measures=("registers",),
 )

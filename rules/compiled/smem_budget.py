@@ -62,4 +62,5 @@ RULE = Rule(
     summary="Shared memory per CTA above the target's opt-in budget",
     check=check,
     doc=__doc__ or "",
+    measures=("smem_bytes",),
 )

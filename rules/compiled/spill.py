@@ -63,4 +63,5 @@ RULE = Rule(
         "warn": Option(True, "report any spill below the cliff as a warning", bool),
         "cliff_fraction": Option(0.25, "error above this fraction of the register bytes", (int, float), minimum=0),
     },
+    measures=("spill_bytes", "stack_bytes"),  # spills live in the stack frame: both grow together
 )
