@@ -148,7 +148,8 @@ kgate check --show-kernels
 
 Without `--show-kernels` the table keeps only the rows that have findings and
 says how many it left out. One row per kernel variant and target: registers per thread, spill bytes,
-shared memory per CTA, resident warps per sub-core, the MMA instructions in
+shared memory per CTA, resident warps per sub-core (an average over the
+SM's 4 sub-cores, so it can be a fraction: [reports](docs/reports.md#the-terminal-report)), the MMA instructions in
 the PTX, and the verdict. The variant column keeps what tells a row from the
 kernel's other rows, and the tag of its specialisation (findings, reports and
 the baseline use the whole name). The same GEMM tile is two kernels: launched
