@@ -348,7 +348,7 @@ def test_completion_scripts_name_every_subcommand_and_flag(tmp_path: Path, shell
     for flag in ("--select", "--show-kernels", "--show-settings", "--color", "--format", "--accept-new"):
         wanted = f"-l {flag[2:]}" if shell == "fish" else flag
         assert wanted in run.stdout, flag
-    assert "terminal json sarif github junit" in run.stdout and "auto always never" in run.stdout
+    assert "text json sarif github junit" in run.stdout and "auto always never" in run.stdout
     checker = shutil.which(shell)
     if checker:  # the script parses in the shell it is for
         script = _write(tmp_path / f"kgate.{shell}", run.stdout)

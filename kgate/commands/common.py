@@ -49,8 +49,8 @@ def emit(result: Result, args: argparse.Namespace, config: Config) -> int:
     """Render the result in the requested format, write it, and return the exit code."""
     from kgate.report import terminal
 
-    fmt = getattr(args, "format", "terminal")
-    if fmt == "terminal":
+    fmt = getattr(args, "format", "text")
+    if fmt == "text":
         choice = getattr(args, "color", "auto")
         # A report written to a file takes colour only when asked for by name (FORCE_COLOR is for the screen).
         colour = choice == "always" if args.output else terminal.use_colour(choice, sys.stdout.isatty())
