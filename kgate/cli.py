@@ -226,7 +226,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                            help="also compile the Triton kernels under these Triton releases, each in an "
                                 "environment kgate makes once and keeps, and report what changes")
         if name in ("lint", "baseline"):
-            p.add_argument("paths", nargs="*", help="files or folders (default: the project)")
+            p.add_argument("paths", nargs="*", help="files or folders (default: the current folder, as ruff has it)"
+                           if name == "lint" else "files or folders (default: the project)")
         if name == "lint":
             p.add_argument("--force-exclude", action="store_true",
                            help="apply exclude/extend-exclude to paths named on the command line too")
