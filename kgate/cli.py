@@ -16,7 +16,10 @@ from typing import Any
 from kgate import __version__
 from kgate.core.errors import KgateError
 
-FORMATS = ("terminal", "json", "sarif", "github", "junit")
+# The report formats, one vocabulary for every command. `text` is the report for a person, the name ruff gives it
+# (`ruff rule --output-format text`); `terminal`, what check, lint, merge and diff called it in 0.1, stays an alias.
+FORMATS = ("text", "json", "sarif", "github", "junit")
+FORMAT_ALIASES = {"terminal": "text"}
 COMMANDS = {
     "check": "compile registered kernels and run every rule (the gate)",
     "lint": "source rules only: no compiling, no import of the project's code",
@@ -129,6 +132,17 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _format_name(text: str) -> str:
+    """`--format`'s value, an alias under its one name (argparse then checks it against the choices)."""
+    return FORMAT_ALIASES.get(text, text)
+
+
+def add_format(p: argparse.ArgumentParser, choices: Sequence[str], what: str) -> None:
+    """`--format` and ruff's `--output-format`, the same flag on every command that has one."""
+    p.add_argument("--format", "--output-format", dest="format", type=_format_name, choices=choices, default="text",
+                   help=f"{what} (default: text; `terminal` is another name for text)")
+
+
 def _add_terminal(p: argparse.ArgumentParser) -> None:
     p.add_argument("--color", "--colour", dest="color", choices=("auto", "always", "never"), default="auto",
                    help="colour in the terminal report: auto (default) follows NO_COLOR, FORCE_COLOR and whether "
@@ -151,8 +165,7 @@ def _add_selection(p: argparse.ArgumentParser) -> None:
 
 
 def _add_output(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--format", "--output-format", dest="format", choices=FORMATS, default="terminal",
-                   help="the report's format (default: terminal)")
+    add_format(p, FORMATS, "the report's format")
     p.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout")
     p.add_argument("--statistics", action="store_true", help="one line per rule: count, code, name")
     p.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
@@ -213,16 +226,17 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                            help="also compile the Triton kernels under these Triton releases, each in an "
                                 "environment kgate makes once and keeps, and report what changes")
         if name in ("lint", "baseline"):
-            p.add_argument("paths", nargs="*", help="files or folders (default: the project)")
+            p.add_argument("paths", nargs="*", help="files or folders (default: the current folder, as ruff has it)"
+                           if name == "lint" else "files or folders (default: the project)")
         if name == "lint":
             p.add_argument("--force-exclude", action="store_true",
                            help="apply exclude/extend-exclude to paths named on the command line too")
             _add_fixing(p)
         if name == "explain":
-            p.add_argument("code", help="rule code or name, e.g. KG103 or spill")
-            p.add_argument("--format", choices=("text", "json"), default="text")
+            p.add_argument("code", metavar="CODE", help="rule code or name, e.g. KG103 or spill")
+            add_format(p, ("text", "json"), "the documentation as text or as a JSON record")
         if name == "rules":
-            p.add_argument("--format", choices=("text", "json"), default="text")
+            add_format(p, ("text", "json"), "a table, or JSON records with each rule's documentation")
         if name == "baseline":
             p.add_argument("action", choices=("update", "show"), help="update: re-pin; show: print the file")
             p.add_argument("--accept-new", action="store_true", help="also pin new findings and worse metrics")
@@ -283,7 +297,7 @@ def _add_diff(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kernel", action="append", metavar="GLOB", help="only kernels matching (repeatable)")
     p.add_argument("--language", choices=("triton", "cuda"), help="only the Triton or only the CUDA kernels")
     p.add_argument("-j", "--jobs", type=int, metavar="N", help="compile workers (default: all cores)")
-    p.add_argument("--format", choices=("terminal", "json", "markdown"), default="terminal")
+    add_format(p, ("text", "json", "markdown"), "the report's format")
     p.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout")
     p.add_argument("-q", "--quiet", action="store_true", help="no SASS lines in the terminal report")
     p.add_argument("--side-json", action="store_true", help=argparse.SUPPRESS)

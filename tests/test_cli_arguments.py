@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
@@ -10,6 +11,8 @@ from pathlib import Path
 
 import pytest
 from conftest import kgate
+
+from kgate.cli import COMMANDS
 
 CU = "__global__ void inc(float* x, int n) { int i = threadIdx.x; if (i < n) x[i] += 1.0f; }\n"
 
@@ -92,3 +95,53 @@ def test_a_baseline_symlinked_out_of_the_project_is_refused(tmp_path: Path) -> N
     assert update.code == 2
     assert "baseline: 'kgate-baseline.toml' is outside the project" in update.stderr
     assert (tmp_path / "elsewhere.toml").read_text() == "version = 2\n"
+
+
+# --------------------------------------------------------------------------- one format vocabulary
+
+# The commands whose output has no format to choose: a new command that prints a report takes `--format`.
+NO_FORMAT = {"baseline", "doctor", "ulp", "audit", "capture", "completion"}
+
+
+def _format_action(name: str) -> argparse.Action | None:
+    from kgate.cli import build_parser
+
+    child = build_parser(name).parse_args([name] + _required(name)).subparsers[name]
+    return next((a for a in child._actions if "--format" in a.option_strings), None)
+
+
+def _required(name: str) -> list[str]:
+    """Positional arguments a command cannot parse without."""
+    return {"explain": ["KG201"], "merge": ["shard.json"], "baseline": ["show"], "completion": ["bash"]}.get(name, [])
+
+
+@pytest.mark.parametrize("name", list(COMMANDS))
+def test_every_command_names_its_formats_alike_and_takes_output_format(name: str) -> None:
+    from kgate.cli import build_parser
+
+    action = _format_action(name)
+    if name in NO_FORMAT:
+        assert action is None, f"{name} has a --format: take it out of NO_FORMAT"
+        return
+    assert action is not None, name
+    assert action.option_strings == ["--format", "--output-format"], name
+    assert action.choices is not None and "text" in action.choices and "terminal" not in action.choices, name
+    assert action.default == "text", name
+    for given in ("text", "terminal", "json"):
+        for flag in action.option_strings:
+            args = build_parser(name).parse_args([name, *_required(name), flag, given])
+            assert args.format == ("text" if given == "terminal" else given), (name, flag, given)
+
+
+def test_the_formats_work_under_either_flag_and_either_name(tmp_path: Path) -> None:
+    rules = kgate("rules", "--output-format", "json", cwd=tmp_path)
+    assert rules.code == 0 and [r["code"] for r in json.loads(rules.stdout)][:1] == ["KG001"], rules.stderr
+    explained = kgate("explain", "KG204", "--output-format", "json", cwd=tmp_path)
+    assert explained.code == 0 and json.loads(explained.stdout)["code"] == "KG204", explained.stderr
+    assert kgate("explain", "KG204", "--format", "terminal", cwd=tmp_path).stdout.startswith("# KG204 device-print")
+    _lint_project(tmp_path)
+    texts = {fmt: kgate("lint", "--no-cache", "--format", fmt, cwd=tmp_path) for fmt in ("text", "terminal")}
+    assert texts["text"].code == texts["terminal"].code == 1 and texts["text"].stdout == texts["terminal"].stdout
+    assert "KG302 error launch-guard" in texts["text"].stdout
+    wrong = kgate("rules", "--format", "xml", cwd=tmp_path)
+    assert wrong.code == 2 and "invalid choice: 'xml'" in wrong.stderr and "Traceback" not in wrong.stderr

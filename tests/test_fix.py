@@ -192,6 +192,24 @@ def test_diff_prints_the_changes_and_writes_nothing(tmp_path: Path) -> None:
     assert (clean.code, clean.stdout) == (0, "")
 
 
+def test_fixes_from_a_folder_inside_touch_its_files_and_name_them_from_there(tmp_path: Path) -> None:
+    root = project(tmp_path, {"tests/conftest.py": CONFTEST_SUPPRESSED, "pkg/ops.py": CONFTEST_SUPPRESSED})
+    tests = root / "tests"
+    diff = kgate("lint", "--diff", cwd=tests)
+    assert diff.code == 1 and diff.stdout.startswith("--- a/conftest.py\n+++ b/conftest.py\n"), diff.stdout
+    assert "pkg/ops.py" not in diff.stdout and "would fix 4 finding(s) in 1 file" in diff.stderr
+    patched = tmp_path / "patched"
+    shutil.copytree(tests, patched)
+    subprocess.run(["patch", "-s", "-p1"], input=diff.stdout, text=True, cwd=patched, check=True)
+    fixed = kgate("lint", "--fix", "--show-fixes", cwd=tests)
+    assert "fixed: conftest.py:2: KG002 " in fixed.stderr and "fixed 4 finding(s) in 1 file, 0 remaining" in fixed.stderr
+    assert (patched / "conftest.py").read_bytes() == (tests / "conftest.py").read_bytes()
+    # The folder's own files only: the same comments elsewhere in the project are left for a lint there.
+    assert (root / "pkg/ops.py").read_text() == CONFTEST_SUPPRESSED
+    left = codes(root)
+    assert left and {(p, c) for p, _l, c in left} == {("pkg/ops.py", "KG002")}
+
+
 # --------------------------------------------------------------------------- KG301 (unsafe)
 
 BLOCK_SCALED = ("// Block-scaled FP8 MMA: sm_120a only.\n__device__ void mma() {\n"

@@ -192,3 +192,84 @@ def test_show_settings_of_a_file_are_its_governing_configurations(tmp_path: Path
     # `--config` names the one configuration for every file, as for the lint itself.
     named = json.loads(kgate("lint", "--config", "pyproject.toml", "--show-settings", "sub/t.py", cwd=tmp_path).stdout)
     assert named["settings"]["targets"] == ["sm_120a"]
+
+
+# --------------------------------------------------------------------------- from a folder inside the project
+
+def _fla(root: Path) -> Path:
+    """A project whose kernels sit three folders down; per-file-ignores written from the project's top."""
+    return tree(root, {"pyproject.toml": '[project]\nname = "fla"\n[tool.kgate.per-file-ignores]\n'
+                                         '"fla/ops/utils/skip_*.py" = ["device-print"]\n',
+                       "fla/ops/utils/cumsum.py": None, "fla/ops/utils/skip_me.py": None,
+                       "fla/ops/chunk.py": None, "top.py": None})
+
+
+def _where(text: str) -> list[str]:
+    """The paths of a text report's finding lines (`PATH:LINE:COL: CODE ...`)."""
+    return [line.split(":", 1)[0] for line in text.splitlines() if ": KG" in line]
+
+
+def test_lint_without_paths_lints_the_current_folder_and_prints_paths_from_there(tmp_path: Path) -> None:
+    root = _fla(tmp_path)
+    utils = root / "fla/ops/utils"
+    run = kgate("lint", cwd=utils)
+    # The current folder, under the configuration found above it (its per-file-ignores still apply).
+    assert run.code == 1 and _where(run.stdout) == ["cumsum.py"], run.stdout + run.stderr
+    assert run.stdout.splitlines()[-1].startswith("kgate lint: FAILED: 2 file(s)")
+    assert all((utils / path).is_file() for path in _where(run.stdout))  # each opens from where it was printed
+    assert kgate("lint", "--show-files", cwd=utils).stdout.splitlines() == ["cumsum.py", "skip_me.py"]
+    # Paths named from a folder inside: shown from there, `../` above it (in the project's order).
+    ops = kgate("lint", "utils", "../../top.py", cwd=root / "fla/ops")
+    assert _where(ops.stdout) == ["utils/cumsum.py", "../../top.py"], ops.stdout
+    # From the top: the whole project, named as before.
+    assert _where(kgate("lint", cwd=root).stdout) == ["fla/ops/chunk.py", "fla/ops/utils/cumsum.py", "top.py"]
+
+
+def test_machine_formats_keep_the_project_relative_paths_from_a_folder_inside(tmp_path: Path) -> None:
+    utils = _fla(tmp_path) / "fla/ops/utils"
+    assert flagged(lint(utils)) == ["fla/ops/utils/cumsum.py"]
+    sarif = json.loads(kgate("lint", "--format", "sarif", cwd=utils).stdout)
+    assert [r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for r in sarif["runs"][0]["results"]] \
+        == ["fla/ops/utils/cumsum.py"]
+    assert "file=fla/ops/utils/cumsum.py," in kgate("lint", "--format", "github", cwd=utils).stdout
+    assert 'classname="fla/ops/utils/cumsum.py"' in kgate("lint", "--format", "junit", cwd=utils).stdout
+
+
+def test_a_file_outside_the_project_keeps_its_absolute_name(tmp_path: Path) -> None:
+    root = _fla(tmp_path / "proj")
+    tree(tmp_path, {"outside/x.py": None})
+    run = kgate("lint", "../../../../outside/x.py", "cumsum.py", cwd=root / "fla/ops/utils")
+    assert _where(run.stdout) == [(tmp_path / "outside/x.py").resolve().as_posix(), "cumsum.py"], run.stdout
+
+
+def test_check_prints_source_paths_from_the_current_folder(tmp_path: Path) -> None:
+    root = _fla(tmp_path)
+    ops = root / "fla/ops"
+    run = kgate("check", cwd=ops)  # nothing to compile: the source rules over the whole project
+    assert run.code == 1 and _where(run.stdout) == ["chunk.py", "utils/cumsum.py", "../../top.py"], run.stdout
+    assert kgate("check", "--show-files", cwd=ops).stdout.splitlines() == [
+        "chunk.py", "utils/cumsum.py", "utils/skip_me.py", "../../pyproject.toml", "../../top.py"]
+    report = kgate("check", "--format", "json", cwd=ops).json()
+    assert sorted(f["path"] for f in report["findings"]) == ["fla/ops/chunk.py", "fla/ops/utils/cumsum.py", "top.py"]
+
+
+def test_a_lint_of_a_folder_inside_and_of_the_project_share_one_cache_without_mixing_them(tmp_path: Path) -> None:
+    root = _fla(tmp_path)
+    utils = root / "fla/ops/utils"
+    whole = ["fla/ops/chunk.py", "fla/ops/utils/cumsum.py", "top.py"]
+    assert _where(kgate("lint", cwd=utils).stdout) == ["cumsum.py"]
+    # The lint cache names files from the project's top whoever wrote it.
+    records = [json.loads(p.read_text()) for p in (root / ".kgate-cache/v1/lint").glob("*.json")]
+    assert [sorted(r["files"]) for r in records] == [["fla/ops/utils/cumsum.py", "fla/ops/utils/skip_me.py"]]
+    assert _where(kgate("lint", cwd=root).stdout) == whole
+    assert flagged(lint(root)) == whole == flagged(lint(root, "--no-cache"))
+    # Each folder's run record replays its own output, never the other's.
+    for _ in range(2):
+        assert _where(kgate("lint", cwd=utils).stdout) == ["cumsum.py"]
+        assert _where(kgate("lint", cwd=root).stdout) == whole
+    # One record for both: a whole-project lint now reads every file from it, each under its project name.
+    from kgate.api import lint as api_lint
+
+    assert api_lint(project=root).cached == 5  # the kernels and pyproject.toml
+    records = [json.loads(p.read_text()) for p in (root / ".kgate-cache/v1/lint").glob("*.json")]
+    assert [sorted(r["files"]) for r in records] == [sorted([*whole, "fla/ops/utils/skip_me.py", "pyproject.toml"])]

@@ -391,7 +391,7 @@ def test_completion_scripts_name_every_subcommand_and_flag(tmp_path: Path, shell
     for flag in ("--select", "--show-kernels", "--show-settings", "--color", "--format", "--accept-new"):
         wanted = f"-l {flag[2:]}" if shell == "fish" else flag
         assert wanted in run.stdout, flag
-    assert "terminal json sarif github junit" in run.stdout and "auto always never" in run.stdout
+    assert "text json sarif github junit" in run.stdout and "auto always never" in run.stdout
     checker = shutil.which(shell)
     if checker:  # the script parses in the shell it is for
         script = _write(tmp_path / f"kgate.{shell}", run.stdout)
@@ -405,6 +405,16 @@ def _write(path: Path, text: str) -> Path:
     return path
 
 
+def _bash_completions(script: Path, words: list[str]) -> set[str]:
+    """What the script's completion function offers for `words` (the last being completed), as bash calls it."""
+    probe = (f"source {script}\nCOMP_WORDS=({' '.join(repr(w) for w in words)})\nCOMP_CWORD={len(words) - 1}\n"
+             f'_kgate\nprintf "%s\\n" "${{COMPREPLY[@]}}"\n')
+    return set(subprocess.run(["bash", "-c", probe], capture_output=True, text=True, check=True).stdout.split())
+
+
+KG2 = {"KG201", "KG202", "KG203", "KG204"}
+
+
 @pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
 @pytest.mark.parametrize(("line", "expected"), [
     ("kgate ch", {"check"}),
@@ -413,23 +423,91 @@ def _write(path: Path, text: str) -> Path:
     ("kgate lint --color a", {"auto", "always"}),
     ("kgate baseline u", {"update"}),
     ("kgate completion f", {"fish"}),
+    # Rules, wherever one is named: codes, names, and for a list its prefixes and ALL, after the last comma.
+    ("kgate explain KG10", {f"KG10{i}" for i in range(1, 10)}),
+    ("kgate explain spi", {"spill"}),
+    ("kgate lint --select KG2", {"KG2", *KG2}),
+    ("kgate check --extend-select dev", {"device-print"}),
+    ("kgate baseline --ignore A", {"ALL"}),
+    ("kgate audit --ignore KG201,runtime-", {"KG201,runtime-autotune"}),
+    ("kgate lint --ignore KG103,KG30", {"KG103,KG301", "KG103,KG302", "KG103,KG303"}),
+    # `--flag=value`: bash makes the `=` a word of its own, and keeps it when it is the word completed.
+    ("kgate lint --select = KG20", KG2),
+    ("kgate lint --format = j", {"json", "junit"}),
+    ("kgate lint --select =", None),
 ])
-def test_bash_completion_completes(tmp_path: Path, line: str, expected: set[str]) -> None:
+def test_bash_completion_completes(tmp_path: Path, line: str, expected: set[str] | None) -> None:
     script = _write(tmp_path / "kgate.bash", kgate("completion", "bash", cwd=tmp_path).stdout)
-    words = line.split(" ")
-    probe = (f"source {script}\nCOMP_WORDS=({' '.join(repr(w) for w in words)})\nCOMP_CWORD={len(words) - 1}\n"
-             f'_kgate\nprintf "%s\\n" "${{COMPREPLY[@]}}"\n')
-    out = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, check=True).stdout
-    assert set(out.split()) == expected, out
+    got = _bash_completions(script, line.split(" "))
+    if expected is None:  # `--select=` then Tab: every rule, each after the `=` it replaces
+        assert {"=ALL", "=KG2", "=KG201", "=spill"} <= got and all(word.startswith("=") for word in got), got
+    else:
+        assert got == expected
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
+def test_completion_offers_every_rule_of_the_registry(tmp_path: Path) -> None:
+    from kgate import rules as registry  # type: ignore[attr-defined]
+
+    script = _write(tmp_path / "kgate.bash", kgate("completion", "bash", cwd=tmp_path).stdout)
+    every = {word for code, name, _module in registry.REGISTRY for word in (code, name)}
+    assert _bash_completions(script, ["kgate", "explain", ""]) == every
+    prefixes = {code[:3] for code, _name, _module in registry.REGISTRY}
+    assert _bash_completions(script, ["kgate", "lint", "--select", ""]) == every | prefixes | {"ALL"}
+
+
+# Drives an interactive zsh on a pseudo-terminal: compinit with the script on $fpath, a Tab after the line, and
+# every candidate the completion system adds printed between markers.
+ZSH_CAPTURE = r"""
+zmodload zsh/zpty
+zpty z zsh -f -i
+zpty -w z "PROMPT=''; fpath=($1 \$fpath); autoload -U compinit; compinit -u -D"
+zpty -w z 'compadd() { local -a hits; builtin compadd -A hits "$@"; local h; for h in $hits; do print -r -- "<<$IPREFIX$h>>"; done; }'
+zpty -w z 'comppostfuncs=(done_); done_() { print -r -- "<<END>>"; exit }'
+zpty -w z 'bindkey "^I" complete-word'
+zpty -w z "$2"$'\t'
+local out chunk
+integer i
+for i in {1..300}; do
+  while zpty -r -t z chunk; do out+=$chunk; done
+  [[ $out == *'<<END>>'* ]] && break
+  sleep 0.1
+done
+print -r -- "$out"
+"""
+
+
+@pytest.mark.skipif(shutil.which("zsh") is None, reason="zsh is not installed")
+@pytest.mark.parametrize(("line", "expected"), [
+    ("kgate ch", {"check"}),
+    ("kgate check --format j", {"json", "junit"}),
+    ("kgate explain KG10", {f"KG10{i}" for i in range(1, 10)}),
+    ("kgate explain spi", {"spill"}),
+    ("kgate lint --select KG2", {"KG2", *KG2}),
+    ("kgate lint --ignore KG201,runtime-", {"KG201,runtime-autotune"}),
+])
+def test_zsh_completion_completes(tmp_path: Path, line: str, expected: set[str]) -> None:
+    functions = tmp_path / "functions"
+    functions.mkdir()
+    _write(functions / "_kgate", kgate("completion", "zsh", cwd=tmp_path).stdout)
+    capture = _write(tmp_path / "capture.zsh", ZSH_CAPTURE)
+    out = subprocess.run(["zsh", "-f", str(capture), str(functions), line], capture_output=True, text=True, check=False,
+                         timeout=60, cwd=tmp_path).stdout
+    assert "<<END>>" in out, out
+    # The line that defines compadd is echoed too: its "<<$IPREFIX$h>>" is no candidate.
+    assert set(re.findall(r"<<([^<>$]*)>>", out)) - {"END"} == expected
 
 
 @pytest.mark.skipif(shutil.which("fish") is None, reason="fish is not installed")
 def test_fish_completion_completes(tmp_path: Path) -> None:
     script = _write(tmp_path / "kgate.fish", kgate("completion", "fish", cwd=tmp_path).stdout)
+    lines = {"kgate ch": {"check"}, "kgate lint --sel": {"--select"}, "kgate check --format j": {"json", "junit"},
+             "kgate baseline u": {"update"}, "kgate explain KG10": {f"KG10{i}" for i in range(1, 10)},
+             "kgate lint --select KG201,dev": {"KG201,device-print"},
+             "kgate check --ignore=KG30": {"--ignore=KG301", "--ignore=KG302", "--ignore=KG303"}}
     out = {}
-    for line in ("kgate ch", "kgate lint --sel", "kgate check --format j", "kgate baseline u"):
+    for line in lines:
         probe = subprocess.run(["fish", "--no-config", "-c", f"source {script}; complete -C '{line}'"],
                                capture_output=True, text=True, check=True).stdout
         out[line] = {row.split("\t")[0] for row in probe.splitlines()}
-    assert out == {"kgate ch": {"check"}, "kgate lint --sel": {"--select"}, "kgate check --format j": {"json", "junit"},
-                   "kgate baseline u": {"update"}}
+    assert out == lines

@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
     extra = [str(timings_path(config))] if spec is not None else []
     taken = recording.snapshot(args, config, extra, compilers=True)
     # The bar only under the terminal report; the plain lines of a log in every format (they go to stderr).
-    progress = ProgressBar(enabled=not args.quiet and args.format == "terminal", plain=not args.quiet)
+    progress = ProgressBar(enabled=not args.quiet and args.format == "text", plain=not args.quiet)
     try:
         # The run and its report are `kgate.api.gate`'s, which `kgate.api.check()` hands back as typed objects.
         checked = api.run_check(config, selection, options, progress)

@@ -48,10 +48,11 @@ def fail_on(args: argparse.Namespace, config: Config) -> Severity:
 def emit(result: Result, args: argparse.Namespace, config: Config) -> int:
     """Render the result in the requested format, write it, and return the exit code."""
     from kgate.report import terminal
+    from kgate.report.paths import from_here
 
     result.exit_zero = bool(getattr(args, "exit_zero", False))  # before rendering: the summary says so
-    fmt = getattr(args, "format", "terminal")
-    if fmt == "terminal":
+    fmt = getattr(args, "format", "text")
+    if fmt == "text":  # paths from where the command runs; the machine formats keep the project's names
         choice = getattr(args, "color", "auto")
         # A report written to a file takes colour only when asked for by name (FORCE_COLOR is for the screen).
         colour = choice == "always" if args.output else terminal.use_colour(choice, sys.stdout.isatty())
@@ -59,7 +60,8 @@ def emit(result: Result, args: argparse.Namespace, config: Config) -> int:
         text = terminal.render(result, colour=colour, table=not quiet, quiet=quiet and result.command == "lint",
                                all_kernels=getattr(args, "show_kernels", False),
                                # shutil's import only where there is a table to fit (not for the commit hook)
-                               width=None if args.output or quiet or not result.kernels else terminal.screen_width())
+                               width=None if args.output or quiet or not result.kernels else terminal.screen_width(),
+                               shown=from_here(config.root))
     else:
         module = importlib.import_module(f"kgate.report.{fmt}_report")
         text = module.render(result, config)
@@ -175,12 +177,15 @@ class _Ticker:
 
 def show_files(config: Config, selection: Selection, paths: list[str], *, force_exclude: bool = False,
                select_for: Callable[[Config], Selection] | None = None) -> int:
-    """`--show-files`: the files the source rules would read (as the run names them, sorted), one a line."""
+    """`--show-files`: the files the source rules would read, one a line, sorted as the run names them and
+    shown from the current folder."""
     from kgate.pipeline.lint import discover
+    from kgate.report.paths import from_here
 
     groups = discover(config, selection, paths, force_exclude=force_exclude, select_for=select_for)
+    shown = from_here(config.root)
     for rel in sorted(rel for group in groups for rel in group.files):
-        sys.stdout.write(terminal(rel) + "\n")
+        sys.stdout.write(terminal(shown(rel)) + "\n")
     return 0
 
 

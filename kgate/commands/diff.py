@@ -28,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
     config = config_from(args)
     options = CheckOptions(targets=tuple(args.target or ()), kernels=tuple(args.kernel or ()), jobs=args.jobs,
                            source=False, language="triton" if args.triton else args.language)
-    progress = ProgressBar(enabled=args.format == "terminal" and not args.side_json, plain=not args.side_json)
+    progress = ProgressBar(enabled=args.format == "text" and not args.side_json, plain=not args.side_json)
     try:
         if args.side_json:  # one side for a diff run in another environment (`--triton`)
             sys.stdout.write(json.dumps(compile_side(config, options, "", progress).to_json()))

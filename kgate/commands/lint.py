@@ -1,5 +1,11 @@
 """`kgate lint [paths]`: the source rules, without compiling and without importing the project's code.
 
+With no paths it lints the current folder, as ruff does: the whole project from the project's top, the
+files under it from a folder inside (the configuration is still found upward from there). Paths in the text
+report, `--show-files`, `--diff` and the lines about fixes are shown from the current folder; the files keep
+their project-relative names everywhere else: the machine formats, the baseline, the lint cache
+(`kgate.report.paths`).
+
 See `kgate.pipeline.lint` for which files are linted (each under the configuration that governs it), and
 `kgate.api.source` (the path `kgate.api.lint()` takes too) for how the baseline judges a lint of some files.
 
@@ -25,6 +31,8 @@ from kgate.core.config import Config
 from kgate.core.errors import ConfigError
 from kgate.core.result import Result
 from kgate.core.selection import Selection
+from kgate.report.escape import terminal
+from kgate.report.paths import from_here
 
 if TYPE_CHECKING:
     from kgate.pipeline.fix import FixRun
@@ -40,14 +48,24 @@ def run(args: argparse.Namespace) -> int:
             config = Projects(config, per_file=True).governing(os.path.dirname(os.path.abspath(args.show_settings)))
             selection = selection_from(args, config)
         return show_settings(config, selection, args.show_settings)
+    paths = args.paths or here(config)
     if args.show_files:
-        return show_files(config, selection, args.paths, force_exclude=args.force_exclude,
-                          select_for=_select_for(args))
-    taken = recording.snapshot(args, config, [os.path.abspath(p) for p in args.paths], compilers=False)
+        return show_files(config, selection, paths, force_exclude=args.force_exclude, select_for=_select_for(args))
+    taken = recording.snapshot(args, config, [os.path.abspath(p) for p in paths], compilers=False)
     with recording.capture() as (out, err):
-        code = _lint(args, config, selection)
+        code = _lint(args, config, selection, paths)
     recording.finish(args, taken, out, err, code)
     return code
+
+
+def here(config: Config) -> list[str]:
+    """What a lint without paths reads: the current folder. At the project's top that is the whole project,
+    given as no paths: a whole-project lint, which also judges the baseline's stale pins."""
+    try:
+        top = os.path.samefile(os.getcwd(), config.root)
+    except OSError:
+        top = False
+    return [] if top else ["."]
 
 
 def _select_for(args: argparse.Namespace) -> Callable[[Config], Selection] | None:
@@ -55,39 +73,44 @@ def _select_for(args: argparse.Namespace) -> Callable[[Config], Selection] | Non
     return None if getattr(args, "config", None) else lambda other: selection_from(args, other)
 
 
-def _lint(args: argparse.Namespace, config: Config, selection: Selection) -> int:
+def _lint(args: argparse.Namespace, config: Config, selection: Selection, paths: list[str]) -> int:
     fixing, diff, show = (getattr(args, name, False) for name in ("fix", "diff", "show_fixes"))
     if getattr(args, "add_ignore", False):
         if fixing or diff:
             raise ConfigError("--add-ignore cannot be combined with --fix or --diff")
-        return _add_ignore(args, config, selection)
+        return _add_ignore(args, config, selection, paths)
     if not (fixing or diff or show):
-        return emit(_result(args, config, selection), args, config)
+        return emit(_result(args, config, selection, paths), args, config)
     # Imported only here: a plain `kgate lint` never loads the fixer (nor libcst).
     from kgate.pipeline import fix
 
     fix.require_libcst()
 
-    fixed = fix.fix_lint(config, selection, args.paths, unsafe=args.unsafe_fixes, force_exclude=args.force_exclude,
+    shown = from_here(config.root)
+    fixed = fix.fix_lint(config, selection, paths, unsafe=args.unsafe_fixes, force_exclude=args.force_exclude,
                          use_cache=not args.no_cache, select_for=_select_for(args))
     for rel, why in fixed.rejected:
-        print(f"kgate: {rel}: fixes not applied: {why}", file=sys.stderr)
+        print(f"kgate: {terminal(shown(rel), line_start=False)}: fixes not applied: {why}", file=sys.stderr)
     if diff:
-        sys.stdout.write(fix.unified_diff(fixed.changes))
+        sys.stdout.write(fix.unified_diff(fixed.changes, shown))
         sys.stdout.flush()
-        _fix_summary(args, fixed, "would fix", None)
+        _fix_summary(args, fixed, "would fix", None, config)
         return 1 if fixed.changes else 0
     if fixing:
-        fix.write(fixed.changes)
-    result = _result(args, config, selection)
+        fix.write(fixed.changes, shown)
+    result = _result(args, config, selection, paths)
     code = emit(result, args, config)
-    _fix_summary(args, fixed, "fixed" if fixing else "can fix", len(result.findings))
+    _fix_summary(args, fixed, "fixed" if fixing else "can fix", len(result.findings), config)
     return code
-def _fix_summary(args: argparse.Namespace, fixed: FixRun, done: str, remaining: int | None) -> None:
+
+
+def _fix_summary(args: argparse.Namespace, fixed: FixRun, done: str, remaining: int | None, config: Config) -> None:
     """On stderr: the fixes (`--show-fixes`) and one line of counts."""
     if args.show_fixes and fixed.applied:
+        shown = from_here(config.root)
         for item in sorted(fixed.applied):
-            print(f"{done}: {item.path}:{item.line}: {item.code} {item.message}", file=sys.stderr)
+            print(f"{done}: {terminal(shown(item.path), line_start=False)}:{item.line}: {item.code} {item.message}",
+                  file=sys.stderr)
     files = len(fixed.changes)
     line = f"kgate lint: {done} {len(fixed.applied)} finding(s) in {files} file{'s' if files != 1 else ''}"
     if remaining is not None:
@@ -97,25 +120,26 @@ def _fix_summary(args: argparse.Namespace, fixed: FixRun, done: str, remaining: 
     print(line, file=sys.stderr)
 
 
-def _add_ignore(args: argparse.Namespace, config: Config, selection: Selection) -> int:
+def _add_ignore(args: argparse.Namespace, config: Config, selection: Selection, paths: list[str]) -> int:
     from kgate.pipeline import fix, pin
     from kgate.pipeline.lint import run_lint
 
     fix.require_libcst()
     select_for = _select_for(args)
-    lint = run_lint(config, selection, args.paths, force_exclude=args.force_exclude, use_cache=not args.no_cache,
+    lint = run_lint(config, selection, paths, force_exclude=args.force_exclude, use_cache=not args.no_cache,
                     select_for=select_for)
-    where = pin.relative_files(config, selection, args.paths, args.force_exclude, select_for)
+    where = pin.relative_files(config, selection, paths, args.force_exclude, select_for)
     pins = pin.add_ignores(lint.findings, where)
-    fix.write(pins.changes)
+    shown = from_here(config.root)
+    fix.write(pins.changes, shown)
     for path, line, code, why in pins.left:
-        print(f"kgate: {path}:{line}: {code} not pinned: {why}", file=sys.stderr)
+        print(f"kgate: {terminal(shown(path), line_start=False)}:{line}: {code} not pinned: {why}", file=sys.stderr)
     files = len(pins.changes)
     print(f"kgate lint: pinned {pins.pinned} finding(s) in {files} file{'s' if files != 1 else ''} with a "
           f"placeholder reason (KG003 reports each until it is written)", file=sys.stderr)
     return 0
 
 
-def _result(args: argparse.Namespace, config: Config, selection: Selection) -> Result:
-    return lint_result(config, selection, args.paths, force_exclude=args.force_exclude, use_cache=not args.no_cache,
+def _result(args: argparse.Namespace, config: Config, selection: Selection, paths: list[str]) -> Result:
+    return lint_result(config, selection, paths, force_exclude=args.force_exclude, use_cache=not args.no_cache,
                        baseline=not args.no_baseline, fail_on=fail_on(args, config), select_for=_select_for(args))

@@ -37,6 +37,7 @@ from kgate.core.selection import Selection
 from kgate.core.suppress import without_code
 from kgate.evaluate import source as engine
 from kgate.pipeline.lint import active_findings, discover, run_lint
+from kgate.report.paths import Shown, as_named
 
 ROUNDS = 4
 _NEWLINE = re.compile(r"\r\n|\r|\n")
@@ -132,7 +133,7 @@ def _fix_group(where: dict[str, str], results: dict[str, engine.FileResult], sel
     return FixRun(changes, applied, rejected, unsafe_left)
 
 
-def write(changes: dict[str, Change]) -> None:
+def write(changes: dict[str, Change], shown: Shown = as_named) -> None:
     from kgate.core.errors import ConfigError
     from kgate.support.atomicio import atomic_write
 
@@ -140,16 +141,17 @@ def write(changes: dict[str, Change]) -> None:
         try:
             atomic_write(Path(change.path), change.after, follow=True)
         except OSError as exc:
-            raise ConfigError(f"cannot write {rel}: {exc.strerror or exc}") from None
+            raise ConfigError(f"cannot write {shown(rel)}: {exc.strerror or exc}") from None
 
 
-def unified_diff(changes: dict[str, Change]) -> str:
-    """The changes as one unified diff (`a/PATH`, `b/PATH`, three lines of context)."""
+def unified_diff(changes: dict[str, Change], shown: Shown = as_named) -> str:
+    """The changes as one unified diff (`a/PATH`, `b/PATH`, three lines of context); `shown`: each path as
+    printed (from the current folder, so that `patch -p1` applies it there)."""
     out: list[str] = []
     for rel, change in sorted(changes.items()):
         before = decoded(change.before, rel)[1].splitlines(keepends=True)
         after = decoded(change.after, rel)[1].splitlines(keepends=True)
-        out.append(f"--- a/{rel}\n+++ b/{rel}\n")
+        out.append(f"--- a/{shown(rel)}\n+++ b/{shown(rel)}\n")
         # difflib.unified_diff's matcher treats frequent lines (`}`) as junk and shows them changed.
         matcher = difflib.SequenceMatcher(None, before, after, autojunk=False)
         for group in matcher.get_grouped_opcodes(3):

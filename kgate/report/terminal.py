@@ -1,6 +1,7 @@
 """Terminal output: findings one per line, a table per kernel variant and target, one summary line.
 
-Every text from the project (paths, kernel and variant names, messages) goes through `escape.terminal`.
+Every text from the project (paths, kernel and variant names, messages) goes through `escape.terminal`. Paths
+are shown from the folder the command runs in (`kgate.report.paths`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from kgate.core.findings import Finding, Severity
 from kgate.core.result import Result
 from kgate.report.differences import standing_text
 from kgate.report.escape import terminal
+from kgate.report.paths import Shown, as_named
 from kgate.report.table import aligned
 
 if TYPE_CHECKING:
@@ -47,10 +49,11 @@ def _paint(text: str, code: str, colour: bool) -> str:
     return f"\033[{code}m{text}\033[0m" if colour else text
 
 
-def finding_line(f: Finding, colour: bool = False, standing: tuple[Any, ...] = ()) -> str:
+def finding_line(f: Finding, colour: bool = False, standing: tuple[Any, ...] = (), shown: Shown = as_named) -> str:
     """One finding on one line; `standing`, what the ratchet says of it (`Result.standing_of`), in parentheses
-    after its rule's name: `(new)`, `(worse than baseline: spill_bytes 0 -> 120)`."""
-    where = f"{terminal(f.path)}:{f.line}" + (f":{f.col}" if f.col else "")
+    after its rule's name: `(new)`, `(worse than baseline: spill_bytes 0 -> 120)`; `shown`, how its path is named
+    for the reader."""
+    where = f"{terminal(shown(f.path))}:{f.line}" + (f":{f.col}" if f.col else "")
     subject = ""
     if f.kernel and f.target:
         subject = f" [{f.kernel}" + (f" {f.variant}" if f.variant else "") + f" @ {f.target}]"
@@ -63,10 +66,10 @@ def finding_line(f: Finding, colour: bool = False, standing: tuple[Any, ...] = (
             f"{terminal(f.message + subject, line_start=False)}")
 
 
-def related_lines(f: Finding) -> list[str]:
+def related_lines(f: Finding, shown: Shown = as_named) -> list[str]:
     """The finding's other places, one indented line each, under the finding's own line."""
-    return [f"    {terminal(place.place, line_start=False)}: {terminal(place.message, line_start=False)}"
-            for place in f.related]
+    return [f"    {terminal(f'{shown(place.path)}:{place.line}' if place.path else place.place, line_start=False)}: "
+            f"{terminal(place.message, line_start=False)}" for place in f.related]
 
 
 def _verdict(facts: KernelFacts, by_kernel: dict[tuple[str, str, str], list[Finding]]) -> str:
@@ -229,16 +232,17 @@ def summary_line(result: Result) -> str:
 
 
 def render(result: Result, *, colour: bool = False, table: bool = True, quiet: bool = False, all_kernels: bool = True,
-           width: int | None = None) -> str:
+           width: int | None = None, shown: Shown = as_named) -> str:
     """The terminal report. `quiet`: the findings, the failing ratchet lines and the summary only (no notices);
-    `all_kernels` False: the table's rows with findings only; `width`: the screen's, to fit the table in."""
+    `all_kernels` False: the table's rows with findings only; `width`: the screen's, to fit the table in;
+    `shown`: a finding's path as printed (`kgate.report.paths.from_here`: from the current folder)."""
     lines: list[str] = []
     if table and result.kernels:
         lines.extend(kernel_table(result.kernels, result.findings, all_rows=all_kernels, width=width))
         lines.append("")
     for f in result.findings:
-        lines.append(finding_line(f, colour, result.standing_of(f)))
-        lines.extend(related_lines(f))
+        lines.append(finding_line(f, colour, result.standing_of(f), shown))
+        lines.extend(related_lines(f, shown))
     lines.extend(terminal(str(diff)) for diff in result.ratchet if not quiet or getattr(diff, "fails", True))
     if not quiet:
         lines.extend(terminal(notice) for notice in result.notices)
