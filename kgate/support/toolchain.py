@@ -52,8 +52,8 @@ class CudaToolchain:
                                  f"(see `kgate doctor`)")
         raise ToolchainError(
             "no CUDA compiler found for the configured CUDA sources: set `nvcc = \"/path/to/nvcc\"` in the "
-            "configuration, set CUDA_HOME, put nvcc on PATH, or pip install nvidia-cuda-nvcc (or, for "
-            "device-only sources, pip install 'kgate[cuda]' for NVRTC)")
+            "configuration, set CUDA_HOME, put nvcc on PATH, or pip install 'kernel-gate[cuda]' with "
+            "'cuda-toolkit[nvcc,nvvm,crt,cudart,cccl]' (NVRTC alone compiles device-only sources; see docs/cuda.md)")
 
     def versions(self) -> dict[str, str]:
         """What decides the compiled output: part of every CUDA cache key."""
