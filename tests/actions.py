@@ -1,8 +1,8 @@
 """A GitHub Actions runner in miniature, for the workflows of docs/ci.md (tests/test_ci_workflows.py).
 
-What it does as GitHub does: `${{ }}` expressions and `if:` conditions (a condition without a status function
-means `success() && (...)`), step outcomes, `env:` of the workflow, job and step, `run:` steps as
-`bash --noprofile --norc -eo pipefail`, matrices, `needs`, and these actions:
+What it does as GitHub does: `${{ }}` expressions (tests/expressions.py) and `if:` conditions (a condition
+without a status function means `success() && (...)`), step outcomes, `env:` of the workflow, job and step,
+`run:` steps as `bash --noprofile --norc -eo pipefail`, matrices, `needs`, and these actions:
 
 - `actions/checkout`: the project, committed as a git repository (`Play.checkout` makes it);
 - `actions/setup-python`: a fresh virtual environment of this Python, first on `PATH`, with pip upgraded;
@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from expressions import Evaluator, as_text, tokens, truthy
 from report_helpers import validate_sarif
 
 EXPRESSION = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
@@ -47,128 +48,6 @@ NETWORK = {"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy",
            "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "PIP_CERT", "PIP_INDEX_URL", "PIP_TRUSTED_HOST",
            "PIP_DEFAULT_TIMEOUT"}
 
-
-# --- expressions -------------------------------------------------------------------------------------------
-
-_TOKEN = re.compile(r"\s*(?:(\|\||&&|==|!=|!|\(|\)|,)|'((?:[^']|'')*)'|(-?\d+(?:\.\d+)?)|([A-Za-z_][\w.-]*))")
-
-
-def _tokens(text: str) -> list[tuple[str, Any]]:
-    out, pos = [], 0
-    text = text.strip()
-    while pos < len(text):
-        match = _TOKEN.match(text, pos)
-        if not match or match.end() == pos:
-            raise ValueError(f"cannot read the expression {text!r} at {pos}")
-        op, string, number, name = match.groups()
-        if op is not None:
-            out.append(("op", op))
-        elif string is not None:
-            out.append(("value", string.replace("''", "'")))
-        elif number is not None:
-            out.append(("value", float(number)))
-        else:
-            out.append(("name", name))
-        pos = match.end()
-    return out
-
-
-class _Evaluator:
-    """GitHub's expression grammar, as far as workflows use it: ||, &&, ==, !=, !, calls, context paths."""
-
-    def __init__(self, tokens: list[tuple[str, Any]], lookup: Callable[[str], Any],
-                 call: Callable[[str, list[Any]], Any]) -> None:
-        self.tokens, self.pos, self.lookup, self.call = tokens, 0, lookup, call
-
-    def peek(self) -> tuple[str, Any] | None:
-        return self.tokens[self.pos] if self.pos < len(self.tokens) else None
-
-    def take(self, op: str | None = None) -> tuple[str, Any]:
-        token = self.tokens[self.pos]
-        if op is not None and token != ("op", op):
-            raise ValueError(f"expected {op!r}, found {token!r}")
-        self.pos += 1
-        return token
-
-    def parse(self) -> Any:
-        value = self.or_()
-        if self.peek() is not None:
-            raise ValueError(f"unexpected {self.peek()!r}")
-        return value
-
-    def or_(self) -> Any:
-        value = self.and_()
-        while self.peek() == ("op", "||"):
-            self.take()
-            right = self.and_()
-            value = value if _truthy(value) else right
-        return value
-
-    def and_(self) -> Any:
-        value = self.compare()
-        while self.peek() == ("op", "&&"):
-            self.take()
-            right = self.compare()
-            value = right if _truthy(value) else value
-        return value
-
-    def compare(self) -> Any:
-        value = self.unary()
-        while self.peek() in (("op", "=="), ("op", "!=")):
-            op = self.take()[1]
-            right = self.unary()
-            equal = _loose(value) == _loose(right)
-            value = equal if op == "==" else not equal
-        return value
-
-    def unary(self) -> Any:
-        if self.peek() == ("op", "!"):
-            self.take()
-            return not _truthy(self.unary())
-        return self.primary()
-
-    def primary(self) -> Any:
-        kind, value = self.take()
-        if kind == "value":
-            return value
-        if (kind, value) == ("op", "("):
-            inner = self.or_()
-            self.take(")")
-            return inner
-        if kind != "name":
-            raise ValueError(f"unexpected {value!r}")
-        if value in ("true", "false", "null"):
-            return {"true": True, "false": False, "null": None}[value]
-        if self.peek() == ("op", "("):
-            self.take()
-            args = []
-            while self.peek() != ("op", ")"):
-                args.append(self.or_())
-                if self.peek() == ("op", ","):
-                    self.take()
-            self.take(")")
-            return self.call(value, args)
-        return self.lookup(value)
-
-
-def _truthy(value: Any) -> bool:
-    return value not in (None, False, 0, 0.0, "")
-
-
-def _loose(value: Any) -> Any:
-    """GitHub compares strings without regard to case."""
-    return value.lower() if isinstance(value, str) else value
-
-
-def _text(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return "" if value is None else str(value)
-
-
-# --- the run -----------------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class Event:
@@ -337,15 +216,16 @@ class Play:
         }
         job = Job(name, matrix, workspace, env, [])
         context = _Context(self, job, event, number, spec)
-        env.update({k: context.expand(_text(v)) for k, v in {**self.doc.get("env", {}), **spec.get("env", {})}.items()})
+        declared = {**self.doc.get("env", {}), **spec.get("env", {})}
+        env.update({k: context.expand(as_text(v)) for k, v in declared.items()})
         post: list[Callable[[], None]] = []
-        for index, step in enumerate(spec["steps"]):
+        for step in spec["steps"]:
             label = context.expand(step.get("name") or step.get("uses") or step["run"].splitlines()[0])
             if not context.condition(step.get("if")):
                 job.steps.append(Step(label, "skipped"))
                 context.record(step, "skipped")
                 continue
-            step_env = {**env, **{k: context.expand(_text(v)) for k, v in step.get("env", {}).items()}}
+            step_env = {**env, **{k: context.expand(as_text(v)) for k, v in step.get("env", {}).items()}}
             if "run" in step:
                 result = self._run(label, context.expand(step["run"]), workspace, step_env)
             else:
@@ -367,7 +247,7 @@ class Play:
     def _use(self, label: str, step: dict[str, Any], context: _Context, artifacts: Path, run: Run,
              post: list[Callable[[], None]]) -> Step:
         action = step["uses"].split("@")[0]
-        args = {k: context.expand(_text(v)) for k, v in (step.get("with") or {}).items()}
+        args = {k: context.expand(as_text(v)) for k, v in (step.get("with") or {}).items()}
         job = context.job
         if action == "actions/checkout":
             self.checkout(job.workspace, context.event)
@@ -509,10 +389,10 @@ class _Context:
         raise ValueError(f"no emulation of the function {name}()")
 
     def evaluate(self, text: str) -> Any:
-        return _Evaluator(_tokens(text), self.lookup, self.call).parse()
+        return Evaluator(tokens(text), self.lookup, self.call).parse()
 
     def expand(self, text: str) -> str:
-        return EXPRESSION.sub(lambda m: _text(self.evaluate(m.group(1))), text)
+        return EXPRESSION.sub(lambda m: as_text(self.evaluate(m.group(1))), text)
 
     def condition(self, text: Any) -> bool:
         if text is None:
@@ -523,7 +403,7 @@ class _Context:
         expression = inner.group(1) if inner else text
         if not STATUS_FUNCTIONS.search(expression):
             expression = f"success() && ({expression})"
-        return _truthy(self.evaluate(expression))
+        return truthy(self.evaluate(expression))
 
 
 def hash_files(root: Path, patterns: list[str]) -> str:
