@@ -53,8 +53,9 @@ class CudaToolchain:
                                  f"(see `kgate doctor`)")
         raise ToolchainError(
             "no CUDA compiler found for the configured CUDA sources: set `nvcc = \"/path/to/nvcc\"` in the "
-            "configuration, set CUDA_HOME, put nvcc on PATH, or pip install nvidia-cuda-nvcc (or, for "
-            f"device-only sources, NVRTC: {install_hint('cuda')})")
+            "configuration, set CUDA_HOME, put nvcc on PATH, or pip install "
+            "'cuda-toolkit[nvcc,nvvm,crt,cudart,cccl]' (the release your torch pins, if it pins one) beside "
+            f"NVRTC: {install_hint('cuda')}; NVRTC alone compiles device-only sources (see docs/cuda.md)")
 
     def versions(self) -> dict[str, str]:
         """What decides the compiled output: part of every CUDA cache key."""
