@@ -27,13 +27,13 @@ from kgate.collect.static_kernel import static_expansion
 from kgate.compile import records as record_shapes
 from kgate.compile.cache import Cache, CacheWriteError, Entry, digest, file_hash, sweep_triton
 from kgate.compile.pool import Outcome, Pool
+from kgate.compile.preflight import built_units, triton_toolchain
 from kgate.compile.relocate import def_line, def_spans
 from kgate.compile.triton_backend import MISSING_ATTRIBUTE, makes_sass
 from kgate.compile.units import CUBIN, Compiled, CompileFailure, read_text
 from kgate.core.config import Config, TritonEntry
-from kgate.core.errors import ToolchainError
 from kgate.core.rule import CapturedKernel
-from kgate.support import reads, tools
+from kgate.support import reads
 from kgate.support.atomicio import read_input_text
 
 Progress = Callable[[int, int, str], None]
@@ -97,27 +97,6 @@ class _Planned:
     @property
     def function(self) -> str:
         return self.kernel.split(":", 1)[1]
-
-
-def triton_toolchain() -> dict[str, str]:
-    """Versions that decide what Triton compiles: Triton itself and the ptxas it runs."""
-    version = tools.package_version("triton")
-    if version is None:
-        raise ToolchainError("triton is not installed in this environment: kgate compiles with the project's own "
-                             "Triton (the one its torch pins), so run kgate in that environment, or pip install triton")
-    out = {"triton": version}
-    for env in ("TRITON_PTXAS_BLACKWELL_PATH", "TRITON_PTXAS_PATH"):
-        named = os.environ.get(env)
-        if named and not (Path(named).is_file() and os.access(named, os.X_OK)):
-            # Triton would silently fall back to the ptxas in its wheel: not the compiler asked for.
-            raise ToolchainError(f"{env}={named}: no such executable (unset it to use the ptxas in Triton's wheel)")
-    for env, name in (("TRITON_PTXAS_BLACKWELL_PATH", "ptxas-blackwell"), ("TRITON_PTXAS_PATH", "ptxas")):
-        path = os.environ.get(env) or (str(tools.bundled_tool(name)) if tools.bundled_tool(name) else "")
-        if path and Path(path).is_file():
-            out[name] = f"{tools.tool_version(path)}"
-            out[name + ".id"] = tools.file_identity(Path(path))
-            break
-    return out
 
 
 def config_line(config: Config, needle: str) -> int:
@@ -268,20 +247,17 @@ def worker_env(config: Config) -> dict[str, str | None]:
 
 def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[str, ...], *, jobs: int,
                    progress: Progress | None = None, sass_all: bool = False, pool: Pool | None = None,
-                   captured: list[CapturedSpec] | None = None, usable: Usable | None = None) -> Compilation:
+                   captured: list[CapturedSpec] | None = None, usable: Usable | None = None,
+                   toolchain: dict[str, str] | None = None) -> Compilation:
     """Compile every registered launch and every captured specialisation of the project's Triton kernels.
 
-    A unit from the cache is used when `usable` says so (the facts stage can read it), else compiled again."""
+    A unit from the cache is used when `usable` says so (the facts stage can read it), else compiled again.
+    `toolchain`: `triton_toolchain()` as the run resolved it before its first compile (resolved here without it)."""
     run = Compilation()
-    captured = captured or []
-    # A kernel whose every registration names targets other than this run's is not built here at all: neither
-    # imported nor compiled, and so never a compile failure (its captured launches follow it).
-    built = [e for e in entries if any(e.builds_for(t) for t in targets)]
-    elsewhere = {e.kernel for e in entries} - {e.kernel for e in built}
-    entries, captured = built, [c for c in captured if c.spec.kernel not in elsewhere]
+    entries, captured, built_for = built_units(entries, captured or [], targets)
     if not entries and not captured:
         return run
-    run.toolchain = triton_toolchain()
+    run.toolchain = dict(toolchain) if toolchain is not None else triton_toolchain(built_for)
     tool_key = {k: v for k, v in run.toolchain.items()}
     cache = Cache(config.root / config.cache_dir, config.cache_dir)
     roots = import_roots(config.root, config.python_path)

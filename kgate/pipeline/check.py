@@ -14,6 +14,7 @@ from pathlib import Path
 
 from kgate.collect.captures import CapturedSpec
 from kgate.collect.registry import captured_specs, triton_entries, triton_kernels
+from kgate.compile import preflight
 from kgate.compile.cache import unusable as cache_unusable
 from kgate.compile.engine import Progress, default_jobs, worker_env
 from kgate.compile.pool import Pool
@@ -154,6 +155,9 @@ def compile_kernels(config: Config, entries: list[TritonEntry], captured: list[C
     covered. `files`: only these CUDA sources (a shard's slice)."""
     targets = resolve_targets(config, options.targets)
     jobs = options.jobs or config.jobs or default_jobs()
+    cuda_config = config.cuda if options.language in (None, "cuda") else ()
+    # Every compiler the run needs, before the first compile: a missing one is one line now, not after the rest.
+    found = preflight.resolve(config, entries, captured, targets, cuda_config)
     if not options.no_cache:  # before anything is written into it
         claim(config.root / config.cache_dir, config.cache_dir, config.display() if config.source else None)
     problem = None if options.no_cache else cache_unusable(config.root / config.cache_dir)
@@ -166,11 +170,10 @@ def compile_kernels(config: Config, entries: list[TritonEntry], captured: list[C
         cfg = replace(config, cache_dir=str(Path(scratch).resolve())) if options.no_cache else config
         # One pool of compile workers for Triton and CUDA kernels alike.
         with Pool(jobs, worker_env(cfg)) as pool:
-            cuda_config = config.cuda if options.language in (None, "cuda") else ()
             triton = triton_facts(cfg, entries, targets, jobs=jobs, progress=progress, sass_all=options.sass,
-                                    pool=pool, captured=captured)
+                                  pool=pool, captured=captured, toolchain=found.triton)
             cuda = cuda_facts(replace(cfg, cuda=cuda_config), targets, jobs=jobs, progress=progress, sass_all=options.sass,
-                                kernels=list(options.kernels) or None, pool=pool, files=files)
+                              kernels=list(options.kernels) or None, pool=pool, files=files, found=found.cuda)
     covered = frozenset({e.kernel for e in entries} | {c.spec.kernel for c in captured} | {f.kernel for f in cuda.facts}
                         | {f.kernel for f in cuda.failures})
     return merge_runs(triton, cuda), covered
