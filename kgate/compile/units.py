@@ -121,3 +121,8 @@ class CompileFailure:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> CompileFailure:
+        """From `to_json`'s object (related places as JSON objects); TypeError or ValueError for another shape."""
+        return cls(**{**data, "related": tuple(Related.from_record(r) for r in data.get("related", ()))})
