@@ -75,7 +75,7 @@ def compile_run(document: dict[str, Any]) -> CompileRun:
     """The CompileRun a recorded facts document stands for (the inverse of `facts_document`)."""
     return CompileRun(
         facts=[KernelFacts.from_record(record) for record in document["kernels"]],
-        failures=[CompileFailure(**record) for record in document["failures"]],
+        failures=[CompileFailure.from_json(record) for record in document["failures"]],
         toolchain=dict(document["toolchain"]),
         captured=[CapturedKernel(k["kernel"], tuple(Specialization.from_record(s) for s in k["specs"]),
                                  frozenset(k["tuned"])) for k in document["captured"]],

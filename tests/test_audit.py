@@ -209,13 +209,19 @@ def test_the_audit_disassembles_a_cubin_once_and_reads_its_mix_as_cuobjdumps_sas
     assert compared >= len(with_sass)
 
 
-def test_audit_and_check_of_a_project_with_nothing_to_gate_say_so_alike(tmp_path: Path) -> None:
-    (tmp_path / "kgate.toml").write_text("")
+def test_audit_and_check_of_a_project_with_nothing_to_gate_fail_alike(tmp_path: Path) -> None:
+    """A configuration that names no kernel (only targets) is a gate of nothing: exit 2 and one line, never a pass."""
+    (tmp_path / "kgate.toml").write_text('targets = ["sm_120a"]\n')
+    (tmp_path / "ops.py").write_text("def add(x, y):\n    return x + y\n")  # a source file: still nothing to gate
     audit = kgate("audit", "-o", str(tmp_path / "out"), cwd=tmp_path)
     check = kgate("check", cwd=tmp_path)
-    said = [line for line in audit.stderr.splitlines() if "no kernels" in line]
-    assert said == [line for line in check.stderr.splitlines() if "no kernels" in line]
-    assert said and said[0].startswith("kgate: no kernels to gate: nothing registered and no kgate-capture.toml")
+    assert (audit.code, check.code) == (2, 2), audit.stderr + check.stderr
+    assert audit.stderr == check.stderr and check.stdout == "" and not (tmp_path / "out").exists()
+    assert check.stderr.startswith("kgate: error: nothing to gate: kgate.toml registers no kernel and lists no CUDA "
+                                   "source, no @kgate.register decorates one, and there is no kgate-capture.toml: ")
+    assert check.stderr.count("\n") == 1
+    for named in ("`kgate capture -- python -m pytest`", "[[triton]]", "@kgate.register", "[[cuda]] sources"):
+        assert named in check.stderr
 
 
 def test_audit_of_this_repository_shows_the_bundled_mxfp8_gemm_on_both_cards(

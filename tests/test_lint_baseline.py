@@ -78,8 +78,11 @@ def test_an_update_that_compiles_nothing_keeps_every_toolchains_pins(tmp_path: P
     assert update.code == 0, update.stdout + update.stderr
     assert "x:y" not in update.stdout and "pinned    KG201|pkg/b.py|norm|n_tokens: 1" in update.stdout
     assert baseline.read_text().endswith(OTHER_TOOLCHAIN)  # the last table: kgate writes the newest Triton first
-    check = kgate("check", cwd=root)
-    assert check.code == 0 and "GONE" not in check.stdout, check.stdout + check.stderr
+    assert "pinning the source rules' findings only" in update.stderr
+    lint = kgate("lint", cwd=root)  # the gate of a project kgate only lints
+    assert lint.code == 0 and "GONE" not in lint.stdout, lint.stdout + lint.stderr
+    check = kgate("check", cwd=root)  # compiles nothing: not a pass
+    assert check.code == 2 and check.stderr.startswith("kgate: error: nothing to gate: "), check.stderr
 
 
 LAUNCH = "__global__ void k(float* x) { x[0] = 1; }\nvoid launch(float* x) {\n  k<<<1, 1>>>(x);\n}\n"

@@ -14,19 +14,12 @@ from typing import TYPE_CHECKING
 from kgate.api.results import CheckResult
 from kgate.api.setup import PathLike, project_config, selection_of
 from kgate.core.config import Config
-from kgate.core.errors import ConfigError
 from kgate.core.findings import Severity
 from kgate.core.result import Result
 from kgate.core.selection import Selection
 
 if TYPE_CHECKING:
     from kgate.shard.run import CheckOptions, CheckRun
-
-# No configuration file, no decorator and no capture: a gate of nothing must not pass.
-NOTHING_CONFIGURED = ("nothing to gate: no kgate.toml, and no pyproject.toml with a [tool.kgate] table, here or above, "
-                      "and no kernel registered or captured (add [tool.kgate] with [[tool.kgate.triton]] or "
-                      "[[tool.kgate.cuda]] tables to pyproject.toml, decorate kernels with @kgate.register, or run "
-                      "`kgate capture -- COMMAND`)")
 
 Progress = Callable[[int, int, str], None]
 
@@ -62,10 +55,7 @@ def run_check(config: Config, selection: Selection, options: CheckOptions,
     """Collect, compile and evaluate: the run's kernels and findings before the baseline."""
     from kgate.pipeline import check as pipeline
 
-    checked = pipeline.run_check(config, selection, options, progress)
-    if config.source is None and not checked.covered:
-        raise ConfigError(NOTHING_CONFIGURED)
-    return checked
+    return pipeline.run_check(config, selection, options, progress)
 
 
 def report(checked: CheckRun, options: CheckOptions, config: Config, *, baseline: bool) -> Result:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import functools
 import os
-import sys
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -35,7 +34,7 @@ from kgate.facts.listing import opcode_counts
 from kgate.facts.model import KernelFacts
 from kgate.facts.ptx import SourceLoc
 from kgate.hardware.profiles import AUDIT_DEFAULT, Profile, primary, profiles
-from kgate.pipeline.check import CheckOptions, nothing_to_gate, resolve_targets, run_check
+from kgate.pipeline.check import CheckOptions, resolve_targets, run_check
 from kgate.ratchet import gate as ratchet
 from kgate.ratchet.compare import Comparison
 from kgate.report import audit_html, audit_md, audit_model, audit_summary, audit_tables, differences, excerpt
@@ -106,9 +105,6 @@ def run(args: argparse.Namespace) -> int:
         checked = run_check(config, selection, options, progress)
     finally:
         progress.clear()
-    nothing = nothing_to_gate(config, checked)
-    if nothing:
-        print(nothing, file=sys.stderr)
     compiled = checked.compiled
     result = Result("check", checked.findings, compiled.facts, fail_on=options.fail_on)
     comparison = result.take_ratchet(ratchet.apply(checked.state, config, enabled=not args.no_baseline))

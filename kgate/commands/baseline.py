@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from kgate.collect.registry import captured_specs, triton_entries
 from kgate.commands.common import ProgressBar, config_from, fail_on, selection_from
-from kgate.pipeline.check import CheckOptions, run_check
+from kgate.pipeline.check import CheckOptions, nothing_to_gate, run_check
 from kgate.ratchet.baseline import Baseline, locked, render, save, toolchain_bound
 from kgate.ratchet.gate import baseline_path, load_baseline
 from kgate.ratchet.migrate import migrate
@@ -25,9 +26,13 @@ def run(args: argparse.Namespace) -> int:
     selection = selection_from(args, config)
     options = CheckOptions(targets=tuple(args.target or ()), kernels=tuple(args.kernel or ()), jobs=args.jobs,
                            sass=args.sass, fail_on=fail_on(args, config), shard=spec)
+    if nothing_to_gate(config, triton_entries(config), captured_specs(config)):
+        # Not a verdict: a project kgate only lints pins its source findings here, for `kgate lint`.
+        print("kgate: note: no kernel to compile (none registered, captured or in CUDA sources): pinning the source "
+              "rules' findings only", file=sys.stderr)
     progress = ProgressBar(enabled=True)
     try:
-        checked = run_check(config, selection, options, progress)
+        checked = run_check(config, selection, options, progress, lint_only=True)
     finally:
         progress.clear()
     rel = config.baseline

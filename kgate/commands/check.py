@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
 from kgate.api import gate as api
@@ -11,7 +10,7 @@ from kgate.commands import recording
 from kgate.commands.common import ProgressBar, config_from, emit, fail_on, selection_from, show_files, show_settings
 from kgate.core.config import Config
 from kgate.core.result import Result
-from kgate.pipeline.check import CheckOptions, CheckRun, nothing_to_gate, resolve_targets
+from kgate.pipeline.check import CheckOptions, CheckRun, resolve_targets
 from kgate.shard.plan import inputs as shard_inputs
 from kgate.shard.plan import load_timings, parse_shard, timings_path
 
@@ -68,9 +67,6 @@ def _other_releases(args: argparse.Namespace, config: Config) -> list[Any]:
 
 def _report(args: argparse.Namespace, config: Config, checked: CheckRun, options: CheckOptions,
             releases: list[Any] | None = None) -> int:
-    nothing = nothing_to_gate(config, checked)
-    if nothing:
-        print(nothing, file=sys.stderr)
     compiled = checked.compiled
     result = api.report(checked, options, config, baseline=not args.no_baseline)
     if checked.plan is not None:

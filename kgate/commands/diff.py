@@ -14,6 +14,7 @@ import json
 import sys
 from pathlib import Path
 
+from kgate.collect.registry import captured_specs, triton_entries
 from kgate.commands.common import ProgressBar, config_from
 from kgate.core.config import Config
 from kgate.core.errors import ConfigError, ToolchainError
@@ -21,13 +22,16 @@ from kgate.diff.compare import Diff
 from kgate.diff.model import Side
 from kgate.diff.runs import compare_sides, require_selection, revision_diff
 from kgate.diff.side import compile_side
-from kgate.pipeline.check import CheckOptions
+from kgate.pipeline.check import CheckOptions, nothing_to_gate
 
 
 def run(args: argparse.Namespace) -> int:
     config = config_from(args)
     options = CheckOptions(targets=tuple(args.target or ()), kernels=tuple(args.kernel or ()), jobs=args.jobs,
                            source=False, language="triton" if args.triton else args.language)
+    nothing = None if args.side_json else nothing_to_gate(config, triton_entries(config), captured_specs(config))
+    if nothing:  # the working tree's; a base from before kgate was adopted may have none
+        raise ConfigError(nothing)
     progress = ProgressBar(enabled=args.format == "text" and not args.side_json, plain=not args.side_json)
     try:
         if args.side_json:  # one side for a diff run in another environment (`--triton`)

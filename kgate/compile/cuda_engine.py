@@ -33,11 +33,12 @@ from kgate.compile import records as record_shapes
 from kgate.compile.cache import Cache, CacheWriteError, Entry, digest, file_hash
 from kgate.compile.engine import Compilation, Progress, _first_line, worker_env
 from kgate.compile.pool import Outcome, Pool
+from kgate.compile.preflight import CudaCompilers, cuda_compilers
 from kgate.compile.units import CUBIN, Compiled, CompileFailure
 from kgate.core.config import Config
 from kgate.core.errors import ToolchainError
 from kgate.support.atomicio import read_input
-from kgate.support.toolchain import CudaToolchain, cuda_include_dir, cuda_toolchain
+from kgate.support.toolchain import CudaToolchain, cuda_include_dir
 
 # The symbols of a unit whose SASS a rule reads and the unit's listing lacks ([] for none); None where the facts
 # stage cannot read the unit (a damaged artifact): it is compiled again.
@@ -68,20 +69,20 @@ class CudaCompilation(Compilation):
 
 def compile_cuda(config: Config, targets: tuple[str, ...], *, jobs: int, progress: Progress | None = None,
                  pool: Pool | None = None, files: frozenset[str] | None = None, kernels: list[str] | None = None,
-                 needs: Needs | None = None) -> CudaCompilation:
+                 needs: Needs | None = None, found: CudaCompilers | None = None) -> CudaCompilation:
     """Compile every configured CUDA source for every target (cached) into units of artifacts.
 
     `files`: compile only these sources (a shard's slice). PDL launch sites are still read in
     every source, since a launch in one file makes a kernel of another PDL-launched. `kernels`: the
-    `--kernel` globs, which keep a failure only where the file could define a kernel they name.
+    `--kernel` globs, which keep a failure only where the file could define a kernel they name. `found`: the
+    compilers as the run resolved them before its first compile (resolved here without it).
     """
     run = CudaCompilation()
     if not config.cuda:
         run.sites, run.patterns = [], {"pdl": [], "block_scale": []}
         return run
+    toolchain, compilers = found or cuda_compilers(config, config.cuda)
     sources = cuda_sources(config)
-    toolchain = cuda_toolchain(config.nvcc, config.root)
-    compilers = {entry.compiler: toolchain.compiler(entry.compiler) for entry in config.cuda}
     used = set(compilers.values())
     run.toolchain = {f"cuda.{name}": v for name, v in toolchain.versions().items() if name in used}
     run.sites = launch_sites(config, sources)

@@ -27,13 +27,14 @@ from kgate.collect.static_kernel import static_expansion
 from kgate.compile import records as record_shapes
 from kgate.compile.cache import Cache, CacheWriteError, Entry, digest, file_hash, sweep_triton
 from kgate.compile.pool import Outcome, Pool
+from kgate.compile.preflight import built_units, triton_toolchain
 from kgate.compile.relocate import def_line, def_spans
 from kgate.compile.triton_backend import MISSING_ATTRIBUTE, makes_sass
 from kgate.compile.units import CUBIN, Compiled, CompileFailure, read_text
 from kgate.core.config import Config, TritonEntry
-from kgate.core.errors import ToolchainError
+from kgate.core.findings import Related
 from kgate.core.rule import CapturedKernel
-from kgate.support import reads, tools
+from kgate.support import reads
 from kgate.support.atomicio import read_input_text
 
 Progress = Callable[[int, int, str], None]
@@ -89,6 +90,7 @@ class _Planned:
     import_root: Path | None = None  # the python-path folder (resolved) it was found under
     spans: dict[str, tuple[int, int]] = field(default_factory=dict)  # its top-level defs, when planned
     transient: bool = False  # its expansion timed out or its worker died
+    where: tuple[str, int] | None = None  # the project's line that raised while the kernel was imported (shown)
 
     @property
     def module(self) -> str:
@@ -97,27 +99,6 @@ class _Planned:
     @property
     def function(self) -> str:
         return self.kernel.split(":", 1)[1]
-
-
-def triton_toolchain() -> dict[str, str]:
-    """Versions that decide what Triton compiles: Triton itself and the ptxas it runs."""
-    version = tools.package_version("triton")
-    if version is None:
-        raise ToolchainError("triton is not installed in this environment: kgate compiles with the project's own "
-                             "Triton (the one its torch pins), so run kgate in that environment, or pip install triton")
-    out = {"triton": version}
-    for env in ("TRITON_PTXAS_BLACKWELL_PATH", "TRITON_PTXAS_PATH"):
-        named = os.environ.get(env)
-        if named and not (Path(named).is_file() and os.access(named, os.X_OK)):
-            # Triton would silently fall back to the ptxas in its wheel: not the compiler asked for.
-            raise ToolchainError(f"{env}={named}: no such executable (unset it to use the ptxas in Triton's wheel)")
-    for env, name in (("TRITON_PTXAS_BLACKWELL_PATH", "ptxas-blackwell"), ("TRITON_PTXAS_PATH", "ptxas")):
-        path = os.environ.get(env) or (str(tools.bundled_tool(name)) if tools.bundled_tool(name) else "")
-        if path and Path(path).is_file():
-            out[name] = f"{tools.tool_version(path)}"
-            out[name + ".id"] = tools.file_identity(Path(path))
-            break
-    return out
 
 
 def config_line(config: Config, needle: str) -> int:
@@ -268,20 +249,17 @@ def worker_env(config: Config) -> dict[str, str | None]:
 
 def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[str, ...], *, jobs: int,
                    progress: Progress | None = None, sass_all: bool = False, pool: Pool | None = None,
-                   captured: list[CapturedSpec] | None = None, usable: Usable | None = None) -> Compilation:
+                   captured: list[CapturedSpec] | None = None, usable: Usable | None = None,
+                   toolchain: dict[str, str] | None = None) -> Compilation:
     """Compile every registered launch and every captured specialisation of the project's Triton kernels.
 
-    A unit from the cache is used when `usable` says so (the facts stage can read it), else compiled again."""
+    A unit from the cache is used when `usable` says so (the facts stage can read it), else compiled again.
+    `toolchain`: `triton_toolchain()` as the run resolved it before its first compile (resolved here without it)."""
     run = Compilation()
-    captured = captured or []
-    # A kernel whose every registration names targets other than this run's is not built here at all: neither
-    # imported nor compiled, and so never a compile failure (its captured launches follow it).
-    built = [e for e in entries if any(e.builds_for(t) for t in targets)]
-    elsewhere = {e.kernel for e in entries} - {e.kernel for e in built}
-    entries, captured = built, [c for c in captured if c.spec.kernel not in elsewhere]
+    entries, captured, built_for = built_units(entries, captured or [], targets)
     if not entries and not captured:
         return run
-    run.toolchain = triton_toolchain()
+    run.toolchain = dict(toolchain) if toolchain is not None else triton_toolchain(built_for)
     tool_key = {k: v for k, v in run.toolchain.items()}
     cache = Cache(config.root / config.cache_dir, config.cache_dir)
     roots = import_roots(config.root, config.python_path)
@@ -297,6 +275,9 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
     pool = pool or Pool(jobs, worker_env(config))
     try:
         _expand(config, planned, pool, cache, tool_key)
+        for p in planned:
+            if p.where is not None:
+                p.where = (shown(p.where[0]), p.where[1])
 
         # variants x targets: cached artifacts, or compile
         jobs_todo: list[tuple[dict[str, Any], str, _Planned, str]] = []
@@ -353,16 +334,21 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
             else:
                 path = shown(p.expansion["path"]) if p.expansion else config.display()
                 line = p.expansion["line"] if p.expansion else 1
+                related: tuple[Related, ...] = ()
+                if outcome.where is not None:  # the project's line that raised, as its module was imported
+                    related = (*_origins(config, p, variant), Related(path, line, f"{p.kernel} is defined here"))
+                    path, line = shown(outcome.where[0]), outcome.where[1]
                 run.failures.append(CompileFailure(variant["kernel"], variant["name"], target, path, line,
-                                                   _first_line(outcome)))
+                                                   _first_line(outcome), related=related))
 
         if jobs_todo:
             sweep_triton(config.root / config.cache_dir / "triton")  # what killed compiles left of Triton's
+            roots = project_roots(config)
             payloads = []
             for variant, target, p, key in jobs_todo:
                 assert p.expansion is not None
                 payloads.append(("triton.compile", {
-                    "variant": variant, "target": target, "sys_path": p.sys_path,
+                    "variant": variant, "target": target, "sys_path": p.sys_path, "roots": roots,
                     "path": shown(p.expansion["path"]), "line": p.expansion["line"],
                     "artifacts": str(cache.artifacts(key)), "sass": sass_all or needs_sass(variant),
                     "toolchain": {k: v for k, v in run.toolchain.items() if not k.endswith(".id")},
@@ -469,10 +455,17 @@ def _expand(config: Config, planned: list[_Planned], pool: Pool, cache: Cache, t
         else:
             p.error = _first_line(outcome)
             p.missing = outcome.user_error and MISSING_ATTRIBUTE in p.error
+            p.where = outcome.where
 
     if todo:
-        pool.run([("triton.expand", {"kernel": p.kernel, "sys_path": p.sys_path}) for p in todo],
+        roots = project_roots(config)
+        pool.run([("triton.expand", {"kernel": p.kernel, "sys_path": p.sys_path, "roots": roots}) for p in todo],
                  config.timeout, expanded)
+
+
+def project_roots(config: Config) -> list[str]:
+    """The folders a compile worker takes for the project's (`kgate.compile.frames`): its root and python-path."""
+    return list(dict.fromkeys([str(config.root.resolve()), *(str(folder) for folder in python_path_order(config))]))
 
 
 def _variants(config: Config, p: _Planned, run: Compilation,
@@ -487,13 +480,12 @@ def _variants(config: Config, p: _Planned, run: Compilation,
     if p.error is not None or p.expansion is None:
         error = p.error or "not expanded"
         for entry, _built_for in entries:
-            path, line = _entry_location(config, entry)
-            run.failures.append(CompileFailure(p.kernel, "", "", path, line, error))
+            run.failures.append(_unloadable(p, _entry_location(config, entry), error, "registered here"))
         if p.captured and captured_for and p.missing:
             run.failures.append(_stale(config, p, p.captured, error))
         elif p.captured and captured_for:
             line = min(item.line for item in p.captured) or 1
-            run.failures.append(CompileFailure(p.kernel, "", "", config.capture, line, error))
+            run.failures.append(_unloadable(p, (config.capture, line), error, "captured here"))
         return []
     variants: list[tuple[dict[str, Any], tuple[str, ...]]] = []
     for entry, built_for in entries:
@@ -512,6 +504,25 @@ def _variants(config: Config, p: _Planned, run: Compilation,
     for why, items in sorted(stale.items()):
         run.failures.append(_stale(config, p, items, why))
     return variants
+
+
+def _unloadable(p: _Planned, entry: tuple[str, int], error: str, what: str) -> CompileFailure:
+    """A kernel that could not be loaded, at the project's line that raised when there is one (a helper module the
+    kernel's module imports), with the registration or capture as a related place; else at that entry."""
+    if p.where is None or p.where == entry:
+        return CompileFailure(p.kernel, "", "", entry[0], entry[1], error)
+    return CompileFailure(p.kernel, "", "", p.where[0], p.where[1], error,
+                          related=(Related(entry[0], entry[1], f"{p.kernel} {what}"),))
+
+
+def _origins(config: Config, p: _Planned, variant: dict[str, Any]) -> list[Related]:
+    """Where a variant comes from: the capture file's entry of a captured one, the kernel's registrations for a
+    registered one."""
+    if variant["source"] == "captured":
+        lines = [c.line for c in p.captured if c.spec.variant == variant["name"]] or [1]
+        return [Related(config.capture, min(lines) or 1, f"{p.kernel} captured here")]
+    places = dict.fromkeys(_entry_location(config, entry) for entry in p.entries)
+    return [Related(path, line, f"{p.kernel} registered here") for path, line in places]
 
 
 def _stale(config: Config, p: _Planned, items: list[CapturedSpec], why: str) -> CompileFailure:

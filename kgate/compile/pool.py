@@ -64,6 +64,8 @@ class Outcome:
     transient: bool = False
     # The files of the modules the worker imported (path -> state, `kgate.support.reads`): inputs of the run.
     imported: dict[str, Any] | None = None
+    # Where in the project a user error was raised (file as imported, line), when the task's error says.
+    where: tuple[str, int] | None = None
 
 
 class _Parent:
@@ -134,13 +136,14 @@ def _serve(conn: Connection, parent: _Parent, kgate_pid: int) -> None:
         started = time.perf_counter()
         module, _, func = TASKS[name].partition(":")
         unwritable = False
+        where = None
         try:
             result = getattr(importlib.import_module(module), func)(payload)
             reply = (True, result, True)
         except CacheWriteError as exc:
             reply, unwritable = (False, exc.reason, True), True
         except KgateError as exc:
-            reply = (False, str(exc), True)
+            reply, where = (False, str(exc), True), getattr(exc, "where", None)
         except Exception:  # noqa: BLE001 - reported to the main process as a bug
             reply = (False, traceback.format_exc(), False)
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -148,7 +151,7 @@ def _serve(conn: Connection, parent: _Parent, kgate_pid: int) -> None:
         imported.modules(preloaded)
         try:
             conn.send((reply[0], reply[1], time.perf_counter() - started, rss, reply[2], unwritable,
-                       dict(imported.files)))
+                       dict(imported.files), where))
         except (BrokenPipeError, OSError):
             return
 
@@ -345,9 +348,9 @@ class Pool:
                 closed = False  # the worker's end of the pipe: only its end closes it
                 if worker.conn in ready:
                     try:
-                        ok, value, seconds, rss, user_error, unwritable, imported = worker.conn.recv()
+                        ok, value, seconds, rss, user_error, unwritable, imported, where = worker.conn.recv()
                         outcome = Outcome(ok, value, seconds, rss, user_error, cache_unwritable=unwritable,
-                                          imported=imported)
+                                          imported=imported, where=where)
                         self.peak_rss_kb[worker.process.pid or 0] = rss
                     except (EOFError, OSError):
                         closed = True

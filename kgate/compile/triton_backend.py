@@ -29,6 +29,7 @@ from typing import Any
 from kgate.collect.source import try_parse
 from kgate.collect.specialization import Specialization
 from kgate.compile.cache import cache_write_failure, triton_folder, write_artifact
+from kgate.compile.frames import project_frame
 from kgate.compile.units import CUBIN, steady_log, store_text
 from kgate.core.errors import KgateError, did_you_mean
 
@@ -37,13 +38,24 @@ MISSING_ATTRIBUTE = "has no attribute"  # in the error for a kernel its module d
 
 
 class KernelError(KgateError):
-    """The kernel cannot be compiled: reported as a compile-error finding."""
+    """The kernel cannot be compiled: reported as a compile-error finding. `where`: the line of the project that
+    raised, when the project's own code did (a module that fails as it is imported)."""
+
+    def __init__(self, message: str, where: tuple[str, int] | None = None) -> None:
+        super().__init__(message)
+        self.where = where
 
 
-def _prepare(paths: list[str]) -> None:
+# The project's folders (its root and python-path entries), as the task names them: where its own frames are.
+_ROOTS: list[str] = []
+
+
+def _prepare(payload: dict[str, Any]) -> None:
+    paths = payload["sys_path"]
     for path in reversed(paths):
         if path not in sys.path:
             sys.path.insert(0, path)
+    _ROOTS[:] = payload.get("roots", paths)
     warnings.filterwarnings("ignore", message=".*TRITON_DEFAULT_FP_FUSION.*")
     _run_setup(paths)
 
@@ -65,7 +77,8 @@ def _run_setup(paths: list[str]) -> None:
     except BaseException as exc:
         if isinstance(exc, KeyboardInterrupt):
             raise
-        raise KernelError(f"the set-up hook {setup} failed: {type(exc).__name__}: {exc}") from None
+        raise KernelError(f"the set-up hook {setup} failed: {type(exc).__name__}: {exc}",
+                          project_frame(exc, _ROOTS)) from None
 
 
 def _load(kernel: str) -> Any:
@@ -79,7 +92,8 @@ def _load(kernel: str) -> Any:
         hint = "" if os.environ.get("KGATE_SETUP") or not probe else (
             " (a project whose modules probe the GPU when they import can name a set-up hook, run first, in the "
             "configuration's `setup`)")
-        raise KernelError(f"cannot import {module_name}: {type(exc).__name__}: {exc}{hint}") from None
+        raise KernelError(f"cannot import {module_name}: {type(exc).__name__}: {exc}{hint}",
+                          project_frame(exc, _ROOTS)) from None
     try:
         return getattr(module, attr)
     except AttributeError:
@@ -123,7 +137,7 @@ def expand(payload: dict[str, Any]) -> dict[str, Any]:
     """Describe a registered kernel: what the main process needs to plan its variants."""
     from kgate.capture.runtime import heuristic_names
 
-    _prepare(payload["sys_path"])
+    _prepare(payload)
     obj = _load(payload["kernel"])
     fn, configs = _jit_function(obj)
     path, line, uses_dot_scaled = _definition(fn)
@@ -152,7 +166,7 @@ def compile_variant(payload: dict[str, Any]) -> dict[str, Any]:
     Triton's own launcher binds here for the target (`kgate.capture.runtime.bind`). Either way the compile
     is the launcher's: `triton.compile(ASTSource(fn, signature, constants, attrs), target, options)`.
     """
-    _prepare(payload["sys_path"])
+    _prepare(payload)
     import triton
     from triton import knobs
     from triton.backends.compiler import GPUTarget

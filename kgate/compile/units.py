@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from kgate.compile.cache import write_artifact
+from kgate.core.findings import Related
 from kgate.support.atomicio import read_cached
 
 # Artifact name -> its file in the unit's folder (the cubin is kept beside them, hashed in the record's meta).
@@ -115,6 +116,13 @@ class CompileFailure:
     line: int
     message: str
     rule: str = "KG001"  # compile-error; KG005 for captured specialisations that no longer fit their kernel
+    # Other places: the registration or capture of a kernel whose module raised in another project file.
+    related: tuple[Related, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> CompileFailure:
+        """From `to_json`'s object (related places as JSON objects); TypeError or ValueError for another shape."""
+        return cls(**{**data, "related": tuple(Related.from_record(r) for r in data.get("related", ()))})

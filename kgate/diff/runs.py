@@ -59,7 +59,7 @@ def _base_config(config: Config, top: Path, tree: Path, rev: str, cache_dir: str
 def require_selection(options: CheckOptions, base: Side, head: Side) -> None:
     if options.kernels and not (base.covered or head.covered):
         shown = " ".join(f"--kernel {g!r}" for g in options.kernels)
-        raise ConfigError(f"{shown}: no registered kernel matches on either side (a glob matches a kernel's name or "
+        raise ConfigError(f"{shown}: no kernel of the project matches on either side (a glob matches a kernel's name or "
                           f"module:name)")
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from kgate import rules as registry  # type: ignore[attr-defined]
 from kgate.core.findings import Finding, sort_findings
 from kgate.core.rule import CaptureContext, CompiledContext, to_finding
@@ -36,10 +38,11 @@ def failure_findings(failure: CompileFailure, selection: Selection) -> list[Find
     rule = registry.load(failure.rule)
     if not selection.active(rule.code):
         return []
-    return [to_finding(rule, report, selection, path=failure.path, line=failure.line,
-                       identity=compiled_identity(failure.kernel, failure.variant, failure.target,
-                                                  report.discriminator),
-                       kernel=failure.kernel, variant=failure.variant, target=failure.target)
+    return [replace(to_finding(rule, report, selection, path=failure.path, line=failure.line,
+                               identity=compiled_identity(failure.kernel, failure.variant, failure.target,
+                                                          report.discriminator),
+                               kernel=failure.kernel, variant=failure.variant, target=failure.target),
+                    related=report.related + failure.related)
             for report in rule.check(failure.message, None)]
 
 

@@ -20,6 +20,7 @@ from kgate.compile.cache import Cache, digest
 from kgate.compile.cuda_engine import IDENTITY, compile_cuda
 from kgate.compile.engine import Compilation, Progress, RunSummary, compile_triton
 from kgate.compile.pool import Pool
+from kgate.compile.preflight import CudaCompilers
 from kgate.compile.units import Compiled, CompileFailure
 from kgate.core.config import Config, TritonEntry
 from kgate.core.errors import KgateError
@@ -125,11 +126,12 @@ def _run_of(compilation: Compilation) -> CompileRun:
 
 def triton_facts(config: Config, entries: list[TritonEntry], targets: tuple[str, ...], *, jobs: int,
                  progress: Progress | None = None, sass_all: bool = False, pool: Pool | None = None,
-                 captured: list[CapturedSpec] | None = None) -> CompileRun:
-    """The facts of every registered launch and captured specialisation of the project's Triton kernels."""
+                 captured: list[CapturedSpec] | None = None, toolchain: dict[str, str] | None = None) -> CompileRun:
+    """The facts of every registered launch and captured specialisation of the project's Triton kernels
+    (`toolchain`: Triton's, resolved before the run's first compile)."""
     facts = Facts(Cache(config.root / config.cache_dir, config.cache_dir))
     compilation = compile_triton(config, entries, targets, jobs=jobs, progress=progress, sass_all=sass_all, pool=pool,
-                                 captured=captured, usable=facts.usable)
+                                 captured=captured, usable=facts.usable, toolchain=toolchain)
     run = _run_of(compilation)
     for unit in compilation.units:
         found = facts.placed(unit)
@@ -146,13 +148,14 @@ def triton_facts(config: Config, entries: list[TritonEntry], targets: tuple[str,
 
 def cuda_facts(config: Config, targets: tuple[str, ...], *, jobs: int, progress: Progress | None = None,
                sass_all: bool = False, kernels: list[str] | None = None, pool: Pool | None = None,
-               files: frozenset[str] | None = None) -> CompileRun:
+               files: frozenset[str] | None = None, found: CudaCompilers | None = None) -> CompileRun:
     """The facts of every kernel the configured CUDA sources define, for every target.
 
-    `files`: only these sources (a shard's slice); `kernels`: only the kernels these globs name."""
+    `files`: only these sources (a shard's slice); `kernels`: only the kernels these globs name; `found`: the
+    compilers, resolved before the run's first compile."""
     facts = Facts(Cache(config.root / config.cache_dir, config.cache_dir))
     compilation = compile_cuda(config, targets, jobs=jobs, progress=progress, pool=pool, files=files, kernels=kernels,
-                               needs=lambda unit: _lacking_sass(facts, unit, sass_all))
+                               needs=lambda unit: _lacking_sass(facts, unit, sass_all), found=found)
     run = _run_of(compilation)
     built: list[tuple[Compiled, str, KernelFacts]] = []
     for unit in compilation.units:

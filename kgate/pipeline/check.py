@@ -14,6 +14,7 @@ from pathlib import Path
 
 from kgate.collect.captures import CapturedSpec
 from kgate.collect.registry import captured_specs, triton_entries, triton_kernels
+from kgate.compile import preflight
 from kgate.compile.cache import unusable as cache_unusable
 from kgate.compile.engine import Progress, default_jobs, worker_env
 from kgate.compile.pool import Pool
@@ -53,15 +54,26 @@ def select_entries(entries: list[TritonEntry], globs: tuple[str, ...]) -> list[T
 
 
 def run_check(config: Config, selection: Selection, options: CheckOptions,
-              progress: Progress | None = None) -> CheckRun:
+              progress: Progress | None = None, *, lint_only: bool = False) -> CheckRun:
+    """One check. A project with no kernel to compile is a configuration error (a gate of nothing must not
+    pass), and so is a selection (`--kernel`, `--language`, `--target`) that leaves none of its kernels;
+    `lint_only`: a project without kernels runs the source rules alone (`kgate baseline update` pins them)."""
     registered = triton_entries(config)
     recorded = captured_specs(config)
+    nothing = nothing_to_gate(config, registered, recorded)
+    if nothing and not lint_only:
+        raise ConfigError(nothing)
     kernels = triton_kernels(registered, recorded)
     plan = shard.plan(config, kernels, options.shard, use_timings=not options.no_cache) \
         if options.shard else None
     entries, captured = select_units(registered, recorded, options, plan.kernels if plan else None)
     compiled, covered = compile_kernels(config, entries, captured, options, progress,
                                         files=plan.files if plan else None)
+    if plan is None and not nothing:
+        # A shard may get no unit of a project that has some; the whole run must gate one.
+        unselected = selected_nothing(config, options, compiled, covered)
+        if unselected:
+            raise ConfigError(unselected)
     seconds = shard.run_seconds(compiled.facts, compiled.compile_seconds)
     if not options.no_cache and plan is None:
         # A shard leaves the timings file alone, so slices run one after another in one checkout plan alike;
@@ -72,24 +84,58 @@ def run_check(config: Config, selection: Selection, options: CheckOptions,
     if options.source and not options.kernels and not options.language and (plan is None or plan.runs_source):
         lint = run_lint(config, selection, None, use_cache=not options.no_cache)
         part = SourcePart(lint.findings, lint.suppressed, len(lint.results))
-    if options.kernels and not covered and plan is None:
-        # A mistyped filter would otherwise gate nothing and pass.
-        shown = " ".join(f"--kernel {g!r}" for g in options.kernels)
-        raise ConfigError(f"{shown}: no registered kernel matches (a glob matches a kernel's name or module:name)")
     checked = assemble(config, selection, options, compiled, raw, part, covered=covered,
                        shard_names=plan.names if plan else None)
     checked.entries, checked.plan, checked.seconds = entries, plan, seconds
     return checked
 
 
-def nothing_to_gate(config: Config, checked: CheckRun) -> str | None:
-    """What a run that selected no kernel says (`kgate check`, `kgate audit`): nothing registered, nothing captured
-    and no CUDA sources configured; None when there was something."""
-    if checked.covered or config.cuda or checked.plan is not None:
+# No configuration file, no decorator and no capture.
+NOTHING_CONFIGURED = ("nothing to gate: no kgate.toml, and no pyproject.toml with a [tool.kgate] table, here or above, "
+                      "and no kernel registered or captured (add [tool.kgate] with [[tool.kgate.triton]] or "
+                      "[[tool.kgate.cuda]] tables to pyproject.toml, decorate kernels with @kgate.register, or run "
+                      "`kgate capture -- COMMAND`)")
+
+
+def nothing_to_gate(config: Config, registered: list[TritonEntry], recorded: list[CapturedSpec]) -> str | None:
+    """What a project with no kernel to compile is told: nothing registered (in the configuration or with
+    `@kgate.register`), nothing captured and no CUDA sources configured; None when it has a kernel.
+
+    Source files do not count: the source rules alone are `kgate lint`, and a check that passed them while
+    compiling nothing would read as the kernels' pass.
+    """
+    if registered or recorded or config.cuda:
         return None
-    return (f"kgate: no kernels to gate: nothing registered and no {terminal(config.capture)} (run `kgate capture -- "
-            f"COMMAND` to record what your tests launch, or add [[tool.kgate.triton]] / [[tool.kgate.cuda]] tables "
-            f"or @kgate.register)")
+    if config.source is None:
+        return NOTHING_CONFIGURED
+    tables = "tool.kgate." if config.source.name == "pyproject.toml" else ""
+    capture = terminal(config.capture)
+    captured = f"{capture} holds no specialisation" if (config.root / config.capture).exists() \
+        else f"there is no {capture}"
+    return (f"nothing to gate: {terminal(config.display())} registers no kernel and lists no CUDA source, no "
+            f"@kgate.register decorates one, and {captured}: record what your tests launch (`kgate capture -- "
+            f"python -m pytest`), register kernels ([[{tables}triton]] tables or @kgate.register), or list CUDA "
+            f"files ([[{tables}cuda]] sources); `kgate lint` runs the source rules alone")
+
+
+def selected_nothing(config: Config, options: CheckOptions, compiled: CompileRun, covered: frozenset[str]) -> str | None:
+    """What a whole run of a project with kernels is told when it compiled none (nor failed to): a `--kernel`
+    glob that matches no kernel (a typo), a `--language` the project has no kernel in, targets no kernel is
+    built for, CUDA sources that define no kernel; None when it gated something."""
+    if compiled.facts or compiled.failures:
+        return None
+    if options.kernels and not covered:
+        shown = " ".join(f"--kernel {g!r}" for g in options.kernels)
+        return f"{shown}: no kernel of the project matches (a glob matches a kernel's name or module:name)"
+    if options.language == "cuda" and not config.cuda:
+        return "--language cuda: nothing to gate: the configuration lists no CUDA sources"
+    if options.language == "triton" and not covered:
+        return "--language triton: nothing to gate: no Triton kernel is registered or captured"
+    targets = ", ".join(resolve_targets(config, options.targets))
+    if covered:
+        return (f"nothing to gate: no selected kernel is built for {targets} (each names its targets in its "
+                f"registration or its [[cuda]] table)")
+    return f"nothing to gate: the configured CUDA sources define no kernel (a __global__ function) for {targets}"
 
 
 def select_units(registered: list[TritonEntry], recorded: list[CapturedSpec], options: CheckOptions,
@@ -109,6 +155,9 @@ def compile_kernels(config: Config, entries: list[TritonEntry], captured: list[C
     covered. `files`: only these CUDA sources (a shard's slice)."""
     targets = resolve_targets(config, options.targets)
     jobs = options.jobs or config.jobs or default_jobs()
+    cuda_config = config.cuda if options.language in (None, "cuda") else ()
+    # Every compiler the run needs, before the first compile: a missing one is one line now, not after the rest.
+    found = preflight.resolve(config, entries, captured, targets, cuda_config)
     if not options.no_cache:  # before anything is written into it
         claim(config.root / config.cache_dir, config.cache_dir, config.display() if config.source else None)
     problem = None if options.no_cache else cache_unusable(config.root / config.cache_dir)
@@ -121,11 +170,10 @@ def compile_kernels(config: Config, entries: list[TritonEntry], captured: list[C
         cfg = replace(config, cache_dir=str(Path(scratch).resolve())) if options.no_cache else config
         # One pool of compile workers for Triton and CUDA kernels alike.
         with Pool(jobs, worker_env(cfg)) as pool:
-            cuda_config = config.cuda if options.language in (None, "cuda") else ()
             triton = triton_facts(cfg, entries, targets, jobs=jobs, progress=progress, sass_all=options.sass,
-                                    pool=pool, captured=captured)
+                                  pool=pool, captured=captured, toolchain=found.triton)
             cuda = cuda_facts(replace(cfg, cuda=cuda_config), targets, jobs=jobs, progress=progress, sass_all=options.sass,
-                                kernels=list(options.kernels) or None, pool=pool, files=files)
+                              kernels=list(options.kernels) or None, pool=pool, files=files, found=found.cuda)
     covered = frozenset({e.kernel for e in entries} | {c.spec.kernel for c in captured} | {f.kernel for f in cuda.facts}
                         | {f.kernel for f in cuda.failures})
     return merge_runs(triton, cuda), covered

@@ -157,7 +157,7 @@ def _read(path: str, data: dict[str, Any]) -> Shard:
             raise Malformed(f"seconds of {key} is {json.dumps(value)}, not a number of seconds")
     _check_options(data["options"])
     facts = [_fact(i, item) for i, item in enumerate(data["facts"])]
-    failures = [_record(CompileFailure, f"failures[{i}]", item) for i, item in enumerate(data["failures"])]
+    failures = [_failure(f"failures[{i}]", item) for i, item in enumerate(data["failures"])]
     raw = [_finding(f"compiled_findings[{i}]", item) for i, item in enumerate(data["compiled_findings"])]
     _unique("facts", [f.key for f in facts])
     _unique("failures", [(f.kernel, f.variant, f.target, f.rule) for f in failures])
@@ -211,6 +211,16 @@ def _fact(index: int, item: Any) -> KernelFacts:
 def _finding(where: str, item: Any) -> Finding:
     if not isinstance(item, dict) or item.get("severity") not in {s.value for s in Severity}:
         raise Malformed(f"{where}: not a finding")
+    return _record(Finding, where, {**item, "severity": Severity(item["severity"]), "related": _related(where, item)})
+
+
+def _failure(where: str, item: Any) -> CompileFailure:
+    if not isinstance(item, dict):
+        raise Malformed(f"{where}: not a JSON object")
+    return _record(CompileFailure, where, {**item, "related": _related(where, item)})
+
+
+def _related(where: str, item: dict[str, Any]) -> tuple[Related, ...]:
     related = item.get("related", [])
     if not isinstance(related, list):
         raise Malformed(f"{where}: related of the wrong type")
@@ -220,7 +230,7 @@ def _finding(where: str, item: Any) -> Finding:
             places.append(Related.from_record(place))
         except ValueError:
             raise Malformed(f"{where}: related[{n}] is not a related place") from None
-    return _record(Finding, where, {**item, "severity": Severity(item["severity"]), "related": tuple(places)})
+    return tuple(places)
 
 
 # The field types of the records a shard holds, as their dataclasses declare them.

@@ -23,6 +23,11 @@ signature = { x = "*fp16" }   # the kernel also takes y and n
 ## Use instead
 Fix the kernel or its registration so that it compiles; the message carries
 the compiler's error and, for tool failures, a command line to reproduce it.
+A kernel whose module raises as it is imported (itself, or a module of the
+project it imports) is reported at the line that raised: the last frame of
+the traceback in a file of the project, not one in the standard library or
+an installed package; its registration or capture entry, and its definition
+where it is known, are related places.
 A kernel built for some targets only says so in its registration
 (`targets = ["sm_90a"]`) and is not compiled for the others. This finding is
 reported whatever `select`, `ignore` or `severity` say: a kernel that did not
