@@ -127,7 +127,7 @@ def test_a_syntax_error_in_a_helper_points_at_the_line_that_does_not_parse(tmp_p
 
 
 def test_a_captured_kernel_whose_helper_raises_relates_its_capture_entry(tmp_path: Path) -> None:
-    pytest.importorskip("torch", reason="the captured launch takes torch tensors (pip install 'kgate[ulp]')")
+    pytest.importorskip("torch", reason="the captured launch takes torch tensors (pip install torch, or kgate's extra ulp: kernel-gate[ulp])")
     working = HELPERS.replace("EPS = positive(0.0)", "EPS = positive(1e-6)")
     root = project(tmp_path / "p", helpers=working, config='targets = ["sm_120a"]\npython-path = ["."]\n')
     (root / "launch.py").write_text(textwrap.dedent('''\

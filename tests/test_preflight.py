@@ -15,6 +15,7 @@ import pytest
 from conftest import FIXTURES, Run, kgate
 
 from kgate.compile.preflight import missing_ptxas, triton_ptxas
+from kgate.support.install import install_hint
 from kgate.support.tools import triton_bin_dir
 
 KERNEL = (FIXTURES / "bad" / "import-error" / "k.py").read_text()  # a small kernel that compiles
@@ -66,8 +67,9 @@ def test_no_cuda_compiler_stops_the_run_before_any_triton_kernel_compiles(tmp_pa
     env = {"PATH": no_nvcc_path(), "CUDA_HOME": "", "CUDA_PATH": "", "PYTHONPATH": without_cuda_python(tmp_path)}
     run = kgate("check", cwd=root, env=env, process=True)  # a process of its own: cuda-python hidden from its imports
     one_line(run, "kgate: error: no CUDA compiler found for the configured CUDA sources: set `nvcc = \"/path/to/"
-                  "nvcc\"` in the configuration, set CUDA_HOME, put nvcc on PATH, or pip install nvidia-cuda-nvcc "
-                  "(or, for device-only sources, pip install 'kgate[cuda]' for NVRTC)")
+                  "nvcc\"` in the configuration, set CUDA_HOME, put nvcc on PATH, or pip install "
+                  "'cuda-toolkit[nvcc,nvvm,crt,cudart,cccl]' (the release your torch pins, if it pins one) beside "
+                  f"NVRTC: {install_hint('cuda')}; NVRTC alone compiles device-only sources (see docs/cuda.md)")
     assert compile_records(root) == [] and not (root / ".kgate-cache").exists()
     # The same project without its CUDA table compiles its Triton kernel in that environment: what stopped the run
     # was the missing compiler, found first.
