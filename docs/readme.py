@@ -68,7 +68,8 @@ def tracked_copy(dest: Path) -> Path:
 
 
 def kgate(folder: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], float]:
-    env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "NO_COLOR", "FORCE_COLOR")}
+    # Whole lines, as a log keeps them (COLUMNS would cut the table to a screen's width).
+    env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "NO_COLOR", "FORCE_COLOR", "COLUMNS")}
     started = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "kgate", *args], cwd=folder, env=env, capture_output=True,
                           text=True, timeout=1800)

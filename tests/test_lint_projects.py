@@ -244,11 +244,18 @@ def test_a_file_outside_the_project_keeps_its_absolute_name(tmp_path: Path) -> N
 
 def test_check_prints_source_paths_from_the_current_folder(tmp_path: Path) -> None:
     root = _fla(tmp_path)
+    # One CUDA kernel to gate (a check of nothing is exit 2), at the project's top.
+    (root / "csrc").mkdir()
+    (root / "csrc/copy.cu").write_text("__global__ void copy(float* o, const float* i) { o[threadIdx.x] = "
+                                       "i[threadIdx.x]; }\n")
+    with (root / "pyproject.toml").open("a") as config:
+        config.write('[[tool.kgate.cuda]]\nsources = ["csrc/*.cu"]\n')
     ops = root / "fla/ops"
-    run = kgate("check", cwd=ops)  # nothing to compile: the source rules over the whole project
+    run = kgate("check", cwd=ops)  # the whole project: its kernel and the source rules
     assert run.code == 1 and _where(run.stdout) == ["chunk.py", "utils/cumsum.py", "../../top.py"], run.stdout
     assert kgate("check", "--show-files", cwd=ops).stdout.splitlines() == [
-        "chunk.py", "utils/cumsum.py", "utils/skip_me.py", "../../pyproject.toml", "../../top.py"]
+        "../../csrc/copy.cu", "chunk.py", "utils/cumsum.py", "utils/skip_me.py", "../../pyproject.toml",
+        "../../top.py"]  # in the project's order
     report = kgate("check", "--format", "json", cwd=ops).json()
     assert sorted(f["path"] for f in report["findings"]) == ["fla/ops/chunk.py", "fla/ops/utils/cumsum.py", "top.py"]
 
