@@ -79,6 +79,9 @@ def triton_toolchain(targets: tuple[str, ...] = ()) -> dict[str, str]:
     out = {"triton": version}
     for env in ("TRITON_PTXAS_BLACKWELL_PATH", "TRITON_PTXAS_PATH"):
         named = os.environ.get(env)
+        if named == "":
+            raise ToolchainError(f"{env} is set to nothing: Triton would try to run an empty name (unset it to use "
+                                 "the ptxas in Triton's wheel)")
         if named and not (Path(named).is_file() and os.access(named, os.X_OK)):
             # Triton would silently fall back to the ptxas in its wheel: not the compiler asked for.
             raise ToolchainError(f"{env}={named}: no such executable (unset it to use the ptxas in Triton's wheel)")
