@@ -31,6 +31,7 @@ from kgate.collect.cuda_sources import CudaSource, cuda_sources, defined_kernels
 from kgate.collect.files import aliases, display_path
 from kgate.compile import records as record_shapes
 from kgate.compile.cache import Cache, CacheWriteError, Entry, digest, file_hash
+from kgate.compile.compiler_env import nvcc_environment
 from kgate.compile.engine import Compilation, Progress, _first_line, worker_env
 from kgate.compile.pool import Outcome, Pool
 from kgate.compile.preflight import CudaCompilers, cuda_compilers
@@ -163,8 +164,9 @@ def _plan(config: Config, source: CudaSource, target: str, toolchain: CudaToolch
           nvrtc_includes: list[str], patterns: dict[str, list[str]]) -> _Task:
     arch = choose_arch(source.archs, target)
     version = toolchain.versions().get(compiler, "")
+    environment = nvcc_environment() if compiler == "nvcc" else {}
     key = digest("cuda", CUDA_FORMAT, kgate.__version__, compiler, version, source.rel, source.key,
-                 list(source.flags), arch.virtual, arch.real, target)
+                 list(source.flags), arch.virtual, arch.real, target, *([environment] if environment else []))
     entry = source.entry
     payload = {
         # nvcc is given the file by the name the project gives it: a symlink to a content-addressed file

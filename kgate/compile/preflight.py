@@ -10,12 +10,14 @@ here imports Triton or runs a compiler but for its version.
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
 from kgate.collect.captures import CapturedSpec
+from kgate.compile.compiler_env import triton_environment
 from kgate.compile.triton_backend import CAPABILITY
 from kgate.core.config import Config, CudaEntry, TritonEntry
 from kgate.core.errors import ToolchainError
@@ -70,7 +72,8 @@ def built_units(entries: list[TritonEntry], captured: list[CapturedSpec],
 
 
 def triton_toolchain(targets: tuple[str, ...] = ()) -> dict[str, str]:
-    """Versions that decide what Triton compiles: Triton itself and the ptxas it runs. Raises ToolchainError where
+    """Versions that decide what Triton compiles: Triton itself, the ptxas it runs and the knobs set in the
+    environment. Raises ToolchainError where
     Triton is not installed, a `TRITON_PTXAS_*_PATH` names no executable, or Triton has no ptxas for a target."""
     version = tools.package_version("triton")
     if version is None:
@@ -95,6 +98,9 @@ def triton_toolchain(targets: tuple[str, ...] = ()) -> dict[str, str]:
             out[name] = f"{tools.tool_version(path)}"
             out[name + ".id"] = tools.file_identity(Path(path))
             break
+    environment = triton_environment()
+    if environment:  # knobs Triton reads at each compile: part of the key, not a tool version the baseline shows
+        out["environment.id"] = json.dumps(environment, sort_keys=True)
     return out
 
 

@@ -79,7 +79,11 @@ def _path(text: str):  # type: ignore[no-untyped-def]
 
 
 def run_key(argv: list[str], config: str = "") -> str:
-    env = {k: v for k, v in os.environ.items() if k.startswith(_ENV_PREFIXES) or k in _ENV_NAMES}
+    from kgate.compile.compiler_env import NVCC_NAMES, triton_names
+
+    knobs = triton_names()  # the compilers' own variables, without a prefix of these (DISABLE_PTXAS_OPT, CPATH)
+    env = {k: v for k, v in os.environ.items()
+           if k.startswith(_ENV_PREFIXES) or k in _ENV_NAMES or k in NVCC_NAMES or k in knobs}
     from kgate import __version__
 
     blob = json.dumps([RECORD_VERSION, __version__, sys.executable, sys.version, os.getcwd(), config, argv,
