@@ -27,6 +27,18 @@ _JIT = frozenset({"triton.jit", "triton.runtime.jit", "triton.runtime.jit.jit"})
 _TRANSPARENT = _JIT | {"kgate.register"}
 
 
+def calls_dot_scaled(path: Path, function: str) -> bool | None:
+    """Whether a function, or a top-level function or class of its module that it names (transitively), calls
+    `dot_scaled`: read from the syntax tree, so comments and strings say nothing. None where the module defines
+    no such function at its top level (a kernel made in a factory). The one answer for every kind of kernel: a
+    plain `@triton.jit` read here without an import, an autotuned, heuristics or wrapped one from the worker
+    that imported it (`kgate.compile.triton_backend`), by the file and name of the function under the wrappers."""
+    info = module_info(path)
+    if function not in info.defs:
+        return None
+    return any(info.defs[name].dot_scaled for name in used_defs(info, function))
+
+
 def static_expansion(path: Path, function: str) -> dict[str, Any] | None:
     """The expansion record of a plain @triton.jit kernel, or None when only an import can tell."""
     info = module_info(path)
@@ -37,11 +49,10 @@ def static_expansion(path: Path, function: str) -> dict[str, Any] | None:
         return None
     if function in info.rebound or "*" in info.rebound:
         return None
-    called = used_defs(info, function)
     return {
         "path": str(path.resolve()),
         "line": node.line,
-        "uses_dot_scaled": any(info.defs[name].dot_scaled for name in called),
+        "uses_dot_scaled": bool(calls_dot_scaled(path, function)),
         "params": [{"name": name, "constexpr": constexpr, "has_default": default}
                    for name, constexpr, default in node.params],
         "heuristics": [],
