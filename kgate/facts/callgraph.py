@@ -26,12 +26,25 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from kgate.collect.cuda_names import short_name
 from kgate.facts.ptx import Block, GlobalAccess, Instruction, PtxEntry, PtxFunction, build_cfg, is_global_access, is_mma
 
 # A call's operands: an optional return list in parentheses, then the target (a function's name, or a register).
 _CALL_TARGET = re.compile(r"^\s*(?:\([^)]*\)\s*,\s*)?([%$\w]+)")
 _TOKEN = re.compile(r"[A-Za-z_$%][\w$]*")
 INDIRECT = "(a function pointer)"  # the callee named for a call through a register
+
+
+def function_name(symbol: str) -> str:
+    """How a message names a called function: a C++ one demangled, without its parameters; a Triton one
+    (`module_$_name__argument-types`, Triton's own mangling) by its Python name."""
+    if symbol.startswith("_Z"):
+        return short_name(symbol)
+    if "_$_" in symbol:
+        name = symbol.rsplit("_$_", 1)[1]
+        bare = name.lstrip("_")
+        return name[: len(name) - len(bare)] + bare.split("__", 1)[0]
+    return symbol
 
 
 def is_wait(instr: Instruction) -> bool:

@@ -48,7 +48,7 @@ from collections.abc import Iterable
 
 from kgate.core.findings import Severity
 from kgate.core.rule import CompiledContext, Report, Rule
-from kgate.facts.callgraph import INDIRECT
+from kgate.facts.callgraph import INDIRECT, function_name
 from kgate.facts.model import KernelFacts
 
 
@@ -66,7 +66,7 @@ def _emitted(facts: KernelFacts) -> str:
             parts.append("SASS " + ", ".join(f"`{op}`" for op in sorted(sass_mma)))
     opaque = facts.entry.opaque_calls
     if opaque:
-        parts.append("and it calls " + ", ".join("a function pointer" if name == INDIRECT else f"`{name}`"
+        parts.append("and it calls " + ", ".join("a function pointer" if name == INDIRECT else f"`{function_name(name)}`"
                                                  for name in opaque) + ", whose code is not in the PTX")
     return "; ".join(parts)
 

@@ -54,7 +54,7 @@ from collections.abc import Iterable
 from kgate.core.findings import Related, Severity
 from kgate.core.rule import CompiledContext, Report, Rule
 from kgate.facts.model import KernelFacts
-from kgate.facts.callgraph import INDIRECT
+from kgate.facts.callgraph import INDIRECT, function_name
 from kgate.facts.ptx import GlobalAccess
 
 
@@ -70,14 +70,15 @@ def _what(access: GlobalAccess) -> str:
     """The access, and the calls it is made through."""
     if access.opaque:
         callee = access.via[-1]
-        called = f"`{callee}`" if callee != INDIRECT else "a function pointer"
-        chain = "".join(f" in `{name}`" for name in reversed(access.via[:-1]))
+        called = f"`{function_name(callee)}`" if callee != INDIRECT else "a function pointer"
+        chain = "".join(f" in `{function_name(name)}`" for name in reversed(access.via[:-1]))
         return (f"a call of {called}{chain}, whose code is not in the PTX (taken to touch global memory "
                 "and not to wait)")
     if not access.via:
         return f"`{access.opcode}`"
-    return f"`{access.opcode}` in `{access.via[-1]}`" + (
-        f" (called through {', '.join(f'`{n}`' for n in access.via[:-1])})" if len(access.via) > 1 else "")
+    return f"`{access.opcode}` in `{function_name(access.via[-1])}`" + (
+        f" (called through {', '.join(f'`{function_name(n)}`' for n in access.via[:-1])})"
+        if len(access.via) > 1 else "")
 
 
 def related(facts: KernelFacts, access: GlobalAccess) -> tuple[Related, ...]:

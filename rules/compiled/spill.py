@@ -35,6 +35,7 @@ from collections.abc import Iterable
 
 from kgate.core.findings import Severity
 from kgate.core.rule import CompiledContext, Option, Report, Rule
+from kgate.facts.callgraph import function_name
 from kgate.facts.model import KernelFacts, Resources
 from kgate.hardware.budgets import spill_cliff_bytes
 
@@ -44,7 +45,7 @@ def _in_callees(res: Resources) -> str:
     spilling = [(name, stores) for name, _frame, stores, loads in res.callees if stores or loads]
     if not spilling:
         return ""
-    return " (" + ", ".join(f"{stores} bytes of the stores in `{name}`" for name, stores in spilling) + \
+    return " (" + ", ".join(f"{stores} bytes of the stores in `{function_name(name)}`" for name, stores in spilling) + \
         ", which the kernel calls)"
 
 

@@ -1,0 +1,72 @@
+"""What a kernel calls is part of it: fixtures/callgraph/ holds Triton and CUDA kernels whose loads, waits,
+spills and MMA sit in the device functions they call (`@triton.jit(noinline=True)`, `__noinline__`), each
+line stating its findings inline. One cold `kgate check` compiles them all with the real compilers.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import Run, copy_project, expectations, kgate
+
+pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return copy_project("callgraph", tmp_path_factory.mktemp("callgraph"))
+
+
+@pytest.fixture(scope="module")
+def cold(project: Path) -> Run:
+    return kgate("check", "--format", "json", cwd=project)
+
+
+def _messages(run: Run, code: str) -> dict[str, str]:
+    return {f["kernel"]: f["message"] for f in run.json()["findings"] if f["code"] == code}
+
+
+def _kernels(run: Run) -> dict[str, dict]:
+    return {k["kernel"]: k for k in run.json()["kernels"]}
+
+
+def test_findings_are_exactly_the_inline_expectations(project: Path, cold: Run) -> None:
+    assert cold.code == 1, cold.stderr
+    found = {(f["path"], f["line"], f["code"], f["target"]) for f in cold.json()["findings"]}
+    assert found == expectations(project, (".py", ".cu"))
+
+
+def test_an_access_two_calls_down_is_reported_at_the_kernels_call(cold: Run) -> None:
+    messages = _messages(cold, "KG107")
+    cuda = messages["pdl_atomic_two_calls_down"]
+    assert "`atom.global.add.f32` in `add_inner` (called through `add_outer`) at calls.cu:10" in cuda, cuda
+    triton = messages["kernels:load_two_calls_down"]
+    assert "in `_inner` (called through `_outer`) at kernels.py:32" in triton, triton
+
+
+def test_a_wait_in_the_function_called_first_is_the_kernels_wait(cold: Run) -> None:
+    messages = _messages(cold, "KG107")
+    assert "pdl_wait_in_callee" not in messages and "kernels:wait_in_a_callee" not in messages
+    kernels = _kernels(cold)
+    assert kernels["pdl_wait_in_callee"]["pdl"] and kernels["kernels:wait_in_a_callee"]["pdl"]
+
+
+def test_the_spills_of_a_called_function_are_the_kernels(cold: Run) -> None:
+    message = _messages(cold, "KG103")["spills_in_callee"]
+    assert "in `spilling_helper`, which the kernel calls" in message, message
+    assert not message.startswith("0 bytes")
+    assert "spills_in_callee" in _messages(cold, "KG109")
+
+
+def test_block_scaled_mma_in_a_called_function_counts(cold: Run) -> None:
+    messages = _messages(cold, "KG101")
+    assert "mma_block_scale_in_callee" not in messages
+    assert "mma_bf16_in_callee" in messages and "no MMA instruction" not in messages["mma_bf16_in_callee"]
+
+
+def test_the_expectation_of_an_autotuned_kernel_follows_its_helpers_and_not_its_comments(cold: Run) -> None:
+    kernels = _kernels(cold)
+    assert "kernels:autotuned_dot_scaled_in_helper" in _messages(cold, "KG101")
+    assert "kernels:autotuned_copy" in kernels and "kernels:autotuned_copy" not in _messages(cold, "KG101")
