@@ -66,7 +66,12 @@ def test_block_scaled_mma_in_a_called_function_counts(cold: Run) -> None:
     assert "mma_bf16_in_callee" in messages and "no MMA instruction" not in messages["mma_bf16_in_callee"]
 
 
-def test_the_expectation_of_an_autotuned_kernel_follows_its_helpers_and_not_its_comments(cold: Run) -> None:
-    kernels = _kernels(cold)
-    assert "kernels:autotuned_dot_scaled_in_helper" in _messages(cold, "KG101")
-    assert "kernels:autotuned_copy" in kernels and "kernels:autotuned_copy" not in _messages(cold, "KG101")
+@pytest.mark.parametrize("kernel", ["autotuned", "heuristics", "wrapped", "plain"])
+def test_the_expectation_follows_the_helpers_a_kernel_calls(cold: Run, kernel: str) -> None:
+    name = f"kernels:{kernel}_scaled_helper"
+    assert _kernels(cold)[name]["expect"] == ["block_scale"]
+    assert name in _messages(cold, "KG101")
+
+
+def test_a_comment_or_a_string_naming_dot_scaled_expects_nothing(cold: Run) -> None:
+    assert _kernels(cold)["kernels:autotuned_copy"]["expect"] == []
