@@ -39,11 +39,18 @@ def function_name(symbol: str) -> str:
     """How a message names a called function: a C++ one demangled, without its parameters; a Triton one
     (`module_$_name__argument-types`, Triton's own mangling) by its Python name."""
     if symbol.startswith("_Z"):
-        return short_name(symbol)
-    if "_$_" in symbol:
-        name = symbol.rsplit("_$_", 1)[1]
-        bare = name.lstrip("_")
-        return name[: len(name) - len(bare)] + bare.split("__", 1)[0]
+        text = short_name(symbol)
+        head, sep, tail = text.partition("<")
+        # A template function's demangled name starts with its return type (`float tload<3>`).
+        if sep and " " in head.replace("(anonymous namespace)", ""):
+            head = head.rsplit(" ", 1)[1]
+        return head + sep + tail
+    # Triton writes each `.` of the module's and function's full name, and of a constant argument, as `_$_`:
+    # the function's name is the first piece that runs into the argument types' `__`.
+    for piece in symbol.split("_$_")[1:]:
+        bare = piece.lstrip("_")
+        if "__" in bare:
+            return piece[: len(piece) - len(bare)] + bare.split("__", 1)[0]
     return symbol
 
 
