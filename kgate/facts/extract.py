@@ -144,10 +144,11 @@ def load_entry(value: Any) -> PtxEntry:
     data = dict(value)
     data["unwaited_accesses"] = tuple(
         GlobalAccess(a["opcode"], a["ptx_line"], SourceLoc(**a["loc"]) if a["loc"] else None,
-                     tuple(a["via"]), a["opaque"])
+                     tuple(a.get("via", ())), a.get("opaque", False))
         for a in data["unwaited_accesses"])
-    data["calls"] = tuple(data["calls"])
-    data["opaque_calls"] = tuple(data["opaque_calls"])
+    # What the call graph adds has defaults, as in PtxEntry: a record written by hand may leave it out.
+    data["calls"] = tuple(data.get("calls", ()))
+    data["opaque_calls"] = tuple(data.get("opaque_calls", ()))
     entry = PtxEntry(**data)
     _require(isinstance(entry.name, str), "names")
     _require(is_count(entry.global_accesses) and all(is_count(v) for v in entry.mma.values()), "counts")
@@ -168,10 +169,13 @@ def load_optional_pair(value: Any) -> tuple[int, int] | None:
 
 def load_resources(value: Any) -> Resources:
     data = dict(value)
-    data["callees"] = tuple((str(c[0]), c[1], c[2], c[3]) for c in data["callees"] if isinstance(c[0], str))
+    callees = data.get("callees", ())
+    _require(isinstance(callees, (list, tuple)) and all(isinstance(c, (list, tuple)) and len(c) == 4
+                                                        for c in callees), "callees")
+    data["callees"] = tuple(tuple(c) for c in callees)
     found = Resources(**data)
     _require(all(is_count(v) for k, v in vars(found).items() if k != "callees"), "counts")
-    _require(all(len(c) == 4 and all(is_count(v) for v in c[1:]) for c in found.callees), "callees")
+    _require(all(isinstance(c[0], str) and all(is_count(v) for v in c[1:]) for c in found.callees), "callees")
     return found
 
 
