@@ -182,3 +182,19 @@ def test_triton_noinline_functions(kernel: str) -> None:
         assert [function_name(v) for v in entry.unwaited_accesses[0].via] == via
     assert entry.has_wait
     assert entry.has_launch_dependents == (kernel == "wait_and_launch_in_helpers")
+
+
+def test_a_deep_chain_written_caller_first_is_read_in_linear_passes() -> None:
+    # Summaries are computed callees first, so a chain settles in one pass whatever order the text has.
+    import time
+
+    depth = 1500
+    parts = [".version 8.7\n.target sm_120a\n.address_size 64\n"]
+    for i in range(depth):
+        body = f"call.uni f{i + 1}, ();" if i < depth - 1 else "ld.global.u32 %r1, [%rd1];"
+        parts.append(f".func f{i}()\n{{\n.reg .b32 %r<2>;\n.reg .b64 %rd<2>;\n{body}\nret;\n}}\n")
+    parts.append(".visible .entry k()\n{\ncall.uni f0, ();\ngriddepcontrol.wait;\nret;\n}\n")
+    started = time.perf_counter()
+    entry = parse_ptx("".join(parts)).entry()
+    assert time.perf_counter() - started < 20
+    assert len(entry.calls) == depth and entry.unwaited_accesses[0].via[-1] == f"f{depth - 1}"

@@ -93,18 +93,49 @@ class CallGraph:
 
     def __init__(self, functions: list[PtxFunction], text: str) -> None:
         self.functions = {f.name: f for f in functions}
-        self.order = [f.name for f in functions]
+        self.order = [f.name for f in functions]  # text order
         self.address_taken = _address_taken(self.functions, text)
+        self._blocks: dict[str, list[Block]] = {}
+        self._callees: dict[str, list[str]] = {}
         self._must_wait: dict[str, bool] | None = None
         self._unwaited: dict[str, dict[tuple[str, int], _Found]] | None = None
 
     def callees(self, name: str) -> list[str]:
         """What one function calls, in text order, each once: a name, or INDIRECT."""
-        out: dict[str, None] = {}
-        for instr in self.functions[name].instructions:
-            if is_call(instr):
-                out.setdefault(call_target(instr) or INDIRECT, None)
-        return list(out)
+        if name not in self._callees:
+            out: dict[str, None] = {}
+            for instr in self.functions[name].instructions:
+                if is_call(instr):
+                    out.setdefault(call_target(instr) or INDIRECT, None)
+            self._callees[name] = list(out)
+        return self._callees[name]
+
+    def bottom_up(self) -> list[str]:
+        """Every function, callees before their callers (a cycle in some order): summaries computed in this order
+        settle in one pass where there is no recursion."""
+        order: list[str] = []
+        seen: set[str] = set()
+        for root in self.order:  # post-order: a function after everything it calls
+            self._post_order(root, seen, order)
+        return order
+
+    def _targets_of(self, name: str) -> list[str]:
+        return [t for callee in self.callees(name) for t in self.targets(callee)]
+
+    def _post_order(self, root: str, seen: set[str], out: list[str]) -> None:
+        if root in seen:
+            return
+        seen.add(root)
+        stack = [(root, iter(self._targets_of(root)))]
+        while stack:
+            name, pending = stack[-1]
+            step = next((t for t in pending if t not in seen), None)
+            if step is None:
+                stack.pop()
+                out.append(name)
+                continue
+            seen.add(step)
+            stack.append((step, iter(self._targets_of(step))))
 
     def targets(self, callee: str) -> list[str]:
         """The defined functions a callee may be: itself, or for INDIRECT every function whose address is taken."""
@@ -142,11 +173,12 @@ class CallGraph:
         return self._must_wait.get(name, False)
 
     def _wait_summaries(self) -> dict[str, bool]:
-        summary = {name: False for name in self.order}
+        order = self.bottom_up()
+        summary = {name: False for name in order}
         changed = True
         while changed:
             changed = False
-            for name in self.order:
+            for name in order:
                 if not summary[name] and self._returns_waited(name, summary):
                     summary[name] = changed = True
         return summary
@@ -173,7 +205,9 @@ class CallGraph:
     def _flow(self, name: str, waits: Callable[[Instruction], bool]) -> tuple[list[Block], list[bool]]:
         """The function's blocks and, per block, whether some path reaches it before any wait (`waits`: whether
         a call instruction is one that always waits)."""
-        blocks = build_cfg(self.functions[name].items)
+        if name not in self._blocks:
+            self._blocks[name] = build_cfg(self.functions[name].items)
+        blocks = self._blocks[name]
         unwaited_in = [False] * len(blocks)
         unwaited_in[0] = True
         work = [0]
@@ -199,11 +233,12 @@ class CallGraph:
     def _access_summaries(self) -> dict[str, dict[tuple[str, int], _Found]]:
         if self._must_wait is None:
             self._must_wait = self._wait_summaries()
-        summary: dict[str, dict[tuple[str, int], _Found]] = {name: {} for name in self.order}
+        order = self.bottom_up()
+        summary: dict[str, dict[tuple[str, int], _Found]] = {name: {} for name in order}
         changed = True
         while changed:
             changed = False
-            for name in self.order:
+            for name in order:
                 found = self._accesses_before_wait(name, summary)
                 if found.keys() != summary[name].keys():
                     summary[name] = {**summary[name], **{k: v for k, v in found.items() if k not in summary[name]}}
