@@ -75,3 +75,18 @@ def test_the_expectation_follows_the_helpers_a_kernel_calls(cold: Run, kernel: s
 
 def test_a_comment_or_a_string_naming_dot_scaled_expects_nothing(cold: Run) -> None:
     assert _kernels(cold)["kernels:autotuned_copy"]["expect"] == []
+
+
+def test_a_call_through_a_function_pointer_is_said_to_be_one(cold: Run) -> None:
+    pdl = _messages(cold, "KG107")["pdl_pointer_call_first"]
+    assert "a call of a function pointer, whose code is not in the PTX" in pdl, pdl
+    assert "pdl_pointer_call_after_wait" not in _messages(cold, "KG107")
+    mma = _messages(cold, "KG101")["mma_bf16_through_pointer"]
+    assert "it calls a function pointer, whose code is not in the PTX" in mma, mma
+
+
+def test_block_scaled_mma_in_a_triton_noinline_function_counts(cold: Run) -> None:
+    kernel = _kernels(cold)["kernels:scaled_tile_in_a_noinline_function"]
+    assert kernel["expect"] == ["block_scale"]
+    assert any("block_scale" in op for op in kernel["instructions"])
+    assert "kernels:scaled_tile_in_a_noinline_function" not in _messages(cold, "KG101")
