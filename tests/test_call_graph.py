@@ -38,12 +38,18 @@ def test_findings_are_exactly_the_inline_expectations(project: Path, cold: Run) 
     assert found == expectations(project, (".py", ".cu"))
 
 
-def test_an_access_two_calls_down_is_reported_at_the_kernels_call(cold: Run) -> None:
+def _line(project: Path, name: str, text: str) -> int:
+    return next(n for n, line in enumerate((project / name).read_text().splitlines(), 1) if text in line)
+
+
+def test_an_access_two_calls_down_is_reported_at_the_kernels_call(project: Path, cold: Run) -> None:
     messages = _messages(cold, "KG107")
     cuda = messages["pdl_atomic_two_calls_down"]
-    assert "`atom.global.add.f32` in `add_inner` (called through `add_outer`) at calls.cu:10" in cuda, cuda
+    call = _line(project, "calls.cu", "  add_outer(out, v);")
+    assert f"`atom.global.add.f32` in `add_inner` (called through `add_outer`) at calls.cu:{call}" in cuda, cuda
     triton = messages["kernels:load_two_calls_down"]
-    assert "in `_inner` (called through `_outer`) at kernels.py:32" in triton, triton
+    call = _line(project, "kernels.py", "v = _outer(x, pid)")
+    assert f"in `_inner` (called through `_outer`) at kernels.py:{call}" in triton, triton
 
 
 def test_a_wait_in_the_function_called_first_is_the_kernels_wait(cold: Run) -> None:
@@ -66,9 +72,10 @@ def test_block_scaled_mma_in_a_called_function_counts(cold: Run) -> None:
     assert "mma_bf16_in_callee" in messages and "no MMA instruction" not in messages["mma_bf16_in_callee"]
 
 
-@pytest.mark.parametrize("kernel", ["autotuned", "heuristics", "wrapped", "plain"])
+@pytest.mark.parametrize("kernel", ["autotuned_scaled_helper", "heuristics_scaled_helper", "wrapped_scaled_helper",
+                                    "plain_scaled_helper", "plain_imported_helper", "autotuned_imported_helper"])
 def test_the_expectation_follows_the_helpers_a_kernel_calls(cold: Run, kernel: str) -> None:
-    name = f"kernels:{kernel}_scaled_helper"
+    name = f"kernels:{kernel}"
     assert _kernels(cold)[name]["expect"] == ["block_scale"]
     assert name in _messages(cold, "KG101")
 
