@@ -34,6 +34,7 @@ PDL = {
     "wait_call_in_one_branch": (True, []),
     "pointer_before_wait": (True, [INDIRECT]),
     "pointer_after_wait": (False, None),
+    "pointer_to_waiting_function": (True, []),  # the table's load comes first; the pointer may not wait
     "inlined_before_wait": (True, []),
     "cp_async_before_wait": (True, ["async_copy"]),
     "bulk_copy_before_wait": (True, ["bulk_copy"]),
@@ -81,7 +82,7 @@ def test_accesses_and_waits_count_where_they_are_called(cuda: tuple[PtxFacts, st
     assert bool(entry.unwaited_accesses) == unwaited, entry
     if unwaited:
         assert [function_name(v) if v != INDIRECT else v for v in entry.unwaited_accesses[0].via] == via
-    assert entry.has_wait
+    assert entry.has_wait or kernel == "pointer_to_waiting_function"
 
 
 @needs_nvcc
