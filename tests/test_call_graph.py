@@ -97,3 +97,9 @@ def test_block_scaled_mma_in_a_triton_noinline_function_counts(cold: Run) -> Non
     assert kernel["expect"] == ["block_scale"]
     assert any("block_scale" in op for op in kernel["instructions"])
     assert "kernels:scaled_tile_in_a_noinline_function" not in _messages(cold, "KG101")
+
+
+def test_local_memory_in_a_called_functions_loop_names_the_spills_without_calling_them_the_frames(cold: Run) -> None:
+    # The kernel's stack frame is its own; the spill stores are mostly the helper's, and can be more bytes.
+    message = _messages(cold, "KG109")["spills_in_callee"]
+    assert "bytes of it" not in message and "bytes spill stores" in message, message

@@ -55,7 +55,7 @@ def check(facts: KernelFacts, ctx: CompiledContext) -> Iterable[Report]:
         return
     res = facts.resources
     yield Report(f"{loads} local load(s) (LDL) and {stores} local store(s) (STL) inside a loop of the SASS: "
-                 f"{res.stack_bytes} bytes stack frame, {res.spill_stores} bytes of it spill stores")
+                 f"{res.stack_bytes} bytes stack frame, {res.spill_stores} bytes spill stores")
 
 
 RULE = Rule(
