@@ -190,7 +190,8 @@ def _params(node: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[tuple[str, bo
     return tuple((a.arg, spelled_constexpr(a.annotation), d) for a, d in zip(positional, defaults))
 
 
-def _mentions_dot_scaled(node: ast.AST) -> bool:
+def mentions_dot_scaled(node: ast.AST) -> bool:
+    """Whether a syntax tree names `dot_scaled` (a call of `tl.dot_scaled`, or of the name imported)."""
     return any((isinstance(n, ast.Attribute) and n.attr == "dot_scaled")
                or (isinstance(n, ast.Name) and n.id == "dot_scaled") for n in ast.walk(node))
 
@@ -222,7 +223,7 @@ def parse_module(path: Path) -> ModuleSummary:
                 kind="function" if is_function else "class",
                 decorators=tuple(_decorator_name(d, imported) for d in decorators),
                 params=_params(node) if is_function else None,  # type: ignore[arg-type]
-                dot_scaled=_mentions_dot_scaled(node),
+                dot_scaled=mentions_dot_scaled(node),
             )
         else:
             rest.append(segment)

@@ -19,7 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kgate.collect.modules import used_defs
+from kgate.collect.modules import module_file, used_defs
 from kgate.collect.pyindex import module_info
 
 # What a decorator may name, resolved through the module's imports, for the source alone to tell what runs.
@@ -27,7 +27,55 @@ _JIT = frozenset({"triton.jit", "triton.runtime.jit", "triton.runtime.jit.jit"})
 _TRANSPARENT = _JIT | {"kgate.register"}
 
 
-def static_expansion(path: Path, function: str) -> dict[str, Any] | None:
+def calls_dot_scaled(path: Path, function: str, roots: list[Path] | None = None) -> bool | None:
+    """Whether a function, or a function it names (transitively: a top-level function or class of its module, or
+    one the module imports by name, `from helpers import tile`, from a project file under `roots` or beside it),
+    calls `dot_scaled`: read from the syntax tree, so comments and strings say nothing. None where the module
+    defines no such function at its top level (a kernel made in a factory). The one answer for every kind of
+    kernel: a plain `@triton.jit` read here without an import, an autotuned, heuristics or wrapped one from the
+    worker that imported it (`kgate.compile.triton_backend`), by the file and name of the function under the
+    wrappers."""
+    if function not in module_info(path).defs:
+        return None
+    wanted = [(path.resolve(), function)]
+    seen: set[tuple[Path, str]] = set()
+    while wanted:
+        here, name = wanted.pop()
+        if (here, name) in seen:
+            continue
+        seen.add((here, name))
+        info = module_info(here)
+        used = used_defs(info, name)
+        if any(info.defs[n].dot_scaled for n in used):
+            return True
+        names = {u for n in used for u in info.defs[n].uses} - set(info.defs)
+        wanted.extend(_imported(here, info.imports, names, roots or []))
+    return False
+
+
+def _imported(path: Path, imports: tuple[tuple[str, int, str], ...], names: set[str],
+              roots: list[Path]) -> list[tuple[Path, str]]:
+    """(file, name) of each of `names` the module at `path` imports by name from a file kgate can find."""
+    out = []
+    for module, level, name in imports:
+        if name not in names:
+            continue
+        if level:
+            base = path.parent
+            for _ in range(level - 1):
+                base = base.parent
+            rel = Path(*module.split(".")) if module else Path()
+            candidates = [base / rel.with_suffix(".py") if module else None, base / rel / "__init__.py"]
+            found = next((c for c in candidates if c is not None and c.is_file()), None)
+        else:
+            located = module_file(module, [path.parent, *roots])
+            found = located[0] if located else None
+        if found is not None:
+            out.append((found.resolve(), name))
+    return out
+
+
+def static_expansion(path: Path, function: str, roots: list[Path] | None = None) -> dict[str, Any] | None:
     """The expansion record of a plain @triton.jit kernel, or None when only an import can tell."""
     info = module_info(path)
     node = info.defs.get(function)
@@ -37,11 +85,10 @@ def static_expansion(path: Path, function: str) -> dict[str, Any] | None:
         return None
     if function in info.rebound or "*" in info.rebound:
         return None
-    called = used_defs(info, function)
     return {
         "path": str(path.resolve()),
         "line": node.line,
-        "uses_dot_scaled": any(info.defs[name].dot_scaled for name in called),
+        "uses_dot_scaled": bool(calls_dot_scaled(path, function, roots)),
         "params": [{"name": name, "constexpr": constexpr, "has_default": default}
                    for name, constexpr, default in node.params],
         "heuristics": [],

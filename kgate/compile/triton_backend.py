@@ -26,6 +26,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from kgate.collect.pyindex import mentions_dot_scaled as _mentions_dot_scaled
 from kgate.collect.source import try_parse
 from kgate.collect.specialization import Specialization
 from kgate.compile.cache import cache_write_failure, triton_folder, write_artifact
@@ -113,13 +114,19 @@ def _jit_function(obj: Any) -> tuple[Any, list[Any]]:
     return chain[-1], configs
 
 
-def _definition(fn: Any) -> tuple[str, int, bool]:
-    """(file, line of `def`, whether the source calls dot_scaled) of a JITFunction."""
+def _definition(fn: Any, roots: list[str]) -> tuple[str, int, bool]:
+    """(file, line of `def`, whether the source calls dot_scaled) of a JITFunction: what it calls is read from
+    its module's source as for a kernel planned without an import (`calls_dot_scaled`), or where the module has
+    no top-level definition of it, from its own source's syntax tree (comments and strings say nothing)."""
+    from kgate.collect.static_kernel import calls_dot_scaled
+
     raw = fn.fn
     path = raw.__code__.co_filename
     line = raw.__code__.co_firstlineno
-    src = getattr(fn, "src", "") or ""
-    uses_dot_scaled = "dot_scaled" in src
+    uses_dot_scaled = calls_dot_scaled(Path(path), raw.__name__, [Path(r) for r in roots])
+    if uses_dot_scaled is None:
+        tree = try_parse((getattr(fn, "src", "") or "").encode())
+        uses_dot_scaled = tree is not None and _mentions_dot_scaled(tree)
     try:
         tree = try_parse(Path(path).read_bytes()) or ast.Module(body=[], type_ignores=[])
         for node in ast.walk(tree):
@@ -140,7 +147,7 @@ def expand(payload: dict[str, Any]) -> dict[str, Any]:
     _prepare(payload)
     obj = _load(payload["kernel"])
     fn, configs = _jit_function(obj)
-    path, line, uses_dot_scaled = _definition(fn)
+    path, line, uses_dot_scaled = _definition(fn, payload["sys_path"])
     params = [{"name": p.name, "constexpr": bool(p.is_constexpr), "has_default": bool(p.has_default)}
               for p in fn.params]
     return {

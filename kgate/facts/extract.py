@@ -16,7 +16,7 @@ from typing import Any
 from kgate.compile.units import Artifacts
 from kgate.core.errors import ParseError
 from kgate.facts.ptx import EntryHeader, GlobalAccess, PtxEntry, PtxFacts, SourceLoc, entry_headers, parse_ptx
-from kgate.facts.ptxas_log import EntryResources, Resources, parse_ptxas_log, resources
+from kgate.facts.ptxas_log import EntryResources, Frame, Resources, function_frames, parse_ptxas_log, resources
 from kgate.facts.sass import SassFunction, SassSummary, local_in_loops, parse_sass
 from kgate.facts.ttgir import Pipeline, parse_pipeline
 
@@ -38,6 +38,10 @@ class Sources:
     @cached_property
     def ptxas(self) -> dict[str, EntryResources]:
         return parse_ptxas_log(self.artifacts.ptxas_log)
+
+    @cached_property
+    def frames(self) -> dict[str, Frame]:
+        return function_frames(self.artifacts.ptxas_log)
 
     @cached_property
     def sass(self) -> dict[str, SassFunction] | None:
@@ -73,7 +77,9 @@ def entry_resources(src: Sources, entry: str) -> Resources:
     found = src.ptxas.get(entry)
     if found is None:
         raise ParseError(f"the ptxas log has no figures for {entry!r}")
-    return resources(found, src.artifacts.dynamic_smem)
+    frames = src.frames
+    called = tuple((name, frames[name]) for name in src.ptx.entry(entry).calls if name in frames)
+    return resources(found, src.artifacts.dynamic_smem, called)
 
 
 def sass_summary(src: Sources, entry: str) -> SassSummary | None:
@@ -137,15 +143,20 @@ def load_optional_count(value: Any) -> int | None:
 def load_entry(value: Any) -> PtxEntry:
     data = dict(value)
     data["unwaited_accesses"] = tuple(
-        GlobalAccess(a["opcode"], a["ptx_line"], SourceLoc(**a["loc"]) if a["loc"] else None)
+        GlobalAccess(a["opcode"], a["ptx_line"], SourceLoc(**a["loc"]) if a["loc"] else None,
+                     tuple(a.get("via", ())), a.get("opaque", False))
         for a in data["unwaited_accesses"])
+    # What the call graph adds has defaults, as in PtxEntry: a record written by hand may leave it out.
+    data["calls"] = tuple(data.get("calls", ()))
+    data["opaque_calls"] = tuple(data.get("opaque_calls", ()))
     entry = PtxEntry(**data)
     _require(isinstance(entry.name, str), "names")
     _require(is_count(entry.global_accesses) and all(is_count(v) for v in entry.mma.values()), "counts")
     _require(all(isinstance(k, str) for k in entry.mma), "expect and mma")
     _require(isinstance(entry.has_wait, bool) and isinstance(entry.has_launch_dependents, bool), "flags")
-    _require(all(isinstance(a.opcode, str) and is_count(a.ptx_line) for a in entry.unwaited_accesses),
-             "unwaited accesses")
+    _require(all(isinstance(a.opcode, str) and is_count(a.ptx_line) and isinstance(a.opaque, bool)
+                 and all(isinstance(v, str) for v in a.via) for a in entry.unwaited_accesses), "unwaited accesses")
+    _require(all(isinstance(v, str) for v in entry.calls + entry.opaque_calls), "calls")
     return entry
 
 
@@ -157,8 +168,14 @@ def load_optional_pair(value: Any) -> tuple[int, int] | None:
 
 
 def load_resources(value: Any) -> Resources:
-    found = Resources(**value)
-    _require(all(is_count(v) for v in vars(found).values()), "counts")
+    data = dict(value)
+    callees = data.get("callees", ())
+    _require(isinstance(callees, (list, tuple)) and all(isinstance(c, (list, tuple)) and len(c) == 4
+                                                        for c in callees), "callees")
+    data["callees"] = tuple(tuple(c) for c in callees)
+    found = Resources(**data)
+    _require(all(is_count(v) for k, v in vars(found).items() if k != "callees"), "counts")
+    _require(all(isinstance(c[0], str) and all(is_count(v) for v in c[1:]) for c in found.callees), "callees")
     return found
 
 

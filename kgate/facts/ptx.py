@@ -48,12 +48,18 @@ class Instruction:
 @dataclass(frozen=True)
 class GlobalAccess:
     opcode: str
-    ptx_line: int
-    loc: SourceLoc | None
+    ptx_line: int  # in the entry: the call's line where the access is in a function it calls
+    loc: SourceLoc | None  # likewise
+    # The functions the access is reached through, the entry's callee first ((): in the entry itself).
+    via: tuple[str, ...] = ()
+    # A call whose code is not in the PTX (an extern function, a function pointer): assumed to touch memory.
+    opaque: bool = False
 
 
 @dataclass(frozen=True)
 class PtxEntry:
+    """What one kernel does: its entry and every function it calls, directly or not (`calls`)."""
+
     name: str
     mma: dict[str, int]
     has_wait: bool
@@ -61,6 +67,20 @@ class PtxEntry:
     global_accesses: int
     # Global accesses that some path from the entry reaches without a wait.
     unwaited_accesses: tuple[GlobalAccess, ...]
+    calls: tuple[str, ...] = ()  # the `.func`s it reaches, in the order it first calls them
+    opaque_calls: tuple[str, ...] = ()  # what it calls whose code the PTX lacks (extern names, a function pointer)
+
+
+@dataclass(frozen=True)
+class PtxFunction:
+    kind: str  # "entry" | "func"
+    name: str
+    items: tuple[Instruction | str, ...]  # instructions and labels, in order
+    mentions: int = 1  # how often its name is written in headers (definition and declarations)
+
+    @property
+    def instructions(self) -> list[Instruction]:
+        return [i for i in self.items if isinstance(i, Instruction)]
 
 
 @dataclass(frozen=True)
@@ -100,27 +120,27 @@ def is_global_access(opcode: str) -> bool:
 
 def parse_ptx(text: str) -> PtxFacts:
     """Parse a PTX module. Raises ParseError when it is not PTX at all."""
+    from kgate.facts.callgraph import CallGraph, entry_facts  # it reads this module's types
+
     target_match = _TARGET.search(text)
     if target_match is None:
         raise ParseError("no .target directive: not a PTX module")
     version_match = re.search(r"^\s*\.version\s+([\d.]+)", text, re.MULTILINE)
-    files = {count(n): name for n, name in _FILE.findall(text)}
-    funcs = _split_functions(text)
-    func_bodies = {name: _instructions(body, first_line, files) for kind, name, body, first_line in funcs}
-    callee_access = {
-        name: any(isinstance(i, Instruction) and is_global_access(i.opcode) for i in instrs)
-        for name, instrs in func_bodies.items()
-    }
-    entries = []
-    for kind, name, _body, _first in funcs:
-        if kind != "entry":
-            continue
-        entries.append(_analyse_entry(name, func_bodies[name], callee_access))
+    graph = CallGraph(functions(text), text)
     return PtxFacts(
         target=target_match.group(1).split(",")[0].strip(),
         version=version_match.group(1) if version_match else "",
-        entries=tuple(entries),
+        entries=tuple(entry_facts(graph, f) for f in graph.order if graph.functions[f].kind == "entry"),
     )
+
+
+def functions(text: str) -> list[PtxFunction]:
+    """Every `.entry` and `.func` with a body, in text order (a name defined twice: its last definition)."""
+    files = {count(n): name for n, name in _FILE.findall(text)}
+    mentions = Counter(match.group(2) for match in _FUNC_HEAD.finditer(text))
+    found = {name: PtxFunction(kind, name, tuple(_instructions(body, first_line, files)), mentions[name])
+             for kind, name, body, first_line in _split_functions(text)}
+    return list(found.values())
 
 
 def _split_functions(text: str) -> list[tuple[str, str, str, int]]:
@@ -209,21 +229,21 @@ def _instruction(stmt: str, ptx_line: int, loc: SourceLoc | None) -> Instruction
 
 
 @dataclass
-class _Block:
+class Block:
     instrs: list[Instruction]
     succ: list[int]
 
 
-def _build_cfg(items: list[Instruction | str]) -> list[_Block]:
+def build_cfg(items: tuple[Instruction | str, ...] | list[Instruction | str]) -> list[Block]:
     """Basic blocks: a label starts one, a branch or return ends one."""
-    blocks: list[_Block] = [_Block([], [])]
+    blocks: list[Block] = [Block([], [])]
     falls_through = [True]
     label_block: dict[str, int] = {}
     branches: list[tuple[int, str]] = []
     for item in items:
         if isinstance(item, str):
             if blocks[-1].instrs:
-                blocks.append(_Block([], []))
+                blocks.append(Block([], []))
                 falls_through.append(True)
             label_block[item] = len(blocks) - 1
             continue
@@ -233,7 +253,7 @@ def _build_cfg(items: list[Instruction | str]) -> list[_Block]:
             if head in ("bra", "brx"):
                 branches.append((len(blocks) - 1, item.text.split()[-1].strip(";, ")))
             falls_through[-1] = item.predicated
-            blocks.append(_Block([], []))
+            blocks.append(Block([], []))
             falls_through.append(True)
     for index in range(len(blocks) - 1):
         if falls_through[index]:
@@ -242,55 +262,6 @@ def _build_cfg(items: list[Instruction | str]) -> list[_Block]:
         if target in label_block:
             blocks[index].succ.append(label_block[target])
     return blocks
-
-
-def _analyse_entry(name: str, items: list[Instruction | str], callee_access: dict[str, bool]) -> PtxEntry:
-    instrs = [i for i in items if isinstance(i, Instruction)]
-    mma = Counter(i.opcode for i in instrs if is_mma(i.opcode))
-    waits = [i for i in instrs if i.opcode.startswith("griddepcontrol.wait")]
-    has_launch = any(i.opcode.startswith("griddepcontrol.launch_dependents") for i in instrs)
-
-    def accesses(instr: Instruction) -> bool:
-        if is_global_access(instr.opcode):
-            return True
-        if instr.opcode.startswith("call"):
-            return any(callee_access.get(tok.strip("(),;"), False) for tok in instr.text.split())
-        return False
-
-    blocks = _build_cfg(items)
-    # Forward may-analysis: unwaited_in[b] is True when some path reaches b without a wait.
-    unwaited_in = [False] * len(blocks)
-    unwaited_in[0] = True
-    work = [0]
-    while work:
-        index = work.pop()
-        state = unwaited_in[index]
-        for instr in blocks[index].instrs:
-            if instr.opcode.startswith("griddepcontrol.wait") and not instr.predicated:
-                state = False
-        for succ in blocks[index].succ:
-            if state and not unwaited_in[succ]:
-                unwaited_in[succ] = True
-                work.append(succ)
-    unwaited: list[GlobalAccess] = []
-    total = 0
-    for index, block in enumerate(blocks):
-        state = unwaited_in[index]
-        for instr in block.instrs:
-            if instr.opcode.startswith("griddepcontrol.wait") and not instr.predicated:
-                state = False
-            elif accesses(instr):
-                total += 1
-                if state:
-                    unwaited.append(GlobalAccess(instr.opcode, instr.ptx_line, instr.loc))
-    return PtxEntry(
-        name=name,
-        mma=dict(sorted(mma.items())),
-        has_wait=bool(waits),
-        has_launch_dependents=has_launch,
-        global_accesses=total,
-        unwaited_accesses=tuple(unwaited),
-    )
 
 
 @dataclass(frozen=True)

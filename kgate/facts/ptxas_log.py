@@ -7,9 +7,12 @@ The log names every function it compiles. For an entry it prints
         S bytes stack frame, T bytes spill stores, L bytes spill loads
     ptxas info    : Used R registers, used B barriers, M bytes smem, ...
 
-(the tool may call itself `ptxas-blackwell`, and device functions get a
-"Function properties" block of their own). Lines kgate does not know are
-ignored; an entry without a "Used ... registers" line is an error.
+(the tool may call itself `ptxas-blackwell`). A device function it does not
+inline gets a "Function properties" block of its own, outside any entry's:
+its stack frame and spills are not in the entry's figures, so an entry's
+resources add those of every function its PTX reaches (`function_frames`,
+and the call graph of `kgate.facts.callgraph`). Lines kgate does not know
+are ignored; an entry without a "Used ... registers" line is an error.
 """
 
 from __future__ import annotations
@@ -44,6 +47,15 @@ class EntryResources:
 
 
 @dataclass(frozen=True)
+class Frame:
+    """One function's "Function properties" figures."""
+
+    stack_frame: int
+    spill_stores: int
+    spill_loads: int
+
+
+@dataclass(frozen=True)
 class Resources:
     """What one entry uses of the SM, as KernelFacts holds it: the log's figures and the launch's dynamic shared
     memory."""
@@ -55,6 +67,9 @@ class Resources:
     smem_static: int
     smem_dynamic: int
     barriers: int = 0
+    # (function, stack frame, spill stores, spill loads) of each called function whose figures are not all 0;
+    # its spills are counted in spill_stores and spill_loads above.
+    callees: tuple[tuple[str, int, int, int], ...] = ()
 
     @property
     def smem_bytes(self) -> int:
@@ -65,11 +80,33 @@ class Resources:
         return self.spill_stores
 
 
-def resources(entry: EntryResources, dynamic_smem: int = 0) -> Resources:
-    """An entry's resources from its figures in the log, with the dynamic shared memory its launch adds."""
-    return Resources(registers=entry.registers, spill_stores=entry.spill_stores, spill_loads=entry.spill_loads,
-                     stack_bytes=entry.stack_frame, smem_static=entry.smem_static, smem_dynamic=int(dynamic_smem),
-                     barriers=entry.barriers)
+def resources(entry: EntryResources, dynamic_smem: int = 0,
+              callees: tuple[tuple[str, Frame], ...] = ()) -> Resources:
+    """An entry's resources from its figures in the log, with the dynamic shared memory its launch adds and the
+    stack and spills of the functions it calls (`callees`: each reached function once, with its figures)."""
+    spilling = tuple((name, f.stack_frame, f.spill_stores, f.spill_loads) for name, f in callees
+                     if f.stack_frame or f.spill_stores or f.spill_loads)
+    return Resources(registers=entry.registers,
+                     spill_stores=entry.spill_stores + sum(f.spill_stores for _n, f in callees),
+                     spill_loads=entry.spill_loads + sum(f.spill_loads for _n, f in callees),
+                     stack_bytes=max([entry.stack_frame, *(f.stack_frame for _n, f in callees)]),
+                     smem_static=entry.smem_static, smem_dynamic=int(dynamic_smem),
+                     barriers=entry.barriers, callees=spilling)
+
+
+def function_frames(text: str) -> dict[str, Frame]:
+    """The "Function properties" figures of every function the log names, entries and device functions."""
+    frames: dict[str, Frame] = {}
+    properties_for: str | None = None
+    for line in text.splitlines():
+        props = _PROPERTIES.search(line)
+        if props:
+            properties_for = props.group(1)
+            continue
+        frame = _FRAME.search(line)
+        if frame and properties_for is not None:
+            frames[properties_for] = Frame(*(count(g) for g in frame.groups()))
+    return frames
 
 
 def parse_ptxas_log(text: str) -> dict[str, EntryResources]:

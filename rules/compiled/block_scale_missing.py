@@ -1,12 +1,16 @@
 """## What it does
 Checks that a kernel expected to use block-scaled MMA really contains a
 block-scaled MMA instruction in its PTX (`mma.sync ... kind::mxf8f6f4.block_scale`
-on sm_120a, `tcgen05.mma ... block_scale` on sm_100a). The message names what
-the compiler emitted instead. A kernel expects block scaling when its
-registration says `expect = ["block_scale"]`, or when its Triton source calls
-`tl.dot_scaled` and the registration does not set `expect` itself; a CUDA
-kernel when a `[[tool.kgate.cuda]]` table's `expect` globs name it
-(`expect = { "mxf8_gemm*" = ["block_scale"] }`).
+on sm_120a, `tcgen05.mma ... block_scale` on sm_100a), in its entry or in
+any device function it calls, directly or not. The message names what the
+compiler emitted instead, and any call whose code is not in the PTX. A
+kernel expects block scaling when its registration says
+`expect = ["block_scale"]`, or when its Triton source calls `tl.dot_scaled`
+(itself or through a function of its module it calls; read from the syntax,
+so a comment or a string that names it does not count; the same for a
+plain, an autotuned, a heuristics or a wrapped kernel) and the registration
+does not set `expect` itself; a CUDA kernel when a `[[tool.kgate.cuda]]`
+table's `expect` globs name it (`expect = { "mxf8_gemm*" = ["block_scale"] }`).
 
 On a target without native block scaling (sm_90a) the missing instruction is
 reported as a note: there the fallback is the only code the compiler can make.
@@ -44,6 +48,7 @@ from collections.abc import Iterable
 
 from kgate.core.findings import Severity
 from kgate.core.rule import CompiledContext, Report, Rule
+from kgate.facts.callgraph import INDIRECT, function_name
 from kgate.facts.model import KernelFacts
 
 
@@ -59,6 +64,10 @@ def _emitted(facts: KernelFacts) -> str:
                     if op.split(".")[0] in ("HMMA", "QMMA", "OMMA", "IMMA", "HGMMA", "QGMMA", "UTCQMMA", "UTCOMMA")}
         if sass_mma:
             parts.append("SASS " + ", ".join(f"`{op}`" for op in sorted(sass_mma)))
+    opaque = facts.entry.opaque_calls
+    if opaque:
+        parts.append("and it calls " + ", ".join("a function pointer" if name == INDIRECT else f"`{function_name(name)}`"
+                                                 for name in opaque) + ", whose code is not in the PTX")
     return "; ".join(parts)
 
 

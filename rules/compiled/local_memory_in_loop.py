@@ -4,7 +4,8 @@ inside a loop: between a backward branch and its target. Local memory is
 what ptxas uses for register spills and for per-thread arrays it cannot
 keep in registers (an array indexed by a value known only at run time).
 The SASS is read wherever ptxas reports a stack frame, whatever else the
-variant asks for.
+variant asks for; it holds the code of the device functions the kernel
+calls too, so a loop in a `__noinline__` helper counts.
 
 ## Why is this bad?
 Local memory is private per thread but lives in DRAM behind the L1: an
@@ -54,7 +55,7 @@ def check(facts: KernelFacts, ctx: CompiledContext) -> Iterable[Report]:
         return
     res = facts.resources
     yield Report(f"{loads} local load(s) (LDL) and {stores} local store(s) (STL) inside a loop of the SASS: "
-                 f"{res.stack_bytes} bytes stack frame, {res.spill_stores} bytes of it spill stores")
+                 f"{res.stack_bytes} bytes stack frame, {res.spill_stores} bytes spill stores")
 
 
 RULE = Rule(

@@ -2,7 +2,10 @@
 Reports register spills as ptxas counts them (`bytes spill stores` in the
 `-v` log): a warning for any spill, an error past the cliff. The cliff is
 spill bytes above a fraction (default one quarter) of the register bytes per
-thread (registers x 4).
+thread (registers x 4). A kernel's spills are its own and those of every
+device function it calls, directly or not (`__noinline__`,
+`@triton.jit(noinline=True)`): ptxas reports a called function's spills in
+a block of its own, and the finding names the functions they are in.
 
 ## Why is this bad?
 A spill goes to local memory: DRAM behind the L1. Spilling is a gradient,
@@ -32,8 +35,18 @@ from collections.abc import Iterable
 
 from kgate.core.findings import Severity
 from kgate.core.rule import CompiledContext, Option, Report, Rule
-from kgate.facts.model import KernelFacts
+from kgate.facts.callgraph import function_name
+from kgate.facts.model import KernelFacts, Resources
 from kgate.hardware.budgets import spill_cliff_bytes
+
+
+def _in_callees(res: Resources) -> str:
+    """Where the spills of called functions are, when there are any."""
+    spilling = [(name, stores) for name, _frame, stores, loads in res.callees if stores or loads]
+    if not spilling:
+        return ""
+    return " (" + ", ".join(f"{stores} bytes of the stores in `{function_name(name)}`" for name, stores in spilling) + \
+        ", which the kernel calls)"
 
 
 def check(facts: KernelFacts, ctx: CompiledContext) -> Iterable[Report]:
@@ -43,7 +56,7 @@ def check(facts: KernelFacts, ctx: CompiledContext) -> Iterable[Report]:
     register_bytes = res.registers * 4
     cliff = spill_cliff_bytes(res.registers, ctx.options["cliff_fraction"])
     detail = (f"{res.spill_stores} bytes spill stores, {res.spill_loads} bytes spill loads "
-              f"at {res.registers} registers")
+              f"at {res.registers} registers{_in_callees(res)}")
     if res.spill_stores > cliff:
         yield Report(f"{detail}: past the cliff ({cliff:g} bytes = {ctx.options['cliff_fraction']:g} "
                      f"of {register_bytes} register bytes)", severity=Severity.ERROR)

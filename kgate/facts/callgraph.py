@@ -1,0 +1,323 @@
+"""The PTX call graph, and what each entry does through it.
+
+A kernel is its `.entry` and every `.func` it calls, directly or not: a load in a `__noinline__` helper two
+calls down is the kernel's load, a `griddepcontrol.wait` in a helper called first is the kernel's wait, a
+block-scaled MMA or a spill in a callee is the kernel's. This module is the one place that walks the calls
+(`call` sites to `.func` definitions, transitively, each function once, so recursion and mutual recursion end);
+every fact about an entry that its callees can change is read through it.
+
+What it cannot see it says: a call through a register (a function pointer) may reach any function whose address
+the module takes, and a callee with no body in this PTX (`.extern .func`, a prototype only) may do anything. Both
+are listed in the entry's `opaque_calls`; for the PDL analysis such a call touches global memory and does not wait.
+
+The PDL question ("does every path from the entry execute `griddepcontrol.wait` before its first global memory
+access?") is answered on the control-flow graph of each function (basic blocks split at labels and branches, a
+forward may-analysis of "not yet waited" to a fixpoint) with a summary per callee: whether every path through it
+that returns has waited, and which of its accesses some path reaches before a wait. A call is then an access (each
+of the callee's unwaited accesses, reported at the call) followed, when the callee always waits, by a wait.
+Summaries are fixpoints too (least ones: a function that waits only through its own recursion is taken not to
+wait), so recursion is safe.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from kgate.collect.cuda_names import short_name
+from kgate.facts.ptx import Block, GlobalAccess, Instruction, PtxEntry, PtxFunction, build_cfg, is_global_access, is_mma
+
+# A call's operands: an optional return list in parentheses, then the target (a function's name, or a register).
+_CALL_TARGET = re.compile(r"^\s*(?:\([^)]*\)\s*,\s*)?([%$\w]+)")
+_TOKEN = re.compile(r"[A-Za-z_$%][\w$]*")
+INDIRECT = "(a function pointer)"  # the callee named for a call through a register
+
+
+def function_name(symbol: str) -> str:
+    """How a message names a called function: a C++ one demangled, without its parameters; a Triton one
+    (`module_$_name__argument-types`, Triton's own mangling) by its Python name."""
+    if symbol.startswith("_Z"):
+        text = short_name(symbol)
+        head, sep, tail = text.partition("<")
+        # A template function's demangled name starts with its return type (`float tload<3>`).
+        if sep and " " in head.replace("(anonymous namespace)", ""):
+            head = head.rsplit(" ", 1)[1]
+        return head + sep + tail
+    # Triton writes each `.` of the module's and function's full name, and of a constant argument, as `_$_`:
+    # the function's name is the first piece that runs into the argument types' `__`.
+    for piece in symbol.split("_$_")[1:]:
+        bare = piece.lstrip("_")
+        if "__" in bare:
+            return piece[: len(piece) - len(bare)] + bare.split("__", 1)[0]
+    return symbol
+
+
+def is_wait(instr: Instruction) -> bool:
+    return instr.opcode.startswith("griddepcontrol.wait")
+
+
+def is_call(instr: Instruction) -> bool:
+    return instr.opcode == "call" or instr.opcode.startswith("call.")
+
+
+def call_target(instr: Instruction) -> str | None:
+    """The name a call instruction calls, or None for a call through a register."""
+    rest = instr.text.split(None, 1)[1] if instr.predicated else instr.text
+    parts = rest.split(None, 1)
+    found = _CALL_TARGET.match(parts[1] if len(parts) > 1 else "")
+    if found is None or found.group(1).startswith("%"):
+        return None
+    return found.group(1)
+
+
+@dataclass(frozen=True)
+class _Found:
+    """An access some path reaches before a wait: its opcode, the instruction, the functions it is reached
+    through (the callee first), and whether it stands for a call whose code is not in the PTX."""
+
+    opcode: str
+    instr: Instruction
+    via: tuple[str, ...]
+    opaque: bool = False
+    site: Instruction | None = None  # the call that reaches it, in the function whose summary holds it
+
+    @property
+    def place(self) -> Instruction:
+        return self.site or self.instr
+
+
+class CallGraph:
+    """The `.entry` and `.func` definitions of one PTX module and the calls between them."""
+
+    def __init__(self, functions: list[PtxFunction], text: str) -> None:
+        self.functions = {f.name: f for f in functions}
+        self.order = [f.name for f in functions]  # text order
+        self.address_taken = _address_taken(self.functions, text)
+        self._blocks: dict[str, list[Block]] = {}
+        self._callees: dict[str, list[str]] = {}
+        self._must_wait: dict[str, bool] | None = None
+        self._unwaited: dict[str, dict[tuple[str, int], _Found]] | None = None
+
+    def callees(self, name: str) -> list[str]:
+        """What one function calls, in text order, each once: a name, or INDIRECT."""
+        if name not in self._callees:
+            out: dict[str, None] = {}
+            for instr in self.functions[name].instructions:
+                if is_call(instr):
+                    out.setdefault(call_target(instr) or INDIRECT, None)
+            self._callees[name] = list(out)
+        return self._callees[name]
+
+    def bottom_up(self) -> list[str]:
+        """Every function, callees before their callers (a cycle in some order): summaries computed in this order
+        settle in one pass where there is no recursion."""
+        order: list[str] = []
+        seen: set[str] = set()
+        for root in self.order:  # post-order: a function after everything it calls
+            self._post_order(root, seen, order)
+        return order
+
+    def _targets_of(self, name: str) -> list[str]:
+        return [t for callee in self.callees(name) for t in self.targets(callee)]
+
+    def _post_order(self, root: str, seen: set[str], out: list[str]) -> None:
+        if root in seen:
+            return
+        seen.add(root)
+        stack = [(root, iter(self._targets_of(root)))]
+        while stack:
+            name, pending = stack[-1]
+            step = next((t for t in pending if t not in seen), None)
+            if step is None:
+                stack.pop()
+                out.append(name)
+                continue
+            seen.add(step)
+            stack.append((step, iter(self._targets_of(step))))
+
+    def targets(self, callee: str) -> list[str]:
+        """The defined functions a callee may be: itself, or for INDIRECT every function whose address is taken."""
+        if callee == INDIRECT:
+            return sorted(self.address_taken)
+        return [callee] if callee in self.functions else []
+
+    def reached(self, entry: str) -> tuple[list[str], list[str]]:
+        """(the defined functions the entry reaches, in the order it first calls them; what it calls that has no
+        code here: extern names, and INDIRECT for a call through a register)."""
+        reached: dict[str, None] = {}
+        opaque: dict[str, None] = {}
+        stack = [entry]
+        seen = {entry}
+        while stack:
+            name = stack.pop()
+            pending = []
+            for callee in self.callees(name):
+                if callee == INDIRECT or callee not in self.functions:
+                    opaque.setdefault(callee, None)
+                for target in self.targets(callee):
+                    if target not in seen:
+                        seen.add(target)
+                        reached[target] = None
+                        pending.append(target)
+            stack.extend(reversed(pending))
+        return list(reached), sorted(opaque)
+
+    # ----------------------------------------------------------------------------------------- PDL summaries
+
+    def must_wait(self, name: str) -> bool:
+        """Whether every path through a function that returns to its caller has executed a wait."""
+        if self._must_wait is None:
+            self._must_wait = self._wait_summaries()
+        return self._must_wait.get(name, False)
+
+    def _wait_summaries(self) -> dict[str, bool]:
+        order = self.bottom_up()
+        summary = {name: False for name in order}
+        changed = True
+        while changed:
+            changed = False
+            for name in order:
+                if not summary[name] and self._returns_waited(name, summary):
+                    summary[name] = changed = True
+        return summary
+
+    def _call_waits(self, instr: Instruction, summary: dict[str, bool]) -> bool:
+        if instr.predicated:
+            return False
+        target = call_target(instr)
+        return target is not None and summary.get(target, False)
+
+    def _returns_waited(self, name: str, summary: dict[str, bool]) -> bool:
+        blocks, unwaited_in = self._flow(name, lambda i: self._call_waits(i, summary))
+        for index, block in enumerate(blocks):
+            state = unwaited_in[index]
+            for instr in block.instrs:
+                if (is_wait(instr) and not instr.predicated) or (is_call(instr) and self._call_waits(instr, summary)):
+                    state = False
+            last = block.instrs[-1].opcode.split(".")[0] if block.instrs else ""
+            returns = last == "ret" or (index == len(blocks) - 1 and last not in ("exit", "trap", "bra", "brx"))
+            if returns and state:
+                return False
+        return True
+
+    def _flow(self, name: str, waits: Callable[[Instruction], bool]) -> tuple[list[Block], list[bool]]:
+        """The function's blocks and, per block, whether some path reaches it before any wait (`waits`: whether
+        a call instruction is one that always waits)."""
+        if name not in self._blocks:
+            self._blocks[name] = build_cfg(self.functions[name].items)
+        blocks = self._blocks[name]
+        unwaited_in = [False] * len(blocks)
+        unwaited_in[0] = True
+        work = [0]
+        while work:
+            index = work.pop()
+            state = unwaited_in[index]
+            for instr in blocks[index].instrs:
+                if (is_wait(instr) and not instr.predicated) or (is_call(instr) and waits(instr)):
+                    state = False
+            for succ in blocks[index].succ:
+                if state and not unwaited_in[succ]:
+                    unwaited_in[succ] = True
+                    work.append(succ)
+        return blocks, unwaited_in
+
+    def unwaited(self, name: str) -> list[_Found]:
+        """The accesses some path from the function's start reaches before a wait, in the order it makes them (a
+        callee's where it is called), each once."""
+        if self._unwaited is None:
+            self._unwaited = self._access_summaries()
+        return list(self._unwaited.get(name, {}).values())
+
+    def _access_summaries(self) -> dict[str, dict[tuple[str, int], _Found]]:
+        if self._must_wait is None:
+            self._must_wait = self._wait_summaries()
+        order = self.bottom_up()
+        summary: dict[str, dict[tuple[str, int], _Found]] = {name: {} for name in order}
+        changed = True
+        while changed:
+            changed = False
+            for name in order:
+                found = self._accesses_before_wait(name, summary)
+                if found.keys() != summary[name].keys():
+                    summary[name] = {**summary[name], **{k: v for k, v in found.items() if k not in summary[name]}}
+                    changed = True
+        return summary
+
+    def _accesses_before_wait(self, name: str, summary: dict[str, dict[tuple[str, int], _Found]]
+                              ) -> dict[tuple[str, int], _Found]:
+        waits = self._must_wait or {}
+        blocks, unwaited_in = self._flow(name, lambda i: self._call_waits(i, waits))
+        out: dict[tuple[str, int], _Found] = {}
+        for index, block in enumerate(blocks):
+            state = unwaited_in[index]
+            for instr in block.instrs:
+                if is_wait(instr) and not instr.predicated:
+                    state = False
+                elif is_call(instr):
+                    if state:
+                        for key, found in self._called(instr, summary):
+                            out.setdefault(key, found)
+                    if self._call_waits(instr, waits):
+                        state = False
+                elif state and is_global_access(instr.opcode):
+                    out.setdefault((name, instr.ptx_line), _Found(instr.opcode, instr, ()))
+        return out
+
+    def _called(self, call: Instruction, summary: dict[str, dict[tuple[str, int], _Found]]
+                ) -> list[tuple[tuple[str, int], _Found]]:
+        """What a call made before any wait adds: each unwaited access of what it may call, or the call itself
+        where its code is not here."""
+        callee = call_target(call) or INDIRECT
+        out: list[tuple[tuple[str, int], _Found]] = []
+        if callee == INDIRECT or callee not in self.functions:
+            out.append((("", call.ptx_line), _Found(call.opcode, call, (callee,), opaque=True, site=call)))
+        for target in self.targets(callee):
+            for key, found in summary.get(target, {}).items():
+                out.append((key, _Found(found.opcode, found.instr, (target, *found.via), found.opaque, call)))
+        return out
+
+
+def _address_taken(functions: dict[str, PtxFunction], text: str) -> set[str]:
+    """The `.func`s named anywhere but in their own header and as a direct call's target: a function pointer
+    (an operand of `mov`, a table in `.global` memory) may call them."""
+    uses = Counter(_TOKEN.findall(_without_comments(text)))
+    direct = Counter(call_target(i) for f in functions.values() for i in f.instructions if is_call(i))
+    return {name for name, f in functions.items()
+            if f.kind == "func" and uses[name] > f.mentions + direct[name]}
+
+
+def _without_comments(text: str) -> str:
+    text = re.sub(r"/\*.*?\*/", " ", text, flags=re.DOTALL)
+    return re.sub(r"//[^\n]*", "", text)
+
+
+def entry_facts(graph: CallGraph, name: str) -> PtxEntry:
+    """What an entry does, its callees' instructions counted where it calls them."""
+    reached, opaque = graph.reached(name)
+    functions = [graph.functions[name], *(graph.functions[f] for f in reached)]
+    instrs = [i for f in functions for i in f.instructions]
+    mma = Counter(i.opcode for i in instrs if is_mma(i.opcode))
+    total = sum(1 for i in instrs if is_global_access(i.opcode))
+    total += sum(1 for i in instrs if is_call(i) and (call_target(i) or INDIRECT) in opaque)
+    # An access reached through a call is placed where the entry makes that call: its PTX line and source place
+    # are the call's (the access itself may sit in another file, or in none the project has).
+    # One access per call: the first one some path reaches through it.
+    placed: dict[tuple[int, str], GlobalAccess] = {}
+    for found in graph.unwaited(name):
+        key = (found.place.ptx_line, found.via[0] if found.via else found.opcode)
+        placed.setdefault(key, GlobalAccess(found.opcode, found.place.ptx_line, found.place.loc, found.via,
+                                            found.opaque))
+    unwaited = tuple(placed.values())
+    return PtxEntry(
+        name=name,
+        mma=dict(sorted(mma.items())),
+        has_wait=any(is_wait(i) for i in instrs),
+        has_launch_dependents=any(i.opcode.startswith("griddepcontrol.launch_dependents") for i in instrs),
+        global_accesses=total,
+        unwaited_accesses=unwaited,
+        calls=tuple(reached),
+        opaque_calls=tuple(opaque),
+    )
+
