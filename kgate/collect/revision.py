@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import shutil
 import signal
-import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +17,7 @@ from types import FrameType
 
 from kgate.core.errors import ConfigError, KgateError
 from kgate.support import tools
+from kgate.support import scratch as made_scratch
 
 # The folder a base revision is checked out in; the line table of a cubin compiled there names it, and
 # reports show those source paths relative to it.
@@ -82,7 +82,7 @@ class _Terminated(KgateError):
 @contextlib.contextmanager
 def checkout(root: Path, commit: str) -> Iterator[Path]:
     """The commit checked out (detached) in a temporary worktree, removed on the way out."""
-    scratch = Path(tempfile.mkdtemp(prefix=CHECKOUT_PREFIX))
+    scratch = made_scratch.make(CHECKOUT_PREFIX)
     tree = scratch / "tree"
     previous = None
 
@@ -101,6 +101,7 @@ def checkout(root: Path, commit: str) -> Iterator[Path]:
     finally:
         _git(root, "worktree", "remove", "--force", str(tree), check=False)
         shutil.rmtree(scratch, ignore_errors=True)
+        made_scratch.forget(scratch)
         _git(root, "worktree", "prune", check=False)
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)

@@ -24,6 +24,7 @@ from kgate.collect.files import Alias, aliases, display_path, relpath
 from kgate.collect.modules import import_roots, kernel_source_key, module_file, setup_env
 from kgate.collect.specialization import readable_name
 from kgate.collect.static_kernel import static_expansion
+from kgate.compile import import_reads
 from kgate.compile import records as record_shapes
 from kgate.compile.cache import Cache, CacheWriteError, Entry, digest, file_hash, sweep_triton
 from kgate.compile.pool import Outcome, Pool
@@ -91,6 +92,9 @@ class _Planned:
     spans: dict[str, tuple[int, int]] = field(default_factory=dict)  # its top-level defs, when planned
     transient: bool = False  # its expansion timed out or its worker died
     where: tuple[str, int] | None = None  # the project's line that raised while the kernel was imported (shown)
+    # What importing its module read (`kgate.compile.import_reads`) and the key that makes: its records' key.
+    reads: dict[str, Any] = field(default_factory=dict)
+    import_key: str = ""
 
     @property
     def module(self) -> str:
@@ -275,6 +279,7 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
     pool = pool or Pool(jobs, worker_env(config))
     try:
         _expand(config, planned, pool, cache, tool_key)
+        run.replayable = run.replayable and all(p.error is not None or p.import_key for p in planned)
         for p in planned:
             if p.where is not None:
                 p.where = (shown(p.where[0]), p.where[1])
@@ -293,7 +298,8 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
             run.replayable = run.replayable and not p.transient
             for variant, built_for in _variants(config, p, run, targets):
                 for target in built_for:
-                    key = digest("compiled", COMPILE_FORMAT, kgate.__version__, tool_key, variant, target, p.source_key)
+                    key = digest("compiled", COMPILE_FORMAT, kgate.__version__, tool_key, variant, target, p.source_key,
+                                 p.import_key)
                     entry = cache.entry("compiled", key, record_shapes.compiled)
                     if entry is not None and "sass" not in entry.value["artifacts"] and (sass_all or needs_sass(variant)):
                         if cache.cubin(key, entry.meta) is not None:
@@ -326,7 +332,11 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
             if outcome.ok:
                 cache.put("spans", key, p.spans)  # before the record: a compile record always has its spans
                 cubin = file_hash(cache.artifacts(key) / CUBIN)
-                cache.put("compiled", key, outcome.value, {"cubin": cubin, "imported": _note_imported(outcome.imported)})
+                imported = _note_imported(outcome.imported)
+                if import_reads.agree(p.reads, outcome.reads or {}):
+                    cache.put("compiled", key, outcome.value, {"cubin": cubin, "imported": imported})
+                else:  # an input changed between the kernel's expansion and its compile: not kept, not replayed
+                    run.replayable = False
                 unit = _unit(cache, key, outcome.value, cubin, variant, p, p.spans)
                 run.units.append(unit)
                 run.compiled += 1
@@ -429,18 +439,23 @@ def path_aliases(config: Config, planned: list[_Planned]) -> list[Alias]:
 
 
 def _expand(config: Config, planned: list[_Planned], pool: Pool, cache: Cache, tool_key: dict[str, str]) -> None:
-    """What each kernel looks like (parameters, autotune configs, definition line): from the source where it
-    can be read there, else by importing it in a worker (cached by the kernel's source hash)."""
-    keys = {id(p): digest("expand", kgate.__version__, tool_key, p.kernel, p.source_key)
+    """What each kernel looks like (parameters, autotune configs, definition line) and what importing its module
+    reads (the key of its records): from the cache where every input that import read holds what it held, else
+    by importing it in a worker. A plain kernel's expansion is read from its source all the same."""
+    where = import_reads.view(str(config.root.resolve()), project_roots(config), worker_env(config))
+    pres = {id(p): digest("import", kgate.__version__, tool_key, p.kernel, p.source_key)
             for p in planned if p.error is None}
     todo = []
     for p in planned:
-        if p.error is not None or p.expansion is not None:
+        if p.error is not None:
             continue
-        hit = cache.entry("expand", keys[id(p)], record_shapes.expansion)
-        if hit is not None:
-            p.expansion = hit.value
+        found = import_reads.find(cache, pres[id(p)], where)
+        hit = cache.entry("expand", found[0], record_shapes.expansion) if found is not None else None
+        if found is not None and hit is not None:
+            p.import_key, p.reads = found
+            p.expansion = p.expansion or hit.value
             _note_recorded(hit.meta)
+            _note_reads(p.reads, where)
         else:
             todo.append(p)
 
@@ -450,8 +465,12 @@ def _expand(config: Config, planned: list[_Planned], pool: Pool, cache: Cache, t
         if outcome.transient:
             p.transient = True
         if outcome.ok:
-            p.expansion = outcome.value
-            cache.put("expand", keys[id(p)], outcome.value, {"imported": _note_imported(outcome.imported)})
+            p.reads = dict(outcome.reads or {})
+            p.expansion = p.expansion or outcome.value
+            made = import_reads.key(pres[id(p)], p.reads)
+            cache.put("expand", made, outcome.value, {"imported": _note_imported(outcome.imported)})
+            p.import_key = import_reads.remember(cache, pres[id(p)], p.reads)
+            _note_reads(p.reads, where)
         else:
             p.error = _first_line(outcome)
             p.missing = outcome.user_error and MISSING_ATTRIBUTE in p.error
@@ -461,6 +480,18 @@ def _expand(config: Config, planned: list[_Planned], pool: Pool, cache: Cache, t
         roots = project_roots(config)
         pool.run([("triton.expand", {"kernel": p.kernel, "sys_path": p.sys_path, "roots": roots}) for p in todo],
                  config.timeout, expanded)
+
+
+def _note_reads(read: dict[str, Any], where: import_reads.View) -> None:
+    """What a kernel module's import read, as inputs of this run for its replay (`kgate.support.reads`)."""
+    for name in read:
+        kind, _, rest = name.partition(":")
+        if kind == "env":
+            reads.note_env(rest)
+        elif kind == "dir":
+            reads.note_folder(where.path(rest))
+        elif kind in ("file", "stat"):
+            reads.note(where.path(rest))
 
 
 def project_roots(config: Config) -> list[str]:
