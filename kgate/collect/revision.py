@@ -16,8 +16,8 @@ from pathlib import Path
 from types import FrameType
 
 from kgate.core.errors import ConfigError, KgateError
-from kgate.support import tools
 from kgate.support import scratch as made_scratch
+from kgate.support import tools
 
 # The folder a base revision is checked out in; the line table of a cubin compiled there names it, and
 # reports show those source paths relative to it.

@@ -204,7 +204,7 @@ def recorder(skip: list[str]) -> Recorder:
     return _RECORDER
 
 
-class recording:  # noqa: N801 - used as a `with` statement
+class recording:  # used as a `with` statement, as `open` is
     """Record the reads of the imports made inside it (the project's set-up hook, its kernel module)."""
 
     def __init__(self, root: str, roots: list[str]) -> None:
@@ -251,16 +251,16 @@ class _RealEnv(Mapping[str, str]):
     """The environment as it is, read without being recorded (the recorder's own view of it)."""
 
     def __getitem__(self, name: str) -> str:
-        return _ENV_DATA()[name]
+        return _env_data()[name]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(_ENV_DATA())
+        return iter(_env_data())
 
     def __len__(self) -> int:
-        return len(_ENV_DATA())
+        return len(_env_data())
 
 
-def _ENV_DATA() -> dict[str, str]:  # noqa: N802 - a view, not a constant
+def _env_data() -> dict[str, str]:
     return {os.fsdecode(k): os.fsdecode(v) for k, v in os.environ._data.items()}  # type: ignore[attr-defined]
 
 
@@ -314,7 +314,7 @@ def _patch(rec: Recorder) -> None:
                 try:
                     rec.note("stat", os.fsdecode(path))
                 except Exception:  # noqa: BLE001 - recording must never break the import
-                    pass
+                    rec.reads[f"{UNRECORDED}:"] = None
                 finally:
                     rec.busy = False
             return real(path, *args, **kwargs)

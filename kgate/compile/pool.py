@@ -120,9 +120,9 @@ def _serve(conn: Connection, parent: _Parent, kgate_pid: int) -> None:
     threading.Thread(target=_watch_kgate, args=(kgate_pid,), daemon=True).start()
     parent.enter()
     _stdout_to_stderr()
+    from kgate.compile import import_reads
     from kgate.compile.cache import CacheWriteError
     from kgate.core.errors import KgateError
-    from kgate.compile import import_reads
     from kgate.support import reads
 
     preloaded = set(sys.modules)  # what the fork server imported: kgate, Triton; the rest is the project's
