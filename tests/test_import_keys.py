@@ -1,0 +1,152 @@
+"""What a kernel module reads as it is imported is part of the key of every record made from it.
+
+A module that builds its autotune configs from a `tune.json` beside it, from a module it imports with
+`importlib`, or from an environment variable compiles something else when that input changes, with its own text
+unchanged: a warm check must compile the new variant (never show the old one), and `kgate diff` must compare the
+two. The variant's registers are read from the table, never written here: the test compares the two runs.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import textwrap
+from pathlib import Path
+
+import pytest
+from conftest import kgate
+
+CFG = 'targets = ["sm_120a"]\npython-path = ["."]\n'
+
+TUNED = '''\
+import json
+from pathlib import Path
+
+import kgate
+import triton
+import triton.language as tl
+
+_CONFIGS = json.loads((Path(__file__).parent / "tune.json").read_text())
+
+
+@kgate.register(signature={"x": "*fp32", "y": "*fp32", "n": "i32"})
+@triton.autotune(configs=[triton.Config({"BLOCK": c["BLOCK"]}, num_warps=c["warps"]) for c in _CONFIGS], key=[])
+@triton.jit
+def fill_kernel(x, y, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    v = tl.load(x + offs, mask=offs < n)
+    tl.store(y + offs, v * 2, mask=offs < n)
+'''
+
+
+def _module(block_from: str, preamble: str = "") -> str:
+    """A kernel module whose one autotune config takes its BLOCK from `block_from` (an expression at import)."""
+    return textwrap.dedent(preamble) + TUNED.replace(
+        '_CONFIGS = json.loads((Path(__file__).parent / "tune.json").read_text())',
+        f'_CONFIGS = [{{"BLOCK": {block_from}, "warps": 4}}]')
+
+
+SMALL, LARGE = '[{"BLOCK": 256, "warps": 4}]', '[{"BLOCK": 8192, "warps": 1}]'
+
+
+def _rows(out: str) -> list[str]:
+    return [line for line in out.splitlines() if line.startswith("ops:fill_kernel")]
+
+
+def _project(folder: Path, files: dict[str, str]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "kgate.toml").write_text(CFG)
+    for name, text in files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(text)
+    return folder
+
+
+def _check(folder: Path, env: dict[str, str] | None = None) -> list[str]:
+    run = kgate("check", "--show-kernels", cwd=folder, env=env)
+    assert run.code in (0, 1), run.stderr
+    rows = _rows(run.stdout)
+    assert len(rows) == 1, run.stdout
+    return rows
+
+
+def test_a_file_the_module_reads_at_import_is_in_the_key(tmp_path: Path) -> None:
+    project = _project(tmp_path / "p", {"ops.py": TUNED, "tune.json": SMALL})
+    small = _check(project)
+    (project / "tune.json").write_text(LARGE)
+    large = _check(project)
+    assert "BLOCK=8192" in large[0] and large != small
+    assert _check(project, {"KGATE_X": "1"}) == large  # another run key, same record: the cache, not the replay
+    (project / "tune.json").write_text(SMALL)
+    assert _check(project) == small
+
+
+def test_a_module_imported_with_importlib_is_in_the_key(tmp_path: Path) -> None:
+    ops = _module('256 * importlib.import_module("consts").SCALE', "import importlib\n")
+    project = _project(tmp_path / "p", {"ops.py": ops, "consts.py": "SCALE = 1\n"})
+    small = _check(project)
+    (project / "consts.py").write_text("SCALE = 32\n")
+    large = _check(project)
+    assert "BLOCK=8192" in large[0] and large != small
+
+
+def test_an_environment_variable_the_module_reads_is_in_the_key(tmp_path: Path) -> None:
+    ops = _module('int(os.environ.get("MYPROJ_BLOCK", "256"))', "import os\n")
+    project = _project(tmp_path / "p", {"ops.py": ops})
+    small = _check(project)
+    large = _check(project, {"MYPROJ_BLOCK": "8192"})
+    assert "BLOCK=8192" in large[0] and large != small
+    assert _check(project) == small
+    getenv = _module('int(os.getenv("MYPROJ_BLOCK") or 256)', "import os\n")
+    (project / "ops.py").write_text(getenv)
+    assert "BLOCK=256" in _check(project)[0]
+    assert "BLOCK=8192" in _check(project, {"MYPROJ_BLOCK": "8192"})[0]
+
+
+def _git(repo: Path, *args: str) -> str:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t"}
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
+                          env=env).stdout.strip()
+
+
+def _committed(folder: Path, files: dict[str, str]) -> Path:
+    project = _project(folder, files)
+    (project / ".gitignore").write_text(".kgate-cache/\n__pycache__/\n")
+    _git(project, "init", "-q", "-b", "main")
+    _git(project, "add", "-A")
+    _git(project, "commit", "-q", "-m", "base")
+    return project
+
+
+@pytest.mark.parametrize("changed", ["tune.json", "consts.py"])
+def test_diff_compares_what_each_side_imported(tmp_path: Path, changed: str) -> None:
+    ops = TUNED if changed == "tune.json" else _module('256 * importlib.import_module("consts").SCALE',
+                                                        "import importlib\n")
+    files = {"ops.py": ops, "tune.json": SMALL} if changed == "tune.json" else {"ops.py": ops, "consts.py": "SCALE = 1\n"}
+    project = _committed(tmp_path / "p", files)
+    (project / changed).write_text(LARGE if changed == "tune.json" else "SCALE = 32\n")
+    run = kgate("diff", "HEAD", "--require-identical", cwd=project)  # an empty cache: both sides compiled here
+    assert run.code == 1, run.stdout + run.stderr
+    assert "0 identical, 1 changed" in run.stdout, run.stdout
+    again = kgate("diff", "HEAD", "--require-identical", cwd=project)  # a warm cache: each side its own record
+    assert again.code == 1 and "0 identical, 1 changed" in again.stdout and "(0 compiled, 2 from cache)" in again.stdout
+
+
+def test_a_project_in_a_temporary_folder_named_like_kgates_own_is_replayed_only_while_unchanged() -> None:
+    """kgate's own temporary folders are the ones this run made, not any folder named `kgate-*` there."""
+    folder = Path(tempfile.mkdtemp(prefix="kgate-work-"))
+    try:
+        project = _project(folder / "p", {"build/ops.py": TUNED, "build/tune.json": SMALL})
+        (project / "kgate.toml").write_text(
+            'targets = ["sm_120a"]\npython-path = ["build"]\nextend-exclude = ["build"]\n\n[[triton]]\n'
+            'kernel = "ops:fill_kernel"\nsignature = { x = "*fp32", y = "*fp32", n = "i32" }\n')
+        small = _check(project)
+        (project / "build" / "tune.json").write_text(LARGE)
+        (project / "build" / "ops.py").write_text(TUNED + "\n# edited\n")
+        large = _check(project)
+        assert "BLOCK=8192" in large[0] and large != small
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
