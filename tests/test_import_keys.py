@@ -150,3 +150,106 @@ def test_a_project_in_a_temporary_folder_named_like_kgates_own_is_replayed_only_
         assert "BLOCK=8192" in large[0] and large != small
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+# Each way a module can read an input at import: (preamble, BLOCK expression, files, the change). The change
+# turns BLOCK from 256 to 8192 without touching ops.py; `env` changes are environment variables of the second run.
+READS = {
+    "open": ("", 'int(open(os.path.join(HERE, "b.txt")).read())', {"b.txt": "256"}, {"b.txt": "8192"}),
+    "open-binary": ("", 'int(open(os.path.join(HERE, "b.txt"), "rb").read())', {"b.txt": "256"}, {"b.txt": "8192"}),
+    "path-read-bytes": ("", 'int((Path(HERE) / "b.txt").read_bytes())', {"b.txt": "256"}, {"b.txt": "8192"}),
+    "os-open": ("", 'int(os.read(os.open(os.path.join(HERE, "b.txt"), os.O_RDONLY), 16))', {"b.txt": "256"},
+                {"b.txt": "8192"}),
+    "io-open-code": ("import io\n", 'int(io.open_code(os.path.join(HERE, "b.txt")).read())', {"b.txt": "256"},
+                     {"b.txt": "8192"}),
+    "getenv": ("", 'int(os.getenv("MYPROJ_BLOCK", "256"))', {}, {"env:MYPROJ_BLOCK": "8192"}),
+    "environ-subscript": ("", 'int(os.environ["MYPROJ_BLOCK"]) if "MYPROJ_BLOCK" in os.environ else 256', {},
+                          {"env:MYPROJ_BLOCK": "8192"}),
+    "environ-copy": ("", 'int(dict(os.environ).get("MYPROJ_BLOCK", "256"))', {}, {"env:MYPROJ_BLOCK": "8192"}),
+    "environ-items": ("", 'int(next((v for k, v in os.environ.items() if k == "MYPROJ_BLOCK"), "256"))', {},
+                      {"env:MYPROJ_BLOCK": "8192"}),
+    "environb": ("", 'int(os.environb.get(b"MYPROJ_BLOCK", b"256"))', {}, {"env:MYPROJ_BLOCK": "8192"}),
+    "import-module": ("import importlib\n", 'importlib.import_module("consts").B', {"consts.py": "B = 256\n"},
+                      {"consts.py": "B = 8192\n"}),
+    "dunder-import": ("", '__import__("consts").B', {"consts.py": "B = 256\n"}, {"consts.py": "B = 8192\n"}),
+    "package-init-reads": ("import cfgpkg\n", "cfgpkg.B",
+                           {"cfgpkg/__init__.py": 'import os\nB = int(open(os.path.join(os.path.dirname(__file__), '
+                                                  '"b.txt")).read())\n', "cfgpkg/b.txt": "256"},
+                           {"cfgpkg/b.txt": "8192"}),
+    "submodule-of-package": ("import cfgpkg.values\n", "cfgpkg.values.B",
+                             {"cfgpkg/__init__.py": "", "cfgpkg/values.py": "B = 256\n"},
+                             {"cfgpkg/values.py": "B = 8192\n"}),
+    "exec-of-a-file": ("", '_exec_file(os.path.join(HERE, "conf.py"))', {"conf.py": "B = 256\n"},
+                       {"conf.py": "B = 8192\n"}),
+    "runpy": ("import runpy\n", 'runpy.run_path(os.path.join(HERE, "conf.py"))["B"]', {"conf.py": "B = 256\n"},
+              {"conf.py": "B = 8192\n"}),
+    "pkgutil-get-data": ("import pkgutil\n", 'int(pkgutil.get_data("cfgpkg", "b.txt"))',
+                         {"cfgpkg/__init__.py": "", "cfgpkg/b.txt": "256"}, {"cfgpkg/b.txt": "8192"}),
+    "importlib-resources": ("import importlib.resources\n",
+                            'int(importlib.resources.files("cfgpkg").joinpath("b.txt").read_text())',
+                            {"cfgpkg/__init__.py": "", "cfgpkg/b.txt": "256"}, {"cfgpkg/b.txt": "8192"}),
+    "glob": ("import glob\n", '256 * (1 + 31 * len(glob.glob(os.path.join(HERE, "big.*"))))', {"small.flag": ""},
+             {"big.flag": ""}),
+    "listdir": ("", '8192 if "big.flag" in os.listdir(HERE) else 256', {}, {"big.flag": ""}),
+    "scandir": ("", '8192 if any(e.name == "big.flag" for e in os.scandir(HERE)) else 256', {}, {"big.flag": ""}),
+    "path-exists": ("", '8192 if os.path.exists(os.path.join(HERE, "big.flag")) else 256', {}, {"big.flag": ""}),
+    "pathlib-is-file": ("", '8192 if (Path(HERE) / "big.flag").is_file() else 256', {}, {"big.flag": ""}),
+    "file-deleted": ("", '256 if os.path.exists(os.path.join(HERE, "small.flag")) else 8192', {"small.flag": ""},
+                     {"small.flag": None}),
+    "optional-module-appears": ("", '_optional("fastconsts", 256)', {}, {"fastconsts.py": "B = 8192\n"}),
+    "json-load": ("import json\n", 'json.load(open(os.path.join(HERE, "t.json")))["B"]', {"t.json": '{"B": 256}'},
+                  {"t.json": '{"B": 8192}'}),
+    "config-in-subfolder": ("", 'int(open(os.path.join(HERE, "conf", "deep", "b.txt")).read())',
+                            {"conf/deep/b.txt": "256"}, {"conf/deep/b.txt": "8192"}),
+    "setup-hook-env": ("", 'int(os.environ.get("FROM_SETUP", "256"))', {}, {"env:MYPROJ_BLOCK": "8192"}),
+}
+
+HELPERS = '''\
+import os
+from pathlib import Path
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _exec_file(path):
+    scope = {}
+    exec(compile(open(path).read(), path, "exec"), scope)
+    return scope["B"]
+
+
+def _optional(name, default):
+    try:
+        return __import__(name).B
+    except ImportError:
+        return default
+
+'''
+
+
+@pytest.mark.parametrize("case", sorted(READS))
+def test_every_way_of_reading_at_import_is_in_the_key(tmp_path: Path, case: str) -> None:
+    preamble, expression, files, change = READS[case]
+    ops = HELPERS + _module(expression, preamble)
+    project = _project(tmp_path / "p", {"ops.py": ops, **files})
+    env: dict[str, str] = {}
+    if case == "setup-hook-env":  # the project's set-up hook sets what the module reads
+        (project / "kgate_setup.py").write_text('import os\nos.environ["FROM_SETUP"] = os.environ.get("MYPROJ_BLOCK", "256")\n')
+        (project / "kgate.toml").write_text(CFG + 'setup = "kgate_setup.py"\n')
+    small = _check(project)
+    assert "BLOCK=256," in small[0], small
+    for name, text in change.items():
+        if name.startswith("env:"):
+            env[name[4:]] = text
+        elif text is None:
+            (project / name).unlink()
+        else:
+            (project / name).write_text(text)
+    large = _check(project, env)
+    assert "BLOCK=8192," in large[0], large
+    if not env:  # and back: the first record serves again (no compile), never the second's
+        for name, text in files.items():
+            (project / name).write_text(text)
+        for name, text in change.items():
+            if name not in files and (project / name).exists():
+                (project / name).unlink()
+        assert _check(project) == small
