@@ -168,6 +168,10 @@ class Recorder:
     def wanted(self, path: str) -> bool:
         from kgate.support import scratch
 
+        # A module's bytecode is a cache of its source, which is read (and keyed) as the module's file; its
+        # header holds the source's time, which a checkout or a test run changes without changing the source.
+        if path.endswith(".pyc") and os.path.basename(os.path.dirname(path)) == "__pycache__":
+            return False
         return not (path + os.sep).startswith(self.skip) and not scratch.made_here(path)
 
     def note(self, kind: str, path: str) -> None:
