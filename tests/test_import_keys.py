@@ -253,3 +253,19 @@ def test_every_way_of_reading_at_import_is_in_the_key(tmp_path: Path, case: str)
             if name not in files and (project / name).exists():
                 (project / name).unlink()
         assert _check(project) == small
+
+
+def test_the_run_skips_the_temporary_folders_it_made_not_those_named_like_them() -> None:
+    from kgate.support import reads, scratch
+
+    named = Path(tempfile.mkdtemp(prefix="kgate-"))
+    made = scratch.make("kgate-")
+    try:
+        log = reads.Log([])
+        assert log.wanted(str(named / "compile_commands.json"))
+        assert not log.wanted(str(made / "kernel.cubin"))
+    finally:
+        scratch.forget(made)
+        shutil.rmtree(made, ignore_errors=True)
+        shutil.rmtree(named, ignore_errors=True)
+    assert reads.Log([]).wanted(str(made / "kernel.cubin"))  # once removed, it is no longer the run's
