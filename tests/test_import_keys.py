@@ -65,7 +65,7 @@ def _project(folder: Path, files: dict[str, str]) -> Path:
 
 
 def _check(folder: Path, env: dict[str, str] | None = None) -> list[str]:
-    run = kgate("check", "--show-kernels", cwd=folder, env=env)
+    run = kgate("check", "--show-kernels", cwd=folder, env={"COLUMNS": "250", **(env or {})})  # whole rows
     assert run.code in (0, 1), run.stderr
     rows = _rows(run.stdout)
     assert len(rows) == 1, run.stdout
@@ -269,3 +269,19 @@ def test_the_run_skips_the_temporary_folders_it_made_not_those_named_like_them()
         shutil.rmtree(made, ignore_errors=True)
         shutil.rmtree(named, ignore_errors=True)
     assert reads.Log([]).wanted(str(made / "kernel.cubin"))  # once removed, it is no longer the run's
+
+
+def test_an_unrelated_file_added_beside_the_module_compiles_nothing(tmp_path: Path) -> None:
+    """The import system and importlib.metadata look every folder of sys.path over (the project's too): a
+    new file there is not an input unless it is a module looked for or a distribution's metadata."""
+    preamble = "import importlib.metadata\nimport importlib.util\n"
+    ops = _module('256 if importlib.util.find_spec("not_there") is None else 1', preamble).replace(
+        "_CONFIGS = [", '_VERSION = importlib.metadata.version("triton")\n_CONFIGS = [')
+    project = _project(tmp_path / "p", {"ops.py": ops})
+    first = kgate("check", "-v", cwd=project)
+    assert "1 compiled" in first.stderr + first.stdout, first.stderr
+    (project / "notes.txt").write_text("unrelated\n")
+    again = kgate("check", "-v", cwd=project)
+    assert "0 compiled, 1 from cache" in again.stderr + again.stdout, again.stderr
+    (project / "not_there.py").write_text("")  # the module it looked for and did not find: now it is found
+    assert "BLOCK=1," in _check(project)[0]

@@ -278,8 +278,8 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
     own_pool = pool is None
     pool = pool or Pool(jobs, worker_env(config))
     try:
-        _expand(config, planned, pool, cache, tool_key)
-        run.replayable = run.replayable and all(p.error is not None or p.import_key for p in planned)
+        where = import_reads.view(str(config.root.resolve()), project_roots(config), worker_env(config))
+        _expand(config, planned, pool, cache, tool_key, where)
         for p in planned:
             if p.where is not None:
                 p.where = (shown(p.where[0]), p.where[1])
@@ -326,6 +326,7 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
             variant, target, p, key = jobs_todo[index]
             _stop_if_cache_unwritable(config, outcome)
             run.replayable = run.replayable and not outcome.transient
+            _note_reads(outcome.reads or {}, where)
             done += 1
             if progress:
                 progress(done, total, f"{variant['kernel']} [{variant['name']}] {target}")
@@ -333,10 +334,10 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
                 cache.put("spans", key, p.spans)  # before the record: a compile record always has its spans
                 cubin = file_hash(cache.artifacts(key) / CUBIN)
                 imported = _note_imported(outcome.imported)
-                if import_reads.agree(p.reads, outcome.reads or {}):
+                if p.import_key and import_reads.agree(p.reads, outcome.reads or {}):
                     cache.put("compiled", key, outcome.value, {"cubin": cubin, "imported": imported})
-                else:  # an input changed between the kernel's expansion and its compile: not kept, not replayed
-                    run.replayable = False
+                else:  # an input changed between the kernel's expansion and its compile (or its expansion
+                    run.replayable = False  # failed where its compile did not): not kept, not replayed
                 unit = _unit(cache, key, outcome.value, cubin, variant, p, p.spans)
                 run.units.append(unit)
                 run.compiled += 1
@@ -438,11 +439,11 @@ def path_aliases(config: Config, planned: list[_Planned]) -> list[Alias]:
     return known
 
 
-def _expand(config: Config, planned: list[_Planned], pool: Pool, cache: Cache, tool_key: dict[str, str]) -> None:
+def _expand(config: Config, planned: list[_Planned], pool: Pool, cache: Cache, tool_key: dict[str, str],
+            where: import_reads.View) -> None:
     """What each kernel looks like (parameters, autotune configs, definition line) and what importing its module
     reads (the key of its records): from the cache where every input that import read holds what it held, else
     by importing it in a worker. A plain kernel's expansion is read from its source all the same."""
-    where = import_reads.view(str(config.root.resolve()), project_roots(config), worker_env(config))
     pres = {id(p): digest("import", kgate.__version__, tool_key, p.kernel, p.source_key)
             for p in planned if p.error is None}
     todo = []
@@ -464,17 +465,18 @@ def _expand(config: Config, planned: list[_Planned], pool: Pool, cache: Cache, t
         _stop_if_cache_unwritable(config, outcome)
         if outcome.transient:
             p.transient = True
+        _note_reads(outcome.reads or {}, where)  # failed or not: an import that fails on a variable unset
         if outcome.ok:
             p.reads = dict(outcome.reads or {})
             p.expansion = p.expansion or outcome.value
             made = import_reads.key(pres[id(p)], p.reads)
             cache.put("expand", made, outcome.value, {"imported": _note_imported(outcome.imported)})
             p.import_key = import_reads.remember(cache, pres[id(p)], p.reads)
-            _note_reads(p.reads, where)
-        else:
+        elif p.expansion is None:
             p.error = _first_line(outcome)
             p.missing = outcome.user_error and MISSING_ATTRIBUTE in p.error
             p.where = outcome.where
+        # else a plain kernel, planned from its source: its compile reports what its import does (per variant)
 
     if todo:
         roots = project_roots(config)
@@ -488,7 +490,7 @@ def _note_reads(read: dict[str, Any], where: import_reads.View) -> None:
         kind, _, rest = name.partition(":")
         if kind == "env":
             reads.note_env(rest)
-        elif kind == "dir":
+        elif kind in ("dir", "dists"):
             reads.note_folder(where.path(rest))
         elif kind in ("file", "stat"):
             reads.note(where.path(rest))

@@ -33,6 +33,7 @@ from kgate.support.filestat import path_state
 
 Reads = dict[str, Any]  # name -> value when read
 UNRECORDED = "unrecorded"  # a read the recorder could not name (a folder listed by descriptor, an error)
+_DISTRIBUTIONS = (".dist-info", ".egg-info", ".egg")
 MANIFEST = "reads"  # the cache kind that lists, per static key, the names its imports read
 _KEPT_LISTS = 8  # read lists kept per static key (the same module under other inputs: an env var, a branch)
 
@@ -85,6 +86,11 @@ def value(name: str, where: View) -> Any:
             return None
     if kind == "stat":
         return _kind_of(path)
+    if kind == "dists":  # what importlib.metadata looks for in a folder: the installed distributions' metadata
+        try:
+            return sorted(n for n in os.listdir(path) if n.lower().endswith(_DISTRIBUTIONS))
+        except (OSError, ValueError):
+            return None
     if where.owned(os.path.abspath(path)):
         return _content(path)
     return path_state(path)
@@ -325,6 +331,16 @@ def _patch(rec: Recorder) -> None:
         return stat
 
     os.stat, os.lstat = watched(real_stat), watched(real_lstat)
+    import importlib.util
+
+    real_find = _SAVED["find_spec"] = importlib.util._find_spec  # type: ignore[attr-defined]
+
+    def find_spec(name: str, *args: Any, **kwargs: Any) -> Any:  # importlib.util.find_spec raises no audit event
+        if isinstance(name, str):
+            _LOOKED_FOR.add(name)
+        return real_find(name, *args, **kwargs)
+
+    importlib.util._find_spec = find_spec  # type: ignore[attr-defined]
 
 
 def _unpatch() -> None:
@@ -332,14 +348,25 @@ def _unpatch() -> None:
         if environ is not None and type(environ) is _ReadEnviron:
             environ.__class__ = os._Environ  # type: ignore[attr-defined]
     if _SAVED:
+        import importlib.util
+
         os.stat, os.lstat = _SAVED.pop("stat"), _SAVED.pop("lstat")
+        importlib.util._find_spec = _SAVED.pop("find_spec")  # type: ignore[attr-defined]
 
 
-def _from_import_system() -> bool:
-    """Whether the read being audited is the import system's own (it lists every folder of sys.path it looks
-    in; what it imports is recorded by module instead)."""
-    frame = sys._getframe(2)
-    return frame is not None and frame.f_globals.get("__name__", "").startswith("importlib._bootstrap")
+def _caller_module() -> str:
+    frame = sys._getframe(3)  # _caller_module, _kind_of_listing, _hook, then whoever listed
+    return frame.f_globals.get("__name__", "") if frame is not None else ""
+
+
+def _kind_of_listing() -> str | None:
+    """How a listing counts: not at all where the import system made it (it lists every folder of sys.path it
+    looks in; what it imports is recorded by module instead), by the distributions in it where importlib.metadata
+    made it (it looks every folder of sys.path over for them, the project's too), else by every name in it."""
+    caller = _caller_module()
+    if caller.startswith(("_frozen_importlib", "importlib._bootstrap")):
+        return None
+    return "dists" if caller.startswith(("importlib.metadata", "importlib_metadata")) else "dir"
 
 
 def _hook(event: str, args: tuple[Any, ...]) -> None:
@@ -359,10 +386,10 @@ def _hook(event: str, args: tuple[Any, ...]) -> None:
                 any(c in str(mode) for c in "wax+")
             if not writing and isinstance(path, (str, bytes, os.PathLike)):
                 rec.note("file", os.fsdecode(path))
-        elif _from_import_system():
+        elif (kind := _kind_of_listing()) is None:
             return
         elif path is None or isinstance(path, (str, bytes, os.PathLike)):
-            rec.note("dir", "." if path is None else os.fsdecode(path))
+            rec.note(kind, "." if path is None else os.fsdecode(path) or ".")
         else:  # a folder listed through its descriptor: which one cannot be told
             rec.reads[f"{UNRECORDED}:"] = None
     except Exception:  # noqa: BLE001 - recording must never break the import
