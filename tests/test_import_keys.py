@@ -201,6 +201,16 @@ READS = {
                   {"t.json": '{"B": 8192}'}),
     "config-in-subfolder": ("", 'int(open(os.path.join(HERE, "conf", "deep", "b.txt")).read())',
                             {"conf/deep/b.txt": "256"}, {"conf/deep/b.txt": "8192"}),
+    "file-created": ("", '_read_or(os.path.join(HERE, "b.txt"), 256)', {}, {"b.txt": "8192"}),
+    "configparser": ("import configparser\n",
+                     '_ini(os.path.join(HERE, "k.ini"))', {"k.ini": "[k]\nblock = 256\n"}, {"k.ini": "[k]\nblock = 8192\n"}),
+    "tomllib": ("import tomllib\n", 'tomllib.load(open(os.path.join(HERE, "k.toml"), "rb"))["block"]',
+                {"k.toml": "block = 256\n"}, {"k.toml": "block = 8192\n"}),
+    "outside-the-project": ("", 'int(open(os.path.join(HERE, "..", "outside.txt")).read())', {"../outside.txt": "256"},
+                            {"../outside.txt": "8192"}),
+    "subprocess-of-a-script": ("import subprocess, sys\n",
+                               'int(subprocess.check_output([sys.executable, os.path.join(HERE, "gen.py")]))',
+                               {"gen.py": "print(256)\n"}, {"gen.py": "print(8192)\n"}),
     "setup-hook-env": ("", 'int(os.environ.get("FROM_SETUP", "256"))', {}, {"env:MYPROJ_BLOCK": "8192"}),
 }
 
@@ -215,6 +225,21 @@ def _exec_file(path):
     scope = {}
     exec(compile(open(path).read(), path, "exec"), scope)
     return scope["B"]
+
+
+def _read_or(path, default):
+    try:
+        return int(open(path).read())
+    except FileNotFoundError:
+        return default
+
+
+def _ini(path):
+    import configparser
+
+    parser = configparser.ConfigParser()
+    parser.read(path)
+    return parser.getint("k", "block")
 
 
 def _optional(name, default):

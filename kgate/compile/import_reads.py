@@ -369,15 +369,42 @@ def _kind_of_listing() -> str | None:
     return "dists" if caller.startswith(("importlib.metadata", "importlib_metadata")) else "dir"
 
 
+# What the hook reads: files opened, folders listed, imports, and what else reads a file: a program run (its own
+# reads are not seen: it is keyed by its file and by every argument that names a file), a library loaded, a
+# database opened.
+_PROGRAMS = ("subprocess.Popen", "os.posix_spawn", "os.exec", "ctypes.dlopen", "sqlite3.connect")
+_EVENTS = frozenset(("open", "os.listdir", "os.scandir", "import", *_PROGRAMS))
+
+
+def _note_program(rec: Recorder, event: str, args: tuple[Any, ...]) -> None:
+    import shutil
+
+    program = args[0] if args else None
+    if event in ("ctypes.dlopen", "sqlite3.connect"):
+        if isinstance(program, (str, bytes, os.PathLike)) and os.path.sep in os.fsdecode(program):
+            rec.note("file", os.fsdecode(program))
+        return
+    argv = list(args[1]) if len(args) > 1 and isinstance(args[1], (list, tuple)) else []
+    if isinstance(program, (str, bytes, os.PathLike)):
+        found = shutil.which(os.fsdecode(program))
+        rec.note("file", found or os.fsdecode(program))
+    for arg in argv[1:]:
+        if isinstance(arg, (str, bytes, os.PathLike)) and os.path.isfile(os.fsdecode(arg)):
+            rec.note("file", os.fsdecode(arg))
+
+
 def _hook(event: str, args: tuple[Any, ...]) -> None:
     rec = _RECORDER
-    if rec is None or rec.where is None or rec.busy or event not in ("open", "os.listdir", "os.scandir", "import"):
+    if rec is None or rec.where is None or rec.busy or event not in _EVENTS:
         return
     rec.busy = True
     try:
         if event == "import":
             if isinstance(args[0], str):
                 _LOOKED_FOR.add(args[0])
+            return
+        if event in _PROGRAMS:
+            _note_program(rec, event, args)
             return
         path = args[0] if args else None
         if event == "open":
