@@ -310,3 +310,12 @@ def test_an_unrelated_file_added_beside_the_module_compiles_nothing(tmp_path: Pa
     assert "0 compiled, 1 from cache" in again.stderr + again.stdout, again.stderr
     (project / "not_there.py").write_text("")  # the module it looked for and did not find: now it is found
     assert "BLOCK=1," in _check(project)[0]
+
+
+def test_editing_another_kernel_of_the_module_recompiles_only_that_kernel(tmp_path: Path) -> None:
+    two = TUNED + "\n\n" + TUNED[TUNED.index("@kgate.register"):].replace("fill_kernel", "other_kernel")
+    project = _project(tmp_path / "p", {"ops.py": two, "tune.json": SMALL})
+    assert "2 compiled" in kgate("check", "-v", cwd=project).stdout
+    (project / "ops.py").write_text(two.replace("v * 2, mask=offs < n)\n\n\n@kgate", "v * 3, mask=offs < n)\n\n\n@kgate"))
+    again = kgate("check", "-v", cwd=project)
+    assert "1 compiled, 1 from cache" in again.stdout, again.stdout

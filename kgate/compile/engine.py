@@ -21,7 +21,7 @@ import kgate
 from kgate.collect import pyindex
 from kgate.collect.captures import CapturedSpec
 from kgate.collect.files import Alias, aliases, display_path, relpath
-from kgate.collect.modules import import_roots, kernel_source_key, module_file, setup_env
+from kgate.collect.modules import closure, import_roots, kernel_source_key, module_file, setup_env
 from kgate.collect.specialization import readable_name
 from kgate.collect.static_kernel import static_expansion
 from kgate.compile import import_reads
@@ -446,6 +446,8 @@ def _expand(config: Config, planned: list[_Planned], pool: Pool, cache: Cache, t
     by importing it in a worker. A plain kernel's expansion is read from its source all the same."""
     pres = {id(p): digest("import", kgate.__version__, tool_key, p.kernel, p.source_key)
             for p in planned if p.error is None}
+    found_in = import_roots(config.root, config.python_path)
+    covered = {id(p): _static_names(p, found_in, where) for p in planned if p.error is None}
     todo = []
     for p in planned:
         if p.error is not None:
@@ -467,7 +469,7 @@ def _expand(config: Config, planned: list[_Planned], pool: Pool, cache: Cache, t
             p.transient = True
         _note_reads(outcome.reads or {}, where)  # failed or not: an import that fails on a variable unset
         if outcome.ok:
-            p.reads = dict(outcome.reads or {})
+            p.reads = {n: v for n, v in (outcome.reads or {}).items() if n not in covered[id(p)]}
             p.expansion = p.expansion or outcome.value
             made = import_reads.key(pres[id(p)], p.reads)
             cache.put("expand", made, outcome.value, {"imported": _note_imported(outcome.imported)})
@@ -482,6 +484,15 @@ def _expand(config: Config, planned: list[_Planned], pool: Pool, cache: Cache, t
         roots = project_roots(config)
         pool.run([("triton.expand", {"kernel": p.kernel, "sys_path": p.sys_path, "roots": roots}) for p in todo],
                  config.timeout, expanded)
+
+
+def _static_names(p: _Planned, roots: list[Path], where: import_reads.View) -> frozenset[str]:
+    """The reads of the kernel's module and the project modules it imports by statement: the static key holds
+    their text already, the kernel module's by the parts the kernel uses (an edit of another kernel of the
+    module recompiles that kernel only)."""
+    if p.file is None:
+        return frozenset()
+    return frozenset(f"{kind}:{where.name(str(path))}" for path in closure(p.file, roots) for kind in ("file", "stat"))
 
 
 def _note_reads(read: dict[str, Any], where: import_reads.View) -> None:
