@@ -13,7 +13,7 @@ later is imported instead), and the modules compile workers import (each
 sends the files of the modules it imported back with its result).
 
 Not recorded: kgate's own cache (it is build output, checked record by
-record), Python's standard library (the replay's key holds Python's
+record), the temporary folders this run made (`kgate.support.scratch`), Python's standard library (the replay's key holds Python's
 version), kgate's package, and the system's pseudo-files. Installed
 packages are recorded as any file is: a module of one that a kernel module
 imports (in a compile worker, or opened here) is an input of the run, with
