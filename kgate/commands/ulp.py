@@ -24,9 +24,9 @@ from typing import Any
 
 from kgate.core.errors import KgateError
 from kgate.report.table import aligned
+from kgate.support import scratch as made_scratch
 from kgate.support import tools
 from kgate.support.install import install_hint
-from kgate.support import scratch as made_scratch
 
 TIMEOUT = 3600.0
 DIRECTIONS = {"forward": 0, "backward": 1}

@@ -36,8 +36,7 @@ from kgate.compile.cache import write_artifact
 from kgate.compile.triton_backend import KernelError
 from kgate.compile.units import CUBIN, steady_log, store_text
 from kgate.core.errors import ToolchainError
-from kgate.support import tools
-from kgate.support import scratch
+from kgate.support import scratch, tools
 
 # nvcc's front end: `file.cu(12): error: ...`; the host preprocessor: `file.cu:2:10: fatal error: ...`.
 _ERROR_LINE = re.compile(r"^(?P<file>[^\s(:]+)(?:\((?P<line>\d+)\)|:(?P<gline>\d+):\d+): (?:catastrophic |fatal )?error")

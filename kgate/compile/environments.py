@@ -28,8 +28,8 @@ from typing import Any
 
 from kgate.core.errors import ToolchainError
 from kgate.support import jsondoc, tools
-from kgate.support.atomicio import read_cached
 from kgate.support import scratch as made_scratch
+from kgate.support.atomicio import read_cached
 
 MARKER = "kgate-environment.json"
 

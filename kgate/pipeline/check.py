@@ -32,8 +32,8 @@ from kgate.ratchet.gate import compiled_codes, public_toolchain
 from kgate.report.escape import terminal
 from kgate.shard import plan as shard
 from kgate.shard.run import CheckOptions, CheckRun, SourcePart
-from kgate.support.cachedir import claim
 from kgate.support import scratch as made_scratch
+from kgate.support.cachedir import claim
 
 
 def resolve_targets(config: Config, requested: tuple[str, ...]) -> tuple[str, ...]:
