@@ -121,6 +121,19 @@ def _unrecognized(parser: _Parser, extras: list[str]) -> None:
     parser.error(message)
 
 
+def _releases(text: str) -> str:
+    """`--triton VERSION[,VERSION]`: Triton release numbers, checked here so that no command takes an empty or
+    malformed list for no list at all (`--triton ""` would otherwise read as no `--triton`)."""
+    from kgate.compile.environments import parse_versions
+    from kgate.core.errors import KgateError
+
+    try:
+        parse_versions(text)
+    except KgateError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
 def _positive_int(text: str) -> int:
     """`-j N`: a count of workers, as the configuration's `jobs` (0 or a negative number is a mistake)."""
     try:
@@ -222,7 +235,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             p.add_argument("--language", choices=("triton", "cuda"), help="only the Triton or only the CUDA kernels")
             p.add_argument("--show-kernels", action="store_true",
                            help="every kernel variant in the table (default: only those with findings)")
-            p.add_argument("--triton", metavar="VERSION[,VERSION]",
+            p.add_argument("--triton", metavar="VERSION[,VERSION]", type=_releases,
                            help="also compile the Triton kernels under these Triton releases, each in an "
                                 "environment kgate makes once and keeps, and report what changes")
         if name in ("lint", "baseline"):
@@ -288,7 +301,7 @@ def _add_diff(p: argparse.ArgumentParser) -> None:
     p.add_argument("base", nargs="?", metavar="BASE",
                    help="git revision to compare with (default: the merge base with the upstream default branch, "
                         "or HEAD~1 on that branch)")
-    p.add_argument("--triton", metavar="VERSION",
+    p.add_argument("--triton", metavar="VERSION", type=_releases,
                    help="compare with another Triton release instead (the working tree under both)")
     p.add_argument("--require-identical", action="store_true",
                    help="exit 1 when any selected variant's SASS is not identical")
@@ -296,7 +309,7 @@ def _add_diff(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", action="append", metavar="SM", help="only this target (repeatable)")
     p.add_argument("--kernel", action="append", metavar="GLOB", help="only kernels matching (repeatable)")
     p.add_argument("--language", choices=("triton", "cuda"), help="only the Triton or only the CUDA kernels")
-    p.add_argument("-j", "--jobs", type=int, metavar="N", help="compile workers (default: all cores)")
+    p.add_argument("-j", "--jobs", type=_positive_int, metavar="N", help="compile workers (default: all cores)")
     add_format(p, ("text", "json", "markdown"), "the report's format")
     p.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout")
     p.add_argument("-q", "--quiet", action="store_true", help="no SASS lines in the terminal report")

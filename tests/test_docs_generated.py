@@ -152,7 +152,7 @@ def test_a_key_outside_the_schema_is_refused(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("settings", "model", "not_configured"), [
-    (schema.SETTINGS, Config, {"root", "source", "notices"}),
+    (schema.SETTINGS, Config, {"root", "source", "notices", "checkout_of"}),
     (schema.TRITON, TritonEntry, {"origin"}),
     (schema.CUDA, CudaEntry, {"origin"}),
 ], ids=["top", "triton", "cuda"])

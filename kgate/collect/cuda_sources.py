@@ -65,7 +65,7 @@ def cuda_sources(config: Config) -> list[CudaSource]:
     out: dict[Path, CudaSource] = {}  # by the file itself: two names of one file are one source
     excluded = Exclusions(config.exclude + config.extend_exclude)
     for entry in config.cuda:
-        commands = _compile_commands(config.root, entry)
+        commands = _compile_commands(config, entry)
         matched = 0
         for path in _glob(config.root, entry.sources):
             rel = named_rel(path, config.root)
@@ -134,11 +134,18 @@ def _absolute_includes(flags: tuple[str, ...], root: Path) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _compile_commands(root: Path, entry: CudaEntry) -> dict[Path, tuple[Path, list[str]]]:
-    """Resolved source path -> (directory, argv) from the table's compile_commands.json (first entry wins)."""
+def _compile_commands(config: Config, entry: CudaEntry) -> dict[Path, tuple[Path, list[str]]]:
+    """Resolved source path -> (directory, argv) from the table's compile_commands.json (first entry wins).
+
+    For a base revision's checkout (`kgate diff`) a database the revision does not hold is the working tree's
+    build's, and every path it names in the working tree names the checkout's file instead: each side compiles
+    its own sources."""
     if entry.compile_commands is None:
         return {}
-    path = root / entry.compile_commands
+    path = config.root / entry.compile_commands
+    moved = config.checkout_of
+    if moved is not None and not os.path.lexists(path):
+        path = Path(moved[0]) / os.path.relpath(os.path.normpath(path), moved[1])
     where = f"{entry.origin}.compile_commands"
     try:
         data = jsondoc.loads(read_input(path))
@@ -156,9 +163,23 @@ def _compile_commands(root: Path, entry: CudaEntry) -> dict[Path, tuple[Path, li
         if not isinstance(item, dict) or "file" not in item or "directory" not in item:
             continue
         directory, file, argv = _command(item, f"{where}: {entry.compile_commands}: entry {index}")
+        if moved is not None:
+            directory, file, argv = _moved(directory, file, argv, moved)
         resolved = (file if file.is_absolute() else directory / file).resolve()
         out.setdefault(resolved, (directory, argv))
     return out
+
+
+def _moved(directory: Path, file: Path, argv: list[str], moved: tuple[str, str]) -> tuple[Path, Path, list[str]]:
+    """A working tree's compile command as the checkout of `moved` (working top, checkout top) runs it: its
+    paths into the working tree name the checkout's files (its folder where the checkout has it)."""
+    top, tree = moved[0].rstrip(os.sep) + os.sep, moved[1].rstrip(os.sep) + os.sep
+
+    def move(text: str) -> str:
+        return text.replace(top, tree) if top in text or text + os.sep == top else text
+
+    there = Path(move(str(directory)))
+    return (there if there.is_dir() else directory), Path(move(str(file))), [move(a) for a in argv]
 
 
 def _command(item: dict[str, object], where: str) -> tuple[Path, Path, list[str]]:

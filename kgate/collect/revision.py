@@ -2,7 +2,8 @@
 
 The base is checked out with `git worktree add --detach` into a temporary folder of its own, so the
 working tree (and whatever is uncommitted in it) is never touched, and removed again when the diff ends,
-however it ends (an error, Ctrl-C, a SIGTERM from CI).
+however it ends (an error, Ctrl-C, a SIGTERM from CI). Its git submodules are checked out in it too, each at
+the commit the base records, from the working tree's own clone of it (nothing is fetched).
 """
 
 from __future__ import annotations
@@ -10,13 +11,13 @@ from __future__ import annotations
 import contextlib
 import shutil
 import signal
-import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
 
 from kgate.core.errors import ConfigError, KgateError
+from kgate.support import scratch as made_scratch
 from kgate.support import tools
 
 # The folder a base revision is checked out in; the line table of a cubin compiled there names it, and
@@ -82,7 +83,7 @@ class _Terminated(KgateError):
 @contextlib.contextmanager
 def checkout(root: Path, commit: str) -> Iterator[Path]:
     """The commit checked out (detached) in a temporary worktree, removed on the way out."""
-    scratch = Path(tempfile.mkdtemp(prefix=CHECKOUT_PREFIX))
+    scratch = made_scratch.make(CHECKOUT_PREFIX)
     tree = scratch / "tree"
     previous = None
 
@@ -91,16 +92,50 @@ def checkout(root: Path, commit: str) -> Iterator[Path]:
 
     if threading.current_thread() is threading.main_thread():
         previous = signal.signal(signal.SIGTERM, terminated)
+    made: list[tuple[Path, Path]] = []  # (repository, worktree) of every checkout made, the base's first
     try:
-        try:
-            _git(root, "worktree", "add", "--detach", "--quiet", str(tree), commit)
-        except tools.ToolFailed as exc:
-            raise ConfigError(f"cannot check out {commit[:12]}: {(exc.output.strip().splitlines() or [''])[-1]}") \
-                from None
+        _worktree(root, tree, commit, made)
         yield tree
     finally:
+        for repo, folder in reversed(made[1:]):  # the submodules' checkouts, innermost first
+            _git(repo, "worktree", "remove", "--force", str(folder), check=False)
+            _git(repo, "worktree", "prune", check=False)
         _git(root, "worktree", "remove", "--force", str(tree), check=False)
         shutil.rmtree(scratch, ignore_errors=True)
+        made_scratch.forget(scratch)
         _git(root, "worktree", "prune", check=False)
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+
+
+def _worktree(repo: Path, folder: Path, commit: str, made: list[tuple[Path, Path]]) -> None:
+    """`commit` of `repo` checked out (detached) at `folder`, and its submodules in it, recursively."""
+    try:
+        _git(repo, "worktree", "add", "--detach", "--quiet", str(folder), commit)
+    except tools.ToolFailed as exc:
+        raise ConfigError(f"cannot check out {commit[:12]}: {(exc.output.strip().splitlines() or [''])[-1]}") \
+            from None
+    made.append((repo, folder))
+    for path, pinned in _gitlinks(repo, commit):
+        clone = repo / path
+        if not (clone / ".git").exists():
+            raise ConfigError(f"cannot check out the submodule {path} at {pinned[:12]}: the working tree has no "
+                              f"clone of it (`git submodule update --init`)")
+        if _git(clone, "cat-file", "-e", f"{pinned}^{{commit}}", check=False).returncode != 0:
+            raise ConfigError(f"cannot check out the submodule {path} at {pinned[:12]}: its clone does not have "
+                              f"that commit (`git -C {path} fetch`)")
+        with contextlib.suppress(OSError):  # the empty folder the base's checkout made for it
+            (folder / path).rmdir()
+        _worktree(clone, folder / path, pinned, made)
+
+
+def _gitlinks(repo: Path, commit: str) -> list[tuple[str, str]]:
+    """(path, commit) of every submodule a commit records."""
+    out = _git(repo, "ls-tree", "-r", "-z", "--full-tree", commit).stdout
+    links = []
+    for entry in out.split("\0"):
+        meta, _, path = entry.partition("\t")
+        fields = meta.split()
+        if len(fields) == 3 and fields[0] == "160000" and fields[1] == "commit":
+            links.append((path, fields[2]))
+    return links

@@ -59,7 +59,7 @@ def finish(args: argparse.Namespace, taken: fastpath.Snapshot | None, out: Strin
     log = reads.stop()
     if taken is None or not replayable or log is None or log.broken:
         return
-    taken.add(log.files, log.dirs)
+    taken.add(log.files, log.dirs, log.env)
     outputs = {}
     if getattr(args, "output", None):
         try:

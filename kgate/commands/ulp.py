@@ -17,7 +17,6 @@ import json
 import math
 import os
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +24,7 @@ from typing import Any
 
 from kgate.core.errors import KgateError
 from kgate.report.table import aligned
+from kgate.support import scratch as made_scratch
 from kgate.support import tools
 from kgate.support.install import install_hint
 
@@ -58,7 +58,7 @@ class Check:
 def run(args: argparse.Namespace) -> int:
     _require_packages(args.device)
     started = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="kgate-ulp-") as folder:
+    with made_scratch.folder("kgate-ulp-") as folder:
         record = Path(folder) / "ulp.jsonl"
         # From the temporary folder: `python -m` puts the working directory first on
         # sys.path, where a `kgate/` folder (a checkout of kgate, say) would hide the

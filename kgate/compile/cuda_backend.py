@@ -29,7 +29,6 @@ import os
 import re
 import shlex
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +36,7 @@ from kgate.compile.cache import write_artifact
 from kgate.compile.triton_backend import KernelError
 from kgate.compile.units import CUBIN, steady_log, store_text
 from kgate.core.errors import ToolchainError
-from kgate.support import tools
+from kgate.support import scratch, tools
 
 # nvcc's front end: `file.cu(12): error: ...`; the host preprocessor: `file.cu:2:10: fatal error: ...`.
 _ERROR_LINE = re.compile(r"^(?P<file>[^\s(:]+)(?:\((?P<line>\d+)\)|:(?P<gline>\d+):\d+): (?:catastrophic |fatal )?error")
@@ -102,12 +101,13 @@ def nvcc_argv(payload: dict[str, Any], keep_dir: Path, cubin: Path) -> list[str]
 
 
 def _nvcc(payload: dict[str, Any], artifacts: Path, read: list[str]) -> tuple[str, str]:
-    keep = Path(tempfile.mkdtemp(prefix="kgate-nvcc-"))
+    keep = scratch.make("kgate-nvcc-")
     try:
         return _nvcc_in(payload, artifacts, keep)
     finally:
         read.extend(files_read(keep, payload))
         shutil.rmtree(keep, ignore_errors=True)
+        scratch.forget(keep)
 
 
 def files_read(keep: Path, payload: dict[str, Any]) -> list[str]:

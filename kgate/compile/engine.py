@@ -21,9 +21,10 @@ import kgate
 from kgate.collect import pyindex
 from kgate.collect.captures import CapturedSpec
 from kgate.collect.files import Alias, aliases, display_path, relpath
-from kgate.collect.modules import import_roots, kernel_source_key, module_file, setup_env
+from kgate.collect.modules import closure, import_roots, kernel_source_key, module_file, setup_env
 from kgate.collect.specialization import readable_name
 from kgate.collect.static_kernel import static_expansion
+from kgate.compile import import_reads
 from kgate.compile import records as record_shapes
 from kgate.compile.cache import Cache, CacheWriteError, Entry, digest, file_hash, sweep_triton
 from kgate.compile.pool import Outcome, Pool
@@ -91,6 +92,9 @@ class _Planned:
     spans: dict[str, tuple[int, int]] = field(default_factory=dict)  # its top-level defs, when planned
     transient: bool = False  # its expansion timed out or its worker died
     where: tuple[str, int] | None = None  # the project's line that raised while the kernel was imported (shown)
+    # What importing its module read (`kgate.compile.import_reads`) and the key that makes: its records' key.
+    reads: dict[str, Any] = field(default_factory=dict)
+    import_key: str = ""
 
     @property
     def module(self) -> str:
@@ -274,7 +278,8 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
     own_pool = pool is None
     pool = pool or Pool(jobs, worker_env(config))
     try:
-        _expand(config, planned, pool, cache, tool_key)
+        where = import_reads.view(str(config.root.resolve()), project_roots(config), worker_env(config))
+        _expand(config, planned, pool, cache, tool_key, where)
         for p in planned:
             if p.where is not None:
                 p.where = (shown(p.where[0]), p.where[1])
@@ -293,7 +298,8 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
             run.replayable = run.replayable and not p.transient
             for variant, built_for in _variants(config, p, run, targets):
                 for target in built_for:
-                    key = digest("compiled", COMPILE_FORMAT, kgate.__version__, tool_key, variant, target, p.source_key)
+                    key = digest("compiled", COMPILE_FORMAT, kgate.__version__, tool_key, variant, target, p.source_key,
+                                 p.import_key)
                     entry = cache.entry("compiled", key, record_shapes.compiled)
                     if entry is not None and "sass" not in entry.value["artifacts"] and (sass_all or needs_sass(variant)):
                         if cache.cubin(key, entry.meta) is not None:
@@ -320,13 +326,18 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
             variant, target, p, key = jobs_todo[index]
             _stop_if_cache_unwritable(config, outcome)
             run.replayable = run.replayable and not outcome.transient
+            _note_reads(outcome.reads or {}, where)
             done += 1
             if progress:
                 progress(done, total, f"{variant['kernel']} [{variant['name']}] {target}")
             if outcome.ok:
                 cache.put("spans", key, p.spans)  # before the record: a compile record always has its spans
                 cubin = file_hash(cache.artifacts(key) / CUBIN)
-                cache.put("compiled", key, outcome.value, {"cubin": cubin, "imported": _note_imported(outcome.imported)})
+                imported = _note_imported(outcome.imported)
+                if p.import_key and import_reads.agree(p.reads, outcome.reads or {}):
+                    cache.put("compiled", key, outcome.value, {"cubin": cubin, "imported": imported})
+                else:  # an input changed between the kernel's expansion and its compile (or its expansion
+                    run.replayable = False  # failed where its compile did not): not kept, not replayed
                 unit = _unit(cache, key, outcome.value, cubin, variant, p, p.spans)
                 run.units.append(unit)
                 run.compiled += 1
@@ -428,19 +439,26 @@ def path_aliases(config: Config, planned: list[_Planned]) -> list[Alias]:
     return known
 
 
-def _expand(config: Config, planned: list[_Planned], pool: Pool, cache: Cache, tool_key: dict[str, str]) -> None:
-    """What each kernel looks like (parameters, autotune configs, definition line): from the source where it
-    can be read there, else by importing it in a worker (cached by the kernel's source hash)."""
-    keys = {id(p): digest("expand", kgate.__version__, tool_key, p.kernel, p.source_key)
+def _expand(config: Config, planned: list[_Planned], pool: Pool, cache: Cache, tool_key: dict[str, str],
+            where: import_reads.View) -> None:
+    """What each kernel looks like (parameters, autotune configs, definition line) and what importing its module
+    reads (the key of its records): from the cache where every input that import read holds what it held, else
+    by importing it in a worker. A plain kernel's expansion is read from its source all the same."""
+    pres = {id(p): digest("import", kgate.__version__, tool_key, p.kernel, p.source_key)
             for p in planned if p.error is None}
+    found_in = import_roots(config.root, config.python_path)
+    covered = {id(p): _static_names(p, found_in, where) for p in planned if p.error is None}
     todo = []
     for p in planned:
-        if p.error is not None or p.expansion is not None:
+        if p.error is not None:
             continue
-        hit = cache.entry("expand", keys[id(p)], record_shapes.expansion)
-        if hit is not None:
-            p.expansion = hit.value
+        found = import_reads.find(cache, pres[id(p)], where)
+        hit = cache.entry("expand", found[0], record_shapes.expansion) if found is not None else None
+        if found is not None and hit is not None:
+            p.import_key, p.reads = found
+            p.expansion = p.expansion or hit.value
             _note_recorded(hit.meta)
+            _note_reads(p.reads, where)
         else:
             todo.append(p)
 
@@ -449,18 +467,44 @@ def _expand(config: Config, planned: list[_Planned], pool: Pool, cache: Cache, t
         _stop_if_cache_unwritable(config, outcome)
         if outcome.transient:
             p.transient = True
+        _note_reads(outcome.reads or {}, where)  # failed or not: an import that fails on a variable unset
         if outcome.ok:
-            p.expansion = outcome.value
-            cache.put("expand", keys[id(p)], outcome.value, {"imported": _note_imported(outcome.imported)})
-        else:
+            p.reads = {n: v for n, v in (outcome.reads or {}).items() if n not in covered[id(p)]}
+            p.expansion = p.expansion or outcome.value
+            made = import_reads.key(pres[id(p)], p.reads)
+            cache.put("expand", made, outcome.value, {"imported": _note_imported(outcome.imported)})
+            p.import_key = import_reads.remember(cache, pres[id(p)], p.reads)
+        elif p.expansion is None:
             p.error = _first_line(outcome)
             p.missing = outcome.user_error and MISSING_ATTRIBUTE in p.error
             p.where = outcome.where
+        # else a plain kernel, planned from its source: its compile reports what its import does (per variant)
 
     if todo:
         roots = project_roots(config)
         pool.run([("triton.expand", {"kernel": p.kernel, "sys_path": p.sys_path, "roots": roots}) for p in todo],
                  config.timeout, expanded)
+
+
+def _static_names(p: _Planned, roots: list[Path], where: import_reads.View) -> frozenset[str]:
+    """The reads of the kernel's module and the project modules it imports by statement: the static key holds
+    their text already, the kernel module's by the parts the kernel uses (an edit of another kernel of the
+    module recompiles that kernel only)."""
+    if p.file is None:
+        return frozenset()
+    return frozenset(f"{kind}:{where.name(str(path))}" for path in closure(p.file, roots) for kind in ("file", "stat"))
+
+
+def _note_reads(read: dict[str, Any], where: import_reads.View) -> None:
+    """What a kernel module's import read, as inputs of this run for its replay (`kgate.support.reads`)."""
+    for name in read:
+        kind, _, rest = name.partition(":")
+        if kind == "env":
+            reads.note_env(rest)
+        elif kind in ("dir", "dists"):
+            reads.note_folder(where.path(rest))
+        elif kind in ("file", "stat"):
+            reads.note(where.path(rest))
 
 
 def project_roots(config: Config) -> list[str]:

@@ -28,6 +28,7 @@ from typing import Any
 
 from kgate.core.errors import ToolchainError
 from kgate.support import jsondoc, tools
+from kgate.support import scratch as made_scratch
 from kgate.support.atomicio import read_cached
 
 MARKER = "kgate-environment.json"
@@ -167,7 +168,7 @@ def run_with(version: str, config_path: Path | None, project: Path, argv: list[s
     import time
 
     python = environment(version)
-    with tempfile.TemporaryDirectory(prefix="kgate-matrix-") as scratch:
+    with made_scratch.folder("kgate-matrix-") as scratch:
         tree = _kgate_tree(Path(scratch))
         config = ["--config", str(config_path)] if config_path is not None else []
         command = [str(python), "-m", "kgate", argv[0], *config, *argv[1:]]

@@ -64,6 +64,8 @@ class Outcome:
     transient: bool = False
     # The files of the modules the worker imported (path -> state, `kgate.support.reads`): inputs of the run.
     imported: dict[str, Any] | None = None
+    # What the imports of the project's modules in the worker read (`kgate.compile.import_reads`): name -> value.
+    reads: dict[str, Any] | None = None
     # Where in the project a user error was raised (file as imported, line), when the task's error says.
     where: tuple[str, int] | None = None
 
@@ -118,6 +120,7 @@ def _serve(conn: Connection, parent: _Parent, kgate_pid: int) -> None:
     threading.Thread(target=_watch_kgate, args=(kgate_pid,), daemon=True).start()
     parent.enter()
     _stdout_to_stderr()
+    from kgate.compile import import_reads
     from kgate.compile.cache import CacheWriteError
     from kgate.core.errors import KgateError
     from kgate.support import reads
@@ -125,6 +128,7 @@ def _serve(conn: Connection, parent: _Parent, kgate_pid: int) -> None:
     preloaded = set(sys.modules)  # what the fork server imported: kgate, Triton; the rest is the project's
     triton_cache = os.environ.get("TRITON_CACHE_DIR")
     imported = reads.Log([os.path.dirname(triton_cache)] if triton_cache else [])
+    recorder = import_reads.recorder([os.path.dirname(triton_cache)] if triton_cache else [])
     while True:
         try:
             message = conn.recv()
@@ -151,7 +155,7 @@ def _serve(conn: Connection, parent: _Parent, kgate_pid: int) -> None:
         imported.modules(preloaded)
         try:
             conn.send((reply[0], reply[1], time.perf_counter() - started, rss, reply[2], unwritable,
-                       dict(imported.files), where))
+                       dict(imported.files), where, dict(recorder.reads)))
         except (BrokenPipeError, OSError):
             return
 
@@ -348,9 +352,9 @@ class Pool:
                 closed = False  # the worker's end of the pipe: only its end closes it
                 if worker.conn in ready:
                     try:
-                        ok, value, seconds, rss, user_error, unwritable, imported, where = worker.conn.recv()
+                        ok, value, seconds, rss, user_error, unwritable, imported, where, read = worker.conn.recv()
                         outcome = Outcome(ok, value, seconds, rss, user_error, cache_unwritable=unwritable,
-                                          imported=imported, where=where)
+                                          imported=imported, where=where, reads=read)
                         self.peak_rss_kb[worker.process.pid or 0] = rss
                     except (EOFError, OSError):
                         closed = True

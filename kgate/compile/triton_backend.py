@@ -82,6 +82,17 @@ def _run_setup(paths: list[str]) -> None:
                           project_frame(exc, _ROOTS)) from None
 
 
+def _imported(payload: dict[str, Any], kernel: str) -> Any:
+    """The registered object, its module imported (the set-up hook first) with what the import reads recorded:
+    the key of the records made from it (`kgate.compile.import_reads`)."""
+    from kgate.compile import import_reads
+
+    roots = payload.get("roots") or payload["sys_path"]
+    with import_reads.recording(roots[0], roots):
+        _prepare(payload)
+        return _load(kernel)
+
+
 def _load(kernel: str) -> Any:
     module_name, _, attr = kernel.partition(":")
     try:
@@ -144,8 +155,7 @@ def expand(payload: dict[str, Any]) -> dict[str, Any]:
     """Describe a registered kernel: what the main process needs to plan its variants."""
     from kgate.capture.runtime import heuristic_names
 
-    _prepare(payload)
-    obj = _load(payload["kernel"])
+    obj = _imported(payload, payload["kernel"])
     fn, configs = _jit_function(obj)
     path, line, uses_dot_scaled = _definition(fn, payload["sys_path"])
     params = [{"name": p.name, "constexpr": bool(p.is_constexpr), "has_default": bool(p.has_default)}
@@ -173,16 +183,15 @@ def compile_variant(payload: dict[str, Any]) -> dict[str, Any]:
     Triton's own launcher binds here for the target (`kgate.capture.runtime.bind`). Either way the compile
     is the launcher's: `triton.compile(ASTSource(fn, signature, constants, attrs), target, options)`.
     """
-    _prepare(payload)
+    variant = payload["variant"]
+    obj = _imported(payload, variant["kernel"])
     import triton
     from triton import knobs
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    variant = payload["variant"]
     target = payload["target"]
     capability = CAPABILITY[target]
-    obj = _load(variant["kernel"])
     fn, _configs = _jit_function(obj)
     if "bind" in variant:
         spec = Specialization.from_record(bind_registration(obj, variant["kernel"], variant["bind"], capability))

@@ -136,6 +136,9 @@ class Config:
     size_slack: int = 10
     # One line each: configured paths that lead out of the project folder (printed on stderr).
     notices: tuple[str, ...] = ()
+    # A base revision's checkout (`kgate diff`): (the working tree's top, the checkout's top). What the revision
+    # does not hold (a build's compile_commands.json) is read from the working tree, its paths moved to the checkout.
+    checkout_of: tuple[str, str] | None = None
 
     def display(self) -> str:
         return _rel(self.source, self.root) if self.source else "(defaults)"

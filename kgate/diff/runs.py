@@ -53,7 +53,7 @@ def _base_config(config: Config, top: Path, tree: Path, rev: str, cache_dir: str
         raise ConfigError(f"{config.display()} is outside the git repository at {top}") from None
     except KgateError as exc:
         raise ConfigError(f"the base revision {rev} cannot be configured: {exc}") from None
-    return replace(base, cache_dir=cache_dir)
+    return replace(base, cache_dir=cache_dir, checkout_of=(str(top), str(tree)))
 
 
 def require_selection(options: CheckOptions, base: Side, head: Side) -> None:

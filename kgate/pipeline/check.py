@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import fnmatch
 import sys
-import tempfile
 from dataclasses import replace
 from pathlib import Path
 
@@ -33,6 +32,7 @@ from kgate.ratchet.gate import compiled_codes, public_toolchain
 from kgate.report.escape import terminal
 from kgate.shard import plan as shard
 from kgate.shard.run import CheckOptions, CheckRun, SourcePart
+from kgate.support import scratch as made_scratch
 from kgate.support.cachedir import claim
 
 
@@ -166,7 +166,7 @@ def compile_kernels(config: Config, entries: list[TritonEntry], captured: list[C
               f"a cache",
               file=sys.stderr)
         options = replace(options, no_cache=True)
-    with tempfile.TemporaryDirectory(prefix="kgate-nocache-") as scratch:
+    with made_scratch.folder("kgate-nocache-") as scratch:
         cfg = replace(config, cache_dir=str(Path(scratch).resolve())) if options.no_cache else config
         # One pool of compile workers for Triton and CUDA kernels alike.
         with Pool(jobs, worker_env(cfg)) as pool:

@@ -42,9 +42,10 @@ import sys
 from kgate.core.discovery import find_config
 from kgate.support import jsondoc
 from kgate.support.filestat import path_state
-from kgate.support.reads import listing
+from kgate.support.reads import env_value, listing
 
-RECORD_VERSION = 3  # 3: a record names its key, project and command line and carries a hash of its content
+RECORD_VERSION = 4  # 3: a record names its key, project and command line and carries a hash of its content;
+# 4: and the environment variables kernel modules looked up as they were imported
 # Environment variables that can change what a check finds.
 _ENV_PREFIXES = ("TRITON_", "CUDA", "NVCC", "KGATE_", "NVIDIA_")
 _ENV_NAMES = ("PATH", "PYTHONPATH", "NO_COLOR", "FORCE_COLOR", "COLUMNS", "LD_LIBRARY_PATH", "CI")
@@ -177,6 +178,8 @@ def replay(argv: list[str]) -> int | None:
         for name, (kept, ignored) in record["dirs"].items():
             if listing(name, ignored) != kept:
                 return None
+        if not _env_holds(record["env"]):
+            return None
         stdout, stderr, code = record["stdout"], record["stderr"], record["exit"]
         for name, content in record["outputs"].items():
             _rewrite(name, content)
@@ -187,6 +190,10 @@ def replay(argv: list[str]) -> int | None:
     sys.stderr.write(stderr)
     sys.stderr.flush()
     return int(code)
+
+
+def _env_holds(env: dict) -> bool:
+    return all(env_value(name) == held for name, held in env.items())
 
 
 def _describes(record: dict, argv: list[str], where: _Where) -> bool:
@@ -234,6 +241,7 @@ class Snapshot:
     def __init__(self, files: dict[str, list[int] | None], dirs: dict[str, list[list[str]]]) -> None:
         self.files = files
         self.dirs = dirs
+        self.env: dict[str, str | None] = {}  # variables kernel modules looked up as they were imported
 
     @classmethod
     def take(cls, root: str, exclude: tuple[str, ...], skip: tuple[str, ...], extra: list[str]) -> Snapshot:
@@ -276,8 +284,11 @@ class Snapshot:
             files[os.path.abspath(name)] = path_state(name)
         return cls(files, dirs)
 
-    def add(self, files: dict[str, list[int] | None], dirs: dict[str, list[list[str]]]) -> None:
+    def add(self, files: dict[str, list[int] | None], dirs: dict[str, list[list[str]]],
+            env: dict[str, str | None] | None = None) -> None:
         """What the run read beyond the project walk (`kgate.support.reads`), with its state when it was read."""
+        for name, held in (env or {}).items():
+            self.env.setdefault(name, held)
         for name, stat in files.items():
             self.files.setdefault(name, stat)
         for name, listed in dirs.items():
@@ -285,7 +296,7 @@ class Snapshot:
 
     def still_holds(self) -> bool:
         return all(path_state(name) == stat for name, stat in self.files.items()) and all(
-            listing(name, ignored) == kept for name, (kept, ignored) in self.dirs.items())
+            listing(name, ignored) == kept for name, (kept, ignored) in self.dirs.items()) and _env_holds(self.env)
 
 
 def _is_dir(entry: os.DirEntry[str]) -> bool:
@@ -342,7 +353,7 @@ def record(argv: list[str], snapshot: Snapshot, stdout: str, stderr: str, code: 
     if set(outputs) != ({wanted} if isinstance(wanted, str) else set()):
         return
     data = {"version": RECORD_VERSION, "key": where.key, "config": where.config, "argv": argv,
-            "files": snapshot.files, "dirs": snapshot.dirs, "stdout": stdout, "stderr": stderr, "exit": code,
+            "files": snapshot.files, "dirs": snapshot.dirs, "env": snapshot.env, "stdout": stdout, "stderr": stderr, "exit": code,
             "outputs": outputs}
     data["sha256"] = jsondoc.content_hash(data)
     from kgate.support.atomicio import write_cached

@@ -7,13 +7,13 @@ folders (a kernel module under a `python-path` entry elsewhere, a
 reads as they happen, through an audit hook (`sys.addaudithook`): every
 file opened for reading and every folder listed, with its state taken at
 that moment, before the read. What the hook cannot see is noted by the code
-that does it (`note`): a file judged unchanged by its stat alone (the parse
+that does it (`note`, `note_env`): the environment variables a kernel module's import looked up, a file judged unchanged by its stat alone (the parse
 index), a module path looked for and not found (a file that appears there
 later is imported instead), and the modules compile workers import (each
 sends the files of the modules it imported back with its result).
 
 Not recorded: kgate's own cache (it is build output, checked record by
-record), Python's standard library (the replay's key holds Python's
+record), the temporary folders this run made (`kgate.support.scratch`), Python's standard library (the replay's key holds Python's
 version), kgate's package, and the system's pseudo-files. Installed
 packages are recorded as any file is: a module of one that a kernel module
 imports (in a compile worker, or opened here) is an input of the run, with
@@ -26,6 +26,7 @@ import os
 import sys
 from typing import Any
 
+from kgate.support import scratch
 from kgate.support.filestat import path_state
 
 
@@ -53,15 +54,14 @@ class Log:
         prefixes |= {os.path.dirname(os.path.abspath(os.__file__))}  # the standard library, lib-dynload in it
         prefixes |= {os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "/proc", "/dev", "/sys"}
         self.prefixes = tuple(sorted(p.rstrip(os.sep) + os.sep for p in prefixes))
-        import tempfile
-
-        self.scratch = os.path.join(tempfile.gettempdir(), "kgate-")  # kgate's own temporary folders
+        self.env: dict[str, str | None] = {}  # variables the imports of kernel modules looked up (`note_env`)
         self.busy = False
         self.broken = False  # a read the hook failed to record: this run must not be replayed
 
     def wanted(self, path: str) -> bool:
+        # The temporary folders this run made are its own output; a project in one named like them is not.
         return path not in self.skip and not (path + os.sep).startswith(self.prefixes) \
-            and not path.startswith(self.scratch)
+            and not scratch.made_here(path)
 
     def modules(self, before: set[str]) -> None:
         """The files of the modules imported since `before` (names in sys.modules), in this process."""
@@ -110,6 +110,29 @@ def note(path: str | os.PathLike[str], state: list[int] | None | bool = False) -
     log = _LOG
     if log is not None:
         log.file(os.fspath(path), state)
+
+
+def note_folder(path: str | os.PathLike[str]) -> None:
+    """A folder this run depends on that the hook cannot see being listed (its listing now)."""
+    log = _LOG
+    if log is not None:
+        log.folder(os.fspath(path))
+
+
+def env_value(name: str) -> str | None:
+    """A variable as the replay compares it; `*` (the whole environment, iterated) as a hash of it."""
+    if name != "*":
+        return os.environ.get(name)
+    import hashlib
+
+    return hashlib.sha256(repr(sorted(os.environ.items())).encode()).hexdigest()
+
+
+def note_env(name: str) -> None:
+    """An environment variable a kernel module's import looked up (its value in this process now)."""
+    log = _LOG
+    if log is not None:
+        log.env.setdefault(name, env_value(name))
 
 
 def _hook(event: str, args: tuple[Any, ...]) -> None:
