@@ -439,12 +439,27 @@ def path_aliases(config: Config, planned: list[_Planned]) -> list[Alias]:
     return known
 
 
+def _expansion_code() -> str:
+    """A hash of the code that expands a kernel (its parameters, configs and what it calls, block-scaled dots
+    included): part of an expansion record's key, so a record another kgate wrote under the same version
+    number (an install from a later commit) is never read back."""
+    global _EXPANSION_CODE
+    if _EXPANSION_CODE is None:
+        here = Path(__file__).resolve().parent
+        files = (here / "triton_backend.py", here.parent / "collect" / "static_kernel.py")
+        _EXPANSION_CODE = digest(*(f.read_text(encoding="utf-8") for f in files))
+    return _EXPANSION_CODE
+
+
+_EXPANSION_CODE: str | None = None
+
+
 def _expand(config: Config, planned: list[_Planned], pool: Pool, cache: Cache, tool_key: dict[str, str],
             where: import_reads.View) -> None:
     """What each kernel looks like (parameters, autotune configs, definition line) and what importing its module
     reads (the key of its records): from the cache where every input that import read holds what it held, else
     by importing it in a worker. A plain kernel's expansion is read from its source all the same."""
-    pres = {id(p): digest("import", kgate.__version__, tool_key, p.kernel, p.source_key)
+    pres = {id(p): digest("import", kgate.__version__, _expansion_code(), tool_key, p.kernel, p.source_key)
             for p in planned if p.error is None}
     found_in = import_roots(config.root, config.python_path)
     covered = {id(p): _static_names(p, found_in, where) for p in planned if p.error is None}
