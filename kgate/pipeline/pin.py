@@ -40,6 +40,7 @@ class PinRun(NamedTuple):
     changes: dict[str, Change]
     pinned: int  # findings a comment now pins
     left: list[tuple[str, int, str, str]]  # (path, line, code, why) findings that could not be pinned
+    per_file: dict[str, int]  # findings pinned, by file
 
 
 def add_ignores(findings: list[Finding], where: dict[str, str]) -> PinRun:
@@ -55,6 +56,7 @@ def add_ignores(findings: list[Finding], where: dict[str, str]) -> PinRun:
             codes.append(finding.code)
     changes: dict[str, Change] = {}
     pinned = 0
+    per_file: dict[str, int] = {}
     for rel, lines in sorted(by_file.items()):
         try:
             with open(where[rel], "rb") as handle:
@@ -82,9 +84,10 @@ def add_ignores(findings: list[Finding], where: dict[str, str]) -> PinRun:
                 left.extend((rel, number, code, missed[number]) for code in codes)
             else:
                 pinned += len(codes)
+                per_file[rel] = per_file.get(rel, 0) + len(codes)
         if new != text:
             changes[rel] = Change(where[rel], data, bom + new.encode("utf-8"))
-    return PinRun(changes, pinned, left)
+    return PinRun(changes, pinned, left, per_file)
 
 
 def _pinned(text: str, lines: dict[int, list[str]], lang: str | None) -> tuple[str, dict[int, str]]:
