@@ -177,7 +177,7 @@ def with_code(line: str, code: str, marker: str) -> str | None:
         close = match.start("rest") + match.group("rest").index("]")
         return f"{line[:close]}{', ' if names else ''}{code}{line[close:]}"
     body = line.rstrip()
-    return f"{body}{'  ' if body.strip() else ''}{marker} kgate: ignore[{code}] {PLACEHOLDER}" + line[len(body):]
+    return f"{body}{'  ' if body.strip() else ''}{marker} kgate: ignore[{code}] {PLACEHOLDER}"
 
 
 # --------------------------------------------------------------------------- applying

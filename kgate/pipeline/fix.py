@@ -143,7 +143,7 @@ def write(changes: dict[str, Change], shown: Shown = as_named, root: Path | None
     from kgate.support.atomicio import atomic_write
 
     skipped: list[tuple[str, str]] = []
-    written: set[tuple[int, int]] = set()
+    written: set[object] = set()  # the real paths and (device, inode) of the files read so far
     top = (os.path.abspath(root), os.path.realpath(root)) if root is not None else None
     for rel, change in sorted(changes.items()):
         why = _unwritable(change, top, written)
@@ -157,7 +157,7 @@ def write(changes: dict[str, Change], shown: Shown = as_named, root: Path | None
     return skipped
 
 
-def _unwritable(change: Change, top: tuple[str, str] | None, written: set[tuple[int, int]]) -> str:
+def _unwritable(change: Change, top: tuple[str, str] | None, written: set[object]) -> str:
     """Why a change must not be written ("" when it may)."""
     real = os.path.realpath(change.path)
     named = os.path.abspath(change.path)
@@ -169,7 +169,7 @@ def _unwritable(change: Change, top: tuple[str, str] | None, written: set[tuple[
             now = handle.read()
     except OSError as exc:
         return f"cannot read it again: {exc.strerror or exc}"
-    if (info.st_dev, info.st_ino) in written:
+    if real in written or (info.st_dev, info.st_ino) in written:
         return "another name of a file already written (a link): written once"
     if info.st_nlink > 1:
         return f"it has {info.st_nlink - 1} other hard link(s), which a write would leave behind: not written"
@@ -177,7 +177,7 @@ def _unwritable(change: Change, top: tuple[str, str] | None, written: set[tuple[
         return "it is read-only: not written"
     if now != change.before:
         return "it changed since kgate read it: not written"
-    written.add((info.st_dev, info.st_ino))
+    written.update((real, (info.st_dev, info.st_ino)))
     return ""
 
 

@@ -57,8 +57,9 @@ def comments(text: str, lang: str | None) -> list[Comment]:
 
 def code_only(text: str, lang: str | None) -> str:
     """`text` without its comments: each comment and the spacing before it go (a space stays where code
-    follows on the line), and a line that held only comments goes. Two texts with the same `code_only` differ
-    in comments alone."""
+    follows on the line), a line that held only comments goes, and no line keeps trailing spaces. Two texts
+    with the same `code_only` differ in comments alone, or in the spaces at the end of a line (which kgate's
+    comment edits never change inside a string: an edit there also changes the string's other text)."""
     pieces: list[str] = []
     done = 0
     found = comments(text, lang)
@@ -76,7 +77,7 @@ def code_only(text: str, lang: str | None) -> str:
     for comment in found:
         first = text.count("\n", 0, comment.start)
         held.update(range(first, first + text.count("\n", comment.start, comment.end) + 1))
-    return "\n".join(line for number, line in enumerate("".join(pieces).split("\n"))
+    return "\n".join(line.rstrip(" \t\r") for number, line in enumerate("".join(pieces).split("\n"))
                      if not (number in held and not line.strip(" \t\r")))
 
 
