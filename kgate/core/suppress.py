@@ -7,6 +7,10 @@ the number suppressed and the meta findings about the comments themselves
 (KG002 unused, KG003 without a reason or naming an unknown code). `kgate
 lint` and `kgate check` both go through it.
 
+A directive is read in a line comment only, as kgate.support.comments reads
+the file's language: the same text in a string, a raw string, a bracket
+argument, a here-document or a block comment is not one. Several directives
+may share a comment (`# kgate: ignore[A] why  # kgate: ignore[B] why`).
 A line directive silences findings that start on its line; a file directive
 (on a line of its own, anywhere in the file) silences the codes in the whole
 file. Several codes are separated by commas. A directive without a reason
