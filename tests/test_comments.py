@@ -242,3 +242,39 @@ def test_fix_writes_a_file_with_two_names_once_and_no_hard_linked_or_read_only_f
     assert "written once" in run.stderr
     assert (root / "ro.cu").read_text() == STALE and "read-only: not written" in run.stderr
     assert (tmp_path / "elsewhere.cu").read_text() == STALE and "hard link" in run.stderr
+
+
+# Found by attacking the readers: an arithmetic shift is no here-document; a Makefile comment or value
+# continued with a backslash goes on through the next line.
+ATTACK = [
+    ("build.sh", "x=$(( 1 << 2 ))\n# kgate: ignore[KG301] r\n", [(2, ("KG301",), False)]),
+    ("Makefile", "# a \\\n# kgate: ignore[KG301] r\nX = 1\n", [(2, ("KG301",), False)]),
+    ("Makefile", "X = a \\\n  b # kgate: ignore[KG301] r\n", [(2, ("KG301",), False)]),
+    ("build.sh", "cat <<A <<B\na\n# kgate: ignore-file[KG301] in A\nA\n# kgate: ignore-file[KG301] in B\nB\n"
+                 "# kgate: ignore[KG301] r\n", [(7, ("KG301",), False)]),
+    ("k.cu", "/* /* */ // kgate: ignore[KG302] x */\n", [(1, ("KG302",), False)]),
+    ("k.cu", 'auto s = R"d(a)"b)d"; // kgate: ignore[KG302] r\n', [(1, ("KG302",), False)]),
+    ("CMakeLists.txt", "#[==[ ]=] # kgate: ignore-file[KG301] x\n]==]\n", []),
+    ("pyproject.toml", 'a = """x\\""" # kgate: ignore-file[KG203] in\n"""\n', []),
+    ("k.py", "\tx = (1 +  # kgate: ignore[KG201] r\n\t2)\n", [(1, ("KG201",), False)]),
+]
+
+
+@pytest.mark.parametrize("rel,text,expected", ATTACK, ids=[f"{i}-{r}" for i, (r, _t, _e) in enumerate(ATTACK)])
+def test_directives_in_the_corners_of_each_language(rel: str, text: str, expected: list) -> None:
+    assert directives(rel, text) == expected
+
+
+def test_removing_a_directive_that_a_continued_comment_reaches_is_refused() -> None:
+    # `// a \` continues onto the directive's line; with that line gone it would swallow `int x;`.
+    text = "// a \\\n// kgate: ignore-file[KG302] x\nint x;\n"
+    assert apply_fixes("k.cu", text.encode(), [drop(2, 0, "KG302")])[0] is None
+
+
+def test_a_file_changed_between_read_and_write_is_left_alone(tmp_path: Path) -> None:
+    from kgate.pipeline.fix import Change, write
+
+    path = tmp_path / "k.cu"
+    path.write_text("int y;\n")
+    skipped = write({"k.cu": Change(str(path), b"int x;\n", b"int z;\n")}, root=tmp_path)
+    assert path.read_text() == "int y;\n" and skipped == [("k.cu", "it changed since kgate read it: not written")]

@@ -372,6 +372,9 @@ def _shell(text: str) -> list[Comment]:
             end = _line_end(text, index)
             out.append(Comment(index, end, False))
             index = end
+        elif ch == "$" and text.startswith("$((", index):  # arithmetic: `<<` there is a shift
+            close = text.find("))", index + 3)
+            index = length if close < 0 else close + 2
         elif ch == "<" and text.startswith("<<", index) and not text.startswith("<<<", index):
             heredoc = _HEREDOC.match(text, index)
             if heredoc is None:
@@ -421,20 +424,28 @@ def _make(text: str) -> list[Comment]:
     out: list[Comment] = []
     offset = 0
     in_define = False
-    continued = False
+    continued = ""  # what the previous line, ended by a backslash, continues: "comment", "code" or ""
     for line in text.split("\n"):
         stripped = line.strip()
-        if in_define:
+        body = line.rstrip("\r")
+        if continued == "comment":  # a comment ended by a backslash goes on through this line
+            out[-1] = Comment(out[-1].start, offset + len(body), False)
+        elif continued:  # a variable's value or a recipe going on: a `#` there starts a comment too
+            at = _unescaped_hash(line)
+            if at >= 0:
+                out.append(Comment(offset + at, offset + len(body), False))
+        elif in_define:
             in_define = stripped != "endef"
         elif stripped.startswith("define ") or stripped == "define":
             in_define = True
-        elif line.startswith("\t") and not continued:
+        elif line.startswith("\t"):
             out.extend(Comment(offset + c.start, offset + c.end, False) for c in _shell(line))
-        elif not continued:
+        else:
             at = _unescaped_hash(line)
             if at >= 0:
-                out.append(Comment(offset + at, offset + len(line.rstrip("\r")), False))
-        continued = line.rstrip("\r").endswith("\\")
+                out.append(Comment(offset + at, offset + len(body), False))
+        ends_comment = bool(out) and out[-1].end == offset + len(body)
+        continued = ("comment" if ends_comment else "code") if body.endswith("\\") else ""
         offset += len(line) + 1
     return out
 
