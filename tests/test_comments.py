@@ -250,8 +250,8 @@ ATTACK = [
     ("build.sh", "x=$(( 1 << 2 ))\n# kgate: ignore[KG301] r\n", [(2, ("KG301",), False)]),
     ("Makefile", "# a \\\n# kgate: ignore[KG301] r\nX = 1\n", [(2, ("KG301",), False)]),
     ("Makefile", "X = a \\\n  b # kgate: ignore[KG301] r\n", [(2, ("KG301",), False)]),
-    ("build.sh", "cat <<A <<B\na\n# kgate: ignore-file[KG301] in A\nA\n# kgate: ignore-file[KG301] in B\nB\n"
-                 "# kgate: ignore[KG301] r\n", [(7, ("KG301",), False)]),
+    ("build.sh", ("cat <<A <<B\na\n# kgate: ignore-file[KG301] in A\nA\n# kgate: ignore-file[KG301] in B\nB\n"
+                  "# kgate: ignore[KG301] r\n"), [(7, ("KG301",), False)]),
     ("k.cu", "/* /* */ // kgate: ignore[KG302] x */\n", [(1, ("KG302",), False)]),
     ("k.cu", 'auto s = R"d(a)"b)d"; // kgate: ignore[KG302] r\n', [(1, ("KG302",), False)]),
     ("CMakeLists.txt", "#[==[ ]=] # kgate: ignore-file[KG301] x\n]==]\n", []),

@@ -28,10 +28,10 @@ from pathlib import Path
 from typing import NamedTuple
 
 from kgate import rules as registry  # type: ignore[attr-defined]
-from kgate.support.comments import comments, language
 from kgate.core.findings import Finding, Severity, sort_findings
 from kgate.core.rule import Report, to_finding
 from kgate.core.selection import Selection
+from kgate.support.comments import comments, language
 
 MARKER = b"kgate:"
 # A comment marker at the start of the line or after a space: "`# kgate: ...`" quoted in prose is not one.

@@ -29,8 +29,8 @@ from kgate.core.findings import Finding, Related, Severity
 from kgate.core.fix import Fix
 from kgate.core.rule import READS_BEYOND, Report, Rule, SourceContext, to_finding
 from kgate.core.selection import Selection, rule_options
-from kgate.support.comments import language
 from kgate.core.suppress import MARKER, Directive, parse_directives
+from kgate.support.comments import language
 
 try:  # the builtin module: `hashlib` would load OpenSSL, a measurable part of a warm run
     from _blake2 import blake2b

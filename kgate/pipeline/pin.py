@@ -29,8 +29,8 @@ from kgate.core.findings import Finding
 from kgate.core.selection import Selection
 from kgate.core.suppress import parse_directives, with_code
 from kgate.pipeline.fix import Change, decoded, line_of, line_starts, parse_problem
-from kgate.support.comments import LINE_MARKER, language, same_code
 from kgate.pipeline.lint import discover
+from kgate.support.comments import LINE_MARKER, language, same_code
 
 # Codes that are about the comments or the file itself: never pinned.
 _NOT_PINNED = frozenset({"KG002", "KG003", "KG004"})

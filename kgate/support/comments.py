@@ -131,7 +131,7 @@ _TOML_STRING = re.compile(r"""('''|\"\"\"|'|")""")
 def _scan_hash(text: str, string: re.Pattern[str]) -> list[Comment]:
     """`#` comments outside strings, for Python (when it does not tokenize) and TOML: single- and
     triple-quoted strings, with backslash escapes except in raw (Python) or literal `'` (TOML) strings."""
-    out = []
+    out: list[Comment] = []
     index = 0
     toml = string is _TOML_STRING
     while True:
@@ -308,7 +308,7 @@ _CMAKE = re.compile(r'#\[(=*)\[|#|"|\[(=*)\[|\\')
 
 
 def _cmake(text: str) -> list[Comment]:
-    out = []
+    out: list[Comment] = []
     index = 0
     while True:
         match = _CMAKE.search(text, index)
