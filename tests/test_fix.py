@@ -161,7 +161,9 @@ def test_interpret_setting_removed_from_conftest_pyproject_and_ini(tmp_path: Pat
     stderr, after = fix_twice(root, "--unsafe-fixes")
     assert "fixed 4 finding(s) in 3 files, 0 remaining" in stderr
     conftest = after["tests/conftest.py"].decode()
-    assert conftest == CONFTEST_INTERPRET.replace('os.environ["TRITON_INTERPRET"] = "1"  # see CONTRIBUTING\n', "") \
+    # The removed statement's own comment stays, on a line of its own.
+    assert conftest == CONFTEST_INTERPRET.replace('os.environ["TRITON_INTERPRET"] = "1"  # see CONTRIBUTING\n',
+                                                  "# see CONTRIBUTING\n") \
         .replace('    monkeypatch.setenv("TRITON_INTERPRET", "1")\n', "    pass\n")
     ast.parse(conftest)
     pyproject = after["pyproject.toml"].decode()

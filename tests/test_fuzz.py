@@ -30,6 +30,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kgate.collect import cpp_text
+from kgate.support import comments as comments_reader
 from kgate.collect.cuda_names import (
     base_name,
     definition_line,
@@ -328,21 +329,21 @@ def reference_blank(text: str) -> tuple[str, frozenset[int]]:
             index += 1
             continue
         if text.startswith("//", index):
-            end = cpp_text._line_comment_end(text, index)
+            end = comments_reader._line_comment_end(text, index)
             wipe(index, end, True)
         elif text.startswith("/*", index):
             close = text.find("*/", index + 2)
             end = length if close < 0 else close + 2
             wipe(index, end, True)
         else:
-            raw = cpp_text._RAW_OPEN.match(text, index) if ch in "uULR" else None
+            raw = comments_reader._RAW_OPEN.match(text, index) if ch in "uULR" else None
             if raw and (index == 0 or not (text[index - 1].isalnum() or text[index - 1] == "_")):
                 close = text.find(")" + raw.group(1) + '"', raw.end())
                 end = length if close < 0 else close + len(raw.group(1)) + 2
                 wipe(raw.end(), max(raw.end(), end - len(raw.group(1)) - 2), False)
             elif ch in "\"'" and not (ch == "'" and index > 0 and text[index - 1].isalnum()
-                                      and cpp_text._digit_separator(text, index)):
-                end = cpp_text._literal_end(text, index, ch)
+                                      and comments_reader._digit_separator(text, index)):
+                end = comments_reader._literal_end(text, index, ch)
                 wipe(index + 1, max(index + 1, end - 1), False)
         if end < 0:
             index += 1

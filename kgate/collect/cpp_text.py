@@ -11,68 +11,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
-_RAW_OPEN = re.compile(r'(?:u8|[uUL])?R"([^()\\\s]{0,16})\(')
+from kgate.support.comments import Blanked, blank
 
-
-@dataclass(frozen=True)
-class Blanked:
-    code: str  # the text with comments and literal contents replaced by spaces
-    comment_lines: frozenset[int]  # 1-based lines that hold part of a comment
-
-
-def blank(text: str) -> Blanked:
-    """The text with comments and literal contents blanked, and the lines that hold comments.
-
-    The scan jumps from one place where a comment or a literal may start to the next (a regular
-    expression finds them), so plain code costs nothing per character: a generated 50 MB file takes
-    seconds, not minutes.
-    """
-    pieces: list[str] = []
-    comment_lines: set[int] = set()
-    done = 0  # text[:done] is in `pieces`
-    line = 1  # the line of `index`
-    counted = 0  # newlines are counted up to here
-    index = 0
-    length = len(text)
-    while True:
-        match = _START.search(text, index)
-        if match is None:
-            break
-        at = match.start()
-        line += text.count("\n", counted, at)
-        counted = at
-        ch = text[at]
-        if ch == "/":
-            end = _line_comment_end(text, at) if text[at + 1] == "/" else _block_comment_end(text, at)
-            comment_lines.update(range(line, line + text.count("\n", at, end) + 1))
-            wipe_from, wipe_to = at, end
-        elif ch in "\"'":
-            if ch == "'" and at > 0 and text[at - 1].isalnum() and _digit_separator(text, at):
-                index = at + 1  # 1'000'000
-                continue
-            end = _literal_end(text, at, ch)
-            wipe_from, wipe_to = at + 1, max(at + 1, end - 1)
-        else:  # `R"`: a raw string with its prefix (u8, u, U, L), unless that ends an identifier (`fooR"...`)
-            if at - 2 >= index and text.startswith("u8", at - 2):
-                at -= 2
-            elif at - 1 >= index and text[at - 1] in "uUL":
-                at -= 1
-            raw = _RAW_OPEN.match(text, at)
-            if raw is None or at > 0 and (text[at - 1].isalnum() or text[at - 1] == "_"):
-                index = match.end() - 1  # the quote: a plain literal
-                continue
-            close = text.find(")" + raw.group(1) + '"', raw.end())
-            end = length if close < 0 else close + len(raw.group(1)) + 2
-            wipe_from, wipe_to = raw.end(), max(raw.end(), end - len(raw.group(1)) - 2)
-        pieces.append(text[done:wipe_from])
-        pieces.append(_NOT_NEWLINE.sub(" ", text[wipe_from:wipe_to]))
-        done = wipe_to
-        index = end
-    pieces.append(text[done:])
-    return Blanked("".join(pieces), frozenset(comment_lines))
+__all__ = ["Blanked", "blank", "blanked"]
 
 
 def blanked(source: Any) -> Blanked:
@@ -84,56 +27,6 @@ def blanked(source: Any) -> Blanked:
     if found is None:
         found = derived["cpp_blanked"] = blank(source.text)
     return found
-
-
-# Where a comment or a literal may start; each alternative starts with a fixed character, which lets the
-# regex engine skip plain code quickly. A raw string is found by its `R"` and confirmed by _RAW_OPEN.
-_START = re.compile(r"""/[/*]|["']|R\"""")
-_NOT_NEWLINE = re.compile(r"[^\n]")
-
-
-def _block_comment_end(text: str, start: int) -> int:
-    end = text.find("*/", start + 2)
-    return len(text) if end < 0 else end + 2
-
-
-def _line_comment_end(text: str, start: int) -> int:
-    """End of a `//` comment: the newline, unless the line ends in a backslash (continued)."""
-    index = start
-    while True:
-        end = text.find("\n", index)
-        if end < 0:
-            return len(text)
-        if text[end - 1] == "\\" or (text[end - 1] == "\r" and text[end - 2] == "\\"):
-            index = end + 1
-            continue
-        return end
-
-
-def _literal_end(text: str, start: int, quote: str) -> int:
-    index = start + 1
-    while index < len(text):
-        ch = text[index]
-        if ch == "\\":
-            index += 2
-            continue
-        if ch == quote or ch == "\n":
-            return index + 1
-        index += 1
-    return len(text)
-
-
-def _digit_separator(text: str, index: int) -> bool:
-    before = text[index - 1]
-    after = text[index + 1] if index + 1 < len(text) else ""
-    return before.isalnum() and after.isalnum() and _in_number(text, index)
-
-
-def _in_number(text: str, index: int) -> bool:
-    start = index
-    while start > 0 and (text[start - 1].isalnum() or text[start - 1] in "'._"):
-        start -= 1
-    return text[start].isdigit()
 
 
 def line_of(text: str, offset: int) -> int:

@@ -97,7 +97,10 @@ def _lint(args: argparse.Namespace, config: Config, selection: Selection, paths:
         _fix_summary(args, fixed, "would fix", None, config)
         return 1 if fixed.changes else 0
     if fixing:
-        fix.write(fixed.changes, shown)
+        for rel, why in fix.write(fixed.changes, shown, config.root):
+            print(f"kgate: {terminal(shown(rel), line_start=False)}: fixes not written: {why}", file=sys.stderr)
+            fixed.changes.pop(rel)
+            fixed = fixed._replace(applied=[a for a in fixed.applied if a.path != rel])
     result = _result(args, config, selection, paths)
     code = emit(result, args, config)
     _fix_summary(args, fixed, "fixed" if fixing else "can fix", len(result.findings), config)
@@ -131,7 +134,10 @@ def _add_ignore(args: argparse.Namespace, config: Config, selection: Selection, 
     where = pin.relative_files(config, selection, paths, args.force_exclude, select_for)
     pins = pin.add_ignores(lint.findings, where)
     shown = from_here(config.root)
-    fix.write(pins.changes, shown)
+    for rel, why in fix.write(pins.changes, shown, config.root):
+        print(f"kgate: {terminal(shown(rel), line_start=False)}: pins not written: {why}", file=sys.stderr)
+        pins.changes.pop(rel)
+        pins = pins._replace(pinned=pins.pinned - pins.per_file.get(rel, 0))
     for path, line, code, why in pins.left:
         print(f"kgate: {terminal(shown(path), line_start=False)}:{line}: {code} not pinned: {why}", file=sys.stderr)
     files = len(pins.changes)

@@ -7,6 +7,10 @@ the number suppressed and the meta findings about the comments themselves
 (KG002 unused, KG003 without a reason or naming an unknown code). `kgate
 lint` and `kgate check` both go through it.
 
+A directive is read in a line comment only, as kgate.support.comments reads
+the file's language: the same text in a string, a raw string, a bracket
+argument, a here-document or a block comment is not one. Several directives
+may share a comment (`# kgate: ignore[A] why  # kgate: ignore[B] why`).
 A line directive silences findings that start on its line; a file directive
 (on a line of its own, anywhere in the file) silences the codes in the whole
 file. Several codes are separated by commas. A directive without a reason
@@ -18,7 +22,6 @@ until someone replaces it with the real reason.
 
 from __future__ import annotations
 
-import io
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -28,6 +31,7 @@ from kgate import rules as registry  # type: ignore[attr-defined]
 from kgate.core.findings import Finding, Severity, sort_findings
 from kgate.core.rule import Report, to_finding
 from kgate.core.selection import Selection
+from kgate.support.comments import comments, language
 
 MARKER = b"kgate:"
 # A comment marker at the start of the line or after a space: "`# kgate: ...`" quoted in prose is not one.
@@ -54,27 +58,53 @@ class Outcome(NamedTuple):
     suppressed: int
 
 
-def parse_directives(text: str, *, python: bool) -> list[Directive]:
-    """Every `kgate: ignore` directive of a file's text (in comments only, for Python)."""
+def parse_directives(text: str, lang: str | None = None, *, python: bool = False) -> list[Directive]:
+    """Every `kgate: ignore` directive of a file's text, read in its line comments only (`lang`, as
+    kgate.collect.comments names languages; `python`: the same as "python"): a directive's text inside a
+    string, a raw string, a bracket argument or a here-document is not one."""
     if "kgate:" not in text:
         return []
-    comments = _python_comments(text) if python else None
+    found = comments(text, "python" if python and lang is None else lang)
     out = []
-    for number, line in enumerate(text.splitlines(), 1):
-        if "kgate:" not in line:
+    line, counted = 1, 0
+    for comment in found:
+        if comment.block or "kgate:" not in text[comment.start:comment.end]:
             continue
-        match = _DIRECTIVE.search(line)
-        if match is None:
-            continue
-        if comments is not None and not any(start <= match.start() for start in comments.get(number, ())):
-            continue  # inside a string, not a comment
-        out.append(_directive(number, match))
+        line += text.count("\n", counted, comment.start)
+        counted = comment.start
+        line_start = text.rfind("\n", 0, comment.start) + 1
+        body = text[line_start:comment.end]
+        offset = comment.start - line_start
+        for match in directives_in(body, offset):
+            # A comment continued onto further lines (a `//` comment ending in a backslash): the directive's line.
+            out.append(_directive(line + body.count("\n", 0, match.start()), match, body))
     return out
 
 
-def _directive(number: int, match: re.Match[str]) -> Directive:
+# The start of a directive: a comment marker at the start of the comment or after a space ("`# kgate: ...`"
+# quoted in prose is not one).
+_START = re.compile(r"(?:^|(?<=\s))(?:#|//|;)\s*kgate:\s*ignore(?P<file>-file)?(?![\w-])")
+
+
+def directives_in(line: str, start: int = 0) -> list[re.Match[str]]:
+    """The directives of one comment: each `_DIRECTIVE` match ends where the next directive starts (or the
+    line does)."""
+    out = []
+    starts = list(_START.finditer(line, start))
+    for index, found in enumerate(starts):
+        end = starts[index + 1].start() if index + 1 < len(starts) else len(line)
+        newline = line.find("\n", found.start())
+        if 0 <= newline < end:
+            end = newline - 1 if line[newline - 1:newline] == "\r" else newline
+        match = _DIRECTIVE.match(line, found.start(), end)
+        if match is not None:
+            out.append(match)
+    return out
+
+
+def _directive(number: int, match: re.Match[str], line: str) -> Directive:
     file_level = bool(match.group("file"))
-    col = match.start() + 1
+    col = match.start() - (line.rfind("\n", 0, match.start()) + 1) + 1
     form = "ignore-file" if file_level else "ignore"
     codes = _CODES.match(match.group("rest").strip())
     if codes is None:
@@ -92,20 +122,6 @@ def _directive(number: int, match: re.Match[str]) -> Directive:
         problem = (f"`kgate: {form}[{', '.join(names)}]` still has the placeholder reason {PLACEHOLDER!r}: "
                    f"replace it with why")
     return Directive(number, col, file_level, names, reason, problem)
-
-
-def _python_comments(text: str) -> dict[int, list[int]] | None:
-    """0-based start columns of comment tokens per line; None when the file does not tokenize."""
-    import tokenize
-
-    out: dict[int, list[int]] = {}
-    try:
-        for token in tokenize.generate_tokens(io.StringIO(text).readline):
-            if token.type == tokenize.COMMENT:
-                out.setdefault(token.start[0], []).append(token.start[1])
-    except (tokenize.TokenError, SyntaxError):
-        return None
-    return out
 
 
 # --------------------------------------------------------------------------- writing directives
@@ -145,23 +161,27 @@ def without_code(line: str, col: int, code: str) -> tuple[int, int, str] | None:
 
 
 def with_code(line: str, code: str, marker: str) -> str | None:
-    """`line` with `code` pinned by a line directive: added to the line's own directive when it has one, else a
-    new comment (`marker`: `#` or `//`) with the placeholder reason at the end of the line. None when the
-    code is already named there."""
-    for match in _DIRECTIVE.finditer(line):
-        if match.group("file"):
-            continue
+    """`line` with `code` pinned by a line directive of its own, `marker` (`#` or `//`) kgate: ignore[CODE]
+    PLACEHOLDER at the end of the line; only a directive of the line that still has the placeholder reason takes
+    the code into its list (a directive with a real reason never does: its reason is not the new code's). None
+    when a line directive there already names the code."""
+    pending = None
+    for match in directives_in(line):
         codes = _CODES.match(match.group("rest").strip())
-        if codes is None:
+        if match.group("file") or codes is None:
             continue
         names = [c.strip() for c in codes.group("codes").split(",") if c.strip()]
         if code in names:
             return None
-        rest = match.group("rest")
-        close = match.start("rest") + rest.index("]")
+        reason = _NEXT_COMMENT.split(codes.group("reason"), 1)[0].strip(_REASON_LEAD)
+        if pending is None and reason.startswith(PLACEHOLDER):
+            pending = match, names
+    if pending is not None:
+        match, names = pending
+        close = match.start("rest") + match.group("rest").index("]")
         return f"{line[:close]}{', ' if names else ''}{code}{line[close:]}"
     body = line.rstrip()
-    return f"{body}{'  ' if body.strip() else ''}{marker} kgate: ignore[{code}] {PLACEHOLDER}" + line[len(body):]
+    return f"{body}{'  ' if body.strip() else ''}{marker} kgate: ignore[{code}] {PLACEHOLDER}"
 
 
 # --------------------------------------------------------------------------- applying
@@ -253,7 +273,7 @@ def for_compiled(findings: list[Finding], root: Path, kernel_lines: Mapping[str,
         if MARKER not in data:
             continue
         try:
-            found = parse_directives(data.decode("utf-8-sig"), python=path.endswith(".py"))
+            found = parse_directives(data.decode("utf-8-sig"), language(path))
         except UnicodeDecodeError:
             continue
         found = [d for d in found if compiled & set(d.codes)]

@@ -30,6 +30,7 @@ from kgate.core.fix import Fix
 from kgate.core.rule import READS_BEYOND, Report, Rule, SourceContext, to_finding
 from kgate.core.selection import Selection, rule_options
 from kgate.core.suppress import MARKER, Directive, parse_directives
+from kgate.support.comments import language
 
 try:  # the builtin module: `hashlib` would load OpenSSL, a measurable part of a warm run
     from _blake2 import blake2b
@@ -151,7 +152,7 @@ def lint_bytes(path: str, rel: str, data: bytes, rules: list[SourceRule]) -> Fil
     directives: tuple[Directive, ...] = ()
     if MARKER in data:
         try:
-            directives = tuple(parse_directives(source.text, python=source.is_python))
+            directives = tuple(parse_directives(source.text, language(source.rel)))
         except UnreadableSource as exc:
             error = error or exc
     if error is not None and any(sr.rule.code == UNREADABLE for sr in rules):

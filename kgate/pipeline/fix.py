@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import codecs
 import difflib
+import os
 import re
 import sys
 from collections.abc import Callable, Iterable
@@ -38,6 +39,7 @@ from kgate.core.suppress import without_code
 from kgate.evaluate import source as engine
 from kgate.pipeline.lint import active_findings, discover, run_lint
 from kgate.report.paths import Shown, as_named
+from kgate.support.comments import same_code
 
 ROUNDS = 4
 _NEWLINE = re.compile(r"\r\n|\r|\n")
@@ -133,15 +135,54 @@ def _fix_group(where: dict[str, str], results: dict[str, engine.FileResult], sel
     return FixRun(changes, applied, rejected, unsafe_left)
 
 
-def write(changes: dict[str, Change], shown: Shown = as_named) -> None:
+def write(changes: dict[str, Change], shown: Shown = as_named, root: Path | None = None) -> list[tuple[str, str]]:
+    """Write the changes; (path, why) for each file left as it was: a file (or a folder on its way) that links
+    out of the project `root`, a second name of a file already written (a link inside the project, a hard
+    link), a file with other hard links, a read-only file, or one changed since it was read."""
     from kgate.core.errors import ConfigError
     from kgate.support.atomicio import atomic_write
 
+    skipped: list[tuple[str, str]] = []
+    written: set[object] = set()  # the real paths and (device, inode) of the files read so far
+    top = (os.path.abspath(root), os.path.realpath(root)) if root is not None else None
     for rel, change in sorted(changes.items()):
+        why = _unwritable(change, top, written)
+        if why:
+            skipped.append((rel, why))
+            continue
         try:
             atomic_write(Path(change.path), change.after, follow=True)
         except OSError as exc:
             raise ConfigError(f"cannot write {shown(rel)}: {exc.strerror or exc}") from None
+    return skipped
+
+
+def _unwritable(change: Change, top: tuple[str, str] | None, written: set[object]) -> str:
+    """Why a change must not be written ("" when it may)."""
+    real = os.path.realpath(change.path)
+    named = os.path.abspath(change.path)
+    if top is not None and any(_inside(named, t) for t in top) and not _inside(real, top[1]):
+        return f"it is a link to {real}, outside the project: not written"
+    try:
+        info = os.stat(real)
+        with open(real, "rb") as handle:
+            now = handle.read()
+    except OSError as exc:
+        return f"cannot read it again: {exc.strerror or exc}"
+    if real in written or (info.st_dev, info.st_ino) in written:
+        return "another name of a file already written (a link): written once"
+    if info.st_nlink > 1:
+        return f"it has {info.st_nlink - 1} other hard link(s), which a write would leave behind: not written"
+    if not info.st_mode & 0o222 or not os.access(real, os.W_OK):
+        return "it is read-only: not written"
+    if now != change.before:
+        return "it changed since kgate read it: not written"
+    written.update((real, (info.st_dev, info.st_ino)))
+    return ""
+
+
+def _inside(path: str, top: str) -> bool:
+    return path == top or path.startswith(top.rstrip(os.sep) + os.sep)
 
 
 def unified_diff(changes: dict[str, Change], shown: Shown = as_named) -> str:
@@ -199,6 +240,9 @@ def apply_fixes(rel: str, data: bytes, fixes: Iterable[Fix]) -> tuple[bytes | No
         claimed.extend(span[:2] for span in spans)
     if not taken:
         return None, [], ""
+    taken, changed_code = _comment_edits_checked(rel, text, taken, python)
+    if not taken:
+        return None, [], changed_code
     edits = [span for _fix, spans in taken for span in spans]
     try:
         new = _python(text, edits) if python else _replace(text, edits)
@@ -212,6 +256,28 @@ def apply_fixes(rel: str, data: bytes, fixes: Iterable[Fix]) -> tuple[bytes | No
 
 class _CannotApply(Exception):
     pass
+
+
+Taken = list[tuple[Fix, list[tuple[int, int, Edit]]]]
+
+
+def _comment_edits_checked(rel: str, text: str, taken: Taken, python: bool) -> tuple[Taken, str]:
+    """The fixes whose edits are comment edits (`drop-suppression`) only where the file, so edited, differs in
+    comments alone (kgate.support.comments.same_code): a directive's text inside a raw string, a bracket
+    argument or a here-document is the string's value, and deleting it would change what the file says."""
+    kept: Taken = []
+    why = ""
+    for fix, spans in taken:
+        if spans and all(span[2].kind == "drop-suppression" for span in spans):
+            try:
+                after = _python(text, spans) if python else _replace(text, spans)
+            except _CannotApply:
+                after = None
+            if after is None or not same_code(rel, text, after):
+                why = "a suppression's removal would change more than a comment: left as it was"
+                continue
+        kept.append((fix, spans))
+    return kept, why
 
 
 def toml_parser() -> Any:
@@ -422,6 +488,9 @@ def _python(text: str, edits: list[tuple[int, int, Edit]]) -> str:
         for old, new in zip(old_body, new_body):
             if old in emptied_lines:
                 carried.extend(new.leading_lines)
+                comment = new.trailing_whitespace.comment
+                if comment is not None:  # the removed statement's own comment stays, on a line of its own
+                    carried.append(cst.EmptyLine(comment=comment))
                 continue
             if carried:
                 new = new.with_changes(leading_lines=[*carried, *new.leading_lines])

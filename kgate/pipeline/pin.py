@@ -6,9 +6,16 @@ placeholder until someone writes the reason, so adopting kgate this way
 still fails the run until every accepted finding is explained; the baseline
 is the way to pin findings without failing.
 
+A new pin always gets a directive of its own: a directive that already has
+a reason never takes the new code (its reason is not the new code's).
 Python comments go in through libcst, into the line's own end (a
-statement's, or a line inside brackets); the result must give the same
-syntax tree, and TOML the same data, or the file is left as it was.
+statement's, or a line inside brackets); other files take the comment at
+the line's end. Every file must then differ in comments alone, as
+kgate.support.comments reads its language (Python the same syntax tree, TOML
+the same data, C++, CMake, shell and Makefiles the same text outside
+comments), and each new comment must read back as the directive on its
+line: a line that ends inside a raw string, a bracket argument, a quoted
+string or a here-document takes none, and the run says so.
 """
 
 from __future__ import annotations
@@ -21,8 +28,9 @@ from kgate.core.config import Config
 from kgate.core.findings import Finding
 from kgate.core.selection import Selection
 from kgate.core.suppress import parse_directives, with_code
-from kgate.pipeline.fix import Change, decoded, line_of, line_starts, parse_problem, toml_parser
+from kgate.pipeline.fix import Change, decoded, line_of, line_starts, parse_problem
 from kgate.pipeline.lint import discover
+from kgate.support.comments import LINE_MARKER, language, same_code
 
 # Codes that are about the comments or the file itself: never pinned.
 _NOT_PINNED = frozenset({"KG002", "KG003", "KG004"})
@@ -32,10 +40,7 @@ class PinRun(NamedTuple):
     changes: dict[str, Change]
     pinned: int  # findings a comment now pins
     left: list[tuple[str, int, str, str]]  # (path, line, code, why) findings that could not be pinned
-
-
-_HASH_COMMENTS = ("CMakeLists.txt", ".cmake", ".toml", ".sh", "Makefile", "makefile", "GNUmakefile", ".mk")
-_SLASH_COMMENTS = (".cu", ".cuh", ".c", ".cc", ".cpp", ".cxx", ".h", ".hh", ".hpp", ".hxx", ".inl", ".inc")
+    per_file: dict[str, int]  # findings pinned, by file
 
 
 def add_ignores(findings: list[Finding], where: dict[str, str]) -> PinRun:
@@ -51,6 +56,7 @@ def add_ignores(findings: list[Finding], where: dict[str, str]) -> PinRun:
             codes.append(finding.code)
     changes: dict[str, Change] = {}
     pinned = 0
+    per_file: dict[str, int] = {}
     for rel, lines in sorted(by_file.items()):
         try:
             with open(where[rel], "rb") as handle:
@@ -59,20 +65,16 @@ def add_ignores(findings: list[Finding], where: dict[str, str]) -> PinRun:
         except (OSError, UnreadableSource) as exc:
             left.extend((rel, n, c, f"cannot read: {exc}") for n, cs in lines.items() for c in cs)
             continue
-        if rel.endswith((".py", ".pyi")):
-            new, missed = _pin_python(text, lines)
-        elif rel.rsplit("/", 1)[-1].endswith(_HASH_COMMENTS):
-            new, missed = _pin_text(text, lines, "#")
-        elif rel.endswith(_SLASH_COMMENTS):
-            new, missed = _pin_text(text, lines, "//")
-        else:
-            new, missed = text, {n: "this kind of file takes no line comment kgate reads here" for n in lines}
+        lang = language(rel)
+        new, missed = _pinned(text, lines, lang)
         # The comments must read back as directives on their lines, and the file must parse as before.
-        found = {(d.line, code) for d in parse_directives(new, python=rel.endswith((".py", ".pyi")))
-                 for code in d.codes if not d.file_level}
+        found = {(d.line, code) for d in parse_directives(new, lang) for code in d.codes if not d.file_level}
         for number, codes in lines.items():
             if number not in missed and not all((number, code) in found for code in codes):
-                missed[number] = "the comment would not be read as a kgate directive"
+                missed[number] = "the line ends inside a string or a comment: a comment there would not be read " \
+                                 "as a kgate directive"
+        if missed and new != text:  # the lines that take a comment, without those that do not
+            new = _pinned(text, {n: c for n, c in lines.items() if n not in missed}, lang)[0]
         problem = _changes_meaning(rel, text, new) if new != text else ""
         if problem:
             missed = {n: problem for n in lines}
@@ -82,26 +84,26 @@ def add_ignores(findings: list[Finding], where: dict[str, str]) -> PinRun:
                 left.extend((rel, number, code, missed[number]) for code in codes)
             else:
                 pinned += len(codes)
+                per_file[rel] = per_file.get(rel, 0) + len(codes)
         if new != text:
             changes[rel] = Change(where[rel], data, bom + new.encode("utf-8"))
-    return PinRun(changes, pinned, left)
+    return PinRun(changes, pinned, left, per_file)
+
+
+def _pinned(text: str, lines: dict[int, list[str]], lang: str | None) -> tuple[str, dict[int, str]]:
+    if lang == "python":
+        return _pin_python(text, lines)
+    if lang in LINE_MARKER:
+        return _pin_text(text, lines, LINE_MARKER[lang])
+    return text, {n: "this kind of file takes no line comment kgate reads here" for n in lines}
 
 
 def _changes_meaning(rel: str, before: str, after: str) -> str:
-    """Why adding comments changed more than comments ("" when it did not): Python must give the same syntax
-    tree, TOML the same data (a comment written inside a multi-line string would change a value)."""
+    """Why adding comments changed more than comments ("" when it did not)."""
     problem = parse_problem(rel, after)
     if problem:
         return f"the result would not parse ({problem})"
-    if rel.endswith((".py", ".pyi")):
-        import ast
-
-        same = ast.dump(ast.parse(before)) == ast.dump(ast.parse(after))
-    elif rel.endswith(".toml"):
-        same = toml_parser().loads(before) == toml_parser().loads(after)
-    else:
-        return ""
-    return "" if same else "a comment there would change the file's meaning"
+    return "" if same_code(rel, before, after) else "a comment there would change the file's meaning"
 
 
 def _pin_text(text: str, lines: dict[int, list[str]], marker: str) -> tuple[str, dict[int, str]]:

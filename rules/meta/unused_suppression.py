@@ -25,7 +25,10 @@ are never reported as unused.
 ## Fix
 Safe: `kgate lint --fix` removes the unused code from the comment, or the
 whole `kgate: ignore` comment when it named nothing else (another comment
-on the same line, a linter's or a type checker's, stays).
+on the same line, a linter's or a type checker's, stays). The file must
+then read the same outside its comments, as its language reads them: text
+that looks like a directive inside a C++ raw string or a CMake bracket
+argument is no directive, and is never removed.
 
 ## Options
 None.

@@ -6,7 +6,9 @@ configuration (`env` of pytest-env in `pytest.ini`, `tox.ini`, `setup.cfg`,
 `[tool.pytest]` or `[tool.pytest_env]`). Recognised in Python:
 `os.environ[...] = `, `os.environ.setdefault`, `os.environ.update(...)`,
 `os.environ |= {...}`, `os.putenv`, `monkeypatch.setenv`,
-`mock.patch.dict(os.environ, ...)`, and `triton.knobs.runtime.interpret = True`.
+`monkeypatch.setitem(os.environ, ...)`, `mock.patch.dict(os.environ, ...)`,
+`triton.knobs.runtime.interpret = True`, and `setattr` (or
+`monkeypatch.setattr`) of `triton.knobs.runtime`'s `interpret`.
 
 ## Why is this bad?
 Triton reads the switch when a kernel is decorated with `@triton.jit`, and
@@ -42,8 +44,9 @@ interpreter off (`"0"`, `"false"`, `"off"`, or removing the variable).
 Unsafe (`kgate lint --fix --unsafe-fixes`): removes the setting. In Python,
 a statement that does nothing else (`os.environ[...] = ...`,
 `os.environ.setdefault(...)`, `os.putenv(...)`, `monkeypatch.setenv(...)`,
-the `knobs` assignment) is deleted through libcst, keeping the comments
-around it (a block left empty gets `pass`); a setting inside a dictionary or
+`monkeypatch.setitem(...)`, the `knobs` assignment or `setattr`) is deleted
+through libcst, keeping the comments around it and its own comment, which
+stays on a line of its own (a block left empty gets `pass`); a setting inside a dictionary or
 a `patch.dict` is left for you. In pytest's configuration the entry is
 removed from `env` (or the key from `[tool.pytest_env]`). Unsafe because
 the tests then run their kernels compiled, on a GPU: a suite that relied on
@@ -151,6 +154,12 @@ def _settings(node: ast.AST, imports: dict[str, str], constants: dict[str, ast.e
             yield from _keywords(node)
         elif isinstance(func, ast.Attribute) and func.attr == "setenv" and is_key(py.argument(node, "name", 0)):
             yield node, py.argument(node, "value", 1)
+        elif isinstance(func, ast.Attribute) and func.attr == "setitem" and len(node.args) >= 2 \
+                and is_environ(node.args[0]) and is_key(py.argument(node, "name", 1)):
+            yield node, py.argument(node, "value", 2)  # monkeypatch.setitem(os.environ, KEY, VALUE)
+        elif (isinstance(func, ast.Name) and func.id == "setattr"
+              or isinstance(func, ast.Attribute) and func.attr == "setattr") and node.args:
+            yield from _knob_setattr(node, imports, constants)
         elif (name or py.dotted(func) or "").endswith("patch.dict") and node.args and \
                 (is_environ(node.args[0]) or py.string_value(node.args[0], constants) == "os.environ"):
             if len(node.args) > 1:
@@ -158,7 +167,25 @@ def _settings(node: ast.AST, imports: dict[str, str], constants: dict[str, ast.e
             yield from _keywords(node)
 
 
+def _knob_setattr(node: ast.Call, imports: dict[str, str],
+                  constants: dict[str, ast.expr]) -> Iterator[tuple[ast.AST, ast.expr | None]]:
+    """`setattr(triton.knobs.runtime, "interpret", V)`, `monkeypatch.setattr(triton.knobs.runtime, "interpret",
+    V)` and `monkeypatch.setattr("triton.knobs.runtime.interpret", V)`."""
+    first = node.args[0]
+    if py.qualified(first, imports) == "triton.knobs.runtime" and len(node.args) >= 3 \
+            and py.string_value(node.args[1], constants) == "interpret":
+        yield node, node.args[2]
+    elif py.string_value(first, constants) == "triton.knobs.runtime.interpret" and len(node.args) >= 2:
+        yield node, node.args[1]
+
+
 def _mapping(expr: ast.expr, constants: dict[str, ast.expr]) -> Iterator[tuple[ast.AST, ast.expr | None]]:
+    if isinstance(expr, (ast.List, ast.Tuple, ast.Set)):  # pairs: `os.environ.update([(KEY, VALUE)])`
+        for item in expr.elts:
+            if isinstance(item, (ast.Tuple, ast.List)) and len(item.elts) == 2 \
+                    and py.string_value(item.elts[0], constants) == VARIABLE:
+                yield item, item.elts[1]
+        return
     if isinstance(expr, ast.Dict):
         for key, value in zip(expr.keys, expr.values):
             if key is not None and py.string_value(key, constants) == VARIABLE:
