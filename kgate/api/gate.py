@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from kgate.api.arguments import validated
 from kgate.api.results import CheckResult
 from kgate.api.setup import PathLike, project_config, selection_of
 from kgate.core.config import Config
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
 Progress = Callable[[int, int, str], None]
 
 
+@validated
 def check(project: PathLike | None = None, *, config: PathLike | None = None, select: Sequence[str] | None = None,
           extend_select: Sequence[str] | None = None, ignore: Sequence[str] | None = None,
           targets: Sequence[str] = (), kernels: Sequence[str] = (), language: str | None = None,

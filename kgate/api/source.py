@@ -16,6 +16,7 @@ import stat
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
+from kgate.api.arguments import validated
 from kgate.api.results import LintResult
 from kgate.api.setup import PathLike, project_config, selection_of
 from kgate.core.config import Config
@@ -26,6 +27,7 @@ from kgate.core.selection import Selection
 from kgate.pipeline.lint import LintRun, run_lint
 
 
+@validated
 def lint(paths: Sequence[PathLike] = (), *, project: PathLike | None = None, config: PathLike | None = None,
          select: Sequence[str] | None = None, extend_select: Sequence[str] | None = None,
          ignore: Sequence[str] | None = None, fail_on: str | Severity | None = None, baseline: bool = True,
