@@ -89,7 +89,8 @@ class Specialization:
         constexprs = _table(data.get("constexprs", {}), "constexprs")
         for name, value in constexprs.items():
             if not _constant(value):
-                raise ValueError(f"constexprs.{name}: must be a number, boolean, string or a list of them")
+                raise ValueError(f"constexprs.{name}: must be a number (an integer within 64 bits), boolean, string "
+                                 f"or a list of them")
         lists = {key: _names(data.get(key, []), key) for key in ("divisible", "equal_to_1", "none")}
         options = _table(data.get("options", {}), "options")
         for key in ("num_warps", "num_stages"):
@@ -179,4 +180,6 @@ def _names(value: Any, key: str) -> list[str]:
 def _constant(value: Any) -> bool:
     if isinstance(value, list):
         return all(_constant(v) for v in value)
-    return isinstance(value, (bool, int, float, str))
+    if isinstance(value, int) and not isinstance(value, bool):
+        return -2**63 <= value < 2**63  # TOML's integers, which the capture file writes it as, are 64-bit
+    return isinstance(value, (bool, float, str))
