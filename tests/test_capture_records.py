@@ -235,3 +235,41 @@ def test_every_record_type_the_recorder_writes_is_in_the_schema() -> None:
     written = set(re.findall(r'"type": "([a-z-]+)"', source))
     assert written == set(records.SCHEMA), written ^ set(records.SCHEMA)
     assert os.path.basename(records.PATTERN.replace("*", "1")) == "records-1.jsonl"
+
+
+def _spec(**constexprs: object) -> object:
+    from kgate.collect.specialization import Specialization
+
+    return Specialization("ops:k", {"x": "*fp32"}, dict(constexprs), options={"num_warps": 4, "num_stages": 3})
+
+
+def test_a_huge_string_constexpr_keeps_the_variant_name_one_short_unique_row() -> None:
+    one, other = _spec(S="x" * 100_000), _spec(S="x" * 99_999 + "y")
+    assert len(one.variant) < 120 and one.variant != other.variant  # type: ignore[attr-defined]
+    assert _spec(S="short").variant.startswith("S=short,")  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(("one", "other"), [(-0.0, 0.0), (0, False), (1, True), (1, 1.0)])
+def test_constexprs_python_tells_apart_are_different_variants(one: object, other: object) -> None:
+    assert _spec(C=one).variant != _spec(C=other).variant  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf"), -0.0, 2**63 - 1, -2**63, "\x1b[31m\u2028"])
+def test_a_constexpr_toml_can_hold_is_written_and_read_back_the_same(tmp_path: Path, value: object) -> None:
+    import math
+
+    entry = captures.CapturedSpec(_spec(C=value), ("cpu sm_120a",))  # type: ignore[arg-type]
+    capture = captures.CaptureFile({"cpu sm_120a": {"triton": "3"}}, [entry])
+    captures.save(capture, tmp_path / "c.toml", "c.toml")
+    (back,) = captures.load(tmp_path / "c.toml", "c.toml").entries
+    got = back.spec.constexprs["C"]
+    assert (math.isnan(got) and math.isnan(value)) if isinstance(value, float) and math.isnan(value) \
+        else (got == value and type(got) is type(value) and str(got) == str(value))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("value", [2**63, -2**63 - 1, 2**70])
+def test_a_capture_file_entry_beyond_64_bits_is_refused(value: int) -> None:
+    from kgate.collect.specialization import Specialization
+
+    with pytest.raises(ValueError, match="an integer within 64 bits"):
+        Specialization.from_record({**_spec(C=value).to_record()})  # type: ignore[attr-defined]

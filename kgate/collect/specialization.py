@@ -155,11 +155,24 @@ def pointee_types(signature: dict[str, str]) -> str:
                             if ty.startswith("*")}))
 
 
+# The longest value a variant's name shows whole; a longer one (a string constexpr of a generated kernel, a long
+# tuple) is shown by its start and a hash of all of it, so the name stays one row of the table and stays unique.
+LONGEST_SHOWN = 40
+
+
 def format_value(value: Any) -> str:
+    text = _formatted(value)
+    if len(text) <= LONGEST_SHOWN:
+        return text
+    digest = hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()[:8]
+    return f"{text[:16]}...{digest}"
+
+
+def _formatted(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, list):
-        return "(" + ",".join(format_value(v) for v in value) + ")"
+        return "(" + ",".join(_formatted(v) for v in value) + ")"
     return str(value)
 
 
