@@ -130,3 +130,12 @@ def test_paths_as_str_or_path_and_codes_as_the_clis_comma_string_are_taken(proje
     assert arguments.refusal("lint", "project", Path(project)) is None
     assert arguments.refusal("lint", "select", "KG1,spill") is None
     assert arguments.refusal("check", "fail_on", api.Severity.WARNING) is None
+
+
+def test_none_for_a_list_is_its_default(project: Path) -> None:
+    (project / "ops.py").write_text("x = 1\n")
+    result = api.lint(None, project=project, cache=False)
+    assert result.passed and result.files
+    # Nothing registered: the check is refused as a check of nothing, not a TypeError on None.
+    with pytest.raises(api.KgateError, match="nothing to gate|no kernel|register"):
+        api.check(project, targets=None, kernels=None, cache=False)

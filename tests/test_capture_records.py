@@ -103,6 +103,12 @@ PLANTED = {
                               "os.symlink(folder / 'real', folder / 'records-9.jsonl')",
                               "records-9.jsonl: cannot read it: not a regular file (a symbolic link)"),
     "a-folder": ("(folder / 'records-9.jsonl').mkdir()", "records-9.jsonl: cannot read it: Is a directory"),
+    "the-folder-a-link": ("import shutil\nshutil.rmtree(folder)\nos.mkdir(str(folder) + '-x')\n"
+                          "pathlib.Path(str(folder) + '-x', 'records-9.jsonl').write_text('[1]\\n')\n"
+                          "os.symlink(str(folder) + '-x', folder)",
+                          "the capture's record folder was replaced by a symbolic link: its records are not read"),
+    "the-folder-removed": ("import shutil\nshutil.rmtree(folder)",
+                           "the capture's record folder cannot be read: No such file or directory"),
     "a-linked-folder": ("os.mkdir(folder / 'elsewhere')\nos.symlink(folder / 'elsewhere', folder / 'records-9.jsonl')",
                         "records-9.jsonl: cannot read it: not a regular file (a symbolic link)"),
 }

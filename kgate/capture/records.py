@@ -122,6 +122,9 @@ class RecordFile:
 
 def read_folder(folder: Path) -> list[RecordFile]:
     """Every record file in the capture's folder, sorted by name, read and validated."""
+    if os.path.islink(folder):  # kgate made a folder there: the command replaced it
+        return [RecordFile(folder.name, problems=["the capture's record folder was replaced by a symbolic link: "
+                                                  "its records are not read"])]
     try:
         names = sorted(n for n in os.listdir(folder) if Path(n).match(PATTERN))
     except OSError as exc:

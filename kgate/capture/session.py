@@ -81,6 +81,8 @@ def scratch() -> Iterator[Path]:
     try:
         yield folder
     finally:
+        if folder.is_symlink():  # the command replaced kgate's folder with a link: remove the link, not its target
+            folder.unlink()
         shutil.rmtree(folder, ignore_errors=True)
 
 
