@@ -279,3 +279,87 @@ def test_a_capture_file_entry_beyond_64_bits_is_refused(value: int) -> None:
 
     with pytest.raises(ValueError, match="an integer within 64 bits"):
         Specialization.from_record({**_spec(C=value).to_record()})  # type: ignore[attr-defined]
+
+
+NAMED = textwrap.dedent("""\
+    import triton
+    import triton.language as tl
+
+
+    def _impl(x, n, BLOCK: tl.constexpr):
+        o = tl.arange(0, BLOCK)
+        tl.store(x + o, tl.load(x + o, mask=o < n) * 2.0, mask=o < n)
+
+
+    only_alias = triton.jit(_impl)
+
+
+    @triton.jit
+    def base(x, n, BLOCK: tl.constexpr):
+        o = tl.arange(0, BLOCK)
+        tl.store(x + o, tl.load(x + o, mask=o < n) * 3.0, mask=o < n)
+
+
+    second_name = base
+
+
+    @triton.heuristics({"EVEN": lambda a: a["n"] % 64 == 0})
+    @triton.autotune(configs=[triton.Config({"BLOCK": 64})], key=[])
+    @triton.jit
+    def stacked(x, n, BLOCK: tl.constexpr, EVEN: tl.constexpr):
+        o = tl.arange(0, BLOCK)
+        tl.store(x + o, tl.load(x + o, mask=o < n) * 4.0, mask=o < n)
+
+
+    if True:
+        @triton.jit
+        def in_if(x, n, BLOCK: tl.constexpr):
+            o = tl.arange(0, BLOCK)
+            tl.store(x + o, tl.load(x + o, mask=o < n) * 5.0, mask=o < n)
+
+
+    def make():
+        @triton.jit
+        def closure(x, n, BLOCK: tl.constexpr):
+            o = tl.arange(0, BLOCK)
+            tl.store(x + o, tl.load(x + o, mask=o < n) * 6.0, mask=o < n)
+        return closure
+
+
+    class Outer:
+        class Inner:
+            nested = staticmethod(base)
+""")
+NAMED_RUN = textwrap.dedent("""\
+    import functools
+
+    import torch
+
+    import named
+
+    x = torch.zeros(4096)
+    named.only_alias[(1,)](x, 4096, BLOCK=128)
+    named.second_name[(1,)](x, 4096, BLOCK=32)
+    functools.partial(named.base[(1,)], BLOCK=16)(x, 4096)
+    named.stacked[(1,)](x, 4096)
+    named.in_if[(1,)](x, 4096, BLOCK=128)
+    named.make()[(1,)](x, 4096, BLOCK=128)
+    named.Outer.Inner.nested[(1,)](x, 4096, BLOCK=8)
+""")
+
+
+def test_kernels_are_named_as_check_imports_them_through_aliases_wrappers_and_blocks(tmp_path: Path) -> None:
+    (tmp_path / "kgate.toml").write_text('targets = ["sm_120a"]\npython-path = ["."]\n')
+    (tmp_path / "named.py").write_text(NAMED)
+    (tmp_path / "run.py").write_text(NAMED_RUN)
+    run = kgate("capture", "--device", "cpu", "--", sys.executable, "run.py", cwd=tmp_path)
+    assert run.code == 0, run.stderr
+    assert "named:make.<locals>.closure: defined inside a function or class" in run.stderr
+    by_kernel: dict[str, set[int]] = {}
+    for entry in _entries(tmp_path):
+        by_kernel.setdefault(entry.spec.kernel, set()).add(entry.spec.constexprs["BLOCK"])  # type: ignore[arg-type]
+    assert by_kernel == {"named:only_alias": {128}, "named:base": {8, 16, 32}, "named:stacked": {64},
+                         "named:in_if": {128}}
+    checked = kgate("check", "--format", "json", cwd=tmp_path)
+    assert checked.code == 0, checked.stderr
+    assert {k["kernel"] for k in checked.json()["kernels"]} == set(by_kernel)
