@@ -409,7 +409,6 @@ def parse_triton_entry(data: dict[str, Any], where: str) -> TritonEntry:
     constexprs = {name: constexpr_value(value, ctx, f"constexprs.{name}")
                   for name, value in ctx.table(data.get("constexprs", {}), "constexprs").items()}
     args = tuple(parse_args(data["args"], ctx)) if "args" in data else ()
-    _refuse_two_types(signature, args, ctx, "args" if isinstance(data.get("args"), dict) else "args[{}]")
     expect = None
     if "expect" in data:
         expect = tuple(ctx.str_list(data["expect"], "expect"))
@@ -444,16 +443,6 @@ def parse_triton_entry(data: dict[str, Any], where: str) -> TritonEntry:
         targets=ctx.targets(data["targets"], "targets") if "targets" in data else None,
         origin=where,
     )
-
-
-def _refuse_two_types(signature: dict[str, str], args: tuple[dict[str, Any], ...], ctx: _Ctx, where: str) -> None:
-    """A pointer whose type `signature` and `args` both give, differently: which one is compiled would be a guess."""
-    for index, table in enumerate(args):
-        for name, value in table.items():
-            given = value.get("type") if isinstance(value, dict) else None
-            if given is not None and name in signature and signature[name] != given:
-                raise ctx.error(f"{where.format(index)}.{name}", f"{given!r}, but signature.{name} is "
-                                                                 f"{signature[name]!r}: give the type in one place")
 
 
 def launch_option(value: Any, ctx: _Ctx, key: str) -> int:
