@@ -139,3 +139,12 @@ def test_none_for_a_list_is_its_default(project: Path) -> None:
     # Nothing registered: the check is refused as a check of nothing, not a TypeError on None.
     with pytest.raises(api.KgateError, match="nothing to gate|no kernel|register"):
         api.check(project, targets=None, kernels=None, cache=False)
+
+
+def test_the_api_page_says_what_every_argument_accepts() -> None:
+    from conftest import REPO
+
+    page = (REPO / "docs" / "api.md").read_text()
+    table = page[page.index("| argument | accepts |"):]
+    for name in arguments.ACCEPTS:
+        assert f"`{name}`" in table.split("\n\n", 1)[0], name
