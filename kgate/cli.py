@@ -15,6 +15,7 @@ from typing import Any
 
 from kgate import __version__
 from kgate.core.errors import KgateError
+from kgate.core.schema import FAIL_ON, LANGUAGES
 
 # The report formats, one vocabulary for every command. `text` is the report for a person, the name ruff gives it
 # (`ruff rule --output-format text`); `terminal`, what check, lint, merge and diff called it in 0.1, stays an alias.
@@ -182,7 +183,7 @@ def _add_output(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout")
     p.add_argument("--statistics", action="store_true", help="one line per rule: count, code, name")
     p.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
-    p.add_argument("--fail-on", choices=("error", "warning", "note"), default=None,
+    p.add_argument("--fail-on", choices=FAIL_ON, default=None,
                    help="lowest severity that fails the run (default: error)")
     p.add_argument("-q", "--quiet", action="store_true", help="only the findings and the summary line")
     p.add_argument("--no-baseline", action="store_true", help="ignore the baseline file")
@@ -232,7 +233,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         if name in ("check", "baseline"):
             p.add_argument("--shard", metavar="I/N", help="gate only slice I of N (1-based)")
         if name == "check":
-            p.add_argument("--language", choices=("triton", "cuda"), help="only the Triton or only the CUDA kernels")
+            p.add_argument("--language", choices=LANGUAGES, help="only the Triton or only the CUDA kernels")
             p.add_argument("--show-kernels", action="store_true",
                            help="every kernel variant in the table (default: only those with findings)")
             p.add_argument("--triton", metavar="VERSION[,VERSION]", type=_releases,
@@ -253,7 +254,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         if name == "baseline":
             p.add_argument("action", choices=("update", "show"), help="update: re-pin; show: print the file")
             p.add_argument("--accept-new", action="store_true", help="also pin new findings and worse metrics")
-            p.add_argument("--fail-on", choices=("error", "warning", "note"), default=None,
+            p.add_argument("--fail-on", choices=FAIL_ON, default=None,
                            help="lowest severity that the baseline tracks (default: error)")
         if name == "ulp":
             p.add_argument("--device", choices=("auto", "cpu", "gpu"), default="auto")
@@ -308,7 +309,7 @@ def _add_diff(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", metavar="FILE", help="pyproject.toml or kgate.toml (default: nearest)")
     p.add_argument("--target", action="append", metavar="SM", help="only this target (repeatable)")
     p.add_argument("--kernel", action="append", metavar="GLOB", help="only kernels matching (repeatable)")
-    p.add_argument("--language", choices=("triton", "cuda"), help="only the Triton or only the CUDA kernels")
+    p.add_argument("--language", choices=LANGUAGES, help="only the Triton or only the CUDA kernels")
     p.add_argument("-j", "--jobs", type=_positive_int, metavar="N", help="compile workers (default: all cores)")
     add_format(p, ("text", "json", "markdown"), "the report's format")
     p.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout")

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from kgate.api.arguments import validated
 from kgate.api.results import CheckResult
 from kgate.api.setup import PathLike, project_config, selection_of
 from kgate.core.config import Config
@@ -24,9 +25,10 @@ if TYPE_CHECKING:
 Progress = Callable[[int, int, str], None]
 
 
+@validated
 def check(project: PathLike | None = None, *, config: PathLike | None = None, select: Sequence[str] | None = None,
           extend_select: Sequence[str] | None = None, ignore: Sequence[str] | None = None,
-          targets: Sequence[str] = (), kernels: Sequence[str] = (), language: str | None = None,
+          targets: Sequence[str] | None = (), kernels: Sequence[str] | None = (), language: str | None = None,
           jobs: int | None = None, sass: bool = False, cache: bool = True, baseline: bool = True,
           fail_on: str | Severity | None = None, progress: Progress | None = None) -> CheckResult:
     """Run the gate, as `kgate check` does, and return its findings and every kernel variant's facts.
@@ -42,8 +44,8 @@ def check(project: PathLike | None = None, *, config: PathLike | None = None, se
 
     cfg = project_config(project, config)
     chosen = selection_of(cfg, select, extend_select, ignore)
-    options = CheckOptions(targets=tuple(dict.fromkeys(targets)), kernels=tuple(kernels), jobs=jobs, sass=sass,
-                           no_cache=not cache, fail_on=Severity(fail_on or cfg.fail_on), language=language)
+    options = CheckOptions(targets=tuple(dict.fromkeys(targets or ())), kernels=tuple(kernels or ()), jobs=jobs,
+                           sass=sass, no_cache=not cache, fail_on=Severity(fail_on or cfg.fail_on), language=language)
     checked = run_check(cfg, chosen, options, progress)
     result = report(checked, options, cfg, baseline=baseline)
     result.notices[:0] = cfg.notices

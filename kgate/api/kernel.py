@@ -12,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from kgate.api.arguments import validated
 from kgate.api.results import KernelFacts
 from kgate.api.setup import PathLike, project_config
 from kgate.core.config import Config, parse_triton_entry
@@ -22,6 +23,7 @@ class CompileError(KgateError):
     """The compiler rejected a kernel variant (`kgate check` reports it as a compile-error finding)."""
 
 
+@validated
 def compile_variants(kernel: Any, *, target: str | None = None, project: PathLike | None = None,
                      config: PathLike | None = None, cache: bool = True, sass: bool = False,
                      **fields: Any) -> tuple[KernelFacts, ...]:
@@ -40,6 +42,7 @@ def compile_variants(kernel: Any, *, target: str | None = None, project: PathLik
     return _compile(cfg, entry, chosen, cache=cache, sass=sass)
 
 
+@validated
 def compile_kernel(kernel: Any, *, target: str | None = None, project: PathLike | None = None,
                    config: PathLike | None = None, cache: bool = True, sass: bool = False,
                    **fields: Any) -> KernelFacts:

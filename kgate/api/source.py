@@ -16,6 +16,7 @@ import stat
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
+from kgate.api.arguments import validated
 from kgate.api.results import LintResult
 from kgate.api.setup import PathLike, project_config, selection_of
 from kgate.core.config import Config
@@ -26,7 +27,8 @@ from kgate.core.selection import Selection
 from kgate.pipeline.lint import LintRun, run_lint
 
 
-def lint(paths: Sequence[PathLike] = (), *, project: PathLike | None = None, config: PathLike | None = None,
+@validated
+def lint(paths: Sequence[PathLike] | None = (), *, project: PathLike | None = None, config: PathLike | None = None,
          select: Sequence[str] | None = None, extend_select: Sequence[str] | None = None,
          ignore: Sequence[str] | None = None, fail_on: str | Severity | None = None, baseline: bool = True,
          cache: bool = True, force_exclude: bool = False) -> LintResult:
@@ -42,7 +44,7 @@ def lint(paths: Sequence[PathLike] = (), *, project: PathLike | None = None, con
     cfg = project_config(project, config)
     chosen = selection_of(cfg, select, extend_select, ignore)
     base = os.fspath(project) if project is not None else None
-    named = [os.path.join(base, os.fspath(p)) if base is not None else os.fspath(p) for p in paths]
+    named = [os.path.join(base, os.fspath(p)) if base is not None else os.fspath(p) for p in paths or ()]
     # Each file under its nearest configuration, unless `config` names the one for every file (as `kgate lint`).
     select_for = None if config is not None else lambda other: selection_of(other, select, extend_select, ignore)
     result = lint_result(cfg, chosen, named, force_exclude=force_exclude, use_cache=cache, baseline=baseline,

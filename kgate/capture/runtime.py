@@ -133,7 +133,7 @@ def specialization_record(jit_function: Any, compile: dict[str, Any], backend: A
     defaults = _default_options(backend)
     options = {k: v for k, v in launched.items() if k in ALWAYS_RECORDED or defaults.get(k, v) != v or k not in defaults}
     return {
-        "kernel": f"{jit_function.module}:{jit_function.fn.__qualname__}",
+        "kernel": f"{jit_function.module}:{holder_name(jit_function)}",
         "file": getattr(jit_function.fn.__code__, "co_filename", ""),
         "signature": signature,
         "constexprs": constexprs,
@@ -142,6 +142,35 @@ def specialization_record(jit_function: Any, compile: dict[str, Any], backend: A
         "none": sorted(none),
         "options": options,
     }
+
+
+def holder_name(jit_function: Any) -> str:
+    """The name the kernel's module holds it under, which `kgate check` imports it by: `kern` for
+    `kern = triton.jit(_impl)`, the autotuned or heuristics-wrapped object's name for a kernel wrapped after
+    `jit`; the function's own name where that holds it, or where the module holds it under no name (a
+    kernel made in a function: kgate says it cannot import it)."""
+    own = jit_function.fn.__qualname__
+    module = sys.modules.get(getattr(jit_function, "module", ""))
+    names = getattr(module, "__dict__", {})
+    if names.get(own) is not None and _ends_in(names[own], jit_function):
+        return own
+    held = sorted(name for name, value in list(names.items())
+                  if not name.startswith("__") and _ends_in(value, jit_function))
+    return held[0] if held else own
+
+
+def _ends_in(value: Any, jit_function: Any) -> bool:
+    """Whether launching `value` launches `jit_function`: it is, or wraps it through `fn` (autotune, heuristics)."""
+    for _ in range(8):
+        if value is jit_function:
+            return True
+        try:
+            value = value.__dict__.get("fn") if hasattr(value, "__dict__") else None
+        except Exception:  # noqa: BLE001 - a module may hold anything; a recorder must not break the command
+            return False
+        if value is None:
+            return False
+    return False
 
 
 # --------------------------------------------------------------------------- an offline driver
@@ -221,6 +250,7 @@ class Recorder:
         self.previous_post_hook: Any = None
         self.where: str | None = os.environ.get(ENV_WHERE) if offline else None
         self._described = False
+        self._env: dict[str, Any] | None = None  # this process's env record, written again by a forked child
 
     def _write(self, record: dict[str, Any]) -> None:
         if self.sink is not None:
@@ -228,10 +258,15 @@ class Recorder:
             return
         line = (json.dumps(record, sort_keys=True, default=str) + "\n").encode()
         if self._pid != os.getpid():  # a forked child writes a file of its own
+            forked = self._pid != -1
             self._pid = os.getpid()
             os.makedirs(self.directory, exist_ok=True)
             path = os.path.join(self.directory, f"records-{self._pid}.jsonl")
             self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            if forked and self._env is not None and record is not self._env:
+                # The parent described where it runs before the fork: the child's file says it too, or its
+                # launches would be of no known environment.
+                os.write(self._fd, (json.dumps(self._env, sort_keys=True, default=str) + "\n").encode())
         os.write(self._fd, line)
 
     def hook(self, *, key: Any, repr: Any, fn: Any, compile: dict[str, Any], is_manual_warmup: bool,
@@ -280,7 +315,8 @@ class Recorder:
         import triton
 
         where = self.where or _gpu_name(device) or "GPU"
-        self._write({"type": "env", "where": where, "triton": str(getattr(triton, "__version__", "?"))})
+        self._env = {"type": "env", "where": where, "triton": str(getattr(triton, "__version__", "?"))}
+        self._write(self._env)
 
     def _record(self, jit_function: Any, compile: dict[str, Any]) -> str:
         self._describe(compile.get("device"))

@@ -20,13 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kgate.capture import runtime
-from kgate.collect import captures
+from kgate.capture import records, runtime
+from kgate.collect import captures, membership
 from kgate.collect.captures import CapturedSpec, CaptureFile
 from kgate.collect.modules import import_roots, module_file, module_name, setup_env
 from kgate.collect.specialization import Specialization
 from kgate.core.config import Config
-from kgate.support import jsondoc
 
 BOOT = Path(__file__).resolve().parent / "boot"
 CAPABILITY = {"sm_120a": 120, "sm_100a": 100, "sm_90a": 90}
@@ -82,38 +81,35 @@ def scratch() -> Iterator[Path]:
     try:
         yield folder
     finally:
+        if folder.is_symlink():  # the command replaced kgate's folder with a link: remove the link, not its target
+            folder.unlink()
         shutil.rmtree(folder, ignore_errors=True)
 
 
 def read_records(config: Config, folder: Path) -> Recorded:
-    """Every record file of the command's processes, as capture-file entries; a torn last line is skipped."""
+    """Every record file of the command's processes (`kgate.capture.records`: read and validated), as capture-file
+    entries; what is not a record is a problem line."""
     roots = import_roots(config.root, config.python_path)
     project = config.root.resolve()
     out = Recorded()
     specs: dict[str, CapturedSpec] = {}
     ids: dict[str, str] = {}  # record id -> entry key
-    for path in sorted(folder.glob("records-*.jsonl")):
-        lines = path.read_bytes().split(b"\n")
-        records = []
-        for line in lines:
-            try:
-                records.append(jsondoc.loads(line))
-            except ValueError:
-                continue
-        where = next((r["where"] for r in records if r.get("type") == "env"), "GPU")
-        kinds = {r.get("type") for r in records}
+    for read in records.read_folder(folder):
+        out.problems.extend(read.problems)
+        where = read.where
+        kinds = {r["type"] for r in read.records}
         out.started += "start" in kinds
         out.imported += "triton" in kinds
         out.processes += "spec" in kinds
-        for record in records:
-            kind = record.get("type")
-            if kind == "lost-child" and str(record.get("command")) not in out.lost:
-                out.lost.append(str(record.get("command")))
+        for record in read.records:
+            kind = record["type"]
+            if kind == "lost-child" and record["command"] not in out.lost:
+                out.lost.append(record["command"])
             elif kind == "env":
-                out.file.environments[record["where"]] = {"triton": str(record.get("triton", "?"))}
+                out.file.environments.setdefault(record["where"], {"triton": str(record.get("triton", "?"))})
             elif kind == "setup-error":
                 out.problems.append(f"the set-up hook failed in a process of the command: {record['error']}")
-            elif kind == "spec":
+            elif kind == "spec" and where is not None:
                 entry = _entry(record, where, roots, project, out)
                 if entry is None:
                     continue
@@ -129,8 +125,7 @@ def read_records(config: Config, folder: Path) -> Recorded:
             elif kind == "launches" and record.get("id") in ids:
                 key = ids[record["id"]]
                 item = specs[key]
-                specs[key] = CapturedSpec(item.spec, item.captured, item.picked,
-                                          (item.launches or 0) + int(record.get("count", 0)))
+                specs[key] = CapturedSpec(item.spec, item.captured, item.picked, (item.launches or 0) + record["count"])
             elif kind == "live" and record.get("id") in ids:
                 spec = specs[ids[record["id"]]].spec
                 out.live[f"{spec.kernel}|{spec.variant}"] = {k: v for k, v in record.items() if k not in ("type", "id")}
@@ -144,6 +139,9 @@ def _entry(record: dict[str, Any], where: str, roots: list[Path], project: Path,
         out.problems.append(f"{kernel}: not recorded: {record['problem']}")
         return None
     module, _, qualname = kernel.partition(":")
+    if not module or not all(part.isidentifier() for part in module.split(".")) or not qualname:
+        out.problems.append(f"{kernel}: not recorded: not a kernel's name as \"package.module:function\"")
+        return None
     if "<locals>" in qualname or "." in qualname:
         out.problems.append(f"{kernel}: defined inside a function or class, so kgate cannot import it to compile it "
                             f"(define the kernel at the top level of a module)")
@@ -154,8 +152,8 @@ def _entry(record: dict[str, Any], where: str, roots: list[Path], project: Path,
         return None
     file = Path(record.get("file") or "")
     try:
-        inside = file.resolve().is_relative_to(project)
-    except OSError:
+        inside = membership.in_project(file.resolve(), [str(project)])
+    except (OSError, ValueError):  # a name the file system cannot hold (a NUL byte) is no file of the project
         inside = False
     if inside:
         located = module_name(file, roots)

@@ -64,10 +64,31 @@ def short_name(symbol: str) -> str:
     text = demangle(symbol)
     if text == symbol:
         return symbol
-    text = _strip_parameters(text)
-    # A template function's demangled name starts with its return type; kernels return void.
-    text = text.removeprefix("void ")
-    return text.strip()
+    return strip_return_type(_strip_parameters(text)).strip()
+
+
+def strip_return_type(text: str) -> str:
+    """A template function's demangled name without the return type it starts with: `void k<1>` is `k<1>`, and
+    so is `std::enable_if<(N>0), void>::type k<1>` (a SFINAE-constrained kernel). The name is what follows the
+    last space outside brackets; inside parentheses `<` and `>` are comparisons, not brackets."""
+    angle = paren = 0
+    cut = -1
+    for index, ch in enumerate(text):
+        if ch in "([":
+            paren += 1
+        elif ch in ")]":
+            paren = max(paren - 1, 0)
+        elif paren == 0 and ch == "<":
+            angle += 1
+        elif paren == 0 and ch == ">":
+            angle = max(angle - 1, 0)
+        elif ch == " " and angle == 0 and paren == 0:
+            cut = index
+    if cut < 0:
+        return text
+    head, name = text[:cut], text[cut + 1:]
+    # `operator<` and friends keep their words ("operator()" has no space outside brackets).
+    return text if not name or head.endswith("operator") else name
 
 
 def _strip_parameters(text: str) -> str:
@@ -103,8 +124,9 @@ def display_names(symbols: list[str]) -> dict[str, str]:
         seen[name] = seen.get(name, 0) + 1
     for symbol, name in list(out.items()):
         if seen[name] > 1:
-            out[symbol] = demangle(symbol).replace(ANONYMOUS, "")
-            out[symbol] = out[symbol].removeprefix("void ")
+            text = demangle(symbol).replace(ANONYMOUS, "")
+            parameters = text[len(_strip_parameters(text)):]
+            out[symbol] = strip_return_type(_strip_parameters(text)) + parameters
     return out
 
 

@@ -89,7 +89,8 @@ class Specialization:
         constexprs = _table(data.get("constexprs", {}), "constexprs")
         for name, value in constexprs.items():
             if not _constant(value):
-                raise ValueError(f"constexprs.{name}: must be a number, boolean, string or a list of them")
+                raise ValueError(f"constexprs.{name}: must be a number (an integer within 64 bits), boolean, string "
+                                 f"or a list of them")
         lists = {key: _names(data.get(key, []), key) for key in ("divisible", "equal_to_1", "none")}
         options = _table(data.get("options", {}), "options")
         for key in ("num_warps", "num_stages"):
@@ -154,11 +155,24 @@ def pointee_types(signature: dict[str, str]) -> str:
                             if ty.startswith("*")}))
 
 
+# The longest value a variant's name shows whole; a longer one (a string constexpr of a generated kernel, a long
+# tuple) is shown by its start and a hash of all of it, so the name stays one row of the table and stays unique.
+LONGEST_SHOWN = 40
+
+
 def format_value(value: Any) -> str:
+    text = _formatted(value)
+    if len(text) <= LONGEST_SHOWN:
+        return text
+    digest = hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()[:8]
+    return f"{text[:16]}...{digest}"
+
+
+def _formatted(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, list):
-        return "(" + ",".join(format_value(v) for v in value) + ")"
+        return "(" + ",".join(_formatted(v) for v in value) + ")"
     return str(value)
 
 
@@ -179,4 +193,6 @@ def _names(value: Any, key: str) -> list[str]:
 def _constant(value: Any) -> bool:
     if isinstance(value, list):
         return all(_constant(v) for v in value)
-    return isinstance(value, (bool, int, float, str))
+    if isinstance(value, int) and not isinstance(value, bool):
+        return -2**63 <= value < 2**63  # TOML's integers, which the capture file writes it as, are 64-bit
+    return isinstance(value, (bool, float, str))

@@ -24,7 +24,7 @@ from kgate.collect.files import Alias, aliases, display_path, relpath
 from kgate.collect.modules import closure, import_roots, kernel_source_key, module_file, setup_env
 from kgate.collect.specialization import readable_name
 from kgate.collect.static_kernel import static_expansion
-from kgate.compile import import_reads
+from kgate.compile import import_reads, launches
 from kgate.compile import records as record_shapes
 from kgate.compile.cache import Cache, CacheWriteError, Entry, digest, file_hash, sweep_triton
 from kgate.compile.pool import Outcome, Pool
@@ -219,17 +219,18 @@ def example_argument(name: str, ty: str, divisible: set[str]) -> Any:
 
 
 def captured_variant(planned: _Planned, captured: CapturedSpec, expansion: dict[str, Any]) -> dict[str, Any]:
-    """A captured specialisation to compile as it is; kind, expect and audit shapes from a registration of the
-    same kernel when there is one."""
-    entry = planned.entries[0] if planned.entries else None
-    expect = list(entry.expect) if entry is not None and entry.expect is not None else (
-        ["block_scale"] if expansion["uses_dot_scaled"] else [])
+    """A captured specialisation to compile as it is; kind, expect and audit shapes from the registrations of the
+    same kernel when there are some (what all of them ask, `kgate.compile.launches`)."""
     spec = captured.spec
-    return {
-        "kernel": spec.kernel, "name": spec.variant, "source": "captured", "pdl": spec.pdl,
-        "kind": entry.kind if entry is not None else "other", "expect": expect,
-        "shapes": [dict(s) for s in entry.shapes] if entry is not None else [], "spec": spec.to_record(),
+    variant: dict[str, Any] = {
+        "kernel": spec.kernel, "name": spec.variant, "source": "captured", "pdl": spec.pdl, "kind": "other",
+        "expect": ["block_scale"] if expansion["uses_dot_scaled"] else [], "shapes": [], "spec": spec.to_record(),
     }
+    asked = [{**variant, "kind": e.kind, "shapes": [dict(s) for s in e.shapes],
+              "expect": list(e.expect) if e.expect is not None else variant["expect"]} for e in planned.entries]
+    for index, request in enumerate(asked):
+        variant = request if index == 0 else launches.merge_requests(variant, request)
+    return variant
 
 
 def needs_sass(variant: dict[str, Any]) -> bool:
@@ -557,12 +558,23 @@ def _variants(config: Config, p: _Planned, run: Compilation,
     for item in p.captured if captured_for else ():
         why = item.spec.mismatch(p.expansion["params"])
         if why is None:
-            variants.append((captured_variant(p, item, p.expansion), captured_for))
+            try:
+                variants.append((captured_variant(p, item, p.expansion), captured_for))
+            except launches.Conflict as exc:
+                run.failures.append(_conflict(config, p, str(exc)))
         else:
             stale.setdefault(why, []).append(item)
     for why, items in sorted(stale.items()):
         run.failures.append(_stale(config, p, items, why))
+    # Two registrations of one launch are one variant asking for what both ask, whichever compiles first.
+    variants, conflicts = launches.merged(variants, targets)
+    run.failures.extend(_conflict(config, p, message) for message in conflicts)
     return variants
+
+
+def _conflict(config: Config, p: _Planned, message: str) -> CompileFailure:
+    path, line = _entry_location(config, p.entries[0])
+    return CompileFailure(p.kernel, "", "", path, line, message)
 
 
 def _unloadable(p: _Planned, entry: tuple[str, int], error: str, what: str) -> CompileFailure:

@@ -489,6 +489,8 @@ def constexpr_value(value: Any, ctx: _Ctx, key: str) -> Any:
         raise ctx.error(key, f"{value!r} is not a dtype name such as \"tl.bfloat16\"")
     if not isinstance(value, (int, float, bool, str)):
         raise ctx.error(key, "must be a number, boolean, string, dtype (\"tl.bfloat16\") or None (\"None\")")
+    if isinstance(value, int) and not isinstance(value, bool) and not -MAX_INT64 - 1 <= value <= MAX_INT64:
+        raise ctx.error(key, f"{value} is beyond 64 bits (kgate's files are TOML, whose integers are 64-bit)")
     return value
 
 

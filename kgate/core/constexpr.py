@@ -36,6 +36,9 @@ def encode_constant(value: Any) -> Any:
 
     if value is None:
         return "None"
+    if isinstance(value, int) and not isinstance(value, bool) and not -2**63 <= value < 2**63:
+        # TOML, which the capture file and the configuration are, holds 64-bit integers.
+        raise Unsupported(f"an integer constexpr beyond 64 bits ({value})")
     if isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, tl.constexpr):

@@ -18,6 +18,7 @@ KINDS = ("elementwise", "reduction", "gemm", "other")
 EXPECTATIONS = ("block_scale",)
 SEVERITIES = ("error", "warning", "note", "off")
 FAIL_ON = ("error", "warning", "note")
+LANGUAGES = ("triton", "cuda")  # `--language` and `kgate.api.check(language=...)`
 RATCHET_MODES = ("two-way", "tighten")
 TOOLCHAIN_POLICIES = ("auto", "fail", "warn", "compare")
 CUDA_COMPILERS = ("auto", "nvcc", "nvrtc")

@@ -1,0 +1,162 @@
+"""The record files of `kgate capture`, read back: every process of the command appends JSON lines to
+`records-<pid>.jsonl` in the capture's folder (`kgate.capture.runtime.Recorder`), and this reads them.
+
+The folder is named in the command's environment, so anything the command runs may write there: a record
+file is an input like any other. It is read through `read_input` (a named pipe, a device, a link or a
+folder in its place is refused, unopened or unread, and the size is bounded) and decoded by `jsondoc`; each
+line is checked against `SCHEMA`, the one description of every record type and its fields. A line that
+fails is one problem line (`kgate capture` prints them) and never a traceback; a last line without its
+newline is a write cut short by a killed process, and is dropped without a word, as is its process's
+only loss.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kgate.capture.runtime import RECORD_VERSION
+from kgate.support import jsondoc
+from kgate.support.atomicio import read_input
+
+PATTERN = "records-*.jsonl"
+# The most problems kept of one record file: a file of garbage is one file to look at, not a million lines.
+MAX_PROBLEMS = 5
+
+Check = Callable[[Any], bool]
+
+
+def _text(value: Any) -> bool:
+    return isinstance(value, str) and bool(value)
+
+
+def _string(value: Any) -> bool:
+    return isinstance(value, str)
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _version(value: Any) -> bool:
+    return value == RECORD_VERSION and not isinstance(value, bool)
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A record type's fields: those it must have and those it may have, each with its check. A spec record's
+    specialisation fields are `Specialization.from_record`'s to judge, with that function's messages."""
+
+    required: dict[str, Check] = field(default_factory=dict)
+    optional: dict[str, Check] = field(default_factory=dict)
+    open: bool = False  # other keys allowed (a spec's specialisation, the driver's figures of a live record)
+
+
+SCHEMA: dict[str, Shape] = {
+    "start": Shape(),  # the process ran the recorder
+    "triton": Shape(),  # ... and imported Triton
+    "env": Shape({"where": _text}, {"triton": _string}),
+    "lost-child": Shape({"command": _string}),
+    "setup-error": Shape({"error": _string}),
+    # A launch kgate could not describe carries `problem` and no specialisation; every other one names the
+    # file of its kernel (where kgate finds its source).
+    "spec": Shape({"id": _text, "kernel": _text, "version": _version}, {"problem": _string, "file": _text},
+                  open=True),
+    "picked": Shape({"id": _text}),
+    "launches": Shape({"id": _text, "count": _count}),
+    "live": Shape({"id": _text}, open=True),
+}
+
+
+class BadRecord(ValueError):
+    """Why a line is not a record of `SCHEMA` (a few words)."""
+
+
+def validate(record: Any) -> dict[str, Any]:
+    """The record, when it is one of `SCHEMA`; BadRecord naming what is wrong."""
+    if not isinstance(record, dict):
+        raise BadRecord(f"a JSON {type(record).__name__}, not an object")
+    kind = record.get("type")
+    shape = SCHEMA.get(kind) if isinstance(kind, str) else None
+    if shape is None:
+        raise BadRecord(f"unknown record type {_shown(kind)}")
+    for name, check in shape.required.items():
+        if name not in record:
+            raise BadRecord(f"a {kind} record without {name!r}")
+        if not check(record[name]):
+            raise BadRecord(f"a {kind} record whose {name!r} is {_shown(record[name])}")
+    for name, check in shape.optional.items():
+        if name in record and not check(record[name]):
+            raise BadRecord(f"a {kind} record whose {name!r} is {_shown(record[name])}")
+    if not shape.open:
+        extra = sorted(set(record) - {"type"} - set(shape.required) - set(shape.optional))
+        if extra:
+            raise BadRecord(f"a {kind} record with an unknown key {_shown(extra[0])}")
+    if kind == "spec" and "problem" not in record and "file" not in record:
+        raise BadRecord("a spec record without 'file' (where its kernel is defined)")
+    return record
+
+
+def _shown(value: Any) -> str:
+    """A value in a message, cut short: a record line may be megabytes."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+@dataclass
+class RecordFile:
+    """One process's records, each validated, in the order written; `problems`: lines that were not records."""
+
+    name: str
+    records: list[dict[str, Any]] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def where(self) -> str | None:
+        """The environment the process launched in (its first env record), None where it wrote none."""
+        return next((r["where"] for r in self.records if r["type"] == "env"), None)
+
+
+def read_folder(folder: Path) -> list[RecordFile]:
+    """Every record file in the capture's folder, sorted by name, read and validated."""
+    if os.path.islink(folder):  # kgate made a folder there: the command replaced it
+        return [RecordFile(folder.name, problems=["the capture's record folder was replaced by a symbolic link: "
+                                                  "its records are not read"])]
+    try:
+        names = sorted(n for n in os.listdir(folder) if Path(n).match(PATTERN))
+    except OSError as exc:
+        return [RecordFile(str(folder), problems=[f"the capture's record folder cannot be read: {exc.strerror}"])]
+    return [read_file(folder / name) for name in names]
+
+
+def read_file(path: Path) -> RecordFile:
+    out = RecordFile(path.name)
+    try:
+        raw = read_input(path, follow_symlinks=False)
+    except OSError as exc:
+        out.problems.append(f"record file {path.name}: cannot read it: {exc.strerror}")
+        return out
+    lines = raw.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    elif lines:
+        lines.pop()  # no newline after it: a write the process did not finish (killed), dropped
+    bad = 0
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            out.records.append(validate(jsondoc.loads(line)))
+        except ValueError as exc:  # NotJSON or BadRecord
+            bad += 1
+            if bad <= MAX_PROBLEMS:
+                out.problems.append(f"record file {path.name}, line {number}: not a record kgate wrote: {exc}")
+    if bad > MAX_PROBLEMS:
+        out.problems.append(f"record file {path.name}: ... and {bad - MAX_PROBLEMS} more line(s) that are not records")
+    if out.where is None and any(r["type"] == "spec" for r in out.records):
+        out.problems.append(f"record file {path.name}: launches without the record of where they ran: not recorded")
+        out.records = [r for r in out.records if r["type"] != "spec"]
+    return out
