@@ -31,7 +31,6 @@ from kgate.collect.cuda_sources import CudaSource, cuda_sources, defined_kernels
 from kgate.collect.files import aliases, display_path
 from kgate.compile import records as record_shapes
 from kgate.compile.cache import Cache, CacheWriteError, Entry, digest, file_hash
-from kgate.compile.compiler_env import nvcc_environment
 from kgate.compile.engine import Compilation, Progress, _first_line, worker_env
 from kgate.compile.pool import Outcome, Pool
 from kgate.compile.preflight import CudaCompilers, cuda_compilers
@@ -39,6 +38,7 @@ from kgate.compile.units import CUBIN, Compiled, CompileFailure
 from kgate.core.config import Config
 from kgate.core.errors import ToolchainError
 from kgate.support.atomicio import read_input
+from kgate.support.compiler_env import nvcc_environment
 from kgate.support.toolchain import CudaToolchain, cuda_include_dir
 
 # The symbols of a unit whose SASS a rule reads and the unit's listing lacks ([] for none); None where the facts

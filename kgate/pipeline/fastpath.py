@@ -80,7 +80,7 @@ def _path(text: str):  # type: ignore[no-untyped-def]
 
 
 def run_key(argv: list[str], config: str = "") -> str:
-    from kgate.compile.compiler_env import NVCC_NAMES, triton_names
+    from kgate.support.compiler_env import NVCC_NAMES, triton_names
 
     knobs = triton_names()  # the compilers' own variables, without a prefix of these (DISABLE_PTXAS_OPT, CPATH)
     env = {k: v for k, v in os.environ.items()

@@ -18,9 +18,13 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
-# Variables kgate sets in its compile workers (the cache it gives Triton, and that Triton always compiles):
-# the user's value never reaches a compile.
-SET_BY_KGATE = frozenset({"TRITON_CACHE_DIR", "TRITON_ALWAYS_COMPILE", "TRITON_CACHE_MANAGER"})
+# Variables that change no compiled kernel: those kgate sets for its compile workers (the cache it gives Triton,
+# that Triton always compiles, that its log is kept, that no interpreter runs), and those that choose only where
+# Triton keeps or shares its files or what it prints. Keyed, they would only make a run compile again.
+NOT_CODE = frozenset({"TRITON_CACHE_DIR", "TRITON_ALWAYS_COMPILE", "TRITON_CACHE_MANAGER", "TRITON_DUMP_PTXAS_LOG",
+                      "TRITON_INTERPRET", "TRITON_HOME", "TRITON_DUMP_DIR", "TRITON_PRINT_AUTOTUNING",
+                      "TRITON_CACHE_AUTOTUNING", "TRITON_REMOTE_CACHE_BACKEND", "TRITON_REDIS_HOST",
+                      "TRITON_REDIS_PORT", "TRITON_REDIS_KEY_FORMAT"})
 # Triton's knobs without the TRITON_ prefix, in the releases that have no knobs.py.
 _OLD_TRITON_NAMES = ("DISABLE_LLVM_OPT", "DISABLE_PTXAS_OPT", "PTXAS_OPTIONS", "MLIR_ENABLE_DUMP",
                      "LLVM_IR_ENABLE_DUMP", "USE_IR_LOC", "NVPTX_ENABLE_DUMP", "LLVM_ENABLE_TIMING")
@@ -53,7 +57,7 @@ def triton_environment() -> dict[str, str]:
     """The variables set in this environment that Triton's compiler reads, sorted by name."""
     names = triton_names()
     return {k: v for k, v in sorted(os.environ.items())
-            if (k in names or k.startswith("TRITON_")) and k not in SET_BY_KGATE}
+            if (k in names or k.startswith("TRITON_")) and k not in NOT_CODE}
 
 
 def nvcc_environment() -> dict[str, str]:
