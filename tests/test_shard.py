@@ -274,9 +274,9 @@ def test_partition_is_balanced_by_the_recorded_timings(project: Path, shards: li
                  for u in shard["shard"]["slice"] for f in (u[5:].split("+") if u.startswith("cuda:") else [u])]
         loads.append(sum(timings[a] for a in atoms))
     heaviest = max(timings.values())
-    # Greedy least-loaded assignment: no two slices differ by more than the heaviest unit.
+    # Greedy least-loaded assignment: no two slices differ by more than the heaviest unit. (Nothing tighter holds
+    # for measured timings: on a loaded machine one unit can take a third of the whole.)
     assert max(loads) - min(loads) <= heaviest
-    assert (max(loads) - min(loads)) < sum(timings.values()) / 3
     again = [kgate("check", "--shard", f"{i}/3", "--format", "json", cwd=project) for i in (1, 2, 3)]
     assert [r.json()["shard"]["slice"] for r in again] == [s["shard"]["slice"] for s in shards]
     # Make another kernel the heaviest by far: it gets a slice of its own. The same command lines
