@@ -368,7 +368,7 @@ def _shell(text: str) -> list[Comment]:
             index = _until(text, index + 1, "'", escapes=index > 0 and text[index - 1] == "$")
         elif ch == '"':
             index = _until(text, index + 1, '"', escapes=True)
-        elif ch == "#" and (index == 0 or text[index - 1] in _WORD_BREAK):
+        elif ch == "#" and _starts_word(text, index):
             end = _line_end(text, index)
             out.append(Comment(index, end, False))
             index = end
@@ -390,6 +390,17 @@ def _shell(text: str) -> list[Comment]:
         else:
             index += 1
     return out
+
+
+def _starts_word(text: str, index: int) -> bool:
+    """Whether `text[index]` starts a shell word: a backslash-newline before it joins the lines, so the character
+    before the backslash decides (`a\\<newline>#b` is the word `a#b`)."""
+    while index >= 2 and text[index - 1] == "\n" and text[index - 2] == "\\":
+        run = len(text[:index - 1]) - len(text[:index - 1].rstrip("\\"))
+        if run % 2 == 0:
+            break  # `\\` is an escaped backslash: the newline is a newline
+        index -= 2
+    return index == 0 or text[index - 1] in _WORD_BREAK
 
 
 def _until(text: str, index: int, quote: str, *, escapes: bool) -> int:
