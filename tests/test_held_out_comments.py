@@ -38,6 +38,10 @@ READ = [
     ("k.py", '"""\n# kgate: ignore-file[KG201] in a docstring\n"""\nx = 1\n', []),
     ("k.py", 'x = "a \\\n# kgate: ignore-file[KG201] a string continued by a backslash"\n', []),
     ("k.py", "x = 1  # kgate: ignore[KG201] reviewed  # noqa: E501\n", [(1, ("KG201",), False)]),
+    # Python ends a line at a lone `\r` too: the directive's line is the syntax tree's.
+    ("k.py", 'x = """a\rb"""\ny = 1  # kgate: ignore[KG201] after a string holding a carriage return\n',
+     [(3, ("KG201",), False)]),
+    ("k.py", "x = 1\ry = 1  # kgate: ignore[KG201] old Mac line ends\r", [(2, ("KG201",), False)]),
     # Shell: a backslash-newline joins the lines, so `a\<newline>#b` is the word `a#b`.
     ("build.sh", "echo a\\\n# kgate: ignore-file[KG301] joined to the word before\n", []),
     ("build.sh", "echo a \\\n# kgate: ignore[KG301] after a space\n", [(2, ("KG301",), False)]),
@@ -83,3 +87,14 @@ def test_removing_a_joined_shell_word_is_refused() -> None:
 ])
 def test_what_counts_as_a_comment_only_edit(rel: str, before: str, after: str, same: bool) -> None:
     assert same_code(rel, before, after) is same
+
+
+def test_a_directive_after_lone_carriage_returns_suppresses_its_line(tmp_path) -> None:
+    from conftest import kgate
+
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "pyproject.toml").write_text('[tool.kgate]\ntargets = ["sm_120a"]\n')
+    (tmp_path / "tests" / "conftest.py").write_bytes(
+        b'import os\r"""a\rb"""\ros.environ["TRITON_INTERPRET"] = "1"  # kgate: ignore[KG203] reviewed: one process\r')
+    run = kgate("lint", "--format", "json", cwd=tmp_path)
+    assert run.code == 0 and run.json()["findings"] == [], run.stdout
