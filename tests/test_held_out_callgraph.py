@@ -231,3 +231,45 @@ def triton_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.parametrize("kernel", sorted(EXPECTED))
 def test_dot_scaled_is_found_however_the_helper_is_reached(triton_project: Path, kernel: str) -> None:
     assert calls_dot_scaled(triton_project / "kernels.py", kernel, [triton_project]) is EXPECTED[kernel]
+
+
+E2E = '''\
+import triton
+import triton.language as tl
+
+import kgate
+import helpers as h
+
+MIXED = dict(a="*bf16", b="*fp8e4nv", b_scale="*u8", c="*fp32")
+
+
+@kgate.register(signature=MIXED, constexprs={"BM": 128, "BN": 128, "BK": 128}, kind="gemm", num_warps=8)
+@triton.jit
+def plain_through_a_module_alias(a, b, b_scale, c, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    h.mixed_tile_elsewhere(a, b, b_scale, c, BM, BN, BK)
+
+
+@kgate.register(signature=MIXED, kind="gemm")
+@triton.autotune(configs=[triton.Config({"BM": 128, "BN": 128, "BK": 128}, num_warps=8)], key=[])
+@triton.jit
+def autotuned_through_a_module_alias(a, b, b_scale, c, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    h.mixed_tile_elsewhere(a, b, b_scale, c, BM, BN, BK)
+'''
+
+
+def test_a_helper_reached_through_a_module_alias_gives_the_compiled_kernel_its_expectation(tmp_path: Path) -> None:
+    pytest.importorskip("triton")
+    from conftest import REPO, kgate
+
+    shutil.copy(REPO / "fixtures" / "callgraph" / "helpers.py", tmp_path / "helpers.py")
+    (tmp_path / "kernels.py").write_text(E2E)
+    (tmp_path / "kgate.toml").write_text('targets = ["sm_120a"]\npython-path = ["."]\nselect = ["KG101"]\n')
+    run = kgate("check", "--format", "json", cwd=tmp_path)
+    kernels = {k["kernel"]: k for k in run.json()["kernels"]}
+    assert set(kernels) == {"kernels:plain_through_a_module_alias", "kernels:autotuned_through_a_module_alias"}, \
+        run.stderr
+    assert all(k["expect"] == ["block_scale"] for k in kernels.values())
+    # The bf16 x e4m3 product of the helper is compiled as the compiler makes it: the finding follows the PTX.
+    scaled = {name for name, k in kernels.items() if any("block_scale" in op for op in k["instructions"])}
+    found = {f["kernel"] for f in run.json()["findings"] if f["code"] == "KG101"}
+    assert found == set(kernels) - scaled
