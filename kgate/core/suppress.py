@@ -31,7 +31,7 @@ from kgate import rules as registry  # type: ignore[attr-defined]
 from kgate.core.findings import Finding, Severity, sort_findings
 from kgate.core.rule import Report, to_finding
 from kgate.core.selection import Selection
-from kgate.support.comments import comments, language
+from kgate.support.comments import PY_NEWLINE, comments, language
 
 MARKER = b"kgate:"
 # A comment marker at the start of the line or after a space: "`# kgate: ...`" quoted in prose is not one.
@@ -64,17 +64,24 @@ def parse_directives(text: str, lang: str | None = None, *, python: bool = False
     string, a raw string, a bracket argument or a here-document is not one."""
     if "kgate:" not in text:
         return []
-    found = comments(text, "python" if python and lang is None else lang)
+    lang = "python" if python and lang is None else lang
+    found = comments(text, lang)
     out = []
     line, counted = 1, 0
     for comment in found:
         if comment.block or "kgate:" not in text[comment.start:comment.end]:
             continue
-        line += text.count("\n", counted, comment.start)
+        if lang == "python":  # a lone `\r` ends a Python line too, as the syntax tree's line numbers count it
+            line += len(PY_NEWLINE.findall(text, counted, comment.start))
+            line_start = max(text.rfind("\n", 0, comment.start), text.rfind("\r", 0, comment.start)) + 1
+        else:
+            line += text.count("\n", counted, comment.start)
+            line_start = text.rfind("\n", 0, comment.start) + 1
         counted = comment.start
-        line_start = text.rfind("\n", 0, comment.start) + 1
-        body = text[line_start:comment.end]
         offset = comment.start - line_start
+        # The code before the comment on its line is blanked: the comment's own marker starts a directive
+        # whatever comes before it (`launch();// kgate: ...`), as the comment reader found it.
+        body = " " * offset + text[comment.start:comment.end]
         for match in directives_in(body, offset):
             # A comment continued onto further lines (a `//` comment ending in a backslash): the directive's line.
             out.append(_directive(line + body.count("\n", 0, match.start()), match, body))
@@ -131,8 +138,9 @@ def without_code(line: str, col: int, code: str) -> tuple[int, int, str] | None:
     """The edit that removes `code` from the directive whose marker starts at 0-based `col` of `line`:
     (start, end, replacement) in the line's characters. The whole directive goes (with the space before it)
     when it named only that code; None when there is no such directive there."""
-    match = _DIRECTIVE.search(line, col)
-    if match is None or match.start() != col:
+    # The marker at `col` starts the comment: what comes before it on the line is code, not prose.
+    match = _DIRECTIVE.match(" " * col + line[col:], col)
+    if match is None:
         return None
     rest = match.group("rest")
     codes = _CODES.match(rest.strip())

@@ -105,17 +105,26 @@ def is_mma(opcode: str) -> bool:
 
 
 def is_global_access(opcode: str) -> bool:
-    """Whether an instruction reads or writes global memory (or may: generic)."""
+    """Whether an instruction reads or writes global memory (or may: generic).
+
+    The state space may come after other qualifiers (`ld.volatile.shared`, `ld.relaxed.gpu.global`,
+    `st.async.shared::cluster`, `atom.acq_rel.cta.shared::cta`): every part of the opcode is read, and a
+    sub-space (`shared::cta`) counts as its space. A `cp` form touches global memory when it names it as one of
+    its spaces (`cp.async.ca.shared.global`, `cp.async.bulk.tensor...global`); its bookkeeping forms
+    (`cp.async.wait_all`, `commit_group`) and shared-to-shared copies do not. Texture and surface instructions
+    read and write global memory, and so do `wmma.load` and `wmma.store` from a global or generic address.
+    """
     parts = opcode.split(".")
     head = parts[0]
+    spaces = [part.split("::")[0] for part in parts[1:]]
     if head in ("ld", "st", "atom", "red", "ldu"):
-        space = parts[1] if len(parts) > 1 else ""
         # `ld.global...`, or a generic `ld.u32` (which may be global); not shared, local, param...
-        return space not in _NOT_GLOBAL
+        return "global" in spaces or not any(space in _NOT_GLOBAL for space in spaces)
     if head == "cp":
-        # cp.async.* copies from global memory (also the bulk tensor forms).
-        return len(parts) > 1 and parts[1] in ("async", "reduce")
-    return head == "multimem"
+        return "global" in spaces
+    if head == "wmma" and len(parts) > 1 and parts[1] in ("load", "store"):
+        return "global" in spaces or not any(space in _NOT_GLOBAL for space in spaces)
+    return head in ("multimem", "tex", "tld4", "suld", "sust", "sured")
 
 
 def parse_ptx(text: str) -> PtxFacts:

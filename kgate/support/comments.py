@@ -16,7 +16,6 @@ must leave the rest of the file (`code_only`) as it was.
 
 from __future__ import annotations
 
-import io
 import re
 import sys
 from dataclasses import dataclass
@@ -111,10 +110,13 @@ def same_code(rel: str, before: str, after: str) -> bool:
 def _python(text: str) -> list[Comment]:
     import tokenize
 
+    # Python ends a line at `\r\n`, `\r` or `\n` (a lone `\r` too, as `ast` counts lines): the tokenizer is given
+    # the lines so split, so that its rows are the rows of `starts`.
     starts = [0, *(m.end() for m in re.finditer(r"\r\n|\r|\n", text))]
+    lines = iter(PY_LINE.findall(text))
     out = []
     try:
-        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+        for token in tokenize.generate_tokens(lambda: next(lines, "")):
             if token.type == tokenize.COMMENT:
                 at = starts[token.start[0] - 1] + token.start[1]
                 out.append(Comment(at, at + len(token.string), False))
@@ -123,6 +125,8 @@ def _python(text: str) -> list[Comment]:
     return out
 
 
+PY_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
+PY_NEWLINE = re.compile(r"\r\n|\r|\n")
 # A Python string with its prefix; (opening, closing, escapes) is decided from the match.
 _PY_STRING = re.compile(r"""(?i:[rbuf]{0,2})('''|\"\"\"|'|")""")
 _TOML_STRING = re.compile(r"""('''|\"\"\"|'|")""")
@@ -368,7 +372,7 @@ def _shell(text: str) -> list[Comment]:
             index = _until(text, index + 1, "'", escapes=index > 0 and text[index - 1] == "$")
         elif ch == '"':
             index = _until(text, index + 1, '"', escapes=True)
-        elif ch == "#" and (index == 0 or text[index - 1] in _WORD_BREAK):
+        elif ch == "#" and _starts_word(text, index):
             end = _line_end(text, index)
             out.append(Comment(index, end, False))
             index = end
@@ -390,6 +394,17 @@ def _shell(text: str) -> list[Comment]:
         else:
             index += 1
     return out
+
+
+def _starts_word(text: str, index: int) -> bool:
+    """Whether `text[index]` starts a shell word: a backslash-newline before it joins the lines, so the character
+    before the backslash decides (`a\\<newline>#b` is the word `a#b`)."""
+    while index >= 2 and text[index - 1] == "\n" and text[index - 2] == "\\":
+        run = len(text[:index - 1]) - len(text[:index - 1].rstrip("\\"))
+        if run % 2 == 0:
+            break  # `\\` is an escaped backslash: the newline is a newline
+        index -= 2
+    return index == 0 or text[index - 1] in _WORD_BREAK
 
 
 def _until(text: str, index: int, quote: str, *, escapes: bool) -> int:
