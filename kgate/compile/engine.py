@@ -519,7 +519,7 @@ def _note_reads(read: dict[str, Any], where: import_reads.View) -> None:
             reads.note_env(rest)
         elif kind in ("dir", "dists"):
             reads.note_folder(where.path(rest))
-        elif kind in ("file", "stat"):
+        elif kind in ("file", "stat", "link"):
             reads.note(where.path(rest))
 
 
