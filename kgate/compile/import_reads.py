@@ -46,6 +46,7 @@ class View:
     root: str
     roots: tuple[str, ...]
     env: Mapping[str, str] = field(default_factory=dict)
+    cwd: str = ""  # the folder the import runs in: what a relative path names
 
     def path(self, name: str) -> str:
         return os.path.join(self.root, name[2:]) if name.startswith("./") else name
@@ -60,15 +61,15 @@ class View:
         return any(path == r or path.startswith(r.rstrip(os.sep) + os.sep) for r in self.roots)
 
 
-def view(root: str, roots: list[str], env_changes: Mapping[str, str | None]) -> View:
-    """The view of the main process onto what a worker (started with `env_changes`) reads."""
+def view(root: str, roots: list[str], env_changes: Mapping[str, str | None], cwd: str) -> View:
+    """The view of the main process onto what a worker (started with `env_changes`, importing in `cwd`) reads."""
     env = dict(os.environ)
     for key, changed in env_changes.items():
         if changed is None:
             env.pop(key, None)
         else:
             env[key] = changed
-    return View(os.path.abspath(root), tuple(os.path.abspath(r) for r in roots), env)
+    return View(os.path.abspath(root), tuple(os.path.abspath(r) for r in roots), env, os.path.abspath(cwd))
 
 
 def value(name: str, where: View) -> Any:
@@ -78,6 +79,8 @@ def value(name: str, where: View) -> Any:
         return os.urandom(8).hex()  # never what it was: no later run finds the record
     if kind == "env":
         return _whole_env(where.env) if rest == "*" else where.env.get(rest)
+    if kind == "cwd":  # a relative path was read: which folder it is relative to
+        return where.name(where.cwd)
     path = where.path(rest)
     if kind == "dir":
         try:
@@ -191,9 +194,12 @@ class Recorder:
         where = self.where
         if where is None:
             return
+        relative = not os.path.isabs(path)
         path = os.path.abspath(path)
         if not self.wanted(path):
             return
+        if relative and "cwd:" not in self.reads:
+            self.reads["cwd:"] = value("cwd:", where)
         name = f"{kind}:{where.name(path)}"
         if name not in self.reads:
             self.reads[name] = value(name, where)
@@ -224,19 +230,24 @@ def recorder(skip: list[str]) -> Recorder:
 class recording:  # used as a `with` statement, as `open` is
     """Record the reads of the imports made inside it (the project's set-up hook, its kernel module)."""
 
-    def __init__(self, root: str, roots: list[str]) -> None:
-        self.root, self.roots = root, roots
+    def __init__(self, root: str, roots: list[str], cwd: str | None = None) -> None:
+        self.root, self.roots, self.cwd = root, roots, cwd
         self.before: set[str] = set()
+        self.was: str | None = None
 
     def __enter__(self) -> Recorder | None:
         rec = _RECORDER
         if rec is None:  # not in a compile worker: nothing records
             return None
-        rec.where = View(os.path.abspath(self.root), tuple(os.path.abspath(r) for r in self.roots), _RealEnv())
         rec.depth += 1
         if rec.depth == 1:
+            if self.cwd is not None and os.path.isdir(self.cwd):  # the side's own folder (a base's checkout)
+                self.was = os.getcwd()
+                os.chdir(self.cwd)
             self.before = set(sys.modules)
             _patch(rec)
+        rec.where = View(os.path.abspath(self.root), tuple(os.path.abspath(r) for r in self.roots), _RealEnv(),
+                         os.getcwd())
         return rec
 
     def __exit__(self, *exc: object) -> None:
@@ -247,6 +258,9 @@ class recording:  # used as a `with` statement, as `open` is
         if rec.depth:
             return
         _unpatch()
+        if self.was is not None:
+            os.chdir(self.was)
+            self.was = None
         resolved = set()  # names whose resolution a file appearing in a python-path folder would change
         for name, module in list(sys.modules.items()):
             if name in self.before:
