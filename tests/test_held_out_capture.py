@@ -59,14 +59,13 @@ def test_every_launch_is_recorded_or_its_process_named(tmp_path: Path, case: str
     project = make_project(tmp_path)
     script = _script(project, body, 64)
     run = kgate("capture", "--device", "cpu", "--", sys.executable, str(script), cwd=project, timeout=300)
-    assert "Traceback" not in run.stderr, run.stderr
-    if recordable:
-        assert run.code == 0, run.stderr
+    if recordable:  # (a child without the recorder finds no driver offline: that traceback is the child's own)
+        assert run.code == 0 and "Traceback" not in run.stderr, run.stderr
         assert blocks(project) == {64}, run.stderr
     else:  # never a pass without the launch
         assert run.code != 0 or 64 in blocks(project), run.stderr
         if run.code != 0:
-            assert run.stderr.strip(), run.stderr
+            assert "kgate" in run.stderr.splitlines()[-1], run.stderr
 
 
 def test_a_kernel_launched_by_the_script_being_run_is_named_not_recorded(tmp_path: Path) -> None:
@@ -133,7 +132,7 @@ def test_a_record_folder_the_command_takes_away_is_an_error_not_a_pass(tmp_path:
     (project / "kgate-capture.toml").write_text("")
     before = (project / "kgate-capture.toml").read_bytes()
     run = kgate("capture", "--device", "cpu", "--", sys.executable, str(script), cwd=project, timeout=300)
-    assert "Traceback" not in run.stderr, run.stderr
     assert run.code != 0 or 64 in blocks(project), run.stderr
+    assert "kgate" in run.stderr.splitlines()[-1], run.stderr
     if run.code != 0:
         assert (project / "kgate-capture.toml").read_bytes() == before
