@@ -38,18 +38,20 @@ def setup_env(config: Config) -> dict[str, str | None]:
 
 
 def module_name(path: Path, roots: list[Path]) -> tuple[str, Path] | None:
-    """(dotted module name, import root) of a file, trying the deepest root first."""
-    path = path.resolve()
-    for root in roots:
-        try:
-            rel = path.relative_to(root)
-        except ValueError:
-            continue
-        parts = list(rel.with_suffix("").parts)
-        if parts and parts[-1] == "__init__":
-            parts.pop()
-        if parts and all(p.isidentifier() for p in parts):
-            return ".".join(parts), root
+    """(dotted module name, import root) of a file, trying the deepest root first: by the name the file has
+    where it stands (a kernel module that is a symlink is imported by its own name, not its target's), else by
+    the file it leads to."""
+    for where in dict.fromkeys((Path(os.path.abspath(path)), path.resolve())):
+        for root in roots:
+            try:
+                rel = where.relative_to(root)
+            except ValueError:
+                continue
+            parts = list(rel.with_suffix("").parts)
+            if parts and parts[-1] == "__init__":
+                parts.pop()
+            if parts and all(p.isidentifier() for p in parts):
+                return ".".join(parts), root
     return None
 
 

@@ -279,7 +279,8 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
     own_pool = pool is None
     pool = pool or Pool(jobs, worker_env(config))
     try:
-        where = import_reads.view(str(config.root.resolve()), project_roots(config), worker_env(config))
+        where = import_reads.view(str(config.root.resolve()), project_roots(config), worker_env(config),
+                                  import_folder(config))
         _expand(config, planned, pool, cache, tool_key, where)
         for p in planned:
             if p.where is not None:
@@ -361,6 +362,7 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
                 assert p.expansion is not None
                 payloads.append(("triton.compile", {
                     "variant": variant, "target": target, "sys_path": p.sys_path, "roots": roots,
+                    "cwd": import_folder(config),
                     "path": shown(p.expansion["path"]), "line": p.expansion["line"],
                     "artifacts": str(cache.artifacts(key)), "sass": sass_all or needs_sass(variant),
                     "toolchain": {k: v for k, v in run.toolchain.items() if not k.endswith(".id")},
@@ -498,7 +500,8 @@ def _expand(config: Config, planned: list[_Planned], pool: Pool, cache: Cache, t
 
     if todo:
         roots = project_roots(config)
-        pool.run([("triton.expand", {"kernel": p.kernel, "sys_path": p.sys_path, "roots": roots}) for p in todo],
+        pool.run([("triton.expand", {"kernel": p.kernel, "sys_path": p.sys_path, "roots": roots,
+                                     "cwd": import_folder(config)}) for p in todo],
                  config.timeout, expanded)
 
 
@@ -519,8 +522,22 @@ def _note_reads(read: dict[str, Any], where: import_reads.View) -> None:
             reads.note_env(rest)
         elif kind in ("dir", "dists"):
             reads.note_folder(where.path(rest))
-        elif kind in ("file", "stat"):
+        elif kind in ("file", "stat", "link"):
             reads.note(where.path(rest))
+
+
+def import_folder(config: Config) -> str:
+    """The folder kernel modules are imported in: where kgate runs; on a base revision's side, that folder in its
+    checkout (so that a path relative to it names the base's file), or the checkout's root where it has none."""
+    here = os.path.abspath(os.getcwd())
+    if config.checkout_of is None:
+        return here
+    top, tree = config.checkout_of
+    inside = os.path.relpath(os.path.realpath(here), os.path.realpath(top))
+    if inside == os.pardir or inside.startswith(os.pardir + os.sep):
+        return here
+    folder = os.path.normpath(os.path.join(tree, inside))
+    return folder if os.path.isdir(folder) else tree
 
 
 def project_roots(config: Config) -> list[str]:

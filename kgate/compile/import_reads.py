@@ -46,6 +46,7 @@ class View:
     root: str
     roots: tuple[str, ...]
     env: Mapping[str, str] = field(default_factory=dict)
+    cwd: str = ""  # the folder the import runs in: what a relative path names
 
     def path(self, name: str) -> str:
         return os.path.join(self.root, name[2:]) if name.startswith("./") else name
@@ -60,15 +61,15 @@ class View:
         return any(path == r or path.startswith(r.rstrip(os.sep) + os.sep) for r in self.roots)
 
 
-def view(root: str, roots: list[str], env_changes: Mapping[str, str | None]) -> View:
-    """The view of the main process onto what a worker (started with `env_changes`) reads."""
+def view(root: str, roots: list[str], env_changes: Mapping[str, str | None], cwd: str) -> View:
+    """The view of the main process onto what a worker (started with `env_changes`, importing in `cwd`) reads."""
     env = dict(os.environ)
     for key, changed in env_changes.items():
         if changed is None:
             env.pop(key, None)
         else:
             env[key] = changed
-    return View(os.path.abspath(root), tuple(os.path.abspath(r) for r in roots), env)
+    return View(os.path.abspath(root), tuple(os.path.abspath(r) for r in roots), env, os.path.abspath(cwd))
 
 
 def value(name: str, where: View) -> Any:
@@ -78,6 +79,8 @@ def value(name: str, where: View) -> Any:
         return os.urandom(8).hex()  # never what it was: no later run finds the record
     if kind == "env":
         return _whole_env(where.env) if rest == "*" else where.env.get(rest)
+    if kind == "cwd":  # a relative path was read: which folder it is relative to
+        return where.name(where.cwd)
     path = where.path(rest)
     if kind == "dir":
         try:
@@ -86,6 +89,11 @@ def value(name: str, where: View) -> Any:
             return None
     if kind == "stat":
         return _kind_of(path)
+    if kind == "link":  # where a symlink points (os.readlink)
+        try:
+            return os.readlink(path)
+        except (OSError, ValueError):
+            return None
     if kind == "dists":  # what importlib.metadata looks for in a folder: the installed distributions' metadata
         try:
             return sorted(n for n in os.listdir(path) if n.lower().endswith(_DISTRIBUTIONS))
@@ -115,7 +123,9 @@ def _kind_of(path: str) -> str | None:
         mode = os.stat(path).st_mode
     except (OSError, ValueError):
         return None
-    return "dir" if stat.S_ISDIR(mode) else "file" if stat.S_ISREG(mode) else "other"
+    if stat.S_ISREG(mode):  # what a stat tells of a file besides that it is one: its size (os.path.getsize)
+        return f"file:{os.stat(path).st_size}"
+    return "dir" if stat.S_ISDIR(mode) else "other"
 
 
 def key(pre: str, reads: Reads) -> str:
@@ -184,9 +194,12 @@ class Recorder:
         where = self.where
         if where is None:
             return
+        relative = not os.path.isabs(path)
         path = os.path.abspath(path)
         if not self.wanted(path):
             return
+        if relative and "cwd:" not in self.reads:
+            self.reads["cwd:"] = value("cwd:", where)
         name = f"{kind}:{where.name(path)}"
         if name not in self.reads:
             self.reads[name] = value(name, where)
@@ -217,19 +230,24 @@ def recorder(skip: list[str]) -> Recorder:
 class recording:  # used as a `with` statement, as `open` is
     """Record the reads of the imports made inside it (the project's set-up hook, its kernel module)."""
 
-    def __init__(self, root: str, roots: list[str]) -> None:
-        self.root, self.roots = root, roots
+    def __init__(self, root: str, roots: list[str], cwd: str | None = None) -> None:
+        self.root, self.roots, self.cwd = root, roots, cwd
         self.before: set[str] = set()
+        self.was: str | None = None
 
     def __enter__(self) -> Recorder | None:
         rec = _RECORDER
         if rec is None:  # not in a compile worker: nothing records
             return None
-        rec.where = View(os.path.abspath(self.root), tuple(os.path.abspath(r) for r in self.roots), _RealEnv())
         rec.depth += 1
         if rec.depth == 1:
+            if self.cwd is not None and os.path.isdir(self.cwd):  # the side's own folder (a base's checkout)
+                self.was = os.getcwd()
+                os.chdir(self.cwd)
             self.before = set(sys.modules)
             _patch(rec)
+        rec.where = View(os.path.abspath(self.root), tuple(os.path.abspath(r) for r in self.roots), _RealEnv(),
+                         os.getcwd())
         return rec
 
     def __exit__(self, *exc: object) -> None:
@@ -240,12 +258,23 @@ class recording:  # used as a `with` statement, as `open` is
         if rec.depth:
             return
         _unpatch()
+        if self.was is not None:
+            os.chdir(self.was)
+            self.was = None
+        resolved = set()  # names whose resolution a file appearing in a python-path folder would change
         for name, module in list(sys.modules.items()):
-            path = getattr(module, "__file__", None) if name not in self.before else None
+            if name in self.before:
+                continue
+            path = getattr(module, "__file__", None)
             if isinstance(path, str):
                 rec.note("file", path)
-        for name in _LOOKED_FOR:
-            if name not in sys.modules:  # looked for, not found: a file that appears there later is imported
+            places = [path] if isinstance(path, str) else list(getattr(module, "__path__", None) or [])
+            if rec.where is not None and any(isinstance(p, str) and rec.where.owned(os.path.abspath(p))
+                                             for p in places):
+                resolved.add(name)  # the project's module: an earlier folder, a package of its name shadows it
+            resolved.add(name.partition(".")[0])  # an installed one: a project module of its name shadows it
+        for name in _LOOKED_FOR | resolved:
+            if name not in sys.modules or name in resolved:  # not found: a file that appears later is imported
                 for folder in rec.where.roots if rec.where is not None else ():
                     base = os.path.join(folder, *name.split("."))
                     for candidate in (base + ".py", base, os.path.join(base, "__init__.py")):
@@ -331,6 +360,21 @@ def _patch(rec: Recorder) -> None:
         return stat
 
     os.stat, os.lstat = watched(real_stat), watched(real_lstat)
+    real_access, real_readlink = _SAVED["access"], _SAVED["readlink"] = os.access, os.readlink
+    os.access = watched(real_access)
+
+    def readlink(path: Any, *args: Any, **kwargs: Any) -> Any:
+        if not rec.busy and isinstance(path, (str, bytes, os.PathLike)):
+            rec.busy = True
+            try:
+                rec.note("link", os.fsdecode(path))
+            except Exception:  # noqa: BLE001 - recording must never break the import
+                rec.reads[f"{UNRECORDED}:"] = None
+            finally:
+                rec.busy = False
+        return real_readlink(path, *args, **kwargs)
+
+    os.readlink = readlink
     import importlib.util
 
     real_find = _SAVED["find_spec"] = importlib.util._find_spec  # type: ignore[attr-defined]
@@ -351,6 +395,7 @@ def _unpatch() -> None:
         import importlib.util
 
         os.stat, os.lstat = _SAVED.pop("stat"), _SAVED.pop("lstat")
+        os.access, os.readlink = _SAVED.pop("access"), _SAVED.pop("readlink")
         importlib.util._find_spec = _SAVED.pop("find_spec")  # type: ignore[attr-defined]
 
 
@@ -372,25 +417,53 @@ def _kind_of_listing() -> str | None:
 # What the hook reads: files opened, folders listed, imports, and what else reads a file: a program run (its own
 # reads are not seen: it is keyed by its file and by every argument that names a file), a library loaded, a
 # database opened.
-_PROGRAMS = ("subprocess.Popen", "os.posix_spawn", "os.exec", "ctypes.dlopen", "sqlite3.connect")
+_PROGRAMS = ("subprocess.Popen", "os.posix_spawn", "os.exec", "os.system", "ctypes.dlopen", "sqlite3.connect")
 _EVENTS = frozenset(("open", "os.listdir", "os.scandir", "import", *_PROGRAMS))
 
 
 def _note_program(rec: Recorder, event: str, args: tuple[Any, ...]) -> None:
     import shutil
 
+    import shlex
+
     program = args[0] if args else None
-    if event in ("ctypes.dlopen", "sqlite3.connect"):
+    if event == "sqlite3.connect":  # a database file by its name, relative to the folder it runs in, or a URI
+        if isinstance(program, (str, bytes, os.PathLike)):
+            database = os.fsdecode(program)
+            if database.startswith("file:"):
+                from urllib.parse import unquote, urlsplit
+
+                parts = urlsplit(database)
+                database = unquote(parts.path)
+                if "mode=memory" in parts.query:
+                    database = ""
+            if database and database != ":memory:":
+                rec.note("file", database)
+        return
+    if event == "ctypes.dlopen":  # a library by its path; a bare name is looked up where the loader looks
         if isinstance(program, (str, bytes, os.PathLike)) and os.path.sep in os.fsdecode(program):
             rec.note("file", os.fsdecode(program))
         return
-    argv = list(args[1]) if len(args) > 1 and isinstance(args[1], (list, tuple)) else []
+    if event == "os.system":  # a shell line: the shell, and every word of it that names a path
+        try:
+            argv = ["sh", *shlex.split(os.fsdecode(program))] if program is not None else []
+        except ValueError:
+            rec.reads[f"{UNRECORDED}:"] = None
+            return
+        program = "sh"
+    else:
+        argv = list(args[1]) if len(args) > 1 and isinstance(args[1], (list, tuple)) else []
     if isinstance(program, (str, bytes, os.PathLike)):
         found = shutil.which(os.fsdecode(program))
         rec.note("file", found or os.fsdecode(program))
     for arg in argv[1:]:
-        if isinstance(arg, (str, bytes, os.PathLike)) and os.path.isfile(os.fsdecode(arg)):
-            rec.note("file", os.fsdecode(arg))
+        if not isinstance(arg, (str, bytes, os.PathLike)):
+            continue
+        arg = os.fsdecode(arg)
+        if os.path.isfile(arg):
+            rec.note("file", arg)
+        elif os.path.sep in arg:  # a path the program may test for or make: whether it is there
+            rec.note("stat", arg)
 
 
 def _hook(event: str, args: tuple[Any, ...]) -> None:

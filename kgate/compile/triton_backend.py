@@ -88,7 +88,7 @@ def _imported(payload: dict[str, Any], kernel: str) -> Any:
     from kgate.compile import import_reads
 
     roots = payload.get("roots") or payload["sys_path"]
-    with import_reads.recording(roots[0], roots):
+    with import_reads.recording(roots[0], roots, payload.get("cwd")):
         _prepare(payload)
         return _load(kernel)
 

@@ -24,6 +24,10 @@ def path_state(path: str | os.PathLike[str]) -> FileState | None:
     try:
         return state_of(os.stat(path))
     except (OSError, ValueError):  # ValueError: a name with a NUL byte
+        pass
+    try:  # a link to nothing is still there: its own state (a link made again to another missing target differs)
+        return [-1, *state_of(os.lstat(path))]
+    except (OSError, ValueError):
         return None
 
 
