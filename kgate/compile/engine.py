@@ -14,6 +14,7 @@ import os
 import posixpath
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -442,19 +443,14 @@ def path_aliases(config: Config, planned: list[_Planned]) -> list[Alias]:
     return known
 
 
+@lru_cache(maxsize=1)
 def _expansion_code() -> str:
     """A hash of the code that expands a kernel (its parameters, configs and what it calls, block-scaled dots
     included): part of an expansion record's key, so a record another kgate wrote under the same version
     number (an install from a later commit) is never read back."""
-    global _EXPANSION_CODE
-    if _EXPANSION_CODE is None:
-        here = Path(__file__).resolve().parent
-        files = (here / "triton_backend.py", here.parent / "collect" / "static_kernel.py")
-        _EXPANSION_CODE = digest(*(f.read_text(encoding="utf-8") for f in files))
-    return _EXPANSION_CODE
-
-
-_EXPANSION_CODE: str | None = None
+    here = Path(__file__).resolve().parent
+    files = (here / "triton_backend.py", here.parent / "collect" / "static_kernel.py")
+    return digest(*(f.read_text(encoding="utf-8") for f in files))
 
 
 def _expand(config: Config, planned: list[_Planned], pool: Pool, cache: Cache, tool_key: dict[str, str],

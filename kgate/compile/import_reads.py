@@ -346,35 +346,23 @@ def _patch(rec: Recorder) -> None:
     real_stat, real_lstat = os.stat, os.lstat
     _SAVED.update(stat=real_stat, lstat=real_lstat)
 
-    def watched(real: Any) -> Any:
-        def stat(path: Any, *args: Any, **kwargs: Any) -> Any:
+    def watched(real: Any, kind: str = "stat") -> Any:
+        def call(path: Any, *args: Any, **kwargs: Any) -> Any:
             if not rec.busy and isinstance(path, (str, bytes, os.PathLike)):
                 rec.busy = True
                 try:
-                    rec.note("stat", os.fsdecode(path))
+                    rec.note(kind, os.fsdecode(path))
                 except Exception:  # noqa: BLE001 - recording must never break the import
                     rec.reads[f"{UNRECORDED}:"] = None
                 finally:
                     rec.busy = False
             return real(path, *args, **kwargs)
-        return stat
+        return call
 
     os.stat, os.lstat = watched(real_stat), watched(real_lstat)
     real_access, real_readlink = _SAVED["access"], _SAVED["readlink"] = os.access, os.readlink
     os.access = watched(real_access)
-
-    def readlink(path: Any, *args: Any, **kwargs: Any) -> Any:
-        if not rec.busy and isinstance(path, (str, bytes, os.PathLike)):
-            rec.busy = True
-            try:
-                rec.note("link", os.fsdecode(path))
-            except Exception:  # noqa: BLE001 - recording must never break the import
-                rec.reads[f"{UNRECORDED}:"] = None
-            finally:
-                rec.busy = False
-        return real_readlink(path, *args, **kwargs)
-
-    os.readlink = readlink
+    os.readlink = watched(real_readlink, "link")
     import importlib.util
 
     real_find = _SAVED["find_spec"] = importlib.util._find_spec  # type: ignore[attr-defined]
