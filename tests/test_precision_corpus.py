@@ -224,13 +224,14 @@ def _project(root: Path, name: str, files: dict[str, str]) -> None:
     (root / name / measure.COMMIT_FILE).write_text("0123456789abcdef0123456789abcdef01234567\n")
 
 
-def test_each_part_has_its_table_and_all_adds_them(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_each_part_has_its_table_and_all_adds_them_over_several_roots(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     labels = tmp_path / "labels"
     labels.mkdir()
-    for name, part in (("one", "tuned"), ("two", "held-out"), ("three", "held-out")):
+    # the third project sits in a second root, as corpora kept in two places do
+    for name, part, root in (("one", "tuned", "corpus"), ("two", "held-out", "corpus"), ("three", "held-out", "more")):
         (labels / f"{name}.toml").write_text(PARTED.format(name=name, part=part))
-        _project(tmp_path / "corpus", name, {"kernels/scale.py": KERNEL})
-    measure.main([str(tmp_path / "corpus"), "--labels", str(labels), "--rules", "KG201"])
+        _project(tmp_path / root, name, {"kernels/scale.py": KERNEL})
+    measure.main([str(tmp_path / "corpus"), str(tmp_path / "more"), "--labels", str(labels), "--rules", "KG201"])
     out = capsys.readouterr().out
     assert "## tuned: 1 repositories labelled, 1 measured" in out
     assert "## held-out: 2 repositories labelled, 2 measured" in out

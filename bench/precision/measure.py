@@ -1,13 +1,14 @@
 """Precision and recall of kgate's source rules on a hand-labelled corpus of public repositories.
 
-    python bench/precision/measure.py ROOT [--labels DIR] [--rules KG201,KG202] [--show fp,fn,unlabelled]
+    python bench/precision/measure.py ROOT [ROOT ...] [--labels DIR] [--rules KG201,KG202] [--show fp,fn,unlabelled]
 
-ROOT holds one folder per labelled repository, named as the label file's
-`folder` (ROOT/flash-linear-attention, ROOT/mamba, ...): a git checkout at the
-labelled commit, or an exported tree at that commit with a `.corpus-commit`
-file holding the commit. Nothing is fetched: a folder that is missing is
-skipped, one at another commit is measured with a warning. docs/precision-corpus.md
-lists the repositories, their commits and how to bring them.
+A ROOT holds one folder per labelled repository, named as the label file's
+`folder` (ROOT/flash-linear-attention, ROOT/mamba, ...; the first ROOT that
+has the folder is used): a git checkout at the labelled commit, or an exported
+tree at that commit with a `.corpus-commit` file holding the commit. Nothing is
+fetched: a folder that is missing is skipped, one at another commit is measured
+with a warning. docs/precision-corpus.md lists the repositories, their commits
+and how to bring them.
 
 Each label file (bench/precision/labels/*.toml) describes one repository: its
 name, commit, folder, the rules labelled there, its part of the corpus
@@ -290,14 +291,14 @@ def table(tallies: dict[str, Tally]) -> str:
     return "\n".join(lines)
 
 
-def _measure_repository(repo: Repository, rules: tuple[str, ...], root: Path, tallies: dict[str, Tally],
+def _measure_repository(repo: Repository, rules: tuple[str, ...], roots: list[Path], tallies: dict[str, Tally],
                         show: set[str]) -> list[str] | None:
     """Lint one repository, add its outcome to `tallies` (one per rule) and return the detail lines asked for;
     None when its folder is missing (its cases are counted as skipped)."""
     for case in repo.cases:
         if case.rule in rules:
             tallies[case.rule].cases += 1
-    folder = root / repo.folder
+    folder = next((root / repo.folder for root in roots if (root / repo.folder).is_dir()), roots[0] / repo.folder)
     if not folder.is_dir():
         print(f"skipped {repo.name}: no folder {folder}", file=sys.stderr)
         for case in repo.cases:
@@ -333,7 +334,8 @@ def _measure_repository(repo: Repository, rules: tuple[str, ...], root: Path, ta
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("root", type=Path, help="folder holding one checkout per labelled repository")
+    parser.add_argument("roots", type=Path, nargs="+", metavar="root",
+                        help="folder holding checkouts of labelled repositories (the first that has one is used)")
     parser.add_argument("--labels", type=Path, default=LABELS, help="folder of label files")
     parser.add_argument("--rules", default=",".join(RULES), help="comma-separated rules to measure")
     parser.add_argument("--show", default="", help="comma-separated lists to print: fp, fn, unlabelled")
@@ -348,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
         rules = tuple(r for r in repo.rules if r in wanted)
         if rules:
             labelled[repo.part] += 1
-            lines = _measure_repository(repo, rules, args.root, by_part[repo.part], show)
+            lines = _measure_repository(repo, rules, args.roots, by_part[repo.part], show)
             measured[repo.part] += lines is not None
             details += lines or []
     whole = {rule: Tally() for rule in wanted}
@@ -361,7 +363,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{table(whole)}\n")
     skipped = sum(t.skipped for t in whole.values())
     if skipped:
-        print(f"{skipped} case(s) not measured: their repository is missing under {args.root}")
+        print(f"{skipped} case(s) not measured: their repository is missing under "
+              f"{', '.join(str(root) for root in args.roots)}")
     print(f"bar: the lower bound of the exact (Clopper-Pearson) 95% interval of precision and of recall at "
           f"least {BAR:.0%}, which takes {positives_needed()} positives at the least, and every finding labelled; "
           f"notes: the rule's findings at severity note, of all it reported")
