@@ -45,6 +45,7 @@ LABELS = textwrap.dedent("""\
     commit = "0123456789abcdef0123456789abcdef01234567"
     folder = "tiny"
     rules = ["KG201"]
+    part = "tuned"
 
     [[case]]
     rule = "KG201"
@@ -121,15 +122,28 @@ def _measure(tmp_path: Path, commit: str | None) -> int:
     return measure.main([str(tmp_path / "corpus"), "--labels", str(labels), "--rules", "KG201"])
 
 
+def _row(out: str, rule: str, part: str = "tuned") -> list[str]:
+    """The cells of `rule`'s row in the table of `part` (tuned, held-out or all)."""
+    section = out.split(f"## {part}:", 1)[1].split("\n## ", 1)[0]
+    row = next(line for line in section.splitlines() if line.startswith(f"| {rule}"))
+    return [cell.strip() for cell in row.strip("|").split("|")]
+
+
 def test_measure_lints_the_checkout_and_prints_the_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert _measure(tmp_path, "0123456789abcdef0123456789abcdef01234567") == 0
     out = capsys.readouterr()
-    row = next(line for line in out.out.splitlines() if line.startswith("| KG201"))
-    cells = [cell.strip() for cell in row.strip("|").split("|")]
     # The rule reports n_tokens and B (run-time sizes at the launch site), not D and H (model sizes); the
     # labels call n_tokens and D true, B and H false.
-    # cases, TP, FP, FN, TN, unlabelled, precision, recall, bar
-    assert cells[1:] == ["4", "1", "1", "1", "1", "0", "50.0%", "50.0%", "not met"]
+    # cases, TP, FP, FN, TN, unlabelled, precision, CI, recall, CI, notes, bar
+    cells = _row(out.out, "KG201")
+    assert cells[1:7] == ["4", "1", "1", "1", "1", "0"]
+    assert cells[7] == cells[9] == "50.0% (1/2)"
+    assert cells[11] == "0 of 2 (0%)"
+    needed = measure.positives_needed()
+    assert cells[12] == (f"not met: precision: not enough positives (2 of the {needed} needed); "
+                         f"recall: not enough positives (2 of the {needed} needed)")
+    assert _row(out.out, "KG201", "all") == cells
+    assert "no repository is labelled in this part yet" in out.out.split("## held-out:", 1)[1]
     assert "warning" not in out.err
 
 
@@ -144,13 +158,172 @@ def test_a_checkout_at_another_commit_is_measured_with_a_warning(tmp_path: Path,
                                                                 capsys: pytest.CaptureFixture[str]) -> None:
     _measure(tmp_path, "f" * 40)
     out = capsys.readouterr()
-    assert "is at ffff" in out.err and "| KG201" in out.out
+    assert "is at ffff" in out.err and _row(out.out, "KG201")[2] == "1"
 
 
 def test_the_committed_labels_load_and_name_each_case_once() -> None:
     repositories = measure.load_labels(measure.LABELS)
     assert {r.folder for r in repositories} >= {"flash-linear-attention", "unsloth"}
     for repo in repositories:
-        assert len(repo.commit) == 40 and set(repo.rules) <= set(measure.RULES)
+        assert len(repo.commit) == 40 and set(repo.rules) <= set(measure.RULES) and repo.part in measure.PARTS
         keys = [(c.path, c.line, c.rule, c.subject) for c in repo.cases]
         assert len(keys) == len(set(keys)), repo.name
+
+
+def test_the_interval_is_the_exact_clopper_pearson_one() -> None:
+    # 5 of 10: the textbook interval; with no failure (or no success) one bound is the closed form of the
+    # binomial tail, (a/2) ** (1/n).
+    low, high = measure.clopper_pearson(5, 10)
+    assert low == pytest.approx(0.187086, abs=1e-5) and high == pytest.approx(0.812914, abs=1e-5)
+    assert measure.clopper_pearson(26, 26) == (pytest.approx(0.025 ** (1 / 26)), 1.0)
+    assert measure.clopper_pearson(0, 10) == (0.0, pytest.approx(1 - 0.025 ** (1 / 10)))
+    # hundreds of trials stay finite, and k/n always lies inside its interval
+    for successes, trials in ((397, 413), (1, 2), (999, 1000)):
+        low, high = measure.clopper_pearson(successes, trials)
+        assert 0 < low < successes / trials < high <= 1
+
+
+def test_the_bar_takes_the_positives_whose_lower_bound_can_reach_it() -> None:
+    needed = measure.positives_needed()
+    assert measure.clopper_pearson(needed, needed)[0] >= measure.BAR > measure.clopper_pearson(needed - 1,
+                                                                                                needed - 1)[0]
+    perfect = measure.Tally(cases=needed, tp=needed)
+    assert perfect.meets_bar()
+    short = measure.Tally(cases=needed - 1, tp=needed - 1)
+    assert short.shortfalls() == [f"precision: not enough positives ({needed - 1} of the {needed} needed)",
+                                  f"recall: not enough positives ({needed - 1} of the {needed} needed)"]
+    # enough positives, but five false ones in a hundred and five keep the lower bound under the bar
+    noisy = measure.Tally(cases=105, tp=100, fp=5)
+    assert [r.split(":")[0] for r in noisy.shortfalls()] == ["precision"]
+    assert "lower bound" in noisy.shortfalls()[0]
+    assert measure.Tally(cases=needed, tp=needed, unlabelled=1).shortfalls() == ["1 finding(s) unlabelled"]
+
+
+PARTED = textwrap.dedent("""\
+    [repository]
+    name = "someone/{name}"
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    folder = "{name}"
+    rules = ["KG201"]
+    part = "{part}"
+
+    [[case]]
+    rule = "KG201"
+    path = "kernels/scale.py"
+    line = 5
+    subject = "n_tokens"
+    verdict = true
+    reason = "token count"
+    """)
+
+
+def _project(root: Path, name: str, files: dict[str, str]) -> None:
+    for rel, text in files.items():
+        (root / name / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / name / rel).write_text(text)
+    (root / name / measure.COMMIT_FILE).write_text("0123456789abcdef0123456789abcdef01234567\n")
+
+
+def test_each_part_has_its_table_and_all_adds_them_over_several_roots(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    labels = tmp_path / "labels"
+    labels.mkdir()
+    # the third project sits in a second root, as corpora kept in two places do
+    for name, part, root in (("one", "tuned", "corpus"), ("two", "held-out", "corpus"), ("three", "held-out", "more")):
+        (labels / f"{name}.toml").write_text(PARTED.format(name=name, part=part))
+        _project(tmp_path / root, name, {"kernels/scale.py": KERNEL})
+    measure.main([str(tmp_path / "corpus"), str(tmp_path / "more"), "--labels", str(labels), "--rules", "KG201"])
+    out = capsys.readouterr().out
+    assert "## tuned: 1 repositories labelled, 1 measured" in out
+    assert "## held-out: 2 repositories labelled, 2 measured" in out
+    # each project reports n_tokens (labelled true) and B (unlabelled)
+    assert _row(out, "KG201", "tuned")[1:7] == ["1", "1", "0", "0", "0", "1"]
+    assert _row(out, "KG201", "held-out")[1:7] == ["2", "2", "0", "0", "0", "2"]
+    assert _row(out, "KG201", "all")[1:7] == ["3", "3", "0", "0", "0", "3"]
+
+
+def test_a_label_file_without_its_part_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "tiny.toml").write_text(LABELS.replace('part = "tuned"\n', ""))
+    with pytest.raises(SystemExit, match="part"):
+        measure.load_labels(tmp_path)
+    (tmp_path / "tiny.toml").write_text(LABELS.replace('part = "tuned"', 'part = "heldout"'))
+    with pytest.raises(SystemExit, match="part"):
+        measure.load_labels(tmp_path)
+
+
+EVERY_RULE = textwrap.dedent("""\
+    import triton
+    import triton.language as tl
+
+
+    @triton.autotune(configs=[triton.Config({}, num_warps=4)], key=["qq"])
+    @triton.jit
+    def tuned(x, qq, BLOCK: tl.constexpr):
+        tl.device_print("x", qq)
+
+
+    @triton.jit
+    def rows(x, N_ROWS: tl.constexpr, D: tl.constexpr):
+        pass
+
+
+    def launch(x, qq):
+        tuned[(1,)](x, qq)
+        rows[(1,)](x, x.shape[0], x.shape[1])
+    """)
+
+EVERY_RULE_LABELS = textwrap.dedent("""\
+    [repository]
+    name = "someone/every"
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    folder = "every"
+    rules = ["KG108", "KG201", "KG204", "KG303"]
+    part = "tuned"
+
+    [[case]]
+    rule = "KG108"
+    path = "kernels/k.py"
+    line = 18
+    subject = "N_ROWS"
+    verdict = true
+    reason = "the token count as a constexpr"
+
+    [[case]]
+    rule = "KG201"
+    path = "kernels/k.py"
+    line = 5
+    subject = "qq"
+    verdict = false
+    reason = "a setting of the caller"
+
+    [[case]]
+    rule = "KG204"
+    path = "kernels/k.py"
+    line = 8
+    verdict = true
+    reason = "a print left in the kernel"
+
+    [[case]]
+    rule = "KG303"
+    path = "kernels/big.cu"
+    line = 1
+    verdict = true
+    reason = "one file of many unrelated functions"
+    """)
+
+
+def test_kg108_kg204_and_kg303_are_measured_and_notes_are_counted(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    labels = tmp_path / "labels"
+    labels.mkdir()
+    (labels / "every.toml").write_text(EVERY_RULE_LABELS)
+    big = "__global__ void k(float* x) { x[0] = 1; }\n" + "".join(f"int f{i}() {{ return {i}; }}\n"
+                                                                     for i in range(650))
+    _project(tmp_path / "corpus", "every", {"kernels/k.py": EVERY_RULE, "kernels/big.cu": big})
+    measure.main([str(tmp_path / "corpus"), "--labels", str(labels)])
+    out = capsys.readouterr().out
+    for rule in ("KG108", "KG204", "KG303"):
+        assert _row(out, rule)[1:7] == ["1", "1", "0", "0", "0", "0"], rule
+        assert _row(out, rule)[11] == "0 of 1 (0%)", rule
+    # a key that no launch site places is a note by default: KG201's only output here is that note
+    assert _row(out, "KG201")[1:7] == ["1", "0", "1", "0", "0", "0"]
+    assert _row(out, "KG201")[11] == "1 of 1 (100%)"
