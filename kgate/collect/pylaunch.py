@@ -427,7 +427,7 @@ class Launches:
             found = self.definitions.get(name)
         else:
             found = py.parse_definition(self.source, self._blocks.get(name), name)
-        return found if found is not None and not _is_kernel(found) else None
+        return found if found is not None and not py.is_kernel(found, self.info.imports) else None
 
     def _returns(self, helper: py.Function, call: ast.Call, scope: _Scope, depth: int,
                  seen: set[tuple[int, str]]) -> Verdict:
@@ -610,10 +610,6 @@ def _integer(node: ast.expr | None, constants: dict[str, ast.expr], depth: int =
         if 0 <= right <= 64:
             return left ** right if isinstance(node.op, ast.Pow) else left << right
     return None
-
-
-def _is_kernel(fn: py.Function) -> bool:
-    return any((py.dotted(d.func if isinstance(d, ast.Call) else d) or "").endswith("jit") for d in fn.decorator_list)
 
 
 def _written(node: ast.AST) -> str:

@@ -129,7 +129,7 @@ def lint_bytes(path: str, rel: str, data: bytes, rules: list[SourceRule]) -> Fil
         prefilter = sr.prefilter
         if prefilter and not any(marker in data for marker in prefilter):
             continue
-        if not all(marker in data for marker in sr.rule.requires):
+        if not sr.rule.admits(data):
             continue
         active.append(sr)
     # What brought the rules here: Python rules parse only the definitions that mention it.

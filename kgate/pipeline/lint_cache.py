@@ -24,6 +24,7 @@ never correctness, and an unreadable cache is an empty one.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import sys
@@ -72,15 +73,18 @@ def selection_key(rules: list[SourceRule], scope: str = "") -> str:
     (empty for the run's own), so that each nested project's files have a record of their own and a change
     to its configuration invalidates exactly the files it governs."""
     names = ["kgate.evaluate.source", "kgate.pipeline.lint_cache", "kgate.core.suppress", "kgate.collect.source",
-             "kgate.collect.pysource", "kgate.collect.pysparse", "kgate.collect.pylaunch"]
+             "kgate.collect.pysource", "kgate.collect.pysparse", "kgate.collect.pylaunch",
+             "kgate.collect.pynames", "kgate.collect.pyindex"]
     parts: list[Any] = [FORMAT, __version__] + ([scope] if scope else [])
     for sr in rules:
         names.append(sr.check.__module__)
         parts.append([sr.rule.code, sr.rule.files, [p.decode("latin-1") for p in sr.prefilter],
-                      [p.decode("latin-1") for p in sr.rule.requires], sorted(sr.ctx.options.items())])
+                      [[m.decode("latin-1") for m in (p if isinstance(p, tuple) else (p,))] for p in sr.rule.requires],
+                      sorted(sr.ctx.options.items())])
     for name in names:
-        # Editing a rule or the engine (a development install) must invalidate the results.
-        module = sys.modules.get(name)
+        # Editing a rule or the engine (a development install) must invalidate the results: each is loaded to find
+        # its file (one the rules import only on demand, as the parse index, may not be yet).
+        module = sys.modules.get(name) or importlib.import_module(name)
         try:
             st = os.stat(module.__file__ or "") if module is not None else None
         except OSError:

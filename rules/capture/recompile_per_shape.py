@@ -60,7 +60,6 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from kgate.collect import pyautotune
 from kgate.collect import pysource as py
 from kgate.collect.pylaunch import RUNTIME, UNKNOWN, Launches, Names
 from kgate.collect.source import SourceFile
@@ -102,7 +101,7 @@ def source_check(source: SourceFile, ctx: SourceContext) -> Iterable[Report]:
     ignored = set(ctx.options["ignore"])
     kernels: dict[str, list[tuple[str, int | None, bool]]] = {}  # kernel -> (constexpr, position, has a default)
     for fn in info.functions:
-        if not pyautotune.is_jit_kernel(fn, info.imports):
+        if not py.is_kernel(fn, info.imports):
             continue
         positional = [*fn.args.posonlyargs, *fn.args.args]
         defaults = {a.arg for a, d in zip(positional[len(positional) - len(fn.args.defaults):], fn.args.defaults)}
@@ -156,6 +155,6 @@ RULE = Rule(
     },
     files=("*.py",),
     prefilter=(b"constexpr",),
-    requires=(b"triton",),  # it reads only modules that import Triton
+    requires=(py.TRITON_MARKERS,),  # it reads only modules that reach Triton
     source_check=source_check,
 )

@@ -117,7 +117,10 @@ stride`) stays based on what it was. Loads and stores are followed in the
 kernel and in the helpers that perform atomics.
 
 ## Autotune in every form
-Besides a `@triton.autotune(...)` decorator on the kernel, KG202 reads the
+Triton may be reached through the project's own module (`from
+pkg.triton_utils import tl, triton`, `import pkg.triton_utils as tu` and
+`tu.tl.atomic_add`): names are followed into it, as if the kernel module
+imported Triton itself. Besides a `@triton.autotune(...)` decorator on the kernel, KG202 reads the
 autotuner applied by a call (`tuned = triton.autotune(configs=CONFIGS,
 key=[...])(kernel)`, also on `triton.jit(fn)`), through an alias (`tune =
 triton.autotune`) or a `functools.partial` of it, and through a wrapper: a
@@ -1239,5 +1242,5 @@ RULE = Rule(
     doc=__doc__ or "",
     files=("*.py",),
     prefilter=(b"atomic_", b"autotune"),
-    requires=(b"triton",),  # it reads only modules that import Triton
+    requires=(py.TRITON_MARKERS,),  # it reads only modules that reach Triton
 )

@@ -57,6 +57,9 @@ contains `autotune`, given a `key=` and applied to a `@triton.jit`
 kernel, or one listed in `autotune-wrappers`. Keys given through a
 module-level constant (`KEYS = ["M"]`, `key=KEYS`) are followed; configs
 are never read, so configs built by helper functions do not matter.
+Triton reached through the project's own module (`from pkg.triton_utils
+import tl, triton`, `from .utils import autotune, jit`, `@tu.triton.jit`
+after `import pkg.triton_utils as tu`) is Triton, as if imported directly.
 
 ## Why is this bad?
 The autotuner caches its choice per distinct value of the key. A key that
@@ -178,7 +181,7 @@ def check(source: SourceFile, ctx: SourceContext) -> Iterable[Report]:
     levels = {"runtime": "", **{name: options[name] for _cls, name, _text in _CLASSES[1:]}}
     for t in tuned:
         fn = t.fn or launches.definitions.get(t.kernel)
-        if t.needs_jit and (fn is None or not pyautotune.is_jit_kernel(fn, info.imports)):
+        if t.needs_jit and (fn is None or not py.is_kernel(fn, info.imports)):
             continue
         offending: list[tuple[str, ast.AST, Verdict, str]] = []
         for name, node in t.keys:
@@ -276,6 +279,6 @@ RULE = Rule(
     },
     files=("*.py",),
     prefilter=(b"autotune",),
-    requires=(b"triton",),  # it reads only modules that import Triton
+    requires=(py.TRITON_MARKERS,),  # it reads only modules that reach Triton
     prefilter_options=("autotune-wrappers",),
 )
