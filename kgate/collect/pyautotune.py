@@ -334,7 +334,7 @@ class Project:
         if held is not None and path not in self.read:
             self.read.append(path)
         if held is None:
-            from kgate.collect.source import try_parse
+            from kgate.collect.source import SourceFile, try_parse
 
             try:
                 with open(path, "rb") as handle:
@@ -342,7 +342,9 @@ class Project:
             except OSError:
                 return None
             tree = try_parse(data)
-            held = _PARSED[key] = (py.ParsedModule(tree) if tree is not None else None, data)
+            # Its names are followed through the project's modules as the module under lint's are.
+            origin = SourceFile(path, os.path.relpath(path, self.root).replace(os.sep, "/"), data)
+            held = _PARSED[key] = (py.ParsedModule(tree, origin=origin) if tree is not None else None, data)
             while len(_PARSED) > 64:
                 _PARSED.pop(next(iter(_PARSED)))
         if path not in self.read:

@@ -710,7 +710,7 @@ def check(source: SourceFile, ctx: SourceContext) -> Iterable[Report]:
         return  # atomics outside autotuned kernels are fine: no need to parse
     if b"atomic_" not in source.data:
         # No atomic here, but the autotuner may be applied here to a kernel of another module that has them.
-        if _applied_otherwise(source) and (whole := py.ParsedModule(source.tree)).uses_triton():
+        if _applied_otherwise(source) and (whole := py.ParsedModule(source.tree, origin=source)).uses_triton():
             yield from _applications(source, None, whole)
         return
     info = py.info(source)
@@ -726,7 +726,8 @@ def check(source: SourceFile, ctx: SourceContext) -> Iterable[Report]:
                      if (expr := py.argument(decorator, name, position)) is not None}
         yield from _check_kernel(source, module, fn, arguments, reported.setdefault(fn.name, set()))
     if _applied_otherwise(source):
-        yield from _applications(source, module, info if info.whole else py.ParsedModule(source.tree), reported)
+        whole = info if info.whole else py.ParsedModule(source.tree, origin=source)
+        yield from _applications(source, module, whole, reported)
 
 
 def _applications(source: SourceFile, module: _Module | None, whole: py.ParsedModule,
