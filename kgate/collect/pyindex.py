@@ -3,8 +3,7 @@
 Planning a check needs, for every module that defines a registered kernel:
 its top-level functions (where they start and end, a hash of their text,
 the names they use, their parameters and decorators), the hash of the rest
-of the module, its imports, and what it binds at its top level (`kgate.collect.pynames.exports`: how a name
-another module imports from it is followed). All of it comes from one `ast.parse`, kept
+of the module, and its imports. All of it comes from one `ast.parse`, kept
 in memory for the run and in `<cache>/v1/pyindex.json` across runs, keyed by
 the file's size and modification and change times, so a run in which the
 file did not change does not parse it at all.
@@ -20,7 +19,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kgate.collect.pynames import Binding, Exports, exports
 from kgate.collect.pysource import dotted, import_map, spelled_constexpr
 from kgate.collect.source import try_parse
 from kgate.support import jsondoc, reads
@@ -65,7 +63,6 @@ class ModuleSummary:
     # Names the module's other top-level code binds to a function or a value: a def under a top-level `if` or
     # `try`, an alias (`tile = _tile`): (name, the names it uses, whether it names dot_scaled).
     bound: tuple[tuple[str, tuple[str, ...], bool], ...] = ()
-    exports: Exports = field(default_factory=Exports)  # what the module binds at its top level
 
 
 class _Index:
@@ -277,7 +274,7 @@ def parse_module(path: Path) -> ModuleSummary:
             bindings.extend((alias.asname or alias.name, found.module or "", found.level, alias.name)
                             for alias in found.names if alias.name != "*")
     return ModuleSummary(True, hashlib.sha256("".join(rest).encode()).hexdigest(), defs, tuple(imports),
-                         _rebound(tree, set(defs)), tuple(bindings), tuple(bound), exports(tree))
+                         _rebound(tree, set(defs)), tuple(bindings), tuple(bound))
 
 
 def _to_json(info: ModuleSummary) -> dict[str, Any]:
@@ -294,15 +291,9 @@ def _from_json(data: dict[str, Any]) -> ModuleSummary:
         defs[name] = DefInfo(**raw)
     info = ModuleSummary(data["parsed"], data["rest_hash"], defs, tuple(tuple(i) for i in data["imports"]),
                          tuple(data["rebound"]), tuple(tuple(b) for b in data["bindings"]),
-                         tuple((b[0], tuple(b[1]), b[2]) for b in data["bound"]), _exports_from_json(data["exports"]))
+                         tuple((b[0], tuple(b[1]), b[2]) for b in data["bound"]))
     _check(info)
     return info
-
-
-def _exports_from_json(data: dict[str, Any]) -> Exports:
-    public = data["public"]
-    return Exports(tuple(Binding(*b) for b in data["bindings"]), tuple((m, level) for m, level in data["stars"]),
-                   tuple(public) if public is not None else None)
 
 
 def _check(info: ModuleSummary) -> None:
@@ -314,11 +305,7 @@ def _check(info: ModuleSummary) -> None:
         len(item) == 3 and ok(item[0], str) and ok(item[1], int) and ok(item[2], str) for item in info.imports) \
         and all(ok(name, str) for name in info.rebound) and all(
             len(b) == 4 and ok(b[0], str) and ok(b[1], str) and ok(b[2], int) and ok(b[3], str) for b in info.bindings) \
-        and all(len(b) == 3 and ok(b[0], str) and all(ok(u, str) for u in b[1]) and ok(b[2], bool) for b in info.bound) \
-        and all(ok(b.name, str) and ok(b.kind, str) and ok(b.module, str) and ok(b.level, int) and ok(b.attr, str)
-                for b in info.exports.bindings) \
-        and all(ok(m, str) and ok(level, int) for m, level in info.exports.stars) \
-        and (info.exports.public is None or all(ok(n, str) for n in info.exports.public))
+        and all(len(b) == 3 and ok(b[0], str) and all(ok(u, str) for u in b[1]) and ok(b[2], bool) for b in info.bound)
     for name, d in info.defs.items():
         good = good and name == d.name and ok(d.name, str) and all(ok(v, int) for v in (d.start, d.end, d.line)) \
             and ok(d.text_hash, str) and d.kind in ("function", "class") and ok(d.dot_scaled, bool) \

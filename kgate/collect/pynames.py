@@ -12,7 +12,8 @@ its star imports and its `__all__`. Where the branches of an `if`, a `try` or a 
 differently, an import or an alias is taken over any other value (the other branch is the stand-in for when
 the import fails); where statements in sequence bind it, the last one counts.
 
-`Resolver` follows those records from module to module (the planner's parse of each, `kgate.collect.pyindex`):
+`Resolver` follows those records from module to module (each read from the module's top-level statements alone, its
+definitions' bodies left out, and remembered per file state for the process):
 `qualify(path, "tu.triton.jit")` is "triton.jit" when the name leads, through the project's modules, to a
 module outside the project; None when it leads to something the project defines itself, or nowhere kgate can
 read. A module is the project's when its file is found under the importing module's package root (the folder
@@ -23,8 +24,13 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 from dataclasses import dataclass
 from typing import NamedTuple
+
+from kgate.collect import pysparse
+from kgate.collect.source import UnreadableSource, decode, try_parse
+from kgate.support.filestat import path_state
 
 IMPORT, ALIAS, LOCAL = "import", "alias", "local"
 _TRY_STAR = (ast.TryStar,) if hasattr(ast, "TryStar") else ()  # Python 3.11+
@@ -200,7 +206,6 @@ class Resolver:
         self.inside = os.path.abspath(inside) if inside is not None else None
         self.read: list[str] = []
         self._files: dict[tuple[str, str], str | None] = {}
-        self._roots: dict[str, str] = {}
 
     def qualify(self, path: str, dotted: str, own: Exports | None = None) -> str | None:
         """The qualified name of what `dotted`, written in the module at `path`, stands for: the name outside the
@@ -294,10 +299,7 @@ class Resolver:
 
     def _absolute(self, path: str, parts: list[str]) -> str | None:
         """The project file of an absolute import, looked for in the importer's package root, then the roots."""
-        folder = os.path.dirname(path)
-        if folder not in self._roots:
-            self._roots[folder] = _package_root(folder)
-        for base in dict.fromkeys([self._roots[folder], *self.roots]):
+        for base in dict.fromkeys([_package_root(os.path.dirname(path)), *self.roots]):
             key = (base, ".".join(parts))
             if key not in self._files:
                 self._files[key] = self._under(base, parts)
@@ -306,6 +308,9 @@ class Resolver:
         return None
 
     def _under(self, base: str, parts: list[str]) -> str | None:
+        names = _entries(base)
+        if not parts or (parts[0] not in names and parts[0] + ".py" not in names):
+            return None  # most imports (torch, triton) are of nothing in the folder: one look at its listing
         stem = os.path.join(base, *parts)
         for candidate in (stem + ".py", os.path.join(stem, "__init__.py")):
             if os.path.isfile(candidate) and (self.inside is None or candidate.startswith(self.inside + os.sep)):
@@ -325,20 +330,77 @@ class Resolver:
         return stem if os.path.isdir(stem) else None
 
     def _exports(self, path: str) -> Exports | None:
-        from pathlib import Path
-
-        from kgate.collect.pyindex import module_info
-
         if not os.path.isfile(path):
             return None
         if path not in self.read:
             self.read.append(path)
-        return module_info(Path(path)).exports
+        return file_exports(path)
 
 
 def _package_root(folder: str) -> str:
     """The folder absolute imports of a module in `folder` are found from: the one above its outermost package,
     or the folder itself when it is no package."""
-    while os.path.isfile(os.path.join(folder, "__init__.py")) and os.path.dirname(folder) != folder:
+    while "__init__.py" in _entries(folder) and os.path.dirname(folder) != folder:
         folder = os.path.dirname(folder)
     return folder
+
+
+_LISTED: dict[str, tuple[tuple[int, int], frozenset[str]]] = {}
+
+
+def _entries(folder: str) -> frozenset[str]:
+    """The names in a folder, listed again only when the folder changed (one `stat` per question)."""
+    try:
+        st = os.stat(folder)
+    except OSError:
+        return frozenset()
+    state = (st.st_mtime_ns, st.st_ino)
+    held = _LISTED.get(folder)
+    if held is None or held[0] != state:
+        try:
+            names = frozenset(os.listdir(folder))
+        except OSError:
+            names = frozenset()
+        if len(_LISTED) >= 4096:
+            _LISTED.clear()
+        held = _LISTED[folder] = (state, names)
+    return held[1]
+
+
+# --------------------------------------------------------------------------- reading a module's top level
+
+_LINE = re.compile(r"\r\n|\r|\n")
+_READ: dict[tuple[str, tuple[int, ...]], Exports | None] = {}  # by path and file state, for the process
+_KEEP = 512
+
+
+def file_exports(path: str) -> Exports | None:
+    """What the module at `path` binds at its top level (None: it cannot be read or parsed)."""
+    state = path_state(path)
+    if state is None:
+        return None
+    key = (path, tuple(state))
+    if key not in _READ:
+        while len(_READ) >= _KEEP:
+            _READ.pop(next(iter(_READ)))
+        tree = _top_level(path)
+        _READ[key] = exports(tree) if tree is not None else None
+    return _READ[key]
+
+
+def _top_level(path: str) -> ast.Module | None:
+    """The module's top-level statements, with its definitions' bodies left out (they bind nothing outside):
+    a parse of a fraction of the text. The whole file where it cannot be split with confidence."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+        lines = _LINE.split(decode(data, python=True))
+    except (OSError, UnreadableSource):
+        return None
+    blocks = pysparse.split(lines, remember=False)
+    if blocks is not None:
+        reduced = pysparse.excerpt(lines, [b for b in blocks if b[2] is None], [b for b in blocks if b[2] is not None])
+        tree = try_parse(reduced.encode("utf-8"))
+        if tree is not None:
+            return tree
+    return try_parse(data)

@@ -113,7 +113,7 @@ def static_expansion(path: Path, function: str, roots: list[Path] | None = None)
     if function in info.rebound or "*" in info.rebound:
         return None
     resolver = Resolver([str(r) for r in roots or []])
-    named = [resolver.qualify(str(path), written, info.exports) for written in node.decorators]
+    named = [resolver.qualify(str(path), written) for written in node.decorators]
     kinds = [jit_kind(name) for name in named]
     if "triton" not in kinds or not all(kind == "triton" or name in _TRANSPARENT for kind, name in zip(kinds, named)):
         return None

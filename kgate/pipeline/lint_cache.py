@@ -74,7 +74,7 @@ def selection_key(rules: list[SourceRule], scope: str = "") -> str:
     to its configuration invalidates exactly the files it governs."""
     names = ["kgate.evaluate.source", "kgate.pipeline.lint_cache", "kgate.core.suppress", "kgate.collect.source",
              "kgate.collect.pysource", "kgate.collect.pysparse", "kgate.collect.pylaunch",
-             "kgate.collect.pynames", "kgate.collect.pyindex"]
+             "kgate.collect.pynames", "kgate.collect.pyindex", "kgate.collect.pyscopes", "kgate.collect.pyvalues"]
     parts: list[Any] = [FORMAT, __version__] + ([scope] if scope else [])
     for sr in rules:
         names.append(sr.check.__module__)
