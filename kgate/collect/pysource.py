@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from kgate.collect.pynames import ALIAS, EXTERNAL, IMPORT, MODULE, Resolver, exports
+from kgate.support.filestat import path_state
 
 if TYPE_CHECKING:
     from kgate.collect.pysparse import Block
@@ -57,9 +58,9 @@ class ParsedModule:
     """What several rules read of one module's syntax tree, computed once per file and shared (`info(source)`).
 
     `origin`: the file the tree was read from; the names its imports take from the project's own modules are then
-    followed into those (`kgate.collect.pynames`), and a rule's verdict on the file depends on them
-    (`READS_BEYOND`). Not to be confused with `kgate.collect.pyindex.ModuleSummary`, the planner's record of a
-    module kept across runs."""
+    followed into those (`kgate.collect.pynames`), and a rule's verdict on the file depends on the files read
+    (`kgate.core.rule.DEPENDS`: the lint cache answers it while they are unchanged). Not to be confused with
+    `kgate.collect.pyindex.ModuleSummary`, the planner's record of a module kept across runs."""
 
     def __init__(self, tree: ast.Module, whole: bool = True, origin: SourceFile | None = None) -> None:
         self.tree = tree
@@ -92,12 +93,15 @@ class ParsedModule:
                 elif found is not None and found[0] == MODULE:
                     modules.add(binding.name)
                     names.setdefault(binding.name, "." * binding.level + binding.module)
-        if resolver.read:
-            from kgate.core.rule import READS_BEYOND
-
-            origin.derived[READS_BEYOND] = True  # what another module binds decides what names here are
+        _depend(origin, resolver)
         path = origin.path
-        return Imports(names, frozenset(modules), lambda dotted: resolver.qualify(path, dotted, own))
+
+        def follow(dotted: str) -> str | None:
+            found = resolver.qualify(path, dotted, own)
+            _depend(origin, resolver)
+            return found
+
+        return Imports(names, frozenset(modules), follow)
 
     @property
     def constants(self) -> dict[str, ast.expr]:
@@ -113,6 +117,16 @@ class ParsedModule:
 
     def uses_triton(self) -> bool:
         return any(name == "triton" or name.startswith("triton.") for name in self.imports.values())
+
+
+def _depend(origin: SourceFile, resolver: Resolver) -> None:
+    """What another module binds decides what names of `origin` are: its verdicts depend on the files read."""
+    from kgate.core.rule import DEPENDS
+
+    own = os.path.abspath(origin.path)
+    if any(path != own for path in resolver.read):
+        depends = origin.derived.setdefault(DEPENDS, {})
+        depends.update((path, path_state(path)) for path in resolver.read if path != own and path not in depends)
 
 
 def _resolver(source: SourceFile) -> Resolver:
