@@ -48,8 +48,8 @@ A parameter of the launching function is what the module's own calls of
 that function pass for it, where there are such calls.
 
 A key no launch site in the module places (the kernel is launched from
-another module, or the value is a parameter of the launcher) is judged by
-its name: `runtime-shape-names`, or a name with a word such as `tokens`,
+another module, or the value is a parameter of the launcher that no call
+in the module passes) is judged by its name: `runtime-shape-names`, or a name with a word such as `tokens`,
 `seq`, `seqlen`, `batch`, `rows`, `ctx`, `lens` or `indices` in it, is a
 token or batch dimension; a name with `bucket` in it is bucketed;
 `model-dim-names`, or a name with `dim`, `hidden`, `head`, `heads`,
