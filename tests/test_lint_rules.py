@@ -140,3 +140,19 @@ def test_kg202_reset_lists_built_per_call_and_kernels_of_other_modules(tmp_path:
                                                    "tl.store(c + offs, tl.load(a + offs))\n\n\n", 1))
     second = kgate("lint", "--format", "json", cwd=project)
     assert set(found(first)) - set(found(second)) == {("across/apply_imported.py", 9, "KG202", "18")}
+
+
+def test_a_verdict_that_follows_the_projects_own_import_of_triton_is_linted_again_when_that_module_changes(
+        tmp_path: Path) -> None:
+    """A kernel module that takes Triton from the project's own module is read through that module: a warm run
+    after only that module changed (it no longer imports Triton, only a stand-in) does not answer from the cache."""
+    project = copy_project("rules/KG204", tmp_path)
+    first = kgate("lint", "--format", "json", cwd=project)
+    assert ("engine/kernels.py", 16, "KG204", "5") in found(first)
+    utils = project / "engine" / "triton_utils.py"
+    utils.write_text(utils.read_text().replace("    import triton\n    import triton.language as tl\n",
+                                               "    raise ImportError\n"))
+    second = kgate("lint", "--format", "json", cwd=project)
+    assert {f for f in found(first) if f[0].startswith("engine/")} - found(second) == {
+        ("engine/kernels.py", 16, "KG204", "5"), ("engine/kernels.py", 22, "KG204", "5"),
+        ("engine/kernels.py", 27, "KG204", "5"), ("engine/relative.py", 12, "KG204", "5")}

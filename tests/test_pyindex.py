@@ -129,6 +129,38 @@ def test_only_a_provably_plain_jit_kernel_is_planned_from_source(
     assert (static_expansion(module, "kernel") is not None) is static
 
 
+ENGINE = {
+    "engine/__init__.py": "from .triton_utils import *\n",
+    "engine/triton_utils.py": "try:\n    import triton\nexcept ImportError:\n    triton = object()\n",
+    "engine/utils.py": "from .triton_utils import triton\njit = triton.jit\n",
+    "engine/stand_in.py": "class Recorder:\n    pass\ntriton = Recorder()\n",
+}
+ENGINE_KERNEL = '''{imports}
+
+{decorators}
+def kernel(x, BLOCK: tl.constexpr):
+    pass
+'''
+
+
+@pytest.mark.parametrize(("imports", "decorators", "static"), [
+    ("from engine.triton_utils import triton", "@triton.jit", True),
+    ("import engine.triton_utils as tu", "@tu.triton.jit", True),
+    ("from .utils import jit", "@jit", True),
+    ("from engine import triton", "@triton.jit", True),  # through the package's star import
+    ("from .stand_in import triton", "@triton.jit", False),  # a module that only ever holds a stand-in
+    ("from engine.triton_utils import triton", "@triton.heuristics({'BLOCK': lambda a: 64})\n@triton.jit", False),
+])
+def test_a_kernel_that_reaches_triton_through_the_projects_module_is_planned_from_source(
+        tmp_path: Path, counting: list[Path], imports: str, decorators: str, static: bool) -> None:
+    for rel, text in ENGINE.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    module = tmp_path / "engine" / "kernels.py"
+    module.write_text(ENGINE_KERNEL.format(imports=imports, decorators=decorators))
+    assert (static_expansion(module, "kernel", [tmp_path]) is not None) is static
+
+
 def test_an_index_nested_too_deeply_to_read_is_an_empty_one(tmp_path: Path, counting: list[Path]) -> None:
     module = tmp_path / "mod.py"
     module.write_text(SOURCE)

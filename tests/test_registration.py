@@ -294,3 +294,27 @@ def test_heuristics_compute_the_constexprs_that_are_compiled(tmp_path: Path) -> 
     (finding,) = report["findings"]
     assert finding["kernel"] == "ops:unknown"
     assert "heuristic for BLOCK" in finding["message"] and "'ROWS'" in finding["message"], finding["message"]
+
+
+def test_a_registration_names_a_triton_dtype_through_the_projects_own_import(tmp_path: Path) -> None:
+    """`tu.tl.bfloat16` after `import engine.triton_utils as tu`, where that module imports Triton (with a stand-in
+    for when it is missing), is the dtype `tl.bfloat16`, read from the source as `tl.bfloat16` is."""
+    from kgate.collect.registry import decorator_entries
+
+    (tmp_path / "engine").mkdir()
+    (tmp_path / "engine" / "triton_utils.py").write_text(
+        "try:\n    import triton.language as tl\nexcept ImportError:\n    tl = None\n")
+    ops = tmp_path / "engine" / "ops.py"
+    ops.write_text(textwrap.dedent('''\
+        import kgate
+        import engine.triton_utils as tu
+        from engine.triton_utils import tl
+
+
+        @kgate.register(signature={"x": "*bf16"}, constexprs={"DT": tu.tl.bfloat16, "ACC": tl.float32})
+        def scale(x, DT: tl.constexpr, ACC: tl.constexpr):
+            pass
+        '''))
+    (entry,) = decorator_entries(ops, ops.read_bytes(), tmp_path, [tmp_path])
+    assert entry.kernel == "engine.ops:scale"
+    assert entry.constexprs == {"DT": "tl.bfloat16", "ACC": "tl.float32"}

@@ -123,7 +123,7 @@ class _Finder:
         return self._local
 
     def _wrapper(self, fn: py.Function) -> Tuner | None:
-        if is_jit_kernel(fn, self.imports) or not self._calls_autotune(fn):
+        if py.is_kernel(fn, self.imports) or not self._calls_autotune(fn):
             return None
         params = [a.arg for a in py.parameters(fn)]
         positional = len(fn.args.posonlyargs) + len(fn.args.args)
@@ -154,7 +154,7 @@ class _Finder:
     # ---------------------------------------------------------------- where it is applied
 
     def decorated(self, fn: py.Function) -> Tuned | None:
-        jit = is_jit_kernel(fn, self.imports)
+        jit = py.is_kernel(fn, self.imports)
         for decorator in fn.decorator_list:
             call = decorator if isinstance(decorator, ast.Call) else None
             tuner = self.tuner(call.func if call is not None else decorator)
@@ -205,10 +205,10 @@ class _Finder:
         return Tuned(launched, kernel, fn, at, keys, py.resolvable(expr, self.constants), tuner.needs_jit)
 
 
-def _is_jit(decorator: ast.expr, imports: dict[str, str]) -> bool:
-    func = decorator.func if isinstance(decorator, ast.Call) else decorator
-    name = py.qualified(func, imports) or py.dotted(func) or ""
-    return name.rsplit(".", 1)[-1] == "jit"
+def _is_jit(func: ast.expr, imports: dict[str, str]) -> bool:
+    """`triton.jit` (or Gluon's) as called in `triton.jit(fn)` or `triton.jit(**options)(fn)`."""
+    func = func.func if isinstance(func, ast.Call) else func
+    return py.jit_kind(py.qualified(func, imports)) is not None
 
 
 def _kernel_name(node: ast.expr, imports: dict[str, str]) -> str | None:
@@ -218,10 +218,6 @@ def _kernel_name(node: ast.expr, imports: dict[str, str]) -> str | None:
     if isinstance(node, ast.Call) and len(node.args) == 1 and _is_jit(node.func, imports):
         return _kernel_name(node.args[0], imports)
     return None
-
-
-def is_jit_kernel(fn: py.Function, imports: dict[str, str]) -> bool:
-    return any(_is_jit(d, imports) for d in fn.decorator_list)
 
 
 def _body_statements(fn: py.Function) -> list[ast.stmt]:
@@ -338,7 +334,7 @@ class Project:
         if held is not None and path not in self.read:
             self.read.append(path)
         if held is None:
-            from kgate.collect.source import try_parse
+            from kgate.collect.source import SourceFile, try_parse
 
             try:
                 with open(path, "rb") as handle:
@@ -346,7 +342,9 @@ class Project:
             except OSError:
                 return None
             tree = try_parse(data)
-            held = _PARSED[key] = (py.ParsedModule(tree) if tree is not None else None, data)
+            # Its names are followed through the project's modules as the module under lint's are.
+            origin = SourceFile(path, os.path.relpath(path, self.root).replace(os.sep, "/"), data)
+            held = _PARSED[key] = (py.ParsedModule(tree, origin=origin) if tree is not None else None, data)
             while len(_PARSED) > 64:
                 _PARSED.pop(next(iter(_PARSED)))
         if path not in self.read:
@@ -427,7 +425,7 @@ class Applications:
         return self._forwarders[name]
 
     def _wrapper(self, fn: py.Function) -> Forwarder | None:
-        if is_jit_kernel(fn, self.info.imports):
+        if py.is_kernel(fn, self.info.imports):
             return None
         params = tuple(a.arg for a in [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs])
         positional = len(fn.args.posonlyargs) + len(fn.args.args)
@@ -535,7 +533,7 @@ class Applications:
         """Every application to a kernel defined in this module, but for a plain `@triton.autotune(...)` decorator
         (the rules read that one themselves)."""
         out: list[Application] = []
-        kernels = {name for name, fn in self.functions.items() if is_jit_kernel(fn, self.info.imports)}
+        kernels = {name for name, fn in self.functions.items() if py.is_kernel(fn, self.info.imports)}
         for fn in self.functions.values():
             for decorator in fn.decorator_list:
                 if isinstance(decorator, ast.Call) and py.qualified(decorator.func, self.info.imports) in py.AUTOTUNE:
@@ -589,7 +587,7 @@ class Applications:
         other = self.project.parsed(target)
         fn = next((f for f in other.tree.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
                    and f.name == name), None) if other is not None else None
-        if fn is None or not is_jit_kernel(fn, other.imports):  # type: ignore[union-attr]
+        if fn is None or not py.is_kernel(fn, other.imports):  # type: ignore[union-attr]
             return None
         return target, name  # type: ignore[return-value]
 

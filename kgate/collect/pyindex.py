@@ -19,13 +19,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kgate.collect.pysource import dotted, import_map, qualified, spelled_constexpr
+from kgate.collect.pysource import dotted, import_map, spelled_constexpr
 from kgate.collect.source import try_parse
 from kgate.support import jsondoc, reads
 from kgate.support.atomicio import read_cached
 from kgate.support.filestat import path_state
 
-INDEX_VERSION = 3
+INDEX_VERSION = 4
 
 
 @dataclass(frozen=True)
@@ -37,8 +37,9 @@ class DefInfo:
     text_hash: str
     uses: tuple[str, ...]  # names the body and decorators use, and the dotted names they read (`h.tile`)
     kind: str  # "function" | "class"
-    # The decorators, by what they name through the module's imports ("triton.jit", "kgate.register"), else as
-    # written ("my_tuner"); "?" for one that is not a name (`@table[0]`).
+    # The decorators as written ("triton.jit", "tu.triton.jit", "jit"; the called name of `@f(...)`), "?" for one
+    # that is not a name (`@table[0]`): what they name is followed through the imports where it is read
+    # (`kgate.collect.static_kernel`), since it may pass through other modules of the project.
     decorators: tuple[str, ...] = ()
     params: tuple[tuple[str, bool, bool], ...] | None = None  # (name, constexpr, has default); None: not simple
     dot_scaled: bool = False  # the text calls dot_scaled itself (under any name an import gives it)
@@ -151,10 +152,10 @@ def module_info(path: Path) -> ModuleSummary:
 # --------------------------------------------------------------------------- parsing
 
 
-def _decorator_name(node: ast.expr, imports: dict[str, str]) -> str:
+def _decorator_name(node: ast.expr) -> str:
     if isinstance(node, ast.Call):
         node = node.func
-    return qualified(node, imports) or dotted(node) or "?"
+    return dotted(node) or "?"
 
 
 def _rebound(tree: ast.Module, names: set[str]) -> tuple[str, ...]:
@@ -254,7 +255,7 @@ def parse_module(path: Path) -> ModuleSummary:
                 name=node.name, start=start, end=end, line=node.lineno,
                 text_hash=hashlib.sha256(segment.encode()).hexdigest(), uses=uses,
                 kind="function" if is_function else "class",
-                decorators=tuple(_decorator_name(d, imported) for d in decorators),
+                decorators=tuple(_decorator_name(d) for d in decorators),
                 params=_params(node) if is_function else None,  # type: ignore[arg-type]
                 dot_scaled=mentions_dot_scaled(node, imported),
             )

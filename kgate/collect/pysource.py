@@ -4,13 +4,23 @@ Shared by the Python source rules. Everything here is static: a name that
 can only be known by running the code (a key list built by a function, a
 constant imported from another module) is "unknown", and rules stay quiet
 about what they cannot see rather than guess.
+
+What a name stands for is read through the module's imports and, where they
+lead into the project's own modules (`from pkg.triton_utils import tl,
+triton`, `from .utils import jit`), through those (`kgate.collect.pynames`):
+`qualified` answers for every rule, and `kernel_decorator` is the one test
+of whether a function is a Triton kernel.
 """
 
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+import os
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
+
+from kgate.collect.pynames import ALIAS, EXTERNAL, IMPORT, MODULE, Resolver, exports
+from kgate.support.filestat import path_state
 
 if TYPE_CHECKING:
     from kgate.collect.pysparse import Block
@@ -20,30 +30,78 @@ AUTOTUNE = frozenset({"triton.autotune", "triton.runtime.autotune", "triton.runt
 CONSTEXPR = frozenset({"triton.language.constexpr", "triton.language.core.constexpr",
                        "triton.experimental.gluon.language.constexpr"})
 TRITON_LANGUAGE = ("triton.language", "triton.language.core")
+# The decorators that make a function a Triton kernel (Triton's own, and Gluon's), by what they name.
+TRITON_JIT = frozenset({"triton.jit", "triton.runtime.jit", "triton.runtime.jit.jit"})
+GLUON_JIT = frozenset({"triton.experimental.gluon.jit", "triton.experimental.gluon._runtime.jit"})
+# What a module that defines Triton kernels spells, whichever way it reaches Triton (`import triton`, or a jit
+# the project's own module passes on: `from .utils import jit`): a rule reads no module holding neither.
+TRITON_MARKERS = (b"triton", b"jit")
 
 _BODIES = ("body", "orelse", "finalbody")
 
 Function = ast.FunctionDef | ast.AsyncFunctionDef
 
 
+class Imports(dict[str, str]):
+    """Local name -> fully qualified name (`import_map`), with the names the module takes from the project's own
+    modules followed to what they are (`tl` -> "triton.language" after `from pkg.triton_utils import tl`), and
+    `follow` for a dotted name through a project module (`tu.triton.jit` after `import pkg.triton_utils as tu`)."""
+
+    def __init__(self, names: dict[str, str], modules: frozenset[str] = frozenset(),
+                 follow: Callable[[str], str | None] | None = None) -> None:
+        super().__init__(names)
+        self.modules = modules  # local names of the project's modules
+        self.follow = follow
+
+
 class ParsedModule:
     """What several rules read of one module's syntax tree, computed once per file and shared (`info(source)`).
 
-    Not to be confused with `kgate.collect.pyindex.ModuleSummary`, the planner's record of a module kept across
-    runs."""
+    `origin`: the file the tree was read from; the names its imports take from the project's own modules are then
+    followed into those (`kgate.collect.pynames`), and a rule's verdict on the file depends on the files read
+    (`kgate.core.rule.DEPENDS`: the lint cache answers it while they are unchanged). Not to be confused with
+    `kgate.collect.pyindex.ModuleSummary`, the planner's record of a module kept across runs."""
 
-    def __init__(self, tree: ast.Module, whole: bool = True) -> None:
+    def __init__(self, tree: ast.Module, whole: bool = True, origin: SourceFile | None = None) -> None:
         self.tree = tree
         self.whole = whole  # False: only the definitions that mention a pre-filter needle (kgate.collect.pysparse)
-        self._imports: dict[str, str] | None = None
+        self.origin = origin
+        self._imports: Imports | None = None
         self._constants: dict[str, ast.expr] | None = None
         self._functions: list[Function] | None = None
 
     @property
-    def imports(self) -> dict[str, str]:
+    def imports(self) -> Imports:
         if self._imports is None:
-            self._imports = import_map(self.tree)
+            self._imports = self._resolved(import_map(self.tree))
         return self._imports
+
+    def _resolved(self, plain: dict[str, str]) -> Imports:
+        """`plain` with the module's top-level names that lead through the project's modules followed."""
+        origin = self.origin
+        own = exports(self.tree)
+        if origin is None or not any(b.kind in (IMPORT, ALIAS) for b in own.bindings):
+            return Imports(plain)
+        resolver = _resolver(origin)
+        names = dict(plain)
+        modules = set()
+        for binding in own.bindings:
+            if binding.kind in (IMPORT, ALIAS):
+                found = resolver.target(origin.path, binding.name, own)
+                if found is not None and found[0] == EXTERNAL:
+                    names[binding.name] = found[1]
+                elif found is not None and found[0] == MODULE:
+                    modules.add(binding.name)
+                    names.setdefault(binding.name, "." * binding.level + binding.module)
+        _depend(origin, resolver)
+        path = origin.path
+
+        def follow(dotted: str) -> str | None:
+            found = resolver.qualify(path, dotted, own)
+            _depend(origin, resolver)
+            return found
+
+        return Imports(names, frozenset(modules), follow)
 
     @property
     def constants(self) -> dict[str, ast.expr]:
@@ -61,6 +119,25 @@ class ParsedModule:
         return any(name == "triton" or name.startswith("triton.") for name in self.imports.values())
 
 
+def _depend(origin: SourceFile, resolver: Resolver) -> None:
+    """What another module binds decides what names of `origin` are: its verdicts depend on the files read."""
+    from kgate.core.rule import DEPENDS
+
+    own = os.path.abspath(origin.path)
+    if any(path != own for path in resolver.read):
+        depends = origin.derived.setdefault(DEPENDS, {})
+        depends.update((path, path_state(path)) for path in resolver.read if path != own and path not in depends)
+
+
+def _resolver(source: SourceFile) -> Resolver:
+    """The resolver of a file under lint: absolute imports are looked for in its package root, the project's root
+    and its `src` folder, inside the project."""
+    path = os.path.abspath(source.path)
+    rel = source.rel.replace("/", os.sep)
+    root = path[:-len(rel)].rstrip(os.sep) if path.endswith(os.sep + rel) else os.path.dirname(path)
+    return Resolver([root, os.path.join(root, "src")], inside=root)
+
+
 def info(source: SourceFile) -> ParsedModule:
     """The shared ParsedModule of a Python source file (parses it on first use).
 
@@ -71,7 +148,7 @@ def info(source: SourceFile) -> ParsedModule:
     """
     found = source.derived.get("pysource")
     if found is None:
-        found = source.derived["pysource"] = ParsedModule(*_tree(source))
+        found = source.derived["pysource"] = ParsedModule(*_tree(source), origin=source)
     return found
 
 
@@ -184,13 +261,18 @@ def import_map(tree: ast.Module) -> dict[str, str]:
 
 
 def qualified(node: ast.AST, imports: dict[str, str]) -> str | None:
-    """`tr.runtime.autotune` -> "triton.runtime.autotune" when `tr` is an import of triton; else None."""
+    """`tr.runtime.autotune` -> "triton.runtime.autotune" when `tr` is an import of triton; else None. Through a
+    project module (`Imports`), `tu.triton.jit` -> "triton.jit" when that module's `triton` is Triton."""
     name = dotted(node)
     if name is None:
         return None
     head, dot, rest = name.partition(".")
     base = imports.get(head)
-    return None if base is None else base + dot + rest
+    if base is None:
+        return None
+    if dot and isinstance(imports, Imports) and head in imports.modules and imports.follow is not None:
+        return imports.follow(name) or base + dot + rest
+    return base + dot + rest
 
 
 def dotted(node: ast.AST) -> str | None:
@@ -325,6 +407,28 @@ def spelled_constexpr(annotation: ast.expr | None) -> bool:
     if isinstance(annotation, ast.Attribute):
         return annotation.attr.endswith("constexpr")
     return isinstance(annotation, ast.Name) and annotation.id.endswith("constexpr")
+
+
+def jit_kind(name: str | None) -> str | None:
+    """"triton" or "gluon" for a decorator that makes a Triton kernel, by the qualified name it has; else None."""
+    if name in TRITON_JIT:
+        return "triton"
+    return "gluon" if name in GLUON_JIT else None
+
+
+def kernel_decorator(fn: Function, imports: dict[str, str]) -> ast.expr | None:
+    """The decorator that makes a function a Triton kernel (`@triton.jit`, `@triton.jit(...)`, Gluon's `@jit`,
+    under any import spelling, through the project's own modules too); None for any other function. The one test
+    every rule and stage asks (the planner's, on its remembered parse: `kgate.collect.static_kernel`)."""
+    for decorator in fn.decorator_list:
+        target = decorator.func if isinstance(decorator, ast.Call) else decorator
+        if jit_kind(qualified(target, imports)) is not None:
+            return decorator
+    return None
+
+
+def is_kernel(fn: Function, imports: dict[str, str]) -> bool:
+    return kernel_decorator(fn, imports) is not None
 
 
 def is_triton_language(name: str | None) -> bool:

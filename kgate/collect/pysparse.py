@@ -48,14 +48,16 @@ def sparse(lines: list[str], needles: tuple[str, ...]) -> str | None:
     return None if blocks is None else _render(lines, blocks, list(needles))
 
 
-def split(lines: list[str]) -> list[Block] | None:
+def split(lines: list[str], remember: bool = True) -> list[Block] | None:
     """The module's top-level statements as line ranges (decorators belong to their definition), or None when the
     text cannot be split with confidence. The last answer is kept: a rule that reads more of the same file's
-    lines (the same list) after `sparse` does not split it again."""
+    lines (the same list) after `sparse` does not split it again (`remember=False`: a module read on the side,
+    which leaves the kept answer to the file under lint)."""
     if _last_split and _last_split[0] is lines:
         return _last_split[1]
     blocks = _split(lines)
-    _last_split[:] = [lines, blocks]
+    if remember:
+        _last_split[:] = [lines, blocks]
     return blocks
 
 

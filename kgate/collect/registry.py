@@ -18,7 +18,8 @@ from kgate.collect import captures
 from kgate.collect.captures import CapturedSpec
 from kgate.collect.files import named_rel, python_files
 from kgate.collect.modules import import_roots, module_name
-from kgate.collect.pysource import expressions, module_constants
+from kgate.collect.pynames import Resolver, exports
+from kgate.collect.pysource import dotted, expressions, is_triton_language, module_constants
 from kgate.collect.source import MAX_PARSE_BYTES, try_parse
 from kgate.core.config import Config, TritonEntry, parse_triton_entry
 from kgate.core.errors import ConfigError
@@ -90,6 +91,13 @@ def decorator_entries(path: Path, data: bytes, root: Path, roots: list[Path]) ->
     if not kgate_names and not register_names:
         return []
     constants = module_constants(tree)
+    resolver, own = Resolver([str(r) for r in roots]), exports(tree)
+
+    def language(node: ast.expr) -> bool:
+        """Triton's language module, under any name the module's imports give it (the project's own too)."""
+        written = dotted(node)
+        return _is_triton_language(node) or written is not None and is_triton_language(
+            resolver.qualify(str(path), written, own))
 
     def is_register(node: ast.AST) -> bool:
         return _is_register(node, kgate_names, register_names)
@@ -122,7 +130,7 @@ def decorator_entries(path: Path, data: bytes, root: Path, roots: list[Path]) ->
                 if keyword.arg == "kernel":
                     raise ConfigError(f"{where}: kgate.register takes no 'kernel': it is the decorated function")
                 try:
-                    fields[keyword.arg] = literal(keyword.value, constants)
+                    fields[keyword.arg] = literal(keyword.value, constants, language=language)
                 except ValueError as exc:
                     raise ConfigError(f"{where}: kgate.register({keyword.arg}=...): {exc}") from None
             fields = {k: _to_toml_like(v) for k, v in fields.items()}
@@ -156,43 +164,47 @@ class _NotLiteral(ValueError):
     pass
 
 
-def literal(node: ast.expr, constants: dict[str, ast.expr], depth: int = 0) -> Any:
-    """The value of a literal expression: constants, containers, dict(k=...), module-level names."""
+def literal(node: ast.expr, constants: dict[str, ast.expr], depth: int = 0,
+            language: Callable[[ast.expr], bool] | None = None) -> Any:
+    """The value of a literal expression: constants, containers, dict(k=...), module-level names, Triton dtypes
+    (`tl.bfloat16`: `language` says whether an expression is Triton's language module; by default, by its
+    spelling `tl` or `triton.language`)."""
+    is_language = language or _is_triton_language
     if depth > 20:
         raise _NotLiteral("too deeply nested")
     if isinstance(node, ast.Constant):
         return node.value
     if isinstance(node, (ast.List, ast.Tuple)):
-        return [literal(e, constants, depth + 1) for e in node.elts]
+        return [literal(e, constants, depth + 1, language) for e in node.elts]
     if isinstance(node, ast.Dict):
         out = {}
         for key, value in zip(node.keys, node.values):
             if key is None:
-                merged = literal(value, constants, depth + 1)
+                merged = literal(value, constants, depth + 1, language)
                 if not isinstance(merged, dict):
                     raise _NotLiteral("** of something that is not a dict")
                 out.update(merged)
             else:
-                out[literal(key, constants, depth + 1)] = literal(value, constants, depth + 1)
+                out[literal(key, constants, depth + 1, language)] = literal(value, constants, depth + 1, language)
         return out
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict" and not node.args:
         out = {}
         for kw in node.keywords:
             if kw.arg is None:
-                merged = literal(kw.value, constants, depth + 1)
+                merged = literal(kw.value, constants, depth + 1, language)
                 if not isinstance(merged, dict):
                     raise _NotLiteral("** of something that is not a dict")
                 out.update(merged)
             else:
-                out[kw.arg] = literal(kw.value, constants, depth + 1)
+                out[kw.arg] = literal(kw.value, constants, depth + 1, language)
         return out
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        value = literal(node.operand, constants, depth + 1)
+        value = literal(node.operand, constants, depth + 1, language)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return -value
     if isinstance(node, ast.Name) and node.id in constants:
-        return literal(constants[node.id], constants, depth + 1)
-    if isinstance(node, ast.Attribute) and _is_triton_language(node.value):
+        return literal(constants[node.id], constants, depth + 1, language)
+    if isinstance(node, ast.Attribute) and is_language(node.value):
         return f"tl.{node.attr}"  # a dtype such as tl.bfloat16, checked when the kernel is compiled
     raise _NotLiteral(f"must be a literal (numbers, strings, None, tl dtypes, lists, dicts, dict(...), or a "
                       f"module-level constant assigned one), not {_shown(node)}")

@@ -8,7 +8,10 @@ own time.
 
 Plain means provably plain: decorated by `triton.jit` and nothing else (a
 `kgate.register` aside, which returns the function unchanged), and bound to
-no other object anywhere in the module. A project's own decorator, an
+no other object anywhere in the module. What a decorator names is followed
+through the imports, the project's own modules included
+(`from pkg.triton_utils import triton`, `from .utils import jit`), as every
+rule follows it (`kgate.collect.pysource.kernel_decorator`). A project's own decorator, an
 autotune or heuristics wrapper, or `k = triton.autotune(...)(k)` after the
 definition all change what the name holds, so only an import can tell what
 runs: the configs of an autotuner, however it was applied, are then planned.
@@ -21,10 +24,11 @@ from typing import Any
 
 from kgate.collect.modules import module_file, used_defs
 from kgate.collect.pyindex import module_info
+from kgate.collect.pynames import Resolver
+from kgate.collect.pysource import jit_kind
 
-# What a decorator may name, resolved through the module's imports, for the source alone to tell what runs.
-_JIT = frozenset({"triton.jit", "triton.runtime.jit", "triton.runtime.jit.jit"})
-_TRANSPARENT = _JIT | {"kgate.register"}
+# A decorator besides Triton's jit that returns the function unchanged, by what it names.
+_TRANSPARENT = frozenset({"kgate.register"})
 
 
 def calls_dot_scaled(path: Path, function: str, roots: list[Path] | None = None) -> bool | None:
@@ -106,9 +110,12 @@ def static_expansion(path: Path, function: str, roots: list[Path] | None = None)
     node = info.defs.get(function)
     if node is None or node.kind != "function" or node.params is None:
         return None
-    if not any(name in _JIT for name in node.decorators) or not all(n in _TRANSPARENT for n in node.decorators):
-        return None
     if function in info.rebound or "*" in info.rebound:
+        return None
+    resolver = Resolver([str(r) for r in roots or []])
+    named = [resolver.qualify(str(path), written) for written in node.decorators]
+    kinds = [jit_kind(name) for name in named]
+    if "triton" not in kinds or not all(kind == "triton" or name in _TRANSPARENT for kind, name in zip(kinds, named)):
         return None
     return {
         "path": str(path.resolve()),

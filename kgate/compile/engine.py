@@ -449,7 +449,8 @@ def _expansion_code() -> str:
     included): part of an expansion record's key, so a record another kgate wrote under the same version
     number (an install from a later commit) is never read back."""
     here = Path(__file__).resolve().parent
-    files = (here / "triton_backend.py", here.parent / "collect" / "static_kernel.py")
+    collect = here.parent / "collect"
+    files = (here / "triton_backend.py", collect / "static_kernel.py", collect / "pynames.py", collect / "pysource.py")
     return digest(*(f.read_text(encoding="utf-8") for f in files))
 
 

@@ -58,6 +58,13 @@ class Option:
         return value
 
 
+def _decoded(marker: bytes | tuple[bytes, ...]) -> str | list[str]:
+    """A `requires` entry as text: a string, or the list of strings any one of which meets it."""
+    if isinstance(marker, tuple):
+        return [m.decode("utf-8", "replace") for m in marker]
+    return marker.decode("utf-8", "replace")
+
+
 def _describe(expected: type | tuple[type, ...]) -> str:
     names = {int: "an integer", float: "a number", str: "a string", bool: "true or false", list: "a list"}
     if isinstance(expected, tuple):
@@ -103,9 +110,10 @@ class Rule:
     # and byte strings of which at least one must occur for the rule to run at all.
     files: tuple[str, ...] = ()
     prefilter: tuple[bytes, ...] = ()
-    # Byte strings that must all occur as well: what the rule cannot do without (b"triton" for a rule that
-    # stays quiet in a module that does not import Triton), so that a file without them is not even parsed.
-    requires: tuple[bytes, ...] = ()
+    # Byte strings that must all occur as well: what the rule cannot do without, so that a file without them is
+    # not even parsed. An entry that is a tuple is met by any one of its strings (`kgate.collect.pysource.
+    # TRITON_MARKERS` for a rule that stays quiet in a module that reaches no Triton: `triton` or a `jit`).
+    requires: tuple[bytes | tuple[bytes, ...], ...] = ()
     # List options whose values (their last dotted part) are further pre-filter strings: names a project adds for
     # the rule to look for (an autotune wrapper of its own).
     prefilter_options: tuple[str, ...] = ()
@@ -116,6 +124,11 @@ class Rule:
     # The kernel figures the baseline pins (`kgate.ratchet.baseline.METRICS`) that this rule's verdict is about: a
     # pinned figure that got worse is said on the rule's finding for that kernel, not on a line of its own.
     measures: tuple[str, ...] = ()
+
+    def admits(self, data: bytes) -> bool:
+        """Whether a file's bytes hold everything the rule `requires`."""
+        return all(any(m in data for m in marker) if isinstance(marker, tuple) else marker in data
+                   for marker in self.requires)
 
     def needles(self, options: dict[str, Any]) -> tuple[bytes, ...]:
         """The pre-filter with the configured names added."""
@@ -142,7 +155,7 @@ class Rule:
             "summary": self.summary,
             "files": list(self.files),
             "prefilter": [p.decode("utf-8", "replace") for p in self.prefilter],
-            "requires": [p.decode("utf-8", "replace") for p in self.requires],
+            "requires": [_decoded(p) for p in self.requires],
             "options": {name: {"default": opt.default, "help": opt.help} for name, opt in sorted(self.options.items())},
             "doc": self.doc.strip(),
         }
@@ -186,6 +199,10 @@ def to_finding(rule: Rule, report: Report, selection: Selection, *, path: str, l
 # The key a source rule sets in `SourceFile.derived` when its verdict on a file read other files of the project:
 # the engine then never caches that file's result (the cache answers from the file's own state alone).
 READS_BEYOND = "reads_beyond"
+# The key a source rule (or the shared reading it uses) sets in `SourceFile.derived` to the other files its verdict
+# read, each with its state then (`{path: kgate.support.filestat.path_state(path)}`): the cache keeps the result
+# and answers it only while every one of them is in that state.
+DEPENDS = "depends"
 
 
 @dataclass(frozen=True)

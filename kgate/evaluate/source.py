@@ -27,7 +27,7 @@ from kgate.collect.files import glob_matcher
 from kgate.collect.source import SourceFile, UnreadableSource
 from kgate.core.findings import Finding, Related, Severity
 from kgate.core.fix import Fix
-from kgate.core.rule import READS_BEYOND, Report, Rule, SourceContext, to_finding
+from kgate.core.rule import DEPENDS, READS_BEYOND, Report, Rule, SourceContext, to_finding
 from kgate.core.selection import Selection, rule_options
 from kgate.core.suppress import MARKER, Directive, parse_directives
 from kgate.support.comments import language
@@ -66,6 +66,9 @@ class FileResult(NamedTuple):
     # A rule's verdict also read other files (`SourceFile.derived[READS_BEYOND]`): the result is never cached,
     # since the cache would answer it from this file's state alone. Not stored: only fresh results carry it.
     reads_beyond: bool = False
+    # The other files the verdict read, each with the state it had (`SourceFile.derived[DEPENDS]`): the cache
+    # answers the result only while they keep it. Stored beside the result, not in it.
+    depends: tuple[tuple[str, tuple[int, ...] | None], ...] = ()
     # The fixes rules attached to their reports, by finding (`kgate lint --fix`). Not stored either: a fix is made
     # from the file as it is, so a run that fixes reads every file afresh.
     fixes: Mapping[RawFinding, Fix] | None = None
@@ -129,7 +132,7 @@ def lint_bytes(path: str, rel: str, data: bytes, rules: list[SourceRule]) -> Fil
         prefilter = sr.prefilter
         if prefilter and not any(marker in data for marker in prefilter):
             continue
-        if not all(marker in data for marker in sr.rule.requires):
+        if not sr.rule.admits(data):
             continue
         active.append(sr)
     # What brought the rules here: Python rules parse only the definitions that mention it.
@@ -157,7 +160,9 @@ def lint_bytes(path: str, rel: str, data: bytes, rules: list[SourceRule]) -> Fil
             error = error or exc
     if error is not None and any(sr.rule.code == UNREADABLE for sr in rules):
         findings.append(unreadable(rel, error))
-    return FileResult(tuple(sorted(findings)), directives, tuple(ran), bool(source.derived.get(READS_BEYOND)),
+    depends = tuple(sorted((path, tuple(state) if state is not None else None)
+                           for path, state in source.derived.get(DEPENDS, {}).items()))
+    return FileResult(tuple(sorted(findings)), directives, tuple(ran), bool(source.derived.get(READS_BEYOND)), depends,
                       fixes or None)
 
 
@@ -330,7 +335,7 @@ def _fork_worker(share: list[tuple[str, str]], rules: list[SourceRule]) -> tuple
         code = 0
         try:
             os.close(read_fd)
-            payload = [(rel, path, to_json(result), digest, size)
+            payload = [(rel, path, to_json(result), digest, size, result.depends)
                        for rel, path, result, digest, size in (_lint_one(r, p, rules) for r, p in share)]
             with os.fdopen(write_fd, "wb") as pipe:
                 pipe.write(marshal.dumps(payload))
@@ -350,5 +355,6 @@ def _collect(pid: int, fd: int, share: list[tuple[str, str]], rules: list[Source
         data = pipe.read()
     _pid, status = os.waitpid(pid, 0)
     if status == 0 and data:
-        return [(rel, path, from_json(result), digest, size) for rel, path, result, digest, size in marshal.loads(data)]
+        return [(rel, path, from_json(result)._replace(depends=depends), digest, size)
+                for rel, path, result, digest, size, depends in marshal.loads(data)]
     return [_lint_one(rel, path, rules) for rel, path in share]

@@ -6,8 +6,10 @@ engine modules themselves (so editing a rule invalidates it), and for the
 files of a nested project the configuration that governs them (so each
 configuration has its own record, and a change to one re-lints exactly
 the files it governs). Entries map a
-project-relative path to its size, mtime and inode, a content digest and
-the file's lint result. The file also carries its key and a hash of its
+project-relative path to its size, mtime and inode, a content digest,
+the file's lint result, and the other files that result read with their
+states (a kernel module that takes Triton from the project's own module:
+the result is answered only while each of them is unchanged). The file also carries its key and a hash of its
 entries, and is read back only when both match: a record copied over
 another selection's, or edited (a finding dropped from a file's result,
 with the file's stats kept), is an empty cache, never a result trusted.
@@ -24,6 +26,7 @@ never correctness, and an unreadable cache is an empty one.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import sys
@@ -36,9 +39,10 @@ from kgate.core.findings import Related
 from kgate.evaluate.source import FileResult, SourceRule, content_digest, from_json, to_json
 from kgate.support import jsondoc
 from kgate.support.atomicio import read_cached_stat
-from kgate.support.filestat import state_of
+from kgate.support.filestat import path_state, state_of
 
-FORMAT = 3  # 2: the record carries its key and the hash of its entries; 3: findings carry related places
+FORMAT = 4  # 2: the record carries its key and the hash of its entries; 3: findings carry related places;
+# 4: an entry carries the other files its result read, with their states
 _RACY_NS = 2_000_000_000
 _STALE_S = 14 * 24 * 3600  # cache files of other selections unused this long are removed
 
@@ -72,15 +76,18 @@ def selection_key(rules: list[SourceRule], scope: str = "") -> str:
     (empty for the run's own), so that each nested project's files have a record of their own and a change
     to its configuration invalidates exactly the files it governs."""
     names = ["kgate.evaluate.source", "kgate.pipeline.lint_cache", "kgate.core.suppress", "kgate.collect.source",
-             "kgate.collect.pysource", "kgate.collect.pysparse", "kgate.collect.pylaunch"]
+             "kgate.collect.pysource", "kgate.collect.pysparse", "kgate.collect.pylaunch",
+             "kgate.collect.pynames", "kgate.collect.pyindex", "kgate.collect.pyscopes", "kgate.collect.pyvalues"]
     parts: list[Any] = [FORMAT, __version__] + ([scope] if scope else [])
     for sr in rules:
         names.append(sr.check.__module__)
         parts.append([sr.rule.code, sr.rule.files, [p.decode("latin-1") for p in sr.prefilter],
-                      [p.decode("latin-1") for p in sr.rule.requires], sorted(sr.ctx.options.items())])
+                      [[m.decode("latin-1") for m in (p if isinstance(p, tuple) else (p,))] for p in sr.rule.requires],
+                      sorted(sr.ctx.options.items())])
     for name in names:
-        # Editing a rule or the engine (a development install) must invalidate the results.
-        module = sys.modules.get(name)
+        # Editing a rule or the engine (a development install) must invalidate the results: each is loaded to find
+        # its file (one the rules import only on demand, as the parse index, may not be yet).
+        module = sys.modules.get(name) or importlib.import_module(name)
         try:
             st = os.stat(module.__file__ or "") if module is not None else None
         except OSError:
@@ -122,10 +129,10 @@ class LintCache:
         except OSError:
             return None
         try:
-            stat, trusted, digest, result = entry
+            stat, trusted, digest, result, depends = entry
         except (TypeError, ValueError):  # not an entry this cache wrote: rebuilt
             return None
-        if stat != state_of(st):
+        if stat != state_of(st) or not _unchanged(depends):
             return None
         if not trusted:
             try:
@@ -135,7 +142,7 @@ class LintCache:
                 return None
             if _digest(data) != digest:
                 return None
-            self._remember(rel, st, digest, result)
+            self._remember(rel, st, digest, result, depends)
         try:
             return _checked(from_json(result))
         except (TypeError, ValueError, IndexError, KeyError):
@@ -149,11 +156,12 @@ class LintCache:
             return
         if st.st_size != size:
             return  # changed while we read it
-        self._remember(rel, st, digest, to_json(result))
+        self._remember(rel, st, digest, to_json(result), [[path, list(state) if state is not None else None]
+                                                          for path, state in result.depends])
 
-    def _remember(self, rel: str, st: os.stat_result, digest: str, result: list[Any]) -> None:
+    def _remember(self, rel: str, st: os.stat_result, digest: str, result: list[Any], depends: list[Any]) -> None:
         trusted = st.st_mtime_ns < time.time_ns() - _RACY_NS
-        entry = [state_of(st), trusted, digest, result]
+        entry = [state_of(st), trusted, digest, result, depends]
         self.entries[rel] = entry
         self.changed[rel] = entry
 
@@ -196,6 +204,15 @@ class LintCache:
                     other.unlink()
             except OSError:
                 pass
+
+
+def _unchanged(depends: Any) -> bool:
+    """Whether every other file a result read is in the state it was then (an entry that is not such a list of
+    [path, state] pairs: not)."""
+    try:
+        return all(isinstance(path, str) and path_state(path) == state for path, state in depends)
+    except (TypeError, ValueError):
+        return False
 
 
 def _replace(path: Path, data: bytes) -> None:

@@ -16,14 +16,21 @@ anything runs: a launch site (`kernel[grid](...)`, `kernel.run(...)`) in the
 `@triton.jit` kernel's own module that passes, for one of its
 `tl.constexpr` parameters, a value that follows the token count or the
 batch is reported at that argument. The value is followed through the
-launching function's assignments and the module's helper functions and
-classed as KG201 classes autotune keys: the first dimension of a tensor
-(`x.shape[0]`, `B` of `B, T, H = q.shape`), `x.numel()`, and anything
-computed from them that does not bound them (`ceil(n_rows / sm_count)`,
-`B * T`); a value bucketed to a power of two, a constant, a model
-dimension or a property of the device is fine. A name alone places
-nothing here (a parameter of the launcher, `self.n_rows`): only the
-captures can tell what it takes. Constexprs the launch does not pass
+launching function's assignments, the module's helper functions and the
+module's own calls of the launching function, and classed as KG201
+classes autotune keys: the first dimension of a tensor (`x.shape[0]`,
+`B` of `B, T, H = q.shape`), `x.numel()`, and anything computed from them
+that does not bound them (`B * T`, `ceil(n_rows / sm_count)` even with
+`sm_count` a parameter of the launcher, `ceil(heads * batch / programs) +
+4`); a value bucketed to a power of two, a constant, a property of the
+device or a model dimension is fine, and the dimensions of a tensor the
+built model fixes are model dimensions (a weight, a bias or a scale; a
+parameter, a buffer or a start-up table of the module, such as
+`hc_fn.shape[0]` where every call passes `self.hc_fn`, or
+`self.req_to_token.numel()`; the row stride of a `[T, H]` tensor). A name
+alone places nothing here (a parameter of the launcher that no call in
+the module passes, `self.n_rows`): only the captures can tell what it
+takes. Constexprs the launch does not pass
 (set by autotune configs or `triton.heuristics`) are never judged.
 
 ## Why is this bad?
@@ -60,7 +67,6 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from kgate.collect import pyautotune
 from kgate.collect import pysource as py
 from kgate.collect.pylaunch import RUNTIME, UNKNOWN, Launches, Names
 from kgate.collect.source import SourceFile
@@ -102,7 +108,7 @@ def source_check(source: SourceFile, ctx: SourceContext) -> Iterable[Report]:
     ignored = set(ctx.options["ignore"])
     kernels: dict[str, list[tuple[str, int | None, bool]]] = {}  # kernel -> (constexpr, position, has a default)
     for fn in info.functions:
-        if not pyautotune.is_jit_kernel(fn, info.imports):
+        if not py.is_kernel(fn, info.imports):
             continue
         positional = [*fn.args.posonlyargs, *fn.args.args]
         defaults = {a.arg for a, d in zip(positional[len(positional) - len(fn.args.defaults):], fn.args.defaults)}
@@ -156,6 +162,6 @@ RULE = Rule(
     },
     files=("*.py",),
     prefilter=(b"constexpr",),
-    requires=(b"triton",),  # it reads only modules that import Triton
+    requires=(py.TRITON_MARKERS,),  # it reads only modules that reach Triton
     source_check=source_check,
 )

@@ -117,7 +117,10 @@ stride`) stays based on what it was. Loads and stores are followed in the
 kernel and in the helpers that perform atomics.
 
 ## Autotune in every form
-Besides a `@triton.autotune(...)` decorator on the kernel, KG202 reads the
+Triton may be reached through the project's own module (`from
+pkg.triton_utils import tl, triton`, `import pkg.triton_utils as tu` and
+`tu.tl.atomic_add`): names are followed into it, as if the kernel module
+imported Triton itself. Besides a `@triton.autotune(...)` decorator on the kernel, KG202 reads the
 autotuner applied by a call (`tuned = triton.autotune(configs=CONFIGS,
 key=[...])(kernel)`, also on `triton.jit(fn)`), through an alias (`tune =
 triton.autotune`) or a `functools.partial` of it, and through a wrapper: a
@@ -707,7 +710,7 @@ def check(source: SourceFile, ctx: SourceContext) -> Iterable[Report]:
         return  # atomics outside autotuned kernels are fine: no need to parse
     if b"atomic_" not in source.data:
         # No atomic here, but the autotuner may be applied here to a kernel of another module that has them.
-        if _applied_otherwise(source) and (whole := py.ParsedModule(source.tree)).uses_triton():
+        if _applied_otherwise(source) and (whole := py.ParsedModule(source.tree, origin=source)).uses_triton():
             yield from _applications(source, None, whole)
         return
     info = py.info(source)
@@ -723,7 +726,8 @@ def check(source: SourceFile, ctx: SourceContext) -> Iterable[Report]:
                      if (expr := py.argument(decorator, name, position)) is not None}
         yield from _check_kernel(source, module, fn, arguments, reported.setdefault(fn.name, set()))
     if _applied_otherwise(source):
-        yield from _applications(source, module, info if info.whole else py.ParsedModule(source.tree), reported)
+        whole = info if info.whole else py.ParsedModule(source.tree, origin=source)
+        yield from _applications(source, module, whole, reported)
 
 
 def _applications(source: SourceFile, module: _Module | None, whole: py.ParsedModule,
@@ -1239,5 +1243,5 @@ RULE = Rule(
     doc=__doc__ or "",
     files=("*.py",),
     prefilter=(b"atomic_", b"autotune"),
-    requires=(b"triton",),  # it reads only modules that import Triton
+    requires=(py.TRITON_MARKERS,),  # it reads only modules that reach Triton
 )

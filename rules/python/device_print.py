@@ -6,6 +6,15 @@ Flags a device print left in a `@triton.jit` function: a call to
 is a kernel declared a debug kernel with `@triton.jit(debug=True)` (a
 checker whose prints and `tl.device_assert`s are its purpose).
 
+Triton may be reached through the project's own modules: a kernel module
+that says `from pkg.triton_utils import tl, triton`, `from .utils import
+jit` or `import pkg.triton_utils as tu` (`@tu.triton.jit`) is read as one
+that imports Triton itself, when that module (or a package's
+`__init__.py` passing it on with `from .triton_utils import *`) imports
+Triton, even with a stand-in in its `except ImportError` branch. A `jit`
+the project defines itself, or one of another compiler, makes no Triton
+kernel.
+
 ## Why is this bad?
 A device print is compiled into the kernel: every thread of every launch
 formats its values into a buffer the host drains after the kernel ends.
@@ -52,19 +61,17 @@ from kgate.collect.source import SourceFile
 from kgate.core.findings import Severity
 from kgate.core.rule import Report, Rule, SourceContext
 
-_JIT = frozenset({"triton.jit", "triton.runtime.jit", "triton.runtime.jit.jit"})
 _DEVICE_PRINT = frozenset({"triton.language.device_print", "triton.language.core.device_print"})
 
 
 def _gated_jit(fn: py.Function, imports: dict[str, str]) -> bool:
-    """Decorated with `triton.jit` and not declared a debug kernel (`@triton.jit(debug=True)`)."""
-    for decorator in fn.decorator_list:
-        target = decorator.func if isinstance(decorator, ast.Call) else decorator
-        if py.qualified(target, imports) not in _JIT:
-            continue
-        debug = py.argument(decorator, "debug") if isinstance(decorator, ast.Call) else None
-        return not (isinstance(debug, ast.Constant) and debug.value is True)
-    return False
+    """A Triton kernel (`kgate.collect.pysource.kernel_decorator`) not declared a debug kernel
+    (`@triton.jit(debug=True)`)."""
+    decorator = py.kernel_decorator(fn, imports)
+    if decorator is None:
+        return False
+    debug = py.argument(decorator, "debug") if isinstance(decorator, ast.Call) else None
+    return not (isinstance(debug, ast.Constant) and debug.value is True)
 
 
 def check(source: SourceFile, ctx: SourceContext) -> Iterable[Report]:
@@ -102,5 +109,5 @@ RULE = Rule(
     files=("*.py",),
     # The rule runs only on files holding one of these bytes: keep it narrow.
     prefilter=(b"print",),
-    requires=(b"triton",),  # it reads only modules that import Triton
+    requires=(py.TRITON_MARKERS,),  # it reads only modules that reach Triton
 )

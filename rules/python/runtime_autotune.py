@@ -11,7 +11,13 @@ launching function's assignments and the module's own helper functions:
 - **token or batch dimension** (an error): the first dimension of a tensor
   (`x.shape[0]`, `x.size(0)`, `B` of `B, T, H, D = q.shape`), `x.numel()`,
   `len(cu_seqlens)`, and anything computed from them that does not bound
-  them (`B * T`, `triton.cdiv(T, 64)`, `max(1, T)`);
+  them, through any number of assignments and helper calls (`B * T`,
+  `triton.cdiv(T, 64)`, `max(1, T)`, `ceil(n_rows / sm_count)` with
+  `sm_count` a parameter of the launcher, `ceil(heads * batch / programs) +
+  4`): divided by anything that does not itself grow with it (a model
+  dimension, a property of the device, a parameter whose name says nothing
+  of the batch), it still grows with it; divided by another run-time size
+  (`x.numel() // num_tokens`) it may be anything;
 - **bucketed** (not reported by default): a value that takes a few values
   whatever the batch: passed through a bucketing function
   (`triton.next_power_of_2`, `bit_length`, `log2`, a function whose name
@@ -23,13 +29,27 @@ launching function's assignments and the module's own helper functions:
   every `return` of which is bounded (a finite table), a literal, a
   module constant, a comparison or a flag;
 - **model dimension** (not reported by default): the last dimension of a
-  tensor (`x.shape[-1]`, `N` of `M, N = x.shape`), any dimension of a
-  weight, a bias or their gradient (`w`, `weight`, `w_q`, `dw`, `db`), an attribute of `self` or of a
-  configuration (`self.config.hidden_size`).
+  tensor (`x.shape[-1]`, `N` of `M, N = x.shape`), an attribute of `self`
+  or of a configuration (`self.config.hidden_size`), and any dimension or
+  size (`numel()`, `len`) of a tensor the built model fixes: a weight, a
+  bias, a scale or their gradient by its name (`w`, `weight`, `w_q`, `dw`,
+  `db`, `w_scale`), an attribute of `self` (a parameter or buffer of the
+  module, a table allocated at start-up: `self.req_to_token.numel()`), a
+  tensor assigned once at the module's top level, `nn.Parameter(...)`,
+  what a method of one returns given no run-time size (`w.t()`), and a
+  local or a parameter of the launcher that only ever holds one (every
+  call of the launcher in the module passes `self.hc_fn`: `hc_fn.shape[0]`
+  is a model dimension). A stride is the product of the dimensions after
+  it, and follows the token count only where one of those does
+  (`x.stride(0)` of a `[T, H]` tensor is `H`; of a `[B, T, H]` one,
+  `T * H`).
+
+A parameter of the launching function is what the module's own calls of
+that function pass for it, where there are such calls.
 
 A key no launch site in the module places (the kernel is launched from
-another module, or the value is a parameter of the launcher) is judged by
-its name: `runtime-shape-names`, or a name with a word such as `tokens`,
+another module, or the value is a parameter of the launcher that no call
+in the module passes) is judged by its name: `runtime-shape-names`, or a name with a word such as `tokens`,
 `seq`, `seqlen`, `batch`, `rows`, `ctx`, `lens` or `indices` in it, is a
 token or batch dimension; a name with `bucket` in it is bucketed;
 `model-dim-names`, or a name with `dim`, `hidden`, `head`, `heads`,
@@ -39,7 +59,8 @@ dimension. Words run together are read by their ending: `maxlen` or
 or batch dimension, `headdim`, `hdim` or `nheads` a model dimension; a
 size the layer fixes (`chunk_size`, `block_size`, `page_size`,
 `group_size`, `window_size`) is a model dimension; a flag (`IS_VARLEN`,
-`HAS_BIAS`) is not judged by its last word. A run-time argument (not
+`HAS_BIAS`) is not judged by its last word, nor a stride by the dimension
+it names (`stride_seq`). A run-time argument (not
 `tl.constexpr`, in Triton or Gluon spelling) that neither its launch sites
 nor its name place is **unclassified** (a note by default); a constexpr
 one is the project's own setting (a block size, a flag) and is not
@@ -57,6 +78,9 @@ contains `autotune`, given a `key=` and applied to a `@triton.jit`
 kernel, or one listed in `autotune-wrappers`. Keys given through a
 module-level constant (`KEYS = ["M"]`, `key=KEYS`) are followed; configs
 are never read, so configs built by helper functions do not matter.
+Triton reached through the project's own module (`from pkg.triton_utils
+import tl, triton`, `from .utils import autotune, jit`, `@tu.triton.jit`
+after `import pkg.triton_utils as tu`) is Triton, as if imported directly.
 
 ## Why is this bad?
 The autotuner caches its choice per distinct value of the key. A key that
@@ -178,7 +202,7 @@ def check(source: SourceFile, ctx: SourceContext) -> Iterable[Report]:
     levels = {"runtime": "", **{name: options[name] for _cls, name, _text in _CLASSES[1:]}}
     for t in tuned:
         fn = t.fn or launches.definitions.get(t.kernel)
-        if t.needs_jit and (fn is None or not pyautotune.is_jit_kernel(fn, info.imports)):
+        if t.needs_jit and (fn is None or not py.is_kernel(fn, info.imports)):
             continue
         offending: list[tuple[str, ast.AST, Verdict, str]] = []
         for name, node in t.keys:
@@ -276,6 +300,6 @@ RULE = Rule(
     },
     files=("*.py",),
     prefilter=(b"autotune",),
-    requires=(b"triton",),  # it reads only modules that import Triton
+    requires=(py.TRITON_MARKERS,),  # it reads only modules that reach Triton
     prefilter_options=("autotune-wrappers",),
 )

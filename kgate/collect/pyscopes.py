@@ -1,0 +1,191 @@
+"""Functions of a module as the launch-site reading sees them (`kgate.collect.pylaunch`): each one's own assignments
+by name, the scopes around it, the lines that launch or call something, and what a call passes.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+
+from kgate.collect import pysource as py
+from kgate.collect.pyvalues import shape_of
+
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")  # as Python numbers lines
+
+class Scope:
+    """A function (or the module) as the launch sites see it: its own assignments, by name."""
+
+    def __init__(self, node: ast.AST, parent: Scope | None, bound: dict[str, tuple[ast.expr, Scope]] | None = None):
+        self.node = node
+        self.parent = parent
+        self.bound = bound or {}  # a helper's parameters: the caller's argument and scope
+        self.own = _own_statements(node)
+        self._env: dict[str, list[tuple[ast.expr | None, int | None, int]]] | None = None
+
+    @property
+    def env(self) -> dict[str, list[tuple[ast.expr | None, int | None, int]]]:
+        """name -> (value, position in an unpacked value or None, how many names it was unpacked into)."""
+        if self._env is None:
+            self._env = {}
+            for stmt in self.own:
+                for target, value in _assignments(stmt):
+                    _bind(self._env, target, value)
+        return self._env
+
+    @property
+    def params(self) -> set[str]:
+        return {a.arg for a in py.parameters(self.node)} if isinstance(self.node, py.Function) else set()
+
+def _own_statements(node: ast.AST) -> list[ast.stmt]:
+    """The statements of a function, class or module, not those of the definitions inside it."""
+    body = getattr(node, "body", [])
+    out: list[ast.stmt] = []
+    stack: list[ast.AST] = list(reversed(body))
+    while stack:
+        stmt = stack.pop()
+        if isinstance(stmt, ast.stmt):
+            out.append(stmt)
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+        children: list[ast.AST] = []
+        for name in ("body", "handlers", "orelse", "finalbody", "cases"):
+            children.extend(getattr(stmt, name, None) or ())
+        stack.extend(reversed(children))
+    return out
+
+def scopes(tree: ast.Module) -> Iterator[Scope]:
+    """Every function and class of a module as a scope, with the scopes it is in, outer before inner."""
+    module = Scope(tree, None)
+    module._env = {}
+    stack = [module]
+    while stack:
+        scope = stack.pop()
+        if scope is not module:
+            yield scope
+        stack.extend(Scope(stmt, scope) for stmt in reversed(scope.own)
+                     if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)))
+
+def top_level(scope: Scope) -> bool:
+    """A definition at the module's top level (its parent is the module)."""
+    return scope.parent is not None and scope.parent.parent is None
+
+def unpacked(tensor: ast.expr, scope: Scope) -> list[str | None] | None:
+    """The names a tensor's whole shape is unpacked into (`B, T, H = x.shape`) in the scope or those around it,
+    one per dimension ("_" and the like as written); None where it is not unpacked so."""
+    written = py.dotted(tensor)
+    here: Scope | None = scope
+    while written is not None and here is not None:
+        names: dict[int, str] = {}
+        total = 0
+        for name, bindings in here.env.items():
+            for value, position, count in bindings:
+                shape = shape_of(value) if value is not None and position is not None else None
+                if shape is not None and shape[1] and shape[2] and py.dotted(shape[0]) == written:
+                    names[position] = name  # type: ignore[index]
+                    total = count
+        if names:
+            return [names.get(i) for i in range(total)] if all(0 <= p < total for p in names) else None
+        here = here.parent
+    return None
+
+def _assignments(stmt: ast.stmt) -> Iterator[tuple[ast.expr, ast.expr | None]]:
+    if isinstance(stmt, ast.Assign):
+        for target in stmt.targets:
+            yield target, stmt.value
+    elif isinstance(stmt, (ast.AnnAssign, ast.AugAssign)) and stmt.value is not None:
+        yield stmt.target, stmt.value
+    elif isinstance(stmt, (ast.For, ast.AsyncFor)):
+        yield stmt.target, None
+    elif isinstance(stmt, (ast.With, ast.AsyncWith)):
+        for item in stmt.items:
+            if item.optional_vars is not None:
+                yield item.optional_vars, None
+
+def _bind(env: dict[str, list[tuple[ast.expr | None, int | None, int]]], target: ast.expr,
+          value: ast.expr | None) -> None:
+    if isinstance(target, ast.Name):
+        env.setdefault(target.id, []).append((value, None, 0))
+    elif isinstance(target, (ast.Tuple, ast.List)):
+        elts = target.elts
+        if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(elts) and not any(
+                isinstance(e, ast.Starred) for e in [*elts, *value.elts]):
+            for sub, part in zip(elts, value.elts):
+                _bind(env, sub, part)
+            return
+        if (isinstance(value, (ast.Tuple, ast.List)) and value.elts and isinstance(value.elts[0], ast.Starred)
+                and not any(isinstance(e, ast.Starred) for e in [*elts, *value.elts[1:]])
+                and len(elts) > len(value.elts) - 1):
+            # `T, D, G = *x.shape, groups`: the names before the trailing values unpack the starred shape
+            tail = len(value.elts) - 1
+            head = elts[:len(elts) - tail]
+            for sub, part in zip(elts[len(elts) - tail:], value.elts[1:]):
+                _bind(env, sub, part)
+            _bind(env, ast.Tuple(elts=head, ctx=ast.Store()), value.elts[0].value)
+            return
+        star = next((i for i, e in enumerate(elts) if isinstance(e, ast.Starred)), None)
+        for i, sub in enumerate(elts):
+            if isinstance(sub, ast.Starred):
+                sub = sub.value
+            position = i if star is None or i < star else i - len(elts)
+            if isinstance(sub, ast.Name):
+                env.setdefault(sub.id, []).append((value, position, len(elts)))
+
+def launch_lines(text: str, names: set[str]) -> list[int]:
+    """The 0-based lines on which one of `names` is subscripted or `.run`: found with `str.find`, not a regular
+    expression built per module (compiling one costs more than the search)."""
+    found: set[int] = set()
+    for name in names:
+        at = text.find(name)
+        while at >= 0:
+            end = at + len(name)
+            before = text[at - 1] if at else " "
+            rest = text[end:end + 8].lstrip(" \t")
+            if not (before.isalnum() or before == "_") and (rest.startswith("[") or rest.startswith(".run") or (
+                    rest.startswith(")") and rest[1:].lstrip(" \t").startswith("["))):
+                found.add(_line_of(text, at))
+            at = text.find(name, end)
+    return sorted(found)
+
+def call_lines(text: str, name: str) -> list[int]:
+    """The 0-based lines on which a function `name` is called by its bare name (found with `str.find`)."""
+    found: set[int] = set()
+    at = text.find(name)
+    while at >= 0:
+        end = at + len(name)
+        before = text[at - 1] if at else " "
+        if not (before.isalnum() or before in "_.") and text[end:end + 8].lstrip(" \t").startswith("("):
+            found.add(_line_of(text, at))
+        at = text.find(name, end)
+    return sorted(found)
+
+def _line_of(text: str, at: int) -> int:
+    return text.count("\n", 0, at) if "\r" not in text else len(_LINE_BREAK.findall(text, 0, at))
+
+def launched_name(node: ast.AST) -> str | None:
+    """`k[grid](...)`, `k.run(...)`, or `wrap(k)[grid](...)` (a launch through a wrapper such as
+    `torch.library.wrap_triton`): the name `k`."""
+    if not isinstance(node, ast.Call):
+        return None
+    func = node.func
+    if isinstance(func, ast.Subscript) and isinstance(func.value, ast.Name):
+        return func.value.id
+    if isinstance(func, ast.Subscript) and isinstance(func.value, ast.Call):
+        wrapped = func.value
+        if len(wrapped.args) == 1 and not wrapped.keywords and isinstance(wrapped.args[0], ast.Name):
+            return wrapped.args[0].id
+    if isinstance(func, ast.Attribute) and func.attr == "run" and isinstance(func.value, ast.Name):
+        return func.value.id
+    return None
+
+def passed_for(call: ast.Call, param: str, position: int | None) -> ast.expr | None:
+    for keyword in call.keywords:
+        if keyword.arg == param:
+            return keyword.value
+    if position is not None:
+        for i, arg in enumerate(call.args):
+            if isinstance(arg, ast.Starred):
+                return None
+            if i == position:
+                return arg
+    return None

@@ -1,0 +1,107 @@
+"""What a name stands for through a project's own modules (kgate.collect.pynames): the one answer the source rules
+(`pysource.qualified`, `pysource.kernel_decorator`) and the planner's static expansion read."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kgate.collect import pyindex
+from kgate.collect.pynames import Resolver
+
+TRY_IMPORT = """\
+try:
+    import triton
+    import triton.language as tl
+except ImportError:
+    class _Stand:
+        pass
+    triton = _Stand()
+    tl = _Stand()
+"""
+IF_INSTALLED = """\
+from .importing import HAS_TRITON
+
+if HAS_TRITON:
+    import triton
+    from triton import language as tl
+else:
+    triton = None
+    tl = None
+"""
+
+
+def write(root: Path, files: dict[str, str]) -> None:
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+@pytest.fixture(autouse=True)
+def fresh_index(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pyindex, "_INDEX", pyindex._Index())
+
+
+def qualify(root: Path, module: str, dotted: str) -> str | None:
+    return Resolver([str(root)]).qualify(str(root / module), dotted)
+
+
+@pytest.mark.parametrize(("files", "dotted", "expected"), [
+    # The stand-in of a failed import, in an `except ImportError` or an `else`, is not what the name is.
+    ({"pkg/tu.py": TRY_IMPORT, "pkg/k.py": "from pkg.tu import tl, triton\n"}, "triton.jit", "triton.jit"),
+    ({"pkg/tu.py": TRY_IMPORT, "pkg/k.py": "from pkg.tu import tl, triton\n"}, "tl.constexpr",
+     "triton.language.constexpr"),
+    ({"pkg/tu.py": IF_INSTALLED, "pkg/importing.py": "HAS_TRITON = True\n", "pkg/k.py": "from .tu import tl\n"},
+     "tl.constexpr", "triton.language.constexpr"),
+    # Through a module bound by `import ... as`, by `import a.b`, by `from . import`.
+    ({"pkg/tu.py": TRY_IMPORT, "pkg/k.py": "import pkg.tu as tu\n"}, "tu.triton.jit", "triton.jit"),
+    ({"pkg/__init__.py": "", "pkg/tu.py": TRY_IMPORT, "pkg/k.py": "import pkg.tu\n"}, "pkg.tu.triton.jit",
+     "triton.jit"),
+    ({"pkg/__init__.py": "", "pkg/tu.py": TRY_IMPORT, "pkg/k.py": "from . import tu as t\n"}, "t.tl.load",
+     "triton.language.load"),
+    # Aliases in the re-exporting module, and a package that passes names on with a star import.
+    ({"pkg/tu.py": TRY_IMPORT, "pkg/utils.py": "from .tu import triton\njit = triton.jit\n",
+      "pkg/k.py": "from .utils import jit\n"}, "jit", "triton.jit"),
+    ({"pkg/__init__.py": "from .tu import *\n", "pkg/tu.py": TRY_IMPORT, "k.py": "from pkg import triton\n"},
+     "triton.autotune", "triton.autotune"),
+    # `__all__` decides what the star passes on (a name it does not pass on keeps the spelling of its import).
+    ({"pkg/__init__.py": "from .tu import *\n", "pkg/tu.py": TRY_IMPORT + "__all__ = ['tl']\n",
+      "k.py": "from pkg import triton\n"}, "triton.jit", "pkg.triton.jit"),
+    ({"pkg/__init__.py": "from .tu import *\n", "pkg/tu.py": TRY_IMPORT + "__all__ = ['tl']\n",
+      "k.py": "from pkg import tl\n"}, "tl.constexpr", "triton.language.constexpr"),
+    # What the project binds itself is not Triton's: a wrapper bound last, a module of stand-ins only.
+    ({"pkg/tu.py": TRY_IMPORT + "triton = _Stand()\n", "pkg/k.py": "from .tu import triton\n"}, "triton.jit", None),
+    ({"pkg/tu.py": "class R:\n    pass\ntriton = R()\n", "pkg/k.py": "from .tu import triton\n"}, "triton.jit",
+     None),
+    ({"pkg/tu.py": "def jit(fn):\n    return fn\n", "pkg/k.py": "from .tu import jit\n"}, "jit", None),
+    # Two modules that import a name from each other lead nowhere, and end.
+    ({"pkg/a.py": "from .b import jit\n", "pkg/b.py": "from .a import jit\n", "pkg/k.py": "from .a import jit\n"},
+     "jit", None),
+    # A module outside the project keeps the name its import spells.
+    ({"k.py": "import triton.language as tl\n"}, "tl.dot", "triton.language.dot"),
+])
+def test_a_name_is_followed_through_the_projects_modules(tmp_path: Path, files: dict[str, str], dotted: str,
+                                                         expected: str | None) -> None:
+    write(tmp_path, files)
+    module = next(rel for rel in files if rel.endswith("k.py"))
+    assert qualify(tmp_path, module, dotted) == expected
+
+
+def test_a_subpackage_named_like_triton_is_not_triton(tmp_path: Path) -> None:
+    """`import triton` in a package that has a `triton` subpackage (fla/modules/conv/triton/) is Triton: absolute
+    imports are found from the package root, never beside the importing module."""
+    write(tmp_path, {"fla/__init__.py": "", "fla/conv/__init__.py": "", "fla/conv/triton/__init__.py": "jit = 1\n",
+                     "fla/conv/triton/ops.py": "import triton\n", "fla/conv/ops.py": "import triton\n"})
+    assert qualify(tmp_path, "fla/conv/triton/ops.py", "triton.jit") == "triton.jit"
+    assert qualify(tmp_path, "fla/conv/ops.py", "triton.jit") == "triton.jit"
+
+
+def test_the_files_read_are_listed(tmp_path: Path) -> None:
+    write(tmp_path, {"pkg/tu.py": TRY_IMPORT, "pkg/k.py": "from .tu import triton\nimport os\n"})
+    resolver = Resolver([str(tmp_path)])
+    assert resolver.qualify(str(tmp_path / "pkg/k.py"), "os.path") == "os.path"
+    assert resolver.read == [str(tmp_path / "pkg/k.py")]
+    assert resolver.qualify(str(tmp_path / "pkg/k.py"), "triton.jit") == "triton.jit"
+    assert resolver.read == [str(tmp_path / "pkg/k.py"), str(tmp_path / "pkg/tu.py")]
