@@ -162,7 +162,7 @@ NOT_PINNED = [
     ("build.sh", "echo ${x:-\nsm_120}\n", 1),
     ("Makefile", "override define FLAGS\n-arch=sm_120\nendef\n", 2),
     ("Makefile", "define A\ndefine B\nendef\n-arch=sm_120\nendef\n", 4),
-    ("pyproject.toml", 'a = """x""""\nsm_120\n"""\n', 2),
+    ("pyproject.toml", 'a = """x""""\nb = """\nsm_120\n"""\n', 3),
     ("k.cu", "/\\\n* a\nsm_120 */\n", 2),
     ("k.cu", 'const char* s = "a\\\r\nsm_120";\r\n', 1),
     ("k.py", "x = f'''{\ny}\nsm_120'''\n", 2),
@@ -200,7 +200,7 @@ DROPPED = [
     ("Makefile", "X := $(info # kgate: ignore-file[KG301] r)\n", 1, "KG301", None),
     ("build.sh", "echo ${x:- # kgate: ignore[KG301] r}\n", 1, "KG301", None),
     # libcst would write the file back without its form feed: nothing is written.
-    ("k.py", "\x0cx = 1  # kgate: ignore[KG201] stale\n", 1, "KG201", None),
+    ("k.py", "import os\n\x0cx = 1\ny = 2  # kgate: ignore[KG201] stale\n", 3, "KG201", None),
 ]
 
 
