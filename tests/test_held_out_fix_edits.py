@@ -106,6 +106,11 @@ PINNED = [
     ("k.py", "if x:\n\ty = 2\t# note\n", 2, "if x:\n\ty = 2\t# note  # kgate: ignore[KG301] TODO: give the reason\n"),
     ("k.py", "class A: x = 1;\n", 1, "class A: x = 1;  # kgate: ignore[KG301] TODO: give the reason\n"),
     ("k.py", 'x = """a\nb"""; y = 1\n', 2, 'x = """a\nb"""; y = 1  # kgate: ignore[KG301] TODO: give the reason\n'),
+    # A comment that ends in a backslash: the backslash is the comment's text (Python, shell, CMake, TOML).
+    ("k.py", "x = 1  # C:\\\n", 1, "x = 1  # C:\\  # kgate: ignore[KG301] TODO: give the reason\n"),
+    ("build.sh", "nvcc -arch=sm_120  # C:\\\necho\n", 1,
+     "nvcc -arch=sm_120  # C:\\  # kgate: ignore[KG301] TODO: give the reason\necho\n"),
+    ("CMakeLists.txt", "set(A 120)  # C:\\\n", 1, "set(A 120)  # C:\\  # kgate: ignore[KG301] TODO: give the reason\n"),
     # CRLF, no final newline.
     ("k.py", "x = 1\r\ny = 2\r\n", 2, "x = 1\r\ny = 2  # kgate: ignore[KG301] TODO: give the reason\r\n"),
     ("CMakeLists.txt", "set(A 1)\r\nset(B 120)", 2,
@@ -168,6 +173,9 @@ NOT_PINNED = [
     ("k.py", "x = f'''{\ny}\nsm_120'''\n", 2),
     ("setup.cfg", "[tool:pytest]\nenv =\n    TRITON_INTERPRET=1\n", 3),
     ("k.py", "x = \\\n    1\n", 1),
+    # A comment that a backslash continues onto the next line (C++, Makefiles): appending would end it there.
+    ("k.cu", "int x;  // C:\\\nint y;\n", 1),
+    ("Makefile", "A = 120  # C:\\\nB = 1\n", 1),
 ]
 
 

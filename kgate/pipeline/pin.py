@@ -143,12 +143,14 @@ def _pin_text(text: str, lines: dict[int, list[str]], lang: str) -> tuple[str, d
             missed[number] = "no such line"
             continue
         line = line_of(text, starts, number)
-        if line.rstrip().endswith("\\"):
-            missed[number] = "the line continues on the next (a comment would end it)"
-            continue
         start, end = starts[number], starts[number] + len(line)
         comment = ending.get(end)
         comment = comment if comment is not None and comment.start >= start else None
+        # A backslash that ends the line's code joins the next line; one that ends a comment the reader ends here
+        # is the comment's text (a `//` comment or a Makefile comment it continues ends on a later line).
+        if comment is None and line.rstrip().endswith("\\"):
+            missed[number] = "the line continues on the next (a comment would end it)"
+            continue
         code = line if comment is None else text[start:comment.start]
         tail = "" if comment is None else text[comment.start:end]
         for pinned in codes:
