@@ -159,6 +159,9 @@ def _pin_text(text: str, lines: dict[int, list[str]], lang: str) -> tuple[str, d
             tail = ("  " if code.strip() else "") + tail
             code = code.rstrip() if code.strip() else code
         pieces.append((start, end, code + tail))
-    for start, end, new in reversed(pieces):
-        text = text[:start] + new + text[end:]
-    return text, missed
+    out, done = [], 0
+    for start, end, new in pieces:  # in order of position: the text is put together once
+        out.extend((text[done:start], new))
+        done = end
+    out.append(text[done:])
+    return "".join(out), missed
