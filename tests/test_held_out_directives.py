@@ -59,6 +59,9 @@ READ = [
     ("k.cu", "auto c = 'a'1'2'; // kgate: ignore[KG302] r\n", []),
     ("k.cu", "/*// kgate: ignore-file[KG302] a block comment's text */ int x;\n", []),
     ("k.cu", "int x; // note // kgate: ignore[KG302] a second marker in one comment\n", [L(1, "KG302")]),
+    # Empty files and a file of one CRLF.
+    ("k.cu", "", []),
+    ("Makefile", "\r\n", []),
     # CMake: brackets of different lengths, generator expressions, escapes.
     ("CMakeLists.txt", "set(X [==[ a ]=] # kgate: ignore-file[KG301] r ]==])\n", []),
     ("CMakeLists.txt", "set(X 1) #[[ block\n# kgate: ignore-file[KG301] r\n]]\n", []),

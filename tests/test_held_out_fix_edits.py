@@ -221,6 +221,11 @@ def test_a_stale_suppression_is_removed_as_the_language_reads_it(rel: str, text:
     assert bool(why) is (expected is None)
 
 
+def test_a_file_that_is_not_utf8_is_not_pinned() -> None:
+    after, left = pin("k.cu", b"int x; // \xe9t\xe9\nk<<<1, 1>>>();\n", 2)
+    assert after is None and left == ["cannot read: not UTF-8"]
+
+
 def test_a_file_in_another_encoding_is_not_fixed_and_the_run_says_so(tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text(CONFIG)
     (tmp_path / "k.py").write_bytes(b"# -*- coding: latin-1 -*-\nx = '\xe9'  # kgate: ignore[KG201] stale\n")
