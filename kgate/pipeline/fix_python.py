@@ -20,6 +20,8 @@ def line_starts(text: str) -> list[int]:
 
 
 def python_edits(text: str, edits: list[tuple[int, int, Edit]]) -> str:
+    """`text` with the edits ((start, end, edit) offsets) made through libcst: replacements inside one string or
+    comment, statements removed; CannotApply when libcst cannot make them, or would write more than they change."""
     import libcst as cst
     from libcst.metadata import MetadataWrapper, PositionProvider
 

@@ -19,7 +19,6 @@ class Change(NamedTuple):
     after: bytes
 
 
-
 def write(changes: dict[str, Change], shown: Shown = as_named, root: Path | None = None) -> list[tuple[str, str]]:
     """Write the changes; (path, why) for each file left as it was: a file (or a folder on its way) that links
     out of the project `root`, a second name of a file already written (a link inside the project, a hard
