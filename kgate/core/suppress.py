@@ -82,7 +82,8 @@ def parse_directives(text: str, lang: str | None = None, *, python: bool = False
             continue
         if lang == "python":  # a lone `\r` ends a Python line too, as the syntax tree's line numbers count it
             line += len(PY_NEWLINE.findall(text, counted, comment.start))
-            line_start = max(text.rfind("\n", 0, comment.start), text.rfind("\r", 0, comment.start)) + 1
+            newline = text.rfind("\n", 0, comment.start)  # then a `\r` after it only: a search from the text's
+            line_start = max(newline, text.rfind("\r", newline + 1, comment.start)) + 1  # start is quadratic
         else:
             line += text.count("\n", counted, comment.start)
             line_start = text.rfind("\n", 0, comment.start) + 1
