@@ -272,7 +272,7 @@ def test_removing_a_directive_that_a_continued_comment_reaches_is_refused() -> N
 
 
 def test_a_file_changed_between_read_and_write_is_left_alone(tmp_path: Path) -> None:
-    from kgate.pipeline.fix import Change, write
+    from kgate.pipeline.writes import Change, write
 
     path = tmp_path / "k.cu"
     path.write_text("int y;\n")

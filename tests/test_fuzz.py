@@ -30,7 +30,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kgate.collect import cpp_text
-from kgate.support import comments as comments_reader
 from kgate.collect.cuda_names import (
     base_name,
     definition_line,
@@ -54,6 +53,7 @@ from kgate.facts.sass import parse_sass
 from kgate.facts.ttgir import parse_pipeline
 from kgate.pipeline import lint_cache
 from kgate.ratchet.baseline import parse as parse_baseline
+from kgate.support.comments import cpp as cpp_comments
 
 T = TypeVar("T")
 
@@ -295,8 +295,8 @@ def test_kernel_definitions_in_cuda_source_never_raise(text: str, hint: int) -> 
 
 
 @fuzz("blank")
-@given(st.one_of(joined([*"/*\"'\\\nuULR8()xab1_ {};#", "//", "/*", "*/", 'R"(', ')"', 'u8R"x(', ')x"', "'0'",
-                         "1'000", "\r\n"], 60),
+@given(st.one_of(joined([*"/*\"'\\\nuULR8()xab1_ {};#<>", "//", "/*", "*/", 'R"(', ')"', 'u8R"x(', ')x"', "'0'",
+                         "1'000", "\r\n", "#include <", "__has_include(<", "\\\n", "0x1'F", "1e+5"], 60),
                  mutated(CUDA_SOURCES, 4)))
 def test_blanked_cpp_equals_the_character_by_character_reference(text: str) -> None:
     """blank() jumps between places where a comment or literal may start; it must agree with a scanner that
@@ -310,6 +310,7 @@ def reference_blank(text: str) -> tuple[str, frozenset[int]]:
     out = list(text)
     comment_lines: set[int] = set()
     index, line, length = 0, 1, len(text)
+    floor = 0  # where the last token read ended: a number's digits are not looked for before it
 
     def wipe(start: int, end: int, comment: bool) -> None:
         current = line
@@ -321,6 +322,23 @@ def reference_blank(text: str) -> tuple[str, frozenset[int]]:
             if comment:
                 comment_lines.add(current)
 
+    def spliced(at: int) -> int:
+        """Past the backslash-newlines from `at`."""
+        while text.startswith("\\\n", at) or text.startswith("\\\r\n", at):
+            at += 2 if text[at + 1] == "\n" else 3
+        return at
+
+    def header_name(at: int) -> int:
+        opener = re.compile(r"#[ \t]*(?:include(?:_next)?|import)[ \t]*<|__has_include(?:_next)?[ \t]*\([ \t]*<")
+        found = opener.match(text, at)
+        if found is None:
+            return -1
+        before = re.sub(r"/\*.*?\*/", "", text[text.rfind("\n", 0, at) + 1:at])
+        close, newline = text.find(">", found.end()), text.find("\n", found.end())
+        if close < 0 or 0 <= newline < close or text[at] == "#" and before.strip():
+            return -1
+        return close + 1
+
     while index < length:
         ch = text[index]
         end = -1
@@ -328,28 +346,44 @@ def reference_blank(text: str) -> tuple[str, frozenset[int]]:
             line += 1
             index += 1
             continue
-        if text.startswith("//", index):
-            end = comments_reader._line_comment_end(text, index)
+        after = spliced(index + 1) if ch == "/" else -1
+        if ch in "#_" and header_name(index) >= 0:
+            index = floor = header_name(index)
+            continue
+        if after >= 0 and text[after:after + 1] == "/":
+            end = cpp_comments.line_comment_end(text, index)
             wipe(index, end, True)
-        elif text.startswith("/*", index):
-            close = text.find("*/", index + 2)
-            end = length if close < 0 else close + 2
+        elif after >= 0 and text[after:after + 1] == "*":
+            close = after + 1
+            while close < length and not (text[close] == "*" and text[spliced(close + 1):spliced(close + 1) + 1] == "/"):
+                close += 1
+            end = length if close >= length else spliced(close + 1) + 1
             wipe(index, end, True)
         else:
-            raw = comments_reader._RAW_OPEN.match(text, index) if ch in "uULR" else None
+            raw = cpp_comments.RAW_OPEN.match(text, index) if ch in "uULR" else None
             if raw and (index == 0 or not (text[index - 1].isalnum() or text[index - 1] == "_")):
                 close = text.find(")" + raw.group(1) + '"', raw.end())
                 end = length if close < 0 else close + len(raw.group(1)) + 2
                 wipe(raw.end(), max(raw.end(), end - len(raw.group(1)) - 2), False)
-            elif ch in "\"'" and not (ch == "'" and index > 0 and text[index - 1].isalnum()
-                                      and comments_reader._digit_separator(text, index)):
-                end = comments_reader._literal_end(text, index, ch)
+            elif ch == "'" and index > 0 and cpp_comments.digit_separator(text, index, floor):
+                end = index  # the rest of the number: `'` before a letter or digit, an exponent and its sign, ...
+                word = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_"
+                while end < length:
+                    if text[end] == "'" and text[end + 1:end + 2] and text[end + 1] in word or (
+                            text[end] in "eEpP" and text[end + 1:end + 2] in ("+", "-") and text[end + 1:end + 2]):
+                        end += 2
+                    elif text[end] in word + ".":
+                        end += 1
+                    else:
+                        break
+            elif ch in "\"'":
+                end = cpp_comments.literal_end(text, index, ch)
                 wipe(index + 1, max(index + 1, end - 1), False)
         if end < 0:
             index += 1
             continue
         line += text.count("\n", index, end)
-        index = end
+        index = floor = end
     return "".join(out), frozenset(comment_lines)
 
 
@@ -551,7 +585,7 @@ CUDA_RECORD = {"artifacts": {"ptx": HASH, "ptxas_log": HASH, "sass": HASH}, "sas
                "context": {"root": "/p", "aliases": [], "source": "/p/k.cu", "cwd": "/p", "rel": "k.cu",
                            "target": "sm_120a", "toolchain": {"cuda.nvcc": "13.0"}}}
 LINT_RESULT = [[[5, 35, 5, 38, "KG201", "", "autotune key 'n'", "tuned|key", None, []]],
-               [[3, 10, False, ["KG201"], "reason", ""]], ["KG004", "KG201"]]
+               [[3, 10, False, ["KG201"], "reason", "", False]], ["KG004", "KG201"]]
 CORRUPT = (KeyError, TypeError, ValueError, AttributeError, IndexError)
 
 

@@ -82,7 +82,7 @@ def _lint(args: argparse.Namespace, config: Config, selection: Selection, paths:
     if not (fixing or diff or show):
         return emit(_result(args, config, selection, paths), args, config)
     # Imported only here: a plain `kgate lint` never loads the fixer (nor libcst).
-    from kgate.pipeline import fix
+    from kgate.pipeline import fix, writes
 
     fix.require_libcst()
 
@@ -97,7 +97,7 @@ def _lint(args: argparse.Namespace, config: Config, selection: Selection, paths:
         _fix_summary(args, fixed, "would fix", None, config)
         return 1 if fixed.changes else 0
     if fixing:
-        for rel, why in fix.write(fixed.changes, shown, config.root):
+        for rel, why in writes.write(fixed.changes, shown, config.root):
             print(f"kgate: {terminal(shown(rel), line_start=False)}: fixes not written: {why}", file=sys.stderr)
             fixed.changes.pop(rel)
             fixed = fixed._replace(applied=[a for a in fixed.applied if a.path != rel])
@@ -124,17 +124,13 @@ def _fix_summary(args: argparse.Namespace, fixed: FixRun, done: str, remaining: 
 
 
 def _add_ignore(args: argparse.Namespace, config: Config, selection: Selection, paths: list[str]) -> int:
-    from kgate.pipeline import fix, pin
-    from kgate.pipeline.lint import run_lint
+    from kgate.pipeline import fix, pin, writes
 
     fix.require_libcst()
-    select_for = _select_for(args)
-    lint = run_lint(config, selection, paths, force_exclude=args.force_exclude, use_cache=not args.no_cache,
-                    select_for=select_for)
-    where = pin.relative_files(config, selection, paths, args.force_exclude, select_for)
-    pins = pin.add_ignores(lint.findings, where)
+    pins = pin.pin_lint(config, selection, paths, force_exclude=args.force_exclude, use_cache=not args.no_cache,
+                        select_for=_select_for(args))
     shown = from_here(config.root)
-    for rel, why in fix.write(pins.changes, shown, config.root):
+    for rel, why in writes.write(pins.changes, shown, config.root):
         print(f"kgate: {terminal(shown(rel), line_start=False)}: pins not written: {why}", file=sys.stderr)
         pins.changes.pop(rel)
         pins = pins._replace(pinned=pins.pinned - pins.per_file.get(rel, 0))

@@ -9,12 +9,17 @@ lint` and `kgate check` both go through it.
 
 A directive is read in a line comment only, as kgate.support.comments reads
 the file's language: the same text in a string, a raw string, a bracket
-argument, a here-document or a block comment is not one. Several directives
-may share a comment (`# kgate: ignore[A] why  # kgate: ignore[B] why`).
+argument, a here-document or a block comment is not one. A directive starts
+with its language's own line comment marker (`#`, `//` in C++, `#` or `;` in
+INI files). Several directives may share a comment (`# kgate: ignore[A] why
+# kgate: ignore[B] why`).
+
 A line directive silences findings that start on its line; a file directive
 (on a line of its own, anywhere in the file) silences the codes in the whole
-file. Several codes are separated by commas. A directive without a reason
-still silences its codes, and is reported as KG003 (an error), so the run
+file. A file directive after code on its line silences nothing and is
+reported (KG003), in every language: a reader takes it for a line directive
+(ruff ignores its file-level exemption after code too). Several codes are
+separated by commas. A directive without a reason still silences its codes, and is reported as KG003 (an error), so the run
 fails until a reason is written. `kgate lint --add-ignore` writes
 `PLACEHOLDER` as the reason: it silences the finding and KG003 reports it
 until someone replaces it with the real reason.
@@ -31,11 +36,12 @@ from kgate import rules as registry  # type: ignore[attr-defined]
 from kgate.core.findings import Finding, Severity, sort_findings
 from kgate.core.rule import Report, to_finding
 from kgate.core.selection import Selection
-from kgate.support.comments import PY_NEWLINE, comments, language
+from kgate.support.comments import MARKERS, PY_NEWLINE, Comment, comments, language
 
 MARKER = b"kgate:"
 # A comment marker at the start of the line or after a space: "`# kgate: ...`" quoted in prose is not one.
 _DIRECTIVE = re.compile(r"(?:^|(?<=\s))(?:#|//|;)\s*kgate:\s*ignore(?P<file>-file)?(?![\w-])(?P<rest>.*)$")
+_ANY_MARKER = ("#", "//", ";")
 _CODES = re.compile(r"\[(?P<codes>[^\]]*)\](?P<reason>.*)$")
 _NEXT_COMMENT = re.compile(r"\s#\s|\s//")
 _REASON_LEAD = " \t:-\u2013\u2014"
@@ -51,6 +57,9 @@ class Directive(NamedTuple):
     codes: tuple[str, ...]
     reason: str
     problem: str  # "" for a well-formed directive
+    # An `ignore-file` after code on its line: it silences nothing (KG003 reports it), as ruff ignores its
+    # file-level exemption after code.
+    misplaced: bool = False
 
 
 class Outcome(NamedTuple):
@@ -68,12 +77,13 @@ def parse_directives(text: str, lang: str | None = None, *, python: bool = False
     found = comments(text, lang)
     out = []
     line, counted = 1, 0
-    for comment in found:
+    for index, comment in enumerate(found):
         if comment.block or "kgate:" not in text[comment.start:comment.end]:
             continue
         if lang == "python":  # a lone `\r` ends a Python line too, as the syntax tree's line numbers count it
             line += len(PY_NEWLINE.findall(text, counted, comment.start))
-            line_start = max(text.rfind("\n", 0, comment.start), text.rfind("\r", 0, comment.start)) + 1
+            newline = text.rfind("\n", 0, comment.start)  # then a `\r` after it only: a search from the text's
+            line_start = max(newline, text.rfind("\r", newline + 1, comment.start)) + 1  # start is quadratic
         else:
             line += text.count("\n", counted, comment.start)
             line_start = text.rfind("\n", 0, comment.start) + 1
@@ -82,22 +92,39 @@ def parse_directives(text: str, lang: str | None = None, *, python: bool = False
         # The code before the comment on its line is blanked: the comment's own marker starts a directive
         # whatever comes before it (`launch();// kgate: ...`), as the comment reader found it.
         body = " " * offset + text[comment.start:comment.end]
-        for match in directives_in(body, offset):
+        after_code = _code_before(text, line_start, found, index)
+        for match in directives_in(body, offset, MARKERS.get(lang or "", _ANY_MARKER)):
             # A comment continued onto further lines (a `//` comment ending in a backslash): the directive's line.
-            out.append(_directive(line + body.count("\n", 0, match.start()), match, body))
+            further = body.count("\n", 0, match.start())
+            out.append(_directive(line + further, match, body, after_code=after_code and not further))
     return out
+
+
+def _code_before(text: str, line_start: int, found: list[Comment], index: int) -> bool:
+    """Whether code stands before comment `found[index]` on its line (from `line_start`): text other than spaces
+    and the line's earlier comments."""
+    end = found[index].start
+    for back in range(index - 1, -1, -1):  # the line's own comments only: the walk stops at the line's start
+        earlier = found[back]
+        if earlier.end <= line_start:
+            break
+        if text[earlier.end:end].strip():
+            return True
+        end = earlier.start
+    return bool(text[line_start:max(line_start, end)].strip())
 
 
 # The start of a directive: a comment marker at the start of the comment or after a space ("`# kgate: ...`"
 # quoted in prose is not one).
-_START = re.compile(r"(?:^|(?<=\s))(?:#|//|;)\s*kgate:\s*ignore(?P<file>-file)?(?![\w-])")
+_START = re.compile(r"(?:^|(?<=\s))(?P<marker>#|//|;)\s*kgate:\s*ignore(?P<file>-file)?(?![\w-])")
 
 
-def directives_in(line: str, start: int = 0) -> list[re.Match[str]]:
+def directives_in(line: str, start: int = 0, markers: tuple[str, ...] = _ANY_MARKER) -> list[re.Match[str]]:
     """The directives of one comment: each `_DIRECTIVE` match ends where the next directive starts (or the
-    line does)."""
+    line does). A directive starts with one of `markers`, its language's line comment markers: in a Python
+    comment, `// kgate: ...` is prose."""
     out = []
-    starts = list(_START.finditer(line, start))
+    starts = [found for found in _START.finditer(line, start) if found.group("marker") in markers]
     for index, found in enumerate(starts):
         end = starts[index + 1].start() if index + 1 < len(starts) else len(line)
         newline = line.find("\n", found.start())
@@ -109,26 +136,27 @@ def directives_in(line: str, start: int = 0) -> list[re.Match[str]]:
     return out
 
 
-def _directive(number: int, match: re.Match[str], line: str) -> Directive:
+def _directive(number: int, match: re.Match[str], line: str, *, after_code: bool) -> Directive:
     file_level = bool(match.group("file"))
+    misplaced = file_level and after_code
     col = match.start() - (line.rfind("\n", 0, match.start()) + 1) + 1
     form = "ignore-file" if file_level else "ignore"
     codes = _CODES.match(match.group("rest").strip())
-    if codes is None:
-        return Directive(number, col, file_level, (), "", f"`kgate: {form}` must name codes: "
-                                                             f"`kgate: {form}[CODE] reason`")
-    names = tuple(c.strip() for c in codes.group("codes").split(",") if c.strip())
+    names = tuple(c.strip() for c in codes.group("codes").split(",") if c.strip()) if codes else ()
     # A second comment after the codes (a linter's or a type checker's) is not a reason.
-    reason = _NEXT_COMMENT.split(codes.group("reason"), 1)[0].strip(_REASON_LEAD)
-    problem = ""
-    if not names:
-        problem = f"`kgate: {form}[]` names no code"
+    reason = _NEXT_COMMENT.split(codes.group("reason"), 1)[0].strip(_REASON_LEAD) if codes else ""
+    problems = [(f"`kgate: ignore-file` after code silences nothing: a file directive stands on a line of its own "
+                 f"(for this line only, write `kgate: ignore[{', '.join(names) or 'CODE'}]`)")] if misplaced else []
+    if codes is None:
+        problems.append(f"`kgate: {form}` must name codes: `kgate: {form}[CODE] reason`")
+    elif not names:
+        problems.append(f"`kgate: {form}[]` names no code")
     elif not reason:
-        problem = f"`kgate: {form}[{', '.join(names)}]` gives no reason: write why after the codes"
+        problems.append(f"`kgate: {form}[{', '.join(names)}]` gives no reason: write why after the codes")
     elif reason.startswith(PLACEHOLDER):
-        problem = (f"`kgate: {form}[{', '.join(names)}]` still has the placeholder reason {PLACEHOLDER!r}: "
-                   f"replace it with why")
-    return Directive(number, col, file_level, names, reason, problem)
+        problems.append(f"`kgate: {form}[{', '.join(names)}]` still has the placeholder reason {PLACEHOLDER!r}: "
+                        f"replace it with why")
+    return Directive(number, col, file_level, names, reason, "; ".join(problems), misplaced)
 
 
 # --------------------------------------------------------------------------- writing directives
@@ -169,12 +197,13 @@ def without_code(line: str, col: int, code: str) -> tuple[int, int, str] | None:
 
 
 def with_code(line: str, code: str, marker: str) -> str | None:
-    """`line` with `code` pinned by a line directive of its own, `marker` (`#` or `//`) kgate: ignore[CODE]
-    PLACEHOLDER at the end of the line; only a directive of the line that still has the placeholder reason takes
-    the code into its list (a directive with a real reason never does: its reason is not the new code's). None
-    when a line directive there already names the code."""
+    """`line`, the comment that ends a line as its language reads it (or the empty text where none does), with
+    `code` pinned by a line directive of its own, `marker` (`#` or `//`) kgate: ignore[CODE] PLACEHOLDER, at its
+    end; only a directive of the comment that still has the placeholder reason takes the code into its list (a
+    directive with a real reason never does: its reason is not the new code's). None when a line directive there
+    already names the code."""
     pending = None
-    for match in directives_in(line):
+    for match in directives_in(line, 0, (marker,)):
         codes = _CODES.match(match.group("rest").strip())
         if match.group("file") or codes is None:
             continue
@@ -226,6 +255,8 @@ def apply(findings: Iterable[Finding], directives: Mapping[str, Sequence[Directi
 
 def _match(finding: Finding, directives: Sequence[Directive]) -> Directive | None:
     for directive in directives:
+        if directive.misplaced:
+            continue
         if finding.code in directive.codes and (directive.file_level or directive.line == finding.line):
             return directive
     return None
@@ -238,8 +269,8 @@ def _meta(path: str, directive: Directive, used: set[tuple[str, int, str]], judg
     if selection.keep(_probe(path, INVALID)):
         for report in registry.load(INVALID).check((directive, names), None):
             out.append(meta_finding(INVALID, report, path, selection, directive))
-    if not selection.keep(_probe(path, UNUSED)):
-        return out
+    if directive.misplaced or not selection.keep(_probe(path, UNUSED)):
+        return out  # a misplaced directive silences nothing by design: KG003 says so, not KG002
     known = set(names.values())
     line = 0 if directive.file_level else directive.line
     for code in directive.codes:

@@ -240,7 +240,7 @@ def from_json(data: list[Any]) -> FileResult:
     if not findings and not directives:
         return FileResult((), (), tuple(ran))
     return FileResult(tuple(RawFinding(*f[:-1], tuple(tuple(r) for r in f[-1])) for f in findings),
-                      tuple(Directive(d[0], d[1], d[2], tuple(d[3]), d[4], d[5]) for d in directives), tuple(ran))
+                      tuple(Directive(d[0], d[1], d[2], tuple(d[3]), d[4], d[5], d[6]) for d in directives), tuple(ran))
 
 
 def content_digest(data: bytes) -> str:

@@ -14,20 +14,19 @@ Python files are changed through libcst, so every comment and space around
 an edit survives (libcst is imported only here, never by a plain `kgate
 lint`). Other files take exact text edits.
 
-Nothing is written until every round is done, and only by `write`: `--diff`
-runs the same rounds and prints what would change. `--add-ignore` is
-kgate.pipeline.pin.
+The fixes are made from the bytes the findings were found in (`read_afresh`).
+Nothing is written until every round is done, and only by
+kgate.pipeline.writes: `--diff` runs the same rounds and prints what would
+change. `--add-ignore` is kgate.pipeline.pin.
 """
 
 from __future__ import annotations
 
 import codecs
 import difflib
-import os
 import re
 import sys
 from collections.abc import Callable, Iterable
-from pathlib import Path
 from typing import Any, NamedTuple
 
 from kgate.collect.source import UnreadableSource
@@ -37,7 +36,9 @@ from kgate.core.fix import Edit, Fix
 from kgate.core.selection import Selection
 from kgate.core.suppress import without_code
 from kgate.evaluate import source as engine
+from kgate.pipeline.fix_python import CannotApply, line_starts, python_edits
 from kgate.pipeline.lint import active_findings, discover, run_lint
+from kgate.pipeline.writes import Change
 from kgate.report.paths import Shown, as_named
 from kgate.support.comments import same_code
 
@@ -52,12 +53,6 @@ class Applied(NamedTuple):
     line: int
     code: str
     message: str  # the fix's message
-
-
-class Change(NamedTuple):
-    path: str  # where to write
-    before: bytes
-    after: bytes
 
 
 class FixRun(NamedTuple):
@@ -93,10 +88,8 @@ def fix_lint(config: Config, selection: Selection, paths: list[str] | None, *, u
 def _fix_group(where: dict[str, str], results: dict[str, engine.FileResult], selection: Selection,
                rules: list[engine.SourceRule], unsafe: bool) -> FixRun:
     """The rounds of fixes of the files one configuration governs (path as the run names it -> path)."""
-    for rel in sorted({f.path for f in active_findings(results, selection).findings} & set(where)):
-        results[rel] = engine.lint_file(where[rel], rel, rules)[0]
+    originals = read_afresh(where, results, selection, rules)
     current: dict[str, bytes] = {}
-    originals: dict[str, bytes] = {}
     applied: list[Applied] = []
     rejected: list[tuple[str, str]] = []
     unsafe_left = 0
@@ -109,14 +102,9 @@ def _fix_group(where: dict[str, str], results: dict[str, engine.FileResult], sel
                 wanted.setdefault(finding.path, []).append(finding)
         progress = False
         for rel, items in sorted(wanted.items()):
-            data = current.get(rel)
+            data = current.get(rel, originals.get(rel))
             if data is None:
-                try:
-                    with open(where[rel], "rb") as handle:
-                        data = handle.read()
-                except OSError:
-                    continue
-                originals[rel] = data
+                continue
             new, taken, why = apply_fixes(rel, data, [f.fix for f in items if f.fix is not None])
             if why:
                 rejected.append((rel, why))
@@ -135,54 +123,17 @@ def _fix_group(where: dict[str, str], results: dict[str, engine.FileResult], sel
     return FixRun(changes, applied, rejected, unsafe_left)
 
 
-def write(changes: dict[str, Change], shown: Shown = as_named, root: Path | None = None) -> list[tuple[str, str]]:
-    """Write the changes; (path, why) for each file left as it was: a file (or a folder on its way) that links
-    out of the project `root`, a second name of a file already written (a link inside the project, a hard
-    link), a file with other hard links, a read-only file, or one changed since it was read."""
-    from kgate.core.errors import ConfigError
-    from kgate.support.atomicio import atomic_write
-
-    skipped: list[tuple[str, str]] = []
-    written: set[object] = set()  # the real paths and (device, inode) of the files read so far
-    top = (os.path.abspath(root), os.path.realpath(root)) if root is not None else None
-    for rel, change in sorted(changes.items()):
-        why = _unwritable(change, top, written)
-        if why:
-            skipped.append((rel, why))
-            continue
-        try:
-            atomic_write(Path(change.path), change.after, follow=True)
-        except OSError as exc:
-            raise ConfigError(f"cannot write {shown(rel)}: {exc.strerror or exc}") from None
-    return skipped
-
-
-def _unwritable(change: Change, top: tuple[str, str] | None, written: set[object]) -> str:
-    """Why a change must not be written ("" when it may)."""
-    real = os.path.realpath(change.path)
-    named = os.path.abspath(change.path)
-    if top is not None and any(_inside(named, t) for t in top) and not _inside(real, top[1]):
-        return f"it is a link to {real}, outside the project: not written"
-    try:
-        info = os.stat(real)
-        with open(real, "rb") as handle:
-            now = handle.read()
-    except OSError as exc:
-        return f"cannot read it again: {exc.strerror or exc}"
-    if real in written or (info.st_dev, info.st_ino) in written:
-        return "another name of a file already written (a link): written once"
-    if info.st_nlink > 1:
-        return f"it has {info.st_nlink - 1} other hard link(s), which a write would leave behind: not written"
-    if not info.st_mode & 0o222 or not os.access(real, os.W_OK):
-        return "it is read-only: not written"
-    if now != change.before:
-        return "it changed since kgate read it: not written"
-    written.update((real, (info.st_dev, info.st_ino)))
-    return ""
-
-
-def _inside(path: str, top: str) -> bool:
-    return path == top or path.startswith(top.rstrip(os.sep) + os.sep)
+def read_afresh(where: dict[str, str], results: dict[str, engine.FileResult], selection: Selection,
+                rules: list[engine.SourceRule]) -> dict[str, bytes]:
+    """The files with active findings, read once more and linted from the bytes read (`results` is updated): fixes
+    and pins are made from those bytes, and the write checks that the file still holds them. A file that changed
+    after the first lint is fixed as it is now, never with edits found in its older text."""
+    data: dict[str, bytes] = {}
+    for rel in sorted({f.path for f in active_findings(results, selection).findings} & set(where)):
+        results[rel], read = engine.lint_file(where[rel], rel, rules)
+        if read is not None:
+            data[rel] = read
+    return data
 
 
 def unified_diff(changes: dict[str, Change], shown: Shown = as_named) -> str:
@@ -222,8 +173,8 @@ def apply_fixes(rel: str, data: bytes, fixes: Iterable[Fix]) -> tuple[bytes | No
     (the result would not parse), or "". None when the file is not text kgate can write back."""
     try:
         bom, text = decoded(data, rel)
-    except UnreadableSource:
-        return None, [], ""
+    except UnreadableSource as exc:
+        return None, [], f"{exc}: kgate edits UTF-8 files only"
     python = rel.endswith((".py", ".pyi"))
     starts = line_starts(text)
     resolved: list[tuple[Fix, list[tuple[int, int, Edit]]]] = []
@@ -245,17 +196,13 @@ def apply_fixes(rel: str, data: bytes, fixes: Iterable[Fix]) -> tuple[bytes | No
         return None, [], changed_code
     edits = [span for _fix, spans in taken for span in spans]
     try:
-        new = _python(text, edits) if python else _replace(text, edits)
-    except _CannotApply as exc:
+        new = python_edits(text, edits) if python else _replace(text, edits)
+    except CannotApply as exc:
         return None, [], str(exc)
     problem = parse_problem(rel, new)
     if problem:
         return None, [], f"the result would not parse ({problem}): left as it was"
     return (bom + new.encode("utf-8")), [fix for fix, _spans in taken], ""
-
-
-class _CannotApply(Exception):
-    pass
 
 
 Taken = list[tuple[Fix, list[tuple[int, int, Edit]]]]
@@ -270,10 +217,11 @@ def _comment_edits_checked(rel: str, text: str, taken: Taken, python: bool) -> t
     for fix, spans in taken:
         if spans and all(span[2].kind == "drop-suppression" for span in spans):
             try:
-                after = _python(text, spans) if python else _replace(text, spans)
-            except _CannotApply:
-                after = None
-            if after is None or not same_code(rel, text, after):
+                after = python_edits(text, spans) if python else _replace(text, spans)
+            except CannotApply as exc:
+                why = str(exc)
+                continue
+            if not same_code(rel, text, after):
                 why = "a suppression's removal would change more than a comment: left as it was"
                 continue
         kept.append((fix, spans))
@@ -305,11 +253,6 @@ def decoded(data: bytes, rel: str) -> tuple[bytes, str]:
         return bom, data[len(bom):].decode("utf-8")
     except UnicodeDecodeError:
         raise UnreadableSource("not UTF-8") from None
-
-
-def line_starts(text: str) -> list[int]:
-    """Offset of each line's start, 1-based (starts[1] == 0), and one past the end."""
-    return [0, 0, *(m.end() for m in _NEWLINE.finditer(text)), len(text) + 1]
 
 
 def _offset(starts: list[int], line: int, col: int) -> int | None:
@@ -353,7 +296,7 @@ def _overlaps(a: tuple[int, int], b: tuple[int, int]) -> bool:
 def _replace(text: str, edits: list[tuple[int, int, Edit]]) -> str:
     for start, end, edit in sorted(edits, key=lambda e: e[:2], reverse=True):
         if edit.kind == "delete-statement":
-            raise _CannotApply("a statement can be removed from Python only")
+            raise CannotApply("a statement can be removed from Python only")
         text = text[:start] + edit.text + text[end:]
     return text
 
@@ -366,10 +309,7 @@ def parse_problem(rel: str, text: str) -> str:
         if name.endswith((".py", ".pyi")):
             import ast
 
-            import libcst
-
-            libcst.parse_module(text)
-            ast.parse(text)
+            ast.parse(text)  # Python's own parser is the judge (libcst cannot read some files Python reads)
         elif name.endswith(".toml"):
             toml_parser().loads(text)
         elif name.endswith(".json"):
@@ -383,119 +323,3 @@ def parse_problem(rel: str, text: str) -> str:
     except Exception as exc:  # every parser's own error type: the message is what matters
         return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     return ""
-
-
-# --------------------------------------------------------------------------- Python, through libcst
-
-
-def _python(text: str, edits: list[tuple[int, int, Edit]]) -> str:
-    import libcst as cst
-    from libcst.metadata import MetadataWrapper, PositionProvider
-
-    try:
-        wrapper = MetadataWrapper(cst.parse_module(text))
-    except cst.ParserSyntaxError as exc:
-        raise _CannotApply(f"does not parse: {str(exc).splitlines()[0]}") from None
-    positions = wrapper.resolve(PositionProvider)
-    starts = line_starts(text)
-
-    def bounds(node: Any) -> tuple[int, int]:
-        where = positions[node]
-        return starts[where.start.line] + where.start.column, starts[where.end.line] + where.end.column
-
-    tokens: list[tuple[int, int, Any]] = []
-    statements: dict[int, Any] = {}
-    for node in positions:
-        if isinstance(node, (cst.SimpleString, cst.Comment, cst.FormattedStringText)):
-            tokens.append((*bounds(node), node))
-        elif isinstance(node, cst.BaseSmallStatement):
-            statements[bounds(node)[0]] = node
-    new_values: dict[Any, list[tuple[int, int, str]]] = {}
-    removed: set[Any] = set()
-    for start, end, edit in edits:
-        if edit.kind == "delete-statement":
-            node = statements.get(start)
-            if node is None:
-                raise _CannotApply(f"no statement starts at line {edit.line}")
-            removed.add(node)
-            continue
-        holder = next(((s, e, node) for s, e, node in tokens
-                       if s <= end <= e and (s <= start or (edit.kind == "drop-suppression"
-                                                            and isinstance(node, cst.Comment)))), None)
-        if holder is None:
-            raise _CannotApply(f"line {edit.line}: the change is not inside one string or comment")
-        s, _e, node = holder
-        new_values.setdefault(node, []).append((max(start, s) - s, end - s, edit.text))
-
-    def rewritten(node: Any) -> str:
-        value = node.value
-        for start, end, replacement in sorted(new_values[node], reverse=True):
-            value = value[:start] + replacement + value[end:]
-        return value
-
-    emptied = {node for node in new_values if isinstance(node, cst.Comment) and not rewritten(node).strip()}
-
-    class Fixer(cst.CSTTransformer):
-        def leave_SimpleString(self, original: Any, updated: Any) -> Any:
-            return updated.with_changes(value=rewritten(original)) if original in new_values else updated
-
-        def leave_FormattedStringText(self, original: Any, updated: Any) -> Any:
-            return updated.with_changes(value=rewritten(original)) if original in new_values else updated
-
-        def leave_Comment(self, original: Any, updated: Any) -> Any:
-            if original in new_values and original not in emptied:
-                return updated.with_changes(value=rewritten(original))
-            return updated
-
-        def leave_TrailingWhitespace(self, original: Any, updated: Any) -> Any:
-            if original.comment is not None and original.comment in emptied:
-                return updated.with_changes(comment=None, whitespace=cst.SimpleWhitespace(""))
-            return updated
-
-        def leave_EmptyLine(self, original: Any, updated: Any) -> Any:
-            if original.comment is not None and original.comment in emptied:
-                return cst.RemoveFromParent()
-            return updated
-
-        def leave_SimpleStatementLine(self, original: Any, updated: Any) -> Any:
-            if not any(node in removed for node in original.body):
-                return updated
-            kept = [new for old, new in zip(original.body, updated.body) if old not in removed]
-            if kept:
-                return updated.with_changes(body=[*kept[:-1], kept[-1].with_changes(
-                    semicolon=cst.MaybeSentinel.DEFAULT)])
-            emptied_lines.add(original)
-            return updated.with_changes(body=[cst.Pass()])
-
-        def leave_IndentedBlock(self, original: Any, updated: Any) -> Any:
-            body, footer = _without_emptied(original.body, updated.body, updated.footer)
-            if not body:  # a block needs a statement: `pass`, under the comments that were above the removed one
-                carried = footer[:len(footer) - len(updated.footer)]
-                body = [cst.SimpleStatementLine([cst.Pass()], leading_lines=carried)]
-                footer = list(updated.footer)
-            return updated.with_changes(body=body, footer=footer)
-
-        def leave_Module(self, original: Any, updated: Any) -> Any:
-            body, footer = _without_emptied(original.body, updated.body, updated.footer)
-            return updated.with_changes(body=body, footer=footer)
-
-    emptied_lines: set[Any] = set()
-
-    def _without_emptied(old_body: Any, new_body: Any, footer: Any) -> tuple[list[Any], list[Any]]:
-        """The statements left, the comments above a removed one kept above the next (or in the footer)."""
-        out: list[Any] = []
-        carried: list[Any] = []
-        for old, new in zip(old_body, new_body):
-            if old in emptied_lines:
-                carried.extend(new.leading_lines)
-                comment = new.trailing_whitespace.comment
-                if comment is not None:  # the removed statement's own comment stays, on a line of its own
-                    carried.append(cst.EmptyLine(comment=comment))
-                continue
-            if carried:
-                new = new.with_changes(leading_lines=[*carried, *new.leading_lines])
-                carried = []
-            out.append(new)
-        return out, [*carried, *footer]
-
-    return wrapper.module.visit(Fixer()).code

@@ -41,8 +41,8 @@ from kgate.support import jsondoc
 from kgate.support.atomicio import read_cached_stat
 from kgate.support.filestat import path_state, state_of
 
-FORMAT = 4  # 2: the record carries its key and the hash of its entries; 3: findings carry related places;
-# 4: an entry carries the other files its result read, with their states
+FORMAT = 5  # 2: the record carries its key and the hash of its entries; 3: findings carry related places;
+# 4: an entry carries the other files its result read, with their states; 5: directives say whether they are misplaced
 _RACY_NS = 2_000_000_000
 _STALE_S = 14 * 24 * 3600  # cache files of other selections unused this long are removed
 
@@ -63,7 +63,7 @@ def _checked(result: FileResult) -> FileResult:
         v for d in result.directives for v in (d.reason, d.problem, *d.codes)]
     if not (all(type(v) is int for v in ints) and all(v is None or type(v) is int for v in optional)
             and all(isinstance(v, str) for v in texts) and all(f.severity in _SEVERITIES for f in result.findings)
-            and all(isinstance(d.file_level, bool) for d in result.directives)):
+            and all(isinstance(d.file_level, bool) and isinstance(d.misplaced, bool) for d in result.directives)):
         raise ValueError("not a lint result")
     return result
 

@@ -7,30 +7,37 @@ still fails the run until every accepted finding is explained; the baseline
 is the way to pin findings without failing.
 
 A new pin always gets a directive of its own: a directive that already has
-a reason never takes the new code (its reason is not the new code's).
-Python comments go in through libcst, into the line's own end (a
-statement's, or a line inside brackets); other files take the comment at
-the line's end. Every file must then differ in comments alone, as
-kgate.support.comments reads its language (Python the same syntax tree, TOML
-the same data, C++, CMake, shell and Makefiles the same text outside
-comments), and each new comment must read back as the directive on its
-line: a line that ends inside a raw string, a bracket argument, a quoted
-string or a here-document takes none, and the run says so.
+a reason never takes the new code (its reason is not the new code's). The
+comment goes at the line's end the same way in every language: into the
+line comment that ends the line, as kgate.support.comments reads the
+language (where a directive with the placeholder takes the code), else after
+the line's code. Every file must then differ in comments alone (Python the
+same syntax tree, TOML the same data, every language the same text outside
+its comments), and each new comment must read back as the directive on its
+line: a line that ends inside a string, a raw string, a bracket argument or a
+here-document, or goes on to the next with a backslash, takes none, and the
+run says so.
+
+Findings are pinned in the bytes they were found in: the files with findings
+are read once more and linted from those bytes, so a file that changes
+meanwhile is pinned as it was read, and the write refuses it if it is no
+longer so.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, NamedTuple
+from collections.abc import Callable, Mapping
+from typing import NamedTuple
 
 from kgate.collect.source import UnreadableSource
 from kgate.core.config import Config
 from kgate.core.findings import Finding
 from kgate.core.selection import Selection
 from kgate.core.suppress import parse_directives, with_code
-from kgate.pipeline.fix import Change, decoded, line_of, line_starts, parse_problem
-from kgate.pipeline.lint import discover
-from kgate.support.comments import LINE_MARKER, language, same_code
+from kgate.pipeline.fix import decoded, line_of, line_starts, parse_problem, read_afresh
+from kgate.pipeline.lint import active_findings, discover, run_lint
+from kgate.pipeline.writes import Change
+from kgate.support.comments import LINE_MARKER, comments, language, same_code
 
 # Codes that are about the comments or the file itself: never pinned.
 _NOT_PINNED = frozenset({"KG002", "KG003", "KG004"})
@@ -43,9 +50,26 @@ class PinRun(NamedTuple):
     per_file: dict[str, int]  # findings pinned, by file
 
 
-def add_ignores(findings: list[Finding], where: dict[str, str]) -> PinRun:
+def pin_lint(config: Config, selection: Selection, paths: list[str] | None, *, force_exclude: bool = False,
+             use_cache: bool = True, select_for: Callable[[Config], Selection] | None = None) -> PinRun:
+    """Lint, then pin every active finding in the bytes it was found in (nothing is written)."""
+    linted = dict(run_lint(config, selection, paths, force_exclude=force_exclude, use_cache=use_cache,
+                           select_for=select_for).results)
+    findings: list[Finding] = []
+    where: dict[str, str] = {}
+    data: dict[str, bytes] = {}
+    for group in discover(config, selection, paths, force_exclude=force_exclude, select_for=select_for):
+        results = {rel: linted[rel] for rel in group.files if rel in linted}
+        data.update(read_afresh(group.files, results, group.selection, group.rules))
+        findings.extend(f for f in active_findings(results, group.selection).findings if f.path in group.files)
+        where.update(group.files)
+    return add_ignores(findings, where, data)
+
+
+def add_ignores(findings: list[Finding], where: dict[str, str], data: Mapping[str, bytes] | None = None) -> PinRun:
     """A `kgate: ignore[CODE] PLACEHOLDER` comment on the line of each finding (the line's own directive
-    gains the code when it has one). `where`: project-relative path -> path to read."""
+    gains the code when it has one). `where`: project-relative path -> path to read; `data`: the bytes the
+    findings were found in, by path (a file not there is read)."""
     by_file: dict[str, dict[int, list[str]]] = {}
     left: list[tuple[str, int, str, str]] = []
     for finding in findings:
@@ -59,26 +83,15 @@ def add_ignores(findings: list[Finding], where: dict[str, str]) -> PinRun:
     per_file: dict[str, int] = {}
     for rel, lines in sorted(by_file.items()):
         try:
-            with open(where[rel], "rb") as handle:
-                data = handle.read()
-            bom, text = decoded(data, rel)
+            read = (data or {}).get(rel)
+            if read is None:
+                with open(where[rel], "rb") as handle:
+                    read = handle.read()
+            bom, text = decoded(read, rel)
         except (OSError, UnreadableSource) as exc:
             left.extend((rel, n, c, f"cannot read: {exc}") for n, cs in lines.items() for c in cs)
             continue
-        lang = language(rel)
-        new, missed = _pinned(text, lines, lang)
-        # The comments must read back as directives on their lines, and the file must parse as before.
-        found = {(d.line, code) for d in parse_directives(new, lang) for code in d.codes if not d.file_level}
-        for number, codes in lines.items():
-            if number not in missed and not all((number, code) in found for code in codes):
-                missed[number] = "the line ends inside a string or a comment: a comment there would not be read " \
-                                 "as a kgate directive"
-        if missed and new != text:  # the lines that take a comment, without those that do not
-            new = _pinned(text, {n: c for n, c in lines.items() if n not in missed}, lang)[0]
-        problem = _changes_meaning(rel, text, new) if new != text else ""
-        if problem:
-            missed = {n: problem for n in lines}
-            new = text
+        new, missed = _pinned_file(rel, text, lines)
         for number, codes in sorted(lines.items()):
             if number in missed:
                 left.extend((rel, number, code, missed[number]) for code in codes)
@@ -86,16 +99,28 @@ def add_ignores(findings: list[Finding], where: dict[str, str]) -> PinRun:
                 pinned += len(codes)
                 per_file[rel] = per_file.get(rel, 0) + len(codes)
         if new != text:
-            changes[rel] = Change(where[rel], data, bom + new.encode("utf-8"))
+            changes[rel] = Change(where[rel], read, bom + new.encode("utf-8"))
     return PinRun(changes, pinned, left, per_file)
 
 
-def _pinned(text: str, lines: dict[int, list[str]], lang: str | None) -> tuple[str, dict[int, str]]:
-    if lang == "python":
-        return _pin_python(text, lines)
-    if lang in LINE_MARKER:
-        return _pin_text(text, lines, LINE_MARKER[lang])
-    return text, {n: "this kind of file takes no line comment kgate reads here" for n in lines}
+def _pinned_file(rel: str, text: str, lines: dict[int, list[str]]) -> tuple[str, dict[int, str]]:
+    """The text with the lines' pins, and why each line left out was (its number -> why)."""
+    lang = language(rel)
+    if lang not in LINE_MARKER:
+        return text, {n: "this kind of file takes no line comment kgate reads here" for n in lines}
+    new, missed = _pin_text(text, lines, lang)
+    # The comments must read back as directives on their lines, and the file must parse as before.
+    found = {(d.line, code) for d in parse_directives(new, lang) for code in d.codes if not d.file_level}
+    for number, codes in lines.items():
+        if number not in missed and not all((number, code) in found for code in codes):
+            missed[number] = "the line ends inside a string or a comment: a comment there would not be read " \
+                             "as a kgate directive"
+    if missed and new != text:  # the lines that take a comment, without those that do not
+        new = _pin_text(text, {n: c for n, c in lines.items() if n not in missed}, lang)[0]
+    problem = _changes_meaning(rel, text, new) if new != text else ""
+    if problem:
+        return text, {n: problem for n in lines}
+    return new, missed
 
 
 def _changes_meaning(rel: str, before: str, after: str) -> str:
@@ -106,8 +131,11 @@ def _changes_meaning(rel: str, before: str, after: str) -> str:
     return "" if same_code(rel, before, after) else "a comment there would change the file's meaning"
 
 
-def _pin_text(text: str, lines: dict[int, list[str]], marker: str) -> tuple[str, dict[int, str]]:
+def _pin_text(text: str, lines: dict[int, list[str]], lang: str) -> tuple[str, dict[int, str]]:
+    """The comment goes at the line's end: into the line comment that ends it, as the language reads its comments
+    (where a directive with the placeholder takes the code), else after the line's code."""
     starts = line_starts(text)
+    ending = {c.end: c for c in comments(text, lang) if not c.block}  # line comments by where they end
     missed: dict[int, str] = {}
     pieces: list[tuple[int, int, str]] = []
     for number, codes in sorted(lines.items()):
@@ -115,52 +143,25 @@ def _pin_text(text: str, lines: dict[int, list[str]], marker: str) -> tuple[str,
             missed[number] = "no such line"
             continue
         line = line_of(text, starts, number)
-        if line.rstrip().endswith("\\"):
+        start, end = starts[number], starts[number] + len(line)
+        comment = ending.get(end)
+        comment = comment if comment is not None and comment.start >= start else None
+        # A backslash that ends the line's code joins the next line; one that ends a comment the reader ends here
+        # is the comment's text (a `//` comment or a Makefile comment it continues ends on a later line).
+        if comment is None and line.rstrip().endswith("\\"):
             missed[number] = "the line continues on the next (a comment would end it)"
             continue
-        new = line
-        for code in codes:
-            new = with_code(new, code, marker) or new
-        pieces.append((starts[number], starts[number] + len(line), new))
-    for start, end, new in reversed(pieces):
-        text = text[:start] + new + text[end:]
-    return text, missed
-
-
-def _pin_python(text: str, lines: dict[int, list[str]]) -> tuple[str, dict[int, str]]:
-    """Through libcst: the comment goes into the line's own end (a statement's, or a line inside brackets);
-    a line inside a multi-line string or continued with a backslash has none, and is left."""
-    import libcst as cst
-    from libcst.metadata import MetadataWrapper, PositionProvider
-
-    try:
-        wrapper = MetadataWrapper(cst.parse_module(text))
-    except cst.ParserSyntaxError:
-        return text, {n: "the file does not parse" for n in lines}
-    positions = wrapper.resolve(PositionProvider)
-    ends: dict[int, Any] = {}
-    for node, where in positions.items():
-        if isinstance(node, cst.TrailingWhitespace) and where.start.line in lines:
-            ends.setdefault(where.start.line, node)
-    targets = {ends[n]: lines[n] for n in lines if n in ends}
-
-    class Pinner(cst.CSTTransformer):
-        def leave_TrailingWhitespace(self, original: Any, updated: Any) -> Any:
-            codes = targets.get(original)
-            if codes is None:
-                return updated
-            comment = original.comment.value if original.comment is not None else ""
-            for code in codes:
-                comment = with_code(comment, code, "#") or comment
-            whitespace = updated.whitespace if original.comment is not None else cst.SimpleWhitespace("  ")
-            return updated.with_changes(whitespace=whitespace, comment=cst.Comment(comment.lstrip()))
-
-    missed = {n: "the line is inside a string or continued with a backslash" for n in lines if n not in ends}
-    return wrapper.module.visit(Pinner()).code, missed
-
-
-def relative_files(config: Config, selection: Selection, paths: list[str] | None, force_exclude: bool,
-                   select_for: Callable[[Config], Selection] | None = None) -> dict[str, str]:
-    """Path as the run names it -> path, of the files `kgate lint` reads for these paths."""
-    groups = discover(config, selection, paths, force_exclude=force_exclude, select_for=select_for)
-    return {rel: path for group in groups for rel, path in group.files.items()}
+        code = line if comment is None else text[start:comment.start]
+        tail = "" if comment is None else text[comment.start:end]
+        for pinned in codes:
+            tail = with_code(tail, pinned, LINE_MARKER[lang]) or tail
+        if comment is None:
+            tail = ("  " if code.strip() else "") + tail
+            code = code.rstrip() if code.strip() else code
+        pieces.append((start, end, code + tail))
+    out, done = [], 0
+    for start, end, new in pieces:  # in order of position: the text is put together once
+        out.extend((text[done:start], new))
+        done = end
+    out.append(text[done:])
+    return "".join(out), missed

@@ -6,6 +6,11 @@ fail until the reason is written. A comment whose reason is still the
 placeholder `kgate lint --add-ignore` writes (`TODO: give the reason`)
 counts as one without a reason.
 
+Also reports a `kgate: ignore-file` written after code on its line (in
+every language kgate reads directives from). A file directive stands on a
+line of its own; after code it silences nothing, not even its own line
+(as ruff ignores `# ruff: noqa` after code), and is not judged unused.
+
 ## Why is this bad?
 A suppression without a reason cannot be reviewed: six months later
 nobody knows whether the register spill was measured and accepted or just
@@ -18,11 +23,24 @@ if it did.
 @triton.autotune(configs=CONFIGS, key=["M"])  # kgate: ignore[runtime-autotune] M is bucketed
 ```
 
+A file directive after code:
+
+```python
+os.environ["TRITON_INTERPRET"] = "1"  # kgate: ignore-file[KG203] the CPU job needs it
+```
+
 ## Use instead
 Name each code and say why, after the codes:
 
 ```python
 @triton.autotune(configs=CONFIGS, key=["M"])  # kgate: ignore[KG201] M is rounded to a power of two by the caller
+```
+
+and write a file directive on a line of its own, or a line directive where
+only that line is meant:
+
+```python
+# kgate: ignore-file[KG203] the CPU job needs the interpreter in every test here
 ```
 
 ## Options

@@ -67,6 +67,7 @@ from kgate.collect.source import SourceFile
 from kgate.core.findings import Severity
 from kgate.core.fix import Applicability, Edit, Fix
 from kgate.core.rule import Report, Rule, SourceContext
+from kgate.support.comments.config import toml_lines
 
 VARIABLE = "TRITON_INTERPRET"
 # Values Triton's boolean environment parser reads as true.
@@ -298,37 +299,43 @@ def _toml(source: SourceFile) -> Iterator[Report]:
     for header in dict.fromkeys(found):
         line, col = _locate(source.lines, f"{prefix}{header}")
         yield Report(_MESSAGE.format(where="in pytest's env settings"), line=line, col=col,
-                     scope=f"[{prefix}{header}]", fix=_fix(_toml_edits(source.lines, f"{prefix}{header}")))
+                     scope=f"[{prefix}{header}]", fix=_fix(_toml_edits(source.text, source.lines, f"{prefix}{header}")))
 
 
 # An entry of an `env` array, with the comma after it or the comma before it.
-_ITEM = r"""(["'])(?P<item>[^"'\n]*""" + VARIABLE + r"""[^"'\n]*)\1"""
+_ITEM = r"""(?P<quoted>(?P<q>["'])(?P<item>[^"'\n]*""" + VARIABLE + r"""[^"'\n]*)(?P=q))"""
 _ITEM_FORMS = (re.compile(_ITEM + r"\s*,[ \t]*"), re.compile(r",\s*" + _ITEM), re.compile(_ITEM))
 _TOML_KEY = re.compile(r"^\s*[\"']?" + VARIABLE + r"[\"']?\s*=")
 
 
-def _toml_edits(lines: list[str], table: str) -> list[Edit]:
+def _toml_edits(text: str, lines: list[str], table: str) -> list[Edit]:
     """Edits that take the switching-on entries out of one table: a `TRITON_INTERPRET = ...` key's line, an
-    `env` entry (its line when it has one of its own)."""
-    start = next((n for n, line in enumerate(lines) if (m := _SECTION.match(line)) and m.group(1).strip() == table),
-                 None)
+    `env` entry (its line when it has one of its own). Read as TOML reads the file: a comment, a multi-line string
+    or another string that holds the same text is left alone, and edits that would change anything but the
+    setting (the table's other data, another key's value) are not offered."""
+    code, masked, strings = toml_lines(text, lines)
+    start = next((n for n, line in enumerate(code) if line is not None and (m := _SECTION.match(line))
+                  and m.group(1).strip() == table), None)
     if start is None:
         return []
     edits = []
     for number in range(start + 1, len(lines)):
-        line = lines[number]
+        line = code[number]
+        if line is None:
+            continue  # inside a multi-line string
         if _SECTION.match(line):
             break
         if VARIABLE not in line:
             continue
         whole = Edit(number + 1, 0, number + 2, 0) if number + 1 < len(lines) else Edit(number + 1, 0, number + 1,
                                                                                         len(line))
-        if _TOML_KEY.match(line):
+        key = _TOML_KEY.match(line)
+        if key and (masked[number] or "")[key.end() - 1:key.end()] == "=":  # the `=` of a key, not in a string
             edits.append(whole)
             continue
         for form in _ITEM_FORMS:
             match = form.search(line)
-            if match is None:
+            if match is None or (number, match.start("quoted")) not in strings:
                 continue
             entry = _ENV_ITEM.match(match.group("item"))
             if entry is None or not _truthy(entry.group(2)):
@@ -336,7 +343,38 @@ def _toml_edits(lines: list[str], table: str) -> list[Edit]:
             rest = line[:match.start()] + line[match.end():]
             edits.append(whole if not rest.strip() else Edit(number + 1, match.start(), number + 1, match.end()))
             break
-    return edits
+    return edits if _only_the_setting_goes(text, lines, edits, table) else []
+
+
+def _only_the_setting_goes(text: str, lines: list[str], edits: list[Edit], table: str) -> bool:
+    """Whether the edits change the file's data by the setting alone: its entries out of the table's `env`, its
+    key out of the table."""
+    import sys
+
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
+    new = list(lines)
+    for edit in sorted(edits, key=lambda e: (e.line, e.col), reverse=True):
+        if edit.end_line > edit.line:
+            del new[edit.line - 1]
+        else:
+            row = new[edit.line - 1]
+            new[edit.line - 1] = row[:edit.col] + row[edit.end_col:]
+    try:
+        before, after = tomllib.loads(text), tomllib.loads("\n".join(new))
+    except tomllib.TOMLDecodeError:
+        return False
+    place = before
+    for key in table.split("."):
+        place = place.get(key, {}) if isinstance(place, dict) else {}
+    if isinstance(place, dict):
+        place.pop(VARIABLE, None)
+        if isinstance(place.get("env"), list):
+            place["env"] = [item for item in place["env"]
+                            if not ((m := _ENV_ITEM.match(str(item))) and _truthy(m.group(2)))]
+    return bool(before == after)
 
 
 def _table(parent: dict, key: str) -> dict:

@@ -1,0 +1,92 @@
+"""Writing the files a fix or a pin changed: never out of the project, never a second name of a file, a file
+with other hard links, a read-only file or one changed since kgate read it, and never at the same time as
+another kgate writes it."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import NamedTuple
+
+from kgate.report.paths import Shown, as_named
+
+
+class Change(NamedTuple):
+    path: str  # where to write
+    before: bytes
+    after: bytes
+
+
+def write(changes: dict[str, Change], shown: Shown = as_named, root: Path | None = None) -> list[tuple[str, str]]:
+    """Write the changes; (path, why) for each file left as it was: a file (or a folder on its way) that links
+    out of the project `root`, a second name of a file already written (a link inside the project, a hard
+    link), a file with other hard links, a read-only file, or one changed since it was read."""
+    from kgate.core.errors import ConfigError
+    from kgate.support.atomicio import atomic_write
+
+    skipped: list[tuple[str, str]] = []
+    written: set[object] = set()  # the real paths and (device, inode) of the files read so far
+    top = (os.path.abspath(root), os.path.realpath(root)) if root is not None else None
+    for rel, change in sorted(changes.items()):
+        with _locked(change.path):
+            why = _unwritable(change, top, written)
+            if why:
+                skipped.append((rel, why))
+                continue
+            try:
+                atomic_write(Path(change.path), change.after, follow=True)
+            except OSError as exc:
+                raise ConfigError(f"cannot write {shown(rel)}: {exc.strerror or exc}") from None
+    return skipped
+
+
+@contextlib.contextmanager
+def _locked(path: str) -> Iterator[None]:
+    """The file's lock held, so that another kgate writing it at the same time waits: it then finds the file
+    changed since it read it, and leaves it (without the lock, both could find it unchanged and the second write
+    would undo the first)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX: no lock
+        yield
+        return
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        yield  # the check that follows says why the file cannot be written
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _unwritable(change: Change, top: tuple[str, str] | None, written: set[object]) -> str:
+    """Why a change must not be written ("" when it may)."""
+    real = os.path.realpath(change.path)
+    named = os.path.abspath(change.path)
+    if top is not None and any(_inside(named, t) for t in top) and not _inside(real, top[1]):
+        return f"it is a link to {real}, outside the project: not written"
+    try:
+        info = os.stat(real)
+        with open(real, "rb") as handle:
+            now = handle.read()
+    except OSError as exc:
+        return f"cannot read it again: {exc.strerror or exc}"
+    if real in written or (info.st_dev, info.st_ino) in written:
+        return "another name of a file already written (a link): written once"
+    if info.st_nlink > 1:
+        return f"it has {info.st_nlink - 1} other hard link(s), which a write would leave behind: not written"
+    if not info.st_mode & 0o222 or not os.access(real, os.W_OK):
+        return "it is read-only: not written"
+    if now != change.before:
+        return "it changed since kgate read it: not written"
+    written.update((real, (info.st_dev, info.st_ino)))
+    return ""
+
+
+def _inside(path: str, top: str) -> bool:
+    return path == top or path.startswith(top.rstrip(os.sep) + os.sep)
