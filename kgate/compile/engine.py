@@ -570,12 +570,16 @@ def _variants(config: Config, p: _Planned, run: Compilation,
     stale: dict[str, list[CapturedSpec]] = {}
     for item in p.captured if captured_for else ():
         why = item.spec.mismatch(p.expansion["params"])
-        if why is None:
+        # Gated where the launch happens: on the targets its captures bound for, unless the launchers say they
+        # bind alike on every device.
+        item_for = captured_for if config.device_independent_launchers else \
+            tuple(t for t in captured_for if item.applies_to(t))
+        if why is None and item_for:
             try:
-                variants.append((captured_variant(p, item, p.expansion), captured_for))
+                variants.append((captured_variant(p, item, p.expansion), item_for))
             except launches.Conflict as exc:
                 run.failures.append(_conflict(config, p, str(exc)))
-        else:
+        elif why is not None:
             stale.setdefault(why, []).append(item)
     for why, items in sorted(stale.items()):
         run.failures.append(_stale(config, p, items, why))
