@@ -123,6 +123,8 @@ class Config:
     setup: str | None = None
     # Captured entries gated on every target, not only on those their captures apply to.
     device_independent_launchers: bool = False
+    # Findings in some configs of an autotuned launch kept at the rule's severity (not warnings).
+    strict_configs: bool = False
     ratchet: str = "two-way"
     # A toolchain the baseline has no pins for: "auto" fails on CI (the CI variable set) and warns elsewhere.
     toolchain_change: str = "auto"

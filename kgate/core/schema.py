@@ -279,6 +279,12 @@ SETTINGS: tuple[Setting, ...] = (
         "[rule pages](rules.md) list every option and its default; `kgate explain CODE` prints them. A "
         "threshold exists only here: the ratchet and the audit read it from the rule, so one value moves them "
         "all."), example='[tool.kgate.options.launch-guard]\nwindow = 5'),
+    Setting("strict-configs", "boolean", False, group="Rules", doc=(
+        "Whether every config of an autotuned launch is gated as if it ships. By default a compiled rule's "
+        "finding in some but not all configs of one launch is a warning that names the config (a GPU autotuner "
+        "keeps the fastest config and may never pick it; prune it from the configs), and stays an error where "
+        "every config of the launch has it or where a GPU capture marked the config `picked`. `true` keeps every "
+        "such finding at the rule's severity.")),
     Setting("fail-on", "choice", "error", group="Rules", choices=FAIL_ON, doc=(
         "The lowest severity that fails the run, and that the baseline pins.")),
     # The ratchet

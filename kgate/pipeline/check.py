@@ -239,6 +239,7 @@ def merge_runs(first: CompileRun, second: CompileRun) -> CompileRun:
         toolchain={**first.toolchain, **second.toolchain},
         compile_seconds={**first.compile_seconds, **second.compile_seconds},
         captured=first.captured + second.captured,
+        autotuned=first.autotuned + second.autotuned,
         locations={**first.locations, **second.locations},
         replayable=first.replayable and second.replayable,
         cubins={**first.cubins, **second.cubins},
