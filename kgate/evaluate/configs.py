@@ -46,25 +46,24 @@ def judged(findings: list[Finding], facts: list[KernelFacts], autotuned: list[Au
     if not places:
         return findings
     configs: dict[str, set[int]] = defaultdict(set)  # launch -> its configs present in the run
-    for place in places.values():
-        configs[place.launch].add(place.config)
+    for where in places.values():
+        configs[where.launch].add(where.config)
     worst: dict[tuple[str, str, int], int] = {}  # (launch, code, config) -> the most severe rank of that finding
     for f in findings:
-        place = places.get(_row(f))
-        if place is not None:
-            key = (place.launch, f.code, place.config)
+        found = places.get(_row(f))
+        if found is not None:
+            key = (found.launch, f.code, found.config)
             worst[key] = min(worst.get(key, f.severity.rank), f.severity.rank)
     compiled = set(registry.codes("compiled"))
     out = []
     for f in findings:
         place = places.get(_row(f))
-        count = len(configs[place.launch]) if place is not None else 0
-        if place is None or count < 2 or f.code not in compiled or f.severity is Severity.NOTE:
+        if place is None or len(configs[place.launch]) < 2 or f.code not in compiled or f.severity is Severity.NOTE:
             out.append(f)
             continue
         having = sum(worst.get((place.launch, f.code, i), Severity.NOTE.rank + 1) <= f.severity.rank
                      for i in configs[place.launch])
-        out.append(_verdict(f, place, count, having, strict))
+        out.append(_verdict(f, place, len(configs[place.launch]), having, strict))
     return out
 
 
