@@ -151,7 +151,10 @@ Without `--show-kernels` the table keeps only the rows that have findings and
 says how many it left out. One row per kernel variant and target: registers per thread, spill bytes,
 shared memory per CTA, resident warps per sub-core (an average over the
 SM's 4 sub-cores, so it can be a fraction: [reports](docs/reports.md#the-terminal-report)), the MMA instructions in
-the PTX, and the verdict. The variant column keeps what tells a row from the
+the PTX, the verdict, and the capture that recorded the row's launch (`-` for one only registered, and for CUDA).
+A capture is gated on the targets it bound for; this one was written before captures recorded their device's
+capability, so the H200's applies to both targets ([capture](docs/capture.md#a-capture-is-gated-on-the-targets-it-bound-for)).
+The variant column keeps what tells a row from the
 kernel's other rows, and the tag of its specialisation (findings, reports and
 the baseline use the whole name). The same GEMM tile is two kernels: launched
 at 4096 (`#{GEMM_ALIGNED[1]}`, every size a multiple of 16) it needs {aligned['registers']} registers and

@@ -51,6 +51,7 @@ TOP_SAMPLES: dict[str, Any] = {
     "severity": {"KG202": "warning"}, "options": {"launch-guard": {"window": 5}}, "fail-on": "warning",
     "baseline": "pins.toml", "ratchet": "tighten", "toolchain-change": "fail", "size-slack": 3,
     "cache-dir": "cache", "jobs": 2, "timeout": 30, "nvcc": "/opt/cuda/bin/nvcc",
+    "device-independent-launchers": True, "strict-configs": True,
 }
 TRITON_REQUIRED: dict[str, Any] = {"kernel": "pkg.mod:k", "signature": {"x": "*fp16", "n": "i32"}}
 TRITON_SAMPLES: dict[str, Any] = {

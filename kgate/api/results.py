@@ -126,6 +126,7 @@ class KernelFacts:
     signature: Mapping[str, str] = field(default_factory=dict)
     specialization: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     source: str = ""
+    captured: tuple[str, ...] = ()  # the capture environments the variant's launch on its target was recorded in
 
     def __hash__(self) -> int:  # the mappings are not hashable; a variant is named by its key
         return hash(self.key)
@@ -168,7 +169,7 @@ class KernelFacts:
                    sass=_frozen(facts.sass.opcodes) if facts.sass is not None else None,
                    constexprs=_frozen(facts.constexprs), signature=_frozen(facts.signature),
                    specialization=_frozen({k: tuple(sorted(v)) for k, v in facts.specialization.items()}),
-                   source=facts.source)
+                   source=facts.source, captured=tuple(facts.captured))
 
     def to_json(self) -> dict[str, Any]:
         """The variant's record in the JSON report."""
@@ -179,7 +180,7 @@ class KernelFacts:
                 "ptx_target": self.ptx_target, "pdl": self.pdl, "expect": list(self.expect),
                 "constexprs": dict(self.constexprs), "signature": dict(self.signature),
                 "specialization": {k: list(v) for k, v in self.specialization.items()}, "source": self.source,
-                "warps_per_subcore": self.warps_per_subcore, "instructions": dict(self.mma),
+                "captured": list(self.captured), "warps_per_subcore": self.warps_per_subcore, "instructions": dict(self.mma),
                 "sass": dict(self.sass) if self.sass is not None else None}
 
 

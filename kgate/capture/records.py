@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from kgate.capture.runtime import RECORD_VERSION
+from kgate.collect.captures import capability_arch
 from kgate.support import jsondoc
 from kgate.support.atomicio import read_input
 
@@ -41,6 +42,10 @@ def _count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
+def _capability(value: Any) -> bool:
+    return capability_arch(value) is not None
+
+
 def _version(value: Any) -> bool:
     return value == RECORD_VERSION and not isinstance(value, bool)
 
@@ -58,7 +63,7 @@ class Shape:
 SCHEMA: dict[str, Shape] = {
     "start": Shape(),  # the process ran the recorder
     "triton": Shape(),  # ... and imported Triton
-    "env": Shape({"where": _text}, {"triton": _string}),
+    "env": Shape({"where": _text}, {"triton": _string, "capability": _capability}),
     "lost-child": Shape({"command": _string}),
     "setup-error": Shape({"error": _string}),
     # A launch kgate could not describe carries `problem` and no specialisation; every other one names the

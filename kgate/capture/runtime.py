@@ -307,8 +307,9 @@ class Recorder:
                 self._write({"type": "live", "id": rid, **figures})
         return previous
 
-    def _describe(self, device: Any) -> None:
-        """Once per process: where the launches happen (the GPU's name, or the offline target) and Triton."""
+    def _describe(self, device: Any, arch: Any) -> None:
+        """Once per process: where the launches happen (the GPU's name, or the offline target), the compute
+        capability the launcher binds for there (`arch`, Triton's number: 90 for 9.0) and Triton."""
         if self._described:
             return
         self._described = True
@@ -316,18 +317,22 @@ class Recorder:
 
         where = self.where or _gpu_name(device) or "GPU"
         self._env = {"type": "env", "where": where, "triton": str(getattr(triton, "__version__", "?"))}
+        if isinstance(arch, int) and not isinstance(arch, bool) and arch > 0:
+            self._env["capability"] = f"{arch // 10}.{arch % 10}"
         self._write(self._env)
 
     def _record(self, jit_function: Any, compile: dict[str, Any]) -> str:
-        self._describe(compile.get("device"))
         name = f"{getattr(jit_function, 'module', '?')}:{getattr(getattr(jit_function, 'fn', None), '__qualname__', '?')}"
+        arch = None
         try:
-            _cache, _target, backend = _device_cache(jit_function, compile.get("device"))
+            _cache, target, backend = _device_cache(jit_function, compile.get("device"))
+            arch = getattr(target, "arch", None)
             record = specialization_record(jit_function, compile, backend)
         except Unsupported as exc:
             record = {"kernel": name, "problem": str(exc)}
         except Exception as exc:  # noqa: BLE001 - a recorder must never break the command it watches
             record = {"kernel": name, "problem": f"kgate could not read this launch: {type(exc).__name__}: {exc}"}
+        self._describe(compile.get("device"), arch)
         rid = hashlib.sha256(json.dumps(record, sort_keys=True, default=str).encode()).hexdigest()[:20]
         self.specs[rid] = record
         self._write({"type": "spec", "version": RECORD_VERSION, "id": rid, **record})

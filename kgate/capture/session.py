@@ -26,9 +26,9 @@ from kgate.collect.captures import CapturedSpec, CaptureFile
 from kgate.collect.modules import import_roots, module_file, module_name, setup_env
 from kgate.collect.specialization import Specialization
 from kgate.core.config import Config
+from kgate.core.schema import CAPABILITY
 
 BOOT = Path(__file__).resolve().parent / "boot"
-CAPABILITY = {"sm_120a": 120, "sm_100a": 100, "sm_90a": 90}
 
 
 @dataclass
@@ -106,7 +106,10 @@ def read_records(config: Config, folder: Path) -> Recorded:
             if kind == "lost-child" and record["command"] not in out.lost:
                 out.lost.append(record["command"])
             elif kind == "env":
-                out.file.environments.setdefault(record["where"], {"triton": str(record.get("triton", "?"))})
+                described = {"triton": str(record.get("triton", "?"))}
+                if "capability" in record:  # what its launcher bound for: which target its entries are gated on
+                    described["capability"] = record["capability"]
+                out.file.environments.setdefault(record["where"], described)
             elif kind == "setup-error":
                 out.problems.append(f"the set-up hook failed in a process of the command: {record['error']}")
             elif kind == "spec" and where is not None:

@@ -9,6 +9,7 @@ unchanged project again gives the same bytes:
     version = 1
 
     [captured."cpu sm_120a"]
+    capability = "12.0"
     triton = "3.9.0"
 
     [[specialization]]
@@ -23,6 +24,12 @@ unchanged project again gives the same bytes:
 
 `variant` is derived from the other fields; a table whose `variant` does not match them was
 edited by hand or written by another kgate, and is refused rather than gated as something else.
+
+Each `[captured."..."]` table describes an environment the entries name in `captured`: its Triton and the compute
+capability its launcher bound for (a GPU's own, or the target of an offline capture), which says on which target
+its entries are launched (`CapturedSpec.applies_to`). A file an older kgate wrote has no `capability`: an offline
+environment's target is read from its name (`cpu sm_120a`), and a GPU's is not known, so its entries apply to every
+target, as they did.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ from typing import Any
 from kgate.collect.specialization import Specialization
 from kgate.core.config import toml_document, toml_string
 from kgate.core.errors import CaptureError
+from kgate.core.schema import CAPABILITY, KNOWN_TARGETS
 from kgate.support.atomicio import atomic_write, read_input
 
 FORMAT_VERSION = 1
@@ -55,10 +63,46 @@ class CapturedSpec:
     picked: bool = False  # an autotuner chose this config on a GPU
     launches: int | None = None  # only when counted
     line: int = 0  # its [[specialization]] line in the file
+    # Beside each environment of `captured`, the target its launcher bound for (`environment_target`): a kgate
+    # target, another GPU's "sm_89", or None where the file does not say (a GPU capture of an older kgate). Empty:
+    # not read from a file (every target).
+    bound_for: tuple[str | None, ...] = ()
 
     @property
     def key(self) -> str:
         return json.dumps(self.spec.to_record(), sort_keys=True)
+
+    def applies_to(self, target: str) -> bool:
+        """Whether the launch this records happens on `target`: one of its environments bound for it, or one of them
+        does not say what it bound for."""
+        return not self.bound_for or any(bound is None or bound == target for bound in self.bound_for)
+
+    def environments_for(self, target: str) -> tuple[str, ...]:
+        """The environments whose capture of this entry is gated on `target`: those that bound for it and those that
+        do not say; all of them where none does (a project whose launchers are device-independent)."""
+        pairs = list(zip(self.captured, self.bound_for or (None,) * len(self.captured)))
+        return tuple(where for where, bound in pairs if bound == target) \
+            or tuple(where for where, bound in pairs if bound is None) or self.captured
+
+
+def capability_arch(value: object) -> int | None:
+    """A compute capability written "major.minor" ("9.0", "12.0") as Triton numbers it (90, 120); None for any
+    other value."""
+    major, dot, minor = value.partition(".") if isinstance(value, str) else ("", "", "")
+    if not (dot and major.isascii() and minor.isascii() and major.isdigit() and minor.isdigit() and len(minor) == 1):
+        return None
+    return int(major) * 10 + int(minor)
+
+
+def environment_target(where: str, table: dict[str, str]) -> str | None:
+    """The target an environment's launcher bound for: from its `capability` (`sm_90a` for 9.0; `sm_89` for a GPU
+    of no kgate target), else from an offline capture's name (`cpu sm_120a`); None where neither says (a GPU
+    capture written by an older kgate)."""
+    arch = capability_arch(table.get("capability"))
+    if arch is not None:
+        return next((target for target, number in CAPABILITY.items() if number == arch), f"sm_{arch}")
+    device, _, target = where.partition(" ")
+    return target if device == "cpu" and target in KNOWN_TARGETS else None
 
 
 @dataclass
@@ -103,6 +147,10 @@ def parse(raw: bytes, where: str) -> CaptureFile:
     if not isinstance(environments, dict) or not all(
             isinstance(v, dict) and all(isinstance(x, str) for x in v.values()) for v in environments.values()):
         raise fail("[captured] must map each environment to a table of version strings", _line_of(text, "captured"))
+    for name, table in environments.items():
+        if "capability" in table and capability_arch(table["capability"]) is None:
+            raise fail(f"[captured.{_key(name)}]: capability must be a compute capability such as \"9.0\", not "
+                       f"{table['capability']!r}", _line_of(text, "capability"))
     tables = data.get("specialization", [])
     if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
         raise fail("specialization must be an array of tables ([[specialization]])", _line_of(text, "specialization"))
@@ -110,7 +158,7 @@ def parse(raw: bytes, where: str) -> CaptureFile:
     seen: dict[str, int] = {}
     for index, table in enumerate(tables):
         line = headers[index] if index < len(headers) else None
-        entry = _entry(table, line or 0, fail)
+        entry = _entry(table, line or 0, fail, environments)
         if entry.key in seen:
             raise fail(f"the same specialisation as line {seen[entry.key]}", line)
         seen[entry.key] = line or 0
@@ -118,7 +166,7 @@ def parse(raw: bytes, where: str) -> CaptureFile:
     return CaptureFile({k: dict(v) for k, v in environments.items()}, entries)
 
 
-def _entry(table: dict[str, Any], line: int, fail: Any) -> CapturedSpec:
+def _entry(table: dict[str, Any], line: int, fail: Any, environments: dict[str, dict[str, str]]) -> CapturedSpec:
     unknown = sorted(set(table) - set(_ENTRY_KEYS))
     if unknown:
         raise fail(f"unknown key {unknown[0]!r} in a [[specialization]]", line)
@@ -138,7 +186,9 @@ def _entry(table: dict[str, Any], line: int, fail: Any) -> CapturedSpec:
         raise fail(f"[[specialization]] of {spec.kernel}: picked must be true or false", line)
     if launches is not None and (not isinstance(launches, int) or isinstance(launches, bool) or launches < 0):
         raise fail(f"[[specialization]] of {spec.kernel}: launches must be a non-negative integer", line)
-    return CapturedSpec(spec, tuple(sorted(set(captured))), picked, launches, line)
+    where = tuple(sorted(set(captured)))
+    return CapturedSpec(spec, where, picked, launches, line,
+                        tuple(environment_target(w, environments.get(w, {})) for w in where))
 
 
 def _line_of(text: str, needle: str) -> int | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -86,7 +87,9 @@ def _nothing(recorded: session.Recorded, gpu: bool) -> str:
 
 
 def _captured_facts(config: Config, entries: list[Any], target: str, jobs: int) -> CompileRun:
-    """Captured specialisations compiled for one target into facts, as `kgate check` compiles them."""
+    """Captured specialisations compiled for one target into facts, as `kgate check` compiles them: for the target
+    a live kernel ran on, whichever target the capture file says an entry was bound for."""
     from kgate.facts.run import triton_facts
 
-    return triton_facts(config, [], (target,), jobs=jobs, captured=entries)
+    return triton_facts(replace(config, device_independent_launchers=True), [], (target,), jobs=jobs,
+                        captured=entries)

@@ -27,6 +27,7 @@ from kgate.collect.specialization import readable_name
 from kgate.collect.static_kernel import static_expansion
 from kgate.compile import import_reads, launches
 from kgate.compile import records as record_shapes
+from kgate.compile.autotune import Autotuned, autotuned
 from kgate.compile.cache import Cache, CacheWriteError, Entry, digest, file_hash, sweep_triton
 from kgate.compile.pool import Outcome, Pool
 from kgate.compile.preflight import built_units, triton_toolchain
@@ -64,6 +65,8 @@ class RunSummary:
     # The captured specialisations per kernel, for the capture rules, and where each kernel is defined.
     captured: list[CapturedKernel] = field(default_factory=list)
     locations: dict[str, tuple[str, int]] = field(default_factory=dict)
+    # The autotuned kernels' configs, for the severity of a finding in some of them (`kgate.evaluate.configs`).
+    autotuned: list[Autotuned] = field(default_factory=list)
     # False when an outcome came from this run's circumstances (a timeout, a worker that died): the run is
     # not recorded for replay (`kgate.pipeline.fastpath`), so the next one compiles again.
     replayable: bool = True
@@ -298,6 +301,9 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
             if p.captured and p.expansion is not None:
                 tuned = frozenset(k for cfg in p.expansion["configs"] for k in cfg["kwargs"])
                 run.captured.append(CapturedKernel(p.kernel, tuple(c.spec for c in p.captured), tuned))
+            tuning = autotuned(p.kernel, p.expansion, p.captured, targets) if p.expansion is not None else None
+            if tuning is not None:
+                run.autotuned.append(tuning)
             run.replayable = run.replayable and not p.transient
             for variant, built_for in _variants(config, p, run, targets):
                 for target in built_for:
@@ -571,12 +577,16 @@ def _variants(config: Config, p: _Planned, run: Compilation,
     stale: dict[str, list[CapturedSpec]] = {}
     for item in p.captured if captured_for else ():
         why = item.spec.mismatch(p.expansion["params"])
-        if why is None:
+        # Gated where the launch happens: on the targets its captures bound for, unless the launchers say they
+        # bind alike on every device.
+        item_for = captured_for if config.device_independent_launchers else \
+            tuple(t for t in captured_for if item.applies_to(t))
+        if why is None and item_for:
             try:
-                variants.append((captured_variant(p, item, p.expansion), captured_for))
+                variants.append((captured_variant(p, item, p.expansion), item_for))
             except launches.Conflict as exc:
                 run.failures.append(_conflict(config, p, str(exc)))
-        else:
+        elif why is not None:
             stale.setdefault(why, []).append(item)
     for why, items in sorted(stale.items()):
         run.failures.append(_stale(config, p, items, why))

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import NamedTuple
 
 from kgate.collect.captures import CapturedSpec
-from kgate.compile.triton_backend import CAPABILITY
 from kgate.core.config import Config, CudaEntry, TritonEntry
 from kgate.core.errors import ToolchainError
+from kgate.core.schema import CAPABILITY
 from kgate.support import tools
 from kgate.support.compiler_env import triton_environment
 from kgate.support.toolchain import CudaToolchain, cuda_toolchain

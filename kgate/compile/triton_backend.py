@@ -33,8 +33,8 @@ from kgate.compile.cache import cache_write_failure, triton_folder, write_artifa
 from kgate.compile.frames import project_frame
 from kgate.compile.units import CUBIN, steady_log, store_text
 from kgate.core.errors import KgateError, did_you_mean
+from kgate.core.schema import CAPABILITY
 
-CAPABILITY = {"sm_120a": 120, "sm_100a": 100, "sm_90a": 90}
 MISSING_ATTRIBUTE = "has no attribute"  # in the error for a kernel its module does not define (any more)
 
 

@@ -121,6 +121,10 @@ class Config:
     # Run before the project's kernel modules are imported (compile workers, captured commands):
     # "package.module:function" or a Python file, for projects that probe the device at import.
     setup: str | None = None
+    # Captured entries gated on every target, not only on those their captures apply to.
+    device_independent_launchers: bool = False
+    # Findings in some configs of an autotuned launch kept at the rule's severity (not warnings).
+    strict_configs: bool = False
     ratchet: str = "two-way"
     # A toolchain the baseline has no pins for: "auto" fails on CI (the CI variable set) and warns elsewhere.
     toolchain_change: str = "auto"

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 KNOWN_TARGETS = ("sm_120a", "sm_100a", "sm_90a")
+# Each target's compute capability as Triton numbers it (major * 10 + minor): what its launcher binds for.
+CAPABILITY = {"sm_120a": 120, "sm_100a": 100, "sm_90a": 90}
 KINDS = ("elementwise", "reduction", "gemm", "other")
 EXPECTATIONS = ("block_scale",)
 SEVERITIES = ("error", "warning", "note", "off")
@@ -228,6 +230,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("capture", "string", "kgate-capture.toml", group="What to gate", doc=(
         "The file `kgate capture` writes the recorded specialisations to and `kgate check` gates. It must be "
         "in the project, and be neither the configuration nor the baseline.")),
+    Setting("device-independent-launchers", "boolean", False, group="What to gate", doc=(
+        "Whether the project's launchers bind the same specialisations on every GPU (no tile, config or option "
+        "chosen from the device's capability). By default a captured entry is gated on the targets its capture "
+        "applies to: a GPU capture on its device's target (an H100 or H200 capture on `sm_90a`), an offline "
+        "capture on the target it bound for; an entry a capture made on another device is not compiled for a "
+        "target whose GPU launches something else. `true` gates every captured entry on every target.")),
     Setting("setup", "string", None, group="What to gate", type_text='string ("package.module:function" or a file)',
             doc=(
         "A hook run before the project's kernel modules are imported (in the captured command's processes and "
@@ -271,6 +279,12 @@ SETTINGS: tuple[Setting, ...] = (
         "[rule pages](rules.md) list every option and its default; `kgate explain CODE` prints them. A "
         "threshold exists only here: the ratchet and the audit read it from the rule, so one value moves them "
         "all."), example='[tool.kgate.options.launch-guard]\nwindow = 5'),
+    Setting("strict-configs", "boolean", False, group="Rules", doc=(
+        "Whether every config of an autotuned launch is gated as if it ships. By default a compiled rule's "
+        "finding in some but not all configs of one launch is a warning that names the config (a GPU autotuner "
+        "keeps the fastest config and may never pick it; prune it from the configs), and stays an error where "
+        "every config of the launch has it or where a GPU capture marked the config `picked`. `true` keeps every "
+        "such finding at the rule's severity.")),
     Setting("fail-on", "choice", "error", group="Rules", choices=FAIL_ON, doc=(
         "The lowest severity that fails the run, and that the baseline pins.")),
     # The ratchet

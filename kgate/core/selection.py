@@ -66,6 +66,8 @@ class Selection:
     # The configuration's folder as the run names paths ("" for the run's own project, "sub/proj/" for one
     # nested in it, an absolute path with "/" for one elsewhere): its per-file-ignores match below it.
     base: str = ""
+    # Every config of an autotuned launch gated at its rules' severity (`kgate.evaluate.configs`).
+    strict_configs: bool = False
 
     def active(self, code: str) -> bool:
         return code in self.enabled
@@ -129,7 +131,7 @@ def build_selection(config: Config, *, select: list[str] | None = None, extend_s
                 resolved[code] = registry.load(code).resolve_options(options[code])
             except ConfigError as exc:
                 raise ConfigError(f"{where}: {exc}") from None
-    return Selection(frozenset(enabled), severity, resolved, pfi)
+    return Selection(frozenset(enabled), severity, resolved, pfi, strict_configs=config.strict_configs)
 
 
 def _refuse_uncompiled(tokens: tuple[str, ...] | list[str], where: str) -> None:

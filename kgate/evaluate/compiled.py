@@ -8,6 +8,7 @@ from kgate import rules as registry  # type: ignore[attr-defined]
 from kgate.core.findings import Finding, sort_findings
 from kgate.core.rule import CaptureContext, CompiledContext, to_finding
 from kgate.core.selection import Selection, rule_options
+from kgate.evaluate import configs
 from kgate.facts.model import CompileFailure, KernelFacts
 from kgate.facts.run import CompileRun
 from kgate.hardware.profiles import primary
@@ -68,6 +69,8 @@ def compiled(run: CompileRun, selection: Selection) -> list[Finding]:
     findings: list[Finding] = []
     for facts in run.facts:
         findings.extend(kernel_findings(facts, selection))
+    # Where severities are settled: a finding in some configs of an autotuned launch, after every rule ran.
+    findings = configs.judged(findings, run.facts, run.autotuned, strict=selection.strict_configs)
     for failure in run.failures:
         findings.extend(failure_findings(failure, selection))
     findings.extend(capture_findings(run, selection))

@@ -84,6 +84,9 @@ class KernelFacts:
     # the variant comes from ("registered" or "captured"); CUDA kernels leave both empty.
     specialization: dict[str, list[str]] = field(default_factory=dict)
     source: str = ""
+    # The capture environments whose record of this launch is gated on this target (`[captured."..."]` of the
+    # capture file: "NVIDIA H200", "cpu sm_120a"); empty for a variant no capture recorded (registered, CUDA).
+    captured: tuple[str, ...] = ()
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -109,6 +112,7 @@ class KernelFacts:
                 data[f.name] = load(data[f.name])
         data["expect"] = tuple(data["expect"])
         data["shapes"] = tuple(data.get("shapes", ()))
+        data["captured"] = tuple(data.get("captured", ()))
         return cls(**data)
 
     @classmethod
@@ -130,6 +134,7 @@ class KernelFacts:
         _check(isinstance(facts.source, str) and isinstance(facts.specialization, dict) and all(
             isinstance(v, list) and all(isinstance(n, str) for n in v) for v in facts.specialization.values()),
             "specialization")
+        _check(all(isinstance(v, str) for v in facts.captured), "captured")
         return facts
 
 

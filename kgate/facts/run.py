@@ -133,10 +133,13 @@ def triton_facts(config: Config, entries: list[TritonEntry], targets: tuple[str,
     compilation = compile_triton(config, entries, targets, jobs=jobs, progress=progress, sass_all=sass_all, pool=pool,
                                  captured=captured, usable=facts.usable, toolchain=toolchain)
     run = _run_of(compilation)
+    recorded = {(c.spec.kernel, c.spec.variant): c for c in captured or ()}
     for unit in compilation.units:
         found = facts.placed(unit)
         if isinstance(found, list):
             for _symbol, item in found:
+                item = with_captures(item, recorded.get((item.kernel, item.variant)),
+                                     config.device_independent_launchers)
                 run.facts.append(item)
                 run.cubins[item.key] = unit.cubin
         else:
@@ -144,6 +147,14 @@ def triton_facts(config: Config, entries: list[TritonEntry], targets: tuple[str,
     run.facts.sort(key=lambda f: f.key)
     run.failures.sort(key=lambda f: (f.kernel, f.variant, f.target))
     return run
+
+
+def with_captures(item: KernelFacts, entry: CapturedSpec | None, device_independent: bool) -> KernelFacts:
+    """A Triton variant's facts with the capture environments its row comes from on its target (a registration of
+    the same launch on a target no capture of it applies to is the registration's alone)."""
+    if entry is None or not (device_independent or entry.applies_to(item.target)):
+        return item
+    return replace(item, captured=entry.environments_for(item.target))
 
 
 def cuda_facts(config: Config, targets: tuple[str, ...], *, jobs: int, progress: Progress | None = None,

@@ -133,8 +133,10 @@ def selected_nothing(config: Config, options: CheckOptions, compiled: CompileRun
         return "--language triton: nothing to gate: no Triton kernel is registered or captured"
     targets = ", ".join(resolve_targets(config, options.targets))
     if covered:
-        return (f"nothing to gate: no selected kernel is built for {targets} (each names its targets in its "
-                f"registration or its [[cuda]] table)")
+        return (f"nothing to gate: no selected kernel is built for {targets} (a registration or a [[cuda]] table "
+                f"names the targets it is built for, and a captured launch is gated on the targets its capture bound "
+                f"for: capture for {targets}, or set device-independent-launchers = true where the launchers bind "
+                f"alike on every device)")
     return f"nothing to gate: the configured CUDA sources define no kernel (a __global__ function) for {targets}"
 
 
@@ -237,6 +239,7 @@ def merge_runs(first: CompileRun, second: CompileRun) -> CompileRun:
         toolchain={**first.toolchain, **second.toolchain},
         compile_seconds={**first.compile_seconds, **second.compile_seconds},
         captured=first.captured + second.captured,
+        autotuned=first.autotuned + second.autotuned,
         locations={**first.locations, **second.locations},
         replayable=first.replayable and second.replayable,
         cubins={**first.cubins, **second.cubins},

@@ -117,12 +117,16 @@ def related_location(place: Related, number: int, finding: Finding) -> dict[str,
     return out
 
 
-def sarif_result(finding: Finding, rule_index: int, occurrence: int, standing: tuple[Any, ...] = ()) -> dict[str, Any]:
+def sarif_result(finding: Finding, rule_index: int, occurrence: int, standing: tuple[Any, ...] = (),
+                 captured: tuple[str, ...] = ()) -> dict[str, Any]:
+    """One finding as a SARIF result; `captured`: the capture environments its kernel variant's row came from."""
     properties: dict[str, Any] = {"severity": finding.severity.value, "name": finding.name}
     for key in ("kernel", "variant", "target"):
         value = getattr(finding, key)
         if value:
             properties[key] = value
+    if captured:
+        properties["captured"] = list(captured)
     if standing:  # what the baseline comparison says of it, here and nowhere else in the log
         properties["ratchet"] = differences.standing_text(standing)
     out = {
@@ -169,10 +173,12 @@ def to_dict(result: Result) -> dict[str, Any]:
     kept, dropped = findings[:MAX_RESULTS], max(0, len(findings) - MAX_RESULTS)
     seen: Counter[str] = Counter()
     results = []
+    captured = {k.key: k.captured for k in result.kernels}
     for finding in sort_findings(kept):
         seen[fingerprint(finding)] += 1
+        row = (finding.kernel or "", finding.variant or "", finding.target or "")
         results.append(sarif_result(finding, index[finding.code], seen[fingerprint(finding)],
-                                    result.standing_of(finding)))
+                                    result.standing_of(finding), captured.get(row, ())))
     return {
         "$schema": SCHEMA_URI,
         "version": "2.1.0",

@@ -95,17 +95,20 @@ def kernel_table(kernels: list[KernelFacts], findings: list[Finding], *, all_row
         if f.kernel and f.variant and f.target:
             by_kernel.setdefault((f.kernel, f.variant, f.target), []).append(f)
     header = ("kernel", "variant", "target", "regs", "spill", "smem", "w/sub", "mma", "verdict")
-    rows: list[tuple[str, ...]] = [header]
     shown = short_variants([k.key for k in kernels])
     chosen = [k for k in sorted(kernels, key=lambda k: k.key) if all_rows or k.key in by_kernel]
+    # Which capture each row's launch comes from, where any row's does: a capture applies to the targets it bound for.
+    origin = any(k.captured for k in chosen)
+    rows: list[tuple[str, ...]] = [header + ("captured",) if origin else header]
     fraction = ""
     for k in chosen:
         res = k.resources
         card = primary(k.target)
         occ = residency(res.registers, res.smem_bytes, k.num_warps, card)
         mma = ", ".join(sorted({short_mma(op) for op in k.entry.mma})) or "-"
-        rows.append((k.kernel, shown[k.key], k.target, str(res.registers), str(res.spill_stores), str(res.smem_bytes),
-                     f"{occ.warps_per_subcore:g}", mma, _verdict(k, by_kernel)))
+        row = (k.kernel, shown[k.key], k.target, str(res.registers), str(res.spill_stores), str(res.smem_bytes),
+               f"{occ.warps_per_subcore:g}", mma, _verdict(k, by_kernel))
+        rows.append(row + (", ".join(k.captured) or "-",) if origin else row)
         if not fraction and occ.warps_per_subcore != int(occ.warps_per_subcore):
             fraction = fraction_legend(k, occ.ctas_per_sm, card.name, card.subcores_per_sm)
     hidden = len(kernels) - len(chosen)
