@@ -146,8 +146,11 @@ def test_launch_guard_counts_macro_launches_in_one_note() -> None:
 def test_launch_guard_window_and_macros_are_options() -> None:
     wide = {(p, r.line) for p, r in run_rule("KG302", options={"window": 6})}
     assert ("launches.cu", 24) not in wide  # the late check is within 6 lines
+    configured = {(p, r.line) for p, r in run_rule("KG302", options={"check_macros": ["EXTERNAL_LAUNCH_CHECK"]})}
+    assert ("launches_wrapped_checks.cu", 24) not in configured  # a macro defined outside the project
+    # torch's launch checks are known by name whatever the option says: their definitions are not the project's.
     strict = {(p, r.line) for p, r in run_rule("KG302", options={"check_macros": []})}
-    assert ("launches.cu", 19) in strict  # C10_CUDA_KERNEL_LAUNCH_CHECK no longer counts
+    assert ("launches.cu", 19) not in strict and ("project/checked_by_functions.cu", 38) not in strict
 
 
 def test_launch_guard_identity_is_the_function_and_kernel_not_the_line() -> None:

@@ -11,10 +11,20 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
+from collections.abc import Iterator
+from typing import Protocol
 
 from kgate.collect.cpp_text import balanced
 
 _NEWLINE = re.compile(r"\n")
+
+
+class Matcher(Protocol):
+    """What finds checks in code: a compiled pattern, or anything searched the same way."""
+
+    def search(self, string: str, pos: int = ..., endpos: int = ...) -> re.Match[str] | None: ...
+
+    def finditer(self, string: str, pos: int = ..., endpos: int = ...) -> Iterator[re.Match[str]]: ...
 
 
 def line_starts(code: str) -> list[int]:
@@ -32,7 +42,7 @@ def column(code: str, offset: int) -> int:
     return offset - (code.rfind("\n", 0, offset) + 1)
 
 
-def checked_after(code: str, semicolon: int, starts: list[int], checks: re.Pattern[str], window: int) -> bool:
+def checked_after(code: str, semicolon: int, starts: list[int], checks: Matcher, window: int) -> bool:
     """Whether a check appears between a statement's `;` and the end of the `window`-th line after it."""
     last = bisect_right(starts, semicolon, 1) - 1 + window
     limit = starts[last] if last < len(starts) else len(code)
@@ -78,7 +88,7 @@ class Flow:
                 self.closes[brace] = match.start()
                 self.at_close[match.start()] = brace
 
-    def checked(self, end: int, checks: re.Pattern[str]) -> bool:
+    def checked(self, end: int, checks: Matcher) -> bool:
         """Whether a check follows the statement whose last character (`;` or `}`) is at `end` within
         `window` lines, directly or after the if/else chains, switches and loops that hold it."""
         position: int | None = end
@@ -90,11 +100,11 @@ class Flow:
             position = self._leave(position + 1)
         return False
 
-    def later(self, end: int, checks: re.Pattern[str]) -> bool:
+    def later(self, end: int, checks: Matcher) -> bool:
         """Whether a check comes later in the function (or lambda) that holds the statement ending at `end`, on
         every path: in that block or one around it (not in another branch), with no `return` or `throw` before
         it. A read of the last error reports every launch since the previous read."""
-        brace = self._around(end)
+        brace = self.around(end)
         around: set[int] = set()
         while brace >= 0:
             around.add(brace)
@@ -103,11 +113,11 @@ class Flow:
             brace = self.parents[brace]
         close = self.closes[brace] if brace >= 0 else len(self.code)
         for found in checks.finditer(self.code, end, close):
-            if self._around(found.start()) in around or (brace < 0 and self._around(found.start()) < 0):
+            if self.around(found.start()) in around or (brace < 0 and self.around(found.start()) < 0):
                 return _RETURN.search(self.code, end, found.start()) is None
         return False
 
-    def _around(self, at: int) -> int:
+    def around(self, at: int) -> int:
         """The innermost block that holds offset `at`, -1 for none."""
         brace = bisect_right(self.opens, at) - 1
         while brace >= 0 and self.closes[brace] < at:
@@ -286,8 +296,8 @@ def opening_bracket(code: str, close: int, opening: str, closing: str) -> int:
             depth -= 1
             if depth == 0:
                 return index
-        elif ch in "{};":
-            return -1
+        elif ch == ";":
+            return -1  # a brace inside the brackets is a default argument's (`DebugInfo where = {}`)
     return -1
 
 

@@ -15,8 +15,8 @@ import re
 from bisect import bisect_right
 from typing import NamedTuple
 
-from kgate.collect.cpp_flow import NAMESPACE_HEAD, SCOPE_HEAD, Flow, head, is_call
-from kgate.collect.cpp_text import balanced, calls_of
+from kgate.collect.cpp_flow import NAMESPACE_HEAD, SCOPE_HEAD, Flow, Matcher, head, is_call
+from kgate.collect.cpp_text import Macro, balanced, calls_of, macros
 from kgate.collect.cuda_project import HEADERS, Project
 
 _ASSIGNED = re.compile(r"(?<![\w.>])(\w+)\s*(?<![=!<>+\-*/%&|^])=\s*$")
@@ -54,12 +54,13 @@ class Callers:
     is. Braces are matched on the blanked text, so this is a reading of the code, not a parse.
     """
 
-    def __init__(self, flow: Flow, in_macro: frozenset[int], checks: re.Pattern[str],
+    def __init__(self, flow: Flow, in_macro: frozenset[int], checks: Matcher,
                  project: Project | None = None, rel: str = "") -> None:
         self.flow, self.code, self.starts, self.in_macro, self.checks = flow, flow.code, flow.starts, in_macro, checks
         self.opens, self.closes, self.parents = flow.opens, flow.closes, flow.parents
         self.project, self.rel = project, rel
         self._memo: dict[int, tuple[list[Site], int] | None] = {}
+        self._defines: list[Macro] | None = None
 
     def unchecked_calls(self, at: int, semicolon: int, depth: int = 0,
                         seen: frozenset[int] = frozenset()) -> tuple[list[Site], int] | None:
@@ -87,14 +88,14 @@ class Callers:
             sites: list[Site] = []
             checked = 0
             repeated = False  # a lambda called again without arguments launches what a checked call launched
-            for call, end in calls or ():
+            for call, end, callee in calls or ():
                 bare = body.lambda_ and re.match(r"\s*\(\s*\)", self.code[self.code.find("(", call):]) is not None
                 if bare and repeated:
                     checked += 1
                     continue
                 inner = self.unchecked_calls(call, end, depth + 1, seen | {body.brace})
                 if inner is None:
-                    sites.append(Site("", call, 0, body.name))
+                    sites.append(Site("", call, 0, callee))
                 else:
                     sites.extend(inner[0])
                     checked += inner[1]
@@ -173,22 +174,58 @@ class Callers:
             return None
         return Body(brace, name, begin - len(declaration), lambda_=False, exported=not local)
 
-    def _calls(self, body: Body) -> list[tuple[int, int]] | None:
-        """(offset, end of statement) of each direct call of `name` where it can be called from: a lambda in
-        the rest of its block, a helper in the file. A call inside a macro cannot be judged: None."""
+    def _calls(self, body: Body) -> list[tuple[int, int, str]] | None:
+        """(offset, end of statement, what is called there) of each direct call of `name` where it can be called
+        from: a lambda in the rest of its block, a helper in the file. A call written in a macro's body is followed
+        to the uses of the macro (`kgate.collect.cuda_callers.Callers._macro_uses`): None when one cannot be."""
         parent = self.parents[body.brace]
         if body.lambda_:
             region = (self.closes[body.brace], self.closes[parent] if parent >= 0 else len(self.code))
         else:
             region = (0, len(self.code))
-        out: list[tuple[int, int]] = []
+        out: list[tuple[int, int, str]] = []
         for match in calls_of(self.code, body.name, *region):
             call = match.start()
             if body.begin <= call <= self.closes[body.brace] or "<<<" in match.group() or not is_call(self.code, call):
                 continue
             if bisect_right(self.starts, call, 1) - 1 in self.in_macro:
-                return None
+                uses = self._macro_uses(call, region)
+                if uses is None:
+                    return None
+                out.extend(uses)
+                continue
             end = self.code.find(";", balanced(self.code, match.end() - 1))
-            out.append((call, end if end >= 0 else len(self.code)))
-        return out
+            out.append((call, end if end >= 0 else len(self.code), body.name))
+        return sorted(set(out))  # a macro that calls the helper in each of its arms is used once for all of them
 
+    def _macro_uses(self, at: int, region: tuple[int, int], depth: int = 0) -> list[tuple[int, int, str]] | None:
+        """The uses, outside a `#define`, of the macro whose body holds `at`: (offset, end, macro name) each, where
+        the end is the use's `;` or, for a use without one (`case 1: DISPATCH(x) break;`), its `)`. A macro that
+        writes out a dispatcher runs its calls where it is used, so its uses are the calls. None when the macro
+        is used nowhere in the file outside a `#define` or only inside another macro's (two levels are followed),
+        or when its body is not a statement (a macro that defines a function)."""
+        macro = next((m for m in self._macros() if m.start <= at < m.end), None)
+        if macro is None or depth > 2:
+            return None
+        out: list[tuple[int, int, str]] = []
+        for match in calls_of(self.code, macro.name, *region):
+            use = match.start()
+            if macro.start <= use < macro.end or not is_call(self.code, use):
+                continue
+            if bisect_right(self.starts, use, 1) - 1 in self.in_macro:
+                inner = self._macro_uses(use, region, depth + 1)
+                if inner is None:
+                    return None
+                out.extend(inner)
+                continue
+            close = balanced(self.code, match.end() - 1)
+            after = close
+            while after < len(self.code) and self.code[after].isspace():
+                after += 1
+            out.append((use, after if self.code.startswith(";", after) else close - 1, macro.name))
+        return out or None
+
+    def _macros(self) -> list[Macro]:
+        if self._defines is None:
+            self._defines = macros(self.code)
+        return self._defines

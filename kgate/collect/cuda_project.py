@@ -8,19 +8,18 @@ project root (`project`); each file is read and blanked at most once.
 from __future__ import annotations
 
 import os
-import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from kgate.collect.cpp_flow import Flow, is_call, line_starts
 from kgate.collect.cpp_text import balanced, blank, calls_of
+from kgate.collect.cuda_checks import NEEDLES, Checks, Counts, checks_of, definitions, last_error_reads, readers
 
 SOURCES = (".cu", ".cuh", ".cpp", ".cc", ".cxx", ".h", ".hpp", ".hh", ".inl")
 HEADERS = (".h", ".cuh", ".hpp", ".hh", ".inl")
 _SKIPPED = {"__pycache__", "node_modules", "build", "dist"}
-_DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)((?:[^\n]*\\\n)*[^\n]*)", re.MULTILINE)
 # Bytes of C++ identifiers kept, every other byte a space: `data.translate(_WORD_BYTES).split()` are its words.
 _WORD_BYTES = bytes(c if chr(c).isascii() and (chr(c).isalnum() or c == ord("_")) else ord(" ") for c in range(256))
-_READS_LAST_ERROR = re.compile(r"\b(?:cudaGetLastError|cudaPeekAtLastError|hipGetLastError|hipPeekAtLastError)\b")
+_ROUNDS = 8  # macros and functions followed through one another to a read of the last error
 
 
 class Project:
@@ -33,7 +32,7 @@ class Project:
         self._files: list[tuple[str, str]] | None = None
         self._data: dict[str, bytes] = {}
         self._flows: dict[str, Flow] = {}
-        self._macros: frozenset[str] | None = None
+        self._checks: dict[tuple[str, ...], dict[str, Counts | None]] = {}
         self._words: dict[str, frozenset[bytes]] = {}
 
     def files(self) -> list[tuple[str, str]]:
@@ -57,17 +56,55 @@ class Project:
                 self._data[rel] = b""
         return self._data[rel]
 
-    def last_error_macros(self) -> frozenset[str]:
-        """Names of the macros the project defines whose expansion reads the last error."""
-        if self._macros is None:
-            names: set[str] = set()
-            for rel, path in self.files():
-                data = self.data(rel, path)
-                if b"#" in data and b"LastError" in data:
-                    text = data.decode("utf-8", "replace")
-                    names.update(m.group(1) for m in _DEFINE.finditer(text) if _READS_LAST_ERROR.search(m.group(2)))
-            self._macros = frozenset(names)
-        return self._macros
+    def last_error_checks(self, configured: Sequence[str]) -> dict[str, Counts | None]:
+        """The project's macros and host functions whose body reads the last error, directly or through another
+        such one: name -> the numbers of arguments a call must pass to read it (None: a macro any use of which
+        expands). `configured` are the check macros the project names (`kgate.collect.cuda_checks`)."""
+        key = tuple(configured)
+        if key not in self._checks:
+            self._checks[key] = self._readers(configured)
+        return self._checks[key]
+
+    def _readers(self, configured: Sequence[str]) -> dict[str, Counts | None]:
+        found: dict[str, Counts | None] = {}
+        needles = (*NEEDLES, *(name.encode() for name in configured))
+        files = [(rel, path) for rel, path in self.files() if any(n in self.data(rel, path) for n in needles)]
+        reads = last_error_reads(configured, {})
+        for _ in range(_ROUNDS):
+            new: dict[str, Counts | None] = {}
+            for rel, path in files:
+                flow = self._flow(rel, path)
+                for name, counts in readers(flow.code, flow, reads):
+                    if name not in found:
+                        known = new.get(name, frozenset())
+                        new[name] = None if counts is None or known is None else known | counts
+            # An overload that does not read the last error takes the calls with its numbers of arguments.
+            others = self._other_counts([n for n, counts in new.items() if counts is not None],
+                                        last_error_reads(configured, {**found, **new}))
+            new = {name: counts if counts is None else counts - others.get(name, frozenset())
+                   for name, counts in new.items()}
+            new = {name: counts for name, counts in new.items() if counts is None or counts}
+            if not new:
+                break
+            found.update(new)
+            # The next round looks for calls of what this one found, in the files that name one of them.
+            reads = checks_of((), new)
+            files = [(rel, path) for rel, path in self.files()
+                     if any(self._mentions(rel, path, name.encode()) for name in new)]
+        return found
+
+    def _other_counts(self, names: list[str], reads: Checks) -> dict[str, Counts]:
+        """Name -> the numbers of arguments the definitions of that function that do not read the last error take."""
+        out: dict[str, Counts] = {}
+        if not names:
+            return out
+        for rel, path in self.files():
+            if any(self._mentions(rel, path, name.encode()) for name in names):
+                flow = self._flow(rel, path)
+                for name, start, end, counts in definitions(flow.code, flow, names):
+                    if reads.search(flow.code, start, end) is None:
+                        out[name] = out.get(name, frozenset()) | counts
+        return out
 
     def calls(self, name: str, besides: str) -> Iterator[tuple[str, Flow, int, int]]:
         """(file, its flow, offset, end of statement) of each call of the function `name` outside `besides`."""

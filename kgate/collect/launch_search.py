@@ -16,14 +16,11 @@ from dataclasses import dataclass
 from kgate.collect.cpp_flow import Flow, checked_after, line_at, line_starts, statement_end
 from kgate.collect.cpp_text import balanced, macro_lines
 from kgate.collect.cuda_callers import Callers, Site
+from kgate.collect.cuda_checks import Checks, last_error_reads, launch_checks
 from kgate.collect.cuda_project import Project
 
 _TRIPLE = re.compile(r"<<<")
 _LAUNCH_EX = re.compile(r"\bcudaLaunchKernelExC?\s*(?:<[^;()]*>\s*)?\(")
-_RUNTIME_CHECKS = ("cudaGetLastError", "cudaPeekAtLastError")
-# A project's wrapper of the runtime's last-error query, by its name: BNB_PEEK_LAST_ERROR(), getLastCudaError(...),
-# hipGetLastError(). Only a call counts, not a variable of that name.
-_LAST_ERROR_CALL = r"\b\w*(?:Last(?:Cuda)?Error|LAST_(?:CUDA_)?ERROR)\w*\s*\("
 
 
 @dataclass(frozen=True)
@@ -50,26 +47,12 @@ class Search:
     read_beyond: bool  # whether the verdict read the project's other files
 
 
-def patterns(check_macros: Sequence[str], extra: Sequence[str] = ()) -> tuple[re.Pattern[str], re.Pattern[str]]:
-    """(checks, reads): what checks a `<<<...>>>` launch, and what reads a dropped `cudaLaunchKernelEx` error back.
-
-    A dropped error is only read back by a query of the last error, not by a check macro wrapped around another
-    call: the runtime queries, a wrapper named for them, or a macro called without arguments
-    (`C10_CUDA_KERNEL_LAUNCH_CHECK()`). `extra` are the project's own macros that read the last error."""
-    names = "".join(r"|\b(?:" + "|".join(re.escape(n) for n in sorted(extra)) + r")\b" if extra else "")
-    checks = re.compile(r"\b(?:" + "|".join(re.escape(n) for n in (*_RUNTIME_CHECKS, *check_macros))
-                        + r")\b|" + _LAST_ERROR_CALL + names)
-    reads = re.compile(r"\b(?:" + "|".join(re.escape(n) for n in _RUNTIME_CHECKS) + r")\b|" + _LAST_ERROR_CALL
-                       + "".join(r"|\b" + re.escape(n) + r"\s*\(\s*\)" for n in check_macros) + names)
-    return checks, reads
-
-
 def search(code: str, rel: str, check_macros: Sequence[str], window: int,
            project: Callable[[], Project]) -> Search:
     """The launches of blanked `code` (the file `rel`) that no check covers. `project` gives the project's other
     files, asked for only when the file's own text does not settle a launch."""
     in_macro = macro_lines(code)
-    checks, reads = patterns(check_macros)
+    checks, reads = launch_checks(check_macros, {}), last_error_reads(check_macros, {})
     starts = line_starts(code)
     flow: Flow | None = None
     callers: dict[str, Callers] = {}
@@ -90,12 +73,12 @@ def search(code: str, rel: str, check_macros: Sequence[str], window: int,
         if checked_after(code, semicolon, starts, wanted, window):
             continue
         if beyond is None:
-            # The project's own macros that read the last error (`#define CHECK_LAUNCH() CHECK(cudaGetLastError())`)
-            # count as checks: read once per file, on the first launch the file's own text does not settle.
+            # The project's own macros and functions that read the last error count as checks: read once per file,
+            # on the first launch the file's own text does not settle.
             beyond = project()
-            extra = beyond.last_error_macros() - set(check_macros)
-            if extra:
-                checks, reads = patterns(check_macros, sorted(extra))
+            own = beyond.last_error_checks(check_macros)
+            if own:
+                checks, reads = launch_checks(check_macros, own), last_error_reads(check_macros, own)
                 wanted = checks if what == "<<<" else reads
                 if checked_after(code, semicolon, starts, wanted, window):
                     continue
@@ -167,7 +150,7 @@ def launched_name(code: str, start: int, what: str) -> str:
     return " ".join(args[1].split()) if len(args) > 1 else "cudaLaunchKernelEx"
 
 
-def result_used(code: str, start: int, checks: re.Pattern[str]) -> bool:
+def result_used(code: str, start: int, checks: Checks) -> bool:
     """Whether a cudaLaunchKernelEx call's result is checked, kept or returned rather than dropped.
 
     The statement's text before the call decides: nothing (or a `(void)` cast) drops the

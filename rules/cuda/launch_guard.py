@@ -1,10 +1,13 @@
 """## What it does
 Flags a kernel launch with no error check after it: a `<<<...>>>` launch not
 followed within a few lines (option `window`, default 3) by
-`cudaGetLastError()`, `cudaPeekAtLastError()`, a call whose name says it
-reads the last error (a project's wrapper such as `BNB_PEEK_LAST_ERROR()` or
-`getLastCudaError(...)`, defined in a header this file cannot see) or one of
-the project's check macros (option `check_macros`), and a `cudaLaunchKernelEx`
+`cudaGetLastError()`, `cudaPeekAtLastError()`, torch's
+`C10_CUDA_KERNEL_LAUNCH_CHECK()` or `STD_CUDA_KERNEL_LAUNCH_CHECK()`, a
+macro or function of the project that reads the last error (see below), a
+call whose name says it reads the last error (a wrapper such as
+`BNB_PEEK_LAST_ERROR()` or `getLastCudaError(...)`, defined in a header
+outside the project) or one of the check macros the project configures
+(option `check_macros`), and a `cudaLaunchKernelEx`
 call whose returned error is dropped (not wrapped in a check macro, assigned,
 compared or returned) and not read back by a last-error query after it (the
 runtime queries, such a wrapper, or a check macro called without arguments
@@ -51,6 +54,12 @@ CUDA_CHECK(cudaGetLastError());
   `inline` function of a header that the header never calls, is checked
   when every call of it in the project's C++/CUDA files is. Calls in other
   files are judged where they are and not followed further.
+- A call written in a macro's body (a dispatcher the macro writes out
+  wherever it is used, `#define DISPATCH(t, ...) if (t == F32)
+  launch<float>(__VA_ARGS__); else launch<half>(__VA_ARGS__)`) is followed
+  to each use of the macro in the file outside a `#define` (through one
+  more macro at most): the use is the call. A use that ends without a `;`
+  (`case 1: PICK(x) break;`) ends at its `)`.
 - A call is checked by a check within `window` lines after it, after the
   control statements that hold it, or later in the calling function on
   every path (in the call's block or one around it, not in another branch,
@@ -58,9 +67,28 @@ CUDA_CHECK(cudaGetLastError());
   every launch since the previous read. A call is followed outwards in turn
   (a helper called from a lambda called from a helper), up to four steps.
 
-A macro the project defines whose expansion reads the last error
-(`#define CHECK_KERNEL_LAUNCH() CHECK(cudaGetLastError())`, in any of its
-files) counts as a check, as the `check_macros` do.
+**The project's own checks.** A macro or host function (not a member:
+`run` is a method of many classes) defined in any of the project's
+C++/CUDA files whose body reads the last error, directly or through another
+such macro or function, is a check wherever it is called, without
+configuration:
+
+```cuda
+#define CHECK_KERNEL_LAUNCH() CHECK(cudaGetLastError())
+inline void check_cuda_launch(const char* what = "launch") { fail_on(cudaGetLastError(), what); }
+inline void after_launch() { check_cuda_launch("after_launch"); }
+```
+A call counts when it passes a number of arguments that only a definition
+reading the last error takes: of the overloads `device_check()` (which
+reads it) and `device_check(cudaError_t)` (which checks the error it is
+given), only the first is a launch check. A function that waits
+(`cudaStreamSynchronize`) reports errors of work that already ran, not a
+launch's own, and is no check. torch's `C10_CUDA_KERNEL_LAUNCH_CHECK()` and
+`STD_CUDA_KERNEL_LAUNCH_CHECK()` (the stable ABI's) are known by name,
+because their definitions live in torch's headers
+(`c10/cuda/CUDAException.h`, `torch/csrc/stable/macros.h`), not in the
+project, and both read the last error. `check_macros` is for the other
+checks kgate cannot see: macros defined outside the project.
 
 Where some calls check and others in the same file do not, each call
 without a check is reported, naming the lambda or helper and the kernel it
@@ -71,9 +99,11 @@ missing one check is one finding, not eight). The launch itself is reported,
 as before, when the lambda or helper cannot be followed: a member function,
 a function nothing in the project calls (an entry point called from Python),
 a lambda that is only passed on (to a timing loop, say) and never called
-directly, or a call written inside a macro. The reading is textual (braces
-matched on the code with comments and strings blanked), so a function
-defined through a macro or split by `#if` branches may not be recognised.
+directly, or a call written inside a macro that the file never uses outside
+a `#define` (a macro that defines whole functions, say). The reading is
+textual (braces matched on the code with comments and strings blanked), so
+a function defined through a macro or split by `#if` branches may not be
+recognised.
 Because the verdict reads other files, it is never answered from the lint
 cache.
 
@@ -98,22 +128,26 @@ C10_CUDA_KERNEL_LAUNCH_CHECK();
 or `CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, args...));`.
 
 ## Options
-- `check_macros` (list of strings, default `["CUDA_CHECK", "C10_CUDA_KERNEL_LAUNCH_CHECK"]`):
-  names that count as an error check besides `cudaGetLastError` and
-  `cudaPeekAtLastError`.
+- `check_macros` (list of strings, default `["CUDA_CHECK"]`): macros defined
+  outside the project that count as an error check (of the call they wrap;
+  of the last error when called without arguments), besides the runtime
+  queries, torch's launch checks and the project's own checks.
 - `window` (integer, default 3): lines after the launch's `;` in which the
   check must appear.
 
 ## Fix
 Unsafe (`kgate lint --fix --unsafe-fixes`): inserts a call of the first of
-`check_macros` that this file can use on the line after the launch (or
-after the unchecked call of the helper): `C10_CUDA_KERNEL_LAUNCH_CHECK();`,
-or `CUDA_CHECK(cudaGetLastError());` for a macro that takes the call to
-check. A macro counts as usable when the file defines it (`#define`),
-already calls it, or includes a header that brings it (for
-`C10_CUDA_KERNEL_LAUNCH_CHECK`: `c10/cuda/CUDAException.h`, which
-`c10/cuda/CUDAFunctions.h`, `CUDAStream.h`, `CUDAGuard.h`,
-`ATen/cuda/Exceptions.h` and `ATen/cuda/CUDAContext.h` include); a file
+`check_macros`, then of torch's launch checks, that this file can use on
+the line after the launch (or after the unchecked call of the helper):
+`C10_CUDA_KERNEL_LAUNCH_CHECK();`, or `CUDA_CHECK(cudaGetLastError());` for
+a macro that takes the call to check. A macro counts as usable when the
+file defines it (`#define`), already calls it, or includes a header that
+brings it (for `C10_CUDA_KERNEL_LAUNCH_CHECK`: `c10/cuda/CUDAException.h`,
+which `c10/cuda/CUDAFunctions.h`, `CUDAStream.h`, `CUDAGuard.h`,
+`ATen/cuda/Exceptions.h` and `ATen/cuda/CUDAContext.h` include; for
+`STD_CUDA_KERNEL_LAUNCH_CHECK`: `torch/csrc/stable/macros.h`, which the
+stable ABI's `library.h`, `ops.h`, `tensor.h`, `device.h` and
+`accelerator.h` include); a file
 with none of them gets no fix. A macro whose definition returns (a
 `cudaError_t`, as FlashInfer's `FLASHINFER_CUDA_CALL` does) or that the
 file only calls is inserted only into a function that already calls it, so
@@ -133,6 +167,7 @@ from typing import Any, NamedTuple
 from kgate.collect import cuda_project
 from kgate.collect.cpp_flow import braceless_body, column, function_body, line_at, line_starts
 from kgate.collect.cpp_text import Scopes, blanked
+from kgate.collect.cuda_checks import TORCH_LAUNCH_CHECKS
 from kgate.collect.launch_search import Search, Unchecked, search
 from kgate.core.findings import Related, Severity
 from kgate.core.fix import Applicability, Edit, Fix
@@ -157,7 +192,8 @@ def _reports(source: Any, code: str, found: Search, macros: list[str], window: i
     """A report for each unchecked launch or call, in order, with its scope and the fix that inserts a check."""
     starts = line_starts(code)
     scopes = Scopes(code)
-    guards = _usable_checks(source.text, code, macros) if found.unchecked else []
+    candidates = [*macros, *(name for name in TORCH_LAUNCH_CHECKS if name not in macros)]
+    guards = _usable_checks(source.text, code, candidates) if found.unchecked else []
     for unchecked in found.unchecked:  # in order: the scope scan continues from the last one
         guard = _guard_at(code, unchecked.offset, guards)
         fix = _insert_check(source, code, starts, unchecked.offset, unchecked.end, guard) if guard else None
@@ -191,11 +227,15 @@ def _report(code: str, starts: list[int], unchecked: Unchecked, window: int, rel
 
 
 # Headers that bring a check macro, for the fix: a file that includes one may call it. PyTorch's headers (2.x) define
-# C10_CUDA_KERNEL_LAUNCH_CHECK in c10/cuda/CUDAException.h, which the others include on the way.
+# C10_CUDA_KERNEL_LAUNCH_CHECK in c10/cuda/CUDAException.h, which the others include on the way, and (2.10 on) the
+# stable ABI's STD_CUDA_KERNEL_LAUNCH_CHECK in torch/csrc/stable/macros.h.
 _DEFINED_IN = {"C10_CUDA_KERNEL_LAUNCH_CHECK": ("c10/cuda/CUDAException.h", "c10/cuda/CUDAFunctions.h",
                                                 "c10/cuda/CUDAStream.h", "c10/cuda/CUDAGuard.h",
-                                                "ATen/cuda/Exceptions.h", "ATen/cuda/CUDAContext.h")}
-_NO_ARGUMENT = frozenset({"C10_CUDA_KERNEL_LAUNCH_CHECK"})
+                                                "ATen/cuda/Exceptions.h", "ATen/cuda/CUDAContext.h"),
+               "STD_CUDA_KERNEL_LAUNCH_CHECK": ("torch/csrc/stable/macros.h", "torch/csrc/stable/library.h",
+                                                "torch/csrc/stable/ops.h", "torch/csrc/stable/tensor.h",
+                                                "torch/csrc/stable/device.h", "torch/csrc/stable/accelerator.h")}
+_NO_ARGUMENT = frozenset(TORCH_LAUNCH_CHECKS)
 
 
 class _Guard(NamedTuple):
@@ -280,8 +320,8 @@ RULE = Rule(
     check=check,
     doc=__doc__ or "",
     options={
-        "check_macros": Option(["CUDA_CHECK", "C10_CUDA_KERNEL_LAUNCH_CHECK"],
-                               "names that count as an error check", list, str),
+        "check_macros": Option(["CUDA_CHECK"], "macros defined outside the project that count as an error check",
+                               list, str),
         "window": Option(3, "lines after the launch in which the check must appear", int, minimum=0),
     },
     files=("*.cu", "*.cuh", "*.cpp", "*.cc", "*.cxx", "*.h", "*.hpp"),
