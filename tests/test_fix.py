@@ -233,7 +233,8 @@ from torch.utils.cpp_extension import BuildExtension, CUDAExtension
 os.environ["TORCH_CUDA_ARCH_LIST"] = "12.0"  # consumer Blackwell
 NVCC = ["-O3", "-gencode", "arch=compute_120,code=sm_120"]  # one cubin
 
-setup(ext_modules=[CUDAExtension("k", ["csrc/mma.cu"], extra_compile_args={"nvcc": NVCC})],
+setup(ext_modules=[CUDAExtension("k", ["csrc/mma.cu"], extra_compile_args={"nvcc": NVCC}),
+                   CUDAExtension("k_env", ["csrc/mma.cu"])],  # takes TORCH_CUDA_ARCH_LIST
       cmdclass={"build_ext": BuildExtension})
 """
 
