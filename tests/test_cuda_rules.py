@@ -137,10 +137,11 @@ def test_code_the_bare_targets_assemble_is_no_arch_specific_code(portable: bytes
     assert not any(re.search(pattern, portable) for pattern in ARCH_SPECIFIC_CODE.values())
 
 
-def test_launch_guard_counts_macro_launches_in_one_note() -> None:
-    notes = [r for _p, r in run_rule("KG302") if r.severity is Severity.NOTE]
-    assert [(n.line, n.severity.value) for n in notes] == [(5, "note")]
-    assert notes[0].message.startswith("1 kernel launch(es) inside #define macros")
+def test_launch_guard_counts_macro_launches_in_one_note_when_asked() -> None:
+    assert not [r for _p, r in run_rule("KG302") if r.severity is Severity.NOTE]
+    notes = [(p, r) for p, r in run_rule("KG302", options={"macros": "note"}) if r.severity is Severity.NOTE]
+    assert [(p, n.line, n.severity.value) for p, n in notes] == [("launches.cu", 5, "note")]
+    assert notes[0][1].message.startswith("1 kernel launch(es) inside #define macros")
 
 
 def test_launch_guard_window_and_macros_are_options() -> None:
@@ -186,6 +187,25 @@ def test_kernel_file_size_counts_code_lines_only() -> None:
     assert len(small.splitlines()) > 1000  # long on disk, short in code
     tighter = dict(run_rule("KG303", options={"max_lines": 599}))
     assert tighter["small_kernel.cu"].value == 600
+
+
+@pytest.mark.parametrize(("configured", "runs"), [
+    ("", False), ('select = ["KG3"]', True), ('select = ["ALL"]', True), ('extend-select = ["kernel-file-size"]', True),
+    ('select = ["KG302"]\nextend-select = ["KG303"]', True), ('select = ["KG30"]\nignore = ["KG303"]', False)])
+def test_kernel_file_size_runs_only_when_a_configuration_names_it(tmp_path: Path, configured: str,
+                                                                  runs: bool) -> None:
+    from kgate.core.config import load_config
+    from kgate.core.selection import build_selection
+    from kgate.pipeline.lint import run_lint
+
+    shutil.copy(RULES / "KG303" / "big_kernel.cu", tmp_path / "big_kernel.cu")
+    (tmp_path / "kgate.toml").write_text(configured + "\n")
+    config = load_config(tmp_path / "kgate.toml")
+    selection = build_selection(config)
+    assert selection.active("KG303") is runs
+    assert selection.active("KG302")  # the other rules run as before
+    found = run_lint(config, selection, None, use_cache=False).findings
+    assert ("KG303" in {f.code for f in found}) is runs
 
 
 def test_blanking_keeps_lines_and_hides_comments_and_strings() -> None:
