@@ -23,9 +23,9 @@ _ROUNDS = 8  # macros and functions followed through one another to a read of th
 
 
 class Project:
-    """The project's other C++/CUDA files, read when a file's own text cannot settle a launch: the macros that
-    read the last error, and the calls of a function defined in one file and called from others. One per lint
-    run and project root (`project`); each file is read and blanked at most once."""
+    """The project's other C++/CUDA files, read when a file's own text cannot settle a launch: the macros and
+    functions that read the last error, and the calls of a function defined in one file and called from others.
+    One per lint run and project root (`project`); each file is read and blanked at most once."""
 
     def __init__(self, root: str) -> None:
         self.root = root
