@@ -137,11 +137,20 @@ def test_code_the_bare_targets_assemble_is_no_arch_specific_code(portable: bytes
     assert not any(re.search(pattern, portable) for pattern in ARCH_SPECIFIC_CODE.values())
 
 
+def test_a_launch_in_a_macro_no_use_of_which_checks_is_one_finding_naming_each_use() -> None:
+    reports = {(p, r.line): r for p, r in run_rule("KG302")}
+    zero = reports[("launches_in_macros.cu", 30)]
+    assert [(r.path, r.line) for r in zero.related] == [("launches_in_macros.cu", 32),
+                                                        ("launches_in_macros.cu", 33)]
+    assert "none of its 2 call(s) through `LAUNCH_ZERO`" in zero.message and zero.fix is None
+    assert reports[("launches_in_macros.cu", 26)].message.startswith("`LAUNCH_FILL` launches `fill`")
+
+
 def test_launch_guard_counts_macro_launches_in_one_note_when_asked() -> None:
     assert not [r for _p, r in run_rule("KG302") if r.severity is Severity.NOTE]
     notes = [(p, r) for p, r in run_rule("KG302", options={"macros": "note"}) if r.severity is Severity.NOTE]
-    assert [(p, n.line, n.severity.value) for p, n in notes] == [("launches.cu", 5, "note")]
-    assert notes[0][1].message.startswith("1 kernel launch(es) inside #define macros")
+    assert [(p, n.line, n.severity.value) for p, n in notes] == [("launches_in_macros.cu", 56, "note")]
+    assert notes[0][1].message.startswith("1 kernel launch(es) inside #define macros not checked (no use")
 
 
 def test_launch_guard_window_and_macros_are_options() -> None:

@@ -98,3 +98,18 @@ def test_a_brace_in_a_default_argument_does_not_hide_a_functions_head() -> None:
     code = blank("inline void check(Where where = {}, int n = int{1}) {\n  cudaGetLastError();\n}\n").code
     flow = Flow(code, line_starts(code), 3)
     assert head(code, flow.opens[-1]) == ("function", 12, "check")
+
+
+def test_a_launch_in_a_header_macro_is_judged_at_its_uses_in_other_files(tmp_path: Path) -> None:
+    header = ("__global__ void k(float* x);\n"
+              "#define LAUNCH_K(x, stream) \\\n  k<<<1, 32, 0, stream>>>(x)\n")
+    user = ('#include "launch.cuh"\n'
+            "void checked(float* x, cudaStream_t s) {\n  LAUNCH_K(x, s);\n  cudaGetLastError();\n}\n"
+            "void unchecked(float* x, cudaStream_t s) {\n  LAUNCH_K(x, s);\n}\n")
+    found = searched(tmp_path, {"launch.cuh": header, "ops.cu": user}, "launch.cuh")
+    assert [(u.kind, u.checked, [(s.path, s.line, s.callee) for s in u.sites]) for u in found.unchecked] == [
+        ("everywhere", 1, [("ops.cu", 7, "LAUNCH_K")])]
+    assert found.in_macros == ()
+    # Used nowhere: not judged, counted.
+    alone = searched(tmp_path / "alone", {"launch.cuh": header}, "launch.cuh")
+    assert alone.unchecked == () and alone.in_macros == (3,)

@@ -17,6 +17,7 @@ from typing import Protocol
 from kgate.collect.cpp_text import balanced
 
 _NEWLINE = re.compile(r"\n")
+_SPACE = re.compile(r"\s*")
 
 
 class Matcher(Protocol):
@@ -342,9 +343,13 @@ def function_body(code: str, at: int) -> tuple[int, int]:
 
 
 def statement_end(code: str, call: int) -> int:
-    """Offset of the `;` that ends the statement of a call at `call`, -1 if none."""
+    """Offset of the `;` that ends the statement of a call at `call` right after its arguments, -1 if none (a macro
+    used without one, `case 1: PICK(x) break;`)."""
     paren = code.find("(", call)
-    return code.find(";", balanced(code, paren)) if paren >= 0 else -1
+    if paren < 0:
+        return -1
+    after = _SPACE.match(code, balanced(code, paren)).end()
+    return after if code.startswith(";", after) else -1
 
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
+from collections.abc import Iterator
 from typing import NamedTuple
 
 from kgate.collect.cpp_flow import NAMESPACE_HEAD, SCOPE_HEAD, Flow, Matcher, head, is_call
@@ -22,6 +23,7 @@ from kgate.collect.cuda_project import HEADERS, Project
 _ASSIGNED = re.compile(r"(?<![\w.>])(\w+)\s*(?<![=!<>+\-*/%&|^])=\s*$")
 _LOCAL_LINKAGE = re.compile(r"\b(?:static|inline|__forceinline__|__inline__)\b")
 _DEPTH = 4  # lambdas and helpers followed outwards from one launch
+_NAME_BEFORE = re.compile(r"[A-Za-z_]\w*\s*$")
 
 
 class Body(NamedTuple):
@@ -107,6 +109,51 @@ class Callers:
                     sites.append(site)
             out = (sites, checked)
         self._memo[body.brace] = out
+        return out
+
+    def expanded(self, at: int) -> tuple[list[Site], int] | None:
+        """For a launch written in a macro's body: the uses of the macro through which it reaches no check, and how
+        many uses do check; each use is held to the test of a call (a check after it, after the control statements
+        that hold it, later in its function, or at the calls of the lambda or helper that holds it). Uses in the
+        project's other files are judged where they are when the file uses the macro nowhere; None when no use is
+        found."""
+        macro = next((m for m in self._macros() if m.start <= at < m.end), None)
+        if macro is None:
+            return None
+        key = -1 - macro.start  # one answer per macro, however many launches it writes
+        if key not in self._memo:
+            uses = self._macro_uses(at, (0, len(self.code)))
+            if uses is not None:
+                self._memo[key] = self._followed(uses)
+            else:
+                elsewhere = self._uses_elsewhere(macro.name)
+                self._memo[key] = ([site for site in elsewhere if site is not None],
+                                   elsewhere.count(None)) if elsewhere else None
+        return self._memo[key]
+
+    def _followed(self, uses: list[tuple[int, int, str]]) -> tuple[list[Site], int]:
+        sites: list[Site] = []
+        checked = 0
+        for use, end, name in uses:
+            inner = self.unchecked_calls(use, end, 1)
+            if inner is None:
+                sites.append(Site("", use, 0, name))
+            else:
+                sites.extend(inner[0])
+                checked += inner[1]
+        return sites, checked
+
+    def _uses_elsewhere(self, name: str) -> list[Site | None]:
+        """The uses of a macro in the project's other files: None for each that a check follows, a site for each
+        that none does."""
+        if self.project is None:
+            return []
+        out: list[Site | None] = []
+        for rel, flow, use, end in self.project.calls(name, self.rel):
+            if flow.checked(end, self.checks) or flow.later(end, self.checks):
+                out.append(None)
+            else:
+                out.append(Site(rel, use, bisect_right(flow.starts, use, 1) - 1, name))
         return out
 
     def _calls_elsewhere(self, body: Body) -> list[Site | None]:
@@ -201,31 +248,65 @@ class Callers:
     def _macro_uses(self, at: int, region: tuple[int, int], depth: int = 0) -> list[tuple[int, int, str]] | None:
         """The uses, outside a `#define`, of the macro whose body holds `at`: (offset, end, macro name) each, where
         the end is the use's `;` or, for a use without one (`case 1: DISPATCH(x) break;`), its `)`. A macro that
-        writes out a dispatcher runs its calls where it is used, so its uses are the calls. None when the macro
-        is used nowhere in the file outside a `#define` or only inside another macro's (two levels are followed),
-        or when its body is not a statement (a macro that defines a function)."""
+        writes out a dispatcher runs its calls where it is used, so its uses are the calls; a macro handed by name
+        to another (`DISPATCH_BY_DTYPE(dtype, CALL_KERNEL);`) is used where that one is. None when the macro is used
+        nowhere in the file outside a `#define` or only inside another macro's (two levels are followed)."""
         macro = next((m for m in self._macros() if m.start <= at < m.end), None)
         if macro is None or depth > 2:
             return None
         out: list[tuple[int, int, str]] = []
-        for match in calls_of(self.code, macro.name, *region):
-            use = match.start()
-            if macro.start <= use < macro.end or not is_call(self.code, use):
-                continue
+        for use, paren in self._uses_of(macro, region):
             if bisect_right(self.starts, use, 1) - 1 in self.in_macro:
                 inner = self._macro_uses(use, region, depth + 1)
                 if inner is None:
                     return None
                 out.extend(inner)
                 continue
-            close = balanced(self.code, match.end() - 1)
+            close = balanced(self.code, paren)
             after = close
             while after < len(self.code) and self.code[after].isspace():
                 after += 1
             out.append((use, after if self.code.startswith(";", after) else close - 1, macro.name))
         return out or None
 
+    def _uses_of(self, macro: Macro, region: tuple[int, int]) -> Iterator[tuple[int, int]]:
+        """(offset, offset of the `(` of the call there) of each use of a macro outside its own `#define`: a call of
+        it, or the call it is handed to by name."""
+        code = self.code
+        for match in re.compile(re.escape(macro.name) + r"\b").finditer(code, *region):
+            use = match.start()
+            if macro.start <= use < macro.end or (use and (code[use - 1].isalnum() or code[use - 1] == "_")):
+                continue
+            after = match.end()
+            while after < len(code) and code[after].isspace():
+                after += 1
+            if code.startswith("(", after):
+                if is_call(code, use):
+                    yield use, after
+                continue
+            paren = _enclosing_paren(code, use)
+            name = _NAME_BEFORE.search(code, max(0, paren - 200), paren) if paren > 0 else None
+            if name is not None:
+                yield name.start(), paren
+
     def _macros(self) -> list[Macro]:
         if self._defines is None:
             self._defines = macros(self.code)
         return self._defines
+
+
+def _enclosing_paren(code: str, at: int) -> int:
+    """Offset of the `(` of the call whose arguments hold `at`, -1 when `at` is in no argument list of its
+    statement."""
+    depth = 0
+    for index in range(at - 1, max(-1, at - 2000), -1):
+        ch = code[index]
+        if ch == ")":
+            depth += 1
+        elif ch == "(":
+            if depth == 0:
+                return index
+            depth -= 1
+        elif ch in ";{}":
+            return -1
+    return -1

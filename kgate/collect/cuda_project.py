@@ -116,7 +116,7 @@ class Project:
             code = flow.code
             for match in calls_of(code, name):
                 call = match.start()
-                if not is_call(code, call) or defines(code, match.end() - 1):
+                if not is_call(code, call) or defines(code, match.end() - 1) or _directive(code, call):
                     continue
                 end = code.find(";", balanced(code, match.end() - 1))
                 yield rel, flow, call, end if end >= 0 else len(code)
@@ -136,6 +136,11 @@ class Project:
             code = blank(self.data(rel, path).decode("utf-8", "replace")).code
             self._flows[rel] = Flow(code, line_starts(code), 0)
         return self._flows[rel]
+
+
+def _directive(code: str, at: int) -> bool:
+    """Whether `at` is on a preprocessor line (`#define NAME(...)` names a macro; it is no use of it)."""
+    return code[code.rfind("\n", 0, at) + 1:at].lstrip().startswith("#")
 
 
 def defines(code: str, paren: int) -> bool:

@@ -26,11 +26,14 @@ else if (blocksize == 2048)
   quantize<2048><<<blocks, 512>>>(x);
 CUDA_CHECK(cudaPeekAtLastError());
 ```
-Launches written inside a `#define` cannot be judged without expanding the
-macro: they are not reported. With the option `macros = "note"` they are
-counted, and the count is reported once per file as a note (outside the
-labelled corpus no such note was of use to a reviewer, so it is not printed
-by default).
+A launch written in a macro's body runs where the macro is used: each use
+outside a `#define` is held to the test of a call (below), whether it calls
+the macro or hands its name to another that expands it
+(`DISPATCH_BY_DTYPE(dtype, CALL_KERNEL);`), through up to two more macros,
+and in the project's other files where the file itself uses it nowhere. No
+check is inserted into a macro's body. A launch in a macro the project never
+uses cannot be judged and is not reported; with the option
+`macros = "note"` such launches are counted, once per file, in a note.
 
 A launch that has no check after it inside a lambda or a helper is followed
 to the calls of that lambda or helper, where the check usually is:
@@ -137,7 +140,8 @@ or `CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, args...));`.
 - `window` (integer, default 3): lines after the launch's `;` in which the
   check must appear.
 - `macros` (string, default `"ignore"`): `"note"` reports, once per file, how
-  many launches written inside a `#define` were not judged.
+  many launches written inside a `#define` no use of which was found were
+  not judged.
 
 ## Fix
 Unsafe (`kgate lint --fix --unsafe-fixes`): inserts a call of the first of
@@ -187,8 +191,8 @@ def check(source: Any, ctx: SourceContext) -> Iterable[Report]:
         source.derived[READS_BEYOND] = True
     yield from _reports(source, code, found, ctx.options["check_macros"], window)
     if found.in_macros and ctx.options["macros"] == "note":
-        yield Report(f"{len(found.in_macros)} kernel launch(es) inside #define macros not checked (out of scope: a "
-                     f"macro is not expanded)", severity=Severity.NOTE, line=min(found.in_macros),
+        yield Report(f"{len(found.in_macros)} kernel launch(es) inside #define macros not checked (no use of the macro "
+                     f"was found to judge)", severity=Severity.NOTE, line=min(found.in_macros),
                      discriminator="macros")
 
 
@@ -327,7 +331,7 @@ RULE = Rule(
         "check_macros": Option(["CUDA_CHECK"], "macros defined outside the project that count as an error check",
                                list, str),
         "window": Option(3, "lines after the launch in which the check must appear", int, minimum=0),
-        "macros": Option("ignore", "\"note\": count the launches inside #define macros in a note per file", str,
+        "macros": Option("ignore", "\"note\": count the launches in macros used nowhere in a note per file", str,
                          choices=("ignore", "note")),
     },
     files=("*.cu", "*.cuh", "*.cpp", "*.cc", "*.cxx", "*.h", "*.hpp"),
