@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from kgate.collect.cpp_flow import Flow, head
 from kgate.collect.cpp_text import balanced, macros, split_arguments
@@ -87,8 +88,14 @@ def checks_of(words: Iterable[str], project: Mapping[str, Counts | None], *, bar
         if bare_calls else []
     call = "|".join(map(re.escape, calls)) if calls else r"(?!)"
     alternatives.append(r"(?P<call>" + call + r")\s*(?:<[^;{}()]*?>)?\s*\(")
-    return Checks(re.compile("|".join(alternatives)),
+    return Checks(_pattern("|".join(alternatives)),
                   {name: counts for name, counts in project.items() if counts is not None})
+
+
+@lru_cache(maxsize=64)
+def _pattern(source: str) -> re.Pattern[str]:
+    """The compiled search (a lint builds the same few for every file it reads)."""
+    return re.compile(source)
 
 
 def readers(code: str, flow: Flow, reads: Checks) -> Iterator[tuple[str, Counts | None]]:

@@ -8,7 +8,8 @@ project root (`project`); each file is read and blanked at most once.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+import re
+from collections.abc import Iterable, Iterator, Sequence
 
 from kgate.collect.cpp_flow import Flow, is_call, line_starts
 from kgate.collect.cpp_text import balanced, blank, calls_of
@@ -89,8 +90,7 @@ class Project:
             found.update(new)
             # The next round looks for calls of what this one found, in the files that name one of them.
             reads = checks_of((), new)
-            files = [(rel, path) for rel, path in self.files()
-                     if any(self._mentions(rel, path, name.encode()) for name in new)]
+            files = [(rel, path) for rel, path in self.files() if self._mentions_any(rel, path, new)]
         return found
 
     def _other_counts(self, names: list[str], reads: Checks) -> dict[str, Counts]:
@@ -98,8 +98,10 @@ class Project:
         out: dict[str, Counts] = {}
         if not names:
             return out
+        # A file that may define one: the name, its parameters and a body (a cheap test before a file is blanked).
+        head = re.compile(rb"(?:" + b"|".join(re.escape(n.encode()) for n in sorted(names)) + rb")\s*\((?:[^;{}()]|\{[^;{}]*\}|\([^()]*\))*\)[^;{}]*\{")
         for rel, path in self.files():
-            if any(self._mentions(rel, path, name.encode()) for name in names):
+            if self._mentions_any(rel, path, names) and head.search(self.data(rel, path)):
                 flow = self._flow(rel, path)
                 for name, start, end, counts in definitions(flow.code, flow, names):
                     if reads.search(flow.code, start, end) is None:
@@ -121,15 +123,23 @@ class Project:
                 end = code.find(";", balanced(code, match.end() - 1))
                 yield rel, flow, call, end if end >= 0 else len(code)
 
+    def _mentions_any(self, rel: str, path: str, names: Iterable[str]) -> bool:
+        """Whether the file holds one of `names` as a word."""
+        return any(self._mentions(rel, path, name.encode()) for name in names if not name.isascii()) or \
+            not self._words_of(rel, path).isdisjoint(name.encode() for name in names if name.isascii())
+
     def _mentions(self, rel: str, path: str, name: bytes) -> bool:
         """Whether the file may call `name`: it holds the name as a word. The files' words are read once, on the
         first question (a lint asks about many functions, and searching every file for each costs more)."""
         if not name.isascii():
             return name in self.data(rel, path)
+        return name in self._words_of(rel, path)
+
+    def _words_of(self, rel: str, path: str) -> frozenset[bytes]:
         words = self._words.get(rel)
         if words is None:
             words = self._words[rel] = frozenset(self.data(rel, path).translate(_WORD_BYTES).split())
-        return name in words
+        return words
 
     def _flow(self, rel: str, path: str) -> Flow:
         if rel not in self._flows:
