@@ -272,19 +272,21 @@ def rules_index(rules: list[Rule]) -> str:
              "`kgate explain CODE` (or its name) a rule's page. Compiled rules (KG1xx) judge what the compiler "
              "produced and run in `kgate check`; source rules (KG2xx for Python, KG3xx for CUDA and build files) "
              "read files without compiling and run in `kgate lint` and `kgate check` alike; meta rules (KG0xx) "
-             "say that something could not be judged. How to select them, change their severity and set their "
+             "say that something could not be judged. Every rule runs unless deselected, except the opt-in ones, "
+             "which run only when selected. How to select them, change their severity and set their "
              "options: [configuration](configuration.md#rules).\n",
              "| code | name | layer | severity | what it checks |", "|---|---|---|---|---|"]
     for rule in rules:
         summary = rule.summary.replace("|", "\\|")
-        lines.append(f"| [{rule.code}](rules/{rule.code}.md) | {rule.name} | {rule.layer} | {rule.severity.value} "
+        severity = rule.severity.value + (" (opt-in)" if rule.opt_in else "")
+        lines.append(f"| [{rule.code}](rules/{rule.code}.md) | {rule.name} | {rule.layer} | {severity} "
                      f"| {summary} |")
     return "\n".join(lines) + "\n"
 
 
 def rule_page(rule: Rule) -> str:
     lines = [HEADER.rstrip("\n"), "", f"# {rule.code} {rule.name}", "", f"{rule.summary}.", "",
-             f"Layer: {rule.layer}. Default severity: {rule.severity.value}."]
+             f"Layer: {rule.layer}. Default severity: {rule.severity.value}.{rule.selection_note()}"]
     if rule.files:
         lines.append("Reads: " + ", ".join(f"`{f}`" for f in rule.files) + ".")
     lines += ["", rule.doc.strip()]

@@ -137,17 +137,30 @@ def test_code_the_bare_targets_assemble_is_no_arch_specific_code(portable: bytes
     assert not any(re.search(pattern, portable) for pattern in ARCH_SPECIFIC_CODE.values())
 
 
-def test_launch_guard_counts_macro_launches_in_one_note() -> None:
-    notes = [r for _p, r in run_rule("KG302") if r.severity is Severity.NOTE]
-    assert [(n.line, n.severity.value) for n in notes] == [(5, "note")]
-    assert notes[0].message.startswith("1 kernel launch(es) inside #define macros")
+def test_a_launch_in_a_macro_no_use_of_which_checks_is_one_finding_naming_each_use() -> None:
+    reports = {(p, r.line): r for p, r in run_rule("KG302")}
+    zero = reports[("launches_in_macros.cu", 30)]
+    assert [(r.path, r.line) for r in zero.related] == [("launches_in_macros.cu", 32),
+                                                        ("launches_in_macros.cu", 33)]
+    assert "none of its 2 call(s) through `LAUNCH_ZERO`" in zero.message and zero.fix is None
+    assert reports[("launches_in_macros.cu", 26)].message.startswith("`LAUNCH_FILL` launches `fill`")
+
+
+def test_launch_guard_counts_macro_launches_in_one_note_when_asked() -> None:
+    assert not [r for _p, r in run_rule("KG302") if r.severity is Severity.NOTE]
+    notes = [(p, r) for p, r in run_rule("KG302", options={"macros": "note"}) if r.severity is Severity.NOTE]
+    assert [(p, n.line, n.severity.value) for p, n in notes] == [("launches_in_macros.cu", 56, "note")]
+    assert notes[0][1].message.startswith("1 kernel launch(es) inside #define macros not checked (no use")
 
 
 def test_launch_guard_window_and_macros_are_options() -> None:
     wide = {(p, r.line) for p, r in run_rule("KG302", options={"window": 6})}
     assert ("launches.cu", 24) not in wide  # the late check is within 6 lines
+    configured = {(p, r.line) for p, r in run_rule("KG302", options={"check_macros": ["EXTERNAL_LAUNCH_CHECK"]})}
+    assert ("launches_wrapped_checks.cu", 24) not in configured  # a macro defined outside the project
+    # torch's launch checks are known by name whatever the option says: their definitions are not the project's.
     strict = {(p, r.line) for p, r in run_rule("KG302", options={"check_macros": []})}
-    assert ("launches.cu", 19) in strict  # C10_CUDA_KERNEL_LAUNCH_CHECK no longer counts
+    assert ("launches.cu", 19) not in strict and ("project/checked_by_functions.cu", 38) not in strict
 
 
 def test_launch_guard_identity_is_the_function_and_kernel_not_the_line() -> None:
@@ -183,6 +196,25 @@ def test_kernel_file_size_counts_code_lines_only() -> None:
     assert len(small.splitlines()) > 1000  # long on disk, short in code
     tighter = dict(run_rule("KG303", options={"max_lines": 599}))
     assert tighter["small_kernel.cu"].value == 600
+
+
+@pytest.mark.parametrize(("configured", "runs"), [
+    ("", False), ('select = ["KG3"]', True), ('select = ["ALL"]', True), ('extend-select = ["kernel-file-size"]', True),
+    ('select = ["KG302"]\nextend-select = ["KG303"]', True), ('select = ["KG30"]\nignore = ["KG303"]', False)])
+def test_kernel_file_size_runs_only_when_a_configuration_names_it(tmp_path: Path, configured: str,
+                                                                  runs: bool) -> None:
+    from kgate.core.config import load_config
+    from kgate.core.selection import build_selection
+    from kgate.pipeline.lint import run_lint
+
+    shutil.copy(RULES / "KG303" / "big_kernel.cu", tmp_path / "big_kernel.cu")
+    (tmp_path / "kgate.toml").write_text(configured + "\n")
+    config = load_config(tmp_path / "kgate.toml")
+    selection = build_selection(config)
+    assert selection.active("KG303") is runs
+    assert selection.active("KG302")  # the other rules run as before
+    found = run_lint(config, selection, None, use_cache=False).findings
+    assert ("KG303" in {f.code for f in found}) is runs
 
 
 def test_blanking_keeps_lines_and_hides_comments_and_strings() -> None:

@@ -57,11 +57,11 @@ def test_lint_reports_do_not_depend_on_how_many_processes_read_the_files(tmp_pat
     for index in range(120):
         folder = tmp_path / "tree" / f"pkg{index % 7}"
         folder.mkdir(parents=True, exist_ok=True)
-        key = "n" if index % 3 else "BLOCK"
+        key = "M" if index % 3 else "BLOCK"
         (folder / f"k{index}.py").write_text(
             "import triton\nimport triton.language as tl\n\n\n"
             f"@triton.autotune(configs=[], key=[\"{key}\"])\n@triton.jit\n"
-            f"def k{index}(x, n, BLOCK: tl.constexpr):\n    tl.atomic_add(x, 1)\n")
+            f"def k{index}(x, M, BLOCK: tl.constexpr):\n    tl.atomic_add(x, 1)\n")
     tree = tmp_path / "tree"
     (tree / "kgate.toml").write_text("")
     parallel = kgate("lint", "--format", "json", "--no-cache", cwd=tree)
@@ -70,4 +70,4 @@ def test_lint_reports_do_not_depend_on_how_many_processes_read_the_files(tmp_pat
     warm = [kgate("lint", "--format", "json", cwd=tree) for _ in range(2)]
     assert parallel.code == serial.code == 1
     assert parallel.stdout == serial.stdout == warm[0].stdout == warm[1].stdout
-    assert len(parallel.json()["findings"]) == 120 + 80  # KG202 everywhere, KG201 where the key is `n`
+    assert len(parallel.json()["findings"]) == 120 + 80  # KG202 everywhere, KG201 where the key is `M`

@@ -99,7 +99,8 @@ def test_unused_suppression_in_cuda_is_removed_by_a_text_edit(tmp_path: Path) ->
               "// kgate: ignore-file[KG303] generated, and long\n"
               "// Scales a row in place.\n"
               "__global__ void scale(float* x) { x[threadIdx.x] *= 2.f; }  // kgate: ignore[KG302] launched elsewhere\n")
-    root = project(tmp_path, {"csrc/scale.cu": source})
+    # kernel-file-size is opt-in: selected here, its file-level directive is judged (and unused).
+    root = project(tmp_path, {"csrc/scale.cu": source, "pyproject.toml": CONFIG + 'extend-select = ["KG303"]\n'})
     assert codes(root) == [("csrc/scale.cu", 2, "KG002"), ("csrc/scale.cu", 4, "KG002")]
     stderr, after = fix_twice(root)
     assert after["csrc/scale.cu"].decode() == source.replace("  // kgate: ignore[KG302] launched elsewhere", "") \
@@ -233,7 +234,8 @@ from torch.utils.cpp_extension import BuildExtension, CUDAExtension
 os.environ["TORCH_CUDA_ARCH_LIST"] = "12.0"  # consumer Blackwell
 NVCC = ["-O3", "-gencode", "arch=compute_120,code=sm_120"]  # one cubin
 
-setup(ext_modules=[CUDAExtension("k", ["csrc/mma.cu"], extra_compile_args={"nvcc": NVCC})],
+setup(ext_modules=[CUDAExtension("k", ["csrc/mma.cu"], extra_compile_args={"nvcc": NVCC}),
+                   CUDAExtension("k_env", ["csrc/mma.cu"])],  # takes TORCH_CUDA_ARCH_LIST
       cmdclass={"build_ext": BuildExtension})
 """
 

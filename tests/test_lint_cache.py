@@ -23,7 +23,7 @@ KERNEL = textwrap.dedent("""\
 
     @triton.autotune(configs=[], key=["{key}"])
     @triton.jit
-    def k{index}(x, out, n, D: tl.constexpr, BLOCK: tl.constexpr):
+    def k{index}(x, out, M, D: tl.constexpr, BLOCK: tl.constexpr):
         tl.atomic_add(out, 1)
 """)
 
@@ -32,7 +32,7 @@ def project(root: Path, files: int = 3, config: str = "") -> Path:
     (root / "kgate.toml").write_text(config)
     for index in range(files):
         (root / "pkg").mkdir(exist_ok=True)
-        (root / "pkg" / f"k{index:03d}.py").write_text(KERNEL.format(key="n" if index % 2 else "D", index=index))
+        (root / "pkg" / f"k{index:03d}.py").write_text(KERNEL.format(key="M" if index % 2 else "D", index=index))
     return root
 
 
@@ -67,7 +67,7 @@ def test_a_file_changed_within_the_same_mtime_is_still_seen(tmp_path: Path) -> N
     path = root / "pkg" / "k000.py"
     st = path.stat()
     first = lint(root)
-    path.write_text(path.read_text().replace('key=["D"]', 'key=["n"]'))  # same size
+    path.write_text(path.read_text().replace('key=["D"]', 'key=["M"]'))  # same size
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
     assert path.stat().st_size == st.st_size
     second = lint(root)
@@ -79,7 +79,7 @@ def test_options_and_selection_key_the_cache(tmp_path: Path) -> None:
     root = project(tmp_path)
     age(root)
     assert len(lint(root).findings) == 4  # KG202 in each file, KG201 in k001
-    allowed = 'options = { runtime-autotune = { allowed-keys = ["n"] } }\n'
+    allowed = 'options = { runtime-autotune = { allowed-keys = ["M"] } }\n'
     (root / "kgate.toml").write_text(allowed)
     run = lint(root)
     assert run.cached == 0 and sorted({f.code for f in run.findings}) == ["KG202"]
@@ -164,7 +164,7 @@ def test_a_record_copied_over_another_selections_is_not_read(tmp_path: Path) -> 
     root = project(tmp_path)
     age(root)
     lint(root)
-    (root / "kgate.toml").write_text('options = { runtime-autotune = { allowed-keys = ["n"] } }\n')
+    (root / "kgate.toml").write_text('options = { runtime-autotune = { allowed-keys = ["M"] } }\n')
     expected = verdict(lint(root))
     first, second = sorted((root / ".kgate-cache" / "v1" / "lint").glob("*.json"), key=lambda p: p.stat().st_mtime_ns)
     second.write_bytes(first.read_bytes())  # the other selection's results, whole and sealed

@@ -63,7 +63,7 @@ def test_a_broken_file_does_not_stop_the_others(tmp_path: Path) -> None:
     (tmp_path / "a_broken.py").write_bytes(b"@triton.autotune(configs=[], key=[])\ndef f(:\n")
     (tmp_path / "b_null.py").write_bytes(b"import triton\nautotune = 1\x00\n")
     (tmp_path / "c_kernel.py").write_text(
-        "import triton\n\n@triton.autotune(configs=[], key=['n'])\n@triton.jit\ndef k(x, n):\n    pass\n")
+        "import triton\n\n@triton.autotune(configs=[], key=['M'])\n@triton.jit\ndef k(x, M):\n    pass\n")
     run = kgate("lint", "--format", "json", cwd=tmp_path)
     assert run.code == 1 and not run.stderr
     assert {(f["path"], f["code"]) for f in run.json()["findings"]} == {
@@ -98,7 +98,7 @@ def _kg201(options: dict[str, object] | None = None) -> dict[tuple[str, int], tu
 
 def test_kg201_severity_of_each_key_class_is_configurable() -> None:
     default = _kg201()
-    assert default[("launch_sites.py", 109)][0] == "note"  # `stride`: unclassified
+    assert default[("launch_sites.py", 109)][0] == "note"  # `stride`: unclassified, a note as the folder asks
     assert ("launch_sites.py", 64) not in default and ("launch_sites.py", 92) not in default
     configured = _kg201({"model-dims": "warning", "bucketed": "note", "unclassified": "off",
                          "bucketing-functions": ["snap"], "autotune-wrappers": ["project.tuning.sweep"]})
@@ -114,8 +114,16 @@ def test_kg201_severity_of_each_key_class_is_configurable() -> None:
         "model dimension" in message
 
 
+def test_kg201_reports_no_unclassified_key_unless_asked() -> None:
+    """The rule's own default (the folder's kgate.toml asks for notes): a key kgate cannot place is not reported."""
+    own = _kg201({"bucketing-functions": ["snap"], "autotune-wrappers": ["project.tuning.sweep"]})
+    assert not [key for key, (severity, _message) in own.items() if severity == "note"]
+    assert ("launch_sites.py", 109) not in own and ("runtime_autotune.py", 26) not in own
+    assert ("runtime_autotune.py", 13) in own  # a token count stays an error
+
+
 def test_kg201_project_names_are_options() -> None:
-    unconfigured = _kg201({"bucketing-functions": [], "autotune-wrappers": []})
+    unconfigured = _kg201({"bucketing-functions": [], "autotune-wrappers": [], "unclassified": "note"})
     # Without the wrapper's name the rule never reads the module (it does not spell the pre-filter's word) ...
     assert not any(path == "configured_wrapper.py" for path, _line in unconfigured)
     # ... and without the bucketing function the key it bounds is a run-time argument kgate cannot place.

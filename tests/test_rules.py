@@ -45,6 +45,13 @@ def test_every_registered_code_has_a_fixture_folder_and_every_folder_a_code() ->
     assert ids(FOLDERS) == registry.codes()
 
 
+def test_the_registry_and_the_rule_modules_agree_on_the_opt_in_rules() -> None:
+    """The registry knows the opt-in rules without importing every rule module (a lint never loads the compiled
+    rules); each module says so as well."""
+    assert registry.OPT_IN == {code for code in registry.codes() if registry.load(code).opt_in}
+    assert set(registry.default_codes()) == set(registry.codes()) - registry.OPT_IN
+
+
 def test_compiled_capture_and_uncompiled_rules_keep_recorded_facts() -> None:
     needs = {code for code in registry.codes() if registry.load(code).layer in ("compiled", "capture")} | UNCOMPILED
     assert set(ids(RECORDED)) == needs

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 from kgate.support.comments import Blanked, blank
 
@@ -111,6 +111,26 @@ def macro_lines(code: str) -> frozenset[int]:
             out.add(number)
             in_macro = text.rstrip().endswith("\\")
     return frozenset(out)
+
+
+class Macro(NamedTuple):
+    """A `#define` with its backslash continuations."""
+
+    start: int
+    end: int
+    name: str
+    params: str | None  # the parameter list with its parentheses (`(x, ...)`); None for an object-like macro
+    body: int  # offset of the replacement text
+
+
+_DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)(\([^)\n]*\))?((?:[^\n]*\\\n)*[^\n]*)", re.MULTILINE)
+
+
+def macros(code: str) -> list[Macro]:
+    """The `#define`s of `code`, in order."""
+    if "define" not in code:
+        return []
+    return [Macro(m.start(), m.end(), m.group(1), m.group(2), m.start(3)) for m in _DEFINE.finditer(code)]
 
 
 def strip_hash_comment(line: str) -> str:

@@ -23,7 +23,7 @@ def find_rule(token: str) -> Rule:
 
 def render_text(rule: Rule) -> str:
     lines = [f"# {rule.code} {rule.name}", "", f"{rule.summary}.", "",
-             f"Layer: {rule.layer}. Default severity: {rule.severity.value}."]
+             f"Layer: {rule.layer}. Default severity: {rule.severity.value}.{rule.selection_note()}"]
     if rule.files:
         lines.append(f"Reads: {', '.join(rule.files)}.")
     lines += ["", rule.doc.strip()]

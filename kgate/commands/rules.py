@@ -15,9 +15,10 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps([r.record() for r in rules], indent=2, sort_keys=True) + "\n")
         return 0
     rows = [("code", "name", "layer", "severity", "summary")]
-    rows += [(r.code, r.name, r.layer, r.severity.value, r.summary) for r in rules]
+    rows += [(r.code, r.name, r.layer, r.severity.value + (" (opt-in)" if r.opt_in else ""), r.summary) for r in rules]
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     for row in rows:
         sys.stdout.write("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[4] + "\n")
-    sys.stdout.write(f"\n{len(rules)} rules; `kgate explain CODE` prints one rule's documentation.\n")
+    sys.stdout.write(f"\n{len(rules)} rules; `kgate explain CODE` prints one rule's documentation. An opt-in rule "
+                     f"runs only when selected (`extend-select`).\n")
     return 0

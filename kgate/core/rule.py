@@ -124,6 +124,8 @@ class Rule:
     # The kernel figures the baseline pins (`kgate.ratchet.baseline.METRICS`) that this rule's verdict is about: a
     # pinned figure that got worse is said on the rule's finding for that kernel, not on a line of its own.
     measures: tuple[str, ...] = ()
+    # Whether the rule runs only when a configuration or the command line names it (`kgate.rules.OPT_IN`).
+    opt_in: bool = False
 
     def admits(self, data: bytes) -> bool:
         """Whether a file's bytes hold everything the rule `requires`."""
@@ -145,6 +147,10 @@ class Rule:
         return {name: opt.validate(self.name, name, configured.get(name, opt.default))
                 for name, opt in self.options.items()}
 
+    def selection_note(self) -> str:
+        """What the header of the rule's page says about its selection: nothing for a rule every run selects."""
+        return f" Opt-in: runs only when selected (`extend-select = [\"{self.code}\"]`)." if self.opt_in else ""
+
     def record(self) -> dict[str, Any]:
         """The rule as `kgate explain --format json` and `kgate rules --format json` print it."""
         return {
@@ -152,6 +158,7 @@ class Rule:
             "name": self.name,
             "layer": self.layer,
             "severity": self.severity.value,
+            "opt_in": self.opt_in,
             "summary": self.summary,
             "files": list(self.files),
             "prefilter": [p.decode("utf-8", "replace") for p in self.prefilter],

@@ -259,8 +259,10 @@ SETTINGS: tuple[Setting, ...] = (
         "`--no-respect-gitignore` turns it off for one run.")),
     # Rules
     Setting("select", "strings", (), group="Rules", type_text="array of codes, prefixes, names or ALL", doc=(
-        "The rules that run: codes (`KG201`), prefixes (`KG2`), rule names, or `ALL` (the default when empty). "
-        "`--select` on the command line replaces it.")),
+        "The rules that run: codes (`KG201`), prefixes (`KG2`), rule names, or `ALL`. Empty (the default): every "
+        "rule except the opt-in ones (`kernel-file-size`, KG303), which run only when named here, in "
+        "`extend-select` or on the command line (by code, name, prefix or `ALL`). `--select` on the command line "
+        "replaces it.")),
     Setting("extend-select", "strings", (), group="Rules", doc="Rules added to `select` (codes, prefixes or names)."),
     Setting("ignore", "strings", (), group="Rules", doc=(
         "Rules turned off (codes, prefixes or names). `compile-error` (KG001) and `stale-capture` (KG005) "

@@ -1,7 +1,9 @@
 """Which rules run, at what severity, with which options: configuration resolved against the registry.
 
 Codes, code prefixes ("KG1") and rule names ("spill") are accepted wherever
-a rule is named; "ALL" selects everything. Unknown ones are errors.
+a rule is named; "ALL" selects everything. Unknown ones are errors. A
+configuration that selects nothing runs every rule except the opt-in ones
+(`kgate.rules.OPT_IN`), which run when named.
 
 A kernel that was not compiled (KG001 compile-error, KG005 stale-capture) is
 not gated at all, so those findings are never deselected into silence: they
@@ -99,8 +101,10 @@ def build_selection(config: Config, *, select: list[str] | None = None, extend_s
     _refuse_uncompiled([t for t, level in config.severity.items() if level != "error"], f"{where}: severity")
     for pattern, codes in config.per_file_ignores.items():
         _refuse_uncompiled(codes, f"{where}: per-file-ignores.{pattern}")
-    base = select if select is not None else (list(config.select) or ["ALL"])
-    enabled = resolve_codes(base, "--select" if select is not None else f"{where}: select")
+    base = select if select is not None else list(config.select)
+    # Nothing selected: every rule but the opt-in ones, which run when named.
+    enabled = resolve_codes(base, "--select" if select is not None else f"{where}: select") if base \
+        else set(registry.default_codes())
     enabled |= resolve_codes(list(config.extend_select), f"{where}: extend-select")
     enabled |= resolve_codes(extend_select or [], "--extend-select")
     enabled -= resolve_codes(list(config.ignore), f"{where}: ignore")

@@ -7,10 +7,16 @@ code only the `a` target can compile. It reads nvcc flags (`-gencode`,
 `CMAKE_CUDA_ARCHITECTURES` values (also `-real` / `-virtual`) and
 `TORCH_CUDA_ARCH_LIST` entries for `torch.utils.cpp_extension`, in
 `CMakeLists.txt`, `*.cmake`, `setup.py` and other Python files, Makefiles and
-shell scripts. Comments are ignored, and an architecture counts only on a line
-that also carries a flag or variable that selects architectures; `arch=` and
-`code=` count in nvcc's spelling only, so an attribute such as a CuTe DSL
-kernel's `self.arch = "sm_100"` is not a build flag.
+shell scripts. Only settings are read: an architecture counts on a line that
+also carries a flag or variable that selects architectures (`arch=` and
+`code=` in nvcc's spelling only, so a CuTe DSL kernel's `self.arch =
+"sm_100"` is not a build flag), and not in words about architectures:
+comments, a CMake `message()` or the condition of an `if()`, `elseif()` or
+`while()`, a Python docstring, `raise`, `assert` message, comparison or
+`print` / logging / `warnings.warn` call, a shell or recipe `echo` /
+`printf`, a Makefile's `$(info)`, `$(warning)` or `$(error)`. So
+`message(FATAL_ERROR "set TORCH_CUDA_ARCH_LIST to 12.0a, not 12.0")` names
+no build.
 
 **Which sources a build owns.** The C++/CUDA files (`.cu`, `.cuh`, `.h`,
 `.hpp`, `.cpp`, `.cc`, `.inl`, `.ptx`, ...) in the build file's folder and
@@ -22,6 +28,25 @@ repository whose Hopper kernels live in their own `hopper/setup.py` is judged
 per build: the root build of portable kernels stays quiet, the Hopper build
 is reported. Python files are not read: a CuTe DSL or Triton kernel is
 compiled at run time for the device it runs on, not by the build file.
+
+**Which sources a setting compiles.** A setting written for one unit of the
+build compiles that unit's sources and the headers they include, not the
+rest of the folder: a CMake target's `set_target_properties`,
+`set_property(TARGET ...)` or `target_compile_options` (and a variable used
+only there: `list(APPEND FLAGS -gencode ...)` then
+`target_compile_options(t ${FLAGS})`), a file's `set_source_files_properties`,
+a `setup.py` extension's arguments and the module-level names they use
+(`CUDAExtension("m", ["m.cu"], extra_compile_args={"nvcc": NVCC})`). A
+build-wide setting compiles every source the folder owns, except that a
+default a unit replaces with its own architectures does not reach that unit:
+`CMAKE_CUDA_ARCHITECTURES` (or `CUDA_ARCHITECTURES` set build-wide) skips a
+target that sets its `CUDA_ARCHITECTURES`, and `TORCH_CUDA_ARCH_LIST` skips
+an extension whose nvcc flags name an architecture (torch then passes none
+of its own). So a Hopper target built for `90a` does not make the bare `90`
+of a portable target beside it wrong. Sources are read as written (literal
+names, `${CMAKE_CURRENT_SOURCE_DIR}/`, variables set in the same file); a
+unit with a source that cannot be read so (a glob, a variable from
+elsewhere) is taken to compile the whole folder, as before.
 
 A Python build script may hand its architectures to another build: a
 function that runs `make`, `cmake` or `ninja` through `subprocess` in
@@ -44,10 +69,13 @@ arch-conditional, and a bare build aborts at run time with "Arch conditional
 MMA instruction used without targeting appropriate compute capability".
 
 TMA (`cp.async.bulk.tensor`, CuTe's `SM90_TMA_*`) and plain `mma.sync`
-(bf16, FP8) are not among them: the bare targets assemble them. The error
-names the first source found for the family and the spelling it uses.
+(bf16, FP8) are not among them: the bare targets assemble them. Only code
+counts: comments and string literals are not read, except the strings of an
+inline `asm` statement, which are the code (`// setmaxnreg would help here`
+uses nothing). The error names the first source found for the family and the
+spelling it uses.
 
-A bare target whose build owns no such code is the right choice: it loses
+A bare target whose sources use no such code is the right choice: it loses
 nothing, and a bare `compute_` target embeds PTX that later GPUs can still
 compile, where an `sm_90a` cubin runs on sm_90 only. It is not reported,
 unless the option `portable` is `"note"`. The verdict reads files besides the
@@ -142,8 +170,10 @@ from collections.abc import Iterable, Iterator
 from itertools import accumulate
 from typing import Any
 
-from kgate.collect import pysource as py
-from kgate.collect.cpp_text import strip_hash_comment
+from kgate.collect.build_handoff import handed_on
+from kgate.collect.build_settings import settings
+from kgate.collect.build_sources import arch_uses, included, owned_sources
+from kgate.collect.build_units import Unit, Units, units
 from kgate.core.findings import Severity
 from kgate.core.fix import Applicability, Edit, Fix
 from kgate.core.rule import READS_BEYOND, Option, Report, Rule, SourceContext
@@ -164,49 +194,44 @@ _TORCH_VALUE = re.compile(r"(?<![\w.])(\d{1,2})\.(\d)([af]?)(?:\+PTX)?(?![\w.])"
 def check(source: Any, ctx: SourceContext) -> Iterable[Report]:
     families = set(ctx.options["families"])
     warn_family = ctx.options["family"] == "warn"
-    bare: list[tuple[int, int, str, str]] = []
-    for number, raw in flag_lines(source.text):
-        # The line without its comment is a prefix of it: a line that does not name a build flag does not either
-        # once its comment is gone, and most lines of a build script are skipped before the character scan.
-        if not _CONTEXT.search(raw):
-            continue
-        line = strip_hash_comment(raw)
+    bare: list[tuple[int, int, str, str, str]] = []
+    near = flag_words(source.text)
+    if not near:
+        return  # no line names a build flag: the file is not read further
+    for number, line in flag_lines(settings(source.rel, source.text, _tree(source), near)):
         if not _CONTEXT.search(line):
             continue
-        for col, written, family, suffix in _architectures(line):
+        for col, written, family, suffix, kind in _architectures(line):
             if family not in families:
                 continue
             if suffix == "":
-                bare.append((number, col, written, family))
+                bare.append((number, col, written, family, kind))
             elif suffix == "f" and warn_family:
                 yield Report(f"`{written}`: {family_note(family)}", severity=Severity.WARNING, line=number,
                              col=col + 1, end_line=number, end_col=col + 1 + len(written), discriminator=written)
-    if not bare:
-        return
-    # The verdict reads the sources the build owns: one walk per build folder for the families named bare there.
-    source.derived[READS_BEYOND] = True
+    if bare:
+        # The verdict reads the sources the build compiles.
+        source.derived[READS_BEYOND] = True
+        yield from _judged(source, bare, ctx.options["portable"] == "note")
+
+
+def _judged(source: Any, bare: list[tuple[int, int, str, str, str]], note: bool) -> Iterator[Report]:
+    """A report for each bare architecture whose build compiles arch-specific code of its family (a note for one
+    that compiles none, when asked)."""
     here = os.path.dirname(os.path.abspath(source.path))
-    handed_on = _handed_on(source, here) if source.name.endswith(".py") else []
-    folders: dict[int, str | None] = {}
-    for number, _c, _w, _f in bare:
-        inner = [(first, folder) for first, last, folder in handed_on if first <= number <= last]
-        folders[number] = max(inner, key=lambda item: item[0])[1] if inner else here
-    evidences: dict[str | None, dict[str, tuple[str, str]]] = {None: {}}
-    for build in {found for found in folders.values() if found is not None}:
-        evidences[build] = _arch_specific_code(build, frozenset(
-            family for number, _c, _w, family in bare if folders[number] == build))
-    note = ctx.options["portable"] == "note"
-    for number, col, written, family in bare:
+    tree = _tree(source)
+    handed = handed_on(tree, source.path, here) if tree is not None else []
+    found = _Builds(here, units(source.name, source.text, tree))
+    for number, col, written, family, kind in bare:
         span = {"line": number, "col": col + 1, "end_line": number, "end_col": col + 1 + len(written),
                 "discriminator": written}
-        folder = folders[number]
+        inner = [(first, folder) for first, last, folder in handed if first <= number <= last]
+        folder = max(inner, key=lambda item: item[0])[1] if inner else here
         if folder is None:
             continue  # handed to another build tool in a folder that cannot be read here: its sources are unknown
-        evidence = evidences[folder]
-        if family in evidence:
-            where, spelling = evidence[family]
-            if folder != here:
-                where = os.path.relpath(os.path.join(folder, where), here).replace(os.sep, "/")
+        evidence = found.uses(folder, number, kind, family)
+        if evidence is not None:
+            where, spelling = os.path.relpath(evidence[0], here).replace(os.sep, "/"), evidence[1]
             target = _a_spelling(written)
             fix = Fix(f"`{written}` -> `{target}`: sm_{family}a is arch-specific: it runs on sm_{family} only and "
                       f"carries no forward-compatible PTX for later GPUs", Applicability.UNSAFE,
@@ -215,21 +240,89 @@ def check(source: Any, ctx: SourceContext) -> Iterable[Report]:
                          f"{lost_by_bare(family)} cannot be used; build for the `a` target ({target})",
                          fix=fix, **span)
         elif note:
-            yield Report(f"`{written}` builds for the bare architecture; no source this build owns uses "
+            yield Report(f"`{written}` builds for the bare architecture; no source this build compiles uses "
                          f"sm_{family}a-only code, so the portable target (which also embeds PTX for later GPUs) "
                          f"loses nothing", severity=Severity.NOTE, **span)
 
 
-def flag_lines(text: str) -> list[tuple[int, str]]:
-    """(number, line) of the lines of `text` (as `str.splitlines` cuts it) that hold a word of `_FLAG_WORDS`: a
-    superset of the lines `_CONTEXT` matches, found by substring search. The regular expression scans a build
-    script many times slower, and most lines name no build flag."""
+def _tree(source: Any) -> ast.Module | None:
+    """The syntax tree of a Python build script; None for another file or one that does not parse (KG004's)."""
+    if not source.name.endswith(".py"):
+        return None
+    try:
+        tree: ast.Module = source.tree
+    except Exception:  # noqa: BLE001 - an unreadable file is KG004's; judge it as the build file's folder
+        return None
+    return tree
+
+
+class _Builds:
+    """The sources each bare architecture's setting compiles, and the arch-specific code they use: a setting
+    written for targets or extensions compiles theirs (and the headers they include); any other, every source
+    its folder owns, less those of units that set their own architectures where its kind is the default one."""
+
+    def __init__(self, here: str, found: Units) -> None:
+        self.here, self.units = here, found
+        self._owned: dict[str, list[str]] = {}
+        self._uses: dict[tuple[tuple[str, ...], str], tuple[str, str] | None] = {}
+
+    def uses(self, folder: str, line: int, kind: str, family: str) -> tuple[str, str] | None:
+        """(a source, the arch-specific spelling it uses) for the setting on `line`, None if no source uses any."""
+        paths = tuple(self._compiled(folder, line, kind))
+        key = (paths, family)
+        if key not in self._uses:
+            self._uses[key] = arch_uses(paths, {family: _CODE[family]}, ARCH_SPECIFIC_NEEDLES[family]).get(family)
+        return self._uses[key]
+
+    def _owned_by(self, folder: str) -> list[str]:
+        if folder not in self._owned:
+            self._owned[folder] = owned_sources(folder)
+        return self._owned[folder]
+
+    def _compiled(self, folder: str, line: int, kind: str) -> list[str]:
+        owned = self._owned_by(folder)
+        if folder != self.here:
+            return owned  # handed to another build: its folder's sources
+        mine = self.units.for_line(line)
+        if mine and all(unit.known for unit in mine):
+            reached = included(self._paths(mine), owned)
+            return [path for path in owned if path in reached]
+        apart = [unit for unit in self.units.replacing(kind) if unit.known]
+        if not apart:
+            return owned
+        # What only those units compile is dropped: a source of another unit, or of none, keeps what it includes.
+        others = self._paths([unit for unit in self.units.units if unit.replaces != kind])
+        rest = [path for path in owned if path.endswith(_COMPILED) and (path in others or path not in
+                                                                           self._paths(apart))]
+        dropped = included(self._paths(apart), owned) - included(rest, owned)
+        return [path for path in owned if path not in dropped]
+
+    def _paths(self, found: list[Unit]) -> set[str]:
+        return {os.path.normpath(os.path.join(self.here, source)) for unit in found for source in unit.sources}
+
+
+# Family -> the arch-specific code of that family, searched in the code of sources (not their comments or strings).
+_CODE = {family: re.compile(pattern.decode("latin-1")) for family, pattern in ARCH_SPECIFIC_CODE.items()}
+# Sources compiled on their own (not only included).
+_COMPILED = (".cu", ".cpp", ".cc", ".cxx", ".ptx")
+
+
+def flag_words(text: str) -> list[int]:
+    """Offsets of the words of `_FLAG_WORDS` in `text`, found by substring search: every line `_CONTEXT` matches holds
+    one. The regular expression scans a build script many times slower, and most lines name no build flag."""
     offsets = []
     for word in _FLAG_WORDS:
         at = text.find(word)
         while at != -1:
             offsets.append(at)
             at = text.find(word, at + 1)
+    return offsets
+
+
+def flag_lines(text: str) -> list[tuple[int, str]]:
+    """(number, line) of the lines of `text` (as `str.splitlines` cuts it) that hold a word of `_FLAG_WORDS`: a
+    superset of the lines `_CONTEXT` matches."""
+    offsets = flag_words(text)
     if not offsets:
         return []
     lines = text.splitlines()
@@ -237,9 +330,10 @@ def flag_lines(text: str) -> list[tuple[int, str]]:
     return [(number, lines[number - 1]) for number in sorted({bisect_right(starts, at) for at in offsets})]
 
 
-def _architectures(line: str) -> Iterator[tuple[int, str, str, str]]:
-    """(column, text as written, family, suffix) of each architecture named on a line. A real target listed in the
-    `code=` of a `-gencode` whose virtual architecture is the same family's `a` or `f` one takes that suffix:
+def _architectures(line: str) -> Iterator[tuple[int, str, str, str, str]]:
+    """(column, text as written, family, suffix, kind) of each architecture named on a line; the kind is "flags"
+    (nvcc's spelling), "CUDA_ARCHITECTURES" or "TORCH_CUDA_ARCH_LIST". A real target listed in the `code=` of a
+    `-gencode` whose virtual architecture is the same family's `a` or `f` one takes that suffix:
     `arch=compute_120f,code=sm_120` assembles SASS for sm_120 from the family PTX, which keeps what the bare build
     loses (measured: the same cubin as `code=sm_120f`)."""
     seen: set[int] = set()
@@ -247,16 +341,16 @@ def _architectures(line: str) -> Iterator[tuple[int, str, str, str]]:
     for match in _NVCC_ARCH.finditer(line):
         seen.add(match.start())
         suffix = match.group(3) or inherited.get((match.start(), match.group(2)), "")
-        yield match.start(), match.group(0), match.group(2), suffix
+        yield match.start(), match.group(0), match.group(2), suffix, "flags"
     for cmake in _CMAKE_ARCHS.finditer(line):
         for match in _CMAKE_VALUE.finditer(cmake.group(1)):
             start = cmake.start(1) + match.start()
             if start not in seen:
-                yield start, match.group(0), match.group(1), match.group(2)
+                yield start, match.group(0), match.group(1), match.group(2), "CUDA_ARCHITECTURES"
     for torch in _TORCH_LIST.finditer(line):
         for match in _TORCH_VALUE.finditer(torch.group(0)):
             family = f"{match.group(1)}{match.group(2)}"
-            yield torch.start() + match.start(), match.group(0), family, match.group(3)
+            yield torch.start() + match.start(), match.group(0), family, match.group(3), "TORCH_CUDA_ARCH_LIST"
 
 
 _GENCODE = re.compile(r"(?<![.\w])arch=compute_(\d{2,3})([af])\s*,\s*code=(\[[^\]]*\]|[^\s\"',;]+)")
@@ -270,155 +364,6 @@ def _inherited_suffixes(line: str) -> dict[tuple[int, str], str]:
             if target.group(1) == "sm" and target.group(2) == clause.group(1):
                 out[(clause.start(3) + target.start(), clause.group(1))] = clause.group(2)
     return out
-
-
-# What a build file owns: C++/CUDA sources (and PTX) in its folder and below.
-_SOURCE_SUFFIXES = (".cu", ".cuh", ".h", ".hpp", ".hh", ".hxx", ".cpp", ".cc", ".cxx", ".inl", ".inc", ".ptx")
-# A nested folder with one of these is a build of its own (a CMakeLists.txt only when it declares a project:
-# `add_subdirectory` folders inherit the parent's architectures).
-_OWN_BUILD = ("setup.py", "pyproject.toml")
-_CMAKE_PROJECT = re.compile(rb"^\s*project\s*\(", re.MULTILINE | re.IGNORECASE)
-_SKIPPED = {"__pycache__", "node_modules", "build", "dist"}
-_EVIDENCE = {family: re.compile(pattern) for family, pattern in ARCH_SPECIFIC_CODE.items()}
-
-
-def _own_build(folder: str) -> bool:
-    try:
-        names = os.listdir(folder)
-    except OSError:
-        return False
-    if any(name in names for name in _OWN_BUILD):
-        return True
-    if "CMakeLists.txt" in names:
-        try:
-            with open(os.path.join(folder, "CMakeLists.txt"), "rb") as handle:
-                return _CMAKE_PROJECT.search(handle.read()) is not None
-        except OSError:
-            return False
-    return False
-
-
-def _arch_specific_code(folder: str, families: frozenset[str]) -> dict[str, tuple[str, str]]:
-    """Family -> (a source file, the arch-specific spelling it uses) for the first such file of each family among
-    the sources the build files of `folder` own: its C++/CUDA files and those of its sub-folders, except hidden
-    folders, build outputs and nested folders that are builds of their own."""
-    found: dict[str, tuple[str, str]] = {}
-    wanted = {family: _EVIDENCE[family] for family in families if family in _EVIDENCE}
-    if not wanted:
-        return found
-    anything = re.compile(b"|".join(b"(?:" + ARCH_SPECIFIC_CODE[family] + b")" for family in sorted(wanted)))
-    needles = {needle for family in wanted for needle in ARCH_SPECIFIC_NEEDLES[family]}
-    for here, folders, files in os.walk(folder):
-        folders[:] = sorted(d for d in folders if not d.startswith(".") and d not in _SKIPPED
-                            and not _own_build(os.path.join(here, d)))
-        for name in sorted(files):
-            if not name.endswith(_SOURCE_SUFFIXES):
-                continue
-            path = os.path.join(here, name)
-            try:
-                with open(path, "rb") as handle:
-                    data = handle.read()
-            except OSError:
-                continue
-            if not any(needle in data for needle in needles) or anything.search(data) is None:
-                continue
-            for family, pattern in wanted.items():
-                match = None if family in found else pattern.search(data)
-                if match is not None:
-                    found[family] = (os.path.relpath(path, folder).replace(os.sep, "/"),
-                                     match.group(0).decode("latin-1"))
-            if len(found) == len(wanted):
-                return found
-    return found
-
-
-# Another build tool run by a Python build script, and the runners that start it.
-_BUILD_TOOLS = frozenset({"make", "gmake", "cmake", "ninja"})
-_RUNNERS = frozenset({"subprocess.run", "subprocess.call", "subprocess.check_call", "subprocess.check_output",
-                      "subprocess.Popen"})
-_FOLDER_FLAGS = ("-C", "-S", "--directory")
-
-
-def _handed_on(source: Any, here: str) -> list[tuple[int, int, str | None]]:
-    """(first line, last line, build folder) of each function of a Python build script that runs `make`, `cmake` or
-    `ninja` in another folder (`cwd=`, `-C`, `-S`): the architectures that function names go to that build, whose
-    sources are the folder's. The folder is None where its path is not a literal this reading can follow."""
-    try:
-        tree = source.tree
-    except Exception:  # noqa: BLE001 - an unreadable file is KG004's; judge it as the build file's folder
-        return []
-    imports = py.import_map(tree)
-    module = _assignments(tree.body)
-    out: list[tuple[int, int, str | None]] = []
-    for fn in py.functions(tree):
-        local = {**module, **_assignments(fn.body)}
-        for node in ast.walk(fn):
-            if not isinstance(node, ast.Call) or py.qualified(node.func, imports) not in _RUNNERS or not node.args:
-                continue
-            argv = node.args[0]
-            items = list(argv.elts) if isinstance(argv, (ast.List, ast.Tuple)) else []
-            words = [item.value if isinstance(item, ast.Constant) and isinstance(item.value, str) else None
-                     for item in items]
-            if not words or words[0] is None or os.path.basename(words[0]) not in _BUILD_TOOLS:
-                continue
-            where: list[ast.expr] = []
-            cwd = py.argument(node, "cwd")
-            if cwd is not None:
-                where.append(cwd)
-            where += [items[i + 1] for i, word in enumerate(words[:-1]) if word in _FOLDER_FLAGS]
-            if not where:
-                continue  # runs in the current folder: the build script's own
-            folder: str | None = here
-            for expr in where:
-                step = _path(expr, local, source.path, 0)
-                folder = None if step is None or folder is None else os.path.normpath(os.path.join(folder, step))
-            out.append((fn.lineno, fn.end_lineno or fn.lineno, folder))
-    return out
-
-
-def _assignments(body: list[ast.stmt]) -> dict[str, ast.expr]:
-    """Name -> the value of its last plain assignment among these statements (nested blocks included)."""
-    out: dict[str, ast.expr] = {}
-    for stmt in body:
-        for node in ast.walk(stmt):
-            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-                out[node.targets[0].id] = node.value
-    return out
-
-
-def _path(expr: ast.expr, names: dict[str, ast.expr], file: str, depth: int) -> str | None:
-    """The path a literal path expression names: strings, `__file__`, names assigned one, `/`, `Path(...)`,
-    `.parent`, `.resolve()`, `os.path.join` / `dirname` / `abspath`; None for anything else."""
-    if depth > 8:
-        return None
-    if isinstance(expr, ast.Constant) and isinstance(expr.value, str):
-        return expr.value
-    if isinstance(expr, ast.Name):
-        if expr.id == "__file__":
-            return os.path.abspath(file)
-        value = names.get(expr.id)
-        return None if value is None else _path(value, names, file, depth + 1)
-    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Div):
-        left, right = _path(expr.left, names, file, depth + 1), _path(expr.right, names, file, depth + 1)
-        return None if left is None or right is None else os.path.join(left, right)
-    if isinstance(expr, ast.Attribute) and expr.attr == "parent":
-        inner = _path(expr.value, names, file, depth + 1)
-        return None if inner is None else os.path.dirname(inner)
-    if isinstance(expr, ast.Call):
-        name = py.dotted(expr.func) or ""
-        tail = name.rpartition(".")[2]
-        if isinstance(expr.func, ast.Attribute) and tail in ("resolve", "absolute") and not expr.args:
-            return _path(expr.func.value, names, file, depth + 1)
-        parts = [part for part in (_path(arg, names, file, depth + 1) for arg in expr.args) if part is not None]
-        if not parts or len(parts) != len(expr.args):
-            return None
-        if tail in ("Path", "PurePath", "join"):
-            return os.path.join(*parts)
-        if tail == "dirname" and len(parts) == 1:
-            return os.path.dirname(parts[0])
-        if tail in ("abspath", "realpath") and len(parts) == 1:
-            return parts[0]
-    return None
 
 
 def _a_spelling(written: str) -> str:

@@ -5,6 +5,14 @@ kernel never pushes it over. The limit is the option `max_lines`; a file
 pinned in the baseline may grow by the configuration's `size-slack` lines
 before it fails again.
 
+The rule is opt-in: it runs only when a configuration or the command line
+names it (`extend-select = ["KG303"]`, `--extend-select kernel-file-size`,
+or `select` naming it, its prefix or `ALL`). How long a file may grow is a
+team's choice: on serving engines kgate was not tuned on, every file it
+reported was judged one a reviewer would leave as it is, and a default that
+reports them on every run buries the findings that matter. Pins of a rule
+that does not run are kept in the baseline as they are.
+
 ## Why is this bad?
 A kernel file that keeps growing ends up holding the kernel, its variants,
 the host launcher, the dispatch over dtypes and every explicit
@@ -60,4 +68,5 @@ RULE = Rule(
     options={"max_lines": Option(600, "code lines allowed in one kernel file", int, minimum=1)},
     files=("*.cu",),
     prefilter=(b"__global__",),
+    opt_in=True,
 )

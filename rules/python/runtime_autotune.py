@@ -62,7 +62,9 @@ size the layer fixes (`chunk_size`, `block_size`, `page_size`,
 `HAS_BIAS`) is not judged by its last word, nor a stride by the dimension
 it names (`stride_seq`). A run-time argument (not
 `tl.constexpr`, in Triton or Gluon spelling) that neither its launch sites
-nor its name place is **unclassified** (a note by default); a constexpr
+nor its name place is **unclassified**: not reported by default (on
+projects kgate was not tuned on these keys were strides, flags and counts a
+reviewer had no use for), a note with `unclassified = "note"`; a constexpr
 one is the project's own setting (a block size, a flag) and is not
 reported.
 
@@ -148,8 +150,8 @@ handful of values in your workload can be allowed by name with
 - `allowed-keys` (list of strings): key names never reported.
 - `model-dims`, `bucketed`, `unclassified` (`"error"`, `"warning"`,
   `"note"` or `"off"`): the severity of a key of that class. Defaults:
-  `"off"`, `"off"`, `"note"`. A finding takes the most severe of its
-  keys; a token or batch dimension has the rule's severity.
+  `"off"` for all three. A finding takes the most severe of its keys; a
+  token or batch dimension has the rule's severity.
 
 ## References
 - Triton's `triton.autotune` documentation: "a list of argument names whose
@@ -294,7 +296,7 @@ RULE = Rule(
         "bucketing-functions": Option([], "the project's functions whose result takes few values", list, str),
         "autotune-wrappers": Option([], "the project's decorators that forward to triton.autotune", list, str),
         "allowed-keys": Option([], "key names never reported", list, str),
-        "unclassified": _level("severity of a run-time key no launch site or name places", "note"),
+        "unclassified": _level("severity of a run-time key no launch site or name places", "off"),
         "model-dims": _level("severity of a key that is a model dimension", "off"),
         "bucketed": _level("severity of a key bucketed at its launch sites", "off"),
     },

@@ -1,0 +1,372 @@
+"""Where control goes in C++ text: which statement a check after it covers, and what a `{` opens.
+
+The reading follows the braces of blanked text (`kgate.collect.cpp_text.blank`: comments and literals are
+spaces) and the C++ grammar of if/else chains, switches, loops and function heads, not a parse. A
+statement in one arm of an if/else chain, in a case of a switch or in a loop's body reaches what comes
+after the whole chain, switch or loop (a `break` leads there too); a function's or a lambda's body is where
+the reading stops and the callers take over (`kgate.collect.cuda_callers`).
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from collections.abc import Iterator
+from typing import Protocol
+
+from kgate.collect.cpp_text import balanced
+
+_NEWLINE = re.compile(r"\n")
+_SPACE = re.compile(r"\s*")
+
+
+class Matcher(Protocol):
+    """What finds checks in code: a compiled pattern, or anything searched the same way."""
+
+    def search(self, string: str, pos: int = ..., endpos: int = ...) -> re.Match[str] | None: ...
+
+    def finditer(self, string: str, pos: int = ..., endpos: int = ...) -> Iterator[re.Match[str]]: ...
+
+
+def line_starts(code: str) -> list[int]:
+    """Offset of the start of each line, 1-based: starts[n] is where line n begins."""
+    return [0, 0, *(match.end() for match in _NEWLINE.finditer(code))]
+
+
+def line_at(starts: list[int], offset: int) -> int:
+    """The 1-based line that holds `offset`."""
+    return bisect_right(starts, offset, 1) - 1
+
+
+def column(code: str, offset: int) -> int:
+    """The 0-based column of `offset` on its line."""
+    return offset - (code.rfind("\n", 0, offset) + 1)
+
+
+def checked_after(code: str, semicolon: int, starts: list[int], checks: Matcher, window: int) -> bool:
+    """Whether a check appears between a statement's `;` and the end of the `window`-th line after it."""
+    last = bisect_right(starts, semicolon, 1) - 1 + window
+    limit = starts[last] if last < len(starts) else len(code)
+    return bool(checks.search(code, semicolon, limit))
+
+
+
+_ELSE = re.compile(r"else\b")
+_RETURN = re.compile(r"\b(?:return|throw|co_return)\b")
+_BREAK = re.compile(r"break\s*;")
+_CONTROL_HEAD = re.compile(r"(if|for|while|switch)\b\s*(?:constexpr\b\s*)?\(")
+_DO = re.compile(r"do\b")
+_WORD_BEFORE = re.compile(r"(\w+)\s*$")
+_OUTWARD = 8  # control statements left, one inside another, to reach a check
+
+
+class Flow:
+    """Where a statement's error check may be: after it, or after the control statements that hold it.
+
+    A launch in one arm of an if/else chain, in a switch's case or in a loop's body is checked by a check
+    right after the whole if/else chain, switch or loop (`break` leaves a switch or a loop the same way).
+    The reading follows the braces of the blanked text and the C++ grammar of those statements, not a
+    parse: it stops at the body of a function or a lambda, where the callers take over.
+    """
+
+    def __init__(self, code: str, starts: list[int], window: int) -> None:
+        self.code, self.starts, self.window = code, starts, window
+        self.opens: list[int] = []
+        self.closes: list[int] = []
+        self.parents: list[int] = []
+        self.at_open: dict[int, int] = {}
+        self.at_close: dict[int, int] = {}
+        stack: list[int] = []
+        for match in re.finditer(r"[{}]", code):
+            if match.group() == "{":
+                self.parents.append(stack[-1] if stack else -1)
+                stack.append(len(self.opens))
+                self.at_open[match.start()] = len(self.opens)
+                self.opens.append(match.start())
+                self.closes.append(len(code))
+            elif stack:
+                brace = stack.pop()
+                self.closes[brace] = match.start()
+                self.at_close[match.start()] = brace
+
+    def checked(self, end: int, checks: Matcher) -> bool:
+        """Whether a check follows the statement whose last character (`;` or `}`) is at `end` within
+        `window` lines, directly or after the if/else chains, switches and loops that hold it."""
+        position: int | None = end
+        for _ in range(_OUTWARD):
+            if position is None:
+                return False
+            if checked_after(self.code, position, self.starts, checks, self.window):
+                return True
+            position = self._leave(position + 1)
+        return False
+
+    def later(self, end: int, checks: Matcher) -> bool:
+        """Whether a check comes later in the function (or lambda) that holds the statement ending at `end`, on
+        every path: in that block or one around it (not in another branch), with no `return` or `throw` before
+        it. A read of the last error reports every launch since the previous read."""
+        brace = self.around(end)
+        around: set[int] = set()
+        while brace >= 0:
+            around.add(brace)
+            if self._kind(brace) == "other":
+                break
+            brace = self.parents[brace]
+        close = self.closes[brace] if brace >= 0 else len(self.code)
+        for found in checks.finditer(self.code, end, close):
+            if self.around(found.start()) in around or (brace < 0 and self.around(found.start()) < 0):
+                return _RETURN.search(self.code, end, found.start()) is None
+        return False
+
+    def around(self, at: int) -> int:
+        """The innermost block that holds offset `at`, -1 for none."""
+        brace = bisect_right(self.opens, at) - 1
+        while brace >= 0 and self.closes[brace] < at:
+            brace = self.parents[brace]
+        return brace
+
+    def _leave(self, after: int) -> int | None:
+        """The last character of the statement that control reaches the end of after a statement that
+        ends before `after`; None when what follows is another statement or the end of a function."""
+        at = self._next(after)
+        if at >= len(self.code):
+            return None
+        if _ELSE.match(self.code, at):
+            return self._skip(at + 4) - 1
+        if _BREAK.match(self.code, at):
+            brace = bisect_right(self.opens, at) - 1
+            while brace >= 0 and self.closes[brace] < at:
+                brace = self.parents[brace]
+            while brace >= 0:
+                kind = self._kind(brace)
+                if kind in ("loop", "switch", "do"):
+                    return self._end(brace)
+                if kind == "other":
+                    return None
+                brace = self.parents[brace]
+            return None
+        if self.code[at] == "}" and at in self.at_close:
+            return self._end(self.at_close[at])
+        return None
+
+    def _end(self, brace: int) -> int | None:
+        """The last character of the statement whose body is the block `brace`, None for a function's."""
+        kind = self._kind(brace)
+        close = self.closes[brace]
+        if kind == "if":
+            at = self._next(close + 1)
+            return self._skip(at + 4) - 1 if _ELSE.match(self.code, at) else close
+        if kind == "do":
+            paren = self.code.find("(", close)
+            semicolon = self.code.find(";", balanced(self.code, paren)) if paren >= 0 else -1
+            return semicolon if semicolon >= 0 else None
+        return close if kind != "other" else None
+
+    def _kind(self, brace: int) -> str:
+        """What the block `brace` is the body of: "if", "loop", "switch", "do", "else", "block" (a bare or
+        a case's block) or "other" (a function, a lambda, a class, an initializer)."""
+        code = self.code
+        before = previous(code, self.opens[brace])
+        if before < 0 or code[before] in ";{}:":
+            return "block"
+        if code[before] == ")":
+            depth = 0
+            for paren in range(before, max(-1, before - 4000), -1):
+                depth += {")": 1, "(": -1}.get(code[paren], 0)
+                if depth == 0:
+                    break
+            else:
+                return "other"
+            word = _WORD_BEFORE.search(code, max(0, paren - 40), paren)
+            name = word.group(1) if word is not None else ""
+            if name == "constexpr":
+                word = _WORD_BEFORE.search(code, max(0, word.start() - 40), word.start())
+                name = word.group(1) if word is not None else ""
+            return {"if": "if", "for": "loop", "while": "loop", "switch": "switch"}.get(name, "other")
+        word = _WORD_BEFORE.search(code, max(0, before - 10), before + 1)
+        return {"else": "else", "do": "do"}.get(word.group(1) if word is not None else "", "other")
+
+    def _skip(self, at: int) -> int:
+        """Offset just past the statement that starts at or after `at`."""
+        code = self.code
+        at = self._next(at)
+        if at >= len(code):
+            return len(code)
+        if code[at] == "{":
+            brace = self.at_open.get(at)
+            return self.closes[brace] + 1 if brace is not None else len(code)
+        head = _CONTROL_HEAD.match(code, at)
+        if head is not None:
+            after = self._skip(balanced(code, head.end() - 1))
+            if head.group(1) == "if":
+                following = self._next(after)
+                if _ELSE.match(code, following):
+                    return self._skip(following + 4)
+            return after
+        if _DO.match(code, at):
+            body = self._skip(at + 2)
+            paren = code.find("(", body)
+            semicolon = code.find(";", balanced(code, paren)) if paren >= 0 else -1
+            return semicolon + 1 if semicolon >= 0 else len(code)
+        depth = 0
+        for index in range(at, len(code)):
+            ch = code[index]
+            if ch in "([{":
+                depth += 1
+            elif ch in ")]}":
+                depth -= 1
+                if depth < 0:
+                    return index
+            elif ch == ";" and depth == 0:
+                return index + 1
+        return len(code)
+
+    def _next(self, at: int) -> int:
+        """Offset of the first character at or after `at` that is not white space."""
+        while at < len(self.code) and self.code[at].isspace():
+            at += 1
+        return at
+
+
+
+
+# What may stand between a head's `)` (or a lambda's `]`) and its body's `{`.
+_SPECIFIERS = re.compile(r"(?:\b(?:const|noexcept|override|final|mutable|constexpr|consteval|static|__host__|__device__)"
+                         r"|->[^{};()]*)\s*$")
+_NAME_BEFORE = re.compile(r"(?:~\s*)?[A-Za-z_][\w:]*$")
+_ATTRIBUTE_BEFORE = re.compile(r"\b(?:__host__|__device__|mutable)$")
+CONTROL = frozenset({"if", "for", "while", "switch", "catch", "return", "sizeof", "decltype", "constexpr", "consteval",
+                      "requires"})
+NAMESPACE_HEAD = re.compile(r"\bnamespace\s*(?:\w[\w:]*\s*)?$|\bextern\s*\"\s*\"\s*$")
+SCOPE_HEAD = re.compile(r"\b(?:namespace|class|struct|union|enum)\b[^;{}()]*$|\bextern\s*\"\s*\"\s*$")
+
+
+def head(code: str, opening: int) -> tuple[str, int, str]:
+    """What the `{` at `opening` opens: ("lambda", offset of its `[`, ""), ("function", offset of its name,
+    name), or ("block", -1, "") for anything else (a control statement, a class, an initializer)."""
+    end = opening
+    while True:  # specifiers and a trailing return type
+        found = _SPECIFIERS.search(code, max(0, end - 120), end)
+        if found is None or found.start() == end:
+            break
+        end = found.start()
+    close = previous(code, end)
+    if close < 0 or code[close] not in ")]":
+        return "block", -1, ""
+    if code[close] == ")":
+        paren = opening_bracket(code, close, "(", ")")
+        if paren < 0:
+            return "block", -1, ""
+        close = previous(code, paren)
+        while close >= 0:  # a device lambda: `[=] __device__ (int i) {`
+            word = _ATTRIBUTE_BEFORE.search(code, max(0, close - 20), close + 1)
+            if word is None:
+                break
+            close = previous(code, word.start())
+        if close >= 0 and (code[close].isalnum() or code[close] == "_"):
+            name = _NAME_BEFORE.search(code, max(0, close - 200), close + 1)
+            word = name.group().strip() if name is not None else ""
+            return ("function", name.start(), word) if name is not None and word not in CONTROL else ("block", -1, "")
+        if close >= 0 and code[close] == ">":  # a template lambda: `[&]<typename T>(T*) {`
+            angle = opening_bracket(code, close, "<", ">")
+            close = previous(code, angle) if angle >= 0 else -1
+        if close < 0 or code[close] != "]":
+            return "block", -1, ""
+    bracket = opening_bracket(code, close, "[", "]")
+    if bracket < 0 or not introduces_lambda(code[max(0, bracket - 20):bracket]):
+        return "block", -1, ""
+    return "lambda", bracket, ""
+
+
+def previous(code: str, end: int) -> int:
+    """Offset of the last character before `end` that is not white space, -1 if none."""
+    index = end - 1
+    while index >= 0 and code[index].isspace():
+        index -= 1
+    return index
+
+
+def opening_bracket(code: str, close: int, opening: str, closing: str) -> int:
+    """Offset of the bracket that opens the one at `close` (-1 if none, or too far back to be a head)."""
+    depth = 0
+    for index in range(close, max(-1, close - 4000), -1):
+        ch = code[index]
+        if ch == closing:
+            depth += 1
+        elif ch == opening:
+            depth -= 1
+            if depth == 0:
+                return index
+        elif ch == ";":
+            return -1  # a brace inside the brackets is a default argument's (`DebugInfo where = {}`)
+    return -1
+
+
+def introduces_lambda(before: str) -> bool:
+    """Whether a `[` after this text opens a lambda, not a subscript or an array declarator."""
+    text = before.rstrip()
+    return not text or text[-1] in "=(,{};:?" or bool(re.search(r"\breturn$", text))
+
+
+def is_call(code: str, at: int) -> bool:
+    """A name followed by `(` is a call unless a type comes before it (a declaration) or it is a member."""
+    text = code[max(0, at - 200):at].rstrip()
+    while text and text.rsplit("\n", 1)[-1].lstrip().startswith("#"):  # a preprocessor line ends a statement
+        text = text.rsplit("\n", 1)[0].rstrip() if "\n" in text else ""
+    if not text:
+        return True
+    if text.endswith((".", "->")):
+        return False
+    word = re.search(r"(\w+)$", text)
+    if word is not None:
+        return word.group(1) in ("return", "else", "do", "case", "throw", "co_return", "co_await")
+    return text[-1] not in "*&>"
+
+
+
+
+def function_body(code: str, at: int) -> tuple[int, int]:
+    """(start, end) of the outermost block around `at` that is not a namespace, class or `extern "C"`: the body
+    of the function that holds it; (0, 0) at namespace scope."""
+    found = (0, 0)
+    opens: list[int] = []
+    for match in re.finditer(r"[{}]", code[:at]):
+        if match.group() == "{":
+            opens.append(match.start())
+        elif opens:
+            opens.pop()
+    for opening in opens:
+        if not SCOPE_HEAD.search(code, max(0, opening - 200), opening):
+            found = (opening, balanced(code, opening, "{", "}"))
+            break
+    return found
+
+
+def statement_end(code: str, call: int) -> int:
+    """Offset of the `;` that ends the statement of a call at `call` right after its arguments, -1 if none (a macro
+    used without one, `case 1: PICK(x) break;`)."""
+    paren = code.find("(", call)
+    if paren < 0:
+        return -1
+    after = _SPACE.match(code, balanced(code, paren)).end()
+    return after if code.startswith(";", after) else -1
+
+
+
+def braceless_body(code: str, at: int) -> bool:
+    """Whether the statement starting at `at` is the whole body of an if, else, loop or do without braces."""
+    head = max(code.rfind(";", 0, at), code.rfind("{", 0, at), code.rfind("}", 0, at)) + 1
+    before = code[head:at].strip()
+    if not before:
+        return False
+    if re.search(r"\b(?:else|do)$", before):
+        return True
+    if before.endswith(")"):
+        depth = 0
+        for index in range(len(before) - 1, -1, -1):
+            depth += {")": 1, "(": -1}.get(before[index], 0)
+            if depth == 0:
+                return bool(re.search(r"\b(?:if|for|while|switch)\s*(?:constexpr\s*)?$", before[:index]))
+    return False
+
+

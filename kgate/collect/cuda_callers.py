@@ -1,0 +1,312 @@
+"""Following an unchecked kernel launch out of the lambda or helper that performs it, to the calls of it.
+
+A launch inside a named lambda (`auto launch = [&](...) { ... };`) or inside a function that is not a
+member is checked when every call of it is: each call is held to the same test as a launch (a check after
+it, after the control statements that hold it, or later in its function on every path) and followed
+outwards in turn. A lambda written as an argument (`dispatch(kind, [&] { ... });`) runs where it is
+written: the statement that holds it is. A function other files may call is followed to its calls in the
+project's other files (`kgate.collect.cuda_project`). Braces are matched on the blanked text, so this is
+a reading of the code, not a parse.
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from collections.abc import Iterator
+from typing import NamedTuple
+
+from kgate.collect.cpp_flow import NAMESPACE_HEAD, SCOPE_HEAD, Flow, Matcher, head, is_call
+from kgate.collect.cpp_text import Macro, balanced, calls_of, macros
+from kgate.collect.cuda_project import HEADERS, Project
+
+_ASSIGNED = re.compile(r"(?<![\w.>])(\w+)\s*(?<![=!<>+\-*/%&|^])=\s*$")
+_LOCAL_LINKAGE = re.compile(r"\b(?:static|inline|__forceinline__|__inline__)\b")
+_DEPTH = 4  # lambdas and helpers followed outwards from one launch
+_NAME_BEFORE = re.compile(r"[A-Za-z_]\w*\s*$")
+
+
+class Body(NamedTuple):
+    """The body of a lambda or helper that holds a launch."""
+
+    brace: int  # index of its `{` among the file's braces
+    name: str  # what calls it; '' for a lambda that runs where it is written
+    begin: int  # offset of its head (the lambda's `[`, the function's declaration)
+    lambda_: bool
+    exported: bool = False  # a function other files may call
+
+
+class Site(NamedTuple):
+    """A call through which a launch reaches no check: in this file (`path` empty, at `offset`) or in another
+    file of the project (`path` and `line`)."""
+
+    path: str
+    offset: int
+    line: int
+    callee: str
+
+
+class Callers:
+    """Follows an unchecked launch out of the lambda or file-local helper that performs it.
+
+    A launch inside a named lambda (`auto launch = [&](...) { ... };`) or inside a function that only
+    this file can call (`static`, `inline`, an anonymous namespace) is checked when every call of it is:
+    each call is held to the same rule as a launch, and followed outwards in turn. A lambda written as
+    an argument (`dispatch(kind, [&] { ... });`) runs where it is written: the statement that holds it
+    is. Braces are matched on the blanked text, so this is a reading of the code, not a parse.
+    """
+
+    def __init__(self, flow: Flow, in_macro: frozenset[int], checks: Matcher,
+                 project: Project | None = None, rel: str = "") -> None:
+        self.flow, self.code, self.starts, self.in_macro, self.checks = flow, flow.code, flow.starts, in_macro, checks
+        self.opens, self.closes, self.parents = flow.opens, flow.closes, flow.parents
+        self.project, self.rel = project, rel
+        self._memo: dict[int, tuple[list[Site], int] | None] = {}
+        self._defines: list[Macro] | None = None
+
+    def unchecked_calls(self, at: int, semicolon: int, depth: int = 0,
+                        seen: frozenset[int] = frozenset()) -> tuple[list[Site], int] | None:
+        """The calls through which the statement at `at` reaches no check, and how many calls on the way do
+        check; ([], n) when every path is checked; None when the statement cannot be followed (not in a lambda
+        or a function that is not a member, no call of it in sight, or too deep)."""
+        if depth and (self.flow.checked(semicolon, self.checks) or self.flow.later(semicolon, self.checks)):
+            return [], 1
+        if depth >= _DEPTH:
+            return None
+        body = self._callable(at)
+        if body is None or body.brace in seen:
+            return None
+        if not body.name:  # a lambda written where it runs: its statement goes on
+            end = self.code.find(";", self.closes[body.brace])
+            return self.unchecked_calls(body.begin, end if end >= 0 else len(self.code), depth + 1,
+                                        seen | {body.brace})
+        if body.brace in self._memo:  # many launches in one helper: its calls are followed once
+            return self._memo[body.brace]
+        calls = self._calls(body)
+        elsewhere = self._calls_elsewhere(body) if calls is not None and (
+            body.exported or (not calls and self.rel.endswith(HEADERS))) else []
+        out: tuple[list[Site], int] | None = None
+        if calls or elsewhere:
+            sites: list[Site] = []
+            checked = 0
+            repeated = False  # a lambda called again without arguments launches what a checked call launched
+            for call, end, callee in calls or ():
+                bare = body.lambda_ and re.match(r"\s*\(\s*\)", self.code[self.code.find("(", call):]) is not None
+                if bare and repeated:
+                    checked += 1
+                    continue
+                inner = self.unchecked_calls(call, end, depth + 1, seen | {body.brace})
+                if inner is None:
+                    sites.append(Site("", call, 0, callee))
+                else:
+                    sites.extend(inner[0])
+                    checked += inner[1]
+                    repeated = repeated or (bare and not inner[0])
+            for site in elsewhere:
+                if site is None:
+                    checked += 1
+                else:
+                    sites.append(site)
+            out = (sites, checked)
+        self._memo[body.brace] = out
+        return out
+
+    def expanded(self, at: int) -> tuple[list[Site], int] | None:
+        """For a launch written in a macro's body: the uses of the macro through which it reaches no check, and how
+        many uses do check; each use is held to the test of a call (a check after it, after the control statements
+        that hold it, later in its function, or at the calls of the lambda or helper that holds it). Uses in the
+        project's other files are judged where they are when the file uses the macro nowhere; None when no use is
+        found."""
+        macro = next((m for m in self._macros() if m.start <= at < m.end), None)
+        if macro is None:
+            return None
+        key = -1 - macro.start  # one answer per macro, however many launches it writes
+        if key not in self._memo:
+            uses = self._macro_uses(at, (0, len(self.code)))
+            if uses is not None:
+                self._memo[key] = self._followed(uses)
+            else:
+                elsewhere = self._uses_elsewhere(macro.name)
+                self._memo[key] = ([site for site in elsewhere if site is not None],
+                                   elsewhere.count(None)) if elsewhere else None
+        return self._memo[key]
+
+    def _followed(self, uses: list[tuple[int, int, str]]) -> tuple[list[Site], int]:
+        sites: list[Site] = []
+        checked = 0
+        for use, end, name in uses:
+            inner = self.unchecked_calls(use, end, 1)
+            if inner is None:
+                sites.append(Site("", use, 0, name))
+            else:
+                sites.extend(inner[0])
+                checked += inner[1]
+        return sites, checked
+
+    def _uses_elsewhere(self, name: str) -> list[Site | None]:
+        """The uses of a macro in the project's other files: None for each that a check follows, a site for each
+        that none does."""
+        if self.project is None:
+            return []
+        out: list[Site | None] = []
+        for rel, flow, use, end in self.project.calls(name, self.rel):
+            if flow.checked(end, self.checks) or flow.later(end, self.checks):
+                out.append(None)
+            else:
+                out.append(Site(rel, use, bisect_right(flow.starts, use, 1) - 1, name))
+        return out
+
+    def _calls_elsewhere(self, body: Body) -> list[Site | None]:
+        """The calls of a function in the project's other files: None for each that checks after it (within
+        `window` lines, after the control statements that hold it, or later in its block), a site for each
+        that does not. Those calls are not followed further."""
+        if self.project is None or body.lambda_:
+            return []
+        out: list[Site | None] = []
+        for rel, flow, call, end in self.project.calls(body.name, self.rel):
+            if flow.checked(end, self.checks) or flow.later(end, self.checks):
+                out.append(None)
+            else:
+                out.append(Site(rel, call, bisect_right(flow.starts, call, 1) - 1, body.name))
+        return out
+
+    def _callable(self, at: int) -> Body | None:
+        """The lambda or file-local function whose body holds `at`; None for anything else (a member, an
+        exported function, a lambda stored away)."""
+        brace = bisect_right(self.opens, at) - 1
+        while brace >= 0 and self.closes[brace] <= at:
+            brace = self.parents[brace]
+        while brace >= 0:
+            opening = self.opens[brace]
+            kind, begin, name = head(self.code, opening)
+            if kind == "lambda":
+                before = self.code[max(0, begin - 200):begin]
+                named = _ASSIGNED.search(before)
+                if named is not None:
+                    return Body(brace, named.group(1), begin, lambda_=True)
+                # An argument (`dispatch(kind, [&] {...})`) or a lambda called where it is written.
+                runs_here = before.rstrip()[-1:] in ("(", ",", ";", "{", "}", "")
+                return Body(brace, "", begin, lambda_=True) if runs_here else None
+            if kind == "function":
+                outer = self._nested(brace)
+                if outer is None:
+                    return self._helper(brace, name, begin)
+                if SCOPE_HEAD.search(self.code, max(0, self.opens[outer] - 200), self.opens[outer]):
+                    return None  # a member function
+                # else a block that looks like a function inside one: a macro's loop, `FOR_EACH(i) {`
+            if SCOPE_HEAD.search(self.code, max(0, opening - 200), opening):
+                return None
+            brace = self.parents[brace]  # a block of an if, a loop, a switch: look further out
+        return None
+
+    def _nested(self, brace: int) -> int | None:
+        """The innermost brace around `brace` that is not a namespace's, None at namespace scope."""
+        parent = self.parents[brace]
+        while parent >= 0:
+            if not NAMESPACE_HEAD.search(self.code, max(0, self.opens[parent] - 200), self.opens[parent]):
+                return parent
+            parent = self.parents[parent]
+        return None
+
+    def _helper(self, brace: int, name: str, begin: int) -> Body | None:
+        """A function at namespace scope that only this file can call, else None."""
+        head = self.code[max(0, begin - 400):begin]
+        declaration = head[max(head.rfind(";"), head.rfind("}"), head.rfind("{")) + 1:]
+        local = bool(_LOCAL_LINKAGE.search(declaration))
+        parent = self.parents[brace]
+        while parent >= 0 and not local:
+            local = bool(re.search(r"\bnamespace\s*$", self.code[max(0, self.opens[parent] - 200):self.opens[parent]]))
+            parent = self.parents[parent]
+        if "::" in name:
+            return None
+        return Body(brace, name, begin - len(declaration), lambda_=False, exported=not local)
+
+    def _calls(self, body: Body) -> list[tuple[int, int, str]] | None:
+        """(offset, end of statement, what is called there) of each direct call of `name` where it can be called
+        from: a lambda in the rest of its block, a helper in the file. A call written in a macro's body is followed
+        to the uses of the macro (`kgate.collect.cuda_callers.Callers._macro_uses`): None when one cannot be."""
+        parent = self.parents[body.brace]
+        if body.lambda_:
+            region = (self.closes[body.brace], self.closes[parent] if parent >= 0 else len(self.code))
+        else:
+            region = (0, len(self.code))
+        out: list[tuple[int, int, str]] = []
+        for match in calls_of(self.code, body.name, *region):
+            call = match.start()
+            if body.begin <= call <= self.closes[body.brace] or "<<<" in match.group() or not is_call(self.code, call):
+                continue
+            if bisect_right(self.starts, call, 1) - 1 in self.in_macro:
+                uses = self._macro_uses(call, region)
+                if uses is None:
+                    return None
+                out.extend(uses)
+                continue
+            end = self.code.find(";", balanced(self.code, match.end() - 1))
+            out.append((call, end if end >= 0 else len(self.code), body.name))
+        return sorted(set(out))  # a macro that calls the helper in each of its arms is used once for all of them
+
+    def _macro_uses(self, at: int, region: tuple[int, int], depth: int = 0) -> list[tuple[int, int, str]] | None:
+        """The uses, outside a `#define`, of the macro whose body holds `at`: (offset, end, macro name) each, where
+        the end is the use's `;` or, for a use without one (`case 1: DISPATCH(x) break;`), its `)`. A macro that
+        writes out a dispatcher runs its calls where it is used, so its uses are the calls; a macro handed by name
+        to another (`DISPATCH_BY_DTYPE(dtype, CALL_KERNEL);`) is used where that one is. None when the macro is used
+        nowhere in the file outside a `#define` or only inside another macro's (two levels are followed)."""
+        macro = next((m for m in self._macros() if m.start <= at < m.end), None)
+        if macro is None or depth > 2:
+            return None
+        out: list[tuple[int, int, str]] = []
+        for use, paren in self._uses_of(macro, region):
+            if bisect_right(self.starts, use, 1) - 1 in self.in_macro:
+                inner = self._macro_uses(use, region, depth + 1)
+                if inner is None:
+                    return None
+                out.extend(inner)
+                continue
+            close = balanced(self.code, paren)
+            after = close
+            while after < len(self.code) and self.code[after].isspace():
+                after += 1
+            out.append((use, after if self.code.startswith(";", after) else close - 1, macro.name))
+        return out or None
+
+    def _uses_of(self, macro: Macro, region: tuple[int, int]) -> Iterator[tuple[int, int]]:
+        """(offset, offset of the `(` of the call there) of each use of a macro outside its own `#define`: a call of
+        it, or the call it is handed to by name."""
+        code = self.code
+        for match in re.compile(re.escape(macro.name) + r"\b").finditer(code, *region):
+            use = match.start()
+            if macro.start <= use < macro.end or (use and (code[use - 1].isalnum() or code[use - 1] == "_")):
+                continue
+            after = match.end()
+            while after < len(code) and code[after].isspace():
+                after += 1
+            if code.startswith("(", after):
+                if is_call(code, use):
+                    yield use, after
+                continue
+            paren = _enclosing_paren(code, use)
+            name = _NAME_BEFORE.search(code, max(0, paren - 200), paren) if paren > 0 else None
+            if name is not None:
+                yield name.start(), paren
+
+    def _macros(self) -> list[Macro]:
+        if self._defines is None:
+            self._defines = macros(self.code)
+        return self._defines
+
+
+def _enclosing_paren(code: str, at: int) -> int:
+    """Offset of the `(` of the call whose arguments hold `at`, -1 when `at` is in no argument list of its
+    statement."""
+    depth = 0
+    for index in range(at - 1, max(-1, at - 2000), -1):
+        ch = code[index]
+        if ch == ")":
+            depth += 1
+        elif ch == "(":
+            if depth == 0:
+                return index
+            depth -= 1
+        elif ch in ";{}":
+            return -1
+    return -1

@@ -1,0 +1,191 @@
+"""What reads the last CUDA error, and so checks the launches before it.
+
+- The runtime's queries: `cudaGetLastError`, `cudaPeekAtLastError` (and HIP's).
+- torch's launch checks, known by name because their definitions live in torch's headers, not in the
+  project: `C10_CUDA_KERNEL_LAUNCH_CHECK()` (c10/cuda/CUDAException.h) and `STD_CUDA_KERNEL_LAUNCH_CHECK()`
+  (torch/csrc/stable/macros.h, the stable ABI's), both `CHECK(cudaGetLastError())`.
+- A call whose name says it reads the last error, for a wrapper defined where kgate cannot see it
+  (`BNB_PEEK_LAST_ERROR()`, `getLastCudaError(...)`).
+- The project's own macros and host functions whose body reads the last error, directly or through another
+  such macro or function (`void check_cuda_launch() { CUDA_CHECK(cudaGetLastError()); }`), found in its
+  C++/CUDA files (`kgate.collect.cuda_project`) without configuration. A call of a function counts when it
+  passes a number of arguments that only a definition reading the last error takes: of the overloads
+  `check()` (reads it) and `check(cudaError_t)` (checks the error it is given), only the first. Members are
+  left out: `run` or `initialize` is a method of many classes, and a call through an object names none.
+- The names a project configures (`check_macros`), for what cannot be seen: they check the call they wrap,
+  and read the last error when called without arguments.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+from kgate.collect.cpp_flow import Flow, head
+from kgate.collect.cpp_text import balanced, macros, split_arguments
+
+RUNTIME_QUERIES = ("cudaGetLastError", "cudaPeekAtLastError", "hipGetLastError", "hipPeekAtLastError")
+TORCH_LAUNCH_CHECKS = ("C10_CUDA_KERNEL_LAUNCH_CHECK", "STD_CUDA_KERNEL_LAUNCH_CHECK")
+# A wrapper of the runtime's last-error query, by its name: a word holding this, called. Only a call counts, not a
+# variable of that name.
+LAST_ERROR_CALL = r"(?:Last(?:Cuda)?Error|LAST_(?:CUDA_)?ERROR)\w*\s*\("
+# Byte strings one of which a file holds when it may read the last error: what the first search reads.
+NEEDLES = (b"LastError", b"LastCudaError", b"LAST_ERROR", b"LAST_CUDA_ERROR", *(n.encode() for n in TORCH_LAUNCH_CHECKS))
+_CLASS_HEAD = re.compile(r"\b(?:class|struct|union)\b[^;{}()]*$")
+_MOST_ARGUMENTS = 32  # what a variadic parameter list is taken to accept
+
+# The numbers of arguments a call may pass to read the last error.
+Counts = frozenset[int]
+
+
+@dataclass(frozen=True)
+class Checks:
+    """A search for checks in blanked code, used as `re.Pattern.search` and `finditer` are: a regular expression,
+    and for the project's functions the numbers of arguments a call must pass to read the last error."""
+
+    pattern: re.Pattern[str]
+    counts: Mapping[str, Counts]
+
+    def finditer(self, code: str, pos: int = 0, endpos: int | None = None) -> Iterator[re.Match[str]]:
+        # The alternatives that start a word are matched without a leading `\b` (a pattern that starts with one
+        # has no first characters to look for, and the engine tries it at every position) and checked here.
+        for match in self.pattern.finditer(code, pos, len(code) if endpos is None else endpos):
+            if match.lastgroup != "named" and _continues_word(code, match.start()):
+                continue
+            call = match.group("call")
+            if call is None or not _member(code, match.start()) and _passes(code, match.end() - 1) in self.counts[call]:
+                yield match
+
+    def search(self, code: str, pos: int = 0, endpos: int | None = None) -> re.Match[str] | None:
+        return next(self.finditer(code, pos, endpos), None)
+
+
+def launch_checks(configured: Sequence[str], project: Mapping[str, Counts | None]) -> Checks:
+    """What checks a `<<<...>>>` launch after it: any read of the last error, and a configured macro whatever it
+    wraps."""
+    return checks_of((*RUNTIME_QUERIES, *TORCH_LAUNCH_CHECKS, *configured), project, named=True)
+
+
+def last_error_reads(configured: Sequence[str], project: Mapping[str, Counts | None]) -> Checks:
+    """What reads the last error: what reads back a `cudaLaunchKernelEx` error that was dropped, and what makes
+    a macro or function of the project a check. A configured macro reads it only when called without arguments
+    (`MY_LAUNCH_CHECK()`); wrapped around another call it checks that call."""
+    return checks_of((*RUNTIME_QUERIES, *TORCH_LAUNCH_CHECKS), project, bare_calls=configured, named=True)
+
+
+def checks_of(words: Iterable[str], project: Mapping[str, Counts | None], *, bare_calls: Iterable[str] = (),
+              named: bool = False) -> Checks:
+    """A search for `words` wherever they stand, `bare_calls` called without arguments, the project's macros and
+    functions (`project`: name -> the numbers of arguments a call must pass, None for any use) and, when `named`,
+    a call whose name says it reads the last error."""
+    any_use = sorted({*words, *(name for name, counts in project.items() if counts is None)})
+    calls = sorted(name for name, counts in project.items() if counts is not None)
+    alternatives = [r"(?P<word>(?:" + "|".join(map(re.escape, any_use)) + r")\b)"] if any_use else []
+    alternatives += [r"(?P<named>" + LAST_ERROR_CALL + ")"] if named else []
+    alternatives += [r"(?P<bare>" + "|".join(re.escape(name) + r"\s*\(\s*\)" for name in bare_calls) + ")"] \
+        if bare_calls else []
+    call = "|".join(map(re.escape, calls)) if calls else r"(?!)"
+    alternatives.append(r"(?P<call>" + call + r")\s*(?:<[^;{}()]*?>)?\s*\(")
+    return Checks(_pattern("|".join(alternatives)),
+                  {name: counts for name, counts in project.items() if counts is not None})
+
+
+@lru_cache(maxsize=64)
+def _pattern(source: str) -> re.Pattern[str]:
+    """The compiled search (a lint builds the same few for every file it reads)."""
+    return re.compile(source)
+
+
+def readers(code: str, flow: Flow, reads: Checks) -> Iterator[tuple[str, Counts | None]]:
+    """(name, counts) of each macro and host function of blanked `code` whose body holds a match of `reads`: the
+    numbers of arguments a call of it may pass (None for an object-like macro, which any use expands)."""
+    defined = macros(code)
+    for match in reads.finditer(code):
+        at = match.start()
+        macro = next((m for m in defined if m.start <= at < m.end), None)
+        if macro is None:
+            found = _function_around(code, flow, at)
+            if found is not None:
+                yield found
+        elif at >= macro.body:  # in the body, not the name being defined
+            yield macro.name, None if macro.params is None else _macro_counts(macro.params)
+
+
+def definitions(code: str, flow: Flow, names: Iterable[str]) -> Iterator[tuple[str, int, int, Counts]]:
+    """(name, start, end, counts) of the body of each host function of `names` that blanked `code` defines and that
+    is not a member, and the numbers of arguments a call of it may pass."""
+    pattern = re.compile("(?:" + "|".join(map(re.escape, sorted(names))) + r")\s*\(")
+    for match in pattern.finditer(code):
+        if _continues_word(code, match.start()):
+            continue
+        opening = code.find("{", balanced(code, match.end() - 1))
+        brace = flow.at_open.get(opening, -1)
+        found = _function(code, flow, brace) if brace >= 0 else None
+        if found is not None and code.startswith(found[0], match.start()):
+            yield found[0], opening, flow.closes[brace], found[1]
+
+
+def _function_around(code: str, flow: Flow, at: int) -> tuple[str, Counts] | None:
+    """(name, counts) of the innermost function whose body holds `at`, lambdas in between passed over."""
+    brace = flow.around(at)
+    while brace >= 0:
+        if head(code, flow.opens[brace])[0] == "function":
+            return _function(code, flow, brace)
+        brace = flow.parents[brace]
+    return None
+
+
+def _function(code: str, flow: Flow, brace: int) -> tuple[str, Counts] | None:
+    """(name, counts) of the function whose body is the block `brace`, when it is a host function and not a
+    member (device code does not read the host's last error); None otherwise."""
+    kind, begin, name = head(code, flow.opens[brace])
+    if kind != "function" or "::" in name or _in_class(code, flow, brace) or _device_only(code, begin):
+        return None
+    paren = code.find("(", begin)
+    return name, _function_counts(code[paren + 1:balanced(code, paren) - 1])
+
+
+def _in_class(code: str, flow: Flow, brace: int) -> bool:
+    """Whether the body `brace` is a member function's: the block around it is a class's, struct's or union's."""
+    parent = flow.parents[brace]
+    return parent >= 0 and _CLASS_HEAD.search(code, max(0, flow.opens[parent] - 300), flow.opens[parent]) is not None
+
+
+def _device_only(code: str, name: int) -> bool:
+    """Whether the function whose name starts at `name` is `__device__` or `__global__` and not `__host__`."""
+    start = max(code.rfind(";", 0, name), code.rfind("}", 0, name), code.rfind("{", 0, name)) + 1
+    declaration = code[start:name]
+    return "__host__" not in declaration and ("__device__" in declaration or "__global__" in declaration)
+
+
+def _macro_counts(params: str) -> Counts:
+    names = [p.strip() for p in params.strip("()").split(",") if p.strip()]
+    if names and names[-1].endswith("..."):
+        return frozenset(range(len(names) - 1, _MOST_ARGUMENTS + 1))
+    return frozenset({len(names)})
+
+
+def _function_counts(params: str) -> Counts:
+    """The numbers of arguments a parameter list accepts: defaults may be left out, `...` takes any number."""
+    found = split_arguments(params) if params.strip() not in ("", "void") else []
+    if found and found[-1].endswith("..."):
+        return frozenset(range(sum(1 for p in found[:-1] if "=" not in p), _MOST_ARGUMENTS + 1))
+    return frozenset(range(sum(1 for p in found if "=" not in p), len(found) + 1))
+
+
+def _continues_word(code: str, at: int) -> bool:
+    return at > 0 and (code[at - 1].isalnum() or code[at - 1] == "_")
+
+
+def _member(code: str, at: int) -> bool:
+    """Whether the name at `at` is reached through an object (`gemm.run(...)`, `op->check()`): a member, not the
+    project's function of that name."""
+    return code[max(0, at - 2):at].rstrip().endswith((".", "->"))
+
+
+def _passes(code: str, paren: int) -> int:
+    """The number of arguments the call whose `(` is at `paren` passes."""
+    inner = code[paren + 1:balanced(code, paren) - 1]
+    return len(split_arguments(inner)) if inner.strip() else 0

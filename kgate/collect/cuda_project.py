@@ -1,0 +1,179 @@
+"""The project's C++/CUDA files as the launch search reads them beyond the file under lint.
+
+Read only when a file's own text cannot settle a launch: the calls of a function defined in one file and
+called from others, and the macros and functions that read the last error. One `Project` per lint run and
+project root (`project`); each file is read and blanked at most once.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Iterator, Sequence
+
+from kgate.collect.cpp_flow import Flow, is_call, line_starts
+from kgate.collect.cpp_text import balanced, blank, calls_of
+from kgate.collect.cuda_checks import NEEDLES, Checks, Counts, checks_of, definitions, last_error_reads, readers
+
+SOURCES = (".cu", ".cuh", ".cpp", ".cc", ".cxx", ".h", ".hpp", ".hh", ".inl")
+HEADERS = (".h", ".cuh", ".hpp", ".hh", ".inl")
+_SKIPPED = {"__pycache__", "node_modules", "build", "dist"}
+# Bytes of C++ identifiers kept, every other byte a space: `data.translate(_WORD_BYTES).split()` are its words.
+_WORD_BYTES = bytes(c if chr(c).isascii() and (chr(c).isalnum() or c == ord("_")) else ord(" ") for c in range(256))
+_ROUNDS = 8  # macros and functions followed through one another to a read of the last error
+
+
+class Project:
+    """The project's other C++/CUDA files, read when a file's own text cannot settle a launch: the macros and
+    functions that read the last error, and the calls of a function defined in one file and called from others.
+    One per lint run and project root (`project`); each file is read and blanked at most once."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        self._files: list[tuple[str, str]] | None = None
+        self._data: dict[str, bytes] = {}
+        self._flows: dict[str, Flow] = {}
+        self._checks: dict[tuple[str, ...], dict[str, Counts | None]] = {}
+        self._words: dict[str, frozenset[bytes]] = {}
+
+    def files(self) -> list[tuple[str, str]]:
+        if self._files is None:
+            found: list[tuple[str, str]] = []
+            for here, folders, names in os.walk(self.root):
+                folders[:] = sorted(d for d in folders if not d.startswith(".") and d not in _SKIPPED)
+                for name in sorted(names):
+                    if name.endswith(SOURCES):
+                        path = os.path.join(here, name)
+                        found.append((os.path.relpath(path, self.root).replace(os.sep, "/"), path))
+            self._files = found
+        return self._files
+
+    def data(self, rel: str, path: str) -> bytes:
+        if rel not in self._data:
+            try:
+                with open(path, "rb") as handle:
+                    self._data[rel] = handle.read()
+            except OSError:
+                self._data[rel] = b""
+        return self._data[rel]
+
+    def last_error_checks(self, configured: Sequence[str]) -> dict[str, Counts | None]:
+        """The project's macros and host functions whose body reads the last error, directly or through another
+        such one: name -> the numbers of arguments a call must pass to read it (None: a macro any use of which
+        expands). `configured` are the check macros the project names (`kgate.collect.cuda_checks`)."""
+        key = tuple(configured)
+        if key not in self._checks:
+            self._checks[key] = self._readers(configured)
+        return self._checks[key]
+
+    def _readers(self, configured: Sequence[str]) -> dict[str, Counts | None]:
+        found: dict[str, Counts | None] = {}
+        needles = (*NEEDLES, *(name.encode() for name in configured))
+        files = [(rel, path) for rel, path in self.files() if any(n in self.data(rel, path) for n in needles)]
+        reads = last_error_reads(configured, {})
+        for _ in range(_ROUNDS):
+            new: dict[str, Counts | None] = {}
+            for rel, path in files:
+                flow = self._flow(rel, path)
+                for name, counts in readers(flow.code, flow, reads):
+                    if name not in found:
+                        known = new.get(name, frozenset())
+                        new[name] = None if counts is None or known is None else known | counts
+            # An overload that does not read the last error takes the calls with its numbers of arguments.
+            others = self._other_counts([n for n, counts in new.items() if counts is not None],
+                                        last_error_reads(configured, {**found, **new}))
+            new = {name: counts if counts is None else counts - others.get(name, frozenset())
+                   for name, counts in new.items()}
+            new = {name: counts for name, counts in new.items() if counts is None or counts}
+            if not new:
+                break
+            found.update(new)
+            # The next round looks for calls of what this one found, in the files that name one of them.
+            reads = checks_of((), new)
+            files = [(rel, path) for rel, path in self.files() if self._mentions_any(rel, path, new)]
+        return found
+
+    def _other_counts(self, names: list[str], reads: Checks) -> dict[str, Counts]:
+        """Name -> the numbers of arguments the definitions of that function that do not read the last error take."""
+        out: dict[str, Counts] = {}
+        if not names:
+            return out
+        # A file that may define one: the name, its parameters and a body (a cheap test before a file is blanked).
+        head = re.compile(rb"(?:" + b"|".join(re.escape(n.encode()) for n in sorted(names)) + rb")\s*\((?:[^;{}()]|\{[^;{}]*\}|\([^()]*\))*\)[^;{}]*\{")
+        for rel, path in self.files():
+            if self._mentions_any(rel, path, names) and head.search(self.data(rel, path)):
+                flow = self._flow(rel, path)
+                for name, start, end, counts in definitions(flow.code, flow, names):
+                    if reads.search(flow.code, start, end) is None:
+                        out[name] = out.get(name, frozenset()) | counts
+        return out
+
+    def calls(self, name: str, besides: str) -> Iterator[tuple[str, Flow, int, int]]:
+        """(file, its flow, offset, end of statement) of each call of the function `name` outside `besides`."""
+        needle = name.encode()
+        for rel, path in self.files():
+            if rel == besides or not self._mentions(rel, path, needle):
+                continue
+            flow = self._flow(rel, path)
+            code = flow.code
+            for match in calls_of(code, name):
+                call = match.start()
+                if not is_call(code, call) or defines(code, match.end() - 1) or _directive(code, call):
+                    continue
+                end = code.find(";", balanced(code, match.end() - 1))
+                yield rel, flow, call, end if end >= 0 else len(code)
+
+    def _mentions_any(self, rel: str, path: str, names: Iterable[str]) -> bool:
+        """Whether the file holds one of `names` as a word."""
+        return any(self._mentions(rel, path, name.encode()) for name in names if not name.isascii()) or \
+            not self._words_of(rel, path).isdisjoint(name.encode() for name in names if name.isascii())
+
+    def _mentions(self, rel: str, path: str, name: bytes) -> bool:
+        """Whether the file may call `name`: it holds the name as a word. The files' words are read once, on the
+        first question (a lint asks about many functions, and searching every file for each costs more)."""
+        if not name.isascii():
+            return name in self.data(rel, path)
+        return name in self._words_of(rel, path)
+
+    def _words_of(self, rel: str, path: str) -> frozenset[bytes]:
+        words = self._words.get(rel)
+        if words is None:
+            words = self._words[rel] = frozenset(self.data(rel, path).translate(_WORD_BYTES).split())
+        return words
+
+    def _flow(self, rel: str, path: str) -> Flow:
+        if rel not in self._flows:
+            code = blank(self.data(rel, path).decode("utf-8", "replace")).code
+            self._flows[rel] = Flow(code, line_starts(code), 0)
+        return self._flows[rel]
+
+
+def _directive(code: str, at: int) -> bool:
+    """Whether `at` is on a preprocessor line (`#define NAME(...)` names a macro; it is no use of it)."""
+    return code[code.rfind("\n", 0, at) + 1:at].lstrip().startswith("#")
+
+
+def defines(code: str, paren: int) -> bool:
+    """Whether the `(` at `paren` opens a definition's or a declaration's parameters rather than a call's: what
+    follows the `)` is a body or a `;` after a type-led head (`void f(int);`)."""
+    after = balanced(code, paren)
+    rest = code[after:after + 200].lstrip()
+    return rest.startswith(("{", "const", "noexcept", "->", "override"))
+
+
+_CACHE: list[tuple[object, str, Project]] = []
+
+
+def project(run: object, path: str, rel: str) -> Project:
+    """The project of the file at `path` whose project-relative name is `rel` (its root: the path less that
+    name), shared by the files of one run: `run` is an object that lives as long as the run (a lint run's
+    rule context), so a later run reads the files again."""
+    path = os.path.abspath(path)
+    rel = rel.replace("/", os.sep)
+    root = path[:-len(rel)].rstrip(os.sep) if path.endswith(rel) else os.path.dirname(path)
+    for known_run, known_root, found in _CACHE:
+        if known_run is run and known_root == root:
+            return found
+    found = Project(root or os.sep)
+    _CACHE[:] = [*[entry for entry in _CACHE if entry[0] is run], (run, root, found)]
+    return found

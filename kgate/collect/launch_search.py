@@ -1,0 +1,205 @@
+"""The launch search of `launch-guard` (KG302): every kernel launch in a C++/CUDA file that no error check covers.
+
+A launch is a `<<<...>>>` launch or a `cudaLaunchKernelEx` call, found in blanked code (comments and
+string literals are spaces). It is covered by a check within `window` lines after its statement, after the
+control statements that hold it (`kgate.collect.cpp_flow`), or at every call of the lambda or helper that
+performs it (`kgate.collect.cuda_callers`); a `cudaLaunchKernelEx` whose returned error is kept needs no
+check. What is left is returned as data; the rule words the findings and the fixes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+from kgate.collect.cpp_flow import Flow, checked_after, line_at, line_starts, statement_end
+from kgate.collect.cpp_text import balanced, macro_lines
+from kgate.collect.cuda_callers import Callers, Site
+from kgate.collect.cuda_checks import Checks, last_error_reads, launch_checks
+from kgate.collect.cuda_project import Project
+
+_TRIPLE = re.compile(r"<<<")
+_LAUNCH_EX = re.compile(r"\bcudaLaunchKernelExC?\s*(?:<[^;()]*>\s*)?\(")
+_CONTINUED = re.compile(r"\\\r?\n")
+
+
+@dataclass(frozen=True)
+class Unchecked:
+    """A launch that no check covers, or a call of the lambda or helper that performs one.
+
+    `kind` is "launch" (a `<<<...>>>` launch), "dropped" (a `cudaLaunchKernelEx` whose error is dropped),
+    "call" (a call of `callee` without a check where other calls of it check: the check goes there) or
+    "everywhere" (a launch that none of the calls in `sites` checks after, `checked` of the others do)."""
+
+    offset: int  # where it is reported: the launch, or the call
+    end: int  # the last character of the statement a check goes after; -1 if none
+    kind: str
+    kernel: str  # the launched kernel as written (`ns::scale<T>`)
+    callee: str = ""
+    sites: tuple[Site, ...] = ()
+    checked: int = 0
+
+
+@dataclass(frozen=True)
+class Search:
+    unchecked: tuple[Unchecked, ...]  # by offset
+    in_macros: tuple[int, ...]  # lines of the launches written inside a `#define`, which are not judged
+    read_beyond: bool  # whether the verdict read the project's other files
+
+
+def search(code: str, rel: str, check_macros: Sequence[str], window: int,
+           project: Callable[[], Project]) -> Search:
+    """The launches of blanked `code` (the file `rel`) that no check covers. `project` gives the project's other
+    files, asked for only when the file's own text does not settle a launch."""
+    return _Search(code, rel, check_macros, window, project).run()
+
+
+class _Search:
+    """One file's search: the checks grow by the project's own once a launch needs them, and the control flow
+    and the callers are read once, on the first launch that needs them."""
+
+    def __init__(self, code: str, rel: str, check_macros: Sequence[str], window: int,
+                 project: Callable[[], Project]) -> None:
+        self.code, self.rel, self.check_macros, self.window, self.project = code, rel, check_macros, window, project
+        self.in_macro = macro_lines(code)
+        self.starts = line_starts(code)
+        self.checks, self.reads = launch_checks(check_macros, {}), last_error_reads(check_macros, {})
+        self.flow: Flow | None = None
+        self.callers: dict[str, Callers] = {}
+        self.beyond: Project | None = None
+        self.skipped: list[int] = []
+        self.found: dict[int, Unchecked] = {}  # by offset: several launches may reach the same unchecked call
+
+    def run(self) -> Search:
+        for start, end, what in sorted(launches(self.code)):
+            self._judge(start, end, what)
+        return Search(tuple(self.found[offset] for offset in sorted(self.found)), tuple(self.skipped),
+                      self.beyond is not None)
+
+    def _judge(self, start: int, end: int, what: str) -> None:
+        code = self.code
+        name = launched_name(code, start, what)
+        if what == "ex" and result_used(code, start, self.checks):
+            return
+        semicolon = code.find(";", end)
+        semicolon = end if semicolon < 0 else semicolon
+        in_macro = line_at(self.starts, start) in self.in_macro
+        if not in_macro and self._checked_here(semicolon, what):
+            return
+        follow = self._callers(what)
+        if in_macro:  # written in a macro's body: its uses are where it runs
+            reach = follow.expanded(start)
+            if reach is None:
+                self.skipped.append(line_at(self.starts, start))
+                return
+            semicolon = -1  # no check is inserted into a macro's body
+        else:
+            reach = follow.unchecked_calls(start, semicolon)
+        self._record(start, semicolon, what, name, reach)
+
+    def _checked_here(self, semicolon: int, what: str) -> bool:
+        """Whether a check follows the launch's statement, or the control statements that hold it."""
+        if checked_after(self.code, semicolon, self.starts, self._wanted(what), self.window):
+            return True
+        if self.beyond is None and self._grow() and checked_after(self.code, semicolon, self.starts,
+                                                                  self._wanted(what), self.window):
+            return True
+        self.flow = self.flow or Flow(self.code, self.starts, self.window)
+        return self.flow.checked(semicolon, self._wanted(what))
+
+    def _grow(self) -> bool:
+        """Read the project's own macros and functions that read the last error, once per file, on the first launch
+        the file's own text does not settle; whether there are any."""
+        self.beyond = self.project()
+        own = self.beyond.last_error_checks(self.check_macros)
+        if own:
+            self.checks, self.reads = launch_checks(self.check_macros, own), last_error_reads(self.check_macros, own)
+        return bool(own)
+
+    def _wanted(self, what: str) -> Checks:
+        return self.checks if what == "<<<" else self.reads
+
+    def _callers(self, what: str) -> Callers:
+        if self.beyond is None:
+            self._grow()
+        self.flow = self.flow or Flow(self.code, self.starts, self.window)
+        if what not in self.callers:
+            self.callers[what] = Callers(self.flow, self.in_macro, self._wanted(what), self.beyond, self.rel)
+        return self.callers[what]
+
+    def _record(self, start: int, semicolon: int, what: str, name: str,
+                reach: tuple[list[Site], int] | None) -> None:
+        if reach is not None and not reach[0]:
+            return  # every call of the lambda, helper or macro that performs it is checked
+        if reach is None:
+            self.found.setdefault(start, Unchecked(start, semicolon, "launch" if what == "<<<" else "dropped", name))
+            return
+        sites, checked = reach
+        if checked and all(not site.path for site in sites):
+            # Some callers check and these do not: each is where a check goes.
+            for site in sites:
+                self.found.setdefault(site.offset, Unchecked(site.offset, statement_end(self.code, site.offset),
+                                                             "call", name, site.callee))
+            return
+        # No caller checks (or the unchecked ones are in other files): one finding, at the launch, where the fix puts
+        # the check (after the launch's statement, inside the lambda or helper).
+        self.found.setdefault(start, Unchecked(start, semicolon, "everywhere", name, sites=tuple(sorted(set(sites))),
+                                               checked=checked))
+
+
+def launches(code: str) -> Iterator[tuple[int, int, str]]:
+    """(start, end of the statement, kind) of each launch in blanked code."""
+    for match in _TRIPLE.finditer(code):
+        close = code.find(">>>", match.end())
+        if close < 0:
+            continue
+        paren = code.find("(", close + 3)
+        if paren < 0 or code[close + 3:paren].strip():
+            continue
+        end = balanced(code, paren)
+        start = name_start(code, match.start())
+        yield start, end, "<<<"
+    if "cudaLaunchKernelEx" not in code:  # the pattern starts with `\b`: Python's engine would try every position
+        return
+    for match in _LAUNCH_EX.finditer(code):
+        end = balanced(code, match.end() - 1)
+        yield match.start(), end, "ex"
+
+
+def name_start(code: str, triple: int) -> int:
+    """Start of the launched expression before `<<<` (`ns::kernel<T, 4>`)."""
+    index = triple
+    depth = 0
+    while index > 0:
+        ch = code[index - 1]
+        if ch == ">":
+            depth += 1
+        elif ch == "<":
+            if depth == 0:
+                break
+            depth -= 1
+        elif depth == 0 and not (ch.isalnum() or ch in "_:"):
+            break
+        index -= 1
+    return index
+
+
+def launched_name(code: str, start: int, what: str) -> str:
+    if what == "<<<":
+        return " ".join(code[start:code.find("<<<", start)].split())
+    args = code[code.find("(", start) + 1:balanced(code, code.find("(", start)) - 1].split(",")
+    return " ".join(args[1].split()) if len(args) > 1 else "cudaLaunchKernelEx"
+
+
+def result_used(code: str, start: int, checks: Checks) -> bool:
+    """Whether a cudaLaunchKernelEx call's result is checked, kept or returned rather than dropped.
+
+    The statement's text before the call decides: nothing (or a `(void)` cast) drops the
+    error; a check macro, an assignment, a comparison, a condition or a `return` keeps it. In a macro's body the
+    backslashes that continue its lines are no text of the statement.
+    """
+    head = max(code.rfind(";", 0, start), code.rfind("{", 0, start), code.rfind("}", 0, start)) + 1
+    before = " ".join(_CONTINUED.sub(" ", code[head:start]).split())
+    return before not in ("", "(void)", "static_cast<void>(") or bool(checks.search(before))
+
