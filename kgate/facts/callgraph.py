@@ -33,25 +33,35 @@ from kgate.facts.ptx import Block, GlobalAccess, Instruction, PtxEntry, PtxFunct
 _CALL_TARGET = re.compile(r"^\s*(?:\([^)]*\)\s*,\s*)?([%$\w]+)")
 _TOKEN = re.compile(r"[A-Za-z_$%][\w$]*")
 INDIRECT = "(a function pointer)"  # the callee named for a call through a register
+_COPY = re.compile(r"\$\d+$")
+_SANITIZED = "_$_"  # how a PTX symbol writes a character it cannot hold (Triton's `.` between module and name)
+_FILE_SCOPE = re.compile(r"_INTERNAL_[0-9a-f]+_\d+_\w*?_[0-9a-f]+::|\(anonymous namespace\)::")
 
 
-def function_name(symbol: str) -> str:
-    """How a message names a called function: a C++ one demangled, without its parameters; a Triton one
-    (`module_$_name__argument-types`, Triton's own mangling) by its Python name."""
+def function_name(symbol: str, home: str | None = None) -> str:
+    """How a message names a called function: a C++ one demangled, without its parameters and without the
+    scopes nvcc gives a file's internal functions (`_INTERNAL_1ed2f173_4_s_cu_0b947eae::`, from the file's path,
+    and `(anonymous namespace)::`), and without the `$1` of a copy nvcc makes under `-rdc=true`.
+
+    A Triton one (`module_$_name__argument-types`: the full name `module.name`, each character a PTX symbol
+    cannot hold written `_$_`, then the argument types) by its Python name: bare when it is in `home` (the
+    kernel's module), else with its module (`helpers.tile`), so two functions of one name in two modules are
+    told apart; a name's own `__` is kept (the argument types follow the last one)."""
+    symbol = _COPY.sub("", symbol)
     if symbol.startswith("_Z"):
-        text = short_name(symbol)
+        text = _FILE_SCOPE.sub("", short_name(symbol))
         head, sep, tail = text.partition("<")
         # A template function's demangled name starts with its return type (`float tload<3>`).
         if sep and " " in head.replace("(anonymous namespace)", ""):
             head = head.rsplit(" ", 1)[1]
         return head + sep + tail
-    # Triton writes each `.` of the module's and function's full name, and of a constant argument, as `_$_`:
-    # the function's name is the first piece that runs into the argument types' `__`.
-    for piece in symbol.split("_$_")[1:]:
-        bare = piece.lstrip("_")
-        if "__" in bare:
-            return piece[: len(piece) - len(bare)] + bare.split("__", 1)[0]
-    return symbol
+    qualified, sep, _types = symbol.rpartition("__")
+    if _SANITIZED not in symbol or not sep or _SANITIZED not in qualified:
+        return symbol
+    prefix = f"{home.replace('.', _SANITIZED)}{_SANITIZED}" if home else None
+    if prefix and qualified.startswith(prefix):
+        return qualified[len(prefix):].replace(_SANITIZED, "?")  # no dot in a name: a character PTX cannot hold
+    return qualified.replace(_SANITIZED, ".")
 
 
 def is_wait(instr: Instruction) -> bool:
@@ -164,6 +174,28 @@ class CallGraph:
             stack.extend(reversed(pending))
         return list(reached), sorted(opaque)
 
+    def looped(self, entry: str) -> list[str]:
+        """The functions the entry reaches through a call made inside a loop (a cycle of the calling function's
+        control-flow graph), and all they call: their code runs on every trip of that loop."""
+        out: dict[str, None] = {}
+        for name in [entry, *self.reached(entry)[0]]:
+            for call in self._calls_in_cycles(name):
+                for target in self.targets(call_target(call) or INDIRECT):
+                    out.setdefault(target, None)
+                    for inner in self.reached(target)[0]:
+                        out.setdefault(inner, None)
+        return list(out)
+
+    def _calls_in_cycles(self, name: str) -> list[Instruction]:
+        blocks = self._cfg(name)
+        cyclic = in_cycles(blocks)
+        return [i for index in sorted(cyclic) for i in blocks[index].instrs if is_call(i)]
+
+    def _cfg(self, name: str) -> list[Block]:
+        if name not in self._blocks:
+            self._blocks[name] = build_cfg(self.functions[name].items)
+        return self._blocks[name]
+
     # ----------------------------------------------------------------------------------------- PDL summaries
 
     def must_wait(self, name: str) -> bool:
@@ -205,9 +237,7 @@ class CallGraph:
     def _flow(self, name: str, waits: Callable[[Instruction], bool]) -> tuple[list[Block], list[bool]]:
         """The function's blocks and, per block, whether some path reaches it before any wait (`waits`: whether
         a call instruction is one that always waits)."""
-        if name not in self._blocks:
-            self._blocks[name] = build_cfg(self.functions[name].items)
-        blocks = self._blocks[name]
+        blocks = self._cfg(name)
         unwaited_in = [False] * len(blocks)
         unwaited_in[0] = True
         work = [0]
@@ -279,6 +309,49 @@ class CallGraph:
         return out
 
 
+def in_cycles(blocks: list[Block]) -> set[int]:
+    """The blocks that lie on a cycle of the graph (a loop): Tarjan's strongly connected components, without
+    recursion, a block in a component of two or more, or one that is its own successor."""
+    index: dict[int, int] = {}
+    low: dict[int, int] = {}
+    stack: list[int] = []
+    on_stack: set[int] = set()
+    out: set[int] = set()
+    for root in range(len(blocks)):
+        if root in index:
+            continue
+        work = [(root, iter(blocks[root].succ))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, successors = work[-1]
+            step = next(successors, None)
+            if step is not None:
+                if step not in index:
+                    index[step] = low[step] = len(index)
+                    stack.append(step)
+                    on_stack.add(step)
+                    work.append((step, iter(blocks[step].succ)))
+                elif step in on_stack:
+                    low[node] = min(low[node], index[step])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1 or node in blocks[node].succ:
+                    out.update(component)
+    return out
+
+
 def _address_taken(functions: dict[str, PtxFunction], text: str) -> set[str]:
     """The `.func`s named anywhere but in their own header and as a direct call's target: a function pointer
     (an operand of `mov`, a table in `.global` memory) may call them."""
@@ -319,5 +392,6 @@ def entry_facts(graph: CallGraph, name: str) -> PtxEntry:
         unwaited_accesses=unwaited,
         calls=tuple(reached),
         opaque_calls=tuple(opaque),
+        looped_calls=tuple(graph.looped(name)),
     )
 

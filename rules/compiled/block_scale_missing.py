@@ -50,7 +50,7 @@ from collections.abc import Iterable
 
 from kgate.core.findings import Severity
 from kgate.core.rule import CompiledContext, Report, Rule
-from kgate.facts.callgraph import INDIRECT, function_name
+from kgate.facts.callgraph import INDIRECT
 from kgate.facts.model import KernelFacts
 
 
@@ -68,7 +68,7 @@ def _emitted(facts: KernelFacts) -> str:
             parts.append("SASS " + ", ".join(f"`{op}`" for op in sorted(sass_mma)))
     opaque = facts.entry.opaque_calls
     if opaque:
-        parts.append("and it calls " + ", ".join("a function pointer" if name == INDIRECT else f"`{function_name(name)}`"
+        parts.append("and it calls " + ", ".join("a function pointer" if name == INDIRECT else f"`{facts.function_name(name)}`"
                                                  for name in opaque) + ", whose code is not in the PTX")
     return "; ".join(parts)
 
