@@ -68,6 +68,9 @@ CUDA = {
     "dollar_in_the_name_before_wait": (True, ["load$dollar"]),
     "anonymous_namespace_before_wait": (True, ["anonymous_load"]),
     "nested_template_before_wait": (True, ["outer::inner::nested_load<float, 4>"]),
+    "assert_before_wait": (False, None),
+    "printf_before_wait": (False, None),
+    "heap_before_wait": (False, None),
 }
 
 
@@ -91,6 +94,12 @@ def _verdict(entry: PtxEntry, home: str | None = None) -> tuple[bool, list[str] 
     if not entry.unwaited_accesses:
         return False, None
     return True, [function_name(v, home) if v != INDIRECT else v for v in entry.unwaited_accesses[0].via]
+
+
+@needs_nvcc
+def test_the_device_runtimes_functions_are_not_opaque(cuda: PtxFacts) -> None:
+    for kernel in ("assert_before_wait", "printf_before_wait", "heap_before_wait"):
+        assert _entry(cuda, kernel).opaque_calls == ()
 
 
 @needs_nvcc
@@ -193,6 +202,8 @@ TRITON = {
     "double_underscore_in_the_name_before_wait": (True, ["_load__fast"]),
     "non_ascii_name_before_wait": (True, ["_charger_donn??es"]),
     "helper_inlined_after_wait": (False, None),
+    "device_assert_before_wait": (False, None),
+    "device_print_before_wait": (False, None),
 }
 
 
@@ -215,11 +226,14 @@ def test_what_a_triton_kernel_reaches_before_its_wait(triton_module: ModuleType,
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
+    options = {"launch_pdl": True, "debug": kernel == "device_assert_before_wait"}  # debug: the assert is kept
     compiled = triton.compile(ASTSource(getattr(triton_module, kernel), {"x": "*fp32", "out": "*fp32", "n": "i32"}, {}),
-                              target=GPUTarget("cuda", 120, 32), options={"launch_pdl": True})
+                              target=GPUTarget("cuda", 120, 32), options=options)
     entry = parse_ptx(compiled.asm["ptx"]).entry()
     assert _verdict(entry, "rules_triton") == TRITON[kernel], entry
     assert entry.has_wait
+    if kernel.startswith("device_"):
+        assert not entry.opaque_calls and ".extern .func" in compiled.asm["ptx"]
 
 
 TRITON_PROJECT = '''\

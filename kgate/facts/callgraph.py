@@ -7,8 +7,10 @@ block-scaled MMA or a spill in a callee is the kernel's. This module is the one 
 every fact about an entry that its callees can change is read through it.
 
 What it cannot see it says: a call through a register (a function pointer) may reach any function whose address
-the module takes, and a callee with no body in this PTX (`.extern .func`, a prototype only) may do anything. Both
-are listed in the entry's `opaque_calls`; for the PDL analysis such a call touches global memory and does not wait.
+the module takes, and a callee with no body in this PTX (`.extern .func`, a prototype only) may do anything, unless
+it is one of the device runtime's functions whose effect is known (`RUNTIME`: printf, a failed assert, the heap).
+Both are listed in the entry's `opaque_calls`; for the PDL analysis such a call touches global memory and does not
+wait.
 
 The PDL question ("does every path from the entry execute `griddepcontrol.wait` before its first global memory
 access?") is answered on the control-flow graph of each function (basic blocks split at labels and branches, a
@@ -33,6 +35,11 @@ from kgate.facts.ptx import Block, GlobalAccess, Instruction, PtxEntry, PtxFunct
 _CALL_TARGET = re.compile(r"^\s*(?:\([^)]*\)\s*,\s*)?([%$\w]+)")
 _TOKEN = re.compile(r"[A-Za-z_$%][\w$]*")
 INDIRECT = "(a function pointer)"  # the callee named for a call through a register
+# The CUDA device runtime's functions that every kernel may call without their code in the PTX, and whose effect
+# is known: they print (into the printf buffer), stop the kernel on a failed assert (CUDA's `assert`, Triton's
+# `tl.device_assert`) or take and give back heap memory; none reads or writes what the program's kernels share,
+# and none waits.
+RUNTIME = frozenset({"vprintf", "__assertfail", "malloc", "free"})
 _COPY = re.compile(r"\$\d+$")
 _SANITIZED = "_$_"  # how a PTX symbol writes a character it cannot hold (Triton's `.` between module and name)
 _FILE_SCOPE = re.compile(r"_INTERNAL_[0-9a-f]+_\d+_\w*?_[0-9a-f]+::|\(anonymous namespace\)::")
@@ -147,6 +154,11 @@ class CallGraph:
             seen.add(step)
             stack.append((step, iter(self._targets_of(step))))
 
+    def opaque(self, callee: str) -> bool:
+        """Whether a call may do anything: its code is not in the PTX (an extern function, a function pointer),
+        and it is none of the device runtime's functions whose effect is known (`RUNTIME`)."""
+        return callee == INDIRECT or (callee not in self.functions and callee not in RUNTIME)
+
     def targets(self, callee: str) -> list[str]:
         """The defined functions a callee may be: itself, or for INDIRECT every function whose address is taken."""
         if callee == INDIRECT:
@@ -164,7 +176,7 @@ class CallGraph:
             name = stack.pop()
             pending = []
             for callee in self.callees(name):
-                if callee == INDIRECT or callee not in self.functions:
+                if self.opaque(callee):
                     opaque.setdefault(callee, None)
                 for target in self.targets(callee):
                     if target not in seen:
@@ -301,7 +313,7 @@ class CallGraph:
         where its code is not here."""
         callee = call_target(call) or INDIRECT
         out: list[tuple[tuple[str, int], _Found]] = []
-        if callee == INDIRECT or callee not in self.functions:
+        if self.opaque(callee):
             out.append((("", call.ptx_line), _Found(call.opcode, call, (callee,), opaque=True, site=call)))
         for target in self.targets(callee):
             for key, found in summary.get(target, {}).items():

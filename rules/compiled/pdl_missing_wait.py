@@ -14,7 +14,9 @@ kernel or in any device function it calls (`@triton.jit(noinline=True)`,
 a called function counts where it is called, when every path through that
 function waits. A call whose code is not in the PTX (an `.extern` function,
 a call through a function pointer) is taken to touch global memory and not
-to wait, and the finding says so. A wait that is predicated or under a
+to wait, and the finding says so (the device runtime's `printf`, a failed
+`assert` and the device heap's `malloc` and `free` are known not to touch
+the program's memory). A wait that is predicated or under a
 branch protects only the paths that pass through it. Where SASS was produced, a kernel that
 waits in PTX must also show `ACQBULK` in SASS.
 

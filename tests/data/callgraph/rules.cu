@@ -1,6 +1,8 @@
 // More call-graph cases for the rules that read it (tests/test_held_out_call_graph_rules.py compiles this with
 // nvcc and reads the PTX and the ptxas log). Each kernel's name says what it plants.
+#include <cassert>
 #include <cstdint>
+#include <cstdio>
 
 #define WAIT() asm volatile("griddepcontrol.wait;" ::: "memory")
 
@@ -154,4 +156,17 @@ __global__ void nested_template_before_wait(const float* x, float* o) {
   float v = outer::inner::nested_load<float, 4>(x);
   WAIT();
   o[0] = v;
+}
+
+// ---- the device runtime's functions: their code is not in the PTX, their effect is known
+__global__ void assert_before_wait(const float* x, float* o, int n) { assert(n > 0); WAIT(); o[0] = x[0]; }
+__global__ void printf_before_wait(const float* x, float* o, int n) {
+  if (threadIdx.x == 0) printf("n = %d\n", n);
+  WAIT();
+  o[0] = x[0];
+}
+__global__ void heap_before_wait(const float* x, float* o) {
+  float* t = (float*)malloc(16);
+  WAIT();
+  if (t) { t[0] = x[0]; o[0] = t[0]; free(t); }
 }

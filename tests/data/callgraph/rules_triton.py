@@ -196,3 +196,17 @@ def non_ascii_name_before_wait(x, out, n):
 def helper_inlined_after_wait(x, out, n):
     gdc_wait()
     tl.store(out, _load(x, n))
+
+
+@triton.jit
+def device_assert_before_wait(x, out, n):
+    tl.device_assert(n > 0, "n must be positive")
+    gdc_wait()
+    tl.store(out, tl.load(x))
+
+
+@triton.jit
+def device_print_before_wait(x, out, n):
+    tl.device_print("n", n)
+    gdc_wait()
+    tl.store(out, tl.load(x))
