@@ -148,19 +148,19 @@ FULL = """\
 INCOMPLETE = {
     "a-file-size-limit": (FULL, "could not write its records (File too large)"),
     "a-file-size-limit-in-one-of-two-processes": (
-        "import subprocess, sys\nsubprocess.run([sys.executable, '-c', 'import ops; ops.launch(32)'], check=True)\n"
-        f"open('limited.py', 'w').write({textwrap.dedent(FULL)!r})\n"
-        "subprocess.run([sys.executable, 'limited.py'], check=True)\n",
+        ("import subprocess, sys\nsubprocess.run([sys.executable, '-c', 'import ops; ops.launch(32)'], check=True)\n"
+         f"open('limited.py', 'w').write({textwrap.dedent(FULL)!r})\n"
+         "subprocess.run([sys.executable, 'limited.py'], check=True)\n"),
         "could not write its records (File too large)"),
     "the-record-file-deleted-by-the-command": (
-        "import glob, os\nimport ops\nops.launch(64)\n"
-        "for f in glob.glob(os.path.join(os.environ['KGATE_CAPTURE_DIR'], f'records-{os.getpid()}*')):\n"
-        "    os.remove(f)\nops.launch(128)\nprint('the command went on')\n",
+        ("import glob, os\nimport ops\nops.launch(64)\n"
+         "for f in glob.glob(os.path.join(os.environ['KGATE_CAPTURE_DIR'], f'records-{os.getpid()}*')):\n"
+         "    os.remove(f)\nops.launch(128)\nprint('the command went on')\n"),
         "its record file was deleted while it ran"),
     "the-record-file-cut-short-by-the-command": (
-        "import glob, os\nimport ops\nops.launch(64)\n"
-        "for f in glob.glob(os.path.join(os.environ['KGATE_CAPTURE_DIR'], f'records-{os.getpid()}*')):\n"
-        "    open(f, 'w').close()\nops.launch(128)\nprint('the command went on')\n",
+        ("import glob, os\nimport ops\nops.launch(64)\n"
+         "for f in glob.glob(os.path.join(os.environ['KGATE_CAPTURE_DIR'], f'records-{os.getpid()}*')):\n"
+         "    open(f, 'w').close()\nops.launch(128)\nprint('the command went on')\n"),
         "its record file was cut short"),
 }
 
