@@ -1,13 +1,11 @@
 """Kernels whose block-scale expectation follows what each specialisation compiles: a `tl.dot_scaled` in a
 branch a constexpr removes expects nothing there, whatever kind of kernel holds it and however it is reached.
 tests/test_held_out_block_scale_expectation.py states each variant's expectation."""
-import triton
-import triton.language as tl
-
-import kgate
 import pkg.tiles
 import tiles
 import tiles as t
+import triton
+import triton.language as tl
 import tt
 from pkg import tiles as pt
 from pkg.sub import deep
@@ -15,7 +13,9 @@ from tiles import either_tile, plain_tile, scaled_alias, scaled_tile, scaled_und
 from tiles import scaled_tile as renamed
 from triton.language import dot_scaled as ds
 
-SIG = dict(a="*fp8e4nv", a_scale="*u8", b="*fp8e4nv", b_scale="*u8", c="*fp32")
+import kgate
+
+SIG = {"a": "*fp8e4nv", "a_scale": "*u8", "b": "*fp8e4nv", "b_scale": "*u8", "c": "*fp32"}
 OFF = {"USE_SCALED": False}
 ON = {"USE_SCALED": True}
 
@@ -218,7 +218,7 @@ def constexpr_return_before_it(a, a_scale, b, b_scale, c, SKIP: tl.constexpr):
     scaled_tile(a, a_scale, b, b_scale, c)
 
 
-MIXED = dict(a="*bf16", a_scale="*u8", b="*fp8e4nv", b_scale="*u8", c="*fp32")
+MIXED = {"a": "*bf16", "a_scale": "*u8", "b": "*fp8e4nv", "b_scale": "*u8", "c": "*fp32"}
 
 
 @triton.jit
