@@ -29,7 +29,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kgate.collect.cuda_names import short_name
-from kgate.facts.ptx import Block, GlobalAccess, Instruction, PtxEntry, PtxFunction, build_cfg, is_global_access, is_mma
+from kgate.facts.ptx import (
+    Block,
+    GlobalAccess,
+    Instruction,
+    PtxEntry,
+    PtxFunction,
+    build_cfg,
+    in_cycles,
+    is_global_access,
+    is_mma,
+)
 
 # A call's operands: an optional return list in parentheses, then the target (a function's name, or a register).
 _CALL_TARGET = re.compile(r"^\s*(?:\([^)]*\)\s*,\s*)?([%$\w]+)")
@@ -319,49 +329,6 @@ class CallGraph:
             for key, found in summary.get(target, {}).items():
                 out.append((key, _Found(found.opcode, found.instr, (target, *found.via), found.opaque, call)))
         return out
-
-
-def in_cycles(blocks: list[Block]) -> set[int]:
-    """The blocks that lie on a cycle of the graph (a loop): Tarjan's strongly connected components, without
-    recursion, a block in a component of two or more, or one that is its own successor."""
-    index: dict[int, int] = {}
-    low: dict[int, int] = {}
-    stack: list[int] = []
-    on_stack: set[int] = set()
-    out: set[int] = set()
-    for root in range(len(blocks)):
-        if root in index:
-            continue
-        work = [(root, iter(blocks[root].succ))]
-        index[root] = low[root] = len(index)
-        stack.append(root)
-        on_stack.add(root)
-        while work:
-            node, successors = work[-1]
-            step = next(successors, None)
-            if step is not None:
-                if step not in index:
-                    index[step] = low[step] = len(index)
-                    stack.append(step)
-                    on_stack.add(step)
-                    work.append((step, iter(blocks[step].succ)))
-                elif step in on_stack:
-                    low[node] = min(low[node], index[step])
-                continue
-            work.pop()
-            if work:
-                low[work[-1][0]] = min(low[work[-1][0]], low[node])
-            if low[node] == index[node]:
-                component = []
-                while True:
-                    member = stack.pop()
-                    on_stack.discard(member)
-                    component.append(member)
-                    if member == node:
-                        break
-                if len(component) > 1 or node in blocks[node].succ:
-                    out.update(component)
-    return out
 
 
 def _address_taken(functions: dict[str, PtxFunction], text: str) -> set[str]:

@@ -295,6 +295,49 @@ def branch_tables(items: tuple[Instruction | str, ...] | list[Instruction | str]
     return tables
 
 
+def in_cycles(blocks: list[Block]) -> set[int]:
+    """The blocks that lie on a cycle of the graph (a loop): Tarjan's strongly connected components, without
+    recursion, a block in a component of two or more, or one that is its own successor."""
+    index: dict[int, int] = {}
+    low: dict[int, int] = {}
+    stack: list[int] = []
+    on_stack: set[int] = set()
+    out: set[int] = set()
+    for root in range(len(blocks)):
+        if root in index:
+            continue
+        work = [(root, iter(blocks[root].succ))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, successors = work[-1]
+            step = next(successors, None)
+            if step is not None:
+                if step not in index:
+                    index[step] = low[step] = len(index)
+                    stack.append(step)
+                    on_stack.add(step)
+                    work.append((step, iter(blocks[step].succ)))
+                elif step in on_stack:
+                    low[node] = min(low[node], index[step])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1 or node in blocks[node].succ:
+                    out.update(component)
+    return out
+
+
 @dataclass(frozen=True)
 class EntryHeader:
     """What an entry's directives say about it: where it starts in the source, its launch bounds."""
