@@ -112,6 +112,32 @@ def test_what_a_cuda_kernel_reaches_before_its_wait(cuda: PtxFacts, kernel: str)
     assert entry.has_wait
 
 
+# kernel -> (unwaited, via, what it calls whose code is not in the PTX), compiled with -rdc=true
+SEPARATE = {
+    "weak_before_wait": (True, ["tload<1>"], ()),
+    "weak_after_wait": (False, None, ()),
+    "weak_wait_first": (False, None, ()),
+    "extern_after_wait": (False, None, ("ext_pure",)),
+    "extern_before_wait": (True, ["ext_pure"], ("ext_pure",)),
+}
+
+
+@pytest.fixture(scope="module")
+def separate(tmp_path_factory: pytest.TempPathFactory) -> PtxFacts:
+    text = _nvcc_ptx(tmp_path_factory.mktemp("weak"), CALLGRAPH / "weak.cu", "-rdc=true")
+    assert ".weak .func" in text and ".extern .func" in text
+    return parse_ptx(text)
+
+
+@needs_nvcc
+@pytest.mark.parametrize("kernel", sorted(SEPARATE))
+def test_weak_and_extern_functions_under_separate_compilation(separate: PtxFacts, kernel: str) -> None:
+    unwaited, via, opaque = SEPARATE[kernel]
+    entry = _entry(separate, kernel)
+    assert _verdict(entry) == (unwaited, via)
+    assert tuple(function_name(n) for n in entry.opaque_calls) == opaque
+
+
 # ---- jump tables: PTX `brx.idx`
 
 JUMPS = {
