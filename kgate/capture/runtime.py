@@ -403,7 +403,7 @@ class Recorder:
             pass
 
 
-LOST = "lost-"  # an empty file `lost-<pid>-<errno name>`: the process could not write its records
+LOST = "lost-"  # an empty `lost-<pid>-<why>` (an errno name, "removed", "truncated"): the records are incomplete
 
 
 def _write_all(fd: int, data: bytes) -> int:
