@@ -180,7 +180,7 @@ def test_triton_noinline_functions(kernel: str) -> None:
     unwaited, via = TRITON[kernel]
     assert bool(entry.unwaited_accesses) == unwaited, entry
     if unwaited:
-        assert [function_name(v) for v in entry.unwaited_accesses[0].via] == via
+        assert [function_name(v, "attack_triton") for v in entry.unwaited_accesses[0].via] == via
     assert entry.has_wait
     assert entry.has_launch_dependents == (kernel == "wait_and_launch_in_helpers")
 

@@ -67,15 +67,15 @@ def test_a_second_run_reads_the_index_instead_of_parsing(tmp_path: Path, countin
     assert len(counting) == 2
 
 
-def test_static_expansion_reads_parameters_and_dot_scaled(tmp_path: Path, counting: list[Path]) -> None:
+def test_static_expansion_reads_parameters(tmp_path: Path, counting: list[Path]) -> None:
     module = tmp_path / "mod.py"
     module.write_text(SOURCE)
     kernel = static_expansion(module, "kernel")
-    assert kernel is not None and kernel["line"] == 13 and not kernel["uses_dot_scaled"]
+    assert kernel is not None and kernel["line"] == 13
     assert [(p["name"], p["constexpr"], p["has_default"]) for p in kernel["params"]] == [
         ("x", False, False), ("n", False, False), ("BLOCK", True, False)]
     other = static_expansion(module, "other")
-    assert other is not None and other["uses_dot_scaled"] and other["params"][2]["has_default"]
+    assert other is not None and other["params"][2]["has_default"]
 
 
 def test_kernel_keys_follow_what_each_kernel_uses(tmp_path: Path, counting: list[Path]) -> None:

@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from kgate.compile import expectations
+
 DEFAULT_KIND = "other"
 
 
@@ -53,7 +55,7 @@ def merged(variants: list[tuple[dict[str, Any], tuple[str, ...]]],
 def merge_requests(one: dict[str, Any], other: dict[str, Any]) -> dict[str, Any]:
     """One launch's variant asking for what both registrations ask: expectations and shapes of both, the kind
     that is named (not the default); Conflict where both name a different kind."""
-    return {**one, "expect": sorted(set(one["expect"]) | set(other["expect"])),
+    return {**one, **expectations.merged(one, other),
             "shapes": _union(one["shapes"], other["shapes"]), "kind": merged_kind(one["kernel"], one["name"],
                                                                                   [one["kind"], other["kind"]])}
 

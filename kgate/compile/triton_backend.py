@@ -4,12 +4,13 @@ Runs inside worker processes only (it imports Triton and the project's kernel
 modules). Two tasks:
 
 - `expand`: import a registered kernel and describe it: parameters, autotune
-  configs, the constexprs its heuristics compute, whether its source calls `tl.dot_scaled`, its definition line.
+  configs, the constexprs its heuristics compute, its definition line.
 - `compile`: `triton.compile(ASTSource(...), target=GPUTarget("cuda", cc, 32))`
   for one variant and target, with ptxas's `-v` log captured; the PTX, the
   log, the TTGIR, the cubin (and its SASS where a rule reads it) are kept as
-  artifacts (`kgate.compile.units`), for the facts stage to read. No GPU and
-  no driver are needed.
+  artifacts (`kgate.compile.units`), for the facts stage to read, and the
+  variant's expectations are read from its TTIR (`kgate.compile.expectations`).
+  No GPU and no driver are needed.
 """
 
 from __future__ import annotations
@@ -26,9 +27,9 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from kgate.collect.pyindex import mentions_dot_scaled as _mentions_dot_scaled
 from kgate.collect.source import try_parse
 from kgate.collect.specialization import Specialization
+from kgate.compile import expectations
 from kgate.compile.cache import cache_write_failure, triton_folder, write_artifact
 from kgate.compile.frames import project_frame
 from kgate.compile.units import CUBIN, steady_log, store_text
@@ -125,19 +126,11 @@ def _jit_function(obj: Any) -> tuple[Any, list[Any]]:
     return chain[-1], configs
 
 
-def _definition(fn: Any, roots: list[str]) -> tuple[str, int, bool]:
-    """(file, line of `def`, whether the source calls dot_scaled) of a JITFunction: what it calls is read from
-    its module's source as for a kernel planned without an import (`calls_dot_scaled`), or where the module has
-    no top-level definition of it, from its own source's syntax tree (comments and strings say nothing)."""
-    from kgate.collect.static_kernel import calls_dot_scaled
-
+def _definition(fn: Any) -> tuple[str, int]:
+    """(file, line of `def`) of a JITFunction."""
     raw = fn.fn
     path = raw.__code__.co_filename
     line = raw.__code__.co_firstlineno
-    uses_dot_scaled = calls_dot_scaled(Path(path), raw.__name__, [Path(r) for r in roots])
-    if uses_dot_scaled is None:
-        tree = try_parse((getattr(fn, "src", "") or "").encode())
-        uses_dot_scaled = tree is not None and _mentions_dot_scaled(tree)
     try:
         tree = try_parse(Path(path).read_bytes()) or ast.Module(body=[], type_ignores=[])
         for node in ast.walk(tree):
@@ -148,7 +141,7 @@ def _definition(fn: Any, roots: list[str]) -> tuple[str, int, bool]:
                 break
     except OSError:
         pass
-    return path, line, uses_dot_scaled
+    return path, line
 
 
 def expand(payload: dict[str, Any]) -> dict[str, Any]:
@@ -157,13 +150,12 @@ def expand(payload: dict[str, Any]) -> dict[str, Any]:
 
     obj = _imported(payload, payload["kernel"])
     fn, configs = _jit_function(obj)
-    path, line, uses_dot_scaled = _definition(fn, payload["sys_path"])
+    path, line = _definition(fn)
     params = [{"name": p.name, "constexpr": bool(p.is_constexpr), "has_default": bool(p.has_default)}
               for p in fn.params]
     return {
         "path": path,
         "line": line,
-        "uses_dot_scaled": uses_dot_scaled,
         "params": params,
         "heuristics": heuristic_names(obj),
         "configs": [
@@ -226,9 +218,10 @@ def compile_variant(payload: dict[str, Any]) -> dict[str, Any]:
     hashes = {"ptx": store_text(folder, "ptx", compiled.asm["ptx"]),
               "ptxas_log": store_text(folder, "ptxas_log", steady_log(ptxas_log)),
               "ttgir": store_text(folder, "ttgir", compiled.asm.get("ttgir", ""))}
-    if makes_sass(bool(payload.get("sass")), ptxas_log):
+    expect = expectations.compiled(variant, compiled.asm.get("ttir", ""))
+    if makes_sass(bool(payload.get("sass")) or expectations.BLOCK_SCALE in expect, ptxas_log):
         hashes["sass"] = store_text(folder, "sass", disassemble(folder / CUBIN))
-    return {"context": variant_context(payload, spec, seconds), "artifacts": hashes,
+    return {"context": variant_context(payload, spec, seconds, expect), "artifacts": hashes,
             "dynamic_smem": int(compiled.metadata.shared or 0)}
 
 
@@ -371,9 +364,11 @@ def disassemble(cubin: Path) -> str:
     return tools.run([str(cuobjdump), "-sass", str(cubin)], timeout=120).stdout
 
 
-def variant_context(payload: dict[str, Any], spec: Specialization, seconds: float) -> dict[str, Any]:
+def variant_context(payload: dict[str, Any], spec: Specialization, seconds: float,
+                    expect: list[str]) -> dict[str, Any]:
     """What KernelFacts says of a variant besides what the compiler's output says: its identity, where it is
-    defined, what the registration and the launcher's specialisation made of it."""
+    defined, what the registration and the launcher's specialisation made of it, what it is expected to contain
+    (`kgate.compile.expectations`)."""
     variant = payload["variant"]
     return dict(
         kernel=variant["kernel"],
@@ -385,7 +380,7 @@ def variant_context(payload: dict[str, Any], spec: Specialization, seconds: floa
         kind=variant["kind"],
         num_warps=spec.num_warps,
         num_stages=spec.num_stages,
-        expect=list(variant["expect"]),
+        expect=list(expect),
         pdl=spec.pdl,
         shapes=list(variant.get("shapes", ())),
         constexprs=dict(spec.constexprs),

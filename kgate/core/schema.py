@@ -140,7 +140,8 @@ TRITON: tuple[Setting, ...] = (
     Setting("num_stages", "integer", 3, minimum=1, doc="Software pipelining stages of the kernel's loops."),
     Setting("expect", "choices", None, choices=EXPECTATIONS, doc=(
         "What the compiled kernel must contain: `block_scale` (block-scaled MMA, judged by `block-scale-missing`). "
-        "Left out, it is implied from the source: a kernel that calls `tl.dot_scaled` expects block-scaled MMA.")),
+        "Left out, it is implied by what each specialisation compiles: one whose code calls `tl.dot_scaled` (in the "
+        "kernel or a function it calls, in a branch its constexprs keep) expects block-scaled MMA.")),
     Setting("pdl", "boolean", False, doc=(
         "The kernel is launched with programmatic dependent launch (`launch_pdl`): it is compiled so, and "
         "`pdl-missing-wait` checks that it waits before touching global memory.")),

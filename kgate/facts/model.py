@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 
 from kgate.compile.units import CompileFailure
 from kgate.facts import extract
+from kgate.facts.callgraph import function_name
 from kgate.facts.extract import Move, Sources
 from kgate.facts.ptx import PtxEntry, SourceLoc
 from kgate.facts.ptxas_log import Resources
@@ -99,6 +100,11 @@ class KernelFacts:
             return None
         name = loc.file.replace("\\", "/")
         return loc.line if name == self.path or name.endswith("/" + self.path) else None
+
+    def function_name(self, symbol: str) -> str:
+        """How a message names a function the kernel calls (`kgate.facts.callgraph.function_name`): a Triton
+        function of the kernel's own module by its bare name."""
+        return function_name(symbol, self.kernel.split(":", 1)[0] if self.language == "triton" else None)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

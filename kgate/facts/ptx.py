@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from itertools import pairwise
 
 from kgate.core.errors import ParseError
 from kgate.facts.numbers import count
@@ -24,6 +25,8 @@ _FILE = re.compile(r'^\s*\.file\s+(\d+)\s+"([^"]*)"', re.MULTILINE)
 _LABEL = re.compile(r"^\s*([$%\w]+):(?!:)")
 _PRED = re.compile(r"^@(!?)(%?[\w]+)\s+")
 _MMA_PREFIXES = ("mma.", "wgmma.mma_async", "tcgen05.mma")
+
+BRANCH_TARGETS = ".branchtargets"  # a jump table: `$L_brx_0: .branchtargets $L1, $L2;`, read by `brx.idx`
 
 # State spaces that are never global memory.
 _NOT_GLOBAL = {"param", "shared", "local", "const", "reg", "sreg", "tex"}
@@ -69,6 +72,7 @@ class PtxEntry:
     unwaited_accesses: tuple[GlobalAccess, ...]
     calls: tuple[str, ...] = ()  # the `.func`s it reaches, in the order it first calls them
     opaque_calls: tuple[str, ...] = ()  # what it calls whose code the PTX lacks (extern names, a function pointer)
+    looped_calls: tuple[str, ...] = ()  # of `calls`, those reached through a call made inside a loop
 
 
 @dataclass(frozen=True)
@@ -202,14 +206,14 @@ def _instructions(body: str, first_line: int, files: dict[int, str]) -> list[Ins
                 loc = SourceLoc(files.get(file_no, str(file_no)), src_line, col)
                 asm_located = in_asm
             continue
-        if line.startswith("."):
+        if line.startswith(".") and not line.startswith(BRANCH_TARGETS):
             continue  # .reg, .local, .shared and other declarations
         label = _LABEL.match(line)
         if label and not pending:
             items.append(label.group(1))
             line = line[label.end():].strip()
-            if not line:
-                continue
+            if not line or (line.startswith(".") and not line.startswith(BRANCH_TARGETS)):
+                continue  # a labelled directive other than a jump table (`.callprototype`, ...)
         line = line.strip("{} \t")
         if not line:
             continue
@@ -244,11 +248,14 @@ class Block:
 
 
 def build_cfg(items: tuple[Instruction | str, ...] | list[Instruction | str]) -> list[Block]:
-    """Basic blocks: a label starts one, a branch or return ends one."""
+    """Basic blocks: a label starts one, a branch or return ends one. A `brx.idx` goes to every label of the
+    `.branchtargets` table it names (to every label of the function where it names no table here)."""
     blocks: list[Block] = [Block([], [])]
     falls_through = [True]
     label_block: dict[str, int] = {}
     branches: list[tuple[int, str]] = []
+    tables = branch_tables(items)
+    labels = [item for item in items if isinstance(item, str) and item not in tables]
     for item in items:
         if isinstance(item, str):
             if blocks[-1].instrs:
@@ -256,11 +263,16 @@ def build_cfg(items: tuple[Instruction | str, ...] | list[Instruction | str]) ->
                 falls_through.append(True)
             label_block[item] = len(blocks) - 1
             continue
+        if item.opcode == BRANCH_TARGETS:
+            continue  # the table itself, data the jump reads
         blocks[-1].instrs.append(item)
         head = item.opcode.split(".")[0]
         if head in ("bra", "brx", "ret", "exit", "trap"):
-            if head in ("bra", "brx"):
-                branches.append((len(blocks) - 1, item.text.split()[-1].strip(";, ")))
+            target = item.text.split()[-1].strip(";, ")
+            if head == "bra":
+                branches.append((len(blocks) - 1, target))
+            elif head == "brx":
+                branches.extend((len(blocks) - 1, label) for label in tables.get(target, labels))
             falls_through[-1] = item.predicated
             blocks.append(Block([], []))
             falls_through.append(True)
@@ -268,9 +280,62 @@ def build_cfg(items: tuple[Instruction | str, ...] | list[Instruction | str]) ->
         if falls_through[index]:
             blocks[index].succ.append(index + 1)
     for index, target in branches:
-        if target in label_block:
+        if target in label_block and label_block[target] not in blocks[index].succ:
             blocks[index].succ.append(label_block[target])
     return blocks
+
+
+def branch_tables(items: tuple[Instruction | str, ...] | list[Instruction | str]) -> dict[str, list[str]]:
+    """A function's jump tables: the label of each `.branchtargets` directive -> the labels it lists."""
+    tables: dict[str, list[str]] = {}
+    for before, item in pairwise(items):
+        if isinstance(before, str) and isinstance(item, Instruction) and item.opcode == BRANCH_TARGETS:
+            listed = item.text[len(BRANCH_TARGETS):]
+            tables[before] = [name.strip() for name in listed.split(",") if name.strip()]
+    return tables
+
+
+def in_cycles(blocks: list[Block]) -> set[int]:
+    """The blocks that lie on a cycle of the graph (a loop): Tarjan's strongly connected components, without
+    recursion, a block in a component of two or more, or one that is its own successor."""
+    index: dict[int, int] = {}
+    low: dict[int, int] = {}
+    stack: list[int] = []
+    on_stack: set[int] = set()
+    out: set[int] = set()
+    for root in range(len(blocks)):
+        if root in index:
+            continue
+        work = [(root, iter(blocks[root].succ))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, successors = work[-1]
+            step = next(successors, None)
+            if step is not None:
+                if step not in index:
+                    index[step] = low[step] = len(index)
+                    stack.append(step)
+                    on_stack.add(step)
+                    work.append((step, iter(blocks[step].succ)))
+                elif step in on_stack:
+                    low[node] = min(low[node], index[step])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1 or node in blocks[node].succ:
+                    out.update(component)
+    return out
 
 
 @dataclass(frozen=True)

@@ -200,14 +200,16 @@ def reads_sass(facts: KernelFacts, patterns: dict[str, list[str]], sass_all: boo
 
 
 def _lacking_sass(facts: Facts, unit: Compiled, sass_all: bool) -> list[str] | None:
-    """The symbols of a CUDA unit whose SASS a rule reads and its listing lacks; None where it cannot be read."""
+    """The symbols of a CUDA unit whose SASS a rule reads and its listing lacks, with the functions each calls (a
+    function ptxas lists apart, `-rdc=true`, is part of its kernel's SASS); None where it cannot be read."""
     found = facts.of(unit, keep=False)
     if found is None:
         return None
     if isinstance(found, str):
         return []  # reported as a failure; disassembly would not help
     patterns = unit.context["sass_patterns"]
-    lacking = [symbol for symbol, item in found if item.sass is None and reads_sass(item, patterns, sass_all)]
+    lacking = list(dict.fromkeys(name for symbol, item in found if item.sass is None
+                                 and reads_sass(item, patterns, sass_all) for name in (symbol, *item.entry.calls)))
     if not lacking:
         facts.of(unit)  # these are the unit's facts: kept
     return lacking
