@@ -29,7 +29,7 @@ from kgate.collect.pysource import jit_kind
 _TRANSPARENT = frozenset({"kgate.register"})
 
 
-def static_expansion(path: Path, function: str) -> dict[str, Any] | None:
+def static_expansion(path: Path, function: str, roots: list[Path] | None = None) -> dict[str, Any] | None:
     """The expansion record of a plain @triton.jit kernel, or None when only an import can tell."""
     info = module_info(path)
     node = info.defs.get(function)

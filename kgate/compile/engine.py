@@ -417,7 +417,7 @@ def _plan_kernels(config: Config, entries: list[TritonEntry], captured: list[Cap
             with open(found[0], "rb"):  # the index takes an unreadable file for an empty one: ask first
                 pass
             p.source_key = kernel_source_key(found[0], p.function, roots, config.root, closures)
-            p.expansion = static_expansion(found[0], p.function)
+            p.expansion = static_expansion(found[0], p.function, roots)
         except OSError as exc:  # the module, or a project module it imports, cannot be read
             p.error = f"cannot read {relpath(Path(exc.filename or found[0]), config.root)}: {exc.strerror}"
             continue
