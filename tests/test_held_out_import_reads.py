@@ -126,35 +126,35 @@ CASES: dict[str, tuple[str, str, dict[str, Any], dict[str, Any], str | None]] = 
         SUBPROCESS, '256 * (1 + 31 * (os.system(sys.executable + " " + os.path.join(HERE, "flag.py")) != 0))',
         {"flag.py": FLAG, "config.json": SMALL_CONFIG}, {"config.json": LARGE_CONFIG}, None),
     "python-child-through-a-shell-line": (
-        SUBPROCESS, 'int(subprocess.run(["sh", "-c", sys.executable + " " + os.path.join(HERE, "gen.py")], '
-                    'capture_output=True, text=True).stdout)', GENERATED, {"config.json": LARGE_CONFIG}, None),
+        SUBPROCESS, ('int(subprocess.run(["sh", "-c", sys.executable + " " + os.path.join(HERE, "gen.py")], '
+                    'capture_output=True, text=True).stdout)'), GENERATED, {"config.json": LARGE_CONFIG}, None),
     "python-child-shell-true": (
-        SUBPROCESS, 'int(subprocess.run(sys.executable + " " + os.path.join(HERE, "gen.py"), shell=True, '
-                    'capture_output=True, text=True).stdout)', GENERATED, {"config.json": LARGE_CONFIG}, None),
+        SUBPROCESS, ('int(subprocess.run(sys.executable + " " + os.path.join(HERE, "gen.py"), shell=True, '
+                    'capture_output=True, text=True).stdout)'), GENERATED, {"config.json": LARGE_CONFIG}, None),
     "python-child-os-popen": (SUBPROCESS, 'int(os.popen(sys.executable + " " + os.path.join(HERE, "gen.py")).read())',
                               GENERATED, {"config.json": LARGE_CONFIG}, None),
     "python-child-run-as-a-module": (SUBPROCESS, 'int(subprocess.check_output([sys.executable, "-m", "gen"], cwd=HERE))',
                                      GENERATED, {"config.json": LARGE_CONFIG}, None),
     "python-child-reads-relative-to-its-own-folder": (
-        SUBPROCESS, 'int(subprocess.check_output([sys.executable, os.path.join(HERE, "rel.py")], '
-                    'cwd=os.path.join(HERE, "conf")))', {"rel.py": REL, "conf/config.txt": "256"},
+        SUBPROCESS, ('int(subprocess.check_output([sys.executable, os.path.join(HERE, "rel.py")], '
+                    'cwd=os.path.join(HERE, "conf")))'), {"rel.py": REL, "conf/config.txt": "256"},
         {"conf/config.txt": "8192"}, None),
     "python-child-given-an-environment-of-its-own": (
-        SUBPROCESS, 'int(subprocess.check_output([sys.executable, os.path.join(HERE, "gen.py")], '
-                    'env={"PATH": os.environ.get("PATH", "")}))', GENERATED, {"config.json": LARGE_CONFIG}, None),
+        SUBPROCESS, ('int(subprocess.check_output([sys.executable, os.path.join(HERE, "gen.py")], '
+                    'env={"PATH": os.environ.get("PATH", "")}))'), GENERATED, {"config.json": LARGE_CONFIG}, None),
     "python-child-reads-an-inherited-variable": (
-        SUBPROCESS, 'int(subprocess.check_output([sys.executable, "-c", '
-                    '"import os; print(os.environ.get(\'MYPROJ_BLOCK\', \'256\'))"]))', {},
+        SUBPROCESS, ('int(subprocess.check_output([sys.executable, "-c", '
+                    '"import os; print(os.environ.get(\'MYPROJ_BLOCK\', \'256\'))"]))'), {},
         {"env:MYPROJ_BLOCK": "8192"}, None),
     "python-child-iterates-the-environment": (
-        SUBPROCESS, 'int(subprocess.check_output([sys.executable, "-c", '
-                    '"import os; print(dict(os.environ).get(\'MYPROJ_BLOCK\', \'256\'))"]))', {},
+        SUBPROCESS, ('int(subprocess.check_output([sys.executable, "-c", '
+                    '"import os; print(dict(os.environ).get(\'MYPROJ_BLOCK\', \'256\'))"]))'), {},
         {"env:MYPROJ_BLOCK": "8192"}, None),
     "python-grandchild": (SUBPROCESS, 'int(subprocess.check_output([sys.executable, os.path.join(HERE, "outer.py")]))',
                           {**GENERATED, "outer.py": OUTER}, {"config.json": LARGE_CONFIG}, None),
     "python-child-popen-communicate": (
-        SUBPROCESS, 'int(subprocess.Popen([sys.executable, os.path.join(HERE, "gen.py")], '
-                    'stdout=subprocess.PIPE).communicate()[0])', GENERATED, {"config.json": LARGE_CONFIG}, None),
+        SUBPROCESS, ('int(subprocess.Popen([sys.executable, os.path.join(HERE, "gen.py")], '
+                    'stdout=subprocess.PIPE).communicate()[0])'), GENERATED, {"config.json": LARGE_CONFIG}, None),
     "python-child-of-asyncio": (SUBPROCESS + ASYNC, 'asyncio.run(_async_run([sys.executable, os.path.join(HERE, "gen.py")]))',
                                 GENERATED, {"config.json": LARGE_CONFIG}, None),
     "python-child-posix-spawn": (SUBPROCESS + SPAWN, '_spawned([sys.executable, os.path.join(HERE, "gen.py")])',
@@ -180,13 +180,13 @@ CASES: dict[str, tuple[str, str, dict[str, Any], dict[str, Any], str | None]] = 
         "", 'int(os.read(os.open(os.path.join(HERE, "b.txt"), os.O_RDONLY | os.O_NONBLOCK), 16) or b"8192")',
         {"b.txt": "256"}, {"b.txt": _fifo}, None),
     "folder-put-first-on-sys-path-at-import-gains-a-module": (
-        "import sys\nsys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), 'over'))\n"
-        "sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), 'base'))\n",
+        ("import sys\nsys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), 'over'))\n"
+        "sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), 'base'))\n"),
         '__import__("consts").B', {"base/consts.py": "B = 256\n", "over/keep.txt": ""},
         {"over/consts.py": "B = 8192\n"}, None),
     "outside-folder-put-on-sys-path-at-import-gains-a-module": (
-        "import sys\nsys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'over'))\n"
-        "sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'base'))\n",
+        ("import sys\nsys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'over'))\n"
+        "sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'base'))\n"),
         '__import__("outconsts").B', {"../base/outconsts.py": "B = 256\n", "../over/keep.txt": ""},
         {"../over/outconsts.py": "B = 8192\n"}, None),
     "expanduser-under-another-home": ("", '_read_or(os.path.expanduser("~/myproj-block.txt"), 256)',
@@ -199,10 +199,10 @@ CASES: dict[str, tuple[str, str, dict[str, Any], dict[str, Any], str | None]] = 
     "getpass-getuser": ("import getpass\n", '8192 if getpass.getuser() == "kgbig" else 256', {},
                         {"env:LOGNAME": "kgbig"}, None),
     "string-template-over-the-environment": (
-        "import string\n", 'int(string.Template("${MYPROJ_BLOCK}").safe_substitute(os.environ).replace('
-                           '"${MYPROJ_BLOCK}", "256"))', {}, {"env:MYPROJ_BLOCK": "8192"}, None),
-    "file-named-by-a-variable": ("import json\n", 'json.load(open(os.environ.get("MYPROJ_TUNE", os.path.join(HERE, '
-                                                  '"t.json"))))["B"]', {"t.json": '{"B": 256}', "../t2.json": '{"B": 8192}'},
+        "import string\n", ('int(string.Template("${MYPROJ_BLOCK}").safe_substitute(os.environ).replace('
+                           '"${MYPROJ_BLOCK}", "256"))'), {}, {"env:MYPROJ_BLOCK": "8192"}, None),
+    "file-named-by-a-variable": ("import json\n", ('json.load(open(os.environ.get("MYPROJ_TUNE", os.path.join(HERE, '
+                                                  '"t.json"))))["B"]'), {"t.json": '{"B": 256}', "../t2.json": '{"B": 8192}'},
                                  {"env:MYPROJ_TUNE": "{parent}/t2.json"}, None),
     "relative-read-after-chdir": (IN_FOLDER, '_in_folder(os.path.join(HERE, "conf"), lambda: int(open("b.txt").read()))',
                                   {"conf/b.txt": "256"}, {"conf/b.txt": "8192"}, None),
@@ -218,14 +218,14 @@ CASES: dict[str, tuple[str, str, dict[str, Any], dict[str, Any], str | None]] = 
                                       "v2/pthconsts.py": "B = 8192\n"}, {"sd/x.pth": "../v2\n"}, None),
     "module-loaded-from-a-file-location": (
         "import importlib.util\n",
-        '(lambda s: (s.loader.exec_module(m := importlib.util.module_from_spec(s)), m.B)[1])('
+        ('(lambda s: (s.loader.exec_module(m := importlib.util.module_from_spec(s)), m.B)[1])('
         'importlib.util.spec_from_file_location("loaded", os.path.join(HERE, "conf", "loaded.txt"), '
         'loader=__import__("importlib.machinery").machinery.SourceFileLoader("loaded", '
-        'os.path.join(HERE, "conf", "loaded.txt"))))', {"conf/loaded.txt": "B = 256\n"},
+        'os.path.join(HERE, "conf", "loaded.txt"))))'), {"conf/loaded.txt": "B = 256\n"},
         {"conf/loaded.txt": "B = 8192\n"}, None),
     "pkgutil-iter-modules": ("import pkgutil\n",
-                             '8192 if any(m.name == "fast" for m in pkgutil.iter_modules([os.path.join(HERE, "plugins")]))'
-                             ' else 256', {"plugins/slow.py": ""}, {"plugins/fast.py": ""}, None),
+                             ('8192 if any(m.name == "fast" for m in pkgutil.iter_modules([os.path.join(HERE, "plugins")]))'
+                             ' else 256'), {"plugins/slow.py": ""}, {"plugins/fast.py": ""}, None),
     "symlinked-folder-outside-the-project": ("", 'int(open(os.path.join(HERE, "ext", "b.txt")).read())',
                                              {"../outside/b.txt": "256", "ext": _link("../outside")},
                                              {"../outside/b.txt": "8192"}, None),
@@ -241,14 +241,14 @@ UNKEYABLE: dict[str, tuple[str, str, dict[str, Any]]] = {
                                     {"seed.bin": _link("/dev/urandom")}),
     "project-link-to-dev-zero": ("", '256 if len(open(os.path.join(HERE, "z.bin"), "rb").read(4)) == 4 and _once() else 1',
                                  {"z.bin": _link("/dev/zero")}),
-    "fifo-in-the-project": ("", '256 if not os.read(os.open(os.path.join(HERE, "ctl"), os.O_RDONLY | os.O_NONBLOCK), 8)'
-                                ' and _once() else 1', {"ctl": _fifo}),
-    "a-connection": ("import socket\n", '256 if socket.socket(socket.AF_INET, socket.SOCK_DGRAM).connect(("127.0.0.1", 9))'
-                                        ' is None and _once() else 1', {}),
-    "python-child-in-isolated-mode": (SUBPROCESS, '256 if subprocess.check_output([sys.executable, "-I", "-c", '
-                                                  '"print(1)"]) and _once() else 1', {}),
-    "python-child-without-site": (SUBPROCESS, '256 if subprocess.check_output([sys.executable, "-S", "-c", "print(1)"]) '
-                                              'and _once() else 1', {}),
+    "fifo-in-the-project": ("", ('256 if not os.read(os.open(os.path.join(HERE, "ctl"), os.O_RDONLY | os.O_NONBLOCK), 8)'
+                                ' and _once() else 1'), {"ctl": _fifo}),
+    "a-connection": ("import socket\n", ('256 if socket.socket(socket.AF_INET, socket.SOCK_DGRAM).connect(("127.0.0.1", 9))'
+                                        ' is None and _once() else 1'), {}),
+    "python-child-in-isolated-mode": (SUBPROCESS, ('256 if subprocess.check_output([sys.executable, "-I", "-c", '
+                                                  '"print(1)"]) and _once() else 1'), {}),
+    "python-child-without-site": (SUBPROCESS, ('256 if subprocess.check_output([sys.executable, "-S", "-c", "print(1)"]) '
+                                              'and _once() else 1'), {}),
 }
 
 # (preamble, BLOCK expression, files): the second run compiles nothing.
@@ -258,8 +258,8 @@ KEPT: dict[str, tuple[str, str, dict[str, Any]]] = {
     "python-child-that-reads-nothing": (SUBPROCESS, 'int(subprocess.check_output([sys.executable, "-c", "print(256)"]))',
                                         {}),
     "python-child-given-a-variable-by-the-module": (
-        SUBPROCESS, 'int(subprocess.check_output([sys.executable, "-c", "import os; print(os.environ[\'MYPROJ_X\'])"], '
-                    'env={**os.environ, "MYPROJ_X": "256"}))', {}),
+        SUBPROCESS, ('int(subprocess.check_output([sys.executable, "-c", "import os; print(os.environ[\'MYPROJ_X\'])"], '
+                    'env={**os.environ, "MYPROJ_X": "256"}))'), {}),
     "python-child-reading-a-project-file": (SUBPROCESS, RUN_GEN, GENERATED),
     "dev-null-opened-for-reading-and-writing": ("", '256 if os.open(os.devnull, os.O_RDWR) else 1', {}),
     "import-torch": ("import torch\n", "256", {}),

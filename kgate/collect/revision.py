@@ -107,10 +107,11 @@ def checkout(root: Path, commit: str) -> Iterator[Path]:
         _worktree(root, tree, commit, made)
         yield tree
     finally:
-        for repo, folder in reversed(made[1:]):  # the submodules' checkouts, innermost first
-            _git(repo, "worktree", "remove", "--force", str(folder), check=False)
+        # The submodules' checkouts, innermost first; twice forced: one a signal cut short is still locked.
+        for repo, folder in reversed(made[1:]):
+            _git(repo, "worktree", "remove", "--force", "--force", str(folder), check=False)
             _git(repo, "worktree", "prune", check=False)
-        _git(root, "worktree", "remove", "--force", str(tree), check=False)
+        _git(root, "worktree", "remove", "--force", "--force", str(tree), check=False)
         shutil.rmtree(scratch, ignore_errors=True)
         made_scratch.forget(scratch)
         _git(root, "worktree", "prune", check=False)
@@ -120,12 +121,12 @@ def checkout(root: Path, commit: str) -> Iterator[Path]:
 
 def _worktree(repo: Path, folder: Path, commit: str, made: list[tuple[Path, Path]]) -> None:
     """`commit` of `repo` checked out (detached) at `folder`, and its submodules in it, recursively."""
+    made.append((repo, folder))  # before it is made: a signal during `worktree add` leaves it half made, locked
     try:
         _git(repo, "worktree", "add", "--detach", "--quiet", str(folder), commit)
     except tools.ToolFailed as exc:
         raise ConfigError(f"cannot check out {commit[:12]}: {(exc.output.strip().splitlines() or [''])[-1]}") \
             from None
-    made.append((repo, folder))
     for path, pinned in _gitlinks(repo, commit):
         clone = _clone(repo, commit, path)
         if clone is None:

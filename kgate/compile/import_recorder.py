@@ -141,10 +141,10 @@ class recording:  # used as a `with` statement, as `open` is
         rec.where = None
 
 
-def note_imports(rec: Recorder, before: set[str], path: list[str]) -> None:
+def note_imports(rec: Recorder, before: set[str], sys_path: list[str]) -> None:
     """The files of the modules imported since `before`, and the files that would change what a name imported or
     looked for resolves to: a file appearing in a python-path folder, or in a folder the import put on sys.path
-    (since `path`)."""
+    (since it was `sys_path`)."""
     resolved = set()  # names whose resolution a file appearing in a python-path folder would change
     for name, module in list(sys.modules.items()):
         if name in before:
@@ -158,8 +158,8 @@ def note_imports(rec: Recorder, before: set[str], path: list[str]) -> None:
             resolved.add(name)  # the project's module: an earlier folder, a package of its name shadows it
         resolved.add(name.partition(".")[0])  # an installed one: a project module of its name shadows it
     roots = list(rec.where.roots) if rec.where is not None else []
-    folders = list(dict.fromkeys([*roots, *(os.path.abspath(p or os.curdir) for p in sys.path if p not in path
-                                            and isinstance(p, str))]))
+    added = [p for p in sys.path if isinstance(p, str) and p not in sys_path]
+    folders = list(dict.fromkeys([*roots, *(os.path.abspath(p or os.curdir) for p in added)]))
     for name in _LOOKED_FOR | resolved:
         if name not in sys.modules or name in resolved:  # not found: a file that appears later is imported
             for folder in folders:
