@@ -162,6 +162,27 @@ CASES: dict[str, tuple[str, str, dict[str, Any], dict[str, Any], str | None]] = 
     "python-script-run-by-its-shebang": (SUBPROCESS, 'int(subprocess.check_output([os.path.join(HERE, "gen.py")]))',
                                          {"gen.py": _script(GEN), "config.json": SMALL_CONFIG},
                                          {"config.json": LARGE_CONFIG}, None),
+    "python-child-forks-a-reader": (
+        SUBPROCESS, 'int(subprocess.check_output([sys.executable, os.path.join(HERE, "forker.py")]))',
+        {"forker.py": FORK + 'import os\nprint(_forked_read(os.path.join(os.path.dirname(os.path.abspath(__file__)), '
+                             '"b.txt")))\n', "b.txt": "256"}, {"b.txt": "8192"}, None),
+    "python-child-reads-a-variable-the-module-set-from-a-file": (
+        SUBPROCESS, '(os.environ.__setitem__("MYPROJ_B", open(os.path.join(HERE, "b.txt")).read()), int('
+                    'subprocess.check_output([sys.executable, "-c", "import os; print(os.environ[\'MYPROJ_B\'])"])))[1]',
+        {"b.txt": "256"}, {"b.txt": "8192"}, None),
+    "python-child-reads-a-variable-the-module-put-with-putenv": (
+        SUBPROCESS, '(os.putenv("MYPROJ_B", open(os.path.join(HERE, "b.txt")).read()), int('
+                    'subprocess.check_output([sys.executable, "-c", "import os; print(os.environ[\'MYPROJ_B\'])"])))[1]',
+        {"b.txt": "256"}, {"b.txt": "8192"}, None),
+    "python-child-that-execs-another": (
+        SUBPROCESS, 'int(subprocess.check_output([sys.executable, os.path.join(HERE, "reexec.py")]))',
+        {**GENERATED, "reexec.py": 'import os, sys\nos.execv(sys.executable, [sys.executable, os.path.join('
+                                   'os.path.dirname(os.path.abspath(__file__)), "gen.py")])\n'},
+        {"config.json": LARGE_CONFIG}, None),
+    "python-child-through-os-spawnv": (
+        SUBPROCESS, '256 * (1 + 31 * (os.spawnv(os.P_WAIT, sys.executable, [sys.executable, os.path.join(HERE, '
+                    '"flag.py")]) != 0))', {"flag.py": FLAG, "config.json": SMALL_CONFIG}, {"config.json": LARGE_CONFIG},
+        None),
     "forked-process-reads-a-file": (FORK, '_forked_read(os.path.join(HERE, "b.txt"))', {"b.txt": "256"},
                                     {"b.txt": "8192"}, None),
     "file-read-in-a-thread": (THREAD, 'int(_in_thread(lambda: open(os.path.join(HERE, "b.txt")).read()))',

@@ -6,7 +6,7 @@ import starts is handed the recorder: its environment carries `KGATE_IMPORT_READ
 view the names are made in) and puts `boot/sitecustomize.py` first on PYTHONPATH. A Python program loads the
 recorder from there before its own code runs, takes both away from its environment again (the program sees the
 environment it was given), and writes each read to a report file as it makes it; a process forked during the
-import (multiprocessing, `os.fork`) goes on recording and writes its reads the same way. When the import ends,
+import (`os.fork`) goes on recording and writes its reads the same way. When the import ends,
 the reports are read back into the import's reads (`Children.merge`).
 
 A read is written before what was read can be used, so what a child read before the import ended is in its report
@@ -20,12 +20,13 @@ what it reads besides is not seen.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shutil
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -193,7 +194,8 @@ _SAVED: dict[str, Any] = {}
 
 
 def patch(rec: Recorder) -> None:
-    """Every program the import starts gets the recorder: through subprocess, os.system and os.posix_spawn."""
+    """Every program the import starts gets the recorder: through subprocess, os.system, os.posix_spawn and the
+    os.exec functions (os.spawn* among their callers)."""
     import inspect
     import subprocess
 
@@ -204,44 +206,64 @@ def patch(rec: Recorder) -> None:
         try:
             bound = signature.bind(self, *args, **kwargs)
             given, shell = bound.arguments, bool(bound.arguments.get("shell"))
-            command = _argv(given["args"])
-            if given.get("executable") and not shell:  # the program run; args[0] is only its name
-                command = [os.fsdecode(given["executable"]), *command[1:]]
-            given["env"] = _guarded(rec, lambda: child_env(rec, given.get("env"), command, shell))
-            args, kwargs = bound.args[1:], bound.kwargs
-        except Exception:  # noqa: BLE001 - the program runs as the module asked; what it reads is not known
-            rec.unkeyable("a program started without the recorder")
-        real_init(self, *args, **kwargs)
+        except TypeError:  # Popen itself says what is wrong with the call
+            real_init(self, *args, **kwargs)
+            return
+        command = _argv(given["args"])
+        if given.get("executable") and not shell:  # the program run; args[0] is only its name
+            command = [os.fsdecode(given["executable"]), *command[1:]]
+        if given.get("env") is None:  # the process's own environment, putenv's included: given for the call
+            with _process_env(rec, command, shell):
+                real_init(self, *args, **kwargs)
+            return
+        given["env"] = _handed_on(rec, given["env"], command, shell)
+        real_init(*bound.args, **bound.kwargs)
 
     subprocess.Popen.__init__ = popen_init  # type: ignore[method-assign]
     real_system = _SAVED["system"] = os.system
 
-    def system(command: Any) -> int:  # the shell takes the process's own environment: set for the call
+    def system(command: Any) -> int:
         line = os.fsdecode(command) if isinstance(command, (str, bytes, os.PathLike)) else ""
-        now = {name: os.fsdecode(os.environ._data[os.fsencode(name)])  # type: ignore[attr-defined]
-               for name in (ENV, "PYTHONPATH") if os.fsencode(name) in os.environ._data}  # type: ignore[attr-defined]
-        env = _guarded(rec, lambda: child_env(rec, {k: v for k, v in now.items() if k != ENV}, ["sh", "-c", line]))
-        for name, text in env.items():
-            os.putenv(name, text)
-        try:
+        with _process_env(rec, ["sh", "-c", line]):
             return int(real_system(command))
-        finally:
-            for name in env:
-                os.putenv(name, now[name]) if name in now else os.unsetenv(name)
 
     os.system = system
-    for name in ("posix_spawn", "posix_spawnp"):
+    real_execv = _SAVED["execv"] = os.execv
+
+    def execv(path: Any, argv: Any) -> None:
+        with _process_env(rec, [os.fsdecode(path), *_argv(argv)[1:]]):
+            real_execv(path, argv)
+
+    os.execv = execv  # type: ignore[assignment]
+    for name in ("posix_spawn", "posix_spawnp", "execve"):
         real = getattr(os, name, None)
         if real is not None:
             _SAVED[name] = real
-            setattr(os, name, _spawn(rec, real))
+            setattr(os, name, _with_env(rec, real))
 
 
-def _spawn(rec: Recorder, real: Callable[..., int]) -> Callable[..., int]:
-    def spawn(path: Any, argv: Any, env: Any, *args: Any, **kwargs: Any) -> int:
-        env = _guarded(rec, lambda: child_env(rec, env, _argv(argv)))
+@contextlib.contextmanager
+def _process_env(rec: Recorder, command: list[str], shell: bool = False) -> Iterator[None]:
+    """The recorder in this process's own environment (what a program started without an environment of its own
+    gets) for the length of a call: as os.putenv sets it, so that os.environ is left as the module made it."""
+    data = os.environ._data  # type: ignore[attr-defined]
+    now = {name: os.fsdecode(data[os.fsencode(name)]) for name in (ENV, "PYTHONPATH") if os.fsencode(name) in data}
+    env = _handed_on(rec, {k: v for k, v in now.items() if k != ENV}, command, shell)
+    for name, text in env.items():
+        os.putenv(name, text)
+    try:
+        yield
+    finally:
+        for name in env:
+            os.putenv(name, now[name]) if name in now else os.unsetenv(name)
+
+
+def _with_env(rec: Recorder, real: Callable[..., Any]) -> Callable[..., Any]:
+    """os.posix_spawn, os.posix_spawnp or os.execve, whose environment is their third argument."""
+    def call(path: Any, argv: Any, env: Any, *args: Any, **kwargs: Any) -> Any:
+        env = _handed_on(rec, env, [os.fsdecode(path), *_argv(argv)[1:]])
         return real(path, argv, env, *args, **kwargs)
-    return spawn
+    return call
 
 
 def _guarded(rec: Recorder, make: Callable[[], Any]) -> Any:
@@ -253,14 +275,22 @@ def _guarded(rec: Recorder, make: Callable[[], Any]) -> Any:
         rec.busy = busy
 
 
+def _handed_on(rec: Recorder, env: Mapping[Any, Any] | None, command: list[str], shell: bool = False) -> Any:
+    """`child_env`, or where it cannot be made, `env` as given: the program runs as the module asked (the import
+    is then not keyable)."""
+    try:
+        return _guarded(rec, lambda: child_env(rec, env, command, shell))
+    except Exception:  # noqa: BLE001 - recording must never change what the module runs
+        rec.unkeyable("a program started without the recorder")
+        return env
+
+
 def unpatch() -> None:
     import subprocess
 
     if "Popen" in _SAVED:
         subprocess.Popen.__init__ = _SAVED.pop("Popen")  # type: ignore[method-assign]
-    if "system" in _SAVED:
-        os.system = _SAVED.pop("system")
-    for name in ("posix_spawn", "posix_spawnp"):
+    for name in ("system", "execv", "posix_spawn", "posix_spawnp", "execve"):
         if name in _SAVED:
             setattr(os, name, _SAVED.pop(name))
 
