@@ -8,10 +8,13 @@ by a signal or killed. Each side is compiled for real; the counts are what a cor
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -274,34 +277,37 @@ def test_a_submodule_removed_in_a_linked_worktree(tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------------------------------------- at once, stopped
 
-def _process(project: Path, *args: str) -> subprocess.Popen:
-    """`kgate diff ARGS` in a process of its own, its temporary folders in the test's (`_scratch`)."""
-    env = {**GIT_ENV, "TMPDIR": str(_scratch(project))}
+@pytest.fixture
+def scratch() -> Iterator[Path]:
+    """A temporary folder of the test's own for the diffs it runs in processes, short enough to hold the sockets
+    of their compile workers (a pytest folder is too deep for a socket's name)."""
+    folder = Path(tempfile.mkdtemp(prefix="kgd-"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _process(project: Path, scratch: Path, *args: str) -> subprocess.Popen:
+    """`kgate diff ARGS` in a process of its own, its temporary folders in `scratch`."""
+    env = {**GIT_ENV, "TMPDIR": str(scratch)}
     env.pop("TRITON_INTERPRET", None)
     return subprocess.Popen([sys.executable, "-m", "kgate", "diff", *args], cwd=project, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def test_two_diffs_against_different_bases_at_once(tmp_path: Path) -> None:
+def test_two_diffs_against_different_bases_at_once(tmp_path: Path, scratch: Path) -> None:
     project = _repo(tmp_path / "p", {"ops.py": TUNED, "tune.json": SMALL})
     (project / "tune.json").write_text(LARGE)
     _commit(project, "large")
     (project / "tune.json").write_text(SMALL)
-    runs = [_process(project, "HEAD"), _process(project, "HEAD~1")]
+    runs = [_process(project, scratch, "HEAD"), _process(project, scratch, "HEAD~1")]
     outs = [run.communicate(timeout=600) for run in runs]
     assert "0 identical, 1 changed" in outs[0][0], outs[0]
     assert "1 identical, 0 changed" in outs[1][0], outs[1]
-    assert not _left_worktrees(project) and not _checkouts_left(project)
+    assert not _left_worktrees(project) and not _checkouts_left(scratch)
 
 
-def _scratch(project: Path) -> Path:
-    folder = project.parent / "tmp"
-    folder.mkdir(exist_ok=True)
-    return folder
-
-
-def _checkouts_left(project: Path) -> list[str]:
-    return sorted(p.name for p in _scratch(project).iterdir() if p.name.startswith("kgate-base-"))
+def _checkouts_left(scratch: Path) -> list[str]:
+    return sorted(p.name for p in scratch.iterdir() if p.name.startswith("kgate-base-"))
 
 
 def _when_checked_out(project: Path, run: subprocess.Popen, limit: float = 120) -> None:
@@ -311,38 +317,38 @@ def _when_checked_out(project: Path, run: subprocess.Popen, limit: float = 120) 
         time.sleep(0.1)
 
 
-def test_a_diff_stopped_by_sigterm_leaves_nothing_and_the_next_is_right(tmp_path: Path) -> None:
+def test_a_diff_stopped_by_sigterm_leaves_nothing_and_the_next_is_right(tmp_path: Path, scratch: Path) -> None:
     project = _repo(tmp_path / "p", {"ops.py": SLOW, "tune.json": SMALL})
     (project / "tune.json").write_text(LARGE)
-    run = _process(project, "HEAD")
+    run = _process(project, scratch, "HEAD")
     _when_checked_out(project, run)
     run.send_signal(signal.SIGTERM)
     run.communicate(timeout=120)
-    assert run.returncode != 0 and not _left_worktrees(project) and not _checkouts_left(project)
+    assert run.returncode != 0 and not _left_worktrees(project) and not _checkouts_left(scratch)
     again = _diff(project, "HEAD")
     assert again.code == 0 and "0 identical, 1 changed" in _counts(again), again.stdout + again.stderr
 
 
-def test_a_diff_stopped_while_its_checkout_is_made(tmp_path: Path) -> None:
+def test_a_diff_stopped_while_its_checkout_is_made(tmp_path: Path, scratch: Path) -> None:
     """SIGTERM while `git worktree add` still checks out (a slow filter): the half-made checkout, which git
     keeps locked, is removed all the same."""
     project = _repo(tmp_path / "p", {"ops.py": TUNED, "tune.json": SMALL, ".gitattributes": "*.json filter=slow\n"})
     _git(project, "config", "filter.slow.smudge", "sleep 4; cat")
     _git(project, "config", "filter.slow.clean", "cat")
-    run = _process(project, "HEAD")
+    run = _process(project, scratch, "HEAD")
     _when_checked_out(project, run)
     time.sleep(0.5)
     run.send_signal(signal.SIGTERM)
     run.communicate(timeout=120)
     time.sleep(5)  # what git left running has finished
     assert run.returncode != 0 and not _left_worktrees(project), _git(project, "worktree", "list")
-    assert not _checkouts_left(project)
+    assert not _checkouts_left(scratch)
 
 
-def test_a_diff_killed_outright_does_not_stop_the_next(tmp_path: Path) -> None:
+def test_a_diff_killed_outright_does_not_stop_the_next(tmp_path: Path, scratch: Path) -> None:
     project = _repo(tmp_path / "p", {"ops.py": SLOW, "tune.json": SMALL})
     (project / "tune.json").write_text(LARGE)
-    run = _process(project, "HEAD")
+    run = _process(project, scratch, "HEAD")
     _when_checked_out(project, run)
     stale = _left_worktrees(project)
     os.kill(run.pid, signal.SIGKILL)

@@ -29,15 +29,20 @@ def revision_diff(config: Config, options: CheckOptions, base_rev: str | None, p
     """The working tree against `base_rev` (default: the merge base with the default branch, or HEAD~1);
     `pairs`: side-by-side SASS of that many changed variants (`kgate audit --diff`)."""
     project = config.source.parent if config.source is not None else config.root
-    top = revision.repository(project)
+    nothing = nothing_to_gate(config, triton_entries(config), captured_specs(config))
+    try:
+        top = revision.repository(project)
+    except ConfigError:
+        if nothing:  # no kernel here, and no revision to have one: what the working tree lacks is said
+            raise ConfigError(nothing) from None
+        raise
     rev, named = (base_rev, base_rev) if base_rev else revision.default_base(top)
     commit = revision.commit_of(top, rev)
     cache_dir = str((config.root / config.cache_dir).resolve())
     with revision.checkout(top, commit) as tree:
         base_config = _base_config(config, top, tree, named, cache_dir)  # a base that cannot be read fails first
-        nothing = [nothing_to_gate(c, triton_entries(c), captured_specs(c)) for c in (config, base_config)]
-        if all(nothing):  # neither side has a kernel: what the working tree lacks is said
-            raise ConfigError(str(nothing[0]))
+        if nothing and nothing_to_gate(base_config, triton_entries(base_config), captured_specs(base_config)):
+            raise ConfigError(nothing)  # neither side has a kernel: what the working tree lacks is said
         head = compile_side(config, options, "working tree", progress)
         base = compile_side(base_config, options, f"{named} ({commit[:12]})", progress)
         require_selection(options, base, head)
