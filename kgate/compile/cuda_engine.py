@@ -38,7 +38,7 @@ from kgate.compile.units import CUBIN, Compiled, CompileFailure
 from kgate.core.config import Config
 from kgate.core.errors import ToolchainError
 from kgate.support.atomicio import read_input
-from kgate.support.compiler_env import nvcc_environment
+from kgate.support.compiler_env import nvcc_environment, nvcc_programs
 from kgate.support.toolchain import CudaToolchain, cuda_include_dir
 
 # The symbols of a unit whose SASS a rule reads and the unit's listing lacks ([] for none); None where the facts
@@ -164,7 +164,8 @@ def _plan(config: Config, source: CudaSource, target: str, toolchain: CudaToolch
           nvrtc_includes: list[str], patterns: dict[str, list[str]]) -> _Task:
     arch = choose_arch(source.archs, target)
     version = toolchain.versions().get(compiler, "")
-    environment = nvcc_environment() if compiler == "nvcc" else {}
+    environment = {**nvcc_environment(), **nvcc_programs(str(toolchain.nvcc.path), source.flags)} \
+        if compiler == "nvcc" else {}
     key = digest("cuda", CUDA_FORMAT, kgate.__version__, compiler, version, source.rel, source.key,
                  list(source.flags), arch.virtual, arch.real, target, *([environment] if environment else []))
     entry = source.entry

@@ -496,9 +496,10 @@ def _expand(config: Config, planned: list[_Planned], pool: Pool, cache: Cache, t
         if outcome.ok:
             p.reads = {n: v for n, v in (outcome.reads or {}).items() if n not in covered[id(p)]}
             p.expansion = p.expansion or outcome.value
-            made = import_reads.key(pres[id(p)], p.reads)
-            cache.put("expand", made, outcome.value, {"imported": _note_imported(outcome.imported)})
-            p.import_key = import_reads.remember(cache, pres[id(p)], p.reads)
+            if import_reads.keyable(p.reads):  # else no key: neither it nor its compiles are kept
+                made = import_reads.key(pres[id(p)], p.reads)
+                cache.put("expand", made, outcome.value, {"imported": _note_imported(outcome.imported)})
+                p.import_key = import_reads.remember(cache, pres[id(p)], p.reads)
         elif p.expansion is None:
             p.error = _first_line(outcome)
             p.missing = outcome.user_error and MISSING_ATTRIBUTE in p.error
@@ -527,9 +528,11 @@ def _note_reads(read: dict[str, Any], where: import_reads.View) -> None:
         kind, _, rest = name.partition(":")
         if kind == "env":
             reads.note_env(rest)
+        elif kind == import_reads.UNRECORDED:  # what it read cannot be looked at again: the run is not replayed
+            reads.note_unreadable()
         elif kind in ("dir", "dists"):
             reads.note_folder(where.path(rest))
-        elif kind in ("file", "stat", "link"):
+        elif kind in ("file", "stat", "lstat", "link"):
             reads.note(where.path(rest))
 
 

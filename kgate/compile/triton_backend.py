@@ -86,10 +86,10 @@ def _run_setup(paths: list[str]) -> None:
 def _imported(payload: dict[str, Any], kernel: str) -> Any:
     """The registered object, its module imported (the set-up hook first) with what the import reads recorded:
     the key of the records made from it (`kgate.compile.import_reads`)."""
-    from kgate.compile import import_reads
+    from kgate.compile import import_recorder
 
     roots = payload.get("roots") or payload["sys_path"]
-    with import_reads.recording(roots[0], roots, payload.get("cwd")):
+    with import_recorder.recording(roots[0], roots, payload.get("cwd")):
         _prepare(payload)
         return _load(kernel)
 
