@@ -3,8 +3,9 @@
 `generate(root, files=12, heavy=...)` writes `files` `.cu` files under `csrc/`, each a set of
 templated kernels instantiated explicitly through macros over dtypes and tile sizes (hundreds of
 instances per file, as an engine's activation, norm, GEMM, top-k, PDL and block-scaled MMA files
-have), one of them much heavier than the rest (many more and larger GEMM tiles: about 45% of all
-compile time at the default sizes), and a kgate.toml that gates them for sm_120a. Some kernels keep
+have), one of them much heavier than the rest (many more and larger GEMM tiles: about a third of nvcc's
+CPU time over the 8 files of `bench/cuda_floor_bench.py`'s default, more with more `heavy_tiles`), and a
+kgate.toml that gates them for sm_120a. Some kernels keep
 arrays in local memory (a stack frame, whose SASS a rule reads), some wait on the previous grid
 (PDL, configured and launched with `cudaLaunchKernelEx`), some issue block-scaled MMA (expected).
 Deterministic: the same arguments give the same files.
