@@ -66,8 +66,23 @@ class Sources:
     def pipeline(self) -> Pipeline | None:
         return parse_pipeline(self.artifacts.ttgir)
 
+    def reading(self, artifacts: Artifacts) -> Sources:
+        """The sources of `artifacts`, with what this one has parsed already where they hold the same texts (a unit
+        read again once its SASS is added parses only the SASS)."""
+        found = Sources(artifacts)
+        before = self.artifacts
+        if (artifacts.ptx, artifacts.ptxas_log, artifacts.ttgir) == (before.ptx, before.ptxas_log, before.ttgir):
+            for name in _NOT_SASS:
+                if name in self.__dict__:
+                    found.__dict__[name] = self.__dict__[name]
+        return found
+
     def entry_names(self) -> list[str]:
         return [entry.name for entry in self.ptx.entries]
+
+
+# What Sources parses from the PTX, the ptxas log and the TTGIR (cached per instance, by `cached_property`).
+_NOT_SASS = ("ptx", "headers", "ptxas", "frames", "pipeline")
 
 
 # --------------------------------------------------------------------------- extractors: (sources, entry) -> value

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import cached_property, lru_cache
 from itertools import pairwise
 
 from kgate.core.errors import ParseError
@@ -24,6 +25,7 @@ _LOC = re.compile(r"^\s*\.loc\s+(\d+)\s+(\d+)\s+(\d+)")
 _FILE = re.compile(r'^\s*\.file\s+(\d+)\s+"([^"]*)"', re.MULTILINE)
 _LABEL = re.compile(r"^\s*([$%\w]+):(?!:)")
 _PRED = re.compile(r"^@(!?)(%?[\w]+)\s+")
+_BRACE = re.compile(r"[{}]")
 _MMA_PREFIXES = ("mma.", "wgmma.mma_async", "tcgen05.mma")
 
 BRANCH_TARGETS = ".branchtargets"  # a jump table: `$L_brx_0: .branchtargets $L1, $L2;`, read by `brx.idx`
@@ -98,16 +100,26 @@ class PtxFacts:
             if len(self.entries) != 1:
                 raise ParseError(f"expected one .entry in PTX, found {len(self.entries)}")
             return self.entries[0]
+        found = self._by_name.get(name)
+        if found is None:
+            raise ParseError(f"no .entry {name!r} in PTX")
+        return found
+
+    @cached_property
+    def _by_name(self) -> dict[str, PtxEntry]:
+        """Entries by name (the first of a name): asked once per fact of every kernel of a file."""
+        out: dict[str, PtxEntry] = {}
         for entry in self.entries:
-            if entry.name == name:
-                return entry
-        raise ParseError(f"no .entry {name!r} in PTX")
+            out.setdefault(entry.name, entry)
+        return out
 
 
+@lru_cache(maxsize=4096)
 def is_mma(opcode: str) -> bool:
     return opcode.startswith(_MMA_PREFIXES) and not opcode.startswith(("wgmma.fence", "wgmma.commit", "wgmma.wait"))
 
 
+@lru_cache(maxsize=4096)  # asked of every instruction, again for each entry that reaches it; opcodes repeat
 def is_global_access(opcode: str) -> bool:
     """Whether an instruction reads or writes global memory (or may: generic).
 
@@ -157,28 +169,38 @@ def functions(text: str) -> list[PtxFunction]:
 
 
 def _split_functions(text: str) -> list[tuple[str, str, str, int]]:
-    """(kind, name, body text, line number of the body's first line) per function."""
+    """(kind, name, body text, line number of the body's first line) per function.
+
+    A body is the first `{` after the header (none before a `;`: a prototype) to its matching `}` (to the end of
+    the text when it has none). Linear in the text: every brace is matched in one pass, and lines are counted on
+    from the previous body's start, not from the top each time (a CUDA file's PTX has thousands of functions).
+    """
+    closing = _matching_braces(text)
     out = []
+    counted, line = 0, 1
     for match in _FUNC_HEAD.finditer(text):
         kind, name = match.group(1), match.group(2)
-        # Find the body: the first '{' after the parameter list, matched to its '}'.
         start = text.find("{", match.end())
-        semi = text.find(";", match.end())
-        if start < 0 or (0 <= semi < start):
+        semi = text.find(";", match.end(), start if start >= 0 else len(text))
+        if start < 0 or semi >= 0:
             continue  # a declaration (prototype) without a body
-        depth = 0
-        end = start
-        for end in range(start, len(text)):
-            ch = text[end]
-            if ch == "{":
-                depth += 1
-            elif ch == "}":
-                depth -= 1
-                if depth == 0:
-                    break
-        first_line = text.count("\n", 0, start) + 1
-        out.append((kind, name, text[start + 1 : end], first_line))
+        end = closing.get(start, len(text) - 1)
+        line += text.count("\n", counted, start)
+        counted = start
+        out.append((kind, name, text[start + 1 : end], line))
     return out
+
+
+def _matching_braces(text: str) -> dict[int, int]:
+    """Position of each `{` -> position of the `}` that closes it (a `{` never closed is left out)."""
+    closing: dict[int, int] = {}
+    open_at: list[int] = []
+    for brace in _BRACE.finditer(text):
+        if brace.group() == "{":
+            open_at.append(brace.start())
+        elif open_at:
+            closing[open_at.pop()] = brace.start()
+    return closing
 
 
 def _instructions(body: str, first_line: int, files: dict[int, str]) -> list[Instruction | str]:
@@ -367,13 +389,22 @@ def entry_headers(text: str) -> dict[str, EntryHeader]:
             threads = 1
             for group in ntid.groups():
                 threads *= count(group) if group else 1
-        first = None
-        for line in text[start:].split("\n", 400)[:400]:
-            loc = _LOC.match(line)
-            if loc:
-                file_no, src_line, col = (count(g) for g in loc.groups())
-                if src_line:
-                    first = SourceLoc(files.get(file_no, str(file_no)), src_line, col)
-                    break
-        out[match.group(2)] = EntryHeader(match.group(2), first, threads)
+        out[match.group(2)] = EntryHeader(match.group(2), _first_loc(text, start, files), threads)
     return out
+
+
+def _first_loc(text: str, start: int, files: dict[int, str]) -> SourceLoc | None:
+    """The first `.loc` with a line in the 400 lines from `start` (read in place: a copy of the rest of the text
+    for every entry would make reading a module quadratic in its size)."""
+    begin = start
+    for _ in range(400):
+        end = text.find("\n", begin)
+        loc = _LOC.match(text[begin:] if end < 0 else text[begin:end])
+        if loc:
+            file_no, src_line, col = (count(g) for g in loc.groups())
+            if src_line:
+                return SourceLoc(files.get(file_no, str(file_no)), src_line, col)
+        if end < 0:
+            return None
+        begin = end + 1
+    return None
