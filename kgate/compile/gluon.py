@@ -1,0 +1,53 @@
+"""Gluon kernels (`@gluon.jit`, `triton.experimental.gluon`): what differs in compiling them offline.
+
+A Gluon kernel is launched through the same launcher as a Triton kernel (its `GluonJITFunction` is a
+`JITFunction`), so it is captured, registered and specialised the same way. Its compile differs: the source is
+Gluon's own class, which puts the layout attributes on the module before the front end runs, and its first IR is
+Gluon's, not TTIR. Runs in compile workers only (Triton is imported when asked).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+GLUON = "triton.experimental.gluon"
+GLUON_SINCE = "3.4"  # the first Triton release with Gluon
+
+
+def lacks_gluon(exc: BaseException) -> str | None:
+    """What to say when a module cannot import Gluon because this Triton has none (a release before 3.4): the
+    release and where Gluon begins, instead of Python's "No module named 'triton.experimental'"."""
+    missing = getattr(exc, "name", None)
+    if not isinstance(exc, ModuleNotFoundError) or missing not in (GLUON, GLUON.rsplit(".", 1)[0]):
+        return None
+    import triton
+
+    version = getattr(triton, "__version__", "?")
+    return (f"it uses Gluon ({GLUON}), which Triton {version} does not have (Gluon came with Triton {GLUON_SINCE}): "
+            f"its Gluon kernels cannot be compiled with this Triton")
+
+
+def source_class(fn: Any) -> Any:
+    """The class Triton's launcher compiles `fn` through: Gluon's `GluonASTSource` for a `@gluon.jit` kernel (its
+    launcher's binder says so in every release with Gluon, 3.4 on), `ASTSource` for any other. A Gluon kernel
+    compiled as Triton source fails in the parser: Gluon's ops need the layout attributes its source class puts
+    on the module first."""
+    is_gluon = getattr(fn, "is_gluon", None)
+    if callable(is_gluon) and is_gluon():
+        from triton.experimental.gluon._runtime import GluonASTSource
+
+        return GluonASTSource
+    from triton.compiler import ASTSource
+
+    return ASTSource
+
+
+def first_ir(asm: dict[str, Any]) -> str:
+    """The front end's first IR of a compile: Triton's TTIR, or Gluon's GLIR (a Gluon kernel has no TTIR: its
+    source is lowered with its layouts, straight to TritonGPU; Triton 3.6 to 3.8 name that stage `ttgir` too, and
+    their first is the module the front end made, kept as `source`)."""
+    for stage in ("ttir", "glir", "source"):
+        text = asm.get(stage)
+        if isinstance(text, str) and text:
+            return text
+    return ""
