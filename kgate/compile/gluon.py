@@ -27,13 +27,25 @@ def lacks_gluon(exc: BaseException) -> str | None:
             f"its Gluon kernels cannot be compiled with this Triton")
 
 
+def is_gluon(fn: Any) -> bool:
+    """Whether a JITFunction is a Gluon kernel, as its launcher tells (`GluonJITFunction.is_gluon`)."""
+    asked = getattr(fn, "is_gluon", None)
+    return bool(callable(asked) and asked())
+
+
+def num_stages(fn: Any, launched: int | None) -> int | None:
+    """The software pipeline's stages a compile of `fn` had: the launch's `num_stages` for a Triton kernel, none
+    for a Gluon kernel, whose compile runs no pipeliner (its shared-memory buffers are the ones its source
+    allocates): a budget is then never said in stages the option does not make."""
+    return None if is_gluon(fn) else launched
+
+
 def source_class(fn: Any) -> Any:
     """The class Triton's launcher compiles `fn` through: Gluon's `GluonASTSource` for a `@gluon.jit` kernel (its
     launcher's binder says so in every release with Gluon, 3.4 on), `ASTSource` for any other. A Gluon kernel
     compiled as Triton source fails in the parser: Gluon's ops need the layout attributes its source class puts
     on the module first."""
-    is_gluon = getattr(fn, "is_gluon", None)
-    if callable(is_gluon) and is_gluon():
+    if is_gluon(fn):
         from triton.experimental.gluon._runtime import GluonASTSource
 
         return GluonASTSource
@@ -44,7 +56,7 @@ def source_class(fn: Any) -> Any:
 
 def first_ir(asm: dict[str, Any]) -> str:
     """The front end's first IR of a compile: Triton's TTIR, or Gluon's GLIR (a Gluon kernel has no TTIR: its
-    source is lowered with its layouts, straight to TritonGPU; Triton 3.6 to 3.8 name that stage `ttgir` too, and
+    source is lowered with its layouts, straight to TritonGPU; releases before 3.9 name that stage `ttgir` too, and
     their first is the module the front end made, kept as `source`)."""
     for stage in ("ttir", "glir", "source"):
         text = asm.get(stage)

@@ -225,7 +225,8 @@ def compile_variant(payload: dict[str, Any]) -> dict[str, Any]:
     expect = expectations.compiled(variant, gluon.first_ir(compiled.asm))
     if makes_sass(bool(payload.get("sass")) or expectations.BLOCK_SCALE in expect, ptxas_log):
         hashes["sass"] = store_text(folder, "sass", disassemble(folder / CUBIN))
-    return {"context": variant_context(payload, spec, seconds, expect), "artifacts": hashes,
+    context = variant_context(payload, spec, seconds, expect, gluon.num_stages(fn, spec.num_stages))
+    return {"context": context, "artifacts": hashes,
             "dynamic_smem": int(compiled.metadata.shared or 0)}
 
 
@@ -369,10 +370,10 @@ def disassemble(cubin: Path) -> str:
 
 
 def variant_context(payload: dict[str, Any], spec: Specialization, seconds: float,
-                    expect: list[str]) -> dict[str, Any]:
+                    expect: list[str], num_stages: int | None) -> dict[str, Any]:
     """What KernelFacts says of a variant besides what the compiler's output says: its identity, where it is
     defined, what the registration and the launcher's specialisation made of it, what it is expected to contain
-    (`kgate.compile.expectations`)."""
+    (`kgate.compile.expectations`), the pipeline stages its compile had (`kgate.compile.gluon.num_stages`)."""
     variant = payload["variant"]
     return dict(
         kernel=variant["kernel"],
@@ -383,7 +384,7 @@ def variant_context(payload: dict[str, Any], spec: Specialization, seconds: floa
         line=payload["line"],
         kind=variant["kind"],
         num_warps=spec.num_warps,
-        num_stages=spec.num_stages,
+        num_stages=num_stages,
         expect=list(expect),
         pdl=spec.pdl,
         shapes=list(variant.get("shapes", ())),

@@ -1,0 +1,95 @@
+"""Gluon kernels (`@gluon.jit`, explicit layouts) gated like Triton kernels, compiled by the real compiler.
+
+fixtures/gluon/rules holds a planted bad case and a good twin in Gluon for each compiled rule that applies to a Gluon
+kernel, registered with `@kgate.register`; fixtures/gluon/capture holds Gluon kernels a project launches (plain and
+autotuned, on CPU tensors under `kgate capture`) and registers (in kgate.toml and with `@kgate.register`).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURES, Run, copy_project, expectations, kgate
+
+from kgate.collect import captures
+
+RULES = FIXTURES / "gluon" / "rules"
+
+
+def found(run: Run) -> set[tuple[str, int, str, str]]:
+    return {(f["path"], f["line"], f["code"], f["target"] or "") for f in run.json()["findings"]}
+
+
+@pytest.fixture(scope="module")
+def rules_checked(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    project = copy_project("gluon/rules", tmp_path_factory.mktemp("gluon-rules"))
+    return kgate("check", "--format", "json", "--no-cache", cwd=project)
+
+
+def test_each_compiled_rule_reports_exactly_the_planted_gluon_cases(rules_checked: Run) -> None:
+    """Every Gluon variant compiles (through Gluon's own source class: as Triton source each one was a compile
+    error), for both targets, and the findings are the inline expectations, good twins clean."""
+    assert rules_checked.code == 1, rules_checked.stderr
+    report = rules_checked.json()
+    assert not [f for f in report["findings"] if f["code"] == "KG001"], report["findings"]
+    kernels = {(k["kernel"], k["target"]) for k in report["kernels"]}
+    assert len(kernels) == 18 and {target for _kernel, target in kernels} == {"sm_120a", "sm_90a"}
+    assert found(rules_checked) == expectations(RULES)
+
+
+def test_a_gluon_kernel_over_the_shared_memory_budget_is_not_told_about_pipeline_stages(rules_checked: Run) -> None:
+    """A Gluon kernel allocates its shared memory itself; `num_stages` drives no pipeline in its compile. The budget
+    message said "4 pipeline buffers of 32768 bytes at num_stages=3; 3 fit (num_stages=2)", an option that would
+    change nothing."""
+    smem = [f["message"] for f in rules_checked.json()["findings"] if f["code"] == "KG104"]
+    assert smem and all("num_stages" not in message and "stages" not in message for message in smem), smem
+
+
+@pytest.fixture(scope="module")
+def captured(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Run]:
+    pytest.importorskip("torch", reason="the captured launchers take torch tensors (pip install torch, or kgate's "
+                                        "extra ulp: kernel-gate[ulp])")
+    project = copy_project("gluon/capture", tmp_path_factory.mktemp("gluon-capture"))
+    run = kgate("capture", "--device", "cpu", "--", sys.executable, "launch.py", cwd=project)
+    assert run.code == 0, run.stderr
+    return project, run
+
+
+def test_gluon_launches_are_captured_like_triton_launches(captured: tuple[Path, Run]) -> None:
+    project, run = captured
+    entries = captures.load(project / "kgate-capture.toml", "kgate-capture.toml").entries
+    assert "4 specialisation(s) of 2 kernel(s) launched offline for sm_120a" in run.stderr
+    assert sorted({e.spec.kernel for e in entries}) == ["ops:copy_kernel", "ops:tuned_add"]
+    # Offline, the autotuner over a Gluon kernel binds every config, as over a Triton kernel.
+    assert sorted(e.spec.constexprs["BLOCK"] for e in entries if e.spec.kernel == "ops:tuned_add") == [512, 2048]
+
+
+def test_captured_and_registered_gluon_kernels_compile_and_pass(captured: tuple[Path, Run]) -> None:
+    project, _run = captured
+    run = kgate("check", "--format", "json", cwd=project)
+    assert run.code == 0, run.stdout + run.stderr
+    rows = {(k["kernel"], k["target"], k["source"]) for k in run.json()["kernels"]}
+    # Captured offline for sm_120a: gated there; registered (kgate.toml, @kgate.register): on both targets.
+    assert {(kernel, target) for kernel, target, source in rows if source == "captured"} == {
+        ("ops:copy_kernel", "sm_120a"), ("ops:tuned_add", "sm_120a")}
+    assert {(kernel, target) for kernel, target, source in rows if source == "registered"} == {
+        ("ops:scale_rows", "sm_120a"), ("ops:scale_rows", "sm_90a"),
+        ("ops:cast_kernel", "sm_120a"), ("ops:cast_kernel", "sm_90a")}
+    cast = next(k for k in run.json()["kernels"] if k["kernel"] == "ops:cast_kernel")
+    assert cast["constexprs"]["OUT"] == "tl.bfloat16"  # gl.bfloat16 in @kgate.register is Triton's dtype
+
+
+def test_a_triton_without_gluon_is_named_instead_of_a_failed_import(tmp_path: Path) -> None:
+    """A Triton before 3.4 has no `triton.experimental.gluon`: the kernel's module cannot import it, and kgate says
+    which Triton lacks Gluon rather than passing on Python's "No module named" (the set-up hook takes Gluon away, as
+    such a Triton would)."""
+    project = copy_project("gluon/rules", tmp_path)
+    (project / "no_gluon.py").write_text('import sys\n\nsys.modules["triton.experimental"] = None\n')
+    (project / "kgate.toml").write_text((project / "kgate.toml").read_text() + 'setup = "no_gluon.py"\n')
+    run = kgate("check", "--format", "json", "--no-cache", "--target", "sm_120a", cwd=project)
+    assert run.code == 1, run.stderr
+    errors = {f["message"] for f in run.json()["findings"] if f["code"] == "KG001"}
+    assert errors and all("which Triton" in m and "does not have (Gluon came with Triton 3.4)" in m
+                          for m in errors), errors
