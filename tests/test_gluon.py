@@ -60,10 +60,22 @@ def captured(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Run]:
 def test_gluon_launches_are_captured_like_triton_launches(captured: tuple[Path, Run]) -> None:
     project, run = captured
     entries = captures.load(project / "kgate-capture.toml", "kgate-capture.toml").entries
-    assert "4 specialisation(s) of 2 kernel(s) launched offline for sm_120a" in run.stderr
-    assert sorted({e.spec.kernel for e in entries}) == ["ops:copy_kernel", "ops:tuned_add"]
+    assert "6 specialisation(s) of 3 kernel(s) launched offline for sm_120a" in run.stderr
+    assert sorted({e.spec.kernel for e in entries}) == ["ops:copy_in_layout", "ops:copy_kernel", "ops:tuned_add"]
     # Offline, the autotuner over a Gluon kernel binds every config, as over a Triton kernel.
     assert sorted(e.spec.constexprs["BLOCK"] for e in entries if e.spec.kernel == "ops:tuned_add") == [512, 2048]
+
+
+def test_a_layout_passed_as_a_constexpr_is_captured_as_the_call_that_makes_it(captured: tuple[Path, Run]) -> None:
+    """Triton's launcher turns a launch into JSON for the hook kgate records with, and raised TypeError ("Object of
+    type BlockedLayout is not JSON serializable") on a layout constexpr: the captured command failed where it
+    works without kgate. Now it runs, and the layout is kept in a form kgate compiles it from again."""
+    project, _run = captured
+    layouts = sorted(e.spec.constexprs["layout"] for e in captures.load(project / "kgate-capture.toml",
+                                                                         "kgate-capture.toml").entries
+                     if e.spec.kernel == "ops:copy_in_layout")
+    assert layouts == [f"gl.BlockedLayout(size_per_thread=[{n}], threads_per_warp=[32], warps_per_cta=[4], order=[0], "
+                       f"cga_layout=[])" for n in (4, 8)]
 
 
 def test_captured_and_registered_gluon_kernels_compile_and_pass(captured: tuple[Path, Run]) -> None:
@@ -73,10 +85,10 @@ def test_captured_and_registered_gluon_kernels_compile_and_pass(captured: tuple[
     rows = {(k["kernel"], k["target"], k["source"]) for k in run.json()["kernels"]}
     # Captured offline for sm_120a: gated there; registered (kgate.toml, @kgate.register): on both targets.
     assert {(kernel, target) for kernel, target, source in rows if source == "captured"} == {
-        ("ops:copy_kernel", "sm_120a"), ("ops:tuned_add", "sm_120a")}
+        ("ops:copy_in_layout", "sm_120a"), ("ops:copy_kernel", "sm_120a"), ("ops:tuned_add", "sm_120a")}
     assert {(kernel, target) for kernel, target, source in rows if source == "registered"} == {
-        ("ops:scale_rows", "sm_120a"), ("ops:scale_rows", "sm_90a"),
-        ("ops:cast_kernel", "sm_120a"), ("ops:cast_kernel", "sm_90a")}
+        (kernel, target) for kernel in ("ops:scale_rows", "ops:cast_kernel", "ops:copy_in_layout")
+        for target in ("sm_120a", "sm_90a")}
     cast = next(k for k in run.json()["kernels"] if k["kernel"] == "ops:cast_kernel")
     assert cast["constexprs"]["OUT"] == "tl.bfloat16"  # gl.bfloat16 in @kgate.register is Triton's dtype
 
@@ -93,3 +105,24 @@ def test_a_triton_without_gluon_is_named_instead_of_a_failed_import(tmp_path: Pa
     errors = {f["message"] for f in run.json()["findings"] if f["code"] == "KG001"}
     assert errors and all("which Triton" in m and "does not have (Gluon came with Triton 3.4)" in m
                           for m in errors), errors
+
+
+def test_a_gluon_layout_is_read_back_equal_and_nothing_else_is_called() -> None:
+    """The capture file and the configuration are inputs: a layout is read back by calling Gluon's own dataclasses
+    with literal fields, never by evaluating the text."""
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.language.nvidia.blackwell import TensorMemoryLayout
+
+    from kgate.compile.gluon import NotGluon, gluon_object
+    from kgate.core.constexpr import encode_constant
+
+    mma = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[4, 1], instr_shape=[16, 8])
+    for layout in (gl.DotOperandLayout(operand_index=0, parent=mma, k_width=2), gl.SliceLayout(0, mma),
+                   gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2),
+                   TensorMemoryLayout(block=(128, 128), col_stride=1)):
+        assert gluon_object(encode_constant(layout)) == layout
+    for text in ("gl.BlockedLayout(__import__('os').getcwd())", "os.getcwd()", "gl.load(x=1)",
+                 "triton.experimental.gluon.language._layouts.DistributedLayout()",
+                 "gl.BlockedLayout(size_per_thread=[open('f')])"):
+        with pytest.raises(NotGluon):
+            gluon_object(text)

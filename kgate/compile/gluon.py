@@ -3,14 +3,20 @@
 A Gluon kernel is launched through the same launcher as a Triton kernel (its `GluonJITFunction` is a
 `JITFunction`), so it is captured, registered and specialised the same way. Its compile differs: the source is
 Gluon's own class, which puts the layout attributes on the module before the front end runs, and its first IR is
-Gluon's, not TTIR. Runs in compile workers only (Triton is imported when asked).
+Gluon's, not TTIR. A Gluon kernel often takes its layouts as constexprs: kgate's files hold one as the call that
+makes it (`kgate.core.constexpr.gluon_call`), read back here. Runs in compile workers only (Triton is imported
+when asked).
 """
 
 from __future__ import annotations
 
+import ast
+import dataclasses
+import importlib
 from typing import Any
 
-GLUON = "triton.experimental.gluon"
+from kgate.core.constexpr import GLUON
+
 GLUON_SINCE = "3.4"  # the first Triton release with Gluon
 
 
@@ -63,3 +69,56 @@ def first_ir(asm: dict[str, Any]) -> str:
         if isinstance(text, str) and text:
             return text
     return ""
+
+
+class NotGluon(ValueError):
+    """A constexpr written as a Gluon call that does not make a Gluon object."""
+
+
+def is_gluon_call(text: str) -> bool:
+    """Whether a constexpr as kgate's files hold it is written as a Gluon object's call (`gl.BlockedLayout(...)`)."""
+    return text.startswith(("gl.", GLUON + ".")) and text.endswith(")")
+
+
+def gluon_object(text: str) -> Any:
+    """The Gluon object a call written by `kgate.core.constexpr.gluon_call` makes. Read, never run: only Gluon's own
+    dataclasses are called, with fields given by name, each a literal, a list, a tuple or another such call; anything
+    else raises NotGluon."""
+    try:
+        node = ast.parse(text, mode="eval").body
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        raise NotGluon(f"{text!r} is not a call kgate can read") from None
+    return _made(node)
+
+
+def _made(node: ast.expr) -> Any:
+    if isinstance(node, ast.Call):
+        cls = _gluon_class(ast.unparse(node.func))
+        if node.args or any(keyword.arg is None for keyword in node.keywords):
+            raise NotGluon(f"{cls.__name__}'s fields are given by name")
+        try:
+            return cls(**{str(keyword.arg): _made(keyword.value) for keyword in node.keywords})
+        except (TypeError, ValueError, AssertionError) as exc:
+            raise NotGluon(f"{cls.__name__} refused its fields: {exc}") from None
+    if isinstance(node, ast.List):
+        return [_made(element) for element in node.elts]
+    if isinstance(node, ast.Tuple):
+        return tuple(_made(element) for element in node.elts)
+    try:
+        return ast.literal_eval(node)
+    except ValueError:
+        raise NotGluon(f"`{ast.unparse(node)}` is not a literal") from None
+
+
+def _gluon_class(name: str) -> Any:
+    """The Gluon dataclass a written name stands for: `gl.Name` (Gluon's language module) or its module's path."""
+    module, _, attr = (f"{GLUON}.language.{name[3:]}" if name.startswith("gl.") else name).rpartition(".")
+    if not module.startswith(GLUON + "."):
+        raise NotGluon(f"{name} is not Gluon's")
+    try:
+        cls = getattr(importlib.import_module(module), attr, None)
+    except ImportError:
+        cls = None
+    if not (isinstance(cls, type) and dataclasses.is_dataclass(cls) and cls.__module__.startswith(GLUON + ".")):
+        raise NotGluon(f"{name} is not a layout or another dataclass of Gluon's")
+    return cls

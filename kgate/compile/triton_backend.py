@@ -306,6 +306,11 @@ def decode_constant(value: Any, name: str) -> Any:
         return dtype
     if value.startswith("jit:"):
         return _load(value[4:])
+    if gluon.is_gluon_call(value):
+        try:
+            return gluon.gluon_object(value)
+        except gluon.NotGluon as exc:
+            raise KernelError(f"{name} = {value!r}: {exc}") from None
     return value
 
 
