@@ -13,7 +13,11 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES, Run, copy_project, expectations, kgate
 
+from kgate.capture.session import Recorded
 from kgate.collect import captures
+from kgate.commands.capture import _captured_facts
+from kgate.core.config import load_config
+from kgate.pipeline.capture_verify import verify
 
 RULES = FIXTURES / "gluon" / "rules"
 
@@ -126,3 +130,43 @@ def test_a_gluon_layout_is_read_back_equal_and_nothing_else_is_called() -> None:
                  "gl.BlockedLayout(size_per_thread=[open('f')])"):
         with pytest.raises(NotGluon):
             gluon_object(text)
+
+
+def test_capture_verify_compares_a_gluon_specialisation_with_the_kernel_a_gpu_loaded(
+        captured: tuple[Path, Run], capsys: pytest.CaptureFixture[str]) -> None:
+    """`kgate capture --verify` compiles each captured Gluon specialisation offline for the GPU's architecture (sm_90a
+    for an H100 or H200) and compares it with what the driver reported: equal figures pass, one off fails. (Before
+    Gluon's source class, every Gluon row was "not compiled offline".) The driver's figures are planted here."""
+    project, _run = captured
+    config = load_config(start=project)
+    entry = next(e for e in captures.load(project / "kgate-capture.toml", "kgate-capture.toml").entries
+                 if e.spec.kernel == "ops:copy_in_layout")
+    compiled = _captured_facts(config, [entry], "sm_90a", 1)
+    assert not compiled.failures and len(compiled.facts) == 1
+    res = compiled.facts[0].resources
+    same = {"arch": 90, "n_regs": res.registers, "shared": res.smem_bytes, "local": res.stack_bytes}
+
+    def recorded(live: dict) -> Recorded:
+        made = Recorded(file=captures.CaptureFile(entries=[entry]))
+        made.live[f"{entry.spec.kernel}|{entry.spec.variant}"] = live
+        return made
+
+    assert verify(config, recorded(same), jobs=1, compile_facts=_captured_facts) is False
+    assert "1 specialisation(s): 1 equal to the live kernel, 0 different" in capsys.readouterr().out
+    assert verify(config, recorded({**same, "n_regs": same["n_regs"] + 8}), jobs=1,
+                  compile_facts=_captured_facts) is True
+    assert "DIFFERENT: registers" in capsys.readouterr().out
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_every_captured_gluon_specialisation_equals_the_live_kernel(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch", reason="the launchers take torch tensors")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    project = copy_project("gluon/capture", tmp_path)
+    run = kgate("capture", "--verify", "--", sys.executable, "launch.py", "--device", "cuda", cwd=project,
+                process=True)
+    assert run.code == 0, run.stdout + run.stderr
+    assert " 0 different, 0 not compiled offline" in run.stdout.rstrip().splitlines()[-1], run.stdout
+    rows = [line for line in run.stdout.splitlines()[1:] if line.startswith("ops:")]
+    assert len(rows) == 6 and all(line.rstrip().endswith("equal") for line in rows), run.stdout
