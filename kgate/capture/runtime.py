@@ -514,7 +514,9 @@ def install(recorder: Recorder, capability: int | None) -> None:
     global _RECORDER
     _RECORDER = recorder
     from triton import knobs
-    from triton.runtime import autotuner
+    from triton.runtime import autotuner, jit
+
+    _serializable_hook_data(jit)
 
     recorder.previous_hook = knobs.runtime.jit_cache_hook
     knobs.runtime.jit_cache_hook = recorder.hook
@@ -526,6 +528,38 @@ def install(recorder: Recorder, capability: int | None) -> None:
 
         driver.set_active(offline_driver(capability or 120))
     _wrap_autotuner(autotuner.Autotuner, recorder)
+
+
+def _serializable_hook_data(jit: Any) -> None:
+    """Triton's launcher turns a launch into JSON for a JIT hook (`serialize_specialization_data`), and fails on a
+    constexpr JSON has no form for: a Gluon layout (`gl.BlockedLayout`, passed as Gluon's tutorials pass it), a
+    `@gluon.jit` function. Without a hook nothing asks for that JSON, so the launch that works without kgate would
+    fail under it: such a constant is given to the JSON in kgate's own form (`encode_constant`), or as its repr."""
+    original = jit.serialize_specialization_data
+    if getattr(original, "__kgate__", False):
+        return
+
+    def serialize(name: Any, signature: Any, constants: dict[Any, Any], *rest: Any, **kwargs: Any) -> Any:
+        try:
+            return original(name, signature, constants, *rest, **kwargs)
+        except TypeError:
+            return original(name, signature, {k: _json_form(v) for k, v in constants.items()}, *rest, **kwargs)
+
+    serialize.__kgate__ = True  # type: ignore[attr-defined]
+    jit.serialize_specialization_data = serialize
+
+
+def _json_form(value: Any) -> Any:
+    """A constant as it is where JSON holds it, else as kgate's files hold it, else its repr."""
+    try:
+        json.dumps(value)
+        return value
+    except (TypeError, ValueError):
+        pass
+    try:
+        return encode_constant(value)
+    except Unsupported:
+        return repr(value)
 
 
 def _wrap_autotuner(cls: Any, recorder: Recorder) -> None:
@@ -732,8 +766,10 @@ def bind(fn: Any, args: list[Any], kwargs: dict[str, Any], capability: int) -> d
     it had tuned to it: that config's constexprs and options reach the wrappers below it, not those above.
     """
     from triton import knobs
+    from triton.runtime import jit
     from triton.runtime.driver import driver
 
+    _serializable_hook_data(jit)
     records: list[dict[str, Any]] = []
     recorder = Recorder("", True, False, False, sink=records.append)
     saved_driver = driver._active

@@ -216,10 +216,11 @@ class _Access:
     used: bool  # the value the call returns is used (an atomic's old value)
     value: str  # the written value, as `ast.dump` text ('' for a load or a value not passed)
     pointer: ast.expr | None = None  # the pointer expression, for an access in the kernel itself
+    language: str = "tl"  # how the kernel's language names the op: "tl", or "gl" in a Gluon function
 
     @property
     def describe(self) -> str:
-        return f"tl.{self.op}" + (f" in `{self.helper}`" if self.helper else "")
+        return f"{self.language}.{self.op}" + (f" in `{self.helper}`" if self.helper else "")
 
 
 class _Module:
@@ -455,6 +456,7 @@ class _Module:
         params = [arg.arg for arg in py.parameters(fn)]
         local: dict[str, list[ast.expr]] | None = None
         discarded: set[int] = set()
+        language = "gl" if py.kernel_language(fn, self.imports) == "gluon" else "tl"
         for node in self.calls(fn, memory):
             if local is None:
                 local = _assignments(fn)
@@ -463,7 +465,8 @@ class _Module:
             if found is not None:
                 op, pointer, value = found
                 yield _Access(node, op, "", tuple(_roots(pointer, params, local, self.imports, set(), 0)),
-                              id(node) not in discarded, ast.dump(value) if value is not None else "", pointer)
+                              id(node) not in discarded, ast.dump(value) if value is not None else "", pointer,
+                              language)
                 continue
             helper = self.functions.get(node.func.id) if isinstance(node.func, ast.Name) else None
             if helper is None or helper is fn or depth >= _DEPTH or helper.name not in self.writers:
@@ -474,7 +477,8 @@ class _Module:
                 passed = _passed(node, helper, param)
                 if passed is not None:
                     roots = tuple(_roots(passed, params, local, self.imports, set(), 0))
-                    yield _Access(node, inner.op, inner.helper or helper.name, roots, inner.used, inner.value)
+                    yield _Access(node, inner.op, inner.helper or helper.name, roots, inner.used, inner.value,
+                                  language=inner.language)
 
     def _access(self, call: ast.Call, params: list[str], local: dict[str, list[ast.expr]],
                 memory: bool) -> tuple[str, ast.expr, ast.expr | None] | None:
