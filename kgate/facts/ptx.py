@@ -112,17 +112,20 @@ def is_global_access(opcode: str) -> bool:
     `st.async.shared::cluster`, `atom.acq_rel.cta.shared::cta`): every part of the opcode is read, and a
     sub-space (`shared::cta`) counts as its space. A `cp` form touches global memory when it names it as one of
     its spaces (`cp.async.ca.shared.global`, `cp.async.bulk.tensor...global`); its bookkeeping forms
-    (`cp.async.wait_all`, `commit_group`) and shared-to-shared copies do not. Texture and surface instructions
-    read and write global memory, and so do `wmma.load` and `wmma.store` from a global or generic address.
+    (`cp.async.wait_all`, `commit_group`), shared-to-shared copies and prefetches into the L2 cache
+    (`cp.async.bulk.prefetch...`, which read nothing into the program, like `prefetch` itself) do not. Texture
+    and surface instructions read and write global memory, and so do `wmma.load` and `wmma.store` from a global or
+    generic address, `discard` (the lines' values become indeterminate: a write) and the tensor-map writes
+    (`tensormap.replace`, `tensormap.cp_fenceproxy` into global memory).
     """
     parts = opcode.split(".")
     head = parts[0]
     spaces = [part.split("::")[0] for part in parts[1:]]
-    if head in ("ld", "st", "atom", "red", "ldu"):
+    if head in ("ld", "st", "atom", "red", "ldu", "discard", "tensormap"):
         # `ld.global...`, or a generic `ld.u32` (which may be global); not shared, local, param...
         return "global" in spaces or not any(space in _NOT_GLOBAL for space in spaces)
     if head == "cp":
-        return "global" in spaces
+        return "global" in spaces and "prefetch" not in spaces
     if head == "wmma" and len(parts) > 1 and parts[1] in ("load", "store"):
         return "global" in spaces or not any(space in _NOT_GLOBAL for space in spaces)
     return head in ("multimem", "tex", "tld4", "suld", "sust", "sured")
