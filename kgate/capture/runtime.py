@@ -33,7 +33,7 @@ import json
 import os
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 RECORD_VERSION = 1
@@ -611,7 +611,8 @@ class _ThenLoader(importlib.abc.Loader):
 
 class _ChildWatch:
     """An audit hook: names a Python child started with an environment that drops the capture (a PYTHONPATH of
-    its own without kgate's folder, or none of kgate's variables), whose launches kgate cannot record."""
+    its own without kgate's folder, or none of kgate's variables, given to the child or left in this process's
+    own environment when the child inherits it), whose launches kgate cannot record."""
 
     EVENTS = ("subprocess.Popen", "os.exec", "os.posix_spawn", "os.spawn")
 
@@ -630,8 +631,10 @@ class _ChildWatch:
 
     def check(self, args: tuple[Any, ...]) -> None:
         path, argv, env = args[0], args[1], args[-1]
-        if not isinstance(env, dict):
-            return  # the child inherits this process's environment, capture included
+        if env is None:
+            env = os.environ  # the child inherits this process's environment as it is now, which it may have changed
+        if not isinstance(env, Mapping):
+            return
         words = [os.fsdecode(a) for a in ([argv] if isinstance(argv, (str, bytes)) else list(argv or ()))]
         program = os.path.basename(os.fsdecode(path)) if path else (words[0].split()[0] if words else "")
         if not os.path.basename(program).startswith("python") and os.fsdecode(path or "") != sys.executable:
