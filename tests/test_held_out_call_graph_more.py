@@ -218,7 +218,8 @@ __device__ __noinline__ float pressure(const float* x, int n) {
 }
 '''
 LOOSE = "__global__ void {name}(const float* x, float* out, int n) {{ out[threadIdx.x] = pressure(x, n); }}\n"
-TIGHT = "__global__ void __launch_bounds__(1024) {name}(const float* x, float* out, int n) {{ out[threadIdx.x] = pressure(x, n); }}\n"
+TIGHT = ("__global__ void __launch_bounds__(1024) {name}(const float* x, float* out, int n) "
+         "{{ out[threadIdx.x] = pressure(x, n); }}\n")
 POINTERS = '''\
 typedef float (*step_fn)(float);
 __device__ __noinline__ float twice(float a) { return a * 2.f; }
@@ -346,7 +347,8 @@ def test_a_helpers_spills_are_those_ptxas_printed_for_the_kernel(checked: Run) -
     kernels = {k["kernel"]: k for k in checked.json()["kernels"]}
     for tight, loose in (("tight_first", "loose_second"), ("tight_second", "loose_first")):
         assert kernels[tight]["spill_bytes"] > 0 and kernels[loose]["spill_bytes"] == 0, kernels
-    message = next(f["message"] for f in checked.json()["findings"] if (f["code"], f["kernel"]) == ("KG103", "tight_first"))
+    message = next(f["message"] for f in checked.json()["findings"]
+                   if (f["code"], f["kernel"]) == ("KG103", "tight_first"))
     assert "of the stores in `pressure`, which the kernel calls" in message, message
 
 
