@@ -18,7 +18,15 @@ from kgate.compile.units import Artifacts
 from kgate.core.errors import ParseError
 from kgate.facts.cubin import indirect_branches
 from kgate.facts.ptx import EntryHeader, GlobalAccess, PtxEntry, PtxFacts, SourceLoc, entry_headers, parse_ptx
-from kgate.facts.ptxas_log import EntryResources, Frame, Resources, function_frames, parse_ptxas_log, resources
+from kgate.facts.ptxas_log import (
+    EntryResources,
+    Frame,
+    Resources,
+    frames_for,
+    function_frames,
+    parse_ptxas_log,
+    resources,
+)
 from kgate.facts.sass import INDIRECT, SassFunction, SassSummary, local_in_loops, parse_sass
 from kgate.facts.ttgir import Pipeline, parse_pipeline
 
@@ -42,7 +50,7 @@ class Sources:
         return parse_ptxas_log(self.artifacts.ptxas_log)
 
     @cached_property
-    def frames(self) -> dict[str, Frame]:
+    def frames(self) -> dict[str | None, dict[str, Frame]]:
         return function_frames(self.artifacts.ptxas_log)
 
     @cached_property
@@ -103,7 +111,7 @@ def entry_resources(src: Sources, entry: str) -> Resources:
     found = src.ptxas.get(entry)
     if found is None:
         raise ParseError(f"the ptxas log has no figures for {entry!r}")
-    frames = src.frames
+    frames = frames_for(src.frames, entry)
     called = tuple((name, frames[name]) for name in src.ptx.entry(entry).calls if name in frames)
     return resources(found, src.artifacts.dynamic_smem, called)
 
