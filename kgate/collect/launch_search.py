@@ -49,10 +49,11 @@ class Search:
 
 
 def search(code: str, rel: str, check_macros: Sequence[str], window: int,
-           project: Callable[[], Project]) -> Search:
+           project: Callable[[], Project], comments: frozenset[int] = frozenset()) -> Search:
     """The launches of blanked `code` (the file `rel`) that no check covers. `project` gives the project's other
-    files, asked for only when the file's own text does not settle a launch."""
-    return _Search(code, rel, check_macros, window, project).run()
+    files, asked for only when the file's own text does not settle a launch; `comments`: the lines that hold a
+    comment, which the window after a launch passes over where they hold nothing else."""
+    return _Search(code, rel, check_macros, window, project, comments).run()
 
 
 class _Search:
@@ -60,8 +61,9 @@ class _Search:
     and the callers are read once, on the first launch that needs them."""
 
     def __init__(self, code: str, rel: str, check_macros: Sequence[str], window: int,
-                 project: Callable[[], Project]) -> None:
+                 project: Callable[[], Project], comments: frozenset[int] = frozenset()) -> None:
         self.code, self.rel, self.check_macros, self.window, self.project = code, rel, check_macros, window, project
+        self.comments = comments
         self.in_macro = macro_lines(code)
         self.starts = line_starts(code)
         self.checks, self.reads = launch_checks(check_macros, {}), last_error_reads(check_macros, {})
@@ -100,12 +102,12 @@ class _Search:
 
     def _checked_here(self, semicolon: int, what: str) -> bool:
         """Whether a check follows the launch's statement, or the control statements that hold it."""
-        if checked_after(self.code, semicolon, self.starts, self._wanted(what), self.window):
+        if checked_after(self.code, semicolon, self.starts, self._wanted(what), self.window, self.comments):
             return True
         if self.beyond is None and self._grow() and checked_after(self.code, semicolon, self.starts,
-                                                                  self._wanted(what), self.window):
+                                                                  self._wanted(what), self.window, self.comments):
             return True
-        self.flow = self.flow or Flow(self.code, self.starts, self.window)
+        self.flow = self.flow or Flow(self.code, self.starts, self.window, self.comments)
         return self.flow.checked(semicolon, self._wanted(what))
 
     def _grow(self) -> bool:
@@ -123,7 +125,7 @@ class _Search:
     def _callers(self, what: str) -> Callers:
         if self.beyond is None:
             self._grow()
-        self.flow = self.flow or Flow(self.code, self.starts, self.window)
+        self.flow = self.flow or Flow(self.code, self.starts, self.window, self.comments)
         if what not in self.callers:
             self.callers[what] = Callers(self.flow, self.in_macro, self._wanted(what), self.beyond, self.rel)
         return self.callers[what]

@@ -138,7 +138,9 @@ or `CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, args...));`.
   of the last error when called without arguments), besides the runtime
   queries, torch's launch checks and the project's own checks.
 - `window` (integer, default 3): lines after the launch's `;` in which the
-  check must appear.
+  check must appear; a line that holds only a comment is not counted, so
+  a comment block between a launch and its check does not push the check
+  out of reach.
 - `macros` (string, default `"ignore"`): `"note"` reports, once per file, how
   many launches written inside a `#define` no use of which was found were
   not judged.
@@ -183,10 +185,11 @@ from kgate.core.rule import READS_BEYOND, Option, Report, Rule, SourceContext
 
 
 def check(source: Any, ctx: SourceContext) -> Iterable[Report]:
-    code = blanked(source).code
+    text = blanked(source)
+    code = text.code
     window = ctx.options["window"]
     found = search(code, source.rel, ctx.options["check_macros"], window,
-                   lambda: cuda_project.project(ctx, source.path, source.rel))
+                   lambda: cuda_project.project(ctx, source.path, source.rel), text.comment_lines)
     if found.read_beyond:
         source.derived[READS_BEYOND] = True
     yield from _reports(source, code, found, ctx.options["check_macros"], window)
