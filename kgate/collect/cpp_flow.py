@@ -132,6 +132,15 @@ class Flow:
                 return _RETURN.search(self.code, end, found.start()) is None
         return False
 
+    def later_anywhere(self, end: int, checks: Matcher) -> bool:
+        """Whether a check comes later in the function (or lambda) that holds the statement ending at `end`, in any
+        block of it, with no `return` or `throw` before it: what a program's own test of its results reaches."""
+        brace = self.around(end)
+        while brace >= 0 and self._kind(brace) != "other":
+            brace = self.parents[brace]
+        found = checks.search(self.code, end, self.closes[brace] if brace >= 0 else len(self.code))
+        return found is not None and _RETURN.search(self.code, end, found.start()) is None
+
     def around(self, at: int) -> int:
         """The innermost block that holds offset `at`, -1 for none."""
         brace = bisect_right(self.opens, at) - 1
