@@ -125,3 +125,17 @@ def test_a_name_is_followed_to_the_project_definition_it_stands_for(tmp_path: Pa
     assert resolver.definition(ops, "triton.jit") is None and resolver.definition(ops, "kernels") is None
     # `qualify` and `target` still say nothing of the project's own definitions.
     assert resolver.qualify(ops, "f") is None and resolver.target(ops, "f") is None
+
+
+def test_an_absolute_import_of_the_importers_own_package_is_found_past_a_namespace_package(tmp_path: Path) -> None:
+    """`sglang.srt.lora.ops` imported from inside python/sglang/srt/, where srt/ has no `__init__.py` (a namespace
+    package): the package root of the importer is below it, the folder that holds `sglang` is python/."""
+    write(tmp_path, {"python/sglang/__init__.py": "", "python/sglang/srt/lora/__init__.py": "",
+                     "python/sglang/srt/lora/ops.py": "def expand(x):\n    pass\n",
+                     "python/sglang/srt/lora/runner.py": "from sglang.srt.lora.ops import expand\n",
+                     "scripts/use.py": "from sglang.srt.lora.ops import expand\n"})
+    resolver = Resolver([str(tmp_path)])
+    ops = str(tmp_path / "python/sglang/srt/lora/ops.py")
+    assert resolver.definition(str(tmp_path / "python/sglang/srt/lora/runner.py"), "expand") == (ops, "expand")
+    # A module outside the package is not helped: neither its folder nor the roots hold `sglang`.
+    assert resolver.definition(str(tmp_path / "scripts/use.py"), "expand") is None

@@ -113,8 +113,10 @@ class Launches(CallSites):
             return self.source.tree
         self._blocks = pysparse.definitions(lines, blocks)
         needles = self.source.derived.get("needles") or ()
-        if all(any(needle in lines[line] for needle in needles) for line in self.marked):
-            return self.info.tree  # the definitions that launch mention what the module was read for: they are in it
+        if all(any(needle in lines[line] for needle in needles) for line in self.marked) and all(
+                any(needle in line for line in lines[block[0]:block[1]] for needle in needles)
+                for block in (self._blocks.get(k) for k in kernels) if block is not None):
+            return self.info.tree  # what launches, and the kernels, mention what the module was read for: all in it
         launchers = pysparse.containing(blocks, self.marked)
         headers = [self._blocks[k] for k in kernels if k in self._blocks and self._blocks[k] not in launchers]
         try:
@@ -353,7 +355,8 @@ class Launches(CallSites):
         if self.fixed(func.value, scope, depth, seen):
             return Verdict(MODEL, why)
         if func.attr == "numel":
-            return Verdict(RUNTIME, why)
+            # `pool[0].numel()`: one row, the dimensions after the first, which the reading cannot place.
+            return Verdict(UNKNOWN) if _row(func.value) else Verdict(RUNTIME, why)
         if not call.args and not call.keywords:
             return Verdict(UNKNOWN)  # x.size(): a shape, read where it is unpacked
         index = integer(call.args[0] if call.args else call.keywords[0].value, {})
@@ -483,3 +486,10 @@ class Launches(CallSites):
             return Verdict(UNKNOWN)
         verdict = worst([self.value(v, inner, depth, seen) for v in values if v is not None])
         return Verdict(verdict.cls, Why(call) if verdict.cls != UNKNOWN else "")
+
+
+def _row(tensor: ast.expr) -> bool:
+    """Whether `tensor` is one entry of a tensor's first dimension (`x[0]`, `x[i]`): the first dimension indexed
+    away, so its size is the product of the others."""
+    return isinstance(tensor, ast.Subscript) and not isinstance(tensor.slice, (ast.Slice, ast.Tuple)) \
+        and shape_of(tensor) is None

@@ -316,8 +316,11 @@ class Resolver:
         return (MODULE, file) if file is not None else (EXTERNAL, module)
 
     def _absolute(self, path: str, parts: list[str]) -> str | None:
-        """The project file of an absolute import, looked for in the importer's package root, then the roots."""
-        for base in dict.fromkeys([_package_root(os.path.dirname(path)), *self.roots]):
+        """The project file of an absolute import, looked for in the importer's package root, the roots, and the
+        folder that holds the package the importer is itself in (`sglang.srt.x` imported from inside
+        `python/sglang/`: `python/`, where a folder without `__init__.py` between them, a namespace package, hides
+        it from the package root)."""
+        for base in dict.fromkeys([_package_root(os.path.dirname(path)), *self.roots, *_holding(path, parts[:1])]):
             key = (base, ".".join(parts))
             if key not in self._files:
                 self._files[key] = self._under(base, parts)
@@ -353,6 +356,20 @@ class Resolver:
         if path not in self.read:
             self.read.append(path)
         return file_exports(path)
+
+
+def _holding(path: str, top: list[str]) -> list[str]:
+    """The folder above the top-level package `top` (one name) that the module at `path` is in: the nearest
+    ancestor of the module named so that is a package (`__init__.py`) in a folder that is none (a subpackage
+    named like it, `fla/conv/triton/`, is not it)."""
+    folder = os.path.dirname(path)
+    while top and os.path.dirname(folder) != folder:
+        parent = os.path.dirname(folder)
+        if os.path.basename(folder) == top[0] and "__init__.py" in _entries(folder) \
+                and "__init__.py" not in _entries(parent):
+            return [parent]
+        folder = parent
+    return []
 
 
 def _package_root(folder: str) -> str:

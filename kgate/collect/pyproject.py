@@ -22,6 +22,8 @@ from kgate.collect.pynames import IMPORT, Exports, Resolver, exports
 from kgate.collect.source import SourceFile, UnreadableSource, try_parse
 
 _SKIPPED = {"__pycache__", "node_modules", "build", "dist", "site-packages"}
+_CHECKING_FOLDERS = frozenset({"test", "tests", "testing", "bench", "benchmark", "benchmarks"})
+_CHECKING_FILES = ("test_", "bench_", "benchmark_")
 _WORD = re.compile(rb"\w+")
 _IMPORT = b"import"
 
@@ -134,6 +136,7 @@ class Modules:
         key = (path, name)
         if key not in self._importing:
             self._importing[key] = [(other, local) for other in self.importers(name) if other != path
+                                    and not checks_kernels(os.path.relpath(other, self.root))
                                     if (local := self.bindings_of(other, (path, name)))]
         else:
             self.asked += 1
@@ -162,6 +165,16 @@ class Modules:
                 if not held or held[-1] != number:
                     held.append(number)
         return index
+
+
+def checks_kernels(rel: str) -> bool:
+    """Whether a module is a test or a benchmark (in a `test`, `tests`, `bench` or `benchmark(s)` folder, or named
+    `test_*.py`, `*_test.py`, `conftest.py`, `bench_*.py`): it runs kernels on shapes of its own choosing, to check
+    or time them, not as the project calls them."""
+    parts = rel.replace(os.sep, "/").split("/")
+    name = parts[-1]
+    return bool(_CHECKING_FOLDERS.intersection(parts[:-1])) or name.startswith(_CHECKING_FILES) \
+        or name.endswith("_test.py") or name == "conftest.py"
 
 
 def _import_statements(data: bytes) -> Iterator[tuple[int, int]]:

@@ -33,8 +33,14 @@ parameter, a buffer or a start-up table of the module, such as
 `self.req_to_token.numel()`; the row stride of a `[T, H]` tensor). A name
 alone places nothing here (a parameter of the launcher that nothing in
 the project calls, `self.n_rows`): only the captures can tell what it
-takes. Constexprs the launch does not pass
-(set by autotune configs or `triton.heuristics`) are never judged.
+takes. The size of one row of a tensor (`pool[0].numel()`, its
+dimensions after the first) is not placed either. Constexprs the launch does not pass
+(set by autotune configs or `triton.heuristics`) are never judged. Tests
+and benchmarks (modules in a `test`, `tests`, `bench` or `benchmark(s)`
+folder, or named `test_*.py`, `*_test.py`, `conftest.py`, `bench_*.py`)
+are not read for it, nor followed as callers: they run their reference
+kernels on shapes of their own choosing, each compiled once, and nothing
+ships them.
 
 ## Why is this bad?
 Every new value of a constexpr is a new compile: tens to hundreds of
@@ -72,7 +78,7 @@ from typing import Any
 
 from kgate.collect import pysource as py
 from kgate.collect.pylaunch import RUNTIME, UNKNOWN, Launches, Names
-from kgate.collect.pyproject import Modules, modules
+from kgate.collect.pyproject import Modules, checks_kernels, modules
 from kgate.collect.pyscopes import launch_lines
 from kgate.collect.source import SourceFile
 from kgate.core.findings import Severity
@@ -108,6 +114,8 @@ def source_check(source: SourceFile, ctx: SourceContext) -> Iterable[Report]:
     """`kgate lint`: a launch site that passes a token or batch dimension for a `tl.constexpr` parameter of a kernel of
     the module, or of a kernel it imports from another module of the project (kgate.collect.pylaunch reads the value,
     as KG201 reads autotune keys)."""
+    if checks_kernels(source.rel):
+        return  # a test's or a benchmark's reference kernel: each shape it picks compiles once, nothing ships it
     info = py.info(source)
     if not info.uses_triton():
         return

@@ -49,7 +49,8 @@ assignments and its module's own helper functions:
 A parameter of the launching function is what the module's own calls of
 that function pass for it, or where there are none, what the calls in the
 project's other modules that import the function pass (a launcher called
-from a layer or a serving backend). Because such a verdict reads other
+from a layer or a serving backend; tests and benchmarks, which pick shapes
+of their own, are not followed). Because such a verdict reads other
 files, it is never answered from the lint cache.
 
 A key no launch site places (the value is a parameter of a launcher that
@@ -78,7 +79,9 @@ import spelling (`triton.autotune`, `import triton as tr`,
 `from triton import autotune as at`, `triton.runtime.autotuner.autotune`),
 the call form `k = triton.autotune(...)(fn)` (or of `triton.jit(fn)`),
 module-level aliases (`tune = triton.autotune`,
-`functools.partial(triton.autotune, key=[...])`), wrappers defined in the
+`functools.partial(triton.autotune, key=[...])`), an autotuner made once
+and applied later (`tune = triton.autotune(configs=CONFIGS, key=[...])`,
+then `k = tune(fn)`: its keys are reported where they are written), wrappers defined in the
 module that pass their `key` on to `triton.autotune` or apply it
 themselves, and wrappers from other modules: a decorator whose name
 contains `autotune`, given a `key=` and applied to a `@triton.jit`
