@@ -94,13 +94,15 @@ def source_rules(selection: Selection) -> list[SourceRule]:
     """The selected rules that read source files, in registry order (KG004, if selected, first: it
     applies to every file the others read)."""
     out = []
+    shared: dict[Any, Any] = {}  # what the rules of the run keep for one another (`SourceContext.shared`)
     for code in registry.codes():
         row_layer = next(module for c, _n, module in registry.REGISTRY if c == code).split(".")[0]
         if row_layer not in SOURCE_LAYERS + SECOND_SOURCE_LAYERS or not selection.active(code):
             continue
         rule = registry.load(code)
         if rule.files and (row_layer in SOURCE_LAYERS or rule.source_check is not None):
-            out.append(SourceRule(rule, glob_matcher(rule.files), SourceContext(options=rule_options(selection, code))))
+            out.append(SourceRule(rule, glob_matcher(rule.files), SourceContext(options=rule_options(selection, code),
+                                                                                shared=shared)))
     if out and selection.active(UNREADABLE):
         out.insert(0, SourceRule(registry.load(UNREADABLE), _every_file, SourceContext(options={})))
     return out
