@@ -181,6 +181,7 @@ import os
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any, cast
 
 from kgate.collect import pyautotune, pysparse
 from kgate.collect import pysource as py
@@ -502,7 +503,7 @@ class _Module:
         return (func.attr, base, operands[2]) if operands is not None else None
 
 
-class _Partial(list):  # type: ignore[type-arg]
+class _Partial(list[Any]):
     """Configs read from an expression some parts of which kgate could not read."""
 
 
@@ -513,9 +514,9 @@ def _bound(fn: Function, call: ast.Call) -> dict[str, ast.expr]:
     positional = [*fn.args.posonlyargs, *fn.args.args]
     for param, default in zip(positional[len(positional) - len(fn.args.defaults):], fn.args.defaults):
         out[param.arg] = default
-    for param, default in zip(fn.args.kwonlyargs, fn.args.kw_defaults):
-        if default is not None:
-            out[param.arg] = default
+    for param, kw_default in zip(fn.args.kwonlyargs, fn.args.kw_defaults):
+        if kw_default is not None:
+            out[param.arg] = kw_default
     for param, arg in zip(positional, call.args):
         if isinstance(arg, ast.Starred):
             break
@@ -748,7 +749,7 @@ def _applications(source: SourceFile, module: _Module | None, whole: py.ParsedMo
             yield from _imported_kernel(source, module or _Module(source, whole), project, application)
             continue
         fn = module.function(application.kernel) if module is not None else None
-        if fn is not None:
+        if fn is not None and module is not None:
             yield from _check_kernel(source, module, fn, application.arguments,
                                      reported.setdefault(fn.name, set()),
                                      None if application.decorator else application.at)
@@ -933,9 +934,10 @@ class _ListPaths:
                 return True, paths
             if not paths:
                 return False, paths
-            paths = self._step(stmt, node, paths)
-            if paths is None:
+            stepped = self._step(stmt, node, paths)
+            if stepped is None:
                 return None
+            paths = stepped
         return False, paths
 
     def _step(self, stmt: ast.stmt, node: ast.AST, paths: list) -> list | None:
@@ -1021,7 +1023,7 @@ class _ListPaths:
     def _decide(self, test: ast.expr, value: object) -> bool | None:
         if value is _UNKNOWN:
             return None
-        names, none = value  # type: ignore[misc]
+        names, none = cast("tuple[Any, bool]", value)
         if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
             inner = self._decide(test.operand, value)
             return None if inner is None else not inner
@@ -1169,7 +1171,7 @@ def _truth(test: ast.expr, values: dict[str, object]) -> bool | None:
         inner = _truth(test.operand, values)
         return None if inner is None else not inner
     if isinstance(test, ast.Compare) and len(test.ops) == 1 and type(test.ops[0]) in _COMPARE:
-        sides = []
+        sides: list[Any] = []
         for side in (test.left, test.comparators[0]):
             if isinstance(side, ast.Constant):
                 sides.append(side.value)
