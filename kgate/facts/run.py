@@ -60,7 +60,7 @@ class Facts:
         self.parsed: dict[str, Sources] | None = {} if reuse else None
 
     def key(self, unit: Compiled) -> str:
-        identity = unit.context if unit.language == "triton" else {k: unit.context.get(k) for k in IDENTITY}
+        identity = {k: unit.context.get(k) for k in IDENTITY} if unit.language == "cuda" else unit.context
         return digest("facts", self.schema, unit.key, unit.hashes, unit.sass_symbols, unit.dynamic_smem, identity)
 
     def of(self, unit: Compiled, *, keep: bool = True) -> Built | str | None:
