@@ -667,6 +667,7 @@ def _unit(cache: Cache, key: str, value: dict[str, Any], cubin: str | None, vari
     line = def_line(p.file, p.function) if p.file is not None and _defined_in_file(p, p.expansion) else None
     return Compiled(key=key, folder=cache.artifacts(key), language=context["language"], target=context["target"],
                     hashes=dict(value["artifacts"]), context=context, dynamic_smem=value["dynamic_smem"],
+                    entry_smem=dict(value.get("entry_smem", {})),
                     cubin=(str(cache.artifacts(key) / CUBIN), cubin), spans_then=spans_then, spans_now=p.spans,
                     source_file=p.file, def_line=line,
                     origin=(variant["kernel"], variant["name"], context["path"], context["line"]))

@@ -61,7 +61,8 @@ class Facts:
 
     def key(self, unit: Compiled) -> str:
         identity = {k: unit.context.get(k) for k in IDENTITY} if unit.language == "cuda" else unit.context
-        return digest("facts", self.schema, unit.key, unit.hashes, unit.sass_symbols, unit.dynamic_smem, identity)
+        return digest("facts", self.schema, unit.key, unit.hashes, unit.sass_symbols, unit.dynamic_smem,
+                      unit.entry_smem, identity)
 
     def of(self, unit: Compiled, *, keep: bool = True) -> Built | str | None:
         """The unit's facts; a message where its artifacts do not read as facts (a failure to report); None where
