@@ -7,7 +7,6 @@ fake tensors of them and compiles offline for sm_120a and sm_90a.
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 from conftest import FIXTURES, Run, copy_project, expectations, kgate

@@ -23,6 +23,7 @@ from kgate.core.errors import ToolchainError
 from kgate.core.schema import CAPABILITY
 from kgate.support import tools
 from kgate.support.compiler_env import program_identity, triton_environment
+from kgate.support.install import install_hint
 from kgate.support.toolchain import CudaToolchain, cuda_toolchain
 
 
@@ -77,7 +78,7 @@ def cute_toolchain() -> dict[str, str]:
     if version is None:
         raise ToolchainError("nvidia-cutlass-dsl is not installed in this environment: kgate compiles CuTe DSL "
                              "kernels with the project's own CuTe DSL, so run kgate in that environment, or "
-                             "pip install nvidia-cutlass-dsl")
+                             f"{install_hint('cute')}")
     return {"cutlass-dsl": version}
 
 
