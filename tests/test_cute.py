@@ -46,3 +46,15 @@ def test_shared_memory_a_cute_allocator_asks_for_is_the_kernels(rules_checked: R
     rows = {(k["kernel"], k["target"]): k for k in rules_checked.json()["kernels"]}
     assert rows[("memory:staged_four", "sm_90a")]["smem_bytes"] == 2 * rows[("memory:staged_two", "sm_90a")]["smem_bytes"]
     assert rows[("memory:staged_two", "sm_120a")]["smem_bytes"] == 2 * 8192 * 4
+
+
+def test_kgate_register_on_a_cute_jit_function_is_a_cute_registration(tmp_path) -> None:  # noqa: ANN001
+    """`@kgate.register(args=...)` on a `@cute.jit` function, dtypes written as the DSL's own objects: read from the
+    source for the plan, and accepted as a CuTe DSL registration when the module is imported (it was validated as a
+    Triton registration there: `args.a.dtype: unknown key`, a compile error)."""
+    (tmp_path / "kgate.toml").write_text('targets = ["sm_120a"]\npython-path = ["."]\n', encoding="utf-8")
+    (tmp_path / "ops.py").write_text((RULES.parent / "register_ops.txt").read_text(encoding="utf-8"), encoding="utf-8")
+    run = kgate("check", "--format", "json", "--no-cache", cwd=tmp_path)
+    assert run.code == 0, run.stdout + run.stderr
+    rows = run.json()["kernels"]
+    assert [(k["kernel"], k["language"], k["kind"]) for k in rows] == [("ops:double", "cute", "elementwise")]
