@@ -7,7 +7,6 @@ fake tensors of them and compiles offline for sm_120a and sm_90a.
 
 from __future__ import annotations
 
-
 import pytest
 from conftest import FIXTURES, Run, copy_project, expectations, kgate
 
@@ -48,7 +47,7 @@ def test_shared_memory_a_cute_allocator_asks_for_is_the_kernels(rules_checked: R
     assert rows[("memory:staged_two", "sm_120a")]["smem_bytes"] == 2 * 8192 * 4
 
 
-def test_kgate_register_on_a_cute_jit_function_is_a_cute_registration(tmp_path) -> None:  # noqa: ANN001
+def test_kgate_register_on_a_cute_jit_function_is_a_cute_registration(tmp_path) -> None:
     """`@kgate.register(args=...)` on a `@cute.jit` function, dtypes written as the DSL's own objects: read from the
     source for the plan, and accepted as a CuTe DSL registration when the module is imported (it was validated as a
     Triton registration there: `args.a.dtype: unknown key`, a compile error)."""
