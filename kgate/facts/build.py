@@ -34,11 +34,40 @@ def build(model: type[F], context: dict[str, Any], src: Sources, entry: str) -> 
 
 
 def unit_facts(unit: Compiled, src: Sources, model: type[F] = KernelFacts) -> list[tuple[str, F]]:  # type: ignore[assignment]
-    """(PTX entry, facts) of every kernel a unit gates: a Triton variant's one entry, a CUDA file's own kernels."""
+    """(PTX entry, facts) of every kernel a unit gates: a Triton variant's one entry, the kernels a CuTe DSL call
+    launches, a CUDA file's own kernels."""
     if unit.language == "triton":
         entry = src.ptx.entry().name
         return [(entry, build(model, unit.context, src, entry))]
+    if unit.language == "cute":
+        return [(entry, build(model, context, src, entry)) for entry, context in cute_kernels(unit.context, src)]
     return [(entry, build(model, context, src, entry)) for entry, context in cuda_kernels(unit.context, src)]
+
+
+def cute_kernels(context: dict[str, Any], src: Sources) -> list[tuple[str, dict[str, Any]]]:
+    """(symbol, context) of each kernel a CuTe DSL call launches, in the PTX's order: the call's one kernel is the
+    registered name; of several, each is the registered name and its `@cute.kernel` (`pkg.mod:fn/kernel`). A CTA's
+    warps are what the kernel's PTX requires (`.reqntid`, from the launch's static block size)."""
+    symbols = src.entry_names()
+    headers = src.headers
+    out = []
+    for symbol in symbols:
+        header = headers.get(symbol)
+        threads = header.max_threads if header and header.max_threads else ASSUMED_THREADS
+        kernel = context["kernel"] if len(symbols) == 1 else f"{context['kernel']}/{cute_kernel_name(symbol)}"
+        out.append((symbol, {**context, "kernel": kernel, "num_warps": max(1, -(-threads // 32)),
+                             "captured": tuple(context.get("captured", ()))}))
+    return out
+
+
+def cute_kernel_name(symbol: str) -> str:
+    """A `@cute.kernel`'s name in its PTX symbol (`kernel_cutlass_<name>_<argument types>_<n>`), as far as the symbol
+    tells it: the part before the DSL's mangled arguments."""
+    body = symbol.removeprefix("kernel_").removeprefix("cutlass_")
+    for marker in ("_tensor", "_object_at_", "_ptr", "_Tensor"):
+        if marker in body:
+            return body.split(marker, 1)[0] or symbol
+    return body.rsplit("_", 1)[0] or symbol
 
 
 def cuda_kernels(payload: dict[str, Any], src: Sources) -> list[tuple[str, dict[str, Any]]]:

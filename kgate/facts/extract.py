@@ -113,7 +113,7 @@ def entry_resources(src: Sources, entry: str) -> Resources:
         raise ParseError(f"the ptxas log has no figures for {entry!r}")
     frames = frames_for(src.frames, entry)
     called = tuple((name, frames[name]) for name in src.ptx.entry(entry).calls if name in frames)
-    return resources(found, src.artifacts.dynamic_smem, called)
+    return resources(found, src.artifacts.smem_of(entry), called)
 
 
 def sass_summary(src: Sources, entry: str) -> SassSummary | None:
