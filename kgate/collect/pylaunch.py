@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 
 from kgate.collect import pysource as py
 from kgate.collect import pysparse
-from kgate.collect.pycallers import CallSites, within
+from kgate.collect.pycallers import CallSites, split, within
 from kgate.collect.pyscopes import (
     Scope,
     launch_lines,
@@ -108,7 +108,7 @@ class Launches(CallSites):
         from kgate.collect.source import UnreadableSource, parse_python
 
         lines = self.source.lines
-        blocks = pysparse.split(lines)
+        blocks = split(self.source)
         if blocks is None:
             return self.source.tree
         self._blocks = pysparse.definitions(lines, blocks)
