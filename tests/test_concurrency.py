@@ -310,6 +310,8 @@ WRITERS = {
     ("kgate/capture/session.py", "locked"): "a lock file opened to append to, never written",
     ("kgate/compile/environments.py", "_locked"): "a lock file opened to append to, never written",
     ("kgate/compile/environments.py", "environment"): "a record inside a temporary folder, moved into place whole",
+    ("kgate/compile/import_children.py", "_open_report"): "a report in a folder of the run's own, appended to line "
+                                                           "by line and read back up to its last whole line",
 }
 
 

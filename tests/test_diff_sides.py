@@ -69,6 +69,7 @@ def test_a_submodule_commit_the_clone_lacks_is_one_error(tmp_path: Path) -> None
     _git(project, "commit", "-q", "-m", "the kernels' submodule")
     shutil.rmtree(project / "lib")
     (project / "lib").mkdir()
+    shutil.rmtree(project / ".git" / "modules" / "lib")  # nor does git keep one for it
     run = _diff(project, "HEAD")
     assert run.code == 2 and "the working tree has no clone of it" in run.stderr, run.stderr
     assert _left_worktrees(project) == []

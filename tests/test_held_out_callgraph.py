@@ -1,4 +1,4 @@
-"""Held-out cases for the PTX call graph and the source analysis of what a Triton kernel calls.
+"""Held-out cases for the PTX call graph and the block-scale expectation of a Triton kernel's helpers.
 
 tests/data/callgraph/held_out.cu is compiled by nvcc here (PTX): state spaces named after other qualifiers
 (`ld.volatile.shared`, `st.shared::cta`, `st.async.shared::cluster`), `cp.async` bookkeeping, shared-to-shared
@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from kgate.collect.static_kernel import calls_dot_scaled
 from kgate.facts.callgraph import INDIRECT, function_name
 from kgate.facts.ptx import PtxEntry, PtxFacts, is_global_access, parse_ptx
 
@@ -97,140 +96,6 @@ def test_what_a_kernel_touches_before_its_wait(cuda: PtxFacts, kernel: str) -> N
 ])
 def test_the_state_space_is_read_wherever_it_stands_in_the_opcode(opcode: str, touches: bool) -> None:
     assert is_global_access(opcode) == touches
-
-
-HELPERS = '''\
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def tile(a, s):
-    return tl.dot_scaled(a, s, "e4m3", a, s, "e4m3")
-
-
-@triton.jit
-def plain(a):
-    return a
-
-
-scaled_alias = tile
-'''
-
-KERNELS = '''\
-import triton
-import triton.language as tl
-import helpers as h
-import helpers
-from helpers import tile as t
-from helpers import scaled_alias
-from triton.language import dot_scaled as ds
-from pkg import helpers as ph
-import pkg.helpers
-from pkg.sub import deep
-
-
-@triton.jit
-def via_module_alias(a, s):
-    h.tile(a, s)
-
-
-@triton.jit
-def via_module(a, s):
-    helpers.tile(a, s)
-
-
-@triton.jit
-def via_renamed_import(a, s):
-    t(a, s)
-
-
-@triton.jit
-def via_an_alias_in_the_helper_module(a, s):
-    scaled_alias(a, s)
-
-
-@triton.jit
-def via_renamed_builtin(a, s):
-    ds(a, s, "e4m3", a, s, "e4m3")
-
-
-@triton.jit
-def via_package_module_alias(a, s):
-    ph.tile(a, s)
-
-
-@triton.jit
-def via_dotted_package_path(a, s):
-    pkg.helpers.tile(a, s)
-
-
-@triton.jit
-def via_relative_package_import(a, s):
-    deep(a, s)
-
-
-@triton.jit
-def plain_helper_through_the_alias(a, s):
-    h.plain(a)
-
-
-if True:
-    @triton.jit
-    def defined_under_if(a, s):
-        return tl.dot_scaled(a, s, "e4m3", a, s, "e4m3")
-
-
-@triton.jit
-def via_a_def_under_if(a, s):
-    defined_under_if(a, s)
-
-
-local_alias = via_renamed_builtin
-
-
-@triton.jit
-def via_a_local_alias(a, s):
-    local_alias(a, s)
-
-
-@triton.jit
-def names_it_in_a_string_only(a, s):
-    x = "h.tile ds tl.dot_scaled"
-    return a
-'''
-
-SUB = '''\
-from .. import helpers
-
-
-def deep(a, s):
-    return helpers.tile(a, s)
-'''
-
-EXPECTED = {
-    "via_module_alias": True, "via_module": True, "via_renamed_import": True,
-    "via_an_alias_in_the_helper_module": True, "via_renamed_builtin": True, "via_package_module_alias": True,
-    "via_dotted_package_path": True, "via_relative_package_import": True, "plain_helper_through_the_alias": False,
-    "via_a_def_under_if": True, "via_a_local_alias": True, "names_it_in_a_string_only": False,
-}
-
-
-@pytest.fixture(scope="module")
-def triton_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("dot_scaled")
-    (root / "helpers.py").write_text(HELPERS)
-    (root / "pkg" / "sub").mkdir(parents=True)
-    (root / "pkg" / "__init__.py").write_text("")
-    (root / "pkg" / "helpers.py").write_text(HELPERS)
-    (root / "pkg" / "sub" / "__init__.py").write_text(SUB)
-    (root / "kernels.py").write_text(KERNELS)
-    return root
-
-
-@pytest.mark.parametrize("kernel", sorted(EXPECTED))
-def test_dot_scaled_is_found_however_the_helper_is_reached(triton_project: Path, kernel: str) -> None:
-    assert calls_dot_scaled(triton_project / "kernels.py", kernel, [triton_project]) is EXPECTED[kernel]
 
 
 E2E = '''\

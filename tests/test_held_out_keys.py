@@ -267,8 +267,6 @@ def test_every_held_out_read_is_in_the_key(tmp_path: Path, case: str) -> None:
         assert _check(project) == small
 
 
-@pytest.mark.xfail(strict=True, reason="the recorder skips /dev wholesale: an import that read /dev/urandom is "
-                   "served its first record on every later run, as if what it read were the same")
 def test_an_import_that_read_a_random_device_is_imported_again(tmp_path: Path) -> None:
     """What /dev/urandom gave cannot be named: the record of such an import is never served to a later run."""
     preamble, expression, *_ = CASES["dev-urandom-read"]

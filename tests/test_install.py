@@ -106,6 +106,8 @@ def test_the_wheel_installs_into_a_project_and_gates_it(tmp_path: Path, wheel: P
     where = subprocess.run([python, "-c", "import kgate, triton; print(kgate.__file__)"], check=True,
                            capture_output=True, text=True, cwd=tmp_path, env=env).stdout.strip()
     assert Path(where).is_relative_to(env_dir), where  # the wheel's kgate, not this checkout's
+    for boot in ("capture", "compile"):  # what starts kgate's recorders in the programs they watch
+        assert (Path(where).parent / boot / "boot" / "sitecustomize.py").is_file(), boot
 
     project = tmp_path / "project"
     (project / "pkg").mkdir(parents=True)

@@ -146,6 +146,21 @@ def test_a_verdict_read_from_another_modules_calls_is_linted_again_when_that_mod
     assert found(first) - found(second) == {("conv/kernels.py", 22, "KG201", "40")}
 
 
+def test_a_verdict_read_from_the_projects_modules_is_linted_again_when_a_module_is_added(tmp_path: Path) -> None:
+    """A warm run answers conv/kernels.py from the cache while no Python file of the project changed; a module added
+    since that calls its launcher with a token count is read, and the key it decides is reported."""
+    project = copy_project("rules/KG201", tmp_path)
+    layers = project / "conv" / "layers.py"
+    layers.write_text(layers.read_text().replace("scale_rows(hidden, hidden.shape[0])", "scale_rows(hidden, 1)"))
+    first = kgate("lint", "--format", "json", cwd=project)
+    assert ("conv/kernels.py", 22, "KG201", "40") not in found(first)
+    assert found(kgate("lint", "--format", "json", cwd=project)) == found(first)
+    (project / "conv" / "serving.py").write_text(
+        "from .kernels import scale_rows\n\n\ndef step(tokens):\n    scale_rows(tokens, tokens.shape[0])\n")
+    second = kgate("lint", "--format", "json", cwd=project)
+    assert found(second) - found(first) == {("conv/kernels.py", 22, "KG201", "40")}
+
+
 def test_each_module_is_split_once_however_often_its_launchers_are_followed(monkeypatch: pytest.MonkeyPatch) -> None:
     """KG201 and KG108 read conv/ops.py and conv/layers.py for what they pass to conv/kernels.py, then lint those
     files themselves: each module's top-level statements are found once in the run (a module read on the side

@@ -152,8 +152,9 @@ def test_local_memory_counts_only_inside_a_backward_branch() -> None:
     text = (DATA / "local_memory_in_loop.sm_120a.sass").read_text()
     inside = local_in_loops(text)
     local = parse_sass(text)["histogram_local"]
-    assert inside["histogram_local"] == (1, 1)
+    assert inside["histogram_local"].in_loops == (1, 1)
     assert local.count("STL") + local.count("LDL") > 2  # the rest is outside the loop
     # The shared-memory twin has loops but no local memory; the idle `BRA` to itself after EXIT is no loop.
-    assert inside["histogram_shared"] == (0, 0)
-    assert local_in_loops("Function : f\n  /*0000*/  STL [R1], RZ ;\n  /*0010*/  BRA 0x10;\n") == {"f": (0, 0)}
+    assert inside["histogram_shared"].in_loops == (0, 0)
+    idle = local_in_loops("Function : f\n  /*0000*/  STL [R1], RZ ;\n  /*0010*/  BRA 0x10;\n")
+    assert idle["f"].in_loops == (0, 0) and idle["f"].total == (0, 1)

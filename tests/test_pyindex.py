@@ -67,15 +67,15 @@ def test_a_second_run_reads_the_index_instead_of_parsing(tmp_path: Path, countin
     assert len(counting) == 2
 
 
-def test_static_expansion_reads_parameters_and_dot_scaled(tmp_path: Path, counting: list[Path]) -> None:
+def test_static_expansion_reads_parameters(tmp_path: Path, counting: list[Path]) -> None:
     module = tmp_path / "mod.py"
     module.write_text(SOURCE)
     kernel = static_expansion(module, "kernel")
-    assert kernel is not None and kernel["line"] == 13 and not kernel["uses_dot_scaled"]
+    assert kernel is not None and kernel["line"] == 13
     assert [(p["name"], p["constexpr"], p["has_default"]) for p in kernel["params"]] == [
         ("x", False, False), ("n", False, False), ("BLOCK", True, False)]
     other = static_expansion(module, "other")
-    assert other is not None and other["uses_dot_scaled"] and other["params"][2]["has_default"]
+    assert other is not None and other["params"][2]["has_default"]
 
 
 def test_kernel_keys_follow_what_each_kernel_uses(tmp_path: Path, counting: list[Path]) -> None:
@@ -121,6 +121,11 @@ def kernel(x, BLOCK: tl.constexpr):
     ("", "@triton.jit", "def rebind():\n    global kernel\n    kernel = None", False),
     ("", "@triton.jit", "from tuned_kernels import *", False),
     ("import mylib", "@mylib.jit", "", False),  # a project's own `jit` is not Triton's
+    # Gluon's jit makes a kernel the same launcher binds: plain too.
+    ("from triton.experimental import gluon", "@gluon.jit", "", True),
+    ("from triton.experimental.gluon import jit as gjit\nimport kgate", "@kgate.register(kind='other')\n@gjit", "",
+     True),
+    ("from triton.experimental import gluon", "@gluon.jit\n@triton.jit", "", False),
 ])
 def test_only_a_provably_plain_jit_kernel_is_planned_from_source(
         tmp_path: Path, counting: list[Path], imports: str, decorators: str, after: str, static: bool) -> None:

@@ -114,8 +114,11 @@ def test_only_kgate_tools_starts_processes() -> None:
             calls = _process_calls(ast.parse(path.read_text(encoding="utf-8")))
             if calls:
                 found[rel] = sorted({what for _line, what in calls})
-    # tools.py imports subprocess and calls subprocess.run: an argument list, a timeout, no shell.
-    assert found == {"kgate/support/tools.py": ["import subprocess"]}
+    # tools.py imports subprocess and calls subprocess.run: an argument list, a timeout, no shell. The import
+    # recorder wraps the functions a kernel module's import starts its own programs with (subprocess.Popen,
+    # os.system, os.execv, ...) to hand the recorder on to them; it starts no program of its own.
+    assert found == {"kgate/support/tools.py": ["import subprocess"],
+                     "kgate/compile/import_children.py": ["import subprocess", "os.execv", "os.system"]}
 
 
 def test_kgate_tools_run_uses_an_argument_list_and_a_timeout() -> None:

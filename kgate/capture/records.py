@@ -1,5 +1,6 @@
 """The record files of `kgate capture`, read back: every process of the command appends JSON lines to
-`records-<pid>.jsonl` in the capture's folder (`kgate.capture.runtime.Recorder`), and this reads them.
+`records-<pid>-<random>.jsonl` in the capture's folder (`kgate.capture.runtime.Recorder`), and this reads them;
+a process whose write failed (a full disk, a file size limit) leaves an empty `lost-<pid>-<errno name>` there.
 
 The folder is named in the command's environment, so anything the command runs may write there: a record
 file is an input like any other. It is read through `read_input` (a named pipe, a device, a link or a
@@ -12,14 +13,16 @@ only loss.
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kgate.capture.runtime import RECORD_VERSION
+from kgate.capture.runtime import LOST, RECORD_VERSION
 from kgate.collect.captures import capability_arch
+from kgate.core.schema import MAX_INT64
 from kgate.support import jsondoc
 from kgate.support.atomicio import read_input
 
@@ -39,11 +42,16 @@ def _string(value: Any) -> bool:
 
 
 def _count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    """A count the capture file can hold: TOML's integers are 64-bit."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_INT64
 
 
 def _capability(value: Any) -> bool:
     return capability_arch(value) is not None
+
+
+def _any(value: Any) -> bool:
+    return True
 
 
 def _version(value: Any) -> bool:
@@ -53,11 +61,16 @@ def _version(value: Any) -> bool:
 @dataclass(frozen=True)
 class Shape:
     """A record type's fields: those it must have and those it may have, each with its check. A spec record's
-    specialisation fields are `Specialization.from_record`'s to judge, with that function's messages."""
+    specialisation fields are `Specialization.from_record`'s to judge, with that function's messages; a field
+    the recorder does not write (another kgate's) is refused, never dropped: it might change what is compiled."""
 
     required: dict[str, Check] = field(default_factory=dict)
     optional: dict[str, Check] = field(default_factory=dict)
-    open: bool = False  # other keys allowed (a spec's specialisation, the driver's figures of a live record)
+    open: bool = False  # other keys allowed (the driver's figures of a live record)
+
+
+# The fields of a specialisation the recorder writes (`kgate.capture.runtime.specialization_record`).
+SPECIALISATION = ("signature", "constexprs", "divisible", "equal_to_1", "none", "options")
 
 
 SCHEMA: dict[str, Shape] = {
@@ -68,8 +81,8 @@ SCHEMA: dict[str, Shape] = {
     "setup-error": Shape({"error": _string}),
     # A launch kgate could not describe carries `problem` and no specialisation; every other one names the
     # file of its kernel (where kgate finds its source).
-    "spec": Shape({"id": _text, "kernel": _text, "version": _version}, {"problem": _string, "file": _text},
-                  open=True),
+    "spec": Shape({"id": _text, "kernel": _text, "version": _version},
+                  {"problem": _string, "file": _text, **{name: _any for name in SPECIALISATION}}),
     "picked": Shape({"id": _text}),
     "launches": Shape({"id": _text, "count": _count}),
     "live": Shape({"id": _text}, open=True),
@@ -113,11 +126,13 @@ def _shown(value: Any) -> str:
 
 @dataclass
 class RecordFile:
-    """One process's records, each validated, in the order written; `problems`: lines that were not records."""
+    """One process's records, each validated, in the order written; `problems`: lines that were not records;
+    `unwritten`: why the process could not write all of its records (its marker file), or None."""
 
     name: str
     records: list[dict[str, Any]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    unwritten: str | None = None
 
     @property
     def where(self) -> str | None:
@@ -131,10 +146,23 @@ def read_folder(folder: Path) -> list[RecordFile]:
         return [RecordFile(folder.name, problems=["the capture's record folder was replaced by a symbolic link: "
                                                   "its records are not read"])]
     try:
-        names = sorted(n for n in os.listdir(folder) if Path(n).match(PATTERN))
+        listed = os.listdir(folder)
     except OSError as exc:
         return [RecordFile(str(folder), problems=[f"the capture's record folder cannot be read: {exc.strerror}"])]
-    return [read_file(folder / name) for name in names]
+    names = sorted(n for n in listed if Path(n).match(PATTERN))
+    lost = sorted(n for n in listed if n.startswith(LOST))
+    return [*(read_file(folder / name) for name in names), *(_unwritten(name) for name in lost)]
+
+
+_TAKEN = {"removed": "its record file was deleted while it ran", "truncated": "its record file was cut short"}
+
+
+def _unwritten(name: str) -> RecordFile:
+    """The marker a process leaves where its records are incomplete: `lost-<pid>-<why>`, an errno name (a write
+    failed: a full disk, a file size limit) or what became of its file."""
+    reason = name.rsplit("-", 1)[-1]
+    code = getattr(errno, reason, None) if reason.isupper() and reason.isalpha() else None
+    return RecordFile(name, unwritten=os.strerror(code) if isinstance(code, int) else _TAKEN.get(reason, "a write failed"))
 
 
 def read_file(path: Path) -> RecordFile:

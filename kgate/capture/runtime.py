@@ -24,6 +24,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import copy
+import errno
 import hashlib
 import importlib.abc
 import importlib.machinery
@@ -32,11 +33,11 @@ import json
 import os
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 RECORD_VERSION = 1
-ENV_DIR = "KGATE_CAPTURE_DIR"  # where each process writes records-<pid>.jsonl
+ENV_DIR = "KGATE_CAPTURE_DIR"  # where each process writes records-<pid>-<random>.jsonl
 ENV_MODE = "KGATE_CAPTURE_MODE"  # "gpu" (run as usual) or "offline" (bind for a target, launch nothing)
 ENV_TARGET = "KGATE_CAPTURE_TARGET"  # offline: the capability to bind for, e.g. "120"
 ENV_SETUP = "KGATE_SETUP"  # "module:function" or a file: the project's set-up, run before its code
@@ -244,30 +245,101 @@ class Recorder:
         self.specs: dict[str, dict[str, Any]] = {}  # record id -> record
         self.autotuned: list[list[str]] = []  # record ids bound inside each running autotuner call
         self.lock = threading.Lock()
+        self._io = threading.Lock()  # one line at a time into the file, whatever lock the caller holds
         self._pid = -1
         self._fd = -1
+        self._path = ""
+        self._file: tuple[int, int] | None = None  # (device, inode) of this process's record file
+        self._lost = False  # a write failed: this process writes nothing more (kgate is told by a marker)
+        self._written = 0  # bytes this process wrote into its file
+        self._finished = False
         self.previous_hook: Any = None
         self.previous_post_hook: Any = None
         self.where: str | None = os.environ.get(ENV_WHERE) if offline else None
         self._described = False
         self._env: dict[str, Any] | None = None  # this process's env record, written again by a forked child
+        if sink is None and hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=self._forked)
+
+    def _forked(self) -> None:
+        """In a forked child: locks of its own (another thread of the parent may have held one at the fork, and
+        would never release the child's copy) and counts of its own (the parent's are the parent's to write)."""
+        self.lock = threading.Lock()
+        self._io = threading.Lock()
+        self.launches = {}
+        self.autotuned = []
+        self._lost = False
+        self._finished = False
+        mp_util = sys.modules.get("multiprocessing.util")
+        if self.counts and mp_util is not None:
+            # A multiprocessing child ends in os._exit, which runs no atexit handler: its counts are written by
+            # a finalizer, registered once multiprocessing has cleared the parent's.
+            mp_util.register_after_fork(self, Recorder._finish_with_multiprocessing)
+
+    def _finish_with_multiprocessing(self) -> None:
+        import multiprocessing.util
+
+        multiprocessing.util.Finalize(None, self.finish, exitpriority=0)
 
     def _write(self, record: dict[str, Any]) -> None:
+        """Append one record to this process's file, whole. A write that fails (a full disk, a file size limit, a
+        folder taken away) never reaches the command: this process stops writing and leaves an empty marker
+        file whose name says why, so that kgate reports the records lost instead of passing without them."""
         if self.sink is not None:
             self.sink(record)
             return
         line = (json.dumps(record, sort_keys=True, default=str) + "\n").encode()
-        if self._pid != os.getpid():  # a forked child writes a file of its own
-            forked = self._pid != -1
-            self._pid = os.getpid()
-            os.makedirs(self.directory, exist_ok=True)
-            path = os.path.join(self.directory, f"records-{self._pid}.jsonl")
-            self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-            if forked and self._env is not None and record is not self._env:
-                # The parent described where it runs before the fork: the child's file says it too, or its
-                # launches would be of no known environment.
-                os.write(self._fd, (json.dumps(self._env, sort_keys=True, default=str) + "\n").encode())
-        os.write(self._fd, line)
+        with self._io:
+            if self._lost and self._pid == os.getpid():
+                return
+            try:
+                self._open(record)
+                gone = self._reattach()
+                if gone is None:
+                    self._written += _write_all(self._fd, line)
+                    gone = _taken(self._fd, self._written)
+            except OSError as exc:
+                gone = errno.errorcode.get(exc.errno or 0, "EIO")
+            if gone is not None:
+                self._lost = True
+                _mark_lost(self.directory, gone)
+
+    def _open(self, record: dict[str, Any]) -> None:
+        """Open this process's file on its first record (a forked child's first: a file of its own). Its name is
+        the process's id and a random part: a later process given the same id (a killed one's) writes its own."""
+        if self._pid == os.getpid():
+            return
+        forked = self._pid != -1
+        self._pid, self._lost, self._written = os.getpid(), False, 0
+        os.makedirs(self.directory, exist_ok=True)
+        self._path = os.path.join(self.directory, f"records-{self._pid}-{os.urandom(4).hex()}.jsonl")
+        self._fd = os.open(self._path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_EXCL, 0o644)
+        os.fchmod(self._fd, 0o644)  # readable by kgate whatever umask the command set
+        self._file = _identity(os.fstat(self._fd))
+        if forked and self._env is not None and record is not self._env:
+            # The parent described where it runs before the fork: the child's file says it too, or its
+            # launches would be of no known environment.
+            self._written += _write_all(self._fd, (json.dumps(self._env, sort_keys=True, default=str) + "\n").encode())
+
+    def _reattach(self) -> str | None:
+        """Whether the descriptor this process writes with is still its record file's, under its name: a command
+        that closed it (a daemon's clean-up of every descriptor) may have opened a file of its own under the same
+        number, into which a record must never go. Where it is not, the file is opened again by its name;
+        "removed" where that name no longer holds the file this process wrote (deleted, moved away, replaced)."""
+        try:
+            if _identity(os.fstat(self._fd)) == self._file == _identity(os.stat(self._path)):
+                return None
+        except OSError:
+            pass  # closed, or the name holds nothing
+        try:
+            fd = os.open(self._path, os.O_WRONLY | os.O_APPEND)
+        except FileNotFoundError:
+            return "removed"
+        if _identity(os.fstat(fd)) != self._file:
+            os.close(fd)
+            return "removed"
+        self._fd = fd
+        return None
 
     def hook(self, *, key: Any, repr: Any, fn: Any, compile: dict[str, Any], is_manual_warmup: bool,
              already_compiled: bool, **extra: Any) -> Any:
@@ -351,12 +423,53 @@ class Recorder:
                 self._write({"type": "picked", "id": rid})
 
     def finish(self) -> None:
-        """At exit: launch counts, when asked for."""
+        """At exit: launch counts, when asked for (once a process, however it ends)."""
+        if self._finished:
+            return
+        self._finished = True
         try:
             for rid, count in sorted(self.launches.items()):
                 self._write({"type": "launches", "id": rid, "count": count})
         except Exception:  # noqa: BLE001 - at exit there is nobody left to tell
             pass
+
+
+LOST = "lost-"  # an empty `lost-<pid>-<why>` (an errno name, "removed", "truncated"): the records are incomplete
+
+
+def _write_all(fd: int, data: bytes) -> int:
+    """os.write until all of `data` is written (a write may stop short, at a file size limit or a full disk)."""
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        if written <= 0:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        view = view[written:]
+    return len(data)
+
+
+def _identity(status: os.stat_result) -> tuple[int, int]:
+    return status.st_dev, status.st_ino
+
+
+def _taken(fd: int, written: int) -> str | None:
+    """Why what this process wrote is no longer all in its file: "removed" (the file was deleted while it ran,
+    and writes go nowhere anyone reads), "truncated" (cut shorter than what was written); None while it is."""
+    status = os.fstat(fd)
+    if status.st_nlink == 0:
+        return "removed"
+    return "truncated" if status.st_size < written else None
+
+
+def _mark_lost(directory: str, reason: str) -> None:
+    """An empty file (else a folder, which takes no descriptor) whose name says the process's records are
+    incomplete and why: it needs no room on a full disk. Where even that fails, nothing more can be said."""
+    path = os.path.join(directory, f"{LOST}{os.getpid()}-{reason}")
+    with contextlib.suppress(OSError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o644))
+        return
+    with contextlib.suppress(OSError):
+        os.mkdir(path)
 
 
 def _gpu_name(device: Any) -> str | None:
@@ -431,7 +544,9 @@ def install(recorder: Recorder, capability: int | None) -> None:
     global _RECORDER
     _RECORDER = recorder
     from triton import knobs
-    from triton.runtime import autotuner
+    from triton.runtime import autotuner, jit
+
+    _serializable_hook_data(jit)
 
     recorder.previous_hook = knobs.runtime.jit_cache_hook
     knobs.runtime.jit_cache_hook = recorder.hook
@@ -443,6 +558,38 @@ def install(recorder: Recorder, capability: int | None) -> None:
 
         driver.set_active(offline_driver(capability or 120))
     _wrap_autotuner(autotuner.Autotuner, recorder)
+
+
+def _serializable_hook_data(jit: Any) -> None:
+    """Triton's launcher turns a launch into JSON for a JIT hook (`serialize_specialization_data`), and fails on a
+    constexpr JSON has no form for: a Gluon layout (`gl.BlockedLayout`, passed as Gluon's tutorials pass it), a
+    `@gluon.jit` function. Without a hook nothing asks for that JSON, so the launch that works without kgate would
+    fail under it: such a constant is given to the JSON in kgate's own form (`encode_constant`), or as its repr."""
+    original = jit.serialize_specialization_data
+    if getattr(original, "__kgate__", False):
+        return
+
+    def serialize(name: Any, signature: Any, constants: dict[Any, Any], *rest: Any, **kwargs: Any) -> Any:
+        try:
+            return original(name, signature, constants, *rest, **kwargs)
+        except TypeError:
+            return original(name, signature, {k: _json_form(v) for k, v in constants.items()}, *rest, **kwargs)
+
+    serialize.__kgate__ = True  # type: ignore[attr-defined]
+    jit.serialize_specialization_data = serialize
+
+
+def _json_form(value: Any) -> Any:
+    """A constant as it is where JSON holds it, else as kgate's files hold it, else its repr."""
+    try:
+        json.dumps(value)
+        return value
+    except (TypeError, ValueError):
+        pass
+    try:
+        return encode_constant(value)
+    except Unsupported:
+        return repr(value)
 
 
 def _wrap_autotuner(cls: Any, recorder: Recorder) -> None:
@@ -528,7 +675,8 @@ class _ThenLoader(importlib.abc.Loader):
 
 class _ChildWatch:
     """An audit hook: names a Python child started with an environment that drops the capture (a PYTHONPATH of
-    its own without kgate's folder, or none of kgate's variables), whose launches kgate cannot record."""
+    its own without kgate's folder, or none of kgate's variables, given to the child or left in this process's
+    own environment when the child inherits it), whose launches kgate cannot record."""
 
     EVENTS = ("subprocess.Popen", "os.exec", "os.posix_spawn", "os.spawn")
 
@@ -547,8 +695,10 @@ class _ChildWatch:
 
     def check(self, args: tuple[Any, ...]) -> None:
         path, argv, env = args[0], args[1], args[-1]
-        if not isinstance(env, dict):
-            return  # the child inherits this process's environment, capture included
+        if env is None:
+            env = os.environ  # the child inherits this process's environment as it is now, which it may have changed
+        if not isinstance(env, Mapping):
+            return
         words = [os.fsdecode(a) for a in ([argv] if isinstance(argv, (str, bytes)) else list(argv or ()))]
         program = os.path.basename(os.fsdecode(path)) if path else (words[0].split()[0] if words else "")
         if not os.path.basename(program).startswith("python") and os.fsdecode(path or "") != sys.executable:
@@ -649,8 +799,10 @@ def bind(fn: Any, args: list[Any], kwargs: dict[str, Any], capability: int) -> d
     it had tuned to it: that config's constexprs and options reach the wrappers below it, not those above.
     """
     from triton import knobs
+    from triton.runtime import jit
     from triton.runtime.driver import driver
 
+    _serializable_hook_data(jit)
     records: list[dict[str, Any]] = []
     recorder = Recorder("", True, False, False, sink=records.append)
     saved_driver = driver._active

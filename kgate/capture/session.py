@@ -43,6 +43,13 @@ class Recorded:
     started: int = 0  # Python processes of the command that ran kgate's recorder
     imported: int = 0  # ... and imported Triton, the recorder's hooks installed
     lost: list[str] = field(default_factory=list)  # Python children started with an environment without the capture
+    unwritten: list[str] = field(default_factory=list)  # why processes could not write all their records
+    damaged: bool = False  # a record file held what kgate's recorder does not write, or could not be read
+
+    @property
+    def incomplete(self) -> bool:
+        """Whether a launch may be missing that no line names: the capture is not a whole record of what ran."""
+        return self.damaged or bool(self.unwritten)
 
 
 def gpu_present() -> bool:
@@ -94,46 +101,65 @@ def read_records(config: Config, folder: Path) -> Recorded:
     out = Recorded()
     specs: dict[str, CapturedSpec] = {}
     ids: dict[str, str] = {}  # record id -> entry key
-    for read in records.read_folder(folder):
+    files = records.read_folder(folder)
+    for read in files:
         out.problems.extend(read.problems)
-        where = read.where
+        out.damaged = out.damaged or bool(read.problems)
+        if read.unwritten is not None:
+            out.unwritten.append(read.unwritten)
         kinds = {r["type"] for r in read.records}
         out.started += "start" in kinds
         out.imported += "triton" in kinds
         out.processes += "spec" in kinds
         for record in read.records:
-            kind = record["type"]
-            if kind == "lost-child" and record["command"] not in out.lost:
-                out.lost.append(record["command"])
-            elif kind == "env":
-                described = {"triton": str(record.get("triton", "?"))}
-                if "capability" in record:  # what its launcher bound for: which target its entries are gated on
-                    described["capability"] = record["capability"]
-                out.file.environments.setdefault(record["where"], described)
-            elif kind == "setup-error":
-                out.problems.append(f"the set-up hook failed in a process of the command: {record['error']}")
-            elif kind == "spec" and where is not None:
-                entry = _entry(record, where, roots, project, out)
-                if entry is None:
-                    continue
-                before = specs.get(entry.key)
-                if before is not None:
-                    entry = CapturedSpec(entry.spec, tuple(sorted(set(before.captured) | set(entry.captured))),
-                                         before.picked, before.launches)
-                specs[entry.key] = entry
-                ids[record["id"]] = entry.key
-            elif kind == "picked" and record.get("id") in ids:
-                key = ids[record["id"]]
-                specs[key] = CapturedSpec(specs[key].spec, specs[key].captured, True, specs[key].launches)
-            elif kind == "launches" and record.get("id") in ids:
-                key = ids[record["id"]]
-                item = specs[key]
-                specs[key] = CapturedSpec(item.spec, item.captured, item.picked, (item.launches or 0) + record["count"])
-            elif kind == "live" and record.get("id") in ids:
-                spec = specs[ids[record["id"]]].spec
-                out.live[f"{spec.kernel}|{spec.variant}"] = {k: v for k, v in record.items() if k not in ("type", "id")}
+            _note(record, read.where, specs, ids, (roots, project, out))
+    # What refers to a specialisation by its id, after every file's specialisations: a forked child counts the
+    # launches of one its parent recorded, whichever file is read first.
+    for read in files:
+        for record in read.records:
+            if record.get("id") in ids:
+                _refer(record, ids[record["id"]], specs, out)
     out.file.entries = sorted(specs.values(), key=lambda e: (e.spec.kernel, e.spec.variant, e.key))
     return out
+
+
+def _note(record: dict[str, Any], where: str | None, specs: dict[str, CapturedSpec], ids: dict[str, str],
+          context: tuple[list[Path], Path, Recorded]) -> None:
+    """One record of a process that launched in `where`: a specialisation, an environment, a problem."""
+    roots, project, out = context
+    kind = record["type"]
+    if kind == "lost-child" and record["command"] not in out.lost:
+        out.lost.append(record["command"])
+    elif kind == "env":
+        described = {"triton": str(record.get("triton", "?"))}
+        if "capability" in record:  # what its launcher bound for: which target its entries are gated on
+            described["capability"] = record["capability"]
+        out.file.environments.setdefault(record["where"], described)
+    elif kind == "setup-error":
+        out.problems.append(f"the set-up hook failed in a process of the command: {record['error']}")
+    elif kind == "spec" and where is not None:
+        entry = _entry(record, where, roots, project, out)
+        if entry is None:
+            return
+        before = specs.get(entry.key)
+        if before is not None:
+            entry = CapturedSpec(entry.spec, tuple(sorted(set(before.captured) | set(entry.captured))),
+                                 before.picked, before.launches)
+        specs[entry.key] = entry
+        ids[record["id"]] = entry.key
+
+
+def _refer(record: dict[str, Any], key: str, specs: dict[str, CapturedSpec], out: Recorded) -> None:
+    """A record about a recorded specialisation: the autotuner picked it, how often it launched, the driver's
+    figures of it."""
+    kind = record["type"]
+    item = specs[key]
+    if kind == "picked":
+        specs[key] = CapturedSpec(item.spec, item.captured, True, item.launches)
+    elif kind == "launches":
+        specs[key] = CapturedSpec(item.spec, item.captured, item.picked, (item.launches or 0) + record["count"])
+    elif kind == "live":
+        out.live[f"{item.spec.kernel}|{item.spec.variant}"] = {k: v for k, v in record.items() if k not in ("type", "id")}
 
 
 def _entry(record: dict[str, Any], where: str, roots: list[Path], project: Path, out: Recorded) -> CapturedSpec | None:
@@ -216,7 +242,9 @@ def fold(config: Config, recorded: Recorded, *, output: Path, display: str, repl
 
 def describe(recorded: Recorded) -> list[str]:
     """One line per thing the user should know that is not an entry of the file."""
-    lines = [f"kgate: {p}" for p in recorded.problems[:10]]
+    lines = [f"kgate: error: a process of the command could not write its records ({reason}): what it launched is "
+             f"not recorded" for reason in dict.fromkeys(recorded.unwritten)]
+    lines += [f"kgate: {p}" for p in recorded.problems[:10]]
     if len(recorded.problems) > 10:
         lines.append(f"kgate: ... and {len(recorded.problems) - 10} more launch(es) that cannot be recorded")
     for command in recorded.lost[:3]:

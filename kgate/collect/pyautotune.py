@@ -459,7 +459,7 @@ class Applications:
     def _applied(self, fn: py.Function) -> list[tuple[ast.Call, Forwarder, ast.expr | None]]:
         """(call, forwarder, kernel) for each forwarder call in a wrapper's body (not its nested definitions): the
         kernel it is applied to (`f(...)(k)`, or the forwarder's kernel parameter), None for a decorator returned."""
-        out = []
+        out: list[tuple[ast.Call, Forwarder, ast.expr | None]] = []
         for stmt in _body_statements(fn):
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 continue
@@ -563,7 +563,8 @@ class Applications:
                     f = self.forwarder(node.func.func)
                     if f is None or f.kernel is not None:
                         continue
-                    call, kernel = node.func, node.args[0]
+                    call = node.func
+                    kernel: ast.expr | None = node.args[0]
                 else:
                     f = self.forwarder(node.func)
                     if f is None or f.kernel is None:
@@ -597,7 +598,7 @@ class Applications:
                    and f.name == name), None) if other is not None else None
         if fn is None or not py.is_kernel(fn, other.imports):  # type: ignore[union-attr]
             return None
-        return target, name  # type: ignore[return-value]
+        return target, name
 
 
 def _scoped_statements(tree: ast.Module) -> list[tuple[py.Function | None, ast.stmt]]:

@@ -42,7 +42,6 @@ class DefInfo:
     # (`kgate.collect.static_kernel`), since it may pass through other modules of the project.
     decorators: tuple[str, ...] = ()
     params: tuple[tuple[str, bool, bool], ...] | None = None  # (name, constexpr, has default); None: not simple
-    dot_scaled: bool = False  # the text calls dot_scaled itself (under any name an import gives it)
 
 
 @dataclass(frozen=True)
@@ -57,12 +56,6 @@ class ModuleSummary:
     # an import, `global k`), and "*" when a star import may rebind any of them: what the module exports under
     # that name is then not the definition itself.
     rebound: tuple[str, ...] = ()
-    # What each import binds: (local name, module, level, imported name; "" for `import module`), e.g.
-    # `import helpers as h` -> ("h", "helpers", 0, ""), `from . import helpers` -> ("helpers", "", 1, "helpers").
-    bindings: tuple[tuple[str, str, int, str], ...] = ()
-    # Names the module's other top-level code binds to a function or a value: a def under a top-level `if` or
-    # `try`, an alias (`tile = _tile`): (name, the names it uses, whether it names dot_scaled).
-    bound: tuple[tuple[str, tuple[str, ...], bool], ...] = ()
 
 
 class _Index:
@@ -197,36 +190,11 @@ def _params(node: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[tuple[str, bo
     return tuple((a.arg, spelled_constexpr(a.annotation), d) for a, d in zip(positional, defaults))
 
 
-def mentions_dot_scaled(node: ast.AST, imports: dict[str, str] | None = None) -> bool:
-    """Whether a syntax tree names `dot_scaled` (a call of `tl.dot_scaled`, of the name imported, or of any
-    name an import binds to it: `from triton.language import dot_scaled as ds`)."""
-    for n in ast.walk(node):
-        if (isinstance(n, ast.Attribute) and n.attr == "dot_scaled") or (isinstance(n, ast.Name) and n.id == "dot_scaled"):
-            return True
-        if imports and isinstance(n, ast.Name) and imports.get(n.id, "").rpartition(".")[2] == "dot_scaled":
-            return True
-    return False
-
-
 def _names(node: ast.AST) -> tuple[str, ...]:
     """The names a tree uses, and the dotted names it reads (`h.tile`, `pkg.helpers.tile`)."""
     found = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
     found |= {name for n in ast.walk(node) if isinstance(n, ast.Attribute) for name in [dotted(n)] if name}
     return tuple(sorted(found))
-
-
-def _bound(node: ast.stmt, imports: dict[str, str]) -> list[tuple[str, tuple[str, ...], bool]]:
-    """What a top-level statement other than a def binds: defs under `if`/`try`/`with`, and `name = value`."""
-    out = []
-    for inner in ast.walk(node):
-        if isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            out.append((inner.name, _names(inner), mentions_dot_scaled(inner, imports)))
-        elif isinstance(inner, (ast.Assign, ast.AnnAssign)) and inner.value is not None:
-            targets = inner.targets if isinstance(inner, ast.Assign) else [inner.target]
-            for target in targets:
-                if isinstance(target, ast.Name):
-                    out.append((target.id, _names(inner.value), mentions_dot_scaled(inner.value, imports)))
-    return out
 
 
 def parse_module(path: Path) -> ModuleSummary:
@@ -242,7 +210,6 @@ def parse_module(path: Path) -> ModuleSummary:
     imported = import_map(tree)
     defs: dict[str, DefInfo] = {}
     rest: list[str] = []
-    bound: list[tuple[str, tuple[str, ...], bool]] = []
     for node in tree.body:
         decorators = getattr(node, "decorator_list", [])
         start = min([node.lineno] + [d.lineno for d in decorators])
@@ -257,24 +224,17 @@ def parse_module(path: Path) -> ModuleSummary:
                 kind="function" if is_function else "class",
                 decorators=tuple(_decorator_name(d) for d in decorators),
                 params=_params(node) if is_function else None,  # type: ignore[arg-type]
-                dot_scaled=mentions_dot_scaled(node, imported),
             )
         else:
             rest.append(segment)
-            bound.extend(_bound(node, imported))
     imports: list[tuple[str, int, str]] = []
-    bindings: list[tuple[str, str, int, str]] = []
     for found in ast.walk(tree):
         if isinstance(found, ast.Import):
             imports.extend((alias.name, 0, "") for alias in found.names)
-            bindings.extend((alias.asname, alias.name, 0, "") if alias.asname else
-                            (alias.name.split(".")[0], alias.name.split(".")[0], 0, "") for alias in found.names)
         elif isinstance(found, ast.ImportFrom):
             imports.extend((found.module or "", found.level, alias.name) for alias in found.names)
-            bindings.extend((alias.asname or alias.name, found.module or "", found.level, alias.name)
-                            for alias in found.names if alias.name != "*")
     return ModuleSummary(True, hashlib.sha256("".join(rest).encode()).hexdigest(), defs, tuple(imports),
-                         _rebound(tree, set(defs)), tuple(bindings), tuple(bound))
+                         _rebound(tree, set(defs)))
 
 
 def _to_json(info: ModuleSummary) -> dict[str, Any]:
@@ -290,8 +250,7 @@ def _from_json(data: dict[str, Any]) -> ModuleSummary:
         raw["params"] = tuple(tuple(p) for p in raw["params"]) if raw["params"] is not None else None
         defs[name] = DefInfo(**raw)
     info = ModuleSummary(data["parsed"], data["rest_hash"], defs, tuple(tuple(i) for i in data["imports"]),
-                         tuple(data["rebound"]), tuple(tuple(b) for b in data["bindings"]),
-                         tuple((b[0], tuple(b[1]), b[2]) for b in data["bound"]))
+                         tuple(data["rebound"]))
     _check(info)
     return info
 
@@ -303,12 +262,10 @@ def _check(info: ModuleSummary) -> None:
 
     good = ok(info.parsed, bool) and ok(info.rest_hash, str) and all(
         len(item) == 3 and ok(item[0], str) and ok(item[1], int) and ok(item[2], str) for item in info.imports) \
-        and all(ok(name, str) for name in info.rebound) and all(
-            len(b) == 4 and ok(b[0], str) and ok(b[1], str) and ok(b[2], int) and ok(b[3], str) for b in info.bindings) \
-        and all(len(b) == 3 and ok(b[0], str) and all(ok(u, str) for u in b[1]) and ok(b[2], bool) for b in info.bound)
+        and all(ok(name, str) for name in info.rebound)
     for name, d in info.defs.items():
         good = good and name == d.name and ok(d.name, str) and all(ok(v, int) for v in (d.start, d.end, d.line)) \
-            and ok(d.text_hash, str) and d.kind in ("function", "class") and ok(d.dot_scaled, bool) \
+            and ok(d.text_hash, str) and d.kind in ("function", "class") \
             and all(ok(v, str) for v in d.uses + d.decorators) and (d.params is None or all(
                 len(p) == 3 and ok(p[0], str) and ok(p[1], bool) and ok(p[2], bool) for p in d.params))
     if not good:

@@ -12,6 +12,7 @@ once. What a name written in one of them stands for is followed through the proj
 from __future__ import annotations
 
 import ast
+import hashlib
 import os
 import re
 from collections.abc import Iterator
@@ -20,12 +21,17 @@ from typing import Any
 from kgate.collect import pysource as py
 from kgate.collect.pynames import IMPORT, Exports, Resolver, exports
 from kgate.collect.source import SourceFile, UnreadableSource, try_parse
+from kgate.support.filestat import state_of
 
 _SKIPPED = {"__pycache__", "node_modules", "build", "dist", "site-packages"}
 _CHECKING_FOLDERS = frozenset({"test", "tests", "testing", "bench", "benchmark", "benchmarks"})
 _CHECKING_FILES = ("test_", "bench_", "benchmark_")
 _WORD = re.compile(rb"\w+")
 _IMPORT = b"import"
+
+# A verdict that asked which modules import a name depends on every Python file of the project: one edited or added
+# may now import it. The lint cache holds such a dependency as TREE + the project's root, with `tree_state(root)`.
+TREE = "python-files:"
 
 
 class Modules:
@@ -36,6 +42,7 @@ class Modules:
         self.root = root
         self.resolver = Resolver([root, os.path.join(root, "src")], inside=root)
         self._paths: list[str] | None = None
+        self._tree: list[int] | None = None
         self._index: dict[bytes, list[int]] | None = None
         self._sources: dict[str, SourceFile | None] = {}
         self.readers: dict[tuple[object, ...], object] = {}  # what a reading of a module keeps (pylaunch's)
@@ -142,13 +149,18 @@ class Modules:
             self.asked += 1
         return self._importing[key]
 
+    def depend(self, source: SourceFile) -> None:
+        """`source`'s verdicts asked this project's modules: they hold while no Python file of it changes."""
+        from kgate.core.rule import DEPENDS
+
+        self._files()
+        assert self._tree is not None
+        source.derived.setdefault(DEPENDS, {})[TREE + self.root] = self._tree
+
     def _files(self) -> list[str]:
         if self._paths is None:
-            found: list[str] = []
-            for here, folders, names in os.walk(self.root):
-                folders[:] = sorted(d for d in folders if not d.startswith(".") and d not in _SKIPPED)
-                found.extend(os.path.join(here, name) for name in sorted(names) if name.endswith(".py"))
-            self._paths = found
+            self._paths = python_files(self.root)
+            self._tree = tree_state(self.root, self._paths)  # before any is read: a later edit is a change
         return self._paths
 
     def _read_imports(self) -> dict[bytes, list[int]]:
@@ -165,6 +177,27 @@ class Modules:
                 if not held or held[-1] != number:
                     held.append(number)
         return index
+
+
+def python_files(root: str) -> list[str]:
+    """Every Python file under `root`, in a stable order, past hidden folders and those of builds and caches."""
+    found: list[str] = []
+    for here, folders, names in os.walk(root):
+        folders[:] = sorted(d for d in folders if not d.startswith(".") and d not in _SKIPPED)
+        found.extend(os.path.join(here, name) for name in sorted(names) if name.endswith(".py"))
+    return found
+
+
+def tree_state(root: str, files: list[str] | None = None) -> list[int]:
+    """The state of the project's Python files together: which there are and the state of each, as one number."""
+    digest = hashlib.sha256()
+    for path in python_files(root) if files is None else files:
+        try:
+            state = state_of(os.stat(path))
+        except OSError:
+            state = []
+        digest.update(f"{os.path.relpath(path, root)}\0{state}\n".encode("utf-8", "surrogateescape"))
+    return [int.from_bytes(digest.digest()[:8], "big")]
 
 
 def checks_kernels(rel: str) -> bool:

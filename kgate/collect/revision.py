@@ -3,7 +3,8 @@
 The base is checked out with `git worktree add --detach` into a temporary folder of its own, so the
 working tree (and whatever is uncommitted in it) is never touched, and removed again when the diff ends,
 however it ends (an error, Ctrl-C, a SIGTERM from CI). Its git submodules are checked out in it too, each at
-the commit the base records, from the working tree's own clone of it (nothing is fetched).
+the commit the base records, from the working tree's own clone of it or, where the working tree no longer has
+one, the clone git keeps in the repository's `modules/` folder (nothing is fetched).
 """
 
 from __future__ import annotations
@@ -26,10 +27,19 @@ CHECKOUT_PREFIX = "kgate-base-"
 
 
 def _git(root: Path, *args: str, check: bool = True) -> tools.Completed:
+    """git run on the repository at `root`: a working tree, or a clone's own git folder (a submodule's in the
+    superproject's `modules/`, whose working tree may be gone)."""
     git = shutil.which("git")
     if git is None:
         raise ConfigError("git not found: `kgate diff` checks the base revision out with git")
-    return tools.run([git, "-C", str(root), *args], timeout=600, check=check)
+    # A clone kept in `modules/` names its working tree (core.worktree), which `git rm` removed: git is told
+    # that the git folder is its own working tree, so that it does not go there first.
+    where = ["-C", str(root)] if not _is_git_folder(root) else ["--git-dir", str(root), "--work-tree", str(root)]
+    return tools.run([git, *where, *args], timeout=600, check=check)
+
+
+def _is_git_folder(folder: Path) -> bool:
+    return (folder / "HEAD").is_file() and (folder / "objects").is_dir() and not (folder / ".git").exists()
 
 
 def repository(folder: Path) -> Path:
@@ -97,10 +107,11 @@ def checkout(root: Path, commit: str) -> Iterator[Path]:
         _worktree(root, tree, commit, made)
         yield tree
     finally:
-        for repo, folder in reversed(made[1:]):  # the submodules' checkouts, innermost first
-            _git(repo, "worktree", "remove", "--force", str(folder), check=False)
+        # The submodules' checkouts, innermost first; twice forced: one a signal cut short is still locked.
+        for repo, folder in reversed(made[1:]):
+            _git(repo, "worktree", "remove", "--force", "--force", str(folder), check=False)
             _git(repo, "worktree", "prune", check=False)
-        _git(root, "worktree", "remove", "--force", str(tree), check=False)
+        _git(root, "worktree", "remove", "--force", "--force", str(tree), check=False)
         shutil.rmtree(scratch, ignore_errors=True)
         made_scratch.forget(scratch)
         _git(root, "worktree", "prune", check=False)
@@ -110,15 +121,15 @@ def checkout(root: Path, commit: str) -> Iterator[Path]:
 
 def _worktree(repo: Path, folder: Path, commit: str, made: list[tuple[Path, Path]]) -> None:
     """`commit` of `repo` checked out (detached) at `folder`, and its submodules in it, recursively."""
+    made.append((repo, folder))  # before it is made: a signal during `worktree add` leaves it half made, locked
     try:
         _git(repo, "worktree", "add", "--detach", "--quiet", str(folder), commit)
     except tools.ToolFailed as exc:
         raise ConfigError(f"cannot check out {commit[:12]}: {(exc.output.strip().splitlines() or [''])[-1]}") \
             from None
-    made.append((repo, folder))
     for path, pinned in _gitlinks(repo, commit):
-        clone = repo / path
-        if not (clone / ".git").exists():
+        clone = _clone(repo, commit, path)
+        if clone is None:
             raise ConfigError(f"cannot check out the submodule {path} at {pinned[:12]}: the working tree has no "
                               f"clone of it (`git submodule update --init`)")
         if _git(clone, "cat-file", "-e", f"{pinned}^{{commit}}", check=False).returncode != 0:
@@ -127,6 +138,32 @@ def _worktree(repo: Path, folder: Path, commit: str, made: list[tuple[Path, Path
         with contextlib.suppress(OSError):  # the empty folder the base's checkout made for it
             (folder / path).rmdir()
         _worktree(clone, folder / path, pinned, made)
+
+
+def _clone(repo: Path, commit: str, path: str) -> Path | None:
+    """Where the clone of the submodule at `path` (as `commit` records it) is: in the working tree, or, where the
+    working tree no longer has it (`git rm`, `git submodule deinit`), the git folder git keeps for it under the
+    repository's `modules/`, by the name the commit's `.gitmodules` gives it."""
+    if not _is_git_folder(repo) and ((repo / path) / ".git").exists():
+        return repo / path
+    for name in _submodule_names(repo, commit, path):  # where git keeps it: per worktree, as git submodule does
+        done = _git(repo, "rev-parse", "--path-format=absolute", "--git-path", f"modules/{name}", check=False)
+        kept = Path(done.stdout.strip()) if done.returncode == 0 and done.stdout.strip() else None
+        if kept is not None and _is_git_folder(kept):
+            return kept
+    return None
+
+
+def _submodule_names(repo: Path, commit: str, path: str) -> list[str]:
+    """The names `.gitmodules` at `commit` gives the submodule at `path` (its path, where it has no file)."""
+    done = _git(repo, "config", "--blob", f"{commit}:.gitmodules", "-z", "--get-regexp", r"^submodule\..*\.path$",
+                check=False)
+    names = []
+    for entry in done.stdout.split("\0") if done.returncode == 0 else []:
+        key, _, value = entry.partition("\n")
+        if value == path and key.startswith("submodule.") and key.endswith(".path"):
+            names.append(key[len("submodule."):-len(".path")])
+    return names or [path]
 
 
 def _gitlinks(repo: Path, commit: str) -> list[tuple[str, str]]:

@@ -51,6 +51,9 @@ def run(args: argparse.Namespace) -> int:
         print(terminal(line), file=sys.stderr)
     seen = len(recorded.file.entries)
     kernels = len({e.spec.kernel for e in recorded.file.entries})
+    if recorded.incomplete:  # not a whole record of what ran, as an interrupted capture is not
+        print(f"kgate: the capture is incomplete: a launch may be missing; {display} is unchanged", file=sys.stderr)
+        return code if code != 0 else 2
     if seen == 0:
         hint = note or _nothing(recorded, gpu)
         if code != 0 and not note and config.setup is None and recorded.started:

@@ -29,8 +29,10 @@ def run(args: argparse.Namespace) -> int:
     config = config_from(args)
     options = CheckOptions(targets=tuple(args.target or ()), kernels=tuple(args.kernel or ()), jobs=args.jobs,
                            source=False, language="triton" if args.triton else args.language)
-    nothing = None if args.side_json else nothing_to_gate(config, triton_entries(config), captured_specs(config))
-    if nothing:  # the working tree's; a base from before kgate was adopted may have none
+    # The working tree's, for a toolchain diff; a revision diff needs kernels on one side (a base from before kgate
+    # was adopted has none, a working tree that deleted the last kernel neither): `revision_diff` asks both.
+    nothing = nothing_to_gate(config, triton_entries(config), captured_specs(config)) if args.triton else None
+    if nothing:
         raise ConfigError(nothing)
     progress = ProgressBar(enabled=args.format == "text" and not args.side_json, plain=not args.side_json)
     try:

@@ -25,7 +25,7 @@ from kgate.collect.files import Alias, aliases, display_path, relpath
 from kgate.collect.modules import closure, import_roots, kernel_source_key, module_file, setup_env
 from kgate.collect.specialization import readable_name
 from kgate.collect.static_kernel import static_expansion
-from kgate.compile import import_reads, launches
+from kgate.compile import expectations, import_reads, launches
 from kgate.compile import records as record_shapes
 from kgate.compile.autotune import Autotuned, autotuned
 from kgate.compile.cache import Cache, CacheWriteError, Entry, digest, file_hash, sweep_triton
@@ -46,10 +46,11 @@ Progress = Callable[[int, int, str], None]
 Usable = Callable[[Compiled], bool]
 
 # Bumped when the same planned variant compiles to something else or the compile record changes its layout
-# (5: the record holds the artifacts' hashes, no facts; 6: SASS kept wherever ptxas gave a stack frame).
+# (5: the record holds the artifacts' hashes, no facts; 6: SASS kept wherever ptxas gave a stack frame; 7: the
+# expectation implied by what the specialisation compiles, not by its source text).
 # What the facts stage reads from the artifacts has its own version, computed (`kgate.facts.model.facts_schema`):
 # a new fact recompiles nothing.
-COMPILE_FORMAT = 6
+COMPILE_FORMAT = 7
 
 
 @dataclass
@@ -168,8 +169,7 @@ def plan_variants(entry: TritonEntry, expansion: dict[str, Any]) -> list[dict[st
         bases.append({"constexprs": {**entry.constexprs, **extra},
                       "num_warps": override.get("num_warps", entry.num_warps),
                       "num_stages": override.get("num_stages", entry.num_stages), "maxnreg": None})
-    expect = list(entry.expect) if entry.expect is not None else (
-        ["block_scale"] if expansion["uses_dot_scaled"] else [])
+    request = expectations.requested(entry.expect)
     names = {p["name"] for p in params}
     computed = set(expansion["heuristics"])  # given by the kernel's heuristics when it is bound
     divisible = set(entry.divisible) if entry.divisible is not None else {
@@ -196,7 +196,7 @@ def plan_variants(entry: TritonEntry, expansion: dict[str, Any]) -> list[dict[st
             key = json.dumps(bind, sort_keys=True)
             out[key] = {
                 "kernel": entry.kernel, "name": readable_name(constexprs, options), "source": "registered",
-                "pdl": entry.pdl, "kind": entry.kind, "expect": expect, "shapes": [dict(s) for s in entry.shapes],
+                "pdl": entry.pdl, "kind": entry.kind, **request, "shapes": [dict(s) for s in entry.shapes],
                 "bind": bind,
             }
     return [out[k] for k in sorted(out)]
@@ -222,24 +222,27 @@ def example_argument(name: str, ty: str, divisible: set[str]) -> Any:
     raise ValueError(f"signature.{name} = {ty!r}: kgate cannot make an example value of this type; give one in `args`")
 
 
-def captured_variant(planned: _Planned, captured: CapturedSpec, expansion: dict[str, Any]) -> dict[str, Any]:
+def captured_variant(planned: _Planned, captured: CapturedSpec) -> dict[str, Any]:
     """A captured specialisation to compile as it is; kind, expect and audit shapes from the registrations of the
     same kernel when there are some (what all of them ask, `kgate.compile.launches`)."""
     spec = captured.spec
     variant: dict[str, Any] = {
         "kernel": spec.kernel, "name": spec.variant, "source": "captured", "pdl": spec.pdl, "kind": "other",
-        "expect": ["block_scale"] if expansion["uses_dot_scaled"] else [], "shapes": [], "spec": spec.to_record(),
+        **expectations.requested(None), "shapes": [], "spec": spec.to_record(),
     }
-    asked = [{**variant, "kind": e.kind, "shapes": [dict(s) for s in e.shapes],
-              "expect": list(e.expect) if e.expect is not None else variant["expect"]} for e in planned.entries]
+    asked = [{**variant, "kind": e.kind, "shapes": [dict(s) for s in e.shapes], **expectations.requested(e.expect)}
+             for e in planned.entries]
     for index, request in enumerate(asked):
         variant = request if index == 0 else launches.merge_requests(variant, request)
     return variant
 
 
-def needs_sass(variant: dict[str, Any]) -> bool:
-    """Disassembly costs about half a second per cubin: only for kernels whose rules read SASS."""
-    return bool(variant.get("pdl")) or "block_scale" in variant.get("expect", ())
+def needs_sass(variant: dict[str, Any], context: dict[str, Any] | None = None) -> bool:
+    """Disassembly costs about half a second per cubin: only for kernels whose rules read SASS. `context`: a
+    compiled variant's, whose expectations include what its compile implied (before one, the compile worker
+    adds SASS where it implies block scaling)."""
+    expect = (context or variant).get("expect", ())
+    return bool(variant.get("pdl")) or expectations.BLOCK_SCALE in expect
 
 
 def worker_env(config: Config) -> dict[str, str | None]:
@@ -310,13 +313,14 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
                     key = digest("compiled", COMPILE_FORMAT, kgate.__version__, tool_key, variant, target, p.source_key,
                                  p.import_key)
                     entry = cache.entry("compiled", key, record_shapes.compiled)
-                    if entry is not None and "sass" not in entry.value["artifacts"] and (sass_all or needs_sass(variant)):
+                    sass = sass_all or needs_sass(variant, entry.value["context"] if entry is not None else None)
+                    if entry is not None and "sass" not in entry.value["artifacts"] and sass:
                         if cache.cubin(key, entry.meta) is not None:
                             sass_todo.append((variant, target, p, key, entry))
                         else:
                             jobs_todo.append((variant, target, p, key))
                         continue
-                    unit = _cached_unit(cache, key, entry, variant, p, sass=sass_all or needs_sass(variant)) \
+                    unit = _cached_unit(cache, key, entry, variant, p, sass=sass) \
                         if entry is not None else None
                     if unit is not None and (usable is None or usable(unit)):
                         assert entry is not None
@@ -381,10 +385,9 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
         if own_pool:
             pool.close()
     # Two registrations (or a registration and a capture) that bind to the same specialisation are one row.
-    unique: dict[tuple[str, str, str], Compiled] = {}
-    for unit in run.units:
-        unique.setdefault((unit.context["kernel"], unit.context["variant"], unit.target), unit)
-    run.units = [unique[k] for k in sorted(unique)]
+    run.units, conflicts = launches.one_per_launch(run.units)
+    by_kernel = {p.kernel: p for p in planned}
+    run.failures.extend(_conflict(config, by_kernel[kernel], message) for kernel, message in conflicts)
     run.failures.sort(key=lambda f: (f.kernel, f.variant, f.target))
     return run
 
@@ -492,9 +495,10 @@ def _expand(config: Config, planned: list[_Planned], pool: Pool, cache: Cache, t
         if outcome.ok:
             p.reads = {n: v for n, v in (outcome.reads or {}).items() if n not in covered[id(p)]}
             p.expansion = p.expansion or outcome.value
-            made = import_reads.key(pres[id(p)], p.reads)
-            cache.put("expand", made, outcome.value, {"imported": _note_imported(outcome.imported)})
-            p.import_key = import_reads.remember(cache, pres[id(p)], p.reads)
+            if import_reads.keyable(p.reads):  # else no key: neither it nor its compiles are kept
+                made = import_reads.key(pres[id(p)], p.reads)
+                cache.put("expand", made, outcome.value, {"imported": _note_imported(outcome.imported)})
+                p.import_key = import_reads.remember(cache, pres[id(p)], p.reads)
         elif p.expansion is None:
             p.error = _first_line(outcome)
             p.missing = outcome.user_error and MISSING_ATTRIBUTE in p.error
@@ -523,9 +527,11 @@ def _note_reads(read: dict[str, Any], where: import_reads.View) -> None:
         kind, _, rest = name.partition(":")
         if kind == "env":
             reads.note_env(rest)
+        elif kind == import_reads.UNRECORDED:  # what it read cannot be looked at again: the run is not replayed
+            reads.note_unreadable()
         elif kind in ("dir", "dists"):
             reads.note_folder(where.path(rest))
-        elif kind in ("file", "stat", "link"):
+        elif kind in ("file", "stat", "lstat", "link"):
             reads.note(where.path(rest))
 
 
@@ -583,7 +589,7 @@ def _variants(config: Config, p: _Planned, run: Compilation,
             tuple(t for t in captured_for if item.applies_to(t))
         if why is None and item_for:
             try:
-                variants.append((captured_variant(p, item, p.expansion), item_for))
+                variants.append((captured_variant(p, item), item_for))
             except launches.Conflict as exc:
                 run.failures.append(_conflict(config, p, str(exc)))
         elif why is not None:

@@ -64,7 +64,7 @@ class Outcome:
     transient: bool = False
     # The files of the modules the worker imported (path -> state, `kgate.support.reads`): inputs of the run.
     imported: dict[str, Any] | None = None
-    # What the imports of the project's modules in the worker read (`kgate.compile.import_reads`): name -> value.
+    # What the imports of the project's modules in the worker read (`kgate.compile.import_recorder`): name -> value.
     reads: dict[str, Any] | None = None
     # Where in the project a user error was raised (file as imported, line), when the task's error says.
     where: tuple[str, int] | None = None
@@ -120,7 +120,7 @@ def _serve(conn: Connection, parent: _Parent, kgate_pid: int) -> None:
     threading.Thread(target=_watch_kgate, args=(kgate_pid,), daemon=True).start()
     parent.enter()
     _stdout_to_stderr()
-    from kgate.compile import import_reads
+    from kgate.compile import import_recorder
     from kgate.compile.cache import CacheWriteError
     from kgate.core.errors import KgateError
     from kgate.support import reads
@@ -128,7 +128,7 @@ def _serve(conn: Connection, parent: _Parent, kgate_pid: int) -> None:
     preloaded = set(sys.modules)  # what the fork server imported: kgate, Triton; the rest is the project's
     triton_cache = os.environ.get("TRITON_CACHE_DIR")
     imported = reads.Log([os.path.dirname(triton_cache)] if triton_cache else [])
-    recorder = import_reads.recorder([os.path.dirname(triton_cache)] if triton_cache else [])
+    recorder = import_recorder.recorder([os.path.dirname(triton_cache)] if triton_cache else [])
     while True:
         try:
             message = conn.recv()

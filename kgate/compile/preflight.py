@@ -21,7 +21,7 @@ from kgate.core.config import Config, CudaEntry, TritonEntry
 from kgate.core.errors import ToolchainError
 from kgate.core.schema import CAPABILITY
 from kgate.support import tools
-from kgate.support.compiler_env import triton_environment
+from kgate.support.compiler_env import program_identity, triton_environment
 from kgate.support.toolchain import CudaToolchain, cuda_toolchain
 
 
@@ -96,7 +96,7 @@ def triton_toolchain(targets: tuple[str, ...] = ()) -> dict[str, str]:
         path = os.environ.get(env) or (str(tools.bundled_tool(name)) if tools.bundled_tool(name) else "")
         if path and Path(path).is_file():
             out[name] = f"{tools.tool_version(path)}"
-            out[name + ".id"] = tools.file_identity(Path(path))
+            out[name + ".id"] = program_identity(path)
             break
     environment = triton_environment()
     if environment:  # knobs Triton reads at each compile: part of the key, not a tool version the baseline shows

@@ -44,7 +44,6 @@ def expansion(record: Any) -> None:
     """v1/expand/<key>.json: what importing a registered Triton kernel told the planner."""
     _require(isinstance(record, dict), "expansion")
     _require(isinstance(record["path"], str) and _int(record["line"]), "path and line")
-    _require(isinstance(record["uses_dot_scaled"], bool), "uses_dot_scaled")
     for param in record["params"]:
         _require(isinstance(param["name"], str) and isinstance(param["constexpr"], bool)
                  and isinstance(param["has_default"], bool), "params")

@@ -4,12 +4,14 @@ Runs inside worker processes only (it imports Triton and the project's kernel
 modules). Two tasks:
 
 - `expand`: import a registered kernel and describe it: parameters, autotune
-  configs, the constexprs its heuristics compute, whether its source calls `tl.dot_scaled`, its definition line.
+  configs, the constexprs its heuristics compute, its definition line.
 - `compile`: `triton.compile(ASTSource(...), target=GPUTarget("cuda", cc, 32))`
-  for one variant and target, with ptxas's `-v` log captured; the PTX, the
+  for one variant and target (a Gluon kernel through Gluon's own source class,
+  as Triton's launcher compiles it: `kgate.compile.gluon`), with ptxas's `-v` log captured; the PTX, the
   log, the TTGIR, the cubin (and its SASS where a rule reads it) are kept as
-  artifacts (`kgate.compile.units`), for the facts stage to read. No GPU and
-  no driver are needed.
+  artifacts (`kgate.compile.units`), for the facts stage to read, and the
+  variant's expectations are read from its TTIR (`kgate.compile.expectations`).
+  No GPU and no driver are needed.
 """
 
 from __future__ import annotations
@@ -26,9 +28,9 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from kgate.collect.pyindex import mentions_dot_scaled as _mentions_dot_scaled
 from kgate.collect.source import try_parse
 from kgate.collect.specialization import Specialization
+from kgate.compile import expectations, gluon
 from kgate.compile.cache import cache_write_failure, triton_folder, write_artifact
 from kgate.compile.frames import project_frame
 from kgate.compile.units import CUBIN, steady_log, store_text
@@ -85,10 +87,10 @@ def _run_setup(paths: list[str]) -> None:
 def _imported(payload: dict[str, Any], kernel: str) -> Any:
     """The registered object, its module imported (the set-up hook first) with what the import reads recorded:
     the key of the records made from it (`kgate.compile.import_reads`)."""
-    from kgate.compile import import_reads
+    from kgate.compile import import_recorder
 
     roots = payload.get("roots") or payload["sys_path"]
-    with import_reads.recording(roots[0], roots, payload.get("cwd")):
+    with import_recorder.recording(roots[0], roots, payload.get("cwd")):
         _prepare(payload)
         return _load(kernel)
 
@@ -100,6 +102,9 @@ def _load(kernel: str) -> Any:
     except BaseException as exc:
         if isinstance(exc, KeyboardInterrupt):
             raise
+        lacking = gluon.lacks_gluon(exc)
+        if lacking is not None:
+            raise KernelError(f"cannot import {module_name}: {lacking}", project_frame(exc, _ROOTS)) from None
         probe = any(word in str(exc).lower() for word in ("device", "cuda", "gpu", "driver", "nvidia"))
         hint = "" if os.environ.get("KGATE_SETUP") or not probe else (
             " (a project whose modules probe the GPU when they import can name a set-up hook, run first, in the "
@@ -125,19 +130,11 @@ def _jit_function(obj: Any) -> tuple[Any, list[Any]]:
     return chain[-1], configs
 
 
-def _definition(fn: Any, roots: list[str]) -> tuple[str, int, bool]:
-    """(file, line of `def`, whether the source calls dot_scaled) of a JITFunction: what it calls is read from
-    its module's source as for a kernel planned without an import (`calls_dot_scaled`), or where the module has
-    no top-level definition of it, from its own source's syntax tree (comments and strings say nothing)."""
-    from kgate.collect.static_kernel import calls_dot_scaled
-
+def _definition(fn: Any) -> tuple[str, int]:
+    """(file, line of `def`) of a JITFunction."""
     raw = fn.fn
     path = raw.__code__.co_filename
     line = raw.__code__.co_firstlineno
-    uses_dot_scaled = calls_dot_scaled(Path(path), raw.__name__, [Path(r) for r in roots])
-    if uses_dot_scaled is None:
-        tree = try_parse((getattr(fn, "src", "") or "").encode())
-        uses_dot_scaled = tree is not None and _mentions_dot_scaled(tree)
     try:
         tree = try_parse(Path(path).read_bytes()) or ast.Module(body=[], type_ignores=[])
         for node in ast.walk(tree):
@@ -148,7 +145,7 @@ def _definition(fn: Any, roots: list[str]) -> tuple[str, int, bool]:
                 break
     except OSError:
         pass
-    return path, line, uses_dot_scaled
+    return path, line
 
 
 def expand(payload: dict[str, Any]) -> dict[str, Any]:
@@ -157,13 +154,12 @@ def expand(payload: dict[str, Any]) -> dict[str, Any]:
 
     obj = _imported(payload, payload["kernel"])
     fn, configs = _jit_function(obj)
-    path, line, uses_dot_scaled = _definition(fn, payload["sys_path"])
+    path, line = _definition(fn)
     params = [{"name": p.name, "constexpr": bool(p.is_constexpr), "has_default": bool(p.has_default)}
               for p in fn.params]
     return {
         "path": path,
         "line": line,
-        "uses_dot_scaled": uses_dot_scaled,
         "params": params,
         "heuristics": heuristic_names(obj),
         "configs": [
@@ -181,14 +177,14 @@ def compile_variant(payload: dict[str, Any]) -> dict[str, Any]:
 
     A captured variant carries its specialisation; a registered one carries example arguments, which
     Triton's own launcher binds here for the target (`kgate.capture.runtime.bind`). Either way the compile
-    is the launcher's: `triton.compile(ASTSource(fn, signature, constants, attrs), target, options)`.
+    is the launcher's: `triton.compile(ASTSource(fn, signature, constants, attrs), target, options)`, with the
+    source class the launcher uses for the kernel (`kgate.compile.gluon.source_class`).
     """
     variant = payload["variant"]
     obj = _imported(payload, variant["kernel"])
     import triton
     from triton import knobs
     from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
 
     target = payload["target"]
     capability = CAPABILITY[target]
@@ -211,7 +207,7 @@ def compile_variant(payload: dict[str, Any]) -> dict[str, Any]:
     triton_cache = os.environ.get("TRITON_CACHE_DIR")
     try:
         with contextlib.redirect_stdout(log), triton_folder(triton_cache):
-            compiled = triton.compile(ASTSource(fn, signature, constants, attrs),
+            compiled = triton.compile(gluon.source_class(fn)(fn, signature, constants, attrs),
                                       target=GPUTarget("cuda", capability, 32), options=options)
     except Exception as exc:  # noqa: BLE001 - any compiler failure becomes a finding
         # ...but for Triton's own cache (in kgate's) or a disk that is full: the run cannot go on.
@@ -226,9 +222,11 @@ def compile_variant(payload: dict[str, Any]) -> dict[str, Any]:
     hashes = {"ptx": store_text(folder, "ptx", compiled.asm["ptx"]),
               "ptxas_log": store_text(folder, "ptxas_log", steady_log(ptxas_log)),
               "ttgir": store_text(folder, "ttgir", compiled.asm.get("ttgir", ""))}
-    if makes_sass(bool(payload.get("sass")), ptxas_log):
+    expect = expectations.compiled(variant, gluon.first_ir(compiled.asm))
+    if makes_sass(bool(payload.get("sass")) or expectations.BLOCK_SCALE in expect, ptxas_log):
         hashes["sass"] = store_text(folder, "sass", disassemble(folder / CUBIN))
-    return {"context": variant_context(payload, spec, seconds), "artifacts": hashes,
+    context = variant_context(payload, spec, seconds, expect, gluon.num_stages(fn, spec.num_stages))
+    return {"context": context, "artifacts": hashes,
             "dynamic_smem": int(compiled.metadata.shared or 0)}
 
 
@@ -308,6 +306,11 @@ def decode_constant(value: Any, name: str) -> Any:
         return dtype
     if value.startswith("jit:"):
         return _load(value[4:])
+    if gluon.is_gluon_call(value):
+        try:
+            return gluon.gluon_object(value)
+        except gluon.NotGluon as exc:
+            raise KernelError(f"{name} = {value!r}: {exc}") from None
     return value
 
 
@@ -371,9 +374,11 @@ def disassemble(cubin: Path) -> str:
     return tools.run([str(cuobjdump), "-sass", str(cubin)], timeout=120).stdout
 
 
-def variant_context(payload: dict[str, Any], spec: Specialization, seconds: float) -> dict[str, Any]:
+def variant_context(payload: dict[str, Any], spec: Specialization, seconds: float,
+                    expect: list[str], num_stages: int | None) -> dict[str, Any]:
     """What KernelFacts says of a variant besides what the compiler's output says: its identity, where it is
-    defined, what the registration and the launcher's specialisation made of it."""
+    defined, what the registration and the launcher's specialisation made of it, what it is expected to contain
+    (`kgate.compile.expectations`), the pipeline stages its compile had (`kgate.compile.gluon.num_stages`)."""
     variant = payload["variant"]
     return dict(
         kernel=variant["kernel"],
@@ -384,8 +389,8 @@ def variant_context(payload: dict[str, Any], spec: Specialization, seconds: floa
         line=payload["line"],
         kind=variant["kind"],
         num_warps=spec.num_warps,
-        num_stages=spec.num_stages,
-        expect=list(variant["expect"]),
+        num_stages=num_stages,
+        expect=list(expect),
         pdl=spec.pdl,
         shapes=list(variant.get("shapes", ())),
         constexprs=dict(spec.constexprs),

@@ -7,7 +7,7 @@ Its artifacts are the compiler's own output, kept in the cache under `v1/artifac
     ptxas.log      ptxas's `-v` report: registers, spills, stack, static shared memory per entry
     kernel.ttgir   Triton's GPU IR (Triton only)
     kernel.sass    `cuobjdump -sass` of the cubin, where a rule reads SASS (of some functions, for CUDA)
-    kernel.cubin   the cubin itself
+    kernel.cubin   the cubin itself (its jump tables, which the SASS listing leaves out, are read from it)
 
 with what the cubin's launch needs beyond them (`dynamic_smem`: the shared memory Triton's launcher asks for).
 The compile record of a unit holds the content hash of each text, and a text is read back only while it has
@@ -41,6 +41,15 @@ class Artifacts:
     # The functions the SASS listing was asked for (CUDA: `cuobjdump -fun`); None: every function of the cubin.
     sass_symbols: tuple[str, ...] | None = None
     dynamic_smem: int = 0  # shared memory the launcher adds to the cubin's static figure (Triton's metadata.shared)
+    cubin: tuple[str, str | None] = ("", None)  # where the cubin is and the hash it was written with
+
+    def cubin_data(self) -> bytes | None:
+        """The cubin's bytes as they were written, or None where it is missing, damaged or not a regular file."""
+        path, digest = self.cubin
+        data = read_cached(Path(path)) if path else None
+        if data is None or (digest is not None and hashlib.sha256(data).hexdigest() != digest):
+            return None
+        return data
 
 
 def steady_log(text: str) -> str:
@@ -102,7 +111,8 @@ class Compiled:
         if "ptx" not in texts or "ptxas_log" not in texts:
             return None
         return Artifacts(ptx=texts["ptx"] or "", ptxas_log=texts["ptxas_log"] or "", ttgir=texts.get("ttgir") or "",
-                         sass=texts.get("sass"), sass_symbols=self.sass_symbols, dynamic_smem=self.dynamic_smem)
+                         sass=texts.get("sass"), sass_symbols=self.sass_symbols, dynamic_smem=self.dynamic_smem,
+                         cubin=self.cubin)
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -207,11 +208,26 @@ TOO_DEEP = "arrays or inline tables nested too deeply to read"
 
 def toml_string(value: str) -> str:
     """A TOML basic string. JSON's escaping covers the control characters below U+0020; TOML also forbids
-    DEL raw. A lone surrogate (a file name that is not UTF-8) has no TOML spelling: UnicodeEncodeError."""
+    DEL raw, and characters that show nothing or reorder what a reader sees (C1 controls, bidirectional
+    overrides, zero-width and line-separator characters) are escaped too: kgate's files are reviewed as text.
+    A lone surrogate (a file name that is not UTF-8) has no TOML spelling: UnicodeEncodeError."""
     import json
 
     value.encode("utf-8")  # raises on a lone surrogate
-    return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
+    return _INVISIBLE.sub(_escaped, json.dumps(value, ensure_ascii=False))
+
+
+def _escaped(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+# DEL, the C1 controls, and the format and separator characters (Unicode categories Cf, Zl, Zp): written out
+# here, so that the same value is written the same way under every Python.
+_INVISIBLE = re.compile("[\x7f-\x9f\xad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e"
+                        "\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb"
+                        "\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
+                        "\U000e0001\U000e0020-\U000e007f]")
 
 
 def toml_document(raw: bytes, where: str, error: type[KgateError], not_utf8: str) -> tuple[dict[str, Any], str]:

@@ -120,8 +120,8 @@ DEFS: dict[str, Any] = {"constexpr": _CONSTEXPR_JSON, "arg": _ARG_JSON}
 
 TRITON: tuple[Setting, ...] = (
     Setting("kernel", "string", REQUIRED, type_text='string ("package.module:function")', doc=(
-        "The kernel, as `package.module:function`: a `@triton.jit` function, autotuned or not, found under a "
-        "`python-path` entry. kgate reads its parameters from the source when it is provably a plain "
+        "The kernel, as `package.module:function`: a `@triton.jit` or `@gluon.jit` function, autotuned or not, "
+        "found under a `python-path` entry. kgate reads its parameters from the source when it is provably a plain "
         "`@triton.jit` function, and otherwise imports the module in a compile worker to see what the name "
         "holds.")),
     Setting("signature", "table", {}, key_name="argument", values=Setting("", "string", "", ""),
@@ -140,7 +140,8 @@ TRITON: tuple[Setting, ...] = (
     Setting("num_stages", "integer", 3, minimum=1, doc="Software pipelining stages of the kernel's loops."),
     Setting("expect", "choices", None, choices=EXPECTATIONS, doc=(
         "What the compiled kernel must contain: `block_scale` (block-scaled MMA, judged by `block-scale-missing`). "
-        "Left out, it is implied from the source: a kernel that calls `tl.dot_scaled` expects block-scaled MMA.")),
+        "Left out, it is implied by what each specialisation compiles: one whose code calls `tl.dot_scaled` (in the "
+        "kernel or a function it calls, in a branch its constexprs keep) expects block-scaled MMA.")),
     Setting("pdl", "boolean", False, doc=(
         "The kernel is launched with programmatic dependent launch (`launch_pdl`): it is compiled so, and "
         "`pdl-missing-wait` checks that it waits before touching global memory.")),

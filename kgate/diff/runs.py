@@ -10,6 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from kgate.collect import revision
+from kgate.collect.registry import captured_specs, triton_entries
 from kgate.compile.cache import Cache
 from kgate.compile.engine import Progress
 from kgate.core.config import Config, load_config
@@ -20,7 +21,7 @@ from kgate.diff.model import Key, Side
 from kgate.diff.side import compile_side
 from kgate.facts.cubin import text_sections
 from kgate.facts.listing import Instruction
-from kgate.pipeline.check import CheckOptions
+from kgate.pipeline.check import CheckOptions, nothing_to_gate
 
 
 def revision_diff(config: Config, options: CheckOptions, base_rev: str | None, progress: Progress | None = None,
@@ -28,12 +29,20 @@ def revision_diff(config: Config, options: CheckOptions, base_rev: str | None, p
     """The working tree against `base_rev` (default: the merge base with the default branch, or HEAD~1);
     `pairs`: side-by-side SASS of that many changed variants (`kgate audit --diff`)."""
     project = config.source.parent if config.source is not None else config.root
-    top = revision.repository(project)
+    nothing = nothing_to_gate(config, triton_entries(config), captured_specs(config))
+    try:
+        top = revision.repository(project)
+    except ConfigError:
+        if nothing:  # no kernel here, and no revision to have one: what the working tree lacks is said
+            raise ConfigError(nothing) from None
+        raise
     rev, named = (base_rev, base_rev) if base_rev else revision.default_base(top)
     commit = revision.commit_of(top, rev)
     cache_dir = str((config.root / config.cache_dir).resolve())
     with revision.checkout(top, commit) as tree:
         base_config = _base_config(config, top, tree, named, cache_dir)  # a base that cannot be read fails first
+        if nothing and nothing_to_gate(base_config, triton_entries(base_config), captured_specs(base_config)):
+            raise ConfigError(nothing)  # neither side has a kernel: what the working tree lacks is said
         head = compile_side(config, options, "working tree", progress)
         base = compile_side(base_config, options, f"{named} ({commit[:12]})", progress)
         require_selection(options, base, head)
@@ -53,7 +62,33 @@ def _base_config(config: Config, top: Path, tree: Path, rev: str, cache_dir: str
         raise ConfigError(f"{config.display()} is outside the git repository at {top}") from None
     except KgateError as exc:
         raise ConfigError(f"the base revision {rev} cannot be configured: {exc}") from None
-    return replace(base, cache_dir=cache_dir, checkout_of=(str(top), str(tree)))
+    return _outside_moved(replace(base, cache_dir=cache_dir, checkout_of=(str(top), str(tree))), top, tree)
+
+
+def _within(path: str, folder: str | Path) -> bool:
+    inside = os.path.relpath(path, folder)
+    return inside != os.pardir and not inside.startswith(os.pardir + os.sep)
+
+
+def _outside_moved(base: Config, top: Path, tree: Path) -> Config:
+    """The base's configured paths (python-path folders, a set-up hook, the capture file, nvcc) as the base's own
+    project names them: one that leads out of the repository (`../shared`) names that folder beside the working
+    tree, not one beside the temporary checkout; one that names the working tree by absolute path names the
+    checkout's copy, as a committed compile_commands.json does."""
+    def moved(entry: str) -> str:
+        path = os.path.expanduser(entry)
+        where = os.path.normpath(os.path.join(base.root, path))
+        if _within(where, tree):
+            return entry
+        if not os.path.isabs(path):  # out of the checkout: where it leads from the working tree
+            where = os.path.normpath(os.path.join(top, os.path.relpath(where, tree)))
+        real = os.path.realpath(where)
+        return os.path.join(tree, os.path.relpath(real, top)) if _within(real, top) else where
+
+    setup = base.setup if base.setup is None or not base.setup.endswith(".py") else moved(base.setup)
+    nvcc = base.nvcc if base.nvcc is None or os.sep not in base.nvcc else moved(base.nvcc)
+    return replace(base, python_path=tuple(moved(p) for p in base.python_path), setup=setup,
+                   capture=moved(base.capture), nvcc=nvcc)
 
 
 def require_selection(options: CheckOptions, base: Side, head: Side) -> None:

@@ -241,7 +241,7 @@ def from_json(data: list[Any]) -> FileResult:
     findings, directives, ran = data
     if not findings and not directives:
         return FileResult((), (), tuple(ran))
-    return FileResult(tuple(RawFinding(*f[:-1], tuple(tuple(r) for r in f[-1])) for f in findings),
+    return FileResult(tuple(RawFinding._make([*f[:-1], tuple(tuple(r) for r in f[-1])]) for f in findings),
                       tuple(Directive(d[0], d[1], d[2], tuple(d[3]), d[4], d[5], d[6]) for d in directives), tuple(ran))
 
 
@@ -285,7 +285,7 @@ Linted = tuple[str, str, FileResult, str, int]
 def _lint_one(rel: str, path: str, rules: list[SourceRule]) -> Linted:
     result, data = lint_file(path, rel, rules)
     cacheable = data is not None and not result.reads_beyond
-    return rel, path, result, content_digest(data) if cacheable else "", len(data or b"")
+    return rel, path, result, content_digest(data) if data is not None and cacheable else "", len(data or b"")
 
 
 def _lint_many(todo: list[tuple[str, str]], rules: list[SourceRule], jobs: int | None) -> list[Linted]:

@@ -7,8 +7,10 @@ block-scaled MMA or a spill in a callee is the kernel's. This module is the one 
 every fact about an entry that its callees can change is read through it.
 
 What it cannot see it says: a call through a register (a function pointer) may reach any function whose address
-the module takes, and a callee with no body in this PTX (`.extern .func`, a prototype only) may do anything. Both
-are listed in the entry's `opaque_calls`; for the PDL analysis such a call touches global memory and does not wait.
+the module takes, and a callee with no body in this PTX (`.extern .func`, a prototype only) may do anything, unless
+it is one of the device runtime's functions whose effect is known (`RUNTIME`: printf, a failed assert, the heap).
+Both are listed in the entry's `opaque_calls`; for the PDL analysis such a call touches global memory and does not
+wait.
 
 The PDL question ("does every path from the entry execute `griddepcontrol.wait` before its first global memory
 access?") is answered on the control-flow graph of each function (basic blocks split at labels and branches, a
@@ -27,31 +29,56 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kgate.collect.cuda_names import short_name
-from kgate.facts.ptx import Block, GlobalAccess, Instruction, PtxEntry, PtxFunction, build_cfg, is_global_access, is_mma
+from kgate.facts.ptx import (
+    Block,
+    GlobalAccess,
+    Instruction,
+    PtxEntry,
+    PtxFunction,
+    build_cfg,
+    in_cycles,
+    is_global_access,
+    is_mma,
+)
 
 # A call's operands: an optional return list in parentheses, then the target (a function's name, or a register).
 _CALL_TARGET = re.compile(r"^\s*(?:\([^)]*\)\s*,\s*)?([%$\w]+)")
 _TOKEN = re.compile(r"[A-Za-z_$%][\w$]*")
 INDIRECT = "(a function pointer)"  # the callee named for a call through a register
+# The CUDA device runtime's functions that every kernel may call without their code in the PTX, and whose effect
+# is known: they print (into the printf buffer), stop the kernel on a failed assert (CUDA's `assert`, Triton's
+# `tl.device_assert`) or take and give back heap memory; none reads or writes what the program's kernels share,
+# and none waits.
+RUNTIME = frozenset({"vprintf", "__assertfail", "malloc", "free"})
+_COPY = re.compile(r"\$\d+$")
+_SANITIZED = "_$_"  # how a PTX symbol writes a character it cannot hold (Triton's `.` between module and name)
+_FILE_SCOPE = re.compile(r"_INTERNAL_[0-9a-f]+_\d+_\w*?_[0-9a-f]+::|\(anonymous namespace\)::")
 
 
-def function_name(symbol: str) -> str:
-    """How a message names a called function: a C++ one demangled, without its parameters; a Triton one
-    (`module_$_name__argument-types`, Triton's own mangling) by its Python name."""
+def function_name(symbol: str, home: str | None = None) -> str:
+    """How a message names a called function: a C++ one demangled, without its parameters and without the
+    scopes nvcc gives a file's internal functions (`_INTERNAL_1ed2f173_4_s_cu_0b947eae::`, from the file's path,
+    and `(anonymous namespace)::`), and without the `$1` of a copy nvcc makes under `-rdc=true`.
+
+    A Triton one (`module_$_name__argument-types`: the full name `module.name`, each character a PTX symbol
+    cannot hold written `_$_`, then the argument types) by its Python name: bare when it is in `home` (the
+    kernel's module), else with its module (`helpers.tile`), so two functions of one name in two modules are
+    told apart; a name's own `__` is kept (the argument types follow the last one)."""
+    symbol = _COPY.sub("", symbol)
     if symbol.startswith("_Z"):
-        text = short_name(symbol)
+        text = _FILE_SCOPE.sub("", short_name(symbol))
         head, sep, tail = text.partition("<")
         # A template function's demangled name starts with its return type (`float tload<3>`).
         if sep and " " in head.replace("(anonymous namespace)", ""):
             head = head.rsplit(" ", 1)[1]
         return head + sep + tail
-    # Triton writes each `.` of the module's and function's full name, and of a constant argument, as `_$_`:
-    # the function's name is the first piece that runs into the argument types' `__`.
-    for piece in symbol.split("_$_")[1:]:
-        bare = piece.lstrip("_")
-        if "__" in bare:
-            return piece[: len(piece) - len(bare)] + bare.split("__", 1)[0]
-    return symbol
+    qualified, sep, _types = symbol.rpartition("__")
+    if _SANITIZED not in symbol or not sep or _SANITIZED not in qualified:
+        return symbol
+    prefix = f"{home.replace('.', _SANITIZED)}{_SANITIZED}" if home else None
+    if prefix and qualified.startswith(prefix):
+        return qualified[len(prefix):].replace(_SANITIZED, "?")  # no dot in a name: a character PTX cannot hold
+    return qualified.replace(_SANITIZED, ".")
 
 
 def is_wait(instr: Instruction) -> bool:
@@ -89,7 +116,8 @@ class _Found:
 
 
 class CallGraph:
-    """The `.entry` and `.func` definitions of one PTX module and the calls between them."""
+    """The `.entry` and `.func` definitions of one PTX module and the calls between them (`text`: the module as
+    the assembler reads it, comments blanked: `kgate.facts.ptx_text.code`)."""
 
     def __init__(self, functions: list[PtxFunction], text: str) -> None:
         self.functions = {f.name: f for f in functions}
@@ -137,6 +165,11 @@ class CallGraph:
             seen.add(step)
             stack.append((step, iter(self._targets_of(step))))
 
+    def opaque(self, callee: str) -> bool:
+        """Whether a call may do anything: its code is not in the PTX (an extern function, a function pointer),
+        and it is none of the device runtime's functions whose effect is known (`RUNTIME`)."""
+        return callee == INDIRECT or (callee not in self.functions and callee not in RUNTIME)
+
     def targets(self, callee: str) -> list[str]:
         """The defined functions a callee may be: itself, or for INDIRECT every function whose address is taken."""
         if callee == INDIRECT:
@@ -154,7 +187,7 @@ class CallGraph:
             name = stack.pop()
             pending = []
             for callee in self.callees(name):
-                if callee == INDIRECT or callee not in self.functions:
+                if self.opaque(callee):
                     opaque.setdefault(callee, None)
                 for target in self.targets(callee):
                     if target not in seen:
@@ -163,6 +196,28 @@ class CallGraph:
                         pending.append(target)
             stack.extend(reversed(pending))
         return list(reached), sorted(opaque)
+
+    def looped(self, entry: str) -> list[str]:
+        """The functions the entry reaches through a call made inside a loop (a cycle of the calling function's
+        control-flow graph), and all they call: their code runs on every trip of that loop."""
+        out: dict[str, None] = {}
+        for name in [entry, *self.reached(entry)[0]]:
+            for call in self._calls_in_cycles(name):
+                for target in self.targets(call_target(call) or INDIRECT):
+                    out.setdefault(target, None)
+                    for inner in self.reached(target)[0]:
+                        out.setdefault(inner, None)
+        return list(out)
+
+    def _calls_in_cycles(self, name: str) -> list[Instruction]:
+        blocks = self._cfg(name)
+        cyclic = in_cycles(blocks)
+        return [i for index in sorted(cyclic) for i in blocks[index].instrs if is_call(i)]
+
+    def _cfg(self, name: str) -> list[Block]:
+        if name not in self._blocks:
+            self._blocks[name] = build_cfg(self.functions[name].items)
+        return self._blocks[name]
 
     # ----------------------------------------------------------------------------------------- PDL summaries
 
@@ -205,9 +260,7 @@ class CallGraph:
     def _flow(self, name: str, waits: Callable[[Instruction], bool]) -> tuple[list[Block], list[bool]]:
         """The function's blocks and, per block, whether some path reaches it before any wait (`waits`: whether
         a call instruction is one that always waits)."""
-        if name not in self._blocks:
-            self._blocks[name] = build_cfg(self.functions[name].items)
-        blocks = self._blocks[name]
+        blocks = self._cfg(name)
         unwaited_in = [False] * len(blocks)
         unwaited_in[0] = True
         work = [0]
@@ -271,7 +324,7 @@ class CallGraph:
         where its code is not here."""
         callee = call_target(call) or INDIRECT
         out: list[tuple[tuple[str, int], _Found]] = []
-        if callee == INDIRECT or callee not in self.functions:
+        if self.opaque(callee):
             out.append((("", call.ptx_line), _Found(call.opcode, call, (callee,), opaque=True, site=call)))
         for target in self.targets(callee):
             for key, found in summary.get(target, {}).items():
@@ -282,15 +335,10 @@ class CallGraph:
 def _address_taken(functions: dict[str, PtxFunction], text: str) -> set[str]:
     """The `.func`s named anywhere but in their own header and as a direct call's target: a function pointer
     (an operand of `mov`, a table in `.global` memory) may call them."""
-    uses = Counter(_TOKEN.findall(_without_comments(text)))
+    uses = Counter(_TOKEN.findall(text))
     direct = Counter(call_target(i) for f in functions.values() for i in f.instructions if is_call(i))
     return {name for name, f in functions.items()
             if f.kind == "func" and uses[name] > f.mentions + direct[name]}
-
-
-def _without_comments(text: str) -> str:
-    text = re.sub(r"/\*.*?\*/", " ", text, flags=re.DOTALL)
-    return re.sub(r"//[^\n]*", "", text)
 
 
 def entry_facts(graph: CallGraph, name: str) -> PtxEntry:
@@ -319,5 +367,6 @@ def entry_facts(graph: CallGraph, name: str) -> PtxEntry:
         unwaited_accesses=unwaited,
         calls=tuple(reached),
         opaque_calls=tuple(opaque),
+        looped_calls=tuple(graph.looped(name)),
     )
 

@@ -1,8 +1,13 @@
-"""The machine code of a cubin's functions: the bytes of its `.text.<function>` sections (ELF64).
+"""What a cubin (ELF64) holds besides its listing: each function's machine code, and its jump tables.
 
-Two builds of the same code differ in their line tables (file paths, line numbers) and so in their cubin
-files, but not in these bytes: equal bytes are the same instruction stream, encodings and scheduling bits
-included (branches are relative), so `kgate diff` needs no disassembly to call such variants identical.
+The bytes of the `.text.<function>` sections: two builds of the same code differ in their line tables (file
+paths, line numbers) and so in their cubin files, but not in these bytes: equal bytes are the same
+instruction stream, encodings and scheduling bits included (branches are relative), so `kgate diff` needs no
+disassembly to call such variants identical.
+
+The targets of each indirect branch (`BRX R8 -0x200`: a jump through a table, from a `switch` or a PTX
+`brx.idx`), which the SASS listing does not print: ptxas records them in the function's `.nv.info.<function>`
+section (`EIATTR_INDIRECT_BRANCH_TARGETS`), and a loop whose back edge is such a jump is a loop all the same.
 """
 
 from __future__ import annotations
@@ -12,8 +17,53 @@ import struct
 _MAGIC = b"\x7fELF"
 
 
+_INDIRECT_BRANCH_TARGETS = 0x34  # EIATTR_INDIRECT_BRANCH_TARGETS
+_SIZED = 0x04  # EIFMT_SVAL: a 16-bit size and that many bytes follow; every other format is 4 bytes in all
+
+
 def text_sections(data: bytes) -> dict[str, bytes]:
     """Function name -> code bytes; empty when `data` is not a little-endian ELF64 file it can read."""
+    return _sections(data, ".text.")
+
+
+def indirect_branches(data: bytes) -> dict[str, dict[int, tuple[int, ...]]]:
+    """Function name -> {address of an indirect branch: the addresses it may jump to}; empty where the cubin
+    records none (or is not one this reads)."""
+    out: dict[str, dict[int, tuple[int, ...]]] = {}
+    for function, info in _sections(data, ".nv.info.").items():
+        tables = dict(_branch_tables(info))
+        if tables:
+            out[function] = tables
+    return out
+
+
+def _branch_tables(info: bytes) -> list[tuple[int, tuple[int, ...]]]:
+    """The indirect branches an `.nv.info.<function>` section lists: (offset, its targets) each."""
+    out = []
+    at = 0
+    try:
+        while at + 4 <= len(info):
+            form, attribute = info[at], info[at + 1]
+            if form != _SIZED:
+                at += 4
+                continue
+            (size,) = struct.unpack_from("<H", info, at + 2)
+            value, at = info[at + 4:at + 4 + size], at + 4 + size
+            if attribute != _INDIRECT_BRANCH_TARGETS:
+                continue
+            cursor = 0
+            while cursor + 12 <= len(value):  # offset, two 16-bit fields, a count, then the targets
+                offset, _kind, _unused, count = struct.unpack_from("<IHHI", value, cursor)
+                targets = struct.unpack_from(f"<{count}I", value, cursor + 12)
+                out.append((offset, tuple(targets)))
+                cursor += 12 + 4 * count
+    except struct.error:  # a record cut short: what was read before it stands
+        pass
+    return out
+
+
+def _sections(data: bytes, prefix: str) -> dict[str, bytes]:
+    """The bytes of each section whose name starts with `prefix`, by the rest of its name."""
     if len(data) < 64 or data[:4] != _MAGIC or data[4] != 2 or data[5] != 1:
         return {}
     try:
@@ -26,8 +76,8 @@ def text_sections(data: bytes) -> dict[str, bytes]:
         for name_offset, _type, _flags, _addr, offset, size in headers:
             end = names.find(b"\0", name_offset)
             name = names[name_offset:end].decode("utf-8", "replace")
-            if name.startswith(".text.") and offset + size <= len(data):
-                out[name[len(".text."):]] = data[offset:offset + size]
+            if name.startswith(prefix) and offset + size <= len(data):
+                out[name[len(prefix):]] = data[offset:offset + size]
         return out
     except (struct.error, IndexError):
         return {}

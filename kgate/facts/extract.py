@@ -8,6 +8,7 @@ cached record is trusted only in its whole shape.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
 from functools import cached_property
@@ -15,9 +16,18 @@ from typing import Any
 
 from kgate.compile.units import Artifacts
 from kgate.core.errors import ParseError
+from kgate.facts.cubin import indirect_branches
 from kgate.facts.ptx import EntryHeader, GlobalAccess, PtxEntry, PtxFacts, SourceLoc, entry_headers, parse_ptx
-from kgate.facts.ptxas_log import EntryResources, Frame, Resources, function_frames, parse_ptxas_log, resources
-from kgate.facts.sass import SassFunction, SassSummary, local_in_loops, parse_sass
+from kgate.facts.ptxas_log import (
+    EntryResources,
+    Frame,
+    Resources,
+    frames_for,
+    function_frames,
+    parse_ptxas_log,
+    resources,
+)
+from kgate.facts.sass import INDIRECT, SassFunction, SassSummary, local_in_loops, parse_sass
 from kgate.facts.ttgir import Pipeline, parse_pipeline
 
 
@@ -40,7 +50,7 @@ class Sources:
         return parse_ptxas_log(self.artifacts.ptxas_log)
 
     @cached_property
-    def frames(self) -> dict[str, Frame]:
+    def frames(self) -> dict[str | None, dict[str, Frame]]:
         return function_frames(self.artifacts.ptxas_log)
 
     @cached_property
@@ -49,14 +59,38 @@ class Sources:
 
     @cached_property
     def local_in_loops(self) -> dict[str, tuple[int, int]] | None:
-        return None if self.artifacts.sass is None else local_in_loops(self.artifacts.sass)
+        sass = self.artifacts.sass
+        if sass is None:
+            return None
+        return local_in_loops(sass, self.indirect_branches if any(op in sass for op in INDIRECT) else None)
+
+    @cached_property
+    def indirect_branches(self) -> dict[str, dict[int, tuple[int, ...]]]:
+        """The targets of each function's indirect branches, from the cubin (empty where it cannot be read)."""
+        data = self.artifacts.cubin_data()
+        return {} if data is None else indirect_branches(data)
 
     @cached_property
     def pipeline(self) -> Pipeline | None:
         return parse_pipeline(self.artifacts.ttgir)
 
+    def reading(self, artifacts: Artifacts) -> Sources:
+        """The sources of `artifacts`, with what this one has parsed already where they hold the same texts (a unit
+        read again once its SASS is added parses only the SASS)."""
+        found = Sources(artifacts)
+        before = self.artifacts
+        if (artifacts.ptx, artifacts.ptxas_log, artifacts.ttgir) == (before.ptx, before.ptxas_log, before.ttgir):
+            for name in _NOT_SASS:
+                if name in self.__dict__:
+                    found.__dict__[name] = self.__dict__[name]
+        return found
+
     def entry_names(self) -> list[str]:
         return [entry.name for entry in self.ptx.entries]
+
+
+# What Sources parses from the PTX, the ptxas log and the TTGIR (cached per instance, by `cached_property`).
+_NOT_SASS = ("ptx", "headers", "ptxas", "frames", "pipeline")
 
 
 # --------------------------------------------------------------------------- extractors: (sources, entry) -> value
@@ -77,35 +111,55 @@ def entry_resources(src: Sources, entry: str) -> Resources:
     found = src.ptxas.get(entry)
     if found is None:
         raise ParseError(f"the ptxas log has no figures for {entry!r}")
-    frames = src.frames
+    frames = frames_for(src.frames, entry)
     called = tuple((name, frames[name]) for name in src.ptx.entry(entry).calls if name in frames)
     return resources(found, src.artifacts.dynamic_smem, called)
 
 
 def sass_summary(src: Sources, entry: str) -> SassSummary | None:
-    """Opcode counts of the entry's SASS; None where the cubin was not disassembled for it."""
+    """Opcode counts of the entry's SASS and of the functions it calls that ptxas listed apart (`-rdc=true`);
+    None where the cubin was not disassembled for them."""
     functions = src.sass
     if functions is None:
         return None
-    found: SassSummary | None = functions.get(entry)
     asked = src.artifacts.sass_symbols
+    if asked is not None and not all(name in asked for name in (entry, *_called(src, entry))):
+        return None
+    found: SassSummary | None = functions.get(entry)
     if found is None and asked is None:
         found = next(iter(functions.values()), None)  # the one function of a Triton cubin, whatever its name
-    if found is None and asked is not None and entry not in asked:
-        return None
-    return SassSummary(dict(found.opcodes) if found else {})
+    counts = Counter(found.opcodes if found else {})
+    for name in _called(src, entry):
+        if name in functions and name != entry:
+            counts.update(functions[name].opcodes)
+    return SassSummary(dict(sorted(counts.items())))
 
 
 def local_in_loop(src: Sources, entry: str) -> tuple[int, int] | None:
-    """Local-memory loads and stores inside a loop of the entry's SASS; None where the cubin was not
-    disassembled for it."""
+    """Local-memory loads and stores inside a loop of the entry's SASS, a loop of a function it calls, or a
+    function it calls from inside a loop; None where the cubin was not disassembled for them."""
     functions = src.local_in_loops
     if functions is None or sass_summary(src, entry) is None:
         return None
-    found = functions.get(entry)
-    if found is None and src.artifacts.sass_symbols is None and len(functions) == 1:
-        found = next(iter(functions.values()))  # the one function of a Triton cubin, whatever its name
-    return found or (0, 0)
+    own = functions.get(entry)
+    if own is None and src.artifacts.sass_symbols is None and len(functions) == 1:
+        own = next(iter(functions.values()))  # the one function of a Triton cubin, whatever its name
+    loads, stores = own.in_loops if own else (0, 0)
+    looped = set(src.ptx.entry(entry).looped_calls)
+    for name in _called(src, entry):
+        use = functions.get(name)
+        if use is not None and name != entry:
+            more = use.total if name in looped else use.in_loops
+            loads, stores = loads + more[0], stores + more[1]
+    return loads, stores
+
+
+def _called(src: Sources, entry: str) -> tuple[str, ...]:
+    """The functions an entry calls (the PTX call graph): for CUDA, each is asked of the disassembler with it."""
+    try:
+        return src.ptx.entry(entry).calls
+    except ParseError:
+        return ()
 
 
 def smem_buffers(src: Sources, entry: str) -> int | None:
@@ -149,6 +203,7 @@ def load_entry(value: Any) -> PtxEntry:
     # What the call graph adds has defaults, as in PtxEntry: a record written by hand may leave it out.
     data["calls"] = tuple(data.get("calls", ()))
     data["opaque_calls"] = tuple(data.get("opaque_calls", ()))
+    data["looped_calls"] = tuple(data.get("looped_calls", ()))
     entry = PtxEntry(**data)
     _require(isinstance(entry.name, str), "names")
     _require(is_count(entry.global_accesses) and all(is_count(v) for v in entry.mma.values()), "counts")
@@ -156,7 +211,7 @@ def load_entry(value: Any) -> PtxEntry:
     _require(isinstance(entry.has_wait, bool) and isinstance(entry.has_launch_dependents, bool), "flags")
     _require(all(isinstance(a.opcode, str) and is_count(a.ptx_line) and isinstance(a.opaque, bool)
                  and all(isinstance(v, str) for v in a.via) for a in entry.unwaited_accesses), "unwaited accesses")
-    _require(all(isinstance(v, str) for v in entry.calls + entry.opaque_calls), "calls")
+    _require(all(isinstance(v, str) for v in entry.calls + entry.opaque_calls + entry.looped_calls), "calls")
     return entry
 
 

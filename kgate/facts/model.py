@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 
 from kgate.compile.units import CompileFailure
 from kgate.facts import extract
+from kgate.facts.callgraph import function_name
 from kgate.facts.extract import Move, Sources
 from kgate.facts.ptx import PtxEntry, SourceLoc
 from kgate.facts.ptxas_log import Resources
@@ -81,7 +82,8 @@ class KernelFacts:
     compile_seconds: float = 0.0
     toolchain: dict[str, str] = field(default_factory=dict)
     # Triton: what the launcher specialised (divisible_by_16, equal_to_1, none: argument names), and where
-    # the variant comes from ("registered" or "captured"); CUDA kernels leave both empty.
+    # the variant comes from ("registered", "captured", or "registered+captured" where both); CUDA kernels leave
+    # both empty.
     specialization: dict[str, list[str]] = field(default_factory=dict)
     source: str = ""
     # The capture environments whose record of this launch is gated on this target (`[captured."..."]` of the
@@ -99,6 +101,11 @@ class KernelFacts:
             return None
         name = loc.file.replace("\\", "/")
         return loc.line if name == self.path or name.endswith("/" + self.path) else None
+
+    def function_name(self, symbol: str) -> str:
+        """How a message names a function the kernel calls (`kgate.facts.callgraph.function_name`): a Triton
+        function of the kernel's own module by its bare name."""
+        return function_name(symbol, self.kernel.split(":", 1)[0] if self.language == "triton" else None)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -21,9 +21,14 @@ _FUNCTION = re.compile(r"^\s*Function\s*:\s*(\S+)")
 # target of a branch (`BRA 0x1d0`, `@!P0 BRA 0x1d0 ;`).
 _INSTRUCTION = r"(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)"
 _OPCODE = re.compile(_INSTRUCTION)
-_ADDRESSED = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+" + _INSTRUCTION + r"([^;]*)")
+_ADDRESSED = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+(@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)([^;]*)")
+# A branch or return taken only sometimes: a guard on it, or a predicate among its operands (`BRA.U !UP0, 0x3c0`).
+_CONDITION = re.compile(r"^@|(?:^|[\s,!])U?P[0-6]\b")
 _BRANCH_TARGET = re.compile(r"\b0x([0-9a-f]+)\b")
+_GUARD = re.compile(r"^\s*@!?U?P\w+\s+")
+_REGISTER = re.compile(r"U?R\d+|URZ|RZ")
 
+INDIRECT = ("BRX", "BRXU", "JMX", "JMXU")  # jumps through a register: the cubin lists their targets
 MMA_HEADS = ("HMMA", "QMMA", "OMMA", "IMMA", "UTCQMMA", "UTCOMMA", "UTCHMMA", "HGMMA", "QGMMA", "UTCMMA")
 
 
@@ -72,21 +77,86 @@ def parse_sass(text: str) -> dict[str, SassFunction]:
             for name, body in _functions(text).items()}
 
 
-def local_in_loops(text: str) -> dict[str, tuple[int, int]]:
+@dataclass(frozen=True)
+class LocalUse:
+    """A function's local-memory instructions: (LDL, STL) inside a loop of its listing, and in all of it."""
+
+    in_loops: tuple[int, int]
+    total: tuple[int, int]
+
+
+def local_in_loops(text: str, indirect: dict[str, dict[int, tuple[int, ...]]] | None = None
+                   ) -> dict[str, LocalUse]:
     """Per function, how many local-memory loads (`LDL`) and stores (`STL`) sit inside a loop.
 
-    A loop is the span from a branch's target back up to the branch (`BRA` to a lower address); a branch to
-    itself is the idle loop after `EXIT`, not a loop. An instruction inside any such span runs once per
-    iteration (or more): local memory there is paid on every trip, not once.
+    A loop is the span from a branch's target back up to the branch (a jump to a lower address); a branch to
+    itself is the idle loop after `EXIT`, not a loop. A `BRA` names its target; an indirect branch (`BRX R8
+    -0x200`, `BRXU`, `JMX`: through a jump table) goes to each address the cubin lists for it (`indirect`:
+    function -> {its address: the targets}, `kgate.facts.cubin.indirect_branches`). A subroutine of the
+    listing (a `__noinline__` function ptxas placed after the kernel's `EXIT`) that a `CALL.REL` inside a loop
+    calls runs on every trip too: everything from its start to its `RET`. An instruction inside any of these
+    runs once per iteration (or more): local memory there is paid on every trip, not once.
     """
-    found: dict[str, tuple[int, int]] = {}
+    found: dict[str, LocalUse] = {}
     for name, body in _functions(text).items():
-        loops = [(target, address) for address, op, operands in body if op.split(".")[0] == "BRA"
-                 for target in _branch_targets(operands) if target < address]
-        inside = Counter(op.split(".")[0] for address, op, _ in body
-                         if op.split(".")[0] in ("LDL", "STL") and any(lo <= address <= hi for lo, hi in loops))
-        found[name] = (inside["LDL"], inside["STL"])
+        looped = _looped(body, (indirect or {}).get(name, {}))
+        inside = Counter(op.split(".")[0] for address, op, _operands in body if address in looped)
+        every = Counter(op.split(".")[0] for _address, op, _operands in body)
+        found[name] = LocalUse((inside["LDL"], inside["STL"]), (every["LDL"], every["STL"]))
     return found
+
+
+def _looped(body: list[tuple[int, str, str]], tables: dict[int, tuple[int, ...]]) -> set[int]:
+    """The addresses of a listing that run once per trip of some loop: inside a loop's span, or in a
+    subroutine called from there. A call through a register (`CALL.REL.NOINC R2 0x0`: a function pointer) may
+    reach any subroutine: all that the function's own code, walked from its start, does not reach."""
+    loops = [(target, address) for address, op, operands in body
+             for target in _jump_targets(address, op, operands, tables) if target < address]
+    looped = {address for address, _op, _operands in body if any(lo <= address <= hi for lo, hi in loops)}
+    calls = {address: target for address, op, operands in body if op.startswith("CALL.REL")
+             and not _through_register(operands) for target in _jump_targets(address, "BRA", operands, tables)[:1]}
+    if any(address in looped and op.startswith("CALL") and _through_register(operands)
+           for address, op, operands in body):
+        own = _reached(body, body[0][0], tables)
+        looped |= {address for address, _op, _operands in body if address not in own}
+    pending = [target for address, target in calls.items() if address in looped]
+    while pending:
+        for address in _reached(body, pending.pop(), tables):
+            if address not in looped:
+                looped.add(address)
+                if address in calls:
+                    pending.append(calls[address])
+    return looped
+
+
+def _through_register(operands: str) -> bool:
+    """Whether a call's target is a register's value (its first operand, after any guard)."""
+    words = _GUARD.sub("", operands).split()
+    return bool(words) and _REGISTER.fullmatch(words[0].rstrip(",")) is not None
+
+
+def _reached(body: list[tuple[int, str, str]], start: int, tables: dict[int, tuple[int, ...]]) -> set[int]:
+    """The addresses a walk from `start` reaches before it returns: through branches and past calls."""
+    position = {address: index for index, (address, _op, _operands) in enumerate(body)}
+    seen: set[int] = set()
+    work = [start]
+    while work:
+        address = work.pop()
+        if address in seen or address not in position:
+            continue
+        seen.add(address)
+        index = position[address]
+        _at, op, operands = body[index]
+        head = op.split(".")[0]
+        after = [body[index + 1][0]] if index + 1 < len(body) else []
+        conditional = _CONDITION.search(operands) is not None
+        if head in ("RET", "EXIT"):
+            work.extend(after if conditional else [])
+        elif head == "BRA" or head in INDIRECT:
+            work.extend(_jump_targets(address, op, operands, tables) + (after if conditional else []))
+        else:
+            work.extend(after)
+    return seen
 
 
 def _functions(text: str) -> dict[str, list[tuple[int, str, str]]]:
@@ -99,9 +169,17 @@ def _functions(text: str) -> dict[str, list[tuple[int, str, str]]]:
             continue
         instr = _ADDRESSED.match(line) if current is not None else None
         if instr and current is not None:
-            current.append((int(instr.group(1), 16), instr.group(2), instr.group(3)))
+            # The operands keep a guard in front, so that a walk can tell a branch taken only sometimes.
+            current.append((int(instr.group(1), 16), instr.group(3), (instr.group(2) or "") + instr.group(4)))
     return functions
 
 
-def _branch_targets(operands: str) -> list[int]:
-    return [int(m.group(1), 16) for m in _BRANCH_TARGET.finditer(operands)]
+def _jump_targets(address: int, op: str, operands: str, tables: dict[int, tuple[int, ...]]) -> list[int]:
+    """Where a branch goes: a `BRA`'s target, an indirect branch's listed targets (its operand is a register and
+    an offset, no address), nothing for any other instruction."""
+    head = op.split(".")[0]
+    if head == "BRA":
+        return [int(m.group(1), 16) for m in _BRANCH_TARGET.finditer(operands)]
+    if head in INDIRECT:
+        return list(tables.get(address, ()))
+    return []

@@ -119,6 +119,13 @@ def note_folder(path: str | os.PathLike[str]) -> None:
         log.folder(os.fspath(path))
 
 
+def note_unreadable() -> None:
+    """An input this run depends on whose value cannot be taken again (a device, a pipe): never replayed."""
+    log = _LOG
+    if log is not None:
+        log.broken = True
+
+
 def env_value(name: str) -> str | None:
     """A variable as the replay compares it; `*` (the whole environment, iterated) as a hash of it."""
     if name != "*":

@@ -82,7 +82,7 @@ from kgate.collect.pyproject import Modules, checks_kernels, modules
 from kgate.collect.pyscopes import launch_lines
 from kgate.collect.source import SourceFile
 from kgate.core.findings import Severity
-from kgate.core.rule import READS_BEYOND, CaptureContext, CapturedKernel, Option, Report, Rule, SourceContext
+from kgate.core.rule import CaptureContext, CapturedKernel, Option, Report, Rule, SourceContext
 
 
 def _power_of_two(value: int) -> bool:
@@ -131,7 +131,7 @@ def source_check(source: SourceFile, ctx: SourceContext) -> Iterable[Report]:
         launches = Launches(source, info, set(kernels), set(own), _EVIDENCE_ONLY, frozenset(), project)
         yield from _reports(source, launches, kernels)
     if project.asked != asked:
-        source.derived[READS_BEYOND] = True  # calls in the project's other modules decided
+        project.depend(source)  # calls in the project's other modules decided: the verdict holds while the project's Python files do
 
 
 def _constexprs(fn: py.Function, imports: dict[str, str], ignored: set[str]) -> list[tuple[str, int | None, bool]]:

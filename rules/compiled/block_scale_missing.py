@@ -5,11 +5,13 @@ on sm_120a, `tcgen05.mma ... block_scale` on sm_100a), in its entry or in
 any device function it calls, directly or not. The message names what the
 compiler emitted instead, and any call whose code is not in the PTX. A
 kernel expects block scaling when its registration says
-`expect = ["block_scale"]`, or when its Triton source calls `tl.dot_scaled`
-(itself or through a function of its module it calls; read from the syntax,
-so a comment or a string that names it does not count; the same for a
-plain, an autotuned, a heuristics or a wrapped kernel) and the registration
-does not set `expect` itself; a CUDA kernel when a `[[tool.kgate.cuda]]`
+`expect = ["block_scale"]`, or when the specialisation compiled calls
+`tl.dot_scaled` (itself or in a function it calls, however its source
+reaches it) and the registration does not set `expect` itself: read from
+Triton's first IR of that specialisation, so a branch its constexprs remove
+(`if USE_SCALED: ... tl.dot_scaled ... else: tl.dot`), a comment or a string
+does not count; the same for a plain, an autotuned, a heuristics, a wrapped
+or a captured kernel. A CUDA kernel expects it when a `[[tool.kgate.cuda]]`
 table's `expect` globs name it (`expect = { "mxf8_gemm*" = ["block_scale"] }`).
 
 On a target without native block scaling (sm_90a) the missing instruction is
@@ -48,7 +50,7 @@ from collections.abc import Iterable
 
 from kgate.core.findings import Severity
 from kgate.core.rule import CompiledContext, Report, Rule
-from kgate.facts.callgraph import INDIRECT, function_name
+from kgate.facts.callgraph import INDIRECT
 from kgate.facts.model import KernelFacts
 
 
@@ -66,7 +68,7 @@ def _emitted(facts: KernelFacts) -> str:
             parts.append("SASS " + ", ".join(f"`{op}`" for op in sorted(sass_mma)))
     opaque = facts.entry.opaque_calls
     if opaque:
-        parts.append("and it calls " + ", ".join("a function pointer" if name == INDIRECT else f"`{function_name(name)}`"
+        parts.append("and it calls " + ", ".join("a function pointer" if name == INDIRECT else f"`{facts.function_name(name)}`"
                                                  for name in opaque) + ", whose code is not in the PTX")
     return "; ".join(parts)
 

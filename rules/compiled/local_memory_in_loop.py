@@ -1,11 +1,14 @@
 """## What it does
 Reads the kernel's SASS for local-memory instructions (`LDL`, `STL`)
-inside a loop: between a backward branch and its target. Local memory is
-what ptxas uses for register spills and for per-thread arrays it cannot
+inside a loop: between a backward branch and its target (a `BRA`, or a
+jump through a table, whose targets are read from the cubin). Local memory
+is what ptxas uses for register spills and for per-thread arrays it cannot
 keep in registers (an array indexed by a value known only at run time).
 The SASS is read wherever ptxas reports a stack frame, whatever else the
-variant asks for; it holds the code of the device functions the kernel
-calls too, so a loop in a `__noinline__` helper counts.
+variant asks for, with the device functions the kernel calls: a loop in a
+`__noinline__` helper counts, and so does all of a helper called from
+inside a loop (its local memory is paid on every trip), whether ptxas put
+it in the kernel's code or listed it apart (`-rdc=true`).
 
 ## Why is this bad?
 Local memory is private per thread but lives in DRAM behind the L1: an

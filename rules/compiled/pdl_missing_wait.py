@@ -5,16 +5,21 @@ For a kernel launched with programmatic dependent launch (Triton
 checks on the PTX control-flow graph that `griddepcontrol.wait` is executed
 before every global memory access on every path from the kernel's entry.
 Loads, stores, atomics, `cp.async` copies from or to global memory,
-texture and surface instructions and `wmma.load`/`wmma.store` count
+texture and surface instructions, `wmma.load`/`wmma.store`, `discard`
+(which leaves the lines' values indeterminate) and tensor-map writes count
 (shared, local, constant and parameter memory never do, whatever
 qualifiers come before the space: `ld.volatile.shared`,
-`st.async.shared::cluster`), wherever they are: in the
+`st.async.shared::cluster`; nor do prefetches into the cache,
+`prefetch` and `cp.async.bulk.prefetch`, which read nothing into the
+kernel), wherever they are: in the
 kernel or in any device function it calls (`@triton.jit(noinline=True)`,
 `__noinline__`), however deep, each reported at the kernel's call; a wait in
 a called function counts where it is called, when every path through that
 function waits. A call whose code is not in the PTX (an `.extern` function,
 a call through a function pointer) is taken to touch global memory and not
-to wait, and the finding says so. A wait that is predicated or under a
+to wait, and the finding says so (the device runtime's `printf`, a failed
+`assert` and the device heap's `malloc` and `free` are known not to touch
+the program's memory). A wait that is predicated or under a
 branch protects only the paths that pass through it. Where SASS was produced, a kernel that
 waits in PTX must also show `ACQBULK` in SASS.
 
@@ -57,8 +62,8 @@ from collections.abc import Iterable
 
 from kgate.core.findings import Related, Severity
 from kgate.core.rule import CompiledContext, Report, Rule
+from kgate.facts.callgraph import INDIRECT
 from kgate.facts.model import KernelFacts
-from kgate.facts.callgraph import INDIRECT, function_name
 from kgate.facts.ptx import GlobalAccess
 
 
@@ -70,25 +75,26 @@ def _where(access: GlobalAccess) -> str:
     return f"PTX line {access.ptx_line}"
 
 
-def _what(access: GlobalAccess) -> str:
+def _what(facts: KernelFacts, access: GlobalAccess) -> str:
     """The access, and the calls it is made through."""
+    name = facts.function_name
     if access.opaque:
         callee = access.via[-1]
-        called = f"`{function_name(callee)}`" if callee != INDIRECT else "a function pointer"
-        chain = "".join(f" in `{function_name(name)}`" for name in reversed(access.via[:-1]))
+        called = f"`{name(callee)}`" if callee != INDIRECT else "a function pointer"
+        chain = "".join(f" in `{name(caller)}`" for caller in reversed(access.via[:-1]))
         return (f"a call of {called}{chain}, whose code is not in the PTX (taken to touch global memory "
                 "and not to wait)")
     if not access.via:
         return f"`{access.opcode}`"
-    return f"`{access.opcode}` in `{function_name(access.via[-1])}`" + (
-        f" (called through {', '.join(f'`{function_name(n)}`' for n in access.via[:-1])})"
+    return f"`{access.opcode}` in `{name(access.via[-1])}`" + (
+        f" (called through {', '.join(f'`{name(n)}`' for n in access.via[:-1])})"
         if len(access.via) > 1 else "")
 
 
 def related(facts: KernelFacts, access: GlobalAccess) -> tuple[Related, ...]:
     """Where the unwaited access is: its source line (from the PTX's `.loc`, when it lies in the kernel's file)
     and its line in the PTX."""
-    what = f"{_what(access)} touches global memory before griddepcontrol.wait"
+    what = f"{_what(facts, access)} touches global memory before griddepcontrol.wait"
     places = []
     line = facts.own_line(access.loc)
     if line is not None:
@@ -110,7 +116,7 @@ def check(facts: KernelFacts, ctx: CompiledContext) -> Iterable[Report]:
         else:
             what = "reaches a global memory access before griddepcontrol.wait on some path"
         yield Report(
-            f"PDL kernel {what}: {_what(first)} at {where}"
+            f"PDL kernel {what}: {_what(facts, first)} at {where}"
             + (f" and {len(unwaited) - 1} more access(es)" if len(unwaited) > 1 else ""),
             related=related(facts, first),
         )

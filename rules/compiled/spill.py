@@ -35,17 +35,16 @@ from collections.abc import Iterable
 
 from kgate.core.findings import Severity
 from kgate.core.rule import CompiledContext, Option, Report, Rule
-from kgate.facts.callgraph import function_name
 from kgate.facts.model import KernelFacts, Resources
 from kgate.hardware.budgets import spill_cliff_bytes
 
 
-def _in_callees(res: Resources) -> str:
+def _in_callees(facts: KernelFacts, res: Resources) -> str:
     """Where the spills of called functions are, when there are any."""
     spilling = [(name, stores) for name, _frame, stores, loads in res.callees if stores or loads]
     if not spilling:
         return ""
-    return " (" + ", ".join(f"{stores} bytes of the stores in `{function_name(name)}`" for name, stores in spilling) + \
+    return " (" + ", ".join(f"{stores} bytes of the stores in `{facts.function_name(name)}`" for name, stores in spilling) + \
         ", which the kernel calls)"
 
 
@@ -56,7 +55,7 @@ def check(facts: KernelFacts, ctx: CompiledContext) -> Iterable[Report]:
     register_bytes = res.registers * 4
     cliff = spill_cliff_bytes(res.registers, ctx.options["cliff_fraction"])
     detail = (f"{res.spill_stores} bytes spill stores, {res.spill_loads} bytes spill loads "
-              f"at {res.registers} registers{_in_callees(res)}")
+              f"at {res.registers} registers{_in_callees(facts, res)}")
     if res.spill_stores > cliff:
         yield Report(f"{detail}: past the cliff ({cliff:g} bytes = {ctx.options['cliff_fraction']:g} "
                      f"of {register_bytes} register bytes)", severity=Severity.ERROR)

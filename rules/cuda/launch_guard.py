@@ -226,7 +226,7 @@ def _reports(source: Any, code: str, found: Search, macros: list[str], window: i
 
 
 def _report(code: str, starts: list[int], unchecked: Unchecked, window: int, rel: str) -> Report:
-    where = {"line": line_at(starts, unchecked.offset), "col": column(code, unchecked.offset) + 1}
+    where: dict[str, Any] = {"line": line_at(starts, unchecked.offset), "col": column(code, unchecked.offset) + 1}
     if unchecked.kind == "call":
         launched = f"launches `{unchecked.kernel}`" if unchecked.kernel else "launches a kernel"
         return Report(f"`{unchecked.callee}` {launched} and this call of it has no error check within {window} "

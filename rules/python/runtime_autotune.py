@@ -177,7 +177,7 @@ from kgate.collect.pylaunch import BOUNDED, MODEL, RUNTIME, UNKNOWN, Launches, N
 from kgate.collect.pyproject import modules
 from kgate.collect.source import SourceFile
 from kgate.core.findings import Severity
-from kgate.core.rule import READS_BEYOND, Option, Report, Rule, SourceContext
+from kgate.core.rule import Option, Report, Rule, SourceContext
 
 RUNTIME_SHAPE_NAMES = (
     "M", "T", "n_tokens", "N_TOKENS", "num_tokens", "NUM_TOKENS", "total_tokens", "TOTAL_TOKENS",
@@ -230,7 +230,7 @@ def check(source: SourceFile, ctx: SourceContext) -> Iterable[Report]:
         if offending:
             yield _report(source, t, offending)
     if project.asked != asked:
-        source.derived[READS_BEYOND] = True  # launch sites or calls in the project's other modules decided
+        project.depend(source)  # launch sites or calls in the project's other modules decided: the verdict holds while the project's Python files do
 
 
 def _key(name: str, fn: py.Function | None, launched: str, launches: Launches, names: Names,

@@ -1,0 +1,398 @@
+"""The reads of a kernel module's import, recorded as they happen (`kgate.compile.import_reads` names them).
+
+A compile worker records the reads of the imports it runs (`recording`): every file opened for reading, every
+folder listed or path tested for existence by the project's code, every environment variable looked up (the
+whole environment where it is iterated), every module looked for and not found, the files of every module
+imported, and what else reads a file: a program run, a library loaded, a database opened. What the audit hook
+cannot see (the environment, `os.stat` and its kin, `importlib.util.find_spec`) is watched by patching it for
+the length of the import. A Python program the import runs, and a process it forks, records its own reads the
+same way and hands them back (`kgate.compile.import_children`); any other program is keyed by its own file and
+by every argument that names a path.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterator, Mapping
+from typing import IO, Any
+
+from kgate.compile import import_children
+from kgate.compile.import_reads import UNRECORDED, Reads, View, keyable_file, value
+
+
+class Recorder:
+    """The reads of the imports a worker runs, name -> value when first read, over all its tasks (a module one
+    task imported serves the next: its reads stay this worker's)."""
+
+    def __init__(self, skip: tuple[str, ...]) -> None:
+        self.reads: Reads = {}
+        self.skip = skip  # prefixes never read as inputs: kgate's cache, the standard library, kgate, /proc
+        self.where: View | None = None
+        self.busy = False
+        self.depth = 0
+        self.written: set[str] = set()  # variables the project set itself before reading them
+        self.sink: IO[str] | None = None  # in a child process: where each read is written as it is made
+        self.children = import_children.Children()
+
+    def wanted(self, path: str) -> bool:
+        from kgate.support import scratch
+
+        # A module's bytecode is a cache of its source, which is read (and keyed) as the module's file; its
+        # header holds the source's time, which a checkout or a test run changes without changing the source.
+        if path.endswith(".pyc") and os.path.basename(os.path.dirname(path)) == "__pycache__":
+            return False
+        return not (path + os.sep).startswith(self.skip) and not scratch.made_here(path)
+
+    def add(self, name: str, held: Any) -> None:
+        if name in self.reads:
+            return
+        self.reads[name] = held
+        if self.sink is not None:
+            try:
+                self.sink.write(json.dumps([name, held]) + "\n")
+                self.sink.flush()
+            except (OSError, ValueError, TypeError):
+                self.sink = None
+
+    def unkeyable(self, what: str) -> None:
+        """A read whose value cannot be named: the import's records are never kept."""
+        self.add(f"{UNRECORDED}:{what}", None)
+
+    def note(self, kind: str, path: str) -> None:
+        where = self.where
+        if where is None:
+            return
+        relative = not os.path.isabs(path)
+        path = os.path.abspath(path)
+        if kind == "file" and not keyable_file(path):  # a device, a pipe, a socket: in /dev or anywhere else
+            self.unkeyable(path)
+            return
+        if not self.wanted(path):
+            return
+        if relative:
+            self.add("cwd:", value("cwd:", where))
+        name = f"{kind}:{where.name(path)}"
+        if name not in self.reads:
+            self.add(name, value(name, where))
+
+    def note_env(self, name: str) -> None:
+        if self.where is not None and name not in self.written and f"env:{name}" not in self.reads:
+            self.add(f"env:{name}", value(f"env:{name}", self.where))
+
+
+_RECORDER: Recorder | None = None
+_HOOKED = False
+
+
+def recorder(skip: list[str]) -> Recorder:
+    """This process's recorder (made once; the audit hook is installed once per process)."""
+    global _RECORDER, _HOOKED
+    if _RECORDER is None:
+        prefixes = {os.path.abspath(p) for p in skip} | {os.path.dirname(os.path.abspath(os.__file__)), "/proc",
+                                                         "/dev", "/sys"}
+        prefixes.add(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # kgate's own package
+        _RECORDER = Recorder(tuple(sorted(p.rstrip(os.sep) + os.sep for p in prefixes)))
+        import_children.watch_forks(lambda: _RECORDER)
+    if not _HOOKED:
+        sys.addaudithook(_hook)
+        _HOOKED = True
+    return _RECORDER
+
+
+class recording:  # used as a `with` statement, as `open` is
+    """Record the reads of the imports made inside it (the project's set-up hook, its kernel module)."""
+
+    def __init__(self, root: str, roots: list[str], cwd: str | None = None) -> None:
+        self.root, self.roots, self.cwd = root, roots, cwd
+        self.before: set[str] = set()
+        self.path: list[str] = []
+        self.was: str | None = None
+
+    def __enter__(self) -> Recorder | None:
+        rec = _RECORDER
+        if rec is None:  # not in a compile worker: nothing records
+            return None
+        rec.depth += 1
+        if rec.depth == 1:
+            if self.cwd is not None and os.path.isdir(self.cwd):  # the side's own folder (a base's checkout)
+                self.was = os.getcwd()
+                os.chdir(self.cwd)
+            self.before, self.path = set(sys.modules), list(sys.path)
+            patch(rec)
+        rec.where = View(os.path.abspath(self.root), tuple(os.path.abspath(r) for r in self.roots), RealEnv(),
+                         os.getcwd())
+        return rec
+
+    def __exit__(self, *exc: object) -> None:
+        rec = _RECORDER
+        if rec is None:
+            return
+        rec.depth -= 1
+        if rec.depth:
+            return
+        unpatch()
+        if self.was is not None:
+            os.chdir(self.was)
+            self.was = None
+        note_imports(rec, self.before, self.path)
+        rec.children.merge(rec)
+        rec.where = None
+
+
+def note_imports(rec: Recorder, before: set[str], sys_path: list[str]) -> None:
+    """The files of the modules imported since `before`, and the files that would change what a name imported or
+    looked for resolves to: a file appearing in a python-path folder, or in a folder the import put on sys.path
+    (since it was `sys_path`)."""
+    resolved = set()  # names whose resolution a file appearing in a python-path folder would change
+    for name, module in list(sys.modules.items()):
+        if name in before:
+            continue
+        path = getattr(module, "__file__", None)
+        if isinstance(path, str):
+            rec.note("file", path)
+        places = [path] if isinstance(path, str) else list(getattr(module, "__path__", None) or [])
+        if rec.where is not None and any(isinstance(p, str) and rec.where.owned(os.path.abspath(p))
+                                         for p in places):
+            resolved.add(name)  # the project's module: an earlier folder, a package of its name shadows it
+        resolved.add(name.partition(".")[0])  # an installed one: a project module of its name shadows it
+    roots = list(rec.where.roots) if rec.where is not None else []
+    added = [p for p in sys.path if isinstance(p, str) and p not in sys_path]
+    folders = list(dict.fromkeys([*roots, *(os.path.abspath(p or os.curdir) for p in added)]))
+    for name in _LOOKED_FOR | resolved:
+        if name not in sys.modules or name in resolved:  # not found: a file that appears later is imported
+            for folder in folders:
+                base = os.path.join(folder, *name.split("."))
+                for candidate in (base + ".py", base, os.path.join(base, "__init__.py")):
+                    rec.note("stat", candidate)
+    _LOOKED_FOR.clear()
+
+
+_LOOKED_FOR: set[str] = set()
+
+
+class RealEnv(Mapping[str, str]):
+    """The environment as it is, read without being recorded (the recorder's own view of it)."""
+
+    def __getitem__(self, name: str) -> str:
+        return _env_data()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_env_data())
+
+    def __len__(self) -> int:
+        return len(_env_data())
+
+
+def _env_data() -> dict[str, str]:
+    return {os.fsdecode(k): os.fsdecode(v) for k, v in os.environ._data.items()}  # type: ignore[attr-defined]
+
+
+class _ReadEnviron(os._Environ):  # type: ignore[name-defined,misc]
+    """os.environ that records what the project looks up in it."""
+
+    def __getitem__(self, name: Any) -> Any:
+        _note_env(name)
+        return super().__getitem__(name)
+
+    def __setitem__(self, name: Any, item: Any) -> None:
+        rec = _RECORDER
+        if rec is not None and isinstance(name, (str, bytes)):
+            rec.written.add(os.fsdecode(name))
+        super().__setitem__(name, item)
+
+    def __iter__(self) -> Iterator[Any]:
+        _note_env("*")
+        return super().__iter__()
+
+    def __len__(self) -> int:
+        _note_env("*")
+        return super().__len__()
+
+
+def _note_env(name: Any) -> None:
+    rec = _RECORDER
+    if rec is not None and not rec.busy and isinstance(name, (str, bytes)):
+        rec.busy = True
+        try:
+            rec.note_env(os.fsdecode(name))
+        finally:
+            rec.busy = False
+
+
+_SAVED: dict[str, Any] = {}
+
+
+def patch(rec: Recorder) -> None:
+    """Watch what the audit hook cannot see: the environment, and paths tested with `os.stat`; and hand the
+    recorder to the programs the import starts."""
+    for environ in (os.environ, getattr(os, "environb", None)):
+        if environ is not None and type(environ) is os._Environ:  # type: ignore[attr-defined]
+            environ.__class__ = _ReadEnviron
+    real_stat, real_lstat = os.stat, os.lstat
+    _SAVED.update(stat=real_stat, lstat=real_lstat)
+
+    def watched(real: Any, kind: str = "stat") -> Any:
+        def call(path: Any, *args: Any, **kwargs: Any) -> Any:
+            if not rec.busy and isinstance(path, (str, bytes, os.PathLike)):
+                rec.busy = True
+                try:
+                    rec.note(kind, os.fsdecode(path))
+                except Exception:  # noqa: BLE001 - recording must never break the import
+                    rec.unkeyable("a path look-up")
+                finally:
+                    rec.busy = False
+            return real(path, *args, **kwargs)
+        return call
+
+    os.stat, os.lstat = watched(real_stat), watched(real_lstat, "lstat")
+    real_access, real_readlink = _SAVED["access"], _SAVED["readlink"] = os.access, os.readlink
+    os.access = watched(real_access)
+    os.readlink = watched(real_readlink, "link")
+    import importlib.util
+
+    real_find = _SAVED["find_spec"] = importlib.util._find_spec  # type: ignore[attr-defined]
+
+    def find_spec(name: str, *args: Any, **kwargs: Any) -> Any:  # importlib.util.find_spec raises no audit event
+        if isinstance(name, str):
+            _LOOKED_FOR.add(name)
+        return real_find(name, *args, **kwargs)
+
+    importlib.util._find_spec = find_spec  # type: ignore[attr-defined]
+    import_children.patch(rec)
+
+
+def unpatch() -> None:
+    for environ in (os.environ, getattr(os, "environb", None)):
+        if environ is not None and type(environ) is _ReadEnviron:
+            environ.__class__ = os._Environ  # type: ignore[attr-defined]
+    if _SAVED:
+        import importlib.util
+
+        os.stat, os.lstat = _SAVED.pop("stat"), _SAVED.pop("lstat")
+        os.access, os.readlink = _SAVED.pop("access"), _SAVED.pop("readlink")
+        importlib.util._find_spec = _SAVED.pop("find_spec")  # type: ignore[attr-defined]
+    import_children.unpatch()
+
+
+def _caller_module() -> str:
+    frame = sys._getframe(3)  # _caller_module, _kind_of_listing, _hook, then whoever listed
+    return frame.f_globals.get("__name__", "") if frame is not None else ""
+
+
+def _kind_of_listing() -> str | None:
+    """How a listing counts: not at all where the import system made it (it lists every folder of sys.path it
+    looks in; what it imports is recorded by module instead), by the distributions in it where importlib.metadata
+    made it (it looks every folder of sys.path over for them, the project's too), else by every name in it."""
+    caller = _caller_module()
+    if caller.startswith(("_frozen_importlib", "importlib._bootstrap")):
+        return None
+    return "dists" if caller.startswith(("importlib.metadata", "importlib_metadata")) else "dir"
+
+
+# What the hook reads: files opened, folders listed, imports, and what else reads a file: a program run (a Python
+# one reports its own reads; another is keyed by its file and by every argument that names a path), a library
+# loaded, a database opened. A connection made (a socket: a server's answer) cannot be keyed.
+_PROGRAMS = ("subprocess.Popen", "os.posix_spawn", "os.exec", "os.system", "ctypes.dlopen", "sqlite3.connect")
+_UNKEYABLE = ("socket.connect", "socket.sendto", "socket.sendmsg")
+_EVENTS = frozenset(("open", "os.listdir", "os.scandir", "import", *_PROGRAMS, *_UNKEYABLE))
+
+
+def _note_program(rec: Recorder, event: str, args: tuple[Any, ...]) -> None:
+    import shlex
+    import shutil
+
+    program = args[0] if args else None
+    if event == "sqlite3.connect":  # a database file by its name, relative to the folder it runs in, or a URI
+        if isinstance(program, (str, bytes, os.PathLike)):
+            database = os.fsdecode(program)
+            if database.startswith("file:"):
+                from urllib.parse import unquote, urlsplit
+
+                parts = urlsplit(database)
+                database = unquote(parts.path)
+                if "mode=memory" in parts.query:
+                    database = ""
+            if database and database != ":memory:":
+                rec.note("file", database)
+        return
+    if event == "ctypes.dlopen":  # a library by its path; a bare name is looked up where the loader looks
+        if isinstance(program, (str, bytes, os.PathLike)) and os.path.sep in os.fsdecode(program):
+            rec.note("file", os.fsdecode(program))
+        return
+    if event == "os.system":  # a shell line: the shell, and every word of it that names a path
+        try:
+            argv = ["sh", *shlex.split(os.fsdecode(program))] if program is not None else []
+        except ValueError:
+            rec.unkeyable("a shell line that does not split into words")
+            return
+        program = "sh"
+    else:
+        argv = list(args[1]) if len(args) > 1 and isinstance(args[1], (list, tuple)) else []
+    if isinstance(program, (str, bytes, os.PathLike)):
+        found = shutil.which(os.fsdecode(program))
+        rec.note("file", found or os.fsdecode(program))
+    for arg in argv[1:]:
+        if not isinstance(arg, (str, bytes, os.PathLike)):
+            continue
+        arg = os.fsdecode(arg)
+        if os.path.isfile(arg):
+            rec.note("file", arg)
+        elif os.path.sep in arg:  # a path the program may test for or make: whether it is there
+            rec.note("stat", arg)
+
+
+def _reads_content(mode: Any, flags: int) -> bool:
+    """Whether an open can read what the file held: for reading, or for reading and writing ("r+", "a+",
+    O_RDWR) unless it empties or makes the file first ("w+", "x+", O_TRUNC, O_EXCL)."""
+    if mode is not None:
+        mode = str(mode)
+        return "r" in mode or "+" in mode and not any(c in mode for c in "wx")
+    return flags & os.O_ACCMODE != os.O_WRONLY and not flags & (os.O_TRUNC | os.O_EXCL)
+
+
+def _hook(event: str, args: tuple[Any, ...]) -> None:
+    rec = _RECORDER
+    if rec is None or rec.where is None or rec.busy or event not in _EVENTS:
+        return
+    rec.busy = True
+    try:
+        if event == "import":
+            if isinstance(args[0], str):
+                _LOOKED_FOR.add(args[0])
+            return
+        if event in _PROGRAMS:
+            _note_program(rec, event, args)
+            return
+        if event in _UNKEYABLE:
+            rec.unkeyable(f"{event} {args[1] if len(args) > 1 else ''}")
+            return
+        path = args[0] if args else None
+        if event == "open":
+            if _reads_content(args[1], args[2]) and isinstance(path, (str, bytes, os.PathLike)):
+                rec.note("file", os.fsdecode(path))
+        elif (kind := _kind_of_listing()) is None:
+            return
+        elif path is None or isinstance(path, (str, bytes, os.PathLike)):
+            rec.note(kind, "." if path is None else os.fsdecode(path) or ".")
+        else:  # a folder listed through its descriptor: which one cannot be told
+            rec.unkeyable("a folder listed through its descriptor")
+    except Exception:  # noqa: BLE001 - recording must never break the import
+        rec.unkeyable("a read the recorder missed")  # a key that no later run will find
+    finally:
+        rec.busy = False
+
+
+def current() -> Recorder | None:
+    return _RECORDER
+
+
+def start_in_child(rec: Recorder) -> None:
+    """Make `rec` this process's recorder, recording from now on (a Python program an import started)."""
+    global _RECORDER, _HOOKED
+    _RECORDER = rec
+    if not _HOOKED:
+        sys.addaudithook(_hook)
+        _HOOKED = True
+    patch(rec)
