@@ -124,6 +124,9 @@ class Rule:
     # The kernel figures the baseline pins (`kgate.ratchet.baseline.METRICS`) that this rule's verdict is about: a
     # pinned figure that got worse is said on the rule's finding for that kernel, not on a line of its own.
     measures: tuple[str, ...] = ()
+    # Compiled rules whose finding on the same kernel variant is the cause of this rule's (a spill is the register
+    # ceiling's): where both are reported, this one is folded into that one (`kgate.evaluate.causes`).
+    caused_by: tuple[str, ...] = ()
     # Whether the rule runs only when a configuration or the command line names it (`kgate.rules.OPT_IN`).
     opt_in: bool = False
 
