@@ -9,11 +9,11 @@ every fact about an entry that its callees can change is read through it.
 What it cannot see it says: a call through a register (a function pointer) may reach any function whose address
 the module takes, and a callee with no body in this PTX (`.extern .func`, a prototype only) may do anything, unless
 it is one of the device runtime's functions whose effect is known (`RUNTIME`: printf, a failed assert, the heap).
-Both are listed in the entry's `opaque_calls`; for the PDL analysis such a call touches global memory and does not
+Both are listed in the entry's `opaque_calls`; for the PDL analysis such a call writes global memory and does not
 wait.
 
-The PDL question ("does every path from the entry execute `griddepcontrol.wait` before its first global memory
-access?") is answered on the control-flow graph of each function (basic blocks split at labels and branches, a
+The PDL question ("which global memory accesses does some path from the entry reach before
+`griddepcontrol.wait`?") is answered on the control-flow graph of each function (basic blocks split at labels and branches, a
 forward may-analysis of "not yet waited" to a fixpoint) with a summary per callee: whether every path through it
 that returns has waited, and which of its accesses some path reaches before a wait. A call is then an access (each
 of the callee's unwaited accesses, reported at the call) followed, when the callee always waits, by a wait.
