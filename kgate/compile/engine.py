@@ -48,10 +48,11 @@ Usable = Callable[[Compiled], bool]
 
 # Bumped when the same planned variant compiles to something else or the compile record changes its layout
 # (5: the record holds the artifacts' hashes, no facts; 6: SASS kept wherever ptxas gave a stack frame; 7: the
-# expectation implied by what the specialisation compiles, not by its source text).
+# expectation implied by what the specialisation compiles, not by its source text; 8: the record names the
+# parameters the kernel takes, as the PTX passes them).
 # What the facts stage reads from the artifacts has its own version, computed (`kgate.facts.model.facts_schema`):
 # a new fact recompiles nothing.
-COMPILE_FORMAT = 7
+COMPILE_FORMAT = 8
 
 
 @dataclass

@@ -144,7 +144,8 @@ TRITON: tuple[Setting, ...] = (
         "kernel or a function it calls, in a branch its constexprs keep) expects block-scaled MMA.")),
     Setting("pdl", "boolean", False, doc=(
         "The kernel is launched with programmatic dependent launch (`launch_pdl`): it is compiled so, and "
-        "`pdl-missing-wait` checks that it waits before touching global memory.")),
+        "`pdl-missing-wait` checks that it writes no global memory before it waits, and asks about every "
+        "argument it loads before then.")),
     Setting("kind", "choice", "other", choices=KINDS, doc=(
         "What the kernel does, for the rules that judge by it: the occupancy rule judges elementwise and "
         "reduction kernels, and the audit estimates a GEMM's accumulator and grid.")),

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, TypeVar
 
-from kgate.collect.cuda_names import base_name, definition_line, display_names, global_definitions
+from kgate.collect.cuda_names import base_name, definition_line, display_names, global_definitions, global_parameters
 from kgate.collect.files import display_path
 from kgate.compile.units import Compiled
 from kgate.facts.extract import Sources
@@ -79,6 +79,7 @@ def cuda_kernels(payload: dict[str, Any], src: Sources) -> list[tuple[str, dict[
     # Where the project reaches files through symlinks: a kernel defined there is the project's, named that way.
     known = [(Path(place), name) for place, name in payload.get("aliases", [])]
     definitions: dict[Path, dict[str, list[int]]] = {}
+    parameter_lists: dict[Path, dict[int, tuple[str, ...]]] = {}
     out = []
     for symbol in src.entry_names():
         header = headers.get(symbol)
@@ -94,11 +95,14 @@ def cuda_kernels(payload: dict[str, Any], src: Sources) -> list[tuple[str, dict[
                 where, hint = source, None
         line = definition_line(definitions[where], base_name(display), hint) or hint or 1
         threads = header.max_threads if header and header.max_threads else ASSUMED_THREADS
+        declared = _cached_parameters(parameter_lists, where).get(line)
+        # The source's names stand for the PTX's parameters only where they are as many (not a macro's list).
+        parameters = declared if declared is not None and header and len(declared) == header.parameters else ()
         out.append((symbol, {
             "kernel": display, "variant": payload["rel"], "target": payload["target"], "language": "cuda",
             "path": display_path(where, root, known), "line": line, "kind": "other",
             "num_warps": max(1, -(-threads // 32)), "num_stages": None, "expect": (), "pdl": False,
-            "toolchain": dict(payload.get("toolchain", {})),
+            "toolchain": dict(payload.get("toolchain", {})), "parameters": parameters,
         }))
     return sorted(out, key=lambda item: item[1]["kernel"])
 
@@ -118,6 +122,16 @@ def _definition_file(name: str | None, payload: dict[str, Any]) -> Path | None:
 def _cached_definitions(cache: dict[Path, dict[str, list[int]]], path: Path) -> dict[str, list[int]]:
     if path not in cache:
         cache[path] = _definitions(path)
+    return cache[path]
+
+
+def _cached_parameters(cache: dict[Path, dict[int, tuple[str, ...]]], path: Path) -> dict[int, tuple[str, ...]]:
+    """The parameter names of each `__global__` of a file, by its line (`global_parameters`)."""
+    if path not in cache:
+        try:
+            cache[path] = global_parameters(path.read_text(encoding="utf-8", errors="replace"))
+        except OSError:
+            cache[path] = {}
     return cache[path]
 
 

@@ -24,6 +24,7 @@ from kgate.core.findings import Finding, sort_findings
 from kgate.core.result import Result
 from kgate.core.selection import Selection
 from kgate.core.suppress import for_compiled
+from kgate.evaluate import causes
 from kgate.evaluate import compiled as evaluate
 from kgate.facts.run import CompileRun, cuda_facts, triton_facts
 from kgate.pipeline.lint import run_lint
@@ -210,7 +211,7 @@ def assemble(config: Config, selection: Selection, options: CheckOptions, compil
     partial = bool(options.kernels) or bool(options.language) or set(targets) != set(config.targets) \
         or shard_names is not None
     outcome = for_compiled(raw, config.root, lines, selection, complete=not partial)
-    findings = outcome.findings
+    findings = causes.folded(outcome.findings)  # after the suppressions: a part suppressed alone is no part
     suppressed = outcome.suppressed
     if part is not None:
         # Both passes read the suppression comments on kernels' def lines; a malformed one is one finding.
