@@ -37,6 +37,9 @@ def test_each_compiled_rule_reports_exactly_the_planted_cute_cases(rules_checked
     assert {k["language"] for k in report["kernels"]} == {"cute"}
     got = found(rules_checked)
     assert got - expectations(RULES, optional=True) == expectations(RULES)
+    # the local memory the spill puts inside the loop (KG109) is told inside the spill's finding, its cause
+    spills = [f["folded"] for f in report["findings"] if f["kernel"].endswith(":accumulate_512")]
+    assert spills and all("KG109" in folded for folded in spills), spills
 
 
 def test_shared_memory_a_cute_allocator_asks_for_is_the_kernels(rules_checked: Run) -> None:
