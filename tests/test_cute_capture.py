@@ -25,13 +25,16 @@ def captured(tmp_path_factory: pytest.TempPathFactory) -> tuple[object, Run]:
 
 def test_each_cute_compile_call_is_one_captured_entry_and_an_inexpressible_one_is_named(captured) -> None:
     """Two distinct calls of `scale` (the third repeats one) are two `[[cute]]` entries, the shared symbol of the
-    call named in both tensors; the call with a symbolic scalar argument is a problem line, not dropped silently."""
+    call named in both tensors; a class kernel's call carries its constructor's arguments; a class whose arguments
+    cannot be read back and a call with a symbolic scalar argument are problem lines, not dropped silently."""
     project, run = captured
     assert run.code == 0, run.stderr
     text = (project / "kgate-capture.toml").read_text(encoding="utf-8")
-    assert text.count("[[cute]]") == 2 and 'kernel = "pkg.ops:scale"' in text
+    assert text.count("[[cute]]") == 3 and 'kernel = "pkg.ops:scale"' in text
+    assert 'init = { dtype = "cutlass.Float32", factor = 4.0 }' in text  # a class kernel's constructor arguments
     assert 'shape = ["?s0:128"]' in text and "align = 16" in text and 'captured = ["cpu sm_120a"]' in text
-    assert "2 specialisation(s) of 1 kernel(s)" in run.stderr
+    assert "3 specialisation(s) of 2 kernel(s)" in run.stderr
+    assert "pkg.ops:Renamed: cute.compile call not recorded: Renamed keeps no attribute 'factor'" in run.stderr
     assert "pkg.ops:scale_first: cute.compile call not recorded: argument 'count' is a " in run.stderr
 
 
@@ -42,9 +45,10 @@ def test_a_captured_call_is_gated_with_the_facts_of_the_equivalent_registration(
     run = kgate("check", "--format", "json", "--no-cache", cwd=project)
     assert run.code == 0, run.stdout + run.stderr
     rows = run.json()["kernels"]
-    by_source = {(k["source"], k["constexprs"].get("factor")): k for k in rows}
-    assert sorted(by_source) == [("captured", 2.0), ("captured", 3.0), ("registered", 2.0)]
-    registered, twin = by_source[("registered", 2.0)], by_source[("captured", 2.0)]
+    by_source = {(k["source"], k["kernel"], k["constexprs"].get("factor")): k for k in rows}
+    assert sorted(by_source) == [("captured", "pkg.ops:Scaled", 4.0), ("captured", "pkg.ops:scale", 2.0),
+                                 ("captured", "pkg.ops:scale", 3.0), ("registered", "pkg.ops:scale", 2.0)]
+    registered, twin = by_source[("registered", "pkg.ops:scale", 2.0)], by_source[("captured", "pkg.ops:scale", 2.0)]
     assert registered["variant"] != twin["variant"]  # the symbol is named otherwise: a call of its own
     assert {fact: twin[fact] for fact in FACTS} == {fact: registered[fact] for fact in FACTS}
     assert twin["captured"] == ["cpu sm_120a"] and twin["language"] == "cute"
