@@ -35,6 +35,9 @@ def test_each_cute_compile_call_is_one_captured_entry_and_an_inexpressible_one_i
     assert 'shape = ["?s0:128"]' in text and "align = 16" in text and 'captured = ["cpu sm_120a"]' in text
     assert "3 specialisation(s) of 2 kernel(s)" in run.stderr
     assert "pkg.ops:Renamed: cute.compile call not recorded: Renamed keeps no attribute 'factor'" in run.stderr
+    assert "pkg.ops:scale: cute.compile call not recorded: argument 'out' is a builtins.object" in run.stderr
+    # The DSL's own error for that call still points at the project's line, not at kgate's recorder.
+    assert "compile_ops.py" in run.stdout and "cute_record" not in run.stdout, run.stdout
     assert "pkg.ops:scale_first: cute.compile call not recorded: argument 'count' is a " in run.stderr
 
 

@@ -17,6 +17,7 @@ import contextlib
 import inspect
 import sys
 import threading
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -49,6 +50,7 @@ def install(module: Any, record: Callable[[dict[str, Any]], None]) -> None:
         finally:
             depth.n -= 1
 
+    call = _dsl_frame(call, cls.__module__)
     call.__kgate__ = True  # type: ignore[attr-defined]
     cls.__call__ = call
     if original_item is not None:
@@ -59,6 +61,16 @@ def install(module: Any, record: Callable[[dict[str, Any]], None]) -> None:
             return made
 
         cls.__getitem__ = item
+
+
+def _dsl_frame(fn: Any, module: str) -> Any:
+    """`fn` as a function of the DSL's module `module`: the DSL points its diagnostics at the first frame of the
+    stack outside its own modules (by the frame's module name), which must stay the project's `cute.compile` line,
+    not this wrapper's."""
+    names = {**fn.__globals__, "__name__": module}
+    made = types.FunctionType(fn.__code__, names, fn.__name__, fn.__defaults__, fn.__closure__)
+    made.__qualname__ = fn.__qualname__
+    return made
 
 
 def call_record(args: tuple[Any, ...], kwargs: dict[str, Any], options: Any) -> dict[str, Any]:
