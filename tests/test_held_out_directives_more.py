@@ -6,6 +6,9 @@ tests/test_held_out_directives.py, tests/test_held_out_fix_edits.py and tests/te
   of a rule), CMake escapes and brackets, C++ literals and preprocessor lines, TOML strings and tables, INI comment
   lines, Python strings;
 - where `--add-ignore` writes its comment, and where it writes none;
+- KG302's check inserted after a launch, compiled with nvcc afterwards: a launch that is the body of an if, else or
+  loop written without braces (behind an if-initialiser, an attribute, a label, a comma, a for header's `;`) is left
+  for a person, since a statement after it would fall out of that body;
 - KG203's removal of the interpreter setting in Python: a statement that does more than the setting is left.
 """
 
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -156,6 +160,50 @@ def test_add_ignore_writes_a_comment_the_language_reads(rel: str, text: str, lin
         assert (line, ("KG301",), False) in directives(rel, after)
     else:
         assert len(left) == 1
+
+
+# ----------------------------------------------------------------------------------------- KG302's fix
+
+HEADER = '''#include <cuda_runtime.h>
+#include <cstdlib>
+#include <vector>
+#define CUDA_CHECK(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) abort(); } while (0)
+__global__ void k(float* x) { x[0] = 1.f; }
+int f();
+void g(float*);
+void checked(float* x) { k<<<1, 1>>>(x); CUDA_CHECK(cudaGetLastError()); }
+'''
+# (the statements of a function `h(float* x, std::vector<float*> v)`, whether the fix is made)
+LAUNCHES = {
+    "if-with-an-initialiser": ("  if (int e = f(); e == 0) k<<<1, 1>>>(x);\n  else g(x);\n", False),
+    "else-if-with-an-initialiser": ("  if (f()) g(x);\n  else if (int e = f(); e) k<<<1, 1>>>(x);\n  else g(x);\n",
+                                    False),
+    "if-with-an-attribute": ("  if (f()) [[likely]] k<<<1, 1>>>(x);\n  else g(x);\n", False),
+    "if-with-a-comma": ("  if (f()) (void)0, k<<<1, 1>>>(x);\n  else g(x);\n", False),
+    "if-with-a-label": ("  if (f()) again: k<<<1, 1>>>(x);\n  else g(x);\n", False),
+    "for-loop": ("  for (int i = 0; i < f(); ++i) k<<<1, 1>>>(x);\n  g(x);\n", False),
+    "range-for-with-an-initialiser": ("  for (int n = 0; float* p : v) k<<<1, 1>>>(p);\n  g(nullptr);\n", False),
+    "while-with-a-lambda-condition": ("  while (f() > [] { return 1; }()) k<<<1, 1>>>(x);\n  g(x);\n", False),
+    "case-of-a-switch-with-an-initialiser": (("  switch (int e = f(); e) {\n    case 0: k<<<1, 1>>>(x); break;\n"
+                                              "    default: g(x);\n  }\n"), True),
+    "after-a-block-and-a-label": ("  if (f()) { g(x); }\n  done: k<<<1, 1>>>(x);\n", True),
+}
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc compiles the fixed file")
+@pytest.mark.parametrize("case", sorted(LAUNCHES))
+def test_the_launch_check_is_inserted_only_where_it_stays_after_the_launch(tmp_path: Path, case: str) -> None:
+    statements, fixed = LAUNCHES[case]
+    body = "void h(float* x, std::vector<float*> v) {\n" + statements + "}\n"
+    (tmp_path / "kgate.toml").write_text('targets = ["sm_120a"]\nselect = ["KG302"]\n')
+    (tmp_path / "k.cu").write_text(HEADER + body)
+    run = kgate("lint", "--fix", "--unsafe-fixes", cwd=tmp_path)
+    after = (tmp_path / "k.cu").read_text()
+    assert (after != HEADER + body) == fixed, after
+    assert run.code == (0 if fixed else 1), run.stdout + run.stderr
+    compiled = subprocess.run(["nvcc", "-std=c++20", "-c", "-o", os.devnull, str(tmp_path / "k.cu")],
+                              capture_output=True, text=True, check=False)
+    assert compiled.returncode == 0, compiled.stderr
 
 
 # ----------------------------------------------------------------------------------------- KG203's fix
