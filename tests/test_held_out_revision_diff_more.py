@@ -1,7 +1,8 @@
 """`kgate diff` between revisions, beyond tests/test_diff*.py, tests/test_held_out_diff.py and
 tests/test_held_out_revision_diff.py: a diff run inside a git hook (whose GIT_INDEX_FILE names the index of the
-commit being made) or with git's repository variables set, the project's own checkout hooks, revisions in every spelling git has, repositories without a commit or
-with one, a separate git folder, line endings converted by the repository's configuration, and kernels whose code names their source file.
+commit being made) or with git's repository variables set, the project's own checkout hooks, selections that leave
+nothing to compare, revisions in every spelling git has, repositories without a commit or with one, a separate git
+folder, line endings converted by the repository's configuration, and kernels whose code names their source file.
 Each side is compiled for real; the counts are what a correct diff finds.
 """
 
@@ -95,6 +96,27 @@ def test_a_hook_of_core_hookspath_does_not_write_into_the_working_tree(tmp_path:
     run = _diff(project, "HEAD")
     assert run.code == 0 and "0 identical, 1 changed" in _counts(run), run.stdout + run.stderr
     assert not (project / "hook.log").exists()
+
+
+# ------------------------------------------------------------------------------- what is selected
+
+def test_a_language_the_project_has_no_kernel_in_is_an_error_not_an_identical_diff(tmp_path: Path) -> None:
+    project = _changed(tmp_path)
+    run = _diff(project, "HEAD", "--require-identical", "--language", "cuda")
+    assert run.code == 2 and "--language cuda: nothing to gate" in run.stderr, run.stdout + run.stderr
+
+
+def test_triton_alone_on_a_cuda_project_is_an_error(tmp_path: Path) -> None:
+    project = _repo(tmp_path / "p", {"k.cu": "__global__ void k(float* x) { x[0] = 1.f; }\n"}, CUDA_CFG)
+    run = _diff(project, "HEAD", "--require-identical", "--language", "triton")
+    assert run.code == 2 and "--language triton: nothing to gate" in run.stderr, run.stdout + run.stderr
+
+
+def test_a_target_given_on_the_command_line_is_the_one_compared(tmp_path: Path) -> None:
+    project = _changed(tmp_path)
+    run = _diff(project, "HEAD", "--target", "sm_90a")
+    assert run.code == 0 and "0 identical, 1 changed" in _counts(run), run.stdout + run.stderr
+    assert " sm_90a" in run.stdout and " sm_120a" not in run.stdout
 
 
 # ------------------------------------------------------------------------------- what the code names
