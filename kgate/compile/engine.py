@@ -532,7 +532,7 @@ def _note_reads(read: dict[str, Any], where: import_reads.View) -> None:
             reads.note_unreadable()
         elif kind in ("dir", "dists"):
             reads.note_folder(where.path(rest))
-        elif kind in ("file", "stat", "lstat", "link"):
+        elif kind in ("file", "text", "stat", "lstat", "link"):
             reads.note(where.path(rest))
 
 

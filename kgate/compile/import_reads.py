@@ -159,13 +159,16 @@ def _content(path: str) -> str | None:
 
 
 def _kind_of(path: str) -> str | None:
+    """What a stat tells of a path that a module can act on: its kind, a file's size (os.path.getsize) and the
+    permissions (os.access, shutil.which). Not its times, which a checkout or a copy changes with the content kept."""
     try:
-        mode = os.stat(path).st_mode
+        st = os.stat(path)
     except (OSError, ValueError):
         return None
-    if stat.S_ISREG(mode):  # what a stat tells of a file besides that it is one: its size (os.path.getsize)
-        return f"file:{os.stat(path).st_size}"
-    return "dir" if stat.S_ISDIR(mode) else "other"
+    permissions = f"{stat.S_IMODE(st.st_mode):o}"
+    if stat.S_ISREG(st.st_mode):
+        return f"file:{st.st_size}:{permissions}"
+    return f"dir:{permissions}" if stat.S_ISDIR(st.st_mode) else "other"
 
 
 def key(pre: str, reads: Reads) -> str:
