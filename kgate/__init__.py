@@ -15,7 +15,7 @@ F = TypeVar("F")
 
 
 def register(**fields: Any) -> Callable[[F], F]:
-    """Register a `@triton.jit` (or autotuned) kernel with kgate.
+    """Register a `@triton.jit` or `@gluon.jit` (or autotuned) kernel with kgate.
 
     Takes the same fields as a `[[tool.kgate.triton]]` table, minus `kernel`:
 

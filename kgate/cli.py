@@ -11,7 +11,7 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from kgate import __version__
 from kgate.core.errors import KgateError
@@ -324,7 +324,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args, extras = parser.parse_known_args(args_list)
         if extras:
-            _unrecognized(args.subparsers.get(args.command) or parser, extras)
+            _unrecognized(cast(_Parser, args.subparsers.get(args.command) or parser), extras)
     except SystemExit as exc:
         if isinstance(exc.code, str):
             print(exc.code, file=sys.stderr)

@@ -34,6 +34,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import traceback
 import warnings
 from pathlib import Path
@@ -61,6 +62,9 @@ def run(args: list[str], *, cwd: Path, env: dict[str, str] | None = None,
     Past `timeout` seconds the run is stopped (SIGALRM) and `subprocess.TimeoutExpired` raised, as
     `subprocess.run` would.
     """
+    if threading.current_thread() is not threading.main_thread():
+        raise RuntimeError("an in-process kgate run changes the process's descriptors, folder and signals: "
+                           "run it from the main thread (kgate_process runs one beside others)")
     saved_env = dict(os.environ)
     saved_cwd = os.getcwd()
     saved_argv, saved_path = sys.argv, list(sys.path)

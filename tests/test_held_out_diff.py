@@ -10,7 +10,7 @@ import subprocess
 import threading
 from pathlib import Path
 
-from conftest import kgate
+from conftest import kgate, kgate_process
 from test_diff_sides import GIT_ENV, _diff, _git, _left_worktrees, _repo
 from test_import_keys import CFG, LARGE, SMALL, TUNED
 
@@ -124,11 +124,13 @@ def test_two_diffs_at_once_share_the_cache_and_leave_no_checkout(tmp_path: Path)
     project = _repo(tmp_path / "p", {"ops.py": TUNED, "tune.json": SMALL})
     (project / "tune.json").write_text(LARGE)
     results: list = []
-    threads = [threading.Thread(target=lambda: results.append(kgate("diff", "HEAD", cwd=project))) for _ in range(2)]
+    threads = [threading.Thread(target=lambda: results.append(kgate_process("diff", "HEAD", cwd=project)))
+               for _ in range(2)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
+    assert len(results) == 2, results
     for run in results:
         assert run.code == 0 and "0 identical, 1 changed" in run.stdout, run.stdout + run.stderr
     assert not _left_worktrees(project)

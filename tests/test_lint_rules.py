@@ -122,6 +122,44 @@ def test_kg201_reports_no_unclassified_key_unless_asked() -> None:
     assert ("runtime_autotune.py", 13) in own  # a token count stays an error
 
 
+def test_kg201_follows_launch_sites_and_calls_into_the_projects_other_modules() -> None:
+    """A kernel launched only from another module (conv/ops.py), and a launcher called only from another module
+    (conv/layers.py): their keys are what those modules pass, not unclassified notes."""
+    default = _kg201()
+    severity, message = default[("conv/kernels.py", 10)]
+    assert severity == "error" and "'blocks' (blocks = triton.cdiv(B * T, 1024)) changes" in message
+    severity, message = default[("conv/kernels.py", 22)]
+    assert severity == "error" and "'count' (hidden.shape[0]) changes" in message
+    assert ("conv/kernels.py", 16) not in default and ("conv/kernels.py", 28) not in default  # the widths
+
+
+def test_a_verdict_read_from_another_modules_calls_is_linted_again_when_that_module_changes(tmp_path: Path) -> None:
+    """conv/kernels.py's key is decided by the call in conv/layers.py: after only that file changed, a warm run does
+    not answer conv/kernels.py from the cache."""
+    project = copy_project("rules/KG201", tmp_path)
+    first = kgate("lint", "--format", "json", cwd=project)
+    assert ("conv/kernels.py", 22, "KG201", "40") in found(first)
+    layers = project / "conv" / "layers.py"
+    layers.write_text(layers.read_text().replace("scale_rows(hidden, hidden.shape[0])", "scale_rows(hidden, 1)"))
+    second = kgate("lint", "--format", "json", cwd=project)
+    assert found(first) - found(second) == {("conv/kernels.py", 22, "KG201", "40")}
+
+
+def test_a_verdict_read_from_the_projects_modules_is_linted_again_when_a_module_is_added(tmp_path: Path) -> None:
+    """A warm run answers conv/kernels.py from the cache while no Python file of the project changed; a module added
+    since that calls its launcher with a token count is read, and the key it decides is reported."""
+    project = copy_project("rules/KG201", tmp_path)
+    layers = project / "conv" / "layers.py"
+    layers.write_text(layers.read_text().replace("scale_rows(hidden, hidden.shape[0])", "scale_rows(hidden, 1)"))
+    first = kgate("lint", "--format", "json", cwd=project)
+    assert ("conv/kernels.py", 22, "KG201", "40") not in found(first)
+    assert found(kgate("lint", "--format", "json", cwd=project)) == found(first)
+    (project / "conv" / "serving.py").write_text(
+        "from .kernels import scale_rows\n\n\ndef step(tokens):\n    scale_rows(tokens, tokens.shape[0])\n")
+    second = kgate("lint", "--format", "json", cwd=project)
+    assert found(second) - found(first) == {("conv/kernels.py", 22, "KG201", "40")}
+
+
 def test_kg201_project_names_are_options() -> None:
     unconfigured = _kg201({"bucketing-functions": [], "autotune-wrappers": [], "unclassified": "note"})
     # Without the wrapper's name the rule never reads the module (it does not spell the pre-filter's word) ...

@@ -15,7 +15,7 @@ import pytest
 
 from kgate.facts.callgraph import INDIRECT, function_name
 from kgate.facts.ptx import PtxEntry, PtxFacts, parse_ptx
-from kgate.facts.ptxas_log import function_frames, parse_ptxas_log, resources
+from kgate.facts.ptxas_log import frames_for, function_frames, parse_ptxas_log, resources
 
 DATA = Path(__file__).parent / "data" / "callgraph"
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
@@ -101,17 +101,18 @@ def test_launch_dependents_in_a_callee_is_the_kernels(cuda: tuple[PtxFacts, str]
 def _resources(cuda: tuple[PtxFacts, str], kernel: str):
     facts, log = cuda
     entry = _entry(facts, kernel)
-    frames = function_frames(log)
+    frames = frames_for(function_frames(log), entry.name)
     return resources(parse_ptxas_log(log)[entry.name], 0, tuple((c, frames[c]) for c in entry.calls if c in frames))
 
 
 @needs_nvcc
 def test_spills_of_called_functions_count_once_each_and_only_where_reached(cuda: tuple[PtxFacts, str]) -> None:
-    frames = function_frames(cuda[1])
+    twice_name = _entry(cuda[0], "spill_called_twice").name
+    frames = frames_for(function_frames(cuda[1]), twice_name)
     helper = next(f for name, f in frames.items() if function_name(name) == "spill")
     assert helper.spill_stores > 0
     twice, deep = _resources(cuda, "spill_called_twice"), _resources(cuda, "spill_two_levels")
-    own = parse_ptxas_log(cuda[1])[_entry(cuda[0], "spill_called_twice").name].spill_stores
+    own = parse_ptxas_log(cuda[1])[twice_name].spill_stores
     assert twice.spill_stores == own + helper.spill_stores  # once, though it is called twice
     assert deep.spill_stores >= helper.spill_stores and any(function_name(c[0]) == "spill" for c in deep.callees)
     assert not any(function_name(c[0]) == "spill" for c in _resources(cuda, "spill_not_called").callees)

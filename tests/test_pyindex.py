@@ -121,6 +121,11 @@ def kernel(x, BLOCK: tl.constexpr):
     ("", "@triton.jit", "def rebind():\n    global kernel\n    kernel = None", False),
     ("", "@triton.jit", "from tuned_kernels import *", False),
     ("import mylib", "@mylib.jit", "", False),  # a project's own `jit` is not Triton's
+    # Gluon's jit makes a kernel the same launcher binds: plain too.
+    ("from triton.experimental import gluon", "@gluon.jit", "", True),
+    ("from triton.experimental.gluon import jit as gjit\nimport kgate", "@kgate.register(kind='other')\n@gjit", "",
+     True),
+    ("from triton.experimental import gluon", "@gluon.jit\n@triton.jit", "", False),
 ])
 def test_only_a_provably_plain_jit_kernel_is_planned_from_source(
         tmp_path: Path, counting: list[Path], imports: str, decorators: str, after: str, static: bool) -> None:

@@ -105,3 +105,37 @@ def test_the_files_read_are_listed(tmp_path: Path) -> None:
     assert resolver.read == [str(tmp_path / "pkg/k.py")]
     assert resolver.qualify(str(tmp_path / "pkg/k.py"), "triton.jit") == "triton.jit"
     assert resolver.read == [str(tmp_path / "pkg/k.py"), str(tmp_path / "pkg/tu.py")]
+
+
+def test_a_name_is_followed_to_the_project_definition_it_stands_for(tmp_path: Path) -> None:
+    """`definition` answers where `qualify` has nothing to say: the module and name of the project's own definition,
+    through relative and absolute imports, aliases, re-exports and module attributes; None for a name outside."""
+    write(tmp_path, {
+        "pkg/__init__.py": "from .kernels import fwd as exported\n",
+        "pkg/kernels.py": "import triton\n\n@triton.jit\ndef fwd(x):\n    pass\n\nalias = fwd\n",
+        "pkg/ops.py": "import triton\nfrom . import kernels\nfrom .kernels import fwd as f, alias\n"
+                      "from pkg import exported\n",
+    })
+    resolver = Resolver([str(tmp_path)])
+    ops, kernels = str(tmp_path / "pkg/ops.py"), str(tmp_path / "pkg/kernels.py")
+    assert resolver.definition(ops, "f") == (kernels, "fwd")
+    assert resolver.definition(ops, "kernels.fwd") == (kernels, "fwd")
+    assert resolver.definition(ops, "alias") == (kernels, "fwd")
+    assert resolver.definition(ops, "exported") == (kernels, "fwd")
+    assert resolver.definition(ops, "triton.jit") is None and resolver.definition(ops, "kernels") is None
+    # `qualify` and `target` still say nothing of the project's own definitions.
+    assert resolver.qualify(ops, "f") is None and resolver.target(ops, "f") is None
+
+
+def test_an_absolute_import_of_the_importers_own_package_is_found_past_a_namespace_package(tmp_path: Path) -> None:
+    """`sglang.srt.lora.ops` imported from inside python/sglang/srt/, where srt/ has no `__init__.py` (a namespace
+    package): the package root of the importer is below it, the folder that holds `sglang` is python/."""
+    write(tmp_path, {"python/sglang/__init__.py": "", "python/sglang/srt/lora/__init__.py": "",
+                     "python/sglang/srt/lora/ops.py": "def expand(x):\n    pass\n",
+                     "python/sglang/srt/lora/runner.py": "from sglang.srt.lora.ops import expand\n",
+                     "scripts/use.py": "from sglang.srt.lora.ops import expand\n"})
+    resolver = Resolver([str(tmp_path)])
+    ops = str(tmp_path / "python/sglang/srt/lora/ops.py")
+    assert resolver.definition(str(tmp_path / "python/sglang/srt/lora/runner.py"), "expand") == (ops, "expand")
+    # A module outside the package is not helped: neither its folder nor the roots hold `sglang`.
+    assert resolver.definition(str(tmp_path / "scripts/use.py"), "expand") is None

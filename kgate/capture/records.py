@@ -22,6 +22,7 @@ from typing import Any
 
 from kgate.capture.runtime import LOST, RECORD_VERSION
 from kgate.collect.captures import capability_arch
+from kgate.core.schema import MAX_INT64
 from kgate.support import jsondoc
 from kgate.support.atomicio import read_input
 
@@ -41,7 +42,8 @@ def _string(value: Any) -> bool:
 
 
 def _count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    """A count the capture file can hold: TOML's integers are 64-bit."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_INT64
 
 
 def _capability(value: Any) -> bool:

@@ -33,7 +33,7 @@ import json
 import os
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 RECORD_VERSION = 1
@@ -248,6 +248,8 @@ class Recorder:
         self._io = threading.Lock()  # one line at a time into the file, whatever lock the caller holds
         self._pid = -1
         self._fd = -1
+        self._path = ""
+        self._file: tuple[int, int] | None = None  # (device, inode) of this process's record file
         self._lost = False  # a write failed: this process writes nothing more (kgate is told by a marker)
         self._written = 0  # bytes this process wrote into its file
         self._finished = False
@@ -292,8 +294,10 @@ class Recorder:
                 return
             try:
                 self._open(record)
-                self._written += _write_all(self._fd, line)
-                gone = _taken(self._fd, self._written)
+                gone = self._reattach()
+                if gone is None:
+                    self._written += _write_all(self._fd, line)
+                    gone = _taken(self._fd, self._written)
             except OSError as exc:
                 gone = errno.errorcode.get(exc.errno or 0, "EIO")
             if gone is not None:
@@ -308,12 +312,34 @@ class Recorder:
         forked = self._pid != -1
         self._pid, self._lost, self._written = os.getpid(), False, 0
         os.makedirs(self.directory, exist_ok=True)
-        path = os.path.join(self.directory, f"records-{self._pid}-{os.urandom(4).hex()}.jsonl")
-        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_EXCL, 0o644)
+        self._path = os.path.join(self.directory, f"records-{self._pid}-{os.urandom(4).hex()}.jsonl")
+        self._fd = os.open(self._path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_EXCL, 0o644)
+        os.fchmod(self._fd, 0o644)  # readable by kgate whatever umask the command set
+        self._file = _identity(os.fstat(self._fd))
         if forked and self._env is not None and record is not self._env:
             # The parent described where it runs before the fork: the child's file says it too, or its
             # launches would be of no known environment.
             self._written += _write_all(self._fd, (json.dumps(self._env, sort_keys=True, default=str) + "\n").encode())
+
+    def _reattach(self) -> str | None:
+        """Whether the descriptor this process writes with is still its record file's, under its name: a command
+        that closed it (a daemon's clean-up of every descriptor) may have opened a file of its own under the same
+        number, into which a record must never go. Where it is not, the file is opened again by its name;
+        "removed" where that name no longer holds the file this process wrote (deleted, moved away, replaced)."""
+        try:
+            if _identity(os.fstat(self._fd)) == self._file == _identity(os.stat(self._path)):
+                return None
+        except OSError:
+            pass  # closed, or the name holds nothing
+        try:
+            fd = os.open(self._path, os.O_WRONLY | os.O_APPEND)
+        except FileNotFoundError:
+            return "removed"
+        if _identity(os.fstat(fd)) != self._file:
+            os.close(fd)
+            return "removed"
+        self._fd = fd
+        return None
 
     def hook(self, *, key: Any, repr: Any, fn: Any, compile: dict[str, Any], is_manual_warmup: bool,
              already_compiled: bool, **extra: Any) -> Any:
@@ -422,6 +448,10 @@ def _write_all(fd: int, data: bytes) -> int:
     return len(data)
 
 
+def _identity(status: os.stat_result) -> tuple[int, int]:
+    return status.st_dev, status.st_ino
+
+
 def _taken(fd: int, written: int) -> str | None:
     """Why what this process wrote is no longer all in its file: "removed" (the file was deleted while it ran,
     and writes go nowhere anyone reads), "truncated" (cut shorter than what was written); None while it is."""
@@ -514,7 +544,9 @@ def install(recorder: Recorder, capability: int | None) -> None:
     global _RECORDER
     _RECORDER = recorder
     from triton import knobs
-    from triton.runtime import autotuner
+    from triton.runtime import autotuner, jit
+
+    _serializable_hook_data(jit)
 
     recorder.previous_hook = knobs.runtime.jit_cache_hook
     knobs.runtime.jit_cache_hook = recorder.hook
@@ -526,6 +558,38 @@ def install(recorder: Recorder, capability: int | None) -> None:
 
         driver.set_active(offline_driver(capability or 120))
     _wrap_autotuner(autotuner.Autotuner, recorder)
+
+
+def _serializable_hook_data(jit: Any) -> None:
+    """Triton's launcher turns a launch into JSON for a JIT hook (`serialize_specialization_data`), and fails on a
+    constexpr JSON has no form for: a Gluon layout (`gl.BlockedLayout`, passed as Gluon's tutorials pass it), a
+    `@gluon.jit` function. Without a hook nothing asks for that JSON, so the launch that works without kgate would
+    fail under it: such a constant is given to the JSON in kgate's own form (`encode_constant`), or as its repr."""
+    original = jit.serialize_specialization_data
+    if getattr(original, "__kgate__", False):
+        return
+
+    def serialize(name: Any, signature: Any, constants: dict[Any, Any], *rest: Any, **kwargs: Any) -> Any:
+        try:
+            return original(name, signature, constants, *rest, **kwargs)
+        except TypeError:
+            return original(name, signature, {k: _json_form(v) for k, v in constants.items()}, *rest, **kwargs)
+
+    serialize.__kgate__ = True  # type: ignore[attr-defined]
+    jit.serialize_specialization_data = serialize
+
+
+def _json_form(value: Any) -> Any:
+    """A constant as it is where JSON holds it, else as kgate's files hold it, else its repr."""
+    try:
+        json.dumps(value)
+        return value
+    except (TypeError, ValueError):
+        pass
+    try:
+        return encode_constant(value)
+    except Unsupported:
+        return repr(value)
 
 
 def _wrap_autotuner(cls: Any, recorder: Recorder) -> None:
@@ -611,7 +675,8 @@ class _ThenLoader(importlib.abc.Loader):
 
 class _ChildWatch:
     """An audit hook: names a Python child started with an environment that drops the capture (a PYTHONPATH of
-    its own without kgate's folder, or none of kgate's variables), whose launches kgate cannot record."""
+    its own without kgate's folder, or none of kgate's variables, given to the child or left in this process's
+    own environment when the child inherits it), whose launches kgate cannot record."""
 
     EVENTS = ("subprocess.Popen", "os.exec", "os.posix_spawn", "os.spawn")
 
@@ -630,8 +695,10 @@ class _ChildWatch:
 
     def check(self, args: tuple[Any, ...]) -> None:
         path, argv, env = args[0], args[1], args[-1]
-        if not isinstance(env, dict):
-            return  # the child inherits this process's environment, capture included
+        if env is None:
+            env = os.environ  # the child inherits this process's environment as it is now, which it may have changed
+        if not isinstance(env, Mapping):
+            return
         words = [os.fsdecode(a) for a in ([argv] if isinstance(argv, (str, bytes)) else list(argv or ()))]
         program = os.path.basename(os.fsdecode(path)) if path else (words[0].split()[0] if words else "")
         if not os.path.basename(program).startswith("python") and os.fsdecode(path or "") != sys.executable:
@@ -732,8 +799,10 @@ def bind(fn: Any, args: list[Any], kwargs: dict[str, Any], capability: int) -> d
     it had tuned to it: that config's constexprs and options reach the wrappers below it, not those above.
     """
     from triton import knobs
+    from triton.runtime import jit
     from triton.runtime.driver import driver
 
+    _serializable_hook_data(jit)
     records: list[dict[str, Any]] = []
     recorder = Recorder("", True, False, False, sink=records.append)
     saved_driver = driver._active

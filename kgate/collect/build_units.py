@@ -194,7 +194,7 @@ def _setup_units(tree: ast.Module) -> Iterator[Unit]:
         names = _strings(sources, module) if sources is not None else None
         unit.known = names is not None
         unit.sources = {os.path.normpath(n) for n in names or () if n.endswith(SOURCE_SUFFIXES)}
-        used = [node, *_assignments_used(node, module)]
+        used: list[ast.expr | ast.stmt] = [node, *_assignments_used(node, module)]
         unit.lines = {line for part in used for line in range(part.lineno, (part.end_lineno or part.lineno) + 1)}
         flags = py.argument(node, "extra_compile_args")
         parts = [flags, *_assignments_used(flags, module)] if flags is not None else []
@@ -229,7 +229,7 @@ def _strings(expr: ast.expr, module: dict[str, ast.Assign]) -> list[str] | None:
             out.append(item.value)
         elif isinstance(item, ast.Call) and (py.dotted(item.func) or "").endswith("join") and all(
                 isinstance(a, ast.Constant) and isinstance(a.value, str) for a in item.args):
-            out.append(os.path.join(*(a.value for a in item.args)))  # type: ignore[union-attr]
+            out.append(os.path.join(*(str(getattr(a, "value", "")) for a in item.args)))
         else:
             return None
     return out

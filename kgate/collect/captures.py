@@ -43,7 +43,7 @@ from typing import Any
 from kgate.collect.specialization import Specialization
 from kgate.core.config import toml_document, toml_string
 from kgate.core.errors import CaptureError
-from kgate.core.schema import CAPABILITY, KNOWN_TARGETS
+from kgate.core.schema import CAPABILITY, KNOWN_TARGETS, MAX_INT64
 from kgate.support.atomicio import atomic_write, read_input
 
 FORMAT_VERSION = 1
@@ -184,8 +184,10 @@ def _entry(table: dict[str, Any], line: int, fail: Any, environments: dict[str, 
     launches = table.get("launches")
     if not isinstance(picked, bool):
         raise fail(f"[[specialization]] of {spec.kernel}: picked must be true or false", line)
-    if launches is not None and (not isinstance(launches, int) or isinstance(launches, bool) or launches < 0):
-        raise fail(f"[[specialization]] of {spec.kernel}: launches must be a non-negative integer", line)
+    if launches is not None and (not isinstance(launches, int) or isinstance(launches, bool)
+                                 or not 0 <= launches <= MAX_INT64):
+        raise fail(f"[[specialization]] of {spec.kernel}: launches must be a non-negative integer within 64 bits",
+                   line)
     where = tuple(sorted(set(captured)))
     return CapturedSpec(spec, where, picked, launches, line,
                         tuple(environment_target(w, environments.get(w, {})) for w in where))

@@ -43,11 +43,25 @@ def column(code: str, offset: int) -> int:
     return offset - (code.rfind("\n", 0, offset) + 1)
 
 
-def checked_after(code: str, semicolon: int, starts: list[int], checks: Matcher, window: int) -> bool:
-    """Whether a check appears between a statement's `;` and the end of the `window`-th line after it."""
-    last = bisect_right(starts, semicolon, 1) - 1 + window
-    limit = starts[last] if last < len(starts) else len(code)
-    return bool(checks.search(code, semicolon, limit))
+def checked_after(code: str, semicolon: int, starts: list[int], checks: Matcher, window: int,
+                  comments: frozenset[int] = frozenset()) -> bool:
+    """Whether a check appears between a statement's `;` and the end of the `window`-th line after it, lines that
+    hold only a comment (`comments`: the 1-based lines that hold one) not counted: a check below the comment
+    block that explains it is as near as one right after the launch."""
+    return bool(checks.search(code, semicolon, window_end(code, starts, line_at(starts, semicolon), window,
+                                                          comments)))
+
+
+def window_end(code: str, starts: list[int], line: int, window: int, comments: frozenset[int] = frozenset()) -> int:
+    """The offset where the `window` lines from `line` on end (`line` is the first), passing over the lines that
+    hold only a comment (in `comments` and blank in blanked `code`) without counting them."""
+    last = line + window
+    at = line + 1
+    while at < min(last, len(starts)):
+        if at in comments and not code[starts[at]:starts[at + 1] if at + 1 < len(starts) else len(code)].strip():
+            last += 1
+        at += 1
+    return starts[last] if last < len(starts) else len(code)
 
 
 
@@ -69,8 +83,8 @@ class Flow:
     parse: it stops at the body of a function or a lambda, where the callers take over.
     """
 
-    def __init__(self, code: str, starts: list[int], window: int) -> None:
-        self.code, self.starts, self.window = code, starts, window
+    def __init__(self, code: str, starts: list[int], window: int, comments: frozenset[int] = frozenset()) -> None:
+        self.code, self.starts, self.window, self.comments = code, starts, window, comments
         self.opens: list[int] = []
         self.closes: list[int] = []
         self.parents: list[int] = []
@@ -96,7 +110,7 @@ class Flow:
         for _ in range(_OUTWARD):
             if position is None:
                 return False
-            if checked_after(self.code, position, self.starts, checks, self.window):
+            if checked_after(self.code, position, self.starts, checks, self.window, self.comments):
                 return True
             position = self._leave(position + 1)
         return False
@@ -117,6 +131,15 @@ class Flow:
             if self.around(found.start()) in around or (brace < 0 and self.around(found.start()) < 0):
                 return _RETURN.search(self.code, end, found.start()) is None
         return False
+
+    def later_anywhere(self, end: int, checks: Matcher) -> bool:
+        """Whether a check comes later in the function (or lambda) that holds the statement ending at `end`, in any
+        block of it, with no `return` or `throw` before it: what a program's own test of its results reaches."""
+        brace = self.around(end)
+        while brace >= 0 and self._kind(brace) != "other":
+            brace = self.parents[brace]
+        found = checks.search(self.code, end, self.closes[brace] if brace >= 0 else len(self.code))
+        return found is not None and _RETURN.search(self.code, end, found.start()) is None
 
     def around(self, at: int) -> int:
         """The innermost block that holds offset `at`, -1 for none."""

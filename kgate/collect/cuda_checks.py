@@ -14,6 +14,11 @@
   left out: `run` or `initialize` is a method of many classes, and a call through an object names none.
 - The names a project configures (`check_macros`), for what cannot be seen: they check the call they wrap,
   and read the last error when called without arguments.
+
+In a program of its own (a test or benchmark with a `main`), a synchronizing call whose returned error is read
+(`CUDACHECK(cudaStreamSynchronize(stream))`) later in the function that launches is a check too
+(`CheckedSyncs`): the program reports the failure and exits there. In a library it is not: its callers decide
+what a failed launch does.
 """
 
 from __future__ import annotations
@@ -33,6 +38,12 @@ TORCH_LAUNCH_CHECKS = ("C10_CUDA_KERNEL_LAUNCH_CHECK", "STD_CUDA_KERNEL_LAUNCH_C
 LAST_ERROR_CALL = r"(?:Last(?:Cuda)?Error|LAST_(?:CUDA_)?ERROR)\w*\s*\("
 # Byte strings one of which a file holds when it may read the last error: what the first search reads.
 NEEDLES = (b"LastError", b"LastCudaError", b"LAST_ERROR", b"LAST_CUDA_ERROR", *(n.encode() for n in TORCH_LAUNCH_CHECKS))
+# The runtime's calls that wait for the work before them and return the error of a launch that failed.
+SYNCHRONIZING = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "hipDeviceSynchronize",
+                 "hipStreamSynchronize", "hipEventSynchronize")
+_SYNC = re.compile(r"(?:cuda|hip)(?:Device|Stream|Event)Synchronize\s*\(")
+_MAIN = re.compile(r"main\s*\(")
+_CONTINUED = re.compile(r"\\\r?\n")
 _CLASS_HEAD = re.compile(r"\b(?:class|struct|union)\b[^;{}()]*$")
 _MOST_ARGUMENTS = 32  # what a variadic parameter list is taken to accept
 
@@ -189,3 +200,38 @@ def _passes(code: str, paren: int) -> int:
     """The number of arguments the call whose `(` is at `paren` passes."""
     inner = code[paren + 1:balanced(code, paren) - 1]
     return len(split_arguments(inner)) if inner.strip() else 0
+
+
+class CheckedSyncs:
+    """A synchronizing call whose returned error is read (wrapped in a check, assigned, compared or returned),
+    searched for as `Checks` is."""
+
+    def finditer(self, code: str, pos: int = 0, endpos: int | None = None) -> Iterator[re.Match[str]]:
+        for match in _SYNC.finditer(code, pos, len(code) if endpos is None else endpos):
+            if not _continues_word(code, match.start()) and error_kept(code, match.start()):
+                yield match
+
+    def search(self, code: str, pos: int = 0, endpos: int | None = None) -> re.Match[str] | None:
+        return next(self.finditer(code, pos, endpos), None)
+
+
+def is_program(code: str, flow: Flow) -> bool:
+    """Whether blanked `code` defines `main` outside every block: a program of its own (a test, a benchmark), not a
+    library's source."""
+    for match in _MAIN.finditer(code):
+        if _continues_word(code, match.start()) or flow.around(match.start()) >= 0:
+            continue
+        close = balanced(code, match.end() - 1)
+        if code[close:close + 200].lstrip().startswith("{"):
+            return True
+    return False
+
+
+def error_kept(code: str, start: int) -> bool:
+    """Whether the error returned by the call at `start` is read rather than dropped: the statement's text before
+    the call decides. Nothing (or a `(void)` cast) drops it; a check macro, an assignment, a comparison, a
+    condition or a `return` keeps it. In a macro's body the backslashes that continue its lines are no text of the
+    statement."""
+    head = max(code.rfind(";", 0, start), code.rfind("{", 0, start), code.rfind("}", 0, start)) + 1
+    before = " ".join(_CONTINUED.sub(" ", code[head:start]).split())
+    return before not in ("", "(void)", "static_cast<void>(")

@@ -143,8 +143,8 @@ class Project:
 
     def _flow(self, rel: str, path: str) -> Flow:
         if rel not in self._flows:
-            code = blank(self.data(rel, path).decode("utf-8", "replace")).code
-            self._flows[rel] = Flow(code, line_starts(code), 0)
+            blanked = blank(self.data(rel, path).decode("utf-8", "replace"))
+            self._flows[rel] = Flow(blanked.code, line_starts(blanked.code), 0, blanked.comment_lines)
         return self._flows[rel]
 
 

@@ -3,8 +3,9 @@
 A launch is a `<<<...>>>` launch or a `cudaLaunchKernelEx` call, found in blanked code (comments and
 string literals are spaces). It is covered by a check within `window` lines after its statement, after the
 control statements that hold it (`kgate.collect.cpp_flow`), or at every call of the lambda or helper that
-performs it (`kgate.collect.cuda_callers`); a `cudaLaunchKernelEx` whose returned error is kept needs no
-check. What is left is returned as data; the rule words the findings and the fixes.
+performs it (`kgate.collect.cuda_callers`); in a program of its own (a test or a benchmark with a `main`), by a
+synchronizing call whose error is checked later in the function (`kgate.collect.cuda_checks.CheckedSyncs`); a
+`cudaLaunchKernelEx` whose returned error is kept needs no check. What is left is returned as data; the rule words the findings and the fixes.
 """
 
 from __future__ import annotations
@@ -16,12 +17,11 @@ from dataclasses import dataclass
 from kgate.collect.cpp_flow import Flow, checked_after, line_at, line_starts, statement_end
 from kgate.collect.cpp_text import balanced, macro_lines
 from kgate.collect.cuda_callers import Callers, Site
-from kgate.collect.cuda_checks import Checks, last_error_reads, launch_checks
+from kgate.collect.cuda_checks import CheckedSyncs, Checks, error_kept, is_program, last_error_reads, launch_checks
 from kgate.collect.cuda_project import Project
 
 _TRIPLE = re.compile(r"<<<")
 _LAUNCH_EX = re.compile(r"\bcudaLaunchKernelExC?\s*(?:<[^;()]*>\s*)?\(")
-_CONTINUED = re.compile(r"\\\r?\n")
 
 
 @dataclass(frozen=True)
@@ -49,10 +49,11 @@ class Search:
 
 
 def search(code: str, rel: str, check_macros: Sequence[str], window: int,
-           project: Callable[[], Project]) -> Search:
+           project: Callable[[], Project], comments: frozenset[int] = frozenset()) -> Search:
     """The launches of blanked `code` (the file `rel`) that no check covers. `project` gives the project's other
-    files, asked for only when the file's own text does not settle a launch."""
-    return _Search(code, rel, check_macros, window, project).run()
+    files, asked for only when the file's own text does not settle a launch; `comments`: the lines that hold a
+    comment, which the window after a launch passes over where they hold nothing else."""
+    return _Search(code, rel, check_macros, window, project, comments).run()
 
 
 class _Search:
@@ -60,8 +61,9 @@ class _Search:
     and the callers are read once, on the first launch that needs them."""
 
     def __init__(self, code: str, rel: str, check_macros: Sequence[str], window: int,
-                 project: Callable[[], Project]) -> None:
+                 project: Callable[[], Project], comments: frozenset[int] = frozenset()) -> None:
         self.code, self.rel, self.check_macros, self.window, self.project = code, rel, check_macros, window, project
+        self.comments = comments
         self.in_macro = macro_lines(code)
         self.starts = line_starts(code)
         self.checks, self.reads = launch_checks(check_macros, {}), last_error_reads(check_macros, {})
@@ -70,6 +72,7 @@ class _Search:
         self.beyond: Project | None = None
         self.skipped: list[int] = []
         self.found: dict[int, Unchecked] = {}  # by offset: several launches may reach the same unchecked call
+        self.program: bool | None = None
 
     def run(self) -> Search:
         for start, end, what in sorted(launches(self.code)):
@@ -80,7 +83,7 @@ class _Search:
     def _judge(self, start: int, end: int, what: str) -> None:
         code = self.code
         name = launched_name(code, start, what)
-        if what == "ex" and result_used(code, start, self.checks):
+        if what == "ex" and error_kept(code, start):
             return
         semicolon = code.find(";", end)
         semicolon = end if semicolon < 0 else semicolon
@@ -100,13 +103,23 @@ class _Search:
 
     def _checked_here(self, semicolon: int, what: str) -> bool:
         """Whether a check follows the launch's statement, or the control statements that hold it."""
-        if checked_after(self.code, semicolon, self.starts, self._wanted(what), self.window):
+        if checked_after(self.code, semicolon, self.starts, self._wanted(what), self.window, self.comments):
             return True
         if self.beyond is None and self._grow() and checked_after(self.code, semicolon, self.starts,
-                                                                  self._wanted(what), self.window):
+                                                                  self._wanted(what), self.window, self.comments):
             return True
-        self.flow = self.flow or Flow(self.code, self.starts, self.window)
-        return self.flow.checked(semicolon, self._wanted(what))
+        self.flow = self.flow or Flow(self.code, self.starts, self.window, self.comments)
+        if self.flow.checked(semicolon, self._wanted(what)):
+            return True
+        return self._program() and self.flow.later_anywhere(semicolon, CheckedSyncs())
+
+    def _program(self) -> bool:
+        """Whether the file is a program of its own (a test or a benchmark with a `main`), where a synchronizing
+        call whose error is checked later in the launching function reports a failed launch and exits."""
+        if self.program is None:
+            assert self.flow is not None
+            self.program = is_program(self.code, self.flow)
+        return self.program
 
     def _grow(self) -> bool:
         """Read the project's own macros and functions that read the last error, once per file, on the first launch
@@ -123,7 +136,7 @@ class _Search:
     def _callers(self, what: str) -> Callers:
         if self.beyond is None:
             self._grow()
-        self.flow = self.flow or Flow(self.code, self.starts, self.window)
+        self.flow = self.flow or Flow(self.code, self.starts, self.window, self.comments)
         if what not in self.callers:
             self.callers[what] = Callers(self.flow, self.in_macro, self._wanted(what), self.beyond, self.rel)
         return self.callers[what]
@@ -190,16 +203,3 @@ def launched_name(code: str, start: int, what: str) -> str:
         return " ".join(code[start:code.find("<<<", start)].split())
     args = code[code.find("(", start) + 1:balanced(code, code.find("(", start)) - 1].split(",")
     return " ".join(args[1].split()) if len(args) > 1 else "cudaLaunchKernelEx"
-
-
-def result_used(code: str, start: int, checks: Checks) -> bool:
-    """Whether a cudaLaunchKernelEx call's result is checked, kept or returned rather than dropped.
-
-    The statement's text before the call decides: nothing (or a `(void)` cast) drops the
-    error; a check macro, an assignment, a comparison, a condition or a `return` keeps it. In a macro's body the
-    backslashes that continue its lines are no text of the statement.
-    """
-    head = max(code.rfind(";", 0, start), code.rfind("{", 0, start), code.rfind("}", 0, start)) + 1
-    before = " ".join(_CONTINUED.sub(" ", code[head:start]).split())
-    return before not in ("", "(void)", "static_cast<void>(") or bool(checks.search(before))
-

@@ -47,6 +47,8 @@ def module_name(path: Path, roots: list[Path]) -> tuple[str, Path] | None:
                 rel = where.relative_to(root)
             except ValueError:
                 continue
+            if not rel.name:
+                continue  # the root itself: no module's file
             parts = list(rel.with_suffix("").parts)
             if parts and parts[-1] == "__init__":
                 parts.pop()

@@ -2,7 +2,8 @@
 
 - a decorator: `@triton.autotune(...)`, whatever the import spelling (`kgate.collect.pysource.AUTOTUNE`);
 - the call form: `k = triton.autotune(...)(fn)`, or of `triton.jit(fn)`, anywhere in the module;
-- an alias bound once at module level: `tune = triton.autotune`, `tune = functools.partial(triton.autotune, ...)`;
+- an alias bound once at module level: `tune = triton.autotune`, `tune = functools.partial(triton.autotune, ...)`,
+  or an autotuner made once and applied later (`tune = triton.autotune(configs, key=[...])`, `k = tune(fn)`);
 - a wrapper defined in the module whose body calls `triton.autotune`, passing on one of its own parameters as
   the key (`def tuned(configs, key): return triton.autotune(configs=configs, key=key)`) or a key of its own,
   used as `@tuned(...)`; a wrapper that applies it itself (`def tuned(fn): return triton.autotune(...)(fn)`)
@@ -41,6 +42,7 @@ class Tuner:
     fixed: ast.expr | None = None  # a key given by the wrapper or partial itself
     applies: bool = False  # called on the kernel itself (`@tuned`), not a decorator factory (`@tuned(...)`)
     needs_jit: bool = False  # recognised by its name only: counts on a `@triton.jit` kernel alone
+    keys_here: bool = False  # a fixed key is reported where it is written (an autotuner made once), not where applied
 
 
 @dataclass(frozen=True)
@@ -106,6 +108,12 @@ class _Finder:
             if inner is not None and key is not None:
                 return Tuner(key_name=None, key_position=None, fixed=key)
             return inner
+        if isinstance(bound, ast.Call):  # an autotuner made once and applied later: `tune = triton.autotune(...)`
+            inner = self.tuner(bound.func, depth + 1)
+            key = py.argument(bound, inner.key_name, inner.key_position) \
+                if inner is not None and not inner.applies and inner.key_name is not None else None
+            return Tuner(key_name=None, key_position=None, fixed=key, applies=True, keys_here=True) \
+                if key is not None else None
         if isinstance(bound, (ast.Name, ast.Attribute)):
             return self.tuner(bound, depth + 1)
         return None
@@ -198,7 +206,7 @@ class _Finder:
                tuner: Tuner) -> Tuned:
         if tuner.fixed is not None:
             expr: ast.expr | None = tuner.fixed
-            keys = [(name, at) for name, _node in py.string_items(expr, self.constants)]
+            keys = [(name, node if tuner.keys_here else at) for name, node in py.string_items(expr, self.constants)]
         else:
             expr = py.argument(call, tuner.key_name or "key", tuner.key_position) if call is not None else None
             keys = py.string_items(expr, self.constants)
@@ -451,7 +459,7 @@ class Applications:
     def _applied(self, fn: py.Function) -> list[tuple[ast.Call, Forwarder, ast.expr | None]]:
         """(call, forwarder, kernel) for each forwarder call in a wrapper's body (not its nested definitions): the
         kernel it is applied to (`f(...)(k)`, or the forwarder's kernel parameter), None for a decorator returned."""
-        out = []
+        out: list[tuple[ast.Call, Forwarder, ast.expr | None]] = []
         for stmt in _body_statements(fn):
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 continue
@@ -555,7 +563,8 @@ class Applications:
                     f = self.forwarder(node.func.func)
                     if f is None or f.kernel is not None:
                         continue
-                    call, kernel = node.func, node.args[0]
+                    call = node.func
+                    kernel: ast.expr | None = node.args[0]
                 else:
                     f = self.forwarder(node.func)
                     if f is None or f.kernel is None:
@@ -589,7 +598,7 @@ class Applications:
                    and f.name == name), None) if other is not None else None
         if fn is None or not py.is_kernel(fn, other.imports):  # type: ignore[union-attr]
             return None
-        return target, name  # type: ignore[return-value]
+        return target, name
 
 
 def _scoped_statements(tree: ast.Module) -> list[tuple[py.Function | None, ast.stmt]]:

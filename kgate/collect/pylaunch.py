@@ -1,4 +1,5 @@
-"""What the arguments of a kernel's launches do at run time, read from the launch sites in its module.
+"""What the arguments of a kernel's launches do at run time, read from the launch sites in its module, or in the
+project's other modules that import it.
 
 A launch site is `kernel[grid](...)` (or `kernel.run(...)`, or `wrap(kernel)[grid](...)` through a wrapper such
 as `torch.library.wrap_triton`). The value passed for a parameter is followed
@@ -20,22 +21,23 @@ flow-sensitive) and through the module's own helper functions, and falls in one 
   the first name of `B, T, H, D = q.shape`), `x.numel()`, `len(x)`, and anything computed from them by
   arithmetic that does not bound it (`B * T`, `triton.cdiv(T, 64)`, `max(1, T)`, a division by anything that
   does not grow with it too: `ceil(n_rows / sm_count)`);
-- `UNKNOWN`: anything else (a middle dimension, a parameter of the launcher no call in the module passes, a call
+- `UNKNOWN`: anything else (a middle dimension, a parameter of a launcher nothing in the project calls, a call
   into another module); the caller then decides by the name (`Names`).
 
-A parameter of the launching function is what the module's own calls of it pass (`Launches._parameter`).
+A parameter of the launching function is what the module's own calls of it pass, or where it has none, the calls
+in the project's other modules that import it (`Launches._parameter`, `kgate.collect.pycallers`).
 """
 
 from __future__ import annotations
 
 import ast
-from bisect import bisect_left
+from typing import TYPE_CHECKING
 
 from kgate.collect import pysource as py
 from kgate.collect import pysparse
+from kgate.collect.pycallers import CallSites, within
 from kgate.collect.pyscopes import (
     Scope,
-    call_lines,
     launch_lines,
     launched_name,
     passed_for,
@@ -69,21 +71,26 @@ from kgate.collect.pyvalues import (
 )
 from kgate.collect.source import SourceFile
 
+if TYPE_CHECKING:
+    from kgate.collect.pyproject import Modules
+
 __all__ = ["BOUNDED", "MODEL", "RUNTIME", "UNKNOWN", "Launches", "Names", "Verdict", "worst"]
 
 
 _DEPTH = 48  # expressions, assignments and calls followed for one value (a cycle ends sooner: `seen`)
 
 
-class Launches:
+class Launches(CallSites):
     """The launch sites of some kernels of one module, and what their arguments do."""
 
     def __init__(self, source: SourceFile, info: py.ParsedModule, launched: set[str], kernels: set[str],
-                 names: Names, bucketing: frozenset[str]) -> None:
+                 names: Names, bucketing: frozenset[str], project: Modules | None = None) -> None:
         self.source = source
         self.info = info
         self.names = names
         self.bucketing = bucketing
+        self.project = project  # the project's other modules: launch sites and calls there (None: this one only)
+        self.beyond = True  # whether the calls in the project's other modules are read now
         self._blocks: dict[str, pysparse.Block] = {}
         self._helpers: dict[str, py.Function | None] = {}
         # The lines that launch one of the kernels (`k[`, `k.run(`), 0-based: only they are parsed and walked.
@@ -105,6 +112,11 @@ class Launches:
         if blocks is None:
             return self.source.tree
         self._blocks = pysparse.definitions(lines, blocks)
+        needles = self.source.derived.get("needles") or ()
+        if all(any(needle in lines[line] for needle in needles) for line in self.marked) and all(
+                any(needle in line for line in lines[block[0]:block[1]] for needle in needles)
+                for block in (self._blocks.get(k) for k in kernels) if block is not None):
+            return self.info.tree  # what launches, and the kernels, mention what the module was read for: all in it
         launchers = pysparse.containing(blocks, self.marked)
         headers = [self._blocks[k] for k in kernels if k in self._blocks and self._blocks[k] not in launchers]
         try:
@@ -128,9 +140,7 @@ class Launches:
                         self.sites.setdefault(name, []).append((node, scope))  # type: ignore[arg-type]
 
     def _launches_within(self, stmt: ast.stmt) -> bool:
-        first, last = stmt.lineno - 1, (stmt.end_lineno or stmt.lineno) - 1
-        at = bisect_left(self.marked, first)
-        return at < len(self.marked) and self.marked[at] <= last
+        return within(self.marked, stmt)
 
     # ---------------------------------------------------------------- arguments
 
@@ -152,8 +162,21 @@ class Launches:
                     k.arg is None for k in call.keywords)
                 out.append((None, Verdict(UNKNOWN) if passes_all or not default else NOTHING))
             else:
-                out.append((expr, self.value(expr, scope, 0, set())))
+                out.append((expr, self._first_value(expr, scope)))
         return out
+
+    def _first_value(self, expr: ast.expr, scope: Scope) -> Verdict:
+        """What a launch passes, read in this module first: the project's other modules are read only where that
+        leaves it unplaced or a token count (what their calls pass may place it, or fix the tensor it is a dimension
+        of), since their calls can do no more than that."""
+        self.beyond = False
+        try:
+            verdict = self.value(expr, scope, 0, set())
+        finally:
+            self.beyond = True
+        if verdict.cls in (UNKNOWN, RUNTIME) and self.project is not None:
+            verdict = self.value(expr, scope, 0, set())
+        return verdict
 
     def _spread(self, call: ast.Call, param: str, scope: Scope) -> tuple[ast.expr | None, Scope]:
         """`k[grid](**kwargs)` with `kwargs = dict(M=M, ...)` or `{"M": M, ...}` assigned in the launcher."""
@@ -231,7 +254,7 @@ class Launches:
         mark = (id(scope.node), name)
         passed = self._passed_by_callers(scope, name) if mark not in seen else []
         if passed:
-            verdict = worst([self.value(arg, caller, depth, seen | {mark}) for arg, caller in passed])
+            verdict = worst([reader.value(arg, caller, depth, seen | {mark}) for arg, caller, reader in passed])
             if verdict.cls != UNKNOWN:
                 return verdict
         return Verdict(self.names.of(name), name)
@@ -332,7 +355,8 @@ class Launches:
         if self.fixed(func.value, scope, depth, seen):
             return Verdict(MODEL, why)
         if func.attr == "numel":
-            return Verdict(RUNTIME, why)
+            # `pool[0].numel()`: one row, the dimensions after the first, which the reading cannot place.
+            return Verdict(UNKNOWN) if _row(func.value) else Verdict(RUNTIME, why)
         if not call.args and not call.keywords:
             return Verdict(UNKNOWN)  # x.size(): a shape, read where it is unpacked
         index = integer(call.args[0] if call.args else call.keywords[0].value, {})
@@ -409,7 +433,8 @@ class Launches:
                     value, here, depth, seen | {mark}) for value, position, _count in bindings)
             if name in here.params:
                 passed = self._passed_by_callers(here, name) if mark not in seen else []
-                return bool(passed) and all(self.fixed(arg, caller, depth, seen | {mark}) for arg, caller in passed)
+                return bool(passed) and all(reader.fixed(arg, caller, depth, seen | {mark})
+                                            for arg, caller, reader in passed)
             here = here.parent
         return name in self.info.constants
 
@@ -429,50 +454,6 @@ class Launches:
         verdict = worst([self._name(name, scope, depth, seen) if name else Verdict(UNKNOWN) for name in later]) \
             if later else Verdict(MODEL)
         return Verdict(verdict.cls, why if verdict.cls != UNKNOWN else "")
-
-    # ---------------------------------------------------------------- the launching function's callers
-
-    def _passed_by_callers(self, scope: Scope, name: str) -> list[tuple[ast.expr, Scope]]:
-        """What each call of a top-level function in the module passes for one of its parameters, with the scope
-        of the call; empty when there is no such call, or one passes it otherwise (a default, `*args`)."""
-        fn = scope.node
-        if not (isinstance(fn, py.Function) and top_level(scope)):
-            return []
-        positional = [a.arg for a in [*fn.args.posonlyargs, *fn.args.args]]
-        position = positional.index(name) if name in positional else None
-        out = []
-        for call, caller in self._callers(fn.name):
-            arg = passed_for(call, name, position)
-            if arg is None:
-                return []
-            out.append((arg, caller))
-        return out
-
-    def _callers(self, name: str) -> list[tuple[ast.Call, Scope]]:
-        """The calls of a function by name from the module's functions and methods, each with its scope: read from
-        the definitions whose text calls it (parsed on their own when the module was read in part)."""
-        if name not in self._calls:  # shared by the rules that read the file (`source.derived`)
-            marked = call_lines(self.source.text, name)
-            tree = self.tree if self.info.whole or not marked else self._around(marked)
-            self._calls[name] = [(node, scope) for scope in scopes(tree) if isinstance(scope.node, py.Function)
-                                 for stmt in scope.own if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef,
-                                                                                ast.ClassDef))
-                                 for node in py.expressions(stmt) if isinstance(node, ast.Call)
-                                 and isinstance(node.func, ast.Name) and node.func.id == name] if marked else []
-        return self._calls[name]
-
-    def _around(self, marked: list[int]) -> ast.Module:
-        from kgate.collect.source import UnreadableSource, parse_python
-
-        lines = self.source.lines
-        blocks = pysparse.split(lines)
-        if blocks is None:
-            return self.source.tree
-        try:
-            return parse_python(pysparse.excerpt(lines, pysparse.containing(blocks, marked)).encode("utf-8"),
-                                self.source.rel)
-        except UnreadableSource:
-            return self.source.tree
 
     # ---------------------------------------------------------------- the module's helper functions
 
@@ -507,6 +488,8 @@ class Launches:
         return Verdict(verdict.cls, Why(call) if verdict.cls != UNKNOWN else "")
 
 
-# ------------------------------------------------------------------------------------------------ helpers
-
-
+def _row(tensor: ast.expr) -> bool:
+    """Whether `tensor` is one entry of a tensor's first dimension (`x[0]`, `x[i]`): the first dimension indexed
+    away, so its size is the product of the others."""
+    return isinstance(tensor, ast.Subscript) and not isinstance(tensor.slice, (ast.Slice, ast.Tuple)) \
+        and shape_of(tensor) is None

@@ -36,8 +36,9 @@ IMPORT, ALIAS, LOCAL = "import", "alias", "local"
 _TRY_STAR = (ast.TryStar,) if hasattr(ast, "TryStar") else ()  # Python 3.11+
 _DEPTH = 16  # modules and aliases followed for one name: a cycle of re-exports ends here
 
-# Where a name leads: (MODULE, a project file or a package folder) or (EXTERNAL, a dotted name outside).
-MODULE, EXTERNAL = "module", "external"
+# Where a name leads: (MODULE, a project file or a package folder), (EXTERNAL, a dotted name outside), or, asked for
+# (`Resolver.definition`), (DEFINED, "file\nname") for a top-level definition or value of a project module.
+MODULE, EXTERNAL, DEFINED = "module", "external", "defined"
 Target = tuple[str, str]
 
 
@@ -206,6 +207,7 @@ class Resolver:
         self.inside = os.path.abspath(inside) if inside is not None else None
         self.read: list[str] = []
         self._files: dict[tuple[str, str], str | None] = {}
+        self._defined = False  # while `definition` asks: a module's own binding is where a name leads
 
     def qualify(self, path: str, dotted: str, own: Exports | None = None) -> str | None:
         """The qualified name of what `dotted`, written in the module at `path`, stands for: the name outside the
@@ -222,6 +224,20 @@ class Resolver:
             return None
         base = f"{binding.module}.{binding.attr}" if binding.attr else binding.module
         return base + dot + rest
+
+    def definition(self, path: str, dotted: str, own: Exports | None = None) -> tuple[str, str] | None:
+        """(file, name) of the project module's top-level definition or value that `dotted`, written in the module at
+        `path`, stands for (`from .kernels import fwd_kernel` in ops.py: (".../kernels.py", "fwd_kernel")); None
+        when it leads outside the project or nowhere kgate can read."""
+        self._defined = True
+        try:
+            found = self.target(path, dotted, own)
+        finally:
+            self._defined = False
+        if found is None or found[0] != DEFINED:
+            return None
+        file, _newline, name = found[1].partition("\n")
+        return file, name
 
     def target(self, path: str, dotted: str, own: Exports | None = None, depth: int = 0) -> Target | None:
         """Where a dotted name written in a module leads: a module of the project or a name outside it."""
@@ -245,8 +261,8 @@ class Resolver:
             return self._starred(path, table, name, depth)
         if binding.kind == ALIAS:
             return self.target(path, binding.attr, own, depth + 1)
-        if binding.kind != IMPORT:
-            return None  # the module's own definition or value
+        if binding.kind != IMPORT:  # the module's own definition or value
+            return (DEFINED, f"{path}\n{name}") if self._defined else None
         module = self._module(path, binding.module, binding.level)
         return self._attribute(module, binding.attr, depth) if binding.attr and module is not None else module
 
@@ -273,6 +289,8 @@ class Resolver:
         kind, where = found
         if kind == EXTERNAL:
             return (EXTERNAL, f"{where}.{part}")
+        if kind == DEFINED:
+            return None  # an attribute of a definition (a method, a class's value): not followed
         if os.path.isfile(where):
             bound = self._name(where, part, None, depth + 1)
             if bound is not None:
@@ -298,8 +316,11 @@ class Resolver:
         return (MODULE, file) if file is not None else (EXTERNAL, module)
 
     def _absolute(self, path: str, parts: list[str]) -> str | None:
-        """The project file of an absolute import, looked for in the importer's package root, then the roots."""
-        for base in dict.fromkeys([_package_root(os.path.dirname(path)), *self.roots]):
+        """The project file of an absolute import, looked for in the importer's package root, the roots, and the
+        folder that holds the package the importer is itself in (`sglang.srt.x` imported from inside
+        `python/sglang/`: `python/`, where a folder without `__init__.py` between them, a namespace package, hides
+        it from the package root)."""
+        for base in dict.fromkeys([_package_root(os.path.dirname(path)), *self.roots, *_holding(path, parts[:1])]):
             key = (base, ".".join(parts))
             if key not in self._files:
                 self._files[key] = self._under(base, parts)
@@ -335,6 +356,20 @@ class Resolver:
         if path not in self.read:
             self.read.append(path)
         return file_exports(path)
+
+
+def _holding(path: str, top: list[str]) -> list[str]:
+    """The folder above the top-level package `top` (one name) that the module at `path` is in: the nearest
+    ancestor of the module named so that is a package (`__init__.py`) in a folder that is none (a subpackage
+    named like it, `fla/conv/triton/`, is not it)."""
+    folder = os.path.dirname(path)
+    while top and os.path.dirname(folder) != folder:
+        parent = os.path.dirname(folder)
+        if os.path.basename(folder) == top[0] and "__init__.py" in _entries(folder) \
+                and "__init__.py" not in _entries(parent):
+            return [parent]
+        folder = parent
+    return []
 
 
 def _package_root(folder: str) -> str:

@@ -28,8 +28,12 @@ if TYPE_CHECKING:
 
 AUTOTUNE = frozenset({"triton.autotune", "triton.runtime.autotune", "triton.runtime.autotuner.autotune"})
 CONSTEXPR = frozenset({"triton.language.constexpr", "triton.language.core.constexpr",
-                       "triton.experimental.gluon.language.constexpr"})
+                       "triton.experimental.gluon.language.constexpr",
+                       "triton.experimental.gluon.language._core.constexpr"})
 TRITON_LANGUAGE = ("triton.language", "triton.language.core")
+# Gluon's language module (`from triton.experimental.gluon import language as gl`): Triton's ops, dtypes and
+# constexpr under Gluon's names (`gl.atomic_add`, `gl.device_print`, `gl.bfloat16` is `tl.bfloat16`).
+GLUON_LANGUAGE = "triton.experimental.gluon.language"
 # The decorators that make a function a Triton kernel (Triton's own, and Gluon's), by what they name.
 TRITON_JIT = frozenset({"triton.jit", "triton.runtime.jit", "triton.runtime.jit.jit"})
 GLUON_JIT = frozenset({"triton.experimental.gluon.jit", "triton.experimental.gluon._runtime.jit"})
@@ -431,5 +435,19 @@ def is_kernel(fn: Function, imports: dict[str, str]) -> bool:
     return kernel_decorator(fn, imports) is not None
 
 
+def kernel_language(fn: Function, imports: dict[str, str]) -> str | None:
+    """"triton" or "gluon": which jit makes the function a kernel (`kernel_decorator`); None for another function."""
+    decorator = kernel_decorator(fn, imports)
+    if decorator is None:
+        return None
+    return jit_kind(qualified(decorator.func if isinstance(decorator, ast.Call) else decorator, imports))
+
+
 def is_triton_language(name: str | None) -> bool:
-    return name is not None and name.startswith(TRITON_LANGUAGE) and name.count(".") <= 3
+    """Whether a module name is Triton's language (`triton.language`, its `core`, its `extra` modules) or Gluon's,
+    whose ops are Triton's under Gluon's names (`triton.experimental.gluon.language`, its `_core`)."""
+    if name is None:
+        return False
+    if name == GLUON_LANGUAGE or name.startswith(GLUON_LANGUAGE + "._"):
+        return True
+    return name.startswith(TRITON_LANGUAGE) and name.count(".") <= 3

@@ -1,12 +1,12 @@
 """What can be known about a Triton kernel from its source alone, without importing it.
 
-For a plain `@triton.jit` function the planner needs only its parameters, which of them are constexpr, and the
-line of its `def`: all visible in the source (see `kgate.collect.pyindex`). Saving the import of the
+For a plain `@triton.jit` (or `@gluon.jit`) function the planner needs only its
+parameters, which of them are constexpr, and the line of its `def`: all visible in the source (see `kgate.collect.pyindex`). Saving the import of the
 module in a worker is what keeps an incremental run close to the compiler's
 own time.
 
-Plain means provably plain: decorated by `triton.jit` and nothing else (a
-`kgate.register` aside, which returns the function unchanged), and bound to
+Plain means provably plain: decorated by `triton.jit` or Gluon's `jit` and
+nothing else (a `kgate.register` aside, which returns the function unchanged), and bound to
 no other object anywhere in the module. What a decorator names is followed
 through the imports, the project's own modules included
 (`from pkg.triton_utils import triton`, `from .utils import jit`), as every
@@ -30,7 +30,7 @@ _TRANSPARENT = frozenset({"kgate.register"})
 
 
 def static_expansion(path: Path, function: str, roots: list[Path] | None = None) -> dict[str, Any] | None:
-    """The expansion record of a plain @triton.jit kernel, or None when only an import can tell."""
+    """The expansion record of a plain @triton.jit or @gluon.jit kernel, or None when only an import can tell."""
     info = module_info(path)
     node = info.defs.get(function)
     if node is None or node.kind != "function" or node.params is None:
@@ -40,7 +40,8 @@ def static_expansion(path: Path, function: str, roots: list[Path] | None = None)
     resolver = Resolver([str(r) for r in roots or []])
     named = [resolver.qualify(str(path), written) for written in node.decorators]
     kinds = [jit_kind(name) for name in named]
-    if "triton" not in kinds or not all(kind == "triton" or name in _TRANSPARENT for kind, name in zip(kinds, named)):
+    jits = [kind for kind in kinds if kind is not None]
+    if len(jits) != 1 or not all(kind is not None or name in _TRANSPARENT for kind, name in zip(kinds, named)):
         return None
     return {
         "path": str(path.resolve()),

@@ -11,7 +11,9 @@ files and hashes them (each once a run), and runs no compiler. What the configur
 says about a kernel (PDL, expected instructions, kind) is applied by the facts
 stage, after the cache, so changing it recompiles nothing. Which kernels' SASS
 a rule reads depends on their PTX, so the facts stage says which symbols a unit
-lacks (`needs`); they are disassembled from the cached cubin, in a worker.
+lacks (`needs`): for a fresh compile, in the worker that compiled it (`analyse`),
+which disassembles them from the cubin it has just written; for a cached unit,
+from the cached cubin, in a worker. Files compile longest first.
 """
 
 from __future__ import annotations
@@ -44,6 +46,10 @@ from kgate.support.toolchain import CudaToolchain, cuda_include_dir
 # The symbols of a unit whose SASS a rule reads and the unit's listing lacks ([] for none); None where the facts
 # stage cannot read the unit (a damaged artifact): it is compiled again.
 Needs = Callable[[Compiled], "list[str] | None"]
+# `needs` for the compile worker that compiled a unit (a picklable factory: each compile makes its own): the facts
+# stage reads the unit there, right after its compile and while other files compile, and the SASS its rules read is
+# disassembled there (`kgate.compile.cuda_backend`). A factory's `needs` also keeps the unit's facts in the cache.
+Analyse = Callable[[], Needs]
 CUDA_FORMAT = 2  # 2: the record holds the artifacts' hashes, no facts
 # What a record keeps of the plan it was compiled with: where the file and the project were. The PTX names files
 # by those paths, so the facts stage tells the project's kernels from a library's by them, wherever the cache
@@ -70,13 +76,16 @@ class CudaCompilation(Compilation):
 
 def compile_cuda(config: Config, targets: tuple[str, ...], *, jobs: int, progress: Progress | None = None,
                  pool: Pool | None = None, files: frozenset[str] | None = None, kernels: list[str] | None = None,
-                 needs: Needs | None = None, found: CudaCompilers | None = None) -> CudaCompilation:
+                 needs: Needs | None = None, found: CudaCompilers | None = None, analyse: Analyse | None = None,
+                 durations: dict[str, float] | None = None) -> CudaCompilation:
     """Compile every configured CUDA source for every target (cached) into units of artifacts.
 
     `files`: compile only these sources (a shard's slice). PDL launch sites are still read in
     every source, since a launch in one file makes a kernel of another PDL-launched. `kernels`: the
     `--kernel` globs, which keep a failure only where the file could define a kernel they name. `found`: the
-    compilers as the run resolved them before its first compile (resolved here without it).
+    compilers as the run resolved them before its first compile (resolved here without it). `analyse`: `needs` in
+    the worker that compiles a unit. `durations`: the seconds earlier runs took per file ("cuda:" and its path), to
+    start the longest compiles first.
     """
     run = CudaCompilation()
     if not config.cuda:
@@ -123,7 +132,8 @@ def compile_cuda(config: Config, targets: tuple[str, ...], *, jobs: int, progres
     pool = pool or Pool(jobs, worker_env(config))
     try:
         todo += _disassemble(config, cubins, pool, cache, run, cached=True)
-        fresh = _run_tasks(config, todo, jobs, progress, pool, cache, run, errors, read)
+        fresh = _run_tasks(config, longest_first(todo, durations or {}), progress, pool, cache, run, errors, read,
+                           analyse)
         # A fresh compile's kernels whose SASS a rule reads: disassembled now, from the cubin just kept.
         wanted = [(task, entry, lacking) for task, entry, unit in fresh
                   if (lacking := needs(unit) if needs is not None else []) is None or lacking]
@@ -186,9 +196,35 @@ def _plan(config: Config, source: CudaSource, target: str, toolchain: CudaToolch
     return _Task(source, target, key, payload)
 
 
-def _run_tasks(config: Config, todo: list[_Task], jobs: int, progress: Progress | None, pool: Pool | None,
-               cache: Cache, run: Compilation, errors: list[tuple[CudaSource, str, dict[str, Any]]],
-               read: FilesRead) -> list[tuple[_Task, Entry, Compiled]]:
+def longest_first(todo: list[_Task], durations: dict[str, float]) -> list[_Task]:
+    """The compiles in the order to start them: longest first, so that the longest does not start last and leave
+    the other cores idle at the end. How long a file takes is what an earlier run recorded for it (its compile
+    seconds over all targets), else an estimate from the size of its text and its project headers', scaled by the
+    recorded files' seconds per byte (files of one tree compile at a similar rate); ties in the files' order."""
+    sizes = {id(task): _text_size(task.source) for task in todo}
+    known = [durations[f"cuda:{t.source.rel}"] / sizes[id(t)] for t in todo
+             if f"cuda:{t.source.rel}" in durations and sizes[id(t)]]
+    rate = sorted(known)[len(known) // 2] if known else 1.0
+
+    def seconds(task: _Task) -> float:
+        return durations.get(f"cuda:{task.source.rel}", sizes[id(task)] * rate)
+
+    return sorted(todo, key=lambda task: -seconds(task))
+
+
+def _text_size(source: CudaSource) -> int:
+    size = 0
+    for path in (source.path, *source.headers):
+        try:
+            size += path.stat().st_size
+        except OSError:
+            continue
+    return size
+
+
+def _run_tasks(config: Config, todo: list[_Task], progress: Progress | None, pool: Pool, cache: Cache,
+               run: Compilation, errors: list[tuple[CudaSource, str, dict[str, Any]]], read: FilesRead,
+               analyse: Analyse | None) -> list[tuple[_Task, Entry, Compiled]]:
     """Compile the files; each one compiled, with its record and unit (compiler errors go to `errors`)."""
     if not todo:
         return []
@@ -227,15 +263,10 @@ def _run_tasks(config: Config, todo: list[_Task], jobs: int, progress: Progress 
             run.failures.append(CompileFailure(task.source.rel, "", task.target, task.source.rel, 1,
                                                _first_line(outcome)))
 
-    own = pool is None
-    pool = pool or Pool(jobs, worker_env(config))
-    try:
-        if progress:
-            progress(0, len(todo), "")
-        pool.run([("cuda.compile", task.payload) for task in todo], config.timeout, finished)
-    finally:
-        if own:
-            pool.close()
+    if progress:
+        progress(0, len(todo), "")
+    extra = {} if analyse is None else {"analyse": analyse}
+    pool.run([("cuda.compile", {**task.payload, "key": task.key, **extra}) for task in todo], config.timeout, finished)
     if unusable:
         raise ToolchainError(min(unusable))
     return fresh

@@ -385,10 +385,9 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
         if own_pool:
             pool.close()
     # Two registrations (or a registration and a capture) that bind to the same specialisation are one row.
-    unique: dict[tuple[str, str, str], Compiled] = {}
-    for unit in run.units:
-        unique.setdefault((unit.context["kernel"], unit.context["variant"], unit.target), unit)
-    run.units = [unique[k] for k in sorted(unique)]
+    run.units, conflicts = launches.one_per_launch(run.units)
+    by_kernel = {p.kernel: p for p in planned}
+    run.failures.extend(_conflict(config, by_kernel[kernel], message) for kernel, message in conflicts)
     run.failures.sort(key=lambda f: (f.kernel, f.variant, f.target))
     return run
 

@@ -7,7 +7,8 @@ the front end has put the specialisation's constexprs in, left out every branch 
 ... tl.dot_scaled ... else: tl.dot`), and inlined the helpers the kernel calls however its source reaches them
 (an import, an alias, a function passed as a constexpr); a `noinline` helper stays a function of the same
 module. A plain, an autotuned, a heuristics and a wrapped kernel are all compiled through it, so none is
-judged by its source text: a comment or a string that names `tl.dot_scaled` compiles to nothing.
+judged by its source text: a comment or a string that names `tl.dot_scaled` compiles to nothing. A Gluon kernel
+has no TTIR: its first IR is Gluon's (`kgate.compile.gluon.first_ir`), read the same way.
 
 A variant to compile carries what its registrations ask (`expect`) and whether the compile decides the rest
 (`expect_implied`); the compile worker turns both into the expectation its facts hold (`compiled`).

@@ -6,7 +6,8 @@ modules). Two tasks:
 - `expand`: import a registered kernel and describe it: parameters, autotune
   configs, the constexprs its heuristics compute, its definition line.
 - `compile`: `triton.compile(ASTSource(...), target=GPUTarget("cuda", cc, 32))`
-  for one variant and target, with ptxas's `-v` log captured; the PTX, the
+  for one variant and target (a Gluon kernel through Gluon's own source class,
+  as Triton's launcher compiles it: `kgate.compile.gluon`), with ptxas's `-v` log captured; the PTX, the
   log, the TTGIR, the cubin (and its SASS where a rule reads it) are kept as
   artifacts (`kgate.compile.units`), for the facts stage to read, and the
   variant's expectations are read from its TTIR (`kgate.compile.expectations`).
@@ -29,7 +30,7 @@ from typing import Any
 
 from kgate.collect.source import try_parse
 from kgate.collect.specialization import Specialization
-from kgate.compile import expectations
+from kgate.compile import expectations, gluon
 from kgate.compile.cache import cache_write_failure, triton_folder, write_artifact
 from kgate.compile.frames import project_frame
 from kgate.compile.units import CUBIN, steady_log, store_text
@@ -101,6 +102,9 @@ def _load(kernel: str) -> Any:
     except BaseException as exc:
         if isinstance(exc, KeyboardInterrupt):
             raise
+        lacking = gluon.lacks_gluon(exc)
+        if lacking is not None:
+            raise KernelError(f"cannot import {module_name}: {lacking}", project_frame(exc, _ROOTS)) from None
         probe = any(word in str(exc).lower() for word in ("device", "cuda", "gpu", "driver", "nvidia"))
         hint = "" if os.environ.get("KGATE_SETUP") or not probe else (
             " (a project whose modules probe the GPU when they import can name a set-up hook, run first, in the "
@@ -173,14 +177,14 @@ def compile_variant(payload: dict[str, Any]) -> dict[str, Any]:
 
     A captured variant carries its specialisation; a registered one carries example arguments, which
     Triton's own launcher binds here for the target (`kgate.capture.runtime.bind`). Either way the compile
-    is the launcher's: `triton.compile(ASTSource(fn, signature, constants, attrs), target, options)`.
+    is the launcher's: `triton.compile(ASTSource(fn, signature, constants, attrs), target, options)`, with the
+    source class the launcher uses for the kernel (`kgate.compile.gluon.source_class`).
     """
     variant = payload["variant"]
     obj = _imported(payload, variant["kernel"])
     import triton
     from triton import knobs
     from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
 
     target = payload["target"]
     capability = CAPABILITY[target]
@@ -203,7 +207,7 @@ def compile_variant(payload: dict[str, Any]) -> dict[str, Any]:
     triton_cache = os.environ.get("TRITON_CACHE_DIR")
     try:
         with contextlib.redirect_stdout(log), triton_folder(triton_cache):
-            compiled = triton.compile(ASTSource(fn, signature, constants, attrs),
+            compiled = triton.compile(gluon.source_class(fn)(fn, signature, constants, attrs),
                                       target=GPUTarget("cuda", capability, 32), options=options)
     except Exception as exc:  # noqa: BLE001 - any compiler failure becomes a finding
         # ...but for Triton's own cache (in kgate's) or a disk that is full: the run cannot go on.
@@ -218,10 +222,11 @@ def compile_variant(payload: dict[str, Any]) -> dict[str, Any]:
     hashes = {"ptx": store_text(folder, "ptx", compiled.asm["ptx"]),
               "ptxas_log": store_text(folder, "ptxas_log", steady_log(ptxas_log)),
               "ttgir": store_text(folder, "ttgir", compiled.asm.get("ttgir", ""))}
-    expect = expectations.compiled(variant, compiled.asm.get("ttir", ""))
+    expect = expectations.compiled(variant, gluon.first_ir(compiled.asm))
     if makes_sass(bool(payload.get("sass")) or expectations.BLOCK_SCALE in expect, ptxas_log):
         hashes["sass"] = store_text(folder, "sass", disassemble(folder / CUBIN))
-    return {"context": variant_context(payload, spec, seconds, expect), "artifacts": hashes,
+    context = variant_context(payload, spec, seconds, expect, gluon.num_stages(fn, spec.num_stages))
+    return {"context": context, "artifacts": hashes,
             "dynamic_smem": int(compiled.metadata.shared or 0)}
 
 
@@ -301,6 +306,11 @@ def decode_constant(value: Any, name: str) -> Any:
         return dtype
     if value.startswith("jit:"):
         return _load(value[4:])
+    if gluon.is_gluon_call(value):
+        try:
+            return gluon.gluon_object(value)
+        except gluon.NotGluon as exc:
+            raise KernelError(f"{name} = {value!r}: {exc}") from None
     return value
 
 
@@ -365,10 +375,10 @@ def disassemble(cubin: Path) -> str:
 
 
 def variant_context(payload: dict[str, Any], spec: Specialization, seconds: float,
-                    expect: list[str]) -> dict[str, Any]:
+                    expect: list[str], num_stages: int | None) -> dict[str, Any]:
     """What KernelFacts says of a variant besides what the compiler's output says: its identity, where it is
     defined, what the registration and the launcher's specialisation made of it, what it is expected to contain
-    (`kgate.compile.expectations`)."""
+    (`kgate.compile.expectations`), the pipeline stages its compile had (`kgate.compile.gluon.num_stages`)."""
     variant = payload["variant"]
     return dict(
         kernel=variant["kernel"],
@@ -379,7 +389,7 @@ def variant_context(payload: dict[str, Any], spec: Specialization, seconds: floa
         line=payload["line"],
         kind=variant["kind"],
         num_warps=spec.num_warps,
-        num_stages=spec.num_stages,
+        num_stages=num_stages,
         expect=list(expect),
         pdl=spec.pdl,
         shapes=list(variant.get("shapes", ())),

@@ -7,7 +7,11 @@ time; Triton is imported when a value is encoded.
 
 from __future__ import annotations
 
+import dataclasses
+import sys
 from typing import Any
+
+GLUON = "triton.experimental.gluon"  # Gluon's package: its layouts are frozen dataclasses of its own
 
 
 class Unsupported(Exception):
@@ -54,6 +58,37 @@ def encode_constant(value: Any) -> Any:
         return f"tl.{attr}"
     if isinstance(value, (tuple, list)):
         return [encode_constant(v) for v in value]
-    if type(value).__name__ == "JITFunction":
+    if type(value).__name__ in ("JITFunction", "GluonJITFunction"):
         return f"jit:{value.module}:{value.fn.__qualname__}"
+    if _is_gluon_object(value):
+        return gluon_call(value)
     raise Unsupported(f"a constexpr of type {type(value).__name__}")
+
+
+def _is_gluon_object(value: Any) -> bool:
+    """A Gluon layout (or another frozen dataclass of Gluon's: a cache policy) passed as a constexpr."""
+    return dataclasses.is_dataclass(value) and not isinstance(value, type) \
+        and type(value).__module__.startswith(GLUON + ".")
+
+
+def gluon_call(value: Any) -> str:
+    """A Gluon layout as the call that makes it again, every field by name: `gl.BlockedLayout(size_per_thread=[4],
+    threads_per_warp=[32], warps_per_cta=[4], order=[0], cga_layout=[])` (a class Gluon's language module does
+    not export by its module's path). Read back by `kgate.compile.gluon.gluon_object`."""
+    cls = type(value)
+    language = sys.modules.get(GLUON + ".language")
+    name = f"gl.{cls.__name__}" if getattr(language, cls.__name__, None) is cls else f"{cls.__module__}.{cls.__qualname__}"
+    fields = ", ".join(f"{f.name}={_argument(getattr(value, f.name))}" for f in dataclasses.fields(value) if f.init)
+    return f"{name}({fields})"
+
+
+def _argument(value: Any) -> str:
+    if _is_gluon_object(value):
+        return gluon_call(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_argument(v) for v in value) + "]"
+    if isinstance(value, tuple):
+        return "(" + ", ".join(_argument(v) for v in value) + ("," if len(value) == 1 else "") + ")"
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return repr(value)
+    raise Unsupported(f"a Gluon constexpr holding a {type(value).__name__}")

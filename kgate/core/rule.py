@@ -214,9 +214,11 @@ DEPENDS = "depends"
 
 @dataclass(frozen=True)
 class SourceContext:
-    """What a source rule may read besides the file itself."""
+    """What a source rule may read besides the file itself. `shared`: what the source rules of one run keep for one
+    another, the same dictionary for all of them (the project's other modules, read once however many rules ask)."""
 
     options: dict[str, Any]
+    shared: dict[Any, Any] = field(default_factory=dict, compare=False, hash=False)
 
 
 @dataclass(frozen=True)

@@ -120,8 +120,8 @@ DEFS: dict[str, Any] = {"constexpr": _CONSTEXPR_JSON, "arg": _ARG_JSON}
 
 TRITON: tuple[Setting, ...] = (
     Setting("kernel", "string", REQUIRED, type_text='string ("package.module:function")', doc=(
-        "The kernel, as `package.module:function`: a `@triton.jit` function, autotuned or not, found under a "
-        "`python-path` entry. kgate reads its parameters from the source when it is provably a plain "
+        "The kernel, as `package.module:function`: a `@triton.jit` or `@gluon.jit` function, autotuned or not, "
+        "found under a `python-path` entry. kgate reads its parameters from the source when it is provably a plain "
         "`@triton.jit` function, and otherwise imports the module in a compile worker to see what the name "
         "holds.")),
     Setting("signature", "table", {}, key_name="argument", values=Setting("", "string", "", ""),

@@ -94,13 +94,15 @@ def source_rules(selection: Selection) -> list[SourceRule]:
     """The selected rules that read source files, in registry order (KG004, if selected, first: it
     applies to every file the others read)."""
     out = []
+    shared: dict[Any, Any] = {}  # what the rules of the run keep for one another (`SourceContext.shared`)
     for code in registry.codes():
         row_layer = next(module for c, _n, module in registry.REGISTRY if c == code).split(".")[0]
         if row_layer not in SOURCE_LAYERS + SECOND_SOURCE_LAYERS or not selection.active(code):
             continue
         rule = registry.load(code)
         if rule.files and (row_layer in SOURCE_LAYERS or rule.source_check is not None):
-            out.append(SourceRule(rule, glob_matcher(rule.files), SourceContext(options=rule_options(selection, code))))
+            out.append(SourceRule(rule, glob_matcher(rule.files), SourceContext(options=rule_options(selection, code),
+                                                                                shared=shared)))
     if out and selection.active(UNREADABLE):
         out.insert(0, SourceRule(registry.load(UNREADABLE), _every_file, SourceContext(options={})))
     return out
@@ -239,7 +241,7 @@ def from_json(data: list[Any]) -> FileResult:
     findings, directives, ran = data
     if not findings and not directives:
         return FileResult((), (), tuple(ran))
-    return FileResult(tuple(RawFinding(*f[:-1], tuple(tuple(r) for r in f[-1])) for f in findings),
+    return FileResult(tuple(RawFinding._make([*f[:-1], tuple(tuple(r) for r in f[-1])]) for f in findings),
                       tuple(Directive(d[0], d[1], d[2], tuple(d[3]), d[4], d[5], d[6]) for d in directives), tuple(ran))
 
 
@@ -283,7 +285,7 @@ Linted = tuple[str, str, FileResult, str, int]
 def _lint_one(rel: str, path: str, rules: list[SourceRule]) -> Linted:
     result, data = lint_file(path, rel, rules)
     cacheable = data is not None and not result.reads_beyond
-    return rel, path, result, content_digest(data) if cacheable else "", len(data or b"")
+    return rel, path, result, content_digest(data) if data is not None and cacheable else "", len(data or b"")
 
 
 def _lint_many(todo: list[tuple[str, str]], rules: list[SourceRule], jobs: int | None) -> list[Linted]:

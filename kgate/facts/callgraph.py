@@ -116,7 +116,8 @@ class _Found:
 
 
 class CallGraph:
-    """The `.entry` and `.func` definitions of one PTX module and the calls between them."""
+    """The `.entry` and `.func` definitions of one PTX module and the calls between them (`text`: the module as
+    the assembler reads it, comments blanked: `kgate.facts.ptx_text.code`)."""
 
     def __init__(self, functions: list[PtxFunction], text: str) -> None:
         self.functions = {f.name: f for f in functions}
@@ -334,15 +335,10 @@ class CallGraph:
 def _address_taken(functions: dict[str, PtxFunction], text: str) -> set[str]:
     """The `.func`s named anywhere but in their own header and as a direct call's target: a function pointer
     (an operand of `mov`, a table in `.global` memory) may call them."""
-    uses = Counter(_TOKEN.findall(_without_comments(text)))
+    uses = Counter(_TOKEN.findall(text))
     direct = Counter(call_target(i) for f in functions.values() for i in f.instructions if is_call(i))
     return {name for name, f in functions.items()
             if f.kind == "func" and uses[name] > f.mentions + direct[name]}
-
-
-def _without_comments(text: str) -> str:
-    text = re.sub(r"/\*.*?\*/", " ", text, flags=re.DOTALL)
-    return re.sub(r"//[^\n]*", "", text)
 
 
 def entry_facts(graph: CallGraph, name: str) -> PtxEntry:

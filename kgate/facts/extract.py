@@ -18,7 +18,15 @@ from kgate.compile.units import Artifacts
 from kgate.core.errors import ParseError
 from kgate.facts.cubin import indirect_branches
 from kgate.facts.ptx import EntryHeader, GlobalAccess, PtxEntry, PtxFacts, SourceLoc, entry_headers, parse_ptx
-from kgate.facts.ptxas_log import EntryResources, Frame, Resources, function_frames, parse_ptxas_log, resources
+from kgate.facts.ptxas_log import (
+    EntryResources,
+    Frame,
+    Resources,
+    frames_for,
+    function_frames,
+    parse_ptxas_log,
+    resources,
+)
 from kgate.facts.sass import INDIRECT, SassFunction, SassSummary, local_in_loops, parse_sass
 from kgate.facts.ttgir import Pipeline, parse_pipeline
 
@@ -42,7 +50,7 @@ class Sources:
         return parse_ptxas_log(self.artifacts.ptxas_log)
 
     @cached_property
-    def frames(self) -> dict[str, Frame]:
+    def frames(self) -> dict[str | None, dict[str, Frame]]:
         return function_frames(self.artifacts.ptxas_log)
 
     @cached_property
@@ -66,8 +74,23 @@ class Sources:
     def pipeline(self) -> Pipeline | None:
         return parse_pipeline(self.artifacts.ttgir)
 
+    def reading(self, artifacts: Artifacts) -> Sources:
+        """The sources of `artifacts`, with what this one has parsed already where they hold the same texts (a unit
+        read again once its SASS is added parses only the SASS)."""
+        found = Sources(artifacts)
+        before = self.artifacts
+        if (artifacts.ptx, artifacts.ptxas_log, artifacts.ttgir) == (before.ptx, before.ptxas_log, before.ttgir):
+            for name in _NOT_SASS:
+                if name in self.__dict__:
+                    found.__dict__[name] = self.__dict__[name]
+        return found
+
     def entry_names(self) -> list[str]:
         return [entry.name for entry in self.ptx.entries]
+
+
+# What Sources parses from the PTX, the ptxas log and the TTGIR (cached per instance, by `cached_property`).
+_NOT_SASS = ("ptx", "headers", "ptxas", "frames", "pipeline")
 
 
 # --------------------------------------------------------------------------- extractors: (sources, entry) -> value
@@ -88,7 +111,7 @@ def entry_resources(src: Sources, entry: str) -> Resources:
     found = src.ptxas.get(entry)
     if found is None:
         raise ParseError(f"the ptxas log has no figures for {entry!r}")
-    frames = src.frames
+    frames = frames_for(src.frames, entry)
     called = tuple((name, frames[name]) for name in src.ptx.entry(entry).calls if name in frames)
     return resources(found, src.artifacts.dynamic_smem, called)
 

@@ -82,7 +82,8 @@ class KernelFacts:
     compile_seconds: float = 0.0
     toolchain: dict[str, str] = field(default_factory=dict)
     # Triton: what the launcher specialised (divisible_by_16, equal_to_1, none: argument names), and where
-    # the variant comes from ("registered" or "captured"); CUDA kernels leave both empty.
+    # the variant comes from ("registered", "captured", or "registered+captured" where both); CUDA kernels leave
+    # both empty.
     specialization: dict[str, list[str]] = field(default_factory=dict)
     source: str = ""
     # The capture environments whose record of this launch is gated on this target (`[captured."..."]` of the

@@ -13,20 +13,19 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import cached_property, lru_cache
 from itertools import pairwise
 
 from kgate.core.errors import ParseError
 from kgate.facts.numbers import count
+from kgate.facts.ptx_text import BRANCH_TARGETS, LOC, Label, body_items, code, label_names, resolve
 
 _TARGET = re.compile(r"^\s*\.target\s+([\w.]+)", re.MULTILINE)
 _FUNC_HEAD = re.compile(r"^\s*(?:\.visible\s+|\.weak\s+|\.extern\s+)*\.(entry|func)\s+(?:\([^)]*\)\s*)?([\w$.]+)", re.MULTILINE)
-_LOC = re.compile(r"^\s*\.loc\s+(\d+)\s+(\d+)\s+(\d+)")
-_FILE = re.compile(r'^\s*\.file\s+(\d+)\s+"([^"]*)"', re.MULTILINE)
-_LABEL = re.compile(r"^\s*([$%\w]+):(?!:)")
+FILE = re.compile(r'^\s*\.file\s+(\d+)\s+"([^"]*)"', re.MULTILINE)
 _PRED = re.compile(r"^@(!?)(%?[\w]+)\s+")
+_BRACE = re.compile(r"[{}]")
 _MMA_PREFIXES = ("mma.", "wgmma.mma_async", "tcgen05.mma")
-
-BRANCH_TARGETS = ".branchtargets"  # a jump table: `$L_brx_0: .branchtargets $L1, $L2;`, read by `brx.idx`
 
 # State spaces that are never global memory.
 _NOT_GLOBAL = {"param", "shared", "local", "const", "reg", "sreg", "tex"}
@@ -98,16 +97,26 @@ class PtxFacts:
             if len(self.entries) != 1:
                 raise ParseError(f"expected one .entry in PTX, found {len(self.entries)}")
             return self.entries[0]
+        found = self._by_name.get(name)
+        if found is None:
+            raise ParseError(f"no .entry {name!r} in PTX")
+        return found
+
+    @cached_property
+    def _by_name(self) -> dict[str, PtxEntry]:
+        """Entries by name (the first of a name): asked once per fact of every kernel of a file."""
+        out: dict[str, PtxEntry] = {}
         for entry in self.entries:
-            if entry.name == name:
-                return entry
-        raise ParseError(f"no .entry {name!r} in PTX")
+            out.setdefault(entry.name, entry)
+        return out
 
 
+@lru_cache(maxsize=4096)
 def is_mma(opcode: str) -> bool:
     return opcode.startswith(_MMA_PREFIXES) and not opcode.startswith(("wgmma.fence", "wgmma.commit", "wgmma.wait"))
 
 
+@lru_cache(maxsize=4096)  # asked of every instruction, again for each entry that reaches it; opcodes repeat
 def is_global_access(opcode: str) -> bool:
     """Whether an instruction reads or writes global memory (or may: generic).
 
@@ -115,17 +124,20 @@ def is_global_access(opcode: str) -> bool:
     `st.async.shared::cluster`, `atom.acq_rel.cta.shared::cta`): every part of the opcode is read, and a
     sub-space (`shared::cta`) counts as its space. A `cp` form touches global memory when it names it as one of
     its spaces (`cp.async.ca.shared.global`, `cp.async.bulk.tensor...global`); its bookkeeping forms
-    (`cp.async.wait_all`, `commit_group`) and shared-to-shared copies do not. Texture and surface instructions
-    read and write global memory, and so do `wmma.load` and `wmma.store` from a global or generic address.
+    (`cp.async.wait_all`, `commit_group`), shared-to-shared copies and prefetches into the L2 cache
+    (`cp.async.bulk.prefetch...`, which read nothing into the program, like `prefetch` itself) do not. Texture
+    and surface instructions read and write global memory, and so do `wmma.load` and `wmma.store` from a global or
+    generic address, `discard` (the lines' values become indeterminate: a write) and the tensor-map writes
+    (`tensormap.replace`, `tensormap.cp_fenceproxy` into global memory).
     """
     parts = opcode.split(".")
     head = parts[0]
     spaces = [part.split("::")[0] for part in parts[1:]]
-    if head in ("ld", "st", "atom", "red", "ldu"):
+    if head in ("ld", "st", "atom", "red", "ldu", "discard", "tensormap"):
         # `ld.global...`, or a generic `ld.u32` (which may be global); not shared, local, param...
         return "global" in spaces or not any(space in _NOT_GLOBAL for space in spaces)
     if head == "cp":
-        return "global" in spaces
+        return "global" in spaces and "prefetch" not in spaces
     if head == "wmma" and len(parts) > 1 and parts[1] in ("load", "store"):
         return "global" in spaces or not any(space in _NOT_GLOBAL for space in spaces)
     return head in ("multimem", "tex", "tld4", "suld", "sust", "sured")
@@ -135,6 +147,7 @@ def parse_ptx(text: str) -> PtxFacts:
     """Parse a PTX module. Raises ParseError when it is not PTX at all."""
     from kgate.facts.callgraph import CallGraph, entry_facts  # it reads this module's types
 
+    text = code(text)
     target_match = _TARGET.search(text)
     if target_match is None:
         raise ParseError("no .target directive: not a PTX module")
@@ -149,84 +162,80 @@ def parse_ptx(text: str) -> PtxFacts:
 
 def functions(text: str) -> list[PtxFunction]:
     """Every `.entry` and `.func` with a body, in text order (a name defined twice: its last definition)."""
-    files = {count(n): name for n, name in _FILE.findall(text)}
+    text = code(text)
+    files = {count(n): name for n, name in FILE.findall(text)}
     mentions = Counter(match.group(2) for match in _FUNC_HEAD.finditer(text))
-    found = {name: PtxFunction(kind, name, tuple(_instructions(body, first_line, files)), mentions[name])
+    found = {name: PtxFunction(kind, name, tuple(_items(body, first_line, files)), mentions[name])
              for kind, name, body, first_line in _split_functions(text)}
     return list(found.values())
 
 
 def _split_functions(text: str) -> list[tuple[str, str, str, int]]:
-    """(kind, name, body text, line number of the body's first line) per function."""
+    """(kind, name, body text, line number of the body's first line) per function of a module whose comments are
+    blanked (`ptx_text.code`: a brace in a comment is no brace).
+
+    A body is the first `{` after the header (none before a `;`: a prototype) to its matching `}` (to the end of
+    the text when it has none). Linear in the text: every brace is matched in one pass, and lines are counted on
+    from the previous body's start, not from the top each time (a CUDA file's PTX has thousands of functions).
+    """
+    closing = _matching_braces(text)
     out = []
+    counted, line = 0, 1
     for match in _FUNC_HEAD.finditer(text):
         kind, name = match.group(1), match.group(2)
-        # Find the body: the first '{' after the parameter list, matched to its '}'.
         start = text.find("{", match.end())
-        semi = text.find(";", match.end())
-        if start < 0 or (0 <= semi < start):
+        semi = text.find(";", match.end(), start if start >= 0 else len(text))
+        if start < 0 or semi >= 0:
             continue  # a declaration (prototype) without a body
-        depth = 0
-        end = start
-        for end in range(start, len(text)):
-            ch = text[end]
-            if ch == "{":
-                depth += 1
-            elif ch == "}":
-                depth -= 1
-                if depth == 0:
-                    break
-        first_line = text.count("\n", 0, start) + 1
-        out.append((kind, name, text[start + 1 : end], first_line))
+        end = closing.get(start, len(text) - 1)
+        line += text.count("\n", counted, start)
+        counted = start
+        out.append((kind, name, text[start + 1 : end], line))
     return out
 
 
-def _instructions(body: str, first_line: int, files: dict[int, str]) -> list[Instruction | str]:
-    """Instructions and label names (str) of a function body, in order."""
-    items: list[Instruction | str] = []
-    loc: SourceLoc | None = None
-    # Inside an inline asm block the backend numbers the block's own lines on from the statement's line
-    # (`.loc 1 17 9`, `.loc 1 18 9`, ...): the statement's place is the first `.loc` of the block.
-    in_asm = asm_located = False
-    pending = ""
-    pending_line = first_line
-    for offset, raw in enumerate(body.split("\n")):
-        lineno = first_line + offset
-        line, _, comment = raw.partition("//")
-        line = line.strip()
-        if not line:
-            marker = comment.strip()
-            if marker in ("begin inline asm", "end inline asm"):
-                in_asm, asm_located = marker == "begin inline asm", False
+def _matching_braces(text: str) -> dict[int, int]:
+    """Position of each `{` -> position of the `}` that closes it (a `{` never closed is left out)."""
+    closing: dict[int, int] = {}
+    open_at: list[int] = []
+    for brace in _BRACE.finditer(text):
+        if brace.group() == "{":
+            open_at.append(brace.start())
+        elif open_at:
+            closing[open_at.pop()] = brace.start()
+    return closing
+
+
+def _items(body: str, first_line: int, files: dict[int, str]) -> list[Instruction | str]:
+    """Instructions and label names (str) of a function body, in order; a label of an inner scope is named after
+    it, and a branch names the label it reaches (`ptx_text.resolve`)."""
+    parsed = body_items(body, first_line)
+    names = label_names(parsed)
+    scoped = any(len(item.scopes) > 1 for item in parsed if isinstance(item, Label))
+    out: list[Instruction | str] = []
+    for item in parsed:
+        if isinstance(item, Label):
+            out.append(names[(item.name, item.scopes[-1])])
             continue
-        loc_match = _LOC.match(line)
-        if loc_match:
-            file_no, src_line, col = (count(g) for g in loc_match.groups())
-            if src_line and not (in_asm and asm_located):
-                loc = SourceLoc(files.get(file_no, str(file_no)), src_line, col)
-                asm_located = in_asm
-            continue
-        if line.startswith(".") and not line.startswith(BRANCH_TARGETS):
-            continue  # .reg, .local, .shared and other declarations
-        label = _LABEL.match(line)
-        if label and not pending:
-            items.append(label.group(1))
-            line = line[label.end():].strip()
-            if not line or (line.startswith(".") and not line.startswith(BRANCH_TARGETS)):
-                continue  # a labelled directive other than a jump table (`.callprototype`, ...)
-        line = line.strip("{} \t")
-        if not line:
-            continue
-        if not pending:
-            pending_line = lineno
-        pending = f"{pending} {line}".strip()
-        while ";" in pending:
-            stmt, pending = pending.split(";", 1)
-            pending = pending.strip()
-            stmt = stmt.strip("{} \t")
-            if stmt:
-                items.append(_instruction(stmt, pending_line, loc))
-    return items
+        place = item.place
+        loc = SourceLoc(files.get(place[0], str(place[0])), place[1], place[2]) if place else None
+        instr = _instruction(item.text, item.line, loc)
+        out.append(_retargeted(instr, item.scopes, names) if scoped else instr)
+    return out
+
+
+def _retargeted(instr: Instruction, scopes: tuple[int, ...], names: dict[tuple[str, int], str]) -> Instruction:
+    """A branch, or a jump table, naming the labels it reaches by the names `_items` gives them."""
+    head = instr.opcode.split(".")[0]
+    if head in ("bra", "brx"):
+        before, _, target = instr.text.rstrip().rpartition(" ")
+        text = f"{before} {resolve(target.strip(',;'), scopes, names)}"
+    elif instr.opcode == BRANCH_TARGETS:
+        listed = instr.text[len(BRANCH_TARGETS):].split(",")
+        text = BRANCH_TARGETS + " " + ", ".join(resolve(n.strip(), scopes, names) for n in listed if n.strip())
+    else:
+        return instr
+    return Instruction(instr.opcode, instr.predicated, text, instr.ptx_line, instr.loc)
 
 
 def _instruction(stmt: str, ptx_line: int, loc: SourceLoc | None) -> Instruction:
@@ -352,7 +361,8 @@ _NTID = re.compile(r"\.(?:maxntid|reqntid)\s+(\d+)(?:\s*,\s*(\d+))?(?:\s*,\s*(\d
 
 def entry_headers(text: str) -> dict[str, EntryHeader]:
     """Per `.entry`: its first source location and its threads-per-CTA bound, if any."""
-    files = {count(n): name for n, name in _FILE.findall(text)}
+    text = code(text)
+    files = {count(n): name for n, name in FILE.findall(text)}
     out = {}
     for match in _FUNC_HEAD.finditer(text):
         if match.group(1) != "entry":
@@ -367,13 +377,22 @@ def entry_headers(text: str) -> dict[str, EntryHeader]:
             threads = 1
             for group in ntid.groups():
                 threads *= count(group) if group else 1
-        first = None
-        for line in text[start:].split("\n", 400)[:400]:
-            loc = _LOC.match(line)
-            if loc:
-                file_no, src_line, col = (count(g) for g in loc.groups())
-                if src_line:
-                    first = SourceLoc(files.get(file_no, str(file_no)), src_line, col)
-                    break
-        out[match.group(2)] = EntryHeader(match.group(2), first, threads)
+        out[match.group(2)] = EntryHeader(match.group(2), _first_loc(text, start, files), threads)
     return out
+
+
+def _first_loc(text: str, start: int, files: dict[int, str]) -> SourceLoc | None:
+    """The first `.loc` with a line in the 400 lines from `start` (read in place: a copy of the rest of the text
+    for every entry would make reading a module quadratic in its size)."""
+    begin = start
+    for _ in range(400):
+        end = text.find("\n", begin)
+        loc = LOC.match(text[begin:] if end < 0 else text[begin:end])
+        if loc:
+            file_no, src_line, col = (count(g) for g in loc.groups())
+            if src_line:
+                return SourceLoc(files.get(file_no, str(file_no)), src_line, col)
+        if end < 0:
+            return None
+        begin = end + 1
+    return None

@@ -11,7 +11,10 @@ The log names every function it compiles. For an entry it prints
 inline gets a "Function properties" block of its own, outside any entry's:
 its stack frame and spills are not in the entry's figures, so an entry's
 resources add those of every function its PTX reaches (`function_frames`,
-and the call graph of `kgate.facts.callgraph`). Lines kgate does not know
+and the call graph of `kgate.facts.callgraph`). In a whole-program compile
+that block follows each entry that calls the function, and is that entry's:
+the entry's register bound is the function's, so it may spill under one
+entry and not under another. Lines kgate does not know
 are ignored; an entry without a "Used ... registers" line is an error.
 """
 
@@ -32,6 +35,7 @@ _USED = re.compile(r"Used (\d+) registers")
 _BARRIERS = re.compile(r"used (\d+) barriers")
 _SMEM = re.compile(r"(?<!\d)(\d+) bytes smem")
 _CUMULATIVE = re.compile(r"(?<!\d)(\d+) bytes cumulative stack size")
+_COMPILE_TIME = re.compile(r"Compile time = ")
 
 
 @dataclass(frozen=True)
@@ -94,19 +98,51 @@ def resources(entry: EntryResources, dynamic_smem: int = 0,
                      barriers=entry.barriers, callees=spilling)
 
 
-def function_frames(text: str) -> dict[str, Frame]:
-    """The "Function properties" figures of every function the log names, entries and device functions."""
-    frames: dict[str, Frame] = {}
+def function_frames(text: str) -> dict[str | None, dict[str, Frame]]:
+    """The "Function properties" figures of every function the log names, by the entry they were compiled with.
+
+    A whole-program compile prints a device function's figures after each entry that calls it, and each is that
+    entry's own: the function is compiled into the entry under the entry's register bound, and spills under one
+    bound and not under another. A function compiled apart (`-rdc=true`: its own "Compile time" line follows its
+    figures) is under None, as is one printed before any entry."""
+    out: dict[str | None, dict[str, Frame]] = {}
+    entry: str | None = None
     properties_for: str | None = None
+    block: tuple[str, Frame] | None = None  # figures read, not yet known to be an entry's or apart
+
+    def place(context: str | None) -> None:
+        nonlocal block
+        if block is not None:
+            out.setdefault(context, {})[block[0]] = block[1]
+            block = None
+
     for line in text.splitlines():
+        compiling = _COMPILING.search(line)
         props = _PROPERTIES.search(line)
-        if props:
-            properties_for = props.group(1)
+        if compiling or props:
+            place(entry)
+            entry = compiling.group(1) if compiling else entry
+            properties_for = props.group(1) if props else None
             continue
         frame = _FRAME.search(line)
         if frame and properties_for is not None:
-            frames[properties_for] = Frame(*(count(g) for g in frame.groups()))
-    return frames
+            block, properties_for = (properties_for, Frame(*(count(g) for g in frame.groups()))), None
+        elif _USED.search(line):
+            place(entry)  # the entry's own figures
+        elif _COMPILE_TIME.search(line):
+            place(None)  # a function compiled on its own
+    place(entry)
+    return out
+
+
+def frames_for(frames: dict[str | None, dict[str, Frame]], entry: str) -> dict[str, Frame]:
+    """The figures of the functions `entry` calls: those compiled with it, else those compiled apart, else (a log
+    that does not say) any printed."""
+    out: dict[str, Frame] = {}
+    for context, found in frames.items():
+        if context not in (None, entry):
+            out.update(found)
+    return {**out, **frames.get(None, {}), **frames.get(entry, {})}
 
 
 def parse_ptxas_log(text: str) -> dict[str, EntryResources]:

@@ -10,7 +10,9 @@ compile stage to compile again.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
+from functools import partial
 from typing import Any
 
 from kgate.collect.captures import CapturedSpec
@@ -21,7 +23,7 @@ from kgate.compile.cuda_engine import IDENTITY, compile_cuda
 from kgate.compile.engine import Compilation, Progress, RunSummary, compile_triton
 from kgate.compile.pool import Pool
 from kgate.compile.preflight import CudaCompilers
-from kgate.compile.units import Compiled, CompileFailure
+from kgate.compile.units import Artifacts, Compiled, CompileFailure
 from kgate.core.config import Config, TritonEntry
 from kgate.core.errors import KgateError
 from kgate.facts.build import unit_facts
@@ -47,12 +49,15 @@ Built = list[tuple[str, KernelFacts]]  # (PTX entry, facts) of each kernel a uni
 class Facts:
     """Units' facts, from the facts cache or their artifacts, each unit read once a run."""
 
-    def __init__(self, cache: Cache, model: type[KernelFacts] = KernelFacts) -> None:
+    def __init__(self, cache: Cache, model: type[KernelFacts] = KernelFacts, *, reuse: bool = False) -> None:
         self.cache = cache
         self.model = model
         self.schema = facts_schema(model)
         self.memo: dict[str, Built | str | None] = {}
         self.unsaved: set[str] = set()  # built this run, not yet written to the cache
+        # `reuse`: the parsed artifacts of the last read of each unit are kept, so that the unit read again with its
+        # SASS added parses only the SASS (a compile worker's reading of the one unit it compiled).
+        self.parsed: dict[str, Sources] | None = {} if reuse else None
 
     def key(self, unit: Compiled) -> str:
         identity = unit.context if unit.language == "triton" else {k: unit.context.get(k) for k in IDENTITY}
@@ -79,11 +84,18 @@ class Facts:
         if artifacts is None:
             return None
         try:
-            built = unit_facts(unit, Sources(artifacts), self.model)
+            built = unit_facts(unit, self._sources(unit, artifacts), self.model)
         except KgateError as exc:  # ParseError: output the compiler would not write; never cached
             return str(exc)
         self.unsaved.add(key)
         return built
+
+    def _sources(self, unit: Compiled, artifacts: Artifacts) -> Sources:
+        if self.parsed is None:
+            return Sources(artifacts)
+        before = self.parsed.get(unit.key)
+        self.parsed[unit.key] = found = before.reading(artifacts) if before is not None else Sources(artifacts)
+        return found
 
     def _shape(self, value: Any) -> None:
         check_record(value, self.model)
@@ -103,6 +115,20 @@ class Facts:
 
     def usable(self, unit: Compiled) -> bool:
         return self.placed(unit) is not None
+
+
+@dataclass(frozen=True)
+class WorkerFacts:
+    """What a CUDA unit's compile worker reads of it (`kgate.compile.cuda_engine.Analyse`): the symbols whose SASS
+    a rule reads and the unit lacks, the unit's facts kept in the cache once none lacks. Made in the main process,
+    called in the worker: it holds only what pickles (the cache's folder and `--sass`)."""
+
+    cache: Cache
+    sass_all: bool
+
+    def __call__(self) -> Callable[[Compiled], list[str] | None]:
+        facts = Facts(self.cache, reuse=True)
+        return partial(_lacking_sass, facts, sass_all=self.sass_all)
 
 
 def check_record(value: Any, model: type[KernelFacts] = KernelFacts) -> None:
@@ -159,14 +185,17 @@ def with_captures(item: KernelFacts, entry: CapturedSpec | None, device_independ
 
 def cuda_facts(config: Config, targets: tuple[str, ...], *, jobs: int, progress: Progress | None = None,
                sass_all: bool = False, kernels: list[str] | None = None, pool: Pool | None = None,
-               files: frozenset[str] | None = None, found: CudaCompilers | None = None) -> CompileRun:
+               files: frozenset[str] | None = None, found: CudaCompilers | None = None,
+               durations: dict[str, float] | None = None) -> CompileRun:
     """The facts of every kernel the configured CUDA sources define, for every target.
 
     `files`: only these sources (a shard's slice); `kernels`: only the kernels these globs name; `found`: the
-    compilers, resolved before the run's first compile."""
+    compilers, resolved before the run's first compile; `durations`: the seconds earlier runs took per file (the
+    timings file), to start the longest compiles first. A fresh compile's facts are read in its worker."""
     facts = Facts(Cache(config.root / config.cache_dir, config.cache_dir))
     compilation = compile_cuda(config, targets, jobs=jobs, progress=progress, pool=pool, files=files, kernels=kernels,
-                               needs=lambda unit: _lacking_sass(facts, unit, sass_all), found=found)
+                               needs=lambda unit: _lacking_sass(facts, unit, sass_all), found=found,
+                               analyse=WorkerFacts(facts.cache, sass_all), durations=durations)
     run = _run_of(compilation)
     built: list[tuple[Compiled, str, KernelFacts]] = []
     for unit in compilation.units:

@@ -25,6 +25,8 @@ _ADDRESSED = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+(@!?U?P\w+\s+)?([A-Z][A-Z0-
 # A branch or return taken only sometimes: a guard on it, or a predicate among its operands (`BRA.U !UP0, 0x3c0`).
 _CONDITION = re.compile(r"^@|(?:^|[\s,!])U?P[0-6]\b")
 _BRANCH_TARGET = re.compile(r"\b0x([0-9a-f]+)\b")
+_GUARD = re.compile(r"^\s*@!?U?P\w+\s+")
+_REGISTER = re.compile(r"U?R\d+|URZ|RZ")
 
 INDIRECT = ("BRX", "BRXU", "JMX", "JMXU")  # jumps through a register: the cubin lists their targets
 MMA_HEADS = ("HMMA", "QMMA", "OMMA", "IMMA", "UTCQMMA", "UTCOMMA", "UTCHMMA", "HGMMA", "QGMMA", "UTCMMA")
@@ -106,12 +108,17 @@ def local_in_loops(text: str, indirect: dict[str, dict[int, tuple[int, ...]]] | 
 
 def _looped(body: list[tuple[int, str, str]], tables: dict[int, tuple[int, ...]]) -> set[int]:
     """The addresses of a listing that run once per trip of some loop: inside a loop's span, or in a
-    subroutine called from there."""
+    subroutine called from there. A call through a register (`CALL.REL.NOINC R2 0x0`: a function pointer) may
+    reach any subroutine: all that the function's own code, walked from its start, does not reach."""
     loops = [(target, address) for address, op, operands in body
              for target in _jump_targets(address, op, operands, tables) if target < address]
     looped = {address for address, _op, _operands in body if any(lo <= address <= hi for lo, hi in loops)}
     calls = {address: target for address, op, operands in body if op.startswith("CALL.REL")
-             for target in _jump_targets(address, "BRA", operands, tables)[:1]}
+             and not _through_register(operands) for target in _jump_targets(address, "BRA", operands, tables)[:1]}
+    if any(address in looped and op.startswith("CALL") and _through_register(operands)
+           for address, op, operands in body):
+        own = _reached(body, body[0][0], tables)
+        looped |= {address for address, _op, _operands in body if address not in own}
     pending = [target for address, target in calls.items() if address in looped]
     while pending:
         for address in _reached(body, pending.pop(), tables):
@@ -120,6 +127,12 @@ def _looped(body: list[tuple[int, str, str]], tables: dict[int, tuple[int, ...]]
                 if address in calls:
                     pending.append(calls[address])
     return looped
+
+
+def _through_register(operands: str) -> bool:
+    """Whether a call's target is a register's value (its first operand, after any guard)."""
+    words = _GUARD.sub("", operands).split()
+    return bool(words) and _REGISTER.fullmatch(words[0].rstrip(",")) is not None
 
 
 def _reached(body: list[tuple[int, str, str]], start: int, tables: dict[int, tuple[int, ...]]) -> set[int]:

@@ -174,8 +174,12 @@ def compile_kernels(config: Config, entries: list[TritonEntry], captured: list[C
         with Pool(jobs, worker_env(cfg)) as pool:
             triton = triton_facts(cfg, entries, targets, jobs=jobs, progress=progress, sass_all=options.sass,
                                   pool=pool, captured=captured, toolchain=found.triton)
+            # The compile seconds earlier runs recorded (the timings file that sharding reads) start the longest
+            # CUDA compile first.
+            durations = {} if options.no_cache else shard.load_timings(config)
             cuda = cuda_facts(replace(cfg, cuda=cuda_config), targets, jobs=jobs, progress=progress, sass_all=options.sass,
-                              kernels=list(options.kernels) or None, pool=pool, files=files, found=found.cuda)
+                              kernels=list(options.kernels) or None, pool=pool, files=files, found=found.cuda,
+                              durations=durations)
     covered = frozenset({e.kernel for e in entries} | {c.spec.kernel for c in captured} | {f.kernel for f in cuda.facts}
                         | {f.kernel for f in cuda.failures})
     return merge_runs(triton, cuda), covered

@@ -41,6 +41,7 @@ def python_edits(text: str, edits: list[tuple[int, int, Edit]]) -> str:
 
     tokens: list[tuple[int, int, Any]] = []
     statements: dict[int, Any] = {}
+    node: Any
     for node in positions:
         if isinstance(node, (cst.SimpleString, cst.Comment, cst.FormattedStringText)):
             tokens.append((*bounds(node), node))

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from kgate import __version__
+from kgate.collect import pyproject
 from kgate.core.findings import Related
 from kgate.evaluate.source import FileResult, SourceRule, content_digest, from_json, to_json
 from kgate.support import jsondoc
@@ -105,6 +106,7 @@ class LintCache:
         self.entries: dict[str, list[Any]] = {}
         self.changed: dict[str, list[Any]] = {}
         self._loaded_mtime = 0
+        self._trees: dict[str, list[int]] = {}  # a project root's Python files' state, read once
         self._load()
 
     def _load(self) -> None:
@@ -132,7 +134,7 @@ class LintCache:
             stat, trusted, digest, result, depends = entry
         except (TypeError, ValueError):  # not an entry this cache wrote: rebuilt
             return None
-        if stat != state_of(st) or not _unchanged(depends):
+        if stat != state_of(st) or not self._unchanged(depends):
             return None
         if not trusted:
             try:
@@ -158,6 +160,14 @@ class LintCache:
             return  # changed while we read it
         self._remember(rel, st, digest, to_json(result), [[path, list(state) if state is not None else None]
                                                           for path, state in result.depends])
+
+    def _unchanged(self, depends: Any) -> bool:
+        """Whether every other file a result read is in the state it was then (an entry that is not such a list of
+        [path, state] pairs: not)."""
+        try:
+            return all(isinstance(path, str) and _state(path, self._trees) == state for path, state in depends)
+        except (TypeError, ValueError):
+            return False
 
     def _remember(self, rel: str, st: os.stat_result, digest: str, result: list[Any], depends: list[Any]) -> None:
         trusted = st.st_mtime_ns < time.time_ns() - _RACY_NS
@@ -206,13 +216,15 @@ class LintCache:
                 pass
 
 
-def _unchanged(depends: Any) -> bool:
-    """Whether every other file a result read is in the state it was then (an entry that is not such a list of
-    [path, state] pairs: not)."""
-    try:
-        return all(isinstance(path, str) and path_state(path) == state for path, state in depends)
-    except (TypeError, ValueError):
-        return False
+def _state(path: str, trees: dict[str, list[int]]) -> list[int] | None:
+    """The state of a file a result read, or of a project's Python files together (`pyproject.TREE`), each tree
+    walked once per run."""
+    if not path.startswith(pyproject.TREE):
+        return path_state(path)
+    root = path[len(pyproject.TREE):]
+    if root not in trees:
+        trees[root] = pyproject.tree_state(root)
+    return trees[root]
 
 
 def _replace(path: Path, data: bytes) -> None:

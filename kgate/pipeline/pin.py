@@ -159,7 +159,8 @@ def _pin_text(text: str, lines: dict[int, list[str]], lang: str) -> tuple[str, d
             tail = ("  " if code.strip() else "") + tail
             code = code.rstrip() if code.strip() else code
         pieces.append((start, end, code + tail))
-    out, done = [], 0
+    out: list[str] = []
+    done = 0
     for start, end, new in pieces:  # in order of position: the text is put together once
         out.extend((text[done:start], new))
         done = end

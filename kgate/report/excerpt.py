@@ -18,7 +18,6 @@ from dataclasses import dataclass
 # schema, so this reader lives here rather than beside it).
 from kgate.facts import ptx
 from kgate.facts.listing import Instruction as SassInstruction
-from kgate.facts.numbers import count
 from kgate.facts.sass import MMA_HEADS
 
 BLOCK_MMA, MMA, LOCAL, PDL = "block-scaled MMA", "MMA", "local load/store", "griddepcontrol"
@@ -96,12 +95,11 @@ Item = tuple[str, "str | None", str, int]  # text, kind, source file, source lin
 
 def ptx_items(text: str, entry: str) -> list[Item]:
     """The instructions of one PTX function with their kinds and source places; empty where it is absent."""
-    files = {count(n): name for n, name in ptx._FILE.findall(text)}
     raw = text.splitlines()
-    for _kind, name, body, first_line in ptx._split_functions(text):
-        if name == entry:
+    for function in ptx.functions(text):
+        if function.name == entry:
             return [(_as_written(i, raw), ptx_kind(i.opcode), i.loc.file if i.loc else "", i.loc.line if i.loc else 0)
-                    for i in ptx._instructions(body, first_line, files) if isinstance(i, ptx.Instruction)]
+                    for i in function.instructions]
     return []
 
 

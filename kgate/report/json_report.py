@@ -7,9 +7,9 @@ identity, value, related (other places: path, line, ptx_line, message) and ratch
 differences the finding says, which the top-level "ratchet" list leaves out); kernels carry registers, spill_bytes (spill stores), spill_loads,
 stack_bytes, smem_bytes, constexprs, signature, specialization (Triton: the
 arguments the launcher specialised, as divisible_by_16, equal_to_1 and none),
-source ("registered" or "captured"; "" for CUDA), captured (the capture environments the row's
-launch was recorded in that are gated on its target, as the capture file names them; [] where no capture
-recorded it), instructions (PTX MMA opcodes
+source ("registered", "captured", or "registered+captured" for a launch both are; "" for CUDA), captured
+(the capture environments the row's launch was recorded in that are gated on its target, as the capture file
+names them; [] where no capture recorded it), instructions (PTX MMA opcodes
 by full name, with counts) and sass (SASS opcode counts, null when not
 disassembled). Every key is always present; lists are sorted and keys are
 written in sorted order. Nothing in it depends on timing or on the machine,

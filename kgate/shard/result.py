@@ -242,7 +242,7 @@ def _record(kind: Any, where: str, item: Any) -> Any:
     """A Finding or CompileFailure from JSON, every field of its declared type."""
     if not isinstance(item, dict):
         raise Malformed(f"{where}: not a JSON object")
-    declared = {f.name: f.type for f in fields(kind)}
+    declared = {f.name: str(f.type) for f in fields(kind)}  # the annotations are strings (postponed)
     unknown = sorted(set(item) - set(declared))
     if unknown:
         raise Malformed(f"{where}: unknown field {unknown[0]!r}")
@@ -361,7 +361,7 @@ def _check_facts(shards: list[Shard]) -> None:
         kernels = {u.split(":", 1)[1] for u in shard.data["slice"] if u.startswith("triton:")}
         files = {f for u in shard.data["slice"] if u.startswith("cuda:") for f in u.split(":", 1)[1].split("+")}
         # A CUDA kernel's variant is its file (its definition may be in a header).
-        records = [(f.key, f.kernel if f.language == "triton" else f.variant) for f in shard.facts]
+        records: list[tuple[tuple[str, ...], str]] = [(f.key, f.kernel if f.language == "triton" else f.variant) for f in shard.facts]
         records += [((f.kernel, f.variant, f.target, f.rule), f.kernel if f.kernel in kernels else f.path)
                     for f in shard.failures]
         for key, unit in records:

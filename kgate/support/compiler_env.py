@@ -14,8 +14,10 @@ reads the historic names listed here too. A variable whose value names a file or
 The programs the compilers are, or run, are keyed by their identity (`program_identity`): the ptxas a variable
 names, the nvcc found on PATH or under CUDA_HOME, and the host compiler nvcc preprocesses device code with (the
 gcc on PATH, or the one `-ccbin` or NVCC_CCBIN names). A program that is a script (a wrapper around the real
-compiler) is keyed by the variables it names and by the programs it names as PATH finds them. Keying on a variable
-that changes nothing costs a compile, never a verdict.
+compiler) is keyed by the variables it names and by the files it names with its variables expanded (the programs
+it runs, as PATH finds them, and the settings it sources), not those it writes to. A file nvcc's flag variables
+name (`--options-file`) is keyed by its state. Keying on a variable that changes nothing costs a compile, never a
+verdict.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import importlib.util
 import os
 import re
 import shutil
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import cache
 from pathlib import Path
 
@@ -87,17 +89,28 @@ def triton_environment() -> dict[str, str]:
 
 
 def nvcc_environment() -> dict[str, str]:
-    """The variables set in this environment that nvcc and its host compiler read, sorted by name (the headers
-    found through CPATH and its kin are keyed as the compile reads them; the host compiler by `nvcc_programs`)."""
-    return {k: os.environ[k] for k in NVCC_NAMES if k in os.environ}
+    """The variables set in this environment that nvcc and its host compiler read, sorted by name, the flags with
+    the state of each file they name (`--options-file F`: nvcc reads more flags from it). The headers found
+    through CPATH and its kin are keyed as the compile reads them; the host compiler by `nvcc_programs`."""
+    return {k: _with_what_it_names(k, os.environ[k], _flag_paths) if k.endswith("_FLAGS") else os.environ[k]
+            for k in NVCC_NAMES if k in os.environ}
 
 
-def _with_what_it_names(name: str, text: str) -> str:
-    """A variable's value, with the state of the file (or input folder) it names (a path list: each one's)."""
+def _flag_paths(text: str) -> list[str]:
+    """The words of a command line, and the value of each `--option=value` among them."""
+    return [part for word in text.split() for part in dict.fromkeys((word, word.partition("=")[2])) if part]
+
+
+def _path_list(text: str) -> list[str]:
+    return [os.path.expanduser(part) for part in text.split(os.pathsep) if part]
+
+
+def _with_what_it_names(name: str, text: str, paths: Callable[[str], list[str]] = _path_list) -> str:
+    """A variable's value, with the state of each file (or input folder) it names: a path list's parts, or the
+    words of flags (`paths`)."""
     if not text or len(text) > 4096:
         return text
-    states = [_state_of(name, os.path.expanduser(part)) for part in text.split(os.pathsep) if part]
-    states = [s for s in states if s]
+    states = [state for part in paths(text) if (state := _state_of(name, part))]
     return text if not states else f"{text} [{'; '.join(states)}]"
 
 
@@ -125,8 +138,11 @@ def _folder_state(path: str) -> str:
 
 def program_identity(path: str, depth: int = 3) -> str:
     """What a program is for a key: its file's name and state; for a script (a wrapper that runs the real
-    compiler), also the values of the variables it names and the programs it names, as PATH finds them, each by
-    its identity in turn. Each is noted as an input of the run (its replay)."""
+    compiler), also the values of the variables it names (`$NAME`, `os.environ.get("NAME")`, `$ENV{NAME}`) and
+    the files it names, with its variables expanded as this environment sets them (`"$TOOLKIT/bin/nvcc"`: a
+    link that a toolkit switched in place retargets is another program), each by its identity in turn: a
+    program as a path or as PATH finds it, any other file by its path (settings it sources, options it passes).
+    A file it writes to (`>> log`) is no input of it. Each is noted as an input of the run (its replay)."""
     try:
         identity = filestat.identity(path)
     except (OSError, ValueError):
@@ -135,17 +151,38 @@ def program_identity(path: str, depth: int = 3) -> str:
     text = _script(path)
     if text is None or depth <= 0:
         return identity
-    variables = sorted(set(re.findall(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)", text)) |
-                       set(re.findall(r"""(?:environ|getenv)\W{1,3}["']([A-Za-z_][A-Za-z0-9_]*)["']""", text)))
+    variables = sorted({name for pattern in _VARIABLES for name in pattern.findall(text)})
     for name in variables:
         reads.note_env(name)
-    programs = sorted({found for word in set(_WORD.findall(text[text.find("\n") + 1:]))
-                       if (found := _program(word)) and os.path.realpath(found) != os.path.realpath(path)})
+    body = os.path.expandvars(text[text.find("\n") + 1:])
+    named = sorted({found for word in _read_words(body)
+                    if (found := _named(word)) and os.path.realpath(found) != os.path.realpath(path)})
     return " ".join([identity, *(f"{name}={os.environ.get(name)!r}" for name in variables),
-                     *(f"[{program_identity(p, depth - 1)}]" for p in programs)])
+                     *(f"[{program_identity(p, depth - 1)}]" for p in named)])
 
 
+# How a script names a variable: a shell's `$NAME` and `${NAME}`, Python's `os.environ["NAME"]`,
+# `os.environ.get("NAME")` and `os.getenv("NAME")`, Perl's `$ENV{NAME}`.
+_VARIABLES = (re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)"),
+              re.compile(r"""(?:environ|getenv)(?:\.get)?\W{1,3}["']([A-Za-z_][A-Za-z0-9_]*)["']"""),
+              re.compile(r"""\$ENV\{\s*["']?([A-Za-z_][A-Za-z0-9_]*)"""))
 _WORD = re.compile(r"(?<![\w$/.{-])(/[\w.+/-]+|[A-Za-z_][\w.+-]*)")
+
+
+_WRITTEN = re.compile(r""">>?\s*["']?([^\s"';|&)]+)""")
+
+
+def _read_words(body: str) -> set[str]:
+    """The words of a script that may name what it runs or reads: not the files it redirects output to."""
+    return set(_WORD.findall(body)) - set(_WRITTEN.findall(body))
+
+
+def _named(word: str) -> str | None:
+    """The file a word of a script names: any file by its path, a program as PATH finds it."""
+    if word.startswith("/"):
+        return word if os.path.isfile(word) else None
+    found = shutil.which(word)
+    return found if found and os.path.isfile(found) else None
 
 
 def _script(path: str) -> str | None:
@@ -156,14 +193,6 @@ def _script(path: str) -> str | None:
     except OSError:
         return None
     return head.decode("utf-8", errors="replace") if head.startswith(b"#!") else None
-
-
-def _program(word: str) -> str | None:
-    """The program a word of a script runs, if it names one: by its path, or as PATH finds it."""
-    if word.startswith("/"):
-        return word if os.path.isfile(word) and os.access(word, os.X_OK) else None
-    found = shutil.which(word)
-    return found if found and os.path.isfile(found) else None
 
 
 def nvcc_programs(nvcc: str, flags: Iterable[str]) -> dict[str, str]:

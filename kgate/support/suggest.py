@@ -12,7 +12,7 @@ def closest(word: str, known: Iterable[str]) -> str | None:
     Codes are compared without case (`kg13` finds KG103, `--Selct` finds --select)."""
     import difflib  # only on the way to an error message
 
-    by_fold = {}
+    by_fold: dict[str, str] = {}
     for candidate in known:
         by_fold.setdefault(candidate.casefold(), candidate)
     folded = word.casefold()

@@ -13,11 +13,14 @@ most a few dozen variants over all shapes).
 
 The same rule has a second source of evidence, read by `kgate lint` before
 anything runs: a launch site (`kernel[grid](...)`, `kernel.run(...)`) in the
-`@triton.jit` kernel's own module that passes, for one of its
-`tl.constexpr` parameters, a value that follows the token count or the
-batch is reported at that argument. The value is followed through the
-launching function's assignments, the module's helper functions and the
-module's own calls of the launching function, and classed as KG201
+`@triton.jit` kernel's own module, or in a module of the project that
+imports it (`from .kernels import fwd_kernel`, then `fwd_kernel[grid](...)`),
+that passes, for one of its `tl.constexpr` parameters, a value that follows
+the token count or the batch is reported at that argument. The value is
+followed through the launching function's assignments, its module's helper
+functions and the calls of the launching function (the module's own, or
+where it has none, those of the project's other modules that import it:
+a launcher called from a layer or a serving backend), and classed as KG201
 classes autotune keys: the first dimension of a tensor (`x.shape[0]`,
 `B` of `B, T, H = q.shape`), `x.numel()`, and anything computed from them
 that does not bound them (`B * T`, `ceil(n_rows / sm_count)` even with
@@ -28,10 +31,16 @@ built model fixes are model dimensions (a weight, a bias or a scale; a
 parameter, a buffer or a start-up table of the module, such as
 `hc_fn.shape[0]` where every call passes `self.hc_fn`, or
 `self.req_to_token.numel()`; the row stride of a `[T, H]` tensor). A name
-alone places nothing here (a parameter of the launcher that no call in
-the module passes, `self.n_rows`): only the captures can tell what it
-takes. Constexprs the launch does not pass
-(set by autotune configs or `triton.heuristics`) are never judged.
+alone places nothing here (a parameter of the launcher that nothing in
+the project calls, `self.n_rows`): only the captures can tell what it
+takes. The size of one row of a tensor (`pool[0].numel()`, its
+dimensions after the first) is not placed either. Constexprs the launch does not pass
+(set by autotune configs or `triton.heuristics`) are never judged. Tests
+and benchmarks (modules in a `test`, `tests`, `bench` or `benchmark(s)`
+folder, or named `test_*.py`, `*_test.py`, `conftest.py`, `bench_*.py`)
+are not read for it, nor followed as callers: they run their reference
+kernels on shapes of their own choosing, each compiled once, and nothing
+ships them.
 
 ## Why is this bad?
 Every new value of a constexpr is a new compile: tens to hundreds of
@@ -64,11 +73,13 @@ from __future__ import annotations
 
 import ast
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from kgate.collect import pysource as py
 from kgate.collect.pylaunch import RUNTIME, UNKNOWN, Launches, Names
+from kgate.collect.pyproject import Modules, checks_kernels, modules
+from kgate.collect.pyscopes import launch_lines
 from kgate.collect.source import SourceFile
 from kgate.core.findings import Severity
 from kgate.core.rule import CaptureContext, CapturedKernel, Option, Report, Rule, SourceContext
@@ -100,30 +111,58 @@ def check(kernel: CapturedKernel, ctx: CaptureContext) -> Iterable[Report]:
 
 
 def source_check(source: SourceFile, ctx: SourceContext) -> Iterable[Report]:
-    """`kgate lint`: a launch site in the kernel's own module that passes a token or batch dimension for one of
-    its `tl.constexpr` parameters (kgate.collect.pylaunch reads the value, as KG201 reads autotune keys)."""
+    """`kgate lint`: a launch site that passes a token or batch dimension for a `tl.constexpr` parameter of a kernel of
+    the module, or of a kernel it imports from another module of the project (kgate.collect.pylaunch reads the value,
+    as KG201 reads autotune keys)."""
+    if checks_kernels(source.rel):
+        return  # a test's or a benchmark's reference kernel: each shape it picks compiles once, nothing ships it
     info = py.info(source)
     if not info.uses_triton():
         return
     ignored = set(ctx.options["ignore"])
-    kernels: dict[str, list[tuple[str, int | None, bool]]] = {}  # kernel -> (constexpr, position, has a default)
-    for fn in info.functions:
-        if not py.is_kernel(fn, info.imports):
-            continue
-        positional = [*fn.args.posonlyargs, *fn.args.args]
-        defaults = {a.arg for a, d in zip(positional[len(positional) - len(fn.args.defaults):], fn.args.defaults)}
-        defaults |= {a.arg for a, d in zip(fn.args.kwonlyargs, fn.args.kw_defaults) if d is not None}
-        constexprs = [(p.arg, positional.index(p) if p in positional else None, p.arg in defaults)
-                      for p in py.parameters(fn) if py.is_constexpr(p.annotation, info.imports) and p.arg not in ignored]
-        if constexprs:
-            kernels[fn.name] = constexprs
-    if not kernels:
-        return
-    launches = Launches(source, info, set(kernels), set(kernels), _EVIDENCE_ONLY, frozenset())
+    own = {fn.name: (fn.name, constexprs) for fn in info.functions if py.is_kernel(fn, info.imports)
+           if (constexprs := _constexprs(fn, info.imports, ignored))}
+    project = modules(ctx.shared, source.path, source.rel)
+    asked = project.asked
+    kernels = {**_imported_kernels(source, info, project, ignored, set(own)), **own}
+    if kernels:
+        launches = Launches(source, info, set(kernels), set(own), _EVIDENCE_ONLY, frozenset(), project)
+        yield from _reports(source, launches, kernels)
+    if project.asked != asked:
+        project.depend(source)  # calls in the project's other modules decided: the verdict holds while the project's Python files do
+
+
+def _constexprs(fn: py.Function, imports: dict[str, str], ignored: set[str]) -> list[tuple[str, int | None, bool]]:
+    """(name, position, has a default) of each `tl.constexpr` parameter of a kernel, those ignored left out."""
+    positional = [*fn.args.posonlyargs, *fn.args.args]
+    defaults = {a.arg for a, d in zip(positional[len(positional) - len(fn.args.defaults):], fn.args.defaults)}
+    defaults |= {a.arg for a, d in zip(fn.args.kwonlyargs, fn.args.kw_defaults) if d is not None}
+    return [(p.arg, positional.index(p) if p in positional else None, p.arg in defaults)
+            for p in py.parameters(fn) if py.is_constexpr(p.annotation, imports) and p.arg not in ignored]
+
+
+def _imported_kernels(source: SourceFile, info: py.ParsedModule, project: Modules, ignored: set[str],
+                      own: set[str]) -> dict[str, tuple[str, list[tuple[str, int | None, bool]]]]:
+    """The kernels of the project's other modules that this module imports and launches (`from .kernels import
+    fwd_kernel as fwd`, then `fwd[grid](...)`): the name they have here -> their own name and constexprs."""
+    out = {}
+    words = {name for name in project.bound(source) if name not in own}
+    launched = project.imported(source, {name for name in words if launch_lines(source.text, {name})})
+    for name, found in launched.items():
+        kernel = project.kernel(*found)
+        if kernel is not None and (constexprs := _constexprs(kernel[0], kernel[1], ignored)):
+            out[name] = (found[1], constexprs)
+    return out
+
+
+def _reports(source: SourceFile, launches: Launches,
+             kernels: dict[str, tuple[str, list[tuple[str, int | None, bool]]]]) -> Iterator[Report]:
+    """A report at each argument a launch passes that follows the token count for a constexpr (`kernels`: the name
+    launched -> the kernel's own name and constexprs)."""
     seen: set[tuple[int, int]] = set()
-    for kernel, constexprs in kernels.items():
+    for launched, (kernel, constexprs) in kernels.items():
         for name, position, default in constexprs:
-            for expr, verdict in launches.passed(kernel, name, position, default):
+            for expr, verdict in launches.passed(launched, name, position, default):
                 if expr is None or verdict.cls != RUNTIME:
                     continue
                 span = source.span(expr)
@@ -161,7 +200,7 @@ RULE = Rule(
         "ignore": Option([], "constexpr names never reported", list, items=str),
     },
     files=("*.py",),
-    prefilter=(b"constexpr",),
+    prefilter=(b"constexpr", b"]("),  # a kernel's parameters, or a launch (of a kernel another module defines)
     requires=(py.TRITON_MARKERS,),  # it reads only modules that reach Triton
     source_check=source_check,
 )

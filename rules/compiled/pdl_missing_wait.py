@@ -5,10 +5,13 @@ For a kernel launched with programmatic dependent launch (Triton
 checks on the PTX control-flow graph that `griddepcontrol.wait` is executed
 before every global memory access on every path from the kernel's entry.
 Loads, stores, atomics, `cp.async` copies from or to global memory,
-texture and surface instructions and `wmma.load`/`wmma.store` count
+texture and surface instructions, `wmma.load`/`wmma.store`, `discard`
+(which leaves the lines' values indeterminate) and tensor-map writes count
 (shared, local, constant and parameter memory never do, whatever
 qualifiers come before the space: `ld.volatile.shared`,
-`st.async.shared::cluster`), wherever they are: in the
+`st.async.shared::cluster`; nor do prefetches into the cache,
+`prefetch` and `cp.async.bulk.prefetch`, which read nothing into the
+kernel), wherever they are: in the
 kernel or in any device function it calls (`@triton.jit(noinline=True)`,
 `__noinline__`), however deep, each reported at the kernel's call; a wait in
 a called function counts where it is called, when every path through that

@@ -223,7 +223,7 @@ def _judged(source: Any, bare: list[tuple[int, int, str, str, str]], note: bool)
     handed = handed_on(tree, source.path, here) if tree is not None else []
     found = _Builds(here, units(source.name, source.text, tree))
     for number, col, written, family, kind in bare:
-        span = {"line": number, "col": col + 1, "end_line": number, "end_col": col + 1 + len(written),
+        span: dict[str, Any] = {"line": number, "col": col + 1, "end_line": number, "end_col": col + 1 + len(written),
                 "discriminator": written}
         inner = [(first, folder) for first, last, folder in handed if first <= number <= last]
         folder = max(inner, key=lambda item: item[0])[1] if inner else here

@@ -88,7 +88,20 @@ reading the last error takes: of the overloads `device_check()` (which
 reads it) and `device_check(cudaError_t)` (which checks the error it is
 given), only the first is a launch check. A function that waits
 (`cudaStreamSynchronize`) reports errors of work that already ran, not a
-launch's own, and is no check. torch's `C10_CUDA_KERNEL_LAUNCH_CHECK()` and
+launch's own, and is no check in a library, whose callers decide what a
+failed launch does. In a program of its own (a file that defines `main`: a
+test or a benchmark) it is: a synchronizing call (`cudaDeviceSynchronize`,
+`cudaStreamSynchronize`, `cudaEventSynchronize`) whose returned error is
+read (wrapped in a check, assigned, compared, returned) later in the
+launching function, in any block of it and with no `return` before it,
+covers the launch, since the program reports the failure and stops there:
+
+```cuda
+init<<<blocks, 256, 0, stream>>>(x, n);
+CUDACHECK(cudaMemcpyAsync(y, x, bytes, cudaMemcpyDeviceToDevice, stream));
+if (timed) { ...; CUDACHECK(cudaStreamSynchronize(stream)); } else { ... }
+```
+torch's `C10_CUDA_KERNEL_LAUNCH_CHECK()` and
 `STD_CUDA_KERNEL_LAUNCH_CHECK()` (the stable ABI's) are known by name,
 because their definitions live in torch's headers
 (`c10/cuda/CUDAException.h`, `torch/csrc/stable/macros.h`), not in the
@@ -138,7 +151,9 @@ or `CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, args...));`.
   of the last error when called without arguments), besides the runtime
   queries, torch's launch checks and the project's own checks.
 - `window` (integer, default 3): lines after the launch's `;` in which the
-  check must appear.
+  check must appear; a line that holds only a comment is not counted, so
+  a comment block between a launch and its check does not push the check
+  out of reach.
 - `macros` (string, default `"ignore"`): `"note"` reports, once per file, how
   many launches written inside a `#define` no use of which was found were
   not judged.
@@ -183,10 +198,11 @@ from kgate.core.rule import READS_BEYOND, Option, Report, Rule, SourceContext
 
 
 def check(source: Any, ctx: SourceContext) -> Iterable[Report]:
-    code = blanked(source).code
+    text = blanked(source)
+    code = text.code
     window = ctx.options["window"]
     found = search(code, source.rel, ctx.options["check_macros"], window,
-                   lambda: cuda_project.project(ctx, source.path, source.rel))
+                   lambda: cuda_project.project(ctx, source.path, source.rel), text.comment_lines)
     if found.read_beyond:
         source.derived[READS_BEYOND] = True
     yield from _reports(source, code, found, ctx.options["check_macros"], window)
@@ -210,7 +226,7 @@ def _reports(source: Any, code: str, found: Search, macros: list[str], window: i
 
 
 def _report(code: str, starts: list[int], unchecked: Unchecked, window: int, rel: str) -> Report:
-    where = {"line": line_at(starts, unchecked.offset), "col": column(code, unchecked.offset) + 1}
+    where: dict[str, Any] = {"line": line_at(starts, unchecked.offset), "col": column(code, unchecked.offset) + 1}
     if unchecked.kind == "call":
         launched = f"launches `{unchecked.kernel}`" if unchecked.kernel else "launches a kernel"
         return Report(f"`{unchecked.callee}` {launched} and this call of it has no error check within {window} "

@@ -181,6 +181,7 @@ import os
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any, cast
 
 from kgate.collect import pyautotune, pysparse
 from kgate.collect import pysource as py
@@ -216,10 +217,11 @@ class _Access:
     used: bool  # the value the call returns is used (an atomic's old value)
     value: str  # the written value, as `ast.dump` text ('' for a load or a value not passed)
     pointer: ast.expr | None = None  # the pointer expression, for an access in the kernel itself
+    language: str = "tl"  # how the kernel's language names the op: "tl", or "gl" in a Gluon function
 
     @property
     def describe(self) -> str:
-        return f"tl.{self.op}" + (f" in `{self.helper}`" if self.helper else "")
+        return f"{self.language}.{self.op}" + (f" in `{self.helper}`" if self.helper else "")
 
 
 class _Module:
@@ -455,6 +457,7 @@ class _Module:
         params = [arg.arg for arg in py.parameters(fn)]
         local: dict[str, list[ast.expr]] | None = None
         discarded: set[int] = set()
+        language = "gl" if py.kernel_language(fn, self.imports) == "gluon" else "tl"
         for node in self.calls(fn, memory):
             if local is None:
                 local = _assignments(fn)
@@ -463,7 +466,8 @@ class _Module:
             if found is not None:
                 op, pointer, value = found
                 yield _Access(node, op, "", tuple(_roots(pointer, params, local, self.imports, set(), 0)),
-                              id(node) not in discarded, ast.dump(value) if value is not None else "", pointer)
+                              id(node) not in discarded, ast.dump(value) if value is not None else "", pointer,
+                              language)
                 continue
             helper = self.functions.get(node.func.id) if isinstance(node.func, ast.Name) else None
             if helper is None or helper is fn or depth >= _DEPTH or helper.name not in self.writers:
@@ -474,7 +478,8 @@ class _Module:
                 passed = _passed(node, helper, param)
                 if passed is not None:
                     roots = tuple(_roots(passed, params, local, self.imports, set(), 0))
-                    yield _Access(node, inner.op, inner.helper or helper.name, roots, inner.used, inner.value)
+                    yield _Access(node, inner.op, inner.helper or helper.name, roots, inner.used, inner.value,
+                                  language=inner.language)
 
     def _access(self, call: ast.Call, params: list[str], local: dict[str, list[ast.expr]],
                 memory: bool) -> tuple[str, ast.expr, ast.expr | None] | None:
@@ -498,7 +503,7 @@ class _Module:
         return (func.attr, base, operands[2]) if operands is not None else None
 
 
-class _Partial(list):  # type: ignore[type-arg]
+class _Partial(list[Any]):
     """Configs read from an expression some parts of which kgate could not read."""
 
 
@@ -509,9 +514,9 @@ def _bound(fn: Function, call: ast.Call) -> dict[str, ast.expr]:
     positional = [*fn.args.posonlyargs, *fn.args.args]
     for param, default in zip(positional[len(positional) - len(fn.args.defaults):], fn.args.defaults):
         out[param.arg] = default
-    for param, default in zip(fn.args.kwonlyargs, fn.args.kw_defaults):
-        if default is not None:
-            out[param.arg] = default
+    for param, kw_default in zip(fn.args.kwonlyargs, fn.args.kw_defaults):
+        if kw_default is not None:
+            out[param.arg] = kw_default
     for param, arg in zip(positional, call.args):
         if isinstance(arg, ast.Starred):
             break
@@ -744,7 +749,7 @@ def _applications(source: SourceFile, module: _Module | None, whole: py.ParsedMo
             yield from _imported_kernel(source, module or _Module(source, whole), project, application)
             continue
         fn = module.function(application.kernel) if module is not None else None
-        if fn is not None:
+        if fn is not None and module is not None:
             yield from _check_kernel(source, module, fn, application.arguments,
                                      reported.setdefault(fn.name, set()),
                                      None if application.decorator else application.at)
@@ -929,9 +934,10 @@ class _ListPaths:
                 return True, paths
             if not paths:
                 return False, paths
-            paths = self._step(stmt, node, paths)
-            if paths is None:
+            stepped = self._step(stmt, node, paths)
+            if stepped is None:
                 return None
+            paths = stepped
         return False, paths
 
     def _step(self, stmt: ast.stmt, node: ast.AST, paths: list) -> list | None:
@@ -1017,7 +1023,7 @@ class _ListPaths:
     def _decide(self, test: ast.expr, value: object) -> bool | None:
         if value is _UNKNOWN:
             return None
-        names, none = value  # type: ignore[misc]
+        names, none = cast("tuple[Any, bool]", value)
         if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
             inner = self._decide(test.operand, value)
             return None if inner is None else not inner
@@ -1165,7 +1171,7 @@ def _truth(test: ast.expr, values: dict[str, object]) -> bool | None:
         inner = _truth(test.operand, values)
         return None if inner is None else not inner
     if isinstance(test, ast.Compare) and len(test.ops) == 1 and type(test.ops[0]) in _COMPARE:
-        sides = []
+        sides: list[Any] = []
         for side in (test.left, test.comparators[0]):
             if isinstance(side, ast.Constant):
                 sides.append(side.value)

@@ -1,7 +1,8 @@
 """## What it does
-Flags a device print left in a `@triton.jit` function: a call to
-`tl.device_print` (however `triton.language` is imported), or to Python's
-`print`, which Triton compiles into the same device print.
+Flags a device print left in a `@triton.jit` or `@gluon.jit` function: a
+call to `tl.device_print` (however `triton.language` is imported) or
+Gluon's `gl.device_print`, or to Python's `print`, which Triton and Gluon
+compile into the same device print.
 `tl.static_print`, which prints once while compiling, is not reported, nor
 is a kernel declared a debug kernel with `@triton.jit(debug=True)` (a
 checker whose prints and `tl.device_assert`s are its purpose).
@@ -61,8 +62,6 @@ from kgate.collect.source import SourceFile
 from kgate.core.findings import Severity
 from kgate.core.rule import Report, Rule, SourceContext
 
-_DEVICE_PRINT = frozenset({"triton.language.device_print", "triton.language.core.device_print"})
-
 
 def _gated_jit(fn: py.Function, imports: dict[str, str]) -> bool:
     """A Triton kernel (`kgate.collect.pysource.kernel_decorator`) not declared a debug kernel
@@ -74,6 +73,12 @@ def _gated_jit(fn: py.Function, imports: dict[str, str]) -> bool:
     return not (isinstance(debug, ast.Constant) and debug.value is True)
 
 
+def _device_print(name: str | None) -> bool:
+    """`device_print` of Triton's language or Gluon's, by the qualified name a call has."""
+    module, _, op = (name or "").rpartition(".")
+    return op == "device_print" and py.is_triton_language(module)
+
+
 def check(source: SourceFile, ctx: SourceContext) -> Iterable[Report]:
     info = py.info(source)
     if not info.uses_triton():
@@ -82,19 +87,20 @@ def check(source: SourceFile, ctx: SourceContext) -> Iterable[Report]:
     for fn in info.functions:
         if not _gated_jit(fn, imports):
             continue
+        prefix = "gl" if py.kernel_language(fn, imports) == "gluon" else "tl"
         for stmt in py.statements(fn):
             for node in py.expressions(stmt):
                 if not isinstance(node, ast.Call):
                     continue
-                name = py.qualified(node.func, imports)
-                if name in _DEVICE_PRINT:
-                    what = "tl.device_print"
+                if _device_print(py.qualified(node.func, imports)):
+                    what = f"{prefix}.device_print"
                 elif isinstance(node.func, ast.Name) and node.func.id == "print" and "print" not in imports:
                     what = "print"
                 else:
                     continue
-                yield Report(f"{what} in `@triton.jit` function `{fn.name}`: every thread of every launch prints "
-                             f"through the host (remove it, or use tl.static_print for compile-time values)",
+                jit = "gluon.jit" if prefix == "gl" else "triton.jit"
+                yield Report(f"{what} in `@{jit}` function `{fn.name}`: every thread of every launch prints "
+                             f"through the host (remove it, or use {prefix}.static_print for compile-time values)",
                              scope=fn.name, **source.span(node))
 
 

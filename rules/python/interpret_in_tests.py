@@ -18,6 +18,12 @@ without compiling a single kernel, so compiler errors, register spills and
 wrong code generation all pass. Which tests are affected depends on import
 order, so the same test can be real in one run and interpreted in another.
 
+Gluon has no interpreter: `@gluon.jit` ignores the switch (measured with
+Triton 3.6 and 3.9), so a Gluon kernel is compiled as usual, and on a
+machine without a GPU its launch fails for want of a driver. The switch
+still sends every `@triton.jit` kernel of the process to the interpreter,
+so it is reported in a project of both.
+
 ## Example
 ```python
 # conftest.py

@@ -5,8 +5,10 @@ every such key.
 
 Each key is judged by what the launch sites in the same module
 (`kernel[grid](...)`, `kernel.run(...)`, `torch.library.wrap_triton(kernel)[grid](...)`)
-pass for it, followed through the
-launching function's assignments and the module's own helper functions:
+pass for it, or where the module launches the kernel nowhere, the launch
+sites in the project's other modules that import it (`from .kernels import
+fwd_kernel` in `ops.py`), followed through the launching function's
+assignments and its module's own helper functions:
 
 - **token or batch dimension** (an error): the first dimension of a tensor
   (`x.shape[0]`, `x.size(0)`, `B` of `B, T, H, D = q.shape`), `x.numel()`,
@@ -45,11 +47,15 @@ launching function's assignments and the module's own helper functions:
   `T * H`).
 
 A parameter of the launching function is what the module's own calls of
-that function pass for it, where there are such calls.
+that function pass for it, or where there are none, what the calls in the
+project's other modules that import the function pass (a launcher called
+from a layer or a serving backend; tests and benchmarks, which pick shapes
+of their own, are not followed). Because such a verdict reads other
+files, it is never answered from the lint cache.
 
-A key no launch site in the module places (the kernel is launched from
-another module, or the value is a parameter of the launcher that no call
-in the module passes) is judged by its name: `runtime-shape-names`, or a name with a word such as `tokens`,
+A key no launch site places (the value is a parameter of a launcher that
+nothing in the project calls, an entry point, or what a module kgate does
+not follow passes) is judged by its name: `runtime-shape-names`, or a name with a word such as `tokens`,
 `seq`, `seqlen`, `batch`, `rows`, `ctx`, `lens` or `indices` in it, is a
 token or batch dimension; a name with `bucket` in it is bucketed;
 `model-dim-names`, or a name with `dim`, `hidden`, `head`, `heads`,
@@ -73,7 +79,9 @@ import spelling (`triton.autotune`, `import triton as tr`,
 `from triton import autotune as at`, `triton.runtime.autotuner.autotune`),
 the call form `k = triton.autotune(...)(fn)` (or of `triton.jit(fn)`),
 module-level aliases (`tune = triton.autotune`,
-`functools.partial(triton.autotune, key=[...])`), wrappers defined in the
+`functools.partial(triton.autotune, key=[...])`), an autotuner made once
+and applied later (`tune = triton.autotune(configs=CONFIGS, key=[...])`,
+then `k = tune(fn)`: its keys are reported where they are written), wrappers defined in the
 module that pass their `key` on to `triton.autotune` or apply it
 themselves, and wrappers from other modules: a decorator whose name
 contains `autotune`, given a `key=` and applied to a `@triton.jit`
@@ -166,6 +174,7 @@ from collections.abc import Iterable
 from kgate.collect import pyautotune
 from kgate.collect import pysource as py
 from kgate.collect.pylaunch import BOUNDED, MODEL, RUNTIME, UNKNOWN, Launches, Names, Verdict, worst
+from kgate.collect.pyproject import modules
 from kgate.collect.source import SourceFile
 from kgate.core.findings import Severity
 from kgate.core.rule import Option, Report, Rule, SourceContext
@@ -199,8 +208,10 @@ def check(source: SourceFile, ctx: SourceContext) -> Iterable[Report]:
         return
     names = Names(set(options["runtime-shape-names"]) | set(options["extend-runtime-shape-names"]),
                   set(options["model-dim-names"]) | set(options["extend-model-dim-names"]))
+    project = modules(ctx.shared, source.path, source.rel)
+    asked = project.asked
     launches = Launches(source, info, {t.launched for t in tuned}, {t.kernel for t in tuned if t.fn is None},
-                        names, frozenset(options["bucketing-functions"]))
+                        names, frozenset(options["bucketing-functions"]), project)
     levels = {"runtime": "", **{name: options[name] for _cls, name, _text in _CLASSES[1:]}}
     for t in tuned:
         fn = t.fn or launches.definitions.get(t.kernel)
@@ -218,6 +229,8 @@ def check(source: SourceFile, ctx: SourceContext) -> Iterable[Report]:
                 offending.append((name, node, verdict, level))
         if offending:
             yield _report(source, t, offending)
+    if project.asked != asked:
+        project.depend(source)  # launch sites or calls in the project's other modules decided: the verdict holds while the project's Python files do
 
 
 def _key(name: str, fn: py.Function | None, launched: str, launches: Launches, names: Names,
@@ -232,7 +245,10 @@ def _key(name: str, fn: py.Function | None, launched: str, launches: Launches, n
     if fn is not None and param is not None:
         positional = [*fn.args.posonlyargs, *fn.args.args]
         position = positional.index(param) if param in positional else None
-    verdict = worst(launches.argument(launched, name, position, _has_default(fn, name)))
+    verdicts = launches.argument(launched, name, position, _has_default(fn, name))
+    if not verdicts:  # launched from the project's other modules only
+        verdicts = [v for _expr, v in launches.passed_elsewhere(launched, name, position, _has_default(fn, name))]
+    verdict = worst(verdicts)
     if verdict.cls == UNKNOWN:
         by_name = names.of(name)
         if by_name != UNKNOWN:

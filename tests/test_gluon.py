@@ -1,0 +1,172 @@
+"""Gluon kernels (`@gluon.jit`, explicit layouts) gated like Triton kernels, compiled by the real compiler.
+
+fixtures/gluon/rules holds a planted bad case and a good twin in Gluon for each compiled rule that applies to a Gluon
+kernel, registered with `@kgate.register`; fixtures/gluon/capture holds Gluon kernels a project launches (plain and
+autotuned, on CPU tensors under `kgate capture`) and registers (in kgate.toml and with `@kgate.register`).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURES, Run, copy_project, expectations, kgate
+
+from kgate.capture.session import Recorded
+from kgate.collect import captures
+from kgate.commands.capture import _captured_facts
+from kgate.core.config import load_config
+from kgate.pipeline.capture_verify import verify
+
+RULES = FIXTURES / "gluon" / "rules"
+
+
+def found(run: Run) -> set[tuple[str, int, str, str]]:
+    return {(f["path"], f["line"], f["code"], f["target"] or "") for f in run.json()["findings"]}
+
+
+@pytest.fixture(scope="module")
+def rules_checked(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    project = copy_project("gluon/rules", tmp_path_factory.mktemp("gluon-rules"))
+    return kgate("check", "--format", "json", "--no-cache", cwd=project)
+
+
+def test_each_compiled_rule_reports_exactly_the_planted_gluon_cases(rules_checked: Run) -> None:
+    """Every Gluon variant compiles (through Gluon's own source class: as Triton source each one was a compile
+    error), for both targets, and the findings are the inline expectations, good twins clean."""
+    assert rules_checked.code == 1, rules_checked.stderr
+    report = rules_checked.json()
+    assert not [f for f in report["findings"] if f["code"] == "KG001"], report["findings"]
+    kernels = {(k["kernel"], k["target"]) for k in report["kernels"]}
+    assert len(kernels) == 18 and {target for _kernel, target in kernels} == {"sm_120a", "sm_90a"}
+    assert found(rules_checked) == expectations(RULES)
+
+
+def test_a_gluon_kernel_over_the_shared_memory_budget_is_not_told_about_pipeline_stages(rules_checked: Run) -> None:
+    """A Gluon kernel allocates its shared memory itself; `num_stages` drives no pipeline in its compile. The budget
+    message said "4 pipeline buffers of 32768 bytes at num_stages=3; 3 fit (num_stages=2)", an option that would
+    change nothing."""
+    smem = [f["message"] for f in rules_checked.json()["findings"] if f["code"] == "KG104"]
+    assert smem and all("num_stages" not in message and "stages" not in message for message in smem), smem
+
+
+@pytest.fixture(scope="module")
+def captured(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Run]:
+    pytest.importorskip("torch", reason="the captured launchers take torch tensors (pip install torch, or kgate's "
+                                        "extra ulp: kernel-gate[ulp])")
+    project = copy_project("gluon/capture", tmp_path_factory.mktemp("gluon-capture"))
+    run = kgate("capture", "--device", "cpu", "--", sys.executable, "launch.py", cwd=project)
+    assert run.code == 0, run.stderr
+    return project, run
+
+
+def test_gluon_launches_are_captured_like_triton_launches(captured: tuple[Path, Run]) -> None:
+    project, run = captured
+    entries = captures.load(project / "kgate-capture.toml", "kgate-capture.toml").entries
+    assert "6 specialisation(s) of 3 kernel(s) launched offline for sm_120a" in run.stderr
+    assert sorted({e.spec.kernel for e in entries}) == ["ops:copy_in_layout", "ops:copy_kernel", "ops:tuned_add"]
+    # Offline, the autotuner over a Gluon kernel binds every config, as over a Triton kernel.
+    assert sorted(e.spec.constexprs["BLOCK"] for e in entries if e.spec.kernel == "ops:tuned_add") == [512, 2048]
+
+
+def test_a_layout_passed_as_a_constexpr_is_captured_as_the_call_that_makes_it(captured: tuple[Path, Run]) -> None:
+    """Triton's launcher turns a launch into JSON for the hook kgate records with, and raised TypeError ("Object of
+    type BlockedLayout is not JSON serializable") on a layout constexpr: the captured command failed where it
+    works without kgate. Now it runs, and the layout is kept in a form kgate compiles it from again."""
+    project, _run = captured
+    layouts = sorted(e.spec.constexprs["layout"] for e in captures.load(project / "kgate-capture.toml",
+                                                                         "kgate-capture.toml").entries
+                     if e.spec.kernel == "ops:copy_in_layout")
+    assert layouts == [f"gl.BlockedLayout(size_per_thread=[{n}], threads_per_warp=[32], warps_per_cta=[4], order=[0], "
+                       f"cga_layout=[])" for n in (4, 8)]
+
+
+def test_captured_and_registered_gluon_kernels_compile_and_pass(captured: tuple[Path, Run]) -> None:
+    project, _run = captured
+    run = kgate("check", "--format", "json", cwd=project)
+    assert run.code == 0, run.stdout + run.stderr
+    rows = {(k["kernel"], k["target"], k["source"]) for k in run.json()["kernels"]}
+    # Captured offline for sm_120a: gated there; registered (kgate.toml, @kgate.register): on both targets.
+    assert {(kernel, target) for kernel, target, source in rows if source == "captured"} == {
+        ("ops:copy_in_layout", "sm_120a"), ("ops:copy_kernel", "sm_120a"), ("ops:tuned_add", "sm_120a")}
+    assert {(kernel, target) for kernel, target, source in rows if source == "registered"} == {
+        (kernel, target) for kernel in ("ops:scale_rows", "ops:cast_kernel", "ops:copy_in_layout")
+        for target in ("sm_120a", "sm_90a")}
+    cast = next(k for k in run.json()["kernels"] if k["kernel"] == "ops:cast_kernel")
+    assert cast["constexprs"]["OUT"] == "tl.bfloat16"  # gl.bfloat16 in @kgate.register is Triton's dtype
+
+
+def test_a_triton_without_gluon_is_named_instead_of_a_failed_import(tmp_path: Path) -> None:
+    """A Triton before 3.4 has no `triton.experimental.gluon`: the kernel's module cannot import it, and kgate says
+    which Triton lacks Gluon rather than passing on Python's "No module named" (the set-up hook takes Gluon away, as
+    such a Triton would)."""
+    project = copy_project("gluon/rules", tmp_path)
+    (project / "no_gluon.py").write_text('import sys\n\nsys.modules["triton.experimental"] = None\n')
+    (project / "kgate.toml").write_text((project / "kgate.toml").read_text() + 'setup = "no_gluon.py"\n')
+    run = kgate("check", "--format", "json", "--no-cache", "--target", "sm_120a", cwd=project)
+    assert run.code == 1, run.stderr
+    errors = {f["message"] for f in run.json()["findings"] if f["code"] == "KG001"}
+    assert errors and all("which Triton" in m and "does not have (Gluon came with Triton 3.4)" in m
+                          for m in errors), errors
+
+
+def test_a_gluon_layout_is_read_back_equal_and_nothing_else_is_called() -> None:
+    """The capture file and the configuration are inputs: a layout is read back by calling Gluon's own dataclasses
+    with literal fields, never by evaluating the text."""
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.language.nvidia.blackwell import TensorMemoryLayout
+
+    from kgate.compile.gluon import NotGluon, gluon_object
+    from kgate.core.constexpr import encode_constant
+
+    mma = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[4, 1], instr_shape=[16, 8])
+    for layout in (gl.DotOperandLayout(operand_index=0, parent=mma, k_width=2), gl.SliceLayout(0, mma),
+                   gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2),
+                   TensorMemoryLayout(block=(128, 128), col_stride=1)):
+        assert gluon_object(encode_constant(layout)) == layout
+    for text in ("gl.BlockedLayout(__import__('os').getcwd())", "os.getcwd()", "gl.load(x=1)",
+                 "triton.experimental.gluon.language._layouts.DistributedLayout()",
+                 "gl.BlockedLayout(size_per_thread=[open('f')])"):
+        with pytest.raises(NotGluon):
+            gluon_object(text)
+
+
+def test_capture_verify_compares_a_gluon_specialisation_with_the_kernel_a_gpu_loaded(
+        captured: tuple[Path, Run], capsys: pytest.CaptureFixture[str]) -> None:
+    """`kgate capture --verify` compiles each captured Gluon specialisation offline for the GPU's architecture (sm_90a
+    for an H100 or H200) and compares it with what the driver reported: equal figures pass, one off fails. (Before
+    Gluon's source class, every Gluon row was "not compiled offline".) The driver's figures are planted here."""
+    project, _run = captured
+    config = load_config(start=project)
+    entry = next(e for e in captures.load(project / "kgate-capture.toml", "kgate-capture.toml").entries
+                 if e.spec.kernel == "ops:copy_in_layout")
+    compiled = _captured_facts(config, [entry], "sm_90a", 1)
+    assert not compiled.failures and len(compiled.facts) == 1
+    res = compiled.facts[0].resources
+    same = {"arch": 90, "n_regs": res.registers, "shared": res.smem_bytes, "local": res.stack_bytes}
+
+    def recorded(live: dict) -> Recorded:
+        made = Recorded(file=captures.CaptureFile(entries=[entry]))
+        made.live[f"{entry.spec.kernel}|{entry.spec.variant}"] = live
+        return made
+
+    assert verify(config, recorded(same), jobs=1, compile_facts=_captured_facts) is False
+    assert "1 specialisation(s): 1 equal to the live kernel, 0 different" in capsys.readouterr().out
+    assert verify(config, recorded({**same, "n_regs": same["n_regs"] + 8}), jobs=1,
+                  compile_facts=_captured_facts) is True
+    assert "DIFFERENT: registers" in capsys.readouterr().out
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_every_captured_gluon_specialisation_equals_the_live_kernel(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch", reason="the launchers take torch tensors")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    project = copy_project("gluon/capture", tmp_path)
+    run = kgate("capture", "--verify", "--", sys.executable, "launch.py", "--device", "cuda", cwd=project,
+                process=True)
+    assert run.code == 0, run.stdout + run.stderr
+    assert " 0 different, 0 not compiled offline" in run.stdout.rstrip().splitlines()[-1], run.stdout
+    rows = [line for line in run.stdout.splitlines()[1:] if line.startswith("ops:")]
+    assert len(rows) == 6 and all(line.rstrip().endswith("equal") for line in rows), run.stdout
