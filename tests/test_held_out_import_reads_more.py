@@ -54,7 +54,21 @@ def _forked_process_read(path):
 def _pool_read(method, path):
     with multiprocessing.get_context(method).Pool(1) as pool:
         return int(pool.apply(pathlib.Path.read_text, (pathlib.Path(path),)))
+
+
+def _pool_variable(method, name):
+    with multiprocessing.get_context(method).Pool(1) as pool:
+        return int(pool.apply(os.getenv, (name, "256")))
 '''
+TILE = r'int(re.search(r"# TILE=(\d+)", {}).group(1))'  # the module's own comment, read as data by {}
+ASYNC_SHELL = '''import asyncio
+
+
+async def _shell(line):
+    process = await asyncio.create_subprocess_shell(line, stdout=asyncio.subprocess.PIPE)
+    return (await process.communicate())[0]
+'''
+PLUGIN = "myplug-1.0.dist-info/"
 
 
 def _edit(old: str, new: str) -> Any:
@@ -96,6 +110,18 @@ def _extension(value: int) -> Any:
         subprocess.run([str(GCC), "-shared", "-fPIC", "-I", sysconfig.get_paths()["include"], str(source), "-o",
                         str(path)], check=True)
         source.unlink()
+    return make
+
+
+def _to_folder(path: Path) -> None:
+    path.unlink()
+    path.mkdir()
+
+
+def _link(target: str) -> Any:
+    def make(path: Path) -> None:
+        path.unlink(missing_ok=True)
+        path.symlink_to(target)
     return make
 
 
@@ -216,16 +242,53 @@ CASES.update(NEEDS_GCC)
 # folders, /proc/self/environ), run in processes of their own.
 BOTH_RUNS = {"library-found-on-ld-library-path": {"LD_LIBRARY_PATH": "{project}/lib"},
              "module-found-on-pythonpath": {"PYTHONPATH": "{parent}/x"}}
-PROCESS = {"library-found-on-ld-library-path", "module-found-on-pythonpath", "variable-in-proc-self-environ"}
+PROCESS = {"library-found-on-ld-library-path", "module-found-on-pythonpath", "variable-in-proc-self-environ",
+           "variable-read-in-a-spawned-process"}
+CASES.update({
+    # The module's own text read as data through the readers that also read it for the import and for Triton.
+    "own-comment-read-by-tokenize-open": ("import re\nimport tokenize\n# TILE=256\n",
+                                          TILE.format("tokenize.open(__file__).read()"), {},
+                                          {"ops.py": _edit("# TILE=256", "# TILE=8192")}),
+    "own-comment-read-by-linecache-after-a-jit-function": (
+        "import linecache\nimport re\nimport triton\n\n\n@triton.jit\ndef _first(x):\n    pass\n\n\n# TILE=256\n",
+        TILE.format('"".join(linecache.getlines(__file__))'), {}, {"ops.py": _edit("# TILE=256", "# TILE=8192")}),
+    "own-source-read-by-inspect": ("import inspect\nimport re\nimport sys\n# TILE=256\n",
+                                   TILE.format("inspect.getsource(sys.modules[__name__])"), {},
+                                   {"ops.py": _edit("# TILE=256", "# TILE=8192")}),
+    "own-source-read-by-pkgutil-get-data": ("import pkgutil\nimport re\n# TILE=256\n",
+                                            TILE.format('pkgutil.get_data(__name__, "ops.py").decode()'), {},
+                                            {"ops.py": _edit("# TILE=256", "# TILE=8192")}),
+    # What a listing tells of each entry, and listings made for the module by the library it calls.
+    "kind-of-a-listed-entry": ("", '8192 if any(e.is_dir() for e in os.scandir(os.path.join(HERE, "conf"))) else 256',
+                               {"conf/x": ""}, {"conf/x": _to_folder}),
+    "size-of-a-listed-entry": ("", ('8192 if any(e.stat().st_size > 3 for e in os.scandir(os.path.join(HERE, "conf"))) '
+                                   'else 256'), {"conf/b.txt": "1"}, {"conf/b.txt": "11111"}),
+    "recursive-glob-gains-a-deep-file": ("import glob\n", ('256 * (1 + 31 * len(glob.glob(os.path.join(HERE, "conf", '
+                                                          '"**", "*.json"), recursive=True)))'),
+                                         {"conf/a/b/keep.txt": ""}, {"conf/a/b/t.json": "{}"}),
+    "realpath-of-a-retargeted-link": ("", '8192 if os.path.realpath(os.path.join(HERE, "cur")).endswith("big") else 256',
+                                      {"big/keep": "", "small/keep": "", "cur": _link("small")}, {"cur": _link("big")}),
+    "entry-point-of-a-local-distribution": (
+        "import importlib.metadata\n",
+        '8192 if any(e.name == "big" for e in importlib.metadata.entry_points(group="myproj.tiles")) else 256',
+        {PLUGIN + "METADATA": "Metadata-Version: 2.1\nName: myplug\nVersion: 1.0\n",
+         PLUGIN + "entry_points.txt": "[myproj.tiles]\nsmall = os:sep\n"},
+        {PLUGIN + "entry_points.txt": "[myproj.tiles]\nbig = os:sep\n"}),
+    # Programs and processes.
+    "shell-line-relative-to-its-cwd": (SUBPROCESS, ('int(subprocess.run("cat b.txt", shell=True, cwd=os.path.join(HERE, '
+                                                   '"conf"), capture_output=True, text=True).stdout)'),
+                                       {"conf/b.txt": "256"}, {"conf/b.txt": "8192"}),
+    "asyncio-shell-line": (ASYNC_SHELL, 'int(asyncio.run(_shell("cat " + os.path.join(HERE, "b.txt"))))',
+                           {"b.txt": "256"}, {"b.txt": "8192"}),
+    "variable-read-in-a-spawned-process": (MULTIPROCESSING, '_pool_variable("spawn", "MYPROJ_BLOCK")', {},
+                                           {"env:MYPROJ_BLOCK": "8192"}),
+})
 # What a stat tells that kgate does not key: a file's times, which a checkout or a copy changes with its content kept
-# (docs/performance.md); a folder's entries' sizes as os.scandir's entries tell them.
-XFAIL = {"file-modification-time": "a file's times are not keyed (a checkout changes them)",
-         "size-of-a-listed-entry": "the sizes of a listing's entries (DirEntry.stat()) are not keyed"}
+# (docs/performance.md).
+XFAIL = {"file-modification-time": "a file's times are not keyed (a checkout changes them)"}
 CASES.update({
     "file-modification-time": ("", '8192 if os.path.getmtime(os.path.join(HERE, "b.txt")) > 2000000000 else 256',
                                {"b.txt": "1"}, {"b.txt": lambda path: os.utime(path, (2100000000, 2100000000))}),
-    "size-of-a-listed-entry": ("", ('8192 if any(e.stat().st_size > 3 for e in os.scandir(os.path.join(HERE, "conf"))) '
-                                   'else 256'), {"conf/b.txt": "1"}, {"conf/b.txt": "11111"}),
 })
 
 
@@ -305,3 +368,18 @@ def test_a_decorator_that_calls_a_helper_is_keyed_as_before(tmp_path: Path) -> N
     assert "BLOCK=256," in _check(project)[0]
     (project / "ops.py").write_text(HELPERS + ops.replace('"BLOCK": 256}, num_warps=4', '"BLOCK": 8192}, num_warps=1'))
     assert "BLOCK=8192," in _check(project)[0]
+
+
+@pytest.mark.parametrize("layout", ["package-init-imports-the-module", "module-warns-at-import"])
+def test_the_module_read_to_import_it_or_to_show_a_line_keys_each_kernel_apart(tmp_path: Path, layout: str) -> None:
+    """The import system reading a kernel module that its package imports, and a warning showing one of its lines,
+    read no text as data: editing one kernel recompiles that kernel only."""
+    preamble = 'import warnings\nwarnings.warn("tile chosen at import")\n' if layout == "module-warns-at-import" else ""
+    two = _module("256", preamble)
+    two += "\n\n" + two[two.index("@kgate.register"):].replace("fill_kernel", "other_kernel")
+    project = _project(tmp_path / "p", {"pkg/__init__.py": "from .ops import *  # noqa: F403\n",
+                                         "pkg/ops.py": HELPERS + two})
+    assert "2 compiled" in _compiled(project)
+    (project / "pkg" / "ops.py").write_text(HELPERS + two.replace("v * 2, mask=offs < n)\n\n\n@kgate",
+                                                                  "v * 3, mask=offs < n)\n\n\n@kgate"))
+    assert "1 compiled, 1 from cache" in _compiled(project)

@@ -89,6 +89,12 @@ def value(name: str, where: View) -> Any:
             return sorted(os.listdir(path))
         except (OSError, ValueError):
             return None
+    if kind == "entries":  # a listing by os.scandir: each entry's kind, size and permissions, and whether a link
+        try:
+            names = sorted(os.listdir(path))
+        except (OSError, ValueError):
+            return None
+        return [[n, _kind_of(os.path.join(path, n)), os.path.islink(os.path.join(path, n))] for n in names]
     if kind == "stat":
         return _kind_of(path)
     if kind == "lstat":  # the path itself, a link not followed (os.path.islink): where it points, if a link

@@ -18,7 +18,7 @@ import sys
 from collections.abc import Iterator, Mapping
 from typing import IO, Any
 
-from kgate.compile import import_children, import_programs
+from kgate.compile import import_children, import_programs, import_text
 from kgate.compile.import_reads import UNRECORDED, Reads, View, keyable_file, value
 
 
@@ -284,6 +284,7 @@ def patch(rec: Recorder) -> None:
         return real_find(name, *args, **kwargs)
 
     importlib.util._find_spec = find_spec  # type: ignore[attr-defined]
+    import_text.patch(rec)
     import_children.patch(rec)
 
 
@@ -298,31 +299,26 @@ def unpatch() -> None:
         os.access, os.readlink = _SAVED.pop("access"), _SAVED.pop("readlink")
         os.getcwd, os.getcwdb = _SAVED.pop("getcwd"), _SAVED.pop("getcwdb")
         importlib.util._find_spec = _SAVED.pop("find_spec")  # type: ignore[attr-defined]
+    import_text.unpatch()
     import_children.unpatch()
 
 
-def _caller_module(depth: int = 3) -> str:
-    """The module of the code `depth` frames up (3: _caller_module, _kind_of_listing, _hook, then whoever listed)."""
-    frame: Any = sys._getframe(1)
-    for _ in range(depth - 1):  # no Python code at all above (a program's main script opened by the interpreter)
-        frame = frame.f_back if frame is not None else None
+def _caller_module() -> str:
+    frame = sys._getframe(2).f_back  # _caller_module, _kind_of_listing, _hook, then whoever listed (or nobody)
     return frame.f_globals.get("__name__", "") if frame is not None else ""
 
 
-# What reads a module's source to import it or to show it (Triton's `inspect.getsource` of a kernel): the static
-# key holds the parts of the kernel's module that matter. Any other reader of a module's text (the module hashing
-# or searching its own file) reads all of it.
-_SOURCE_READERS = ("_frozen_importlib", "importlib", "linecache", "tokenize", "inspect", "zipimport")
-
-
-def _kind_of_listing() -> str | None:
+def _kind_of_listing(event: str) -> str | None:
     """How a listing counts: not at all where the import system made it (it lists every folder of sys.path it
     looks in; what it imports is recorded by module instead), by the distributions in it where importlib.metadata
-    made it (it looks every folder of sys.path over for them, the project's too), else by every name in it."""
+    made it (it looks every folder of sys.path over for them, the project's too), else by every name in it, and
+    where os.scandir made it (glob, os.walk) by what its entries tell of each (DirEntry.is_dir, .stat) too."""
     caller = _caller_module()
     if caller.startswith(("_frozen_importlib", "importlib._bootstrap")):
         return None
-    return "dists" if caller.startswith(("importlib.metadata", "importlib_metadata")) else "dir"
+    if caller.startswith(("importlib.metadata", "importlib_metadata")):
+        return "dists"
+    return "entries" if event == "os.scandir" else "dir"
 
 
 # What the hook reads: files opened, folders listed, imports, and what else reads a file: a program run (a Python
@@ -363,9 +359,9 @@ def _hook(event: str, args: tuple[Any, ...]) -> None:
         if event == "open":
             if _reads_content(args[1], args[2]) and isinstance(path, (str, bytes, os.PathLike)):
                 rec.note("file", os.fsdecode(path))
-                if os.fsdecode(path).endswith(".py") and not _caller_module(2).startswith(_SOURCE_READERS):
-                    rec.note("text", os.fsdecode(path))  # a module's text read as data: all of it counts
-        elif (kind := _kind_of_listing()) is None:
+                # The code that opened it; none where the interpreter opens a program's main script.
+                import_text.note_open(rec, os.fsdecode(path), sys._getframe(0).f_back)
+        elif (kind := _kind_of_listing(event)) is None:
             return
         elif path is None or isinstance(path, (str, bytes, os.PathLike)):
             rec.note(kind, "." if path is None else os.fsdecode(path) or ".")
