@@ -2,10 +2,11 @@
 tests/test_held_out_directives.py, tests/test_held_out_fix_edits.py and tests/test_held_out_fix_writes.py:
 
 - where each language's comments are: shell substitutions and expansions inside double quotes (with quotes of
-  their own), Makefile recipes (continued over several lines, with make's own references in them, after the `;`
+  their own), a `#` after an escaped blank (a character of the word), Makefile recipes (continued over several lines, with make's own references in them, after the `;`
   of a rule), CMake escapes and brackets, C++ literals and preprocessor lines, TOML strings and tables, INI comment
   lines, Python strings;
-- where `--add-ignore` writes its comment, and where it writes none;
+- where `--add-ignore` writes its comment, and where it writes none; a `lint --add-ignore` run on each kind of build
+  file KG301 reads (a `.mk` file, a `setup.py` list, `CMakePresets.json`, which takes no comment);
 - KG302's check inserted after a launch, compiled with nvcc afterwards: a launch that is the body of an if, else or
   loop written without braces (behind an if-initialiser, an attribute, a label, a comma, a for header's `;`) is left
   for a person, since a statement after it would fall out of that body;
@@ -22,6 +23,7 @@ from pathlib import Path
 
 import pytest
 from conftest import kgate
+from test_held_out_fix_writes import BLOCK_SCALED
 
 from kgate.core.findings import Finding, Severity
 from kgate.core.suppress import parse_directives
@@ -63,6 +65,13 @@ READ = [
     ("build.sh", "echo $(( $(echo 1) + 2 )) # kgate: ignore[KG301] after nested arithmetic\n", [L(1, "KG301")]),
     ("build.sh", "cat <<EOF; echo '\nbody # kgate: ignore-file[KG301] a quote open over the line\nEOF\n'\n", []),
     ("build.sh", "a=( # kgate: ignore[KG301] in an array\n 1 )\n", [L(1, "KG301")]),
+    # An escaped blank is a character of the word: a `#` after it is too (bash runs `x=a\ # k` as the command `k`).
+    ("build.sh", "x=a\\ # kgate: ignore[KG301] after an escaped space\n", []),
+    ("build.sh", "nvcc -DX=a\\\t# kgate: ignore[KG301] after an escaped tab\n", []),
+    ("build.sh", "echo a\\\\ # kgate: ignore[KG301] after an escaped backslash\n", [L(1, "KG301")]),
+    ("build.sh", "echo 'a'\"b\"# kgate: ignore-file[KG301] glued to quotes\n", []),
+    ("build.sh", "diff <(echo a) <(echo ')') # kgate: ignore[KG301] after process substitutions\n", [L(1, "KG301")]),
+    ("build.sh", "case $x in a#) ;; esac # kgate: ignore[KG301] after a pattern with a hash\n", [L(1, "KG301")]),
     # Makefiles: a recipe is one shell command through its continued lines, read once make expanded it.
     ("Makefile", 'all:\n\tnvcc -arch=sm_120 \\\n  -DX="a # kgate: ignore[KG301] quoted on a continuation" k.cu\n', []),
     ("Makefile", 'all:\n\tnvcc "-DX=a \\\n\t# kgate: ignore-file[KG301] quoted across a continuation" k.cu\n', []),
@@ -77,6 +86,7 @@ READ = [
     ("Makefile", "X = a\\\\# kgate: ignore[KG301] after an escaped backslash\n", [L(1, "KG301")]),
     ("Makefile", "ifeq ($(X),#)\nA = 1\nendif\n# kgate: ignore[KG301] after a conditional\n", [L(4, "KG301")]),
     ("Makefile", "X := a:b ; c # kgate: ignore[KG301] an assignment, not a rule\n", [L(1, "KG301")]),
+    ("Makefile", "all:\n\techo a\\ # kgate: ignore[KG301] after an escaped space in a recipe\n", []),
     # CMake
     ("CMakeLists.txt", 'set(X "a\\" # kgate: ignore-file[KG301] after an escaped quote")\n', []),
     ("CMakeLists.txt", "set(X a\\;b) # kgate: ignore[KG301] after an escaped semicolon\n", [L(1, "KG301")]),
@@ -92,12 +102,15 @@ READ = [
     ("k.cu", "#define S(x) #x\nS(// kgate: ignore[KG302] in a macro's argument\n);\n", [L(2, "KG302")]),
     ("k.cu", "auto x = 1.0e+5'0; // kgate: ignore[KG302] after an exponent\n", [L(1, "KG302")]),
     ("k.cu", 'auto s = "a" R"(b)"; // kgate: ignore[KG302] after a concatenated raw string\n', [L(1, "KG302")]),
+    ("k.cu", "#if __has_include(<a//b>) // kgate: ignore[KG302] after a header name\n#endif\n", [L(1, "KG302")]),
+    ("k.cu", "auto c = u8'#'; // kgate: ignore[KG302] after a u8 character\n", [L(1, "KG302")]),
     # TOML
     ("pyproject.toml", 'a = "\\"" # kgate: ignore[KG203] after an escaped quote\n', [L(1, "KG203")]),
     ("pyproject.toml", "a = '\\' # kgate: ignore[KG203] after a backslash in a literal string\n", [L(1, "KG203")]),
     ("pyproject.toml", "a = [\n  1, # kgate: ignore[KG203] inside an array\n]\n", [L(2, "KG203")]),
     ("pyproject.toml", 'a = { b = "#" } # kgate: ignore[KG203] after an inline table\n', [L(1, "KG203")]),
     ("pyproject.toml", '"a#b".c = 1 # kgate: ignore[KG203] after a dotted quoted key\n', [L(1, "KG203")]),
+    ("pyproject.toml", 'a = """x \\\n  # kgate: ignore-file[KG203] in a trimmed string"""\n', []),
     # INI and Python
     ("setup.cfg", "[tool:pytest]\nenv = A=1\n  # kgate: ignore-file[KG203] a comment line in a value\n",
      [F(3, "KG203")]),
@@ -160,6 +173,35 @@ def test_add_ignore_writes_a_comment_the_language_reads(rel: str, text: str, lin
         assert (line, ("KG301",), False) in directives(rel, after)
     else:
         assert len(left) == 1
+
+
+# A build file of each kind KG301 reads beside a source that needs the `a` target: its line, and the file after
+# `lint --add-ignore` (None: left as it was, said on stderr, and the finding still reported).
+SETUP = 'from setuptools import setup\nsetup(ext_modules=[dict(extra_compile_args={"nvcc": [\n    "-arch=sm_120",\n]})])\n'
+PRESETS = '{"configurePresets": [{"name": "d", "cacheVariables": {"CMAKE_CUDA_ARCHITECTURES": "120"}}]}\n'
+BUILDS = {
+    "rules.mk": ("NVFLAGS := -arch=sm_120\n", 1, pinned("NVFLAGS := -arch=sm_120\n", 1, "#")),
+    "setup.py": (SETUP, 3, pinned(SETUP, 3, "#")),
+    "CMakePresets.json": (PRESETS, 1, None),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BUILDS))
+def test_add_ignore_pins_each_kind_of_build_file_or_says_why_not(tmp_path: Path, name: str) -> None:
+    text, line, expected = BUILDS[name]
+    (tmp_path / "kgate.toml").write_text('targets = ["sm_120a"]\nselect = ["KG301"]\n')
+    (tmp_path / "csrc").mkdir()
+    (tmp_path / "csrc" / "mma.cu").write_text(BLOCK_SCALED)
+    (tmp_path / name).write_text(text)
+    assert f"{name}:{line}:" in kgate("lint", cwd=tmp_path).stdout
+    run = kgate("lint", "--add-ignore", cwd=tmp_path)
+    assert (tmp_path / name).read_text() == (expected or text)
+    after = kgate("lint", cwd=tmp_path)
+    if expected is None:
+        assert f"{name}:{line}: KG301 not pinned" in run.stderr, run.stderr
+        assert f"{name}:{line}:" in after.stdout and "KG301" in after.stdout, after.stdout
+    else:
+        assert "KG301" not in after.stdout.replace("ignore[KG301]", ""), after.stdout
 
 
 # ----------------------------------------------------------------------------------------- KG302's fix

@@ -108,13 +108,14 @@ def _double_quoted(text: str, index: int, out: list[Comment]) -> int:
 
 def _starts_word(text: str, index: int, glued: set[int]) -> bool:
     """Whether `text[index]` starts a shell word: a backslash-newline before it joins the lines, so the character
-    before the backslash decides (`a\\<newline>#b` is the word `a#b`); a `)` that closes a substitution does not
-    end the word it stands in."""
+    before the backslash decides (`a\\<newline>#b` is the word `a#b`); an escaped blank or operator is a character
+    of the word (`a\\ #b` is the word `a #b`); a `)` that closes a substitution does not end the word it stands in."""
     while index >= 2 and text[index - 1] == "\n" and text[index - 2] == "\\":
         if backslashes_before(text, index - 1) % 2 == 0:
             break  # `\\` is an escaped backslash: the newline is a newline
         index -= 2
-    return index == 0 or text[index - 1] in _WORD_BREAK and index - 1 not in glued
+    return index == 0 or text[index - 1] in _WORD_BREAK and index - 1 not in glued \
+        and backslashes_before(text, index - 1) % 2 == 0
 
 
 def _until(text: str, index: int, quote: str, *, escapes: bool) -> int:
