@@ -196,3 +196,78 @@ def test_line_endings_converted_by_core_autocrlf(tmp_path: Path) -> None:
     run = _diff(project, "HEAD", "--require-identical")
     assert run.code == 0 and "1 identical, 0 changed" in _counts(run), run.stdout + run.stderr
 
+
+
+# ------------------------------------------------------------------------------- what git does to a checkout
+
+def _filtered(tmp_path: Path, smudge: str) -> Path:
+    """A project whose tune.json git filters on checkout (`smudge`), committed small, the working tree re-checked out."""
+    project = _repo(tmp_path / "p", {"ops.py": TUNED, "tune.json": SMALL, ".gitattributes": "tune.json filter=big\n"})
+    _git(project, "config", "filter.big.smudge", smudge)
+    _git(project, "config", "filter.big.clean", "sed s/8192/256/")
+    return project
+
+
+def test_a_smudge_filter_applies_to_the_base_as_to_the_working_tree(tmp_path: Path) -> None:
+    project = _filtered(tmp_path, "sed s/256/8192/")
+    (project / "tune.json").unlink()
+    _git(project, "checkout", "--", "tune.json")
+    assert "8192" in (project / "tune.json").read_text()
+    run = _diff(project, "HEAD", "--require-identical")
+    assert run.code == 0 and "1 identical, 0 changed" in _counts(run), run.stdout + run.stderr
+
+
+def test_a_required_filter_that_cannot_run_is_one_error(tmp_path: Path) -> None:
+    project = _filtered(tmp_path, "no-such-filter-program")
+    _git(project, "config", "filter.big.required", "true")
+    run = _diff(project, "HEAD", "--require-identical")
+    assert run.code == 2 and len(run.stderr.strip().splitlines()) == 1, run.stdout + run.stderr
+    assert run.stderr.startswith("kgate: error: cannot check out "), run.stderr
+    assert _git(project, "worktree", "list", "--porcelain").count("worktree ") == 1
+
+
+def test_git_work_tree_alone_names_no_other_tree(tmp_path: Path) -> None:
+    project = _changed(tmp_path)
+    (tmp_path / "elsewhere").mkdir()
+    run = kgate("diff", "HEAD", cwd=project, env={"GIT_WORK_TREE": str(tmp_path / "elsewhere")}, process=True)
+    assert run.code == 0 and "0 identical, 1 changed" in _counts(run), run.stdout + run.stderr
+    assert not any((tmp_path / "elsewhere").iterdir())
+
+
+def test_a_file_mode_changed_alone_is_identical(tmp_path: Path) -> None:
+    project = _repo(tmp_path / "p", {"ops.py": TUNED, "tune.json": SMALL})
+    (project / "ops.py").chmod(0o755)
+    (project / "tune.json").chmod(0o600)
+    run = _diff(project, "HEAD", "--require-identical")
+    assert run.code == 0 and "1 identical, 0 changed" in _counts(run), run.stdout + run.stderr
+
+
+def test_a_copied_repository_and_its_cache_compare_what_the_copy_holds(tmp_path: Path) -> None:
+    project = _changed(tmp_path)
+    assert "0 identical, 1 changed" in _counts(_diff(project, "HEAD"))
+    copy = tmp_path / "q"
+    shutil.copytree(project, copy, symlinks=True)
+    (copy / "tune.json").write_text(SMALL)
+    run = _diff(copy, "HEAD", "--require-identical")
+    assert run.code == 0 and "1 identical, 0 changed" in _counts(run), run.stdout + run.stderr
+    assert "0 identical, 1 changed" in _counts(_diff(project, "HEAD"))
+
+
+def test_a_remote_tracking_branch_of_a_clone_is_a_base(tmp_path: Path) -> None:
+    origin = _repo(tmp_path / "origin", {"ops.py": TUNED, "tune.json": SMALL})
+    clone = tmp_path / "clone"
+    _git(tmp_path, "clone", "-q", str(origin), str(clone))
+    (clone / "tune.json").write_text(LARGE)
+    run = _diff(clone, "origin/main")
+    assert run.code == 0 and "0 identical, 1 changed" in _counts(run), run.stdout + run.stderr
+
+
+def test_a_name_both_a_tag_and_a_branch_is_the_tag_as_git_reads_it(tmp_path: Path) -> None:
+    project = _repo(tmp_path / "p", {"ops.py": TUNED, "tune.json": SMALL})
+    _git(project, "tag", "v1")
+    (project / "tune.json").write_text(LARGE)
+    _commit(project, "larger tile")
+    _git(project, "branch", "v1")
+    assert "0 identical, 1 changed" in _counts(_diff(project, "v1"))
+    assert "0 identical, 1 changed" in _counts(_diff(project, "tags/v1"))
+    assert "1 identical, 0 changed" in _counts(_diff(project, "heads/v1"))
