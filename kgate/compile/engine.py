@@ -538,9 +538,12 @@ def _note_reads(read: dict[str, Any], where: import_reads.View) -> None:
             reads.note_env(rest)
         elif kind == import_reads.UNRECORDED:  # what it read cannot be looked at again: the run is not replayed
             reads.note_unreadable()
-        elif kind in ("dir", "dists"):
+        elif kind in ("dir", "dists", "entries"):
             reads.note_folder(where.path(rest))
-        elif kind in ("file", "stat", "lstat", "link"):
+            if kind == "entries":  # what each entry is (its kind and size) as well as its name
+                for name in reads.listing(where.path(rest), []) or []:
+                    reads.note(os.path.join(where.path(rest), name))
+        elif kind in ("file", "text", "stat", "lstat", "link"):
             reads.note(where.path(rest))
 
 

@@ -121,6 +121,9 @@ def _serve(conn: Connection, parent: _Parent, kgate_pid: int) -> None:
         pass
     threading.Thread(target=_watch_kgate, args=(kgate_pid,), daemon=True).start()
     parent.enter()
+    # A project's module may start processes with multiprocessing as it is imported, as it may in any program:
+    # that the worker is a daemon of kgate's is kgate's business (it kills its workers itself), not the module's.
+    multiprocessing.current_process()._config["daemon"] = False  # type: ignore[attr-defined]
     _stdout_to_stderr()
     from kgate.compile import import_recorder
     from kgate.compile.cache import CacheWriteError

@@ -73,7 +73,7 @@ def run_check(config: Config, selection: Selection, options: CheckOptions,
                                         files=plan.files if plan else None)
     if plan is None and not nothing:
         # A shard may get no unit of a project that has some; the whole run must gate one.
-        unselected = selected_nothing(config, options, compiled, covered)
+        unselected = selected_nothing(config, options, bool(compiled.facts or compiled.failures), covered)
         if unselected:
             raise ConfigError(unselected)
     seconds = shard.run_seconds(compiled.facts, compiled.compile_seconds)
@@ -120,11 +120,11 @@ def nothing_to_gate(config: Config, registered: list[Entry], recorded: list[Capt
             f"files ([[{tables}cuda]] sources); `kgate lint` runs the source rules alone")
 
 
-def selected_nothing(config: Config, options: CheckOptions, compiled: CompileRun, covered: frozenset[str]) -> str | None:
-    """What a whole run of a project with kernels is told when it compiled none (nor failed to): a `--kernel`
-    glob that matches no kernel (a typo), a `--language` the project has no kernel in, targets no kernel is
-    built for, CUDA sources that define no kernel; None when it gated something."""
-    if compiled.facts or compiled.failures:
+def selected_nothing(config: Config, options: CheckOptions, gated: bool, covered: frozenset[str]) -> str | None:
+    """What a whole run of a project with kernels is told when it compiled none (nor failed to: not `gated`): a
+    `--kernel` glob that matches no kernel (a typo), a `--language` the project has no kernel in, targets no kernel
+    is built for, CUDA sources that define no kernel; None when it gated something."""
+    if gated:
         return None
     if options.kernels and not covered:
         shown = " ".join(f"--kernel {g!r}" for g in options.kernels)
