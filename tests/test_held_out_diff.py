@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import subprocess
 import threading
+from pathlib import Path
 
 import pytest
-from pathlib import Path
 
 from conftest import kgate, kgate_process
 from test_diff_sides import GIT_ENV, _diff, _git, _left_worktrees, _repo
