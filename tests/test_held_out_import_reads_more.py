@@ -21,7 +21,6 @@ from __future__ import annotations
 import os
 import py_compile
 import shutil
-import sqlite3
 import subprocess
 import sysconfig
 from pathlib import Path
@@ -29,7 +28,7 @@ from typing import Any
 
 import pytest
 from conftest import kgate
-from test_held_out_keys import ONCE, _write
+from test_held_out_keys import ONCE, _db, _link, _write
 from test_import_keys import HELPERS, _check, _module, _project
 
 GCC = shutil.which("gcc")
@@ -118,29 +117,12 @@ def _to_folder(path: Path) -> None:
     path.mkdir()
 
 
-def _link(target: str) -> Any:
-    def make(path: Path) -> None:
-        path.unlink(missing_ok=True)
-        path.symlink_to(target)
-    return make
-
-
 def _library(value: int) -> Any:
     def make(path: Path) -> None:
         source = path.with_name(f"lib{value}.c")
         source.write_text(f"int block(void) {{ return {value}; }}\n")
         subprocess.run([str(GCC), "-shared", "-fPIC", str(source), "-o", str(path)], check=True)
         source.unlink()
-    return make
-
-
-def _db(value: int) -> Any:
-    def make(path: Path) -> None:
-        path.unlink(missing_ok=True)
-        with sqlite3.connect(path) as db:
-            db.execute("create table t (b integer)")
-            db.execute("insert into t values (?)", (value,))
-        db.close()
     return make
 
 

@@ -36,6 +36,7 @@ from kgate.compile.triton_backend import MISSING_ATTRIBUTE, makes_sass
 from kgate.compile.units import CUBIN, Compiled, CompileFailure, read_text
 from kgate.core.config import Config, TritonEntry
 from kgate.core.cute import CuteEntry
+from kgate.core.entry import KernelName
 from kgate.core.findings import Related
 from kgate.core.rule import CapturedKernel
 from kgate.support import reads
@@ -83,7 +84,7 @@ class Compilation(RunSummary):
 
 
 @dataclass
-class _Planned:
+class _Planned(KernelName):
     """One kernel to gate: its registrations and its captured specialisations, planned together."""
 
     kernel: str
@@ -102,14 +103,6 @@ class _Planned:
     # What importing its module read (`kgate.compile.import_reads`) and the key that makes: its records' key.
     reads: dict[str, Any] = field(default_factory=dict)
     import_key: str = ""
-
-    @property
-    def module(self) -> str:
-        return self.kernel.split(":", 1)[0]
-
-    @property
-    def function(self) -> str:
-        return self.kernel.split(":", 1)[1]
 
     @property
     def language(self) -> str:

@@ -19,6 +19,7 @@ from typing import Any
 from kgate.core import cute, schema
 from kgate.core.cute import CuteEntry
 from kgate.core.discovery import find_config
+from kgate.core.entry import KernelEntry
 from kgate.core.errors import ConfigError, KgateError, did_you_mean
 from kgate.core.schema import (
     CUDA_COMPILERS,
@@ -41,7 +42,7 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 
 
 @dataclass(frozen=True)
-class TritonEntry:
+class TritonEntry(KernelEntry):
     """One registered Triton kernel (from configuration or from `kgate.register`)."""
 
     kernel: str  # "pkg.module:function"
@@ -62,17 +63,6 @@ class TritonEntry:
     # so a kernel written for one architecture does not fail the gate on another.
     targets: tuple[str, ...] | None = None
     origin: str = ""
-
-    def builds_for(self, target: str) -> bool:
-        return self.targets is None or target in self.targets
-
-    @property
-    def module(self) -> str:
-        return self.kernel.split(":", 1)[0]
-
-    @property
-    def function(self) -> str:
-        return self.kernel.split(":", 1)[1]
 
     def to_json(self) -> dict[str, Any]:
         return {

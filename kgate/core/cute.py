@@ -27,6 +27,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from kgate.core.entry import KernelEntry
 from kgate.core.errors import ConfigError
 from kgate.core.schema import SHAPE_KEYS
 
@@ -71,7 +72,7 @@ class CuteCall:
 
 
 @dataclass(frozen=True)
-class CuteEntry:
+class CuteEntry(KernelEntry):
     """One CuTe DSL kernel to gate: a `[[tool.kgate.cute]]` table, a `@kgate.register` on a `@cute.jit` function,
     or a `[[cute]]` table of the capture file (`source = "captured"`)."""
 
@@ -88,17 +89,6 @@ class CuteEntry:
     captured: tuple[str, ...] = ()  # the capture environments that made this call
 
     language = "cute"
-
-    def builds_for(self, target: str) -> bool:
-        return self.targets is None or target in self.targets
-
-    @property
-    def module(self) -> str:
-        return self.kernel.split(":", 1)[0]
-
-    @property
-    def function(self) -> str:
-        return self.kernel.split(":", 1)[1]
 
     def calls(self) -> list[CuteCall]:
         return [CuteCall(self.kernel, dict(args), dict(self.init), self.options) for args in self.args]
