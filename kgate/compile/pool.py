@@ -43,6 +43,8 @@ ORPHAN_POLL = 0.5
 TASKS = {
     "triton.expand": "kgate.compile.triton_backend:expand",
     "triton.compile": "kgate.compile.triton_backend:compile_variant",
+    "cute.expand": "kgate.compile.cute_backend:expand",
+    "cute.compile": "kgate.compile.cute_backend:compile_call",
     "cuda.compile": "kgate.compile.cuda_backend:compile_source",
     "cuda.sass": "kgate.compile.cuda_backend:disassemble_task",
     "sass": "kgate.compile.sass_task:disassemble_task",

@@ -226,7 +226,7 @@ def compile_variant(payload: dict[str, Any]) -> dict[str, Any]:
     if makes_sass(bool(payload.get("sass")) or expectations.BLOCK_SCALE in expect, ptxas_log):
         hashes["sass"] = store_text(folder, "sass", disassemble(folder / CUBIN))
     context = variant_context(payload, spec, seconds, expect, gluon.num_stages(fn, spec.num_stages))
-    return {"context": context, "artifacts": hashes,
+    return {"context": {**context, "parameters": passed(signature)}, "artifacts": hashes,
             "dynamic_smem": int(compiled.metadata.shared or 0)}
 
 
@@ -343,6 +343,21 @@ def triton_inputs(fn: Any, spec: Specialization) -> tuple[dict[str, str], dict[t
         else:
             raise KernelError(f"parameter {name!r} has no value in the specialisation and no default")
     return signature, constants, attrs
+
+
+def passed(signature: dict[str, str]) -> list[str]:
+    """The names of the parameters the compiled kernel takes, in the PTX's order: the run-time ones of the
+    signature (`triton_inputs`: every parameter in order, "constexpr" for the constants, which are not passed).
+    A tensor descriptor is passed as several PTX parameters: the names stop before the first one, so that every
+    name given stands for its PTX parameter."""
+    out = []
+    for name, kind in signature.items():
+        if kind == "constexpr":
+            continue
+        if not kind.startswith(("*", "i", "u", "fp", "bf")):
+            break
+        out.append(name)
+    return out
 
 
 def _check_options(options: dict[str, Any], capability: int) -> None:

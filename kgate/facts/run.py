@@ -60,8 +60,9 @@ class Facts:
         self.parsed: dict[str, Sources] | None = {} if reuse else None
 
     def key(self, unit: Compiled) -> str:
-        identity = unit.context if unit.language == "triton" else {k: unit.context.get(k) for k in IDENTITY}
-        return digest("facts", self.schema, unit.key, unit.hashes, unit.sass_symbols, unit.dynamic_smem, identity)
+        identity = {k: unit.context.get(k) for k in IDENTITY} if unit.language == "cuda" else unit.context
+        return digest("facts", self.schema, unit.key, unit.hashes, unit.sass_symbols, unit.dynamic_smem,
+                      unit.entry_smem, identity)
 
     def of(self, unit: Compiled, *, keep: bool = True) -> Built | str | None:
         """The unit's facts; a message where its artifacts do not read as facts (a failure to report); None where
@@ -216,14 +217,16 @@ def cuda_facts(config: Config, targets: tuple[str, ...], *, jobs: int, progress:
 def reads_sass(facts: KernelFacts, patterns: dict[str, list[str]], sass_all: bool = False) -> bool:
     """Whether a rule will read a CUDA kernel's SASS (disassembly costs about half a second per cubin).
 
-    pdl-missing-wait confirms `ACQBULK` for a PDL kernel whose PTX waits before every access;
+    pdl-missing-wait confirms `ACQBULK` for a PDL kernel whose PTX waits before every write (a load before the
+    wait may be one it is declared to make);
     block-scale-missing names the SASS MMA of a kernel whose PTX lacks the block-scaled one;
     local-memory-in-loop reads where the local memory of a kernel with a stack frame is used.
     """
     if sass_all or facts.resources.stack_bytes > 0:
         return True
     entry = facts.entry
-    if matches(facts.kernel, patterns["pdl"]) and entry.has_wait and not entry.unwaited_accesses:
+    if matches(facts.kernel, patterns["pdl"]) and entry.has_wait and not any(
+            a.writes or a.opaque for a in entry.unwaited_accesses):
         return True
     return matches(facts.kernel, patterns["block_scale"]) and not any("block_scale" in op for op in entry.mma)
 
