@@ -529,6 +529,8 @@ def _note_reads(read: dict[str, Any], where: import_reads.View) -> None:
         kind, _, rest = name.partition(":")
         if kind == "env":
             reads.note_env(rest)
+        elif kind == "pythonpath":
+            reads.note_env("PYTHONPATH")
         elif kind == import_reads.UNRECORDED:  # what it read cannot be looked at again: the run is not replayed
             reads.note_unreadable()
         elif kind in ("dir", "dists", "entries"):

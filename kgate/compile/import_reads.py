@@ -83,6 +83,8 @@ def value(name: str, where: View) -> Any:
         return _whole_env(where.env) if rest == "*" else where.env.get(rest)
     if kind == "cwd":  # a relative path was read: which folder it is relative to
         return where.name(where.cwd)
+    if kind == "pythonpath":  # where a module not in the project's folders is looked for
+        return [where.name(folder) for folder in search_folders(where)]
     path = where.path(rest)
     if kind == "dir":
         try:
@@ -111,6 +113,14 @@ def value(name: str, where: View) -> Any:
     if where.owned(os.path.abspath(path)):
         return _content(path)
     return path_state(path)
+
+
+def search_folders(where: View) -> list[str]:
+    """The folders PYTHONPATH puts on the import path besides the project's own (whose files are watched by name):
+    a module found there, or looked for and found nowhere, depends on which they are."""
+    named = (os.path.normpath(os.path.join(where.cwd, p)) for p in where.env.get("PYTHONPATH", "").split(os.pathsep)
+             if p)
+    return [folder for folder in dict.fromkeys(named) if folder not in where.roots]
 
 
 def _link(path: str) -> str | None:

@@ -19,7 +19,7 @@ from collections.abc import Iterator, Mapping
 from typing import IO, Any
 
 from kgate.compile import import_children, import_programs, import_text
-from kgate.compile.import_reads import UNRECORDED, Reads, View, keyable_file, value
+from kgate.compile.import_reads import UNRECORDED, Reads, View, keyable_file, search_folders, value
 
 
 class Recorder:
@@ -152,8 +152,7 @@ def note_imports(rec: Recorder, before: set[str], sys_path: list[str]) -> None:
     (since it was `sys_path`)."""
     resolved = set()  # names whose resolution a file appearing in a python-path folder would change
     searched = False  # whether a module was found in a PYTHONPATH folder, or looked for and not found anywhere
-    pythonpath = tuple(os.path.join(os.path.abspath(p), "") for p in RealEnv().get("PYTHONPATH", "").split(os.pathsep)
-                       if p)
+    pythonpath = tuple(os.path.join(f, "") for f in search_folders(rec.where)) if rec.where is not None else ()
     for name, module in list(sys.modules.items()):
         if name in before:
             continue
@@ -178,8 +177,9 @@ def note_imports(rec: Recorder, before: set[str], sys_path: list[str]) -> None:
                 base = os.path.join(folder, *name.split("."))
                 for candidate in (*(base + suffix for suffix in suffixes), base, os.path.join(base, "__init__.py")):
                     rec.note("stat", candidate)
-    if searched or any(name not in sys.modules for name in _LOOKED_FOR):
-        rec.note_env("PYTHONPATH")  # its folders, which the environment names, decide where such a module is found
+    if (searched or any(name not in sys.modules for name in _LOOKED_FOR)) and rec.where is not None \
+            and "PYTHONPATH" not in rec.written:
+        rec.add("pythonpath:", value("pythonpath:", rec.where))  # which folders decide where such a module is found
     _LOOKED_FOR.clear()
 
 
