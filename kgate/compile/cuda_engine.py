@@ -333,7 +333,8 @@ def _disassemble(config: Config, todo: list[tuple[_Task, Entry, list[str]]], poo
             run.cached += 1
 
     if todo:
-        pool.run([("cuda.sass", {"cubin": str(cache.artifacts(task.key) / CUBIN), "symbols": symbols(entry, lacking)})
+        pool.run([("cuda.sass", {"cubin": cubin_file(cache.artifacts(task.key), entry.meta.get("cubin"))[0],
+                                 "symbols": symbols(entry, lacking)})
                   for task, entry, lacking in todo], config.timeout, done)
     return again
 

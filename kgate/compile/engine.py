@@ -717,7 +717,8 @@ def _disassemble_cached(config: Config, cache: Cache, pool: Pool,
             run.cached += 1
 
     if todo:
-        pool.run([("sass", {"cubin": str(cache.artifacts(key) / CUBIN)}) for _variant, _target, _p, key, _entry in todo],
+        pool.run([("sass", {"cubin": cubin_file(cache.artifacts(key), entry.meta.get("cubin"))[0]})
+                  for _variant, _target, _p, key, entry in todo],
                  config.timeout, disassembled)
     return again
 
