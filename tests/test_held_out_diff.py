@@ -10,8 +10,6 @@ import subprocess
 import threading
 from pathlib import Path
 
-import pytest
-
 from conftest import kgate, kgate_process
 from test_diff_sides import GIT_ENV, _diff, _git, _left_worktrees, _repo
 from test_import_keys import CFG, LARGE, SMALL, TUNED
