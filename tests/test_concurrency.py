@@ -10,6 +10,7 @@ each launched with PDL so that SASS is disassembled into the cache too).
 from __future__ import annotations
 
 import ast
+import hashlib
 import json
 import os
 import re
@@ -25,6 +26,7 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES, REPO, Run, copy_project, kgate, session_processes
 
+from kgate.compile.cache import kept
 from kgate.support.tools import bundled_tool
 
 pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
@@ -173,7 +175,7 @@ def test_damaged_facts_records_are_read_again_from_the_artifacts_and_damaged_art
     assert sorted((cache / "facts").glob("*.json")) == built  # each written whole again, under its key
     for path in built:
         path.unlink()
-    ptx = sorted((cache / "artifacts").glob("*/kernel.ptx"))[0]
+    ptx = min((cache / "artifacts").glob("*/kernel.ptx.*"))  # the PTX as its record reads it (by its hash)
     ptx.write_text(ptx.read_text() + "\n// edited\n")
     run = kgate("check", "-v", cwd=project)
     assert run.code == 1 and "1 compiled, 3 from cache" in run.stdout, run.stdout + run.stderr
@@ -239,14 +241,17 @@ def test_what_stands_where_a_cache_record_should_be_is_never_followed_or_waited_
     # ...with an ordinary file's permissions, not those of what stood there (/dev/zero is writable by all).
     assert {stat.S_IMODE(p.stat().st_mode) for p in planted} == {stat.S_IMODE(facts[0].parent.stat().st_mode) & 0o666}
     # The cubins the check kept but did not disassemble, replaced by pipes: `--sass` compiles those again.
-    cubins = [folder / "kernel.cubin" for folder in (cache / "artifacts").iterdir()
-              if not (folder / "kernel.sass").exists()]
-    assert cubins
+    # Each under its own name and under its hash's, which the record reads.
+    folders = [folder for folder in (cache / "artifacts").iterdir() if not (folder / "kernel.sass").exists()]
+    cubins = [path for folder in folders for path in folder.glob("kernel.cubin*")]
+    assert folders and len(cubins) >= 2 * len(folders)
     for path in cubins:
         replace(path, "fifo")
     run = kgate("check", "--sass", "-v", cwd=project, timeout=300)
-    assert run.code == 1 and f"{len(cubins)} compiled" in run.stdout, run.stdout + run.stderr
-    assert not [p for p in cubins if _not_regular(p)]
+    assert run.code == 1 and f"{len(folders)} compiled" in run.stdout, run.stdout + run.stderr
+    rebuilt = [kept(folder / "kernel.cubin", hashlib.sha256((folder / "kernel.cubin").read_bytes()).hexdigest())
+               for folder in folders]  # the compile's cubin, under its name and its hash's
+    assert not [p for folder in folders for p in (folder / "kernel.cubin", *rebuilt) if _not_regular(p)]
     assert {p: p.read_bytes() for p in other.rglob("*.json")} == before
 
 

@@ -7,9 +7,15 @@ Layout under the cache directory (default `.kgate-cache/` in the project):
     v1/compiled/<key>.json     one Triton variant and target: its context and its artifacts' hashes
     v1/spans/<key>.json        where each definition of its module was, for the compile record
     v1/cuda/<key>.json         one CUDA source and target: its artifacts' hashes, or the compiler's error
-    v1/artifacts/<key>/        kernel.ptx, ptxas.log, kernel.ttgir, kernel.sass, kernel.cubin
+    v1/artifacts/<key>/        kernel.ptx, ptxas.log, kernel.ttgir, kernel.sass, kernel.cubin, each also
+                               under its name and its content hash (`kept`), which records read
     v1/facts/<key>.json        the facts read from one unit's artifacts (kgate.facts.run)
     v1/listing/<key>.json      a cubin's nvdisasm listing, parsed (kgate diff)
+
+Two runs that share the cache may compile one key at once with outputs that differ where the compiler
+wrote the source's path into them (a base revision's checkout in a folder of each `kgate diff`'s own). An
+artifact is therefore also kept under a name that carries its content hash, and a record reads the
+artifacts it was written with by those names: whichever run writes last, no record reads another's.
 
 A record is written to a temporary name and moved into place with
 os.replace, so a reader sees a whole file or none. Each record carries what
@@ -40,7 +46,7 @@ from typing import Any, NamedTuple
 
 from kgate.core.errors import KgateError
 from kgate.support import jsondoc, tools
-from kgate.support.atomicio import read_cached, write_cached
+from kgate.support.atomicio import clear_folder, read_cached, write_cached
 
 VERSION = "v1"
 
@@ -64,9 +70,11 @@ class Cache:
 
     def cubin(self, key: str, meta: dict[str, Any]) -> Path | None:
         """The cubin a record was made from, when it is still in the cache as it was written (`meta["cubin"]`)."""
-        path = self.artifacts(key) / "kernel.cubin"
         wanted = meta.get("cubin")
-        return path if isinstance(wanted, str) and file_hash(path) == wanted else None
+        if not isinstance(wanted, str):
+            return None
+        path = kept(self.artifacts(key) / "kernel.cubin", wanted)
+        return path if file_hash(path) == wanted else None
 
     def get(self, kind: str, key: str, check: Callable[[Any], object] | None = None) -> Any | None:
         """A record's value, or None: there is none, or it is not whole, not the record of this kind and key,
@@ -133,13 +141,41 @@ class CacheWriteError(KgateError):
         return cls(exc.strerror or type(exc).__name__, folder)
 
 
-def write_artifact(path: Path, data: bytes) -> None:
+def kept(path: Path, digest: str) -> Path:
+    """Where the artifact `path` with this content hash is kept, whatever another compile of its key wrote since."""
+    return path.with_name(f"{path.name}.{digest[:16]}")
+
+
+def write_artifact(path: Path, data: bytes) -> str:
     """Write one compile artifact (in a compile worker) whole, as every file of the cache is written
-    (`kgate.support.atomicio.write_cached`); a failure is a CacheWriteError."""
+    (`kgate.support.atomicio.write_cached`): under its content's name (`kept`) and, linked to it, under its own.
+    Returns its content hash; a failure is a CacheWriteError."""
+    found = hashlib.sha256(data).hexdigest()
+    where = kept(path, found)
     try:
-        write_cached(path, data)
+        write_cached(where, data)
+        _link(where, path, data)
     except OSError as exc:
         raise CacheWriteError.of(exc) from None
+    return found
+
+
+def _link(source: Path, path: Path, data: bytes) -> None:
+    """`path` made the same file as `source` (a copy where the file system has no links), replaced at once."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+    try:
+        os.link(source, temporary)
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.EXDEV, errno.ENOTSUP, errno.EMLINK, errno.EACCES):
+            raise
+        write_cached(path, data)
+        return
+    try:
+        clear_folder(path)
+        os.replace(temporary, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
 
 
 # The errors of a disk that cannot take more, whatever file was being written.

@@ -36,7 +36,7 @@ from kgate.compile.cache import Cache, CacheWriteError, Entry, digest, file_hash
 from kgate.compile.engine import Compilation, Progress, _first_line, worker_env
 from kgate.compile.pool import Outcome, Pool
 from kgate.compile.preflight import CudaCompilers, cuda_compilers
-from kgate.compile.units import CUBIN, Compiled, CompileFailure
+from kgate.compile.units import CUBIN, Compiled, CompileFailure, cubin_file
 from kgate.core.config import Config
 from kgate.core.errors import ToolchainError
 from kgate.support.atomicio import read_input
@@ -166,7 +166,7 @@ def _unit(task: _Task, value: dict[str, Any], meta: dict[str, Any], cache: Cache
     return Compiled(key=task.key, folder=cache.artifacts(task.key), language="cuda", target=task.target,
                     hashes=dict(value["artifacts"]), context={**task.payload, **value["context"]},
                     sass_symbols=tuple(symbols) if symbols is not None else None,
-                    cubin=(str(cache.artifacts(task.key) / CUBIN), meta.get("cubin")),
+                    cubin=cubin_file(cache.artifacts(task.key), meta.get("cubin")),
                     origin=(task.source.rel, "", task.source.rel, 1))
 
 
@@ -333,7 +333,8 @@ def _disassemble(config: Config, todo: list[tuple[_Task, Entry, list[str]]], poo
             run.cached += 1
 
     if todo:
-        pool.run([("cuda.sass", {"cubin": str(cache.artifacts(task.key) / CUBIN), "symbols": symbols(entry, lacking)})
+        pool.run([("cuda.sass", {"cubin": cubin_file(cache.artifacts(task.key), entry.meta.get("cubin"))[0],
+                                 "symbols": symbols(entry, lacking)})
                   for task, entry, lacking in todo], config.timeout, done)
     return again
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from kgate.compile import expectations
-from kgate.compile.cache import write_artifact
+from kgate.compile.cache import kept, write_artifact
 from kgate.compile.triton_backend import KernelError, _imported, disassemble, makes_sass
 from kgate.compile.units import CUBIN, steady_log, store_text
 from kgate.core.cute import DTYPE_PREFIX, STREAM, CuteCall, dim_symbol
@@ -88,11 +88,11 @@ def compile_call(payload: dict[str, Any]) -> dict[str, Any]:
         log = ptxas_log(Path(remarks).read_text(encoding="utf-8", errors="replace")
                         if os.path.exists(remarks) else "")
     folder = Path(payload["artifacts"])
-    write_artifact(folder / CUBIN, cubin)
+    cubin_path = kept(folder / CUBIN, write_artifact(folder / CUBIN, cubin))  # this compile's, by its hash
     hashes = {"ptx": store_text(folder, "ptx", ptx), "ptxas_log": store_text(folder, "ptxas_log", steady_log(log))}
     expect = sorted(payload["variant"].get("expect", ()))  # what was asked: no IR of the DSL is read for intent
     if makes_sass(bool(payload.get("sass")) or expectations.BLOCK_SCALE in expect, log):
-        hashes["sass"] = store_text(folder, "sass", disassemble(folder / CUBIN))
+        hashes["sass"] = store_text(folder, "sass", disassemble(cubin_path))
     # One size for every launch is every kernel's; each kernel past 48 KB is named by the host code's own check.
     return {"context": call_context(payload, call, where, expect, seconds), "artifacts": hashes,
             "dynamic_smem": launches.pop() if len(launches) == 1 else 0, "entry_smem": smem}

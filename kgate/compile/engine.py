@@ -33,7 +33,7 @@ from kgate.compile.pool import Outcome, Pool
 from kgate.compile.preflight import built_units, python_toolchain, tools_of
 from kgate.compile.relocate import def_line, def_spans
 from kgate.compile.triton_backend import MISSING_ATTRIBUTE, makes_sass
-from kgate.compile.units import CUBIN, Compiled, CompileFailure, read_text
+from kgate.compile.units import CUBIN, Compiled, CompileFailure, cubin_file, read_text
 from kgate.core.config import Config, TritonEntry
 from kgate.core.cute import CuteEntry
 from kgate.core.entry import KernelName
@@ -667,7 +667,7 @@ def _unit(cache: Cache, key: str, value: dict[str, Any], cubin: str | None, vari
     return Compiled(key=key, folder=cache.artifacts(key), language=context["language"], target=context["target"],
                     hashes=dict(value["artifacts"]), context=context, dynamic_smem=value["dynamic_smem"],
                     entry_smem=dict(value.get("entry_smem", {})),
-                    cubin=(str(cache.artifacts(key) / CUBIN), cubin), spans_then=spans_then, spans_now=p.spans,
+                    cubin=cubin_file(cache.artifacts(key), cubin), spans_then=spans_then, spans_now=p.spans,
                     source_file=p.file, def_line=line,
                     origin=(variant["kernel"], variant["name"], context["path"], context["line"]))
 
@@ -712,7 +712,8 @@ def _disassemble_cached(config: Config, cache: Cache, pool: Pool,
             run.cached += 1
 
     if todo:
-        pool.run([("sass", {"cubin": str(cache.artifacts(key) / CUBIN)}) for _variant, _target, _p, key, _entry in todo],
+        pool.run([("sass", {"cubin": cubin_file(cache.artifacts(key), entry.meta.get("cubin"))[0]})
+                  for _variant, _target, _p, key, entry in todo],
                  config.timeout, disassembled)
     return again
 

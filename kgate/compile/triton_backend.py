@@ -31,7 +31,7 @@ from typing import Any
 from kgate.collect.source import try_parse
 from kgate.collect.specialization import Specialization
 from kgate.compile import expectations, gluon
-from kgate.compile.cache import cache_write_failure, triton_folder, write_artifact
+from kgate.compile.cache import cache_write_failure, kept, triton_folder, write_artifact
 from kgate.compile.frames import project_frame
 from kgate.compile.units import CUBIN, steady_log, store_text
 from kgate.core.errors import KgateError, did_you_mean
@@ -218,13 +218,13 @@ def compile_variant(payload: dict[str, Any]) -> dict[str, Any]:
     seconds = time.perf_counter() - started
     ptxas_log = "\n".join(line for line in log.getvalue().splitlines() if "ptxas" in line or "bytes" in line)
     folder = Path(payload["artifacts"])
-    write_artifact(folder / CUBIN, compiled.asm["cubin"])
+    cubin_path = kept(folder / CUBIN, write_artifact(folder / CUBIN, compiled.asm["cubin"]))  # this compile's
     hashes = {"ptx": store_text(folder, "ptx", compiled.asm["ptx"]),
               "ptxas_log": store_text(folder, "ptxas_log", steady_log(ptxas_log)),
               "ttgir": store_text(folder, "ttgir", compiled.asm.get("ttgir", ""))}
     expect = expectations.compiled(variant, gluon.first_ir(compiled.asm))
     if makes_sass(bool(payload.get("sass")) or expectations.BLOCK_SCALE in expect, ptxas_log):
-        hashes["sass"] = store_text(folder, "sass", disassemble(folder / CUBIN))
+        hashes["sass"] = store_text(folder, "sass", disassemble(cubin_path))
     context = variant_context(payload, spec, seconds, expect, gluon.num_stages(fn, spec.num_stages))
     return {"context": {**context, "parameters": passed(signature)}, "artifacts": hashes,
             "dynamic_smem": int(compiled.metadata.shared or 0)}

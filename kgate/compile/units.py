@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kgate.compile.cache import write_artifact
+from kgate.compile.cache import kept, write_artifact
 from kgate.core.findings import Related
 from kgate.support.atomicio import read_cached
 
@@ -65,19 +65,20 @@ def steady_log(text: str) -> str:
     return "\n".join(line for line in text.split("\n") if "Compile time =" not in line)
 
 
-def text_hash(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
+def cubin_file(folder: Path, digest: str | None) -> tuple[str, str | None]:
+    """Where a unit's cubin with this content hash is (`Compiled.cubin`); the latest one written where none is known."""
+    return (str(kept(folder / CUBIN, digest) if digest else folder / CUBIN), digest)
 
 
 def store_text(folder: Path, name: str, text: str) -> str:
     """Write one artifact into a unit's folder (in a compile worker); its content hash, for the record."""
-    write_artifact(folder / FILES[name], text.encode())
-    return text_hash(text)
+    return write_artifact(folder / FILES[name], text.encode())
 
 
 def read_text(folder: Path, name: str, digest: str) -> str | None:
-    """An artifact as it was written, or None where it is missing, damaged or not a regular file."""
-    data = read_cached(folder / FILES[name])
+    """An artifact as it was written (kept by its hash: another compile of its key may have written others since),
+    or None where it is missing, damaged or not a regular file."""
+    data = read_cached(kept(folder / FILES[name], digest))
     if data is None or hashlib.sha256(data).hexdigest() != digest:
         return None
     return data.decode("utf-8", "replace")
