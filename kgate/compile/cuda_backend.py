@@ -9,10 +9,10 @@ ptxas log of every kernel in the file. Without nvcc, NVRTC compiles
 device-only sources the same way. They are kept as the unit's artifacts
 (`kgate.compile.units`); the facts stage reads which kernels are the project's
 and their facts from them, here in the worker right after the compile where
-the run asks for it (`_read_here`). SASS is disassembled (the Triton wheel's
-`cuobjdump -sass`, about half a second per cubin, the whole cubin at once) and
-kept only for the kernels whose rules read it: after the compile, or later
-from the cached cubin (`disassemble_task`).
+the run asks for it (`kgate.compile.worker_facts`). SASS is disassembled (the
+Triton wheel's `cuobjdump -sass`, about half a second per cubin, the whole cubin
+at once) and kept only for the kernels whose SASS the run's plan wants: after
+the compile, or later from the cached cubin (`disassemble_task`).
 
 The compile leaves out what the configuration decides (PDL, expected
 instructions, kind), so changing them recompiles nothing. With the artifacts
@@ -31,13 +31,13 @@ import os
 import re
 import shlex
 import shutil
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from kgate.compile.cache import CacheWriteError, write_artifact
+from kgate.compile.cache import write_artifact
 from kgate.compile.triton_backend import KernelError
 from kgate.compile.units import CUBIN, Compiled, steady_log, store_text
+from kgate.compile.worker_facts import analysed
 from kgate.core.errors import ToolchainError
 from kgate.support import scratch, tools
 
@@ -61,7 +61,7 @@ class CompilerUnusable(ToolchainError):
 
 
 class SourceError(KernelError):
-    """The compiler rejected the source (not a timeout or a crash): a compile-error finding."""
+    """The compiler rejected the source (not a timeout or a crash): a finding that the kernels did not compile."""
 
     def __init__(self, message: str, line: int = 1) -> None:
         super().__init__(message)
@@ -85,39 +85,15 @@ def compile_source(payload: dict[str, Any]) -> dict[str, Any]:
         # Not a verdict on this file, and never cached: the main process stops the run.
         return {"toolchain_error": str(exc)}
     hashes = {"ptx": store_text(artifacts, "ptx", ptx), "ptxas_log": store_text(artifacts, "ptxas_log", steady_log(log))}
-    result: dict[str, Any] = {"artifacts": hashes, "headers": read}
-    symbols = _read_here(payload, artifacts, hashes)
-    if symbols:
-        result["sass_symbols"] = symbols
-    return result
-
-
-def _read_here(payload: dict[str, Any], artifacts: Path, hashes: dict[str, str]) -> list[str] | None:
-    """Where the run gave an `analyse` (`kgate.compile.cuda_engine.compile_cuda`): the facts stage reads the unit in
-    this worker, while other files compile, and the SASS its rules read is disassembled here, from the cubin just
-    written; its hash goes into `hashes`. The functions disassembled, or None for none.
-
-    Whatever goes wrong here is left to the main process, which reads the unit as it would have without this."""
-    analyse = payload.get("analyse")
-    if analyse is None:
-        return None
-    needs = analyse()
     context = {k: v for k, v in payload.items() if k not in ("key", "analyse")}
     unit = Compiled(key=payload["key"], folder=artifacts, language="cuda", target=payload["target"],
-                    hashes=dict(hashes), context=context)
-    try:
-        lacking = needs(unit)
-        if not lacking:
-            return None
-        symbols = sorted(lacking)
-        hashes["sass"] = store_text(artifacts, "sass", disassemble_functions(artifacts / CUBIN, symbols))
-        needs(replace(unit, hashes=dict(hashes), sass_symbols=tuple(symbols)))
-    except CacheWriteError:
-        raise
-    except Exception:  # noqa: BLE001 - the main process reads the unit again and meets the same problem there
-        hashes.pop("sass", None)
-        return None
-    return symbols
+                    hashes=hashes, context=context, launch_sites=tuple(payload.get("launch_sites", ())))
+    # The facts stage reads the file's kernels here and the SASS it lacks is disassembled from the cubin just written.
+    unit = analysed(payload, unit, lambda symbols: (disassemble_functions(artifacts / CUBIN, symbols), tuple(symbols)))
+    result: dict[str, Any] = {"artifacts": dict(unit.hashes), "headers": read}
+    if unit.sass_symbols:
+        result["sass_symbols"] = list(unit.sass_symbols)
+    return result
 
 
 def disassemble_task(payload: dict[str, Any]) -> str:

@@ -60,6 +60,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
+from kgate.core.artifacts import Artifact
 from kgate.core.findings import Related, Severity
 from kgate.core.rule import CompiledContext, Report, Rule
 from kgate.facts.callgraph import INDIRECT
@@ -103,6 +104,12 @@ def related(facts: KernelFacts, access: GlobalAccess) -> tuple[Related, ...]:
     return tuple(places)
 
 
+def waits_first(facts: KernelFacts) -> bool:
+    """Whether a PDL kernel's PTX waits before every global access: the kernels whose SASS this rule reads (to
+    confirm the wait there, `ACQBULK`)."""
+    return facts.pdl and facts.entry.has_wait and not facts.entry.unwaited_accesses
+
+
 def check(facts: KernelFacts, ctx: CompiledContext) -> Iterable[Report]:
     if not facts.pdl:
         return
@@ -121,7 +128,7 @@ def check(facts: KernelFacts, ctx: CompiledContext) -> Iterable[Report]:
             related=related(facts, first),
         )
         return
-    if entry.has_wait and facts.sass is not None and facts.sass.count("ACQBULK") == 0:
+    if waits_first(facts) and facts.sass is not None and facts.sass.count("ACQBULK") == 0:
         yield Report("griddepcontrol.wait is in the PTX but the SASS has no ACQBULK", discriminator="sass")
 
 
@@ -133,4 +140,6 @@ RULE = Rule(
     summary="PDL kernel touches global memory before griddepcontrol.wait",
     check=check,
     doc=__doc__ or "",
+    reads=frozenset({Artifact.PTX, Artifact.SASS}),
+    sass_when=waits_first,
 )

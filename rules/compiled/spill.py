@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from kgate.core.artifacts import Artifact
 from kgate.core.findings import Severity
 from kgate.core.rule import CompiledContext, Option, Report, Rule
 from kgate.facts.model import KernelFacts, Resources
@@ -76,4 +77,5 @@ RULE = Rule(
         "cliff_fraction": Option(0.25, "error above this fraction of the register bytes", (int, float), minimum=0),
     },
     measures=("spill_bytes", "stack_bytes"),  # spills live in the stack frame: both grow together
+    reads=frozenset({Artifact.PTXAS_LOG, Artifact.PTX}),
 )
