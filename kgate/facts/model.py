@@ -29,7 +29,7 @@ from kgate.facts.callgraph import function_name
 from kgate.facts.extract import Move, Sources
 from kgate.facts.ptx import PtxEntry, SourceLoc
 from kgate.facts.ptxas_log import Resources
-from kgate.facts.sass import SassSummary
+from kgate.facts.sass import LoopLoads, SassSummary
 
 __all__ = ["CompileFailure", "KernelFacts", "Resources", "SassSummary", "fact", "derived_fields", "facts_schema"]
 
@@ -84,6 +84,9 @@ class KernelFacts:
     # Local-memory loads and stores inside a loop of the SASS.
     local_in_loop: tuple[int, int] | None = fact(extract.local_in_loop, reads=SASS, load=extract.load_optional_pair,
                                                  default=None)
+    # The global loads of one trip of each loop of the SASS: opcode, width, address.
+    loop_loads: tuple[LoopLoads, ...] | None = fact(extract.global_loads_in_loops, reads=SASS,
+                                                    load=extract.load_loop_loads, default=None)
     # ---- context
     shapes: tuple[dict[str, int], ...] = ()
     # The variant's constexpr values and the registration's signature (Triton
