@@ -53,8 +53,11 @@ def test_each_load_belongs_to_the_innermost_loop_around_it() -> None:
         "        /*0000*/                   LDG.E.U8 R1, desc[UR4][R2.64] ;",  # before any loop
         "        /*0010*/                   LDG.E.U8 R3, desc[UR4][R2.64+0x1] ;",  # outer loop's body
         "        /*0020*/              @!P0 LDG.E.U16 R5, desc[UR4][R6.64+-0x4] ;",  # inner loop: a negative offset
+        "        /*0028*/              @P5 BRA 0x80 ;",  # an exit from both loops: the trips that go on read what follows
         "        /*0030*/                   LDG.E R7, [R8+0x10] ;",  # a 32-bit address
         "        /*0040*/                   LDG.E.128 R12, desc[UR4][R2.64+UR5] ;",  # not a register and an offset
+        "        /*0048*/              @P4 BRA 0x50 ;",  # one side of an `if`: jumps past the next load
+        "        /*004c*/                   LDG.E R9, [R8+0x14] ;",
         "        /*0050*/              @P1 BRA 0x20 ;",  # the inner loop's first back edge
         "        /*0060*/              @P2 BRA 0x20 ;",  # its second: one loop, to the later one
         "        /*0070*/              @P3 BRA 0x10 ;",  # the outer loop
@@ -65,7 +68,7 @@ def test_each_load_belongs_to_the_innermost_loop_around_it() -> None:
     assert [(loop.first, loop.last) for loop in loops] == [(0x10, 0x70), (0x20, 0x60)]
     assert loops[0].loads == (GlobalLoad("LDG.E.U8", 8, "R2", 1),)
     assert loops[1].loads == (GlobalLoad("LDG.E.U16", 16, "R6", -4), GlobalLoad("LDG.E", 32, "R8", 16),
-                              GlobalLoad("LDG.E.128", 128, "", 0))
+                              GlobalLoad("LDG.E.128", 128, "", 0), GlobalLoad("LDG.E", 32, "R8", 20, every_trip=False))
 
 
 @pytest.fixture(scope="module")
@@ -109,6 +112,7 @@ def test_the_sass_holds_one_trip_of_each_loop(built: tuple[str, str]) -> None:
     # Every byte load of the listing is in the loop, from one register, at consecutive offsets.
     assert len(trip.loads) == len(listed) > 1
     assert {load.bits for load in trip.loads} == {8} and len({load.base for load in trip.loads}) == 1
+    assert all(load.every_trip for load in trip.loads)
     offsets = sorted(load.offset for load in trip.loads)
     assert offsets == list(range(offsets[0], offsets[0] + len(offsets)))
     assert [load.bits for trip in found["words"] for load in trip.loads] == [128] * len(_listed_loads(sass, "words"))

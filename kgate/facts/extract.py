@@ -273,7 +273,7 @@ def load_loop_loads(value: Any) -> tuple[LoopLoads, ...] | None:
     _require(all(is_count(loop.first) and is_count(loop.last) for loop in loops), "loop loads")
     _require(all(isinstance(load.opcode, str) and isinstance(load.base, str) and is_count(load.bits)
                  and isinstance(load.offset, int) and not isinstance(load.offset, bool)
-                 for loop in loops for load in loop.loads), "loop loads")
+                 and isinstance(load.every_trip, bool) for loop in loops for load in loop.loads), "loop loads")
     return loops
 
 

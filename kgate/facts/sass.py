@@ -108,13 +108,15 @@ def local_in_loops(text: str, indirect: dict[str, dict[int, tuple[int, ...]]] | 
 
 @dataclass(frozen=True)
 class GlobalLoad:
-    """A global load (`LDG`) of a loop's body: its opcode, the bits it reads per thread, and its address as a register
-    and a byte offset (`[R2.64+0x10]`: "R2", 16; the register "" where the address is not that simple)."""
+    """A global load (`LDG`) of a loop's body: its opcode, the bits it reads per thread, its address as a register
+    and a byte offset (`[R2.64+0x10]`: "R2", 16; the register "" where the address is not that simple), and whether
+    every trip reaches it (False where a branch of the loop's body, before it, jumps past it: one side of an `if`)."""
 
     opcode: str
     bits: int
     base: str
     offset: int
+    every_trip: bool = True
 
 
 @dataclass(frozen=True)
@@ -145,7 +147,8 @@ def loop_loads(text: str, indirect: dict[str, dict[int, tuple[int, ...]]] | None
 
     A loop is the span from a backward branch's target up to the branch (every branch back to one target is one
     loop: the latest of them ends it; a `BRX` through a jump table goes where the cubin says, `indirect`). Each
-    load belongs to the innermost loop around it: what one trip of that loop reads."""
+    load belongs to the innermost loop around it: what one trip of that loop reads; a load that a branch inside the
+    loop, before it, jumps past (to a place inside the loop) is not read on every trip (`GlobalLoad.every_trip`)."""
     found: dict[str, tuple[LoopLoads, ...]] = {}
     for name, body in _functions(text).items():
         ends: dict[int, int] = {}
@@ -154,24 +157,28 @@ def loop_loads(text: str, indirect: dict[str, dict[int, tuple[int, ...]]] | None
                 if target < address:
                     ends[target] = max(ends.get(target, address), address)
         spans = sorted(ends.items(), key=lambda span: span[1] - span[0])
+        forward = [(address, target) for address, op, operands in body
+                   for target in _jump_targets(address, op, operands, (indirect or {}).get(name, {})) if target > address]
         trips: dict[tuple[int, int], list[GlobalLoad]] = {}
         for address, op, operands in body:
             if op.split(".")[0] != "LDG":
                 continue
             span = next(((lo, hi) for lo, hi in spans if lo <= address <= hi), None)
             if span is not None:
-                trips.setdefault(span, []).append(_global_load(op, operands))
+                # A jump out of the loop (past its back edge) ends the trip that takes it: not one side of an `if`.
+                skipped = any(span[0] <= at < address < target <= span[1] for at, target in forward)
+                trips.setdefault(span, []).append(_global_load(op, operands, every_trip=not skipped))
         found[name] = tuple(LoopLoads(lo, hi, tuple(loads)) for (lo, hi), loads in sorted(trips.items()))
     return found
 
 
-def _global_load(op: str, operands: str) -> GlobalLoad:
+def _global_load(op: str, operands: str, *, every_trip: bool) -> GlobalLoad:
     address = _ADDRESS.search(operands.strip())
     if address is None:
-        return GlobalLoad(op, load_width(op), "", 0)
+        return GlobalLoad(op, load_width(op), "", 0, every_trip)
     sign, offset = address.group(2), address.group(3) or "0"
     value = int(offset, 16) if offset.startswith("0x") else int(offset)
-    return GlobalLoad(op, load_width(op), address.group(1), -value if sign else value)
+    return GlobalLoad(op, load_width(op), address.group(1), -value if sign else value, every_trip)
 
 
 def _looped(body: list[tuple[int, str, str]], tables: dict[int, tuple[int, ...]]) -> set[int]:
