@@ -249,7 +249,7 @@ def rule_option_schemas(rules: list[Rule]) -> dict[str, dict[str, Any]]:
 
 
 def option_schema(option: Option) -> dict[str, Any]:
-    names = {int: "integer", float: "number", str: "string", bool: "boolean", list: "array"}
+    names = {int: "integer", float: "number", str: "string", bool: "boolean", list: "array", dict: "object"}
     types = option.type if isinstance(option.type, tuple) else (option.type,)
     out: dict[str, Any] = {"description": option.help, "default": option.default}
     kinds = sorted({names[t] for t in types if t in names})
@@ -257,7 +257,9 @@ def option_schema(option: Option) -> dict[str, Any]:
         kinds.remove("integer")
     if kinds:
         out["type"] = kinds[0] if len(kinds) == 1 else kinds
-    if option.items is not None:
+    if option.items is not None and "object" in kinds:  # a table of lists
+        out["additionalProperties"] = {"type": "array", "items": {"type": names[option.items]}}
+    elif option.items is not None:
         out["items"] = {"type": names[option.items]}
     if option.minimum is not None:
         out["minimum"] = option.minimum

@@ -28,7 +28,7 @@ def register(**fields: Any) -> Callable[[F], F]:
     must be literals. At import time they are validated and the kernel is
     returned unchanged.
     """
-    from kgate.core.config import parse_triton_entry
+    from kgate.core.config import parse_cute_entry, parse_triton_entry
 
     if "kernel" in fields:
         raise TypeError("kgate.register takes no 'kernel': it is the decorated function")
@@ -36,7 +36,11 @@ def register(**fields: Any) -> Callable[[F], F]:
     def decorate(fn: F) -> F:
         name = getattr(fn, "__name__", None) or getattr(getattr(fn, "fn", None), "__name__", "kernel")
         module = getattr(fn, "__module__", None) or "module"
-        entry = parse_triton_entry({**fields, "kernel": f"{module}:{name}"}, f"kgate.register on {name}")
+        where = f"kgate.register on {name}"
+        if getattr(fn, "_decorator_kind", None) == "jit":  # a @cute.jit function: a CuTe DSL registration
+            entry: Any = parse_cute_entry({**_cute_written(fields), "kernel": f"{module}:{name}"}, where)
+        else:
+            entry = parse_triton_entry({**fields, "kernel": f"{module}:{name}"}, where)
         registrations = list(getattr(fn, "__kgate__", ()))
         registrations.append(entry)
         try:
@@ -46,3 +50,14 @@ def register(**fields: Any) -> Callable[[F], F]:
         return fn
 
     return decorate
+
+
+def _cute_written(value: Any) -> Any:
+    """A CuTe DSL registration's values as kgate's files hold them: a dtype (`cutlass.BFloat16`) as its name."""
+    if isinstance(value, dict):
+        return {k: _cute_written(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_cute_written(v) for v in value]
+    if isinstance(value, type) and getattr(value, "__module__", "").startswith("cutlass"):
+        return f"cutlass.{value.__name__}"
+    return value

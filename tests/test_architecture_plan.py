@@ -63,6 +63,7 @@ def test_the_compile_and_facts_stages_know_no_rule() -> None:
 
 def test_the_checker_sees_what_a_stage_must_not_know(tmp_path: Path) -> None:
     words = _rule_words()
+    test = next(rule.sass_when.__name__ for rule in registry.all_rules() if rule.sass_when is not None)
     planted = {
         "code.py": 'FAILURE = "KG005"\n',
         "name.py": '"""Read for local-memory-in-loop."""\n',
@@ -70,7 +71,7 @@ def test_the_checker_sees_what_a_stage_must_not_know(tmp_path: Path) -> None:
         "registry.py": "from kgate import rules\n",
         "submodule.py": "from kgate.rules.compiled import spill\n",
         "need.py": "def needs_sass(variant):\n    return variant['pdl']\n",
-        "predicate.py": "from somewhere import waits_first\n",
+        "predicate.py": f"from somewhere import {test}\n",
     }
     for name, text in planted.items():
         (tmp_path / name).write_text(text, encoding="utf-8")

@@ -554,7 +554,7 @@ def test_excerpt_lines_follow_code_that_moved_without_a_recompile(compiled_cold:
     its text): its excerpt names the lines where its code is now, with today's text, as its facts do."""
     root = copy_compiled(compiled_cold, tmp_path)
     pdl = root / "pdl.py"
-    marker = "    # Bad: the load reads the producer's output while it may still be written.\n"
+    marker = "    # Bad (a warning naming `x`): the load reads the producer's output while it may still be written.\n"
     text = pdl.read_text()
     assert text.count(marker) == 1
     pdl.write_text(text.replace(marker, marker + "    # one\n    # two\n    # three\n"))

@@ -73,8 +73,10 @@ def test_pdl_comes_from_launch_sites_wrappers_and_configuration(cold: Run) -> No
 
 def test_pdl_findings_name_the_access_and_waiting_kernels_show_acqbulk(cold: Run) -> None:
     messages = {f["kernel"]: f["message"] for f in cold.json()["findings"] if f["code"] == "KG107"}
-    assert "before griddepcontrol.wait on some path" in messages["wait_under_branch"]
-    assert "pdl.cu:10" in messages["load_before_wait"]  # the line of `x[i]`, read before the wait
+    # Under the branch the kernel writes `out` before it waits on some path: an error; a load alone names `x`.
+    assert "writes global memory before griddepcontrol.wait" in messages["wait_under_branch"]
+    assert "(`out`) can race the kernel before this one" in messages["wait_under_branch"]
+    assert "`x` by `ld.global" in messages["load_before_wait"] and "pdl.cu:10" in messages["load_before_wait"]
     assert "has no griddepcontrol.wait" in messages["wrapped_no_wait"]
     kernels = _kernels(cold)
     for name in ("wait_first", "wrapped_waits", "anon_waits"):
@@ -93,11 +95,13 @@ def test_block_scaled_mma_for_sm_120a_is_qmma_sf(project: Path, cold: Run) -> No
 
 def test_sass_is_read_only_where_a_rule_needs_it(cold: Run) -> None:
     with_sass = {name for name, k in _kernels(cold).items() if k["sass"] is not None}
-    # PDL kernels that wait first (ACQBULK confirmed), the block-scale misses (their SASS MMA named) and the
-    # kernels ptxas gave a stack frame (where their local memory is used: local-memory-in-loop).
+    # PDL kernels that wait before every write (ACQBULK confirmed: a load before the wait may be a declared one),
+    # the block-scale misses (their SASS MMA named) and the kernels ptxas gave a stack frame (where their local
+    # memory is used: local-memory-in-loop).
     stacked = {name for name, k in _kernels(cold).items() if k["stack_bytes"] > 0}
     assert stacked >= {"spill_kernel", "fits_kernel"}
-    assert with_sass == {"wait_first", "wrapped_waits", "anon_waits", "bf16_instead_kernel", "bare_mma_kernel"} | stacked
+    assert with_sass == {"wait_first", "wrapped_waits", "anon_waits", "load_before_wait", "bf16_instead_kernel",
+                         "bare_mma_kernel"} | stacked
 
 
 def test_the_same_source_built_for_the_bare_arch_is_reported(project: Path, tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ from conftest import REPO
 from kgate.core import config as config_module
 from kgate.core import schema
 from kgate.core.config import Config, CudaEntry, TritonEntry, load_config, parse_config, parse_triton_entry
+from kgate.core.cute import CuteEntry
 from kgate.core.errors import ConfigError
 from kgate.core.selection import build_selection
 
@@ -45,7 +46,7 @@ GENERATE = _generator()
 # A valid value of every key, other than its default, so that reading it shows in what the parser returns.
 TOP_SAMPLES: dict[str, Any] = {
     "targets": ["sm_90a"], "triton": [{"kernel": "pkg.mod:k", "signature": {"x": "*fp16"}}],
-    "cuda": [{"sources": ["*.cu"]}], "capture": "captured.toml", "setup": "pkg.hooks:setup",
+    "cuda": [{"sources": ["*.cu"]}], "cute": [{"kernel": "pkg.mod:k", "args": {"n": 1}}], "capture": "captured.toml", "setup": "pkg.hooks:setup",
     "python-path": ["lib"], "exclude": ["gen"], "extend-exclude": ["gen"], "respect-gitignore": False, "select": ["KG2"],
     "extend-select": ["KG1"], "ignore": ["KG105"], "per-file-ignores": {"a/*": ["KG201"]},
     "severity": {"KG202": "warning"}, "options": {"launch-guard": {"window": 5}}, "fail-on": "warning",
@@ -59,6 +60,13 @@ TRITON_SAMPLES: dict[str, Any] = {
     "num_warps": 8, "num_stages": 2, "expect": ["block_scale"], "pdl": True, "kind": "gemm",
     "variants": [{"BLOCK": 128, "num_warps": 2}], "shapes": [{"M": 64, "N": 64, "K": 64}],
     "divisible": ["x"], "args": [{"x": {"type": "*bf16", "align": 8}, "n": 7}], "targets": ["sm_90a"],
+}
+CUTE_REQUIRED: dict[str, Any] = {"kernel": "pkg.mod:k", "args": {"x": {"dtype": "cutlass.Float32", "shape": [64]}}}
+CUTE_SAMPLES: dict[str, Any] = {
+    "kernel": "pkg.other:K", "args": [{"x": {"dtype": "cutlass.BFloat16", "shape": ["?", 64], "stride": ["?:8", 1],
+                                             "align": 16}, "stream": "stream"}],
+    "init": {"dtype": "cutlass.BFloat16", "N": 64}, "options": "--enable-tvm-ffi", "expect": ["block_scale"],
+    "kind": "reduction", "shapes": [{"ctas": 132}], "targets": ["sm_90a"],
 }
 CUDA_REQUIRED: dict[str, Any] = {"sources": ["*.cu"]}
 CUDA_SAMPLES: dict[str, Any] = {
@@ -107,7 +115,7 @@ def test_a_page_that_differs_or_is_left_over_is_reported(tmp_path: Path) -> None
 def test_the_reference_documents_every_key_and_every_rule_option() -> None:
     pages = GENERATE.pages()
     reference = pages["configuration.md"]
-    for setting in (*schema.SETTINGS, *schema.TRITON, *schema.CUDA):
+    for setting in (*schema.SETTINGS, *schema.TRITON, *schema.CUTE, *schema.CUDA):
         assert f"`{setting.key}`\n" in reference, setting.key
     for needle in ("### `timeout`", "### `jobs`", "86400"):
         assert needle in reference
@@ -133,12 +141,13 @@ def test_every_key_of_the_schema_is_read_by_the_parser(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("settings", "required", "samples", "entry_of"), [
     (schema.TRITON, TRITON_REQUIRED, TRITON_SAMPLES, lambda c: c.triton[0]),
+    (schema.CUTE, CUTE_REQUIRED, CUTE_SAMPLES, lambda c: c.cute[0]),
     (schema.CUDA, CUDA_REQUIRED, CUDA_SAMPLES, lambda c: c.cuda[0]),
-], ids=["triton", "cuda"])
+], ids=["triton", "cute", "cuda"])
 def test_every_key_of_an_entry_is_read_by_the_parser(tmp_path: Path, settings: tuple[schema.Setting, ...],
                                                      required: dict, samples: dict, entry_of: Any) -> None:
     assert set(samples) == schema.keys(settings)
-    key = "triton" if settings is schema.TRITON else "cuda"
+    key = {id(schema.TRITON): "triton", id(schema.CUTE): "cute"}.get(id(settings), "cuda")
     default = entry_of(parse({key: [required]}, tmp_path))
     for setting in settings:
         entry = entry_of(parse({key: [{**required, setting.key: samples[setting.key]}]}, tmp_path))
@@ -155,8 +164,9 @@ def test_a_key_outside_the_schema_is_refused(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("settings", "model", "not_configured"), [
     (schema.SETTINGS, Config, {"root", "source", "notices", "checkout_of"}),
     (schema.TRITON, TritonEntry, {"origin"}),
+    (schema.CUTE, CuteEntry, {"origin", "source", "captured"}),
     (schema.CUDA, CudaEntry, {"origin"}),
-], ids=["top", "triton", "cuda"])
+], ids=["top", "triton", "cute", "cuda"])
 def test_every_field_is_set_by_a_key_and_defaults_agree(settings: tuple[schema.Setting, ...], model: type,
                                                         not_configured: set[str]) -> None:
     fields = {f.name: f for f in dataclasses.fields(model)}

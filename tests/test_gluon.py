@@ -41,6 +41,9 @@ def test_each_compiled_rule_reports_exactly_the_planted_gluon_cases(rules_checke
     kernels = {(k["kernel"], k["target"]) for k in report["kernels"]}
     assert len(kernels) == 18 and {target for _kernel, target in kernels} == {"sm_120a", "sm_90a"}
     assert found(rules_checked) == expectations(RULES)
+    # The tile past the cap is one finding: its spill and the local memory in its loop are told inside it.
+    ceiling = [f["folded"] for f in report["findings"] if f["kernel"].endswith(":gemm_128x256")]
+    assert ceiling == [["KG103", "KG109"]] * 2, ceiling
 
 
 def test_a_gluon_kernel_over_the_shared_memory_budget_is_not_told_about_pipeline_stages(rules_checked: Run) -> None:

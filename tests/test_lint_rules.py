@@ -6,6 +6,7 @@ tests/test_rules.py compares each fixtures/rules/<CODE>/ with its inline expecta
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -158,6 +159,27 @@ def test_a_verdict_read_from_the_projects_modules_is_linted_again_when_a_module_
         "from .kernels import scale_rows\n\n\ndef step(tokens):\n    scale_rows(tokens, tokens.shape[0])\n")
     second = kgate("lint", "--format", "json", cwd=project)
     assert found(second) - found(first) == {("conv/kernels.py", 22, "KG201", "40")}
+
+
+def test_each_module_is_split_once_however_often_its_launchers_are_followed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """KG201 and KG108 read conv/ops.py and conv/layers.py for what they pass to conv/kernels.py, then lint those
+    files themselves: each module's top-level statements are found once in the run (a module read on the side
+    does not displace the one under lint, nor is it split again at each reading)."""
+    from kgate.collect import pysparse
+
+    split = pysparse._split
+    counts: dict[str, int] = {}
+
+    def counted(lines: list[str]) -> list[pysparse.Block] | None:
+        if sys._getframe(2).f_code.co_name != "_top_level":  # the import resolver's own read, kept by file state
+            text = "\n".join(lines)
+            counts[text] = counts.get(text, 0) + 1
+        return split(lines)
+
+    monkeypatch.setattr(pysparse, "_split", counted)
+    linted(RULES / "KG108")
+    linted(RULES / "KG201")
+    assert counts and max(counts.values()) == 1, sorted(counts.values())
 
 
 def test_kg201_project_names_are_options() -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -39,7 +40,7 @@ def test_sarif_of_the_fixture_project_validates_and_lists_every_finding(project:
     doc = json.loads(check(project, "sarif").stdout)
     validate_sarif(doc)
     results = doc["runs"][0]["results"]
-    assert len(results) == len(as_json["findings"]) >= 15
+    assert len(results) == len(as_json["findings"]) >= 12
     got = sorted((r["ruleId"], r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"],
                   r["locations"][0]["physicalLocation"]["region"]["startLine"], r["properties"]["target"])
                  for r in results)
@@ -53,7 +54,9 @@ def test_sarif_of_the_fixture_project_validates_and_lists_every_finding(project:
     assert related == sorted((f["code"], f["kernel"] or "", f["target"],
                               [place["message"] if place["path"] else f"PTX line {place['ptx_line']}: "
                                f"{place['message']}" for place in f["related"]]) for f in as_json["findings"])
-    assert sum(bool(r.get("relatedLocations")) for r in results) == 4
+    # The PDL findings, and the findings that carry others of the same cause (a spill at the register ceiling).
+    carrying = sum(bool(f["related"]) for f in as_json["findings"] if f["code"] == "KG107" or f["folded"])
+    assert sum(bool(r.get("relatedLocations")) for r in results) == carrying >= 4
 
 
 def test_sarif_fingerprints_survive_moving_the_kernels(project: Path) -> None:
@@ -113,7 +116,13 @@ def test_sarif_of_this_repository_validates(tmp_path: Path, repository_checked: 
     assert doc["runs"][0]["tool"]["driver"]["name"] == "kgate"
 
 
-def test_github_annotations_of_real_findings(project: Path, as_json: dict) -> None:
+def test_github_annotations_of_real_findings(project: Path, tmp_path: Path) -> None:
+    # The project's warnings made errors, so that the cap of 10 annotations per kind is exercised.
+    shutil.copytree(project, tmp_path / "compiled", symlinks=True)
+    project = tmp_path / "compiled"
+    with (project / "kgate.toml").open("a") as config:
+        config.write('\n[severity]\nKG105 = "error"\nKG107 = "error"\n')
+    as_json = check(project, "json").json()
     lines = check(project, "github").stdout.splitlines()
     commands = [parse_command(line) for line in lines if line.startswith("::")]
     summary, annotations = commands[0], commands[1:]
@@ -139,8 +148,9 @@ def _place(related: dict) -> str:
 
 
 def test_pdl_findings_point_at_the_access_by_its_source_line_and_its_ptx_line(project: Path, as_json: dict) -> None:
-    """A KG107 finding points at the kernel, and at the global access before the wait twice: the source line the
-    PTX's debug info gives it and its line in the PTX, as the compiler wrote it to the cache."""
+    """A KG107 finding points at the kernel, and at each kind of global access before the wait (a write, the
+    loads of one argument) twice: the source line the PTX's debug info gives it and its line in the PTX, as the
+    compiler wrote it to the cache."""
     pdl = [f for f in as_json["findings"] if f["code"] == "KG107"]
     assert sorted((f["kernel"], f["target"]) for f in pdl) == sorted(
         (k, t) for k in ("pdl:load_before_wait", "pdl:wait_under_branch") for t in ("sm_120a", "sm_90a"))
@@ -152,22 +162,30 @@ def test_pdl_findings_point_at_the_access_by_its_source_line_and_its_ptx_line(pr
         target = re.search(r"^\s*\.target\s+(\w+)", text, re.MULTILINE).group(1)
         ptx.setdefault((entry, target), []).append(text.splitlines())
     for f in pdl:
-        at_source, at_ptx = f["related"]
-        # The line of the kernel's `tl.load`, in the kernel's own body, the one the message names too.
-        assert at_source["path"] == "pdl.py" and at_source["ptx_line"] == 0
-        assert "tl.load(" in source[at_source["line"] - 1]
-        assert f["line"] < at_source["line"] < f["line"] + 8
-        assert f"at pdl.py:{at_source['line']}" in f["message"]
-        opcode = re.search(r"`([\w.:]+)`", at_ptx["message"]).group(1)
-        assert at_ptx["path"] == "" and at_ptx["line"] == 0 and opcode.startswith("ld.global")
-        texts = ptx[(f["kernel"].split(":")[1], f["target"])]
-        assert texts and all(opcode in lines[at_ptx["ptx_line"] - 1].split() for lines in texts)
+        assert f["related"] and len(f["related"]) % 2 == 0
+        for at_source, at_ptx in zip(f["related"][::2], f["related"][1::2]):
+            # The line of the kernel's `tl.load` or `tl.store`, in the kernel's own body, the one the message names.
+            assert at_source["path"] == "pdl.py" and at_source["ptx_line"] == 0
+            assert at_source["message"] == at_ptx["message"]
+            opcode = re.search(r"`([\w.:]+)`", at_ptx["message"]).group(1)
+            assert at_ptx["path"] == "" and at_ptx["line"] == 0 and opcode.startswith(("ld.global", "st.global"))
+            call = "tl.load(" if opcode.startswith("ld.") else "tl.store("
+            assert call in source[at_source["line"] - 1]
+            assert f["line"] < at_source["line"] < f["line"] + 8
+            assert f"pdl.py:{at_source['line']}" in f["message"]
+            texts = ptx[(f["kernel"].split(":")[1], f["target"])]
+            assert texts and all(opcode in lines[at_ptx["ptx_line"] - 1].split() for lines in texts)
+    # A load alone is a warning that names the argument; a store before the wait is an error.
+    severity = {f["kernel"]: f["severity"] for f in pdl}
+    assert severity == {"pdl:load_before_wait": "warning", "pdl:wait_under_branch": "error"}
+    assert all("`x` by `ld.global." in f["message"] for f in pdl)
     # The same places in the terminal output, under each finding.
     terminal = kgate("check", cwd=project).stdout.splitlines()
     for f in pdl:
         head = next(n for n, line in enumerate(terminal) if line.startswith(f"pdl.py:{f['line']}: KG107")
                     and f"@ {f['target']}]" in line and f["kernel"] in line)
-        assert terminal[head + 1:head + 3] == [f"    {_place(r)}: {r['message']}" for r in f["related"]]
+        assert terminal[head + 1:head + 1 + len(f["related"])] == [f"    {_place(r)}: {r['message']}"
+                                                                   for r in f["related"]]
 
 
 def test_junit_counts_match_the_findings_and_clean_variants(project: Path, as_json: dict) -> None:

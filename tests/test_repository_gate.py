@@ -2,7 +2,9 @@
 
 A copy of the bundled kernels, the configuration and the baseline passes; the
 same copy with one kernel changed the way a real regression looks (the PDL wait
-moved after the loads it protects) fails, which is what makes CI red.
+moved after the loads it protects) fails, which is what makes CI red: the
+repository asks pdl-missing-wait for its strict policy, since its PDL kernels
+read only the previous kernel's output.
 """
 
 from __future__ import annotations

@@ -61,6 +61,8 @@ class Finding:
     identity: str = ""
     value: int | None = None
     related: tuple[Place, ...] = ()
+    # The codes of the findings this one carries as their cause (a spill folded into the register ceiling's).
+    folded: tuple[str, ...] = ()
     # What the baseline comparison says of this finding (it is new, or a figure it is about got worse); these
     # differences are not in the result's `differences`.
     ratchet: tuple[Difference, ...] = ()
@@ -78,6 +80,7 @@ class Finding:
                    end_column=finding.end_col, kernel=finding.kernel, variant=finding.variant, target=finding.target,
                    identity=finding.identity, value=finding.value,
                    related=tuple(Place(r.path, r.line, r.message, r.ptx_line) for r in finding.related),
+                   folded=finding.folded,
                    ratchet=tuple(Difference.of(d) for d in standing))
 
     def to_json(self) -> dict[str, Any]:
@@ -86,7 +89,7 @@ class Finding:
                 "line": self.line, "col": self.column, "end_line": self.end_line, "end_col": self.end_column,
                 "message": self.message, "kernel": self.kernel, "variant": self.variant, "target": self.target,
                 "identity": self.identity, "value": self.value, "related": [p.to_json() for p in self.related],
-                "ratchet": [d.to_json() for d in self.ratchet]}
+                "folded": list(self.folded), "ratchet": [d.to_json() for d in self.ratchet]}
 
 
 @dataclass(frozen=True)

@@ -54,6 +54,10 @@ def _any(value: Any) -> bool:
     return True
 
 
+def _table(value: Any) -> bool:
+    return isinstance(value, dict)
+
+
 def _version(value: Any) -> bool:
     return value == RECORD_VERSION and not isinstance(value, bool)
 
@@ -76,13 +80,17 @@ SPECIALISATION = ("signature", "constexprs", "divisible", "equal_to_1", "none", 
 SCHEMA: dict[str, Shape] = {
     "start": Shape(),  # the process ran the recorder
     "triton": Shape(),  # ... and imported Triton
-    "env": Shape({"where": _text}, {"triton": _string, "capability": _capability}),
+    "cute-dsl": Shape(),  # ... and imported the CuTe DSL
+    "env": Shape({"where": _text}, {"triton": _string, "cute-dsl": _string, "capability": _capability}),
     "lost-child": Shape({"command": _string}),
     "setup-error": Shape({"error": _string}),
     # A launch kgate could not describe carries `problem` and no specialisation; every other one names the
     # file of its kernel (where kgate finds its source).
     "spec": Shape({"id": _text, "kernel": _text, "version": _version},
                   {"problem": _string, "file": _text, **{name: _any for name in SPECIALISATION}}),
+    # A `cute.compile` call: the call as a registration holds it (`kgate.core.cute`: checked when it is read into
+    # the capture file), or a problem naming why it has no such form.
+    "cute": Shape({"id": _text, "kernel": _text, "version": _version}, {"problem": _string, "file": _text, "call": _table}),
     "picked": Shape({"id": _text}),
     "launches": Shape({"id": _text, "count": _count}),
     "live": Shape({"id": _text}, open=True),
@@ -113,8 +121,10 @@ def validate(record: Any) -> dict[str, Any]:
         extra = sorted(set(record) - {"type"} - set(shape.required) - set(shape.optional))
         if extra:
             raise BadRecord(f"a {kind} record with an unknown key {_shown(extra[0])}")
-    if kind == "spec" and "problem" not in record and "file" not in record:
-        raise BadRecord("a spec record without 'file' (where its kernel is defined)")
+    if kind in ("spec", "cute") and "problem" not in record and "file" not in record:
+        raise BadRecord(f"a {kind} record without 'file' (where its kernel is defined)")
+    if kind == "cute" and "problem" not in record and "call" not in record:
+        raise BadRecord("a cute record without 'call'")
     return record
 
 
@@ -189,7 +199,7 @@ def read_file(path: Path) -> RecordFile:
                 out.problems.append(f"record file {path.name}, line {number}: not a record kgate wrote: {exc}")
     if bad > MAX_PROBLEMS:
         out.problems.append(f"record file {path.name}: ... and {bad - MAX_PROBLEMS} more line(s) that are not records")
-    if out.where is None and any(r["type"] == "spec" for r in out.records):
+    if out.where is None and any(r["type"] in ("spec", "cute") for r in out.records):
         out.problems.append(f"record file {path.name}: launches without the record of where they ran: not recorded")
-        out.records = [r for r in out.records if r["type"] != "spec"]
+        out.records = [r for r in out.records if r["type"] not in ("spec", "cute")]
     return out

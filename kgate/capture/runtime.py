@@ -64,6 +64,20 @@ Unsupported = _constexpr.Unsupported
 encode_constant = _constexpr.encode_constant
 
 
+def _cute_record() -> Any:
+    """The CuTe DSL's recorder (`kgate.capture.cute_record`), loaded as this module is, when the DSL is imported."""
+    if __package__ == "kgate.capture":
+        from kgate.capture import cute_record
+
+        return cute_record
+    spec = importlib.util.spec_from_file_location(
+        "_kgate_cute_record", os.path.join(os.path.dirname(os.path.abspath(__file__)), "cute_record.py"))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 # --------------------------------------------------------------------------- the launcher's output
 
 
@@ -241,6 +255,7 @@ class Recorder:
         self.live = live
         self.counts = counts
         self.seen: dict[tuple[int, str], str] = {}  # (id of the JITFunction, Triton's cache key) -> record id
+        self.cute_seen: set[str] = set()  # record ids of the cute.compile calls written
         self.launches: dict[str, int] = {}
         self.specs: dict[str, dict[str, Any]] = {}  # record id -> record
         self.autotuned: list[list[str]] = []  # record ids bound inside each running autotuner call
@@ -385,10 +400,14 @@ class Recorder:
         if self._described:
             return
         self._described = True
-        import triton
+        triton = sys.modules.get("triton")  # a process that compiles CuTe DSL kernels only may not import it
 
         where = self.where or _gpu_name(device) or "GPU"
-        self._env = {"type": "env", "where": where, "triton": str(getattr(triton, "__version__", "?"))}
+        self._env = {"type": "env", "where": where}
+        if triton is not None:
+            self._env["triton"] = str(getattr(triton, "__version__", "?"))
+        if "cutlass.cute" in sys.modules:  # the CuTe DSL's release (nvidia-cutlass-dsl)
+            self._env["cute-dsl"] = str(getattr(sys.modules.get("cutlass"), "__version__", "?"))
         if isinstance(arch, int) and not isinstance(arch, bool) and arch > 0:
             self._env["capability"] = f"{arch // 10}.{arch % 10}"
         self._write(self._env)
@@ -409,6 +428,16 @@ class Recorder:
         self.specs[rid] = record
         self._write({"type": "spec", "version": RECORD_VERSION, "id": rid, **record})
         return rid
+
+    def cute(self, record: dict[str, Any]) -> None:
+        """A `cute.compile` call (`kgate.capture.cute_record`), once a process; the environment described first."""
+        rid = hashlib.sha256(json.dumps(record, sort_keys=True, default=str).encode()).hexdigest()[:20]
+        with self.lock:
+            if rid in self.cute_seen:
+                return
+            self.cute_seen.add(rid)
+            self._describe(None, int(os.environ.get(ENV_TARGET) or 0) if self.offline else None)
+            self._write({"type": "cute", "version": RECORD_VERSION, "id": rid, **record})
 
     def picked(self, rids: list[str], config: Any) -> None:
         """The autotuner chose `config` after benchmarking: mark the record of it that this call bound."""
@@ -614,21 +643,23 @@ def _wrap_autotuner(cls: Any, recorder: Recorder) -> None:
     cls.run = run
 
 
-class _WhenTritonLoads(importlib.abc.MetaPathFinder):
-    """Installs the hooks the moment Triton's package has run, whoever imports it and however.
+class _WhenLoaded(importlib.abc.MetaPathFinder):
+    """Installs the hooks the moment a package (Triton, the CuTe DSL's `cutlass.cute`) has run, whoever imports it
+    and however.
 
     It stays first on `sys.meta_path` until then: a look-up that loads nothing (`importlib.util.find_spec`,
     which torch runs at import and when asked about the device) gets a spec whose loader installs the hooks
     if it is ever executed, and the finder is still there for the import that really loads Triton.
     """
 
-    def __init__(self, then: Callable[[], None]) -> None:
+    def __init__(self, name: str, then: Callable[[], None]) -> None:
+        self.name = name
         self.then = then
         self.done = False
         self.looking = threading.local()  # this thread is asking the other finders (no recursion into this one)
 
     def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
-        if name != "triton" or self.done or getattr(self.looking, "active", False):
+        if name != self.name or self.done or getattr(self.looking, "active", False):
             return None
         self.looking.active = True
         try:
@@ -641,7 +672,7 @@ class _WhenTritonLoads(importlib.abc.MetaPathFinder):
         return spec
 
     def loaded(self) -> None:
-        """Triton's package has run: install once, and leave the import system as it was."""
+        """The package has run: install once, and leave the import system as it was."""
         if self.done:
             return
         self.done = True
@@ -745,10 +776,15 @@ def install_from_env() -> None:
         install(recorder, capability)
         recorder._write({"type": "triton"})
 
-    if "triton" in sys.modules:  # imported before this process's first line (a .pth file)
-        hooked()
-    else:
-        sys.meta_path.insert(0, _WhenTritonLoads(hooked))
+    def cute_hooked() -> None:
+        _cute_record().install(sys.modules["cutlass.cute"], recorder.cute)
+        recorder._write({"type": "cute-dsl"})
+
+    for name, then in (("triton", hooked), ("cutlass.cute", cute_hooked)):
+        if name in sys.modules:  # imported before this process's first line (a .pth file)
+            then()
+        else:
+            sys.meta_path.insert(0, _WhenLoaded(name, then))
     if setup:
         try:
             run_setup(setup, os.environ.get(ENV_SETUP_PATH, "").split(os.pathsep))

@@ -12,6 +12,7 @@ so that two captures at once merge instead of losing one another's entries.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import tempfile
@@ -25,7 +26,9 @@ from kgate.collect import captures, membership
 from kgate.collect.captures import CapturedSpec, CaptureFile
 from kgate.collect.modules import import_roots, module_file, module_name, setup_env
 from kgate.collect.specialization import Specialization
-from kgate.core.config import Config
+from kgate.core.config import Config, parse_cute_entry
+from kgate.core.cute import CuteEntry
+from kgate.core.errors import KgateError
 from kgate.core.schema import CAPABILITY
 
 BOOT = Path(__file__).resolve().parent / "boot"
@@ -41,7 +44,7 @@ class Recorded:
     live: dict[str, dict[str, Any]] = field(default_factory=dict)  # variant identity -> what the driver reported
     processes: int = 0  # processes that recorded a launch
     started: int = 0  # Python processes of the command that ran kgate's recorder
-    imported: int = 0  # ... and imported Triton, the recorder's hooks installed
+    imported: int = 0  # ... and imported Triton or the CuTe DSL, the recorder's hooks installed
     lost: list[str] = field(default_factory=list)  # Python children started with an environment without the capture
     unwritten: list[str] = field(default_factory=list)  # why processes could not write all their records
     damaged: bool = False  # a record file held what kgate's recorder does not write, or could not be read
@@ -101,6 +104,7 @@ def read_records(config: Config, folder: Path) -> Recorded:
     out = Recorded()
     specs: dict[str, CapturedSpec] = {}
     ids: dict[str, str] = {}  # record id -> entry key
+    cute: list[CuteEntry] = []
     files = records.read_folder(folder)
     for read in files:
         out.problems.extend(read.problems)
@@ -109,10 +113,13 @@ def read_records(config: Config, folder: Path) -> Recorded:
             out.unwritten.append(read.unwritten)
         kinds = {r["type"] for r in read.records}
         out.started += "start" in kinds
-        out.imported += "triton" in kinds
-        out.processes += "spec" in kinds
+        out.imported += bool(kinds & {"triton", "cute-dsl"})
+        out.processes += bool(kinds & {"spec", "cute"})
         for record in read.records:
-            _note(record, read.where, specs, ids, (roots, project, out))
+            if record["type"] == "cute" and read.where is not None:
+                cute.extend(_cute_entry(record, read.where, roots, project, out))
+            else:
+                _note(record, read.where, specs, ids, (roots, project, out))
     # What refers to a specialisation by its id, after every file's specialisations: a forked child counts the
     # launches of one its parent recorded, whichever file is read first.
     for read in files:
@@ -120,6 +127,7 @@ def read_records(config: Config, folder: Path) -> Recorded:
             if record.get("id") in ids:
                 _refer(record, ids[record["id"]], specs, out)
     out.file.entries = sorted(specs.values(), key=lambda e: (e.spec.kernel, e.spec.variant, e.key))
+    out.file.cute = captures.merged_cute([], cute, replace_kernels=False)
     return out
 
 
@@ -131,7 +139,7 @@ def _note(record: dict[str, Any], where: str | None, specs: dict[str, CapturedSp
     if kind == "lost-child" and record["command"] not in out.lost:
         out.lost.append(record["command"])
     elif kind == "env":
-        described = {"triton": str(record.get("triton", "?"))}
+        described = {name: str(record[name]) for name in ("triton", "cute-dsl") if name in record}
         if "capability" in record:  # what its launcher bound for: which target its entries are gated on
             described["capability"] = record["capability"]
         out.file.environments.setdefault(record["where"], described)
@@ -163,9 +171,42 @@ def _refer(record: dict[str, Any], key: str, specs: dict[str, CapturedSpec], out
 
 
 def _entry(record: dict[str, Any], where: str, roots: list[Path], project: Path, out: Recorded) -> CapturedSpec | None:
+    kernel = _located(record, roots, project, out)
+    if kernel is None:
+        return None
+    try:
+        spec = Specialization.from_record({**record, "kernel": kernel})
+    except ValueError as exc:
+        out.problems.append(f"{record['kernel']}: not recorded: {exc}")
+        return None
+    return CapturedSpec(spec, (where,))
+
+
+def _cute_entry(record: dict[str, Any], where: str, roots: list[Path], project: Path, out: Recorded
+                ) -> list[CuteEntry]:
+    """A `cute.compile` call as a captured `[[cute]]` entry: the call checked as a registration of it is."""
+    kernel = _located(record, roots, project, out, what="cute.compile call")
+    if kernel is None:
+        return []
+    call = record["call"]
+    try:
+        entry = parse_cute_entry({"kernel": kernel, "args": [call.get("args")], "init": call.get("init", {}),
+                                  "options": call.get("options", ""), "captured": [where]},
+                                 f"a cute.compile call of {kernel}", source="captured")
+    except KgateError as exc:
+        out.problems.append(f"{record['kernel']}: cute.compile call not recorded: {exc}")
+        return []
+    return [entry]
+
+
+def _located(record: dict[str, Any], roots: list[Path], project: Path, out: Recorded, what: str = "launch"
+             ) -> str | None:
+    """The name `kgate check` imports a recorded kernel by (`package.module:name`); None, with a problem line or
+    counted as a kernel outside the project, where it cannot gate it."""
     kernel = str(record.get("kernel", "?"))
     if "problem" in record:
-        out.problems.append(f"{kernel}: not recorded: {record['problem']}")
+        out.problems.append(f"{kernel}: {what} not recorded: {record['problem']}" if what != "launch"
+                            else f"{kernel}: not recorded: {record['problem']}")
         return None
     module, _, qualname = kernel.partition(":")
     if not module or not all(part.isidentifier() for part in module.split(".")) or not qualname:
@@ -196,13 +237,7 @@ def _entry(record: dict[str, Any], where: str, roots: list[Path], project: Path,
         out.outside[kernel] = out.outside.get(kernel, 0) + 1
         return None
     # else: the project's own module, run from an installed copy; kgate gates the project's source of it.
-    record = {**record, "kernel": f"{module}:{qualname}"}
-    try:
-        spec = Specialization.from_record(record)
-    except ValueError as exc:
-        out.problems.append(f"{kernel}: not recorded: {exc}")
-        return None
-    return CapturedSpec(spec, (where,))
+    return f"{module}:{qualname}"
 
 
 @contextlib.contextmanager
@@ -234,10 +269,15 @@ def fold(config: Config, recorded: Recorded, *, output: Path, display: str, repl
     with locked(config):
         old = captures.load(output, display)
         merged = captures.merge(old, recorded.file, replace_kernels=replace)
-        before = {e.key for e in old.entries}
-        if merged.entries or output.exists():
+        before = {e.key for e in old.entries} | {_cute_key(e) for e in old.cute}
+        if merged.entries or merged.cute or output.exists():
             captures.save(merged, output, display)
-    return len(merged.entries), sum(e.key not in before for e in merged.entries)
+    keys = [e.key for e in merged.entries] + [_cute_key(e) for e in merged.cute]
+    return len(keys), sum(key not in before for key in keys)
+
+
+def _cute_key(entry: CuteEntry) -> str:
+    return "cute " + json.dumps(entry.calls()[0].to_record(), sort_keys=True)
 
 
 def describe(recorded: Recorded) -> list[str]:

@@ -41,8 +41,9 @@ from pathlib import Path
 from typing import Any
 
 from kgate.collect.specialization import Specialization
-from kgate.core.config import toml_document, toml_string
-from kgate.core.errors import CaptureError
+from kgate.core.config import parse_cute_entry, toml_document, toml_string
+from kgate.core.cute import CuteEntry
+from kgate.core.errors import CaptureError, KgateError
 from kgate.core.schema import CAPABILITY, KNOWN_TARGETS, MAX_INT64
 from kgate.support.atomicio import atomic_write, read_input
 
@@ -109,9 +110,12 @@ def environment_target(where: str, table: dict[str, str]) -> str | None:
 class CaptureFile:
     environments: dict[str, dict[str, str]] = field(default_factory=dict)  # where -> {"triton": version}
     entries: list[CapturedSpec] = field(default_factory=list)
+    # The CuTe DSL calls recorded (`[[cute]]`): a call's arguments are its specialisation, so each is gated as a
+    # registration of it would be (`kgate.core.cute`).
+    cute: list[CuteEntry] = field(default_factory=list)
 
     def kernels(self) -> list[str]:
-        return sorted({e.spec.kernel for e in self.entries})
+        return sorted({e.spec.kernel for e in self.entries} | {e.kernel for e in self.cute})
 
 
 # --------------------------------------------------------------------------- reading
@@ -137,7 +141,7 @@ def parse(raw: bytes, where: str) -> CaptureFile:
     def fail(message: str, line: int | None = None) -> CaptureError:
         return CaptureError(message, path=where, line=line)
 
-    unknown = sorted(set(data) - {"version", "captured", "specialization"})
+    unknown = sorted(set(data) - {"version", "captured", "specialization", "cute"})
     if unknown:
         raise fail(f"unknown key {unknown[0]!r}", _line_of(text, unknown[0]))
     if data.get("version") != FORMAT_VERSION:
@@ -163,7 +167,28 @@ def parse(raw: bytes, where: str) -> CaptureFile:
             raise fail(f"the same specialisation as line {seen[entry.key]}", line)
         seen[entry.key] = line or 0
         entries.append(entry)
-    return CaptureFile({k: dict(v) for k, v in environments.items()}, entries)
+    return CaptureFile({k: dict(v) for k, v in environments.items()}, entries, _cute_entries(data, text, where, fail))
+
+
+def _cute_entries(data: dict[str, Any], text: str, where: str, fail: Any) -> list[CuteEntry]:
+    """The `[[cute]]` tables: each one recorded call, its variant checked against its fields."""
+    tables = data.get("cute", [])
+    if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
+        raise fail("cute must be an array of tables ([[cute]])", _line_of(text, "cute"))
+    headers = [n for n, line in enumerate(text.splitlines(), 1) if line.strip().startswith("[[cute]]")]
+    out = []
+    for index, table in enumerate(tables):
+        line = headers[index] if index < len(headers) else 0
+        fields = {k: v for k, v in table.items() if k != "variant"}
+        try:
+            entry = parse_cute_entry({**fields, "args": [fields.get("args")]}, f"{where}:{line}", source="captured")
+        except KgateError as exc:
+            raise fail(f"[[cute]]: {exc}", line) from None
+        if not isinstance(table.get("args"), dict) or table.get("variant") != entry.calls()[0].variant:
+            raise fail(f"[[cute]] of {entry.kernel}: variant {table.get('variant')!r} does not match its fields "
+                       f"({entry.calls()[0].variant}): edited by hand? capture again with `kgate capture`", line)
+        out.append(entry)
+    return out
 
 
 def _entry(table: dict[str, Any], line: int, fail: Any, environments: dict[str, dict[str, str]]) -> CapturedSpec:
@@ -221,10 +246,23 @@ def merge(old: CaptureFile, new: CaptureFile, *, replace_kernels: bool) -> Captu
             (before.launches or 0) + (entry.launches or 0)
         merged[entry.key] = CapturedSpec(entry.spec, tuple(sorted(set(before.captured) | set(entry.captured))),
                                          before.picked or entry.picked, launches)
+    cute = merged_cute(old.cute, new.cute, replace_kernels=replace_kernels)
     environments = {**old.environments, **new.environments}
-    used = {where for e in merged.values() for where in e.captured}
+    used = {where for e in [*merged.values(), *cute] for where in e.captured}
     environments = {k: v for k, v in environments.items() if k in used}
-    return CaptureFile(environments, sorted(merged.values(), key=_order))
+    return CaptureFile(environments, sorted(merged.values(), key=_order), cute)
+
+
+def merged_cute(old: list[CuteEntry], new: list[CuteEntry], *, replace_kernels: bool) -> list[CuteEntry]:
+    """CuTe DSL calls as `merge` merges specialisations: a call seen again gains the new environments."""
+    seen_kernels = {e.kernel for e in new}
+    merged: dict[str, CuteEntry] = {}
+    for entry in [e for e in old if not (replace_kernels and e.kernel in seen_kernels)] + list(new):
+        key = json.dumps(entry.calls()[0].to_record(), sort_keys=True)
+        before = merged.get(key)
+        where = tuple(sorted(set(entry.captured) | set(before.captured if before else ())))
+        merged[key] = replace(entry, captured=where, origin="")
+    return sorted(merged.values(), key=lambda e: (e.kernel, e.calls()[0].variant))
 
 
 def _order(entry: CapturedSpec) -> tuple[str, str, str]:
@@ -285,6 +323,17 @@ def render(capture: CaptureFile) -> str:
             lines.append("picked = true\n")
         if entry.launches is not None:
             lines.append(f"launches = {entry.launches}\n")
+    for cute in capture.cute:
+        call = cute.calls()[0]
+        lines.append("\n[[cute]]\n")
+        lines.append(f"kernel = {toml_value(call.kernel)}\n")
+        lines.append(f"variant = {toml_value(call.variant)}\n")
+        if call.init:
+            lines.append(f"init = {toml_value(call.init)}\n")
+        lines.append(f"args = {toml_value(call.args)}\n")
+        if call.options:
+            lines.append(f"options = {toml_value(call.options)}\n")
+        lines.append(f"captured = {toml_value(sorted(cute.captured))}\n")
     return "".join(lines)
 
 

@@ -377,19 +377,32 @@ def statement_end(code: str, call: int) -> int:
 
 
 def braceless_body(code: str, at: int) -> bool:
-    """Whether the statement starting at `at` is the whole body of an if, else, loop or do without braces."""
-    head = max(code.rfind(";", 0, at), code.rfind("{", 0, at), code.rfind("}", 0, at)) + 1
-    before = code[head:at].strip()
-    if not before:
-        return False
-    if re.search(r"\b(?:else|do)$", before):
-        return True
-    if before.endswith(")"):
-        depth = 0
-        for index in range(len(before) - 1, -1, -1):
-            depth += {")": 1, "(": -1}.get(before[index], 0)
-            if depth == 0:
-                return bool(re.search(r"\b(?:if|for|while|switch)\s*(?:constexpr\s*)?$", before[:index]))
-    return False
+    """Whether the statement at `at` is in the body of an if, else, loop or do written without braces: a statement
+    put after it would fall out of that body (or part an `if` from its `else`). The statement is read from where the
+    one before it ended, past the parentheses of a header (`if (int e = f(); e)`, `for (int i = 0; i < n; ++i)`), its
+    attributes and its labels (`if (x) [[likely]] retry: k<<<...>>>()`)."""
+    before = _LABELS.sub("", code[_statement_start(code, at):at]).strip()
+    return _CONTROL.match(before) is not None
+
+
+_CONTROL = re.compile(r"(?:if|else|for|while|do|switch)\b")
+_LABELS = re.compile(r"^(?:\s*(?:case\b[^:;{}]*|default|[A-Za-z_]\w*)\s*:(?!:))+")
+
+
+def _statement_start(code: str, at: int) -> int:
+    """Where the statement holding `at` starts: past the last `;`, `{` or `}` before it outside parentheses and
+    brackets (or past the parenthesis `at` stands in)."""
+    depth = 0
+    for index in range(at - 1, -1, -1):
+        ch = code[index]
+        if ch in ")]":
+            depth += 1
+        elif ch in "([":
+            depth -= 1
+            if depth < 0:
+                return index + 1
+        elif depth == 0 and ch in ";{}":
+            return index + 1
+    return 0
 
 

@@ -23,6 +23,8 @@ import functools
 import re
 from typing import Any
 
+from kgate.collect.cpp_text import balanced, blank, split_arguments
+
 ANONYMOUS = "(anonymous namespace)::"
 
 
@@ -160,6 +162,47 @@ def global_definitions(text: str) -> dict[str, list[int]]:
         if name:
             out.setdefault(name, []).append(text.count("\n", 0, match.start()) + 1)
     return out
+
+
+def global_parameters(text: str) -> dict[int, tuple[str, ...]]:
+    """Line of each `__global__` -> the names of the parameters of the function it declares, as the source writes
+    them, in order (an unnamed one is ""); a declaration whose list cannot be read is left out. The PTX names a
+    kernel's parameters `<symbol>_param_N` only: these are the names a user knows them by."""
+    code = blank(text).code
+    out: dict[int, tuple[str, ...]] = {}
+    for match in _GLOBAL.finditer(code):
+        opening = _parameter_list(code, match.end())
+        if opening is None:
+            continue
+        inner = code[opening + 1:balanced(code, opening) - 1]
+        names = () if inner.strip() in ("", "void") else tuple(_parameter_name(p) for p in split_arguments(inner))
+        out[code.count("\n", 0, match.start()) + 1] = names
+    return out
+
+
+_NAMED = re.compile(r"(?:[\w>*&\]\s])\s*([A-Za-z_]\w*)\s*(?:\[[^\]]*\]\s*)*$")
+_NOT_NAMES = frozenset({"const", "volatile", "int", "unsigned", "signed", "long", "short", "char", "float", "double",
+                        "bool", "void", "__restrict__", "__restrict", "restrict", "__grid_constant__", "struct"})
+
+
+def _parameter_name(parameter: str) -> str:
+    """The name one parameter declares: the identifier it ends with (before an array's brackets and a default
+    value), unless that is part of its type (`int`, `const float*`)."""
+    head = parameter.split("=", 1)[0].strip()
+    found = _NAMED.search(" " + head)
+    if found is None or found.group(1) in _NOT_NAMES:
+        return ""
+    before = head[:found.start(1) - 1].strip()  # one word alone is a type (`T`), a name needs a type before it
+    return found.group(1) if before else ""
+
+
+def _parameter_list(text: str, start: int) -> int | None:
+    """The index of the `(` that opens the parameter list of the declaration starting at `start`."""
+    name = _declared_name(text, start)
+    if name is None:
+        return None
+    found = re.compile(rf"\b{re.escape(name)}\s*\(").search(text, start)
+    return found.end() - 1 if found else None
 
 
 def _declared_name(text: str, start: int) -> str | None:

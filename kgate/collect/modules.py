@@ -139,8 +139,10 @@ def kernel_source_key(path: Path, function: str, roots: list[Path], root: Path,
 
     The kernel's own source (decorators included), every top-level function or
     class of its module that it names (transitively), the module's other
-    top-level code (imports, constants), and every project file the module
-    imports. Editing one kernel of a module of many recompiles that kernel only.
+    top-level code (imports, constants) and the functions and classes that code
+    names (a helper that builds the autotune configs runs at import, whatever
+    kernel it serves), and every project file the module imports. Editing one
+    kernel of a module of many recompiles that kernel only.
     `closures` memoises the imported files' hash per module within one planning pass.
     """
     path = path.resolve()
@@ -148,7 +150,7 @@ def kernel_source_key(path: Path, function: str, roots: list[Path], root: Path,
     digest = hashlib.sha256(info.rest_hash.encode())
     if not info.parsed:
         digest.update(b"\0unparsed")
-    for name in sorted(used_defs(info, function)):
+    for name in sorted(used_defs(info, function) | import_time_defs(info)):
         digest.update(b"\0def\0" + name.encode() + b"\0" + info.defs[name].text_hash.encode())
     memo = closures if closures is not None else {}
     if path not in memo:
@@ -156,6 +158,25 @@ def kernel_source_key(path: Path, function: str, roots: list[Path], root: Path,
         memo[path] = hash_files(others, root)
     digest.update(memo[path].encode())
     return digest.hexdigest()
+
+
+def import_time_defs(info: ModuleSummary) -> set[str]:
+    """The top-level functions and classes whose code may run while the module is imported: those the code that
+    runs then names, and what they name in turn; a Triton kernel's body runs only when it is compiled."""
+    wanted = list(info.at_import)
+    seen: set[str] = set()
+    while wanted:
+        name = wanted.pop()
+        if name in seen or name not in info.defs or _compiled_later(info.defs[name].decorators):
+            continue
+        seen.add(name)
+        wanted.extend(info.defs[name].uses)
+    return seen
+
+
+def _compiled_later(decorators: tuple[str, ...]) -> bool:
+    """Whether a definition is a Triton kernel (its body is compiled when launched, never run at import)."""
+    return any(name.rpartition(".")[2] in ("jit", "autotune", "heuristics") for name in decorators)
 
 
 def used_defs(info: ModuleSummary, function: str) -> set[str]:

@@ -77,8 +77,10 @@ class CallSites:
             return None
         from kgate.collect.pylaunch import Launches
 
-        return Launches(source, info, set(local) if launches else set(), set(), self.names, self.bucketing,
-                        self.project)
+        reader = Launches(source, info, set(local) if launches else set(), set(), self.names, self.bucketing,
+                          self.project)
+        reader.beyond = False  # one module away: its own calls are followed, not those of a third module
+        return reader
 
     def _passed_by_callers(self, scope: Scope, name: str) -> list[tuple[ast.expr, Scope, Launches]]:
         """What each call of a top-level function passes for one of its parameters, with the scope of the call and
@@ -108,7 +110,10 @@ class CallSites:
         part)."""
         if name not in self._calls:  # shared by the rules that read the file (`source.derived`)
             marked = call_lines(self.source.text, name)
-            tree = self.tree if self.info.whole or not marked else self._around(marked)
+            # A module read for this name (another module's reading) holds every definition that names it already.
+            read_for = name in (self.source.derived.get("needles") or ())
+            tree = self.info.tree if read_for else self.tree if self.info.whole or not marked else self._around(marked)
+            tree = ast.Module(body=[stmt for stmt in tree.body if within(marked, stmt)], type_ignores=[])
             self._calls[name] = [(node, scope) for scope in scopes(tree) if isinstance(scope.node, py.Function)
                                  for stmt in scope.own if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef,
                                                                                 ast.ClassDef)) and within(marked, stmt)
@@ -120,7 +125,7 @@ class CallSites:
         from kgate.collect.source import UnreadableSource, parse_python
 
         lines = self.source.lines
-        blocks = pysparse.split(lines)
+        blocks = split(self.source)
         if blocks is None:
             return self.source.tree
         try:
@@ -135,3 +140,11 @@ def within(marked: list[int], stmt: ast.stmt) -> bool:
     first, last = stmt.lineno - 1, (stmt.end_lineno or stmt.lineno) - 1
     at = bisect_left(marked, first)
     return at < len(marked) and marked[at] <= last
+
+
+def split(source: SourceFile) -> list[pysparse.Block] | None:
+    """`pysparse.split` of a module's lines, kept with the module: the project's other modules are split once each,
+    however often they are read, and leave the split of the module under lint in place."""
+    if "blocks" not in source.derived:
+        source.derived["blocks"] = pysparse.split(source.lines, remember=False)
+    return source.derived["blocks"]

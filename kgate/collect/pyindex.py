@@ -25,7 +25,7 @@ from kgate.support import jsondoc, reads
 from kgate.support.atomicio import read_cached
 from kgate.support.filestat import path_state
 
-INDEX_VERSION = 4
+INDEX_VERSION = 5
 
 
 @dataclass(frozen=True)
@@ -56,6 +56,10 @@ class ModuleSummary:
     # an import, `global k`), and "*" when a star import may rebind any of them: what the module exports under
     # that name is then not the definition itself.
     rebound: tuple[str, ...] = ()
+    # The top-level functions and classes the code that runs at import names (the module's other statements, the
+    # decorators and default values of its definitions, its classes' bodies): a helper that builds the autotune
+    # configs, a class whose attributes a constant reads. What they compute can reach any kernel of the module.
+    at_import: tuple[str, ...] = ()
 
 
 class _Index:
@@ -234,7 +238,32 @@ def parse_module(path: Path) -> ModuleSummary:
         elif isinstance(found, ast.ImportFrom):
             imports.extend((found.module or "", found.level, alias.name) for alias in found.names)
     return ModuleSummary(True, hashlib.sha256("".join(rest).encode()).hexdigest(), defs, tuple(imports),
-                         _rebound(tree, set(defs)))
+                         _rebound(tree, set(defs)), _at_import(tree, set(defs)))
+
+
+def _at_import(tree: ast.Module, names: set[str]) -> tuple[str, ...]:
+    """Which of `names` (the top-level definitions) the code that runs while the module is imported names: every
+    statement but a definition's body, where a function's decorators, defaults and annotations and a class's whole
+    body but its methods' bodies run."""
+    used: set[str] = set()
+    for node in tree.body:
+        for part in _run_at_import(node):
+            used.update(n.id for n in ast.walk(part) if isinstance(n, ast.Name))
+    return tuple(sorted(used & names))
+
+
+def _run_at_import(node: ast.AST) -> list[ast.AST]:
+    """The parts of a top-level statement that run when the module is imported."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        args = node.args
+        annotations = [a.annotation for a in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg)
+                       if a is not None and a.annotation is not None]
+        return [*node.decorator_list, *args.defaults, *(d for d in args.kw_defaults if d is not None), *annotations,
+                *([node.returns] if node.returns is not None else [])]
+    if isinstance(node, ast.ClassDef):
+        return [*node.decorator_list, *node.bases, *node.keywords,
+                *(part for stmt in node.body for part in _run_at_import(stmt))]
+    return [node]
 
 
 def _to_json(info: ModuleSummary) -> dict[str, Any]:
@@ -250,7 +279,7 @@ def _from_json(data: dict[str, Any]) -> ModuleSummary:
         raw["params"] = tuple(tuple(p) for p in raw["params"]) if raw["params"] is not None else None
         defs[name] = DefInfo(**raw)
     info = ModuleSummary(data["parsed"], data["rest_hash"], defs, tuple(tuple(i) for i in data["imports"]),
-                         tuple(data["rebound"]))
+                         tuple(data["rebound"]), tuple(data["at_import"]))
     _check(info)
     return info
 
@@ -262,7 +291,7 @@ def _check(info: ModuleSummary) -> None:
 
     good = ok(info.parsed, bool) and ok(info.rest_hash, str) and all(
         len(item) == 3 and ok(item[0], str) and ok(item[1], int) and ok(item[2], str) for item in info.imports) \
-        and all(ok(name, str) for name in info.rebound)
+        and all(ok(name, str) for name in info.rebound + info.at_import)
     for name, d in info.defs.items():
         good = good and name == d.name and ok(d.name, str) and all(ok(v, int) for v in (d.start, d.end, d.line)) \
             and ok(d.text_hash, str) and d.kind in ("function", "class") \

@@ -16,7 +16,8 @@ flow-sensitive) and through the module's own helper functions, and falls in one 
 - `MODEL`: fixed per model: the last dimension of a tensor (`x.shape[-1]`, the last name of `M, N = x.shape`),
   an attribute of `self` or of a configuration (`config.hidden_size`), any dimension or size of a tensor the
   built model fixes (`Launches.fixed`: a weight, a bias or a scale; a parameter, buffer or start-up table of
-  the module), the stride of the last dimension, or of one whose later dimensions are all model dimensions;
+  the module), the stride of the last dimension, or of one whose later dimensions are all model dimensions, a size
+  the launching function asserts equal to one of these (`assert (dim, width) == weight.shape`);
 - `RUNTIME`: follows the token count or the batch: the first dimension of a tensor (`x.shape[0]`, `x.size(0)`,
   the first name of `B, T, H, D = q.shape`), `x.numel()`, `len(x)`, and anything computed from them by
   arithmetic that does not bound it (`B * T`, `triton.cdiv(T, 64)`, `max(1, T)`, a division by anything that
@@ -35,9 +36,10 @@ from typing import TYPE_CHECKING
 
 from kgate.collect import pysource as py
 from kgate.collect import pysparse
-from kgate.collect.pycallers import CallSites, within
+from kgate.collect.pycallers import CallSites, split, within
 from kgate.collect.pyscopes import (
     Scope,
+    asserted_equal,
     launch_lines,
     launched_name,
     passed_for,
@@ -108,7 +110,7 @@ class Launches(CallSites):
         from kgate.collect.source import UnreadableSource, parse_python
 
         lines = self.source.lines
-        blocks = pysparse.split(lines)
+        blocks = split(self.source)
         if blocks is None:
             return self.source.tree
         self._blocks = pysparse.definitions(lines, blocks)
@@ -239,14 +241,22 @@ class Launches(CallSites):
                 best_pair = max(range(len(verdicts)), key=lambda i: verdicts[i][0].cls)
                 verdict, value = verdicts[best_pair]
                 if value is not None and bindings[best_pair][1] is None and verdict.cls != UNKNOWN:
-                    return Verdict(verdict.cls, Why(value, f"{name} = "))  # the assignment, as written
-                return verdict
+                    verdict = Verdict(verdict.cls, Why(value, f"{name} = "))  # the assignment, as written
+                return self._asserted(name, here, verdict, depth, seen)
             if name in here.params:
                 return self._parameter(here, name, depth, seen)
             here = here.parent
         if name in self.info.constants:
             return NOTHING
         return Verdict(self.names.of(name), name)
+
+    def _asserted(self, name: str, scope: Scope, verdict: Verdict, depth: int, seen: set[tuple[int, str]]) -> Verdict:
+        """A run-time or unplaced size the function asserts equal to a model dimension or a bounded value is that:
+        `dim, seqlen = x.shape` then `assert (dim, width) == weight.shape` (x laid out channels first)."""
+        if verdict.cls not in (UNKNOWN, RUNTIME):
+            return verdict
+        said = [self.value(other, scope, depth, seen) for other in asserted_equal(scope, name)]
+        return min([verdict, *said], key=lambda v: v.cls)
 
     def _parameter(self, scope: Scope, name: str, depth: int, seen: set[tuple[int, str]]) -> Verdict:
         """A parameter of the launching function: what the module's own calls of the function pass for it (the

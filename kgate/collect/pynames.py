@@ -363,7 +363,9 @@ def _holding(path: str, top: list[str]) -> list[str]:
     ancestor of the module named so that is a package (`__init__.py`) in a folder that is none (a subpackage
     named like it, `fla/conv/triton/`, is not it)."""
     folder = os.path.dirname(path)
-    while top and os.path.dirname(folder) != folder:
+    if not top or os.sep + top[0] + os.sep not in folder + os.sep:
+        return []  # most imports (torch, triton) name no folder the module is in: no folder is looked at
+    while os.path.dirname(folder) != folder:
         parent = os.path.dirname(folder)
         if os.path.basename(folder) == top[0] and "__init__.py" in _entries(folder) \
                 and "__init__.py" not in _entries(parent):
@@ -406,7 +408,7 @@ def _entries(folder: str) -> frozenset[str]:
 
 _LINE = re.compile(r"\r\n|\r|\n")
 _READ: dict[tuple[str, tuple[int, ...]], Exports | None] = {}  # by path and file state, for the process
-_KEEP = 512
+_KEEP = 4096  # a lint that follows launchers across a large project reads thousands of modules' top levels
 
 
 def file_exports(path: str) -> Exports | None:

@@ -54,6 +54,37 @@ def _own_statements(node: ast.AST) -> list[ast.stmt]:
         stack.extend(reversed(children))
     return out
 
+def asserted_equal(scope: Scope, name: str) -> list[ast.expr]:
+    """What the function asserts the name equals: `assert dim == bias.size(0)`, one part of an `and`, or an entry of
+    a tuple compared with a shape (`assert (dim, width) == weight.shape` gives `weight.shape[0]`)."""
+    out: list[ast.expr] = []
+    for stmt in scope.own:
+        if not isinstance(stmt, ast.Assert):
+            continue
+        tests = stmt.test.values if isinstance(stmt.test, ast.BoolOp) and isinstance(stmt.test.op, ast.And) \
+            else [stmt.test]
+        for test in tests:
+            if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq):
+                out.extend(_equal_to(name, test.left, test.comparators[0]))
+                out.extend(_equal_to(name, test.comparators[0], test.left))
+    return out
+
+def _equal_to(name: str, side: ast.expr, other: ast.expr) -> list[ast.expr]:
+    """What `name` is said to equal where `side == other` is asserted."""
+    if isinstance(side, ast.Name) and side.id == name:
+        return [other]
+    if not isinstance(side, ast.Tuple):
+        return []
+    out: list[ast.expr] = []
+    for at, item in enumerate(side.elts):
+        if not (isinstance(item, ast.Name) and item.id == name):
+            continue
+        if isinstance(other, ast.Tuple) and len(other.elts) == len(side.elts):
+            out.append(other.elts[at])
+        elif isinstance(other, ast.Attribute) and other.attr == "shape":
+            out.append(ast.copy_location(ast.Subscript(value=other, slice=ast.Constant(at), ctx=ast.Load()), other))
+    return out
+
 def scopes(tree: ast.Module) -> Iterator[Scope]:
     """Every function and class of a module as a scope, with the scopes it is in, outer before inner."""
     module = Scope(tree, None)

@@ -1,8 +1,10 @@
-"""Registered Triton kernels: from configuration and from `kgate.register` decorators.
+"""Registered Triton and CuTe DSL kernels: from configuration and from `kgate.register` decorators.
 
 Decorators are read from the source (ast), never by importing the module:
 their arguments must be literals, exactly the values a `[[tool.kgate.triton]]`
-table would hold. Both ways produce the same `TritonEntry`.
+table would hold. Both ways produce the same `TritonEntry`; on a `@cute.jit`
+function, the same `CuteEntry` as a `[[tool.kgate.cute]]` table. The CuTe DSL
+calls a capture recorded are gated as registrations of them (`kgate.core.cute`).
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from kgate.collect.modules import import_roots, module_name
 from kgate.collect.pynames import Resolver, exports
 from kgate.collect.pysource import dotted, expressions, is_triton_language, module_constants
 from kgate.collect.source import MAX_PARSE_BYTES, try_parse
-from kgate.core.config import Config, TritonEntry, parse_triton_entry
+from kgate.core.config import Config, TritonEntry, parse_cute_entry, parse_triton_entry
+from kgate.core.cute import DTYPE_PREFIX, CuteEntry
 from kgate.core.errors import ConfigError
 
 # A module that can use the decorator imports kgate itself (`import kgate [as k]`, `import os, kgate`) or
@@ -47,9 +50,13 @@ def _statements(tree: ast.Module) -> list[ast.stmt]:
     return out
 
 
-def triton_entries(config: Config) -> list[TritonEntry]:
-    """Every registered Triton kernel of the project, configuration first, then decorators by path."""
-    entries = list(config.triton)
+Entry = TritonEntry | CuteEntry
+
+
+def triton_entries(config: Config) -> list[Entry]:
+    """Every registered Python kernel of the project (Triton, Gluon, CuTe DSL), configuration first, then decorators
+    by path, then the CuTe DSL calls the capture file records."""
+    entries: list[Entry] = [*config.triton, *config.cute]
     roots = import_roots(config.root, config.python_path)
     for path in python_files(config.root, config.exclude + config.extend_exclude):
         try:
@@ -69,7 +76,7 @@ def triton_entries(config: Config) -> list[TritonEntry]:
             raise ConfigError(f"{entry.kernel} is registered twice with the same fields: {seen[fields]} and "
                               f"{entry.origin}")
         seen[fields] = entry.origin
-    return entries
+    return entries + captures.load(config.root / config.capture, config.capture).cute
 
 
 def captured_specs(config: Config) -> list[CapturedSpec]:
@@ -77,12 +84,12 @@ def captured_specs(config: Config) -> list[CapturedSpec]:
     return captures.load(config.root / config.capture, config.capture).entries
 
 
-def triton_kernels(entries: list[TritonEntry], captured: list[CapturedSpec]) -> list[str]:
+def triton_kernels(entries: list[Entry], captured: list[CapturedSpec]) -> list[str]:
     """Every Triton kernel to gate, registered or captured, sorted."""
     return sorted({e.kernel for e in entries} | {c.spec.kernel for c in captured})
 
 
-def decorator_entries(path: Path, data: bytes, root: Path, roots: list[Path]) -> list[TritonEntry]:
+def decorator_entries(path: Path, data: bytes, root: Path, roots: list[Path]) -> list[Entry]:
     rel = named_rel(path, root)
     tree = try_parse(data)
     if tree is None:
@@ -101,6 +108,16 @@ def decorator_entries(path: Path, data: bytes, root: Path, roots: list[Path]) ->
 
     def is_register(node: ast.AST) -> bool:
         return _is_register(node, kgate_names, register_names)
+
+    def is_cute_jit(node: ast.expr) -> bool:
+        written = dotted(node.func if isinstance(node, ast.Call) else node)
+        return written is not None and resolver.qualify(str(path), written, own) == "cutlass.cute.jit"
+
+    def cutlass_module(node: ast.expr) -> str | None:
+        """`cutlass.` for CuTe DSL's modules (`cutlass`, `cutlass.cute`): their dtypes are written so."""
+        written = dotted(node)
+        qualified = resolver.qualify(str(path), written, own) if written is not None else None
+        return DTYPE_PREFIX if qualified in ("cutlass", "cutlass.cute") else None
 
     out = []
     for node in _statements(tree):
@@ -122,6 +139,7 @@ def decorator_entries(path: Path, data: bytes, root: Path, roots: list[Path]) ->
                                   f"(add its import root to python-path)")
             if dec.args:
                 raise ConfigError(f"{where}: kgate.register takes keyword arguments only")
+            cute = any(is_cute_jit(other) for other in node.decorator_list)
             fields: dict[str, Any] = {}
             for keyword in dec.keywords:
                 if keyword.arg is None:
@@ -130,12 +148,12 @@ def decorator_entries(path: Path, data: bytes, root: Path, roots: list[Path]) ->
                 if keyword.arg == "kernel":
                     raise ConfigError(f"{where}: kgate.register takes no 'kernel': it is the decorated function")
                 try:
-                    fields[keyword.arg] = literal(keyword.value, constants, language=language)
+                    fields[keyword.arg] = literal(keyword.value, constants, language=cutlass_module if cute else language)
                 except ValueError as exc:
                     raise ConfigError(f"{where}: kgate.register({keyword.arg}=...): {exc}") from None
             fields = {k: _to_toml_like(v) for k, v in fields.items()}
             fields["kernel"] = f"{located[0]}:{node.name}"
-            out.append(parse_triton_entry(fields, where))
+            out.append(parse_cute_entry(fields, where) if cute else parse_triton_entry(fields, where))
     return out
 
 
@@ -165,10 +183,11 @@ class _NotLiteral(ValueError):
 
 
 def literal(node: ast.expr, constants: dict[str, ast.expr], depth: int = 0,
-            language: Callable[[ast.expr], bool] | None = None) -> Any:
-    """The value of a literal expression: constants, containers, dict(k=...), module-level names, Triton dtypes
-    (`tl.bfloat16`: `language` says whether an expression is Triton's language module; by default, by its
-    spelling `tl` or `triton.language`)."""
+            language: Callable[[ast.expr], bool | str | None] | None = None) -> Any:
+    """The value of a literal expression: constants, containers, dict(k=...), module-level names, dtypes
+    (`tl.bfloat16`: `language` says whether an expression is the dtypes' module, by default Triton's language by
+    its spelling `tl` or `triton.language`; a string it answers is the prefix the dtype is written with, as
+    "cutlass." for the CuTe DSL's `cutlass.BFloat16`)."""
     is_language = language or _is_triton_language
     if depth > 20:
         raise _NotLiteral("too deeply nested")
@@ -204,8 +223,10 @@ def literal(node: ast.expr, constants: dict[str, ast.expr], depth: int = 0,
             return -value
     if isinstance(node, ast.Name) and node.id in constants:
         return literal(constants[node.id], constants, depth + 1, language)
-    if isinstance(node, ast.Attribute) and is_language(node.value):
-        return f"tl.{node.attr}"  # a dtype such as tl.bfloat16, checked when the kernel is compiled
+    module = is_language(node.value) if isinstance(node, ast.Attribute) else None
+    if isinstance(node, ast.Attribute) and module:
+        # A dtype such as tl.bfloat16, checked when the kernel is compiled.
+        return f"{module if isinstance(module, str) else 'tl.'}{node.attr}"
     raise _NotLiteral(f"must be a literal (numbers, strings, None, tl dtypes, lists, dicts, dict(...), or a "
                       f"module-level constant assigned one), not {_shown(node)}")
 

@@ -10,6 +10,8 @@ one, the clone git keeps in the repository's `modules/` folder (nothing is fetch
 from __future__ import annotations
 
 import contextlib
+import functools
+import os
 import shutil
 import signal
 import threading
@@ -35,7 +37,39 @@ def _git(root: Path, *args: str, check: bool = True) -> tools.Completed:
     # A clone kept in `modules/` names its working tree (core.worktree), which `git rm` removed: git is told
     # that the git folder is its own working tree, so that it does not go there first.
     where = ["-C", str(root)] if not _is_git_folder(root) else ["--git-dir", str(root), "--work-tree", str(root)]
-    return tools.run([git, *where, *args], timeout=600, check=check)
+    # The checkout runs no hook of the project's (a post-checkout hook that fails, or writes, is not kgate's).
+    return tools.run([git, "-c", f"core.hooksPath={os.devnull}", *where, *args], timeout=600, check=check,
+                     env=_git_env(root))
+
+
+# What locates a repository's parts in git's environment (`git rev-parse --local-env-vars`): set by a git hook
+# kgate runs in, or by the user for the repository they name.
+_LOCATING = ("GIT_DIR", "GIT_WORK_TREE", "GIT_COMMON_DIR", "GIT_OBJECT_DIRECTORY", "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+             "GIT_IMPLICIT_WORK_TREE", "GIT_PREFIX", "GIT_NAMESPACE", "GIT_GRAFT_FILE", "GIT_SHALLOW_FILE",
+             "GIT_REPLACE_REF_BASE", "GIT_NO_REPLACE_OBJECTS")
+
+
+def _git_env(root: Path) -> dict[str, str]:
+    """The environment of a git command on `root`: never the index a hook names (GIT_INDEX_FILE is the index of the
+    commit being made, which a checkout would overwrite), and the environment's repository only where it is
+    `root`'s own, or `root` has none of its own (a submodule's clone is another repository)."""
+    env = {k: v for k, v in os.environ.items() if k != "GIT_INDEX_FILE"}
+    named = env.get("GIT_DIR")
+    own = _own_git_folder(root) if named is not None else None
+    if named is None or own is not None and os.path.realpath(os.path.join(root, named)) != own:
+        env = {k: v for k, v in env.items() if k not in _LOCATING}
+    return env
+
+
+@functools.cache
+def _own_git_folder(root: Path) -> str | None:
+    """The git folder of the repository `root` is in, as git finds it there without being told (None: none)."""
+    if _is_git_folder(root):
+        return os.path.realpath(root)
+    env = {k: v for k, v in os.environ.items() if k not in _LOCATING and k != "GIT_INDEX_FILE"}
+    done = tools.run([shutil.which("git") or "git", "-C", str(root), "rev-parse", "--absolute-git-dir"], env=env,
+                     check=False)
+    return os.path.realpath(done.stdout.strip()) if done.returncode == 0 and done.stdout.strip() else None
 
 
 def _is_git_folder(folder: Path) -> bool:
@@ -55,8 +89,12 @@ def commit_of(root: Path, rev: str) -> str:
     """The commit a revision names; a ConfigError when it names none."""
     if rev.startswith("-"):
         raise ConfigError(f"unknown revision {rev!r}")
-    done = _git(root, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}", check=False)
-    if done.returncode != 0 or not done.stdout.strip():
+    # Named first, then peeled to its commit: a suffix written onto the name would be part of a `:/message` search.
+    # git prints what a name that is no single revision (`HEAD^!`, `main^@`) stands for, and fails: that is no base.
+    named = _git(root, "rev-parse", "--verify", "--quiet", "--end-of-options", rev, check=False)
+    single = named.stdout.strip() if named.returncode == 0 and len(named.stdout.split()) == 1 else ""
+    done = _git(root, "rev-parse", "--verify", "--quiet", f"{single}^{{commit}}", check=False) if single else None
+    if done is None or done.returncode != 0 or not done.stdout.strip():
         raise ConfigError(f"unknown revision {rev!r}: not a commit of this repository")
     return done.stdout.strip()
 
@@ -125,7 +163,7 @@ def _worktree(repo: Path, folder: Path, commit: str, made: list[tuple[Path, Path
     try:
         _git(repo, "worktree", "add", "--detach", "--quiet", str(folder), commit)
     except tools.ToolFailed as exc:
-        raise ConfigError(f"cannot check out {commit[:12]}: {(exc.output.strip().splitlines() or [''])[-1]}") \
+        raise ConfigError(f"cannot check out {commit[:12]}: {(exc.output.strip().splitlines() or [str(exc)])[-1]}") \
             from None
     for path, pinned in _gitlinks(repo, commit):
         clone = _clone(repo, commit, path)

@@ -1,4 +1,5 @@
-"""`kgate capture -- COMMAND`: record every Triton specialisation the command launches into the capture file.
+"""`kgate capture -- COMMAND`: record every Triton specialisation the command launches, and every CuTe DSL
+`cute.compile` call it makes, into the capture file.
 
 On a machine with a GPU the command runs as usual and its launches are recorded; on one without,
 launches go through Triton's launcher for the target and are recorded without running (run the
@@ -49,8 +50,8 @@ def run(args: argparse.Namespace) -> int:
         recorded = session.read_records(config, folder)
     for line in session.describe(recorded):
         print(terminal(line), file=sys.stderr)
-    seen = len(recorded.file.entries)
-    kernels = len({e.spec.kernel for e in recorded.file.entries})
+    seen = len(recorded.file.entries) + len(recorded.file.cute)
+    kernels = len(recorded.file.kernels())
     if recorded.incomplete:  # not a whole record of what ran, as an interrupted capture is not
         print(f"kgate: the capture is incomplete: a launch may be missing; {display} is unchanged", file=sys.stderr)
         return code if code != 0 else 2
@@ -84,8 +85,9 @@ def _nothing(recorded: session.Recorded, gpu: bool) -> str:
         return ("no Python process of the command ran kgate's recorder (a command that sets PYTHONPATH instead of "
                 "adding to it, or runs Python with -E or -I, leaves it out)")
     if recorded.imported == 0:
-        return f"none of the command's {recorded.started} Python process(es) imported Triton"
-    return ("the command ran no @triton.jit kernel of the project through Triton's launcher"
+        return f"none of the command's {recorded.started} Python process(es) imported Triton or the CuTe DSL"
+    return ("the command ran no @triton.jit kernel of the project through Triton's launcher, and compiled no "
+            "@cute.jit function of it with cute.compile"
             + ("" if gpu else " (on a machine without a GPU, run its ops on CPU tensors)"))
 
 

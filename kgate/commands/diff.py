@@ -69,7 +69,7 @@ def _toolchain_diff(args: argparse.Namespace, config: Config, options: CheckOpti
         raise ToolchainError(f"the compile under Triton {versions[0]} wrote no usable result") from None
     base.label, base.seconds = f"Triton {versions[0]}", seconds
     head.label = f"Triton {head.toolchain.get('triton', '?')}"
-    require_selection(options, base, head)
+    require_selection(config, options, base, head)
     cache_dir = str((config.root / config.cache_dir).resolve())
     return compare_sides(cache_dir, base, head, options.jobs, (str(config.root.resolve()),), 0)
 

@@ -25,16 +25,17 @@ from kgate.collect.files import Alias, aliases, display_path, relpath
 from kgate.collect.modules import closure, import_roots, kernel_source_key, module_file, setup_env
 from kgate.collect.specialization import readable_name
 from kgate.collect.static_kernel import static_expansion
-from kgate.compile import expectations, import_reads, launches
+from kgate.compile import cute_plan, expectations, import_reads, launches
 from kgate.compile import records as record_shapes
 from kgate.compile.autotune import Autotuned, autotuned
 from kgate.compile.cache import Cache, CacheWriteError, Entry, digest, file_hash, sweep_triton
 from kgate.compile.pool import Outcome, Pool
-from kgate.compile.preflight import built_units, triton_toolchain
+from kgate.compile.preflight import built_units, python_toolchain, tools_of
 from kgate.compile.relocate import def_line, def_spans
 from kgate.compile.triton_backend import MISSING_ATTRIBUTE
 from kgate.compile.units import CUBIN, Compiled, CompileFailure
 from kgate.core.config import Config, TritonEntry
+from kgate.core.cute import CuteEntry
 from kgate.core.findings import Related
 from kgate.core.rule import CapturedKernel
 from kgate.support import reads
@@ -53,10 +54,11 @@ Analyse = Callable[[], Needs]
 
 # Bumped when the same planned variant compiles to something else or the compile record changes its layout
 # (5: the record holds the artifacts' hashes, no facts; 6: SASS kept wherever ptxas gave a stack frame; 7: the
-# expectation implied by what the specialisation compiles, not by its source text).
+# expectation implied by what the specialisation compiles, not by its source text; 8: the record names the
+# parameters the kernel takes, as the PTX passes them).
 # What the facts stage reads from the artifacts has its own version, computed (`kgate.facts.model.facts_schema`):
 # a new fact recompiles nothing.
-COMPILE_FORMAT = 7
+COMPILE_FORMAT = 8
 
 
 @dataclass
@@ -114,6 +116,11 @@ class _Planned:
     @property
     def function(self) -> str:
         return self.kernel.split(":", 1)[1]
+
+    @property
+    def language(self) -> str:
+        """The front end its compile worker tasks are named by: "triton" (Gluon too) or "cute"."""
+        return cute_plan.language(self.entries)
 
 
 def config_line(config: Config, needle: str) -> int:
@@ -271,8 +278,7 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
     entries, captured, built_for = built_units(entries, captured or [], targets)
     if not entries and not captured:
         return run
-    run.toolchain = dict(toolchain) if toolchain is not None else triton_toolchain(built_for)
-    tool_key = {k: v for k, v in run.toolchain.items()}
+    run.toolchain = dict(toolchain) if toolchain is not None else python_toolchain(entries, captured, built_for)
     cache = Cache(config.root / config.cache_dir, config.cache_dir)
     roots = import_roots(config.root, config.python_path)
     pyindex.use_cache(config.root / config.cache_dir)
@@ -288,7 +294,7 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
     try:
         where = import_reads.view(str(config.root.resolve()), project_roots(config), worker_env(config),
                                   import_folder(config))
-        _expand(config, planned, pool, cache, tool_key, where)
+        _expand(config, planned, pool, cache, run.toolchain, where)
         for p in planned:
             if p.where is not None:
                 p.where = (shown(p.where[0]), p.where[1])
@@ -310,6 +316,7 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
             run.replayable = run.replayable and not p.transient
             for variant, built_for in _variants(config, p, run, targets):
                 for target in built_for:
+                    tool_key = tools_of(p.language, run.toolchain)
                     key = digest("compiled", COMPILE_FORMAT, kgate.__version__, tool_key, variant, target, p.source_key,
                                  p.import_key)
                     entry = cache.entry("compiled", key, record_shapes.compiled)
@@ -367,12 +374,13 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
             payloads = []
             for variant, target, p, key in jobs_todo:
                 assert p.expansion is not None
-                payloads.append(("triton.compile", {
+                payloads.append((f"{p.language}.compile", {
                     "variant": variant, "target": target, "sys_path": p.sys_path, "roots": roots,
                     "cwd": import_folder(config),
                     "path": shown(p.expansion["path"]), "line": p.expansion["line"],
                     "artifacts": str(cache.artifacts(key)), "key": key,
-                    "toolchain": {k: v for k, v in run.toolchain.items() if not k.endswith(".id")},
+                    "toolchain": {k: v for k, v in tools_of(p.language, run.toolchain).items()
+                                  if not k.endswith(".id")},
                     **({} if analyse is None else {"analyse": analyse}),
                 }))
             if progress:
@@ -457,16 +465,17 @@ def _expansion_code() -> str:
     number (an install from a later commit) is never read back."""
     here = Path(__file__).resolve().parent
     collect = here.parent / "collect"
-    files = (here / "triton_backend.py", collect / "static_kernel.py", collect / "pynames.py", collect / "pysource.py")
+    files = (here / "triton_backend.py", here / "cute_backend.py", collect / "static_kernel.py", collect / "pynames.py", collect / "pysource.py")
     return digest(*(f.read_text(encoding="utf-8") for f in files))
 
 
-def _expand(config: Config, planned: list[_Planned], pool: Pool, cache: Cache, tool_key: dict[str, str],
+def _expand(config: Config, planned: list[_Planned], pool: Pool, cache: Cache, toolchain: dict[str, str],
             where: import_reads.View) -> None:
     """What each kernel looks like (parameters, autotune configs, definition line) and what importing its module
     reads (the key of its records): from the cache where every input that import read holds what it held, else
     by importing it in a worker. A plain kernel's expansion is read from its source all the same."""
-    pres = {id(p): digest("import", kgate.__version__, _expansion_code(), tool_key, p.kernel, p.source_key)
+    pres = {id(p): digest("import", kgate.__version__, _expansion_code(), tools_of(p.language, toolchain), p.kernel,
+                          p.source_key)
             for p in planned if p.error is None}
     found_in = import_roots(config.root, config.python_path)
     covered = {id(p): _static_names(p, found_in, where) for p in planned if p.error is None}
@@ -505,7 +514,7 @@ def _expand(config: Config, planned: list[_Planned], pool: Pool, cache: Cache, t
 
     if todo:
         roots = project_roots(config)
-        pool.run([("triton.expand", {"kernel": p.kernel, "sys_path": p.sys_path, "roots": roots,
+        pool.run([(f"{p.language}.expand", {"kernel": p.kernel, "sys_path": p.sys_path, "roots": roots,
                                      "cwd": import_folder(config)}) for p in todo],
                  config.timeout, expanded)
 
@@ -527,9 +536,12 @@ def _note_reads(read: dict[str, Any], where: import_reads.View) -> None:
             reads.note_env(rest)
         elif kind == import_reads.UNRECORDED:  # what it read cannot be looked at again: the run is not replayed
             reads.note_unreadable()
-        elif kind in ("dir", "dists"):
+        elif kind in ("dir", "dists", "entries"):
             reads.note_folder(where.path(rest))
-        elif kind in ("file", "stat", "lstat", "link"):
+            if kind == "entries":  # what each entry is (its kind and size) as well as its name
+                for name in reads.listing(where.path(rest), []) or []:
+                    reads.note(os.path.join(where.path(rest), name))
+        elif kind in ("file", "text", "stat", "lstat", "link"):
             reads.note(where.path(rest))
 
 
@@ -574,7 +586,9 @@ def _variants(config: Config, p: _Planned, run: Compilation,
     variants: list[tuple[dict[str, Any], tuple[str, ...]]] = []
     for entry, built_for in entries:
         try:
-            variants.extend((variant, built_for) for variant in plan_variants(entry, p.expansion))
+            planned = cute_plan.variants(entry, p.expansion) if isinstance(entry, CuteEntry) \
+                else plan_variants(entry, p.expansion)
+            variants.extend((variant, built_for) for variant in planned)
         except ValueError as exc:
             path, line = _entry_location(config, entry)
             run.failures.append(CompileFailure(p.kernel, "", "", path, line, str(exc)))
@@ -653,8 +667,9 @@ def _unit(cache: Cache, key: str, value: dict[str, Any], cubin: str | None, vari
     """A variant's compile record as the unit the facts stage reads, with what it needs to move its lines."""
     context = value["context"]
     line = def_line(p.file, p.function) if p.file is not None and _defined_in_file(p, p.expansion) else None
-    return Compiled(key=key, folder=cache.artifacts(key), language="triton", target=context["target"],
+    return Compiled(key=key, folder=cache.artifacts(key), language=context["language"], target=context["target"],
                     hashes=dict(value["artifacts"]), context=context, dynamic_smem=value["dynamic_smem"],
+                    entry_smem=dict(value.get("entry_smem", {})),
                     cubin=(str(cache.artifacts(key) / CUBIN), cubin), spans_then=spans_then, spans_now=p.spans,
                     source_file=p.file, def_line=line,
                     origin=(variant["kernel"], variant["name"], context["path"], context["line"]))

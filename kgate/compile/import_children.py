@@ -144,24 +144,42 @@ def _is_python(word: str) -> bool:
     return first.startswith(b"#!") and b"python" in first
 
 
-def _pythons(argv: list[str], shell: bool = False) -> list[str]:
-    """The Python programs a command line runs: itself, or those of a shell line it hands to a shell."""
+def shell_line(argv: list[str]) -> str | None:
+    """The line a command hands to a shell (`sh -c LINE`, `bash -lc LINE`), None where it hands none."""
+    if not argv or os.path.basename(argv[0]) not in _SHELLS:
+        return None
+    for at, word in enumerate(argv[1:-1], 1):
+        if not _SHELL_OPTIONS.match(word):
+            return None
+        if "c" in word:
+            return argv[at + 1]
+    return None
+
+
+_SHELL_OPTIONS = re.compile(r"^[-+][a-zA-Z]+$")
+
+
+def command_words(argv: list[str], shell: bool = False) -> list[str] | None:
+    """The words of a command line: a shell line's where it hands one to a shell (`shell`: the whole command is
+    one), else its own; None for a shell line that does not split into words."""
     import shlex
 
-    lines = [" ".join(argv)] if shell else []
-    if argv and not shell:
-        if os.path.basename(argv[0]) in _SHELLS and "-c" in argv[1:-1]:
-            lines.append(argv[argv.index("-c", 1) + 1])
-        elif _is_python(argv[0]):
-            return [argv[0]]
-    found = []
-    for line in lines:
-        try:
-            words = shlex.split(line)
-        except ValueError:
-            continue
-        found += [w for w in words if not w.startswith("-") and "=" not in w and _is_python(w)]
-    return found
+    line = " ".join(argv) if shell else shell_line(argv)
+    if line is None:
+        return list(argv)
+    try:
+        return shlex.split(line)
+    except ValueError:
+        return None
+
+
+def _pythons(argv: list[str], shell: bool = False) -> list[str]:
+    """The Python programs a command line runs: itself, or those it runs in turn (a shell line's, a program run
+    by `env`, `timeout`, `nice` and their kind)."""
+    if argv and not shell and _is_python(argv[0]):
+        return [argv[0]]
+    words = command_words(argv, shell) or []
+    return [w for w in words if not w.startswith("-") and "=" not in w and _is_python(w)]
 
 
 def _argv(args: Any) -> list[str]:
@@ -194,8 +212,8 @@ _SAVED: dict[str, Any] = {}
 
 
 def patch(rec: Recorder) -> None:
-    """Every program the import starts gets the recorder: through subprocess, os.system, os.posix_spawn and the
-    os.exec functions (os.spawn* among their callers)."""
+    """Every program the import starts gets the recorder: through subprocess, os.system, os.posix_spawn, the
+    os.exec functions (os.spawn* among their callers) and multiprocessing's spawn and forkserver starts."""
     import inspect
     import subprocess
 
@@ -240,6 +258,15 @@ def patch(rec: Recorder) -> None:
         if real is not None:
             _SAVED[name] = real
             setattr(os, name, _with_env(rec, real))
+    import multiprocessing.util
+
+    real_spawnv = _SAVED["spawnv_passfds"] = multiprocessing.util.spawnv_passfds
+
+    def spawnv_passfds(path: Any, args: Any, passfds: Any) -> int:  # multiprocessing's spawn and forkserver
+        with _process_env(rec, [os.fsdecode(path), *_argv(args)[1:]]):
+            return int(real_spawnv(path, args, passfds))
+
+    multiprocessing.util.spawnv_passfds = spawnv_passfds
 
 
 @contextlib.contextmanager
@@ -293,6 +320,10 @@ def unpatch() -> None:
     for name in ("system", "execv", "posix_spawn", "posix_spawnp", "execve"):
         if name in _SAVED:
             setattr(os, name, _SAVED.pop(name))
+    if "spawnv_passfds" in _SAVED:
+        import multiprocessing.util
+
+        multiprocessing.util.spawnv_passfds = _SAVED.pop("spawnv_passfds")
 
 
 # --------------------------------------------------------------------------- forked processes

@@ -89,6 +89,12 @@ def value(name: str, where: View) -> Any:
             return sorted(os.listdir(path))
         except (OSError, ValueError):
             return None
+    if kind == "entries":  # a listing by os.scandir: each entry's kind, size and permissions, and whether a link
+        try:
+            names = sorted(os.listdir(path))
+        except (OSError, ValueError):
+            return None
+        return [[n, _kind_of(os.path.join(path, n)), os.path.islink(os.path.join(path, n))] for n in names]
     if kind == "stat":
         return _kind_of(path)
     if kind == "lstat":  # the path itself, a link not followed (os.path.islink): where it points, if a link
@@ -159,13 +165,16 @@ def _content(path: str) -> str | None:
 
 
 def _kind_of(path: str) -> str | None:
+    """What a stat tells of a path that a module can act on: its kind, a file's size (os.path.getsize) and the
+    permissions (os.access, shutil.which). Not its times, which a checkout or a copy changes with the content kept."""
     try:
-        mode = os.stat(path).st_mode
+        st = os.stat(path)
     except (OSError, ValueError):
         return None
-    if stat.S_ISREG(mode):  # what a stat tells of a file besides that it is one: its size (os.path.getsize)
-        return f"file:{os.stat(path).st_size}"
-    return "dir" if stat.S_ISDIR(mode) else "other"
+    permissions = f"{stat.S_IMODE(st.st_mode):o}"
+    if stat.S_ISREG(st.st_mode):
+        return f"file:{st.st_size}:{permissions}"
+    return f"dir:{permissions}" if stat.S_ISDIR(st.st_mode) else "other"
 
 
 def key(pre: str, reads: Reads) -> str:

@@ -18,7 +18,7 @@ import sys
 from collections.abc import Iterator, Mapping
 from typing import IO, Any
 
-from kgate.compile import import_children
+from kgate.compile import import_children, import_programs, import_text
 from kgate.compile.import_reads import UNRECORDED, Reads, View, keyable_file, value
 
 
@@ -69,6 +69,8 @@ class Recorder:
         if kind == "file" and not keyable_file(path):  # a device, a pipe, a socket: in /dev or anywhere else
             self.unkeyable(path)
             return
+        if path.startswith(_MAGIC_LINKS):  # /proc/self/cwd/..., /dev/fd/3: the file it leads to is read
+            path = os.path.realpath(path)
         if not self.wanted(path):
             return
         if relative:
@@ -82,6 +84,9 @@ class Recorder:
             self.add(f"env:{name}", value(f"env:{name}", self.where))
 
 
+# Where the system keeps links to the files a process has (/proc/self/cwd, /dev/fd/3): a read through one reads
+# the file it leads to.
+_MAGIC_LINKS = ("/proc/", "/dev/fd/", "/dev/std")
 _RECORDER: Recorder | None = None
 _HOOKED = False
 
@@ -146,6 +151,9 @@ def note_imports(rec: Recorder, before: set[str], sys_path: list[str]) -> None:
     looked for resolves to: a file appearing in a python-path folder, or in a folder the import put on sys.path
     (since it was `sys_path`)."""
     resolved = set()  # names whose resolution a file appearing in a python-path folder would change
+    searched = False  # whether a module was found in a PYTHONPATH folder, or looked for and not found anywhere
+    pythonpath = tuple(os.path.join(os.path.abspath(p), "") for p in RealEnv().get("PYTHONPATH", "").split(os.pathsep)
+                       if p)
     for name, module in list(sys.modules.items()):
         if name in before:
             continue
@@ -153,6 +161,7 @@ def note_imports(rec: Recorder, before: set[str], sys_path: list[str]) -> None:
         if isinstance(path, str):
             rec.note("file", path)
         places = [path] if isinstance(path, str) else list(getattr(module, "__path__", None) or [])
+        searched = searched or any(isinstance(p, str) and os.path.abspath(p).startswith(pythonpath) for p in places)
         if rec.where is not None and any(isinstance(p, str) and rec.where.owned(os.path.abspath(p))
                                          for p in places):
             resolved.add(name)  # the project's module: an earlier folder, a package of its name shadows it
@@ -160,12 +169,17 @@ def note_imports(rec: Recorder, before: set[str], sys_path: list[str]) -> None:
     roots = list(rec.where.roots) if rec.where is not None else []
     added = [p for p in sys.path if isinstance(p, str) and p not in sys_path]
     folders = list(dict.fromkeys([*roots, *(os.path.abspath(p or os.curdir) for p in added)]))
+    import importlib.machinery
+
+    suffixes = importlib.machinery.all_suffixes()  # a module is also a .pyc or an extension built in place
     for name in _LOOKED_FOR | resolved:
         if name not in sys.modules or name in resolved:  # not found: a file that appears later is imported
             for folder in folders:
                 base = os.path.join(folder, *name.split("."))
-                for candidate in (base + ".py", base, os.path.join(base, "__init__.py")):
+                for candidate in (*(base + suffix for suffix in suffixes), base, os.path.join(base, "__init__.py")):
                     rec.note("stat", candidate)
+    if searched or any(name not in sys.modules for name in _LOOKED_FOR):
+        rec.note_env("PYTHONPATH")  # its folders, which the environment names, decide where such a module is found
     _LOOKED_FOR.clear()
 
 
@@ -250,6 +264,16 @@ def patch(rec: Recorder) -> None:
     real_access, real_readlink = _SAVED["access"], _SAVED["readlink"] = os.access, os.readlink
     os.access = watched(real_access)
     os.readlink = watched(real_readlink, "link")
+    real_getcwd, real_getcwdb = _SAVED["getcwd"], _SAVED["getcwdb"] = os.getcwd, os.getcwdb
+
+    def folder_read(real: Any) -> Any:  # the folder the import runs in, read as a name (Path.cwd())
+        def call() -> Any:
+            if not rec.busy and rec.where is not None:
+                rec.add("cwd:", value("cwd:", rec.where))
+            return real()
+        return call
+
+    os.getcwd, os.getcwdb = folder_read(real_getcwd), folder_read(real_getcwdb)
     import importlib.util
 
     real_find = _SAVED["find_spec"] = importlib.util._find_spec  # type: ignore[attr-defined]
@@ -260,6 +284,7 @@ def patch(rec: Recorder) -> None:
         return real_find(name, *args, **kwargs)
 
     importlib.util._find_spec = find_spec  # type: ignore[attr-defined]
+    import_text.patch(rec)
     import_children.patch(rec)
 
 
@@ -272,75 +297,37 @@ def unpatch() -> None:
 
         os.stat, os.lstat = _SAVED.pop("stat"), _SAVED.pop("lstat")
         os.access, os.readlink = _SAVED.pop("access"), _SAVED.pop("readlink")
+        os.getcwd, os.getcwdb = _SAVED.pop("getcwd"), _SAVED.pop("getcwdb")
         importlib.util._find_spec = _SAVED.pop("find_spec")  # type: ignore[attr-defined]
+    import_text.unpatch()
     import_children.unpatch()
 
 
 def _caller_module() -> str:
-    frame = sys._getframe(3)  # _caller_module, _kind_of_listing, _hook, then whoever listed
+    frame = sys._getframe(2).f_back  # _caller_module, _kind_of_listing, _hook, then whoever listed (or nobody)
     return frame.f_globals.get("__name__", "") if frame is not None else ""
 
 
-def _kind_of_listing() -> str | None:
+def _kind_of_listing(event: str) -> str | None:
     """How a listing counts: not at all where the import system made it (it lists every folder of sys.path it
     looks in; what it imports is recorded by module instead), by the distributions in it where importlib.metadata
-    made it (it looks every folder of sys.path over for them, the project's too), else by every name in it."""
+    made it (it looks every folder of sys.path over for them, the project's too), else by every name in it, and
+    where os.scandir made it (glob, os.walk) by what its entries tell of each (DirEntry.is_dir, .stat) too."""
     caller = _caller_module()
     if caller.startswith(("_frozen_importlib", "importlib._bootstrap")):
         return None
-    return "dists" if caller.startswith(("importlib.metadata", "importlib_metadata")) else "dir"
+    if caller.startswith(("importlib.metadata", "importlib_metadata")):
+        return "dists"
+    return "entries" if event == "os.scandir" else "dir"
 
 
 # What the hook reads: files opened, folders listed, imports, and what else reads a file: a program run (a Python
 # one reports its own reads; another is keyed by its file and by every argument that names a path), a library
 # loaded, a database opened. A connection made (a socket: a server's answer) cannot be keyed.
-_PROGRAMS = ("subprocess.Popen", "os.posix_spawn", "os.exec", "os.system", "ctypes.dlopen", "sqlite3.connect")
+_PROGRAMS = ("subprocess.Popen", "os.posix_spawn", "os.exec", "os.system", "ctypes.dlopen", "sqlite3.connect",
+             "sqlite3.connect/handle")
 _UNKEYABLE = ("socket.connect", "socket.sendto", "socket.sendmsg")
 _EVENTS = frozenset(("open", "os.listdir", "os.scandir", "import", *_PROGRAMS, *_UNKEYABLE))
-
-
-def _note_program(rec: Recorder, event: str, args: tuple[Any, ...]) -> None:
-    import shlex
-    import shutil
-
-    program = args[0] if args else None
-    if event == "sqlite3.connect":  # a database file by its name, relative to the folder it runs in, or a URI
-        if isinstance(program, (str, bytes, os.PathLike)):
-            database = os.fsdecode(program)
-            if database.startswith("file:"):
-                from urllib.parse import unquote, urlsplit
-
-                parts = urlsplit(database)
-                database = unquote(parts.path)
-                if "mode=memory" in parts.query:
-                    database = ""
-            if database and database != ":memory:":
-                rec.note("file", database)
-        return
-    if event == "ctypes.dlopen":  # a library by its path; a bare name is looked up where the loader looks
-        if isinstance(program, (str, bytes, os.PathLike)) and os.path.sep in os.fsdecode(program):
-            rec.note("file", os.fsdecode(program))
-        return
-    if event == "os.system":  # a shell line: the shell, and every word of it that names a path
-        try:
-            argv = ["sh", *shlex.split(os.fsdecode(program))] if program is not None else []
-        except ValueError:
-            rec.unkeyable("a shell line that does not split into words")
-            return
-        program = "sh"
-    else:
-        argv = list(args[1]) if len(args) > 1 and isinstance(args[1], (list, tuple)) else []
-    if isinstance(program, (str, bytes, os.PathLike)):
-        found = shutil.which(os.fsdecode(program))
-        rec.note("file", found or os.fsdecode(program))
-    for arg in argv[1:]:
-        if not isinstance(arg, (str, bytes, os.PathLike)):
-            continue
-        arg = os.fsdecode(arg)
-        if os.path.isfile(arg):
-            rec.note("file", arg)
-        elif os.path.sep in arg:  # a path the program may test for or make: whether it is there
-            rec.note("stat", arg)
 
 
 def _reads_content(mode: Any, flags: int) -> bool:
@@ -363,7 +350,7 @@ def _hook(event: str, args: tuple[Any, ...]) -> None:
                 _LOOKED_FOR.add(args[0])
             return
         if event in _PROGRAMS:
-            _note_program(rec, event, args)
+            import_programs.note(rec, event, args)
             return
         if event in _UNKEYABLE:
             rec.unkeyable(f"{event} {args[1] if len(args) > 1 else ''}")
@@ -372,7 +359,9 @@ def _hook(event: str, args: tuple[Any, ...]) -> None:
         if event == "open":
             if _reads_content(args[1], args[2]) and isinstance(path, (str, bytes, os.PathLike)):
                 rec.note("file", os.fsdecode(path))
-        elif (kind := _kind_of_listing()) is None:
+                # The code that opened it; none where the interpreter opens a program's main script.
+                import_text.note_open(rec, os.fsdecode(path), sys._getframe(0).f_back)
+        elif (kind := _kind_of_listing(event)) is None:
             return
         elif path is None or isinstance(path, (str, bytes, os.PathLike)):
             rec.note(kind, "." if path is None else os.fsdecode(path) or ".")

@@ -32,8 +32,9 @@ class Conflict(ValueError):
 
 
 def launch_key(variant: dict[str, Any]) -> str:
-    """What Triton compiles for the variant (its bound launch, or a captured specialisation), as text."""
-    return json.dumps([variant["kernel"], variant["source"], variant.get("bind", variant.get("spec"))],
+    """What is compiled for the variant (a Triton launch bound or captured, a CuTe DSL call), as text."""
+    return json.dumps([variant["kernel"], variant["source"],
+                       variant.get("bind", variant.get("spec", variant.get("call")))],
                       sort_keys=True)
 
 

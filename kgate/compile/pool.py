@@ -43,6 +43,8 @@ ORPHAN_POLL = 0.5
 TASKS = {
     "triton.expand": "kgate.compile.triton_backend:expand",
     "triton.compile": "kgate.compile.triton_backend:compile_variant",
+    "cute.expand": "kgate.compile.cute_backend:expand",
+    "cute.compile": "kgate.compile.cute_backend:compile_call",
     "cuda.compile": "kgate.compile.cuda_backend:compile_source",
     "cuda.sass": "kgate.compile.cuda_backend:disassemble_task",
     "sass": "kgate.compile.sass_task:disassemble_task",
@@ -119,6 +121,9 @@ def _serve(conn: Connection, parent: _Parent, kgate_pid: int) -> None:
         pass
     threading.Thread(target=_watch_kgate, args=(kgate_pid,), daemon=True).start()
     parent.enter()
+    # A project's module may start processes with multiprocessing as it is imported, as it may in any program:
+    # that the worker is a daemon of kgate's is kgate's business (it kills its workers itself), not the module's.
+    multiprocessing.current_process()._config["daemon"] = False  # type: ignore[attr-defined]
     _stdout_to_stderr()
     from kgate.compile import import_recorder
     from kgate.compile.cache import CacheWriteError

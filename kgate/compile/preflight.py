@@ -18,10 +18,12 @@ from typing import NamedTuple
 
 from kgate.collect.captures import CapturedSpec
 from kgate.core.config import Config, CudaEntry, TritonEntry
+from kgate.core.cute import CuteEntry
 from kgate.core.errors import ToolchainError
 from kgate.core.schema import CAPABILITY
 from kgate.support import tools
 from kgate.support.compiler_env import program_identity, triton_environment
+from kgate.support.install import install_hint
 from kgate.support.toolchain import CudaToolchain, cuda_toolchain
 
 
@@ -46,8 +48,38 @@ def resolve(config: Config, entries: list[TritonEntry], captured: list[CapturedS
     """The tools of the Triton units built for `targets` and of the `cuda` tables; raises ToolchainError for the
     first one missing."""
     built, recorded, built_for = built_units(entries, captured, targets)
-    triton = triton_toolchain(built_for) if built or recorded else None
-    return Toolchains(triton, cuda_compilers(config, cuda) if cuda else None)
+    python = python_toolchain(built, recorded, built_for) if built or recorded else None
+    return Toolchains(python, cuda_compilers(config, cuda) if cuda else None)
+
+
+# The keys of a toolchain that are the CuTe DSL's (`cute_toolchain`); every other key is Triton's.
+CUTE_KEYS = ("cutlass-dsl",)
+
+
+def python_toolchain(entries: list[TritonEntry | CuteEntry], captured: list[CapturedSpec],
+                     targets: tuple[str, ...]) -> dict[str, str]:
+    """The tools of the Python front ends the units are written for: Triton's (Gluon's is Triton's) where a Triton
+    kernel is registered or captured, the CuTe DSL's where a CuTe DSL kernel is."""
+    cute = [e for e in entries if isinstance(e, CuteEntry)]
+    out = triton_toolchain(targets) if captured or len(cute) < len(entries) else {}
+    return {**out, **cute_toolchain()} if cute else out
+
+
+def tools_of(language: str, toolchain: dict[str, str]) -> dict[str, str]:
+    """The part of a run's toolchain that decides one front end's compiles (a key of its records): a new CuTe DSL
+    release recompiles no Triton kernel, and a new Triton no CuTe DSL kernel."""
+    return {k: v for k, v in toolchain.items() if (k.split(".")[0] in CUTE_KEYS) == (language == "cute")}
+
+
+def cute_toolchain() -> dict[str, str]:
+    """The CuTe DSL's release (`nvidia-cutlass-dsl`: its compiler and ptxas are in its wheels); ToolchainError where
+    it is not installed."""
+    version = tools.package_version("nvidia-cutlass-dsl")
+    if version is None:
+        raise ToolchainError("nvidia-cutlass-dsl is not installed in this environment: kgate compiles CuTe DSL "
+                             "kernels with the project's own CuTe DSL, so run kgate in that environment, or "
+                             f"{install_hint('cute')}")
+    return {"cutlass-dsl": version}
 
 
 def cuda_compilers(config: Config, tables: tuple[CudaEntry, ...]) -> CudaCompilers:

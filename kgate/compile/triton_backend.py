@@ -225,6 +225,7 @@ def compile_variant(payload: dict[str, Any]) -> dict[str, Any]:
     expect = expectations.compiled(variant, gluon.first_ir(compiled.asm))
     context = variant_context(payload, spec, seconds, expect, gluon.num_stages(fn, spec.num_stages))
     dynamic_smem = int(compiled.metadata.shared or 0)
+    context = {**context, "parameters": passed(signature)}
     unit = Compiled(key=payload.get("key", ""), folder=folder, language="triton", target=target, hashes=hashes,
                     context=context, dynamic_smem=dynamic_smem, cubin=(str(folder / CUBIN), None))
     # The facts stage reads the variant here and the SASS it lacks is disassembled from the cubin just written.
@@ -345,6 +346,21 @@ def triton_inputs(fn: Any, spec: Specialization) -> tuple[dict[str, str], dict[t
         else:
             raise KernelError(f"parameter {name!r} has no value in the specialisation and no default")
     return signature, constants, attrs
+
+
+def passed(signature: dict[str, str]) -> list[str]:
+    """The names of the parameters the compiled kernel takes, in the PTX's order: the run-time ones of the
+    signature (`triton_inputs`: every parameter in order, "constexpr" for the constants, which are not passed).
+    A tensor descriptor is passed as several PTX parameters: the names stop before the first one, so that every
+    name given stands for its PTX parameter."""
+    out = []
+    for name, kind in signature.items():
+        if kind == "constexpr":
+            continue
+        if not kind.startswith(("*", "i", "u", "fp", "bf")):
+            break
+        out.append(name)
+    return out
 
 
 def _check_options(options: dict[str, Any], capability: int) -> None:

@@ -43,6 +43,13 @@ class Artifacts:
     sass_symbols: tuple[str, ...] | None = None
     dynamic_smem: int = 0  # shared memory the launcher adds to the cubin's static figure (Triton's metadata.shared)
     cubin: tuple[str, str | None] = ("", None)  # where the cubin is and the hash it was written with
+    # Where the unit's kernels are launched with different dynamic shared memory (a CuTe DSL call launching several):
+    # each entry's own, in place of `dynamic_smem`.
+    entry_smem: dict[str, int] = field(default_factory=dict)
+
+    def smem_of(self, entry: str) -> int:
+        """The dynamic shared memory one entry is launched with."""
+        return self.entry_smem.get(entry, self.dynamic_smem)
 
     def cubin_data(self) -> bytes | None:
         """The cubin's bytes as they were written, or None where it is missing, damaged or not a regular file."""
@@ -93,6 +100,7 @@ class Compiled:
     dynamic_smem: int = 0
     sass_symbols: tuple[str, ...] | None = None
     cubin: tuple[str, str | None] = ("", None)  # path, the hash it was written with
+    entry_smem: dict[str, int] = field(default_factory=dict)  # per entry, where it differs (`Artifacts.entry_smem`)
     # Triton: where the kernel's file's top-level definitions were when it was compiled and are now, and the
     # kernel's `def` line now (None where its definition is not in that file), to move the facts' lines.
     spans_then: dict[str, tuple[int, int]] = field(default_factory=dict)
@@ -115,7 +123,7 @@ class Compiled:
             return None
         return Artifacts(ptx=texts["ptx"] or "", ptxas_log=texts["ptxas_log"] or "", ttgir=texts.get("ttgir") or "",
                          sass=texts.get("sass"), sass_symbols=self.sass_symbols, dynamic_smem=self.dynamic_smem,
-                         cubin=self.cubin)
+                         cubin=self.cubin, entry_smem=dict(self.entry_smem))
 
 
 @dataclass(frozen=True)

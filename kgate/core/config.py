@@ -16,7 +16,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from kgate.core import schema
+from kgate.core import cute, schema
+from kgate.core.cute import CuteEntry
 from kgate.core.discovery import find_config
 from kgate.core.errors import ConfigError, KgateError, did_you_mean
 from kgate.core.schema import (
@@ -110,6 +111,7 @@ class Config:
     source: Path | None = None
     targets: tuple[str, ...] = ("sm_120a",)
     triton: tuple[TritonEntry, ...] = ()
+    cute: tuple[CuteEntry, ...] = ()
     cuda: tuple[CudaEntry, ...] = ()
     select: tuple[str, ...] = ()
     extend_select: tuple[str, ...] = ()
@@ -310,6 +312,17 @@ def _read_triton(value: Any, ctx: _Ctx, root: Path) -> tuple[TritonEntry, ...]:
                  for i, entry in enumerate(entries))
 
 
+def _read_cute(value: Any, ctx: _Ctx, root: Path) -> tuple[CuteEntry, ...]:
+    return tuple(parse_cute_entry(entry, f"{ctx.where}: {ctx.key(f'cute[{i}]')}")
+                 for i, entry in enumerate(ctx.table_list(value, "cute")))
+
+
+def parse_cute_entry(data: dict[str, Any], where: str, source: str = "registered") -> CuteEntry:
+    """Validate one CuTe DSL registration (a config table, `kgate.register` keyword arguments, a capture's table)."""
+    return cute.parse_entry(data, where, kinds=KINDS, targets=KNOWN_TARGETS, expectations=EXPECTATIONS,
+                            source=source)
+
+
 def _read_cuda(value: Any, ctx: _Ctx, root: Path) -> tuple[CudaEntry, ...]:
     return tuple(parse_cuda_entry(entry, ctx, i) for i, entry in enumerate(ctx.table_list(value, "cuda")))
 
@@ -354,7 +367,7 @@ def _read_timeout(value: Any, ctx: _Ctx, root: Path) -> float:
 
 # The keys read by more than their type; every other key of the schema is read by `read_plain`.
 _SPECIAL: dict[str, Callable[[Any, _Ctx, Path], Any]] = {
-    "triton": _read_triton, "cuda": _read_cuda, "per-file-ignores": _read_per_file_ignores,
+    "triton": _read_triton, "cute": _read_cute, "cuda": _read_cuda, "per-file-ignores": _read_per_file_ignores,
     "severity": _read_severity, "options": _read_options, "setup": _read_setup, "timeout": _read_timeout,
 }
 

@@ -93,12 +93,20 @@ class Finding:
     # The change that removes the finding, when a rule knows one (`kgate lint --fix`); never serialised: a fix is
     # computed from the file as it is now.
     fix: Fix | None = field(default=None, compare=False, repr=False)
+    # The codes of the findings on the same kernel variant that this one carries as their cause (one cause, one
+    # finding: `kgate.evaluate.causes`), each said in a related place; never part of its identity.
+    folded: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def baseline_key(self) -> str:
         """What the baseline pins: rule, path and stable identity, never a line number. Written in the baseline as
         it is, so a file name that is not UTF-8 takes the form the baseline can hold (`x\\xff.cu`)."""
         return representable(f"{self.code}|{self.path}|{self.identity}")
+
+    @property
+    def folded_keys(self) -> tuple[str, ...]:
+        """The baseline keys the findings folded into this one had on their own (the same path and identity)."""
+        return tuple(representable(f"{code}|{self.path}|{self.identity}") for code in self.folded)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -112,6 +120,7 @@ class Finding:
         data.pop("ratchet", None)  # what a JSON report adds: the baseline's word on the finding, not part of it
         data["severity"] = Severity(data["severity"])
         data["related"] = tuple(Related.from_record(r) for r in data.get("related", ()))
+        data["folded"] = tuple(data.get("folded", ()))
         return cls(**data)
 
 

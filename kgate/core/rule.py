@@ -32,17 +32,20 @@ class Option:
     default: Any
     help: str
     type: type | tuple[type, ...] = object
-    items: builtins.type | None = None  # for list options: the type of every element
+    items: builtins.type | None = None  # for list options: the type of every element; for tables: of every
+    # element of every value, each a list (`{ "pkg.mod:kernel" = ["w_ptr"] }`)
     minimum: float | None = None  # for numbers: the smallest value that means something
     choices: tuple[str, ...] = ()  # for strings: the values the rule knows
 
     def validate(self, rule: str, name: str, value: Any) -> Any:
         expected = self.type
         if self.items is not None and isinstance(value, list):
-            for item in value:
-                if not isinstance(item, self.items) or isinstance(item, bool) and self.items is not bool:
-                    raise ConfigError(f"options.{rule}.{name}: every item must be {_describe(self.items)}, "
-                                      f"not {item!r}")
+            self._check_items(f"options.{rule}.{name}", value)
+        if self.items is not None and isinstance(value, dict):
+            for key, listed in value.items():
+                if not isinstance(listed, list):
+                    raise ConfigError(f"options.{rule}.{name}.{key}: must be a list, not {listed!r}")
+                self._check_items(f"options.{rule}.{name}.{key}", listed)
         if expected is not object:
             if isinstance(value, bool) and bool not in (expected if isinstance(expected, tuple) else (expected,)):
                 raise ConfigError(f"options.{rule}.{name}: must be {_describe(expected)}, not {value!r}")
@@ -58,6 +61,12 @@ class Option:
                               f"not {value!r}")
         return value
 
+    def _check_items(self, where: str, listed: list[Any]) -> None:
+        kind = self.items or object
+        for item in listed:
+            if not isinstance(item, kind) or isinstance(item, bool) and kind is not bool:
+                raise ConfigError(f"{where}: every item must be {_describe(kind)}, not {item!r}")
+
 
 def _decoded(marker: bytes | tuple[bytes, ...]) -> str | list[str]:
     """A `requires` entry as text: a string, or the list of strings any one of which meets it."""
@@ -67,7 +76,8 @@ def _decoded(marker: bytes | tuple[bytes, ...]) -> str | list[str]:
 
 
 def _describe(expected: type | tuple[type, ...]) -> str:
-    names = {int: "an integer", float: "a number", str: "a string", bool: "true or false", list: "a list"}
+    names = {int: "an integer", float: "a number", str: "a string", bool: "true or false", list: "a list",
+             dict: "a table"}
     if isinstance(expected, tuple):
         return " or ".join(names.get(t, t.__name__) for t in expected)
     return names.get(expected, expected.__name__)
@@ -125,6 +135,9 @@ class Rule:
     # The kernel figures the baseline pins (`kgate.ratchet.baseline.METRICS`) that this rule's verdict is about: a
     # pinned figure that got worse is said on the rule's finding for that kernel, not on a line of its own.
     measures: tuple[str, ...] = ()
+    # Compiled rules whose finding on the same kernel variant is the cause of this rule's (a spill is the register
+    # ceiling's): where both are reported, this one is folded into that one (`kgate.evaluate.causes`).
+    caused_by: tuple[str, ...] = ()
     # Whether the rule runs only when a configuration or the command line names it (`kgate.rules.OPT_IN`).
     opt_in: bool = False
     # The artifacts the rule reads (`kgate.core.artifacts`): the run compiles and disassembles what its selected

@@ -20,7 +20,7 @@ KINDS = ("elementwise", "reduction", "gemm", "other")
 EXPECTATIONS = ("block_scale",)
 SEVERITIES = ("error", "warning", "note", "off")
 FAIL_ON = ("error", "warning", "note")
-LANGUAGES = ("triton", "cuda")  # `--language` and `kgate.api.check(language=...)`
+LANGUAGES = ("triton", "cute", "cuda")  # `--language` and `kgate.api.check(language=...)`
 RATCHET_MODES = ("two-way", "tighten")
 TOOLCHAIN_POLICIES = ("auto", "fail", "warn", "compare")
 CUDA_COMPILERS = ("auto", "nvcc", "nvrtc")
@@ -57,7 +57,7 @@ class Setting:
     default: Any
     doc: str
     group: str = ""
-    attr: str = ""  # the field it sets (Config, TritonEntry or CudaEntry); default: the key with "_" for "-"
+    attr: str = ""  # the field it sets (Config, TritonEntry, CuteEntry or CudaEntry); default: the key with "_" for "-"
     choices: tuple[str, ...] = ()
     minimum: float | None = None
     exclusive_minimum: bool = False  # for numbers: the minimum itself is refused
@@ -144,7 +144,8 @@ TRITON: tuple[Setting, ...] = (
         "kernel or a function it calls, in a branch its constexprs keep) expects block-scaled MMA.")),
     Setting("pdl", "boolean", False, doc=(
         "The kernel is launched with programmatic dependent launch (`launch_pdl`): it is compiled so, and "
-        "`pdl-missing-wait` checks that it waits before touching global memory.")),
+        "`pdl-missing-wait` checks that it writes no global memory before it waits, and asks about every "
+        "argument it loads before then.")),
     Setting("kind", "choice", "other", choices=KINDS, doc=(
         "What the kernel does, for the rules that judge by it: the occupancy rule judges elementwise and "
         "reduction kernels, and the audit estimates a GEMM's accumulator and grid.")),
@@ -212,6 +213,54 @@ CUDA: tuple[Setting, ...] = (
         "compiled.")),
 )
 
+# --------------------------------------------------------------------------- [[cute]]
+
+_CUTE_DIM: dict[str, Any] = {"anyOf": [{"type": "integer", "minimum": 0},
+                                       {"type": "string", "pattern": "^\\?([A-Za-z_][A-Za-z0-9_]*)?(:[1-9][0-9]*)?$"}]}
+_CUTE_TENSOR: dict[str, Any] = {
+    "type": "object", "required": ["dtype", "shape"], "additionalProperties": False,
+    "properties": {"dtype": {"type": "string", "pattern": "^cutlass\\.[A-Za-z_][A-Za-z0-9_]*$"},
+                   "shape": {"type": "array", "minItems": 1, "items": _CUTE_DIM},
+                   "stride": {"type": "array", "minItems": 1, "items": _CUTE_DIM},
+                   "align": {"type": "integer", "minimum": 1}},
+}
+_CUTE_VALUE: dict[str, Any] = {"anyOf": [{"type": ["number", "boolean", "string"]}, _CUTE_TENSOR,
+                                         {"type": "array", "items": {"type": ["number", "boolean", "string"]}}]}
+_CUTE_ARGS: dict[str, Any] = {"type": "object", "additionalProperties": _CUTE_VALUE}
+
+CUTE: tuple[Setting, ...] = (
+    Setting("kernel", "string", REQUIRED, type_text='string ("package.module:name")', doc=(
+        "The kernel, as `package.module:name`: a `@cute.jit` function, or a class whose `__call__` is one (built "
+        "with `init` for each call), found under a `python-path` entry. kgate imports its module in a compile "
+        "worker and compiles it with `cute.compile`, as the project's own code does.")),
+    Setting("args", "special", REQUIRED, type_text="table, or array of tables", json={
+        "anyOf": [_CUTE_ARGS, {"type": "array", "minItems": 1, "items": _CUTE_ARGS}]}, doc=(
+        "The arguments of the jit function, one table per `cute.compile` call to gate: a tensor as "
+        "`{ dtype = \"cutlass.BFloat16\", shape = [\"?\", 4096], stride = [4096, 1], align = 16 }` (a dimension "
+        "is an integer, or a symbol: `\"?\"`, `\"?:8\"` divisible by 8, `\"?m\"` one named symbol wherever "
+        "it is written; `stride` defaults to row-major, `align` is the assumed alignment in bytes), a dtype as "
+        "`\"cutlass.Float32\"`, a stream as `\"stream\"`, `\"None\"`, numbers, booleans and strings. kgate "
+        "makes fake tensors of them (`make_fake_tensor`): no GPU and no memory is needed."),
+        example='args = { x = { dtype = "cutlass.BFloat16", shape = ["?", 4096], stride = [4096, 1], align = 16 }, '
+                'stream = "stream" }'),
+    Setting("init", "special", {}, type_text="table", json={"type": "object", "additionalProperties": _CUTE_VALUE},
+            doc=(
+        "For a class kernel: its constructor's keyword arguments (dtypes, numbers, booleans, strings)."),
+        example='init = { dtype = "cutlass.BFloat16", N = 4096 }'),
+    Setting("options", "string", "", doc=(
+        "`cute.compile` options of the project's own call (`\"--enable-tvm-ffi\"`), beside those kgate adds: "
+        "the target, and the PTX, cubin and ptxas report it keeps.")),
+    Setting("expect", "choices", None, choices=EXPECTATIONS, doc=(
+        "What the compiled kernels must contain: `block_scale` (block-scaled MMA, judged by "
+        "`block-scale-missing`). Nothing is implied for a CuTe DSL kernel.")),
+    Setting("kind", "choice", "other", choices=KINDS, doc="What the kernels do, as a Triton registration's `kind`."),
+    Setting("shapes", "special", [], type_text="array of tables", json={"type": "array", "items": _SHAPE_JSON},
+            doc="Problem shapes for the audit report, as a Triton registration's `shapes`."),
+    Setting("targets", "targets", None, doc=(
+        "The targets the kernel is built for (default: every target of the run); on the others it is neither "
+        "imported nor compiled.")),
+)
+
 # --------------------------------------------------------------------------- [tool.kgate]
 
 SETTINGS: tuple[Setting, ...] = (
@@ -224,6 +273,10 @@ SETTINGS: tuple[Setting, ...] = (
         "several times). `@kgate.register(...)` on the kernel takes the same keys but `kernel`; kgate reads the "
         "decorator from the source, so its arguments must be literals. An autotuned kernel expands into one "
         "variant per config.")),
+    Setting("cute", "tables", (), group="What to gate", fields=CUTE, doc=(
+        "CuTe DSL kernels to gate, one `[[tool.kgate.cute]]` table per kernel: a `@cute.jit` function (or a class "
+        "whose `__call__` is one) and the arguments of the `cute.compile` calls to gate. `@kgate.register(...)` "
+        "on a `@cute.jit` function takes the same keys but `kernel`. See docs/cute.md.")),
     Setting("cuda", "tables", (), group="What to gate", fields=CUDA, doc=(
         "CUDA C++ sources to compile and gate, one `[[tool.kgate.cuda]]` table per set of files. Patterns of "
         "kernel names (`pdl`, `expect`, `kind`) match a kernel's name as shown, without its namespaces or "

@@ -21,7 +21,7 @@ from kgate.diff.model import Key, Side
 from kgate.diff.side import compile_side
 from kgate.facts.cubin import text_sections
 from kgate.facts.listing import Instruction
-from kgate.pipeline.check import CheckOptions, nothing_to_gate
+from kgate.pipeline.check import CheckOptions, nothing_to_gate, selected_nothing
 
 
 def revision_diff(config: Config, options: CheckOptions, base_rev: str | None, progress: Progress | None = None,
@@ -45,7 +45,7 @@ def revision_diff(config: Config, options: CheckOptions, base_rev: str | None, p
             raise ConfigError(nothing)  # neither side has a kernel: what the working tree lacks is said
         head = compile_side(config, options, "working tree", progress)
         base = compile_side(base_config, options, f"{named} ({commit[:12]})", progress)
-        require_selection(options, base, head)
+        require_selection(config, options, base, head)
         return compare_sides(cache_dir, base, head, options.jobs, (str(config.root.resolve()), str(base_config.root)),
                         pairs)
 
@@ -91,11 +91,17 @@ def _outside_moved(base: Config, top: Path, tree: Path) -> Config:
                    capture=moved(base.capture), nvcc=nvcc)
 
 
-def require_selection(options: CheckOptions, base: Side, head: Side) -> None:
+def require_selection(config: Config, options: CheckOptions, base: Side, head: Side) -> None:
+    """A diff that compared nothing proves nothing: what its selection (`--kernel`, `--language`, `--target`) left
+    of the project on both sides is an error, as a check's is."""
     if options.kernels and not (base.covered or head.covered):
         shown = " ".join(f"--kernel {g!r}" for g in options.kernels)
         raise ConfigError(f"{shown}: no kernel of the project matches on either side (a glob matches a kernel's name or "
                           f"module:name)")
+    gated = bool(base.facts or base.failures or head.facts or head.failures)
+    unselected = selected_nothing(config, options, gated, base.covered | head.covered)
+    if unselected:
+        raise ConfigError(unselected)
 
 
 def compare_sides(cache_dir: str, base: Side, head: Side, jobs: int | None, roots: tuple[str, ...], pairs: int) -> Diff:

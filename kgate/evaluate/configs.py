@@ -3,8 +3,9 @@
 An autotuner compiles each of its configs for a launch, times them on the GPU and runs the fastest. kgate compiles
 and gates every config (offline a capture binds them all, a registration expands into them all), so a spill in one
 config of 25 that the autotuner may never pick would block a push like a spill in the only tile a kernel has. Here,
-after the rules ran and before anything else reads a finding's severity, a compiled rule's finding in some but not
-all configs of one launch becomes a warning that names the config, how many configs the launch has and how many
+after the rules ran and before anything else reads a finding's severity (the folding of findings of one cause,
+`kgate.evaluate.causes`, takes the severities settled here), a compiled rule's finding in some but not all configs
+of one launch becomes a warning that names the config, how many configs the launch has and how many
 have the finding, and says to prune it. It keeps the rule's severity where every config of the launch has the
 finding (at that severity or worse: whichever config the autotuner picks, it ships), where a GPU capture marked the
 config `picked`, or where the project asks for `strict-configs`. The finding's identity, and so its baseline key,

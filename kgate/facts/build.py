@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, TypeVar
 
-from kgate.collect.cuda_names import base_name, definition_line, display_names, global_definitions
+from kgate.collect.cuda_names import base_name, definition_line, display_names, global_definitions, global_parameters
 from kgate.collect.files import display_path
 from kgate.compile.units import Compiled
 from kgate.facts.extract import Sources
@@ -34,11 +34,40 @@ def build(model: type[F], context: dict[str, Any], src: Sources, entry: str) -> 
 
 
 def unit_facts(unit: Compiled, src: Sources, model: type[F] = KernelFacts) -> list[tuple[str, F]]:  # type: ignore[assignment]
-    """(PTX entry, facts) of every kernel a unit gates: a Triton variant's one entry, a CUDA file's own kernels."""
+    """(PTX entry, facts) of every kernel a unit gates: a Triton variant's one entry, the kernels a CuTe DSL call
+    launches, a CUDA file's own kernels."""
     if unit.language == "triton":
         entry = src.ptx.entry().name
         return [(entry, build(model, unit.context, src, entry))]
+    if unit.language == "cute":
+        return [(entry, build(model, context, src, entry)) for entry, context in cute_kernels(unit.context, src)]
     return [(entry, build(model, context, src, entry)) for entry, context in cuda_kernels(unit.context, src)]
+
+
+def cute_kernels(context: dict[str, Any], src: Sources) -> list[tuple[str, dict[str, Any]]]:
+    """(symbol, context) of each kernel a CuTe DSL call launches, in the PTX's order: the call's one kernel is the
+    registered name; of several, each is the registered name and its `@cute.kernel` (`pkg.mod:fn/kernel`). A CTA's
+    warps are what the kernel's PTX requires (`.reqntid`, from the launch's static block size)."""
+    symbols = src.entry_names()
+    headers = src.headers
+    out = []
+    for symbol in symbols:
+        header = headers.get(symbol)
+        threads = header.max_threads if header and header.max_threads else ASSUMED_THREADS
+        kernel = context["kernel"] if len(symbols) == 1 else f"{context['kernel']}/{cute_kernel_name(symbol)}"
+        out.append((symbol, {**context, "kernel": kernel, "num_warps": max(1, -(-threads // 32)),
+                             "captured": tuple(context.get("captured", ()))}))
+    return out
+
+
+def cute_kernel_name(symbol: str) -> str:
+    """A `@cute.kernel`'s name in its PTX symbol (`kernel_cutlass_<name>_<argument types>_<n>`), as far as the symbol
+    tells it: the part before the DSL's mangled arguments."""
+    body = symbol.removeprefix("kernel_").removeprefix("cutlass_")
+    for marker in ("_tensor", "_object_at_", "_ptr", "_Tensor"):
+        if marker in body:
+            return body.split(marker, 1)[0] or symbol
+    return body.rsplit("_", 1)[0] or symbol
 
 
 def cuda_kernels(payload: dict[str, Any], src: Sources) -> list[tuple[str, dict[str, Any]]]:
@@ -50,6 +79,7 @@ def cuda_kernels(payload: dict[str, Any], src: Sources) -> list[tuple[str, dict[
     # Where the project reaches files through symlinks: a kernel defined there is the project's, named that way.
     known = [(Path(place), name) for place, name in payload.get("aliases", [])]
     definitions: dict[Path, dict[str, list[int]]] = {}
+    parameter_lists: dict[Path, dict[int, tuple[str, ...]]] = {}
     out = []
     for symbol in src.entry_names():
         header = headers.get(symbol)
@@ -65,11 +95,14 @@ def cuda_kernels(payload: dict[str, Any], src: Sources) -> list[tuple[str, dict[
                 where, hint = source, None
         line = definition_line(definitions[where], base_name(display), hint) or hint or 1
         threads = header.max_threads if header and header.max_threads else ASSUMED_THREADS
+        declared = _cached_parameters(parameter_lists, where).get(line)
+        # The source's names stand for the PTX's parameters only where they are as many (not a macro's list).
+        parameters = declared if declared is not None and header and len(declared) == header.parameters else ()
         out.append((symbol, {
             "kernel": display, "variant": payload["rel"], "target": payload["target"], "language": "cuda",
             "path": display_path(where, root, known), "line": line, "kind": "other",
             "num_warps": max(1, -(-threads // 32)), "num_stages": None, "expect": (), "pdl": False,
-            "toolchain": dict(payload.get("toolchain", {})),
+            "toolchain": dict(payload.get("toolchain", {})), "parameters": parameters,
         }))
     return sorted(out, key=lambda item: item[1]["kernel"])
 
@@ -89,6 +122,16 @@ def _definition_file(name: str | None, payload: dict[str, Any]) -> Path | None:
 def _cached_definitions(cache: dict[Path, dict[str, list[int]]], path: Path) -> dict[str, list[int]]:
     if path not in cache:
         cache[path] = _definitions(path)
+    return cache[path]
+
+
+def _cached_parameters(cache: dict[Path, dict[int, tuple[str, ...]]], path: Path) -> dict[int, tuple[str, ...]]:
+    """The parameter names of each `__global__` of a file, by its line (`global_parameters`)."""
+    if path not in cache:
+        try:
+            cache[path] = global_parameters(path.read_text(encoding="utf-8", errors="replace"))
+        except OSError:
+            cache[path] = {}
     return cache[path]
 
 

@@ -9,16 +9,18 @@ every fact about an entry that its callees can change is read through it.
 What it cannot see it says: a call through a register (a function pointer) may reach any function whose address
 the module takes, and a callee with no body in this PTX (`.extern .func`, a prototype only) may do anything, unless
 it is one of the device runtime's functions whose effect is known (`RUNTIME`: printf, a failed assert, the heap).
-Both are listed in the entry's `opaque_calls`; for the PDL analysis such a call touches global memory and does not
+Both are listed in the entry's `opaque_calls`; for the PDL analysis such a call writes global memory and does not
 wait.
 
-The PDL question ("does every path from the entry execute `griddepcontrol.wait` before its first global memory
-access?") is answered on the control-flow graph of each function (basic blocks split at labels and branches, a
+The PDL question ("which global memory accesses does some path from the entry reach before
+`griddepcontrol.wait`?") is answered on the control-flow graph of each function (basic blocks split at labels and branches, a
 forward may-analysis of "not yet waited" to a fixpoint) with a summary per callee: whether every path through it
 that returns has waited, and which of its accesses some path reaches before a wait. A call is then an access (each
 of the callee's unwaited accesses, reported at the call) followed, when the callee always waits, by a wait.
 Summaries are fixpoints too (least ones: a function that waits only through its own recursion is taken not to
-wait), so recursion is safe.
+wait), so recursion is safe. Each access keeps whether it writes and the parameters its address may point into
+(`kgate.facts.dataflow`): a callee's parameters become the caller's through what the call passes, so an access in a
+helper is traced to the kernel's own arguments, one per call that reaches it.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kgate.collect.cuda_names import short_name
+from kgate.facts.dataflow import Origins, access_origins, call_arguments, pointer_origins
 from kgate.facts.ptx import (
     Block,
     GlobalAccess,
@@ -40,6 +43,7 @@ from kgate.facts.ptx import (
     is_global_access,
     is_global_load,
     is_mma,
+    writes_global,
 )
 
 # A call's operands: an optional return list in parentheses, then the target (a function's name, or a register).
@@ -103,17 +107,25 @@ def call_target(instr: Instruction) -> str | None:
 @dataclass(frozen=True)
 class _Found:
     """An access some path reaches before a wait: its opcode, the instruction, the functions it is reached
-    through (the callee first), and whether it stands for a call whose code is not in the PTX."""
+    through (the callee first), whether it stands for a call whose code is not in the PTX, whether it writes, and
+    the parameters its address may point into, of the function whose summary holds it."""
 
     opcode: str
     instr: Instruction
     via: tuple[str, ...]
     opaque: bool = False
     site: Instruction | None = None  # the call that reaches it, in the function whose summary holds it
+    writes: bool = True
+    origins: frozenset[int] = frozenset()
 
     @property
     def place(self) -> Instruction:
         return self.site or self.instr
+
+
+# An access in a function's summary: the function and PTX line of the instruction, and its address's parameters
+# there (one instruction of a helper called with two pointers is two accesses of its caller).
+_Key = tuple[str, int, frozenset[int]]
 
 
 class CallGraph:
@@ -127,7 +139,8 @@ class CallGraph:
         self._blocks: dict[str, list[Block]] = {}
         self._callees: dict[str, list[str]] = {}
         self._must_wait: dict[str, bool] | None = None
-        self._unwaited: dict[str, dict[tuple[str, int], _Found]] | None = None
+        self._unwaited: dict[str, dict[_Key, _Found]] | None = None
+        self._origins: dict[str, Origins] = {}
 
     def callees(self, name: str) -> list[str]:
         """What one function calls, in text order, each once: a name, or INDIRECT."""
@@ -228,6 +241,12 @@ class CallGraph:
             found.update(i.opcode for i in instrs if is_global_load(i.opcode))
         return dict(sorted(found.items()))
 
+    def origins(self, name: str) -> Origins:
+        """What each register of a function may point into, among its parameters (`kgate.facts.dataflow`)."""
+        if name not in self._origins:
+            self._origins[name] = pointer_origins(self.functions[name])
+        return self._origins[name]
+
     def _cfg(self, name: str) -> list[Block]:
         if name not in self._blocks:
             self._blocks[name] = build_cfg(self.functions[name].items)
@@ -297,11 +316,11 @@ class CallGraph:
             self._unwaited = self._access_summaries()
         return list(self._unwaited.get(name, {}).values())
 
-    def _access_summaries(self) -> dict[str, dict[tuple[str, int], _Found]]:
+    def _access_summaries(self) -> dict[str, dict[_Key, _Found]]:
         if self._must_wait is None:
             self._must_wait = self._wait_summaries()
         order = self.bottom_up()
-        summary: dict[str, dict[tuple[str, int], _Found]] = {name: {} for name in order}
+        summary: dict[str, dict[_Key, _Found]] = {name: {} for name in order}
         changed = True
         while changed:
             changed = False
@@ -312,11 +331,10 @@ class CallGraph:
                     changed = True
         return summary
 
-    def _accesses_before_wait(self, name: str, summary: dict[str, dict[tuple[str, int], _Found]]
-                              ) -> dict[tuple[str, int], _Found]:
+    def _accesses_before_wait(self, name: str, summary: dict[str, dict[_Key, _Found]]) -> dict[_Key, _Found]:
         waits = self._must_wait or {}
         blocks, unwaited_in = self._flow(name, lambda i: self._call_waits(i, waits))
-        out: dict[tuple[str, int], _Found] = {}
+        out: dict[_Key, _Found] = {}
         for index, block in enumerate(blocks):
             state = unwaited_in[index]
             for instr in block.instrs:
@@ -324,25 +342,30 @@ class CallGraph:
                     state = False
                 elif is_call(instr):
                     if state:
-                        for key, found in self._called(instr, summary):
+                        for key, found in self._called(name, instr, summary):
                             out.setdefault(key, found)
                     if self._call_waits(instr, waits):
                         state = False
                 elif state and is_global_access(instr.opcode):
-                    out.setdefault((name, instr.ptx_line), _Found(instr.opcode, instr, ()))
+                    origins = access_origins(self.functions[name], instr, self.origins(name))
+                    out.setdefault((name, instr.ptx_line, origins),
+                                   _Found(instr.opcode, instr, (), writes=writes_global(instr.opcode), origins=origins))
         return out
 
-    def _called(self, call: Instruction, summary: dict[str, dict[tuple[str, int], _Found]]
-                ) -> list[tuple[tuple[str, int], _Found]]:
-        """What a call made before any wait adds: each unwaited access of what it may call, or the call itself
-        where its code is not here."""
+    def _called(self, caller: str, call: Instruction, summary: dict[str, dict[_Key, _Found]]
+                ) -> list[tuple[_Key, _Found]]:
+        """What a call made before any wait adds: each unwaited access of what it may call, its address traced on
+        to the caller's parameters through what the call passes, or the call itself where its code is not here."""
         callee = call_target(call) or INDIRECT
-        out: list[tuple[tuple[str, int], _Found]] = []
+        out: list[tuple[_Key, _Found]] = []
         if self.opaque(callee):
-            out.append((("", call.ptx_line), _Found(call.opcode, call, (callee,), opaque=True, site=call)))
+            out.append((("", call.ptx_line, frozenset()), _Found(call.opcode, call, (callee,), opaque=True, site=call)))
+        passed = call_arguments(self.functions[caller], call, self.origins(caller)) if self.targets(callee) else []
         for target in self.targets(callee):
-            for key, found in summary.get(target, {}).items():
-                out.append((key, _Found(found.opcode, found.instr, (target, *found.via), found.opaque, call)))
+            for (function, line, _inner), found in summary.get(target, {}).items():
+                origins = frozenset(i for k in found.origins if k < len(passed) for i in passed[k])
+                out.append(((function, line, origins), _Found(found.opcode, found.instr, (target, *found.via),
+                                                             found.opaque, call, found.writes, origins)))
         return out
 
 
@@ -365,12 +388,12 @@ def entry_facts(graph: CallGraph, name: str) -> PtxEntry:
     total += sum(1 for i in instrs if is_call(i) and (call_target(i) or INDIRECT) in opaque)
     # An access reached through a call is placed where the entry makes that call: its PTX line and source place
     # are the call's (the access itself may sit in another file, or in none the project has).
-    # One access per call: the first one some path reaches through it.
-    placed: dict[tuple[int, str], GlobalAccess] = {}
+    # One access per call, its kind and its parameters: the first one some path reaches through it.
+    placed: dict[tuple[int, str, bool, frozenset[int]], GlobalAccess] = {}
     for found in graph.unwaited(name):
-        key = (found.place.ptx_line, found.via[0] if found.via else found.opcode)
+        key = (found.place.ptx_line, found.via[0] if found.via else found.opcode, found.writes, found.origins)
         placed.setdefault(key, GlobalAccess(found.opcode, found.place.ptx_line, found.place.loc, found.via,
-                                            found.opaque))
+                                            found.opaque, found.writes, tuple(sorted(found.origins))))
     unwaited = tuple(placed.values())
     return PtxEntry(
         name=name,

@@ -129,7 +129,7 @@ def entry_resources(src: Sources, entry: str) -> Resources:
         raise ParseError(f"the ptxas log has no figures for {entry!r}")
     frames = frames_for(src.frames, entry)
     called = tuple((name, frames[name]) for name in src.ptx.entry(entry).calls if name in frames)
-    return resources(found, src.artifacts.dynamic_smem, called)
+    return resources(found, src.artifacts.smem_of(entry), called)
 
 
 def sass_summary(src: Sources, entry: str) -> SassSummary | None:
@@ -226,7 +226,8 @@ def load_entry(value: Any) -> PtxEntry:
     data = dict(value)
     data["unwaited_accesses"] = tuple(
         GlobalAccess(a["opcode"], a["ptx_line"], SourceLoc(**a["loc"]) if a["loc"] else None,
-                     tuple(a.get("via", ())), a.get("opaque", False))
+                     tuple(a.get("via", ())), a.get("opaque", False), a.get("writes", True),
+                     tuple(a.get("arguments", ())))
         for a in data["unwaited_accesses"])
     # What the call graph adds has defaults, as in PtxEntry: a record written by hand may leave it out.
     data["calls"] = tuple(data.get("calls", ()))
@@ -239,6 +240,7 @@ def load_entry(value: Any) -> PtxEntry:
     _require(all(isinstance(k, str) for k in entry.mma), "expect and mma")
     _require(isinstance(entry.has_wait, bool) and isinstance(entry.has_launch_dependents, bool), "flags")
     _require(all(isinstance(a.opcode, str) and is_count(a.ptx_line) and isinstance(a.opaque, bool)
+                 and isinstance(a.writes, bool) and all(is_count(v) for v in a.arguments)
                  and all(isinstance(v, str) for v in a.via) for a in entry.unwaited_accesses), "unwaited accesses")
     _require(all(isinstance(v, str) for v in entry.calls + entry.opaque_calls + entry.looped_calls), "calls")
     _require(all(isinstance(k, str) and is_count(v) for k, v in entry.looped_loads.items()), "looped loads")

@@ -103,6 +103,10 @@ class KernelFacts:
     # The capture environments whose record of this launch is gated on this target (`[captured."..."]` of the
     # capture file: "NVIDIA H200", "cpu sm_120a"); empty for a variant no capture recorded (registered, CUDA).
     captured: tuple[str, ...] = ()
+    # The names of the kernel's parameters as the PTX passes them, in order, as the user wrote them: Triton's
+    # run-time parameters (its constexprs are not passed), a CUDA kernel's from its `__global__` declaration;
+    # empty where they cannot be told (a CUDA parameter list written by a macro).
+    parameters: tuple[str, ...] = ()
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -143,6 +147,7 @@ class KernelFacts:
         data["expect"] = tuple(data["expect"])
         data["shapes"] = tuple(data.get("shapes", ()))
         data["captured"] = tuple(data.get("captured", ()))
+        data["parameters"] = tuple(data.get("parameters", ()))
         return cls(**data)
 
     @classmethod
@@ -165,6 +170,7 @@ class KernelFacts:
             isinstance(v, list) and all(isinstance(n, str) for n in v) for v in facts.specialization.values()),
             "specialization")
         _check(all(isinstance(v, str) for v in facts.captured), "captured")
+        _check(all(isinstance(v, str) for v in facts.parameters), "parameters")
         return facts
 
 

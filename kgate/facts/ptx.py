@@ -29,6 +29,7 @@ _MMA_PREFIXES = ("mma.", "wgmma.mma_async", "tcgen05.mma")
 
 # State spaces that are never global memory.
 _NOT_GLOBAL = {"param", "shared", "local", "const", "reg", "sreg", "tex"}
+_SPACES = ("global", "shared", "local", "const", "param")
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,12 @@ class GlobalAccess:
     via: tuple[str, ...] = ()
     # A call whose code is not in the PTX (an extern function, a function pointer): assumed to touch memory.
     opaque: bool = False
+    # Whether it writes global memory (a store, an atomic, a reduction, a copy into it; an opaque call may): what
+    # can race the kernel before a PDL kernel, where a load only may read what it has not written yet.
+    writes: bool = True
+    # The entry's parameters its address may point into, by index (`kgate.facts.dataflow`): one where it is traced
+    # to one; none where it is traced to none (a pointer read from memory, a global variable).
+    arguments: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -158,6 +165,23 @@ def load_bits(opcode: str) -> int | None:
     width = next((int(p[1:]) for p in reversed(parts) if p[:1] in "busf" and p[1:].isdigit()), None)
     lanes = next((int(p[1:]) for p in parts if p[:1] == "v" and p[1:].isdigit()), 1)
     return None if width is None else width * lanes
+
+
+def writes_global(opcode: str) -> bool:
+    """Whether a global access (`is_global_access`) writes: a store, an atomic or a reduction (which read too),
+    a surface store, `wmma.store`, `multimem.st`/`red`, or a copy whose destination is global memory
+    (`cp.async.bulk.global.shared::cta`); a load, a texture or surface read, and a copy from global memory into
+    shared memory (`cp.async.ca.shared.global`, a TMA load) read only."""
+    parts = opcode.split(".")
+    head = parts[0]
+    if head in ("st", "atom", "red", "sust", "sured"):
+        return True
+    if head in ("wmma", "multimem"):
+        return len(parts) > 1 and parts[1] in ("store", "st", "red")
+    if head == "cp":
+        spaces = [space for space in (part.split("::")[0] for part in parts[1:]) if space in _SPACES]
+        return bool(spaces) and spaces[0] == "global" and len(spaces) > 1
+    return False
 
 
 def parse_ptx(text: str) -> PtxFacts:
@@ -371,13 +395,16 @@ class EntryHeader:
     name: str
     first_loc: SourceLoc | None  # the first `.loc` of the body: the kernel's definition in the source
     max_threads: int | None  # `.maxntid` / `.reqntid` (from `__launch_bounds__`), threads per CTA
+    parameters: int = 0  # how many `.param`s the entry declares
 
 
+_PARAM_DECLARATION = re.compile(r"\.param\b")
 _NTID = re.compile(r"\.(?:maxntid|reqntid)\s+(\d+)(?:\s*,\s*(\d+))?(?:\s*,\s*(\d+))?")
 
 
 def entry_headers(text: str) -> dict[str, EntryHeader]:
-    """Per `.entry`: its first source location and its threads-per-CTA bound, if any."""
+    """Per `.entry`: its first source location, its threads-per-CTA bound, if any, and how many parameters it
+    declares."""
     text = code(text)
     files = {count(n): name for n, name in FILE.findall(text)}
     out = {}
@@ -394,7 +421,8 @@ def entry_headers(text: str) -> dict[str, EntryHeader]:
             threads = 1
             for group in ntid.groups():
                 threads *= count(group) if group else 1
-        out[match.group(2)] = EntryHeader(match.group(2), _first_loc(text, start, files), threads)
+        declared = len(_PARAM_DECLARATION.findall(text, match.end(), start))
+        out[match.group(2)] = EntryHeader(match.group(2), _first_loc(text, start, files), threads, declared)
     return out
 
 

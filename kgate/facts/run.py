@@ -60,8 +60,9 @@ class Facts:
         self.parsed: dict[str, Sources] | None = {} if reuse else None
 
     def key(self, unit: Compiled) -> str:
-        identity = unit.context if unit.language == "triton" else {k: unit.context.get(k) for k in IDENTITY}
-        return digest("facts", self.schema, unit.key, unit.hashes, unit.sass_symbols, unit.dynamic_smem, identity)
+        identity = {k: unit.context.get(k) for k in IDENTITY} if unit.language == "cuda" else unit.context
+        return digest("facts", self.schema, unit.key, unit.hashes, unit.sass_symbols, unit.dynamic_smem,
+                      unit.entry_smem, identity)
 
     def of(self, unit: Compiled, *, keep: bool = True) -> Built | str | None:
         """The unit's facts; a message where its artifacts do not read as facts (a failure to report); None where

@@ -12,18 +12,20 @@ from dataclasses import replace
 from pathlib import Path
 
 from kgate.collect.captures import CapturedSpec
-from kgate.collect.registry import captured_specs, triton_entries, triton_kernels
+from kgate.collect.registry import Entry, captured_specs, triton_entries, triton_kernels
 from kgate.compile import preflight
 from kgate.compile.cache import unusable as cache_unusable
 from kgate.compile.engine import Progress, default_jobs, worker_env
 from kgate.compile.pool import Pool
 from kgate.core.artifacts import ArtifactPlan
 from kgate.core.config import KNOWN_TARGETS, Config, TritonEntry
+from kgate.core.cute import CuteEntry
 from kgate.core.errors import ConfigError
 from kgate.core.findings import Finding, sort_findings
 from kgate.core.result import Result
 from kgate.core.selection import Selection
 from kgate.core.suppress import for_compiled
+from kgate.evaluate import causes
 from kgate.evaluate import compiled as evaluate
 from kgate.evaluate.plan import selection_plan
 from kgate.facts.run import CompileRun, cuda_facts, triton_facts
@@ -51,7 +53,7 @@ def selected(kernel: str, globs: tuple[str, ...]) -> bool:
     return not globs or any(fnmatch.fnmatchcase(kernel, g) or fnmatch.fnmatchcase(function, g) for g in globs)
 
 
-def select_entries(entries: list[TritonEntry], globs: tuple[str, ...]) -> list[TritonEntry]:
+def select_entries(entries: list[Entry], globs: tuple[str, ...]) -> list[Entry]:
     return [e for e in entries if selected(e.kernel, globs)]
 
 
@@ -74,7 +76,7 @@ def run_check(config: Config, selection: Selection, options: CheckOptions,
                                         files=plan.files if plan else None)
     if plan is None and not nothing:
         # A shard may get no unit of a project that has some; the whole run must gate one.
-        unselected = selected_nothing(config, options, compiled, covered)
+        unselected = selected_nothing(config, options, bool(compiled.facts or compiled.failures), covered)
         if unselected:
             raise ConfigError(unselected)
     seconds = shard.run_seconds(compiled.facts, compiled.compile_seconds)
@@ -100,7 +102,7 @@ NOTHING_CONFIGURED = ("nothing to gate: no kgate.toml, and no pyproject.toml wit
                       "`kgate capture -- COMMAND`)")
 
 
-def nothing_to_gate(config: Config, registered: list[TritonEntry], recorded: list[CapturedSpec]) -> str | None:
+def nothing_to_gate(config: Config, registered: list[Entry], recorded: list[CapturedSpec]) -> str | None:
     """What a project with no kernel to compile is told: nothing registered (in the configuration or with
     `@kgate.register`), nothing captured and no CUDA sources configured; None when it has a kernel.
 
@@ -121,11 +123,11 @@ def nothing_to_gate(config: Config, registered: list[TritonEntry], recorded: lis
             f"files ([[{tables}cuda]] sources); `kgate lint` runs the source rules alone")
 
 
-def selected_nothing(config: Config, options: CheckOptions, compiled: CompileRun, covered: frozenset[str]) -> str | None:
-    """What a whole run of a project with kernels is told when it compiled none (nor failed to): a `--kernel`
-    glob that matches no kernel (a typo), a `--language` the project has no kernel in, targets no kernel is
-    built for, CUDA sources that define no kernel; None when it gated something."""
-    if compiled.facts or compiled.failures:
+def selected_nothing(config: Config, options: CheckOptions, gated: bool, covered: frozenset[str]) -> str | None:
+    """What a whole run of a project with kernels is told when it compiled none (nor failed to: not `gated`): a
+    `--kernel` glob that matches no kernel (a typo), a `--language` the project has no kernel in, targets no kernel
+    is built for, CUDA sources that define no kernel; None when it gated something."""
+    if gated:
         return None
     if options.kernels and not covered:
         shown = " ".join(f"--kernel {g!r}" for g in options.kernels)
@@ -134,6 +136,8 @@ def selected_nothing(config: Config, options: CheckOptions, compiled: CompileRun
         return "--language cuda: nothing to gate: the configuration lists no CUDA sources"
     if options.language == "triton" and not covered:
         return "--language triton: nothing to gate: no Triton kernel is registered or captured"
+    if options.language == "cute" and not covered:
+        return "--language cute: nothing to gate: no CuTe DSL kernel is registered or captured"
     targets = ", ".join(resolve_targets(config, options.targets))
     if covered:
         return (f"nothing to gate: no selected kernel is built for {targets} (a registration or a [[cuda]] table "
@@ -143,17 +147,24 @@ def selected_nothing(config: Config, options: CheckOptions, compiled: CompileRun
     return f"nothing to gate: the configured CUDA sources define no kernel (a __global__ function) for {targets}"
 
 
-def select_units(registered: list[TritonEntry], recorded: list[CapturedSpec], options: CheckOptions,
-                 mine: frozenset[str] | set[str] | None = None) -> tuple[list[TritonEntry], list[CapturedSpec]]:
+def select_units(registered: list[Entry], recorded: list[CapturedSpec], options: CheckOptions,
+                 mine: frozenset[str] | set[str] | None = None) -> tuple[list[Entry], list[CapturedSpec]]:
     """The registrations and captured specialisations a run compiles: its language, `--kernel` globs, shard."""
-    if options.language not in (None, "triton"):
+    if options.language not in (None, "triton", "cute"):
         return [], []
-    entries = select_entries([e for e in registered if mine is None or e.kernel in mine], options.kernels)
-    captured = [c for c in recorded if (mine is None or c.spec.kernel in mine) and selected(c.spec.kernel, options.kernels)]
+    entries = select_entries([e for e in registered if (mine is None or e.kernel in mine)
+                              and options.language in (None, entry_language(e))], options.kernels)
+    captured = [c for c in recorded if (mine is None or c.spec.kernel in mine) and selected(c.spec.kernel, options.kernels)
+                and options.language in (None, "triton")]
     return entries, captured
 
 
-def compile_kernels(config: Config, entries: list[TritonEntry], captured: list[CapturedSpec], options: CheckOptions,
+def entry_language(entry: TritonEntry | CuteEntry) -> str:
+    """The language a registration's kernel is reported in: "cute" for a CuTe DSL kernel, "triton" (Gluon too)."""
+    return "cute" if isinstance(entry, CuteEntry) else "triton"
+
+
+def compile_kernels(config: Config, entries: list[Entry], captured: list[CapturedSpec], options: CheckOptions,
                     plan: ArtifactPlan, progress: Progress | None = None, files: frozenset[str] | None = None,
                     ) -> tuple[CompileRun, frozenset[str]]:
     """Compile the selected Triton units and the configured CUDA sources (cached), with the artifacts `plan` asks
@@ -203,7 +214,7 @@ def assemble(config: Config, selection: Selection, options: CheckOptions, compil
     partial = bool(options.kernels) or bool(options.language) or set(targets) != set(config.targets) \
         or shard_names is not None
     outcome = for_compiled(raw, config.root, lines, selection, complete=not partial)
-    findings = outcome.findings
+    findings = causes.folded(outcome.findings)  # after the suppressions: a part suppressed alone is no part
     suppressed = outcome.suppressed
     if part is not None:
         # Both passes read the suppression comments on kernels' def lines; a malformed one is one finding.

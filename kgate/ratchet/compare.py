@@ -249,10 +249,22 @@ def _attach_to_kernel_findings(result: Comparison, about: list[AboutKernel], fai
             on_kernel[(finding.kernel, finding.variant, finding.target)].append(finding)
     for variant, metric, diff in about:
         for finding in on_kernel.get(variant, ()):
-            measures = registry.load(finding.code).measures
+            measures = {m for code in (finding.code, *finding.folded) for m in registry.load(code).measures}
             says = metric in measures if metric else bool(measures) or finding.severity.rank <= fail_on.rank
             if says:
                 result.attach(finding, diff)
+
+
+def folded_into(findings: list[Finding]) -> dict[str, str]:
+    """The baseline key each folded finding had on its own -> the key of the finding that carries it now."""
+    return {part: f.baseline_key for f in findings for part in f.folded_keys}
+
+
+def folded_pin(baseline: Baseline, group: list[Finding]) -> Pin | None:
+    """For findings whose own key has no pin: the pin of a part folded into them, written while it was reported on
+    its own (a baseline from before its finding was folded: the same debt, pinned under the part's key)."""
+    pins = [baseline.findings[key] for f in group for key in f.folded_keys if key in baseline.findings]
+    return max(pins, key=lambda p: p.count) if pins else None
 
 
 def _compare_findings(baseline: Baseline, state: RunState, result: Comparison, stale_fails: bool,
@@ -277,7 +289,7 @@ def _compare_findings(baseline: Baseline, state: RunState, result: Comparison, s
                 result.differences.append(Difference("GONE", key, f"{pin.count} pinned, {len(group)} now", False,
                                                      pin.count, len(group)))
             continue
-        pin = baseline.findings.get(key, Pin(0))
+        pin = baseline.findings.get(key) or folded_pin(baseline, group) or Pin(0)
         sizes = [f.value for f in group if f.value is not None]
         if sizes and pin.count and pin.value is not None:
             size = max(sizes)
@@ -303,10 +315,17 @@ def _compare_findings(baseline: Baseline, state: RunState, result: Comparison, s
             result.differences.append(Difference("GONE", key, f"{pin.count} pinned, {len(group)} now",
                                                  stale_fails, pin.count, len(group)))
     below = {f.baseline_key: f for f in state.findings if f.severity.rank > state.fail_on.rank}
+    into = folded_into(state.findings)
     for key in sorted(baseline.findings):
         # A pin of a compile failure accepts nothing (the failure stays active); `baseline update` drops it.
         if key not in groups and pinnable(key) and state.scope.covers_finding(key):
             pin = baseline.findings[key]
+            if key in into:
+                # Its finding is now part of another one, of the same cause: two pins became one, nothing improved.
+                result.differences.append(Difference(
+                    "GONE", key, f"{pin.count} pinned; reported inside {into[key]} now (one cause, one finding), "
+                    f"so it needs no pin of its own (`kgate baseline update` removes it)", False, pin.count, 0))
+                continue
             if key in below:
                 # Still reported, at a severity the baseline does not pin (a config of an autotuned launch that
                 # others pass, a severity setting): the code did not change, so the stale pin fails nothing.

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from kgate.core.findings import Finding
 from kgate.ratchet.baseline import METRICS, Baseline, Pin, pinnable
-from kgate.ratchet.compare import RunState, round_up
+from kgate.ratchet.compare import RunState, folded_into, folded_pin, round_up
 
 
 @dataclass
@@ -116,6 +116,7 @@ def _repin_findings(old: Baseline, state: RunState, accept_new: bool, slack: int
     for finding in state.pinned_findings():
         groups[finding.baseline_key].append(finding)
     findings = out.baseline.findings
+    into = folded_into(state.findings)
     for key in sorted(old.findings):
         if not pinnable(key):  # written by an older kgate or by hand: it accepts nothing
             del findings[key]
@@ -124,7 +125,7 @@ def _repin_findings(old: Baseline, state: RunState, accept_new: bool, slack: int
         if key in groups or not state.scope.covers_finding(key):
             continue
         del findings[key]
-        out.drop(key, "gone")
+        out.drop(key, f"reported inside {into[key]} now (one cause, one finding)" if key in into else "gone")
     for key in sorted({f.baseline_key for f in state.unpinnable()}):
         out.failing.append(f"failing   {key}: did not compile; never pinned, and its kernel's pins are kept as "
                            f"they are (fix it, then update again)")
@@ -133,7 +134,7 @@ def _repin_findings(old: Baseline, state: RunState, accept_new: bool, slack: int
         count = len(group)
         sizes = [f.value for f in group if f.value is not None]
         value = round_up(max(sizes), slack) if sizes else None
-        pinned = old.findings.get(key)
+        pinned = old.findings.get(key) or folded_pin(old, group)  # a folded part's pin moves to its root's key
         if pinned is None:
             if accept_new:
                 findings[key] = Pin(count, value)
@@ -151,7 +152,10 @@ def _repin_findings(old: Baseline, state: RunState, accept_new: bool, slack: int
         if count > pinned.count and not accept_new:
             out.refused.append(f"worse     {key}: {pinned.count} -> {count} finding(s) (needs --accept-new)")
         updated = Pin(new_count, new_value)
-        if updated != pinned:
+        if key not in old.findings:
+            findings[key] = updated
+            out.changes.append(f"pinned    {key}: {new_count}, the pin of what is now folded into it")
+        elif updated != pinned:
             findings[key] = updated
             out.changes.append(f"updated   {key}: {pinned.count} -> {new_count}"
                                + (f", size {pinned.value} -> {new_value}" if new_value != pinned.value else ""))

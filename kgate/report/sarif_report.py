@@ -127,6 +127,8 @@ def sarif_result(finding: Finding, rule_index: int, occurrence: int, standing: t
             properties[key] = value
     if captured:
         properties["captured"] = list(captured)
+    if finding.folded:  # the rules of the findings it carries as their cause, each also a related location
+        properties["folded"] = list(finding.folded)
     if standing:  # what the baseline comparison says of it, here and nowhere else in the log
         properties["ratchet"] = differences.standing_text(standing)
     out = {

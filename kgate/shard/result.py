@@ -211,7 +211,11 @@ def _fact(index: int, item: Any) -> KernelFacts:
 def _finding(where: str, item: Any) -> Finding:
     if not isinstance(item, dict) or item.get("severity") not in {s.value for s in Severity}:
         raise Malformed(f"{where}: not a finding")
-    return _record(Finding, where, {**item, "severity": Severity(item["severity"]), "related": _related(where, item)})
+    folded = item.get("folded", [])
+    if not isinstance(folded, list) or not all(isinstance(code, str) for code in folded):
+        raise Malformed(f"{where}: folded of the wrong type")
+    return _record(Finding, where, {**item, "severity": Severity(item["severity"]), "related": _related(where, item),
+                                    "folded": tuple(folded)})
 
 
 def _failure(where: str, item: Any) -> CompileFailure:
@@ -235,7 +239,7 @@ def _related(where: str, item: dict[str, Any]) -> tuple[Related, ...]:
 
 # The field types of the records a shard holds, as their dataclasses declare them.
 _TYPES: dict[str, Any] = {"str": str, "int": int, "str | None": (str, type(None)), "int | None": (int, type(None)),
-                          "Severity": Severity, "tuple[Related, ...]": tuple}
+                          "Severity": Severity, "tuple[Related, ...]": tuple, "tuple[str, ...]": tuple}
 
 
 def _record(kind: Any, where: str, item: Any) -> Any:

@@ -13,6 +13,7 @@ DISTRIBUTION = "kernel-gate"
 # The optional extras as pyproject.toml declares them (tests/test_install.py holds the two equal).
 EXTRAS: dict[str, tuple[str, ...]] = {
     "cuda": ("cuda-python>=13", "nvidia-cuda-nvrtc>=13"),
+    "cute": ("nvidia-cutlass-dsl>=4.8",),
     "fix": ("libcst>=1.1",),
     "ulp": ("torch>=2.4", "numpy", "pytest>=8"),
 }

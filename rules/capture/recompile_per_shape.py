@@ -30,7 +30,9 @@ device or a model dimension is fine, and the dimensions of a tensor the
 built model fixes are model dimensions (a weight, a bias or a scale; a
 parameter, a buffer or a start-up table of the module, such as
 `hc_fn.shape[0]` where every call passes `self.hc_fn`, or
-`self.req_to_token.numel()`; the row stride of a `[T, H]` tensor). A name
+`self.req_to_token.numel()`; the row stride of a `[T, H]` tensor; a size
+the launcher asserts equal to one, such as `dim` of `dim, seqlen = x.shape`
+under `assert (dim, width) == weight.shape`). A name
 alone places nothing here (a parameter of the launcher that nothing in
 the project calls, `self.n_rows`): only the captures can tell what it
 takes. The size of one row of a tensor (`pool[0].numel()`, its
@@ -117,15 +119,17 @@ def source_check(source: SourceFile, ctx: SourceContext) -> Iterable[Report]:
     as KG201 reads autotune keys)."""
     if checks_kernels(source.rel):
         return  # a test's or a benchmark's reference kernel: each shape it picks compiles once, nothing ships it
-    info = py.info(source)
-    if not info.uses_triton():
-        return
-    ignored = set(ctx.options["ignore"])
-    own = {fn.name: (fn.name, constexprs) for fn in info.functions if py.is_kernel(fn, info.imports)
-           if (constexprs := _constexprs(fn, info.imports, ignored))}
     project = modules(ctx.shared, source.path, source.rel)
     asked = project.asked
-    kernels = {**_imported_kernels(source, info, project, ignored, set(own)), **own}
+    launched = {name for name in project.bound(source) if launch_lines(source.text, {name})}
+    if b"constexpr" not in source.data and not launched:
+        return  # it defines no constexpr and launches nothing it imports
+    info = py.info(source)
+    ignored = set(ctx.options["ignore"])
+    own = {fn.name: (fn.name, constexprs) for fn in info.functions if py.is_kernel(fn, info.imports)
+           if (constexprs := _constexprs(fn, info.imports, ignored))} \
+        if b"constexpr" in source.data and info.uses_triton() else {}
+    kernels = {**_imported_kernels(source, project, ignored, launched - set(own)), **own}
     if kernels:
         launches = Launches(source, info, set(kernels), set(own), _EVIDENCE_ONLY, frozenset(), project)
         yield from _reports(source, launches, kernels)
@@ -142,14 +146,13 @@ def _constexprs(fn: py.Function, imports: dict[str, str], ignored: set[str]) -> 
             for p in py.parameters(fn) if py.is_constexpr(p.annotation, imports) and p.arg not in ignored]
 
 
-def _imported_kernels(source: SourceFile, info: py.ParsedModule, project: Modules, ignored: set[str],
-                      own: set[str]) -> dict[str, tuple[str, list[tuple[str, int | None, bool]]]]:
+def _imported_kernels(source: SourceFile, project: Modules, ignored: set[str],
+                      launched: set[str]) -> dict[str, tuple[str, list[tuple[str, int | None, bool]]]]:
     """The kernels of the project's other modules that this module imports and launches (`from .kernels import
-    fwd_kernel as fwd`, then `fwd[grid](...)`): the name they have here -> their own name and constexprs."""
+    fwd_kernel as fwd`, then `fwd[grid](...)`; `launched`: the names it imports and launches): the name they have
+    here -> their own name and constexprs."""
     out = {}
-    words = {name for name in project.bound(source) if name not in own}
-    launched = project.imported(source, {name for name in words if launch_lines(source.text, {name})})
-    for name, found in launched.items():
+    for name, found in project.imported(source, launched).items():
         kernel = project.kernel(*found)
         if kernel is not None and (constexprs := _constexprs(kernel[0], kernel[1], ignored)):
             out[name] = (found[1], constexprs)

@@ -10,6 +10,12 @@ variant asks for, with the device functions the kernel calls: a loop in a
 inside a loop (its local memory is paid on every trip), whether ptxas put
 it in the kernel's code or listed it apart (`-rdc=true`).
 
+Where the variant spills, its local memory is that spill (at least in part):
+the finding is told inside the spill's (KG103), or the register ceiling's
+(KG102) where the spill is the ceiling's, as a related place, and counted
+once. A stack array indexed at run time in a variant that does not spill is
+a finding of its own.
+
 ## Why is this bad?
 Local memory is private per thread but lives in DRAM behind the L1: an
 `LDL` costs a cache access at best and a trip to memory at worst. Once,
@@ -77,6 +83,7 @@ RULE = Rule(
     check=check,
     doc=__doc__ or "",
     measures=("spill_bytes", "stack_bytes"),  # spills live in the stack frame: both grow together
+    caused_by=("KG103",),  # the local memory of a variant that spills is (at least) its spill
     reads=frozenset({Artifact.PTXAS_LOG, Artifact.PTX, Artifact.SASS}),
     sass_when=has_stack_frame,
 )

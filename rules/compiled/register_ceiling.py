@@ -2,6 +2,12 @@
 Reports a kernel variant whose registers per thread, as ptxas allocated them,
 are at or above a threshold (default 240; 255 is the hardware cap).
 
+A variant at the ceiling that spills is one finding, this one: the spill
+(KG103) and the local memory it puts inside a loop (KG109) are what the
+ceiling causes, so they are reported inside it, as related places, and
+counted once (its severity is the worst of the three). The fix is here: the
+spill and the local memory go away with the registers, never apart from them.
+
 ## Why is this bad?
 A kernel at the ceiling has no room left: the next change to it (one more
 live value, a new compiler version) makes ptxas spill to local memory, and

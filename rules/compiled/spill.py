@@ -7,6 +7,11 @@ device function it calls, directly or not (`__noinline__`,
 `@triton.jit(noinline=True)`): ptxas reports a called function's spills in
 a block of its own, and the finding names the functions they are in.
 
+A spill at the register ceiling is the ceiling's (KG102): where both are
+reported on one variant, the spill is told inside the register-ceiling
+finding, and so is the local memory it puts inside a loop (KG109); below the
+ceiling the spill is the finding that carries that local memory.
+
 ## Why is this bad?
 A spill goes to local memory: DRAM behind the L1. Spilling is a gradient,
 not a switch: 16 spill bytes can be the price of a second CTA per SM and
@@ -77,5 +82,6 @@ RULE = Rule(
         "cliff_fraction": Option(0.25, "error above this fraction of the register bytes", (int, float), minimum=0),
     },
     measures=("spill_bytes", "stack_bytes"),  # spills live in the stack frame: both grow together
+    caused_by=("KG102",),  # a spill at the register ceiling is the ceiling's
     reads=frozenset({Artifact.PTXAS_LOG, Artifact.PTX}),
 )

@@ -41,7 +41,8 @@ assignments and its module's own helper functions:
   what a method of one returns given no run-time size (`w.t()`), and a
   local or a parameter of the launcher that only ever holds one (every
   call of the launcher in the module passes `self.hc_fn`: `hc_fn.shape[0]`
-  is a model dimension). A stride is the product of the dimensions after
+  is a model dimension), and a size the launcher asserts equal to one
+  (`assert dim == bias.size(0)`). A stride is the product of the dimensions after
   it, and follows the token count only where one of those does
   (`x.stride(0)` of a `[T, H]` tensor is `H`; of a `[B, T, H]` one,
   `T * H`).

@@ -7,7 +7,9 @@ arithmetic (`$(( 16#ff ))`, `(( a << 2 ))`). A substitution is part of the word 
 
 Makefiles: `#` not escaped, outside `define` blocks (`override define` and `export define` too, nested ones
 counted, an `endef` that a comment follows included) and outside variable references and function calls
-(`$(info # text)`, where make reads `#` literally); a recipe line is read as shell.
+(`$(info # text)`, where make reads `#` literally). A recipe (a line that starts with a tab, or what follows the
+`;` of `target: ; command`) is read as shell, as one command through the lines its backslashes continue, once make
+has expanded its references (a `$(info # text)` there is make's, `$$` the shell's `$`).
 """
 
 from __future__ import annotations
@@ -24,10 +26,16 @@ _UNQUOTE = re.compile(r"""'([^']*)'|"([^"]*)"|\\(.)""")
 
 def shell_comments(text: str) -> list[Comment]:
     out: list[Comment] = []
+    _scan(text, 0, out, closing=False)
+    return out
+
+
+def _scan(text: str, index: int, out: list[Comment], *, closing: bool) -> int:
+    """Read shell code from `index`, adding its comments to `out`; where `closing` (the body of a command
+    substitution inside a double-quoted string), up to and past the `)` that closes it. Where it stops."""
     pending: list[tuple[str, bool]] = []  # here-documents whose bodies start on the next line
     opened: list[bool] = []  # the open parentheses: True for a command substitution's `$(`
     glued: set[int] = set()  # offsets of a `)` that closes a substitution: the word goes on after it
-    index = 0
     length = len(text)
     while index < length:
         ch = text[index]
@@ -36,7 +44,7 @@ def shell_comments(text: str) -> list[Comment]:
         elif ch == "'":
             index = _until(text, index + 1, "'", escapes=index > 0 and text[index - 1] == "$")
         elif ch == '"':
-            index = _until(text, index + 1, '"', escapes=True)
+            index = _double_quoted(text, index + 1, out)
         elif ch == "`":
             index = _backquoted(text, index, out)
         elif ch == "#" and _starts_word(text, index, glued):
@@ -44,7 +52,7 @@ def shell_comments(text: str) -> list[Comment]:
             out.append(Comment(index, end, False))
             index = end
         elif text.startswith("${", index):
-            index = _parameter_end(text, index + 2)
+            index = _parameter_end(text, index + 2, out)
         elif text.startswith("$((", index) or text.startswith("((", index) and _starts_word(text, index, glued):
             close = text.find("))", index + 2)  # arithmetic: `<<` there is a shift, `#` a base
             if ch == "$":
@@ -54,6 +62,8 @@ def shell_comments(text: str) -> list[Comment]:
             opened.append(ch == "$")
             index += 2 if ch == "$" else 1
         elif ch == ")":
+            if closing and not opened:
+                return index + 1
             if opened and opened.pop():
                 glued.add(index)
             index += 1
@@ -70,18 +80,42 @@ def shell_comments(text: str) -> list[Comment]:
             pending = []
         else:
             index += 1
-    return out
+    return length
+
+
+def _double_quoted(text: str, index: int, out: list[Comment]) -> int:
+    """Past the `"` that closes a double-quoted string whose text starts at `index`. The substitutions and expansions
+    in it are read as the shell reads them, with quotes of their own (`"$(echo " # x")"` is one string)."""
+    while index < len(text):
+        ch = text[index]
+        if ch == "\\":
+            index += 2
+        elif ch == '"':
+            return index + 1
+        elif text.startswith("$((", index):
+            close = text.find("))", index + 3)
+            index = len(text) if close < 0 else close + 2
+        elif text.startswith("$(", index):
+            index = _scan(text, index + 2, out, closing=True)
+        elif text.startswith("${", index):
+            index = _parameter_end(text, index + 2, out)
+        elif ch == "`":
+            index = _backquoted(text, index, out)
+        else:
+            index += 1
+    return len(text)
 
 
 def _starts_word(text: str, index: int, glued: set[int]) -> bool:
     """Whether `text[index]` starts a shell word: a backslash-newline before it joins the lines, so the character
-    before the backslash decides (`a\\<newline>#b` is the word `a#b`); a `)` that closes a substitution does not
-    end the word it stands in."""
+    before the backslash decides (`a\\<newline>#b` is the word `a#b`); an escaped blank or operator is a character
+    of the word (`a\\ #b` is the word `a #b`); a `)` that closes a substitution does not end the word it stands in."""
     while index >= 2 and text[index - 1] == "\n" and text[index - 2] == "\\":
         if backslashes_before(text, index - 1) % 2 == 0:
             break  # `\\` is an escaped backslash: the newline is a newline
         index -= 2
-    return index == 0 or text[index - 1] in _WORD_BREAK and index - 1 not in glued
+    return index == 0 or text[index - 1] in _WORD_BREAK and index - 1 not in glued \
+        and backslashes_before(text, index - 1) % 2 == 0
 
 
 def _until(text: str, index: int, quote: str, *, escapes: bool) -> int:
@@ -96,16 +130,20 @@ def _until(text: str, index: int, quote: str, *, escapes: bool) -> int:
     return len(text)
 
 
-def _parameter_end(text: str, index: int) -> int:
-    """Past the `}` that closes a parameter expansion whose text starts at `index`: quotes and nested
-    expansions inside it are skipped, and a `#` there is text (`${x#prefix}`, `${x:- # word}`)."""
+def _parameter_end(text: str, index: int, out: list[Comment]) -> int:
+    """Past the `}` that closes a parameter expansion whose text starts at `index`: quotes, substitutions and
+    nested expansions inside it are skipped, and a `#` there is text (`${x#prefix}`, `${x:- # word}`)."""
     depth = 1
     while index < len(text):
         ch = text[index]
         if ch == "\\":
             index += 2
-        elif ch in "'\"":
-            index = _until(text, index + 1, ch, escapes=ch == '"')
+        elif ch == "'":
+            index = _until(text, index + 1, ch, escapes=False)
+        elif ch == '"':
+            index = _double_quoted(text, index + 1, out)
+        elif text.startswith("$(", index) and not text.startswith("$((", index):
+            index = _scan(text, index + 2, out, closing=True)
         elif text.startswith("${", index):
             depth += 1
             index += 2
@@ -150,28 +188,103 @@ _DEFINE_PREFIXES = ("override", "export", "private")
 
 def make_comments(text: str) -> list[Comment]:
     out: list[Comment] = []
-    offset = 0
+    lines = text.split("\n")
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line) + 1)
     define = 0  # how deep in `define` blocks the line is
     continued = ""  # what the previous line, ended by a backslash, continues: "comment", "code" or ""
     closers = ""  # the variable references and function calls open at the end of the previous line
-    for line in text.split("\n"):
+    number = 0
+    while number < len(lines):
+        line, offset = lines[number], starts[number]
         body = line.rstrip("\r")
+        recipe = _recipe_start(body) if not (continued or define) else None
         if continued == "comment":  # a comment ended by a backslash goes on through this line
             out[-1] = Comment(out[-1].start, offset + len(body), False)
-        elif continued:  # a variable's value or a recipe going on: a `#` there starts a comment too
+        elif continued:  # a variable's value going on: a `#` there starts a comment too
             closers = _make_hash(line, offset, out, closers)
         elif define:
             define = _define_depth(body, define)
         elif _opens_define(body):
             define = 1
-        elif line.startswith("\t"):
-            out.extend(Comment(offset + c.start, offset + c.end, False) for c in shell_comments(line))
+        elif recipe is not None:  # a recipe, through the lines its backslashes continue, is one shell command
+            if recipe:  # `target: prerequisites ; recipe`: the rule's part is make text
+                closers = _make_hash(line[:recipe], offset, out, "")
+            number = _recipe_comments(text, lines, starts, number, offset + recipe, out) + 1
+            continued = ""
+            continue
         else:
             closers = _make_hash(line, offset, out, "")
         ends_comment = bool(out) and out[-1].end == offset + len(body)
         continued = ("comment" if ends_comment else "code") if body.endswith("\\") else ""
-        offset += len(line) + 1
+        number += 1
     return out
+
+
+def _recipe_comments(text: str, lines: list[str], starts: list[int], number: int, begin: int,
+                     out: list[Comment]) -> int:
+    """Add the comments of the recipe that starts at offset `begin` of line `number` to `out`: one shell command
+    through the lines its backslashes continue, as make hands it to the shell. The number of its last line."""
+    last = number
+    while last + 1 < len(lines) and _continued(lines[last].rstrip("\r")):
+        last += 1
+    command = _without_references(text[begin:starts[last] + len(lines[last])])
+    out.extend(Comment(begin + c.start, begin + c.end, False) for c in shell_comments(command))
+    return last
+
+
+def _continued(body: str) -> bool:
+    """Whether a line ends in a backslash that no other escapes: the next line goes on with it."""
+    return backslashes_before(body, len(body)) % 2 == 1
+
+
+def _recipe_start(body: str) -> int | None:
+    """Where a line's recipe starts: 0 for a recipe line (a tab first), past the `;` of a rule that has its recipe
+    on the rule's own line (`all: ; nvcc ...`), None for a line that holds none."""
+    if body.startswith("\t"):
+        return 0
+    if body.lstrip().split(" ", 1)[0] in _DIRECTIVES:
+        return None
+    masked = _without_references(body)
+    colon = masked.find(":")
+    equals = masked.find("=")
+    if colon < 0 or 0 <= equals <= colon or masked.startswith("=", colon + 1) or masked.startswith(":=", colon + 1):
+        return None
+    semicolon, comment = masked.find(";", colon), masked.find("#", colon)
+    if semicolon < 0 or 0 <= comment < semicolon or 0 <= masked.find("=", colon) < semicolon:
+        return None
+    return semicolon + 1
+
+
+_DIRECTIVES = frozenset(("ifeq", "ifneq", "ifdef", "ifndef", "else", "endif", "include", "-include", "sinclude",
+                         "export", "unexport", "override", "private", "vpath", "define", "endef", "undefine"))
+
+
+def _without_references(text: str) -> str:
+    """Make text with what make expands before a shell sees it blanked (offsets kept, newlines too): variable
+    references and function calls (`$(info # text)` prints its `#`), and the first `$` of `$$`, which the shell
+    gets as one `$`."""
+    chars = list(text)
+    index = 0
+    while index < len(text) - 1:
+        if text[index] != "$":
+            index += 1
+            continue
+        follow = text[index + 1]
+        end = index + 2
+        if follow == "$":
+            chars[index] = "_"
+        elif follow in "({":
+            close, depth = (")", 1) if follow == "(" else ("}", 1)
+            while end < len(text) and depth:
+                depth += {follow: 1, close: -1}.get(text[end], 0)
+                end += 1
+            chars[index:end] = [c if c == "\n" else "_" for c in text[index:end]]
+        elif not follow.isspace():
+            chars[index:end] = "__"
+        index = end
+    return "".join(chars)
 
 
 def _make_hash(line: str, offset: int, out: list[Comment], closers: str) -> str:

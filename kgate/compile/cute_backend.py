@@ -1,0 +1,270 @@
+"""CuTe DSL kernels compiled offline for a target, in a compile worker.
+
+Runs inside worker processes only (it imports the CuTe DSL and the project's kernel modules). One task, `compile`:
+the call a registration or a capture describes (`kgate.core.cute.CuteCall`) is made with fake tensors
+(`cutlass.cute.runtime.make_fake_tensor`, `cute.sym_int` for a symbolic dimension) and a fake stream:
+
+    cute.compile(fn, **args, options="--gpu-arch sm_120a --keep-ptx --keep-cubin --dump-dir D remarks{ptx} ...")
+
+`fn` is the registered `@cute.jit` function, or an instance of the registered class (built with `init`) whose
+`__call__` is one. `--gpu-arch` is the target the DSL traces and compiles for (what the kernel's own
+`get_arch_enum()` sees); `remarks{ptx}` has the DSL's own ptxas report `-v`, written to a remarks file; the PTX and
+the cubin are the DSL's. They are kept as artifacts (`kgate.compile.units`) for the facts stage, with the cubin's
+SASS where the run's plan wants it, as for a Triton variant. No GPU and no driver are needed.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import re
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from kgate.compile.cache import write_artifact
+from kgate.compile.triton_backend import KernelError, _imported, disassemble
+from kgate.compile.units import CUBIN, Compiled, steady_log, store_text
+from kgate.compile.worker_facts import analysed
+from kgate.core.cute import DTYPE_PREFIX, STREAM, CuteCall, dim_symbol
+
+# The options kgate adds to the call's own: the target, the PTX and cubin kept, ptxas's report in a remarks file.
+KGATE_OPTIONS = "--gpu-arch {target} --keep-ptx --keep-cubin --dump-dir {dump} remarks{{ptx}} --remark-output {remarks}"
+# A remark of the remarks file: ptxas's report, in a YAML single-quoted scalar (a quote written twice).
+_PTXAS_REMARK = re.compile(r"Remark:\s*'ptxas output: ((?:[^']|'')*)'")
+
+
+def dsl_version() -> str:
+    """The installed CuTe DSL's release (`nvidia-cutlass-dsl`), part of every compile's key."""
+    import cutlass
+
+    return str(getattr(cutlass, "__version__", "?"))
+
+
+def is_cute_jit(fn: Any) -> bool:
+    """Whether a function is a `@cute.jit` one (the DSL marks what its decorators made: `_decorator_kind`)."""
+    return getattr(fn, "_decorator_kind", None) == "jit" and hasattr(fn, "_dsl_cls")
+
+
+def expand(payload: dict[str, Any]) -> dict[str, Any]:
+    """Describe a registered CuTe DSL kernel as the planner reads any kernel: where its jit function is defined and
+    its parameters (a class kernel's `__call__`, less `self`)."""
+    obj = _imported(payload, payload["kernel"])
+    fn = obj.__call__ if inspect.isclass(obj) else obj
+    if not is_cute_jit(fn):
+        what = "a class whose __call__ is not" if inspect.isclass(obj) else "not"
+        raise KernelError(f"{payload['kernel']} is {what} a @cute.jit function")
+    path, line = _definition(fn)
+    params = [p for p in inspect.signature(inspect.unwrap(fn)).parameters.values()
+              if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)][1 if inspect.isclass(obj) else 0:]
+    return {"path": path, "line": line, "heuristics": [], "configs": [],
+            "params": [{"name": p.name, "constexpr": "Constexpr" in str(p.annotation),
+                        "has_default": p.default is not p.empty} for p in params]}
+
+
+def compile_call(payload: dict[str, Any]) -> dict[str, Any]:
+    """Compile one call for one target; keep its artifacts; return what the compile record holds."""
+    call = CuteCall.from_record(payload["variant"]["call"])
+    target = payload["target"]
+    obj = _imported(payload, call.kernel)
+    fn, where = _jit_entry(obj, call)
+    from cutlass import cute
+
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="kgate-cute-") as dump:
+        remarks = os.path.join(dump, "remarks.yaml")
+        options = KGATE_OPTIONS.format(target=target, dump=dump, remarks=remarks)
+        try:
+            compiled = cute.compile(fn, **decoded_args(call), options=f"{options} {call.options}".strip())
+        except KernelError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any DSL or compiler failure becomes a finding
+            raise KernelError(_message(exc)) from None
+        seconds = time.perf_counter() - started
+        ptx, cubin = _texts(compiled.artifacts)
+        host = str(compiled.ir_module)
+        smem, launches = launch_smem(host), launch_configs(host)
+        log = ptxas_log(Path(remarks).read_text(encoding="utf-8", errors="replace")
+                        if os.path.exists(remarks) else "")
+    folder = Path(payload["artifacts"])
+    write_artifact(folder / CUBIN, cubin)
+    hashes = {"ptx": store_text(folder, "ptx", ptx), "ptxas_log": store_text(folder, "ptxas_log", steady_log(log))}
+    expect = sorted(payload["variant"].get("expect", ()))  # what was asked: no IR of the DSL is read for intent
+    context = call_context(payload, call, where, expect, seconds)
+    # One size for every launch is every kernel's; each kernel past 48 KB is named by the host code's own check.
+    dynamic_smem = launches.pop() if len(launches) == 1 else 0
+    unit = Compiled(key=payload.get("key", ""), folder=folder, language=context["language"], target=target,
+                    hashes=hashes, context=context, dynamic_smem=dynamic_smem, entry_smem=dict(smem),
+                    cubin=(str(folder / CUBIN), None))
+    # The facts stage reads the call's kernels here and the SASS it lacks is disassembled from the cubin just written.
+    unit = analysed(payload, unit, lambda _symbols: (disassemble(folder / CUBIN), None))
+    return {"context": context, "artifacts": dict(unit.hashes), "dynamic_smem": dynamic_smem, "entry_smem": smem}
+
+
+def _texts(artifacts: Any) -> tuple[str, bytes]:
+    """The PTX and the cubin the DSL kept (read from its dump files as the compile returned)."""
+    ptx, cubin = getattr(artifacts, "PTX", None), getattr(artifacts, "CUBIN", None)
+    if not isinstance(ptx, str) or not isinstance(cubin, bytes) or ".entry" not in ptx:
+        raise KernelError("the CuTe DSL kept no PTX and cubin for this call (does it launch a @cute.kernel?)")
+    return ptx, cubin
+
+
+def ptxas_log(remarks: str) -> str:
+    """ptxas's report from the DSL's remarks file: each distinct remark once, in order."""
+    texts = [match.group(1).replace("''", "'") for match in _PTXAS_REMARK.finditer(remarks)]
+    return "\n".join(dict.fromkeys(text.rstrip("\n") for text in texts))
+
+
+# What the DSL's shared-memory allocators ask for is only in the host code it generates: neither the PTX (`.extern
+# .shared ... []`) nor the cubin says it. Each launch stores it in its `cudaLaunchConfig_t` (the struct's third field,
+# `sharedMemBytes`); past 48 KB the host code also checks it against the target's limit before launching,
+# `printf(@printfFormat_N, %size)` with a format that names the kernel.
+_SMEM_FORMAT = re.compile(r"llvm\.mlir\.global internal constant @(\w+)\(\"[^\"]*kernel '@kernels::@(\w+)' launch shared "
+                          r"memory exceeds")
+_CONSTANT = re.compile(r"^\s*(%\w+) = llvm\.mlir\.constant\((\d+) : i64\)")
+_ADDRESS = re.compile(r"^\s*(%\w+) = llvm\.mlir\.addressof @(\w+)")
+_ALIAS = re.compile(r"^\s*(%\w+) = llvm\.getelementptr (?:inbounds )?(%\w+)\[")
+_PRINTF = re.compile(r"llvm\.call @printf\((%\w+), (%\w+)\)")
+_CONFIG = "struct<(array<3 x i32>, array<3 x i32>, i64, ptr, ptr, i32)>"
+_CONFIG_FIELD = re.compile(r"^\s*(%\w+) = llvm\.getelementptr %\w+\[0, 2\] : .*" + re.escape(_CONFIG) + "$")
+_STORE = re.compile(r"^\s*llvm\.store (%\w+), (%\w+) : i64")
+
+
+def launch_configs(host: str) -> set[int]:
+    """The dynamic shared memory of every launch of the host code (the constants stored in `sharedMemBytes`)."""
+    values: dict[str, int] = {}
+    fields: set[str] = set()
+    out: set[int] = set()
+    for line in host.splitlines():
+        if (found := _CONSTANT.match(line)) is not None:
+            values[found.group(1)] = int(found.group(2))
+        elif (found := _CONFIG_FIELD.match(line)) is not None:
+            fields.add(found.group(1))
+        elif (found := _STORE.match(line)) is not None and found.group(2) in fields and found.group(1) in values:
+            out.add(values[found.group(1)])
+    return out
+
+
+def launch_smem(host: str) -> dict[str, int]:
+    """Kernel symbol -> the dynamic shared memory its launch asks for, read from the DSL's host code."""
+    formats = {match.group(1): match.group(2) for match in _SMEM_FORMAT.finditer(host)}
+    if not formats:
+        return {}
+    values: dict[str, int] = {}
+    globals_: dict[str, str] = {}
+    out: dict[str, int] = {}
+    for line in host.splitlines():
+        if (found := _CONSTANT.match(line)) is not None:
+            values[found.group(1)] = int(found.group(2))
+        elif (found := _ADDRESS.match(line)) is not None:
+            globals_[found.group(1)] = found.group(2)
+        elif (found := _ALIAS.match(line)) is not None and found.group(2) in globals_:
+            globals_[found.group(1)] = globals_[found.group(2)]
+        elif (found := _PRINTF.search(line)) is not None:
+            name = formats.get(globals_.get(found.group(1), ""))
+            if name is not None and found.group(2) in values:
+                out[name] = values[found.group(2)]
+    return out
+
+
+def _jit_entry(obj: Any, call: CuteCall) -> tuple[Any, tuple[str, int]]:
+    """What `cute.compile` is given, and where its jit function is defined: the registered function, or an
+    instance of the registered class built with the call's `init`."""
+    if inspect.isclass(obj):
+        try:
+            instance = obj(**{name: decode(value, {}, 0) for name, value in call.init.items()})
+        except Exception as exc:  # noqa: BLE001 - the project's constructor refused the arguments
+            raise KernelError(f"{call.kernel}({_shown(call.init)}) raised {type(exc).__name__}: {exc}") from None
+        return instance, _definition(obj.__call__)
+    if call.init:
+        raise KernelError(f"{call.kernel} is not a class: `init` gives constructor arguments to a class kernel")
+    return obj, _definition(obj)
+
+
+def _definition(fn: Any) -> tuple[str, int]:
+    raw = inspect.unwrap(fn)
+    code = getattr(raw, "__code__", None)
+    if code is None:
+        return "", 1
+    lines, first = inspect.getsourcelines(raw) if os.path.exists(code.co_filename) else ([], code.co_firstlineno)
+    offset = next((i for i, line in enumerate(lines) if line.lstrip().startswith(("def ", "async def "))), 0)
+    return code.co_filename, first + offset
+
+
+def decoded_args(call: CuteCall) -> dict[str, Any]:
+    """The call's arguments as objects: fake tensors, symbols (one object per named symbol), dtypes, a stream."""
+    symbols: dict[str, Any] = {}
+    return {name: decode(value, symbols, 0) for name, value in call.args.items()}
+
+
+def decode(value: Any, symbols: dict[str, Any], depth: int) -> Any:
+    from cutlass import cute
+
+    if isinstance(value, dict):
+        shape = tuple(_dim(d, symbols, 32) for d in value["shape"])
+        stride = tuple(_dim(d, symbols, 64) for d in value["stride"])
+        return cute.runtime.make_fake_tensor(_dtype(value["dtype"]), shape, stride=stride,
+                                             assumed_align=value.get("align"))
+    if isinstance(value, list):
+        return tuple(decode(item, symbols, depth + 1) for item in value)
+    if value == "None":
+        return None
+    if value in (STREAM, f"{STREAM}:env"):
+        return cute.runtime.make_fake_stream(use_tvm_ffi_env_stream=value != STREAM)
+    if isinstance(value, str) and value.startswith(DTYPE_PREFIX):
+        return _dtype(value)
+    return value
+
+
+def _dtype(name: str) -> Any:
+    import cutlass
+
+    dtype = getattr(cutlass, name[len(DTYPE_PREFIX):], None)
+    if dtype is None:
+        raise KernelError(f"{name!r}: the CuTe DSL has no element type {name[len(DTYPE_PREFIX):]!r}")
+    return dtype
+
+
+def _dim(dim: int | str, symbols: dict[str, Any], width: int) -> Any:
+    if isinstance(dim, int):
+        return dim
+    from cutlass import cute
+
+    found = dim_symbol(dim)
+    assert found is not None  # checked when the call was read
+    name, divisibility = found
+    if name and name in symbols:
+        return symbols[name]
+    made = cute.sym_int(width, divisibility=divisibility) if width == 32 else cute.sym_int64(divisibility=divisibility)
+    if name:
+        symbols[name] = made
+    return made
+
+
+def call_context(payload: dict[str, Any], call: CuteCall, where: tuple[str, int], expect: list[str],
+                 seconds: float) -> dict[str, Any]:
+    """What KernelFacts says of the call's kernels besides what the compiler's output says."""
+    variant = payload["variant"]
+    return {
+        "kernel": call.kernel, "variant": call.variant, "target": payload["target"], "language": "cute",
+        "path": payload.get("path") or where[0], "line": payload.get("line") or where[1], "kind": variant["kind"],
+        "num_warps": 0, "num_stages": None, "expect": list(expect), "pdl": False,
+        "shapes": list(variant.get("shapes", ())),
+        "constexprs": {**call.init, **{k: v for k, v in call.args.items() if not isinstance(v, dict)}},
+        "signature": {k: v["dtype"] for k, v in call.args.items() if isinstance(v, dict)},
+        "compile_seconds": round(seconds, 3), "toolchain": dict(payload.get("toolchain", {})), "specialization": {},
+        "source": variant.get("source", "registered"), "captured": list(variant.get("captured", ())),
+    }
+
+
+def _shown(values: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in values.items())
+
+
+def _message(exc: BaseException) -> str:
+    """The DSL's error in a line or a few: its type and first lines, without the ANSI colours it prints with."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc)).strip()
+    lines = [line.strip() for line in text.splitlines() if line.strip()][:4]
+    return f"the CuTe DSL raised {type(exc).__name__}: {' | '.join(lines)}" if lines else \
+        f"the CuTe DSL raised {type(exc).__name__}"

@@ -1,0 +1,67 @@
+"""`kgate capture` records the CuTe DSL calls a project makes (`cute.compile` on fake tensors), and `kgate check` gates
+each captured call as a registration of the same call is gated: fixtures/cute/capture compiles its kernel from a
+script, and registers one of those calls (its symbol named otherwise, so it is a variant of its own)."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from conftest import Run, copy_project, kgate
+
+pytest.importorskip("cutlass.cute", reason="the CuTe DSL is not installed (pip install 'kernel-gate[cute]', or "
+                                           "nvidia-cutlass-dsl)")
+
+FACTS = ("registers", "spill_bytes", "spill_loads", "stack_bytes", "smem_bytes", "warps_per_subcore", "num_warps",
+         "instructions")
+
+
+@pytest.fixture(scope="module")
+def captured(tmp_path_factory: pytest.TempPathFactory) -> tuple[object, Run]:
+    project = copy_project("cute/capture", tmp_path_factory.mktemp("cute-capture"))
+    run = kgate("capture", "--device", "cpu", "--", sys.executable, "compile_ops.py", cwd=project, process=True)
+    return project, run
+
+
+def test_each_cute_compile_call_is_one_captured_entry_and_an_inexpressible_one_is_named(captured) -> None:
+    """Two distinct calls of `scale` (the third repeats one) are two `[[cute]]` entries, the shared symbol of the
+    call named in both tensors; a class kernel's call carries its constructor's arguments; a class whose arguments
+    cannot be read back and a call with a symbolic scalar argument are problem lines, not dropped silently."""
+    project, run = captured
+    assert run.code == 0, run.stderr
+    text = (project / "kgate-capture.toml").read_text(encoding="utf-8")
+    assert text.count("[[cute]]") == 3 and 'kernel = "pkg.ops:scale"' in text
+    assert 'init = { dtype = "cutlass.Float32", factor = 4.0 }' in text  # a class kernel's constructor arguments
+    assert 'shape = ["?s0:128"]' in text and "align = 16" in text and 'captured = ["cpu sm_120a"]' in text
+    assert "3 specialisation(s) of 2 kernel(s)" in run.stderr
+    assert "pkg.ops:Renamed: cute.compile call not recorded: Renamed keeps no attribute 'factor'" in run.stderr
+    assert "pkg.ops:scale: cute.compile call not recorded: argument 'out' is a builtins.object" in run.stderr
+    # The DSL's own error for that call still points at the project's line, not at kgate's recorder.
+    assert "compile_ops.py" in run.stdout and "cute_record" not in run.stdout, run.stdout
+    assert "pkg.ops:scale_first: cute.compile call not recorded: argument 'count' is a " in run.stderr
+
+
+def test_a_captured_call_is_gated_with_the_facts_of_the_equivalent_registration(captured) -> None:
+    """`kgate check` compiles the captured calls offline; the one the registration also describes compiles to the
+    same registers, spills, shared memory and instructions as the registration's row of the same run."""
+    project, _run = captured
+    run = kgate("check", "--format", "json", "--no-cache", cwd=project)
+    assert run.code == 0, run.stdout + run.stderr
+    rows = run.json()["kernels"]
+    by_source = {(k["source"], k["kernel"], k["constexprs"].get("factor")): k for k in rows}
+    assert sorted(by_source) == [("captured", "pkg.ops:Scaled", 4.0), ("captured", "pkg.ops:scale", 2.0),
+                                 ("captured", "pkg.ops:scale", 3.0), ("registered", "pkg.ops:scale", 2.0)]
+    registered, twin = by_source[("registered", "pkg.ops:scale", 2.0)], by_source[("captured", "pkg.ops:scale", 2.0)]
+    assert registered["variant"] != twin["variant"]  # the symbol is named otherwise: a call of its own
+    assert {fact: twin[fact] for fact in FACTS} == {fact: registered[fact] for fact in FACTS}
+    assert twin["captured"] == ["cpu sm_120a"] and twin["language"] == "cute"
+
+
+def test_a_capture_that_never_imports_the_cute_dsl_does_not_import_it(tmp_path) -> None:
+    """The recorder hooks the CuTe DSL when the command imports it, and never imports it itself."""
+    (tmp_path / "kgate.toml").write_text('targets = ["sm_120a"]\n', encoding="utf-8")
+    probe = "import sys, triton; print('cutlass' in sys.modules, 'cutlass.cute' in sys.modules)"
+    run = kgate("capture", "--device", "cpu", "--", sys.executable, "-c", probe, cwd=tmp_path, process=True)
+    assert run.stdout.split() == ["False", "False"], run.stdout + run.stderr
+    assert "nothing captured" in run.stderr
+    assert "Triton or the CuTe DSL" not in run.stderr  # the process imported Triton: the recorder ran
