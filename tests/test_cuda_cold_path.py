@@ -104,7 +104,7 @@ def _old_split_functions(text: str) -> list[tuple[str, str, str, int]]:
 
 
 def _old_first_locs(text: str) -> dict[str, ptx.SourceLoc | None]:
-    files = {count(n): name for n, name in ptx._FILE.findall(text)}
+    files = {count(n): name for n, name in ptx.FILE.findall(text)}
     out = {}
     for match in ptx._FUNC_HEAD.finditer(text):
         start = text.find("{", match.end())
@@ -113,7 +113,7 @@ def _old_first_locs(text: str) -> dict[str, ptx.SourceLoc | None]:
             continue
         first = None
         for line in text[start:].split("\n", 400)[:400]:
-            loc = ptx._LOC.match(line)
+            loc = ptx.LOC.match(line)
             if loc:
                 file_no, src_line, col = (count(g) for g in loc.groups())
                 if src_line:
