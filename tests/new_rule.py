@@ -44,6 +44,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from kgate.core.artifacts import Artifact
 from kgate.core.findings import Severity
 from kgate.core.rule import CompiledContext, Report, Rule
 from kgate.facts.model import KernelFacts
@@ -62,6 +63,9 @@ RULE = Rule(
     summary="{summary}",
     check=check,
     doc=__doc__ or "",
+    # What the check reads; a rule that reads SASS adds Artifact.SASS and, where it reads it of some kernels only,
+    # `sass_when=` a function of this module that says of which (a test of the kernel's facts without SASS).
+    reads=frozenset({{Artifact.PTX, Artifact.PTXAS_LOG}}),
 )
 ''',
     "python": '''
@@ -70,6 +74,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from kgate.core.artifacts import Artifact
 from kgate.core.findings import Severity
 from kgate.core.rule import Report, Rule, SourceContext
 
@@ -90,6 +95,7 @@ RULE = Rule(
     files=("*.py",),
     # The rule runs only on files holding one of these bytes: keep it narrow.
     prefilter=(b"triton",),
+    reads=frozenset({{Artifact.SOURCE}}),
 )
 ''',
     "cuda": '''
@@ -98,6 +104,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from kgate.core.artifacts import Artifact
 from kgate.core.findings import Severity
 from kgate.core.rule import Report, Rule, SourceContext
 
@@ -118,6 +125,7 @@ RULE = Rule(
     files=("*.cu", "*.cuh"),
     # The rule runs only on files holding one of these bytes: keep it narrow.
     prefilter=(b"__global__",),
+    reads=frozenset({{Artifact.SOURCE}}),
 )
 ''',
 }

@@ -91,11 +91,13 @@ def read_facts(folder: Path) -> dict[str, Any]:
 def record_facts(folder: Path) -> None:
     """Compile a rule's folder with the real compiler (no cache) and write its facts.json."""
     from kgate.collect.registry import captured_specs, triton_entries
+    from kgate.evaluate.plan import selection_plan
     from kgate.pipeline.check import compile_kernels
     from kgate.shard.run import CheckOptions
 
-    config, _selection = project(folder)
-    run, _covered = compile_kernels(config, triton_entries(config), captured_specs(config), CheckOptions(no_cache=True))
+    config, selection = project(folder)
+    run, _covered = compile_kernels(config, triton_entries(config), captured_specs(config), CheckOptions(no_cache=True),
+                                    selection_plan(selection))
     text = json.dumps(facts_document(run), indent=1, sort_keys=True) + "\n"
     # Source locations the compiler wrote name the folder where it compiled: kept relative to the folder.
     text = text.replace(json.dumps(str(folder.resolve()) + "/")[1:-1], "")

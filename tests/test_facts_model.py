@@ -14,6 +14,7 @@ from conftest import DATA
 
 from kgate.compile.cache import Cache
 from kgate.compile.units import Artifacts, Compiled
+from kgate.core.artifacts import Artifact
 from kgate.facts.build import unit_facts
 from kgate.facts.extract import Sources, load_optional_count
 from kgate.facts.model import KernelFacts, context_fields, derived_fields, fact, facts_schema
@@ -41,12 +42,14 @@ def sass_instructions_counted_otherwise(src: Sources, entry: str) -> int | None:
 # The whole registration of a new fact: the extractor above and this one field.
 @dataclass(frozen=True)
 class WithInstructions(KernelFacts):
-    sass_instructions: int | None = fact(sass_instructions, load=load_optional_count, default=None)
+    sass_instructions: int | None = fact(sass_instructions, reads=frozenset({Artifact.SASS}), load=load_optional_count,
+                                         default=None)
 
 
 @dataclass(frozen=True)
 class CountedOtherwise(KernelFacts):
-    sass_instructions: int | None = fact(sass_instructions_counted_otherwise, load=load_optional_count, default=None)
+    sass_instructions: int | None = fact(sass_instructions_counted_otherwise, reads=frozenset({Artifact.SASS}),
+                                         load=load_optional_count, default=None)
 
 
 def _unit(tmp_path: Path) -> tuple[Compiled, Sources]:

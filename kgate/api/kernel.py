@@ -20,7 +20,7 @@ from kgate.core.errors import ConfigError, KgateError
 
 
 class CompileError(KgateError):
-    """The compiler rejected a kernel variant (`kgate check` reports it as a compile-error finding)."""
+    """The compiler rejected a kernel variant (`kgate check` reports it as a compile-error finding, KG001)."""
 
 
 @validated
@@ -62,11 +62,15 @@ def compile_kernel(kernel: Any, *, target: str | None = None, project: PathLike 
 
 
 def _compile(config: Config, entry: Any, target: str, *, cache: bool, sass: bool) -> tuple[KernelFacts, ...]:
+    from kgate.core.selection import build_selection
+    from kgate.evaluate.plan import selection_plan
     from kgate.pipeline.check import compile_kernels
     from kgate.shard.run import CheckOptions
 
     options = CheckOptions(targets=(target,), jobs=1, sass=sass, no_cache=not cache, language="triton")
-    compiled, _covered = compile_kernels(config, [entry], [], options)
+    # The SASS `kgate check` reads of the kernel under the project's selection (every kernel's with `sass`).
+    plan = selection_plan(build_selection(config), sass_every=sass)
+    compiled, _covered = compile_kernels(config, [entry], [], options, plan)
     mine = [f for f in compiled.failures if f.kernel == entry.kernel and f.target == target]
     if mine:
         first = mine[0]

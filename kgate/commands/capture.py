@@ -94,7 +94,9 @@ def _nothing(recorded: session.Recorded, gpu: bool) -> str:
 def _captured_facts(config: Config, entries: list[Any], target: str, jobs: int) -> CompileRun:
     """Captured specialisations compiled for one target into facts, as `kgate check` compiles them: for the target
     a live kernel ran on, whichever target the capture file says an entry was bound for."""
+    from kgate.core.selection import build_selection
+    from kgate.evaluate.plan import selection_plan
     from kgate.facts.run import triton_facts
 
     return triton_facts(replace(config, device_independent_launchers=True), [], (target,), jobs=jobs,
-                        captured=entries)
+                        plan=selection_plan(build_selection(config)), captured=entries)

@@ -9,10 +9,10 @@ ptxas log of every kernel in the file. Without nvcc, NVRTC compiles
 device-only sources the same way. They are kept as the unit's artifacts
 (`kgate.compile.units`); the facts stage reads which kernels are the project's
 and their facts from them, here in the worker right after the compile where
-the run asks for it (`_read_here`). SASS is disassembled (the Triton wheel's
-`cuobjdump -sass`, about half a second per cubin, the whole cubin at once) and
-kept only for the kernels whose rules read it: after the compile, or later
-from the cached cubin (`disassemble_task`).
+the run asks for it (`kgate.compile.worker_facts`). SASS is disassembled (the
+Triton wheel's `cuobjdump -sass`, about half a second per cubin, the whole cubin
+at once) and kept only for the kernels whose SASS the run's plan wants: after
+the compile, or later from the cached cubin (`disassemble_task`).
 
 The compile leaves out what the configuration decides (PDL, expected
 instructions, kind), so changing them recompiles nothing. With the artifacts
@@ -31,13 +31,13 @@ import os
 import re
 import shlex
 import shutil
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from kgate.compile.cache import CacheWriteError, write_artifact
+from kgate.compile.cache import kept, write_artifact
 from kgate.compile.triton_backend import KernelError
 from kgate.compile.units import CUBIN, Compiled, steady_log, store_text
+from kgate.compile.worker_facts import analysed
 from kgate.core.errors import ToolchainError
 from kgate.support import scratch, tools
 
@@ -61,7 +61,7 @@ class CompilerUnusable(ToolchainError):
 
 
 class SourceError(KernelError):
-    """The compiler rejected the source (not a timeout or a crash): a compile-error finding."""
+    """The compiler rejected the source (not a timeout or a crash): a finding that the kernels did not compile."""
 
     def __init__(self, message: str, line: int = 1) -> None:
         super().__init__(message)
@@ -75,9 +75,9 @@ def compile_source(payload: dict[str, Any]) -> dict[str, Any]:
     read: list[str] = []  # every file the compile read, filled in as the compiler finishes
     try:
         if payload["compiler"] == "nvrtc":
-            ptx, log = _nvrtc(payload, artifacts, read)
+            ptx, log, cubin_hash = _nvrtc(payload, artifacts, read)
         else:
-            ptx, log = _nvcc(payload, artifacts, read)
+            ptx, log, cubin_hash = _nvcc(payload, artifacts, read)
     except SourceError as exc:
         # A compiler's verdict on the source is as deterministic as its output: cached like it.
         return {"error": str(exc), "line": exc.line, "artifacts": {}, "headers": read}
@@ -85,39 +85,15 @@ def compile_source(payload: dict[str, Any]) -> dict[str, Any]:
         # Not a verdict on this file, and never cached: the main process stops the run.
         return {"toolchain_error": str(exc)}
     hashes = {"ptx": store_text(artifacts, "ptx", ptx), "ptxas_log": store_text(artifacts, "ptxas_log", steady_log(log))}
-    result: dict[str, Any] = {"artifacts": hashes, "headers": read}
-    symbols = _read_here(payload, artifacts, hashes)
-    if symbols:
-        result["sass_symbols"] = symbols
-    return result
-
-
-def _read_here(payload: dict[str, Any], artifacts: Path, hashes: dict[str, str]) -> list[str] | None:
-    """Where the run gave an `analyse` (`kgate.compile.cuda_engine.compile_cuda`): the facts stage reads the unit in
-    this worker, while other files compile, and the SASS its rules read is disassembled here, from the cubin just
-    written; its hash goes into `hashes`. The functions disassembled, or None for none.
-
-    Whatever goes wrong here is left to the main process, which reads the unit as it would have without this."""
-    analyse = payload.get("analyse")
-    if analyse is None:
-        return None
-    needs = analyse()
     context = {k: v for k, v in payload.items() if k not in ("key", "analyse")}
     unit = Compiled(key=payload["key"], folder=artifacts, language="cuda", target=payload["target"],
-                    hashes=dict(hashes), context=context)
-    try:
-        lacking = needs(unit)
-        if not lacking:
-            return None
-        symbols = sorted(lacking)
-        hashes["sass"] = store_text(artifacts, "sass", disassemble_functions(artifacts / CUBIN, symbols))
-        needs(replace(unit, hashes=dict(hashes), sass_symbols=tuple(symbols)))
-    except CacheWriteError:
-        raise
-    except Exception:  # noqa: BLE001 - the main process reads the unit again and meets the same problem there
-        hashes.pop("sass", None)
-        return None
-    return symbols
+                    hashes=hashes, context=context, launch_sites=tuple(payload.get("launch_sites", ())))
+    # The facts stage reads the file's kernels here and the SASS it lacks is disassembled from the cubin just written.
+    unit = analysed(payload, unit, lambda symbols: (disassemble_functions(kept(artifacts / CUBIN, cubin_hash), symbols), tuple(symbols)))
+    result: dict[str, Any] = {"artifacts": dict(unit.hashes), "headers": read, "cubin": cubin_hash}
+    if unit.sass_symbols:
+        result["sass_symbols"] = list(unit.sass_symbols)
+    return result
 
 
 def disassemble_task(payload: dict[str, Any]) -> str:
@@ -161,7 +137,7 @@ def nvcc_argv(payload: dict[str, Any], keep_dir: Path, cubin: Path) -> list[str]
             os.path.relpath(payload["source"], payload["cwd"])]
 
 
-def _nvcc(payload: dict[str, Any], artifacts: Path, read: list[str]) -> tuple[str, str]:
+def _nvcc(payload: dict[str, Any], artifacts: Path, read: list[str]) -> tuple[str, str, str]:
     keep = scratch.make("kgate-nvcc-")
     try:
         return _nvcc_in(payload, artifacts, keep)
@@ -203,7 +179,7 @@ def scanned_headers(payload: dict[str, Any], folders: list[str]) -> list[str]:
     return sorted({str(source), *(str(p) for p in scan_includes(source, dirs, None))})
 
 
-def _nvcc_in(payload: dict[str, Any], artifacts: Path, keep: Path) -> tuple[str, str]:
+def _nvcc_in(payload: dict[str, Any], artifacts: Path, keep: Path) -> tuple[str, str, str]:
     # nvcc writes the cubin in its private folder, then it is moved into the cache whole: another
     # kgate run sharing the cache may be disassembling the same file at that moment.
     cubin = keep / "kernel.cubin"
@@ -227,8 +203,7 @@ def _nvcc_in(payload: dict[str, Any], artifacts: Path, keep: Path) -> tuple[str,
         # nvcc said it succeeded; without a cubin its figures and PTX cannot be trusted either.
         raise KernelError(f"nvcc exited 0 but wrote no cubin (its output is not an ELF file) "
                           f"(reproduce: {repro(payload)})")
-    write_artifact(artifacts / CUBIN, binary)
-    return ptx_files[0].read_text(errors="replace"), done.stdout + "\n" + done.stderr
+    return ptx_files[0].read_text(errors="replace"), done.stdout + "\n" + done.stderr, write_artifact(artifacts / CUBIN, binary)
 
 
 def repro(payload: dict[str, Any]) -> str:
@@ -260,7 +235,7 @@ def _compiler_error(exc: tools.ToolFailed, payload: dict[str, Any], keep: Path) 
     return SourceError(f"{detail} (reproduce: {repro(payload)})")
 
 
-def _nvrtc(payload: dict[str, Any], artifacts: Path, read: list[str]) -> tuple[str, str]:
+def _nvrtc(payload: dict[str, Any], artifacts: Path, read: list[str]) -> tuple[str, str, str]:
     from cuda.bindings import nvrtc
 
     # NVRTC names no files it read; it finds headers only through these folders, so a scan through them finds
@@ -289,8 +264,7 @@ def _nvrtc(payload: dict[str, Any], artifacts: Path, read: list[str]) -> tuple[s
         _nvrtc_ok(result, "nvrtcGetCUBINSize")
         cubin = b" " * size
         _nvrtc_ok(nvrtc.nvrtcGetCUBIN(program, cubin)[0], "nvrtcGetCUBIN")
-        write_artifact(artifacts / CUBIN, cubin)
-        return ptx, log
+        return ptx, log, write_artifact(artifacts / CUBIN, cubin)
     finally:
         nvrtc.nvrtcDestroyProgram(program)
 

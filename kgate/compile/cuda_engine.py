@@ -10,17 +10,16 @@ is used only while each of them still has that content. A warm run reads
 files and hashes them (each once a run), and runs no compiler. What the configuration
 says about a kernel (PDL, expected instructions, kind) is applied by the facts
 stage, after the cache, so changing it recompiles nothing. Which kernels' SASS
-a rule reads depends on their PTX, so the facts stage says which symbols a unit
-lacks (`needs`): for a fresh compile, in the worker that compiled it (`analyse`),
-which disassembles them from the cubin it has just written; for a cached unit,
-from the cached cubin, in a worker. Files compile longest first.
+the run's plan wants depends on their PTX, so the facts stage says which symbols
+a unit lacks (`needs`): for a fresh compile, in the worker that compiled it
+(`analyse`), which disassembles them from the cubin it has just written; for a
+cached unit, from the cached cubin, in a worker. Files compile longest first.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,24 +31,17 @@ from kgate.collect.cuda_names import global_definitions, matches
 from kgate.collect.cuda_sources import CudaSource, cuda_sources, defined_kernels
 from kgate.collect.files import aliases, display_path
 from kgate.compile import records as record_shapes
-from kgate.compile.cache import Cache, CacheWriteError, Entry, digest, file_hash
-from kgate.compile.engine import Compilation, Progress, _first_line, worker_env
+from kgate.compile.cache import Cache, CacheWriteError, Entry, digest
+from kgate.compile.engine import Analyse, Compilation, Needs, Progress, _first_line, worker_env
 from kgate.compile.pool import Outcome, Pool
 from kgate.compile.preflight import CudaCompilers, cuda_compilers
-from kgate.compile.units import CUBIN, Compiled, CompileFailure, cubin_file
+from kgate.compile.units import Compiled, CompileFailure, cubin_file
 from kgate.core.config import Config
 from kgate.core.errors import ToolchainError
 from kgate.support.atomicio import read_input
 from kgate.support.compiler_env import nvcc_environment, nvcc_programs
 from kgate.support.toolchain import CudaToolchain, cuda_include_dir
 
-# The symbols of a unit whose SASS a rule reads and the unit's listing lacks ([] for none); None where the facts
-# stage cannot read the unit (a damaged artifact): it is compiled again.
-Needs = Callable[[Compiled], "list[str] | None"]
-# `needs` for the compile worker that compiled a unit (a picklable factory: each compile makes its own): the facts
-# stage reads the unit there, right after its compile and while other files compile, and the SASS its rules read is
-# disassembled there (`kgate.compile.cuda_backend`). A factory's `needs` also keeps the unit's facts in the cache.
-Analyse = Callable[[], Needs]
 CUDA_FORMAT = 2  # 2: the record holds the artifacts' hashes, no facts
 # What a record keeps of the plan it was compiled with: where the file and the project were. The PTX names files
 # by those paths, so the facts stage tells the project's kernels from a library's by them, wherever the cache
@@ -67,11 +59,9 @@ class _Task:
 
 @dataclass
 class CudaCompilation(Compilation):
-    """The compiled CUDA files, with what the facts stage applies to their kernels: the PDL launch sites and
-    the globs of the kernels whose rules may read SASS."""
+    """The compiled CUDA files, with what the facts stage applies to their kernels: the PDL launch sites."""
 
     sites: list[LaunchSite] | None = None
-    patterns: dict[str, list[str]] | None = None
 
 
 def compile_cuda(config: Config, targets: tuple[str, ...], *, jobs: int, progress: Progress | None = None,
@@ -89,21 +79,20 @@ def compile_cuda(config: Config, targets: tuple[str, ...], *, jobs: int, progres
     """
     run = CudaCompilation()
     if not config.cuda:
-        run.sites, run.patterns = [], {"pdl": [], "block_scale": []}
+        run.sites = []
         return run
     toolchain, compilers = found or cuda_compilers(config, config.cuda)
     sources = cuda_sources(config)
     used = set(compilers.values())
     run.toolchain = {f"cuda.{name}": v for name, v in toolchain.versions().items() if name in used}
     run.sites = launch_sites(config, sources)
-    run.patterns = sass_patterns(sources, run.sites)
     cache = Cache(config.root / config.cache_dir, config.cache_dir)
     nvrtc_includes = [folder for folder in [cuda_include_dir(toolchain.nvcc)] if folder] \
         if "nvrtc" in compilers.values() else []
     errors: list[tuple[CudaSource, str, dict[str, Any]]] = []
     read = FilesRead(config.root)
     todo: list[_Task] = []
-    cubins: list[tuple[_Task, Entry, list[str]]] = []  # cached, lacking SASS a rule reads: disassembled, not compiled
+    cubins: list[tuple[_Task, Entry, list[str]]] = []  # cached, lacking SASS the plan wants: disassembled, not compiled
     for source in sources:
         if files is not None and source.rel not in files:
             continue
@@ -111,7 +100,7 @@ def compile_cuda(config: Config, targets: tuple[str, ...], *, jobs: int, progres
             if not source.entry.builds_for(target):
                 continue  # the table names the targets its files are built for
             task = _plan(config, source, target, toolchain, compilers[source.entry.compiler], cache, nvrtc_includes,
-                         run.patterns)
+                         run.sites)
             entry = cache.entry("cuda", task.key, record_shapes.cuda)
             if entry is not None and not read.unchanged(entry.meta):
                 entry = None  # a file the compile read has changed since: compiled again
@@ -134,7 +123,8 @@ def compile_cuda(config: Config, targets: tuple[str, ...], *, jobs: int, progres
         todo += _disassemble(config, cubins, pool, cache, run, cached=True)
         fresh = _run_tasks(config, longest_first(todo, durations or {}), progress, pool, cache, run, errors, read,
                            analyse)
-        # A fresh compile's kernels whose SASS a rule reads: disassembled now, from the cubin just kept.
+        # A fresh compile's kernels whose SASS the plan wants, where its worker did not: disassembled now, from the
+        # cubin just kept.
         wanted = [(task, entry, lacking) for task, entry, unit in fresh
                   if (lacking := needs(unit) if needs is not None else []) is None or lacking]
         for task, entry, lacking in wanted:
@@ -167,11 +157,11 @@ def _unit(task: _Task, value: dict[str, Any], meta: dict[str, Any], cache: Cache
                     hashes=dict(value["artifacts"]), context={**task.payload, **value["context"]},
                     sass_symbols=tuple(symbols) if symbols is not None else None,
                     cubin=cubin_file(cache.artifacts(task.key), meta.get("cubin")),
-                    origin=(task.source.rel, "", task.source.rel, 1))
+                    origin=(task.source.rel, "", task.source.rel, 1), launch_sites=tuple(task.payload["launch_sites"]))
 
 
 def _plan(config: Config, source: CudaSource, target: str, toolchain: CudaToolchain, compiler: str, cache: Cache,
-          nvrtc_includes: list[str], patterns: dict[str, list[str]]) -> _Task:
+          nvrtc_includes: list[str], sites: list[LaunchSite]) -> _Task:
     arch = choose_arch(source.archs, target)
     version = toolchain.versions().get(compiler, "")
     environment = {**nvcc_environment(), **nvcc_programs(str(toolchain.nvcc.path), source.flags)} \
@@ -189,9 +179,10 @@ def _plan(config: Config, source: CudaSource, target: str, toolchain: CudaToolch
         "compiler": compiler, "nvcc": toolchain.nvcc.path, "artifacts": str(cache.artifacts(key)),
         "timeout": config.timeout, "nvrtc_includes": nvrtc_includes,
         "toolchain": {f"cuda.{compiler}": version},
-        # What the configuration says of the file's kernels, applied by the facts stage (never compiled in).
+        # What the configuration and the launch sites say of the file's kernels, applied by the facts stage (never
+        # compiled in).
         "pdl": list(entry.pdl), "expect": {k: list(v) for k, v in entry.expect.items()}, "kind": dict(entry.kind),
-        "sass_patterns": patterns,
+        "launch_sites": sites,
     }
     return _Task(source, target, key, payload)
 
@@ -244,13 +235,15 @@ def _run_tasks(config: Config, todo: list[_Task], progress: Progress | None, poo
         if outcome.ok and "toolchain_error" in outcome.value:
             unusable.append(outcome.value["toolchain_error"])
         elif outcome.ok:
-            value = {k: v for k, v in outcome.value.items() if k != "headers"}
+            value = {k: v for k, v in outcome.value.items() if k not in ("headers", "cubin")}
             if "error" in value:
                 value.pop("artifacts", None)
             else:
                 value["context"] = {k: task.payload[k] for k in IDENTITY}
             files = outcome.value.get("headers")
-            meta = {"cubin": file_hash(cache.artifacts(task.key) / CUBIN),
+            # The cubin this compile wrote, by the hash it was written with (another compile of the key may have
+            # written the file under its plain name since).
+            meta = {"cubin": outcome.value.get("cubin"),
                     "headers": read.state(files if isinstance(files, list) else [])}
             cache.put("cuda", task.key, value, meta)
             if "error" in value:
@@ -365,13 +358,3 @@ def launch_sites(config: Config, sources: list[CudaSource]) -> list[LaunchSite]:
         text, wrappers = texts[path]
         sites.extend(pdl_launch_sites(text, display_path(path, config.root, known), kernels, wrappers))
     return sites
-
-
-def sass_patterns(sources: list[CudaSource], sites: list[LaunchSite]) -> dict[str, list[str]]:
-    """Globs of the kernels whose rules may read SASS: PDL kernels and kernels expected to use block scaling."""
-    pdl: set[str] = {site.kernel for site in sites}
-    block_scale: set[str] = set()
-    for source in sources:
-        pdl.update(source.entry.pdl)
-        block_scale.update(pattern for pattern, items in source.entry.expect.items() if "block_scale" in items)
-    return {"pdl": sorted(pdl), "block_scale": sorted(block_scale)}

@@ -10,7 +10,7 @@ the call a registration or a capture describes (`kgate.core.cute.CuteCall`) is m
 `__call__` is one. `--gpu-arch` is the target the DSL traces and compiles for (what the kernel's own
 `get_arch_enum()` sees); `remarks{ptx}` has the DSL's own ptxas report `-v`, written to a remarks file; the PTX and
 the cubin are the DSL's. They are kept as artifacts (`kgate.compile.units`) for the facts stage, with the cubin's
-SASS where a rule reads it, as for a Triton variant. No GPU and no driver are needed.
+SASS where the run's plan wants it, as for a Triton variant. No GPU and no driver are needed.
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kgate.compile import expectations
 from kgate.compile.cache import kept, write_artifact
-from kgate.compile.triton_backend import KernelError, _imported, disassemble, makes_sass
-from kgate.compile.units import CUBIN, steady_log, store_text
+from kgate.compile.triton_backend import KernelError, _imported, disassemble
+from kgate.compile.units import CUBIN, Compiled, steady_log, store_text
+from kgate.compile.worker_facts import analysed
 from kgate.core.cute import DTYPE_PREFIX, STREAM, CuteCall, dim_symbol
 
 # The options kgate adds to the call's own: the target, the PTX and cubin kept, ptxas's report in a remarks file.
@@ -88,14 +88,20 @@ def compile_call(payload: dict[str, Any]) -> dict[str, Any]:
         log = ptxas_log(Path(remarks).read_text(encoding="utf-8", errors="replace")
                         if os.path.exists(remarks) else "")
     folder = Path(payload["artifacts"])
-    cubin_path = kept(folder / CUBIN, write_artifact(folder / CUBIN, cubin))  # this compile's, by its hash
+    cubin_hash = write_artifact(folder / CUBIN, cubin)
+    cubin_path = kept(folder / CUBIN, cubin_hash)  # this compile's, whatever another compile of the key writes
     hashes = {"ptx": store_text(folder, "ptx", ptx), "ptxas_log": store_text(folder, "ptxas_log", steady_log(log))}
     expect = sorted(payload["variant"].get("expect", ()))  # what was asked: no IR of the DSL is read for intent
-    if makes_sass(bool(payload.get("sass")) or expectations.BLOCK_SCALE in expect, log):
-        hashes["sass"] = store_text(folder, "sass", disassemble(cubin_path))
+    context = call_context(payload, call, where, expect, seconds)
     # One size for every launch is every kernel's; each kernel past 48 KB is named by the host code's own check.
-    return {"context": call_context(payload, call, where, expect, seconds), "artifacts": hashes,
-            "dynamic_smem": launches.pop() if len(launches) == 1 else 0, "entry_smem": smem}
+    dynamic_smem = launches.pop() if len(launches) == 1 else 0
+    unit = Compiled(key=payload.get("key", ""), folder=folder, language=context["language"], target=target,
+                    hashes=hashes, context=context, dynamic_smem=dynamic_smem, entry_smem=dict(smem),
+                    cubin=(str(cubin_path), None))
+    # The facts stage reads the call's kernels here and the SASS it lacks is disassembled from the cubin just written.
+    unit = analysed(payload, unit, lambda _symbols: (disassemble(cubin_path), None))
+    return {"context": context, "artifacts": dict(unit.hashes), "dynamic_smem": dynamic_smem, "entry_smem": smem,
+            "cubin": cubin_hash}
 
 
 def _texts(artifacts: Any) -> tuple[str, bytes]:

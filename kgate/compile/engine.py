@@ -28,12 +28,12 @@ from kgate.collect.static_kernel import static_expansion
 from kgate.compile import cute_plan, expectations, import_reads, launches
 from kgate.compile import records as record_shapes
 from kgate.compile.autotune import Autotuned, autotuned
-from kgate.compile.cache import Cache, CacheWriteError, Entry, digest, file_hash, sweep_triton
+from kgate.compile.cache import Cache, CacheWriteError, Entry, digest, sweep_triton
 from kgate.compile.pool import Outcome, Pool
 from kgate.compile.preflight import built_units, python_toolchain, tools_of
 from kgate.compile.relocate import def_line, def_spans
-from kgate.compile.triton_backend import MISSING_ATTRIBUTE, makes_sass
-from kgate.compile.units import CUBIN, Compiled, CompileFailure, cubin_file, read_text
+from kgate.compile.triton_backend import MISSING_ATTRIBUTE
+from kgate.compile.units import Compiled, CompileFailure, cubin_file
 from kgate.core.config import Config, TritonEntry
 from kgate.core.cute import CuteEntry
 from kgate.core.entry import KernelName
@@ -43,9 +43,15 @@ from kgate.support import reads
 from kgate.support.atomicio import read_input_text
 
 Progress = Callable[[int, int, str], None]
-# Whether the facts stage can use a unit from the cache (its artifacts whole, its lines still placeable); a unit
-# it cannot use is compiled again.
-Usable = Callable[[Compiled], bool]
+# What the facts stage lacks of a unit to carry out the run's plan (`kgate.core.artifacts`): the symbols whose SASS
+# it wants and the unit's listing does not hold ([] for none), disassembled from the unit's cubin; None where it
+# cannot use the unit (a damaged artifact, a Triton variant whose lines no longer place in its file): it is
+# compiled again.
+Needs = Callable[[Compiled], "list[str] | None"]
+# `needs` for the compile worker that compiled a unit (a picklable factory: each compile makes its own): the facts
+# stage reads the unit there, right after its compile and while other units compile, and the SASS it lacks is
+# disassembled there (`kgate.compile.worker_facts`). A factory's `needs` also keeps the unit's facts in the cache.
+Analyse = Callable[[], Needs]
 
 # Bumped when the same planned variant compiles to something else or the compile record changes its layout
 # (5: the record holds the artifacts' hashes, no facts; 6: SASS kept wherever ptxas gave a stack frame; 7: the
@@ -237,14 +243,6 @@ def captured_variant(planned: _Planned, captured: CapturedSpec) -> dict[str, Any
     return variant
 
 
-def needs_sass(variant: dict[str, Any], context: dict[str, Any] | None = None) -> bool:
-    """Disassembly costs about half a second per cubin: only for kernels whose rules read SASS. `context`: a
-    compiled variant's, whose expectations include what its compile implied (before one, the compile worker
-    adds SASS where it implies block scaling)."""
-    expect = (context or variant).get("expect", ())
-    return bool(variant.get("pdl")) or expectations.BLOCK_SCALE in expect
-
-
 def worker_env(config: Config) -> dict[str, str | None]:
     return {
         **setup_env(config),
@@ -260,13 +258,15 @@ def worker_env(config: Config) -> dict[str, str | None]:
 
 
 def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[str, ...], *, jobs: int,
-                   progress: Progress | None = None, sass_all: bool = False, pool: Pool | None = None,
-                   captured: list[CapturedSpec] | None = None, usable: Usable | None = None,
-                   toolchain: dict[str, str] | None = None) -> Compilation:
+                   progress: Progress | None = None, pool: Pool | None = None,
+                   captured: list[CapturedSpec] | None = None, needs: Needs | None = None,
+                   analyse: Analyse | None = None, toolchain: dict[str, str] | None = None) -> Compilation:
     """Compile every registered launch and every captured specialisation of the project's Triton kernels.
 
-    A unit from the cache is used when `usable` says so (the facts stage can read it), else compiled again.
-    `toolchain`: `triton_toolchain()` as the run resolved it before its first compile (resolved here without it)."""
+    A unit from the cache is used as it is when `needs` lacks nothing of it, with its SASS added from its cached
+    cubin when `needs` lacks that, and compiled again when `needs` cannot use it. `analyse`: `needs` in the worker
+    that compiles a unit. `toolchain`: `triton_toolchain()` as the run resolved it before its first compile
+    (resolved here without it)."""
     run = Compilation()
     entries, captured, built_for = built_units(entries, captured or [], targets)
     if not entries and not captured:
@@ -294,7 +294,7 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
 
         # variants x targets: cached artifacts, or compile
         jobs_todo: list[tuple[dict[str, Any], str, _Planned, str]] = []
-        # Cached without the SASS this run reads, whose cubin is cached: disassembled, not compiled again.
+        # Cached without the SASS the facts stage lacks, whose cubin is cached: disassembled, not compiled again.
         sass_todo: list[tuple[dict[str, Any], str, _Planned, str, Entry]] = []
         for p in planned:
             if p.expansion is not None:
@@ -313,26 +313,21 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
                     key = digest("compiled", COMPILE_FORMAT, kgate.__version__, tool_key, variant, target, p.source_key,
                                  p.import_key)
                     entry = cache.entry("compiled", key, record_shapes.compiled)
-                    sass = sass_all or needs_sass(variant, entry.value["context"] if entry is not None else None)
-                    if entry is not None and "sass" not in entry.value["artifacts"] and sass:
-                        if cache.cubin(key, entry.meta) is not None:
-                            sass_todo.append((variant, target, p, key, entry))
-                        else:
-                            jobs_todo.append((variant, target, p, key))
-                        continue
-                    unit = _cached_unit(cache, key, entry, variant, p, sass=sass) \
-                        if entry is not None else None
-                    if unit is not None and (usable is None or usable(unit)):
-                        assert entry is not None
+                    unit = _cached_unit(cache, key, entry, variant, p) if entry is not None else None
+                    lacking = None if unit is None else needs(unit) if needs is not None else []
+                    if entry is not None and unit is not None and lacking == []:
                         _note_recorded(entry.meta)
                         run.units.append(unit)
                         run.cached += 1
+                    elif entry is not None and lacking and cache.cubin(key, entry.meta) is not None:
+                        sass_todo.append((variant, target, p, key, entry))
                     else:
                         jobs_todo.append((variant, target, p, key))
-        jobs_todo += _disassemble_cached(config, cache, pool, sass_todo, run, usable)
+        jobs_todo += _disassemble_cached(config, cache, pool, sass_todo, run, needs)
 
         total = len(jobs_todo)
         done = 0
+        fresh: list[_Fresh] = []
 
         def compiled(index: int, outcome: Outcome) -> None:
             nonlocal done
@@ -345,14 +340,17 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
                 progress(done, total, f"{variant['kernel']} [{variant['name']}] {target}")
             if outcome.ok:
                 cache.put("spans", key, p.spans)  # before the record: a compile record always has its spans
-                cubin = file_hash(cache.artifacts(key) / CUBIN)
-                imported = _note_imported(outcome.imported)
-                if p.import_key and import_reads.agree(p.reads, outcome.reads or {}):
-                    cache.put("compiled", key, outcome.value, {"cubin": cubin, "imported": imported})
+                # The cubin this compile wrote, by its hash (not the file under its plain name: another compile of
+                # the key, in another run, may have written that since).
+                cubin = outcome.value.pop("cubin", None)
+                record = Entry(outcome.value, {"cubin": cubin, "imported": _note_imported(outcome.imported)})
+                kept = bool(p.import_key) and import_reads.agree(p.reads, outcome.reads or {})
+                if kept:
+                    cache.put("compiled", key, record.value, record.meta)
                 else:  # an input changed between the kernel's expansion and its compile (or its expansion
                     run.replayable = False  # failed where its compile did not): not kept, not replayed
                 unit = _unit(cache, key, outcome.value, cubin, variant, p, p.spans)
-                run.units.append(unit)
+                fresh.append(_Fresh(variant, target, p, key, record if kept else None, unit))
                 run.compiled += 1
                 run.compile_seconds[f"{variant['kernel']}|{unit.context['variant']}|{target}"] = outcome.seconds
             else:
@@ -375,13 +373,15 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
                     "variant": variant, "target": target, "sys_path": p.sys_path, "roots": roots,
                     "cwd": import_folder(config),
                     "path": shown(p.expansion["path"]), "line": p.expansion["line"],
-                    "artifacts": str(cache.artifacts(key)), "sass": sass_all or needs_sass(variant),
+                    "artifacts": str(cache.artifacts(key)), "key": key,
                     "toolchain": {k: v for k, v in tools_of(p.language, run.toolchain).items()
                                   if not k.endswith(".id")},
+                    **({} if analyse is None else {"analyse": analyse}),
                 }))
             if progress:
                 progress(0, total, "")
             pool.run(payloads, config.timeout, compiled)
+            _take_fresh(config, cache, pool, fresh, run, needs)
     finally:
         if own_pool:
             pool.close()
@@ -641,7 +641,7 @@ def _stale(config: Config, p: _Planned, items: list[CapturedSpec], why: str) -> 
     count = len(items)
     return CompileFailure(p.kernel, "", "", config.capture, line,
                           f"{count} captured specialisation(s) of {p.kernel} no longer fit the kernel: {why}; "
-                          f"capture again (`kgate capture --replace -- COMMAND`)", rule="KG005")
+                          f"capture again (`kgate capture --replace -- COMMAND`)", kind="stale")
 
 
 def _defined_in_file(p: _Planned, expansion: dict[str, Any] | None) -> bool:
@@ -672,28 +672,59 @@ def _unit(cache: Cache, key: str, value: dict[str, Any], cubin: str | None, vari
                     origin=(variant["kernel"], variant["name"], context["path"], context["line"]))
 
 
-def _cached_unit(cache: Cache, key: str, entry: Entry, variant: dict[str, Any], p: _Planned, *,
-                 sass: bool = True) -> Compiled | None:
+def _cached_unit(cache: Cache, key: str, entry: Entry, variant: dict[str, Any], p: _Planned) -> Compiled | None:
     """A cached compile record as a unit; None when the spans it was compiled with are not cached (compile again).
-
-    Without `sass` the unit leaves out SASS that an earlier run kept (`check --sass`): a run reports what it
-    asked for, whatever ran before it on the same cache."""
+    It holds whatever SASS earlier runs kept: the facts stage reports the SASS its plan wants, whatever ran before
+    it on the same cache."""
     then = cache.get("spans", key, record_shapes.spans) if p.file is not None else {}
     if then is None:
         return None
-    value = entry.value
-    if not sass and "sass" in value["artifacts"]:
-        log = read_text(cache.artifacts(key), "ptxas_log", value["artifacts"].get("ptxas_log", ""))
-        if log is not None and not makes_sass(False, log):  # what a compile of it would not have made
-            value = {**value, "artifacts": {k: v for k, v in value["artifacts"].items() if k != "sass"}}
-    return _unit(cache, key, value, entry.meta.get("cubin"), variant, p, {k: (v[0], v[1]) for k, v in then.items()})
+    return _unit(cache, key, entry.value, entry.meta.get("cubin"), variant, p,
+                 {k: (v[0], v[1]) for k, v in then.items()})
+
+
+@dataclass(frozen=True)
+class _Fresh:
+    """A variant this run compiled: its unit, and its compile record where the cache kept it."""
+
+    variant: dict[str, Any]
+    target: str
+    planned: _Planned
+    key: str
+    record: Entry | None
+    unit: Compiled
+
+
+def _take_fresh(config: Config, cache: Cache, pool: Pool, fresh: list[_Fresh], run: Compilation,
+                needs: Needs | None) -> None:
+    """This run's compiles as units, each with the SASS the facts stage lacks: its worker disassembled it, or, where
+    the worker could not, it is disassembled now from the cubin just kept; what cannot be is a failure."""
+    todo = []
+    failed: list[tuple[_Fresh, str]] = []
+    for item in fresh:
+        lacking = needs(item.unit) if needs is not None else []
+        if lacking == []:
+            run.units.append(item.unit)
+        elif lacking is not None and item.record is not None:
+            todo.append((item.variant, item.target, item.planned, item.key, item.record))
+        else:
+            why = "its artifacts could not be read back" if lacking is None else "its SASS could not be disassembled"
+            failed.append((item, f"the compile finished, but {why}"))
+    by_key = {item.key: item for item in fresh}
+    failed += [(by_key[key], "cuobjdump could not disassemble the cubin just compiled")
+               for _variant, _target, _p, key in _disassemble_cached(config, cache, pool, todo, run, needs, cached=False)]
+    for item, message in failed:
+        kernel, name, path, line = item.unit.origin
+        run.failures.append(CompileFailure(kernel, name, item.target, path, line, message))
 
 
 def _disassemble_cached(config: Config, cache: Cache, pool: Pool,
                         todo: list[tuple[dict[str, Any], str, _Planned, str, Entry]],
-                        run: Compilation, usable: Usable | None) -> list[tuple[dict[str, Any], str, _Planned, str]]:
-    """Add SASS to cached units from their cached cubins (`kgate audit` after `kgate check`: half a second
-    of cuobjdump per variant instead of a compile); what cannot be disassembled is returned, to compile."""
+                        run: Compilation, needs: Needs | None, *,
+                        cached: bool = True) -> list[tuple[dict[str, Any], str, _Planned, str]]:
+    """Add SASS to units from their cubins in the cache (`kgate audit` after `kgate check`: half a second of
+    cuobjdump per variant instead of a compile); what cannot be disassembled or read is returned, to compile
+    (`cached`: units from the cache, counted so)."""
     again: list[tuple[dict[str, Any], str, _Planned, str]] = []
 
     def disassembled(index: int, outcome: Outcome) -> None:
@@ -705,11 +736,11 @@ def _disassemble_cached(config: Config, cache: Cache, pool: Pool,
             cache.put("compiled", key, value, entry.meta)
             unit = _cached_unit(cache, key, Entry(value, entry.meta), variant, p)
             _note_recorded(entry.meta)
-        if unit is None or (usable is not None and not usable(unit)):
+        if unit is None or (needs is not None and needs(unit) is None):
             again.append((variant, target, p, key))
         else:
             run.units.append(unit)
-            run.cached += 1
+            run.cached += int(cached)
 
     if todo:
         pool.run([("sass", {"cubin": cubin_file(cache.artifacts(key), entry.meta.get("cubin"))[0]})

@@ -123,9 +123,11 @@ def environment(version: str) -> Path:
 
 
 def _kgate_tree(into: Path) -> Path:
-    """This kgate's package as one folder (its `rules` and `kernels` may live elsewhere in a checkout), linked."""
+    """This kgate's package as one folder (its `rules` and `kernels` may live elsewhere in a checkout), linked.
+    The subpackages are found where they are, not imported."""
+    import importlib.util
+
     import kgate
-    from kgate import kernels, rules  # type: ignore[attr-defined]
 
     package = into / "kgate"
     package.mkdir()
@@ -133,8 +135,11 @@ def _kgate_tree(into: Path) -> Path:
     for item in source.iterdir():
         if item.name not in ("__pycache__", "rules", "kernels"):
             (package / item.name).symlink_to(item)
-    for name, module in (("rules", rules), ("kernels", kernels)):
-        (package / name).symlink_to(Path(module.__path__[0]).resolve())
+    for name in ("rules", "kernels"):
+        spec = importlib.util.find_spec(f"kgate.{name}")
+        if spec is None or not spec.submodule_search_locations:
+            raise ToolchainError(f"cannot find kgate's {name} package")
+        (package / name).symlink_to(Path(next(iter(spec.submodule_search_locations))).resolve())
     return into
 
 

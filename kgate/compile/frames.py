@@ -1,5 +1,5 @@
-"""Where in the project an error was raised: the place a compile-error finding points at when a kernel module, or
-a project module it imports, raises while it is imported.
+"""Where in the project an error was raised: the place a finding that a kernel did not compile points at when a
+kernel module, or a project module it imports, raises while it is imported.
 
 The project's files are `kgate.collect.membership`'s: under its root or a python-path folder, less installed
 packages (a virtual environment inside the project included), the standard library and kgate's own modules:

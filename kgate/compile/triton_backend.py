@@ -8,8 +8,8 @@ modules). Two tasks:
 - `compile`: `triton.compile(ASTSource(...), target=GPUTarget("cuda", cc, 32))`
   for one variant and target (a Gluon kernel through Gluon's own source class,
   as Triton's launcher compiles it: `kgate.compile.gluon`), with ptxas's `-v` log captured; the PTX, the
-  log, the TTGIR, the cubin (and its SASS where a rule reads it) are kept as
-  artifacts (`kgate.compile.units`), for the facts stage to read, and the
+  log, the TTGIR, the cubin (and its SASS where the run's plan wants it: the facts stage reads the variant
+  here, `kgate.compile.worker_facts`) are kept as artifacts (`kgate.compile.units`), and the
   variant's expectations are read from its TTIR (`kgate.compile.expectations`).
   No GPU and no driver are needed.
 """
@@ -21,7 +21,6 @@ import contextlib
 import importlib
 import io
 import os
-import re
 import sys
 import time
 import warnings
@@ -33,7 +32,8 @@ from kgate.collect.specialization import Specialization
 from kgate.compile import expectations, gluon
 from kgate.compile.cache import cache_write_failure, kept, triton_folder, write_artifact
 from kgate.compile.frames import project_frame
-from kgate.compile.units import CUBIN, steady_log, store_text
+from kgate.compile.units import CUBIN, Compiled, steady_log, store_text
+from kgate.compile.worker_facts import analysed
 from kgate.core.errors import KgateError, did_you_mean
 from kgate.core.schema import CAPABILITY
 
@@ -41,7 +41,7 @@ MISSING_ATTRIBUTE = "has no attribute"  # in the error for a kernel its module d
 
 
 class KernelError(KgateError):
-    """The kernel cannot be compiled: reported as a compile-error finding. `where`: the line of the project that
+    """The kernel cannot be compiled: reported as a finding that it did not compile. `where`: the line of the project that
     raised, when the project's own code did (a module that fails as it is imported)."""
 
     def __init__(self, message: str, where: tuple[str, int] | None = None) -> None:
@@ -218,16 +218,20 @@ def compile_variant(payload: dict[str, Any]) -> dict[str, Any]:
     seconds = time.perf_counter() - started
     ptxas_log = "\n".join(line for line in log.getvalue().splitlines() if "ptxas" in line or "bytes" in line)
     folder = Path(payload["artifacts"])
-    cubin_path = kept(folder / CUBIN, write_artifact(folder / CUBIN, compiled.asm["cubin"]))  # this compile's
+    cubin_hash = write_artifact(folder / CUBIN, compiled.asm["cubin"])
+    cubin_path = kept(folder / CUBIN, cubin_hash)  # this compile's, whatever another compile of the key writes
     hashes = {"ptx": store_text(folder, "ptx", compiled.asm["ptx"]),
               "ptxas_log": store_text(folder, "ptxas_log", steady_log(ptxas_log)),
               "ttgir": store_text(folder, "ttgir", compiled.asm.get("ttgir", ""))}
     expect = expectations.compiled(variant, gluon.first_ir(compiled.asm))
-    if makes_sass(bool(payload.get("sass")) or expectations.BLOCK_SCALE in expect, ptxas_log):
-        hashes["sass"] = store_text(folder, "sass", disassemble(cubin_path))
     context = variant_context(payload, spec, seconds, expect, gluon.num_stages(fn, spec.num_stages))
-    return {"context": {**context, "parameters": passed(signature)}, "artifacts": hashes,
-            "dynamic_smem": int(compiled.metadata.shared or 0)}
+    dynamic_smem = int(compiled.metadata.shared or 0)
+    context = {**context, "parameters": passed(signature)}
+    unit = Compiled(key=payload.get("key", ""), folder=folder, language="triton", target=target, hashes=hashes,
+                    context=context, dynamic_smem=dynamic_smem, cubin=(str(cubin_path), None))
+    # The facts stage reads the variant here and the SASS it lacks is disassembled from the cubin just written.
+    unit = analysed(payload, unit, lambda _symbols: (disassemble(cubin_path), None))
+    return {"context": context, "artifacts": dict(unit.hashes), "dynamic_smem": dynamic_smem, "cubin": cubin_hash}
 
 
 def bind_registration(obj: Any, kernel: str, bind: dict[str, Any], capability: int) -> dict[str, Any]:
@@ -370,16 +374,6 @@ def _check_options(options: dict[str, Any], capability: int) -> None:
     if unknown:
         raise KernelError(f"compile option(s) {', '.join(unknown)} unknown to this Triton: the launch they were "
                           f"recorded from cannot be reproduced with it")
-
-
-# ptxas's "N bytes stack frame": local memory (a spill or an array indexed at run time) when N > 0.
-_STACK_FRAME = re.compile(r"\b([1-9][0-9]*) bytes stack frame")
-
-
-def makes_sass(asked: bool, ptxas_log: str) -> bool:
-    """Whether a compile disassembles its cubin: when the run or the variant's rules ask for SASS, or when ptxas
-    gave the kernel a stack frame (its SASS is read for local memory inside loops, local-memory-in-loop)."""
-    return asked or _STACK_FRAME.search(ptxas_log) is not None
 
 
 def disassemble(cubin: Path) -> str:

@@ -6,7 +6,7 @@ Its artifacts are the compiler's own output, kept in the cache under `v1/artifac
     kernel.ptx     the PTX (every entry of a CUDA file)
     ptxas.log      ptxas's `-v` report: registers, spills, stack, static shared memory per entry
     kernel.ttgir   Triton's GPU IR (Triton only)
-    kernel.sass    `cuobjdump -sass` of the cubin, where a rule reads SASS (of some functions, for CUDA)
+    kernel.sass    `cuobjdump -sass` of the cubin, where the run's plan wants SASS (of some functions, for CUDA)
     kernel.cubin   the cubin itself (its jump tables, which the SASS listing leaves out, are read from it)
 
 with what the cubin's launch needs beyond them (`dynamic_smem`: the shared memory Triton's launcher asks for).
@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kgate.collect.cuda_launches import LaunchSite
 from kgate.compile.cache import kept, write_artifact
 from kgate.core.findings import Related
 from kgate.support.atomicio import read_cached
@@ -109,6 +110,8 @@ class Compiled:
     def_line: int | None = None
     # What a failure to read facts from it is reported as: (kernel, variant name, path, line).
     origin: tuple[str, str, str, int] = ("", "", "", 1)
+    # CUDA: the project's PDL launch sites (`kgate.collect.cuda_launches`), which make some of its kernels PDL.
+    launch_sites: tuple[LaunchSite, ...] = ()
 
     def artifacts(self) -> Artifacts | None:
         """The artifacts as they were written, or None where one is missing or damaged (compile again)."""
@@ -134,7 +137,9 @@ class CompileFailure:
     path: str
     line: int
     message: str
-    rule: str = "KG001"  # compile-error; KG005 for captured specialisations that no longer fit their kernel
+    # What went wrong: "compile", its compile failed; "stale", captured specialisations that no longer fit their kernel
+    # (not compiled). The rules stage reports each kind under a rule of its own.
+    kind: str = "compile"
     # Other places: the registration or capture of a kernel whose module raised in another project file.
     related: tuple[Related, ...] = ()
 

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from kgate.core.artifacts import Artifact, KernelTest
 from kgate.core.errors import ConfigError
 from kgate.core.findings import Finding, Related, Severity
 
@@ -139,6 +140,12 @@ class Rule:
     caused_by: tuple[str, ...] = ()
     # Whether the rule runs only when a configuration or the command line names it (`kgate.rules.OPT_IN`).
     opt_in: bool = False
+    # The artifacts the rule reads (`kgate.core.artifacts`): the run compiles and disassembles what its selected
+    # rules read, and nothing else.
+    reads: frozenset[Artifact] = frozenset()
+    # For a rule that reads SASS of some kernels only: which (a test of a kernel's facts read without SASS, a
+    # function of the rule's module). None: every kernel's SASS, where the rule reads SASS at all.
+    sass_when: KernelTest | None = None
 
     def admits(self, data: bytes) -> bool:
         """Whether a file's bytes hold everything the rule `requires`."""

@@ -13,6 +13,7 @@ from kgate.collect.registry import captured_specs, triton_entries
 from kgate.compile.engine import Progress
 from kgate.core.config import Config
 from kgate.diff.model import Side
+from kgate.evaluate.plan import artifact_plan
 from kgate.pipeline.check import CheckOptions, compile_kernels, select_units
 
 
@@ -20,7 +21,9 @@ def compile_side(config: Config, options: CheckOptions, label: str, progress: Pr
     """The selected kernels of the project `config` describes, compiled (or read from the cache)."""
     started = time.perf_counter()
     entries, captured = select_units(triton_entries(config), captured_specs(config), options)
-    compiled, covered = compile_kernels(config, entries, captured, options, progress)
+    # No rule runs: no SASS is read but what `--sass` asks for (the comparison disassembles the cubins it reads).
+    compiled, covered = compile_kernels(config, entries, captured, options, artifact_plan((), sass_every=options.sass),
+                                        progress)
     failures = {(f.kernel, f.variant, f.target): (f.message.splitlines() or [""])[0] for f in compiled.failures}
     return Side(label, {f.key: f for f in compiled.facts}, failures, dict(compiled.cubins),
                 {k: v for k, v in compiled.toolchain.items() if not k.endswith(".id")}, compiled.compiled,

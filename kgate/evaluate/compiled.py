@@ -35,8 +35,12 @@ def kernel_findings(facts: KernelFacts, selection: Selection) -> list[Finding]:
     return out
 
 
+# The rule each kind of compile failure (`kgate.compile.units.CompileFailure.kind`) is reported under.
+FAILURE_RULES = {"compile": "KG001", "stale": "KG005"}
+
+
 def failure_findings(failure: CompileFailure, selection: Selection) -> list[Finding]:
-    rule = registry.load(failure.rule)
+    rule = registry.load(FAILURE_RULES[failure.kind])
     if not selection.active(rule.code):
         return []
     return [replace(to_finding(rule, report, selection, path=failure.path, line=failure.line,

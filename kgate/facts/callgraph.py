@@ -41,6 +41,7 @@ from kgate.facts.ptx import (
     build_cfg,
     in_cycles,
     is_global_access,
+    is_global_load,
     is_mma,
     writes_global,
 )
@@ -223,9 +224,22 @@ class CallGraph:
         return list(out)
 
     def _calls_in_cycles(self, name: str) -> list[Instruction]:
+        return [i for i in self._in_cycles(name) if is_call(i)]
+
+    def _in_cycles(self, name: str) -> list[Instruction]:
+        """The instructions of a function that lie on a cycle of its control-flow graph (inside a loop)."""
         blocks = self._cfg(name)
-        cyclic = in_cycles(blocks)
-        return [i for index in sorted(cyclic) for i in blocks[index].instrs if is_call(i)]
+        return [i for index in sorted(in_cycles(blocks)) for i in blocks[index].instrs]
+
+    def looped_loads(self, entry: str) -> dict[str, int]:
+        """The global loads that run on every trip of some loop of the entry: inside a cycle of the entry or of a
+        function it reaches, and every one of a function it calls from inside a loop; by opcode."""
+        everywhere = set(self.looped(entry))
+        found: Counter[str] = Counter()
+        for name in [entry, *self.reached(entry)[0]]:
+            instrs = self.functions[name].instructions if name in everywhere else self._in_cycles(name)
+            found.update(i.opcode for i in instrs if is_global_load(i.opcode))
+        return dict(sorted(found.items()))
 
     def origins(self, name: str) -> Origins:
         """What each register of a function may point into, among its parameters (`kgate.facts.dataflow`)."""
@@ -391,5 +405,6 @@ def entry_facts(graph: CallGraph, name: str) -> PtxEntry:
         calls=tuple(reached),
         opaque_calls=tuple(opaque),
         looped_calls=tuple(graph.looped(name)),
+        looped_loads=graph.looped_loads(name),
     )
 

@@ -27,7 +27,16 @@ from kgate.facts.ptxas_log import (
     parse_ptxas_log,
     resources,
 )
-from kgate.facts.sass import INDIRECT, SassFunction, SassSummary, local_in_loops, parse_sass
+from kgate.facts.sass import (
+    INDIRECT,
+    GlobalLoad,
+    LoopLoads,
+    SassFunction,
+    SassSummary,
+    local_in_loops,
+    loop_loads,
+    parse_sass,
+)
 from kgate.facts.ttgir import Pipeline, parse_pipeline
 
 
@@ -63,6 +72,13 @@ class Sources:
         if sass is None:
             return None
         return local_in_loops(sass, self.indirect_branches if any(op in sass for op in INDIRECT) else None)
+
+    @cached_property
+    def loop_loads(self) -> dict[str, tuple[LoopLoads, ...]] | None:
+        sass = self.artifacts.sass
+        if sass is None:
+            return None
+        return loop_loads(sass, self.indirect_branches if any(op in sass for op in INDIRECT) else None)
 
     @cached_property
     def indirect_branches(self) -> dict[str, dict[int, tuple[int, ...]]]:
@@ -154,6 +170,18 @@ def local_in_loop(src: Sources, entry: str) -> tuple[int, int] | None:
     return loads, stores
 
 
+def global_loads_in_loops(src: Sources, entry: str) -> tuple[LoopLoads, ...] | None:
+    """The global loads each trip of each loop of the entry's SASS makes (its own listing: a function ptxas lists
+    apart is not followed); None where the cubin was not disassembled for it."""
+    functions = src.loop_loads
+    if functions is None or sass_summary(src, entry) is None:
+        return None
+    own = functions.get(entry)
+    if own is None and src.artifacts.sass_symbols is None and len(functions) == 1:
+        own = next(iter(functions.values()))  # the one function of a Triton cubin, whatever its name
+    return own or ()
+
+
 def _called(src: Sources, entry: str) -> tuple[str, ...]:
     """The functions an entry calls (the PTX call graph): for CUDA, each is asked of the disassembler with it."""
     try:
@@ -205,6 +233,7 @@ def load_entry(value: Any) -> PtxEntry:
     data["calls"] = tuple(data.get("calls", ()))
     data["opaque_calls"] = tuple(data.get("opaque_calls", ()))
     data["looped_calls"] = tuple(data.get("looped_calls", ()))
+    data["looped_loads"] = dict(data.get("looped_loads", {}))
     entry = PtxEntry(**data)
     _require(isinstance(entry.name, str), "names")
     _require(is_count(entry.global_accesses) and all(is_count(v) for v in entry.mma.values()), "counts")
@@ -214,6 +243,7 @@ def load_entry(value: Any) -> PtxEntry:
                  and isinstance(a.writes, bool) and all(is_count(v) for v in a.arguments)
                  and all(isinstance(v, str) for v in a.via) for a in entry.unwaited_accesses), "unwaited accesses")
     _require(all(isinstance(v, str) for v in entry.calls + entry.opaque_calls + entry.looped_calls), "calls")
+    _require(all(isinstance(k, str) and is_count(v) for k, v in entry.looped_loads.items()), "looped loads")
     return entry
 
 
@@ -234,6 +264,19 @@ def load_resources(value: Any) -> Resources:
     _require(all(is_count(v) for k, v in vars(found).items() if k != "callees"), "counts")
     _require(all(isinstance(c[0], str) and all(is_count(v) for v in c[1:]) for c in found.callees), "callees")
     return found
+
+
+def load_loop_loads(value: Any) -> tuple[LoopLoads, ...] | None:
+    if value is None:
+        return None
+    _require(isinstance(value, (list, tuple)), "loop loads")
+    loops = tuple(LoopLoads(loop["first"], loop["last"], tuple(GlobalLoad(**load) for load in loop["loads"]))
+                  for loop in value)
+    _require(all(is_count(loop.first) and is_count(loop.last) for loop in loops), "loop loads")
+    _require(all(isinstance(load.opcode, str) and isinstance(load.base, str) and is_count(load.bits)
+                 and isinstance(load.offset, int) and not isinstance(load.offset, bool)
+                 and isinstance(load.every_trip, bool) for loop in loops for load in loop.loads), "loop loads")
+    return loops
 
 
 def load_sass(value: Any) -> SassSummary | None:

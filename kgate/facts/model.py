@@ -23,12 +23,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from kgate.compile.units import CompileFailure
+from kgate.core.artifacts import Artifact
 from kgate.facts import extract
 from kgate.facts.callgraph import function_name
 from kgate.facts.extract import Move, Sources
 from kgate.facts.ptx import PtxEntry, SourceLoc
 from kgate.facts.ptxas_log import Resources
-from kgate.facts.sass import SassSummary
+from kgate.facts.sass import LoopLoads, SassSummary
 
 __all__ = ["CompileFailure", "KernelFacts", "Resources", "SassSummary", "fact", "derived_fields", "facts_schema"]
 
@@ -39,15 +40,21 @@ FORMAT = 5
 T = TypeVar("T")
 
 
-def fact(extractor: Callable[[Sources, str], Any], *, load: Callable[[Any], Any] | None = None,
+def fact(extractor: Callable[[Sources, str], Any], *, reads: frozenset[Artifact], load: Callable[[Any], Any] | None = None,
          moved: Callable[[Any, Move], Any] | None = None, default: Any = dataclasses.MISSING) -> Any:
     """Declare a field of KernelFacts read from the artifacts by `extractor(sources, entry)`.
 
-    `load`: JSON back to the value, raising on another shape (default: the JSON value as it is); `moved`: the
-    value with its source locations moved, where it holds any (cached facts follow code that moved in its file);
-    `default`: the value of a KernelFacts made by hand without it.
+    `reads`: the artifacts the extractor reads (a fact read from SASS is None where the kernel was not
+    disassembled, and is left out where the run's plan does not want the kernel's SASS); `load`: JSON back to the
+    value, raising on another shape (default: the JSON value as it is); `moved`: the value with its source
+    locations moved, where it holds any (cached facts follow code that moved in its file); `default`: the value of
+    a KernelFacts made by hand without it.
     """
-    return field(default=default, metadata={"extract": extractor, "load": load, "moved": moved})
+    return field(default=default, metadata={"extract": extractor, "reads": reads, "load": load, "moved": moved})
+
+
+PTX = frozenset({Artifact.PTX})
+SASS = frozenset({Artifact.SASS})  # with the PTX's call graph, which nearly every fact follows into called functions
 
 
 @dataclass(frozen=True)
@@ -64,15 +71,22 @@ class KernelFacts:
     expect: tuple[str, ...]
     pdl: bool
     # ---- read from the compiler's output: one extractor each (kgate.facts.extract)
-    ptx_target: str = fact(extract.ptx_target, load=extract.load_text)
-    entry: PtxEntry = fact(extract.ptx_entry, load=extract.load_entry, moved=extract.move_entry)
-    resources: Resources = fact(extract.entry_resources, load=extract.load_resources)
-    sass: SassSummary | None = fact(extract.sass_summary, load=extract.load_sass, default=None)
+    ptx_target: str = fact(extract.ptx_target, reads=PTX, load=extract.load_text)
+    entry: PtxEntry = fact(extract.ptx_entry, reads=PTX, load=extract.load_entry, moved=extract.move_entry)
+    resources: Resources = fact(extract.entry_resources, reads=frozenset({Artifact.PTXAS_LOG}),
+                                load=extract.load_resources)
+    sass: SassSummary | None = fact(extract.sass_summary, reads=SASS, load=extract.load_sass, default=None)
     # Software pipeline in shared memory (Triton): buffers and bytes per buffer.
-    smem_buffers: int | None = fact(extract.smem_buffers, load=extract.load_optional_count, default=None)
-    smem_per_buffer: int | None = fact(extract.smem_per_buffer, load=extract.load_optional_count, default=None)
-    # Local-memory loads and stores inside a loop of the SASS (where ptxas gave a stack frame).
-    local_in_loop: tuple[int, int] | None = fact(extract.local_in_loop, load=extract.load_optional_pair, default=None)
+    smem_buffers: int | None = fact(extract.smem_buffers, reads=frozenset({Artifact.TTGIR}),
+                                    load=extract.load_optional_count, default=None)
+    smem_per_buffer: int | None = fact(extract.smem_per_buffer, reads=frozenset({Artifact.TTGIR}),
+                                       load=extract.load_optional_count, default=None)
+    # Local-memory loads and stores inside a loop of the SASS.
+    local_in_loop: tuple[int, int] | None = fact(extract.local_in_loop, reads=SASS, load=extract.load_optional_pair,
+                                                 default=None)
+    # The global loads of one trip of each loop of the SASS: opcode, width, address.
+    loop_loads: tuple[LoopLoads, ...] | None = fact(extract.global_loads_in_loops, reads=SASS,
+                                                    load=extract.load_loop_loads, default=None)
     # ---- context
     shapes: tuple[dict[str, int], ...] = ()
     # The variant's constexpr values and the registration's signature (Triton
@@ -110,6 +124,15 @@ class KernelFacts:
         """How a message names a function the kernel calls (`kgate.facts.callgraph.function_name`): a Triton
         function of the kernel's own module by its bare name."""
         return function_name(symbol, self.kernel.split(":", 1)[0] if self.language == "triton" else None)
+
+    def has(self, artifact: Artifact) -> bool:
+        """Whether the facts read from `artifact` are there (SASS: whether the kernel was disassembled)."""
+        return all(getattr(self, f.name) is not None for f in _reading(type(self), artifact))
+
+    def without(self, artifact: Artifact) -> KernelFacts:
+        """These facts without those read from `artifact` (SASS where the run's plan does not want it): each at its
+        default, which a fact read from an artifact a compile may leave out (SASS) has."""
+        return dataclasses.replace(self, **{f.name: f.default for f in _reading(type(self), artifact)})
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -164,6 +187,11 @@ def derived_fields(model: type[KernelFacts] = KernelFacts) -> tuple[dataclasses.
     return tuple(f for f in dataclasses.fields(model) if "extract" in f.metadata)
 
 
+def _reading(model: type[KernelFacts], artifact: Artifact) -> tuple[dataclasses.Field[Any], ...]:
+    """The derived fields of a facts model read from `artifact`."""
+    return tuple(f for f in derived_fields(model) if artifact in f.metadata["reads"])
+
+
 def context_fields(model: type[KernelFacts] = KernelFacts) -> tuple[str, ...]:
     """The names of the fields the plan fills (every field that is not derived)."""
     return tuple(f.name for f in dataclasses.fields(model) if "extract" not in f.metadata)
@@ -189,7 +217,8 @@ def _schema(model: type[KernelFacts]) -> str:
     files = {str(path) for path in Path(__file__).parent.glob("*.py")}
     for f in dataclasses.fields(model):
         hooks = [f.metadata.get(k) for k in ("extract", "load", "moved")]
-        declared.append([f.name, str(f.type), *(_qualified(h) for h in hooks)])
+        reads = sorted(a.value for a in f.metadata.get("reads", ()))
+        declared.append([f.name, str(f.type), *(_qualified(h) for h in hooks), *([reads] if reads else [])])
         files.update(_file_of(h.__module__) for h in hooks if h is not None)
     files.add(_file_of(model.__module__))
     sources = sorted(_source_hash(path) for path in files if path)

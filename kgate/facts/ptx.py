@@ -79,6 +79,9 @@ class PtxEntry:
     calls: tuple[str, ...] = ()  # the `.func`s it reaches, in the order it first calls them
     opaque_calls: tuple[str, ...] = ()  # what it calls whose code the PTX lacks (extern names, a function pointer)
     looped_calls: tuple[str, ...] = ()  # of `calls`, those reached through a call made inside a loop
+    # Global loads that run on every trip of a loop (inside a cycle of the entry or of a function it reaches, or in a
+    # function called from inside one), by opcode (`ld.global.nc.u8`, `ld.global.v4.b32`).
+    looped_loads: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -148,6 +151,20 @@ def is_global_access(opcode: str) -> bool:
     if head == "wmma" and len(parts) > 1 and parts[1] in ("load", "store"):
         return "global" in spaces or not any(space in _NOT_GLOBAL for space in spaces)
     return head in ("multimem", "tex", "tld4", "suld", "sust", "sured")
+
+
+def is_global_load(opcode: str) -> bool:
+    """Whether an instruction loads from global memory (or may: a generic `ld`), not a store, atomic or copy."""
+    return opcode.split(".")[0] in ("ld", "ldu") and is_global_access(opcode)
+
+
+def load_bits(opcode: str) -> int | None:
+    """How many bits a load reads per thread, from its type and vector (`ld.global.v4.b32`: 128,
+    `ld.global.nc.u8`: 8); None where the opcode names no type."""
+    parts = opcode.split(".")
+    width = next((int(p[1:]) for p in reversed(parts) if p[:1] in "busf" and p[1:].isdigit()), None)
+    lanes = next((int(p[1:]) for p in parts if p[:1] == "v" and p[1:].isdigit()), 1)
+    return None if width is None else width * lanes
 
 
 def writes_global(opcode: str) -> bool:

@@ -10,7 +10,6 @@ compile stage to compile again.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 from functools import partial
 from typing import Any
@@ -20,10 +19,11 @@ from kgate.collect.cuda_launches import LaunchSite, pdl_launched
 from kgate.collect.cuda_names import base_name, matches
 from kgate.compile.cache import Cache, digest
 from kgate.compile.cuda_engine import IDENTITY, compile_cuda
-from kgate.compile.engine import Compilation, Progress, RunSummary, compile_triton
+from kgate.compile.engine import Compilation, Needs, Progress, RunSummary, compile_triton
 from kgate.compile.pool import Pool
 from kgate.compile.preflight import CudaCompilers
 from kgate.compile.units import Artifacts, Compiled, CompileFailure
+from kgate.core.artifacts import Artifact, ArtifactPlan
 from kgate.core.config import Config, TritonEntry
 from kgate.core.errors import KgateError
 from kgate.facts.build import unit_facts
@@ -101,9 +101,9 @@ class Facts:
     def _shape(self, value: Any) -> None:
         check_record(value, self.model)
 
-    def placed(self, unit: Compiled) -> Built | str | None:
+    def placed(self, unit: Compiled, *, keep: bool = True) -> Built | str | None:
         """`of`, with a Triton unit's lines moved to where its code is now; None where they no longer place."""
-        found = self.of(unit)
+        found = self.of(unit, keep=keep)
         if not isinstance(found, list) or unit.source_file is None:
             return found
         moved = []
@@ -114,22 +114,18 @@ class Facts:
             moved.append((symbol, now))
         return moved
 
-    def usable(self, unit: Compiled) -> bool:
-        return self.placed(unit) is not None
-
 
 @dataclass(frozen=True)
 class WorkerFacts:
-    """What a CUDA unit's compile worker reads of it (`kgate.compile.cuda_engine.Analyse`): the symbols whose SASS
-    a rule reads and the unit lacks, the unit's facts kept in the cache once none lacks. Made in the main process,
-    called in the worker: it holds only what pickles (the cache's folder and `--sass`)."""
+    """What a unit's compile worker reads of it (`kgate.compile.engine.Analyse`): the symbols whose SASS the run's
+    plan wants and the unit lacks, the unit's facts kept in the cache once none lacks. Made in the main process,
+    called in the worker: it holds only what pickles (the cache's folder and the plan)."""
 
     cache: Cache
-    sass_all: bool
+    plan: ArtifactPlan
 
-    def __call__(self) -> Callable[[Compiled], list[str] | None]:
-        facts = Facts(self.cache, reuse=True)
-        return partial(_lacking_sass, facts, sass_all=self.sass_all)
+    def __call__(self) -> Needs:
+        return partial(lacking_sass, Facts(self.cache, reuse=True), self.plan)
 
 
 def check_record(value: Any, model: type[KernelFacts] = KernelFacts) -> None:
@@ -151,14 +147,15 @@ def _run_of(compilation: Compilation) -> CompileRun:
     return CompileRun(**{f.name: copy.copy(getattr(compilation, f.name)) for f in fields(RunSummary)})
 
 
-def triton_facts(config: Config, entries: list[TritonEntry], targets: tuple[str, ...], *, jobs: int,
-                 progress: Progress | None = None, sass_all: bool = False, pool: Pool | None = None,
-                 captured: list[CapturedSpec] | None = None, toolchain: dict[str, str] | None = None) -> CompileRun:
-    """The facts of every registered launch and captured specialisation of the project's Triton kernels
-    (`toolchain`: Triton's, resolved before the run's first compile)."""
+def triton_facts(config: Config, entries: list[TritonEntry], targets: tuple[str, ...], *, jobs: int, plan: ArtifactPlan,
+                 progress: Progress | None = None, pool: Pool | None = None, captured: list[CapturedSpec] | None = None,
+                 toolchain: dict[str, str] | None = None) -> CompileRun:
+    """The facts of every registered launch and captured specialisation of the project's Triton kernels, with the
+    SASS `plan` wants (`toolchain`: Triton's, resolved before the run's first compile)."""
     facts = Facts(Cache(config.root / config.cache_dir, config.cache_dir))
-    compilation = compile_triton(config, entries, targets, jobs=jobs, progress=progress, sass_all=sass_all, pool=pool,
-                                 captured=captured, usable=facts.usable, toolchain=toolchain)
+    compilation = compile_triton(config, entries, targets, jobs=jobs, progress=progress, pool=pool, captured=captured,
+                                 needs=partial(lacking_sass, facts, plan), analyse=WorkerFacts(facts.cache, plan),
+                                 toolchain=toolchain)
     run = _run_of(compilation)
     recorded = {(c.spec.kernel, c.spec.variant): c for c in captured or ()}
     for unit in compilation.units:
@@ -167,7 +164,7 @@ def triton_facts(config: Config, entries: list[TritonEntry], targets: tuple[str,
             for _symbol, item in found:
                 item = with_captures(item, recorded.get((item.kernel, item.variant)),
                                      config.device_independent_launchers)
-                run.facts.append(item)
+                run.facts.append(as_planned(item, plan))
                 run.cubins[item.key] = unit.cubin
         else:
             run.failures.append(_failure(unit, found or "the compile's artifacts could not be read back from the cache"))
@@ -184,19 +181,19 @@ def with_captures(item: KernelFacts, entry: CapturedSpec | None, device_independ
     return replace(item, captured=entry.environments_for(item.target))
 
 
-def cuda_facts(config: Config, targets: tuple[str, ...], *, jobs: int, progress: Progress | None = None,
-               sass_all: bool = False, kernels: list[str] | None = None, pool: Pool | None = None,
+def cuda_facts(config: Config, targets: tuple[str, ...], *, jobs: int, plan: ArtifactPlan,
+               progress: Progress | None = None, kernels: list[str] | None = None, pool: Pool | None = None,
                files: frozenset[str] | None = None, found: CudaCompilers | None = None,
                durations: dict[str, float] | None = None) -> CompileRun:
-    """The facts of every kernel the configured CUDA sources define, for every target.
+    """The facts of every kernel the configured CUDA sources define, for every target, with the SASS `plan` wants.
 
     `files`: only these sources (a shard's slice); `kernels`: only the kernels these globs name; `found`: the
     compilers, resolved before the run's first compile; `durations`: the seconds earlier runs took per file (the
     timings file), to start the longest compiles first. A fresh compile's facts are read in its worker."""
     facts = Facts(Cache(config.root / config.cache_dir, config.cache_dir))
     compilation = compile_cuda(config, targets, jobs=jobs, progress=progress, pool=pool, files=files, kernels=kernels,
-                               needs=lambda unit: _lacking_sass(facts, unit, sass_all), found=found,
-                               analyse=WorkerFacts(facts.cache, sass_all), durations=durations)
+                               needs=partial(lacking_sass, facts, plan), found=found,
+                               analyse=WorkerFacts(facts.cache, plan), durations=durations)
     run = _run_of(compilation)
     built: list[tuple[Compiled, str, KernelFacts]] = []
     for unit in compilation.units:
@@ -205,7 +202,7 @@ def cuda_facts(config: Config, targets: tuple[str, ...], *, jobs: int, progress:
             built += [(unit, symbol, item) for symbol, item in found]
         else:
             run.failures.append(_failure(unit, found or "the compile's artifacts could not be read back from the cache"))
-    run.facts = finish(built, compilation.sites or [], kernels, sass_all)
+    run.facts = finish(built, compilation.sites or [], kernels, plan)
     for unit, _symbol, item in built:
         run.cubins[item.key] = unit.cubin
     run.cubins = {f.key: run.cubins[f.key] for f in run.facts}
@@ -214,61 +211,58 @@ def cuda_facts(config: Config, targets: tuple[str, ...], *, jobs: int, progress:
     return run
 
 
-def reads_sass(facts: KernelFacts, patterns: dict[str, list[str]], sass_all: bool = False) -> bool:
-    """Whether a rule will read a CUDA kernel's SASS (disassembly costs about half a second per cubin).
-
-    pdl-missing-wait confirms `ACQBULK` for a PDL kernel whose PTX waits before every write (a load before the
-    wait may be one it is declared to make);
-    block-scale-missing names the SASS MMA of a kernel whose PTX lacks the block-scaled one;
-    local-memory-in-loop reads where the local memory of a kernel with a stack frame is used.
-    """
-    if sass_all or facts.resources.stack_bytes > 0:
-        return True
-    entry = facts.entry
-    if matches(facts.kernel, patterns["pdl"]) and entry.has_wait and not any(
-            a.writes or a.opaque for a in entry.unwaited_accesses):
-        return True
-    return matches(facts.kernel, patterns["block_scale"]) and not any("block_scale" in op for op in entry.mma)
+def as_planned(item: KernelFacts, plan: ArtifactPlan) -> KernelFacts:
+    """A kernel's facts as the run's plan asks for them: without the facts read from SASS where no selected rule
+    reads the kernel's SASS, so that a report does not depend on what an earlier run left in the cache."""
+    return item if plan.wants(Artifact.SASS, item) else item.without(Artifact.SASS)
 
 
-def _lacking_sass(facts: Facts, unit: Compiled, sass_all: bool) -> list[str] | None:
-    """The symbols of a CUDA unit whose SASS a rule reads and its listing lacks, with the functions each calls (a
-    function ptxas lists apart, `-rdc=true`, is part of its kernel's SASS); None where it cannot be read."""
-    found = facts.of(unit, keep=False)
+def lacking_sass(facts: Facts, plan: ArtifactPlan, unit: Compiled) -> list[str] | None:
+    """The symbols of a unit whose SASS the plan wants and its listing lacks, with the functions each calls (a
+    function ptxas lists apart, `-rdc=true`, is part of its kernel's SASS); None where the unit cannot be read (a
+    damaged artifact, a Triton variant whose lines no longer place in its file): it is compiled again.
+
+    A CUDA kernel is judged with what the configuration and the launch sites say of it (PDL, expectations, kind),
+    the kernels of the unit's own file taken for all of a template's instantiations (`configured`)."""
+    found = facts.placed(unit, keep=False)
     if found is None:
         return None
     if isinstance(found, str):
         return []  # reported as a failure; disassembly would not help
-    patterns = unit.context["sass_patterns"]
-    lacking = list(dict.fromkeys(name for symbol, item in found if item.sass is None
-                                 and reads_sass(item, patterns, sass_all) for name in (symbol, *item.entry.calls)))
+    items = [item for _symbol, item in found]
+    if unit.language == "cuda":
+        items = configured([(unit, item) for item in items], unit.launch_sites)
+    lacking = list(dict.fromkeys(name for (symbol, built), item in zip(found, items)
+                                 if not built.has(Artifact.SASS) and plan.wants(Artifact.SASS, item)
+                                 for name in (symbol, *built.entry.calls)))
     if not lacking:
         facts.of(unit)  # these are the unit's facts: kept
     return lacking
 
 
-def finish(built: list[tuple[Compiled, str, KernelFacts]], sites: list[LaunchSite], kernels: list[str] | None,
-           sass_all: bool) -> list[KernelFacts]:
-    """CUDA kernels' facts with what the configuration and the launch sites say: PDL, expectations, kind.
-
-    SASS is kept only where a rule reads it (or `--sass` asked for it), so the output does not
-    depend on what an earlier run happened to leave in the cache.
-    """
+def configured(built: list[tuple[Compiled, KernelFacts]], sites: tuple[LaunchSite, ...] | list[LaunchSite]
+               ) -> list[KernelFacts]:
+    """CUDA kernels' facts with what the configuration and the launch sites say: PDL, expectations, kind. A launch
+    site that names a template's arguments makes that instantiation PDL (of those `built` holds)."""
     instantiations: dict[str, set[str]] = {}
-    for _unit, _symbol, item in built:
+    for _unit, item in built:
         name = item.kernel
         if "<" in name:
             instantiations.setdefault(base_name(name), set()).add("".join(name[name.index("<"):].split()))
     out = []
-    for unit, _symbol, item in built:
-        if kernels and not matches(item.kernel, kernels):
-            continue
+    for unit, item in built:
         plan = unit.context
-        sass = item.sass if reads_sass(item, plan["sass_patterns"], sass_all) else None
         expect = tuple(sorted({e for pattern, items in plan["expect"].items()
                                if matches(item.kernel, [pattern]) for e in items}))
         kind = next((k for pattern, k in sorted(plan["kind"].items()) if matches(item.kernel, [pattern])), "other")
-        pdl = matches(item.kernel, plan["pdl"]) or pdl_launched(item.kernel, sites, instantiations) is not None
-        out.append(replace(item, pdl=pdl, expect=expect, kind=kind, sass=sass))
+        pdl = matches(item.kernel, plan["pdl"]) or pdl_launched(item.kernel, list(sites), instantiations) is not None
+        out.append(replace(item, pdl=pdl, expect=expect, kind=kind))
     return out
 
+
+def finish(built: list[tuple[Compiled, str, KernelFacts]], sites: list[LaunchSite], kernels: list[str] | None,
+           plan: ArtifactPlan) -> list[KernelFacts]:
+    """CUDA kernels' facts as the run reports them: configured (`configured`), those the `--kernel` globs name, each
+    with its SASS where the plan wants it (`as_planned`)."""
+    every = configured([(unit, item) for unit, _symbol, item in built], sites)
+    return [as_planned(item, plan) for item in every if not kernels or matches(item.kernel, kernels)]

@@ -106,6 +106,81 @@ def local_in_loops(text: str, indirect: dict[str, dict[int, tuple[int, ...]]] | 
     return found
 
 
+@dataclass(frozen=True)
+class GlobalLoad:
+    """A global load (`LDG`) of a loop's body: its opcode, the bits it reads per thread, its address as a register
+    and a byte offset (`[R2.64+0x10]`: "R2", 16; the register "" where the address is not that simple), and whether
+    every trip reaches it (False where a branch of the loop's body, before it, jumps past it: one side of an `if`)."""
+
+    opcode: str
+    bits: int
+    base: str
+    offset: int
+    every_trip: bool = True
+
+
+@dataclass(frozen=True)
+class LoopLoads:
+    """The global loads that one trip of a loop of a function's listing makes: those inside the loop's span (from
+    the backward branch's target to the branch) and inside no loop nested in it."""
+
+    first: int  # the address of the loop's first instruction
+    last: int  # the address of its backward branch
+    loads: tuple[GlobalLoad, ...]
+
+
+# An LDG's modifiers that say how many bits it reads (LDG.E = 32); U8/S8 and U16/S16 load one narrow element.
+_LOAD_BITS = {"U8": 8, "S8": 8, "U16": 16, "S16": 16, "64": 64, "128": 128, "256": 256}
+# An address: a register (or uniform register) of 32 or 64 bits and an optional immediate byte offset, the last
+# bracketed operand (`desc[UR4][R2.64+0x10]`, `[R4+-0x8]`).
+_ADDRESS = re.compile(r"\[(U?R\d+)(?:\.64)?(?:\+(-?)(0x[0-9a-f]+|\d+))?\]\s*$")
+
+
+def load_width(opcode: str) -> int:
+    """The bits an `LDG` reads per thread, from its modifiers (`LDG.E.U8`: 8, `LDG.E.128`: 128, `LDG.E`: 32)."""
+    return next((_LOAD_BITS[part] for part in reversed(opcode.split(".")[1:]) if part in _LOAD_BITS), 32)
+
+
+def loop_loads(text: str, indirect: dict[str, dict[int, tuple[int, ...]]] | None = None
+               ) -> dict[str, tuple[LoopLoads, ...]]:
+    """Per function, the global loads of each trip of each of its loops (the loops whose body loads anything).
+
+    A loop is the span from a backward branch's target up to the branch (every branch back to one target is one
+    loop: the latest of them ends it; a `BRX` through a jump table goes where the cubin says, `indirect`). Each
+    load belongs to the innermost loop around it: what one trip of that loop reads; a load that a branch inside the
+    loop, before it, jumps past (to a place inside the loop) is not read on every trip (`GlobalLoad.every_trip`)."""
+    found: dict[str, tuple[LoopLoads, ...]] = {}
+    for name, body in _functions(text).items():
+        ends: dict[int, int] = {}
+        for address, op, operands in body:
+            for target in _jump_targets(address, op, operands, (indirect or {}).get(name, {})):
+                if target < address:
+                    ends[target] = max(ends.get(target, address), address)
+        spans = sorted(ends.items(), key=lambda span: span[1] - span[0])
+        forward = [(address, target) for address, op, operands in body
+                   for target in _jump_targets(address, op, operands, (indirect or {}).get(name, {})) if target > address]
+        trips: dict[tuple[int, int], list[GlobalLoad]] = {}
+        for address, op, operands in body:
+            if op.split(".")[0] != "LDG":
+                continue
+            span = next(((lo, hi) for lo, hi in spans if lo <= address <= hi), None)
+            if span is not None:
+                # A jump out of the loop (past its back edge) ends the trip that takes it: not one side of an `if`.
+                skipped = any(span[0] <= at < address < target <= span[1] for at, target in forward)
+                trips.setdefault(span, []).append(_global_load(op, operands, every_trip=not skipped))
+        found[name] = tuple(LoopLoads(lo, hi, tuple(loads)) for (lo, hi), loads in sorted(trips.items()))
+    return found
+
+
+def _global_load(op: str, operands: str, *, every_trip: bool) -> GlobalLoad:
+    address = _ADDRESS.search(operands.strip())
+    if address is None:
+        return GlobalLoad(op, load_width(op), "", 0, every_trip)
+    sign, offset = address.group(2), address.group(3) or "0"
+    value = int(offset, 16) if offset.startswith("0x") else int(offset)
+    return GlobalLoad(op, load_width(op), address.group(1), -value if sign else value, every_trip)
+
+
 def _looped(body: list[tuple[int, str, str]], tables: dict[int, tuple[int, ...]]) -> set[int]:
     """The addresses of a listing that run once per trip of some loop: inside a loop's span, or in a
     subroutine called from there. A call through a register (`CALL.REL.NOINC R2 0x0`: a function pointer) may

@@ -17,6 +17,7 @@ from kgate.compile import preflight
 from kgate.compile.cache import unusable as cache_unusable
 from kgate.compile.engine import Progress, default_jobs, worker_env
 from kgate.compile.pool import Pool
+from kgate.core.artifacts import ArtifactPlan
 from kgate.core.config import KNOWN_TARGETS, Config, TritonEntry
 from kgate.core.cute import CuteEntry
 from kgate.core.errors import ConfigError
@@ -26,6 +27,7 @@ from kgate.core.selection import Selection
 from kgate.core.suppress import for_compiled
 from kgate.evaluate import causes
 from kgate.evaluate import compiled as evaluate
+from kgate.evaluate.plan import selection_plan
 from kgate.facts.run import CompileRun, cuda_facts, triton_facts
 from kgate.pipeline.lint import run_lint
 from kgate.ratchet import gate as ratchet
@@ -69,7 +71,8 @@ def run_check(config: Config, selection: Selection, options: CheckOptions,
     plan = shard.plan(config, kernels, options.shard, use_timings=not options.no_cache) \
         if options.shard else None
     entries, captured = select_units(registered, recorded, options, plan.kernels if plan else None)
-    compiled, covered = compile_kernels(config, entries, captured, options, progress,
+    artifacts = selection_plan(selection, sass_every=options.sass)
+    compiled, covered = compile_kernels(config, entries, captured, options, artifacts, progress,
                                         files=plan.files if plan else None)
     if plan is None and not nothing:
         # A shard may get no unit of a project that has some; the whole run must gate one.
@@ -162,10 +165,10 @@ def entry_language(entry: TritonEntry | CuteEntry) -> str:
 
 
 def compile_kernels(config: Config, entries: list[Entry], captured: list[CapturedSpec], options: CheckOptions,
-                    progress: Progress | None = None, files: frozenset[str] | None = None,
+                    plan: ArtifactPlan, progress: Progress | None = None, files: frozenset[str] | None = None,
                     ) -> tuple[CompileRun, frozenset[str]]:
-    """Compile the selected Triton units and the configured CUDA sources (cached); the run and the kernel names it
-    covered. `files`: only these CUDA sources (a shard's slice)."""
+    """Compile the selected Triton units and the configured CUDA sources (cached), with the artifacts `plan` asks
+    for; the run and the kernel names it covered. `files`: only these CUDA sources (a shard's slice)."""
     targets = resolve_targets(config, options.targets)
     jobs = options.jobs or config.jobs or default_jobs()
     cuda_config = config.cuda if options.language in (None, "cuda") else ()
@@ -183,12 +186,12 @@ def compile_kernels(config: Config, entries: list[Entry], captured: list[Capture
         cfg = replace(config, cache_dir=str(Path(scratch).resolve())) if options.no_cache else config
         # One pool of compile workers for Triton and CUDA kernels alike.
         with Pool(jobs, worker_env(cfg)) as pool:
-            triton = triton_facts(cfg, entries, targets, jobs=jobs, progress=progress, sass_all=options.sass,
-                                  pool=pool, captured=captured, toolchain=found.triton)
+            triton = triton_facts(cfg, entries, targets, jobs=jobs, plan=plan, progress=progress, pool=pool,
+                                  captured=captured, toolchain=found.triton)
             # The compile seconds earlier runs recorded (the timings file that sharding reads) start the longest
             # CUDA compile first.
             durations = {} if options.no_cache else shard.load_timings(config)
-            cuda = cuda_facts(replace(cfg, cuda=cuda_config), targets, jobs=jobs, progress=progress, sass_all=options.sass,
+            cuda = cuda_facts(replace(cfg, cuda=cuda_config), targets, jobs=jobs, plan=plan, progress=progress,
                               kernels=list(options.kernels) or None, pool=pool, files=files, found=found.cuda,
                               durations=durations)
     covered = frozenset({e.kernel for e in entries} | {c.spec.kernel for c in captured} | {f.kernel for f in cuda.facts}

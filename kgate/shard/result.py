@@ -160,7 +160,7 @@ def _read(path: str, data: dict[str, Any]) -> Shard:
     failures = [_failure(f"failures[{i}]", item) for i, item in enumerate(data["failures"])]
     raw = [_finding(f"compiled_findings[{i}]", item) for i, item in enumerate(data["compiled_findings"])]
     _unique("facts", [f.key for f in facts])
-    _unique("failures", [(f.kernel, f.variant, f.target, f.rule) for f in failures])
+    _unique("failures", [(f.kernel, f.variant, f.target, f.kind) for f in failures])
     return Shard(path, data, facts, failures, raw, _source(data["source"]))
 
 
@@ -366,7 +366,7 @@ def _check_facts(shards: list[Shard]) -> None:
         files = {f for u in shard.data["slice"] if u.startswith("cuda:") for f in u.split(":", 1)[1].split("+")}
         # A CUDA kernel's variant is its file (its definition may be in a header).
         records: list[tuple[tuple[str, ...], str]] = [(f.key, f.kernel if f.language == "triton" else f.variant) for f in shard.facts]
-        records += [((f.kernel, f.variant, f.target, f.rule), f.kernel if f.kernel in kernels else f.path)
+        records += [((f.kernel, f.variant, f.target, f.kind), f.kernel if f.kernel in kernels else f.path)
                     for f in shard.failures]
         for key, unit in records:
             if unit not in kernels and unit not in files:

@@ -83,6 +83,7 @@ from kgate.collect.pylaunch import RUNTIME, UNKNOWN, Launches, Names
 from kgate.collect.pyproject import Modules, checks_kernels, modules
 from kgate.collect.pyscopes import launch_lines
 from kgate.collect.source import SourceFile
+from kgate.core.artifacts import Artifact
 from kgate.core.findings import Severity
 from kgate.core.rule import CaptureContext, CapturedKernel, Option, Report, Rule, SourceContext
 
@@ -206,4 +207,5 @@ RULE = Rule(
     prefilter=(b"constexpr", b"]("),  # a kernel's parameters, or a launch (of a kernel another module defines)
     requires=(py.TRITON_MARKERS,),  # it reads only modules that reach Triton
     source_check=source_check,
+    reads=frozenset({Artifact.CAPTURE, Artifact.SOURCE}),
 )

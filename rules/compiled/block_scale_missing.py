@@ -48,6 +48,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from kgate.core.artifacts import Artifact
 from kgate.core.findings import Severity
 from kgate.core.rule import CompiledContext, Report, Rule
 from kgate.facts.callgraph import INDIRECT
@@ -73,10 +74,14 @@ def _emitted(facts: KernelFacts) -> str:
     return "; ".join(parts)
 
 
+def misses_block_scale(facts: KernelFacts) -> bool:
+    """Whether a kernel expected to use block-scaled MMA has none in its PTX: the kernels whose SASS this rule reads
+    (to name the MMA the compiler emitted instead)."""
+    return "block_scale" in facts.expect and not any("block_scale" in op for op in facts.entry.mma)
+
+
 def check(facts: KernelFacts, ctx: CompiledContext) -> Iterable[Report]:
-    if "block_scale" not in facts.expect:
-        return
-    if any("block_scale" in op for op in facts.entry.mma):
+    if not misses_block_scale(facts):
         return
     emitted = _emitted(facts)
     if not ctx.profile.block_scaled_mma:
@@ -96,4 +101,6 @@ RULE = Rule(
     summary="A kernel expected to use block-scaled MMA compiled without it",
     check=check,
     doc=__doc__ or "",
+    reads=frozenset({Artifact.PTX, Artifact.SASS}),
+    sass_when=misses_block_scale,
 )

@@ -51,9 +51,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from kgate.core.artifacts import Artifact
 from kgate.core.findings import Severity
 from kgate.core.rule import CompiledContext, Report, Rule
 from kgate.facts.model import KernelFacts
+
+
+def has_stack_frame(facts: KernelFacts) -> bool:
+    """Whether ptxas gave the kernel a stack frame: the kernels whose SASS this rule reads (where its local memory
+    is used)."""
+    return facts.resources.stack_bytes > 0
 
 
 def check(facts: KernelFacts, ctx: CompiledContext) -> Iterable[Report]:
@@ -77,4 +84,6 @@ RULE = Rule(
     doc=__doc__ or "",
     measures=("spill_bytes", "stack_bytes"),  # spills live in the stack frame: both grow together
     caused_by=("KG103",),  # the local memory of a variant that spills is (at least) its spill
+    reads=frozenset({Artifact.PTXAS_LOG, Artifact.PTX, Artifact.SASS}),
+    sass_when=has_stack_frame,
 )

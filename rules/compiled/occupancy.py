@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from kgate.core.artifacts import Artifact
 from kgate.core.findings import Severity
 from kgate.core.rule import CompiledContext, Option, Report, Rule
 from kgate.facts.model import KernelFacts
@@ -65,4 +66,5 @@ RULE = Rule(
         "min_warps_per_subcore": Option(5, "latency-hiding threshold", int, minimum=1),
         "kinds": Option(["elementwise", "reduction"], "kernel kinds checked", list, str),
     },
+    reads=frozenset({Artifact.PTXAS_LOG}),
 )

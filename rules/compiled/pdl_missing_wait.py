@@ -98,6 +98,7 @@ import os
 from collections.abc import Iterable
 
 from kgate.collect.cuda_names import name_forms
+from kgate.core.artifacts import Artifact
 from kgate.core.findings import Related, Severity
 from kgate.core.rule import CompiledContext, Option, Report, Rule
 from kgate.facts.callgraph import INDIRECT
@@ -235,6 +236,12 @@ def finding(facts: KernelFacts, reported: list[GlobalAccess], strict: bool) -> R
     return Report(f"{head}: " + "; ".join(parts), severity=severity, related=places)
 
 
+def reads_its_sass(facts: KernelFacts) -> bool:
+    """Whether the rule reads a kernel's SASS (to confirm its wait there, `ACQBULK`): a PDL kernel that waits and
+    writes nothing before the wait, on any path."""
+    return facts.pdl and facts.entry.has_wait and not any(_writes(a) for a in facts.entry.unwaited_accesses)
+
+
 def check(facts: KernelFacts, ctx: CompiledContext) -> Iterable[Report]:
     if not facts.pdl:
         return
@@ -262,4 +269,6 @@ RULE = Rule(
                                      "before it writes them)", dict, items=str),
         "strict": Option(False, "every global access before griddepcontrol.wait is an error, a load too", bool),
     },
+    reads=frozenset({Artifact.PTX, Artifact.SASS}),
+    sass_when=reads_its_sass,
 )

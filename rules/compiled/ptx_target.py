@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from kgate.core.artifacts import Artifact
 from kgate.core.findings import Severity
 from kgate.core.rule import CompiledContext, Report, Rule
 from kgate.facts.model import KernelFacts
@@ -60,4 +61,5 @@ RULE = Rule(
     summary="PTX .target is not the arch-specific target requested",
     check=check,
     doc=__doc__ or "",
+    reads=frozenset({Artifact.PTX}),
 )

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from kgate.core.artifacts import Artifact
 from kgate.core.findings import Severity
 from kgate.core.rule import CompiledContext, Option, Report, Rule
 from kgate.facts.model import KernelFacts
@@ -55,4 +56,5 @@ RULE = Rule(
     doc=__doc__ or "",
     options={"threshold": Option(240, "report at or above this many registers per thread", int, minimum=1)},
     measures=("registers",),
+    reads=frozenset({Artifact.PTXAS_LOG}),
 )

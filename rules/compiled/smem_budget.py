@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from kgate.core.artifacts import Artifact
 from kgate.core.findings import Severity
 from kgate.core.rule import CompiledContext, Report, Rule
 from kgate.facts.model import KernelFacts
@@ -63,4 +64,5 @@ RULE = Rule(
     check=check,
     doc=__doc__ or "",
     measures=("smem_bytes",),
+    reads=frozenset({Artifact.PTXAS_LOG, Artifact.TTGIR}),
 )

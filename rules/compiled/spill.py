@@ -38,6 +38,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from kgate.core.artifacts import Artifact
 from kgate.core.findings import Severity
 from kgate.core.rule import CompiledContext, Option, Report, Rule
 from kgate.facts.model import KernelFacts, Resources
@@ -82,4 +83,5 @@ RULE = Rule(
     },
     measures=("spill_bytes", "stack_bytes"),  # spills live in the stack frame: both grow together
     caused_by=("KG102",),  # a spill at the register ceiling is the ceiling's
+    reads=frozenset({Artifact.PTXAS_LOG, Artifact.PTX}),
 )

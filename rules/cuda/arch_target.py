@@ -174,6 +174,7 @@ from kgate.collect.build_handoff import handed_on
 from kgate.collect.build_settings import settings
 from kgate.collect.build_sources import arch_uses, included, owned_sources
 from kgate.collect.build_units import Unit, Units, units
+from kgate.core.artifacts import Artifact
 from kgate.core.findings import Severity
 from kgate.core.fix import Applicability, Edit, Fix
 from kgate.core.rule import READS_BEYOND, Option, Report, Rule, SourceContext
@@ -393,4 +394,5 @@ RULE = Rule(
     files=("CMakeLists.txt", "*.cmake", "setup.py", "*.py", "Makefile", "makefile", "GNUmakefile", "*.mk",
            "*.sh", "CMakePresets.json"),
     prefilter=(b"sm_", b"compute_", b"CUDA_ARCHITECTURES", b"TORCH_CUDA_ARCH_LIST"),
+    reads=frozenset({Artifact.SOURCE}),
 )

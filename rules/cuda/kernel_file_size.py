@@ -39,6 +39,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from kgate.collect.cpp_text import blanked
+from kgate.core.artifacts import Artifact
 from kgate.core.findings import Severity
 from kgate.core.rule import Option, Report, Rule, SourceContext
 
@@ -69,4 +70,5 @@ RULE = Rule(
     files=("*.cu",),
     prefilter=(b"__global__",),
     opt_in=True,
+    reads=frozenset({Artifact.SOURCE}),
 )

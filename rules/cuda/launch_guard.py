@@ -192,6 +192,7 @@ from kgate.collect.cpp_flow import braceless_body, column, function_body, line_a
 from kgate.collect.cpp_text import Scopes, blanked
 from kgate.collect.cuda_checks import TORCH_LAUNCH_CHECKS
 from kgate.collect.launch_search import Search, Unchecked, search
+from kgate.core.artifacts import Artifact
 from kgate.core.findings import Related, Severity
 from kgate.core.fix import Applicability, Edit, Fix
 from kgate.core.rule import READS_BEYOND, Option, Report, Rule, SourceContext
@@ -352,4 +353,5 @@ RULE = Rule(
     },
     files=("*.cu", "*.cuh", "*.cpp", "*.cc", "*.cxx", "*.h", "*.hpp"),
     prefilter=(b"<<<", b"cudaLaunchKernelEx"),
+    reads=frozenset({Artifact.SOURCE}),
 )

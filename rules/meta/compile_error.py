@@ -42,6 +42,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from kgate.core.artifacts import Artifact
 from kgate.core.findings import Severity
 from kgate.core.rule import Report, Rule
 
@@ -58,4 +59,5 @@ RULE = Rule(
     summary="A registered or captured kernel variant failed to compile",
     check=check,
     doc=__doc__ or "",
+    reads=frozenset({Artifact.SOURCE}),
 )

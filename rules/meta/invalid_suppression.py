@@ -52,6 +52,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from kgate.core.artifacts import Artifact
 from kgate.core.findings import Severity
 from kgate.core.rule import Report, Rule
 
@@ -86,4 +87,5 @@ RULE = Rule(
     summary="A kgate: ignore comment without a reason or naming an unknown code",
     check=check,
     doc=__doc__ or "",
+    reads=frozenset({Artifact.SOURCE}),
 )

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from kgate.core.artifacts import Artifact
 from kgate.core.findings import Severity
 from kgate.core.rule import Report, Rule
 
@@ -44,4 +45,5 @@ RULE = Rule(
     summary="Captured specialisations that no longer fit their kernel",
     check=check,
     doc=__doc__ or "",
+    reads=frozenset({Artifact.CAPTURE}),
 )

@@ -42,6 +42,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from kgate.core.artifacts import Artifact
 from kgate.core.findings import Severity
 from kgate.core.rule import Report, Rule
 
@@ -62,4 +63,5 @@ RULE = Rule(
     summary="A source file that cannot be read, decoded or parsed",
     check=check,
     doc=__doc__ or "",
+    reads=frozenset({Artifact.SOURCE}),
 )

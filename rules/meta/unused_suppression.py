@@ -39,6 +39,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from kgate.core.artifacts import Artifact
 from kgate.core.findings import Severity
 from kgate.core.fix import Applicability, Edit, Fix
 from kgate.core.rule import Report, Rule
@@ -67,4 +68,5 @@ RULE = Rule(
     summary="A kgate: ignore comment that silences nothing",
     check=check,
     doc=__doc__ or "",
+    reads=frozenset({Artifact.SOURCE}),
 )

@@ -186,6 +186,7 @@ from typing import Any, cast
 from kgate.collect import pyautotune, pysparse
 from kgate.collect import pysource as py
 from kgate.collect.source import SourceFile
+from kgate.core.artifacts import Artifact
 from kgate.core.findings import Severity
 from kgate.core.rule import READS_BEYOND, Report, Rule, SourceContext
 
@@ -1250,4 +1251,5 @@ RULE = Rule(
     files=("*.py",),
     prefilter=(b"atomic_", b"autotune"),
     requires=(py.TRITON_MARKERS,),  # it reads only modules that reach Triton
+    reads=frozenset({Artifact.SOURCE}),
 )

@@ -59,6 +59,7 @@ from collections.abc import Iterable
 
 from kgate.collect import pysource as py
 from kgate.collect.source import SourceFile
+from kgate.core.artifacts import Artifact
 from kgate.core.findings import Severity
 from kgate.core.rule import Report, Rule, SourceContext
 
@@ -116,4 +117,5 @@ RULE = Rule(
     # The rule runs only on files holding one of these bytes: keep it narrow.
     prefilter=(b"print",),
     requires=(py.TRITON_MARKERS,),  # it reads only modules that reach Triton
+    reads=frozenset({Artifact.SOURCE}),
 )

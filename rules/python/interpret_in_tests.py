@@ -70,6 +70,7 @@ from collections.abc import Iterable, Iterator
 
 from kgate.collect import pysource as py
 from kgate.collect.source import SourceFile
+from kgate.core.artifacts import Artifact
 from kgate.core.findings import Severity
 from kgate.core.fix import Applicability, Edit, Fix
 from kgate.core.rule import Report, Rule, SourceContext
@@ -413,4 +414,5 @@ RULE = Rule(
     doc=__doc__ or "",
     files=(*_PYTHON_FILES, *_INI_SECTIONS, "pyproject.toml", "pytest.toml", ".pytest.toml"),
     prefilter=(b"TRITON_INTERPRET", b"knobs"),
+    reads=frozenset({Artifact.SOURCE}),
 )

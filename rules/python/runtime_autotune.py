@@ -177,6 +177,7 @@ from kgate.collect import pysource as py
 from kgate.collect.pylaunch import BOUNDED, MODEL, RUNTIME, UNKNOWN, Launches, Names, Verdict, worst
 from kgate.collect.pyproject import modules
 from kgate.collect.source import SourceFile
+from kgate.core.artifacts import Artifact
 from kgate.core.findings import Severity
 from kgate.core.rule import Option, Report, Rule, SourceContext
 
@@ -321,4 +322,5 @@ RULE = Rule(
     prefilter=(b"autotune",),
     requires=(py.TRITON_MARKERS,),  # it reads only modules that reach Triton
     prefilter_options=("autotune-wrappers",),
+    reads=frozenset({Artifact.SOURCE}),
 )

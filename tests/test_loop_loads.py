@@ -1,0 +1,118 @@
+"""The global loads inside loops, as the facts read them from the PTX (`PtxEntry.looped_loads`) and from the SASS
+(`KernelFacts.loop_loads`): what one trip of each loop loads, how wide, and from which address.
+
+Hand-written listings pin the parsing; nvcc's and cuobjdump's own output on a small file pins the reading of
+real code, each figure compared with the listing itself, never with a number written here.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from kgate.facts.ptx import load_bits, parse_ptx
+from kgate.facts.sass import GlobalLoad, load_width, loop_loads
+from kgate.support import tools
+
+SOURCE = r"""
+#include <cstdint>
+extern "C" __global__ void bytes(const uint8_t* __restrict__ data, unsigned* out, int n) {
+    unsigned sum = 0;
+    for (int i = threadIdx.x * 16; i < n; i += blockDim.x * 16) {
+#pragma unroll
+        for (int j = 0; j < 16; ++j) sum += data[i + j];
+    }
+    atomicAdd(out, sum);
+}
+extern "C" __global__ void words(const uint4* __restrict__ data, unsigned* out, int n) {
+    unsigned sum = 0;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) { uint4 v = data[i]; sum += v.x ^ v.y ^ v.z ^ v.w; }
+    atomicAdd(out, sum);
+}
+extern "C" __global__ void once(const uint8_t* __restrict__ data, unsigned* out) {
+    out[threadIdx.x] = data[threadIdx.x] + data[threadIdx.x + 1];
+}
+"""
+
+
+def test_load_widths_from_the_opcode() -> None:
+    assert [load_width(op) for op in ("LDG.E.U8", "LDG.E.S16.CONSTANT", "LDG.E", "LDG.E.64", "LDG.E.128",
+                                      "LDG.E.LTC128B.128", "LDG.E.EL.CONSTANT")] == [8, 16, 32, 64, 128, 128, 32]
+    assert [load_bits(op) for op in ("ld.global.nc.u8", "ld.global.v4.b32", "ld.global.v2.f32", "ld.global.b16",
+                                     "ld.global.nc.L1::no_allocate.v4.u32", "ld.global.v2.b64")] == [
+        8, 128, 64, 16, 128, 128]
+
+
+def test_each_load_belongs_to_the_innermost_loop_around_it() -> None:
+    text = "\n".join([
+        "        Function : k",
+        "        /*0000*/                   LDG.E.U8 R1, desc[UR4][R2.64] ;",  # before any loop
+        "        /*0010*/                   LDG.E.U8 R3, desc[UR4][R2.64+0x1] ;",  # outer loop's body
+        "        /*0020*/              @!P0 LDG.E.U16 R5, desc[UR4][R6.64+-0x4] ;",  # inner loop: a negative offset
+        "        /*0028*/              @P5 BRA 0x80 ;",  # an exit from both loops: the trips that go on read what follows
+        "        /*0030*/                   LDG.E R7, [R8+0x10] ;",  # a 32-bit address
+        "        /*0040*/                   LDG.E.128 R12, desc[UR4][R2.64+UR5] ;",  # not a register and an offset
+        "        /*0048*/              @P4 BRA 0x50 ;",  # one side of an `if`: jumps past the next load
+        "        /*004c*/                   LDG.E R9, [R8+0x14] ;",
+        "        /*0050*/              @P1 BRA 0x20 ;",  # the inner loop's first back edge
+        "        /*0060*/              @P2 BRA 0x20 ;",  # its second: one loop, to the later one
+        "        /*0070*/              @P3 BRA 0x10 ;",  # the outer loop
+        "        /*0080*/                   EXIT ;",
+        "        /*0090*/                   BRA 0x90;",  # the idle loop after EXIT: no loop
+    ])
+    loops = loop_loads(text)["k"]
+    assert [(loop.first, loop.last) for loop in loops] == [(0x10, 0x70), (0x20, 0x60)]
+    assert loops[0].loads == (GlobalLoad("LDG.E.U8", 8, "R2", 1),)
+    assert loops[1].loads == (GlobalLoad("LDG.E.U16", 16, "R6", -4), GlobalLoad("LDG.E", 32, "R8", 16),
+                              GlobalLoad("LDG.E.128", 128, "", 0), GlobalLoad("LDG.E", 32, "R8", 20, every_trip=False))
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    """(PTX, SASS listing) of SOURCE for sm_120a, as nvcc and the bundled cuobjdump write them."""
+    cuobjdump = tools.bundled_tool("cuobjdump")
+    if shutil.which("nvcc") is None or cuobjdump is None:
+        pytest.skip("nvcc and cuobjdump are needed")
+    folder = tmp_path_factory.mktemp("loads")
+    (folder / "loads.cu").write_text(SOURCE, encoding="utf-8")
+    for kind in ("ptx", "cubin"):
+        subprocess.run(["nvcc", f"-{kind}", "-arch=sm_120a", "-o", str(folder / f"loads.{kind}"),
+                        str(folder / "loads.cu")], check=True, capture_output=True, timeout=300)
+    sass = subprocess.run([str(cuobjdump), "-sass", str(folder / "loads.cubin")], check=True, capture_output=True,
+                          text=True).stdout
+    return (folder / "loads.ptx").read_text(encoding="utf-8"), sass
+
+
+def _listed_loads(sass: str, function: str) -> list[str]:
+    """The LDG lines of one function of a listing."""
+    body = sass.split(f"Function : {function}", 1)[1].split("Function :", 1)[0]
+    return [line for line in body.splitlines() if re.search(r"\bLDG\b", line)]
+
+
+def test_the_ptx_counts_the_loads_inside_loops(built: tuple[str, str]) -> None:
+    ptx, _sass = built
+    entries = {entry.name: entry for entry in parse_ptx(ptx).entries}
+    bytes_loads = entries["bytes"].looped_loads
+    assert bytes_loads and all(load_bits(op) == 8 for op in bytes_loads)
+    assert sum(bytes_loads.values()) == sum(line.count("ld.global") for line in ptx.split(".entry bytes", 1)[1]
+                                            .split(".entry", 1)[0].splitlines())
+    assert all(load_bits(op) == 128 for op in entries["words"].looped_loads)
+    assert entries["once"].looped_loads == {}  # its loads run once: no loop
+
+
+def test_the_sass_holds_one_trip_of_each_loop(built: tuple[str, str]) -> None:
+    _ptx, sass = built
+    found = loop_loads(sass)
+    (trip,) = found["bytes"]
+    listed = _listed_loads(sass, "bytes")
+    # Every byte load of the listing is in the loop, from one register, at consecutive offsets.
+    assert len(trip.loads) == len(listed) > 1
+    assert {load.bits for load in trip.loads} == {8} and len({load.base for load in trip.loads}) == 1
+    assert all(load.every_trip for load in trip.loads)
+    offsets = sorted(load.offset for load in trip.loads)
+    assert offsets == list(range(offsets[0], offsets[0] + len(offsets)))
+    assert [load.bits for trip in found["words"] for load in trip.loads] == [128] * len(_listed_loads(sass, "words"))
+    assert found["once"] == ()  # loads, but no loop
