@@ -23,6 +23,12 @@ edit made while kgate was running is never recorded as seen. A run whose
 outcome depended on its circumstances (a compile that timed out, a worker
 that died) leaves no record.
 
+A `kgate lint` in a folder without a configuration (the defaults, the
+folder its root) leaves its record in that folder's cache as well; the
+record vouches for the configuration's absence: the `kgate.toml` and
+`pyproject.toml` of that folder and of every folder above it are among its
+inputs, so one that appears (or changes) runs it again.
+
 A run record is a cache record: it names its key and its project and
 carries a hash of its content, and a replay checks all three. It can only
 write the report the command line's `-o` names, nothing else, and one that
@@ -51,11 +57,14 @@ _ENV_PREFIXES = ("TRITON_", "CUDA", "NVCC", "KGATE_", "NVIDIA_")
 _ENV_NAMES = ("PATH", "PYTHONPATH", "NO_COLOR", "FORCE_COLOR", "COLUMNS", "LD_LIBRARY_PATH", "CI")
 # Flags whose output describes the run itself (counts of compiled kernels), not the inputs; and flags that print
 # something else than the report (the settings, the files), which is never recorded.
+UNCONFIGURED = "kgate.toml"  # the name a lint without a configuration records its absence under
 _NOT_REPLAYED = ("-v", "--verbose", "--no-cache", "-h", "--help", "--triton", "--show-settings", "--show-files")
 
 
 def _cache_dir(config_path: str) -> str | None:
     root = os.path.dirname(config_path)
+    if not os.path.lexists(config_path) and os.path.basename(config_path) == UNCONFIGURED:
+        return os.path.join(root, ".kgate-cache")  # a lint without a configuration: the defaults, cwd the root
     try:
         from kgate.support.atomicio import read_input
 
@@ -118,11 +127,33 @@ def _record_path(argv: list[str]) -> _Where | None:
         return None
     config = _explicit_config(argv) or find_config(os.getcwd())
     if config is None:
-        return None
+        if argv[:1] != ["lint"]:
+            return None
+        config = unconfigured(os.getcwd())
     cache = _cache_dir(config)
     if cache is None:
         return None
     return _Where(config, os.path.abspath(cache), run_key(argv, config))
+
+
+def unconfigured(folder: str) -> str:
+    """Where a lint in `folder` without a configuration records its configuration: the `kgate.toml` that is not
+    there (a record vouches for its absence, and for every place above where one would be found: `candidates`)."""
+    return os.path.join(os.path.realpath(folder), UNCONFIGURED)
+
+
+def candidates(folder: str, config: str) -> list[str]:
+    """The files whose appearance or change would give a run in `folder` another configuration than `config`: the
+    `kgate.toml` and `pyproject.toml` of `folder` and of every folder above it, up to the configuration's own."""
+    out: list[str] = []
+    here = os.path.realpath(folder)
+    top = os.path.dirname(config) if os.path.lexists(config) else ""  # none: every folder above
+    while True:
+        out.extend(os.path.join(here, name) for name in (UNCONFIGURED, "pyproject.toml"))
+        parent = os.path.dirname(here)
+        if here == top or parent == here:
+            return out
+        here = parent
 
 
 def config_of(argv: list[str]) -> str | None:
