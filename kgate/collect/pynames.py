@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from kgate.collect import pysparse
+from kgate.collect import depends, pysparse
 from kgate.collect.source import UnreadableSource, decode, try_parse
 from kgate.support.filestat import path_state
 
@@ -198,15 +198,15 @@ def _public(tree: ast.Module) -> tuple[str, ...] | None:
 
 
 class Resolver:
-    """Follows names through the project's modules; `read` lists the project files whose records it read (a
-    verdict that depends on them). `roots`: folders absolute imports are looked for in, besides the importing
-    module's package root; `inside`: the folder every project file is in (None: wherever the roots are)."""
+    """Follows names through the project's modules. What it reads (the modules' top-level bindings, the folders it
+    looks in) is noted as the verdict's (`kgate.collect.depends`). `roots`: folders absolute imports are looked for
+    in, besides the importing module's package root; `inside`: the folder every project file is in (None: wherever
+    the roots are)."""
 
     def __init__(self, roots: list[str], inside: str | None = None) -> None:
         self.roots = [os.path.abspath(r) for r in roots]
         self.inside = os.path.abspath(inside) if inside is not None else None
-        self.read: list[str] = []
-        self._files: dict[tuple[str, str], str | None] = {}
+        self._files: dict[tuple[str, str], tuple[str | None, depends.Reads]] = {}
         self._defined = False  # while `definition` asks: a module's own binding is where a name leads
 
     def qualify(self, path: str, dotted: str, own: Exports | None = None) -> str | None:
@@ -291,6 +291,7 @@ class Resolver:
             return (EXTERNAL, f"{where}.{part}")
         if kind == DEFINED:
             return None  # an attribute of a definition (a method, a class's value): not followed
+        depends.probe(where)
         if os.path.isfile(where):
             bound = self._name(where, part, None, depth + 1)
             if bound is not None:
@@ -311,6 +312,9 @@ class Resolver:
             if found is None:
                 return None
             init = os.path.join(found, "__init__.py")
+            depends.probe(found)
+            if os.path.isdir(found):
+                depends.probe(init)
             return (MODULE, init if os.path.isdir(found) and os.path.isfile(init) else found)
         file = self._absolute(path, parts)
         return (MODULE, file) if file is not None else (EXTERNAL, module)
@@ -322,40 +326,49 @@ class Resolver:
         it from the package root)."""
         for base in dict.fromkeys([_package_root(os.path.dirname(path)), *self.roots, *_holding(path, parts[:1])]):
             key = (base, ".".join(parts))
-            if key not in self._files:
-                self._files[key] = self._under(base, parts)
-            if self._files[key] is not None:
-                return self._files[key]
+            held = self._files.get(key)
+            if held is None:
+                with depends.collecting() as reads:
+                    found = self._under(base, parts)
+                held = self._files[key] = (found, reads)
+            else:
+                depends.replay(held[1])
+            if held[0] is not None:
+                return held[0]
         return None
 
     def _under(self, base: str, parts: list[str]) -> str | None:
-        names = _entries(base)
-        if not parts or (parts[0] not in names and parts[0] + ".py" not in names):
+        if not parts or (not _has(base, parts[0]) and not _has(base, parts[0] + ".py")):
             return None  # most imports (torch, triton) are of nothing in the folder: one look at its listing
         stem = os.path.join(base, *parts)
         for candidate in (stem + ".py", os.path.join(stem, "__init__.py")):
+            depends.probe(candidate)
             if os.path.isfile(candidate) and (self.inside is None or candidate.startswith(self.inside + os.sep)):
                 return candidate
         return None
 
     def _submodule(self, where: str, part: str) -> str | None:
         """A module or package `part` of the package at `where` (its `__init__.py` or its folder)."""
+        depends.probe(where)
         folder = where if os.path.isdir(where) else (os.path.dirname(where)
                                                      if os.path.basename(where) == "__init__.py" else None)
         if folder is None:
             return None
         stem = os.path.join(folder, part)
+        depends.probe(stem)
         for candidate in (stem + ".py", os.path.join(stem, "__init__.py")):
+            depends.probe(candidate)
             if os.path.isfile(candidate):
                 return candidate
         return stem if os.path.isdir(stem) else None
 
     def _exports(self, path: str) -> Exports | None:
+        depends.probe(path)
         if not os.path.isfile(path):
             return None
-        if path not in self.read:
-            self.read.append(path)
-        return file_exports(path)
+        found, digest, state = _read(path)
+        depends.note(depends.EXPORTS + path, depends.stable(state), digest)
+        return found
 
 
 def _holding(path: str, top: list[str]) -> list[str]:
@@ -365,8 +378,7 @@ def _holding(path: str, top: list[str]) -> list[str]:
     folder = os.path.dirname(path)
     while top and os.path.dirname(folder) != folder:
         parent = os.path.dirname(folder)
-        if os.path.basename(folder) == top[0] and "__init__.py" in _entries(folder) \
-                and "__init__.py" not in _entries(parent):
+        if os.path.basename(folder) == top[0] and _has(folder, "__init__.py") and not _has(parent, "__init__.py"):
             return [parent]
         folder = parent
     return []
@@ -375,12 +387,18 @@ def _holding(path: str, top: list[str]) -> list[str]:
 def _package_root(folder: str) -> str:
     """The folder absolute imports of a module in `folder` are found from: the one above its outermost package,
     or the folder itself when it is no package."""
-    while "__init__.py" in _entries(folder) and os.path.dirname(folder) != folder:
+    while _has(folder, "__init__.py") and os.path.dirname(folder) != folder:
         folder = os.path.dirname(folder)
     return folder
 
 
 _LISTED: dict[str, tuple[tuple[int, int], frozenset[str]]] = {}
+
+
+def _has(folder: str, name: str) -> bool:
+    """Whether the folder holds an entry `name`, as its listing says; noted as a look for that entry."""
+    depends.probe(os.path.join(folder, name))
+    return name in _entries(folder)
 
 
 def _entries(folder: str) -> frozenset[str]:
@@ -405,22 +423,35 @@ def _entries(folder: str) -> frozenset[str]:
 # --------------------------------------------------------------------------- reading a module's top level
 
 _LINE = re.compile(r"\r\n|\r|\n")
-_READ: dict[tuple[str, tuple[int, ...]], Exports | None] = {}  # by path and file state, for the process
-_KEEP = 512
+# By path and file state, for the process: what the module binds, and a digest of it.
+_READ: dict[tuple[str, tuple[int, ...]], tuple[Exports | None, str]] = {}
+_KEEP = 65536  # a project's modules (a few hundred bytes each): read once per run, however many verdicts follow them
 
 
 def file_exports(path: str) -> Exports | None:
     """What the module at `path` binds at its top level (None: it cannot be read or parsed)."""
+    return _read(path)[0]
+
+
+def exports_digest(path: str) -> str:
+    """A digest of what the module at `path` binds at its top level: a verdict that followed names through the module
+    holds while it is the same."""
+    return _read(path)[1]
+
+
+def _read(path: str) -> tuple[Exports | None, str, list[int] | None]:
+    """What the module binds, a digest of it, and the state of the file it was read from."""
     state = path_state(path)
     if state is None:
-        return None
+        return None, "", None
     key = (path, tuple(state))
     if key not in _READ:
         while len(_READ) >= _KEEP:
             _READ.pop(next(iter(_READ)))
         tree = _top_level(path)
-        _READ[key] = exports(tree) if tree is not None else None
-    return _READ[key]
+        found = exports(tree) if tree is not None else None
+        _READ[key] = (found, depends.digest(repr(found).encode("utf-8", "surrogateescape")))
+    return (*_READ[key], state)
 
 
 def _top_level(path: str) -> ast.Module | None:

@@ -7,10 +7,12 @@ files of a nested project the configuration that governs them (so each
 configuration has its own record, and a change to one re-lints exactly
 the files it governs). Entries map a
 project-relative path to its size, mtime and inode, a content digest,
-the file's lint result, and the other files that result read with their
-states (a kernel module that takes Triton from the project's own module:
-the result is answered only while each of them is unchanged). The file also carries its key and a hash of its
-entries, and is read back only when both match: a record copied over
+the file's lint result, and what that result read beyond the file, each
+read with the state it was made in and a digest of what it gave
+(`kgate.collect.depends`: a kernel module that takes Triton from the
+project's own module, a kernel whose launch sites are in another module; the
+result is answered only while every read still gives what it gave). The file also carries its key and a hash of
+its entries, and is read back only when both match: a record copied over
 another selection's, or edited (a finding dropped from a file's result,
 with the file's stats kept), is an empty cache, never a result trusted.
 
@@ -35,15 +37,16 @@ from pathlib import Path
 from typing import Any
 
 from kgate import __version__
-from kgate.collect import pyproject
+from kgate.collect.depends import Check
 from kgate.core.findings import Related
 from kgate.evaluate.source import FileResult, SourceRule, content_digest, from_json, to_json
 from kgate.support import jsondoc
 from kgate.support.atomicio import read_cached_stat
-from kgate.support.filestat import path_state, state_of
+from kgate.support.filestat import state_of
 
-FORMAT = 5  # 2: the record carries its key and the hash of its entries; 3: findings carry related places;
-# 4: an entry carries the other files its result read, with their states; 5: directives say whether they are misplaced
+FORMAT = 6  # 2: the record carries its key and the hash of its entries; 3: findings carry related places;
+# 4: an entry carries the other files its result read, with their states; 5: directives say whether they are misplaced;
+# 6: an entry carries what its result read beyond the file, each read with its state and a digest of what it gave
 _RACY_NS = 2_000_000_000
 _STALE_S = 14 * 24 * 3600  # cache files of other selections unused this long are removed
 
@@ -78,7 +81,9 @@ def selection_key(rules: list[SourceRule], scope: str = "") -> str:
     to its configuration invalidates exactly the files it governs."""
     names = ["kgate.evaluate.source", "kgate.pipeline.lint_cache", "kgate.core.suppress", "kgate.collect.source",
              "kgate.collect.pysource", "kgate.collect.pysparse", "kgate.collect.pylaunch",
-             "kgate.collect.pynames", "kgate.collect.pyindex", "kgate.collect.pyscopes", "kgate.collect.pyvalues"]
+             "kgate.collect.pynames", "kgate.collect.pyindex", "kgate.collect.pyscopes", "kgate.collect.pyvalues",
+             "kgate.collect.depends", "kgate.collect.pyimports", "kgate.collect.pyproject", "kgate.collect.pycallers",
+             "kgate.collect.pyautotune", "kgate.collect.cuda_project"]
     parts: list[Any] = [FORMAT, __version__] + ([scope] if scope else [])
     for sr in rules:
         names.append(sr.check.__module__)
@@ -106,7 +111,7 @@ class LintCache:
         self.entries: dict[str, list[Any]] = {}
         self.changed: dict[str, list[Any]] = {}
         self._loaded_mtime = 0
-        self._trees: dict[str, list[int]] = {}  # a project root's Python files' state, read once
+        self._check = Check()  # each source of what results read, looked at once per run
         self._load()
 
     def _load(self) -> None:
@@ -134,7 +139,7 @@ class LintCache:
             stat, trusted, digest, result, depends = entry
         except (TypeError, ValueError):  # not an entry this cache wrote: rebuilt
             return None
-        if stat != state_of(st) or not self._unchanged(depends):
+        if stat != state_of(st) or not self._check.holds(depends):
             return None
         if not trusted:
             try:
@@ -158,16 +163,8 @@ class LintCache:
             return
         if st.st_size != size:
             return  # changed while we read it
-        self._remember(rel, st, digest, to_json(result), [[path, list(state) if state is not None else None]
-                                                          for path, state in result.depends])
-
-    def _unchanged(self, depends: Any) -> bool:
-        """Whether every other file a result read is in the state it was then (an entry that is not such a list of
-        [path, state] pairs: not)."""
-        try:
-            return all(isinstance(path, str) and _state(path, self._trees) == state for path, state in depends)
-        except (TypeError, ValueError):
-            return False
+        self._remember(rel, st, digest, to_json(result), [[key, list(state) if state is not None else None, found]
+                                                          for key, state, found in result.depends])
 
     def _remember(self, rel: str, st: os.stat_result, digest: str, result: list[Any], depends: list[Any]) -> None:
         trusted = st.st_mtime_ns < time.time_ns() - _RACY_NS
@@ -214,17 +211,6 @@ class LintCache:
                     other.unlink()
             except OSError:
                 pass
-
-
-def _state(path: str, trees: dict[str, list[int]]) -> list[int] | None:
-    """The state of a file a result read, or of a project's Python files together (`pyproject.TREE`), each tree
-    walked once per run."""
-    if not path.startswith(pyproject.TREE):
-        return path_state(path)
-    root = path[len(pyproject.TREE):]
-    if root not in trees:
-        trees[root] = pyproject.tree_state(root)
-    return trees[root]
 
 
 def _replace(path: Path, data: bytes) -> None:

@@ -123,13 +123,10 @@ def source_check(source: SourceFile, ctx: SourceContext) -> Iterable[Report]:
     own = {fn.name: (fn.name, constexprs) for fn in info.functions if py.is_kernel(fn, info.imports)
            if (constexprs := _constexprs(fn, info.imports, ignored))}
     project = modules(ctx.shared, source.path, source.rel)
-    asked = project.asked
     kernels = {**_imported_kernels(source, info, project, ignored, set(own)), **own}
     if kernels:
         launches = Launches(source, info, set(kernels), set(own), _EVIDENCE_ONLY, frozenset(), project)
         yield from _reports(source, launches, kernels)
-    if project.asked != asked:
-        project.depend(source)  # calls in the project's other modules decided: the verdict holds while the project's Python files do
 
 
 def _constexprs(fn: py.Function, imports: dict[str, str], ignored: set[str]) -> list[tuple[str, int | None, bool]]:
