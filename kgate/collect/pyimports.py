@@ -19,13 +19,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from kgate.collect.depends import blake2b
 from kgate.support.filestat import state_of
 
 _SKIPPED = {"__pycache__", "node_modules", "build", "dist", "site-packages"}
 _WORD = re.compile(rb"\w+")
 _IMPORT = b"import"
 _RACY_NS = 2_000_000_000
-VERSION = 1
+VERSION = 2  # 2: a file's words as one string
 
 
 class Index:
@@ -35,57 +36,47 @@ class Index:
         self.root = root
         self.paths: list[str] = []
         self.state: list[int] | None = None  # the files together (None: one was written too recently to vouch)
-        self._words: dict[bytes, list[int]] = {}
+        self._words: dict[str, list[int]] = {}
         self._read()
 
     def importers(self, name: str) -> list[str]:
         """The files (absolute paths, in walk order) whose import statements hold the word `name`."""
-        return [self.paths[i] for i in self._words.get(name.encode("utf-8"), ())]
+        return [self.paths[i] for i in self._words.get(name, ())]
 
     def _read(self) -> None:
         kept = _STORE.root(self.root)
         fresh: dict[str, list[Any]] = {}
-        summary = _Summary()
+        summary: list[str] = []
         racy = time.time_ns() - _RACY_NS
+        cut = len(self.root.rstrip(os.sep)) + 1
+        words_of = self._words
         for number, path in enumerate(python_files(self.root)):
-            rel = os.path.relpath(path, self.root)
+            rel = path[cut:]
             try:
                 state: list[int] | None = state_of(os.stat(path))
             except OSError:
                 state = None
-            summary.add(rel, state)
+            summary.append(f"{rel}\0{state}")
             held = kept.get(rel)
-            if held is not None and state is not None and held[0] == state:
+            if state is not None and type(held) is list and len(held) == 2 and held[0] == state \
+                    and type(held[1]) is str:
                 words = held[1]
             else:
-                words = sorted(w.decode("utf-8", "surrogateescape") for w in _imported_words(_data(path)))
+                words = " ".join(sorted(w.decode("utf-8", "surrogateescape") for w in _imported_words(_data(path))))
                 if state is not None and state[1] >= racy:
-                    summary.racy = True
+                    summary.append("racy")
                     state = None  # read again next time
             fresh[rel] = [state, words]
             self.paths.append(path)
-            for word in words:
-                held_by = self._words.setdefault(word.encode("utf-8", "surrogateescape"), [])
-                if not held_by or held_by[-1] != number:
+            for word in words.split():
+                held_by = words_of.get(word)
+                if held_by is None:
+                    words_of[word] = [number]
+                elif held_by[-1] != number:
                     held_by.append(number)
-        self.state = None if summary.racy else summary.value()
+        self.state = None if "racy" in summary else [int.from_bytes(
+            blake2b("\n".join(summary).encode("utf-8", "surrogateescape"), digest_size=8).digest(), "big")]
         _STORE.keep(self.root, fresh, kept)
-
-
-class _Summary:
-    """The state of a project's Python files together: which there are and the state of each, as one number."""
-
-    def __init__(self) -> None:
-        from kgate.collect.depends import blake2b
-
-        self._hash = blake2b(digest_size=8)
-        self.racy = False
-
-    def add(self, rel: str, state: list[int] | None) -> None:
-        self._hash.update(f"{rel}\0{state}\n".encode("utf-8", "surrogateescape"))
-
-    def value(self) -> list[int]:
-        return [int.from_bytes(self._hash.digest(), "big")]
 
 
 def _data(path: str) -> bytes:
@@ -133,8 +124,9 @@ class _Store:
             return {}
         if not (isinstance(data, dict) and data.get("version") == VERSION and isinstance(data.get("roots"), dict)):
             return {}
-        return {root: {rel: entry for rel, entry in files.items() if _entry(entry)}
-                for root, files in data["roots"].items() if isinstance(files, dict)}
+        # An entry is used only where its state is the file's and its words a string (`Index._read`): one this module
+        # did not write is read again, never trusted.
+        return {root: files for root, files in data["roots"].items() if isinstance(files, dict)}
 
     def save(self) -> None:
         if not self.dirty or self.file is None or self.data is None:
@@ -147,13 +139,6 @@ class _Store:
         except OSError:
             pass  # costs a scan next time, nothing else
         self.dirty = False
-
-
-def _entry(entry: Any) -> bool:
-    """Whether a kept entry is as this module writes it: [state or None, [word, ...]]."""
-    return isinstance(entry, list) and len(entry) == 2 and (entry[0] is None or (
-        isinstance(entry[0], list) and all(type(n) is int for n in entry[0]))) and isinstance(entry[1], list) and all(
-        isinstance(w, str) for w in entry[1])
 
 
 _STORE = _Store()

@@ -44,9 +44,10 @@ from kgate.support import jsondoc
 from kgate.support.atomicio import read_cached_stat
 from kgate.support.filestat import state_of
 
-FORMAT = 6  # 2: the record carries its key and the hash of its entries; 3: findings carry related places;
+FORMAT = 7  # 2: the record carries its key and the hash of its entries; 3: findings carry related places;
 # 4: an entry carries the other files its result read, with their states; 5: directives say whether they are misplaced;
-# 6: an entry carries what its result read beyond the file, each read with its state and a digest of what it gave
+# 6: an entry carries what its result read beyond the file, each read with its state and a digest of what it gave;
+# 7: the hash is of the entries' bytes as written (`_sealed`)
 _RACY_NS = 2_000_000_000
 _STALE_S = 14 * 24 * 3600  # cache files of other selections unused this long are removed
 
@@ -120,10 +121,8 @@ class LintCache:
             if found is None:
                 raise ValueError("no lint record")
             self._loaded_mtime = found[1].st_mtime_ns
-            data = jsondoc.loads(found[0])
-            if (isinstance(data, dict) and data.get("format") == FORMAT and data.get("key") == self.key
-                    and isinstance(data.get("files"), dict) and data.get("sha256") == jsondoc.content_hash(data["files"])):
-                self.entries = data["files"]
+            data = jsondoc.loads(_unsealed(found[0], self.key))
+            self.entries = data if isinstance(data, dict) else {}
         except ValueError:  # jsondoc.NotJSON is a ValueError
             self.entries = {}
 
@@ -180,8 +179,10 @@ class LintCache:
         entries = self._merged()
         if keep is not None:
             entries = {rel: entry for rel, entry in entries.items() if rel in keep}
-        record = {"format": FORMAT, "key": self.key, "sha256": jsondoc.content_hash(entries), "files": entries}
-        blob = json.dumps(record, separators=(",", ":"), sort_keys=True).encode()
+        try:
+            blob = _sealed(json.dumps(entries, separators=(",", ":")).encode(), self.key)
+        except RecursionError:  # an entry read back nested too deeply to write again: start afresh
+            blob = _sealed(b"{}", self.key)
         try:
             self._write(blob)
             self._tidy()
@@ -211,6 +212,30 @@ class LintCache:
                     other.unlink()
             except OSError:
                 pass
+
+
+def _head(key: str) -> bytes:
+    return b'{"format":' + str(FORMAT).encode() + b',"key":"' + key.encode() + b'","sha256":"'
+
+
+def _sealed(entries: bytes, key: str) -> bytes:
+    """The record: one JSON document with the format, the key, a hash of the entries' bytes and the entries."""
+    return _head(key) + _digest(entries).encode() + b'","files":' + entries + b"}"
+
+
+def _unsealed(record: bytes, key: str) -> bytes:
+    """The entries' bytes of a record `_sealed` wrote for this key and format, whose hash they match; ValueError for
+    anything else (another key's record, an older format, a record edited or damaged, even if still JSON)."""
+    head = _head(key)
+    digest = record[len(head):len(head) + 32]
+    tail = b'","files":'
+    start = len(head) + 32 + len(tail)
+    if not (record.startswith(head) and record[len(head) + 32:start] == tail and record.endswith(b"}")):
+        raise ValueError("not a lint record of this selection")
+    entries = record[start:-1]
+    if _digest(entries).encode() != digest:
+        raise ValueError("a lint record that is not as it was written")
+    return entries
 
 
 def _replace(path: Path, data: bytes) -> None:
