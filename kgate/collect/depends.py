@@ -22,8 +22,8 @@ same tick of its clock): such a read holds only while its digest does.
 Readers note as they read, into every collection open (`collecting`). A reader that keeps an answer for later files
 keeps what computing it noted beside it, and notes that again whenever it answers from it (`replay`): a verdict
 depends on what it read, whichever verdict read it first. What a reader keeps for one file's verdicts only is
-registered with `per_file` and cleared between files (`new_file`). The lint engine opens one collection per file
-(`kgate.evaluate.source`).
+registered with `per_file` and cleared between files (`new_file`); what holds while no file changes, with `per_run`
+(cleared when a lint run starts, `new_run`). The lint engine opens one collection per file (`kgate.evaluate.source`).
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ Reads = dict[str, tuple[Any, str | None]]
 
 _open: list[Reads] = []
 _per_file: list[dict[Any, Any]] = []
+_per_run: list[dict[Any, Any]] = []
 
 
 def digest(data: bytes) -> str:
@@ -58,16 +59,16 @@ def digest(data: bytes) -> str:
 
 
 def note(key: str, state: Any, found: str | None) -> None:
-    """A read of `key` in `state` that gave what `found` digests, into every collection open."""
+    """A read of `key` in `state` that gave what `found` digests, into every collection open. (A source read twice in
+    one run gives the same both times: a run's reads are taken to be of files that do not change while it runs.)"""
     for reads in _open:
-        if key not in reads:
-            reads[key] = (state, found)
+        reads[key] = (state, found)
 
 
 def replay(reads: Reads) -> None:
     """Note again what an answer kept for later noted when it was computed."""
-    for key, (state, found) in reads.items():
-        note(key, state, found)
+    for held in _open:
+        held.update(reads)
 
 
 @contextmanager
@@ -95,6 +96,18 @@ def new_file() -> None:
         store.clear()
 
 
+def per_run(store: dict[Any, Any]) -> dict[Any, Any]:
+    """Register a reader's store of answers that hold while no file changes: one lint run's (cleared by `new_run`)."""
+    _per_run.append(store)
+    return store
+
+
+def new_run() -> None:
+    for store in _per_run:
+        store.clear()
+    new_file()
+
+
 def stable(state: list[int] | None) -> list[int] | None:
     """A file's state as a read may keep it: None for one written less than two seconds ago."""
     if state is None or len(state) < 4 or state[1] >= time.time_ns() - _RACY_NS:
@@ -107,10 +120,12 @@ def file(path: str, found: str | None) -> None:
     note(path, stable(path_state(path)), found)
 
 
-def probe(path: str) -> None:
-    """A look for a file or folder at `path` (`os.path.isfile`, a folder's listing): what is there is noted."""
-    if _open:
-        note(PROBE + path, None, kind(path))
+def probe(path: str) -> str:
+    """A look for a file or folder at `path` (`os.path.isfile`, a folder's listing): what is there (`kind`), noted."""
+    found = kind(path)
+    for reads in _open:
+        reads[PROBE + path] = (None, found)
+    return found
 
 
 def kind(path: str) -> str:

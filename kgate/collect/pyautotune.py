@@ -365,7 +365,8 @@ class Project:
         return next((data for (held, _state), (_info, data, _digest) in _PARSED.items() if held == path), None)
 
 
-_PARSED: dict[tuple[str, tuple[object, ...]], tuple[py.ParsedModule | None, bytes, str]] = {}
+# For one lint run: a module's names are followed through the project's other modules, which may change between runs.
+_PARSED: dict[tuple[str, tuple[object, ...]], tuple[py.ParsedModule | None, bytes, str]] = depends.per_run({})
 
 
 def strip(expr: ast.expr) -> ast.expr:

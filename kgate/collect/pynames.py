@@ -207,6 +207,8 @@ class Resolver:
         self.roots = [os.path.abspath(r) for r in roots]
         self.inside = os.path.abspath(inside) if inside is not None else None
         self._files: dict[tuple[str, str], tuple[str | None, depends.Reads]] = {}
+        # Where a name bound in another module leads, with what following it read (`_name`).
+        self._named: dict[tuple[str, str, int, bool], tuple[Target | None, depends.Reads]] = {}
         self._defined = False  # while `definition` asks: a module's own binding is where a name leads
 
     def qualify(self, path: str, dotted: str, own: Exports | None = None) -> str | None:
@@ -250,7 +252,21 @@ class Resolver:
         return found
 
     def _name(self, path: str, name: str, own: Exports | None, depth: int) -> Target | None:
-        """Where a name bound at the top level of the module at `path` leads."""
+        """Where a name bound at the top level of the module at `path` leads (`own`: that module's bindings as the
+        caller has them; None: as its file has them, an answer kept for the resolver's life)."""
+        if own is not None:
+            return self._followed(path, name, own, depth)
+        key = (path, name, depth, self._defined)
+        held = self._named.get(key)
+        if held is None:
+            with depends.collecting() as reads:
+                found = self._followed(path, name, None, depth)
+            held = self._named[key] = (found, reads)
+        else:
+            depends.replay(held[1])
+        return held[0]
+
+    def _followed(self, path: str, name: str, own: Exports | None, depth: int) -> Target | None:
         if depth > _DEPTH:
             return None
         table = own if own is not None else self._exports(path)
@@ -291,8 +307,7 @@ class Resolver:
             return (EXTERNAL, f"{where}.{part}")
         if kind == DEFINED:
             return None  # an attribute of a definition (a method, a class's value): not followed
-        depends.probe(where)
-        if os.path.isfile(where):
+        if depends.probe(where) == "f":
             bound = self._name(where, part, None, depth + 1)
             if bound is not None:
                 return bound
@@ -312,10 +327,7 @@ class Resolver:
             if found is None:
                 return None
             init = os.path.join(found, "__init__.py")
-            depends.probe(found)
-            if os.path.isdir(found):
-                depends.probe(init)
-            return (MODULE, init if os.path.isdir(found) and os.path.isfile(init) else found)
+            return (MODULE, init if depends.probe(found) == "d" and depends.probe(init) == "f" else found)
         file = self._absolute(path, parts)
         return (MODULE, file) if file is not None else (EXTERNAL, module)
 
@@ -324,47 +336,43 @@ class Resolver:
         folder that holds the package the importer is itself in (`sglang.srt.x` imported from inside
         `python/sglang/`: `python/`, where a folder without `__init__.py` between them, a namespace package, hides
         it from the package root)."""
-        for base in dict.fromkeys([_package_root(os.path.dirname(path)), *self.roots, *_holding(path, parts[:1])]):
-            key = (base, ".".join(parts))
-            held = self._files.get(key)
-            if held is None:
-                with depends.collecting() as reads:
+        key = (os.path.dirname(path), ".".join(parts))  # what decides: the importer's folder and the module
+        held = self._files.get(key)
+        if held is None:
+            with depends.collecting() as reads:
+                found = None
+                for base in dict.fromkeys([_package_root(key[0]), *self.roots, *_holding(path, parts[:1])]):
                     found = self._under(base, parts)
-                held = self._files[key] = (found, reads)
-            else:
-                depends.replay(held[1])
-            if held[0] is not None:
-                return held[0]
-        return None
+                    if found is not None:
+                        break
+            held = self._files[key] = (found, reads)
+        else:
+            depends.replay(held[1])
+        return held[0]
 
     def _under(self, base: str, parts: list[str]) -> str | None:
         if not parts or (not _has(base, parts[0]) and not _has(base, parts[0] + ".py")):
             return None  # most imports (torch, triton) are of nothing in the folder: one look at its listing
         stem = os.path.join(base, *parts)
         for candidate in (stem + ".py", os.path.join(stem, "__init__.py")):
-            depends.probe(candidate)
-            if os.path.isfile(candidate) and (self.inside is None or candidate.startswith(self.inside + os.sep)):
+            if depends.probe(candidate) == "f" and (self.inside is None or candidate.startswith(self.inside + os.sep)):
                 return candidate
         return None
 
     def _submodule(self, where: str, part: str) -> str | None:
         """A module or package `part` of the package at `where` (its `__init__.py` or its folder)."""
-        depends.probe(where)
-        folder = where if os.path.isdir(where) else (os.path.dirname(where)
-                                                     if os.path.basename(where) == "__init__.py" else None)
+        folder = where if depends.probe(where) == "d" else (os.path.dirname(where)
+                                                            if os.path.basename(where) == "__init__.py" else None)
         if folder is None:
             return None
         stem = os.path.join(folder, part)
-        depends.probe(stem)
         for candidate in (stem + ".py", os.path.join(stem, "__init__.py")):
-            depends.probe(candidate)
-            if os.path.isfile(candidate):
+            if depends.probe(candidate) == "f":
                 return candidate
-        return stem if os.path.isdir(stem) else None
+        return stem if depends.probe(stem) == "d" else None
 
     def _exports(self, path: str) -> Exports | None:
-        depends.probe(path)
-        if not os.path.isfile(path):
+        if depends.probe(path) != "f":
             return None
         found, digest, state = _read(path)
         depends.note(depends.EXPORTS + path, depends.stable(state), digest)
@@ -397,8 +405,12 @@ _LISTED: dict[str, tuple[tuple[int, int], frozenset[str]]] = {}
 
 def _has(folder: str, name: str) -> bool:
     """Whether the folder holds an entry `name`, as its listing says; noted as a look for that entry."""
-    depends.probe(os.path.join(folder, name))
-    return name in _entries(folder)
+    path = os.path.join(folder, name)
+    if name in _entries(folder):
+        depends.probe(path)
+        return True
+    depends.note(depends.PROBE + path, None, "")  # not listed: nothing there, no need to look
+    return False
 
 
 def _entries(folder: str) -> frozenset[str]:

@@ -127,11 +127,18 @@ class ParsedModule:
 
 def _resolver(source: SourceFile) -> Resolver:
     """The resolver of a file under lint: absolute imports are looked for in its package root, the project's root
-    and its `src` folder, inside the project."""
+    and its `src` folder, inside the project. One per project root and lint run, so that what it followed for one
+    file is not followed again for the next (`kgate.collect.depends.per_run`)."""
     path = os.path.abspath(source.path)
     rel = source.rel.replace("/", os.sep)
     root = path[:-len(rel)].rstrip(os.sep) if path.endswith(os.sep + rel) else os.path.dirname(path)
-    return Resolver([root, os.path.join(root, "src")], inside=root)
+    found = _RESOLVERS.get(root)
+    if found is None:
+        found = _RESOLVERS[root] = Resolver([root, os.path.join(root, "src")], inside=root)
+    return found
+
+
+_RESOLVERS: dict[str, Resolver] = depends.per_run({})
 
 
 def info(source: SourceFile) -> ParsedModule:

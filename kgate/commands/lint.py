@@ -7,7 +7,7 @@ their project-relative names everywhere else: the machine formats, the baseline,
 (`kgate.report.paths`).
 
 See `kgate.pipeline.lint` for which files are linted (each under the configuration that governs it), and
-`kgate.api.source` (the path `kgate.api.lint()` takes too) for how the baseline judges a lint of some files.
+`kgate.pipeline.lint_report` (the path `kgate.api.lint()` takes too) for how the baseline judges a lint of some files.
 
 `--fix` writes the fixes first (kgate.pipeline.fix) and then lints as
 usual, so the findings left decide the exit code; `--diff` prints the
@@ -24,13 +24,13 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from kgate.api.source import lint_result
 from kgate.commands import recording
 from kgate.commands.common import config_from, emit, fail_on, selection_from, show_files, show_settings
 from kgate.core.config import Config
 from kgate.core.errors import ConfigError
 from kgate.core.result import Result
 from kgate.core.selection import Selection
+from kgate.pipeline.lint_report import lint_result
 from kgate.report.escape import terminal
 from kgate.report.paths import from_here
 

@@ -271,6 +271,7 @@ def run_files(files: Iterable[tuple[str, str]], rules: list[SourceRule], cache: 
     """Lint files, answering from the cache where a file is unchanged. Returns (results, cache hits)."""
     results: dict[str, FileResult] = {}
     todo: list[tuple[str, str]] = []
+    reads_of.new_run()  # what the readers kept of the project's files in an earlier run may no longer hold
     for rel, path in files:
         cached = cache.lookup(rel, path) if cache is not None else None
         if cached is None:
