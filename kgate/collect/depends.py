@@ -143,25 +143,38 @@ class Check:
     def __init__(self) -> None:
         self._now: dict[str, tuple[Any, str | None]] = {}
         self._trees: dict[tuple[str, str], Any] = {}
+        self._states: dict[str, Any] = {}  # a path's state now, and what a look for it finds ("kind:" + path)
+        self._held: dict[tuple[Any, ...], bool] = {}  # each read asked about, answered once
 
     def holds(self, reads: Any) -> bool:
         """Whether every read holds (reads not as `Reads` lists them, [[key, state, digest], ...]: not)."""
         try:
-            return all(isinstance(key, str) and self._holds(key, state, found) for key, state, found in reads)
+            for key, state, found in reads:
+                asked = (key, tuple(state) if state is not None else None, found)
+                held = self._held.get(asked)
+                if held is None:
+                    held = self._held[asked] = isinstance(key, str) and self._holds(key, state, found)
+                if not held:
+                    return False
         except (TypeError, ValueError):
             return False
+        return True
 
     def _holds(self, key: str, state: Any, found: str | None) -> bool:
         if key.startswith(IMPORTS):
             root, _newline, name = key[len(IMPORTS):].partition("\n")
             return self._imports(root, name, state, found)
         if key.startswith(PROBE):
-            return kind(key[len(PROBE):]) == found
+            if key not in self._states:
+                self._states[key] = kind(key[len(PROBE):])
+            return self._states[key] == found
         if key.startswith(CPP):
             tree = self._tree(CPP, key[len(CPP):])
             return (state is not None and tree.state() == state) or (found is not None and tree.digest() == found)
         path = key.removeprefix(EXPORTS)
-        now = stable(path_state(path))
+        now = self._states.get(path, False)
+        if now is False:
+            now = self._states[path] = stable(path_state(path))
         if state is not None and now == state:
             return True
         return found is not None and self._digest(key, path) == found

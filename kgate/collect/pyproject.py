@@ -67,8 +67,8 @@ class Modules:
         return self._digest(self.index().importers(name))
 
     def _digest(self, paths: list[str]) -> str:
-        return depends.digest("\n".join(sorted(os.path.relpath(p, self.root) for p in paths)).encode(
-            "utf-8", "surrogateescape"))
+        cut = len(self.root.rstrip(os.sep)) + 1  # the index's paths are the root's own, joined
+        return depends.digest("\n".join(sorted(p[cut:] for p in paths)).encode("utf-8", "surrogateescape"))
 
     def source(self, path: str) -> SourceFile | None:
         """The module at `path` as a source file, None when it cannot be read."""

@@ -285,6 +285,9 @@ def run_files(files: Iterable[tuple[str, str]], rules: list[SourceRule], cache: 
     try:
         linted = _lint_many(todo, rules, jobs)
     finally:
+        # What the readers keep for the run is no garbage: the collector would scan all of it again on the first
+        # collection after this (a tenth of a cold run's time on a project of a few hundred modules).
+        gc.freeze()
         gc.enable()
     for rel, path, result, digest, size in linted:
         results[rel] = result
