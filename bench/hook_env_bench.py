@@ -86,7 +86,7 @@ def timed(argv: list[str], cwd: Path, env: dict[str, str]) -> float:
 
 
 def runs(scratch: Path, source: Path, tree: Path | None, rel: str | None, rounds: int) -> tuple[str, float, float]:
-    checkout = scratch / "kgate"
+    checkout = scratch / "kgate-source"
     shutil.copytree(source, checkout, ignore=shutil.ignore_patterns(".venv*", ".git", "*.egg-info", "__pycache__",
                                                                   ".kgate-cache", ".pytest_cache", "build"))
     git(checkout, "init", "-q")
