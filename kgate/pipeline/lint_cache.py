@@ -58,6 +58,10 @@ _digest = content_digest
 def _checked(result: FileResult) -> FileResult:
     """A cached result as the engine writes it, or ValueError: a wrong type here would surface as a crash
     (or a wrong finding) far from the cache."""
+    if not result.findings and not result.directives:  # most files: the codes that ran, nothing else to check
+        if not all(type(code) is str for code in result.ran):
+            raise ValueError("not a lint result")
+        return result
     ints = [v for f in result.findings for v in (f.line, f.col)]
     ints += [v for d in result.directives for v in (d.line, d.col)]
     optional = [v for f in result.findings for v in (f.end_line, f.end_col, f.value)]
