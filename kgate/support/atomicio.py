@@ -183,7 +183,8 @@ def commit(staged: list[Staged]) -> None:
 
 
 def _flush(tmp: str) -> None:
-    fd = os.open(tmp, os.O_RDONLY)
+    # Opened to write (nothing is written): a run's reads are its inputs (`kgate.support.reads`), its own output none.
+    fd = os.open(tmp, os.O_WRONLY)
     try:
         os.fsync(fd)
     finally:
