@@ -35,7 +35,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from kgate.support.filestat import path_state
+from kgate.support.filestat import current, path_state
 
 try:  # the builtin module: `hashlib` would load OpenSSL
     from _blake2 import blake2b
@@ -174,7 +174,7 @@ class Check:
         path = key.removeprefix(EXPORTS)
         now = self._states.get(path, False)
         if now is False:
-            now = self._states[path] = stable(path_state(path))
+            now = self._states[path] = stable(current(path))
         if state is not None and now == state:
             return True
         return found is not None and self._digest(key, path) == found

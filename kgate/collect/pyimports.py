@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from kgate.collect.depends import blake2b
-from kgate.support.filestat import state_of
+from kgate.support.filestat import current
 
 _SKIPPED = {"__pycache__", "node_modules", "build", "dist", "site-packages"}
 _WORD = re.compile(rb"\w+")
@@ -52,10 +52,7 @@ class Index:
         words_of = self._words
         for number, path in enumerate(python_files(self.root)):
             rel = path[cut:]
-            try:
-                state: list[int] | None = state_of(os.stat(path))
-            except OSError:
-                state = None
+            state = current(path)
             summary.append(f"{rel}\0{state}")
             held = kept.get(rel)
             if state is not None and type(held) is list and len(held) == 2 and held[0] == state \

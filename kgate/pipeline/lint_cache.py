@@ -42,7 +42,7 @@ from kgate.core.findings import Related
 from kgate.evaluate.source import FileResult, SourceRule, content_digest, from_json, to_json
 from kgate.support import jsondoc
 from kgate.support.atomicio import read_cached_stat
-from kgate.support.filestat import state_of
+from kgate.support.filestat import current, state_of
 
 FORMAT = 7  # 2: the record carries its key and the hash of its entries; 3: findings carry related places;
 # 4: an entry carries the other files its result read, with their states; 5: directives say whether they are misplaced;
@@ -134,15 +134,14 @@ class LintCache:
         entry = self.entries.get(rel)
         if entry is None:
             return None
-        try:
-            st = os.stat(path)
-        except OSError:
+        state = current(path)
+        if state is None or state[0] < 0:  # gone, or a link to nothing
             return None
         try:
             stat, trusted, digest, result, depends = entry
         except (TypeError, ValueError):  # not an entry this cache wrote: rebuilt
             return None
-        if stat != state_of(st) or not self._check.holds(depends):
+        if stat != state or not self._check.holds(depends):
             return None
         if not trusted:
             try:
@@ -152,7 +151,7 @@ class LintCache:
                 return None
             if _digest(data) != digest:
                 return None
-            self._remember(rel, st, digest, result, depends)
+            self._remember(rel, state, digest, result, depends)
         try:
             return _checked(from_json(result))
         except (TypeError, ValueError, IndexError, KeyError):
@@ -166,12 +165,12 @@ class LintCache:
             return
         if st.st_size != size:
             return  # changed while we read it
-        self._remember(rel, st, digest, to_json(result), [[key, list(state) if state is not None else None, found]
-                                                          for key, state, found in result.depends])
+        self._remember(rel, state_of(st), digest, to_json(result), [[key, list(state) if state is not None else None,
+                                                                     found] for key, state, found in result.depends])
 
-    def _remember(self, rel: str, st: os.stat_result, digest: str, result: list[Any], depends: list[Any]) -> None:
-        trusted = st.st_mtime_ns < time.time_ns() - _RACY_NS
-        entry = [state_of(st), trusted, digest, result, depends]
+    def _remember(self, rel: str, state: list[int], digest: str, result: list[Any], depends: list[Any]) -> None:
+        trusted = state[1] < time.time_ns() - _RACY_NS
+        entry = [state, trusted, digest, result, depends]
         self.entries[rel] = entry
         self.changed[rel] = entry
 
