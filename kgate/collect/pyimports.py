@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from kgate.collect.depends import blake2b
+from kgate.collect.depends import blake2b, per_run
 from kgate.support.filestat import current
 
 _SKIPPED = {"__pycache__", "node_modules", "build", "dist", "site-packages"}
@@ -139,6 +139,15 @@ class _Store:
 
 
 _STORE = _Store()
+_INDEXES: dict[str, Index] = per_run({})  # a run reads each project's files once, for its checks and its rules
+
+
+def index_of(root: str) -> Index:
+    """The import words of the project at `root`, read once per lint run."""
+    found = _INDEXES.get(root)
+    if found is None:
+        found = _INDEXES[root] = Index(root)
+    return found
 
 
 def use_cache(cache_dir: Path | None) -> None:

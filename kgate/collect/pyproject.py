@@ -19,7 +19,7 @@ from typing import Any
 
 from kgate.collect import depends
 from kgate.collect import pysource as py
-from kgate.collect.pyimports import Index, import_statements
+from kgate.collect.pyimports import Index, import_statements, index_of
 from kgate.collect.pynames import IMPORT, Exports, Resolver, exports
 from kgate.collect.source import SourceFile, UnreadableSource, try_parse
 from kgate.support.filestat import path_state
@@ -55,7 +55,7 @@ class Modules:
 
     def index(self) -> Index:
         if self._index is None:
-            self._index = Index(self.root)
+            self._index = index_of(self.root)
         return self._index
 
     def state(self) -> list[int] | None:
