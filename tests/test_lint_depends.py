@@ -185,3 +185,17 @@ def test_a_launch_checked_in_another_file(project: Path, monkeypatch: pytest.Mon
     found, linted = lint(project, monkeypatch)
     assert {"csrc/caller.cu", "csrc/launch.cu"} <= linted
     assert found - first == {("csrc/launch.cu", 6, "KG302")}
+
+
+def test_an_edit_to_a_module_that_imports_another_name_of_the_same_spelling(project: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """pkg/elsewhere.py imports a `scale_rows` of its own: asking which modules import pkg/kernels.py's launcher read
+    its import statements only, so an edit to its function is linted alone."""
+    (project / "pkg" / "elsewhere.py").write_text(
+        "from .models import step as scale_rows\n\n\ndef f(batch):\n    return scale_rows(batch)\n")
+    first, _linted = lint(project, monkeypatch)
+    edit(project, "pkg/elsewhere.py", "return scale_rows(batch)", "return scale_rows(batch[::-1])")
+    assert lint(project, monkeypatch) == (first, {"pkg/elsewhere.py"})
+    edit(project, "pkg/elsewhere.py", "from .models import step as scale_rows", "from .kernels import scale_rows")
+    found, linted = lint(project, monkeypatch)
+    assert linted == {"pkg/elsewhere.py", "pkg/kernels.py"}

@@ -9,6 +9,7 @@ gave:
 - a file's bytes (key: its path): a file touched but not changed still holds;
 - what a module binds at its top level (`exports:PATH`): an edit inside a function of that module leaves every
   verdict that only followed a name through it as it was;
+- a module's import statements (`import-statements:PATH`): what asking which names it imports from where reads;
 - whether a path is a file, a folder or nothing (`probe:PATH`): a module that appears where an import was looked
   for, or goes, does not hold; one added beside it does;
 - which Python files of a project import a name (`imports:ROOT` newline `NAME`): the state of the project's Python
@@ -42,7 +43,7 @@ try:  # the builtin module: `hashlib` would load OpenSSL
 except ImportError:  # pragma: no cover - a Python built without it
     from hashlib import blake2b
 
-EXPORTS, PROBE, IMPORTS, CPP = "exports:", "probe:", "imports:", "cpp:"
+EXPORTS, STATEMENTS, PROBE, IMPORTS, CPP = "exports:", "import-statements:", "probe:", "imports:", "cpp:"
 _RACY_NS = 2_000_000_000
 
 # key -> (state, digest): the state None where it cannot vouch (gone, or written too recently), the digest None
@@ -171,7 +172,7 @@ class Check:
         if key.startswith(CPP):
             tree = self._tree(CPP, key[len(CPP):])
             return (state is not None and tree.state() == state) or (found is not None and tree.digest() == found)
-        path = key.removeprefix(EXPORTS)
+        path = key.removeprefix(EXPORTS).removeprefix(STATEMENTS)
         now = self._states.get(path, False)
         if now is False:
             now = self._states[path] = stable(current(path))
@@ -210,6 +211,11 @@ def _digest_now(key: str, path: str) -> str | None:
         return exports_digest(path)
     try:
         with open(path, "rb") as handle:
-            return digest(handle.read())
+            data = handle.read()
     except OSError:
         return None
+    if key.startswith(STATEMENTS):
+        from kgate.collect.pyimports import statements_digest
+
+        return statements_digest(data)
+    return digest(data)

@@ -188,6 +188,14 @@ def import_statements(data: bytes) -> Iterator[tuple[int, int]]:
         at = data.find(_IMPORT, end)
 
 
+def statements_digest(data: bytes) -> str:
+    """A digest of a module's import statements (`import_statements`): what a question of the names the module
+    imports read of it."""
+    from kgate.collect.depends import digest
+
+    return digest(b"\n".join(data[start:end] for start, end in import_statements(data)))
+
+
 def _imported_words(data: bytes) -> set[bytes]:
     """The words of a module's import statements."""
     words: set[bytes] = set()

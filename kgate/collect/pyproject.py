@@ -19,7 +19,7 @@ from typing import Any
 
 from kgate.collect import depends
 from kgate.collect import pysource as py
-from kgate.collect.pyimports import Index, import_statements, index_of
+from kgate.collect.pyimports import Index, import_statements, index_of, statements_digest
 from kgate.collect.pynames import IMPORT, Exports, Resolver, exports
 from kgate.collect.source import SourceFile, UnreadableSource, try_parse
 from kgate.support.filestat import path_state
@@ -72,6 +72,12 @@ class Modules:
 
     def source(self, path: str) -> SourceFile | None:
         """The module at `path` as a source file, None when it cannot be read."""
+        found, state, digest = self._read(path)
+        depends.note(path, state, digest)
+        return found
+
+    def _read(self, path: str) -> tuple[SourceFile | None, Any, str | None]:
+        """The module at `path` as a source file, with the state it was read in and a digest of its bytes."""
         if path not in self._sources:
             state = depends.stable(path_state(path))
             try:
@@ -82,9 +88,7 @@ class Modules:
             else:
                 rel = os.path.relpath(path, self.root).replace(os.sep, "/")
                 self._sources[path] = (SourceFile(path, rel, data), state, depends.digest(data))
-        found, state, digest = self._sources[path]
-        depends.note(path, state, digest)
-        return found
+        return self._sources[path]
 
     def tree(self, path: str) -> ast.Module | None:
         """The syntax tree of the module at `path`, None when it cannot be read or parsed."""
@@ -103,8 +107,14 @@ class Modules:
         held = self._bound.get(key)
         if held is None:
             with depends.collecting() as reads:
-                source = self.source(path)
-                found = self.imported(source, {wanted[1]}, by_import=True) if source is not None else {}
+                # Only the module's import statements are read here: an edit elsewhere in it changes nothing.
+                source, state, digest = self._read(path)
+                if source is None:
+                    depends.note(path, state, digest)
+                    found = {}
+                else:
+                    depends.note(depends.STATEMENTS + path, state, statements_digest(source.data))
+                    found = self.imported(source, {wanted[1]}, by_import=True)
             held = self._bound[key] = ([local for local, where in found.items() if where == wanted], reads)
         else:
             depends.replay(held[1])
