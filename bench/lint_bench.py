@@ -1,45 +1,42 @@
-"""kgate lint against ruff on the same tree, in one run on one machine.
+"""kgate lint against ruff on the same trees, every ratio taken in one run on one machine.
 
-    python bench/lint_bench.py [--files 500] [--tests 100] [--autotuned 0.4] [--runs 7] [--keep DIR]
+    python bench/lint_bench.py                                  # the generated kernel tree
+    python bench/lint_bench.py --serving 10000                  # a generated serving engine (bench/synth.py)
+    python bench/lint_bench.py --tree ../some/repo --trees-in ../corpora --rounds 3
 
-Generates a tree of Triton kernel modules plus pytest modules: by default
-40% of the kernel modules hold autotuned kernels (autotune decorators with
-keys, some of them run-time, reset_to_zero lists, split-K atomics, jit
-helpers), the others plain `@triton.jit` kernels with their launchers and
-autograd wrappers, one kernel with atomics among them. `--autotuned 1` makes
-every module autotuned: the worst case for kgate, which then parses every
-file. It measures, each the
-fastest of `--runs` runs with the commands interleaved so that they share
-the machine's noise:
+Each tree is copied into a scratch folder and measured by `bench/lint_trees.py` (see there for what each
+figure is): the interpreter's floor (`python -c "import kgate"`), `kgate lint` cold against `ruff check --no-cache
+--select ALL` (target: at most floor + 0.5 x ruff), warm against `ruff check --no-cache --select E9` (target: at
+most floor + 2 x ruff), one file changed against a cold lint of that one file (target: at most warm + 1.2 x that),
+for a file no other verdict reads and for the module the kernel modules import most, and the peak memory of the cold
+runs (target: at most 2 x ruff's). The findings of the warm and changed runs are compared with `--no-cache` runs.
+Medians of `--rounds` rounds, each round running every command once, in turn.
 
-- `kgate lint` cold (its cache removed before every run), against
-  `ruff check --select ALL --no-cache` (target: at most 1x);
-- `kgate lint` warm (its cache full, nothing changed), against
-  `ruff check --select E9` both without ruff's cache (`--no-cache`, the
-  target: at most 3x) and with ruff's cache primed (shown for reference:
-  a warm ruff run is a single native process start, which no Python program
-  matches: `python -c pass` is printed next to it);
-- `kgate lint` on one file, warm, as the commit hook runs it.
+The generated kernel tree (`generate`): Triton kernel modules plus pytest modules; by default 40% of the kernel
+modules hold autotuned kernels (autotune decorators with keys, some of them run-time, reset_to_zero lists, split-K
+atomics, jit helpers), the others plain `@triton.jit` kernels with their launchers and autograd wrappers.
+`--autotuned 1` makes every module autotuned: the worst case for kgate, which then parses every file.
 
-kgate's modules are byte-compiled first, as `pip install` does (the
-environment may set PYTHONDONTWRITEBYTECODE, which would make every run
-recompile kgate from source).
+kgate's modules are byte-compiled first, as `pip install` does (the environment may set PYTHONDONTWRITEBYTECODE,
+which would make every run recompile kgate from source).
 """
 
 from __future__ import annotations
 
 import argparse
 import compileall
+import json
 import os
 import random
-import resource
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import lint_trees
+import synth
 
 HEADER = '''"""Synthetic Triton kernels, module {index}."""
 
@@ -255,28 +252,6 @@ def generate(root: Path, files: int, tests: int, autotuned: float = 0.4, seed: i
     return counts
 
 
-def fastest(commands: dict[str, list[str]], cwd: Path, runs: int, env: dict[str, str],
-            before: dict[str, Callable[[], None]] | None = None) -> dict[str, tuple[float, float]]:
-    """(wall, cpu) seconds of each command, the fastest of `runs` rounds, commands interleaved.
-
-    CPU time is user + system of the process and of the workers it waited for; when the
-    machine is shared it says how much work a tool did, which its wall time may not.
-    """
-    best = {name: (float("inf"), float("inf")) for name in commands}
-    for _ in range(runs):
-        for name, argv in commands.items():
-            if before and name in before:
-                before[name]()
-            usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-            started = time.perf_counter()
-            subprocess.run(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            wall = time.perf_counter() - started
-            after = resource.getrusage(resource.RUSAGE_CHILDREN)
-            cpu = after.ru_utime - usage.ru_utime + after.ru_stime - usage.ru_stime
-            best[name] = (min(best[name][0], wall), min(best[name][1], cpu))
-    return best
-
-
 def tool(name: str) -> str:
     beside = Path(sys.executable).parent / name
     found = str(beside) if beside.exists() else shutil.which(name)
@@ -296,90 +271,71 @@ def byte_compile() -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--files", type=int, default=500, help="kernel modules to generate (default 500)")
-    parser.add_argument("--tests", type=int, default=100, help="test modules to generate (default 100)")
+    parser.add_argument("--files", type=int, default=500, help="kernel modules of the generated tree (default 500; "
+                        "0: none)")
+    parser.add_argument("--tests", type=int, default=100, help="test modules of the generated tree (default 100)")
     parser.add_argument("--autotuned", type=float, default=0.4,
                         help="fraction of kernel modules with autotuned kernels (default 0.4; 1 = worst case)")
-    parser.add_argument("--runs", type=int, default=7, help="runs per measurement; the fastest counts")
-    parser.add_argument("--keep", metavar="DIR", help="generate into DIR and keep it")
+    parser.add_argument("--serving", type=int, default=0, metavar="N",
+                        help="also a generated serving engine of N Python modules (bench/synth.py)")
+    parser.add_argument("--tree", action="append", default=[], metavar="DIR", help="also this tree (copied)")
+    parser.add_argument("--trees-in", action="append", default=[], metavar="DIR",
+                        help="also every folder in DIR, each a tree")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds per tree; the median counts (default 3)")
+    parser.add_argument("--json", metavar="FILE", help="also write every figure to FILE")
     args = parser.parse_args()
-    kgate, ruff = [tool("kgate")], tool("ruff")
+    kgate, ruff = tool("kgate"), tool("ruff")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     byte_compile()
-    scratch = None
-    if args.keep:
-        root = Path(args.keep).resolve()
-        root.mkdir(parents=True, exist_ok=True)
-    else:
-        scratch = tempfile.mkdtemp(prefix="kgate-lint-bench-")
-        root = Path(scratch)
-    try:
-        return measure(root, args, kgate, ruff, env)
-    finally:
-        if scratch:
-            shutil.rmtree(scratch, ignore_errors=True)
+    trees = [Path(t) for t in args.tree] + [p for d in args.trees_in for p in sorted(Path(d).iterdir()) if p.is_dir()]
+    results = []
+    with tempfile.TemporaryDirectory(prefix="kgate-lint-bench-") as scratch:
+        if args.files:
+            root = Path(scratch) / "generated"
+            root.mkdir()
+            generate(root, args.files, args.tests, args.autotuned)
+            results.append(one(f"generated ({args.files} kernel modules)", root, kgate, ruff, env, args.rounds))
+        if args.serving:
+            root = Path(scratch) / "serving"
+            synth.serving_engine(root, args.serving)
+            results.append(one(f"serving engine ({args.serving} modules)", root, kgate, ruff, env, args.rounds))
+        for tree in trees:
+            root = Path(scratch) / tree.name
+            shutil.copytree(tree, root, symlinks=True, ignore=lint_trees.IGNORED_COPY)
+            results.append(one(tree.name, root, kgate, ruff, env, args.rounds))
+            shutil.rmtree(root, ignore_errors=True)
+    report(results)
+    if args.json:
+        Path(args.json).write_text(json.dumps([{"tree": r.name, "files": r.files, "edited": r.edited,
+                                                "same_findings": r.same_findings,
+                                                "figures": {k: vars(f) for k, f in r.figures.items()}}
+                                               for r in results], indent=1))
+    return 0 if all(all(r.same_findings.values()) and all(q <= 1 for *_x, q in lint_trees.ratios(r))
+                    for r in results) else 1
 
 
-def measure(root: Path, args: argparse.Namespace, kgate: list[str], ruff: str, env: dict[str, str]) -> int:
-    counts = generate(root, args.files, args.tests, args.autotuned)
-    total = sum(1 for _ in root.rglob("*.py"))
-    # The lint cache trusts a file's stat only once its mtime is two seconds old (see kgate/pipeline/lint_cache.py).
+def one(name: str, root: Path, kgate: str, ruff: str, env: dict[str, str], rounds: int) -> lint_trees.TreeResult:
+    # The lint cache trusts a file's stat only once its mtime is two seconds old (kgate/pipeline/lint_cache.py).
     time.sleep(2.1)
-    cache = root / ".kgate-cache"
-    ruff_cache = root / ".ruff_cache"
+    return lint_trees.measure_tree(name, root, kgate, ruff, env, rounds, lambda text: print(text, file=sys.stderr))
 
-    def drop_kgate_cache() -> None:
-        shutil.rmtree(cache, ignore_errors=True)
 
-    one_file = str(next(root.glob("kernels/pkg0/ops_*.py")).relative_to(root))
-    cold = fastest({"kgate lint (cold)": kgate + ["lint"],
-                    "ruff check --select ALL --no-cache": [ruff, "check", "--select", "ALL", "--no-cache", "."]},
-                   root, args.runs, env, before={"kgate lint (cold)": drop_kgate_cache})
-    subprocess.run(kgate + ["lint"], cwd=root, env=env, stdout=subprocess.DEVNULL)  # fill the cache
-    subprocess.run([ruff, "check", "--select", "E9", "."], cwd=root, env=env, stdout=subprocess.DEVNULL)
-    warm = fastest({"kgate lint (warm)": kgate + ["lint"],
-                    "ruff check --select E9 --no-cache": [ruff, "check", "--select", "E9", "--no-cache", "."],
-                    "ruff check --select E9 (ruff's cache primed)": [ruff, "check", "--select", "E9", "."],
-                    "kgate lint ONE_FILE (warm, as the commit hook)": kgate + ["lint", "--force-exclude", one_file],
-                    "python -c pass (interpreter start)": [sys.executable, "-c", "pass"]},
-                   root, args.runs, env)
-    check = subprocess.run(kgate + ["lint", "--format", "json"], cwd=root, env=env, capture_output=True, text=True)
-    findings = check.stdout.count('"code": "KG')
-
-    cores = os.cpu_count() or 1
-    print(f"machine: {cores} cores, Python {sys.version.split()[0]}, {os.uname().machine}; "
-          f"fastest of {args.runs} runs each")
-    print(f"tree: {counts['modules']} kernel modules ({counts['kernels']} kernels; {counts['autotuned']} modules "
-          f"with autotuned kernels), {counts['tests']} test modules, {total} Python files; "
-          f"kgate reports {findings} findings")
-    print("ruff: --no-cache runs neither read nor write .ruff_cache; the primed E9 run reads it "
-          f"({'present' if ruff_cache.exists() else 'absent'})")
-    print()
-    times = {**cold, **warm}
-    print(f"{'':<60} {'wall':>8}    {'cpu':>8}")
-    for name, (wall, cpu) in times.items():
-        print(f"{name.replace('ONE_FILE', one_file):<60} {wall * 1000:8.1f} ms {cpu * 1000:8.1f} ms")
-    print()
-    ratios = [
-        ("cold: kgate lint / ruff --select ALL --no-cache", cold["kgate lint (cold)"][0],
-         cold["ruff check --select ALL --no-cache"][0], 1.0),
-        ("warm: kgate lint / ruff --select E9 --no-cache", warm["kgate lint (warm)"][0],
-         warm["ruff check --select E9 --no-cache"][0], 3.0),
-        ("warm: kgate lint / ruff --select E9, ruff's cache primed", warm["kgate lint (warm)"][0],
-         warm["ruff check --select E9 (ruff's cache primed)"][0], None),
-    ]
-    print("ratios of wall times:")
-    met = True
-    for label, ours, theirs, target in ratios:
-        ratio = ours / theirs
-        verdict = ""
-        if target is not None:
-            verdict = f"target <= {target:g}x: {'met' if ratio <= target else 'MISSED'}"
-            met = met and ratio <= target
-        else:
-            verdict = "reference"
-        print(f"{label:<60} {ratio:6.2f}x  {verdict}")
-    return 0 if met else 1
+def report(results: list[lint_trees.TreeResult]) -> None:
+    load = os.getloadavg()
+    print(f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}, {os.uname().machine}; load average "
+          f"at the end {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}; medians of each round's wall time")
+    for result in results:
+        fig = result.figures
+        print(f"\n{result.name}: {result.files} Python files; edited: "
+              + ", ".join(f"{k} {v}" for k, v in result.edited.items()))
+        print(f"  {'command':<44} {'wall':>9} {'cpu':>9} {'peak MB':>8}")
+        for label, figures in fig.items():
+            peak = f"{figures.peak_kb / 1024:8.0f}" if figures.peak_kb else ""
+            print(f"  {label:<44} {figures.wall:8.3f}s {figures.cpu:8.3f}s {peak}")
+        for label, ours, limit, ratio in lint_trees.ratios(result):
+            print(f"  {label:<52} {ours:8.3f} / {limit:8.3f} = {ratio:5.2f} {'met' if ratio <= 1 else 'MISSED'}")
+        for kind, same in result.same_findings.items():
+            print(f"  findings, {kind} run against --no-cache: {'the same' if same else 'DIFFERENT'}")
 
 
 if __name__ == "__main__":

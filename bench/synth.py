@@ -175,3 +175,254 @@ def edit_one_kernel(root: Path, round_: int = 1) -> Path:
     text = path.read_text()
     path.write_text(re.sub(r"\b1\.\d{3} \* a\b", f"{1 + round_ / 1000:.3f} * a", text, count=1))
     return path
+
+
+# --------------------------------------------------------------------------- a serving engine's Python tree
+
+TRITON_UTILS = '''"""The engine's one import of Triton, with a stand-in where Triton is not installed."""
+
+try:
+    import triton
+    import triton.language as tl
+
+    HAS_TRITON = True
+except ImportError:
+    HAS_TRITON = False
+
+    class _Placeholder:
+        def __getattr__(self, name):
+            return self
+
+        def __call__(self, *args, **kwargs):
+            return self
+
+    triton = _Placeholder()
+    tl = _Placeholder()
+'''
+
+SERVING_KERNELS = '''"""Kernels of group {g}, module {i}."""
+
+from engine.triton_utils import tl, triton
+
+CONFIGS_{i} = [triton.Config({{"BLOCK": b}}, num_warps=w) for b in (128, 256) for w in (4, 8)]
+
+
+@triton.jit
+def _act_{i}(v, ALPHA: tl.constexpr):
+    return v * tl.sigmoid(ALPHA * v)
+
+
+{fused_tune}@triton.jit
+def fused_{i}(x, out, n_tokens, hidden, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    v = tl.load(x + row * hidden + cols, mask=cols < hidden, other=0.0)
+    tl.store(out + row * hidden + cols, _act_{i}(v, {alpha}), mask=cols < hidden)
+
+
+{reduce_tune}@triton.jit
+def reduce_{i}(x, acc, n_tokens, hidden, BLOCK: tl.constexpr):
+    cols = tl.arange(0, BLOCK)
+    v = tl.load(x + tl.program_id(0) * hidden + cols, mask=cols < hidden, other=0.0)
+    tl.atomic_add(acc + cols, v, mask=cols < hidden){debug}
+
+
+@triton.jit
+def rope_{i}(q, cos, sin, T, HEAD: tl.constexpr, ROWS: tl.constexpr):
+    offs = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    tl.store(q + offs, tl.load(q + offs) * tl.load(cos + offs) + tl.load(sin + offs), mask=offs < T)
+
+
+def rope_{i}_launch(q, cos, sin):
+    rope_{i}[(triton.cdiv(q.shape[0], 64),)](q, cos, sin, q.shape[0], HEAD=q.shape[-1], ROWS=64)
+'''
+
+SERVING_OPS = '''"""Launchers of group {g}, module {i}."""
+
+import torch
+
+from engine.kernels.g{g}.k{k} import fused_{k}, reduce_{k}
+from engine.triton_utils import triton
+{other}
+
+def fused_{i}_op(x, rows):
+    out = torch.empty_like(x)
+    fused_{k}[(rows,)](x, out, rows, x.shape[-1])
+    return out
+
+
+def reduce_{i}_op(x):
+    acc = torch.zeros(x.shape[-1], device=x.device)
+    reduce_{k}[(x.shape[0],)](x, acc, x.shape[0], x.shape[-1])
+    return acc
+
+
+def grid_{i}(n):
+    return (triton.cdiv(n, 128),)
+'''
+
+SERVING_LAYER = '''"""A layer of group {g}, module {i}."""
+
+import torch
+
+from engine.ops.g{g}.o{o} import fused_{o}_op, reduce_{o}_op
+{other}
+
+class Layer{i}(torch.nn.Module):
+    def __init__(self, hidden_size):
+        super().__init__()
+        self.hidden_size = hidden_size
+
+    def forward(self, hidden):
+        tokens = hidden.shape[0]
+        out = fused_{o}_op(hidden, {rows})
+        return out + reduce_{o}_op(out)
+'''
+
+SERVING_PLAIN = '''"""Model code of group {g}, module {i}: the bulk of an engine, Python that names no kernel."""
+
+import dataclasses
+import logging
+import os
+from typing import Any
+
+logger = logging.getLogger(__name__)
+{other}
+
+@dataclasses.dataclass
+class Settings{i}:
+    hidden_size: int = {hidden}
+    num_heads: int = 32
+    max_tokens: int = int(os.environ.get("MAX_TOKENS_{i}", "8192"))
+
+    def scaled(self, factor: int) -> "Settings{i}":
+        return dataclasses.replace(self, hidden_size=self.hidden_size * factor)
+{methods}'''
+
+SERVING_METHOD = '''
+
+def step_{i}_{n}(batch: dict[str, Any], settings: Settings{i}, retries: int = 3) -> dict[str, Any]:
+    """Schedule one step of requests {n}: admit, pad and order them."""
+    admitted = {{}}
+    for name, request in sorted(batch.items(), key=lambda item: item[1].get("priority", 0)):
+        if len(admitted) >= settings.max_tokens // max(1, request.get("tokens", 1)):
+            logger.debug("deferred %s after %d admitted", name, len(admitted))
+            continue
+        tokens = request.get("tokens", 0)
+        padded = (tokens + settings.num_heads - 1) // settings.num_heads * settings.num_heads
+        admitted[name] = {{**request, "padded": padded, "attempt": retries - request.get("left", retries)}}
+    if not admitted and batch:
+        raise RuntimeError(f"no request of {{len(batch)}} fits {{settings.max_tokens}} tokens")
+    return {{name: value for name, value in admitted.items() if value["padded"] > 0}}
+'''
+
+SERVING_TEST = '''"""Tests of group {g}."""
+
+import os
+
+import torch
+
+from engine.ops.g{g}.o{o} import fused_{o}_op
+
+
+def test_fused_{i}():
+    os.environ["{variable}"] = "1"
+    x = torch.randn(16, 128)
+    assert fused_{o}_op(x, 16).shape == x.shape
+'''
+
+SERVING_CU = '''#include <cuda_runtime.h>
+#include "launch_check.h"
+
+__global__ void scale_{i}(float* x, int n) {{
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] *= {alpha}f;
+}}
+
+// Other files call this one: their calls decide.
+void scale_{i}_launch(float* x, int n, cudaStream_t stream) {{
+  scale_{i}<<<(n + 255) / 256, 256, 0, stream>>>(x, n);
+}}
+
+void run_{i}(float* x, int n, cudaStream_t stream) {{
+  scale_{j}_launch(x, n, stream);
+  {check}
+}}
+'''
+
+
+def serving_engine(root: Path, modules: int = 10000, cuda_files: int = 40, kernel_share: float = 0.04,
+                   methods_per_module: int = 8) -> dict[str, int]:
+    """A Python tree shaped like a serving engine's: `modules` Python files in `engine/` and `tests/`, plus
+    `cuda_files` .cu files whose launch helpers other files call. In the proportions of the serving engines of the
+    labelled corpus: `kernel_share` of the modules define Triton kernels, taking Triton through the engine's own
+    `engine.triton_utils` (two in five of them autotuned, keyed on a run-time shape in some, decided by what their
+    launchers' callers in other modules pass; an autotuned atomic kernel, its buffer reset in most; a constexpr passed a
+    shape); half again as many launcher modules import those kernels and each other, two and a half times as many
+    layers call the launchers and import each other, and the rest is model and scheduling code of about 8 KB a module
+    (`methods_per_module`) that names no kernel. Deterministic: the same arguments give the same files."""
+    kernels = max(1, int(modules * kernel_share))
+    ops, layers, tests = kernels * 3 // 2, kernels * 5 // 2, max(1, modules // 50)
+    plain = modules - kernels - ops - layers - tests - 3
+    group = 50  # modules per package
+    engine = root / "engine"
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "pyproject.toml").write_text('[project]\nname = "engine"\n')
+    counts = {"python": 0, "cuda": 0}
+
+    def write(rel: str, text: str) -> None:
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.name != "__init__.py" and not (path.parent / "__init__.py").exists() and rel.startswith("engine/"):
+            (path.parent / "__init__.py").write_text("")
+            counts["python"] += 1
+        path.write_text(text)
+        counts["python" if rel.endswith(".py") else "cuda"] += 1
+
+    engine.mkdir(parents=True, exist_ok=True)
+    write("engine/__init__.py", '"""A serving engine."""\n')
+    write("engine/triton_utils.py", TRITON_UTILS)
+    for i in range(kernels):
+        key = ('"n_tokens", "hidden"', '"hidden"', '"hidden"')[i % 3]
+        fused_tune = f"@triton.autotune(configs=CONFIGS_{i}, key=[{key}])\n" if i % 5 < 2 else ""
+        reset = ', reset_to_zero=["acc"]' if i % 4 else ""
+        reduce_tune = f'@triton.autotune(configs=CONFIGS_{i}, key=["hidden"]{reset})\n' if i % 5 == 0 else ""
+        debug = '\n    tl.device_print("acc", v)' if i % 97 == 0 else ""
+        write(f"engine/kernels/g{i // group}/k{i}.py", SERVING_KERNELS.format(
+            g=i // group, i=i, fused_tune=fused_tune, reduce_tune=reduce_tune, debug=debug, alpha=f"{1 + i % 7 / 10:.1f}"))
+    for i in range(ops):
+        k = i % kernels
+        other = f"from engine.ops.g{(i - 1) // group}.o{i - 1} import grid_{i - 1}\n" if i % 5 and i else ""
+        write(f"engine/ops/g{k // group}/o{i}.py", SERVING_OPS.format(g=k // group, i=i, k=k, other=other))
+    for i in range(layers):
+        o = i % ops
+        other = f"from engine.layers.g{(i - 1) // group}.l{i - 1} import Layer{i - 1}\n" if i % 3 and i else ""
+        rows = "tokens" if i % 2 else "self.hidden_size"
+        write(f"engine/layers/g{i // group}/l{i}.py", SERVING_LAYER.format(g=(o % kernels) // group, i=i, o=o,
+                                                                          other=other, rows=rows))
+    for i in range(plain):
+        other = f"from engine.layers.g{(i % layers) // group}.l{i % layers} import Layer{i % layers}\n" \
+            if i % 2 else ""
+        methods = "".join(SERVING_METHOD.format(i=i, n=n) for n in range(methods_per_module))
+        write(f"engine/models/g{i // group}/m{i}.py", SERVING_PLAIN.format(g=i // group, i=i, other=other,
+                                                                          hidden=1024 << i % 3, methods=methods))
+    for i in range(tests):
+        o = i % ops
+        write(f"tests/test_o{i}.py", SERVING_TEST.format(g=(o % kernels) // group, i=i, o=o,
+                                                         variable="TRITON_INTERPRET" if i % 10 == 0 else "DEBUG"))
+    if cuda_files:
+        write("csrc/launch_check.h", "#pragma once\n#include <cstdlib>\n#include <cuda_runtime.h>\n"
+              "#define CHECK_LAUNCH() do { if (cudaGetLastError() != cudaSuccess) abort(); } while (0)\n")
+    for i in range(cuda_files):
+        j = (i + 1) % cuda_files
+        check = "CHECK_LAUNCH();" if i % 3 else ""
+        write(f"csrc/ops{i:03d}.cu", SERVING_CU.format(i=i, j=j, check=check, alpha=f"{0.5 + i % 4 / 4:.2f}"))
+    return counts
+
+
+def serving_files(root: Path) -> dict[str, Path]:
+    """Files of a `serving_engine` tree a one-file edit is measured on: a kernel module (`leaf`), and a launcher
+    module whose calls decide a kernel module's verdicts (`read by others`)."""
+    return {"leaf": root / "engine" / "models" / "g0" / "m0.py",
+            "kernel": root / "engine" / "kernels" / "g0" / "k1.py",
+            "read by others": root / "engine" / "ops" / "g0" / "o1.py"}

@@ -146,6 +146,28 @@ def test_an_unchanged_lint_is_replayed_and_an_edit_runs_it_again(project: Path) 
         (project / "tuned.py").unlink()
 
 
+def test_a_lint_without_a_configuration_is_replayed_until_one_appears_above(tmp_path: Path) -> None:
+    """A project with no configuration lints with the defaults, its cache in the current folder: an unchanged lint is
+    replayed there too, and a configuration that appears in a folder above (which the run would then use) or a
+    pyproject.toml there runs it again."""
+    project = tmp_path / "outer" / "project"
+    project.mkdir(parents=True)
+    (project / "tuned.py").write_text(
+        "import triton\nimport triton.language as tl\n\n\n@triton.autotune(configs=[], key=['n_tokens'])\n"
+        "@triton.jit\ndef k(x, n_tokens):\n    tl.device_print('x', x)\n")
+    first = probe(project, command="lint")
+    assert first[0] == 1 and "KG201" in first[1] and "KG204" in first[1] and first[2] is False
+    assert probe(project, command="lint") == (*first[:2], True)
+    (tmp_path / "outer" / "kgate.toml").write_text('select = ["KG204"]\n')
+    configured = probe(project, command="lint")
+    assert configured[2] is False and "KG204" in configured[1] and "KG201" not in configured[1]
+    (tmp_path / "outer" / "kgate.toml").unlink()
+    assert probe(project, command="lint") == (*first[:2], True)
+    (tmp_path / "outer" / "pyproject.toml").write_text('[project]\nname = "outer"\n')
+    assert probe(project, command="lint") == (*first[:2], False)
+    assert probe(project, command="lint") == (*first[:2], True)
+
+
 def test_old_records_are_pruned(tmp_path: Path) -> None:
     for i in range(70):
         (tmp_path / f"{i:03d}.json").write_text("{}")

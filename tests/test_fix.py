@@ -464,8 +464,9 @@ def test_plain_lint_does_not_import_the_fixer_or_libcst(tmp_path: Path) -> None:
              "sys.exit(code)\n")
     plain = subprocess.run([sys.executable, "-c", probe, "lint"], cwd=root, capture_output=True, text=True)
     assert plain.returncode == 0 and "KG002" in plain.stdout and plain.stderr.strip().splitlines()[-1] == "[]"
+    # A comment edit is made on the text: no libcst; a statement that shares its line is removed through libcst.
     fixing = subprocess.run([sys.executable, "-c", probe, "lint", "--diff"], cwd=root, capture_output=True, text=True)
-    assert fixing.stderr.strip().splitlines()[-1] == "['kgate.pipeline.fix', 'libcst']"
+    assert fixing.stderr.strip().splitlines()[-1] == "['kgate.pipeline.fix']"
     # Without libcst (the `fix` extra), a fixing run stops with one line; a plain lint does not mind.
     blocked = "import sys\nsys.modules['libcst'] = None\n" + probe
     missing = subprocess.run([sys.executable, "-c", blocked, "lint", "--fix"], cwd=root, capture_output=True, text=True)
@@ -473,6 +474,10 @@ def test_plain_lint_does_not_import_the_fixer_or_libcst(tmp_path: Path) -> None:
         "kgate: error: --fix, --diff, --show-fixes and --add-ignore need libcst: pip install 'libcst>=1.1' "
         "(kgate's extra fix: kernel-gate[fix])")
     assert subprocess.run([sys.executable, "-c", blocked, "lint"], cwd=root, capture_output=True).returncode == 0
+    (root / "tests" / "conftest.py").write_text('import os\nos.environ["TRITON_INTERPRET"] = "1"; x = 1\n')
+    fixing = subprocess.run([sys.executable, "-c", probe, "lint", "--diff", "--unsafe-fixes"], cwd=root,
+                            capture_output=True, text=True)
+    assert "+x = 1" in fixing.stdout and fixing.stderr.strip().splitlines()[-1] == "['kgate.pipeline.fix', 'libcst']"
 
 
 def test_json_report_after_fix_has_no_fix_field(tmp_path: Path) -> None:

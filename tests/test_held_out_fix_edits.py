@@ -207,8 +207,8 @@ DROPPED = [
     # Text make reads literally, a shell word: not a comment, never removed.
     ("Makefile", "X := $(info # kgate: ignore-file[KG301] r)\n", 1, "KG301", None),
     ("build.sh", "echo ${x:- # kgate: ignore[KG301] r}\n", 1, "KG301", None),
-    # libcst would write the file back without its form feed: nothing is written.
-    ("k.py", "import os\n\x0cx = 1\ny = 2  # kgate: ignore[KG201] stale\n", 3, "KG201", None),
+    # A comment edit is made on the text itself: a form feed libcst would not write back stays where it was.
+    ("k.py", "import os\n\x0cx = 1\ny = 2  # kgate: ignore[KG201] stale\n", 3, "KG201", "import os\n\x0cx = 1\ny = 2\n"),
 ]
 
 
@@ -264,7 +264,8 @@ def test_a_setting_in_a_one_line_block_is_removed_and_nothing_is_claimed_that_wa
 
 
 def test_a_setting_in_a_file_libcst_cannot_write_back_is_left_and_the_run_says_so(tmp_path: Path) -> None:
-    text = 'import os\n\x0cos.environ["TRITON_INTERPRET"] = "1"\n'
+    """A statement that shares its line needs libcst to remove it, which would not write the form feed back."""
+    text = 'import os\n\x0cos.environ["TRITON_INTERPRET"] = "1"; y = 2\n'
     stderr, after = interpret_fix(tmp_path, {"tests/conftest.py": text})
     assert after["tests/conftest.py"] == text
     assert "tests/conftest.py: fixes not applied: libcst cannot write this file back unchanged" in stderr

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kgate.collect import pyindex
+from kgate.collect import depends, pyindex
 from kgate.collect.pynames import Resolver
 
 TRY_IMPORT = """\
@@ -98,13 +98,18 @@ def test_a_subpackage_named_like_triton_is_not_triton(tmp_path: Path) -> None:
     assert qualify(tmp_path, "fla/conv/ops.py", "triton.jit") == "triton.jit"
 
 
-def test_the_files_read_are_listed(tmp_path: Path) -> None:
+def test_the_modules_read_are_noted(tmp_path: Path) -> None:
+    """What a question read of the project's modules (their top-level bindings) is noted as a verdict's reads."""
     write(tmp_path, {"pkg/tu.py": TRY_IMPORT, "pkg/k.py": "from .tu import triton\nimport os\n"})
     resolver = Resolver([str(tmp_path)])
-    assert resolver.qualify(str(tmp_path / "pkg/k.py"), "os.path") == "os.path"
-    assert resolver.read == [str(tmp_path / "pkg/k.py")]
-    assert resolver.qualify(str(tmp_path / "pkg/k.py"), "triton.jit") == "triton.jit"
-    assert resolver.read == [str(tmp_path / "pkg/k.py"), str(tmp_path / "pkg/tu.py")]
+
+    def exports_read(dotted: str) -> tuple[str | None, set[str]]:
+        with depends.collecting() as reads:
+            found = resolver.qualify(str(tmp_path / "pkg/k.py"), dotted)
+        return found, {key[len(depends.EXPORTS):] for key in reads if key.startswith(depends.EXPORTS)}
+
+    assert exports_read("os.path") == ("os.path", {str(tmp_path / "pkg/k.py")})
+    assert exports_read("triton.jit") == ("triton.jit", {str(tmp_path / "pkg/k.py"), str(tmp_path / "pkg/tu.py")})
 
 
 def test_a_name_is_followed_to_the_project_definition_it_stands_for(tmp_path: Path) -> None:

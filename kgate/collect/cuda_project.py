@@ -2,7 +2,9 @@
 
 Read only when a file's own text cannot settle a launch: the calls of a function defined in one file and
 called from others, and the macros and functions that read the last error. One `Project` per lint run and
-project root (`project`); each file is read and blanked at most once.
+project root (`project`); each file is read and blanked at most once. A verdict that reads it depends on the
+project's C++ and CUDA files together (`kgate.collect.depends`: the lint cache answers it while none of them
+changed).
 """
 
 from __future__ import annotations
@@ -11,9 +13,12 @@ import os
 import re
 from collections.abc import Iterable, Iterator, Sequence
 
+from kgate.collect import depends
 from kgate.collect.cpp_flow import Flow, is_call, line_starts
 from kgate.collect.cpp_text import balanced, blank, calls_of
 from kgate.collect.cuda_checks import NEEDLES, Checks, Counts, checks_of, definitions, last_error_reads, readers
+from kgate.collect.depends import blake2b
+from kgate.support.filestat import path_state
 
 SOURCES = (".cu", ".cuh", ".cpp", ".cc", ".cxx", ".h", ".hpp", ".hh", ".inl")
 HEADERS = (".h", ".cuh", ".hpp", ".hh", ".inl")
@@ -35,18 +40,25 @@ class Project:
         self._flows: dict[str, Flow] = {}
         self._checks: dict[tuple[str, ...], dict[str, Counts | None]] = {}
         self._words: dict[str, frozenset[bytes]] = {}
+        self._state: list[int] | None | bool = False
 
     def files(self) -> list[tuple[str, str]]:
         if self._files is None:
-            found: list[tuple[str, str]] = []
-            for here, folders, names in os.walk(self.root):
-                folders[:] = sorted(d for d in folders if not d.startswith(".") and d not in _SKIPPED)
-                for name in sorted(names):
-                    if name.endswith(SOURCES):
-                        path = os.path.join(here, name)
-                        found.append((os.path.relpath(path, self.root).replace(os.sep, "/"), path))
-            self._files = found
+            self._files = _sources(self.root)
         return self._files
+
+    def state(self) -> list[int] | None:
+        """The state of the project's C++ and CUDA files together (None: one was written too recently to vouch)."""
+        if self._state is False:
+            self._state = tree_state(self.root, self.files())
+        return self._state
+
+    def digest(self) -> str:
+        """A digest of the project's C++ and CUDA files together: which there are and the bytes of each."""
+        summary = blake2b(digest_size=16)
+        for rel, path in self.files():
+            summary.update(f"{rel}\0{depends.digest(self.data(rel, path))}\n".encode("utf-8", "surrogateescape"))
+        return summary.hexdigest()
 
     def data(self, rel: str, path: str) -> bytes:
         if rel not in self._data:
@@ -173,7 +185,34 @@ def project(run: object, path: str, rel: str) -> Project:
     root = path[:-len(rel)].rstrip(os.sep) if path.endswith(rel) else os.path.dirname(path)
     for known_run, known_root, found in _CACHE:
         if known_run is run and known_root == root:
-            return found
-    found = Project(root or os.sep)
-    _CACHE[:] = [*[entry for entry in _CACHE if entry[0] is run], (run, root, found)]
+            break
+    else:
+        found = Project(root or os.sep)
+        _CACHE[:] = [*[entry for entry in _CACHE if entry[0] is run], (run, root, found)]
+    state = found.state()
+    depends.note(depends.CPP + found.root, state, found.digest() if state is None else None)
     return found
+
+
+def _sources(root: str) -> list[tuple[str, str]]:
+    """(project-relative name, path) of the project's C++ and CUDA files, in a stable order."""
+    found: list[tuple[str, str]] = []
+    for here, folders, names in os.walk(root):
+        folders[:] = sorted(d for d in folders if not d.startswith(".") and d not in _SKIPPED)
+        for name in sorted(names):
+            if name.endswith(SOURCES):
+                path = os.path.join(here, name)
+                found.append((os.path.relpath(path, root).replace(os.sep, "/"), path))
+    return found
+
+
+def tree_state(root: str, files: list[tuple[str, str]] | None = None) -> list[int] | None:
+    """The state of the project's C++ and CUDA files together: which there are and the state of each (None where one
+    was written too recently to vouch for it)."""
+    summary = blake2b(digest_size=8)
+    for rel, path in _sources(root) if files is None else files:
+        state = path_state(path)
+        if depends.stable(state) is None and state is not None:
+            return None
+        summary.update(f"{rel}\0{state}\n".encode("utf-8", "surrogateescape"))
+    return [int.from_bytes(summary.digest(), "big")]

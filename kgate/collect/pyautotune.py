@@ -27,6 +27,7 @@ import ast
 import os
 from dataclasses import dataclass, field
 
+from kgate.collect import depends
 from kgate.collect import pysource as py
 from kgate.support.filestat import path_state
 
@@ -308,14 +309,13 @@ class Application:
 
 class Project:
     """The project's other modules, as the module under lint imports them: parsed on demand, once per run and
-    file state. `read` lists the files consulted (a verdict that depends on them)."""
+    file state. What it looks for and reads is noted as the verdict's (`kgate.collect.depends`)."""
 
     def __init__(self, path: str, rel: str) -> None:
         path = os.path.abspath(path)
         rel_os = rel.replace("/", os.sep)
         self.file = path
         self.root = path[:-len(rel_os)].rstrip(os.sep) if path.endswith(rel_os) else os.path.dirname(path)
-        self.read: list[str] = []
 
     def module_file(self, module: str, level: int, importer: str) -> str | None:
         parts = [p for p in module.split(".") if p]
@@ -329,6 +329,7 @@ class Project:
         for base in bases:
             stem = os.path.join(base, *parts)
             for candidate in (stem + ".py", os.path.join(stem, "__init__.py")):
+                depends.probe(candidate)
                 if os.path.isfile(candidate) and os.path.abspath(candidate).startswith(self.root + os.sep):
                     return os.path.abspath(candidate)
         return None
@@ -336,11 +337,10 @@ class Project:
     def parsed(self, path: str) -> py.ParsedModule | None:
         state = path_state(path)
         if state is None:
+            depends.probe(path)
             return None
         key = (path, tuple(state))
         held = _PARSED.get(key)
-        if held is not None and path not in self.read:
-            self.read.append(path)
         if held is None:
             from kgate.collect.source import SourceFile, try_parse
 
@@ -348,23 +348,25 @@ class Project:
                 with open(path, "rb") as handle:
                     data = handle.read()
             except OSError:
+                depends.file(path, None)
                 return None
             tree = try_parse(data)
             # Its names are followed through the project's modules as the module under lint's are.
             origin = SourceFile(path, os.path.relpath(path, self.root).replace(os.sep, "/"), data)
-            held = _PARSED[key] = (py.ParsedModule(tree, origin=origin) if tree is not None else None, data)
+            held = _PARSED[key] = (py.ParsedModule(tree, origin=origin) if tree is not None else None, data,
+                                   depends.digest(data))
             while len(_PARSED) > 64:
                 _PARSED.pop(next(iter(_PARSED)))
-        if path not in self.read:
-            self.read.append(path)
+        depends.note(path, depends.stable(state), held[2])
         return held[0]
 
     def data(self, path: str) -> bytes | None:
         """The bytes of a file `parsed` read."""
-        return next((data for (held, _state), (_info, data) in _PARSED.items() if held == path), None)
+        return next((data for (held, _state), (_info, data, _digest) in _PARSED.items() if held == path), None)
 
 
-_PARSED: dict[tuple[str, tuple[object, ...]], tuple[py.ParsedModule | None, bytes]] = {}
+# For one lint run: a module's names are followed through the project's other modules, which may change between runs.
+_PARSED: dict[tuple[str, tuple[object, ...]], tuple[py.ParsedModule | None, bytes, str]] = depends.per_run({})
 
 
 def strip(expr: ast.expr) -> ast.expr:

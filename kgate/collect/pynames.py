@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from kgate.collect import pysparse
+from kgate.collect import depends, pysparse
 from kgate.collect.source import UnreadableSource, decode, try_parse
 from kgate.support.filestat import path_state
 
@@ -198,15 +198,17 @@ def _public(tree: ast.Module) -> tuple[str, ...] | None:
 
 
 class Resolver:
-    """Follows names through the project's modules; `read` lists the project files whose records it read (a
-    verdict that depends on them). `roots`: folders absolute imports are looked for in, besides the importing
-    module's package root; `inside`: the folder every project file is in (None: wherever the roots are)."""
+    """Follows names through the project's modules. What it reads (the modules' top-level bindings, the folders it
+    looks in) is noted as the verdict's (`kgate.collect.depends`). `roots`: folders absolute imports are looked for
+    in, besides the importing module's package root; `inside`: the folder every project file is in (None: wherever
+    the roots are)."""
 
     def __init__(self, roots: list[str], inside: str | None = None) -> None:
         self.roots = [os.path.abspath(r) for r in roots]
         self.inside = os.path.abspath(inside) if inside is not None else None
-        self.read: list[str] = []
-        self._files: dict[tuple[str, str], str | None] = {}
+        self._files: dict[tuple[str, str], tuple[str | None, depends.Reads]] = {}
+        # Where a name bound in another module leads, with what following it read (`_name`).
+        self._named: dict[tuple[str, str, int, bool], tuple[Target | None, depends.Reads]] = {}
         self._defined = False  # while `definition` asks: a module's own binding is where a name leads
 
     def qualify(self, path: str, dotted: str, own: Exports | None = None) -> str | None:
@@ -250,7 +252,21 @@ class Resolver:
         return found
 
     def _name(self, path: str, name: str, own: Exports | None, depth: int) -> Target | None:
-        """Where a name bound at the top level of the module at `path` leads."""
+        """Where a name bound at the top level of the module at `path` leads (`own`: that module's bindings as the
+        caller has them; None: as its file has them, an answer kept for the resolver's life)."""
+        if own is not None:
+            return self._followed(path, name, own, depth)
+        key = (path, name, depth, self._defined)
+        held = self._named.get(key)
+        if held is None:
+            with depends.collecting() as reads:
+                found = self._followed(path, name, None, depth)
+            held = self._named[key] = (found, reads)
+        else:
+            depends.replay(held[1])
+        return held[0]
+
+    def _followed(self, path: str, name: str, own: Exports | None, depth: int) -> Target | None:
         if depth > _DEPTH:
             return None
         table = own if own is not None else self._exports(path)
@@ -291,7 +307,7 @@ class Resolver:
             return (EXTERNAL, f"{where}.{part}")
         if kind == DEFINED:
             return None  # an attribute of a definition (a method, a class's value): not followed
-        if os.path.isfile(where):
+        if depends.probe(where) == "f":
             bound = self._name(where, part, None, depth + 1)
             if bound is not None:
                 return bound
@@ -311,7 +327,7 @@ class Resolver:
             if found is None:
                 return None
             init = os.path.join(found, "__init__.py")
-            return (MODULE, init if os.path.isdir(found) and os.path.isfile(init) else found)
+            return (MODULE, init if depends.probe(found) == "d" and depends.probe(init) == "f" else found)
         file = self._absolute(path, parts)
         return (MODULE, file) if file is not None else (EXTERNAL, module)
 
@@ -320,42 +336,47 @@ class Resolver:
         folder that holds the package the importer is itself in (`sglang.srt.x` imported from inside
         `python/sglang/`: `python/`, where a folder without `__init__.py` between them, a namespace package, hides
         it from the package root)."""
-        for base in dict.fromkeys([_package_root(os.path.dirname(path)), *self.roots, *_holding(path, parts[:1])]):
-            key = (base, ".".join(parts))
-            if key not in self._files:
-                self._files[key] = self._under(base, parts)
-            if self._files[key] is not None:
-                return self._files[key]
-        return None
+        key = (os.path.dirname(path), ".".join(parts))  # what decides: the importer's folder and the module
+        held = self._files.get(key)
+        if held is None:
+            with depends.collecting() as reads:
+                found = None
+                for base in dict.fromkeys([_package_root(key[0]), *self.roots, *_holding(path, parts[:1])]):
+                    found = self._under(base, parts)
+                    if found is not None:
+                        break
+            held = self._files[key] = (found, reads)
+        else:
+            depends.replay(held[1])
+        return held[0]
 
     def _under(self, base: str, parts: list[str]) -> str | None:
-        names = _entries(base)
-        if not parts or (parts[0] not in names and parts[0] + ".py" not in names):
+        if not parts or (not _has(base, parts[0]) and not _has(base, parts[0] + ".py")):
             return None  # most imports (torch, triton) are of nothing in the folder: one look at its listing
         stem = os.path.join(base, *parts)
         for candidate in (stem + ".py", os.path.join(stem, "__init__.py")):
-            if os.path.isfile(candidate) and (self.inside is None or candidate.startswith(self.inside + os.sep)):
+            if depends.probe(candidate) == "f" and (self.inside is None or candidate.startswith(self.inside + os.sep)):
                 return candidate
         return None
 
     def _submodule(self, where: str, part: str) -> str | None:
         """A module or package `part` of the package at `where` (its `__init__.py` or its folder)."""
-        folder = where if os.path.isdir(where) else (os.path.dirname(where)
-                                                     if os.path.basename(where) == "__init__.py" else None)
+        folder = where if depends.probe(where) == "d" else (os.path.dirname(where)
+                                                            if os.path.basename(where) == "__init__.py" else None)
         if folder is None:
             return None
         stem = os.path.join(folder, part)
         for candidate in (stem + ".py", os.path.join(stem, "__init__.py")):
-            if os.path.isfile(candidate):
+            if depends.probe(candidate) == "f":
                 return candidate
-        return stem if os.path.isdir(stem) else None
+        return stem if depends.probe(stem) == "d" else None
 
     def _exports(self, path: str) -> Exports | None:
-        if not os.path.isfile(path):
+        if depends.probe(path) != "f":
             return None
-        if path not in self.read:
-            self.read.append(path)
-        return file_exports(path)
+        found, digest, state = _read(path)
+        depends.note(depends.EXPORTS + path, depends.stable(state), digest)
+        return found
 
 
 def _holding(path: str, top: list[str]) -> list[str]:
@@ -367,8 +388,7 @@ def _holding(path: str, top: list[str]) -> list[str]:
         return []  # most imports (torch, triton) name no folder the module is in: no folder is looked at
     while os.path.dirname(folder) != folder:
         parent = os.path.dirname(folder)
-        if os.path.basename(folder) == top[0] and "__init__.py" in _entries(folder) \
-                and "__init__.py" not in _entries(parent):
+        if os.path.basename(folder) == top[0] and _has(folder, "__init__.py") and not _has(parent, "__init__.py"):
             return [parent]
         folder = parent
     return []
@@ -377,12 +397,22 @@ def _holding(path: str, top: list[str]) -> list[str]:
 def _package_root(folder: str) -> str:
     """The folder absolute imports of a module in `folder` are found from: the one above its outermost package,
     or the folder itself when it is no package."""
-    while "__init__.py" in _entries(folder) and os.path.dirname(folder) != folder:
+    while _has(folder, "__init__.py") and os.path.dirname(folder) != folder:
         folder = os.path.dirname(folder)
     return folder
 
 
 _LISTED: dict[str, tuple[tuple[int, int], frozenset[str]]] = {}
+
+
+def _has(folder: str, name: str) -> bool:
+    """Whether the folder holds an entry `name`, as its listing says; noted as a look for that entry."""
+    path = os.path.join(folder, name)
+    if name in _entries(folder):
+        depends.probe(path)
+        return True
+    depends.note(depends.PROBE + path, None, "")  # not listed: nothing there, no need to look
+    return False
 
 
 def _entries(folder: str) -> frozenset[str]:
@@ -407,22 +437,35 @@ def _entries(folder: str) -> frozenset[str]:
 # --------------------------------------------------------------------------- reading a module's top level
 
 _LINE = re.compile(r"\r\n|\r|\n")
-_READ: dict[tuple[str, tuple[int, ...]], Exports | None] = {}  # by path and file state, for the process
-_KEEP = 4096  # a lint that follows launchers across a large project reads thousands of modules' top levels
+# By path and file state, for the process: what the module binds, and a digest of it.
+_READ: dict[tuple[str, tuple[int, ...]], tuple[Exports | None, str]] = {}
+_KEEP = 65536  # a project's modules (a few hundred bytes each): read once per run, however many verdicts follow them
 
 
 def file_exports(path: str) -> Exports | None:
     """What the module at `path` binds at its top level (None: it cannot be read or parsed)."""
+    return _read(path)[0]
+
+
+def exports_digest(path: str) -> str:
+    """A digest of what the module at `path` binds at its top level: a verdict that followed names through the module
+    holds while it is the same."""
+    return _read(path)[1]
+
+
+def _read(path: str) -> tuple[Exports | None, str, list[int] | None]:
+    """What the module binds, a digest of it, and the state of the file it was read from."""
     state = path_state(path)
     if state is None:
-        return None
+        return None, "", None
     key = (path, tuple(state))
     if key not in _READ:
         while len(_READ) >= _KEEP:
             _READ.pop(next(iter(_READ)))
         tree = _top_level(path)
-        _READ[key] = exports(tree) if tree is not None else None
-    return _READ[key]
+        found = exports(tree) if tree is not None else None
+        _READ[key] = (found, depends.digest(repr(found).encode("utf-8", "surrogateescape")))
+    return (*_READ[key], state)
 
 
 def _top_level(path: str) -> ast.Module | None:

@@ -3,35 +3,30 @@ a name, and the module each of them is.
 
 A kernel defined in one module is often launched from another (`from .kernels import fwd_kernel` in `ops.py`), and
 its launcher called from a third (a layer, a serving backend). Following a launch argument there needs the modules
-that import a name: they are read once per lint run and project root from the import statements of every Python
-file of the project (a scan of the text, no parse), and a module is parsed only when it imports a name asked about,
-once. What a name written in one of them stands for is followed through the project's modules as everywhere
-(`kgate.collect.pynames`).
+that import a name: they are read from the import statements of every Python file of the project (a scan of the
+text, no parse, kept across runs: `kgate.collect.pyimports`), and a module is parsed only when it imports a name
+asked about, once. What a name written in one of them stands for is followed through the project's modules as
+everywhere (`kgate.collect.pynames`). Every question asked and every module read is noted as the verdict's
+(`kgate.collect.depends`): the verdict holds while the files that import the name, and those read, do.
 """
 
 from __future__ import annotations
 
 import ast
-import hashlib
 import os
-import re
 from collections.abc import Iterator
 from typing import Any
 
+from kgate.collect import depends
 from kgate.collect import pysource as py
+from kgate.collect.pyimports import Index, import_statements, index_of, statements_digest
 from kgate.collect.pynames import IMPORT, Exports, Resolver, exports
 from kgate.collect.source import SourceFile, UnreadableSource, try_parse
-from kgate.support.filestat import state_of
+from kgate.support.filestat import path_state
 
-_SKIPPED = {"__pycache__", "node_modules", "build", "dist", "site-packages"}
 _CHECKING_FOLDERS = frozenset({"test", "tests", "testing", "bench", "benchmark", "benchmarks"})
 _CHECKING_FILES = ("test_", "bench_", "benchmark_")
-_WORD = re.compile(rb"\w+")
 _IMPORT = b"import"
-
-# A verdict that asked which modules import a name depends on every Python file of the project: one edited or added
-# may now import it. The lint cache holds such a dependency as TREE + the project's root, with `tree_state(root)`.
-TREE = "python-files:"
 
 
 class Modules:
@@ -41,36 +36,58 @@ class Modules:
     def __init__(self, root: str) -> None:
         self.root = root
         self.resolver = Resolver([root, os.path.join(root, "src")], inside=root)
-        self._paths: list[str] | None = None
-        self._tree: list[int] | None = None
-        self._index: dict[bytes, list[int]] | None = None
-        self._sources: dict[str, SourceFile | None] = {}
-        self.readers: dict[tuple[object, ...], object] = {}  # what a reading of a module keeps (pylaunch's)
+        self._index: Index | None = None
+        self._sources: dict[str, tuple[SourceFile | None, Any, str | None]] = {}  # with its state and digest
+        # What a reading of a module keeps (pylaunch's), for one file's verdicts: it reads on as it is asked.
+        self.readers: dict[tuple[object, ...], object] = depends.per_file({})
         self.asked = 0  # questions answered: a file's verdict that asked one read beyond the file
         self._imports: dict[str, list[list[Any]]] = {}  # path -> [statement's text, what it binds (None: unread)]
-        self._bound: dict[tuple[str, str, str], list[str]] = {}
-        self._importing: dict[tuple[str, str], list[tuple[str, list[str]]]] = {}
+        self._bound: dict[tuple[str, str, str], tuple[list[str], depends.Reads]] = {}
+        self._importing: dict[tuple[str, str], tuple[list[tuple[str, list[str]]], depends.Reads]] = {}
 
     def importers(self, name: str) -> list[str]:
         """The modules (absolute paths) whose import statements name `name`: what they import, or the module they
         import it from (`from .cumsum import f` names `cumsum` and `f`)."""
         self.asked += 1
+        found = self.index().importers(name)
+        depends.note(depends.IMPORTS + self.root + "\n" + name, self.index().state, self._digest(found))
+        return found
+
+    def index(self) -> Index:
         if self._index is None:
-            self._index = self._read_imports()
-        assert self._paths is not None
-        return [self._paths[i] for i in self._index.get(name.encode("utf-8"), ())]
+            self._index = index_of(self.root)
+        return self._index
+
+    def state(self) -> list[int] | None:
+        """The state of the project's Python files together (None: one was written too recently to vouch)."""
+        return self.index().state
+
+    def importers_digest(self, name: str) -> str:
+        """A digest of which files import `name` (`importers`): a verdict that asked holds while it is the same."""
+        return self._digest(self.index().importers(name))
+
+    def _digest(self, paths: list[str]) -> str:
+        cut = len(self.root.rstrip(os.sep)) + 1  # the index's paths are the root's own, joined
+        return depends.digest("\n".join(sorted(p[cut:] for p in paths)).encode("utf-8", "surrogateescape"))
 
     def source(self, path: str) -> SourceFile | None:
         """The module at `path` as a source file, None when it cannot be read."""
+        found, state, digest = self._read(path)
+        depends.note(path, state, digest)
+        return found
+
+    def _read(self, path: str) -> tuple[SourceFile | None, Any, str | None]:
+        """The module at `path` as a source file, with the state it was read in and a digest of its bytes."""
         if path not in self._sources:
+            state = depends.stable(path_state(path))
             try:
                 with open(path, "rb") as handle:
                     data = handle.read()
             except OSError:
-                self._sources[path] = None
+                self._sources[path] = (None, None, None)
             else:
                 rel = os.path.relpath(path, self.root).replace(os.sep, "/")
-                self._sources[path] = SourceFile(path, rel, data)
+                self._sources[path] = (SourceFile(path, rel, data), state, depends.digest(data))
         return self._sources[path]
 
     def tree(self, path: str) -> ast.Module | None:
@@ -87,11 +104,21 @@ class Modules:
         """The names the module at `path` binds to the definition `wanted` (file, name) by its imports, under any
         alias: at its top level, or inside a function (a launcher is often imported where it is called)."""
         key = (path, *wanted)
-        if key not in self._bound:
-            source = self.source(path)
-            found = self.imported(source, {wanted[1]}, by_import=True) if source is not None else {}
-            self._bound[key] = [local for local, where in found.items() if where == wanted]
-        return self._bound[key]
+        held = self._bound.get(key)
+        if held is None:
+            with depends.collecting() as reads:
+                # Only the module's import statements are read here: an edit elsewhere in it changes nothing.
+                source, state, digest = self._read(path)
+                if source is None:
+                    depends.note(path, state, digest)
+                    found = {}
+                else:
+                    depends.note(depends.STATEMENTS + path, state, statements_digest(source.data))
+                    found = self.imported(source, {wanted[1]}, by_import=True)
+            held = self._bound[key] = ([local for local, where in found.items() if where == wanted], reads)
+        else:
+            depends.replay(held[1])
+        return held[0]
 
     def bound(self, source: SourceFile) -> set[str]:
         """The names the module `source` binds by `from ... import` statements, at any depth, read from their text."""
@@ -103,7 +130,7 @@ class Modules:
         statements = self._imports.get(path)
         if statements is None:
             data = source.data
-            statements = self._imports[path] = [[data[start:end], None] for start, end in _import_statements(data)]
+            statements = self._imports[path] = [[data[start:end], None] for start, end in import_statements(data)]
         return statements
 
     def imported(self, source: SourceFile, names: set[str], by_import: bool = False) -> dict[str, tuple[str, str]]:
@@ -141,63 +168,17 @@ class Modules:
         it to."""
         path = os.path.abspath(path)
         key = (path, name)
-        if key not in self._importing:
-            self._importing[key] = [(other, local) for other in self.importers(name) if other != path
-                                    and not checks_kernels(os.path.relpath(other, self.root))
-                                    if (local := self.bindings_of(other, (path, name)))]
+        held = self._importing.get(key)
+        if held is None:
+            with depends.collecting() as reads:
+                found = [(other, local) for other in self.importers(name) if other != path
+                         and not checks_kernels(os.path.relpath(other, self.root))
+                         if (local := self.bindings_of(other, (path, name)))]
+            held = self._importing[key] = (found, reads)
         else:
             self.asked += 1
-        return self._importing[key]
-
-    def depend(self, source: SourceFile) -> None:
-        """`source`'s verdicts asked this project's modules: they hold while no Python file of it changes."""
-        from kgate.core.rule import DEPENDS
-
-        self._files()
-        assert self._tree is not None
-        source.derived.setdefault(DEPENDS, {})[TREE + self.root] = self._tree
-
-    def _files(self) -> list[str]:
-        if self._paths is None:
-            self._paths = python_files(self.root)
-            self._tree = tree_state(self.root, self._paths)  # before any is read: a later edit is a change
-        return self._paths
-
-    def _read_imports(self) -> dict[bytes, list[int]]:
-        """Word -> the files whose import statements hold it."""
-        index: dict[bytes, list[int]] = {}
-        for number, path in enumerate(self._files()):
-            try:
-                with open(path, "rb") as handle:
-                    data = handle.read()
-            except OSError:
-                continue
-            for word in _imported_words(data):
-                held = index.setdefault(word, [])
-                if not held or held[-1] != number:
-                    held.append(number)
-        return index
-
-
-def python_files(root: str) -> list[str]:
-    """Every Python file under `root`, in a stable order, past hidden folders and those of builds and caches."""
-    found: list[str] = []
-    for here, folders, names in os.walk(root):
-        folders[:] = sorted(d for d in folders if not d.startswith(".") and d not in _SKIPPED)
-        found.extend(os.path.join(here, name) for name in sorted(names) if name.endswith(".py"))
-    return found
-
-
-def tree_state(root: str, files: list[str] | None = None) -> list[int]:
-    """The state of the project's Python files together: which there are and the state of each, as one number."""
-    digest = hashlib.sha256()
-    for path in python_files(root) if files is None else files:
-        try:
-            state = state_of(os.stat(path))
-        except OSError:
-            state = []
-        digest.update(f"{os.path.relpath(path, root)}\0{state}\n".encode("utf-8", "surrogateescape"))
-    return [int.from_bytes(digest.digest()[:8], "big")]
+            depends.replay(held[1])
+        return held[0]
 
 
 def checks_kernels(rel: str) -> bool:
@@ -208,34 +189,6 @@ def checks_kernels(rel: str) -> bool:
     name = parts[-1]
     return bool(_CHECKING_FOLDERS.intersection(parts[:-1])) or name.startswith(_CHECKING_FILES) \
         or name.endswith("_test.py") or name == "conftest.py"
-
-
-def _import_statements(data: bytes) -> Iterator[tuple[int, int]]:
-    """(start, end) of each import statement of a module's text (`import a.b as c`, `from x import (y, z)`), at any
-    depth: an import inside a function counts, since a launcher is often imported where it is called. A scan of the
-    text, not a parse: a word `import` in a string may give a span that is no statement."""
-    at = data.find(_IMPORT)
-    while at >= 0:
-        start = data.rfind(b"\n", 0, at) + 1
-        head = data[start:at].lstrip()
-        if head and not head.startswith(b"from "):
-            at = data.find(_IMPORT, at + len(_IMPORT))
-            continue
-        end = data.find(b"\n", at)
-        end = len(data) if end < 0 else end
-        if data[at + len(_IMPORT):end].lstrip().startswith(b"("):
-            close = data.find(b")", at)
-            end = len(data) if close < 0 else close + 1
-        yield start, end
-        at = data.find(_IMPORT, end)
-
-
-def _imported_words(data: bytes) -> set[bytes]:
-    """The words of a module's import statements."""
-    words: set[bytes] = set()
-    for start, end in _import_statements(data):
-        words.update(_WORD.findall(data, start, end))
-    return words
 
 
 def _bound_words(text: bytes) -> Iterator[str]:

@@ -19,8 +19,8 @@ import os
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
+from kgate.collect import depends
 from kgate.collect.pynames import ALIAS, EXTERNAL, IMPORT, MODULE, Resolver, exports
-from kgate.support.filestat import path_state
 
 if TYPE_CHECKING:
     from kgate.collect.pysparse import Block
@@ -62,22 +62,27 @@ class ParsedModule:
     """What several rules read of one module's syntax tree, computed once per file and shared (`info(source)`).
 
     `origin`: the file the tree was read from; the names its imports take from the project's own modules are then
-    followed into those (`kgate.collect.pynames`), and a rule's verdict on the file depends on the files read
-    (`kgate.core.rule.DEPENDS`: the lint cache answers it while they are unchanged). Not to be confused with
-    `kgate.collect.pyindex.ModuleSummary`, the planner's record of a module kept across runs."""
+    followed into those (`kgate.collect.pynames`), and a rule's verdict that reads them depends on what was read
+    there (`kgate.collect.depends`: the lint cache answers it while that holds), whichever file's verdict read it
+    first. Not to be confused with `kgate.collect.pyindex.ModuleSummary`, the planner's record of a module kept
+    across runs."""
 
     def __init__(self, tree: ast.Module, whole: bool = True, origin: SourceFile | None = None) -> None:
         self.tree = tree
         self.whole = whole  # False: only the definitions that mention a pre-filter needle (kgate.collect.pysparse)
         self.origin = origin
         self._imports: Imports | None = None
+        self._reads: depends.Reads = {}  # what following the imports read
         self._constants: dict[str, ast.expr] | None = None
         self._functions: list[Function] | None = None
 
     @property
     def imports(self) -> Imports:
         if self._imports is None:
-            self._imports = self._resolved(import_map(self.tree))
+            with depends.collecting() as self._reads:
+                self._imports = self._resolved(import_map(self.tree))
+        else:
+            depends.replay(self._reads)
         return self._imports
 
     def _resolved(self, plain: dict[str, str]) -> Imports:
@@ -97,13 +102,10 @@ class ParsedModule:
                 elif found is not None and found[0] == MODULE:
                     modules.add(binding.name)
                     names.setdefault(binding.name, "." * binding.level + binding.module)
-        _depend(origin, resolver)
         path = origin.path
 
         def follow(dotted: str) -> str | None:
-            found = resolver.qualify(path, dotted, own)
-            _depend(origin, resolver)
-            return found
+            return resolver.qualify(path, dotted, own)
 
         return Imports(names, frozenset(modules), follow)
 
@@ -123,23 +125,20 @@ class ParsedModule:
         return any(name == "triton" or name.startswith("triton.") for name in self.imports.values())
 
 
-def _depend(origin: SourceFile, resolver: Resolver) -> None:
-    """What another module binds decides what names of `origin` are: its verdicts depend on the files read."""
-    from kgate.core.rule import DEPENDS
-
-    own = os.path.abspath(origin.path)
-    if any(path != own for path in resolver.read):
-        depends = origin.derived.setdefault(DEPENDS, {})
-        depends.update((path, path_state(path)) for path in resolver.read if path != own and path not in depends)
-
-
 def _resolver(source: SourceFile) -> Resolver:
     """The resolver of a file under lint: absolute imports are looked for in its package root, the project's root
-    and its `src` folder, inside the project."""
+    and its `src` folder, inside the project. One per project root and lint run, so that what it followed for one
+    file is not followed again for the next (`kgate.collect.depends.per_run`)."""
     path = os.path.abspath(source.path)
     rel = source.rel.replace("/", os.sep)
     root = path[:-len(rel)].rstrip(os.sep) if path.endswith(os.sep + rel) else os.path.dirname(path)
-    return Resolver([root, os.path.join(root, "src")], inside=root)
+    found = _RESOLVERS.get(root)
+    if found is None:
+        found = _RESOLVERS[root] = Resolver([root, os.path.join(root, "src")], inside=root)
+    return found
+
+
+_RESOLVERS: dict[str, Resolver] = depends.per_run({})
 
 
 def info(source: SourceFile) -> ParsedModule:

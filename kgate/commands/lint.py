@@ -7,7 +7,7 @@ their project-relative names everywhere else: the machine formats, the baseline,
 (`kgate.report.paths`).
 
 See `kgate.pipeline.lint` for which files are linted (each under the configuration that governs it), and
-`kgate.api.source` (the path `kgate.api.lint()` takes too) for how the baseline judges a lint of some files.
+`kgate.pipeline.lint_report` (the path `kgate.api.lint()` takes too) for how the baseline judges a lint of some files.
 
 `--fix` writes the fixes first (kgate.pipeline.fix) and then lints as
 usual, so the findings left decide the exit code; `--diff` prints the
@@ -24,15 +24,16 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from kgate.api.source import lint_result
 from kgate.commands import recording
 from kgate.commands.common import config_from, emit, fail_on, selection_from, show_files, show_settings
 from kgate.core.config import Config
 from kgate.core.errors import ConfigError
 from kgate.core.result import Result
 from kgate.core.selection import Selection
+from kgate.pipeline.lint_report import lint_result
 from kgate.report.escape import terminal
 from kgate.report.paths import from_here
+from kgate.support import filestat
 
 if TYPE_CHECKING:
     from kgate.pipeline.fix import FixRun
@@ -52,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     if args.show_files:
         return show_files(config, selection, paths, force_exclude=args.force_exclude, select_for=_select_for(args))
     taken = recording.snapshot(args, config, [os.path.abspath(p) for p in paths], compilers=False)
-    with recording.capture() as (out, err):
+    with filestat.known(taken.files if taken is not None else None), recording.capture() as (out, err):
         code = _lint(args, config, selection, paths)
     recording.finish(args, taken, out, err, code)
     return code

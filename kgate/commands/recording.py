@@ -34,7 +34,7 @@ def snapshot(args: argparse.Namespace, config: Config, extra: list[str], *, comp
     skip = [str(config.root / config.cache_dir), str(config.root / ".git")]
     if getattr(args, "output", None):
         skip.append(os.path.abspath(args.output))
-    files = [found] + ([str(config.source)] if config.source else [])
+    files = [found, *fastpath.candidates(os.getcwd(), found)] + ([str(config.source)] if config.source else [])
     files.append(str(config.root / config.baseline))
     files.extend(extra)
     if config.respect_gitignore:  # inside .git (not walked) or outside the project: watched by name

@@ -12,7 +12,8 @@ rule writes it from the positions it already has. Three kinds:
   `text`. In a Python file the span must lie inside one string or comment
   token, and libcst rewrites that token, so nothing else moves.
 - `delete-statement`: the Python statement that starts at (line, col) goes,
-  through libcst (a block left empty gets `pass`).
+  as libcst removes it (a block left empty gets `pass`): on the text, where
+  it is alone on its lines (`kgate.pipeline.fix_python.text_edits`).
 - `drop-suppression`: the code `text` leaves the `kgate: ignore` comment
   whose marker starts at (line, col); the whole comment goes when it named
   nothing else. The fixer reads the comment to write the change.

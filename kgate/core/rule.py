@@ -223,13 +223,10 @@ def to_finding(rule: Rule, report: Report, selection: Selection, *, path: str, l
     )
 
 
-# The key a source rule sets in `SourceFile.derived` when its verdict on a file read other files of the project:
-# the engine then never caches that file's result (the cache answers from the file's own state alone).
+# The key a source rule sets in `SourceFile.derived` when its verdict on a file read other files of the project that
+# it does not note as read (`kgate.collect.depends`, where the project's shared readers note what they read): the
+# engine then never caches that file's result (the cache answers from the file's own state alone).
 READS_BEYOND = "reads_beyond"
-# The key a source rule (or the shared reading it uses) sets in `SourceFile.derived` to the other files its verdict
-# read, each with its state then (`{path: kgate.support.filestat.path_state(path)}`): the cache keeps the result
-# and answers it only while every one of them is in that state.
-DEPENDS = "depends"
 
 
 @dataclass(frozen=True)

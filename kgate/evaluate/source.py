@@ -23,11 +23,12 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
 
 from kgate import rules as registry  # type: ignore[attr-defined]
+from kgate.collect import depends as reads_of
 from kgate.collect.files import glob_matcher
 from kgate.collect.source import SourceFile, UnreadableSource
 from kgate.core.findings import Finding, Related, Severity
 from kgate.core.fix import Fix
-from kgate.core.rule import DEPENDS, READS_BEYOND, Report, Rule, SourceContext, to_finding
+from kgate.core.rule import READS_BEYOND, Report, Rule, SourceContext, to_finding
 from kgate.core.selection import Selection, rule_options
 from kgate.core.suppress import MARKER, Directive, parse_directives
 from kgate.support.comments import language
@@ -63,12 +64,13 @@ class FileResult(NamedTuple):
     findings: tuple[RawFinding, ...]
     directives: tuple[Directive, ...]
     ran: tuple[str, ...]  # codes run on the file: what an unused suppression is judged against
-    # A rule's verdict also read other files (`SourceFile.derived[READS_BEYOND]`): the result is never cached,
-    # since the cache would answer it from this file's state alone. Not stored: only fresh results carry it.
+    # A rule's verdict also read other files and cannot say which (`SourceFile.derived[READS_BEYOND]`): the result
+    # is never cached, since the cache would answer it from this file's state alone. Not stored: only fresh results
+    # carry it.
     reads_beyond: bool = False
-    # The other files the verdict read, each with the state it had (`SourceFile.derived[DEPENDS]`): the cache
-    # answers the result only while they keep it. Stored beside the result, not in it.
-    depends: tuple[tuple[str, tuple[int, ...] | None], ...] = ()
+    # What the verdicts read beyond the file, (key, state, digest) each (`kgate.collect.depends`): the cache answers
+    # the result only while every read gives what it gave. Stored beside the result, not in it.
+    depends: tuple[tuple[str, Any, str | None], ...] = ()
     # The fixes rules attached to their reports, by finding (`kgate lint --fix`). Not stored either: a fix is made
     # from the file as it is, so a run that fixes reads every file afresh.
     fixes: Mapping[RawFinding, Fix] | None = None
@@ -140,6 +142,28 @@ def lint_bytes(path: str, rel: str, data: bytes, rules: list[SourceRule]) -> Fil
     # What brought the rules here: Python rules parse only the definitions that mention it.
     source.derived["needles"] = tuple(sorted({m.decode("latin-1") for sr in active for m in sr.prefilter
                                               if m in data}))
+    reads_of.new_file()
+    with reads_of.collecting() as read:
+        error = _run_rules(source, active, findings, fixes)
+    directives: tuple[Directive, ...] = ()
+    if MARKER in data:
+        try:
+            directives = tuple(parse_directives(source.text, language(source.rel)))
+        except UnreadableSource as exc:
+            error = error or exc
+    if error is not None and any(sr.rule.code == UNREADABLE for sr in rules):
+        findings.append(unreadable(rel, error))
+    own = os.path.abspath(path)
+    depends = tuple(sorted((key, tuple(state) if state is not None else None, found)
+                           for key, (state, found) in read.items() if key not in (own, reads_of.EXPORTS + own)))
+    return FileResult(tuple(sorted(findings)), directives, tuple(ran), bool(source.derived.get(READS_BEYOND)), depends,
+                      fixes or None)
+
+
+def _run_rules(source: SourceFile, active: list[SourceRule], findings: list[RawFinding],
+               fixes: dict[RawFinding, Fix]) -> UnreadableSource | None:
+    """Run the rules on one file, adding their findings; what made the file unreadable to one, if anything did."""
+    error: UnreadableSource | None = None
     for sr in active:
         try:
             for report in sr.check(source, sr.ctx):
@@ -153,19 +177,8 @@ def lint_bytes(path: str, rel: str, data: bytes, rules: list[SourceRule]) -> Fil
             # A tree that parses but nests deeper than a rule's walk can follow: the file's shape, reported.
             error = error or UnreadableSource(f"nested too deeply for {sr.rule.name} to read", 1, 0)
         except Exception as exc:  # a bug in a rule: say where, keep the traceback
-            raise RuntimeError(f"rule {sr.rule.code} failed on {rel}: {exc!r}") from exc
-    directives: tuple[Directive, ...] = ()
-    if MARKER in data:
-        try:
-            directives = tuple(parse_directives(source.text, language(source.rel)))
-        except UnreadableSource as exc:
-            error = error or exc
-    if error is not None and any(sr.rule.code == UNREADABLE for sr in rules):
-        findings.append(unreadable(rel, error))
-    depends = tuple(sorted((path, tuple(state) if state is not None else None)
-                           for path, state in source.derived.get(DEPENDS, {}).items()))
-    return FileResult(tuple(sorted(findings)), directives, tuple(ran), bool(source.derived.get(READS_BEYOND)), depends,
-                      fixes or None)
+            raise RuntimeError(f"rule {sr.rule.code} failed on {source.rel}: {exc!r}") from exc
+    return error
 
 
 def unreadable(rel: str, error: UnreadableSource) -> RawFinding:
@@ -258,6 +271,7 @@ def run_files(files: Iterable[tuple[str, str]], rules: list[SourceRule], cache: 
     """Lint files, answering from the cache where a file is unchanged. Returns (results, cache hits)."""
     results: dict[str, FileResult] = {}
     todo: list[tuple[str, str]] = []
+    reads_of.new_run()  # what the readers kept of the project's files in an earlier run may no longer hold
     for rel, path in files:
         cached = cache.lookup(rel, path) if cache is not None else None
         if cached is None:
@@ -271,6 +285,9 @@ def run_files(files: Iterable[tuple[str, str]], rules: list[SourceRule], cache: 
     try:
         linted = _lint_many(todo, rules, jobs)
     finally:
+        # What the readers keep for the run is no garbage: the collector would scan all of it again on the first
+        # collection after this (a tenth of a cold run's time on a project of a few hundred modules).
+        gc.freeze()
         gc.enable()
     for rel, path, result, digest, size in linted:
         results[rel] = result
@@ -341,6 +358,9 @@ def _fork_worker(share: list[tuple[str, str]], rules: list[SourceRule]) -> tuple
                        for rel, path, result, digest, size in (_lint_one(r, p, rules) for r, p in share)]
             with os.fdopen(write_fd, "wb") as pipe:
                 pipe.write(marshal.dumps(payload))
+            from kgate.collect import pyimports
+
+            pyimports.save()  # what this child scanned of the projects' imports, for the next run
         except BaseException:  # noqa: BLE001 - a forked child must reach os._exit whatever happens
             code = 1
         finally:

@@ -23,6 +23,12 @@ edit made while kgate was running is never recorded as seen. A run whose
 outcome depended on its circumstances (a compile that timed out, a worker
 that died) leaves no record.
 
+A `kgate lint` in a folder without a configuration (the defaults, the
+folder its root) leaves its record in that folder's cache as well; the
+record vouches for the configuration's absence: the `kgate.toml` and
+`pyproject.toml` of that folder and of every folder above it are among its
+inputs, so one that appears (or changes) runs it again.
+
 A run record is a cache record: it names its key and its project and
 carries a hash of its content, and a replay checks all three. It can only
 write the report the command line's `-o` names, nothing else, and one that
@@ -44,18 +50,21 @@ from kgate.support import jsondoc
 from kgate.support.filestat import path_state
 from kgate.support.reads import env_value, listing
 
-RECORD_VERSION = 4  # 3: a record names its key, project and command line and carries a hash of its content;
-# 4: and the environment variables kernel modules looked up as they were imported
+RECORD_VERSION = 5  # 3: a record names its key, project and command line and carries a hash of its content;
+# 4: and the environment variables kernel modules looked up as they were imported; 5: the hash is of the record's bytes
 # Environment variables that can change what a check finds.
 _ENV_PREFIXES = ("TRITON_", "CUDA", "NVCC", "KGATE_", "NVIDIA_")
 _ENV_NAMES = ("PATH", "PYTHONPATH", "NO_COLOR", "FORCE_COLOR", "COLUMNS", "LD_LIBRARY_PATH", "CI")
 # Flags whose output describes the run itself (counts of compiled kernels), not the inputs; and flags that print
 # something else than the report (the settings, the files), which is never recorded.
+UNCONFIGURED = "kgate.toml"  # the name a lint without a configuration records its absence under
 _NOT_REPLAYED = ("-v", "--verbose", "--no-cache", "-h", "--help", "--triton", "--show-settings", "--show-files")
 
 
 def _cache_dir(config_path: str) -> str | None:
     root = os.path.dirname(config_path)
+    if not os.path.lexists(config_path) and os.path.basename(config_path) == UNCONFIGURED:
+        return os.path.join(root, ".kgate-cache")  # a lint without a configuration: the defaults, cwd the root
     try:
         from kgate.support.atomicio import read_input
 
@@ -118,11 +127,33 @@ def _record_path(argv: list[str]) -> _Where | None:
         return None
     config = _explicit_config(argv) or find_config(os.getcwd())
     if config is None:
-        return None
+        if argv[:1] != ["lint"]:
+            return None
+        config = unconfigured(os.getcwd())
     cache = _cache_dir(config)
     if cache is None:
         return None
     return _Where(config, os.path.abspath(cache), run_key(argv, config))
+
+
+def unconfigured(folder: str) -> str:
+    """Where a lint in `folder` without a configuration records its configuration: the `kgate.toml` that is not
+    there (a record vouches for its absence, and for every place above where one would be found: `candidates`)."""
+    return os.path.join(os.path.realpath(folder), UNCONFIGURED)
+
+
+def candidates(folder: str, config: str) -> list[str]:
+    """The files whose appearance or change would give a run in `folder` another configuration than `config`: the
+    `kgate.toml` and `pyproject.toml` of `folder` and of every folder above it, up to the configuration's own."""
+    out: list[str] = []
+    here = os.path.realpath(folder)
+    top = os.path.dirname(config) if os.path.lexists(config) else ""  # none: every folder above
+    while True:
+        out.extend(os.path.join(here, name) for name in (UNCONFIGURED, "pyproject.toml"))
+        parent = os.path.dirname(here)
+        if here == top or parent == here:
+            return out
+        here = parent
 
 
 def config_of(argv: list[str]) -> str | None:
@@ -169,7 +200,7 @@ def replay(argv: list[str]) -> int | None:
     if data is None:
         return None
     try:
-        record = jsondoc.loads(data)
+        record = jsondoc.loads(_unsealed(data))
         if not _describes(record, argv, where):
             return None  # another key's record, another project's, damaged or made by hand: the full run
         for name, stat in record["files"].items():
@@ -202,8 +233,6 @@ def _describes(record: dict, argv: list[str], where: _Where) -> bool:
     the configuration at least (a record that vouches for no input would stand in for any run)."""
     if not isinstance(record, dict):
         return False
-    if record.get("sha256") != jsondoc.content_hash({k: v for k, v in record.items() if k != "sha256"}):
-        return False
     if (record.get("version"), record.get("key"), record.get("config"), record.get("argv")) != (
             RECORD_VERSION, where.key, where.config, argv):
         return False
@@ -213,6 +242,25 @@ def _describes(record: dict, argv: list[str], where: _Where) -> bool:
     if not all(isinstance(v, str) for v in outputs.values()) or where.config not in record["files"]:
         return False
     return isinstance(record["stdout"], str) and isinstance(record["stderr"], str) and record["exit"] in (0, 1, 2)
+
+
+_SEAL = b',"sha256":"'
+
+
+def _sealed(record: bytes) -> bytes:
+    """A record (a JSON object's bytes) with the hash of those bytes as its last member, `sha256`."""
+    return record[:-1] + _SEAL + hashlib.sha256(record).hexdigest().encode() + b'"}'
+
+
+def _unsealed(data: bytes) -> bytes:
+    """The record `_sealed` sealed, if its hash matches; ValueError for anything else (a record edited or damaged,
+    even if still JSON, or written otherwise)."""
+    at = data.rfind(_SEAL)
+    record = data[:at] + b"}"
+    if at < 0 or len(data) != at + len(_SEAL) + 66 or not data.endswith(b'"}') or \
+            data[at + len(_SEAL):-2] != hashlib.sha256(record).hexdigest().encode():
+        raise ValueError("not a run record as it was written")
+    return record
 
 
 def _rewrite(name: str, content: str) -> None:
@@ -252,10 +300,11 @@ class Snapshot:
         files: dict[str, list[int] | None] = {}
         dirs: dict[str, list[list[str]]] = {}
         skip_abs = {os.path.abspath(s) for s in skip}
-        stack = [root]
+        # (folder, its project-relative name with a trailing "/"): the folders above were tested already.
+        stack = [(root, "")]
         seen: set[tuple[int, int]] = set()
         while stack:
-            folder = stack.pop()
+            folder, prefix = stack.pop()
             try:
                 st = os.stat(folder)
                 if (st.st_dev, st.st_ino) in seen:  # a symlink loop, or a folder reached twice
@@ -268,15 +317,15 @@ class Snapshot:
             # Outputs and caches of the run itself, whether they exist yet or not.
             ignored: list[str] = sorted(os.path.basename(p) for p in skip_abs if os.path.dirname(p) == folder)
             for entry in entries:
-                rel = os.path.relpath(entry.path, root).replace(os.sep, "/")
-                if excluded(rel) or entry.path in skip_abs:
+                rel = prefix + entry.name
+                if excluded.entry(rel, entry.name) or entry.path in skip_abs:
                     if entry.name not in ignored:
                         ignored.append(entry.name)
                     continue
                 kept.append(entry.name)
                 # A symlinked folder is followed, as the lint walk follows it: an edit in place behind it shows.
                 if _is_dir(entry):
-                    stack.append(entry.path)
+                    stack.append((entry.path, rel + "/"))
                 else:
                     files[entry.path] = path_state(entry.path)
             dirs[folder] = [kept, ignored]
@@ -353,13 +402,12 @@ def record(argv: list[str], snapshot: Snapshot, stdout: str, stderr: str, code: 
     if set(outputs) != ({wanted} if isinstance(wanted, str) else set()):
         return
     data = {"version": RECORD_VERSION, "key": where.key, "config": where.config, "argv": argv,
-            "files": snapshot.files, "dirs": snapshot.dirs, "env": snapshot.env, "stdout": stdout, "stderr": stderr, "exit": code,
-            "outputs": outputs}
-    data["sha256"] = jsondoc.content_hash(data)
+            "files": snapshot.files, "dirs": snapshot.dirs, "env": snapshot.env, "stdout": stdout, "stderr": stderr,
+            "exit": code, "outputs": outputs}
     from kgate.support.atomicio import write_cached
 
     try:
-        write_cached(_path(where.path), json.dumps(data, separators=(",", ":")).encode())
+        write_cached(_path(where.path), _sealed(json.dumps(data, separators=(",", ":")).encode()))
     except OSError:
         return  # no record: the next run is a full one, nothing else is lost
     _prune(os.path.dirname(where.path))

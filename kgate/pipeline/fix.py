@@ -10,9 +10,12 @@ was. The file is then linted again from its new text, and fixes that the
 re-lint still offers are applied in a further round, up to `ROUNDS`: one
 `--fix` leaves nothing a second one would change.
 
-Python files are changed through libcst, so every comment and space around
-an edit survives (libcst is imported only here, never by a plain `kgate
-lint`). Other files take exact text edits.
+Python files take exact text edits where each edit allows it (a code
+dropped from a suppression comment; a simple statement removed that is
+alone on its lines, found from Python's own parse), else are changed
+through libcst, so every comment and space around an edit survives (libcst
+is imported only then, never by a plain `kgate lint`). Other files take
+exact text edits.
 
 The fixes are made from the bytes the findings were found in (`read_afresh`).
 Nothing is written until every round is done, and only by
@@ -36,11 +39,11 @@ from kgate.core.fix import Edit, Fix
 from kgate.core.selection import Selection
 from kgate.core.suppress import without_code
 from kgate.evaluate import source as engine
-from kgate.pipeline.fix_python import CannotApply, line_starts, python_edits
+from kgate.pipeline.fix_python import CannotApply, line_starts, python_edits, text_edits
 from kgate.pipeline.lint import active_findings, discover, run_lint
 from kgate.pipeline.writes import Change
 from kgate.report.paths import Shown, as_named
-from kgate.support.comments import same_code
+from kgate.support.comments import Comment, same_code
 
 ROUNDS = 4
 _NEWLINE = re.compile(r"\r\n|\r|\n")
@@ -196,7 +199,7 @@ def apply_fixes(rel: str, data: bytes, fixes: Iterable[Fix]) -> tuple[bytes | No
         return None, [], changed_code
     edits = [span for _fix, spans in taken for span in spans]
     try:
-        new = python_edits(text, edits) if python else _replace(text, edits)
+        new = _python(text, edits) if python else _replace(text, edits)
     except CannotApply as exc:
         return None, [], str(exc)
     problem = parse_problem(rel, new)
@@ -214,10 +217,17 @@ def _comment_edits_checked(rel: str, text: str, taken: Taken, python: bool) -> t
     argument or a here-document is the string's value, and deleting it would change what the file says."""
     kept: Taken = []
     why = ""
+    tokens = _python_comments(text) if python else None
     for fix, spans in taken:
         if spans and all(span[2].kind == "drop-suppression" for span in spans):
+            if tokens is not None:  # Python's own tokenizer says where its comments are: one reading decides
+                if not all(_in_comment(text, span, tokens) for span in spans):
+                    why = "a suppression's removal would change more than a comment: left as it was"
+                    continue
+                kept.append((fix, spans))
+                continue
             try:
-                after = python_edits(text, spans) if python else _replace(text, spans)
+                after = _python(text, spans) if python else _replace(text, spans)
             except CannotApply as exc:
                 why = str(exc)
                 continue
@@ -226,6 +236,26 @@ def _comment_edits_checked(rel: str, text: str, taken: Taken, python: bool) -> t
                 continue
         kept.append((fix, spans))
     return kept, why
+
+
+def _python_comments(text: str) -> list[Comment] | None:
+    from kgate.support.comments.python import read
+
+    found = read(text)
+    return found[0] if found is not None else None
+
+
+def _in_comment(text: str, span: tuple[int, int, Edit], found: list[Comment]) -> bool:
+    """Whether an edit's span is the spaces before a comment and text of that comment, as the tokenizer read it."""
+    start, end, _edit = span
+    first = start + len(text[start:end]) - len(text[start:end].lstrip(" \t"))
+    return any(comment.start <= first and end <= comment.end for comment in found) or first == end
+
+
+def _python(text: str, edits: list[tuple[int, int, Edit]]) -> str:
+    """A Python file's edits: on the text itself where every one allows it (`text_edits`), else through libcst."""
+    done = text_edits(text, edits)
+    return done if done is not None else python_edits(text, edits)
 
 
 def toml_parser() -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 from typing import Any
 
@@ -172,3 +173,122 @@ def _comments_in(node: Any) -> list[Any]:
 
     node.visit(Collector())
     return found
+
+
+# --------------------------------------------------------------------------- edits made on the text itself
+
+_COMPOUND = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.If, ast.For, ast.AsyncFor, ast.While, ast.With,
+             ast.AsyncWith, ast.Try, ast.Match, *((ast.TryStar,) if hasattr(ast, "TryStar") else ()))
+_BODIES = ("body", "orelse", "finalbody")
+
+
+def text_edits(text: str, edits: list[tuple[int, int, Edit]]) -> str | None:
+    """`text` with the edits made on the text itself, as `python_edits` would make them through libcst, where every
+    edit allows it: a code dropped from a `kgate: ignore` comment (a comment left empty goes, and its line with it
+    where nothing else is on it), a simple statement removed that is alone on its lines (its comments stay, each
+    on a line of its own where it was; a block left empty gets `pass`). None where one needs libcst: a
+    replacement inside a string, a statement that shares a line, a file Python cannot parse. Positions come from
+    Python's own parse, never libcst's."""
+    if any(edit.kind not in ("drop-suppression", "delete-statement") for _s, _e, edit in edits):
+        return None
+    starts = line_starts(text)
+    pieces: list[tuple[int, int, str]] = []
+    deleted = [(start, edit) for start, _end, edit in edits if edit.kind == "delete-statement"]
+    if deleted:
+        found = _statements_removed(text, starts, deleted)
+        if found is None:
+            return None
+        pieces.extend(found)
+    for start, end, edit in edits:
+        if edit.kind == "drop-suppression":
+            pieces.append(_dropped(text, starts, start, end, edit))
+    out: list[str] = []
+    done = 0
+    for start, end, new in sorted(pieces):
+        if start < done:
+            return None  # edits that overlap: libcst's to judge
+        out.extend((text[done:start], new))
+        done = end
+    out.append(text[done:])
+    return "".join(out)
+
+
+def _dropped(text: str, starts: list[int], start: int, end: int, edit: Edit) -> tuple[int, int, str]:
+    """A suppression's code removed from its comment: the whole line where the comment was all it held."""
+    line_start = starts[edit.line]
+    line_end = starts[edit.line + 1] if edit.line + 1 < len(starts) - 1 else len(text)
+    if not edit.text and not (text[line_start:start] + text[end:line_end]).strip():
+        return line_start, line_end, ""
+    return start, end, edit.text
+
+
+def _statements_removed(text: str, starts: list[int], deleted: list[tuple[int, Edit]]) -> list[tuple[int, int, str]] \
+        | None:
+    """The pieces that remove the statements starting at the edits' offsets; None unless each is a simple statement
+    alone on its lines."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    where: dict[tuple[int, int], tuple[ast.stmt, list[ast.stmt]]] = {}
+    for node in ast.walk(tree):
+        for field in _BODIES:
+            body = getattr(node, field, None)
+            if isinstance(body, list):
+                for stmt in body:
+                    if isinstance(stmt, ast.stmt):
+                        where[(stmt.lineno, _char_col(text, starts, stmt.lineno, stmt.col_offset))] = (stmt, body)
+        if isinstance(node, ast.match_case):
+            for stmt in node.body:
+                where[(stmt.lineno, _char_col(text, starts, stmt.lineno, stmt.col_offset))] = (stmt, node.body)
+    targets = []
+    for _offset, edit in deleted:
+        held = where.get((edit.line, edit.col))
+        if held is None or isinstance(held[0], _COMPOUND):
+            return None
+        targets.append(held)
+    removed = {id(stmt) for stmt, _body in targets}
+    newline = _NEWLINE.search(text)
+    default = newline.group() if newline else "\n"
+    pieces = []
+    for stmt, body in targets:
+        piece = _removal(text, starts, stmt, body, removed, default, isinstance(tree, ast.Module) and body is tree.body)
+        if piece is None:
+            return None
+        pieces.append(piece)
+    return pieces
+
+
+def _removal(text: str, starts: list[int], stmt: ast.stmt, body: list[ast.stmt], removed: set[int], newline: str,
+             module: bool) -> tuple[int, int, str] | None:
+    """The piece that replaces the lines of `stmt` by its comments (and `pass` where it was the last statement of a
+    block all of whose statements go); None unless it is alone on its lines."""
+    from kgate.support.comments.python import comments
+
+    first, last = stmt.lineno, stmt.end_lineno or stmt.lineno
+    if last + 1 >= len(starts) - 1 and not text.endswith(("\n", "\r")):
+        return None  # on the file's last line, without a newline after it
+    begin, finish = starts[first], starts[last + 1]
+    head = text[begin:begin + _char_col(text, starts, first, stmt.col_offset)]
+    index = next(i for i, other in enumerate(body) if other is stmt)
+    if head.strip() or (index and (body[index - 1].end_lineno or 0) >= first) or (
+            index + 1 < len(body) and body[index + 1].lineno <= last):
+        return None  # not alone on its lines (a one-line block, statements separated by `;`)
+    tail_col = _char_col(text, starts, last, stmt.end_col_offset or 0)
+    tail = text[starts[last] + tail_col:finish]
+    if tail.strip() and not tail.strip().startswith("#"):
+        return None  # `;` or more after it
+    span = text[begin:finish]
+    notes = [span[start:end] for start, end, _block in comments(span)]
+    lines = [head + note + newline for note in notes]
+    if not module and all(id(other) in removed for other in body) and stmt is max(
+            (other for other in body), key=lambda other: other.lineno):
+        lines.append(head + "pass" + newline)
+    return begin, finish, "".join(lines)
+
+
+def _char_col(text: str, starts: list[int], line: int, byte_col: int) -> int:
+    """The character column of a UTF-8 byte column on a line (Python's parse counts bytes)."""
+    end = starts[line + 1] if line + 1 < len(starts) else len(text)
+    row = text[starts[line]:end]
+    return byte_col if row.isascii() else len(row.encode("utf-8")[:byte_col].decode("utf-8", errors="replace"))

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import NamedTuple
 
-from kgate.collect import ignores
+from kgate.collect import ignores, pyimports
 from kgate.collect.files import Exclusions, Nested, symlink_loop, walk
 from kgate.collect.projects import Projects, named
 from kgate.core.config import Config
@@ -73,6 +73,7 @@ def run_lint(config: Config, selection: Selection, paths: list[str] | None = Non
     finder = _Finder(config, selection, select_for, cache_dir / "v1" / "ignore.json" if use_cache else None)
     complete = not paths
     finder.discover(paths or [], force_exclude)
+    pyimports.use_cache(cache_dir if use_cache else None)
     if use_cache:
         from kgate.support.cachedir import claim
 
@@ -100,6 +101,7 @@ def run_lint(config: Config, selection: Selection, paths: list[str] | None = Non
         suppressed += outcome.suppressed
         hits += cached
         codes |= {sr.rule.code for sr in group.rules} | {"KG002", "KG003"} & group.selection.enabled
+    pyimports.save()
     return LintRun(dict(sorted(results.items())), sort_findings(findings), suppressed, hits, complete,
                    frozenset(codes))
 

@@ -7,10 +7,12 @@ files of a nested project the configuration that governs them (so each
 configuration has its own record, and a change to one re-lints exactly
 the files it governs). Entries map a
 project-relative path to its size, mtime and inode, a content digest,
-the file's lint result, and the other files that result read with their
-states (a kernel module that takes Triton from the project's own module:
-the result is answered only while each of them is unchanged). The file also carries its key and a hash of its
-entries, and is read back only when both match: a record copied over
+the file's lint result, and what that result read beyond the file, each
+read with the state it was made in and a digest of what it gave
+(`kgate.collect.depends`: a kernel module that takes Triton from the
+project's own module, a kernel whose launch sites are in another module; the
+result is answered only while every read still gives what it gave). The file also carries its key and a hash of
+its entries, and is read back only when both match: a record copied over
 another selection's, or edited (a finding dropped from a file's result,
 with the file's stats kept), is an empty cache, never a result trusted.
 
@@ -35,15 +37,17 @@ from pathlib import Path
 from typing import Any
 
 from kgate import __version__
-from kgate.collect import pyproject
+from kgate.collect.depends import Check
 from kgate.core.findings import Related
 from kgate.evaluate.source import FileResult, SourceRule, content_digest, from_json, to_json
 from kgate.support import jsondoc
 from kgate.support.atomicio import read_cached_stat
-from kgate.support.filestat import path_state, state_of
+from kgate.support.filestat import current, state_of
 
-FORMAT = 5  # 2: the record carries its key and the hash of its entries; 3: findings carry related places;
-# 4: an entry carries the other files its result read, with their states; 5: directives say whether they are misplaced
+FORMAT = 7  # 2: the record carries its key and the hash of its entries; 3: findings carry related places;
+# 4: an entry carries the other files its result read, with their states; 5: directives say whether they are misplaced;
+# 6: an entry carries what its result read beyond the file, each read with its state and a digest of what it gave;
+# 7: the hash is of the entries' bytes as written (`_sealed`)
 _RACY_NS = 2_000_000_000
 _STALE_S = 14 * 24 * 3600  # cache files of other selections unused this long are removed
 
@@ -54,6 +58,10 @@ _digest = content_digest
 def _checked(result: FileResult) -> FileResult:
     """A cached result as the engine writes it, or ValueError: a wrong type here would surface as a crash
     (or a wrong finding) far from the cache."""
+    if not result.findings and not result.directives:  # most files: the codes that ran, nothing else to check
+        if not all(type(code) is str for code in result.ran):
+            raise ValueError("not a lint result")
+        return result
     ints = [v for f in result.findings for v in (f.line, f.col)]
     ints += [v for d in result.directives for v in (d.line, d.col)]
     optional = [v for f in result.findings for v in (f.end_line, f.end_col, f.value)]
@@ -78,7 +86,9 @@ def selection_key(rules: list[SourceRule], scope: str = "") -> str:
     to its configuration invalidates exactly the files it governs."""
     names = ["kgate.evaluate.source", "kgate.pipeline.lint_cache", "kgate.core.suppress", "kgate.collect.source",
              "kgate.collect.pysource", "kgate.collect.pysparse", "kgate.collect.pylaunch",
-             "kgate.collect.pynames", "kgate.collect.pyindex", "kgate.collect.pyscopes", "kgate.collect.pyvalues"]
+             "kgate.collect.pynames", "kgate.collect.pyindex", "kgate.collect.pyscopes", "kgate.collect.pyvalues",
+             "kgate.collect.depends", "kgate.collect.pyimports", "kgate.collect.pyproject", "kgate.collect.pycallers",
+             "kgate.collect.pyautotune", "kgate.collect.cuda_project"]
     parts: list[Any] = [FORMAT, __version__] + ([scope] if scope else [])
     for sr in rules:
         names.append(sr.check.__module__)
@@ -106,7 +116,7 @@ class LintCache:
         self.entries: dict[str, list[Any]] = {}
         self.changed: dict[str, list[Any]] = {}
         self._loaded_mtime = 0
-        self._trees: dict[str, list[int]] = {}  # a project root's Python files' state, read once
+        self._check = Check()  # each source of what results read, looked at once per run
         self._load()
 
     def _load(self) -> None:
@@ -115,10 +125,8 @@ class LintCache:
             if found is None:
                 raise ValueError("no lint record")
             self._loaded_mtime = found[1].st_mtime_ns
-            data = jsondoc.loads(found[0])
-            if (isinstance(data, dict) and data.get("format") == FORMAT and data.get("key") == self.key
-                    and isinstance(data.get("files"), dict) and data.get("sha256") == jsondoc.content_hash(data["files"])):
-                self.entries = data["files"]
+            data = jsondoc.loads(_unsealed(found[0], self.key))
+            self.entries = data if isinstance(data, dict) else {}
         except ValueError:  # jsondoc.NotJSON is a ValueError
             self.entries = {}
 
@@ -126,15 +134,14 @@ class LintCache:
         entry = self.entries.get(rel)
         if entry is None:
             return None
-        try:
-            st = os.stat(path)
-        except OSError:
+        state = current(path)
+        if state is None or state[0] < 0:  # gone, or a link to nothing
             return None
         try:
             stat, trusted, digest, result, depends = entry
         except (TypeError, ValueError):  # not an entry this cache wrote: rebuilt
             return None
-        if stat != state_of(st) or not self._unchanged(depends):
+        if stat != state or not self._check.holds(depends):
             return None
         if not trusted:
             try:
@@ -144,7 +151,7 @@ class LintCache:
                 return None
             if _digest(data) != digest:
                 return None
-            self._remember(rel, st, digest, result, depends)
+            self._remember(rel, state, digest, result, depends)
         try:
             return _checked(from_json(result))
         except (TypeError, ValueError, IndexError, KeyError):
@@ -158,20 +165,12 @@ class LintCache:
             return
         if st.st_size != size:
             return  # changed while we read it
-        self._remember(rel, st, digest, to_json(result), [[path, list(state) if state is not None else None]
-                                                          for path, state in result.depends])
+        self._remember(rel, state_of(st), digest, to_json(result), [[key, list(state) if state is not None else None,
+                                                                     found] for key, state, found in result.depends])
 
-    def _unchanged(self, depends: Any) -> bool:
-        """Whether every other file a result read is in the state it was then (an entry that is not such a list of
-        [path, state] pairs: not)."""
-        try:
-            return all(isinstance(path, str) and _state(path, self._trees) == state for path, state in depends)
-        except (TypeError, ValueError):
-            return False
-
-    def _remember(self, rel: str, st: os.stat_result, digest: str, result: list[Any], depends: list[Any]) -> None:
-        trusted = st.st_mtime_ns < time.time_ns() - _RACY_NS
-        entry = [state_of(st), trusted, digest, result, depends]
+    def _remember(self, rel: str, state: list[int], digest: str, result: list[Any], depends: list[Any]) -> None:
+        trusted = state[1] < time.time_ns() - _RACY_NS
+        entry = [state, trusted, digest, result, depends]
         self.entries[rel] = entry
         self.changed[rel] = entry
 
@@ -183,8 +182,10 @@ class LintCache:
         entries = self._merged()
         if keep is not None:
             entries = {rel: entry for rel, entry in entries.items() if rel in keep}
-        record = {"format": FORMAT, "key": self.key, "sha256": jsondoc.content_hash(entries), "files": entries}
-        blob = json.dumps(record, separators=(",", ":"), sort_keys=True).encode()
+        try:
+            blob = _sealed(json.dumps(entries, separators=(",", ":")).encode(), self.key)
+        except RecursionError:  # an entry read back nested too deeply to write again: start afresh
+            blob = _sealed(b"{}", self.key)
         try:
             self._write(blob)
             self._tidy()
@@ -216,15 +217,28 @@ class LintCache:
                 pass
 
 
-def _state(path: str, trees: dict[str, list[int]]) -> list[int] | None:
-    """The state of a file a result read, or of a project's Python files together (`pyproject.TREE`), each tree
-    walked once per run."""
-    if not path.startswith(pyproject.TREE):
-        return path_state(path)
-    root = path[len(pyproject.TREE):]
-    if root not in trees:
-        trees[root] = pyproject.tree_state(root)
-    return trees[root]
+def _head(key: str) -> bytes:
+    return b'{"format":' + str(FORMAT).encode() + b',"key":"' + key.encode() + b'","sha256":"'
+
+
+def _sealed(entries: bytes, key: str) -> bytes:
+    """The record: one JSON document with the format, the key, a hash of the entries' bytes and the entries."""
+    return _head(key) + _digest(entries).encode() + b'","files":' + entries + b"}"
+
+
+def _unsealed(record: bytes, key: str) -> bytes:
+    """The entries' bytes of a record `_sealed` wrote for this key and format, whose hash they match; ValueError for
+    anything else (another key's record, an older format, a record edited or damaged, even if still JSON)."""
+    head = _head(key)
+    digest = record[len(head):len(head) + 32]
+    tail = b'","files":'
+    start = len(head) + 32 + len(tail)
+    if not (record.startswith(head) and record[len(head) + 32:start] == tail and record.endswith(b"}")):
+        raise ValueError("not a lint record of this selection")
+    entries = record[start:-1]
+    if _digest(entries).encode() != digest:
+        raise ValueError("a lint record that is not as it was written")
+    return entries
 
 
 def _replace(path: Path, data: bytes) -> None:

@@ -27,7 +27,7 @@ longer so.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from kgate.collect.source import UnreadableSource
 from kgate.core.config import Config
@@ -37,10 +37,11 @@ from kgate.core.suppress import parse_directives, with_code
 from kgate.pipeline.fix import decoded, line_of, line_starts, parse_problem, read_afresh
 from kgate.pipeline.lint import active_findings, discover, run_lint
 from kgate.pipeline.writes import Change
-from kgate.support.comments import LINE_MARKER, comments, language, same_code
+from kgate.support.comments import LINE_MARKER, Comment, comments, language, same_code
 
 # Codes that are about the comments or the file itself: never pinned.
 _NOT_PINNED = frozenset({"KG002", "KG003", "KG004"})
+_NOT_READ = "the line ends inside a string or a comment: a comment there would not be read as a kgate directive"
 
 
 class PinRun(NamedTuple):
@@ -108,19 +109,58 @@ def _pinned_file(rel: str, text: str, lines: dict[int, list[str]]) -> tuple[str,
     lang = language(rel)
     if lang not in LINE_MARKER:
         return text, {n: "this kind of file takes no line comment kgate reads here" for n in lines}
+    if lang == "python":
+        quick = _python_pins(text, lines)
+        if quick is not None:
+            return quick
     new, missed = _pin_text(text, lines, lang)
     # The comments must read back as directives on their lines, and the file must parse as before.
     found = {(d.line, code) for d in parse_directives(new, lang) for code in d.codes if not d.file_level}
     for number, codes in lines.items():
         if number not in missed and not all((number, code) in found for code in codes):
-            missed[number] = "the line ends inside a string or a comment: a comment there would not be read " \
-                             "as a kgate directive"
+            missed[number] = _NOT_READ
     if missed and new != text:  # the lines that take a comment, without those that do not
         new = _pin_text(text, {n: c for n, c in lines.items() if n not in missed}, lang)[0]
     problem = _changes_meaning(rel, text, new) if new != text else ""
     if problem:
         return text, {n: problem for n in lines}
     return new, missed
+
+
+def _python_pins(text: str, lines: dict[int, list[str]]) -> tuple[str, dict[int, str]] | None:
+    """A Python file's pins, as `_pinned_file` makes them, read with one pass of the tokenizer: a line whose end is
+    inside a string takes none, each comment written must read back as the directive (read on its own), and the file
+    must compile to the same code as before (a comment at a line's end moves no code). None where Python cannot
+    compile the file as it is, or the result is not so: the general way then says why."""
+    from kgate.support.comments.python import read
+
+    read_once = read(text)
+    before = _compiled(text)
+    if read_once is None or before is None:
+        return None
+    found, inside = read_once
+    missed = {number: _NOT_READ for number in lines if number in inside}
+    tails: dict[int, str] = {}
+    new, more = _pin_text(text, {n: c for n, c in lines.items() if n not in missed}, "python", found, tails)
+    missed.update(more)
+    unread = {number: _NOT_READ for number, codes in lines.items() if number not in missed and not set(codes) <= {
+        code for d in parse_directives(tails[number].lstrip(), "python") for code in d.codes if not d.file_level}}
+    if unread:
+        missed.update(unread)
+        new = _pin_text(text, {n: c for n, c in lines.items() if n not in missed}, "python", found)[0]
+    return (new, missed) if new == text or _compiled(new) == before else None
+
+
+def _compiled(text: str) -> Any:
+    """The code Python compiles `text` to (None where it cannot): two texts that compile alike mean the same."""
+    import warnings
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return compile(text, "<pin>", "exec", dont_inherit=True)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
 
 
 def _changes_meaning(rel: str, before: str, after: str) -> str:
@@ -131,11 +171,13 @@ def _changes_meaning(rel: str, before: str, after: str) -> str:
     return "" if same_code(rel, before, after) else "a comment there would change the file's meaning"
 
 
-def _pin_text(text: str, lines: dict[int, list[str]], lang: str) -> tuple[str, dict[int, str]]:
+def _pin_text(text: str, lines: dict[int, list[str]], lang: str, found: list[Comment] | None = None,
+              tails: dict[int, str] | None = None) -> tuple[str, dict[int, str]]:
     """The comment goes at the line's end: into the line comment that ends it, as the language reads its comments
-    (where a directive with the placeholder takes the code), else after the line's code."""
+    (where a directive with the placeholder takes the code), else after the line's code. `found`: the text's
+    comments where the caller has read them; `tails`: filled with the comment each pinned line ends with."""
     starts = line_starts(text)
-    ending = {c.end: c for c in comments(text, lang) if not c.block}  # line comments by where they end
+    ending = {c.end: c for c in (comments(text, lang) if found is None else found) if not c.block}
     missed: dict[int, str] = {}
     pieces: list[tuple[int, int, str]] = []
     for number, codes in sorted(lines.items()):
@@ -158,6 +200,8 @@ def _pin_text(text: str, lines: dict[int, list[str]], lang: str) -> tuple[str, d
         if comment is None:
             tail = ("  " if code.strip() else "") + tail
             code = code.rstrip() if code.strip() else code
+        if tails is not None:
+            tails[number] = tail
         pieces.append((start, end, code + tail))
     out: list[str] = []
     done = 0

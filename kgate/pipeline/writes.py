@@ -23,22 +23,48 @@ def write(changes: dict[str, Change], shown: Shown = as_named, root: Path | None
     """Write the changes; (path, why) for each file left as it was: a file (or a folder on its way) that links
     out of the project `root`, a second name of a file already written (a link inside the project, a hard
     link), a file with other hard links, a read-only file, or one changed since it was read."""
-    from kgate.core.errors import ConfigError
-    from kgate.support.atomicio import atomic_write
-
     skipped: list[tuple[str, str]] = []
     written: set[object] = set()  # the real paths and (device, inode) of the files read so far
     top = (os.path.abspath(root), os.path.realpath(root)) if root is not None else None
-    for rel, change in sorted(changes.items()):
-        with _locked(change.path):
-            why = _unwritable(change, top, written)
-            if why:
-                skipped.append((rel, why))
-                continue
+    ordered = sorted(changes.items())
+    for at in range(0, len(ordered), _BATCH):
+        skipped.extend(_write_batch(ordered[at:at + _BATCH], shown, top, written))
+    return skipped
+
+
+_BATCH = 64  # files whose locks are held, and whose writes are flushed to the disk, together
+
+
+def _write_batch(batch: list[tuple[str, Change]], shown: Shown, top: tuple[str, str] | None,
+                 written: set[object]) -> list[tuple[str, str]]:
+    """Some of the changes, each written whole or not at all, their locks held until all are in place: the new
+    bytes go to temporary files first, are flushed to the disk at the same time, then moved in place."""
+    from kgate.core.errors import ConfigError
+    from kgate.support.atomicio import Staged, commit, stage
+
+    skipped: list[tuple[str, str]] = []
+    staged: list[Staged] = []
+    with contextlib.ExitStack() as held:
+        try:
+            for rel, change in batch:
+                held.enter_context(_locked(change.path))
+                why = _unwritable(change, top, written)
+                if why:
+                    skipped.append((rel, why))
+                    continue
+                try:
+                    staged.append(stage(Path(change.path), change.after, follow=True))
+                except OSError as exc:
+                    raise ConfigError(f"cannot write {shown(rel)}: {exc.strerror or exc}") from None
             try:
-                atomic_write(Path(change.path), change.after, follow=True)
+                commit(staged)
             except OSError as exc:
-                raise ConfigError(f"cannot write {shown(rel)}: {exc.strerror or exc}") from None
+                raise ConfigError(f"cannot write: {exc.strerror or exc}") from None
+        except BaseException:
+            for _path, tmp in staged:
+                if tmp and os.path.exists(tmp):
+                    os.unlink(tmp)
+            raise
     return skipped
 
 

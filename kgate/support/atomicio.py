@@ -127,6 +127,16 @@ def atomic_write(path: Path, data: bytes, *, follow: bool = False) -> None:
     a regular file (`-o /dev/stdout`, a named pipe, a terminal), which cannot be replaced. Cache records
     never follow: a link planted in a cache must not send a write elsewhere.
     """
+    commit([stage(path, data, follow=follow)])
+
+
+Staged = tuple[Path, str]  # where a staged write goes, and the temporary file that holds it ("" for none)
+
+
+def stage(path: Path, data: bytes, *, follow: bool = False) -> Staged:
+    """The first half of `atomic_write`: the bytes written to a temporary file beside `path` (not yet flushed to
+    the disk), for `commit` to put in place. A path that is no regular file under `follow` is written now, as a
+    stream, and nothing is staged for it."""
     if follow:
         try:
             mode = os.stat(path).st_mode
@@ -135,7 +145,7 @@ def atomic_write(path: Path, data: bytes, *, follow: bool = False) -> None:
         if mode is not None and not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
             with open(path, "wb") as stream:
                 stream.write(data)
-            return
+            return path, ""
         path = Path(os.path.realpath(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -143,15 +153,49 @@ def atomic_write(path: Path, data: bytes, *, follow: bool = False) -> None:
         os.fchmod(fd, _mode_for(path))
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        _discard(tmp)
         raise
+    return path, tmp
+
+
+def commit(staged: list[Staged]) -> None:
+    """The second half of `atomic_write`, for many files at once: each temporary file flushed to the disk (at the
+    same time: a flush waits on the disk, not on this process), then moved over its path. On an error, the
+    temporary files not yet moved are removed."""
+    pending = [(path, tmp) for path, tmp in staged if tmp]
+    try:
+        if len(pending) > 1:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(min(16, len(pending))) as pool:
+                list(pool.map(_flush, [tmp for _path, tmp in pending]))
+        elif pending:
+            _flush(pending[0][1])
+        while pending:
+            path, tmp = pending[0]
+            os.replace(tmp, path)
+            pending.pop(0)
+    except BaseException:
+        for _path, tmp in pending:
+            _discard(tmp)
+        raise
+
+
+def _flush(tmp: str) -> None:
+    # Opened to write (nothing is written): a run's reads are its inputs (`kgate.support.reads`), its own output none.
+    fd = os.open(tmp, os.O_WRONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _discard(tmp: str) -> None:
+    try:
+        os.unlink(tmp)
+    except OSError:
+        pass
 
 
 def write_cached(path: Path, data: bytes) -> None:

@@ -10,8 +10,11 @@ The records compare these lists with each other, so they must all be made here.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 
 FileState = list[int]
+_KNOWN: list[Mapping[str, FileState | None]] = []  # states a run took of its inputs before it began (`known`)
 
 
 def state_of(st: os.stat_result) -> FileState:
@@ -34,3 +37,27 @@ def path_state(path: str | os.PathLike[str]) -> FileState | None:
 def identity(path: str | os.PathLike[str]) -> str:
     """A file's name and state as one string (a tool's identity in a cache key); OSError where it cannot be read."""
     return ":".join([os.fspath(path), *(str(n) for n in state_of(os.stat(path)))])
+
+
+@contextmanager
+def known(states: Mapping[str, FileState | None] | None) -> Iterator[None]:
+    """For the length of a run: the states of its inputs as the run took them before it began (its snapshot,
+    `kgate.pipeline.fastpath.Snapshot`), which `current` answers without a second `stat`. The run reads the project
+    as it was then; an edit made meanwhile is seen by the next run (the snapshot is checked again after the run)."""
+    _KNOWN.append(states or {})
+    try:
+        yield
+    finally:
+        _KNOWN.pop()
+
+
+def current(path: str) -> FileState | None:
+    """The state of the file at `path` (links followed) as this run knows it (`known`), else as it is now."""
+    if _KNOWN:
+        found = _KNOWN[-1].get(path, _MISSING)
+        if found is not _MISSING:
+            return found  # type: ignore[return-value]
+    return path_state(path)
+
+
+_MISSING = object()

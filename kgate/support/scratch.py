@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +18,8 @@ _MADE: set[str] = set()
 
 def make(prefix: str) -> Path:
     """A new temporary folder, remembered as this run's own."""
+    import tempfile  # here: a lint reads `made_here` on every file it opens, and makes no folder
+
     folder = os.path.realpath(tempfile.mkdtemp(prefix=prefix))
     _MADE.add(folder)
     return Path(folder)
@@ -32,6 +32,8 @@ def forget(folder: str | os.PathLike[str]) -> None:
 @contextlib.contextmanager
 def folder(prefix: str) -> Iterator[str]:
     """A temporary folder of this run's for the length of a `with` block, removed after it."""
+    import shutil
+
     made = make(prefix)
     try:
         yield str(made)

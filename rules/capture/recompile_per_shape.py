@@ -120,7 +120,6 @@ def source_check(source: SourceFile, ctx: SourceContext) -> Iterable[Report]:
     if checks_kernels(source.rel):
         return  # a test's or a benchmark's reference kernel: each shape it picks compiles once, nothing ships it
     project = modules(ctx.shared, source.path, source.rel)
-    asked = project.asked
     launched = {name for name in project.bound(source) if launch_lines(source.text, {name})}
     if b"constexpr" not in source.data and not launched:
         return  # it defines no constexpr and launches nothing it imports
@@ -133,8 +132,6 @@ def source_check(source: SourceFile, ctx: SourceContext) -> Iterable[Report]:
     if kernels:
         launches = Launches(source, info, set(kernels), set(own), _EVIDENCE_ONLY, frozenset(), project)
         yield from _reports(source, launches, kernels)
-    if project.asked != asked:
-        project.depend(source)  # calls in the project's other modules decided: the verdict holds while the project's Python files do
 
 
 def _constexprs(fn: py.Function, imports: dict[str, str], ignored: set[str]) -> list[tuple[str, int | None, bool]]:

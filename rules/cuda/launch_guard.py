@@ -195,7 +195,7 @@ from kgate.collect.launch_search import Search, Unchecked, search
 from kgate.core.artifacts import Artifact
 from kgate.core.findings import Related, Severity
 from kgate.core.fix import Applicability, Edit, Fix
-from kgate.core.rule import READS_BEYOND, Option, Report, Rule, SourceContext
+from kgate.core.rule import Option, Report, Rule, SourceContext
 
 
 def check(source: Any, ctx: SourceContext) -> Iterable[Report]:
@@ -204,8 +204,6 @@ def check(source: Any, ctx: SourceContext) -> Iterable[Report]:
     window = ctx.options["window"]
     found = search(code, source.rel, ctx.options["check_macros"], window,
                    lambda: cuda_project.project(ctx, source.path, source.rel), text.comment_lines)
-    if found.read_beyond:
-        source.derived[READS_BEYOND] = True
     yield from _reports(source, code, found, ctx.options["check_macros"], window)
     if found.in_macros and ctx.options["macros"] == "note":
         yield Report(f"{len(found.in_macros)} kernel launch(es) inside #define macros not checked (no use of the macro "

@@ -188,7 +188,7 @@ from kgate.collect import pysource as py
 from kgate.collect.source import SourceFile
 from kgate.core.artifacts import Artifact
 from kgate.core.findings import Severity
-from kgate.core.rule import READS_BEYOND, Report, Rule, SourceContext
+from kgate.core.rule import Report, Rule, SourceContext
 
 ATOMICS = frozenset({"atomic_add", "atomic_and", "atomic_cas", "atomic_max", "atomic_min", "atomic_or",
                      "atomic_xchg", "atomic_xor"})
@@ -742,8 +742,6 @@ def _applications(source: SourceFile, module: _Module | None, whole: py.ParsedMo
     this file, None when it holds no atomic)."""
     project = pyautotune.Project(source.path, source.rel)
     applications = pyautotune.Applications(whole, source.path, project).find()
-    if project.read:
-        source.derived[READS_BEYOND] = True  # a wrapper or a kernel read in another module decides the verdict
     reported = {} if reported is None else reported
     for application in applications:
         if application.origin is not None:

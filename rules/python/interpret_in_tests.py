@@ -51,8 +51,8 @@ Unsafe (`kgate lint --fix --unsafe-fixes`): removes the setting. In Python,
 a statement that does nothing else (`os.environ[...] = ...`,
 `os.environ.setdefault(...)`, `os.putenv(...)`, `monkeypatch.setenv(...)`,
 `monkeypatch.setitem(...)`, the `knobs` assignment or `setattr`) is deleted
-through libcst, keeping the comments around it and its own comment, which
-stays on a line of its own (a block left empty gets `pass`); a setting inside a dictionary or
+as libcst deletes it (through libcst where it shares its line), keeping the
+comments around it and its own comment, which stays on a line of its own (a block left empty gets `pass`); a setting inside a dictionary or
 a `patch.dict` is left for you. In pytest's configuration the entry is
 removed from `env` (or the key from `[tool.pytest_env]`). Unsafe because
 the tests then run their kernels compiled, on a GPU: a suite that relied on

@@ -211,7 +211,6 @@ def check(source: SourceFile, ctx: SourceContext) -> Iterable[Report]:
     names = Names(set(options["runtime-shape-names"]) | set(options["extend-runtime-shape-names"]),
                   set(options["model-dim-names"]) | set(options["extend-model-dim-names"]))
     project = modules(ctx.shared, source.path, source.rel)
-    asked = project.asked
     launches = Launches(source, info, {t.launched for t in tuned}, {t.kernel for t in tuned if t.fn is None},
                         names, frozenset(options["bucketing-functions"]), project)
     levels = {"runtime": "", **{name: options[name] for _cls, name, _text in _CLASSES[1:]}}
@@ -231,8 +230,6 @@ def check(source: SourceFile, ctx: SourceContext) -> Iterable[Report]:
                 offending.append((name, node, verdict, level))
         if offending:
             yield _report(source, t, offending)
-    if project.asked != asked:
-        project.depend(source)  # launch sites or calls in the project's other modules decided: the verdict holds while the project's Python files do
 
 
 def _key(name: str, fn: py.Function | None, launched: str, launches: Launches, names: Names,

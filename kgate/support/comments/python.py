@@ -14,6 +14,13 @@ _PY_SCAN = re.compile(r"#|" + _PY_STRING.pattern)
 
 
 def comments(text: str) -> list[Comment]:
+    found = read(text)
+    return found[0] if found is not None else _scan(text)
+
+
+def read(text: str) -> tuple[list[Comment], set[int]] | None:
+    """The comments of `text`, and the (1-based) lines whose end is inside a token that goes on past it (a
+    multi-line string): as the tokenizer reads them, once. None where the tokenizer cannot read the text."""
     import tokenize
 
     # Python ends a line at `\r\n`, `\r` or `\n` (a lone `\r` too, as `ast` counts lines): the tokenizer is given
@@ -21,14 +28,17 @@ def comments(text: str) -> list[Comment]:
     starts = [0, *(m.end() for m in PY_NEWLINE.finditer(text))]
     lines = iter(PY_LINE.findall(text))
     out = []
+    inside: set[int] = set()
     try:
         for token in tokenize.generate_tokens(lambda: next(lines, "")):
             if token.type == tokenize.COMMENT:
                 at = starts[token.start[0] - 1] + token.start[1]
                 out.append(Comment(at, at + len(token.string), False))
+            elif token.end[0] > token.start[0]:
+                inside.update(range(token.start[0], token.end[0]))
     except (tokenize.TokenError, SyntaxError):
-        return _scan(text)
-    return out
+        return None
+    return out, inside
 
 
 def _scan(text: str) -> list[Comment]:

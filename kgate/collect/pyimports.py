@@ -1,0 +1,204 @@
+"""Which Python files of a project import a name: the words of every file's import statements, kept across runs.
+
+The launch reading asks which of the project's modules import a name (`kgate.collect.pyproject.Modules.importers`):
+the modules that launch a kernel or call a launcher defined elsewhere. Its answer is read from the words of the
+import statements of every Python file of the project (a scan of the text, no parse). The words of each file are
+kept in the cache (`<cache>/v1/imports.json`, by project root, each file's words with its state), so a run reads only
+the files that changed since: a warm run that has to check such an answer (`kgate.collect.depends`) after one file
+changed scans that file alone. A file written less than two seconds before it was read is read again next time
+(its state may not show a change made within the same tick of its clock).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from kgate.collect.depends import blake2b, per_run
+from kgate.support.filestat import current
+
+_SKIPPED = {"__pycache__", "node_modules", "build", "dist", "site-packages"}
+_WORD = re.compile(rb"\w+")
+_IMPORT = b"import"
+_RACY_NS = 2_000_000_000
+VERSION = 2  # 2: a file's words as one string
+
+
+class Index:
+    """The import words of the Python files of one project root, as they are now."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        self.paths: list[str] = []
+        self.state: list[int] | None = None  # the files together (None: one was written too recently to vouch)
+        self._words: dict[str, list[int]] = {}
+        self._read()
+
+    def importers(self, name: str) -> list[str]:
+        """The files (absolute paths, in walk order) whose import statements hold the word `name`."""
+        return [self.paths[i] for i in self._words.get(name, ())]
+
+    def _read(self) -> None:
+        kept = _STORE.root(self.root)
+        fresh: dict[str, list[Any]] = {}
+        summary: list[str] = []
+        racy = time.time_ns() - _RACY_NS
+        cut = len(self.root.rstrip(os.sep)) + 1
+        words_of = self._words
+        for number, path in enumerate(python_files(self.root)):
+            rel = path[cut:]
+            state = current(path)
+            summary.append(f"{rel}\0{state}")
+            held = kept.get(rel)
+            if state is not None and type(held) is list and len(held) == 2 and held[0] == state \
+                    and type(held[1]) is str:
+                words = held[1]
+            else:
+                words = " ".join(sorted(w.decode("utf-8", "surrogateescape") for w in _imported_words(_data(path))))
+                if state is not None and state[1] >= racy:
+                    summary.append("racy")
+                    state = None  # read again next time
+            fresh[rel] = [state, words]
+            self.paths.append(path)
+            for word in words.split():
+                held_by = words_of.get(word)
+                if held_by is None:
+                    words_of[word] = [number]
+                elif held_by[-1] != number:
+                    held_by.append(number)
+        self.state = None if "racy" in summary else [int.from_bytes(
+            blake2b("\n".join(summary).encode("utf-8", "surrogateescape"), digest_size=8).digest(), "big")]
+        _STORE.keep(self.root, fresh, kept)
+
+
+def _data(path: str) -> bytes:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except OSError:
+        return b""
+
+
+class _Store:
+    """The words of each project's files, as the cache keeps them (`use_cache`, `save`)."""
+
+    def __init__(self) -> None:
+        self.file: Path | None = None
+        self.data: dict[str, dict[str, list[Any]]] | None = None
+        self.dirty = False
+
+    def use(self, file: Path | None) -> None:
+        if file != self.file:
+            self.file, self.data, self.dirty = file, None, False
+
+    def root(self, root: str) -> dict[str, list[Any]]:
+        if self.data is None:
+            self.data = self._load()
+        found = self.data.get(root)
+        return found if isinstance(found, dict) else {}
+
+    def keep(self, root: str, fresh: dict[str, list[Any]], kept: dict[str, list[Any]]) -> None:
+        if self.file is None or fresh == kept:
+            return
+        assert self.data is not None
+        self.data[root] = fresh
+        self.dirty = True
+
+    def _load(self) -> dict[str, dict[str, list[Any]]]:
+        if self.file is None:
+            return {}
+        from kgate.support import jsondoc
+        from kgate.support.atomicio import read_cached
+
+        try:
+            data = jsondoc.loads(read_cached(self.file) or b"null")
+        except (OSError, ValueError):
+            return {}
+        if not (isinstance(data, dict) and data.get("version") == VERSION and isinstance(data.get("roots"), dict)):
+            return {}
+        # An entry is used only where its state is the file's and its words a string (`Index._read`): one this module
+        # did not write is read again, never trusted.
+        return {root: files for root, files in data["roots"].items() if isinstance(files, dict)}
+
+    def save(self) -> None:
+        if not self.dirty or self.file is None or self.data is None:
+            return
+        from kgate.support.atomicio import write_cached
+
+        try:
+            write_cached(self.file, json.dumps({"version": VERSION, "roots": self.data},
+                                               separators=(",", ":")).encode())
+        except OSError:
+            pass  # costs a scan next time, nothing else
+        self.dirty = False
+
+
+_STORE = _Store()
+_INDEXES: dict[str, Index] = per_run({})  # a run reads each project's files once, for its checks and its rules
+
+
+def index_of(root: str) -> Index:
+    """The import words of the project at `root`, read once per lint run."""
+    found = _INDEXES.get(root)
+    if found is None:
+        found = _INDEXES[root] = Index(root)
+    return found
+
+
+def use_cache(cache_dir: Path | None) -> None:
+    """Keep the words in this cache folder (the project's `cache-dir`; None: keep none)."""
+    _STORE.use(cache_dir / "v1" / "imports.json" if cache_dir is not None else None)
+
+
+def save() -> None:
+    _STORE.save()
+
+
+def python_files(root: str) -> list[str]:
+    """Every Python file under `root`, in a stable order, past hidden folders and those of builds and caches."""
+    found: list[str] = []
+    for here, folders, names in os.walk(root):
+        folders[:] = sorted(d for d in folders if not d.startswith(".") and d not in _SKIPPED)
+        found.extend(os.path.join(here, name) for name in sorted(names) if name.endswith(".py"))
+    return found
+
+
+def import_statements(data: bytes) -> Iterator[tuple[int, int]]:
+    """(start, end) of each import statement of a module's text (`import a.b as c`, `from x import (y, z)`), at any
+    depth: an import inside a function counts, since a launcher is often imported where it is called. A scan of the
+    text, not a parse: a word `import` in a string may give a span that is no statement."""
+    at = data.find(_IMPORT)
+    while at >= 0:
+        start = data.rfind(b"\n", 0, at) + 1
+        head = data[start:at].lstrip()
+        if head and not head.startswith(b"from "):
+            at = data.find(_IMPORT, at + len(_IMPORT))
+            continue
+        end = data.find(b"\n", at)
+        end = len(data) if end < 0 else end
+        if data[at + len(_IMPORT):end].lstrip().startswith(b"("):
+            close = data.find(b")", at)
+            end = len(data) if close < 0 else close + 1
+        yield start, end
+        at = data.find(_IMPORT, end)
+
+
+def statements_digest(data: bytes) -> str:
+    """A digest of a module's import statements (`import_statements`): what a question of the names the module
+    imports read of it."""
+    from kgate.collect.depends import digest
+
+    return digest(b"\n".join(data[start:end] for start, end in import_statements(data)))
+
+
+def _imported_words(data: bytes) -> set[bytes]:
+    """The words of a module's import statements."""
+    words: set[bytes] = set()
+    for start, end in import_statements(data):
+        words.update(_WORD.findall(data, start, end))
+    return words

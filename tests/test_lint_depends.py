@@ -1,0 +1,201 @@
+"""A verdict that read other files is kept in the lint cache with what it read: after one file changes, a warm lint
+lints that file again and exactly the files whose verdicts read what changed, and finds what a lint without the
+cache finds."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import kgate
+
+from kgate.evaluate import source as engine
+
+TRITON_UTILS = '''"""The project's one import of Triton."""
+
+try:
+    import triton
+    import triton.language as tl
+except ImportError:
+    triton = tl = None
+
+
+def describe():
+    return "triton"
+'''
+
+KERNELS = '''from pkg.triton_utils import tl, triton
+
+CONFIGS = [triton.Config({}, num_warps=4), triton.Config({}, num_warps=8)]
+
+
+@triton.autotune(configs=CONFIGS, key=["count"])
+@triton.jit
+def scale_rows_kernel(x, count, BLOCK: tl.constexpr):
+    tl.store(x + tl.arange(0, BLOCK), tl.load(x + tl.arange(0, BLOCK)) * count)
+
+
+def scale_rows(x, count):
+    scale_rows_kernel[(1,)](x, count, BLOCK=128)
+'''
+
+LAYERS = '''from .kernels import scale_rows
+
+
+def normalize(hidden, width):
+    scale_rows(hidden, width)
+    return hidden
+'''
+
+PRINTS = '''from pkg.triton_utils import tl, triton
+
+
+@triton.jit
+def show(x):
+    tl.device_print("x", tl.load(x))
+'''
+
+MODELS = '''def step(batch):
+    return sorted(batch)
+'''
+
+CUDA_LAUNCH = '''#include <cuda_runtime.h>
+
+__global__ void scale(float* x, int n) { if (threadIdx.x < n) x[threadIdx.x] *= 2.f; }
+
+void scale_launch(float* x, int n, cudaStream_t stream) {
+  scale<<<1, 256, 0, stream>>>(x, n);
+}
+'''
+
+CUDA_CALLER = '''#include <cuda_runtime.h>
+
+void scale_launch(float* x, int n, cudaStream_t stream);
+
+void run(float* x, int n, cudaStream_t stream) {
+  scale_launch(x, n, stream);
+  if (cudaGetLastError() != cudaSuccess) return;
+}
+'''
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    files = {"pkg/__init__.py": "", "pkg/triton_utils.py": TRITON_UTILS, "pkg/kernels.py": KERNELS,
+             "pkg/layers.py": LAYERS, "pkg/prints.py": PRINTS, "pkg/models.py": MODELS,
+             "csrc/launch.cu": CUDA_LAUNCH, "csrc/caller.cu": CUDA_CALLER}
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    (tmp_path / "kgate.toml").write_text("")
+    return tmp_path
+
+
+def lint(project: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[set[tuple[str, int, str]], set[str]]:
+    """(findings, the files linted rather than answered from the cache) of a warm `kgate lint`; the findings are
+    checked against a lint without the cache."""
+    linted: set[str] = set()
+    real = engine.lint_file
+
+    def watched(path: str, rel: str, rules: list[engine.SourceRule]) -> tuple[engine.FileResult, bytes | None]:
+        linted.add(rel)
+        return real(path, rel, rules)
+
+    monkeypatch.setattr(engine, "lint_file", watched)
+    found = _findings(kgate("lint", "--format", "json", "--exit-zero", cwd=project).stdout)
+    monkeypatch.setattr(engine, "lint_file", real)
+    assert found == _findings(kgate("lint", "--format", "json", "--exit-zero", "--no-cache", cwd=project).stdout)
+    return found, linted
+
+
+def _findings(report: str) -> set[tuple[str, int, str]]:
+    return {(f["path"], f["line"], f["code"]) for f in json.loads(report)["findings"]}
+
+
+def edit(project: Path, rel: str, old: str, new: str) -> None:
+    path = project / rel
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new))
+
+
+def test_a_module_no_verdict_read_is_linted_alone(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    first, _linted = lint(project, monkeypatch)
+    assert ("pkg/kernels.py", 6, "KG201") not in first and ("pkg/prints.py", 6, "KG204") in first
+    edit(project, "pkg/models.py", "sorted(batch)", "sorted(batch, reverse=True)")
+    assert lint(project, monkeypatch) == (first, {"pkg/models.py"})
+
+
+def test_an_edit_inside_a_function_of_a_module_others_follow_names_through(project: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kernel modules take Triton through pkg/triton_utils.py: an edit inside its function changes none of what
+    it binds, so their verdicts hold; an edit to what it binds lints them again."""
+    first, _linted = lint(project, monkeypatch)
+    edit(project, "pkg/triton_utils.py", 'return "triton"', 'return "triton " + triton.__version__')
+    assert lint(project, monkeypatch) == (first, {"pkg/triton_utils.py"})
+    edit(project, "pkg/triton_utils.py", "    import triton.language as tl\n", "    tl = None\n")
+    found, linted = lint(project, monkeypatch)
+    assert linted == {"pkg/triton_utils.py", "pkg/kernels.py", "pkg/prints.py"}
+    assert ("pkg/prints.py", 6, "KG204") not in found
+
+
+def test_an_edit_to_the_call_that_decides_a_kernels_key(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pkg/kernels.py's autotune key is decided by the call of its launcher in pkg/layers.py: editing that call lints
+    both again, and the key it now passes is reported."""
+    first, _linted = lint(project, monkeypatch)
+    edit(project, "pkg/layers.py", "scale_rows(hidden, width)", "scale_rows(hidden, hidden.shape[0])")
+    found, linted = lint(project, monkeypatch)
+    assert linted == {"pkg/layers.py", "pkg/kernels.py"}
+    assert found - first == {("pkg/kernels.py", 6, "KG201")}
+
+
+def test_a_module_added_that_calls_the_launcher(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A module added since that imports the launcher is one that imports its name: the kernel's verdict is linted
+    again (a module added that imports other names is not)."""
+    first, _linted = lint(project, monkeypatch)
+    (project / "pkg" / "unrelated.py").write_text("from .models import step\n")
+    assert lint(project, monkeypatch) == (first, {"pkg/unrelated.py"})
+    (project / "pkg" / "serving.py").write_text(
+        "from .kernels import scale_rows\n\n\ndef serve(tokens):\n    scale_rows(tokens, tokens.shape[0])\n")
+    found, linted = lint(project, monkeypatch)
+    assert linted == {"pkg/serving.py", "pkg/kernels.py"}
+    assert found - first == {("pkg/kernels.py", 6, "KG201")}
+
+
+def test_a_module_that_appears_where_an_import_was_looked_for(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`from pkg.tools import triton` finds no module at first (the name is taken to be outside the project); once
+    pkg/tools.py is there with a stand-in for Triton, the kernel module's verdict follows it."""
+    (project / "pkg" / "late.py").write_text(PRINTS.replace("pkg.triton_utils", "pkg.tools"))
+    first, _linted = lint(project, monkeypatch)
+    assert ("pkg/late.py", 6, "KG204") not in first
+    (project / "pkg" / "tools.py").write_text(TRITON_UTILS)
+    found, linted = lint(project, monkeypatch)
+    assert "pkg/late.py" in linted and found - first == {("pkg/late.py", 6, "KG204")}
+
+
+def test_a_launch_checked_in_another_file(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """csrc/launch.cu's launch is checked by its caller in csrc/caller.cu: its verdict is kept while the project's C++
+    files are as they were, and linted again once the caller no longer checks."""
+    first, _linted = lint(project, monkeypatch)
+    assert not {f for f in first if f[0].startswith("csrc/")}
+    edit(project, "pkg/models.py", "sorted(batch)", "sorted(batch, reverse=True)")
+    assert lint(project, monkeypatch) == (first, {"pkg/models.py"})
+    edit(project, "csrc/caller.cu", "  if (cudaGetLastError() != cudaSuccess) return;\n", "")
+    found, linted = lint(project, monkeypatch)
+    assert {"csrc/caller.cu", "csrc/launch.cu"} <= linted
+    assert found - first == {("csrc/launch.cu", 6, "KG302")}
+
+
+def test_an_edit_to_a_module_that_imports_another_name_of_the_same_spelling(project: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """pkg/elsewhere.py imports a `scale_rows` of its own: asking which modules import pkg/kernels.py's launcher read
+    its import statements only, so an edit to its function is linted alone."""
+    (project / "pkg" / "elsewhere.py").write_text(
+        "from .models import step as scale_rows\n\n\ndef f(batch):\n    return scale_rows(batch)\n")
+    first, _linted = lint(project, monkeypatch)
+    edit(project, "pkg/elsewhere.py", "return scale_rows(batch)", "return scale_rows(batch[::-1])")
+    assert lint(project, monkeypatch) == (first, {"pkg/elsewhere.py"})
+    edit(project, "pkg/elsewhere.py", "from .models import step as scale_rows", "from .kernels import scale_rows")
+    found, linted = lint(project, monkeypatch)
+    assert linted == {"pkg/elsewhere.py", "pkg/kernels.py"}
