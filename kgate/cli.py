@@ -233,7 +233,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         if name in ("check", "baseline"):
             p.add_argument("--shard", metavar="I/N", help="gate only slice I of N (1-based)")
         if name == "check":
-            p.add_argument("--language", choices=LANGUAGES, help="only the Triton or only the CUDA kernels")
+            p.add_argument("--language", choices=LANGUAGES, help="only the kernels of one language: Triton (Gluon included), the CuTe DSL or CUDA C++")
             p.add_argument("--show-kernels", action="store_true",
                            help="every kernel variant in the table (default: only those with findings)")
             p.add_argument("--triton", metavar="VERSION[,VERSION]", type=_releases,
@@ -309,7 +309,7 @@ def _add_diff(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", metavar="FILE", help="pyproject.toml or kgate.toml (default: nearest)")
     p.add_argument("--target", action="append", metavar="SM", help="only this target (repeatable)")
     p.add_argument("--kernel", action="append", metavar="GLOB", help="only kernels matching (repeatable)")
-    p.add_argument("--language", choices=LANGUAGES, help="only the Triton or only the CUDA kernels")
+    p.add_argument("--language", choices=LANGUAGES, help="only the kernels of one language: Triton (Gluon included), the CuTe DSL or CUDA C++")
     p.add_argument("-j", "--jobs", type=_positive_int, metavar="N", help="compile workers (default: all cores)")
     add_format(p, ("text", "json", "markdown"), "the report's format")
     p.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout")

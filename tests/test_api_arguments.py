@@ -27,7 +27,7 @@ def project(tmp_path: Path) -> Path:
 
 # (function, positional arguments, keyword arguments, the message's words); {p} is the project folder.
 CASES: list[tuple[str, tuple[Any, ...], dict[str, Any], str]] = [
-    ("check", (), {"language": "Triton"}, "language: must be one of 'triton', 'cuda' or None, not 'Triton'; "
+    ("check", (), {"language": "Triton"}, "language: must be one of 'triton', 'cute', 'cuda' or None, not 'Triton'; "
                                          "did you mean 'triton'?"),
     ("check", (), {"language": ""}, "language: must be one of"),
     ("check", (), {"project": "{p}/missing"}, "project: {p}/missing: no such folder"),
@@ -112,7 +112,7 @@ def test_every_argument_of_every_api_function_has_a_rule() -> None:
 def test_the_api_takes_the_cli_parsers_choices() -> None:
     check = build_parser("check")._subparsers._group_actions[0].choices["check"]  # type: ignore[union-attr]
     choices = {action.dest: tuple(action.choices) for action in check._actions if action.choices}
-    assert choices["language"] == ("triton", "cuda") and choices["fail_on"] == ("error", "warning", "note")
+    assert choices["language"] == ("triton", "cute", "cuda") and choices["fail_on"] == ("error", "warning", "note")
     for name in ("language", "fail_on"):
         for value in choices[name]:
             assert arguments.refusal("check", name, value) is None
