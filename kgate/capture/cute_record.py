@@ -34,7 +34,7 @@ class Unsupported(Exception):
 def install(module: Any, record: Callable[[dict[str, Any]], None]) -> None:
     """Wrap the DSL's compile (`cutlass.cute.compile`, and the callables `cute.compile[options]` makes): each
     outermost call is recorded (`record`), then compiled as it would be."""
-    cls = type(getattr(module, "compile", None))
+    cls: Any = type(getattr(module, "compile", None))  # the DSL's compile object: its class is patched in place
     original_call, original_item = cls.__dict__.get("__call__"), cls.__dict__.get("__getitem__")
     if original_call is None or getattr(original_call, "__kgate__", False):
         return

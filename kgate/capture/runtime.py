@@ -905,7 +905,7 @@ def _holds(kwargs: dict[str, Any], config: Any) -> bool:
         and all(kwargs.get(name) == value for name, value in options.items())
 
 
-class _Reading(dict):  # type: ignore[type-arg]
+class _Reading(dict[str, Any]):
     """The arguments a heuristic is given, noting the first name it asks for that the launch does not hold."""
 
     missing: str | None = None

@@ -139,7 +139,7 @@ def _note(record: dict[str, Any], where: str | None, specs: dict[str, CapturedSp
     if kind == "lost-child" and record["command"] not in out.lost:
         out.lost.append(record["command"])
     elif kind == "env":
-        described = {name: str(record[name]) for name in ("triton", "cute-dsl") if name in record}
+        described: dict[str, str] = {name: str(record[name]) for name in ("triton", "cute-dsl") if name in record}
         if "capability" in record:  # what its launcher bound for: which target its entries are gated on
             described["capability"] = record["capability"]
         out.file.environments.setdefault(record["where"], described)

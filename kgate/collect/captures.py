@@ -248,7 +248,7 @@ def merge(old: CaptureFile, new: CaptureFile, *, replace_kernels: bool) -> Captu
                                          before.picked or entry.picked, launches)
     cute = merged_cute(old.cute, new.cute, replace_kernels=replace_kernels)
     environments = {**old.environments, **new.environments}
-    used = {where for e in [*merged.values(), *cute] for where in e.captured}
+    used = {where for e in merged.values() for where in e.captured} | {where for e in cute for where in e.captured}
     environments = {k: v for k, v in environments.items() if k in used}
     return CaptureFile(environments, sorted(merged.values(), key=_order), cute)
 

@@ -17,7 +17,6 @@ from typing import Protocol
 from kgate.collect.cpp_text import balanced
 
 _NEWLINE = re.compile(r"\n")
-_SPACE = re.compile(r"\s*")
 
 
 class Matcher(Protocol):
@@ -201,10 +200,9 @@ class Flow:
             else:
                 return "other"
             word = _WORD_BEFORE.search(code, max(0, paren - 40), paren)
-            name = word.group(1) if word is not None else ""
-            if name == "constexpr":
+            if word is not None and word.group(1) == "constexpr":
                 word = _WORD_BEFORE.search(code, max(0, word.start() - 40), word.start())
-                name = word.group(1) if word is not None else ""
+            name = word.group(1) if word is not None else ""
             return {"if": "if", "for": "loop", "while": "loop", "switch": "switch"}.get(name, "other")
         word = _WORD_BEFORE.search(code, max(0, before - 10), before + 1)
         return {"else": "else", "do": "do"}.get(word.group(1) if word is not None else "", "other")
@@ -288,8 +286,8 @@ def head(code: str, opening: int) -> tuple[str, int, str]:
             close = previous(code, word.start())
         if close >= 0 and (code[close].isalnum() or code[close] == "_"):
             name = _NAME_BEFORE.search(code, max(0, close - 200), close + 1)
-            word = name.group().strip() if name is not None else ""
-            return ("function", name.start(), word) if name is not None and word not in CONTROL else ("block", -1, "")
+            text = name.group().strip() if name is not None else ""
+            return ("function", name.start(), text) if name is not None and text not in CONTROL else ("block", -1, "")
         if close >= 0 and code[close] == ">":  # a template lambda: `[&]<typename T>(T*) {`
             angle = opening_bracket(code, close, "<", ">")
             close = previous(code, angle) if angle >= 0 else -1
@@ -371,8 +369,15 @@ def statement_end(code: str, call: int) -> int:
     paren = code.find("(", call)
     if paren < 0:
         return -1
-    after = _SPACE.match(code, balanced(code, paren)).end()
+    after = _skip_space(code, balanced(code, paren))
     return after if code.startswith(";", after) else -1
+
+
+def _skip_space(code: str, at: int) -> int:
+    """The first offset from `at` that is not white space (len(code) if none)."""
+    while at < len(code) and code[at].isspace():
+        at += 1
+    return at
 
 
 

@@ -40,7 +40,7 @@ class Project:
         self._flows: dict[str, Flow] = {}
         self._checks: dict[tuple[str, ...], dict[str, Counts | None]] = {}
         self._words: dict[str, frozenset[bytes]] = {}
-        self._state: list[int] | None | bool = False
+        self._state: tuple[list[int] | None] | None = None  # (the state,) once read
 
     def files(self) -> list[tuple[str, str]]:
         if self._files is None:
@@ -49,9 +49,9 @@ class Project:
 
     def state(self) -> list[int] | None:
         """The state of the project's C++ and CUDA files together (None: one was written too recently to vouch)."""
-        if self._state is False:
-            self._state = tree_state(self.root, self.files())
-        return self._state
+        if self._state is None:
+            self._state = (tree_state(self.root, self.files()),)
+        return self._state[0]
 
     def digest(self) -> str:
         """A digest of the project's C++ and CUDA files together: which there are and the bytes of each."""

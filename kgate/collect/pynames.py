@@ -34,6 +34,8 @@ from kgate.support.filestat import path_state
 
 IMPORT, ALIAS, LOCAL = "import", "alias", "local"
 _TRY_STAR = (ast.TryStar,) if hasattr(ast, "TryStar") else ()  # Python 3.11+
+# `try` statements: ast.TryStar (3.11+) has ast.Try's fields, so the two are read alike.
+_TRIES: tuple[type[ast.Try], ...] = (ast.Try, *_TRY_STAR)
 _DEPTH = 16  # modules and aliases followed for one name: a cycle of re-exports ends here
 
 # Where a name leads: (MODULE, a project file or a package folder), (EXTERNAL, a dotted name outside), or, asked for
@@ -96,7 +98,7 @@ def _sequence(body: list[ast.stmt], before: dict[str, Binding], stars: list[tupl
             if len(candidates) < len(taken) and name in out:
                 candidates.append(out[name])  # a branch that leaves it as it was
             out[name] = next((c for c in candidates if c.kind != LOCAL), candidates[0])
-        if isinstance(stmt, (ast.Try, *_TRY_STAR)):
+        if isinstance(stmt, _TRIES):
             out = _sequence(stmt.finalbody, out, stars)
     return out
 
@@ -107,7 +109,7 @@ def _branches(stmt: ast.stmt) -> list[list[ast.stmt]] | None:
     loop's body counts as a branch beside running not at all."""
     if isinstance(stmt, ast.If):
         return [stmt.body, stmt.orelse]
-    if isinstance(stmt, (ast.Try, *_TRY_STAR)):
+    if isinstance(stmt, _TRIES):
         return [stmt.body + stmt.orelse, *(handler.body for handler in stmt.handlers)]
     if isinstance(stmt, (ast.With, ast.AsyncWith)):
         return [stmt.body]

@@ -23,8 +23,8 @@ from kgate.collect.modules import import_roots, module_name
 from kgate.collect.pynames import Resolver, exports
 from kgate.collect.pysource import dotted, expressions, is_triton_language, module_constants
 from kgate.collect.source import MAX_PARSE_BYTES, try_parse
-from kgate.core.config import Config, TritonEntry, parse_cute_entry, parse_triton_entry
-from kgate.core.cute import DTYPE_PREFIX, CuteEntry
+from kgate.core.config import Config, PythonEntry, parse_cute_entry, parse_triton_entry
+from kgate.core.cute import DTYPE_PREFIX
 from kgate.core.errors import ConfigError
 
 # A module that can use the decorator imports kgate itself (`import kgate [as k]`, `import os, kgate`) or
@@ -50,13 +50,10 @@ def _statements(tree: ast.Module) -> list[ast.stmt]:
     return out
 
 
-Entry = TritonEntry | CuteEntry
-
-
-def triton_entries(config: Config) -> list[Entry]:
+def triton_entries(config: Config) -> list[PythonEntry]:
     """Every registered Python kernel of the project (Triton, Gluon, CuTe DSL), configuration first, then decorators
     by path, then the CuTe DSL calls the capture file records."""
-    entries: list[Entry] = [*config.triton, *config.cute]
+    entries: list[PythonEntry] = [*config.triton, *config.cute]
     roots = import_roots(config.root, config.python_path)
     for path in python_files(config.root, config.exclude + config.extend_exclude):
         try:
@@ -84,12 +81,12 @@ def captured_specs(config: Config) -> list[CapturedSpec]:
     return captures.load(config.root / config.capture, config.capture).entries
 
 
-def triton_kernels(entries: list[Entry], captured: list[CapturedSpec]) -> list[str]:
+def triton_kernels(entries: list[PythonEntry], captured: list[CapturedSpec]) -> list[str]:
     """Every Triton kernel to gate, registered or captured, sorted."""
     return sorted({e.kernel for e in entries} | {c.spec.kernel for c in captured})
 
 
-def decorator_entries(path: Path, data: bytes, root: Path, roots: list[Path]) -> list[Entry]:
+def decorator_entries(path: Path, data: bytes, root: Path, roots: list[Path]) -> list[PythonEntry]:
     rel = named_rel(path, root)
     tree = try_parse(data)
     if tree is None:

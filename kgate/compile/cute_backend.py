@@ -238,7 +238,7 @@ def _dim(dim: int | str, symbols: dict[str, Any], width: int) -> Any:
     name, divisibility = found
     if name and name in symbols:
         return symbols[name]
-    made = cute.sym_int(width, divisibility=divisibility) if width == 32 else cute.sym_int64(divisibility=divisibility)
+    made = cute.sym_int(32, divisibility=divisibility) if width == 32 else cute.sym_int64(divisibility=divisibility)
     if name:
         symbols[name] = made
     return made

@@ -34,7 +34,7 @@ from kgate.compile.preflight import built_units, python_toolchain, tools_of
 from kgate.compile.relocate import def_line, def_spans
 from kgate.compile.triton_backend import MISSING_ATTRIBUTE
 from kgate.compile.units import Compiled, CompileFailure, cubin_file
-from kgate.core.config import Config, TritonEntry
+from kgate.core.config import Config, PythonEntry, TritonEntry
 from kgate.core.cute import CuteEntry
 from kgate.core.entry import KernelName
 from kgate.core.findings import Related
@@ -94,7 +94,7 @@ class _Planned(KernelName):
     """One kernel to gate: its registrations and its captured specialisations, planned together."""
 
     kernel: str
-    entries: list[TritonEntry]
+    entries: list[PythonEntry]
     captured: list[CapturedSpec]
     source_key: str
     sys_path: list[str]
@@ -129,7 +129,7 @@ def config_line(config: Config, needle: str) -> int:
     return 1
 
 
-def _entry_location(config: Config, entry: TritonEntry) -> tuple[str, int]:
+def _entry_location(config: Config, entry: PythonEntry) -> tuple[str, int]:
     origin = entry.origin.split(": ")[0]
     if ":" in origin and origin.rsplit(":", 1)[1].isdigit():
         path, line = origin.rsplit(":", 1)
@@ -257,7 +257,7 @@ def worker_env(config: Config) -> dict[str, str | None]:
     }
 
 
-def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[str, ...], *, jobs: int,
+def compile_triton(config: Config, entries: list[PythonEntry], targets: tuple[str, ...], *, jobs: int,
                    progress: Progress | None = None, pool: Pool | None = None,
                    captured: list[CapturedSpec] | None = None, needs: Needs | None = None,
                    analyse: Analyse | None = None, toolchain: dict[str, str] | None = None) -> Compilation:
@@ -365,12 +365,12 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
 
         if jobs_todo:
             sweep_triton(config.root / config.cache_dir / "triton")  # what killed compiles left of Triton's
-            roots = project_roots(config)
+            project = project_roots(config)
             payloads = []
             for variant, target, p, key in jobs_todo:
                 assert p.expansion is not None
                 payloads.append((f"{p.language}.compile", {
-                    "variant": variant, "target": target, "sys_path": p.sys_path, "roots": roots,
+                    "variant": variant, "target": target, "sys_path": p.sys_path, "roots": project,
                     "cwd": import_folder(config),
                     "path": shown(p.expansion["path"]), "line": p.expansion["line"],
                     "artifacts": str(cache.artifacts(key)), "key": key,
@@ -393,7 +393,7 @@ def compile_triton(config: Config, entries: list[TritonEntry], targets: tuple[st
     return run
 
 
-def _plan_kernels(config: Config, entries: list[TritonEntry], captured: list[CapturedSpec],
+def _plan_kernels(config: Config, entries: list[PythonEntry], captured: list[CapturedSpec],
                   roots: list[Path]) -> list[_Planned]:
     """One plan per kernel, registered or captured: its module file and the hash of its source."""
     by_kernel: dict[str, _Planned] = {}

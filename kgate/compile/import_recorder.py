@@ -203,8 +203,8 @@ def _env_data() -> dict[str, str]:
     return {os.fsdecode(k): os.fsdecode(v) for k, v in os.environ._data.items()}  # type: ignore[attr-defined]
 
 
-class _ReadEnviron(os._Environ):  # type: ignore[name-defined,misc]
-    """os.environ that records what the project looks up in it."""
+class _ReadEnviron(os._Environ[Any]):
+    """os.environ (and os.environb) that records what the project looks up in it."""
 
     def __getitem__(self, name: Any) -> Any:
         _note_env(name)
@@ -225,6 +225,11 @@ class _ReadEnviron(os._Environ):  # type: ignore[name-defined,misc]
         return super().__len__()
 
 
+def _set_class(environ: os._Environ[Any], cls: type[os._Environ[Any]]) -> None:
+    """Make `environ` one of `cls` in place: every module's reference to os.environ sees the change."""
+    environ.__class__ = cls
+
+
 def _note_env(name: Any) -> None:
     rec = _RECORDER
     if rec is not None and not rec.busy and isinstance(name, (str, bytes)):
@@ -242,8 +247,8 @@ def patch(rec: Recorder) -> None:
     """Watch what the audit hook cannot see: the environment, and paths tested with `os.stat`; and hand the
     recorder to the programs the import starts."""
     for environ in (os.environ, getattr(os, "environb", None)):
-        if environ is not None and type(environ) is os._Environ:  # type: ignore[attr-defined]
-            environ.__class__ = _ReadEnviron
+        if environ is not None and type(environ) is os._Environ:
+            _set_class(environ, _ReadEnviron)
     real_stat, real_lstat = os.stat, os.lstat
     _SAVED.update(stat=real_stat, lstat=real_lstat)
 
@@ -291,7 +296,7 @@ def patch(rec: Recorder) -> None:
 def unpatch() -> None:
     for environ in (os.environ, getattr(os, "environb", None)):
         if environ is not None and type(environ) is _ReadEnviron:
-            environ.__class__ = os._Environ  # type: ignore[attr-defined]
+            _set_class(environ, os._Environ)
     if _SAVED:
         import importlib.util
 

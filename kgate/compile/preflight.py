@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from kgate.collect.captures import CapturedSpec
-from kgate.core.config import Config, CudaEntry, TritonEntry
+from kgate.core.config import Config, CudaEntry, PythonEntry
 from kgate.core.cute import CuteEntry
 from kgate.core.errors import ToolchainError
 from kgate.core.schema import CAPABILITY
@@ -43,7 +43,7 @@ class Toolchains:
     cuda: CudaCompilers | None = None
 
 
-def resolve(config: Config, entries: list[TritonEntry], captured: list[CapturedSpec], targets: tuple[str, ...],
+def resolve(config: Config, entries: list[PythonEntry], captured: list[CapturedSpec], targets: tuple[str, ...],
             cuda: tuple[CudaEntry, ...]) -> Toolchains:
     """The tools of the Triton units built for `targets` and of the `cuda` tables; raises ToolchainError for the
     first one missing."""
@@ -56,7 +56,7 @@ def resolve(config: Config, entries: list[TritonEntry], captured: list[CapturedS
 CUTE_KEYS = ("cutlass-dsl",)
 
 
-def python_toolchain(entries: list[TritonEntry | CuteEntry], captured: list[CapturedSpec],
+def python_toolchain(entries: list[PythonEntry], captured: list[CapturedSpec],
                      targets: tuple[str, ...]) -> dict[str, str]:
     """The tools of the Python front ends the units are written for: Triton's (Gluon's is Triton's) where a Triton
     kernel is registered or captured, the CuTe DSL's where a CuTe DSL kernel is."""
@@ -89,8 +89,8 @@ def cuda_compilers(config: Config, tables: tuple[CudaEntry, ...]) -> CudaCompile
     return CudaCompilers(toolchain, {entry.compiler: toolchain.compiler(entry.compiler) for entry in tables})
 
 
-def built_units(entries: list[TritonEntry], captured: list[CapturedSpec],
-                targets: tuple[str, ...]) -> tuple[list[TritonEntry], list[CapturedSpec], tuple[str, ...]]:
+def built_units(entries: list[PythonEntry], captured: list[CapturedSpec],
+                targets: tuple[str, ...]) -> tuple[list[PythonEntry], list[CapturedSpec], tuple[str, ...]]:
     """The registrations and captured specialisations built for a run's targets, and the targets they are built for.
 
     A kernel whose every registration names targets other than this run's is not built here at all: neither

@@ -76,6 +76,10 @@ class TritonEntry(KernelEntry):
         }
 
 
+# A Python kernel's registration: Triton and Gluon (`TritonEntry`), the CuTe DSL (`CuteEntry`).
+PythonEntry = TritonEntry | CuteEntry
+
+
 @dataclass(frozen=True)
 class CudaEntry:
     """One `[[tool.kgate.cuda]]` table: CUDA C++ sources to compile and gate."""

@@ -196,7 +196,8 @@ def parse_entry(data: dict[str, Any], where: str, *, kinds: tuple[str, ...], tar
         raise ConfigError(f"{where}: {unknown[0]}: unknown key (a CuTe DSL kernel takes {', '.join(sorted(known))})")
     kernel = data.get("kernel")
     module, _, name = kernel.partition(":") if isinstance(kernel, str) else ("", "", "")
-    if not module or not all(p.isidentifier() for p in module.split(".")) or not name.isidentifier():
+    if (not isinstance(kernel, str) or not module or not all(p.isidentifier() for p in module.split("."))
+            or not name.isidentifier()):
         raise ConfigError(f"{where}: kernel: must look like \"package.module:name\", not {kernel!r}")
     tables = data.get("args")
     tables = [tables] if isinstance(tables, dict) else tables

@@ -40,7 +40,9 @@ def operands(instr: Instruction) -> list[str]:
         return []
     if not any(ch in parts[1] for ch in "{[("):
         return [op.strip() for op in parts[1].split(",") if op.strip()]
-    out, depth, current = [], 0, []
+    out: list[str] = []
+    current: list[str] = []
+    depth = 0
     for ch in parts[1]:
         if ch in "{[(":
             depth += 1

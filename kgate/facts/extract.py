@@ -30,6 +30,7 @@ from kgate.facts.ptxas_log import (
 from kgate.facts.sass import (
     INDIRECT,
     GlobalLoad,
+    LocalUse,
     LoopLoads,
     SassFunction,
     SassSummary,
@@ -67,7 +68,7 @@ class Sources:
         return None if self.artifacts.sass is None else parse_sass(self.artifacts.sass)
 
     @cached_property
-    def local_in_loops(self) -> dict[str, tuple[int, int]] | None:
+    def local_in_loops(self) -> dict[str, LocalUse] | None:
         sass = self.artifacts.sass
         if sass is None:
             return None

@@ -132,7 +132,8 @@ class KernelFacts:
     def without(self, artifact: Artifact) -> KernelFacts:
         """These facts without those read from `artifact` (SASS where the run's plan does not want it): each at its
         default, which a fact read from an artifact a compile may leave out (SASS) has."""
-        return dataclasses.replace(self, **{f.name: f.default for f in _reading(type(self), artifact)})
+        defaults: dict[str, Any] = {f.name: f.default for f in _reading(type(self), artifact)}
+        return dataclasses.replace(self, **defaults)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -24,7 +24,7 @@ from kgate.compile.pool import Pool
 from kgate.compile.preflight import CudaCompilers
 from kgate.compile.units import Artifacts, Compiled, CompileFailure
 from kgate.core.artifacts import Artifact, ArtifactPlan
-from kgate.core.config import Config, TritonEntry
+from kgate.core.config import Config, PythonEntry
 from kgate.core.errors import KgateError
 from kgate.facts.build import unit_facts
 from kgate.facts.extract import Sources
@@ -147,7 +147,7 @@ def _run_of(compilation: Compilation) -> CompileRun:
     return CompileRun(**{f.name: copy.copy(getattr(compilation, f.name)) for f in fields(RunSummary)})
 
 
-def triton_facts(config: Config, entries: list[TritonEntry], targets: tuple[str, ...], *, jobs: int, plan: ArtifactPlan,
+def triton_facts(config: Config, entries: list[PythonEntry], targets: tuple[str, ...], *, jobs: int, plan: ArtifactPlan,
                  progress: Progress | None = None, pool: Pool | None = None, captured: list[CapturedSpec] | None = None,
                  toolchain: dict[str, str] | None = None) -> CompileRun:
     """The facts of every registered launch and captured specialisation of the project's Triton kernels, with the
@@ -197,11 +197,11 @@ def cuda_facts(config: Config, targets: tuple[str, ...], *, jobs: int, plan: Art
     run = _run_of(compilation)
     built: list[tuple[Compiled, str, KernelFacts]] = []
     for unit in compilation.units:
-        found = facts.of(unit)
-        if isinstance(found, list):
-            built += [(unit, symbol, item) for symbol, item in found]
+        read = facts.of(unit)
+        if isinstance(read, list):
+            built += [(unit, symbol, item) for symbol, item in read]
         else:
-            run.failures.append(_failure(unit, found or "the compile's artifacts could not be read back from the cache"))
+            run.failures.append(_failure(unit, read or "the compile's artifacts could not be read back from the cache"))
     run.facts = finish(built, compilation.sites or [], kernels, plan)
     for unit, _symbol, item in built:
         run.cubins[item.key] = unit.cubin

@@ -12,13 +12,13 @@ from dataclasses import replace
 from pathlib import Path
 
 from kgate.collect.captures import CapturedSpec
-from kgate.collect.registry import Entry, captured_specs, triton_entries, triton_kernels
+from kgate.collect.registry import captured_specs, triton_entries, triton_kernels
 from kgate.compile import preflight
 from kgate.compile.cache import unusable as cache_unusable
 from kgate.compile.engine import Progress, default_jobs, worker_env
 from kgate.compile.pool import Pool
 from kgate.core.artifacts import ArtifactPlan
-from kgate.core.config import KNOWN_TARGETS, Config, TritonEntry
+from kgate.core.config import KNOWN_TARGETS, Config, PythonEntry
 from kgate.core.cute import CuteEntry
 from kgate.core.errors import ConfigError
 from kgate.core.findings import Finding, sort_findings
@@ -53,7 +53,7 @@ def selected(kernel: str, globs: tuple[str, ...]) -> bool:
     return not globs or any(fnmatch.fnmatchcase(kernel, g) or fnmatch.fnmatchcase(function, g) for g in globs)
 
 
-def select_entries(entries: list[Entry], globs: tuple[str, ...]) -> list[Entry]:
+def select_entries(entries: list[PythonEntry], globs: tuple[str, ...]) -> list[PythonEntry]:
     return [e for e in entries if selected(e.kernel, globs)]
 
 
@@ -102,7 +102,7 @@ NOTHING_CONFIGURED = ("nothing to gate: no kgate.toml, and no pyproject.toml wit
                       "`kgate capture -- COMMAND`)")
 
 
-def nothing_to_gate(config: Config, registered: list[Entry], recorded: list[CapturedSpec]) -> str | None:
+def nothing_to_gate(config: Config, registered: list[PythonEntry], recorded: list[CapturedSpec]) -> str | None:
     """What a project with no kernel to compile is told: nothing registered (in the configuration or with
     `@kgate.register`), nothing captured and no CUDA sources configured; None when it has a kernel.
 
@@ -147,8 +147,8 @@ def selected_nothing(config: Config, options: CheckOptions, gated: bool, covered
     return f"nothing to gate: the configured CUDA sources define no kernel (a __global__ function) for {targets}"
 
 
-def select_units(registered: list[Entry], recorded: list[CapturedSpec], options: CheckOptions,
-                 mine: frozenset[str] | set[str] | None = None) -> tuple[list[Entry], list[CapturedSpec]]:
+def select_units(registered: list[PythonEntry], recorded: list[CapturedSpec], options: CheckOptions,
+                 mine: frozenset[str] | set[str] | None = None) -> tuple[list[PythonEntry], list[CapturedSpec]]:
     """The registrations and captured specialisations a run compiles: its language, `--kernel` globs, shard."""
     if options.language not in (None, "triton", "cute"):
         return [], []
@@ -159,12 +159,12 @@ def select_units(registered: list[Entry], recorded: list[CapturedSpec], options:
     return entries, captured
 
 
-def entry_language(entry: TritonEntry | CuteEntry) -> str:
+def entry_language(entry: PythonEntry) -> str:
     """The language a registration's kernel is reported in: "cute" for a CuTe DSL kernel, "triton" (Gluon too)."""
     return "cute" if isinstance(entry, CuteEntry) else "triton"
 
 
-def compile_kernels(config: Config, entries: list[Entry], captured: list[CapturedSpec], options: CheckOptions,
+def compile_kernels(config: Config, entries: list[PythonEntry], captured: list[CapturedSpec], options: CheckOptions,
                     plan: ArtifactPlan, progress: Progress | None = None, files: frozenset[str] | None = None,
                     ) -> tuple[CompileRun, frozenset[str]]:
     """Compile the selected Triton units and the configured CUDA sources (cached), with the artifacts `plan` asks

@@ -182,9 +182,9 @@ def apply_fixes(rel: str, data: bytes, fixes: Iterable[Fix]) -> tuple[bytes | No
     starts = line_starts(text)
     resolved: list[tuple[Fix, list[tuple[int, int, Edit]]]] = []
     for fix in fixes:
-        spans = [_span(text, starts, edit, python) for edit in fix.edits]
-        if spans and all(span is not None for span in spans):
-            resolved.append((fix, [span for span in spans if span is not None]))
+        located = [_span(text, starts, edit, python) for edit in fix.edits]
+        if located and all(span is not None for span in located):
+            resolved.append((fix, [span for span in located if span is not None]))
     taken: list[tuple[Fix, list[tuple[int, int, Edit]]]] = []
     claimed: list[tuple[int, int]] = []
     for fix, spans in sorted(resolved, key=lambda item: min(s[:2] for s in item[1])):
@@ -312,10 +312,10 @@ def _span(text: str, starts: list[int], edit: Edit, python: bool) -> tuple[int, 
             following = starts[edit.line + 1] if edit.line + 1 < len(starts) - 1 else len(text)
             return base, following, Edit(edit.line, 0, edit.line + 1, 0, "", "drop-suppression")
         return base + start, base + end, Edit(edit.line, start, edit.line, end, replacement, "drop-suppression")
-    start, end = _offset(starts, edit.line, edit.col), _offset(starts, edit.end_line, edit.end_col)
-    if start is None or end is None or end < start or end > len(text):
+    first, last = _offset(starts, edit.line, edit.col), _offset(starts, edit.end_line, edit.end_col)
+    if first is None or last is None or last < first or last > len(text):
         return None
-    return start, end, edit
+    return first, last, edit
 
 
 def _overlaps(a: tuple[int, int], b: tuple[int, int]) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from kgate.core.config import TritonEntry
+from kgate.core.config import PythonEntry
 from kgate.core.findings import Finding, Severity
 from kgate.facts.run import CompileRun
 from kgate.ratchet.compare import RunState
@@ -36,7 +36,7 @@ class SourcePart(NamedTuple):
 
 @dataclass
 class CheckRun:
-    entries: list[TritonEntry]
+    entries: list[PythonEntry]
     compiled: CompileRun
     findings: list[Finding]
     state: RunState
