@@ -11,12 +11,15 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 # In a process of its own (the fork server and file descriptor 2 are changed): the server starts in folder
 # `first` with PROBE=first; then kgate moves to `second`, sets PROBE=second, puts a folder first on its import
 # path and points its stderr at a file; a worker then imports the probe module, which writes what it runs under.
 SCRIPT = textwrap.dedent("""
     import json, os, sys
     from kgate.compile.pool import Pool, start_server
+    from kgate.compile.protocol import Task
 
     here = sys.argv[1]
     os.chdir(os.path.join(here, "first"))
@@ -29,7 +32,7 @@ SCRIPT = textwrap.dedent("""
     os.dup2(err, 2)
     outcomes = []
     with Pool(1, {"ADDED": "yes"}) as pool:
-        pool.run([("triton.expand", {"kernel": "probe:k", "sys_path": [here]})], 60,
+        pool.run([Task("triton.expand", {"kernel": "probe:k", "sys_path": [here]})], 60,
                  lambda index, outcome: outcomes.append(outcome.ok))
     print(json.dumps(outcomes))
 """)
@@ -111,3 +114,13 @@ def test_a_run_that_finds_everything_in_its_cache_starts_no_fork_server(tmp_path
 
     assert check() == ("0", "True")  # compiled: the server served its worker
     assert check("-v") == ("0", "False")  # from the cache (-v: never a replay of the run before)
+
+
+def test_a_task_no_worker_runs_is_refused_where_it_is_made() -> None:
+    """A task's name is checked as the task is made, in kgate: in the worker, an unknown name would end the worker
+    and read as a compiler that died."""
+    from kgate.compile.protocol import TASKS, Task
+
+    assert Task("sass", {"cubin": "x"}).function == tuple(TASKS["sass"].split(":"))
+    with pytest.raises(ValueError, match="no compile worker task is named 'triton.compiled'"):
+        Task("triton.compiled", {})

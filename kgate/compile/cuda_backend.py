@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from kgate.compile.cache import kept, write_artifact
+from kgate.compile.payloads import CudaRequest, FunctionsSassRequest
 from kgate.compile.triton_backend import KernelError
 from kgate.compile.units import CUBIN, Compiled, steady_log, store_text
 from kgate.compile.worker_facts import analysed
@@ -68,7 +69,7 @@ class SourceError(KernelError):
         self.line = line
 
 
-def compile_source(payload: dict[str, Any]) -> dict[str, Any]:
+def compile_source(payload: CudaRequest) -> dict[str, Any]:
     """Compile one file for one target; keep its artifacts and return their content hashes and the files the
     compile read."""
     artifacts = Path(payload["artifacts"])
@@ -96,7 +97,7 @@ def compile_source(payload: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-def disassemble_task(payload: dict[str, Any]) -> str:
+def disassemble_task(payload: FunctionsSassRequest) -> str:
     """The SASS of some functions of a cached cubin, kept beside it; its content hash."""
     cubin = Path(payload["cubin"])
     return store_text(cubin.parent, "sass", disassemble_functions(cubin, payload["symbols"]))
@@ -129,15 +130,23 @@ def sass_functions(listing: str, symbols: list[str]) -> str:
     return "\n".join(out) + "\n" if out else ""
 
 
-def nvcc_argv(payload: dict[str, Any], keep_dir: Path, cubin: Path) -> list[str]:
+def nvcc_argv(payload: CudaRequest, keep_dir: Path, cubin: Path) -> list[str]:
     """The nvcc command kgate runs: the project's flags, then kgate's target and outputs."""
-    return [payload["nvcc"], *payload["flags"], "-cubin", "-lineinfo", "-Xptxas", "-v",
+    return [_nvcc_path(payload), *payload["flags"], "-cubin", "-lineinfo", "-Xptxas", "-v",
             f"--generate-code=arch={payload['virtual']},code={payload['real']}",
             "--keep", "--keep-dir", str(keep_dir), "-o", str(cubin),
             os.path.relpath(payload["source"], payload["cwd"])]
 
 
-def _nvcc(payload: dict[str, Any], artifacts: Path, read: list[str]) -> tuple[str, str, str]:
+def _nvcc_path(payload: CudaRequest) -> str:
+    """The nvcc the file is compiled with (the run's preflight found it before planning an nvcc compile)."""
+    nvcc = payload["nvcc"]
+    if nvcc is None:
+        raise CompilerUnusable(f"no nvcc was found to compile {payload['rel']}")
+    return nvcc
+
+
+def _nvcc(payload: CudaRequest, artifacts: Path, read: list[str]) -> tuple[str, str, str]:
     keep = scratch.make("kgate-nvcc-")
     try:
         return _nvcc_in(payload, artifacts, keep)
@@ -147,7 +156,7 @@ def _nvcc(payload: dict[str, Any], artifacts: Path, read: list[str]) -> tuple[st
         scratch.forget(keep)
 
 
-def files_read(keep: Path, payload: dict[str, Any]) -> list[str]:
+def files_read(keep: Path, payload: CudaRequest) -> list[str]:
     """The files nvcc's preprocessor read (the device pass and the host pass), by the line markers of the
     preprocessed files it kept, as reached from the compile's folder (a symlink is not resolved); where it kept
     none (a compile stopped before preprocessing), the files an `#include` scan finds."""
@@ -168,7 +177,7 @@ def files_read(keep: Path, payload: dict[str, Any]) -> list[str]:
     return sorted(found) if kept else scanned_headers(payload, [])
 
 
-def scanned_headers(payload: dict[str, Any], folders: list[str]) -> list[str]:
+def scanned_headers(payload: CudaRequest, folders: list[str]) -> list[str]:
     """The files an `#include` scan of the source reaches through its folder, the flags' `-I` folders and
     `folders`, wherever they are (an over-estimate: conditional includes count too)."""
     from kgate.collect.cuda_flags import include_dirs
@@ -179,7 +188,7 @@ def scanned_headers(payload: dict[str, Any], folders: list[str]) -> list[str]:
     return sorted({str(source), *(str(p) for p in scan_includes(source, dirs, None))})
 
 
-def _nvcc_in(payload: dict[str, Any], artifacts: Path, keep: Path) -> tuple[str, str, str]:
+def _nvcc_in(payload: CudaRequest, artifacts: Path, keep: Path) -> tuple[str, str, str]:
     # nvcc writes the cubin in its private folder, then it is moved into the cache whole: another
     # kgate run sharing the cache may be disassembling the same file at that moment.
     cubin = keep / "kernel.cubin"
@@ -206,15 +215,15 @@ def _nvcc_in(payload: dict[str, Any], artifacts: Path, keep: Path) -> tuple[str,
     return ptx_files[0].read_text(errors="replace"), done.stdout + "\n" + done.stderr, write_artifact(artifacts / CUBIN, binary)
 
 
-def repro(payload: dict[str, Any]) -> str:
+def repro(payload: CudaRequest) -> str:
     """A command that reproduces kgate's compile, to run in the compile's folder."""
-    argv = [Path(payload["nvcc"]).name, *payload["flags"], "-cubin", "-Xptxas", "-v",
+    argv = [Path(_nvcc_path(payload)).name, *payload["flags"], "-cubin", "-Xptxas", "-v",
             f"--generate-code=arch={payload['virtual']},code={payload['real']}", "-o", "kernel.cubin",
             os.path.relpath(payload["source"], payload["cwd"])]
     return shlex.join(argv)
 
 
-def _compiler_error(exc: tools.ToolFailed, payload: dict[str, Any], keep: Path) -> SourceError:
+def _compiler_error(exc: tools.ToolFailed, payload: CudaRequest, keep: Path) -> SourceError:
     """The first error nvcc printed, with the line it names in the source file, and how to reproduce it."""
     lines = [line.strip() for line in exc.output.replace(str(keep) + "/", "").splitlines()]
     fatal = next((line for line in lines if _NVCC_FATAL.match(line)), None)
@@ -235,7 +244,7 @@ def _compiler_error(exc: tools.ToolFailed, payload: dict[str, Any], keep: Path) 
     return SourceError(f"{detail} (reproduce: {repro(payload)})")
 
 
-def _nvrtc(payload: dict[str, Any], artifacts: Path, read: list[str]) -> tuple[str, str, str]:
+def _nvrtc(payload: CudaRequest, artifacts: Path, read: list[str]) -> tuple[str, str, str]:
     from cuda.bindings import nvrtc
 
     # NVRTC names no files it read; it finds headers only through these folders, so a scan through them finds

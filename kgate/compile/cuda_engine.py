@@ -22,7 +22,7 @@ import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import kgate
 from kgate.collect.cuda_flags import choose_arch
@@ -33,8 +33,10 @@ from kgate.collect.files import aliases, display_path
 from kgate.compile import records as record_shapes
 from kgate.compile.cache import Cache, CacheWriteError, Entry, digest
 from kgate.compile.engine import Analyse, Compilation, Needs, Progress, _first_line, worker_env
-from kgate.compile.pool import Outcome, Pool
+from kgate.compile.payloads import CudaPlan, CudaRequest, FunctionsSassRequest
+from kgate.compile.pool import Pool
 from kgate.compile.preflight import CudaCompilers, cuda_compilers
+from kgate.compile.protocol import Outcome, Task
 from kgate.compile.units import Compiled, CompileFailure, cubin_file
 from kgate.core.config import Config
 from kgate.core.errors import ToolchainError
@@ -46,7 +48,7 @@ CUDA_FORMAT = 2  # 2: the record holds the artifacts' hashes, no facts
 # What a record keeps of the plan it was compiled with: where the file and the project were. The PTX names files
 # by those paths, so the facts stage tells the project's kernels from a library's by them, wherever the cache
 # has been restored since.
-IDENTITY = ("root", "aliases", "source", "cwd", "rel", "target", "toolchain")
+IDENTITY: Final = ("root", "aliases", "source", "cwd", "rel", "target", "toolchain")
 
 
 @dataclass
@@ -54,7 +56,7 @@ class _Task:
     source: CudaSource
     target: str
     key: str
-    payload: dict[str, Any]
+    payload: CudaPlan
 
 
 @dataclass
@@ -163,13 +165,14 @@ def _unit(task: _Task, value: dict[str, Any], meta: dict[str, Any], cache: Cache
 def _plan(config: Config, source: CudaSource, target: str, toolchain: CudaToolchain, compiler: str, cache: Cache,
           nvrtc_includes: list[str], sites: list[LaunchSite]) -> _Task:
     arch = choose_arch(source.archs, target)
+    assert arch.real is not None  # the pair chosen always names a real architecture
     version = toolchain.versions().get(compiler, "")
     environment = {**nvcc_environment(), **nvcc_programs(str(toolchain.nvcc.path), source.flags)} \
         if compiler == "nvcc" else {}
     key = digest("cuda", CUDA_FORMAT, kgate.__version__, compiler, version, source.rel, source.key,
                  list(source.flags), arch.virtual, arch.real, target, *([environment] if environment else []))
     entry = source.entry
-    payload = {
+    payload: CudaPlan = {
         # nvcc is given the file by the name the project gives it: a symlink to a content-addressed file
         # without a `.cu` suffix is still a CUDA source to nvcc, and the kernels in it are named by it.
         "source": str(config.root / source.rel), "rel": source.rel,
@@ -258,8 +261,7 @@ def _run_tasks(config: Config, todo: list[_Task], progress: Progress | None, poo
 
     if progress:
         progress(0, len(todo), "")
-    extra = {} if analyse is None else {"analyse": analyse}
-    pool.run([("cuda.compile", {**task.payload, "key": task.key, **extra}) for task in todo], config.timeout, finished)
+    pool.run([Task("cuda.compile", _request(task, analyse)) for task in todo], config.timeout, finished)
     if unusable:
         raise ToolchainError(min(unusable))
     return fresh
@@ -326,10 +328,19 @@ def _disassemble(config: Config, todo: list[tuple[_Task, Entry, list[str]]], poo
             run.cached += 1
 
     if todo:
-        pool.run([("cuda.sass", {"cubin": cubin_file(cache.artifacts(task.key), entry.meta.get("cubin"))[0],
-                                 "symbols": symbols(entry, lacking)})
+        pool.run([Task("cuda.sass", FunctionsSassRequest(cubin=cubin_file(cache.artifacts(task.key),
+                                                                          entry.meta.get("cubin"))[0],
+                                                         symbols=symbols(entry, lacking)))
                   for task, entry, lacking in todo], config.timeout, done)
     return again
+
+
+def _request(task: _Task, analyse: Analyse | None) -> CudaRequest:
+    """The payload of the task that compiles the file `task` plans, with the facts stage's reading (`analyse`)."""
+    request: CudaRequest = {**task.payload, "key": task.key}
+    if analyse is not None:
+        request["analyse"] = analyse
+    return request
 
 
 def _may_define(source: CudaSource, globs: list[str]) -> bool:

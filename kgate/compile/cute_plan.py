@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from kgate.compile import expectations
+from kgate.compile.payloads import Variant
 from kgate.core.cute import CuteEntry
 
 LANGUAGE = "cute"
@@ -21,12 +22,12 @@ def language(entries: list[Any]) -> str:
     return LANGUAGE if entries and all(isinstance(e, CuteEntry) for e in entries) else "triton"
 
 
-def variants(entry: CuteEntry, expansion: dict[str, Any]) -> list[dict[str, Any]]:
+def variants(entry: CuteEntry, expansion: dict[str, Any]) -> list[Variant]:
     """Every call of a registration (or a capture) as a variant to compile; ValueError where one does not fit."""
     params = expansion["params"]
     names = [p["name"] for p in params]
     required = [p["name"] for p in params if not p["has_default"]]
-    out = []
+    out: list[Variant] = []
     for call in entry.calls():
         unknown = [name for name in call.args if name not in names]
         missing = [name for name in required if name not in call.args]

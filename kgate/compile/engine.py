@@ -29,8 +29,10 @@ from kgate.compile import cute_plan, expectations, import_reads, launches
 from kgate.compile import records as record_shapes
 from kgate.compile.autotune import Autotuned, autotuned
 from kgate.compile.cache import Cache, CacheWriteError, Entry, digest, sweep_triton
-from kgate.compile.pool import Outcome, Pool
+from kgate.compile.payloads import CompileRequest, ExpandRequest, SassRequest, Variant
+from kgate.compile.pool import Pool
 from kgate.compile.preflight import built_units, python_toolchain, tools_of
+from kgate.compile.protocol import Outcome, Task
 from kgate.compile.relocate import def_line, def_spans
 from kgate.compile.triton_backend import MISSING_ATTRIBUTE
 from kgate.compile.units import Compiled, CompileFailure, cubin_file
@@ -137,7 +139,7 @@ def _entry_location(config: Config, entry: PythonEntry) -> tuple[str, int]:
     return config.display(), config_line(config, entry.kernel)
 
 
-def plan_variants(entry: TritonEntry, expansion: dict[str, Any]) -> list[dict[str, Any]]:
+def plan_variants(entry: TritonEntry, expansion: dict[str, Any]) -> list[Variant]:
     """Every launch a registration describes, as what to bind; raises ValueError when it does not fit the kernel.
 
     One launch per config (autotune) or variant, times one per `args` table. Each carries the example
@@ -180,7 +182,7 @@ def plan_variants(entry: TritonEntry, expansion: dict[str, Any]) -> list[dict[st
     computed = set(expansion["heuristics"])  # given by the kernel's heuristics when it is bound
     divisible = set(entry.divisible) if entry.divisible is not None else {
         name for name, ty in entry.signature.items() if ty.startswith("*") or ty in _INTEGERS}
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, Variant] = {}
     for b in bases:
         bad = [k for k in b["constexprs"] if k not in names]
         if bad:
@@ -228,16 +230,16 @@ def example_argument(name: str, ty: str, divisible: set[str]) -> Any:
     raise ValueError(f"signature.{name} = {ty!r}: kgate cannot make an example value of this type; give one in `args`")
 
 
-def captured_variant(planned: _Planned, captured: CapturedSpec) -> dict[str, Any]:
+def captured_variant(planned: _Planned, captured: CapturedSpec) -> Variant:
     """A captured specialisation to compile as it is; kind, expect and audit shapes from the registrations of the
     same kernel when there are some (what all of them ask, `kgate.compile.launches`)."""
     spec = captured.spec
-    variant: dict[str, Any] = {
+    variant: Variant = {
         "kernel": spec.kernel, "name": spec.variant, "source": "captured", "pdl": spec.pdl, "kind": "other",
         **expectations.requested(None), "shapes": [], "spec": spec.to_record(),
     }
-    asked = [{**variant, "kind": e.kind, "shapes": [dict(s) for s in e.shapes], **expectations.requested(e.expect)}
-             for e in planned.entries]
+    asked: list[Variant] = [{**variant, "kind": e.kind, "shapes": [dict(s) for s in e.shapes],
+                             **expectations.requested(e.expect)} for e in planned.entries]
     for index, request in enumerate(asked):
         variant = request if index == 0 else launches.merge_requests(variant, request)
     return variant
@@ -293,9 +295,9 @@ def compile_triton(config: Config, entries: list[PythonEntry], targets: tuple[st
                 p.where = (shown(p.where[0]), p.where[1])
 
         # variants x targets: cached artifacts, or compile
-        jobs_todo: list[tuple[dict[str, Any], str, _Planned, str]] = []
+        jobs_todo: list[tuple[Variant, str, _Planned, str]] = []
         # Cached without the SASS the facts stage lacks, whose cubin is cached: disassembled, not compiled again.
-        sass_todo: list[tuple[dict[str, Any], str, _Planned, str, Entry]] = []
+        sass_todo: list[tuple[Variant, str, _Planned, str, Entry]] = []
         for p in planned:
             if p.expansion is not None:
                 p.expansion = _current_line(p, p.expansion)
@@ -365,22 +367,14 @@ def compile_triton(config: Config, entries: list[PythonEntry], targets: tuple[st
 
         if jobs_todo:
             sweep_triton(config.root / config.cache_dir / "triton")  # what killed compiles left of Triton's
-            project = project_roots(config)
-            payloads = []
-            for variant, target, p, key in jobs_todo:
-                assert p.expansion is not None
-                payloads.append((f"{p.language}.compile", {
-                    "variant": variant, "target": target, "sys_path": p.sys_path, "roots": project,
-                    "cwd": import_folder(config),
-                    "path": shown(p.expansion["path"]), "line": p.expansion["line"],
-                    "artifacts": str(cache.artifacts(key)), "key": key,
-                    "toolchain": {k: v for k, v in tools_of(p.language, run.toolchain).items()
-                                  if not k.endswith(".id")},
-                    **({} if analyse is None else {"analyse": analyse}),
-                }))
+            project, cwd = project_roots(config), import_folder(config)
+            tasks = [Task(f"{p.language}.compile", _compile_request(
+                p, variant, target, key, roots=project, cwd=cwd, artifacts=str(cache.artifacts(key)), shown=shown,
+                toolchain=tools_of(p.language, run.toolchain), analyse=analyse))
+                for variant, target, p, key in jobs_todo]
             if progress:
                 progress(0, total, "")
-            pool.run(payloads, config.timeout, compiled)
+            pool.run(tasks, config.timeout, compiled)
             _take_fresh(config, cache, pool, fresh, run, needs)
     finally:
         if own_pool:
@@ -391,6 +385,22 @@ def compile_triton(config: Config, entries: list[PythonEntry], targets: tuple[st
     run.failures.extend(_conflict(config, by_kernel[kernel], message) for kernel, message in conflicts)
     run.failures.sort(key=lambda f: (f.kernel, f.variant, f.target))
     return run
+
+
+def _compile_request(p: _Planned, variant: Variant, target: str, key: str, *, roots: list[str], cwd: str,
+                     artifacts: str, shown: Callable[[str], str], toolchain: dict[str, str],
+                     analyse: Analyse | None) -> CompileRequest:
+    """The payload of the task that compiles `variant` of kernel `p` for `target` under compile key `key`: the
+    project's folders (`roots`) and the folder its modules are imported in (`cwd`), the artifacts' cache folder."""
+    assert p.expansion is not None
+    request: CompileRequest = {
+        "variant": variant, "target": target, "sys_path": p.sys_path, "roots": roots, "cwd": cwd,
+        "path": shown(p.expansion["path"]), "line": p.expansion["line"], "artifacts": artifacts, "key": key,
+        "toolchain": {k: v for k, v in toolchain.items() if not k.endswith(".id")},
+    }
+    if analyse is not None:
+        request["analyse"] = analyse
+    return request
 
 
 def _plan_kernels(config: Config, entries: list[PythonEntry], captured: list[CapturedSpec],
@@ -508,9 +518,9 @@ def _expand(config: Config, planned: list[_Planned], pool: Pool, cache: Cache, t
         # else a plain kernel, planned from its source: its compile reports what its import does (per variant)
 
     if todo:
-        roots = project_roots(config)
-        pool.run([(f"{p.language}.expand", {"kernel": p.kernel, "sys_path": p.sys_path, "roots": roots,
-                                     "cwd": import_folder(config)}) for p in todo],
+        roots, cwd = project_roots(config), import_folder(config)
+        pool.run([Task(f"{p.language}.expand",
+                       ExpandRequest(kernel=p.kernel, sys_path=p.sys_path, roots=roots, cwd=cwd)) for p in todo],
                  config.timeout, expanded)
 
 
@@ -562,7 +572,7 @@ def project_roots(config: Config) -> list[str]:
 
 
 def _variants(config: Config, p: _Planned, run: Compilation,
-              targets: tuple[str, ...]) -> list[tuple[dict[str, Any], tuple[str, ...]]]:
+              targets: tuple[str, ...]) -> list[tuple[Variant, tuple[str, ...]]]:
     """The kernel's variants to compile, each with the run's targets it is built for; what cannot be planned
     becomes a failure (a finding) instead, unless the registration is built for none of the run's targets."""
     entries = [(entry, tuple(t for t in targets if entry.builds_for(t))) for entry in p.entries]
@@ -580,7 +590,7 @@ def _variants(config: Config, p: _Planned, run: Compilation,
             line = min(item.line for item in p.captured) or 1
             run.failures.append(_unloadable(p, (config.capture, line), error, "captured here"))
         return []
-    variants: list[tuple[dict[str, Any], tuple[str, ...]]] = []
+    variants: list[tuple[Variant, tuple[str, ...]]] = []
     for entry, built_for in entries:
         try:
             planned = cute_plan.variants(entry, p.expansion) if isinstance(entry, CuteEntry) \
@@ -625,7 +635,7 @@ def _unloadable(p: _Planned, entry: tuple[str, int], error: str, what: str) -> C
                           related=(Related(entry[0], entry[1], f"{p.kernel} {what}"),))
 
 
-def _origins(config: Config, p: _Planned, variant: dict[str, Any]) -> list[Related]:
+def _origins(config: Config, p: _Planned, variant: Variant) -> list[Related]:
     """Where a variant comes from: the capture file's entry of a captured one, the kernel's registrations for a
     registered one."""
     if variant["source"] == "captured":
@@ -659,7 +669,7 @@ def _current_line(p: _Planned, expansion: dict[str, Any]) -> dict[str, Any]:
     return {**expansion, "line": line} if line and line != expansion.get("line") else expansion
 
 
-def _unit(cache: Cache, key: str, value: dict[str, Any], cubin: str | None, variant: dict[str, Any], p: _Planned,
+def _unit(cache: Cache, key: str, value: dict[str, Any], cubin: str | None, variant: Variant, p: _Planned,
           spans_then: dict[str, tuple[int, int]]) -> Compiled:
     """A variant's compile record as the unit the facts stage reads, with what it needs to move its lines."""
     context = value["context"]
@@ -672,7 +682,7 @@ def _unit(cache: Cache, key: str, value: dict[str, Any], cubin: str | None, vari
                     origin=(variant["kernel"], variant["name"], context["path"], context["line"]))
 
 
-def _cached_unit(cache: Cache, key: str, entry: Entry, variant: dict[str, Any], p: _Planned) -> Compiled | None:
+def _cached_unit(cache: Cache, key: str, entry: Entry, variant: Variant, p: _Planned) -> Compiled | None:
     """A cached compile record as a unit; None when the spans it was compiled with are not cached (compile again).
     It holds whatever SASS earlier runs kept: the facts stage reports the SASS its plan wants, whatever ran before
     it on the same cache."""
@@ -687,7 +697,7 @@ def _cached_unit(cache: Cache, key: str, entry: Entry, variant: dict[str, Any], 
 class _Fresh:
     """A variant this run compiled: its unit, and its compile record where the cache kept it."""
 
-    variant: dict[str, Any]
+    variant: Variant
     target: str
     planned: _Planned
     key: str
@@ -719,13 +729,13 @@ def _take_fresh(config: Config, cache: Cache, pool: Pool, fresh: list[_Fresh], r
 
 
 def _disassemble_cached(config: Config, cache: Cache, pool: Pool,
-                        todo: list[tuple[dict[str, Any], str, _Planned, str, Entry]],
+                        todo: list[tuple[Variant, str, _Planned, str, Entry]],
                         run: Compilation, needs: Needs | None, *,
-                        cached: bool = True) -> list[tuple[dict[str, Any], str, _Planned, str]]:
+                        cached: bool = True) -> list[tuple[Variant, str, _Planned, str]]:
     """Add SASS to units from their cubins in the cache (`kgate audit` after `kgate check`: half a second of
     cuobjdump per variant instead of a compile); what cannot be disassembled or read is returned, to compile
     (`cached`: units from the cache, counted so)."""
-    again: list[tuple[dict[str, Any], str, _Planned, str]] = []
+    again: list[tuple[Variant, str, _Planned, str]] = []
 
     def disassembled(index: int, outcome: Outcome) -> None:
         variant, target, p, key, entry = todo[index]
@@ -743,7 +753,7 @@ def _disassemble_cached(config: Config, cache: Cache, pool: Pool,
             run.cached += int(cached)
 
     if todo:
-        pool.run([("sass", {"cubin": cubin_file(cache.artifacts(key), entry.meta.get("cubin"))[0]})
+        pool.run([Task("sass", SassRequest(cubin=cubin_file(cache.artifacts(key), entry.meta.get("cubin"))[0]))
                   for _variant, _target, _p, key, entry in todo],
                  config.timeout, disassembled)
     return again

@@ -17,7 +17,8 @@ A variant to compile carries what its registrations ask (`expect`) and whether t
 from __future__ import annotations
 
 import re
-from typing import Any
+
+from kgate.compile.payloads import Asked, Variant
 
 BLOCK_SCALE = "block_scale"
 
@@ -26,12 +27,12 @@ BLOCK_SCALE = "block_scale"
 _DOT_SCALED = re.compile(r'(?:=\s*|")tt\.dot_scaled[\s"]')
 
 
-def requested(expect: tuple[str, ...] | list[str] | None) -> dict[str, Any]:
+def requested(expect: tuple[str, ...] | list[str] | None) -> Asked:
     """A registration's (or a capture's, None) request, as a variant to compile carries it."""
     return {"expect": sorted(expect or ()), "expect_implied": expect is None}
 
 
-def merged(one: dict[str, Any], other: dict[str, Any]) -> dict[str, Any]:
+def merged(one: Asked, other: Asked) -> Asked:
     """What two requests of one launch ask together: each one's expectations."""
     return {"expect": sorted(set(one["expect"]) | set(other["expect"])),
             "expect_implied": bool(one.get("expect_implied")) or bool(other.get("expect_implied"))}
@@ -42,7 +43,7 @@ def calls_dot_scaled(ttir: str) -> bool:
     return _DOT_SCALED.search(ttir) is not None
 
 
-def compiled(variant: dict[str, Any], ttir: str) -> list[str]:
+def compiled(variant: Variant, ttir: str) -> list[str]:
     """The expectations of a compiled variant: what its registrations ask, and block-scaled MMA where it is left to
     the compile and the TTIR calls for it."""
     found = set(variant.get("expect", ()))

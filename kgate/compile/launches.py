@@ -20,6 +20,7 @@ from dataclasses import replace
 from typing import Any
 
 from kgate.compile import expectations
+from kgate.compile.payloads import Variant
 from kgate.compile.units import Compiled
 
 DEFAULT_KIND = "other"
@@ -31,18 +32,18 @@ class Conflict(ValueError):
     """Two registrations of one launch ask for what cannot both hold (two kinds)."""
 
 
-def launch_key(variant: dict[str, Any]) -> str:
+def launch_key(variant: Variant) -> str:
     """What is compiled for the variant (a Triton launch bound or captured, a CuTe DSL call), as text."""
     return json.dumps([variant["kernel"], variant["source"],
                        variant.get("bind", variant.get("spec", variant.get("call")))],
                       sort_keys=True)
 
 
-def merged(variants: list[tuple[dict[str, Any], tuple[str, ...]]],
-           targets: tuple[str, ...]) -> tuple[list[tuple[dict[str, Any], tuple[str, ...]]], list[str]]:
+def merged(variants: list[tuple[Variant, tuple[str, ...]]],
+           targets: tuple[str, ...]) -> tuple[list[tuple[Variant, tuple[str, ...]]], list[str]]:
     """The variants with every launch once per target, its registrations' requests merged, each with the
     targets it is built for (in the run's order); and the conflicts found, one message each."""
-    by_launch: dict[tuple[str, str], dict[str, Any]] = {}
+    by_launch: dict[tuple[str, str], Variant] = {}
     conflicts: list[str] = []
     for variant, built_for in variants:
         for target in built_for:
@@ -56,13 +57,13 @@ def merged(variants: list[tuple[dict[str, Any], tuple[str, ...]]],
             except Conflict as exc:
                 if str(exc) not in conflicts:
                     conflicts.append(str(exc))
-    grouped: dict[str, tuple[dict[str, Any], list[str]]] = {}
+    grouped: dict[str, tuple[Variant, list[str]]] = {}
     for (_launch, target), variant in by_launch.items():
         grouped.setdefault(json.dumps(variant, sort_keys=True), (variant, []))[1].append(target)
     return [(variant, tuple(t for t in targets if t in built)) for variant, built in grouped.values()], conflicts
 
 
-def merge_requests(one: dict[str, Any], other: dict[str, Any]) -> dict[str, Any]:
+def merge_requests(one: Variant, other: Variant) -> Variant:
     """One launch's variant asking for what both registrations ask: expectations and shapes of both, the kind
     that is named (not the default); Conflict where both name a different kind."""
     return {**one, **expectations.merged(one, other),

@@ -27,11 +27,12 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
+from kgate.compile.protocol import Outcome, Task
 from kgate.core.errors import ToolchainError
 from kgate.support import interrupts, tools
 
@@ -39,39 +40,6 @@ from kgate.support import interrupts, tools
 START_ATTEMPTS = 5
 # How often a worker whose fork server has ended is looked at, in seconds (nothing reports its end).
 ORPHAN_POLL = 0.5
-# Task name -> "module:function" run in the worker.
-TASKS = {
-    "triton.expand": "kgate.compile.triton_backend:expand",
-    "triton.compile": "kgate.compile.triton_backend:compile_variant",
-    "cute.expand": "kgate.compile.cute_backend:expand",
-    "cute.compile": "kgate.compile.cute_backend:compile_call",
-    "cuda.compile": "kgate.compile.cuda_backend:compile_source",
-    "cuda.sass": "kgate.compile.cuda_backend:disassemble_task",
-    "sass": "kgate.compile.sass_task:disassemble_task",
-}
-
-
-@dataclass(frozen=True)
-class Outcome:
-    ok: bool
-    value: Any  # the task's result, or the error message
-    seconds: float
-    max_rss_kb: int = 0
-    user_error: bool = True  # False: an unexpected exception (a bug), with a traceback in value
-    # The cache could not take the result (a full disk, the folder deleted): not the kernel's fault; the run
-    # stops with exit 2 (`kgate.compile.cache.CacheWriteError`).
-    cache_unwritable: bool = False
-    # The task was stopped at its deadline, or its worker died: an outcome of this run's circumstances,
-    # never replayed by a later run (`kgate.pipeline.fastpath`).
-    transient: bool = False
-    # The files of the modules the worker imported (path -> state, `kgate.support.reads`): inputs of the run.
-    imported: dict[str, Any] | None = None
-    # What the imports of the project's modules in the worker read (`kgate.compile.import_recorder`): name -> value.
-    reads: dict[str, Any] | None = None
-    # Where in the project a user error was raised (file as imported, line), when the task's error says.
-    where: tuple[str, int] | None = None
-
-
 class _Parent:
     """What a worker runs under besides its folder and import path (which multiprocessing hands over), taken from
     kgate when the worker starts: kgate's environment with the pool's changes, and its stderr (a file
@@ -136,31 +104,27 @@ def _serve(conn: Connection, parent: _Parent, kgate_pid: int) -> None:
     recorder = import_recorder.recorder([os.path.dirname(triton_cache)] if triton_cache else [])
     while True:
         try:
-            message = conn.recv()
+            task = conn.recv()
         except EOFError:
             return
-        if message is None:
+        if not isinstance(task, Task):  # None: the pool is done with this worker
             return
-        name, payload = message
         started = time.perf_counter()
-        module, _, func = TASKS[name].partition(":")
-        unwritable = False
-        where = None
+        module, func = task.function
         try:
-            result = getattr(importlib.import_module(module), func)(payload)
-            reply = (True, result, True)
+            outcome = Outcome(True, getattr(importlib.import_module(module), func)(task.payload), 0.0)
         except CacheWriteError as exc:
-            reply, unwritable = (False, exc.reason, True), True
+            outcome = Outcome(False, exc.reason, 0.0, cache_unwritable=True)
         except KgateError as exc:
-            reply, where = (False, str(exc), True), getattr(exc, "where", None)
+            outcome = Outcome(False, str(exc), 0.0, where=getattr(exc, "where", None))
         except Exception:  # noqa: BLE001 - reported to the main process as a bug
-            reply = (False, traceback.format_exc(), False)
+            outcome = Outcome(False, traceback.format_exc(), 0.0, user_error=False)
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         # Every module this worker has imported so far (an earlier task's import serves this one too).
         imported.modules(preloaded)
         try:
-            conn.send((reply[0], reply[1], time.perf_counter() - started, rss, reply[2], unwritable,
-                       dict(imported.files), where, dict(recorder.reads)))
+            conn.send(replace(outcome, seconds=time.perf_counter() - started, max_rss_kb=rss,
+                              imported=dict(imported.files), reads=dict(recorder.reads)))
         except (BrokenPipeError, OSError):
             return
 
@@ -323,8 +287,7 @@ class Pool:
             worker.kill()
         self.workers = []
 
-    def run(self, tasks: list[tuple[str, Any]], timeout: float,
-            on_done: Callable[[int, Outcome], None]) -> None:
+    def run(self, tasks: Sequence[Task], timeout: float, on_done: Callable[[int, Outcome], None]) -> None:
         """Run every task; call on_done(index, outcome) as each finishes, in completion order."""
         pending = list(range(len(tasks)))
         pending.reverse()
@@ -357,10 +320,9 @@ class Pool:
                 closed = False  # the worker's end of the pipe: only its end closes it
                 if worker.conn in ready:
                     try:
-                        ok, value, seconds, rss, user_error, unwritable, imported, where, read = worker.conn.recv()
-                        outcome = Outcome(ok, value, seconds, rss, user_error, cache_unwritable=unwritable,
-                                          imported=imported, where=where, reads=read)
-                        self.peak_rss_kb[worker.process.pid or 0] = rss
+                        reply: Outcome = worker.conn.recv()
+                        self.peak_rss_kb[worker.process.pid or 0] = reply.max_rss_kb
+                        outcome = reply
                     except (EOFError, OSError):
                         closed = True
                 sentinel_ready = not worker.orphaned and worker.process.sentinel in ready
@@ -381,3 +343,4 @@ class Pool:
         worker.kill()
         position = self.workers.index(worker)
         self.workers[position] = _Worker(self.ctx, self.env)
+

@@ -9,13 +9,13 @@ would, for half a second of cuobjdump instead of a compile.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
+from kgate.compile.payloads import SassRequest
 from kgate.compile.triton_backend import disassemble
 from kgate.compile.units import store_text
 
 
-def disassemble_task(payload: dict[str, Any]) -> str:
+def disassemble_task(payload: SassRequest) -> str:
     """Keep the SASS listing of the cubin beside it; its content hash (the `sass` artifact of the unit's record)."""
     cubin = Path(payload["cubin"])
     return store_text(cubin.parent, "sass", disassemble(cubin))

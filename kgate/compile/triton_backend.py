@@ -32,6 +32,7 @@ from kgate.collect.specialization import Specialization
 from kgate.compile import expectations, gluon
 from kgate.compile.cache import cache_write_failure, kept, triton_folder, write_artifact
 from kgate.compile.frames import project_frame
+from kgate.compile.payloads import CompileRequest, ExpandRequest, ImportRequest
 from kgate.compile.units import CUBIN, Compiled, steady_log, store_text
 from kgate.compile.worker_facts import analysed
 from kgate.core.errors import KgateError, did_you_mean
@@ -53,7 +54,7 @@ class KernelError(KgateError):
 _ROOTS: list[str] = []
 
 
-def _prepare(payload: dict[str, Any]) -> None:
+def _prepare(payload: ImportRequest) -> None:
     paths = payload["sys_path"]
     for path in reversed(paths):
         if path not in sys.path:
@@ -84,7 +85,7 @@ def _run_setup(paths: list[str]) -> None:
                           project_frame(exc, _ROOTS)) from None
 
 
-def _imported(payload: dict[str, Any], kernel: str) -> Any:
+def _imported(payload: ImportRequest, kernel: str) -> Any:
     """The registered object, its module imported (the set-up hook first) with what the import reads recorded:
     the key of the records made from it (`kgate.compile.import_reads`)."""
     from kgate.compile import import_recorder
@@ -148,7 +149,7 @@ def _definition(fn: Any) -> tuple[str, int]:
     return path, line
 
 
-def expand(payload: dict[str, Any]) -> dict[str, Any]:
+def expand(payload: ExpandRequest) -> dict[str, Any]:
     """Describe a registered kernel: what the main process needs to plan its variants."""
     from kgate.capture.runtime import heuristic_names
 
@@ -170,7 +171,7 @@ def expand(payload: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def compile_variant(payload: dict[str, Any]) -> dict[str, Any]:
+def compile_variant(payload: CompileRequest) -> dict[str, Any]:
     """Compile one variant for one target; keep its artifacts and return what the compile record holds: the
     variant's context (what KernelFacts says of it besides what the compiler's output says), the artifacts'
     content hashes and the launch's dynamic shared memory.
@@ -383,7 +384,7 @@ def disassemble(cubin: Path) -> str:
     return tools.run([str(cuobjdump), "-sass", str(cubin)], timeout=120).stdout
 
 
-def variant_context(payload: dict[str, Any], spec: Specialization, seconds: float,
+def variant_context(payload: CompileRequest, spec: Specialization, seconds: float,
                     expect: list[str], num_stages: int | None) -> dict[str, Any]:
     """What KernelFacts says of a variant besides what the compiler's output says: its identity, where it is
     defined, what the registration and the launcher's specialisation made of it, what it is expected to contain

@@ -8,7 +8,7 @@ unit as it would have without this and meets the same problem there.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -19,7 +19,7 @@ from kgate.compile.units import Compiled, store_text
 Disassemble = Callable[[list[str]], "tuple[str, tuple[str, ...] | None]"]
 
 
-def analysed(payload: dict[str, Any], unit: Compiled, disassemble: Disassemble) -> Compiled:
+def analysed(payload: Mapping[str, Any], unit: Compiled, disassemble: Disassemble) -> Compiled:
     """The unit with the SASS the facts stage lacks of it (its hash among the unit's), or the unit as it is."""
     analyse = payload.get("analyse")
     if analyse is None:
