@@ -241,6 +241,36 @@ def _cache(root: Path) -> Path:
     return found[0].parent.parent
 
 
+KG302 = ("csrc/launch.cu", 6, "KG302")  # csrc/launch.cu's launch, unchecked once no caller checks it
+UNCHECKED = "  if (cudaGetLastError() != cudaSuccess) return;\n"
+
+
+def caller_same_size_and_time(root: Path) -> None:
+    """csrc/caller.cu written again without its check (spaces keep its length) and its modification time."""
+    path = root / "csrc/caller.cu"
+    old = path.read_text()
+    st = path.stat()
+    path.unlink()
+    path.write_text(old.replace(UNCHECKED, " " * (len(UNCHECKED) - 1) + "\n"))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+def caller_linked(root: Path) -> None:
+    """csrc/caller.cu is a link to a file outside csrc; the file loses its check."""
+    write(root, "shared/caller.cu", (root / "csrc/caller.cu").read_text())
+    (root / "csrc/caller.cu").unlink()
+    (root / "csrc/caller.cu").symlink_to(root / "shared/caller.cu")
+    _lint_now(root)
+    edit(root, "shared/caller.cu", UNCHECKED, "")
+
+
+def caller_header(root: Path) -> None:
+    """The checking caller moves into a header the launch's file includes."""
+    text = (root / "csrc/caller.cu").read_text()
+    (root / "csrc/caller.cu").unlink()
+    write(root, "csrc/caller.cuh", text)
+
+
 # (name, the change; the finding it adds (+) or removes (-), None: none decided)
 CASES: list[tuple[str, Callable[[Path], None], tuple[str, tuple[str, int, str]] | None]] = [
     ("module-renamed-away", rename("pkg/triton_utils.py", "pkg/triton_helpers.py"), ("-", KG204)),
@@ -276,6 +306,13 @@ CASES: list[tuple[str, Callable[[Path], None], tuple[str, tuple[str, int, str]] 
     ("caller-in-tests", lambda root: write(root, "tests/test_rows.py", "from pkg.kernels import scale_rows" + SERVE),
      None),
     ("lint-record-other-version", lint_record_other_version, ("+", KG201)),
+    ("cpp-caller-renamed-away", rename("csrc/caller.cu", "csrc/caller.cu.bak"), ("+", KG302)),
+    ("cpp-caller-same-size-and-time", caller_same_size_and_time, ("+", KG302)),
+    ("cpp-caller-linked-target-edited", caller_linked, ("+", KG302)),
+    ("cpp-caller-into-a-header", caller_header, None),
+    ("cpp-caller-case-renamed", rename("csrc/caller.cu", "csrc/Caller.CU"), None),
+    ("cpp-second-caller-unchecked", lambda root: write(root, "csrc/other.cu", (root / "csrc/caller.cu").read_text(
+        ).replace(UNCHECKED, "").replace("void run(", "void run_twice(")), None),
 ]
 
 
