@@ -6,7 +6,8 @@ import statements of every Python file of the project (a scan of the text, no pa
 kept in the cache (`<cache>/v1/imports.json`, by project root, each file's words with its state), so a run reads only
 the files that changed since: a warm run that has to check such an answer (`kgate.collect.depends`) after one file
 changed scans that file alone. A file written less than two seconds before it was read is read again next time
-(its state may not show a change made within the same tick of its clock).
+(its state may not show a change made within the same tick of its clock). The record is sealed with the kgate that
+wrote it and a digest of its bytes: one another kgate wrote, or edited since, is read as no record.
 """
 
 from __future__ import annotations
