@@ -7,6 +7,7 @@ Each run's findings and the SASS its report holds are those of the same run with
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -151,3 +152,28 @@ def test_load_width_selected_on_a_warm_cache(tmp_path: Path) -> None:
     report(project, "--select", "KG103")
     findings, _sass, _code = same_as_cold(project, "--select", "KG110")
     assert {code for code, _kernel in findings} == {"KG110"}
+
+
+def _git(repo: Path, *args: str) -> None:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@example.com"}
+    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, env=env)
+
+
+@pytest.mark.parametrize("how", [lambda p: p.write_bytes(b"garbage"), lambda p: p.write_bytes(b""), Path.unlink],
+                         ids=["garbage", "emptied", "deleted"])
+def test_a_diff_after_the_base_cubins_were_damaged(tmp_path: Path, how: Callable[[Path], None]) -> None:
+    """The base's cubins in the cache damaged after a check, then a comment added to the source: `kgate diff HEAD
+    --require-identical` compiles the base again rather than call every variant unknown on every run."""
+    project = copy_project(LOCAL, tmp_path)
+    (project / ".gitignore").write_text(".kgate-cache/\n")
+    _git(project, "init", "-q")
+    _git(project, "add", "-A")
+    _git(project, "commit", "-q", "-m", "kernels")
+    report(project, "--select", "KG103")
+    damage("kernel.cubin.", how)(project)
+    with (project / "local_memory_in_loop.cu").open("a") as source:
+        source.write("// the same code\n")
+    for _run in range(2):
+        run = kgate("diff", "HEAD", "--require-identical", cwd=project)
+        assert run.code == 0 and "SASS identical" in run.stdout, run.stdout + run.stderr
