@@ -6,7 +6,8 @@ import statements of every Python file of the project (a scan of the text, no pa
 kept in the cache (`<cache>/v1/imports.json`, by project root, each file's words with its state), so a run reads only
 the files that changed since: a warm run that has to check such an answer (`kgate.collect.depends`) after one file
 changed scans that file alone. A file written less than two seconds before it was read is read again next time
-(its state may not show a change made within the same tick of its clock).
+(its state may not show a change made within the same tick of its clock). The record is sealed with the kgate that
+wrote it and a digest of its bytes: one another kgate wrote, or edited since, is read as no record.
 """
 
 from __future__ import annotations
@@ -25,8 +26,12 @@ from kgate.support.filestat import current
 _SKIPPED = {"__pycache__", "node_modules", "build", "dist", "site-packages"}
 _WORD = re.compile(rb"\w+")
 _IMPORT = b"import"
+_FROM = re.compile(rb"from[\s.]")
+_ENDS = re.compile(rb"\r\n|[\r\n;]")
+_CONTINUATION = re.compile(rb"\\(?:\r\n|\r|\n)")
+_CONTINUED = re.compile(rb"\\(?:\r\n|\r|\n)\Z")
 _RACY_NS = 2_000_000_000
-VERSION = 2  # 2: a file's words as one string
+VERSION = 3  # 2: a file's words as one string; 3: statements read as Python reads lines
 
 
 class Index:
@@ -116,14 +121,14 @@ class _Store:
         from kgate.support.atomicio import read_cached
 
         try:
-            data = jsondoc.loads(read_cached(self.file) or b"null")
+            data = jsondoc.loads(_unsealed(read_cached(self.file) or b""))
         except (OSError, ValueError):
             return {}
-        if not (isinstance(data, dict) and data.get("version") == VERSION and isinstance(data.get("roots"), dict)):
+        if not isinstance(data, dict):
             return {}
         # An entry is used only where its state is the file's and its words a string (`Index._read`): one this module
         # did not write is read again, never trusted.
-        return {root: files for root, files in data["roots"].items() if isinstance(files, dict)}
+        return {root: files for root, files in data.items() if isinstance(files, dict)}
 
     def save(self) -> None:
         if not self.dirty or self.file is None or self.data is None:
@@ -131,11 +136,46 @@ class _Store:
         from kgate.support.atomicio import write_cached
 
         try:
-            write_cached(self.file, json.dumps({"version": VERSION, "roots": self.data},
-                                               separators=(",", ":")).encode())
+            write_cached(self.file, _sealed(json.dumps(self.data, separators=(",", ":")).encode()))
         except OSError:
             pass  # costs a scan next time, nothing else
         self.dirty = False
+
+
+def _reader() -> bytes:
+    """Who wrote the words: this form, kgate's version and this module's file (a development edit of the scan
+    reads every file again)."""
+    from kgate import __version__
+
+    try:
+        st = os.stat(__file__)
+        state = f"{st.st_size}:{st.st_mtime_ns}:{st.st_ino}"
+    except OSError:
+        state = ""
+    return blake2b(f"{VERSION}\0{__version__}\0{state}".encode(), digest_size=16).hexdigest().encode()
+
+
+def _sealed(roots: bytes) -> bytes:
+    """The record: its writer (`_reader`), a digest of the roots' bytes as written, and the roots."""
+    return b'{"reader":"' + _reader() + b'","digest":"' + _hex(roots) + b'","roots":' + roots + b"}"
+
+
+def _unsealed(record: bytes) -> bytes:
+    """The roots' bytes of a record `_sealed` wrote in this kgate, whose digest they match; ValueError for anything
+    else (another version's record, one edited or damaged, even if still JSON)."""
+    head = b'{"reader":"' + _reader() + b'","digest":"'
+    tail = b'","roots":'
+    start = len(head) + 32 + len(tail)
+    if not (record.startswith(head) and record[len(head) + 32:start] == tail and record.endswith(b"}")):
+        raise ValueError("not an import words record of this kgate")
+    roots = record[start:-1]
+    if _hex(roots) != record[len(head):len(head) + 32]:
+        raise ValueError("an import words record that is not as it was written")
+    return roots
+
+
+def _hex(data: bytes) -> bytes:
+    return blake2b(data, digest_size=16).hexdigest().encode()
 
 
 _STORE = _Store()
@@ -171,21 +211,44 @@ def python_files(root: str) -> list[str]:
 def import_statements(data: bytes) -> Iterator[tuple[int, int]]:
     """(start, end) of each import statement of a module's text (`import a.b as c`, `from x import (y, z)`), at any
     depth: an import inside a function counts, since a launcher is often imported where it is called. A scan of the
-    text, not a parse: a word `import` in a string may give a span that is no statement."""
+    text, not a parse, that reads lines as Python does (a backslash continues one, `;` parts statements on it, a lone
+    CR ends it, tabs are spaces): a word `import` in a string may give a span that is no statement."""
     at = data.find(_IMPORT)
     while at >= 0:
-        start = data.rfind(b"\n", 0, at) + 1
-        head = data[start:at].lstrip()
-        if head and not head.startswith(b"from "):
+        start = _statement_start(data, at)
+        head = _CONTINUATION.sub(b" ", data[start:at]).lstrip()
+        if head and not _FROM.match(head):
             at = data.find(_IMPORT, at + len(_IMPORT))
             continue
-        end = data.find(b"\n", at)
-        end = len(data) if end < 0 else end
-        if data[at + len(_IMPORT):end].lstrip().startswith(b"("):
+        end = _statement_end(data, at + len(_IMPORT))
+        if _CONTINUATION.sub(b" ", data[at + len(_IMPORT):end]).lstrip().startswith(b"("):
             close = data.find(b")", at)
             end = len(data) if close < 0 else close + 1
         yield start, end
         at = data.find(_IMPORT, end)
+
+
+def _statement_start(data: bytes, at: int) -> int:
+    """Where the statement around `at` starts: after the line's `;` or newline, lines continued by a backslash
+    taken back to the first."""
+    while True:
+        start = max(data.rfind(b"\n", 0, at), data.rfind(b"\r", 0, at), data.rfind(b";", 0, at)) + 1
+        if start and data[start - 1] in b"\r\n" and _CONTINUED.search(data, 0, start):
+            at = start - 1 - (data[start - 2:start] == b"\r\n")
+            continue
+        return start
+
+
+def _statement_end(data: bytes, at: int) -> int:
+    """Where the statement with a word at `at` ends: at the line's `;` or newline, past newlines a backslash
+    continues."""
+    while True:
+        found = _ENDS.search(data, at)
+        if found is None:
+            return len(data)
+        if found.group() == b";" or data[found.start() - 1:found.start()] != b"\\":
+            return found.start()
+        at = found.end()
 
 
 def statements_digest(data: bytes) -> str:

@@ -79,7 +79,21 @@ def cute_toolchain() -> dict[str, str]:
         raise ToolchainError("nvidia-cutlass-dsl is not installed in this environment: kgate compiles CuTe DSL "
                              "kernels with the project's own CuTe DSL, so run kgate in that environment, or "
                              f"{install_hint('cute')}")
-    return {"cutlass-dsl": version}
+    return {"cutlass-dsl": version, "cutlass-dsl.id": _dsl_distributions()}
+
+
+def _dsl_distributions() -> str:
+    """Every installed distribution of the CuTe DSL with its version (`nvidia-cutlass-dsl-libs-base`,
+    `-libs-cu12`, ...): the DSL's compiler and its CUDA libraries are in those, and `nvidia-cutlass-dsl` holds
+    none of them (the same release with the CUDA 13 libraries compiles otherwise)."""
+    from importlib import metadata
+
+    found = set()
+    for dist in metadata.distributions():
+        name = (dist.metadata.get("Name") or "").lower().replace("_", "-")
+        if name.startswith("nvidia-cutlass-dsl"):
+            found.add(f"{name}=={dist.version}")
+    return ",".join(sorted(found))
 
 
 def cuda_compilers(config: Config, tables: tuple[CudaEntry, ...]) -> CudaCompilers:

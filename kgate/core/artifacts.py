@@ -22,6 +22,7 @@ class Artifact(enum.Enum):
     SOURCE = "source"
     PTX = "ptx"
     SASS = "sass"
+    CUBIN = "cubin"  # the cubin itself, as written: what `kgate diff` compares
     PTXAS_LOG = "ptxas_log"
     TTGIR = "ttgir"
     CAPTURE = "capture"

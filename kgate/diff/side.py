@@ -21,9 +21,10 @@ def compile_side(config: Config, options: CheckOptions, label: str, progress: Pr
     """The selected kernels of the project `config` describes, compiled (or read from the cache)."""
     started = time.perf_counter()
     entries, captured = select_units(triton_entries(config), captured_specs(config), options)
-    # No rule runs: no SASS is read but what `--sass` asks for (the comparison disassembles the cubins it reads).
-    compiled, covered = compile_kernels(config, entries, captured, options, artifact_plan((), sass_every=options.sass),
-                                        progress)
+    # No rule runs: no SASS is read but what `--sass` asks for; the comparison disassembles the cubins it reads, so
+    # a record whose cubin is no longer as it was written is compiled again.
+    plan = artifact_plan((), sass_every=options.sass, cubin_every=True)
+    compiled, covered = compile_kernels(config, entries, captured, options, plan, progress)
     failures = {(f.kernel, f.variant, f.target): (f.message.splitlines() or [""])[0] for f in compiled.failures}
     return Side(label, {f.key: f for f in compiled.facts}, failures, dict(compiled.cubins),
                 {k: v for k, v in compiled.toolchain.items() if not k.endswith(".id")}, compiled.compiled,

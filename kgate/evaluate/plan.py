@@ -14,9 +14,10 @@ from kgate.core.artifacts import Artifact, ArtifactPlan, Need
 from kgate.core.selection import Selection
 
 
-def artifact_plan(codes: Iterable[str], *, sass_every: bool = False) -> ArtifactPlan:
+def artifact_plan(codes: Iterable[str], *, sass_every: bool = False, cubin_every: bool = False) -> ArtifactPlan:
     """What the rules `codes` read, each artifact once per condition; `sass_every`: every kernel's SASS as well
-    (`--sass`, the audit)."""
+    (`--sass`, the audit); `cubin_every`: every kernel's cubin as it was written (`kgate diff`, which compares the
+    machine code of the cubins)."""
     needs: list[Need] = []
     for code in sorted(set(codes)):
         rule = registry.load(code)
@@ -24,6 +25,8 @@ def artifact_plan(codes: Iterable[str], *, sass_every: bool = False) -> Artifact
             needs.append(Need(artifact, rule.sass_when if artifact is Artifact.SASS else None))
     if sass_every:
         needs.append(Need(Artifact.SASS))
+    if cubin_every:
+        needs.append(Need(Artifact.CUBIN))
     return ArtifactPlan(tuple(dict.fromkeys(needs)))
 
 

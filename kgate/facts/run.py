@@ -12,12 +12,13 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field, fields, replace
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 from kgate.collect.captures import CapturedSpec
 from kgate.collect.cuda_launches import LaunchSite, pdl_launched
 from kgate.collect.cuda_names import base_name, matches
-from kgate.compile.cache import Cache, digest
+from kgate.compile.cache import Cache, digest, file_hash
 from kgate.compile.cuda_engine import IDENTITY, compile_cuda
 from kgate.compile.engine import Compilation, Needs, Progress, RunSummary, compile_triton
 from kgate.compile.pool import Pool
@@ -223,7 +224,10 @@ def lacking_sass(facts: Facts, plan: ArtifactPlan, unit: Compiled) -> list[str] 
     damaged artifact, a Triton variant whose lines no longer place in its file): it is compiled again.
 
     A CUDA kernel is judged with what the configuration and the launch sites say of it (PDL, expectations, kind),
-    the kernels of the unit's own file taken for all of a template's instantiations (`configured`)."""
+    the kernels of the unit's own file taken for all of a template's instantiations (`configured`). Where the plan
+    reads the cubin itself, a unit whose cubin is no longer as it was written cannot be read either."""
+    if Artifact.CUBIN in plan.reads and not _cubin_intact(unit):
+        return None
     found = facts.placed(unit, keep=False)
     if found is None:
         return None
@@ -238,6 +242,12 @@ def lacking_sass(facts: Facts, plan: ArtifactPlan, unit: Compiled) -> list[str] 
     if not lacking:
         facts.of(unit)  # these are the unit's facts: kept
     return lacking
+
+
+def _cubin_intact(unit: Compiled) -> bool:
+    """Whether a unit's cubin is still the file its record names, with the content it was written with."""
+    path, digest = unit.cubin
+    return digest is None or (bool(path) and file_hash(Path(path)) == digest)
 
 
 def configured(built: list[tuple[Compiled, KernelFacts]], sites: tuple[LaunchSite, ...] | list[LaunchSite]

@@ -9,6 +9,7 @@ from typing import Any
 from kgate.core.fix import Edit
 
 _NEWLINE = re.compile(r"\r\n|\r|\n")
+_CONTINUED = re.compile(r"\\(?:\r\n|\r|\n)\Z")
 
 
 class CannotApply(Exception):
@@ -201,7 +202,10 @@ def text_edits(text: str, edits: list[tuple[int, int, Edit]]) -> str | None:
         pieces.extend(found)
     for start, end, edit in edits:
         if edit.kind == "drop-suppression":
-            pieces.append(_dropped(text, starts, start, end, edit))
+            dropped = _dropped(text, starts, start, end, edit)
+            if dropped is None:
+                return None
+            pieces.append(dropped)
     out: list[str] = []
     done = 0
     for start, end, new in sorted(pieces):
@@ -210,15 +214,22 @@ def text_edits(text: str, edits: list[tuple[int, int, Edit]]) -> str | None:
         out.extend((text[done:start], new))
         done = end
     out.append(text[done:])
-    return "".join(out)
+    written = "".join(out)
+    return written if written or not text else None  # a file left empty: libcst writes its newline
 
 
-def _dropped(text: str, starts: list[int], start: int, end: int, edit: Edit) -> tuple[int, int, str]:
-    """A suppression's code removed from its comment: the whole line where the comment was all it held."""
+def _dropped(text: str, starts: list[int], start: int, end: int, edit: Edit) -> tuple[int, int, str] | None:
+    """A suppression's code removed from its comment: the whole line where the comment was all it held; None where
+    libcst would write the line otherwise."""
     line_start = starts[edit.line]
     line_end = starts[edit.line + 1] if edit.line + 1 < len(starts) - 1 else len(text)
-    if not edit.text and not (text[line_start:start] + text[end:line_end]).strip():
+    before = text[line_start:start]
+    if not edit.text and not (before + text[end:line_end]).strip():
+        if line_end == len(text) and not text.endswith(("\n", "\r")):
+            return None  # the last line, without a newline: libcst takes the newline before it as well
         return line_start, line_end, ""
+    if not edit.text and before.rstrip().endswith(";"):
+        return None  # the spaces before the comment are the `;`'s, which libcst keeps
     return start, end, edit.text
 
 
@@ -272,8 +283,8 @@ def _removal(text: str, starts: list[int], stmt: ast.stmt, body: list[ast.stmt],
     head = text[begin:begin + _char_col(text, starts, first, stmt.col_offset)]
     index = next(i for i, other in enumerate(body) if other is stmt)
     if head.strip() or (index and (body[index - 1].end_lineno or 0) >= first) or (
-            index + 1 < len(body) and body[index + 1].lineno <= last):
-        return None  # not alone on its lines (a one-line block, statements separated by `;`)
+            index + 1 < len(body) and body[index + 1].lineno <= last) or _continues(text, begin):
+        return None  # not alone on its lines (a one-line block, statements separated by `;`, a line continued)
     tail_col = _char_col(text, starts, last, stmt.end_col_offset or 0)
     tail = text[starts[last] + tail_col:finish]
     if tail.strip() and not tail.strip().startswith("#"):
@@ -285,6 +296,12 @@ def _removal(text: str, starts: list[int], stmt: ast.stmt, body: list[ast.stmt],
             (other for other in body), key=lambda other: other.lineno):
         lines.append(head + "pass" + newline)
     return begin, finish, "".join(lines)
+
+
+def _continues(text: str, begin: int) -> bool:
+    """Whether the line that starts at `begin` continues the line before it (a backslash before its newline): the
+    two are one line of Python, `x = 1; \\` above a statement shares its line."""
+    return _CONTINUED.search(text, 0, begin) is not None
 
 
 def _char_col(text: str, starts: list[int], line: int, byte_col: int) -> int:
