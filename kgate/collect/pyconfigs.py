@@ -109,7 +109,7 @@ class Tuning:
         out: dict[str, object] = {}
         for decorator in fn.decorator_list:
             if not (isinstance(decorator, ast.Call) and decorator.args and isinstance(decorator.args[0], ast.Dict)
-                    and (py.qualified(decorator.func, self.imports) or "").rpartition(".")[2] == "heuristics"):
+                    and py.qualified(decorator.func, self.imports) in py.HEURISTICS):
                 continue
             table = decorator.args[0]
             for key, value in zip(table.keys, table.values):
