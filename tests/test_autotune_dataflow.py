@@ -78,6 +78,15 @@ def test_a_pruner_that_builds_its_own_configs_replaces_the_list(tmp_path: Path) 
         def some(configs, named_args, **kwargs):
             extra = [triton.Config({"SPLIT_K": 8})]
             return configs[:1] + extra
+
+
+        def as_a_list(configs, named_args, **kwargs):
+            return [triton.Config({"SPLIT_K": 2}) for c in configs]
+
+
+        def passed_on(configs, named_args, **kwargs):
+            yield triton.Config({"SPLIT_K": 16})
+            yield from configs
         """)
     given = [Config({"SPLIT_K": 4}, frozenset())]
 
@@ -89,6 +98,8 @@ def test_a_pruner_that_builds_its_own_configs_replaces_the_list(tmp_path: Path) 
 
     assert prune("own") == [{"SPLIT_K": 1}]
     assert prune("some") == [{"SPLIT_K": 4}, {"SPLIT_K": 8}]
+    assert prune("as_a_list") == [{"SPLIT_K": 2}]  # a list of its own configs only
+    assert prune("passed_on") == [{"SPLIT_K": 4}, {"SPLIT_K": 16}]  # `yield from configs` passes the given on
     assert prune("imported_pruner") == [{"SPLIT_K": 4}]  # one kgate cannot read leaves the list as it is
 
 

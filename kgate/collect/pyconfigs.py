@@ -82,7 +82,7 @@ class Tuning:
         """The configs the benchmark runs after `prune_configs_by={"early_config_prune": fn}`: a module function
         that builds configs of its own (`triton.Config(...)` in its body) and hands back only those replaces the
         list; one that hands back anything else (a filtered list of the configs it was given) may pass any of
-        them on as well; a pruner kgate cannot read leaves the list as it is."""
+        them on as well (`yield from configs`); a pruner kgate cannot read leaves the list as it is."""
         if not isinstance(by, ast.Dict):
             return configs
         pruner = next((value for key, value in zip(by.keys, by.values)
@@ -95,10 +95,10 @@ class Tuning:
             return configs
         built = {id(node) for node in made}
         handed = [node.value for node in ast.walk(fn)
-                  if isinstance(node, (ast.Return, ast.Yield)) and node.value is not None]
+                  if isinstance(node, (ast.Return, ast.Yield, ast.YieldFrom)) and node.value is not None]
         values = _builder_values(fn, self.constants)
         own = [self._config(node, values) for node in made]
-        if all(id(value) in built for value in handed):
+        if all(_only_built(value, built) for value in handed):
             return own
         return None if configs is None else _readable([configs, own])
 
@@ -185,6 +185,16 @@ class Tuning:
 
 class Partial(list[Any]):
     """Configs read from an expression some parts of which kgate could not read."""
+
+
+def _only_built(value: ast.expr, built: set[int]) -> bool:
+    """Whether what a pruner hands back holds only configs it builds (`built`: their calls' ids): one of them, a list
+    or tuple of them, or a comprehension that makes one each time (`[triton.Config(...) for c in configs]`)."""
+    if isinstance(value, (ast.List, ast.Tuple)):
+        return all(_only_built(elt, built) for elt in value.elts)
+    if isinstance(value, (ast.ListComp, ast.GeneratorExp)):
+        return id(value.elt) in built
+    return id(value) in built
 
 
 def _bound(fn: Function, call: ast.Call) -> dict[str, ast.expr]:

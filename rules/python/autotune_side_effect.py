@@ -89,8 +89,9 @@ left out and the configs that can be read decide; when none can be read,
 config hooks protect nothing. A hook made by a call whose names cannot be
 listed (`init_to_zero(*[f"C{i}" for i in ...])`) is trusted. An
 `early_config_prune` function of the module that builds configs of its
-own and hands back only those replaces the list with them (a pruner that
-hands back some of the configs it was given adds its own to the list). A config
+own and hands back only those (one by one, or in a list or comprehension of
+them) replaces the list with them (a pruner that hands back some of the
+configs it was given, `yield from configs` too, adds its own to the list). A config
 whose literal constexpr values make an `if` around the atomic take the
 other branch does not run it: with `if SPLIT_K == 1: tl.store(...) else:
 tl.atomic_add(...)`, only the split-K configs need a hook, and when every
