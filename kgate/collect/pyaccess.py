@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from kgate.collect import pysource as py
 from kgate.collect import pysparse
 from kgate.collect.pyguards import before
+from kgate.collect.pysource import Function
 from kgate.collect.source import SourceFile
 
 ATOMICS = frozenset({"atomic_add", "atomic_and", "atomic_cas", "atomic_max", "atomic_min", "atomic_or",
@@ -31,8 +32,6 @@ _MEMORY = frozenset({"load", "store"})
 # triton.language functions that hand their first argument's pointer through.
 _PASS_THROUGH = frozenset({"multiple_of", "max_contiguous", "max_constancy", "where"})
 DEPTH = 8  # how deep helpers, names and expressions are followed
-
-Function = ast.FunctionDef | ast.AsyncFunctionDef
 
 
 @dataclass(frozen=True)

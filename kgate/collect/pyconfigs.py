@@ -9,8 +9,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from kgate.collect import pysource as py
-from kgate.collect.pyaccess import DEPTH, Function, KernelModule
+from kgate.collect.pyaccess import DEPTH, KernelModule
 from kgate.collect.pyguards import guards, truth
+from kgate.collect.pysource import Function
 
 _CONFIG = frozenset({"triton.Config", "triton.runtime.Config", "triton.runtime.autotuner.Config"})
 

@@ -9,8 +9,8 @@ from typing import Any, cast
 
 from kgate.collect import pyautotune
 from kgate.collect import pysource as py
-from kgate.collect.pyaccess import Function
 from kgate.collect.pyguards import COMPARE
+from kgate.collect.pysource import Function
 
 
 def protected(bound: pyautotune.Bound | None,

@@ -184,10 +184,11 @@ from collections.abc import Iterable, Iterator
 
 from kgate.collect import pyautotune
 from kgate.collect import pysource as py
-from kgate.collect.pyaccess import ACCUMULATING, Access, Function, KernelModule, repeats_differently, written_first
+from kgate.collect.pyaccess import ACCUMULATING, Access, KernelModule, repeats_differently, written_first
 from kgate.collect.pyconfigs import Partial, Tuning, hooks_reset, reaching
 from kgate.collect.pyguards import guards, truth
 from kgate.collect.pyresets import protected
+from kgate.collect.pysource import Function
 from kgate.collect.source import SourceFile
 from kgate.core.artifacts import Artifact
 from kgate.core.findings import Severity
