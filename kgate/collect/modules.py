@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kgate.collect.pyindex import ModuleSummary, module_info
+from kgate.collect.pynames import Resolver
+from kgate.collect.pysource import makes_kernel
 from kgate.support import reads
 
 if TYPE_CHECKING:
@@ -150,7 +152,7 @@ def kernel_source_key(path: Path, function: str, roots: list[Path], root: Path,
     digest = hashlib.sha256(info.rest_hash.encode())
     if not info.parsed:
         digest.update(b"\0unparsed")
-    for name in sorted(used_defs(info, function) | import_time_defs(info)):
+    for name in sorted(used_defs(info, function) | import_time_defs(info, path, roots)):
         digest.update(b"\0def\0" + name.encode() + b"\0" + info.defs[name].text_hash.encode())
     memo = closures if closures is not None else {}
     if path not in memo:
@@ -160,23 +162,31 @@ def kernel_source_key(path: Path, function: str, roots: list[Path], root: Path,
     return digest.hexdigest()
 
 
-def import_time_defs(info: ModuleSummary) -> set[str]:
-    """The top-level functions and classes whose code may run while the module is imported: those the code that
-    runs then names, and what they name in turn; a Triton kernel's body runs only when it is compiled."""
+def import_time_defs(info: ModuleSummary, path: Path, roots: list[Path]) -> set[str]:
+    """The top-level functions and classes whose code may run while the module at `path` is imported: those the
+    code that runs then names, and what they name in turn; a Triton kernel's body runs only when it is compiled."""
     wanted = list(info.at_import)
     seen: set[str] = set()
+    resolver: Resolver | None = None
     while wanted:
         name = wanted.pop()
-        if name in seen or name not in info.defs or _compiled_later(info.defs[name].decorators):
+        if name in seen or name not in info.defs:
             continue
+        decorators = info.defs[name].decorators
+        if decorators:
+            resolver = resolver or Resolver([str(r) for r in roots])
+            if _compiled_later(decorators, path, resolver):
+                continue
         seen.add(name)
         wanted.extend(info.defs[name].uses)
     return seen
 
 
-def _compiled_later(decorators: tuple[str, ...]) -> bool:
-    """Whether a definition is a Triton kernel (its body is compiled when launched, never run at import)."""
-    return any(name.rpartition(".")[2] in ("jit", "autotune", "heuristics") for name in decorators)
+def _compiled_later(decorators: tuple[str, ...], path: Path, resolver: Resolver) -> bool:
+    """Whether a definition is a Triton kernel (its body is compiled when launched, never run at import), by what
+    its decorators name through the module's imports (`kgate.collect.pysource.makes_kernel`): a `@numba.jit`
+    function called at import runs then."""
+    return any(makes_kernel(resolver.qualify(str(path), written)) for written in decorators if written != "?")
 
 
 def used_defs(info: ModuleSummary, function: str) -> set[str]:

@@ -8,7 +8,7 @@ about what they cannot see rather than guess.
 What a name stands for is read through the module's imports and, where they
 lead into the project's own modules (`from pkg.triton_utils import tl,
 triton`, `from .utils import jit`), through those (`kgate.collect.pynames`):
-`qualified` answers for every rule, and `kernel_decorator` is the one test
+`qualified` answers for every rule, and `is_kernel` is the one test
 of whether a function is a Triton kernel.
 """
 
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from kgate.collect.source import SourceFile
 
 AUTOTUNE = frozenset({"triton.autotune", "triton.runtime.autotune", "triton.runtime.autotuner.autotune"})
+HEURISTICS = frozenset({"triton.heuristics", "triton.runtime.heuristics", "triton.runtime.autotuner.heuristics"})
 CONSTEXPR = frozenset({"triton.language.constexpr", "triton.language.core.constexpr",
                        "triton.experimental.gluon.language.constexpr",
                        "triton.experimental.gluon.language._core.constexpr"})
@@ -421,8 +422,8 @@ def jit_kind(name: str | None) -> str | None:
 
 def kernel_decorator(fn: Function, imports: dict[str, str]) -> ast.expr | None:
     """The decorator that makes a function a Triton kernel (`@triton.jit`, `@triton.jit(...)`, Gluon's `@jit`,
-    under any import spelling, through the project's own modules too); None for any other function. The one test
-    every rule and stage asks (the planner's, on its remembered parse: `kgate.collect.static_kernel`)."""
+    under any import spelling, through the project's own modules too); None for any other function: the one a rule
+    reads the jit's own arguments from (`debug=True`). Whether a function is a kernel at all is `is_kernel`."""
     for decorator in fn.decorator_list:
         target = decorator.func if isinstance(decorator, ast.Call) else decorator
         if jit_kind(qualified(target, imports)) is not None:
@@ -430,8 +431,19 @@ def kernel_decorator(fn: Function, imports: dict[str, str]) -> ast.expr | None:
     return None
 
 
+def makes_kernel(name: str | None) -> bool:
+    """Whether a decorator, by the qualified name it has (`qualified`, or `kgate.collect.pynames.Resolver.qualify`
+    across the project's modules), makes a function a gated Triton kernel or wraps one: Triton's jit or Gluon's
+    (`jit_kind`), `triton.autotune`, `triton.heuristics`. What the name spells is not enough: `numba.jit` and
+    `my_jit` make no Triton kernel."""
+    return jit_kind(name) is not None or name in AUTOTUNE or name in HEURISTICS
+
+
 def is_kernel(fn: Function, imports: dict[str, str]) -> bool:
-    return kernel_decorator(fn, imports) is not None
+    """Whether a function is a gated Triton kernel: one of its decorators `makes_kernel`, under any import spelling,
+    through the project's own modules too. The one test every rule and stage asks."""
+    return any(makes_kernel(qualified(decorator.func if isinstance(decorator, ast.Call) else decorator, imports))
+               for decorator in fn.decorator_list)
 
 
 def kernel_language(fn: Function, imports: dict[str, str]) -> str | None:

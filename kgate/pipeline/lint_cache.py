@@ -2,7 +2,8 @@
 
 Layout: `<cache-dir>/v1/lint/<key>.json`, where the key hashes kgate's
 version, the selected source rules with their options, the rule and
-engine modules themselves (so editing a rule invalidates it), and for the
+engine modules themselves and every module of the packages they read
+(`shared_files`: editing a rule or an analysis it asks invalidates it), and for the
 files of a nested project the configuration that governs them (so each
 configuration has its own record, and a change to one re-lints exactly
 the files it governs). Entries map a
@@ -80,27 +81,53 @@ def _checked(result: FileResult) -> FileResult:
 _SEVERITIES = ("", "error", "warning", "note")
 
 
+# The engine's own modules, besides the rules and the packages below (`shared_files`).
+_ENGINE = ("kgate.evaluate.source", "kgate.pipeline.lint_cache")
+# The packages a rule's verdict may read code of: the analyses (kgate/collect), the shared model (kgate/core), the
+# cards as data (kgate/hardware) and the utilities (kgate/support), every module of each, imported yet or not.
+_SHARED = ("collect", "core", "hardware", "support")
+
+
+def _module_file(name: str) -> str:
+    """The file of a module, loaded to find it (one the rules import only on demand may not be yet)."""
+    module = sys.modules.get(name) or importlib.import_module(name)
+    return module.__file__ or ""
+
+
+def shared_files() -> list[tuple[str, str]]:
+    """(module, file) of every module of the packages the source rules and their analyses read (`_SHARED`), found
+    in the package's folder without importing any: an edit to one may change a verdict."""
+    base = os.path.dirname(os.path.abspath(_module_file("kgate")))
+    out: list[tuple[str, str]] = []
+    for package in _SHARED:
+        for folder, dirs, files in os.walk(os.path.join(base, package)):
+            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+            prefix = "kgate." + os.path.relpath(folder, base).replace(os.sep, ".")
+            out.extend((prefix if name == "__init__.py" else f"{prefix}.{name[:-3]}", os.path.join(folder, name))
+                       for name in sorted(files) if name.endswith(".py"))
+    return out
+
+
+def keyed_modules(rules: list[SourceRule]) -> list[tuple[str, str]]:
+    """(module, file) of the code whose states key the cache: the engine, the selected rules, and every module of
+    the packages they read (`shared_files`)."""
+    names = [*_ENGINE, *(sr.check.__module__ for sr in rules)]
+    return [*((name, _module_file(name)) for name in names), *shared_files()]
+
+
 def selection_key(rules: list[SourceRule], scope: str = "") -> str:
     """What the cached results depend on besides the files. `scope`: the configuration that governs the files
     (empty for the run's own), so that each nested project's files have a record of their own and a change
     to its configuration invalidates exactly the files it governs."""
-    names = ["kgate.evaluate.source", "kgate.pipeline.lint_cache", "kgate.core.suppress", "kgate.collect.source",
-             "kgate.collect.pysource", "kgate.collect.pysparse", "kgate.collect.pylaunch",
-             "kgate.collect.pynames", "kgate.collect.pyindex", "kgate.collect.pyscopes", "kgate.collect.pyvalues",
-             "kgate.collect.depends", "kgate.collect.pyimports", "kgate.collect.pyproject", "kgate.collect.pycallers",
-             "kgate.collect.pyautotune", "kgate.collect.cuda_project"]
     parts: list[Any] = [FORMAT, __version__] + ([scope] if scope else [])
     for sr in rules:
-        names.append(sr.check.__module__)
         parts.append([sr.rule.code, sr.rule.files, [p.decode("latin-1") for p in sr.prefilter],
                       [[m.decode("latin-1") for m in (p if isinstance(p, tuple) else (p,))] for p in sr.rule.requires],
                       sorted(sr.ctx.options.items())])
-    for name in names:
-        # Editing a rule or the engine (a development install) must invalidate the results: each is loaded to find
-        # its file (one the rules import only on demand, as the parse index, may not be yet).
-        module = sys.modules.get(name) or importlib.import_module(name)
+    # Editing a rule, the engine or an analysis a rule asks (a development install) must invalidate the results.
+    for name, path in keyed_modules(rules):
         try:
-            st = os.stat(module.__file__ or "") if module is not None else None
+            st = os.stat(path) if path else None
         except OSError:
             st = None
         parts.append([name, *state_of(st)] if st else [name])

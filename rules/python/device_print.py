@@ -65,11 +65,10 @@ from kgate.core.rule import Report, Rule, SourceContext
 
 
 def _gated_jit(fn: py.Function, imports: dict[str, str]) -> bool:
-    """A Triton kernel (`kgate.collect.pysource.kernel_decorator`) not declared a debug kernel
-    (`@triton.jit(debug=True)`)."""
-    decorator = py.kernel_decorator(fn, imports)
-    if decorator is None:
+    """A Triton kernel (`kgate.collect.pysource.is_kernel`) not declared a debug kernel (`@triton.jit(debug=True)`)."""
+    if not py.is_kernel(fn, imports):
         return False
+    decorator = py.kernel_decorator(fn, imports)
     debug = py.argument(decorator, "debug") if isinstance(decorator, ast.Call) else None
     return not (isinstance(debug, ast.Constant) and debug.value is True)
 

@@ -69,6 +69,7 @@ import re
 from collections.abc import Iterable, Iterator
 
 from kgate.collect import pysource as py
+from kgate.collect.pyenviron import Environ, environ_names
 from kgate.collect.source import SourceFile
 from kgate.core.artifacts import Artifact
 from kgate.core.findings import Severity
@@ -105,11 +106,11 @@ def check(source: SourceFile, ctx: SourceContext) -> Iterable[Report]:
 def _python(source: SourceFile) -> Iterator[Report]:
     info = py.info(source)
     tree, imports, constants = info.tree, info.imports, info.constants
-    environ = _environ_names(tree, imports)
+    environ = Environ(VARIABLE, imports, constants, environ_names(tree, imports))
     where = "in a test module" if source.name != "conftest.py" else "in conftest.py"
     owners = _whole_statements(tree)
     for node in ast.walk(tree):
-        for at, value in _settings(node, imports, constants, environ):
+        for at, value in _settings(node, environ):
             if _switches_on(value, constants):
                 owner = owners.get(id(at))
                 fix = None
@@ -132,47 +133,18 @@ def _whole_statements(tree: ast.Module) -> dict[int, ast.stmt]:
     return out
 
 
-def _settings(node: ast.AST, imports: dict[str, str], constants: dict[str, ast.expr],
-              environ: set[str]) -> Iterator[tuple[ast.AST, ast.expr | None]]:
-    """(where, value) for each place this node sets TRITON_INTERPRET in the process environment."""
-    def is_environ(expr: ast.AST) -> bool:
-        return py.qualified(expr, imports) == "os.environ" or (isinstance(expr, ast.Name) and expr.id in environ)
-
-    def is_key(expr: ast.AST | None) -> bool:
-        return py.string_value(expr, constants) == VARIABLE
-
+def _settings(node: ast.AST, environ: Environ) -> Iterator[tuple[ast.AST, ast.expr | None]]:
+    """(where, value) for each place this node sets TRITON_INTERPRET: in the process environment, or through
+    Triton's knob (`triton.knobs.runtime.interpret`)."""
+    yield from environ.settings(node)
     if isinstance(node, ast.Assign):
         for target in node.targets:
-            if (isinstance(target, ast.Subscript) and is_environ(target.value) and is_key(target.slice)) \
-                    or py.qualified(target, imports) == "triton.knobs.runtime.interpret":
+            if py.qualified(target, environ.imports) == "triton.knobs.runtime.interpret":
                 yield target, node.value
-    elif isinstance(node, ast.AugAssign) and isinstance(node.op, ast.BitOr) and is_environ(node.target):
-        yield from _mapping(node.value, constants)
-    elif isinstance(node, ast.Call):
-        func = node.func
-        name = py.qualified(func, imports)
-        if name == "os.putenv" and is_key(py.argument(node, "key", 0)):
-            yield node, py.argument(node, "value", 1)
-        elif isinstance(func, ast.Attribute) and func.attr in ("setdefault", "__setitem__") \
-                and is_environ(func.value) and is_key(py.argument(node, "key", 0)):
-            yield node, py.argument(node, "default", 1) if node.args[1:] or node.keywords else None
-        elif isinstance(func, ast.Attribute) and func.attr == "update" and is_environ(func.value):
-            for arg in node.args:
-                yield from _mapping(arg, constants)
-            yield from _keywords(node)
-        elif isinstance(func, ast.Attribute) and func.attr == "setenv" and is_key(py.argument(node, "name", 0)):
-            yield node, py.argument(node, "value", 1)
-        elif isinstance(func, ast.Attribute) and func.attr == "setitem" and len(node.args) >= 2 \
-                and is_environ(node.args[0]) and is_key(py.argument(node, "name", 1)):
-            yield node, py.argument(node, "value", 2)  # monkeypatch.setitem(os.environ, KEY, VALUE)
-        elif (isinstance(func, ast.Name) and func.id == "setattr"
-              or isinstance(func, ast.Attribute) and func.attr == "setattr") and node.args:
-            yield from _knob_setattr(node, imports, constants)
-        elif (name or py.dotted(func) or "").endswith("patch.dict") and node.args and \
-                (is_environ(node.args[0]) or py.string_value(node.args[0], constants) == "os.environ"):
-            if len(node.args) > 1:
-                yield from _mapping(node.args[1], constants)
-            yield from _keywords(node)
+    elif isinstance(node, ast.Call) and node.args and (
+            isinstance(node.func, ast.Name) and node.func.id == "setattr"
+            or isinstance(node.func, ast.Attribute) and node.func.attr == "setattr"):
+        yield from _knob_setattr(node, environ.imports, environ.constants)
 
 
 def _knob_setattr(node: ast.Call, imports: dict[str, str],
@@ -185,36 +157,6 @@ def _knob_setattr(node: ast.Call, imports: dict[str, str],
         yield node, node.args[2]
     elif py.string_value(first, constants) == "triton.knobs.runtime.interpret" and len(node.args) >= 2:
         yield node, node.args[1]
-
-
-def _mapping(expr: ast.expr, constants: dict[str, ast.expr]) -> Iterator[tuple[ast.AST, ast.expr | None]]:
-    if isinstance(expr, (ast.List, ast.Tuple, ast.Set)):  # pairs: `os.environ.update([(KEY, VALUE)])`
-        for item in expr.elts:
-            if isinstance(item, (ast.Tuple, ast.List)) and len(item.elts) == 2 \
-                    and py.string_value(item.elts[0], constants) == VARIABLE:
-                yield item, item.elts[1]
-        return
-    if isinstance(expr, ast.Dict):
-        for key, value in zip(expr.keys, expr.values):
-            if key is not None and py.string_value(key, constants) == VARIABLE:
-                yield key, value
-    elif isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id == "dict":
-        yield from _keywords(expr)
-
-
-def _keywords(call: ast.Call) -> Iterator[tuple[ast.AST, ast.expr | None]]:
-    for keyword in call.keywords:
-        if keyword.arg == VARIABLE:
-            yield keyword, keyword.value
-
-
-def _environ_names(tree: ast.Module, imports: dict[str, str]) -> set[str]:
-    """Names bound to os.environ itself (not a copy): `env = os.environ`."""
-    out: set[str] = set()
-    for stmt in py.statements(tree):
-        if isinstance(stmt, ast.Assign) and py.qualified(stmt.value, imports) == "os.environ":
-            out.update(t.id for t in stmt.targets if isinstance(t, ast.Name))
-    return out
 
 
 def _switches_on(value: ast.expr | None, constants: dict[str, ast.expr]) -> bool:
