@@ -90,7 +90,7 @@ def _dsl_distributions() -> str:
 
     found = set()
     for dist in metadata.distributions():
-        name = (dist.metadata.get("Name") or "").lower().replace("_", "-")
+        name = str(dist.metadata["Name"] or "").lower().replace("_", "-") if "Name" in dist.metadata else ""
         if name.startswith("nvidia-cutlass-dsl"):
             found.add(f"{name}=={dist.version}")
     return ",".join(sorted(found))
