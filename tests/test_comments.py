@@ -237,7 +237,7 @@ def test_fix_writes_a_file_with_two_names_once_and_no_hard_linked_or_read_only_f
     (root / "ro.cu").chmod(0o444)
     (root / "hard.cu").write_text(STALE)
     os.link(root / "hard.cu", tmp_path / "elsewhere.cu")
-    run = kgate("lint", "--fix", cwd=root)
+    run = kgate("lint", "--fix", cwd=root, timeout=120)  # two names of one file: one lock, not a wait for ever
     assert (root / "a.cu").read_text() == "int x;\n" and (root / "b.cu").is_symlink()
     assert "written once" in run.stderr
     assert (root / "ro.cu").read_text() == STALE and "read-only: not written" in run.stderr

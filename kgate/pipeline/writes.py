@@ -44,10 +44,11 @@ def _write_batch(batch: list[tuple[str, Change]], shown: Shown, top: tuple[str, 
 
     skipped: list[tuple[str, str]] = []
     staged: list[Staged] = []
+    locked: set[tuple[int, int]] = set()  # (device, inode) of the files this batch holds the lock of
     with contextlib.ExitStack() as held:
         try:
             for rel, change in batch:
-                held.enter_context(_locked(change.path))
+                held.enter_context(_locked(change.path, locked))
                 why = _unwritable(change, top, written)
                 if why:
                     skipped.append((rel, why))
@@ -69,10 +70,12 @@ def _write_batch(batch: list[tuple[str, Change]], shown: Shown, top: tuple[str, 
 
 
 @contextlib.contextmanager
-def _locked(path: str) -> Iterator[None]:
+def _locked(path: str, locked: set[tuple[int, int]]) -> Iterator[None]:
     """The file's lock held, so that another kgate writing it at the same time waits: it then finds the file
     changed since it read it, and leaves it (without the lock, both could find it unchanged and the second write
-    would undo the first)."""
+    would undo the first). `locked`: the files whose locks this run holds already, by (device, inode); another
+    name of one of them (a link) is not locked again: a lock taken through a second descriptor would wait for the
+    first, in this very process, for ever."""
     try:
         import fcntl
     except ImportError:  # pragma: no cover - not POSIX: no lock
@@ -84,7 +87,12 @@ def _locked(path: str) -> Iterator[None]:
         yield  # the check that follows says why the file cannot be written
         return
     try:
+        info = os.fstat(fd)
+        if (info.st_dev, info.st_ino) in locked:
+            yield
+            return
         fcntl.flock(fd, fcntl.LOCK_EX)
+        locked.add((info.st_dev, info.st_ino))
         yield
     finally:
         os.close(fd)
