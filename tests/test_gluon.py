@@ -173,3 +173,70 @@ def test_on_a_gpu_every_captured_gluon_specialisation_equals_the_live_kernel(tmp
     assert " 0 different, 0 not compiled offline" in run.stdout.rstrip().splitlines()[-1], run.stdout
     rows = [line for line in run.stdout.splitlines()[1:] if line.startswith("ops:")]
     assert len(rows) == 6 and all(line.rstrip().endswith("equal") for line in rows), run.stdout
+
+
+HOPPER_MMA = '''
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import warpgroup_mma
+
+
+@gluon.jit
+def wgmma_tile(out):
+    acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                         instr_shape=[16, 64, 16])
+    tile: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
+    a = gl.allocate_shared_memory(gl.float16, [64, 64], tile)
+    b = gl.allocate_shared_memory(gl.float16, [64, 64], tile)
+    acc = warpgroup_mma(a, b, gl.zeros((64, 64), gl.float32, acc_layout))
+    rows = gl.arange(0, 64, gl.SliceLayout(1, acc_layout))
+    cols = gl.arange(0, 64, gl.SliceLayout(0, acc_layout))
+    gl.store(out + rows[:, None] * 64 + cols[None, :], acc)
+'''
+
+
+def test_a_kernel_the_compiler_aborts_on_for_a_target_says_what_the_compiler_said(tmp_path: Path) -> None:
+    """Hopper's warpgroup MMA has no sm_120a instruction: Triton's LLVM backend aborts the process ("LLVM ERROR:
+    Cannot select: intrinsic %llvm.nvvm.wgmma..."). The finding said only that the compile worker died (exit status
+    -6), the compiler's reason left on the terminal; it now quotes it. The kernel compiles for sm_90a."""
+    (tmp_path / "kgate.toml").write_text('targets = ["sm_120a", "sm_90a"]\n\n[[triton]]\n'
+                                         'kernel = "hopper_mma:wgmma_tile"\nsignature = { out = "*fp32" }\n')
+    (tmp_path / "hopper_mma.py").write_text(HOPPER_MMA)
+    run = kgate("check", "--format", "json", "--no-cache", cwd=tmp_path)
+    report = run.json()
+    assert [k["target"] for k in report["kernels"]] == ["sm_90a"], report["kernels"]
+    (finding,) = report["findings"]
+    assert (finding["code"], finding["target"]) == ("KG001", "sm_120a")
+    assert "LLVM ERROR: Cannot select: intrinsic %llvm.nvvm.wgmma" in finding["message"], finding["message"]
+
+
+TENSOR_MEMORY = '''
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.blackwell import TensorMemoryLayout, allocate_tensor_memory
+
+
+@gluon.jit
+def tmem_round_trip(src, dst, M: gl.constexpr, N: gl.constexpr):
+    layout: gl.constexpr = gl.BlockedLayout([1, 1], [1, 32], [1, 4], [1, 0])
+    offs = gl.arange(0, M, gl.SliceLayout(1, layout))[:, None] * N + gl.arange(0, N, gl.SliceLayout(0, layout))[None, :]
+    tmem = allocate_tensor_memory(gl.float32, [M, N], TensorMemoryLayout(block=(64, 64), col_stride=1))
+    tmem.store(gl.convert_layout(gl.load(src + offs), tmem.get_reg_layout()))
+    gl.store(dst + offs, gl.convert_layout(tmem.load(), layout))
+'''
+
+
+def test_a_kernel_the_target_lacks_the_instructions_of_names_them_at_its_line(tmp_path: Path) -> None:
+    """Tensor memory is Blackwell's (sm_100a): for sm_120a and sm_90a Triton's verifier prints "file:line:col: error:
+    'ttng.tmem_alloc' op requires tcgen05 support" and raises "error encountered during parsing". The finding said
+    only the latter, at the kernel's definition; it now says what the compiler said, at the line it said it of."""
+    (tmp_path / "kgate.toml").write_text('targets = ["sm_120a", "sm_90a"]\n\n[[triton]]\n'
+                                         'kernel = "tmem:tmem_round_trip"\n'
+                                         'signature = { src = "*fp32", dst = "*fp32" }\nconstexprs = { M = 64, N = 64 }\n')
+    (tmp_path / "tmem.py").write_text(TENSOR_MEMORY)
+    for _run in range(2):  # compiled, then read back from the cache
+        findings = kgate("check", "--format", "json", cwd=tmp_path).json()["findings"]
+        assert sorted(f["target"] for f in findings) == ["sm_120a", "sm_90a"], findings
+        for finding in findings:
+            assert finding["code"] == "KG001" and finding["line"] == 11, finding
+            assert "'ttng.tmem_alloc' op requires tcgen05 support" in finding["message"], finding["message"]
