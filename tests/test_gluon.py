@@ -240,3 +240,29 @@ def test_a_kernel_the_target_lacks_the_instructions_of_names_them_at_its_line(tm
         for finding in findings:
             assert finding["code"] == "KG001" and finding["line"] == 11, finding
             assert "'ttng.tmem_alloc' op requires tcgen05 support" in finding["message"], finding["message"]
+
+
+FRONT_END_ERROR = '''
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+
+
+@gluon.jit
+def carried(src, n):
+    layout: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
+    total = 0
+    for start in range(0, n, 128):
+        total = total + gl.load(src + start + gl.arange(0, 128, layout))
+    gl.store(src + gl.arange(0, 128, layout), total)
+'''
+
+
+def test_a_front_end_error_is_reported_at_the_line_it_is_of(tmp_path: Path) -> None:
+    """Triton's front end says where in the kernel it failed counted from the `def` ("at 4:4: Loop carried variable
+    total changed type"); the finding was put at the `def`. It is now at the line, the count gone from the message."""
+    (tmp_path / "kgate.toml").write_text('[[triton]]\nkernel = "loop:carried"\n'
+                                         'signature = { src = "*fp32", n = "i32" }\n')
+    (tmp_path / "loop.py").write_text(FRONT_END_ERROR)
+    (finding,) = kgate("check", "--format", "json", "--no-cache", cwd=tmp_path).json()["findings"]
+    assert (finding["code"], finding["line"]) == ("KG001", 10), finding
+    assert "total" in finding["message"] and not finding["message"].startswith("at "), finding["message"]

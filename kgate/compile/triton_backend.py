@@ -21,6 +21,7 @@ import contextlib
 import importlib
 import io
 import os
+import re
 import sys
 import time
 import warnings
@@ -214,7 +215,9 @@ def compile_variant(payload: dict[str, Any]) -> dict[str, Any]:
         unwritable = cache_write_failure(exc, os.path.dirname(triton_cache) if triton_cache else None)
         if unwritable is not None:
             raise unwritable from None
-        raise KernelError(_compiler_message(exc)) from None
+        where = _error_line(exc, fn)
+        message = _compiler_message(exc)
+        raise KernelError(re.sub(r"^at \d+:\d+:\s*", "", message) if where else message, where) from None
     seconds = time.perf_counter() - started
     ptxas_log = "\n".join(line for line in log.getvalue().splitlines() if "ptxas" in line or "bytes" in line)
     folder = Path(payload["artifacts"])
@@ -409,6 +412,17 @@ def variant_context(payload: dict[str, Any], spec: Specialization, seconds: floa
         specialization=spec.report(),
         source=variant.get("source", "registered"),
     )
+
+
+def _error_line(exc: BaseException, fn: Any) -> tuple[str, int] | None:
+    """The file and line a front-end error of the kernel's own code is at. Triton's CompilationError says "at L:C"
+    counted from the kernel's `def`; the finding was put at the definition, the line left to count."""
+    node = getattr(exc, "node", None)
+    first = getattr(fn, "def_file_line_number", None)
+    line = getattr(node, "lineno", None)
+    if not (isinstance(first, int) and isinstance(line, int) and getattr(exc, "src", None) == getattr(fn, "src", 0)):
+        return None
+    return str(fn.file_name), first + line - 1
 
 
 def _compiler_message(exc: BaseException) -> str:
