@@ -27,7 +27,7 @@ from kgate.compile.cache import kept, write_artifact
 from kgate.compile.triton_backend import KernelError, _imported, disassemble
 from kgate.compile.units import CUBIN, Compiled, steady_log, store_text
 from kgate.compile.worker_facts import analysed
-from kgate.core.cute import DTYPE_PREFIX, STREAM, CuteCall, dim_symbol
+from kgate.core.cute import DTYPE_PREFIX, STREAM, CuteCall, dim_symbol, is_tensor
 
 # The options kgate adds to the call's own: the target, the PTX and cubin kept, ptxas's report in a remarks file.
 KGATE_OPTIONS = "--gpu-arch {target} --keep-ptx --keep-cubin --dump-dir {dump} remarks{{ptx}} --remark-output {remarks}"
@@ -203,6 +203,8 @@ def decoded_args(call: CuteCall) -> dict[str, Any]:
 def decode(value: Any, symbols: dict[str, Any], depth: int) -> Any:
     from cutlass import cute
 
+    if isinstance(value, dict) and not is_tensor(value):
+        return _dtype(value["dtype"])(value["value"])
     if isinstance(value, dict):
         shape = tuple(_dim(d, symbols, 32) for d in value["shape"])
         stride = tuple(_dim(d, symbols, 64) for d in value["stride"])
@@ -253,8 +255,8 @@ def call_context(payload: dict[str, Any], call: CuteCall, where: tuple[str, int]
         "path": payload.get("path") or where[0], "line": payload.get("line") or where[1], "kind": variant["kind"],
         "num_warps": 0, "num_stages": None, "expect": list(expect), "pdl": False,
         "shapes": list(variant.get("shapes", ())),
-        "constexprs": {**call.init, **{k: v for k, v in call.args.items() if not isinstance(v, dict)}},
-        "signature": {k: v["dtype"] for k, v in call.args.items() if isinstance(v, dict)},
+        "constexprs": {**call.init, **{k: v for k, v in call.args.items() if not is_tensor(v)}},
+        "signature": {k: v["dtype"] for k, v in call.args.items() if is_tensor(v)},
         "compile_seconds": round(seconds, 3), "toolchain": dict(payload.get("toolchain", {})), "specialization": {},
         "source": variant.get("source", "registered"), "captured": list(variant.get("captured", ())),
     }
