@@ -266,3 +266,78 @@ def test_a_front_end_error_is_reported_at_the_line_it_is_of(tmp_path: Path) -> N
     (finding,) = kgate("check", "--format", "json", "--no-cache", cwd=tmp_path).json()["findings"]
     assert (finding["code"], finding["line"]) == ("KG001", 10), finding
     assert "total" in finding["message"] and not finding["message"].startswith("at "), finding["message"]
+
+
+DESCRIPTORS = '''
+import triton
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier, tma
+
+
+@gluon.jit
+def tma_copy(src_desc, dst_desc):
+    smem = gl.allocate_shared_memory(src_desc.dtype, src_desc.block_type.shape, src_desc.layout)
+    bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    mbarrier.init(bar, count=1)
+    mbarrier.expect(bar, src_desc.block_type.nbytes)
+    tma.async_load(src_desc, [0, 0], bar, smem)
+    mbarrier.wait(bar, phase=0)
+    mbarrier.invalidate(bar)
+    fence_async_shared()
+    tma.async_store(dst_desc, [0, 0], smem)
+    tma.store_wait(pendings=0)
+
+
+@triton.jit
+def desc_copy(src_desc, dst_desc):
+    dst_desc.store([0, 0], src_desc.load([0, 0]))
+'''
+
+DESCRIPTOR_LAUNCHES = '''
+import torch
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.nvidia.hopper import TensorDescriptor as GluonDescriptor
+from triton.tools.tensor_descriptor import TensorDescriptor
+
+import descs
+
+a = torch.empty(64, 64, dtype=torch.float16)
+shared = gl.NVMMASharedLayout.get_default_for([64, 64], gl.float16)
+descs.tma_copy[(1,)](GluonDescriptor(a, a.shape, a.stride(), [64, 64], shared),
+                     GluonDescriptor(a, a.shape, a.stride(), [64, 64], shared))
+b = torch.empty(32, 64, dtype=torch.bfloat16)
+descs.desc_copy[(1,)](TensorDescriptor.from_tensor(b, [32, 64]), TensorDescriptor.from_tensor(b, [32, 64]))
+'''
+
+GLUON_DESCRIPTOR = ("tensordesc<fp16[64, 64],NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2, "
+                    "transposed=False, fp4_padded=False, cga_layout=[])>")
+
+
+def test_a_kernel_taking_tensor_descriptors_is_registered_as_its_launch_is_captured(tmp_path: Path) -> None:
+    """Gluon's TMA kernels take `TensorDescriptor`s (Triton's tutorials 04 to 08): a capture records their type,
+    `tensordesc<fp16[64, 64],NVMMASharedLayout(...)>`, but a registration with that type in its `signature` was a
+    compile error ("kgate cannot make an example value of this type; give one in `args`"), and `args` has no form for
+    a descriptor. kgate now makes a descriptor of the type for the launcher, Gluon's or Triton's, and the
+    registration is the launch the capture recorded: the same specialisation, compiled for both targets."""
+    pytest.importorskip("torch", reason="the captured launches take torch tensors")
+    (tmp_path / "descs.py").write_text(DESCRIPTORS)
+    (tmp_path / "launch.py").write_text(DESCRIPTOR_LAUNCHES)
+    (tmp_path / "kgate.toml").write_text(
+        'targets = ["sm_120a", "sm_90a"]\ncapture = "captured.toml"\n\n'
+        f'[[triton]]\nkernel = "descs:tma_copy"\nsignature = {{ src_desc = "{GLUON_DESCRIPTOR}", '
+        f'dst_desc = "{GLUON_DESCRIPTOR}" }}\n\n'
+        '[[triton]]\nkernel = "descs:desc_copy"\n'
+        'signature = { src_desc = "tensordesc<bf16[32, 64]>", dst_desc = "tensordesc<bf16[32, 64]>" }\n')
+    checked = kgate("check", "--format", "json", "--no-cache", cwd=tmp_path)
+    report = checked.json()
+    assert not report["findings"], report["findings"]
+    registered = {(k["kernel"], k["target"]): k["variant"] for k in report["kernels"]}
+    assert sorted(registered) == [("descs:desc_copy", "sm_120a"), ("descs:desc_copy", "sm_90a"),
+                                  ("descs:tma_copy", "sm_120a"), ("descs:tma_copy", "sm_90a")]
+    run = kgate("capture", "--device", "cpu", "-o", "captured.toml", "--", sys.executable, "launch.py", cwd=tmp_path,
+                process=True)
+    assert run.code == 0, run.stderr
+    entries = captures.load(tmp_path / "captured.toml", "captured.toml").entries
+    assert {(e.spec.kernel, e.spec.variant) for e in entries} == {
+        (kernel, variant) for (kernel, target), variant in registered.items() if target == "sm_120a"}

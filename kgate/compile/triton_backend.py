@@ -248,7 +248,9 @@ def bind_registration(obj: Any, kernel: str, bind: dict[str, Any], capability: i
     pointers = _pointer_dtypes()
     args: dict[str, Any] = {}
     for name, value in bind["args"].items():
-        if isinstance(value, dict):
+        if isinstance(value, dict) and gluon.is_descriptor(value["type"]):
+            args[name] = _descriptor(name, value["type"], pointers)
+        elif isinstance(value, dict):
             ty = value["type"]
             dtype = pointers.get(ty[2:] if ty.startswith("*k") else ty[1:])
             if dtype is None:
@@ -269,6 +271,19 @@ def bind_registration(obj: Any, kernel: str, bind: dict[str, Any], capability: i
     record["kernel"] = kernel
     record.pop("file", None)
     return record
+
+
+def _descriptor(name: str, ty: str, pointers: dict[str, Any]) -> Any:
+    """A tensor descriptor argument of a registration, made for the launcher as the type says."""
+    from kgate.capture.runtime import ExamplePointer
+
+    element = ty[len("tensordesc<"):].split("[", 1)[0]
+    if element not in pointers:
+        raise KernelError(f"{name}: {ty!r} has an element type Triton's launcher does not know")
+    try:
+        return gluon.example_descriptor(ty, pointers[element], lambda dtype: ExamplePointer(dtype, 16))
+    except (ValueError, AssertionError, gluon.NotGluon) as exc:
+        raise KernelError(f"{name}: {ty!r}: kgate cannot make a tensor descriptor of this type ({exc})") from None
 
 
 _POINTERS: dict[str, Any] = {}
