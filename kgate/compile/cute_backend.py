@@ -15,11 +15,13 @@ SASS where the run's plan wants it, as for a Triton variant. No GPU and no drive
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import os
 import re
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -68,11 +70,11 @@ def compile_call(payload: dict[str, Any]) -> dict[str, Any]:
     call = CuteCall.from_record(payload["variant"]["call"])
     target = payload["target"]
     obj = _imported(payload, call.kernel)
-    fn, where = _jit_entry(obj, call)
     from cutlass import cute
 
     started = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="kgate-cute-") as dump:
+    with tempfile.TemporaryDirectory(prefix="kgate-cute-") as dump, dsl_arch(target):
+        fn, where = _jit_entry(obj, call)
         remarks = os.path.join(dump, "remarks.yaml")
         options = KGATE_OPTIONS.format(target=target, dump=dump, remarks=remarks)
         try:
@@ -102,6 +104,22 @@ def compile_call(payload: dict[str, Any]) -> dict[str, Any]:
     unit = analysed(payload, unit, lambda _symbols: (disassemble(cubin_path), None))
     return {"context": context, "artifacts": dict(unit.hashes), "dynamic_smem": dynamic_smem, "entry_smem": smem,
             "cubin": cubin_hash}
+
+
+@contextlib.contextmanager
+def dsl_arch(target: str) -> Iterator[None]:
+    """The DSL's architecture set to the target gated while a call's kernel is built and compiled: a class kernel
+    whose constructor asks the DSL (`BaseDSL._get_dsl().get_arch_enum()`, as FlashAttention's do) saw the worker's
+    default instead (no GPU: the DSL's own guess), and FlashAttention's SM90 forward refused to be built for sm_90a."""
+    from cutlass.base_dsl import BaseDSL
+
+    envar = BaseDSL._get_dsl().envar
+    before = vars(envar).get("_arch")  # None: read from CUTE_DSL_ARCH or detected when next asked, as it was
+    envar.arch = target
+    try:
+        yield
+    finally:
+        envar.arch = before
 
 
 def _texts(artifacts: Any) -> tuple[str, bytes]:
