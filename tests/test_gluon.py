@@ -341,3 +341,39 @@ def test_a_kernel_taking_tensor_descriptors_is_registered_as_its_launch_is_captu
     entries = captures.load(tmp_path / "captured.toml", "captured.toml").entries
     assert {(e.spec.kernel, e.spec.variant) for e in entries} == {
         (kernel, variant) for (kernel, target), variant in registered.items() if target == "sm_120a"}
+
+
+WARP_SPECIALIZED = '''
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+
+
+@gluon.jit
+def _fill(out, layout: gl.constexpr):
+    offs = gl.arange(0, 128, layout)
+    gl.store(out + offs, offs.to(gl.float32))
+
+
+@gluon.jit
+def _idle(out):
+    pass
+
+
+@gluon.jit
+def specialized(out, num_warps: gl.constexpr):
+    layout: gl.constexpr = gl.BlockedLayout([1], [32], [num_warps], [0])
+    gl.warp_specialize([(_fill, (out, layout)), (_idle, (out, ))], [2], [24])
+'''
+
+
+def test_a_warp_specialised_kernel_counts_the_warps_of_its_worker_partitions(tmp_path: Path) -> None:
+    """Gluon's warp-specialised kernels (tutorial 08) launch the default partition's `num_warps` and their worker
+    partitions' warps besides, rounded to warpgroups, as their PTX's `.reqntid` says; the row said the launch's
+    `num_warps`, and the occupancy was figured for those warps only."""
+    (tmp_path / "kgate.toml").write_text('targets = ["sm_120a", "sm_90a"]\n\n[[triton]]\nkernel = "ws:specialized"\n'
+                                         'signature = { out = "*fp32" }\nconstexprs = { num_warps = 4 }\n'
+                                         'num_warps = 4\n')
+    (tmp_path / "ws.py").write_text(WARP_SPECIALIZED)
+    rows = kgate("check", "--format", "json", "--no-cache", cwd=tmp_path).json()["kernels"]
+    assert sorted(k["target"] for k in rows) == ["sm_120a", "sm_90a"], rows
+    assert all(k["num_warps"] >= 4 + 2 for k in rows), [(k["target"], k["num_warps"]) for k in rows]
