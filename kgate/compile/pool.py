@@ -27,7 +27,6 @@ from __future__ import annotations
 import atexit
 import multiprocessing
 import os
-import re
 import signal
 import sys
 import tempfile
@@ -39,6 +38,7 @@ from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
+from kgate.compile import worker_stderr
 from kgate.core.errors import ToolchainError
 from kgate.support import interrupts, tools
 
@@ -46,8 +46,6 @@ from kgate.support import interrupts, tools
 START_ATTEMPTS = 5
 # How often a worker whose fork server has ended is looked at, in seconds (nothing reports its end).
 ORPHAN_POLL = 0.5
-# An MLIR diagnostic a compiler prints as it fails: "path:line:col: error: message".
-_DIAGNOSTIC = re.compile(r"^(\S[^:\n]*):(\d+):\d+: error: (.+)$", re.MULTILINE)
 # Task name -> "module:function" run in the worker.
 TASKS = {
     "triton.expand": "kgate.compile.triton_backend:expand",
@@ -268,7 +266,7 @@ class _Worker:
             if self.process.exitcode is not None:
                 status = f" (exit status {self.process.exitcode})"
         self.forward()
-        said = last_words(self.tail)
+        said = worker_stderr.last_words(self.tail)
         return (f"the compile worker died{status} while compiling this kernel"
                 + (f"; its last words: {said}" if said else ""))
 
@@ -289,25 +287,14 @@ class _Worker:
 
 
 def with_diagnostics(outcome: Outcome, said: str) -> Outcome:
-    """A failed task's outcome with the compiler's diagnostics it printed (MLIR's, which Triton's exception only
-    sums up as "error encountered during parsing"), and, where the task did not say where it failed, the first
-    diagnostic's line."""
-    found = list(dict.fromkeys(_DIAGNOSTIC.findall(said)))
-    if outcome.ok or not outcome.user_error or not found:
+    """A failed task's outcome with what the compiler printed of its failure (`kgate.compile.worker_stderr`)."""
+    if outcome.ok or not outcome.user_error:
         return outcome
-    messages = [message for _path, _line, message in found if message not in str(outcome.value)]
-    if not messages:
+    told = worker_stderr.diagnosed(str(outcome.value), said)
+    if told is None:
         return outcome
-    value = f"{outcome.value}; the compiler said: {'; '.join(dict.fromkeys(messages[:3]))}"
-    path, line, _message = found[0]
-    where = outcome.where or ((path, int(line)) if os.path.isfile(path) else None)
-    return replace(outcome, value=value, where=where)
-
-
-def last_words(text: str) -> str:
-    """The last line a dead worker wrote, shortened: what the compiler that stopped it said (`LLVM ERROR: ...`)."""
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[-1][:300] if lines else ""
+    value, where = told
+    return replace(outcome, value=value, where=outcome.where or where)
 
 
 PRELOAD = ["kgate.compile.preload"]
