@@ -60,3 +60,45 @@ def test_kgate_register_on_a_cute_jit_function_is_a_cute_registration(tmp_path) 
     assert run.code == 0, run.stdout + run.stderr
     rows = run.json()["kernels"]
     assert [(k["kernel"], k["language"], k["kind"]) for k in rows] == [("ops:double", "cute", "elementwise")]
+
+
+ARCH_CLASS = '''
+import cutlass
+from cutlass import cute
+from cutlass.base_dsl import BaseDSL
+
+
+@cute.kernel
+def _fill(out: cute.Tensor, value: cutlass.Constexpr):
+    tidx, _, _ = cute.arch.thread_idx()
+    bidx, _, _ = cute.arch.block_idx()
+    out[bidx * 128 + tidx] = value
+
+
+class PerArch:
+    """Built for the GPU it runs on, as FlashAttention's forward classes are: the constructor asks the DSL."""
+
+    def __init__(self, value):
+        self.value = value
+        self.arch = BaseDSL._get_dsl().get_arch_enum()
+        assert self.arch.major in (9, 12), f"no kernel for {self.arch}"
+
+    @cute.jit
+    def __call__(self, out: cute.Tensor):
+        _fill(out, self.value * self.arch.major).launch(grid=(cute.size(out) // 128, 1, 1), block=(128, 1, 1))
+'''
+
+
+def test_a_class_kernel_built_for_the_arch_the_dsl_reports_is_built_for_the_target_gated(tmp_path) -> None:
+    """FlashAttention's forward classes read the DSL's architecture in their constructors (`get_arch_enum()`), and
+    the SM90 one asserts it is 9.x. kgate built the object before the compile that names the target, so the
+    constructor saw the compile worker's default (no GPU) and the SM90 forward was a compile error for sm_90a
+    ("Only SM 9.x is supported"). The object is now built with the DSL set to the target, for each target."""
+    (tmp_path / "kgate.toml").write_text(
+        'targets = ["sm_120a", "sm_90a"]\n\n[[cute]]\nkernel = "per_arch:PerArch"\ninit = { value = 1.0 }\n'
+        'args = { out = { dtype = "cutlass.Float32", shape = [4096] } }\n', encoding="utf-8")
+    (tmp_path / "per_arch.py").write_text(ARCH_CLASS, encoding="utf-8")
+    run = kgate("check", "--format", "json", "--no-cache", "-j", "1", cwd=tmp_path)
+    report = run.json()
+    assert not report["findings"], report["findings"]
+    assert sorted(k["target"] for k in report["kernels"]) == ["sm_120a", "sm_90a"]

@@ -65,3 +65,75 @@ def test_a_capture_that_never_imports_the_cute_dsl_does_not_import_it(tmp_path) 
     assert run.stdout.split() == ["False", "False"], run.stdout + run.stderr
     assert "nothing captured" in run.stderr
     assert "Triton or the CuTe DSL" not in run.stderr  # the process imported Triton: the recorder ran
+
+
+SCALARS = '''
+from dataclasses import dataclass
+
+import cutlass
+from cutlass import cute
+
+
+@cute.kernel
+def _shift_kernel(x: cute.Tensor, out: cute.Tensor, offset: cutlass.Float32):
+    tidx, _, _ = cute.arch.thread_idx()
+    bidx, _, _ = cute.arch.block_idx()
+    i = bidx * 128 + tidx
+    out[i] = x[i] + offset
+
+
+@cute.jit
+def shift(x: cute.Tensor, out: cute.Tensor, offset: cutlass.Float32):
+    _shift_kernel(x, out, offset).launch(grid=(cute.size(x) // 128, 1, 1), block=(128, 1, 1))
+
+
+@dataclass(frozen=True)
+class Tile:
+    threads: int
+
+
+class Shifted:
+    """A class kernel whose constructor derives a configuration object when given none."""
+
+    def __init__(self, dtype, config=None):
+        self.dtype = dtype
+        self.config = config if config is not None else Tile(128)
+
+    @cute.jit
+    def __call__(self, x: cute.Tensor, out: cute.Tensor, offset: cutlass.Float32):
+        threads = self.config.threads
+        _shift_kernel(x, out, offset).launch(grid=(cute.size(x) // threads, 1, 1), block=(threads, 1, 1))
+'''
+
+SCALARS_SCRIPT = '''
+import cutlass
+from cutlass import cute
+from shifts import Shifted, shift
+
+n = cute.sym_int(divisibility=128)
+x = cute.runtime.make_fake_tensor(cutlass.Float32, (n,), stride=(1,), assumed_align=16)
+out = cute.runtime.make_fake_tensor(cutlass.Float32, (n,), stride=(1,), assumed_align=16)
+cute.compile(shift, x, out, cutlass.Float32(0.5))
+cute.compile(Shifted(cutlass.Float32), x, out, cutlass.Float32(1.0))
+'''
+
+
+def test_a_dsl_scalar_argument_and_a_derived_constructor_default_are_captured_and_compiled(tmp_path) -> None:
+    """QuACK compiles RMSNorm with `Float32(0)` for eps and CrossEntropy with `Int32(0)` for ignore_index, and builds
+    RMSNorm with `config=None`, which its constructor replaces by a configuration object. Neither call was
+    recorded ("argument 'eps' is a cutlass...Float32", "constructor argument 'config' is a ...Config"): a DSL scalar
+    is now kept as its type and value, and a constructor argument left to its default where the object built again
+    from the others is the one compiled. `kgate check` compiles both calls from the capture."""
+    (tmp_path / "kgate.toml").write_text('targets = ["sm_120a"]\n', encoding="utf-8")
+    (tmp_path / "shifts.py").write_text(SCALARS, encoding="utf-8")
+    (tmp_path / "compile_shifts.py").write_text(SCALARS_SCRIPT, encoding="utf-8")
+    run = kgate("capture", "--device", "cpu", "--", sys.executable, "compile_shifts.py", cwd=tmp_path, process=True)
+    assert run.code == 0 and "not recorded" not in run.stderr, run.stderr
+    text = (tmp_path / "kgate-capture.toml").read_text(encoding="utf-8")
+    assert 'offset = { dtype = "cutlass.Float32", value = 0.5 }' in text, text
+    assert 'init = { dtype = "cutlass.Float32" }' in text, text
+    check = kgate("check", "--format", "json", "--no-cache", cwd=tmp_path)
+    assert check.code == 0, check.stdout + check.stderr
+    rows = check.json()["kernels"]
+    assert sorted((k["kernel"], k["constexprs"]["offset"]["value"]) for k in rows) == [
+        ("shifts:Shifted", 1.0), ("shifts:shift", 0.5)], rows

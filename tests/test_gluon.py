@@ -173,3 +173,207 @@ def test_on_a_gpu_every_captured_gluon_specialisation_equals_the_live_kernel(tmp
     assert " 0 different, 0 not compiled offline" in run.stdout.rstrip().splitlines()[-1], run.stdout
     rows = [line for line in run.stdout.splitlines()[1:] if line.startswith("ops:")]
     assert len(rows) == 6 and all(line.rstrip().endswith("equal") for line in rows), run.stdout
+
+
+HOPPER_MMA = '''
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import warpgroup_mma
+
+
+@gluon.jit
+def wgmma_tile(out):
+    acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                         instr_shape=[16, 64, 16])
+    tile: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
+    a = gl.allocate_shared_memory(gl.float16, [64, 64], tile)
+    b = gl.allocate_shared_memory(gl.float16, [64, 64], tile)
+    acc = warpgroup_mma(a, b, gl.zeros((64, 64), gl.float32, acc_layout))
+    rows = gl.arange(0, 64, gl.SliceLayout(1, acc_layout))
+    cols = gl.arange(0, 64, gl.SliceLayout(0, acc_layout))
+    gl.store(out + rows[:, None] * 64 + cols[None, :], acc)
+'''
+
+
+def test_a_kernel_the_compiler_aborts_on_for_a_target_says_what_the_compiler_said(tmp_path: Path) -> None:
+    """Hopper's warpgroup MMA has no sm_120a instruction: Triton's LLVM backend aborts the process ("LLVM ERROR:
+    Cannot select: intrinsic %llvm.nvvm.wgmma..."). The finding said only that the compile worker died (exit status
+    -6), the compiler's reason left on the terminal; it now quotes it. The kernel compiles for sm_90a."""
+    (tmp_path / "kgate.toml").write_text('targets = ["sm_120a", "sm_90a"]\n\n[[triton]]\n'
+                                         'kernel = "hopper_mma:wgmma_tile"\nsignature = { out = "*fp32" }\n')
+    (tmp_path / "hopper_mma.py").write_text(HOPPER_MMA)
+    run = kgate("check", "--format", "json", "--no-cache", cwd=tmp_path)
+    report = run.json()
+    assert [k["target"] for k in report["kernels"]] == ["sm_90a"], report["kernels"]
+    (finding,) = report["findings"]
+    assert (finding["code"], finding["target"]) == ("KG001", "sm_120a")
+    assert "LLVM ERROR: Cannot select: intrinsic %llvm.nvvm.wgmma" in finding["message"], finding["message"]
+
+
+TENSOR_MEMORY = '''
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.blackwell import TensorMemoryLayout, allocate_tensor_memory
+
+
+@gluon.jit
+def tmem_round_trip(src, dst, M: gl.constexpr, N: gl.constexpr):
+    layout: gl.constexpr = gl.BlockedLayout([1, 1], [1, 32], [1, 4], [1, 0])
+    offs = gl.arange(0, M, gl.SliceLayout(1, layout))[:, None] * N + gl.arange(0, N, gl.SliceLayout(0, layout))[None, :]
+    tmem = allocate_tensor_memory(gl.float32, [M, N], TensorMemoryLayout(block=(64, 64), col_stride=1))
+    tmem.store(gl.convert_layout(gl.load(src + offs), tmem.get_reg_layout()))
+    gl.store(dst + offs, gl.convert_layout(tmem.load(), layout))
+'''
+
+
+def test_a_kernel_the_target_lacks_the_instructions_of_names_them_at_its_line(tmp_path: Path) -> None:
+    """Tensor memory is Blackwell's (sm_100a): for sm_120a and sm_90a Triton's verifier prints "file:line:col: error:
+    'ttng.tmem_alloc' op requires tcgen05 support" and raises "error encountered during parsing". The finding said
+    only the latter, at the kernel's definition; it now says what the compiler said, at the line it said it of."""
+    (tmp_path / "kgate.toml").write_text('targets = ["sm_120a", "sm_90a"]\n\n[[triton]]\n'
+                                         'kernel = "tmem:tmem_round_trip"\n'
+                                         'signature = { src = "*fp32", dst = "*fp32" }\nconstexprs = { M = 64, N = 64 }\n')
+    (tmp_path / "tmem.py").write_text(TENSOR_MEMORY)
+    for _run in range(2):  # compiled, then read back from the cache
+        findings = kgate("check", "--format", "json", cwd=tmp_path).json()["findings"]
+        assert sorted(f["target"] for f in findings) == ["sm_120a", "sm_90a"], findings
+        for finding in findings:
+            assert finding["code"] == "KG001" and finding["line"] == 11, finding
+            assert "'ttng.tmem_alloc' op requires tcgen05 support" in finding["message"], finding["message"]
+
+
+FRONT_END_ERROR = '''
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+
+
+@gluon.jit
+def carried(src, n):
+    layout: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
+    total = 0
+    for start in range(0, n, 128):
+        total = total + gl.load(src + start + gl.arange(0, 128, layout))
+    gl.store(src + gl.arange(0, 128, layout), total)
+'''
+
+
+def test_a_front_end_error_is_reported_at_the_line_it_is_of(tmp_path: Path) -> None:
+    """Triton's front end says where in the kernel it failed counted from the `def` ("at 4:4: Loop carried variable
+    total changed type"); the finding was put at the `def`. It is now at the line, the count gone from the message."""
+    (tmp_path / "kgate.toml").write_text('[[triton]]\nkernel = "loop:carried"\n'
+                                         'signature = { src = "*fp32", n = "i32" }\n')
+    (tmp_path / "loop.py").write_text(FRONT_END_ERROR)
+    (finding,) = kgate("check", "--format", "json", "--no-cache", cwd=tmp_path).json()["findings"]
+    assert (finding["code"], finding["line"]) == ("KG001", 10), finding
+    assert "total" in finding["message"] and not finding["message"].startswith("at "), finding["message"]
+
+
+DESCRIPTORS = '''
+import triton
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier, tma
+
+
+@gluon.jit
+def tma_copy(src_desc, dst_desc):
+    smem = gl.allocate_shared_memory(src_desc.dtype, src_desc.block_type.shape, src_desc.layout)
+    bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    mbarrier.init(bar, count=1)
+    mbarrier.expect(bar, src_desc.block_type.nbytes)
+    tma.async_load(src_desc, [0, 0], bar, smem)
+    mbarrier.wait(bar, phase=0)
+    mbarrier.invalidate(bar)
+    fence_async_shared()
+    tma.async_store(dst_desc, [0, 0], smem)
+    tma.store_wait(pendings=0)
+
+
+@triton.jit
+def desc_copy(src_desc, dst_desc):
+    dst_desc.store([0, 0], src_desc.load([0, 0]))
+'''
+
+DESCRIPTOR_LAUNCHES = '''
+import torch
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.nvidia.hopper import TensorDescriptor as GluonDescriptor
+from triton.tools.tensor_descriptor import TensorDescriptor
+
+import descs
+
+a = torch.empty(64, 64, dtype=torch.float16)
+shared = gl.NVMMASharedLayout.get_default_for([64, 64], gl.float16)
+descs.tma_copy[(1,)](GluonDescriptor(a, a.shape, a.stride(), [64, 64], shared),
+                     GluonDescriptor(a, a.shape, a.stride(), [64, 64], shared))
+b = torch.empty(32, 64, dtype=torch.bfloat16)
+descs.desc_copy[(1,)](TensorDescriptor.from_tensor(b, [32, 64]), TensorDescriptor.from_tensor(b, [32, 64]))
+'''
+
+GLUON_DESCRIPTOR = ("tensordesc<fp16[64, 64],NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2, "
+                    "transposed=False, fp4_padded=False, cga_layout=[])>")
+
+
+def test_a_kernel_taking_tensor_descriptors_is_registered_as_its_launch_is_captured(tmp_path: Path) -> None:
+    """Gluon's TMA kernels take `TensorDescriptor`s (Triton's tutorials 04 to 08): a capture records their type,
+    `tensordesc<fp16[64, 64],NVMMASharedLayout(...)>`, but a registration with that type in its `signature` was a
+    compile error ("kgate cannot make an example value of this type; give one in `args`"), and `args` has no form for
+    a descriptor. kgate now makes a descriptor of the type for the launcher, Gluon's or Triton's, and the
+    registration is the launch the capture recorded: the same specialisation, compiled for both targets."""
+    pytest.importorskip("torch", reason="the captured launches take torch tensors")
+    (tmp_path / "descs.py").write_text(DESCRIPTORS)
+    (tmp_path / "launch.py").write_text(DESCRIPTOR_LAUNCHES)
+    (tmp_path / "kgate.toml").write_text(
+        'targets = ["sm_120a", "sm_90a"]\ncapture = "captured.toml"\n\n'
+        f'[[triton]]\nkernel = "descs:tma_copy"\nsignature = {{ src_desc = "{GLUON_DESCRIPTOR}", '
+        f'dst_desc = "{GLUON_DESCRIPTOR}" }}\n\n'
+        '[[triton]]\nkernel = "descs:desc_copy"\n'
+        'signature = { src_desc = "tensordesc<bf16[32, 64]>", dst_desc = "tensordesc<bf16[32, 64]>" }\n')
+    checked = kgate("check", "--format", "json", "--no-cache", cwd=tmp_path)
+    report = checked.json()
+    assert not report["findings"], report["findings"]
+    registered = {(k["kernel"], k["target"]): k["variant"] for k in report["kernels"]}
+    assert sorted(registered) == [("descs:desc_copy", "sm_120a"), ("descs:desc_copy", "sm_90a"),
+                                  ("descs:tma_copy", "sm_120a"), ("descs:tma_copy", "sm_90a")]
+    run = kgate("capture", "--device", "cpu", "-o", "captured.toml", "--", sys.executable, "launch.py", cwd=tmp_path,
+                process=True)
+    assert run.code == 0, run.stderr
+    entries = captures.load(tmp_path / "captured.toml", "captured.toml").entries
+    assert {(e.spec.kernel, e.spec.variant) for e in entries} == {
+        (kernel, variant) for (kernel, target), variant in registered.items() if target == "sm_120a"}
+
+
+WARP_SPECIALIZED = '''
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+
+
+@gluon.jit
+def _fill(out, layout: gl.constexpr):
+    offs = gl.arange(0, 128, layout)
+    gl.store(out + offs, offs.to(gl.float32))
+
+
+@gluon.jit
+def _idle(out):
+    pass
+
+
+@gluon.jit
+def specialized(out, num_warps: gl.constexpr):
+    layout: gl.constexpr = gl.BlockedLayout([1], [32], [num_warps], [0])
+    gl.warp_specialize([(_fill, (out, layout)), (_idle, (out, ))], [2], [24])
+'''
+
+
+def test_a_warp_specialised_kernel_counts_the_warps_of_its_worker_partitions(tmp_path: Path) -> None:
+    """Gluon's warp-specialised kernels (tutorial 08) launch the default partition's `num_warps` and their worker
+    partitions' warps besides, rounded to warpgroups, as their PTX's `.reqntid` says; the row said the launch's
+    `num_warps`, and the occupancy was figured for those warps only."""
+    (tmp_path / "kgate.toml").write_text('targets = ["sm_120a", "sm_90a"]\n\n[[triton]]\nkernel = "ws:specialized"\n'
+                                         'signature = { out = "*fp32" }\nconstexprs = { num_warps = 4 }\n'
+                                         'num_warps = 4\n')
+    (tmp_path / "ws.py").write_text(WARP_SPECIALIZED)
+    rows = kgate("check", "--format", "json", "--no-cache", cwd=tmp_path).json()["kernels"]
+    assert sorted(k["target"] for k in rows) == ["sm_120a", "sm_90a"], rows
+    assert all(k["num_warps"] >= 4 + 2 for k in rows), [(k["target"], k["num_warps"]) for k in rows]

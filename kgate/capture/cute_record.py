@@ -148,18 +148,26 @@ def describe(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], options: An
 
 def constructor_args(obj: Any) -> dict[str, Any]:
     """A class kernel's constructor arguments, read back from the attributes of the same names, and checked: an
-    object built again from them must hold what `obj` holds, or the arguments are not what made it."""
+    object built again from them must hold what `obj` holds, or the arguments are not what made it. A parameter with
+    a default whose attribute is missing or has no form in kgate's files (a config object the constructor derives
+    from None) is left to its default, which the check then answers for."""
     cls = type(obj)
     params = [p for p in inspect.signature(cls.__init__).parameters.values()][1:]
     if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params):
         raise Unsupported(f"{cls.__qualname__}.__init__ takes *args or **kwargs: its arguments cannot be read back")
-    missing = [p.name for p in params if not hasattr(obj, p.name)]
-    if missing:
-        raise Unsupported(f"{cls.__qualname__} keeps no attribute {missing[0]!r} of its constructor's argument: the "
-                          f"arguments it was built with cannot be read back")
-    given = {p.name: getattr(obj, p.name) for p in params}
-    init = {name: encode(value, _Symbols([]), f"constructor argument {name!r}", tensors=False)
-            for name, value in given.items()}
+    given: dict[str, Any] = {}
+    init: dict[str, Any] = {}
+    for param in params:
+        try:
+            if not hasattr(obj, param.name):
+                raise Unsupported(f"{cls.__qualname__} keeps no attribute {param.name!r} of its constructor's "
+                                  f"argument: the arguments it was built with cannot be read back")
+            value = getattr(obj, param.name)
+            init[param.name] = encode(value, _Symbols([]), f"constructor argument {param.name!r}", tensors=False)
+            given[param.name] = value
+        except Unsupported:
+            if param.default is param.empty:
+                raise
     if _state(cls(**given)) != _state(obj):
         raise Unsupported(f"{cls.__qualname__} built again from its attributes {', '.join(given) or '(none)'} is not "
                           f"the object compiled: its constructor arguments cannot be read back")
@@ -222,6 +230,9 @@ def encode(value: Any, symbols: _Symbols, what: str, *, tensors: bool = True) ->
     dtype = _dtype_name(value)
     if dtype is not None:
         return dtype
+    scalar = _dtype_name(type(value))  # a DSL scalar, `cutlass.Float32(0.0)`: its type and its value
+    if scalar is not None and isinstance(getattr(value, "value", None), (bool, int, float)):
+        return encode_scalar(scalar, value.value, what)
     if type(value).__name__ == "_FakeStream":
         return "stream:env" if getattr(value, "use_tvm_ffi_env_stream", False) else "stream"
     if _is_tensor(value):
@@ -229,7 +240,14 @@ def encode(value: Any, symbols: _Symbols, what: str, *, tensors: bool = True) ->
             raise Unsupported(f"{what} is a tensor: a constructor argument cannot be one")
         return tensor(value, symbols, what)
     raise Unsupported(f"{what} is a {type(value).__module__}.{type(value).__qualname__}, which kgate cannot write as "
-                      f"a registration's argument (a fake tensor, a dtype, a stream, None, a number, a string)")
+                      f"a registration's argument (a fake tensor, a dtype, a DSL scalar, a stream, None, a number, "
+                      f"a string)")
+
+
+def encode_scalar(dtype: str, number: float, what: str) -> dict[str, Any]:
+    if isinstance(number, int) and not isinstance(number, bool) and not -_MAX_INT64 - 1 <= number <= _MAX_INT64:
+        raise Unsupported(f"{what} is {dtype}({number}), beyond 64 bits")
+    return {"dtype": dtype, "value": number}
 
 
 def _dtype_name(value: Any) -> str | None:

@@ -15,11 +15,13 @@ SASS where the run's plan wants it, as for a Triton variant. No GPU and no drive
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import os
 import re
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +30,7 @@ from kgate.compile.payloads import CompileRequest, ExpandRequest
 from kgate.compile.triton_backend import KernelError, _imported, disassemble
 from kgate.compile.units import CUBIN, Compiled, steady_log, store_text
 from kgate.compile.worker_facts import analysed
-from kgate.core.cute import DTYPE_PREFIX, STREAM, CuteCall, dim_symbol
+from kgate.core.cute import DTYPE_PREFIX, STREAM, CuteCall, dim_symbol, is_tensor
 
 # The options kgate adds to the call's own: the target, the PTX and cubin kept, ptxas's report in a remarks file.
 KGATE_OPTIONS = "--gpu-arch {target} --keep-ptx --keep-cubin --dump-dir {dump} remarks{{ptx}} --remark-output {remarks}"
@@ -69,11 +71,11 @@ def compile_call(payload: CompileRequest) -> dict[str, Any]:
     call = CuteCall.from_record(payload["variant"]["call"])
     target = payload["target"]
     obj = _imported(payload, call.kernel)
-    fn, where = _jit_entry(obj, call)
     from cutlass import cute
 
     started = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="kgate-cute-") as dump:
+    with tempfile.TemporaryDirectory(prefix="kgate-cute-") as dump, dsl_arch(target):
+        fn, where = _jit_entry(obj, call)
         remarks = os.path.join(dump, "remarks.yaml")
         options = KGATE_OPTIONS.format(target=target, dump=dump, remarks=remarks)
         try:
@@ -103,6 +105,22 @@ def compile_call(payload: CompileRequest) -> dict[str, Any]:
     unit = analysed(payload, unit, lambda _symbols: (disassemble(cubin_path), None))
     return {"context": context, "artifacts": dict(unit.hashes), "dynamic_smem": dynamic_smem, "entry_smem": smem,
             "cubin": cubin_hash}
+
+
+@contextlib.contextmanager
+def dsl_arch(target: str) -> Iterator[None]:
+    """The DSL's architecture set to the target gated while a call's kernel is built and compiled: a class kernel
+    whose constructor asks the DSL (`BaseDSL._get_dsl().get_arch_enum()`, as FlashAttention's do) saw the worker's
+    default instead (no GPU: the DSL's own guess), and FlashAttention's SM90 forward refused to be built for sm_90a."""
+    from cutlass.base_dsl import BaseDSL
+
+    envar = BaseDSL._get_dsl().envar
+    before = vars(envar).get("_arch")  # None: read from CUTE_DSL_ARCH or detected when next asked, as it was
+    envar.arch = target
+    try:
+        yield
+    finally:
+        envar.arch = before  # type: ignore[assignment]  # None: asked again as before; the DSL types it str
 
 
 def _texts(artifacts: Any) -> tuple[str, bytes]:
@@ -204,6 +222,8 @@ def decoded_args(call: CuteCall) -> dict[str, Any]:
 def decode(value: Any, symbols: dict[str, Any], depth: int) -> Any:
     from cutlass import cute
 
+    if isinstance(value, dict) and not is_tensor(value):
+        return _dtype(value["dtype"])(value["value"])
     if isinstance(value, dict):
         shape = tuple(_dim(d, symbols, 32) for d in value["shape"])
         stride = tuple(_dim(d, symbols, 64) for d in value["stride"])
@@ -254,8 +274,8 @@ def call_context(payload: CompileRequest, call: CuteCall, where: tuple[str, int]
         "path": payload.get("path") or where[0], "line": payload.get("line") or where[1], "kind": variant["kind"],
         "num_warps": 0, "num_stages": None, "expect": list(expect), "pdl": False,
         "shapes": list(variant.get("shapes", ())),
-        "constexprs": {**call.init, **{k: v for k, v in call.args.items() if not isinstance(v, dict)}},
-        "signature": {k: v["dtype"] for k, v in call.args.items() if isinstance(v, dict)},
+        "constexprs": {**call.init, **{k: v for k, v in call.args.items() if not is_tensor(v)}},
+        "signature": {k: v["dtype"] for k, v in call.args.items() if is_tensor(v)},
         "compile_seconds": round(seconds, 3), "toolchain": dict(payload.get("toolchain", {})), "specialization": {},
         "source": variant.get("source", "registered"), "captured": list(variant.get("captured", ())),
     }

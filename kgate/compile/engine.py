@@ -221,6 +221,8 @@ _INTEGERS = {"i8": 16, "i16": 16, "i32": 4096, "u8": 16, "u16": 16, "u32": 4096,
 def example_argument(name: str, ty: str, divisible: set[str]) -> Any:
     if ty.startswith("*"):
         return {"type": ty, "align": 16 if name in divisible else 8}
+    if ty.startswith("tensordesc<"):  # made in the compile worker: a descriptor of the type, for the launcher
+        return {"type": ty, "align": 16}
     if ty in _INTEGERS:
         return _INTEGERS[ty] + (0 if name in divisible else 1)
     if ty in ("i1", "u1"):

@@ -13,6 +13,8 @@ from __future__ import annotations
 import ast
 import dataclasses
 import importlib
+import math
+import re
 from typing import Any
 
 from kgate.core.constexpr import GLUON
@@ -69,6 +71,51 @@ def first_ir(asm: dict[str, Any]) -> str:
         if isinstance(text, str) and text:
             return text
     return ""
+
+
+# A tensor descriptor's type as Triton's launcher names it: "tensordesc<fp16[64, 128]>" (Triton's) or
+# "tensordesc<fp16[64, 128],NVMMASharedLayout(swizzle_byte_width=128, ...)>" (Gluon's, with its shared layout).
+_DESCRIPTOR = re.compile(r"tensordesc<(\w+)\[([0-9, ]+)\](?:,(.+))?>")
+
+
+def is_descriptor(ty: str) -> bool:
+    return ty.startswith("tensordesc<")
+
+
+def example_descriptor(ty: str, dtype: Any, base: Any) -> Any:
+    """A tensor descriptor Triton's launcher specialises as `ty`: Gluon's `TensorDescriptor` where the type names a
+    shared layout, Triton's otherwise, over `base` (a stand-in tensor of `dtype`), its global shape the block's and
+    its rows 16-byte aligned. ValueError where `ty` is not such a type."""
+    found = _DESCRIPTOR.fullmatch(ty)
+    if found is None:
+        raise ValueError(f"{ty!r} is not a tensor descriptor type (\"tensordesc<fp16[64, 64]>\")")
+    block = [int(size) for size in found.group(2).split(",")]
+    element = _Element(dtype)
+    row = 16 // math.gcd(16, element.itemsize)  # elements per 16 bytes
+    strides: list[int] = []
+    step = 1
+    for size in reversed(block):
+        strides.insert(0, step)
+        step *= -(-size // row) * row
+    if found.group(3) is None:
+        from triton.tools.tensor_descriptor import TensorDescriptor
+
+        return TensorDescriptor(base(element), list(block), strides, list(block))
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor as GluonDescriptor
+
+    return GluonDescriptor(base(element), list(block), strides, list(block), gluon_object("gl." + found.group(3)))
+
+
+class _Element:
+    """An element type as both descriptors read their base's: its name (`str`) and its size (`itemsize`)."""
+
+    def __init__(self, dtype: Any) -> None:
+        self.dtype = dtype
+        self.itemsize = max(1, int(dtype.primitive_bitwidth) // 8)
+        self.is_floating_point = bool(dtype.is_floating())
+
+    def __str__(self) -> str:
+        return str(self.dtype)
 
 
 class NotGluon(ValueError):

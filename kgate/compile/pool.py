@@ -15,6 +15,11 @@ A worker takes what it runs under from kgate as it is when the worker starts, no
 multiprocessing hands over the working folder and the import path, and `_Parent` the environment and stderr.
 The server is only where Triton is already imported: a worker is the same whichever run of kgate in this
 process started it.
+
+A worker's stderr is a file of its own, which kgate copies to its stderr as each task ends: a compiler says some
+things only there (MLIR's diagnostics, `file:line:col: error: ...`, before Triton raises "error encountered during
+parsing"; LLVM's "Cannot select" for an instruction the target lacks, as it aborts the process), and a failed task's
+outcome quotes them.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import multiprocessing
 import os
 import signal
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -32,6 +38,7 @@ from dataclasses import replace
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
+from kgate.compile import worker_stderr
 from kgate.compile.protocol import Outcome, Task
 from kgate.core.errors import ToolchainError
 from kgate.support import interrupts, tools
@@ -45,19 +52,19 @@ class _Parent:
     kgate when the worker starts: kgate's environment with the pool's changes, and its stderr (a file
     descriptor, handed over as multiprocessing hands over the worker's pipe)."""
 
-    def __init__(self, env: dict[str, str | None]) -> None:
+    def __init__(self, env: dict[str, str | None], stderr: int = 2) -> None:
         self.environ = dict(os.environ)
         for key, value in env.items():
             if value is None:
                 self.environ.pop(key, None)
             else:
                 self.environ[key] = value
-        self.stderr: Any = 2
+        self.stderr: Any = stderr
 
     def __reduce__(self) -> tuple[Any, ...]:
         from multiprocessing import reduction
 
-        return _Parent._rebuild, (self.environ, reduction.DupFd(2))
+        return _Parent._rebuild, (self.environ, reduction.DupFd(self.stderr))
 
     @staticmethod
     def _rebuild(environ: dict[str, str], stderr: Any) -> _Parent:
@@ -154,7 +161,7 @@ def _watch_kgate(pid: int) -> None:
     os._exit(1)
 
 
-def _start(ctx: Any, env: dict[str, str | None]) -> tuple[Any, Connection]:
+def _start(ctx: Any, env: dict[str, str | None], stderr: int) -> tuple[Any, Connection]:
     """A worker process and kgate's end of its pipe.
 
     multiprocessing starts a new fork server when it finds the old one gone, but a request that meets a
@@ -163,7 +170,7 @@ def _start(ctx: Any, env: dict[str, str | None]) -> tuple[Any, Connection]:
     problem: BaseException | None = None
     for attempt in range(START_ATTEMPTS):
         conn, child = ctx.Pipe()
-        process = ctx.Process(target=_serve, args=(child, _Parent(env), os.getpid()), daemon=True)
+        process = ctx.Process(target=_serve, args=(child, _Parent(env, stderr), os.getpid()), daemon=True)
         try:
             start_server()  # a server that has ended is started again here, not by multiprocessing
             process.start()
@@ -181,7 +188,11 @@ def _start(ctx: Any, env: dict[str, str | None]) -> tuple[Any, Connection]:
 
 class _Worker:
     def __init__(self, ctx: Any, env: dict[str, str | None]) -> None:
-        self.process, self.conn = _start(ctx, env)
+        # The worker's stderr (it writes; kgate reads at its own offset); closed with the worker.
+        self.log = tempfile.TemporaryFile()  # noqa: SIM115
+        self.logged = 0
+        self.tail = ""
+        self.process, self.conn = _start(ctx, env, self.log.fileno())
         self.task: int | None = None
         self.deadline = 0.0
         self.started = 0.0
@@ -199,13 +210,29 @@ class _Worker:
             return False
         return True
 
+    def forward(self) -> None:
+        """Copy to kgate's stderr what the worker wrote to its own since the last copy; keep its task's last lines."""
+        while not self.log.closed and (chunk := os.pread(self.log.fileno(), 1 << 16, self.logged)):
+            self.logged += len(chunk)
+            self.tail = (self.tail + chunk.decode("utf-8", "replace"))[-16384:]
+            try:
+                sys.stderr.flush()
+                os.write(2, chunk)
+            except OSError:
+                pass
+
     def end_report(self) -> str:
-        """What the task's outcome says: the exit status, where the fork server can still tell it."""
+        """What the task's outcome says: the exit status, where the fork server can still tell it, and the last
+        line the worker wrote, where it wrote one (what a compiler that aborted it said)."""
+        status = ""
         if not self.orphaned:
             self.process.join(timeout=2)  # its pipe may close a moment before the server reports its end
             if self.process.exitcode is not None:
-                return f"the compile worker died (exit status {self.process.exitcode}) while compiling this kernel"
-        return "the compile worker died while compiling this kernel"
+                status = f" (exit status {self.process.exitcode})"
+        self.forward()
+        said = worker_stderr.last_words(self.tail)
+        return (f"the compile worker died{status} while compiling this kernel"
+                + (f"; its last words: {said}" if said else ""))
 
     def kill(self) -> None:
         """Kill the worker and every compiler it started."""
@@ -219,6 +246,19 @@ class _Worker:
             self.process.kill()
         self.process.join(timeout=5)
         self.conn.close()
+        self.forward()
+        self.log.close()
+
+
+def with_diagnostics(outcome: Outcome, said: str) -> Outcome:
+    """A failed task's outcome with what the compiler printed of its failure (`kgate.compile.worker_stderr`)."""
+    if outcome.ok or not outcome.user_error:
+        return outcome
+    told = worker_stderr.diagnosed(str(outcome.value), said)
+    if told is None:
+        return outcome
+    value, where = told
+    return replace(outcome, value=value, where=outcome.where or where)
 
 
 PRELOAD = ["kgate.compile.preload"]
@@ -299,6 +339,8 @@ class Pool:
             for worker in self.workers:
                 if worker.task is None and pending:
                     next_task = pending.pop()
+                    worker.forward()
+                    worker.tail = ""  # the last words a death quotes are this task's
                     worker.task = next_task
                     worker.started = time.perf_counter()
                     worker.deadline = worker.started + timeout
@@ -335,6 +377,8 @@ class Pool:
                                       time.perf_counter() - worker.started, transient=True)
                     self._replace(worker)
                 if outcome is not None:
+                    worker.forward()
+                    outcome = with_diagnostics(outcome, worker.tail)
                     del busy[id(worker)]
                     worker.task = None
                     on_done(index, outcome)

@@ -21,6 +21,7 @@ import contextlib
 import importlib
 import io
 import os
+import re
 import sys
 import time
 import warnings
@@ -215,7 +216,9 @@ def compile_variant(payload: CompileRequest) -> dict[str, Any]:
         unwritable = cache_write_failure(exc, os.path.dirname(triton_cache) if triton_cache else None)
         if unwritable is not None:
             raise unwritable from None
-        raise KernelError(_compiler_message(exc)) from None
+        where = _error_line(exc, fn)
+        message = _compiler_message(exc)
+        raise KernelError(re.sub(r"^at \d+:\d+:\s*", "", message) if where else message, where) from None
     seconds = time.perf_counter() - started
     ptxas_log = "\n".join(line for line in log.getvalue().splitlines() if "ptxas" in line or "bytes" in line)
     folder = Path(payload["artifacts"])
@@ -246,7 +249,9 @@ def bind_registration(obj: Any, kernel: str, bind: dict[str, Any], capability: i
     pointers = _pointer_dtypes()
     args: dict[str, Any] = {}
     for name, value in bind["args"].items():
-        if isinstance(value, dict):
+        if isinstance(value, dict) and gluon.is_descriptor(value["type"]):
+            args[name] = _descriptor(name, value["type"], pointers)
+        elif isinstance(value, dict):
             ty = value["type"]
             dtype = pointers.get(ty[2:] if ty.startswith("*k") else ty[1:])
             if dtype is None:
@@ -267,6 +272,19 @@ def bind_registration(obj: Any, kernel: str, bind: dict[str, Any], capability: i
     record["kernel"] = kernel
     record.pop("file", None)
     return record
+
+
+def _descriptor(name: str, ty: str, pointers: dict[str, Any]) -> Any:
+    """A tensor descriptor argument of a registration, made for the launcher as the type says."""
+    from kgate.capture.runtime import ExamplePointer
+
+    element = ty[len("tensordesc<"):].split("[", 1)[0]
+    if element not in pointers:
+        raise KernelError(f"{name}: {ty!r} has an element type Triton's launcher does not know")
+    try:
+        return gluon.example_descriptor(ty, pointers[element], lambda dtype: ExamplePointer(dtype, 16))
+    except (ValueError, AssertionError, gluon.NotGluon) as exc:
+        raise KernelError(f"{name}: {ty!r}: kgate cannot make a tensor descriptor of this type ({exc})") from None
 
 
 _POINTERS: dict[str, Any] = {}
@@ -410,6 +428,17 @@ def variant_context(payload: CompileRequest, spec: Specialization, seconds: floa
         specialization=spec.report(),
         source=variant.get("source", "registered"),
     )
+
+
+def _error_line(exc: BaseException, fn: Any) -> tuple[str, int] | None:
+    """The file and line a front-end error of the kernel's own code is at. Triton's CompilationError says "at L:C"
+    counted from the kernel's `def`; the finding was put at the definition, the line left to count."""
+    node = getattr(exc, "node", None)
+    first = getattr(fn, "def_file_line_number", None)
+    line = getattr(node, "lineno", None)
+    if not (isinstance(first, int) and isinstance(line, int) and getattr(exc, "src", None) == getattr(fn, "src", 0)):
+        return None
+    return str(fn.file_name), first + line - 1
 
 
 def _compiler_message(exc: BaseException) -> str:

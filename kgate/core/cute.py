@@ -10,6 +10,7 @@ arguments of one call, as kgate's files hold them (TOML has no tensors, no dtype
     a dimension     an integer (static), or "?" (a symbol: `cute.sym_int()`), "?:8" (one divisible by 8),
                     "?m" or "?m:8" (a named symbol: every place that names `m` is the same value)
     a dtype         "cutlass.BFloat16"
+    a DSL scalar    { dtype = "cutlass.Float32", value = 0.0 } (`cutlass.Float32(0.0)`: the type the call gave it)
     a stream        "stream" (`cute.runtime.make_fake_stream()`)
     None            "None"
     anything else   a number, a boolean or a string, as it is
@@ -34,6 +35,7 @@ from kgate.core.schema import SHAPE_KEYS
 STREAM = "stream"
 DTYPE_PREFIX = "cutlass."
 TENSOR_KEYS = ("dtype", "shape", "stride", "align")
+SCALAR_KEYS = ("dtype", "value")
 _DIM = re.compile(r"\?([A-Za-z_][A-Za-z0-9_]*)?(?::([1-9][0-9]*))?")
 _MAX_INT64 = 2**63 - 1
 
@@ -58,8 +60,8 @@ class CuteCall:
         """A readable name: the constructor's and the scalar arguments' values, the tensors' element types, the tag."""
         named = [f"{k}={_short(v)}" for k, v in sorted(self.init.items())]
         args = sorted(self.args.items())
-        named += [f"{k}={_short(v)}" for k, v in args if not isinstance(v, dict) and not str(v).startswith(STREAM)]
-        dtypes = "+".join(_short(v["dtype"]) for _k, v in args if isinstance(v, dict))
+        named += [f"{k}={_short(v)}" for k, v in args if not is_tensor(v) and not str(v).startswith(STREAM)]
+        dtypes = "+".join(_short(v["dtype"]) for _k, v in args if is_tensor(v))
         readable = ",".join(part for part in (",".join(named), dtypes) if part)
         return f"{readable}#{self.tag}" if readable else self.tag
 
@@ -101,7 +103,14 @@ class CuteEntry(KernelEntry):
                 "source": self.source}
 
 
+def is_tensor(value: Any) -> bool:
+    """Whether an argument as kgate's files hold it is a tensor's table (a scalar's has a `value`)."""
+    return isinstance(value, dict) and "value" not in value
+
+
 def _short(value: Any) -> str:
+    if isinstance(value, dict):  # a DSL scalar: its value, as a number argument shows
+        return str(value["value"])
     if isinstance(value, str) and value.startswith(DTYPE_PREFIX):
         return value[len(DTYPE_PREFIX):]
     return str(value)
@@ -115,6 +124,8 @@ def value(raw: Any, where: str, *, tensors: bool = True) -> Any:
     for anything else."""
     if raw is None:
         return "None"
+    if isinstance(raw, dict) and "value" in raw:
+        return scalar(raw, where)
     if isinstance(raw, dict):
         if not tensors:
             raise ConfigError(f"{where}: a constructor argument cannot be a tensor")
@@ -133,6 +144,19 @@ def value(raw: Any, where: str, *, tensors: bool = True) -> Any:
         return raw
     raise ConfigError(f"{where}: must be a number, boolean, string, dtype (\"cutlass.BFloat16\"), \"stream\", "
                       f"\"None\" or a tensor table, not {type(raw).__name__}")
+
+
+def scalar(raw: dict[str, Any], where: str) -> dict[str, Any]:
+    """A scalar of one of the DSL's types (`cutlass.Float32(0.0)`): `dtype` and `value`, a number or a boolean."""
+    unknown = sorted(set(raw) - set(SCALAR_KEYS))
+    if unknown:
+        raise ConfigError(f"{where}.{unknown[0]}: unknown key (a scalar takes {', '.join(SCALAR_KEYS)})")
+    dtype, number = raw.get("dtype"), raw["value"]
+    if not isinstance(dtype, str) or not dtype.startswith(DTYPE_PREFIX) or not dtype[len(DTYPE_PREFIX):].isidentifier():
+        raise ConfigError(f"{where}.dtype: must be a CuTe DSL scalar type such as \"cutlass.Float32\"")
+    if not isinstance(number, (bool, int, float)) or isinstance(number, int) and not -_MAX_INT64 - 1 <= number <= _MAX_INT64:
+        raise ConfigError(f"{where}.value: must be a number or a boolean (at most 64 bits), not {number!r}")
+    return {"dtype": dtype, "value": number}
 
 
 def tensor(raw: dict[str, Any], where: str) -> dict[str, Any]:

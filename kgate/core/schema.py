@@ -224,7 +224,12 @@ _CUTE_TENSOR: dict[str, Any] = {
                    "stride": {"type": "array", "minItems": 1, "items": _CUTE_DIM},
                    "align": {"type": "integer", "minimum": 1}},
 }
-_CUTE_VALUE: dict[str, Any] = {"anyOf": [{"type": ["number", "boolean", "string"]}, _CUTE_TENSOR,
+_CUTE_SCALAR: dict[str, Any] = {
+    "type": "object", "required": ["dtype", "value"], "additionalProperties": False,
+    "properties": {"dtype": {"type": "string", "pattern": "^cutlass\\.[A-Za-z_][A-Za-z0-9_]*$"},
+                   "value": {"type": ["number", "boolean"]}},
+}
+_CUTE_VALUE: dict[str, Any] = {"anyOf": [{"type": ["number", "boolean", "string"]}, _CUTE_SCALAR, _CUTE_TENSOR,
                                          {"type": "array", "items": {"type": ["number", "boolean", "string"]}}]}
 _CUTE_ARGS: dict[str, Any] = {"type": "object", "additionalProperties": _CUTE_VALUE}
 
@@ -239,7 +244,8 @@ CUTE: tuple[Setting, ...] = (
         "`{ dtype = \"cutlass.BFloat16\", shape = [\"?\", 4096], stride = [4096, 1], align = 16 }` (a dimension "
         "is an integer, or a symbol: `\"?\"`, `\"?:8\"` divisible by 8, `\"?m\"` one named symbol wherever "
         "it is written; `stride` defaults to row-major, `align` is the assumed alignment in bytes), a dtype as "
-        "`\"cutlass.Float32\"`, a stream as `\"stream\"`, `\"None\"`, numbers, booleans and strings. kgate "
+        "`\"cutlass.Float32\"`, a scalar of the DSL's as `{ dtype = \"cutlass.Float32\", value = 0.0 }` "
+        "(`cutlass.Float32(0.0)`), a stream as `\"stream\"`, `\"None\"`, numbers, booleans and strings. kgate "
         "makes fake tensors of them (`make_fake_tensor`): no GPU and no memory is needed."),
         example='args = { x = { dtype = "cutlass.BFloat16", shape = ["?", 4096], stride = [4096, 1], align = 16 }, '
                 'stream = "stream" }'),

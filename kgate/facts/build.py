@@ -38,10 +38,21 @@ def unit_facts(unit: Compiled, src: Sources, model: type[F] = KernelFacts) -> li
     launches, a CUDA file's own kernels."""
     if unit.language == "triton":
         entry = src.ptx.entry().name
-        return [(entry, build(model, unit.context, src, entry))]
+        return [(entry, build(model, launched_warps(unit.context, src, entry), src, entry))]
     if unit.language == "cute":
         return [(entry, build(model, context, src, entry)) for entry, context in cute_kernels(unit.context, src)]
     return [(entry, build(model, context, src, entry)) for entry, context in cuda_kernels(unit.context, src)]
+
+
+def launched_warps(context: dict[str, Any], src: Sources, entry: str) -> dict[str, Any]:
+    """A Triton variant's context with the warps its CTA is launched with: what its PTX requires (`.reqntid`), where
+    it says. That is the launch's `num_warps` but for a warp-specialised kernel (`gl.warp_specialize`, Triton's
+    `warp_specialize=True` loops), whose worker partitions add warps, rounded up to warpgroups: its occupancy was
+    figured for the default partition's warps only."""
+    header = src.headers.get(entry)
+    if header is None or not header.max_threads:
+        return context
+    return {**context, "num_warps": max(1, -(-header.max_threads // 32))}
 
 
 def cute_kernels(context: dict[str, Any], src: Sources) -> list[tuple[str, dict[str, Any]]]:
