@@ -230,6 +230,10 @@ def test_a_kernel_the_target_lacks_the_instructions_of_names_them_at_its_line(tm
     """Tensor memory is Blackwell's (sm_100a): for sm_120a and sm_90a Triton's verifier prints "file:line:col: error:
     'ttng.tmem_alloc' op requires tcgen05 support" and raises "error encountered during parsing". The finding said
     only the latter, at the kernel's definition; it now says what the compiler said, at the line it said it of."""
+    from importlib.metadata import version
+
+    if tuple(int(part) for part in version("triton").split(".")[:2]) < (3, 7):
+        pytest.skip("the kernel is written in the Gluon of Triton 3.7 and later (tensor memory's get_reg_layout)")
     (tmp_path / "kgate.toml").write_text('targets = ["sm_120a", "sm_90a"]\n\n[[triton]]\n'
                                          'kernel = "tmem:tmem_round_trip"\n'
                                          'signature = { src = "*fp32", dst = "*fp32" }\nconstexprs = { M = 64, N = 64 }\n')

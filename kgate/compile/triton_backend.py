@@ -435,10 +435,17 @@ def _error_line(exc: BaseException, fn: Any) -> tuple[str, int] | None:
     counted from the kernel's `def`; the finding was put at the definition, the line left to count."""
     node = getattr(exc, "node", None)
     first = getattr(fn, "def_file_line_number", None)
+    if first is None:  # Triton before 3.7: the source's first line and the lines of the decorators above the def
+        raw, start = getattr(fn, "raw_src", None), getattr(fn, "starting_line_number", None)
+        if isinstance(raw, list) and isinstance(start, int):
+            first = next((start + i for i, text in enumerate(raw) if re.match(r"\s*def\s", text)), None)
     line = getattr(node, "lineno", None)
     if not (isinstance(first, int) and isinstance(line, int) and getattr(exc, "src", None) == getattr(fn, "src", 0)):
         return None
-    return str(fn.file_name), first + line - 1
+    # Triton before 3.7 keeps no file name: the Python function's own.
+    file_name = getattr(fn, "file_name", None) or getattr(getattr(getattr(fn, "fn", None), "__code__", None),
+                                                          "co_filename", None)
+    return (str(file_name), first + line - 1) if file_name else None
 
 
 def _compiler_message(exc: BaseException) -> str:

@@ -56,6 +56,7 @@ INDIRECT = "(a function pointer)"  # the callee named for a call through a regis
 # and none waits.
 RUNTIME = frozenset({"vprintf", "__assertfail", "malloc", "free"})
 _COPY = re.compile(r"\$\d+$")
+_TYPES = re.compile(r"__(?=P*(?:[iu]|fp|bf)\d)")
 _SANITIZED = "_$_"  # how a PTX symbol writes a character it cannot hold (Triton's `.` between module and name)
 _FILE_SCOPE = re.compile(r"_INTERNAL_[0-9a-f]+_\d+_\w*?_[0-9a-f]+::|\(anonymous namespace\)::")
 
@@ -77,7 +78,10 @@ def function_name(symbol: str, home: str | None = None) -> str:
         if sep and " " in head.replace("(anonymous namespace)", ""):
             head = head.rsplit(" ", 1)[1]
         return head + sep + tail
-    qualified, sep, _types = symbol.rpartition("__")
+    # The argument types start at the first `__` before a type (`Pfp32`, `i32`, `bf16`): Triton 3.6 writes the
+    # constexprs after them (`__Pfp32___$_1_$__...`), 3.9 nothing; a function without arguments ends in `__`.
+    typed = _TYPES.search(symbol)
+    qualified, sep = (symbol[:typed.start()], "__") if typed else symbol.rpartition("__")[:2]
     if _SANITIZED not in symbol or not sep or _SANITIZED not in qualified:
         return symbol
     prefix = f"{home.replace('.', _SANITIZED)}{_SANITIZED}" if home else None

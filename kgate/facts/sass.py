@@ -132,8 +132,9 @@ class LoopLoads:
 # An LDG's modifiers that say how many bits it reads (LDG.E = 32); U8/S8 and U16/S16 load one narrow element.
 _LOAD_BITS = {"U8": 8, "S8": 8, "U16": 16, "S16": 16, "64": 64, "128": 128, "256": 256}
 # An address: a register (or uniform register) of 32 or 64 bits and an optional immediate byte offset, the last
-# bracketed operand (`desc[UR4][R2.64+0x10]`, `[R4+-0x8]`).
-_ADDRESS = re.compile(r"\[(U?R\d+)(?:\.64)?(?:\+(-?)(0x[0-9a-f]+|\d+))?\]\s*$")
+# bracketed operand (`desc[UR4][R2.64+0x10]`, `[R4+-0x8]`), before the scoreboard an older cuobjdump prints
+# (`&wr=0x2 ?trans4`).
+_ADDRESS = re.compile(r"\[(U?R\d+)(?:\.64)?(?:\+(-?)(0x[0-9a-f]+|\d+))?\](?:\s+[&?][^\[\]]*)?\s*$")
 
 
 def load_width(opcode: str) -> int:
