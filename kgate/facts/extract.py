@@ -9,10 +9,10 @@ cached record is trusted only in its whole shape.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from functools import cached_property
-from typing import Any
+from typing import Any, TypeVar
 
 from kgate.compile.units import Artifacts
 from kgate.core.errors import ParseError
@@ -39,6 +39,8 @@ from kgate.facts.sass import (
     parse_sass,
 )
 from kgate.facts.ttgir import Pipeline, parse_pipeline
+
+_T = TypeVar("_T")
 
 
 class Sources:
@@ -158,9 +160,7 @@ def local_in_loop(src: Sources, entry: str) -> tuple[int, int] | None:
     functions = src.local_in_loops
     if functions is None or sass_summary(src, entry) is None:
         return None
-    own = functions.get(entry)
-    if own is None and src.artifacts.sass_symbols is None and len(functions) == 1:
-        own = next(iter(functions.values()))  # the one function of a Triton cubin, whatever its name
+    own = _own(functions, src, entry)
     loads, stores = own.in_loops if own else (0, 0)
     looped = set(src.ptx.entry(entry).looped_calls)
     for name in _called(src, entry):
@@ -177,10 +177,16 @@ def global_loads_in_loops(src: Sources, entry: str) -> tuple[LoopLoads, ...] | N
     functions = src.loop_loads
     if functions is None or sass_summary(src, entry) is None:
         return None
+    return _own(functions, src, entry) or ()
+
+
+def _own(functions: Mapping[str, _T], src: Sources, entry: str) -> _T | None:
+    """What the SASS holds of the entry's own function: by its name, or the one function of a Triton cubin,
+    whatever its name."""
     own = functions.get(entry)
     if own is None and src.artifacts.sass_symbols is None and len(functions) == 1:
-        own = next(iter(functions.values()))  # the one function of a Triton cubin, whatever its name
-    return own or ()
+        own = next(iter(functions.values()))
+    return own
 
 
 def _called(src: Sources, entry: str) -> tuple[str, ...]:
