@@ -409,8 +409,10 @@ class Launches(CallSites):
         dimensions: a weight, a bias or a scale by its name; an attribute of `self` (a parameter or a buffer of
         the module, a table allocated at start-up); a tensor of the module's own (assigned once at its top level);
         `nn.Parameter(...)`; what a method of such a tensor returns given no run-time size (`w.t()`,
-        `self.pool.view(-1)`); a local assigned only such tensors; a parameter of the launching function that
-        every call of it in the module passes such a tensor."""
+        `self.pool.view(-1)`); an entry of one at a constant index (`self.kv_cache[0]`, one pool of a start-up
+        list; an index tensor would gather a run-time count of rows); either arm of a conditional choosing between
+        such tensors; a local assigned only such tensors; a parameter of the launching function that every call
+        of it in the module passes such a tensor."""
         if depth > _DEPTH:
             return False
         depth += 1
@@ -428,6 +430,10 @@ class Launches(CallSites):
                 self.value(a, scope, depth, seen).cls == RUNTIME for a in given)
         if isinstance(tensor, ast.Name):
             return self._fixed_name(tensor.id, scope, depth, seen)
+        if isinstance(tensor, ast.IfExp):
+            return self.fixed(tensor.body, scope, depth, seen) and self.fixed(tensor.orelse, scope, depth, seen)
+        if isinstance(tensor, ast.Subscript):
+            return _constant_index(tensor.slice) and self.fixed(tensor.value, scope, depth, seen)
         return False
 
     def _fixed_name(self, name: str, scope: Scope, depth: int, seen: set[tuple[int, str]]) -> bool:
@@ -438,13 +444,18 @@ class Launches(CallSites):
                 return self.fixed(arg, caller, depth, seen)
             bindings = here.env.get(name)
             mark = (id(here.node), "fixed " + name)
-            if bindings:
-                return mark not in seen and all(value is not None and position is None and self.fixed(
-                    value, here, depth, seen | {mark}) for value, position, _count in bindings)
-            if name in here.params:
+            if bindings and mark not in seen:
+                # An entry of a tuple of such tensors unpacked (`conv_q, conv_k = self.kv_cache`) is one too; a name
+                # unpacked from a shape is a size, not a tensor.
+                return all(value is not None and shape_of(value) is None and self.fixed(
+                    value, here, depth, seen | {mark}) for value, _position, _count in bindings)
+            if name in here.params:  # what the callers pass (`x = x.contiguous()`: what the caller passed for x)
+                mark = (id(here.node), "passed " + name)
                 passed = self._passed_by_callers(here, name) if mark not in seen else []
                 return bool(passed) and all(reader.fixed(arg, caller, depth, seen | {mark})
                                             for arg, caller, reader in passed)
+            if bindings:
+                return True  # `state = state.transpose(-1, -2)` read again: the name's other bindings decide
             here = here.parent
         return name in self.info.constants
 
@@ -496,6 +507,18 @@ class Launches(CallSites):
             return Verdict(UNKNOWN)
         verdict = worst([self.value(v, inner, depth, seen) for v in values if v is not None])
         return Verdict(verdict.cls, Why(call) if verdict.cls != UNKNOWN else "")
+
+
+def _constant_index(index: ast.expr) -> bool:
+    """Whether an index takes one value whatever the batch: an integer, a slice with constant bounds, `...`, `None`,
+    or a tuple of those (`pool[0]`, `cache[:, 0]`)."""
+    if isinstance(index, ast.Tuple):
+        return all(_constant_index(item) for item in index.elts)
+    if isinstance(index, ast.Slice):
+        return all(part is None or integer(part, {}) is not None for part in (index.lower, index.upper, index.step))
+    if isinstance(index, ast.Constant):
+        return index.value is None or index.value is Ellipsis or isinstance(index.value, int)
+    return integer(index, {}) is not None
 
 
 def _row(tensor: ast.expr) -> bool:

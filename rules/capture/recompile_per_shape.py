@@ -30,7 +30,10 @@ device or a model dimension is fine, and the dimensions of a tensor the
 built model fixes are model dimensions (a weight, a bias or a scale; a
 parameter, a buffer or a start-up table of the module, such as
 `hc_fn.shape[0]` where every call passes `self.hc_fn`, or
-`self.req_to_token.numel()`; the row stride of a `[T, H]` tensor; a size
+`self.req_to_token.numel()`, however the caller picks it: an entry of
+a start-up tuple of pools, `self.kv_cache[0]` or a name unpacked from
+it, transposed or chosen by a conditional; rows gathered from it by an
+index tensor are not); the row stride of a `[T, H]` tensor; a size
 the launcher asserts equal to one, such as `dim` of `dim, seqlen = x.shape`
 under `assert (dim, width) == weight.shape`). A name
 alone places nothing here (a parameter of the launcher that nothing in
