@@ -65,6 +65,7 @@ from kgate.collect.pyvalues import (
     Verdict,
     Why,
     best,
+    constant_index,
     dimension,
     integer,
     is_weight,
@@ -433,7 +434,7 @@ class Launches(CallSites):
         if isinstance(tensor, ast.IfExp):
             return self.fixed(tensor.body, scope, depth, seen) and self.fixed(tensor.orelse, scope, depth, seen)
         if isinstance(tensor, ast.Subscript):
-            return _constant_index(tensor.slice) and self.fixed(tensor.value, scope, depth, seen)
+            return constant_index(tensor.slice) and self.fixed(tensor.value, scope, depth, seen)
         return False
 
     def _fixed_name(self, name: str, scope: Scope, depth: int, seen: set[tuple[int, str]]) -> bool:
@@ -507,18 +508,6 @@ class Launches(CallSites):
             return Verdict(UNKNOWN)
         verdict = worst([self.value(v, inner, depth, seen) for v in values if v is not None])
         return Verdict(verdict.cls, Why(call) if verdict.cls != UNKNOWN else "")
-
-
-def _constant_index(index: ast.expr) -> bool:
-    """Whether an index takes one value whatever the batch: an integer, a slice with constant bounds, `...`, `None`,
-    or a tuple of those (`pool[0]`, `cache[:, 0]`)."""
-    if isinstance(index, ast.Tuple):
-        return all(_constant_index(item) for item in index.elts)
-    if isinstance(index, ast.Slice):
-        return all(part is None or integer(part, {}) is not None for part in (index.lower, index.upper, index.step))
-    if isinstance(index, ast.Constant):
-        return index.value is None or index.value is Ellipsis or isinstance(index.value, int)
-    return integer(index, {}) is not None
 
 
 def _row(tensor: ast.expr) -> bool:

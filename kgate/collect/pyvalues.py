@@ -159,6 +159,17 @@ def integer(node: ast.expr | None, constants: dict[str, ast.expr], depth: int = 
             return left ** right if isinstance(node.op, ast.Pow) else left << right
     return None
 
+def constant_index(index: ast.expr) -> bool:
+    """Whether an index takes one value whatever the batch: an integer, a slice with constant bounds, `...`, `None`,
+    or a tuple of those (`pool[0]`, `cache[:, 0]`)."""
+    if isinstance(index, ast.Tuple):
+        return all(constant_index(item) for item in index.elts)
+    if isinstance(index, ast.Slice):
+        return all(part is None or integer(part, {}) is not None for part in (index.lower, index.upper, index.step))
+    if isinstance(index, ast.Constant):
+        return index.value is None or index.value is Ellipsis or isinstance(index.value, int)
+    return integer(index, {}) is not None
+
 def written(node: ast.AST) -> str:
     """A short rendering of an expression for a message."""
     try:
