@@ -31,9 +31,11 @@ class Unsupported(Exception):
     """A `cute.compile` call whose arguments have no form in kgate's files."""
 
 
-def install(module: Any, record: Callable[[dict[str, Any]], None]) -> None:
+def install(module: Any, record: Callable[[dict[str, Any]], str | None],
+            measure: Callable[[str, Any], None] | None = None) -> None:
     """Wrap the DSL's compile (`cutlass.cute.compile`, and the callables `cute.compile[options]` makes): each
-    outermost call is recorded (`record`), then compiled as it would be."""
+    outermost call is recorded (`record`, which names the record), then compiled as it would be; with `measure`
+    (`kgate capture --verify`), the object the compile returned is handed to it with the record's name."""
     cls: Any = type(getattr(module, "compile", None))  # the DSL's compile object: its class is patched in place
     original_call, original_item = cls.__dict__.get("__call__"), cls.__dict__.get("__getitem__")
     if original_call is None or getattr(original_call, "__kgate__", False):
@@ -41,14 +43,20 @@ def install(module: Any, record: Callable[[dict[str, Any]], None]) -> None:
     depth = threading.local()
 
     def call(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if getattr(depth, "n", 0) == 0:
+        rid = None
+        outermost = getattr(depth, "n", 0) == 0
+        if outermost:
             with contextlib.suppress(Exception):  # a recorder must never break the command it watches
-                record(call_record(args, kwargs, self.__dict__.get("_kgate_options")))
+                rid = record(call_record(args, kwargs, self.__dict__.get("_kgate_options")))
         depth.n = getattr(depth, "n", 0) + 1
         try:
-            return original_call(self, *args, **kwargs)
+            compiled = original_call(self, *args, **kwargs)
         finally:
             depth.n -= 1
+        if outermost and measure is not None and rid is not None:
+            with contextlib.suppress(Exception):
+                measure(rid, compiled)
+        return compiled
 
     call = _dsl_frame(call, cls.__module__)
     call.__kgate__ = True  # type: ignore[attr-defined]
