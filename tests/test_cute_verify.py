@@ -23,6 +23,7 @@ from kgate.capture.runtime import Recorder
 from kgate.capture.session import Recorded, live_key
 from kgate.collect import captures
 from kgate.commands.capture import _captured_facts
+from kgate.core import cute_dsl
 from kgate.core.config import load_config
 from kgate.pipeline.capture_verify import verify
 
@@ -177,7 +178,7 @@ def test_the_dynamic_shared_memory_of_a_compiled_call_is_what_kgate_gates(
 
     x = cute.runtime.make_fake_tensor(cutlass.Float32, (1048576,), stride=(1,), assumed_align=16)
     made = cute.compile(scale_then_stage, x, x, options="--gpu-arch sm_90a")
-    _every, own = cute_live.dynamic_shared(made)
+    _every, own = cute_live.dynamic_shared(made, cute_dsl)
     assert own == {f.entry.name: f.resources.smem_dynamic for f in compiled.facts if f.kernel.startswith(f"{TWO}/")}
 
 

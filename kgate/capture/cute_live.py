@@ -6,7 +6,7 @@ asks the driver for each kernel of that library, on the current device: register
 static shared memory (CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES) and local memory per thread
 (CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, the stack frame ptxas reserved, where spills go). The shared memory a kernel
 launches with adds the dynamic part its launch asks for, which only the host code the DSL generated says
-(`kgate.core.cute_host`, as kgate's offline compile reads it).
+(`kgate.core.cute_dsl`, as kgate's offline compile reads it).
 
 Where the compiled object holds its loaded library (`jit_module.cuda_library`, loaded by the object's own `to()`, as
 its first call does), that library is asked; a compiled object that keeps it in its host code (a TVM-FFI function)
@@ -18,8 +18,6 @@ bindings are the DSL's own dependency, imported only once a process has compiled
 
 from __future__ import annotations
 
-import importlib.util
-import os
 import sys
 from typing import Any
 
@@ -29,21 +27,7 @@ NUM_REGS, SHARED_SIZE_BYTES, LOCAL_SIZE_BYTES = 4, 1, 3
 COMPUTE_CAPABILITY_MAJOR, COMPUTE_CAPABILITY_MINOR = 75, 76
 
 
-def _host_module() -> Any:
-    """`kgate.core.cute_host`, loaded as this module is."""
-    if __package__ == "kgate.capture":
-        from kgate.core import cute_host
-
-        return cute_host
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "core", "cute_host.py")
-    spec = importlib.util.spec_from_file_location("_kgate_cute_host", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def figures(compiled: Any) -> dict[str, Any]:
+def figures(compiled: Any, dsl: Any) -> dict[str, Any]:
     """The record of one compiled call: `arch` (the device's, 90 for 9.0) and `kernels`, symbol -> registers
     (`n_regs`), shared memory (`shared`: static and dynamic) and local memory (`local`); `error` where the driver could
     not be asked."""
@@ -60,15 +44,15 @@ def figures(compiled: Any) -> dict[str, Any]:
         return {"error": f"{type(exc).__name__}: {exc}"}
     if not static:
         return {"arch": arch, "error": "the compiled object holds no loaded kernel"}
-    dynamic, per_kernel = dynamic_shared(compiled)
+    dynamic, per_kernel = dynamic_shared(compiled, dsl)
     kernels = {name: {**own, "shared": own["shared"] + per_kernel.get(name, dynamic)} for name, own in static.items()}
     return {"arch": arch, "kernels": kernels}
 
 
-def dynamic_shared(compiled: Any) -> tuple[int, dict[str, int]]:
-    """The dynamic shared memory the compiled call's launches ask for (`kgate.core.cute_host.launch_shared`)."""
+def dynamic_shared(compiled: Any, dsl: Any) -> tuple[int, dict[str, int]]:
+    """The dynamic shared memory the compiled call's launches ask for (`dsl`: `kgate.core.cute_dsl`, as loaded)."""
     module = getattr(compiled, "ir_module", None)
-    return _host_module().launch_shared(str(module)) if module is not None else (0, {})
+    return dsl.launch_shared(str(module)) if module is not None else (0, {})
 
 
 class DriverError(RuntimeError):

@@ -14,7 +14,10 @@ the module the command itself imported, and hooked only once it has.
 from __future__ import annotations
 
 import contextlib
+import importlib
+import importlib.util
 import inspect
+import os
 import sys
 import threading
 import types
@@ -25,6 +28,22 @@ DTYPE_PREFIX = "cutlass."
 RESERVED = ("None", "stream", "stream:env")  # strings that mean something else in kgate's files
 COMPILE_CONTROLS = ("options",)  # cute.compile's own keywords that kgate records (beside the call's arguments)
 _MAX_INT64 = 2**63 - 1
+
+
+def core(name: str) -> Any:
+    """A standard-library module of `kgate.core` (`cute_dsl`), loaded as this module is: by file path, once, in a
+    captured process, where kgate itself may not be importable."""
+    if __package__ == "kgate.capture":
+        return importlib.import_module(f"kgate.core.{name}")
+    loaded = sys.modules.get(f"_kgate_{name}")
+    if loaded is None:
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "core", f"{name}.py")
+        spec = importlib.util.spec_from_file_location(f"_kgate_{name}", path)
+        assert spec is not None and spec.loader is not None
+        loaded = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(loaded)
+        sys.modules[f"_kgate_{name}"] = loaded
+    return loaded
 
 
 class Unsupported(Exception):
@@ -116,10 +135,10 @@ def _class_call(cls: type) -> Any:
 
 def _jit_function(fn: Any) -> tuple[Any, bool]:
     """The `@cute.jit` function a call compiles, and whether `fn` is an object whose `__call__` it is."""
-    if getattr(fn, "_decorator_kind", None) == "jit":
+    if core("cute_dsl").decorator_kind(fn) == "jit":
         return fn, False
     method = _class_call(type(fn))
-    if not inspect.isfunction(fn) and getattr(method, "_decorator_kind", None) == "jit":
+    if not inspect.isfunction(fn) and core("cute_dsl").decorator_kind(method) == "jit":
         return method, True
     raise Unsupported("what is compiled is neither a @cute.jit function nor an object whose __call__ is one")
 

@@ -65,16 +65,19 @@ encode_constant = _constexpr.encode_constant
 
 
 def _sibling(name: str) -> Any:
-    """A module of the CuTe DSL's recorder (`kgate.capture.cute_record`, `cute_live`), loaded as this module is, when
-    the DSL is imported."""
+    """A module of the CuTe DSL's recorder (`kgate.capture.cute_record`, `cute_live`), loaded as this module is, once,
+    when the DSL is imported."""
     if __package__ == "kgate.capture":
         return importlib.import_module(f"kgate.capture.{name}")
-    spec = importlib.util.spec_from_file_location(
-        f"_kgate_{name}", os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py"))
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    loaded = sys.modules.get(f"_kgate_{name}")
+    if loaded is None:
+        spec = importlib.util.spec_from_file_location(
+            f"_kgate_{name}", os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py"))
+        assert spec is not None and spec.loader is not None
+        loaded = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(loaded)
+        sys.modules[f"_kgate_{name}"] = loaded
+    return loaded
 
 
 # --------------------------------------------------------------------------- the launcher's output
@@ -447,7 +450,7 @@ class Recorder:
                 return
             self.cute_measured.add(rid)
         try:
-            figures = _sibling("cute_live").figures(compiled)
+            figures = _sibling("cute_live").figures(compiled, _sibling("cute_record").core("cute_dsl"))
         except Exception as exc:  # noqa: BLE001 - a recorder must never break the command it watches
             figures = {"error": f"{type(exc).__name__}: {exc}"}
         with self.lock:

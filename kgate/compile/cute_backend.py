@@ -31,7 +31,7 @@ from kgate.compile.triton_backend import KernelError, _imported, disassemble
 from kgate.compile.units import CUBIN, Compiled, steady_log, store_text
 from kgate.compile.worker_facts import analysed
 from kgate.core.cute import DTYPE_PREFIX, STREAM, CuteCall, dim_symbol, is_tensor
-from kgate.core.cute_host import launch_shared
+from kgate.core.cute_dsl import decorator_kind, launch_shared
 
 # The options kgate adds to the call's own: the target, the PTX and cubin kept, ptxas's report in a remarks file.
 KGATE_OPTIONS = "--gpu-arch {target} --keep-ptx --keep-cubin --dump-dir {dump} remarks{{ptx}} --remark-output {remarks}"
@@ -47,8 +47,8 @@ def dsl_version() -> str:
 
 
 def is_cute_jit(fn: Any) -> bool:
-    """Whether a function is a `@cute.jit` one (the DSL marks what its decorators made: `_decorator_kind`)."""
-    return getattr(fn, "_decorator_kind", None) == "jit" and hasattr(fn, "_dsl_cls")
+    """Whether a function is a `@cute.jit` one (`kgate.core.cute_dsl.decorator_kind`)."""
+    return decorator_kind(fn) == "jit" and hasattr(fn, "_dsl_cls")
 
 
 def expand(payload: ExpandRequest) -> dict[str, Any]:
@@ -90,6 +90,10 @@ def compile_call(payload: CompileRequest) -> dict[str, Any]:
         dynamic_smem, smem = launch_shared(str(compiled.ir_module))
         log = ptxas_log(Path(remarks).read_text(encoding="utf-8", errors="replace")
                         if os.path.exists(remarks) else "")
+    if not log:
+        raise KernelError(f"nvidia-cutlass-dsl {dsl_version()} wrote no ptxas report for this call (its remarks{{ptx}} "
+                          f"output, where kgate reads registers, spills and the stack frame; the DSL writes it from "
+                          f"4.8)")
     folder = Path(payload["artifacts"])
     cubin_hash = write_artifact(folder / CUBIN, cubin)
     cubin_path = kept(folder / CUBIN, cubin_hash)  # this compile's, whatever another compile of the key writes

@@ -73,7 +73,8 @@ def _by_target(recorded: Recorded) -> tuple[dict[str, list[Any]], list[str], int
     """The captured specialisations and `cute.compile` calls the driver reported on, by the target of its GPU; a line
     for each it reported nothing of (a kernel it could not load, a call whose figures could not be read); and how many
     ran on a GPU of no target kgate gates."""
-    live = [(entry, entry.spec.kernel, entry.spec.variant) for entry in recorded.file.entries]
+    live: list[tuple[Any, str, str]] = [(entry, entry.spec.kernel, entry.spec.variant)
+                                        for entry in recorded.file.entries]
     for entry in recorded.file.cute:
         live += [(replace(entry, args=(call.args,)), call.kernel, call.variant) for call in entry.calls()]
     by_target: dict[str, list[Any]] = {}

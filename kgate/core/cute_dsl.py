@@ -1,12 +1,27 @@
-"""The dynamic shared memory a CuTe DSL call's kernels launch with, read from the host code the DSL generated.
+"""What kgate reads of the CuTe DSL's own objects, whichever release made them: which decorator made a function, and
+the dynamic shared memory a call's kernels launch with, from the host code the DSL generated.
 
-Standard library only: kgate's compile workers read it from their offline compile, and a process that `kgate capture
---verify` watches on a GPU reads it from the project's own compile (loaded there by file path, as the recorder is).
+Standard library only: kgate's compile workers read them from their offline compile, and a process that `kgate capture`
+watches reads them from the project's own (loaded there by file path, as the recorder is).
 """
 
 from __future__ import annotations
 
 import re
+from typing import Any
+
+
+def decorator_kind(fn: Any) -> str | None:
+    """"jit" for a `@cute.jit` function, "kernel" for a `@cute.kernel`, None for anything else. The DSL marks what its
+    decorators made (`_decorator_kind`, from nvidia-cutlass-dsl 4.8); an earlier release's wrapper is known by the DSL
+    class it keeps (`_dsl_cls`) and the executor it calls (`_kernel_helper` for a kernel)."""
+    kind = getattr(fn, "_decorator_kind", None)
+    if kind is not None or not callable(fn) or not hasattr(fn, "_dsl_cls"):
+        return kind if isinstance(kind, str) else None
+    cells = dict(zip(getattr(getattr(fn, "__code__", None), "co_freevars", ()), getattr(fn, "__closure__", None) or ()))
+    executor = cells["executor_name"].cell_contents if "executor_name" in cells else None
+    return "kernel" if executor == "_kernel_helper" else "jit"
+
 
 # What the DSL's shared-memory allocators ask for is only in the host code it generates: neither the PTX (`.extern
 # .shared ... []`) nor the cubin says it. Each launch stores it in its `cudaLaunchConfig_t` (the struct's third field,
