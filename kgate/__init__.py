@@ -29,6 +29,7 @@ def register(**fields: Any) -> Callable[[F], F]:
     returned unchanged.
     """
     from kgate.core.config import parse_cute_entry, parse_triton_entry
+    from kgate.core.cute_dsl import decorator_kind
 
     if "kernel" in fields:
         raise TypeError("kgate.register takes no 'kernel': it is the decorated function")
@@ -37,7 +38,7 @@ def register(**fields: Any) -> Callable[[F], F]:
         name = getattr(fn, "__name__", None) or getattr(getattr(fn, "fn", None), "__name__", "kernel")
         module = getattr(fn, "__module__", None) or "module"
         where = f"kgate.register on {name}"
-        if getattr(fn, "_decorator_kind", None) == "jit":  # a @cute.jit function: a CuTe DSL registration
+        if decorator_kind(fn) == "jit":  # a @cute.jit function: a CuTe DSL registration
             entry: Any = parse_cute_entry({**_cute_written(fields), "kernel": f"{module}:{name}"}, where)
         else:
             entry = parse_triton_entry({**fields, "kernel": f"{module}:{name}"}, where)

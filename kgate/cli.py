@@ -122,17 +122,21 @@ def _unrecognized(parser: _Parser, extras: list[str]) -> None:
     parser.error(message)
 
 
-def _releases(text: str) -> str:
-    """`--triton VERSION[,VERSION]`: Triton release numbers, checked here so that no command takes an empty or
-    malformed list for no list at all (`--triton ""` would otherwise read as no `--triton`)."""
-    from kgate.compile.environments import parse_versions
+def _releases(text: str, option: str = "--triton") -> str:
+    """`--triton VERSION[,VERSION]`, `--cute-dsl VERSION[,VERSION]`: release numbers, checked here so that no command
+    takes an empty or malformed list for no list at all (`--triton ""` would otherwise read as no `--triton`)."""
+    from kgate.compile.environments import DISTRIBUTIONS, parse_versions
     from kgate.core.errors import KgateError
 
     try:
-        parse_versions(text)
+        parse_versions(text, next(d for d in DISTRIBUTIONS if d.option == option))
     except KgateError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
     return text
+
+
+def _dsl_releases(text: str) -> str:
+    return _releases(text, "--cute-dsl")
 
 
 def _positive_int(text: str) -> int:
@@ -239,6 +243,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             p.add_argument("--triton", metavar="VERSION[,VERSION]", type=_releases,
                            help="also compile the Triton kernels under these Triton releases, each in an "
                                 "environment kgate makes once and keeps, and report what changes")
+            p.add_argument("--cute-dsl", metavar="VERSION[,VERSION]", type=_dsl_releases,
+                           help="also compile the CuTe DSL kernels under these releases of nvidia-cutlass-dsl, as "
+                                "--triton does")
         if name in ("lint", "baseline"):
             p.add_argument("paths", nargs="*", help="files or folders (default: the current folder, as ruff has it)"
                            if name == "lint" else "files or folders (default: the project)")

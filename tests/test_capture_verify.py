@@ -68,6 +68,19 @@ def test_a_gpu_kernel_kgate_does_not_target_is_counted_not_compared(project: Pat
     assert "0 specialisation(s)" in capsys.readouterr().out.splitlines()[-1]
 
 
+def test_a_kernel_the_gpu_could_not_load_is_never_equal(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A kernel the driver could not load (Triton's OutOfResources) has nothing to compare but Triton's own shared
+    memory figure: it was counted "equal to the live kernel" when that figure matched, and the command passed."""
+    config = load_config(start=project)
+    entry = _recorded(project, {}).file.entries[0]
+    shared = _captured_facts(config, [entry], "sm_90a", 1).facts[0].resources.smem_bytes
+    live = {"arch": 90, "shared": shared, "error": "OutOfResources: out of resource: shared memory"}
+    assert verify(config, _recorded(project, live), jobs=1, compile_facts=_captured_facts) is True
+    out = capsys.readouterr().out
+    assert "not loaded: OutOfResources" in out
+    assert "0 equal to the live kernel, 0 different, 0 not compiled offline, 1 not loaded on the GPU" in out, out
+
+
 def test_only_figures_the_driver_gave_are_compared(project: Path) -> None:
     config = load_config(start=project)
     entry = _recorded(project, {}).file.entries[0]

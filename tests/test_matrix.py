@@ -1,20 +1,23 @@
-"""The Triton version matrix (`kgate check --triton VERSION`).
+"""The version matrix (`kgate check --triton VERSION`, `--cute-dsl VERSION`).
 
 The comparison and its report are pure functions of `kgate check --format json` rows and are tested here
 on rows; the whole command (an environment made from the package index, the kernels compiled under another
-Triton) runs with KGATE_TEST_MATRIX=1, since it downloads a Triton release (about 600 MB installed).
+release) runs with KGATE_TEST_MATRIX=1, since it downloads a Triton release (about 600 MB installed) or CuTe DSL
+releases (about 400 MB each).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
 from conftest import copy_project, kgate
 
-from kgate.compile.environments import MARKER, _verified, parse_versions
+from kgate.compile.environments import CUTE_DSL, MARKER, TRITON, _identity, _verified, parse_versions
+from kgate.core.cute_dsl import decorator_kind
 from kgate.core.errors import ToolchainError
 from kgate.report import matrix
 
@@ -53,6 +56,84 @@ def test_release_numbers_are_checked() -> None:
     for bad in ("", "latest", "3.x", "3.6.0;rm"):
         with pytest.raises(ToolchainError):
             parse_versions(bad)
+    with pytest.raises(ToolchainError, match="--cute-dsl 4.x: '4.x' is not a CuTe DSL release number such as 4.7.0"):
+        parse_versions("4.x", CUTE_DSL)
+
+
+def test_a_cute_dsl_matrix_compares_the_cute_dsl_rows_under_its_name() -> None:
+    here = [row("k:scale", 10, language="cute"), row("k:wide", 80, language="cute"), row("t:tri", 40)]
+    older = matrix.Release("4.8.0", {(r["kernel"], r["variant"], r["target"]): r for r in (
+        row("k:scale", 10, language="cute"), row("k:wide", 88, language="cute"))}, failing=0, seconds=3.0)
+    table = matrix.matrix("4.8.1", here, 0, [older], label="CuTe DSL", language="cute")
+    lines = matrix.render(table)
+    assert lines[0].startswith("CuTe DSL matrix: 4.8.1 | 4.8.0")
+    assert [line.split()[0] for line in lines[3:] if line.startswith(("k:", "t:"))] == ["k:wide"]  # no Triton row
+    assert lines[-1].startswith("CuTe DSL 4.8.0: 2 variant(s) compiled in 3.0 s; 1 differ from 4.8.1")
+    assert matrix.to_json(table)["compiler"] == "CuTe DSL"
+
+
+def test_a_release_that_cannot_import_a_kernel_fails() -> None:
+    """A compile error before any target (a kernel the release cannot import or describe: the CuTe DSL 4.7's jit
+    functions, before kgate knew their wrapper) is a failing finding of that release: the release whose every kernel
+    failed so passed the matrix with "0 failing finding(s)"."""
+    findings = [{"severity": "error", "kernel": "pkg.ops:scale", "target": None, "name": "compile-error",
+                 "message": "pkg.ops:scale is not a @cute.jit function"},
+                {"severity": "error", "kernel": None, "target": None, "name": "source-ban", "message": "a source rule"}]
+    assert matrix.failing_of(findings) == 1
+    assert matrix.compile_errors_of(findings * 2) == ("pkg.ops:scale is not a @cute.jit function",)
+    older = matrix.Release("4.7.0", {}, matrix.failing_of(findings), 1.0, matrix.compile_errors_of(findings))
+    lines = matrix.render(matrix.matrix("4.8.1", [], 0, [older], label="CuTe DSL", language="cute"))
+    assert lines[-1] == "CuTe DSL 4.7.0: a compile failed: pkg.ops:scale is not a @cute.jit function"
+
+
+def _wrapped(executor_name: str) -> object:
+    """A function as nvidia-cutlass-dsl 4.7 decorates it (`BaseDSL.jit_runner`): the DSL class kept on a wrapper that
+    calls the DSL's executor by name, and no `_decorator_kind`."""
+    import functools
+
+    def decorate(func):
+        func._dsl_cls = object
+
+        @functools.wraps(func)
+        def jit_wrapper(*args, **kwargs):
+            return getattr(func._dsl_cls, executor_name)(func, *args, **kwargs)
+
+        return jit_wrapper
+
+    def body(x):
+        return x
+
+    return decorate(body)
+
+
+def test_a_function_an_earlier_cute_dsl_decorated_is_known_by_its_wrapper() -> None:
+    """nvidia-cutlass-dsl 4.8 marks what its decorators made (`_decorator_kind`); 4.7 does not, and every kernel of a
+    project compiled under 4.7 was "not a @cute.jit function"."""
+    assert decorator_kind(_wrapped("_func")) == "jit"
+    assert decorator_kind(_wrapped("_kernel_helper")) == "kernel"
+    assert decorator_kind(print) is None and decorator_kind(lambda: None) is None
+
+
+def test_a_cute_dsl_environment_is_used_only_when_its_record_matches_its_files(tmp_path: Path) -> None:
+    folder = tmp_path / "nvidia-cutlass-dsl-4.7.0-py3"
+    site = folder / "lib" / "python3.x" / "site-packages"
+    libs = site / "nvidia_cutlass_dsl" / "dsl_packages" / "cutlass" / "_mlir" / "_mlir_libs"
+    libs.mkdir(parents=True)
+    (site / "nvidia_cutlass_dsl-4.7.0.dist-info").mkdir()
+    (libs / "_cutlass_ir.so").write_bytes(b"x" * 10)
+    (folder / "bin").mkdir()
+    (folder / "bin" / "python").write_text("")
+    (folder / MARKER).write_text(json.dumps(_identity(folder, "4.7.0", CUTE_DSL), sort_keys=True))
+    assert _verified(folder, "4.7.0", CUTE_DSL)
+    assert not _verified(folder, "4.7.0", TRITON)  # no Triton there
+    (libs / "_cutlass_ir.so").write_bytes(b"x" * 11)
+    assert not _verified(folder, "4.7.0", CUTE_DSL)
+
+
+def test_one_release_matrix_a_run(tmp_path: Path) -> None:
+    (tmp_path / "kgate.toml").write_text('targets = ["sm_120a"]\n', encoding="utf-8")
+    run = kgate("check", "--triton", "3.6.0", "--cute-dsl", "4.8.0", cwd=tmp_path)
+    assert run.code == 2 and "--triton and --cute-dsl: one release matrix a run" in run.stderr, run.stderr
 
 
 def test_an_environment_is_used_only_when_its_record_matches_its_files(tmp_path: Path) -> None:
@@ -85,3 +166,24 @@ def test_the_matrix_shows_block_scaled_mma_lost_under_triton_3_5(tmp_path: Path)
     lost = [c for c in data["matrix"]["changed"] if c["kernel"] == "block_scale:mxfp8_tile"]
     assert lost and all(c["by_version"]["3.5.1"]["mma"] == "plain" for c in lost)
     assert any(d["kind"] == "TOOLCHAIN" and d["subject"] == "triton 3.5.1" and d["fails"] for d in data["ratchet"])
+
+
+@pytest.mark.skipif(os.environ.get("KGATE_TEST_MATRIX") != "1",
+                    reason="downloads nvidia-cutlass-dsl 4.8.0 and 4.7.0 into environments of their own; set "
+                           "KGATE_TEST_MATRIX=1")
+def test_the_cute_dsl_matrix_compiles_every_call_under_another_release(tmp_path: Path) -> None:
+    """Under 4.8.0 every captured call compiles, to the figures of the DSL here (a kernel whose SASS is read
+    included: that environment has no Triton, and so no cuobjdump of its own); under 4.7.0, which writes no ptxas
+    report, each call is a compile error that says so, and the release fails."""
+    pytest.importorskip("cutlass.cute", reason="the CuTe DSL is not installed")
+    project = copy_project("cute/verify", tmp_path)
+    captured = kgate("capture", "--device", "cpu", "--target", "sm_90a", "--", sys.executable, "compile_ops.py",
+                     cwd=project, process=True)
+    assert captured.code == 0, captured.stderr
+    env = {"KGATE_TOOLCHAINS": os.environ.get("KGATE_TEST_TOOLCHAINS", str(tmp_path / "toolchains"))}
+    run = kgate("check", "--cute-dsl", "4.8.0,4.7.0", "--target", "sm_90a", cwd=project, env=env, timeout=3600)
+    assert run.code == 1, run.stderr
+    assert "CuTe DSL 4.8.0: 6 variant(s) compiled" in run.stdout and " 0 differ from " in run.stdout, run.stdout
+    assert "CuTe DSL 4.7.0: 0 variant(s) compiled" in run.stdout
+    assert "CuTe DSL 4.7.0: a compile failed: nvidia-cutlass-dsl 4.7.0 wrote no ptxas report" in run.stdout
+    assert "TOOLCHAIN nvidia-cutlass-dsl 4.7.0: 5 failing finding(s)" in run.stdout, run.stdout

@@ -14,7 +14,10 @@ the module the command itself imported, and hooked only once it has.
 from __future__ import annotations
 
 import contextlib
+import importlib
+import importlib.util
 import inspect
+import os
 import sys
 import threading
 import types
@@ -27,13 +30,31 @@ COMPILE_CONTROLS = ("options",)  # cute.compile's own keywords that kgate record
 _MAX_INT64 = 2**63 - 1
 
 
+def core(name: str) -> Any:
+    """A standard-library module of `kgate.core` (`cute_dsl`), loaded as this module is: by file path, once, in a
+    captured process, where kgate itself may not be importable."""
+    if __package__ == "kgate.capture":
+        return importlib.import_module(f"kgate.core.{name}")
+    loaded = sys.modules.get(f"_kgate_{name}")
+    if loaded is None:
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "core", f"{name}.py")
+        spec = importlib.util.spec_from_file_location(f"_kgate_{name}", path)
+        assert spec is not None and spec.loader is not None
+        loaded = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(loaded)
+        sys.modules[f"_kgate_{name}"] = loaded
+    return loaded
+
+
 class Unsupported(Exception):
     """A `cute.compile` call whose arguments have no form in kgate's files."""
 
 
-def install(module: Any, record: Callable[[dict[str, Any]], None]) -> None:
+def install(module: Any, record: Callable[[dict[str, Any]], str | None],
+            measure: Callable[[str, Any], None] | None = None) -> None:
     """Wrap the DSL's compile (`cutlass.cute.compile`, and the callables `cute.compile[options]` makes): each
-    outermost call is recorded (`record`), then compiled as it would be."""
+    outermost call is recorded (`record`, which names the record), then compiled as it would be; with `measure`
+    (`kgate capture --verify`), the object the compile returned is handed to it with the record's name."""
     cls: Any = type(getattr(module, "compile", None))  # the DSL's compile object: its class is patched in place
     original_call, original_item = cls.__dict__.get("__call__"), cls.__dict__.get("__getitem__")
     if original_call is None or getattr(original_call, "__kgate__", False):
@@ -41,14 +62,20 @@ def install(module: Any, record: Callable[[dict[str, Any]], None]) -> None:
     depth = threading.local()
 
     def call(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if getattr(depth, "n", 0) == 0:
+        rid = None
+        outermost = getattr(depth, "n", 0) == 0
+        if outermost:
             with contextlib.suppress(Exception):  # a recorder must never break the command it watches
-                record(call_record(args, kwargs, self.__dict__.get("_kgate_options")))
+                rid = record(call_record(args, kwargs, self.__dict__.get("_kgate_options")))
         depth.n = getattr(depth, "n", 0) + 1
         try:
-            return original_call(self, *args, **kwargs)
+            compiled = original_call(self, *args, **kwargs)
         finally:
             depth.n -= 1
+        if outermost and measure is not None and rid is not None:
+            with contextlib.suppress(Exception):
+                measure(rid, compiled)
+        return compiled
 
     call = _dsl_frame(call, cls.__module__)
     call.__kgate__ = True  # type: ignore[attr-defined]
@@ -108,10 +135,10 @@ def _class_call(cls: type) -> Any:
 
 def _jit_function(fn: Any) -> tuple[Any, bool]:
     """The `@cute.jit` function a call compiles, and whether `fn` is an object whose `__call__` it is."""
-    if getattr(fn, "_decorator_kind", None) == "jit":
+    if core("cute_dsl").decorator_kind(fn) == "jit":
         return fn, False
     method = _class_call(type(fn))
-    if not inspect.isfunction(fn) and getattr(method, "_decorator_kind", None) == "jit":
+    if not inspect.isfunction(fn) and core("cute_dsl").decorator_kind(method) == "jit":
         return method, True
     raise Unsupported("what is compiled is neither a @cute.jit function nor an object whose __call__ is one")
 

@@ -64,18 +64,20 @@ Unsupported = _constexpr.Unsupported
 encode_constant = _constexpr.encode_constant
 
 
-def _cute_record() -> Any:
-    """The CuTe DSL's recorder (`kgate.capture.cute_record`), loaded as this module is, when the DSL is imported."""
+def _sibling(name: str) -> Any:
+    """A module of the CuTe DSL's recorder (`kgate.capture.cute_record`, `cute_live`), loaded as this module is, once,
+    when the DSL is imported."""
     if __package__ == "kgate.capture":
-        from kgate.capture import cute_record
-
-        return cute_record
-    spec = importlib.util.spec_from_file_location(
-        "_kgate_cute_record", os.path.join(os.path.dirname(os.path.abspath(__file__)), "cute_record.py"))
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+        return importlib.import_module(f"kgate.capture.{name}")
+    loaded = sys.modules.get(f"_kgate_{name}")
+    if loaded is None:
+        spec = importlib.util.spec_from_file_location(
+            f"_kgate_{name}", os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py"))
+        assert spec is not None and spec.loader is not None
+        loaded = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(loaded)
+        sys.modules[f"_kgate_{name}"] = loaded
+    return loaded
 
 
 # --------------------------------------------------------------------------- the launcher's output
@@ -256,6 +258,7 @@ class Recorder:
         self.counts = counts
         self.seen: dict[tuple[int, str], str] = {}  # (id of the JITFunction, Triton's cache key) -> record id
         self.cute_seen: set[str] = set()  # record ids of the cute.compile calls written
+        self.cute_measured: set[str] = set()  # ... and of those whose kernels' figures were written (`--verify`)
         self.launches: dict[str, int] = {}
         self.specs: dict[str, dict[str, Any]] = {}  # record id -> record
         self.autotuned: list[list[str]] = []  # record ids bound inside each running autotuner call
@@ -429,15 +432,29 @@ class Recorder:
         self._write({"type": "spec", "version": RECORD_VERSION, "id": rid, **record})
         return rid
 
-    def cute(self, record: dict[str, Any]) -> None:
-        """A `cute.compile` call (`kgate.capture.cute_record`), once a process; the environment described first."""
+    def cute(self, record: dict[str, Any]) -> str:
+        """A `cute.compile` call (`kgate.capture.cute_record`), once a process; the environment described first.
+        Returns the record's id."""
         rid = hashlib.sha256(json.dumps(record, sort_keys=True, default=str).encode()).hexdigest()[:20]
         with self.lock:
-            if rid in self.cute_seen:
+            if rid not in self.cute_seen:
+                self.cute_seen.add(rid)
+                self._describe(None, int(os.environ.get(ENV_TARGET) or 0) if self.offline else None)
+                self._write({"type": "cute", "version": RECORD_VERSION, "id": rid, **record})
+        return rid
+
+    def cute_live(self, rid: str, compiled: Any) -> None:
+        """What the driver reports of the kernels of a recorded `cute.compile` call (`--verify`), once a call."""
+        with self.lock:
+            if rid in self.cute_measured:
                 return
-            self.cute_seen.add(rid)
-            self._describe(None, int(os.environ.get(ENV_TARGET) or 0) if self.offline else None)
-            self._write({"type": "cute", "version": RECORD_VERSION, "id": rid, **record})
+            self.cute_measured.add(rid)
+        try:
+            figures = _sibling("cute_live").figures(compiled, _sibling("cute_record").core("cute_dsl"))
+        except Exception as exc:  # noqa: BLE001 - a recorder must never break the command it watches
+            figures = {"error": f"{type(exc).__name__}: {exc}"}
+        with self.lock:
+            self._write({"type": "live", "id": rid, **figures})
 
     def picked(self, rids: list[str], config: Any) -> None:
         """The autotuner chose `config` after benchmarking: mark the record of it that this call bound."""
@@ -777,7 +794,8 @@ def install_from_env() -> None:
         recorder._write({"type": "triton"})
 
     def cute_hooked() -> None:
-        _cute_record().install(sys.modules["cutlass.cute"], recorder.cute)
+        measure = recorder.cute_live if recorder.live and not recorder.offline else None
+        _sibling("cute_record").install(sys.modules["cutlass.cute"], recorder.cute, measure)
         recorder._write({"type": "cute-dsl"})
 
     for name, then in (("triton", hooked), ("cutlass.cute", cute_hooked)):

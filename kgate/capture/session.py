@@ -41,7 +41,7 @@ class Recorded:
     file: CaptureFile = field(default_factory=CaptureFile)
     problems: list[str] = field(default_factory=list)  # one line each: launches kgate cannot gate
     outside: dict[str, int] = field(default_factory=dict)  # kernel -> specialisations defined outside the project
-    live: dict[str, dict[str, Any]] = field(default_factory=dict)  # variant identity -> what the driver reported
+    live: dict[str, dict[str, Any]] = field(default_factory=dict)  # `live_key` -> what the driver reported
     processes: int = 0  # processes that recorded a launch
     started: int = 0  # Python processes of the command that ran kgate's recorder
     imported: int = 0  # ... and imported Triton or the CuTe DSL, the recorder's hooks installed
@@ -105,6 +105,7 @@ def read_records(config: Config, folder: Path) -> Recorded:
     specs: dict[str, CapturedSpec] = {}
     ids: dict[str, str] = {}  # record id -> entry key
     cute: list[CuteEntry] = []
+    calls: dict[str, str] = {}  # a cute.compile record's id -> its call's identity ("kernel|variant")
     files = records.read_folder(folder)
     for read in files:
         out.problems.extend(read.problems)
@@ -117,7 +118,10 @@ def read_records(config: Config, folder: Path) -> Recorded:
         out.processes += bool(kinds & {"spec", "cute"})
         for record in read.records:
             if record["type"] == "cute" and read.where is not None:
-                cute.extend(_cute_entry(record, read.where, roots, project, out))
+                made = _cute_entry(record, read.where, roots, project, out)
+                cute.extend(made)
+                for call in (call for entry in made for call in entry.calls()):
+                    calls[record["id"]] = live_key(call.kernel, call.variant)
             else:
                 _note(record, read.where, specs, ids, (roots, project, out))
     # What refers to a specialisation by its id, after every file's specialisations: a forked child counts the
@@ -126,6 +130,8 @@ def read_records(config: Config, folder: Path) -> Recorded:
         for record in read.records:
             if record.get("id") in ids:
                 _refer(record, ids[record["id"]], specs, out)
+            elif record["type"] == "live" and record["id"] in calls:  # the driver's figures of a call's kernels
+                out.live[calls[record["id"]]] = {k: v for k, v in record.items() if k not in ("type", "id")}
     out.file.entries = sorted(specs.values(), key=lambda e: (e.spec.kernel, e.spec.variant, e.key))
     out.file.cute = captures.merged_cute([], cute, replace_kernels=False)
     return out
@@ -167,7 +173,14 @@ def _refer(record: dict[str, Any], key: str, specs: dict[str, CapturedSpec], out
     elif kind == "launches":
         specs[key] = CapturedSpec(item.spec, item.captured, item.picked, (item.launches or 0) + record["count"])
     elif kind == "live":
-        out.live[f"{item.spec.kernel}|{item.spec.variant}"] = {k: v for k, v in record.items() if k not in ("type", "id")}
+        out.live[live_key(item.spec.kernel, item.spec.variant)] = {k: v for k, v in record.items()
+                                                                   if k not in ("type", "id")}
+
+
+def live_key(kernel: str, variant: str) -> str:
+    """The identity `Recorded.live` holds a variant's figures under: a Triton specialisation's, or a `cute.compile`
+    call's (its figures then hold each kernel's, by symbol)."""
+    return f"{kernel}|{variant}"
 
 
 def _entry(record: dict[str, Any], where: str, roots: list[Path], project: Path, out: Recorded) -> CapturedSpec | None:

@@ -92,11 +92,15 @@ def _nothing(recorded: session.Recorded, gpu: bool) -> str:
 
 
 def _captured_facts(config: Config, entries: list[Any], target: str, jobs: int) -> CompileRun:
-    """Captured specialisations compiled for one target into facts, as `kgate check` compiles them: for the target
-    a live kernel ran on, whichever target the capture file says an entry was bound for."""
+    """Captured specialisations and `cute.compile` calls compiled for one target into facts, as `kgate check` compiles
+    them: for the target a live kernel ran on, whichever target the capture file says an entry was bound for."""
+    from kgate.core.config import PythonEntry
+    from kgate.core.cute import CuteEntry
     from kgate.core.selection import build_selection
     from kgate.evaluate.plan import selection_plan
     from kgate.facts.run import triton_facts
 
-    return triton_facts(replace(config, device_independent_launchers=True), [], (target,), jobs=jobs,
-                        plan=selection_plan(build_selection(config)), captured=entries)
+    calls: list[PythonEntry] = [e for e in entries if isinstance(e, CuteEntry)]
+    specs = [e for e in entries if not isinstance(e, CuteEntry)]
+    return triton_facts(replace(config, device_independent_launchers=True), calls, (target,), jobs=jobs,
+                        plan=selection_plan(build_selection(config)), captured=specs)

@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kgate.api import gate as api
 from kgate.commands import recording
 from kgate.commands.common import ProgressBar, config_from, emit, fail_on, selection_from, show_files, show_settings
 from kgate.core.config import Config
+from kgate.core.errors import ConfigError
 from kgate.core.result import Result
 from kgate.pipeline.check import CheckOptions, CheckRun, resolve_targets
 from kgate.shard.plan import inputs as shard_inputs
 from kgate.shard.plan import load_timings, parse_shard, timings_path
+
+if TYPE_CHECKING:
+    from kgate.compile.environments import Distribution
 
 
 def run(args: argparse.Namespace) -> int:
@@ -23,6 +27,7 @@ def run(args: argparse.Namespace) -> int:
         return show_settings(config, selection, args.show_settings)
     if args.show_files:  # the source files the source rules read; the kernels are `kgate check` itself
         return show_files(config, selection, [])
+    matrix = _matrix_of(args)  # refused before the run, not after it
     options = CheckOptions(targets=tuple(args.target or ()), kernels=tuple(args.kernel or ()), jobs=args.jobs,
                            sass=args.sass, no_cache=args.no_cache, fail_on=fail_on(args, config), shard=spec,
                            language=args.language)
@@ -36,17 +41,29 @@ def run(args: argparse.Namespace) -> int:
         checked = api.run_check(config, selection, options, progress)
     finally:
         progress.clear()
-    releases = _other_releases(args, config) if getattr(args, "triton", None) else None
+    compared = (matrix, _other_releases(args, config, matrix)) if matrix is not None else None
     with recording.capture() as (out, err):
-        code = _report(args, config, checked, options, releases)
+        code = _report(args, config, checked, options, compared)
     recording.finish(args, taken, out, err, code, replayable=checked.compiled.replayable)
     return code
 
 
-def _other_releases(args: argparse.Namespace, config: Config) -> list[Any]:
-    """The project's Triton kernels compiled under each release `--triton` names (`kgate.compile.environments`)."""
+def _matrix_of(args: argparse.Namespace) -> Distribution | None:
+    """The compiler whose other releases the run compiles the project under (`--triton`, `--cute-dsl`), if any."""
+    from kgate.compile.environments import DISTRIBUTIONS
+
+    named = [dist for dist in DISTRIBUTIONS if getattr(args, dist.option[2:].replace("-", "_"), None)]
+    if len(named) > 1:
+        raise ConfigError(f"{' and '.join(d.option for d in named)}: one release matrix a run (run kgate check once "
+                          f"for each)")
+    return named[0] if named else None
+
+
+def _other_releases(args: argparse.Namespace, config: Config, dist: Distribution) -> list[Any]:
+    """The project's kernels of `dist`'s language compiled under each release its option names
+    (`kgate.compile.environments`)."""
     from kgate.compile.environments import check_with, parse_versions
-    from kgate.report.matrix import Release, failing_of
+    from kgate.report.matrix import Release, compile_errors_of, failing_of
 
     passed: list[str] = []
     for target in args.target or ():
@@ -58,15 +75,17 @@ def _other_releases(args: argparse.Namespace, config: Config) -> list[Any]:
     if args.no_cache:
         passed.append("--no-cache")
     out = []
-    for version in parse_versions(args.triton):
-        compiled = check_with(version, config.source, config.root, passed)
-        rows = {(r["kernel"], r["variant"], r["target"]): r for r in compiled.kernels if r["language"] == "triton"}
-        out.append(Release(version, rows, failing_of(compiled.findings), compiled.seconds))
+    for version in parse_versions(getattr(args, dist.option[2:].replace("-", "_")), dist):
+        compiled = check_with(version, config.source, config.root, passed, dist)
+        rows = {(r["kernel"], r["variant"], r["target"]): r for r in compiled.kernels
+                if r["language"] == dist.language}
+        out.append(Release(version, rows, failing_of(compiled.findings), compiled.seconds,
+                           compile_errors_of(compiled.findings)))
     return out
 
 
 def _report(args: argparse.Namespace, config: Config, checked: CheckRun, options: CheckOptions,
-            releases: list[Any] | None = None) -> int:
+            matrix: tuple[Distribution, list[Any]] | None = None) -> int:
     compiled = checked.compiled
     result = api.report(checked, options, config, baseline=not args.no_baseline)
     if checked.plan is not None:
@@ -78,8 +97,8 @@ def _report(args: argparse.Namespace, config: Config, checked: CheckRun, options
                               shard_inputs(config))
         result.notices.append(f"shard {checked.plan.spec}: {len(checked.plan.mine)} of {len(checked.plan.units)} "
                               f"unit(s); `kgate merge` combines the shards' JSON into the whole run's report")
-    if releases is not None:
-        _add_matrix(result, checked, releases)
+    if matrix is not None:
+        _add_matrix(result, checked, *matrix)
     if args.verbose:
         tools = ", ".join(f"{k} {v}" for k, v in sorted(compiled.toolchain.items()) if not k.endswith(".id"))
         result.notices.append(f"toolchain: {tools}; {compiled.compiled} compiled, {compiled.cached} from cache")
@@ -87,7 +106,7 @@ def _report(args: argparse.Namespace, config: Config, checked: CheckRun, options
 
 
 
-def _add_matrix(result: Result, checked: CheckRun, releases: list[Any]) -> None:
+def _add_matrix(result: Result, checked: CheckRun, dist: Distribution, releases: list[Any]) -> None:
     """The version matrix into the report: its table as notices, its object for JSON, a failing line per release
     whose compile fails a rule (a release the project might move to is gated like the one it has)."""
     from kgate.ratchet.compare import Difference
@@ -96,11 +115,12 @@ def _add_matrix(result: Result, checked: CheckRun, releases: list[Any]) -> None:
 
     current = [kernel_record(f) for f in checked.compiled.facts]
     here = matrix.failing_of([f.to_json() for f in result.findings])
-    table = matrix.matrix(checked.compiled.toolchain.get("triton", "?"), current, here, releases)
+    table = matrix.matrix(checked.compiled.toolchain.get(dist.toolchain, "?"), current, here, releases,
+                          label=dist.label, language=dist.language)
     result.notices.extend(matrix.render(table))
     result.matrix = matrix.to_json(table)
     for release in releases:
         if release.failing:
-            result.ratchet.append(Difference("TOOLCHAIN", f"triton {release.version}",
-                                             f"{release.failing} failing finding(s) under Triton {release.version}",
-                                             True))
+            result.ratchet.append(Difference("TOOLCHAIN", f"{dist.name} {release.version}",
+                                             f"{release.failing} failing finding(s) under {dist.label} "
+                                             f"{release.version}", True))

@@ -31,6 +31,7 @@ from kgate.compile.triton_backend import KernelError, _imported, disassemble
 from kgate.compile.units import CUBIN, Compiled, steady_log, store_text
 from kgate.compile.worker_facts import analysed
 from kgate.core.cute import DTYPE_PREFIX, STREAM, CuteCall, dim_symbol, is_tensor
+from kgate.core.cute_dsl import decorator_kind, launch_shared
 
 # The options kgate adds to the call's own: the target, the PTX and cubin kept, ptxas's report in a remarks file.
 KGATE_OPTIONS = "--gpu-arch {target} --keep-ptx --keep-cubin --dump-dir {dump} remarks{{ptx}} --remark-output {remarks}"
@@ -46,8 +47,8 @@ def dsl_version() -> str:
 
 
 def is_cute_jit(fn: Any) -> bool:
-    """Whether a function is a `@cute.jit` one (the DSL marks what its decorators made: `_decorator_kind`)."""
-    return getattr(fn, "_decorator_kind", None) == "jit" and hasattr(fn, "_dsl_cls")
+    """Whether a function is a `@cute.jit` one (`kgate.core.cute_dsl.decorator_kind`)."""
+    return decorator_kind(fn) == "jit" and hasattr(fn, "_dsl_cls")
 
 
 def expand(payload: ExpandRequest) -> dict[str, Any]:
@@ -86,18 +87,19 @@ def compile_call(payload: CompileRequest) -> dict[str, Any]:
             raise KernelError(_message(exc)) from None
         seconds = time.perf_counter() - started
         ptx, cubin = _texts(compiled.artifacts)
-        host = str(compiled.ir_module)
-        smem, launches = launch_smem(host), launch_configs(host)
+        dynamic_smem, smem = launch_shared(str(compiled.ir_module))
         log = ptxas_log(Path(remarks).read_text(encoding="utf-8", errors="replace")
                         if os.path.exists(remarks) else "")
+    if not log:
+        raise KernelError(f"nvidia-cutlass-dsl {dsl_version()} wrote no ptxas report for this call (its remarks{{ptx}} "
+                          f"output, where kgate reads registers, spills and the stack frame; the DSL writes it from "
+                          f"4.8)")
     folder = Path(payload["artifacts"])
     cubin_hash = write_artifact(folder / CUBIN, cubin)
     cubin_path = kept(folder / CUBIN, cubin_hash)  # this compile's, whatever another compile of the key writes
     hashes = {"ptx": store_text(folder, "ptx", ptx), "ptxas_log": store_text(folder, "ptxas_log", steady_log(log))}
     expect = sorted(payload["variant"].get("expect", ()))  # what was asked: no IR of the DSL is read for intent
     context = call_context(payload, call, where, expect, seconds)
-    # One size for every launch is every kernel's; each kernel past 48 KB is named by the host code's own check.
-    dynamic_smem = launches.pop() if len(launches) == 1 else 0
     unit = Compiled(key=payload.get("key", ""), folder=folder, language=context["language"], target=target,
                     hashes=hashes, context=context, dynamic_smem=dynamic_smem, entry_smem=dict(smem),
                     cubin=(str(cubin_path), None))
@@ -135,58 +137,6 @@ def ptxas_log(remarks: str) -> str:
     """ptxas's report from the DSL's remarks file: each distinct remark once, in order."""
     texts = [match.group(1).replace("''", "'") for match in _PTXAS_REMARK.finditer(remarks)]
     return "\n".join(dict.fromkeys(text.rstrip("\n") for text in texts))
-
-
-# What the DSL's shared-memory allocators ask for is only in the host code it generates: neither the PTX (`.extern
-# .shared ... []`) nor the cubin says it. Each launch stores it in its `cudaLaunchConfig_t` (the struct's third field,
-# `sharedMemBytes`); past 48 KB the host code also checks it against the target's limit before launching,
-# `printf(@printfFormat_N, %size)` with a format that names the kernel.
-_SMEM_FORMAT = re.compile(r"llvm\.mlir\.global internal constant @(\w+)\(\"[^\"]*kernel '@kernels::@(\w+)' launch shared "
-                          r"memory exceeds")
-_CONSTANT = re.compile(r"^\s*(%\w+) = llvm\.mlir\.constant\((\d+) : i64\)")
-_ADDRESS = re.compile(r"^\s*(%\w+) = llvm\.mlir\.addressof @(\w+)")
-_ALIAS = re.compile(r"^\s*(%\w+) = llvm\.getelementptr (?:inbounds )?(%\w+)\[")
-_PRINTF = re.compile(r"llvm\.call @printf\((%\w+), (%\w+)\)")
-_CONFIG = "struct<(array<3 x i32>, array<3 x i32>, i64, ptr, ptr, i32)>"
-_CONFIG_FIELD = re.compile(r"^\s*(%\w+) = llvm\.getelementptr %\w+\[0, 2\] : .*" + re.escape(_CONFIG) + "$")
-_STORE = re.compile(r"^\s*llvm\.store (%\w+), (%\w+) : i64")
-
-
-def launch_configs(host: str) -> set[int]:
-    """The dynamic shared memory of every launch of the host code (the constants stored in `sharedMemBytes`)."""
-    values: dict[str, int] = {}
-    fields: set[str] = set()
-    out: set[int] = set()
-    for line in host.splitlines():
-        if (found := _CONSTANT.match(line)) is not None:
-            values[found.group(1)] = int(found.group(2))
-        elif (found := _CONFIG_FIELD.match(line)) is not None:
-            fields.add(found.group(1))
-        elif (found := _STORE.match(line)) is not None and found.group(2) in fields and found.group(1) in values:
-            out.add(values[found.group(1)])
-    return out
-
-
-def launch_smem(host: str) -> dict[str, int]:
-    """Kernel symbol -> the dynamic shared memory its launch asks for, read from the DSL's host code."""
-    formats = {match.group(1): match.group(2) for match in _SMEM_FORMAT.finditer(host)}
-    if not formats:
-        return {}
-    values: dict[str, int] = {}
-    globals_: dict[str, str] = {}
-    out: dict[str, int] = {}
-    for line in host.splitlines():
-        if (found := _CONSTANT.match(line)) is not None:
-            values[found.group(1)] = int(found.group(2))
-        elif (found := _ADDRESS.match(line)) is not None:
-            globals_[found.group(1)] = found.group(2)
-        elif (found := _ALIAS.match(line)) is not None and found.group(2) in globals_:
-            globals_[found.group(1)] = globals_[found.group(2)]
-        elif (found := _PRINTF.search(line)) is not None:
-            name = formats.get(globals_.get(found.group(1), ""))
-            if name is not None and found.group(2) in values:
-                out[name] = values[found.group(2)]
-    return out
 
 
 def _jit_entry(obj: Any, call: CuteCall) -> tuple[Any, tuple[str, int]]:

@@ -58,10 +58,11 @@ Analyse = Callable[[], Needs]
 # Bumped when the same planned variant compiles to something else or the compile record changes its layout
 # (5: the record holds the artifacts' hashes, no facts; 6: SASS kept wherever ptxas gave a stack frame; 7: the
 # expectation implied by what the specialisation compiles, not by its source text; 8: the record names the
-# parameters the kernel takes, as the PTX passes them).
+# parameters the kernel takes, as the PTX passes them; 9: each kernel of a CuTe DSL call with the dynamic shared memory
+# its own launch asks for).
 # What the facts stage reads from the artifacts has its own version, computed (`kgate.facts.model.facts_schema`):
 # a new fact recompiles nothing.
-COMPILE_FORMAT = 8
+COMPILE_FORMAT = 9
 
 
 @dataclass

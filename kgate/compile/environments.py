@@ -1,16 +1,18 @@
-"""Other Triton releases, for `kgate check --triton VERSION`: what upgrading (or not) does to the kernels.
+"""Other releases of a compiler distribution, for `kgate check --triton VERSION` and `--cute-dsl VERSION`: what
+upgrading (or not) Triton or the CuTe DSL does to the kernels.
 
+A distribution is what pip installs (`triton`, `nvidia-cutlass-dsl`) and the kernels it compiles (`Distribution`).
 Each release gets a virtual environment of its own, made once with this Python from the package index
-(`pip install triton==VERSION`, and nothing else but tomli where Python needs it), kept in the user's
-cache (`$KGATE_TOOLCHAINS`, else `$XDG_CACHE_HOME/kgate/toolchains`, else `~/.cache/kgate/toolchains`):
-never in the project or its `.kgate-cache`, which CI carries between jobs. It is made in a temporary
-folder and moved into place whole, under a lock, so a killed or concurrent run never leaves or uses a
-half-made one; before each use its record is checked against the files of the Triton it holds. A run
-needs no network once the environment exists.
+(`pip install NAME==VERSION` with its own dependencies, and nothing else but tomli where Python needs it), kept in
+the user's cache (`$KGATE_TOOLCHAINS`, else `$XDG_CACHE_HOME/kgate/toolchains`, else `~/.cache/kgate/toolchains`):
+never in the project or its `.kgate-cache`, which CI carries between jobs. It is made in a temporary folder and
+moved into place whole, under a lock, so a killed or concurrent run never leaves or uses a half-made one; before
+each use its record is checked against the files of the release it holds. A run needs no network once the
+environment exists.
 
-The kernels are compiled there by kgate itself: `python -m kgate check --language triton --format json`
-under the environment's Python, with this kgate's own package put first on its path, so the figures
-come from that Triton exactly as they would from a project that had it installed.
+The kernels are compiled there by kgate itself: `python -m kgate check --language LANGUAGE --format json` under the
+environment's Python, with this kgate's own package put first on its path, so the figures come from that release
+exactly as they would from a project that had it installed.
 """
 
 from __future__ import annotations
@@ -31,6 +33,32 @@ from kgate.support import jsondoc, tools
 from kgate.support import scratch as made_scratch
 from kgate.support.atomicio import read_cached
 
+
+@dataclass(frozen=True)
+class Distribution:
+    """A compiler that kgate compiles a language's kernels with, as pip installs it."""
+
+    name: str  # the distribution pip installs: "triton"
+    label: str  # how reports name it: "Triton"
+    option: str  # the command line's option that names its releases: "--triton"
+    language: str  # the kernels it compiles (`kgate check --language`)
+    toolchain: str  # the key of the toolchain record that holds the installed release (`kgate.compile.preflight`)
+    package: str  # its files under site-packages
+    libraries: str  # its compiler's libraries, relative to `package`: their sizes say the install is whole
+    # Whether it ships the binary tools kgate runs (Triton's wheel: ptxas, cuobjdump, nvdisasm): a release's own are
+    # then its own; another's environment is lent this environment's disassembler.
+    ships_tools: bool = False
+
+    @property
+    def dist_info(self) -> str:
+        return self.name.replace("-", "_")
+
+
+TRITON = Distribution("triton", "Triton", "--triton", "triton", "triton", "triton", "_C/libtriton*", ships_tools=True)
+CUTE_DSL = Distribution("nvidia-cutlass-dsl", "CuTe DSL", "--cute-dsl", "cute", "cutlass-dsl", "nvidia_cutlass_dsl",
+                        "**/_mlir_libs/*.so")
+DISTRIBUTIONS = (TRITON, CUTE_DSL)
+
 MARKER = "kgate-environment.json"
 
 
@@ -42,39 +70,44 @@ def root() -> Path:
     return Path(cache) / "kgate" / "toolchains"
 
 
-def _name(version: str) -> str:
-    return f"triton-{version}-py{sys.version_info.major}{sys.version_info.minor}"
+def _name(dist: Distribution, version: str) -> str:
+    return f"{dist.name}-{version}-py{sys.version_info.major}{sys.version_info.minor}"
 
 
-def parse_versions(text: str) -> list[str]:
+def parse_versions(text: str, dist: Distribution = TRITON) -> list[str]:
     versions = [v.strip() for v in text.split(",") if v.strip()]
     for version in versions:
         if not all(part.isdigit() for part in version.split(".")) or version.count(".") > 3:
-            raise ToolchainError(f"--triton {text}: {version!r} is not a Triton release number such as 3.5.1")
+            raise ToolchainError(f"{dist.option} {text}: {version!r} is not a {dist.label} release number such as "
+                                 f"{_EXAMPLE[dist.name]}")
     if not versions:
-        raise ToolchainError("--triton needs at least one Triton release, such as --triton 3.5.1")
+        raise ToolchainError(f"{dist.option} needs at least one {dist.label} release, such as {dist.option} "
+                             f"{_EXAMPLE[dist.name]}")
     return list(dict.fromkeys(versions))
 
 
-def _identity(folder: Path, version: str) -> dict[str, Any] | None:
-    """What the environment's record must say: the Triton it holds, its files' sizes, the Python it runs."""
+_EXAMPLE = {TRITON.name: "3.5.1", CUTE_DSL.name: "4.7.0"}
+
+
+def _identity(folder: Path, version: str, dist: Distribution = TRITON) -> dict[str, Any] | None:
+    """What the environment's record must say: the release it holds, its compiler's files' sizes, the Python it runs."""
     sites = sorted(folder.glob("lib/python*/site-packages"))
     if not sites:
         return None
-    package = sites[0] / "triton"
-    libraries = sorted((package / "_C").glob("libtriton*")) if package.is_dir() else []
-    if not (sites[0] / f"triton-{version}.dist-info").is_dir() or not libraries:
+    package = sites[0] / dist.package
+    libraries = sorted(package.glob(dist.libraries)) if package.is_dir() else []
+    if not (sites[0] / f"{dist.dist_info}-{version}.dist-info").is_dir() or not libraries:
         return None
-    return {"triton": version, "python": sys.version.split()[0],
+    return {dist.name: version, "python": sys.version.split()[0],
             "files": {lib.name: lib.stat().st_size for lib in libraries}}
 
 
-def _verified(folder: Path, version: str) -> bool:
+def _verified(folder: Path, version: str, dist: Distribution = TRITON) -> bool:
     try:
         recorded = jsondoc.loads(read_cached(folder / MARKER) or b"null")
     except (OSError, ValueError):
         return False
-    return (folder / "bin" / "python").exists() and recorded == _identity(folder, version)
+    return (folder / "bin" / "python").exists() and recorded == _identity(folder, version, dist)
 
 
 @contextlib.contextmanager
@@ -90,36 +123,41 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def environment(version: str) -> Path:
-    """The Python of the environment that holds Triton `version`, made on first use."""
-    folder = root() / _name(version)
-    if _verified(folder, version):
+def environment(version: str, dist: Distribution = TRITON) -> Path:
+    """The Python of the environment that holds release `version` of `dist`, made on first use."""
+    folder = root() / _name(dist, version)
+    if _verified(folder, version, dist):
         return folder / "bin" / "python"
-    with _locked(root() / f".{_name(version)}.lock"):
-        if _verified(folder, version):  # another run made it while this one waited
+    with _locked(root() / f".{_name(dist, version)}.lock"):
+        if _verified(folder, version, dist):  # another run made it while this one waited
             return folder / "bin" / "python"
-        print(f"kgate: making an environment with Triton {version} in {folder} (once; it needs the package index)",
-              file=sys.stderr)
-        scratch = Path(tempfile.mkdtemp(prefix=f".{_name(version)}.", dir=root()))
+        print(f"kgate: making an environment with {dist.label} {version} in {folder} (once; it needs the package "
+              f"index)", file=sys.stderr)
+        scratch = Path(tempfile.mkdtemp(prefix=f".{_name(dist, version)}.", dir=root()))
         try:
-            tools.run([sys.executable, "-m", "venv", str(scratch)], timeout=300)
-            wanted = [f"triton=={version}"] + (["tomli>=2"] if sys.version_info < (3, 11) else [])
-            try:
-                tools.run([str(scratch / "bin" / "python"), "-m", "pip", "install", "--quiet",
-                           "--disable-pip-version-check", *wanted], timeout=1800)
-            except tools.ToolFailed as exc:
-                raise ToolchainError(f"cannot install Triton {version} into {folder}: {exc}"
-                                     + (f" ({exc.output.splitlines()[-1]})" if exc.output else "")) from None
-            identity = _identity(scratch, version)
-            if identity is None:
-                raise ToolchainError(f"Triton {version} did not install as expected into {scratch}")
-            (scratch / MARKER).write_text(json.dumps(identity, sort_keys=True))
+            _install(scratch, folder, version, dist)
             if folder.exists():
                 shutil.rmtree(folder)
             os.replace(scratch, folder)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
     return folder / "bin" / "python"
+
+
+def _install(scratch: Path, folder: Path, version: str, dist: Distribution) -> None:
+    """A virtual environment in `scratch` with the release installed and its record written."""
+    tools.run([sys.executable, "-m", "venv", str(scratch)], timeout=300)
+    wanted = [f"{dist.name}=={version}"] + (["tomli>=2"] if sys.version_info < (3, 11) else [])
+    try:
+        tools.run([str(scratch / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                   *wanted], timeout=1800)
+    except tools.ToolFailed as exc:
+        raise ToolchainError(f"cannot install {dist.label} {version} into {folder}: {exc}"
+                             + (f" ({exc.output.splitlines()[-1]})" if exc.output else "")) from None
+    identity = _identity(scratch, version, dist)
+    if identity is None:
+        raise ToolchainError(f"{dist.label} {version} did not install as expected into {scratch}")
+    (scratch / MARKER).write_text(json.dumps(identity, sort_keys=True))
 
 
 def _kgate_tree(into: Path) -> Path:
@@ -145,7 +183,7 @@ def _kgate_tree(into: Path) -> Path:
 
 @dataclass
 class Compiled:
-    """One Triton release's compile of the project's Triton kernels (`kgate check --format json`, its rows)."""
+    """One release's compile of the project's kernels of its language (`kgate check --format json`, its rows)."""
 
     version: str
     kernels: list[dict[str, Any]]
@@ -153,26 +191,28 @@ class Compiled:
     seconds: float
 
 
-def check_with(version: str, config_path: Path | None, project: Path, argv: list[str]) -> Compiled:
-    """`kgate check --language triton` of the project under Triton `version` (its own environment)."""
-    command = ["check", "--language", "triton", "--format", "json", "--no-baseline", "-q", *argv]
-    done, seconds = run_with(version, config_path, project, command)
+def check_with(version: str, config_path: Path | None, project: Path, argv: list[str],
+               dist: Distribution = TRITON) -> Compiled:
+    """`kgate check --language LANGUAGE` of the project under release `version` of `dist` (its own environment)."""
+    command = ["check", "--language", dist.language, "--format", "json", "--no-baseline", "-q", *argv]
+    done, seconds = run_with(version, config_path, project, command, dist)
     if done.returncode not in (0, 1):
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise ToolchainError(f"the check under Triton {version} failed: {last}")
+        raise ToolchainError(f"the check under {dist.label} {version} failed: {last}")
     try:
         data = json.loads(done.stdout)
     except ValueError:
-        raise ToolchainError(f"the check under Triton {version} wrote no report") from None
+        raise ToolchainError(f"the check under {dist.label} {version} wrote no report") from None
     return Compiled(version, data["kernels"], data["findings"], seconds)
 
 
-def run_with(version: str, config_path: Path | None, project: Path, argv: list[str]) -> tuple[tools.Completed, float]:
-    """`kgate ARGV` on the project under Triton `version` (its own environment, made on first use), and the
-    seconds it took; its exit status is the caller's to judge."""
+def run_with(version: str, config_path: Path | None, project: Path, argv: list[str],
+             dist: Distribution = TRITON) -> tuple[tools.Completed, float]:
+    """`kgate ARGV` on the project under release `version` of `dist` (its own environment, made on first use), and
+    the seconds it took; its exit status is the caller's to judge."""
     import time
 
-    python = environment(version)
+    python = environment(version, dist)
     with made_scratch.folder("kgate-matrix-") as scratch:
         tree = _kgate_tree(Path(scratch))
         config = ["--config", str(config_path)] if config_path is not None else []
@@ -180,6 +220,9 @@ def run_with(version: str, config_path: Path | None, project: Path, argv: list[s
         env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONDONTWRITEBYTECODE": "1"}
         env.pop("TRITON_PTXAS_PATH", None)  # the other release's own ptxas, not this environment's choice
         env.pop("TRITON_PTXAS_BLACKWELL_PATH", None)
+        lent = tools.triton_bin_dir()
+        if not dist.ships_tools and lent is not None:  # cuobjdump for the SASS, where only Triton's wheel has it
+            env["PATH"] = os.pathsep.join([str(lent), *filter(None, [env.get("PATH")])])
         started = time.perf_counter()
         # The working folder is the scratch one, so the project folder (which may hold a `kgate` folder of its
         # own, as kgate's repository does) never shadows the linked package; the configuration names the project.

@@ -31,7 +31,7 @@ class Result:
     stats: dict[str, Any] = field(default_factory=dict)
     # A shard's run (`kgate check --shard`): what `kgate merge` needs, written as the JSON's `shard` object.
     shard: dict[str, Any] | None = None
-    # A version-matrix run (`kgate check --triton`): the comparison, written as the JSON's `matrix` object.
+    # A version-matrix run (`kgate check --triton`, `--cute-dsl`): the comparison, written as the JSON's `matrix` object.
     matrix: dict[str, Any] | None = None
     # `--exit-zero`: the command exits 0 whatever the verdict, and every report that states one says so.
     exit_zero: bool = False

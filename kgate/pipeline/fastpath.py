@@ -58,7 +58,8 @@ _ENV_NAMES = ("PATH", "PYTHONPATH", "NO_COLOR", "FORCE_COLOR", "COLUMNS", "LD_LI
 # Flags whose output describes the run itself (counts of compiled kernels), not the inputs; and flags that print
 # something else than the report (the settings, the files), which is never recorded.
 UNCONFIGURED = "kgate.toml"  # the name a lint without a configuration records its absence under
-_NOT_REPLAYED = ("-v", "--verbose", "--no-cache", "-h", "--help", "--triton", "--show-settings", "--show-files")
+_NOT_REPLAYED = ("-v", "--verbose", "--no-cache", "-h", "--help", "--triton", "--cute-dsl", "--show-settings",
+                 "--show-files")
 
 
 def _cache_dir(config_path: str) -> str | None:
@@ -122,7 +123,7 @@ class _Where:
 
 
 def _record_path(argv: list[str]) -> _Where | None:
-    # A matrix run (`--triton`) also depends on environments outside the project: always run it whole.
+    # A matrix run (`--triton`, `--cute-dsl`) also depends on environments outside the project: always run it whole.
     if any(arg.split("=", 1)[0] in _NOT_REPLAYED for arg in argv) or _output_of(argv) is False:
         return None
     config = _explicit_config(argv) or find_config(os.getcwd())

@@ -94,7 +94,7 @@ def to_dict(result: Result) -> dict[str, Any]:
         },
     }
     if result.matrix is not None:
-        out["matrix"] = result.matrix  # only a `--triton` run has it
+        out["matrix"] = result.matrix  # only a `--triton` or `--cute-dsl` run has it
     if result.shard is not None:
         out["shard"] = result.shard  # only a shard's run has it (docs/ci.md: "Sharding across CI runners")
     return out

@@ -1,4 +1,5 @@
-"""The Triton version matrix (`kgate check --triton VERSION`): the same kernels under several Triton releases.
+"""The version matrix (`kgate check --triton VERSION`, `--cute-dsl VERSION`): the same kernels under several releases of
+the compiler of their language (Triton, the CuTe DSL).
 
 Rows are kernel variants and targets; for each release, the figures a compiler decides (registers, spill
 bytes, shared memory) and whether the MMA is block-scaled. A row is shown when any of them differs between
@@ -46,12 +47,14 @@ class Release:
     rows: dict[tuple[str, str, str], Row]
     failing: int  # failing findings (errors) of compiled rules and compile errors under this release
     seconds: float | None = None  # None: this environment's own run
+    compile_errors: tuple[str, ...] = ()  # what its compiles that failed said, each message once
 
 
 @dataclass
 class Matrix:
     releases: list[Release]  # the first is this environment's
     changed: list[tuple[str, str, str]] = field(default_factory=list)
+    label: str = "Triton"  # the compiler whose releases these are
 
     def compare(self) -> Matrix:
         keys = sorted({k for r in self.releases for k in r.rows})
@@ -59,18 +62,28 @@ class Matrix:
         return self
 
 
-def matrix(current_version: str, current: list[Row], current_failing: int, others: list[Release]) -> Matrix:
-    here = Release(current_version, {_key(r): r for r in current if r["language"] == "triton"}, current_failing)
-    return Matrix([here, *others]).compare()
+def matrix(current_version: str, current: list[Row], current_failing: int, others: list[Release], *,
+           label: str = "Triton", language: str = "triton") -> Matrix:
+    """The comparison of this environment's rows of `language` with each other release's (`label`: the compiler)."""
+    here = Release(current_version, {_key(r): r for r in current if r["language"] == language}, current_failing)
+    return Matrix([here, *others], label=label).compare()
 
 
 def failing_of(findings: list[dict[str, Any]]) -> int:
-    return sum(1 for f in findings if f["severity"] == "error" and f.get("kernel") and f.get("target"))
+    """Errors of compiled rules, and every compile error: one before any target (a kernel its release cannot import or
+    describe) fails the release as one for a target does."""
+    return sum(1 for f in findings if f["severity"] == "error" and f.get("kernel")
+               and (f.get("target") or f.get("name") == "compile-error"))
+
+
+def compile_errors_of(findings: list[dict[str, Any]]) -> tuple[str, ...]:
+    """The messages of a release's compile errors (`compile-error`), each once, in order."""
+    return tuple(dict.fromkeys(f["message"] for f in findings if f.get("name") == "compile-error"))
 
 
 def render(m: Matrix) -> list[str]:
     versions = [r.version for r in m.releases]
-    lines = [f"Triton matrix: {' | '.join(versions)} (the first is this environment's)"]
+    lines = [f"{m.label} matrix: {' | '.join(versions)} (the first is this environment's)"]
     if m.changed:
         from kgate.report.terminal import short_variants
 
@@ -98,14 +111,18 @@ def render(m: Matrix) -> list[str]:
         gained = sum(1 for k in keys if k in here.rows and k in release.rows and not _block_scaled(here.rows[k])
                      and _block_scaled(release.rows[k]))
         timing = f" in {release.seconds:.1f} s" if release.seconds is not None else ""
-        lines.append(f"Triton {release.version}: {len(release.rows)} variant(s) compiled{timing}; {len(differs)} "
+        lines.append(f"{m.label} {release.version}: {len(release.rows)} variant(s) compiled{timing}; {len(differs)} "
                      f"differ from {here.version}; block-scaled MMA lost in {lost}, gained in {gained}; "
                      f"{release.failing} failing finding(s)")
+        if release.compile_errors:  # why kernels are missing under it: the first of what its compiler said
+            more = f" (and {len(release.compile_errors) - 1} other message(s))" if len(release.compile_errors) > 1 else ""
+            lines.append(f"{m.label} {release.version}: a compile failed: {release.compile_errors[0]}{more}")
     return lines
 
 
 def to_json(m: Matrix) -> dict[str, Any]:
     return {
+        "compiler": m.label,
         "versions": [r.version for r in m.releases],
         "failing": {r.version: r.failing for r in m.releases},
         "changed": [
