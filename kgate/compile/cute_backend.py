@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from kgate.compile.cache import kept, write_artifact
-from kgate.compile.payloads import CompileRequest, ExpandRequest
+from kgate.compile.payloads import CompileReply, CompileRequest, ExpandRequest, Expansion
 from kgate.compile.triton_backend import KernelError, _imported, disassemble
 from kgate.compile.units import CUBIN, Compiled, steady_log, store_text
 from kgate.compile.worker_facts import analysed
@@ -50,7 +50,7 @@ def is_cute_jit(fn: Any) -> bool:
     return getattr(fn, "_decorator_kind", None) == "jit" and hasattr(fn, "_dsl_cls")
 
 
-def expand(payload: ExpandRequest) -> dict[str, Any]:
+def expand(payload: ExpandRequest) -> Expansion:
     """Describe a registered CuTe DSL kernel as the planner reads any kernel: where its jit function is defined and
     its parameters (a class kernel's `__call__`, less `self`)."""
     obj = _imported(payload, payload["kernel"])
@@ -66,7 +66,7 @@ def expand(payload: ExpandRequest) -> dict[str, Any]:
                         "has_default": p.default is not p.empty} for p in params]}
 
 
-def compile_call(payload: CompileRequest) -> dict[str, Any]:
+def compile_call(payload: CompileRequest) -> CompileReply:
     """Compile one call for one target; keep its artifacts; return what the compile record holds."""
     call = CuteCall.from_record(payload["variant"]["call"])
     target = payload["target"]

@@ -13,10 +13,10 @@ import json
 import os
 import posixpath
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import kgate
 from kgate.collect import pyindex
@@ -29,7 +29,7 @@ from kgate.compile import cute_plan, expectations, import_reads, launches
 from kgate.compile import records as record_shapes
 from kgate.compile.autotune import Autotuned, autotuned
 from kgate.compile.cache import Cache, CacheWriteError, Entry, digest, sweep_triton
-from kgate.compile.payloads import CompileRequest, ExpandRequest, SassRequest, Variant
+from kgate.compile.payloads import CompileReply, CompileRequest, ExpandRequest, Expansion, SassRequest, Variant
 from kgate.compile.pool import Pool
 from kgate.compile.preflight import built_units, python_toolchain, tools_of
 from kgate.compile.protocol import Outcome, Task
@@ -64,7 +64,7 @@ Analyse = Callable[[], Needs]
 COMPILE_FORMAT = 8
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunSummary:
     """How a compile run went, handed on unchanged from the compile stage (`Compilation`) to the facts stage
     (`kgate.facts.run.CompileRun`): the failures, the counts, the toolchain, the captures and locations."""
@@ -84,11 +84,36 @@ class RunSummary:
     replayable: bool = True
 
 
-@dataclass
+@dataclass(frozen=True)
 class Compilation(RunSummary):
     """What the compile stage hands on: every compiled unit (from this run or the cache) and every failure."""
 
     units: list[Compiled] = field(default_factory=list)
+
+
+Made = TypeVar("Made", bound=Compilation)
+
+
+@dataclass
+class Tally:
+    """A compile run as the compile stage counts it while it runs; it hands on the `Compilation` made of it at the
+    end (`made`), which nothing changes after."""
+
+    failures: list[CompileFailure] = field(default_factory=list)
+    compiled: int = 0
+    cached: int = 0
+    toolchain: dict[str, str] = field(default_factory=dict)
+    compile_seconds: dict[str, float] = field(default_factory=dict)
+    captured: list[CapturedKernel] = field(default_factory=list)
+    locations: dict[str, tuple[str, int]] = field(default_factory=dict)
+    autotuned: list[Autotuned] = field(default_factory=list)
+    replayable: bool = True
+    units: list[Compiled] = field(default_factory=list)
+
+    def made(self, kind: type[Made], **more: Any) -> Made:
+        """The run as a `kind` (a `Compilation`), with the fields `more` gives besides the counted ones."""
+        counted = {f.name: getattr(self, f.name) for f in fields(kind) if hasattr(self, f.name) and f.name not in more}
+        return kind(**counted, **more)
 
 
 @dataclass
@@ -271,10 +296,10 @@ def compile_triton(config: Config, entries: list[PythonEntry], targets: tuple[st
     cubin when `needs` lacks that, and compiled again when `needs` cannot use it. `analyse`: `needs` in the worker
     that compiles a unit. `toolchain`: `triton_toolchain()` as the run resolved it before its first compile
     (resolved here without it)."""
-    run = Compilation()
+    run = Tally()
     entries, captured, built_for = built_units(entries, captured or [], targets)
     if not entries and not captured:
-        return run
+        return run.made(Compilation)
     run.toolchain = dict(toolchain) if toolchain is not None else python_toolchain(entries, captured, built_for)
     cache = Cache(config.root / config.cache_dir, config.cache_dir)
     roots = import_roots(config.root, config.python_path)
@@ -346,14 +371,16 @@ def compile_triton(config: Config, entries: list[PythonEntry], targets: tuple[st
                 cache.put("spans", key, p.spans)  # before the record: a compile record always has its spans
                 # The cubin this compile wrote, by its hash (not the file under its plain name: another compile of
                 # the key, in another run, may have written that since).
-                cubin = outcome.value.pop("cubin", None)
-                record = Entry(outcome.value, {"cubin": cubin, "imported": _note_imported(outcome.imported)})
+                reply = outcome.answer(CompileReply)
+                cubin = reply["cubin"]
+                value: dict[str, Any] = {k: v for k, v in reply.items() if k != "cubin"}
+                record = Entry(value, {"cubin": cubin, "imported": _note_imported(outcome.imported)})
                 kept = bool(p.import_key) and import_reads.agree(p.reads, outcome.reads or {})
                 if kept:
                     cache.put("compiled", key, record.value, record.meta)
                 else:  # an input changed between the kernel's expansion and its compile (or its expansion
                     run.replayable = False  # failed where its compile did not): not kept, not replayed
-                unit = _unit(cache, key, outcome.value, cubin, variant, p, p.spans)
+                unit = _unit(cache, key, value, cubin, variant, p, p.spans)
                 fresh.append(_Fresh(variant, target, p, key, record if kept else None, unit))
                 run.compiled += 1
                 run.compile_seconds[f"{variant['kernel']}|{unit.context['variant']}|{target}"] = outcome.seconds
@@ -386,7 +413,7 @@ def compile_triton(config: Config, entries: list[PythonEntry], targets: tuple[st
     by_kernel = {p.kernel: p for p in planned}
     run.failures.extend(_conflict(config, by_kernel[kernel], message) for kernel, message in conflicts)
     run.failures.sort(key=lambda f: (f.kernel, f.variant, f.target))
-    return run
+    return run.made(Compilation)
 
 
 def _compile_request(p: _Planned, variant: Variant, target: str, key: str, *, roots: list[str], cwd: str,
@@ -508,10 +535,11 @@ def _expand(config: Config, planned: list[_Planned], pool: Pool, cache: Cache, t
         _note_reads(outcome.reads or {}, where)  # failed or not: an import that fails on a variable unset
         if outcome.ok:
             p.reads = {n: v for n, v in (outcome.reads or {}).items() if n not in covered[id(p)]}
-            p.expansion = p.expansion or outcome.value
+            expansion: dict[str, Any] = dict(outcome.answer(Expansion))
+            p.expansion = p.expansion or expansion
             if import_reads.keyable(p.reads):  # else no key: neither it nor its compiles are kept
                 made = import_reads.key(pres[id(p)], p.reads)
-                cache.put("expand", made, outcome.value, {"imported": _note_imported(outcome.imported)})
+                cache.put("expand", made, expansion, {"imported": _note_imported(outcome.imported)})
                 p.import_key = import_reads.remember(cache, pres[id(p)], p.reads)
         elif p.expansion is None:
             p.error = _first_line(outcome)
@@ -573,7 +601,7 @@ def project_roots(config: Config) -> list[str]:
     return list(dict.fromkeys([str(config.root.resolve()), *(str(folder) for folder in python_path_order(config))]))
 
 
-def _variants(config: Config, p: _Planned, run: Compilation,
+def _variants(config: Config, p: _Planned, run: Tally,
               targets: tuple[str, ...]) -> list[tuple[Variant, tuple[str, ...]]]:
     """The kernel's variants to compile, each with the run's targets it is built for; what cannot be planned
     becomes a failure (a finding) instead, unless the registration is built for none of the run's targets."""
@@ -707,7 +735,7 @@ class _Fresh:
     unit: Compiled
 
 
-def _take_fresh(config: Config, cache: Cache, pool: Pool, fresh: list[_Fresh], run: Compilation,
+def _take_fresh(config: Config, cache: Cache, pool: Pool, fresh: list[_Fresh], run: Tally,
                 needs: Needs | None) -> None:
     """This run's compiles as units, each with the SASS the facts stage lacks: its worker disassembled it, or, where
     the worker could not, it is disassembled now from the cubin just kept; what cannot be is a failure."""
@@ -732,7 +760,7 @@ def _take_fresh(config: Config, cache: Cache, pool: Pool, fresh: list[_Fresh], r
 
 def _disassemble_cached(config: Config, cache: Cache, pool: Pool,
                         todo: list[tuple[Variant, str, _Planned, str, Entry]],
-                        run: Compilation, needs: Needs | None, *,
+                        run: Tally, needs: Needs | None, *,
                         cached: bool = True) -> list[tuple[Variant, str, _Planned, str]]:
     """Add SASS to units from their cubins in the cache (`kgate audit` after `kgate check`: half a second of
     cuobjdump per variant instead of a compile); what cannot be disassembled or read is returned, to compile
@@ -744,7 +772,7 @@ def _disassemble_cached(config: Config, cache: Cache, pool: Pool,
         _stop_if_cache_unwritable(config, outcome)
         unit = None
         if outcome.ok:
-            value = {**entry.value, "artifacts": {**entry.value["artifacts"], "sass": outcome.value}}
+            value = {**entry.value, "artifacts": {**entry.value["artifacts"], "sass": outcome.answer(str)}}
             cache.put("compiled", key, value, entry.meta)
             unit = _cached_unit(cache, key, Entry(value, entry.meta), variant, p)
             _note_recorded(entry.meta)
@@ -779,11 +807,11 @@ def _note_recorded(meta: dict[str, Any]) -> None:
 
 def _stop_if_cache_unwritable(config: Config, outcome: Outcome) -> None:
     if outcome.cache_unwritable:
-        raise CacheWriteError(str(outcome.value), config.cache_dir)
+        raise CacheWriteError(outcome.error, config.cache_dir)
 
 
 def _first_line(outcome: Outcome) -> str:
-    text = str(outcome.value).strip()
+    text = outcome.error.strip()
     if not outcome.user_error:
         # An unexpected exception in kgate's own worker code: keep its last line, say it is a bug.
         last = text.splitlines()[-1] if text else "unknown error"

@@ -33,7 +33,7 @@ from kgate.collect.specialization import Specialization
 from kgate.compile import expectations, gluon
 from kgate.compile.cache import cache_write_failure, kept, triton_folder, write_artifact
 from kgate.compile.frames import project_frame
-from kgate.compile.payloads import CompileRequest, ExpandRequest, ImportRequest
+from kgate.compile.payloads import CompileReply, CompileRequest, ExpandRequest, Expansion, ImportRequest, Param
 from kgate.compile.units import CUBIN, Compiled, steady_log, store_text
 from kgate.compile.worker_facts import analysed
 from kgate.core.errors import KgateError, did_you_mean
@@ -150,14 +150,14 @@ def _definition(fn: Any) -> tuple[str, int]:
     return path, line
 
 
-def expand(payload: ExpandRequest) -> dict[str, Any]:
+def expand(payload: ExpandRequest) -> Expansion:
     """Describe a registered kernel: what the main process needs to plan its variants."""
     from kgate.capture.runtime import heuristic_names
 
     obj = _imported(payload, payload["kernel"])
     fn, configs = _jit_function(obj)
     path, line = _definition(fn)
-    params = [{"name": p.name, "constexpr": bool(p.is_constexpr), "has_default": bool(p.has_default)}
+    params: list[Param] = [{"name": p.name, "constexpr": bool(p.is_constexpr), "has_default": bool(p.has_default)}
               for p in fn.params]
     return {
         "path": path,
@@ -172,7 +172,7 @@ def expand(payload: ExpandRequest) -> dict[str, Any]:
     }
 
 
-def compile_variant(payload: CompileRequest) -> dict[str, Any]:
+def compile_variant(payload: CompileRequest) -> CompileReply:
     """Compile one variant for one target; keep its artifacts and return what the compile record holds: the
     variant's context (what KernelFacts says of it besides what the compiler's output says), the artifacts'
     content hashes and the launch's dynamic shared memory.
