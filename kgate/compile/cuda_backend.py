@@ -36,9 +36,9 @@ from typing import Any
 
 from kgate.compile.cache import kept, write_artifact
 from kgate.compile.payloads import CudaReply, CudaRequest, FunctionsSassRequest
-from kgate.compile.triton_backend import KernelError
 from kgate.compile.units import CUBIN, Compiled, steady_log, store_text
 from kgate.compile.worker_facts import analysed
+from kgate.compile.worker_imports import KernelError
 from kgate.core.errors import ToolchainError
 from kgate.support import scratch, tools
 

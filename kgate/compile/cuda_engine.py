@@ -32,7 +32,7 @@ from kgate.collect.cuda_sources import CudaSource, cuda_sources, defined_kernels
 from kgate.collect.files import aliases, display_path
 from kgate.compile import records as record_shapes
 from kgate.compile.cache import Cache, CacheWriteError, Entry, digest
-from kgate.compile.engine import Analyse, Compilation, Needs, Progress, Tally, _first_line, worker_env
+from kgate.compile.compilation import Analyse, Compilation, Needs, Progress, Tally, first_line, worker_env
 from kgate.compile.payloads import CudaPlan, CudaReply, CudaRequest, FunctionsSassRequest
 from kgate.compile.pool import Pool
 from kgate.compile.preflight import CudaCompilers, cuda_compilers
@@ -257,7 +257,7 @@ def _run_tasks(config: Config, todo: list[_Task], progress: Progress | None, poo
             run.compile_seconds[f"{task.source.rel}|{task.target}"] = outcome.seconds
         else:
             run.failures.append(CompileFailure(task.source.rel, "", task.target, task.source.rel, 1,
-                                               _first_line(outcome)))
+                                               first_line(outcome)))
 
     if progress:
         progress(0, len(todo), "")

@@ -27,9 +27,10 @@ from typing import Any
 
 from kgate.compile.cache import kept, write_artifact
 from kgate.compile.payloads import CompileReply, CompileRequest, ExpandRequest, Expansion
-from kgate.compile.triton_backend import KernelError, _imported, disassemble
+from kgate.compile.triton_backend import disassemble
 from kgate.compile.units import CUBIN, Compiled, steady_log, store_text
 from kgate.compile.worker_facts import analysed
+from kgate.compile.worker_imports import KernelError, imported
 from kgate.core.cute import DTYPE_PREFIX, STREAM, CuteCall, dim_symbol, is_tensor
 
 # The options kgate adds to the call's own: the target, the PTX and cubin kept, ptxas's report in a remarks file.
@@ -53,7 +54,7 @@ def is_cute_jit(fn: Any) -> bool:
 def expand(payload: ExpandRequest) -> Expansion:
     """Describe a registered CuTe DSL kernel as the planner reads any kernel: where its jit function is defined and
     its parameters (a class kernel's `__call__`, less `self`)."""
-    obj = _imported(payload, payload["kernel"])
+    obj = imported(payload, payload["kernel"])
     fn = obj.__call__ if inspect.isclass(obj) else obj
     if not is_cute_jit(fn):
         what = "a class whose __call__ is not" if inspect.isclass(obj) else "not"
@@ -70,7 +71,7 @@ def compile_call(payload: CompileRequest) -> CompileReply:
     """Compile one call for one target; keep its artifacts; return what the compile record holds."""
     call = CuteCall.from_record(payload["variant"]["call"])
     target = payload["target"]
-    obj = _imported(payload, call.kernel)
+    obj = imported(payload, call.kernel)
     from cutlass import cute
 
     started = time.perf_counter()

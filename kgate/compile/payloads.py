@@ -1,7 +1,7 @@
 """What each compile worker task takes (`kgate.compile.protocol.Task`) and answers, and the variant a Python
 kernel's compile carries.
 
-The planner builds a `Variant` for each launch of a registration or a capture (`kgate.compile.engine.plan_variants`,
+The planner builds a `Variant` for each launch of a registration or a capture (`kgate.compile.triton_plan.plan_variants`,
 `captured_variant`; a CuTe DSL call: `kgate.compile.cute_plan.variants`); the compile worker reads it
 (`kgate.compile.triton_backend.compile_variant`, `kgate.compile.cute_backend.compile_call`). They are TypedDicts,
 plain dicts when the program runs: a variant is hashed into its compile key as JSON (`kgate.compile.cache.digest`),
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 if TYPE_CHECKING:
     from kgate.collect.cuda_launches import LaunchSite
-    from kgate.compile.engine import Analyse
+    from kgate.compile.compilation import Analyse
 
 
 class Asked(TypedDict):

@@ -18,8 +18,9 @@ from kgate.collect.captures import CapturedSpec
 from kgate.collect.cuda_launches import LaunchSite, pdl_launched
 from kgate.collect.cuda_names import base_name, matches
 from kgate.compile.cache import Cache, digest, file_hash
+from kgate.compile.compilation import Compilation, Needs, Progress, RunSummary
 from kgate.compile.cuda_engine import IDENTITY, compile_cuda
-from kgate.compile.engine import Compilation, Needs, Progress, RunSummary, compile_triton
+from kgate.compile.engine import compile_triton
 from kgate.compile.pool import Pool
 from kgate.compile.preflight import CudaCompilers
 from kgate.compile.units import Artifacts, Compiled, CompileFailure
@@ -117,7 +118,7 @@ class Facts:
 
 @dataclass(frozen=True)
 class WorkerFacts:
-    """What a unit's compile worker reads of it (`kgate.compile.engine.Analyse`): the symbols whose SASS the run's
+    """What a unit's compile worker reads of it (`kgate.compile.compilation.Analyse`): the symbols whose SASS the run's
     plan wants and the unit lacks, the unit's facts kept in the cache once none lacks. Made in the main process,
     called in the worker: it holds only what pickles (the cache's folder and the plan)."""
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kgate.capture.session import Recorded
-from kgate.compile.engine import default_jobs
+from kgate.compile.compilation import default_jobs
 from kgate.core.config import KNOWN_TARGETS, Config
 from kgate.facts.model import KernelFacts
 from kgate.report.escape import terminal

@@ -15,7 +15,7 @@ from kgate.collect.captures import CapturedSpec
 from kgate.collect.registry import captured_specs, triton_entries, triton_kernels
 from kgate.compile import preflight
 from kgate.compile.cache import unusable as cache_unusable
-from kgate.compile.engine import Progress, default_jobs, worker_env
+from kgate.compile.compilation import Progress, default_jobs, worker_env
 from kgate.compile.pool import Pool
 from kgate.core.artifacts import ArtifactPlan
 from kgate.core.config import KNOWN_TARGETS, Config, PythonEntry
