@@ -51,10 +51,9 @@ def hostile_result() -> Result:
     bad = finding("KG103", path=PATH, kernel=KERNEL, variant=VARIANT, message=MESSAGE, severity=Severity.ERROR)
     source = finding("KG201", path=PATH, kernel=None, variant=None, target=None, message=MESSAGE, line=3, col=5,
                      name="runtime-autotune")
-    result = Result("check", [bad, source], [facts(KERNEL, variant=VARIANT)])
-    result.ratchet = [Difference("WORSE", f"{KERNEL}|{VARIANT}|sm_120a", "registers 240 -> 252", True, 240, 252)]
-    result.notices = [f"shard 1/2 of {PATH}"]
-    return result
+    return Result("check", [bad, source], [facts(KERNEL, variant=VARIANT)],
+                  ratchet=[Difference("WORSE", f"{KERNEL}|{VARIANT}|sm_120a", "registers 240 -> 252", True, 240, 252)],
+                  notices=[f"shard 1/2 of {PATH}"])
 
 
 def assert_no_workflow_command(text: str) -> None:
@@ -220,9 +219,8 @@ def not_utf8_result() -> Result:
                   severity=Severity.ERROR)
     source = finding("KG201", path=NOT_UTF8, kernel=None, variant=None, target=None, message="m", line=3, col=5,
                      name="runtime-autotune")
-    result = Result("check", [bad, source], [facts("pkg.k:gemm", variant=NOT_UTF8)])
-    result.ratchet = [Difference("GONE", f"KG201|{NOT_UTF8}|scope", "1 pinned, 0 now", True, 1, 0)]
-    return result
+    return Result("check", [bad, source], [facts("pkg.k:gemm", variant=NOT_UTF8)],
+                  ratchet=[Difference("GONE", f"KG201|{NOT_UTF8}|scope", "1 pinned, 0 now", True, 1, 0)])
 
 
 def test_every_report_writes_a_name_that_is_not_utf8_as_escaped_bytes() -> None:

@@ -52,8 +52,7 @@ def test_sarif_of_crafted_findings_validates_against_the_official_schema() -> No
 
 
 def test_sarif_leaves_out_suppressed_and_baselined_findings_but_counts_them() -> None:
-    result = result_of(crafted()[:2])
-    result.baselined, result.suppressed = 3, 2
+    result = replace(result_of(crafted()[:2]), baselined=3, suppressed=2)
     doc = sarif_report.to_dict(result)
     validate_sarif(doc)
     assert len(doc["runs"][0]["results"]) == 2
@@ -245,8 +244,7 @@ def test_json_and_sarif_stay_strict_json_with_a_nan_constexpr() -> None:
                         language="triton", path="k.py", line=5, kind="other", num_warps=4, num_stages=3, expect=(),
                         pdl=False, ptx_target="sm_120a", entry=entry, resources=Resources(8, 0, 0, 0, 0, 0),
                         constexprs={"S": float("nan"), "HI": float("inf"), "LO": float("-inf"), "B": 128})
-    result = result_of([finding()])
-    result.kernels = [facts]
+    result = replace(result_of([finding()]), kernels=[facts])
 
     def strict(constant: str) -> None:
         raise ValueError(f"not JSON: {constant}")
@@ -261,13 +259,11 @@ def test_json_and_sarif_stay_strict_json_with_a_nan_constexpr() -> None:
 def with_differences() -> Result:
     from kgate.ratchet.compare import Difference
 
-    result = result_of([finding()])
-    result.ratchet = [
+    return replace(result_of([finding()]), ratchet=[
         Difference("WORSE", "pkg.k:gemm|BM=128,warps=8,stages=3|sm_120a", "registers 240 -> 252", True, 240, 252),
         Difference("IMPROVED", "pkg.k:other|BM=64|sm_120a", "spill_bytes 16 -> 0", False, 16, 0),
         Difference("TOOLCHAIN", "baseline", "pinned with triton 3.8.0 -> 3.9.0", True),
-    ]
-    return result
+    ])
 
 
 def test_sarif_lists_baseline_differences_as_notifications() -> None:
@@ -286,8 +282,9 @@ def test_github_annotates_baseline_differences_at_the_kernel() -> None:
     from kgate.facts.ptx import PtxEntry
 
     entry = PtxEntry("gemm", {}, False, False, 0, ())
-    result.kernels = [KernelFacts("pkg.k:gemm", "BM=128,warps=8,stages=3", "sm_120a", "triton", "pkg/k.py", 42,
-                                  "gemm", 8, 3, (), False, "sm_120a", entry, Resources(240, 0, 0, 0, 0, 0))]
+    result = replace(result, kernels=[KernelFacts("pkg.k:gemm", "BM=128,warps=8,stages=3", "sm_120a", "triton",
+                                                  "pkg/k.py", 42, "gemm", 8, 3, (), False, "sm_120a", entry,
+                                                  Resources(240, 0, 0, 0, 0, 0))])
     commands = [parse_command(line) for line in github_report.render(result).splitlines() if line.startswith("::")]
     worse = next(c for c in commands if c[1].get("title") == "kgate baseline WORSE")
     assert worse[0] == "error" and worse[1]["file"] == "pkg/k.py" and worse[1]["line"] == "42"

@@ -9,6 +9,7 @@ as typed objects. The compile side is imported only when a check runs: importing
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from kgate.api.arguments import validated
@@ -48,7 +49,7 @@ def check(project: PathLike | None = None, *, config: PathLike | None = None, se
                            sass=sass, no_cache=not cache, fail_on=Severity(fail_on or cfg.fail_on), language=language)
     checked = run_check(cfg, chosen, options, progress)
     result = report(checked, options, cfg, baseline=baseline)
-    result.notices[:0] = cfg.notices
+    result = replace(result, notices=[*cfg.notices, *result.notices])
     return CheckResult.of(result)
 
 

@@ -216,7 +216,7 @@ class Difference:
 
 
 @dataclass(frozen=True)
-class _Outcome:
+class _Result:
     findings: tuple[Finding, ...]
     differences: tuple[Difference, ...]
     exit_code: int  # what the command line exits with: 0 passed, 1 failing findings or a failing ratchet
@@ -235,7 +235,7 @@ class _Outcome:
         return tuple(f for f in self.findings if f.severity.rank <= self.fail_on.rank)
 
 
-def _outcome_fields(result: Result) -> dict[str, Any]:
+def _result_fields(result: Result) -> dict[str, Any]:
     return {
         "findings": tuple(Finding.of(f, result.standing_of(f)) for f in core.sort_findings(list(result.findings))),
         "differences": tuple(Difference.of(d) for d in result.ratchet),
@@ -245,18 +245,18 @@ def _outcome_fields(result: Result) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class LintResult(_Outcome):
+class LintResult(_Result):
     """What `kgate.api.lint` found: the source rules' findings after suppressions and the baseline."""
 
     cached: int = 0  # files answered from the lint cache
 
     @classmethod
     def of(cls, result: Result) -> LintResult:
-        return cls(**_outcome_fields(result), cached=int(result.stats.get("cached", 0)))
+        return cls(**_result_fields(result), cached=int(result.stats.get("cached", 0)))
 
 
 @dataclass(frozen=True)
-class CheckResult(_Outcome):
+class CheckResult(_Result):
     """What `kgate.api.check` found: every finding (compiled and source) and the facts of every kernel variant."""
 
     kernels: tuple[KernelFacts, ...] = ()
@@ -270,6 +270,6 @@ class CheckResult(_Outcome):
 
     @classmethod
     def of(cls, result: Result) -> CheckResult:
-        return cls(**_outcome_fields(result), kernels=tuple(KernelFacts.of(k) for k in sorted(
+        return cls(**_result_fields(result), kernels=tuple(KernelFacts.of(k) for k in sorted(
             result.kernels, key=lambda k: k.key)), compiled=int(result.stats.get("compiled", 0)),
             cached=int(result.stats.get("cached", 0)))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from dataclasses import replace
 
 from kgate.api.arguments import validated
 from kgate.api.results import LintResult
@@ -41,5 +42,5 @@ def lint(paths: Sequence[PathLike] | None = (), *, project: PathLike | None = No
     select_for = None if config is not None else lambda other: selection_of(other, select, extend_select, ignore)
     result = lint_result(cfg, chosen, named, force_exclude=force_exclude, use_cache=cache, baseline=baseline,
                          fail_on=Severity(fail_on or cfg.fail_on), select_for=select_for)
-    result.notices[:0] = cfg.notices
+    result = replace(result, notices=[*cfg.notices, *result.notices])
     return LintResult.of(result)

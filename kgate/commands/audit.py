@@ -106,8 +106,9 @@ def run(args: argparse.Namespace) -> int:
     finally:
         progress.clear()
     compiled = checked.compiled
-    result = Result("check", checked.findings, compiled.facts, fail_on=options.fail_on)
-    comparison = result.take_ratchet(ratchet.apply(checked.state, config, enabled=not args.no_baseline))
+    judged = ratchet.apply(checked.state, config, enabled=not args.no_baseline)
+    result = Result.judged("check", checked.findings, judged, kernels=compiled.facts, fail_on=options.fail_on)
+    comparison = judged.comparison if judged is not None else None
     per_kernel, general = baseline_view(comparison)
     if args.no_baseline:
         state = "not compared (--no-baseline)"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from kgate.api import gate as api
@@ -93,21 +94,21 @@ def _report(args: argparse.Namespace, config: Config, checked: CheckRun, options
 
         chosen = {name: getattr(args, name, None) for name in ("select", "extend_select", "ignore")}
         timings = {} if args.no_cache else load_timings(config)
-        result.shard = record(checked, options, resolve_targets(config, options.targets), chosen, timings,
-                              shard_inputs(config))
-        result.notices.append(f"shard {checked.plan.spec}: {len(checked.plan.mine)} of {len(checked.plan.units)} "
-                              f"unit(s); `kgate merge` combines the shards' JSON into the whole run's report")
+        said = (f"shard {checked.plan.spec}: {len(checked.plan.mine)} of {len(checked.plan.units)} unit(s); "
+                f"`kgate merge` combines the shards' JSON into the whole run's report")
+        result = replace(result, shard=record(checked, options, resolve_targets(config, options.targets), chosen,
+                                              timings, shard_inputs(config)), notices=[*result.notices, said])
     if matrix is not None:
-        _add_matrix(result, checked, *matrix)
+        result = _with_matrix(result, checked, *matrix)
     if args.verbose:
         tools = ", ".join(f"{k} {v}" for k, v in sorted(compiled.toolchain.items()) if not k.endswith(".id"))
-        result.notices.append(f"toolchain: {tools}; {compiled.compiled} compiled, {compiled.cached} from cache")
+        said = f"toolchain: {tools}; {compiled.compiled} compiled, {compiled.cached} from cache"
+        result = replace(result, notices=[*result.notices, said])
     return emit(result, args, config)
 
 
-
-def _add_matrix(result: Result, checked: CheckRun, dist: Distribution, releases: list[Any]) -> None:
-    """The version matrix into the report: its table as notices, its object for JSON, a failing line per release
+def _with_matrix(result: Result, checked: CheckRun, dist: Distribution, releases: list[Any]) -> Result:
+    """The report with the version matrix: its table as notices, its object for JSON, a failing line per release
     whose compile fails a rule (a release the project might move to is gated like the one it has)."""
     from kgate.ratchet.compare import Difference
     from kgate.report import matrix
@@ -117,10 +118,8 @@ def _add_matrix(result: Result, checked: CheckRun, dist: Distribution, releases:
     here = matrix.failing_of([f.to_json() for f in result.findings])
     table = matrix.matrix(checked.compiled.toolchain.get(dist.toolchain, "?"), current, here, releases,
                           label=dist.label, language=dist.language)
-    result.notices.extend(matrix.render(table))
-    result.matrix = matrix.to_json(table)
-    for release in releases:
-        if release.failing:
-            result.ratchet.append(Difference("TOOLCHAIN", f"{dist.name} {release.version}",
-                                             f"{release.failing} failing finding(s) under {dist.label} "
-                                             f"{release.version}", True))
+    failing = [Difference("TOOLCHAIN", f"{dist.name} {release.version}",
+                          f"{release.failing} failing finding(s) under {dist.label} {release.version}", True)
+               for release in releases if release.failing]
+    return replace(result, notices=[*result.notices, *matrix.render(table)], matrix=matrix.to_json(table),
+                   ratchet=[*result.ratchet, *failing])

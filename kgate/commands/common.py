@@ -8,6 +8,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +51,7 @@ def emit(result: Result, args: argparse.Namespace, config: Config) -> int:
     from kgate.report import terminal
     from kgate.report.paths import from_here
 
-    result.exit_zero = bool(getattr(args, "exit_zero", False))  # before rendering: the summary says so
+    result = replace(result, exit_zero=bool(getattr(args, "exit_zero", False)))  # before rendering: the summary says so
     fmt = getattr(args, "format", "text")
     if fmt == "text":  # paths from where the command runs; the machine formats keep the project's names
         choice = getattr(args, "color", "auto")

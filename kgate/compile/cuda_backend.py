@@ -35,10 +35,10 @@ from pathlib import Path
 from typing import Any
 
 from kgate.compile.cache import kept, write_artifact
-from kgate.compile.payloads import CudaRequest, FunctionsSassRequest
-from kgate.compile.triton_backend import KernelError
+from kgate.compile.payloads import CudaReply, CudaRequest, FunctionsSassRequest
 from kgate.compile.units import CUBIN, Compiled, steady_log, store_text
 from kgate.compile.worker_facts import analysed
+from kgate.compile.worker_imports import KernelError
 from kgate.core.errors import ToolchainError
 from kgate.support import scratch, tools
 
@@ -69,7 +69,7 @@ class SourceError(KernelError):
         self.line = line
 
 
-def compile_source(payload: CudaRequest) -> dict[str, Any]:
+def compile_source(payload: CudaRequest) -> CudaReply:
     """Compile one file for one target; keep its artifacts and return their content hashes and the files the
     compile read."""
     artifacts = Path(payload["artifacts"])
@@ -81,7 +81,7 @@ def compile_source(payload: CudaRequest) -> dict[str, Any]:
             ptx, log, cubin_hash = _nvcc(payload, artifacts, read)
     except SourceError as exc:
         # A compiler's verdict on the source is as deterministic as its output: cached like it.
-        return {"error": str(exc), "line": exc.line, "artifacts": {}, "headers": read}
+        return {"error": str(exc), "line": exc.line if exc.line is not None else 1, "artifacts": {}, "headers": read}
     except CompilerUnusable as exc:
         # Not a verdict on this file, and never cached: the main process stops the run.
         return {"toolchain_error": str(exc)}
@@ -91,7 +91,7 @@ def compile_source(payload: CudaRequest) -> dict[str, Any]:
                     hashes=hashes, context=context, launch_sites=tuple(payload.get("launch_sites", ())))
     # The facts stage reads the file's kernels here and the SASS it lacks is disassembled from the cubin just written.
     unit = analysed(payload, unit, lambda symbols: (disassemble_functions(kept(artifacts / CUBIN, cubin_hash), symbols), tuple(symbols)))
-    result: dict[str, Any] = {"artifacts": dict(unit.hashes), "headers": read, "cubin": cubin_hash}
+    result: CudaReply = {"artifacts": dict(unit.hashes), "headers": read, "cubin": cubin_hash}
     if unit.sass_symbols:
         result["sass_symbols"] = list(unit.sass_symbols)
     return result

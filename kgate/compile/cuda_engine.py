@@ -32,8 +32,8 @@ from kgate.collect.cuda_sources import CudaSource, cuda_sources, defined_kernels
 from kgate.collect.files import aliases, display_path
 from kgate.compile import records as record_shapes
 from kgate.compile.cache import Cache, CacheWriteError, Entry, digest
-from kgate.compile.engine import Analyse, Compilation, Needs, Progress, _first_line, worker_env
-from kgate.compile.payloads import CudaPlan, CudaRequest, FunctionsSassRequest
+from kgate.compile.compilation import Analyse, Compilation, Needs, Progress, Tally, first_line, worker_env
+from kgate.compile.payloads import CudaPlan, CudaReply, CudaRequest, FunctionsSassRequest
 from kgate.compile.pool import Pool
 from kgate.compile.preflight import CudaCompilers, cuda_compilers
 from kgate.compile.protocol import Outcome, Task
@@ -59,7 +59,7 @@ class _Task:
     payload: CudaPlan
 
 
-@dataclass
+@dataclass(frozen=True)
 class CudaCompilation(Compilation):
     """The compiled CUDA files, with what the facts stage applies to their kernels: the PDL launch sites."""
 
@@ -79,15 +79,14 @@ def compile_cuda(config: Config, targets: tuple[str, ...], *, jobs: int, progres
     the worker that compiles a unit. `durations`: the seconds earlier runs took per file ("cuda:" and its path), to
     start the longest compiles first.
     """
-    run = CudaCompilation()
+    run = Tally()
     if not config.cuda:
-        run.sites = []
-        return run
+        return run.made(CudaCompilation, sites=[])
     toolchain, compilers = found or cuda_compilers(config, config.cuda)
     sources = cuda_sources(config)
     used = set(compilers.values())
     run.toolchain = {f"cuda.{name}": v for name, v in toolchain.versions().items() if name in used}
-    run.sites = launch_sites(config, sources)
+    sites = launch_sites(config, sources)
     cache = Cache(config.root / config.cache_dir, config.cache_dir)
     nvrtc_includes = [folder for folder in [cuda_include_dir(toolchain.nvcc)] if folder] \
         if "nvrtc" in compilers.values() else []
@@ -102,7 +101,7 @@ def compile_cuda(config: Config, targets: tuple[str, ...], *, jobs: int, progres
             if not source.entry.builds_for(target):
                 continue  # the table names the targets its files are built for
             task = _plan(config, source, target, toolchain, compilers[source.entry.compiler], cache, nvrtc_includes,
-                         run.sites)
+                         sites)
             entry = cache.entry("cuda", task.key, record_shapes.cuda)
             if entry is not None and not read.unchanged(entry.meta):
                 entry = None  # a file the compile read has changed since: compiled again
@@ -149,7 +148,7 @@ def compile_cuda(config: Config, targets: tuple[str, ...], *, jobs: int, progres
         run.failures = [f for f in run.failures if _may_define(by_rel[f.path], kernels)]
     run.units.sort(key=lambda u: (u.context["rel"], u.target))
     run.failures.sort(key=lambda f: (f.kernel, f.variant, f.target))
-    return run
+    return run.made(CudaCompilation, sites=sites)
 
 
 def _unit(task: _Task, value: dict[str, Any], meta: dict[str, Any], cache: Cache) -> Compiled:
@@ -217,7 +216,7 @@ def _text_size(source: CudaSource) -> int:
 
 
 def _run_tasks(config: Config, todo: list[_Task], progress: Progress | None, pool: Pool, cache: Cache,
-               run: Compilation, errors: list[tuple[CudaSource, str, dict[str, Any]]], read: FilesRead,
+               run: Tally, errors: list[tuple[CudaSource, str, dict[str, Any]]], read: FilesRead,
                analyse: Analyse | None) -> list[tuple[_Task, Entry, Compiled]]:
     """Compile the files; each one compiled, with its record and unit (compiler errors go to `errors`)."""
     if not todo:
@@ -230,23 +229,24 @@ def _run_tasks(config: Config, todo: list[_Task], progress: Progress | None, poo
         nonlocal done
         task = todo[index]
         if outcome.cache_unwritable:
-            raise CacheWriteError(str(outcome.value), config.cache_dir)
+            raise CacheWriteError(outcome.error, config.cache_dir)
         run.replayable = run.replayable and not outcome.transient
         done += 1
         if progress:
             progress(done, len(todo), f"{task.source.rel} {task.target}")
-        if outcome.ok and "toolchain_error" in outcome.value:
-            unusable.append(outcome.value["toolchain_error"])
-        elif outcome.ok:
-            value = {k: v for k, v in outcome.value.items() if k not in ("headers", "cubin")}
+        reply = outcome.answer(CudaReply) if outcome.ok else None
+        if reply is not None and "toolchain_error" in reply:
+            unusable.append(reply["toolchain_error"])
+        elif reply is not None:
+            value: dict[str, Any] = {k: v for k, v in reply.items() if k not in ("headers", "cubin")}
             if "error" in value:
                 value.pop("artifacts", None)
             else:
                 value["context"] = {k: task.payload[k] for k in IDENTITY}
-            files = outcome.value.get("headers")
+            files = reply.get("headers")
             # The cubin this compile wrote, by the hash it was written with (another compile of the key may have
             # written the file under its plain name since).
-            meta = {"cubin": outcome.value.get("cubin"),
+            meta = {"cubin": reply.get("cubin"),
                     "headers": read.state(files if isinstance(files, list) else [])}
             cache.put("cuda", task.key, value, meta)
             if "error" in value:
@@ -257,7 +257,7 @@ def _run_tasks(config: Config, todo: list[_Task], progress: Progress | None, poo
             run.compile_seconds[f"{task.source.rel}|{task.target}"] = outcome.seconds
         else:
             run.failures.append(CompileFailure(task.source.rel, "", task.target, task.source.rel, 1,
-                                               _first_line(outcome)))
+                                               first_line(outcome)))
 
     if progress:
         progress(0, len(todo), "")
@@ -305,7 +305,7 @@ class FilesRead:
 
 
 def _disassemble(config: Config, todo: list[tuple[_Task, Entry, list[str]]], pool: Pool, cache: Cache,
-                 run: Compilation, *, cached: bool) -> list[_Task]:
+                 run: Tally, *, cached: bool) -> list[_Task]:
     """SASS of the symbols a unit lacks (with those its listing held) from its cubin in the cache; the units go
     to `run`, and the tasks whose cubin could not be disassembled are returned (to compile, or to fail)."""
     again: list[_Task] = []
@@ -316,11 +316,11 @@ def _disassemble(config: Config, todo: list[tuple[_Task, Entry, list[str]]], poo
     def done(index: int, outcome: Outcome) -> None:
         task, entry, lacking = todo[index]
         if outcome.cache_unwritable:
-            raise CacheWriteError(str(outcome.value), config.cache_dir)
+            raise CacheWriteError(outcome.error, config.cache_dir)
         if not outcome.ok:
             again.append(task)
             return
-        value = {**entry.value, "artifacts": {**entry.value["artifacts"], "sass": outcome.value},
+        value = {**entry.value, "artifacts": {**entry.value["artifacts"], "sass": outcome.answer(str)},
                  "sass_symbols": symbols(entry, lacking)}
         cache.put("cuda", task.key, value, entry.meta)
         run.units.append(_unit(task, value, entry.meta, cache))

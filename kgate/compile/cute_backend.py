@@ -26,10 +26,11 @@ from pathlib import Path
 from typing import Any
 
 from kgate.compile.cache import kept, write_artifact
-from kgate.compile.payloads import CompileRequest, ExpandRequest
-from kgate.compile.triton_backend import KernelError, _imported, disassemble
+from kgate.compile.payloads import CompileReply, CompileRequest, ExpandRequest, Expansion
+from kgate.compile.triton_backend import disassemble
 from kgate.compile.units import CUBIN, Compiled, steady_log, store_text
 from kgate.compile.worker_facts import analysed
+from kgate.compile.worker_imports import KernelError, imported
 from kgate.core.cute import DTYPE_PREFIX, STREAM, CuteCall, dim_symbol, is_tensor
 from kgate.core.cute_dsl import decorator_kind, launch_shared
 
@@ -51,10 +52,10 @@ def is_cute_jit(fn: Any) -> bool:
     return decorator_kind(fn) == "jit" and hasattr(fn, "_dsl_cls")
 
 
-def expand(payload: ExpandRequest) -> dict[str, Any]:
+def expand(payload: ExpandRequest) -> Expansion:
     """Describe a registered CuTe DSL kernel as the planner reads any kernel: where its jit function is defined and
     its parameters (a class kernel's `__call__`, less `self`)."""
-    obj = _imported(payload, payload["kernel"])
+    obj = imported(payload, payload["kernel"])
     fn = obj.__call__ if inspect.isclass(obj) else obj
     if not is_cute_jit(fn):
         what = "a class whose __call__ is not" if inspect.isclass(obj) else "not"
@@ -67,11 +68,11 @@ def expand(payload: ExpandRequest) -> dict[str, Any]:
                         "has_default": p.default is not p.empty} for p in params]}
 
 
-def compile_call(payload: CompileRequest) -> dict[str, Any]:
+def compile_call(payload: CompileRequest) -> CompileReply:
     """Compile one call for one target; keep its artifacts; return what the compile record holds."""
     call = CuteCall.from_record(payload["variant"]["call"])
     target = payload["target"]
-    obj = _imported(payload, call.kernel)
+    obj = imported(payload, call.kernel)
     from cutlass import cute
 
     started = time.perf_counter()

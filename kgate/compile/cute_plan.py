@@ -1,6 +1,6 @@
 """The variants of a CuTe DSL kernel: one per `cute.compile` call its registrations and captures describe.
 
-Main-process side, beside the Triton planner (`kgate.compile.engine.plan_variants`): a CuTe DSL call needs no
+Main-process side, beside the Triton planner (`kgate.compile.triton_plan.plan_variants`): a CuTe DSL call needs no
 launcher to bind it, since its arguments are the specialisation (`kgate.core.cute`). What is checked here is that
 the call fits the jit function the compile worker found (`kgate.compile.cute_backend.expand`): every argument it
 names is a parameter, and every parameter without a default has an argument.

@@ -1,7 +1,7 @@
-"""What each compile worker task takes (`kgate.compile.protocol.Task`), and the variant a Python kernel's compile
-carries.
+"""What each compile worker task takes (`kgate.compile.protocol.Task`) and answers, and the variant a Python
+kernel's compile carries.
 
-The planner builds a `Variant` for each launch of a registration or a capture (`kgate.compile.engine.plan_variants`,
+The planner builds a `Variant` for each launch of a registration or a capture (`kgate.compile.triton_plan.plan_variants`,
 `captured_variant`; a CuTe DSL call: `kgate.compile.cute_plan.variants`); the compile worker reads it
 (`kgate.compile.triton_backend.compile_variant`, `kgate.compile.cute_backend.compile_call`). They are TypedDicts,
 plain dicts when the program runs: a variant is hashed into its compile key as JSON (`kgate.compile.cache.digest`),
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 if TYPE_CHECKING:
     from kgate.collect.cuda_launches import LaunchSite
-    from kgate.compile.engine import Analyse
+    from kgate.compile.compilation import Analyse
 
 
 class Asked(TypedDict):
@@ -120,3 +120,64 @@ class FunctionsSassRequest(SassRequest):
     """A `cuda.sass` task: disassemble some functions of a cached cubin (a CUDA file's kernels the plan wants)."""
 
     symbols: list[str]
+
+
+# What each task answers (`kgate.compile.protocol.Outcome.value` when the task succeeded).
+
+
+class Param(TypedDict):
+    """A kernel parameter as the planner reads it."""
+
+    name: str
+    constexpr: bool
+    has_default: bool
+
+
+class TunedConfig(TypedDict):
+    """One autotune config of a kernel (`triton.Config`)."""
+
+    kwargs: dict[str, Any]
+    num_warps: int
+    num_stages: int
+    maxnreg: int | None
+
+
+class Expansion(TypedDict):
+    """A `triton.expand` or `cute.expand` task's answer, kept as the expansion record: where the kernel's jit
+    function is defined, its parameters, the names its heuristics give and its autotune configs."""
+
+    path: str
+    line: int
+    params: list[Param]
+    heuristics: list[str]
+    configs: list[TunedConfig]
+
+
+class _CompileReply(TypedDict):
+    context: dict[str, Any]  # what KernelFacts says of the variant besides what the compiler's output says
+    artifacts: dict[str, str]  # artifact name -> content hash
+    dynamic_smem: int
+    cubin: str  # the hash of the cubin this compile wrote
+
+
+class CompileReply(_CompileReply, total=False):
+    """A `triton.compile` or `cute.compile` task's answer: what the compile record holds, and the cubin's hash."""
+
+    entry_smem: dict[str, int]  # a CuTe DSL call's shared memory per kernel, as its launch asks
+
+
+class CudaReply(TypedDict, total=False):
+    """A `cuda.compile` task's answer: the artifacts' hashes, the files the compile read and the cubin's hash; the
+    compiler's verdict on the source (`error`, at `line`); or a compiler that cannot be used (`toolchain_error`)."""
+
+    artifacts: dict[str, str]
+    headers: list[str]
+    cubin: str
+    sass_symbols: list[str]  # the functions whose SASS the worker disassembled
+    error: str
+    line: int
+    toolchain_error: str
+
+
+# A task's answer: an expansion, a compile's record, or (`sass`, `cuda.sass`) the hash of the listing it kept.
+Reply = Expansion | CompileReply | CudaReply | str

@@ -254,7 +254,7 @@ def with_diagnostics(outcome: Outcome, said: str) -> Outcome:
     """A failed task's outcome with what the compiler printed of its failure (`kgate.compile.worker_stderr`)."""
     if outcome.ok or not outcome.user_error:
         return outcome
-    told = worker_stderr.diagnosed(str(outcome.value), said)
+    told = worker_stderr.diagnosed(outcome.error, said)
     if told is None:
         return outcome
     value, where = told

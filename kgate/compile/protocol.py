@@ -9,9 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar, cast
 
-# Task name -> "module:function" run in the worker.
+from kgate.compile.payloads import Reply
+
+Answer = TypeVar("Answer")
+
+# Task name -> "module:function" run in the worker. What it answers (`kgate.compile.payloads`): an `Expansion`
+# (the expand tasks), a `CompileReply` (triton.compile, cute.compile), a `CudaReply` (cuda.compile), the hash of the
+# SASS listing it kept (sass, cuda.sass).
 TASKS = {
     "triton.expand": "kgate.compile.triton_backend:expand",
     "triton.compile": "kgate.compile.triton_backend:compile_variant",
@@ -47,7 +53,9 @@ class Outcome:
     """What a task came to: the worker's reply, or the pool's word for a task that got none."""
 
     ok: bool
-    value: Any  # the task's result, or the error message
+    # The task's answer (`TASKS` names what each answers: a `kgate.compile.payloads` reply, or the hash of a SASS
+    # listing kept), or the error message.
+    value: Reply
     seconds: float
     max_rss_kb: int = 0
     user_error: bool = True  # False: an unexpected exception (a bug), with a traceback in value
@@ -63,3 +71,15 @@ class Outcome:
     reads: dict[str, Any] | None = None
     # Where in the project a user error was raised (file as imported, line), when the task's error says.
     where: tuple[str, int] | None = None
+
+    def answer(self, kind: type[Answer]) -> Answer:
+        """The task's answer, as the `kind` its task answers (`Expansion`, `CompileReply`, `CudaReply`, or `str` for
+        a listing's hash); a task that failed has none."""
+        if not self.ok:
+            raise ValueError(f"a failed task has no answer: {self.value}")
+        return cast(Answer, self.value)
+
+    @property
+    def error(self) -> str:
+        """What a failed task says (the error message, or the traceback of an unexpected exception)."""
+        return str(self.value)

@@ -18,13 +18,10 @@ from __future__ import annotations
 
 import ast
 import contextlib
-import importlib
 import io
 import os
 import re
-import sys
 import time
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -32,92 +29,11 @@ from kgate.collect.source import try_parse
 from kgate.collect.specialization import Specialization
 from kgate.compile import expectations, gluon
 from kgate.compile.cache import cache_write_failure, kept, triton_folder, write_artifact
-from kgate.compile.frames import project_frame
-from kgate.compile.payloads import CompileRequest, ExpandRequest, ImportRequest
+from kgate.compile.payloads import CompileReply, CompileRequest, ExpandRequest, Expansion, Param
 from kgate.compile.units import CUBIN, Compiled, steady_log, store_text
 from kgate.compile.worker_facts import analysed
-from kgate.core.errors import KgateError, did_you_mean
+from kgate.compile.worker_imports import KernelError, imported, load
 from kgate.core.schema import CAPABILITY
-
-MISSING_ATTRIBUTE = "has no attribute"  # in the error for a kernel its module does not define (any more)
-
-
-class KernelError(KgateError):
-    """The kernel cannot be compiled: reported as a finding that it did not compile. `where`: the line of the project that
-    raised, when the project's own code did (a module that fails as it is imported)."""
-
-    def __init__(self, message: str, where: tuple[str, int] | None = None) -> None:
-        super().__init__(message)
-        self.where = where
-
-
-# The project's folders (its root and python-path entries), as the task names them: where its own frames are.
-_ROOTS: list[str] = []
-
-
-def _prepare(payload: ImportRequest) -> None:
-    paths = payload["sys_path"]
-    for path in reversed(paths):
-        if path not in sys.path:
-            sys.path.insert(0, path)
-    _ROOTS[:] = payload.get("roots", paths)
-    warnings.filterwarnings("ignore", message=".*TRITON_DEFAULT_FP_FUSION.*")
-    _run_setup(paths)
-
-
-_SETUP_DONE = False
-
-
-def _run_setup(paths: list[str]) -> None:
-    """The project's set-up hook (`setup` in the configuration), once per worker, before any of its modules."""
-    global _SETUP_DONE
-    from kgate.capture.runtime import ENV_SETUP, ENV_SETUP_PATH, run_setup
-
-    setup = os.environ.get(ENV_SETUP)
-    if _SETUP_DONE or not setup:
-        return
-    _SETUP_DONE = True
-    try:
-        run_setup(setup, os.environ.get(ENV_SETUP_PATH, "").split(os.pathsep) + paths)
-    except BaseException as exc:
-        if isinstance(exc, KeyboardInterrupt):
-            raise
-        raise KernelError(f"the set-up hook {setup} failed: {type(exc).__name__}: {exc}",
-                          project_frame(exc, _ROOTS)) from None
-
-
-def _imported(payload: ImportRequest, kernel: str) -> Any:
-    """The registered object, its module imported (the set-up hook first) with what the import reads recorded:
-    the key of the records made from it (`kgate.compile.import_reads`)."""
-    from kgate.compile import import_recorder
-
-    roots = payload.get("roots") or payload["sys_path"]
-    with import_recorder.recording(roots[0], roots, payload.get("cwd")):
-        _prepare(payload)
-        return _load(kernel)
-
-
-def _load(kernel: str) -> Any:
-    module_name, _, attr = kernel.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except BaseException as exc:
-        if isinstance(exc, KeyboardInterrupt):
-            raise
-        lacking = gluon.lacks_gluon(exc)
-        if lacking is not None:
-            raise KernelError(f"cannot import {module_name}: {lacking}", project_frame(exc, _ROOTS)) from None
-        probe = any(word in str(exc).lower() for word in ("device", "cuda", "gpu", "driver", "nvidia"))
-        hint = "" if os.environ.get("KGATE_SETUP") or not probe else (
-            " (a project whose modules probe the GPU when they import can name a set-up hook, run first, in the "
-            "configuration's `setup`)")
-        raise KernelError(f"cannot import {module_name}: {type(exc).__name__}: {exc}{hint}",
-                          project_frame(exc, _ROOTS)) from None
-    try:
-        return getattr(module, attr)
-    except AttributeError:
-        names = [name for name in vars(module) if not name.startswith("_")]
-        raise KernelError(f"module {module_name} {MISSING_ATTRIBUTE} {attr!r}{did_you_mean(attr, names)}") from None
 
 
 def _jit_function(obj: Any) -> tuple[Any, list[Any]]:
@@ -150,14 +66,14 @@ def _definition(fn: Any) -> tuple[str, int]:
     return path, line
 
 
-def expand(payload: ExpandRequest) -> dict[str, Any]:
+def expand(payload: ExpandRequest) -> Expansion:
     """Describe a registered kernel: what the main process needs to plan its variants."""
     from kgate.capture.runtime import heuristic_names
 
-    obj = _imported(payload, payload["kernel"])
+    obj = imported(payload, payload["kernel"])
     fn, configs = _jit_function(obj)
     path, line = _definition(fn)
-    params = [{"name": p.name, "constexpr": bool(p.is_constexpr), "has_default": bool(p.has_default)}
+    params: list[Param] = [{"name": p.name, "constexpr": bool(p.is_constexpr), "has_default": bool(p.has_default)}
               for p in fn.params]
     return {
         "path": path,
@@ -172,7 +88,7 @@ def expand(payload: ExpandRequest) -> dict[str, Any]:
     }
 
 
-def compile_variant(payload: CompileRequest) -> dict[str, Any]:
+def compile_variant(payload: CompileRequest) -> CompileReply:
     """Compile one variant for one target; keep its artifacts and return what the compile record holds: the
     variant's context (what KernelFacts says of it besides what the compiler's output says), the artifacts'
     content hashes and the launch's dynamic shared memory.
@@ -183,7 +99,7 @@ def compile_variant(payload: CompileRequest) -> dict[str, Any]:
     source class the launcher uses for the kernel (`kgate.compile.gluon.source_class`).
     """
     variant = payload["variant"]
-    obj = _imported(payload, variant["kernel"])
+    obj = imported(payload, variant["kernel"])
     import triton
     from triton import knobs
     from triton.backends.compiler import GPUTarget
@@ -328,7 +244,7 @@ def decode_constant(value: Any, name: str) -> Any:
             raise KernelError(f"{name} = {value!r}: triton.language has no dtype {value[3:]!r}")
         return dtype
     if value.startswith("jit:"):
-        return _load(value[4:])
+        return load(value[4:])
     if gluon.is_gluon_call(value):
         try:
             return gluon.gluon_object(value)

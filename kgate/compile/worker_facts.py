@@ -1,6 +1,6 @@
 """A unit read in the compile worker that compiled it, and the SASS the run's plan wants of it disassembled there.
 
-Where the run gave an `analyse` (`kgate.compile.engine.Analyse`), the facts stage reads the unit in its worker,
+Where the run gave an `analyse` (`kgate.compile.compilation.Analyse`), the facts stage reads the unit in its worker,
 right after its compile and while other units compile, says which symbols' SASS it lacks, and they are
 disassembled from the cubin just written. Whatever goes wrong here is left to the main process, which reads the
 unit as it would have without this and meets the same problem there.

@@ -10,11 +10,15 @@ from kgate.core.findings import Finding, Severity
 if TYPE_CHECKING:  # a lint run has no kernels: keep the facts modules out of its imports
     from kgate.facts.model import KernelFacts
     from kgate.ratchet.compare import Comparison
-    from kgate.ratchet.gate import Outcome
+    from kgate.ratchet.gate import Verdict
 
 
-@dataclass
+@dataclass(frozen=True)
 class Result:
+    """A run's report, built once: by `judged` where the baseline gave its verdict (`kgate.ratchet.gate.apply`), and a
+    command that adds to it (its notices, a shard's or a version matrix's object) makes another with
+    `dataclasses.replace`."""
+
     command: str  # "check" or "lint"
     findings: list[Finding]  # active findings, after suppressions and the baseline
     kernels: list[KernelFacts] = field(default_factory=list)
@@ -36,16 +40,16 @@ class Result:
     # `--exit-zero`: the command exits 0 whatever the verdict, and every report that states one says so.
     exit_zero: bool = False
 
-    def take_ratchet(self, outcome: Outcome | None) -> Comparison | None:
-        """Take the baseline's verdict: the findings it does not accept, how many it does, the differences."""
-        if outcome is None:
-            return None
-        self.notices.extend(outcome.notices)
-        self.findings = outcome.comparison.active
-        self.baselined = len(outcome.comparison.baselined)
-        self.ratchet = outcome.comparison.unattached
-        self.standing = outcome.comparison.standing
-        return outcome.comparison
+    @classmethod
+    def judged(cls, command: str, findings: list[Finding], verdict: Verdict | None, **fields: Any) -> Result:
+        """The report of a run whose `findings` the baseline judged (`verdict`; None: no baseline): the findings it
+        does not accept, how many it does, the differences, and what it noted after the run's own notices."""
+        if verdict is None:
+            return cls(command, findings, **fields)
+        comparison: Comparison = verdict.comparison
+        notices = [*fields.pop("notices", []), *verdict.notices]
+        return cls(command, comparison.active, baselined=len(comparison.baselined), ratchet=comparison.unattached,
+                   standing=comparison.standing, notices=notices, **fields)
 
     def failing(self) -> list[Finding]:
         return [f for f in self.findings if f.severity.rank <= self.fail_on.rank]

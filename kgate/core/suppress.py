@@ -62,7 +62,9 @@ class Directive(NamedTuple):
     misplaced: bool = False
 
 
-class Outcome(NamedTuple):
+class Suppressed(NamedTuple):
+    """The findings left once the suppression comments are applied, and how many they silenced."""
+
     findings: list[Finding]  # active findings, meta findings included, sorted
     suppressed: int
 
@@ -228,7 +230,7 @@ Judged = Callable[[str, int, str], bool]
 
 
 def apply(findings: Iterable[Finding], directives: Mapping[str, Sequence[Directive]], selection: Selection,
-          judged: Judged) -> Outcome:
+          judged: Judged) -> Suppressed:
     """Active findings after the directives; `judged(path, line, code)` (line 0: anywhere in the file)
     says whether this run examined that code there, which is what makes an unused directive a finding."""
     used: set[tuple[str, int, str]] = set()
@@ -250,7 +252,7 @@ def apply(findings: Iterable[Finding], directives: Mapping[str, Sequence[Directi
             active.append(finding)
         else:
             suppressed += 1
-    return Outcome(sort_findings(active), suppressed)
+    return Suppressed(sort_findings(active), suppressed)
 
 
 def _match(finding: Finding, directives: Sequence[Directive]) -> Directive | None:
@@ -294,7 +296,7 @@ def meta_finding(code: str, report: Report, path: str, selection: Selection, dir
 
 
 def for_compiled(findings: list[Finding], root: Path, kernel_lines: Mapping[str, set[int]], selection: Selection,
-                 *, complete: bool) -> Outcome:
+                 *, complete: bool) -> Suppressed:
     """Suppressions for `kgate check`: compiled findings point at a kernel's `def` line, where the comment goes.
 
     `kernel_lines`: path -> definition lines of the kernels compiled in this

@@ -12,7 +12,7 @@ from pathlib import Path
 from kgate.collect import revision
 from kgate.collect.registry import captured_specs, triton_entries
 from kgate.compile.cache import Cache
-from kgate.compile.engine import Progress
+from kgate.compile.compilation import Progress
 from kgate.core.config import Config, load_config
 from kgate.core.errors import ConfigError, KgateError
 from kgate.diff.compare import Diff, compare, matched, needs_listing

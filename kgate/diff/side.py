@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 
 from kgate.collect.registry import captured_specs, triton_entries
-from kgate.compile.engine import Progress
+from kgate.compile.compilation import Progress
 from kgate.core.config import Config
 from kgate.diff.model import Side
 from kgate.evaluate.plan import artifact_plan

@@ -9,7 +9,6 @@ compile stage to compile again.
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field, fields, replace
 from functools import partial
 from pathlib import Path
@@ -19,8 +18,9 @@ from kgate.collect.captures import CapturedSpec
 from kgate.collect.cuda_launches import LaunchSite, pdl_launched
 from kgate.collect.cuda_names import base_name, matches
 from kgate.compile.cache import Cache, digest, file_hash
+from kgate.compile.compilation import Compilation, Needs, Progress, RunSummary
 from kgate.compile.cuda_engine import IDENTITY, compile_cuda
-from kgate.compile.engine import Compilation, Needs, Progress, RunSummary, compile_triton
+from kgate.compile.engine import compile_triton
 from kgate.compile.pool import Pool
 from kgate.compile.preflight import CudaCompilers
 from kgate.compile.units import Artifacts, Compiled, CompileFailure
@@ -35,7 +35,7 @@ from kgate.facts.relocate import relocate
 Cubins = dict[tuple[str, str, str], tuple[str, str | None]]
 
 
-@dataclass
+@dataclass(frozen=True)
 class CompileRun(RunSummary):
     """The compiled kernels of a run: their facts, the failures, and how the run went."""
 
@@ -118,7 +118,7 @@ class Facts:
 
 @dataclass(frozen=True)
 class WorkerFacts:
-    """What a unit's compile worker reads of it (`kgate.compile.engine.Analyse`): the symbols whose SASS the run's
+    """What a unit's compile worker reads of it (`kgate.compile.compilation.Analyse`): the symbols whose SASS the run's
     plan wants and the unit lacks, the unit's facts kept in the cache once none lacks. Made in the main process,
     called in the worker: it holds only what pickles (the cache's folder and the plan)."""
 
@@ -143,9 +143,13 @@ def _failure(unit: Compiled, message: str) -> CompileFailure:
     return CompileFailure(kernel, name, unit.target, path, line, message)
 
 
-def _run_of(compilation: Compilation) -> CompileRun:
-    # The summary handed on as it is, its lists and tables copied so that the run's can grow on their own.
-    return CompileRun(**{f.name: copy.copy(getattr(compilation, f.name)) for f in fields(RunSummary)})
+def _run_of(compilation: Compilation, facts: list[KernelFacts], failures: list[CompileFailure],
+            cubins: Cubins) -> CompileRun:
+    """The compile run's summary handed on as it is, with the facts read of its units and the failures of those that
+    read as none (sorted, after the compile stage's own)."""
+    summary = {f.name: getattr(compilation, f.name) for f in fields(RunSummary)}
+    summary["failures"] = sorted([*compilation.failures, *failures], key=lambda f: (f.kernel, f.variant, f.target))
+    return CompileRun(**summary, facts=sorted(facts, key=lambda f: f.key), cubins=cubins)
 
 
 def triton_facts(config: Config, entries: list[PythonEntry], targets: tuple[str, ...], *, jobs: int, plan: ArtifactPlan,
@@ -157,21 +161,21 @@ def triton_facts(config: Config, entries: list[PythonEntry], targets: tuple[str,
     compilation = compile_triton(config, entries, targets, jobs=jobs, progress=progress, pool=pool, captured=captured,
                                  needs=partial(lacking_sass, facts, plan), analyse=WorkerFacts(facts.cache, plan),
                                  toolchain=toolchain)
-    run = _run_of(compilation)
     recorded = {(c.spec.kernel, c.spec.variant): c for c in captured or ()}
+    read: list[KernelFacts] = []
+    failures: list[CompileFailure] = []
+    cubins: Cubins = {}
     for unit in compilation.units:
         found = facts.placed(unit)
         if isinstance(found, list):
             for _symbol, item in found:
                 item = with_captures(item, recorded.get((item.kernel, item.variant)),
                                      config.device_independent_launchers)
-                run.facts.append(as_planned(item, plan))
-                run.cubins[item.key] = unit.cubin
+                read.append(as_planned(item, plan))
+                cubins[item.key] = unit.cubin
         else:
-            run.failures.append(_failure(unit, found or "the compile's artifacts could not be read back from the cache"))
-    run.facts.sort(key=lambda f: f.key)
-    run.failures.sort(key=lambda f: (f.kernel, f.variant, f.target))
-    return run
+            failures.append(_failure(unit, found or "the compile's artifacts could not be read back from the cache"))
+    return _run_of(compilation, read, failures, cubins)
 
 
 def with_captures(item: KernelFacts, entry: CapturedSpec | None, device_independent: bool) -> KernelFacts:
@@ -195,21 +199,17 @@ def cuda_facts(config: Config, targets: tuple[str, ...], *, jobs: int, plan: Art
     compilation = compile_cuda(config, targets, jobs=jobs, progress=progress, pool=pool, files=files, kernels=kernels,
                                needs=partial(lacking_sass, facts, plan), found=found,
                                analyse=WorkerFacts(facts.cache, plan), durations=durations)
-    run = _run_of(compilation)
     built: list[tuple[Compiled, str, KernelFacts]] = []
+    failures: list[CompileFailure] = []
     for unit in compilation.units:
         read = facts.of(unit)
         if isinstance(read, list):
             built += [(unit, symbol, item) for symbol, item in read]
         else:
-            run.failures.append(_failure(unit, read or "the compile's artifacts could not be read back from the cache"))
-    run.facts = finish(built, compilation.sites or [], kernels, plan)
-    for unit, _symbol, item in built:
-        run.cubins[item.key] = unit.cubin
-    run.cubins = {f.key: run.cubins[f.key] for f in run.facts}
-    run.facts.sort(key=lambda f: f.key)
-    run.failures.sort(key=lambda f: (f.kernel, f.variant, f.target))
-    return run
+            failures.append(_failure(unit, read or "the compile's artifacts could not be read back from the cache"))
+    finished = finish(built, compilation.sites or [], kernels, plan)
+    of_unit = {item.key: unit.cubin for unit, _symbol, item in built}
+    return _run_of(compilation, finished, failures, {f.key: of_unit[f.key] for f in finished})
 
 
 def as_planned(item: KernelFacts, plan: ArtifactPlan) -> KernelFacts:

@@ -18,7 +18,7 @@ from dataclasses import replace
 from typing import Any
 
 from kgate.capture.session import Recorded, live_key
-from kgate.compile.engine import default_jobs
+from kgate.compile.compilation import default_jobs
 from kgate.core.config import KNOWN_TARGETS, Config
 from kgate.facts.model import KernelFacts
 from kgate.report.escape import terminal

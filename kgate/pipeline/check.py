@@ -15,7 +15,7 @@ from kgate.collect.captures import CapturedSpec
 from kgate.collect.registry import captured_specs, triton_entries, triton_kernels
 from kgate.compile import preflight
 from kgate.compile.cache import unusable as cache_unusable
-from kgate.compile.engine import Progress, default_jobs, worker_env
+from kgate.compile.compilation import Progress, default_jobs, worker_env
 from kgate.compile.pool import Pool
 from kgate.core.artifacts import ArtifactPlan
 from kgate.core.config import KNOWN_TARGETS, Config, PythonEntry
@@ -89,10 +89,8 @@ def run_check(config: Config, selection: Selection, options: CheckOptions,
     if options.source and not options.kernels and not options.language and (plan is None or plan.runs_source):
         lint = run_lint(config, selection, None, use_cache=not options.no_cache)
         part = SourcePart(lint.findings, lint.suppressed, len(lint.results))
-    checked = assemble(config, selection, options, compiled, raw, part, covered=covered,
-                       shard_names=plan.names if plan else None)
-    checked.entries, checked.plan, checked.seconds = entries, plan, seconds
-    return checked
+    return assemble(config, selection, options, compiled, raw, part, covered=covered,
+                    shard_names=plan.names if plan else None, entries=entries, plan=plan, seconds=seconds)
 
 
 # No configuration file, no decorator and no capture.
@@ -201,10 +199,12 @@ def compile_kernels(config: Config, entries: list[PythonEntry], captured: list[C
 
 def assemble(config: Config, selection: Selection, options: CheckOptions, compiled: CompileRun,
              raw: list[Finding], part: SourcePart | None, *, covered: frozenset[str],
-             shard_names: frozenset[str] | None) -> CheckRun:
+             shard_names: frozenset[str] | None, entries: list[PythonEntry] | None = None,
+             plan: shard.Plan | None = None, seconds: dict[str, float] | None = None) -> CheckRun:
     """Findings after suppressions, with the source rules' part, and the ratchet's view of what was covered.
 
-    Shared by `run_check` and `kgate merge`, which calls it once over the union of the shards.
+    Shared by `run_check` (with the run's `entries`, its shard `plan` and the compile `seconds` per timings key) and
+    `kgate merge`, which calls it once over the union of the shards.
     """
     targets = resolve_targets(config, options.targets)
     # Suppression comments on the kernels' definition lines (a partial run judges none unused).
@@ -232,19 +232,17 @@ def assemble(config: Config, selection: Selection, options: CheckOptions, compil
     )
     state = RunState(kernels=compiled.facts, findings=findings, toolchain=public_toolchain(compiled.toolchain),
                      scope=scope, fail_on=options.fail_on, options=selection.options)
-    return CheckRun([], compiled, findings, state, suppressed, part.files if part else 0, raw=raw, source=part,
-                    covered=covered)
+    return CheckRun(entries or [], compiled, findings, state, suppressed, part.files if part else 0, raw=raw,
+                    source=part, plan=plan, seconds=seconds or {}, covered=covered)
 
 
 def gate(checked: CheckRun, options: CheckOptions, config: Config, *, baseline: bool) -> Result:
     """The report of a check: findings and kernels, compared with the baseline (`kgate check`'s and `kgate merge`'s)."""
     compiled = checked.compiled
-    result = Result("check", checked.findings, compiled.facts, fail_on=options.fail_on)
-    result.stats = {"compiled": compiled.compiled, "cached": compiled.cached}
-    result.suppressed = checked.suppressed
-    result.files_checked = checked.files_checked
-    result.take_ratchet(ratchet.apply(checked.state, config, enabled=baseline))
-    return result
+    return Result.judged("check", checked.findings, ratchet.apply(checked.state, config, enabled=baseline),
+                         kernels=compiled.facts, fail_on=options.fail_on, suppressed=checked.suppressed,
+                         files_checked=checked.files_checked,
+                         stats={"compiled": compiled.compiled, "cached": compiled.cached})
 
 
 def merge_runs(first: CompileRun, second: CompileRun) -> CompileRun:

@@ -37,7 +37,7 @@ from kgate.core.config import Config
 from kgate.core.errors import ConfigError
 from kgate.core.findings import Finding, sort_findings
 from kgate.core.selection import Selection
-from kgate.core.suppress import Outcome, apply
+from kgate.core.suppress import Suppressed, apply
 from kgate.evaluate import source as engine
 
 
@@ -106,7 +106,7 @@ def run_lint(config: Config, selection: Selection, paths: list[str] | None = Non
                    frozenset(codes))
 
 
-def active_findings(results: dict[str, engine.FileResult], selection: Selection) -> Outcome:
+def active_findings(results: dict[str, engine.FileResult], selection: Selection) -> Suppressed:
     """The findings of per-file results with the configuration and the suppression comments applied."""
     return apply(engine.findings(results, selection),
                  {rel: r.directives for rel, r in results.items() if r.directives},

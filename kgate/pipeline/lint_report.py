@@ -14,6 +14,7 @@ from __future__ import annotations
 import stat
 from collections.abc import Callable
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from kgate.core.config import Config
 from kgate.core.errors import BaselineError
@@ -21,6 +22,9 @@ from kgate.core.findings import Severity
 from kgate.core.result import Result
 from kgate.core.selection import Selection
 from kgate.pipeline.lint import LintRun, run_lint
+
+if TYPE_CHECKING:  # the ratchet's modules are imported only where there is a baseline
+    from kgate.ratchet.gate import Verdict
 
 
 def lint_result(config: Config, selection: Selection, paths: list[str], *, force_exclude: bool = False,
@@ -32,14 +36,11 @@ def lint_result(config: Config, selection: Selection, paths: list[str], *, force
     governs (`kgate.pipeline.lint`); None: `config` governs every file."""
     lint = run_lint(config, selection, paths, force_exclude=force_exclude, use_cache=use_cache,
                     select_for=select_for)
-    result = Result("lint", lint.findings, fail_on=fail_on)
-    result.suppressed = lint.suppressed
-    result.files_checked = len(lint.results)
-    result.stats = {"files": len(lint.results), "cached": lint.cached,
-                    "scope": "project" if lint.complete else "files"}
-    if baseline and _has_baseline(config):
-        _ratchet(result, lint, config)
-    return result
+    verdict = _verdict(lint, config, fail_on) if baseline and _has_baseline(config) else None
+    return Result.judged("lint", lint.findings, verdict, fail_on=fail_on, suppressed=lint.suppressed,
+                         files_checked=len(lint.results),
+                         stats={"files": len(lint.results), "cached": lint.cached,
+                                "scope": "project" if lint.complete else "files"})
 
 
 def _has_baseline(config: Config) -> bool:
@@ -56,13 +57,13 @@ def _has_baseline(config: Config) -> bool:
     return True
 
 
-def _ratchet(result: Result, lint: LintRun, config: Config) -> None:
+def _verdict(lint: LintRun, config: Config, fail_on: Severity) -> Verdict | None:
     # Imported only when there is a baseline: the ratchet's modules cost a pre-commit run time.
     from kgate.ratchet.compare import RunState, Scope
     from kgate.ratchet.gate import apply, compiled_codes
 
     scope = Scope(source=True, paths=None if lint.complete else frozenset(lint.results), codes=lint.codes,
                   compiled_codes=compiled_codes())
-    state = RunState(kernels=[], findings=result.findings, toolchain={}, scope=scope, fail_on=result.fail_on)
+    state = RunState(kernels=[], findings=lint.findings, toolchain={}, scope=scope, fail_on=fail_on)
     # A partial run cannot tell a fixed finding from one in a file it did not read: never fail on stale pins.
-    result.take_ratchet(apply(state, config if lint.complete else replace(config, ratchet="tighten")))
+    return apply(state, config if lint.complete else replace(config, ratchet="tighten"))

@@ -85,7 +85,7 @@ class Scope:
         return self.source and (self.paths is None or path in self.paths)
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunState:
     kernels: list[KernelFacts]
     findings: list[Finding]  # active findings after suppressions
@@ -125,8 +125,10 @@ def metrics_of(facts: KernelFacts) -> dict[str, int]:
             "smem_bytes": res.smem_bytes}
 
 
-@dataclass
+@dataclass(frozen=True)
 class Comparison:
+    """A run against the baseline, built once by `compare`."""
+
     differences: list[Difference] = field(default_factory=list)  # every one, as `kgate baseline update` re-pins
     active: list[Finding] = field(default_factory=list)  # still reported
     baselined: list[Finding] = field(default_factory=list)  # accepted by a pin
@@ -144,6 +146,16 @@ class Comparison:
         finding names, a toolchain without pins."""
         said = {id(d) for shown in self.standing.values() for d in shown}
         return [d for d in self.differences if id(d) not in said]
+
+
+@dataclass
+class _Comparing:
+    """A `Comparison` as `compare` makes it, before it is handed on."""
+
+    differences: list[Difference] = field(default_factory=list)
+    active: list[Finding] = field(default_factory=list)
+    baselined: list[Finding] = field(default_factory=list)
+    standing: dict[Finding, tuple[Difference, ...]] = field(default_factory=dict)
 
     def attach(self, finding: Finding, diff: Difference) -> None:
         """Say `diff` on a reported finding (once)."""
@@ -173,7 +185,7 @@ def compare(baseline: Baseline, state: RunState, *, mode: str = "two-way", toolc
     status = "pinned"
     if state.scope.compiled:
         baseline, status = baseline.for_toolchain(state.toolchain)
-    result = Comparison()
+    result = _Comparing()
     stale_fails = mode == "two-way"
     changes = toolchain_changes(baseline, state.toolchain) if state.scope.compiled else {}
     lenient = False
@@ -197,7 +209,7 @@ def compare(baseline: Baseline, state: RunState, *, mode: str = "two-way", toolc
     _attach_to_kernel_findings(result, about_kernels, state.fail_on)
     order = {kind: i for i, kind in enumerate(KINDS)}
     result.differences.sort(key=lambda d: (order[d.kind], d.subject, d.detail))
-    return result
+    return Comparison(result.differences, result.active, result.baselined, result.standing)
 
 
 # A kernel's difference, with the kernel variant it is about and the figure that got worse ("" for a kernel new to
@@ -205,7 +217,7 @@ def compare(baseline: Baseline, state: RunState, *, mode: str = "two-way", toolc
 AboutKernel = tuple[tuple[str, str, str], str, Difference]
 
 
-def _compare_kernels(baseline: Baseline, state: RunState, result: Comparison, stale_fails: bool,
+def _compare_kernels(baseline: Baseline, state: RunState, result: _Comparing, stale_fails: bool,
                      metric_fails: bool) -> list[AboutKernel]:
     """Compare the kernels' figures with their pins; the NEW and WORSE differences, with the variant each is about."""
     current = state.kernel_metrics()
@@ -239,7 +251,7 @@ def _compare_kernels(baseline: Baseline, state: RunState, result: Comparison, st
     return about
 
 
-def _attach_to_kernel_findings(result: Comparison, about: list[AboutKernel], fail_on: Severity) -> None:
+def _attach_to_kernel_findings(result: _Comparing, about: list[AboutKernel], fail_on: Severity) -> None:
     """A kernel's difference on the reported findings that already say it: a worse figure on the findings of the
     rules that measure it (registers on register-ceiling's), a kernel new to the baseline on its findings that
     put it at risk (those of a rule that measures a pinned figure, and those that fail the run)."""
@@ -267,7 +279,7 @@ def folded_pin(baseline: Baseline, group: list[Finding]) -> Pin | None:
     return max(pins, key=lambda p: p.count) if pins else None
 
 
-def _compare_findings(baseline: Baseline, state: RunState, result: Comparison, stale_fails: bool,
+def _compare_findings(baseline: Baseline, state: RunState, result: _Comparing, stale_fails: bool,
                       slack: int, lenient: bool = False) -> None:
     tracked = state.pinned_findings()
     tracked_ids = {id(f) for f in tracked}

@@ -50,14 +50,15 @@ def load_baseline(config: Config) -> Baseline | None:
     return load(path, config.baseline)
 
 
-class Outcome(NamedTuple):
-    """The baseline's verdict on a run; the report takes it (`Result.take_ratchet`), the ratchet never edits a report."""
+class Verdict(NamedTuple):
+    """The baseline's verdict on a run; the report is built with it (`Result.judged`), the ratchet never edits a
+    report."""
 
     comparison: Comparison
     notices: list[str]
 
 
-def apply(state: RunState, config: Config, *, enabled: bool = True) -> Outcome | None:
+def apply(state: RunState, config: Config, *, enabled: bool = True) -> Verdict | None:
     """Compare a run with the committed baseline; None without a baseline (or when not `enabled`)."""
     if not enabled:
         return None
@@ -71,4 +72,4 @@ def apply(state: RunState, config: Config, *, enabled: bool = True) -> Outcome |
                        f"before variants named their specialisation; `kgate baseline update` renames them")
     comparison = compare(baseline, state, mode=config.ratchet, toolchain_policy=toolchain_policy(config),
                          slack=config.size_slack)
-    return Outcome(comparison, notices)
+    return Verdict(comparison, notices)

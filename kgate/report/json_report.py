@@ -10,8 +10,9 @@ arguments the launcher specialised, as divisible_by_16, equal_to_1 and none),
 source ("registered", "captured", or "registered+captured" for a launch both are; "" for CUDA), captured
 (the capture environments the row's launch was recorded in that are gated on its target, as the capture file
 names them; [] where no capture recorded it), instructions (PTX MMA opcodes
-by full name, with counts) and sass (SASS opcode counts, null when not
-disassembled). Every key is always present; lists are sorted and keys are
+by full name, with counts) and sass (SASS opcode counts of the kernels whose SASS the run read: where a selected
+rule reads it, as the run's `ArtifactPlan` says, or every kernel under --sass; null for the others, never
+disassembled for the report alone). Every key is always present; lists are sorted and keys are
 written in sorted order. Nothing in it depends on timing or on the machine,
 so the same inputs give the same bytes. JSON has no NaN or infinity: a
 non-finite float (a `nan` or `inf` constexpr) is written as the string

@@ -34,8 +34,11 @@ class SourcePart(NamedTuple):
     files: int  # source files read
 
 
-@dataclass
+@dataclass(frozen=True)
 class CheckRun:
+    """One check's run, assembled once (`kgate.pipeline.check.assemble`): its kernels, findings and the ratchet's view,
+    before the baseline judges it."""
+
     entries: list[PythonEntry]
     compiled: CompileRun
     findings: list[Finding]
