@@ -278,6 +278,10 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier, tma
 
+# Gluon's names for the copies since Triton 3.7, and before it
+tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
+tma_store = getattr(tma, "async_store", None) or tma.async_copy_shared_to_global
+
 
 @gluon.jit
 def tma_copy(src_desc, dst_desc):
@@ -285,11 +289,11 @@ def tma_copy(src_desc, dst_desc):
     bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     mbarrier.init(bar, count=1)
     mbarrier.expect(bar, src_desc.block_type.nbytes)
-    tma.async_load(src_desc, [0, 0], bar, smem)
+    tma_load(src_desc, [0, 0], bar, smem)
     mbarrier.wait(bar, phase=0)
     mbarrier.invalidate(bar)
     fence_async_shared()
-    tma.async_store(dst_desc, [0, 0], smem)
+    tma_store(dst_desc, [0, 0], smem)
     tma.store_wait(pendings=0)
 
 
