@@ -65,7 +65,7 @@ class Checks:
         for match in self.pattern.finditer(code, pos, len(code) if endpos is None else endpos):
             if match.lastgroup != "named" and _continues_word(code, match.start()):
                 continue
-            call = match.group("call")
+            call = match.group("call") if match.lastgroup == "call" else None
             if call is None or not _member(code, match.start()) and _passes(code, match.end() - 1) in self.counts[call]:
                 yield match
 
@@ -97,9 +97,9 @@ def checks_of(words: Iterable[str], project: Mapping[str, Counts | None], *, bar
     alternatives += [r"(?P<named>" + LAST_ERROR_CALL + ")"] if named else []
     alternatives += [r"(?P<bare>" + "|".join(re.escape(name) + r"\s*\(\s*\)" for name in bare_calls) + ")"] \
         if bare_calls else []
-    call = "|".join(map(re.escape, calls)) if calls else r"(?!)"
-    alternatives.append(r"(?P<call>" + call + r")\s*(?:<[^;{}()]*?>)?\s*\(")
-    return Checks(_pattern("|".join(alternatives)),
+    if calls:  # (an alternative that matches nothing would still be tried at every position)
+        alternatives.append(r"(?P<call>" + "|".join(map(re.escape, calls)) + r")\s*(?:<[^;{}()]*?>)?\s*\(")
+    return Checks(_pattern("|".join(alternatives) or r"(?!)"),
                   {name: counts for name, counts in project.items() if counts is not None})
 
 
