@@ -143,3 +143,19 @@ def test_each_file_is_blanked_once_between_its_own_lint_and_the_projects_reading
     findings, _suppressed = linted(tmp_path)
     assert not [f for f in findings if f.code == "KG302"]
     assert len(counts) == 2 and max(counts.values()) == 1, sorted(counts.values())
+
+
+def test_a_search_tried_where_its_words_stand_finds_what_the_pattern_finds_everywhere() -> None:
+    """The checks are tried only where a match can begin (one of their words): the matches, their order and what
+    each covers are those of the pattern tried at every position, in a window too (a word inside another match is
+    passed over as `finditer` passes it over)."""
+    from kgate.collect.cuda_checks import checks_of, last_error_reads
+
+    code = ("cudaGetLastError(); xcudaGetLastError(); LastCudaError_x (); run_check(a, b);run_check();"
+            " LAST_ERROR(); check(check()); MY_CHECK( ) ; getLastCudaError(cudaGetLastError());")
+    for checks in (launch_checks(("MY_CHECK",), {"run_check": frozenset({0, 2}), "check": frozenset({1})}),
+                   last_error_reads(("MY_CHECK",), {"check": None}), checks_of((), {"run_check": frozenset({2})})):
+        assert checks.starts
+        for pos, end in ((0, len(code)), (3, 60), (25, len(code) - 5), (41, 42)):
+            assert [m.span() for m in checks._matches(code, pos, end)] == \
+                [m.span() for m in checks.pattern.finditer(code, pos, end)], (checks.pattern.pattern, pos, end)
