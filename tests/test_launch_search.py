@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from kgate.collect.cpp_flow import Flow, head, line_starts
 from kgate.collect.cpp_text import blank
 from kgate.collect.cuda_checks import launch_checks
@@ -113,3 +115,47 @@ def test_a_launch_in_a_header_macro_is_judged_at_its_uses_in_other_files(tmp_pat
     # Used nowhere: not judged, counted.
     alone = searched(tmp_path / "alone", {"launch.cuh": header}, "launch.cuh")
     assert alone.unchecked == () and alone.in_macros == (3,)
+
+
+def test_each_file_is_blanked_once_between_its_own_lint_and_the_projects_reading(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """launch.cu's launch is checked by a function check.cu defines, so the project's reading blanks both files (they
+    read the last error), and each is linted itself, which blanks it: each text is blanked once in the run, whichever
+    reads it first."""
+    from rules_harness import linted
+
+    from kgate.support.comments import cpp
+
+    (tmp_path / "kgate.toml").write_text('select = ["KG302"]\n')
+    (tmp_path / "check.cu").write_text(CHECKS + "__global__ void k() {}\nvoid run() {\n  k<<<1, 1>>>();\n"
+                                       "  check_launch();\n}\n")
+    (tmp_path / "launch.cu").write_text("__global__ void g() {}\nvoid go() {\n  g<<<1, 1>>>();\n  through();\n}\n"
+                                        "void peek() { (void)cudaPeekAtLastError(); }\n")
+    made = cpp.Blanked.__init__
+    counts: dict[str, int] = {}
+
+    def counted(self: cpp.Blanked, code: str, *args: object) -> None:
+        counts[code] = counts.get(code, 0) + 1
+        made(self, code, *args)
+
+    monkeypatch.setattr(cpp.Blanked, "__init__", counted)
+    monkeypatch.chdir(tmp_path)
+    findings, _suppressed = linted(tmp_path)
+    assert not [f for f in findings if f.code == "KG302"]
+    assert len(counts) == 2 and max(counts.values()) == 1, sorted(counts.values())
+
+
+def test_a_search_tried_where_its_words_stand_finds_what_the_pattern_finds_everywhere() -> None:
+    """The checks are tried only where a match can begin (one of their words): the matches, their order and what
+    each covers are those of the pattern tried at every position, in a window too (a word inside another match is
+    passed over as `finditer` passes it over)."""
+    from kgate.collect.cuda_checks import checks_of, last_error_reads
+
+    code = ("cudaGetLastError(); xcudaGetLastError(); LastCudaError_x (); run_check(a, b);run_check();"
+            " LAST_ERROR(); check(check()); MY_CHECK( ) ; getLastCudaError(cudaGetLastError());")
+    for checks in (launch_checks(("MY_CHECK",), {"run_check": frozenset({0, 2}), "check": frozenset({1})}),
+                   last_error_reads(("MY_CHECK",), {"check": None}), checks_of((), {"run_check": frozenset({2})})):
+        assert checks.starts
+        for pos, end in ((0, len(code)), (3, 60), (25, len(code) - 5), (41, 42)):
+            assert [m.span() for m in checks._matches(code, pos, end)] == \
+                [m.span() for m in checks.pattern.finditer(code, pos, end)], (checks.pattern.pattern, pos, end)

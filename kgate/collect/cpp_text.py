@@ -13,9 +13,17 @@ import re
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
+from kgate.collect import depends
 from kgate.support.comments import Blanked, blank
 
-__all__ = ["Blanked", "blank", "blanked"]
+__all__ = ["Blanked", "blank", "blanked", "shared_blank"]
+
+# One run's blankings by text, up to `_SHARED_CHARS` characters of text: a file under lint and the project's reading of
+# the same file (`kgate.collect.cuda_project`, which reads the project's other files once a launch needs them) blank
+# it once between them, whichever comes first.
+_SHARED: dict[str, Blanked] = depends.per_run({})
+_SHARED_SIZE: dict[str, int] = depends.per_run({})
+_SHARED_CHARS = 1 << 24
 
 
 def blanked(source: Any) -> Blanked:
@@ -25,7 +33,18 @@ def blanked(source: Any) -> Blanked:
         return blank(source.text)
     found = derived.get("cpp_blanked")
     if found is None:
-        found = derived["cpp_blanked"] = blank(source.text)
+        found = derived["cpp_blanked"] = shared_blank(source.text)
+    return found
+
+
+def shared_blank(text: str) -> Blanked:
+    """`blank(text)`, computed once per run for the same text."""
+    found = _SHARED.get(text)
+    if found is None:
+        found = blank(text)
+        size = _SHARED_SIZE.get("chars", 0) + len(text)
+        if size <= _SHARED_CHARS:
+            _SHARED[text], _SHARED_SIZE["chars"] = found, size
     return found
 
 

@@ -58,19 +58,41 @@ class Checks:
 
     pattern: re.Pattern[str]
     counts: Mapping[str, Counts]
+    # The words one of which every match of `pattern` begins with (None: not known): the search tries the pattern
+    # where they stand rather than at every position of the text.
+    starts: tuple[str, ...] | None = None
 
     def finditer(self, code: str, pos: int = 0, endpos: int | None = None) -> Iterator[re.Match[str]]:
         # The alternatives that start a word are matched without a leading `\b` (a pattern that starts with one
         # has no first characters to look for, and the engine tries it at every position) and checked here.
-        for match in self.pattern.finditer(code, pos, len(code) if endpos is None else endpos):
+        for match in self._matches(code, pos, len(code) if endpos is None else endpos):
             if match.lastgroup != "named" and _continues_word(code, match.start()):
                 continue
-            call = match.group("call")
+            call = match.group("call") if match.lastgroup == "call" else None
             if call is None or not _member(code, match.start()) and _passes(code, match.end() - 1) in self.counts[call]:
                 yield match
 
     def search(self, code: str, pos: int = 0, endpos: int | None = None) -> re.Match[str] | None:
         return next(self.finditer(code, pos, endpos), None)
+
+    def _matches(self, code: str, pos: int, endpos: int) -> Iterator[re.Match[str]]:
+        """`pattern.finditer(code, pos, endpos)`: every match begins with one of `starts`, so the pattern is tried
+        only where one stands, in order, each try after the end of the last match (as `finditer` goes on)."""
+        if self.starts is None:
+            yield from self.pattern.finditer(code, pos, endpos)
+            return
+        after = pos
+        for at in sorted({at for word in self.starts for at in _occurrences(code, word, pos, endpos)}):
+            if at >= after and (match := self.pattern.match(code, at, endpos)) is not None:
+                yield match
+                after = match.end()
+
+
+def _occurrences(code: str, word: str, pos: int, endpos: int) -> Iterator[int]:
+    at = code.find(word, pos, endpos)
+    while at >= 0:
+        yield at
+        at = code.find(word, at + 1, endpos)
 
 
 def launch_checks(configured: Sequence[str], project: Mapping[str, Counts | None]) -> Checks:
@@ -91,16 +113,20 @@ def checks_of(words: Iterable[str], project: Mapping[str, Counts | None], *, bar
     """A search for `words` wherever they stand, `bare_calls` called without arguments, the project's macros and
     functions (`project`: name -> the numbers of arguments a call must pass, None for any use) and, when `named`,
     a call whose name says it reads the last error."""
+    bare_calls = tuple(bare_calls)
     any_use = sorted({*words, *(name for name, counts in project.items() if counts is None)})
     calls = sorted(name for name, counts in project.items() if counts is not None)
     alternatives = [r"(?P<word>(?:" + "|".join(map(re.escape, any_use)) + r")\b)"] if any_use else []
     alternatives += [r"(?P<named>" + LAST_ERROR_CALL + ")"] if named else []
     alternatives += [r"(?P<bare>" + "|".join(re.escape(name) + r"\s*\(\s*\)" for name in bare_calls) + ")"] \
         if bare_calls else []
-    call = "|".join(map(re.escape, calls)) if calls else r"(?!)"
-    alternatives.append(r"(?P<call>" + call + r")\s*(?:<[^;{}()]*?>)?\s*\(")
-    return Checks(_pattern("|".join(alternatives)),
-                  {name: counts for name, counts in project.items() if counts is not None})
+    if calls:  # (an alternative that matches nothing would still be tried at every position)
+        alternatives.append(r"(?P<call>" + "|".join(map(re.escape, calls)) + r")\s*(?:<[^;{}()]*?>)?\s*\(")
+    # Where a match can begin: each alternative begins with one of its words (`LAST_ERROR_CALL` with `Last` or `LAST_`).
+    starts = (*any_use, *(("Last", "LAST_") if named else ()), *bare_calls, *calls)
+    return Checks(_pattern("|".join(alternatives) or r"(?!)"),
+                  {name: counts for name, counts in project.items() if counts is not None},
+                  starts if all(starts) else None)  # (an empty word would begin a match anywhere)
 
 
 @lru_cache(maxsize=64)

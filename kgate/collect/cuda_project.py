@@ -2,7 +2,8 @@
 
 Read only when a file's own text cannot settle a launch: the calls of a function defined in one file and
 called from others, and the macros and functions that read the last error. One `Project` per lint run and
-project root (`project`); each file is read and blanked at most once. A verdict that reads it depends on the
+project root (`project`); each file is read and blanked at most once (its blanking shared with the file's own
+lint: `kgate.collect.cpp_text.shared_blank`). A verdict that reads it depends on the
 project's C++ and CUDA files together (`kgate.collect.depends`: the lint cache answers it while none of them
 changed).
 """
@@ -15,7 +16,7 @@ from collections.abc import Iterable, Iterator, Sequence
 
 from kgate.collect import depends
 from kgate.collect.cpp_flow import Flow, is_call, line_starts
-from kgate.collect.cpp_text import balanced, blank, calls_of
+from kgate.collect.cpp_text import balanced, calls_of, shared_blank
 from kgate.collect.cuda_checks import NEEDLES, Checks, Counts, checks_of, definitions, last_error_reads, readers
 from kgate.collect.depends import blake2b
 from kgate.support.filestat import path_state
@@ -155,7 +156,7 @@ class Project:
 
     def _flow(self, rel: str, path: str) -> Flow:
         if rel not in self._flows:
-            blanked = blank(self.data(rel, path).decode("utf-8", "replace"))
+            blanked = shared_blank(self.data(rel, path).decode("utf-8", "replace"))
             self._flows[rel] = Flow(blanked.code, line_starts(blanked.code), 0, blanked.comment_lines)
         return self._flows[rel]
 

@@ -35,6 +35,7 @@ class CallSites:
     bucketing: frozenset[str]
     project: Modules | None
     beyond: bool  # whether the calls in the project's other modules are read now
+    runtime_only: bool  # whether only the values that follow the token count are asked for
     _calls: dict[str, list[tuple[ast.Call, Scope]]]
 
     def passed_elsewhere(self, launched: str, param: str, position: int | None,
@@ -54,7 +55,8 @@ class CallSites:
             return []
         out = []
         for path, local in self.project.importing(self.source.path, name):
-            key = ("launches", path, tuple(local) if launches else (), id(self.names), self.bucketing)
+            key = ("launches", path, tuple(local) if launches else (), id(self.names), self.bucketing,
+                   self.runtime_only)
             reader = self.project.readers.get(key)
             if reader is None:
                 reader = self.project.readers[key] = self._reader(path, local, launches)
@@ -78,7 +80,7 @@ class CallSites:
         from kgate.collect.pylaunch import Launches
 
         reader = Launches(source, info, set(local) if launches else set(), set(), self.names, self.bucketing,
-                          self.project)
+                          self.project, self.runtime_only)
         reader.beyond = False  # one module away: its own calls are followed, not those of a third module
         return reader
 

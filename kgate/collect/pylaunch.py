@@ -81,17 +81,24 @@ __all__ = ["BOUNDED", "MODEL", "RUNTIME", "UNKNOWN", "Launches", "Names", "Verdi
 
 
 _DEPTH = 48  # expressions, assignments and calls followed for one value (a cycle ends sooner: `seen`)
+# Divisors being read now (`_divided`), in this module's reading or any other's: only there does a model dimension
+# tell apart from an unplaced value whether a value follows the token count. A reading is one nested evaluation.
+_DIVISORS = [0]
 
 
 class Launches(CallSites):
     """The launch sites of some kernels of one module, and what their arguments do."""
 
     def __init__(self, source: SourceFile, info: py.ParsedModule, launched: set[str], kernels: set[str],
-                 names: Names, bucketing: frozenset[str], project: Modules | None = None) -> None:
+                 names: Names, bucketing: frozenset[str], project: Modules | None = None,
+                 runtime_only: bool = False) -> None:
         self.source = source
         self.info = info
         self.names = names
         self.bucketing = bucketing
+        # Whether the reader asks only which values follow the token count (RUNTIME or not): a tensor whose sizes the
+        # model fixes is then looked for only where it decides that (`_moot`).
+        self.runtime_only = runtime_only
         self.project = project  # the project's other modules: launch sites and calls there (None: this one only)
         self.beyond = True  # whether the calls in the project's other modules are read now
         self._blocks: dict[str, pysparse.Block] = {}
@@ -280,6 +287,8 @@ class Launches(CallSites):
         if shape is None:
             return Verdict(self.names.of(name), name)
         tensor, first, last = shape
+        if self._moot(position == 0 and first) and self.names.of(name) == UNKNOWN:
+            return Verdict(UNKNOWN, name)  # a model dimension or an unplaced one: no token count either way
         if self.fixed(tensor, scope, depth, seen):
             return Verdict(MODEL, Why(value))
         if position == 0 and first:
@@ -299,7 +308,11 @@ class Launches(CallSites):
 
     def _divided(self, left: Verdict, divisor: ast.expr, scope: Scope, depth: int, seen: set[tuple[int, str]],
                  shift: bool = False) -> Verdict:
-        right = self.value(divisor, scope, depth, seen)
+        _DIVISORS[0] += 1
+        try:
+            right = self.value(divisor, scope, depth, seen)
+        finally:
+            _DIVISORS[0] -= 1
         if right.cls == RUNTIME or right.cls == UNKNOWN and (left.cls != RUNTIME or self._may_count_tokens(divisor)):
             return Verdict(UNKNOWN)  # a ratio of two run-time sizes may be anything (numel() // (B * T) is D)
         if left.cls == RUNTIME:
@@ -381,9 +394,11 @@ class Launches(CallSites):
         shape = shape_of(expr.value)
         if shape is not None:
             tensor, first, last = shape
+            index = integer(expr.slice, {})
+            if self._moot(index == 0 and first):
+                return Verdict(UNKNOWN)  # a model dimension or an unplaced one: no token count either way
             if self.fixed(tensor, scope, depth, seen):
                 return Verdict(MODEL, Why(expr))
-            index = integer(expr.slice, {})
             if index is None:
                 return Verdict(UNKNOWN)
             if (index == 0 and first) or (index == -1 and last):
@@ -404,6 +419,13 @@ class Launches(CallSites):
         return Verdict(self.names.of(expr.attr), expr.attr)
 
     # ---------------------------------------------------------------- tensors whose sizes the model fixes
+
+    def _moot(self, runtime_unless_fixed: bool) -> bool:
+        """Whether a size that is a model dimension if its tensor is fixed, and otherwise unplaced (or a model
+        dimension too: `runtime_unless_fixed` False), need not be told apart: the reader asks only which values follow
+        the token count, and the size is no divisor (`_divided`: only there can a model dimension and an unplaced
+        value make a token count or not)."""
+        return self.runtime_only and not runtime_unless_fixed and not _DIVISORS[0]
 
     def fixed(self, tensor: ast.expr, scope: Scope, depth: int, seen: set[tuple[int, str]]) -> bool:
         """Whether a tensor's sizes are fixed once the model is built, so that its dimensions are model

@@ -120,22 +120,22 @@ def containing(blocks: list[Block], marked: list[int]) -> list[Block]:
 
 def _render(lines: list[str], blocks: list[Block], needles: list[str]) -> str:
     names: set[str] = set()  # identifiers that stand for a needle: aliases, constants, kept functions
-    needle = re.compile("|".join(re.escape(n) for n in needles)) if needles else None
-    words: dict[int, set[str]] = {}  # line -> its identifiers, read once (a name matches a whole word, as `\b`)
+    marked = _needle_lines(lines, needles)
+    # The identifiers of a range of lines, read once (a name matches a whole word, as `\b`): the names grow while
+    # definitions are kept, and every range not kept yet is asked again.
+    words: dict[tuple[int, int], set[str]] = {}
 
     def mentions(first: int, end: int) -> bool:
-        if needle is None and not names:  # nothing to look for: every line counts (an empty pattern matches)
+        if not needles and not names:  # nothing to look for: every line counts (an empty pattern matches)
             return end > first
-        for index in range(first, end):
-            line = lines[index]
-            if needle is not None and needle.search(line):
-                return True
-            if names:
-                found = words.get(index)
-                if found is None:
-                    found = words[index] = set(_WORD.findall(line))
-                if not names.isdisjoint(found):
-                    return True
+        at = bisect_left(marked, first)
+        if at < len(marked) and marked[at] < end:
+            return True
+        if names:
+            found = words.get((first, end))
+            if found is None:
+                found = words[first, end] = set(_WORD.findall("\n".join(lines[first:end])))
+            return not names.isdisjoint(found)
         return False
 
     whole = {b for b in blocks if b[2] is None}
@@ -172,6 +172,28 @@ def _render(lines: list[str], blocks: list[Block], needles: list[str]) -> str:
             if header_end + 1 < end:
                 out[header_end + 1] = "    pass"
     return "\n".join(out)
+
+
+def _needle_lines(lines: list[str], needles: list[str]) -> list[int]:
+    """The lines (0-based, in order) that hold one of `needles`, found by one search of the whole text."""
+    if not needles:
+        return []
+    needle = re.compile("|".join(re.escape(n) for n in needles))
+    if any("\n" in n for n in needles):  # a needle no line can hold whole: the lines one by one
+        return [index for index, line in enumerate(lines) if needle.search(line)]
+    text = "\n".join(lines)
+    out: list[int] = []
+    index = at = 0  # the line of the offset `at`
+    found = needle.search(text)
+    while found is not None:
+        index += text.count("\n", at, found.start())
+        at = found.start()
+        out.append(index)
+        at_end = text.find("\n", at)
+        if at_end < 0:
+            break
+        found = needle.search(text, at_end + 1)  # the next line on: one mention is enough
+    return out
 
 
 def _name(line: str) -> str:
