@@ -11,6 +11,7 @@ the whole command runs, and every figure must be equal.
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 from pathlib import Path
 from typing import Any
@@ -207,8 +208,35 @@ def test_on_a_gpu_every_captured_cute_call_equals_the_kernels_it_loaded(tmp_path
     if not session.gpu_present():
         pytest.skip("needs a CUDA GPU")
     project = copy_project("cute/verify", tmp_path)
+    calls = 6
+    if importlib.util.find_spec("tvm_ffi") is not None:
+        # A TVM-FFI function (QuACK's and FlashAttention's compiles) keeps the library it launches from in its host
+        # code: every one of its calls was "not loaded: the compiled object holds no loaded kernel".
+        with (project / "compile_ops.py").open("a") as script:
+            script.write('cute.compile(scale, x, out, 3.0, options="--enable-tvm-ffi")\n')
+        calls += 1
     run = kgate("capture", "--verify", "--", sys.executable, "compile_ops.py", cwd=project, process=True)
     assert run.code == 0, run.stdout + run.stderr
     assert " 0 different, 0 not compiled offline" in run.stdout.rstrip().splitlines()[-1], run.stdout + run.stderr
     verdicts = _verdicts(run.stdout)
-    assert len(verdicts) == 6 and set(verdicts.values()) == {"equal"}, run.stdout + run.stderr
+    assert len(verdicts) == calls and set(verdicts.values()) == {"equal"}, run.stdout + run.stderr
+
+
+def test_a_tvm_ffi_function_is_measured_by_the_binary_its_host_code_loads(
+        project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A call compiled with `--enable-tvm-ffi` (QuACK's and FlashAttention's) keeps no library the recorder can ask
+    for, keeps no cubin, and its IR holds no `gpu.binary` once lowered: on an H100 every QuACK call was "not loaded:
+    the compiled object holds no loaded kernel". The device binary its host code loads is a constant of the lowered
+    IR; that is what the recorder loads and asks the driver about."""
+    pytest.importorskip("tvm_ffi", reason="TVM-FFI functions need apache-tvm-ffi")
+    monkeypatch.syspath_prepend(str(project))
+    import cutlass
+    from cutlass import cute
+    from pkg.ops import scale_then_stage
+
+    x = cute.runtime.make_fake_tensor(cutlass.Float32, (1048576,), stride=(1,), assumed_align=16)
+    made = cute.compile(scale_then_stage, x, x, options="--gpu-arch sm_90a --enable-tvm-ffi")
+    assert getattr(made, "jit_module", None) is None and getattr(made.artifacts, "CUBIN", None) is None
+    (binary,) = cute_live._cubins(made)
+    assert binary.startswith(b"\x50\xed\x55\xba") and b"\x7fELF" in binary  # a fatbinary holding the cubin
+    assert made.kernel_info and all(symbol.encode() in binary for symbol in made.kernel_info)

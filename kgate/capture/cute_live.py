@@ -10,7 +10,8 @@ launches with adds the dynamic part its launch asks for, which only the host cod
 
 Where the compiled object holds its loaded library (`jit_module.cuda_library`, loaded by the object's own `to()`, as
 its first call does), that library is asked; a compiled object that keeps it in its host code (a TVM-FFI function)
-has its cubin loaded again, from the compile's own IR, as a library of its own: the same cubin, the same driver.
+has the device binary that host code loads (a constant of its lowered IR) loaded again, as a library of its own: the
+same binary, the same driver.
 
 Loaded by file path with the recorder (`kgate.capture.runtime`), standard library only; cuda-python's driver
 bindings are the DSL's own dependency, imported only once a process has compiled with the DSL.
@@ -104,7 +105,8 @@ def _loaded(compiled: Any) -> list[Any]:
 
 
 def _cubins(compiled: Any) -> list[bytes]:
-    """The cubins of a compiled call: the DSL's kept one, else each `gpu.binary` of its IR (the DSL's own reader)."""
+    """The device binaries of a compiled call: the DSL's kept cubin, else each `gpu.binary` of its IR (the DSL's own
+    reader), else those its lowered host code embeds (a TVM-FFI function loads its kernels from such a constant)."""
     kept = getattr(getattr(compiled, "artifacts", None), "CUBIN", None)
     if isinstance(kept, bytes):
         return [kept]
@@ -114,7 +116,29 @@ def _cubins(compiled: Any) -> list[bytes]:
     if executor is not None and module is not None:
         for symbol in getattr(compiled, "kernel_info", None) or {}:
             executor.walk_module_and_get_cubin_data(module, symbol, lambda sym, _f, data: out.setdefault(sym, data))
-    return list(dict.fromkeys(out.values()))
+    return list(dict.fromkeys(out.values())) or embedded_binaries(module)
+
+
+# The first bytes of a fatbinary and of an ELF cubin: what the driver loads as a library.
+_DEVICE_BINARY = (b"\x50\xed\x55\xba", b"\x7fELF")
+
+
+def embedded_binaries(module: Any) -> list[bytes]:
+    """The device binaries a lowered IR module holds as constants (`llvm.mlir.global ... @kernels_binary("...")`)."""
+    ir = sys.modules.get("cutlass._mlir.ir")
+    found: list[bytes] = []
+    if ir is None or module is None:
+        return found
+
+    def visit(op: Any) -> Any:
+        if op.name == "llvm.mlir.global" and "value" in op.attributes:
+            value = op.attributes["value"]
+            if isinstance(value, ir.StringAttr) and value.value_bytes.startswith(_DEVICE_BINARY):
+                found.append(value.value_bytes)
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    return list(dict.fromkeys(found))
 
 
 def _kernel_figures(driver: Any, kernel: Any, device: Any) -> dict[str, int]:
