@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -211,6 +213,19 @@ def test_fixes_from_a_folder_inside_touch_its_files_and_name_them_from_there(tmp
     assert (root / "pkg/ops.py").read_text() == CONFTEST_SUPPRESSED
     left = codes(root)
     assert left and {(p, c) for p, _l, c in left} == {("pkg/ops.py", "KG002")}
+
+
+def test_the_report_after_fix_judges_the_files_as_written_not_as_cached(tmp_path: Path) -> None:
+    """The lint after the writes reads the fixed files, though the run took their states before it wrote them and
+    the cache holds results it trusts by those states (files older than the cache's two seconds of doubt)."""
+    root = project(tmp_path, {"tests/conftest.py": CONFTEST_SUPPRESSED})
+    old = time.time() - 60
+    for path in root.rglob("*"):
+        os.utime(path, (old, old))
+    assert [c for _p, _l, c in codes(root)] == ["KG002"] * 4  # fills the cache
+    fixed = kgate("lint", "--fix", cwd=root)
+    assert "fixed 4 finding(s) in 1 file, 0 remaining" in fixed.stderr, fixed.stderr
+    assert fixed.code == 0 and "KG002" not in fixed.stdout, fixed.stdout
 
 
 # --------------------------------------------------------------------------- KG301 (unsafe)
