@@ -44,6 +44,7 @@ from kgate.pipeline.lint import active_findings, discover, run_lint
 from kgate.pipeline.writes import Change
 from kgate.report.paths import Shown, as_named
 from kgate.support.comments import Comment, same_code
+from kgate.support.comments.python import readings_kept
 
 ROUNDS = 4
 _NEWLINE = re.compile(r"\r\n|\r|\n")
@@ -80,7 +81,8 @@ def fix_lint(config: Config, selection: Selection, paths: list[str] | None, *, u
     run = FixRun({}, [], [], 0)
     for group in discover(config, selection, paths, force_exclude=force_exclude, select_for=select_for):
         results = {rel: linted[rel] for rel in group.files if rel in linted}
-        done = _fix_group(group.files, results, group.selection, group.rules, unsafe)
+        with readings_kept():  # the comments the lint of a file found are those its fixes edit
+            done = _fix_group(group.files, results, group.selection, group.rules, unsafe)
         run.changes.update(done.changes)
         run.applied.extend(done.applied)
         run.rejected.extend(done.rejected)
