@@ -452,6 +452,29 @@ def test_add_ignore_pins_findings_and_kg003_reports_the_placeholder(tmp_path: Pa
     assert ("csrc/plain.cu", 6, "KG003") not in codes(root)
 
 
+def test_add_ignore_pins_an_unchanged_file_without_linting_it_again(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pins are made from the bytes the lint's result was made from: read once more, and linted again only where
+    they changed (tests/test_held_out_fix_writes.py: a file changed meanwhile is pinned as it is now)."""
+    from kgate.evaluate import source as engine
+
+    root = project(tmp_path, {"pyproject.toml": CONFIG + "jobs = 1\n", "tests/conftest.py": CONFTEST_INTERPRET})
+    found = codes(root, "--no-cache")
+    assert [c for _p, _l, c in found] == ["KG203", "KG203"]
+    linted: list[str] = []
+    real = engine.lint_file
+
+    def lint_file(path: str, rel: str, rules: list[engine.SourceRule]) -> tuple[engine.FileResult, bytes | None]:
+        linted.append(rel)
+        return real(path, rel, rules)
+
+    monkeypatch.setattr(engine, "lint_file", lint_file)
+    run = kgate("lint", "--no-cache", "--add-ignore", cwd=root)
+    assert "pinned 2 finding(s) in 1 file" in run.stderr, run.stderr
+    assert linted.count("tests/conftest.py") == 1
+    assert codes(root, "--no-cache") == [(p, line, "KG003") for p, line, _c in found]
+
+
 def test_add_ignore_and_fix_together_are_a_usage_error(tmp_path: Path) -> None:
     root = project(tmp_path, {})
     run = kgate("lint", "--add-ignore", "--fix", cwd=root)

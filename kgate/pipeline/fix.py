@@ -129,16 +129,32 @@ def _fix_group(where: dict[str, str], results: dict[str, engine.FileResult], sel
 
 
 def read_afresh(where: dict[str, str], results: dict[str, engine.FileResult], selection: Selection,
-                rules: list[engine.SourceRule]) -> dict[str, bytes]:
+                rules: list[engine.SourceRule], *, fixes: bool = True) -> dict[str, bytes]:
     """The files with active findings, read once more and linted from the bytes read (`results` is updated): fixes
     and pins are made from those bytes, and the write checks that the file still holds them. A file that changed
-    after the first lint is fixed as it is now, never with edits found in its older text."""
+    after the first lint is fixed as it is now, never with edits found in its older text. Without `fixes` (a pin
+    needs none), a file that still holds the bytes its result was made from (`FileResult.digest`) keeps that
+    result rather than being linted again."""
     data: dict[str, bytes] = {}
     for rel in sorted({f.path for f in active_findings(results, selection).findings} & set(where)):
-        results[rel], read = engine.lint_file(where[rel], rel, rules)
+        read = None if fixes else _unchanged(where[rel], results[rel].digest)
+        if read is None:
+            results[rel], read = engine.lint_file(where[rel], rel, rules)
         if read is not None:
             data[rel] = read
     return data
+
+
+def _unchanged(path: str, digest: str) -> bytes | None:
+    """The file's bytes where they are the bytes of `digest`; None where they are not, or cannot be read."""
+    if not digest:
+        return None
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError:
+        return None
+    return data if engine.content_digest(data) == digest else None
 
 
 def unified_diff(changes: dict[str, Change], shown: Shown = as_named) -> str:

@@ -63,7 +63,7 @@ def pin_lint(config: Config, selection: Selection, paths: list[str] | None, *, f
     with readings_kept():  # the comments the lint of a file found are those its pins join
         for group in discover(config, selection, paths, force_exclude=force_exclude, select_for=select_for):
             results = {rel: linted[rel] for rel in group.files if rel in linted}
-            data.update(read_afresh(group.files, results, group.selection, group.rules))
+            data.update(read_afresh(group.files, results, group.selection, group.rules, fixes=False))
             findings.extend(f for f in active_findings(results, group.selection).findings if f.path in group.files)
             where.update(group.files)
         return add_ignores(findings, where, data)
