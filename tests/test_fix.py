@@ -475,6 +475,29 @@ def test_add_ignore_pins_an_unchanged_file_without_linting_it_again(tmp_path: Pa
     assert codes(root, "--no-cache") == [(p, line, "KG003") for p, line, _c in found]
 
 
+def test_the_report_after_fix_takes_the_fixed_files_lint_from_the_fix(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fix lints each file it changes from the new bytes (for a further round); the lint after the writes finds
+    that result in the cache instead of reading and linting the file a third time."""
+    from kgate.evaluate import source as engine
+
+    root = project(tmp_path, {"pyproject.toml": CONFIG + "jobs = 1\n", "tests/conftest.py": CONFTEST_SUPPRESSED,
+                              "tests/test_ops.py": "import os\n"})
+    linted: list[str] = []
+    real = engine.lint_file
+
+    def lint_file(path: str, rel: str, rules: list[engine.SourceRule]) -> tuple[engine.FileResult, bytes | None]:
+        linted.append(rel)
+        return real(path, rel, rules)
+
+    monkeypatch.setattr(engine, "lint_file", lint_file)
+    fixed = kgate("lint", "--fix", cwd=root)
+    assert "fixed 4 finding(s) in 1 file, 0 remaining" in fixed.stderr and fixed.code == 0, fixed.stderr
+    # The first lint, then the fix's own read; the lint after the writes reads the fixed file from the cache.
+    assert linted.count("tests/conftest.py") == 2 and linted.count("tests/test_ops.py") == 1, linted
+    assert codes(root, "--no-cache") == []
+
+
 def test_add_ignore_and_fix_together_are_a_usage_error(tmp_path: Path) -> None:
     root = project(tmp_path, {})
     run = kgate("lint", "--add-ignore", "--fix", cwd=root)

@@ -40,7 +40,7 @@ from kgate.core.selection import Selection
 from kgate.core.suppress import without_code
 from kgate.evaluate import source as engine
 from kgate.pipeline.fix_python import CannotApply, line_starts, python_edits, text_edits
-from kgate.pipeline.lint import active_findings, discover, run_lint
+from kgate.pipeline.lint import active_findings, cache_key, discover, run_lint
 from kgate.pipeline.writes import Change
 from kgate.report.paths import Shown, as_named
 from kgate.support.comments import Comment, same_code
@@ -64,6 +64,9 @@ class FixRun(NamedTuple):
     applied: list[Applied]
     rejected: list[tuple[str, str]]  # (path, why) fixes left out because the result would not parse
     unsafe_left: int  # findings whose fix needs --unsafe-fixes
+    # The lint of each changed file's new bytes (the last round's), with the lint cache's record it belongs in
+    # (`kgate.pipeline.lint.cache_key`): `keep_linted` hands it to the lint that follows the writes.
+    linted: dict[str, tuple[str, engine.FileResult]]
 
 
 # --------------------------------------------------------------------------- the rounds
@@ -78,7 +81,7 @@ def fix_lint(config: Config, selection: Selection, paths: list[str] | None, *, u
     # are made from the file as it is and are neither cached nor sent back by the forked workers.
     linted = dict(run_lint(config, selection, paths, force_exclude=force_exclude, use_cache=use_cache,
                            select_for=select_for).results)
-    run = FixRun({}, [], [], 0)
+    run = FixRun({}, [], [], 0, {})
     for group in discover(config, selection, paths, force_exclude=force_exclude, select_for=select_for):
         results = {rel: linted[rel] for rel in group.files if rel in linted}
         with readings_kept():  # the comments the lint of a file found are those its fixes edit
@@ -86,8 +89,30 @@ def fix_lint(config: Config, selection: Selection, paths: list[str] | None, *, u
         run.changes.update(done.changes)
         run.applied.extend(done.applied)
         run.rejected.extend(done.rejected)
+        key = cache_key(config, group)
+        run.linted.update((rel, (key, results[rel])) for rel in done.changes)
         run = run._replace(unsafe_left=run.unsafe_left + done.unsafe_left)
     return run
+
+
+def keep_linted(config: Config, run: FixRun) -> None:
+    """The lint of each file the fix wrote, as it was made from the bytes written, kept in the lint cache: the lint
+    that follows the writes finds it there rather than linting the file once more (a result that read other files
+    holds only while they still give what they gave, as any cached result). Call after `kgate.pipeline.writes`,
+    with the changes it left out removed."""
+    from kgate.pipeline.lint_cache import LintCache
+
+    by_key: dict[str, list[str]] = {}
+    for rel in sorted(run.changes):
+        key, result = run.linted[rel]
+        if not result.reads_beyond:  # a result the cache would answer from this file's state alone: never kept
+            by_key.setdefault(key, []).append(rel)
+    for key, written in by_key.items():
+        cache = LintCache(config.root / config.cache_dir, key)
+        for rel in written:
+            change = run.changes[rel]
+            cache.store(rel, change.path, engine.content_digest(change.after), len(change.after), run.linted[rel][1])
+        cache.save()
 
 
 def _fix_group(where: dict[str, str], results: dict[str, engine.FileResult], selection: Selection,
@@ -125,7 +150,7 @@ def _fix_group(where: dict[str, str], results: dict[str, engine.FileResult], sel
             break
     changes = {rel: Change(where[rel], originals[rel], data) for rel, data in current.items()
                if data != originals[rel]}
-    return FixRun(changes, applied, rejected, unsafe_left)
+    return FixRun(changes, applied, rejected, unsafe_left, {})
 
 
 def read_afresh(where: dict[str, str], results: dict[str, engine.FileResult], selection: Selection,
