@@ -157,12 +157,15 @@ def read_afresh(where: dict[str, str], results: dict[str, engine.FileResult], se
                 rules: list[engine.SourceRule], *, fixes: bool = True) -> dict[str, bytes]:
     """The files with active findings, read once more and linted from the bytes read (`results` is updated): fixes
     and pins are made from those bytes, and the write checks that the file still holds them. A file that changed
-    after the first lint is fixed as it is now, never with edits found in its older text. Without `fixes` (a pin
-    needs none), a file that still holds the bytes its result was made from (`FileResult.digest`) keeps that
-    result rather than being linted again."""
+    after the first lint is fixed as it is now, never with edits found in its older text. A file that still holds
+    the bytes its result was made from (`FileResult.digest`) keeps that result rather than being linted again,
+    unless `fixes` are wanted and it has a finding of a rule that attaches fixes (`Rule.fixes`), which only a fresh
+    lint carries (a suppression's fix is made from its directive, which the result holds)."""
     data: dict[str, bytes] = {}
+    fixing = {sr.rule.code for sr in rules if sr.rule.fixes} if fixes else set()
     for rel in sorted({f.path for f in active_findings(results, selection).findings} & set(where)):
-        read = None if fixes else _unchanged(where[rel], results[rel].digest)
+        wants_fixes = any(f.code in fixing for f in results[rel].findings)
+        read = None if wants_fixes else _unchanged(where[rel], results[rel].digest)
         if read is None:
             results[rel], read = engine.lint_file(where[rel], rel, rules)
         if read is not None:
