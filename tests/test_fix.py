@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -211,6 +213,19 @@ def test_fixes_from_a_folder_inside_touch_its_files_and_name_them_from_there(tmp
     assert (root / "pkg/ops.py").read_text() == CONFTEST_SUPPRESSED
     left = codes(root)
     assert left and {(p, c) for p, _l, c in left} == {("pkg/ops.py", "KG002")}
+
+
+def test_the_report_after_fix_judges_the_files_as_written_not_as_cached(tmp_path: Path) -> None:
+    """The lint after the writes reads the fixed files, though the run took their states before it wrote them and
+    the cache holds results it trusts by those states (files older than the cache's two seconds of doubt)."""
+    root = project(tmp_path, {"tests/conftest.py": CONFTEST_SUPPRESSED})
+    old = time.time() - 60
+    for path in root.rglob("*"):
+        os.utime(path, (old, old))
+    assert [c for _p, _l, c in codes(root)] == ["KG002"] * 4  # fills the cache
+    fixed = kgate("lint", "--fix", cwd=root)
+    assert "fixed 4 finding(s) in 1 file, 0 remaining" in fixed.stderr, fixed.stderr
+    assert fixed.code == 0 and "KG002" not in fixed.stdout, fixed.stdout
 
 
 # --------------------------------------------------------------------------- KG301 (unsafe)
@@ -437,6 +452,55 @@ def test_add_ignore_pins_findings_and_kg003_reports_the_placeholder(tmp_path: Pa
     assert ("csrc/plain.cu", 6, "KG003") not in codes(root)
 
 
+def test_add_ignore_pins_an_unchanged_file_without_linting_it_again(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pins are made from the bytes the lint's result was made from: read once more, and linted again only where
+    they changed (tests/test_held_out_fix_writes.py: a file changed meanwhile is pinned as it is now)."""
+    from kgate.evaluate import source as engine
+
+    root = project(tmp_path, {"pyproject.toml": CONFIG + "jobs = 1\n", "tests/conftest.py": CONFTEST_INTERPRET})
+    found = codes(root, "--no-cache")
+    assert [c for _p, _l, c in found] == ["KG203", "KG203"]
+    linted: list[str] = []
+    real = engine.lint_file
+
+    def lint_file(path: str, rel: str, rules: list[engine.SourceRule]) -> tuple[engine.FileResult, bytes | None]:
+        linted.append(rel)
+        return real(path, rel, rules)
+
+    monkeypatch.setattr(engine, "lint_file", lint_file)
+    run = kgate("lint", "--no-cache", "--add-ignore", cwd=root)
+    assert "pinned 2 finding(s) in 1 file" in run.stderr, run.stderr
+    assert linted.count("tests/conftest.py") == 1
+    assert codes(root, "--no-cache") == [(p, line, "KG003") for p, line, _c in found]
+
+
+def test_the_report_after_fix_takes_the_fixed_files_lint_from_the_fix(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fix lints each file it changes from the new bytes (for a further round); the lint after the writes finds
+    that result in the cache instead of reading and linting the file once more. A file whose findings come from
+    rules that attach no fixes (its stale suppressions' fixes are made from the directives) is not linted again to
+    be fixed either; one with a finding whose fix only a fresh lint carries (KG203) is."""
+    from kgate.evaluate import source as engine
+
+    root = project(tmp_path, {"pyproject.toml": CONFIG + "jobs = 1\n", "tests/conftest.py": CONFTEST_SUPPRESSED,
+                              "tests/test_ops.py": "import os\n", "tests/test_interpret.py": CONFTEST_INTERPRET})
+    linted: list[str] = []
+    real = engine.lint_file
+
+    def lint_file(path: str, rel: str, rules: list[engine.SourceRule]) -> tuple[engine.FileResult, bytes | None]:
+        linted.append(rel)
+        return real(path, rel, rules)
+
+    monkeypatch.setattr(engine, "lint_file", lint_file)
+    fixed = kgate("lint", "--fix", "--unsafe-fixes", cwd=root)
+    assert "fixed 6 finding(s) in 2 files, 0 remaining" in fixed.stderr and fixed.code == 0, fixed.stderr
+    # The first lint, then (for KG203's fixes) the fix's own read; the lint after the writes reads the cache.
+    assert [linted.count(f"tests/{name}.py") for name in ("conftest", "test_ops", "test_interpret")] == [1, 1, 2], \
+        linted
+    assert codes(root, "--no-cache") == []
+
+
 def test_add_ignore_and_fix_together_are_a_usage_error(tmp_path: Path) -> None:
     root = project(tmp_path, {})
     run = kgate("lint", "--add-ignore", "--fix", cwd=root)
@@ -450,6 +514,7 @@ def test_every_rule_with_a_fix_documents_it_and_the_fixes_page_lists_it() -> Non
     page = (Path(__file__).resolve().parent.parent / "docs" / "fixes.md").read_text()
     documented = {code for code in registry.codes() if "\n## Fix\n" in registry.load(code).doc}
     assert documented == {"KG002", "KG203", "KG301", "KG302"}
+    assert {code for code in registry.codes() if registry.load(code).fixes} == documented
     assert {code for code in registry.codes() if f"[{code}](rules/{code}.md)" in page} == documented
 
 

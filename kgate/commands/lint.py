@@ -102,6 +102,8 @@ def _lint(args: argparse.Namespace, config: Config, selection: Selection, paths:
             print(f"kgate: {terminal(shown(rel), line_start=False)}: fixes not written: {why}", file=sys.stderr)
             fixed.changes.pop(rel)
             fixed = fixed._replace(applied=[a for a in fixed.applied if a.path != rel])
+        if not args.no_cache:
+            fix.keep_linted(config, fixed)
     result = _result(args, config, selection, paths)
     code = emit(result, args, config)
     _fix_summary(args, fixed, "fixed" if fixing else "can fix", len(result.findings), config)

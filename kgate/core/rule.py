@@ -146,6 +146,9 @@ class Rule:
     # For a rule that reads SASS of some kernels only: which (a test of a kernel's facts read without SASS, a
     # function of the rule's module). None: every kernel's SASS, where the rule reads SASS at all.
     sass_when: KernelTest | None = None
+    # Whether the rule's reports may carry a fix (`kgate.core.fix`; its documentation then has a "Fix" section): a
+    # fix reads a file with such a finding through a fresh lint, since the lint cache keeps no fixes.
+    fixes: bool = False
 
     def admits(self, data: bytes) -> bool:
         """Whether a file's bytes hold everything the rule `requires`."""

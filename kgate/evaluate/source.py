@@ -74,6 +74,10 @@ class FileResult(NamedTuple):
     # The fixes rules attached to their reports, by finding (`kgate lint --fix`). Not stored either: a fix is made
     # from the file as it is, so a run that fixes reads every file afresh.
     fixes: Mapping[RawFinding, Fix] | None = None
+    # The digest (`content_digest`) of the bytes the result was made from, where the run knows it (a result the cache
+    # answered, or one linted now that the cache may keep): a pin made from those bytes needs no second lint. Not
+    # stored either.
+    digest: str = ""
 
 
 class SourceRule(NamedTuple):
@@ -290,7 +294,7 @@ def run_files(files: Iterable[tuple[str, str]], rules: list[SourceRule], cache: 
         gc.freeze()
         gc.enable()
     for rel, path, result, digest, size in linted:
-        results[rel] = result
+        results[rel] = result._replace(digest=digest) if digest else result
         if cache is not None and digest:
             cache.store(rel, path, digest, size, result)
     return results, hits

@@ -40,10 +40,11 @@ from kgate.core.selection import Selection
 from kgate.core.suppress import without_code
 from kgate.evaluate import source as engine
 from kgate.pipeline.fix_python import CannotApply, line_starts, python_edits, text_edits
-from kgate.pipeline.lint import active_findings, discover, run_lint
+from kgate.pipeline.lint import active_findings, cache_key, discover, run_lint
 from kgate.pipeline.writes import Change
 from kgate.report.paths import Shown, as_named
 from kgate.support.comments import Comment, same_code
+from kgate.support.comments.python import readings_kept
 
 ROUNDS = 4
 _NEWLINE = re.compile(r"\r\n|\r|\n")
@@ -63,6 +64,9 @@ class FixRun(NamedTuple):
     applied: list[Applied]
     rejected: list[tuple[str, str]]  # (path, why) fixes left out because the result would not parse
     unsafe_left: int  # findings whose fix needs --unsafe-fixes
+    # The lint of each changed file's new bytes (the last round's), with the lint cache's record it belongs in
+    # (`kgate.pipeline.lint.cache_key`): `keep_linted` hands it to the lint that follows the writes.
+    linted: dict[str, tuple[str, engine.FileResult]]
 
 
 # --------------------------------------------------------------------------- the rounds
@@ -77,15 +81,38 @@ def fix_lint(config: Config, selection: Selection, paths: list[str] | None, *, u
     # are made from the file as it is and are neither cached nor sent back by the forked workers.
     linted = dict(run_lint(config, selection, paths, force_exclude=force_exclude, use_cache=use_cache,
                            select_for=select_for).results)
-    run = FixRun({}, [], [], 0)
+    run = FixRun({}, [], [], 0, {})
     for group in discover(config, selection, paths, force_exclude=force_exclude, select_for=select_for):
         results = {rel: linted[rel] for rel in group.files if rel in linted}
-        done = _fix_group(group.files, results, group.selection, group.rules, unsafe)
+        with readings_kept():  # the comments the lint of a file found are those its fixes edit
+            done = _fix_group(group.files, results, group.selection, group.rules, unsafe)
         run.changes.update(done.changes)
         run.applied.extend(done.applied)
         run.rejected.extend(done.rejected)
+        key = cache_key(config, group)
+        run.linted.update((rel, (key, results[rel])) for rel in done.changes)
         run = run._replace(unsafe_left=run.unsafe_left + done.unsafe_left)
     return run
+
+
+def keep_linted(config: Config, run: FixRun) -> None:
+    """The lint of each file the fix wrote, as it was made from the bytes written, kept in the lint cache: the lint
+    that follows the writes finds it there rather than linting the file once more (a result that read other files
+    holds only while they still give what they gave, as any cached result). Call after `kgate.pipeline.writes`,
+    with the changes it left out removed."""
+    from kgate.pipeline.lint_cache import LintCache
+
+    by_key: dict[str, list[str]] = {}
+    for rel in sorted(run.changes):
+        key, result = run.linted[rel]
+        if not result.reads_beyond:  # a result the cache would answer from this file's state alone: never kept
+            by_key.setdefault(key, []).append(rel)
+    for key, written in by_key.items():
+        cache = LintCache(config.root / config.cache_dir, key)
+        for rel in written:
+            change = run.changes[rel]
+            cache.store(rel, change.path, engine.content_digest(change.after), len(change.after), run.linted[rel][1])
+        cache.save()
 
 
 def _fix_group(where: dict[str, str], results: dict[str, engine.FileResult], selection: Selection,
@@ -123,20 +150,39 @@ def _fix_group(where: dict[str, str], results: dict[str, engine.FileResult], sel
             break
     changes = {rel: Change(where[rel], originals[rel], data) for rel, data in current.items()
                if data != originals[rel]}
-    return FixRun(changes, applied, rejected, unsafe_left)
+    return FixRun(changes, applied, rejected, unsafe_left, {})
 
 
 def read_afresh(where: dict[str, str], results: dict[str, engine.FileResult], selection: Selection,
-                rules: list[engine.SourceRule]) -> dict[str, bytes]:
+                rules: list[engine.SourceRule], *, fixes: bool = True) -> dict[str, bytes]:
     """The files with active findings, read once more and linted from the bytes read (`results` is updated): fixes
     and pins are made from those bytes, and the write checks that the file still holds them. A file that changed
-    after the first lint is fixed as it is now, never with edits found in its older text."""
+    after the first lint is fixed as it is now, never with edits found in its older text. A file that still holds
+    the bytes its result was made from (`FileResult.digest`) keeps that result rather than being linted again,
+    unless `fixes` are wanted and it has a finding of a rule that attaches fixes (`Rule.fixes`), which only a fresh
+    lint carries (a suppression's fix is made from its directive, which the result holds)."""
     data: dict[str, bytes] = {}
+    fixing = {sr.rule.code for sr in rules if sr.rule.fixes} if fixes else set()
     for rel in sorted({f.path for f in active_findings(results, selection).findings} & set(where)):
-        results[rel], read = engine.lint_file(where[rel], rel, rules)
+        wants_fixes = any(f.code in fixing for f in results[rel].findings)
+        read = None if wants_fixes else _unchanged(where[rel], results[rel].digest)
+        if read is None:
+            results[rel], read = engine.lint_file(where[rel], rel, rules)
         if read is not None:
             data[rel] = read
     return data
+
+
+def _unchanged(path: str, digest: str) -> bytes | None:
+    """The file's bytes where they are the bytes of `digest`; None where they are not, or cannot be read."""
+    if not digest:
+        return None
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError:
+        return None
+    return data if engine.content_digest(data) == digest else None
 
 
 def unified_diff(changes: dict[str, Change], shown: Shown = as_named) -> str:

@@ -241,17 +241,7 @@ def _statements_removed(text: str, starts: list[int], deleted: list[tuple[int, E
         tree = ast.parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
-    where: dict[tuple[int, int], tuple[ast.stmt, list[ast.stmt]]] = {}
-    for node in ast.walk(tree):
-        for field in _BODIES:
-            body = getattr(node, field, None)
-            if isinstance(body, list):
-                for stmt in body:
-                    if isinstance(stmt, ast.stmt):
-                        where[(stmt.lineno, _char_col(text, starts, stmt.lineno, stmt.col_offset))] = (stmt, body)
-        if isinstance(node, ast.match_case):
-            for stmt in node.body:
-                where[(stmt.lineno, _char_col(text, starts, stmt.lineno, stmt.col_offset))] = (stmt, node.body)
+    where = _statements_on(tree, text, starts, {edit.line for _offset, edit in deleted})
     targets = []
     for _offset, edit in deleted:
         held = where.get((edit.line, edit.col))
@@ -268,6 +258,32 @@ def _statements_removed(text: str, starts: list[int], deleted: list[tuple[int, E
             return None
         pieces.append(piece)
     return pieces
+
+
+def _statements_on(tree: ast.Module, text: str, starts: list[int], lines: set[int]) \
+        -> dict[tuple[int, int], tuple[ast.stmt, list[ast.stmt]]]:
+    """The statements that start on `lines`, by (line, character column), each with the block that holds it: found
+    by descending only into the statements whose lines hold one of `lines` (a statement lies within the lines of
+    every statement around it), not by walking the whole tree."""
+    where: dict[tuple[int, int], tuple[ast.stmt, list[ast.stmt]]] = {}
+    blocks: list[list[ast.stmt]] = [tree.body]
+    while blocks:
+        body = blocks.pop()
+        for stmt in body:
+            last = stmt.end_lineno or stmt.lineno
+            if not any(stmt.lineno <= line <= last for line in lines):
+                continue
+            if stmt.lineno in lines:
+                where[(stmt.lineno, _char_col(text, starts, stmt.lineno, stmt.col_offset))] = (stmt, body)
+            blocks.extend(_blocks_of(stmt))
+    return where
+
+
+def _blocks_of(stmt: ast.stmt) -> list[list[ast.stmt]]:
+    """The blocks of statements directly inside a statement: its bodies, its handlers' and its match cases'."""
+    found = [body for field in _BODIES if isinstance(body := getattr(stmt, field, None), list)]
+    found.extend(part.body for field in ("handlers", "cases") for part in getattr(stmt, field, ()))
+    return found
 
 
 def _removal(text: str, starts: list[int], stmt: ast.stmt, body: list[ast.stmt], removed: set[int], newline: str,

@@ -84,13 +84,11 @@ def run_lint(config: Config, selection: Selection, paths: list[str] | None = Non
     suppressed = hits = 0
     codes: set[str] = set()
     for group in finder.groups():
-        base = group.selection.base
         cache = None
         if use_cache:
-            from kgate.pipeline.lint_cache import LintCache, selection_key
+            from kgate.pipeline.lint_cache import LintCache
 
-            scope = f"{group.config.source or group.config.root} as {base}" if group.config is not config else ""
-            cache = LintCache(cache_dir, selection_key(group.rules, scope))
+            cache = LintCache(cache_dir, cache_key(config, group))
         files = sorted(group.files.items())
         found, cached = engine.run_files(files, group.rules, cache, jobs=config.jobs)
         if cache is not None:
@@ -104,6 +102,16 @@ def run_lint(config: Config, selection: Selection, paths: list[str] | None = Non
     pyimports.save()
     return LintRun(dict(sorted(results.items())), sort_findings(findings), suppressed, hits, complete,
                    frozenset(codes))
+
+
+def cache_key(config: Config, group: Group) -> str:
+    """The lint cache's record of a group's files: its rules, and the configuration that governs them where it is not
+    the run's own (`config`)."""
+    from kgate.pipeline.lint_cache import selection_key
+
+    governing = group.config.source or group.config.root
+    scope = f"{governing} as {group.selection.base}" if group.config is not config else ""
+    return selection_key(group.rules, scope)
 
 
 def active_findings(results: dict[str, engine.FileResult], selection: Selection) -> Suppressed:

@@ -180,7 +180,7 @@ class LintCache:
                 return None
             self._remember(rel, state, digest, result, depends)
         try:
-            return _checked(from_json(result))
+            return _checked(from_json(result))._replace(digest=digest)
         except (TypeError, ValueError, IndexError, KeyError):
             return None
 

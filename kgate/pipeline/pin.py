@@ -38,6 +38,7 @@ from kgate.pipeline.fix import decoded, line_of, line_starts, parse_problem, rea
 from kgate.pipeline.lint import active_findings, discover, run_lint
 from kgate.pipeline.writes import Change
 from kgate.support.comments import LINE_MARKER, Comment, comments, language, same_code
+from kgate.support.comments.python import readings_kept
 
 # Codes that are about the comments or the file itself: never pinned.
 _NOT_PINNED = frozenset({"KG002", "KG003", "KG004"})
@@ -59,12 +60,13 @@ def pin_lint(config: Config, selection: Selection, paths: list[str] | None, *, f
     findings: list[Finding] = []
     where: dict[str, str] = {}
     data: dict[str, bytes] = {}
-    for group in discover(config, selection, paths, force_exclude=force_exclude, select_for=select_for):
-        results = {rel: linted[rel] for rel in group.files if rel in linted}
-        data.update(read_afresh(group.files, results, group.selection, group.rules))
-        findings.extend(f for f in active_findings(results, group.selection).findings if f.path in group.files)
-        where.update(group.files)
-    return add_ignores(findings, where, data)
+    with readings_kept():  # the comments the lint of a file found are those its pins join
+        for group in discover(config, selection, paths, force_exclude=force_exclude, select_for=select_for):
+            results = {rel: linted[rel] for rel in group.files if rel in linted}
+            data.update(read_afresh(group.files, results, group.selection, group.rules, fixes=False))
+            findings.extend(f for f in active_findings(results, group.selection).findings if f.path in group.files)
+            where.update(group.files)
+        return add_ignores(findings, where, data)
 
 
 def add_ignores(findings: list[Finding], where: dict[str, str], data: Mapping[str, bytes] | None = None) -> PinRun:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from kgate.report.paths import Shown, as_named
+from kgate.support import filestat
 
 
 class Change(NamedTuple):
@@ -27,8 +28,12 @@ def write(changes: dict[str, Change], shown: Shown = as_named, root: Path | None
     written: set[object] = set()  # the real paths and (device, inode) of the files read so far
     top = (os.path.abspath(root), os.path.realpath(root)) if root is not None else None
     ordered = sorted(changes.items())
-    for at in range(0, len(ordered), _BATCH):
-        skipped.extend(_write_batch(ordered[at:at + _BATCH], shown, top, written))
+    try:
+        for at in range(0, len(ordered), _BATCH):
+            skipped.extend(_write_batch(ordered[at:at + _BATCH], shown, top, written))
+    finally:
+        if written:  # what the run took of its files before no longer describes them (the lint after a fix)
+            filestat.wrote()
     return skipped
 
 

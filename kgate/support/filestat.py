@@ -51,6 +51,14 @@ def known(states: Mapping[str, FileState | None] | None) -> Iterator[None]:
         _KNOWN.pop()
 
 
+def wrote() -> None:
+    """The run itself has written project files (`kgate lint --fix`): the states it took before no longer describe
+    them, nor every other name of them (a link), so from now on `current` states every file as it is (the lint
+    after the fix would otherwise find the results of the files as they were)."""
+    if _KNOWN:
+        _KNOWN[-1] = {}
+
+
 def current(path: str) -> FileState | None:
     """The state of the file at `path` (links followed) as this run knows it (`known`), else as it is now."""
     if _KNOWN:

@@ -395,4 +395,5 @@ RULE = Rule(
            "*.sh", "CMakePresets.json"),
     prefilter=(b"sm_", b"compute_", b"CUDA_ARCHITECTURES", b"TORCH_CUDA_ARCH_LIST"),
     reads=frozenset({Artifact.SOURCE}),
+    fixes=True,
 )

@@ -352,4 +352,5 @@ RULE = Rule(
     files=("*.cu", "*.cuh", "*.cpp", "*.cc", "*.cxx", "*.h", "*.hpp"),
     prefilter=(b"<<<", b"cudaLaunchKernelEx"),
     reads=frozenset({Artifact.SOURCE}),
+    fixes=True,
 )

@@ -69,4 +69,5 @@ RULE = Rule(
     check=check,
     doc=__doc__ or "",
     reads=frozenset({Artifact.SOURCE}),
+    fixes=True,
 )

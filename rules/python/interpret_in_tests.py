@@ -357,4 +357,5 @@ RULE = Rule(
     files=(*_PYTHON_FILES, *_INI_SECTIONS, "pyproject.toml", "pytest.toml", ".pytest.toml"),
     prefilter=(b"TRITON_INTERPRET", b"knobs"),
     reads=frozenset({Artifact.SOURCE}),
+    fixes=True,
 )

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from kgate.support.comments.span import Comment, line_end
 
@@ -18,9 +20,33 @@ def comments(text: str) -> list[Comment]:
     return found[0] if found is not None else _scan(text)
 
 
+@contextmanager
+def readings_kept() -> Iterator[None]:
+    """For the length of a run that reads the same files more than once (a fix or a pin lints each file, then edits
+    it in the comments that lint found): each text's reading kept, so that the tokenizer reads it once. Callers
+    never change what `read` gives."""
+    _KEPT.append({})
+    try:
+        yield
+    finally:
+        _KEPT.pop()
+
+
+_KEPT: list[dict[str, tuple[list[Comment], set[int]] | None]] = []
+
+
 def read(text: str) -> tuple[list[Comment], set[int]] | None:
     """The comments of `text`, and the (1-based) lines whose end is inside a token that goes on past it (a
     multi-line string): as the tokenizer reads them, once. None where the tokenizer cannot read the text."""
+    if not _KEPT:
+        return _tokenized(text)
+    kept = _KEPT[-1]
+    if text not in kept:
+        kept[text] = _tokenized(text)
+    return kept[text]
+
+
+def _tokenized(text: str) -> tuple[list[Comment], set[int]] | None:
     import tokenize
 
     # Python ends a line at `\r\n`, `\r` or `\n` (a lone `\r` too, as `ast` counts lines): the tokenizer is given
