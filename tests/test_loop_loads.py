@@ -14,7 +14,7 @@ import subprocess
 import pytest
 
 from kgate.facts.ptx import load_bits, parse_ptx
-from kgate.facts.sass import GlobalLoad, load_width, loop_loads
+from kgate.facts.sass import GlobalLoad, load_width, local_in_loops, loop_loads
 from kgate.support import tools
 
 SOURCE = r"""
@@ -34,6 +34,42 @@ extern "C" __global__ void words(const uint4* __restrict__ data, unsigned* out, 
 }
 extern "C" __global__ void once(const uint8_t* __restrict__ data, unsigned* out) {
     out[threadIdx.x] = data[threadIdx.x] + data[threadIdx.x + 1];
+}
+// A warp reduction that may run on a diverged warp: ptxas places its fallback after EXIT, and the fallback
+// branches back to where it left. No loop: the bytes after it, and the stack array, are read once.
+__device__ __forceinline__ float reduced(float v, int n) {
+    if (threadIdx.x < n) {
+        for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffff, v, off);
+    }
+    return v;
+}
+extern "C" __global__ void shuffled_bytes(const uint8_t* __restrict__ data, const float* __restrict__ x, float* out,
+                                          unsigned* sums, int n) {
+    float v = reduced(x[threadIdx.x], n);
+    unsigned sum = 0;
+#pragma unroll
+    for (int j = 0; j < 16; ++j) sum += data[blockIdx.x * 16 + j];
+    out[threadIdx.x] = v;
+    sums[threadIdx.x] = sum;
+}
+extern "C" __global__ void shuffled_stack(const float* __restrict__ x, const int* __restrict__ idx, float* out, int n) {
+    float v = reduced(x[threadIdx.x], n);
+    float a[256];
+#pragma unroll
+    for (int j = 0; j < 256; ++j) a[j] = x[j * 32 + threadIdx.x] * v;
+    a[idx[threadIdx.x] & 255] = v;
+    out[threadIdx.x] = a[idx[threadIdx.x + 32] & 255] + a[idx[threadIdx.x + 64] & 255];
+}
+// The same reduction inside a real loop, then bytes read once after the loop.
+extern "C" __global__ void shuffled_loop(const uint8_t* __restrict__ data, const float* __restrict__ x, float* out,
+                                         unsigned* sums, int n) {
+    float v = 0.f;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) v += reduced(x[i], n - i);
+    unsigned sum = 0;
+#pragma unroll
+    for (int j = 0; j < 16; ++j) sum += data[blockIdx.x * 16 + j];
+    out[threadIdx.x] = v;
+    sums[threadIdx.x] = sum;
 }
 """
 
@@ -116,3 +152,38 @@ def test_the_sass_holds_one_trip_of_each_loop(built: tuple[str, str]) -> None:
     assert offsets == list(range(offsets[0], offsets[0] + len(offsets)))
     assert [load.bits for trip in found["words"] for load in trip.loads] == [128] * len(_listed_loads(sass, "words"))
     assert found["once"] == ()  # loads, but no loop
+
+
+def _branches_back(sass: str, function: str) -> list[str]:
+    """The branches of one function of a listing to a lower address."""
+    return [line for line in sass.split(f"Function : {function}", 1)[1].split("Function :", 1)[0].splitlines()
+            if (m := re.search(r"/\*([0-9a-f]+)\*/.*\bBRA\b.*\b0x([0-9a-f]+)\s*;", line))
+            and int(m.group(2), 16) < int(m.group(1), 16)]
+
+
+def test_a_branch_back_that_closes_no_cycle_is_no_loop(built: tuple[str, str]) -> None:
+    _ptx, sass = built
+    # The shuffle's fallback after EXIT branches back to where it left: a jump to a lower address, no loop.
+    assert _branches_back(sass, "shuffled_bytes") and _listed_loads(sass, "shuffled_bytes")
+    assert loop_loads(sass)["shuffled_bytes"] == ()
+    use = local_in_loops(sass)["shuffled_stack"]
+    assert _branches_back(sass, "shuffled_stack") and use.total[1] > 0
+    assert use.in_loops == (0, 0)
+
+
+def test_a_loop_with_a_shuffle_holds_its_own_loads_only(built: tuple[str, str]) -> None:
+    _ptx, sass = built
+    (trip,) = loop_loads(sass)["shuffled_loop"]
+    assert [load.bits for load in trip.loads] == [32]  # x[i]; the bytes after the loop are read once
+    assert sum(load.bits == 8 for load in _parsed_loads(sass, "shuffled_loop")) == 16
+
+
+def _parsed_loads(sass: str, function: str) -> list[GlobalLoad]:
+    """Every LDG of one function of a listing, as the facts read it."""
+    return [_global(line) for line in _listed_loads(sass, function)]
+
+
+def _global(line: str) -> GlobalLoad:
+    op = re.search(r"\bLDG[A-Z0-9_.]*", line)
+    assert op is not None
+    return GlobalLoad(op.group(0), load_width(op.group(0)), "", 0)

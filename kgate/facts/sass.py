@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 _FUNCTION = re.compile(r"^\s*Function\s*:\s*(\S+)")
@@ -89,8 +90,9 @@ def local_in_loops(text: str, indirect: dict[str, dict[int, tuple[int, ...]]] | 
                    ) -> dict[str, LocalUse]:
     """Per function, how many local-memory loads (`LDL`) and stores (`STL`) sit inside a loop.
 
-    A loop is the span from a branch's target back up to the branch (a jump to a lower address); a branch to
-    itself is the idle loop after `EXIT`, not a loop. A `BRA` names its target; an indirect branch (`BRX R8
+    A loop is the code on a cycle through a branch back to a lower address (`_loops`: a branch back that closes
+    no cycle, from a warp shuffle's fallback after `EXIT`, makes none); a branch to itself is the idle loop after
+    `EXIT`, not a loop. A `BRA` names its target; an indirect branch (`BRX R8
     -0x200`, `BRXU`, `JMX`: through a jump table) goes to each address the cubin lists for it (`indirect`:
     function -> {its address: the targets}, `kgate.facts.cubin.indirect_branches`). A subroutine of the
     listing (a `__noinline__` function ptxas placed after the kernel's `EXIT`) that a `CALL.REL` inside a loop
@@ -121,8 +123,9 @@ class GlobalLoad:
 
 @dataclass(frozen=True)
 class LoopLoads:
-    """The global loads that one trip of a loop of a function's listing makes: those inside the loop's span (from
-    the backward branch's target to the branch) and inside no loop nested in it."""
+    """The global loads that one trip of a loop of a function's listing makes: those inside the loop (`_loops`: on
+    a cycle through its backward branches) and inside no loop nested in it. `first` and `last` are the lowest and
+    the highest address of the loop."""
 
     first: int  # the address of the loop's first instruction
     last: int  # the address of its backward branch
@@ -146,31 +149,89 @@ def loop_loads(text: str, indirect: dict[str, dict[int, tuple[int, ...]]] | None
                ) -> dict[str, tuple[LoopLoads, ...]]:
     """Per function, the global loads of each trip of each of its loops (the loops whose body loads anything).
 
-    A loop is the span from a backward branch's target up to the branch (every branch back to one target is one
-    loop: the latest of them ends it; a `BRX` through a jump table goes where the cubin says, `indirect`). Each
+    A loop is the code on a cycle through the branches back to one address (`_loops`; a `BRX` through a jump table
+    goes where the cubin says, `indirect`). Each
     load belongs to the innermost loop around it: what one trip of that loop reads; a load that a branch inside the
     loop, before it, jumps past (to a place inside the loop) is not read on every trip (`GlobalLoad.every_trip`)."""
     found: dict[str, tuple[LoopLoads, ...]] = {}
     for name, body in _functions(text).items():
-        ends: dict[int, int] = {}
-        for address, op, operands in body:
-            for target in _jump_targets(address, op, operands, (indirect or {}).get(name, {})):
-                if target < address:
-                    ends[target] = max(ends.get(target, address), address)
-        spans = sorted(ends.items(), key=lambda span: span[1] - span[0])
+        tables = (indirect or {}).get(name, {})
+        loops = sorted(_loops(body, tables).values(), key=len)
         forward = [(address, target) for address, op, operands in body
-                   for target in _jump_targets(address, op, operands, (indirect or {}).get(name, {})) if target > address]
-        trips: dict[tuple[int, int], list[GlobalLoad]] = {}
+                   for target in _jump_targets(address, op, operands, tables) if target > address]
+        trips: dict[frozenset[int], list[GlobalLoad]] = {}
         for address, op, operands in body:
             if op.split(".")[0] != "LDG":
                 continue
-            span = next(((lo, hi) for lo, hi in spans if lo <= address <= hi), None)
-            if span is not None:
+            loop = next((loop for loop in loops if address in loop), None)
+            if loop is not None:
                 # A jump out of the loop (past its back edge) ends the trip that takes it: not one side of an `if`.
-                skipped = any(span[0] <= at < address < target <= span[1] for at, target in forward)
-                trips.setdefault(span, []).append(_global_load(op, operands, every_trip=not skipped))
-        found[name] = tuple(LoopLoads(lo, hi, tuple(loads)) for (lo, hi), loads in sorted(trips.items()))
+                skipped = any(at in loop and target in loop and at < address < target for at, target in forward)
+                trips.setdefault(loop, []).append(_global_load(op, operands, every_trip=not skipped))
+        found[name] = tuple(sorted((LoopLoads(min(loop), max(loop), tuple(loads)) for loop, loads in trips.items()),
+                                  key=lambda trip: (trip.first, trip.last)))
     return found
+
+
+def _loops(body: list[tuple[int, str, str]], tables: dict[int, tuple[int, ...]]) -> dict[int, frozenset[int]]:
+    """The loops of a listing, by the address their backward branches go to: the addresses on a cycle through
+    those branches (reached from the target, and reaching one of the branches). A branch back that closes no
+    cycle is no loop: the out-of-line code ptxas places after `EXIT` (a warp shuffle's fallback for a divergent
+    warp, `BRA.DIV`) jumps back to where it left, and what lies between is run once."""
+    backs: dict[int, set[int]] = {}
+    for address, op, operands in body:
+        for target in _jump_targets(address, op, operands, tables):
+            if target < address:
+                backs.setdefault(target, set()).add(address)
+    if not backs:
+        return {}
+    edges = _successors(body, tables)
+    before: dict[int, set[int]] = {}
+    for address, following in edges.items():
+        for after in following:
+            before.setdefault(after, set()).add(address)
+    loops = {}
+    for target, branches in backs.items():
+        cycle = _walk(edges, [target]) & _walk(before, sorted(branches), stop=target)
+        if branches & cycle:
+            loops[target] = frozenset(cycle)
+    return loops
+
+
+def _walk(edges: Mapping[int, Iterable[int]], starts: list[int], stop: int | None = None) -> set[int]:
+    """The addresses a walk along `edges` from `starts` reaches (the starts included), going no further than
+    `stop`."""
+    seen: set[int] = set()
+    work = list(starts)
+    while work:
+        address = work.pop()
+        if address not in seen:
+            seen.add(address)
+            work.extend(edges.get(address, ()) if address != stop else ())
+    return seen
+
+
+def _successors(body: list[tuple[int, str, str]], tables: dict[int, tuple[int, ...]]) -> dict[int, list[int]]:
+    """Where control goes after each instruction of a listing: through branches, past calls, nowhere after an
+    `EXIT` or a `RET` that is always taken."""
+    found = {}
+    for index, (address, op, operands) in enumerate(body):
+        head = op.split(".")[0]
+        after = [body[index + 1][0]] if index + 1 < len(body) else []
+        conditional = _conditional(op, operands)
+        if head in ("RET", "EXIT"):
+            found[address] = after if conditional else []
+        elif head == "BRA" or head in INDIRECT:
+            found[address] = _jump_targets(address, op, operands, tables) + (after if conditional else [])
+        else:
+            found[address] = after
+    return found
+
+
+def _conditional(op: str, operands: str) -> bool:
+    """Whether a branch or return is taken only sometimes: a guard, a predicate among its operands, or a branch
+    taken where the warp diverged (`BRA.DIV UR4, 0x3b0`)."""
+    return _CONDITION.search(operands) is not None or "DIV" in op.split(".")[1:]
 
 
 def _global_load(op: str, operands: str, *, every_trip: bool) -> GlobalLoad:
@@ -183,12 +244,10 @@ def _global_load(op: str, operands: str, *, every_trip: bool) -> GlobalLoad:
 
 
 def _looped(body: list[tuple[int, str, str]], tables: dict[int, tuple[int, ...]]) -> set[int]:
-    """The addresses of a listing that run once per trip of some loop: inside a loop's span, or in a
+    """The addresses of a listing that run once per trip of some loop: inside a loop (`_loops`), or in a
     subroutine called from there. A call through a register (`CALL.REL.NOINC R2 0x0`: a function pointer) may
     reach any subroutine: all that the function's own code, walked from its start, does not reach."""
-    loops = [(target, address) for address, op, operands in body
-             for target in _jump_targets(address, op, operands, tables) if target < address]
-    looped = {address for address, _op, _operands in body if any(lo <= address <= hi for lo, hi in loops)}
+    looped = set().union(*_loops(body, tables).values())
     calls = {address: target for address, op, operands in body if op.startswith("CALL.REL")
              and not _through_register(operands) for target in _jump_targets(address, "BRA", operands, tables)[:1]}
     if any(address in looped and op.startswith("CALL") and _through_register(operands)
@@ -213,26 +272,8 @@ def _through_register(operands: str) -> bool:
 
 def _reached(body: list[tuple[int, str, str]], start: int, tables: dict[int, tuple[int, ...]]) -> set[int]:
     """The addresses a walk from `start` reaches before it returns: through branches and past calls."""
-    position = {address: index for index, (address, _op, _operands) in enumerate(body)}
-    seen: set[int] = set()
-    work = [start]
-    while work:
-        address = work.pop()
-        if address in seen or address not in position:
-            continue
-        seen.add(address)
-        index = position[address]
-        _at, op, operands = body[index]
-        head = op.split(".")[0]
-        after = [body[index + 1][0]] if index + 1 < len(body) else []
-        conditional = _CONDITION.search(operands) is not None
-        if head in ("RET", "EXIT"):
-            work.extend(after if conditional else [])
-        elif head == "BRA" or head in INDIRECT:
-            work.extend(_jump_targets(address, op, operands, tables) + (after if conditional else []))
-        else:
-            work.extend(after)
-    return seen
+    edges = _successors(body, tables)
+    return _walk(edges, [start]) & edges.keys()
 
 
 def _functions(text: str) -> dict[str, list[tuple[int, str, str]]]:

@@ -5,8 +5,9 @@ than 128 bits (`LDG.E.U8`, `LDG.E.U16`, `LDG.E`, `LDG.E.64`) that read
 contiguous bytes from one address register (`[R2.64]`, `[R2.64+0x1]`,
 `[R2.64+0x2]`, ...). One wider load could read what they read: the message
 says how many narrow loads each trip makes, of what width, and the width
-that could read them where the address is aligned to it. A loop is the span
-of the SASS from a backward branch's target to the branch, and each load
+that could read them where the address is aligned to it. A loop is the code
+of the SASS on a cycle through a backward branch (the branch back from a
+warp shuffle's fallback, placed after `EXIT`, closes none), and each load
 counts for the innermost loop around it.
 
 A Triton kernel is reported only where its specialisation promised 16-byte
