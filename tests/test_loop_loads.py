@@ -60,6 +60,18 @@ extern "C" __global__ void shuffled_stack(const float* __restrict__ x, const int
     a[idx[threadIdx.x] & 255] = v;
     out[threadIdx.x] = a[idx[threadIdx.x + 32] & 255] + a[idx[threadIdx.x + 64] & 255];
 }
+// A loop that calls a function ptxas keeps apart (after the kernel's EXIT): its loads are made on every trip.
+__device__ __noinline__ unsigned sixteen(const uint8_t* p) {
+    unsigned s = 0;
+#pragma unroll
+    for (int j = 0; j < 16; ++j) s += p[j];
+    return s;
+}
+extern "C" __global__ void called_bytes(const uint8_t* __restrict__ data, unsigned* out, int n) {
+    unsigned sum = 0;
+    for (int i = threadIdx.x * 16; i < n; i += blockDim.x * 16) sum += sixteen(data + i);
+    atomicAdd(out, sum);
+}
 // The same reduction inside a real loop, then bytes read once after the loop.
 extern "C" __global__ void shuffled_loop(const uint8_t* __restrict__ data, const float* __restrict__ x, float* out,
                                          unsigned* sums, int n) {
@@ -187,3 +199,14 @@ def _global(line: str) -> GlobalLoad:
     op = re.search(r"\bLDG[A-Z0-9_.]*", line)
     assert op is not None
     return GlobalLoad(op.group(0), load_width(op.group(0)), "", 0)
+
+
+def test_a_trip_makes_the_loads_of_the_functions_its_loop_calls(built: tuple[str, str]) -> None:
+    _ptx, sass = built
+    listing = sass.split("Function : called_bytes", 1)[1].split("Function :", 1)[0]
+    assert "CALL.REL" in listing  # the helper is a subroutine of the kernel's listing, not inlined
+    (trip,) = loop_loads(sass)["called_bytes"]
+    listed = _listed_loads(sass, "called_bytes")
+    assert len(trip.loads) == len(listed) > 1 and all(load.every_trip for load in trip.loads)
+    offsets = sorted(load.offset for load in trip.loads)
+    assert {load.bits for load in trip.loads} == {8} and offsets == list(range(offsets[0], offsets[0] + len(offsets)))

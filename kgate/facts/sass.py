@@ -150,27 +150,72 @@ def loop_loads(text: str, indirect: dict[str, dict[int, tuple[int, ...]]] | None
     """Per function, the global loads of each trip of each of its loops (the loops whose body loads anything).
 
     A loop is the code on a cycle through the branches back to one address (`_loops`; a `BRX` through a jump table
-    goes where the cubin says, `indirect`). Each
-    load belongs to the innermost loop around it: what one trip of that loop reads; a load that a branch inside the
-    loop, before it, jumps past (to a place inside the loop) is not read on every trip (`GlobalLoad.every_trip`)."""
+    goes where the cubin says, `indirect`). Each load belongs to the innermost loop around it: what one trip of
+    that loop reads; so does each load of a subroutine of the listing (a `__noinline__` function ptxas placed after
+    the kernel's `EXIT`) that a `CALL.REL` of the loop calls, outside the subroutine's own loops. A load that a
+    branch inside the loop (or the subroutine), before it, jumps past (to a place inside it) is not read on every
+    trip (`GlobalLoad.every_trip`), nor is one of a call that such a branch jumps past."""
     found: dict[str, tuple[LoopLoads, ...]] = {}
     for name, body in _functions(text).items():
         tables = (indirect or {}).get(name, {})
         loops = sorted(_loops(body, tables).values(), key=len)
         forward = [(address, target) for address, op, operands in body
                    for target in _jump_targets(address, op, operands, tables) if target > address]
+        calls = _calls(body, tables)
         trips: dict[frozenset[int], list[GlobalLoad]] = {}
         for address, op, operands in body:
-            if op.split(".")[0] != "LDG":
-                continue
             loop = next((loop for loop in loops if address in loop), None)
-            if loop is not None:
-                # A jump out of the loop (past its back edge) ends the trip that takes it: not one side of an `if`.
-                skipped = any(at in loop and target in loop and at < address < target for at, target in forward)
-                trips.setdefault(loop, []).append(_global_load(op, operands, every_trip=not skipped))
-        found[name] = tuple(sorted((LoopLoads(min(loop), max(loop), tuple(loads)) for loop, loads in trips.items()),
-                                  key=lambda trip: (trip.first, trip.last)))
+            if loop is None:
+                continue
+            # A jump out of the loop (past its back edge) ends the trip that takes it: not one side of an `if`.
+            every = not _skipped(address, loop, forward)
+            if op.split(".")[0] == "LDG":
+                trips.setdefault(loop, []).append(_global_load(op, operands, every_trip=every))
+            elif address in calls:
+                trips.setdefault(loop, []).extend(_called_loads(body, tables, calls[address], loops, forward, every))
+        found[name] = tuple(sorted((LoopLoads(min(loop), max(loop), tuple(loads)) for loop, loads in trips.items()
+                                    if loads), key=lambda trip: (trip.first, trip.last)))
     return found
+
+
+def _skipped(address: int, region: Iterable[int], forward: list[tuple[int, int]]) -> bool:
+    """Whether a branch of a region, before an address, jumps past it to a place in the region."""
+    inside = set(region)
+    return any(at in inside and target in inside and at < address < target for at, target in forward)
+
+
+def _called_loads(body: list[tuple[int, str, str]], tables: dict[int, tuple[int, ...]], start: int,
+                  loops: list[frozenset[int]], forward: list[tuple[int, int]], every: bool) -> list[GlobalLoad]:
+    """The global loads a call of the subroutine at `start` makes outside the loops of the listing (those of its
+    own loops are their trips'), and of the subroutines it calls in turn; `every`: whether the loop's trip reaches
+    the call."""
+    calls = _calls(body, tables)
+    code = {address: (op, operands) for address, op, operands in body}
+    loads: list[GlobalLoad] = []
+    done: set[int] = set()
+    pending = [(start, every)]
+    while pending:
+        entry, reached = pending.pop()
+        if entry in done:
+            continue
+        done.add(entry)
+        region = _reached(body, entry, tables)
+        for address in sorted(region):
+            if any(address in loop for loop in loops):
+                continue
+            op, operands = code[address]
+            every_trip = reached and not _skipped(address, region, forward)
+            if op.split(".")[0] == "LDG":
+                loads.append(_global_load(op, operands, every_trip=every_trip))
+            elif address in calls:
+                pending.append((calls[address], every_trip))
+    return loads
+
+
+def _calls(body: list[tuple[int, str, str]], tables: dict[int, tuple[int, ...]]) -> dict[int, int]:
+    """The calls of a listing to a subroutine of its own, by their address: where each goes (`CALL.REL 0x200`)."""
+    return {address: target for address, op, operands in body if op.startswith("CALL.REL")
+            and not _through_register(operands) for target in _jump_targets(address, "BRA", operands, tables)[:1]}
 
 
 def _loops(body: list[tuple[int, str, str]], tables: dict[int, tuple[int, ...]]) -> dict[int, frozenset[int]]:
@@ -248,8 +293,7 @@ def _looped(body: list[tuple[int, str, str]], tables: dict[int, tuple[int, ...]]
     subroutine called from there. A call through a register (`CALL.REL.NOINC R2 0x0`: a function pointer) may
     reach any subroutine: all that the function's own code, walked from its start, does not reach."""
     looped = set().union(*_loops(body, tables).values())
-    calls = {address: target for address, op, operands in body if op.startswith("CALL.REL")
-             and not _through_register(operands) for target in _jump_targets(address, "BRA", operands, tables)[:1]}
+    calls = _calls(body, tables)
     if any(address in looped and op.startswith("CALL") and _through_register(operands)
            for address, op, operands in body):
         own = _reached(body, body[0][0], tables)

@@ -8,7 +8,9 @@ says how many narrow loads each trip makes, of what width, and the width
 that could read them where the address is aligned to it. A loop is the code
 of the SASS on a cycle through a backward branch (the branch back from a
 warp shuffle's fallback, placed after `EXIT`, closes none), and each load
-counts for the innermost loop around it.
+counts for the innermost loop around it; so do the loads of a `__noinline__`
+function that ptxas placed in the kernel's code, where the loop calls it
+(outside the function's own loops).
 
 A Triton kernel is reported only where its specialisation promised 16-byte
 alignment of every pointer and integer argument (`tt.divisibility=16`, the
