@@ -14,7 +14,8 @@ function that ptxas placed in the kernel's code, where the loop calls it
 
 A Triton kernel is reported only where its specialisation promised 16-byte
 alignment of every pointer and integer argument (`tt.divisibility=16`, the
-launcher's `divisible_by_16`, or equal to 1): Triton then vectorises a
+launcher's `divisible_by_16`, or equal to 1; a bool argument is no integer
+the launcher promises anything of): Triton then vectorises a
 contiguous access by itself, so narrow contiguous loads mean that the
 kernel's own index arithmetic lost the alignment (an offset that is not a
 multiple of the vector, a `+ 1`). Without that promise the element width is
@@ -186,9 +187,16 @@ def runs(loads: tuple[GlobalLoad, ...], threads: int | None = None) -> list[Run]
 
 
 def _promised_alignment(facts: KernelFacts) -> bool:
-    """Whether a Triton variant's launcher promised 16-byte alignment of every pointer and integer argument."""
+    """Whether a Triton variant's launcher promised 16-byte alignment of every pointer and integer argument (a
+    bool, `i1`, is no integer the launcher could promise anything of)."""
     promised = set(facts.specialization.get("divisible_by_16", ())) | set(facts.specialization.get("equal_to_1", ()))
-    return all(name in promised for name, ty in facts.signature.items() if ty.startswith("*") or ty[:1] in "iu")
+    return all(name in promised for name, ty in facts.signature.items() if _aligns(ty))
+
+
+def _aligns(ty: str) -> bool:
+    """Whether an argument of this Triton type can be promised divisible by 16: a pointer, an integer of 8 bits or
+    more."""
+    return ty.startswith("*") or (ty[:1] in ("i", "u") and ty[1:].isdigit() and int(ty[1:]) >= 8)
 
 
 def may_widen(facts: KernelFacts) -> bool:
