@@ -14,7 +14,6 @@ import os
 import posixpath
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +27,7 @@ from kgate.collect.static_kernel import static_expansion
 from kgate.compile import cute_plan, expectations, import_reads, launches
 from kgate.compile import records as record_shapes
 from kgate.compile.autotune import Autotuned, autotuned
-from kgate.compile.cache import Cache, CacheWriteError, Entry, digest, sweep_triton
+from kgate.compile.cache import Cache, CacheWriteError, Entry, code_digest, digest, sweep_triton
 from kgate.compile.payloads import CompileRequest, ExpandRequest, SassRequest, Variant
 from kgate.compile.pool import Pool
 from kgate.compile.preflight import built_units, python_toolchain, tools_of
@@ -314,8 +313,8 @@ def compile_triton(config: Config, entries: list[PythonEntry], targets: tuple[st
             for variant, built_for in _variants(config, p, run, targets):
                 for target in built_for:
                     tool_key = tools_of(p.language, run.toolchain)
-                    key = digest("compiled", COMPILE_FORMAT, kgate.__version__, tool_key, variant, target, p.source_key,
-                                 p.import_key)
+                    key = digest("compiled", COMPILE_FORMAT, kgate.__version__, code_digest(), tool_key, variant, target,
+                                 p.source_key, p.import_key)
                     entry = cache.entry("compiled", key, record_shapes.compiled)
                     unit = _cached_unit(cache, key, entry, variant, p) if entry is not None else None
                     lacking = None if unit is None else needs(unit) if needs is not None else []
@@ -465,23 +464,12 @@ def path_aliases(config: Config, planned: list[_Planned]) -> list[Alias]:
     return known
 
 
-@lru_cache(maxsize=1)
-def _expansion_code() -> str:
-    """A hash of the code that expands a kernel (its parameters, configs and what it calls, block-scaled dots
-    included): part of an expansion record's key, so a record another kgate wrote under the same version
-    number (an install from a later commit) is never read back."""
-    here = Path(__file__).resolve().parent
-    collect = here.parent / "collect"
-    files = (here / "triton_backend.py", here / "cute_backend.py", collect / "static_kernel.py", collect / "pynames.py", collect / "pysource.py")
-    return digest(*(f.read_text(encoding="utf-8") for f in files))
-
-
 def _expand(config: Config, planned: list[_Planned], pool: Pool, cache: Cache, toolchain: dict[str, str],
             where: import_reads.View) -> None:
     """What each kernel looks like (parameters, autotune configs, definition line) and what importing its module
     reads (the key of its records): from the cache where every input that import read holds what it held, else
     by importing it in a worker. A plain kernel's expansion is read from its source all the same."""
-    pres = {id(p): digest("import", kgate.__version__, _expansion_code(), tools_of(p.language, toolchain), p.kernel,
+    pres = {id(p): digest("import", kgate.__version__, code_digest(), tools_of(p.language, toolchain), p.kernel,
                           p.source_key)
             for p in planned if p.error is None}
     found_in = import_roots(config.root, config.python_path)
