@@ -90,7 +90,7 @@ def local_in_loops(text: str, indirect: dict[str, dict[int, tuple[int, ...]]] | 
                    ) -> dict[str, LocalUse]:
     """Per function, how many local-memory loads (`LDL`) and stores (`STL`) sit inside a loop.
 
-    A loop is the code on a cycle through a branch back to a lower address (`_loops`: a branch back that closes
+    A loop is the code on a cycle through a branch back to a lower address (`_Flow.loops`: a branch back that closes
     no cycle, from a warp shuffle's fallback after `EXIT`, makes none); a branch to itself is the idle loop after
     `EXIT`, not a loop. A `BRA` names its target; an indirect branch (`BRX R8
     -0x200`, `BRXU`, `JMX`: through a jump table) goes to each address the cubin lists for it (`indirect`:
@@ -101,7 +101,7 @@ def local_in_loops(text: str, indirect: dict[str, dict[int, tuple[int, ...]]] | 
     """
     found: dict[str, LocalUse] = {}
     for name, body in _functions(text).items():
-        looped = _looped(body, (indirect or {}).get(name, {}))
+        looped = _Flow(body, (indirect or {}).get(name, {})).looped()
         inside = Counter(op.split(".")[0] for address, op, _operands in body if address in looped)
         every = Counter(op.split(".")[0] for _address, op, _operands in body)
         found[name] = LocalUse((inside["LDL"], inside["STL"]), (every["LDL"], every["STL"]))
@@ -123,7 +123,7 @@ class GlobalLoad:
 
 @dataclass(frozen=True)
 class LoopLoads:
-    """The global loads that one trip of a loop of a function's listing makes: those inside the loop (`_loops`: on
+    """The global loads that one trip of a loop of a function's listing makes: those inside the loop (`_Flow.loops`: on
     a cycle through its backward branches) and inside no loop nested in it. `first` and `last` are the lowest and
     the highest address of the loop."""
 
@@ -149,7 +149,7 @@ def loop_loads(text: str, indirect: dict[str, dict[int, tuple[int, ...]]] | None
                ) -> dict[str, tuple[LoopLoads, ...]]:
     """Per function, the global loads of each trip of each of its loops (the loops whose body loads anything).
 
-    A loop is the code on a cycle through the branches back to one address (`_loops`; a `BRX` through a jump table
+    A loop is the code on a cycle through the branches back to one address (`_Flow.loops`; a `BRX` through a jump table
     goes where the cubin says, `indirect`). Each load belongs to the innermost loop around it: what one trip of
     that loop reads; so does each load of a subroutine of the listing (a `__noinline__` function ptxas placed after
     the kernel's `EXIT`) that a `CALL.REL` of the loop calls, outside the subroutine's own loops. A load that a
@@ -157,90 +157,123 @@ def loop_loads(text: str, indirect: dict[str, dict[int, tuple[int, ...]]] | None
     trip (`GlobalLoad.every_trip`), nor is one of a call that such a branch jumps past."""
     found: dict[str, tuple[LoopLoads, ...]] = {}
     for name, body in _functions(text).items():
-        tables = (indirect or {}).get(name, {})
-        loops = sorted(_loops(body, tables).values(), key=len)
-        forward = [(address, target) for address, op, operands in body
-                   for target in _jump_targets(address, op, operands, tables) if target > address]
-        calls = _calls(body, tables)
+        flow = _Flow(body, (indirect or {}).get(name, {}))
+        loops = sorted(flow.loops().values(), key=len)
         trips: dict[frozenset[int], list[GlobalLoad]] = {}
         for address, op, operands in body:
             loop = next((loop for loop in loops if address in loop), None)
             if loop is None:
                 continue
             # A jump out of the loop (past its back edge) ends the trip that takes it: not one side of an `if`.
-            every = not _skipped(address, loop, forward)
+            every = not flow.skipped(address, loop)
             if op.split(".")[0] == "LDG":
                 trips.setdefault(loop, []).append(_global_load(op, operands, every_trip=every))
-            elif address in calls:
-                trips.setdefault(loop, []).extend(_called_loads(body, tables, calls[address], loops, forward, every))
+            elif address in flow.calls:
+                trips.setdefault(loop, []).extend(flow.called_loads(flow.calls[address], every))
         found[name] = tuple(sorted((LoopLoads(min(loop), max(loop), tuple(loads)) for loop, loads in trips.items()
                                     if loads), key=lambda trip: (trip.first, trip.last)))
     return found
 
 
-def _skipped(address: int, region: Iterable[int], forward: list[tuple[int, int]]) -> bool:
-    """Whether a branch of a region, before an address, jumps past it to a place in the region."""
-    inside = set(region)
-    return any(at in inside and target in inside and at < address < target for at, target in forward)
+class _Flow:
+    """The control flow of one function of a listing: where each instruction goes, its loops, its calls."""
 
+    def __init__(self, body: list[tuple[int, str, str]], tables: dict[int, tuple[int, ...]]) -> None:
+        self.body = body
+        self.code = {address: (op, operands) for address, op, operands in body}
+        self.edges = _successors(body, tables)
+        self.branches = [(address, target) for address, op, operands in body
+                         for target in _jump_targets(address, op, operands, tables)]
+        # The calls to a subroutine of the listing, by their address: where each goes (`CALL.REL 0x200`).
+        self.calls = {address: target for address, op, operands in body if op.startswith("CALL.REL")
+                      and not _through_register(operands) for target in _jump_targets(address, "BRA", operands, tables)[:1]}
+        self._reached: dict[int, set[int]] = {}
+        self._loops: dict[int, frozenset[int]] | None = None
+        self._forward: dict[int, list[tuple[int, int]]] = {}
+        self._in_loops: frozenset[int] | None = None
 
-def _called_loads(body: list[tuple[int, str, str]], tables: dict[int, tuple[int, ...]], start: int,
-                  loops: list[frozenset[int]], forward: list[tuple[int, int]], every: bool) -> list[GlobalLoad]:
-    """The global loads a call of the subroutine at `start` makes outside the loops of the listing (those of its
-    own loops are their trips'), and of the subroutines it calls in turn; `every`: whether the loop's trip reaches
-    the call."""
-    calls = _calls(body, tables)
-    code = {address: (op, operands) for address, op, operands in body}
-    loads: list[GlobalLoad] = []
-    done: set[int] = set()
-    pending = [(start, every)]
-    while pending:
-        entry, reached = pending.pop()
-        if entry in done:
-            continue
-        done.add(entry)
-        region = _reached(body, entry, tables)
-        for address in sorted(region):
-            if any(address in loop for loop in loops):
+    def reached(self, start: int) -> set[int]:
+        """The addresses a walk from `start` reaches before it returns: through branches and past calls."""
+        if start not in self._reached:
+            self._reached[start] = _walk(self.edges, [start]) & self.edges.keys()
+        return self._reached[start]
+
+    def loops(self) -> dict[int, frozenset[int]]:
+        """The loops, by the address their backward branches go to: the addresses on a cycle through those branches
+        (reached from the target, and reaching one of the branches without passing the target). A branch back that
+        closes no cycle is no loop: the out-of-line code ptxas places after `EXIT` (a warp shuffle's fallback for a
+        diverged warp, `BRA.DIV`) jumps back to where it left, and what lies between is run once."""
+        if self._loops is None:
+            backs: dict[int, set[int]] = {}
+            for address, target in self.branches:
+                if target < address:
+                    backs.setdefault(target, set()).add(address)
+            before: dict[int, set[int]] = {}
+            if backs:
+                for address, following in self.edges.items():
+                    for after in following:
+                        before.setdefault(after, set()).add(address)
+            self._loops = {}
+            for target, ends in backs.items():
+                cycle = self.reached(target) & _walk(before, sorted(ends), stop=target)
+                if ends & cycle:
+                    self._loops[target] = frozenset(cycle)
+        return self._loops
+
+    def skipped(self, address: int, region: frozenset[int] | set[int]) -> bool:
+        """Whether a branch of a region, before an address, jumps past it to a place in the region."""
+        key = id(region)
+        if key not in self._forward:
+            self._forward[key] = [(at, target) for at, target in self.branches
+                                  if at < target and at in region and target in region]
+        return any(at < address < target for at, target in self._forward[key])
+
+    def called_loads(self, start: int, every: bool) -> list[GlobalLoad]:
+        """The global loads a call of the subroutine at `start` makes outside the listing's loops (those of its own
+        loops are their trips'), and of the subroutines it calls in turn; `every`: whether the trip reaches the
+        call."""
+        looping = self.in_loops()
+        loads: list[GlobalLoad] = []
+        done: set[int] = set()
+        pending = [(start, every)]
+        while pending:
+            entry, reached = pending.pop()
+            if entry in done:
                 continue
-            op, operands = code[address]
-            every_trip = reached and not _skipped(address, region, forward)
-            if op.split(".")[0] == "LDG":
-                loads.append(_global_load(op, operands, every_trip=every_trip))
-            elif address in calls:
-                pending.append((calls[address], every_trip))
-    return loads
+            done.add(entry)
+            region = self.reached(entry)
+            for address in sorted(region - looping):
+                op, operands = self.code[address]
+                every_trip = reached and not self.skipped(address, region)
+                if op.split(".")[0] == "LDG":
+                    loads.append(_global_load(op, operands, every_trip=every_trip))
+                elif address in self.calls:
+                    pending.append((self.calls[address], every_trip))
+        return loads
 
+    def in_loops(self) -> frozenset[int]:
+        """The addresses inside some loop."""
+        if self._in_loops is None:
+            self._in_loops = frozenset().union(*self.loops().values())
+        return self._in_loops
 
-def _calls(body: list[tuple[int, str, str]], tables: dict[int, tuple[int, ...]]) -> dict[int, int]:
-    """The calls of a listing to a subroutine of its own, by their address: where each goes (`CALL.REL 0x200`)."""
-    return {address: target for address, op, operands in body if op.startswith("CALL.REL")
-            and not _through_register(operands) for target in _jump_targets(address, "BRA", operands, tables)[:1]}
-
-
-def _loops(body: list[tuple[int, str, str]], tables: dict[int, tuple[int, ...]]) -> dict[int, frozenset[int]]:
-    """The loops of a listing, by the address their backward branches go to: the addresses on a cycle through
-    those branches (reached from the target, and reaching one of the branches). A branch back that closes no
-    cycle is no loop: the out-of-line code ptxas places after `EXIT` (a warp shuffle's fallback for a divergent
-    warp, `BRA.DIV`) jumps back to where it left, and what lies between is run once."""
-    backs: dict[int, set[int]] = {}
-    for address, op, operands in body:
-        for target in _jump_targets(address, op, operands, tables):
-            if target < address:
-                backs.setdefault(target, set()).add(address)
-    if not backs:
-        return {}
-    edges = _successors(body, tables)
-    before: dict[int, set[int]] = {}
-    for address, following in edges.items():
-        for after in following:
-            before.setdefault(after, set()).add(address)
-    loops = {}
-    for target, branches in backs.items():
-        cycle = _walk(edges, [target]) & _walk(before, sorted(branches), stop=target)
-        if branches & cycle:
-            loops[target] = frozenset(cycle)
-    return loops
+    def looped(self) -> set[int]:
+        """The addresses that run once per trip of some loop: inside a loop (`loops`), or in a subroutine called
+        from there. A call through a register (`CALL.REL.NOINC R2 0x0`: a function pointer) may reach any
+        subroutine: all that the function's own code, walked from its start, does not reach."""
+        looped = set(self.in_loops())
+        if any(address in looped and op.startswith("CALL") and _through_register(operands)
+               for address, op, operands in self.body):
+            own = self.reached(self.body[0][0])
+            looped |= {address for address, _op, _operands in self.body if address not in own}
+        pending = [target for address, target in self.calls.items() if address in looped]
+        while pending:
+            for address in self.reached(pending.pop()):
+                if address not in looped:
+                    looped.add(address)
+                    if address in self.calls:
+                        pending.append(self.calls[address])
+        return looped
 
 
 def _walk(edges: Mapping[int, Iterable[int]], starts: list[int], stop: int | None = None) -> set[int]:
@@ -288,36 +321,10 @@ def _global_load(op: str, operands: str, *, every_trip: bool) -> GlobalLoad:
     return GlobalLoad(op, load_width(op), address.group(1), -value if sign else value, every_trip)
 
 
-def _looped(body: list[tuple[int, str, str]], tables: dict[int, tuple[int, ...]]) -> set[int]:
-    """The addresses of a listing that run once per trip of some loop: inside a loop (`_loops`), or in a
-    subroutine called from there. A call through a register (`CALL.REL.NOINC R2 0x0`: a function pointer) may
-    reach any subroutine: all that the function's own code, walked from its start, does not reach."""
-    looped = set().union(*_loops(body, tables).values())
-    calls = _calls(body, tables)
-    if any(address in looped and op.startswith("CALL") and _through_register(operands)
-           for address, op, operands in body):
-        own = _reached(body, body[0][0], tables)
-        looped |= {address for address, _op, _operands in body if address not in own}
-    pending = [target for address, target in calls.items() if address in looped]
-    while pending:
-        for address in _reached(body, pending.pop(), tables):
-            if address not in looped:
-                looped.add(address)
-                if address in calls:
-                    pending.append(calls[address])
-    return looped
-
-
 def _through_register(operands: str) -> bool:
     """Whether a call's target is a register's value (its first operand, after any guard)."""
     words = _GUARD.sub("", operands).split()
     return bool(words) and _REGISTER.fullmatch(words[0].rstrip(",")) is not None
-
-
-def _reached(body: list[tuple[int, str, str]], start: int, tables: dict[int, tuple[int, ...]]) -> set[int]:
-    """The addresses a walk from `start` reaches before it returns: through branches and past calls."""
-    edges = _successors(body, tables)
-    return _walk(edges, [start]) & edges.keys()
 
 
 def _functions(text: str) -> dict[str, list[tuple[int, str, str]]]:
