@@ -60,6 +60,20 @@ extern "C" __global__ void shuffled_stack(const float* __restrict__ x, const int
     a[idx[threadIdx.x] & 255] = v;
     out[threadIdx.x] = a[idx[threadIdx.x + 32] & 255] + a[idx[threadIdx.x + 64] & 255];
 }
+// A shuffle inside the loop: its fallback after EXIT branches back into the trip, and every trip still reads the
+// bytes after it.
+extern "C" __global__ void shuffled_trip(const uint8_t* __restrict__ data, const float* __restrict__ x, float* out,
+                                         unsigned* sums, int n) {
+    float v = 0.f;
+    unsigned sum = 0;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        v += reduced(x[i], n - 32 - i);
+#pragma unroll
+        for (int j = 0; j < 16; ++j) sum += data[i * 16 + j];
+    }
+    out[threadIdx.x] = v;
+    sums[threadIdx.x] = sum;
+}
 // A loop that calls a function ptxas keeps apart (after the kernel's EXIT): its loads are made on every trip.
 __device__ __noinline__ unsigned sixteen(const uint8_t* p) {
     unsigned s = 0;
@@ -210,3 +224,12 @@ def test_a_trip_makes_the_loads_of_the_functions_its_loop_calls(built: tuple[str
     assert len(trip.loads) == len(listed) > 1 and all(load.every_trip for load in trip.loads)
     offsets = sorted(load.offset for load in trip.loads)
     assert {load.bits for load in trip.loads} == {8} and offsets == list(range(offsets[0], offsets[0] + len(offsets)))
+
+
+def test_every_trip_reads_what_follows_a_shuffle_in_its_loop(built: tuple[str, str]) -> None:
+    _ptx, sass = built
+    listing = sass.split("Function : shuffled_trip", 1)[1].split("Function :", 1)[0]
+    assert "BRA.DIV" in listing  # the fallback for a diverged warp, placed after EXIT
+    (trip,) = loop_loads(sass)["shuffled_trip"]
+    narrow = [load for load in trip.loads if load.bits == 8]
+    assert len(narrow) == 16 and all(load.every_trip for load in narrow)

@@ -112,7 +112,7 @@ def local_in_loops(text: str, indirect: dict[str, dict[int, tuple[int, ...]]] | 
 class GlobalLoad:
     """A global load (`LDG`) of a loop's body: its opcode, the bits it reads per thread, its address as a register
     and a byte offset (`[R2.64+0x10]`: "R2", 16; the register "" where the address is not that simple), and whether
-    every trip reaches it (False where a branch of the loop's body, before it, jumps past it: one side of an `if`)."""
+    every trip reaches it (False where a path of a trip passes it by: one side of an `if`)."""
 
     opcode: str
     bits: int
@@ -153,19 +153,20 @@ def loop_loads(text: str, indirect: dict[str, dict[int, tuple[int, ...]]] | None
     goes where the cubin says, `indirect`). Each load belongs to the innermost loop around it: what one trip of
     that loop reads; so does each load of a subroutine of the listing (a `__noinline__` function ptxas placed after
     the kernel's `EXIT`) that a `CALL.REL` of the loop calls, outside the subroutine's own loops. A load that a
-    branch inside the loop (or the subroutine), before it, jumps past (to a place inside it) is not read on every
-    trip (`GlobalLoad.every_trip`), nor is one of a call that such a branch jumps past."""
+    path of a trip passes by (one side of an `if`; a trip that leaves the loop ends there) is not read on every trip
+    (`GlobalLoad.every_trip`), nor is one of a call that such a path passes by, or one a path through the
+    subroutine passes by."""
     found: dict[str, tuple[LoopLoads, ...]] = {}
     for name, body in _functions(text).items():
         flow = _Flow(body, (indirect or {}).get(name, {}))
-        loops = sorted(flow.loops().values(), key=len)
+        loops = sorted(flow.loops().items(), key=lambda item: len(item[1]))
         trips: dict[frozenset[int], list[GlobalLoad]] = {}
         for address, op, operands in body:
-            loop = next((loop for loop in loops if address in loop), None)
+            head, loop = next(((head, loop) for head, loop in loops if address in loop), (0, None))
             if loop is None:
                 continue
-            # A jump out of the loop (past its back edge) ends the trip that takes it: not one side of an `if`.
-            every = not flow.skipped(address, loop)
+            # A jump out of the loop ends the trip that takes it: what follows is not one side of an `if`.
+            every = address in flow.every_trip(head)
             if op.split(".")[0] == "LDG":
                 trips.setdefault(loop, []).append(_global_load(op, operands, every_trip=every))
             elif address in flow.calls:
@@ -189,7 +190,8 @@ class _Flow:
                       and not _through_register(operands) for target in _jump_targets(address, "BRA", operands, tables)[:1]}
         self._reached: dict[int, set[int]] = {}
         self._loops: dict[int, frozenset[int]] | None = None
-        self._forward: dict[int, list[tuple[int, int]]] = {}
+        self._ends: dict[int, set[int]] = {}
+        self._every: dict[int, frozenset[int]] = {}
         self._in_loops: frozenset[int] | None = None
 
     def reached(self, start: int) -> set[int]:
@@ -218,15 +220,24 @@ class _Flow:
                 cycle = self.reached(target) & _walk(before, sorted(ends), stop=target)
                 if ends & cycle:
                     self._loops[target] = frozenset(cycle)
+                    self._ends[target] = ends & cycle
         return self._loops
 
-    def skipped(self, address: int, region: frozenset[int] | set[int]) -> bool:
-        """Whether a branch of a region, before an address, jumps past it to a place in the region."""
-        key = id(region)
-        if key not in self._forward:
-            self._forward[key] = [(at, target) for at, target in self.branches
-                                  if at < target and at in region and target in region]
-        return any(at < address < target for at, target in self._forward[key])
+    def every_trip(self, head: int) -> frozenset[int]:
+        """The addresses of the loop at `head` that every trip runs: on every path from its head to one of its
+        branches back to it (a trip that leaves the loop ends there). Not those on one side of an `if`, nor those
+        a branch jumps past to the out-of-line code ptxas placed after `EXIT`."""
+        if head not in self._every:
+            self._every[head] = _on_every_path(self.edges, head, self.loops()[head], self._ends[head])
+        return self._every[head]
+
+    def every_call(self, entry: int) -> frozenset[int]:
+        """The addresses of the subroutine at `entry` that each call of it runs: on every path to its returns."""
+        if entry not in self._every:
+            region = self.reached(entry)
+            returns = {address for address in region if self.code[address][0].split(".")[0] in ("RET", "EXIT")}
+            self._every[entry] = _on_every_path(self.edges, entry, frozenset(region), returns)
+        return self._every[entry]
 
     def called_loads(self, start: int, every: bool) -> list[GlobalLoad]:
         """The global loads a call of the subroutine at `start` makes outside the listing's loops (those of its own
@@ -242,9 +253,10 @@ class _Flow:
                 continue
             done.add(entry)
             region = self.reached(entry)
+            every_call = self.every_call(entry)
             for address in sorted(region - looping):
                 op, operands = self.code[address]
-                every_trip = reached and not self.skipped(address, region)
+                every_trip = reached and address in every_call
                 if op.split(".")[0] == "LDG":
                     loads.append(_global_load(op, operands, every_trip=every_trip))
                 elif address in self.calls:
@@ -274,6 +286,62 @@ class _Flow:
                     if address in self.calls:
                         pending.append(self.calls[address])
         return looped
+
+
+def _on_every_path(edges: Mapping[int, Iterable[int]], root: int, region: frozenset[int], ends: set[int]
+                   ) -> frozenset[int]:
+    """The addresses of a region on every path from `root` to each of `ends` inside it: those that dominate all the
+    ends (Cooper, Harvey and Kennedy's iterative dominators over the region's flow from `root`)."""
+    order: list[int] = []  # reverse postorder from the root
+    seen = {root}
+    stack = [(root, iter(edges.get(root, ())))]
+    while stack:
+        node, following = stack[-1]
+        after = next((a for a in following if a in region and a not in seen), None)
+        if after is None:
+            order.append(node)
+            stack.pop()
+        else:
+            seen.add(after)
+            stack.append((after, iter(edges.get(after, ()))))
+    order.reverse()
+    index = {node: at for at, node in enumerate(order)}
+    before: dict[int, list[int]] = {}
+    for node in order:
+        for after in edges.get(node, ()):
+            if after in index:
+                before.setdefault(after, []).append(node)
+    idom = {root: root}
+    changed = True
+    while changed:
+        changed = False
+        for node in order[1:]:
+            done = [p for p in before.get(node, ()) if p in idom]
+            new = done[0]
+            for other in done[1:]:
+                new = _meet(idom, index, other, new)
+            if idom.get(node) != new:
+                idom[node] = new
+                changed = True
+    every: set[int] | None = None
+    for end in ends:
+        if end not in idom:
+            continue
+        chain = {end}
+        while end != root:
+            end = idom[end]
+            chain.add(end)
+        every = chain if every is None else every & chain
+    return frozenset(every or ())
+
+
+def _meet(idom: dict[int, int], index: dict[int, int], a: int, b: int) -> int:
+    while a != b:
+        while index[a] > index[b]:
+            a = idom[a]
+        while index[b] > index[a]:
+            b = idom[b]
+    return a
 
 
 def _walk(edges: Mapping[int, Iterable[int]], starts: list[int], stop: int | None = None) -> set[int]:
