@@ -132,6 +132,28 @@ def test_each_load_belongs_to_the_innermost_loop_around_it() -> None:
                               GlobalLoad("LDG.E.128", 128, "", 0), GlobalLoad("LDG.E", 32, "R8", 20, every_trip=False))
 
 
+def test_a_subroutine_that_starts_with_a_loop_is_read_as_a_call_and_as_a_loop() -> None:
+    text = "\n".join([
+        "        Function : k",
+        "        /*0000*/                   LDG.E.U8 R1, desc[UR4][R2.64] ;",
+        "        /*0010*/                   CALL.REL.NOINC 0x60 ;",  # called on every trip of the kernel's loop
+        "        /*0020*/              @P0 BRA 0x0 ;",
+        "        /*0030*/                   EXIT ;",
+        "        /*0060*/                   LDG.E.U8 R3, desc[UR4][R8.64] ;",  # the subroutine's loop starts here
+        "        /*0070*/              @P1 BRA 0xa0 ;",  # out of its loop: that trip ends, the call goes on
+        "        /*0080*/                   LDG.E.U8 R4, desc[UR4][R8.64+0x1] ;",  # every trip of it
+        "        /*0090*/              @P2 BRA 0x60 ;",
+        "        /*00a0*/                   LDG.E.U8 R5, desc[UR4][R9.64] ;",  # after it: the kernel's trip
+        "        /*00b0*/                   LDG.E.U8 R6, desc[UR4][R9.64+0x1] ;",
+        "        /*00c0*/                   RET.REL.NODEC R20 0x0 ;",
+    ])
+    outer, inner = loop_loads(text)["k"]
+    assert (outer.first, outer.last, inner.first, inner.last) == (0x0, 0x20, 0x60, 0x90)
+    assert [(load.base, load.offset, load.every_trip) for load in outer.loads] == [
+        ("R2", 0, True), ("R9", 0, True), ("R9", 1, True)]
+    assert [(load.base, load.offset, load.every_trip) for load in inner.loads] == [("R8", 0, True), ("R8", 1, True)]
+
+
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
     """(PTX, SASS listing) of SOURCE for sm_120a, as nvcc and the bundled cuobjdump write them."""

@@ -191,7 +191,8 @@ class _Flow:
         self._reached: dict[int, set[int]] = {}
         self._loops: dict[int, frozenset[int]] | None = None
         self._ends: dict[int, set[int]] = {}
-        self._every: dict[int, frozenset[int]] = {}
+        self._every: dict[int, frozenset[int]] = {}  # by loop head
+        self._every_call: dict[int, frozenset[int]] = {}  # by subroutine entry (which may be a loop head too)
         self._in_loops: frozenset[int] | None = None
 
     def reached(self, start: int) -> set[int]:
@@ -233,11 +234,11 @@ class _Flow:
 
     def every_call(self, entry: int) -> frozenset[int]:
         """The addresses of the subroutine at `entry` that each call of it runs: on every path to its returns."""
-        if entry not in self._every:
+        if entry not in self._every_call:
             region = self.reached(entry)
             returns = {address for address in region if self.code[address][0].split(".")[0] in ("RET", "EXIT")}
-            self._every[entry] = _on_every_path(self.edges, entry, frozenset(region), returns)
-        return self._every[entry]
+            self._every_call[entry] = _on_every_path(self.edges, entry, frozenset(region), returns)
+        return self._every_call[entry]
 
     def called_loads(self, start: int, every: bool) -> list[GlobalLoad]:
         """The global loads a call of the subroutine at `start` makes outside the listing's loops (those of its own
