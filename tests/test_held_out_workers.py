@@ -32,7 +32,7 @@ FORKS = textwrap.dedent("""
     import kgate
 
     if os.fork() == 0:
-        pass  # a background helper started carelessly: the child goes on importing, as the parent does
+        pass  # a background process started carelessly: the child goes on importing, as the parent does
 
 
     @kgate.register(signature={"x": "*fp32", "n": "i32"}, constexprs={"BLOCK": 128}, num_warps=4)

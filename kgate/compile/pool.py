@@ -106,7 +106,7 @@ def _serve(conn: Connection, parent: _Parent, kgate_pid: int) -> None:
     from kgate.support import reads
 
     preloaded = set(sys.modules)  # what the fork server imported: kgate, Triton; the rest is the project's
-    # A project's module may fork at import (a helper that starts a background process with os.fork() and lets
+    # A project's module may fork at import (code that starts a background process with os.fork() and lets
     # the child go on): the child finishes the task as a copy of this worker, and must neither answer for it
     # (its answer would be taken for the next task's) nor take the next task from the pipe.
     worker = os.getpid()
