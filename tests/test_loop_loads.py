@@ -14,7 +14,7 @@ import subprocess
 import pytest
 
 from kgate.facts.ptx import load_bits, parse_ptx
-from kgate.facts.sass import GlobalLoad, load_width, loop_loads
+from kgate.facts.sass import GlobalLoad, load_width, local_in_loops, loop_loads
 from kgate.support import tools
 
 SOURCE = r"""
@@ -34,6 +34,68 @@ extern "C" __global__ void words(const uint4* __restrict__ data, unsigned* out, 
 }
 extern "C" __global__ void once(const uint8_t* __restrict__ data, unsigned* out) {
     out[threadIdx.x] = data[threadIdx.x] + data[threadIdx.x + 1];
+}
+// A warp reduction that may run on a diverged warp: ptxas places its fallback after EXIT, and the fallback
+// branches back to where it left. No loop: the bytes after it, and the stack array, are read once.
+__device__ __forceinline__ float reduced(float v, int n) {
+    if (threadIdx.x < n) {
+        for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffff, v, off);
+    }
+    return v;
+}
+extern "C" __global__ void shuffled_bytes(const uint8_t* __restrict__ data, const float* __restrict__ x, float* out,
+                                          unsigned* sums, int n) {
+    float v = reduced(x[threadIdx.x], n);
+    unsigned sum = 0;
+#pragma unroll
+    for (int j = 0; j < 16; ++j) sum += data[blockIdx.x * 16 + j];
+    out[threadIdx.x] = v;
+    sums[threadIdx.x] = sum;
+}
+extern "C" __global__ void shuffled_stack(const float* __restrict__ x, const int* __restrict__ idx, float* out, int n) {
+    float v = reduced(x[threadIdx.x], n);
+    float a[256];
+#pragma unroll
+    for (int j = 0; j < 256; ++j) a[j] = x[j * 32 + threadIdx.x] * v;
+    a[idx[threadIdx.x] & 255] = v;
+    out[threadIdx.x] = a[idx[threadIdx.x + 32] & 255] + a[idx[threadIdx.x + 64] & 255];
+}
+// A shuffle inside the loop: its fallback after EXIT branches back into the trip, and every trip still reads the
+// bytes after it.
+extern "C" __global__ void shuffled_trip(const uint8_t* __restrict__ data, const float* __restrict__ x, float* out,
+                                         unsigned* sums, int n) {
+    float v = 0.f;
+    unsigned sum = 0;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        v += reduced(x[i], n - 32 - i);
+#pragma unroll
+        for (int j = 0; j < 16; ++j) sum += data[i * 16 + j];
+    }
+    out[threadIdx.x] = v;
+    sums[threadIdx.x] = sum;
+}
+// A loop that calls a function ptxas keeps apart (after the kernel's EXIT): its loads are made on every trip.
+__device__ __noinline__ unsigned sixteen(const uint8_t* p) {
+    unsigned s = 0;
+#pragma unroll
+    for (int j = 0; j < 16; ++j) s += p[j];
+    return s;
+}
+extern "C" __global__ void called_bytes(const uint8_t* __restrict__ data, unsigned* out, int n) {
+    unsigned sum = 0;
+    for (int i = threadIdx.x * 16; i < n; i += blockDim.x * 16) sum += sixteen(data + i);
+    atomicAdd(out, sum);
+}
+// The same reduction inside a real loop, then bytes read once after the loop.
+extern "C" __global__ void shuffled_loop(const uint8_t* __restrict__ data, const float* __restrict__ x, float* out,
+                                         unsigned* sums, int n) {
+    float v = 0.f;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) v += reduced(x[i], n - i);
+    unsigned sum = 0;
+#pragma unroll
+    for (int j = 0; j < 16; ++j) sum += data[blockIdx.x * 16 + j];
+    out[threadIdx.x] = v;
+    sums[threadIdx.x] = sum;
 }
 """
 
@@ -68,6 +130,28 @@ def test_each_load_belongs_to_the_innermost_loop_around_it() -> None:
     assert loops[0].loads == (GlobalLoad("LDG.E.U8", 8, "R2", 1),)
     assert loops[1].loads == (GlobalLoad("LDG.E.U16", 16, "R6", -4), GlobalLoad("LDG.E", 32, "R8", 16),
                               GlobalLoad("LDG.E.128", 128, "", 0), GlobalLoad("LDG.E", 32, "R8", 20, every_trip=False))
+
+
+def test_a_subroutine_that_starts_with_a_loop_is_read_as_a_call_and_as_a_loop() -> None:
+    text = "\n".join([
+        "        Function : k",
+        "        /*0000*/                   LDG.E.U8 R1, desc[UR4][R2.64] ;",
+        "        /*0010*/                   CALL.REL.NOINC 0x60 ;",  # called on every trip of the kernel's loop
+        "        /*0020*/              @P0 BRA 0x0 ;",
+        "        /*0030*/                   EXIT ;",
+        "        /*0060*/                   LDG.E.U8 R3, desc[UR4][R8.64] ;",  # the subroutine's loop starts here
+        "        /*0070*/              @P1 BRA 0xa0 ;",  # out of its loop: that trip ends, the call goes on
+        "        /*0080*/                   LDG.E.U8 R4, desc[UR4][R8.64+0x1] ;",  # every trip of it
+        "        /*0090*/              @P2 BRA 0x60 ;",
+        "        /*00a0*/                   LDG.E.U8 R5, desc[UR4][R9.64] ;",  # after it: the kernel's trip
+        "        /*00b0*/                   LDG.E.U8 R6, desc[UR4][R9.64+0x1] ;",
+        "        /*00c0*/                   RET.REL.NODEC R20 0x0 ;",
+    ])
+    outer, inner = loop_loads(text)["k"]
+    assert (outer.first, outer.last, inner.first, inner.last) == (0x0, 0x20, 0x60, 0x90)
+    assert [(load.base, load.offset, load.every_trip) for load in outer.loads] == [
+        ("R2", 0, True), ("R9", 0, True), ("R9", 1, True)]
+    assert [(load.base, load.offset, load.every_trip) for load in inner.loads] == [("R8", 0, True), ("R8", 1, True)]
 
 
 @pytest.fixture(scope="module")
@@ -116,3 +200,58 @@ def test_the_sass_holds_one_trip_of_each_loop(built: tuple[str, str]) -> None:
     assert offsets == list(range(offsets[0], offsets[0] + len(offsets)))
     assert [load.bits for trip in found["words"] for load in trip.loads] == [128] * len(_listed_loads(sass, "words"))
     assert found["once"] == ()  # loads, but no loop
+
+
+def _branches_back(sass: str, function: str) -> list[str]:
+    """The branches of one function of a listing to a lower address."""
+    return [line for line in sass.split(f"Function : {function}", 1)[1].split("Function :", 1)[0].splitlines()
+            if (m := re.search(r"/\*([0-9a-f]+)\*/.*\bBRA\b.*\b0x([0-9a-f]+)\s*;", line))
+            and int(m.group(2), 16) < int(m.group(1), 16)]
+
+
+def test_a_branch_back_that_closes_no_cycle_is_no_loop(built: tuple[str, str]) -> None:
+    _ptx, sass = built
+    # The shuffle's fallback after EXIT branches back to where it left: a jump to a lower address, no loop.
+    assert _branches_back(sass, "shuffled_bytes") and _listed_loads(sass, "shuffled_bytes")
+    assert loop_loads(sass)["shuffled_bytes"] == ()
+    use = local_in_loops(sass)["shuffled_stack"]
+    assert _branches_back(sass, "shuffled_stack") and use.total[1] > 0
+    assert use.in_loops == (0, 0)
+
+
+def test_a_loop_with_a_shuffle_holds_its_own_loads_only(built: tuple[str, str]) -> None:
+    _ptx, sass = built
+    (trip,) = loop_loads(sass)["shuffled_loop"]
+    assert [load.bits for load in trip.loads] == [32]  # x[i]; the bytes after the loop are read once
+    assert sum(load.bits == 8 for load in _parsed_loads(sass, "shuffled_loop")) == 16
+
+
+def _parsed_loads(sass: str, function: str) -> list[GlobalLoad]:
+    """Every LDG of one function of a listing, as the facts read it."""
+    return [_global(line) for line in _listed_loads(sass, function)]
+
+
+def _global(line: str) -> GlobalLoad:
+    op = re.search(r"\bLDG[A-Z0-9_.]*", line)
+    assert op is not None
+    return GlobalLoad(op.group(0), load_width(op.group(0)), "", 0)
+
+
+def test_a_trip_makes_the_loads_of_the_functions_its_loop_calls(built: tuple[str, str]) -> None:
+    _ptx, sass = built
+    listing = sass.split("Function : called_bytes", 1)[1].split("Function :", 1)[0]
+    assert "CALL.REL" in listing  # the helper is a subroutine of the kernel's listing, not inlined
+    (trip,) = loop_loads(sass)["called_bytes"]
+    listed = _listed_loads(sass, "called_bytes")
+    assert len(trip.loads) == len(listed) > 1 and all(load.every_trip for load in trip.loads)
+    offsets = sorted(load.offset for load in trip.loads)
+    assert {load.bits for load in trip.loads} == {8} and offsets == list(range(offsets[0], offsets[0] + len(offsets)))
+
+
+def test_every_trip_reads_what_follows_a_shuffle_in_its_loop(built: tuple[str, str]) -> None:
+    _ptx, sass = built
+    listing = sass.split("Function : shuffled_trip", 1)[1].split("Function :", 1)[0]
+    assert "BRA.DIV" in listing  # the fallback for a diverged warp, placed after EXIT
+    (trip,) = loop_loads(sass)["shuffled_trip"]
+    narrow = [load for load in trip.loads if load.bits == 8]
+    assert len(narrow) == 16 and all(load.every_trip for load in narrow)

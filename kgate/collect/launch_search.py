@@ -88,7 +88,7 @@ class _Search:
         semicolon = code.find(";", end)
         semicolon = end if semicolon < 0 else semicolon
         in_macro = line_at(self.starts, start) in self.in_macro
-        if not in_macro and self._checked_here(semicolon, what):
+        if self._checked_in_macro(semicolon, what) if in_macro else self._checked_here(semicolon, what):
             return
         follow = self._callers(what)
         if in_macro:  # written in a macro's body: its uses are where it runs
@@ -112,6 +112,18 @@ class _Search:
         if self.flow.checked(semicolon, self._wanted(what)):
             return True
         return self._program() and self.flow.later_anywhere(semicolon, CheckedSyncs())
+
+    def _checked_in_macro(self, semicolon: int, what: str) -> bool:
+        """Whether a check follows a launch written in a macro's body within the `window` lines after it and inside
+        that body (`do { k<<<g, b>>>(x); CUDA_CHECK(cudaGetLastError()); } while (0)`): wherever the macro is used,
+        the check runs right after the launch. The text after the `#define` is no part of it."""
+        end = macro_end(self.code, semicolon)
+        if semicolon >= end:
+            return False  # the statement ends where the macro is used
+        if checked_after(self.code[:end], semicolon, self.starts, self._wanted(what), self.window, self.comments):
+            return True
+        return self.beyond is None and self._grow() and checked_after(self.code[:end], semicolon, self.starts,
+                                                                      self._wanted(what), self.window, self.comments)
 
     def _program(self) -> bool:
         """Whether the file is a program of its own (a test or a benchmark with a `main`), where a synchronizing
@@ -203,3 +215,15 @@ def launched_name(code: str, start: int, what: str) -> str:
         return " ".join(code[start:code.find("<<<", start)].split())
     args = code[code.find("(", start) + 1:balanced(code, code.find("(", start)) - 1].split(",")
     return " ".join(args[1].split()) if len(args) > 1 else "cudaLaunchKernelEx"
+
+
+def macro_end(code: str, at: int) -> int:
+    """The offset where the `#define` line that holds `at` ends: at the first line end not continued by a
+    backslash."""
+    while True:
+        end = code.find("\n", at)
+        if end < 0:
+            return len(code)
+        if not code[at:end].rstrip(" \t\r").endswith("\\"):
+            return end
+        at = end + 1

@@ -15,12 +15,13 @@ of whether a function is a Triton kernel.
 from __future__ import annotations
 
 import ast
+import builtins
 import os
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from kgate.collect import depends
-from kgate.collect.pynames import ALIAS, EXTERNAL, IMPORT, MODULE, Resolver, exports
+from kgate.collect.pynames import ALIAS, EXTERNAL, IMPORT, MODULE, Exports, Resolver, exports
 
 if TYPE_CHECKING:
     from kgate.collect.pysparse import Block
@@ -49,7 +50,8 @@ Function = ast.FunctionDef | ast.AsyncFunctionDef
 
 class Imports(dict[str, str]):
     """Local name -> fully qualified name (`import_map`), with the names the module takes from the project's own
-    modules followed to what they are (`tl` -> "triton.language" after `from pkg.triton_utils import tl`), and
+    modules followed to what they are (`tl` -> "triton.language" after `from pkg.triton_utils import tl`; `triton`
+    after `from .common import *`, where common.py imports it, or `jit` after `from triton import *`), and
     `follow` for a dotted name through a project module (`tu.triton.jit` after `import pkg.triton_utils as tu`)."""
 
     def __init__(self, names: dict[str, str], modules: frozenset[str] = frozenset(),
@@ -90,19 +92,21 @@ class ParsedModule:
         """`plain` with the module's top-level names that lead through the project's modules followed."""
         origin = self.origin
         own = exports(self.tree)
-        if origin is None or not any(b.kind in (IMPORT, ALIAS) for b in own.bindings):
+        if origin is None or not (own.stars or any(b.kind in (IMPORT, ALIAS) for b in own.bindings)):
             return Imports(plain)
         resolver = _resolver(origin)
         names = dict(plain)
         modules = set()
-        for binding in own.bindings:
-            if binding.kind in (IMPORT, ALIAS):
-                found = resolver.target(origin.path, binding.name, own)
-                if found is not None and found[0] == EXTERNAL:
-                    names[binding.name] = found[1]
-                elif found is not None and found[0] == MODULE:
-                    modules.add(binding.name)
-                    names.setdefault(binding.name, "." * binding.level + binding.module)
+        followed = [(b.name, "." * b.level + b.module) for b in own.bindings if b.kind in (IMPORT, ALIAS)]
+        # A name only a star import binds (`from .common import *`, then `@triton.jit`): where the star leads.
+        followed += [(name, name) for name in starred_names(self.tree, own)]
+        for name, spelled in followed:
+            found = resolver.target(origin.path, name, own)
+            if found is not None and found[0] == EXTERNAL:
+                names[name] = found[1]
+            elif found is not None and found[0] == MODULE:
+                modules.add(name)
+                names.setdefault(name, spelled)
         path = origin.path
 
         def follow(dotted: str) -> str | None:
@@ -124,6 +128,25 @@ class ParsedModule:
 
     def uses_triton(self) -> bool:
         return any(name == "triton" or name.startswith("triton.") for name in self.imports.values())
+
+
+def starred_names(tree: ast.Module, own: Exports) -> list[str]:
+    """The names a module with star imports reads that nothing in it binds (no assignment, parameter, definition or
+    import, nor a builtin): what its star imports bring, for all kgate can tell from its own text."""
+    if not own.stars:
+        return []
+    bound: set[str] = {b.name for b in own.bindings}
+    read: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            (read if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound.update((a.asname or a.name).split(".", 1)[0] for a in node.names)
+    return sorted(name for name in read - bound if not hasattr(builtins, name))
 
 
 def _resolver(source: SourceFile) -> Resolver:

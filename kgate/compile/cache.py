@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import hashlib
 import json
 import os
@@ -49,12 +50,34 @@ from kgate.support import jsondoc, tools
 from kgate.support.atomicio import clear_folder, read_cached, write_cached
 
 VERSION = "v1"
+# The packages of kgate whose code a compile record depends on: every module a compile worker's task imports is in
+# one of them (a test follows the imports). Their code is part of every compile and expansion record's key
+# (`code_digest`).
+CODE_PACKAGES = ("capture", "collect", "compile", "core", "support")
 
 
 def digest(*parts: Any) -> str:
     """A stable hash of JSON-able parts."""
     blob = json.dumps(parts, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
+
+
+@functools.cache
+def code_digest() -> str:
+    """A hash of the code of every module of `CODE_PACKAGES`: part of the key of every record a compile worker's
+    task makes, so that a record another kgate wrote under the same version number (an install from another
+    commit, which compiles with other flags or records other things) is never read back. By content, not by file
+    state: a checkout of the same kgate keeps a restored cache."""
+    base = Path(__file__).resolve().parent.parent
+    sha = hashlib.sha256()
+    for package in CODE_PACKAGES:
+        for folder, dirs, files in sorted(os.walk(base / package)):
+            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+            for name in sorted(f for f in files if f.endswith(".py")):
+                path = Path(folder) / name
+                sha.update(f"{path.relative_to(base).as_posix()}\0".encode())
+                sha.update(hashlib.sha256(path.read_bytes()).digest())
+    return sha.hexdigest()
 
 
 class Cache:

@@ -31,7 +31,7 @@ from kgate.collect.cuda_names import global_definitions, matches
 from kgate.collect.cuda_sources import CudaSource, cuda_sources, defined_kernels
 from kgate.collect.files import aliases, display_path
 from kgate.compile import records as record_shapes
-from kgate.compile.cache import Cache, CacheWriteError, Entry, digest
+from kgate.compile.cache import Cache, CacheWriteError, Entry, code_digest, digest
 from kgate.compile.compilation import Analyse, Compilation, Needs, Progress, Tally, first_line, worker_env
 from kgate.compile.payloads import CudaPlan, CudaReply, CudaRequest, FunctionsSassRequest
 from kgate.compile.pool import Pool
@@ -168,7 +168,7 @@ def _plan(config: Config, source: CudaSource, target: str, toolchain: CudaToolch
     version = toolchain.versions().get(compiler, "")
     environment = {**nvcc_environment(), **nvcc_programs(str(toolchain.nvcc.path), source.flags)} \
         if compiler == "nvcc" else {}
-    key = digest("cuda", CUDA_FORMAT, kgate.__version__, compiler, version, source.rel, source.key,
+    key = digest("cuda", CUDA_FORMAT, kgate.__version__, code_digest(), compiler, version, source.rel, source.key,
                  list(source.flags), arch.virtual, arch.real, target, *([environment] if environment else []))
     entry = source.entry
     payload: CudaPlan = {

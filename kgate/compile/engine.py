@@ -22,7 +22,7 @@ from kgate.collect.modules import import_roots
 from kgate.compile import import_reads, launches
 from kgate.compile import records as record_shapes
 from kgate.compile.autotune import autotuned
-from kgate.compile.cache import Cache, Entry, digest, sweep_triton
+from kgate.compile.cache import Cache, Entry, code_digest, digest, sweep_triton
 from kgate.compile.compilation import (
     Analyse,
     Compilation,
@@ -119,8 +119,8 @@ def compile_triton(config: Config, entries: list[PythonEntry], targets: tuple[st
             for variant, built_for in variants_of(config, p, run, targets):
                 for target in built_for:
                     tool_key = tools_of(p.language, run.toolchain)
-                    key = digest("compiled", COMPILE_FORMAT, kgate.__version__, tool_key, variant, target, p.source_key,
-                                 p.import_key)
+                    key = digest("compiled", COMPILE_FORMAT, kgate.__version__, code_digest(), tool_key, variant, target,
+                                 p.source_key, p.import_key)
                     entry = cache.entry("compiled", key, record_shapes.compiled)
                     unit = _cached_unit(cache, key, entry, variant, p) if entry is not None else None
                     lacking = None if unit is None else needs(unit) if needs is not None else []

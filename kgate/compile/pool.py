@@ -39,7 +39,7 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from kgate.compile import worker_stderr
-from kgate.compile.protocol import Outcome, Task
+from kgate.compile.protocol import Outcome, Task, UnreadableAnswer, receive
 from kgate.core.errors import ToolchainError
 from kgate.support import interrupts, tools
 
@@ -106,6 +106,10 @@ def _serve(conn: Connection, parent: _Parent, kgate_pid: int) -> None:
     from kgate.support import reads
 
     preloaded = set(sys.modules)  # what the fork server imported: kgate, Triton; the rest is the project's
+    # A project's module may fork at import (code that starts a background process with os.fork() and lets
+    # the child go on): the child finishes the task as a copy of this worker, and must neither answer for it
+    # (its answer would be taken for the next task's) nor take the next task from the pipe.
+    worker = os.getpid()
     triton_cache = os.environ.get("TRITON_CACHE_DIR")
     imported = reads.Log([os.path.dirname(triton_cache)] if triton_cache else [])
     recorder = import_recorder.recorder([os.path.dirname(triton_cache)] if triton_cache else [])
@@ -126,6 +130,8 @@ def _serve(conn: Connection, parent: _Parent, kgate_pid: int) -> None:
             outcome = Outcome(False, str(exc), 0.0, where=getattr(exc, "where", None))
         except Exception:  # noqa: BLE001 - reported to the main process as a bug
             outcome = Outcome(False, traceback.format_exc(), 0.0, user_error=False)
+        if os.getpid() != worker:
+            os._exit(0)
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         # Every module this worker has imported so far (an earlier task's import serves this one too).
         imported.modules(preloaded)
@@ -362,11 +368,15 @@ class Pool:
                 closed = False  # the worker's end of the pipe: only its end closes it
                 if worker.conn in ready:
                     try:
-                        reply: Outcome = worker.conn.recv()
-                        self.peak_rss_kb[worker.process.pid or 0] = reply.max_rss_kb
-                        outcome = reply
+                        outcome = receive(worker.conn)
+                        self.peak_rss_kb[worker.process.pid or 0] = outcome.max_rss_kb
                     except (EOFError, OSError):
                         closed = True
+                    except UnreadableAnswer as exc:
+                        outcome = Outcome(False, f"the compile worker answered {exc} while compiling this kernel "
+                                                 "(bytes something it ran wrote to its pipe): it was stopped",
+                                          time.perf_counter() - worker.started, transient=True)
+                        self._replace(worker)
                 sentinel_ready = not worker.orphaned and worker.process.sentinel in ready
                 if outcome is None and (worker.ended(sentinel_ready) or closed):
                     outcome = Outcome(False, worker.end_report(), time.perf_counter() - worker.started, transient=True)

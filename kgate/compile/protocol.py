@@ -2,13 +2,15 @@
 
 kgate sends a `Task`: the name of what the worker runs and its payload. The worker answers with an `Outcome`
 (the pool makes one itself for a task whose worker died or ran past its deadline). Both are frozen dataclasses,
-pickled whole, so that a field is named, not a place in a tuple, on both sides of the pipe.
+pickled whole, so that a field is named, not a place in a tuple, on both sides of the pipe. What kgate receives is
+an `Outcome` or the worker is stopped (`receive`): a project's code runs in the worker and may write to its pipe.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from multiprocessing.connection import Connection
 from typing import Any, TypeVar, cast
 
 from kgate.compile.payloads import Reply
@@ -83,3 +85,19 @@ class Outcome:
     def error(self) -> str:
         """What a failed task says (the error message, or the traceback of an unexpected exception)."""
         return str(self.value)
+
+class UnreadableAnswer(Exception):
+    """What a worker sent is no Outcome (bytes a project's code wrote to its pipe): the worker is stopped."""
+
+
+def receive(conn: Connection) -> Outcome:
+    """A worker's answer, which is an Outcome; EOFError or OSError where its pipe closed (it died)."""
+    try:
+        reply = conn.recv()
+    except (EOFError, OSError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - whatever unpickling the bytes raised
+        raise UnreadableAnswer(f"bytes that are no pickle ({type(exc).__name__})") from None
+    if not isinstance(reply, Outcome):
+        raise UnreadableAnswer(f"a {type(reply).__name__}, not an outcome")
+    return reply

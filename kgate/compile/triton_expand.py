@@ -6,7 +6,6 @@ read from its source instead (`kgate.collect.static_kernel`).
 from __future__ import annotations
 
 import os
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +13,7 @@ import kgate
 from kgate.collect.modules import closure, import_roots
 from kgate.compile import import_reads
 from kgate.compile import records as record_shapes
-from kgate.compile.cache import Cache, digest
+from kgate.compile.cache import Cache, code_digest, digest
 from kgate.compile.compilation import first_line, note_imported, note_recorded, stop_if_cache_unwritable
 from kgate.compile.payloads import ExpandRequest, Expansion
 from kgate.compile.pool import Pool
@@ -26,24 +25,12 @@ from kgate.core.config import Config
 from kgate.support import reads
 
 
-@lru_cache(maxsize=1)
-def _expansion_code() -> str:
-    """A hash of the code that expands a kernel (its parameters, configs and what it calls, block-scaled dots
-    included): part of an expansion record's key, so a record another kgate wrote under the same version
-    number (an install from a later commit) is never read back."""
-    here = Path(__file__).resolve().parent
-    collect = here.parent / "collect"
-    files = (here / "triton_backend.py", here / "cute_backend.py", here / "worker_imports.py", collect / "static_kernel.py",
-             collect / "pynames.py", collect / "pysource.py")
-    return digest(*(f.read_text(encoding="utf-8") for f in files))
-
-
 def expand_kernels(config: Config, planned: list[Planned], pool: Pool, cache: Cache, toolchain: dict[str, str],
             where: import_reads.View) -> None:
     """What each kernel looks like (parameters, autotune configs, definition line) and what importing its module
     reads (the key of its records): from the cache where every input that import read holds what it held, else
     by importing it in a worker. A plain kernel's expansion is read from its source all the same."""
-    pres = {id(p): digest("import", kgate.__version__, _expansion_code(), tools_of(p.language, toolchain), p.kernel,
+    pres = {id(p): digest("import", kgate.__version__, code_digest(), tools_of(p.language, toolchain), p.kernel,
                           p.source_key)
             for p in planned if p.error is None}
     found_in = import_roots(config.root, config.python_path)

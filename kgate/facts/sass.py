@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 _FUNCTION = re.compile(r"^\s*Function\s*:\s*(\S+)")
@@ -89,8 +90,9 @@ def local_in_loops(text: str, indirect: dict[str, dict[int, tuple[int, ...]]] | 
                    ) -> dict[str, LocalUse]:
     """Per function, how many local-memory loads (`LDL`) and stores (`STL`) sit inside a loop.
 
-    A loop is the span from a branch's target back up to the branch (a jump to a lower address); a branch to
-    itself is the idle loop after `EXIT`, not a loop. A `BRA` names its target; an indirect branch (`BRX R8
+    A loop is the code on a cycle through a branch back to a lower address (`_Flow.loops`: a branch back that closes
+    no cycle, from a warp shuffle's fallback after `EXIT`, makes none); a branch to itself is the idle loop after
+    `EXIT`, not a loop. A `BRA` names its target; an indirect branch (`BRX R8
     -0x200`, `BRXU`, `JMX`: through a jump table) goes to each address the cubin lists for it (`indirect`:
     function -> {its address: the targets}, `kgate.facts.cubin.indirect_branches`). A subroutine of the
     listing (a `__noinline__` function ptxas placed after the kernel's `EXIT`) that a `CALL.REL` inside a loop
@@ -99,7 +101,7 @@ def local_in_loops(text: str, indirect: dict[str, dict[int, tuple[int, ...]]] | 
     """
     found: dict[str, LocalUse] = {}
     for name, body in _functions(text).items():
-        looped = _looped(body, (indirect or {}).get(name, {}))
+        looped = _Flow(body, (indirect or {}).get(name, {})).looped()
         inside = Counter(op.split(".")[0] for address, op, _operands in body if address in looped)
         every = Counter(op.split(".")[0] for _address, op, _operands in body)
         found[name] = LocalUse((inside["LDL"], inside["STL"]), (every["LDL"], every["STL"]))
@@ -110,7 +112,7 @@ def local_in_loops(text: str, indirect: dict[str, dict[int, tuple[int, ...]]] | 
 class GlobalLoad:
     """A global load (`LDG`) of a loop's body: its opcode, the bits it reads per thread, its address as a register
     and a byte offset (`[R2.64+0x10]`: "R2", 16; the register "" where the address is not that simple), and whether
-    every trip reaches it (False where a branch of the loop's body, before it, jumps past it: one side of an `if`)."""
+    every trip reaches it (False where a path of a trip passes it by: one side of an `if`)."""
 
     opcode: str
     bits: int
@@ -121,8 +123,9 @@ class GlobalLoad:
 
 @dataclass(frozen=True)
 class LoopLoads:
-    """The global loads that one trip of a loop of a function's listing makes: those inside the loop's span (from
-    the backward branch's target to the branch) and inside no loop nested in it."""
+    """The global loads that one trip of a loop of a function's listing makes: those inside the loop (`_Flow.loops`: on
+    a cycle through its backward branches) and inside no loop nested in it. `first` and `last` are the lowest and
+    the highest address of the loop."""
 
     first: int  # the address of the loop's first instruction
     last: int  # the address of its backward branch
@@ -146,31 +149,236 @@ def loop_loads(text: str, indirect: dict[str, dict[int, tuple[int, ...]]] | None
                ) -> dict[str, tuple[LoopLoads, ...]]:
     """Per function, the global loads of each trip of each of its loops (the loops whose body loads anything).
 
-    A loop is the span from a backward branch's target up to the branch (every branch back to one target is one
-    loop: the latest of them ends it; a `BRX` through a jump table goes where the cubin says, `indirect`). Each
-    load belongs to the innermost loop around it: what one trip of that loop reads; a load that a branch inside the
-    loop, before it, jumps past (to a place inside the loop) is not read on every trip (`GlobalLoad.every_trip`)."""
+    A loop is the code on a cycle through the branches back to one address (`_Flow.loops`; a `BRX` through a jump table
+    goes where the cubin says, `indirect`). Each load belongs to the innermost loop around it: what one trip of
+    that loop reads; so does each load of a subroutine of the listing (a `__noinline__` function ptxas placed after
+    the kernel's `EXIT`) that a `CALL.REL` of the loop calls, outside the subroutine's own loops. A load that a
+    path of a trip passes by (one side of an `if`; a trip that leaves the loop ends there) is not read on every trip
+    (`GlobalLoad.every_trip`), nor is one of a call that such a path passes by, or one a path through the
+    subroutine passes by."""
     found: dict[str, tuple[LoopLoads, ...]] = {}
     for name, body in _functions(text).items():
-        ends: dict[int, int] = {}
+        flow = _Flow(body, (indirect or {}).get(name, {}))
+        loops = sorted(flow.loops().items(), key=lambda item: len(item[1]))
+        trips: dict[frozenset[int], list[GlobalLoad]] = {}
         for address, op, operands in body:
-            for target in _jump_targets(address, op, operands, (indirect or {}).get(name, {})):
-                if target < address:
-                    ends[target] = max(ends.get(target, address), address)
-        spans = sorted(ends.items(), key=lambda span: span[1] - span[0])
-        forward = [(address, target) for address, op, operands in body
-                   for target in _jump_targets(address, op, operands, (indirect or {}).get(name, {})) if target > address]
-        trips: dict[tuple[int, int], list[GlobalLoad]] = {}
-        for address, op, operands in body:
-            if op.split(".")[0] != "LDG":
+            head, loop = next(((head, loop) for head, loop in loops if address in loop), (0, None))
+            if loop is None:
                 continue
-            span = next(((lo, hi) for lo, hi in spans if lo <= address <= hi), None)
-            if span is not None:
-                # A jump out of the loop (past its back edge) ends the trip that takes it: not one side of an `if`.
-                skipped = any(span[0] <= at < address < target <= span[1] for at, target in forward)
-                trips.setdefault(span, []).append(_global_load(op, operands, every_trip=not skipped))
-        found[name] = tuple(LoopLoads(lo, hi, tuple(loads)) for (lo, hi), loads in sorted(trips.items()))
+            # A jump out of the loop ends the trip that takes it: what follows is not one side of an `if`.
+            every = address in flow.every_trip(head)
+            if op.split(".")[0] == "LDG":
+                trips.setdefault(loop, []).append(_global_load(op, operands, every_trip=every))
+            elif address in flow.calls:
+                trips.setdefault(loop, []).extend(flow.called_loads(flow.calls[address], every))
+        found[name] = tuple(sorted((LoopLoads(min(loop), max(loop), tuple(loads)) for loop, loads in trips.items()
+                                    if loads), key=lambda trip: (trip.first, trip.last)))
     return found
+
+
+class _Flow:
+    """The control flow of one function of a listing: where each instruction goes, its loops, its calls."""
+
+    def __init__(self, body: list[tuple[int, str, str]], tables: dict[int, tuple[int, ...]]) -> None:
+        self.body = body
+        self.code = {address: (op, operands) for address, op, operands in body}
+        self.edges = _successors(body, tables)
+        self.branches = [(address, target) for address, op, operands in body
+                         for target in _jump_targets(address, op, operands, tables)]
+        # The calls to a subroutine of the listing, by their address: where each goes (`CALL.REL 0x200`).
+        self.calls = {address: target for address, op, operands in body if op.startswith("CALL.REL")
+                      and not _through_register(operands) for target in _jump_targets(address, "BRA", operands, tables)[:1]}
+        self._reached: dict[int, set[int]] = {}
+        self._loops: dict[int, frozenset[int]] | None = None
+        self._ends: dict[int, set[int]] = {}
+        self._every: dict[int, frozenset[int]] = {}  # by loop head
+        self._every_call: dict[int, frozenset[int]] = {}  # by subroutine entry (which may be a loop head too)
+        self._in_loops: frozenset[int] | None = None
+
+    def reached(self, start: int) -> set[int]:
+        """The addresses a walk from `start` reaches before it returns: through branches and past calls."""
+        if start not in self._reached:
+            self._reached[start] = _walk(self.edges, [start]) & self.edges.keys()
+        return self._reached[start]
+
+    def loops(self) -> dict[int, frozenset[int]]:
+        """The loops, by the address their backward branches go to: the addresses on a cycle through those branches
+        (reached from the target, and reaching one of the branches without passing the target). A branch back that
+        closes no cycle is no loop: the out-of-line code ptxas places after `EXIT` (a warp shuffle's fallback for a
+        diverged warp, `BRA.DIV`) jumps back to where it left, and what lies between is run once."""
+        if self._loops is None:
+            backs: dict[int, set[int]] = {}
+            for address, target in self.branches:
+                if target < address:
+                    backs.setdefault(target, set()).add(address)
+            before: dict[int, set[int]] = {}
+            if backs:
+                for address, following in self.edges.items():
+                    for after in following:
+                        before.setdefault(after, set()).add(address)
+            self._loops = {}
+            for target, ends in backs.items():
+                cycle = self.reached(target) & _walk(before, sorted(ends), stop=target)
+                if ends & cycle:
+                    self._loops[target] = frozenset(cycle)
+                    self._ends[target] = ends & cycle
+        return self._loops
+
+    def every_trip(self, head: int) -> frozenset[int]:
+        """The addresses of the loop at `head` that every trip runs: on every path from its head to one of its
+        branches back to it (a trip that leaves the loop ends there). Not those on one side of an `if`, nor those
+        a branch jumps past to the out-of-line code ptxas placed after `EXIT`."""
+        if head not in self._every:
+            self._every[head] = _on_every_path(self.edges, head, self.loops()[head], self._ends[head])
+        return self._every[head]
+
+    def every_call(self, entry: int) -> frozenset[int]:
+        """The addresses of the subroutine at `entry` that each call of it runs: on every path to its returns."""
+        if entry not in self._every_call:
+            region = self.reached(entry)
+            returns = {address for address in region if self.code[address][0].split(".")[0] in ("RET", "EXIT")}
+            self._every_call[entry] = _on_every_path(self.edges, entry, frozenset(region), returns)
+        return self._every_call[entry]
+
+    def called_loads(self, start: int, every: bool) -> list[GlobalLoad]:
+        """The global loads a call of the subroutine at `start` makes outside the listing's loops (those of its own
+        loops are their trips'), and of the subroutines it calls in turn; `every`: whether the trip reaches the
+        call."""
+        looping = self.in_loops()
+        loads: list[GlobalLoad] = []
+        done: set[int] = set()
+        pending = [(start, every)]
+        while pending:
+            entry, reached = pending.pop()
+            if entry in done:
+                continue
+            done.add(entry)
+            region = self.reached(entry)
+            every_call = self.every_call(entry)
+            for address in sorted(region - looping):
+                op, operands = self.code[address]
+                every_trip = reached and address in every_call
+                if op.split(".")[0] == "LDG":
+                    loads.append(_global_load(op, operands, every_trip=every_trip))
+                elif address in self.calls:
+                    pending.append((self.calls[address], every_trip))
+        return loads
+
+    def in_loops(self) -> frozenset[int]:
+        """The addresses inside some loop."""
+        if self._in_loops is None:
+            self._in_loops = frozenset().union(*self.loops().values())
+        return self._in_loops
+
+    def looped(self) -> set[int]:
+        """The addresses that run once per trip of some loop: inside a loop (`loops`), or in a subroutine called
+        from there. A call through a register (`CALL.REL.NOINC R2 0x0`: a function pointer) may reach any
+        subroutine: all that the function's own code, walked from its start, does not reach."""
+        looped = set(self.in_loops())
+        if any(address in looped and op.startswith("CALL") and _through_register(operands)
+               for address, op, operands in self.body):
+            own = self.reached(self.body[0][0])
+            looped |= {address for address, _op, _operands in self.body if address not in own}
+        pending = [target for address, target in self.calls.items() if address in looped]
+        while pending:
+            for address in self.reached(pending.pop()):
+                if address not in looped:
+                    looped.add(address)
+                    if address in self.calls:
+                        pending.append(self.calls[address])
+        return looped
+
+
+def _on_every_path(edges: Mapping[int, Iterable[int]], root: int, region: frozenset[int], ends: set[int]
+                   ) -> frozenset[int]:
+    """The addresses of a region on every path from `root` to each of `ends` inside it: those that dominate all the
+    ends (Cooper, Harvey and Kennedy's iterative dominators over the region's flow from `root`)."""
+    order: list[int] = []  # reverse postorder from the root
+    seen = {root}
+    stack = [(root, iter(edges.get(root, ())))]
+    while stack:
+        node, following = stack[-1]
+        after = next((a for a in following if a in region and a not in seen), None)
+        if after is None:
+            order.append(node)
+            stack.pop()
+        else:
+            seen.add(after)
+            stack.append((after, iter(edges.get(after, ()))))
+    order.reverse()
+    index = {node: at for at, node in enumerate(order)}
+    before: dict[int, list[int]] = {}
+    for node in order:
+        for after in edges.get(node, ()):
+            if after in index:
+                before.setdefault(after, []).append(node)
+    idom = {root: root}
+    changed = True
+    while changed:
+        changed = False
+        for node in order[1:]:
+            done = [p for p in before.get(node, ()) if p in idom]
+            new = done[0]
+            for other in done[1:]:
+                new = _meet(idom, index, other, new)
+            if idom.get(node) != new:
+                idom[node] = new
+                changed = True
+    every: set[int] | None = None
+    for end in ends:
+        if end not in idom:
+            continue
+        chain = {end}
+        while end != root:
+            end = idom[end]
+            chain.add(end)
+        every = chain if every is None else every & chain
+    return frozenset(every or ())
+
+
+def _meet(idom: dict[int, int], index: dict[int, int], a: int, b: int) -> int:
+    while a != b:
+        while index[a] > index[b]:
+            a = idom[a]
+        while index[b] > index[a]:
+            b = idom[b]
+    return a
+
+
+def _walk(edges: Mapping[int, Iterable[int]], starts: list[int], stop: int | None = None) -> set[int]:
+    """The addresses a walk along `edges` from `starts` reaches (the starts included), going no further than
+    `stop`."""
+    seen: set[int] = set()
+    work = list(starts)
+    while work:
+        address = work.pop()
+        if address not in seen:
+            seen.add(address)
+            work.extend(edges.get(address, ()) if address != stop else ())
+    return seen
+
+
+def _successors(body: list[tuple[int, str, str]], tables: dict[int, tuple[int, ...]]) -> dict[int, list[int]]:
+    """Where control goes after each instruction of a listing: through branches, past calls, nowhere after an
+    `EXIT` or a `RET` that is always taken."""
+    found = {}
+    for index, (address, op, operands) in enumerate(body):
+        head = op.split(".")[0]
+        after = [body[index + 1][0]] if index + 1 < len(body) else []
+        conditional = _conditional(op, operands)
+        if head in ("RET", "EXIT"):
+            found[address] = after if conditional else []
+        elif head == "BRA" or head in INDIRECT:
+            found[address] = _jump_targets(address, op, operands, tables) + (after if conditional else [])
+        else:
+            found[address] = after
+    return found
+
+
+def _conditional(op: str, operands: str) -> bool:
+    """Whether a branch or return is taken only sometimes: a guard, a predicate among its operands, or a branch
+    taken where the warp diverged (`BRA.DIV UR4, 0x3b0`)."""
+    return _CONDITION.search(operands) is not None or "DIV" in op.split(".")[1:]
 
 
 def _global_load(op: str, operands: str, *, every_trip: bool) -> GlobalLoad:
@@ -182,57 +390,10 @@ def _global_load(op: str, operands: str, *, every_trip: bool) -> GlobalLoad:
     return GlobalLoad(op, load_width(op), address.group(1), -value if sign else value, every_trip)
 
 
-def _looped(body: list[tuple[int, str, str]], tables: dict[int, tuple[int, ...]]) -> set[int]:
-    """The addresses of a listing that run once per trip of some loop: inside a loop's span, or in a
-    subroutine called from there. A call through a register (`CALL.REL.NOINC R2 0x0`: a function pointer) may
-    reach any subroutine: all that the function's own code, walked from its start, does not reach."""
-    loops = [(target, address) for address, op, operands in body
-             for target in _jump_targets(address, op, operands, tables) if target < address]
-    looped = {address for address, _op, _operands in body if any(lo <= address <= hi for lo, hi in loops)}
-    calls = {address: target for address, op, operands in body if op.startswith("CALL.REL")
-             and not _through_register(operands) for target in _jump_targets(address, "BRA", operands, tables)[:1]}
-    if any(address in looped and op.startswith("CALL") and _through_register(operands)
-           for address, op, operands in body):
-        own = _reached(body, body[0][0], tables)
-        looped |= {address for address, _op, _operands in body if address not in own}
-    pending = [target for address, target in calls.items() if address in looped]
-    while pending:
-        for address in _reached(body, pending.pop(), tables):
-            if address not in looped:
-                looped.add(address)
-                if address in calls:
-                    pending.append(calls[address])
-    return looped
-
-
 def _through_register(operands: str) -> bool:
     """Whether a call's target is a register's value (its first operand, after any guard)."""
     words = _GUARD.sub("", operands).split()
     return bool(words) and _REGISTER.fullmatch(words[0].rstrip(",")) is not None
-
-
-def _reached(body: list[tuple[int, str, str]], start: int, tables: dict[int, tuple[int, ...]]) -> set[int]:
-    """The addresses a walk from `start` reaches before it returns: through branches and past calls."""
-    position = {address: index for index, (address, _op, _operands) in enumerate(body)}
-    seen: set[int] = set()
-    work = [start]
-    while work:
-        address = work.pop()
-        if address in seen or address not in position:
-            continue
-        seen.add(address)
-        index = position[address]
-        _at, op, operands = body[index]
-        head = op.split(".")[0]
-        after = [body[index + 1][0]] if index + 1 < len(body) else []
-        conditional = _CONDITION.search(operands) is not None
-        if head in ("RET", "EXIT"):
-            work.extend(after if conditional else [])
-        elif head == "BRA" or head in INDIRECT:
-            work.extend(_jump_targets(address, op, operands, tables) + (after if conditional else []))
-        else:
-            work.extend(after)
-    return seen
 
 
 def _functions(text: str) -> dict[str, list[tuple[int, str, str]]]:

@@ -1,11 +1,12 @@
 """Writing the files a fix or a pin changed: never out of the project, never a second name of a file, a file
-with other hard links, a read-only file or one changed since kgate read it, and never at the same time as
-another kgate writes it."""
+with other hard links, a read-only file, one changed since kgate read it or no longer a regular file, and never at
+the same time as another kgate writes it."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
@@ -23,7 +24,8 @@ class Change(NamedTuple):
 def write(changes: dict[str, Change], shown: Shown = as_named, root: Path | None = None) -> list[tuple[str, str]]:
     """Write the changes; (path, why) for each file left as it was: a file (or a folder on its way) that links
     out of the project `root`, a second name of a file already written (a link inside the project, a hard
-    link), a file with other hard links, a read-only file, or one changed since it was read."""
+    link), a file with other hard links, a read-only file, or one changed since it was read (or no longer a regular
+    file)."""
     skipped: list[tuple[str, str]] = []
     written: set[object] = set()  # the real paths and (device, inode) of the files read so far
     top = (os.path.abspath(root), os.path.realpath(root)) if root is not None else None
@@ -110,11 +112,11 @@ def _unwritable(change: Change, top: tuple[str, str] | None, written: set[object
     if top is not None and any(_inside(named, t) for t in top) and not _inside(real, top[1]):
         return f"it is a link to {real}, outside the project: not written"
     try:
-        info = os.stat(real)
-        with open(real, "rb") as handle:
-            now = handle.read()
+        info, now = _read_again(real)
     except OSError as exc:
         return f"cannot read it again: {exc.strerror or exc}"
+    if not stat.S_ISREG(info.st_mode):
+        return "it is no longer a regular file: not written"
     if real in written or (info.st_dev, info.st_ino) in written:
         return "another name of a file already written (a link): written once"
     if info.st_nlink > 1:
@@ -125,6 +127,22 @@ def _unwritable(change: Change, top: tuple[str, str] | None, written: set[object
         return "it changed since kgate read it: not written"
     written.update((real, (info.st_dev, info.st_ino)))
     return ""
+
+
+def _read_again(path: str) -> tuple[os.stat_result, bytes]:
+    """The state and the bytes of a file about to be written; nothing read from one that is no longer a regular file
+    (a FIFO put in its place would wait for a writer for ever)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return info, b""
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return info, b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def _inside(path: str, top: str) -> bool:

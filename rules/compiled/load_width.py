@@ -5,13 +5,17 @@ than 128 bits (`LDG.E.U8`, `LDG.E.U16`, `LDG.E`, `LDG.E.64`) that read
 contiguous bytes from one address register (`[R2.64]`, `[R2.64+0x1]`,
 `[R2.64+0x2]`, ...). One wider load could read what they read: the message
 says how many narrow loads each trip makes, of what width, and the width
-that could read them where the address is aligned to it. A loop is the span
-of the SASS from a backward branch's target to the branch, and each load
-counts for the innermost loop around it.
+that could read them where the address is aligned to it. A loop is the code
+of the SASS on a cycle through a backward branch (the branch back from a
+warp shuffle's fallback, placed after `EXIT`, closes none), and each load
+counts for the innermost loop around it; so do the loads of a `__noinline__`
+function that ptxas placed in the kernel's code, where the loop calls it
+(outside the function's own loops).
 
 A Triton kernel is reported only where its specialisation promised 16-byte
 alignment of every pointer and integer argument (`tt.divisibility=16`, the
-launcher's `divisible_by_16`, or equal to 1): Triton then vectorises a
+launcher's `divisible_by_16`, or equal to 1; a bool argument is no integer
+the launcher promises anything of): Triton then vectorises a
 contiguous access by itself, so narrow contiguous loads mean that the
 kernel's own index arithmetic lost the alignment (an offset that is not a
 multiple of the vector, a `+ 1`). Without that promise the element width is
@@ -183,9 +187,16 @@ def runs(loads: tuple[GlobalLoad, ...], threads: int | None = None) -> list[Run]
 
 
 def _promised_alignment(facts: KernelFacts) -> bool:
-    """Whether a Triton variant's launcher promised 16-byte alignment of every pointer and integer argument."""
+    """Whether a Triton variant's launcher promised 16-byte alignment of every pointer and integer argument (a
+    bool, `i1`, is no integer the launcher could promise anything of)."""
     promised = set(facts.specialization.get("divisible_by_16", ())) | set(facts.specialization.get("equal_to_1", ()))
-    return all(name in promised for name, ty in facts.signature.items() if ty.startswith("*") or ty[:1] in "iu")
+    return all(name in promised for name, ty in facts.signature.items() if _aligns(ty))
+
+
+def _aligns(ty: str) -> bool:
+    """Whether an argument of this Triton type can be promised divisible by 16: a pointer, an integer of 8 bits or
+    more."""
+    return ty.startswith("*") or (ty[:1] in ("i", "u") and ty[1:].isdigit() and int(ty[1:]) >= 8)
 
 
 def may_widen(facts: KernelFacts) -> bool:

@@ -1,7 +1,9 @@
 """## What it does
 Reads the kernel's SASS for local-memory instructions (`LDL`, `STL`)
-inside a loop: between a backward branch and its target (a `BRA`, or a
-jump through a table, whose targets are read from the cubin). Local memory
+inside a loop: on a cycle through a backward branch (a `BRA`, or a
+jump through a table, whose targets are read from the cubin; the branch
+back from a warp shuffle's fallback, which ptxas places after `EXIT`,
+closes none). Local memory
 is what ptxas uses for register spills and for per-thread arrays it cannot
 keep in registers (an array indexed by a value known only at run time).
 The SASS is read wherever ptxas reports a stack frame, whatever else the

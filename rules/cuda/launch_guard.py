@@ -26,8 +26,11 @@ else if (blocksize == 2048)
   quantize<2048><<<blocks, 512>>>(x);
 CUDA_CHECK(cudaPeekAtLastError());
 ```
-A launch written in a macro's body runs where the macro is used: each use
-outside a `#define` is held to the test of a call (below), whether it calls
+A launch written in a macro's body is checked by a check within `window`
+lines after it inside that body (`do { k<<<g, b>>>(x);
+CUDA_CHECK(cudaGetLastError()); } while (0)`): it runs after the launch
+wherever the macro is used. Otherwise the launch runs where the macro is
+used: each use outside a `#define` is held to the test of a call (below), whether it calls
 the macro or hands its name to another that expands it
 (`DISPATCH_BY_DTYPE(dtype, CALL_KERNEL);`), through up to two more macros,
 and in the project's other files where the file itself uses it nowhere. No

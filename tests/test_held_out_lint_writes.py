@@ -1,0 +1,47 @@
+"""Held-out cases for the writes of `kgate lint --fix`: a file that is no longer a regular file when its fix is
+written (a FIFO put in its place after the fixer read it) is left as it is, and the run says so instead of waiting
+for a writer that never comes."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from conftest import kgate
+
+from kgate.evaluate import source as engine
+
+CONFIG = '[tool.kgate]\ntargets = ["sm_120a"]\njobs = 1\n'
+STALE = "cmake_minimum_required(VERSION 3.24)\nset(CMAKE_CXX_STANDARD 17)  # kgate: ignore[KG301] stale\n"
+BLOCK_SCALED = ('__device__ void mma() {\n  asm volatile("mma.sync.aligned.m16n8k32.row.col.kind::mxf8f6f4.block_scale'
+                '.scale_vec::1X.f32.e4m3.e4m3.f32.ue8m0 {};");\n}\n__global__ void k() {}\n')
+
+
+def replace_after_read(monkeypatch: pytest.MonkeyPatch, name: str, read: int) -> None:
+    """After kgate's `read`-th read of `name`, another program puts a FIFO in its place."""
+    real = engine.lint_file
+    reads = [0]
+
+    def lint_file(path: str, rel: str, rules: list[engine.SourceRule]) -> tuple[engine.FileResult, bytes | None]:
+        out = real(path, rel, rules)
+        if rel == name:
+            reads[0] += 1
+            if reads[0] == read:
+                os.unlink(path)
+                os.mkfifo(path)
+        return out
+
+    monkeypatch.setattr(engine, "lint_file", lint_file)
+
+
+def test_a_file_that_became_a_fifo_after_the_fixer_read_it_is_not_written(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "pyproject.toml").write_text(CONFIG)
+    (tmp_path / "csrc").mkdir()
+    (tmp_path / "csrc" / "mma.cu").write_text(BLOCK_SCALED)
+    (tmp_path / "CMakeLists.txt").write_text(STALE)
+    replace_after_read(monkeypatch, "CMakeLists.txt", 2)
+    run = kgate("lint", "--no-cache", "--fix", cwd=tmp_path, timeout=20)
+    assert "CMakeLists.txt: " in run.stderr and "no longer a regular file: not written" in run.stderr, run.stderr
+    assert (tmp_path / "CMakeLists.txt").is_fifo()
