@@ -314,7 +314,7 @@ WRITERS = {
     ("kgate/commands/ulp.py", "pytest_argv"): "a pytest.ini in a fresh temporary folder",
     ("kgate/capture/session.py", "locked"): "a lock file opened to append to, never written",
     ("kgate/compile/environments.py", "_locked"): "a lock file opened to append to, never written",
-    ("kgate/compile/environments.py", "environment"): "a record inside a temporary folder, moved into place whole",
+    ("kgate/compile/environments.py", "_install"): "a record inside a temporary folder, moved into place whole",
     ("kgate/compile/import_children.py", "_open_report"): "a report in a folder of the run's own, appended to line "
                                                            "by line and read back up to its last whole line",
 }
