@@ -11,6 +11,7 @@ import pytest
 from conftest import kgate
 
 from kgate.evaluate import source as engine
+from kgate.pipeline import fix
 
 CONFIG = '[tool.kgate]\ntargets = ["sm_120a"]\njobs = 1\n'
 STALE = "cmake_minimum_required(VERSION 3.24)\nset(CMAKE_CXX_STANDARD 17)  # kgate: ignore[KG301] stale\n"
@@ -42,6 +43,32 @@ def test_a_file_that_became_a_fifo_after_the_fixer_read_it_is_not_written(tmp_pa
     (tmp_path / "csrc" / "mma.cu").write_text(BLOCK_SCALED)
     (tmp_path / "CMakeLists.txt").write_text(STALE)
     replace_after_read(monkeypatch, "CMakeLists.txt", 2)
+    # A stale suppression is fixed from the directive the lint's result holds: the fixer reads the file once more
+    # only to see that it still holds the bytes of that result, and the FIFO comes after that read.
+    real = fix._unchanged
+
+    def unchanged(path: str, digest: str) -> bytes | None:
+        data = real(path, digest)
+        if path.endswith("CMakeLists.txt") and data is not None:
+            os.unlink(path)
+            os.mkfifo(path)
+        return data
+
+    monkeypatch.setattr(fix, "_unchanged", unchanged)
     run = kgate("lint", "--no-cache", "--fix", cwd=tmp_path, timeout=20)
     assert "CMakeLists.txt: " in run.stderr and "no longer a regular file: not written" in run.stderr, run.stderr
     assert (tmp_path / "CMakeLists.txt").is_fifo()
+
+
+def test_the_fixers_second_read_of_a_file_that_became_a_fifo_does_not_wait_for_a_writer(tmp_path: Path) -> None:
+    """The fixer reads a file once more to see that it still holds the bytes its lint result was made from: opened
+    plainly, a named pipe in the file's place waited for a writer that never comes."""
+    import threading
+
+    pipe = tmp_path / "CMakeLists.txt"
+    os.mkfifo(pipe)
+    answer: list[bytes | None] = []
+    reader = threading.Thread(target=lambda: answer.append(fix._unchanged(str(pipe), "0" * 64)), daemon=True)
+    reader.start()
+    reader.join(10)
+    assert not reader.is_alive() and answer == [None]

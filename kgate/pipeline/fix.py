@@ -43,6 +43,7 @@ from kgate.pipeline.fix_python import CannotApply, line_starts, python_edits, te
 from kgate.pipeline.lint import active_findings, cache_key, discover, run_lint
 from kgate.pipeline.writes import Change
 from kgate.report.paths import Shown, as_named
+from kgate.support.atomicio import read_input
 from kgate.support.comments import Comment, same_code
 from kgate.support.comments.python import readings_kept
 
@@ -178,8 +179,7 @@ def _unchanged(path: str, digest: str) -> bytes | None:
     if not digest:
         return None
     try:
-        with open(path, "rb") as handle:
-            data = handle.read()
+        data = read_input(path)  # never blocks: a named pipe put in the file's place is no file to fix
     except OSError:
         return None
     return data if engine.content_digest(data) == digest else None
