@@ -408,7 +408,7 @@ def record(argv: list[str], snapshot: Snapshot, stdout: str, stderr: str, code: 
     from kgate.support.atomicio import write_cached
 
     try:
-        write_cached(_path(where.path), _sealed(json.dumps(data, separators=(",", ":")).encode()))
+        write_cached(_path(where.path), _sealed(json.dumps(data, separators=(",", ":")).encode()), sealed=True)
     except OSError:
         return  # no record: the next run is a full one, nothing else is lost
     _prune(os.path.dirname(where.path))
