@@ -21,7 +21,8 @@ class _Lazy:
         self._source = (pattern, flags)
 
     def __getattr__(self, name: str) -> Any:
-        compiled = re.compile(*self._source)
+        pattern, flags = self._source
+        compiled: re.Pattern[Any] = re.compile(pattern, flags)
         for attr in _BOUND:
             setattr(self, attr, getattr(compiled, attr))
         return getattr(compiled, name)
