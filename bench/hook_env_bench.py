@@ -11,7 +11,9 @@ included, is counted in both) and their ratio.
 Then, in a git copy of `--tree` (default: the lint benchmark's generated kernel tree), it edits `--file` (default:
 a kernel module) and times `pre-commit run kgate-lint --files FILE` against `pre-commit run ruff --files FILE`,
 each through its own hook environment, in turn, `--rounds` times after a first run of each (the median counts;
-target: kgate at most 1.5 x ruff). Needs a package index.
+target: kgate at most 1.5 x ruff). `--against DIR` adds another kgate's sources (a checkout of an earlier revision),
+timed in the same rounds in a copy of its own of the project (each kgate keeps its own cache), so that a change is
+measured side by side under the same load. Needs a package index.
 """
 
 from __future__ import annotations
@@ -85,7 +87,36 @@ def timed(argv: list[str], cwd: Path, env: dict[str, str]) -> float:
     return time.perf_counter() - started
 
 
-def runs(scratch: Path, source: Path, tree: Path | None, rel: str | None, rounds: int) -> tuple[str, float, float]:
+def runs(scratch: Path, sources: list[Path], tree: Path | None, rel: str | None,
+         rounds: int) -> tuple[str, list[float], float]:
+    """The changed file, and the medians of the kgate hook of each of `sources` and of ruff's hook."""
+    projects = []
+    for number, source in enumerate(sources):
+        rel, project = _project(scratch / f"{number}", source, tree, rel)
+        projects.append(project)
+    env = {**os.environ, "PRE_COMMIT_HOME": str(scratch / "home"), "PRE_COMMIT_COLOR": "never"}
+    env.pop("PYTHONPATH", None)
+    pre_commit = [str(Path(sys.executable).parent / "pre-commit"), "run"]
+    for project in projects:
+        subprocess.run([*pre_commit[:-1], "install-hooks"], cwd=project, env=env, check=True, capture_output=True)
+    kgate: list[list[float]] = [[] for _ in projects]
+    ruff = []
+    for round_ in range(rounds + 1):
+        spent = []
+        for project in projects:
+            with open(project / rel, "a", encoding="utf-8") as handle:
+                handle.write(f"\n_bench_round = {round_}\n")
+            spent.append(timed([*pre_commit, "kgate-lint", "--files", rel], project, env))
+        theirs = timed([*pre_commit, "ruff", "--files", rel], projects[0], env)
+        if round_:  # the first run of each fills what a hook keeps (kgate's cache): a commit after the first
+            for times, taken in zip(kgate, spent):
+                times.append(taken)
+            ruff.append(theirs)
+    return rel, [statistics.median(times) for times in kgate], statistics.median(ruff)
+
+
+def _project(scratch: Path, source: Path, tree: Path | None, rel: str | None) -> tuple[str, Path]:
+    """A git copy of `source` for pre-commit to install, and a git copy of the project whose hooks name it."""
     checkout = scratch / "kgate-source"
     shutil.copytree(source, checkout, ignore=shutil.ignore_patterns(".venv*", ".git", "*.egg-info", "__pycache__",
                                                                   ".kgate-cache", ".pytest_cache", "build"))
@@ -107,20 +138,7 @@ def runs(scratch: Path, source: Path, tree: Path | None, rel: str | None, rounds
     git(project, "init", "-q")
     git(project, "add", "-A")
     git(project, "commit", "-qm", "project", "--no-verify")
-    env = {**os.environ, "PRE_COMMIT_HOME": str(scratch / "home"), "PRE_COMMIT_COLOR": "never"}
-    env.pop("PYTHONPATH", None)
-    pre_commit = [str(Path(sys.executable).parent / "pre-commit"), "run"]
-    subprocess.run([*pre_commit[:-1], "install-hooks"], cwd=project, env=env, check=True, capture_output=True)
-    kgate, ruff = [], []
-    for round_ in range(rounds + 1):
-        with open(project / rel, "a", encoding="utf-8") as handle:
-            handle.write(f"\n_bench_round = {round_}\n")
-        spent = (timed([*pre_commit, "kgate-lint", "--files", rel], project, env),
-                 timed([*pre_commit, "ruff", "--files", rel], project, env))
-        if round_:  # the first run of each fills what a hook keeps (kgate's cache): a commit after the first
-            kgate.append(spent[0])
-            ruff.append(spent[1])
-    return rel, statistics.median(kgate), statistics.median(ruff)
+    return rel, project
 
 
 def main() -> int:
@@ -130,6 +148,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--sizes-only", action="store_true")
     parser.add_argument("--source", default=str(REPO), help="the kgate sources to install (default: this checkout)")
+    parser.add_argument("--against", help="another kgate's sources, timed in the same rounds (an earlier revision)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
         kgate, kgate_packages = environment(args.source, Path(scratch), "kgate")
@@ -140,12 +159,16 @@ def main() -> int:
         print(f"{'ratio':<32} {kgate / ruff:>8.2f}")
         if args.sizes_only:
             return 0
-        rel, ours, theirs = runs(Path(scratch), Path(args.source), Path(args.tree) if args.tree else None, args.file,
-                                 args.rounds)
+        sources = [Path(args.source), *([Path(args.against)] if args.against else [])]
+        rel, medians, theirs = runs(Path(scratch), sources, Path(args.tree) if args.tree else None, args.file,
+                                    args.rounds)
+    ours = medians[0]
     ratio = ours / theirs
     load = os.getloadavg()
     print(f"pre-commit run on one changed file ({rel}), median of {args.rounds}, load {load[0]:.1f}:")
     print(f"{'  kgate-lint hook':<32} {ours:8.2f} s")
+    if args.against:
+        print(f"{'  kgate-lint hook (--against)':<32} {medians[1]:8.2f} s  ratio to ruff {medians[1] / theirs:.2f}")
     print(f"{'  ruff hook':<32} {theirs:8.2f} s")
     print(f"{'  ratio':<32} {ratio:8.2f}  target <= 1.5: {'met' if ratio <= 1.5 else 'MISSED'}")
     return 0 if ratio <= 1.5 else 1

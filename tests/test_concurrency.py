@@ -309,7 +309,8 @@ def test_reports_and_the_baseline_get_the_permissions_of_an_ordinary_file(tmp_pa
 
 # Functions allowed to write files, and why each write is whole or harmless.
 WRITERS = {
-    ("kgate/support/atomicio.py", "stage"): "temporary file, fsync and os.replace in `commit` (`atomic_write`)",
+    ("kgate/support/atomicio.py", "stage"): "temporary file, fsync (not for a sealed cache record) and os.replace in "
+                                           "`commit` (`atomic_write`)",
     ("kgate/evaluate/source.py", "_fork_worker"): "a pipe to the parent, not a file",
     ("kgate/commands/ulp.py", "pytest_argv"): "a pytest.ini in a fresh temporary folder",
     ("kgate/capture/session.py", "locked"): "a lock file opened to append to, never written",

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import cast
 
 from conftest import kgate
 
@@ -71,3 +72,50 @@ def test_importing_kgate_is_cheap() -> None:
     probe = "import sys, kgate; print(sorted(m for m in sys.modules if m.split('.')[0] in ('triton', 'torch')))"
     proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert proc.stdout.strip() == "[]"
+
+
+KERNEL = textwrap.dedent("""\
+    import triton
+    import triton.language as tl
+
+
+    @triton.autotune(configs=[triton.Config({"BLOCK": 64})], key=["n_tokens"])
+    @triton.jit
+    def k(x, n_tokens, BLOCK: tl.constexpr):
+        pass
+""")
+LAUNCH = "__global__ void k(float* x) {}\nvoid run(float* x) {\n  k<<<1, 32>>>(x);\n}\n"
+# What a lint of a Python kernel module does not use: the CUDA rules' analyses of builds and C++, C++'s comment
+# reader, the CuTe DSL's model, and the standard library's heavier modules kgate's writes and hashes once loaded.
+NOT_FOR_PYTHON = ("kgate.collect.cuda_project", "kgate.collect.launch_search", "kgate.collect.cpp_flow",
+                  "kgate.collect.cpp_text", "kgate.collect.cuda_checks", "kgate.collect.build_units",
+                  "kgate.collect.build_sources", "kgate.collect.build_settings", "kgate.collect.build_handoff",
+                  "kgate.hardware.arch_features", "kgate.support.comments.cpp", "kgate.core.cute", "tempfile",
+                  "hashlib")
+
+
+def _loaded_by_lint(root: Path, rel: str) -> dict[str, object]:
+    probe = textwrap.dedent(f"""\
+        import contextlib, io, json, sys
+        from kgate.cli import main
+        with contextlib.redirect_stdout(io.StringIO()) as out:
+            code = main(["lint", "--format", "json", {rel!r}])
+        codes = sorted(f["code"] for f in json.loads(out.getvalue())["findings"])
+        print(json.dumps({{"codes": codes, "loaded": sorted(m for m in {NOT_FOR_PYTHON!r} if m in sys.modules)}}))
+    """)
+    proc = subprocess.run([sys.executable, "-c", probe], cwd=root, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    result: dict[str, object] = json.loads(proc.stdout.splitlines()[-1])
+    return result
+
+
+def test_a_lint_of_a_python_file_loads_only_what_python_rules_use(tmp_path: Path) -> None:
+    (tmp_path / "kgate.toml").write_text("")
+    (tmp_path / "ops.py").write_text(KERNEL)
+    (tmp_path / "launch.cu").write_text(LAUNCH)
+    # The rules of every language are still selected (their codes key the lint cache); their analyses load with a
+    # file of their language.
+    assert _loaded_by_lint(tmp_path, "ops.py") == {"codes": ["KG201"], "loaded": []}
+    cuda = _loaded_by_lint(tmp_path, "launch.cu")
+    assert cuda["codes"] == ["KG302"]
+    assert {"kgate.collect.cuda_project", "kgate.collect.launch_search"} <= set(cast(list, cuda["loaded"]))

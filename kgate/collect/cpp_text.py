@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 from kgate.collect import depends
-from kgate.support.comments import Blanked, blank
+from kgate.support.comments.cpp import Blanked, blank
 
 __all__ = ["Blanked", "blank", "blanked", "shared_blank"]
 

@@ -72,7 +72,7 @@ class Verdicts:
         blob = json.dumps({"format": 1, "sha256": jsondoc.content_hash(keep), "files": keep},
                           separators=(",", ":"), sort_keys=True).encode()
         try:
-            write_cached(self.record, blob)
+            write_cached(self.record, blob, sealed=True)
         except OSError:
             pass  # an unwritable cache costs speed, not correctness
 

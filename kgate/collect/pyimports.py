@@ -136,7 +136,7 @@ class _Store:
         from kgate.support.atomicio import write_cached
 
         try:
-            write_cached(self.file, _sealed(json.dumps(self.data, separators=(",", ":")).encode()))
+            write_cached(self.file, _sealed(json.dumps(self.data, separators=(",", ":")).encode()), sealed=True)
         except OSError:
             pass  # costs a scan next time, nothing else
         self.dirty = False

@@ -14,10 +14,9 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kgate.core import cute, schema
-from kgate.core.cute import CuteEntry
+from kgate.core import schema
 from kgate.core.discovery import find_config
 from kgate.core.entry import KernelEntry
 from kgate.core.errors import ConfigError, KgateError, did_you_mean
@@ -34,6 +33,9 @@ from kgate.core.schema import (
     SHAPE_KEYS,
 )
 from kgate.support.atomicio import read_input
+
+if TYPE_CHECKING:
+    from kgate.core.cute import CuteEntry
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -76,8 +78,19 @@ class TritonEntry(KernelEntry):
         }
 
 
-# A Python kernel's registration: Triton and Gluon (`TritonEntry`), the CuTe DSL (`CuteEntry`).
-PythonEntry = TritonEntry | CuteEntry
+if TYPE_CHECKING:
+    # A Python kernel's registration: Triton and Gluon (`TritonEntry`), the CuTe DSL (`CuteEntry`).
+    PythonEntry = TritonEntry | CuteEntry
+
+
+def __getattr__(name: str) -> Any:
+    """`PythonEntry` (the CuTe DSL's model, `kgate.core.cute`, is imported where a configuration or a run uses it:
+    a lint never does)."""
+    if name == "PythonEntry":
+        from kgate.core.cute import CuteEntry
+
+        return TritonEntry | CuteEntry
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True)
@@ -313,6 +326,8 @@ def _read_cute(value: Any, ctx: _Ctx, root: Path) -> tuple[CuteEntry, ...]:
 
 def parse_cute_entry(data: dict[str, Any], where: str, source: str = "registered") -> CuteEntry:
     """Validate one CuTe DSL registration (a config table, `kgate.register` keyword arguments, a capture's table)."""
+    from kgate.core import cute
+
     return cute.parse_entry(data, where, kinds=KINDS, targets=KNOWN_TARGETS, expectations=EXPECTATIONS,
                             source=source)
 

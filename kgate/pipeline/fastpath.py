@@ -40,7 +40,6 @@ before anything else in the process.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sys
@@ -48,6 +47,7 @@ import sys
 from kgate.core.discovery import find_config
 from kgate.support import jsondoc
 from kgate.support.filestat import path_state
+from kgate.support.hashing import sha256
 from kgate.support.reads import env_value, listing
 
 RECORD_VERSION = 5  # 3: a record names its key, project and command line and carries a hash of its content;
@@ -99,7 +99,7 @@ def run_key(argv: list[str], config: str = "") -> str:
 
     blob = json.dumps([RECORD_VERSION, __version__, sys.executable, sys.version, os.getcwd(), config, argv,
                        sorted(env.items()), sys.stdout.isatty(), sys.stderr.isatty(), _repository(config)])
-    return hashlib.sha256(blob.encode()).hexdigest()
+    return sha256(blob.encode()).hexdigest()
 
 
 def _repository(config: str) -> str | None:
@@ -250,7 +250,7 @@ _SEAL = b',"sha256":"'
 
 def _sealed(record: bytes) -> bytes:
     """A record (a JSON object's bytes) with the hash of those bytes as its last member, `sha256`."""
-    return record[:-1] + _SEAL + hashlib.sha256(record).hexdigest().encode() + b'"}'
+    return record[:-1] + _SEAL + sha256(record).hexdigest().encode() + b'"}'
 
 
 def _unsealed(data: bytes) -> bytes:
@@ -259,7 +259,7 @@ def _unsealed(data: bytes) -> bytes:
     at = data.rfind(_SEAL)
     record = data[:at] + b"}"
     if at < 0 or len(data) != at + len(_SEAL) + 66 or not data.endswith(b'"}') or \
-            data[at + len(_SEAL):-2] != hashlib.sha256(record).hexdigest().encode():
+            data[at + len(_SEAL):-2] != sha256(record).hexdigest().encode():
         raise ValueError("not a run record as it was written")
     return record
 
@@ -408,7 +408,7 @@ def record(argv: list[str], snapshot: Snapshot, stdout: str, stderr: str, code: 
     from kgate.support.atomicio import write_cached
 
     try:
-        write_cached(_path(where.path), _sealed(json.dumps(data, separators=(",", ":")).encode()))
+        write_cached(_path(where.path), _sealed(json.dumps(data, separators=(",", ":")).encode()), sealed=True)
     except OSError:
         return  # no record: the next run is a full one, nothing else is lost
     _prune(os.path.dirname(where.path))

@@ -269,7 +269,7 @@ def _unsealed(record: bytes, key: str) -> bytes:
 
 
 def _replace(path: Path, data: bytes) -> None:
-    """Write a whole file or none."""
+    """Write a whole file or none (its key and the hash of its entries are checked where it is read back)."""
     from kgate.support.atomicio import write_cached
 
-    write_cached(path, data)
+    write_cached(path, data, sealed=True)

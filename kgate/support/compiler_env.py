@@ -25,7 +25,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
-import shutil
 from collections.abc import Callable, Iterable
 from functools import cache
 from pathlib import Path
@@ -181,6 +180,8 @@ def _named(word: str) -> str | None:
     """The file a word of a script names: any file by its path, a program as PATH finds it."""
     if word.startswith("/"):
         return word if os.path.isfile(word) else None
+    import shutil  # here: a lint keys its runs by this module's names, and never runs nvcc
+
     found = shutil.which(word)
     return found if found and os.path.isfile(found) else None
 
@@ -207,6 +208,8 @@ def nvcc_programs(nvcc: str, flags: Iterable[str]) -> dict[str, str]:
 
 
 def _host_compilers(flags: list[str]) -> dict[str, str | None]:
+    import shutil  # here: a lint keys its runs by this module's names, and never runs nvcc
+
     named = None
     for index, flag in enumerate(flags):
         for option in ("-ccbin", "--compiler-bindir"):

@@ -14,9 +14,10 @@ of its content (`content_hash`), compared when it is read back.
 from __future__ import annotations
 
 import codecs
-import hashlib
 import json
 from typing import Any
+
+from kgate.support.hashing import sha256
 
 # Longest first: UTF-32 LE's mark begins with UTF-16 LE's.
 _BOMS = ((codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"), (codecs.BOM_UTF16_LE, "UTF-16"),
@@ -63,4 +64,4 @@ def content_hash(value: Any) -> str:
         blob = json.dumps(value, sort_keys=True, separators=(",", ":"))
     except RecursionError:
         raise NotJSON("not JSON (nested too deeply)") from None
-    return hashlib.sha256(blob.encode()).hexdigest()
+    return sha256(blob.encode()).hexdigest()

@@ -167,29 +167,32 @@ import os
 import re
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator
+from functools import cache
 from itertools import accumulate
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kgate.collect.build_handoff import handed_on
-from kgate.collect.build_settings import settings
-from kgate.collect.build_sources import arch_uses, included, owned_sources
-from kgate.collect.build_units import Unit, Units, units
 from kgate.core.artifacts import Artifact
 from kgate.core.findings import Severity
 from kgate.core.fix import Applicability, Edit, Fix
 from kgate.core.rule import READS_BEYOND, Option, Report, Rule, SourceContext
-from kgate.hardware.arch_features import ARCH_SPECIFIC_CODE, ARCH_SPECIFIC_NEEDLES, family_note, lost_by_bare
+from kgate.support.patterns import lazy
+
+if TYPE_CHECKING:
+    from kgate.collect.build_units import Unit, Units
+
+# The analyses of builds are imported where a file names a build flag (most files the globs match name none: a
+# lint of a kernel module should not pay for reading CMake).
 
 # Words on a line that select GPU architectures.
-_CONTEXT = re.compile(r"-gencode|--generate-code|-arch\b|--gpu-architecture|-code\b|--gpu-code|"
+_CONTEXT = lazy(r"-gencode|--generate-code|-arch\b|--gpu-architecture|-code\b|--gpu-code|"
                       r"(?<![.\w])arch=|(?<![.\w])code=|CUDA_ARCHITECTURES|CUDA_ARCH|TORCH_CUDA_ARCH_LIST|NVCC|nvcc|cuda_cflags")
 # A literal word every `_CONTEXT` match contains: lines without one are skipped by plain substring search.
 _FLAG_WORDS = ("-gencode", "-arch", "-code", "arch=", "code=", "CUDA_ARCH", "NVCC", "nvcc", "cuda_cflags")
-_NVCC_ARCH = re.compile(r"(?<![\w.])(sm|compute)_(\d{2,3})([af]?)(?![\w.])")
-_CMAKE_ARCHS = re.compile(r"CUDA_ARCHITECTURES\b[\s\"'=:]*(?:PROPERTIES\s+)?([^)\n]*)")
-_CMAKE_VALUE = re.compile(r"(?<![\w.])(\d{2,3})([af]?)(?:-real|-virtual)?(?![\w.])")
-_TORCH_LIST = re.compile(r"TORCH_CUDA_ARCH_LIST\b[^\n]*")
-_TORCH_VALUE = re.compile(r"(?<![\w.])(\d{1,2})\.(\d)([af]?)(?:\+PTX)?(?![\w.])")
+_NVCC_ARCH = lazy(r"(?<![\w.])(sm|compute)_(\d{2,3})([af]?)(?![\w.])")
+_CMAKE_ARCHS = lazy(r"CUDA_ARCHITECTURES\b[\s\"'=:]*(?:PROPERTIES\s+)?([^)\n]*)")
+_CMAKE_VALUE = lazy(r"(?<![\w.])(\d{2,3})([af]?)(?:-real|-virtual)?(?![\w.])")
+_TORCH_LIST = lazy(r"TORCH_CUDA_ARCH_LIST\b[^\n]*")
+_TORCH_VALUE = lazy(r"(?<![\w.])(\d{1,2})\.(\d)([af]?)(?:\+PTX)?(?![\w.])")
 
 
 def check(source: Any, ctx: SourceContext) -> Iterable[Report]:
@@ -199,6 +202,9 @@ def check(source: Any, ctx: SourceContext) -> Iterable[Report]:
     near = flag_words(source.text)
     if not near:
         return  # no line names a build flag: the file is not read further
+    from kgate.collect.build_settings import settings
+    from kgate.hardware.arch_features import family_note
+
     for number, line in flag_lines(settings(source.rel, source.text, _tree(source), near)):
         if not _CONTEXT.search(line):
             continue
@@ -219,6 +225,10 @@ def check(source: Any, ctx: SourceContext) -> Iterable[Report]:
 def _judged(source: Any, bare: list[tuple[int, int, str, str, str]], note: bool) -> Iterator[Report]:
     """A report for each bare architecture whose build compiles arch-specific code of its family (a note for one
     that compiles none, when asked)."""
+    from kgate.collect.build_handoff import handed_on
+    from kgate.collect.build_units import units
+    from kgate.hardware.arch_features import lost_by_bare
+
     here = os.path.dirname(os.path.abspath(source.path))
     tree = _tree(source)
     handed = handed_on(tree, source.path, here) if tree is not None else []
@@ -272,15 +282,22 @@ class _Builds:
         paths = tuple(self._compiled(folder, line, kind))
         key = (paths, family)
         if key not in self._uses:
-            self._uses[key] = arch_uses(paths, {family: _CODE[family]}, ARCH_SPECIFIC_NEEDLES[family]).get(family)
+            from kgate.collect.build_sources import arch_uses
+            from kgate.hardware.arch_features import ARCH_SPECIFIC_NEEDLES
+
+            self._uses[key] = arch_uses(paths, {family: _code()[family]}, ARCH_SPECIFIC_NEEDLES[family]).get(family)
         return self._uses[key]
 
     def _owned_by(self, folder: str) -> list[str]:
         if folder not in self._owned:
+            from kgate.collect.build_sources import owned_sources
+
             self._owned[folder] = owned_sources(folder)
         return self._owned[folder]
 
     def _compiled(self, folder: str, line: int, kind: str) -> list[str]:
+        from kgate.collect.build_sources import included
+
         owned = self._owned_by(folder)
         if folder != self.here:
             return owned  # handed to another build: its folder's sources
@@ -302,8 +319,15 @@ class _Builds:
         return {os.path.normpath(os.path.join(self.here, source)) for unit in found for source in unit.sources}
 
 
-# Family -> the arch-specific code of that family, searched in the code of sources (not their comments or strings).
-_CODE = {family: re.compile(pattern.decode("latin-1")) for family, pattern in ARCH_SPECIFIC_CODE.items()}
+@cache
+def _code() -> dict[str, re.Pattern[str]]:
+    """Family -> the arch-specific code of that family, searched in the code of sources (not their comments or
+    strings)."""
+    from kgate.hardware.arch_features import ARCH_SPECIFIC_CODE
+
+    return {family: re.compile(pattern.decode("latin-1")) for family, pattern in ARCH_SPECIFIC_CODE.items()}
+
+
 # Sources compiled on their own (not only included).
 _COMPILED = (".cu", ".cpp", ".cc", ".cxx", ".ptx")
 
@@ -354,7 +378,7 @@ def _architectures(line: str) -> Iterator[tuple[int, str, str, str, str]]:
             yield torch.start() + match.start(), match.group(0), family, match.group(3), "TORCH_CUDA_ARCH_LIST"
 
 
-_GENCODE = re.compile(r"(?<![.\w])arch=compute_(\d{2,3})([af])\s*,\s*code=(\[[^\]]*\]|[^\s\"',;]+)")
+_GENCODE = lazy(r"(?<![.\w])arch=compute_(\d{2,3})([af])\s*,\s*code=(\[[^\]]*\]|[^\s\"',;]+)")
 
 
 def _inherited_suffixes(line: str) -> dict[tuple[int, str], str]:

@@ -188,20 +188,25 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Iterable, Iterator
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from kgate.collect import cuda_project
-from kgate.collect.cpp_flow import braceless_body, column, function_body, line_at, line_starts
-from kgate.collect.cpp_text import Scopes, blanked
-from kgate.collect.cuda_checks import TORCH_LAUNCH_CHECKS
-from kgate.collect.launch_search import Search, Unchecked, search
 from kgate.core.artifacts import Artifact
 from kgate.core.findings import Related, Severity
 from kgate.core.fix import Applicability, Edit, Fix
 from kgate.core.rule import Option, Report, Rule, SourceContext
 
+if TYPE_CHECKING:
+    from kgate.collect.launch_search import Search, Unchecked
+
+# The analyses of C++ are imported by the functions that use them: the rule's module is loaded for every lint (its
+# code, options and globs key the lint cache), its analyses only for a file that launches a kernel.
+
 
 def check(source: Any, ctx: SourceContext) -> Iterable[Report]:
+    from kgate.collect import cuda_project
+    from kgate.collect.cpp_text import blanked
+    from kgate.collect.launch_search import search
+
     text = blanked(source)
     code = text.code
     window = ctx.options["window"]
@@ -216,6 +221,10 @@ def check(source: Any, ctx: SourceContext) -> Iterable[Report]:
 
 def _reports(source: Any, code: str, found: Search, macros: list[str], window: int) -> Iterator[Report]:
     """A report for each unchecked launch or call, in order, with its scope and the fix that inserts a check."""
+    from kgate.collect.cpp_flow import line_starts
+    from kgate.collect.cpp_text import Scopes
+    from kgate.collect.cuda_checks import TORCH_LAUNCH_CHECKS
+
     starts = line_starts(code)
     scopes = Scopes(code)
     candidates = [*macros, *(name for name in TORCH_LAUNCH_CHECKS if name not in macros)]
@@ -228,6 +237,8 @@ def _reports(source: Any, code: str, found: Search, macros: list[str], window: i
 
 
 def _report(code: str, starts: list[int], unchecked: Unchecked, window: int, rel: str) -> Report:
+    from kgate.collect.cpp_flow import column, line_at
+
     where: dict[str, Any] = {"line": line_at(starts, unchecked.offset), "col": column(code, unchecked.offset) + 1}
     if unchecked.kind == "call":
         launched = f"launches `{unchecked.kernel}`" if unchecked.kernel else "launches a kernel"
@@ -261,7 +272,6 @@ _DEFINED_IN = {"C10_CUDA_KERNEL_LAUNCH_CHECK": ("c10/cuda/CUDAException.h", "c10
                "STD_CUDA_KERNEL_LAUNCH_CHECK": ("torch/csrc/stable/macros.h", "torch/csrc/stable/library.h",
                                                 "torch/csrc/stable/ops.h", "torch/csrc/stable/tensor.h",
                                                 "torch/csrc/stable/device.h", "torch/csrc/stable/accelerator.h")}
-_NO_ARGUMENT = frozenset(TORCH_LAUNCH_CHECKS)
 
 
 class _Guard(NamedTuple):
@@ -275,6 +285,8 @@ class _Guard(NamedTuple):
 def _usable_checks(text: str, code: str, macros: list[str]) -> list[_Guard]:
     """The configured check macros this file can call, in the configured order: those it defines, calls, or
     includes a header of."""
+    from kgate.collect.cuda_checks import TORCH_LAUNCH_CHECKS
+
     out = []
     for name in macros:
         escaped = re.escape(name)
@@ -295,7 +307,7 @@ def _usable_checks(text: str, code: str, macros: list[str]) -> list[_Guard]:
         calls = [m.group(1) for m in re.finditer(r"\b" + escaped + r"\s*\(([^;]*?)\)", code)] if named else []
         if any(re.search(r"^[ \t]*#[ \t]*include[ \t]*[<\"]" + re.escape(h) + r"[>\"]", text, re.MULTILINE)
                for h in headers):
-            out.append(_Guard(name, f"{name}();" if name in _NO_ARGUMENT else f"{name}(cudaGetLastError());", False))
+            out.append(_Guard(name, f"{name}();" if name in TORCH_LAUNCH_CHECKS else f"{name}(cudaGetLastError());", False))
         elif calls:
             statement = f"{name}();" if any(not c.strip() for c in calls) else f"{name}(cudaGetLastError());"
             out.append(_Guard(name, statement, True))
@@ -304,6 +316,8 @@ def _usable_checks(text: str, code: str, macros: list[str]) -> list[_Guard]:
 
 def _guard_at(code: str, at: int, guards: list[_Guard]) -> str | None:
     """The statement to insert after the launch at `at`: the first usable macro that may be called there."""
+    from kgate.collect.cpp_flow import function_body
+
     body: tuple[int, int] | None = None
     for guard in guards:
         if not guard.same_function:
@@ -317,6 +331,8 @@ def _guard_at(code: str, at: int, guards: list[_Guard]) -> str | None:
 def _insert_check(source: Any, code: str, starts: list[int], at: int, semicolon: int, guard: str) -> Fix | None:
     """The fix that puts `guard` right after the statement: on a line of its own, indented as the statement, or
     after the `;` when more code follows it on that line."""
+    from kgate.collect.cpp_flow import braceless_body, column, line_at
+
     if semicolon < 0 or semicolon >= len(code) or code[semicolon] != ";":
         return None
     if braceless_body(code, at):

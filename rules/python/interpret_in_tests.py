@@ -65,7 +65,6 @@ None.
 from __future__ import annotations
 
 import ast
-import re
 from collections.abc import Iterable, Iterator
 
 from kgate.collect import pysource as py
@@ -76,6 +75,7 @@ from kgate.core.findings import Severity
 from kgate.core.fix import Applicability, Edit, Fix
 from kgate.core.rule import Report, Rule, SourceContext
 from kgate.support.comments.config import toml_lines
+from kgate.support.patterns import lazy
 
 VARIABLE = "TRITON_INTERPRET"
 # Values Triton's boolean environment parser reads as true.
@@ -185,10 +185,10 @@ def _scope(tree: ast.Module, at: ast.AST) -> str:
 
 # --------------------------------------------------------------------------- configuration files
 
-_SECTION = re.compile(r"^\s*\[([^\]]+)\]\s*$")
-_KEY = re.compile(r"^([A-Za-z0-9_.-]+)\s*[=:]\s*(.*)$")
+_SECTION = lazy(r"^\s*\[([^\]]+)\]\s*$")
+_KEY = lazy(r"^([A-Za-z0-9_.-]+)\s*[=:]\s*(.*)$")
 # pytest-env entries: `[D:][R:]NAME=VALUE`
-_ENV_ITEM = re.compile(r"^\s*((?:[DR]:)*)\s*" + VARIABLE + r"\s*=\s*(.*?)\s*$")
+_ENV_ITEM = lazy(r"^\s*((?:[DR]:)*)\s*" + VARIABLE + r"\s*=\s*(.*?)\s*$")
 
 
 def _ini(source: SourceFile, sections: tuple[str, ...]) -> Iterator[Report]:
@@ -253,8 +253,8 @@ def _toml(source: SourceFile) -> Iterator[Report]:
 
 # An entry of an `env` array, with the comma after it or the comma before it.
 _ITEM = r"""(?P<quoted>(?P<q>["'])(?P<item>[^"'\n]*""" + VARIABLE + r"""[^"'\n]*)(?P=q))"""
-_ITEM_FORMS = (re.compile(_ITEM + r"\s*,[ \t]*"), re.compile(r",\s*" + _ITEM), re.compile(_ITEM))
-_TOML_KEY = re.compile(r"^\s*[\"']?" + VARIABLE + r"[\"']?\s*=")
+_ITEM_FORMS = (lazy(_ITEM + r"\s*,[ \t]*"), lazy(r",\s*" + _ITEM), lazy(_ITEM))
+_TOML_KEY = lazy(r"^\s*[\"']?" + VARIABLE + r"[\"']?\s*=")
 
 
 def _toml_edits(text: str, lines: list[str], table: str) -> list[Edit]:

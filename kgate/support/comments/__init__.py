@@ -16,11 +16,12 @@ must leave the rest of the file (`code_only`) as it was.
 
 from __future__ import annotations
 
+import importlib
 import sys
 from collections.abc import Callable
+from functools import cache
+from typing import Any
 
-from kgate.support.comments import cmake, config, cpp, python, shell
-from kgate.support.comments.cpp import Blanked, blank
 from kgate.support.comments.python import PY_LINE, PY_NEWLINE
 from kgate.support.comments.span import Comment
 
@@ -37,9 +38,30 @@ LINE_MARKER = {"python": "#", "cpp": "//", "cmake": "#", "shell": "#", "make": "
 # The markers a line comment starts with, by language: a directive starts with one of its language's own.
 MARKERS = {**{lang: (marker,) for lang, marker in LINE_MARKER.items()}, "ini": ("#", ";")}
 
-_READERS: dict[str, Callable[[str], list[Comment]]] = {
-    "python": python.comments, "cpp": cpp.comments, "cmake": cmake.comments, "shell": shell.shell_comments,
-    "make": shell.make_comments, "toml": config.toml_comments, "ini": config.ini_comments}
+# Language -> (module, function) of its reader: a module is imported when a file of its language is read (a lint of a
+# Python file loads no C++ reader).
+_READERS: dict[str, tuple[str, str]] = {
+    "python": ("python", "comments"), "cpp": ("cpp", "comments"), "cmake": ("cmake", "comments"),
+    "shell": ("shell", "shell_comments"), "make": ("shell", "make_comments"), "toml": ("config", "toml_comments"),
+    "ini": ("config", "ini_comments")}
+
+
+@cache
+def _reader(lang: str) -> Callable[[str], list[Comment]] | None:
+    found = _READERS.get(lang)
+    if found is None:
+        return None
+    reader: Callable[[str], list[Comment]] = getattr(importlib.import_module(f"{__name__}.{found[0]}"), found[1])
+    return reader
+
+
+def __getattr__(name: str) -> Any:
+    """`blank` and `Blanked`, C++'s reader, imported where first asked for."""
+    if name in ("blank", "Blanked"):
+        from kgate.support.comments import cpp
+
+        return getattr(cpp, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def language(rel: str) -> str | None:
@@ -55,7 +77,7 @@ def language(rel: str) -> str | None:
 
 def comments(text: str, lang: str | None) -> list[Comment]:
     """The comments of `text` in order (none for a language kgate knows no comments of)."""
-    reader = _READERS.get(lang or "")
+    reader = _reader(lang or "")
     return reader(text) if reader is not None else []
 
 

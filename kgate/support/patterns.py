@@ -1,0 +1,39 @@
+"""Regular expressions compiled on their first use.
+
+A module-level `re.compile` costs its compile whenever the module is imported, used or not: a lint of one
+Python file imports every selected rule's module (their codes, options and file globs key the lint cache), and
+most of their expressions are never matched. `lazy` defers the compile to the first call of a method.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, cast
+
+# What a use reads of a compiled expression: bound onto the stand-in on first use, so later calls cost what a
+# compiled expression's do.
+_BOUND = ("search", "match", "fullmatch", "finditer", "findall", "sub", "subn", "split", "scanner", "pattern",
+          "flags", "groups", "groupindex")
+
+
+class _Lazy:
+    def __init__(self, pattern: str | bytes, flags: int) -> None:
+        self._source = (pattern, flags)
+
+    def __getattr__(self, name: str) -> Any:
+        pattern, flags = self._source
+        compiled: re.Pattern[Any] = re.compile(pattern, flags)
+        for attr in _BOUND:
+            setattr(self, attr, getattr(compiled, attr))
+        return getattr(compiled, name)
+
+
+def lazy(pattern: str, flags: int = 0) -> re.Pattern[str]:
+    """`re.compile(pattern, flags)`, compiled when a method is first called (not for `re.sub(x, ...)` and the like,
+    which need the compiled object itself)."""
+    return cast("re.Pattern[str]", _Lazy(pattern, flags))
+
+
+def lazy_bytes(pattern: bytes, flags: int = 0) -> re.Pattern[bytes]:
+    """`lazy` for a bytes pattern."""
+    return cast("re.Pattern[bytes]", _Lazy(pattern, flags))
