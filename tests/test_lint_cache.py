@@ -120,6 +120,35 @@ def test_linting_some_files_keeps_the_others_entries(tmp_path: Path) -> None:
     assert sorted(data["files"]) == ["pkg/k000.py", "pkg/k001.py"]
 
 
+
+def _entries(root: Path) -> bytes:
+    record = next((root / ".kgate-cache" / "v1" / "lint").glob("*.json")).read_bytes()
+    return record[record.index(b',"files":') + len(b',"files":'):-1]
+
+
+def test_a_changed_file_is_written_after_the_record_it_read_and_read_back_as_written(tmp_path: Path) -> None:
+    """After one file changes, the record keeps the other entries' bytes as they were and adds the changed entry
+    after them (the later of two entries of a name is the one read back); entries removed rewrite it whole."""
+    root = project(tmp_path, files=4)
+    age(root)
+    lint(root)
+    before = _entries(root)
+    changed = root / "pkg" / "k001.py"
+    changed.write_text(changed.read_text().replace('key=["M"]', 'key=["D"]'))
+    os.utime(changed, ns=(changed.stat().st_atime_ns, changed.stat().st_mtime_ns - 10**10))
+    expected = verdict(lint(root, use_cache=False))
+    assert verdict(lint(root)) == expected
+    after = _entries(root)
+    assert after.startswith(before[:-1] + b',"pkg/k001.py":') and after.count(b'"pkg/k001.py"') == 2
+    assert json.loads(after)["pkg/k001.py"][0][1] == changed.stat().st_mtime_ns
+    warm = lint(root)
+    assert warm.cached == 4 and verdict(warm) == expected
+    (root / "pkg" / "k003.py").unlink()
+    lint(root)
+    whole = _entries(root)
+    assert sorted(json.loads(whole)) == ["pkg/k000.py", "pkg/k001.py", "pkg/k002.py"]
+    assert whole.count(b'"pkg/k001.py"') == 1
+
 def test_parallel_and_serial_runs_agree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     files = engine.PARALLEL_MIN_FILES * 2
     root = project(tmp_path, files=files)
