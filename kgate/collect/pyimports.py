@@ -21,9 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from kgate.collect.depends import blake2b, per_run
+from kgate.collect.files import tree_listing
 from kgate.support.filestat import current
 
-_SKIPPED = {"__pycache__", "node_modules", "build", "dist", "site-packages"}
+_VENDORED = "site-packages"  # skipped besides what every reading of the tree skips (`tree_listing`)
 _WORD = re.compile(rb"\w+")
 _IMPORT = b"import"
 _FROM = re.compile(rb"from[\s.]")
@@ -202,9 +203,9 @@ def save() -> None:
 def python_files(root: str) -> list[str]:
     """Every Python file under `root`, in a stable order, past hidden folders and those of builds and caches."""
     found: list[str] = []
-    for here, folders, names in os.walk(root):
-        folders[:] = sorted(d for d in folders if not d.startswith(".") and d not in _SKIPPED)
-        found.extend(os.path.join(here, name) for name in sorted(names) if name.endswith(".py"))
+    for here, names in tree_listing(root):
+        if _VENDORED not in here[len(root):].split(os.sep):
+            found.extend(os.path.join(here, name) for name in names if name.endswith(".py"))
     return found
 
 
