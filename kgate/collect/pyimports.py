@@ -32,7 +32,7 @@ _ENDS = re.compile(rb"\r\n|[\r\n;]")
 _CONTINUATION = re.compile(rb"\\(?:\r\n|\r|\n)")
 _CONTINUED = re.compile(rb"\\(?:\r\n|\r|\n)\Z")
 _RACY_NS = 2_000_000_000
-VERSION = 3  # 2: a file's words as one string; 3: statements read as Python reads lines
+VERSION = 4  # 2: a file's words as one string; 3: statements read as Python reads lines; 4: a file's state as a string
 
 
 class Index:
@@ -59,17 +59,19 @@ class Index:
         for number, path in enumerate(python_files(self.root)):
             rel = path[cut:]
             state = current(path)
-            summary.append(f"{rel}\0{state}")
+            # Kept as the summary spells it: a string reads and compares faster than a list of four large numbers.
+            shown = str(state) if state is not None else None
+            summary.append(f"{rel}\0{shown}")
             held = kept.get(rel)
-            if state is not None and type(held) is list and len(held) == 2 and held[0] == state \
+            if shown is not None and type(held) is list and len(held) == 2 and held[0] == shown \
                     and type(held[1]) is str:
                 words = held[1]
             else:
                 words = " ".join(sorted(w.decode("utf-8", "surrogateescape") for w in _imported_words(_data(path))))
                 if state is not None and state[1] >= racy:
                     summary.append("racy")
-                    state = None  # read again next time
-            fresh[rel] = [state, words]
+                    shown = None  # read again next time
+            fresh[rel] = [shown, words]
             self.paths.append(path)
             for word in words.split():
                 held_by = words_of.get(word)
