@@ -249,3 +249,26 @@ def test_every_module_a_source_rule_reads_keys_the_cache(tmp_path: Path) -> None
     reached = {name for name in seen if name.startswith("kgate.") and name.count(".") > 1 or name in keyed}
     assert "kgate.collect.pyaccess" in reached
     assert sorted(reached - keyed) == []
+
+
+def test_entries_written_after_the_others_are_folded_in_before_they_pass_an_eighth_of_the_record(
+        tmp_path: Path) -> None:
+    """The record does not grow with every run: once the entries written after the others would pass an eighth of
+    its entries (64 at least), it is written whole again, each file once."""
+    from kgate.pipeline.lint_cache import LintCache
+
+    def run(changed: range, tag: int) -> bytes:
+        cache = LintCache(tmp_path, "k" * 32)
+        for index in changed:
+            cache._remember(f"f{index:04d}.py", [index, 0, 0, index], "d" * 32, [[], [], [f"KG{tag}"]], [])
+        cache.save()
+        return (tmp_path / "v1" / "lint" / f"{'k' * 32}.json").read_bytes()
+
+    run(range(400), 1)  # an eighth: 50, so 64
+    assert b'"appended":10,' in run(range(10), 2)
+    assert b'"appended":60,' in run(range(10, 60), 3)
+    whole = run(range(60, 70), 4)
+    assert b'"appended":0,' in whole and whole.count(b'"f0005.py"') == 1
+    entries = LintCache(tmp_path, "k" * 32).entries
+    assert len(entries) == 400
+    assert [entries[f"f{i:04d}.py"][3][2] for i in (5, 50, 65, 300)] == [["KG2"], ["KG3"], ["KG4"], ["KG1"]]
