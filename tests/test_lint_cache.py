@@ -120,6 +120,35 @@ def test_linting_some_files_keeps_the_others_entries(tmp_path: Path) -> None:
     assert sorted(data["files"]) == ["pkg/k000.py", "pkg/k001.py"]
 
 
+
+def _entries(root: Path) -> bytes:
+    record = next((root / ".kgate-cache" / "v1" / "lint").glob("*.json")).read_bytes()
+    return record[record.index(b',"files":') + len(b',"files":'):-1]
+
+
+def test_a_changed_file_is_written_after_the_record_it_read_and_read_back_as_written(tmp_path: Path) -> None:
+    """After one file changes, the record keeps the other entries' bytes as they were and adds the changed entry
+    after them (the later of two entries of a name is the one read back); entries removed rewrite it whole."""
+    root = project(tmp_path, files=4)
+    age(root)
+    lint(root)
+    before = _entries(root)
+    changed = root / "pkg" / "k001.py"
+    changed.write_text(changed.read_text().replace('key=["M"]', 'key=["D"]'))
+    os.utime(changed, ns=(changed.stat().st_atime_ns, changed.stat().st_mtime_ns - 10**10))
+    expected = verdict(lint(root, use_cache=False))
+    assert verdict(lint(root)) == expected
+    after = _entries(root)
+    assert after.startswith(before[:-1] + b',"pkg/k001.py":') and after.count(b'"pkg/k001.py"') == 2
+    assert json.loads(after)["pkg/k001.py"][0][1] == changed.stat().st_mtime_ns
+    warm = lint(root)
+    assert warm.cached == 4 and verdict(warm) == expected
+    (root / "pkg" / "k003.py").unlink()
+    lint(root)
+    whole = _entries(root)
+    assert sorted(json.loads(whole)) == ["pkg/k000.py", "pkg/k001.py", "pkg/k002.py"]
+    assert whole.count(b'"pkg/k001.py"') == 1
+
 def test_parallel_and_serial_runs_agree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     files = engine.PARALLEL_MIN_FILES * 2
     root = project(tmp_path, files=files)
@@ -220,3 +249,26 @@ def test_every_module_a_source_rule_reads_keys_the_cache(tmp_path: Path) -> None
     reached = {name for name in seen if name.startswith("kgate.") and name.count(".") > 1 or name in keyed}
     assert "kgate.collect.pyaccess" in reached
     assert sorted(reached - keyed) == []
+
+
+def test_entries_written_after_the_others_are_folded_in_before_they_pass_an_eighth_of_the_record(
+        tmp_path: Path) -> None:
+    """The record does not grow with every run: once the entries written after the others would pass an eighth of
+    its entries (64 at least), it is written whole again, each file once."""
+    from kgate.pipeline.lint_cache import LintCache
+
+    def run(changed: range, tag: int) -> bytes:
+        cache = LintCache(tmp_path, "k" * 32)
+        for index in changed:
+            cache._remember(f"f{index:04d}.py", [index, 0, 0, index], "d" * 32, [[], [], [f"KG{tag}"]], [])
+        cache.save()
+        return (tmp_path / "v1" / "lint" / f"{'k' * 32}.json").read_bytes()
+
+    run(range(400), 1)  # an eighth: 50, so 64
+    assert b'"appended":10,' in run(range(10), 2)
+    assert b'"appended":60,' in run(range(10, 60), 3)
+    whole = run(range(60, 70), 4)
+    assert b'"appended":0,' in whole and whole.count(b'"f0005.py"') == 1
+    entries = LintCache(tmp_path, "k" * 32).entries
+    assert len(entries) == 400
+    assert [entries[f"f{i:04d}.py"][3][2] for i in (5, 50, 65, 300)] == [["KG2"], ["KG3"], ["KG4"], ["KG1"]]

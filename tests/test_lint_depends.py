@@ -199,3 +199,31 @@ def test_an_edit_to_a_module_that_imports_another_name_of_the_same_spelling(proj
     edit(project, "pkg/elsewhere.py", "from .models import step as scale_rows", "from .kernels import scale_rows")
     found, linted = lint(project, monkeypatch)
     assert linted == {"pkg/elsewhere.py", "pkg/kernels.py"}
+
+
+def test_the_readers_of_the_projects_python_and_cpp_files_walk_its_tree_once_a_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Which files import a name and the project's C++ files are both read from one walk of the tree per run; each
+    reading still skips what it skipped (Python files of an installed package, whatever a hidden or build folder
+    holds) and a new run walks again."""
+    import os
+
+    from kgate.collect import cuda_project, depends, pyimports
+
+    for rel in ("a.py", "csrc/k.cu", "csrc/k.h", "env/site-packages/dep.py", "env/site-packages/dep.h",
+                ".hidden/x.py", "build/y.cu", "pkg/b.py"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("")
+    walks: list[str] = []
+    walk = os.walk
+    monkeypatch.setattr(os, "walk", lambda top, *a, **k: (walks.append(top), walk(top, *a, **k))[1])
+    root = str(tmp_path)
+    depends.new_run()
+    python = [os.path.relpath(p, root) for p in pyimports.python_files(root)]
+    cpp = [rel for rel, _path in cuda_project._sources(root)]
+    assert (python, cpp) == (["a.py", os.path.join("pkg", "b.py")],
+                             ["csrc/k.cu", "csrc/k.h", "env/site-packages/dep.h"])
+    assert walks == [root]
+    depends.new_run()
+    pyimports.python_files(root)
+    assert walks == [root, root]

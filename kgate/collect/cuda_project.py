@@ -19,11 +19,11 @@ from kgate.collect.cpp_flow import Flow, is_call, line_starts
 from kgate.collect.cpp_text import balanced, calls_of, shared_blank
 from kgate.collect.cuda_checks import NEEDLES, Checks, Counts, checks_of, definitions, last_error_reads, readers
 from kgate.collect.depends import blake2b
+from kgate.collect.files import tree_listing
 from kgate.support.filestat import path_state
 
 SOURCES = (".cu", ".cuh", ".cpp", ".cc", ".cxx", ".h", ".hpp", ".hh", ".inl")
 HEADERS = (".h", ".cuh", ".hpp", ".hh", ".inl")
-_SKIPPED = {"__pycache__", "node_modules", "build", "dist"}
 # Bytes of C++ identifiers kept, every other byte a space: `data.translate(_WORD_BYTES).split()` are its words.
 _WORD_BYTES = bytes(c if chr(c).isascii() and (chr(c).isalnum() or c == ord("_")) else ord(" ") for c in range(256))
 _ROUNDS = 8  # macros and functions followed through one another to a read of the last error
@@ -198,9 +198,8 @@ def project(run: object, path: str, rel: str) -> Project:
 def _sources(root: str) -> list[tuple[str, str]]:
     """(project-relative name, path) of the project's C++ and CUDA files, in a stable order."""
     found: list[tuple[str, str]] = []
-    for here, folders, names in os.walk(root):
-        folders[:] = sorted(d for d in folders if not d.startswith(".") and d not in _SKIPPED)
-        for name in sorted(names):
+    for here, names in tree_listing(root):
+        for name in names:
             if name.endswith(SOURCES):
                 path = os.path.join(here, name)
                 found.append((os.path.relpath(path, root).replace(os.sep, "/"), path))

@@ -12,6 +12,7 @@ import stat
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path, PurePosixPath
 
+from kgate.collect.depends import per_run
 from kgate.collect.ignores import Ignores
 
 # A folder that holds another project's configuration, met by a walk: (path, project-relative name with "/",
@@ -166,6 +167,25 @@ def python_files(root: Path, exclude: Iterable[str]) -> list[Path]:
     helpers can be imported from (`walk`, less what cannot be read)."""
     found = walk(root, lambda rel: rel.endswith(".py"), exclude)
     return sorted(Path(path) for _rel, path in found if _regular(path))
+
+
+# Folders the readers of a project's other files (its Python modules' imports, its C++ files) do not walk into,
+# besides hidden ones: what a build, a package manager or Python's bytecode leaves.
+_UNREAD = frozenset({"__pycache__", "node_modules", "build", "dist"})
+_LISTINGS: dict[str, list[tuple[str, list[str]]]] = per_run({})
+
+
+def tree_listing(root: str) -> list[tuple[str, list[str]]]:
+    """(folder, the names of its files, sorted) of `root` and every folder below it in the order of `os.walk` with
+    sorted folders, past hidden folders and those of `_UNREAD`: walked once per lint run, and shared by the readers
+    of the project's Python files and of its C++ files."""
+    found = _LISTINGS.get(root)
+    if found is None:
+        found = _LISTINGS[root] = []
+        for here, folders, names in os.walk(root):
+            folders[:] = sorted(d for d in folders if not d.startswith(".") and d not in _UNREAD)
+            found.append((here, sorted(names)))
+    return found
 
 
 def _regular(path: str) -> bool:

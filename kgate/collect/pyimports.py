@@ -21,9 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from kgate.collect.depends import blake2b, per_run
+from kgate.collect.files import tree_listing
 from kgate.support.filestat import current
 
-_SKIPPED = {"__pycache__", "node_modules", "build", "dist", "site-packages"}
+_VENDORED = "site-packages"  # skipped besides what every reading of the tree skips (`tree_listing`)
 _WORD = re.compile(rb"\w+")
 _IMPORT = b"import"
 _FROM = re.compile(rb"from[\s.]")
@@ -31,7 +32,7 @@ _ENDS = re.compile(rb"\r\n|[\r\n;]")
 _CONTINUATION = re.compile(rb"\\(?:\r\n|\r|\n)")
 _CONTINUED = re.compile(rb"\\(?:\r\n|\r|\n)\Z")
 _RACY_NS = 2_000_000_000
-VERSION = 3  # 2: a file's words as one string; 3: statements read as Python reads lines
+VERSION = 4  # 2: a file's words as one string; 3: statements read as Python reads lines; 4: a file's state as a string
 
 
 class Index:
@@ -58,17 +59,19 @@ class Index:
         for number, path in enumerate(python_files(self.root)):
             rel = path[cut:]
             state = current(path)
-            summary.append(f"{rel}\0{state}")
+            # Kept as the summary spells it: a string reads and compares faster than a list of four large numbers.
+            shown = str(state) if state is not None else None
+            summary.append(f"{rel}\0{shown}")
             held = kept.get(rel)
-            if state is not None and type(held) is list and len(held) == 2 and held[0] == state \
+            if shown is not None and type(held) is list and len(held) == 2 and held[0] == shown \
                     and type(held[1]) is str:
                 words = held[1]
             else:
                 words = " ".join(sorted(w.decode("utf-8", "surrogateescape") for w in _imported_words(_data(path))))
                 if state is not None and state[1] >= racy:
                     summary.append("racy")
-                    state = None  # read again next time
-            fresh[rel] = [state, words]
+                    shown = None  # read again next time
+            fresh[rel] = [shown, words]
             self.paths.append(path)
             for word in words.split():
                 held_by = words_of.get(word)
@@ -202,9 +205,9 @@ def save() -> None:
 def python_files(root: str) -> list[str]:
     """Every Python file under `root`, in a stable order, past hidden folders and those of builds and caches."""
     found: list[str] = []
-    for here, folders, names in os.walk(root):
-        folders[:] = sorted(d for d in folders if not d.startswith(".") and d not in _SKIPPED)
-        found.extend(os.path.join(here, name) for name in sorted(names) if name.endswith(".py"))
+    for here, names in tree_listing(root):
+        if _VENDORED not in here[len(root):].split(os.sep):
+            found.extend(os.path.join(here, name) for name in names if name.endswith(".py"))
     return found
 
 

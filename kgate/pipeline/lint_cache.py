@@ -25,6 +25,12 @@ content on the next run. The file is written to a temporary name and moved
 into place, and merged with what other processes wrote meanwhile (pre-commit
 runs several `kgate lint` processes at once); losing a race costs speed,
 never correctness, and an unreadable cache is an empty one.
+
+A run that changed a few entries writes the record's entries as it read them with the changed ones after them (a
+JSON object whose later member of a name is the one read back), rather than serialising every entry again: after
+one file of a 10,000-file project changes, the record is copied, not rebuilt. The record counts the entries written
+after the others since it was last written whole, and is written whole again when they grow to an eighth of its
+entries, or when entries are removed.
 """
 
 from __future__ import annotations
@@ -45,10 +51,10 @@ from kgate.support import jsondoc
 from kgate.support.atomicio import read_cached_stat
 from kgate.support.filestat import current, state_of
 
-FORMAT = 7  # 2: the record carries its key and the hash of its entries; 3: findings carry related places;
+FORMAT = 8  # 2: the record carries its key and the hash of its entries; 3: findings carry related places;
 # 4: an entry carries the other files its result read, with their states; 5: directives say whether they are misplaced;
 # 6: an entry carries what its result read beyond the file, each read with its state and a digest of what it gave;
-# 7: the hash is of the entries' bytes as written (`_sealed`)
+# 7: the hash is of the entries' bytes as written (`_sealed`); 8: changed entries follow the others (`appended`)
 _RACY_NS = 2_000_000_000
 _STALE_S = 14 * 24 * 3600  # cache files of other selections unused this long are removed
 
@@ -143,6 +149,8 @@ class LintCache:
         self.entries: dict[str, list[Any]] = {}
         self.changed: dict[str, list[Any]] = {}
         self._loaded_mtime = 0
+        self._raw = b""  # the entries' bytes as read ("": none read)
+        self._appended = 0  # entries written after the others since the record was last written whole
         self._check = Check()  # each source of what results read, looked at once per run
         self._load()
 
@@ -152,10 +160,14 @@ class LintCache:
             if found is None:
                 raise ValueError("no lint record")
             self._loaded_mtime = found[1].st_mtime_ns
-            data = jsondoc.loads(_unsealed(found[0], self.key))
-            self.entries = data if isinstance(data, dict) else {}
+            raw, appended = _unsealed(found[0], self.key)
+            data = jsondoc.loads(raw)
         except ValueError:  # jsondoc.NotJSON is a ValueError
-            self.entries = {}
+            data = None
+        if isinstance(data, dict):
+            self.entries, self._raw, self._appended = data, raw, appended
+        else:
+            self.entries, self._raw, self._appended = {}, b"", 0
 
     def lookup(self, rel: str, path: str) -> FileResult | None:
         entry = self.entries.get(rel)
@@ -208,16 +220,31 @@ class LintCache:
             return
         entries = self._merged()
         if keep is not None:
+            pruned = pruned or any(rel not in keep for rel in entries)
             entries = {rel: entry for rel, entry in entries.items() if rel in keep}
-        try:
-            blob = _sealed(json.dumps(entries, separators=(",", ":")).encode(), self.key)
-        except RecursionError:  # an entry read back nested too deeply to write again: start afresh
-            blob = _sealed(b"{}", self.key)
+        blob = self._appending(len(entries)) if not pruned else None
+        if blob is None:
+            try:
+                blob = _sealed(json.dumps(entries, separators=(",", ":")).encode(), self.key)
+            except RecursionError:  # an entry read back nested too deeply to write again: start afresh
+                blob = _sealed(b"{}", self.key)
         try:
             self._write(blob)
             self._tidy()
         except OSError:
             pass  # an unwritable cache costs speed, not correctness
+
+    def _appending(self, total: int) -> bytes | None:
+        """The record as read with the changed entries after its own, or None where it is to be written whole (none
+        was read, or the entries written after the others would grow past an eighth of all)."""
+        appended = self._appended + len(self.changed)
+        if len(self._raw) < 3 or appended > max(64, total // 8):
+            return None
+        try:
+            tail = json.dumps(self.changed, separators=(",", ":")).encode()
+        except RecursionError:
+            return None
+        return _sealed(self._raw[:-1] + b"," + tail[1:], self.key, appended)
 
     def _merged(self) -> dict[str, list[Any]]:
         """Entries another process wrote since we loaded, with ours on top."""
@@ -248,24 +275,32 @@ def _head(key: str) -> bytes:
     return b'{"format":' + str(FORMAT).encode() + b',"key":"' + key.encode() + b'","sha256":"'
 
 
-def _sealed(entries: bytes, key: str) -> bytes:
-    """The record: one JSON document with the format, the key, a hash of the entries' bytes and the entries."""
-    return _head(key) + _digest(entries).encode() + b'","files":' + entries + b"}"
+_APPENDED = b'","appended":'
+_FILES = b',"files":'
 
 
-def _unsealed(record: bytes, key: str) -> bytes:
-    """The entries' bytes of a record `_sealed` wrote for this key and format, whose hash they match; ValueError for
-    anything else (another key's record, an older format, a record edited or damaged, even if still JSON)."""
+def _sealed(entries: bytes, key: str, appended: int = 0) -> bytes:
+    """The record: one JSON document with the format, the key, a hash of the entries' bytes, how many entries follow
+    the others (`LintCache._appending`) and the entries."""
+    return _head(key) + _digest(entries).encode() + _APPENDED + str(appended).encode() + _FILES + entries + b"}"
+
+
+def _unsealed(record: bytes, key: str) -> tuple[bytes, int]:
+    """The entries' bytes of a record `_sealed` wrote for this key and format, whose hash they match, and how many
+    entries follow the others; ValueError for anything else (another key's record, an older format, a record edited
+    or damaged, even if still JSON)."""
     head = _head(key)
-    digest = record[len(head):len(head) + 32]
-    tail = b'","files":'
-    start = len(head) + 32 + len(tail)
-    if not (record.startswith(head) and record[len(head) + 32:start] == tail and record.endswith(b"}")):
+    at = len(head) + 32
+    digest = record[len(head):at]
+    count_at = at + len(_APPENDED)
+    end = record.find(_FILES, count_at, count_at + 12)
+    if not (record.startswith(head) and record[at:count_at] == _APPENDED and end > count_at
+            and record[count_at:end].isdigit() and record.endswith(b"}")):
         raise ValueError("not a lint record of this selection")
-    entries = record[start:-1]
+    entries = record[end + len(_FILES):-1]
     if _digest(entries).encode() != digest:
         raise ValueError("a lint record that is not as it was written")
-    return entries
+    return entries, int(record[count_at:end])
 
 
 def _replace(path: Path, data: bytes) -> None:
