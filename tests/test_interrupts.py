@@ -208,6 +208,15 @@ def test_an_interrupt_something_swallowed_still_decides_the_exit_code() -> None:
     assert (run.returncode, run.stdout, run.stderr) == (130, "done\n", "kgate: interrupted\n")
 
 
+def test_an_interrupt_python_wrapped_while_a_module_imports_stops_kgate_cleanly() -> None:
+    """A signal that lands while a dataclass is made at import (its fields' `__set_name__`) reaches kgate as the
+    RuntimeError Python wraps it in ("Error calling __set_name__ ..."): kgate printed that traceback and exited 1."""
+    body = ("class Field:\n    def __set_name__(self, owner, name):\n        os.kill(os.getpid(), signal.SIGINT)\n"
+            "        time.sleep(5)\n\nclass Facts:\n    constexprs = Field()\n\nreturn 0")
+    run = _run_under_kgate_handlers(body)
+    assert (run.returncode, run.stderr) == (130, "kgate: interrupted\n"), run.stderr
+
+
 def test_a_second_signal_while_kgate_stops_ends_it_at_once() -> None:
     started = time.monotonic()
     run = _run_under_kgate_handlers("print('partial')\ntry:\n    os.kill(os.getpid(), signal.SIGTERM)\n"

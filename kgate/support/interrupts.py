@@ -107,9 +107,27 @@ def run(main: Callable[[], int]) -> int:
             _done = True  # the command's own clean-up has run: an interrupt from here on need not unwind anything
     except KeyboardInterrupt as exc:
         return report(received() or signal_of(exc))
+    except Exception as exc:
+        inner = _interrupt_within(exc)
+        if inner is None:
+            raise
+        return report(received() or signal_of(inner))
     if received() is not None:
         return report(received() or signal.SIGINT)
     return code
+
+
+def _interrupt_within(exc: BaseException) -> BaseException | None:
+    """The interrupt an exception was raised from, if any: Python wraps what some hooks raise (an interrupt that
+    lands in a class's `__set_name__` while a module imports is a RuntimeError whose cause is the interrupt)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, KeyboardInterrupt):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
 
 
 @contextmanager
