@@ -318,3 +318,37 @@ def session_processes(sid: int) -> list[str]:
         if int(fields[3]) == sid and fields[0] != "Z":
             out.append(f"{entry} {command[:120]}")
     return out
+
+
+def kgate_modules_reached(start: Iterable[str]) -> set[str]:
+    """The kgate modules `start` reaches through the modules it imports (at their top or inside a function), read
+    from their source: `from kgate.compile import units` is a module, `from kgate.compile.cache import Cache` its
+    module's."""
+    import ast
+    import importlib.util
+
+    def is_module(name: str) -> bool:
+        try:
+            return importlib.util.find_spec(name) is not None
+        except ModuleNotFoundError:
+            return False
+
+    def imports(name: str) -> set[str]:
+        spec = importlib.util.find_spec(name)
+        assert spec is not None and spec.origin is not None
+        out: set[str] = set()
+        for node in ast.walk(ast.parse(Path(spec.origin).read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("kgate") and not node.level:
+                out.update(f"{node.module}.{a.name}" if is_module(f"{node.module}.{a.name}") else node.module
+                           for a in node.names)
+            elif isinstance(node, ast.Import):
+                out.update(alias.name for alias in node.names if alias.name.startswith("kgate"))
+        return out
+
+    wanted, seen = list(start), set[str]()
+    while wanted:
+        name = wanted.pop()
+        if name not in seen:
+            seen.add(name)
+            wanted.extend(imports(name))
+    return seen

@@ -5,8 +5,6 @@ version wrote (an install from another commit) is never read back."""
 
 from __future__ import annotations
 
-import ast
-import importlib.util
 import json
 import os
 import shutil
@@ -16,7 +14,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import Run, kgate
+from conftest import Run, kgate, kgate_modules_reached
 
 from kgate.compile.cache import CODE_PACKAGES
 from kgate.compile.protocol import TASKS
@@ -94,38 +92,10 @@ def test_bytes_on_a_workers_pipe_that_are_no_outcome_end_that_worker(tmp_path: P
 
 # ----------------------------------------------------------------------------- records another kgate wrote
 
-def _kgate_imports(name: str) -> set[str]:
-    """The kgate modules a module imports, at its top or inside a function, read from its source."""
-    spec = importlib.util.find_spec(name)
-    assert spec is not None and spec.origin is not None
-    out: set[str] = set()
-    for node in ast.walk(ast.parse(Path(spec.origin).read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("kgate") and not node.level:
-            for alias in node.names:  # `from kgate.compile import units`: a module; `import Cache`: its module's
-                whole = f"{node.module}.{alias.name}"
-                out.add(whole if _is_module(whole) else node.module)
-        elif isinstance(node, ast.Import):
-            out.update(alias.name for alias in node.names if alias.name.startswith("kgate"))
-    return out
-
-
-def _is_module(name: str) -> bool:
-    try:
-        return importlib.util.find_spec(name) is not None
-    except ModuleNotFoundError:
-        return False
-
-
 def test_every_module_a_compile_task_imports_keys_its_records() -> None:
     """The code of every kgate module a compile worker's task reaches, through the modules it imports, is part of
     the key of what the task makes (`code_digest`): its package is among CODE_PACKAGES."""
-    wanted = [entry.partition(":")[0] for entry in TASKS.values()]
-    seen: set[str] = set()
-    while wanted:
-        name = wanted.pop()
-        if name not in seen:
-            seen.add(name)
-            wanted.extend(_kgate_imports(name))
+    seen = kgate_modules_reached(entry.partition(":")[0] for entry in TASKS.values())
     packages = {name.split(".")[1] for name in seen if name.count(".") > 1 and not name.startswith("kgate.rules")}
     assert "compile" in packages and "capture" in packages
     assert sorted(packages - set(CODE_PACKAGES)) == []

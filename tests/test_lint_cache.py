@@ -9,7 +9,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import kgate
+from conftest import kgate, kgate_modules_reached
 
 from kgate.core.config import load_config
 from kgate.core.selection import build_selection
@@ -201,33 +201,6 @@ def test_a_record_copied_over_another_selections_is_not_read(tmp_path: Path) -> 
     assert run.cached == 0 and verdict(run) == expected
 
 
-def _kgate_imports(name: str) -> set[str]:
-    """The kgate modules a module imports, at its top or inside a function, read from its source."""
-    import ast
-    import importlib.util
-
-    spec = importlib.util.find_spec(name)
-    assert spec is not None and spec.origin is not None
-    out: set[str] = set()
-    for node in ast.walk(ast.parse(Path(spec.origin).read_text())):
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("kgate") and not node.level:
-            for alias in node.names:  # `from kgate.collect import pysource`: a module; `import Rule`: its module's
-                whole = f"{node.module}.{alias.name}"
-                out.add(whole if importlib.util.find_spec(node.module) and _is_module(whole) else node.module)
-        elif isinstance(node, ast.Import):
-            out.update(alias.name for alias in node.names if alias.name.startswith("kgate"))
-    return out
-
-
-def _is_module(name: str) -> bool:
-    import importlib.util
-
-    try:
-        return importlib.util.find_spec(name) is not None
-    except ModuleNotFoundError:
-        return False
-
-
 def test_every_module_a_source_rule_reads_keys_the_cache(tmp_path: Path) -> None:
     """An edit to an analysis a rule asks (its code moved below the rule, into kgate/collect), not only to the rule
     itself, must invalidate the cached verdicts of a development install: every module the source rules import,
@@ -238,14 +211,7 @@ def test_every_module_a_source_rule_reads_keys_the_cache(tmp_path: Path) -> None
     rules = engine.source_rules(build_selection(config))
     assert any(sr.rule.code == "KG202" for sr in rules)
     keyed = {name for name, _path in lint_cache.keyed_modules(rules)}
-    wanted = [sr.check.__module__ for sr in rules]
-    seen: set[str] = set()
-    while wanted:
-        name = wanted.pop()
-        if name in seen:
-            continue
-        seen.add(name)
-        wanted.extend(_kgate_imports(name))
+    seen = kgate_modules_reached(sr.check.__module__ for sr in rules)
     reached = {name for name in seen if name.startswith("kgate.") and name.count(".") > 1 or name in keyed}
     assert "kgate.collect.pyaccess" in reached
     assert sorted(reached - keyed) == []
