@@ -352,3 +352,30 @@ def kgate_modules_reached(start: Iterable[str]) -> set[str]:
             seen.add(name)
             wanted.extend(imports(name))
     return seen
+
+
+def after_each_lint(monkeypatch: pytest.MonkeyPatch, then: Callable[[str, str], None]) -> None:
+    """Call `then(path, rel)` after each file a kgate run in this process reads from disk and lints."""
+    from kgate.evaluate import source as engine
+
+    real = engine.lint_file
+
+    def lint_file(path: str, rel: str, rules: list[engine.SourceRule]) -> tuple[engine.FileResult, bytes | None]:
+        out = real(path, rel, rules)
+        then(path, rel)
+        return out
+
+    monkeypatch.setattr(engine, "lint_file", lint_file)
+
+
+def after_read(monkeypatch: pytest.MonkeyPatch, name: str, read: int, act: Callable[[str], None]) -> None:
+    """After kgate's `read`-th read of the file `name`, `act(path)`: another program changes it meanwhile."""
+    reads = [0]
+
+    def then(path: str, rel: str) -> None:
+        if rel == name:
+            reads[0] += 1
+            if reads[0] == read:
+                act(path)
+
+    after_each_lint(monkeypatch, then)

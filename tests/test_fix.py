@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import kgate
+from conftest import after_each_lint, kgate
 
 from kgate.core.fix import Applicability, Edit, Fix
 from kgate.pipeline.fix import apply_fixes, toml_parser
@@ -456,19 +456,11 @@ def test_add_ignore_pins_an_unchanged_file_without_linting_it_again(tmp_path: Pa
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """The pins are made from the bytes the lint's result was made from: read once more, and linted again only where
     they changed (tests/test_held_out_fix_writes.py: a file changed meanwhile is pinned as it is now)."""
-    from kgate.evaluate import source as engine
-
     root = project(tmp_path, {"pyproject.toml": CONFIG + "jobs = 1\n", "tests/conftest.py": CONFTEST_INTERPRET})
     found = codes(root, "--no-cache")
     assert [c for _p, _l, c in found] == ["KG203", "KG203"]
     linted: list[str] = []
-    real = engine.lint_file
-
-    def lint_file(path: str, rel: str, rules: list[engine.SourceRule]) -> tuple[engine.FileResult, bytes | None]:
-        linted.append(rel)
-        return real(path, rel, rules)
-
-    monkeypatch.setattr(engine, "lint_file", lint_file)
+    after_each_lint(monkeypatch, lambda _path, rel: linted.append(rel))
     run = kgate("lint", "--no-cache", "--add-ignore", cwd=root)
     assert "pinned 2 finding(s) in 1 file" in run.stderr, run.stderr
     assert linted.count("tests/conftest.py") == 1
@@ -481,18 +473,10 @@ def test_the_report_after_fix_takes_the_fixed_files_lint_from_the_fix(tmp_path: 
     that result in the cache instead of reading and linting the file once more. A file whose findings come from
     rules that attach no fixes (its stale suppressions' fixes are made from the directives) is not linted again to
     be fixed either; one with a finding whose fix only a fresh lint carries (KG203) is."""
-    from kgate.evaluate import source as engine
-
     root = project(tmp_path, {"pyproject.toml": CONFIG + "jobs = 1\n", "tests/conftest.py": CONFTEST_SUPPRESSED,
                               "tests/test_ops.py": "import os\n", "tests/test_interpret.py": CONFTEST_INTERPRET})
     linted: list[str] = []
-    real = engine.lint_file
-
-    def lint_file(path: str, rel: str, rules: list[engine.SourceRule]) -> tuple[engine.FileResult, bytes | None]:
-        linted.append(rel)
-        return real(path, rel, rules)
-
-    monkeypatch.setattr(engine, "lint_file", lint_file)
+    after_each_lint(monkeypatch, lambda _path, rel: linted.append(rel))
     fixed = kgate("lint", "--fix", "--unsafe-fixes", cwd=root)
     assert "fixed 6 finding(s) in 2 files, 0 remaining" in fixed.stderr and fixed.code == 0, fixed.stderr
     # The first lint, then (for KG203's fixes) the fix's own read; the lint after the writes reads the cache.

@@ -12,9 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import kgate
-
-from kgate.evaluate import source as engine
+from conftest import after_read, kgate
 
 CONFIG = '[tool.kgate]\ntargets = ["sm_120a"]\n'
 BLOCK_SCALED = ('__device__ void mma() {\n  asm volatile("mma.sync.aligned.m16n8k32.row.col.kind::mxf8f6f4.block_scale'
@@ -85,18 +83,7 @@ def test_fix_twice_removes_every_stale_suppression_once(tmp_path: Path) -> None:
 
 def change_after_read(monkeypatch: pytest.MonkeyPatch, name: str, read: int, text: str) -> None:
     """After kgate's `read`-th read of `name`, another writer replaces it with `text`."""
-    real = engine.lint_file
-    reads = [0]
-
-    def lint_file(path: str, rel: str, rules: list[engine.SourceRule]) -> tuple[engine.FileResult, bytes | None]:
-        out = real(path, rel, rules)
-        if rel == name:
-            reads[0] += 1
-            if reads[0] == read:
-                Path(path).write_text(text)
-        return out
-
-    monkeypatch.setattr(engine, "lint_file", lint_file)
+    after_read(monkeypatch, name, read, lambda path: Path(path).write_text(text))
 
 
 CMAKE = "cmake_minimum_required(VERSION 3.24)\nset(CMAKE_CUDA_ARCHITECTURES 120)\n"

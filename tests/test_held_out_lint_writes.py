@@ -8,9 +8,8 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import kgate
+from conftest import after_read, kgate
 
-from kgate.evaluate import source as engine
 from kgate.pipeline import fix
 
 CONFIG = '[tool.kgate]\ntargets = ["sm_120a"]\njobs = 1\n'
@@ -19,21 +18,10 @@ BLOCK_SCALED = ('__device__ void mma() {\n  asm volatile("mma.sync.aligned.m16n8
                 '.scale_vec::1X.f32.e4m3.e4m3.f32.ue8m0 {};");\n}\n__global__ void k() {}\n')
 
 
-def replace_after_read(monkeypatch: pytest.MonkeyPatch, name: str, read: int) -> None:
-    """After kgate's `read`-th read of `name`, another program puts a FIFO in its place."""
-    real = engine.lint_file
-    reads = [0]
-
-    def lint_file(path: str, rel: str, rules: list[engine.SourceRule]) -> tuple[engine.FileResult, bytes | None]:
-        out = real(path, rel, rules)
-        if rel == name:
-            reads[0] += 1
-            if reads[0] == read:
-                os.unlink(path)
-                os.mkfifo(path)
-        return out
-
-    monkeypatch.setattr(engine, "lint_file", lint_file)
+def fifo_in_place(path: str) -> None:
+    """Another program puts a FIFO in the file's place."""
+    os.unlink(path)
+    os.mkfifo(path)
 
 
 def test_a_file_that_became_a_fifo_after_the_fixer_read_it_is_not_written(tmp_path: Path,
@@ -42,7 +30,7 @@ def test_a_file_that_became_a_fifo_after_the_fixer_read_it_is_not_written(tmp_pa
     (tmp_path / "csrc").mkdir()
     (tmp_path / "csrc" / "mma.cu").write_text(BLOCK_SCALED)
     (tmp_path / "CMakeLists.txt").write_text(STALE)
-    replace_after_read(monkeypatch, "CMakeLists.txt", 2)
+    after_read(monkeypatch, "CMakeLists.txt", 2, fifo_in_place)
     # A stale suppression is fixed from the directive the lint's result holds: the fixer reads the file once more
     # only to see that it still holds the bytes of that result, and the FIFO comes after that read.
     real = fix._unchanged
@@ -50,8 +38,7 @@ def test_a_file_that_became_a_fifo_after_the_fixer_read_it_is_not_written(tmp_pa
     def unchanged(path: str, digest: str) -> bytes | None:
         data = real(path, digest)
         if path.endswith("CMakeLists.txt") and data is not None:
-            os.unlink(path)
-            os.mkfifo(path)
+            fifo_in_place(path)
         return data
 
     monkeypatch.setattr(fix, "_unchanged", unchanged)
