@@ -90,38 +90,43 @@ class CallSites:
         modules that import the function; empty when there is no such call, or one passes it otherwise (a
         default, `*args`)."""
         fn = scope.node
-        if not (isinstance(fn, py.Function) and top_level(scope)):
+        applied = applied_class(scope)
+        if not (isinstance(fn, py.Function) and (top_level(scope) or applied)):
             return []
         positional = [a.arg for a in [*fn.args.posonlyargs, *fn.args.args]]
         position = positional.index(name) if name in positional else None
-        calls = [(call, caller, cast("Launches", self)) for call, caller in self._callers(fn.name)]
+        called, attr = (applied, "apply") if applied else (fn.name, "")
+        if applied:  # `Fn.apply(q, k)` passes `forward(ctx, q, k)` its parameters after the context, by position
+            position = position - 1 if position else None
+        calls = [(call, caller, cast("Launches", self)) for call, caller in self._callers(called, attr)]
         if not calls and self.beyond:
-            calls = [(call, caller, reader) for reader, local in self._elsewhere(fn.name, launches=False)
-                     for called in local for call, caller in reader._callers(called)]
+            calls = [(call, caller, reader) for reader, local in self._elsewhere(called, launches=False)
+                     for other in local for call, caller in reader._callers(other, attr)]
         out = []
         for call, caller, reader in calls:
             arg = passed_for(call, name, position)
-            if arg is None:
+            if arg is None or applied and call.keywords:
                 return []
             out.append((arg, caller, reader))
         return out
 
-    def _callers(self, name: str) -> list[tuple[ast.Call, Scope]]:
-        """The calls of a function by name from the module's functions and methods, each with its scope: read from
-        the statements whose lines call it (in the definitions parsed on their own when the module was read in
-        part)."""
-        if name not in self._calls:  # shared by the rules that read the file (`source.derived`)
-            marked = call_lines(self.source.text, name)
+    def _callers(self, name: str, attr: str = "") -> list[tuple[ast.Call, Scope]]:
+        """The calls of a function by name from the module's functions and methods, each with its scope (with `attr`,
+        the calls of that method of the name: `Fn.apply(...)`): read from the statements whose lines call it (in the
+        definitions parsed on their own when the module was read in part)."""
+        key = f"{name}.{attr}" if attr else name
+        if key not in self._calls:  # shared by the rules that read the file (`source.derived`)
+            marked = call_lines(self.source.text, name, attr)
             # A module read for this name (another module's reading) holds every definition that names it already.
             read_for = name in (self.source.derived.get("needles") or ())
             tree = self.info.tree if read_for else self.tree if self.info.whole or not marked else self._around(marked)
             tree = ast.Module(body=[stmt for stmt in tree.body if within(marked, stmt)], type_ignores=[])
-            self._calls[name] = [(node, scope) for scope in scopes(tree) if isinstance(scope.node, py.Function)
-                                 for stmt in scope.own if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef,
-                                                                                ast.ClassDef)) and within(marked, stmt)
-                                 for node in py.expressions(stmt) if isinstance(node, ast.Call)
-                                 and isinstance(node.func, ast.Name) and node.func.id == name] if marked else []
-        return self._calls[name]
+            self._calls[key] = [(node, scope) for scope in scopes(tree) if isinstance(scope.node, py.Function)
+                                for stmt in scope.own if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                                               ast.ClassDef)) and within(marked, stmt)
+                                for node in py.expressions(stmt) if isinstance(node, ast.Call)
+                                and calls_name(node.func, name, attr)] if marked else []
+        return self._calls[key]
 
     def _around(self, marked: list[int]) -> ast.Module:
         from kgate.collect.source import UnreadableSource, parse_python
@@ -135,6 +140,25 @@ class CallSites:
                                 self.source.rel)
         except UnreadableSource:
             return self.source.tree
+
+
+def calls_name(func: ast.expr, name: str, attr: str) -> bool:
+    """Whether a call's function is `name` (with `attr`: `name.attr`)."""
+    if attr:
+        return isinstance(func, ast.Attribute) and func.attr == attr and isinstance(func.value, ast.Name) \
+            and func.value.id == name
+    return isinstance(func, ast.Name) and func.id == name
+
+
+def applied_class(scope: Scope) -> str:
+    """The autograd function whose `forward` the scope is (a class of the module's top level deriving from
+    `Function`, `torch.autograd.Function`), called through `Fn.apply(...)`; "" for any other scope."""
+    owner = scope.parent
+    if not (isinstance(scope.node, py.Function) and scope.node.name == "forward" and owner is not None
+            and isinstance(owner.node, ast.ClassDef) and top_level(owner)):
+        return ""
+    bases = [(py.dotted(base) or "").rsplit(".", 1)[-1] for base in owner.node.bases]
+    return owner.node.name if "Function" in bases else ""
 
 
 def within(marked: list[int], stmt: ast.stmt) -> bool:

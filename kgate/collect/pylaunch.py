@@ -11,8 +11,8 @@ flow-sensitive) and through the module's own helper functions, and falls in one 
   `bucket`, `pow2` or `power_of_2` in them, or the project's own), `min(...)` with a bounded argument, a
   division of a run-time size by a constant of at least `COARSE_DIVISOR`, the size in bytes or the number of
   dimensions of a tensor, a property of the device (`get_device_properties(d).multi_processor_count`, a call
-  such as `get_npu_core_count()` or `num_sms()`: fixed per machine), or a call of a module function every
-  `return` of which is bounded;
+  such as `get_npu_core_count()` or `num_sms()`: fixed per machine), a call of a module function every
+  `return` of which is bounded, or the first dimension of a tensor packed to one (`kgate.collect.pybatch`);
 - `MODEL`: fixed per model: the last dimension of a tensor (`x.shape[-1]`, the last name of `M, N = x.shape`),
   an attribute of `self` or of a configuration (`config.hidden_size`), any dimension or size of a tensor the
   built model fixes (`Launches.fixed`: a weight, a bias or a scale; a parameter, buffer or start-up table of
@@ -36,7 +36,8 @@ from typing import TYPE_CHECKING
 
 from kgate.collect import pysource as py
 from kgate.collect import pysparse
-from kgate.collect.pycallers import CallSites, split, within
+from kgate.collect.pybatch import Batches
+from kgate.collect.pycallers import split, within
 from kgate.collect.pyscopes import (
     Scope,
     asserted_equal,
@@ -86,7 +87,7 @@ _DEPTH = 48  # expressions, assignments and calls followed for one value (a cycl
 _DIVISORS = [0]
 
 
-class Launches(CallSites):
+class Launches(Batches):
     """The launch sites of some kernels of one module, and what their arguments do."""
 
     def __init__(self, source: SourceFile, info: py.ParsedModule, launched: set[str], kernels: set[str],
@@ -292,7 +293,7 @@ class Launches(CallSites):
         if self.fixed(tensor, scope, depth, seen):
             return Verdict(MODEL, Why(value))
         if position == 0 and first:
-            return Verdict(RUNTIME, Why(value, after="[0]"))
+            return self._first(tensor, Why(value, after="[0]"), scope, depth, seen)
         if last and (position == -1 or position == count - 1):
             return Verdict(MODEL, Why(value, after="[-1]"))
         return Verdict(self.names.of(name), name)
@@ -384,7 +385,7 @@ class Launches(CallSites):
         if not call.args and not call.keywords:
             return Verdict(UNKNOWN)  # x.size(): a shape, read where it is unpacked
         index = integer(call.args[0] if call.args else call.keywords[0].value, {})
-        return dimension(index, why)
+        return self._first(func.value, why, scope, depth, seen) if index == 0 else dimension(index, why)
 
     def _subscript(self, expr: ast.Subscript, scope: Scope, depth: int, seen: set[tuple[int, str]]) -> Verdict:
         strides = expr.value
@@ -401,7 +402,9 @@ class Launches(CallSites):
                 return Verdict(MODEL, Why(expr))
             if index is None:
                 return Verdict(UNKNOWN)
-            if (index == 0 and first) or (index == -1 and last):
+            if index == 0 and first:
+                return self._first(tensor, Why(expr), scope, depth, seen)
+            if index == -1 and last:
                 return dimension(index, Why(expr))
             return Verdict(UNKNOWN)
         if isinstance(expr.value, ast.Name) and isinstance(self.info.constants.get(expr.value.id),
@@ -417,6 +420,10 @@ class Launches(CallSites):
         if parts[0] in CONFIG or "config" in parts[:-1]:
             return Verdict(MODEL, root)
         return Verdict(self.names.of(expr.attr), expr.attr)
+
+    def _first(self, tensor: ast.expr, why: Why, scope: Scope, depth: int, seen: set[tuple[int, str]]) -> Verdict:
+        """The first dimension of a tensor: the batch or the token count, unless it is packed to one (`Batches`)."""
+        return Verdict(BOUNDED, why) if self.one(tensor, scope, depth, seen) else Verdict(RUNTIME, why)
 
     # ---------------------------------------------------------------- tensors whose sizes the model fixes
 

@@ -178,14 +178,17 @@ def launch_lines(text: str, names: set[str]) -> list[int]:
             at = text.find(name, end)
     return sorted(found)
 
-def call_lines(text: str, name: str) -> list[int]:
-    """The 0-based lines on which a function `name` is called by its bare name (found with `str.find`)."""
+def call_lines(text: str, name: str, attr: str = "") -> list[int]:
+    """The 0-based lines on which a function `name` is called by its bare name (with `attr`, its method `attr`:
+    `name.apply(`), found with `str.find`."""
     found: set[int] = set()
+    called = "." + attr if attr else ""
     at = text.find(name)
     while at >= 0:
         end = at + len(name)
         before = text[at - 1] if at else " "
-        if not (before.isalnum() or before in "_.") and text[end:end + 8].lstrip(" \t").startswith("("):
+        if not (before.isalnum() or before in "_.") and text.startswith(called, end) and \
+                text[end + len(called):end + len(called) + 8].lstrip(" \t").startswith("("):
             found.add(_line_of(text, at))
         at = text.find(name, end)
     return sorted(found)

@@ -35,7 +35,16 @@ a start-up tuple of pools, `self.kv_cache[0]` or a name unpacked from
 it, transposed or chosen by a conditional; rows gathered from it by an
 index tensor are not); the row stride of a `[T, H]` tensor; a size
 the launcher asserts equal to one, such as `dim` of `dim, seqlen = x.shape`
-under `assert (dim, width) == weight.shape`). A name
+under `assert (dim, width) == weight.shape`), and a batch packed to one:
+the first dimension of a tensor a caller makes with a leading one
+(`q.unsqueeze(0)`, `x.view(1, n, d)`), or of the inputs of a function
+that checks their batch is 1 when sequence offsets are given (`if
+cu_seqlens is not None and q.shape[0] != 1: raise ...`) where every call
+of it in the project passes offsets that are not `None` (an attribute,
+an index into one, or a parameter every call passes so in turn, through
+`Fn.apply` to an autograd function's `forward` too); a caller that leaves
+them out or passes `None`, or a function no call of the project reaches
+(an API whose users may pass a padded batch), leaves it the batch. A name
 alone places nothing here (a parameter of the launcher that nothing in
 the project calls, `self.n_rows`): only the captures can tell what it
 takes. The size of one row of a tensor (`pool[0].numel()`, its

@@ -29,7 +29,10 @@ assignments and its module's own helper functions:
   (`get_device_properties(d).multi_processor_count`, `num_sms()`),
   returned by a module function
   every `return` of which is bounded (a finite table), a literal, a
-  module constant, a comparison or a flag;
+  module constant, a comparison or a flag, or a batch packed to one (the
+  first dimension of a tensor a caller makes with a leading one, or of the
+  inputs of a function that checks their batch is 1 when `cu_seqlens` is
+  given, where every call of it in the project gives it: see KG108);
 - **model dimension** (not reported by default): the last dimension of a
   tensor (`x.shape[-1]`, `N` of `M, N = x.shape`), an attribute of `self`
   or of a configuration (`self.config.hidden_size`), and any dimension or

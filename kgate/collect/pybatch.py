@@ -1,0 +1,194 @@
+"""Batches packed to one, for the launch-site reading (`kgate.collect.pylaunch.Launches`): the first dimension of a
+tensor that is 1 wherever the project runs the launch, so that it follows neither the batch nor the token count.
+
+Variable-length code packs every request into one sequence and passes the boundaries as a tensor of offsets
+(`cu_seqlens`): the tensors then hold a batch of one, and the launcher checks that it does (`if cu_seqlens is not
+None: assert q.shape[0] == 1`, or `raise` when `q.shape[0] != 1`). The batch is 1 where every call of the checking
+function passes such offsets: a value that is not `None` as written (an attribute, an index into one, a call), or a
+parameter of the caller that every call of the caller passes so in turn. A caller that passes `None`, leaves the
+default, passes a name it may have set to `None`, or a function no call of the project reaches (an API for users,
+who may call it with a padded batch) leaves it following the batch. The inputs of a function that checks one of
+them share that batch (`q`, `k`, `v` of an attention). A tensor made with a leading dimension of one as written
+(`x.unsqueeze(0)`, `x.view(1, n, d)`, `x[None]`) is one too, wherever its caller made it.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from kgate.collect import pysource as py
+from kgate.collect.pycallers import CallSites
+from kgate.collect.pyscopes import Scope
+from kgate.collect.pyvalues import integer, shape_of
+
+_DEPTH = 48
+# Methods whose result has the tensor's own shape.
+_SAME_SHAPE = frozenset({"contiguous", "to", "float", "half", "bfloat16", "clone", "detach", "cuda", "type_as",
+                         "requires_grad_", "cast"})
+_RESHAPES = frozenset({"view", "reshape"})
+# A call that may return `None`: a lookup with a default (`kwargs.get("cu_seqlens")`, `getattr(m, "x", None)`).
+_LOOKUPS = frozenset({"get", "getattr", "pop"})
+
+
+class Batches(CallSites):
+    """`Launches`' reading of batches packed to one."""
+
+    def one(self, tensor: ast.expr, scope: Scope, depth: int, seen: set[tuple[int, str]]) -> bool:
+        """Whether a tensor's first dimension is 1 wherever the project runs this code (see the module's text)."""
+        if depth > _DEPTH:
+            return False
+        depth += 1
+        if isinstance(tensor, ast.Call) and isinstance(tensor.func, ast.Attribute):
+            method, args = tensor.func.attr, tensor.args
+            if method == "unsqueeze":
+                return len(args) == 1 and integer(args[0], {}) == 0
+            if method in _RESHAPES:
+                first = args[0].elts[0] if len(args) == 1 and isinstance(args[0], ast.Tuple) and args[0].elts \
+                    else args[0] if args else None
+                return integer(first, {}) == 1
+            return method in _SAME_SHAPE and self.one(tensor.func.value, scope, depth, seen)
+        if isinstance(tensor, ast.Subscript):
+            index = tensor.slice
+            first = index.elts[0] if isinstance(index, ast.Tuple) and index.elts else index
+            if isinstance(first, ast.Constant) and first.value is None:
+                return True  # `x[None]`: a new leading dimension of one
+            keeps = isinstance(first, ast.Constant) and first.value is Ellipsis and isinstance(index, ast.Tuple) or (
+                isinstance(first, ast.Slice) and first.lower is None and first.upper is None and first.step is None)
+            return keeps and self.one(tensor.value, scope, depth, seen)
+        if isinstance(tensor, ast.Name):
+            return self._one_name(tensor.id, scope, depth, seen)
+        return False
+
+    def _one_name(self, name: str, scope: Scope, depth: int, seen: set[tuple[int, str]]) -> bool:
+        here: Scope | None = scope
+        while here is not None:
+            if name in here.bound:
+                arg, caller = here.bound[name]
+                return self.one(arg, caller, depth, seen)
+            bindings = here.env.get(name)
+            mark = (id(here.node), "one " + name)
+            if bindings and mark not in seen:
+                # Every assignment (`q = q.contiguous()` reads the parameter again) and, for a parameter reassigned
+                # only on some paths, what the calls pass.
+                made = all(value is not None and shape_of(value) is None and self.one(value, here, depth, seen | {mark})
+                           for value, _position, _count in bindings)
+                if not made or name not in here.params:
+                    return made
+                seen = seen | {mark}
+            if name in here.params:
+                mark = (id(here.node), "one passed " + name)
+                return mark not in seen and self._one_parameter(here, name, depth, seen | {mark})
+            if bindings:
+                return True  # read again through its own assignment: the other bindings decide
+            here = here.parent
+        return False
+
+    def _one_parameter(self, scope: Scope, name: str, depth: int, seen: set[tuple[int, str]]) -> bool:
+        """A tensor parameter: of one where the function checks its inputs' batch under offsets every call passes,
+        or where every call passes a tensor of one."""
+        fn = scope.node
+        assert isinstance(fn, py.Function)
+        if any(self.given(scope, offsets, depth, seen) for offsets in packed_under(fn)):
+            return True
+        passed = self._passed_by_callers(scope, name)
+        return bool(passed) and all(reader.one(arg, caller, depth, seen) for arg, caller, reader in passed)
+
+    def given(self, scope: Scope, name: str, depth: int, seen: set[tuple[int, str]]) -> bool:
+        """Whether every call of the function passes a value that is not `None` for its parameter `name`."""
+        mark = (id(scope.node), "given " + name)
+        if mark in seen or depth > _DEPTH:
+            return False
+        passed = self._passed_by_callers(scope, name)
+        return bool(passed) and all(reader.not_none(arg, caller, depth + 1, seen | {mark})
+                                    for arg, caller, reader in passed)
+
+    def not_none(self, value: ast.expr, scope: Scope, depth: int, seen: set[tuple[int, str]]) -> bool:
+        """Whether a value is not `None` as written: a constant other than `None`, an attribute, an index, a call
+        other than a lookup with a default, a name every assignment of which is one, a parameter every call passes
+        one for."""
+        if isinstance(value, ast.Constant):
+            return value.value is not None
+        if isinstance(value, ast.IfExp):
+            return self.not_none(value.body, scope, depth, seen) and self.not_none(value.orelse, scope, depth, seen)
+        if isinstance(value, ast.Call):
+            return (py.dotted(value.func) or "").rsplit(".", 1)[-1] not in _LOOKUPS
+        if isinstance(value, (ast.Attribute, ast.Subscript, ast.BinOp)):
+            return True
+        if not isinstance(value, ast.Name):
+            return False
+        here: Scope | None = scope
+        while here is not None:
+            bindings = here.env.get(value.id)
+            mark = (id(here.node), "not none " + value.id)
+            if bindings:
+                return mark in seen or all(bound is not None and position is None and self.not_none(
+                    bound, here, depth, seen | {mark}) for bound, position, _count in bindings) and (
+                    value.id not in here.params or self.given(here, value.id, depth, seen))
+            if value.id in here.params:
+                return self.given(here, value.id, depth, seen)
+            here = here.parent
+        return False
+
+
+def packed_under(fn: py.Function) -> list[str]:
+    """The parameters under whose presence the function checks that the batch of its inputs is one: `if cu_seqlens is
+    not None: assert q.shape[0] == 1`, `if cu_seqlens is not None and q.shape[0] != 1: raise ...`, or `assert
+    cu_seqlens is None or q.shape[0] == 1`; the tensor checked is a parameter of the function."""
+    params = {a.arg for a in py.parameters(fn)}
+    out: list[str] = []
+    for node in ast.walk(fn):
+        if isinstance(node, ast.If):
+            given = [name for name in _conjuncts(node.test, ast.And) if isinstance(name, str) and name in params]
+            rest = [test for test in _conjuncts(node.test, ast.And) if not isinstance(test, str)]
+            if given and (any(_batch_test(test, params, ast.NotEq) for test in rest) and _raises(node.body) or any(
+                    _checks_one(stmt, params) for stmt in node.body)):
+                out.extend(given)
+        elif isinstance(node, ast.Assert):
+            parts = _conjuncts(node.test, ast.Or, negated=True)
+            if any(_batch_test(test, params, ast.Eq) for test in parts if not isinstance(test, str)):
+                out.extend(name for name in parts if isinstance(name, str) and name in params)
+    return out
+
+
+def _conjuncts(test: ast.expr, op: type, negated: bool = False) -> list[ast.expr | str]:
+    """The parts of an `and` (`or`) test, with `P is not None` (`P is None` when `negated`) as the name `P`."""
+    parts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, op) else [test]
+    out: list[ast.expr | str] = []
+    for part in parts:
+        wanted = ast.Is if negated else ast.IsNot
+        if (isinstance(part, ast.Compare) and len(part.ops) == 1 and isinstance(part.ops[0], wanted)
+                and isinstance(part.left, ast.Name) and isinstance(part.comparators[0], ast.Constant)
+                and part.comparators[0].value is None):
+            out.append(part.left.id)
+        else:
+            out.append(part)
+    return out
+
+
+def _checks_one(stmt: ast.stmt, params: set[str]) -> bool:
+    """`assert q.shape[0] == 1`, or `if q.shape[0] != 1: raise ...`."""
+    if isinstance(stmt, ast.Assert):
+        return _batch_test(stmt.test, params, ast.Eq)
+    return isinstance(stmt, ast.If) and _batch_test(stmt.test, params, ast.NotEq) and _raises(stmt.body)
+
+
+def _batch_test(test: ast.expr, params: set[str], op: type) -> bool:
+    """`q.shape[0] == 1` (`!=` with `ast.NotEq`), `q.size(0)` alike, for a parameter `q`."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], op)):
+        return False
+    sides = (test.left, test.comparators[0])
+    return any(integer(one, {}) == 1 and _first_dimension(other, params) for one, other in (sides, sides[::-1]))
+
+
+def _first_dimension(expr: ast.expr, params: set[str]) -> bool:
+    if isinstance(expr, ast.Subscript) and integer(expr.slice, {}) == 0:
+        shape = shape_of(expr.value)
+        return shape is not None and shape[1] and isinstance(shape[0], ast.Name) and shape[0].id in params
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr == "size" and \
+            len(expr.args) == 1 and integer(expr.args[0], {}) == 0:
+        return isinstance(expr.func.value, ast.Name) and expr.func.value.id in params
+    return False
+
+
+def _raises(body: list[ast.stmt]) -> bool:
+    return any(isinstance(stmt, ast.Raise) for stmt in body)
