@@ -19,19 +19,65 @@ import ast
 from kgate.collect import pysource as py
 from kgate.collect.pycallers import CallSites
 from kgate.collect.pyscopes import Scope
-from kgate.collect.pyvalues import integer, shape_of
+from kgate.collect.pyvalues import UNKNOWN, Verdict, integer, shape_of, worst
 
 _DEPTH = 48
 # Methods whose result has the tensor's own shape.
 _SAME_SHAPE = frozenset({"contiguous", "to", "float", "half", "bfloat16", "clone", "detach", "cuda", "type_as",
                          "requires_grad_", "cast"})
 _RESHAPES = frozenset({"view", "reshape"})
+# What makes a tensor of the sizes it is given (`torch.empty(n, d)`, `torch.zeros((n, d))`, `x.new_empty(n)`).
+_MAKERS = frozenset({"empty", "zeros", "ones", "full", "rand", "randn", "new_empty", "new_zeros", "new_ones",
+                     "new_full"})
 # A call that may return `None`: a lookup with a default (`kwargs.get("cu_seqlens")`, `getattr(m, "x", None)`).
 _LOOKUPS = frozenset({"get", "getattr", "pop"})
 
 
 class Batches(CallSites):
-    """`Launches`' reading of batches packed to one."""
+    """`Launches`' reading of the first dimension of a tensor where it is not the batch: packed to one, or made with
+    a size of its own."""
+
+    def value(self, expr: ast.expr, scope: Scope, depth: int, seen: set[tuple[int, str]]) -> Verdict:
+        raise NotImplementedError  # what a value does: `Launches.value`
+
+    def made(self, tensor: ast.expr, scope: Scope, depth: int, seen: set[tuple[int, str]]) -> Verdict | None:
+        """The first dimension of a tensor made with its sizes written out (`torch.empty((num_experts, n))`,
+        `x.new_zeros(n, d)`), on every path and at every call: what the first size is; None where it is made so
+        nowhere, or the size cannot be placed."""
+        if depth > _DEPTH:
+            return None
+        depth += 1
+        if isinstance(tensor, ast.Call):
+            func = tensor.func
+            if isinstance(func, ast.Attribute) and func.attr in _SAME_SHAPE:
+                return self.made(func.value, scope, depth, seen)
+            if str(py.dotted(func) or getattr(func, "attr", "")).rsplit(".", 1)[-1] not in _MAKERS or not tensor.args:
+                return None
+            shape = tensor.args[0]
+            first = shape.elts[0] if isinstance(shape, (ast.Tuple, ast.List)) and shape.elts else shape
+            verdict = self.value(first, scope, depth, seen) if not isinstance(first, ast.Starred) else None
+            return verdict if verdict is not None and verdict.cls != UNKNOWN else None
+        if not isinstance(tensor, ast.Name):
+            return None
+        here: Scope | None = scope
+        while here is not None:
+            if tensor.id in here.bound:
+                arg, caller = here.bound[tensor.id]
+                return self.made(arg, caller, depth, seen)
+            bindings = here.env.get(tensor.id)
+            mark = (id(here.node), "made " + tensor.id)
+            if mark in seen:
+                return None
+            if bindings:
+                found = [self.made(value, here, depth, seen | {mark}) if value is not None and position is None
+                         else None for value, position, _count in bindings]
+                return None if None in found else worst([v for v in found if v is not None])
+            if tensor.id in here.params:
+                passed = self._passed_by_callers(here, tensor.id)
+                found = [reader.made(arg, caller, depth, seen | {mark}) for arg, caller, reader in passed]
+                return None if not found or None in found else worst([v for v in found if v is not None])
+            here = here.parent
+        return None
 
     def one(self, tensor: ast.expr, scope: Scope, depth: int, seen: set[tuple[int, str]]) -> bool:
         """Whether a tensor's first dimension is 1 wherever the project runs this code (see the module's text)."""

@@ -16,8 +16,9 @@ flow-sensitive) and through the module's own helper functions, and falls in one 
 - `MODEL`: fixed per model: the last dimension of a tensor (`x.shape[-1]`, the last name of `M, N = x.shape`),
   an attribute of `self` or of a configuration (`config.hidden_size`), any dimension or size of a tensor the
   built model fixes (`Launches.fixed`: a weight, a bias or a scale; a parameter, buffer or start-up table of
-  the module), the stride of the last dimension, or of one whose later dimensions are all model dimensions, a size
-  the launching function asserts equal to one of these (`assert (dim, width) == weight.shape`);
+  the module), the first dimension of a tensor made with a size of one of these (`torch.empty((experts, n))`:
+  `kgate.collect.pybatch`), the stride of the last dimension, or of one whose later dimensions are all model
+  dimensions, a size the launching function asserts equal to one of these (`assert (dim, width) == weight.shape`);
 - `RUNTIME`: follows the token count or the batch: the first dimension of a tensor (`x.shape[0]`, `x.size(0)`,
   the first name of `B, T, H, D = q.shape`), `x.numel()`, `len(x)`, and anything computed from them by
   arithmetic that does not bound it (`B * T`, `triton.cdiv(T, 64)`, `max(1, T)`, a division by anything that
@@ -422,8 +423,12 @@ class Launches(Batches):
         return Verdict(self.names.of(expr.attr), expr.attr)
 
     def _first(self, tensor: ast.expr, why: Why, scope: Scope, depth: int, seen: set[tuple[int, str]]) -> Verdict:
-        """The first dimension of a tensor: the batch or the token count, unless it is packed to one (`Batches`)."""
-        return Verdict(BOUNDED, why) if self.one(tensor, scope, depth, seen) else Verdict(RUNTIME, why)
+        """The first dimension of a tensor: the batch or the token count, unless it is packed to one or made with a
+        size of its own (`Batches`)."""
+        if self.one(tensor, scope, depth, seen):
+            return Verdict(BOUNDED, why)
+        made = self.made(tensor, scope, depth, seen)
+        return Verdict(made.cls, why) if made is not None else Verdict(RUNTIME, why)
 
     # ---------------------------------------------------------------- tensors whose sizes the model fixes
 
@@ -437,7 +442,8 @@ class Launches(Batches):
     def fixed(self, tensor: ast.expr, scope: Scope, depth: int, seen: set[tuple[int, str]]) -> bool:
         """Whether a tensor's sizes are fixed once the model is built, so that its dimensions are model
         dimensions: a weight, a bias or a scale by its name; an attribute of `self` (a parameter or a buffer of
-        the module, a table allocated at start-up); a tensor of the module's own (assigned once at its top level);
+        the module, a table allocated at start-up) or of an object reached from one (`cache.conv[0]` after `cache =
+        self.pool.layer_cache(i)`); a tensor of the module's own (assigned once at its top level);
         `nn.Parameter(...)`; what a method of such a tensor returns given no run-time size (`w.t()`,
         `self.pool.view(-1)`); an entry of one at a constant index (`self.kv_cache[0]`, one pool of a start-up
         list; an index tensor would gather a run-time count of rows); either arm of a conditional choosing between
@@ -448,8 +454,8 @@ class Launches(Batches):
         depth += 1
         if is_weight(tensor):
             return True
-        if isinstance(tensor, ast.Attribute):
-            return (py.dotted(tensor) or "").split(".", 1)[0] in OWNER
+        if isinstance(tensor, ast.Attribute):  # of the module, or of an object reached from it (a pool's `.conv`)
+            return (py.dotted(tensor) or "").split(".", 1)[0] in OWNER or self.fixed(tensor.value, scope, depth, seen)
         if isinstance(tensor, ast.Call):
             func = tensor.func
             if (py.dotted(func) or "").rsplit(".", 1)[-1] == "Parameter":

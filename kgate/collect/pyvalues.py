@@ -26,8 +26,8 @@ DIVIDERS = frozenset({"cdiv", "ceil_div", "ceildiv", "div_up", "divup", "ceil_di
 
 SAME = frozenset({"int", "abs", "float", "round", "ceil", "floor", "index"})
 
-# A weight, a bias, a scale, or its gradient, by the tensor's name.
-_WEIGHT = re.compile(r"(?i)^(d?w|d?w_.*|.*weight.*|.*_w|d?bias|db|(.*_)?scales?(_.*)?)$")
+# A weight, a bias, a scale, or its gradient, by the tensor's name (numbered too: an expert layer's `w1`, `w13`).
+_WEIGHT = re.compile(r"(?i)^(d?w\d*|d?w\d*_.*|.*weight.*|.*_w|d?bias|db|(.*_)?scales?(_.*)?)$")
 
 # What a device reports about itself (fixed per machine): an attribute or a function by its last name.
 DEVICE = re.compile(r"(?i)(multi_?processor|device_propert|device_count$|(^|_)(sm|sms|core|cores|eu|cu)_count$"

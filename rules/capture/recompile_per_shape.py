@@ -27,15 +27,21 @@ that does not bound them (`B * T`, `ceil(n_rows / sm_count)` even with
 `sm_count` a parameter of the launcher, `ceil(heads * batch / programs) +
 4`); a value bucketed to a power of two, a constant, a property of the
 device or a model dimension is fine, and the dimensions of a tensor the
-built model fixes are model dimensions (a weight, a bias or a scale; a
-parameter, a buffer or a start-up table of the module, such as
+built model fixes are model dimensions (a weight, a bias or a scale,
+numbered as an expert layer's `w1` and `w13` are; a parameter, a buffer
+or a start-up table of the module, or an attribute of an object reached
+from one, such as `cache.conv[0]` after `cache =
+self.pool.layer_cache(layer.layer_id)`; such as
 `hc_fn.shape[0]` where every call passes `self.hc_fn`, or
 `self.req_to_token.numel()`, however the caller picks it: an entry of
 a start-up tuple of pools, `self.kv_cache[0]` or a name unpacked from
 it, transposed or chosen by a conditional; rows gathered from it by an
 index tensor are not); the row stride of a `[T, H]` tensor; a size
 the launcher asserts equal to one, such as `dim` of `dim, seqlen = x.shape`
-under `assert (dim, width) == weight.shape`), and a batch packed to one:
+under `assert (dim, width) == weight.shape`); the first dimension of a
+tensor made with its sizes written out, which is its first size
+(`torch.empty((w13.size(0),))`, `torch.empty((self.world_size, n, d))`:
+a model dimension; `x.new_empty(x.shape[0], d)`: the tokens); and a batch packed to one:
 the first dimension of a tensor a caller makes with a leading one
 (`q.unsqueeze(0)`, `x.view(1, n, d)`), or of the inputs of a function
 that checks their batch is 1 when sequence offsets are given (`if

@@ -38,14 +38,17 @@ assignments and its module's own helper functions:
   or of a configuration (`self.config.hidden_size`), and any dimension or
   size (`numel()`, `len`) of a tensor the built model fixes: a weight, a
   bias, a scale or their gradient by its name (`w`, `weight`, `w_q`, `dw`,
-  `db`, `w_scale`), an attribute of `self` (a parameter or buffer of the
-  module, a table allocated at start-up: `self.req_to_token.numel()`), a
+  `db`, `w_scale`, an expert layer's `w1`, `w13`), an attribute of `self`
+  (a parameter or buffer of the module, a table allocated at start-up:
+  `self.req_to_token.numel()`) or of an object reached from one, a
   tensor assigned once at the module's top level, `nn.Parameter(...)`,
   what a method of one returns given no run-time size (`w.t()`), and a
   local or a parameter of the launcher that only ever holds one (every
   call of the launcher in the module passes `self.hc_fn`: `hc_fn.shape[0]`
   is a model dimension), and a size the launcher asserts equal to one
-  (`assert dim == bias.size(0)`). A stride is the product of the dimensions after
+  (`assert dim == bias.size(0)`), and the first dimension of a tensor made
+  with its sizes written out when its first size is one of these
+  (`torch.empty((num_experts,))`). A stride is the product of the dimensions after
   it, and follows the token count only where one of those does
   (`x.stride(0)` of a `[T, H]` tensor is `H`; of a `[B, T, H]` one,
   `T * H`).
