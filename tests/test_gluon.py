@@ -232,7 +232,8 @@ def test_a_kernel_the_target_lacks_the_instructions_of_names_them_at_its_line(tm
     only the latter, at the kernel's definition; it now says what the compiler said, at the line it said it of."""
     from importlib.metadata import version
 
-    if tuple(int(part) for part in version("triton").split(".")[:2]) < (3, 7):
+    release = tuple(int(part) for part in version("triton").split(".")[:2])
+    if release < (3, 7):
         pytest.skip("the kernel is written in the Gluon of Triton 3.7 and later (tensor memory's get_reg_layout)")
     (tmp_path / "kgate.toml").write_text('targets = ["sm_120a", "sm_90a"]\n\n[[triton]]\n'
                                          'kernel = "tmem:tmem_round_trip"\n'
@@ -242,8 +243,11 @@ def test_a_kernel_the_target_lacks_the_instructions_of_names_them_at_its_line(tm
         findings = kgate("check", "--format", "json", cwd=tmp_path).json()["findings"]
         assert sorted(f["target"] for f in findings) == ["sm_120a", "sm_90a"], findings
         for finding in findings:
-            assert finding["code"] == "KG001" and finding["line"] == 11, finding
-            assert "'ttng.tmem_alloc' op requires tcgen05 support" in finding["message"], finding["message"]
+            verified = "'ttng.tmem_alloc' op requires tcgen05 support" in finding["message"]
+            if release >= (3, 9) or verified:  # the verifier names the line of the allocation
+                assert finding["code"] == "KG001" and finding["line"] == 11 and verified, finding
+            else:  # earlier verifiers let it through and LLVM aborts, naming no line: the kernel's definition
+                assert finding["code"] == "KG001" and finding["line"] == 8 and "tcgen05" in finding["message"], finding
 
 
 FRONT_END_ERROR = '''

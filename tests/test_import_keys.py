@@ -204,7 +204,8 @@ READS = {
     "file-created": ("", '_read_or(os.path.join(HERE, "b.txt"), 256)', {}, {"b.txt": "8192"}),
     "configparser": ("import configparser\n",
                      '_ini(os.path.join(HERE, "k.ini"))', {"k.ini": "[k]\nblock = 256\n"}, {"k.ini": "[k]\nblock = 8192\n"}),
-    "tomllib": ("import tomllib\n", 'tomllib.load(open(os.path.join(HERE, "k.toml"), "rb"))["block"]',
+    "tomllib": (("try:\n    import tomllib\nexcept ModuleNotFoundError:  # Python 3.10: kgate's own dependency\n"
+                "    import tomli as tomllib\n"), 'tomllib.load(open(os.path.join(HERE, "k.toml"), "rb"))["block"]',
                 {"k.toml": "block = 256\n"}, {"k.toml": "block = 8192\n"}),
     "outside-the-project": ("", 'int(open(os.path.join(HERE, "..", "outside.txt")).read())', {"../outside.txt": "256"},
                             {"../outside.txt": "8192"}),

@@ -289,8 +289,31 @@ def patch(rec: Recorder) -> None:
         return real_find(name, *args, **kwargs)
 
     importlib.util._find_spec = find_spec  # type: ignore[attr-defined]
+    _patch_path_accessor()
     import_text.patch(rec)
     import_children.patch(rec)
+
+
+def _patch_path_accessor() -> None:
+    """Python 3.10's `pathlib` calls `os.stat`, `os.readlink` and `os.getcwd` through an accessor class that took
+    them when pathlib was imported (`Path.exists`, `.is_file`, `.resolve`, `Path.cwd`): give it the watched ones."""
+    import pathlib
+
+    accessor = getattr(pathlib, "_NormalAccessor", None)
+    if accessor is None:
+        return
+    for name in ("stat", "readlink", "getcwd"):
+        real = _SAVED.get(name)
+        if real is not None and vars(accessor).get(name) is real:
+            _SAVED["accessor:" + name] = real
+            setattr(accessor, name, staticmethod(getattr(os, name)))
+
+
+def _unpatch_path_accessor() -> None:
+    import pathlib
+
+    for key in [key for key in _SAVED if key.startswith("accessor:")]:
+        setattr(pathlib._NormalAccessor, key.removeprefix("accessor:"), _SAVED.pop(key))  # type: ignore[attr-defined]
 
 
 def unpatch() -> None:
@@ -300,6 +323,7 @@ def unpatch() -> None:
     if _SAVED:
         import importlib.util
 
+        _unpatch_path_accessor()
         os.stat, os.lstat = _SAVED.pop("stat"), _SAVED.pop("lstat")
         os.access, os.readlink = _SAVED.pop("access"), _SAVED.pop("readlink")
         os.getcwd, os.getcwdb = _SAVED.pop("getcwd"), _SAVED.pop("getcwdb")
