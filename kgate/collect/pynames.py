@@ -479,7 +479,7 @@ def _top_level(path: str) -> ast.Module | None:
         text = decode(data, python=True)
     except (OSError, UnreadableSource):
         return None
-    parts = pyparts.of_text(text, _LINE.split(text))
+    parts = pyparts.of_text(data, _LINE.split(text))
     if parts.blocks is not None:
         try:
             return parts.parse([b for b in parts.blocks if b[2] is None], [b for b in parts.blocks if b[2] is not None],

@@ -12,6 +12,10 @@ blocks' statements: readings of one module share their syntax nodes, which nothi
 
 Where a block does not parse on its own (the textual split misread a statement), the reading's text is parsed
 whole, as it would have been without the blocks.
+
+The split of every module is kept for the run; the parsed blocks of a module that the readings of the project read
+for other files' verdicts (`keep`) are too, and those of the file under lint until the next file's lint begins (most
+of a file's parts are read by its own rules only: keeping them all would keep every tree of the run).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import ast
 
 from kgate.collect import depends, pysparse
 from kgate.collect.pysparse import Block
-from kgate.collect.source import SourceFile, parse_python
+from kgate.collect.source import SourceFile, UnreadableSource, parse_python
 
 _WHOLE, _SIGNATURE = 0, 1
 
@@ -31,9 +35,9 @@ class Parts:
 
     __slots__ = ("_parsed", "blocks", "lines")
 
-    def __init__(self, lines: list[str]) -> None:
+    def __init__(self, lines: list[str], blocks: list[Block] | None) -> None:
         self.lines = lines
-        self.blocks = pysparse.split(lines, remember=False)
+        self.blocks = blocks
         self._parsed: dict[tuple[int, int], list[ast.stmt] | None] = {}  # (first line, form) -> statements
 
     def parse(self, whole: list[Block], signatures: list[Block] | None, filename: str) -> ast.Module:
@@ -59,8 +63,6 @@ class Parts:
 
 def _parse_block(lines: list[str], block: Block, form: int) -> list[ast.stmt] | None:
     """One block's statements at its own lines, parsed on its own: whole, or its signature with `pass` for a body."""
-    from kgate.collect.source import UnreadableSource
-
     first, end, header_end = block
     if form == _SIGNATURE and header_end is not None:
         kept = lines[first:header_end + 1] + (["    pass"] if header_end + 1 < end else [])
@@ -73,18 +75,53 @@ def _parse_block(lines: list[str], block: Block, form: int) -> list[ast.stmt] | 
 
 
 def of(source: SourceFile) -> Parts:
-    """The parts of a source file's module text."""
-    return of_text(source.text, source.lines)
+    """The parts of a source file's module text: kept for the run where the file is one the readings of the project
+    read for many files (`keep`), else while the same file is under lint."""
+    key = source.derived.get(_KEY)
+    if key is None:
+        key = source.derived[_KEY] = _key(source.data)
+    return _parts(key, source.lines, kept=bool(source.derived.get(_KEPT)))
 
 
-def of_text(text: str, lines: list[str]) -> Parts:
-    """The parts of a module text (`lines`: the text split as `SourceFile.lines` splits it), kept for the run."""
-    found = _PARTS.get(text)
-    if found is None:
-        found = _PARTS[text] = Parts(lines)
+def keep(source: SourceFile) -> None:
+    """Mark a module read beyond the file under lint, for the readings of other files: its parts are kept for the
+    run, with what the lint of that file parsed of them."""
+    source.derived[_KEPT] = True
+
+
+def of_text(data: bytes, lines: list[str]) -> Parts:
+    """The parts of a module (`lines`: its text split as `SourceFile.lines` splits it), as far as the run or the
+    file under lint has them parsed."""
+    return _parts(_key(data), lines, kept=False)
+
+
+def _parts(key: str, lines: list[str], kept: bool) -> Parts:
+    found = _RUN.get(key)
+    if found is None and kept:
+        found = _RUN[key] = _FILE.pop(key, None) or _new(key, lines)
+    elif found is None:
+        found = _FILE.get(key)
+        if found is None:
+            found = _FILE[key] = _new(key, lines)
     return found
 
 
-# Module text -> its parts, for one lint run: a module read again, by another reading or as another file's
-# neighbour, is neither split nor parsed again.
-_PARTS: dict[str, Parts] = depends.per_run({})
+def _new(key: str, lines: list[str]) -> Parts:
+    if key not in _SPLITS:
+        _SPLITS[key] = pysparse.split(lines, remember=False)
+    return Parts(lines, _SPLITS[key])
+
+
+def _key(data: bytes) -> str:
+    return depends.digest(data)
+
+
+_KEY = "pyparts.key"  # `SourceFile.derived`: a digest of the file's bytes
+_KEPT = "pyparts.kept"  # `SourceFile.derived`: the file's parts are kept for the run
+
+# By a digest of the module's bytes. The split of every module the run met. The parts of the modules the readings
+# of the project read beyond the file under lint (`keep`), read again for other files, for the run; of the others,
+# mostly read by the file's own rules, while the file is under lint.
+_SPLITS: dict[str, list[Block] | None] = depends.per_run({})
+_RUN: dict[str, Parts] = depends.per_run({})
+_FILE: dict[str, Parts] = depends.per_file({})

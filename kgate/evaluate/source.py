@@ -160,8 +160,11 @@ def lint_bytes(path: str, rel: str, data: bytes, rules: list[SourceRule]) -> Fil
     own = os.path.abspath(path)
     depends = tuple(sorted((key, tuple(state) if state is not None else None, found)
                            for key, (state, found) in read.items() if key not in (own, reads_of.EXPORTS + own)))
-    return FileResult(tuple(sorted(findings)), directives, tuple(ran), bool(source.derived.get(READS_BEYOND)), depends,
-                      fixes or None)
+    beyond = bool(source.derived.get(READS_BEYOND))
+    # What the rules derived from the file refers back to it (a parsed module names the file it was read from): a
+    # cycle, which the run's collector, kept off while files are linted, would never free. Nothing reads it now.
+    source.derived.clear()
+    return FileResult(tuple(sorted(findings)), directives, tuple(ran), beyond, depends, fixes or None)
 
 
 def _run_rules(source: SourceFile, active: list[SourceRule], findings: list[RawFinding],
