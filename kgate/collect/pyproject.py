@@ -183,6 +183,14 @@ class Modules:
         return held[0]
 
 
+def read_ahead(path: str, rel: str, ctx: Any) -> Modules:
+    """The project of the module at `path` with its import index read (`kgate.core.rule.Rule.read_ahead`); `ctx`: the
+    rule's SourceContext."""
+    project = modules(ctx.shared, path, rel)
+    project.index()
+    return project
+
+
 def checks_kernels(rel: str) -> bool:
     """Whether a module is a test or a benchmark (in a `test`, `tests`, `bench` or `benchmark(s)` folder, or named
     `test_*.py`, `*_test.py`, `conftest.py`, `bench_*.py`): it runs kernels on shapes of its own choosing, to check

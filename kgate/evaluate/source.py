@@ -323,6 +323,7 @@ def _lint_many(todo: list[tuple[str, str]], rules: list[SourceRule], jobs: int |
     # Under pre-commit (it sets PRE_COMMIT=1) the hook's batches already run one process per core.
     if len(todo) < PARALLEL_MIN_FILES or workers < 2 or sys.platform != "linux" or os.environ.get("PRE_COMMIT"):
         return [_lint_one(rel, path, rules) for rel, path in todo]
+    _read_ahead(todo, rules)
     shares = [todo[i::workers] for i in range(workers)]  # interleaved: big and small files mix
     sys.stdout.flush()
     sys.stderr.flush()
@@ -339,6 +340,32 @@ def _lint_many(todo: list[tuple[str, str]], rules: list[SourceRule], jobs: int |
             _stop_child(pid, fd)
         raise
     return out
+
+
+def _read_ahead(todo: list[tuple[str, str]], rules: list[SourceRule]) -> None:
+    """What the rules read of a whole project (`Rule.read_ahead`), read here, once, for the first file of each project
+    that the rule reads: the forked workers share it, where each would read it for itself."""
+    done: set[tuple[int, str]] = set()
+    for sr in rules:
+        ahead = sr.rule.read_ahead
+        if ahead is None:
+            continue
+        for rel, path in todo:
+            root = path[:-len(rel)] if path.endswith(rel) else os.path.dirname(path)
+            if (id(sr), root) in done or not sr.match(rel) or not _reads(sr, path):
+                continue
+            done.add((id(sr), root))
+            ahead(path, rel, sr.ctx)
+
+
+def _reads(sr: SourceRule, path: str) -> bool:
+    """Whether the rule reads the file at `path` (its pre-filter and what it requires are in it)."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError:
+        return False
+    return (not sr.prefilter or any(marker in data for marker in sr.prefilter)) and sr.rule.admits(data)
 
 
 def _stop_child(pid: int, fd: int) -> None:
