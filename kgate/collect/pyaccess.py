@@ -14,8 +14,8 @@ import ast
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from kgate.collect import pyparts, pysparse
 from kgate.collect import pysource as py
-from kgate.collect import pysparse
 from kgate.collect.pyguards import before
 from kgate.collect.pysource import Function
 from kgate.collect.source import SourceFile
@@ -91,7 +91,7 @@ class KernelModule:
         return self._loaded[name]
 
     def _load(self, name: str) -> Function | None:
-        blocks = pysparse.split(self.source.lines)
+        blocks = pyparts.of(self.source).blocks
         block = pysparse.definitions(self.source.lines, blocks).get(name) if blocks is not None else None
         return py.parse_definition(self.source, block, name)
     def candidate_lines(self, fn: Function, memory: bool) -> set[int]:

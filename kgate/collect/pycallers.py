@@ -14,8 +14,8 @@ import ast
 from bisect import bisect_left
 from typing import TYPE_CHECKING, cast
 
+from kgate.collect import pyparts, pysparse
 from kgate.collect import pysource as py
-from kgate.collect import pysparse
 from kgate.collect.pyscopes import Scope, call_lines, passed_for, scopes, top_level
 from kgate.collect.pyvalues import Names, Verdict
 from kgate.collect.source import SourceFile
@@ -129,15 +129,13 @@ class CallSites:
         return self._calls[key]
 
     def _around(self, marked: list[int]) -> ast.Module:
-        from kgate.collect.source import UnreadableSource, parse_python
+        from kgate.collect.source import UnreadableSource
 
-        lines = self.source.lines
-        blocks = split(self.source)
-        if blocks is None:
+        parts = pyparts.of(self.source)
+        if parts.blocks is None:
             return self.source.tree
         try:
-            return parse_python(pysparse.excerpt(lines, pysparse.containing(blocks, marked)).encode("utf-8"),
-                                self.source.rel)
+            return parts.parse(pysparse.containing(parts.blocks, marked), None, self.source.rel)
         except UnreadableSource:
             return self.source.tree
 
@@ -169,8 +167,5 @@ def within(marked: list[int], stmt: ast.stmt) -> bool:
 
 
 def split(source: SourceFile) -> list[pysparse.Block] | None:
-    """`pysparse.split` of a module's lines, kept with the module: the project's other modules are split once each,
-    however often they are read, and leave the split of the module under lint in place."""
-    if "blocks" not in source.derived:
-        source.derived["blocks"] = pysparse.split(source.lines, remember=False)
-    return source.derived["blocks"]
+    """`pysparse.split` of a module's lines, once per run and module text (`kgate.collect.pyparts`)."""
+    return pyparts.of(source).blocks

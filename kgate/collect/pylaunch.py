@@ -35,8 +35,8 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
+from kgate.collect import pyparts, pysparse
 from kgate.collect import pysource as py
-from kgate.collect import pysparse
 from kgate.collect.pybatch import Batches
 from kgate.collect.pycallers import split, within
 from kgate.collect.pyscopes import (
@@ -117,7 +117,7 @@ class Launches(Batches):
         self._collect(launched)
 
     def _excerpt(self, kernels: set[str]) -> ast.Module:
-        from kgate.collect.source import UnreadableSource, parse_python
+        from kgate.collect.source import UnreadableSource
 
         lines = self.source.lines
         blocks = split(self.source)
@@ -132,7 +132,7 @@ class Launches(Batches):
         launchers = pysparse.containing(blocks, self.marked)
         headers = [self._blocks[k] for k in kernels if k in self._blocks and self._blocks[k] not in launchers]
         try:
-            return parse_python(pysparse.excerpt(lines, launchers, headers).encode("utf-8"), self.source.rel)
+            return pyparts.of(self.source).parse(launchers, headers, self.source.rel)
         except UnreadableSource:
             return self.source.tree
 

@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from kgate.collect import depends, pysparse
+from kgate.collect import depends, pyparts
 from kgate.collect.source import UnreadableSource, decode, try_parse
 from kgate.support.filestat import path_state
 
@@ -476,13 +476,14 @@ def _top_level(path: str) -> ast.Module | None:
     try:
         with open(path, "rb") as handle:
             data = handle.read()
-        lines = _LINE.split(decode(data, python=True))
+        text = decode(data, python=True)
     except (OSError, UnreadableSource):
         return None
-    blocks = pysparse.split(lines, remember=False)
-    if blocks is not None:
-        reduced = pysparse.excerpt(lines, [b for b in blocks if b[2] is None], [b for b in blocks if b[2] is not None])
-        tree = try_parse(reduced.encode("utf-8"))
-        if tree is not None:
-            return tree
+    parts = pyparts.of_text(data, _LINE.split(text))
+    if parts.blocks is not None:
+        try:
+            return parts.parse([b for b in parts.blocks if b[2] is None], [b for b in parts.blocks if b[2] is not None],
+                               "<unknown>")
+        except UnreadableSource:
+            pass
     return try_parse(data)

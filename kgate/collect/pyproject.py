@@ -17,7 +17,7 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-from kgate.collect import depends
+from kgate.collect import depends, pyparts
 from kgate.collect import pysource as py
 from kgate.collect.pyimports import Index, import_statements, index_of, statements_digest
 from kgate.collect.pynames import IMPORT, Exports, Resolver, exports
@@ -87,7 +87,9 @@ class Modules:
                 self._sources[path] = (None, None, None)
             else:
                 rel = os.path.relpath(path, self.root).replace(os.sep, "/")
-                self._sources[path] = (SourceFile(path, rel, data), state, depends.digest(data))
+                source = SourceFile(path, rel, data)
+                pyparts.keep(source)  # read again for other files' verdicts: its parsed parts are kept for the run
+                self._sources[path] = (source, state, depends.digest(data))
         return self._sources[path]
 
     def tree(self, path: str) -> ast.Module | None:
@@ -179,6 +181,14 @@ class Modules:
             self.asked += 1
             depends.replay(held[1])
         return held[0]
+
+
+def read_ahead(path: str, rel: str, ctx: Any) -> Modules:
+    """The project of the module at `path` with its import index read (`kgate.core.rule.Rule.read_ahead`); `ctx`: the
+    rule's SourceContext."""
+    project = modules(ctx.shared, path, rel)
+    project.index()
+    return project
 
 
 def checks_kernels(rel: str) -> bool:

@@ -181,17 +181,18 @@ def info(source: SourceFile) -> ParsedModule:
 
 def _tree(source: SourceFile) -> tuple[ast.Module, bool]:
     """The tree to read, and whether it is the whole file's."""
-    from kgate.collect.pysparse import sparse
-    from kgate.collect.source import MAX_PARSE_BYTES, UnreadableSource, parse_python
+    from kgate.collect import pyparts
+    from kgate.collect.pysparse import select
+    from kgate.collect.source import MAX_PARSE_BYTES, UnreadableSource
 
     needles = source.derived.get("needles")
     if not needles or len(source.data) > MAX_PARSE_BYTES:  # a file too large is reported as such, not reduced
         return source.tree, True
-    text = sparse(source.lines, needles)
-    if text is None:
+    parts = pyparts.of(source)
+    if parts.blocks is None:
         return source.tree, True
     try:
-        return parse_python(text.encode("utf-8"), source.rel), False
+        return parts.parse(*select(source.lines, parts.blocks, needles), source.rel), False
     except UnreadableSource:
         return source.tree, True  # report the file's own error, not one of the reduced text
 
@@ -199,13 +200,13 @@ def _tree(source: SourceFile) -> tuple[ast.Module, bool]:
 def parse_definition(source: SourceFile, block: Block | None, name: str) -> Function | None:
     """The top-level function `name` of a file read in part, parsed on its own from its block
     (`kgate.collect.pysparse`) at its own lines and columns; None where there is no block or it does not parse."""
-    from kgate.collect.pysparse import excerpt
-    from kgate.collect.source import UnreadableSource, parse_python
+    from kgate.collect import pyparts
+    from kgate.collect.source import UnreadableSource
 
     if block is None:
         return None
     try:
-        tree = parse_python(excerpt(source.lines, [block]).encode("utf-8"), source.rel)
+        tree = pyparts.of(source).parse([block], None, source.rel)
     except UnreadableSource:
         return None
     return next((s for s in tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name == name),

@@ -45,7 +45,7 @@ Block = tuple[int, int, int | None]
 def sparse(lines: list[str], needles: tuple[str, ...]) -> str | None:
     """The module's text with unneeded definitions blanked (same lines and columns), or None to parse it whole."""
     blocks = split(lines)
-    return None if blocks is None else _render(lines, blocks, list(needles))
+    return None if blocks is None else excerpt(lines, *select(lines, blocks, needles))
 
 
 def split(lines: list[str], remember: bool = True) -> list[Block] | None:
@@ -118,9 +118,11 @@ def containing(blocks: list[Block], marked: list[int]) -> list[Block]:
     return out
 
 
-def _render(lines: list[str], blocks: list[Block], needles: list[str]) -> str:
+def select(lines: list[str], blocks: list[Block], needles: tuple[str, ...] | list[str]
+           ) -> tuple[list[Block], list[Block]]:
+    """What `sparse` keeps of a split module: the blocks kept whole, and the definitions kept as their signature."""
     names: set[str] = set()  # identifiers that stand for a needle: aliases, constants, kept functions
-    marked = _needle_lines(lines, needles)
+    marked = _needle_lines(lines, list(needles))
     # The identifiers of a range of lines, read once (a name matches a whole word, as `\b`): the names grow while
     # definitions are kept, and every range not kept yet is asked again.
     words: dict[tuple[int, int], set[str]] = {}
@@ -162,16 +164,9 @@ def _render(lines: list[str], blocks: list[Block], needles: list[str]) -> str:
                 if name:
                     names.add(name)
                 changed = True
-    out = [""] * len(lines)
-    for block in blocks:
-        first, end, header_end = block
-        if block in whole:
-            out[first:end] = lines[first:end]
-        elif header_end is not None and mentions(first, header_end + 1):
-            out[first:header_end + 1] = lines[first:header_end + 1]
-            if header_end + 1 < end:
-                out[header_end + 1] = "    pass"
-    return "\n".join(out)
+    signatures = [block for block in blocks if block not in whole and block[2] is not None
+                  and mentions(block[0], block[2] + 1)]
+    return [block for block in blocks if block in whole], signatures
 
 
 def _needle_lines(lines: list[str], needles: list[str]) -> list[int]:

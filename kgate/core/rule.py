@@ -132,6 +132,11 @@ class Rule:
     # by `kgate lint` like a source rule's `check` (same `files`, `prefilter`, SourceContext), under the same code
     # and options. None: the rule reads only its own layer's evidence.
     source_check: Callable[..., Iterable[Report]] | None = None
+    # What the source check reads of the whole project around a file it reads, called with the file's path, its
+    # project-relative name and the rule's SourceContext (the import index of the project's Python files, the reading
+    # of its C++ files): a run that splits its files over forked workers reads it once before they start, and they
+    # share it, where each would read it for itself. None: nothing beyond what each file's verdict reads.
+    read_ahead: Callable[[str, str, SourceContext], object] | None = None
     # The kernel figures the baseline pins (`kgate.ratchet.baseline.METRICS`) that this rule's verdict is about: a
     # pinned figure that got worse is said on the rule's finding for that kernel, not on a line of its own.
     measures: tuple[str, ...] = ()

@@ -160,8 +160,11 @@ def lint_bytes(path: str, rel: str, data: bytes, rules: list[SourceRule]) -> Fil
     own = os.path.abspath(path)
     depends = tuple(sorted((key, tuple(state) if state is not None else None, found)
                            for key, (state, found) in read.items() if key not in (own, reads_of.EXPORTS + own)))
-    return FileResult(tuple(sorted(findings)), directives, tuple(ran), bool(source.derived.get(READS_BEYOND)), depends,
-                      fixes or None)
+    beyond = bool(source.derived.get(READS_BEYOND))
+    # What the rules derived from the file refers back to it (a parsed module names the file it was read from): a
+    # cycle, which the run's collector, kept off while files are linted, would never free. Nothing reads it now.
+    source.derived.clear()
+    return FileResult(tuple(sorted(findings)), directives, tuple(ran), beyond, depends, fixes or None)
 
 
 def _run_rules(source: SourceFile, active: list[SourceRule], findings: list[RawFinding],
@@ -320,6 +323,7 @@ def _lint_many(todo: list[tuple[str, str]], rules: list[SourceRule], jobs: int |
     # Under pre-commit (it sets PRE_COMMIT=1) the hook's batches already run one process per core.
     if len(todo) < PARALLEL_MIN_FILES or workers < 2 or sys.platform != "linux" or os.environ.get("PRE_COMMIT"):
         return [_lint_one(rel, path, rules) for rel, path in todo]
+    _read_ahead(todo, rules)
     shares = [todo[i::workers] for i in range(workers)]  # interleaved: big and small files mix
     sys.stdout.flush()
     sys.stderr.flush()
@@ -336,6 +340,32 @@ def _lint_many(todo: list[tuple[str, str]], rules: list[SourceRule], jobs: int |
             _stop_child(pid, fd)
         raise
     return out
+
+
+def _read_ahead(todo: list[tuple[str, str]], rules: list[SourceRule]) -> None:
+    """What the rules read of a whole project (`Rule.read_ahead`), read here, once, for the first file of each project
+    that the rule reads: the forked workers share it, where each would read it for itself."""
+    done: set[tuple[int, str]] = set()
+    for sr in rules:
+        ahead = sr.rule.read_ahead
+        if ahead is None:
+            continue
+        for rel, path in todo:
+            root = path[:-len(rel)] if path.endswith(rel) else os.path.dirname(path)
+            if (id(sr), root) in done or not sr.match(rel) or not _reads(sr, path):
+                continue
+            done.add((id(sr), root))
+            ahead(path, rel, sr.ctx)
+
+
+def _reads(sr: SourceRule, path: str) -> bool:
+    """Whether the rule reads the file at `path` (its pre-filter and what it requires are in it)."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError:
+        return False
+    return (not sr.prefilter or any(marker in data for marker in sr.prefilter)) and sr.rule.admits(data)
 
 
 def _stop_child(pid: int, fd: int) -> None:

@@ -98,7 +98,7 @@ from typing import Any
 
 from kgate.collect import pysource as py
 from kgate.collect.pylaunch import RUNTIME, UNKNOWN, Launches, Names
-from kgate.collect.pyproject import Modules, checks_kernels, modules
+from kgate.collect.pyproject import Modules, checks_kernels, modules, read_ahead
 from kgate.collect.pyscopes import launch_lines
 from kgate.collect.source import SourceFile
 from kgate.core.artifacts import Artifact
@@ -223,5 +223,6 @@ RULE = Rule(
     prefilter=(b"constexpr", b"]("),  # a kernel's parameters, or a launch (of a kernel another module defines)
     requires=(py.TRITON_MARKERS,),  # it reads only modules that reach Triton
     source_check=source_check,
+    read_ahead=read_ahead,
     reads=frozenset({Artifact.CAPTURE, Artifact.SOURCE}),
 )

@@ -202,6 +202,14 @@ if TYPE_CHECKING:
 # code, options and globs key the lint cache), its analyses only for a file that launches a kernel.
 
 
+def read_ahead(path: str, rel: str, ctx: SourceContext) -> object:
+    """The project's macros and functions that read the last error, which a launch the file's own text does not
+    settle is checked against (`kgate.core.rule.Rule.read_ahead`)."""
+    from kgate.collect import cuda_project
+
+    return cuda_project.project(ctx, path, rel).last_error_checks(ctx.options["check_macros"])
+
+
 def check(source: Any, ctx: SourceContext) -> Iterable[Report]:
     from kgate.collect import cuda_project
     from kgate.collect.cpp_text import blanked
@@ -370,6 +378,7 @@ RULE = Rule(
     },
     files=("*.cu", "*.cuh", "*.cpp", "*.cc", "*.cxx", "*.h", "*.hpp"),
     prefilter=(b"<<<", b"cudaLaunchKernelEx"),
+    read_ahead=read_ahead,
     reads=frozenset({Artifact.SOURCE}),
     fixes=True,
 )

@@ -181,7 +181,7 @@ from collections.abc import Iterable
 from kgate.collect import pyautotune
 from kgate.collect import pysource as py
 from kgate.collect.pylaunch import BOUNDED, MODEL, RUNTIME, UNKNOWN, Launches, Names, Verdict, worst
-from kgate.collect.pyproject import modules
+from kgate.collect.pyproject import modules, read_ahead
 from kgate.collect.source import SourceFile
 from kgate.core.artifacts import Artifact
 from kgate.core.findings import Severity
@@ -324,6 +324,7 @@ RULE = Rule(
     files=("*.py",),
     prefilter=(b"autotune",),
     requires=(py.TRITON_MARKERS,),  # it reads only modules that reach Triton
+    read_ahead=read_ahead,
     prefilter_options=("autotune-wrappers",),
     reads=frozenset({Artifact.SOURCE}),
 )

@@ -1,0 +1,116 @@
+"""A module's top-level blocks parsed once per run (kgate.collect.pyparts), and a linted file's trees freed when its
+lint ends.
+
+Parsing the blocks one by one gives the tree parsing the reading's text gives, node for node and position for
+position, on every Python file of this repository, of the fixtures and of a generated kernel tree; readings of one
+module share the blocks' nodes.
+"""
+
+from __future__ import annotations
+
+import ast
+import gc
+from pathlib import Path
+
+import pytest
+from test_pysparse import NEEDLES, corpus
+
+from kgate.collect import depends, pyparts, pysparse
+from kgate.collect.source import SourceFile, UnreadableSource, parse_python
+from kgate.core.config import Config
+from kgate.core.selection import build_selection
+from kgate.evaluate import source as engine
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    return corpus(tmp_path_factory.mktemp("parts"))
+
+
+def _dump(tree: ast.Module) -> list[tuple[object, ...]]:
+    """Every node, its position and its plain fields, in `ast.walk`'s order (no recursion: some fixtures nest
+    deeper than `ast.dump` can go)."""
+    return [(type(node).__name__, *(getattr(node, a, None) for a in node._attributes),
+             *(v for f in node._fields if not isinstance(v := getattr(node, f, None), (ast.AST, list))))
+            for node in ast.walk(tree)]
+
+
+def test_blocks_parsed_one_by_one_are_the_reading_parsed_whole(files: list[Path]) -> None:
+    depends.new_run()
+    checked = 0
+    for path in files:
+        source = SourceFile(str(path), path.name, path.read_bytes())
+        try:
+            lines = source.lines
+        except UnreadableSource:
+            continue
+        parts = pyparts.of(source)
+        if parts.blocks is None:
+            continue
+        blocks = parts.blocks
+        readings = [
+            pysparse.select(lines, blocks, NEEDLES),  # what the rules' needles bring
+            ([b for b in blocks if b[2] is None], [b for b in blocks if b[2] is not None]),  # the top level
+            (pysparse.containing(blocks, list(range(0, len(lines), 7))), None),  # definitions around some lines
+        ]
+        for whole, signatures in readings:
+            text = pysparse.excerpt(lines, whole, signatures)
+            try:
+                expected = _dump(parse_python(text.encode("utf-8"), source.rel))
+            except UnreadableSource:
+                with pytest.raises(UnreadableSource):
+                    parts.parse(whole, signatures, source.rel)
+                continue
+            assert _dump(parts.parse(whole, signatures, source.rel)) == expected, path
+            checked += 1
+    assert checked > 300
+
+
+def test_readings_of_one_module_share_its_parsed_blocks() -> None:
+    depends.new_run()
+    data = b"import triton\n\n\ndef launch(x):\n    return kernel[(1,)](x)\n\n\ndef other():\n    pass\n"
+    linted = SourceFile("/project/ops.py", "ops.py", data)
+    beside = SourceFile("/project/ops.py", "ops.py", data)
+    pyparts.keep(beside)  # the same module read for another file's verdicts
+    blocks = pyparts.of(linted).blocks
+    assert blocks is not None
+    first = pyparts.of(linted).parse(blocks[:2], None, "ops.py")
+    again = pyparts.of(beside).parse(blocks, None, "ops.py")
+    assert again.body[:2] == first.body  # the same nodes, parsed once
+    assert [type(s) for s in again.body] == [ast.Import, ast.FunctionDef, ast.FunctionDef]
+
+
+KERNELS = b'''import triton
+import triton.language as tl
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK": 64})], key=["n_tokens"])
+@triton.jit
+def scale_kernel(x_ptr, n_tokens, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n_tokens) * 2, mask=offs < n_tokens)
+
+
+def scale(x):
+    scale_kernel[(x.shape[0],)](x, x.shape[0])
+'''
+
+
+def test_a_linted_files_syntax_trees_are_freed_when_its_lint_ends(tmp_path: Path) -> None:
+    """The run keeps the cyclic collector off while it lints, so that it does not scan every tree again and again:
+    what the rules derive from a file must not refer back to the file (a parsed module names the file it was read
+    from) once the file's lint is over, or every file's syntax trees stay until the run ends."""
+    path = tmp_path / "kernels.py"
+    path.write_bytes(KERNELS)
+    rules = engine.source_rules(build_selection(Config(root=tmp_path)))
+    depends.new_run()
+    gc.collect()
+    gc.disable()
+    try:
+        result = engine.lint_bytes(str(path), "kernels.py", KERNELS, rules)
+        alive = [o for o in gc.get_objects() if isinstance(o, SourceFile) and o.path == str(path)]
+    finally:
+        gc.enable()
+    assert "KG201" in result.ran
+    assert alive == []
