@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from conftest import kgate
-from test_capture_imports import blocks, entries, make_project
+from test_capture_imports import blocks, make_project
 
 pytest.importorskip("torch", reason="the captured launchers take torch tensors (pip install torch, or kgate's extra ulp: kernel-gate[ulp])")
 

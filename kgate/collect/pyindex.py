@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kgate.collect.pysource import dotted, import_map, spelled_constexpr
+from kgate.collect.pysource import dotted, spelled_constexpr
 from kgate.collect.source import try_parse
 from kgate.support import jsondoc, reads
 from kgate.support.atomicio import read_cached
@@ -211,7 +211,6 @@ def parse_module(path: Path) -> ModuleSummary:
         return ModuleSummary(False, hashlib.sha256(data).hexdigest())
     text = data.decode("utf-8", errors="replace")
     lines = text.splitlines(keepends=True)
-    imported = import_map(tree)
     defs: dict[str, DefInfo] = {}
     rest: list[str] = []
     for node in tree.body:
