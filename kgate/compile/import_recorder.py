@@ -8,6 +8,11 @@ cannot see (the environment, `os.stat` and its kin, `importlib.util.find_spec`) 
 the length of the import. A Python program the import runs, and a process it forks, records its own reads the
 same way and hands them back (`kgate.compile.import_children`); any other program is keyed by its own file and
 by every argument that names a path.
+
+What no Python code of the import looks up is keyed all the same: the variables the C library and the interpreter
+read on its behalf (`PROCESS_VARIABLES`: the local time zone of `time.localtime`, the locale, string hashing) are
+in the key of every import, and the command line it sees is its own, the same on every run (`sys.argv == [""]`,
+as an interpreter without a script has it): kgate's arguments (`--format json`) are not the kernel module's.
 """
 
 from __future__ import annotations
@@ -89,6 +94,10 @@ class Recorder:
 _MAGIC_LINKS = ("/proc/", "/dev/fd/", "/dev/std")
 _RECORDER: Recorder | None = None
 _HOOKED = False
+# Variables read for the import where no Python code looks them up: by the C library (the time zone, the locale of
+# text, numbers and times) and by the interpreter as it starts (string hashing, UTF-8 mode).
+PROCESS_VARIABLES = ("TZ", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_NUMERIC", "LC_TIME", "LC_COLLATE",
+                     "LC_MONETARY", "LC_MESSAGES", "PYTHONHASHSEED", "PYTHONUTF8")
 
 
 def recorder(skip: list[str]) -> Recorder:
@@ -113,6 +122,7 @@ class recording:  # used as a `with` statement, as `open` is
         self.root, self.roots, self.cwd = root, roots, cwd
         self.before: set[str] = set()
         self.path: list[str] = []
+        self.argv: list[str] = []
         self.was: str | None = None
 
     def __enter__(self) -> Recorder | None:
@@ -124,10 +134,13 @@ class recording:  # used as a `with` statement, as `open` is
             if self.cwd is not None and os.path.isdir(self.cwd):  # the side's own folder (a base's checkout)
                 self.was = os.getcwd()
                 os.chdir(self.cwd)
-            self.before, self.path = set(sys.modules), list(sys.path)
+            self.before, self.path, self.argv = set(sys.modules), list(sys.path), sys.argv
+            sys.argv = [""]
             patch(rec)
         rec.where = View(os.path.abspath(self.root), tuple(os.path.abspath(r) for r in self.roots), RealEnv(),
                          os.getcwd())
+        for name in PROCESS_VARIABLES:
+            rec.note_env(name)
         return rec
 
     def __exit__(self, *exc: object) -> None:
@@ -138,6 +151,7 @@ class recording:  # used as a `with` statement, as `open` is
         if rec.depth:
             return
         unpatch()
+        sys.argv = self.argv
         if self.was is not None:
             os.chdir(self.was)
             self.was = None
