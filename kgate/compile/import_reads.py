@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kgate.compile.cache import Cache, digest
+from kgate.compile.sides import Checkout, checked_out, named, on_this_side
 from kgate.support.filestat import path_state
 
 Reads = dict[str, Any]  # name -> value when read
@@ -49,21 +50,23 @@ class View:
     roots: tuple[str, ...]
     env: Mapping[str, str] = field(default_factory=dict)
     cwd: str = ""  # the folder the import runs in: what a relative path names
+    checkout: Checkout | None = None  # on a base revision's side (`kgate diff`): the repository and its checkout
 
     def path(self, name: str) -> str:
-        return os.path.join(self.root, name[2:]) if name.startswith("./") else name
+        return os.path.join(self.root, name[2:]) if name.startswith("./") else on_this_side(name, self.checkout)
 
     def name(self, path: str) -> str:
         path = os.path.abspath(path)
         if path == self.root or path.startswith(self.root.rstrip(os.sep) + os.sep):
             return "./" + os.path.relpath(path, self.root).replace(os.sep, "/")
-        return path
+        return named(path, self.checkout)
 
     def owned(self, path: str) -> bool:
         return any(path == r or path.startswith(r.rstrip(os.sep) + os.sep) for r in self.roots)
 
 
-def view(root: str, roots: list[str], env_changes: Mapping[str, str | None], cwd: str) -> View:
+def view(root: str, roots: list[str], env_changes: Mapping[str, str | None], cwd: str,
+         checkout: Checkout | None = None) -> View:
     """The view of the main process onto what a worker (started with `env_changes`, importing in `cwd`) reads."""
     env = dict(os.environ)
     for key, changed in env_changes.items():
@@ -71,7 +74,7 @@ def view(root: str, roots: list[str], env_changes: Mapping[str, str | None], cwd
             env.pop(key, None)
         else:
             env[key] = changed
-    return View(os.path.abspath(root), tuple(os.path.abspath(r) for r in roots), env, os.path.abspath(cwd))
+    return View(os.path.abspath(root), tuple(os.path.abspath(r) for r in roots), env, os.path.abspath(cwd), checkout)
 
 
 def value(name: str, where: View) -> Any:
@@ -110,7 +113,7 @@ def value(name: str, where: View) -> Any:
             return None
     if not keyable_file(path):
         return os.urandom(8).hex()  # a device, a pipe or a socket now: what it gives cannot be named
-    if where.owned(os.path.abspath(path)):
+    if where.owned(os.path.abspath(path)) or checked_out(path, where.checkout):
         return _content(path)
     return path_state(path)
 

@@ -118,8 +118,9 @@ def recorder(skip: list[str]) -> Recorder:
 class recording:  # used as a `with` statement, as `open` is
     """Record the reads of the imports made inside it (the project's set-up hook, its kernel module)."""
 
-    def __init__(self, root: str, roots: list[str], cwd: str | None = None) -> None:
-        self.root, self.roots, self.cwd = root, roots, cwd
+    def __init__(self, root: str, roots: list[str], cwd: str | None = None,
+                 checkout: tuple[str, str] | None = None) -> None:
+        self.root, self.roots, self.cwd, self.checkout = root, roots, cwd, checkout
         self.before: set[str] = set()
         self.path: list[str] = []
         self.argv: list[str] = []
@@ -138,7 +139,7 @@ class recording:  # used as a `with` statement, as `open` is
             sys.argv = [""]
             patch(rec)
         rec.where = View(os.path.abspath(self.root), tuple(os.path.abspath(r) for r in self.roots), RealEnv(),
-                         os.getcwd())
+                         os.getcwd(), self.checkout)
         for name in PROCESS_VARIABLES:
             rec.note_env(name)
         return rec
