@@ -3,10 +3,11 @@ function-pointer table, a weak callee, a chain five calls deep, a leaf shared by
 does not, a kernel that spills beside a callee that does not, a spilling callee called once and twice; callees
 that never return (`[[noreturn]]`, `trap`) or leave the thread (`exit`) before or after the wait, a callee that
 waits in one branch only, a pointer table whose targets are call chains, a callee that loads in a loop, a callee
-that lets dependents launch. In Triton (`noinline=True`) a kernel that calls another kernel's body and a helper
-that loads in a loop; in Gluon, helpers that load and wait.
+that lets dependents launch; under `-rdc=true`, a call written in inline asm, a function pointer passed as a
+parameter, a wait reached through an alias. In Triton (`noinline=True`) a kernel that calls another kernel's body
+and a helper that loads in a loop; in Gluon, helpers that load and wait.
 
-tests/data/callgraph/paths.cu (nvcc), paths_triton.py and paths_gluon.py. A kernel's spills and stack are checked
+tests/data/callgraph/paths.cu and paths_rdc.cu (nvcc), paths_triton.py and paths_gluon.py. A kernel's spills and stack are checked
 against the figures ptxas prints for the same file with the same flags: never a number written here.
 """
 
@@ -18,6 +19,9 @@ import subprocess
 
 import pytest
 from conftest import DATA, Run, kgate
+
+from kgate.facts.callgraph import INDIRECT, function_name
+from kgate.facts.ptx import parse_ptx
 
 CALLGRAPH = DATA / "callgraph"
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
@@ -140,3 +144,28 @@ def test_triton_and_gluon_callees_before_the_wait(triton_run: Run, kernel: str) 
     found = [f["message"] for f in triton_run.json()["findings"] if f["kernel"] == kernel]
     expected = TRITON[kernel]
     assert (found == []) if expected is None else (len(found) == 1 and expected in found[0]), found
+
+
+# kernel -> (the opcodes reached before the wait, what it calls whose code the PTX lacks)
+RDC = {
+    "pdl_call_written_in_inline_asm": ([], ()),  # the assembler reads the asm's call as any other
+    "pdl_function_pointer_parameter": (["call"], (INDIRECT,)),  # no function's address is taken: it may do anything
+    # nvcc writes the alias as an extern name, resolved by the linker: a call kgate cannot see into, taken to write
+    # global memory and not to wait (an error on correct code, which the finding says it cannot see through)
+    "pdl_waits_through_an_alias": (["call.uni", "ld.global.f32", "st.global.f32"], ("wait_alias",)),
+}
+
+
+@pytest.fixture(scope="module")
+def rdc_entries(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    ptx = tmp_path_factory.mktemp("rdc") / "paths_rdc.ptx"
+    subprocess.run(["nvcc", "-arch=sm_120a", "-O3", "-rdc=true", "-ptx", str(CALLGRAPH / "paths_rdc.cu"), "-o",
+                    str(ptx)], check=True, capture_output=True)
+    return {function_name(e.name): e for e in parse_ptx(ptx.read_text()).entries}
+
+
+@needs_nvcc
+@pytest.mark.parametrize("kernel", sorted(RDC))
+def test_calls_the_ptx_spells_otherwise(rdc_entries: dict[str, object], kernel: str) -> None:
+    entry = rdc_entries[kernel]
+    assert ([a.opcode for a in entry.unwaited_accesses], entry.opaque_calls) == RDC[kernel], entry  # type: ignore[attr-defined]
