@@ -4,7 +4,8 @@ text, `importlib.resources`' functions, `importlib.util.find_spec`), variables r
 and other modules, a read in the `__init__.py` of a package two imports away, listings that decide the configs
 (a file added, renamed, removed), a module that is a link retargeted, a data file hard-linked from outside, a copy
 read in place of the file, a `.pth` line, and what the import reads without a Python look-up: the time zone the C
-library reads (`TZ`) and the command line (`sys.argv`).
+library reads (`TZ`), how the interpreter is started (`PYTHONOPTIMIZE`, `PYTHONWARNINGS`, `PYTHONHASHSEED`: run
+as a user runs kgate, in a process of its own) and the command line (`sys.argv`).
 
 Each case is a project holding one module (`r_<case>.py`, one kernel whose BLOCK comes from the read): a cold
 check, the change, a warm check; the warm row must be the new variant (8192), never the record of the old one
@@ -129,6 +130,9 @@ CASES: dict[str, tuple[str, str, dict[str, Any], dict[str, Any]]] = {
                                       {"sd_pth/x.pth": 'import os; os.environ["MYPROJ_PTH"] = "8192"\n'}),
     "time_zone_of_the_c_library": ("import time\n", "8192 if time.localtime(0).tm_hour != 0 else 256", {},
                                    {"env:TZ": "JST-9"}),
+    "debug_under_pythonoptimize": ("", "256 if __debug__ else 8192", {}, {"env:PYTHONOPTIMIZE": "1"}),
+    "warning_options": ("import sys\n", "8192 if sys.warnoptions else 256", {}, {"env:PYTHONWARNINGS": "default"}),
+    "string_hash_seed": ("", '8192 if hash("kgate-tile") % 2 else 256', {}, {"env:PYTHONHASHSEED": "2"}),
     "time_zone_after_tzset": ("import time\ntime.tzset()\n", "8192 if time.localtime(0).tm_hour != 0 else 256", {},
                               {"env:TZ": "JST-9"}),
 }
@@ -136,11 +140,12 @@ CASES: dict[str, tuple[str, str, dict[str, Any], dict[str, Any]]] = {
 ONCE_READ = '_read_and_delete(os.path.join(HERE, "d", "once.txt"), 8192)'
 ONE_SHOT = {"file_read_then_deleted_by_the_import": (READ_DELETE, ONCE_READ, {"d/once.txt": "256"}, {})}
 CASES.update(ONE_SHOT)
-FIRST_ENV = {"TZ": "UTC0"}
+INTERPRETER = {"debug_under_pythonoptimize", "warning_options", "string_hash_seed"}  # read as kgate starts
+FIRST_ENV = {"TZ": "UTC0", "PYTHONHASHSEED": "0"}  # hash("kgate-tile") is even under seed 0, odd under 2
 
 
-def _rows(project: Path, env: dict[str, str], *args: str) -> dict[str, str]:
-    run = kgate("check", "--show-kernels", *args, cwd=project, env={"COLUMNS": "250", **env})
+def _rows(project: Path, env: dict[str, str], *args: str, process: bool = False) -> dict[str, str]:
+    run = kgate("check", "--show-kernels", *args, cwd=project, env={"COLUMNS": "250", **env}, process=process)
     assert run.code in (0, 1), run.stderr
     return {line.split(":", 1)[0][2:]: line for line in run.stdout.splitlines() if line.startswith("r_")}
 
@@ -155,13 +160,15 @@ def test_every_read_of_the_import_is_in_the_key(tmp_path: Path, case: str) -> No
     (project / "kgate.toml").write_text(CFG)
     (project / f"r_{case}.py").write_text(HELPERS + _module(expression, preamble))
     _write(project, files)
-    first = _rows(project, FIRST_ENV)[case]
+    first = _rows(project, FIRST_ENV, process=case in INTERPRETER)[case]
     if case not in ONE_SHOT:  # a module that deletes what it read may be imported twice in the first run
         assert "BLOCK=256," in first, first
     env = {**FIRST_ENV, **{name[4:]: text for name, text in change.items() if name.startswith("env:")}}
     _write(project, {name: text for name, text in change.items() if not name.startswith("env:")})
-    second = _rows(project, env)[case]
+    second = _rows(project, env, process=case in INTERPRETER)[case]
     assert "BLOCK=8192," in second, second
+    if case in INTERPRETER:  # and once more: the record of that state serves
+        assert _rows(project, env, process=True)[case] == second
 
 
 def test_the_command_line_is_not_the_imports_input(tmp_path: Path) -> None:
@@ -189,3 +196,17 @@ def test_a_time_zone_left_as_it_was_imports_nothing(tmp_path: Path) -> None:
     assert "BLOCK=8192," in _rows(project, {"TZ": "JST-9"})["tz"]
     assert "BLOCK=8192," in _rows(project, {"TZ": "JST-9"})["tz"]
     assert (project / "imports.log").read_text().count("x") == 1
+
+
+def test_what_no_read_shows_keeps_the_first_variant(tmp_path: Path) -> None:
+    """The clock and an unseeded `random` are no input kgate can see (docs/performance.md): the variant the first
+    run compiled is the one every warm run shows, never one run's and then another's."""
+    project = tmp_path / "p"
+    project.mkdir()
+    (project / "kgate.toml").write_text(CFG)
+    (project / "r_clock.py").write_text(HELPERS + _module("256 if int(time.time() * 1000) % 2 else 8192",
+                                                          "import time\n"))
+    (project / "r_random.py").write_text(HELPERS + _module("random.choice([256, 8192])", "import random\n"))
+    first = _rows(project, {})
+    assert set(first) == {"clock", "random"}
+    assert _rows(project, {}) == first == _rows(project, {})

@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,6 +38,7 @@ Reads = dict[str, Any]  # name -> value when read
 UNRECORDED = "unrecorded"  # a read whose value cannot be named (`unrecorded:WHAT`): the import is not keyable
 _DISTRIBUTIONS = (".dist-info", ".egg-info", ".egg")
 MANIFEST = "reads"  # the cache kind that lists, per static key, the names its imports read
+INTERPRETER = "interpreter"  # the read of how the importing interpreter was started (`interpreter_state`)
 _KEPT_LISTS = 8  # read lists kept per static key (the same module under other inputs: an env var, a branch)
 _CHUNK = 1 << 20
 
@@ -84,6 +86,8 @@ def value(name: str, where: View) -> Any:
         return os.urandom(8).hex()  # never what it was: no later run finds the record
     if kind == "env":
         return _whole_env(where.env) if rest == "*" else where.env.get(rest)
+    if kind == INTERPRETER:
+        return interpreter_state()
     if kind == "cwd":  # a relative path was read: which folder it is relative to
         return where.name(where.cwd)
     if kind == "pythonpath":  # where a module not in the project's folders is looked for
@@ -116,6 +120,16 @@ def value(name: str, where: View) -> Any:
     if where.owned(os.path.abspath(path)) or checked_out(path, where.checkout):
         return _content(path)
     return path_state(path)
+
+
+def interpreter_state() -> list[Any]:
+    """What the interpreter the import runs in was started with that changes what a module's code does:
+    optimisation (`__debug__`, asserts), development mode, UTF-8 mode, the digits an int may be read from, and the
+    warning options (`-W`, PYTHONWARNINGS). kgate's compile workers are started with kgate's own (multiprocessing
+    hands them over), so the main process's are the workers'."""
+    flags = sys.flags
+    return [flags.optimize, flags.dev_mode, flags.utf8_mode, getattr(flags, "int_max_str_digits", -1),
+            list(sys.warnoptions)]
 
 
 def search_folders(where: View) -> list[str]:

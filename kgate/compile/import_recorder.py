@@ -10,8 +10,9 @@ same way and hands them back (`kgate.compile.import_children`); any other progra
 by every argument that names a path.
 
 What no Python code of the import looks up is keyed all the same: the variables the C library and the interpreter
-read on its behalf (`PROCESS_VARIABLES`: the local time zone of `time.localtime`, the locale, string hashing) are
-in the key of every import, and the command line it sees is its own, the same on every run (`sys.argv == [""]`,
+read on its behalf (`PROCESS_VARIABLES`: the local time zone of `time.localtime`, the locale, string hashing) and
+how the interpreter was started (`__debug__` under PYTHONOPTIMIZE, the warning options) are in the key of every
+import, and the command line it sees is its own, the same on every run (`sys.argv == [""]`,
 as an interpreter without a script has it): kgate's arguments (`--format json`) are not the kernel module's.
 """
 
@@ -24,7 +25,7 @@ from collections.abc import Iterator, Mapping
 from typing import IO, Any
 
 from kgate.compile import import_children, import_programs, import_text
-from kgate.compile.import_reads import UNRECORDED, Reads, View, keyable_file, search_folders, value
+from kgate.compile.import_reads import INTERPRETER, UNRECORDED, Reads, View, keyable_file, search_folders, value
 
 
 class Recorder:
@@ -95,9 +96,10 @@ _MAGIC_LINKS = ("/proc/", "/dev/fd/", "/dev/std")
 _RECORDER: Recorder | None = None
 _HOOKED = False
 # Variables read for the import where no Python code looks them up: by the C library (the time zone, the locale of
-# text, numbers and times) and by the interpreter as it starts (string hashing, UTF-8 mode).
+# text, numbers and times) and by the interpreter as it starts (the seed of string hashing); the rest of how the
+# interpreter was started is read as one (`import_reads.interpreter_state`: `__debug__`, the warning options).
 PROCESS_VARIABLES = ("TZ", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_NUMERIC", "LC_TIME", "LC_COLLATE",
-                     "LC_MONETARY", "LC_MESSAGES", "PYTHONHASHSEED", "PYTHONUTF8")
+                     "LC_MONETARY", "LC_MESSAGES", "PYTHONHASHSEED")
 
 
 def recorder(skip: list[str]) -> Recorder:
@@ -142,6 +144,7 @@ class recording:  # used as a `with` statement, as `open` is
                          os.getcwd(), self.checkout)
         for name in PROCESS_VARIABLES:
             rec.note_env(name)
+        rec.add(f"{INTERPRETER}:", value(f"{INTERPRETER}:", rec.where))
         return rec
 
     def __exit__(self, *exc: object) -> None:
