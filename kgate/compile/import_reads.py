@@ -39,6 +39,11 @@ UNRECORDED = "unrecorded"  # a read whose value cannot be named (`unrecorded:WHA
 _DISTRIBUTIONS = (".dist-info", ".egg-info", ".egg")
 MANIFEST = "reads"  # the cache kind that lists, per static key, the names its imports read
 INTERPRETER = "interpreter"  # the read of how the importing interpreter was started (`interpreter_state`)
+# Variables read for the import where no Python code looks them up: by the C library (the time zone, the locale of
+# text, numbers and times) and by the interpreter as it starts (the seed of string hashing); the rest of how the
+# interpreter was started is read as one (`interpreter_state`: `__debug__`, the warning options).
+PROCESS_VARIABLES = ("TZ", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_NUMERIC", "LC_TIME", "LC_COLLATE",
+                     "LC_MONETARY", "LC_MESSAGES", "PYTHONHASHSEED")
 _KEPT_LISTS = 8  # read lists kept per static key (the same module under other inputs: an env var, a branch)
 _CHUNK = 1 << 20
 

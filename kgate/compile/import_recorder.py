@@ -9,11 +9,9 @@ the length of the import. A Python program the import runs, and a process it for
 same way and hands them back (`kgate.compile.import_children`); any other program is keyed by its own file and
 by every argument that names a path.
 
-What no Python code of the import looks up is keyed all the same: the variables the C library and the interpreter
-read on its behalf (`PROCESS_VARIABLES`: the local time zone of `time.localtime`, the locale, string hashing) and
-how the interpreter was started (`__debug__` under PYTHONOPTIMIZE, the warning options) are in the key of every
-import, and the command line it sees is its own, the same on every run (`sys.argv == [""]`,
-as an interpreter without a script has it): kgate's arguments (`--format json`) are not the kernel module's.
+What no Python code of the import looks up is keyed all the same (`PROCESS_VARIABLES`, `INTERPRETER`: the time zone,
+the locale, `__debug__`), and the command line it sees is its own, the same on every run (`sys.argv == [""]`, as an
+interpreter without a script has it): kgate's arguments (`--format json`) are not the kernel module's.
 """
 
 from __future__ import annotations
@@ -24,7 +22,7 @@ import sys
 from collections.abc import Iterator, Mapping
 from typing import IO, Any
 
-from kgate.compile import import_children, import_programs, import_text
+from kgate.compile import import_children, import_programs, import_reads, import_text
 from kgate.compile.import_reads import INTERPRETER, UNRECORDED, Reads, View, keyable_file, search_folders, value
 
 
@@ -95,11 +93,6 @@ class Recorder:
 _MAGIC_LINKS = ("/proc/", "/dev/fd/", "/dev/std")
 _RECORDER: Recorder | None = None
 _HOOKED = False
-# Variables read for the import where no Python code looks them up: by the C library (the time zone, the locale of
-# text, numbers and times) and by the interpreter as it starts (the seed of string hashing); the rest of how the
-# interpreter was started is read as one (`import_reads.interpreter_state`: `__debug__`, the warning options).
-PROCESS_VARIABLES = ("TZ", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_NUMERIC", "LC_TIME", "LC_COLLATE",
-                     "LC_MONETARY", "LC_MESSAGES", "PYTHONHASHSEED")
 
 
 def recorder(skip: list[str]) -> Recorder:
@@ -142,7 +135,7 @@ class recording:  # used as a `with` statement, as `open` is
             patch(rec)
         rec.where = View(os.path.abspath(self.root), tuple(os.path.abspath(r) for r in self.roots), RealEnv(),
                          os.getcwd(), self.checkout)
-        for name in PROCESS_VARIABLES:
+        for name in import_reads.PROCESS_VARIABLES:
             rec.note_env(name)
         rec.add(f"{INTERPRETER}:", value(f"{INTERPRETER}:", rec.where))
         return rec
