@@ -37,6 +37,7 @@ from kgate.compile.payloads import CudaPlan, CudaReply, CudaRequest, FunctionsSa
 from kgate.compile.pool import Pool
 from kgate.compile.preflight import CudaCompilers, cuda_compilers
 from kgate.compile.protocol import Outcome, Task
+from kgate.compile.sides import Checkout, named, on_this_side
 from kgate.compile.units import Compiled, CompileFailure, cubin_file
 from kgate.core.config import Config
 from kgate.core.errors import ToolchainError
@@ -91,7 +92,7 @@ def compile_cuda(config: Config, targets: tuple[str, ...], *, jobs: int, progres
     nvrtc_includes = [folder for folder in [cuda_include_dir(toolchain.nvcc)] if folder] \
         if "nvrtc" in compilers.values() else []
     errors: list[tuple[CudaSource, str, dict[str, Any]]] = []
-    read = FilesRead(config.root)
+    read = FilesRead(config.root, config.checkout_of)
     todo: list[_Task] = []
     cubins: list[tuple[_Task, Entry, list[str]]] = []  # cached, lacking SASS the plan wants: disassembled, not compiled
     for source in sources:
@@ -272,21 +273,24 @@ class FilesRead:
     `kgate.support.atomicio.read_input`: one that has become a named pipe or a device is unreadable, not waited on).
 
     A file in the project is named relative to it (a cache restored into another checkout still holds), any
-    other by its absolute path, both as the compiler reached them (a symlink is not resolved)."""
+    other by its absolute path, both as the compiler reached them (a symlink is not resolved); on a base revision's
+    side, a file of its checkout by the working tree's path, read in the checkout (`kgate.compile.sides`)."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, checkout: Checkout | None = None) -> None:
         self.root = os.path.abspath(root)
+        self.checkout = checkout
         self.hashes: dict[str, str | None] = {}
 
     def _name(self, path: str) -> str:
         rel = os.path.relpath(os.path.abspath(path), self.root)
-        return path if rel == os.pardir or rel.startswith(os.pardir + os.sep) else rel
+        return named(path, self.checkout) if rel == os.pardir or rel.startswith(os.pardir + os.sep) else rel
 
     def hash(self, name: str) -> str | None:
         """The hash of a file by its name in a record (relative to the project, or absolute)."""
         if name not in self.hashes:
+            path = on_this_side(name, self.checkout) if os.path.isabs(name) else os.path.join(self.root, name)
             try:
-                self.hashes[name] = hashlib.sha256(read_input(os.path.join(self.root, name))).hexdigest()
+                self.hashes[name] = hashlib.sha256(read_input(path)).hexdigest()
             except (OSError, ValueError):
                 self.hashes[name] = None
         return self.hashes[name]

@@ -95,7 +95,7 @@ def compile_triton(config: Config, entries: list[PythonEntry], targets: tuple[st
     pool = pool or Pool(jobs, worker_env(config))
     try:
         where = import_reads.view(str(config.root.resolve()), project_roots(config), worker_env(config),
-                                  import_folder(config))
+                                  import_folder(config), config.checkout_of)
         expand_kernels(config, planned, pool, cache, run.toolchain, where)
         for p in planned:
             if p.where is not None:
@@ -178,7 +178,8 @@ def compile_triton(config: Config, entries: list[PythonEntry], targets: tuple[st
             sweep_triton(config.root / config.cache_dir / "triton")  # what killed compiles left of Triton's
             project, cwd = project_roots(config), import_folder(config)
             tasks = [Task(f"{p.language}.compile", _compile_request(
-                p, variant, target, key, roots=project, cwd=cwd, artifacts=str(cache.artifacts(key)), shown=shown,
+                p, variant, target, key, roots=project, cwd=cwd, checkout=list(config.checkout_of or ()),
+                artifacts=str(cache.artifacts(key)), shown=shown,
                 toolchain=tools_of(p.language, run.toolchain), analyse=analyse))
                 for variant, target, p, key in jobs_todo]
             if progress:
@@ -197,13 +198,13 @@ def compile_triton(config: Config, entries: list[PythonEntry], targets: tuple[st
 
 
 def _compile_request(p: Planned, variant: Variant, target: str, key: str, *, roots: list[str], cwd: str,
-                     artifacts: str, shown: Callable[[str], str], toolchain: dict[str, str],
+                     checkout: list[str], artifacts: str, shown: Callable[[str], str], toolchain: dict[str, str],
                      analyse: Analyse | None) -> CompileRequest:
     """The payload of the task that compiles `variant` of kernel `p` for `target` under compile key `key`: the
     project's folders (`roots`) and the folder its modules are imported in (`cwd`), the artifacts' cache folder."""
     assert p.expansion is not None
     request: CompileRequest = {
-        "variant": variant, "target": target, "sys_path": p.sys_path, "roots": roots, "cwd": cwd,
+        "variant": variant, "target": target, "sys_path": p.sys_path, "roots": roots, "cwd": cwd, "checkout": checkout,
         "path": shown(p.expansion["path"]), "line": p.expansion["line"], "artifacts": artifacts, "key": key,
         "toolchain": {k: v for k, v in toolchain.items() if not k.endswith(".id")},
     }

@@ -58,7 +58,8 @@ class Children:
         where = rec.where
         assert where is not None and self.folder is not None
         return json.dumps({"folder": self.folder, "token": token, "root": where.root, "roots": list(where.roots),
-                           "cwd": where.cwd, "skip": list(rec.skip), "pythonpath": pythonpath})
+                           "cwd": where.cwd, "checkout": where.checkout, "skip": list(rec.skip),
+                           "pythonpath": pythonpath})
 
     def expect(self, rec: Recorder, token: str, program: str) -> None:
         if rec.sink is not None:  # in a child: the import's own process checks
@@ -388,7 +389,9 @@ def _record_child(settings: dict[str, Any]) -> None:
     _open_report(rec, settings["folder"], settings["token"])
     if rec.sink is None:
         return
-    rec.where = View(settings["root"], tuple(settings["roots"]), import_recorder.RealEnv(), settings["cwd"])
+    checkout = settings.get("checkout")
+    rec.where = View(settings["root"], tuple(settings["roots"]), import_recorder.RealEnv(), settings["cwd"],
+                     (checkout[0], checkout[1]) if checkout else None)
     rec.depth = 1
     before, path = set(sys.modules), list(sys.path)
     import_recorder.start_in_child(rec)

@@ -25,17 +25,25 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from kgate.compile.cache import Cache, digest
+from kgate.compile.sides import Checkout, checked_out, named, on_this_side
 from kgate.support.filestat import path_state
 
 Reads = dict[str, Any]  # name -> value when read
 UNRECORDED = "unrecorded"  # a read whose value cannot be named (`unrecorded:WHAT`): the import is not keyable
 _DISTRIBUTIONS = (".dist-info", ".egg-info", ".egg")
 MANIFEST = "reads"  # the cache kind that lists, per static key, the names its imports read
+INTERPRETER = "interpreter"  # the read of how the importing interpreter was started (`interpreter_state`)
+# Variables read for the import where no Python code looks them up: by the C library (the time zone, the locale of
+# text, numbers and times) and by the interpreter as it starts (the seed of string hashing); the rest of how the
+# interpreter was started is read as one (`interpreter_state`: `__debug__`, the warning options).
+PROCESS_VARIABLES = ("TZ", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_NUMERIC", "LC_TIME", "LC_COLLATE",
+                     "LC_MONETARY", "LC_MESSAGES", "PYTHONHASHSEED")
 _KEPT_LISTS = 8  # read lists kept per static key (the same module under other inputs: an env var, a branch)
 _CHUNK = 1 << 20
 
@@ -49,21 +57,23 @@ class View:
     roots: tuple[str, ...]
     env: Mapping[str, str] = field(default_factory=dict)
     cwd: str = ""  # the folder the import runs in: what a relative path names
+    checkout: Checkout | None = None  # on a base revision's side (`kgate diff`): the repository and its checkout
 
     def path(self, name: str) -> str:
-        return os.path.join(self.root, name[2:]) if name.startswith("./") else name
+        return os.path.join(self.root, name[2:]) if name.startswith("./") else on_this_side(name, self.checkout)
 
     def name(self, path: str) -> str:
         path = os.path.abspath(path)
         if path == self.root or path.startswith(self.root.rstrip(os.sep) + os.sep):
             return "./" + os.path.relpath(path, self.root).replace(os.sep, "/")
-        return path
+        return named(path, self.checkout)
 
     def owned(self, path: str) -> bool:
         return any(path == r or path.startswith(r.rstrip(os.sep) + os.sep) for r in self.roots)
 
 
-def view(root: str, roots: list[str], env_changes: Mapping[str, str | None], cwd: str) -> View:
+def view(root: str, roots: list[str], env_changes: Mapping[str, str | None], cwd: str,
+         checkout: Checkout | None = None) -> View:
     """The view of the main process onto what a worker (started with `env_changes`, importing in `cwd`) reads."""
     env = dict(os.environ)
     for key, changed in env_changes.items():
@@ -71,7 +81,7 @@ def view(root: str, roots: list[str], env_changes: Mapping[str, str | None], cwd
             env.pop(key, None)
         else:
             env[key] = changed
-    return View(os.path.abspath(root), tuple(os.path.abspath(r) for r in roots), env, os.path.abspath(cwd))
+    return View(os.path.abspath(root), tuple(os.path.abspath(r) for r in roots), env, os.path.abspath(cwd), checkout)
 
 
 def value(name: str, where: View) -> Any:
@@ -81,6 +91,8 @@ def value(name: str, where: View) -> Any:
         return os.urandom(8).hex()  # never what it was: no later run finds the record
     if kind == "env":
         return _whole_env(where.env) if rest == "*" else where.env.get(rest)
+    if kind == INTERPRETER:
+        return interpreter_state()
     if kind == "cwd":  # a relative path was read: which folder it is relative to
         return where.name(where.cwd)
     if kind == "pythonpath":  # where a module not in the project's folders is looked for
@@ -110,9 +122,19 @@ def value(name: str, where: View) -> Any:
             return None
     if not keyable_file(path):
         return os.urandom(8).hex()  # a device, a pipe or a socket now: what it gives cannot be named
-    if where.owned(os.path.abspath(path)):
+    if where.owned(os.path.abspath(path)) or checked_out(path, where.checkout):
         return _content(path)
     return path_state(path)
+
+
+def interpreter_state() -> list[Any]:
+    """What the interpreter the import runs in was started with that changes what a module's code does:
+    optimisation (`__debug__`, asserts), development mode, UTF-8 mode, the digits an int may be read from, and the
+    warning options (`-W`, PYTHONWARNINGS). kgate's compile workers are started with kgate's own (multiprocessing
+    hands them over), so the main process's are the workers'."""
+    flags = sys.flags
+    return [flags.optimize, flags.dev_mode, flags.utf8_mode, getattr(flags, "int_max_str_digits", -1),
+            list(sys.warnoptions)]
 
 
 def search_folders(where: View) -> list[str]:

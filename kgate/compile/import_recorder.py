@@ -8,6 +8,10 @@ cannot see (the environment, `os.stat` and its kin, `importlib.util.find_spec`) 
 the length of the import. A Python program the import runs, and a process it forks, records its own reads the
 same way and hands them back (`kgate.compile.import_children`); any other program is keyed by its own file and
 by every argument that names a path.
+
+What no Python code of the import looks up is keyed all the same (`PROCESS_VARIABLES`, `INTERPRETER`: the time zone,
+the locale, `__debug__`), and the command line it sees is its own, the same on every run (`sys.argv == [""]`, as an
+interpreter without a script has it): kgate's arguments (`--format json`) are not the kernel module's.
 """
 
 from __future__ import annotations
@@ -18,8 +22,8 @@ import sys
 from collections.abc import Iterator, Mapping
 from typing import IO, Any
 
-from kgate.compile import import_children, import_programs, import_text
-from kgate.compile.import_reads import UNRECORDED, Reads, View, keyable_file, search_folders, value
+from kgate.compile import import_children, import_programs, import_reads, import_text
+from kgate.compile.import_reads import INTERPRETER, UNRECORDED, Reads, View, keyable_file, search_folders, value
 
 
 class Recorder:
@@ -109,10 +113,12 @@ def recorder(skip: list[str]) -> Recorder:
 class recording:  # used as a `with` statement, as `open` is
     """Record the reads of the imports made inside it (the project's set-up hook, its kernel module)."""
 
-    def __init__(self, root: str, roots: list[str], cwd: str | None = None) -> None:
-        self.root, self.roots, self.cwd = root, roots, cwd
+    def __init__(self, root: str, roots: list[str], cwd: str | None = None,
+                 checkout: tuple[str, str] | None = None) -> None:
+        self.root, self.roots, self.cwd, self.checkout = root, roots, cwd, checkout
         self.before: set[str] = set()
         self.path: list[str] = []
+        self.argv: list[str] = []
         self.was: str | None = None
 
     def __enter__(self) -> Recorder | None:
@@ -124,10 +130,14 @@ class recording:  # used as a `with` statement, as `open` is
             if self.cwd is not None and os.path.isdir(self.cwd):  # the side's own folder (a base's checkout)
                 self.was = os.getcwd()
                 os.chdir(self.cwd)
-            self.before, self.path = set(sys.modules), list(sys.path)
+            self.before, self.path, self.argv = set(sys.modules), list(sys.path), sys.argv
+            sys.argv = [""]
             patch(rec)
         rec.where = View(os.path.abspath(self.root), tuple(os.path.abspath(r) for r in self.roots), RealEnv(),
-                         os.getcwd())
+                         os.getcwd(), self.checkout)
+        for name in import_reads.PROCESS_VARIABLES:
+            rec.note_env(name)
+        rec.add(f"{INTERPRETER}:", value(f"{INTERPRETER}:", rec.where))
         return rec
 
     def __exit__(self, *exc: object) -> None:
@@ -138,6 +148,7 @@ class recording:  # used as a `with` statement, as `open` is
         if rec.depth:
             return
         unpatch()
+        sys.argv = self.argv
         if self.was is not None:
             os.chdir(self.was)
             self.was = None

@@ -50,6 +50,7 @@ class ImportRequest(TypedDict):
     sys_path: list[str]
     roots: list[str]
     cwd: str
+    checkout: list[str]  # on a base revision's side, the repository and its checkout (`kgate.compile.sides`); else []
 
 
 class ExpandRequest(ImportRequest):

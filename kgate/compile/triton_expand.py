@@ -72,7 +72,8 @@ def expand_kernels(config: Config, planned: list[Planned], pool: Pool, cache: Ca
     if todo:
         roots, cwd = project_roots(config), import_folder(config)
         pool.run([Task(f"{p.language}.expand",
-                       ExpandRequest(kernel=p.kernel, sys_path=p.sys_path, roots=roots, cwd=cwd)) for p in todo],
+                       ExpandRequest(kernel=p.kernel, sys_path=p.sys_path, roots=roots, cwd=cwd,
+                                     checkout=list(config.checkout_of or ()))) for p in todo],
                  config.timeout, expanded)
 
 

@@ -69,7 +69,8 @@ def imported(payload: ImportRequest, kernel: str) -> Any:
     from kgate.compile import import_recorder
 
     roots = payload.get("roots") or payload["sys_path"]
-    with import_recorder.recording(roots[0], roots, payload.get("cwd")):
+    checkout = payload.get("checkout") or ()
+    with import_recorder.recording(roots[0], roots, payload.get("cwd"), (checkout[0], checkout[1]) if checkout else None):
         _prepare(payload)
         return load(kernel)
 

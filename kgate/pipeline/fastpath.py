@@ -97,8 +97,11 @@ def run_key(argv: list[str], config: str = "") -> str:
            if k.startswith(_ENV_PREFIXES) or k in _ENV_NAMES or k in NVCC_NAMES or k in knobs}
     from kgate import __version__
 
-    blob = json.dumps([RECORD_VERSION, __version__, sys.executable, sys.version, os.getcwd(), config, argv,
-                       sorted(env.items()), sys.stdout.isatty(), sys.stderr.isatty(), _repository(config)])
+    # How the interpreter was started (-O, -W, PYTHONOPTIMIZE): compile workers are started so too, and a kernel
+    # module's import may read it (`__debug__`, sys.warnoptions).
+    blob = json.dumps([RECORD_VERSION, __version__, sys.executable, sys.version, list(sys.flags), sys.warnoptions,
+                       os.getcwd(), config, argv, sorted(env.items()), sys.stdout.isatty(), sys.stderr.isatty(),
+                       _repository(config)])
     return sha256(blob.encode()).hexdigest()
 
 
