@@ -197,7 +197,7 @@ def test_an_edit_to_a_module_that_imports_another_name_of_the_same_spelling(proj
     edit(project, "pkg/elsewhere.py", "return scale_rows(batch)", "return scale_rows(batch[::-1])")
     assert lint(project, monkeypatch) == (first, {"pkg/elsewhere.py"})
     edit(project, "pkg/elsewhere.py", "from .models import step as scale_rows", "from .kernels import scale_rows")
-    found, linted = lint(project, monkeypatch)
+    _found, linted = lint(project, monkeypatch)
     assert linted == {"pkg/elsewhere.py", "pkg/kernels.py"}
 
 
