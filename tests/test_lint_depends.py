@@ -197,7 +197,7 @@ def test_an_edit_to_a_module_that_imports_another_name_of_the_same_spelling(proj
     edit(project, "pkg/elsewhere.py", "return scale_rows(batch)", "return scale_rows(batch[::-1])")
     assert lint(project, monkeypatch) == (first, {"pkg/elsewhere.py"})
     edit(project, "pkg/elsewhere.py", "from .models import step as scale_rows", "from .kernels import scale_rows")
-    found, linted = lint(project, monkeypatch)
+    _found, linted = lint(project, monkeypatch)
     assert linted == {"pkg/elsewhere.py", "pkg/kernels.py"}
 
 
@@ -227,3 +227,20 @@ def test_the_readers_of_the_projects_python_and_cpp_files_walk_its_tree_once_a_r
     depends.new_run()
     pyimports.python_files(root)
     assert walks == [root, root]
+
+
+def test_two_kernel_modules_whose_launchers_one_module_calls(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pkg/layers.py calls the launchers of pkg/kernels.py and pkg/shift.py: its reading for their callers is made
+    once a run and serves both verdicts, and each verdict keeps what that reading read, so an edit to either call
+    lints both kernel modules again and the keys now passed are reported in both."""
+    (project / "pkg" / "shift.py").write_text(KERNELS.replace("scale_rows", "shift_rows"))
+    edit(project, "pkg/layers.py", "from .kernels import scale_rows\n",
+         "from .kernels import scale_rows\nfrom .shift import shift_rows\n")
+    edit(project, "pkg/layers.py", "    scale_rows(hidden, width)\n",
+         "    scale_rows(hidden, width)\n    shift_rows(hidden, width)\n")
+    first, _linted = lint(project, monkeypatch)
+    assert not {f for f in first if f[2] == "KG201"}
+    edit(project, "pkg/layers.py", "_rows(hidden, width)", "_rows(hidden, hidden.shape[0])")
+    found, linted = lint(project, monkeypatch)
+    assert linted == {"pkg/layers.py", "pkg/kernels.py", "pkg/shift.py"}
+    assert found - first == {("pkg/kernels.py", 6, "KG201"), ("pkg/shift.py", 6, "KG201")}

@@ -15,6 +15,7 @@ them share that batch (`q`, `k`, `v` of an attention). A tensor made with a lead
 from __future__ import annotations
 
 import ast
+import weakref
 
 from kgate.collect import pysource as py
 from kgate.collect.pycallers import CallSites
@@ -176,10 +177,22 @@ class Batches(CallSites):
         return False
 
 
-def packed_under(fn: py.Function) -> list[str]:
+def packed_under(fn: py.Function) -> tuple[str, ...]:
     """The parameters under whose presence the function checks that the batch of its inputs is one: `if cu_seqlens is
     not None: assert q.shape[0] == 1`, `if cu_seqlens is not None and q.shape[0] != 1: raise ...`, or `assert
-    cu_seqlens is None or q.shape[0] == 1`; the tensor checked is a parameter of the function."""
+    cu_seqlens is None or q.shape[0] == 1`; the tensor checked is a parameter of the function. Read once per
+    function (asked again for each of its tensors, and by the verdicts of every file that follows a call into it)."""
+    found = _PACKED.get(fn)
+    if found is None:
+        found = _PACKED[fn] = tuple(_packed_under(fn))
+    return found
+
+
+# A function's syntax tree -> `packed_under` of it, while the tree is alive.
+_PACKED: weakref.WeakKeyDictionary[py.Function, tuple[str, ...]] = weakref.WeakKeyDictionary()
+
+
+def _packed_under(fn: py.Function) -> list[str]:
     params = {a.arg for a in py.parameters(fn)}
     out: list[str] = []
     for node in ast.walk(fn):

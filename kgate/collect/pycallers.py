@@ -11,12 +11,11 @@ read by a reading of their own, parsed only in the definitions that name what is
 from __future__ import annotations
 
 import ast
-from bisect import bisect_left
 from typing import TYPE_CHECKING, cast
 
 from kgate.collect import pyparts, pysparse
 from kgate.collect import pysource as py
-from kgate.collect.pyscopes import Scope, call_lines, passed_for, scopes, top_level
+from kgate.collect.pyscopes import Scope, call_lines, passed_for, scopes, top_level, within
 from kgate.collect.pyvalues import Names, Verdict
 from kgate.collect.source import SourceFile
 
@@ -55,11 +54,12 @@ class CallSites:
             return []
         out = []
         for path, local in self.project.importing(self.source.path, name):
-            key = ("launches", path, tuple(local) if launches else (), id(self.names), self.bucketing,
-                   self.runtime_only)
+            key = ("launches", path, tuple(local) if launches else (), type(self.names),
+                   frozenset(self.names.runtime), frozenset(self.names.model), self.bucketing, self.runtime_only)
             reader = self.project.readers.get(key)
             if reader is None:
-                reader = self.project.readers[key] = self._reader(path, local, launches)
+                reader = self.project.readers[key] = self.project.reading(
+                    key, lambda path=path, local=local: self._reader(path, local, launches))
             if reader is not None:
                 out.append((cast("Launches", reader), local))
         return out
@@ -121,7 +121,7 @@ class CallSites:
             read_for = name in (self.source.derived.get("needles") or ())
             tree = self.info.tree if read_for else self.tree if self.info.whole or not marked else self._around(marked)
             tree = ast.Module(body=[stmt for stmt in tree.body if within(marked, stmt)], type_ignores=[])
-            self._calls[key] = [(node, scope) for scope in scopes(tree) if isinstance(scope.node, py.Function)
+            self._calls[key] = [(node, scope) for scope in scopes(tree, marked) if isinstance(scope.node, py.Function)
                                 for stmt in scope.own if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef,
                                                                                ast.ClassDef)) and within(marked, stmt)
                                 for node in py.expressions(stmt) if isinstance(node, ast.Call)
@@ -157,13 +157,6 @@ def applied_class(scope: Scope) -> str:
         return ""
     bases = [(py.dotted(base) or "").rsplit(".", 1)[-1] for base in owner.node.bases]
     return owner.node.name if "Function" in bases else ""
-
-
-def within(marked: list[int], stmt: ast.stmt) -> bool:
-    """Whether a statement spans one of the (0-based, sorted) lines `marked`."""
-    first, last = stmt.lineno - 1, (stmt.end_lineno or stmt.lineno) - 1
-    at = bisect_left(marked, first)
-    return at < len(marked) and marked[at] <= last
 
 
 def split(source: SourceFile) -> list[pysparse.Block] | None:

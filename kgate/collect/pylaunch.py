@@ -46,7 +46,7 @@ from kgate.collect.pyscopes import (
     launched_name,
     passed_for,
     scopes,
-    top_level,
+    top_definitions,
     unpacked,
 )
 from kgate.collect.pyvalues import (
@@ -139,9 +139,9 @@ class Launches(Batches):
     def _collect(self, launched: set[str]) -> None:
         # The module's own statements are not read: the excerpt holds none of them (module constants come from
         # the shared tree), and a launch at module level runs once, at import.
-        for scope in scopes(self.tree):
-            if top_level(scope) and isinstance(scope.node, py.Function):
-                self.definitions.setdefault(scope.node.name, scope.node)
+        for fn in top_definitions(self.tree):
+            self.definitions.setdefault(fn.name, fn)
+        for scope in scopes(self.tree, self.marked):
             for stmt in scope.own:
                 if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) or \
                         not self._launches_within(stmt):

@@ -13,8 +13,9 @@ everywhere (`kgate.collect.pynames`). Every question asked and every module read
 from __future__ import annotations
 
 import ast
+import copy
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from kgate.collect import depends, pyparts
@@ -40,10 +41,25 @@ class Modules:
         self._sources: dict[str, tuple[SourceFile | None, Any, str | None]] = {}  # with its state and digest
         # What a reading of a module keeps (pylaunch's), for one file's verdicts: it reads on as it is asked.
         self.readers: dict[tuple[object, ...], object] = depends.per_file({})
+        # Each reading as built, once per run, with what building it read (`reading`).
+        self._readings: dict[tuple[object, ...], tuple[Any, depends.Reads]] = {}
         self.asked = 0  # questions answered: a file's verdict that asked one read beyond the file
         self._imports: dict[str, list[list[Any]]] = {}  # path -> [statement's text, what it binds (None: unread)]
         self._bound: dict[tuple[str, str, str], tuple[list[str], depends.Reads]] = {}
         self._importing: dict[tuple[str, str], tuple[list[tuple[str, list[str]]], depends.Reads]] = {}
+
+    def reading(self, key: tuple[object, ...], build: Callable[[], Any]) -> Any:
+        """A reading of another module for one file's verdicts (`build`, None where the module cannot be read): built
+        once per run, and what building it read noted again for every later file that asks (`depends.replay`); each
+        file gets a copy of it as built, since what a file asks of a reading changes how far it reads on."""
+        held = self._readings.get(key)
+        if held is None:
+            with depends.collecting() as reads:
+                built = build()
+            held = self._readings[key] = (built, reads)
+        else:
+            depends.replay(held[1])
+        return copy.copy(held[0]) if held[0] is not None else None
 
     def importers(self, name: str) -> list[str]:
         """The modules (absolute paths) whose import statements name `name`: what they import, or the module they

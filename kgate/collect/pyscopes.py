@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import re
+from bisect import bisect_left
 from collections.abc import Iterator
 
 from kgate.collect import pysource as py
@@ -85,8 +86,9 @@ def _equal_to(name: str, side: ast.expr, other: ast.expr) -> list[ast.expr]:
             out.append(ast.copy_location(ast.Subscript(value=other, slice=ast.Constant(at), ctx=ast.Load()), other))
     return out
 
-def scopes(tree: ast.Module) -> Iterator[Scope]:
-    """Every function and class of a module as a scope, with the scopes it is in, outer before inner."""
+def scopes(tree: ast.Module, marked: list[int] | None = None) -> Iterator[Scope]:
+    """Every function and class of a module as a scope, with the scopes it is in, outer before inner; with `marked`
+    (0-based, sorted lines), only those that span one of them (the others hold no statement on those lines)."""
     module = Scope(tree, None)
     module._env = {}
     stack = [module]
@@ -95,7 +97,20 @@ def scopes(tree: ast.Module) -> Iterator[Scope]:
         if scope is not module:
             yield scope
         stack.extend(Scope(stmt, scope) for stmt in reversed(scope.own)
-                     if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)))
+                     if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                     and (marked is None or within(marked, stmt)))
+
+
+def within(marked: list[int], stmt: ast.stmt) -> bool:
+    """Whether a statement spans one of the (0-based, sorted) lines `marked`."""
+    first, last = stmt.lineno - 1, (stmt.end_lineno or stmt.lineno) - 1
+    at = bisect_left(marked, first)
+    return at < len(marked) and marked[at] <= last
+
+
+def top_definitions(tree: ast.Module) -> Iterator[py.Function]:
+    """The functions defined at a module's top level (under an `if` or a `try` too), in order."""
+    return (stmt for stmt in _own_statements(tree) if isinstance(stmt, py.Function))
 
 def top_level(scope: Scope) -> bool:
     """A definition at the module's top level (its parent is the module)."""
