@@ -115,13 +115,27 @@ def test_a_replay_writes_a_missing_output_file_again(project: Path) -> None:
     assert replayed and out.read_text() == content
 
 
-def test_an_input_changed_during_the_run_is_not_recorded(tmp_path: Path) -> None:
-    (tmp_path / "a.py").write_text("x = 1\n")
-    snapshot = fastpath.Snapshot.take(str(tmp_path), (), (), [])
-    assert snapshot.still_holds()
-    time.sleep(0.01)
-    (tmp_path / "a.py").write_text("x = 2\n")
-    assert not snapshot.still_holds()
+def test_an_input_changed_during_the_run_is_never_replayed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The record keeps the states the snapshot took before the run: a file edited while the run reads the project
+    has another state by the next run, which runs in full and reports the file as it is."""
+    (tmp_path / "kgate.toml").write_text("")
+    kernel = tmp_path / "k.py"
+    kernel.write_text("import triton\n")
+    from kgate.pipeline import lint, lint_report
+
+    real = lint.run_lint
+
+    def editing(*args: object, **kwargs: object) -> lint.LintRun:
+        kernel.write_text("import triton\n\n\n@triton.jit\ndef k(x):\n    print(x)\n")  # after the snapshot
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(lint_report, "run_lint", editing)
+    first = probe(tmp_path, "--format", "json", command="lint")
+    monkeypatch.setattr(lint_report, "run_lint", real)
+    second = probe(tmp_path, "--format", "json", command="lint")
+    assert not second[2]
+    assert "KG204" in second[1] and second[1] == first[1]
+    assert probe(tmp_path, "--format", "json", command="lint")[2]
 
 
 def test_replay_output_matches_the_cli(project: Path) -> None:

@@ -74,14 +74,20 @@ def glob_matcher(globs: Iterable[str]) -> Callable[[str], bool]:
     globs = list(globs)
     plain = [g.split("*") for g in globs if "/" not in g and not _WILD.search(g.replace("*", "", 1))]
     exact = frozenset(parts[0] for parts in plain if len(parts) == 1)
-    starred = tuple((parts[0], parts[1]) for parts in plain if len(parts) == 2)
+    starred = [(parts[0], parts[1]) for parts in plain if len(parts) == 2]
+    # `*.py` and `test_*` as one test each of every tail and every head (str.endswith takes a tuple): the walk asks
+    # this of every file of the project.
+    tails = tuple(tail for head, tail in starred if not head)
+    heads = tuple(head for head, tail in starred if not tail and head)
+    both = tuple((head, tail) for head, tail in starred if head and tail)
     names = _union([fnmatch.translate(g) for g in globs if "/" not in g and _WILD.search(g.replace("*", "", 1))])
     paths = _union([fnmatch.translate(g) for g in globs if "/" in g])
 
     def match(rel: str) -> bool:
-        name = rel.rsplit("/", 1)[-1]
-        if name in exact or any(len(name) >= len(head) + len(tail) and name.startswith(head) and name.endswith(tail)
-                                for head, tail in starred):
+        name = rel[rel.rfind("/") + 1:]
+        if name in exact or name.endswith(tails) or name.startswith(heads) or any(
+                len(name) >= len(head) + len(tail) and name.startswith(head) and name.endswith(tail)
+                for head, tail in both):
             return True
         return bool(names and names.match(name) or paths and paths.match(rel))
 

@@ -18,10 +18,13 @@ falls through to the full run; so does a record that is not as it was
 written (it carries a hash of its content: an edited output or exit code is
 never replayed).
 
-The snapshot is taken before the run and verified again after it, so an
-edit made while kgate was running is never recorded as seen. A run whose
-outcome depended on its circumstances (a compile that timed out, a worker
-that died) leaves no record.
+The snapshot is taken before the run, and the record keeps the states it
+took: an edit made while kgate was running gives the file another state
+than the recorded one, so the next run is a full one (a replay stats every
+input anyway; checking them all a second time after the run would only
+spare writing a record that is never replayed). A run whose outcome
+depended on its circumstances (a compile that timed out, a worker that
+died) leaves no record.
 
 A `kgate lint` in a folder without a configuration (the defaults, the
 folder its root) leaves its record in that folder's cache as well; the
@@ -281,7 +284,7 @@ def _rewrite(name: str, content: str) -> None:
 
 
 class Snapshot:
-    """The stats of every input of a run, taken before it; recorded only if they still hold after it.
+    """The stats of every input of a run, taken before it (a replay holds only while they all still hold).
 
     Folders are compared by their listings (less the entries the run does not read), not their
     modification times: writing the cache or a report next to the sources is not a change.
@@ -344,10 +347,6 @@ class Snapshot:
         for name, listed in dirs.items():
             self.dirs.setdefault(name, listed)
 
-    def still_holds(self) -> bool:
-        return all(path_state(name) == stat for name, stat in self.files.items()) and all(
-            listing(name, ignored) == kept for name, (kept, ignored) in self.dirs.items()) and _env_holds(self.env)
-
 
 def _is_dir(entry: os.DirEntry[str]) -> bool:
     try:
@@ -395,9 +394,9 @@ def kgate_files() -> list[str]:
 
 def record(argv: list[str], snapshot: Snapshot, stdout: str, stderr: str, code: int,
            outputs: dict[str, str]) -> None:
-    """Leave the run record for `replay`, unless an input changed while the run read it."""
+    """Leave the run record for `replay`, with the states the run's inputs had before it began."""
     where = _record_path(argv)
-    if where is None or not snapshot.still_holds() or where.config not in snapshot.files:
+    if where is None or where.config not in snapshot.files:
         return
     wanted = _output_of(argv)
     if set(outputs) != ({wanted} if isinstance(wanted, str) else set()):

@@ -43,7 +43,7 @@ def identity(path: str | os.PathLike[str]) -> str:
 def known(states: Mapping[str, FileState | None] | None) -> Iterator[None]:
     """For the length of a run: the states of its inputs as the run took them before it began (its snapshot,
     `kgate.pipeline.fastpath.Snapshot`), which `current` answers without a second `stat`. The run reads the project
-    as it was then; an edit made meanwhile is seen by the next run (the snapshot is checked again after the run)."""
+    as it was then; an edit made meanwhile is seen by the next run (the run record keeps the states the snapshot took)."""
     _KNOWN.append(states or {})
     try:
         yield
