@@ -16,7 +16,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,7 @@ _ENDS = re.compile(rb"\r\n|[\r\n;]")
 _CONTINUATION = re.compile(rb"\\(?:\r\n|\r|\n)")
 _CONTINUED = re.compile(rb"\\(?:\r\n|\r|\n)\Z")
 _RACY_NS = 2_000_000_000
+_SEARCHES = 16  # names asked about one by one before the index of every word is built
 VERSION = 4  # 2: a file's words as one string; 3: statements read as Python reads lines; 4: a file's state as a string
 
 
@@ -42,12 +43,43 @@ class Index:
         self.root = root
         self.paths: list[str] = []
         self.state: list[int] | None = None  # the files together (None: one was written too recently to vouch)
-        self._words: dict[str, list[int]] = {}
+        self._words: list[str] = []  # each file's words, by its place in `paths`
+        self._asked: dict[str, list[int]] = {}  # the places of the files that hold a word, for the words asked about
+        self._inverted: dict[str, list[int]] | None = None  # the places of every word, once built
+        self._searches = 0
         self._read()
 
     def importers(self, name: str) -> list[str]:
         """The files (absolute paths, in walk order) whose import statements hold the word `name`."""
-        return [self.paths[i] for i in self._words.get(name, ())]
+        places = self._asked.get(name)
+        if places is None:
+            places = self._asked[name] = self._places(name)
+        return [self.paths[i] for i in places]
+
+    def prepare(self, names: Iterable[str]) -> None:
+        """Find the files that hold each of these words in one pass over the files' words: the verdicts a lint cache
+        holds ask about hundreds of names, each answered once (`kgate.collect.depends.Check`)."""
+        wanted = {name for name in names if name not in self._asked}
+        if not wanted:
+            return
+        found: dict[str, list[int]] = {name: [] for name in wanted}
+        disjoint = wanted.isdisjoint
+        for number, held in enumerate(self._words):
+            split = held.split()
+            if not disjoint(split):
+                for word in wanted.intersection(split):
+                    found[word].append(number)
+        self._asked.update(found)
+
+    def _places(self, name: str) -> list[int]:
+        """The places of the files that hold `name`: a search of the words for the first few names asked, the index of
+        every word after that (a cold run asks about many; a warm one about a few, besides those `prepare`d)."""
+        if self._inverted is None and self._searches < _SEARCHES:
+            self._searches += 1
+            return [number for number, held in enumerate(self._words) if name in held and name in held.split()]
+        if self._inverted is None:
+            self._inverted = _inverted(self._words)
+        return self._inverted.get(name, [])
 
     def _read(self) -> None:
         kept = _STORE.root(self.root)
@@ -56,7 +88,7 @@ class Index:
         racy = time.time_ns() - _RACY_NS
         cut = len(self.root.rstrip(os.sep)) + 1
         words_of = self._words
-        for number, path in enumerate(python_files(self.root)):
+        for path in python_files(self.root):
             rel = path[cut:]
             state = current(path)
             # Kept as the summary spells it: a string reads and compares faster than a list of four large numbers.
@@ -73,15 +105,23 @@ class Index:
                     shown = None  # read again next time
             fresh[rel] = [shown, words]
             self.paths.append(path)
-            for word in words.split():
-                held_by = words_of.get(word)
-                if held_by is None:
-                    words_of[word] = [number]
-                elif held_by[-1] != number:
-                    held_by.append(number)
+            words_of.append(words)
         self.state = None if "racy" in summary else [int.from_bytes(
             blake2b("\n".join(summary).encode("utf-8", "surrogateescape"), digest_size=8).digest(), "big")]
         _STORE.keep(self.root, fresh, kept)
+
+
+def _inverted(words: list[str]) -> dict[str, list[int]]:
+    """The places of the files that hold each word."""
+    out: dict[str, list[int]] = {}
+    for number, held in enumerate(words):
+        for word in held.split():
+            places = out.get(word)
+            if places is None:
+                out[word] = [number]
+            elif places[-1] != number:
+                places.append(number)
+    return out
 
 
 def _data(path: str) -> bytes:
