@@ -22,7 +22,7 @@ from typing import Any
 
 from kgate.collect.depends import blake2b, per_run
 from kgate.collect.files import tree_listing
-from kgate.support.filestat import current
+from kgate.support.filestat import currents
 
 _VENDORED = "site-packages"  # skipped besides what every reading of the tree skips (`tree_listing`)
 _WORD = re.compile(rb"\w+")
@@ -83,32 +83,34 @@ class Index:
 
     def _read(self) -> None:
         kept = _STORE.root(self.root)
-        fresh: dict[str, list[Any]] = {}
-        summary: list[str] = []
-        racy = time.time_ns() - _RACY_NS
         cut = len(self.root.rstrip(os.sep)) + 1
-        words_of = self._words
-        for path in python_files(self.root):
-            rel = path[cut:]
-            state = current(path)
-            # Kept as the summary spells it: a string reads and compares faster than a list of four large numbers.
-            shown = str(state) if state is not None else None
-            summary.append(f"{rel}\0{shown}")
-            held = kept.get(rel)
-            if shown is not None and type(held) is list and len(held) == 2 and held[0] == shown \
-                    and type(held[1]) is str:
-                words = held[1]
-            else:
-                words = " ".join(sorted(w.decode("utf-8", "surrogateescape") for w in _imported_words(_data(path))))
-                if state is not None and state[1] >= racy:
-                    summary.append("racy")
-                    shown = None  # read again next time
-            fresh[rel] = [shown, words]
-            self.paths.append(path)
-            words_of.append(words)
-        self.state = None if "racy" in summary else [int.from_bytes(
-            blake2b("\n".join(summary).encode("utf-8", "surrogateescape"), digest_size=8).digest(), "big")]
-        _STORE.keep(self.root, fresh, kept)
+        self.paths = paths = python_files(self.root)
+        rels = [path[cut:] for path in paths]
+        states = currents(paths)
+        # Kept as the summary spells it: a string reads and compares faster than a list of four large numbers.
+        shown = [str(state) if state is not None else None for state in states]
+        racy_ns = time.time_ns() - _RACY_NS
+        racy = changed = False
+        words = self._words
+        for number, rel in enumerate(rels):
+            held, now = kept.get(rel), shown[number]
+            if now is not None and type(held) is list and len(held) == 2 and held[0] == now and type(held[1]) is str:
+                words.append(held[1])
+                continue
+            found = " ".join(sorted(w.decode("utf-8", "surrogateescape") for w in _imported_words(_data(paths[number]))))
+            state = states[number]
+            if state is not None and state[1] >= racy_ns:
+                racy, now = True, None  # read again next time
+            kept[rel] = [now, found]
+            words.append(found)
+            changed = True
+        if len(kept) != len(rels):  # files gone since, or entries this module did not write
+            kept = {rel: kept[rel] for rel in rels}
+            changed = True
+        self.state = None if racy else [int.from_bytes(blake2b("\n".join(map("{}\0{}".format, rels, shown)).encode(
+            "utf-8", "surrogateescape"), digest_size=8).digest(), "big")]
+        if changed:
+            _STORE.keep(self.root, kept)
 
 
 def _inverted(words: list[str]) -> dict[str, list[int]]:
@@ -150,11 +152,11 @@ class _Store:
         found = self.data.get(root)
         return found if isinstance(found, dict) else {}
 
-    def keep(self, root: str, fresh: dict[str, list[Any]], kept: dict[str, list[Any]]) -> None:
-        if self.file is None or fresh == kept:
+    def keep(self, root: str, files: dict[str, list[Any]]) -> None:
+        if self.file is None:
             return
         assert self.data is not None
-        self.data[root] = fresh
+        self.data[root] = files
         self.dirty = True
 
     def _load(self) -> dict[str, dict[str, list[Any]]]:

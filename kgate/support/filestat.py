@@ -68,4 +68,12 @@ def current(path: str) -> FileState | None:
     return path_state(path)
 
 
+def currents(paths: list[str]) -> list[FileState | None]:
+    """`current` of each of `paths` (a walk's files), in one go."""
+    known: Mapping[str, object] = _KNOWN[-1] if _KNOWN else {}
+    found = [known.get(path, _MISSING) for path in paths]
+    return [path_state(path) if state is _MISSING else state  # type: ignore[misc]
+            for path, state in zip(paths, found)]
+
+
 _MISSING = object()
