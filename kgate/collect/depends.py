@@ -151,6 +151,7 @@ class Check:
         self._held: dict[tuple[Any, ...], bool] = {}  # each read asked about, answered once
         self._keys = keys
         self._prepared: set[str] = set()  # the roots whose names asked about are answered together
+        self._cpp: dict[str, Any] = {}  # the state of each root's C++ files together
 
     def holds(self, reads: Any) -> bool:
         """Whether every read holds (reads not as `Reads` lists them, [[key, state, digest], ...]: not)."""
@@ -175,8 +176,10 @@ class Check:
                 self._states[key] = kind(key[len(PROBE):])
             return self._states[key] == found
         if key.startswith(CPP):
-            tree = self._tree(CPP, key[len(CPP):])
-            return (state is not None and tree.state() == state) or (found is not None and tree.digest() == found)
+            root = key[len(CPP):]
+            if state is not None and self._cpp_state(root) == state:
+                return True
+            return found is not None and self._tree(CPP, root).digest() == found
         path = key.removeprefix(EXPORTS).removeprefix(STATEMENTS)
         now = self._states.get(path, False)
         if now is False:
@@ -189,6 +192,14 @@ class Check:
         if key not in self._now:
             self._now[key] = (None, _digest_now(key, path))
         return self._now[key][1]
+
+    def _cpp_state(self, root: str) -> Any:
+        """The state of the project's C++ files together (without loading what reads them: most runs lint none)."""
+        if root not in self._cpp:
+            from kgate.collect.cuda_tree import tree_state
+
+            self._cpp[root] = tree_state(root)
+        return self._cpp[root]
 
     def _tree(self, what: str, root: str) -> Any:
         if (what, root) not in self._trees:

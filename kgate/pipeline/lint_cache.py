@@ -194,7 +194,7 @@ class LintCache:
             stat, trusted, digest, result, depends = entry
         except (TypeError, ValueError):  # not an entry this cache wrote: rebuilt
             return None
-        if stat != state or not self._check.holds(depends):
+        if stat != state or (depends != [] and not self._check.holds(depends)):
             return None
         if not trusted:
             try:
