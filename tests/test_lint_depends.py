@@ -287,3 +287,30 @@ def test_which_files_import_a_name_is_answered_alike_however_it_is_asked(tmp_pat
         texts["a.py"] = "from .k import other\n"
         for rel in ("b/d.py", "a.py"):
             (tmp_path / rel).write_text(texts[rel])
+
+
+def test_an_edit_that_leaves_a_files_imports_alone_leaves_the_import_words_unwritten(
+        project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The import words of a file edited inside a function are the ones kept: the record is not written again for
+    it (the next run reads that file's words again); an edit to its imports is written, and answered."""
+    import os
+
+    def aged(*rels: str) -> None:
+        for path in [project / rel for rel in rels] or project.rglob("*.py"):
+            os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns - 10_000_000_000))
+
+    aged()
+    first, _linted = lint(project, monkeypatch)
+    record = next(project.rglob("imports.json"))
+    kept = record.read_bytes()
+    edit(project, "pkg/models.py", "sorted(batch)", "sorted(batch, reverse=True)")
+    aged("pkg/models.py")
+    assert lint(project, monkeypatch) == (first, {"pkg/models.py"})
+    assert record.read_bytes() == kept
+    edit(project, "pkg/models.py", "def step(batch):", "from .kernels import scale_rows\n\n\ndef step(batch):")
+    (project / "pkg" / "models.py").write_text((project / "pkg" / "models.py").read_text()
+                                               + "\n\ndef serve(t):\n    scale_rows(t, t.shape[0])\n")
+    aged("pkg/models.py")
+    found, linted = lint(project, monkeypatch)
+    assert linted == {"pkg/models.py", "pkg/kernels.py"} and found - first == {("pkg/kernels.py", 6, "KG201")}
+    assert record.read_bytes() != kept

@@ -6,8 +6,14 @@ import statements of every Python file of the project (a scan of the text, no pa
 kept in the cache (`<cache>/v1/imports.json`, by project root, each file's words with its state), so a run reads only
 the files that changed since: a warm run that has to check such an answer (`kgate.collect.depends`) after one file
 changed scans that file alone. A file written less than two seconds before it was read is read again next time
-(its state may not show a change made within the same tick of its clock). The record is sealed with the kgate that
-wrote it and a digest of its bytes: one another kgate wrote, or edited since, is read as no record.
+(its state may not show a change made within the same tick of its clock). The record is written again when a file's
+words changed, or a file came or went; files edited without a change to their imports are read again by the next runs
+until they are many (`_RESTATED`). The record is sealed with the kgate that wrote it and a digest of its bytes: one
+another kgate wrote, or edited since, is read as no record.
+
+The questions of which files import a name are answered for the names the lint cache's verdicts asked together, in one
+pass over the words (`Index.prepare`); other names are searched for one by one, and after a few of them the index of
+every word is built.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ _CONTINUATION = re.compile(rb"\\(?:\r\n|\r|\n)")
 _CONTINUED = re.compile(rb"\\(?:\r\n|\r|\n)\Z")
 _RACY_NS = 2_000_000_000
 _SEARCHES = 16  # names asked about one by one before the index of every word is built
+_RESTATED = 64  # files read again with the same words that a run leaves unrecorded
 VERSION = 4  # 2: a file's words as one string; 3: statements read as Python reads lines; 4: a file's state as a string
 
 
@@ -91,6 +98,7 @@ class Index:
         shown = [str(state) if state is not None else None for state in states]
         racy_ns = time.time_ns() - _RACY_NS
         racy = changed = False
+        restated = 0  # files read again whose words are the ones kept (an edit that leaves the imports alone)
         words = self._words
         for number, rel in enumerate(rels):
             held, now = kept.get(rel), shown[number]
@@ -101,15 +109,20 @@ class Index:
             state = states[number]
             if state is not None and state[1] >= racy_ns:
                 racy, now = True, None  # read again next time
+            if type(held) is list and len(held) == 2 and held[1] == found:
+                restated += 1
+            else:
+                changed = True
             kept[rel] = [now, found]
             words.append(found)
-            changed = True
         if len(kept) != len(rels):  # files gone since, or entries this module did not write
             kept = {rel: kept[rel] for rel in rels}
             changed = True
         self.state = None if racy else [int.from_bytes(blake2b("\n".join(map("{}\0{}".format, rels, shown)).encode(
             "utf-8", "surrogateescape"), digest_size=8).digest(), "big")]
-        if changed:
+        # Files whose words are as kept under an older state are read again by the next run too, until they are many:
+        # writing the record again for them would cost more than reading them (a megabyte and a half for 10,000 files).
+        if changed or restated > max(_RESTATED, len(rels) // 8):
             _STORE.keep(self.root, kept)
 
 
