@@ -138,6 +138,29 @@ def test_an_input_changed_during_the_run_is_never_replayed(tmp_path: Path, monke
     assert probe(tmp_path, "--format", "json", command="lint")[2]
 
 
+def test_a_file_the_replay_stated_is_not_stated_again_by_the_runs_snapshot(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A replay that does not hold (the last file it looks at changed) gives the states it took to the snapshot of the
+    full run, which states each file once; and they are that run's only."""
+    (tmp_path / "kgate.toml").write_text("")
+    for name in ("a.py", "b.py", "z.py"):
+        (tmp_path / name).write_text("import triton\n")
+    probe(tmp_path, "--format", "json", command="lint")
+    time.sleep(0.01)
+    (tmp_path / "z.py").write_text("import triton\n\nx = 1\n")
+    stated: dict[str, int] = {}
+    real = fastpath.path_state
+
+    def counted(path: str) -> list[int] | None:
+        stated[os.path.basename(path)] = stated.get(os.path.basename(path), 0) + 1
+        return real(path)
+
+    monkeypatch.setattr(fastpath, "path_state", counted)
+    assert not probe(tmp_path, "--format", "json", command="lint")[2]
+    assert stated["a.py"] == stated["b.py"] == stated["z.py"] == 1
+    assert fastpath.stated(["lint", "--format", "json"]) == {}
+
+
 def test_replay_output_matches_the_cli(project: Path) -> None:
     full = kgate("check", "-q", "--no-cache", cwd=project)
     replayed = probe(project, "-q")

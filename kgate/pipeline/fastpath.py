@@ -195,6 +195,7 @@ def _explicit_config(argv: list[str]) -> str | None:
 
 def replay(argv: list[str]) -> int | None:
     """Write the recorded output of an unchanged `kgate check` and return its exit code; None to run it."""
+    _STATED.clear()
     where = _record_path(argv)
     if where is None:
         return None
@@ -207,8 +208,10 @@ def replay(argv: list[str]) -> int | None:
         record = jsondoc.loads(_unsealed(data))
         if not _describes(record, argv, where):
             return None  # another key's record, another project's, damaged or made by hand: the full run
+        taken = _STATED[tuple(argv)] = {}
         for name, stat in record["files"].items():
-            if path_state(name) != stat:
+            now = taken[name] = path_state(name)
+            if now != stat:
                 return None
         for name, (kept, ignored) in record["dirs"].items():
             if listing(name, ignored) != kept:
@@ -220,11 +223,25 @@ def replay(argv: list[str]) -> int | None:
             _rewrite(name, content)
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
+    _STATED.clear()
     sys.stdout.write(stdout)
     sys.stdout.flush()
     sys.stderr.write(stderr)
     sys.stderr.flush()
     return int(code)
+
+
+# The states of files a replay that did not hold took, by its command line: the snapshot of the full run that follows
+# it takes them rather than stating those files a second time (`stated`); what that run does not take is dropped when
+# it ends (`kgate.entry`), so they never outlive it.
+_STATED: dict[tuple[str, ...], dict[str, list[int] | None]] = {}
+
+
+def stated(argv: list[str]) -> dict[str, list[int] | None]:
+    """The states this command's replay took before it gave way to the full run (none for another command)."""
+    found = _STATED.get(tuple(argv), {})
+    _STATED.clear()
+    return found
 
 
 def _env_holds(env: dict) -> bool:
@@ -296,8 +313,12 @@ class Snapshot:
         self.env: dict[str, str | None] = {}  # variables kernel modules looked up as they were imported
 
     @classmethod
-    def take(cls, root: str, exclude: tuple[str, ...], skip: tuple[str, ...], extra: list[str]) -> Snapshot:
+    def take(cls, root: str, exclude: tuple[str, ...], skip: tuple[str, ...], extra: list[str],
+             stated: dict[str, list[int] | None] | None = None) -> Snapshot:
+        """`stated`: states of some of the files, taken already by this run (`stated`)."""
         from kgate.collect.files import Exclusions
+
+        known = stated or {}
 
         excluded = Exclusions(exclude)
 
@@ -331,10 +352,11 @@ class Snapshot:
                 if _is_dir(entry):
                     stack.append((entry.path, rel + "/"))
                 else:
-                    files[entry.path] = path_state(entry.path)
+                    files[entry.path] = known[entry.path] if entry.path in known else path_state(entry.path)
             dirs[folder] = [kept, ignored]
         for name in extra:
-            files[os.path.abspath(name)] = path_state(name)
+            path = os.path.abspath(name)
+            files[path] = known[path] if path in known else path_state(name)
         return cls(files, dirs)
 
     def add(self, files: dict[str, list[int] | None], dirs: dict[str, list[list[str]]],
