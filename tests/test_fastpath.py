@@ -161,6 +161,29 @@ def test_a_file_the_replay_stated_is_not_stated_again_by_the_runs_snapshot(tmp_p
     assert fastpath.stated(["lint", "--format", "json"]) == {}
 
 
+def test_the_folders_the_snapshot_listed_are_not_listed_again_as_the_run_walks_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The record of what a run read beyond its snapshot leaves out the folders the snapshot holds: the lint's walk
+    and the readers of the project's Python and C++ files list each of them without a second listing for the record;
+    a folder outside the snapshot (an excluded one the import words still read) is recorded."""
+    from kgate.support import reads
+
+    (tmp_path / "kgate.toml").write_text('extend-exclude = ["vendor"]\n')
+    for rel in ("pkg/a.py", "pkg/sub/b.py", "csrc/k.cu", "vendor/v.py"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("from .k import launch\n" if rel.endswith(".py") else "")
+    (tmp_path / "pkg/k.py").write_text(  # its autotune key is decided where its launcher is called: in other modules
+        "import triton\nimport triton.language as tl\n\n\n"
+        "@triton.autotune(configs=[triton.Config({}, num_warps=4)], key=['n'])\n@triton.jit\n"
+        "def kern(x, n, BLOCK: tl.constexpr):\n    tl.store(x + tl.arange(0, BLOCK), n)\n\n\n"
+        "def launch(x, n):\n    kern[(1,)](x, n, BLOCK=128)\n")
+    listed: list[str] = []
+    real = reads.listing
+    monkeypatch.setattr(reads, "listing", lambda folder, ignored: (listed.append(folder), real(folder, ignored))[1])
+    probe(tmp_path, "--format", "json", command="lint")
+    assert [os.path.relpath(p, tmp_path) for p in listed if p.startswith(str(tmp_path))] == ["vendor"]
+
+
 def test_replay_output_matches_the_cli(project: Path) -> None:
     full = kgate("check", "-q", "--no-cache", cwd=project)
     replayed = probe(project, "-q")

@@ -46,7 +46,7 @@ def snapshot(args: argparse.Namespace, config: Config, extra: list[str], *, comp
         files.extend(fastpath.compiler_files())
     taken = fastpath.Snapshot.take(str(config.root), tuple(config.exclude) + tuple(config.extend_exclude),
                                    tuple(skip), files, fastpath.stated(args.argv))
-    reads.start(skip)
+    reads.start(skip, taken.dirs)
     return taken
 
 
