@@ -184,6 +184,31 @@ def test_the_folders_the_snapshot_listed_are_not_listed_again_as_the_run_walks_t
     assert [os.path.relpath(p, tmp_path) for p in listed if p.startswith(str(tmp_path))] == ["vendor"]
 
 
+def test_the_runs_walks_of_the_project_take_the_folders_its_snapshot_listed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lint's walk and the reading of the project's Python and C++ files take each folder's entries as the
+    snapshot listed them: every folder of the project is listed once a run (an excluded one the snapshot left out is
+    listed by the reading that walks it)."""
+    (tmp_path / "kgate.toml").write_text('extend-exclude = ["vendor"]\n')
+    for rel in ("pkg/a.py", "pkg/sub/b.py", "csrc/k.cu", "vendor/v.py"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("from .k import launch\n" if rel.endswith(".py") else "")
+    (tmp_path / "pkg/k.py").write_text(  # its autotune key is decided where its launcher is called: in other modules
+        "import triton\nimport triton.language as tl\n\n\n"
+        "@triton.autotune(configs=[triton.Config({}, num_warps=4)], key=['n'])\n@triton.jit\n"
+        "def kern(x, n, BLOCK: tl.constexpr):\n    tl.store(x + tl.arange(0, BLOCK), n)\n\n\n"
+        "def launch(x, n):\n    kern[(1,)](x, n, BLOCK=128)\n")
+    scanned: list[str] = []
+    real = os.scandir
+    monkeypatch.setattr(os, "scandir", lambda path=".": (scanned.append(os.fspath(path)), real(path))[1])
+    code, out, _replayed = probe(tmp_path, "--format", "json", command="lint")
+    monkeypatch.setattr(os, "scandir", real)
+    assert code == 0 and out == probe(tmp_path, "--format", "json", "--no-cache", command="lint")[1]
+    inside = sorted(os.path.relpath(p, tmp_path) for p in scanned if p.startswith(str(tmp_path))
+                    and ".kgate-cache" not in p)
+    assert inside == [".", "csrc", "pkg", "pkg/sub", "vendor"]
+
+
 def test_replay_output_matches_the_cli(project: Path) -> None:
     full = kgate("check", "-q", "--no-cache", cwd=project)
     replayed = probe(project, "-q")

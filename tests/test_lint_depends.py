@@ -208,15 +208,16 @@ def test_the_readers_of_the_projects_python_and_cpp_files_walk_its_tree_once_a_r
     holds) and a new run walks again."""
     import os
 
-    from kgate.collect import cuda_project, depends, pyimports
+    from kgate.collect import cuda_project, depends, files, pyimports
 
     for rel in ("a.py", "csrc/k.cu", "csrc/k.h", "env/site-packages/dep.py", "env/site-packages/dep.h",
                 ".hidden/x.py", "build/y.cu", "pkg/b.py"):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text("")
     walks: list[str] = []
-    walk = os.walk
-    monkeypatch.setattr(os, "walk", lambda top, *a, **k: (walks.append(top), walk(top, *a, **k))[1])
+    listed = files.listed
+    monkeypatch.setattr(files, "listed", lambda folder: (walks.append(folder) if folder == root else None,
+                                                         listed(folder))[1])
     root = str(tmp_path)
     depends.new_run()
     python = [os.path.relpath(p, root) for p in pyimports.python_files(root)]

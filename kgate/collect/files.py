@@ -14,6 +14,7 @@ from pathlib import Path, PurePosixPath
 
 from kgate.collect.depends import per_run
 from kgate.collect.ignores import Ignores
+from kgate.support.filestat import listed
 
 # A folder that holds another project's configuration, met by a walk: (path, project-relative name with "/",
 # the ignore state above it).
@@ -132,7 +133,7 @@ def walk(root: str | Path, wanted: Callable[[str], bool], exclude: Iterable[str]
             st = os.stat(folder)
             if (st.st_dev, st.st_ino) in seen:
                 continue  # a symlink loop, or a folder reached by a second name
-            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+            entries = listed(folder)
         except PermissionError:
             if rel_folder:  # a folder that cannot be listed is kept (as "name/"): reading it reports it
                 out.append((rel_folder, folder))
@@ -183,15 +184,40 @@ _LISTINGS: dict[str, list[tuple[str, list[str]]]] = per_run({})
 
 def tree_listing(root: str) -> list[tuple[str, list[str]]]:
     """(folder, the names of its files, sorted) of `root` and every folder below it in the order of `os.walk` with
-    sorted folders, past hidden folders and those of `_UNREAD`: walked once per lint run, and shared by the readers
-    of the project's Python files and of its C++ files."""
+    sorted folders (symbolic links to folders not followed), past hidden folders and those of `_UNREAD`: walked once
+    per lint run, and shared by the readers of the project's Python files and of its C++ files; a folder the run's
+    snapshot listed is not listed again (`kgate.support.filestat.listed`)."""
     found = _LISTINGS.get(root)
     if found is None:
         found = _LISTINGS[root] = []
-        for here, folders, names in os.walk(root):
-            folders[:] = sorted(d for d in folders if not d.startswith(".") and d not in _UNREAD)
-            found.append((here, sorted(names)))
+        todo = [root]
+        while todo:
+            here = todo.pop()
+            try:
+                entries = listed(here)
+            except OSError:
+                continue
+            names: list[str] = []
+            below: list[str] = []
+            for entry in entries:
+                try:
+                    folder = entry.is_dir()
+                except OSError:
+                    folder = False
+                if not folder:
+                    names.append(entry.name)
+                elif not entry.name.startswith(".") and entry.name not in _UNREAD and not _is_link(entry):
+                    below.append(entry.path)
+            found.append((here, names))
+            todo.extend(reversed(below))
     return found
+
+
+def _is_link(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_symlink()
+    except OSError:  # as os.path.islink has it
+        return False
 
 
 def _regular(path: str) -> bool:

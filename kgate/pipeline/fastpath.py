@@ -311,6 +311,9 @@ class Snapshot:
         self.files = files
         self.dirs = dirs
         self.env: dict[str, str | None] = {}  # variables kernel modules looked up as they were imported
+        # Each folder's entries as the walk listed them, sorted by name (not recorded): the run's own walks of the
+        # project take them rather than listing every folder again (`kgate.support.filestat.listed`).
+        self.entries: dict[str, list[os.DirEntry[str]]] = {}
 
     @classmethod
     def take(cls, root: str, exclude: tuple[str, ...], skip: tuple[str, ...], extra: list[str],
@@ -324,6 +327,7 @@ class Snapshot:
 
         files: dict[str, list[int] | None] = {}
         dirs: dict[str, list[list[str]]] = {}
+        listed: dict[str, list[os.DirEntry[str]]] = {}
         skip_abs = {os.path.abspath(s) for s in skip}
         # (folder, its project-relative name with a trailing "/"): the folders above were tested already.
         stack = [(root, "")]
@@ -335,7 +339,7 @@ class Snapshot:
                 if (st.st_dev, st.st_ino) in seen:  # a symlink loop, or a folder reached twice
                     continue
                 seen.add((st.st_dev, st.st_ino))
-                entries = sorted(os.scandir(folder), key=lambda e: e.name)
+                entries = listed[folder] = sorted(os.scandir(folder), key=lambda e: e.name)
             except OSError:
                 continue
             kept: list[str] = []
@@ -357,7 +361,9 @@ class Snapshot:
         for name in extra:
             path = os.path.abspath(name)
             files[path] = known[path] if path in known else path_state(name)
-        return cls(files, dirs)
+        taken = cls(files, dirs)
+        taken.entries = listed
+        return taken
 
     def add(self, files: dict[str, list[int] | None], dirs: dict[str, list[list[str]]],
             env: dict[str, str | None] | None = None) -> None:
