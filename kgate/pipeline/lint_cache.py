@@ -40,7 +40,6 @@ import json
 import os
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -158,15 +157,17 @@ class LintCache:
         self._plain: dict[tuple[Any, ...], FileResult] = {}
         self._load()
 
-    def _read_keys(self) -> Iterator[Any]:
+    def _read_keys(self) -> list[Any]:
         """The key of every read the entries noted (what is not an entry this cache wrote is passed over)."""
+        keys: list[Any] = []
         for entry in self.entries.values():
             try:
                 reads = entry[4]
-                keys = [read[0] for read in reads] if type(reads) is list else []
+                if reads and type(reads) is list:  # most entries read nothing beyond their file
+                    keys.extend([read[0] for read in reads])
             except (TypeError, IndexError, KeyError):
                 continue
-            yield from keys
+        return keys
 
     def _load(self) -> None:
         found = read_cached_stat(self.path)  # never a named pipe, a device, a link or an endless file
