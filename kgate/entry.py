@@ -18,12 +18,18 @@ def main() -> int:
 
 def _main() -> int:
     argv = sys.argv[1:]
-    if argv[:1] in (["check"], ["lint"]):
-        from kgate.pipeline import fastpath
+    if argv[:1] not in (["check"], ["lint"]):
+        from kgate.cli import main as full_run
 
-        code = fastpath.replay(argv)
-        if code is not None:
-            return code
+        return full_run(argv)
+    from kgate.pipeline import fastpath
+
+    code = fastpath.replay(argv)
+    if code is not None:
+        return code
     from kgate.cli import main as full_run
 
-    return full_run(argv)
+    try:
+        return full_run(argv)
+    finally:
+        fastpath.stated(argv)  # the states the replay took are this run's only

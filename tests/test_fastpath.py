@@ -115,13 +115,98 @@ def test_a_replay_writes_a_missing_output_file_again(project: Path) -> None:
     assert replayed and out.read_text() == content
 
 
-def test_an_input_changed_during_the_run_is_not_recorded(tmp_path: Path) -> None:
-    (tmp_path / "a.py").write_text("x = 1\n")
-    snapshot = fastpath.Snapshot.take(str(tmp_path), (), (), [])
-    assert snapshot.still_holds()
+def test_an_input_changed_during_the_run_is_never_replayed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The record keeps the states the snapshot took before the run: a file edited while the run reads the project
+    has another state by the next run, which runs in full and reports the file as it is."""
+    (tmp_path / "kgate.toml").write_text("")
+    kernel = tmp_path / "k.py"
+    kernel.write_text("import triton\n")
+    from kgate.pipeline import lint, lint_report
+
+    real = lint.run_lint
+
+    def editing(*args: object, **kwargs: object) -> lint.LintRun:
+        kernel.write_text("import triton\n\n\n@triton.jit\ndef k(x):\n    print(x)\n")  # after the snapshot
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(lint_report, "run_lint", editing)
+    first = probe(tmp_path, "--format", "json", command="lint")
+    monkeypatch.setattr(lint_report, "run_lint", real)
+    second = probe(tmp_path, "--format", "json", command="lint")
+    assert not second[2]
+    assert "KG204" in second[1] and second[1] == first[1]
+    assert probe(tmp_path, "--format", "json", command="lint")[2]
+
+
+def test_a_file_the_replay_stated_is_not_stated_again_by_the_runs_snapshot(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A replay that does not hold (the last file it looks at changed) gives the states it took to the snapshot of the
+    full run, which states each file once; and they are that run's only."""
+    (tmp_path / "kgate.toml").write_text("")
+    for name in ("a.py", "b.py", "z.py"):
+        (tmp_path / name).write_text("import triton\n")
+    probe(tmp_path, "--format", "json", command="lint")
     time.sleep(0.01)
-    (tmp_path / "a.py").write_text("x = 2\n")
-    assert not snapshot.still_holds()
+    (tmp_path / "z.py").write_text("import triton\n\nx = 1\n")
+    stated: dict[str, int] = {}
+    real = fastpath.path_state
+
+    def counted(path: str) -> list[int] | None:
+        stated[os.path.basename(path)] = stated.get(os.path.basename(path), 0) + 1
+        return real(path)
+
+    monkeypatch.setattr(fastpath, "path_state", counted)
+    assert not probe(tmp_path, "--format", "json", command="lint")[2]
+    assert stated["a.py"] == stated["b.py"] == stated["z.py"] == 1
+    assert fastpath.stated(["lint", "--format", "json"]) == {}
+
+
+def test_the_folders_the_snapshot_listed_are_not_listed_again_as_the_run_walks_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The record of what a run read beyond its snapshot leaves out the folders the snapshot holds: the lint's walk
+    and the readers of the project's Python and C++ files list each of them without a second listing for the record;
+    a folder outside the snapshot (an excluded one the import words still read) is recorded."""
+    from kgate.support import reads
+
+    (tmp_path / "kgate.toml").write_text('extend-exclude = ["vendor"]\n')
+    for rel in ("pkg/a.py", "pkg/sub/b.py", "csrc/k.cu", "vendor/v.py"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("from .k import launch\n" if rel.endswith(".py") else "")
+    (tmp_path / "pkg/k.py").write_text(  # its autotune key is decided where its launcher is called: in other modules
+        "import triton\nimport triton.language as tl\n\n\n"
+        "@triton.autotune(configs=[triton.Config({}, num_warps=4)], key=['n'])\n@triton.jit\n"
+        "def kern(x, n, BLOCK: tl.constexpr):\n    tl.store(x + tl.arange(0, BLOCK), n)\n\n\n"
+        "def launch(x, n):\n    kern[(1,)](x, n, BLOCK=128)\n")
+    listed: list[str] = []
+    real = reads.listing
+    monkeypatch.setattr(reads, "listing", lambda folder, ignored: (listed.append(folder), real(folder, ignored))[1])
+    probe(tmp_path, "--format", "json", command="lint")
+    assert [os.path.relpath(p, tmp_path) for p in listed if p.startswith(str(tmp_path))] == ["vendor"]
+
+
+def test_the_runs_walks_of_the_project_take_the_folders_its_snapshot_listed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lint's walk and the reading of the project's Python and C++ files take each folder's entries as the
+    snapshot listed them: every folder of the project is listed once a run (an excluded one the snapshot left out is
+    listed by the reading that walks it)."""
+    (tmp_path / "kgate.toml").write_text('extend-exclude = ["vendor"]\n')
+    for rel in ("pkg/a.py", "pkg/sub/b.py", "csrc/k.cu", "vendor/v.py"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("from .k import launch\n" if rel.endswith(".py") else "")
+    (tmp_path / "pkg/k.py").write_text(  # its autotune key is decided where its launcher is called: in other modules
+        "import triton\nimport triton.language as tl\n\n\n"
+        "@triton.autotune(configs=[triton.Config({}, num_warps=4)], key=['n'])\n@triton.jit\n"
+        "def kern(x, n, BLOCK: tl.constexpr):\n    tl.store(x + tl.arange(0, BLOCK), n)\n\n\n"
+        "def launch(x, n):\n    kern[(1,)](x, n, BLOCK=128)\n")
+    scanned: list[str] = []
+    real = os.scandir
+    monkeypatch.setattr(os, "scandir", lambda path=".": (scanned.append(os.fspath(path)), real(path))[1])
+    code, out, _replayed = probe(tmp_path, "--format", "json", command="lint")
+    monkeypatch.setattr(os, "scandir", real)
+    assert code == 0 and out == probe(tmp_path, "--format", "json", "--no-cache", command="lint")[1]
+    inside = sorted(os.path.relpath(p, tmp_path) for p in scanned if p.startswith(str(tmp_path))
+                    and ".kgate-cache" not in p)
+    assert inside == [".", "csrc", "pkg", "pkg/sub", "vendor"]
 
 
 def test_replay_output_matches_the_cli(project: Path) -> None:

@@ -208,15 +208,16 @@ def test_the_readers_of_the_projects_python_and_cpp_files_walk_its_tree_once_a_r
     holds) and a new run walks again."""
     import os
 
-    from kgate.collect import cuda_project, depends, pyimports
+    from kgate.collect import cuda_project, depends, files, pyimports
 
     for rel in ("a.py", "csrc/k.cu", "csrc/k.h", "env/site-packages/dep.py", "env/site-packages/dep.h",
                 ".hidden/x.py", "build/y.cu", "pkg/b.py"):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text("")
     walks: list[str] = []
-    walk = os.walk
-    monkeypatch.setattr(os, "walk", lambda top, *a, **k: (walks.append(top), walk(top, *a, **k))[1])
+    listed = files.listed
+    monkeypatch.setattr(files, "listed", lambda folder: (walks.append(folder) if folder == root else None,
+                                                         listed(folder))[1])
     root = str(tmp_path)
     depends.new_run()
     python = [os.path.relpath(p, root) for p in pyimports.python_files(root)]
@@ -244,3 +245,90 @@ def test_two_kernel_modules_whose_launchers_one_module_calls(project: Path, monk
     found, linted = lint(project, monkeypatch)
     assert linted == {"pkg/layers.py", "pkg/kernels.py", "pkg/shift.py"}
     assert found - first == {("pkg/kernels.py", 6, "KG201"), ("pkg/shift.py", 6, "KG201")}
+
+
+def test_the_names_cached_verdicts_asked_about_are_answered_together(project: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a Python file changed, the cached verdicts that asked which modules import a name are checked by one pass
+    over the project's import words for every name they asked, not by an index of every word of every file."""
+    from kgate.collect import pyimports
+
+    first, _linted = lint(project, monkeypatch)
+    asked: list[list[str]] = []
+    built: list[int] = []
+    prepare, inverted = pyimports.Index.prepare, pyimports._inverted
+    monkeypatch.setattr(pyimports.Index, "prepare", lambda self, names: (asked.append(sorted(names)),
+                                                                         prepare(self, names))[1])
+    monkeypatch.setattr(pyimports, "_inverted", lambda words: (built.append(len(words)), inverted(words))[1])
+    edit(project, "pkg/models.py", "sorted(batch)", "sorted(batch, reverse=True)")
+    linted: set[str] = set()
+    real = engine.lint_file
+    monkeypatch.setattr(engine, "lint_file", lambda path, rel, rules: (linted.add(rel), real(path, rel, rules))[1])
+    found = _findings(kgate("lint", "--format", "json", "--exit-zero", cwd=project).stdout)
+    assert (found, linted) == (first, {"pkg/models.py"})
+    assert asked == [["scale_rows"]] and built == []
+
+
+def test_which_files_import_a_name_is_answered_alike_however_it_is_asked(tmp_path: Path) -> None:
+    """The files that import a name, found by the pass for the names asked together, by a search of the words for
+    one name, or by the index of every word, are the same, in walk order; and after a file's imports change."""
+    import os
+    import re
+
+    from kgate.collect import depends, pyimports
+
+    texts = {"a.py": "from .k import launch, other\n", "b/c.py": "import launch\n", "b/d.py": "x = 'launch'\n",
+             "e.py": "from .k import (\n    other,\n    launch_all,\n)\n", "f.py": "def f():\n    from .k import launch\n"}
+    for rel, text in texts.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+
+    def expected(name: str) -> list[str]:
+        return [path for path in pyimports.python_files(str(tmp_path))
+                if re.search(rf"(import|from)[^\n]*\b{name}\b", texts[os.path.relpath(path, tmp_path)].replace(
+                    "(\n", "(").replace(",\n", ","))]
+
+    names = ["launch", "other", "launch_all", "k", "missing"]
+    for _round in range(2):
+        depends.new_run()
+        together = pyimports.index_of(str(tmp_path))
+        together.prepare(names)
+        depends.new_run()
+        one_by_one = pyimports.index_of(str(tmp_path))
+        depends.new_run()
+        indexed = pyimports.index_of(str(tmp_path))
+        indexed._searches = pyimports._SEARCHES
+        for name in names:
+            answers = [together.importers(name), one_by_one.importers(name), indexed.importers(name)]
+            assert answers == [expected(name)] * 3, name
+        texts["b/d.py"] = "from .a import launch as x\n"
+        texts["a.py"] = "from .k import other\n"
+        for rel in ("b/d.py", "a.py"):
+            (tmp_path / rel).write_text(texts[rel])
+
+
+def test_an_edit_that_leaves_a_files_imports_alone_leaves_the_import_words_unwritten(
+        project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The import words of a file edited inside a function are the ones kept: the record is not written again for
+    it (the next run reads that file's words again); an edit to its imports is written, and answered."""
+    import os
+
+    def aged(*rels: str) -> None:
+        for path in [project / rel for rel in rels] or project.rglob("*.py"):
+            os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns - 10_000_000_000))
+
+    aged()
+    first, _linted = lint(project, monkeypatch)
+    record = next(project.rglob("imports.json"))
+    kept = record.read_bytes()
+    edit(project, "pkg/models.py", "sorted(batch)", "sorted(batch, reverse=True)")
+    aged("pkg/models.py")
+    assert lint(project, monkeypatch) == (first, {"pkg/models.py"})
+    assert record.read_bytes() == kept
+    edit(project, "pkg/models.py", "def step(batch):", "from .kernels import scale_rows\n\n\ndef step(batch):")
+    (project / "pkg" / "models.py").write_text((project / "pkg" / "models.py").read_text()
+                                               + "\n\ndef serve(t):\n    scale_rows(t, t.shape[0])\n")
+    aged("pkg/models.py")
+    found, linted = lint(project, monkeypatch)
+    assert linted == {"pkg/models.py", "pkg/kernels.py"} and found - first == {("pkg/kernels.py", 6, "KG201")}
+    assert record.read_bytes() != kept

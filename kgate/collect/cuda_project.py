@@ -18,11 +18,10 @@ from kgate.collect import depends
 from kgate.collect.cpp_flow import Flow, is_call, line_starts
 from kgate.collect.cpp_text import balanced, calls_of, shared_blank
 from kgate.collect.cuda_checks import NEEDLES, Checks, Counts, checks_of, definitions, last_error_reads, readers
+from kgate.collect.cuda_tree import sources as _sources
+from kgate.collect.cuda_tree import tree_state
 from kgate.collect.depends import blake2b
-from kgate.collect.files import tree_listing
-from kgate.support.filestat import path_state
 
-SOURCES = (".cu", ".cuh", ".cpp", ".cc", ".cxx", ".h", ".hpp", ".hh", ".inl")
 HEADERS = (".h", ".cuh", ".hpp", ".hh", ".inl")
 # Bytes of C++ identifiers kept, every other byte a space: `data.translate(_WORD_BYTES).split()` are its words.
 _WORD_BYTES = bytes(c if chr(c).isascii() and (chr(c).isalnum() or c == ord("_")) else ord(" ") for c in range(256))
@@ -193,26 +192,3 @@ def project(run: object, path: str, rel: str) -> Project:
     state = found.state()
     depends.note(depends.CPP + found.root, state, found.digest() if state is None else None)
     return found
-
-
-def _sources(root: str) -> list[tuple[str, str]]:
-    """(project-relative name, path) of the project's C++ and CUDA files, in a stable order."""
-    found: list[tuple[str, str]] = []
-    for here, names in tree_listing(root):
-        for name in names:
-            if name.endswith(SOURCES):
-                path = os.path.join(here, name)
-                found.append((os.path.relpath(path, root).replace(os.sep, "/"), path))
-    return found
-
-
-def tree_state(root: str, files: list[tuple[str, str]] | None = None) -> list[int] | None:
-    """The state of the project's C++ and CUDA files together: which there are and the state of each (None where one
-    was written too recently to vouch for it)."""
-    summary = blake2b(digest_size=8)
-    for rel, path in _sources(root) if files is None else files:
-        state = path_state(path)
-        if depends.stable(state) is None and state is not None:
-            return None
-        summary.update(f"{rel}\0{state}\n".encode("utf-8", "surrogateescape"))
-    return [int.from_bytes(summary.digest(), "big")]

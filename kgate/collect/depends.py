@@ -32,7 +32,7 @@ from __future__ import annotations
 import os
 import stat
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -139,13 +139,19 @@ def kind(path: str) -> str:
 
 
 class Check:
-    """Whether the reads a cached verdict noted still give what they gave, each source looked at once per run."""
+    """Whether the reads a cached verdict noted still give what they gave, each source looked at once per run.
 
-    def __init__(self) -> None:
+    `keys`: the keys of every read the verdicts to be checked noted, so that the questions of which files import a
+    name are answered together, in one pass over the project's import words, the first time one is asked."""
+
+    def __init__(self, keys: Callable[[], Iterable[Any]] | None = None) -> None:
         self._now: dict[str, tuple[Any, str | None]] = {}
         self._trees: dict[tuple[str, str], Any] = {}
         self._states: dict[str, Any] = {}  # a path's state now, and what a look for it finds ("kind:" + path)
         self._held: dict[tuple[Any, ...], bool] = {}  # each read asked about, answered once
+        self._keys = keys
+        self._prepared: set[str] = set()  # the roots whose names asked about are answered together
+        self._cpp: dict[str, Any] = {}  # the state of each root's C++ files together
 
     def holds(self, reads: Any) -> bool:
         """Whether every read holds (reads not as `Reads` lists them, [[key, state, digest], ...]: not)."""
@@ -170,8 +176,10 @@ class Check:
                 self._states[key] = kind(key[len(PROBE):])
             return self._states[key] == found
         if key.startswith(CPP):
-            tree = self._tree(CPP, key[len(CPP):])
-            return (state is not None and tree.state() == state) or (found is not None and tree.digest() == found)
+            root = key[len(CPP):]
+            if state is not None and self._cpp_state(root) == state:
+                return True
+            return found is not None and self._tree(CPP, root).digest() == found
         path = key.removeprefix(EXPORTS).removeprefix(STATEMENTS)
         now = self._states.get(path, False)
         if now is False:
@@ -184,6 +192,14 @@ class Check:
         if key not in self._now:
             self._now[key] = (None, _digest_now(key, path))
         return self._now[key][1]
+
+    def _cpp_state(self, root: str) -> Any:
+        """The state of the project's C++ files together (without loading what reads them: most runs lint none)."""
+        if root not in self._cpp:
+            from kgate.collect.cuda_tree import tree_state
+
+            self._cpp[root] = tree_state(root)
+        return self._cpp[root]
 
     def _tree(self, what: str, root: str) -> Any:
         if (what, root) not in self._trees:
@@ -201,7 +217,13 @@ class Check:
         modules = self._tree(IMPORTS, root)
         if state is not None and modules.state() == state:
             return True
-        return found is not None and modules.importers_digest(name) == found
+        if found is None:
+            return False
+        if root not in self._prepared and self._keys is not None:
+            self._prepared.add(root)
+            head = IMPORTS + root + "\n"
+            modules.prepare([key[len(head):] for key in self._keys() if isinstance(key, str) and key.startswith(head)])
+        return modules.importers_digest(name) == found
 
 
 def _digest_now(key: str, path: str) -> str | None:

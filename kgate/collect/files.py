@@ -14,6 +14,7 @@ from pathlib import Path, PurePosixPath
 
 from kgate.collect.depends import per_run
 from kgate.collect.ignores import Ignores
+from kgate.support.filestat import listed
 
 # A folder that holds another project's configuration, met by a walk: (path, project-relative name with "/",
 # the ignore state above it).
@@ -74,14 +75,20 @@ def glob_matcher(globs: Iterable[str]) -> Callable[[str], bool]:
     globs = list(globs)
     plain = [g.split("*") for g in globs if "/" not in g and not _WILD.search(g.replace("*", "", 1))]
     exact = frozenset(parts[0] for parts in plain if len(parts) == 1)
-    starred = tuple((parts[0], parts[1]) for parts in plain if len(parts) == 2)
+    starred = [(parts[0], parts[1]) for parts in plain if len(parts) == 2]
+    # `*.py` and `test_*` as one test each of every tail and every head (str.endswith takes a tuple): the walk asks
+    # this of every file of the project.
+    tails = tuple(tail for head, tail in starred if not head)
+    heads = tuple(head for head, tail in starred if not tail and head)
+    both = tuple((head, tail) for head, tail in starred if head and tail)
     names = _union([fnmatch.translate(g) for g in globs if "/" not in g and _WILD.search(g.replace("*", "", 1))])
     paths = _union([fnmatch.translate(g) for g in globs if "/" in g])
 
     def match(rel: str) -> bool:
-        name = rel.rsplit("/", 1)[-1]
-        if name in exact or any(len(name) >= len(head) + len(tail) and name.startswith(head) and name.endswith(tail)
-                                for head, tail in starred):
+        name = rel[rel.rfind("/") + 1:]
+        if name in exact or name.endswith(tails) or name.startswith(heads) or any(
+                len(name) >= len(head) + len(tail) and name.startswith(head) and name.endswith(tail)
+                for head, tail in both):
             return True
         return bool(names and names.match(name) or paths and paths.match(rel))
 
@@ -126,7 +133,7 @@ def walk(root: str | Path, wanted: Callable[[str], bool], exclude: Iterable[str]
             st = os.stat(folder)
             if (st.st_dev, st.st_ino) in seen:
                 continue  # a symlink loop, or a folder reached by a second name
-            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+            entries = listed(folder)
         except PermissionError:
             if rel_folder:  # a folder that cannot be listed is kept (as "name/"): reading it reports it
                 out.append((rel_folder, folder))
@@ -177,15 +184,40 @@ _LISTINGS: dict[str, list[tuple[str, list[str]]]] = per_run({})
 
 def tree_listing(root: str) -> list[tuple[str, list[str]]]:
     """(folder, the names of its files, sorted) of `root` and every folder below it in the order of `os.walk` with
-    sorted folders, past hidden folders and those of `_UNREAD`: walked once per lint run, and shared by the readers
-    of the project's Python files and of its C++ files."""
+    sorted folders (symbolic links to folders not followed), past hidden folders and those of `_UNREAD`: walked once
+    per lint run, and shared by the readers of the project's Python files and of its C++ files; a folder the run's
+    snapshot listed is not listed again (`kgate.support.filestat.listed`)."""
     found = _LISTINGS.get(root)
     if found is None:
         found = _LISTINGS[root] = []
-        for here, folders, names in os.walk(root):
-            folders[:] = sorted(d for d in folders if not d.startswith(".") and d not in _UNREAD)
-            found.append((here, sorted(names)))
+        todo = [root]
+        while todo:
+            here = todo.pop()
+            try:
+                entries = listed(here)
+            except OSError:
+                continue
+            names: list[str] = []
+            below: list[str] = []
+            for entry in entries:
+                try:
+                    folder = entry.is_dir()
+                except OSError:
+                    folder = False
+                if not folder:
+                    names.append(entry.name)
+                elif not entry.name.startswith(".") and entry.name not in _UNREAD and not _is_link(entry):
+                    below.append(entry.path)
+            found.append((here, names))
+            todo.extend(reversed(below))
     return found
+
+
+def _is_link(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_symlink()
+    except OSError:  # as os.path.islink has it
+        return False
 
 
 def _regular(path: str) -> bool:

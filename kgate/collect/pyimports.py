@@ -6,8 +6,14 @@ import statements of every Python file of the project (a scan of the text, no pa
 kept in the cache (`<cache>/v1/imports.json`, by project root, each file's words with its state), so a run reads only
 the files that changed since: a warm run that has to check such an answer (`kgate.collect.depends`) after one file
 changed scans that file alone. A file written less than two seconds before it was read is read again next time
-(its state may not show a change made within the same tick of its clock). The record is sealed with the kgate that
-wrote it and a digest of its bytes: one another kgate wrote, or edited since, is read as no record.
+(its state may not show a change made within the same tick of its clock). The record is written again when a file's
+words changed, or a file came or went; files edited without a change to their imports are read again by the next runs
+until they are many (`_RESTATED`). The record is sealed with the kgate that wrote it and a digest of its bytes: one
+another kgate wrote, or edited since, is read as no record.
+
+The questions of which files import a name are answered for the names the lint cache's verdicts asked together, in one
+pass over the words (`Index.prepare`); other names are searched for one by one, and after a few of them the index of
+every word is built.
 """
 
 from __future__ import annotations
@@ -16,13 +22,13 @@ import json
 import os
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from kgate.collect.depends import blake2b, per_run
 from kgate.collect.files import tree_listing
-from kgate.support.filestat import current
+from kgate.support.filestat import currents
 
 _VENDORED = "site-packages"  # skipped besides what every reading of the tree skips (`tree_listing`)
 _WORD = re.compile(rb"\w+")
@@ -32,6 +38,8 @@ _ENDS = re.compile(rb"\r\n|[\r\n;]")
 _CONTINUATION = re.compile(rb"\\(?:\r\n|\r|\n)")
 _CONTINUED = re.compile(rb"\\(?:\r\n|\r|\n)\Z")
 _RACY_NS = 2_000_000_000
+_SEARCHES = 16  # names asked about one by one before the index of every word is built
+_RESTATED = 64  # files read again with the same words that a run leaves unrecorded
 VERSION = 4  # 2: a file's words as one string; 3: statements read as Python reads lines; 4: a file's state as a string
 
 
@@ -42,46 +50,93 @@ class Index:
         self.root = root
         self.paths: list[str] = []
         self.state: list[int] | None = None  # the files together (None: one was written too recently to vouch)
-        self._words: dict[str, list[int]] = {}
+        self._words: list[str] = []  # each file's words, by its place in `paths`
+        self._asked: dict[str, list[int]] = {}  # the places of the files that hold a word, for the words asked about
+        self._inverted: dict[str, list[int]] | None = None  # the places of every word, once built
+        self._searches = 0
         self._read()
 
     def importers(self, name: str) -> list[str]:
         """The files (absolute paths, in walk order) whose import statements hold the word `name`."""
-        return [self.paths[i] for i in self._words.get(name, ())]
+        places = self._asked.get(name)
+        if places is None:
+            places = self._asked[name] = self._places(name)
+        return [self.paths[i] for i in places]
+
+    def prepare(self, names: Iterable[str]) -> None:
+        """Find the files that hold each of these words in one pass over the files' words: the verdicts a lint cache
+        holds ask about hundreds of names, each answered once (`kgate.collect.depends.Check`)."""
+        wanted = {name for name in names if name not in self._asked}
+        if not wanted:
+            return
+        found: dict[str, list[int]] = {name: [] for name in wanted}
+        disjoint = wanted.isdisjoint
+        for number, held in enumerate(self._words):
+            split = held.split()
+            if not disjoint(split):
+                for word in wanted.intersection(split):
+                    found[word].append(number)
+        self._asked.update(found)
+
+    def _places(self, name: str) -> list[int]:
+        """The places of the files that hold `name`: a search of the words for the first few names asked, the index of
+        every word after that (a cold run asks about many; a warm one about a few, besides those `prepare`d)."""
+        if self._inverted is None and self._searches < _SEARCHES:
+            self._searches += 1
+            return [number for number, held in enumerate(self._words) if name in held and name in held.split()]
+        if self._inverted is None:
+            self._inverted = _inverted(self._words)
+        return self._inverted.get(name, [])
 
     def _read(self) -> None:
         kept = _STORE.root(self.root)
-        fresh: dict[str, list[Any]] = {}
-        summary: list[str] = []
-        racy = time.time_ns() - _RACY_NS
         cut = len(self.root.rstrip(os.sep)) + 1
-        words_of = self._words
-        for number, path in enumerate(python_files(self.root)):
-            rel = path[cut:]
-            state = current(path)
-            # Kept as the summary spells it: a string reads and compares faster than a list of four large numbers.
-            shown = str(state) if state is not None else None
-            summary.append(f"{rel}\0{shown}")
-            held = kept.get(rel)
-            if shown is not None and type(held) is list and len(held) == 2 and held[0] == shown \
-                    and type(held[1]) is str:
-                words = held[1]
+        self.paths = paths = python_files(self.root)
+        rels = [path[cut:] for path in paths]
+        states = currents(paths)
+        # Kept as the summary spells it: a string reads and compares faster than a list of four large numbers.
+        shown = [str(state) if state is not None else None for state in states]
+        racy_ns = time.time_ns() - _RACY_NS
+        racy = changed = False
+        restated = 0  # files read again whose words are the ones kept (an edit that leaves the imports alone)
+        words = self._words
+        for number, rel in enumerate(rels):
+            held, now = kept.get(rel), shown[number]
+            if now is not None and type(held) is list and len(held) == 2 and held[0] == now and type(held[1]) is str:
+                words.append(held[1])
+                continue
+            found = " ".join(sorted(w.decode("utf-8", "surrogateescape") for w in _imported_words(_data(paths[number]))))
+            state = states[number]
+            if state is not None and state[1] >= racy_ns:
+                racy, now = True, None  # read again next time
+            if type(held) is list and len(held) == 2 and held[1] == found:
+                restated += 1
             else:
-                words = " ".join(sorted(w.decode("utf-8", "surrogateescape") for w in _imported_words(_data(path))))
-                if state is not None and state[1] >= racy:
-                    summary.append("racy")
-                    shown = None  # read again next time
-            fresh[rel] = [shown, words]
-            self.paths.append(path)
-            for word in words.split():
-                held_by = words_of.get(word)
-                if held_by is None:
-                    words_of[word] = [number]
-                elif held_by[-1] != number:
-                    held_by.append(number)
-        self.state = None if "racy" in summary else [int.from_bytes(
-            blake2b("\n".join(summary).encode("utf-8", "surrogateescape"), digest_size=8).digest(), "big")]
-        _STORE.keep(self.root, fresh, kept)
+                changed = True
+            kept[rel] = [now, found]
+            words.append(found)
+        if len(kept) != len(rels):  # files gone since, or entries this module did not write
+            kept = {rel: kept[rel] for rel in rels}
+            changed = True
+        self.state = None if racy else [int.from_bytes(blake2b("\n".join(map("{}\0{}".format, rels, shown)).encode(
+            "utf-8", "surrogateescape"), digest_size=8).digest(), "big")]
+        # Files whose words are as kept under an older state are read again by the next run too, until they are many:
+        # writing the record again for them would cost more than reading them (a megabyte and a half for 10,000 files).
+        if changed or restated > max(_RESTATED, len(rels) // 8):
+            _STORE.keep(self.root, kept)
+
+
+def _inverted(words: list[str]) -> dict[str, list[int]]:
+    """The places of the files that hold each word."""
+    out: dict[str, list[int]] = {}
+    for number, held in enumerate(words):
+        for word in held.split():
+            places = out.get(word)
+            if places is None:
+                out[word] = [number]
+            elif places[-1] != number:
+                places.append(number)
+    return out
 
 
 def _data(path: str) -> bytes:
@@ -110,11 +165,11 @@ class _Store:
         found = self.data.get(root)
         return found if isinstance(found, dict) else {}
 
-    def keep(self, root: str, fresh: dict[str, list[Any]], kept: dict[str, list[Any]]) -> None:
-        if self.file is None or fresh == kept:
+    def keep(self, root: str, files: dict[str, list[Any]]) -> None:
+        if self.file is None:
             return
         assert self.data is not None
-        self.data[root] = fresh
+        self.data[root] = files
         self.dirty = True
 
     def _load(self) -> dict[str, dict[str, list[Any]]]:
@@ -207,7 +262,8 @@ def python_files(root: str) -> list[str]:
     found: list[str] = []
     for here, names in tree_listing(root):
         if _VENDORED not in here[len(root):].split(os.sep):
-            found.extend(os.path.join(here, name) for name in names if name.endswith(".py"))
+            folder = here if here.endswith(os.sep) else here + os.sep  # os.path.join's result, for 10,000 files
+            found.extend([folder + name for name in names if name.endswith(".py")])
     return found
 
 

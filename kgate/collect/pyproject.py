@@ -15,7 +15,7 @@ from __future__ import annotations
 import ast
 import copy
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from kgate.collect import depends, pyparts
@@ -68,6 +68,10 @@ class Modules:
         found = self.index().importers(name)
         depends.note(depends.IMPORTS + self.root + "\n" + name, self.index().state, self._digest(found))
         return found
+
+    def prepare(self, names: Iterable[str]) -> None:
+        """Find the modules that import each of these names together (`Index.prepare`)."""
+        self.index().prepare(names)
 
     def index(self) -> Index:
         if self._index is None:

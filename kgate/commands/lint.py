@@ -53,7 +53,8 @@ def run(args: argparse.Namespace) -> int:
     if args.show_files:
         return show_files(config, selection, paths, force_exclude=args.force_exclude, select_for=_select_for(args))
     taken = recording.snapshot(args, config, [os.path.abspath(p) for p in paths], compilers=False)
-    with filestat.known(taken.files if taken is not None else None), recording.capture() as (out, err):
+    with filestat.known(taken.files if taken is not None else None, taken.entries if taken is not None else None), \
+            recording.capture() as (out, err):
         code = _lint(args, config, selection, paths)
     recording.finish(args, taken, out, err, code)
     return code

@@ -2,8 +2,8 @@
 
 The project's inputs are snapshotted before the run, and everything else the
 run reads is recorded as it reads it (`kgate.support.reads`); the output is captured
-while it is written; the record is left only if every input still holds
-afterwards and the outcome did not depend on the run's circumstances.
+while it is written; the record is left with those states, unless the outcome
+depended on the run's circumstances.
 """
 
 from __future__ import annotations
@@ -45,8 +45,8 @@ def snapshot(args: argparse.Namespace, config: Config, extra: list[str], *, comp
     if compilers:
         files.extend(fastpath.compiler_files())
     taken = fastpath.Snapshot.take(str(config.root), tuple(config.exclude) + tuple(config.extend_exclude),
-                                   tuple(skip), files)
-    reads.start(skip)
+                                   tuple(skip), files, fastpath.stated(args.argv))
+    reads.start(skip, taken.dirs)
     return taken
 
 

@@ -18,10 +18,13 @@ falls through to the full run; so does a record that is not as it was
 written (it carries a hash of its content: an edited output or exit code is
 never replayed).
 
-The snapshot is taken before the run and verified again after it, so an
-edit made while kgate was running is never recorded as seen. A run whose
-outcome depended on its circumstances (a compile that timed out, a worker
-that died) leaves no record.
+The snapshot is taken before the run, and the record keeps the states it
+took: an edit made while kgate was running gives the file another state
+than the recorded one, so the next run is a full one (a replay stats every
+input anyway; checking them all a second time after the run would only
+spare writing a record that is never replayed). A run whose outcome
+depended on its circumstances (a compile that timed out, a worker that
+died) leaves no record.
 
 A `kgate lint` in a folder without a configuration (the defaults, the
 folder its root) leaves its record in that folder's cache as well; the
@@ -195,6 +198,7 @@ def _explicit_config(argv: list[str]) -> str | None:
 
 def replay(argv: list[str]) -> int | None:
     """Write the recorded output of an unchanged `kgate check` and return its exit code; None to run it."""
+    _STATED.clear()
     where = _record_path(argv)
     if where is None:
         return None
@@ -207,8 +211,10 @@ def replay(argv: list[str]) -> int | None:
         record = jsondoc.loads(_unsealed(data))
         if not _describes(record, argv, where):
             return None  # another key's record, another project's, damaged or made by hand: the full run
+        taken = _STATED[tuple(argv)] = {}
         for name, stat in record["files"].items():
-            if path_state(name) != stat:
+            now = taken[name] = path_state(name)
+            if now != stat:
                 return None
         for name, (kept, ignored) in record["dirs"].items():
             if listing(name, ignored) != kept:
@@ -220,11 +226,25 @@ def replay(argv: list[str]) -> int | None:
             _rewrite(name, content)
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
+    _STATED.clear()
     sys.stdout.write(stdout)
     sys.stdout.flush()
     sys.stderr.write(stderr)
     sys.stderr.flush()
     return int(code)
+
+
+# The states of files a replay that did not hold took, by its command line: the snapshot of the full run that follows
+# it takes them rather than stating those files a second time (`stated`); what that run does not take is dropped when
+# it ends (`kgate.entry`), so they never outlive it.
+_STATED: dict[tuple[str, ...], dict[str, list[int] | None]] = {}
+
+
+def stated(argv: list[str]) -> dict[str, list[int] | None]:
+    """The states this command's replay took before it gave way to the full run (none for another command)."""
+    found = _STATED.get(tuple(argv), {})
+    _STATED.clear()
+    return found
 
 
 def _env_holds(env: dict) -> bool:
@@ -284,7 +304,7 @@ def _rewrite(name: str, content: str) -> None:
 
 
 class Snapshot:
-    """The stats of every input of a run, taken before it; recorded only if they still hold after it.
+    """The stats of every input of a run, taken before it (a replay holds only while they all still hold).
 
     Folders are compared by their listings (less the entries the run does not read), not their
     modification times: writing the cache or a report next to the sources is not a change.
@@ -294,15 +314,23 @@ class Snapshot:
         self.files = files
         self.dirs = dirs
         self.env: dict[str, str | None] = {}  # variables kernel modules looked up as they were imported
+        # Each folder's entries as the walk listed them, sorted by name (not recorded): the run's own walks of the
+        # project take them rather than listing every folder again (`kgate.support.filestat.listed`).
+        self.entries: dict[str, list[os.DirEntry[str]]] = {}
 
     @classmethod
-    def take(cls, root: str, exclude: tuple[str, ...], skip: tuple[str, ...], extra: list[str]) -> Snapshot:
+    def take(cls, root: str, exclude: tuple[str, ...], skip: tuple[str, ...], extra: list[str],
+             stated: dict[str, list[int] | None] | None = None) -> Snapshot:
+        """`stated`: states of some of the files, taken already by this run (`stated`)."""
         from kgate.collect.files import Exclusions
+
+        known = stated or {}
 
         excluded = Exclusions(exclude)
 
         files: dict[str, list[int] | None] = {}
         dirs: dict[str, list[list[str]]] = {}
+        listed: dict[str, list[os.DirEntry[str]]] = {}
         skip_abs = {os.path.abspath(s) for s in skip}
         # (folder, its project-relative name with a trailing "/"): the folders above were tested already.
         stack = [(root, "")]
@@ -314,7 +342,7 @@ class Snapshot:
                 if (st.st_dev, st.st_ino) in seen:  # a symlink loop, or a folder reached twice
                     continue
                 seen.add((st.st_dev, st.st_ino))
-                entries = sorted(os.scandir(folder), key=lambda e: e.name)
+                entries = listed[folder] = sorted(os.scandir(folder), key=lambda e: e.name)
             except OSError:
                 continue
             kept: list[str] = []
@@ -331,11 +359,14 @@ class Snapshot:
                 if _is_dir(entry):
                     stack.append((entry.path, rel + "/"))
                 else:
-                    files[entry.path] = path_state(entry.path)
+                    files[entry.path] = known[entry.path] if entry.path in known else path_state(entry.path)
             dirs[folder] = [kept, ignored]
         for name in extra:
-            files[os.path.abspath(name)] = path_state(name)
-        return cls(files, dirs)
+            path = os.path.abspath(name)
+            files[path] = known[path] if path in known else path_state(name)
+        taken = cls(files, dirs)
+        taken.entries = listed
+        return taken
 
     def add(self, files: dict[str, list[int] | None], dirs: dict[str, list[list[str]]],
             env: dict[str, str | None] | None = None) -> None:
@@ -346,10 +377,6 @@ class Snapshot:
             self.files.setdefault(name, stat)
         for name, listed in dirs.items():
             self.dirs.setdefault(name, listed)
-
-    def still_holds(self) -> bool:
-        return all(path_state(name) == stat for name, stat in self.files.items()) and all(
-            listing(name, ignored) == kept for name, (kept, ignored) in self.dirs.items()) and _env_holds(self.env)
 
 
 def _is_dir(entry: os.DirEntry[str]) -> bool:
@@ -398,9 +425,9 @@ def kgate_files() -> list[str]:
 
 def record(argv: list[str], snapshot: Snapshot, stdout: str, stderr: str, code: int,
            outputs: dict[str, str]) -> None:
-    """Leave the run record for `replay`, unless an input changed while the run read it."""
+    """Leave the run record for `replay`, with the states the run's inputs had before it began."""
     where = _record_path(argv)
-    if where is None or not snapshot.still_holds() or where.config not in snapshot.files:
+    if where is None or where.config not in snapshot.files:
         return
     wanted = _output_of(argv)
     if set(outputs) != ({wanted} if isinstance(wanted, str) else set()):

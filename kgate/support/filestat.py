@@ -15,6 +15,7 @@ from contextlib import contextmanager
 
 FileState = list[int]
 _KNOWN: list[Mapping[str, FileState | None]] = []  # states a run took of its inputs before it began (`known`)
+_LISTED: list[Mapping[str, list[os.DirEntry[str]]]] = []  # and the entries of its folders, sorted by name
 
 
 def state_of(st: os.stat_result) -> FileState:
@@ -40,15 +41,30 @@ def identity(path: str | os.PathLike[str]) -> str:
 
 
 @contextmanager
-def known(states: Mapping[str, FileState | None] | None) -> Iterator[None]:
+def known(states: Mapping[str, FileState | None] | None,
+          entries: Mapping[str, list[os.DirEntry[str]]] | None = None) -> Iterator[None]:
     """For the length of a run: the states of its inputs as the run took them before it began (its snapshot,
-    `kgate.pipeline.fastpath.Snapshot`), which `current` answers without a second `stat`. The run reads the project
-    as it was then; an edit made meanwhile is seen by the next run (the snapshot is checked again after the run)."""
+    `kgate.pipeline.fastpath.Snapshot`), which `current` answers without a second `stat`, and the entries of the
+    folders it listed, which `listed` answers without a second listing. The run reads the project as it was then; an
+    edit made meanwhile is seen by the next run (the run record keeps the states the snapshot took)."""
     _KNOWN.append(states or {})
+    _LISTED.append(entries or {})
     try:
         yield
     finally:
         _KNOWN.pop()
+        _LISTED.pop()
+
+
+def listed(folder: str) -> list[os.DirEntry[str]]:
+    """The entries of `folder`, sorted by name: as the run's snapshot listed them (`known`), else as they are now
+    (OSError where it cannot be listed)."""
+    if _LISTED:
+        found = _LISTED[-1].get(folder)
+        if found is not None:
+            return found
+    with os.scandir(folder) as entries:
+        return sorted(entries, key=lambda e: e.name)
 
 
 def wrote() -> None:
@@ -57,6 +73,7 @@ def wrote() -> None:
     after the fix would otherwise find the results of the files as they were)."""
     if _KNOWN:
         _KNOWN[-1] = {}
+        _LISTED[-1] = {}
 
 
 def current(path: str) -> FileState | None:
@@ -66,6 +83,14 @@ def current(path: str) -> FileState | None:
         if found is not _MISSING:
             return found  # type: ignore[return-value]
     return path_state(path)
+
+
+def currents(paths: list[str]) -> list[FileState | None]:
+    """`current` of each of `paths` (a walk's files), in one go."""
+    known: Mapping[str, object] = _KNOWN[-1] if _KNOWN else {}
+    found = [known.get(path, _MISSING) for path in paths]
+    return [path_state(path) if state is _MISSING else state  # type: ignore[misc]
+            for path, state in zip(paths, found)]
 
 
 _MISSING = object()

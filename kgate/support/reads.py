@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Container
 from typing import Any
 
 from kgate.support import scratch
@@ -43,9 +44,10 @@ def listing(folder: str, ignored: list[str]) -> list[str] | None:
 class Log:
     """Files (path -> state) and folders (path -> [names, names left out]) read, and where not to look."""
 
-    def __init__(self, skip: list[str]) -> None:
+    def __init__(self, skip: list[str], listed: Container[str] = ()) -> None:
         self.files: dict[str, list[int] | None] = {}
         self.dirs: dict[str, list[list[str]]] = {}
+        self.listed = listed  # folders the run's snapshot listed already: not listed again as each is walked
         # Outputs and caches of the run: never inputs. Python's standard library and kgate's own package are
         # watched otherwise (the replay's key holds Python's version; kgate's files); installed packages are not:
         # a module of one that a kernel module imports is an input like any other.
@@ -77,7 +79,7 @@ class Log:
 
     def folder(self, path: str) -> None:
         path = os.path.abspath(path)
-        if path in self.dirs or not self.wanted(path):
+        if path in self.dirs or path in self.listed or not self.wanted(path):
             return
         ignored = sorted(os.path.basename(p) for p in self.skip if os.path.dirname(p) == path)
         names = listing(path, ignored)
@@ -89,10 +91,11 @@ _LOG: Log | None = None
 _HOOKED = False
 
 
-def start(skip: list[str]) -> Log:
-    """Record this process's reads from now on (until `stop`); the hook is installed once per process."""
+def start(skip: list[str], listed: Container[str] = ()) -> Log:
+    """Record this process's reads from now on (until `stop`); the hook is installed once per process. `listed`: the
+    folders the run's snapshot holds the listings of."""
     global _LOG, _HOOKED
-    _LOG = Log(skip)
+    _LOG = Log(skip, listed)
     if not _HOOKED:
         sys.addaudithook(_hook)
         _HOOKED = True
