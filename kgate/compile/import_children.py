@@ -26,6 +26,7 @@ import os
 import re
 import shutil
 import sys
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -231,12 +232,13 @@ def patch(rec: Recorder) -> None:
         command = _argv(given["args"])
         if given.get("executable") and not shell:  # the program run; args[0] is only its name
             command = [os.fsdecode(given["executable"]), *command[1:]]
-        if given.get("env") is None:  # the process's own environment, putenv's included: given for the call
-            with _process_env(rec, command, shell):
-                real_init(self, *args, **kwargs)
-            return
-        given["env"] = _handed_on(rec, given["env"], command, shell)
-        real_init(*bound.args, **bound.kwargs)
+        with _within_popen():
+            if given.get("env") is None:  # the process's own environment, putenv's included: given for the call
+                with _process_env(rec, command, shell):
+                    real_init(self, *args, **kwargs)
+                return
+            given["env"] = _handed_on(rec, given["env"], command, shell)
+            real_init(*bound.args, **bound.kwargs)
 
     subprocess.Popen.__init__ = popen_init  # type: ignore[method-assign]
     real_system = _SAVED["system"] = os.system
@@ -286,11 +288,31 @@ def _process_env(rec: Recorder, command: list[str], shell: bool = False) -> Iter
             os.putenv(name, now[name]) if name in now else os.unsetenv(name)
 
 
+_POPEN = threading.local()
+
+
+@contextlib.contextmanager
+def _within_popen() -> Iterator[None]:
+    """Popen hands the recorder on itself; the os.posix_spawn it may start the program with (Python 3.13) is its own."""
+    depth = getattr(_POPEN, "depth", 0)
+    _POPEN.depth = depth + 1
+    try:
+        yield
+    finally:
+        _POPEN.depth = depth
+
+
 def _with_env(rec: Recorder, real: Callable[..., Any]) -> Callable[..., Any]:
-    """os.posix_spawn, os.posix_spawnp or os.execve, whose environment is their third argument."""
+    """os.posix_spawn, os.posix_spawnp or os.execve, whose environment is their third argument (None, from Python
+    3.13 on: the process's own environment, putenv's included)."""
     def call(path: Any, argv: Any, env: Any, *args: Any, **kwargs: Any) -> Any:
-        env = _handed_on(rec, env, [os.fsdecode(path), *_argv(argv)[1:]])
-        return real(path, argv, env, *args, **kwargs)
+        if getattr(_POPEN, "depth", 0):
+            return real(path, argv, env, *args, **kwargs)
+        command = [os.fsdecode(path), *_argv(argv)[1:]]
+        if env is None:
+            with _process_env(rec, command):
+                return real(path, argv, env, *args, **kwargs)
+        return real(path, argv, _handed_on(rec, env, command), *args, **kwargs)
     return call
 
 
