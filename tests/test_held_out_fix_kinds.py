@@ -152,6 +152,45 @@ CASES = [
       'env = [\n  "TRITON_INTERPRET=1",\n]\n'}, PIN, "pyproject.toml",
      ('[project]\nname = "x"\n[tool.pytest.ini_options]\nenv = [\n  "TRITON_INTERPRET=1",  # kgate: ignore[KG203] '
      f'{PLACEHOLDER}\n]\n'), "pinned 1 finding(s)"),
+    # A launch in a macro's body, used with no check after it: no fix is offered (a line of its own would end the
+    # macro); a launch in a lambda, a case label, a macro's argument gets its check after its statement.
+    ({"k.cu": TORCH + "#define RUN(x) \\\n  k<<<1, 1>>>(); \\\n  other(x)\nvoid other(int);\nvoid run() {\n  RUN(1);\n}\n"},
+     FIX, "k.cu", None, "fixed 0 finding(s) in 0 files, 1 remaining"),
+    ({"k.cu": TORCH + "#define RUN(x) do { \\\n  k<<<1, 1>>>(); \\\n} while (0)\nvoid run() {\n  RUN(1);\n}\n"}, FIX,
+     "k.cu", None, "fixed 0 finding(s) in 0 files, 1 remaining"),
+    ({"k.cu": TORCH + "void run() {\n  auto f = [&] { k<<<1, 1>>>(); };\n  f();\n}\n"}, FIX, "k.cu",
+     TORCH + "void run() {\n  auto f = [&] { k<<<1, 1>>>(); " + CHECK + " };\n  f();\n}\n", "fixed 1 finding(s)"),
+    ({"k.cu": TORCH + "void run(int c) {\n  switch (c) {\n    case 1: k<<<1, 1>>>(); break;\n  }\n}\n"}, FIX, "k.cu",
+     TORCH + "void run(int c) {\n  switch (c) {\n    case 1: k<<<1, 1>>>(); " + CHECK + " break;\n  }\n}\n",
+     "fixed 1 finding(s)"),
+    ({"k.cu": TORCH + "#define WRAP(e) e\nvoid run() {\n  WRAP(k<<<1, 1>>>());\n}\n"}, FIX, "k.cu",
+     TORCH + "#define WRAP(e) e\nvoid run() {\n  WRAP(k<<<1, 1>>>());\n  " + CHECK + "\n}\n", "fixed 1 finding(s)"),
+    # INI: pytest-env's list loses the one entry; tox's own setenv is a separate job's setting, not reported.
+    ({"setup.cfg": "[tool:pytest]\nenv =\n  TRITON_INTERPRET=1\n  X=2\n"}, FIX, "setup.cfg",
+     "[tool:pytest]\nenv =\n  X=2\n", "fixed 1 finding(s)"),
+    ({"tox.ini": "[testenv]\nsetenv =\n    TRITON_INTERPRET = 1\ncommands = pytest\n"}, FIX, "tox.ini", None,
+     "fixed 0 finding(s) in 0 files, 0 remaining"),
+    # CMake: an architecture in a generator expression and in a quoted list.
+    ({"mma.cu": BLOCK_SCALED, "CMakeLists.txt": 'set_property(TARGET t PROPERTY CUDA_ARCHITECTURES '
+      '"$<$<CONFIG:Release>:120>")\nadd_library(t mma.cu)\n'}, FIX, "CMakeLists.txt",
+     'set_property(TARGET t PROPERTY CUDA_ARCHITECTURES "$<$<CONFIG:Release>:120a>")\nadd_library(t mma.cu)\n',
+     "fixed 1 finding(s)"),
+    ({"mma.cu": BLOCK_SCALED, "CMakeLists.txt": 'set(CMAKE_CUDA_ARCHITECTURES "120;90")\n'}, FIX, "CMakeLists.txt",
+     'set(CMAKE_CUDA_ARCHITECTURES "120a;90")\n', "fixed 1 finding(s)"),
+    # Shell: flags a here-document writes for nvcc's @file.
+    ({"mma.cu": BLOCK_SCALED, "build.sh": "#!/bin/sh\ncat > flags.txt <<EOF\n-arch=sm_120\nEOF\nnvcc @flags.txt mma.cu\n"},
+     FIX, "build.sh", "#!/bin/sh\ncat > flags.txt <<EOF\n-arch=sm_120a\nEOF\nnvcc @flags.txt mma.cu\n",
+     "fixed 1 finding(s)"),
+    # Python: a statement continued by a backslash is not pinned; one in a one-line `with`, between `;`, in an
+    # `except` block is removed and nothing else.
+    ({"tests/conftest.py": 'import os\nos.environ["TRITON_INTERPRET"] = \\\n    "1"\n'}, PIN, "tests/conftest.py", None,
+     "tests/conftest.py:2: KG203 not pinned: the line continues on the next"),
+    ({"tests/conftest.py": 'import os\nwith open("x") as f: os.environ["TRITON_INTERPRET"] = "1"\n'}, FIX,
+     "tests/conftest.py", 'import os\nwith open("x") as f: pass\n', "fixed 1 finding(s)"),
+    ({"tests/conftest.py": 'import os; os.environ["TRITON_INTERPRET"] = "1"; x = 1\n'}, FIX, "tests/conftest.py",
+     "import os; x = 1\n", "fixed 1 finding(s)"),
+    ({"tests/conftest.py": 'import os\ntry:\n    import torch\nexcept ImportError:\n    os.environ["TRITON_INTERPRET"] = "1"\n'},
+     FIX, "tests/conftest.py", "import os\ntry:\n    import torch\nexcept ImportError:\n    pass\n", "fixed 1 finding(s)"),
 ]
 
 
