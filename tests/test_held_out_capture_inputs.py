@@ -152,8 +152,6 @@ def _spec(project: Path, **fields: object) -> dict:
 
 # name -> (the spec's fields that differ, the words of the line that says it is not recorded; None: recorded)
 FORGED = {
-    "a-constexpr-that-is-a-table": ({"constexprs": {"BLOCK": {"a": 1}}}, "constexprs.BLOCK: must be a number"),
-    "no-warps": ({"options": {"num_warps": 0, "num_stages": 3}}, "options.num_warps: must be a positive integer"),
     "divisible-names-no-argument": ({"divisible": ["zz"]}, "divisible: 'zz' is not a run-time argument"),
     "an-argument-twice": ({"constexprs": {"BLOCK": 64, "n": 3}}, "'n' is in both signature and constexprs"),
     "an-argument-missing": ({"signature": {"x": "*fp32", "y": "*fp32"}}, "divisible: 'n' is not a run-time argument"),
@@ -161,7 +159,6 @@ FORGED = {
     "options-null": ({"options": None}, "options: must be a table"),
     "signature-a-list": ({"signature": ["n", "x"]}, "signature: must be a table"),
     "a-file-the-command-removed": ({"file": "gone.py"}, "its file gone.py no longer exists"),
-    "a-module-name-with-no-function": ({"kernel": "copy_kernel"}, 'not a kernel\'s name as "package.module:function"'),
     # The project's own module, launched from a copy elsewhere: recorded under the project's module.
     "a-file-outside-naming-a-project-module": ({"file": "/nonexistent/site-packages/ops.py"}, None),
 }
