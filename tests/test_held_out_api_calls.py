@@ -208,3 +208,26 @@ def test_the_pytest_fixture_compiles_and_refuses_as_the_api_does(project: Path) 
                           "tests/test_k.py"], check=False, cwd=project, env=env, capture_output=True, text=True,
                          timeout=600)
     assert "4 passed" in run.stdout, run.stdout + run.stderr
+
+
+@pytest.mark.parametrize("function", ["lint", "check"])
+def test_a_call_from_a_working_folder_that_was_deleted_is_a_kgate_error(project: Path, tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch,
+                                                                      function: str) -> None:
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()
+    with pytest.raises(api.KgateError, match="the working folder cannot be read"):
+        getattr(api, function)(project=project)
+
+
+@pytest.mark.parametrize("command", ["lint", "check --config {p}/kgate.toml", "capture -- true"])
+def test_the_command_line_in_a_working_folder_that_was_deleted_says_so(project: Path, tmp_path: Path,
+                                                                       command: str) -> None:
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    line = f"cd {gone} && rmdir {gone} && {sys.executable} -m kgate {command.format(p=project)}"
+    run = subprocess.run(["sh", "-c", line], check=False, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
+    assert run.stderr.startswith("kgate: error: the working folder cannot be read"), run.stderr

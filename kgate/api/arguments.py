@@ -213,6 +213,11 @@ def validated(function: F) -> F:
                 error = refusal(name, key, value)
                 if error is not None:
                     raise error
+        from kgate.support import workdir
+
+        problem = workdir.unusable()
+        if problem is not None:
+            raise KgateError(f"{name}(): {problem}")
         return function(*args, **kwargs)
 
     return wrapper  # type: ignore[return-value]
