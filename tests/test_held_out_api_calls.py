@@ -231,3 +231,39 @@ def test_the_command_line_in_a_working_folder_that_was_deleted_says_so(project: 
     run = subprocess.run(["sh", "-c", line], check=False, capture_output=True, text=True, timeout=300)
     assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
     assert run.stderr.startswith("kgate: error: the working folder cannot be read"), run.stderr
+
+
+def test_a_project_reached_through_a_link_is_the_project(project: Path, tmp_path: Path) -> None:
+    link = tmp_path / "link"
+    link.symlink_to(project)
+    result = api.check(project=link, jobs=1)
+    assert result.passed and [k.kernel for k in result.kernels] == ["ops:copy_kernel"]
+
+
+@pytest.mark.parametrize("name,text,words", [
+    ("pyproject.toml", "[project]\nname = 'x'\n", "no [tool.kgate] table"),
+    ("settings.toml", "[project]\nname = 'x'\n", "project: unknown key"),
+])
+def test_a_configuration_file_that_is_not_kgates_is_a_kgate_error(project: Path, name: str, text: str,
+                                                                 words: str) -> None:
+    (project / "other" / name).write_text(text)
+    with pytest.raises(api.KgateError, match=words.replace("[", r"\[").replace("]", r"\]")):
+        api.lint(project=project, config=project / "other" / name)
+
+
+def test_compile_kernel_from_three_threads_at_once(project: Path) -> None:
+    found: list[Any] = []
+
+    def compile_one(block: int) -> None:
+        try:
+            found.append(api.compile_kernel("ops:copy_kernel", project=project, signature=SIGNATURE,
+                                            constexprs={"BLOCK": block}, cache=False).constexprs["BLOCK"])
+        except BaseException as exc:  # noqa: BLE001 - what the thread raised is the test's result
+            found.append(exc)
+
+    threads = [threading.Thread(target=compile_one, args=(block,)) for block in (32, 64, 128)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=600)
+    assert sorted(found) == [32, 64, 128], found
