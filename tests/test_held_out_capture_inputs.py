@@ -182,3 +182,67 @@ def test_spec_records_no_recorder_writes_are_named_not_recorded(tmp_path: Path, 
         return
     assert "not recorded" in run.stderr and words in run.stderr, run.stderr
     assert run.code == 2 and not (project / "kgate-capture.toml").exists()
+
+
+SPECIALISED = '''\
+import triton
+import triton.language as tl
+
+
+@triton.jit(do_not_specialize=["n"])
+def nospec_kernel(x, y, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y + offs, tl.load(x + offs, mask=offs < n), mask=offs < n)
+
+
+@triton.jit(do_not_specialize_on_alignment=["x"])
+def noalign_kernel(x, y, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y + offs, tl.load(x + offs, mask=offs < n), mask=offs < n)
+
+
+@triton.jit
+def scalars_kernel(y, scale, flag, maybe, BLOCK: tl.constexpr, DT: tl.constexpr, NAME: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    v = tl.full([BLOCK], scale, DT)
+    if flag:
+        v = v * 2
+    if maybe is not None:
+        v = v + tl.load(maybe + offs)
+    tl.store(y + offs, v)
+
+
+@triton.jit
+def tuple_kernel(ptrs, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(ptrs[1] + offs, tl.load(ptrs[0] + offs, mask=offs < n), mask=offs < n)
+'''
+
+LAUNCHES = '''\
+import torch, triton.language as tl, ops
+x, y = torch.zeros(64), torch.zeros(64)
+ops.nospec_kernel[(1,)](x, y, 64, BLOCK=64)
+ops.noalign_kernel[(1,)](x, y, 64, BLOCK=64)
+ops.scalars_kernel[(1,)](y, 1.5, True, None, BLOCK=64, DT=tl.float32, NAME="abc")
+ops.scalars_kernel[(1,)](y, 2.0, False, x, BLOCK=32, DT=tl.float32, NAME="xyz")
+ops.tuple_kernel[(1,)]((x, y), 64, BLOCK=64)
+'''
+
+
+def test_what_triton_does_not_specialise_stays_unspecialised_and_a_tuple_is_named(tmp_path: Path) -> None:
+    project = make_project(tmp_path)
+    (project / "ops.py").write_text(SPECIALISED)
+    (project / "launches.py").write_text(LAUNCHES)
+    run = kgate("capture", "--device", "cpu", "--", sys.executable, "launches.py", cwd=project, timeout=300)
+    assert run.code == 0, run.stderr
+    assert "ops:tuple_kernel: not recorded: argument 'ptrs' is a tuple" in run.stderr, run.stderr
+    found = {(e.spec.kernel, int(e.spec.constexprs["BLOCK"])): e.spec for e in
+             captures.load(project / "kgate-capture.toml", "kgate-capture.toml").entries}
+    assert "n" not in found["ops:nospec_kernel", 64].divisible  # do_not_specialize
+    assert "x" not in found["ops:noalign_kernel", 64].divisible  # do_not_specialize_on_alignment
+    plain = found["ops:scalars_kernel", 64]
+    assert plain.signature == {"flag": "u1", "scale": "fp32", "y": "*fp32"} and "maybe" in plain.none
+    assert plain.constexprs["NAME"] == "abc" and plain.constexprs["DT"] == "tl.float32"
+    assert found["ops:scalars_kernel", 32].signature["maybe"] == "*fp32"
+    check = kgate("check", "-j", "2", cwd=project, timeout=900)
+    assert check.code == 0 and "passed: 4 kernel variant(s)" in check.stdout, check.stdout + check.stderr
