@@ -234,3 +234,25 @@ def test_force_exclude_leaves_an_excluded_file_named_on_the_command_line(tmp_pat
     run = kgate(*FIX, "--force-exclude", "third_party/CMakeLists.txt", cwd=root)
     assert run.code == 0 and "fixed 0 finding(s) in 0 files" in run.stderr, run.stderr
     assert (root / "third_party" / "CMakeLists.txt").read_text() == "set(CMAKE_CUDA_ARCHITECTURES 120)\n"
+
+
+# A stale suppression alone on the last line, with no newline after it: removed in every language, as in Python
+# (it was refused outside Python: the file's final newline read as code).
+LAST_LINE = [
+    ("CMakeLists.txt", "project(x)\n# kgate: ignore-file[KG301] stale", "project(x)\n"),
+    ("CMakeLists.txt", "project(x)\r\n# kgate: ignore-file[KG301] stale", "project(x)\r\n"),
+    ("k.cu", "int x;\n// kgate: ignore-file[KG302] stale", "int x;\n"),
+    ("build.sh", "#!/bin/sh\necho hi\n# kgate: ignore-file[KG301] stale", "#!/bin/sh\necho hi\n"),
+    ("Makefile", "all:\n\techo hi\n# kgate: ignore-file[KG301] stale", "all:\n\techo hi\n"),
+    ("pyproject.toml", CONFIG + "# kgate: ignore-file[KG203] stale", CONFIG),
+    ("k.py", "x = 1\n# kgate: ignore-file[KG201] stale", "x = 1"),
+]
+
+
+@pytest.mark.parametrize("rel,text,after", LAST_LINE, ids=[f"{i}-{r}" for i, (r, _t, _a) in enumerate(LAST_LINE)])
+def test_a_stale_suppression_on_a_last_line_without_a_newline_is_removed(tmp_path: Path, rel: str, text: str,
+                                                                         after: str) -> None:
+    root = project(tmp_path, {rel: text})
+    run = kgate("lint", "--fix", cwd=root)
+    assert "fixed 1 finding(s) in 1 file, 0 remaining" in run.stderr, run.stderr
+    assert (root / rel).read_bytes() == after.encode()
