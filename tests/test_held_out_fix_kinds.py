@@ -256,3 +256,25 @@ def test_a_stale_suppression_on_a_last_line_without_a_newline_is_removed(tmp_pat
     run = kgate("lint", "--fix", cwd=root)
     assert "fixed 1 finding(s) in 1 file, 0 remaining" in run.stderr, run.stderr
     assert (root / rel).read_bytes() == after.encode()
+
+
+UNCHECKED = TORCH + "void run() {\n  k<<<1, 1>>>();\n}\nint y;  // kgate: ignore[KG302] stale\n"
+CHECKED = TORCH + "void run() {\n  k<<<1, 1>>>();\n  " + CHECK + "\n}\n"
+PER_FILE = CONFIG + '[tool.kgate.per-file-ignores]\n"k.cu" = ["KG302"]\n'
+# (configuration, command, what k.cu holds afterwards): fixes follow the findings the run reports, no others.
+SELECTED = [
+    (PER_FILE, FIX, UNCHECKED),  # ignored for the file: not fixed, and its suppression is not judged
+    (PER_FILE, PIN, UNCHECKED),
+    (CONFIG, (*FIX, "--select", "KG302"), CHECKED + "int y;  // kgate: ignore[KG302] stale\n"),
+    (CONFIG, (*FIX, "--ignore", "KG002"), CHECKED + "int y;  // kgate: ignore[KG302] stale\n"),
+    (CONFIG + '[tool.kgate.severity]\nKG302 = "note"\n', FIX, CHECKED + "int y;\n"),  # a note is fixed too
+    (CONFIG, ("lint", "--diff", "--unsafe-fixes"), UNCHECKED),  # shown, not written
+]
+
+
+@pytest.mark.parametrize("config,command,after", SELECTED, ids=[str(i) for i in range(len(SELECTED))])
+def test_fixes_follow_the_selection_and_the_configuration(tmp_path: Path, config: str, command: tuple[str, ...],
+                                                          after: str) -> None:
+    root = project(tmp_path, {"pyproject.toml": config, "k.cu": UNCHECKED})
+    run = kgate(*command, cwd=root)
+    assert "Traceback" not in run.stderr and (root / "k.cu").read_text() == after, run.stdout + run.stderr
