@@ -93,6 +93,25 @@ class _Parser(argparse.ArgumentParser):
     def option_strings(self) -> list[str]:
         return [option for action in self._actions for option in action.option_strings]
 
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        """An option whose value names something (`_NAMED`) refuses an empty value, unless it has a type of its own."""
+        if args and str(args[0]).startswith("-") and kwargs.get("metavar") in _NAMED and "type" not in kwargs \
+                and kwargs.get("nargs") != "?":
+            kwargs["type"] = _named
+        return super().add_argument(*args, **kwargs)
+
+
+# The values that name a file, a folder, a target, a kernel glob or a revision: an empty one is a mistake, never the
+# option left out (`--config ""` would read as no `--config`, the nearest configuration; `-o ""` as stdout;
+# `capture --target ""` as the first configured target).
+_NAMED = frozenset({"FILE", "DIR", "SM", "GLOB", "BASE"})
+
+
+def _named(text: str) -> str:
+    if not text:
+        raise argparse.ArgumentTypeError("must not be empty")
+    return text
+
 
 def _choice_hint(message: str) -> str:
     """argparse's "invalid choice: 'chek' (choose from 'check', ...)" gets the nearest choice named."""

@@ -17,6 +17,12 @@ def main() -> int:
 
 
 def _main() -> int:
+    from kgate.support import workdir
+
+    problem = workdir.unusable()
+    if problem is not None:
+        print(f"kgate: error: {problem}", file=sys.stderr)
+        return 2
     argv = sys.argv[1:]
     if argv[:1] not in (["check"], ["lint"]):
         from kgate.cli import main as full_run

@@ -123,7 +123,21 @@ def _positive_int(value: Any) -> str | None:
 
 
 def _callable(value: Any) -> str | None:
-    return None if value is None or callable(value) else f"must be a function (done, total, label), not {value!r}"
+    """A function kgate can call with (done, total, label): one that cannot take three arguments would raise only
+    once the first variant compiles, after the run began."""
+    if value is None:
+        return None
+    if not callable(value):
+        return f"must be a function (done, total, label), not {value!r}"
+    import inspect
+
+    try:
+        inspect.signature(value).bind(0, 0, "")
+    except TypeError:
+        return f"must be a function (done, total, label), not one that cannot take three arguments ({value!r})"
+    except ValueError:  # a builtin whose signature Python cannot tell: taken as it is
+        pass
+    return None
 
 
 def _target(value: Any) -> str | None:
@@ -199,6 +213,11 @@ def validated(function: F) -> F:
                 error = refusal(name, key, value)
                 if error is not None:
                     raise error
+        from kgate.support import workdir
+
+        problem = workdir.unusable()
+        if problem is not None:
+            raise KgateError(f"{name}(): {problem}")
         return function(*args, **kwargs)
 
     return wrapper  # type: ignore[return-value]

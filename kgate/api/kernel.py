@@ -71,9 +71,11 @@ def _compile(config: Config, entry: Any, target: str, *, cache: bool, sass: bool
     # The SASS `kgate check` reads of the kernel under the project's selection (every kernel's with `sass`).
     plan = selection_plan(build_selection(config), sass_every=sass)
     compiled, _covered = compile_kernels(config, [entry], [], options, plan)
-    mine = [f for f in compiled.failures if f.kernel == entry.kernel and f.target == target]
+    mine = [f for f in compiled.failures if f.kernel == entry.kernel and f.target in (target, "")]
     if mine:
         first = mine[0]
+        if not first.target:  # the fields' own mistake (a constexpr without a value), before any compile
+            raise ConfigError(f"{first.kernel}: {first.message}")
         raise CompileError(f"{first.kernel} [{first.variant}] {first.target}: {first.message}", path=first.path,
                            line=first.line)
     facts = tuple(KernelFacts.of(f) for f in compiled.facts if f.kernel == entry.kernel and f.target == target)

@@ -239,6 +239,10 @@ def _located(record: dict[str, Any], roots: list[Path], project: Path, out: Reco
     except (OSError, ValueError):  # a name the file system cannot hold (a NUL byte) is no file of the project
         inside = False
     if inside:
+        if not file.is_file():  # a module the command wrote, launched from and removed: nothing to compile
+            out.problems.append(f"{kernel}: not recorded: its file {os.path.relpath(file, project)} no longer exists "
+                                f"(the command removed it), so kgate cannot import it to compile it")
+            return None
         located = module_name(file, roots)
         if located is None:
             out.problems.append(f"{kernel}: {file.relative_to(project)} is not under python-path, so kgate cannot "

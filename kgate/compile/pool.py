@@ -176,7 +176,8 @@ def _start(ctx: Any, env: dict[str, str | None], stderr: int) -> tuple[Any, Conn
     problem: BaseException | None = None
     for attempt in range(START_ATTEMPTS):
         conn, child = ctx.Pipe()
-        process = ctx.Process(target=_serve, args=(child, _Parent(env, stderr), os.getpid()), daemon=True)
+        process = ctx.Process(target=_serve, args=(child, _Parent(env, stderr), os.getpid()), daemon=True,
+                              name=WORKER_NAME)
         try:
             start_server()  # a server that has ended is started again here, not by multiprocessing
             process.start()
@@ -268,6 +269,9 @@ def with_diagnostics(outcome: Outcome, said: str) -> Outcome:
 
 
 PRELOAD = ["kgate.compile.preload"]
+# The name of every worker process: the fork server starts a process of this name without the program's main module
+# (kgate.compile.preload), which a worker never uses and multiprocessing would otherwise run again in it.
+WORKER_NAME = "kgate-compile-worker"
 
 
 def start_server() -> None:

@@ -187,6 +187,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from bisect import bisect_right
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -220,26 +221,28 @@ def check(source: Any, ctx: SourceContext) -> Iterable[Report]:
     window = ctx.options["window"]
     found = search(code, source.rel, ctx.options["check_macros"], window,
                    lambda: cuda_project.project(ctx, source.path, source.rel), text.comment_lines)
-    yield from _reports(source, code, found, ctx.options["check_macros"], window)
+    yield from _reports(source, text, found, ctx.options["check_macros"], window)
     if found.in_macros and ctx.options["macros"] == "note":
         yield Report(f"{len(found.in_macros)} kernel launch(es) inside #define macros not checked (no use of the macro "
                      f"was found to judge)", severity=Severity.NOTE, line=min(found.in_macros),
                      discriminator="macros")
 
 
-def _reports(source: Any, code: str, found: Search, macros: list[str], window: int) -> Iterator[Report]:
-    """A report for each unchecked launch or call, in order, with its scope and the fix that inserts a check."""
+def _reports(source: Any, text: Any, found: Search, macros: list[str], window: int) -> Iterator[Report]:
+    """A report for each unchecked launch or call, in order, with its scope and the fix that inserts a check
+    (`text`: the file's `Blanked` reading)."""
     from kgate.collect.cpp_flow import line_starts
     from kgate.collect.cpp_text import Scopes
     from kgate.collect.cuda_checks import TORCH_LAUNCH_CHECKS
 
+    code = text.code
     starts = line_starts(code)
     scopes = Scopes(code)
     candidates = [*macros, *(name for name in TORCH_LAUNCH_CHECKS if name not in macros)]
     guards = _usable_checks(source.text, code, candidates) if found.unchecked else []
     for unchecked in found.unchecked:  # in order: the scope scan continues from the last one
         guard = _guard_at(code, unchecked.offset, guards)
-        fix = _insert_check(source, code, starts, unchecked.offset, unchecked.end, guard) if guard else None
+        fix = _insert_check(source, text, starts, unchecked.offset, unchecked.end, guard) if guard else None
         yield dataclasses.replace(_report(code, starts, unchecked, window, source.rel),
                                   scope=scopes.function_at(unchecked.offset), fix=fix)
 
@@ -336,11 +339,14 @@ def _guard_at(code: str, at: int, guards: list[_Guard]) -> str | None:
     return None
 
 
-def _insert_check(source: Any, code: str, starts: list[int], at: int, semicolon: int, guard: str) -> Fix | None:
+def _insert_check(source: Any, text: Any, starts: list[int], at: int, semicolon: int, guard: str) -> Fix | None:
     """The fix that puts `guard` right after the statement: on a line of its own, indented as the statement, or
-    after the `;` when more code follows it on that line."""
+    after the `;` when more code follows it on that line, or when the line ends inside a comment (a block comment
+    or a `//` comment continued with a backslash: a line of its own would be that comment's text, and the line
+    after it could become code)."""
     from kgate.collect.cpp_flow import braceless_body, column, line_at
 
+    code = text.code
     if semicolon < 0 or semicolon >= len(code) or code[semicolon] != ";":
         return None
     if braceless_body(code, at):
@@ -349,16 +355,21 @@ def _insert_check(source: Any, code: str, starts: list[int], at: int, semicolon:
     first = line_at(starts, at)
     raw = source.line_text(line)
     indent = re.match(r"[ \t]*", source.line_text(first))
-    after = code[semicolon + 1:starts[line + 1] if line + 1 < len(starts) else len(code)]
-    if after.strip():
+    end = starts[line + 1] if line + 1 < len(starts) else len(code)
+    if code[semicolon + 1:end].strip() or _comment_spans(text.comments, end - 1):
         edit = Edit.insert(line, column(code, semicolon) + 1, f" {guard}")
     else:
-        newline = "\r\n" if "\r\n" in source.text else "\n"
+        ending = source.text[end - 2:end] if end < len(code) else source.text  # the line's own, else the file's
+        newline = "\r\n" if "\r\n" in ending else "\n"
         edit = Edit.insert(line, len(raw), f"{newline}{indent.group() if indent else ''}{guard}")
     return Fix(f"insert `{guard}` after the launch: a failed launch then stops the program where it happened",
                Applicability.UNSAFE, (edit,))
 
 
+def _comment_spans(comments: tuple[tuple[int, int], ...], offset: int) -> bool:
+    """Whether a comment (in order, as `Blanked.comments`) holds the character at `offset` and goes on past it."""
+    index = bisect_right(comments, offset, key=lambda comment: comment[0]) - 1
+    return index >= 0 and comments[index][0] < offset < comments[index][1]
 
 
 RULE = Rule(

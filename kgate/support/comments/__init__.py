@@ -83,9 +83,10 @@ def comments(text: str, lang: str | None) -> list[Comment]:
 
 def code_only(text: str, lang: str | None) -> str:
     """`text` without its comments: each comment and the spacing before it go (a space stays where code
-    follows on the line), a line that held only comments goes, and no line keeps trailing spaces. Two texts
-    with the same `code_only` differ in comments alone, or in the spaces at the end of a line (which kgate's
-    comment edits never change inside a string: an edit there also changes the string's other text)."""
+    follows on the line), a line that held only comments goes, no line keeps trailing spaces, and the file's
+    final newline goes. Two texts with the same `code_only` differ in comments alone, in the spaces at the end of a
+    line (which kgate's comment edits never change inside a string: an edit there also changes the string's other
+    text), or in whether the file ends with a newline."""
     pieces: list[str] = []
     done = 0
     found = comments(text, lang)
@@ -105,8 +106,11 @@ def code_only(text: str, lang: str | None) -> str:
         counted = comment.start
         held.update(range(line, line + spanned + 1))
     pieces.append(text[done:])
-    return "\n".join(line.rstrip(" \t\r") for number, line in enumerate("".join(pieces).split("\n"))
+    kept = "\n".join(line.rstrip(" \t\r") for number, line in enumerate("".join(pieces).split("\n"))
                      if not (number in held and not line.strip(" \t\r")))
+    # The newline that ends the file is no code: a comment removed from a last line without one leaves the line
+    # before it ending the file with its newline, and the file reads as before.
+    return kept.removesuffix("\n")
 
 
 def same_code(rel: str, before: str, after: str) -> bool:
