@@ -306,8 +306,13 @@ def test_a_compiling_check_writes_progress_lines_to_stderr_in_every_format(tmp_p
                     env={"KGATE_PROGRESS_INTERVAL": "0.02"})
     assert ticking.code == 0, ticking.stderr
     assert _ticks(ticking.stderr, 1) and json.loads(ticking.stdout)["kernels"]
+    from kgate.commands.common import PROGRESS_INTERVAL
+
+    started = time.monotonic()
     plain = kgate("check", "--no-cache", cwd=tmp_path)  # the default interval: a one-file compile is shorter
-    assert plain.code == 0 and "kgate: compiling" not in plain.stderr, plain.stderr
+    took = time.monotonic() - started
+    assert plain.code == 0, plain.stderr
+    assert "kgate: compiling" not in plain.stderr or took >= PROGRESS_INTERVAL, plain.stderr  # unless load slowed it
     bad = kgate("check", cwd=tmp_path, env={"KGATE_PROGRESS_INTERVAL": "soon"})
     assert "KGATE_PROGRESS_INTERVAL" in _one_error(bad)
 
