@@ -2,7 +2,8 @@
 
 A launch is a `<<<...>>>` launch or a `cudaLaunchKernelEx` call, found in blanked code (comments and
 string literals are spaces). It is covered by a check within `window` lines after its statement, after the
-control statements that hold it (`kgate.collect.cpp_flow`), or at every call of the lambda or helper that
+control statements that hold it, by a read of the last error later in its function on every path
+(`kgate.collect.cpp_flow`), or at every call of the lambda or helper that
 performs it (`kgate.collect.cuda_callers`); in a program of its own (a test or a benchmark with a `main`), by a
 synchronizing call whose error is checked later in the function (`kgate.collect.cuda_checks.CheckedSyncs`); a
 `cudaLaunchKernelEx` whose returned error is kept needs no check. What is left is returned as data; the rule words the findings and the fixes.
@@ -102,14 +103,15 @@ class _Search:
         self._record(start, semicolon, what, name, reach)
 
     def _checked_here(self, semicolon: int, what: str) -> bool:
-        """Whether a check follows the launch's statement, or the control statements that hold it."""
+        """Whether a check follows the launch's statement or the control statements that hold it, or a read of the
+        last error comes later in its function on every path (one read reports every launch since the last)."""
         if checked_after(self.code, semicolon, self.starts, self._wanted(what), self.window, self.comments):
             return True
         if self.beyond is None and self._grow() and checked_after(self.code, semicolon, self.starts,
                                                                   self._wanted(what), self.window, self.comments):
             return True
         self.flow = self.flow or Flow(self.code, self.starts, self.window, self.comments)
-        if self.flow.checked(semicolon, self._wanted(what)):
+        if self.flow.checked(semicolon, self._wanted(what)) or self.flow.later(semicolon, self.reads):
             return True
         return self._program() and self.flow.later_anywhere(semicolon, CheckedSyncs())
 

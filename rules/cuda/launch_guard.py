@@ -26,6 +26,20 @@ else if (blocksize == 2048)
   quantize<2048><<<blocks, 512>>>(x);
 CUDA_CHECK(cudaPeekAtLastError());
 ```
+A launch is also checked by a read of the last error (not a check macro
+wrapped around another call) later in its function on every path: in the
+launch's block or one around it, not in a braceless `if`, `else` or loop
+body nor in another branch, with no `return` or `throw` before it. One read
+reports every launch since the previous read, so a function that launches
+several kernels, or records a CUDA graph's parameters after its launches,
+and reads the error once before it returns checks them all:
+
+```cuda
+rmsnorm_kernel<<<rows, 256, 0, stream>>>(x, w, out, cols);
+residual_kernel<<<rows, 256, 0, stream>>>(out, x, cols);
+if (graph) graph->record_param((void*) &rmsnorm_kernel, GP_rmsnorm_x, 0);
+cuda_check(cudaPeekAtLastError());
+```
 A launch written in a macro's body is checked by a check within `window`
 lines after it inside that body (`do { k<<<g, b>>>(x);
 CUDA_CHECK(cudaGetLastError()); } while (0)`): it runs after the launch
@@ -70,8 +84,8 @@ CUDA_CHECK(cudaGetLastError());
   (`case 1: PICK(x) break;`) ends at its `)`.
 - A call is checked by a check within `window` lines after it, after the
   control statements that hold it, or later in the calling function on
-  every path (in the call's block or one around it, not in another branch,
-  with no `return` or `throw` before it): one read of the last error reports
+  every path (in the call's block or one around it, not in a braceless body
+  nor in another branch, with no `return` or `throw` before it): one read of the last error reports
   every launch since the previous read. A call is followed outwards in turn
   (a helper called from a lambda called from a helper), up to four steps.
 
