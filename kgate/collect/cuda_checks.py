@@ -28,7 +28,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from kgate.collect.cpp_flow import Flow, head
+from kgate.collect.cpp_flow import Flow, head, is_call
 from kgate.collect.cpp_text import balanced, macros, split_arguments
 
 RUNTIME_QUERIES = ("cudaGetLastError", "cudaPeekAtLastError", "hipGetLastError", "hipPeekAtLastError")
@@ -69,7 +69,7 @@ class Checks:
             if match.lastgroup != "named" and _continues_word(code, match.start()):
                 continue
             call = match.group("call") if match.lastgroup == "call" else None
-            if call is None or not _member(code, match.start()) and _passes(code, match.end() - 1) in self.counts[call]:
+            if call is None or is_call(code, match.start()) and _passes(code, match.end() - 1) in self.counts[call]:
                 yield match
 
     def search(self, code: str, pos: int = 0, endpos: int | None = None) -> re.Match[str] | None:
@@ -214,12 +214,6 @@ def _function_counts(params: str) -> Counts:
 
 def _continues_word(code: str, at: int) -> bool:
     return at > 0 and (code[at - 1].isalnum() or code[at - 1] == "_")
-
-
-def _member(code: str, at: int) -> bool:
-    """Whether the name at `at` is reached through an object (`gemm.run(...)`, `op->check()`): a member, not the
-    project's function of that name."""
-    return code[max(0, at - 2):at].rstrip().endswith((".", "->"))
 
 
 def _passes(code: str, paren: int) -> int:

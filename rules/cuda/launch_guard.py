@@ -66,6 +66,12 @@ CUDA_CHECK(cudaGetLastError());
   its block is. A call without arguments after a checked call of the same
   lambda launches the same again (a warm-up or timing loop) and is covered
   by that check.
+- A named lambda or a helper passed by name to a function the file defines
+  (`dispatch_launch(launch, block_size)`, `attention_backward(..., launch_softmax)`)
+  runs where that function calls the parameter it is passed as: each such
+  call is a call of it, held to the same test and followed outwards. Passed on
+  after a checked direct call of the same lambda (to a timing loop), it
+  launches what that call launched and is covered by its check.
 - A lambda written where it runs (an argument, `dispatch(kind, [&] {...});`,
   or called on the spot, `[&] {...}();`) is checked by a check within
   `window` lines after the statement that holds it.
@@ -92,7 +98,8 @@ CUDA_CHECK(cudaGetLastError());
 **The project's own checks.** A macro or host function (not a member:
 `run` is a method of many classes) defined in any of the project's
 C++/CUDA files whose body reads the last error, directly or through another
-such macro or function, is a check wherever it is called, without
+such macro or function, is a check wherever it is called (not where it is
+defined or declared: the head of the next function is no check), without
 configuration:
 
 ```cuda
@@ -133,8 +140,8 @@ call as a related place (a helper dispatched from eight `switch` cases
 missing one check is one finding, not eight). The launch itself is reported,
 as before, when the lambda or helper cannot be followed: a member function,
 a function nothing in the project calls (an entry point called from Python),
-a lambda that is only passed on (to a timing loop, say) and never called
-directly, or a call written inside a macro that the file never uses outside
+a lambda that is only passed on to a function defined outside the file and
+never called directly, or a call written inside a macro that the file never uses outside
 a `#define` (a macro that defines whole functions, say). The reading is
 textual (braces matched on the code with comments and strings blanked), so
 a function defined through a macro or split by `#if` branches may not be
