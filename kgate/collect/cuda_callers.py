@@ -18,6 +18,7 @@ from typing import NamedTuple
 
 from kgate.collect.cpp_flow import NAMESPACE_HEAD, SCOPE_HEAD, Flow, Matcher, head, is_call
 from kgate.collect.cpp_text import Macro, balanced, calls_of, macros, split_arguments
+from kgate.collect.cuda_checks import definitions
 from kgate.collect.cuda_project import HEADERS, Project
 
 _ASSIGNED = re.compile(r"(?<![\w.>])(\w+)\s*(?<![=!<>+\-*/%&|^])=\s*$")
@@ -58,10 +59,11 @@ class Callers:
     """
 
     def __init__(self, flow: Flow, in_macro: frozenset[int], checks: Matcher,
-                 project: Project | None = None, rel: str = "") -> None:
+                 project: Project | None = None, rel: str = "", syncs: Matcher | None = None) -> None:
         self.flow, self.code, self.starts, self.in_macro, self.checks = flow, flow.code, flow.starts, in_macro, checks
         self.opens, self.closes, self.parents, self.at_open = flow.opens, flow.closes, flow.parents, flow.at_open
         self.project, self.rel = project, rel
+        self.syncs = syncs  # in a program of its own: what reports a failed launch later in a calling function
         self._memo: dict[int, tuple[list[Site], int] | None] = {}
         self._defines: list[Macro] | None = None
 
@@ -70,7 +72,8 @@ class Callers:
         """The calls through which the statement at `at` reaches no check, and how many calls on the way do
         check; ([], n) when every path is checked; None when the statement cannot be followed (not in a lambda
         or a function that is not a member, no call of it in sight, or too deep)."""
-        if depth and (self.flow.checked(semicolon, self.checks) or self.flow.later(semicolon, self.checks)):
+        if depth and (self.flow.checked(semicolon, self.checks) or self.flow.later(semicolon, self.checks) or (
+                self.syncs is not None and self.flow.later_anywhere(semicolon, self.syncs))):
             return [], 1
         if depth >= _DEPTH:
             return None
@@ -166,7 +169,10 @@ class Callers:
         if self.project is None or body.lambda_:
             return []
         out: list[Site | None] = []
+        own: dict[str, bool] = {}  # a file that defines a function of that name itself calls its own
         for rel, flow, call, end in self.project.calls(body.name, self.rel):
+            if own.setdefault(rel, next(definitions(flow.code, flow, [body.name]), None) is not None):
+                continue
             if flow.checked(end, self.checks) or flow.later(end, self.checks):
                 out.append(None)
             else:

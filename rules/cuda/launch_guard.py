@@ -115,10 +115,16 @@ given), only the first is a launch check. A function that waits
 launch's own, and is no check in a library, whose callers decide what a
 failed launch does. In a program of its own (a file that defines `main`: a
 test or a benchmark) it is: a synchronizing call (`cudaDeviceSynchronize`,
-`cudaStreamSynchronize`, `cudaEventSynchronize`) whose returned error is
-read (wrapped in a check, assigned, compared, returned) later in the
-launching function, in any block of it and with no `return` before it,
-covers the launch, since the program reports the failure and stops there:
+`cudaStreamSynchronize`, `cudaEventSynchronize`, a `cudaMemcpy` that is not
+`...Async`) whose returned error is read (wrapped in a check, assigned,
+compared, returned), or a call of the project's function whose body holds
+one (a `validate_result` that copies the output back under a check), later
+in the launching function, in any block of it and with no `return` before
+it, covers the launch, since the program reports the failure and stops
+there; a helper's launch is followed to its calls (in `main`, say) and each
+call held to the same test. A function of a program called from another
+program that defines a function of the same name is that one's own, not a
+call of it:
 
 ```cuda
 init<<<blocks, 256, 0, stream>>>(x, n);
