@@ -257,9 +257,9 @@ class Callers:
         return sorted(set(out))  # a macro that calls the helper in each of its arms is used once for all of them
 
     def _passed(self, body: Body, region: tuple[int, int]) -> list[tuple[int, int, int]]:
-        """(where it is passed, offset, end of statement) of each call of a parameter that the lambda or helper is passed to, by name,
-        as an argument of a function this file defines (`dispatch(launch, block_size)`, `dispatch` calling its
-        `launch` parameter): the function runs it there."""
+        """(where it is passed, offset, end of statement) of each call of a parameter that the lambda or helper is
+        passed to, by name, as an argument of a function this file defines (`dispatch(launch, block_size)`,
+        `dispatch` calling its `launch` parameter): the function runs it there."""
         code = self.code
         out: list[tuple[int, int, int]] = []
         for use in _names(code, body.name, region):
@@ -355,8 +355,9 @@ def _names(code: str, name: str, region: tuple[int, int]) -> Iterator[int]:
         after = at + len(name)
         rest = code[after:after + 40].lstrip()
         before = code[max(0, at - 2):at]
-        if not (before[-1:].isalnum() or before[-1:] in ("_", ".", ":") or before.endswith("->")) and not (
-                after < len(code) and (code[after].isalnum() or code[after] == "_")) and not rest.startswith(("(", "<")):
+        inside = before[-1:].isalnum() or before[-1:] in ("_", ".", ":") or before.endswith("->") or (
+            after < len(code) and (code[after].isalnum() or code[after] == "_"))
+        if not inside and not rest.startswith(("(", "<")):
             yield at
         at = code.find(name, after, region[1])
 
