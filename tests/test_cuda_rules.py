@@ -166,7 +166,7 @@ def test_launch_guard_window_and_macros_are_options() -> None:
 def test_launch_guard_identity_is_the_function_and_kernel_not_the_line() -> None:
     scopes = sorted((scope(r), discriminator(r)) for p, r in run_rule("KG302")
                     if r.severity is Severity.ERROR and p == "launches.cu")
-    assert scopes == [("check_comes_too_late", "scale"), ("launch_ex", "scale"), ("unchecked", "scale")]
+    assert scopes == [("check_comes_after_a_return", "scale"), ("launch_ex", "scale"), ("unchecked", "scale")]
 
 
 def test_an_unchecked_call_is_identified_by_its_function_and_the_lambda_or_helper_it_calls() -> None:

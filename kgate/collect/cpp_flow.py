@@ -127,6 +127,8 @@ class Flow:
             brace = self.parents[brace]
         close = self.closes[brace] if brace >= 0 else len(self.code)
         for found in checks.finditer(self.code, end, close):
+            if conditional(self.code, found.start()):
+                continue  # the body of a braceless if, else or loop: one path only
             if self.around(found.start()) in around or (brace < 0 and self.around(found.start()) < 0):
                 return _RETURN.search(self.code, end, found.start()) is None
         return False
@@ -388,6 +390,21 @@ def braceless_body(code: str, at: int) -> bool:
     attributes and its labels (`if (x) [[likely]] retry: k<<<...>>>()`)."""
     before = _LABELS.sub("", code[_statement_start(code, at):at]).strip()
     return _CONTROL.match(before) is not None
+
+
+def conditional(code: str, at: int) -> bool:
+    """Whether offset `at` lies in a statement that is the braceless body of an if, else or loop (`if (ok)
+    check();`), so that it runs on some paths only; a control statement's condition (`if (cudaError_t e =
+    cudaGetLastError(); e)`) runs on every path."""
+    start = _statement_start(code, at)
+    while start > 0 and code[start - 1] in "([":  # out of the parentheses and brackets that hold `at`
+        start = _statement_start(code, start - 1)
+    before = _LABELS.sub("", code[start:at]).lstrip()
+    control = _CONTROL.match(before)
+    if control is None:
+        return False
+    paren = _skip_space(code, start + (len(code[start:at]) - len(before)) + control.end())
+    return not (code.startswith("(", paren) and balanced(code, paren) > at)
 
 
 _CONTROL = re.compile(r"(?:if|else|for|while|do|switch)\b")

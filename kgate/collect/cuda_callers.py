@@ -17,13 +17,15 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 from kgate.collect.cpp_flow import NAMESPACE_HEAD, SCOPE_HEAD, Flow, Matcher, head, is_call
-from kgate.collect.cpp_text import Macro, balanced, calls_of, macros
+from kgate.collect.cpp_text import Macro, balanced, calls_of, macros, split_arguments
+from kgate.collect.cuda_checks import definitions
 from kgate.collect.cuda_project import HEADERS, Project
 
 _ASSIGNED = re.compile(r"(?<![\w.>])(\w+)\s*(?<![=!<>+\-*/%&|^])=\s*$")
 _LOCAL_LINKAGE = re.compile(r"\b(?:static|inline|__forceinline__|__inline__)\b")
 _DEPTH = 4  # lambdas and helpers followed outwards from one launch
 _NAME_BEFORE = re.compile(r"[A-Za-z_]\w*\s*$")
+_LAST_NAME = re.compile(r"([A-Za-z_]\w*)\s*(?:\[[^\]]*\]\s*)*$")
 
 
 class Body(NamedTuple):
@@ -57,10 +59,11 @@ class Callers:
     """
 
     def __init__(self, flow: Flow, in_macro: frozenset[int], checks: Matcher,
-                 project: Project | None = None, rel: str = "") -> None:
+                 project: Project | None = None, rel: str = "", syncs: Matcher | None = None) -> None:
         self.flow, self.code, self.starts, self.in_macro, self.checks = flow, flow.code, flow.starts, in_macro, checks
-        self.opens, self.closes, self.parents = flow.opens, flow.closes, flow.parents
+        self.opens, self.closes, self.parents, self.at_open = flow.opens, flow.closes, flow.parents, flow.at_open
         self.project, self.rel = project, rel
+        self.syncs = syncs  # in a program of its own: what reports a failed launch later in a calling function
         self._memo: dict[int, tuple[list[Site], int] | None] = {}
         self._defines: list[Macro] | None = None
 
@@ -69,7 +72,8 @@ class Callers:
         """The calls through which the statement at `at` reaches no check, and how many calls on the way do
         check; ([], n) when every path is checked; None when the statement cannot be followed (not in a lambda
         or a function that is not a member, no call of it in sight, or too deep)."""
-        if depth and (self.flow.checked(semicolon, self.checks) or self.flow.later(semicolon, self.checks)):
+        if depth and (self.flow.checked(semicolon, self.checks) or self.flow.later(semicolon, self.checks) or (
+                self.syncs is not None and self.flow.later_anywhere(semicolon, self.syncs))):
             return [], 1
         if depth >= _DEPTH:
             return None
@@ -90,9 +94,10 @@ class Callers:
             sites: list[Site] = []
             checked = 0
             repeated = False  # a lambda called again without arguments launches what a checked call launched
-            for call, end, callee in calls or ():
+            ran = False  # a lambda passed on (to a timing loop) after a checked call launches what that call did
+            for runs, call, end, callee in calls or ():
                 bare = body.lambda_ and re.match(r"\s*\(\s*\)", self.code[self.code.find("(", call):]) is not None
-                if bare and repeated:
+                if (bare and repeated) or (runs != call and ran and body.lambda_):
                     checked += 1
                     continue
                 inner = self.unchecked_calls(call, end, depth + 1, seen | {body.brace})
@@ -102,6 +107,7 @@ class Callers:
                     sites.extend(inner[0])
                     checked += inner[1]
                     repeated = repeated or (bare and not inner[0])
+                    ran = ran or (runs == call and not inner[0])
             for site in elsewhere:
                 if site is None:
                     checked += 1
@@ -163,7 +169,10 @@ class Callers:
         if self.project is None or body.lambda_:
             return []
         out: list[Site | None] = []
+        own: dict[str, bool] = {}  # a file that defines a function of that name itself calls its own
         for rel, flow, call, end in self.project.calls(body.name, self.rel):
+            if own.setdefault(rel, next(definitions(flow.code, flow, [body.name]), None) is not None):
+                continue
             if flow.checked(end, self.checks) or flow.later(end, self.checks):
                 out.append(None)
             else:
@@ -221,16 +230,17 @@ class Callers:
             return None
         return Body(brace, name, begin - len(declaration), lambda_=False, exported=not local)
 
-    def _calls(self, body: Body) -> list[tuple[int, int, str]] | None:
-        """(offset, end of statement, what is called there) of each direct call of `name` where it can be called
-        from: a lambda in the rest of its block, a helper in the file. A call written in a macro's body is followed
+    def _calls(self, body: Body) -> list[tuple[int, int, int, str]] | None:
+        """(where it runs, offset, end of statement, what is called there) of each direct call of `name` where it can
+        be called from: a lambda in the rest of its block, a helper in the file; and of each call of a parameter it
+        is passed to (`Callers._passed`), which runs where it is passed. A call written in a macro's body is followed
         to the uses of the macro (`kgate.collect.cuda_callers.Callers._macro_uses`): None when one cannot be."""
         parent = self.parents[body.brace]
         if body.lambda_:
             region = (self.closes[body.brace], self.closes[parent] if parent >= 0 else len(self.code))
         else:
             region = (0, len(self.code))
-        out: list[tuple[int, int, str]] = []
+        out: list[tuple[int, int, int, str]] = []
         for match in calls_of(self.code, body.name, *region):
             call = match.start()
             if body.begin <= call <= self.closes[body.brace] or "<<<" in match.group() or not is_call(self.code, call):
@@ -239,11 +249,53 @@ class Callers:
                 uses = self._macro_uses(call, region)
                 if uses is None:
                     return None
-                out.extend(uses)
+                out.extend((use, use, end, name) for use, end, name in uses)
                 continue
             end = self.code.find(";", balanced(self.code, match.end() - 1))
-            out.append((call, end if end >= 0 else len(self.code), body.name))
+            out.append((call, call, end if end >= 0 else len(self.code), body.name))
+        out += [(use, call, end, body.name) for use, call, end in self._passed(body, region)]
         return sorted(set(out))  # a macro that calls the helper in each of its arms is used once for all of them
+
+    def _passed(self, body: Body, region: tuple[int, int]) -> list[tuple[int, int, int]]:
+        """(where it is passed, offset, end of statement) of each call of a parameter that the lambda or helper is
+        passed to, by name, as an argument of a function this file defines (`dispatch(launch, block_size)`,
+        `dispatch` calling its `launch` parameter): the function runs it there."""
+        code = self.code
+        out: list[tuple[int, int, int]] = []
+        for use in _names(code, body.name, region):
+            if body.begin <= use <= self.closes[body.brace]:
+                continue
+            paren = _enclosing_paren(code, use)
+            callee = _NAME_BEFORE.search(code, max(0, paren - 200), paren) if paren > 0 else None
+            if callee is None or not is_call(code, callee.start()):
+                continue
+            args = [arg.lstrip("&").strip() for arg in split_arguments(code[paren + 1:balanced(code, paren) - 1])]
+            if body.name not in args:
+                continue
+            for opening, parameter in self._parameters(callee.group().strip(), args.index(body.name)):
+                close = self.closes[self.at_open[opening]]
+                for call in calls_of(code, parameter, opening, close):
+                    if is_call(code, call.start()):
+                        end = code.find(";", balanced(code, call.end() - 1))
+                        out.append((use, call.start(), end if end >= 0 else close))
+        return out
+
+    def _parameters(self, function: str, index: int) -> Iterator[tuple[int, str]]:
+        """(offset of the body's `{`, name of the `index`-th parameter) of each definition of `function` in the
+        file that has that many parameters."""
+        code = self.code
+        for match in calls_of(code, function):
+            close = balanced(code, match.end() - 1)
+            opening = close
+            while opening < len(code) and code[opening].isspace():
+                opening += 1
+            if opening not in self.at_open or head(code, opening)[2] != function:
+                continue
+            parameters = split_arguments(code[match.end():close - 1])
+            if index < len(parameters):
+                name = _LAST_NAME.search(parameters[index].split("=", 1)[0])
+                if name is not None:
+                    yield opening, name.group(1)
 
     def _macro_uses(self, at: int, region: tuple[int, int], depth: int = 0) -> list[tuple[int, int, str]] | None:
         """The uses, outside a `#define`, of the macro whose body holds `at`: (offset, end, macro name) each, where
@@ -293,6 +345,21 @@ class Callers:
         if self._defines is None:
             self._defines = macros(self.code)
         return self._defines
+
+
+def _names(code: str, name: str, region: tuple[int, int]) -> Iterator[int]:
+    """Offset of each use of `name` in `code[region]` as a value, neither called nor a member nor part of a longer
+    name (`dispatch(launch, n)`, `run(&helper)`)."""
+    at = code.find(name, *region)
+    while at >= 0:
+        after = at + len(name)
+        rest = code[after:after + 40].lstrip()
+        before = code[max(0, at - 2):at]
+        inside = before[-1:].isalnum() or before[-1:] in ("_", ".", ":") or before.endswith("->") or (
+            after < len(code) and (code[after].isalnum() or code[after] == "_"))
+        if not inside and not rest.startswith(("(", "<")):
+            yield at
+        at = code.find(name, after, region[1])
 
 
 def _enclosing_paren(code: str, at: int) -> int:

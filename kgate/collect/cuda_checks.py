@@ -28,7 +28,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from kgate.collect.cpp_flow import Flow, head
+from kgate.collect.cpp_flow import Flow, Matcher, head, is_call
 from kgate.collect.cpp_text import balanced, macros, split_arguments
 
 RUNTIME_QUERIES = ("cudaGetLastError", "cudaPeekAtLastError", "hipGetLastError", "hipPeekAtLastError")
@@ -38,10 +38,12 @@ TORCH_LAUNCH_CHECKS = ("C10_CUDA_KERNEL_LAUNCH_CHECK", "STD_CUDA_KERNEL_LAUNCH_C
 LAST_ERROR_CALL = r"(?:Last(?:Cuda)?Error|LAST_(?:CUDA_)?ERROR)\w*\s*\("
 # Byte strings one of which a file holds when it may read the last error: what the first search reads.
 NEEDLES = (b"LastError", b"LastCudaError", b"LAST_ERROR", b"LAST_CUDA_ERROR", *(n.encode() for n in TORCH_LAUNCH_CHECKS))
-# The runtime's calls that wait for the work before them and return the error of a launch that failed.
-SYNCHRONIZING = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "hipDeviceSynchronize",
-                 "hipStreamSynchronize", "hipEventSynchronize")
-_SYNC = re.compile(r"(?:cuda|hip)(?:Device|Stream|Event)Synchronize\s*\(")
+# The runtime's calls that wait for the work before them and return the error of a launch that failed (a copy that
+# is not `...Async` waits for the work before it on the default stream).
+SYNCHRONIZING = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cudaMemcpy",
+                 "hipDeviceSynchronize", "hipStreamSynchronize", "hipEventSynchronize", "hipMemcpy")
+SYNC_NEEDLES = (b"Synchronize", b"Memcpy")
+_SYNC = re.compile(r"(?:cuda|hip)(?:(?:Device|Stream|Event)Synchronize|Memcpy)\s*\(")
 _MAIN = re.compile(r"main\s*\(")
 _CONTINUED = re.compile(r"\\\r?\n")
 _CLASS_HEAD = re.compile(r"\b(?:class|struct|union)\b[^;{}()]*$")
@@ -69,7 +71,7 @@ class Checks:
             if match.lastgroup != "named" and _continues_word(code, match.start()):
                 continue
             call = match.group("call") if match.lastgroup == "call" else None
-            if call is None or not _member(code, match.start()) and _passes(code, match.end() - 1) in self.counts[call]:
+            if call is None or is_call(code, match.start()) and _passes(code, match.end() - 1) in self.counts[call]:
                 yield match
 
     def search(self, code: str, pos: int = 0, endpos: int | None = None) -> re.Match[str] | None:
@@ -135,7 +137,7 @@ def _pattern(source: str) -> re.Pattern[str]:
     return re.compile(source)
 
 
-def readers(code: str, flow: Flow, reads: Checks) -> Iterator[tuple[str, Counts | None]]:
+def readers(code: str, flow: Flow, reads: Matcher) -> Iterator[tuple[str, Counts | None]]:
     """(name, counts) of each macro and host function of blanked `code` whose body holds a match of `reads`: the
     numbers of arguments a call of it may pass (None for an object-like macro, which any use expands)."""
     defined = macros(code)
@@ -216,12 +218,6 @@ def _continues_word(code: str, at: int) -> bool:
     return at > 0 and (code[at - 1].isalnum() or code[at - 1] == "_")
 
 
-def _member(code: str, at: int) -> bool:
-    """Whether the name at `at` is reached through an object (`gemm.run(...)`, `op->check()`): a member, not the
-    project's function of that name."""
-    return code[max(0, at - 2):at].rstrip().endswith((".", "->"))
-
-
 def _passes(code: str, paren: int) -> int:
     """The number of arguments the call whose `(` is at `paren` passes."""
     inner = code[paren + 1:balanced(code, paren) - 1]
@@ -229,13 +225,20 @@ def _passes(code: str, paren: int) -> int:
 
 
 class CheckedSyncs:
-    """A synchronizing call whose returned error is read (wrapped in a check, assigned, compared or returned),
-    searched for as `Checks` is."""
+    """A synchronizing call whose returned error is read (wrapped in a check, assigned, compared or returned), or a
+    call of a function of the project whose body holds one (`functions`, as `Checks` takes them: a test program's
+    `validate_result` that copies the output back under a check), searched for as `Checks` is."""
+
+    def __init__(self, functions: Mapping[str, Counts | None] | None = None) -> None:
+        self.calls = checks_of((), functions) if functions else None
 
     def finditer(self, code: str, pos: int = 0, endpos: int | None = None) -> Iterator[re.Match[str]]:
-        for match in _SYNC.finditer(code, pos, len(code) if endpos is None else endpos):
-            if not _continues_word(code, match.start()) and error_kept(code, match.start()):
-                yield match
+        end = len(code) if endpos is None else endpos
+        found = [match for match in _SYNC.finditer(code, pos, end)
+                 if not _continues_word(code, match.start()) and error_kept(code, match.start())]
+        if self.calls is not None:
+            found = sorted((*found, *self.calls.finditer(code, pos, end)), key=lambda match: match.start())
+        yield from found
 
     def search(self, code: str, pos: int = 0, endpos: int | None = None) -> re.Match[str] | None:
         return next(self.finditer(code, pos, endpos), None)

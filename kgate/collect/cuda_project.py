@@ -17,7 +17,17 @@ from collections.abc import Iterable, Iterator, Sequence
 from kgate.collect import depends
 from kgate.collect.cpp_flow import Flow, is_call, line_starts
 from kgate.collect.cpp_text import balanced, calls_of, shared_blank
-from kgate.collect.cuda_checks import NEEDLES, Checks, Counts, checks_of, definitions, last_error_reads, readers
+from kgate.collect.cuda_checks import (
+    NEEDLES,
+    SYNC_NEEDLES,
+    CheckedSyncs,
+    Checks,
+    Counts,
+    checks_of,
+    definitions,
+    last_error_reads,
+    readers,
+)
 from kgate.collect.cuda_tree import sources as _sources
 from kgate.collect.cuda_tree import tree_state
 from kgate.collect.depends import blake2b
@@ -39,6 +49,7 @@ class Project:
         self._data: dict[str, bytes] = {}
         self._flows: dict[str, Flow] = {}
         self._checks: dict[tuple[str, ...], dict[str, Counts | None]] = {}
+        self._syncs: dict[str, Counts | None] | None = None
         self._words: dict[str, frozenset[bytes]] = {}
         self._state: tuple[list[int] | None] | None = None  # (the state,) once read
 
@@ -104,6 +115,20 @@ class Project:
             reads = checks_of((), new)
             files = [(rel, path) for rel, path in self.files() if self._mentions_any(rel, path, new)]
         return found
+
+    def sync_checks(self) -> dict[str, Counts | None]:
+        """The project's macros and host functions whose body holds a synchronizing call whose error is read (a test
+        program's `validate_result`, `CHECK_SYNC()`), directly: name -> the numbers of arguments a call may pass."""
+        if self._syncs is None:
+            found: dict[str, Counts | None] = {}
+            for rel, path in self.files():
+                if any(needle in self.data(rel, path) for needle in SYNC_NEEDLES):
+                    flow = self._flow(rel, path)
+                    for name, counts in readers(flow.code, flow, CheckedSyncs()):
+                        known = found.get(name, frozenset())
+                        found[name] = None if counts is None or known is None else known | counts
+            self._syncs = found
+        return self._syncs
 
     def _other_counts(self, names: list[str], reads: Checks) -> dict[str, Counts]:
         """Name -> the numbers of arguments the definitions of that function that do not read the last error take."""

@@ -2,7 +2,8 @@
 
 A launch is a `<<<...>>>` launch or a `cudaLaunchKernelEx` call, found in blanked code (comments and
 string literals are spaces). It is covered by a check within `window` lines after its statement, after the
-control statements that hold it (`kgate.collect.cpp_flow`), or at every call of the lambda or helper that
+control statements that hold it, by a read of the last error later in its function on every path
+(`kgate.collect.cpp_flow`), or at every call of the lambda or helper that
 performs it (`kgate.collect.cuda_callers`); in a program of its own (a test or a benchmark with a `main`), by a
 synchronizing call whose error is checked later in the function (`kgate.collect.cuda_checks.CheckedSyncs`); a
 `cudaLaunchKernelEx` whose returned error is kept needs no check. What is left is returned as data; the rule words the findings and the fixes.
@@ -73,6 +74,7 @@ class _Search:
         self.skipped: list[int] = []
         self.found: dict[int, Unchecked] = {}  # by offset: several launches may reach the same unchecked call
         self.program: bool | None = None
+        self.syncs: CheckedSyncs | None = None
 
     def run(self) -> Search:
         for start, end, what in sorted(launches(self.code)):
@@ -102,16 +104,17 @@ class _Search:
         self._record(start, semicolon, what, name, reach)
 
     def _checked_here(self, semicolon: int, what: str) -> bool:
-        """Whether a check follows the launch's statement, or the control statements that hold it."""
+        """Whether a check follows the launch's statement or the control statements that hold it, or a read of the
+        last error comes later in its function on every path (one read reports every launch since the last)."""
         if checked_after(self.code, semicolon, self.starts, self._wanted(what), self.window, self.comments):
             return True
         if self.beyond is None and self._grow() and checked_after(self.code, semicolon, self.starts,
                                                                   self._wanted(what), self.window, self.comments):
             return True
         self.flow = self.flow or Flow(self.code, self.starts, self.window, self.comments)
-        if self.flow.checked(semicolon, self._wanted(what)):
+        if self.flow.checked(semicolon, self._wanted(what)) or self.flow.later(semicolon, self.reads):
             return True
-        return self._program() and self.flow.later_anywhere(semicolon, CheckedSyncs())
+        return self._program() and self.flow.later_anywhere(semicolon, self._syncs())
 
     def _checked_in_macro(self, semicolon: int, what: str) -> bool:
         """Whether a check follows a launch written in a macro's body within the `window` lines after it and inside
@@ -133,6 +136,16 @@ class _Search:
             self.program = is_program(self.code, self.flow)
         return self.program
 
+    def _syncs(self) -> CheckedSyncs:
+        """What reports a failed launch in a program of its own: a synchronizing call whose error is read, or a call
+        of the project's function that holds one (a `validate_result` that copies the output back under a check)."""
+        if self.syncs is None:
+            if self.beyond is None:
+                self._grow()
+            assert self.beyond is not None
+            self.syncs = CheckedSyncs(self.beyond.sync_checks())
+        return self.syncs
+
     def _grow(self) -> bool:
         """Read the project's own macros and functions that read the last error, once per file, on the first launch
         the file's own text does not settle; whether there are any."""
@@ -150,7 +163,8 @@ class _Search:
             self._grow()
         self.flow = self.flow or Flow(self.code, self.starts, self.window, self.comments)
         if what not in self.callers:
-            self.callers[what] = Callers(self.flow, self.in_macro, self._wanted(what), self.beyond, self.rel)
+            syncs = self._syncs() if self._program() else None
+            self.callers[what] = Callers(self.flow, self.in_macro, self._wanted(what), self.beyond, self.rel, syncs)
         return self.callers[what]
 
     def _record(self, start: int, semicolon: int, what: str, name: str,

@@ -26,6 +26,20 @@ else if (blocksize == 2048)
   quantize<2048><<<blocks, 512>>>(x);
 CUDA_CHECK(cudaPeekAtLastError());
 ```
+A launch is also checked by a read of the last error (not a check macro
+wrapped around another call) later in its function on every path: in the
+launch's block or one around it, not in a braceless `if`, `else` or loop
+body nor in another branch, with no `return` or `throw` before it. One read
+reports every launch since the previous read, so a function that launches
+several kernels, or records a CUDA graph's parameters after its launches,
+and reads the error once before it returns checks them all:
+
+```cuda
+rmsnorm_kernel<<<rows, 256, 0, stream>>>(x, w, out, cols);
+residual_kernel<<<rows, 256, 0, stream>>>(out, x, cols);
+if (graph) graph->record_param((void*) &rmsnorm_kernel, GP_rmsnorm_x, 0);
+cuda_check(cudaPeekAtLastError());
+```
 A launch written in a macro's body is checked by a check within `window`
 lines after it inside that body (`do { k<<<g, b>>>(x);
 CUDA_CHECK(cudaGetLastError()); } while (0)`): it runs after the launch
@@ -52,6 +66,12 @@ CUDA_CHECK(cudaGetLastError());
   its block is. A call without arguments after a checked call of the same
   lambda launches the same again (a warm-up or timing loop) and is covered
   by that check.
+- A named lambda or a helper passed by name to a function the file defines
+  (`dispatch_launch(launch, block_size)`, `attention_backward(..., launch_softmax)`)
+  runs where that function calls the parameter it is passed as: each such
+  call is a call of it, held to the same test and followed outwards. Passed on
+  after a checked direct call of the same lambda (to a timing loop), it
+  launches what that call launched and is covered by its check.
 - A lambda written where it runs (an argument, `dispatch(kind, [&] {...});`,
   or called on the spot, `[&] {...}();`) is checked by a check within
   `window` lines after the statement that holds it.
@@ -70,15 +90,16 @@ CUDA_CHECK(cudaGetLastError());
   (`case 1: PICK(x) break;`) ends at its `)`.
 - A call is checked by a check within `window` lines after it, after the
   control statements that hold it, or later in the calling function on
-  every path (in the call's block or one around it, not in another branch,
-  with no `return` or `throw` before it): one read of the last error reports
+  every path (in the call's block or one around it, not in a braceless body
+  nor in another branch, with no `return` or `throw` before it): one read of the last error reports
   every launch since the previous read. A call is followed outwards in turn
   (a helper called from a lambda called from a helper), up to four steps.
 
 **The project's own checks.** A macro or host function (not a member:
 `run` is a method of many classes) defined in any of the project's
 C++/CUDA files whose body reads the last error, directly or through another
-such macro or function, is a check wherever it is called, without
+such macro or function, is a check wherever it is called (not where it is
+defined or declared: the head of the next function is no check), without
 configuration:
 
 ```cuda
@@ -94,10 +115,16 @@ given), only the first is a launch check. A function that waits
 launch's own, and is no check in a library, whose callers decide what a
 failed launch does. In a program of its own (a file that defines `main`: a
 test or a benchmark) it is: a synchronizing call (`cudaDeviceSynchronize`,
-`cudaStreamSynchronize`, `cudaEventSynchronize`) whose returned error is
-read (wrapped in a check, assigned, compared, returned) later in the
-launching function, in any block of it and with no `return` before it,
-covers the launch, since the program reports the failure and stops there:
+`cudaStreamSynchronize`, `cudaEventSynchronize`, a `cudaMemcpy` that is not
+`...Async`) whose returned error is read (wrapped in a check, assigned,
+compared, returned), or a call of the project's function whose body holds
+one (a `validate_result` that copies the output back under a check), later
+in the launching function, in any block of it and with no `return` before
+it, covers the launch, since the program reports the failure and stops
+there; a helper's launch is followed to its calls (in `main`, say) and each
+call held to the same test. A function of a program called from another
+program that defines a function of the same name is that one's own, not a
+call of it:
 
 ```cuda
 init<<<blocks, 256, 0, stream>>>(x, n);
@@ -119,8 +146,8 @@ call as a related place (a helper dispatched from eight `switch` cases
 missing one check is one finding, not eight). The launch itself is reported,
 as before, when the lambda or helper cannot be followed: a member function,
 a function nothing in the project calls (an entry point called from Python),
-a lambda that is only passed on (to a timing loop, say) and never called
-directly, or a call written inside a macro that the file never uses outside
+a lambda that is only passed on to a function defined outside the file and
+never called directly, or a call written inside a macro that the file never uses outside
 a `#define` (a macro that defines whole functions, say). The reading is
 textual (braces matched on the code with comments and strings blanked), so
 a function defined through a macro or split by `#if` branches may not be
