@@ -11,6 +11,7 @@ read by a reading of their own, parsed only in the definitions that name what is
 from __future__ import annotations
 
 import ast
+import functools
 from typing import TYPE_CHECKING, cast
 
 from kgate.collect import pyparts, pysparse
@@ -59,7 +60,7 @@ class CallSites:
             reader = self.project.readers.get(key)
             if reader is None:
                 reader = self.project.readers[key] = self.project.reading(
-                    key, lambda path=path, local=local: self._reader(path, local, launches))
+                    key, functools.partial(self._reader, path, local, launches))
             if reader is not None:
                 out.append((cast("Launches", reader), local))
         return out

@@ -98,7 +98,7 @@ def of_text(data: bytes, lines: list[str]) -> Parts:
 def _parts(key: str, lines: list[str], kept: bool) -> Parts:
     found = _RUN.get(key)
     if found is None and kept:
-        found = _RUN[key] = _FILE.pop(key, None) or _new(key, lines)
+        found = _RUN[key] = _FILE.pop(key) if key in _FILE else _new(key, lines)
     elif found is None:
         found = _FILE.get(key)
         if found is None:

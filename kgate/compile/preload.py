@@ -11,6 +11,7 @@ an error here: the worker task that needs it reports it.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Mapping
 from typing import Any
 
 from kgate.support import interrupts
@@ -49,7 +50,7 @@ def _workers_without_the_main_module() -> None:
 
     prepare = multiprocessing.spawn.prepare
 
-    def prepare_worker(data: dict[str, Any]) -> None:
+    def prepare_worker(data: Mapping[str, Any]) -> None:
         if data.get("name") == WORKER_NAME:
             data = {key: value for key, value in data.items()
                     if key not in ("init_main_from_name", "init_main_from_path")}
