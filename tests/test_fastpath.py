@@ -32,7 +32,8 @@ def probe_process(project: Path, *args: str, env: dict[str, str] | None = None,
     return proc.returncode, proc.stdout, bool(lines) and lines[-1] == "REPLAYED"
 
 
-def probe(project: Path, *args: str, env: dict[str, str] | None = None, command: str = "check") -> tuple[int, str, bool]:
+def probe(project: Path, *args: str, env: dict[str, str] | None = None,
+          command: str = "check") -> tuple[int, str, bool]:
     """(exit code, stdout, whether it was a replay) of `kgate check ARGS`, run in this process (`inprocess`): a
     replay is a run whose `fastpath.replay` gave the exit code itself, so that the command line went no further.
     (That a replay imports nothing else is `probe_process`'s to show.)"""
@@ -161,13 +162,8 @@ def test_a_file_the_replay_stated_is_not_stated_again_by_the_runs_snapshot(tmp_p
     assert fastpath.stated(["lint", "--format", "json"]) == {}
 
 
-def test_the_folders_the_snapshot_listed_are_not_listed_again_as_the_run_walks_them(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The record of what a run read beyond its snapshot leaves out the folders the snapshot holds: the lint's walk
-    and the readers of the project's Python and C++ files list each of them without a second listing for the record;
-    a folder outside the snapshot (an excluded one the import words still read) is recorded."""
-    from kgate.support import reads
-
+def _folders_with_an_excluded_one(tmp_path: Path) -> None:
+    """Python files in a package and a subpackage, a C++ file, and an excluded folder the import words still read."""
     (tmp_path / "kgate.toml").write_text('extend-exclude = ["vendor"]\n')
     for rel in ("pkg/a.py", "pkg/sub/b.py", "csrc/k.cu", "vendor/v.py"):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -177,6 +173,16 @@ def test_the_folders_the_snapshot_listed_are_not_listed_again_as_the_run_walks_t
         "@triton.autotune(configs=[triton.Config({}, num_warps=4)], key=['n'])\n@triton.jit\n"
         "def kern(x, n, BLOCK: tl.constexpr):\n    tl.store(x + tl.arange(0, BLOCK), n)\n\n\n"
         "def launch(x, n):\n    kern[(1,)](x, n, BLOCK=128)\n")
+
+
+def test_the_folders_the_snapshot_listed_are_not_listed_again_as_the_run_walks_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The record of what a run read beyond its snapshot leaves out the folders the snapshot holds: the lint's walk
+    and the readers of the project's Python and C++ files list each of them without a second listing for the record;
+    a folder outside the snapshot (an excluded one the import words still read) is recorded."""
+    from kgate.support import reads
+
+    _folders_with_an_excluded_one(tmp_path)
     listed: list[str] = []
     real = reads.listing
     monkeypatch.setattr(reads, "listing", lambda folder, ignored: (listed.append(folder), real(folder, ignored))[1])
@@ -189,15 +195,7 @@ def test_the_runs_walks_of_the_project_take_the_folders_its_snapshot_listed(
     """The lint's walk and the reading of the project's Python and C++ files take each folder's entries as the
     snapshot listed them: every folder of the project is listed once a run (an excluded one the snapshot left out is
     listed by the reading that walks it)."""
-    (tmp_path / "kgate.toml").write_text('extend-exclude = ["vendor"]\n')
-    for rel in ("pkg/a.py", "pkg/sub/b.py", "csrc/k.cu", "vendor/v.py"):
-        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / rel).write_text("from .k import launch\n" if rel.endswith(".py") else "")
-    (tmp_path / "pkg/k.py").write_text(  # its autotune key is decided where its launcher is called: in other modules
-        "import triton\nimport triton.language as tl\n\n\n"
-        "@triton.autotune(configs=[triton.Config({}, num_warps=4)], key=['n'])\n@triton.jit\n"
-        "def kern(x, n, BLOCK: tl.constexpr):\n    tl.store(x + tl.arange(0, BLOCK), n)\n\n\n"
-        "def launch(x, n):\n    kern[(1,)](x, n, BLOCK=128)\n")
+    _folders_with_an_excluded_one(tmp_path)
     scanned: list[str] = []
     real = os.scandir
     monkeypatch.setattr(os, "scandir", lambda path=".": (scanned.append(os.fspath(path)), real(path))[1])
