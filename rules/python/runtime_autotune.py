@@ -8,7 +8,9 @@ Each key is judged by what the launch sites in the same module
 pass for it, or where the module launches the kernel nowhere, the launch
 sites in the project's other modules that import it (`from .kernels import
 fwd_kernel` in `ops.py`), followed through the launching function's
-assignments and its module's own helper functions:
+assignments and its module's own helper functions (the items of a tuple
+one returns too: `y, N, T = fwd(x)`), and in an autograd function's
+`backward` through what its `forward` saved on the context (`ctx.N = N`):
 
 - **token or batch dimension** (an error): the first dimension of a tensor
   (`x.shape[0]`, `x.size(0)`, `B` of `B, T, H, D = q.shape`), `x.numel()`,
