@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, cast
 from kgate.collect import pyparts, pysparse
 from kgate.collect import pysource as py
 from kgate.collect.pyscopes import Scope, call_lines, passed_for, scopes, top_level, within
-from kgate.collect.pyvalues import Names, Verdict
+from kgate.collect.pyvalues import UNKNOWN, Names, Verdict, worst
 from kgate.collect.source import SourceFile
 
 if TYPE_CHECKING:
@@ -111,6 +111,16 @@ class CallSites:
             out.append((arg, caller, reader))
         return out
 
+    def saved(self, expr: ast.Attribute, scope: Scope, depth: int, seen: set[tuple[int, str]]) -> Verdict:
+        """`ctx.N` read in an autograd function's `backward`: what its `forward` stores there (`ctx.N = N`), read
+        in `forward` (whose parameters are what the `Fn.apply` calls pass); UNKNOWN for any other attribute."""
+        found = saved_in_forward(expr, scope)
+        if not found:
+            return Verdict(UNKNOWN)
+        forward, values = found
+        reader = cast("Launches", self)
+        return worst([reader.value(value, forward, depth, seen) for value in values])
+
     def _callers(self, name: str, attr: str = "") -> list[tuple[ast.Call, Scope]]:
         """The calls of a function by name from the module's functions and methods, each with its scope (with `attr`,
         the calls of that method of the name: `Fn.apply(...)`): read from the statements whose lines call it (in the
@@ -158,6 +168,52 @@ def applied_class(scope: Scope) -> str:
         return ""
     bases = [(py.dotted(base) or "").rsplit(".", 1)[-1] for base in owner.node.bases]
     return owner.node.name if "Function" in bases else ""
+
+
+def saved_in_forward(expr: ast.Attribute, scope: Scope) -> tuple[Scope, list[ast.expr]] | None:
+    """For `ctx.N` in the `backward` of an autograd function (`ctx` its first parameter): the scope of the class's
+    `forward` and every value that one assigns to its context's `N`; None elsewhere, or where one is not seen."""
+    fn, owner = scope.node, scope.parent
+    if not (isinstance(fn, py.Function) and fn.name == "backward" and owner is not None
+            and isinstance(owner.node, ast.ClassDef) and isinstance(expr.value, ast.Name)):
+        return None
+    params = py.parameters(fn)
+    forward = next((stmt for stmt in owner.node.body if isinstance(stmt, py.Function) and stmt.name == "forward"), None)
+    if not params or params[0].arg != expr.value.id or forward is None:
+        return None
+    inner = Scope(forward, owner)
+    context = py.parameters(forward)
+    if not applied_class(inner) or not context:
+        return None
+    values: list[ast.expr] = []
+    for stmt in inner.own:
+        for target, value in _stores(stmt):
+            if isinstance(target, ast.Attribute) and target.attr == expr.attr and isinstance(target.value, ast.Name) \
+                    and target.value.id == context[0].arg:
+                if value is None:
+                    return None  # unpacked from something not written out, or stored by a loop
+                values.append(value)
+    return (inner, values) if values else None
+
+
+def _stores(stmt: ast.stmt) -> list[tuple[ast.expr, ast.expr | None]]:
+    """The targets a statement assigns, each with its value where written out (`a.x, a.y = x, y` pairs them)."""
+    if isinstance(stmt, ast.Assign):
+        out: list[tuple[ast.expr, ast.expr | None]] = []
+        for target in stmt.targets:
+            if isinstance(target, ast.Tuple) and isinstance(stmt.value, ast.Tuple) \
+                    and len(target.elts) == len(stmt.value.elts):
+                out.extend(zip(target.elts, stmt.value.elts))
+            elif isinstance(target, ast.Tuple):
+                out.extend((elt, None) for elt in target.elts)
+            else:
+                out.append((target, stmt.value))
+        return out
+    if isinstance(stmt, (ast.AnnAssign, ast.AugAssign)):
+        return [(stmt.target, stmt.value if isinstance(stmt, ast.AnnAssign) else None)]
+    if isinstance(stmt, (ast.For, ast.AsyncFor)):
+        return [(stmt.target, None)]
+    return []
 
 
 def split(source: SourceFile) -> list[pysparse.Block] | None:

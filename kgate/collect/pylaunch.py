@@ -231,7 +231,7 @@ class Launches(Batches):
         if isinstance(expr, ast.Subscript):
             return self._subscript(expr, scope, depth, seen)
         if isinstance(expr, ast.Attribute):
-            return self._attribute(expr)
+            return self._attribute(expr, scope, depth, seen)
         return Verdict(UNKNOWN)
 
     def _name(self, name: str, scope: Scope, depth: int, seen: set[tuple[int, str]]) -> Verdict:
@@ -285,6 +285,12 @@ class Launches(Batches):
             return Verdict(self.names.of(name), name)
         if position is None:
             return self.value(value, scope, depth, seen)
+        helper = self.helper(value.func.id) if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) \
+            else None
+        if helper is not None:  # `y, N, T = fwd(x)`: the item each `return` of the helper gives at that place
+            assert isinstance(value, ast.Call)
+            returned = self._returns(helper, value, scope, depth, seen, (position, count))
+            return returned if returned.cls != UNKNOWN else Verdict(self.names.of(name), name)
         shape = shape_of(value)
         if shape is None:
             return Verdict(self.names.of(name), name)
@@ -413,14 +419,15 @@ class Launches(Batches):
             return NOTHING  # an entry of a constant table
         return Verdict(UNKNOWN)
 
-    def _attribute(self, expr: ast.Attribute) -> Verdict:
+    def _attribute(self, expr: ast.Attribute, scope: Scope, depth: int, seen: set[tuple[int, str]]) -> Verdict:
         if expr.attr in ("ndim", "itemsize") or DEVICE.search(expr.attr):
             return NOTHING
         root = py.dotted(expr) or ""
         parts = root.split(".")
         if parts[0] in CONFIG or "config" in parts[:-1]:
             return Verdict(MODEL, root)
-        return Verdict(self.names.of(expr.attr), expr.attr)
+        saved = self.saved(expr, scope, depth, seen)
+        return saved if saved.cls != UNKNOWN else Verdict(self.names.of(expr.attr), expr.attr)
 
     def _first(self, tensor: ast.expr, why: Why, scope: Scope, depth: int, seen: set[tuple[int, str]]) -> Verdict:
         """The first dimension of a tensor: the batch or the token count, unless it is packed to one or made with a
@@ -527,7 +534,9 @@ class Launches(Batches):
         return found if found is not None and not py.is_kernel(found, self.info.imports) else None
 
     def _returns(self, helper: py.Function, call: ast.Call, scope: Scope, depth: int,
-                 seen: set[tuple[int, str]]) -> Verdict:
+                 seen: set[tuple[int, str]], item: tuple[int, int] | None = None) -> Verdict:
+        """What a module helper returns for this call; with `item` (place, count), the item at that place of the
+        tuples it returns, unpacked into that many names."""
         bound: dict[str, tuple[ast.expr, Scope]] = {}
         params = py.parameters(helper)
         for arg, param in zip(call.args, params):
@@ -539,10 +548,20 @@ class Launches(Batches):
                 bound[keyword.arg] = (keyword.value, scope)
         inner = Scope(helper, None, bound)
         values = [s.value for s in inner.own if isinstance(s, ast.Return)]
+        if item is not None:
+            values = [returned_item(v, *item) for v in values]
         if not values or any(v is None for v in values):
             return Verdict(UNKNOWN)
         verdict = worst([self.value(v, inner, depth, seen) for v in values if v is not None])
         return Verdict(verdict.cls, Why(call) if verdict.cls != UNKNOWN else "")
+
+
+def returned_item(value: ast.expr | None, place: int, count: int) -> ast.expr | None:
+    """The item at `place` of a returned tuple of `count` items written out (`return y, N, T`); None otherwise."""
+    if not isinstance(value, ast.Tuple) or len(value.elts) != count or any(isinstance(e, ast.Starred)
+                                                                            for e in value.elts):
+        return None
+    return value.elts[place]
 
 
 def _row(tensor: ast.expr) -> bool:

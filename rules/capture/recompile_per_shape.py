@@ -20,7 +20,10 @@ the token count or the batch is reported at that argument. The value is
 followed through the launching function's assignments, its module's helper
 functions and the calls of the launching function (the module's own, or
 where it has none, those of the project's other modules that import it:
-a launcher called from a layer or a serving backend), and classed as KG201
+a launcher called from a layer or a serving backend), through the items
+of a tuple a helper returns (`y, N, T = fwd(x)`) and through what an
+autograd function's `forward` saves on its context for `backward`
+(`ctx.N = N`, then `bwd(dy, ctx.N)`), and classed as KG201
 classes autotune keys: the first dimension of a tensor (`x.shape[0]`,
 `B` of `B, T, H = q.shape`), `x.numel()`, and anything computed from them
 that does not bound them (`B * T`, `ceil(n_rows / sm_count)` even with

@@ -8,7 +8,9 @@ Each key is judged by what the launch sites in the same module
 pass for it, or where the module launches the kernel nowhere, the launch
 sites in the project's other modules that import it (`from .kernels import
 fwd_kernel` in `ops.py`), followed through the launching function's
-assignments and its module's own helper functions:
+assignments and its module's own helper functions (the items of a tuple
+one returns too: `y, N, T = fwd(x)`), and in an autograd function's
+`backward` through what its `forward` saved on the context (`ctx.N = N`):
 
 - **token or batch dimension** (an error): the first dimension of a tensor
   (`x.shape[0]`, `x.size(0)`, `B` of `B, T, H, D = q.shape`), `x.numel()`,
@@ -33,6 +35,11 @@ assignments and its module's own helper functions:
   first dimension of a tensor a caller makes with a leading one, or of the
   inputs of a function that checks their batch is 1 when `cu_seqlens` is
   given, where every call of it in the project gives it: see KG108);
+  and every key of an autotuner of the project's own that rounds each
+  key value with a bucketing function before it looks a tuning up,
+  always or under a flag the application turns on (AutoGPTQ's
+  `custom_autotune.autotune(..., nearest_power_of_two=True)`, whose
+  `run` does `key = tuple(2 ** int(math.log2(x) + 0.5) for x in key)`);
 - **model dimension** (not reported by default): the last dimension of a
   tensor (`x.shape[-1]`, `N` of `M, N = x.shape`), an attribute of `self`
   or of a configuration (`self.config.hidden_size`), and any dimension or
@@ -178,7 +185,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterable
 
-from kgate.collect import pyautotune
+from kgate.collect import pyautotune, pyrounding
 from kgate.collect import pysource as py
 from kgate.collect.pylaunch import BOUNDED, MODEL, RUNTIME, UNKNOWN, Launches, Names, Verdict, worst
 from kgate.collect.pyproject import modules, read_ahead
@@ -225,10 +232,11 @@ def check(source: SourceFile, ctx: SourceContext) -> Iterable[Report]:
         if t.needs_jit and (fn is None or not py.is_kernel(fn, info.imports)):
             continue
         offending: list[tuple[str, ast.AST, Verdict, str]] = []
+        rounded = _rounded(t, info, source)
         for name, node in t.keys:
             if name in allowed:
                 continue
-            verdict = _key(name, fn, t.launched, launches, names, info.imports)
+            verdict = rounded or _key(name, fn, t.launched, launches, names, info.imports)
             if verdict is None:
                 continue
             level = levels[next(label for cls, label, _text in _CLASSES if cls == verdict.cls)]
@@ -236,6 +244,18 @@ def check(source: SourceFile, ctx: SourceContext) -> Iterable[Report]:
                 offending.append((name, node, verdict, level))
         if offending:
             yield _report(source, t, offending)
+
+
+def _rounded(t: pyautotune.Tuned, info: py.ParsedModule, source: SourceFile) -> Verdict | None:
+    """Bucketed, for every key, where the autotuner is the project's own and rounds each key value before it looks
+    a tuning up (`kgate.collect.pyrounding`); None otherwise."""
+    call = pyrounding.applied_call(t.at)
+    if call is None:
+        return None
+    whole = info if info.whole else py.ParsedModule(source.tree, origin=source)
+    if not pyrounding.rounds_keys(call, whole, source.path, source.rel):
+        return None
+    return Verdict(BOUNDED, "rounded by the project's autotuner")
 
 
 def _key(name: str, fn: py.Function | None, launched: str, launches: Launches, names: Names,
