@@ -115,7 +115,7 @@ def test_torch_true_gives_every_file_the_flags_and_false_none(tmp_path: Path) ->
     every = _sources(_project(tmp_path / "t", {"plain.cu": PLAIN}, "torch = true\n"))
     assert _torch_flags(TORCH) <= set(every["plain.cu"].flags)
     none = _sources(_project(tmp_path / "f", {"via.cu": VIA_HEADER, "ops.h": HEADER}, "torch = false\n"))
-    assert none["via.cu"].flags == () and none["via.cu"].torch == ""
+    assert none["via.cu"].flags == () and none["via.cu"].torch_note == ""
 
 
 @pytest.mark.parametrize("value", ['"yes"', "1", '["auto"]'])

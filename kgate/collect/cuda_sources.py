@@ -41,7 +41,7 @@ class CudaSource:
     entry: CudaEntry
     headers: tuple[Path, ...]  # project headers it includes, transitively
     key: str  # hash of the file's and its headers' contents (and of the torch version its flags' torch folders hold)
-    torch: str = ""  # why a compile error of this torch extension source may be its torch's ("": none)
+    torch_note: str = ""  # what a missing header of this torch extension source says of its torch ("": nothing)
 
 
 def defined_kernels(source: CudaSource) -> set[str]:
@@ -130,7 +130,7 @@ def _source(root: Path, path: Path, rel: str, entry: CudaEntry, command: tuple[P
         flags += extension_flags(torch, extension_name(path), flags)
         key = hashlib.sha256(f"{key}\0torch {torch.version}".encode()).hexdigest()
     return CudaSource(path=path.resolve(), rel=rel, cwd=cwd, flags=flags, archs=archs, entry=entry,
-                      headers=headers, key=key, torch=note)
+                      headers=headers, key=key, torch_note=note)
 
 
 def _torch_build(path: Path, headers: tuple[Path, ...], flags: tuple[str, ...], cwd: Path,

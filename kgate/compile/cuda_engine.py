@@ -145,7 +145,7 @@ def compile_cuda(config: Config, targets: tuple[str, ...], *, jobs: int, progres
             pool.close()
     for source, target, record in errors:
         run.failures.append(CompileFailure(source.rel, "", target, source.rel, record.get("line", 1),
-                                           explain(source.torch, record["error"])))
+                                           explain(source.torch_note, record["error"])))
     if kernels:
         by_rel = {source.rel: source for source in sources}
         run.failures = [f for f in run.failures if _may_define(by_rel[f.path], kernels)]
