@@ -234,10 +234,12 @@ def test_a_cpu_build_of_torch_is_named_when_its_cuda_headers_fall_short(tmp_path
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
     uses_cuda = '#include <c10/cuda/CUDAMacros.h>\n__global__ void k(float* y) { y[0] = 1.0f; }\n'
     wrong = '#include <c10/macros/Macros.h>\n__global__ void k(float* y) { y[0] = undeclared; }\n'
-    project = _project(tmp_path / "p", {"cuda.cu": uses_cuda, "wrong.cu": wrong})
+    absent = '#include <c10/macros/Macros.h>\n#include "absent.h"\n__global__ void k(float* y) { y[0] = 1.0f; }\n'
+    project = _project(tmp_path / "p", {"cuda.cu": uses_cuda, "wrong.cu": wrong, "absent.cu": absent})
     errors = {Path(f["path"]).name: f["message"]
               for f in kgate("check", "--format", "json", cwd=project).json()["findings"] if f["code"] == "KG001"}
     assert errors["cuda.cu"].startswith("torch 2.90.0+cpu here is a CPU build, whose CUDA headers are incomplete")
     assert "cuda_cmake_macros.h" in errors["cuda.cu"]
-    # An error that is not a missing header is the source's own, said as nvcc says it.
+    # An error that is not a missing header, or a missing header of the project's, is the source's own.
     assert "undeclared" in errors["wrong.cu"] and "CPU build" not in errors["wrong.cu"]
+    assert "absent.h" in errors["absent.cu"] and "CPU build" not in errors["absent.cu"]

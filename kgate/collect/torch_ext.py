@@ -29,6 +29,7 @@ _COMMON_NVCC = ("-D__CUDA_NO_HALF_OPERATORS__", "-D__CUDA_NO_HALF_CONVERSIONS__"
                 "-D__CUDA_NO_BFLOAT16_CONVERSIONS__", "-D__CUDA_NO_HALF2_OPERATORS__", "--expt-relaxed-constexpr")
 MISSING = ("includes torch headers: install torch in this environment, or give its include folders in flags")
 _MISSING_FILE = re.compile(r"No such file or directory|cannot open source file")
+_TORCHS = re.compile(r"(?:^|[\s/<\"])(?:torch|ATen|c10|pybind11)/")  # a torch header, missing or including
 
 
 @dataclass(frozen=True)
@@ -137,5 +138,7 @@ def extension_name(path: Path) -> str:
 
 
 def explain(note: str, error: str) -> str:
-    """A compile error of a torch extension source, with what its torch lacks when a header was not found."""
-    return f"{note}: {error}" if note and _MISSING_FILE.search(error) else error
+    """A compile error of a torch extension source, with what its torch lacks when the error is a header that
+    torch's headers include, or a torch header, not found (a missing header of the project's is its own)."""
+    said = error.split(" (reproduce: ", 1)[0]
+    return f"{note}: {error}" if note and _MISSING_FILE.search(said) and _TORCHS.search(said) else error
