@@ -72,7 +72,7 @@ CUDA_REQUIRED: dict[str, Any] = {"sources": ["*.cu"]}
 CUDA_SAMPLES: dict[str, Any] = {
     "sources": ["k/*.cu"], "flags": ["-Iinc"], "compile_commands": "build/compile_commands.json",
     "pdl": ["rms*"], "expect": {"gemm*": ["block_scale"]}, "launch_wrappers": ["pdl::launch"],
-    "kind": {"rms*": "reduction"}, "compiler": "nvrtc", "targets": ["sm_120a"],
+    "kind": {"rms*": "reduction"}, "compiler": "nvrtc", "targets": ["sm_120a"], "torch": False,
 }
 # A value of the wrong type for each kind of key: the parser and the JSON Schema both refuse it.
 WRONG = {"string": 5, "strings": "x", "choice": "nonsense", "choices": ["nonsense"], "targets": ["sm_75"],
@@ -267,7 +267,8 @@ def test_the_json_schema_refuses_the_wrong_types_the_parser_refuses(tmp_path: Pa
     cases += [({"timeout": 0}, "timeout"), ({"timeout": 86401}, "timeout"), ({"jobs": 0}, "jobs"),
               ({"size-slack": -1}, "size-slack"), ({"triton": [{**TRITON_REQUIRED, "num_warps": 33}]}, "num_warps"),
               ({"options": {"launch-guard": {"window": "3"}}}, "options"),
-              ({"options": {"launch-guard": {"windows": 3}}}, "options")]
+              ({"options": {"launch-guard": {"windows": 3}}}, "options"),
+              ({"cuda": [{**CUDA_REQUIRED, "torch": "yes"}]}, "torch"), ({"cuda": [{**CUDA_REQUIRED, "torch": 1}]}, "torch")]
     assert len(cases) > 30
     for table, key in cases:
         with pytest.raises(ConfigError, match=re.escape(key)):

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from kgate.collect.cuda_flags import ArchPair, include_dirs, split_flags
 from kgate.collect.files import Exclusions, named_rel, relpath
+from kgate.collect.torch_ext import MISSING, Torch, extension_flags, extension_name, find_torch, torch_includes
 from kgate.core.config import Config, CudaEntry
 from kgate.core.errors import ConfigError
 from kgate.support import jsondoc
@@ -39,7 +40,8 @@ class CudaSource:
     archs: tuple[ArchPair, ...]  # architectures the project's own command line names
     entry: CudaEntry
     headers: tuple[Path, ...]  # project headers it includes, transitively
-    key: str  # hash of the file's and its headers' contents
+    key: str  # hash of the file's and its headers' contents (and of the torch version its flags' torch folders hold)
+    torch_note: str = ""  # what a missing header of this torch extension source says of its torch ("": nothing)
 
 
 def defined_kernels(source: CudaSource) -> set[str]:
@@ -88,7 +90,8 @@ def _same_settings(first: CudaSource, again: CudaSource) -> None:
     differ = [what for what, x, y in (
         ("flags", (first.cwd, first.flags, first.archs), (again.cwd, again.flags, again.archs)),
         ("pdl", a.pdl, b.pdl), ("expect", a.expect, b.expect), ("launch_wrappers", a.launch_wrappers, b.launch_wrappers),
-        ("kind", a.kind, b.kind), ("compiler", a.compiler, b.compiler), ("targets", a.targets, b.targets)) if x != y]
+        ("kind", a.kind, b.kind), ("compiler", a.compiler, b.compiler), ("targets", a.targets, b.targets),
+        ("torch", a.torch, b.torch)) if x != y]
     if differ:
         table = a.origin.rsplit(": ", 1)[-1]
         raise ConfigError(f"{b.origin}.sources: {again.rel} is also in {table}, with other {', '.join(differ)}: a file "
@@ -121,8 +124,34 @@ def _source(root: Path, path: Path, rel: str, entry: CudaEntry, command: tuple[P
     flags = split.flags + (own.flags if cwd == root else _absolute_includes(own.flags, root))
     archs = split.archs + own.archs
     headers = scan_includes(path, include_dirs(flags, cwd), root)
+    key = content_key(root, (path, *headers))
+    torch, note = _torch_build(path, headers, flags, cwd, entry) if entry.torch is not False else (None, "")
+    if torch is not None:
+        flags += extension_flags(torch, extension_name(path), flags)
+        key = hashlib.sha256(f"{key}\0torch {torch.version}".encode()).hexdigest()
     return CudaSource(path=path.resolve(), rel=rel, cwd=cwd, flags=flags, archs=archs, entry=entry,
-                      headers=headers, key=content_key(root, (path, *headers)))
+                      headers=headers, key=key, torch_note=note)
+
+
+def _torch_build(path: Path, headers: tuple[Path, ...], flags: tuple[str, ...], cwd: Path,
+                 entry: CudaEntry) -> tuple[Torch | None, str]:
+    """The torch whose build flags a file is given (None: none), and the note for its compile errors: a file is a
+    torch extension source when it or a project header it includes includes a torch header that its own include
+    folders do not hold (`torch = true`: every file, unless its flags give torch's include folder)."""
+    dirs = include_dirs(flags, cwd)
+    if entry.torch is True:
+        needed = not any((folder / "c10" / "macros" / "Macros.h").is_file() for folder in dirs)
+    else:
+        needed = bool(torch_includes((path, *headers), dirs))
+    if not needed:
+        return None, ""
+    torch = find_torch()
+    if torch is None:
+        return None, MISSING
+    if torch.cpu_only:
+        return torch, (f"torch {torch.version} here is a CPU build, whose CUDA headers are incomplete: install a "
+                       f"CUDA build of torch")
+    return torch, ""
 
 
 def _absolute_includes(flags: tuple[str, ...], root: Path) -> tuple[str, ...]:

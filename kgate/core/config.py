@@ -106,6 +106,7 @@ class CudaEntry:
     kind: dict[str, str] = field(default_factory=dict)
     compiler: str = "auto"  # "auto" (nvcc, else NVRTC), "nvcc" or "nvrtc" (device-only sources)
     targets: tuple[str, ...] | None = None  # the targets its files are built for (None: every target of the run)
+    torch: bool | str = "auto"  # compile as PyTorch extensions: "auto" (those that include torch headers), True, False
     origin: str = ""
 
     def builds_for(self, target: str) -> bool:
@@ -620,8 +621,15 @@ def parse_cuda_entry(data: Any, parent: _Ctx, index: int) -> CudaEntry:
         kind=kinds,
         compiler=ctx.choice(table.get("compiler", "auto"), "compiler", CUDA_COMPILERS),
         targets=ctx.targets(table["targets"], "targets") if "targets" in table else None,
+        torch=_torch_mode(table.get("torch", "auto"), ctx),
         origin=f"{parent.where}: {ctx.prefix}",
     )
+
+
+def _torch_mode(value: Any, ctx: _Ctx) -> bool | str:
+    if isinstance(value, bool) or value == "auto":
+        return value
+    raise ctx.error("torch", f"must be \"auto\", true or false, not {value!r}")
 
 
 def _rel(path: Path | None, root: Path) -> str:

@@ -211,6 +211,13 @@ CUDA: tuple[Setting, ...] = (
     Setting("targets", "targets", None, doc=(
         "The targets these files are built for (default: every target of the run); on the others they are not "
         "compiled.")),
+    Setting("torch", "special", "auto", type_text="`\"auto\"` or boolean",
+            json={"anyOf": [{"type": "boolean"}, {"enum": ["auto"]}]}, doc=(
+        "Compile the files as PyTorch extensions, with the include folders, defines and options torch's "
+        "`CUDAExtension` build adds, taken from the torch installed where kgate runs (found without importing "
+        "it). `auto`: the files that include a torch, ATen, c10 or pybind11 header, themselves or through a "
+        "project header, that their own include folders do not hold; `true`: every file whose flags do not give "
+        "torch's include folder; `false`: none. The torch version is part of the cache key.")),
 )
 
 # --------------------------------------------------------------------------- [[cute]]
