@@ -46,6 +46,8 @@ def encode_constant(value: Any) -> Any:
         raise Unsupported(f"an integer constexpr beyond 64 bits ({value})")
     if isinstance(value, str) and _read_as_another(value):
         raise Unsupported(f"the string constexpr {value!r}, which kgate's files read as something else")
+    if isinstance(value, str) and not _is_text(value):
+        raise Unsupported(f"the string constexpr {value!r}, which holds a lone surrogate: no UTF-8 file can hold it")
     if isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, tl.constexpr):
@@ -73,6 +75,15 @@ def _read_as_another(text: str) -> bool:
     object), so that written as it is it would be read back as that value, never as the string."""
     return text == "None" or text.startswith(("tl.", "jit:")) or (
         text.startswith(("gl.", GLUON + ".")) and text.endswith(")"))
+
+
+def _is_text(value: str) -> bool:
+    """Whether a string is text a UTF-8 file can hold (no lone surrogate)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _is_gluon_object(value: Any) -> bool:
