@@ -1,6 +1,7 @@
 """Held-out launches for `kgate capture`: constexprs of every kind of value (a bool, None, a tuple, a nested tuple, a
 negative float, a string with quotes, a line break and letters beyond ASCII, a default left to the kernel), strings
-that read as another value in kgate's files (`"None"`, `"tl.float16"`, `"jit:..."`, `"gl.X()"`), a specialisation
+that read as another value in kgate's files (`"None"`, `"tl.float16"`, `"jit:..."`, `"gl.X()"`) or that no UTF-8
+file can hold (a lone surrogate), a specialisation
 launched twice, `do_not_specialize` with an argument of 1, pointers 16 bytes and 4 bytes off an allocation, grids of
 one, two and three dimensions and of zeros; commands whose processes end by a non-zero exit, `os._exit`, SIGKILL,
 SIGTERM, and a fork pool; `--output` into a new folder whose name holds spaces and letters beyond ASCII, into a
@@ -74,6 +75,7 @@ ops.maybe[(1,)](x, 64, OPT="gl.BlockedLayout()", BLOCK=128)
 ops.maybe[(1,)](x, 64, OPT=("x", "None"), BLOCK=256)
 ops.maybe[(1,)](x, 64, OPT=tl.float16, BLOCK=512)
 ops.maybe[(1,)](x, 64, OPT="Nonesuch", BLOCK=1024)
+ops.maybe[(1,)](x, 64, OPT="a\\ud800", BLOCK=2048)
 ops.nospec[(1,)](x, 4096, BLOCK=32)
 ops.nospec[(1,)](x, 1, BLOCK=32)
 ops.grid3[(1,)](x, 4096, BLOCK=16)
@@ -115,6 +117,8 @@ def test_constexprs_grids_and_pointers_are_recorded_as_bound_or_said(tmp_path: P
     for value in ("'None'", "'tl.float16'", "'jit:ops:grid3'", "'gl.BlockedLayout()'"):
         assert f"ops:maybe: not recorded: the string constexpr {value}, which kgate's files read as something else" \
             in stderr, stderr
+    # A string no UTF-8 file can hold (a lone surrogate): said, not recorded, and the capture is not refused for it.
+    assert "ops:maybe: not recorded: the string constexpr 'a\\ud800', which holds a lone surrogate" in stderr, stderr
     assert {block for kernel, block in found if kernel == "maybe"} == {512, 1024}, sorted(found)
     assert found["maybe", 512][0].constexprs["OPT"] == "tl.float16"  # the dtype itself
     assert found["maybe", 1024][0].constexprs["OPT"] == "Nonesuch"

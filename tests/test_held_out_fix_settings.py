@@ -151,3 +151,28 @@ def test_an_f_string_with_nested_quotes_is_fixed_where_python_reads_it(tmp_path:
     else:
         assert "KG004" in run.stdout, run.stdout
         assert (root / "tests/test_a.py").read_text() == text
+
+
+# Another file that sets the variable -> what it holds after `--fix --unsafe-fixes` (None: left, the finding remains).
+OTHER_FILES = {
+    "pytest.toml": ('[pytest]\nenv = ["TRITON_INTERPRET=1", "A=1"]  # cpu\n', '[pytest]\nenv = ["A=1"]  # cpu\n'),
+    ".pytest.toml": ('[pytest]\nenv = [\n  "TRITON_INTERPRET=1",\n]\n', '[pytest]\nenv = [\n]\n'),
+    "tox.ini": ("[pytest]\r\nenv =\r\n    TRITON_INTERPRET=1\r\n    A=1\r\n", "[pytest]\r\nenv =\r\n    A=1\r\n"),
+    "tests/conftest.py-async": ('import os\nasync def f():\n    ' + SET + '\n', "import os\nasync def f():\n    pass\n"),
+    "tests/conftest.py-with": ('import os\nwith open(__file__): ' + SET + '\n', "import os\nwith open(__file__): pass\n"),
+    "tests/conftest.py-for-else": ('import os\nfor i in []:\n    pass\nelse:\n    ' + SET + '\n',
+                                   "import os\nfor i in []:\n    pass\nelse:\n    pass\n"),
+    "tests/conftest.py-class-body": ('import os\nclass C:\n    ' + SET + '\n', "import os\nclass C:\n    pass\n"),
+    "tests/conftest.py-walrus": ('import os\nif (v := os.environ.setdefault("TRITON_INTERPRET", "1")):\n    pass\n', None),
+    "tests/conftest.py-lambda": ('import os\nf = lambda: os.environ.update(TRITON_INTERPRET="1")\n', None),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OTHER_FILES))
+def test_the_setting_goes_from_every_file_that_holds_it_or_the_file_stays(tmp_path: Path, name: str) -> None:
+    before, after = OTHER_FILES[name]
+    rel = name.split("-")[0] if name.startswith("tests/") else name
+    root = write(tmp_path, {"pyproject.toml": CONFIG, rel: before})
+    run = kgate(*FIX, cwd=root)
+    assert (root / rel).read_bytes() == (before if after is None else after).encode(), run.stderr
+    assert ("1 remaining" if after is None else "fixed 1 finding(s) in 1 file, 0 remaining") in run.stderr, run.stderr
