@@ -184,3 +184,32 @@ def test_output_into_a_new_folder_of_any_name_a_folder_and_another_projects_file
     code, stderr = capture(project, "--output", str(other / "kgate-capture.toml"), "--", sys.executable, "two.py")
     assert code == 0, stderr
     assert set(specs(other / "kgate-capture.toml")) == {("grid3", 64), ("grid3", 128)}
+
+
+# An edit of the kernel since the capture -> why its captured launch no longer fits (None: it still does).
+BINDS_OTHERWISE = {
+    "an-annotation-of-another-type": (("def grid3(x, n,", "def grid3(x, n: tl.int64,"),
+                                      "n is annotated i64 now (captured as i32)"),
+    "do-not-specialize": (("@triton.jit\ndef grid3", '@triton.jit(do_not_specialize=["n"])\ndef grid3'),
+                          "n is in do_not_specialize now (captured as specialised)"),
+    "do-not-specialize-on-alignment": (
+        ("@triton.jit\ndef grid3", '@triton.jit(do_not_specialize_on_alignment=["x"])\ndef grid3'),
+        "x is in do_not_specialize_on_alignment now (captured as divisible by 16)"),
+    "an-annotation-of-the-captured-type": (("def grid3(x, n,", "def grid3(x, n: tl.int32,"), None),
+}
+
+
+def test_a_captured_launch_the_kernel_now_binds_otherwise_is_not_compiled_as_captured(tmp_path: Path) -> None:
+    """A capture names the argument types and the specialisation the launcher bound; a kernel annotated or told not to
+    specialise since binds other ones, so the capture no longer describes any launch: said, never gated as if."""
+    project = make_project(tmp_path / "project")
+    (project / "one.py").write_text("import ops\nops.launch(64)\n")
+    code, stderr = capture(project, "--", sys.executable, "one.py")
+    assert code == 0, stderr
+    for name, ((old, new), why) in BINDS_OTHERWISE.items():
+        (project / "ops.py").write_text(OPS.replace(old, new))
+        check = kgate("check", cwd=project, timeout=900)
+        if why is None:
+            assert check.code == 0, (name, check.stdout + check.stderr)
+        else:
+            assert check.code == 1 and f"no longer fits the kernel: {why}" in check.stdout, (name, check.stdout)
