@@ -199,7 +199,13 @@ def read_file(path: Path) -> RecordFile:
                 out.problems.append(f"record file {path.name}, line {number}: not a record kgate wrote: {exc}")
     if bad > MAX_PROBLEMS:
         out.problems.append(f"record file {path.name}: ... and {bad - MAX_PROBLEMS} more line(s) that are not records")
-    if out.where is None and any(r["type"] in ("spec", "cute") for r in out.records):
-        out.problems.append(f"record file {path.name}: launches without the record of where they ran: not recorded")
+    wheres = {r["where"] for r in out.records if r["type"] == "env"}
+    if len(wheres) > 1:  # one process describes one environment, once (a forked child its parent's, in its own file)
+        out.problems.append(f"record file {path.name}: records of {len(wheres)} environments in one process's file "
+                            "(a recorder writes one): its launches are not recorded")
+    if (out.where is None or len(wheres) > 1) and any(r["type"] in ("spec", "cute") for r in out.records):
+        if out.where is None:
+            out.problems.append(f"record file {path.name}: launches without the record of where they ran: not "
+                                "recorded")
         out.records = [r for r in out.records if r["type"] not in ("spec", "cute")]
     return out

@@ -109,28 +109,68 @@ def _quoted_end(text: str, index: int) -> int:
 
 
 def _shell_prose(text: str, start: int, end: int) -> list[tuple[int, int]]:
-    """The arguments of each `echo` and `printf` between `start` and `end`: to the end of the command."""
+    """The arguments of each `echo` and `printf` between `start` and `end`, to the end of the command, less the
+    commands they substitute (`$(...)` and backquotes run, whatever prints their output)."""
     out = []
     for match in _SHELL_PROSE.finditer(text, start, end):
-        out.append((match.end(), _command_end(text, match.end(), end)))
+        out += _printed(text, match.end(), end)
     return out
 
 
-def _command_end(text: str, index: int, end: int) -> int:
-    """Where the shell command that goes on at `index` ends: an unquoted `;`, `&`, `|` or line end."""
+def _printed(text: str, index: int, end: int) -> list[tuple[int, int]]:
+    """The spans of the command that goes on at `index` that are only printed: up to an unquoted `;`, `&`, `|`, line
+    end or the `)` of a substitution around it, less the substitutions in it (`$(...)`, backquotes)."""
+    spans = []
+    begin = index
     quote = ""
+    depth = 0  # parentheses opened in the command (an arithmetic `$((...))`)
     while index < end:
         ch = text[index]
         if ch == "\\":
             index += 2
             continue
+        substituted = _substitution_end(text, index, end) if quote != "'" else None
+        if substituted is not None:
+            spans.append((begin, index))
+            index = begin = substituted
+            continue
         if quote:
             quote = "" if ch == quote else quote
         elif ch in "'\"":
             quote = ch
-        elif ch in ";&|\n":
-            return index
+        elif ch == "(" or (ch == ")" and depth):
+            depth += 1 if ch == "(" else -1
+        elif ch in ";&|)\n":
+            break
         index += 1
+    spans.append((begin, min(index, end)))
+    return spans
+
+
+def _substitution_end(text: str, index: int, end: int) -> int | None:
+    """Where the command substitution that opens at `index` (`$(` or a backquote, not `$((`) ends; None if none opens
+    there."""
+    if text.startswith("`", index):
+        close = index + 1
+        while close < end and text[close] != "`":
+            close += 2 if text[close] == "\\" else 1
+        return min(close + 1, end)
+    if not text.startswith("$(", index) or text.startswith("$((", index):
+        return None
+    depth = 0
+    quote = ""
+    for at in range(index + 1, end):
+        ch = text[at]
+        if quote:
+            quote = "" if ch == quote and text[at - 1] != "\\" else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth == 0:
+                return at + 1
     return end
 
 

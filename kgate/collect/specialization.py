@@ -127,6 +127,22 @@ class Specialization:
         no_longer = sorted(set(self.constexprs) - declared)
         if no_longer:
             return f"{', '.join(no_longer)} is no longer tl.constexpr"
+        return self._binds_otherwise(params)
+
+    def _binds_otherwise(self, params: list[dict[str, Any]]) -> str | None:
+        """Why the launcher binds a captured argument otherwise now, where the parameters say how they are bound (the
+        imported kernel's: `annotation`, its type string; `do_not_specialize`, `do_not_specialize_on_alignment`)."""
+        for param in params:
+            name, captured = param["name"], self.signature.get(param["name"])
+            annotated = param.get("annotation") or ""
+            if captured is not None and annotated and annotated != captured:
+                return f"{name} is annotated {annotated} now (captured as {captured})"
+            unspecialised = param.get("do_not_specialize") and (name in self.equal_to_1 or (
+                name in self.divisible and not (captured or "").startswith("*")))
+            if unspecialised:
+                return f"{name} is in do_not_specialize now (captured as specialised)"
+            if param.get("do_not_specialize_on_alignment") and name in self.divisible:
+                return f"{name} is in do_not_specialize_on_alignment now (captured as divisible by 16)"
         return None
 
 

@@ -111,7 +111,11 @@ def compile_variant(payload: CompileRequest) -> CompileReply:
         spec = Specialization.from_record(bind_registration(obj, variant["kernel"], variant["bind"], capability))
     else:
         spec = Specialization.from_record(variant["spec"])
-        why = spec.mismatch([{"name": p.name, "constexpr": bool(p.is_constexpr)} for p in fn.params])
+        why = spec.mismatch([{"name": p.name, "constexpr": bool(p.is_constexpr),
+                              "annotation": str(getattr(p, "annotation_type", "") or ""),
+                              "do_not_specialize": bool(getattr(p, "do_not_specialize", False)),
+                              "do_not_specialize_on_alignment": bool(getattr(p, "do_not_specialize_on_alignment",
+                                                                             False))} for p in fn.params])
         if why is not None:
             raise KernelError(f"the captured specialisation no longer fits the kernel: {why}")
     signature, constants, attrs = triton_inputs(fn, spec)

@@ -35,7 +35,8 @@ _DTYPES: dict[str, str] = {}
 
 def encode_constant(value: Any) -> Any:
     """A constexpr value in the form kgate's files hold: numbers, booleans and strings as they are,
-    `None` as "None", a dtype as "tl.<name>", a @jit function as "jit:<module>:<qualname>", tuples as lists."""
+    `None` as "None", a dtype as "tl.<name>", a @jit function as "jit:<module>:<qualname>", tuples as lists. A
+    string written as one of those forms is Unsupported: read back, it would be that value."""
     import triton.language as tl
 
     if value is None:
@@ -43,6 +44,10 @@ def encode_constant(value: Any) -> Any:
     if isinstance(value, int) and not isinstance(value, bool) and not -2**63 <= value < 2**63:
         # TOML, which the capture file and the configuration are, holds 64-bit integers.
         raise Unsupported(f"an integer constexpr beyond 64 bits ({value})")
+    if isinstance(value, str) and _read_as_another(value):
+        raise Unsupported(f"the string constexpr {value!r}, which kgate's files read as something else")
+    if isinstance(value, str) and not _is_text(value):
+        raise Unsupported(f"the string constexpr {value!r}, which holds a lone surrogate: no UTF-8 file can hold it")
     if isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, tl.constexpr):
@@ -63,6 +68,22 @@ def encode_constant(value: Any) -> Any:
     if _is_gluon_object(value):
         return gluon_call(value)
     raise Unsupported(f"a constexpr of type {type(value).__name__}")
+
+
+def _read_as_another(text: str) -> bool:
+    """Whether a string is the form kgate's files give another value (`None`, a dtype, a @jit function, a Gluon
+    object), so that written as it is it would be read back as that value, never as the string."""
+    return text == "None" or text.startswith(("tl.", "jit:")) or (
+        text.startswith(("gl.", GLUON + ".")) and text.endswith(")"))
+
+
+def _is_text(value: str) -> bool:
+    """Whether a string is text a UTF-8 file can hold (no lone surrogate)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _is_gluon_object(value: Any) -> bool:

@@ -137,7 +137,7 @@ def _fix_group(where: dict[str, str], results: dict[str, engine.FileResult], sel
             if data is None:
                 continue
             new, taken, why = apply_fixes(rel, data, [f.fix for f in items if f.fix is not None])
-            if why:
+            if why and (rel, why) not in rejected:  # said once, though a later round (for other files) tries again
                 rejected.append((rel, why))
             if new is None or new == data:
                 continue

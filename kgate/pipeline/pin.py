@@ -26,6 +26,7 @@ longer so.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
@@ -74,6 +75,7 @@ def add_ignores(findings: list[Finding], where: dict[str, str], data: Mapping[st
     gains the code when it has one). `where`: project-relative path -> path to read; `data`: the bytes the
     findings were found in, by path (a file not there is read)."""
     by_file: dict[str, dict[int, list[str]]] = {}
+    found: Counter[tuple[str, int, str]] = Counter()
     left: list[tuple[str, int, str, str]] = []
     for finding in findings:
         if finding.code in _NOT_PINNED or finding.path not in where or finding.line < 1:
@@ -81,6 +83,7 @@ def add_ignores(findings: list[Finding], where: dict[str, str], data: Mapping[st
         codes = by_file.setdefault(finding.path, {}).setdefault(finding.line, [])
         if finding.code not in codes:
             codes.append(finding.code)
+        found[(finding.path, finding.line, finding.code)] += 1  # one comment may pin several findings of a code
     changes: dict[str, Change] = {}
     pinned = 0
     per_file: dict[str, int] = {}
@@ -99,8 +102,9 @@ def add_ignores(findings: list[Finding], where: dict[str, str], data: Mapping[st
             if number in missed:
                 left.extend((rel, number, code, missed[number]) for code in codes)
             else:
-                pinned += len(codes)
-                per_file[rel] = per_file.get(rel, 0) + len(codes)
+                count = sum(found[(rel, number, code)] for code in codes)
+                pinned += count
+                per_file[rel] = per_file.get(rel, 0) + count
         if new != text:
             changes[rel] = Change(where[rel], read, bom + new.encode("utf-8"))
     return PinRun(changes, pinned, left, per_file)

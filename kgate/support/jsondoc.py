@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import codecs
 import json
+import re
 from typing import Any
 
 from kgate.support.hashing import sha256
@@ -35,11 +36,43 @@ def loads(data: bytes | str) -> Any:
     elif data.startswith("\ufeff"):
         data = data[1:]
     try:
-        return json.loads(data)
+        value = json.loads(data)
     except RecursionError:
         raise NotJSON("not JSON (nested too deeply)") from None
     except ValueError as exc:  # JSONDecodeError, or a number too long for int()
         raise NotJSON(f"not JSON ({exc})") from None
+    if _SURROGATE_ESCAPE.search(data) and not _all_unicode(value):
+        raise NotJSON("not JSON kgate reads (a string escapes a lone surrogate, \\ud800 to \\udfff, which is no "
+                      "character: no UTF-8 text can hold it)")
+    return value
+
+
+# A `\u` escape of a surrogate: json pairs two into one character, and leaves a lone one in the string.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _all_unicode(value: Any) -> bool:
+    """Whether every string of a decoded document (keys too) is text UTF-8 can hold: no lone surrogate."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            if not _encodes(item):
+                return False
+        elif isinstance(item, dict):
+            pending.extend(item.keys())
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+    return True
+
+
+def _encodes(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _text(data: bytes) -> str:

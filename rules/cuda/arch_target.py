@@ -14,7 +14,8 @@ also carries a flag or variable that selects architectures (`arch=` and
 comments, a CMake `message()` or the condition of an `if()`, `elseif()` or
 `while()`, a Python docstring, `raise`, `assert` message, comparison or
 `print` / logging / `warnings.warn` call, a shell or recipe `echo` /
-`printf`, a Makefile's `$(info)`, `$(warning)` or `$(error)`. So
+`printf` (less the commands it substitutes: `echo $(nvcc -arch=sm_120 ...)`
+runs nvcc), a Makefile's `$(info)`, `$(warning)` or `$(error)`. So
 `message(FATAL_ERROR "set TORCH_CUDA_ARCH_LIST to 12.0a, not 12.0")` names
 no build.
 
