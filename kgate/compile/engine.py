@@ -60,10 +60,10 @@ from kgate.core.rule import CapturedKernel
 # (5: the record holds the artifacts' hashes, no facts; 6: SASS kept wherever ptxas gave a stack frame; 7: the
 # expectation implied by what the specialisation compiles, not by its source text; 8: the record names the
 # parameters the kernel takes, as the PTX passes them; 9: each kernel of a CuTe DSL call with the dynamic shared memory
-# its own launch asks for).
+# its own launch asks for; 10: the record keeps what binding a registration read, its heuristics' files and variables).
 # What the facts stage reads from the artifacts has its own version, computed (`kgate.facts.model.facts_schema`):
 # a new fact recompiles nothing.
-COMPILE_FORMAT = 9
+COMPILE_FORMAT = 10
 
 
 def compile_triton(config: Config, entries: list[PythonEntry], targets: tuple[str, ...], *, jobs: int,
@@ -122,10 +122,13 @@ def compile_triton(config: Config, entries: list[PythonEntry], targets: tuple[st
                     key = digest("compiled", COMPILE_FORMAT, kgate.__version__, code_digest(), tool_key, variant, target,
                                  p.source_key, p.import_key)
                     entry = cache.entry("compiled", key, record_shapes.compiled)
+                    if entry is not None and not import_reads.still_held(entry.meta.get("bound"), where):
+                        entry = None  # what binding its registration read (a heuristic's file) has changed
                     unit = _cached_unit(cache, key, entry, variant, p) if entry is not None else None
                     lacking = None if unit is None else needs(unit) if needs is not None else []
                     if entry is not None and unit is not None and lacking == []:
                         note_recorded(entry.meta)
+                        note_reads(entry.meta.get("bound") or {}, where)
                         run.units.append(unit)
                         run.cached += 1
                     elif entry is not None and lacking and cache.cubin(key, entry.meta) is not None:
@@ -153,8 +156,9 @@ def compile_triton(config: Config, entries: list[PythonEntry], targets: tuple[st
                 # the key, in another run, may have written that since).
                 reply = outcome.answer(CompileReply)
                 cubin = reply["cubin"]
-                value: dict[str, Any] = {k: v for k, v in reply.items() if k != "cubin"}
-                record = Entry(value, {"cubin": cubin, "imported": note_imported(outcome.imported)})
+                value: dict[str, Any] = {k: v for k, v in reply.items() if k not in ("cubin", "bound")}
+                record = Entry(value, {"cubin": cubin, "imported": note_imported(outcome.imported),
+                                       "bound": reply.get("bound", {})})
                 kept = bool(p.import_key) and import_reads.agree(p.reads, outcome.reads or {})
                 if kept:
                     cache.put("compiled", key, record.value, record.meta)

@@ -197,15 +197,17 @@ def _content(path: str) -> str | None:
 
 
 def _kind_of(path: str) -> str | None:
-    """What a stat tells of a path that a module can act on: its kind, a file's size (os.path.getsize) and the
-    permissions (os.access, shutil.which). Not its times, which a checkout or a copy changes with the content kept."""
+    """What a stat tells of a path that a module can act on: its kind, a file's size (os.path.getsize), the
+    permissions (os.access, shutil.which) and a file's link count (another name made or removed for it, which
+    `os.path.samefile` tells too). Not its times nor its inode, which a checkout or a copy changes with the content
+    kept."""
     try:
         st = os.stat(path)
     except (OSError, ValueError):
         return None
     permissions = f"{stat.S_IMODE(st.st_mode):o}"
     if stat.S_ISREG(st.st_mode):
-        return f"file:{st.st_size}:{permissions}"
+        return f"file:{st.st_size}:{permissions}:{st.st_nlink}"
     return f"dir:{permissions}" if stat.S_ISDIR(st.st_mode) else "other"
 
 
@@ -240,6 +242,13 @@ def _names_shape(value: Any) -> None:
     if not isinstance(value, list) or not all(isinstance(n, list) and all(isinstance(s, str) for s in n)
                                               for n in value):
         raise TypeError("not lists of names")
+
+
+def still_held(reads: Any, where: View) -> bool:
+    """Whether every name of `reads` (as a record kept them: None or a mapping) still holds what it held."""
+    if reads is None:
+        return True
+    return isinstance(reads, dict) and all(value(name, where) == held for name, held in reads.items())
 
 
 def agree(first: Reads, second: Reads) -> bool:
