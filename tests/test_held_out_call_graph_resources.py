@@ -9,7 +9,11 @@ generically, `st.u64 [%SP]`, which is the thread's own memory and no global writ
 And `-rdc=true` with the callees in another file: kgate cannot see their code, and says so (KG107 takes such a call
 to write and not to wait; KG103 notes that their spills are not counted).
 
-tests/data/callgraph/resources.cu, rdc_main.cu and rdc_other.cu (nvcc). Figures are compared with what ptxas prints
+In Triton (asm_triton.py): a wait carried by `tl.inline_asm_elementwise` before a load, after a load, after a
+store, and named only in the asm's comment; `tl.dot_scaled` two `noinline=True` calls down, as block-scaled MMA
+(MXFP8) and as a bf16 fallback (KG101).
+
+tests/data/callgraph/resources.cu, rdc_main.cu and rdc_other.cu (nvcc), asm_triton.py (Triton). Figures are compared with what ptxas prints
 for the same file and flags: never a number written here.
 """
 
@@ -24,7 +28,11 @@ import pytest
 from conftest import DATA, Run, kgate
 
 CALLGRAPH = DATA / "callgraph"
-pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+
+
+def _need_nvcc() -> None:
+    if shutil.which("nvcc") is None:
+        pytest.skip("nvcc is not installed")
 BUILDS = {"resources.cu": ["-O3"], "debug.cu": ["-G"], "bounded.cu": ["-O3", "-lineinfo", "-maxrregcount=32"]}
 PROJECT = 'targets = ["sm_120a"]\n' + "".join(f'''
 [[cuda]]
@@ -60,6 +68,7 @@ WRITES = {"pdl_wait_in_callee_loop"}
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    _need_nvcc()
     root = tmp_path_factory.mktemp("resources")
     for name in BUILDS:
         shutil.copy(CALLGRAPH / "resources.cu", root / name)
@@ -135,6 +144,7 @@ RDC = {
 
 @pytest.fixture(scope="module")
 def rdc(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    _need_nvcc()
     root = tmp_path_factory.mktemp("rdc")
     shutil.copy(CALLGRAPH / "rdc_main.cu", root / "main.cu")
     shutil.copy(CALLGRAPH / "rdc_other.cu", root / "other.cu")
@@ -153,3 +163,30 @@ def test_a_callee_in_another_file_is_said_to_be_unseen(rdc: Run, kernel: str) ->
     for f in found:
         if f["code"] == "KG107":
             assert "whose code is not in the PTX" in f["message"], f["message"]
+
+
+# kernel -> (code, severity) of its one finding, or None
+TRITON = {
+    "asm_wait_then_load": None,
+    "load_then_asm_wait": ("KG107", "warning"),
+    "store_then_asm_wait": ("KG107", "error"),
+    "asm_without_wait": ("KG107", "error"),  # the asm's comment names the wait: the assembler reads none
+    "mxfp8_two_levels_down": None,
+    "scaled_two_levels_down": ("KG101", "error"),  # bf16 x e4m3 falls back to a bf16 MMA
+}
+
+
+@pytest.fixture(scope="module")
+def triton_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    pytest.importorskip("triton")
+    root = tmp_path_factory.mktemp("asm")
+    shutil.copy(CALLGRAPH / "asm_triton.py", root / "asm_triton.py")
+    (root / "kgate.toml").write_text('targets = ["sm_120a"]\npython-path = ["."]\nselect = ["KG101", "KG107"]\n')
+    return kgate("check", "--format", "json", cwd=root)
+
+
+@pytest.mark.parametrize("kernel", sorted(TRITON))
+def test_triton_waits_in_inline_asm_and_scaled_dots_two_calls_down(triton_run: Run, kernel: str) -> None:
+    assert {k["kernel"] for k in triton_run.json()["kernels"]} == {f"asm_triton:{k}" for k in TRITON}
+    found = [(f["code"], f["severity"]) for f in triton_run.json()["findings"] if f["kernel"] == f"asm_triton:{kernel}"]
+    assert found == ([] if TRITON[kernel] is None else [TRITON[kernel]]), found
