@@ -53,6 +53,8 @@ class RunSummary:
     # False when an outcome came from this run's circumstances (a timeout, a worker that died): the run is
     # not recorded for replay (`kgate.pipeline.fastpath`), so the next one compiles again.
     replayable: bool = True
+    # Per kernel module, the programs its import ran whose own reads are not seen (said in the run's notices).
+    unseen: dict[str, list[str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,7 @@ class Tally:
     locations: dict[str, tuple[str, int]] = field(default_factory=dict)
     autotuned: list[Autotuned] = field(default_factory=list)
     replayable: bool = True
+    unseen: dict[str, list[str]] = field(default_factory=dict)
     units: list[Compiled] = field(default_factory=list)
 
     def made(self, kind: type[Made], **more: Any) -> Made:

@@ -97,6 +97,7 @@ def compile_triton(config: Config, entries: list[PythonEntry], targets: tuple[st
         where = import_reads.view(str(config.root.resolve()), project_roots(config), worker_env(config),
                                   import_folder(config), config.checkout_of)
         expand_kernels(config, planned, pool, cache, run.toolchain, where)
+        run.unseen = unseen_programs(planned)
         for p in planned:
             if p.where is not None:
                 p.where = (shown(p.where[0]), p.where[1])
@@ -228,6 +229,17 @@ def _unit(cache: Cache, key: str, value: dict[str, Any], cubin: str | None, vari
                     cubin=cubin_file(cache.artifacts(key), cubin), spans_then=spans_then, spans_now=p.spans,
                     source_file=p.file, def_line=line,
                     origin=(variant["kernel"], variant["name"], context["path"], context["line"]))
+
+
+def unseen_programs(planned: list[Planned]) -> dict[str, list[str]]:
+    """Per kernel module, the programs its import ran whose own reads kgate does not see (`import_reads.UNSEEN`)."""
+    out: dict[str, list[str]] = {}
+    for p in planned:
+        programs = import_reads.unseen_programs(p.reads or {})
+        if programs:
+            module = p.kernel.partition(":")[0]
+            out[module] = sorted({*out.get(module, []), *programs})
+    return out
 
 
 def _cached_unit(cache: Cache, key: str, entry: Entry, variant: Variant, p: Planned) -> Compiled | None:

@@ -36,6 +36,9 @@ from kgate.support.filestat import path_state
 
 Reads = dict[str, Any]  # name -> value when read
 UNRECORDED = "unrecorded"  # a read whose value cannot be named (`unrecorded:WHAT`): the import is not keyable
+# A program the import ran whose own reads are not seen (`unseen:git`): keyed by its file, and on a base revision's
+# side (`kgate diff`) by that side's checkout too, so that no side is served a record the other made.
+UNSEEN = "unseen"
 _DISTRIBUTIONS = (".dist-info", ".egg-info", ".egg")
 MANIFEST = "reads"  # the cache kind that lists, per static key, the names its imports read
 INTERPRETER = "interpreter"  # the read of how the importing interpreter was started (`interpreter_state`)
@@ -93,6 +96,8 @@ def value(name: str, where: View) -> Any:
         return _whole_env(where.env) if rest == "*" else where.env.get(rest)
     if kind == INTERPRETER:
         return interpreter_state()
+    if kind == UNSEEN:  # what the program read is not seen: on a base revision's side, that side's alone
+        return where.checkout[1] if where.checkout is not None else None
     if kind == "cwd":  # a relative path was read: which folder it is relative to
         return where.name(where.cwd)
     if kind == "pythonpath":  # where a module not in the project's folders is looked for
@@ -242,6 +247,18 @@ def _names_shape(value: Any) -> None:
     if not isinstance(value, list) or not all(isinstance(n, list) and all(isinstance(s, str) for s in n)
                                               for n in value):
         raise TypeError("not lists of names")
+
+
+def unseen_programs(reads: Reads) -> list[str]:
+    """The programs an import ran whose own reads kgate does not see (by name)."""
+    return sorted(name.partition(":")[2] for name in reads if name.startswith(UNSEEN + ":"))
+
+
+def unseen_notices(unseen: Mapping[str, list[str]]) -> list[str]:
+    """What a run says of the programs its imports ran whose own reads it does not see (docs/performance.md)."""
+    return [f"importing {module} ran {', '.join(programs)}, whose own reads kgate does not see (only the program's "
+            f"file and the paths its arguments name are keyed): a change to what else it reads does not compile "
+            f"{module}'s kernels again; run with --no-cache after one" for module, programs in sorted(unseen.items())]
 
 
 def still_held(reads: Any, where: View) -> bool:

@@ -95,6 +95,7 @@ class Recorder:
 # the file it leads to.
 _MAGIC_LINKS = ("/proc/", "/dev/fd/", "/dev/std")
 _RECORDER: Recorder | None = None
+_BOUND: Reads = {}  # what the bindings this worker ran read (`recording_apart`)
 _HOOKED = False
 
 
@@ -161,9 +162,11 @@ class recording:  # used as a `with` statement, as `open` is
 
 
 class recording_apart(recording):
-    """Record, apart from the worker's other reads, what the project's code run inside it reads after its module was
-    imported (the heuristics a registration's binding runs): `reads` holds those reads alone (empty where nothing
-    records); they join the worker's reads on the way out."""
+    """Record, apart from the worker's imports, what the project's code run inside it reads after its module was
+    imported (the heuristics a registration's binding runs). `reads` holds, once the block ends, every such read
+    this worker has made so far (empty where nothing records), as an import is keyed on every read of its worker:
+    a heuristic that caches what it read (`functools.cache`) reads nothing the second time. They join the worker's
+    reads on the way out."""
 
     reads: Reads
 
@@ -179,6 +182,9 @@ class recording_apart(recording):
         rec = _RECORDER
         if rec is not None:
             rec.reads = {**self.reads, **self.saved}
+            for name, held in self.reads.items():
+                _BOUND.setdefault(name, held)
+            self.reads = dict(_BOUND)
 
 
 def note_imports(rec: Recorder, before: set[str], sys_path: list[str]) -> None:
