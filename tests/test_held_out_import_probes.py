@@ -138,6 +138,15 @@ def fill_kernel(x, y, n, BLOCK: tl.constexpr):
     v = tl.load(x + offs, mask=offs < n)
     tl.store(y + offs, v * 2, mask=offs < n)
 '''
+DIST = '''import importlib.metadata
+
+
+def _has_dist(name):
+    try:
+        return bool(importlib.metadata.version(name))
+    except importlib.metadata.PackageNotFoundError:
+        return False
+'''
 READ_B = 'int(open(os.path.join(HERE, "d", "b.txt")).read())'
 
 # case -> (module text, files, the change); `env:NAME` in a change is a variable of the second run.
@@ -180,6 +189,11 @@ CASES: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
         HELPERS + _module('256 if os.path.samefile(os.path.join(HERE, "d", "a"), os.path.join(HERE, "d", "b")) '
                           "else 8192"),
         {"d/a": "x", "d/b": _hard_link_of("a")}, {"d/b": _copy_of("a")}),
+    "distribution_removed": (
+        HELPERS + _module('256 if _has_dist("myproj-tiles") else 8192', DIST),
+        {"myproj_tiles-1.0.dist-info/METADATA": _metadata("1.0")}, {"myproj_tiles-1.0.dist-info/METADATA": None}),
+    "heuristic_lists_a_folder": (HEURISTIC.format(expression='max(int(n) for n in os.listdir(os.path.join(HERE, "t")))'),
+                                 {"t/256": ""}, {"t/8192": ""}),
     "heuristic_reads_a_file": (HEURISTIC.format(expression=READ_B), {"d/b.txt": "256"}, {"d/b.txt": "8192"}),
     "heuristic_reads_a_variable": (HEURISTIC.format(expression='int(os.environ.get("MYPROJ_HEUR", "256"))'), {},
                                    {"env:MYPROJ_HEUR": "8192"}),

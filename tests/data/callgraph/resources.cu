@@ -99,3 +99,26 @@ __global__ void pdl_lambda_load_before_wait(const float* x, float* out) {
     cudaGridDependencySynchronize();
     out[threadIdx.x] = v;
 }
+__device__ __noinline__ float rec_sum(const float* x, int n, int d) {
+    float buf[8];
+    for (int k = 0; k < 8; ++k) buf[k] = x[(n + k) & 255];
+    float s = buf[d & 7];
+    return d > 0 ? s + rec_sum(x, n + 1, d - 1) : s;
+}
+__global__ void recursive_stack(const float* x, float* out, int d) {
+    out[threadIdx.x] = rec_sum(x, threadIdx.x, d);
+}
+struct Op { __device__ virtual float apply(float v) const { return v; } };
+struct Heavy : Op {
+    __device__ float apply(float v) const override {
+        float a[32];
+        for (int k = 0; k < 32; ++k) a[k] = v * k;
+        float s = 0; for (int k = 0; k < 32; ++k) s += a[(k * 5 + (int)v) & 31];
+        return s;
+    }
+};
+__global__ void virtual_heavy(const float* x, float* out) {
+    Heavy h; const Op* op = &h;
+    if (threadIdx.x & 1) { Op o; op = &o; out[threadIdx.x] = op->apply(x[threadIdx.x]); }
+    else out[threadIdx.x] = op->apply(x[threadIdx.x]);
+}
