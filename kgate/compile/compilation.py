@@ -14,6 +14,7 @@ from kgate.collect.modules import setup_env
 from kgate.compile.autotune import Autotuned
 from kgate.compile.cache import CacheWriteError
 from kgate.compile.protocol import Outcome
+from kgate.compile.sides import DIFF_RUN
 from kgate.compile.units import Compiled, CompileFailure
 from kgate.core.config import Config
 from kgate.core.rule import CapturedKernel
@@ -101,6 +102,7 @@ def worker_env(config: Config) -> dict[str, str | None]:
         # Importing the project's kernel modules must not leave bytecode in its tree.
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONWARNINGS": "ignore",
+        DIFF_RUN: os.environ.get(DIFF_RUN),  # the diff this run is a side of, if any
     }
 
 

@@ -31,13 +31,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kgate.compile.cache import Cache, digest
-from kgate.compile.sides import Checkout, checked_out, named, on_this_side
+from kgate.compile.sides import DIFF_RUN, Checkout, checked_out, named, on_this_side
 from kgate.support.filestat import path_state
 
 Reads = dict[str, Any]  # name -> value when read
 UNRECORDED = "unrecorded"  # a read whose value cannot be named (`unrecorded:WHAT`): the import is not keyable
-# A program the import ran whose own reads are not seen (`unseen:git`): keyed by its file, and on a base revision's
-# side (`kgate diff`) by that side's checkout too, so that no side is served a record the other made.
+# A program the import ran whose own reads are not seen (`unseen:git`): keyed by its file, and in a diff by the side
+# of that diff (`kgate.compile.sides.DIFF_RUN`), so that no side is served a record made before or by the other.
 UNSEEN = "unseen"
 _DISTRIBUTIONS = (".dist-info", ".egg-info", ".egg")
 MANIFEST = "reads"  # the cache kind that lists, per static key, the names its imports read
@@ -96,8 +96,8 @@ def value(name: str, where: View) -> Any:
         return _whole_env(where.env) if rest == "*" else where.env.get(rest)
     if kind == INTERPRETER:
         return interpreter_state()
-    if kind == UNSEEN:  # what the program read is not seen: on a base revision's side, that side's alone
-        return where.checkout[1] if where.checkout is not None else None
+    if kind == UNSEEN:  # what the program read is not seen: in a diff, each side's of this diff alone
+        return where.checkout[1] if where.checkout is not None else where.env.get(DIFF_RUN)
     if kind == "cwd":  # a relative path was read: which folder it is relative to
         return where.name(where.cwd)
     if kind == "pythonpath":  # where a module not in the project's folders is looked for
@@ -182,7 +182,8 @@ def keyable(reads: Reads) -> bool:
 
 
 def _whole_env(env: Mapping[str, str]) -> str:
-    return hashlib.sha256(repr(sorted(env.items())).encode()).hexdigest()
+    """The environment a module iterated, as one value: all of it but the diff it runs in (`DIFF_RUN`), kgate's."""
+    return hashlib.sha256(repr(sorted((k, v) for k, v in env.items() if k != DIFF_RUN)).encode()).hexdigest()
 
 
 def _content(path: str) -> str | None:
