@@ -328,3 +328,5 @@ def test_a_diff_never_serves_one_side_the_others_record_of_an_unseen_program(tmp
     for _ in range(2):
         run = kgate("diff", "HEAD~1", "--require-identical", cwd=project)
         assert run.code == 1 and "0 identical, 1 changed" in run.stdout, run.stdout + run.stderr
+        assert "importing r_git ran git, whose own reads kgate does not see" in run.stderr, run.stderr
+        assert "compiled afresh for each side of this diff" in run.stderr, run.stderr

@@ -255,11 +255,13 @@ def unseen_programs(reads: Reads) -> list[str]:
     return sorted(name.partition(":")[2] for name in reads if name.startswith(UNSEEN + ":"))
 
 
-def unseen_notices(unseen: Mapping[str, list[str]]) -> list[str]:
-    """What a run says of the programs its imports ran whose own reads it does not see (docs/performance.md)."""
+def unseen_notices(unseen: Mapping[str, list[str]], diff: bool = False) -> list[str]:
+    """What a run says of the programs its imports ran whose own reads it does not see (docs/performance.md); in a
+    diff, whose sides compile such a module afresh, that it was."""
+    tail = ("so its kernels were compiled afresh for each side of this diff" if diff else
+            "a change to what else it reads does not compile them again; run with --no-cache after one")
     return [f"importing {module} ran {', '.join(programs)}, whose own reads kgate does not see (only the program's "
-            f"file and the paths its arguments name are keyed): a change to what else it reads does not compile "
-            f"{module}'s kernels again; run with --no-cache after one" for module, programs in sorted(unseen.items())]
+            f"file and the paths its arguments name are keyed): {tail}" for module, programs in sorted(unseen.items())]
 
 
 def still_held(reads: Any, where: View) -> bool:
