@@ -406,7 +406,7 @@ def start_from_env() -> None:
 def _record_child(settings: dict[str, Any]) -> None:
     import atexit
 
-    from kgate.compile import import_recorder
+    from kgate.compile import import_environ, import_recorder
     from kgate.compile.import_reads import View
 
     kgate = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -417,7 +417,7 @@ def _record_child(settings: dict[str, Any]) -> None:
     if rec.sink is None:
         return
     checkout = settings.get("checkout")
-    rec.where = View(settings["root"], tuple(settings["roots"]), import_recorder.RealEnv(), settings["cwd"],
+    rec.where = View(settings["root"], tuple(settings["roots"]), import_environ.RealEnv(), settings["cwd"],
                      (checkout[0], checkout[1]) if checkout else None)
     rec.depth = 1
     before, path = set(sys.modules), list(sys.path)

@@ -19,10 +19,9 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Iterator, Mapping
 from typing import IO, Any
 
-from kgate.compile import import_children, import_programs, import_reads, import_text
+from kgate.compile import import_children, import_environ, import_programs, import_reads, import_text
 from kgate.compile.import_reads import INTERPRETER, UNRECORDED, Reads, View, keyable_file, search_folders, value
 
 
@@ -137,8 +136,8 @@ class recording:  # used as a `with` statement, as `open` is
             self.before, self.path, self.argv = set(sys.modules), list(sys.path), sys.argv
             sys.argv = [""]
             patch(rec)
-        rec.where = View(os.path.abspath(self.root), tuple(os.path.abspath(r) for r in self.roots), RealEnv(),
-                         os.getcwd(), self.checkout)
+        rec.where = View(os.path.abspath(self.root), tuple(os.path.abspath(r) for r in self.roots),
+                         import_environ.RealEnv(), os.getcwd(), self.checkout)
         for name in import_reads.PROCESS_VARIABLES:
             rec.note_env(name)
         rec.add(f"{INTERPRETER}:", value(f"{INTERPRETER}:", rec.where))
@@ -227,60 +226,6 @@ def note_imports(rec: Recorder, before: set[str], sys_path: list[str]) -> None:
 _LOOKED_FOR: set[str] = set()
 
 
-class RealEnv(Mapping[str, str]):
-    """The environment as it is, read without being recorded (the recorder's own view of it)."""
-
-    def __getitem__(self, name: str) -> str:
-        return _env_data()[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(_env_data())
-
-    def __len__(self) -> int:
-        return len(_env_data())
-
-
-def _env_data() -> dict[str, str]:
-    return {os.fsdecode(k): os.fsdecode(v) for k, v in os.environ._data.items()}  # type: ignore[attr-defined]
-
-
-class _ReadEnviron(os._Environ[Any]):
-    """os.environ (and os.environb) that records what the project looks up in it."""
-
-    def __getitem__(self, name: Any) -> Any:
-        _note_env(name)
-        return super().__getitem__(name)
-
-    def __setitem__(self, name: Any, item: Any) -> None:
-        rec = _RECORDER
-        if rec is not None and isinstance(name, (str, bytes)):
-            rec.written.add(os.fsdecode(name))
-        super().__setitem__(name, item)
-
-    def __iter__(self) -> Iterator[Any]:
-        _note_env("*")
-        return super().__iter__()
-
-    def __len__(self) -> int:
-        _note_env("*")
-        return super().__len__()
-
-
-def _set_class(environ: os._Environ[Any], cls: type[os._Environ[Any]]) -> None:
-    """Make `environ` one of `cls` in place: every module's reference to os.environ sees the change."""
-    environ.__class__ = cls
-
-
-def _note_env(name: Any) -> None:
-    rec = _RECORDER
-    if rec is not None and not rec.busy and isinstance(name, (str, bytes)):
-        rec.busy = True
-        try:
-            rec.note_env(os.fsdecode(name))
-        finally:
-            rec.busy = False
-
-
 _SAVED: dict[str, Any] = {}
 
 
@@ -289,7 +234,7 @@ def patch(rec: Recorder) -> None:
     recorder to the programs the import starts."""
     for environ in (os.environ, getattr(os, "environb", None)):
         if environ is not None and type(environ) is os._Environ:
-            _set_class(environ, _ReadEnviron)
+            import_environ.watch(environ)
     real_stat, real_lstat = os.stat, os.lstat
     _SAVED.update(stat=real_stat, lstat=real_lstat)
 
@@ -359,8 +304,8 @@ def _unpatch_path_accessor() -> None:
 
 def unpatch() -> None:
     for environ in (os.environ, getattr(os, "environb", None)):
-        if environ is not None and type(environ) is _ReadEnviron:
-            _set_class(environ, os._Environ)
+        if environ is not None:
+            import_environ.unwatch(environ)
     if _SAVED:
         import importlib.util
 
@@ -472,3 +417,6 @@ def start_in_child(rec: Recorder) -> None:
         sys.addaudithook(_hook)
         _HOOKED = True
     patch(rec)
+
+
+import_environ.watch_with(current)

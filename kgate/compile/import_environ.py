@@ -1,0 +1,89 @@
+"""The environment as an import reads it: `os.environ` (and `os.environb`) made, for the length of a recorded
+import, a mapping that notes each variable the project looks up (the whole environment where it is iterated) and
+each it sets (`kgate.compile.import_recorder`); and the environment as it is, read without being noted.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kgate.compile.import_recorder import Recorder
+
+_RECORDER_OF: list[Callable[[], Recorder | None]] = []
+
+
+def watch_with(recorder_of: Callable[[], Recorder | None]) -> None:
+    """How the process's recorder is found (given once, by the recorder's module)."""
+    _RECORDER_OF[:] = [recorder_of]
+
+
+def _recorder() -> Recorder | None:
+    return _RECORDER_OF[0]() if _RECORDER_OF else None
+
+
+def watch(environ: Any) -> None:
+    """Note what the project reads of `environ` from now on."""
+    if type(environ) is os._Environ:
+        _set_class(environ, _ReadEnviron)
+
+
+def unwatch(environ: Any) -> None:
+    if type(environ) is _ReadEnviron:
+        _set_class(environ, os._Environ)
+
+
+class RealEnv(Mapping[str, str]):
+    """The environment as it is, read without being recorded (the recorder's own view of it)."""
+
+    def __getitem__(self, name: str) -> str:
+        return _env_data()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_env_data())
+
+    def __len__(self) -> int:
+        return len(_env_data())
+
+
+def _env_data() -> dict[str, str]:
+    return {os.fsdecode(k): os.fsdecode(v) for k, v in os.environ._data.items()}  # type: ignore[attr-defined]
+
+
+class _ReadEnviron(os._Environ[Any]):
+    """os.environ (and os.environb) that records what the project looks up in it."""
+
+    def __getitem__(self, name: Any) -> Any:
+        _note_env(name)
+        return super().__getitem__(name)
+
+    def __setitem__(self, name: Any, item: Any) -> None:
+        rec = _recorder()
+        if rec is not None and isinstance(name, (str, bytes)):
+            rec.written.add(os.fsdecode(name))
+        super().__setitem__(name, item)
+
+    def __iter__(self) -> Iterator[Any]:
+        _note_env("*")
+        return super().__iter__()
+
+    def __len__(self) -> int:
+        _note_env("*")
+        return super().__len__()
+
+
+def _set_class(environ: os._Environ[Any], cls: type[os._Environ[Any]]) -> None:
+    """Make `environ` one of `cls` in place: every module's reference to os.environ sees the change."""
+    environ.__class__ = cls
+
+
+def _note_env(name: Any) -> None:
+    rec = _recorder()
+    if rec is not None and not rec.busy and isinstance(name, (str, bytes)):
+        rec.busy = True
+        try:
+            rec.note_env(os.fsdecode(name))
+        finally:
+            rec.busy = False
