@@ -17,8 +17,7 @@ from conftest import FIXTURES, copy_project, kgate
 
 import kgate.facts.run as facts_run
 from kgate.collect.cuda_sources import cuda_sources
-from kgate.compile import cuda_engine
-from kgate.compile import disassembly
+from kgate.compile import cuda_engine, disassembly
 from kgate.compile.cuda_backend import disassemble_functions
 from kgate.compile.units import Compiled
 from kgate.core.config import load_config
