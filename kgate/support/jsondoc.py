@@ -68,8 +68,10 @@ def _all_unicode(value: Any) -> bool:
 
 
 def _encodes(text: str) -> bool:
+    """Whether UTF-8 holds the text, or the bytes a name that is not UTF-8 stood for (U+DC80 to U+DCFF: how Python
+    decodes a file name's undecodable bytes, and how kgate's own documents carry such a name)."""
     try:
-        text.encode("utf-8")
+        text.encode("utf-8", "surrogateescape")
     except UnicodeEncodeError:
         return False
     return True
