@@ -22,7 +22,7 @@ from pathlib import Path
 
 from kgate.collect.cuda_flags import ArchPair, include_dirs, split_flags
 from kgate.collect.files import Exclusions, named_rel, relpath
-from kgate.collect.torch_ext import MISSING, Torch, extension_flags, extension_name, find_torch, torch_includes
+from kgate.collect.torch_ext import MISSING, Torch, extension_flags, extension_name, find_torch, is_torch_header
 from kgate.core.config import Config, CudaEntry
 from kgate.core.errors import ConfigError
 from kgate.support import jsondoc
@@ -123,9 +123,9 @@ def _source(root: Path, path: Path, rel: str, entry: CudaEntry, command: tuple[P
     # The table's own flags are relative to the project root; make their folders absolute.
     flags = split.flags + (own.flags if cwd == root else _absolute_includes(own.flags, root))
     archs = split.archs + own.archs
-    headers = scan_includes(path, include_dirs(flags, cwd), root)
+    headers, unresolved = _walk_includes(path, include_dirs(flags, cwd), root)
     key = content_key(root, (path, *headers))
-    torch, note = _torch_build(path, headers, flags, cwd, entry) if entry.torch is not False else (None, "")
+    torch, note = _torch_build(unresolved, flags, cwd, entry) if entry.torch is not False else (None, "")
     if torch is not None:
         flags += extension_flags(torch, extension_name(path), flags)
         key = hashlib.sha256(f"{key}\0torch {torch.version}".encode()).hexdigest()
@@ -133,16 +133,15 @@ def _source(root: Path, path: Path, rel: str, entry: CudaEntry, command: tuple[P
                       headers=headers, key=key, torch_note=note)
 
 
-def _torch_build(path: Path, headers: tuple[Path, ...], flags: tuple[str, ...], cwd: Path,
+def _torch_build(unresolved: frozenset[str], flags: tuple[str, ...], cwd: Path,
                  entry: CudaEntry) -> tuple[Torch | None, str]:
     """The torch whose build flags a file is given (None: none), and the note for its compile errors: a file is a
     torch extension source when it or a project header it includes includes a torch header that its own include
     folders do not hold (`torch = true`: every file, unless its flags give torch's include folder)."""
-    dirs = include_dirs(flags, cwd)
     if entry.torch is True:
-        needed = not any((folder / "c10" / "macros" / "Macros.h").is_file() for folder in dirs)
+        needed = not any((folder / "c10" / "macros" / "Macros.h").is_file() for folder in include_dirs(flags, cwd))
     else:
-        needed = bool(torch_includes((path, *headers), dirs))
+        needed = any(is_torch_header(name) for name in unresolved)
     if not needed:
         return None, ""
     torch = find_torch()
@@ -233,8 +232,15 @@ def _command(item: dict[str, object], where: str) -> tuple[Path, Path, list[str]
 def scan_includes(path: Path, dirs: list[Path], root: Path | None) -> tuple[Path, ...]:
     """Project headers reached from `path` through `#include`, conditional or not (an over-estimate is safe);
     every header found, wherever it is, when `root` is None."""
+    return _walk_includes(path, dirs, root)[0]
+
+
+def _walk_includes(path: Path, dirs: list[Path], root: Path | None) -> tuple[tuple[Path, ...], frozenset[str]]:
+    """`scan_includes`, and the names those files include that neither their folder (a quoted include) nor `dirs`
+    holds (a toolkit's or an installed library's header: torch's, `kgate.collect.torch_ext`)."""
     root = root.resolve() if root is not None else None
     seen: set[Path] = set()
+    unresolved: set[str] = set()
     todo = [path]
     while todo:
         current = todo.pop()
@@ -242,13 +248,16 @@ def scan_includes(path: Path, dirs: list[Path], root: Path | None) -> tuple[Path
             data = read_input(current)  # a header that is a named pipe is not waited on
         except OSError:
             continue
-        for kind, name in _INCLUDE.findall(data):
-            found = _resolve_include(name.decode(errors="replace"), kind == b'"', current.parent, dirs)
+        for kind, raw in _INCLUDE.findall(data):
+            name = raw.decode(errors="replace")
+            found = _resolve_include(name, kind == b'"', current.parent, dirs)
+            if found is None:
+                unresolved.add(name)
             if found is None or found in seen or (root is not None and not found.is_relative_to(root)):
                 continue
             seen.add(found)
             todo.append(found)
-    return tuple(sorted(seen))
+    return tuple(sorted(seen)), frozenset(unresolved)
 
 
 def _resolve_include(name: str, quoted: bool, folder: Path, dirs: list[Path]) -> Path | None:

@@ -285,10 +285,9 @@ class Launches(Batches):
             return Verdict(self.names.of(name), name)
         if position is None:
             return self.value(value, scope, depth, seen)
-        helper = self.helper(value.func.id) if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) \
-            else None
-        if helper is not None:  # `y, N, T = fwd(x)`: the item each `return` of the helper gives at that place
-            assert isinstance(value, ast.Call)
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and (
+                helper := self.helper(value.func.id)) is not None:
+            # `y, N, T = fwd(x)`: the item each `return` of the helper gives at that place
             returned = self._returns(helper, value, scope, depth, seen, (position, count))
             return returned if returned.cls != UNKNOWN else Verdict(self.names.of(name), name)
         shape = shape_of(value)

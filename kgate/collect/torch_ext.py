@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-_INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*([<"])([^">\r\n]+)[">]', re.MULTILINE)
 _TORCH_HEADER = re.compile(r"^(torch|ATen|c10|pybind11)/")
 _VERSION = re.compile(r"""^__version__\s*=\s*['"]([^'"]+)['"]""", re.MULTILINE)
 _STANDARD = re.compile(r"-std=c\+\+(\d\d)")
@@ -94,23 +93,10 @@ def _read_standard(folder: Path) -> str:
     return f"c++{found[0][0]}" if found else "c++17"
 
 
-def torch_includes(paths: Sequence[Path], dirs: Sequence[Path]) -> list[str]:
-    """The torch, ATen, c10 and pybind11 headers that `paths` (a source and its project headers) include and that
-    neither the including file's folder (a quoted include) nor `dirs` holds: what only torch's folders give."""
-    out: list[str] = []
-    for path in paths:
-        try:
-            data = path.read_bytes()
-        except OSError:
-            continue
-        for kind, raw in _INCLUDE.findall(data):
-            name = raw.decode(errors="replace")
-            if not _TORCH_HEADER.match(name):
-                continue
-            bases = ([path.parent] if kind == b'"' else []) + list(dirs)
-            if not any((base / name).is_file() for base in bases):
-                out.append(name)
-    return sorted(set(out))
+def is_torch_header(name: str) -> bool:
+    """Whether an included name is a torch, ATen, c10 or pybind11 header (`kgate.collect.cuda_sources` says which
+    included names no include folder of the file holds)."""
+    return bool(_TORCH_HEADER.match(name))
 
 
 def extension_flags(torch: Torch, name: str, flags: Sequence[str]) -> tuple[str, ...]:
