@@ -75,8 +75,11 @@ def _toolchain_diff(args: argparse.Namespace, config: Config, options: CheckOpti
 
 
 def _report(args: argparse.Namespace, diff: Diff) -> int:
+    from kgate.compile.import_reads import unseen_notices
     from kgate.report import diff_report
 
+    for notice in unseen_notices({**diff.base.unseen, **diff.head.unseen}, diff=True):
+        print(notice, file=sys.stderr)  # stderr: stdout is the report, in every format
     if args.format == "json":
         text = diff_report.render_json(diff)
     elif args.format == "markdown":

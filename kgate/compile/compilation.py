@@ -14,6 +14,7 @@ from kgate.collect.modules import setup_env
 from kgate.compile.autotune import Autotuned
 from kgate.compile.cache import CacheWriteError
 from kgate.compile.protocol import Outcome
+from kgate.compile.sides import DIFF_RUN
 from kgate.compile.units import Compiled, CompileFailure
 from kgate.core.config import Config
 from kgate.core.rule import CapturedKernel
@@ -53,6 +54,8 @@ class RunSummary:
     # False when an outcome came from this run's circumstances (a timeout, a worker that died): the run is
     # not recorded for replay (`kgate.pipeline.fastpath`), so the next one compiles again.
     replayable: bool = True
+    # Per kernel module, the programs its import ran whose own reads are not seen (said in the run's notices).
+    unseen: dict[str, list[str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -79,6 +82,7 @@ class Tally:
     locations: dict[str, tuple[str, int]] = field(default_factory=dict)
     autotuned: list[Autotuned] = field(default_factory=list)
     replayable: bool = True
+    unseen: dict[str, list[str]] = field(default_factory=dict)
     units: list[Compiled] = field(default_factory=list)
 
     def made(self, kind: type[Made], **more: Any) -> Made:
@@ -98,6 +102,7 @@ def worker_env(config: Config) -> dict[str, str | None]:
         # Importing the project's kernel modules must not leave bytecode in its tree.
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONWARNINGS": "ignore",
+        DIFF_RUN: os.environ.get(DIFF_RUN),  # the diff this run is a side of, if any
     }
 
 

@@ -60,10 +60,10 @@ from kgate.core.rule import CapturedKernel
 # (5: the record holds the artifacts' hashes, no facts; 6: SASS kept wherever ptxas gave a stack frame; 7: the
 # expectation implied by what the specialisation compiles, not by its source text; 8: the record names the
 # parameters the kernel takes, as the PTX passes them; 9: each kernel of a CuTe DSL call with the dynamic shared memory
-# its own launch asks for).
+# its own launch asks for; 10: the record keeps what binding a registration read, its heuristics' files and variables).
 # What the facts stage reads from the artifacts has its own version, computed (`kgate.facts.model.facts_schema`):
 # a new fact recompiles nothing.
-COMPILE_FORMAT = 9
+COMPILE_FORMAT = 10
 
 
 def compile_triton(config: Config, entries: list[PythonEntry], targets: tuple[str, ...], *, jobs: int,
@@ -97,6 +97,7 @@ def compile_triton(config: Config, entries: list[PythonEntry], targets: tuple[st
         where = import_reads.view(str(config.root.resolve()), project_roots(config), worker_env(config),
                                   import_folder(config), config.checkout_of)
         expand_kernels(config, planned, pool, cache, run.toolchain, where)
+        run.unseen = unseen_programs(planned)
         for p in planned:
             if p.where is not None:
                 p.where = (shown(p.where[0]), p.where[1])
@@ -122,10 +123,13 @@ def compile_triton(config: Config, entries: list[PythonEntry], targets: tuple[st
                     key = digest("compiled", COMPILE_FORMAT, kgate.__version__, code_digest(), tool_key, variant, target,
                                  p.source_key, p.import_key)
                     entry = cache.entry("compiled", key, record_shapes.compiled)
+                    if entry is not None and not import_reads.still_held(entry.meta.get("bound"), where):
+                        entry = None  # what binding its registration read (a heuristic's file) has changed
                     unit = _cached_unit(cache, key, entry, variant, p) if entry is not None else None
                     lacking = None if unit is None else needs(unit) if needs is not None else []
                     if entry is not None and unit is not None and lacking == []:
                         note_recorded(entry.meta)
+                        note_reads(entry.meta.get("bound") or {}, where)
                         run.units.append(unit)
                         run.cached += 1
                     elif entry is not None and lacking and cache.cubin(key, entry.meta) is not None:
@@ -153,8 +157,9 @@ def compile_triton(config: Config, entries: list[PythonEntry], targets: tuple[st
                 # the key, in another run, may have written that since).
                 reply = outcome.answer(CompileReply)
                 cubin = reply["cubin"]
-                value: dict[str, Any] = {k: v for k, v in reply.items() if k != "cubin"}
-                record = Entry(value, {"cubin": cubin, "imported": note_imported(outcome.imported)})
+                value: dict[str, Any] = {k: v for k, v in reply.items() if k not in ("cubin", "bound")}
+                record = Entry(value, {"cubin": cubin, "imported": note_imported(outcome.imported),
+                                       "bound": reply.get("bound", {})})
                 kept = bool(p.import_key) and import_reads.agree(p.reads, outcome.reads or {})
                 if kept:
                     cache.put("compiled", key, record.value, record.meta)
@@ -224,6 +229,17 @@ def _unit(cache: Cache, key: str, value: dict[str, Any], cubin: str | None, vari
                     cubin=cubin_file(cache.artifacts(key), cubin), spans_then=spans_then, spans_now=p.spans,
                     source_file=p.file, def_line=line,
                     origin=(variant["kernel"], variant["name"], context["path"], context["line"]))
+
+
+def unseen_programs(planned: list[Planned]) -> dict[str, list[str]]:
+    """Per kernel module, the programs its import ran whose own reads kgate does not see (`import_reads.UNSEEN`)."""
+    out: dict[str, list[str]] = {}
+    for p in planned:
+        programs = import_reads.unseen_programs(p.reads or {})
+        if programs:
+            module = p.kernel.partition(":")[0]
+            out[module] = sorted({*out.get(module, []), *programs})
+    return out
 
 
 def _cached_unit(cache: Cache, key: str, entry: Entry, variant: Variant, p: Planned) -> Compiled | None:

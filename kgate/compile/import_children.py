@@ -184,6 +184,11 @@ def _pythons(argv: list[str], shell: bool = False) -> list[str]:
     return [w for w in words if not w.startswith("-") and "=" not in w and _is_python(w)]
 
 
+def runs_python(argv: list[str], program: str) -> bool:
+    """Whether a program an import starts is Python or runs Python in turn: a program that reports its reads."""
+    return _is_python(program) or bool(_pythons(argv))
+
+
 def _argv(args: Any) -> list[str]:
     if isinstance(args, (str, bytes, os.PathLike)):
         return [os.fsdecode(args)]

@@ -1,7 +1,8 @@
 """What the programs a kernel module's import runs, and the libraries and databases it opens, read: each is keyed by
 its own file, and a program by every argument that names a path (`kgate.compile.import_recorder` calls `note` for
 the audit events that start or open them). A Python program reports its own reads
-(`kgate.compile.import_children`); what another reads besides is not seen.
+(`kgate.compile.import_children`); what another reads besides is not seen, and the import is marked
+(`unseen:NAME`) so that the run says so.
 
 A shell line is read for the words it runs, wherever it is handed to a shell (`os.system`, `shell=True`, `sh -c`,
 `os.popen`), and a relative path as the program reads it: from the folder it is started in (`cwd=`).
@@ -14,6 +15,7 @@ import shutil
 from typing import TYPE_CHECKING, Any
 
 from kgate.compile import import_children
+from kgate.compile.import_reads import UNSEEN, value
 
 if TYPE_CHECKING:
     from kgate.compile.import_recorder import Recorder
@@ -47,6 +49,9 @@ def note(rec: Recorder, event: str, args: tuple[Any, ...]) -> None:
         program = os.fsdecode(program)
         found = _in_folder(folder, program) if os.sep in program else shutil.which(program)
         rec.note("file", found or program)
+        if not import_children.runs_python(argv, program) and rec.where is not None:
+            name = f"{UNSEEN}:{os.path.basename(program)}"  # what it reads besides is not seen: said in the run
+            rec.add(name, value(name, rec.where))
     for word in words:
         path = _in_folder(folder, word)
         if os.path.isfile(path):

@@ -31,11 +31,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kgate.compile.cache import Cache, digest
-from kgate.compile.sides import Checkout, checked_out, named, on_this_side
+from kgate.compile.sides import DIFF_RUN, Checkout, checked_out, named, on_this_side
 from kgate.support.filestat import path_state
 
 Reads = dict[str, Any]  # name -> value when read
 UNRECORDED = "unrecorded"  # a read whose value cannot be named (`unrecorded:WHAT`): the import is not keyable
+# A program the import ran whose own reads are not seen (`unseen:git`): keyed by its file, and in a diff by the side
+# of that diff (`kgate.compile.sides.DIFF_RUN`), so that no side is served a record made before or by the other.
+UNSEEN = "unseen"
 _DISTRIBUTIONS = (".dist-info", ".egg-info", ".egg")
 MANIFEST = "reads"  # the cache kind that lists, per static key, the names its imports read
 INTERPRETER = "interpreter"  # the read of how the importing interpreter was started (`interpreter_state`)
@@ -93,6 +96,8 @@ def value(name: str, where: View) -> Any:
         return _whole_env(where.env) if rest == "*" else where.env.get(rest)
     if kind == INTERPRETER:
         return interpreter_state()
+    if kind == UNSEEN:  # what the program read is not seen: in a diff, each side's of this diff alone
+        return where.checkout[1] if where.checkout is not None else where.env.get(DIFF_RUN)
     if kind == "cwd":  # a relative path was read: which folder it is relative to
         return where.name(where.cwd)
     if kind == "pythonpath":  # where a module not in the project's folders is looked for
@@ -177,7 +182,8 @@ def keyable(reads: Reads) -> bool:
 
 
 def _whole_env(env: Mapping[str, str]) -> str:
-    return hashlib.sha256(repr(sorted(env.items())).encode()).hexdigest()
+    """The environment a module iterated, as one value: all of it but the diff it runs in (`DIFF_RUN`), kgate's."""
+    return hashlib.sha256(repr(sorted((k, v) for k, v in env.items() if k != DIFF_RUN)).encode()).hexdigest()
 
 
 def _content(path: str) -> str | None:
@@ -197,15 +203,17 @@ def _content(path: str) -> str | None:
 
 
 def _kind_of(path: str) -> str | None:
-    """What a stat tells of a path that a module can act on: its kind, a file's size (os.path.getsize) and the
-    permissions (os.access, shutil.which). Not its times, which a checkout or a copy changes with the content kept."""
+    """What a stat tells of a path that a module can act on: its kind, a file's size (os.path.getsize), the
+    permissions (os.access, shutil.which) and a file's link count (another name made or removed for it, which
+    `os.path.samefile` tells too). Not its times nor its inode, which a checkout or a copy changes with the content
+    kept."""
     try:
         st = os.stat(path)
     except (OSError, ValueError):
         return None
     permissions = f"{stat.S_IMODE(st.st_mode):o}"
     if stat.S_ISREG(st.st_mode):
-        return f"file:{st.st_size}:{permissions}"
+        return f"file:{st.st_size}:{permissions}:{st.st_nlink}"
     return f"dir:{permissions}" if stat.S_ISDIR(st.st_mode) else "other"
 
 
@@ -240,6 +248,27 @@ def _names_shape(value: Any) -> None:
     if not isinstance(value, list) or not all(isinstance(n, list) and all(isinstance(s, str) for s in n)
                                               for n in value):
         raise TypeError("not lists of names")
+
+
+def unseen_programs(reads: Reads) -> list[str]:
+    """The programs an import ran whose own reads kgate does not see (by name)."""
+    return sorted(name.partition(":")[2] for name in reads if name.startswith(UNSEEN + ":"))
+
+
+def unseen_notices(unseen: Mapping[str, list[str]], diff: bool = False) -> list[str]:
+    """What a run says of the programs its imports ran whose own reads it does not see (docs/performance.md); in a
+    diff, whose sides compile such a module afresh, that it was."""
+    tail = ("so its kernels were compiled afresh for each side of this diff" if diff else
+            "a change to what else it reads does not compile them again; run with --no-cache after one")
+    return [f"importing {module} ran {', '.join(programs)}, whose own reads kgate does not see (only the program's "
+            f"file and the paths its arguments name are keyed): {tail}" for module, programs in sorted(unseen.items())]
+
+
+def still_held(reads: Any, where: View) -> bool:
+    """Whether every name of `reads` (as a record kept them: None or a mapping) still holds what it held."""
+    if reads is None:
+        return True
+    return isinstance(reads, dict) and all(value(name, where) == held for name, held in reads.items())
 
 
 def agree(first: Reads, second: Reads) -> bool:

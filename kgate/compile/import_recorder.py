@@ -36,6 +36,7 @@ class Recorder:
         self.busy = False
         self.depth = 0
         self.written: set[str] = set()  # variables the project set itself before reading them
+        self.made: set[str] = set()  # files the import made or emptied before reading them: its output, no input
         self.sink: IO[str] | None = None  # in a child process: where each read is written as it is made
         self.children = import_children.Children()
 
@@ -69,6 +70,8 @@ class Recorder:
             return
         relative = not os.path.isabs(path)
         path = os.path.abspath(path)
+        if path in self.made:
+            return
         if kind == "file" and not keyable_file(path):  # a device, a pipe, a socket: in /dev or anywhere else
             self.unkeyable(path)
             return
@@ -91,6 +94,7 @@ class Recorder:
 # the file it leads to.
 _MAGIC_LINKS = ("/proc/", "/dev/fd/", "/dev/std")
 _RECORDER: Recorder | None = None
+_BOUND: Reads = {}  # what the bindings this worker ran read (`recording_apart`)
 _HOOKED = False
 
 
@@ -154,6 +158,32 @@ class recording:  # used as a `with` statement, as `open` is
         note_imports(rec, self.before, self.path)
         rec.children.merge(rec)
         rec.where = None
+
+
+class recording_apart(recording):
+    """Record, apart from the worker's imports, what the project's code run inside it reads after its module was
+    imported (the heuristics a registration's binding runs). `reads` holds, once the block ends, every such read
+    this worker has made so far (empty where nothing records), as an import is keyed on every read of its worker:
+    a heuristic that caches what it read (`functools.cache`) reads nothing the second time. They join the worker's
+    reads on the way out."""
+
+    reads: Reads
+
+    def __enter__(self) -> Recorder | None:
+        rec = _RECORDER
+        self.reads = {}
+        if rec is not None:
+            self.saved, rec.reads = rec.reads, self.reads
+        return super().__enter__()
+
+    def __exit__(self, *exc: object) -> None:
+        super().__exit__(*exc)
+        rec = _RECORDER
+        if rec is not None:
+            rec.reads = {**self.reads, **self.saved}
+            for name, held in self.reads.items():
+                _BOUND.setdefault(name, held)
+            self.reads = dict(_BOUND)
 
 
 def note_imports(rec: Recorder, before: set[str], sys_path: list[str]) -> None:
@@ -324,6 +354,19 @@ def _reads_content(mode: Any, flags: int) -> bool:
     return flags & os.O_ACCMODE != os.O_WRONLY and not flags & (os.O_TRUNC | os.O_EXCL)
 
 
+def _was_read(rec: Recorder, path: str) -> bool:
+    """Whether the import read the file's content before (then it stays an input of the import)."""
+    return rec.where is not None and f"file:{rec.where.name(os.path.abspath(path))}" in rec.reads
+
+
+def _makes(mode: Any, flags: int, path: str) -> bool:
+    """Whether an open for writing makes the file's content anew: it empties it ("w", "x", O_TRUNC, O_EXCL) or
+    there was none (an append to an existing file keeps what it held)."""
+    if not os.path.lexists(path):
+        return True
+    return any(c in str(mode) for c in "wx") if mode is not None else bool(flags & (os.O_TRUNC | os.O_EXCL))
+
+
 def _hook(event: str, args: tuple[Any, ...]) -> None:
     rec = _RECORDER
     if rec is None or rec.where is None or rec.busy or event not in _EVENTS:
@@ -342,10 +385,14 @@ def _hook(event: str, args: tuple[Any, ...]) -> None:
             return
         path = args[0] if args else None
         if event == "open":
-            if _reads_content(args[1], args[2]) and isinstance(path, (str, bytes, os.PathLike)):
+            if not isinstance(path, (str, bytes, os.PathLike)):
+                return
+            if _reads_content(args[1], args[2]):
                 rec.note("file", os.fsdecode(path))
                 # The code that opened it; none where the interpreter opens a program's main script.
                 import_text.note_open(rec, os.fsdecode(path), sys._getframe(0).f_back)
+            elif _makes(args[1], args[2], os.fsdecode(path)) and not _was_read(rec, os.fsdecode(path)):
+                rec.made.add(os.path.abspath(os.fsdecode(path)))  # what it holds from now on is the import's own
         elif (kind := _kind_of_listing(event)) is None:
             return
         elif path is None or isinstance(path, (str, bytes, os.PathLike)):

@@ -165,6 +165,7 @@ class CompileReply(_CompileReply, total=False):
     """A `triton.compile` or `cute.compile` task's answer: what the compile record holds, and the cubin's hash."""
 
     entry_smem: dict[str, int]  # a CuTe DSL call's shared memory per kernel, as its launch asks
+    bound: dict[str, Any]  # what binding the registration read (its heuristics): name -> value (`import_reads`)
 
 
 class CudaReply(TypedDict, total=False):

@@ -18,6 +18,10 @@ from __future__ import annotations
 import os
 
 Checkout = tuple[str, str]  # (the working tree's repository, the base revision's checkout of it)
+# Set by `kgate diff` for the length of the diff to a token of its own (and handed to compile workers): what no read
+# of an import tells apart (a program whose own reads are not seen) is keyed by it, so that neither side of a diff is
+# served a record made before it, by the other side or by a check.
+DIFF_RUN = "KGATE_DIFF_RUN"
 
 
 def named(path: str, checkout: Checkout | None) -> str:

@@ -32,7 +32,7 @@ from kgate.compile.cache import cache_write_failure, kept, triton_folder, write_
 from kgate.compile.payloads import CompileReply, CompileRequest, ExpandRequest, Expansion, Param
 from kgate.compile.units import CUBIN, Compiled, steady_log, store_text
 from kgate.compile.worker_facts import analysed
-from kgate.compile.worker_imports import KernelError, imported, load
+from kgate.compile.worker_imports import KernelError, bound_apart, imported, load
 from kgate.core.schema import CAPABILITY
 
 
@@ -107,8 +107,12 @@ def compile_variant(payload: CompileRequest) -> CompileReply:
     target = payload["target"]
     capability = CAPABILITY[target]
     fn, _configs = _jit_function(obj)
+    bound: dict[str, Any] = {}  # what the project's code run to bind the registration (its heuristics) read
     if "bind" in variant:
-        spec = Specialization.from_record(bind_registration(obj, variant["kernel"], variant["bind"], capability))
+        apart = bound_apart(payload)
+        with apart:
+            spec = Specialization.from_record(bind_registration(obj, variant["kernel"], variant["bind"], capability))
+        bound = apart.reads
     else:
         spec = Specialization.from_record(variant["spec"])
         why = spec.mismatch([{"name": p.name, "constexpr": bool(p.is_constexpr),
@@ -155,7 +159,8 @@ def compile_variant(payload: CompileRequest) -> CompileReply:
                     context=context, dynamic_smem=dynamic_smem, cubin=(str(cubin_path), None))
     # The facts stage reads the variant here and the SASS it lacks is disassembled from the cubin just written.
     unit = analysed(payload, unit, lambda _symbols: (disassemble(cubin_path), None))
-    return {"context": context, "artifacts": dict(unit.hashes), "dynamic_smem": dynamic_smem, "cubin": cubin_hash}
+    return {"context": context, "artifacts": dict(unit.hashes), "dynamic_smem": dynamic_smem, "cubin": cubin_hash,
+            "bound": bound}
 
 
 def bind_registration(obj: Any, kernel: str, bind: dict[str, Any], capability: int) -> dict[str, Any]:

@@ -22,13 +22,15 @@ class Side:
     cached: int = 0
     seconds: float = 0.0
     covered: frozenset[str] = frozenset()
+    # Per kernel module, the programs its import ran whose own reads are not seen (`kgate.compile.import_reads`).
+    unseen: dict[str, list[str]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {"label": self.label, "facts": [f.to_json() for f in self.facts.values()],
                 "failures": [[*key, message] for key, message in self.failures.items()],
                 "cubins": [[*key, path, digest] for key, (path, digest) in self.cubins.items()],
                 "toolchain": self.toolchain, "compiled": self.compiled, "cached": self.cached,
-                "seconds": self.seconds, "covered": sorted(self.covered)}
+                "seconds": self.seconds, "covered": sorted(self.covered), "unseen": self.unseen}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Side:
@@ -37,4 +39,5 @@ class Side:
                    {(k, v, t): str(m) for k, v, t, m in data["failures"]},
                    {(k, v, t): (str(p), d) for k, v, t, p, d in data["cubins"]},
                    {str(k): str(v) for k, v in data["toolchain"].items()}, int(data["compiled"]),
-                   int(data["cached"]), float(data["seconds"]), frozenset(data["covered"]))
+                   int(data["cached"]), float(data["seconds"]), frozenset(data["covered"]),
+                   {str(k): [str(p) for p in v] for k, v in dict(data.get("unseen", {})).items()})

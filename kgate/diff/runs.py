@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -13,6 +16,7 @@ from kgate.collect import revision
 from kgate.collect.registry import captured_specs, triton_entries
 from kgate.compile.cache import Cache
 from kgate.compile.compilation import Progress
+from kgate.compile.sides import DIFF_RUN
 from kgate.core.config import Config, load_config
 from kgate.core.errors import ConfigError, KgateError
 from kgate.diff.compare import Diff, compare, matched, needs_listing
@@ -39,7 +43,7 @@ def revision_diff(config: Config, options: CheckOptions, base_rev: str | None, p
     rev, named = (base_rev, base_rev) if base_rev else revision.default_base(top)
     commit = revision.commit_of(top, rev)
     cache_dir = str((config.root / config.cache_dir).resolve())
-    with revision.checkout(top, commit) as tree:
+    with revision.checkout(top, commit) as tree, diff_run():
         base_config = _base_config(config, top, tree, named, cache_dir)  # a base that cannot be read fails first
         if nothing and nothing_to_gate(base_config, triton_entries(base_config), captured_specs(base_config)):
             raise ConfigError(nothing)  # neither side has a kernel: what the working tree lacks is said
@@ -48,6 +52,20 @@ def revision_diff(config: Config, options: CheckOptions, base_rev: str | None, p
         require_selection(config, options, base, head)
         return compare_sides(cache_dir, base, head, options.jobs, (str(config.root.resolve()), str(base_config.root)),
                         pairs)
+
+
+@contextmanager
+def diff_run() -> Iterator[None]:
+    """The length of one diff, named by a token of its own (`kgate.compile.sides.DIFF_RUN`)."""
+    was = os.environ.get(DIFF_RUN)
+    os.environ[DIFF_RUN] = secrets.token_hex(8)
+    try:
+        yield
+    finally:
+        if was is None:
+            os.environ.pop(DIFF_RUN, None)
+        else:
+            os.environ[DIFF_RUN] = was
 
 
 def _base_config(config: Config, top: Path, tree: Path, rev: str, cache_dir: str) -> Config:

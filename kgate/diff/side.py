@@ -28,4 +28,4 @@ def compile_side(config: Config, options: CheckOptions, label: str, progress: Pr
     failures = {(f.kernel, f.variant, f.target): (f.message.splitlines() or [""])[0] for f in compiled.failures}
     return Side(label, {f.key: f for f in compiled.facts}, failures, dict(compiled.cubins),
                 {k: v for k, v in compiled.toolchain.items() if not k.endswith(".id")}, compiled.compiled,
-                compiled.cached, time.perf_counter() - started, covered)
+                compiled.cached, time.perf_counter() - started, covered, dict(compiled.unseen))

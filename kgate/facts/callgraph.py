@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kgate.collect.cuda_names import short_name
-from kgate.facts.dataflow import Origins, access_origins, call_arguments, pointer_origins
+from kgate.facts.dataflow import Origins, access_origins, address, call_arguments, pointer_origins, stack_registers
 from kgate.facts.ptx import (
     Block,
     GlobalAccess,
@@ -145,6 +145,7 @@ class CallGraph:
         self._must_wait: dict[str, bool] | None = None
         self._unwaited: dict[str, dict[_Key, _Found]] | None = None
         self._origins: dict[str, Origins] = {}
+        self._stack: dict[str, frozenset[str]] = {}
 
     def callees(self, name: str) -> list[str]:
         """What one function calls, in text order, each once: a name, or INDIRECT."""
@@ -251,6 +252,12 @@ class CallGraph:
             self._origins[name] = pointer_origins(self.functions[name])
         return self._origins[name]
 
+    def on_stack(self, name: str, instr: Instruction) -> bool:
+        """Whether a generic access of a function is to its own stack (`kgate.facts.dataflow.stack_registers`)."""
+        if name not in self._stack:
+            self._stack[name] = stack_registers(self.functions[name])
+        return address(instr) in self._stack[name]
+
     def _cfg(self, name: str) -> list[Block]:
         if name not in self._blocks:
             self._blocks[name] = build_cfg(self.functions[name].items)
@@ -350,7 +357,7 @@ class CallGraph:
                             out.setdefault(key, found)
                     if self._call_waits(instr, waits):
                         state = False
-                elif state and is_global_access(instr.opcode):
+                elif state and is_global_access(instr.opcode) and not self.on_stack(name, instr):
                     origins = access_origins(self.functions[name], instr, self.origins(name))
                     out.setdefault((name, instr.ptx_line, origins),
                                    _Found(instr.opcode, instr, (), writes=writes_global(instr.opcode), origins=origins))

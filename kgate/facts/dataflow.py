@@ -94,6 +94,45 @@ def pointer_origins(function: PtxFunction) -> Origins:
     return _propagate(seeds, edges)
 
 
+_IMMEDIATE = re.compile(r"^-?(0[xX][0-9a-fA-F]+|\d+)U?$")
+
+
+def stack_registers(function: PtxFunction) -> frozenset[str]:
+    """The registers that hold a generic address of the function's own stack, on every definition: made by
+    `cvta.local` (a debug build's `%SP` over `__local_depot`), or moved or offset by a constant from one. A generic
+    access through one touches the thread's local memory, never global memory."""
+    defined: dict[str, list[Instruction]] = defaultdict(list)
+    for instr in function.instructions:
+        ops = operands(instr)
+        if ops and ops[0].startswith("%") and not instr.opcode.startswith(("st.", "red.", "call")):
+            defined[ops[0]].append(instr)
+    local: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for register, definitions in defined.items():
+            if register not in local and all(_onto_stack(d, local) for d in definitions):
+                local.add(register)
+                changed = True
+    return frozenset(local)
+
+
+def _onto_stack(instr: Instruction, local: set[str]) -> bool:
+    """Whether an instruction makes a stack address: `cvta.local`, or `mov`/`add`/`sub` of a stack address and a
+    constant."""
+    if instr.predicated:
+        return False
+    head, ops = instr.opcode.split(".", 1)[0], operands(instr)
+    if instr.opcode.startswith("cvta.local"):
+        return True
+    if head == "mov" and len(ops) == 2:
+        return ops[1] in local
+    if head in ("add", "sub") and len(ops) == 3:
+        return ops[1] in local and bool(_IMMEDIATE.match(ops[2])) or head == "add" and ops[2] in local and bool(
+            _IMMEDIATE.match(ops[1]))
+    return False
+
+
 def _propagate(seeds: dict[str, set[int]], edges: dict[str, set[str]]) -> Origins:
     found: dict[str, set[int]] = defaultdict(set)
     for register, indices in seeds.items():

@@ -16,6 +16,7 @@ from kgate.collect.registry import captured_specs, triton_entries, triton_kernel
 from kgate.compile import preflight
 from kgate.compile.cache import unusable as cache_unusable
 from kgate.compile.compilation import Progress, default_jobs, worker_env
+from kgate.compile.import_reads import unseen_notices
 from kgate.compile.pool import Pool
 from kgate.core.artifacts import ArtifactPlan
 from kgate.core.config import KNOWN_TARGETS, Config, PythonEntry
@@ -241,7 +242,7 @@ def gate(checked: CheckRun, options: CheckOptions, config: Config, *, baseline: 
     compiled = checked.compiled
     return Result.judged("check", checked.findings, ratchet.apply(checked.state, config, enabled=baseline),
                          kernels=compiled.facts, fail_on=options.fail_on, suppressed=checked.suppressed,
-                         files_checked=checked.files_checked,
+                         files_checked=checked.files_checked, notices=unseen_notices(compiled.unseen),
                          stats={"compiled": compiled.compiled, "cached": compiled.cached})
 
 
@@ -258,5 +259,6 @@ def merge_runs(first: CompileRun, second: CompileRun) -> CompileRun:
         autotuned=first.autotuned + second.autotuned,
         locations={**first.locations, **second.locations},
         replayable=first.replayable and second.replayable,
+        unseen={**first.unseen, **second.unseen},
         cubins={**first.cubins, **second.cubins},
     )

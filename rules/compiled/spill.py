@@ -5,7 +5,10 @@ spill bytes above a fraction (default one quarter) of the register bytes per
 thread (registers x 4). A kernel's spills are its own and those of every
 device function it calls, directly or not (`__noinline__`,
 `@triton.jit(noinline=True)`): ptxas reports a called function's spills in
-a block of its own, and the finding names the functions they are in.
+a block of its own, and the finding names the functions they are in. A
+function whose code is not in the kernel's compile (defined in another
+file and linked, `-rdc=true`) has figures ptxas prints where it compiles
+that file: the kernel gets a note naming it, never a silent zero.
 
 A spill at the register ceiling is the ceiling's (KG102): where both are
 reported on one variant, the spill is told inside the register-ceiling
@@ -41,6 +44,7 @@ from collections.abc import Iterable
 from kgate.core.artifacts import Artifact
 from kgate.core.findings import Severity
 from kgate.core.rule import CompiledContext, Option, Report, Rule
+from kgate.facts.callgraph import INDIRECT
 from kgate.facts.model import KernelFacts, Resources
 from kgate.hardware.budgets import spill_cliff_bytes
 
@@ -54,7 +58,18 @@ def _in_callees(facts: KernelFacts, res: Resources) -> str:
         ", which the kernel calls)"
 
 
+def _unseen(facts: KernelFacts) -> list[str]:
+    """The functions the kernel calls whose code is not in its compile (defined in another file under `-rdc=true`):
+    their spills are not in the figures ptxas printed for it."""
+    return [facts.function_name(name) for name in facts.entry.opaque_calls if name != INDIRECT]
+
+
 def check(facts: KernelFacts, ctx: CompiledContext) -> Iterable[Report]:
+    unseen = _unseen(facts)
+    if unseen:
+        yield Report("calls " + ", ".join(f"`{name}`" for name in unseen) + ", whose code is not in this compile "
+                     "(compiled apart and linked, as under -rdc=true): its spills and stack frame are not counted here; "
+                     "the build that compiles its file reports them", severity=Severity.NOTE)
     res = facts.resources
     if res.spill_stores == 0 and res.spill_loads == 0:
         return
