@@ -234,7 +234,8 @@ def test_a_program_whose_reads_are_not_seen_is_named_in_every_run(tmp_path: Path
         run = kgate("check", cwd=project)
         assert run.code == 0 and said in run.stdout, run.stdout + run.stderr
     _write(project, change)
-    assert "BLOCK=8192," in kgate("check", "--show-kernels", "--no-cache", cwd=project).stdout
+    wide = {"COLUMNS": "250"}  # the table's whole variant names, whatever terminal the suite runs under
+    assert "BLOCK=8192," in kgate("check", "--show-kernels", "--no-cache", cwd=project, env=wide).stdout
 
 
 @pytest.mark.parametrize("case", sorted(PRUNED))
@@ -281,7 +282,7 @@ def test_what_does_not_change_is_served_from_the_cache(tmp_path: Path, case: str
     (project / "kgate.toml").write_text(CFG)
     (project / f"r_{case}.py").write_text(text)
     _write(project, files)
-    first = kgate("check", "-v", "--show-kernels", cwd=project)
+    first = kgate("check", "-v", "--show-kernels", cwd=project, env={"COLUMNS": "250"})
     assert "1 compiled" in first.stderr + first.stdout and "BLOCK=256," in first.stdout, first.stdout + first.stderr
     (project / "unrelated.txt").write_text("a run that cannot be replayed")  # the cache answers, not the replay
     again = kgate("check", "-v", cwd=project)
