@@ -37,6 +37,9 @@ class Recorder:
         self.depth = 0
         self.written: set[str] = set()  # variables the project set itself before reading them
         self.made: set[str] = set()  # files the import made or emptied before reading them: its output, no input
+        # While a registration is bound: the folder of the compiler's package, whose own reads (a module it imports
+        # late, a variable it reads) are the toolchain's, keyed by its version, not the project's.
+        self.toolchain = ""
         self.sink: IO[str] | None = None  # in a child process: where each read is written as it is made
         self.children = import_children.Children()
 
@@ -64,13 +67,32 @@ class Recorder:
         """A read whose value cannot be named: the import's records are never kept."""
         self.add(f"{UNRECORDED}:{what}", None)
 
+    def by_toolchain(self) -> bool:
+        """Whether the read being made is the compiler's own while a registration is bound: the code nearest the
+        read, past the standard library and kgate, is the compiler's, and no code of the project's runs it (a
+        module the compiler imports late; a heuristic the compiler calls makes the project's reads, and so does
+        a compiler function the heuristic calls)."""
+        if not self.toolchain or self.where is None:
+            return False
+        frame, nearest = sys._getframe(1), None
+        while frame is not None:
+            filename = frame.f_code.co_filename
+            if filename.startswith(self.toolchain):
+                nearest = nearest or "compiler"
+            elif os.path.isabs(filename) and self.where.owned(filename):
+                return False
+            elif not (filename.startswith("<") or (filename + os.sep).startswith(self.skip)):
+                nearest = nearest or "other"
+            frame = frame.f_back
+        return nearest == "compiler"
+
     def note(self, kind: str, path: str) -> None:
         where = self.where
-        if where is None:
+        if where is None or self.by_toolchain():
             return
         relative = not os.path.isabs(path)
         path = os.path.abspath(path)
-        if path in self.made:
+        if path in self.made or (self.toolchain and path.startswith(self.toolchain)):
             return
         if kind == "file" and not keyable_file(path):  # a device, a pipe, a socket: in /dev or anywhere else
             self.unkeyable(path)
@@ -86,7 +108,8 @@ class Recorder:
             self.add(name, value(name, where))
 
     def note_env(self, name: str) -> None:
-        if self.where is not None and name not in self.written and f"env:{name}" not in self.reads:
+        if self.where is not None and name not in self.written and f"env:{name}" not in self.reads \
+                and not self.by_toolchain():
             self.add(f"env:{name}", value(f"env:{name}", self.where))
 
 
@@ -174,12 +197,16 @@ class recording_apart(recording):
         self.reads = {}
         if rec is not None:
             self.saved, rec.reads = rec.reads, self.reads
+            compiler = sys.modules.get("triton")
+            folder = getattr(compiler, "__file__", None)
+            rec.toolchain = os.path.join(os.path.dirname(os.path.abspath(folder)), "") if folder else ""
         return super().__enter__()
 
     def __exit__(self, *exc: object) -> None:
         super().__exit__(*exc)
         rec = _RECORDER
         if rec is not None:
+            rec.toolchain = ""
             rec.reads = {**self.reads, **self.saved}
             for name, held in self.reads.items():
                 _BOUND.setdefault(name, held)
@@ -197,6 +224,8 @@ def note_imports(rec: Recorder, before: set[str], sys_path: list[str]) -> None:
         if name in before:
             continue
         path = getattr(module, "__file__", None)
+        if rec.toolchain and isinstance(path, str) and os.path.abspath(path).startswith(rec.toolchain):
+            continue  # a module of the compiler's, imported late as it binds a registration
         if isinstance(path, str):
             rec.note("file", path)
         places = [path] if isinstance(path, str) else list(getattr(module, "__path__", None) or [])
@@ -270,7 +299,7 @@ def patch(rec: Recorder) -> None:
     real_find = _SAVED["find_spec"] = importlib.util._find_spec  # type: ignore[attr-defined]
 
     def find_spec(name: str, *args: Any, **kwargs: Any) -> Any:  # importlib.util.find_spec raises no audit event
-        if isinstance(name, str):
+        if isinstance(name, str) and not rec.by_toolchain():
             _LOOKED_FOR.add(name)
         return real_find(name, *args, **kwargs)
 
@@ -373,6 +402,8 @@ def _hook(event: str, args: tuple[Any, ...]) -> None:
         return
     rec.busy = True
     try:
+        if rec.by_toolchain():  # while a registration is bound: what the compiler itself does
+            return
         if event == "import":
             if isinstance(args[0], str):
                 _LOOKED_FOR.add(args[0])
