@@ -22,11 +22,11 @@ BINDING = '''\
 import json, os, sys
 sys.path.insert(0, {project!r})
 import triton.runtime.cache
-from kgate.compile import import_recorder
+from kgate.compile import import_binding, import_recorder
 import_recorder.recorder([])
 with import_recorder.recording({project!r}, [{project!r}], {project!r}):
     import heur
-apart = import_recorder.recording_apart({project!r}, [{project!r}], {project!r})
+apart = import_binding.recording_apart({project!r}, [{project!r}], {project!r})
 with apart:
     triton.runtime.cache.FileCacheManager("k" * 64).get_file("compiler-own.json")
     heur.probe()

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from types import FrameType
 from typing import IO, Any
 
 from kgate.compile import import_children, import_environ, import_programs, import_reads, import_text
@@ -74,7 +75,8 @@ class Recorder:
         a compiler function the heuristic calls)."""
         if not self.toolchain or self.where is None:
             return False
-        frame, nearest = sys._getframe(1), None
+        frame: FrameType | None = sys._getframe(1)
+        nearest = None
         while frame is not None:
             filename = frame.f_code.co_filename
             if filename.startswith(self.toolchain):
@@ -117,7 +119,6 @@ class Recorder:
 # the file it leads to.
 _MAGIC_LINKS = ("/proc/", "/dev/fd/", "/dev/std")
 _RECORDER: Recorder | None = None
-_BOUND: Reads = {}  # what the bindings this worker ran read (`recording_apart`)
 _HOOKED = False
 
 
@@ -181,36 +182,6 @@ class recording:  # used as a `with` statement, as `open` is
         note_imports(rec, self.before, self.path)
         rec.children.merge(rec)
         rec.where = None
-
-
-class recording_apart(recording):
-    """Record, apart from the worker's imports, what the project's code run inside it reads after its module was
-    imported (the heuristics a registration's binding runs). `reads` holds, once the block ends, every such read
-    this worker has made so far (empty where nothing records), as an import is keyed on every read of its worker:
-    a heuristic that caches what it read (`functools.cache`) reads nothing the second time. They join the worker's
-    reads on the way out."""
-
-    reads: Reads
-
-    def __enter__(self) -> Recorder | None:
-        rec = _RECORDER
-        self.reads = {}
-        if rec is not None:
-            self.saved, rec.reads = rec.reads, self.reads
-            compiler = sys.modules.get("triton")
-            folder = getattr(compiler, "__file__", None)
-            rec.toolchain = os.path.join(os.path.dirname(os.path.abspath(folder)), "") if folder else ""
-        return super().__enter__()
-
-    def __exit__(self, *exc: object) -> None:
-        super().__exit__(*exc)
-        rec = _RECORDER
-        if rec is not None:
-            rec.toolchain = ""
-            rec.reads = {**self.reads, **self.saved}
-            for name, held in self.reads.items():
-                _BOUND.setdefault(name, held)
-            self.reads = dict(_BOUND)
 
 
 def note_imports(rec: Recorder, before: set[str], sys_path: list[str]) -> None:
@@ -437,6 +408,7 @@ def _hook(event: str, args: tuple[Any, ...]) -> None:
 
 
 def current() -> Recorder | None:
+    """This process's recorder, where it has one (a compile worker's, a program an import started)."""
     return _RECORDER
 
 

@@ -78,12 +78,12 @@ def imported(payload: ImportRequest, kernel: str) -> Any:
 def bound_apart(payload: ImportRequest) -> Any:
     """A `with` block that records, apart, what the project's code run inside it reads (its module already
     imported, as `imported` records): its `reads` once the block ends."""
-    from kgate.compile import import_recorder
+    from kgate.compile import import_binding
 
     roots = payload.get("roots") or payload["sys_path"]
     checkout = payload.get("checkout") or ()
-    return import_recorder.recording_apart(roots[0], roots, payload.get("cwd"),
-                                           (checkout[0], checkout[1]) if checkout else None)
+    return import_binding.recording_apart(roots[0], roots, payload.get("cwd"),
+                                          (checkout[0], checkout[1]) if checkout else None)
 
 
 def load(kernel: str) -> Any:
