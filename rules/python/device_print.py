@@ -46,7 +46,10 @@ that the gated specialisations leave off:
 
 A print inside a constexpr-guarded branch is still reported (the rule
 reads the source, not the specialisation); add
-`# kgate: ignore[KG204] <reason>` on that line.
+`# kgate: ignore[KG204] <reason>` on that line. A print in a branch whose
+condition is a literal (`if False:`, `if 0:`, the `else` of `if True:`,
+`while False:`) is not reported: Triton folds the condition while
+compiling and none of the branch reaches the kernel.
 
 ## Options
 None.
@@ -79,6 +82,27 @@ def _device_print(name: str | None) -> bool:
     return op == "device_print" and py.is_triton_language(module)
 
 
+def _literal(test: ast.expr) -> ast.Constant | None:
+    """The literal a condition is, `not` of one included (Triton folds both while compiling), else None."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = _literal(test.operand)
+        return ast.Constant(not inner.value) if inner is not None else None
+    return test if isinstance(test, ast.Constant) else None
+
+
+def _never_compiled(fn: ast.AST) -> set[ast.stmt]:
+    """The statements of branches a literal condition rules out: the body of `if False:` or `while False:`, the
+    `else` of `if True:`."""
+    dead: set[ast.stmt] = set()
+    for stmt in py.statements(fn):
+        if not isinstance(stmt, (ast.If, ast.While)) or (literal := _literal(stmt.test)) is None:
+            continue
+        for branch in (stmt.orelse,) if literal.value else (stmt.body,):
+            for inner in branch:
+                dead.update(py.statements(inner))
+    return dead
+
+
 def check(source: SourceFile, ctx: SourceContext) -> Iterable[Report]:
     info = py.info(source)
     if not info.uses_triton():
@@ -88,7 +112,10 @@ def check(source: SourceFile, ctx: SourceContext) -> Iterable[Report]:
         if not _gated_jit(fn, imports):
             continue
         prefix = "gl" if py.kernel_language(fn, imports) == "gluon" else "tl"
+        dead = _never_compiled(fn)
         for stmt in py.statements(fn):
+            if stmt in dead:
+                continue
             for node in py.expressions(stmt):
                 if not isinstance(node, ast.Call):
                     continue
