@@ -6,6 +6,7 @@ key)`): the keys of a kernel tuned so take a few values whatever the batch (KG20
 from __future__ import annotations
 
 import ast
+import weakref
 from collections.abc import Iterator
 
 from kgate.collect import pyautotune
@@ -36,11 +37,18 @@ def rounds_keys(call: ast.Call, info: py.ParsedModule, path: str, rel: str) -> b
     return ALWAYS in flags or bool(flags & turned_on)
 
 
-def rounding_flags(tree: ast.Module) -> set[str]:
+def rounding_flags(tree: ast.Module) -> frozenset[str]:
     """The flags under which a function of the module rounds a key with a bucketing function (`if
-    self.nearest_power_of_two: key = ...`), `ALWAYS` for one no flag guards."""
-    return {flag for fn in ast.walk(tree) if isinstance(fn, py.Function)
-            for stmt, flag in _guarded(fn.body, ALWAYS) if _rounds_key(stmt)}
+    self.nearest_power_of_two: key = ...`), `ALWAYS` for one no flag guards. Read once per parsed module: every
+    autotune the autotuner is applied by asks (a module's parse is kept for the run while it is unchanged)."""
+    held = _FLAGS.get(tree)
+    if held is None:
+        held = _FLAGS[tree] = frozenset(flag for fn in ast.walk(tree) if isinstance(fn, py.Function)
+                                        for stmt, flag in _guarded(fn.body, ALWAYS) if _rounds_key(stmt))
+    return held
+
+
+_FLAGS: weakref.WeakKeyDictionary[ast.Module, frozenset[str]] = weakref.WeakKeyDictionary()
 
 
 def _guarded(body: list[ast.stmt], flag: str) -> Iterator[tuple[ast.stmt, str]]:
