@@ -17,7 +17,7 @@ from conftest import FIXTURES, copy_project, kgate
 
 import kgate.facts.run as facts_run
 from kgate.collect.cuda_sources import cuda_sources
-from kgate.compile import cuda_engine
+from kgate.compile import cuda_engine, disassembly
 from kgate.compile.cuda_backend import disassemble_functions
 from kgate.compile.units import Compiled
 from kgate.core.config import load_config
@@ -77,6 +77,29 @@ def test_whole_cubin_disassembly_gives_each_function_what_fun_gives(built: dict,
         assert parse_sass(ours) == parse_sass(fun)
         assert local_in_loops(ours) == local_in_loops(fun)
         assert "/* 0x" not in ours  # the encoding words are left out
+
+
+@pytest.mark.parametrize("name", SOURCES)
+def test_nvdisasm_of_the_functions_wanted_is_the_whole_cuobjdump_listing_byte_for_byte(built: dict, name: str) -> None:
+    """`nvdisasm -fun` names branch targets by labels: each is replaced by its address, as cuobjdump prints it."""
+    cubin, _text = built[name]
+    whole = _cuobjdump("-sass", str(cubin))
+    symbols = sorted(_instructions(whole))
+    for asked in (symbols, symbols[:1], symbols[len(symbols) // 2:], [*symbols[:2], "not_a_function"]):
+        ours = disassembly._nvdisasm_functions(cubin, asked)
+        assert ours == disassembly.sass_functions(whole, asked)
+    listing = subprocess.run([str(bundled_tool("nvdisasm")), "-c", str(cubin)], check=True, capture_output=True,
+                             text=True).stdout
+    assert "`(" in listing or name != "spill.cu"  # the loops' branches name labels
+
+
+def test_a_label_outside_its_section_gives_no_nvdisasm_text() -> None:
+    """A target nvdisasm names that the section does not define: the whole cubin is listed by cuobjdump instead."""
+    listing = ("\t.section\t.text.k,\"ax\",@progbits\n.L_x_0:\n        /*0000*/                   BRA `(.L_x_0);\n"
+               "        /*0010*/                   CALL.REL.NOINC `(other) ;\n")
+    assert disassembly._as_cuobjdump(listing, {"k"}) is None
+    one = listing.split("        /*0010*/")[0]
+    assert disassembly._as_cuobjdump(one, {"k"}) == "Function : k\n/*0000*/                   BRA 0x0;\n"
 
 
 def _old_split_functions(text: str) -> list[tuple[str, str, str, int]]:
@@ -207,3 +230,17 @@ def _sha256(path: Path) -> str:
     import hashlib
 
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_facts_written_to_the_cache_are_what_asdict_gives(tmp_path: Path) -> None:
+    """`KernelFacts.to_json` builds the record without asdict's deep copies: the same values, of the same types."""
+    from dataclasses import asdict
+
+    project = copy_project("cuda", tmp_path)
+    assert kgate("check", "--format", "json", cwd=project).code == 1
+    records = [json.loads(p.read_text())["value"] for p in (project / ".kgate-cache" / "v1" / "facts").glob("*.json")]
+    facts = [KernelFacts.from_json(data) for record in records for _symbol, data in record["kernels"]]
+    assert any(item.sass is not None for item in facts) and any(item.entry.unwaited_accesses for item in facts)
+    for item in facts:
+        ours, theirs = item.to_json(), asdict(item)
+        assert ours == theirs and repr(ours) == repr(theirs)
