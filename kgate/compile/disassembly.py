@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from kgate.facts.cubin import function_symbols
+from kgate.compile.elf import function_symbols
 from kgate.support import tools
 
 # cuobjdump's listing: a function's header, an instruction line (its address first), an encoding comment.
