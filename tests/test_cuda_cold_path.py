@@ -81,16 +81,54 @@ def test_whole_cubin_disassembly_gives_each_function_what_fun_gives(built: dict,
 
 @pytest.mark.parametrize("name", SOURCES)
 def test_nvdisasm_of_the_functions_wanted_is_the_whole_cuobjdump_listing_byte_for_byte(built: dict, name: str) -> None:
-    """`nvdisasm -fun` names branch targets by labels: each is replaced by its address, as cuobjdump prints it."""
+    """`nvdisasm -fun` names branch targets by labels: each is replaced by its address, as cuobjdump prints it. Where
+    nvdisasm writes columns (older tools), the SASS is cuobjdump's own: the same bytes under every toolkit."""
     cubin, _text = built[name]
     whole = _cuobjdump("-sass", str(cubin))
     symbols = sorted(_instructions(whole))
-    for asked in (symbols, symbols[:1], symbols[len(symbols) // 2:], [*symbols[:2], "not_a_function"]):
-        ours = disassembly._nvdisasm_functions(cubin, asked)
-        assert ours == disassembly.sass_functions(whole, asked)
     listing = subprocess.run([str(bundled_tool("nvdisasm")), "-c", str(cubin)], check=True, capture_output=True,
                              text=True).stdout
+    for asked in (symbols, symbols[:1], symbols[len(symbols) // 2:], [*symbols[:2], "not_a_function"]):
+        assert disassemble_functions(cubin, asked) == disassembly.sass_functions(whole, asked)
+        ours = disassembly._nvdisasm_functions(cubin, asked)
+        assert (ours is None) == disassembly.in_columns(listing)  # nvdisasm's text wherever it is not in columns
+        assert ours is None or ours == disassembly.sass_functions(whole, asked)
     assert "`(" in listing or name != "spill.cu"  # the loops' branches name labels
+
+
+# One instruction as each toolkit's nvdisasm prints it: CUDA 12's with its scheduling fields, padded into columns
+# as wide as the longest text listed; CUDA 13's without them.
+IN_COLUMNS = ("        /*0200*/                   BRA.U !UP0, `(.L_x_0)                                 ?trans5;\n"
+              "        /*0210*/                   LDC R20, c[0x0][0x394]          &wr=0x1          ?trans1;\n")
+PLAIN = ("        /*0200*/                   BRA.U !UP0, `(.L_x_0) ;\n"
+         "        /*1950*/                   MUFU.RSQ R3, -QNAN  ;\n")
+
+
+def test_a_listing_in_columns_is_not_taken_for_cuobjdumps() -> None:
+    """Columns are as wide as the longest text of all that was listed (the whole cubin for cuobjdump, the functions
+    named for nvdisasm, its labels at their own length): a listing in columns gives no cuobjdump text."""
+    assert disassembly.in_columns(IN_COLUMNS) and disassembly.in_columns(IN_COLUMNS.splitlines()[1])
+    assert not disassembly.in_columns(PLAIN)  # an operand's own spacing is no column
+
+
+@pytest.mark.skipif(bundled_tool("nvdisasm") is None, reason="nvdisasm is needed")
+def test_an_nvdisasm_that_writes_columns_is_run_once(built: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once an nvdisasm is found to write columns, its cubins go to cuobjdump without running it again."""
+    cubin, _text = built["spill.cu"]
+    ran: list[str] = []
+    real = disassembly.tools.run
+
+    def run(argv: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+        ran.append(Path(argv[0]).name)
+        return real(argv, **kwargs)
+
+    monkeypatch.setattr(disassembly.tools, "run", run)
+    monkeypatch.setattr(disassembly, "_COLUMNS", {})
+    symbols = sorted(_instructions(_cuobjdump("-sass", str(cubin))))
+    first = disassemble_functions(cubin, symbols)
+    assert first == disassemble_functions(cubin, symbols)
+    columns = disassembly._COLUMNS[disassembly.tools.file_identity(bundled_tool("nvdisasm"))]
+    assert ran == (["nvdisasm", "cuobjdump", "cuobjdump"] if columns else ["nvdisasm", "nvdisasm"])
 
 
 def test_a_label_outside_its_section_gives_no_nvdisasm_text() -> None:

@@ -8,7 +8,13 @@ and its listing (28 MB for 183 functions) has to be read through for the few fun
 nvdisasm names a branch's target by a label (`` BRA `(.L_x_3) ``) where cuobjdump prints its address
 (`BRA 0x350`): each label is replaced by the address of the instruction it stands before, so that the text is
 cuobjdump's, byte for byte. Where that cannot be done (no nvdisasm, a symbol table this does not read, a target
-outside the function's own section) the whole cubin is listed by `cuobjdump -sass` instead.
+outside the function's own section, a listing in columns) the whole cubin is listed by `cuobjdump -sass` instead.
+
+Older tools (CUDA 12's, which Triton 3.6 ships) print each instruction's scheduling fields after it, padded into
+columns whose widths both tools take from the longest text of everything they list: cuobjdump's from the whole
+cubin, nvdisasm's from the functions named, its labels counted at their own length. No text of some functions can
+be made the whole listing's there; an nvdisasm found to write columns is not run again (`_COLUMNS`, by its
+identity: its path and file state), and its cubins are listed by cuobjdump alone.
 """
 
 from __future__ import annotations
@@ -27,6 +33,11 @@ _SASS_ENCODING = re.compile(r"/\*\s*0x[0-9a-f]+\s*\*/")
 _SECTION = re.compile(r"^\s*\.section\s+\.text\.([^,\s]+)")
 _LABEL = re.compile(r"^\s*([.$\w]+):\s*$")
 _TARGET = re.compile(r"`\(([^)`]*)\)")
+# An instruction padded into columns: its text, then spaces up to a scheduling field (`&wr=0x1`, `?trans5`).
+_COLUMNED = re.compile(r"^\s*/\*[0-9a-f]{4,}\*/\s+\S(?:.*?\S)? {2,}[&?]\w", re.MULTILINE)
+
+# The nvdisasm builds met in this process, by their identity: whether their listing is in columns.
+_COLUMNS: dict[str, bool] = {}
 
 
 def disassemble_functions(cubin: Path, symbols: list[str]) -> str:
@@ -61,9 +72,10 @@ def _nvdisasm_functions(cubin: Path, symbols: list[str]) -> str | None:
     nvdisasm = tools.bundled_tool("nvdisasm")
     try:
         indices = function_symbols(cubin.read_bytes())
+        identity = tools.file_identity(nvdisasm) if nvdisasm is not None else ""
     except OSError:
         return None
-    if nvdisasm is None or indices is None:
+    if nvdisasm is None or indices is None or _COLUMNS.get(identity):
         return None
     wanted = sorted({indices[name] for name in symbols if name in indices})
     if not wanted:
@@ -72,7 +84,14 @@ def _nvdisasm_functions(cubin: Path, symbols: list[str]) -> str | None:
         done = tools.run([str(nvdisasm), "-c", "-fun", ",".join(map(str, wanted)), str(cubin)], timeout=600)
     except tools.ToolFailed:
         return None
-    return _as_cuobjdump(done.stdout, set(symbols))
+    _COLUMNS[identity] = in_columns(done.stdout)
+    return None if _COLUMNS[identity] else _as_cuobjdump(done.stdout, set(symbols))
+
+
+def in_columns(listing: str) -> bool:
+    """Whether a listing pads its instructions into columns (the scheduling fields older tools print after each):
+    widths taken over all that was listed, which the text of some functions cannot give."""
+    return _COLUMNED.search(listing) is not None
 
 
 def _as_cuobjdump(listing: str, wanted: set[str]) -> str | None:
