@@ -3,6 +3,7 @@
     python bench/cuda_floor_bench.py                       # a generated serving-engine csrc (bench/serving_csrc.py)
     python bench/cuda_floor_bench.py --files 16 --heavy-tiles 40
     python bench/cuda_floor_bench.py --src fixtures/cuda   # a project with its own kgate configuration
+    python bench/cuda_floor_bench.py --against OTHER/.venv/bin/python --rounds 2  # another revision's kgate, in turn
 
 Printed from one run, each with its wall and CPU seconds:
 - the floor: nvcc with kgate's own command line for every file and target (`-cubin -lineinfo -Xptxas -v
@@ -10,7 +11,8 @@ Printed from one run, each with its wall and CPU seconds:
   the serial run's times: the best a scheduler can do);
 - `kgate check -j N --no-cache` and its ratio to the target, cold at most 1.15 x floor / cores + 2 s;
 - `kgate check -j N` with an empty cache, and again with nothing changed;
-and whether the three reports (`--format json`) are the same bytes. Timings on a shared machine move with its
+and whether the three reports (`--format json`) are the same bytes; with `--against`, `--no-cache` by the other
+kgate and this one in turn, and whether all their reports are the same bytes. Timings on a shared machine move with its
 load; the ratios are taken within one run, the commands one after another.
 """
 
@@ -104,10 +106,10 @@ def floor(commands: list[Command], jobs: int) -> tuple[Timed, list[float]]:
     return Timed(time.perf_counter() - started, children_cpu() - cpu), each
 
 
-def kgate_check(root: Path, jobs: int, *extra: str) -> tuple[Timed, bytes]:
+def kgate_check(root: Path, jobs: int, *extra: str, python: str = sys.executable) -> tuple[Timed, bytes]:
     cpu = children_cpu()
     started = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "kgate", "check", "--format", "json", "--no-baseline", "-j",
+    proc = subprocess.run([python, "-m", "kgate", "check", "--format", "json", "--no-baseline", "-j",
                            str(jobs), *extra], cwd=root, capture_output=True, check=False)
     timed = Timed(time.perf_counter() - started, children_cpu() - cpu)
     if proc.returncode not in (0, 1):
@@ -123,6 +125,9 @@ def main() -> int:
     parser.add_argument("--heavy-tiles", type=int, default=24, help="GEMM tiles of the heavy file (x3 dtypes)")
     parser.add_argument("-j", "--jobs", type=int, default=len(os.sched_getaffinity(0)))
     parser.add_argument("--keep", type=Path, help="build the tree here and keep it")
+    parser.add_argument("--against", metavar="PYTHON", help="an interpreter whose kgate (another revision's, in its "
+                        "own environment) runs `--no-cache` in turn with this one, --rounds times")
+    parser.add_argument("--rounds", type=int, default=2, help="rounds of the two kgates alternated (--against)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="kgate-floor-bench-"))
     root = args.keep or work / "tree"
@@ -142,6 +147,7 @@ def main() -> int:
         shutil.rmtree(root / ".kgate-cache", ignore_errors=True)
         cold, cold_report = kgate_check(root, cores)
         warm, warm_report = kgate_check(root, cores)
+        alternated = alternate(root, cores, args.against, args.rounds, report) if args.against else None
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
@@ -170,7 +176,23 @@ def main() -> int:
           f"--no-cache / target = {nocache.wall / cpu_target:.2f}")
     same = report == cold_report == warm_report
     print(f"  reports of --no-cache, the empty cache and the unchanged run: {'the same bytes' if same else 'DIFFER'}")
+    if alternated is not None:
+        same = alternated and same
     return 0 if same else 1
+
+
+def alternate(root: Path, cores: int, other: str, rounds: int, report: bytes) -> bool:
+    """`kgate check --no-cache` by `other`'s kgate and by this one, in turn; each run's time, and whether every
+    report is this kgate's first one, byte for byte."""
+    same = True
+    for number in range(rounds):
+        for name, python in (("against", other), ("this", sys.executable)):
+            timed, got = kgate_check(root, cores, "--no-cache", python=python)
+            same = same and got == report
+            print(f"  round {number + 1}, {name:7} kgate check -j {cores} --no-cache {timed}  load "
+                  f"{os.getloadavg()[0]:.1f}", flush=True)
+    print(f"  reports of the two kgates: {'the same bytes' if same else 'DIFFER'}")
+    return same
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ from conftest import FIXTURES, copy_project, kgate
 
 import kgate.facts.run as facts_run
 from kgate.collect.cuda_sources import cuda_sources
-from kgate.compile import cuda_engine
+from kgate.compile import cuda_engine, disassembly
 from kgate.compile.cuda_backend import disassemble_functions
 from kgate.compile.units import Compiled
 from kgate.core.config import load_config
@@ -77,6 +77,67 @@ def test_whole_cubin_disassembly_gives_each_function_what_fun_gives(built: dict,
         assert parse_sass(ours) == parse_sass(fun)
         assert local_in_loops(ours) == local_in_loops(fun)
         assert "/* 0x" not in ours  # the encoding words are left out
+
+
+@pytest.mark.parametrize("name", SOURCES)
+def test_nvdisasm_of_the_functions_wanted_is_the_whole_cuobjdump_listing_byte_for_byte(built: dict, name: str) -> None:
+    """`nvdisasm -fun` names branch targets by labels: each is replaced by its address, as cuobjdump prints it. Where
+    nvdisasm writes columns (older tools), the SASS is cuobjdump's own: the same bytes under every toolkit."""
+    cubin, _text = built[name]
+    whole = _cuobjdump("-sass", str(cubin))
+    symbols = sorted(_instructions(whole))
+    listing = subprocess.run([str(bundled_tool("nvdisasm")), "-c", str(cubin)], check=True, capture_output=True,
+                             text=True).stdout
+    for asked in (symbols, symbols[:1], symbols[len(symbols) // 2:], [*symbols[:2], "not_a_function"]):
+        assert disassemble_functions(cubin, asked) == disassembly.sass_functions(whole, asked)
+        ours = disassembly._nvdisasm_functions(cubin, asked)
+        assert (ours is None) == disassembly.in_columns(listing)  # nvdisasm's text wherever it is not in columns
+        assert ours is None or ours == disassembly.sass_functions(whole, asked)
+    assert "`(" in listing or name != "spill.cu"  # the loops' branches name labels
+
+
+# One instruction as each toolkit's nvdisasm prints it: CUDA 12's with its scheduling fields, padded into columns
+# as wide as the longest text listed; CUDA 13's without them.
+IN_COLUMNS = ("        /*0200*/                   BRA.U !UP0, `(.L_x_0)                                 ?trans5;\n"
+              "        /*0210*/                   LDC R20, c[0x0][0x394]          &wr=0x1          ?trans1;\n")
+PLAIN = ("        /*0200*/                   BRA.U !UP0, `(.L_x_0) ;\n"
+         "        /*1950*/                   MUFU.RSQ R3, -QNAN  ;\n")
+
+
+def test_a_listing_in_columns_is_not_taken_for_cuobjdumps() -> None:
+    """Columns are as wide as the longest text of all that was listed (the whole cubin for cuobjdump, the functions
+    named for nvdisasm, its labels at their own length): a listing in columns gives no cuobjdump text."""
+    assert disassembly.in_columns(IN_COLUMNS) and disassembly.in_columns(IN_COLUMNS.splitlines()[1])
+    assert not disassembly.in_columns(PLAIN)  # an operand's own spacing is no column
+
+
+@pytest.mark.skipif(bundled_tool("nvdisasm") is None, reason="nvdisasm is needed")
+def test_an_nvdisasm_that_writes_columns_is_run_once(built: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once an nvdisasm is found to write columns, its cubins go to cuobjdump without running it again."""
+    cubin, _text = built["spill.cu"]
+    ran: list[str] = []
+    real = disassembly.tools.run
+
+    def run(argv: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+        ran.append(Path(argv[0]).name)
+        return real(argv, **kwargs)
+
+    monkeypatch.setattr(disassembly.tools, "run", run)
+    monkeypatch.setattr(disassembly, "_COLUMNS", {})
+    symbols = sorted(_instructions(_cuobjdump("-sass", str(cubin))))
+    first = disassemble_functions(cubin, symbols)
+    assert first == disassemble_functions(cubin, symbols)
+    columns = disassembly._COLUMNS[disassembly.tools.file_identity(bundled_tool("nvdisasm"))]
+    assert ran == (["nvdisasm", "cuobjdump", "cuobjdump"] if columns else ["nvdisasm", "nvdisasm"])
+
+
+def test_a_label_outside_its_section_gives_no_nvdisasm_text() -> None:
+    """A target nvdisasm names that the section does not define: the whole cubin is listed by cuobjdump instead."""
+    listing = ("\t.section\t.text.k,\"ax\",@progbits\n.L_x_0:\n        /*0000*/                   BRA `(.L_x_0);\n"
+               "        /*0010*/                   CALL.REL.NOINC `(other) ;\n")
+    assert disassembly._as_cuobjdump(listing, {"k"}) is None
+    one = listing.split("        /*0010*/")[0]
+    assert disassembly._as_cuobjdump(one, {"k"}) == "Function : k\n/*0000*/                   BRA 0x0;\n"
 
 
 def _old_split_functions(text: str) -> list[tuple[str, str, str, int]]:
@@ -207,3 +268,17 @@ def _sha256(path: Path) -> str:
     import hashlib
 
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_facts_written_to_the_cache_are_what_asdict_gives(tmp_path: Path) -> None:
+    """`KernelFacts.to_json` builds the record without asdict's deep copies: the same values, of the same types."""
+    from dataclasses import asdict
+
+    project = copy_project("cuda", tmp_path)
+    assert kgate("check", "--format", "json", cwd=project).code == 1
+    records = [json.loads(p.read_text())["value"] for p in (project / ".kgate-cache" / "v1" / "facts").glob("*.json")]
+    facts = [KernelFacts.from_json(data) for record in records for _symbol, data in record["kernels"]]
+    assert any(item.sass is not None for item in facts) and any(item.entry.unwaited_accesses for item in facts)
+    for item in facts:
+        ours, theirs = item.to_json(), asdict(item)
+        assert ours == theirs and repr(ours) == repr(theirs)

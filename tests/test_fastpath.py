@@ -443,3 +443,14 @@ def test_a_run_record_edited_to_pass_is_not_replayed(project: Path) -> None:
     record.write_text(json.dumps(data))
     again = probe(project, "-q")
     assert again == (first[0], first[1], False)
+
+
+def test_the_disassemblers_on_path_are_compiler_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The SASS of CUDA kernels is nvdisasm's where it can be: the one PATH finds keys a replay like cuobjdump."""
+    for name in ("cuobjdump", "nvdisasm"):
+        tool = tmp_path / name
+        tool.write_text("#!/bin/sh\n")
+        tool.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    files = fastpath.compiler_files()
+    assert str(tmp_path / "cuobjdump") in files and str(tmp_path / "nvdisasm") in files

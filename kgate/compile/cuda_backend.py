@@ -9,10 +9,10 @@ ptxas log of every kernel in the file. Without nvcc, NVRTC compiles
 device-only sources the same way. They are kept as the unit's artifacts
 (`kgate.compile.units`); the facts stage reads which kernels are the project's
 and their facts from them, here in the worker right after the compile where
-the run asks for it (`kgate.compile.worker_facts`). SASS is disassembled (the
-Triton wheel's `cuobjdump -sass`, about half a second per cubin, the whole cubin
-at once) and kept only for the kernels whose SASS the run's plan wants: after
-the compile, or later from the cached cubin (`disassemble_task`).
+the run asks for it (`kgate.compile.worker_facts`). SASS is disassembled
+(`kgate.compile.disassembly`: the Triton wheel's `nvdisasm`, the code of the
+functions wanted only) and kept only for the kernels whose SASS the run's plan
+wants: after the compile, or later from the cached cubin (`disassemble_task`).
 
 The compile leaves out what the configuration decides (PDL, expected
 instructions, kind), so changing them recompiles nothing. With the artifacts
@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from kgate.compile.cache import kept, write_artifact
+from kgate.compile.disassembly import disassemble_functions
 from kgate.compile.payloads import CudaReply, CudaRequest, FunctionsSassRequest
 from kgate.compile.units import CUBIN, Compiled, steady_log, store_text
 from kgate.compile.worker_facts import analysed
@@ -51,10 +52,6 @@ _NVCC_FATAL = re.compile(r"^nvcc fatal\s*:")
 _ANY_ERROR = re.compile(r"\b(?:fatal|error)\b", re.IGNORECASE)
 # A preprocessor line marker (`# 12 "/usr/include/stdio.h" 2`): the file the lines after it come from.
 _LINE_MARKER = re.compile(rb'\n# \d+ "([^"\\\n]*(?:\\.[^"\\\n]*)*)"')
-# cuobjdump's listing: a function's header, an instruction line (its address first), an encoding comment.
-_SASS_FUNCTION = re.compile(r"^\s*Function\s*:\s*(\S+)")
-_SASS_INSTRUCTION = re.compile(r"^\s*/\*[0-9a-f]{4,}\*/")
-_SASS_ENCODING = re.compile(r"/\*\s*0x[0-9a-f]+\s*\*/")
 
 
 class CompilerUnusable(ToolchainError):
@@ -101,33 +98,6 @@ def disassemble_task(payload: FunctionsSassRequest) -> str:
     """The SASS of some functions of a cached cubin, kept beside it; its content hash."""
     cubin = Path(payload["cubin"])
     return store_text(cubin.parent, "sass", disassemble_functions(cubin, payload["symbols"]))
-
-
-def disassemble_functions(cubin: Path, symbols: list[str]) -> str:
-    """The SASS of some functions of a cubin, as `cuobjdump -sass` lists them, without the encoding words.
-
-    The whole cubin is disassembled once and the functions are taken from its listing: `cuobjdump -fun` gives
-    the same instructions but costs about a quarter of a second per function named (70 s for the 279 kernels of
-    one template-heavy file, where the whole cubin takes 3 s)."""
-    cuobjdump = tools.require_tool("cuobjdump")
-    return sass_functions(tools.run([str(cuobjdump), "-sass", str(cubin)], timeout=600).stdout, symbols)
-
-
-def sass_functions(listing: str, symbols: list[str]) -> str:
-    """The parts of a `cuobjdump -sass` listing that belong to `symbols`: each function's `Function :` line and its
-    instruction lines, without the encoding words (`/* 0x... */`, half of the listing's bytes), which no rule reads."""
-    wanted = set(symbols)
-    out: list[str] = []
-    keep = False
-    for line in listing.splitlines():
-        head = _SASS_FUNCTION.match(line)
-        if head:
-            keep = head.group(1) in wanted
-            if keep:
-                out.append(line.strip())
-        elif keep and _SASS_INSTRUCTION.match(line):
-            out.append(_SASS_ENCODING.sub("", line).strip())
-    return "\n".join(out) + "\n" if out else ""
 
 
 def nvcc_argv(payload: CudaRequest, keep_dir: Path, cubin: Path) -> list[str]:

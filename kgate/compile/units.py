@@ -39,7 +39,7 @@ class Artifacts:
     ptxas_log: str
     ttgir: str = ""
     sass: str | None = None  # None where the cubin was not disassembled
-    # The functions the SASS listing was asked for (CUDA: `cuobjdump -fun`); None: every function of the cubin.
+    # The functions the SASS listing was asked for (CUDA: `nvdisasm -fun`); None: every function of the cubin.
     sass_symbols: tuple[str, ...] | None = None
     dynamic_smem: int = 0  # shared memory the launcher adds to the cubin's static figure (Triton's metadata.shared)
     cubin: tuple[str, str | None] = ("", None)  # where the cubin is and the hash it was written with

@@ -29,6 +29,7 @@ import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 from kgate.collect.cuda_names import short_name
 from kgate.facts.dataflow import Origins, access_origins, address, call_arguments, pointer_origins, stack_registers
@@ -146,6 +147,7 @@ class CallGraph:
         self._unwaited: dict[str, dict[_Key, _Found]] | None = None
         self._origins: dict[str, Origins] = {}
         self._stack: dict[str, frozenset[str]] = {}
+        self._kills: dict[str, list[list[Instruction]]] = {}
 
     def callees(self, name: str) -> list[str]:
         """What one function calls, in text order, each once: a name, or INDIRECT."""
@@ -289,12 +291,10 @@ class CallGraph:
         return target is not None and summary.get(target, False)
 
     def _returns_waited(self, name: str, summary: dict[str, bool]) -> bool:
-        blocks, unwaited_in = self._flow(name, lambda i: self._call_waits(i, summary))
+        waits = partial(self._call_waits, summary=summary)
+        blocks, unwaited_in = self._flow(name, waits)
         for index, block in enumerate(blocks):
-            state = unwaited_in[index]
-            for instr in block.instrs:
-                if (is_wait(instr) and not instr.predicated) or (is_call(instr) and self._call_waits(instr, summary)):
-                    state = False
+            state = unwaited_in[index] and not _waits_in(self._waits_or_calls(name)[index], waits)
             last = block.instrs[-1].opcode.split(".")[0] if block.instrs else ""
             returns = last == "ret" or (index == len(blocks) - 1 and last not in ("exit", "trap", "bra", "brx"))
             if returns and state:
@@ -308,17 +308,21 @@ class CallGraph:
         unwaited_in = [False] * len(blocks)
         unwaited_in[0] = True
         work = [0]
+        kills = self._waits_or_calls(name)
         while work:
             index = work.pop()
-            state = unwaited_in[index]
-            for instr in blocks[index].instrs:
-                if (is_wait(instr) and not instr.predicated) or (is_call(instr) and waits(instr)):
-                    state = False
+            state = unwaited_in[index] and not _waits_in(kills[index], waits)
             for succ in blocks[index].succ:
                 if state and not unwaited_in[succ]:
                     unwaited_in[succ] = True
                     work.append(succ)
         return blocks, unwaited_in
+
+    def _waits_or_calls(self, name: str) -> list[list[Instruction]]:
+        """Per block of a function, its waits and calls: what may end a path's unwaited state there."""
+        if name not in self._kills:
+            self._kills[name] = [[i for i in block.instrs if is_wait(i) or is_call(i)] for block in self._cfg(name)]
+        return self._kills[name]
 
     def unwaited(self, name: str) -> list[_Found]:
         """The accesses some path from the function's start reaches before a wait, in the order it makes them (a
@@ -378,6 +382,12 @@ class CallGraph:
                 out.append(((function, line, origins), _Found(found.opcode, found.instr, (target, *found.via),
                                                              found.opaque, call, found.writes, origins)))
         return out
+
+
+def _waits_in(instrs: list[Instruction], waits: Callable[[Instruction], bool]) -> bool:
+    """Whether one of a block's waits and calls waits (`waits`: whether a call instruction is one that always
+    waits)."""
+    return any((is_wait(i) and not i.predicated) or (is_call(i) and waits(i)) for i in instrs)
 
 
 def _address_taken(functions: dict[str, PtxFunction], text: str) -> set[str]:

@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import struct
 
-_MAGIC = b"\x7fELF"
-
+from kgate.compile.elf import sections
 
 _INDIRECT_BRANCH_TARGETS = 0x34  # EIATTR_INDIRECT_BRANCH_TARGETS
 _SIZED = 0x04  # EIFMT_SVAL: a 16-bit size and that many bytes follow; every other format is 4 bytes in all
@@ -23,14 +22,14 @@ _SIZED = 0x04  # EIFMT_SVAL: a 16-bit size and that many bytes follow; every oth
 
 def text_sections(data: bytes) -> dict[str, bytes]:
     """Function name -> code bytes; empty when `data` is not a little-endian ELF64 file it can read."""
-    return _sections(data, ".text.")
+    return sections(data, ".text.")
 
 
 def indirect_branches(data: bytes) -> dict[str, dict[int, tuple[int, ...]]]:
     """Function name -> {address of an indirect branch: the addresses it may jump to}; empty where the cubin
     records none (or is not one this reads)."""
     out: dict[str, dict[int, tuple[int, ...]]] = {}
-    for function, info in _sections(data, ".nv.info.").items():
+    for function, info in sections(data, ".nv.info.").items():
         tables = dict(_branch_tables(info))
         if tables:
             out[function] = tables
@@ -60,24 +59,3 @@ def _branch_tables(info: bytes) -> list[tuple[int, tuple[int, ...]]]:
     except struct.error:  # a record cut short: what was read before it stands
         pass
     return out
-
-
-def _sections(data: bytes, prefix: str) -> dict[str, bytes]:
-    """The bytes of each section whose name starts with `prefix`, by the rest of its name."""
-    if len(data) < 64 or data[:4] != _MAGIC or data[4] != 2 or data[5] != 1:
-        return {}
-    try:
-        (shoff,) = struct.unpack_from("<Q", data, 0x28)
-        shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
-        headers = [struct.unpack_from("<IIQQQQ", data, shoff + n * shentsize) for n in range(shnum)]
-        names_at, names_size = headers[shstrndx][4], headers[shstrndx][5]
-        names = data[names_at:names_at + names_size]
-        out = {}
-        for name_offset, _type, _flags, _addr, offset, size in headers:
-            end = names.find(b"\0", name_offset)
-            name = names[name_offset:end].decode("utf-8", "replace")
-            if name.startswith(prefix) and offset + size <= len(data):
-                out[name[len(prefix):]] = data[offset:offset + size]
-        return out
-    except (struct.error, IndexError):
-        return {}

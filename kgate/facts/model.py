@@ -13,12 +13,14 @@ before a fact was added or an extractor changed is rebuilt, never misread. See d
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import functools
 import hashlib
 import json
 import sys
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -136,7 +138,7 @@ class KernelFacts:
         return dataclasses.replace(self, **defaults)
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return _plain(self)
 
     @classmethod
     def from_json(cls: type[F], data: dict[str, Any]) -> F:
@@ -199,6 +201,41 @@ def context_fields(model: type[KernelFacts] = KernelFacts) -> tuple[str, ...]:
 
 
 _SCHEMAS: dict[type[KernelFacts], str] = {}
+
+
+_PLAIN = (str, int, float, bool, type(None))
+
+
+def _plain(value: Any) -> Any:
+    """`dataclasses.asdict` of facts, the same values built without its deep copies (a facts record holds
+    thousands of small dataclasses: asdict took a tenth of a CUDA file's reading)."""
+    kind = type(value)
+    if kind in _PLAIN:
+        return value
+    if kind in (list, tuple):
+        return kind(_plain(item) for item in value)
+    if kind is dict:
+        return {_plain(key): _plain(item) for key, item in value.items()}
+    if dataclasses.is_dataclass(kind):
+        return {name: _plain(getattr(value, name)) for name in _field_names(kind)}
+    return _other(value)
+
+
+def _other(value: Any) -> Any:
+    """As `dataclasses.asdict` gives a value of any other kind: a named tuple's and a mapping's or sequence's
+    subclass as that kind, their items converted; anything else a deep copy."""
+    if isinstance(value, tuple) and hasattr(value, "_fields"):
+        return type(value)(*[_plain(item) for item in value])
+    if isinstance(value, (list, tuple)):
+        return type(value)(_plain(item) for item in value)
+    if isinstance(value, dict):
+        return type(value)((_plain(key), _plain(item)) for key, item in value.items())
+    return copy.deepcopy(value)
+
+
+@functools.cache
+def _field_names(kind: type) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(kind))
 
 
 def facts_schema(model: type[KernelFacts] = KernelFacts) -> str:

@@ -281,7 +281,7 @@ def _retargeted(instr: Instruction, scopes: tuple[int, ...], names: dict[tuple[s
 
 def _instruction(stmt: str, ptx_line: int, loc: SourceLoc | None) -> Instruction:
     predicated = False
-    pred = _PRED.match(stmt)
+    pred = _PRED.match(stmt) if stmt.startswith("@") else None
     if pred:
         predicated = True
         stmt_body = stmt[pred.end():]

@@ -103,6 +103,12 @@ def body_items(body: str, first_line: int) -> list[Statement | Label]:
                 continue
             if line.startswith(".") and ";" not in line and not line.startswith(BRANCH_TARGETS):
                 continue  # a directive without a `;` (`.loc` forms, `.pragma` on its own line)
+            if _single(line):  # most lines: one whole statement, read as the loop below reads it
+                pending = ""
+                text = line[:-1].strip()
+                if text and not (text.startswith(".") and not text.startswith(BRANCH_TARGETS)):
+                    out.append(Statement(text, lineno, tuple(scopes), places.place))
+                continue
         elif pending:
             pending += " "
         for piece in re.split(r"([;{}])", line):
@@ -125,6 +131,12 @@ def body_items(body: str, first_line: int) -> list[Statement | Label]:
                 continue
             pending += piece
     return out
+
+
+def _single(line: str) -> bool:
+    """Whether a line is one statement and nothing else: no brace, one `;` at its end, no label before it."""
+    return (line.endswith(";") and line.count(";") == 1 and "{" not in line and "}" not in line
+            and (":" not in line or _LABEL.match(line) is None))
 
 
 def _labels(piece: str, scopes: tuple[int, ...], out: list[Statement | Label]) -> str:

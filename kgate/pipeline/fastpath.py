@@ -399,7 +399,7 @@ def compiler_files() -> list[str]:
         tools = os.path.join(package, "backends", "nvidia", "bin")
         if os.path.isdir(tools):
             out.extend(os.path.join(tools, name) for name in sorted(os.listdir(tools)))
-    for name in ("nvcc", "ptxas", "cuobjdump"):
+    for name in ("nvcc", "ptxas", "cuobjdump", "nvdisasm"):
         found = shutil.which(name)
         if found:
             # As reached, not resolved: a symlinked toolkit folder pointed at another release changes the
