@@ -349,3 +349,36 @@ def test_a_last_line_cut_inside_a_character_is_a_write_cut_short(tmp_path: Path)
                 timeout=300)
     assert run.code == 0 and "not a record" not in run.stderr, run.stderr
     assert set(entries(project)) == {("ops:add", "BLOCK=8,warps=4,stages=3,fp32")}
+
+
+IMPL2 = '''\
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def other_body(x, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x + offs, 3.0, mask=offs < n)
+
+
+@triton.jit
+def renamed(y, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y + offs, 3.0, mask=offs < n)
+'''
+
+
+def test_a_recorded_name_that_now_holds_another_kernel(captured: tuple[Path, int, str], tmp_path: Path) -> None:
+    """The capture names a kernel by the name its module holds it under: when that name holds another module's
+    kernel since, `kgate check` compiles that one where it fits the captured launch, and says the entry is stale
+    where it does not."""
+    project = make_project(tmp_path / "project")
+    (project / "kgate-capture.toml").write_bytes((captured[0] / "kgate-capture.toml").read_bytes())
+    (project / "impl2.py").write_text(IMPL2)
+    (project / "wrapped.py").write_text("from impl2 import other_body as jitted, renamed as tuned_jitted\n")
+    check = kgate("check", "--kernel", "wrapped:*", cwd=project, timeout=900)
+    assert check.code == 1, check.stdout + check.stderr
+    assert ("KG005 error stale-capture: 2 captured specialisation(s) of wrapped:tuned_jitted no longer fit the kernel: "
+            "the kernel has no parameter x any more") in check.stdout, check.stdout
+    assert "0 errors" not in check.stdout and "1 kernel variant(s)" in check.stdout, check.stdout
