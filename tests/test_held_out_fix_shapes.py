@@ -291,6 +291,28 @@ CASES: dict[str, tuple[dict[str, str | bytes], tuple[str, ...], str, str | bytes
     "tox-ini-testenv-and-pytest-fix": (
         {"tox.ini": "[testenv]\nsetenv =\n  TRITON_INTERPRET = 1\n[pytest]\nenv =\n  TRITON_INTERPRET=true\n"}, FIX,
         "tox.ini", "[testenv]\nsetenv =\n  TRITON_INTERPRET = 1\n[pytest]\nenv =\n", "fixed 1"),
+    # A stale directive on the finding's line: the pin gets its own placeholder; the safe fix drops the stale code.
+    "py-stale-directive-on-the-finding-line-pin": (
+        py("import os\n" + SET + "  # kgate: ignore[KG201] old reason\n"), PIN, "tests/test_a.py",
+        "import os\n" + SET + "  # kgate: ignore[KG201] old reason" + PINNED + "\n", "pinned 1"),
+    "py-stale-directive-on-the-finding-line-safe-fix": (
+        py("import os\n" + SET + "  # kgate: ignore[KG201] old reason\n"), SAFE, "tests/test_a.py",
+        "import os\n" + SET + "\n", "fixed 1 finding(s) in 1 file, 1 remaining (1 more fixable with --unsafe-fixes)"),
+    # A fixture's monkeypatch with its comment, a walrus in a condition, a statement after a semicolon.
+    "py-conftest-monkeypatch-fix": (
+        {"tests/conftest.py": 'import pytest\n@pytest.fixture(autouse=True)\ndef cpu(monkeypatch):\n'
+                              '    monkeypatch.setenv("TRITON_INTERPRET", "1")  # CPU job\n'}, FIX, "tests/conftest.py",
+        'import pytest\n@pytest.fixture(autouse=True)\ndef cpu(monkeypatch):\n    # CPU job\n    pass\n', "fixed 1"),
+    "py-walrus-in-a-condition-fix": (
+        py('import os\nif (v := os.environ.setdefault("TRITON_INTERPRET", "1")):\n    pass\n'), FIX, "tests/test_a.py",
+        None, "fixed 0 finding(s) in 0 files, 1 remaining"),
+    "py-after-a-semicolon-with-comment-fix": (py("import os\nx = 1; " + SET + "  # cpu\n"), FIX, "tests/test_a.py",
+                                              "import os\nx = 1  # cpu\n", "fixed 1"),
+    # `--fix --diff` previews the safe fixes only and writes nothing; a module pytest does not collect is no test.
+    "py-fix-with-diff-previews": (py("import os\n" + SET + "\n"), ("lint", "--fix", "--diff"), "tests/test_a.py", None,
+                                  "would fix 0 finding(s) in 0 files (1 more fixable with --unsafe-fixes)"),
+    "py-not-a-test-module-name": ({"tests/test a.py": "import os\n" + SET + "\n"}, FIX, "tests/test a.py", None,
+                                  "fixed 0 finding(s) in 0 files, 0 remaining"),
     "sh-stale-fix": (build("build.sh", "#!/bin/sh\nnvcc -arch=sm_120a mma.cu  # kgate: ignore[KG301] old\n"), SAFE,
                      "build.sh", "#!/bin/sh\nnvcc -arch=sm_120a mma.cu\n", "fixed 1"),
 }
@@ -307,7 +329,7 @@ def test_each_file_means_what_it_meant_with_the_named_change(tmp_path: Path, nam
     wanted = before if expected is None else expected.encode() if isinstance(expected, str) else expected
     assert after == wanted, (name, after, run.stderr)
     assert said in run.stderr, (name, run.stderr)
-    if command != PIN:  # what a fix wrote, a second fix leaves
+    if "--fix" in command and "--diff" not in command:  # what a fix wrote, a second fix leaves
         again = kgate(*command, cwd=root)
         assert (root / path).read_bytes() == after and "fixed 0 finding(s) in 0 files" in again.stderr, (name, again)
 
@@ -361,6 +383,13 @@ def test_a_file_reached_twice_is_written_once_or_left_and_said(tmp_path: Path) -
         run = kgate(*command, cwd=hard)
         assert (hard / "tests/test_a.py").read_text() == SETTING, run.stderr
         assert "tests/test_a.py:" in run.stderr and "other hard link(s)" in run.stderr, run.stderr
+    # A link in one folder to a test module in another: one write, the link said.
+    other = project(tmp_path / "other", {"src/test_real.py": SETTING})
+    (other / "tests").mkdir()
+    os.symlink("../src/test_real.py", other / "tests" / "test_l.py")
+    run = kgate(*FIX, cwd=other)
+    assert (other / "src/test_real.py").read_text() == "import os\n", run.stderr
+    assert "tests/test_l.py: fixes not written: another name of a file already written (a link)" in run.stderr
     # Two files with the same finding on the same line: each fixed.
     twins = project(tmp_path / "twins", {"tests/test_a.py": SETTING, "tests/test_b.py": SETTING})
     run = kgate(*FIX, cwd=twins)
