@@ -33,6 +33,7 @@ import json
 import os
 import sys
 import threading
+import types
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -149,9 +150,10 @@ def specialization_record(jit_function: Any, compile: dict[str, Any], backend: A
     launched = json.loads(compile["specialization_data"])["options"]
     defaults = _default_options(backend)
     options = {k: v for k, v in launched.items() if k in ALWAYS_RECORDED or defaults.get(k, v) != v or k not in defaults}
+    module, name, file = holder(jit_function)
     return {
-        "kernel": f"{jit_function.module}:{holder_name(jit_function)}",
-        "file": getattr(jit_function.fn.__code__, "co_filename", ""),
+        "kernel": f"{module}:{name}",
+        "file": file,
         "signature": signature,
         "constexprs": constexprs,
         "divisible": sorted(divisible),
@@ -161,19 +163,39 @@ def specialization_record(jit_function: Any, compile: dict[str, Any], backend: A
     }
 
 
-def holder_name(jit_function: Any) -> str:
-    """The name the kernel's module holds it under, which `kgate check` imports it by: `kern` for
-    `kern = triton.jit(_impl)`, the autotuned or heuristics-wrapped object's name for a kernel wrapped after
-    `jit`; the function's own name where that holds it, or where the module holds it under no name (a
-    kernel made in a function: kgate says it cannot import it)."""
+def holder(jit_function: Any) -> tuple[str, str, str]:
+    """The module, the name it holds the kernel under and that module's file: what `kgate check` imports the kernel
+    by. `kern` for `kern = triton.jit(_impl)`, the autotuned or heuristics-wrapped object's name for a kernel wrapped
+    after `jit`; the function's own name where that holds it, or where no module holds it under a name (a kernel made
+    in a function: kgate says it cannot import it). A function of one module made a kernel in another (`kern =
+    triton.jit(impl.body)`) is held by the module that made it: its own module holds only the plain function."""
     own = jit_function.fn.__qualname__
-    module = sys.modules.get(getattr(jit_function, "module", ""))
+    home = getattr(jit_function, "module", "")
+    file = getattr(jit_function.fn.__code__, "co_filename", "")
+    module = sys.modules.get(home)
     names = getattr(module, "__dict__", {})
     if names.get(own) is not None and _ends_in(names[own], jit_function):
-        return own
+        return home, own, file
+    held = _held_in(names, lambda value: _ends_in(value, jit_function))
+    if held:
+        return home, held, file
+    # Every other module's names, read without touching what is not a kernel (a library's name may warn or compute
+    # when an attribute of it is read): the kernel itself, or a wrapper of Triton's that ends in it.
+    kernel_types = tuple(cls for cls in type(jit_function).__mro__ if cls.__name__ == "KernelInterface")
+    for name, other in sorted(sys.modules.copy().items(), key=lambda item: item[0]):
+        names = vars(other) if isinstance(other, types.ModuleType) and other is not module else {}
+        held = _held_in(names, lambda value: value is jit_function or (
+            issubclass(type(value), kernel_types) and _ends_in(value, jit_function)))
+        if held and isinstance(names.get("__file__"), str):
+            return name, held, names["__file__"]
+    return home, own, file
+
+
+def _held_in(names: Mapping[str, Any], launches: Callable[[Any], bool]) -> str | None:
+    """The first name (in order) of a module's `names` whose value `launches` the kernel."""
     held = sorted(name for name, value in list(names.items())
-                  if not name.startswith("__") and _ends_in(value, jit_function))
-    return held[0] if held else own
+                  if isinstance(name, str) and not name.startswith("__") and launches(value))
+    return held[0] if held else None
 
 
 def _ends_in(value: Any, jit_function: Any) -> bool:

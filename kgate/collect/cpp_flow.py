@@ -47,8 +47,34 @@ def checked_after(code: str, semicolon: int, starts: list[int], checks: Matcher,
     """Whether a check appears between a statement's `;` and the end of the `window`-th line after it, lines that
     hold only a comment (`comments`: the 1-based lines that hold one) not counted: a check below the comment
     block that explains it is as near as one right after the launch."""
-    return bool(checks.search(code, semicolon, window_end(code, starts, line_at(starts, semicolon), window,
-                                                          comments)))
+    found = checks.search(code, semicolon, window_end(code, starts, line_at(starts, semicolon), window, comments))
+    return found is not None and reached(code, semicolon, found.start())
+
+
+def reached(code: str, end: int, at: int) -> bool:
+    """Whether control that leaves the statement ending at `end` comes to offset `at` after it: not when that
+    statement returns or throws (`return k<<<g, b>>>(x);`), nor past a `return` or `throw` between them that runs on
+    every path there (not the braceless body of an if, else or loop, nor inside a block opened after `end`), nor
+    into another function's body once the statement's function has ended."""
+    if leaves(code, end):
+        return False
+    depth = lowest = 0
+    for token in _FLOW_TOKEN.finditer(code, end + 1, at):
+        if token.group() == "}":
+            depth -= 1
+            lowest = min(lowest, depth)
+        elif token.group() == "{":
+            if depth < 0 and depth == lowest and head(code, token.start())[0] == "function":
+                return False
+            depth += 1
+        elif depth <= lowest and not conditional(code, token.start()):
+            return False
+    return True
+
+
+def leaves(code: str, end: int) -> bool:
+    """Whether the statement ending at `end` returns or throws: nothing written after it in its block runs."""
+    return _RETURN.match(_LABELS.sub("", code[_statement_start(code, end):end]).lstrip()) is not None
 
 
 def window_end(code: str, starts: list[int], line: int, window: int, comments: frozenset[int] = frozenset()) -> int:
@@ -66,6 +92,7 @@ def window_end(code: str, starts: list[int], line: int, window: int, comments: f
 
 _ELSE = re.compile(r"else\b")
 _RETURN = re.compile(r"\b(?:return|throw|co_return)\b")
+_FLOW_TOKEN = re.compile(r"[{}]|\b(?:return|throw|co_return)\b")
 _BREAK = re.compile(r"break\s*;")
 _CONTROL_HEAD = re.compile(r"(if|for|while|switch)\b\s*(?:constexpr\b\s*)?\(")
 _DO = re.compile(r"do\b")
@@ -105,7 +132,7 @@ class Flow:
     def checked(self, end: int, checks: Matcher) -> bool:
         """Whether a check follows the statement whose last character (`;` or `}`) is at `end` within
         `window` lines, directly or after the if/else chains, switches and loops that hold it."""
-        position: int | None = end
+        position: int | None = end if not leaves(self.code, end) else None
         for _ in range(_OUTWARD):
             if position is None:
                 return False
@@ -130,7 +157,7 @@ class Flow:
             if conditional(self.code, found.start()):
                 continue  # the body of a braceless if, else or loop: one path only
             if self.around(found.start()) in around or (brace < 0 and self.around(found.start()) < 0):
-                return _RETURN.search(self.code, end, found.start()) is None
+                return _RETURN.search(self.code, end, found.start()) is None and not leaves(self.code, end)
         return False
 
     def later_anywhere(self, end: int, checks: Matcher) -> bool:
@@ -140,7 +167,7 @@ class Flow:
         while brace >= 0 and self._kind(brace) != "other":
             brace = self.parents[brace]
         found = checks.search(self.code, end, self.closes[brace] if brace >= 0 else len(self.code))
-        return found is not None and _RETURN.search(self.code, end, found.start()) is None
+        return found is not None and _RETURN.search(self.code, end, found.start()) is None and not leaves(self.code, end)
 
     def around(self, at: int) -> int:
         """The innermost block that holds offset `at`, -1 for none."""

@@ -14,10 +14,12 @@ runtime queries, such a wrapper, or a check macro called without arguments
 like `C10_CUDA_KERNEL_LAUNCH_CHECK()`). Launches in comments and string
 literals are not launches.
 
-A launch in one arm of an if/else chain, in a case of a `switch` or in a
-loop's body is checked by a check within `window` lines after the whole
-chain, switch or loop (a `break` leads there too), however long the other
-arms are:
+A check counts where the launch's path reaches it: not after a `return` or
+`throw` that runs on every path between them, nor after a launch that is
+itself returned (`return k<<<g, b>>>(x);`). A launch in one arm of an
+if/else chain, in a case of a `switch` or in a loop's body is checked by a
+check within `window` lines after the whole chain, switch or loop (a `break`
+leads there too), however long the other arms are:
 
 ```cuda
 if (blocksize == 4096)
@@ -205,7 +207,8 @@ with none of them gets no fix. A macro whose definition returns (a
 `cudaError_t`, as FlashInfer's `FLASHINFER_CUDA_CALL` does) or that the
 file only calls is inserted only into a function that already calls it, so
 the result compiles where the macro did. A launch that is the whole body of
-a braceless `if`, `else` or loop gets no fix either. Unsafe because the check changes what
+a braceless `if`, `else` or loop gets no fix either, nor one that is returned
+or thrown (`return k<<<g, b>>>(x);`), after which no statement runs. Unsafe because the check changes what
 happens when the launch fails: the macro throws or aborts where the error
 was dropped before.
 """
@@ -371,13 +374,15 @@ def _insert_check(source: Any, text: Any, starts: list[int], at: int, semicolon:
     after the `;` when more code follows it on that line, or when the line ends inside a comment (a block comment
     or a `//` comment continued with a backslash: a line of its own would be that comment's text, and the line
     after it could become code)."""
-    from kgate.collect.cpp_flow import braceless_body, column, line_at
+    from kgate.collect.cpp_flow import braceless_body, column, leaves, line_at
 
     code = text.code
     if semicolon < 0 or semicolon >= len(code) or code[semicolon] != ";":
         return None
     if braceless_body(code, at):
         return None  # a second statement would fall out of the if/else or the loop: left for a person
+    if leaves(code, semicolon):
+        return None  # `return k<<<g, b>>>(x);`: a statement after it never runs
     line = line_at(starts, semicolon)
     first = line_at(starts, at)
     raw = source.line_text(line)
