@@ -12,7 +12,6 @@ One project holds every file of the table, fixed once and pinned once."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
