@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from kgate.collect.cpp_flow import Flow, head, line_starts
+from kgate.collect.cpp_flow import Flow, line_starts
+from kgate.collect.cpp_statements import head
 from kgate.collect.cpp_text import blank
 from kgate.collect.cuda_checks import launch_checks
 from kgate.collect.cuda_project import Project

@@ -16,7 +16,8 @@ from bisect import bisect_right
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from kgate.collect.cpp_flow import NAMESPACE_HEAD, SCOPE_HEAD, Flow, Matcher, head, is_call
+from kgate.collect.cpp_flow import Flow, Matcher
+from kgate.collect.cpp_statements import NAMESPACE_HEAD, SCOPE_HEAD, head, is_call
 from kgate.collect.cpp_text import Macro, balanced, calls_of, macros, split_arguments
 from kgate.collect.cuda_checks import definitions
 from kgate.collect.cuda_project import HEADERS, Project

@@ -28,7 +28,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from kgate.collect.cpp_flow import Flow, Matcher, head, is_call
+from kgate.collect.cpp_flow import Flow, Matcher
+from kgate.collect.cpp_statements import head, is_call
 from kgate.collect.cpp_text import balanced, macros, split_arguments
 
 RUNTIME_QUERIES = ("cudaGetLastError", "cudaPeekAtLastError", "hipGetLastError", "hipPeekAtLastError")

@@ -15,7 +15,8 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 
 from kgate.collect import depends
-from kgate.collect.cpp_flow import Flow, is_call, line_starts
+from kgate.collect.cpp_flow import Flow, line_starts
+from kgate.collect.cpp_statements import is_call
 from kgate.collect.cpp_text import balanced, calls_of, shared_blank
 from kgate.collect.cuda_checks import (
     NEEDLES,

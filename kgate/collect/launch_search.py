@@ -15,7 +15,8 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from kgate.collect.cpp_flow import Flow, checked_after, line_at, line_starts, statement_end
+from kgate.collect.cpp_flow import Flow, checked_after, line_at, line_starts
+from kgate.collect.cpp_statements import statement_end
 from kgate.collect.cpp_text import balanced, macro_lines
 from kgate.collect.cuda_callers import Callers, Site
 from kgate.collect.cuda_checks import CheckedSyncs, Checks, error_kept, is_program, last_error_reads, launch_checks

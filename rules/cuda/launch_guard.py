@@ -357,7 +357,7 @@ def _usable_checks(text: str, code: str, macros: list[str]) -> list[_Guard]:
 
 def _guard_at(code: str, at: int, guards: list[_Guard]) -> str | None:
     """The statement to insert after the launch at `at`: the first usable macro that may be called there."""
-    from kgate.collect.cpp_flow import function_body
+    from kgate.collect.cpp_statements import function_body
 
     body: tuple[int, int] | None = None
     for guard in guards:
@@ -374,7 +374,8 @@ def _insert_check(source: Any, text: Any, starts: list[int], at: int, semicolon:
     after the `;` when more code follows it on that line, or when the line ends inside a comment (a block comment
     or a `//` comment continued with a backslash: a line of its own would be that comment's text, and the line
     after it could become code)."""
-    from kgate.collect.cpp_flow import braceless_body, column, leaves, line_at
+    from kgate.collect.cpp_flow import column, leaves, line_at
+    from kgate.collect.cpp_statements import braceless_body
 
     code = text.code
     if semicolon < 0 or semicolon >= len(code) or code[semicolon] != ";":
