@@ -44,7 +44,8 @@ MANIFEST = "reads"  # the cache kind that lists, per static key, the names its i
 INTERPRETER = "interpreter"  # the read of how the importing interpreter was started (`interpreter_state`)
 # Variables read for the import where no Python code looks them up: by the C library (the time zone, the locale of
 # text, numbers and times) and by the interpreter as it starts (the seed of string hashing); the rest of how the
-# interpreter was started is read as one (`interpreter_state`: `__debug__`, the warning options).
+# interpreter was started is read as one (`interpreter_state`: `__debug__`, every flag, the warning and -X options,
+# the bytecode cache folder, the user base folder).
 PROCESS_VARIABLES = ("TZ", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_NUMERIC", "LC_TIME", "LC_COLLATE",
                      "LC_MONETARY", "LC_MESSAGES", "PYTHONHASHSEED")
 _KEPT_LISTS = 8  # read lists kept per static key (the same module under other inputs: an env var, a branch)
@@ -133,13 +134,17 @@ def value(name: str, where: View) -> Any:
 
 
 def interpreter_state() -> list[Any]:
-    """What the interpreter the import runs in was started with that changes what a module's code does:
-    optimisation (`__debug__`, asserts), development mode, UTF-8 mode, the digits an int may be read from, and the
-    warning options (`-W`, PYTHONWARNINGS). kgate's compile workers are started with kgate's own (multiprocessing
-    hands them over), so the main process's are the workers'."""
-    flags = sys.flags
-    return [flags.optimize, flags.dev_mode, flags.utf8_mode, getattr(flags, "int_max_str_digits", -1),
-            list(sys.warnoptions)]
+    """What the interpreter the import runs in was started with that a module's code can read: every flag
+    (`sys.flags`: optimisation and `__debug__`, development and UTF-8 mode, bytecode writing, the user's site
+    folder, the safe path, the digits an int may be read from), the warning options (`-W`, PYTHONWARNINGS), the
+    `-X` options, where bytecode is cached (PYTHONPYCACHEPREFIX), the library folder's name and the user's base
+    folder (PYTHONUSERBASE). The interpreter reads them as it starts, where no look-up of the import's records
+    them. kgate's compile workers are started with kgate's own (multiprocessing hands them over, and its
+    environment), so the main process's are the workers'."""
+    import site
+
+    return [list(sys.flags), list(sys.warnoptions), sorted(map(str, sys._xoptions.items())), sys.pycache_prefix,
+            getattr(sys, "platlibdir", ""), site.ENABLE_USER_SITE, site.getuserbase()]
 
 
 def search_folders(where: View) -> list[str]:

@@ -264,6 +264,7 @@ def patch(rec: Recorder) -> None:
     for environ in (os.environ, getattr(os, "environb", None)):
         if environ is not None and type(environ) is os._Environ:
             import_environ.watch(environ)
+    import_environ.watch_data()
     real_stat, real_lstat = os.stat, os.lstat
     _SAVED.update(stat=real_stat, lstat=real_lstat)
 
@@ -335,6 +336,7 @@ def unpatch() -> None:
     for environ in (os.environ, getattr(os, "environb", None)):
         if environ is not None:
             import_environ.unwatch(environ)
+    import_environ.unwatch_data()
     if _SAVED:
         import importlib.util
 
