@@ -145,3 +145,99 @@ def test_every_read_of_the_import_is_in_the_key(tmp_path: Path, case: str) -> No
     _write(project, {name: text for name, text in change.items() if not name.startswith("env:")})
     second = _rows(project, env, process=process)[case]
     assert "BLOCK=8192," in second, second
+
+
+# ---- reads whose outcome is no fixed value: after the change, a warm run shows what a cold run shows
+
+HEURISTIC = '''import os
+
+import kgate
+import triton
+import triton.language as tl
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+_CALLS = [0]
+
+
+def _block(args):
+    _CALLS[0] += 1
+    if _CALLS[0] < 2:
+        return 256
+    return int(open(os.path.join(HERE, "second.txt")).read())
+
+
+@kgate.register(signature={"x": "*fp32", "y": "*fp32", "n": "i32"})
+@triton.heuristics({"BLOCK": _block})
+@triton.jit
+def fill_kernel(x, y, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y + offs, tl.load(x + offs, mask=offs < n) * 2, mask=offs < n)
+'''
+PRE_HOOK = HELPERS + _module("256").replace(
+    'num_warps=c["warps"])', 'num_warps=c["warps"], pre_hook=lambda nargs: open(os.path.join(HERE, "hook.txt")).read())')
+RELATIVE = HELPERS + _module('int(Path("b.txt").read_bytes())')
+PTH = HELPERS + _module('int(os.environ.get("MYPROJ_PTHX", "256"))')
+# case -> (module, files, the change, the folder kgate runs in, relative to the project)
+SAME_AS_COLD: dict[str, tuple[str, dict[str, Any], dict[str, Any], str]] = {
+    "heuristic_reads_a_file_on_its_second_call": (HEURISTIC, {"second.txt": "512"}, {"second.txt": "8192"}, "."),
+    "pre_hook_of_a_config_reads_a_file": (PRE_HOOK, {"hook.txt": "a"}, {"hook.txt": None}, "."),
+    "relative_read_bytes_from_a_subfolder": (RELATIVE, {"b.txt": "256", "sub/b.txt": "1024"}, {"sub/b.txt": "8192"},
+                                             "sub"),
+    "pth_file_in_a_python_path_folder": (PTH, {"x.pth": 'import os; os.environ["MYPROJ_PTHX"] = "1024"\n'},
+                                         {"x.pth": 'import os; os.environ["MYPROJ_PTHX"] = "8192"\n'}, "."),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SAME_AS_COLD))
+def test_after_a_change_a_warm_run_shows_what_a_cold_run_shows(tmp_path: Path, case: str) -> None:
+    module, files, change, where = SAME_AS_COLD[case]
+    project = _project(tmp_path, case, module)
+    _write(project, files)
+    (project / "sub").mkdir(exist_ok=True)
+    _rows(project, {}, cwd=project / where)
+    _write(project, change)
+    warm = _rows(project, {}, cwd=project / where)
+    assert warm == _rows(project, {}, "--no-cache", cwd=project / where), warm
+    assert case in warm, warm
+
+
+# ---- what no key can hold is said in the run
+
+# case -> (preamble, BLOCK expression, what the run names: None for nothing)
+CHANCE: dict[str, tuple[str, str, str | None]] = {
+    "time_time": ("import time\n", "256 if int(time.time()) % 2 else 8192", "the clock"),
+    "time_ns_through_a_helper": ("import time\n\n\ndef _now():\n    return time.time_ns()\n",
+                                 "256 if _now() % 2 else 8192", "the clock"),
+    "localtime_of_now": ("import time\n", "256 if time.localtime().tm_sec % 2 else 8192", "the clock"),
+    "localtime_of_a_given_time": ("import time\n", "256 if time.localtime(0).tm_year > 1900 else 8192", None),
+    "perf_counter_around_a_probe": ("import time\n", "256 if time.perf_counter() >= 0 else 8192", "the clock"),
+    "random_unseeded": ("import random\n", "random.choice([256, 8192])", "random numbers"),
+    "random_seeded_by_the_module": ("import random\nrandom.seed(7)\n", "random.choice([256, 256])", None),
+    "random_reseeded_from_the_system": ("import random\nrandom.seed()\n", "random.choice([256, 256])",
+                                        "random numbers"),
+    "uuid4": ("import uuid\n", "256 if uuid.uuid4().int % 2 else 8192", "random numbers"),
+    "urandom": ("", "256 if os.urandom(1)[0] % 2 else 8192", "random numbers"),
+    "nothing_of_either": ("", "256", None),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CHANCE))
+def test_what_no_key_can_hold_is_said_in_every_run(tmp_path: Path, case: str) -> None:
+    preamble, expression, named = CHANCE[case]
+    project = _project(tmp_path, case, HELPERS + _module(expression, preamble))
+    for _ in range(2):  # cold, then served from the records
+        run = kgate("check", cwd=project, env={"COLUMNS": "250"})
+        said = [line for line in (run.stdout + run.stderr).splitlines() if "no key can hold" in line]
+        assert run.code == 0 and said == ([] if named is None else [
+            f"importing r_{case} read {named}, which no key can hold: its kernels are the ones the run that first "
+            "compiled them made; run with --no-cache to compile them again"]), run.stdout + run.stderr
+
+
+def test_a_diff_compiles_what_read_the_clock_afresh_on_each_side(tmp_path: Path) -> None:
+    from test_diff_sides import _diff, _repo
+
+    project = _repo(tmp_path / "p", {"r_clock.py": HELPERS + _module("256 + 0 * int(time.time())", "import time\n")})
+    run = _diff(project, "HEAD", "--require-identical")
+    assert run.code == 0 and "1 identical, 0 changed" in run.stdout, run.stdout + run.stderr
+    assert ("importing r_clock read the clock, which no key can hold: so its kernels were compiled afresh for each "
+            "side of this diff") in run.stderr, run.stderr

@@ -39,6 +39,9 @@ UNRECORDED = "unrecorded"  # a read whose value cannot be named (`unrecorded:WHA
 # A program the import ran whose own reads are not seen (`unseen:git`): keyed by its file, and in a diff by the side
 # of that diff (`kgate.compile.sides.DIFF_RUN`), so that no side is served a record made before or by the other.
 UNSEEN = "unseen"
+# What the import read that no key can hold (`unkeyed:the clock`: `kgate.compile.import_chance`): kept as the first
+# run had it, said in the run, and in a diff held by that diff's side alone, as an unseen program's reads are.
+UNKEYED = "unkeyed"
 _DISTRIBUTIONS = (".dist-info", ".egg-info", ".egg")
 MANIFEST = "reads"  # the cache kind that lists, per static key, the names its imports read
 INTERPRETER = "interpreter"  # the read of how the importing interpreter was started (`interpreter_state`)
@@ -97,7 +100,7 @@ def value(name: str, where: View) -> Any:
         return _whole_env(where.env) if rest == "*" else where.env.get(rest)
     if kind == INTERPRETER:
         return interpreter_state()
-    if kind == UNSEEN:  # what the program read is not seen: in a diff, each side's of this diff alone
+    if kind in (UNSEEN, UNKEYED):  # what was read is not seen: in a diff, each side's of this diff alone
         return where.checkout[1] if where.checkout is not None else where.env.get(DIFF_RUN)
     if kind == "cwd":  # a relative path was read: which folder it is relative to
         return where.name(where.cwd)
@@ -256,17 +259,30 @@ def _names_shape(value: Any) -> None:
 
 
 def unseen_programs(reads: Reads) -> list[str]:
-    """The programs an import ran whose own reads kgate does not see (by name)."""
-    return sorted(name.partition(":")[2] for name in reads if name.startswith(UNSEEN + ":"))
+    """The programs an import ran whose own reads kgate does not see (by name), and what it read that no key can
+    hold (`unkeyed:the clock`)."""
+    return sorted(name.partition(":")[2] if name.startswith(UNSEEN + ":") else name for name in reads
+                  if name.startswith((UNSEEN + ":", UNKEYED + ":")))
 
 
 def unseen_notices(unseen: Mapping[str, list[str]], diff: bool = False) -> list[str]:
-    """What a run says of the programs its imports ran whose own reads it does not see (docs/performance.md); in a
-    diff, whose sides compile such a module afresh, that it was."""
-    tail = ("so its kernels were compiled afresh for each side of this diff" if diff else
-            "a change to what else it reads does not compile them again; run with --no-cache after one")
-    return [f"importing {module} ran {', '.join(programs)}, whose own reads kgate does not see (only the program's "
-            f"file and the paths its arguments name are keyed): {tail}" for module, programs in sorted(unseen.items())]
+    """What a run says of the programs its imports ran whose own reads it does not see, and of what they read that
+    no key can hold (docs/performance.md); in a diff, whose sides compile such a module afresh, that it was."""
+    out = []
+    for module, names in sorted(unseen.items()):
+        inputs = [n.partition(":")[2] for n in names if n.startswith(UNKEYED + ":")]
+        programs = [n for n in names if not n.startswith(UNKEYED + ":")]
+        if programs:
+            tail = ("so its kernels were compiled afresh for each side of this diff" if diff else
+                    "a change to what else it reads does not compile them again; run with --no-cache after one")
+            out.append(f"importing {module} ran {', '.join(programs)}, whose own reads kgate does not see (only the "
+                       f"program's file and the paths its arguments name are keyed): {tail}")
+        if inputs:
+            tail = ("so its kernels were compiled afresh for each side of this diff" if diff else
+                    "its kernels are the ones the run that first compiled them made; run with --no-cache to "
+                    "compile them again")
+            out.append(f"importing {module} read {' and '.join(inputs)}, which no key can hold: {tail}")
+    return out
 
 
 def still_held(reads: Any, where: View) -> bool:

@@ -21,7 +21,7 @@ import os
 import sys
 from typing import IO, Any
 
-from kgate.compile import import_children, import_environ, import_programs, import_reads, import_text
+from kgate.compile import import_chance, import_children, import_environ, import_programs, import_reads, import_text
 from kgate.compile.import_reads import INTERPRETER, UNRECORDED, Reads, View, keyable_file, search_folders, value
 
 
@@ -307,6 +307,7 @@ def patch(rec: Recorder) -> None:
     importlib.util._find_spec = find_spec  # type: ignore[attr-defined]
     _patch_path_accessor()
     import_text.patch(rec)
+    import_chance.patch(rec)
     import_children.patch(rec)
 
 
@@ -346,6 +347,7 @@ def unpatch() -> None:
         os.getcwd, os.getcwdb = _SAVED.pop("getcwd"), _SAVED.pop("getcwdb")
         importlib.util._find_spec = _SAVED.pop("find_spec")  # type: ignore[attr-defined]
     import_text.unpatch()
+    import_chance.unpatch()
     import_children.unpatch()
 
 
