@@ -72,7 +72,9 @@ def _put_data(data: dict[Any, Any]) -> None:
 
 def raw() -> dict[Any, Any]:
     """The environment's own mapping (bytes names and values on POSIX), read without being noted."""
-    return dict.copy(os.environ._data)  # type: ignore[attr-defined]
+    # The dict's own items, not the noting mapping's methods (a copy of a dict subclass calls its keys() and
+    # __getitem__)
+    return dict(dict.items(os.environ._data))  # type: ignore[attr-defined]
 
 
 class RealEnv(Mapping[str, str]):
@@ -152,7 +154,7 @@ class _ReadData(dict):  # type: ignore[type-arg]
 
     def copy(self) -> dict[Any, Any]:
         _note_env("*")
-        return dict.copy(self)
+        return dict(dict.items(self))
 
 
 def _set_class(environ: os._Environ[Any], cls: type[os._Environ[Any]]) -> None:
