@@ -15,7 +15,6 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 from conftest import DATA, Run, kgate
@@ -108,7 +107,7 @@ def test_a_launch_bound_over_the_files_register_limit_is_the_bound_ptxas_used(cu
     """ptxas raises the file's `-maxrregcount=32` to the bound `__launch_bounds__(1024, 1)` allows: the spill rule
     reads the registers the kernel has, and the spills of its callee compiled under that bound."""
     (facts,) = [k for k in cuda.json()["kernels"] if k["kernel"] == "bounded_caller_of_a_heavy_callee"]
-    used = re.search(r"bounded_caller_of_a_heavy_callee.*?Used (\d+) registers", ptxas_log, re.S)
+    used = re.search(r"bounded_caller_of_a_heavy_callee.*?Used (\d+) registers", ptxas_log, re.DOTALL)
     assert used is not None and facts["registers"] == int(used.group(1)) > 32, facts
     (finding,) = [f for f in cuda.json()["findings"] if f["kernel"] == "bounded_caller_of_a_heavy_callee"]
     assert f"at {used.group(1)} registers" in finding["message"] and "in `heavy`" in finding["message"], finding
