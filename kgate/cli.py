@@ -94,16 +94,18 @@ class _Parser(argparse.ArgumentParser):
         return [option for action in self._actions for option in action.option_strings]
 
     def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
-        """An option whose value names something (`_NAMED`) refuses an empty value, unless it has a type of its own."""
-        if args and str(args[0]).startswith("-") and kwargs.get("metavar") in _NAMED and "type" not in kwargs \
-                and kwargs.get("nargs") != "?":
+        """An argument whose value names something (`_NAMED`) refuses an empty value, unless it has a type of its own
+        or is an option whose value may be left out (`--show-settings` alone means stdout)."""
+        optional_value = bool(args) and str(args[0]).startswith("-") and kwargs.get("nargs") == "?"
+        if args and kwargs.get("metavar") in _NAMED and "type" not in kwargs and not optional_value:
             kwargs["type"] = _named
         return super().add_argument(*args, **kwargs)
 
 
 # The values that name a file, a folder, a target, a kernel glob or a revision: an empty one is a mistake, never the
 # option left out (`--config ""` would read as no `--config`, the nearest configuration; `-o ""` as stdout;
-# `capture --target ""` as the first configured target).
+# `capture --target ""` as the first configured target; `diff ""`, an unset variable's revision, as the default
+# base).
 _NAMED = frozenset({"FILE", "DIR", "SM", "GLOB", "BASE"})
 
 

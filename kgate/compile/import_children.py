@@ -30,6 +30,8 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+from kgate.compile import import_environ
+
 if TYPE_CHECKING:
     from kgate.compile.import_recorder import Recorder
 
@@ -201,7 +203,7 @@ def _argv(args: Any) -> list[str]:
 def child_env(rec: Recorder, env: Mapping[Any, Any] | None, argv: list[str], shell: bool = False) -> dict[Any, Any]:
     """The environment a program started by the import gets: `env` (or the import's own), carrying the recorder."""
     base: dict[Any, Any] = dict(env) if env is not None else {os.fsdecode(k): os.fsdecode(v)
-                                                                for k, v in os.environ._data.items()}  # type: ignore[attr-defined]
+                                                                for k, v in import_environ.raw().items()}
     as_bytes = any(isinstance(k, bytes) for k in base)
     pythonpath = base.get(b"PYTHONPATH" if as_bytes else "PYTHONPATH")
     old = os.fsdecode(pythonpath) if pythonpath is not None else None
@@ -281,7 +283,7 @@ def patch(rec: Recorder) -> None:
 def _process_env(rec: Recorder, command: list[str], shell: bool = False) -> Iterator[None]:
     """The recorder in this process's own environment (what a program started without an environment of its own
     gets) for the length of a call: as os.putenv sets it, so that os.environ is left as the module made it."""
-    data = os.environ._data  # type: ignore[attr-defined]
+    data = import_environ.raw()
     now = {name: os.fsdecode(data[os.fsencode(name)]) for name in (ENV, "PYTHONPATH") if os.fsencode(name) in data}
     env = _handed_on(rec, {k: v for k, v in now.items() if k != ENV}, command, shell)
     for name, text in env.items():

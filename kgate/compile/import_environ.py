@@ -1,11 +1,14 @@
 """The environment as an import reads it: `os.environ` (and `os.environb`) made, for the length of a recorded
 import, a mapping that notes each variable the project looks up (the whole environment where it is iterated) and
-each it sets (`kgate.compile.import_recorder`); and the environment as it is, read without being noted.
+each it sets (`kgate.compile.import_recorder`), and so is the mapping they both keep the variables in
+(`os.environ._data`, which is `posix.environ`), read past them; and the environment as it is, read without being
+noted.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +38,45 @@ def unwatch(environ: Any) -> None:
         _set_class(environ, os._Environ)
 
 
+_SAVED_DATA: list[dict[Any, Any]] = []
+
+
+def watch_data() -> None:
+    """Note what the project reads of the environment's own mapping, past os.environ, from now on: a mapping that
+    notes its reads stands in for it wherever it is reached (os.environ, os.environb, posix.environ)."""
+    data = os.environ._data  # type: ignore[attr-defined]
+    if type(data) is not dict or _SAVED_DATA:
+        return
+    _SAVED_DATA.append(data)
+    _put_data(_ReadData(data))
+
+
+def unwatch_data() -> None:
+    """The environment's own mapping back in its place, holding what the import set meanwhile."""
+    if not _SAVED_DATA:
+        return
+    data, now = _SAVED_DATA.pop(), raw()
+    data.clear()
+    data.update(now)
+    _put_data(data)
+
+
+def _put_data(data: dict[Any, Any]) -> None:
+    for environ in (os.environ, getattr(os, "environb", None)):
+        if environ is not None:
+            environ._data = data  # type: ignore[attr-defined]
+    posix = sys.modules.get(os.name)  # `posix`, whose `environ` os.environ was made from and keeps
+    if posix is not None and isinstance(getattr(posix, "environ", None), dict):
+        posix.environ = data  # type: ignore[attr-defined]
+
+
+def raw() -> dict[Any, Any]:
+    """The environment's own mapping (bytes names and values on POSIX), read without being noted."""
+    # The dict's own items, not the noting mapping's methods (a copy of a dict subclass calls its keys() and
+    # __getitem__)
+    return dict(dict.items(os.environ._data))  # type: ignore[attr-defined]
+
+
 class RealEnv(Mapping[str, str]):
     """The environment as it is, read without being recorded (the recorder's own view of it)."""
 
@@ -49,7 +91,7 @@ class RealEnv(Mapping[str, str]):
 
 
 def _env_data() -> dict[str, str]:
-    return {os.fsdecode(k): os.fsdecode(v) for k, v in os.environ._data.items()}  # type: ignore[attr-defined]
+    return {os.fsdecode(k): os.fsdecode(v) for k, v in raw().items()}
 
 
 class _ReadEnviron(os._Environ[Any]):
@@ -72,6 +114,47 @@ class _ReadEnviron(os._Environ[Any]):
     def __len__(self) -> int:
         _note_env("*")
         return super().__len__()
+
+
+class _ReadData(dict):  # type: ignore[type-arg]
+    """The environment's own mapping, noting what is read of it: a variable looked up by name, the whole
+    environment where it is iterated, counted or copied."""
+
+    def __getitem__(self, name: Any) -> Any:
+        _note_env(name)
+        return super().__getitem__(name)
+
+    def get(self, name: Any, default: Any = None) -> Any:
+        _note_env(name)
+        return super().get(name, default)
+
+    def __contains__(self, name: object) -> bool:
+        _note_env(name)
+        return super().__contains__(name)
+
+    def __iter__(self) -> Iterator[Any]:
+        _note_env("*")
+        return super().__iter__()
+
+    def __len__(self) -> int:
+        _note_env("*")
+        return super().__len__()
+
+    def keys(self) -> Any:
+        _note_env("*")
+        return super().keys()
+
+    def items(self) -> Any:
+        _note_env("*")
+        return super().items()
+
+    def values(self) -> Any:
+        _note_env("*")
+        return super().values()
+
+    def copy(self) -> dict[Any, Any]:
+        _note_env("*")
+        return dict(dict.items(self))
 
 
 def _set_class(environ: os._Environ[Any], cls: type[os._Environ[Any]]) -> None:

@@ -39,12 +39,16 @@ UNRECORDED = "unrecorded"  # a read whose value cannot be named (`unrecorded:WHA
 # A program the import ran whose own reads are not seen (`unseen:git`): keyed by its file, and in a diff by the side
 # of that diff (`kgate.compile.sides.DIFF_RUN`), so that no side is served a record made before or by the other.
 UNSEEN = "unseen"
+# What the import read that no key can hold (`unkeyed:the clock`: `kgate.compile.import_chance`): kept as the first
+# run had it, said in the run, and in a diff held by that diff's side alone, as an unseen program's reads are.
+UNKEYED = "unkeyed"
 _DISTRIBUTIONS = (".dist-info", ".egg-info", ".egg")
 MANIFEST = "reads"  # the cache kind that lists, per static key, the names its imports read
 INTERPRETER = "interpreter"  # the read of how the importing interpreter was started (`interpreter_state`)
 # Variables read for the import where no Python code looks them up: by the C library (the time zone, the locale of
 # text, numbers and times) and by the interpreter as it starts (the seed of string hashing); the rest of how the
-# interpreter was started is read as one (`interpreter_state`: `__debug__`, the warning options).
+# interpreter was started is read as one (`interpreter_state`: `__debug__`, every flag, the warning and -X options,
+# the bytecode cache folder, the user base folder).
 PROCESS_VARIABLES = ("TZ", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_NUMERIC", "LC_TIME", "LC_COLLATE",
                      "LC_MONETARY", "LC_MESSAGES", "PYTHONHASHSEED")
 _KEPT_LISTS = 8  # read lists kept per static key (the same module under other inputs: an env var, a branch)
@@ -96,7 +100,7 @@ def value(name: str, where: View) -> Any:
         return _whole_env(where.env) if rest == "*" else where.env.get(rest)
     if kind == INTERPRETER:
         return interpreter_state()
-    if kind == UNSEEN:  # what the program read is not seen: in a diff, each side's of this diff alone
+    if kind in (UNSEEN, UNKEYED):  # what was read is not seen: in a diff, each side's of this diff alone
         return where.checkout[1] if where.checkout is not None else where.env.get(DIFF_RUN)
     if kind == "cwd":  # a relative path was read: which folder it is relative to
         return where.name(where.cwd)
@@ -133,13 +137,17 @@ def value(name: str, where: View) -> Any:
 
 
 def interpreter_state() -> list[Any]:
-    """What the interpreter the import runs in was started with that changes what a module's code does:
-    optimisation (`__debug__`, asserts), development mode, UTF-8 mode, the digits an int may be read from, and the
-    warning options (`-W`, PYTHONWARNINGS). kgate's compile workers are started with kgate's own (multiprocessing
-    hands them over), so the main process's are the workers'."""
-    flags = sys.flags
-    return [flags.optimize, flags.dev_mode, flags.utf8_mode, getattr(flags, "int_max_str_digits", -1),
-            list(sys.warnoptions)]
+    """What the interpreter the import runs in was started with that a module's code can read: every flag
+    (`sys.flags`: optimisation and `__debug__`, development and UTF-8 mode, bytecode writing, the user's site
+    folder, the safe path, the digits an int may be read from), the warning options (`-W`, PYTHONWARNINGS), the
+    `-X` options, where bytecode is cached (PYTHONPYCACHEPREFIX), the library folder's name and the user's base
+    folder (PYTHONUSERBASE). The interpreter reads them as it starts, where no look-up of the import's records
+    them. kgate's compile workers are started with kgate's own (multiprocessing hands them over, and its
+    environment), so the main process's are the workers'."""
+    import site
+
+    return [list(sys.flags), list(sys.warnoptions), sorted(map(str, sys._xoptions.items())), sys.pycache_prefix,
+            getattr(sys, "platlibdir", ""), site.ENABLE_USER_SITE, site.getuserbase()]
 
 
 def search_folders(where: View) -> list[str]:
@@ -251,17 +259,30 @@ def _names_shape(value: Any) -> None:
 
 
 def unseen_programs(reads: Reads) -> list[str]:
-    """The programs an import ran whose own reads kgate does not see (by name)."""
-    return sorted(name.partition(":")[2] for name in reads if name.startswith(UNSEEN + ":"))
+    """The programs an import ran whose own reads kgate does not see (by name), and what it read that no key can
+    hold (`unkeyed:the clock`)."""
+    return sorted(name.partition(":")[2] if name.startswith(UNSEEN + ":") else name for name in reads
+                  if name.startswith((UNSEEN + ":", UNKEYED + ":")))
 
 
 def unseen_notices(unseen: Mapping[str, list[str]], diff: bool = False) -> list[str]:
-    """What a run says of the programs its imports ran whose own reads it does not see (docs/performance.md); in a
-    diff, whose sides compile such a module afresh, that it was."""
-    tail = ("so its kernels were compiled afresh for each side of this diff" if diff else
-            "a change to what else it reads does not compile them again; run with --no-cache after one")
-    return [f"importing {module} ran {', '.join(programs)}, whose own reads kgate does not see (only the program's "
-            f"file and the paths its arguments name are keyed): {tail}" for module, programs in sorted(unseen.items())]
+    """What a run says of the programs its imports ran whose own reads it does not see, and of what they read that
+    no key can hold (docs/performance.md); in a diff, whose sides compile such a module afresh, that it was."""
+    out = []
+    for module, names in sorted(unseen.items()):
+        inputs = [n.partition(":")[2] for n in names if n.startswith(UNKEYED + ":")]
+        programs = [n for n in names if not n.startswith(UNKEYED + ":")]
+        if programs:
+            tail = ("so its kernels were compiled afresh for each side of this diff" if diff else
+                    "a change to what else it reads does not compile them again; run with --no-cache after one")
+            out.append(f"importing {module} ran {', '.join(programs)}, whose own reads kgate does not see (only the "
+                       f"program's file and the paths its arguments name are keyed): {tail}")
+        if inputs:
+            tail = ("so its kernels were compiled afresh for each side of this diff" if diff else
+                    "its kernels are the ones the run that first compiled them made; run with --no-cache to "
+                    "compile them again")
+            out.append(f"importing {module} read {' and '.join(inputs)}, which no key can hold: {tail}")
+    return out
 
 
 def still_held(reads: Any, where: View) -> bool:

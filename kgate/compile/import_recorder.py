@@ -22,7 +22,7 @@ import sys
 from types import FrameType
 from typing import IO, Any
 
-from kgate.compile import import_children, import_environ, import_programs, import_reads, import_text
+from kgate.compile import import_chance, import_children, import_environ, import_programs, import_reads, import_text
 from kgate.compile.import_reads import INTERPRETER, UNRECORDED, Reads, View, keyable_file, search_folders, value
 
 
@@ -235,6 +235,7 @@ def patch(rec: Recorder) -> None:
     for environ in (os.environ, getattr(os, "environb", None)):
         if environ is not None and type(environ) is os._Environ:
             import_environ.watch(environ)
+    import_environ.watch_data()
     real_stat, real_lstat = os.stat, os.lstat
     _SAVED.update(stat=real_stat, lstat=real_lstat)
 
@@ -277,6 +278,7 @@ def patch(rec: Recorder) -> None:
     importlib.util._find_spec = find_spec  # type: ignore[attr-defined]
     _patch_path_accessor()
     import_text.patch(rec)
+    import_chance.patch(rec)
     import_children.patch(rec)
 
 
@@ -306,6 +308,7 @@ def unpatch() -> None:
     for environ in (os.environ, getattr(os, "environb", None)):
         if environ is not None:
             import_environ.unwatch(environ)
+    import_environ.unwatch_data()
     if _SAVED:
         import importlib.util
 
@@ -315,6 +318,7 @@ def unpatch() -> None:
         os.getcwd, os.getcwdb = _SAVED.pop("getcwd"), _SAVED.pop("getcwdb")
         importlib.util._find_spec = _SAVED.pop("find_spec")  # type: ignore[attr-defined]
     import_text.unpatch()
+    import_chance.unpatch()
     import_children.unpatch()
 
 

@@ -1,0 +1,104 @@
+"""What an import reads that no key can hold: the clock and random numbers.
+
+A module that decides its configs by the time (`time.time()`), by random numbers (`random.choice`, `uuid.uuid4()`,
+`os.urandom`) or by how long something took reads an input no later run can look up again. Its records are kept
+all the same (the variant the first run compiled stays, as docs/performance.md says), and the run says so: each
+such read the project's own code makes, directly or through the standard library, is an `unkeyed:` read
+(`kgate.compile.import_reads.UNKEYED`), named in the run's notices and, in `kgate diff`, held by that diff's side
+alone, so neither side is served a record made before the diff or by the other side. `random` seeded by the project
+with a value of its own is no such input: what it draws afterwards is the seed's.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import sys
+import time
+from typing import TYPE_CHECKING, Any
+
+from kgate.compile.import_reads import UNKEYED, value
+
+if TYPE_CHECKING:
+    from kgate.compile.import_recorder import Recorder
+
+CLOCK, RANDOM = "the clock", "random numbers"
+_CLOCKS = ("time", "time_ns", "monotonic", "monotonic_ns", "perf_counter", "perf_counter_ns", "process_time",
+           "process_time_ns", "thread_time", "thread_time_ns")
+# The time functions that read the clock when they are given no time of their own (their last argument).
+_CLOCK_BY_DEFAULT = {"localtime": 0, "gmtime": 0, "ctime": 0, "asctime": 0, "strftime": 1}
+_SAVED: dict[tuple[Any, str], Any] = {}
+_SEEDED: list[bool] = [False]  # random's shared generator seeded by the project (with a value) in this import
+
+
+def patch(rec: Recorder) -> None:
+    """Watch the clock and the random numbers for the length of an import."""
+    _SEEDED[0] = False
+    for name in _CLOCKS:
+        _wrap(rec, time, name, CLOCK)
+    for name, given in _CLOCK_BY_DEFAULT.items():
+        _wrap(rec, time, name, CLOCK, unless_given=given)
+    _wrap(rec, os, "urandom", RANDOM)
+    shared = getattr(random, "_inst", None)
+    for name in dir(random):
+        if name == "seed" or getattr(getattr(random, name), "__self__", None) is not shared or shared is None:
+            continue
+        _wrap(rec, random, name, RANDOM, unless_seeded=True)
+    real_seed = _SAVED[(random, "seed")] = random.seed
+
+    def seed(a: Any = None, *args: Any, **kwargs: Any) -> Any:
+        _SEEDED[0] = a is not None
+        if a is None:
+            _note(rec, RANDOM)
+        return real_seed(a, *args, **kwargs)
+
+    random.seed = seed
+
+
+def unpatch() -> None:
+    for (owner, name), real in _SAVED.items():
+        setattr(owner, name, real)
+    _SAVED.clear()
+
+
+def _wrap(rec: Recorder, owner: Any, name: str, what: str, unless_given: int | None = None,
+          unless_seeded: bool = False) -> None:
+    real = getattr(owner, name, None)
+    if real is None:
+        return
+    _SAVED[(owner, name)] = real
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        if not (unless_given is not None and len(args) > unless_given and args[unless_given] is not None) \
+                and not (unless_seeded and _SEEDED[0]):
+            _note(rec, what)
+        return real(*args, **kwargs)
+
+    setattr(owner, name, call)
+
+
+def _note(rec: Recorder, what: str) -> None:
+    if rec.busy or rec.where is None or not _by_project(rec):
+        return
+    rec.busy = True
+    try:
+        rec.add(f"{UNKEYED}:{what}", value(f"{UNKEYED}:{what}", rec.where))
+    finally:
+        rec.busy = False
+
+
+_KGATE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def _by_project(rec: Recorder) -> bool:
+    """Whether the read is the project's: the first code up the stack past this module's wrappers and the standard
+    library is a file of the project's, not kgate's or a library's."""
+    frame, where = sys._getframe(2), rec.where
+    while frame is not None and where is not None:
+        filename = frame.f_code.co_filename
+        if filename != __file__ and not filename.startswith("<") and not (filename + os.sep).startswith(rec.skip):
+            return os.path.isabs(filename) and where.owned(filename) and not filename.startswith(_KGATE)
+        if filename != __file__ and filename.startswith(_KGATE):
+            return False
+        frame = frame.f_back
+    return False
