@@ -8,6 +8,7 @@ under Triton 3.6, whose binding imports a module of its own late and looks for t
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -58,7 +59,8 @@ def test_a_warm_check_after_a_run_under_another_pythonpath_compiles_nothing(tmp_
     (project / "r_heur.py").write_text(HEURISTIC.format(expression="256"))
     extra = tmp_path / "tools"
     extra.mkdir()
-    cold = kgate("check", "-v", "--format", "json", cwd=project, env={"PYTHONPATH": str(extra)}, process=True)
+    pythonpath = os.pathsep.join([str(extra), *filter(None, [os.environ.get("PYTHONPATH")])])
+    cold = kgate("check", "-v", "--format", "json", cwd=project, env={"PYTHONPATH": pythonpath}, process=True)
     assert cold.code == 0, cold.stdout + cold.stderr
     warm = kgate("check", "-v", cwd=project, process=True)
     assert "0 compiled, 1 from cache" in warm.stdout + warm.stderr, warm.stdout + warm.stderr
