@@ -15,6 +15,7 @@ import os
 import random
 import sys
 import time
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from kgate.compile.import_reads import UNKEYED, value
@@ -93,7 +94,8 @@ _KGATE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 def _by_project(rec: Recorder) -> bool:
     """Whether the read is the project's: the first code up the stack past this module's wrappers and the standard
     library is a file of the project's, not kgate's or a library's."""
-    frame, where = sys._getframe(2), rec.where
+    frame: FrameType | None = sys._getframe(2)
+    where = rec.where
     while frame is not None and where is not None:
         filename = frame.f_code.co_filename
         if filename != __file__ and not filename.startswith("<") and not (filename + os.sep).startswith(rec.skip):

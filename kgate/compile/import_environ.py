@@ -64,7 +64,7 @@ def unwatch_data() -> None:
 def _put_data(data: dict[Any, Any]) -> None:
     for environ in (os.environ, getattr(os, "environb", None)):
         if environ is not None:
-            environ._data = data  # type: ignore[attr-defined]
+            environ._data = data  # type: ignore[union-attr]
     posix = sys.modules.get(os.name)  # `posix`, whose `environ` os.environ was made from and keeps
     if posix is not None and isinstance(getattr(posix, "environ", None), dict):
         posix.environ = data  # type: ignore[attr-defined]
@@ -116,7 +116,7 @@ class _ReadEnviron(os._Environ[Any]):
         return super().__len__()
 
 
-class _ReadData(dict):  # type: ignore[type-arg]
+class _ReadData(dict[Any, Any]):
     """The environment's own mapping, noting what is read of it: a variable looked up by name, the whole
     environment where it is iterated, counted or copied."""
 
