@@ -4,12 +4,14 @@ tensor that is 1 wherever the project runs the launch, so that it follows neithe
 Variable-length code packs every request into one sequence and passes the boundaries as a tensor of offsets
 (`cu_seqlens`): the tensors then hold a batch of one, and the launcher checks that it does (`if cu_seqlens is not
 None: assert q.shape[0] == 1`, or `raise` when `q.shape[0] != 1`). The batch is 1 where every call of the checking
-function passes such offsets: a value that is not `None` as written (an attribute, an index into one, a call), or a
-parameter of the caller that every call of the caller passes so in turn. A caller that passes `None`, leaves the
+function passes such offsets: a value that is not `None` as written (an attribute, an index into one, a call), a
+parameter typed a tensor that cannot be `None` (`query_start_loc: torch.Tensor`, whoever calls it: a method of a
+backend called through an object), or a parameter of the caller that every call of the caller passes so in turn. A caller that passes `None`, leaves the
 default, passes a name it may have set to `None`, or a function no call of the project reaches (an API for users,
 who may call it with a padded batch) leaves it following the batch. The inputs of a function that checks one of
 them share that batch (`q`, `k`, `v` of an attention). A tensor made with a leading dimension of one as written
-(`x.unsqueeze(0)`, `x.view(1, n, d)`, `x[None]`) is one too, wherever its caller made it.
+(`x.unsqueeze(0)`, `x.view(1, n, d)`, `x[None]`) is one too, wherever its caller made it, and so is a tensor made
+like one of these (`torch.empty_like(g)`).
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ _DEPTH = 48
 # Methods whose result has the tensor's own shape.
 _SAME_SHAPE = frozenset({"contiguous", "to", "float", "half", "bfloat16", "clone", "detach", "cuda", "type_as",
                          "requires_grad_", "cast"})
+# Functions whose result has the shape of their first argument (`torch.empty_like(x)`).
+_LIKE = frozenset({"empty_like", "zeros_like", "ones_like", "full_like", "rand_like", "randn_like"})
 _RESHAPES = frozenset({"view", "reshape"})
 # What makes a tensor of the sizes it is given (`torch.empty(n, d)`, `torch.zeros((n, d))`, `x.new_empty(n)`).
 _MAKERS = frozenset({"empty", "zeros", "ones", "full", "rand", "randn", "new_empty", "new_zeros", "new_ones",
@@ -50,8 +54,9 @@ class Batches(CallSites):
         depth += 1
         if isinstance(tensor, ast.Call):
             func = tensor.func
-            if isinstance(func, ast.Attribute) and func.attr in _SAME_SHAPE:
-                return self.made(func.value, scope, depth, seen)
+            same = same_shape(tensor)
+            if same is not None:
+                return self.made(same, scope, depth, seen)
             if str(py.dotted(func) or getattr(func, "attr", "")).rsplit(".", 1)[-1] not in _MAKERS or not tensor.args:
                 return None
             shape = tensor.args[0]
@@ -85,6 +90,9 @@ class Batches(CallSites):
         if depth > _DEPTH:
             return False
         depth += 1
+        same = same_shape(tensor) if isinstance(tensor, ast.Call) else None
+        if same is not None:
+            return self.one(same, scope, depth, seen)
         if isinstance(tensor, ast.Call) and isinstance(tensor.func, ast.Attribute):
             method, args = tensor.func.attr, tensor.args
             if method == "unsqueeze":
@@ -93,7 +101,7 @@ class Batches(CallSites):
                 first = args[0].elts[0] if len(args) == 1 and isinstance(args[0], ast.Tuple) and args[0].elts \
                     else args[0] if args else None
                 return integer(first, {}) == 1
-            return method in _SAME_SHAPE and self.one(tensor.func.value, scope, depth, seen)
+            return False
         if isinstance(tensor, ast.Subscript):
             index = tensor.slice
             first = index.elts[0] if isinstance(index, ast.Tuple) and index.elts else index
@@ -145,6 +153,8 @@ class Batches(CallSites):
         mark = (id(scope.node), "given " + name)
         if mark in seen or depth > _DEPTH:
             return False
+        if isinstance(scope.node, py.Function) and declared_given(scope.node, name):
+            return True
         passed = self._passed_by_callers(scope, name)
         return bool(passed) and all(reader.not_none(arg, caller, depth + 1, seen | {mark})
                                     for arg, caller, reader in passed)
@@ -175,6 +185,36 @@ class Batches(CallSites):
                 return self.given(here, value.id, depth, seen)
             here = here.parent
         return False
+
+
+def same_shape(call: ast.Call) -> ast.expr | None:
+    """The tensor whose shape a call's result has: `x.contiguous()`, `x.to(dtype)`, `torch.empty_like(x)`; None for any
+    other call."""
+    func = call.func
+    if isinstance(func, ast.Attribute) and func.attr in _SAME_SHAPE:
+        return func.value
+    name = (py.dotted(func) or "").rsplit(".", 1)[-1]
+    return call.args[0] if name in _LIKE and call.args and not isinstance(call.args[0], ast.Starred) else None
+
+
+def declared_given(fn: py.Function, name: str) -> bool:
+    """Whether a parameter's annotation says it is never `None` (`cu_seqlens: torch.Tensor`, with no default of `None`
+    and no `Optional`, `None` or `Any` in the annotation): every call passes it, typed so, whoever the callers are (a
+    method called through an object, a function of the project's API)."""
+    args = fn.args
+    positional = [*args.posonlyargs, *args.args]
+    defaults = dict(zip([a.arg for a in positional][len(positional) - len(args.defaults):], args.defaults))
+    defaults.update((a.arg, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None)
+    arg = next((a for a in py.parameters(fn) if a.arg == name), None)
+    if arg is None or arg.annotation is None:
+        return False
+    default = defaults.get(name)
+    if isinstance(default, ast.Constant) and default.value is None:
+        return False
+    annotation = arg.annotation
+    text = annotation.value if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str) \
+        else ast.unparse(annotation)
+    return not any(word in text for word in ("Optional", "None", "Any", "object"))
 
 
 def packed_under(fn: py.Function) -> tuple[str, ...]:

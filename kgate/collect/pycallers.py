@@ -3,8 +3,8 @@
 
 A parameter of the launching function is what the calls of that function pass for it: the module's own calls, or
 where it has none, the calls in the project's other modules that import the function (a launcher called from a
-layer or a serving backend). A kernel the module never launches may be launched from a module that imports it
-(`from .kernels import fwd_kernel` in ops.py). Those modules are found by `kgate.collect.pyproject.Modules` and
+layer or a serving backend), and theirs in turn, up to `REACH` modules away from the module under lint. A kernel the
+module never launches may be launched from a module that imports it (`from .kernels import fwd_kernel` in ops.py). Those modules are found by `kgate.collect.pyproject.Modules` and
 read by a reading of their own, parsed only in the definitions that name what is asked about.
 """
 
@@ -25,6 +25,11 @@ if TYPE_CHECKING:
     from kgate.collect.pyproject import Modules
 
 
+# How many modules away from the module under lint the calls of a launching function are followed: a launcher, the
+# layer that calls it, the backend that calls the layer.
+REACH = 2
+
+
 class CallSites:
     """The calls and the launch sites of `Launches`, beyond the module's own launch sites."""
 
@@ -35,6 +40,7 @@ class CallSites:
     bucketing: frozenset[str]
     project: Modules | None
     beyond: bool  # whether the calls in the project's other modules are read now
+    hops: int  # how many modules away from the module under lint this one is, by the calls followed to it
     runtime_only: bool  # whether only the values that follow the token count are asked for
     _calls: dict[str, list[tuple[ast.Call, Scope]]]
 
@@ -55,7 +61,7 @@ class CallSites:
             return []
         out = []
         for path, local in self.project.importing(self.source.path, name):
-            key = ("launches", path, tuple(local) if launches else (), type(self.names),
+            key = ("launches", path, tuple(local) if launches else (), self.hops + 1, type(self.names),
                    frozenset(self.names.runtime), frozenset(self.names.model), self.bucketing, self.runtime_only)
             reader = self.project.readers.get(key)
             if reader is None:
@@ -82,7 +88,9 @@ class CallSites:
 
         reader = Launches(source, info, set(local) if launches else set(), set(), self.names, self.bucketing,
                           self.project, self.runtime_only)
-        reader.beyond = False  # one module away: its own calls are followed, not those of a third module
+        # Modules away from the one under lint: the calls of a module that far are read no further.
+        reader.hops = self.hops + 1
+        reader.beyond = reader.hops < REACH
         return reader
 
     def _passed_by_callers(self, scope: Scope, name: str) -> list[tuple[ast.expr, Scope, Launches]]:

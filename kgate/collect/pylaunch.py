@@ -103,6 +103,7 @@ class Launches(Batches):
         self.runtime_only = runtime_only
         self.project = project  # the project's other modules: launch sites and calls there (None: this one only)
         self.beyond = True  # whether the calls in the project's other modules are read now
+        self.hops = 0  # modules away from the one under lint (`kgate.collect.pycallers`)
         self._blocks: dict[str, pysparse.Block] = {}
         self._helpers: dict[str, py.Function | None] = {}
         # The lines that launch one of the kernels (`k[`, `k.run(`), 0-based: only they are parsed and walked.

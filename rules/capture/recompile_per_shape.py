@@ -19,8 +19,9 @@ that passes, for one of its `tl.constexpr` parameters, a value that follows
 the token count or the batch is reported at that argument. The value is
 followed through the launching function's assignments, its module's helper
 functions and the calls of the launching function (the module's own, or
-where it has none, those of the project's other modules that import it:
-a launcher called from a layer or a serving backend), through the items
+where it has none, those of the project's other modules that import it,
+and theirs in turn up to two modules away from the launcher: a launcher
+called from a layer, the layer from a serving backend), through the items
 of a tuple a helper returns (`y, N, T = fwd(x)`) and through what an
 autograd function's `forward` saves on its context for `backward`
 (`ctx.N = N`, then `bwd(dy, ctx.N)`), and classed as KG201
@@ -48,10 +49,16 @@ a model dimension; `x.new_empty(x.shape[0], d)`: the tokens); and a batch packed
 the first dimension of a tensor a caller makes with a leading one
 (`q.unsqueeze(0)`, `x.view(1, n, d)`), or of the inputs of a function
 that checks their batch is 1 when sequence offsets are given (`if
-cu_seqlens is not None and q.shape[0] != 1: raise ...`) where every call
+cu_seqlens is not None and q.shape[0] != 1: raise ...`), or of a tensor
+made like one of these (`torch.empty_like(g)`), where every call
 of it in the project passes offsets that are not `None` (an attribute,
-an index into one, or a parameter every call passes so in turn, through
-`Fn.apply` to an autograd function's `forward` too); a caller that leaves
+an index into one, a parameter typed a tensor that cannot be `None`
+(`query_start_loc: torch.Tensor`, as a method of a serving backend
+takes it), or a parameter every call passes so in turn, through
+`Fn.apply` to an autograd function's `forward` too, and through the
+modules that call the check up to two modules away from the
+launcher: a check in the operator's module, called by a layer or a
+backend of its own); a caller that leaves
 them out or passes `None`, or a function no call of the project reaches
 (an API whose users may pass a padded batch), leaves it the batch. A name
 alone places nothing here (a parameter of the launcher that nothing in
