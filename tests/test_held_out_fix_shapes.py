@@ -350,6 +350,10 @@ REACHED = {
     "throw-in-a-lambda": "void run(int n) {\n  k<<<1, 1>>>();\n  auto f = [] { throw 1; };\n  CHECK\n}\n",
     "return-in-the-else": "void run(int n) {\n  if (n) {\n    k<<<1, 1>>>();\n  } else {\n    return;\n  }\n  CHECK\n}\n",
     "continue-in-a-loop": "void run(int n) {\n  for (;;) {\n    k<<<1, 1>>>();\n    continue;\n    CHECK\n  }\n}\n",
+    # The value returned is the check: it runs before the function returns.
+    "check-returned": "cudaError_t run(int n) {\n  k<<<1, 1>>>();\n  return cudaGetLastError();\n}\n",
+    "check-in-the-returned-call": "int run(int n) {\n  k<<<1, 1>>>();\n  return ok(cudaGetLastError(), \"launch\");\n}\n",
+    "check-thrown": "void run(int n) {\n  k<<<1, 1>>>();\n  throw error(cudaGetLastError());\n}\n",
 }
 
 

@@ -55,7 +55,7 @@ def checked_after(code: str, semicolon: int, starts: list[int], checks: Matcher,
 def reached(code: str, end: int, at: int) -> bool:
     """Whether control that leaves the statement ending at `end` comes to offset `at` after it: not when that
     statement returns or throws (`return k<<<g, b>>>(x);`), nor past a `return` or `throw` between them that runs on
-    every path there (not the braceless body of an if, else or loop, nor inside a block opened after `end`), nor
+    every path there (a check in the value it returns runs) (not the braceless body of an if, else or loop, nor inside a block opened after `end`), nor
     into another function's body once the statement's function has ended."""
     if leaves(code, end):
         return False
@@ -69,7 +69,8 @@ def reached(code: str, end: int, at: int) -> bool:
                 return False
             depth += 1
         elif depth <= lowest and not conditional(code, token.start()):
-            return False
+            # The statement that returns evaluates its value first: a check in it runs (`return cudaGetLastError();`).
+            return at < code.find(";", token.end())
     return True
 
 
