@@ -51,6 +51,37 @@ def watch_data() -> None:
     _put_data(_ReadData(data))
 
 
+def watch_user_base(rec: Recorder) -> None:
+    """Note the user's base folder where the project asks for it (`site.getuserbase()`, and
+    `site.getusersitepackages()` under it): the interpreter found it from PYTHONUSERBASE or HOME as it started,
+    where no look-up of the environment was noted."""
+    import site
+
+    from kgate.compile.import_reads import USER_BASE
+
+    def noting(real: Callable[[], Any]) -> Callable[[], Any]:
+        def call() -> Any:
+            if not rec.busy and rec.where is not None and not rec.by_toolchain():
+                rec.add(f"{USER_BASE}:", _SAVED_SITE[0]())  # what `import_reads.value` gives in the main process
+            return real()
+        return call
+
+    if not _SAVED_SITE:
+        _SAVED_SITE.extend([site.getuserbase, site.getusersitepackages])
+        site.getuserbase, site.getusersitepackages = noting(site.getuserbase), noting(site.getusersitepackages)
+
+
+def unwatch_user_base() -> None:
+    if _SAVED_SITE:
+        import site
+
+        site.getuserbase, site.getusersitepackages = _SAVED_SITE
+        _SAVED_SITE.clear()
+
+
+_SAVED_SITE: list[Callable[[], Any]] = []
+
+
 def unwatch_data() -> None:
     """The environment's own mapping back in its place, holding what the import set meanwhile."""
     if not _SAVED_DATA:

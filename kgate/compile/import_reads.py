@@ -45,6 +45,7 @@ UNKEYED = "unkeyed"
 _DISTRIBUTIONS = (".dist-info", ".egg-info", ".egg")
 MANIFEST = "reads"  # the cache kind that lists, per static key, the names its imports read
 INTERPRETER = "interpreter"  # the read of how the importing interpreter was started (`interpreter_state`)
+USER_BASE = "userbase"  # the read of the user's base folder (`site.getuserbase()`, from PYTHONUSERBASE or HOME)
 # Variables read for the import where no Python code looks them up: by the C library (the time zone, the locale of
 # text, numbers and times) and by the interpreter as it starts (the seed of string hashing); the rest of how the
 # interpreter was started is read as one (`interpreter_state`: `__debug__`, every flag, the warning and -X options,
@@ -98,6 +99,10 @@ def value(name: str, where: View) -> Any:
         return os.urandom(8).hex()  # never what it was: no later run finds the record
     if kind == "env":
         return _whole_env(where.env) if rest == "*" else where.env.get(rest)
+    if kind == USER_BASE:
+        import site
+
+        return site.getuserbase()
     if kind == INTERPRETER:
         return interpreter_state()
     if kind in (UNSEEN, UNKEYED):  # what was read is not seen: in a diff, each side's of this diff alone
@@ -141,13 +146,14 @@ def interpreter_state() -> list[Any]:
     (`sys.flags`: optimisation and `__debug__`, development and UTF-8 mode, bytecode writing, the user's site
     folder, the safe path, the digits an int may be read from), the warning options (`-W`, PYTHONWARNINGS), the
     `-X` options, where bytecode is cached (PYTHONPYCACHEPREFIX), the library folder's name and the user's base
-    folder (PYTHONUSERBASE). The interpreter reads them as it starts, where no look-up of the import's records
-    them. kgate's compile workers are started with kgate's own (multiprocessing hands them over, and its
-    environment), so the main process's are the workers'."""
+    folder's use. The interpreter reads them as it starts, where no look-up of the import's records them. kgate's
+    compile workers are started with kgate's own (multiprocessing hands them over, and its environment), so the
+    main process's are the workers'. The user's base folder itself is a read of its own (`USER_BASE`), made where
+    the project asks for it: it follows HOME, which every import would otherwise be keyed on."""
     import site
 
     return [list(sys.flags), list(sys.warnoptions), sorted(map(str, sys._xoptions.items())), sys.pycache_prefix,
-            getattr(sys, "platlibdir", ""), site.ENABLE_USER_SITE, site.getuserbase()]
+            getattr(sys, "platlibdir", ""), site.ENABLE_USER_SITE]
 
 
 def search_folders(where: View) -> list[str]:

@@ -236,6 +236,7 @@ def patch(rec: Recorder) -> None:
         if environ is not None and type(environ) is os._Environ:
             import_environ.watch(environ)
     import_environ.watch_data()
+    import_environ.watch_user_base(rec)
     real_stat, real_lstat = os.stat, os.lstat
     _SAVED.update(stat=real_stat, lstat=real_lstat)
 
@@ -309,6 +310,7 @@ def unpatch() -> None:
         if environ is not None:
             import_environ.unwatch(environ)
     import_environ.unwatch_data()
+    import_environ.unwatch_user_base()
     if _SAVED:
         import importlib.util
 
