@@ -93,7 +93,10 @@ _KGATE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 def _by_project(rec: Recorder) -> bool:
     """Whether the read is the project's: the first code up the stack past this module's wrappers and the standard
-    library is a file of the project's, not kgate's or a library's."""
+    library is a file of the project's, not kgate's or a library's, and the standard library code between them only
+    hands the value back (`random.choice`, `uuid.uuid4`): where another module of it reads the clock or random
+    numbers for its own use (multiprocessing's authentication key, a wait's timeout, tempfile's names), the value
+    decides nothing the project does."""
     frame: FrameType | None = sys._getframe(2)
     where = rec.where
     while frame is not None and where is not None:
@@ -102,5 +105,12 @@ def _by_project(rec: Recorder) -> bool:
             return os.path.isabs(filename) and where.owned(filename) and not filename.startswith(_KGATE)
         if filename != __file__ and filename.startswith(_KGATE):
             return False
+        if filename != __file__ and not filename.startswith("<") \
+                and str(frame.f_globals.get("__name__", "")).partition(".")[0] not in _HANDS_BACK:
+            return False
         frame = frame.f_back
     return False
+
+
+# The standard library's modules that give the clock's or random numbers' value back to their caller.
+_HANDS_BACK = frozenset({"random", "uuid", "secrets", "datetime", "_pydatetime", "time", "calendar"})
