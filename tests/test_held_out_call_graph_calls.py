@@ -14,24 +14,13 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 
 import pytest
-from conftest import DATA, Run, kgate
-from test_held_out_call_graph_paths import _log_figures
+from conftest import Run, kgate
+from test_held_out_call_graph_paths import CALLGRAPH, _log_figures, checked, codes, ptxas_log_of
 
-CALLGRAPH = DATA / "callgraph"
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
 FLAGS = ["-O3", "-maxrregcount=32"]
-CUDA_PROJECT = f'''\
-targets = ["sm_120a"]
-select = ["KG103", "KG107", "KG109"]
-
-[[cuda]]
-sources = ["calls.cu"]
-flags = {FLAGS!r}
-pdl = ["pdl_*"]
-'''.replace("'", '"')
 SHARED_THROUGH_A_CALL = pytest.mark.xfail(strict=True, reason=(
     "known limitation: a generic store in a callee is taken to write global memory unless every address it may "
     "take is traced to the callee's own stack; `keep` is also called with a global pointer, so nvcc leaves its "
@@ -63,22 +52,12 @@ XFAIL = {"pdl_shared_pointer_stored_by_a_callee_before_the_wait": SHARED_THROUGH
 
 @pytest.fixture(scope="module")
 def cuda(tmp_path_factory: pytest.TempPathFactory) -> Run:
-    root = tmp_path_factory.mktemp("calls")
-    shutil.copy(CALLGRAPH / "calls.cu", root / "calls.cu")
-    (root / "kgate.toml").write_text(CUDA_PROJECT)
-    return kgate("check", "--format", "json", cwd=root)
+    return checked(tmp_path_factory, "calls.cu", FLAGS)
 
 
 @pytest.fixture(scope="module")
 def ptxas_log(tmp_path_factory: pytest.TempPathFactory) -> str:
-    root = tmp_path_factory.mktemp("log")
-    done = subprocess.run(["nvcc", "-arch=sm_120a", *FLAGS, "-cubin", "-Xptxas", "-v", str(CALLGRAPH / "calls.cu"),
-                           "-o", str(root / "calls.cubin")], check=True, capture_output=True, text=True)
-    return done.stdout + done.stderr
-
-
-def _codes(run: Run, kernel: str) -> set[str]:
-    return {f["code"] for f in run.json()["findings"] if f["kernel"] == kernel}
+    return ptxas_log_of(tmp_path_factory, "calls.cu", FLAGS)
 
 
 def _cases(table: dict[str, object]) -> list[object]:
@@ -90,7 +69,7 @@ def _cases(table: dict[str, object]) -> list[object]:
 def test_cuda_findings_through_calls(cuda: Run, kernel: str) -> None:
     assert cuda.code == 1, cuda.stderr
     assert {k["kernel"] for k in cuda.json()["kernels"]} == set(CUDA)
-    assert _codes(cuda, kernel) == CUDA[kernel], [f["message"] for f in cuda.json()["findings"] if f["kernel"] == kernel]
+    assert codes(cuda, kernel) == CUDA[kernel], [f["message"] for f in cuda.json()["findings"] if f["kernel"] == kernel]
 
 
 @needs_nvcc

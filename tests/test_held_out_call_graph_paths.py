@@ -26,15 +26,39 @@ from kgate.facts.ptx import parse_ptx
 CALLGRAPH = DATA / "callgraph"
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
 FLAGS = ["-O3"]
-CUDA_PROJECT = f'''\
+
+
+def cuda_project(source: str, flags: list[str]) -> str:
+    """A project that checks `source` (its `pdl_*` kernels PDL kernels) for the spill, PDL and loop-memory rules."""
+    return f'''\
 targets = ["sm_120a"]
 select = ["KG103", "KG107", "KG109"]
 
 [[cuda]]
-sources = ["paths.cu"]
-flags = {FLAGS!r}
+sources = ["{source}"]
+flags = {flags!r}
 pdl = ["pdl_*"]
 '''.replace("'", '"')
+
+
+def checked(tmp_path_factory: pytest.TempPathFactory, source: str, flags: list[str]) -> Run:
+    """`kgate check --format json` of a project holding tests/data/callgraph/`source` alone."""
+    root = tmp_path_factory.mktemp(source.partition(".")[0])
+    shutil.copy(CALLGRAPH / source, root / source)
+    (root / "kgate.toml").write_text(cuda_project(source, flags))
+    return kgate("check", "--format", "json", cwd=root)
+
+
+def ptxas_log_of(tmp_path_factory: pytest.TempPathFactory, source: str, flags: list[str]) -> str:
+    """What `nvcc -Xptxas -v` prints compiling tests/data/callgraph/`source` with `flags` for sm_120a."""
+    root = tmp_path_factory.mktemp("log")
+    done = subprocess.run(["nvcc", "-arch=sm_120a", *flags, "-cubin", "-Xptxas", "-v", str(CALLGRAPH / source),
+                           "-o", str(root / "out.cubin")], check=True, capture_output=True, text=True)
+    return done.stdout + done.stderr
+
+
+def codes(run: Run, kernel: str) -> set[str]:
+    return {f["code"] for f in run.json()["findings"] if f["kernel"] == kernel}
 
 # kernel -> the codes of its findings
 CUDA = {
@@ -78,29 +102,19 @@ pdl = true
 
 @pytest.fixture(scope="module")
 def cuda(tmp_path_factory: pytest.TempPathFactory) -> Run:
-    root = tmp_path_factory.mktemp("paths")
-    shutil.copy(CALLGRAPH / "paths.cu", root / "paths.cu")
-    (root / "kgate.toml").write_text(CUDA_PROJECT)
-    return kgate("check", "--format", "json", cwd=root)
+    return checked(tmp_path_factory, "paths.cu", FLAGS)
 
 
 @pytest.fixture(scope="module")
 def ptxas_log(tmp_path_factory: pytest.TempPathFactory) -> str:
-    root = tmp_path_factory.mktemp("log")
-    done = subprocess.run(["nvcc", "-arch=sm_120a", *FLAGS, "-cubin", "-Xptxas", "-v", str(CALLGRAPH / "paths.cu"),
-                           "-o", str(root / "paths.cubin")], check=True, capture_output=True, text=True)
-    return done.stdout + done.stderr
-
-
-def _codes(run: Run, kernel: str) -> set[str]:
-    return {f["code"] for f in run.json()["findings"] if f["kernel"] == kernel}
+    return ptxas_log_of(tmp_path_factory, "paths.cu", FLAGS)
 
 
 @needs_nvcc
 @pytest.mark.parametrize("kernel", sorted(CUDA))
 def test_cuda_findings_through_the_call_graph(cuda: Run, kernel: str) -> None:
     assert cuda.code == 1, cuda.stderr
-    assert _codes(cuda, kernel) == CUDA[kernel], [f["message"] for f in cuda.json()["findings"] if f["kernel"] == kernel]
+    assert codes(cuda, kernel) == CUDA[kernel], [f["message"] for f in cuda.json()["findings"] if f["kernel"] == kernel]
 
 
 def _log_figures(log: str) -> dict[str, tuple[int, int, int]]:
