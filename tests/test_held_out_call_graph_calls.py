@@ -21,11 +21,6 @@ from test_held_out_call_graph_paths import CALLGRAPH, _log_figures, checked, cod
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
 FLAGS = ["-O3", "-maxrregcount=32"]
-SHARED_THROUGH_A_CALL = pytest.mark.xfail(strict=True, reason=(
-    "known limitation: a generic store in a callee is taken to write global memory unless every address it may "
-    "take is traced to the callee's own stack; `keep` is also called with a global pointer, so nvcc leaves its "
-    "store generic, and the shared address this kernel passes is not followed into it"))
-
 # kernel -> the codes of its findings (KG103: spills past the cliff or below it, as the spill rule reads ptxas)
 CUDA = {
     "recursion_with_a_stack_array": {"KG103"},
@@ -43,11 +38,12 @@ CUDA = {
     "pdl_store_through_a_shared_pointer_before_the_wait": set(),
     "pdl_shared_pointer_stored_by_a_callee_before_the_wait": set(),
     "pdl_global_pointer_stored_by_a_callee_before_the_wait": {"KG107"},
+    "pdl_stack_array_stored_by_a_callee_before_the_wait": set(),
+    "pdl_shared_or_global_pointer_stored_by_a_callee_before_the_wait": {"KG107"},
     "pdl_atomic_on_a_local_copy_before_the_wait": set(),
     "bounded_caller_of_a_heavy_callee": {"KG103"},
     "call_through_a_table_in_constant_memory": {"KG103"},
 }
-XFAIL = {"pdl_shared_pointer_stored_by_a_callee_before_the_wait": SHARED_THROUGH_A_CALL}
 
 
 @pytest.fixture(scope="module")
@@ -60,12 +56,10 @@ def ptxas_log(tmp_path_factory: pytest.TempPathFactory) -> str:
     return ptxas_log_of(tmp_path_factory, "calls.cu", FLAGS)
 
 
-def _cases(table: dict[str, object]) -> list[object]:
-    return [pytest.param(k, marks=XFAIL[k]) if k in XFAIL else k for k in sorted(table)]
 
 
 @needs_nvcc
-@pytest.mark.parametrize("kernel", _cases(CUDA))
+@pytest.mark.parametrize("kernel", sorted(CUDA))
 def test_cuda_findings_through_calls(cuda: Run, kernel: str) -> None:
     assert cuda.code == 1, cuda.stderr
     assert {k["kernel"] for k in cuda.json()["kernels"]} == set(CUDA)

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from kgate.collect.cuda_names import short_name
-from kgate.facts.dataflow import Origins, access_origins, address, call_arguments, pointer_origins, stack_registers
+from kgate.facts.dataflow import UNTRACED, Source, Sources, access_sources, address_sources, call_arguments, off_global
 from kgate.facts.ptx import (
     Block,
     GlobalAccess,
@@ -121,16 +121,20 @@ class _Found:
     opaque: bool = False
     site: Instruction | None = None  # the call that reaches it, in the function whose summary holds it
     writes: bool = True
-    origins: frozenset[int] = frozenset()
+    sources: frozenset[Source] = frozenset()
 
     @property
     def place(self) -> Instruction:
         return self.site or self.instr
 
+    @property
+    def origins(self) -> frozenset[int]:
+        return frozenset(s for s in self.sources if isinstance(s, int))
 
-# An access in a function's summary: the function and PTX line of the instruction, and its address's parameters
+
+# An access in a function's summary: the function and PTX line of the instruction, and where its address may point
 # there (one instruction of a helper called with two pointers is two accesses of its caller).
-_Key = tuple[str, int, frozenset[int]]
+_Key = tuple[str, int, frozenset[Source]]
 
 
 class CallGraph:
@@ -145,8 +149,7 @@ class CallGraph:
         self._callees: dict[str, list[str]] = {}
         self._must_wait: dict[str, bool] | None = None
         self._unwaited: dict[str, dict[_Key, _Found]] | None = None
-        self._origins: dict[str, Origins] = {}
-        self._stack: dict[str, frozenset[str]] = {}
+        self._sources: dict[str, Sources] = {}
         self._kills: dict[str, list[list[Instruction]]] = {}
 
     def callees(self, name: str) -> list[str]:
@@ -248,17 +251,12 @@ class CallGraph:
             found.update(i.opcode for i in instrs if is_global_load(i.opcode))
         return dict(sorted(found.items()))
 
-    def origins(self, name: str) -> Origins:
-        """What each register of a function may point into, among its parameters (`kgate.facts.dataflow`)."""
-        if name not in self._origins:
-            self._origins[name] = pointer_origins(self.functions[name])
-        return self._origins[name]
-
-    def on_stack(self, name: str, instr: Instruction) -> bool:
-        """Whether a generic access of a function is to its own stack (`kgate.facts.dataflow.stack_registers`)."""
-        if name not in self._stack:
-            self._stack[name] = stack_registers(self.functions[name])
-        return address(instr) in self._stack[name]
+    def sources(self, name: str) -> Sources:
+        """Where each register of a function may point: its parameters, the shared window or its stack, or
+        somewhere untraced (`kgate.facts.dataflow.address_sources`)."""
+        if name not in self._sources:
+            self._sources[name] = address_sources(self.functions[name])
+        return self._sources[name]
 
     def _cfg(self, name: str) -> list[Block]:
         if name not in self._blocks:
@@ -361,27 +359,40 @@ class CallGraph:
                             out.setdefault(key, found)
                     if self._call_waits(instr, waits):
                         state = False
-                elif state and is_global_access(instr.opcode) and not self.on_stack(name, instr):
-                    origins = access_origins(self.functions[name], instr, self.origins(name))
-                    out.setdefault((name, instr.ptx_line, origins),
-                                   _Found(instr.opcode, instr, (), writes=writes_global(instr.opcode), origins=origins))
+                elif state and is_global_access(instr.opcode):
+                    sources = access_sources(self.functions[name], instr, self.sources(name))
+                    if off_global(sources):  # a generic access to the shared window or the stack
+                        continue
+                    out.setdefault((name, instr.ptx_line, sources),
+                                   _Found(instr.opcode, instr, (), writes=writes_global(instr.opcode), sources=sources))
         return out
 
     def _called(self, caller: str, call: Instruction, summary: dict[str, dict[_Key, _Found]]
                 ) -> list[tuple[_Key, _Found]]:
         """What a call made before any wait adds: each unwaited access of what it may call, its address traced on
-        to the caller's parameters through what the call passes, or the call itself where its code is not here."""
+        to the caller's parameters through what the call passes, or the call itself where its code is not here. An
+        access whose address is only what this call passes into the shared window or the stack (a helper that stores
+        through its pointer argument, given a shared tile's address here) is not global memory at this call."""
         callee = call_target(call) or INDIRECT
         out: list[tuple[_Key, _Found]] = []
         if self.opaque(callee):
             out.append((("", call.ptx_line, frozenset()), _Found(call.opcode, call, (callee,), opaque=True, site=call)))
-        passed = call_arguments(self.functions[caller], call, self.origins(caller)) if self.targets(callee) else []
+        passed = call_arguments(self.functions[caller], call, self.sources(caller)) if self.targets(callee) else []
         for target in self.targets(callee):
             for (function, line, _inner), found in summary.get(target, {}).items():
-                origins = frozenset(i for k in found.origins if k < len(passed) for i in passed[k])
-                out.append(((function, line, origins), _Found(found.opcode, found.instr, (target, *found.via),
-                                                             found.opaque, call, found.writes, origins)))
+                sources = frozenset(s for k in found.sources for s in _passed(k, passed))
+                if off_global(sources):
+                    continue
+                out.append(((function, line, sources), _Found(found.opcode, found.instr, (target, *found.via),
+                                                             found.opaque, call, found.writes, sources)))
         return out
+
+
+def _passed(source: Source, passed: list[frozenset[Source]]) -> frozenset[Source]:
+    """A callee's address source as its caller sees it: for a parameter, what the call passes there."""
+    if not isinstance(source, int):
+        return frozenset({source})
+    return passed[source] if source < len(passed) else frozenset({UNTRACED})
 
 
 def _waits_in(instrs: list[Instruction], waits: Callable[[Instruction], bool]) -> bool:

@@ -5,13 +5,14 @@ from it by pointer arithmetic: `cvta.to.global`, `add` and `sub` of an offset, `
 `mov` and `selp`, and `and`/`or` of an alignment. Each register gets the parameters whose pointer its value may be,
 over every definition of it (a may-analysis: a pointer advanced in a loop keeps its parameter), and an access's
 address register the set of its own. A product, a shift or a widening conversion makes an offset, not a pointer, so
-`x + i * stride` is `x`'s alone; so does a value read from memory: an address loaded from a table of pointers is
-traced to no parameter, and says so.
+`x + i * stride` is `x`'s alone. A 64-bit value read from memory, returned by a call or packed from halves is
+`UNTRACED` (an address loaded from a table of pointers is traced to no parameter, and says so); `cvta.shared` and
+`cvta.local` make `WINDOW`, a generic address that never reaches global memory.
 
 A parameter of a called function is what its caller stored into the call's parameter (`st.param [param0], %rd5`
-before `call f, (param0, ...)`): `call_arguments` gives, per position, the caller's parameters that value points
-into, so that an access in a callee is traced to the kernel's own parameters through every call on the way
-(`kgate.facts.callgraph`).
+before `call f, (param0, ...)`): `call_arguments` gives, per position, where that value may point, so that an
+access in a callee is traced to the kernel's own parameters through every call on the way, and one through a
+pointer the call passes into the shared window is known not to touch global memory there (`kgate.facts.callgraph`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,10 @@ from collections import defaultdict
 
 from kgate.facts.ptx import Instruction, PtxFunction, writes_global
 
-Origins = dict[str, frozenset[int]]  # register -> the function's parameters its value may point into
+WINDOW = "window"  # a generic address of the shared window or the thread's stack
+UNTRACED = "untraced"  # a value read from memory or made some way the dataflow does not follow
+Source = int | str  # a parameter's index, WINDOW or UNTRACED
+Sources = dict[str, frozenset[Source]]  # register -> where its value may come from
 
 _BRACKET = re.compile(r"\[([^\]]*)\]")
 _FIRST_TOKEN = re.compile(r"\s*([%$\w.]+)")
@@ -30,6 +34,10 @@ _PARAM = re.compile(r"^(?P<function>[\w$.]+)_param_(?P<index>\d+)$")
 _CARRIES: dict[str, tuple[int, ...]] = {"mov": (1,), "cvta": (1,), "add": (1, 2), "sub": (1,), "mad": (3,),
                                         "selp": (1, 2), "and": (1, 2), "or": (1, 2)}
 _WIDE = (".u64", ".b64", ".s64")
+# What makes an offset from numbers, never a pointer: a wide result of one of these is an index or a size.
+_OFFSETS = frozenset({"mul", "mul24", "shl", "shr", "cvt", "div", "rem", "neg", "min", "max", "abs", "sad", "bfe",
+                      "not", "xor", "popc", "clz", "brev", "setp", "set", "mad24", "madc", "addc", "subc", "prmt",
+                      "shf", "bfi", "copysign", "testp", "fma", "sqrt", "rcp"})
 
 
 def operands(instr: Instruction) -> list[str]:
@@ -66,85 +74,66 @@ def parameter_index(function: str, token: str) -> int | None:
     return int(found.group("index"))
 
 
-def pointer_origins(function: PtxFunction) -> Origins:
-    """Each register of the function that may hold a pointer into one of its parameters, with those parameters."""
-    seeds: dict[str, set[int]] = defaultdict(set)
+def address_sources(function: PtxFunction) -> Sources:
+    """Where the value of each register of the function may come from, over every definition of it: the function's
+    parameters it may point into (their indices), the shared window or the thread's stack (`WINDOW`: a generic
+    address made by `cvta.shared` or `cvta.local`, moved or offset), or something not traced (`UNTRACED`: a 64-bit
+    value read from memory, returned by a call, packed from halves). A register with no sources is an offset (a
+    product, a shift, a narrow value widened), never a pointer."""
+    seeds: dict[str, set[Source]] = defaultdict(set)
     edges: dict[str, set[str]] = defaultdict(set)
     for instr in function.instructions:
-        head = instr.opcode.split(".", 1)[0]
-        if head not in _CARRIES and not (head == "ld" and ".param" in instr.opcode):
-            continue
         ops = operands(instr)
-        if not ops or not ops[0].startswith("%"):
+        if not ops or not ops[0].startswith("%") or instr.opcode.startswith(("st.", "red.", "call")):
             continue
-        if head == "ld" and instr.opcode.endswith(_WIDE):
+        head = instr.opcode.split(".", 1)[0]
+        target = ops[0]
+        if instr.opcode.startswith(("cvta.shared", "cvta.local")):
+            seeds[target].add(WINDOW)
+        elif head == "ld" and ".param" in instr.opcode:
             index = parameter_index(function.name, _first_token(ops[1]) if len(ops) > 1 else "")
-            if index is not None:
-                seeds[ops[0]].add(index)
-            continue
-        for position in _CARRIES.get(head, ()):
-            if position >= len(ops):
-                continue
-            source = ops[position]
-            index = parameter_index(function.name, source)  # `mov.b64 %rd1, k_param_0`: the parameter's address
-            if index is not None:
-                seeds[ops[0]].add(index)
-            elif source.startswith("%"):
-                edges[source].add(ops[0])
+            if instr.opcode.endswith(_WIDE):
+                seeds[target].add(index if index is not None else UNTRACED)
+        elif head in _CARRIES:
+            for position in _CARRIES[head]:
+                if position >= len(ops):
+                    continue
+                source = ops[position]
+                index = parameter_index(function.name, source)  # `mov.b64 %rd1, k_param_0`: the parameter's address
+                if index is not None:
+                    seeds[target].add(index)
+                elif source.startswith("%"):
+                    edges[source].add(target)
+                elif not _IMMEDIATE.match(source) and instr.opcode.endswith(_WIDE):
+                    seeds[target].add(UNTRACED)  # a symbol's address, a `{lo, hi}` pack
+        elif instr.opcode.endswith(_WIDE) and head not in _OFFSETS:
+            seeds[target].add(UNTRACED)
+        seeds.setdefault(target, set())
     return _propagate(seeds, edges)
+
+
+def off_global(sources: frozenset[Source]) -> bool:
+    """Whether an address with these sources is into the shared window or the thread's stack on every path: a
+    generic access through it never touches global memory."""
+    return sources == {WINDOW}
 
 
 _IMMEDIATE = re.compile(r"^-?(0[xX][0-9a-fA-F]+|\d+)U?$")
 
 
-def stack_registers(function: PtxFunction) -> frozenset[str]:
-    """The registers that hold a generic address of the function's own stack, on every definition: made by
-    `cvta.local` (a debug build's `%SP` over `__local_depot`), or moved or offset by a constant from one. A generic
-    access through one touches the thread's local memory, never global memory."""
-    defined: dict[str, list[Instruction]] = defaultdict(list)
-    for instr in function.instructions:
-        ops = operands(instr)
-        if ops and ops[0].startswith("%") and not instr.opcode.startswith(("st.", "red.", "call")):
-            defined[ops[0]].append(instr)
-    local: set[str] = set()
-    changed = True
-    while changed:
-        changed = False
-        for register, definitions in defined.items():
-            if register not in local and all(_onto_stack(d, local) for d in definitions):
-                local.add(register)
-                changed = True
-    return frozenset(local)
-
-
-def _onto_stack(instr: Instruction, local: set[str]) -> bool:
-    """Whether an instruction makes a stack address: `cvta.local`, or `mov`/`add`/`sub` of a stack address and a
-    constant."""
-    if instr.predicated:
-        return False
-    head, ops = instr.opcode.split(".", 1)[0], operands(instr)
-    if instr.opcode.startswith("cvta.local"):
-        return True
-    if head == "mov" and len(ops) == 2:
-        return ops[1] in local
-    if head in ("add", "sub") and len(ops) == 3:
-        return ops[1] in local and bool(_IMMEDIATE.match(ops[2])) or head == "add" and ops[2] in local and bool(
-            _IMMEDIATE.match(ops[1]))
-    return False
-
-
-def _propagate(seeds: dict[str, set[int]], edges: dict[str, set[str]]) -> Origins:
-    found: dict[str, set[int]] = defaultdict(set)
-    for register, indices in seeds.items():
-        for index in indices:
+def _propagate(seeds: dict[str, set[Source]], edges: dict[str, set[str]]) -> Sources:
+    found: dict[str, set[Source]] = defaultdict(set)
+    for register, sources in seeds.items():
+        found.setdefault(register, set())  # a register defined only as an offset has no sources
+        for source in sources:
             stack = [register]
             while stack:
                 name = stack.pop()
-                if index in found[name]:
+                if source in found[name]:
                     continue
-                found[name].add(index)
+                found[name].add(source)
                 stack.extend(edges.get(name, ()))
-    return {name: frozenset(indices) for name, indices in found.items() if indices}
+    return {name: frozenset(sources) for name, sources in found.items()}
 
 
 def _first_token(operand: str) -> str:
@@ -167,29 +156,37 @@ def address(instr: Instruction) -> str:
     return match.group(1) if match else ""
 
 
-def access_origins(function: PtxFunction, instr: Instruction, origins: Origins) -> frozenset[int]:
-    """The function's parameters a global access's address may point into (empty: traced to none)."""
+def access_sources(function: PtxFunction, instr: Instruction, sources: Sources) -> frozenset[Source]:
+    """Where a global access's address may point: the function's parameters, `WINDOW`, `UNTRACED` (an address
+    traced nowhere, a symbol's, is `UNTRACED`)."""
     where = address(instr)
     index = parameter_index(function.name, where)
     if index is not None:
         return frozenset({index})
-    return origins.get(where, frozenset())
+    return sources.get(where) or frozenset({UNTRACED})
 
 
-def call_arguments(function: PtxFunction, call: Instruction, origins: Origins) -> list[frozenset[int]]:
-    """Per parameter of the called function, the caller's parameters the value passed there points into: what the
-    caller stored (`st.param`) into each parameter the call names, before the call."""
+def call_arguments(function: PtxFunction, call: Instruction, sources: Sources) -> list[frozenset[Source]]:
+    """Per parameter of the called function, where the value the caller passes there may point (`address_sources`):
+    what the caller stored (`st.param`) into each parameter the call names, before the call; `UNTRACED` for a
+    parameter it stored nothing into here."""
     names = _argument_names(call)
     if not names:
         return []
-    stored: dict[str, set[int]] = {name: set() for name in names}
+    stored: dict[str, set[Source]] = {name: set() for name in names}
+    seen: set[str] = set()
     for instr in _before(function.instructions, call):
         if instr.opcode.startswith("st.param"):
             ops = operands(instr)
             target = _first_token(ops[0]) if ops else ""
             if target in stored and len(ops) > 1:
-                stored[target] |= origins.get(ops[1].strip(), frozenset())
-    return [frozenset(stored[name]) for name in names]
+                seen.add(target)
+                value = ops[1].strip()
+                if value.startswith("%"):
+                    stored[target] |= sources.get(value, frozenset())
+                elif not _IMMEDIATE.match(value):
+                    stored[target].add(UNTRACED)
+    return [frozenset(stored[name]) if name in seen else frozenset({UNTRACED}) for name in names]
 
 
 def _before(instructions: list[Instruction], call: Instruction) -> list[Instruction]:

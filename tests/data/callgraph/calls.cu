@@ -112,6 +112,21 @@ __global__ void pdl_global_pointer_stored_by_a_callee_before_the_wait(const floa
   y[threadIdx.x] += x[threadIdx.x];
 }
 
+__global__ void pdl_stack_array_stored_by_a_callee_before_the_wait(const float* x, float* y, int n) {
+  float scratch[4];
+  keep(scratch + (threadIdx.x & 3), (float)n);
+  grid_wait();
+  y[threadIdx.x] = x[threadIdx.x] + scratch[(threadIdx.x + 1) & 3];
+}
+
+__global__ void pdl_shared_or_global_pointer_stored_by_a_callee_before_the_wait(const float* x, float* y, int n) {
+  __shared__ float tile[256];
+  keep(n > 0 ? tile + threadIdx.x : y + threadIdx.x, (float)n);
+  __syncthreads();
+  grid_wait();
+  y[threadIdx.x] = x[threadIdx.x] + tile[(threadIdx.x + 1) & 255];
+}
+
 __global__ void pdl_atomic_on_a_local_copy_before_the_wait(const float* x, float* y, int n) {
   int counter = n;
   atomicAdd(&counter, 1);
