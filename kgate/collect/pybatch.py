@@ -201,10 +201,7 @@ def declared_given(fn: py.Function, name: str) -> bool:
     """Whether a parameter's annotation says it is never `None` (`cu_seqlens: torch.Tensor`, with no default of `None`
     and no `Optional`, `None` or `Any` in the annotation): every call passes it, typed so, whoever the callers are (a
     method called through an object, a function of the project's API)."""
-    args = fn.args
-    positional = [*args.posonlyargs, *args.args]
-    defaults = dict(zip([a.arg for a in positional][len(positional) - len(args.defaults):], args.defaults))
-    defaults.update((a.arg, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None)
+    defaults = py.defaults(fn)
     arg = next((a for a in py.parameters(fn) if a.arg == name), None)
     if arg is None or arg.annotation is None:
         return False

@@ -201,13 +201,8 @@ def _only_built(value: ast.expr, built: set[int]) -> bool:
 def _bound(fn: Function, call: ast.Call) -> dict[str, ast.expr]:
     """A function's parameters bound to what a call passes (or to their defaults)."""
     params = py.parameters(fn)
-    out: dict[str, ast.expr] = {}
+    out: dict[str, ast.expr] = py.defaults(fn)
     positional = [*fn.args.posonlyargs, *fn.args.args]
-    for param, default in zip(positional[len(positional) - len(fn.args.defaults):], fn.args.defaults):
-        out[param.arg] = default
-    for param, kw_default in zip(fn.args.kwonlyargs, fn.args.kw_defaults):
-        if kw_default is not None:
-            out[param.arg] = kw_default
     for param, arg in zip(positional, call.args):
         if isinstance(arg, ast.Starred):
             break

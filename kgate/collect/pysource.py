@@ -398,6 +398,15 @@ def parameters(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.arg]:
     return [*args.posonlyargs, *args.args, *args.kwonlyargs]
 
 
+def defaults(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, ast.expr]:
+    """The parameters that have a default, with it."""
+    args = fn.args
+    positional = [*args.posonlyargs, *args.args]
+    out = dict(zip([a.arg for a in positional][len(positional) - len(args.defaults):], args.defaults))
+    out.update((a.arg, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None)
+    return out
+
+
 # --------------------------------------------------------------------------- Triton
 
 

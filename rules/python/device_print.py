@@ -40,16 +40,26 @@ and constexpr values), or keep a debug variant behind a constexpr switch
 that the gated specialisations leave off:
 
 ```python
-    if DEBUG:  # DEBUG: tl.constexpr, False in every launch kgate gates
+@triton.jit
+def scale(x_ptr, n, BLOCK: tl.constexpr, DEBUG: tl.constexpr = False):
+    ...
+    if DEBUG:
         tl.device_print("x", x)
 ```
 
-A print inside a constexpr-guarded branch is still reported (the rule
-reads the source, not the specialisation); add
-`# kgate: ignore[KG204] <reason>` on that line. A print in a branch whose
-condition is a literal (`if False:`, `if 0:`, the `else` of `if True:`,
-`while False:`) is not reported: Triton folds the condition while
-compiling and none of the branch reaches the kernel.
+A print in a branch that Triton folds away while compiling is not
+reported: one whose condition is a literal (`if False:`, `if 0:`, the
+`else` of `if True:`, `while False:`), or a `tl.constexpr` parameter of
+the function whose default is a literal, read at that default, alone or
+in `not`, `and` and `or` (`if DEBUG and pid == 0:` with `DEBUG:
+tl.constexpr = False`): a debug switch left off. The default is read
+only where no keyword or assignment of the module sets that name to a
+literal of the other truth (`DEBUG=True` in a launch, or a module
+constant `DEBUG = True`, turn the switch on and the print is reported);
+a caller that passes its own flag (`DEBUG=args.debug`) is debugging,
+not a launch that ships. A switch without a default is reported, as is
+any other run-time or constexpr condition; a print a caller in another
+module turns on with a literal is not seen here.
 
 ## Options
 None.
@@ -58,6 +68,7 @@ None.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterable
 
 from kgate.collect import pysource as py
@@ -82,22 +93,62 @@ def _device_print(name: str | None) -> bool:
     return op == "device_print" and py.is_triton_language(module)
 
 
-def _literal(test: ast.expr) -> ast.Constant | None:
-    """The literal a condition is, `not` of one included (Triton folds both while compiling), else None."""
+_UNKNOWN = object()  # a condition's value that is not known while reading the source
+
+
+def _folded(test: ast.expr, switches: dict[str, object]) -> object:
+    """The value a condition has when Triton compiles it, where the source tells: a literal, a switch
+    (`switches`: constexpr parameters at their default), and `not`, `and`, `or` of those; else `_UNKNOWN`."""
+    if isinstance(test, ast.Constant):
+        return bool(test.value)
+    if isinstance(test, ast.Name):
+        return bool(switches[test.id]) if test.id in switches else _UNKNOWN
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        inner = _literal(test.operand)
-        return ast.Constant(not inner.value) if inner is not None else None
-    return test if isinstance(test, ast.Constant) else None
+        inner = _folded(test.operand, switches)
+        return _UNKNOWN if inner is _UNKNOWN else not inner
+    if isinstance(test, ast.BoolOp):
+        values = [_folded(v, switches) for v in test.values]
+        decisive = isinstance(test.op, ast.Or)  # the value that decides an `or` (True) or an `and` (False)
+        if decisive in values:
+            return decisive
+        return _UNKNOWN if _UNKNOWN in values else not decisive
+    return _UNKNOWN
 
 
-def _never_compiled(fn: ast.AST) -> set[ast.stmt]:
-    """The statements of branches a literal condition rules out: the body of `if False:` or `while False:`, the
-    `else` of `if True:`."""
+def _switches(fn: py.Function, imports: dict[str, str], source: SourceFile) -> dict[str, object]:
+    """The function's constexpr parameters with a literal default that no keyword of the module sets to a literal
+    of the other truth (`DEBUG: tl.constexpr = False`, and no `DEBUG=True` in the module), with that default."""
+    defaults = py.defaults(fn)
+    out: dict[str, object] = {}
+    for arg in py.parameters(fn):
+        default = defaults.get(arg.arg)
+        if not isinstance(default, ast.Constant) or not py.is_constexpr(arg.annotation, imports):
+            continue
+        setting = re.compile(rf"\b{re.escape(arg.arg)}\s*=(?!=)\s*([^,)\s#;]*)")
+        if not any(_turns(m.group(1), bool(default.value)) for m in setting.finditer(source.text)):
+            out[arg.arg] = default.value
+    return out
+
+
+def _turns(text: str, default: bool) -> bool:
+    """Whether a keyword's value, as written, is a literal of the other truth than the default's (`True` against
+    `False`): a value that is not a literal (`DEBUG=args.debug`) is a caller's own debugging, not a launch kgate
+    gates with the switch on."""
+    try:
+        written = ast.literal_eval(text)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return False
+    return bool(written) != default
+
+
+def _never_compiled(fn: ast.AST, switches: dict[str, object]) -> set[ast.stmt]:
+    """The statements of branches a condition Triton folds rules out (`_folded`): the body of `if False:` or
+    `while DEBUG:` with DEBUG off, the `else` of `if True:`."""
     dead: set[ast.stmt] = set()
     for stmt in py.statements(fn):
-        if not isinstance(stmt, (ast.If, ast.While)) or (literal := _literal(stmt.test)) is None:
+        if not isinstance(stmt, (ast.If, ast.While)) or (value := _folded(stmt.test, switches)) is _UNKNOWN:
             continue
-        for branch in (stmt.orelse,) if literal.value else (stmt.body,):
+        for branch in (stmt.orelse,) if value else (stmt.body,):
             for inner in branch:
                 dead.update(py.statements(inner))
     return dead
@@ -112,7 +163,7 @@ def check(source: SourceFile, ctx: SourceContext) -> Iterable[Report]:
         if not _gated_jit(fn, imports):
             continue
         prefix = "gl" if py.kernel_language(fn, imports) == "gluon" else "tl"
-        dead = _never_compiled(fn)
+        dead = _never_compiled(fn, _switches(fn, imports, source))
         for stmt in py.statements(fn):
             if stmt in dead:
                 continue
