@@ -144,6 +144,8 @@ class _Finder:
                     continue
                 key = py.argument(node, "key", 1)
                 applies = _applied_to_a_parameter(fn, node, params)
+                if not applies and _applied_to_a_kernel(fn, node, self.imports):
+                    continue  # the function tunes a kernel itself (a launcher): a call form, not a wrapper
                 if isinstance(key, ast.Name) and key.id in params:
                     position = params.index(key.id)
                     return Tuner(key_name=key.id, key_position=position if position < positional else None,
@@ -231,6 +233,20 @@ def _kernel_name(node: ast.expr, imports: dict[str, str]) -> str | None:
 
 def _body_statements(fn: py.Function) -> list[ast.stmt]:
     return [s for stmt in fn.body for s in py.statements(stmt)]
+
+
+def _applied_to_a_kernel(fn: py.Function, call: ast.Call, imports: dict[str, str]) -> bool:
+    """Whether the function applies the autotuner it builds to a kernel it does not take or make
+    (`kernel = triton.autotune(configs, key=[...])(_kernel)` in a launcher, `_kernel` defined elsewhere): it tunes
+    that kernel itself, and gives its caller no decorator."""
+    local = {a.arg for a in py.parameters(fn)} | {t.id for stmt in _body_statements(fn) if isinstance(stmt, ast.Assign)
+                                                  for t in stmt.targets if isinstance(t, ast.Name)}
+    for stmt in _body_statements(fn):
+        for node in py.expressions(stmt):
+            if isinstance(node, ast.Call) and node.func is call and len(node.args) == 1:
+                kernel = _kernel_name(node.args[0], imports)
+                return kernel is not None and kernel not in local
+    return False
 
 
 def _applied_to_a_parameter(fn: py.Function, call: ast.Call, params: list[str]) -> bool:
