@@ -223,10 +223,12 @@ def _is_jit(func: ast.expr, imports: dict[str, str]) -> bool:
 
 
 def _kernel_name(node: ast.expr, imports: dict[str, str]) -> str | None:
-    """`fn` or `triton.jit(fn)` (`triton.jit(**options)(fn)`): the tuned definition's name."""
+    """`fn`, `triton.jit(fn)` (`triton.jit(**options)(fn)`) or `triton.heuristics(values)(fn)`: the tuned
+    definition's name."""
     if isinstance(node, ast.Name):
         return node.id
-    if isinstance(node, ast.Call) and len(node.args) == 1 and _is_jit(node.func, imports):
+    if isinstance(node, ast.Call) and len(node.args) == 1 and (_is_jit(node.func, imports) or (
+            isinstance(node.func, ast.Call) and py.qualified(node.func.func, imports) in py.HEURISTICS)):
         return _kernel_name(node.args[0], imports)
     return None
 

@@ -65,8 +65,8 @@ def best(verdicts: list[Verdict]) -> Verdict:
 class Names:
     """The class a name alone suggests, for values no launch site shows (documented in KG201)."""
 
-    RUNTIME_PARTS = frozenset({"token", "tokens", "seq", "seqlen", "seqlens", "batch", "rows", "ctx", "lens",
-                               "lengths", "indices"})
+    RUNTIME_PARTS = frozenset({"token", "tokens", "seq", "seqlen", "seqlens", "batch", "bs", "bsz", "rows", "ctx",
+                               "lens", "lengths", "indices"})
     MODEL_PARTS = frozenset({"dim", "dims", "hidden", "head", "heads", "vocab", "expert", "experts", "features",
                              "channels", "embd", "embed", "intermediate", "model"})
 

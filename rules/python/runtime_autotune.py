@@ -70,7 +70,7 @@ files, it is never answered from the lint cache.
 A key no launch site places (the value is a parameter of a launcher that
 nothing in the project calls, an entry point, or what a module kgate does
 not follow passes) is judged by its name: `runtime-shape-names`, or a name with a word such as `tokens`,
-`seq`, `seqlen`, `batch`, `rows`, `ctx`, `lens` or `indices` in it, is a
+`seq`, `seqlen`, `batch`, `bs`, `bsz`, `rows`, `ctx`, `lens` or `indices` in it, is a
 token or batch dimension; a name with `bucket` in it is bucketed;
 `model-dim-names`, or a name with `dim`, `hidden`, `head`, `heads`,
 `vocab`, `experts`, `features`, `channels` or `embed` in it, is a model
@@ -154,7 +154,7 @@ handful of values in your workload can be allowed by name with
   `T`, `n_tokens`, `N_TOKENS`, `num_tokens`, `NUM_TOKENS`,
   `total_tokens`, `TOTAL_TOKENS`, `seq_len`, `SEQ_LEN`, `seqlen`,
   `seq_length`, `max_seqlen`, `MAX_SEQLEN`, `N_CTX`, `batch`,
-  `batch_size`, `BATCH`, `n_rows`, `num_rows`, `N_ROWS`.
+  `batch_size`, `BATCH`, `bs`, `BS`, `bsz`, `n_rows`, `num_rows`, `N_ROWS`.
 - `extend-runtime-shape-names` (list of strings): added to the list above.
 - `model-dim-names` (list of strings): key names that are model
   dimensions when no launch site says otherwise. Default: `D`, `H`, `K`,
@@ -197,7 +197,7 @@ from kgate.core.rule import Option, Report, Rule, SourceContext
 RUNTIME_SHAPE_NAMES = (
     "M", "T", "n_tokens", "N_TOKENS", "num_tokens", "NUM_TOKENS", "total_tokens", "TOTAL_TOKENS",
     "seq_len", "SEQ_LEN", "seqlen", "seq_length", "max_seqlen", "MAX_SEQLEN", "N_CTX",
-    "batch", "batch_size", "BATCH", "n_rows", "num_rows", "N_ROWS",
+    "batch", "batch_size", "BATCH", "bs", "BS", "bsz", "n_rows", "num_rows", "N_ROWS",
 )
 MODEL_DIM_NAMES = (
     "D", "H", "K", "V", "E", "G", "HQ", "HK", "HV", "dim", "hidden_dim", "hidden_size", "head_dim", "num_heads",
