@@ -285,6 +285,8 @@ class Launches(Batches):
         if value is None:
             return Verdict(self.names.of(name), name)
         if position is None:
+            if _first_dimension(value) and self.names.hint(name) == MODEL:
+                return Verdict(MODEL, Why(value, f"{name} = "))  # `num_experts = counts.shape[0]`: named so
             return self.value(value, scope, depth, seen)
         if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and (
                 helper := self.helper(value.func.id)) is not None:
@@ -300,6 +302,8 @@ class Launches(Batches):
         if self.fixed(tensor, scope, depth, seen):
             return Verdict(MODEL, Why(value))
         if position == 0 and first:
+            if self.names.hint(name) == MODEL:  # `n_heads, n_rows, d = q.shape`: a head-major layout, named so
+                return Verdict(MODEL, Why(value, after="[0]"))
             return self._first(tensor, Why(value, after="[0]"), scope, depth, seen)
         if last and (position == -1 or position == count - 1):
             return Verdict(MODEL, Why(value, after="[-1]"))
@@ -569,3 +573,14 @@ def _row(tensor: ast.expr) -> bool:
     away, so its size is the product of the others."""
     return isinstance(tensor, ast.Subscript) and not isinstance(tensor.slice, (ast.Slice, ast.Tuple)) \
         and shape_of(tensor) is None
+
+
+def _first_dimension(value: ast.expr) -> bool:
+    """Whether a value is read as a tensor's first dimension: `x.shape[0]`, `x.size(0)`."""
+    if isinstance(value, ast.Subscript):
+        shape = shape_of(value.value)
+        return shape is not None and shape[1] and integer(value.slice, {}) == 0
+    if (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "size"
+            and len(value.args) == 1 and not value.keywords):
+        return integer(value.args[0], {}) == 0
+    return False

@@ -42,7 +42,10 @@ a start-up tuple of pools, `self.kv_cache[0]` or a name unpacked from
 it, transposed or chosen by a conditional; rows gathered from it by an
 index tensor are not); the row stride of a `[T, H]` tensor; a size
 the launcher asserts equal to one, such as `dim` of `dim, seqlen = x.shape`
-under `assert (dim, width) == weight.shape`); the first dimension of a
+under `assert (dim, width) == weight.shape`; a first dimension the
+launcher names a model dimension, `n_heads` of `n_heads, rows, d =
+q.shape` (a head-major layout) or `num_experts = counts.shape[0]`, by
+the words of the name, as KG201 reads a name); the first dimension of a
 tensor made with its sizes written out, which is its first size
 (`torch.empty((w13.size(0),))`, `torch.empty((self.world_size, n, d))`:
 a model dimension; `x.new_empty(x.shape[0], d)`: the tokens); and a batch packed to one:
