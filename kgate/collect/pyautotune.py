@@ -185,25 +185,45 @@ class _Finder:
                 continue  # a wrapper's own `triton.autotune(...)(fn)`: applied where the wrapper is used
             value = getattr(stmt, "value", None) if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.Return,
                                                                       ast.Expr)) else None
-            if not isinstance(value, ast.Call) or len(value.args) != 1:
+            applied = self._application(value)
+            if applied is not None:
+                target = stmt.targets[0] if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 else (
+                    stmt.target if isinstance(stmt, ast.AnnAssign) else None)
+                kernel = applied[0]
+                launched = target.id if isinstance(target, ast.Name) else kernel
+                out.append(self._tuned(launched, *applied))  # the definition: see needs_jit
                 continue
-            kernel = _kernel_name(value.args[0], self.imports)
-            if kernel is None:
+            if not self._may_launch_inline(stmt):
                 continue
-            factory = value.func
-            if isinstance(factory, ast.Call):
-                tuner, call = self.tuner(factory.func), factory
-            else:
-                tuner, call = self.tuner(factory), None
-            if tuner is None or tuner.applies == (call is not None):
-                continue
-            if tuner.needs_jit and (call is None or py.argument(call, "key") is None):
-                continue
-            target = stmt.targets[0] if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 else (
-                stmt.target if isinstance(stmt, ast.AnnAssign) else None)
-            launched = target.id if isinstance(target, ast.Name) else kernel
-            out.append(self._tuned(launched, kernel, None, factory, call, tuner))  # the definition: see needs_jit
+            for node in py.expressions(stmt):  # launched where it is made: `triton.autotune(...)(k)[grid](...)`
+                if isinstance(node, ast.Subscript) and (applied := self._application(node.value)) is not None:
+                    out.append(self._tuned(applied[0], *applied))  # its launch sites are the kernel's name's
         return out
+
+    def _may_launch_inline(self, stmt: ast.stmt) -> bool:
+        """Whether a statement's lines subscript a call's result (`)[`): a cheap test before walking it."""
+        if self.lines is None:
+            return True
+        return any(")[" in line for line in self.lines[stmt.lineno - 1:stmt.end_lineno])
+
+    def _application(self, value: ast.expr | None) -> tuple[str, None, ast.expr, ast.Call | None, Tuner] | None:
+        """`tune(...)(fn)` or `tuned(fn)`: (the tuned definition's name, no definition, the factory, the call that
+        gives the key, the tuner), or None."""
+        if not isinstance(value, ast.Call) or len(value.args) != 1:
+            return None
+        kernel = _kernel_name(value.args[0], self.imports)
+        if kernel is None:
+            return None
+        factory = value.func
+        if isinstance(factory, ast.Call):
+            tuner, call = self.tuner(factory.func), factory
+        else:
+            tuner, call = self.tuner(factory), None
+        if tuner is None or tuner.applies == (call is not None):
+            return None
+        if tuner.needs_jit and (call is None or py.argument(call, "key") is None):
+            return None
+        return kernel, None, factory, call, tuner
 
     def _tuned(self, launched: str, kernel: str, fn: py.Function | None, at: ast.AST, call: ast.Call | None,
                tuner: Tuner) -> Tuned:
