@@ -54,8 +54,9 @@ the function whose default is a literal, read at that default, alone or
 in `not`, `and` and `or` (`if DEBUG and pid == 0:` with `DEBUG:
 tl.constexpr = False`): a debug switch left off. The default is read
 only where no keyword or assignment of the module sets that name to a
-literal of the other truth (`DEBUG=True` in a launch, or a module
-constant `DEBUG = True`, turn the switch on and the print is reported);
+literal of the other truth (`DEBUG=True` in a launch, `{"DEBUG": True}`
+spread into one, or a module constant `DEBUG = True`, turn the switch on
+and the print is reported);
 a caller that passes its own flag (`DEBUG=args.debug`) is debugging,
 not a launch that ships. A switch without a default is reported, as is
 any other run-time or constexpr condition; a print a caller in another
@@ -124,7 +125,8 @@ def _switches(fn: py.Function, imports: dict[str, str], source: SourceFile) -> d
         default = defaults.get(arg.arg)
         if not isinstance(default, ast.Constant) or not py.is_constexpr(arg.annotation, imports):
             continue
-        setting = re.compile(rf"\b{re.escape(arg.arg)}\s*=(?!=)\s*([^,)\s#;]*)")
+        name = re.escape(arg.arg)  # `DEBUG=True`, `DEBUG = True`, or a dict's `"DEBUG": True` spread into a launch
+        setting = re.compile(rf"(?:\b{name}\s*=(?!=)|[\"']{name}[\"']\s*:)\s*([^,)}}\s#;]*)")
         if not any(_turns(m.group(1), bool(default.value)) for m in setting.finditer(source.text)):
             out[arg.arg] = default.value
     return out
