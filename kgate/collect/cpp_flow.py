@@ -222,6 +222,8 @@ class Flow:
         before = previous(code, self.opens[brace])
         if before < 0 or code[before] in ";{}:":
             return "block"
+        if code[before] in ",(" and self._holds_statements(brace):
+            return "block"  # a macro's argument (`DISPATCH_BOOL(flag, kFlag, { ...; })`): pasted where it is used
         if code[before] == ")":
             depth = 0
             for paren in range(before, max(-1, before - 4000), -1):
@@ -237,6 +239,19 @@ class Flow:
             return {"if": "if", "for": "loop", "while": "loop", "switch": "switch"}.get(name, "other")
         word = _WORD_BEFORE.search(code, max(0, before - 10), before + 1)
         return {"else": "else", "do": "do"}.get(word.group(1) if word is not None else "", "other")
+
+    def _holds_statements(self, brace: int) -> bool:
+        """Whether a block has a statement of its own: a `;` outside its inner brackets, which an initializer
+        list (`f(x, {1, 2})`) never has."""
+        depth = 0
+        for ch in self.code[self.opens[brace] + 1:self.closes[brace]]:
+            if ch in "([{":
+                depth += 1
+            elif ch in ")]}":
+                depth -= 1
+            elif ch == ";" and depth == 0:
+                return True
+        return False
 
     def _skip(self, at: int) -> int:
         """Offset just past the statement that starts at or after `at`."""

@@ -31,7 +31,10 @@ CUDA_CHECK(cudaPeekAtLastError());
 A launch is also checked by a read of the last error (not a check macro
 wrapped around another call) later in its function on every path: in the
 launch's block or one around it, not in a braceless `if`, `else` or loop
-body nor in another branch, with no `return` or `throw` before it. One read
+body nor in another branch, with no `return` or `throw` before it. A brace
+block handed to a macro (`DISPATCH_BOOL(flag, kFlag, { ...; })`), which the
+preprocessor pastes where the macro is used, is such a block: a check after
+a nest of dispatch macros checks the launches inside it. One read
 reports every launch since the previous read, so a function that launches
 several kernels, or records a CUDA graph's parameters after its launches,
 and reads the error once before it returns checks them all:
