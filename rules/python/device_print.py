@@ -165,23 +165,29 @@ def check(source: SourceFile, ctx: SourceContext) -> Iterable[Report]:
         if not _gated_jit(fn, imports):
             continue
         prefix = "gl" if py.kernel_language(fn, imports) == "gluon" else "tl"
+        prints = [(stmt, node, what) for stmt in py.statements(fn) for node in py.expressions(stmt)
+                  if (what := _print(node, imports, prefix)) is not None]
+        if not prints:
+            continue
         dead = _never_compiled(fn, _switches(fn, imports, source))
-        for stmt in py.statements(fn):
+        for stmt, node, what in prints:
             if stmt in dead:
                 continue
-            for node in py.expressions(stmt):
-                if not isinstance(node, ast.Call):
-                    continue
-                if _device_print(py.qualified(node.func, imports)):
-                    what = f"{prefix}.device_print"
-                elif isinstance(node.func, ast.Name) and node.func.id == "print" and "print" not in imports:
-                    what = "print"
-                else:
-                    continue
-                jit = "gluon.jit" if prefix == "gl" else "triton.jit"
-                yield Report(f"{what} in `@{jit}` function `{fn.name}`: every thread of every launch prints "
-                             f"through the host (remove it, or use {prefix}.static_print for compile-time values)",
-                             scope=fn.name, **source.span(node))
+            jit = "gluon.jit" if prefix == "gl" else "triton.jit"
+            yield Report(f"{what} in `@{jit}` function `{fn.name}`: every thread of every launch prints "
+                         f"through the host (remove it, or use {prefix}.static_print for compile-time values)",
+                         scope=fn.name, **source.span(node))
+
+
+def _print(node: ast.AST, imports: dict[str, str], prefix: str) -> str | None:
+    """What a device print is called as (`tl.device_print`, `print`), or None for anything else."""
+    if not isinstance(node, ast.Call):
+        return None
+    if _device_print(py.qualified(node.func, imports)):
+        return f"{prefix}.device_print"
+    if isinstance(node.func, ast.Name) and node.func.id == "print" and "print" not in imports:
+        return "print"
+    return None
 
 
 RULE = Rule(
