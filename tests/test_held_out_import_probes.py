@@ -331,3 +331,28 @@ def test_a_diff_never_serves_one_side_the_others_record_of_an_unseen_program(tmp
         assert run.code == 1 and "0 identical, 1 changed" in run.stdout, run.stdout + run.stderr
         assert "importing r_git ran git, whose own reads kgate does not see" in run.stderr, run.stderr
         assert "compiled afresh for each side of this diff" in run.stderr, run.stderr
+
+
+# A library looked up by name at import (`ctypes.util.find_library`, which torch's CUDA build runs at its first CUDA
+# query) runs `ldconfig -p` (or a compiler) for the standard library's own search: not a program of the project's,
+# so not said on every run; the project's own run of the same program still is.
+LOOKUPS = {
+    "library_found_by_name": ('256 if ctypes.util.find_library("m") else 8192', "import ctypes.util\n", False),
+    "ldconfig_run_by_the_module": (
+        '256 if subprocess.run(["ldconfig", "-p"], capture_output=True).returncode == 0 else 8192',
+        "import subprocess\n", True),
+}
+
+
+@pytest.mark.parametrize("case", sorted(LOOKUPS))
+def test_a_library_lookup_is_not_a_program_the_project_ran(tmp_path: Path, case: str) -> None:
+    if shutil.which("ldconfig") is None and not os.path.exists("/sbin/ldconfig"):
+        pytest.skip("ldconfig is not installed")
+    block, preamble, said = LOOKUPS[case]
+    project = tmp_path / "p"
+    project.mkdir()
+    (project / "kgate.toml").write_text(CFG)
+    (project / f"r_{case}.py").write_text(HELPERS + _module(block, preamble))
+    run = kgate("check", cwd=project)
+    assert run.code == 0, run.stdout + run.stderr
+    assert ("ran ldconfig, whose own reads kgate does not see" in run.stdout) == said, run.stdout

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from kgate.compile import import_children
@@ -49,7 +51,7 @@ def note(rec: Recorder, event: str, args: tuple[Any, ...]) -> None:
         program = os.fsdecode(program)
         found = _in_folder(folder, program) if os.sep in program else shutil.which(program)
         rec.note("file", found or program)
-        if not import_children.runs_python(argv, program) and rec.where is not None:
+        if not import_children.runs_python(argv, program) and rec.where is not None and not _library_lookup():
             name = f"{UNSEEN}:{os.path.basename(program)}"  # what it reads besides is not seen: said in the run
             rec.add(name, value(name, rec.where))
     for word in words:
@@ -58,6 +60,27 @@ def note(rec: Recorder, event: str, args: tuple[Any, ...]) -> None:
             rec.note("file", path)
         elif os.path.sep in word:  # a path the program may test for or make: whether it is there
             rec.note("stat", path)
+
+
+def _library_lookup() -> bool:
+    """Whether the program is run by `ctypes.util.find_library` looking a library's file name up (`ldconfig -p`,
+    `gcc`, `objdump`): the standard library's own search, whose answer matters only as the library a `dlopen`
+    then opens, which is keyed by its file (`_note_library`). torch's CUDA build runs one at its first CUDA
+    query, so a kernel module that asks `torch.cuda.is_available()` at import would otherwise be said to have run
+    a program on every check."""
+    frame: FrameType | None = sys._getframe(2)
+    while frame is not None:
+        module = str(frame.f_globals.get("__name__", ""))
+        if module == "ctypes.util":
+            return True
+        if module not in _STARTERS and not module.startswith("kgate."):
+            return False
+        frame = frame.f_back
+    return False
+
+
+# The standard library's modules between the code that starts a program and the audit event.
+_STARTERS = frozenset({"subprocess", "os", "posixpath", "shutil"})
 
 
 def _in_folder(folder: str | None, path: str) -> str:
