@@ -208,21 +208,47 @@ def launches(code: str) -> Iterator[tuple[int, int, str]]:
 
 
 def name_start(code: str, triple: int) -> int:
-    """Start of the launched expression before `<<<` (`ns::kernel<T, 4>`)."""
+    """Start of the launched expression before `<<<` (`ns::kernel<T, 4>`, `kernel<(N >> 1)>`: a template
+    argument's parentheses are passed over whole, so the `<` and `>` of an expression inside them are not the
+    argument list's). Where what looked like template arguments reaches the end of the statement before (a `;` or a
+    brace), the launch starts after it."""
     index = triple
     depth = 0
     while index > 0:
         ch = code[index - 1]
+        if depth and ch == ")":
+            opening = _opening_paren(code, index - 1)
+            if opening < 0:
+                break
+            index = opening
+            continue
         if ch == ">":
             depth += 1
         elif ch == "<":
             if depth == 0:
                 break
             depth -= 1
+        elif depth and ch in ";{}":
+            while index < triple and code[index].isspace():
+                index += 1
+            return index
         elif depth == 0 and not (ch.isalnum() or ch in "_:"):
             break
         index -= 1
     return index
+
+
+def _opening_paren(code: str, close: int) -> int:
+    """Offset of the `(` that the `)` at `close` closes, walking back (-1 if none)."""
+    depth = 0
+    for index in range(close, -1, -1):
+        if code[index] == ")":
+            depth += 1
+        elif code[index] == "(":
+            depth -= 1
+            if depth == 0:
+                return index
+    return -1
 
 
 def launched_name(code: str, start: int, what: str) -> str:
