@@ -32,7 +32,17 @@ from dataclasses import dataclass
 from functools import partial
 
 from kgate.collect.cuda_names import short_name
-from kgate.facts.dataflow import UNTRACED, Source, Sources, access_sources, address_sources, call_arguments, off_global
+from kgate.facts.dataflow import (
+    Returned,
+    Source,
+    Sources,
+    access_sources,
+    address_sources,
+    call_arguments,
+    off_global,
+    passed,
+    return_sources,
+)
 from kgate.facts.ptx import (
     Block,
     GlobalAccess,
@@ -150,6 +160,8 @@ class CallGraph:
         self._must_wait: dict[str, bool] | None = None
         self._unwaited: dict[str, dict[_Key, _Found]] | None = None
         self._sources: dict[str, Sources] = {}
+        self._computing: set[str] = set()
+        self._returns: dict[str, Returned] = {}
         self._kills: dict[str, list[list[Instruction]]] = {}
 
     def callees(self, name: str) -> list[str]:
@@ -255,8 +267,21 @@ class CallGraph:
         """Where each register of a function may point: its parameters, the shared window or its stack, or
         somewhere untraced (`kgate.facts.dataflow.address_sources`)."""
         if name not in self._sources:
-            self._sources[name] = address_sources(self.functions[name])
+            self._computing.add(name)
+            try:
+                self._sources[name] = address_sources(self.functions[name], self._returned)
+            finally:
+                self._computing.discard(name)
         return self._sources[name]
+
+    def _returned(self, callee: str) -> Returned | None:
+        """Where what a called function returns may point, in its own terms (`kgate.facts.dataflow.return_sources`);
+        None for a function not defined here, or one whose sources are being found (recursion)."""
+        if callee not in self.functions or callee in self._computing:
+            return None
+        if callee not in self._returns:
+            self._returns[callee] = return_sources(self.functions[callee], self.sources(callee))
+        return self._returns[callee]
 
     def _cfg(self, name: str) -> list[Block]:
         if name not in self._blocks:
@@ -377,22 +402,15 @@ class CallGraph:
         out: list[tuple[_Key, _Found]] = []
         if self.opaque(callee):
             out.append((("", call.ptx_line, frozenset()), _Found(call.opcode, call, (callee,), opaque=True, site=call)))
-        passed = call_arguments(self.functions[caller], call, self.sources(caller)) if self.targets(callee) else []
+        arguments = call_arguments(self.functions[caller], call, self.sources(caller)) if self.targets(callee) else {}
         for target in self.targets(callee):
             for (function, line, _inner), found in summary.get(target, {}).items():
-                sources = frozenset(s for k in found.sources for s in _passed(k, passed))
+                sources = frozenset(s for k in found.sources for s in passed(k, arguments))
                 if off_global(sources):
                     continue
                 out.append(((function, line, sources), _Found(found.opcode, found.instr, (target, *found.via),
                                                              found.opaque, call, found.writes, sources)))
         return out
-
-
-def _passed(source: Source, passed: list[frozenset[Source]]) -> frozenset[Source]:
-    """A callee's address source as its caller sees it: for a parameter, what the call passes there."""
-    if not isinstance(source, int):
-        return frozenset({source})
-    return passed[source] if source < len(passed) else frozenset({UNTRACED})
 
 
 def _waits_in(instrs: list[Instruction], waits: Callable[[Instruction], bool]) -> bool:
