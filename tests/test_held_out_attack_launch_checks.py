@@ -1,7 +1,8 @@
 """KG302 on launch and check spellings the earlier cases do not use: a template argument holding a shift
 (`t<(8 >> 1)><<<...>>>`, reported at its own line, not at the top of the file), a check through a helper that
 returns whether the last error is clear, a lambda that launches checked after its call, a check after a comment,
-a loop of launches checked once after it, an early `return` between the launch and its check."""
+a loop of launches checked once after it, an early `return` between the launch and its check; `cudaLaunchKernel`
+and `cudaLaunchCooperativeKernel` calls whose returned error is dropped, cast to void, wrapped, kept or read back."""
 
 from __future__ import annotations
 
@@ -37,6 +38,17 @@ CASES: dict[str, tuple[str, list[int]]] = {
     "return_before_the_check": ("void f(float* x) { k<<<1, 1>>>(x); return; CUDA_CHECK(cudaGetLastError()); }\n",
                                 [6]),
     "unchecked": ("void f(float* x) { k<<<1, 1>>>(x); }\n", [6]),
+    # the runtime's other launch calls return the launch's error as cudaLaunchKernelEx does
+    "launch_kernel_dropped": ("void f(void** a) { cudaLaunchKernel((void*)k, dim3(1), dim3(1), a, 0, 0); }\n", [6]),
+    "launch_kernel_void_cast": ("void f(void** a) {\n  (void)cudaLaunchKernel((const void*)k, 1, 1, a);\n}\n", [7]),
+    "launch_kernel_wrapped": ("void f(void** a) { CUDA_CHECK(cudaLaunchKernel((void*)k, 1, 1, a, 0, 0)); }\n", []),
+    "launch_kernel_assigned": ("cudaError_t f(void** a) { cudaError_t e = cudaLaunchKernel((void*)k, 1, 1, a, 0, 0); "
+                               "return e; }\n", []),
+    "launch_kernel_read_back": ("void f(void** a) { cudaLaunchKernel((void*)k, 1, 1, a, 0, 0);\n"
+                                "  CUDA_CHECK(cudaGetLastError()); }\n", []),
+    "cooperative_dropped": ("void f(void** a) { cudaLaunchCooperativeKernel((void*)k, 1, 1, a, 0, 0); }\n", [6]),
+    "cooperative_returned": ("cudaError_t f(void** a) { return cudaLaunchCooperativeKernel((void*)k, 1, 1, a); }\n",
+                             []),
 }
 
 
@@ -48,3 +60,10 @@ def test_launch_check_spellings(tmp_path: Path, case: str) -> None:
     found = sorted(f["line"] for f in run.json()["findings"] if f["code"] == "KG302")
     assert found == lines, (run.stdout, run.stderr)
     assert run.code == (1 if lines else 0), run.stderr
+
+
+def test_a_dropped_launch_call_is_named_as_written(tmp_path: Path) -> None:
+    (tmp_path / "k.cu").write_text(HEAD + CASES["cooperative_dropped"][0])
+    run = kgate("lint", "--format", "json", "--select", "KG302", "k.cu", cwd=tmp_path)
+    (finding,) = run.json()["findings"]
+    assert "the error cudaLaunchCooperativeKernel returns is dropped" in finding["message"], finding
