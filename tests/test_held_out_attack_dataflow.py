@@ -6,7 +6,9 @@ touches no global memory, one that stores through the global field does, and nam
 returns the pointer it is given returns the caller's shared tile or the caller's argument. A table of shared
 pointers in a stack array, a structure spilled to the stack under -G, and a select of shared, stack and global
 addresses keep where each value points. In Triton a helper that returns a pointer names the argument it came from
-(`safe_arguments` can then declare it), where it was "a load kgate cannot trace".
+(`safe_arguments` can then declare it), where it was "a load kgate cannot trace". A load of the CUDA math
+library's constant table behind `sinf` (and `tl.sin`) reads nothing the kernel before can write; a table of the
+project's own is still reported, however it is declared or used.
 """
 
 from __future__ import annotations
@@ -49,6 +51,13 @@ CUDA: dict[str, str | None] = {
     "pdl_dynamic_shared_via_callee": None,
     "pdl_loop_pointer_switches_to_global": "error",
     "pdl_table_of_shared_pointers_in_registers": None,
+    # sinf of a run-time value reads libdevice's private table (__cudart_i2opi_f) before the wait: nothing writes it
+    "pdl_no_access_only_math": None,
+    # a table of the project's own may be written through the address cudaGetSymbolAddress gives the host
+    "pdl_reads_a_private_table": "warning",
+    "pdl_reads_a_written_table": "warning",
+    "pdl_reads_a_visible_table": "warning",
+    "pdl_reads_a_table_a_helper_writes": "warning",
 }
 # kernel -> the argument its error names, in every build
 NAMED = {
@@ -113,6 +122,7 @@ TRITON = {
     "asm_load": "`x` by `ld.global",
     "all_after_wait": None,
     "two_levels_of_two": "`x` by `ld.global",
+    "no_memory_before_wait": None,  # tl.sin: libdevice's private table
 }
 TRITON_PROJECT = 'targets = ["sm_120a"]\npython-path = ["."]\nselect = ["KG107"]\n' + "".join(f'''
 [[triton]]

@@ -25,8 +25,9 @@ from kgate.facts.ptx import Instruction, PtxFunction, writes_global
 
 WINDOW = "window"  # a generic address of the shared window
 STACK = "stack"  # an address of the thread's stack (generic, `cvta.local`, or its `__local_depot`)
+SYMBOL = "@"  # `@name`: the address of the module variable `name` (`mov.u64 %rd1, table`); untraced to an argument
 UNTRACED = "untraced"  # a value read from memory or made some way the dataflow does not follow
-Source = int | str  # a parameter's index (`index+offset`: a field of one), WINDOW, STACK or UNTRACED
+Source = int | str  # a parameter's index (`index+offset`: a field of one), WINDOW, STACK, `@symbol` or UNTRACED
 Sources = dict[str, frozenset[Source]]  # register -> where its value may come from
 Returned = dict[str, frozenset[Source]]  # `r+offset` of a return value -> where it may point (`return_sources`)
 Returns = Callable[[str], "Returned | None"]  # a called function's name -> its return summary, None if not known
@@ -35,11 +36,14 @@ _BRACKET = re.compile(r"\[([^\]]*)\]")
 _FIRST_TOKEN = re.compile(r"\s*([%$\w.]+)")
 _RETVAL = re.compile(r"^func_retval(\d+)$")
 _DEPOT = "__local_depot"
-_STACK_NODE = "<stack>"
+_SYMBOL = re.compile(r"^[A-Za-z_$][\w$]*$")
+_STACK_NODE = "<stack>"  # what stores at offsets not known put on the stack
+_ANY_SLOT = "<stack@any>"  # what stores at known offsets put there, for a load at an offset not known
+_WIDEST = 16  # bytes of the widest element one store moves
 _FLOAT = re.compile(r"^0[fFdD][0-9a-fA-F]+$")
 _PARAM = re.compile(r"^(?P<function>[\w$.]+)_param_(?P<index>\d+)$")
 # Pointer arithmetic: the operands (after the destination) that carry a pointer to the result.
-_CARRIES: dict[str, tuple[int, ...]] = {"mov": (1,), "cvta": (1,), "add": (1, 2), "sub": (1,), "mad": (3,),
+CARRIES: dict[str, tuple[int, ...]] = {"mov": (1,), "cvta": (1,), "add": (1, 2), "sub": (1,), "mad": (3,),
                                         "selp": (1, 2), "and": (1, 2), "or": (1, 2)}
 _WIDE = (".u64", ".b64", ".s64")
 # What makes an offset from numbers, never a pointer: a wide result of one of these is an index or a size.
@@ -131,9 +135,9 @@ def address_sources(function: PtxFunction, returns: Returns | None = None) -> So
                     seeds[target].add(UNTRACED)
         elif head in ("ld", "ldu"):
             memory.append((instr, ops))
-        elif head in _CARRIES:
+        elif head in CARRIES:
             target = targets[0] if targets else ops[0]
-            for position in _CARRIES[head]:
+            for position in CARRIES[head]:
                 if position >= len(ops):
                     continue
                 source = ops[position]
@@ -144,8 +148,10 @@ def address_sources(function: PtxFunction, returns: Returns | None = None) -> So
                     edges[source].add(target)
                 elif source.startswith(_DEPOT):
                     seeds[target].add(STACK)
+                elif _SYMBOL.match(source) and instr.opcode.endswith(_WIDE):
+                    seeds[target].add(SYMBOL + source)  # a module variable's address
                 elif not _IMMEDIATE.match(source) and instr.opcode.endswith(_WIDE):
-                    seeds[target].add(UNTRACED)  # a symbol's address, a `{lo, hi}` pack
+                    seeds[target].add(UNTRACED)  # a `{lo, hi}` pack
         elif instr.opcode.endswith(_WIDE) and head not in _OFFSETS:
             for target in targets:
                 seeds[target].add(UNTRACED)
@@ -165,7 +171,7 @@ def _with_memory(seeds: dict[str, set[Source]], edges: dict[str, set[str]],
     more_seeds: dict[str, set[Source]] = defaultdict(set, {k: set(v) for k, v in seeds.items()})
     more_edges: dict[str, set[str]] = defaultdict(set, {k: set(v) for k, v in edges.items()})
     more_seeds.setdefault(_STACK_NODE, set())
-    slots: dict[str, tuple[int, int]] = {}  # a store's node -> (offset, bytes) of the slot it fills
+    slots: dict[int, dict[str, int]] = {}  # a slot's offset -> its nodes (one per width stored there) -> bytes
     while True:
         escaped = False
         loads: list[tuple[list[str], int | None, int]] = []
@@ -184,9 +190,12 @@ def _with_memory(seeds: dict[str, set[Source]], edges: dict[str, set[str]],
                 escaped = escaped or any(STACK in found.get(v, frozenset()) for v in values)
                 if head == "st" and (space_local or (generic and STACK in where)):
                     for position, value in enumerate(values):
-                        node = _STACK_NODE if slot is None else f"<stack@{slot + position * width}:{width}>"
+                        node = _STACK_NODE
                         if slot is not None:
-                            slots[node] = (slot + position * width, width)
+                            at = slot + position * width
+                            node = f"<stack@{at}:{width}>"
+                            slots.setdefault(at, {})[node] = width
+                            more_edges[node].add(_ANY_SLOT)  # what a load at an unknown offset may read
                         if value.startswith("%"):
                             more_edges[value].add(node)
                         elif not (_IMMEDIATE.match(value) or _FLOAT.match(value)):
@@ -207,10 +216,14 @@ def _with_memory(seeds: dict[str, set[Source]], edges: dict[str, set[str]],
         for targets, slot, width in loads:
             for position, target in enumerate(targets):
                 more_edges[_STACK_NODE].add(target)
-                at = None if slot is None else slot + position * width
-                for node, (start, size) in slots.items():
-                    if at is None or (start < at + width and at < start + size):
-                        more_edges[node].add(target)
+                if slot is None:
+                    more_edges[_ANY_SLOT].add(target)
+                    continue
+                at = slot + position * width
+                for start in range(at - _WIDEST + 1, at + width):  # the slots that overlap [at, at + width)
+                    for node, size in slots.get(start, {}).items():
+                        if start + size > at:
+                            more_edges[node].add(target)
         if escaped:
             more_seeds[_STACK_NODE].add(UNTRACED)
         again = _propagate(more_seeds, more_edges)
@@ -347,7 +360,14 @@ def access_sources(function: PtxFunction, instr: Instruction, sources: Sources) 
     key = parameter_key(function, where)
     if key is not None:
         return frozenset({key})
+    if _SYMBOL.match(where):
+        return frozenset({SYMBOL + where})  # `ld.global.u32 %r1, [table+4]`
     return sources.get(where) or frozenset({UNTRACED})
+
+
+def symbol_of(source: Source) -> str | None:
+    """The module variable a source is the address of (`SYMBOL`), or None."""
+    return source[len(SYMBOL):] if isinstance(source, str) and source.startswith(SYMBOL) else None
 
 
 def call_arguments(function: PtxFunction, call: Instruction, sources: Sources) -> dict[Source, frozenset[Source]]:

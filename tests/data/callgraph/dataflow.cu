@@ -202,3 +202,32 @@ __global__ void pdl_no_access_only_math(const float* x, float* y, int n) {
   grid_wait();
   y[threadIdx.x] = x[threadIdx.x] + v;
 }
+
+static __device__ float lut[4] = {1.f, 2.f, 3.f, 4.f};  // only read here; the host may still hand out its address
+static __device__ float written_lut[4] = {1.f, 2.f, 3.f, 4.f};
+__device__ float visible_lut[4] = {1.f, 2.f, 3.f, 4.f};
+static __device__ float leaked_lut[4] = {1.f, 2.f, 3.f, 4.f};
+
+__global__ void writes_the_table(const float* x) { written_lut[threadIdx.x & 3] = x[threadIdx.x]; }
+
+__global__ void pdl_reads_a_private_table(const float* x, float* y, int n) {
+  float v = lut[n & 3];
+  grid_wait();
+  y[threadIdx.x] = x[threadIdx.x] + v;
+}
+__global__ void pdl_reads_a_written_table(const float* x, float* y, int n) {
+  float v = written_lut[n & 3];
+  grid_wait();
+  y[threadIdx.x] = x[threadIdx.x] + v;
+}
+__global__ void pdl_reads_a_visible_table(const float* x, float* y, int n) {
+  float v = visible_lut[n & 3];
+  grid_wait();
+  y[threadIdx.x] = x[threadIdx.x] + v;
+}
+__global__ void pdl_reads_a_table_a_helper_writes(const float* x, float* y, int n) {
+  float v = leaked_lut[n & 3];
+  grid_wait();
+  keep(leaked_lut + (threadIdx.x & 3), x[threadIdx.x]);
+  y[threadIdx.x] = v;
+}
