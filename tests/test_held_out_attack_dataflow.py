@@ -58,6 +58,17 @@ CUDA: dict[str, str | None] = {
     "pdl_reads_a_written_table": "warning",
     "pdl_reads_a_visible_table": "warning",
     "pdl_reads_a_table_a_helper_writes": "warning",
+    # what the dataflow must not lose: a field written through a reference, a returned structure's global field, a
+    # returned choice of a shared and a global pointer, a stack slot overwritten with a global pointer at a run-time
+    # index, a loop that switches a pointer to global memory, a pointer returned through two calls
+    "pdl_struct_by_reference_global": "error",
+    "pdl_returned_struct_global_field": "error",
+    "pdl_returned_struct_shared_field": None,
+    "pdl_returned_pick_of_shared_and_global": "error",
+    "pdl_stack_slot_overwritten_with_global": "error",
+    "pdl_loop_reassigns_to_global": "error",
+    "pdl_returned_two_levels_shared": None,
+    "pdl_returned_two_levels_global": "error",
 }
 # kernel -> the argument its error names, in every build
 NAMED = {

@@ -231,3 +231,61 @@ __global__ void pdl_reads_a_table_a_helper_writes(const float* x, float* y, int 
   keep(leaked_lut + (threadIdx.x & 3), x[threadIdx.x]);
   y[threadIdx.x] = v;
 }
+
+__device__ __noinline__ void put_g_ref(Pair& p, float v) { *p.g = v; }
+__device__ __noinline__ Pair make(float* s, float* g) { return Pair{s + 1, g + 1}; }
+__device__ __noinline__ float* pick(float* a, float* b, int c) { return c ? a : b; }
+__device__ __noinline__ float* at2(float* b, int i) { return at(b, i + 1); }
+__global__ void pdl_struct_by_reference_global(const float* x, float* y, int n) {
+  __shared__ float a[256];
+  Pair p{a, y + threadIdx.x};
+  put_g_ref(p, 1.f);
+  __syncthreads(); grid_wait();
+  y[threadIdx.x] += x[threadIdx.x] + a[1];
+}
+__global__ void pdl_returned_struct_global_field(const float* x, float* y, int n) {
+  __shared__ float a[256];
+  Pair p = make(a, y);
+  *p.g = 1.f;
+  __syncthreads(); grid_wait();
+  y[threadIdx.x] += x[threadIdx.x] + a[1];
+}
+__global__ void pdl_returned_struct_shared_field(const float* x, float* y, int n) {
+  __shared__ float a[256];
+  Pair p = make(a, y);
+  *p.s = 1.f;
+  __syncthreads(); grid_wait();
+  y[threadIdx.x] += x[threadIdx.x] + a[1];
+}
+__global__ void pdl_returned_pick_of_shared_and_global(const float* x, float* y, int n) {
+  __shared__ float a[256];
+  *pick(a, y, n) = 1.f;
+  __syncthreads(); grid_wait();
+  y[threadIdx.x] += x[threadIdx.x] + a[1];
+}
+__global__ void pdl_stack_slot_overwritten_with_global(const float* x, float* y, int n) {
+  __shared__ float a[256];
+  float* p[2] = {a, a};
+  p[n & 1] = y;
+  keep(p[(n >> 1) & 1] + threadIdx.x, 2.f);
+  __syncthreads(); grid_wait();
+  y[threadIdx.x] += x[threadIdx.x] + a[1];
+}
+__global__ void pdl_loop_reassigns_to_global(const float* x, float* y, int n) {
+  __shared__ float a[256];
+  float* p = a;
+  for (int i = 0; i < n; ++i) { p = (i == 3) ? y : p; keep(p + threadIdx.x, 1.f); }
+  __syncthreads(); grid_wait();
+  y[threadIdx.x] += x[threadIdx.x] + a[1];
+}
+__global__ void pdl_returned_two_levels_shared(const float* x, float* y, int n) {
+  __shared__ float a[256];
+  *at2(a, threadIdx.x & 63) = 1.f;
+  __syncthreads(); grid_wait();
+  y[threadIdx.x] += x[threadIdx.x] + a[1];
+}
+__global__ void pdl_returned_two_levels_global(const float* x, float* y, int n) {
+  *at2(y, threadIdx.x) = 1.f;
+  grid_wait();
+  y[threadIdx.x] += x[threadIdx.x];
+}
