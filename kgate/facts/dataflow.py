@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 from collections import Counter, defaultdict
 from collections.abc import Callable
+from functools import lru_cache
 
 from kgate.facts.ptx import Instruction, PtxFunction, writes_global
 
@@ -54,12 +55,17 @@ _OFFSETS = frozenset({"mul", "mul24", "shl", "shr", "cvt", "div", "rem", "neg", 
 
 def operands(instr: Instruction) -> list[str]:
     """The operands of an instruction, split at the commas outside braces, brackets and parentheses."""
-    body = instr.text.split(None, 1)[1] if instr.predicated else instr.text
+    return list(_operands(instr.text, instr.predicated))
+
+
+@lru_cache(maxsize=1 << 16)  # asked of one instruction by several analyses (sources, frame, calls, constant data)
+def _operands(text: str, predicated: bool) -> tuple[str, ...]:
+    body = text.split(None, 1)[1] if predicated else text
     parts = body.split(None, 1)
     if len(parts) < 2:
-        return []
+        return ()
     if not any(ch in parts[1] for ch in "{[("):
-        return [op.strip() for op in parts[1].split(",") if op.strip()]
+        return tuple(op.strip() for op in parts[1].split(",") if op.strip())
     out: list[str] = []
     current: list[str] = []
     depth = 0
@@ -74,7 +80,7 @@ def operands(instr: Instruction) -> list[str]:
             continue
         current.append(ch)
     out.append("".join(current).strip())
-    return [op for op in out if op]
+    return tuple(op for op in out if op)
 
 
 def parameter_index(function: str, token: str) -> int | None:
@@ -425,7 +431,7 @@ def _value_sources(value: str, sources: Sources) -> set[Source]:
 
 def _before(instructions: list[Instruction], call: Instruction) -> list[Instruction]:
     """The instructions from the last call before `call` up to it: where the call's parameters are stored."""
-    position = next((i for i, instr in enumerate(instructions) if instr is call), None)
+    position = _position(instructions, call)
     if position is None:
         return []
     start = position
@@ -527,3 +533,16 @@ def _width(opcode: str) -> int:
         if part[:1] in "busf" and part[1:].isdigit():
             return max(int(part[1:]) // 8, 1)
     return 8
+
+
+_POSITIONS: dict[int, tuple[list[Instruction], dict[int, int]]] = {}
+
+
+def _position(instructions: list[Instruction], call: Instruction) -> int | None:
+    """Where `call` stands in `instructions` (by identity), from an index built once per list."""
+    held = _POSITIONS.get(id(instructions))
+    if held is None or held[0] is not instructions:
+        if len(_POSITIONS) > 64:
+            _POSITIONS.clear()
+        held = _POSITIONS[id(instructions)] = (instructions, {id(i): n for n, i in enumerate(instructions)})
+    return held[1].get(id(call))
