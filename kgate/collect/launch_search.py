@@ -1,12 +1,13 @@
 """The launch search of `launch-guard` (KG302): every kernel launch in a C++/CUDA file that no error check covers.
 
-A launch is a `<<<...>>>` launch or a `cudaLaunchKernelEx` call, found in blanked code (comments and
+A launch is a `<<<...>>>` launch or a call of the runtime's launch functions (`cudaLaunchKernelEx`,
+`cudaLaunchKernel`, `cudaLaunchCooperativeKernel`), found in blanked code (comments and
 string literals are spaces). It is covered by a check within `window` lines after its statement, after the
 control statements that hold it, by a read of the last error later in its function on every path
 (`kgate.collect.cpp_flow`), or at every call of the lambda or helper that
 performs it (`kgate.collect.cuda_callers`); in a program of its own (a test or a benchmark with a `main`), by a
 synchronizing call whose error is checked later in the function (`kgate.collect.cuda_checks.CheckedSyncs`); a
-`cudaLaunchKernelEx` whose returned error is kept needs no check. What is left is returned as data; the rule words the findings and the fixes.
+launch call whose returned error is kept needs no check. What is left is returned as data; the rule words the findings and the fixes.
 """
 
 from __future__ import annotations
@@ -23,7 +24,10 @@ from kgate.collect.cuda_checks import CheckedSyncs, Checks, error_kept, is_progr
 from kgate.collect.cuda_project import Project
 
 _TRIPLE = re.compile(r"<<<")
-_LAUNCH_EX = re.compile(r"\bcudaLaunchKernelExC?\s*(?:<[^;()]*>\s*)?\(")
+# The runtime's launch calls, which return the launch's error: `cudaLaunchKernelEx` (and `ExC`), `cudaLaunchKernel`,
+# `cudaLaunchCooperativeKernel` (and `MultiDevice`).
+_LAUNCH_EX = re.compile(r"\bcudaLaunch(?:KernelExC?|Kernel|CooperativeKernel(?:MultiDevice)?)\s*(?:<[^;()]*>\s*)?\(")
+_VOID_CAST = re.compile(r"^\(\s*(?:const\s+)?void\s*\*\s*\)\s*|^reinterpret_cast\s*<[^>]*>\s*")
 
 
 @dataclass(frozen=True)
@@ -200,7 +204,7 @@ def launches(code: str) -> Iterator[tuple[int, int, str]]:
         end = balanced(code, paren)
         start = name_start(code, match.start())
         yield start, end, "<<<"
-    if "cudaLaunchKernelEx" not in code:  # the pattern starts with `\b`: Python's engine would try every position
+    if "cudaLaunch" not in code:  # the pattern starts with `\b`: Python's engine would try every position
         return
     for match in _LAUNCH_EX.finditer(code):
         end = balanced(code, match.end() - 1)
@@ -208,28 +212,56 @@ def launches(code: str) -> Iterator[tuple[int, int, str]]:
 
 
 def name_start(code: str, triple: int) -> int:
-    """Start of the launched expression before `<<<` (`ns::kernel<T, 4>`)."""
+    """Start of the launched expression before `<<<` (`ns::kernel<T, 4>`, `kernel<(N >> 1)>`: a template
+    argument's parentheses are passed over whole, so the `<` and `>` of an expression inside them are not the
+    argument list's). Where what looked like template arguments reaches the end of the statement before (a `;` or a
+    brace), the launch starts after it."""
     index = triple
     depth = 0
     while index > 0:
         ch = code[index - 1]
+        if depth and ch == ")":
+            opening = _opening_paren(code, index - 1)
+            if opening < 0:
+                break
+            index = opening
+            continue
         if ch == ">":
             depth += 1
         elif ch == "<":
             if depth == 0:
                 break
             depth -= 1
+        elif depth and ch in ";{}":
+            while index < triple and code[index].isspace():
+                index += 1
+            return index
         elif depth == 0 and not (ch.isalnum() or ch in "_:"):
             break
         index -= 1
     return index
 
 
+def _opening_paren(code: str, close: int) -> int:
+    """Offset of the `(` that the `)` at `close` closes, walking back (-1 if none)."""
+    depth = 0
+    for index in range(close, -1, -1):
+        if code[index] == ")":
+            depth += 1
+        elif code[index] == "(":
+            depth -= 1
+            if depth == 0:
+                return index
+    return -1
+
+
 def launched_name(code: str, start: int, what: str) -> str:
     if what == "<<<":
         return " ".join(code[start:code.find("<<<", start)].split())
+    api = code[start:code.find("(", start)].split("<")[0].strip()
     args = code[code.find("(", start) + 1:balanced(code, code.find("(", start)) - 1].split(",")
-    return " ".join(args[1].split()) if len(args) > 1 else "cudaLaunchKernelEx"
+    at = 1 if api.startswith("cudaLaunchKernelEx") else 0  # cudaLaunchKernelEx(&config, kernel, ...)
+    return _VOID_CAST.sub("", " ".join(args[at].split())).strip("() ") if len(args) > at else api
 
 
 def macro_end(code: str, at: int) -> int:

@@ -32,7 +32,20 @@ from dataclasses import dataclass
 from functools import partial
 
 from kgate.collect.cuda_names import short_name
-from kgate.facts.dataflow import UNTRACED, Source, Sources, access_sources, address_sources, call_arguments, off_global
+from kgate.facts.dataflow import (
+    CARRIES,
+    Returned,
+    Source,
+    Sources,
+    access_sources,
+    address_sources,
+    call_arguments,
+    off_global,
+    operands,
+    passed,
+    return_sources,
+    symbol_of,
+)
 from kgate.facts.ptx import (
     Block,
     GlobalAccess,
@@ -50,6 +63,13 @@ from kgate.facts.ptx import (
 # A call's operands: an optional return list in parentheses, then the target (a function's name, or a register).
 _CALL_TARGET = re.compile(r"^\s*(?:\([^)]*\)\s*,\s*)?([%$\w]+)")
 _TOKEN = re.compile(r"[A-Za-z_$%][\w$]*")
+# A module variable with an initializer that only this module sees (no `.visible`, `.extern` or `.weak`).
+_PRIVATE_DATA = re.compile(r"^[ \t]*\.global\b[^;={}\n]*?([A-Za-z_$][\w$]*)\s*(?:\[[^\]]*\])?\s*=", re.MULTILINE)
+# The CUDA math library's constant tables (`__cudart_i2opi_f`, `__cudart_i2opi_d`: the bits of 2/pi that sinf, cosf,
+# tanf and their double forms reduce large arguments with), which libdevice and the CUDA headers define in every module
+# that calls them. A project's own table cannot be told read-only from the PTX: the host may hand its address
+# (cudaGetSymbolAddress) to a kernel that writes it through a pointer argument.
+_MATH_TABLES = ("__cudart_",)
 INDIRECT = "(a function pointer)"  # the callee named for a call through a register
 # The CUDA device runtime's functions that every kernel may call without their code in the PTX, and whose effect
 # is known: they print (into the printf buffer), stop the kernel on a failed assert (CUDA's `assert`, Triton's
@@ -145,11 +165,15 @@ class CallGraph:
         self.functions = {f.name: f for f in functions}
         self.order = [f.name for f in functions]  # text order
         self.address_taken = _address_taken(self.functions, text)
+        self._text = text
+        self._read_only: frozenset[str] | None = None
         self._blocks: dict[str, list[Block]] = {}
         self._callees: dict[str, list[str]] = {}
         self._must_wait: dict[str, bool] | None = None
         self._unwaited: dict[str, dict[_Key, _Found]] | None = None
         self._sources: dict[str, Sources] = {}
+        self._computing: set[str] = set()
+        self._returns: dict[str, Returned] = {}
         self._kills: dict[str, list[list[Instruction]]] = {}
 
     def callees(self, name: str) -> list[str]:
@@ -255,13 +279,66 @@ class CallGraph:
         """Where each register of a function may point: its parameters, the shared window or its stack, or
         somewhere untraced (`kgate.facts.dataflow.address_sources`)."""
         if name not in self._sources:
-            self._sources[name] = address_sources(self.functions[name])
+            self._computing.add(name)
+            try:
+                self._sources[name] = address_sources(self.functions[name], self._returned)
+            finally:
+                self._computing.discard(name)
         return self._sources[name]
+
+    def _returned(self, callee: str) -> Returned | None:
+        """Where what a called function returns may point, in its own terms (`kgate.facts.dataflow.return_sources`);
+        None for a function not defined here, or one whose sources are being found (recursion)."""
+        if callee not in self.functions or callee in self._computing:
+            return None
+        if callee not in self._returns:
+            self._returns[callee] = return_sources(self.functions[callee], self.sources(callee))
+        return self._returns[callee]
 
     def _cfg(self, name: str) -> list[Block]:
         if name not in self._blocks:
             self._blocks[name] = build_cfg(self.functions[name].items)
         return self._blocks[name]
+
+    def _constant(self, sources: frozenset[Source]) -> bool:
+        """Whether an address points only into the module's read-only data (`read_only`)."""
+        if not sources:
+            return False
+        names = [symbol_of(s) for s in sources]
+        return all(n is not None for n in names) and set(names) <= self.read_only()
+
+    def read_only(self) -> frozenset[str]:
+        """The CUDA math library's constant tables in this module that nothing can write (`_MATH_TABLES`: the table
+        `sinf` reduces large arguments with): a `.global` with an initializer that is not visible outside the module
+        (no `.visible`, `.extern`, `.weak`), whose address is only ever loaded through (after pointer arithmetic or a
+        comparison): never stored, passed to a call, returned, written through, or named in another variable's
+        initializer. A load of one before the wait reads nothing the kernel before can have written."""
+        if self._read_only is None:
+            self._read_only = self._find_read_only()
+        return self._read_only
+
+    def _find_read_only(self) -> frozenset[str]:
+        candidates = {m.group(1) for m in _PRIVATE_DATA.finditer(self._text) if m.group(1).startswith(_MATH_TABLES)}
+        if not candidates:
+            return frozenset()
+        mentions = Counter(t for t in _TOKEN.findall(self._text) if t in candidates)
+        leaked: set[str] = set()
+        for name, function in self.functions.items():
+            sources = self.sources(name)
+            for instr in function.instructions:
+                head = instr.opcode.split(".", 1)[0]
+                for position, operand in enumerate(operands(instr)):
+                    for token in _TOKEN.findall(operand):
+                        if token in candidates:
+                            mentions[token] -= 1
+                            held = {token}
+                        else:
+                            held = {n for s in sources.get(token, ()) if (n := symbol_of(s)) in candidates}
+                        if held and not _reads_through(instr, head, position, operand):
+                            leaked |= held
+        # A mention left over is outside every function: its declaration, and another variable's initializer.
+        leaked |= {n for n, count in mentions.items() if count > 1}
+        return frozenset(candidates - leaked)
 
     # ----------------------------------------------------------------------------------------- PDL summaries
 
@@ -363,6 +440,8 @@ class CallGraph:
                     sources = access_sources(self.functions[name], instr, self.sources(name))
                     if off_global(sources):  # a generic access to the shared window or the stack
                         continue
+                    if not writes_global(instr.opcode) and self._constant(sources):
+                        continue  # a read of the module's own constant data
                     out.setdefault((name, instr.ptx_line, sources),
                                    _Found(instr.opcode, instr, (), writes=writes_global(instr.opcode), sources=sources))
         return out
@@ -377,22 +456,34 @@ class CallGraph:
         out: list[tuple[_Key, _Found]] = []
         if self.opaque(callee):
             out.append((("", call.ptx_line, frozenset()), _Found(call.opcode, call, (callee,), opaque=True, site=call)))
-        passed = call_arguments(self.functions[caller], call, self.sources(caller)) if self.targets(callee) else []
+        arguments = call_arguments(self.functions[caller], call, self.sources(caller)) if self.targets(callee) else {}
         for target in self.targets(callee):
             for (function, line, _inner), found in summary.get(target, {}).items():
-                sources = frozenset(s for k in found.sources for s in _passed(k, passed))
-                if off_global(sources):
+                sources = frozenset(s for k in found.sources for s in passed(k, arguments))
+                if off_global(sources) or (not found.writes and not found.opaque and self._constant(sources)):
                     continue
                 out.append(((function, line, sources), _Found(found.opcode, found.instr, (target, *found.via),
                                                              found.opaque, call, found.writes, sources)))
         return out
 
 
-def _passed(source: Source, passed: list[frozenset[Source]]) -> frozenset[Source]:
-    """A callee's address source as its caller sees it: for a parameter, what the call passes there."""
-    if not isinstance(source, int):
-        return frozenset({source})
-    return passed[source] if source < len(passed) else frozenset({UNTRACED})
+# Instructions that write memory or hand a value on (to a call, back to a caller): an address there may be written.
+_WRITES = frozenset({"st", "atom", "red", "cp", "multimem", "sust", "sured", "tensormap", "discard", "wmma", "call",
+                     "ret"})
+
+
+def _reads_through(instr: Instruction, head: str, position: int, operand: str) -> bool:
+    """Whether an operand that holds a module variable's address is used only to read it: a load's address, an
+    operand pointer arithmetic carries into its result (followed by the dataflow), a comparison."""
+    if head in _WRITES or operand.startswith("{"):
+        return False
+    if head in ("ld", "ldu") and ".param" not in instr.opcode:
+        return position == 1 and operand.startswith("[")
+    if position == 0:
+        return not operand.startswith("[")  # the register an instruction defines
+    if head == "setp":
+        return position > 0
+    return position > 0 and position in CARRIES.get(head, ())
 
 
 def _waits_in(instrs: list[Instruction], waits: Callable[[Instruction], bool]) -> bool:

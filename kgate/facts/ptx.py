@@ -91,8 +91,9 @@ class PtxFunction:
     items: tuple[Instruction | str, ...]  # instructions and labels, in order
     mentions: int = 1  # how often its name is written in headers (definition and declarations)
 
-    @property
+    @cached_property
     def instructions(self) -> list[Instruction]:
+        """The function's instructions in order (one list, asked of often: read it, never change it)."""
         return [i for i in self.items if isinstance(i, Instruction)]
 
 

@@ -42,6 +42,11 @@ What it reports depends on what the access does:
   wait, and the finding says so (the device runtime's `printf`, a failed
   `assert` and the device heap's `malloc` and `free` are known not to touch
   the program's memory).
+- A load of the CUDA math library's constant tables (the bits of 2/pi that
+  `sinf`, `cosf` and `tl.sin` reduce large arguments with, private to the
+  module, their address never written through or handed on) is not
+  reported: nothing writes them. A table of the project's own is, however it
+  is declared: the host may hand its address to a kernel that writes it.
 
 The arguments a project declares safe for a kernel (`safe_arguments`) are
 not reported when loaded before the wait; `strict` makes every access before

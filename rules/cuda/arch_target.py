@@ -6,8 +6,9 @@ code only the `a` target can compile. It reads nvcc flags (`-gencode`,
 `--generate-code`, `-arch`, `-code`), CMake `CUDA_ARCHITECTURES` /
 `CMAKE_CUDA_ARCHITECTURES` values (also `-real` / `-virtual`) and
 `TORCH_CUDA_ARCH_LIST` entries for `torch.utils.cpp_extension`, in
-`CMakeLists.txt`, `*.cmake`, `setup.py` and other Python files, Makefiles and
-shell scripts. Only settings are read: an architecture counts on a line that
+`CMakeLists.txt`, `*.cmake`, `setup.py` and other Python files, Makefiles,
+shell scripts and `pyproject.toml` (scikit-build's `cmake.define` and
+`cmake.args`, a cibuildwheel `environment`). Only settings are read: an architecture counts on a line that
 also carries a flag or variable that selects architectures (`arch=` and
 `code=` in nvcc's spelling only, so a CuTe DSL kernel's `self.arch =
 "sm_100"` is not a build flag), and not in words about architectures:
@@ -417,7 +418,7 @@ RULE = Rule(
                          choices=("allow", "warn")),
     },
     files=("CMakeLists.txt", "*.cmake", "setup.py", "*.py", "Makefile", "makefile", "GNUmakefile", "*.mk",
-           "*.sh", "CMakePresets.json"),
+           "*.sh", "CMakePresets.json", "pyproject.toml"),
     prefilter=(b"sm_", b"compute_", b"CUDA_ARCHITECTURES", b"TORCH_CUDA_ARCH_LIST"),
     reads=frozenset({Artifact.SOURCE}),
     fixes=True,

@@ -7,8 +7,8 @@ macro or function of the project that reads the last error (see below), a
 call whose name says it reads the last error (a wrapper such as
 `BNB_PEEK_LAST_ERROR()` or `getLastCudaError(...)`, defined in a header
 outside the project) or one of the check macros the project configures
-(option `check_macros`), and a `cudaLaunchKernelEx`
-call whose returned error is dropped (not wrapped in a check macro, assigned,
+(option `check_macros`), and a `cudaLaunchKernelEx`, `cudaLaunchKernel`
+or `cudaLaunchCooperativeKernel` call whose returned error is dropped (not wrapped in a check macro, assigned,
 compared or returned) and not read back by a last-error query after it (the
 runtime queries, such a wrapper, or a check macro called without arguments
 like `C10_CUDA_KERNEL_LAUNCH_CHECK()`). Launches in comments and string
@@ -303,7 +303,8 @@ def _report(code: str, starts: list[int], unchecked: Unchecked, window: int, rel
     if unchecked.kind == "launch":
         return Report(f"kernel launch without an error check within {window} line(s): add cudaGetLastError() or "
                       f"a check macro after it", discriminator=unchecked.kernel, **where)
-    return Report("the error cudaLaunchKernelEx returns is dropped: check it (e.g. CUDA_CHECK(...))",
+    api = code[unchecked.offset:code.find("(", unchecked.offset)].split("<")[0].strip() or "cudaLaunchKernelEx"
+    return Report(f"the error {api} returns is dropped: check it (e.g. CUDA_CHECK(...))",
                   discriminator=unchecked.kernel, **where)
 
 
@@ -424,7 +425,7 @@ RULE = Rule(
                          choices=("ignore", "note")),
     },
     files=("*.cu", "*.cuh", "*.cpp", "*.cc", "*.cxx", "*.h", "*.hpp"),
-    prefilter=(b"<<<", b"cudaLaunchKernelEx"),
+    prefilter=(b"<<<", b"cudaLaunch"),
     read_ahead=read_ahead,
     reads=frozenset({Artifact.SOURCE}),
     fixes=True,
