@@ -85,6 +85,8 @@ class Selection:
 
 
 def _path_matches(path: str, pattern: str) -> bool:
+    while pattern.startswith("./"):  # `./tests/*.py` is `tests/*.py`: paths are relative to the configuration's folder
+        pattern = pattern[2:].lstrip("/")
     return fnmatch.fnmatchcase(path, pattern) or fnmatch.fnmatchcase(path, pattern.rstrip("/") + "/*") \
         or ("/" not in pattern and fnmatch.fnmatchcase(path.rsplit("/", 1)[-1], pattern))
 

@@ -1,0 +1,59 @@
+"""Held-out configuration cases: a selection that leaves `kgate lint` no rule to run, and a `per-file-ignores`
+pattern spelled from the configuration's folder (`./tests/...`). Each is a project run as a user runs it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import kgate
+
+from kgate import api
+
+INTERPRET = "import os\nos.environ['TRITON_INTERPRET'] = '1'\n"
+
+
+def _project(root: Path, config: str) -> Path:
+    (root / "kgate.toml").write_text(config)
+    (root / "tests").mkdir()
+    (root / "tests" / "test_a.py").write_text(INTERPRET)
+    return root
+
+
+@pytest.mark.parametrize(("config", "args"), [
+    ('ignore = ["KG"]\n', ()),  # every rule by its prefix
+    ("", ("--select", "KG101")),  # a compiled rule alone: `kgate check` runs it
+    ("", ("--select", "KG102,KG103")),
+    ('select = ["KG2"]\n', ("--ignore", "KG2")),
+    ("", ("--select", "KG004")),  # what reads every file, and nothing to read it for
+])
+def test_a_lint_whose_selection_leaves_no_source_rule_is_an_error(tmp_path: Path, config: str,
+                                                                  args: tuple[str, ...]) -> None:
+    project = _project(tmp_path, config)
+    for extra in ((), ("--fix",), ("--add-ignore",)):
+        run = kgate("lint", *args, *extra, cwd=project)
+        assert run.code == 2, run.stdout + run.stderr
+        assert "leaves no source rule" in run.stderr and "passed" not in run.stdout
+    assert (project / "tests" / "test_a.py").read_text() == INTERPRET
+
+
+def test_the_api_lint_refuses_a_selection_that_leaves_no_source_rule(tmp_path: Path) -> None:
+    project = _project(tmp_path, "")
+    with pytest.raises(api.KgateError, match="leaves no source rule"):
+        api.lint(project=project, select=["KG101"])
+    assert not api.lint(project=project, select=["KG203"]).passed
+
+
+def test_a_selection_with_one_source_rule_still_lints(tmp_path: Path) -> None:
+    project = _project(tmp_path, 'ignore = ["KG1", "KG3"]\n')
+    run = kgate("lint", "--select", "KG2", cwd=project)
+    assert run.code == 1 and "KG203" in run.stdout, run.stdout + run.stderr
+
+
+@pytest.mark.parametrize("pattern", ["./tests/test_a.py", "./tests/*.py", "././tests/", ".//tests/test_a.py"])
+def test_a_per_file_ignore_spelled_from_the_configurations_folder_matches(tmp_path: Path, pattern: str) -> None:
+    project = _project(tmp_path, f'[per-file-ignores]\n"{pattern}" = ["KG203"]\n')
+    run = kgate("lint", cwd=project)
+    assert run.code == 0, run.stdout + run.stderr
+    (project / "kgate.toml").write_text(f'[per-file-ignores]\n"{pattern.replace("tests", "other")}" = ["KG203"]\n')
+    assert kgate("lint", cwd=project).code == 1
