@@ -57,3 +57,24 @@ def test_a_per_file_ignore_spelled_from_the_configurations_folder_matches(tmp_pa
     assert run.code == 0, run.stdout + run.stderr
     (project / "kgate.toml").write_text(f'[per-file-ignores]\n"{pattern.replace("tests", "other")}" = ["KG203"]\n')
     assert kgate("lint", cwd=project).code == 1
+
+
+@pytest.mark.parametrize(("key", "pattern", "code"), [
+    ("extend-exclude", "./tests", 0), ("extend-exclude", "./tests/", 0), ("extend-exclude", "./tests/*.py", 0),
+    ("exclude", "./tests", 0),
+    # From the folder: a name alone, led by `./`, is the file at the top, not one of that name at any depth.
+    ("extend-exclude", "./test_a.py", 1), ("extend-exclude", "test_a.py", 0),
+])
+def test_an_exclusion_spelled_from_the_configurations_folder_excludes(tmp_path: Path, key: str, pattern: str,
+                                                                      code: int) -> None:
+    project = _project(tmp_path, f'{key} = ["{pattern}"]\n')
+    run = kgate("lint", cwd=project)
+    assert run.code == code, run.stdout + run.stderr
+
+
+def test_a_per_file_ignore_of_a_name_from_the_folder_is_the_file_at_the_top(tmp_path: Path) -> None:
+    project = _project(tmp_path, '[per-file-ignores]\n"./test_a.py" = ["KG203"]\n')
+    assert kgate("lint", cwd=project).code == 1
+    (project / "test_a.py").write_text(INTERPRET)
+    run = kgate("lint", cwd=project)
+    assert run.code == 1 and "tests/test_a.py" in run.stdout and "\ntest_a.py" not in "\n" + run.stdout
