@@ -3,7 +3,8 @@ Flags `TRITON_INTERPRET` switched on inside the test suite: in a test
 module (`test_*.py`, `*_test.py`), a `conftest.py`, or pytest's
 configuration (`env` of pytest-env in `pytest.ini`, `tox.ini`, `setup.cfg`,
 `pytest.toml`, or `pyproject.toml` under `[tool.pytest.ini_options]`,
-`[tool.pytest]` or `[tool.pytest_env]`). Recognised in Python:
+`[tool.pytest]` or `[tool.pytest_env]`), or tox's `setenv` / `set_env` of a
+`[testenv]` section of `tox.ini`. Recognised in Python:
 `os.environ[...] = `, `os.environ.setdefault`, `os.environ.update(...)`,
 `os.environ |= {...}`, `os.putenv`, `monkeypatch.setenv`,
 `monkeypatch.setitem(os.environ, ...)`, `mock.patch.dict(os.environ, ...)`,
@@ -82,6 +83,7 @@ VARIABLE = "TRITON_INTERPRET"
 _TRUE = frozenset({"1", "true", "on"})
 _PYTHON_FILES = ("test_*.py", "*_test.py", "conftest.py")
 _INI_SECTIONS = {"pytest.ini": ("pytest",), "tox.ini": ("pytest",), "setup.cfg": ("tool:pytest",)}
+_TOX_ENV = lazy(r"^testenv(:.*)?$")  # `[testenv]` and `[testenv:py312]`: where tox's `set_env` runs the tests
 _MESSAGE = "TRITON_INTERPRET switched on {where}: every kernel decorated afterwards runs on the CPU interpreter"
 _FIX = "remove the TRITON_INTERPRET setting: the tests then run compiled kernels (interpret in a job of its own)"
 
@@ -209,14 +211,18 @@ def _ini(source: SourceFile, sections: tuple[str, ...]) -> Iterator[Report]:
         else:
             value, offset = line, 0
         if section in sections and key == "env":
-            item = _ENV_ITEM.match(value)
-            if item and _truthy(item.group(2)):
-                col = offset + value.index(VARIABLE) + 1
-                # A line of its own goes; on the key's line, the value goes and `env =` stays.
-                edit = Edit(number, 0, number + 1, 0) if offset == 0 and number < len(source.lines) \
-                    else Edit(number, offset, number, len(line))
-                yield Report(_MESSAGE.format(where="in pytest's env settings"), line=number, col=col,
-                             scope=f"[{section}]", fix=_fix([edit]))
+            where = "in pytest's env settings"
+        elif source.name == "tox.ini" and _TOX_ENV.match(section) and key in ("setenv", "set_env"):
+            where = "in tox's set_env for the test environment"  # the variables tox runs the suite under
+        else:
+            continue
+        item = _ENV_ITEM.match(value)
+        if item and _truthy(item.group(2)):
+            col = offset + value.index(VARIABLE) + 1
+            # A line of its own goes; on the key's line, the value goes and `env =` stays.
+            edit = Edit(number, 0, number + 1, 0) if offset == 0 and number < len(source.lines) \
+                else Edit(number, offset, number, len(line))
+            yield Report(_MESSAGE.format(where=where), line=number, col=col, scope=f"[{section}]", fix=_fix([edit]))
 
 
 def _toml(source: SourceFile) -> Iterator[Report]:
