@@ -82,11 +82,12 @@ def test_a_per_file_ignore_of_a_name_from_the_folder_is_the_file_at_the_top(tmp_
 
 @pytest.mark.parametrize(("tox", "line", "fixed"), [
     ("[testenv]\nsetenv =\n    TRITON_INTERPRET=1\n    OTHER=2\n", 3, "[testenv]\nsetenv =\n    OTHER=2\n"),
-    ("[testenv:py312]\nset_env = TRITON_INTERPRET = true\n", 2, "[testenv:py312]\nset_env = \n"),
+    ("[tox]\nenvlist = py312\n[testenv]\nset_env = TRITON_INTERPRET = true\n", 4,
+     "[tox]\nenvlist = py312\n[testenv]\nset_env = \n"),
 ])
 def test_tox_running_the_suite_under_the_interpreter_is_reported_and_fixed(tmp_path: Path, tox: str, line: int,
                                                                           fixed: str) -> None:
-    """tox's set_env is the environment the suite runs in, as pytest-env's `env` is."""
+    """tox's set_env of [testenv] is the environment every tox run of the suite has, as pytest-env's `env` is."""
     (tmp_path / "kgate.toml").write_text("")
     (tmp_path / "tox.ini").write_text(tox)
     run = kgate("lint", cwd=tmp_path)
@@ -96,7 +97,8 @@ def test_tox_running_the_suite_under_the_interpreter_is_reported_and_fixed(tmp_p
 
 
 @pytest.mark.parametrize("tox", ["[testenv]\nsetenv =\n    TRITON_INTERPRET=0\n", "[tox]\nsetenv = TRITON_INTERPRET=1\n",
-                                 "[testenv]\ndeps = TRITON_INTERPRET=1\n", "[testenv]\n# setenv = TRITON_INTERPRET=1\n"])
+                                 "[testenv]\ndeps = TRITON_INTERPRET=1\n", "[testenv]\n# setenv = TRITON_INTERPRET=1\n",
+                                 "[testenv:interp]\nsetenv = TRITON_INTERPRET=1\n"])  # a job of its own
 def test_tox_settings_that_leave_the_interpreter_off_pass(tmp_path: Path, tox: str) -> None:
     (tmp_path / "kgate.toml").write_text("")
     (tmp_path / "tox.ini").write_text(tox)

@@ -3,8 +3,9 @@ Flags `TRITON_INTERPRET` switched on inside the test suite: in a test
 module (`test_*.py`, `*_test.py`), a `conftest.py`, or pytest's
 configuration (`env` of pytest-env in `pytest.ini`, `tox.ini`, `setup.cfg`,
 `pytest.toml`, or `pyproject.toml` under `[tool.pytest.ini_options]`,
-`[tool.pytest]` or `[tool.pytest_env]`), or tox's `setenv` / `set_env` of a
-`[testenv]` section of `tox.ini`. Recognised in Python:
+`[tool.pytest]` or `[tool.pytest_env]`), or tox's `setenv` / `set_env` of
+`[testenv]` in `tox.ini`, which every tox environment inherits (a named one,
+`[testenv:interp]`, is the job of its own the interpreter belongs in). Recognised in Python:
 `os.environ[...] = `, `os.environ.setdefault`, `os.environ.update(...)`,
 `os.environ |= {...}`, `os.putenv`, `monkeypatch.setenv`,
 `monkeypatch.setitem(os.environ, ...)`, `mock.patch.dict(os.environ, ...)`,
@@ -83,7 +84,6 @@ VARIABLE = "TRITON_INTERPRET"
 _TRUE = frozenset({"1", "true", "on"})
 _PYTHON_FILES = ("test_*.py", "*_test.py", "conftest.py")
 _INI_SECTIONS = {"pytest.ini": ("pytest",), "tox.ini": ("pytest",), "setup.cfg": ("tool:pytest",)}
-_TOX_ENV = lazy(r"^testenv(:.*)?$")  # `[testenv]` and `[testenv:py312]`: where tox's `set_env` runs the tests
 _MESSAGE = "TRITON_INTERPRET switched on {where}: every kernel decorated afterwards runs on the CPU interpreter"
 _FIX = "remove the TRITON_INTERPRET setting: the tests then run compiled kernels (interpret in a job of its own)"
 
@@ -212,8 +212,9 @@ def _ini(source: SourceFile, sections: tuple[str, ...]) -> Iterator[Report]:
             value, offset = line, 0
         if section in sections and key == "env":
             where = "in pytest's env settings"
-        elif source.name == "tox.ini" and _TOX_ENV.match(section) and key in ("setenv", "set_env"):
-            where = "in tox's set_env for the test environment"  # the variables tox runs the suite under
+        elif source.name == "tox.ini" and section == "testenv" and key in ("setenv", "set_env"):
+            # What every tox environment runs the suite under; a named one (`[testenv:interp]`) is a job of its own.
+            where = "in tox's set_env for every test environment"
         else:
             continue
         item = _ENV_ITEM.match(value)
