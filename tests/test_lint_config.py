@@ -70,7 +70,9 @@ def test_command_line_flags_override_configuration(tmp_path: Path) -> None:
     root = project(tmp_path, 'select = ["KG201"]\n')
     assert {c for _p, c, _s in codes(lint(root, "--select", "KG202"))} == {"KG202"}
     assert {c for _p, c, _s in codes(lint(root, "--extend-select", "KG202"))} == {"KG201", "KG202"}
-    assert codes(lint(root, "--ignore", "KG201")) == []
+    emptied = lint(root, "--ignore", "KG201")  # no rule left: a lint that reads nothing would pass anything
+    assert emptied.code == 2 and "leaves no source rule" in emptied.stderr
+    assert codes(lint(root, "--ignore", "KG202")) != []
 
 
 def test_per_file_ignores(tmp_path: Path) -> None:

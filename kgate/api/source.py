@@ -15,6 +15,7 @@ from kgate.api.arguments import validated
 from kgate.api.results import LintResult
 from kgate.api.setup import PathLike, project_config, selection_of
 from kgate.core.findings import Severity
+from kgate.evaluate.source import refuse_empty_lint
 from kgate.pipeline.lint_report import lint_result
 
 __all__ = ["lint", "lint_result"]
@@ -36,6 +37,7 @@ def lint(paths: Sequence[PathLike] | None = (), *, project: PathLike | None = No
     """
     cfg = project_config(project, config)
     chosen = selection_of(cfg, select, extend_select, ignore)
+    refuse_empty_lint(chosen, f"{cfg.display()} and the arguments")
     base = os.fspath(project) if project is not None else None
     named = [os.path.join(base, os.fspath(p)) if base is not None else os.fspath(p) for p in paths or ()]
     # Each file under its nearest configuration, unless `config` names the one for every file (as `kgate lint`).

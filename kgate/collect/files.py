@@ -29,8 +29,8 @@ class Exclusions:
     """The project's `exclude` and `extend-exclude` patterns, compiled once, with one meaning everywhere.
 
     A bare name ("build") excludes that name at any depth; a glob without '/' ("*.gen.py") a name it matches,
-    at any depth; a pattern with '/' ("tests/fixtures", "gen/*") a project-relative path it matches. A path is
-    excluded when it or any folder above it is.
+    at any depth; a pattern with '/' ("tests/fixtures", "gen/*", "./build") a project-relative path it matches. A
+    path is excluded when it or any folder above it is.
     """
 
     def __init__(self, patterns: Iterable[str]) -> None:
@@ -38,8 +38,9 @@ class Exclusions:
         name_globs: list[str] = []
         path_globs: list[str] = []
         for pattern in patterns:
+            pattern, anchored = from_root(pattern)
             pattern = pattern.rstrip("/")
-            if "/" in pattern:
+            if "/" in pattern or anchored:
                 path_globs.append(fnmatch.translate(pattern))
             elif any(ch in pattern for ch in "*?["):
                 name_globs.append(fnmatch.translate(pattern))
@@ -59,6 +60,15 @@ class Exclusions:
         """Whether a project-relative path (with '/') is excluded, by itself or by a folder above it."""
         parts = rel.split("/")
         return any(self.entry("/".join(parts[:depth]), parts[depth - 1]) for depth in range(1, len(parts) + 1))
+
+
+def from_root(pattern: str) -> tuple[str, bool]:
+    """A configured path pattern without its leading `./` (`./tests` is `tests` of the configuration's folder),
+    and whether it had one: then it names that path from the folder, never a name at any depth."""
+    anchored = False
+    while pattern.startswith("./"):
+        pattern, anchored = pattern[2:].lstrip("/"), True
+    return pattern, anchored
 
 
 def excluded(rel: str, patterns: Iterable[str]) -> bool:

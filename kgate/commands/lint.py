@@ -52,6 +52,9 @@ def run(args: argparse.Namespace) -> int:
     paths = args.paths or here(config)
     if args.show_files:
         return show_files(config, selection, paths, force_exclude=args.force_exclude, select_for=_select_for(args))
+    from kgate.evaluate.source import refuse_empty_lint
+
+    refuse_empty_lint(selection, f"{config.display()} and the command line")
     taken = recording.snapshot(args, config, [os.path.abspath(p) for p in paths], compilers=False)
     with filestat.known(taken.files if taken is not None else None, taken.entries if taken is not None else None), \
             recording.capture() as (out, err):

@@ -1,4 +1,4 @@
-"""What an import reads that no key can hold: the clock and random numbers.
+"""What an import reads that no key can hold: the clock, random numbers, the process's id and the machine's load.
 
 A module that decides its configs by the time (`time.time()`), by random numbers (`random.choice`, `uuid.uuid4()`,
 `os.urandom`) or by how long something took reads an input no later run can look up again. Its records are kept
@@ -11,6 +11,7 @@ with a value of its own is no such input: what it draws afterwards is the seed's
 
 from __future__ import annotations
 
+import importlib
 import os
 import random
 import sys
@@ -23,9 +24,16 @@ from kgate.compile.import_reads import UNKEYED, value
 if TYPE_CHECKING:
     from kgate.compile.import_recorder import Recorder
 
-CLOCK, RANDOM = "the clock", "random numbers"
+CLOCK, RANDOM, PROCESS, LOAD = "the clock", "random numbers", "the process's id", "the machine's load"
 _CLOCKS = ("time", "time_ns", "monotonic", "monotonic_ns", "perf_counter", "perf_counter_ns", "process_time",
-           "process_time_ns", "thread_time", "thread_time_ns")
+           "process_time_ns", "thread_time", "thread_time_ns", "clock_gettime", "clock_gettime_ns")
+# What else differs from one run to the next, by the module that reads it: the process (its id, its parent's, the
+# time it and its children used), the machine's load, random bytes the kernel hands out, and what `random` draws
+# from such bytes (`random.SystemRandom` and so `secrets`, which call `random._urandom`), or the clock (`uuid1`).
+_PER_RUN: tuple[tuple[str, str, str], ...] = (
+    ("os", "getpid", PROCESS), ("os", "getppid", PROCESS), ("os", "times", CLOCK), ("os", "getloadavg", LOAD),
+    ("os", "getrandom", RANDOM), ("random", "_urandom", RANDOM), ("resource", "getrusage", CLOCK),
+    ("uuid", "uuid1", CLOCK))
 # The time functions that read the clock when they are given no time of their own (their last argument).
 _CLOCK_BY_DEFAULT = {"localtime": 0, "gmtime": 0, "ctime": 0, "asctime": 0, "strftime": 1}
 _SAVED: dict[tuple[Any, str], Any] = {}
@@ -40,7 +48,23 @@ def patch(rec: Recorder) -> None:
     for name, given in _CLOCK_BY_DEFAULT.items():
         _wrap(rec, time, name, CLOCK, unless_given=given)
     _wrap(rec, os, "urandom", RANDOM)
+    for module, name, what in _PER_RUN:
+        try:
+            owner = importlib.import_module(module)  # imported here, so that what the project imports is the wrapper
+        except ImportError:
+            continue
+        _wrap(rec, owner, name, what)
     shared = getattr(random, "_inst", None)
+    # A generator of the project's own made without a seed (`random.Random()`), or seeded again without one, is
+    # seeded from random bytes: the method every instance seeds with.
+    real_method = _SAVED[(random.Random, "seed")] = random.Random.seed
+
+    def seed_method(self: random.Random, a: Any = None, *args: Any, **kwargs: Any) -> Any:
+        if a is None and self is not shared:
+            _note(rec, RANDOM)
+        return real_method(self, a, *args, **kwargs)
+
+    random.Random.seed = seed_method  # type: ignore[method-assign]
     for name in dir(random):
         if name == "seed" or getattr(getattr(random, name), "__self__", None) is not shared or shared is None:
             continue

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kgate.compile.cache import Cache, digest
+from kgate.compile.import_times import KINDS as TIME_KINDS
 from kgate.compile.sides import DIFF_RUN, Checkout, checked_out, named, on_this_side
 from kgate.support.filestat import path_state
 
@@ -129,6 +130,11 @@ def value(name: str, where: View) -> Any:
         return f"link:{_link(path)}" if os.path.islink(path) else _kind_of(path)
     if kind == "link":  # where a symlink points (os.readlink)
         return _link(path)
+    if kind in TIME_KINDS:  # a time the import read (`kgate.compile.import_times`); `l...`: a link's own
+        try:
+            return getattr(os.lstat(path) if kind.startswith("l") else os.stat(path), f"st_{kind[-5:]}_ns")
+        except (OSError, ValueError):
+            return None
     if kind == "dists":  # what importlib.metadata looks for in a folder: the installed distributions' metadata
         try:
             return sorted(n for n in os.listdir(path) if n.lower().endswith(_DISTRIBUTIONS))
@@ -220,7 +226,7 @@ def _kind_of(path: str) -> str | None:
     """What a stat tells of a path that a module can act on: its kind, a file's size (os.path.getsize), the
     permissions (os.access, shutil.which) and a file's link count (another name made or removed for it, which
     `os.path.samefile` tells too). Not its times nor its inode, which a checkout or a copy changes with the content
-    kept."""
+    kept: a time the project's code reads is a read of its own (`kgate.compile.import_times`)."""
     try:
         st = os.stat(path)
     except (OSError, ValueError):

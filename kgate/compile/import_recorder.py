@@ -22,7 +22,15 @@ import sys
 from types import FrameType
 from typing import IO, Any
 
-from kgate.compile import import_chance, import_children, import_environ, import_programs, import_reads, import_text
+from kgate.compile import (
+    import_chance,
+    import_children,
+    import_environ,
+    import_programs,
+    import_reads,
+    import_text,
+    import_times,
+)
 from kgate.compile.import_reads import INTERPRETER, UNRECORDED, Reads, View, keyable_file, search_folders, value
 
 
@@ -254,6 +262,7 @@ def patch(rec: Recorder) -> None:
         return call
 
     os.stat, os.lstat = watched(real_stat), watched(real_lstat, "lstat")
+    import_times.patch(rec)  # the times of the statuses the project's code is handed, and os.path.getmtime's
     real_access, real_readlink = _SAVED["access"], _SAVED["readlink"] = os.access, os.readlink
     os.access = watched(real_access)
     os.readlink = watched(real_readlink, "link")
@@ -315,6 +324,7 @@ def unpatch() -> None:
         import importlib.util
 
         _unpatch_path_accessor()
+        import_times.unpatch()
         os.stat, os.lstat = _SAVED.pop("stat"), _SAVED.pop("lstat")
         os.access, os.readlink = _SAVED.pop("access"), _SAVED.pop("readlink")
         os.getcwd, os.getcwdb = _SAVED.pop("getcwd"), _SAVED.pop("getcwdb")

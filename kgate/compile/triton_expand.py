@@ -11,7 +11,7 @@ from typing import Any
 
 import kgate
 from kgate.collect.modules import closure, import_roots
-from kgate.compile import import_reads
+from kgate.compile import import_reads, import_times
 from kgate.compile import records as record_shapes
 from kgate.compile.cache import Cache, code_digest, digest
 from kgate.compile.compilation import first_line, note_imported, note_recorded, stop_if_cache_unwritable
@@ -101,7 +101,7 @@ def note_reads(read: dict[str, Any], where: import_reads.View) -> None:
             if kind == "entries":  # what each entry is (its kind and size) as well as its name
                 for name in reads.listing(where.path(rest), []) or []:
                     reads.note(os.path.join(where.path(rest), name))
-        elif kind in ("file", "text", "stat", "lstat", "link"):
+        elif kind in ("file", "text", "stat", "lstat", "link", *import_times.KINDS):
             reads.note(where.path(rest))
 
 

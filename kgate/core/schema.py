@@ -314,7 +314,8 @@ SETTINGS: tuple[Setting, ...] = (
         "modules there are imported.")),
     Setting("exclude", "strings", DEFAULT_EXCLUDE, group="What to gate", doc=(
         "Paths kgate never walks, for source rules, registrations or CUDA sources. A bare name (`build`) "
-        "matches at any depth; a pattern with a `/` or a wildcard matches the path or a parent of it. Setting it "
+        "matches at any depth; a pattern with a `/` or a wildcard matches the path or a parent of it (`./build` is "
+        "`build` at the top only). Setting it "
         "replaces the defaults; `extend-exclude` adds to them. Files named on the `kgate lint` command line are "
         "linted even when excluded, unless `--force-exclude` is given (the pre-commit hook gives it).")),
     Setting("extend-exclude", "strings", (), group="What to gate", doc="Paths excluded besides `exclude`."),

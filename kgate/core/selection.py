@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kgate import rules as registry  # type: ignore[attr-defined]
+from kgate.collect.files import from_root
 from kgate.core.config import Config
 from kgate.core.errors import ConfigError
 from kgate.core.findings import Finding, Severity
@@ -85,8 +86,9 @@ class Selection:
 
 
 def _path_matches(path: str, pattern: str) -> bool:
+    pattern, anchored = from_root(pattern)  # `./tests/*.py` is `tests/*.py` of the configuration's folder
     return fnmatch.fnmatchcase(path, pattern) or fnmatch.fnmatchcase(path, pattern.rstrip("/") + "/*") \
-        or ("/" not in pattern and fnmatch.fnmatchcase(path.rsplit("/", 1)[-1], pattern))
+        or ("/" not in pattern and not anchored and fnmatch.fnmatchcase(path.rsplit("/", 1)[-1], pattern))
 
 
 def build_selection(config: Config, *, select: list[str] | None = None, extend_select: list[str] | None = None,

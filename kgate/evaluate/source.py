@@ -26,6 +26,7 @@ from kgate import rules as registry  # type: ignore[attr-defined]
 from kgate.collect import depends as reads_of
 from kgate.collect.files import glob_matcher
 from kgate.collect.source import SourceFile, UnreadableSource
+from kgate.core.errors import ConfigError
 from kgate.core.findings import Finding, Related, Severity
 from kgate.core.fix import Fix
 from kgate.core.rule import READS_BEYOND, Report, Rule, SourceContext, to_finding
@@ -112,6 +113,15 @@ def source_rules(selection: Selection) -> list[SourceRule]:
     if out and selection.active(UNREADABLE):
         out.insert(0, SourceRule(registry.load(UNREADABLE), _every_file, SourceContext(options={})))
     return out
+
+
+def refuse_empty_lint(selection: Selection, where: str) -> None:
+    """ConfigError where a selection leaves `kgate lint` no rule to run (`ignore = ["KG"]`, `--select KG1`: the
+    compiled rules alone, which `kgate check` runs): a lint that reads nothing passes anything."""
+    if not source_rules(selection):
+        raise ConfigError(f"{where}: the selection leaves no source rule for kgate lint to run, so it would pass "
+                          f"anything (what it leaves, if anything, is compiled rules, which `kgate check` runs): "
+                          f"select a source rule (`kgate rules` lists them)")
 
 
 def _every_file(rel: str) -> bool:

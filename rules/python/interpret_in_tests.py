@@ -3,7 +3,9 @@ Flags `TRITON_INTERPRET` switched on inside the test suite: in a test
 module (`test_*.py`, `*_test.py`), a `conftest.py`, or pytest's
 configuration (`env` of pytest-env in `pytest.ini`, `tox.ini`, `setup.cfg`,
 `pytest.toml`, or `pyproject.toml` under `[tool.pytest.ini_options]`,
-`[tool.pytest]` or `[tool.pytest_env]`). Recognised in Python:
+`[tool.pytest]` or `[tool.pytest_env]`), or tox's `setenv` / `set_env` of
+`[testenv]` in `tox.ini`, which every tox environment inherits (a named one,
+`[testenv:interp]`, is the job of its own the interpreter belongs in). Recognised in Python:
 `os.environ[...] = `, `os.environ.setdefault`, `os.environ.update(...)`,
 `os.environ |= {...}`, `os.putenv`, `monkeypatch.setenv`,
 `monkeypatch.setitem(os.environ, ...)`, `mock.patch.dict(os.environ, ...)`,
@@ -209,14 +211,19 @@ def _ini(source: SourceFile, sections: tuple[str, ...]) -> Iterator[Report]:
         else:
             value, offset = line, 0
         if section in sections and key == "env":
-            item = _ENV_ITEM.match(value)
-            if item and _truthy(item.group(2)):
-                col = offset + value.index(VARIABLE) + 1
-                # A line of its own goes; on the key's line, the value goes and `env =` stays.
-                edit = Edit(number, 0, number + 1, 0) if offset == 0 and number < len(source.lines) \
-                    else Edit(number, offset, number, len(line))
-                yield Report(_MESSAGE.format(where="in pytest's env settings"), line=number, col=col,
-                             scope=f"[{section}]", fix=_fix([edit]))
+            where = "in pytest's env settings"
+        elif source.name == "tox.ini" and section == "testenv" and key in ("setenv", "set_env"):
+            # What every tox environment runs the suite under; a named one (`[testenv:interp]`) is a job of its own.
+            where = "in tox's set_env for every test environment"
+        else:
+            continue
+        item = _ENV_ITEM.match(value)
+        if item and _truthy(item.group(2)):
+            col = offset + value.index(VARIABLE) + 1
+            # A line of its own goes; on the key's line, the value goes and `env =` stays.
+            edit = Edit(number, 0, number + 1, 0) if offset == 0 and number < len(source.lines) \
+                else Edit(number, offset, number, len(line))
+            yield Report(_MESSAGE.format(where=where), line=number, col=col, scope=f"[{section}]", fix=_fix([edit]))
 
 
 def _toml(source: SourceFile) -> Iterator[Report]:
