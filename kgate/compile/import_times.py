@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Iterator
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -129,7 +130,7 @@ def _for_project(rec: Recorder) -> bool:
     """Whether the value goes to the project's own code: the first code up the stack past kgate's wrappers and
     `pathlib` (whose `Path.stat` hands the status back) is a file of the project's."""
     where = rec.where
-    frame = sys._getframe(2)
+    frame: FrameType | None = sys._getframe(2)
     while frame is not None and where is not None:
         filename = frame.f_code.co_filename
         if filename in _HERE:
