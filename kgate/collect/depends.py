@@ -123,10 +123,17 @@ def file(path: str, found: str | None) -> None:
 
 def probe(path: str) -> str:
     """A look for a file or folder at `path` (`os.path.isfile`, a folder's listing): what is there (`kind`), noted."""
-    found = kind(path)
+    found = _KINDS.get(path)
+    if found is None:
+        found = _KINDS[path] = kind(path)
     for reads in _open:
         reads[PROBE + path] = (None, found)
     return found
+
+
+# What each look found, for the run: the resolvers look for the same candidates from file after file, and a run's
+# reads are taken to be of files that do not change while it runs (`note`).
+_KINDS: dict[str, str] = per_run({})
 
 
 def kind(path: str) -> str:
