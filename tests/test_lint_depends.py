@@ -216,6 +216,20 @@ def test_an_edit_to_another_function_of_the_module_an_autotune_wrapper_is_read_i
     assert first - found == {("pkg/accumulate.py", 8, "KG202")}
 
 
+def test_a_module_an_autotune_wrapper_is_read_in_that_no_longer_parses(project: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A wrapper's module broken in another function's body is read as no module at all: the verdict that read the
+    wrapper there is linted again (and the application it found is no longer found)."""
+    (project / "pkg" / "tuning.py").write_text(TUNING)
+    (project / "pkg" / "accumulate.py").write_text(ACCUMULATE)
+    first, _linted = lint(project, monkeypatch)
+    assert ("pkg/accumulate.py", 8, "KG202") in first
+    edit(project, "pkg/tuning.py", '    return "tuning"\n', '    return "tuning" +\n')
+    found, linted = lint(project, monkeypatch)
+    assert "pkg/accumulate.py" in linted
+    assert ("pkg/accumulate.py", 8, "KG202") not in found
+
+
 def test_a_launch_checked_in_another_file(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """csrc/launch.cu's launch is checked by its caller in csrc/caller.cu: its verdict is kept while the project's C++
     files are as they were, and linted again once the caller no longer checks."""

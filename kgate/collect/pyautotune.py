@@ -375,7 +375,7 @@ class Project:
         key = (path, tuple(state), names)
         found = _PARTS.get(key)
         if found is None:
-            found = _PARTS[key] = parts_digest(data, names.split(",") if names else [])
+            found = _PARTS[key] = parts_digest(data, names.split(",") if names else [], parses=True)
         depends.note(f"{depends.PARTS}{path}\n{names}", depends.stable(state), found)
 
     def data(self, path: str) -> bytes | None:
@@ -388,14 +388,20 @@ _PARSED: dict[tuple[str, tuple[object, ...]], tuple[py.ParsedModule | None, byte
 _PARTS: dict[tuple[str, tuple[object, ...], str], str] = depends.per_run({})  # `parts_digest` by file state
 
 
-def parts_digest(data: bytes, functions: list[str]) -> str:
+def parts_digest(data: bytes, functions: list[str], parses: bool | None = None) -> str:
     """A digest of what a forwarder's reading of a module (`Applications._foreign`) reads of it: all of it but the
     bodies of the top-level functions other than `functions` (a wrapper's body is read only where it is asked
     about), with the import statements in those bodies (`Applications.imported` reads every import), and not
-    where a block stands (what the reading gives names no line of that module). The digest of the whole text where
-    the module cannot be split into its blocks."""
+    where a block stands (what the reading gives names no line of that module); and whether the module parses
+    (`parses`, found out where not given: a module that does not is read as none, whatever part of it is broken).
+    The digest of the whole text where the module cannot be split into its blocks."""
     from kgate.collect.pyimports import import_statements
-    from kgate.collect.source import SourceFile, UnreadableSource
+    from kgate.collect.source import SourceFile, UnreadableSource, try_parse
+
+    if parses is None:
+        parses = try_parse(data) is not None
+    if not parses:
+        return depends.digest(data)
 
     try:
         lines = SourceFile("<module>", "module.py", data).lines
