@@ -174,6 +174,62 @@ def test_a_module_that_appears_where_an_import_was_looked_for(project: Path, mon
     assert "pkg/late.py" in linted and found - first == {("pkg/late.py", 6, "KG204")}
 
 
+TUNING = '''import triton
+
+
+def describe():
+    return "tuning"
+
+
+def autotune_with(configs, key):
+    return triton.autotune(configs=configs, key=key)
+'''
+
+ACCUMULATE = '''from pkg.triton_utils import tl, triton
+
+from .tuning import autotune_with
+
+
+@triton.jit
+def accumulate(out, x, BLOCK: tl.constexpr):
+    tl.atomic_add(out + tl.arange(0, BLOCK), tl.load(x + tl.arange(0, BLOCK)))
+
+
+accumulate_tuned = autotune_with(configs=[triton.Config({}, num_warps=4)], key=[])(accumulate)
+'''
+
+
+def test_an_edit_to_another_function_of_the_module_an_autotune_wrapper_is_read_in(
+        project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pkg/accumulate.py applies the autotuner through pkg/tuning.py's wrapper: its verdict read that wrapper's body,
+    not the body of the module's other function, so an edit there (a line added, which moves the wrapper) is linted
+    alone; an edit to the wrapper's body lints it again."""
+    (project / "pkg" / "tuning.py").write_text(TUNING)
+    (project / "pkg" / "accumulate.py").write_text(ACCUMULATE)
+    first, _linted = lint(project, monkeypatch)
+    assert ("pkg/accumulate.py", 8, "KG202") in first
+    edit(project, "pkg/tuning.py", '    return "tuning"\n', '    name = "tuning"\n    return name\n')
+    assert lint(project, monkeypatch) == (first, {"pkg/tuning.py"})
+    edit(project, "pkg/tuning.py", "key=key)", 'key=key, reset_to_zero=["out"])')
+    found, linted = lint(project, monkeypatch)
+    assert linted == {"pkg/tuning.py", "pkg/accumulate.py"}
+    assert first - found == {("pkg/accumulate.py", 8, "KG202")}
+
+
+def test_a_module_an_autotune_wrapper_is_read_in_that_no_longer_parses(project: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A wrapper's module broken in another function's body is read as no module at all: the verdict that read the
+    wrapper there is linted again (and the application it found is no longer found)."""
+    (project / "pkg" / "tuning.py").write_text(TUNING)
+    (project / "pkg" / "accumulate.py").write_text(ACCUMULATE)
+    first, _linted = lint(project, monkeypatch)
+    assert ("pkg/accumulate.py", 8, "KG202") in first
+    edit(project, "pkg/tuning.py", '    return "tuning"\n', '    return "tuning" +\n')
+    found, linted = lint(project, monkeypatch)
+    assert "pkg/accumulate.py" in linted
+    assert ("pkg/accumulate.py", 8, "KG202") not in found
+
+
 def test_a_launch_checked_in_another_file(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """csrc/launch.cu's launch is checked by its caller in csrc/caller.cu: its verdict is kept while the project's C++
     files are as they were, and linted again once the caller no longer checks."""

@@ -10,6 +10,8 @@ gave:
 - what a module binds at its top level (`exports:PATH`): an edit inside a function of that module leaves every
   verdict that only followed a name through it as it was;
 - a module's import statements (`import-statements:PATH`): what asking which names it imports from where reads;
+- a module but for the bodies of its top-level functions other than those named (`parts:PATH` newline `NAMES`,
+  comma-separated; `kgate.collect.pyautotune.parts_digest`): what reading a wrapper of the autotuner there reads;
 - whether a path is a file, a folder or nothing (`probe:PATH`): a module that appears where an import was looked
   for, or goes, does not hold; one added beside it does;
 - which Python files of a project import a name (`imports:ROOT` newline `NAME`): the state of the project's Python
@@ -44,6 +46,7 @@ except ImportError:  # pragma: no cover - a Python built without it
     from hashlib import blake2b
 
 EXPORTS, STATEMENTS, PROBE, IMPORTS, CPP = "exports:", "import-statements:", "probe:", "imports:", "cpp:"
+PARTS = "parts:"
 _RACY_NS = 2_000_000_000
 
 # key -> (state, digest): the state None where it cannot vouch (gone, or written too recently), the digest None
@@ -123,10 +126,17 @@ def file(path: str, found: str | None) -> None:
 
 def probe(path: str) -> str:
     """A look for a file or folder at `path` (`os.path.isfile`, a folder's listing): what is there (`kind`), noted."""
-    found = kind(path)
+    found = _KINDS.get(path)
+    if found is None:
+        found = _KINDS[path] = kind(path)
     for reads in _open:
         reads[PROBE + path] = (None, found)
     return found
+
+
+# What each look found, for the run: the resolvers look for the same candidates from file after file, and a run's
+# reads are taken to be of files that do not change while it runs (`note`).
+_KINDS: dict[str, str] = per_run({})
 
 
 def kind(path: str) -> str:
@@ -180,7 +190,8 @@ class Check:
             if state is not None and self._cpp_state(root) == state:
                 return True
             return found is not None and self._tree(CPP, root).digest() == found
-        path = key.removeprefix(EXPORTS).removeprefix(STATEMENTS)
+        path = key[len(PARTS):].partition("\n")[0] if key.startswith(PARTS) else \
+            key.removeprefix(EXPORTS).removeprefix(STATEMENTS)
         now = self._states.get(path, False)
         if now is False:
             now = self._states[path] = stable(current(path))
@@ -240,4 +251,9 @@ def _digest_now(key: str, path: str) -> str | None:
         from kgate.collect.pyimports import statements_digest
 
         return statements_digest(data)
+    if key.startswith(PARTS):
+        from kgate.collect.pyautotune import parts_digest
+
+        names = key.partition("\n")[2]
+        return parts_digest(data, names.split(",") if names else [])
     return digest(data)

@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import ast
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from kgate.collect import depends
+from kgate.collect import depends, pysparse
 from kgate.collect import pysource as py
 from kgate.support.filestat import path_state
 
@@ -352,6 +353,7 @@ class Project:
     def __init__(self, path: str, rel: str) -> None:
         path = os.path.abspath(path)
         rel_os = rel.replace("/", os.sep)
+        self._read: dict[str, tuple[list[int], bytes]] = {}  # what `parsed` read without noting it: state, bytes
         self.file = path
         self.root = path[:-len(rel_os)].rstrip(os.sep) if path.endswith(rel_os) else os.path.dirname(path)
 
@@ -372,7 +374,9 @@ class Project:
                     return os.path.abspath(candidate)
         return None
 
-    def parsed(self, path: str) -> py.ParsedModule | None:
+    def parsed(self, path: str, whole: bool = True) -> py.ParsedModule | None:
+        """The module at `path`, parsed; with `whole`, the verdict is noted to read all of it, else the caller notes
+        what it read of it (`read`)."""
         state = path_state(path)
         if state is None:
             depends.probe(path)
@@ -395,8 +399,22 @@ class Project:
                                    depends.digest(data))
             while len(_PARSED) > 64:
                 _PARSED.pop(next(iter(_PARSED)))
-        depends.note(path, depends.stable(state), held[2])
+        if whole or held[0] is None:
+            depends.note(path, depends.stable(state), held[2])
+        else:
+            self._read[path] = (state, held[1])
         return held[0]
+
+    def read(self, path: str, functions: Iterable[str]) -> None:
+        """Note that the verdict read the module at `path` (`parsed` without `whole`) but for the bodies of its
+        top-level functions other than `functions` (`parts_digest`)."""
+        state, data = self._read[path]
+        names = ",".join(sorted(set(functions)))
+        key = (path, tuple(state), names)
+        found = _PARTS.get(key)
+        if found is None:
+            found = _PARTS[key] = parts_digest(data, names.split(",") if names else [], parses=True)
+        depends.note(f"{depends.PARTS}{path}\n{names}", depends.stable(state), found)
 
     def data(self, path: str) -> bytes | None:
         """The bytes of a file `parsed` read."""
@@ -405,6 +423,33 @@ class Project:
 
 # For one lint run: a module's names are followed through the project's other modules, which may change between runs.
 _PARSED: dict[tuple[str, tuple[object, ...]], tuple[py.ParsedModule | None, bytes, str]] = depends.per_run({})
+_PARTS: dict[tuple[str, tuple[object, ...], str], str] = depends.per_run({})  # `parts_digest` by file state
+
+
+def parts_digest(data: bytes, functions: list[str], parses: bool | None = None) -> str:
+    """A digest of what a forwarder's reading of a module (`Applications._foreign`) reads of it: all of it but the
+    bodies of the top-level functions other than `functions` (a wrapper's body is read only where it is asked
+    about), with the import statements in those bodies (`Applications.imported` reads every import), and not
+    where a block stands (what the reading gives names no line of that module); and whether the module parses
+    (`parses`, found out where not given: a module that does not is read as none, whatever part of it is broken).
+    The digest of the whole text where the module cannot be split into its blocks."""
+    from kgate.collect.pyimports import import_statements
+    from kgate.collect.source import SourceFile, UnreadableSource, try_parse
+
+    if parses is None:
+        parses = try_parse(data) is not None
+    if not parses:
+        return depends.digest(data)
+
+    try:
+        lines = SourceFile("<module>", "module.py", data).lines
+    except UnreadableSource:
+        return depends.digest(data)
+    blocks = pysparse.split(lines, remember=False)
+    if blocks is None:
+        return depends.digest(data)
+    text = pysparse.functions_read(lines, blocks, set(functions)).encode("utf-8", "surrogatepass")
+    return depends.digest(b"\0".join([text, *(data[start:end] for start, end in import_statements(data))]))
 
 
 def strip(expr: ast.expr) -> ast.expr:
@@ -536,11 +581,13 @@ class Applications:
         if found is None:
             return None
         target, name = found
-        other = self.project.parsed(target)
+        other = self.project.parsed(target, whole=False)
         if other is None:
             return None
-        return Applications(other, target, self.project, self.depth + 1, local=False).forwarder(
-            ast.Name(id=name, ctx=ast.Load()))
+        reading = Applications(other, target, self.project, self.depth + 1, local=False)
+        found = reading.forwarder(ast.Name(id=name, ctx=ast.Load()))
+        self.project.read(target, reading._forwarders)  # the functions whose bodies it read
+        return found
 
     def resolve(self, written: str) -> tuple[str, str] | None:
         """(file, name in it) of a name written as imported from another module of the project (`k` after

@@ -20,7 +20,7 @@ from typing import Any
 
 from kgate.collect import depends, pyparts
 from kgate.collect import pysource as py
-from kgate.collect.pyimports import Index, import_statements, index_of, statements_digest
+from kgate.collect.pyimports import Index, import_statements, index_of
 from kgate.collect.pynames import IMPORT, Exports, Resolver, exports
 from kgate.collect.source import SourceFile, UnreadableSource, try_parse
 from kgate.support.filestat import path_state
@@ -45,6 +45,7 @@ class Modules:
         self._readings: dict[tuple[object, ...], tuple[Any, depends.Reads]] = {}
         self.asked = 0  # questions answered: a file's verdict that asked one read beyond the file
         self._imports: dict[str, list[list[Any]]] = {}  # path -> [statement's text, what it binds (None: unread)]
+        self._digests: dict[str, str] = {}  # path -> the digest of its import statements
         self._bound: dict[tuple[str, str, str], tuple[list[str], depends.Reads]] = {}
         self._importing: dict[tuple[str, str], tuple[list[tuple[str, list[str]]], depends.Reads]] = {}
 
@@ -135,7 +136,7 @@ class Modules:
                     depends.note(path, state, digest)
                     found = {}
                 else:
-                    depends.note(depends.STATEMENTS + path, state, statements_digest(source.data))
+                    depends.note(depends.STATEMENTS + path, state, self._statements_digest(source))
                     found = self.imported(source, {wanted[1]}, by_import=True)
             held = self._bound[key] = ([local for local, where in found.items() if where == wanted], reads)
         else:
@@ -155,14 +156,24 @@ class Modules:
             statements = self._imports[path] = [[data[start:end], None] for start, end in import_statements(data)]
         return statements
 
+    def _statements_digest(self, source: SourceFile) -> str:
+        """`statements_digest` of a module, from the import statements read of it once (a module imported by many is
+        asked about once per name and module it binds)."""
+        path = os.path.abspath(source.path)
+        found = self._digests.get(path)
+        if found is None:
+            found = self._digests[path] = depends.digest(b"\n".join(s[0] for s in self._statements(source)))
+        return found
+
     def imported(self, source: SourceFile, names: set[str], by_import: bool = False) -> dict[str, tuple[str, str]]:
         """Local name -> (file, name) of each definition of the project's modules that the module `source` imports by
         name (`from .kernels import fwd_kernel as fwd`), at its top level or inside a function, among `names`: the
         names it binds, or with `by_import` the names it imports (`fwd_kernel`)."""
         path = os.path.abspath(source.path)
         out: dict[str, tuple[str, str]] = {}
+        spelled = [name.encode("utf-8") for name in names]
         for statement in self._statements(source):
-            if not any(name.encode("utf-8") in statement[0] for name in names):
+            if not any(word in statement[0] for word in spelled):
                 continue
             if statement[1] is None:
                 statement[1] = _statement_exports(statement[0]) or Exports()

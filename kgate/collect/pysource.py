@@ -215,24 +215,30 @@ def parse_definition(source: SourceFile, block: Block | None, name: str) -> Func
 
 def expressions(stmt: ast.stmt) -> Iterator[ast.AST]:
     """Every expression node of one statement, not descending into the statements of its body."""
+    node_type, statement = ast.AST, ast.stmt
     stack: list[ast.AST] = []
     for name in stmt._fields:
-        if name in _BODIES or name in ("handlers", "cases"):
+        if name in _NOT_EXPRESSIONS:
             continue
         value = getattr(stmt, name, None)
-        if isinstance(value, ast.AST):
+        if isinstance(value, node_type):
             stack.append(value)
         elif isinstance(value, list):
-            stack.extend(v for v in value if isinstance(v, ast.AST) and not isinstance(v, ast.stmt))
+            stack.extend([v for v in value if isinstance(v, node_type) and not isinstance(v, statement)])
+    # The walk of every syntax node of a module's statements, many times a lint: its names bound locally.
+    pop, push, extend = stack.pop, stack.append, stack.extend
     while stack:
-        node = stack.pop()
+        node = pop()
         yield node
         for name in node._fields:
             value = getattr(node, name, None)
-            if isinstance(value, ast.AST):
-                stack.append(value)
+            if isinstance(value, node_type):
+                push(value)
             elif isinstance(value, list):
-                stack.extend(v for v in value if isinstance(v, ast.AST))
+                extend([v for v in value if isinstance(v, node_type)])
+
+
+_NOT_EXPRESSIONS = frozenset(_BODIES) | {"handlers", "cases"}  # a statement's fields that hold statements
 
 
 # Statement types that hold other statements, and where (a list of names per type).

@@ -107,6 +107,24 @@ def excerpt(lines: list[str], whole: list[Block], headers: list[Block] | None = 
     return "\n".join(out)
 
 
+def functions_read(lines: list[str], blocks: list[Block], read: set[str]) -> str:
+    """The module's text as a reading sees it that reads the bodies of the top-level functions `read` only: every
+    block whole, but for the other top-level functions, which are reduced to their signatures; each block with its
+    text alone, not where it stands (a line added to another function's body moves the blocks below it)."""
+    out: list[str] = []
+    for first, end, header_end in blocks:
+        if header_end is not None and _is_function(lines[_def_line(lines, first)]) and \
+                _name(lines[_def_line(lines, first)]) not in read:
+            out.append("\n".join(lines[first:header_end + 1]) + ("\n    pass" if header_end + 1 < end else ""))
+        else:
+            out.append("\n".join(lines[first:end]))
+    return "\0".join(out)
+
+
+def _is_function(line: str) -> bool:
+    return not line.startswith("class")
+
+
 def containing(blocks: list[Block], marked: list[int]) -> list[Block]:
     """The definitions whose body (after the signature) holds one of the `marked` lines (0-based, sorted)."""
     out = []
