@@ -137,7 +137,7 @@ def _for_project(rec: Recorder) -> bool:
             frame = frame.f_back
             continue
         if filename.startswith("<") or (filename + os.sep).startswith(rec.skip):
-            if frame.f_globals.get("__name__") != "pathlib":
+            if str(frame.f_globals.get("__name__", "")).partition(".")[0] != "pathlib":  # 3.13: pathlib._local
                 return False
             frame = frame.f_back
             continue
