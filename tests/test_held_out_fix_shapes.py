@@ -290,7 +290,7 @@ CASES: dict[str, tuple[dict[str, str | bytes], tuple[str, ...], str, str | bytes
                                    FIX, "setup.cfg", "[tool:pytest]\nenv =\n    A=1\n    ; old\n", "fixed 1"),
     "tox-ini-testenv-and-pytest-fix": (
         {"tox.ini": "[testenv]\nsetenv =\n  TRITON_INTERPRET = 1\n[pytest]\nenv =\n  TRITON_INTERPRET=true\n"}, FIX,
-        "tox.ini", "[testenv]\nsetenv =\n  TRITON_INTERPRET = 1\n[pytest]\nenv =\n", "fixed 1"),
+        "tox.ini", "[testenv]\nsetenv =\n[pytest]\nenv =\n", "fixed 2"),
     # A stale directive on the finding's line: the pin gets its own placeholder; the safe fix drops the stale code.
     "py-stale-directive-on-the-finding-line-pin": (
         py("import os\n" + SET + "  # kgate: ignore[KG201] old reason\n"), PIN, "tests/test_a.py",

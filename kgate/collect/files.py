@@ -15,6 +15,7 @@ from pathlib import Path, PurePosixPath
 from kgate.collect.depends import per_run
 from kgate.collect.ignores import Ignores
 from kgate.support.filestat import listed
+from kgate.support.patterns import from_root
 
 # A folder that holds another project's configuration, met by a walk: (path, project-relative name with "/",
 # the ignore state above it).
@@ -60,15 +61,6 @@ class Exclusions:
         """Whether a project-relative path (with '/') is excluded, by itself or by a folder above it."""
         parts = rel.split("/")
         return any(self.entry("/".join(parts[:depth]), parts[depth - 1]) for depth in range(1, len(parts) + 1))
-
-
-def from_root(pattern: str) -> tuple[str, bool]:
-    """A configured path pattern without its leading `./` (`./tests` is `tests` of the configuration's folder),
-    and whether it had one: then it names that path from the folder, never a name at any depth."""
-    anchored = False
-    while pattern.startswith("./"):
-        pattern, anchored = pattern[2:].lstrip("/"), True
-    return pattern, anchored
 
 
 def excluded(rel: str, patterns: Iterable[str]) -> bool:

@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kgate import rules as registry  # type: ignore[attr-defined]
-from kgate.collect.files import from_root
 from kgate.core.config import Config
 from kgate.core.errors import ConfigError
 from kgate.core.findings import Finding, Severity
+from kgate.support.patterns import from_root
 
 # Findings that say a kernel was not compiled: always reported (see the module's docstring).
 UNCOMPILED = frozenset({"KG001", "KG005"})

@@ -1,4 +1,4 @@
-"""Regular expressions compiled on their first use.
+"""Regular expressions compiled on their first use, and the reading of a configured path pattern (`from_root`).
 
 A module-level `re.compile` costs its compile whenever the module is imported, used or not: a lint of one
 Python file imports every selected rule's module (their codes, options and file globs key the lint cache), and
@@ -37,3 +37,12 @@ def lazy(pattern: str, flags: int = 0) -> re.Pattern[str]:
 def lazy_bytes(pattern: bytes, flags: int = 0) -> re.Pattern[bytes]:
     """`lazy` for a bytes pattern."""
     return cast("re.Pattern[bytes]", _Lazy(pattern, flags))
+
+
+def from_root(pattern: str) -> tuple[str, bool]:
+    """A configured path pattern without its leading `./` (`./tests` is `tests` of the configuration's folder),
+    and whether it had one: then it names that path from the folder, never a name at any depth."""
+    anchored = False
+    while pattern.startswith("./"):
+        pattern, anchored = pattern[2:].lstrip("/"), True
+    return pattern, anchored
