@@ -585,9 +585,9 @@ class Applications:
         if other is None:
             return None
         reading = Applications(other, target, self.project, self.depth + 1, local=False)
-        found = reading.forwarder(ast.Name(id=name, ctx=ast.Load()))
+        forwarder = reading.forwarder(ast.Name(id=name, ctx=ast.Load()))
         self.project.read(target, reading._forwarders)  # the functions whose bodies it read
-        return found
+        return forwarder
 
     def resolve(self, written: str) -> tuple[str, str] | None:
         """(file, name in it) of a name written as imported from another module of the project (`k` after
