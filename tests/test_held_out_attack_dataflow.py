@@ -17,6 +17,7 @@ import shutil
 
 import pytest
 from conftest import DATA, Run, kgate
+from test_held_out_call_graph_paths import pdl_triton_project
 
 CALLGRAPH = DATA / "callgraph"
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
@@ -135,12 +136,7 @@ TRITON = {
     "two_levels_of_two": "`x` by `ld.global",
     "no_memory_before_wait": None,  # tl.sin: libdevice's private table
 }
-TRITON_PROJECT = 'targets = ["sm_120a"]\npython-path = ["."]\nselect = ["KG107"]\n' + "".join(f'''
-[[triton]]
-kernel = "dataflow_triton:{kernel}"
-signature = {{ x = "*fp32", out = "*fp32", n = "i32" }}
-pdl = true
-''' for kernel in TRITON)
+TRITON_PROJECT = pdl_triton_project(f"dataflow_triton:{kernel}" for kernel in TRITON)
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ import shutil
 
 import pytest
 from conftest import Run, kgate
-from test_held_out_call_graph_paths import CALLGRAPH, _log_figures, checked, codes, ptxas_log_of
+from test_held_out_call_graph_paths import CALLGRAPH, _log_figures, checked, codes, pdl_triton_project, ptxas_log_of
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
 FLAGS = ["-O3", "-maxrregcount=32"]
@@ -99,12 +99,7 @@ TRITON = {
     "helper_releases_the_dependents_then_wait": None,
     "two_waits_with_a_helper_load_between": None,
 }
-TRITON_PROJECT = 'targets = ["sm_120a"]\npython-path = ["."]\nselect = ["KG107"]\n' + "".join(f'''
-[[triton]]
-kernel = "calls_triton:{kernel}"
-signature = {{ x = "*fp32", out = "*fp32", n = "i32" }}
-pdl = true
-''' for kernel in TRITON)
+TRITON_PROJECT = pdl_triton_project(f"calls_triton:{kernel}" for kernel in TRITON)
 
 
 @pytest.fixture(scope="module")

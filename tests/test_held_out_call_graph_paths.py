@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+from collections.abc import Iterable
 
 import pytest
 from conftest import DATA, Run, kgate
@@ -92,12 +93,17 @@ TRITON = {
     "paths_gluon:gluon_helper_loads_before_wait": "in `_gload` at",
     "paths_gluon:gluon_helper_waits_first": None,
 }
-TRITON_PROJECT = 'targets = ["sm_120a"]\npython-path = ["."]\nselect = ["KG107"]\n' + "".join(f'''
+def pdl_triton_project(kernels: Iterable[str]) -> str:
+    """A kgate.toml gating KG107 alone on PDL Triton kernels (`module:kernel`), each taking `x`, `out` and `n`."""
+    return 'targets = ["sm_120a"]\npython-path = ["."]\nselect = ["KG107"]\n' + "".join(f'''
 [[triton]]
 kernel = "{kernel}"
 signature = {{ x = "*fp32", out = "*fp32", n = "i32" }}
 pdl = true
-''' for kernel in TRITON)
+''' for kernel in kernels)
+
+
+TRITON_PROJECT = pdl_triton_project(TRITON)
 
 
 @pytest.fixture(scope="module")

@@ -117,6 +117,19 @@ class Recorder:
         if name not in self.reads:
             self.add(name, value(name, where))
 
+    def note_from_a_wrapper(self, kind: str, path: Any, failure: str) -> None:
+        """`note` for a library call kgate wraps (`os.stat`, `os.path.getmtime`): one at a time, and never breaking
+        the call; a path it cannot note makes the import's records unkeyable (`failure` says what)."""
+        if self.busy or not isinstance(path, (str, bytes, os.PathLike)):
+            return
+        self.busy = True
+        try:
+            self.note(kind, os.fsdecode(path))
+        except Exception:  # noqa: BLE001 - recording must never break the import
+            self.unkeyable(failure)
+        finally:
+            self.busy = False
+
     def note_env(self, name: str) -> None:
         if self.where is not None and name not in self.written and f"env:{name}" not in self.reads \
                 and not self.by_toolchain():
@@ -250,14 +263,7 @@ def patch(rec: Recorder) -> None:
 
     def watched(real: Any, kind: str = "stat") -> Any:
         def call(path: Any, *args: Any, **kwargs: Any) -> Any:
-            if not rec.busy and isinstance(path, (str, bytes, os.PathLike)):
-                rec.busy = True
-                try:
-                    rec.note(kind, os.fsdecode(path))
-                except Exception:  # noqa: BLE001 - recording must never break the import
-                    rec.unkeyable("a path look-up")
-                finally:
-                    rec.busy = False
+            rec.note_from_a_wrapper(kind, path, "a path look-up")
             return real(path, *args, **kwargs)
         return call
 

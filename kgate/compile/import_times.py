@@ -95,22 +95,10 @@ def unpatch() -> None:
     _SAVED.clear()
 
 
-def _note(rec: Recorder, kind: str, path: Any) -> None:
-    if rec.busy or not isinstance(path, (str, bytes, os.PathLike)):
-        return
-    rec.busy = True
-    try:
-        rec.note(kind, os.fsdecode(path))
-    except Exception:  # noqa: BLE001 - recording must never break the import
-        rec.unkeyable("a file's time")
-    finally:
-        rec.busy = False
-
-
 def _time_reader(rec: Recorder, real: Any, kind: str) -> Any:
     def call(path: Any, *args: Any, **kwargs: Any) -> Any:
         if _for_project(rec):
-            _note(rec, kind, path)
+            rec.note_from_a_wrapper(kind, path, "a file's time")
         return real(path, *args, **kwargs)
     return call
 
@@ -122,7 +110,7 @@ def _status_taker(rec: Recorder, real: Any, link: str) -> Any:
                 or not _for_project(rec):
             return status
         own = link or ("" if kwargs.get("follow_symlinks", True) else "l")  # os.stat(p, follow_symlinks=False)
-        return Status(status, lambda kind: _note(rec, own + kind, path))
+        return Status(status, lambda kind: rec.note_from_a_wrapper(own + kind, path, "a file's time"))
     return call
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import lru_cache
 
 from kgate.facts.ptx import Instruction, PtxFunction, writes_global
@@ -304,20 +304,10 @@ def return_sources(function: PtxFunction, sources: Sources) -> Returned:
     """Where what a function returns may point, per return value and byte offset (`r+offset`), in its own terms
     (its parameters, `WINDOW`, `STACK`, `UNTRACED`): the values it stores into `func_retval<r>`."""
     out: dict[str, set[Source]] = defaultdict(set)
-    for instr in function.instructions:
-        if not instr.opcode.startswith("st.param"):
-            continue
-        ops = operands(instr)
-        if len(ops) < 2:
-            continue
-        name, _, offset = _bracket_text(ops[0]).partition("+")
-        found = _RETVAL.match(name.strip())
-        if found is None:
-            continue
-        base = int(offset) if offset.strip().isdigit() else 0
-        for position, value in enumerate(_values(ops[1])):
-            key = f"{found.group(1)}+{base + position * _width(instr.opcode)}"
-            out[key] |= _value_sources(value, sources)
+    for name, at, value in _param_stores(function.instructions):
+        found = _RETVAL.match(name)
+        if found is not None:
+            out[f"{found.group(1)}+{at}"] |= _value_sources(value, sources)
     return {key: frozenset(value) for key, value in out.items()}
 
 
@@ -403,21 +393,26 @@ def _stored(call: Instruction, instructions: list[Instruction]) -> dict[Source, 
     out: dict[Source, list[str]] = defaultdict(list)
     if not names:
         return out
-    for instr in _before(instructions, call):
+    for name, at, value in _param_stores(_before(instructions, call)):
+        if name in names:
+            index = names.index(name)
+            out[index if at == 0 else f"{index}+{at}"].append(value)
+    return out
+
+
+def _param_stores(instructions: list[Instruction]) -> Iterator[tuple[str, int, str]]:
+    """Each value a `st.param` stores: the parameter's name, the byte offset in it (a vector store's elements one
+    after another) and the operand stored."""
+    for instr in instructions:
         if not instr.opcode.startswith("st.param"):
             continue
         ops = operands(instr)
         if len(ops) < 2:
             continue
-        name, _, offset = _bracket_text(ops[0]).partition("+")
-        if name.strip() not in names:
-            continue
-        index = names.index(name.strip())
-        base = int(offset) if offset.strip().isdigit() else 0
+        name = _bracket_text(ops[0]).partition("+")[0].strip()
+        base, width = _offset(ops[0]), _width(instr.opcode)
         for position, value in enumerate(_values(ops[1])):
-            at = base + position * _width(instr.opcode)
-            out[index if at == 0 else f"{index}+{at}"].append(value)
-    return out
+            yield name, base + position * width, value
 
 
 def _value_sources(value: str, sources: Sources) -> set[Source]:
