@@ -170,7 +170,7 @@ def _folders_with_an_excluded_one(tmp_path: Path) -> None:
         (tmp_path / rel).write_text("from .k import launch\n" if rel.endswith(".py") else "")
     (tmp_path / "pkg/k.py").write_text(  # its autotune key is decided where its launcher is called: in other modules
         "import triton\nimport triton.language as tl\n\n\n"
-        "@triton.autotune(configs=[triton.Config({}, num_warps=4)], key=['n'])\n@triton.jit\n"
+        "@triton.autotune(configs=[triton.Config({}, num_warps=4), triton.Config({}, num_warps=8)], key=['n'])\n@triton.jit\n"
         "def kern(x, n, BLOCK: tl.constexpr):\n    tl.store(x + tl.arange(0, BLOCK), n)\n\n\n"
         "def launch(x, n):\n    kern[(1,)](x, n, BLOCK=128)\n")
 

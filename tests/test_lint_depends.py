@@ -195,7 +195,7 @@ def accumulate(out, x, BLOCK: tl.constexpr):
     tl.atomic_add(out + tl.arange(0, BLOCK), tl.load(x + tl.arange(0, BLOCK)))
 
 
-accumulate_tuned = autotune_with(configs=[triton.Config({}, num_warps=4)], key=[])(accumulate)
+accumulate_tuned = autotune_with(configs=[triton.Config({}, num_warps=4), triton.Config({}, num_warps=8)], key=[])(accumulate)
 '''
 
 

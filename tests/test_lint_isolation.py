@@ -79,7 +79,7 @@ KERNEL = textwrap.dedent("""\
     import triton.language as tl
 
 
-    @triton.autotune(configs=[triton.Config({"BLOCK": 64})], key=["n_tokens"])
+    @triton.autotune(configs=[triton.Config({"BLOCK": 64}), triton.Config({"BLOCK": 128})], key=["n_tokens"])
     @triton.jit
     def k(x, n_tokens, BLOCK: tl.constexpr):
         pass

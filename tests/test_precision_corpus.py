@@ -20,13 +20,13 @@ KERNEL = textwrap.dedent("""\
     import triton.language as tl
 
 
-    @triton.autotune(configs=[triton.Config({}, num_warps=4)], key=["n_tokens", "D"])
+    @triton.autotune(configs=[triton.Config({}, num_warps=4), triton.Config({}, num_warps=8)], key=["n_tokens", "D"])
     @triton.jit
     def scale(x, n_tokens, D, BLOCK: tl.constexpr):
         pass
 
 
-    @triton.autotune(configs=[triton.Config({}, num_warps=4)], key=["B", "H"])
+    @triton.autotune(configs=[triton.Config({}, num_warps=4), triton.Config({}, num_warps=8)], key=["B", "H"])
     @triton.jit
     def cumsum(x, B: tl.constexpr, H: tl.constexpr):
         pass
@@ -255,7 +255,7 @@ EVERY_RULE = textwrap.dedent("""\
     import triton.language as tl
 
 
-    @triton.autotune(configs=[triton.Config({}, num_warps=4)], key=["qq"])
+    @triton.autotune(configs=[triton.Config({}, num_warps=4), triton.Config({}, num_warps=8)], key=["qq"])
     @triton.jit
     def tuned(x, qq, BLOCK: tl.constexpr):
         tl.device_print("x", qq)

@@ -14,7 +14,6 @@ import ast
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from kgate.collect import pyparts, pysparse
 from kgate.collect import pysource as py
 from kgate.collect.pyguards import before
 from kgate.collect.pysource import Function
@@ -62,7 +61,8 @@ class KernelModule:
         self.constants = info.constants
         self.whole = info.whole
         self.tree = info.tree
-        self._loaded: dict[str, Function | None] = {}
+        # Where a function the reduced parse left out is read from (`ParsedModule.definition`).
+        self._parsed = info if info.origin is source else py.ParsedModule(info.tree, info.whole, origin=source)
         self.functions = {stmt.name: stmt for stmt in info.tree.body
                           if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef))}
         self._summaries: dict[str, list[tuple[str, Access]]] = {}
@@ -86,14 +86,8 @@ class KernelModule:
         builder: their text names no atomic) is parsed on its own when first asked for."""
         if name in self.functions or self.whole:
             return self.functions.get(name)
-        if name not in self._loaded:
-            self._loaded[name] = self._load(name)
-        return self._loaded[name]
+        return self._parsed.definition(name)
 
-    def _load(self, name: str) -> Function | None:
-        blocks = pyparts.of(self.source).blocks
-        block = pysparse.definitions(self.source.lines, blocks).get(name) if blocks is not None else None
-        return py.parse_definition(self.source, block, name)
     def candidate_lines(self, fn: Function, memory: bool) -> set[int]:
         words = ["atomic_", *(f"{name}(" for name in self.writers), *(("load", "store") if memory else ())]
         return {fn.lineno + i for i, line in enumerate(self.source.lines[fn.lineno - 1:fn.end_lineno])

@@ -128,11 +128,7 @@ class Tuning:
         return out
 
     def _is_config(self, func: ast.expr) -> bool:
-        name = py.qualified(func, self.imports)
-        if name is not None:
-            return name in _CONFIG
-        written = py.dotted(func) or ""
-        return written == "Config" or written.endswith(".Config")
+        return _config_call(func, self.imports)
 
     def _config(self, call: ast.Call, env: dict[str, set[object]],
                 given: dict[str, ast.expr] | None = None) -> Config:
@@ -183,6 +179,75 @@ class Tuning:
             passed = [name for arg in given for name, _at in py.string_items(arg, self.constants)]
             return frozenset(_reset_keys(maker, passed, self.constants))
         return None
+
+_MUTATORS = frozenset({"append", "extend", "insert", "pop", "remove", "clear", "__setitem__", "__iadd__"})
+
+
+def single_config(expr: ast.expr | None, module: py.ParsedModule, depth: int = 0) -> bool:
+    """Whether a `configs=` expression lists exactly one `triton.Config` for certain: a list or tuple literal of one
+    `Config(...)` call, a module constant holding one that nothing in the module changes, or a module function called
+    without arguments every `return` of which hands back such a literal. Triton's autotuner runs a single config
+    as it is, without benchmarking it or looking a key up; anything kgate cannot read counts as several."""
+    if expr is None or depth > DEPTH:
+        return False
+    if isinstance(expr, (ast.List, ast.Tuple)):
+        return (len(expr.elts) == 1 and isinstance(expr.elts[0], ast.Call)
+                and _config_call(expr.elts[0].func, module.imports))
+    if isinstance(expr, ast.Name):
+        value = module.constants.get(expr.id)
+        return value is not None and not _changed(expr.id, module.tree) and single_config(value, module, depth + 1)
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and not expr.args and not expr.keywords:
+        builder = module.definition(expr.func.id)
+        if builder is None or any(isinstance(node, (ast.Yield, ast.YieldFrom)) for node in ast.walk(builder)):
+            return False
+        handed = [node.value for node in _own_nodes(builder) if isinstance(node, ast.Return)]
+        return bool(handed) and all(value is not None and isinstance(value, (ast.List, ast.Tuple))
+                                    and single_config(value, module, depth + 1) for value in handed)
+    return False
+
+
+def _own_nodes(fn: Function) -> list[ast.AST]:
+    """The nodes of a function's body, without those of the functions, lambdas and classes defined in it."""
+    out: list[ast.AST] = []
+    todo: list[ast.AST] = list(fn.body)
+    while todo:
+        node = todo.pop()
+        out.append(node)
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            todo.extend(ast.iter_child_nodes(node))
+    return out
+
+
+def _config_call(func: ast.expr, imports: dict[str, str]) -> bool:
+    name = py.qualified(func, imports)
+    if name is not None:
+        return name in _CONFIG
+    written = py.dotted(func) or ""
+    return written == "Config" or written.endswith(".Config")
+
+
+def _changed(name: str, tree: ast.Module) -> bool:
+    """Whether the module may change the list a module-level name holds (a method that mutates it, an item or
+    slice assigned, an augmented assignment, a `global` declaration in a function), or a function may bind the
+    name to something else of its own (a parameter or local of that name)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in _MUTATORS and isinstance(node.value, ast.Name) \
+                and node.value.id == name:
+            return True
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, (ast.Store, ast.Del)) \
+                and isinstance(node.value, ast.Name) and node.value.id == name:
+            return True
+        if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name) and node.target.id == name:
+            return True
+        if isinstance(node, ast.Global) and name in node.names:
+            return True
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) and (
+                any(arg.arg == name for arg in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs))
+                or any(isinstance(inner, ast.Name) and inner.id == name and isinstance(inner.ctx, ast.Store)
+                       for inner in ast.walk(node))):
+            return True  # a function's own `name` may be what a launcher passes: not the module's
+    return False
+
 
 class Partial(list[Any]):
     """Configs read from an expression some parts of which kgate could not read."""

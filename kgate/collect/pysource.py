@@ -78,6 +78,7 @@ class ParsedModule:
         self._reads: depends.Reads = {}  # what following the imports read
         self._constants: dict[str, ast.expr] | None = None
         self._functions: list[Function] | None = None
+        self._definitions: dict[str, Function | None] = {}
 
     @property
     def imports(self) -> Imports:
@@ -125,6 +126,20 @@ class ParsedModule:
         if self._functions is None:
             self._functions = list(functions(self.tree))
         return self._functions
+
+    def definition(self, name: str) -> Function | None:
+        """The module's top-level function `name`; one a reduced parse left out (a config builder, a pre_hook:
+        their text names no needle) is parsed on its own from its block when first asked for."""
+        if name not in self._definitions:
+            found = next((s for s in self.tree.body
+                          if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name == name), None)
+            if found is None and not self.whole and self.origin is not None:
+                from kgate.collect import pyparts, pysparse
+                blocks = pyparts.of(self.origin).blocks
+                block = pysparse.definitions(self.origin.lines, blocks).get(name) if blocks is not None else None
+                found = parse_definition(self.origin, block, name)
+            self._definitions[name] = found
+        return self._definitions[name]
 
     def uses_triton(self) -> bool:
         return any(name == "triton" or name.startswith("triton.") for name in self.imports.values())

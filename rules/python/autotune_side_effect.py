@@ -102,6 +102,12 @@ reported. A
 which does) fixes that constexpr under every config: an atomic its `if`
 never reaches is not reported.
 
+An autotuner given exactly one config (a list literal of one
+`triton.Config`, a module constant holding one that nothing changes, or a
+module function called without arguments that hands back one) is never
+reported: Triton runs a single config as it is, without benchmarking, so
+no run finds what another left.
+
 An add is not reported either when, before it and on every path to it,
 the kernel stores through the same address (the store's pointer adds to
 every term of the atomic's: `tl.store(d + row + offs, ...)` then
@@ -185,7 +191,7 @@ from collections.abc import Iterable, Iterator
 from kgate.collect import pyautotune
 from kgate.collect import pysource as py
 from kgate.collect.pyaccess import ACCUMULATING, Access, KernelModule, repeats_differently, written_first
-from kgate.collect.pyconfigs import Partial, Tuning, hooks_reset, reaching
+from kgate.collect.pyconfigs import Partial, Tuning, hooks_reset, reaching, single_config
 from kgate.collect.pyguards import guards, truth
 from kgate.collect.pyresets import protected
 from kgate.collect.pysource import Function
@@ -305,6 +311,8 @@ def _check_kernel(source: SourceFile, module: KernelModule, fn: Function, argume
     if not atomics:
         return
     configs_bound, prune_bound = arguments.get("configs"), arguments.get("prune_configs_by")
+    if configs_bound is not None and single_config(configs_bound.expr, configs_bound.module):
+        return  # a single config runs as it is, never benchmarked, so no run sees what another left
     configs = tuning.configs(configs_bound.expr) if configs_bound is not None and configs_bound.local else None
     configs = tuning.pruned(prune_bound.expr if prune_bound is not None and prune_bound.local else None, configs)
     fixed = Tuning(kernel_module).fixed(fn)

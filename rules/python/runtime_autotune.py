@@ -102,8 +102,13 @@ module that pass their `key` on to `triton.autotune` or apply it
 themselves, and wrappers from other modules: a decorator whose name
 contains `autotune`, given a `key=` and applied to a `@triton.jit`
 kernel, or one listed in `autotune-wrappers`. Keys given through a
-module-level constant (`KEYS = ["M"]`, `key=KEYS`) are followed; configs
-are never read, so configs built by helper functions do not matter.
+module-level constant (`KEYS = ["M"]`, `key=KEYS`) are followed. Configs
+are read for one thing only: `triton.autotune` given exactly one config (a
+list literal of one `triton.Config`, a module constant holding one that the
+module never changes, or a module function called without arguments whose
+every `return` hands back one) runs it as it is, never looking the key up
+or benchmarking, so its key is not reported. Anything that may hold more
+(`+`, a comprehension, a starred element, a builder given arguments) is.
 Triton reached through the project's own module (`from pkg.triton_utils
 import tl, triton`, `from .utils import autotune, jit`, `@tu.triton.jit`
 after `import pkg.triton_utils as tu`) is Triton, as if imported directly.
@@ -187,7 +192,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterable
 
-from kgate.collect import pyautotune, pyrounding
+from kgate.collect import pyautotune, pyconfigs, pyrounding
 from kgate.collect import pysource as py
 from kgate.collect.pylaunch import BOUNDED, MODEL, RUNTIME, UNKNOWN, Launches, Names, Verdict, worst
 from kgate.collect.pyproject import modules, read_ahead
@@ -233,6 +238,8 @@ def check(source: SourceFile, ctx: SourceContext) -> Iterable[Report]:
         fn = t.fn or launches.definitions.get(t.kernel)
         if t.needs_jit and (fn is None or not py.is_kernel(fn, info.imports)):
             continue
+        if _one_config(t, info):
+            continue  # the autotuner runs a single config as it is: no key is looked up, nothing is benchmarked
         offending: list[tuple[str, ast.AST, Verdict, str]] = []
         rounded = _rounded(t, info, source)
         for name, node in t.keys:
@@ -246,6 +253,14 @@ def check(source: SourceFile, ctx: SourceContext) -> Iterable[Report]:
                 offending.append((name, node, verdict, level))
         if offending:
             yield _report(source, t, offending)
+
+
+def _one_config(t: pyautotune.Tuned, info: py.ParsedModule) -> bool:
+    """Whether `triton.autotune` is given exactly one config where it is applied (`kgate.collect.pyconfigs`)."""
+    at = t.at
+    if not (isinstance(at, ast.Call) and py.qualified(at.func, info.imports) in py.AUTOTUNE):
+        return False
+    return pyconfigs.single_config(py.argument(at, "configs", 0), info)
 
 
 def _rounded(t: pyautotune.Tuned, info: py.ParsedModule, source: SourceFile) -> Verdict | None:
