@@ -141,6 +141,27 @@ def test_the_scan_reads_what_the_tokenizer_reads(text: str) -> None:
     assert found == _tokenized(text)
 
 
+def test_the_scan_reads_the_fixtures_as_the_tokenizer_does() -> None:
+    """Every Python file of the fixtures (planted cases in every corner of the syntax) that compiles, with LF and CRLF
+    line ends: where the scan vouches for its reading, it is the tokenizer's."""
+    from pathlib import Path
+
+    from kgate.support.comments.python import _tokenized, compiles, scanned
+
+    vouched = 0
+    for path in sorted((Path(__file__).parent.parent / "fixtures").rglob("*.py")):
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (UnicodeDecodeError, OSError):
+            continue
+        for variant in (text, text.replace("\n", "\r\n")):
+            found = scanned(variant) if compiles(variant) else None
+            if found is not None:
+                assert found == _tokenized(variant), path
+                vouched += 1
+    assert vouched > 50
+
+
 @pytest.mark.parametrize("text", ["s = 'open\n", "x = 1\ry = 2\n", "s = '''never closed\n"])
 def test_the_scan_does_not_vouch_for_what_it_cannot_read_as_the_tokenizer(text: str) -> None:
     from kgate.support.comments.python import scanned
