@@ -513,7 +513,8 @@ def test_plain_lint_does_not_import_the_fixer_or_libcst(tmp_path: Path) -> None:
              "sys.exit(code)\n")
     plain = subprocess.run([sys.executable, "-c", probe, "lint"], cwd=root, capture_output=True, text=True)
     assert plain.returncode == 0 and "KG002" in plain.stdout and plain.stderr.strip().splitlines()[-1] == "[]"
-    # A comment edit is made on the text: no libcst; a statement that shares its line is removed through libcst.
+    # A comment edit is made on the text: no libcst; nor is a statement that shares its line with others; a statement
+    # in a block on its header's line is removed through libcst.
     fixing = subprocess.run([sys.executable, "-c", probe, "lint", "--diff"], cwd=root, capture_output=True, text=True)
     assert fixing.stderr.strip().splitlines()[-1] == "['kgate.pipeline.fix']"
     # Without libcst (the `fix` extra), a fixing run stops with one line; a plain lint does not mind.
@@ -526,7 +527,12 @@ def test_plain_lint_does_not_import_the_fixer_or_libcst(tmp_path: Path) -> None:
     (root / "tests" / "conftest.py").write_text('import os\nos.environ["TRITON_INTERPRET"] = "1"; x = 1\n')
     fixing = subprocess.run([sys.executable, "-c", probe, "lint", "--diff", "--unsafe-fixes"], cwd=root,
                             capture_output=True, text=True)
-    assert "+x = 1" in fixing.stdout and fixing.stderr.strip().splitlines()[-1] == "['kgate.pipeline.fix', 'libcst']"
+    assert "+x = 1" in fixing.stdout and fixing.stderr.strip().splitlines()[-1] == "['kgate.pipeline.fix']"
+    (root / "tests" / "conftest.py").write_text('import os\nif True: os.environ["TRITON_INTERPRET"] = "1"\n')
+    fixing = subprocess.run([sys.executable, "-c", probe, "lint", "--diff", "--unsafe-fixes"], cwd=root,
+                            capture_output=True, text=True)
+    assert "+if True: pass" in fixing.stdout
+    assert fixing.stderr.strip().splitlines()[-1] == "['kgate.pipeline.fix', 'libcst']"
 
 
 def test_json_report_after_fix_has_no_fix_field(tmp_path: Path) -> None:

@@ -252,12 +252,68 @@ def _statements_removed(text: str, starts: list[int], deleted: list[tuple[int, E
     newline = _NEWLINE.search(text)
     default = newline.group() if newline else "\n"
     pieces = []
+    shared: dict[int, list[ast.stmt]] = {}  # first line -> the removed statements that share it with others
     for stmt, body in targets:
+        siblings = _on_its_line(stmt, body)
+        if len(siblings) > 1:
+            shared.setdefault(stmt.lineno, siblings)
+            continue
         piece = _removal(text, starts, stmt, body, removed, default, isinstance(tree, ast.Module) and body is tree.body)
         if piece is None:
             return None
         pieces.append(piece)
+    for siblings in shared.values():
+        piece = _kept_on_line(text, starts, siblings, removed)
+        if piece is None:
+            return None
+        pieces.append(piece)
     return pieces
+
+
+def _on_its_line(stmt: ast.stmt, body: list[ast.stmt]) -> list[ast.stmt]:
+    """The statements of `body` that share a line with `stmt` (itself included), in order."""
+    index = next(i for i, other in enumerate(body) if other is stmt)
+    first, last = index, index
+    while first > 0 and (body[first - 1].end_lineno or 0) >= body[first].lineno:
+        first -= 1
+    while last + 1 < len(body) and body[last + 1].lineno <= (body[last].end_lineno or body[last].lineno):
+        last += 1
+    return body[first:last + 1]
+
+
+_SEMICOLON = re.compile(r"[ \t]*;[ \t]*\Z")
+_LINE_TAIL = re.compile(r"[ \t]*(?:#[^\r\n]*)?(?:\r\n|\r|\n)\Z")
+
+
+def _kept_on_line(text: str, starts: list[int], siblings: list[ast.stmt], removed: set[int]) \
+        -> tuple[int, int, str] | None:
+    """The piece that removes some of the simple statements one line holds (`a = 1; b = 2`) and keeps the others,
+    as libcst writes it: each kept statement with the `;` and spaces that followed it, the last without them, then
+    the line's spaces and comment. None unless the line holds nothing but those statements, each on that line
+    alone, separated by `;`, with at least one kept, in a block of its own (not `if x: a; b`)."""
+    line = siblings[0].lineno
+    if any(s.lineno != line or (s.end_lineno or line) != line or isinstance(s, _COMPOUND) for s in siblings):
+        return None
+    if all(id(s) in removed for s in siblings) or line + 1 >= len(starts) - 1:
+        return None
+    begin, finish = starts[line], starts[line + 1]
+    spans = [(begin + _char_col(text, starts, line, s.col_offset), begin + _char_col(text, starts, line,
+                                                                                     s.end_col_offset or 0))
+             for s in siblings]
+    if text[begin:spans[0][0]].strip(" \t") or _continues(text, begin):
+        return None  # the statements follow a block's header, or the line continues the one before it
+    if not _LINE_TAIL.match(text, spans[-1][1], finish):
+        return None  # a `;` after the last statement, or more than a comment
+    separators = [text[spans[index][1]:spans[index + 1][0]] for index in range(len(siblings) - 1)]
+    if not all(_SEMICOLON.match(between) for between in separators):
+        return None  # a backslash, or a form feed, between two of them
+    kept = [index for index, s in enumerate(siblings) if id(s) not in removed]
+    out: list[str] = []
+    for index in kept:
+        out.append(text[spans[index][0]:spans[index][1]])
+        if index != kept[-1]:  # a kept statement keeps its own `;`: the last has none
+            out.append(separators[index])
+    return spans[0][0], spans[-1][1], "".join(out)
 
 
 def _statements_on(tree: ast.Module, text: str, starts: list[int], lines: set[int]) \

@@ -134,15 +134,18 @@ def _pinned_file(rel: str, text: str, lines: dict[int, list[str]]) -> tuple[str,
 
 
 def _python_pins(text: str, lines: dict[int, list[str]]) -> tuple[str, dict[int, str]] | None:
-    """A Python file's pins, as `_pinned_file` makes them, read with one pass of the tokenizer: a line whose end is
-    inside a string takes none, each comment written must read back as the directive (read on its own), and the file
-    must compile to the same code as before (a comment at a line's end moves no code). None where Python cannot
-    compile the file as it is, or the result is not so: the general way then says why."""
-    from kgate.support.comments.python import read
+    """A Python file's pins, as `_pinned_file` makes them, read with one scan of its strings and comments (one pass
+    of the tokenizer where the scan cannot vouch for its reading): a line whose end is inside a string takes none,
+    each comment written must read back as the directive (read on its own), and the file must compile to the same
+    code as before (a comment at a line's end moves no code). None where Python cannot compile the file as it is,
+    or the result is not so: the general way then says why."""
+    from kgate.support.comments.python import read, scanned
 
-    read_once = read(text)
     before = _compiled(text)
-    if read_once is None or before is None:
+    if before is None:
+        return None
+    read_once = scanned(text) or read(text)  # a text Python compiles: the scan reads it as the tokenizer would
+    if read_once is None:
         return None
     found, inside = read_once
     missed = {number: _NOT_READ for number in lines if number in inside}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -23,8 +24,8 @@ def comments(text: str) -> list[Comment]:
 @contextmanager
 def readings_kept() -> Iterator[None]:
     """For the length of a run that reads the same files more than once (a fix or a pin lints each file, then edits
-    it in the comments that lint found): each text's reading kept, so that the tokenizer reads it once. Callers
-    never change what `read` gives."""
+    it in the comments that lint found): each text's reading kept, so that it is read once, and read by `scanned`
+    where Python compiles it. Callers never change what `read` gives."""
     _KEPT.append({})
     try:
         yield
@@ -37,13 +38,73 @@ _KEPT: list[dict[str, tuple[list[Comment], set[int]] | None]] = []
 
 def read(text: str) -> tuple[list[Comment], set[int]] | None:
     """The comments of `text`, and the (1-based) lines whose end is inside a token that goes on past it (a
-    multi-line string): as the tokenizer reads them, once. None where the tokenizer cannot read the text."""
+    multi-line string): as the tokenizer reads them, once (within `readings_kept`, through `scanned` where Python
+    compiles the text). None where the tokenizer cannot read the text."""
     if not _KEPT:
         return _tokenized(text)
     kept = _KEPT[-1]
-    if text not in kept:
-        kept[text] = _tokenized(text)
+    if text not in kept:  # a fix or a pin: a text Python compiles is scanned (the compile costs less than the tokens)
+        kept[text] = (scanned(text) if compiles(text) else None) or _tokenized(text)
     return kept[text]
+
+
+def compiles(text: str) -> bool:
+    """Whether Python compiles `text` (warnings aside)."""
+    import warnings
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            compile(text, "<kgate>", "exec", dont_inherit=True)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    return True
+
+
+# The strings and comments of Python source, as the tokenizer of Python 3.10 and 3.11 reads them (its own patterns,
+# matched across lines): a comment to the line's end; a triple-quoted string, where a backslash escapes any character
+# (a newline too); a one-quote string, which a backslash continues onto the next line. A quote that starts none of
+# them starts a string that never ends.
+_Q1, _Q2 = "'", '"'
+_PY_TOKEN = re.compile("|".join((
+    r"#[^\r\n]*",
+    _Q1 * 3 + r"[^'\\]*(?:(?:\\[\s\S]|'(?!''))[^'\\]*)*" + _Q1 * 3,
+    _Q2 * 3 + r'[^"\\]*(?:(?:\\[\s\S]|"(?!""))[^"\\]*)*' + _Q2 * 3,
+    r"'[^\r\n'\\]*(?:\\(?:\r\n|[\s\S])[^\r\n'\\]*)*'",
+    r'"[^\r\n"\\]*(?:\\(?:\r\n|[\s\S])[^\r\n"\\]*)*"',
+    r"['\"]")))
+_LONE_CR = re.compile(r"\r(?!\n)")
+_F_PREFIX = re.compile(r"[fFtT][rR]?\Z")  # an f-string's prefix, or a t-string's (Python 3.14), or a name's end
+
+
+def scanned(text: str) -> tuple[list[Comment], set[int]] | None:
+    """What `read` gives for a text that Python compiles, found with one regular expression rather than the
+    tokenizer (which costs a Python step per token); None where the scan cannot vouch for that: a string that never
+    ends, a line that ends in a lone carriage return, and under Python 3.12 and later (whose tokenizer splits an
+    f-string into parts) any quote after an `f` or a `t`, and any carriage return. Only for text that
+    compiles: the tokenizer also refuses brackets left open and inconsistent indentation, which the scan does not
+    look at."""
+    modern = sys.version_info >= (3, 12)
+    if (modern and "\r" in text) or (not modern and "\r" in text and _LONE_CR.search(text)):
+        return None
+    out: list[Comment] = []
+    inside: set[int] = set()
+    line, counted = 1, 0
+    for match in _PY_TOKEN.finditer(text):
+        start, end = match.span()
+        if text[start] == "#":
+            out.append(Comment(start, end, False))
+            continue
+        if end - start == 1:
+            return None  # a string that never ends: the tokenizer's error
+        if modern and _F_PREFIX.search(text, max(0, start - 2), start):
+            return None
+        newlines = text.count("\n", start, end)
+        if newlines:
+            line += text.count("\n", counted, start)
+            counted = start
+            inside.update(range(line, line + newlines))
+    return out, inside
 
 
 def _tokenized(text: str) -> tuple[list[Comment], set[int]] | None:
