@@ -32,9 +32,20 @@ def report(project: Path, *args: str) -> tuple[set[tuple[str, str]], dict[tuple[
              for k in data["kernels"]}, run.code)
 
 
+Report = tuple[set[tuple[str, str]], dict[tuple[str, str], str | None], int]
+_COLD: dict[tuple[bytes, tuple[str, ...]], Report] = {}
+
+
 def same_as_cold(project: Path, *args: str) -> tuple[set[tuple[str, str]], dict[tuple[str, str], str | None], int]:
+    """A warm run's report, which must be the report of the same run without the cache. That one depends only on
+    the project's files and the arguments, so it is made once for each in a module's run."""
     warm = report(project, *args)
-    assert warm == report(project, *args, "--no-cache")
+    key = (b"".join(path.relative_to(project).as_posix().encode() + b"\0" + path.read_bytes()
+                    for path in sorted(project.rglob("*"))
+                    if path.is_file() and ".kgate-cache" not in path.relative_to(project).parts), args)
+    if key not in _COLD:
+        _COLD[key] = report(project, *args, "--no-cache")
+    assert warm == _COLD[key]
     return warm
 
 
