@@ -225,3 +225,13 @@ def test_a_verdict_that_follows_the_projects_own_import_of_triton_is_linted_agai
     assert {f for f in found(first) if f[0].startswith("engine/")} - found(second) == {
         ("engine/kernels.py", 16, "KG204", "5"), ("engine/kernels.py", 22, "KG204", "5"),
         ("engine/kernels.py", 27, "KG204", "5"), ("engine/relative.py", 12, "KG204", "5")}
+
+
+def test_kg201_takes_the_length_of_a_flattened_tensor_for_its_element_count() -> None:
+    """`len(x.flatten())` (`len(x.reshape(-1))`, through a local) counts every element of x, as `x.numel()` does:
+    the token count's for an activation (flat/layers.py), a model dimension for a weight."""
+    default = _kg201()
+    for line, said in ((10, "size = len(flattened)"), (17, "size = len(grad)")):
+        severity, message = default[("flat/kernels.py", line)]
+        assert severity == "error" and f"'size' ({said}) changes" in message, message
+    assert ("flat/kernels.py", 24) not in default  # the weight's

@@ -13,7 +13,8 @@ one returns too: `y, N, T = fwd(x)`), and in an autograd function's
 `backward` through what its `forward` saved on the context (`ctx.N = N`):
 
 - **token or batch dimension** (an error): the first dimension of a tensor
-  (`x.shape[0]`, `x.size(0)`, `B` of `B, T, H, D = q.shape`), `x.numel()`,
+  (`x.shape[0]`, `x.size(0)`, `B` of `B, T, H, D = q.shape`), `x.numel()`
+  or the length of x flattened (`len(x.flatten())`, `len(x.view(-1))`),
   `len(cu_seqlens)`, and anything computed from them that does not bound
   them, through any number of assignments and helper calls (`B * T`,
   `triton.cdiv(T, 64)`, `max(1, T)`, `ceil(n_rows / sm_count)` with
