@@ -235,3 +235,13 @@ def test_kg201_takes_the_length_of_a_flattened_tensor_for_its_element_count() ->
         severity, message = default[("flat/kernels.py", line)]
         assert severity == "error" and f"'size' ({said}) changes" in message, message
     assert ("flat/kernels.py", 24) not in default  # the weight's
+
+
+def test_kg201_reads_kernels_that_are_static_methods_launched_through_a_package() -> None:
+    """Kernels that are static methods of a class (methods/kernels/act.py), autotuned through the package's own
+    wrapper with the key given by position, launched from another module as `kernels.Act.forward[grid](...)`: each key
+    is what that launch passes."""
+    default = _kg201()
+    severity, message = default[("methods/kernels/act.py", 17)]
+    assert severity == "error" and "'size' (size = x.numel()) changes" in message, message
+    assert ("methods/kernels/act.py", 24) not in default  # the width: a model dimension
