@@ -146,6 +146,18 @@ def test_a_verdict_read_from_another_modules_calls_is_linted_again_when_that_mod
     assert found(first) - found(second) == {("conv/kernels.py", 22, "KG201", "40")}
 
 
+def test_a_static_method_kernels_verdict_is_linted_again_when_its_launching_module_changes(tmp_path: Path) -> None:
+    """methods/kernels/act.py's key is decided by the launch in methods/ops.py, which reaches the kernel through the
+    package: after only that file changed, a warm run does not answer act.py from the cache."""
+    project = copy_project("rules/KG201", tmp_path)
+    first = kgate("lint", "--format", "json", cwd=project)
+    assert ("methods/kernels/act.py", 17, "KG201", "32") in found(first)
+    ops = project / "methods" / "ops.py"
+    ops.write_text(ops.read_text().replace("size = x.numel()", "size = x.shape[-1]"))
+    second = kgate("lint", "--format", "json", cwd=project)
+    assert found(first) - found(second) == {("methods/kernels/act.py", 17, "KG201", "32")}
+
+
 def test_a_verdict_read_from_the_projects_modules_is_linted_again_when_a_module_is_added(tmp_path: Path) -> None:
     """A warm run answers conv/kernels.py from the cache while no Python file of the project changed; a module added
     since that calls its launcher with a token count is read, and the key it decides is reported."""
