@@ -146,6 +146,18 @@ def test_a_verdict_read_from_another_modules_calls_is_linted_again_when_that_mod
     assert found(first) - found(second) == {("conv/kernels.py", 22, "KG201", "40")}
 
 
+def test_a_static_method_kernels_verdict_is_linted_again_when_its_launching_module_changes(tmp_path: Path) -> None:
+    """methods/kernels/act.py's key is decided by the launch in methods/ops.py, which reaches the kernel through the
+    package: after only that file changed, a warm run does not answer act.py from the cache."""
+    project = copy_project("rules/KG201", tmp_path)
+    first = kgate("lint", "--format", "json", cwd=project)
+    assert ("methods/kernels/act.py", 17, "KG201", "32") in found(first)
+    ops = project / "methods" / "ops.py"
+    ops.write_text(ops.read_text().replace("size = x.numel()", "size = x.shape[-1]"))
+    second = kgate("lint", "--format", "json", cwd=project)
+    assert found(first) - found(second) == {("methods/kernels/act.py", 17, "KG201", "32")}
+
+
 def test_a_verdict_read_from_the_projects_modules_is_linted_again_when_a_module_is_added(tmp_path: Path) -> None:
     """A warm run answers conv/kernels.py from the cache while no Python file of the project changed; a module added
     since that calls its launcher with a token count is read, and the key it decides is reported."""
@@ -225,3 +237,23 @@ def test_a_verdict_that_follows_the_projects_own_import_of_triton_is_linted_agai
     assert {f for f in found(first) if f[0].startswith("engine/")} - found(second) == {
         ("engine/kernels.py", 16, "KG204", "5"), ("engine/kernels.py", 22, "KG204", "5"),
         ("engine/kernels.py", 27, "KG204", "5"), ("engine/relative.py", 12, "KG204", "5")}
+
+
+def test_kg201_takes_the_length_of_a_flattened_tensor_for_its_element_count() -> None:
+    """`len(x.flatten())` (`len(x.reshape(-1))`, through a local) counts every element of x, as `x.numel()` does:
+    the token count's for an activation (flat/layers.py), a model dimension for a weight."""
+    default = _kg201()
+    for line, said in ((10, "size = len(flattened)"), (17, "size = len(grad)")):
+        severity, message = default[("flat/kernels.py", line)]
+        assert severity == "error" and f"'size' ({said}) changes" in message, message
+    assert ("flat/kernels.py", 24) not in default  # the weight's
+
+
+def test_kg201_reads_kernels_that_are_static_methods_launched_through_a_package() -> None:
+    """Kernels that are static methods of a class (methods/kernels/act.py), autotuned through the package's own
+    wrapper with the key given by position, launched from another module as `kernels.Act.forward[grid](...)`: each key
+    is what that launch passes."""
+    default = _kg201()
+    severity, message = default[("methods/kernels/act.py", 17)]
+    assert severity == "error" and "'size' (size = x.numel()) changes" in message, message
+    assert ("methods/kernels/act.py", 24) not in default  # the width: a model dimension

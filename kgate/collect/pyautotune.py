@@ -8,8 +8,9 @@
   the key (`def tuned(configs, key): return triton.autotune(configs=configs, key=key)`) or a key of its own,
   used as `@tuned(...)`; a wrapper that applies it itself (`def tuned(fn): return triton.autotune(...)(fn)`)
   is used bare, `@tuned` or `tuned(fn)`;
-- a wrapper from elsewhere: a decorator whose name contains `autotune` (`fla_cache_autotune`) given a `key=`
-  and applied to a `@triton.jit` kernel, or one the project names (`wrappers`), read like `triton.autotune`.
+- a wrapper from elsewhere: a decorator whose name contains `autotune` (`fla_cache_autotune`) given a `key=`, or
+  a list of argument names as its second argument (`util.autotune(configs(), ["x_size"])`), and applied to a
+  `@triton.jit` kernel, or one the project names (`wrappers`), read like `triton.autotune`.
 
 Keys are literals, module constants holding them, or concatenations of both (`pysource.string_items`); configs
 are never read, so configs built by helper functions do not matter.
@@ -172,7 +173,7 @@ class _Finder:
             tuner = self.tuner(call.func if call is not None else decorator)
             if tuner is None or (tuner.needs_jit and not jit) or tuner.applies == (call is not None):
                 continue
-            if tuner.needs_jit and call is not None and py.argument(call, "key") is None:
+            if tuner.needs_jit and call is not None and _named_key(call, self.constants) is None:
                 continue
             return self._tuned(fn.name, fn.name, fn, decorator, call, tuner)
         return None
@@ -222,7 +223,7 @@ class _Finder:
             tuner, call = self.tuner(factory), None
         if tuner is None or tuner.applies == (call is not None):
             return None
-        if tuner.needs_jit and (call is None or py.argument(call, "key") is None):
+        if tuner.needs_jit and (call is None or _named_key(call, self.constants) is None):
             return None
         return kernel, None, factory, call, tuner
 
@@ -231,10 +232,27 @@ class _Finder:
         if tuner.fixed is not None:
             expr: ast.expr | None = tuner.fixed
             keys = [(name, node if tuner.keys_here else at) for name, node in py.string_items(expr, self.constants)]
+        elif tuner.needs_jit:
+            expr = _named_key(call, self.constants) if call is not None else None
+            keys = py.string_items(expr, self.constants)
         else:
             expr = py.argument(call, tuner.key_name or "key", tuner.key_position) if call is not None else None
             keys = py.string_items(expr, self.constants)
         return Tuned(launched, kernel, fn, at, keys, py.resolvable(expr, self.constants), tuner.needs_jit)
+
+
+def _named_key(call: ast.Call, constants: dict[str, ast.expr]) -> ast.expr | None:
+    """The key given to a wrapper recognised by its name: its `key=`, or its second argument where that is a list of
+    argument names written out, as `triton.autotune(configs, key)` takes it (`util.autotune(configs(), ["x_size"])`);
+    None where it is given none of these."""
+    key = py.argument(call, "key")
+    if key is not None:
+        return key
+    given = py.argument(call, "", 1)
+    if given is None or isinstance(given, ast.Constant) or not py.string_items(given, constants) \
+            or not py.resolvable(given, constants):
+        return None
+    return given
 
 
 def _is_jit(func: ast.expr, imports: dict[str, str]) -> bool:

@@ -45,22 +45,27 @@ class CallSites:
     _calls: dict[str, list[tuple[ast.Call, Scope]]]
 
     def passed_elsewhere(self, launched: str, param: str, position: int | None,
-                         default: bool) -> list[tuple[ast.expr | None, Verdict]]:
+                         default: bool, owner: str = "") -> list[tuple[ast.expr | None, Verdict]]:
         """`passed` at the launch sites of `launched` in the project's other modules, which import it from this one
-        (`from .kernels import fwd_kernel` and `fwd_kernel[grid](...)` in ops.py)."""
+        (`from .kernels import fwd_kernel` and `fwd_kernel[grid](...)` in ops.py); with `owner`, the top-level class
+        whose static method the kernel is, reached through an import (`kernels.Relu.forward[grid](...)`)."""
         out: list[tuple[ast.expr | None, Verdict]] = []
-        for reader, local in self._elsewhere(launched, launches=True):
+        for reader, local in self._elsewhere(launched, launches=True, owner=owner):
             for name in local:
                 out.extend(reader.passed(name, param, position, default))
         return out
 
-    def _elsewhere(self, name: str, launches: bool) -> list[tuple[Launches, list[str]]]:
-        """The readings of the project's other modules that import this module's top-level `name`, each with the
-        names they bind it to; with `launches`, read for their launch sites of it."""
+    def _elsewhere(self, name: str, launches: bool, owner: str = "") -> list[tuple[Launches, list[str]]]:
+        """The readings of the project's other modules that import this module's top-level `name` (with `owner`, the
+        class `name` is a method of), each with the names they bind it to (`owner.name`, as they write it); with
+        `launches`, read for their launch sites of it."""
         if self.project is None:
             return []
         out = []
-        for path, local in self.project.importing(self.source.path, name):
+        found = [(path, [f"{dotted}.{name}" for dotted in local]) for path, local in
+                 self.project.reaching(self.source.path, owner)] if owner else \
+            self.project.importing(self.source.path, name)
+        for path, local in found:
             key = ("launches", path, tuple(local) if launches else (), self.hops + 1, type(self.names),
                    frozenset(self.names.runtime), frozenset(self.names.model), self.bucketing, self.runtime_only)
             reader = self.project.readers.get(key)

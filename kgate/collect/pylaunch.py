@@ -20,7 +20,7 @@ flow-sensitive) and through the module's own helper functions, and falls in one 
   `kgate.collect.pybatch`), the stride of the last dimension, or of one whose later dimensions are all model
   dimensions, a size the launching function asserts equal to one of these (`assert (dim, width) == weight.shape`);
 - `RUNTIME`: follows the token count or the batch: the first dimension of a tensor (`x.shape[0]`, `x.size(0)`,
-  the first name of `B, T, H, D = q.shape`), `x.numel()`, `len(x)`, and anything computed from them by
+  the first name of `B, T, H, D = q.shape`), `x.numel()` (or `len(x.flatten())`), `len(x)`, and anything computed from them by
   arithmetic that does not bound it (`B * T`, `triton.cdiv(T, 64)`, `max(1, T)`, a division by anything that
   does not grow with it too: `ceil(n_rows / sm_count)`);
 - `UNKNOWN`: anything else (a middle dimension, a parameter of a launcher nothing in the project calls, a call
@@ -384,6 +384,9 @@ class Launches(Batches):
                 return Verdict(RUNTIME, why) if shape is not None and shape[1] else Verdict(UNKNOWN)
             if target is not None and self.fixed(target, scope, depth, seen):
                 return Verdict(MODEL, why)
+            flat = _flattened(target, scope) if target is not None else None
+            if flat is not None:  # `len(x.flatten())`: every element of x, as `x.numel()`
+                return Verdict(MODEL, why) if self.fixed(flat, scope, depth, seen) else Verdict(RUNTIME, why)
             name = py.dotted(target) if target is not None else None  # len(cu_seqlens), not len(layers)
             return Verdict(RUNTIME, why) if name and self.names.of(name.rsplit(".", 1)[-1]) == RUNTIME \
                 else Verdict(UNKNOWN)
@@ -566,6 +569,38 @@ def returned_item(value: ast.expr | None, place: int, count: int) -> ast.expr | 
                                                                             for e in value.elts):
         return None
     return value.elts[place]
+
+
+_FLATTENING = frozenset({"flatten", "ravel"})
+_VIEWS = frozenset({"view", "reshape"})
+
+
+def _flattened(expr: ast.expr, scope: Scope) -> ast.expr | None:
+    """The tensor that `expr` holds every element of in one dimension: `x.flatten()`, `x.ravel()`, `x.view(-1)`,
+    `x.reshape(-1)`, or a local name the function binds to nothing else (`flat = x.flatten()` then `len(flat)`);
+    None otherwise."""
+    if isinstance(expr, ast.Name):
+        here: Scope | None = scope
+        while here is not None and expr.id not in here.env and expr.id not in here.params:
+            here = here.parent
+        bindings = here.env.get(expr.id) if here is not None else None  # a parameter bound again: those bindings
+        if not bindings:
+            return None
+        found = [_flattened_call(value) if value is not None and position is None else None
+                 for value, position, _count in bindings]
+        return found[0] if len(found) == 1 else None
+    return _flattened_call(expr)
+
+
+def _flattened_call(expr: ast.expr) -> ast.expr | None:
+    if not (isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and not expr.keywords):
+        return None
+    method = expr.func.attr
+    if method in _FLATTENING and not expr.args:
+        return expr.func.value
+    if method in _VIEWS and len(expr.args) == 1 and integer(expr.args[0], {}) == -1:
+        return expr.func.value
+    return None
 
 
 def _row(tensor: ast.expr) -> bool:

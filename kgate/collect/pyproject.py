@@ -213,6 +213,62 @@ class Modules:
             depends.replay(held[1])
         return held[0]
 
+    def reaching(self, path: str, owner: str) -> list[tuple[str, list[str]]]:
+        """The other modules that reach the top-level `owner` (a class) of the module at `path` through an import, each
+        with the dotted names they write for it: `Relu` after `from .act import Relu`, `act.Relu` after `from . import
+        act`, `kernels.Relu` after `from pkg import kernels` where the package's `__init__.py` passes `act`'s names on
+        (`from .act import *`). A kernel that is a static method of a class is launched as `kernels.Relu.forward`."""
+        path = os.path.abspath(path)
+        key = (path, "." + owner)
+        held = self._importing.get(key)
+        if held is None:
+            with depends.collecting() as reads:
+                found = self._reaching(path, owner)
+            held = self._importing[key] = (found, reads)
+        else:
+            self.asked += 1
+            depends.replay(held[1])
+        return held[0]
+
+    def _reaching(self, path: str, owner: str) -> list[tuple[str, list[str]]]:
+        # The names an import that reaches it spells: the class, its module, or a package above it that passes it on.
+        words = [owner, os.path.splitext(os.path.basename(path))[0]]
+        folder = os.path.dirname(path)
+        for _ in range(2):
+            if not os.path.isfile(os.path.join(folder, "__init__.py")):
+                break
+            words.append(os.path.basename(folder))
+            folder = os.path.dirname(folder)
+        others: list[str] = []
+        for word in words:
+            others.extend(other for other in self.importers(word) if other not in others)
+        out = []
+        for other in others:
+            if other == path or checks_kernels(os.path.relpath(other, self.root)):
+                continue
+            source, state, digest = self._read(other)
+            if source is None:
+                depends.note(other, state, digest)
+                continue
+            depends.note(depends.STATEMENTS + other, state, self._statements_digest(source))
+            spelled = [word.encode("utf-8") for word in words]
+            local: list[str] = []
+            for statement in self._statements(source):
+                if not any(word in statement[0] for word in spelled):
+                    continue
+                if statement[1] is None:
+                    statement[1] = _statement_exports(statement[0]) or Exports()
+                own = statement[1]
+                for binding in own.bindings:
+                    if binding.kind != IMPORT:
+                        continue
+                    for dotted in (binding.name, f"{binding.name}.{owner}"):
+                        if dotted not in local and self.resolver.definition(other, dotted, own) == (path, owner):
+                            local.append(dotted)
+            if local:
+                out.append((other, local))
+        return out
+
 
 def read_ahead(path: str, rel: str, ctx: Any) -> Modules:
     """The project of the module at `path` with its import index read (`kgate.core.rule.Rule.read_ahead`); `ctx`: the

@@ -213,18 +213,19 @@ def _line_of(text: str, at: int) -> int:
 
 def launched_name(node: ast.AST) -> str | None:
     """`k[grid](...)`, `k.run(...)`, or `wrap(k)[grid](...)` (a launch through a wrapper such as
-    `torch.library.wrap_triton`): the name `k`."""
+    `torch.library.wrap_triton`): the name `k`, dotted where it is written so (`kernels.Relu.forward[grid](...)`,
+    a kernel that is a static method of a class another module defines)."""
     if not isinstance(node, ast.Call):
         return None
     func = node.func
-    if isinstance(func, ast.Subscript) and isinstance(func.value, ast.Name):
-        return func.value.id
+    if isinstance(func, ast.Subscript) and isinstance(func.value, (ast.Name, ast.Attribute)):
+        return py.dotted(func.value)
     if isinstance(func, ast.Subscript) and isinstance(func.value, ast.Call):
         wrapped = func.value
-        if len(wrapped.args) == 1 and not wrapped.keywords and isinstance(wrapped.args[0], ast.Name):
-            return wrapped.args[0].id
-    if isinstance(func, ast.Attribute) and func.attr == "run" and isinstance(func.value, ast.Name):
-        return func.value.id
+        if len(wrapped.args) == 1 and not wrapped.keywords and isinstance(wrapped.args[0], (ast.Name, ast.Attribute)):
+            return py.dotted(wrapped.args[0])
+    if isinstance(func, ast.Attribute) and func.attr == "run" and isinstance(func.value, (ast.Name, ast.Attribute)):
+        return py.dotted(func.value)
     return None
 
 def passed_for(call: ast.Call, param: str, position: int | None) -> ast.expr | None:

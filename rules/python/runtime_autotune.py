@@ -7,13 +7,16 @@ Each key is judged by what the launch sites in the same module
 (`kernel[grid](...)`, `kernel.run(...)`, `torch.library.wrap_triton(kernel)[grid](...)`)
 pass for it, or where the module launches the kernel nowhere, the launch
 sites in the project's other modules that import it (`from .kernels import
-fwd_kernel` in `ops.py`), followed through the launching function's
+fwd_kernel` in `ops.py`; for a kernel that is a static method of a class,
+`kernels.Act.forward[grid](...)` after `from pkg import kernels`, where the
+package passes the class on), followed through the launching function's
 assignments and its module's own helper functions (the items of a tuple
 one returns too: `y, N, T = fwd(x)`), and in an autograd function's
 `backward` through what its `forward` saved on the context (`ctx.N = N`):
 
 - **token or batch dimension** (an error): the first dimension of a tensor
-  (`x.shape[0]`, `x.size(0)`, `B` of `B, T, H, D = q.shape`), `x.numel()`,
+  (`x.shape[0]`, `x.size(0)`, `B` of `B, T, H, D = q.shape`), `x.numel()`
+  or the length of x flattened (`len(x.flatten())`, `len(x.view(-1))`),
   `len(cu_seqlens)`, and anything computed from them that does not bound
   them, through any number of assignments and helper calls (`B * T`,
   `triton.cdiv(T, 64)`, `max(1, T)`, `ceil(n_rows / sm_count)` with
@@ -100,8 +103,10 @@ and applied later (`tune = triton.autotune(configs=CONFIGS, key=[...])`,
 then `k = tune(fn)`: its keys are reported where they are written), wrappers defined in the
 module that pass their `key` on to `triton.autotune` or apply it
 themselves, and wrappers from other modules: a decorator whose name
-contains `autotune`, given a `key=` and applied to a `@triton.jit`
-kernel, or one listed in `autotune-wrappers`. Keys given through a
+contains `autotune`, given a `key=` (or, as `triton.autotune` takes it, a
+list of argument names as its second argument: `util.autotune(configs(),
+["x_size"])`) and applied to a `@triton.jit` kernel, or one listed in
+`autotune-wrappers`. Keys given through a
 module-level constant (`KEYS = ["M"]`, `key=KEYS`) are followed. Configs
 are read for one thing only: `triton.autotune` given exactly one config (a
 list literal of one `triton.Config`, a module constant holding one that the
@@ -240,12 +245,13 @@ def check(source: SourceFile, ctx: SourceContext) -> Iterable[Report]:
             continue
         if _one_config(t, info):
             continue  # the autotuner runs a single config as it is: no key is looked up, nothing is benchmarked
+        owner = _owner(fn, info) if t.fn is not None else ""
         offending: list[tuple[str, ast.AST, Verdict, str]] = []
         rounded = _rounded(t, info, source)
         for name, node in t.keys:
             if name in allowed:
                 continue
-            verdict = rounded or _key(name, fn, t.launched, launches, names, info.imports)
+            verdict = rounded or _key(name, fn, t.launched, launches, names, info.imports, owner)
             if verdict is None:
                 continue
             level = levels[next(label for cls, label, _text in _CLASSES if cls == verdict.cls)]
@@ -253,6 +259,18 @@ def check(source: SourceFile, ctx: SourceContext) -> Iterable[Report]:
                 offending.append((name, node, verdict, level))
         if offending:
             yield _report(source, t, offending)
+
+
+def _owner(fn: py.Function | None, info: py.ParsedModule) -> str:
+    """The top-level class a kernel is a static method of (launched as `Relu.forward[grid](...)`, or from another
+    module as `kernels.Relu.forward[grid](...)`); "" for a kernel at the module's top level."""
+    if fn is None or fn in info.tree.body:
+        return ""
+    for stmt in info.tree.body:
+        if isinstance(stmt, ast.ClassDef) and any(member is fn for member in stmt.body) and any(
+                (py.dotted(d) or "").rsplit(".", 1)[-1] == "staticmethod" for d in fn.decorator_list):
+            return stmt.name
+    return ""
 
 
 def _one_config(t: pyautotune.Tuned, info: py.ParsedModule) -> bool:
@@ -276,7 +294,7 @@ def _rounded(t: pyautotune.Tuned, info: py.ParsedModule, source: SourceFile) -> 
 
 
 def _key(name: str, fn: py.Function | None, launched: str, launches: Launches, names: Names,
-         imports: dict[str, str]) -> Verdict | None:
+         imports: dict[str, str], owner: str = "") -> Verdict | None:
     """What a key does at run time; None when it is not to be judged (not a parameter, or a tl.constexpr that
     nothing places)."""
     params = py.parameters(fn) if fn is not None else None
@@ -289,7 +307,8 @@ def _key(name: str, fn: py.Function | None, launched: str, launches: Launches, n
         position = positional.index(param) if param in positional else None
     verdicts = launches.argument(launched, name, position, _has_default(fn, name))
     if not verdicts:  # launched from the project's other modules only
-        verdicts = [v for _expr, v in launches.passed_elsewhere(launched, name, position, _has_default(fn, name))]
+        verdicts = [v for _expr, v in launches.passed_elsewhere(launched, name, position, _has_default(fn, name),
+                                                                owner)]
     verdict = worst(verdicts)
     if verdict.cls == UNKNOWN:
         by_name = names.of(name)
