@@ -209,6 +209,25 @@ def test_a_command_that_cannot_run_or_launches_nothing_is_one_line(tmp_path: Pat
     assert "Traceback" not in run.stderr and not (project / "kgate-capture.toml").exists()
 
 
+@pytest.mark.parametrize("elsewhere", [True, False], ids=["another-python-first-on-path", "kgates-own-python"])
+def test_a_python_the_path_leads_to_outside_kgates_environment_is_named(tmp_path: Path, elsewhere: bool) -> None:
+    """`kgate capture -- python ops.py` from an environment not activated: the `python` PATH finds is another
+    installation's, which has no Triton; the message says which Python ran, not only that nothing imported Triton."""
+    project = copy_project("capture", tmp_path / "project")
+    other = tmp_path / "other-install" / "bin"
+    other.mkdir(parents=True)
+    (other / "python").write_text("#!/bin/sh\necho 'No module named torch' >&2\nexit 1\n")
+    (other / "python").chmod(0o755)
+    first = other if elsewhere else Path(sys.executable).parent
+    run = kgate("capture", "--device", "cpu", "--", "python", "-c", "raise SystemExit(1)", cwd=project,
+                env={**os.environ, "PATH": os.pathsep.join([str(first), os.environ.get("PATH", "")])})
+    assert run.code == 1, run.stderr
+    last = run.stderr.strip().splitlines()[-1]
+    assert last.startswith("kgate: nothing captured:"), run.stderr
+    named = f"the command's `python` is {other / 'python'}, not the Python kgate runs in ({sys.executable})"
+    assert (named in last) is elsewhere, last
+
+
 def test_the_interpreter_is_named_when_it_hides_every_launch(tmp_path: Path) -> None:
     import subprocess
 

@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"kgate: the capture is incomplete: a launch may be missing; {display} is unchanged", file=sys.stderr)
         return code if code != 0 else 2
     if seen == 0:
-        hint = note or _nothing(recorded, gpu)
+        hint = note or _nothing(recorded, gpu) + _other_python(command, env, recorded)
         if code != 0 and not note and config.setup is None and recorded.started:
             hint += "; if its modules fail to import without a GPU, give them a set-up hook (`setup`)"
         print(f"kgate: nothing captured: {hint}; {display} is unchanged", file=sys.stderr)
@@ -89,6 +89,22 @@ def _nothing(recorded: session.Recorded, gpu: bool) -> str:
     return ("the command ran no @triton.jit kernel of the project through Triton's launcher, and compiled no "
             "@cute.jit function of it with cute.compile"
             + ("" if gpu else " (on a machine without a GPU, run its ops on CPU tensors)"))
+
+
+def _other_python(command: list[str], env: dict[str, str], recorded: session.Recorded) -> str:
+    """Where no process imported Triton and the command names Python by a bare name (`python`) that its PATH leads
+    to another installation than the one kgate runs in (an environment not activated): which one ran."""
+    import os
+    import shutil
+
+    name = command[0]
+    if recorded.imported or os.sep in name or not name.startswith("python"):
+        return ""
+    found = shutil.which(name, path=env.get("PATH", os.environ.get("PATH")))
+    if found is None or Path(found).parent == Path(sys.executable).parent:
+        return ""
+    return (f"; the command's `{name}` is {found}, not the Python kgate runs in ({sys.executable}): activate kgate's "
+            f"environment, or name that interpreter in the command")
 
 
 def _captured_facts(config: Config, entries: list[Any], target: str, jobs: int) -> CompileRun:
