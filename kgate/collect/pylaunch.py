@@ -214,6 +214,8 @@ class Launches(Batches):
         if depth > _DEPTH:
             return Verdict(UNKNOWN)
         depth += 1
+        while isinstance(expr, ast.NamedExpr):  # `(n := x.shape[0])` is its value (the binding: kgate.collect.pyscopes)
+            expr = expr.value
         if isinstance(expr, ast.Constant):
             return NOTHING
         if isinstance(expr, (ast.Compare, ast.BoolOp)) or (isinstance(expr, ast.UnaryOp)

@@ -1,0 +1,113 @@
+"""The Python source rules on code shapes they had not been shown.
+
+An assignment expression binds a name as an assignment does, and is its value where it is written: a launcher
+that says `if (n := x.shape[0]) > 0: kernel[grid](x, n)` or passes `(n := x.shape[0])` straight to the launch
+gives the kernel the token count (KG201's key, KG108's constexpr), and a conftest that says `if (env :=
+os.environ) is not None: env["TRITON_INTERPRET"] = "1"` switches the interpreter on (KG203). A `case (n, d):`
+of `match x.shape:` unpacks the shape as `n, d = x.shape` does.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+from conftest import kgate
+
+HEADER = "import triton\nimport triton.language as tl\n\n\n"
+TWO = "[triton.Config({'B': 64}), triton.Config({'B': 128})]"
+
+
+def _lint(root: Path, files: dict[str, str]) -> set[tuple[str, str]]:
+    (root / "kgate.toml").write_text("")
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(textwrap.dedent(text))
+    run = kgate("lint", "--no-cache", "--format", "json", cwd=root)
+    assert run.code in (0, 1) and "Traceback" not in run.stderr, run.stderr
+    findings = run.json()["findings"]
+    assert run.code == (1 if any(f["severity"] == "error" for f in findings) else 0)
+    return {(f["path"], f["code"]) for f in findings}
+
+
+def _tuned(key: str, launcher: str, configs: str = TWO) -> str:
+    return HEADER + f"@triton.autotune(configs={configs}, key=[{key!r}])\n@triton.jit\n" \
+        f"def k(x, {key}, B: tl.constexpr):\n    pass\n\n\n" + textwrap.dedent(launcher)
+
+
+def _constexpr(launcher: str) -> str:
+    return HEADER + "@triton.jit\ndef k(x, N: tl.constexpr):\n    pass\n\n\n" + textwrap.dedent(launcher)
+
+
+# name -> (module text, the codes expected in k.py)
+SHAPES = {
+    "autotune key bound in an if's test": (_tuned("n", """\
+        def launch(x):
+            if (n := x.shape[0]) > 0:
+                k[(1,)](x, n)
+        """), {"KG201"}),
+    "autotune key passed as an assignment expression": (_tuned("n", """\
+        def launch(x):
+            k[(1,)](x, (n := x.shape[0]))
+        """), {"KG201"}),
+    "autotune key bound in a while's test": (_tuned("n", """\
+        def launch(xs):
+            while (n := xs.pop().numel()) > 0:
+                k[(1,)](xs, n)
+        """), {"KG201"}),
+    "a model dimension bound by an assignment expression": (_tuned("n", """\
+        def launch(x):
+            if (n := x.shape[-1]) > 0:
+                k[(1,)](x, n)
+        """), set()),
+    "autotune key captured by a sequence pattern": (_tuned("n", """\
+        def launch(x):
+            match x.shape:
+                case (n, d):
+                    k[(1,)](x, n)
+        """), {"KG201"}),
+    "a model dimension captured by a sequence pattern": (_tuned("n", """\
+        def launch(x):
+            match x.shape:
+                case (t, n):
+                    k[(1,)](x, n)
+        """), set()),
+    "autotune key captured by a starred pattern": (_tuned("n", """\
+        def launch(x):
+            match x.shape:
+                case [n, *rest]:
+                    k[(1,)](x, n)
+        """), {"KG201"}),
+    "a constexpr passed as an assignment expression": (_constexpr("""\
+        def launch(x):
+            k[(1,)](x, N=(n := x.shape[0]))
+        """), {"KG108"}),
+    "a constexpr bound in an if's test": (_constexpr("""\
+        def launch(x):
+            if (n := x.numel()) > 1:
+                k[(1,)](x, n)
+        """), {"KG108"}),
+    "a bucketed constexpr passed as an assignment expression": (_constexpr("""\
+        def launch(x):
+            k[(1,)](x, N=(n := triton.next_power_of_2(x.shape[0])))
+        """), set()),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_assignment_expressions_and_patterns_bind_the_launch_values(tmp_path: Path, name: str) -> None:
+    text, expected = SHAPES[name]
+    assert {code for _path, code in _lint(tmp_path, {"k.py": text})} == expected
+
+
+@pytest.mark.parametrize("conftest, expected", [
+    ("import os\nif (env := os.environ) is not None:\n    env['TRITON_INTERPRET'] = '1'\n", True),
+    ("import os\nenv: dict = os.environ\nenv['TRITON_INTERPRET'] = '1'\n", True),
+    ("import os\nif (env := dict(os.environ)):\n    env['TRITON_INTERPRET'] = '1'\n", False),
+    ("import os\nif (env := os.environ) is not None:\n    env['TRITON_INTERPRET'] = '0'\n", False),
+])
+def test_the_environment_bound_by_any_assignment_is_the_environment(tmp_path: Path, conftest: str,
+                                                                    expected: bool) -> None:
+    found = _lint(tmp_path, {"tests/conftest.py": conftest})
+    assert found == ({("tests/conftest.py", "KG203")} if expected else set())
