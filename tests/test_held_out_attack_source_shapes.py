@@ -5,6 +5,10 @@ that says `if (n := x.shape[0]) > 0: kernel[grid](x, n)` or passes `(n := x.shap
 gives the kernel the token count (KG201's key, KG108's constexpr), and a conftest that says `if (env :=
 os.environ) is not None: env["TRITON_INTERPRET"] = "1"` switches the interpreter on (KG203). A `case (n, d):`
 of `match x.shape:` unpacks the shape as `n, d = x.shape` does.
+
+A kernel reached through a package that passes it on under another name (`from .kernels import tuned as fwd` in
+pkg/__init__.py, `from pkg import fwd` in ops.py) is launched where ops.py launches `fwd`, and a launcher module
+that never spells `triton` is still read for the constexprs it passes (KG108).
 """
 
 from __future__ import annotations
@@ -111,3 +115,42 @@ def test_the_environment_bound_by_any_assignment_is_the_environment(tmp_path: Pa
                                                                     expected: bool) -> None:
     found = _lint(tmp_path, {"tests/conftest.py": conftest})
     assert found == ({("tests/conftest.py", "KG203")} if expected else set())
+KERNELS = HEADER + f"""\
+@triton.autotune(configs={TWO}, key=["n"])
+@triton.jit
+def tuned(x, n, B: tl.constexpr):
+    pass
+
+
+@triton.jit
+def fixed(x, N: tl.constexpr):
+    pass
+"""
+
+
+@pytest.mark.parametrize("package, launcher", [
+    ("from .kernels import tuned, fixed\n", "from pkg import tuned, fixed\n"),
+    ("from .kernels import tuned as fwd, fixed as fwd_fixed\n", "from pkg import fwd as tuned, fwd_fixed as fixed\n"),
+    ("from .kernels import tuned as fwd, fixed as fwd_fixed\n", "from pkg import fwd as tuned\nfrom pkg import "
+     "fwd_fixed as fixed\n"),
+])
+def test_a_kernel_launched_through_a_package_that_renames_it(tmp_path: Path, package: str, launcher: str) -> None:
+    """The launcher module imports the kernels from their package, which passes them on under other names, and
+    never spells `triton`: KG201 reads its launch of the autotuned kernel (through the renaming), KG108 its launch
+    of the kernel with a constexpr."""
+    found = _lint(tmp_path, {
+        "pkg/__init__.py": package,
+        "pkg/kernels.py": KERNELS,
+        "ops.py": launcher + "\n\ndef launch(x):\n    tuned[(1,)](x, x.shape[0])\n    fixed[(1,)](x, x.shape[0])\n",
+    })
+    assert found == {("pkg/kernels.py", "KG201"), ("ops.py", "KG108")}
+
+
+def test_a_launcher_module_that_never_spells_triton_is_read_for_its_constexprs(tmp_path: Path) -> None:
+    found = _lint(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/kernels.py": KERNELS,
+        "pkg/ops.py": "from .kernels import fixed\n\n\ndef launch(x):\n    b = x.shape[0]\n    fixed[(b,)](x, b)\n",
+        "pkg/good.py": "from .kernels import fixed\n\n\ndef launch(x):\n    fixed[(1,)](x, x.shape[-1])\n",
+    })
+    assert found == {("pkg/ops.py", "KG108")}

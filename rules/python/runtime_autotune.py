@@ -7,9 +7,11 @@ Each key is judged by what the launch sites in the same module
 (`kernel[grid](...)`, `kernel.run(...)`, `torch.library.wrap_triton(kernel)[grid](...)`)
 pass for it, or where the module launches the kernel nowhere, the launch
 sites in the project's other modules that import it (`from .kernels import
-fwd_kernel` in `ops.py`; for a kernel that is a static method of a class,
-`kernels.Act.forward[grid](...)` after `from pkg import kernels`, where the
-package passes the class on), followed through the launching function's
+fwd_kernel` in `ops.py`, or `from pkg import fwd` where `pkg/__init__.py`
+passes it on as `from .kernels import fwd_kernel as fwd`; for a kernel that
+is a static method of a class, `kernels.Act.forward[grid](...)` after `from
+pkg import kernels`, where the package passes the class on), followed
+through the launching function's
 assignments and its module's own helper functions (the items of a tuple
 one returns too: `y, N, T = fwd(x)`), and in an autograd function's
 `backward` through what its `forward` saved on the context (`ctx.N = N`):
