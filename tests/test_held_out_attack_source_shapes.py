@@ -154,3 +154,19 @@ def test_a_launcher_module_that_never_spells_triton_is_read_for_its_constexprs(t
         "pkg/good.py": "from .kernels import fixed\n\n\ndef launch(x):\n    fixed[(1,)](x, x.shape[-1])\n",
     })
     assert found == {("pkg/ops.py", "KG108")}
+
+
+@pytest.mark.parametrize("rel, text, on", [
+    ("pytest.ini", "[pytest]\nenv =\n    TRITON_INTERPRET=yes\n", True),
+    ("pytest.ini", "[pytest]\nenv =\n    TRITON_INTERPRET = Y\n", True),
+    ("pyproject.toml", '[tool.pytest_env]\nTRITON_INTERPRET = "yes"\n', True),
+    ("tests/conftest.py", "import os\nos.environ['TRITON_INTERPRET'] = 'YES'\n", True),
+    ("tests/test_k.py", "def test_k(monkeypatch):\n    monkeypatch.setenv('TRITON_INTERPRET', 'y')\n", True),
+    # what Triton reads as false: a letter it does not know, and a Python value with a space it does not trim
+    ("pytest.ini", "[pytest]\nenv =\n    TRITON_INTERPRET=t\n", False),
+    ("tests/conftest.py", "import os\nos.environ['TRITON_INTERPRET'] = ' 1'\n", False),
+    ("tests/conftest.py", "import os\nos.environ['TRITON_INTERPRET'] = 'no'\n", False),
+])
+def test_the_values_triton_reads_as_true_switch_the_interpreter_on(tmp_path: Path, rel: str, text: str,
+                                                                    on: bool) -> None:
+    assert _lint(tmp_path, {rel: text}) == ({(rel, "KG203")} if on else set())
