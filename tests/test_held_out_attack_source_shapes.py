@@ -170,3 +170,26 @@ def test_a_launcher_module_that_never_spells_triton_is_read_for_its_constexprs(t
 def test_the_values_triton_reads_as_true_switch_the_interpreter_on(tmp_path: Path, rel: str, text: str,
                                                                     on: bool) -> None:
     assert _lint(tmp_path, {rel: text}) == ({(rel, "KG203")} if on else set())
+
+
+PRINTS = HEADER + "@triton.jit\ndef k(x, DEBUG: tl.constexpr = False):\n    if DEBUG:\n" \
+    "        tl.device_print('x', x)\n"
+
+
+@pytest.mark.parametrize("text, reported", [
+    # a launch of the module that passes the switch on by position ships the print
+    (PRINTS + "\n\ndef run(x):\n    k[(1,)](x, True)\n", True),
+    (PRINTS + "\n\ndef run(x):\n    k.run(x, 1, grid=(1,), warmup=False)\n", True),
+    (PRINTS + "\n\ndef run(x):\n    k[(1,)](x, False)\n", False),
+    (PRINTS + "\n\ndef run(x, *args):\n    k[(1,)](*args, True)\n", False),  # its position is not known
+    (PRINTS + "\n\ndef run(x, debug):\n    k[(1,)](x, debug)\n", False),  # the caller's own flag
+    # a function made a kernel by a call prints like a decorated one, unless it is a debug kernel
+    (HEADER + "def _k(x):\n    tl.device_print('x', x)\n\n\nk = triton.jit(_k)\n", True),
+    (HEADER + "def _k(x):\n    print('x', x)\n\n\nk = triton.jit(_k, debug=True)\n", False),
+    (HEADER + "def _k(x, DEBUG: tl.constexpr = False):\n    if DEBUG:\n        tl.device_print('x', x)\n\n\n"
+     "k = triton.jit(_k)\n\n\ndef run(x):\n    k[(1,)](x, True)\n", True),
+    (HEADER + "def host(x):\n    print('x', x)\n", False),
+])
+def test_a_print_switched_on_by_position_or_in_a_kernel_made_by_a_call(tmp_path: Path, text: str,
+                                                                       reported: bool) -> None:
+    assert _lint(tmp_path, {"k.py": text}) == ({("k.py", "KG204")} if reported else set())
