@@ -193,3 +193,21 @@ PRINTS = HEADER + "@triton.jit\ndef k(x, DEBUG: tl.constexpr = False):\n    if D
 def test_a_print_switched_on_by_position_or_in_a_kernel_made_by_a_call(tmp_path: Path, text: str,
                                                                        reported: bool) -> None:
     assert _lint(tmp_path, {"k.py": text}) == ({("k.py", "KG204")} if reported else set())
+
+
+def _spread(options: str, before: str = "") -> str:
+    return HEADER + before + f"@triton.autotune(configs={TWO}, key=['K'], {options})\n@triton.jit\n" \
+        "def k(c, K, B: tl.constexpr):\n    tl.atomic_add(c, 1.0)\n"
+
+
+@pytest.mark.parametrize("text, reported", [
+    (_spread("**KW", "KW = dict(reset_to_zero=['c'])\n"), False),
+    (_spread("**KW", "KW = {'restore_value': ['c']}\n"), False),
+    (_spread("**{'reset_to_zero': ['c']}"), False),
+    (_spread("**dict(reset_to_zero=['c'])"), False),
+    (_spread("**KW", "KW = dict(warmup=5)\n"), True),  # the spread resets nothing
+    (_spread("**KW", "KW = {'reset_to_zero': ['other']}\n"), True),
+    (_spread("**options()", "def options():\n    return {}\n\n\n"), False),  # cannot be read: trusted
+])
+def test_the_options_a_decorator_spreads_are_read(tmp_path: Path, text: str, reported: bool) -> None:
+    assert _lint(tmp_path, {"k.py": text}) == ({("k.py", "KG202")} if reported else set())
