@@ -211,3 +211,19 @@ def _spread(options: str, before: str = "") -> str:
 ])
 def test_the_options_a_decorator_spreads_are_read(tmp_path: Path, text: str, reported: bool) -> None:
     assert _lint(tmp_path, {"k.py": text}) == ({("k.py", "KG202")} if reported else set())
+
+
+@pytest.mark.parametrize("launcher, expected", [
+    ("def launch(x):\n    s = x.shape\n    tuned[(1,)](x, s[0])\n    fixed[(1,)](x, s[0])\n",
+     {("k.py", "KG201"), ("k.py", "KG108")}),
+    ("def launch(x):\n    s = tuple(x.size())\n    tuned[(1,)](x, s[0])\n    fixed[(1,)](x, N=s[0])\n",
+     {("k.py", "KG201"), ("k.py", "KG108")}),
+    ("def launch(x):\n    tuned[(1,)](x, list(x.shape)[0])\n", {("k.py", "KG201")}),
+    # the last dimension, a weight's shape, and a name bound twice are no token count
+    ("def launch(x):\n    s = x.shape\n    tuned[(1,)](x, s[-1])\n    fixed[(1,)](x, s[-1])\n", set()),
+    ("def launch(x, weight):\n    s = weight.shape\n    tuned[(1,)](x, s[0])\n", set()),
+    ("def launch(x, w):\n    s = x.shape\n    s = w.shape\n    tuned[(1,)](x, s[0])\n", set()),
+])
+def test_a_shape_bound_to_a_name_and_indexed_later(tmp_path: Path, launcher: str,
+                                                   expected: set[tuple[str, str]]) -> None:
+    assert _lint(tmp_path, {"k.py": KERNELS + "\n\n" + launcher}) == expected
