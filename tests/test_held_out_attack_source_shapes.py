@@ -227,3 +227,27 @@ def test_the_options_a_decorator_spreads_are_read(tmp_path: Path, text: str, rep
 def test_a_shape_bound_to_a_name_and_indexed_later(tmp_path: Path, launcher: str,
                                                    expected: set[tuple[str, str]]) -> None:
     assert _lint(tmp_path, {"k.py": KERNELS + "\n\n" + launcher}) == expected
+
+
+ONE = "triton.Config({'B': 64})"
+
+
+def _one_config(before: str = "", after: str = "") -> str:
+    return HEADER + before + "@triton.autotune(configs=CONFIGS, key=['n_tokens'])\n@triton.jit\n" \
+        "def k(c, n_tokens, B: tl.constexpr):\n    tl.atomic_add(c, 1.0)\n\n\n" + after
+
+
+@pytest.mark.parametrize("text, benchmarks", [
+    (_one_config(f"CONFIGS = [{ONE}]\n"), False),
+    # the list changed in a definition the rules' reduced parse leaves out
+    (_one_config(f"CONFIGS = [{ONE}]\n\n\ndef register(extra):\n    CONFIGS.extend(extra)\n\n\n"), True),
+    (_one_config(f"CONFIGS = [{ONE}]\n\n\ndef more():\n    global CONFIGS\n    CONFIGS = CONFIGS * 4\n\n\n"), True),
+    # given to a call that may change it
+    (_one_config(f"CONFIGS = [{ONE}]\nadd_defaults(CONFIGS)\n"), True),
+    # the autotuner's own list replaced or extended after it is made
+    (_one_config(f"CONFIGS = [{ONE}]\n", f"k.configs = [{ONE}, triton.Config({{'B': 128}})]\n"), True),
+    (_one_config(f"CONFIGS = [{ONE}]\n", f"def tune_more():\n    k.configs.append({ONE})\n"), True),
+])
+def test_a_single_config_list_the_module_changes_later_may_benchmark(tmp_path: Path, text: str,
+                                                                     benchmarks: bool) -> None:
+    assert _lint(tmp_path, {"k.py": text}) == ({("k.py", "KG201"), ("k.py", "KG202")} if benchmarks else set())

@@ -103,8 +103,9 @@ which does) fixes that constexpr under every config: an atomic its `if`
 never reaches is not reported.
 
 An autotuner given exactly one config (a list literal of one
-`triton.Config`, a module constant holding one that nothing changes, or a
-module function called without arguments that hands back one) is never
+`triton.Config`, a module constant holding one that nothing changes or
+gives to a call, or a module function called without arguments that hands
+back one, in a module that never reaches an autotuner's `.configs`) is never
 reported: Triton runs a single config as it is, without benchmarking, so
 no run finds what another left.
 

@@ -115,7 +115,10 @@ list literal of one `triton.Config`, a module constant holding one that the
 module never changes, or a module function called without arguments whose
 every `return` hands back one) runs it as it is, never looking the key up
 or benchmarking, so its key is not reported. Anything that may hold more
-(`+`, a comprehension, a starred element, a builder given arguments) is.
+(`+`, a comprehension, a starred element, a builder given arguments) is,
+and so is a constant the module gives to a call (`add_defaults(CONFIGS)`)
+or changes in any of its functions, and any list of a module that reaches
+an autotuner's `.configs` (`kernel.configs = get_configs()` replaces it).
 Triton reached through the project's own module (`from pkg.triton_utils
 import tl, triton`, `from .utils import autotune, jit`, `@tu.triton.jit`
 after `import pkg.triton_utils as tu`) is Triton, as if imported directly.
