@@ -5,6 +5,7 @@ constexprs a `@triton.heuristics` fixes, and which configs reach a call under th
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -190,12 +191,15 @@ def single_config(expr: ast.expr | None, module: py.ParsedModule, depth: int = 0
     as it is, without benchmarking it or looking a key up; anything kgate cannot read counts as several."""
     if expr is None or depth > DEPTH:
         return False
+    if depth == 0 and _retuned(module):
+        return False  # `kernel.configs = ...` or `kernel.configs.append(...)`: the autotuner's list changed later
     if isinstance(expr, (ast.List, ast.Tuple)):
         return (len(expr.elts) == 1 and isinstance(expr.elts[0], ast.Call)
                 and _config_call(expr.elts[0].func, module.imports))
     if isinstance(expr, ast.Name):
         value = module.constants.get(expr.id)
-        return value is not None and not _changed(expr.id, module.tree) and single_config(value, module, depth + 1)
+        return value is not None and not _changed(expr.id, module.tree) and not _unseen_uses(expr.id, module) \
+            and single_config(value, module, depth + 1)
     if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and not expr.args and not expr.keywords:
         builder = module.definition(expr.func.id)
         if builder is None or any(isinstance(node, (ast.Yield, ast.YieldFrom)) for node in ast.walk(builder)):
@@ -224,6 +228,33 @@ def _config_call(func: ast.expr, imports: dict[str, str]) -> bool:
         return name in _CONFIG
     written = py.dotted(func) or ""
     return written == "Config" or written.endswith(".Config")
+
+
+def _retuned(module: py.ParsedModule) -> bool:
+    """Whether the module reaches an autotuner's `.configs` (`kernel.configs = get_configs()`), read in its whole
+    text where the tree holds only some of its definitions."""
+    if not module.whole and module.origin is not None:
+        return b".configs" in module.origin.data
+    return any(isinstance(node, ast.Attribute) and node.attr == "configs" for node in ast.walk(module.tree))
+
+
+def _unseen_uses(name: str, module: py.ParsedModule) -> bool:
+    """Whether the module's text spells `name` more often than its tree holds it (a reduced parse left out a
+    definition that uses it, and may change it), or the module gives it to a call other than the autotuner's,
+    which may change it (`add_defaults(CONFIGS)`)."""
+    for node in ast.walk(module.tree):
+        if isinstance(node, ast.Call) and (py.dotted(node.func) or "").rsplit(".", 1)[-1] not in _READERS and any(
+                isinstance(arg, ast.Name) and arg.id == name
+                for arg in [*node.args, *(k.value for k in node.keywords)]):
+            return True
+    if module.whole or module.origin is None:
+        return False
+    held = sum(1 for node in ast.walk(module.tree) if isinstance(node, ast.Name) and node.id == name)
+    spelled = len(re.findall(rb"(?<![\w.])" + re.escape(name.encode()) + rb"(?!\w)", module.origin.data))
+    return spelled > held
+
+
+_READERS = frozenset({"autotune", "Config", "len", "list", "tuple"})  # calls that read a list and leave it as it is
 
 
 def _changed(name: str, tree: ast.Module) -> bool:

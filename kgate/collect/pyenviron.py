@@ -19,11 +19,18 @@ Setting = tuple[ast.AST, "ast.expr | None"]
 
 
 def environ_names(tree: ast.Module, imports: dict[str, str]) -> set[str]:
-    """Names bound to os.environ itself (not a copy): `env = os.environ`."""
+    """Names bound to os.environ itself (not a copy): `env = os.environ`, `env: dict = os.environ`, `(env :=
+    os.environ)`."""
     out: set[str] = set()
     for stmt in py.statements(tree):
         if isinstance(stmt, ast.Assign) and py.qualified(stmt.value, imports) == "os.environ":
             out.update(t.id for t in stmt.targets if isinstance(t, ast.Name))
+        elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None and isinstance(stmt.target, ast.Name) \
+                and py.qualified(stmt.value, imports) == "os.environ":
+            out.add(stmt.target.id)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.NamedExpr) and py.qualified(node.value, imports) == "os.environ":
+            out.add(node.target.id)
     return out
 
 

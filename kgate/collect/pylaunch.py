@@ -214,6 +214,8 @@ class Launches(Batches):
         if depth > _DEPTH:
             return Verdict(UNKNOWN)
         depth += 1
+        while isinstance(expr, ast.NamedExpr):  # `(n := x.shape[0])` is its value (the binding: kgate.collect.pyscopes)
+            expr = expr.value
         if isinstance(expr, ast.Constant):
             return NOTHING
         if isinstance(expr, (ast.Compare, ast.BoolOp)) or (isinstance(expr, ast.UnaryOp)
@@ -424,6 +426,10 @@ class Launches(Batches):
         if isinstance(expr.value, ast.Name) and isinstance(self.info.constants.get(expr.value.id),
                                                            (ast.Dict, ast.List, ast.Tuple)):
             return NOTHING  # an entry of a constant table
+        held = _bound_shape(expr.value, scope)
+        if held is not None:  # `s = x.shape` (or `tuple(x.shape)`), then `s[0]`: an item of the shape
+            return self._subscript(ast.copy_location(ast.Subscript(value=held, slice=expr.slice, ctx=ast.Load()),
+                                                     expr), scope, depth, seen)
         return Verdict(UNKNOWN)
 
     def _attribute(self, expr: ast.Attribute, scope: Scope, depth: int, seen: set[tuple[int, str]]) -> Verdict:
@@ -561,6 +567,25 @@ class Launches(Batches):
             return Verdict(UNKNOWN)
         verdict = worst([self.value(v, inner, depth, seen) for v in values if v is not None])
         return Verdict(verdict.cls, Why(call) if verdict.cls != UNKNOWN else "")
+
+
+def _bound_shape(name: ast.expr, scope: Scope) -> ast.expr | None:
+    """The shape a name holds where the nearest scope that binds it binds it once, to a whole shape (`s =
+    x.shape`, `s = tuple(x.size())`); None otherwise."""
+    if not isinstance(name, ast.Name):
+        return None
+    here: Scope | None = scope
+    while here is not None:
+        bindings = here.env.get(name.id)
+        if bindings is not None:
+            if len(bindings) != 1:
+                return None
+            value, position, _count = bindings[0]
+            return value if value is not None and position is None and shape_of(value) is not None else None
+        if name.id in here.params:
+            return None
+        here = here.parent
+    return None
 
 
 def returned_item(value: ast.expr | None, place: int, count: int) -> ast.expr | None:

@@ -46,7 +46,7 @@ class Modules:
         self.asked = 0  # questions answered: a file's verdict that asked one read beyond the file
         self._imports: dict[str, list[list[Any]]] = {}  # path -> [statement's text, what it binds (None: unread)]
         self._digests: dict[str, str] = {}  # path -> the digest of its import statements
-        self._bound: dict[tuple[str, str, str], tuple[list[str], depends.Reads]] = {}
+        self._bound: dict[tuple[str, ...], tuple[list[str], depends.Reads]] = {}
         self._importing: dict[tuple[str, str], tuple[list[tuple[str, list[str]]], depends.Reads]] = {}
 
     def reading(self, key: tuple[object, ...], build: Callable[[], Any]) -> Any:
@@ -123,10 +123,12 @@ class Modules:
         except UnreadableSource:
             return None
 
-    def bindings_of(self, path: str, wanted: tuple[str, str]) -> list[str]:
+    def bindings_of(self, path: str, wanted: tuple[str, str], word: str = "") -> list[str]:
         """The names the module at `path` binds to the definition `wanted` (file, name) by its imports, under any
-        alias: at its top level, or inside a function (a launcher is often imported where it is called)."""
-        key = (path, *wanted)
+        alias: at its top level, or inside a function (a launcher is often imported where it is called); with
+        `word`, those it imports by that name (one a package passes the definition on under: `from pkg import
+        fwd` where pkg/__init__.py says `from .kernels import fwd_kernel as fwd`)."""
+        key = (path, *wanted, word) if word else (path, *wanted)
         held = self._bound.get(key)
         if held is None:
             with depends.collecting() as reads:
@@ -137,7 +139,7 @@ class Modules:
                     found = {}
                 else:
                     depends.note(depends.STATEMENTS + path, state, self._statements_digest(source))
-                    found = self.imported(source, {wanted[1]}, by_import=True)
+                    found = self.imported(source, {word or wanted[1]}, by_import=True)
             held = self._bound[key] = ([local for local, where in found.items() if where == wanted], reads)
         else:
             depends.replay(held[1])
@@ -207,6 +209,7 @@ class Modules:
                 found = [(other, local) for other in self.importers(name) if other != path
                          and not checks_kernels(os.path.relpath(other, self.root))
                          if (local := self.bindings_of(other, (path, name)))]
+                found.extend(self._renamed(path, name, found))
             held = self._importing[key] = (found, reads)
         else:
             self.asked += 1
@@ -268,6 +271,31 @@ class Modules:
             if local:
                 out.append((other, local))
         return out
+
+
+    def _renamed(self, path: str, name: str, found: list[tuple[str, list[str]]]) -> list[tuple[str, list[str]]]:
+        """The modules that import the definition under a name a module of `found` passes it on as (a package's
+        `from .kernels import fwd_kernel as fwd`, then `from pkg import fwd`), and so on up to `_RENAMES` such
+        steps: `importers(name)` does not list them, as their import statements never spell `name`."""
+        out: list[tuple[str, list[str]]] = []
+        seen = {path, *(other for other, _local in found)}
+        frontier = [(other, alias) for other, local in found for alias in local if alias != name]
+        for _ in range(_RENAMES):
+            step = []
+            for _other, alias in frontier:
+                for importer in self.importers(alias):
+                    if importer in seen or checks_kernels(os.path.relpath(importer, self.root)):
+                        continue
+                    local = self.bindings_of(importer, (path, name), alias)
+                    if local:
+                        seen.add(importer)
+                        out.append((importer, local))
+                        step.extend((importer, bound) for bound in local if bound != alias)
+            frontier = step
+        return out
+
+
+_RENAMES = 3  # packages passing a definition on under a new name, followed from one to the next
 
 
 def read_ahead(path: str, rel: str, ctx: Any) -> Modules:

@@ -136,6 +136,10 @@ def unpacked(tensor: ast.expr, scope: Scope) -> list[str | None] | None:
     return None
 
 def _assignments(stmt: ast.stmt) -> Iterator[tuple[ast.expr, ast.expr | None]]:
+    yield from _named(stmt)
+    if isinstance(stmt, ast.Match):
+        for case in stmt.cases:
+            yield from _captured(case.pattern, stmt.subject)
     if isinstance(stmt, ast.Assign):
         for target in stmt.targets:
             yield target, stmt.value
@@ -147,6 +151,45 @@ def _assignments(stmt: ast.stmt) -> Iterator[tuple[ast.expr, ast.expr | None]]:
         for item in stmt.items:
             if item.optional_vars is not None:
                 yield item.optional_vars, None
+
+_BODIES = frozenset({"body", "orelse", "handlers", "finalbody", "cases"})
+
+
+def _named(stmt: ast.stmt) -> Iterator[tuple[ast.expr, ast.expr]]:
+    """The assignment expressions (`(n := x.shape[0])`) of a statement's own expressions, which bind in the
+    enclosing function as an assignment does: not those of its nested statements (read as statements of their
+    own) nor of a lambda's body (its own scope)."""
+    stack: list[ast.AST] = [value for name, value in ast.iter_fields(stmt) if name not in _BODIES
+                            for value in (value if isinstance(value, list) else [value]) if isinstance(value, ast.AST)]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.stmt, ast.Lambda)):
+            continue
+        if isinstance(node, ast.NamedExpr):
+            yield node.target, node.value
+        stack.extend(ast.iter_child_nodes(node))
+
+
+def _captured(pattern: ast.pattern, subject: ast.expr) -> Iterator[tuple[ast.expr, ast.expr | None]]:
+    """What a `case` pattern binds from the match's subject, read as an assignment: `case n:` or `case _ as n`
+    binds the subject, `case (n, d):` unpacks it as `n, d = subject` does (a name of any other pattern is bound
+    to a value kgate does not read)."""
+    if isinstance(pattern, ast.MatchAs) and pattern.name is not None and pattern.pattern is None:
+        yield ast.Name(id=pattern.name, ctx=ast.Store()), subject
+    elif isinstance(pattern, ast.MatchSequence) and all(
+            isinstance(p, ast.MatchStar) or isinstance(p, ast.MatchAs) and p.pattern is None for p in pattern.patterns):
+        names: list[ast.expr] = []
+        for p in pattern.patterns:
+            name = p.name if isinstance(p, (ast.MatchStar, ast.MatchAs)) else None
+            target: ast.expr = ast.Name(id=name or "_", ctx=ast.Store())
+            names.append(ast.Starred(value=target, ctx=ast.Store()) if isinstance(p, ast.MatchStar) else target)
+        yield ast.Tuple(elts=names, ctx=ast.Store()), subject
+    else:
+        for node in ast.walk(pattern):
+            name = getattr(node, "name", None)
+            if isinstance(node, (ast.MatchAs, ast.MatchStar)) and name is not None:
+                yield ast.Name(id=name, ctx=ast.Store()), None
+
 
 def _bind(env: dict[str, list[tuple[ast.expr | None, int | None, int]]], target: ast.expr,
           value: ast.expr | None) -> None:

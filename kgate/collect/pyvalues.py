@@ -112,8 +112,12 @@ class Names:
         return Names.of(self, name)
 
 def shape_of(expr: ast.expr) -> tuple[ast.expr, bool, bool] | None:
-    """A tensor's shape (`x.shape`, `x.size()`, `ctx.input_shape`, or a slice of one): (the tensor, whether its
-    first item is the tensor's first dimension, whether its last is the last)."""
+    """A tensor's shape (`x.shape`, `x.size()`, `ctx.input_shape`, a slice of one, or one copied into a tuple or
+    a list: `tuple(x.shape)`): (the tensor, whether its first item is the tensor's first dimension, whether its
+    last is the last)."""
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id in ("tuple", "list") \
+            and len(expr.args) == 1 and not expr.keywords:
+        return shape_of(expr.args[0])
     if isinstance(expr, ast.Attribute) and (expr.attr == "shape" or expr.attr.endswith("_shape")):
         return expr.value, True, True
     if (isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr == "size"

@@ -230,9 +230,11 @@ Judged = Callable[[str, int, str], bool]
 
 
 def apply(findings: Iterable[Finding], directives: Mapping[str, Sequence[Directive]], selection: Selection,
-          judged: Judged) -> Suppressed:
+          judged: Judged, *, meta: bool = True) -> Suppressed:
     """Active findings after the directives; `judged(path, line, code)` (line 0: anywhere in the file)
-    says whether this run examined that code there, which is what makes an unused directive a finding."""
+    says whether this run examined that code there, which is what makes an unused directive a finding. With
+    `meta` (the run that judges the comments themselves), a directive's KG002 or KG003 that silenced none of the
+    findings about the comments is unused too."""
     used: set[tuple[str, int, str]] = set()
     active, suppressed = [], 0
     for finding in findings:
@@ -242,17 +244,57 @@ def apply(findings: Iterable[Finding], directives: Mapping[str, Sequence[Directi
         else:
             used.add((finding.path, hit.line, finding.code))
             suppressed += 1
-    meta = []
+    about = []
     for path, items in sorted(directives.items()):
         for directive in items:
-            meta.extend(_meta(path, directive, used, judged, selection))
-    for finding in meta:
+            about.extend(_meta(path, directive, used, judged, selection))
+    for finding in about:
         hit = _match(finding, directives.get(finding.path, ()))
         if hit is None:
             active.append(finding)
         else:
+            used.add((finding.path, hit.line, finding.code))
             suppressed += 1
+    if meta:
+        for path, items in sorted(directives.items()):
+            found, silenced = _unused_meta(path, items, used, selection)
+            active.extend(found)
+            suppressed += silenced
     return Suppressed(sort_findings(active), suppressed)
+
+
+def _unused_meta(path: str, directives: Sequence[Directive], used: set[tuple[str, int, str]],
+                 selection: Selection) -> tuple[list[Finding], int]:
+    """KG002 for each KG002 or KG003 a file's directives name that silenced nothing, and how many of those another
+    directive silenced. The comment rules judge every directive of every file the run reads, so a pin of theirs
+    that nothing was reported under is stale (and would silence the next stale or broken comment on its line).
+    Such a finding is never matched against the directive it is about (it would silence itself); another
+    directive naming KG002 may silence it, which makes that one's KG002 used in turn."""
+    if not selection.keep(_probe(path, UNUSED)):
+        return [], 0
+    pending: list[tuple[Directive, str, Finding]] = []
+    for directive in directives:
+        if directive.misplaced:
+            continue
+        for code in directive.codes:
+            if code in (UNUSED, INVALID) and (path, directive.line, code) not in used \
+                    and selection.keep(_probe(path, code)):
+                for report in registry.load(UNUSED).check((directive, code), None):
+                    pending.append((directive, code, meta_finding(UNUSED, report, path, selection, directive)))
+    silenced = 0
+    changed = True
+    while changed:  # a silenced finding makes the silencing directive's KG002 used: settle until nothing moves
+        changed = False
+        for entry in list(pending):
+            directive, code, finding = entry
+            hit = _match(finding, [d for d in directives if d is not directive])
+            if (path, directive.line, code) in used or hit is not None:
+                pending.remove(entry)
+                changed = True
+                if hit is not None:
+                    used.add((path, hit.line, UNUSED))
+                    silenced += 1
+    return [finding for _directive, _code, finding in pending], silenced
 
 
 def _match(finding: Finding, directives: Sequence[Directive]) -> Directive | None:
@@ -326,4 +368,4 @@ def for_compiled(findings: list[Finding], root: Path, kernel_lines: Mapping[str,
         return complete and code in compiled and selection.active(code) and not selection.ignored_for(path, code) \
             and (line in lines if line else bool(lines))
 
-    return apply(findings, directives, selection, judged)
+    return apply(findings, directives, selection, judged, meta=False)

@@ -178,9 +178,18 @@ def load(path: Path, display: str | None = None) -> Baseline:
     return parse(raw, where)
 
 
+# What to do about a baseline kgate cannot read: `kgate baseline update` reads the file first, so it cannot be the
+# remedy of its own error.
+RECOVER = ("fix it by hand, restore it from version control, or delete it and run `kgate baseline update "
+           "--accept-new` to pin today's findings again")
+
+
 def parse(raw: bytes, where: str) -> Baseline:
-    data, text = toml_document(raw, where, BaselineError, "not valid UTF-8 (re-generate it with `kgate baseline update`)")
-    return _from_data(data, text, where)
+    try:
+        data, text = toml_document(raw, where, BaselineError, "not valid UTF-8")
+        return _from_data(data, text, where)
+    except BaselineError as exc:
+        raise BaselineError(f"{exc.message} ({RECOVER})", path=exc.path, line=exc.line) from None
 
 
 def _line_of(text: str, needle: str) -> int | None:
@@ -195,6 +204,8 @@ def _from_data(data: dict[str, Any], text: str, where: str) -> Baseline:
         return BaselineError(message, path=where, line=_line_of(text, needle))
 
     version = data.get("version")
+    if "version" not in data:
+        raise fail(f"no `version = {FORMAT_VERSION}` line: not a baseline kgate wrote", "version")
     if isinstance(version, bool) or not isinstance(version, int) or version not in (1, FORMAT_VERSION):
         raise fail(f"unsupported baseline version {version!r} (this kgate writes {FORMAT_VERSION})", "version")
     if version == 1:

@@ -233,8 +233,10 @@ RULE = Rule(
         "ignore": Option([], "constexpr names never reported", list, items=str),
     },
     files=("*.py",),
-    prefilter=(b"constexpr", b"]("),  # a kernel's parameters, or a launch (of a kernel another module defines)
-    requires=(py.TRITON_MARKERS,),  # it reads only modules that reach Triton
+    # a kernel's parameters, or a launch (of a kernel another module defines). Nothing is required of a module
+    # beyond that: one that launches a kernel it imports need not spell `triton` (`from .kernels import fwd`, then
+    # `fwd[(B,)](x, B)`); its own kernels are read only where it reaches Triton (`source_check`).
+    prefilter=(b"constexpr", b"]("),
     source_check=source_check,
     read_ahead=read_ahead,
     reads=frozenset({Artifact.CAPTURE, Artifact.SOURCE}),

@@ -22,6 +22,13 @@ other command (`kgate check` codes under `kgate lint` and the reverse), or
 point at kernels outside a partial `kgate check --kernel/--target/--shard`
 are never reported as unused.
 
+The comment rules' own codes are judged too, by `kgate lint`, which reads
+every directive of every file it lints: `ignore[KG002]` or `ignore[KG003]`
+where no unused or invalid code of a comment was reported is unused (it
+would silence the next stale or broken comment on its line). Such a finding
+is never silenced by the comment it is about; another comment naming KG002
+(an `ignore-file[KG002]`) may silence it.
+
 ## Fix
 Safe: `kgate lint --fix` removes the unused code from the comment, or the
 whole `kgate: ignore` comment when it named nothing else (another comment

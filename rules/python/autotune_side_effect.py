@@ -103,8 +103,9 @@ which does) fixes that constexpr under every config: an atomic its `if`
 never reaches is not reported.
 
 An autotuner given exactly one config (a list literal of one
-`triton.Config`, a module constant holding one that nothing changes, or a
-module function called without arguments that hands back one) is never
+`triton.Config`, a module constant holding one that nothing changes or
+gives to a call, or a module function called without arguments that hands
+back one, in a module that never reaches an autotuner's `.configs`) is never
 reported: Triton runs a single config as it is, without benchmarking, so
 no run finds what another left.
 
@@ -146,7 +147,10 @@ A wrapper of another module is read only when its name says it tunes
 bwd_persistent if persistent else bwd`: both are judged) or be imported
 from another module of the project (`triton.autotune(...)(kernels.bwd)`):
 then the finding is at the application, and names the atomic in the
-kernel's file. `reset_to_zero`, `restore_value`, `pre_hook`, `configs` and
+kernel's file. Options spread into a decorator (`**KW`) are read where
+they are a dict literal or `dict(...)`, directly or through a module
+constant; any other spread may reset anything and is trusted.
+`reset_to_zero`, `restore_value`, `pre_hook`, `configs` and
 `prune_configs_by` are read from the call as from a decorator; a value
 written in another module (a wrapper's own `pre_hook`) is trusted.
 
@@ -220,6 +224,11 @@ def check(source: SourceFile, ctx: SourceContext) -> Iterable[Report]:
             continue
         arguments = {name: pyautotune.Bound(expr, None, info) for position, name in enumerate(_READ)
                      if (expr := py.argument(decorator, name, position)) is not None}
+        spread = _spread(decorator, info.constants)
+        if spread is None:
+            continue  # `**options` kgate cannot read may reset anything: trusted, as a list it cannot read is
+        for name, expr in spread.items():
+            arguments.setdefault(name, pyautotune.Bound(expr, None, info))
         yield from _check_kernel(source, module, fn, arguments, reported.setdefault(fn.name, set()))
     if _applied_otherwise(source):
         whole = info if info.whole else py.ParsedModule(source.tree, origin=source)
@@ -273,6 +282,28 @@ _READ = ("configs", "key", "prune_configs_by", "reset_to_zero", "restore_value",
 # anything named *tune* (`triton.autotune(...)(k)`, `get_autotune_kernel(k, ...)`, an alias `tune(...)`).
 _TUNE_CALL = re.compile(rb"tune\w*[ \t]*\(")
 _NOT_A_CALL = re.compile(rb"[ \t]*(?:@|#|from |import )")
+
+
+def _spread(call: ast.Call, constants: dict[str, ast.expr]) -> dict[str, ast.expr] | None:
+    """The arguments the rule reads that a decorator's `**options` gives (`**KW` with `KW = dict(reset_to_zero=
+    [...])` or a dict literal, directly or through a module constant); None where a spread cannot be read."""
+    out: dict[str, ast.expr] = {}
+    for keyword in call.keywords:
+        if keyword.arg is not None:
+            continue
+        value = keyword.value
+        if isinstance(value, ast.Name) and value.id in constants:
+            value = constants[value.id]
+        if isinstance(value, ast.Dict) and all(isinstance(k, ast.Constant) and isinstance(k.value, str)
+                                               for k in value.keys):
+            out.update((k.value, v) for k, v in zip(value.keys, value.values)  # type: ignore[union-attr]
+                       if k.value in _READ)  # type: ignore[union-attr]
+        elif isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "dict" \
+                and not value.args and all(k.arg is not None for k in value.keywords):
+            out.update((k.arg, k.value) for k in value.keywords if k.arg in _READ)  # type: ignore[misc]
+        else:
+            return None
+    return out
 
 
 def _applied_otherwise(source: SourceFile) -> bool:

@@ -1,5 +1,6 @@
 """## What it does
-Flags a device print left in a `@triton.jit` or `@gluon.jit` function: a
+Flags a device print left in a `@triton.jit` or `@gluon.jit` function (or
+one made a kernel by a call, `kernel = triton.jit(_kernel)`): a
 call to `tl.device_print` (however `triton.language` is imported) or
 Gluon's `gl.device_print`, or to Python's `print`, which Triton and Gluon
 compile into the same device print.
@@ -54,9 +55,10 @@ the function whose default is a literal, read at that default, alone or
 in `not`, `and` and `or` (`if DEBUG and pid == 0:` with `DEBUG:
 tl.constexpr = False`): a debug switch left off. The default is read
 only where no keyword or assignment of the module sets that name to a
-literal of the other truth (`DEBUG=True` in a launch, `{"DEBUG": True}`
-spread into one, or a module constant `DEBUG = True`, turn the switch on
-and the print is reported);
+literal of the other truth, nor a launch of the kernel in the module
+passes one at its position (`DEBUG=True` in a launch, `{"DEBUG": True}`
+spread into one, `kernel[grid](x, True)`, or a module constant `DEBUG =
+True`, turn the switch on and the print is reported);
 a caller that passes its own flag (`DEBUG=args.debug`) is debugging,
 not a launch that ships. A switch without a default is reported, as is
 any other run-time or constexpr condition; a print a caller in another
@@ -116,10 +118,13 @@ def _folded(test: ast.expr, switches: dict[str, object]) -> object:
     return _UNKNOWN
 
 
-def _switches(fn: py.Function, imports: dict[str, str], source: SourceFile) -> dict[str, object]:
+def _switches(fn: py.Function, imports: dict[str, str], source: SourceFile,
+              launches: list[ast.Call]) -> dict[str, object]:
     """The function's constexpr parameters with a literal default that no keyword of the module sets to a literal
-    of the other truth (`DEBUG: tl.constexpr = False`, and no `DEBUG=True` in the module), with that default."""
+    of the other truth (`DEBUG: tl.constexpr = False`, and no `DEBUG=True` in the module), nor a launch of it in
+    the module (`launches`) by position (`kernel[grid](x, True)`), with that default."""
     defaults = py.defaults(fn)
+    positional = [a.arg for a in [*fn.args.posonlyargs, *fn.args.args]]
     out: dict[str, object] = {}
     for arg in py.parameters(fn):
         default = defaults.get(arg.arg)
@@ -127,8 +132,57 @@ def _switches(fn: py.Function, imports: dict[str, str], source: SourceFile) -> d
             continue
         name = re.escape(arg.arg)  # `DEBUG=True`, `DEBUG = True`, or a dict's `"DEBUG": True` spread into a launch
         setting = re.compile(rf"(?:\b{name}\s*=(?!=)|[\"']{name}[\"']\s*:)\s*([^,)}}\s#;]*)")
-        if not any(_turns(m.group(1), bool(default.value)) for m in setting.finditer(source.text)):
-            out[arg.arg] = default.value
+        if any(_turns(m.group(1), bool(default.value)) for m in setting.finditer(source.text)):
+            continue
+        at = positional.index(arg.arg) if arg.arg in positional else None
+        if at is not None and any(_turns_by_position(call, at, bool(default.value)) for call in launches):
+            continue
+        out[arg.arg] = default.value
+    return out
+
+
+def _turns_by_position(call: ast.Call, at: int, default: bool) -> bool:
+    """Whether a launch passes a literal of the other truth than the default's at position `at`."""
+    for i, arg in enumerate(call.args):
+        if isinstance(arg, ast.Starred):
+            return False  # the positions after it are not known
+        if i == at:
+            return isinstance(arg, ast.Constant) and bool(arg.value) != default
+    return False
+
+
+def _launches(tree: ast.Module, names: set[str]) -> dict[str, list[ast.Call]]:
+    """The launches in the module of each kernel, by the names it is launched under (`kernel[grid](...)`,
+    `kernel.run(...)`): `names` maps to itself, and a name bound to `triton.jit(kernel)` to the kernel."""
+    out: dict[str, list[ast.Call]] = {}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if isinstance(func, ast.Subscript) and isinstance(func.value, ast.Name):
+            launched = func.value.id
+        elif isinstance(func, ast.Attribute) and func.attr == "run" and isinstance(func.value, ast.Name):
+            launched = func.value.id
+        else:
+            continue
+        if launched in names:
+            out.setdefault(launched, []).append(node)
+    return out
+
+
+def _applied_jit(tree: ast.Module, imports: dict[str, str]) -> dict[str, tuple[str, str, ast.Call]]:
+    """Functions made kernels by a call rather than a decorator (`k = triton.jit(_k)`, `gluon.jit(_k)`): the
+    function's name -> (the name the result is bound to, "triton" or "gluon", the call)."""
+    out: dict[str, tuple[str, str, ast.Call]] = {}
+    for stmt in py.statements(tree):
+        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
+            continue
+        call = stmt.value
+        if not (isinstance(call, ast.Call) and call.args and isinstance(call.args[0], ast.Name)):
+            continue
+        kind = py.jit_kind(py.qualified(call.func, imports))
+        if kind is not None:
+            out.setdefault(call.args[0].id, (stmt.targets[0].id, kind, call))
     return out
 
 
@@ -161,15 +215,28 @@ def check(source: SourceFile, ctx: SourceContext) -> Iterable[Report]:
     if not info.uses_triton():
         return
     imports = info.imports
+    applied = _applied_jit(info.tree, imports)
+    launches: dict[str, list[ast.Call]] | None = None
     for fn in info.functions:
-        if not _gated_jit(fn, imports):
+        by_call = applied.get(fn.name) if not py.is_kernel(fn, imports) else None
+        if by_call is not None:
+            debug = py.argument(by_call[2], "debug")
+            if isinstance(debug, ast.Constant) and debug.value is True:
+                continue
+            language = by_call[1]
+        elif _gated_jit(fn, imports):
+            language = py.kernel_language(fn, imports)
+        else:
             continue
-        prefix = "gl" if py.kernel_language(fn, imports) == "gluon" else "tl"
+        prefix = "gl" if language == "gluon" else "tl"
         prints = [(stmt, node, what) for stmt in py.statements(fn) for node in py.expressions(stmt)
                   if (what := _print(node, imports, prefix)) is not None]
         if not prints:
             continue
-        dead = _never_compiled(fn, _switches(fn, imports, source))
+        if launches is None:
+            launches = _launches(info.tree, {fn.name for fn in info.functions} | {a[0] for a in applied.values()})
+        names = {fn.name, by_call[0]} if by_call is not None else {fn.name}
+        dead = _never_compiled(fn, _switches(fn, imports, source, [c for n in names for c in launches.get(n, [])]))
         for stmt, node, what in prints:
             if stmt in dead:
                 continue

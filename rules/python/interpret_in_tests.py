@@ -46,7 +46,11 @@ subprocess.run([sys.executable, "-m", "pytest", "tests/interp"],
 or set it on the command line of a separate CI job
 (`TRITON_INTERPRET=1 pytest tests/interp`). Dictionaries built for a child
 process's `env=` are not reported, nor are values that switch the
-interpreter off (`"0"`, `"false"`, `"off"`, or removing the variable).
+interpreter off (`"0"`, `"false"`, `"off"`, or removing the variable). What
+switches it on is what Triton's boolean reader takes for true: `1`, `true`,
+`on`, `yes` or `y`, in any case (Triton 3.9 reads `" 1"` with its space as
+false, as a value written in Python reaches it; a configuration file's
+value is trimmed by its reader).
 
 ## Fix
 Unsafe (`kgate lint --fix --unsafe-fixes`): removes the setting. In Python,
@@ -80,8 +84,9 @@ from kgate.support.comments.config import toml_lines
 from kgate.support.patterns import lazy
 
 VARIABLE = "TRITON_INTERPRET"
-# Values Triton's boolean environment parser reads as true.
-_TRUE = frozenset({"1", "true", "on"})
+# Values Triton's boolean environment reader (`getenv_bool`, in libtriton) takes for true, in any case and not
+# trimmed: measured with Triton 3.9 ("yes" and "y" too; " 1" and "t" are false).
+_TRUE = frozenset({"1", "true", "on", "yes", "y"})
 _PYTHON_FILES = ("test_*.py", "*_test.py", "conftest.py")
 _INI_SECTIONS = {"pytest.ini": ("pytest",), "tox.ini": ("pytest",), "setup.cfg": ("tool:pytest",)}
 _MESSAGE = "TRITON_INTERPRET switched on {where}: every kernel decorated afterwards runs on the CPU interpreter"
@@ -166,14 +171,17 @@ def _switches_on(value: ast.expr | None, constants: dict[str, ast.expr]) -> bool
     if isinstance(value, ast.Name) and value.id in constants:
         value = constants[value.id]
     if isinstance(value, ast.Constant):
-        return _truthy(value.value)
+        return _truthy(value.value, trimmed=False)
     return True
 
 
-def _truthy(value: object) -> bool:
+def _truthy(value: object, trimmed: bool = True) -> bool:
+    """Whether Triton reads the value as true; `trimmed`: a configuration file's value, which its reader trims
+    (a Python string reaches the environment as written)."""
     if isinstance(value, bool):
         return value
-    return str(value).strip().lower() in _TRUE
+    text = str(value)
+    return (text.strip() if trimmed else text).lower() in _TRUE
 
 
 def _scope(tree: ast.Module, at: ast.AST) -> str:

@@ -7,9 +7,11 @@ Each key is judged by what the launch sites in the same module
 (`kernel[grid](...)`, `kernel.run(...)`, `torch.library.wrap_triton(kernel)[grid](...)`)
 pass for it, or where the module launches the kernel nowhere, the launch
 sites in the project's other modules that import it (`from .kernels import
-fwd_kernel` in `ops.py`; for a kernel that is a static method of a class,
-`kernels.Act.forward[grid](...)` after `from pkg import kernels`, where the
-package passes the class on), followed through the launching function's
+fwd_kernel` in `ops.py`, or `from pkg import fwd` where `pkg/__init__.py`
+passes it on as `from .kernels import fwd_kernel as fwd`; for a kernel that
+is a static method of a class, `kernels.Act.forward[grid](...)` after `from
+pkg import kernels`, where the package passes the class on), followed
+through the launching function's
 assignments and its module's own helper functions (the items of a tuple
 one returns too: `y, N, T = fwd(x)`), and in an autograd function's
 `backward` through what its `forward` saved on the context (`ctx.N = N`):
@@ -113,7 +115,10 @@ list literal of one `triton.Config`, a module constant holding one that the
 module never changes, or a module function called without arguments whose
 every `return` hands back one) runs it as it is, never looking the key up
 or benchmarking, so its key is not reported. Anything that may hold more
-(`+`, a comprehension, a starred element, a builder given arguments) is.
+(`+`, a comprehension, a starred element, a builder given arguments) is,
+and so is a constant the module gives to a call (`add_defaults(CONFIGS)`)
+or changes in any of its functions, and any list of a module that reaches
+an autotuner's `.configs` (`kernel.configs = get_configs()` replaces it).
 Triton reached through the project's own module (`from pkg.triton_utils
 import tl, triton`, `from .utils import autotune, jit`, `@tu.triton.jit`
 after `import pkg.triton_utils as tu`) is Triton, as if imported directly.
