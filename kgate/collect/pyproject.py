@@ -281,7 +281,7 @@ class Modules:
         seen = {path, *(other for other, _local in found)}
         frontier = [(other, alias) for other, local in found for alias in local if alias != name]
         for _ in range(_RENAMES):
-            step = []
+            step: list[tuple[str, str]] = []
             for _other, alias in frontier:
                 for importer in self.importers(alias):
                     if importer in seen or checks_kernels(os.path.relpath(importer, self.root)):

@@ -300,7 +300,7 @@ def _spread(call: ast.Call, constants: dict[str, ast.expr]) -> dict[str, ast.exp
                        if k.value in _READ)  # type: ignore[union-attr]
         elif isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "dict" \
                 and not value.args and all(k.arg is not None for k in value.keywords):
-            out.update((k.arg, k.value) for k in value.keywords if k.arg in _READ)  # type: ignore[misc]
+            out.update((k.arg, k.value) for k in value.keywords if k.arg in _READ)
         else:
             return None
     return out

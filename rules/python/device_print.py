@@ -223,7 +223,7 @@ def check(source: SourceFile, ctx: SourceContext) -> Iterable[Report]:
             debug = py.argument(by_call[2], "debug")
             if isinstance(debug, ast.Constant) and debug.value is True:
                 continue
-            language = by_call[1]
+            language: str | None = by_call[1]
         elif _gated_jit(fn, imports):
             language = py.kernel_language(fn, imports)
         else:
