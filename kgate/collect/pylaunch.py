@@ -49,6 +49,7 @@ from kgate.collect.pyscopes import (
     top_definitions,
     unpacked,
 )
+from kgate.collect.pyswitches import switched
 from kgate.collect.pyvalues import (
     BOUNDED,
     BUCKETING_FUNCTIONS,
@@ -222,6 +223,11 @@ class Launches(Batches):
         if isinstance(expr, ast.UnaryOp):
             return self.value(expr.operand, scope, depth, seen)
         if isinstance(expr, ast.IfExp):
+            # `pages if debug else 0` with `debug` read from the environment: the branch a process that sets
+            # nothing takes (a debug bound, constant in production).
+            chosen = switched(expr.test, lambda name: self._held(name, scope), self.info.imports)
+            if chosen is not None:
+                return self.value(expr.body if chosen else expr.orelse, scope, depth, seen)
             return worst([self.value(expr.body, scope, depth, seen), self.value(expr.orelse, scope, depth, seen)])
         if isinstance(expr, ast.Name):
             return self._name(expr.id, scope, depth, seen)
@@ -260,6 +266,19 @@ class Launches(Batches):
         if name in self.info.constants:
             return NOTHING
         return Verdict(self.names.of(name), name)
+
+    def _held(self, name: str, scope: Scope) -> ast.expr | None:
+        """The one expression a name holds where `scope` reads it: its only assignment in the nearest function that
+        assigns it, or a module constant; None where it has several, is a parameter or is unpacked."""
+        here: Scope | None = scope
+        while here is not None:
+            if name in here.bound or name in here.params:
+                return None
+            bindings = here.env.get(name)
+            if bindings:
+                return bindings[0][0] if len(bindings) == 1 and bindings[0][1] is None else None
+            here = here.parent
+        return self.info.constants.get(name)
 
     def _asserted(self, name: str, scope: Scope, verdict: Verdict, depth: int, seen: set[tuple[int, str]]) -> Verdict:
         """A run-time or unplaced size the function asserts equal to a model dimension or a bounded value is that:

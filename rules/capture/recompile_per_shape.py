@@ -30,7 +30,11 @@ classes autotune keys: the first dimension of a tensor (`x.shape[0]`,
 that does not bound them (`B * T`, `ceil(n_rows / sm_count)` even with
 `sm_count` a parameter of the launcher, `ceil(heads * batch / programs) +
 4`); a value bucketed to a power of two, a constant, a property of the
-device or a model dimension is fine, and the dimensions of a tensor the
+device or a model dimension is fine, and so is a value a switch of the
+environment replaces by a constant unless the variable is set (`pages if
+debug else 0` with `debug = os.environ.get("X_DEBUG", "0") != "0"`, read as
+a process that sets nothing reads it: a debug bound is 0 in production; a
+switch on unless the environment turns it off passes the size), and the dimensions of a tensor the
 built model fixes are model dimensions (a weight, a bias or a scale,
 numbered as an expert layer's `w1` and `w13` are; a parameter, a buffer
 or a start-up table of the module, or an attribute of an object reached
