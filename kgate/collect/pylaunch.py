@@ -11,7 +11,9 @@ flow-sensitive) and through the module's own helper functions, and falls in one 
   `bucket`, `pow2` or `power_of_2` in them, or the project's own), `min(...)` with a bounded argument, a
   division of a run-time size by a constant of at least `COARSE_DIVISOR`, the size in bytes or the number of
   dimensions of a tensor, a property of the device (`get_device_properties(d).multi_processor_count`, a call
-  such as `get_npu_core_count()` or `num_sms()`: fixed per machine), a call of a module function every
+  such as `get_npu_core_count()` or `num_sms()`: fixed per machine), a size the launching function refuses above
+  `FEW_VALUES` (`if q_len > 16: raise ...`), a value an environment switch replaces by a constant unless the variable
+  is set (`kgate.collect.pyswitches`), a call of a module function every
   `return` of which is bounded, or the first dimension of a tensor packed to one (`kgate.collect.pybatch`);
 - `MODEL`: fixed per model: the last dimension of a tensor (`x.shape[-1]`, the last name of `M, N = x.shape`),
   an attribute of `self` or of a configuration (`config.hidden_size`), any dimension or size of a tensor the
@@ -20,9 +22,10 @@ flow-sensitive) and through the module's own helper functions, and falls in one 
   `kgate.collect.pybatch`), the stride of the last dimension, or of one whose later dimensions are all model
   dimensions, a size the launching function asserts equal to one of these (`assert (dim, width) == weight.shape`);
 - `RUNTIME`: follows the token count or the batch: the first dimension of a tensor (`x.shape[0]`, `x.size(0)`,
-  the first name of `B, T, H, D = q.shape`), `x.numel()` (or `len(x.flatten())`), `len(x)`, and anything computed from them by
-  arithmetic that does not bound it (`B * T`, `triton.cdiv(T, 64)`, `max(1, T)`, a division by anything that
-  does not grow with it too: `ceil(n_rows / sm_count)`);
+  the first name of `B, T, H, D = q.shape`), the sequence length of an attention tensor unpacked into four names
+  (`N` of `B, H, N, D = x.shape`, `T` of `B, T, H, D`), `x.numel()` (or `len(x.flatten())`), `len(x)`, and
+  anything computed from them by arithmetic that does not bound it (`B * T`, `triton.cdiv(T, 64)`, `max(1, T)`,
+  a division by anything that does not grow with it too: `ceil(n_rows / sm_count)`);
 - `UNKNOWN`: anything else (a middle dimension, a parameter of a launcher nothing in the project calls, a call
   into another module); the caller then decides by the name (`Names`).
 
@@ -42,6 +45,7 @@ from kgate.collect.pycallers import split, within
 from kgate.collect.pyscopes import (
     Scope,
     asserted_equal,
+    bounded_above,
     launch_lines,
     launched_name,
     passed_for,
@@ -83,6 +87,9 @@ if TYPE_CHECKING:
 __all__ = ["BOUNDED", "MODEL", "RUNTIME", "UNKNOWN", "Launches", "Names", "Verdict", "worst"]
 
 
+# A size the launching function refuses above this many (`if q_len > 16: raise ...`) takes a few values at most, as
+# many as the powers of two a bucketed size takes over every shape.
+FEW_VALUES = 64
 _DEPTH = 48  # expressions, assignments and calls followed for one value (a cycle ends sooner: `seen`)
 # Divisors being read now (`_divided`), in this module's reading or any other's: only there does a model dimension
 # tell apart from an unplaced value whether a value follows the token count. A reading is one nested evaluation.
@@ -285,6 +292,9 @@ class Launches(Batches):
         `dim, seqlen = x.shape` then `assert (dim, width) == weight.shape` (x laid out channels first)."""
         if verdict.cls not in (UNKNOWN, RUNTIME):
             return verdict
+        if any((most := integer(bound, self.info.constants)) is not None and most <= FEW_VALUES
+               for bound in bounded_above(scope, name)):
+            return NOTHING  # `if q_len > 16: raise ...`: a few values, whatever the batch
         said = [self.value(other, scope, depth, seen) for other in asserted_equal(scope, name)]
         return min([verdict, *said], key=lambda v: v.cls)
 
@@ -316,10 +326,13 @@ class Launches(Batches):
         if shape is None:
             return Verdict(self.names.of(name), name)
         tensor, first, last = shape
-        if self._moot(position == 0 and first) and self.names.of(name) == UNKNOWN:
+        sequence = first and last and self._sequence(name, value, position, count, scope)
+        if self._moot(position == 0 and first or sequence) and self.names.of(name) == UNKNOWN:
             return Verdict(UNKNOWN, name)  # a model dimension or an unplaced one: no token count either way
         if self.fixed(tensor, scope, depth, seen):
             return Verdict(MODEL, Why(value))
+        if sequence:
+            return Verdict(RUNTIME, Why(value, after=f"[{position}]"))
         if position == 0 and first:
             if self.names.hint(name) == MODEL:  # `n_heads, n_rows, d = q.shape`: a head-major layout, named so
                 return Verdict(MODEL, Why(value, after="[0]"))
@@ -327,6 +340,20 @@ class Launches(Batches):
         if last and (position == -1 or position == count - 1):
             return Verdict(MODEL, Why(value, after="[-1]"))
         return Verdict(self.names.of(name), name)
+
+    def _sequence(self, name: str, value: ast.expr, position: int, count: int, scope: Scope) -> bool:
+        """Whether `name` is the sequence length of an attention tensor unpacked into four names: `B, H, N, D =
+        x.shape` or `B, N, H, D = x.shape`, a middle name beside the heads (a name the words place as a model
+        dimension, or `H`) before the head dimension (likewise, or `D`), itself no model dimension by its words."""
+        if count != 4 or position not in (1, 2):
+            return False
+        names = {at: other for other, bindings in scope.env.items() for bound, at, _count in bindings
+                 if bound is value and at is not None}
+        heads, head_dim = names.get(3 - position), names.get(3)
+        if heads is None or head_dim is None or self.names.hint(name) == MODEL or name.upper() in ("H", "D"):
+            return False
+        return (heads.upper() == "H" or self.names.hint(heads) == MODEL) and (
+            head_dim.upper() == "D" or self.names.hint(head_dim) == MODEL)
 
     def _binop(self, expr: ast.BinOp, scope: Scope, depth: int, seen: set[tuple[int, str]]) -> Verdict:
         left = self.value(expr.left, scope, depth, seen)

@@ -15,7 +15,11 @@ one returns too: `y, N, T = fwd(x)`), and in an autograd function's
 `backward` through what its `forward` saved on the context (`ctx.N = N`):
 
 - **token or batch dimension** (an error): the first dimension of a tensor
-  (`x.shape[0]`, `x.size(0)`, `B` of `B, T, H, D = q.shape`), `x.numel()`
+  (`x.shape[0]`, `x.size(0)`, `B` of `B, T, H, D = q.shape`), the
+  sequence length of an attention tensor unpacked into four names (`T` of
+  `B, T, H, D = q.shape`, `N` of `B, H, N, D = x.shape`: the middle name
+  beside the heads, `H` or a name whose words say heads, before the head
+  dimension, `D` or likewise; `C` of `B, C, H, W` is none), `x.numel()`
   or the length of x flattened (`len(x.flatten())`, `len(x.view(-1))`),
   `len(cu_seqlens)`, and anything computed from them that does not bound
   them, through any number of assignments and helper calls (`B * T`,
@@ -34,7 +38,10 @@ one returns too: `y, N, T = fwd(x)`), and in an autograd function's
   (`get_device_properties(d).multi_processor_count`, `num_sms()`),
   returned by a module function
   every `return` of which is bounded (a finite table), a literal, a
-  module constant, a comparison or a flag, or a batch packed to one (the
+  module constant, a comparison or a flag, a size the launcher refuses
+  above at most 64 (`if q_len > 16: raise ...`, `assert n <= 64`), a
+  value a switch of the environment replaces by a constant unless the
+  variable is set (`pages if debug else 0`: see KG108), or a batch packed to one (the
   first dimension of a tensor a caller makes with a leading one, or of the
   inputs of a function that checks their batch is 1 when `cu_seqlens` is
   given, where every call of it in the project gives it: see KG108);
