@@ -334,7 +334,8 @@ class Launches(Batches):
         if sequence:
             return Verdict(RUNTIME, Why(value, after=f"[{position}]"))
         if position == 0 and first:
-            if self.names.hint(name) == MODEL:  # `n_heads, n_rows, d = q.shape`: a head-major layout, named so
+            # `n_heads, n_rows, d = q.shape`: a head-major layout, named so (or `H, R, d`: the heads' usual letter)
+            if self.names.hint(name) == MODEL or name == "H" and count >= 3:
                 return Verdict(MODEL, Why(value, after="[0]"))
             return self._first(tensor, Why(value, after="[0]"), scope, depth, seen)
         if last and (position == -1 or position == count - 1):

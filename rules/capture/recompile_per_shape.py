@@ -52,7 +52,8 @@ the launcher asserts equal to one, such as `dim` of `dim, seqlen = x.shape`
 under `assert (dim, width) == weight.shape`; a first dimension the
 launcher names a model dimension, `n_heads` of `n_heads, rows, d =
 q.shape` (a head-major layout) or `num_experts = counts.shape[0]`, by
-the words of the name, as KG201 reads a name); the first dimension of a
+the words of the name, as KG201 reads a name, or `H` first of three names
+or more, `H, R, d = o.shape`); the first dimension of a
 tensor made with its sizes written out, which is its first size
 (`torch.empty((w13.size(0),))`, `torch.empty((self.world_size, n, d))`:
 a model dimension; `x.new_empty(x.shape[0], d)`: the tokens); and a batch packed to one:

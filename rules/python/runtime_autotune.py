@@ -67,7 +67,8 @@ one returns too: `y, N, T = fwd(x)`), and in an autograd function's
   with its sizes written out when its first size is one of these
   (`torch.empty((num_experts,))`), and a first dimension bound to a name
   whose words say a model dimension (`num_experts = counts.shape[0]`,
-  `n_heads` of `n_heads, rows, d = q.shape`). A stride is the product of the dimensions after
+  `n_heads` of `n_heads, rows, d = q.shape`, or `H` first of three names
+  or more: `H, R, d = o.shape`). A stride is the product of the dimensions after
   it, and follows the token count only where one of those does
   (`x.stride(0)` of a `[T, H]` tensor is `H`; of a `[B, T, H]` one,
   `T * H`).
