@@ -30,7 +30,9 @@ flow-sensitive) and through the module's own helper functions, and falls in one 
   into another module); the caller then decides by the name (`Names`).
 
 A parameter of the launching function is what the module's own calls of it pass, or where it has none, the calls
-in the project's other modules that import it (`Launches._parameter`, `kgate.collect.pycallers`).
+in the project's other modules that import it (`Launches._parameter`, `kgate.collect.pycallers`); a call through a
+local name that picks the function (`attend = decode if short else prefill`) counts, and a method's parameter is what
+its own class passes it (`self._attend(x, bsz)`).
 """
 
 from __future__ import annotations

@@ -21,7 +21,10 @@ followed through the launching function's assignments, its module's helper
 functions and the calls of the launching function (the module's own, or
 where it has none, those of the project's other modules that import it,
 and theirs in turn up to two modules away from the launcher: a launcher
-called from a layer, the layer from a serving backend), through the items
+called from a layer, the layer from a serving backend; a call through a
+local name that picks the launcher, `attend = decode if short else
+prefill`, then `attend(q, bsz=bsz)`, counts; a method's are the calls
+its own class makes on the instance, `self._attend(x, bsz)`), through the items
 of a tuple a helper returns (`y, N, T = fwd(x)`) and through what an
 autograd function's `forward` saves on its context for `backward`
 (`ctx.N = N`, then `bwd(dy, ctx.N)`), and classed as KG201

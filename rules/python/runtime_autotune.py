@@ -77,7 +77,10 @@ A parameter of the launching function is what the module's own calls of
 that function pass for it, or where there are none, what the calls in the
 project's other modules that import the function pass (a launcher called
 from a layer or a serving backend; tests and benchmarks, which pick shapes
-of their own, are not followed). Because such a verdict reads other
+of their own, are not followed); a call through a local name that picks
+the function (`attend = decode if short else prefill`) counts, and a
+method's parameter is what its own class passes it (`self._attend(x,
+bsz)`). Because such a verdict reads other
 files, it is never answered from the lint cache.
 
 A key no launch site places (the value is a parameter of a launcher that
