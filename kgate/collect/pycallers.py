@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, cast
 
 from kgate.collect import pyparts, pysparse
 from kgate.collect import pysource as py
-from kgate.collect.pyscopes import Scope, call_lines, passed_for, scopes, top_level, within
-from kgate.collect.pyvalues import UNKNOWN, Names, Verdict, worst
+from kgate.collect.pyscopes import Scope, at_most, call_lines, passed_for, scopes, top_level, within
+from kgate.collect.pyvalues import FEW_VALUES, UNKNOWN, Names, Verdict, integer, worst
 from kgate.collect.source import SourceFile
 
 if TYPE_CHECKING:
@@ -125,6 +125,9 @@ class CallSites:
             arg = passed_for(call, name, position)
             if arg is None or applied and call.keywords:
                 return []
+            if isinstance(call.func, ast.Name) and call.func.id != called and _bounded_by_choice(caller, call.func.id,
+                                                                                                  called, arg, reader):
+                arg = ast.copy_location(ast.Constant(FEW_VALUES), arg)  # a few values: bounded
             out.append((arg, caller, reader))
         return out
 
@@ -222,6 +225,27 @@ def own_method(scope: Scope) -> bool:
         return False
     first = [*fn.args.posonlyargs, *fn.args.args][:1]
     return bool(first) and first[0].arg == "self"
+
+
+def _bounded_by_choice(caller: Scope, alias: str, name: str, arg: ast.expr, reader: Launches) -> bool:
+    """Whether a call through `alias` passes a name that the conditional picking `name` bounds to a few values:
+    `attend = decode if q_len <= 16 else prefill`, then `attend(q, q_len=q_len)` reaches `decode` only with
+    `q_len` at most 16."""
+    if not isinstance(arg, ast.Name):
+        return False
+    for value, _position, _count in caller.env.get(alias, []):
+        if not isinstance(value, ast.IfExp):
+            return False
+        taken = [holds for branch, holds in ((value.body, True), (value.orelse, False))
+                 if isinstance(branch, ast.Name) and branch.id == name]
+        if not taken:
+            return False
+        tests = value.test.values if isinstance(value.test, ast.BoolOp) and isinstance(
+            value.test.op, ast.And if taken[0] else ast.Or) else [value.test]
+        bounds = [integer(b, reader.info.constants) for t in tests if (b := at_most(arg.id, t, taken[0])) is not None]
+        if not any(b is not None and b <= FEW_VALUES for b in bounds):
+            return False
+    return bool(caller.env.get(alias))
 
 
 def _same_class(caller: Scope, method: Scope) -> bool:

@@ -64,6 +64,7 @@ from kgate.collect.pyvalues import (
     CONFIG,
     DEVICE,
     DIVIDERS,
+    FEW_VALUES,
     MODEL,
     NOTHING,
     OWNER,
@@ -89,9 +90,6 @@ if TYPE_CHECKING:
 __all__ = ["BOUNDED", "MODEL", "RUNTIME", "UNKNOWN", "Launches", "Names", "Verdict", "worst"]
 
 
-# A size the launching function refuses above this many (`if q_len > 16: raise ...`) takes a few values at most, as
-# many as the powers of two a bucketed size takes over every shape.
-FEW_VALUES = 64
 _DEPTH = 48  # expressions, assignments and calls followed for one value (a cycle ends sooner: `seen`)
 # Divisors being read now (`_divided`), in this module's reading or any other's: only there does a model dimension
 # tell apart from an unplaced value whether a value follows the token count. A reading is one nested evaluation.
@@ -347,7 +345,10 @@ class Launches(Batches):
     def _sequence(self, name: str, value: ast.expr, position: int, count: int, scope: Scope) -> bool:
         """Whether `name` is the sequence length of an attention tensor unpacked into four names: `B, H, N, D =
         x.shape` or `B, N, H, D = x.shape`, a middle name beside the heads (a name the words place as a model
-        dimension, or `H`) before the head dimension (likewise, or `D`), itself no model dimension by its words."""
+        dimension, or `H`) before the head dimension (likewise, or `D`), itself no model dimension by its words; or a
+        middle name whose own words say a token count (`seqlen` of `bsz, seqlen, _ = x.shape`)."""
+        if 0 < position < count - 1 and self.names.hint(name) == RUNTIME:
+            return True
         if count != 4 or position not in (1, 2):
             return False
         names = {at: other for other, bindings in scope.env.items() for bound, at, _count in bindings

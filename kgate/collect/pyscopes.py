@@ -78,18 +78,18 @@ def bounded_above(scope: Scope, name: str) -> list[ast.expr]:
         if isinstance(stmt, ast.Assert):
             tests = stmt.test.values if isinstance(stmt.test, ast.BoolOp) and isinstance(stmt.test.op, ast.And) \
                 else [stmt.test]
-            out.extend(bound for test in tests if (bound := _at_most(name, test, holds=True)) is not None)
+            out.extend(bound for test in tests if (bound := at_most(name, test, holds=True)) is not None)
         elif isinstance(stmt, ast.If) and stmt.body and isinstance(stmt.body[-1], ast.Raise):
             tests = stmt.test.values if isinstance(stmt.test, ast.BoolOp) and isinstance(stmt.test.op, ast.Or) \
                 else [stmt.test]
-            out.extend(bound for test in tests if (bound := _at_most(name, test, holds=False)) is not None)
+            out.extend(bound for test in tests if (bound := at_most(name, test, holds=False)) is not None)
     return out
 
-def _at_most(name: str, test: ast.expr, holds: bool) -> ast.expr | None:
+def at_most(name: str, test: ast.expr, holds: bool) -> ast.expr | None:
     """The bound `test` puts on `name` from above where it holds (`holds`) or where it fails: `name <= b` holding,
     `name > b` failing, either way round (`b >= name`), or their strict forms."""
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        return _at_most(name, test.operand, not holds)
+        return at_most(name, test.operand, not holds)
     if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
         return None
     op, left, right = test.ops[0], test.left, test.comparators[0]

@@ -31,12 +31,15 @@ autograd function's `forward` saves on its context for `backward`
 classes autotune keys: the first dimension of a tensor (`x.shape[0]`,
 `B` of `B, T, H = q.shape`), the sequence length of an attention tensor
 unpacked into four names (`N` of `B, H, N, D = x.shape`, `T` of `B, T, H,
-D = q.shape`), `x.numel()`, and anything computed from them
+D = q.shape`), a middle dimension whose name's words say a token count
+(`seqlen` of `bsz, seqlen, _ = x.shape`), `x.numel()`, and anything computed from them
 that does not bound them (`B * T`, `ceil(n_rows / sm_count)` even with
 `sm_count` a parameter of the launcher, `ceil(heads * batch / programs) +
 4`); a value bucketed to a power of two, a constant, a property of the
 device or a model dimension is fine, and so is a size the launcher
-refuses above at most 64 (`if q_len > 16: raise ...`), and a value a switch of the
+refuses above at most 64 (`if q_len > 16: raise ...`) or that a call
+passes only under such a bound (`attend = decode if q_len <= 16 else
+prefill`, then `attend(q, q_len=q_len)`: for `decode`), and a value a switch of the
 environment replaces by a constant unless the variable is set (`pages if
 debug else 0` with `debug = os.environ.get("X_DEBUG", "0") != "0"`, read as
 a process that sets nothing reads it: a debug bound is 0 in production; a

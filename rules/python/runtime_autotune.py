@@ -19,7 +19,9 @@ one returns too: `y, N, T = fwd(x)`), and in an autograd function's
   sequence length of an attention tensor unpacked into four names (`T` of
   `B, T, H, D = q.shape`, `N` of `B, H, N, D = x.shape`: the middle name
   beside the heads, `H` or a name whose words say heads, before the head
-  dimension, `D` or likewise; `C` of `B, C, H, W` is none), `x.numel()`
+  dimension, `D` or likewise; `C` of `B, C, H, W` is none), a middle
+  dimension whose name's words say a token count (`seqlen` of `bsz,
+  seqlen, _ = x.shape`), `x.numel()`
   or the length of x flattened (`len(x.flatten())`, `len(x.view(-1))`),
   `len(cu_seqlens)`, and anything computed from them that does not bound
   them, through any number of assignments and helper calls (`B * T`,
@@ -39,7 +41,9 @@ one returns too: `y, N, T = fwd(x)`), and in an autograd function's
   returned by a module function
   every `return` of which is bounded (a finite table), a literal, a
   module constant, a comparison or a flag, a size the launcher refuses
-  above at most 64 (`if q_len > 16: raise ...`, `assert n <= 64`), a
+  above at most 64 (`if q_len > 16: raise ...`, `assert n <= 64`) or a
+  call passes only under such a bound (`attend = decode if q_len <= 16
+  else prefill`, then `attend(q, q_len=q_len)`), a
   value a switch of the environment replaces by a constant unless the
   variable is set (`pages if debug else 0`: see KG108), or a batch packed to one (the
   first dimension of a tensor a caller makes with a leading one, or of the
