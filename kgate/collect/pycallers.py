@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import ast
 import functools
+import re
 from typing import TYPE_CHECKING, cast
 
 from kgate.collect import pyparts, pysparse
 from kgate.collect import pysource as py
-from kgate.collect.pyscopes import Scope, call_lines, passed_for, scopes, top_level, within
-from kgate.collect.pyvalues import UNKNOWN, Names, Verdict, worst
+from kgate.collect.pyscopes import Scope, at_most, call_lines, passed_for, scopes, top_level, within
+from kgate.collect.pyvalues import FEW_VALUES, UNKNOWN, Names, Verdict, integer, worst
 from kgate.collect.source import SourceFile
 
 if TYPE_CHECKING:
@@ -105,15 +106,18 @@ class CallSites:
         default, `*args`)."""
         fn = scope.node
         applied = applied_class(scope)
-        if not (isinstance(fn, py.Function) and (top_level(scope) or applied)):
+        method = not applied and own_method(scope)
+        if not (isinstance(fn, py.Function) and (top_level(scope) or applied or method)):
             return []
         positional = [a.arg for a in [*fn.args.posonlyargs, *fn.args.args]]
         position = positional.index(name) if name in positional else None
-        called, attr = (applied, "apply") if applied else (fn.name, "")
-        if applied:  # `Fn.apply(q, k)` passes `forward(ctx, q, k)` its parameters after the context, by position
-            position = position - 1 if position else None
-        calls = [(call, caller, cast("Launches", self)) for call, caller in self._callers(called, attr)]
-        if not calls and self.beyond:
+        called, attr = (applied, "apply") if applied else ("self", fn.name) if method else (fn.name, "")
+        if applied or method:  # `Fn.apply(q, k)` passes `forward(ctx, q, k)` its parameters after the context,
+            position = position - 1 if position else None  # `self.attend(q, k)` those of `attend(self, q, k)`
+        # A method is read where its own class calls it on the instance (`self.attend(...)` in another method).
+        calls = [(call, caller, cast("Launches", self)) for call, caller in self._callers(called, attr)
+                 if not method or _same_class(caller, scope)]
+        if not calls and self.beyond and not method:
             calls = [(call, caller, reader) for reader, local in self._elsewhere(called, launches=False)
                      for other in local for call, caller in reader._callers(other, attr)]
         out = []
@@ -121,6 +125,9 @@ class CallSites:
             arg = passed_for(call, name, position)
             if arg is None or applied and call.keywords:
                 return []
+            if isinstance(call.func, ast.Name) and call.func.id != called and _bounded_by_choice(caller, call.func.id,
+                                                                                                  called, arg, reader):
+                arg = ast.copy_location(ast.Constant(FEW_VALUES), arg)  # a few values: bounded
             out.append((arg, caller, reader))
         return out
 
@@ -141,6 +148,9 @@ class CallSites:
         key = f"{name}.{attr}" if attr else name
         if key not in self._calls:  # shared by the rules that read the file (`source.derived`)
             marked = call_lines(self.source.text, name, attr)
+            aliases = {} if attr else alias_lines(self.source.text, name)
+            if aliases:
+                marked = sorted({*marked, *(line for lines in aliases.values() for line in lines)})
             # A module read for this name (another module's reading) holds every definition that names it already.
             read_for = name in (self.source.derived.get("needles") or ())
             tree = self.info.tree if read_for else self.tree if self.info.whole or not marked else self._around(marked)
@@ -149,7 +159,9 @@ class CallSites:
                                 for stmt in scope.own if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef,
                                                                                ast.ClassDef)) and within(marked, stmt)
                                 for node in py.expressions(stmt) if isinstance(node, ast.Call)
-                                and calls_name(node.func, name, attr)] if marked else []
+                                and (calls_name(node.func, name, attr) or isinstance(node.func, ast.Name)
+                                     and node.func.id in aliases and _aliased(scope, node.func.id, name))] \
+                if marked else []
         return self._calls[key]
 
     def _around(self, marked: list[int]) -> ast.Module:
@@ -164,12 +176,85 @@ class CallSites:
             return self.source.tree
 
 
+def alias_lines(text: str, name: str) -> dict[str, list[int]]:
+    """Local names a function binds to `name` or picks it by a conditional (`kernel = decode if short else prefill`),
+    each with the 0-based lines of that assignment and of their calls, found in the text (`_aliased` checks them)."""
+    if name not in text:
+        return {}
+    called = re.escape(name)
+    picked = rf"{called}(?:[ \t]+if\b.*)?|.*\belse[ \t]+{called}"  # `k = name`, `name if c else g`, `g if c else name`
+    found = re.finditer(rf"^[ \t]*(\w+)[ \t]*=[ \t]*(?:{picked})[ \t]*(?:#.*)?$", text, re.MULTILINE)
+    out: dict[str, list[int]] = {}
+    for match in found:
+        alias = match.group(1)
+        if alias != name:
+            out.setdefault(alias, []).append(text.count("\n", 0, match.start()))
+    return {alias: [*lines, *call_lines(text, alias)] for alias, lines in out.items()}
+
+
+def _aliased(scope: Scope, alias: str, name: str) -> bool:
+    """Whether `alias` is bound in the function only to `name`, or to a conditional one branch of which is `name`."""
+    bindings = scope.env.get(alias)
+    if not bindings:
+        return False
+    for value, position, _count in bindings:
+        if position is not None or value is None:
+            return False
+        branches = [value.body, value.orelse] if isinstance(value, ast.IfExp) else [value]
+        if not any(isinstance(b, ast.Name) and b.id == name for b in branches):
+            return False
+    return True
+
+
 def calls_name(func: ast.expr, name: str, attr: str) -> bool:
     """Whether a call's function is `name` (with `attr`: `name.attr`)."""
     if attr:
         return isinstance(func, ast.Attribute) and func.attr == attr and isinstance(func.value, ast.Name) \
             and func.value.id == name
     return isinstance(func, ast.Name) and func.id == name
+
+
+def own_method(scope: Scope) -> bool:
+    """Whether the scope is a method of a class of the module's top level that takes the instance first (`def
+    attend(self, q, k)`), called by its class as `self.attend(...)`."""
+    fn, owner = scope.node, scope.parent
+    if not (isinstance(fn, py.Function) and owner is not None and isinstance(owner.node, ast.ClassDef)
+            and top_level(owner)):
+        return False
+    if any((py.dotted(d) or "").rsplit(".", 1)[-1] in ("staticmethod", "classmethod") for d in fn.decorator_list):
+        return False
+    first = [*fn.args.posonlyargs, *fn.args.args][:1]
+    return bool(first) and first[0].arg == "self"
+
+
+def _bounded_by_choice(caller: Scope, alias: str, name: str, arg: ast.expr, reader: Launches) -> bool:
+    """Whether a call through `alias` passes a name that the conditional picking `name` bounds to a few values:
+    `attend = decode if q_len <= 16 else prefill`, then `attend(q, q_len=q_len)` reaches `decode` only with
+    `q_len` at most 16."""
+    if not isinstance(arg, ast.Name):
+        return False
+    for value, _position, _count in caller.env.get(alias, []):
+        if not isinstance(value, ast.IfExp):
+            return False
+        taken = [holds for branch, holds in ((value.body, True), (value.orelse, False))
+                 if isinstance(branch, ast.Name) and branch.id == name]
+        if not taken:
+            return False
+        tests = value.test.values if isinstance(value.test, ast.BoolOp) and isinstance(
+            value.test.op, ast.And if taken[0] else ast.Or) else [value.test]
+        bounds = [integer(b, reader.info.constants) for t in tests if (b := at_most(arg.id, t, taken[0])) is not None]
+        if not any(b is not None and b <= FEW_VALUES for b in bounds):
+            return False
+    return bool(caller.env.get(alias))
+
+
+def _same_class(caller: Scope, method: Scope) -> bool:
+    """Whether a calling scope is a method of the class `method` belongs to (the module may be parsed in parts,
+    so the class is known by its name and line)."""
+    ours, theirs = method.parent, caller.parent
+    return ours is not None and theirs is not None and isinstance(ours.node, ast.ClassDef) and \
+        isinstance(theirs.node, ast.ClassDef) and (theirs.node.name, theirs.node.lineno) == \
+        (ours.node.name, ours.node.lineno)
 
 
 def applied_class(scope: Scope) -> str:

@@ -11,7 +11,9 @@ flow-sensitive) and through the module's own helper functions, and falls in one 
   `bucket`, `pow2` or `power_of_2` in them, or the project's own), `min(...)` with a bounded argument, a
   division of a run-time size by a constant of at least `COARSE_DIVISOR`, the size in bytes or the number of
   dimensions of a tensor, a property of the device (`get_device_properties(d).multi_processor_count`, a call
-  such as `get_npu_core_count()` or `num_sms()`: fixed per machine), a call of a module function every
+  such as `get_npu_core_count()` or `num_sms()`: fixed per machine), a size the launching function refuses above
+  `FEW_VALUES` (`if q_len > 16: raise ...`), a value an environment switch replaces by a constant unless the variable
+  is set (`kgate.collect.pyswitches`), a call of a module function every
   `return` of which is bounded, or the first dimension of a tensor packed to one (`kgate.collect.pybatch`);
 - `MODEL`: fixed per model: the last dimension of a tensor (`x.shape[-1]`, the last name of `M, N = x.shape`),
   an attribute of `self` or of a configuration (`config.hidden_size`), any dimension or size of a tensor the
@@ -20,14 +22,17 @@ flow-sensitive) and through the module's own helper functions, and falls in one 
   `kgate.collect.pybatch`), the stride of the last dimension, or of one whose later dimensions are all model
   dimensions, a size the launching function asserts equal to one of these (`assert (dim, width) == weight.shape`);
 - `RUNTIME`: follows the token count or the batch: the first dimension of a tensor (`x.shape[0]`, `x.size(0)`,
-  the first name of `B, T, H, D = q.shape`), `x.numel()` (or `len(x.flatten())`), `len(x)`, and anything computed from them by
-  arithmetic that does not bound it (`B * T`, `triton.cdiv(T, 64)`, `max(1, T)`, a division by anything that
-  does not grow with it too: `ceil(n_rows / sm_count)`);
+  the first name of `B, T, H, D = q.shape`), the sequence length of an attention tensor unpacked into four names
+  (`N` of `B, H, N, D = x.shape`, `T` of `B, T, H, D`), `x.numel()` (or `len(x.flatten())`), `len(x)`, and
+  anything computed from them by arithmetic that does not bound it (`B * T`, `triton.cdiv(T, 64)`, `max(1, T)`,
+  a division by anything that does not grow with it too: `ceil(n_rows / sm_count)`);
 - `UNKNOWN`: anything else (a middle dimension, a parameter of a launcher nothing in the project calls, a call
   into another module); the caller then decides by the name (`Names`).
 
 A parameter of the launching function is what the module's own calls of it pass, or where it has none, the calls
-in the project's other modules that import it (`Launches._parameter`, `kgate.collect.pycallers`).
+in the project's other modules that import it (`Launches._parameter`, `kgate.collect.pycallers`); a call through a
+local name that picks the function (`attend = decode if short else prefill`) counts, and a method's parameter is what
+its own class passes it (`self._attend(x, bsz)`).
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ from kgate.collect.pycallers import split, within
 from kgate.collect.pyscopes import (
     Scope,
     asserted_equal,
+    bounded_above,
     launch_lines,
     launched_name,
     passed_for,
@@ -49,6 +55,7 @@ from kgate.collect.pyscopes import (
     top_definitions,
     unpacked,
 )
+from kgate.collect.pyswitches import switched
 from kgate.collect.pyvalues import (
     BOUNDED,
     BUCKETING_FUNCTIONS,
@@ -57,6 +64,7 @@ from kgate.collect.pyvalues import (
     CONFIG,
     DEVICE,
     DIVIDERS,
+    FEW_VALUES,
     MODEL,
     NOTHING,
     OWNER,
@@ -224,6 +232,11 @@ class Launches(Batches):
         if isinstance(expr, ast.UnaryOp):
             return self.value(expr.operand, scope, depth, seen)
         if isinstance(expr, ast.IfExp):
+            # `pages if debug else 0` with `debug` read from the environment: the branch a process that sets
+            # nothing takes (a debug bound, constant in production).
+            chosen = switched(expr.test, lambda name: self._held(name, scope), self.info.imports)
+            if chosen is not None:
+                return self.value(expr.body if chosen else expr.orelse, scope, depth, seen)
             return worst([self.value(expr.body, scope, depth, seen), self.value(expr.orelse, scope, depth, seen)])
         if isinstance(expr, ast.Name):
             return self._name(expr.id, scope, depth, seen)
@@ -263,11 +276,27 @@ class Launches(Batches):
             return NOTHING
         return Verdict(self.names.of(name), name)
 
+    def _held(self, name: str, scope: Scope) -> ast.expr | None:
+        """The one expression a name holds where `scope` reads it: its only assignment in the nearest function that
+        assigns it, or a module constant; None where it has several, is a parameter or is unpacked."""
+        here: Scope | None = scope
+        while here is not None:
+            if name in here.bound or name in here.params:
+                return None
+            bindings = here.env.get(name)
+            if bindings:
+                return bindings[0][0] if len(bindings) == 1 and bindings[0][1] is None else None
+            here = here.parent
+        return self.info.constants.get(name)
+
     def _asserted(self, name: str, scope: Scope, verdict: Verdict, depth: int, seen: set[tuple[int, str]]) -> Verdict:
         """A run-time or unplaced size the function asserts equal to a model dimension or a bounded value is that:
         `dim, seqlen = x.shape` then `assert (dim, width) == weight.shape` (x laid out channels first)."""
         if verdict.cls not in (UNKNOWN, RUNTIME):
             return verdict
+        if any((most := integer(bound, self.info.constants)) is not None and most <= FEW_VALUES
+               for bound in bounded_above(scope, name)):
+            return NOTHING  # `if q_len > 16: raise ...`: a few values, whatever the batch
         said = [self.value(other, scope, depth, seen) for other in asserted_equal(scope, name)]
         return min([verdict, *said], key=lambda v: v.cls)
 
@@ -299,17 +328,38 @@ class Launches(Batches):
         if shape is None:
             return Verdict(self.names.of(name), name)
         tensor, first, last = shape
-        if self._moot(position == 0 and first) and self.names.of(name) == UNKNOWN:
+        sequence = first and last and self._sequence(name, value, position, count, scope)
+        if self._moot(position == 0 and first or sequence) and self.names.of(name) == UNKNOWN:
             return Verdict(UNKNOWN, name)  # a model dimension or an unplaced one: no token count either way
         if self.fixed(tensor, scope, depth, seen):
             return Verdict(MODEL, Why(value))
+        if sequence:
+            return Verdict(RUNTIME, Why(value, after=f"[{position}]"))
         if position == 0 and first:
-            if self.names.hint(name) == MODEL:  # `n_heads, n_rows, d = q.shape`: a head-major layout, named so
+            # `n_heads, n_rows, d = q.shape`: a head-major layout, named so (or `H, R, d`: the heads' usual letter)
+            if self.names.hint(name) == MODEL or name == "H" and count >= 3:
                 return Verdict(MODEL, Why(value, after="[0]"))
             return self._first(tensor, Why(value, after="[0]"), scope, depth, seen)
         if last and (position == -1 or position == count - 1):
             return Verdict(MODEL, Why(value, after="[-1]"))
         return Verdict(self.names.of(name), name)
+
+    def _sequence(self, name: str, value: ast.expr, position: int, count: int, scope: Scope) -> bool:
+        """Whether `name` is the sequence length of an attention tensor unpacked into four names: `B, H, N, D =
+        x.shape` or `B, N, H, D = x.shape`, a middle name beside the heads (a name the words place as a model
+        dimension, or `H`) before the head dimension (likewise, or `D`), itself no model dimension by its words; or a
+        middle name whose own words say a token count (`seqlen` of `bsz, seqlen, _ = x.shape`)."""
+        if 0 < position < count - 1 and self.names.hint(name) == RUNTIME:
+            return True
+        if count != 4 or position not in (1, 2):
+            return False
+        names = {at: other for other, bindings in scope.env.items() for bound, at, _count in bindings
+                 if bound is value and at is not None}
+        heads, head_dim = names.get(3 - position), names.get(3)
+        if heads is None or head_dim is None or self.names.hint(name) == MODEL or name.upper() in ("H", "D"):
+            return False
+        return (heads.upper() == "H" or self.names.hint(heads) == MODEL) and (
+            head_dim.upper() == "D" or self.names.hint(head_dim) == MODEL)
 
     def _binop(self, expr: ast.BinOp, scope: Scope, depth: int, seen: set[tuple[int, str]]) -> Verdict:
         left = self.value(expr.left, scope, depth, seen)

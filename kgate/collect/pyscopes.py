@@ -70,6 +70,36 @@ def asserted_equal(scope: Scope, name: str) -> list[ast.expr]:
                 out.extend(_equal_to(name, test.comparators[0], test.left))
     return out
 
+def bounded_above(scope: Scope, name: str) -> list[ast.expr]:
+    """The upper bounds the function enforces on the name before going on: `assert q_len <= 16` (one part of an
+    `and`), or `if q_len > 16: raise ...` (one part of an `or`); a strict bound is given as written (`< 16`: 16)."""
+    out: list[ast.expr] = []
+    for stmt in scope.own:
+        if isinstance(stmt, ast.Assert):
+            tests = stmt.test.values if isinstance(stmt.test, ast.BoolOp) and isinstance(stmt.test.op, ast.And) \
+                else [stmt.test]
+            out.extend(bound for test in tests if (bound := at_most(name, test, holds=True)) is not None)
+        elif isinstance(stmt, ast.If) and stmt.body and isinstance(stmt.body[-1], ast.Raise):
+            tests = stmt.test.values if isinstance(stmt.test, ast.BoolOp) and isinstance(stmt.test.op, ast.Or) \
+                else [stmt.test]
+            out.extend(bound for test in tests if (bound := at_most(name, test, holds=False)) is not None)
+    return out
+
+def at_most(name: str, test: ast.expr, holds: bool) -> ast.expr | None:
+    """The bound `test` puts on `name` from above where it holds (`holds`) or where it fails: `name <= b` holding,
+    `name > b` failing, either way round (`b >= name`), or their strict forms."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return at_most(name, test.operand, not holds)
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
+        return None
+    op, left, right = test.ops[0], test.left, test.comparators[0]
+    flipped = {ast.Lt: ast.Gt, ast.LtE: ast.GtE, ast.Gt: ast.Lt, ast.GtE: ast.LtE}
+    if isinstance(right, ast.Name) and right.id == name and type(op) in flipped:
+        op, left, right = flipped[type(op)](), right, left
+    if not (isinstance(left, ast.Name) and left.id == name):
+        return None
+    return right if isinstance(op, (ast.LtE, ast.Lt) if holds else (ast.Gt, ast.GtE)) else None
+
 def _equal_to(name: str, side: ast.expr, other: ast.expr) -> list[ast.expr]:
     """What `name` is said to equal where `side == other` is asserted."""
     if isinstance(side, ast.Name) and side.id == name:

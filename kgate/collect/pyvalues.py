@@ -21,6 +21,10 @@ BUCKETING_PARTS = ("bucket", "pow2", "power_of_2", "power_of_two")
 
 # Dividing a token count by this much or more leaves at most 64 values below a million tokens.
 COARSE_DIVISOR = 1 << 14
+# A size the launching function refuses above this many (`if q_len > 16: raise ...`), or a call picks the launcher
+# only under (`decode if q_len <= 16 else prefill`), takes a few values at most, as many as the powers of two a
+# bucketed size takes over every shape.
+FEW_VALUES = 64
 
 DIVIDERS = frozenset({"cdiv", "ceil_div", "ceildiv", "div_up", "divup", "ceil_divide"})
 

@@ -21,16 +21,29 @@ followed through the launching function's assignments, its module's helper
 functions and the calls of the launching function (the module's own, or
 where it has none, those of the project's other modules that import it,
 and theirs in turn up to two modules away from the launcher: a launcher
-called from a layer, the layer from a serving backend), through the items
+called from a layer, the layer from a serving backend; a call through a
+local name that picks the launcher, `attend = decode if short else
+prefill`, then `attend(q, bsz=bsz)`, counts; a method's are the calls
+its own class makes on the instance, `self._attend(x, bsz)`), through the items
 of a tuple a helper returns (`y, N, T = fwd(x)`) and through what an
 autograd function's `forward` saves on its context for `backward`
 (`ctx.N = N`, then `bwd(dy, ctx.N)`), and classed as KG201
 classes autotune keys: the first dimension of a tensor (`x.shape[0]`,
-`B` of `B, T, H = q.shape`), `x.numel()`, and anything computed from them
+`B` of `B, T, H = q.shape`), the sequence length of an attention tensor
+unpacked into four names (`N` of `B, H, N, D = x.shape`, `T` of `B, T, H,
+D = q.shape`), a middle dimension whose name's words say a token count
+(`seqlen` of `bsz, seqlen, _ = x.shape`), `x.numel()`, and anything computed from them
 that does not bound them (`B * T`, `ceil(n_rows / sm_count)` even with
 `sm_count` a parameter of the launcher, `ceil(heads * batch / programs) +
 4`); a value bucketed to a power of two, a constant, a property of the
-device or a model dimension is fine, and the dimensions of a tensor the
+device or a model dimension is fine, and so is a size the launcher
+refuses above at most 64 (`if q_len > 16: raise ...`) or that a call
+passes only under such a bound (`attend = decode if q_len <= 16 else
+prefill`, then `attend(q, q_len=q_len)`: for `decode`), and a value a switch of the
+environment replaces by a constant unless the variable is set (`pages if
+debug else 0` with `debug = os.environ.get("X_DEBUG", "0") != "0"`, read as
+a process that sets nothing reads it: a debug bound is 0 in production; a
+switch on unless the environment turns it off passes the size), and the dimensions of a tensor the
 built model fixes are model dimensions (a weight, a bias or a scale,
 numbered as an expert layer's `w1` and `w13` are; a parameter, a buffer
 or a start-up table of the module, or an attribute of an object reached
@@ -45,7 +58,8 @@ the launcher asserts equal to one, such as `dim` of `dim, seqlen = x.shape`
 under `assert (dim, width) == weight.shape`; a first dimension the
 launcher names a model dimension, `n_heads` of `n_heads, rows, d =
 q.shape` (a head-major layout) or `num_experts = counts.shape[0]`, by
-the words of the name, as KG201 reads a name); the first dimension of a
+the words of the name, as KG201 reads a name, or `H` first of three names
+or more, `H, R, d = o.shape`); the first dimension of a
 tensor made with its sizes written out, which is its first size
 (`torch.empty((w13.size(0),))`, `torch.empty((self.world_size, n, d))`:
 a model dimension; `x.new_empty(x.shape[0], d)`: the tokens); and a batch packed to one:

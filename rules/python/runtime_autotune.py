@@ -17,7 +17,13 @@ one returns too: `y, N, T = fwd(x)`), and in an autograd function's
 `backward` through what its `forward` saved on the context (`ctx.N = N`):
 
 - **token or batch dimension** (an error): the first dimension of a tensor
-  (`x.shape[0]`, `x.size(0)`, `B` of `B, T, H, D = q.shape`), `x.numel()`
+  (`x.shape[0]`, `x.size(0)`, `B` of `B, T, H, D = q.shape`), the
+  sequence length of an attention tensor unpacked into four names (`T` of
+  `B, T, H, D = q.shape`, `N` of `B, H, N, D = x.shape`: the middle name
+  beside the heads, `H` or a name whose words say heads, before the head
+  dimension, `D` or likewise; `C` of `B, C, H, W` is none), a middle
+  dimension whose name's words say a token count (`seqlen` of `bsz,
+  seqlen, _ = x.shape`), `x.numel()`
   or the length of x flattened (`len(x.flatten())`, `len(x.view(-1))`),
   `len(cu_seqlens)`, and anything computed from them that does not bound
   them, through any number of assignments and helper calls (`B * T`,
@@ -36,7 +42,12 @@ one returns too: `y, N, T = fwd(x)`), and in an autograd function's
   (`get_device_properties(d).multi_processor_count`, `num_sms()`),
   returned by a module function
   every `return` of which is bounded (a finite table), a literal, a
-  module constant, a comparison or a flag, or a batch packed to one (the
+  module constant, a comparison or a flag, a size the launcher refuses
+  above at most 64 (`if q_len > 16: raise ...`, `assert n <= 64`) or a
+  call passes only under such a bound (`attend = decode if q_len <= 16
+  else prefill`, then `attend(q, q_len=q_len)`), a
+  value a switch of the environment replaces by a constant unless the
+  variable is set (`pages if debug else 0`: see KG108), or a batch packed to one (the
   first dimension of a tensor a caller makes with a leading one, or of the
   inputs of a function that checks their batch is 1 when `cu_seqlens` is
   given, where every call of it in the project gives it: see KG108);
@@ -62,7 +73,8 @@ one returns too: `y, N, T = fwd(x)`), and in an autograd function's
   with its sizes written out when its first size is one of these
   (`torch.empty((num_experts,))`), and a first dimension bound to a name
   whose words say a model dimension (`num_experts = counts.shape[0]`,
-  `n_heads` of `n_heads, rows, d = q.shape`). A stride is the product of the dimensions after
+  `n_heads` of `n_heads, rows, d = q.shape`, or `H` first of three names
+  or more: `H, R, d = o.shape`). A stride is the product of the dimensions after
   it, and follows the token count only where one of those does
   (`x.stride(0)` of a `[T, H]` tensor is `H`; of a `[B, T, H]` one,
   `T * H`).
@@ -71,7 +83,10 @@ A parameter of the launching function is what the module's own calls of
 that function pass for it, or where there are none, what the calls in the
 project's other modules that import the function pass (a launcher called
 from a layer or a serving backend; tests and benchmarks, which pick shapes
-of their own, are not followed). Because such a verdict reads other
+of their own, are not followed); a call through a local name that picks
+the function (`attend = decode if short else prefill`) counts, and a
+method's parameter is what its own class passes it (`self._attend(x,
+bsz)`). Because such a verdict reads other
 files, it is never answered from the lint cache.
 
 A key no launch site places (the value is a parameter of a launcher that
