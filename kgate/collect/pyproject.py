@@ -202,19 +202,15 @@ class Modules:
         """The other modules that import the top-level `name` of the module at `path`, each with the names they bind
         it to."""
         path = os.path.abspath(path)
-        key = (path, name)
-        held = self._importing.get(key)
-        if held is None:
-            with depends.collecting() as reads:
-                found = [(other, local) for other in self.importers(name) if other != path
-                         and not checks_kernels(os.path.relpath(other, self.root))
-                         if (local := self.bindings_of(other, (path, name)))]
-                found.extend(self._renamed(path, name, found))
-            held = self._importing[key] = (found, reads)
-        else:
-            self.asked += 1
-            depends.replay(held[1])
-        return held[0]
+
+        def compute() -> list[tuple[str, list[str]]]:
+            found = [(other, local) for other in self.importers(name) if other != path
+                     and not checks_kernels(os.path.relpath(other, self.root))
+                     if (local := self.bindings_of(other, (path, name)))]
+            found.extend(self._renamed(path, name, found))
+            return found
+
+        return self._held((path, name), compute)
 
     def reaching(self, path: str, owner: str) -> list[tuple[str, list[str]]]:
         """The other modules that reach the top-level `owner` (a class) of the module at `path` through an import, each
@@ -222,11 +218,15 @@ class Modules:
         act`, `kernels.Relu` after `from pkg import kernels` where the package's `__init__.py` passes `act`'s names on
         (`from .act import *`). A kernel that is a static method of a class is launched as `kernels.Relu.forward`."""
         path = os.path.abspath(path)
-        key = (path, "." + owner)
+        return self._held((path, "." + owner), lambda: self._reaching(path, owner))
+
+    def _held(self, key: tuple[str, str], compute: Callable[[], list[tuple[str, list[str]]]]) \
+            -> list[tuple[str, list[str]]]:
+        """What `compute` finds for `key`, computed once per run; a later ask replays the reads it made."""
         held = self._importing.get(key)
         if held is None:
             with depends.collecting() as reads:
-                found = self._reaching(path, owner)
+                found = compute()
             held = self._importing[key] = (found, reads)
         else:
             self.asked += 1
