@@ -31,8 +31,14 @@ autograd function's `forward` saves on its context for `backward`
 classes autotune keys: the first dimension of a tensor (`x.shape[0]`,
 `B` of `B, T, H = q.shape`), the sequence length of an attention tensor
 unpacked into four names (`N` of `B, H, N, D = x.shape`, `T` of `B, T, H,
-D = q.shape`), a middle dimension whose name's words say a token count
-(`seqlen` of `bsz, seqlen, _ = x.shape`), `x.numel()`, and anything computed from them
+D = q.shape`, `y_size` of `num_batches, num_heads, y_size, x_size`), a
+middle dimension whose name's words say a token count (`seqlen` of `bsz,
+seqlen, _ = x.shape`), the spatial extents after a channels dimension
+(`H` and `W` of `N, C, H, W = x.shape`, `in_height` of `batch,
+in_feat_dim, in_height, in_width`), the width of a block table
+(`block_offsets.size(1)`, `_, blocks = block_tables.shape`: the blocks of
+the batch's longest sequence; a table of the module's own, allocated at
+start-up, is a model dimension), `x.numel()`, and anything computed from them
 that does not bound them (`B * T`, `ceil(n_rows / sm_count)` even with
 `sm_count` a parameter of the launcher, `ceil(heads * batch / programs) +
 4`); a value bucketed to a power of two, a constant, a property of the

@@ -21,9 +21,19 @@ one returns too: `y, N, T = fwd(x)`), and in an autograd function's
   sequence length of an attention tensor unpacked into four names (`T` of
   `B, T, H, D = q.shape`, `N` of `B, H, N, D = x.shape`: the middle name
   beside the heads, `H` or a name whose words say heads, before the head
-  dimension, `D` or likewise; `C` of `B, C, H, W` is none), a middle
-  dimension whose name's words say a token count (`seqlen` of `bsz,
-  seqlen, _ = x.shape`), `x.numel()`
+  dimension, `D` or likewise, or any name beside heads named by their words:
+  `y_size` of `num_batches, num_heads, y_size, x_size`; `C` of `B, C, H,
+  W` is none), a middle dimension whose name's words say a token count
+  (`seqlen` of `bsz, seqlen, _ = x.shape`) or that names the size of a
+  letter read as one (`m_size` or `size_m` as `M`, of `num_batches,
+  m_size, k_size = x.shape`), the spatial extents (or the length) of a
+  tensor laid out channels first: the names after a second name whose
+  words say channels or features, or `C`, that their words do not place
+  as a model dimension (`in_height` and `in_width` of `batch,
+  in_feat_dim, in_height, in_width = x.shape`, `L` of `N, C, L`, `H` and
+  `W` of `N, C, H, W`), the width of a block table (`block_offsets.size(1)`,
+  `_, blocks = block_tables.shape`: the blocks of the batch's longest
+  sequence, where the table is not the module's own), `x.numel()`
   or the length of x flattened (`len(x.flatten())`, `len(x.view(-1))`),
   `len(cu_seqlens)`, and anything computed from them that does not bound
   them, through any number of assignments and helper calls (`B * T`,
@@ -92,8 +102,8 @@ files, it is never answered from the lint cache.
 A key no launch site places (the value is a parameter of a launcher that
 nothing in the project calls, an entry point, or what a module kgate does
 not follow passes) is judged by its name: `runtime-shape-names`, or a name with a word such as `tokens`,
-`seq`, `seqlen`, `batch`, `bs`, `bsz`, `rows`, `ctx`, `lens` or `indices` in it, is a
-token or batch dimension; a name with `bucket` in it is bucketed;
+`seq`, `seqlen`, `batch`, `bs`, `bsz`, `rows`, `ctx`, `lens`, `indices` or `spatial` in it, is a
+token or batch dimension (and `m_size` is read as `M`); a name with `bucket` in it is bucketed;
 `model-dim-names`, or a name with `dim`, `hidden`, `head`, `heads`,
 `vocab`, `experts`, `features`, `channels` or `embed` in it, is a model
 dimension. Words run together are read by their ending: `maxlen` or
