@@ -467,7 +467,11 @@ class Launches(Batches):
             return Verdict(MODEL, why)
         if func.attr == "numel":
             # `pool[0].numel()`: one row, the dimensions after the first, which the reading cannot place.
-            return Verdict(UNKNOWN) if _row(func.value) else Verdict(RUNTIME, why)
+            if _row(func.value):
+                return Verdict(UNKNOWN)
+            # A tensor made with its sizes written out (`torch.empty((in_features, out_features))`): their product.
+            made = self.made(func.value, scope, depth, seen, every=True)
+            return Verdict(made.cls, why) if made is not None else Verdict(RUNTIME, why)
         if not call.args and not call.keywords:
             return Verdict(UNKNOWN)  # x.size(): a shape, read where it is unpacked
         index = integer(call.args[0] if call.args else call.keywords[0].value, {})
