@@ -68,7 +68,8 @@ the words of the name, as KG201 reads a name, or `H` first of three names
 or more, `H, R, d = o.shape`); the first dimension of a
 tensor made with its sizes written out, which is its first size
 (`torch.empty((w13.size(0),))`, `torch.empty((self.world_size, n, d))`:
-a model dimension; `x.new_empty(x.shape[0], d)`: the tokens); and a batch packed to one:
+a model dimension; `x.new_empty(x.shape[0], d)`: the tokens), and its
+element count, the worst of its sizes where each is placed; and a batch packed to one:
 the first dimension of a tensor a caller makes with a leading one
 (`q.unsqueeze(0)`, `x.view(1, n, d)`), or of the inputs of a function
 that checks their batch is 1 when sequence offsets are given (`if

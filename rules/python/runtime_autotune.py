@@ -81,7 +81,8 @@ one returns too: `y, N, T = fwd(x)`), and in an autograd function's
   is a model dimension), and a size the launcher asserts equal to one
   (`assert dim == bias.size(0)`), and the first dimension of a tensor made
   with its sizes written out when its first size is one of these
-  (`torch.empty((num_experts,))`), and a first dimension bound to a name
+  (`torch.empty((num_experts,))`), or its element count when every size
+  is (`torch.empty((in_features, out_features)).numel()`), and a first dimension bound to a name
   whose words say a model dimension (`num_experts = counts.shape[0]`,
   `n_heads` of `n_heads, rows, d = q.shape`, or `H` first of three names
   or more: `H, R, d = o.shape`). A stride is the product of the dimensions after
