@@ -518,7 +518,11 @@ class Launches(Batches):
         if parts[0] in CONFIG or "config" in parts[:-1]:
             return Verdict(MODEL, root)
         saved = self.saved(expr, scope, depth, seen)
-        return saved if saved.cls != UNKNOWN else Verdict(self.names.of(expr.attr), expr.attr)
+        if saved.cls != UNKNOWN:
+            return saved
+        if _longest(expr, scope):
+            return Verdict(RUNTIME, Why(expr))
+        return Verdict(self.names.of(expr.attr), expr.attr)
 
     def _first(self, tensor: ast.expr, why: Why, scope: Scope, depth: int, seen: set[tuple[int, str]]) -> Verdict:
         """The first dimension of a tensor: the batch or the token count, unless it is packed to one or made with a
@@ -658,6 +662,23 @@ def _unpacked_names(value: ast.expr, scope: Scope) -> dict[int, str]:
     """The names a scope unpacks `value` into, by their place (`B, H, N, D = q.shape`: {0: "B", 1: "H", ...})."""
     return {at: other for other, bindings in scope.env.items() for bound, at, _count in bindings
             if bound is value and at is not None}
+
+
+# What the longest of a batch's sequences is counted in (`max_q`, `max_seqlen_k`, `max_query_len`).
+_LENGTH_WORDS = Names.RUNTIME_PARTS | {"q", "k", "kv", "query", "key", "len", "length", "context"}
+
+
+def _longest(expr: ast.Attribute, scope: Scope) -> bool:
+    """Whether `expr` is the longest sequence of a batch, kept by an object that describes the batch: `seqlen.max_q`
+    where the function also reads the batch's sequence offsets from the same object (`seqlen.cu_seqlen_q`): a
+    metadata object made for each step, not a setting of the model."""
+    holder = expr.value
+    words = re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+", expr.attr)
+    if not isinstance(holder, ast.Name) or holder.id in OWNER or holder.id in CONFIG or len(words) < 2 \
+            or words[0].lower() != "max" or not {w.lower() for w in words[1:]} & _LENGTH_WORDS:
+        return False
+    return any(isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == holder.id
+               and node.attr.lower().startswith("cu_seqlen") for node in ast.walk(scope.node))
 
 
 def block_table(tensor: ast.expr) -> bool:

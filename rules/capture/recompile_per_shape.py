@@ -23,7 +23,9 @@ where it has none, those of the project's other modules that import it,
 and theirs in turn up to two modules away from the launcher: a launcher
 called from a layer, the layer from a serving backend; a call through a
 local name that picks the launcher, `attend = decode if short else
-prefill`, then `attend(q, bsz=bsz)`, counts; a method's are the calls
+prefill`, then `attend(q, bsz=bsz)`, counts, and so does a name the
+autograd function's module binds to its `apply`, `attend = Fn.apply`,
+called there or in the modules that import it; a method's are the calls
 its own class makes on the instance, `self._attend(x, bsz)`), through the items
 of a tuple a helper returns (`y, N, T = fwd(x)`) and through what an
 autograd function's `forward` saves on its context for `backward`
@@ -38,7 +40,9 @@ seqlen, _ = x.shape`), the spatial extents after a channels dimension
 in_feat_dim, in_height, in_width`), the width of a block table
 (`block_offsets.size(1)`, `_, blocks = block_tables.shape`: the blocks of
 the batch's longest sequence; a table of the module's own, allocated at
-start-up, is a model dimension), `x.numel()`, and anything computed from them
+start-up, is a model dimension), the longest sequence of a step read from
+the object that holds the step's sequence offsets (`seqlen.max_q` where
+the caller also passes `seqlen.cu_seqlen_q`), `x.numel()`, and anything computed from them
 that does not bound them (`B * T`, `ceil(n_rows / sm_count)` even with
 `sm_count` a parameter of the launcher, `ceil(heads * batch / programs) +
 4`); a value bucketed to a power of two, a constant, a property of the

@@ -33,7 +33,9 @@ one returns too: `y, N, T = fwd(x)`), and in an autograd function's
   in_feat_dim, in_height, in_width = x.shape`, `L` of `N, C, L`, `H` and
   `W` of `N, C, H, W`), the width of a block table (`block_offsets.size(1)`,
   `_, blocks = block_tables.shape`: the blocks of the batch's longest
-  sequence, where the table is not the module's own), `x.numel()`
+  sequence, where the table is not the module's own), the longest
+  sequence of a step read from the object that holds the step's offsets
+  (`seqlen.max_q` where the function also reads `seqlen.cu_seqlen_q`), `x.numel()`
   or the length of x flattened (`len(x.flatten())`, `len(x.view(-1))`),
   `len(cu_seqlens)`, and anything computed from them that does not bound
   them, through any number of assignments and helper calls (`B * T`,
@@ -95,8 +97,9 @@ that function pass for it, or where there are none, what the calls in the
 project's other modules that import the function pass (a launcher called
 from a layer or a serving backend; tests and benchmarks, which pick shapes
 of their own, are not followed); a call through a local name that picks
-the function (`attend = decode if short else prefill`) counts, and a
-method's parameter is what its own class passes it (`self._attend(x,
+the function (`attend = decode if short else prefill`) counts, and so
+does a name an autograd function's module binds to its `apply` (`attend =
+Fn.apply`, imported elsewhere), and a method's parameter is what its own class passes it (`self._attend(x,
 bsz)`). Because such a verdict reads other
 files, it is never answered from the lint cache.
 
