@@ -371,15 +371,15 @@ class Launches(Batches):
 
     def _spatial(self, name: str, value: ast.expr, position: int, scope: Scope) -> bool:
         """Whether `name` is a spatial extent (or the length) of a tensor laid out channels first, unpacked into
-        three names or more: after a second name whose words say channels or features (or `C`), the names the words
-        do not place as a model dimension (`in_height` of `batch, in_feat_dim, in_height, in_width = x.shape`, `L` of
-        `N, C, L`, `H` and `W` of `N, C, H, W`)."""
+        three names or more: after a second name whose words say channels or features (or `C`), the names neither
+        the words nor a letter such as `D` place as a model dimension (`in_height` of `batch, in_feat_dim, in_height,
+        in_width = x.shape`, `L` of `N, C, L`, `H` and `W` of `N, C, H, W`; not `D` of `B, C, L, D`)."""
         if position < 2:
             return False
         channels = _unpacked_names(value, scope).get(1)
         if channels is None or not (channels == "C" or _words(channels) & CHANNEL_PARTS):
             return False
-        return _WORDS_ONLY.hint(name) != MODEL
+        return _WORDS_ONLY.hint(name) != MODEL and name.upper() not in _MODEL_LETTERS
 
     def _binop(self, expr: ast.BinOp, scope: Scope, depth: int, seen: set[tuple[int, str]]) -> Verdict:
         left = self.value(expr.left, scope, depth, seen)
@@ -652,6 +652,8 @@ class Launches(Batches):
 
 
 _WORDS_ONLY = Names(set(), set())  # what a name's words say, no configured letter (`H` after `C` is the height)
+# The letters that name a model dimension after a channels dimension too (`D` of `B, C, L, D`: a width per item).
+_MODEL_LETTERS = frozenset({"D", "K", "V", "E", "G"})
 
 
 def _words(name: str) -> set[str]:
