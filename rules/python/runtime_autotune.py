@@ -28,8 +28,8 @@ one returns too: `y, N, T = fwd(x)`), and in an autograd function's
   letter read as one (`m_size` or `size_m` as `M`, of `num_batches,
   m_size, k_size = x.shape`), the spatial extents (or the length) of a
   tensor laid out channels first: the names after a second name whose
-  words say channels or features, or `C`, that their words do not place
-  as a model dimension (`in_height` and `in_width` of `batch,
+  words say channels or features, or `C`, that neither their words nor
+  a model letter (`D` of `B, C, L, D`) place as a model dimension (`in_height` and `in_width` of `batch,
   in_feat_dim, in_height, in_width = x.shape`, `L` of `N, C, L`, `H` and
   `W` of `N, C, H, W`), the width of a block table (`block_offsets.size(1)`,
   `_, blocks = block_tables.shape`: the blocks of the batch's longest
