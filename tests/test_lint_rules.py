@@ -257,3 +257,18 @@ def test_kg201_reads_kernels_that_are_static_methods_launched_through_a_package(
     severity, message = default[("methods/kernels/act.py", 17)]
     assert severity == "error" and "'size' (size = x.numel()) changes" in message, message
     assert ("methods/kernels/act.py", 24) not in default  # the width: a model dimension
+
+
+def test_kg201_places_the_dimensions_a_layout_names() -> None:
+    """layouts.py: the rows of a GEMM named by their letter (`m_size` of `num_batches, m_size, k_size`), the sequence
+    beside heads named by their words (`y_size` of `num_batches, num_heads, y_size, x_size`) and the spatial extents
+    after a channels dimension are token counts, errors; unplaced, they were notes. The widths beside them are not."""
+    default = _kg201()
+    for line, said in ((12, "'m_size' (x.shape[1])"), (32, "'y_size' (q.shape[2])"),
+                       (64, "'in_height' (x.shape[2]), 'in_width' (x.shape[3]), 'out_height'"),
+                       (89, "'spatial_dim' (x.shape[2])"), (95, "'L' (y.shape[2])")):
+        severity, message = default[("layouts.py", line)]
+        assert severity == "error" and said in message, message
+    assert default[("layouts.py", 51)][0] == "note"  # `y_size` beside no heads: unplaced
+    for line in (18, 38, 70, 101):  # k_size and n_size, the head dimension, the channel counts, `C` of `B, T, C`
+        assert ("layouts.py", line) not in default

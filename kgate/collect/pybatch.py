@@ -45,10 +45,12 @@ class Batches(CallSites):
     def value(self, expr: ast.expr, scope: Scope, depth: int, seen: set[tuple[int, str]]) -> Verdict:
         raise NotImplementedError  # what a value does: `Launches.value`
 
-    def made(self, tensor: ast.expr, scope: Scope, depth: int, seen: set[tuple[int, str]]) -> Verdict | None:
+    def made(self, tensor: ast.expr, scope: Scope, depth: int, seen: set[tuple[int, str]],
+             every: bool = False) -> Verdict | None:
         """The first dimension of a tensor made with its sizes written out (`torch.empty((num_experts, n))`,
         `x.new_zeros(n, d)`), on every path and at every call: what the first size is; None where it is made so
-        nowhere, or the size cannot be placed."""
+        nowhere, or the size cannot be placed. With `every`, its element count: the worst of all its sizes (each
+        one placed)."""
         if depth > _DEPTH:
             return None
         depth += 1
@@ -56,31 +58,35 @@ class Batches(CallSites):
             func = tensor.func
             same = same_shape(tensor)
             if same is not None:
-                return self.made(same, scope, depth, seen)
+                return None if every else self.made(same, scope, depth, seen)
             if str(py.dotted(func) or getattr(func, "attr", "")).rsplit(".", 1)[-1] not in _MAKERS or not tensor.args:
                 return None
             shape = tensor.args[0]
-            first = shape.elts[0] if isinstance(shape, (ast.Tuple, ast.List)) and shape.elts else shape
-            verdict = self.value(first, scope, depth, seen) if not isinstance(first, ast.Starred) else None
-            return verdict if verdict is not None and verdict.cls != UNKNOWN else None
+            sizes = list(shape.elts) if isinstance(shape, (ast.Tuple, ast.List)) else list(tensor.args)
+            if not every:
+                sizes = sizes[:1]
+            if not sizes or any(isinstance(size, ast.Starred) for size in sizes):
+                return None
+            verdicts = [self.value(size, scope, depth, seen) for size in sizes]
+            return None if any(v.cls == UNKNOWN for v in verdicts) else worst(verdicts)
         if not isinstance(tensor, ast.Name):
             return None
         here: Scope | None = scope
         while here is not None:
             if tensor.id in here.bound:
                 arg, caller = here.bound[tensor.id]
-                return self.made(arg, caller, depth, seen)
+                return self.made(arg, caller, depth, seen, every)
             bindings = here.env.get(tensor.id)
             mark = (id(here.node), "made " + tensor.id)
             if mark in seen:
                 return None
             if bindings:
-                found = [self.made(value, here, depth, seen | {mark}) if value is not None and position is None
+                found = [self.made(value, here, depth, seen | {mark}, every) if value is not None and position is None
                          else None for value, position, _count in bindings]
                 return None if None in found else worst([v for v in found if v is not None])
             if tensor.id in here.params:
                 passed = self._passed_by_callers(here, tensor.id)
-                found = [reader.made(arg, caller, depth, seen | {mark}) for arg, caller, reader in passed]
+                found = [reader.made(arg, caller, depth, seen | {mark}, every) for arg, caller, reader in passed]
                 return None if not found or None in found else worst([v for v in found if v is not None])
             here = here.parent
         return None

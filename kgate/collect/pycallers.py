@@ -115,11 +115,17 @@ class CallSites:
         if applied or method:  # `Fn.apply(q, k)` passes `forward(ctx, q, k)` its parameters after the context,
             position = position - 1 if position else None  # `self.attend(q, k)` those of `attend(self, q, k)`
         # A method is read where its own class calls it on the instance (`self.attend(...)` in another method).
+        # `attend = Fn.apply` at the module's top level: its calls are calls of `Fn.apply` too.
+        aliases = applied_aliases(self.source.text, applied) if applied else []
         calls = [(call, caller, cast("Launches", self)) for call, caller in self._callers(called, attr)
                  if not method or _same_class(caller, scope)]
+        calls += [(call, caller, cast("Launches", self)) for alias in aliases for call, caller in self._callers(alias)]
         if not calls and self.beyond and not method:
             calls = [(call, caller, reader) for reader, local in self._elsewhere(called, launches=False)
                      for other in local for call, caller in reader._callers(other, attr)]
+            calls += [(call, caller, reader) for alias in aliases
+                      for reader, local in self._elsewhere(alias, launches=False)
+                      for other in local for call, caller in reader._callers(other)]
         out = []
         for call, caller, reader in calls:
             arg = passed_for(call, name, position)
@@ -255,6 +261,13 @@ def _same_class(caller: Scope, method: Scope) -> bool:
     return ours is not None and theirs is not None and isinstance(ours.node, ast.ClassDef) and \
         isinstance(theirs.node, ast.ClassDef) and (theirs.node.name, theirs.node.lineno) == \
         (ours.node.name, ours.node.lineno)
+
+
+def applied_aliases(text: str, applied: str) -> list[str]:
+    """The names a module binds at its top level to an autograd function's `apply` (`attend = Fn.apply`)."""
+    if f"{applied}.apply" not in text:
+        return []
+    return re.findall(rf"^(\w+)[ \t]*=[ \t]*{re.escape(applied)}\.apply[ \t]*(?:#.*)?$", text, re.MULTILINE)
 
 
 def applied_class(scope: Scope) -> str:

@@ -23,7 +23,9 @@ flow-sensitive) and through the module's own helper functions, and falls in one 
   dimensions, a size the launching function asserts equal to one of these (`assert (dim, width) == weight.shape`);
 - `RUNTIME`: follows the token count or the batch: the first dimension of a tensor (`x.shape[0]`, `x.size(0)`,
   the first name of `B, T, H, D = q.shape`), the sequence length of an attention tensor unpacked into four names
-  (`N` of `B, H, N, D = x.shape`, `T` of `B, T, H, D`), `x.numel()` (or `len(x.flatten())`), `len(x)`, and
+  (`N` of `B, H, N, D = x.shape`, `T` of `B, T, H, D`), a middle name that says a token count (`seqlen`, `m_size`),
+  the spatial extents after a channels dimension (`H`, `W` of `N, C, H, W`), the width of a block table
+  (`block_offsets.size(1)`), `x.numel()` (or `len(x.flatten())`), `len(x)`, and
   anything computed from them by arithmetic that does not bound it (`B * T`, `triton.cdiv(T, 64)`, `max(1, T)`,
   a division by anything that does not grow with it too: `ceil(n_rows / sm_count)`);
 - `UNKNOWN`: anything else (a middle dimension, a parameter of a launcher nothing in the project calls, a call
@@ -38,6 +40,7 @@ its own class passes it (`self._attend(x, bsz)`).
 from __future__ import annotations
 
 import ast
+import re
 from typing import TYPE_CHECKING
 
 from kgate.collect import pyparts, pysparse
@@ -60,6 +63,7 @@ from kgate.collect.pyvalues import (
     BOUNDED,
     BUCKETING_FUNCTIONS,
     BUCKETING_PARTS,
+    CHANNEL_PARTS,
     COARSE_DIVISOR,
     CONFIG,
     DEVICE,
@@ -328,8 +332,9 @@ class Launches(Batches):
         if shape is None:
             return Verdict(self.names.of(name), name)
         tensor, first, last = shape
-        sequence = first and last and self._sequence(name, value, position, count, scope)
-        if self._moot(position == 0 and first or sequence) and self.names.of(name) == UNKNOWN:
+        sequence = first and last and (self._sequence(name, value, position, count, scope)
+                                       or self._spatial(name, value, position, scope))
+        if self._moot(position == 0 and first or sequence or block_table(tensor)) and self.names.of(name) == UNKNOWN:
             return Verdict(UNKNOWN, name)  # a model dimension or an unplaced one: no token count either way
         if self.fixed(tensor, scope, depth, seen):
             return Verdict(MODEL, Why(value))
@@ -341,6 +346,8 @@ class Launches(Batches):
                 return Verdict(MODEL, Why(value, after="[0]"))
             return self._first(tensor, Why(value, after="[0]"), scope, depth, seen)
         if last and (position == -1 or position == count - 1):
+            if position == 1 and count == 2 and first and block_table(tensor):
+                return Verdict(RUNTIME, Why(value, after="[1]"))  # `_, blocks = block_table.shape`: the longest
             return Verdict(MODEL, Why(value, after="[-1]"))
         return Verdict(self.names.of(name), name)
 
@@ -353,13 +360,26 @@ class Launches(Batches):
             return True
         if count != 4 or position not in (1, 2):
             return False
-        names = {at: other for other, bindings in scope.env.items() for bound, at, _count in bindings
-                 if bound is value and at is not None}
+        names = _unpacked_names(value, scope)
         heads, head_dim = names.get(3 - position), names.get(3)
         if heads is None or head_dim is None or self.names.hint(name) == MODEL or name.upper() in ("H", "D"):
             return False
+        if any(word.endswith(("head", "heads")) for word in _words(heads)):
+            return True  # `num_heads` beside it: the heads by their words, whatever the last name says
         return (heads.upper() == "H" or self.names.hint(heads) == MODEL) and (
             head_dim.upper() == "D" or self.names.hint(head_dim) == MODEL)
+
+    def _spatial(self, name: str, value: ast.expr, position: int, scope: Scope) -> bool:
+        """Whether `name` is a spatial extent (or the length) of a tensor laid out channels first, unpacked into
+        three names or more: after a second name whose words say channels or features (or `C`), the names neither
+        the words nor a letter such as `D` place as a model dimension (`in_height` of `batch, in_feat_dim, in_height,
+        in_width = x.shape`, `L` of `N, C, L`, `H` and `W` of `N, C, H, W`; not `D` of `B, C, L, D`)."""
+        if position < 2:
+            return False
+        channels = _unpacked_names(value, scope).get(1)
+        if channels is None or not (channels == "C" or _words(channels) & CHANNEL_PARTS):
+            return False
+        return _WORDS_ONLY.hint(name) != MODEL and name.upper() not in _MODEL_LETTERS
 
     def _binop(self, expr: ast.BinOp, scope: Scope, depth: int, seen: set[tuple[int, str]]) -> Verdict:
         left = self.value(expr.left, scope, depth, seen)
@@ -447,10 +467,16 @@ class Launches(Batches):
             return Verdict(MODEL, why)
         if func.attr == "numel":
             # `pool[0].numel()`: one row, the dimensions after the first, which the reading cannot place.
-            return Verdict(UNKNOWN) if _row(func.value) else Verdict(RUNTIME, why)
+            if _row(func.value):
+                return Verdict(UNKNOWN)
+            # A tensor made with its sizes written out (`torch.empty((in_features, out_features))`): their product.
+            made = self.made(func.value, scope, depth, seen, every=True)
+            return Verdict(made.cls, why) if made is not None else Verdict(RUNTIME, why)
         if not call.args and not call.keywords:
             return Verdict(UNKNOWN)  # x.size(): a shape, read where it is unpacked
         index = integer(call.args[0] if call.args else call.keywords[0].value, {})
+        if index in (1, -1) and block_table(func.value):
+            return Verdict(RUNTIME, why)  # a block table's width: the blocks of the batch's longest sequence
         return self._first(func.value, why, scope, depth, seen) if index == 0 else dimension(index, why)
 
     def _subscript(self, expr: ast.Subscript, scope: Scope, depth: int, seen: set[tuple[int, str]]) -> Verdict:
@@ -462,7 +488,7 @@ class Launches(Batches):
         if shape is not None:
             tensor, first, last = shape
             index = integer(expr.slice, {})
-            if self._moot(index == 0 and first):
+            if self._moot(index == 0 and first or block_table(tensor)):
                 return Verdict(UNKNOWN)  # a model dimension or an unplaced one: no token count either way
             if self.fixed(tensor, scope, depth, seen):
                 return Verdict(MODEL, Why(expr))
@@ -470,6 +496,8 @@ class Launches(Batches):
                 return Verdict(UNKNOWN)
             if index == 0 and first:
                 return self._first(tensor, Why(expr), scope, depth, seen)
+            if (index == 1 and first or index == -1 and last) and block_table(tensor):
+                return Verdict(RUNTIME, Why(expr))  # a block table's width: the blocks of the longest sequence
             if index == -1 and last:
                 return dimension(index, Why(expr))
             return Verdict(UNKNOWN)
@@ -490,7 +518,11 @@ class Launches(Batches):
         if parts[0] in CONFIG or "config" in parts[:-1]:
             return Verdict(MODEL, root)
         saved = self.saved(expr, scope, depth, seen)
-        return saved if saved.cls != UNKNOWN else Verdict(self.names.of(expr.attr), expr.attr)
+        if saved.cls != UNKNOWN:
+            return saved
+        if _longest(expr, scope):
+            return Verdict(RUNTIME, Why(expr))
+        return Verdict(self.names.of(expr.attr), expr.attr)
 
     def _first(self, tensor: ast.expr, why: Why, scope: Scope, depth: int, seen: set[tuple[int, str]]) -> Verdict:
         """The first dimension of a tensor: the batch or the token count, unless it is packed to one or made with a
@@ -617,6 +649,48 @@ class Launches(Batches):
             return Verdict(UNKNOWN)
         verdict = worst([self.value(v, inner, depth, seen) for v in values if v is not None])
         return Verdict(verdict.cls, Why(call) if verdict.cls != UNKNOWN else "")
+
+
+_WORDS_ONLY = Names(set(), set())  # what a name's words say, no configured letter (`H` after `C` is the height)
+# The letters that name a model dimension after a channels dimension too (`D` of `B, C, L, D`: a width per item).
+_MODEL_LETTERS = frozenset({"D", "K", "V", "E", "G"})
+
+
+def _words(name: str) -> set[str]:
+    return {p.lower() for p in re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+", name)}
+
+
+def _unpacked_names(value: ast.expr, scope: Scope) -> dict[int, str]:
+    """The names a scope unpacks `value` into, by their place (`B, H, N, D = q.shape`: {0: "B", 1: "H", ...})."""
+    return {at: other for other, bindings in scope.env.items() for bound, at, _count in bindings
+            if bound is value and at is not None}
+
+
+# What the longest of a batch's sequences is counted in (`max_q`, `max_seqlen_k`, `max_query_len`).
+_LENGTH_WORDS = Names.RUNTIME_PARTS | {"q", "k", "kv", "query", "key", "len", "length", "context"}
+
+
+def _longest(expr: ast.Attribute, scope: Scope) -> bool:
+    """Whether `expr` is the longest sequence of a batch, kept by an object that describes the batch: `seqlen.max_q`
+    where the function also reads the batch's sequence offsets from the same object (`seqlen.cu_seqlen_q`): a
+    metadata object made for each step, not a setting of the model."""
+    holder = expr.value
+    words = re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+", expr.attr)
+    if not isinstance(holder, ast.Name) or holder.id in OWNER or holder.id in CONFIG or len(words) < 2 \
+            or words[0].lower() != "max" or not {w.lower() for w in words[1:]} & _LENGTH_WORDS:
+        return False
+    return any(isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == holder.id
+               and node.attr.lower().startswith("cu_seqlen") for node in ast.walk(scope.node))
+
+
+def block_table(tensor: ast.expr) -> bool:
+    """Whether a tensor is a block table by its name (`block_offsets`, `block_tables`, `page_table`): one row of
+    block (or page) numbers per sequence, as wide as the longest sequence of the batch has blocks."""
+    name = py.dotted(tensor)
+    return name is not None and bool(_BLOCK_TABLE.fullmatch(name.rsplit(".", 1)[-1]))
+
+
+_BLOCK_TABLE = re.compile(r"(?i)(kv_)?(block|page)s?_?(tables?|offsets|ids|indices)")
 
 
 def _bound_shape(name: ast.expr, scope: Scope) -> ast.expr | None:

@@ -278,7 +278,12 @@ class Resolver:
         if binding is None:
             return self._starred(path, table, name, depth)
         if binding.kind == ALIAS:
-            return self.target(path, binding.attr, own, depth + 1)
+            found = self.target(path, binding.attr, own, depth + 1)
+            head = binding.attr.split(".", 1)[0]
+            if found is None and self._defined and head != binding.attr and \
+                    self._followed(path, head, own, depth + 1) == (DEFINED, f"{path}\n{head}"):
+                return (DEFINED, f"{path}\n{name}")  # `attend = Fn.apply`: the module's own value, of its own class
+            return found
         if binding.kind != IMPORT:  # the module's own definition or value
             return (DEFINED, f"{path}\n{name}") if self._defined else None
         module = self._module(path, binding.module, binding.level)

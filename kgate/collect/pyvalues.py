@@ -66,11 +66,18 @@ def worst(verdicts: list[Verdict]) -> Verdict:
 def best(verdicts: list[Verdict]) -> Verdict:
     return min(verdicts, key=lambda v: v.cls) if verdicts else Verdict(UNKNOWN)
 
+# The size of a dimension named by one letter (`m_size`, `M_SIZE`, `size_k`).
+_LETTER_SIZE = re.compile(r"(?i)([a-z])_size|size_([a-z])")
+
+# Words that name the channels (or features) of a tensor laid out channels first: the dimensions after them are
+# its spatial extents or its length (`batch, in_feat_dim, in_height, in_width = x.shape`, `N, C, L = x.shape`).
+CHANNEL_PARTS = frozenset({"channel", "channels", "chan", "chans", "feat", "feats", "feature", "features"})
+
 class Names:
     """The class a name alone suggests, for values no launch site shows (documented in KG201)."""
 
     RUNTIME_PARTS = frozenset({"token", "tokens", "seq", "seqlen", "seqlens", "batch", "bs", "bsz", "rows", "ctx",
-                               "lens", "lengths", "indices"})
+                               "lens", "lengths", "indices", "spatial"})
     MODEL_PARTS = frozenset({"dim", "dims", "hidden", "head", "heads", "vocab", "expert", "experts", "features",
                              "channels", "embd", "embed", "intermediate", "model"})
 
@@ -92,6 +99,11 @@ class Names:
             return RUNTIME
         if name in self.model:
             return MODEL
+        letter = _LETTER_SIZE.fullmatch(name)
+        if letter is not None:  # `m_size`, `SIZE_K`: the size the letter names, as the letter alone is read
+            upper = (letter.group(1) or letter.group(2)).upper()
+            if upper in self.runtime or upper in self.model:
+                return RUNTIME if upper in self.runtime else MODEL
         parts = {p.lower() for p in re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+", name)}
         if "bucket" in parts or "buckets" in parts:
             return BOUNDED

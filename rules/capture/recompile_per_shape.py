@@ -23,7 +23,9 @@ where it has none, those of the project's other modules that import it,
 and theirs in turn up to two modules away from the launcher: a launcher
 called from a layer, the layer from a serving backend; a call through a
 local name that picks the launcher, `attend = decode if short else
-prefill`, then `attend(q, bsz=bsz)`, counts; a method's are the calls
+prefill`, then `attend(q, bsz=bsz)`, counts, and so does a name the
+autograd function's module binds to its `apply`, `attend = Fn.apply`,
+called there or in the modules that import it; a method's are the calls
 its own class makes on the instance, `self._attend(x, bsz)`), through the items
 of a tuple a helper returns (`y, N, T = fwd(x)`) and through what an
 autograd function's `forward` saves on its context for `backward`
@@ -31,8 +33,16 @@ autograd function's `forward` saves on its context for `backward`
 classes autotune keys: the first dimension of a tensor (`x.shape[0]`,
 `B` of `B, T, H = q.shape`), the sequence length of an attention tensor
 unpacked into four names (`N` of `B, H, N, D = x.shape`, `T` of `B, T, H,
-D = q.shape`), a middle dimension whose name's words say a token count
-(`seqlen` of `bsz, seqlen, _ = x.shape`), `x.numel()`, and anything computed from them
+D = q.shape`, `y_size` of `num_batches, num_heads, y_size, x_size`), a
+middle dimension whose name's words say a token count (`seqlen` of `bsz,
+seqlen, _ = x.shape`), the spatial extents after a channels dimension
+(`H` and `W` of `N, C, H, W = x.shape`, `in_height` of `batch,
+in_feat_dim, in_height, in_width`), the width of a block table
+(`block_offsets.size(1)`, `_, blocks = block_tables.shape`: the blocks of
+the batch's longest sequence; a table of the module's own, allocated at
+start-up, is a model dimension), the longest sequence of a step read from
+the object that holds the step's sequence offsets (`seqlen.max_q` where
+the caller also passes `seqlen.cu_seqlen_q`), `x.numel()`, and anything computed from them
 that does not bound them (`B * T`, `ceil(n_rows / sm_count)` even with
 `sm_count` a parameter of the launcher, `ceil(heads * batch / programs) +
 4`); a value bucketed to a power of two, a constant, a property of the
@@ -62,7 +72,8 @@ the words of the name, as KG201 reads a name, or `H` first of three names
 or more, `H, R, d = o.shape`); the first dimension of a
 tensor made with its sizes written out, which is its first size
 (`torch.empty((w13.size(0),))`, `torch.empty((self.world_size, n, d))`:
-a model dimension; `x.new_empty(x.shape[0], d)`: the tokens); and a batch packed to one:
+a model dimension; `x.new_empty(x.shape[0], d)`: the tokens), and its
+element count, the worst of its sizes where each is placed; and a batch packed to one:
 the first dimension of a tensor a caller makes with a leading one
 (`q.unsqueeze(0)`, `x.view(1, n, d)`), or of the inputs of a function
 that checks their batch is 1 when sequence offsets are given (`if

@@ -21,9 +21,21 @@ one returns too: `y, N, T = fwd(x)`), and in an autograd function's
   sequence length of an attention tensor unpacked into four names (`T` of
   `B, T, H, D = q.shape`, `N` of `B, H, N, D = x.shape`: the middle name
   beside the heads, `H` or a name whose words say heads, before the head
-  dimension, `D` or likewise; `C` of `B, C, H, W` is none), a middle
-  dimension whose name's words say a token count (`seqlen` of `bsz,
-  seqlen, _ = x.shape`), `x.numel()`
+  dimension, `D` or likewise, or any name beside heads named by their words:
+  `y_size` of `num_batches, num_heads, y_size, x_size`; `C` of `B, C, H,
+  W` is none), a middle dimension whose name's words say a token count
+  (`seqlen` of `bsz, seqlen, _ = x.shape`) or that names the size of a
+  letter read as one (`m_size` or `size_m` as `M`, of `num_batches,
+  m_size, k_size = x.shape`), the spatial extents (or the length) of a
+  tensor laid out channels first: the names after a second name whose
+  words say channels or features, or `C`, that neither their words nor
+  a model letter (`D` of `B, C, L, D`) place as a model dimension (`in_height` and `in_width` of `batch,
+  in_feat_dim, in_height, in_width = x.shape`, `L` of `N, C, L`, `H` and
+  `W` of `N, C, H, W`), the width of a block table (`block_offsets.size(1)`,
+  `_, blocks = block_tables.shape`: the blocks of the batch's longest
+  sequence, where the table is not the module's own), the longest
+  sequence of a step read from the object that holds the step's offsets
+  (`seqlen.max_q` where the function also reads `seqlen.cu_seqlen_q`), `x.numel()`
   or the length of x flattened (`len(x.flatten())`, `len(x.view(-1))`),
   `len(cu_seqlens)`, and anything computed from them that does not bound
   them, through any number of assignments and helper calls (`B * T`,
@@ -71,7 +83,8 @@ one returns too: `y, N, T = fwd(x)`), and in an autograd function's
   is a model dimension), and a size the launcher asserts equal to one
   (`assert dim == bias.size(0)`), and the first dimension of a tensor made
   with its sizes written out when its first size is one of these
-  (`torch.empty((num_experts,))`), and a first dimension bound to a name
+  (`torch.empty((num_experts,))`), or its element count when every size
+  is (`torch.empty((in_features, out_features)).numel()`), and a first dimension bound to a name
   whose words say a model dimension (`num_experts = counts.shape[0]`,
   `n_heads` of `n_heads, rows, d = q.shape`, or `H` first of three names
   or more: `H, R, d = o.shape`). A stride is the product of the dimensions after
@@ -84,16 +97,17 @@ that function pass for it, or where there are none, what the calls in the
 project's other modules that import the function pass (a launcher called
 from a layer or a serving backend; tests and benchmarks, which pick shapes
 of their own, are not followed); a call through a local name that picks
-the function (`attend = decode if short else prefill`) counts, and a
-method's parameter is what its own class passes it (`self._attend(x,
+the function (`attend = decode if short else prefill`) counts, and so
+does a name an autograd function's module binds to its `apply` (`attend =
+Fn.apply`, imported elsewhere), and a method's parameter is what its own class passes it (`self._attend(x,
 bsz)`). Because such a verdict reads other
 files, it is never answered from the lint cache.
 
 A key no launch site places (the value is a parameter of a launcher that
 nothing in the project calls, an entry point, or what a module kgate does
 not follow passes) is judged by its name: `runtime-shape-names`, or a name with a word such as `tokens`,
-`seq`, `seqlen`, `batch`, `bs`, `bsz`, `rows`, `ctx`, `lens` or `indices` in it, is a
-token or batch dimension; a name with `bucket` in it is bucketed;
+`seq`, `seqlen`, `batch`, `bs`, `bsz`, `rows`, `ctx`, `lens`, `indices` or `spatial` in it, is a
+token or batch dimension (and `m_size` is read as `M`); a name with `bucket` in it is bucketed;
 `model-dim-names`, or a name with `dim`, `hidden`, `head`, `heads`,
 `vocab`, `experts`, `features`, `channels` or `embed` in it, is a model
 dimension. Words run together are read by their ending: `maxlen` or
