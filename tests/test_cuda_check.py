@@ -264,3 +264,68 @@ def test_a_cuda_file_whose_name_is_not_utf8_is_gated_in_every_format(tmp_path: P
     audit = subprocess.run([sys.executable, "-m", "kgate", "audit"], cwd=tmp_path, capture_output=True, check=False)
     assert audit.returncode == 0 and b"Traceback" not in audit.stderr, audit.stderr
     assert "x\\xff.cu" in (tmp_path / "kgate-audit" / "report.html").read_text()
+
+
+PDL_LATER = """\
+#include <cuda_runtime.h>
+
+__global__ void never_waits(const float* x, float* out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = x[i] * 2.0f;
+}
+
+__global__ void stores_then_waits(const float* x, float* out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = 0.0f;
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  if (i < n) out[i] = x[i];
+}
+"""
+
+PDL_LAUNCH = """\
+#include <cuda_runtime.h>
+
+__global__ void stores_then_waits(const float* x, float* out, int n);
+
+void launch(const float* x, float* out, int n, cudaStream_t stream) {
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3((n + 255) / 256);
+  config.blockDim = dim3(256);
+  config.stream = stream;
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute[0].val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = attribute;
+  config.numAttrs = 1;
+  cudaLaunchKernelEx(&config, stores_then_waits, x, out, n);
+}
+"""
+
+
+def test_a_kernel_made_pdl_after_its_facts_were_cached_is_traced(tmp_path: Path) -> None:
+    """Only kernels that may be PDL (a `pdl` glob, a PDL launch site) have their accesses before a wait traced, the
+    costliest reading of the PTX: a kernel the configuration, then a launch site, makes PDL in a warm cache is
+    read again from the cached PTX and reported as a run without a cache reports it."""
+    (tmp_path / "k.cu").write_text(PDL_LATER)
+    toml = 'targets = ["sm_120a"]\n[[cuda]]\nsources = ["*.cu"]\n'
+    (tmp_path / "kgate.toml").write_text(toml)
+
+    def findings(*extra: str) -> list[dict]:
+        run = kgate("check", "--format", "json", *extra, cwd=tmp_path)
+        assert run.code in (0, 1), run.stdout + run.stderr
+        assert run.stdout, run.stderr
+        return [f for f in run.json()["findings"] if f["code"] == "KG107"]
+
+    assert findings() == []  # cached: nothing is PDL
+    (tmp_path / "kgate.toml").write_text(toml + 'pdl = ["never_waits"]\n')
+    by_config = findings()
+    assert [(f["kernel"], f["severity"]) for f in by_config] == [("never_waits", "error")]
+    assert "no griddepcontrol.wait" in by_config[0]["message"] and "`x`" in by_config[0]["message"], by_config
+    assert by_config == findings("--no-cache")
+    # Another file launches a kernel of k.cu with PDL: k.cu, unchanged, is not compiled again.
+    (tmp_path / "host.cu").write_text(PDL_LAUNCH)
+    (tmp_path / "kgate.toml").write_text(toml)
+    by_launch = findings()
+    assert [f["kernel"] for f in by_launch] == ["stores_then_waits"], by_launch
+    assert "writes global memory before griddepcontrol.wait" in by_launch[0]["message"], by_launch
+    assert by_launch == findings("--no-cache")

@@ -8,10 +8,18 @@ the project's sources. Nothing here runs a tool.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-from kgate.collect.cuda_names import base_name, definition_line, display_names, global_definitions, global_parameters
+from kgate.collect.cuda_names import (
+    base_name,
+    definition_line,
+    display_names,
+    global_definitions,
+    global_parameters,
+    matches,
+)
 from kgate.collect.files import display_path
 from kgate.compile.units import Compiled
 from kgate.facts.extract import Sources
@@ -79,6 +87,32 @@ def cute_kernel_name(symbol: str) -> str:
         if marker in body:
             return body.split(marker, 1)[0] or symbol
     return body.rsplit("_", 1)[0] or symbol
+
+
+def pdl_scope(context: Mapping[str, Any]) -> tuple[list[str], list[str]] | None:
+    """What decides which of a CUDA file's kernels may be PDL: the configuration's `pdl` globs and the kernels PDL
+    launch sites name (`kgate.facts.run.configured` makes a kernel PDL by these alone). None for a unit of another
+    language (its accesses before a wait are traced whatever it is)."""
+    if "launch_sites" not in context or "pdl" not in context:
+        return None
+    return sorted(context["pdl"]), sorted({site.kernel for site in context["launch_sites"]})
+
+
+def pdl_candidates(context: Mapping[str, Any]) -> Callable[[list[str]], set[str]] | None:
+    """Of a CUDA file's PTX entries, those that may be PDL (`pdl_scope`): the only ones whose accesses before a wait
+    a rule reads, so the only ones traced. None: every entry."""
+    scope = pdl_scope(context)
+    if scope is None:
+        return None
+    globs, launched = scope
+
+    def candidates(symbols: list[str]) -> set[str]:
+        if not globs and not launched:
+            return set()
+        names = display_names(symbols)
+        return {s for s in symbols if base_name(names[s]) in launched or matches(names[s], globs)}
+
+    return candidates
 
 
 def cuda_kernels(payload: dict[str, Any], src: Sources) -> list[tuple[str, dict[str, Any]]]:

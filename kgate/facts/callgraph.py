@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from functools import partial
 
@@ -171,6 +171,9 @@ class CallGraph:
         self._callees: dict[str, list[str]] = {}
         self._must_wait: dict[str, bool] | None = None
         self._unwaited: dict[str, dict[_Key, _Found]] | None = None
+        # The entries whose accesses before a wait will be asked for (None: every function's): their summaries, and
+        # those of what they reach, are computed together, once.
+        self.traced: Collection[str] | None = None
         self._sources: dict[str, Sources] = {}
         self._computing: set[str] = set()
         self._returns: dict[str, Returned] = {}
@@ -410,6 +413,9 @@ class CallGraph:
         if self._must_wait is None:
             self._must_wait = self._wait_summaries()
         order = self.bottom_up()
+        if self.traced is not None:
+            scope = {f for entry in self.traced for f in (entry, *self.reached(entry)[0])}
+            order = [name for name in order if name in scope]  # what is outside reads nothing inside
         summary: dict[str, dict[_Key, _Found]] = {name: {} for name in order}
         changed = True
         while changed:
@@ -501,8 +507,9 @@ def _address_taken(functions: dict[str, PtxFunction], text: str) -> set[str]:
             if f.kind == "func" and uses[name] > f.mentions + direct[name]}
 
 
-def entry_facts(graph: CallGraph, name: str) -> PtxEntry:
-    """What an entry does, its callees' instructions counted where it calls them."""
+def entry_facts(graph: CallGraph, name: str, *, traced: bool = True) -> PtxEntry:
+    """What an entry does, its callees' instructions counted where it calls them; its accesses before a wait where
+    `traced`."""
     reached, opaque = graph.reached(name)
     functions = [graph.functions[name], *(graph.functions[f] for f in reached)]
     instrs = [i for f in functions for i in f.instructions]
@@ -513,7 +520,7 @@ def entry_facts(graph: CallGraph, name: str) -> PtxEntry:
     # are the call's (the access itself may sit in another file, or in none the project has).
     # One access per call, its kind and its parameters: the first one some path reaches through it.
     placed: dict[tuple[int, str, bool, frozenset[int]], GlobalAccess] = {}
-    for found in graph.unwaited(name):
+    for found in graph.unwaited(name) if traced else ():
         key = (found.place.ptx_line, found.via[0] if found.via else found.opcode, found.writes, found.origins)
         placed.setdefault(key, GlobalAccess(found.opcode, found.place.ptx_line, found.place.loc, found.via,
                                             found.opaque, found.writes, tuple(sorted(found.origins))))
@@ -529,5 +536,6 @@ def entry_facts(graph: CallGraph, name: str) -> PtxEntry:
         opaque_calls=tuple(opaque),
         looped_calls=tuple(graph.looped(name)),
         looped_loads=graph.looped_loads(name),
+        traced=traced,
     )
 

@@ -9,7 +9,7 @@ cached record is trusted only in its whole shape.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import replace
 from functools import cached_property
 from typing import Any, TypeVar
@@ -46,12 +46,13 @@ _T = TypeVar("_T")
 class Sources:
     """A unit's artifacts with each parsed on first use, once for all of its entries."""
 
-    def __init__(self, artifacts: Artifacts) -> None:
+    def __init__(self, artifacts: Artifacts, traced: Callable[[list[str]], Collection[str]] | None = None) -> None:
         self.artifacts = artifacts
+        self.traced = traced  # of the PTX's entries, those whose accesses before a wait are read (None: all)
 
     @cached_property
     def ptx(self) -> PtxFacts:
-        return parse_ptx(self.artifacts.ptx)
+        return parse_ptx(self.artifacts.ptx, self.traced)
 
     @cached_property
     def headers(self) -> dict[str, EntryHeader]:
@@ -96,7 +97,7 @@ class Sources:
     def reading(self, artifacts: Artifacts) -> Sources:
         """The sources of `artifacts`, with what this one has parsed already where they hold the same texts (a unit
         read again once its SASS is added parses only the SASS)."""
-        found = Sources(artifacts)
+        found = Sources(artifacts, self.traced)
         before = self.artifacts
         if (artifacts.ptx, artifacts.ptxas_log, artifacts.ttgir) == (before.ptx, before.ptxas_log, before.ttgir):
             for name in _NOT_SASS:
@@ -241,11 +242,13 @@ def load_entry(value: Any) -> PtxEntry:
     data["opaque_calls"] = tuple(data.get("opaque_calls", ()))
     data["looped_calls"] = tuple(data.get("looped_calls", ()))
     data["looped_loads"] = dict(data.get("looped_loads", {}))
+    data["traced"] = data.get("traced", True)
     entry = PtxEntry(**data)
     _require(isinstance(entry.name, str), "names")
     _require(is_count(entry.global_accesses) and all(is_count(v) for v in entry.mma.values()), "counts")
     _require(all(isinstance(k, str) for k in entry.mma), "expect and mma")
-    _require(isinstance(entry.has_wait, bool) and isinstance(entry.has_launch_dependents, bool), "flags")
+    _require(isinstance(entry.has_wait, bool) and isinstance(entry.has_launch_dependents, bool)
+             and isinstance(entry.traced, bool), "flags")
     _require(all(isinstance(a.opcode, str) and is_count(a.ptx_line) and isinstance(a.opaque, bool)
                  and isinstance(a.writes, bool) and all(is_count(v) for v in a.arguments)
                  and all(isinstance(v, str) for v in a.via) for a in entry.unwaited_accesses), "unwaited accesses")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from itertools import pairwise
@@ -74,7 +75,7 @@ class PtxEntry:
     has_wait: bool
     has_launch_dependents: bool
     global_accesses: int
-    # Global accesses that some path from the entry reaches without a wait.
+    # Global accesses that some path from the entry reaches without a wait (where `traced`).
     unwaited_accesses: tuple[GlobalAccess, ...]
     calls: tuple[str, ...] = ()  # the `.func`s it reaches, in the order it first calls them
     opaque_calls: tuple[str, ...] = ()  # what it calls whose code the PTX lacks (extern names, a function pointer)
@@ -82,6 +83,8 @@ class PtxEntry:
     # Global loads that run on every trip of a loop (inside a cycle of the entry or of a function it reaches, or in a
     # function called from inside one), by opcode (`ld.global.nc.u8`, `ld.global.v4.b32`).
     looped_loads: dict[str, int] = field(default_factory=dict)
+    # Whether `unwaited_accesses` were traced: only of the entries a PDL analysis may read (`parse_ptx`'s `traced`).
+    traced: bool = True
 
 
 @dataclass(frozen=True)
@@ -185,8 +188,12 @@ def writes_global(opcode: str) -> bool:
     return False
 
 
-def parse_ptx(text: str) -> PtxFacts:
-    """Parse a PTX module. Raises ParseError when it is not PTX at all."""
+def parse_ptx(text: str, traced: Callable[[list[str]], Collection[str]] | None = None) -> PtxFacts:
+    """Parse a PTX module. Raises ParseError when it is not PTX at all.
+
+    `traced`: given the entries' names, those whose accesses before a wait are wanted (the PDL analysis, the
+    costliest reading of the PTX: it traces every address to the parameters); the others have none. None: every
+    entry's."""
     from kgate.facts.callgraph import CallGraph, entry_facts  # it reads this module's types
 
     text = code(text)
@@ -195,10 +202,13 @@ def parse_ptx(text: str) -> PtxFacts:
         raise ParseError("no .target directive: not a PTX module")
     version_match = re.search(r"^\s*\.version\s+([\d.]+)", text, re.MULTILINE)
     graph = CallGraph(functions(text), text)
+    names = [f for f in graph.order if graph.functions[f].kind == "entry"]
+    wanted = set(names if traced is None else traced(names))
+    graph.traced = None if traced is None else wanted
     return PtxFacts(
         target=target_match.group(1).split(",")[0].strip(),
         version=version_match.group(1) if version_match else "",
-        entries=tuple(entry_facts(graph, f) for f in graph.order if graph.functions[f].kind == "entry"),
+        entries=tuple(entry_facts(graph, f, traced=f in wanted) for f in names),
     )
 
 

@@ -27,7 +27,7 @@ from kgate.compile.units import Artifacts, Compiled, CompileFailure
 from kgate.core.artifacts import Artifact, ArtifactPlan
 from kgate.core.config import Config, PythonEntry
 from kgate.core.errors import KgateError
-from kgate.facts.build import unit_facts
+from kgate.facts.build import pdl_candidates, pdl_scope, unit_facts
 from kgate.facts.extract import Sources
 from kgate.facts.model import KernelFacts, facts_schema
 from kgate.facts.relocate import relocate
@@ -61,7 +61,10 @@ class Facts:
         self.parsed: dict[str, Sources] | None = {} if reuse else None
 
     def key(self, unit: Compiled) -> str:
-        identity = {k: unit.context.get(k) for k in IDENTITY} if unit.language == "cuda" else unit.context
+        if unit.language == "cuda":  # and which of its kernels may be PDL: only those are traced
+            identity = {**{k: unit.context.get(k) for k in IDENTITY}, "pdl": pdl_scope(unit.context)}
+        else:
+            identity = unit.context
         return digest("facts", self.schema, unit.key, unit.hashes, unit.sass_symbols, unit.dynamic_smem,
                       unit.entry_smem, identity)
 
@@ -93,10 +96,11 @@ class Facts:
         return built
 
     def _sources(self, unit: Compiled, artifacts: Artifacts) -> Sources:
+        traced = pdl_candidates(unit.context) if unit.language == "cuda" else None
         if self.parsed is None:
-            return Sources(artifacts)
+            return Sources(artifacts, traced)
         before = self.parsed.get(unit.key)
-        self.parsed[unit.key] = found = before.reading(artifacts) if before is not None else Sources(artifacts)
+        self.parsed[unit.key] = found = before.reading(artifacts) if before is not None else Sources(artifacts, traced)
         return found
 
     def _shape(self, value: Any) -> None:
