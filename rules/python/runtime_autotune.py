@@ -140,11 +140,17 @@ list of argument names as its second argument: `util.autotune(configs(),
 `autotune-wrappers`. Keys given through a
 module-level constant (`KEYS = ["M"]`, `key=KEYS`) are followed. Configs
 are read for one thing only: `triton.autotune` given exactly one config (a
-list literal of one `triton.Config`, a module constant holding one that the
-module never changes, or a module function called without arguments whose
-every `return` hands back one) runs it as it is, never looking the key up
-or benchmarking, so its key is not reported. Anything that may hold more
-(`+`, a comprehension, a starred element, a builder given arguments) is,
+list literal of one `triton.Config`, a comprehension whose every loop runs
+over a literal of one value and that has no condition, a module constant
+holding one that the module never changes, a name the module binds only in
+the branch of an `if` on a module flag that holds `True` or `False` (`if
+ENABLE_AUTOTUNING: configs = [...] else: configs = [...]` with
+`ENABLE_AUTOTUNING = False`: the branch the flag takes, as the module runs
+at import), or a module function called without arguments whose every
+`return` hands back one) runs it as it is, never looking the key up or
+benchmarking, so its key is not reported. Anything that may hold more (`+`,
+a comprehension over several values or with a condition, a starred element,
+a builder given arguments) is,
 and so is a constant the module gives to a call (`add_defaults(CONFIGS)`)
 or changes in any of its functions, and any list of a module that reaches
 an autotuner's `.configs` (`kernel.configs = get_configs()` replaces it).
