@@ -189,7 +189,7 @@ def single_config(expr: ast.expr | None, module: py.ParsedModule, depth: int = 0
     `Config(...)` call, a comprehension of one whose every loop runs over a literal of one value, without a condition,
     a module constant holding one that nothing in the module changes (or bound only in the branch of an `if` on a
     module flag that the flag takes: `_flagged`), or a module function called without arguments every `return` of
-    which hands back such a literal. Triton's autotuner runs a single config
+    which hands back such a literal or comprehension. Triton's autotuner runs a single config
     as it is, without benchmarking it or looking a key up; anything kgate cannot read counts as several."""
     if expr is None or depth > DEPTH:
         return False
@@ -215,7 +215,7 @@ def single_config(expr: ast.expr | None, module: py.ParsedModule, depth: int = 0
         if builder is None or any(isinstance(node, (ast.Yield, ast.YieldFrom)) for node in ast.walk(builder)):
             return False
         handed = [node.value for node in _own_nodes(builder) if isinstance(node, ast.Return)]
-        return bool(handed) and all(value is not None and isinstance(value, (ast.List, ast.Tuple))
+        return bool(handed) and all(value is not None and isinstance(value, (ast.List, ast.Tuple, ast.ListComp))
                                     and single_config(value, module, depth + 1) for value in handed)
     return False
 
@@ -304,7 +304,9 @@ def _unseen_uses(name: str, module: py.ParsedModule) -> bool:
             return True
     if module.whole or module.origin is None:
         return False
-    held = sum(1 for node in ast.walk(module.tree) if isinstance(node, ast.Name) and node.id == name)
+    # A keyword argument spelled as the name (`configs=...` of another autotune) is no use of it.
+    held = sum(1 for node in ast.walk(module.tree) if isinstance(node, ast.Name) and node.id == name
+               or isinstance(node, ast.keyword) and node.arg == name)
     spelled = len(re.findall(rb"(?<![\w.])" + re.escape(name.encode()) + rb"(?!\w)", module.origin.data))
     return spelled > held
 

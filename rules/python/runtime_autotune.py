@@ -152,7 +152,7 @@ the branch of an `if` on a module flag that holds `True` or `False` (`if
 ENABLE_AUTOTUNING: configs = [...] else: configs = [...]` with
 `ENABLE_AUTOTUNING = False`: the branch the flag takes, as the module runs
 at import), or a module function called without arguments whose every
-`return` hands back one) runs it as it is, never looking the key up or
+`return` hands back such a list or comprehension) runs it as it is, never looking the key up or
 benchmarking, so its key is not reported. Anything that may hold more (`+`,
 a comprehension over several values or with a condition, a starred element,
 a builder given arguments) is,
