@@ -186,8 +186,10 @@ _MUTATORS = frozenset({"append", "extend", "insert", "pop", "remove", "clear", "
 
 def single_config(expr: ast.expr | None, module: py.ParsedModule, depth: int = 0) -> bool:
     """Whether a `configs=` expression lists exactly one `triton.Config` for certain: a list or tuple literal of one
-    `Config(...)` call, a module constant holding one that nothing in the module changes, or a module function called
-    without arguments every `return` of which hands back such a literal. Triton's autotuner runs a single config
+    `Config(...)` call, a comprehension of one whose every loop runs over a literal of one value, without a condition,
+    a module constant holding one that nothing in the module changes (or bound only in the branch of an `if` on a
+    module flag that the flag takes: `_flagged`), or a module function called without arguments every `return` of
+    which hands back such a literal or comprehension. Triton's autotuner runs a single config
     as it is, without benchmarking it or looking a key up; anything kgate cannot read counts as several."""
     if expr is None or depth > DEPTH:
         return False
@@ -196,8 +198,16 @@ def single_config(expr: ast.expr | None, module: py.ParsedModule, depth: int = 0
     if isinstance(expr, (ast.List, ast.Tuple)):
         return (len(expr.elts) == 1 and isinstance(expr.elts[0], ast.Call)
                 and _config_call(expr.elts[0].func, module.imports))
+    if isinstance(expr, ast.ListComp):
+        # `[Config({"BLOCK": b}, num_warps=w) for b in [16] for w in [4]]`: one value per loop, one config
+        return isinstance(expr.elt, ast.Call) and _config_call(expr.elt.func, module.imports) and all(
+            not loop.ifs and not loop.is_async and isinstance(loop.iter, (ast.List, ast.Tuple))
+            and len(loop.iter.elts) == 1 and not isinstance(loop.iter.elts[0], ast.Starred)
+            for loop in expr.generators)
     if isinstance(expr, ast.Name):
         value = module.constants.get(expr.id)
+        if value is None:
+            value = _flagged(expr.id, module)
         return value is not None and not _changed(expr.id, module.tree) and not _unseen_uses(expr.id, module) \
             and single_config(value, module, depth + 1)
     if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and not expr.args and not expr.keywords:
@@ -205,9 +215,54 @@ def single_config(expr: ast.expr | None, module: py.ParsedModule, depth: int = 0
         if builder is None or any(isinstance(node, (ast.Yield, ast.YieldFrom)) for node in ast.walk(builder)):
             return False
         handed = [node.value for node in _own_nodes(builder) if isinstance(node, ast.Return)]
-        return bool(handed) and all(value is not None and isinstance(value, (ast.List, ast.Tuple))
+        return bool(handed) and all(value is not None and isinstance(value, (ast.List, ast.Tuple, ast.ListComp))
                                     and single_config(value, module, depth + 1) for value in handed)
     return False
+
+
+def _flagged(name: str, module: py.ParsedModule) -> ast.expr | None:
+    """What a module-level name holds where the module binds it at its top level only in an `if` on a module constant
+    that holds `True` or `False` (`if ENABLE_AUTOTUNING: configs = [...] else: configs = [...]`): the one assignment
+    of the branch the constant picks, as the module runs at import; None otherwise."""
+    chosen: ast.expr | None = None
+    for stmt in module.tree.body:
+        if not _binds([stmt], name):
+            continue
+        flag = _flag(stmt.test, module.constants) if isinstance(stmt, ast.If) else None
+        if flag is None or chosen is not None:
+            return None  # bound otherwise, or by two such statements
+        binding = [s for s in (stmt.body if flag else stmt.orelse) if _binds([s], name)]
+        if len(binding) != 1 or not (isinstance(binding[0], ast.Assign) and len(binding[0].targets) == 1
+                                     and isinstance(binding[0].targets[0], ast.Name)):
+            return None
+        chosen = binding[0].value
+    return chosen
+
+
+def _binds(body: list[ast.stmt], name: str) -> bool:
+    """Whether the statements bind `name` anywhere outside the functions and classes they define."""
+    todo: list[ast.AST] = list(body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Store):
+            return True
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            if getattr(node, "name", None) == name:
+                return True
+            continue
+        todo.extend(ast.iter_child_nodes(node))
+    return False
+
+
+def _flag(test: ast.expr, constants: dict[str, ast.expr]) -> bool | None:
+    """The value of `FLAG` or `not FLAG` where the module constant `FLAG` holds `True` or `False`; None otherwise."""
+    negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
+    if isinstance(test, ast.UnaryOp) and negated:
+        test = test.operand
+    held = constants.get(test.id) if isinstance(test, ast.Name) else None
+    if not (isinstance(held, ast.Constant) and isinstance(held.value, bool)):
+        return None
+    return held.value != negated
 
 
 def _own_nodes(fn: Function) -> list[ast.AST]:
@@ -249,7 +304,9 @@ def _unseen_uses(name: str, module: py.ParsedModule) -> bool:
             return True
     if module.whole or module.origin is None:
         return False
-    held = sum(1 for node in ast.walk(module.tree) if isinstance(node, ast.Name) and node.id == name)
+    # A keyword argument spelled as the name (`configs=...` of another autotune) is no use of it.
+    held = sum(1 for node in ast.walk(module.tree) if isinstance(node, ast.Name) and node.id == name
+               or isinstance(node, ast.keyword) and node.arg == name)
     spelled = len(re.findall(rb"(?<![\w.])" + re.escape(name.encode()) + rb"(?!\w)", module.origin.data))
     return spelled > held
 

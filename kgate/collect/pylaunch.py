@@ -4,7 +4,8 @@ project's other modules that import it.
 A launch site is `kernel[grid](...)` (or `kernel.run(...)`, or `wrap(kernel)[grid](...)` through a wrapper such
 as `torch.library.wrap_triton`). The value passed for a parameter is followed
 through the launching function's assignments (every assignment of a name counts: the reading is not
-flow-sensitive) and through the module's own helper functions, and falls in one of four classes:
+flow-sensitive) and through the module's own helper functions (and those it imports by name from the project's
+other modules), and falls in one of four classes:
 
 - `BOUNDED`: takes a few values whatever the batch: a literal, a module constant, a comparison or a flag, an
   entry of a constant table, a value passed through a bucketing function (`BUCKETING_FUNCTIONS`, names with
@@ -23,7 +24,11 @@ flow-sensitive) and through the module's own helper functions, and falls in one 
   dimensions, a size the launching function asserts equal to one of these (`assert (dim, width) == weight.shape`);
 - `RUNTIME`: follows the token count or the batch: the first dimension of a tensor (`x.shape[0]`, `x.size(0)`,
   the first name of `B, T, H, D = q.shape`), the sequence length of an attention tensor unpacked into four names
-  (`N` of `B, H, N, D = x.shape`, `T` of `B, T, H, D`), a middle name that says a token count (`seqlen`, `m_size`),
+  (`N` of `B, H, N, D = x.shape`, `T` of `B, T, H, D`), a middle name that says a token count (`seqlen`, `m_size`)
+  or is the batch's or the time steps' letter (`B` of `NS, B, NH, DH`), a middle dimension bound to a name that
+  ends in that letter (`true_B = x.shape[2]`), a stride that holds one of these (`q.stride(0)` of a head-major
+  `[H, T, D]` tensor, unpacked in the launcher or in its callers; `k`, `v`, `o` and the gradients laid out as the
+  `q` beside them),
   the spatial extents after a channels dimension (`H`, `W` of `N, C, H, W`), the width of a block table
   (`block_offsets.size(1)`), `x.numel()` (or `len(x.flatten())`), `len(x)`, and
   anything computed from them by arithmetic that does not bound it (`B * T`, `triton.cdiv(T, 64)`, `max(1, T)`,
@@ -45,7 +50,7 @@ from typing import TYPE_CHECKING
 
 from kgate.collect import pyparts, pysparse
 from kgate.collect import pysource as py
-from kgate.collect.pybatch import Batches
+from kgate.collect.pybatch import Batches, same_shape
 from kgate.collect.pycallers import split, within
 from kgate.collect.pyscopes import (
     Scope,
@@ -322,7 +327,10 @@ class Launches(Batches):
         if position is None:
             if _first_dimension(value) and self.names.hint(name) == MODEL:
                 return Verdict(MODEL, Why(value, f"{name} = "))  # `num_experts = counts.shape[0]`: named so
-            return self.value(value, scope, depth, seen)
+            found = self.value(value, scope, depth, seen)
+            if found.cls == UNKNOWN and _middle_dimension(value) and _letter_named(name):
+                return Verdict(RUNTIME, Why(value, f"{name} = "))  # `true_B = x.shape[2]`: named so
+            return found
         if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and (
                 helper := self.helper(value.func.id)) is not None:
             # `y, N, T = fwd(x)`: the item each `return` of the helper gives at that place
@@ -356,7 +364,7 @@ class Launches(Batches):
         x.shape` or `B, N, H, D = x.shape`, a middle name beside the heads (a name the words place as a model
         dimension, or `H`) before the head dimension (likewise, or `D`), itself no model dimension by its words; or a
         middle name whose own words say a token count (`seqlen` of `bsz, seqlen, _ = x.shape`)."""
-        if 0 < position < count - 1 and self.names.hint(name) == RUNTIME:
+        if 0 < position < count - 1 and (self.names.hint(name) == RUNTIME or name in _MIDDLE_LETTERS):
             return True
         if count != 4 or position not in (1, 2):
             return False
@@ -484,6 +492,9 @@ class Launches(Batches):
         if (isinstance(strides, ast.Call) and isinstance(strides.func, ast.Attribute) and strides.func.attr == "stride"
                 and not strides.args and not strides.keywords):
             return self._stride(strides.func.value, integer(expr.slice, {}), Why(expr), scope, depth, seen)
+        held_strides = _bound_strides(strides, scope)
+        if held_strides is not None:  # `q_stride = q.stride()`, then `q_stride[0]`
+            return self._stride(held_strides, integer(expr.slice, {}), Why(expr), scope, depth, seen)
         shape = shape_of(expr.value)
         if shape is not None:
             tensor, first, last = shape
@@ -604,6 +615,14 @@ class Launches(Batches):
         if self.fixed(tensor, scope, depth, seen):
             return Verdict(MODEL, why)
         dims = unpacked(tensor, scope)
+        if dims is None and index is not None and index != -1 and depth <= _DEPTH:
+            followed = self._stride_of_source(tensor, index, why, scope, depth + 1, seen)
+            peer = _query_of(tensor, scope) if followed is None else None
+            if peer is not None:  # `k.stride(0)` beside a `q` whose layout is known: the same token layout
+                followed = self._stride(peer, index, why, scope, depth + 1, seen)
+                followed = followed if followed.cls != UNKNOWN else None
+            if followed is not None:
+                return followed
         if index is None or dims is None:
             return Verdict(MODEL, why) if index == -1 else Verdict(UNKNOWN)
         index = index + len(dims) if index < 0 else index
@@ -613,6 +632,39 @@ class Launches(Batches):
         verdict = worst([self._name(name, scope, depth, seen) if name else Verdict(UNKNOWN) for name in later]) \
             if later else Verdict(MODEL)
         return Verdict(verdict.cls, why if verdict.cls != UNKNOWN else "")
+
+    def _stride_of_source(self, tensor: ast.expr, index: int, why: Why, scope: Scope, depth: int,
+                          seen: set[tuple[int, str]]) -> Verdict | None:
+        """The stride of a tensor the launching function does not unpack, read where its shape is known: a tensor
+        made like another (`o = torch.empty_like(q)`, `q.contiguous()`) has that one's strides, and a parameter has
+        those of what the calls of the function pass (`num_heads, token_size, dim = q.size()` in the caller, then
+        `q.stride(0)` in the launcher: the packed token count times the head size); None where nothing places it."""
+        if isinstance(tensor, ast.Call):
+            same = same_shape(tensor)
+            return self._stride(same, index, why, scope, depth, seen) if same is not None else None
+        if not isinstance(tensor, ast.Name):
+            return None
+        here: Scope | None = scope
+        while here is not None:
+            if tensor.id in here.bound:
+                arg, caller = here.bound[tensor.id]
+                return self._stride(arg, index, why, caller, depth, seen)
+            bindings = here.env.get(tensor.id)
+            mark = (id(here.node), "strides " + tensor.id)
+            if mark in seen:
+                return None
+            if bindings:
+                if len(bindings) != 1 or bindings[0][0] is None or bindings[0][1] is not None:
+                    return None
+                return self._stride(bindings[0][0], index, why, here, depth, seen | {mark})
+            if tensor.id in here.params:
+                passed = self._passed_by_callers(here, tensor.id)
+                found = [reader._stride(arg, index, why, caller, depth, seen | {mark})
+                         for arg, caller, reader in passed]
+                placed = [v for v in found if v.cls != UNKNOWN]
+                return worst(placed) if placed else None
+            here = here.parent
+        return None
 
     # ---------------------------------------------------------------- the module's helper functions
 
@@ -626,7 +678,25 @@ class Launches(Batches):
             found = self.definitions.get(name)
         else:
             found = py.parse_definition(self.source, self._blocks.get(name), name)
+        if found is None and self.project is not None and name not in self.info.constants:
+            return self._imported_helper(name)
         return found if found is not None and not py.is_kernel(found, self.info.imports) else None
+
+    def _imported_helper(self, name: str) -> py.Function | None:
+        """A function of another module of the project that this one imports by name (`from .utils import
+        next_multiple_of`), read as a helper of this one: what it returns, given what the call passes."""
+        assert self.project is not None
+        found = self.project.imported(self.source, {name}).get(name)
+        if found is None:
+            return None
+        path, defined = found
+        source = self.project.source(path)
+        tree = self.project.tree(path)
+        if source is None or tree is None:
+            return None
+        fn = next((stmt for stmt in tree.body if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef))
+                   and stmt.name == defined), None)
+        return fn if fn is not None and not py.is_kernel(fn, py.info(source).imports) else None
 
     def _returns(self, helper: py.Function, call: ast.Call, scope: Scope, depth: int,
                  seen: set[tuple[int, str]], item: tuple[int, int] | None = None) -> Verdict:
@@ -651,6 +721,9 @@ class Launches(Batches):
         return Verdict(verdict.cls, Why(call) if verdict.cls != UNKNOWN else "")
 
 
+# The letters that name the batch and the time steps wherever they sit in a shape (`B` of `NS, B, NH, DH`, `T` of
+# `_, T, NGI, _, _`): a middle dimension so named is that run-time size, as a middle `seqlen` is.
+_MIDDLE_LETTERS = frozenset({"B", "T"})
 _WORDS_ONLY = Names(set(), set())  # what a name's words say, no configured letter (`H` after `C` is the height)
 # The letters that name a model dimension after a channels dimension too (`D` of `B, C, L, D`: a width per item).
 _MODEL_LETTERS = frozenset({"D", "K", "V", "E", "G"})
@@ -712,6 +785,46 @@ def _bound_shape(name: ast.expr, scope: Scope) -> ast.expr | None:
     return None
 
 
+# The tensors of one attention call that are laid out as its query: the keys, the values, the output and the
+# gradients of each (varlen kernels take them all head-major over the same packed tokens).
+_QUERY_PEERS = frozenset({"k", "v", "o", "do", "dq", "dk", "dv"})
+
+
+def _query_of(tensor: ast.expr, scope: Scope) -> ast.expr | None:
+    """`q` where `tensor` is one of its peers in an attention call (`k`, `v`, `o`, a gradient such as `dk`) and the
+    function or one around it has a tensor named `q` (a parameter or a local); None otherwise."""
+    if not isinstance(tensor, ast.Name) or tensor.id not in _QUERY_PEERS:
+        return None
+    here: Scope | None = scope
+    while here is not None:
+        if "q" in here.params or "q" in here.env or "q" in here.bound:
+            return ast.copy_location(ast.Name(id="q", ctx=ast.Load()), tensor)
+        here = here.parent
+    return None
+
+
+def _bound_strides(name: ast.expr, scope: Scope) -> ast.expr | None:
+    """The tensor whose strides a name holds where the nearest scope that binds it binds it once, to all of them
+    (`q_stride = q.stride()`); None otherwise."""
+    if not isinstance(name, ast.Name):
+        return None
+    here: Scope | None = scope
+    while here is not None:
+        bindings = here.env.get(name.id)
+        if bindings is not None:
+            if len(bindings) != 1:
+                return None
+            value, position, _count = bindings[0]
+            if position is None and isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) \
+                    and value.func.attr == "stride" and not value.args and not value.keywords:
+                return value.func.value
+            return None
+        if name.id in here.params:
+            return None
+        here = here.parent
+    return None
+
+
 def returned_item(value: ast.expr | None, place: int, count: int) -> ast.expr | None:
     """The item at `place` of a returned tuple of `count` items written out (`return y, N, T`); None otherwise."""
     if not isinstance(value, ast.Tuple) or len(value.elts) != count or any(isinstance(e, ast.Starred)
@@ -757,6 +870,26 @@ def _row(tensor: ast.expr) -> bool:
     away, so its size is the product of the others."""
     return isinstance(tensor, ast.Subscript) and not isinstance(tensor.slice, (ast.Slice, ast.Tuple)) \
         and shape_of(tensor) is None
+
+
+def _middle_dimension(value: ast.expr) -> bool:
+    """Whether a value is read as a dimension of a tensor's whole shape neither first nor last by its index
+    (`x.shape[2]`, `x.size(1)`)."""
+    if isinstance(value, ast.Subscript):
+        shape = shape_of(value.value)
+        index = integer(value.slice, {})
+        return shape is not None and shape[1] and index is not None and index > 0
+    if (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "size"
+            and len(value.args) == 1 and not value.keywords):
+        index = integer(value.args[0], {})
+        return index is not None and index > 0
+    return False
+
+
+def _letter_named(name: str) -> bool:
+    """Whether a name is, or ends in, the batch's or the time steps' letter (`B`, `true_B`, `padded_T`)."""
+    words = re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+", name)
+    return bool(words) and words[-1] in _MIDDLE_LETTERS
 
 
 def _first_dimension(value: ast.expr) -> bool:

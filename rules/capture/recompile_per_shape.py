@@ -18,7 +18,8 @@ imports it (`from .kernels import fwd_kernel`, then `fwd_kernel[grid](...)`),
 that passes, for one of its `tl.constexpr` parameters, a value that follows
 the token count or the batch is reported at that argument. The value is
 followed through the launching function's assignments, its module's helper
-functions and the calls of the launching function (the module's own, or
+functions and those it imports from the project's other modules (`from
+.sizes import next_multiple_of`), and the calls of the launching function (the module's own, or
 where it has none, those of the project's other modules that import it,
 and theirs in turn up to two modules away from the launcher: a launcher
 called from a layer, the layer from a serving backend; a call through a
@@ -35,15 +36,25 @@ classes autotune keys: the first dimension of a tensor (`x.shape[0]`,
 unpacked into four names (`N` of `B, H, N, D = x.shape`, `T` of `B, T, H,
 D = q.shape`, `y_size` of `num_batches, num_heads, y_size, x_size`), a
 middle dimension whose name's words say a token count (`seqlen` of `bsz,
-seqlen, _ = x.shape`), the spatial extents after a channels dimension
+seqlen, _ = x.shape`) or that the batch's or the time steps' letter names
+(`B` of `NS, B, NH, DH = states.shape`, `T` of `_, T, G, _, _ = x.shape`),
+a middle dimension bound to a name that ends in that letter (`true_B =
+grads.shape[2]`), the spatial extents after a channels dimension
 (`H` and `W` of `N, C, H, W = x.shape`, `in_height` of `batch,
 in_feat_dim, in_height, in_width`), the width of a block table
 (`block_offsets.size(1)`, `_, blocks = block_tables.shape`: the blocks of
 the batch's longest sequence; a table of the module's own, allocated at
 start-up, is a model dimension), the longest sequence of a step read from
 the object that holds the step's sequence offsets (`seqlen.max_q` where
-the caller also passes `seqlen.cu_seqlen_q`), `x.numel()`, and anything computed from them
-that does not bound them (`B * T`, `ceil(n_rows / sm_count)` even with
+the caller also passes `seqlen.cu_seqlen_q`), `x.numel()`, the strides
+that hold one of these (`q.stride(0)` of a head-major `(heads, total
+tokens, dim)` tensor, read where the launcher unpacks it or, for a
+parameter, where the calls of the launcher do, through `q_stride =
+q.stride()` then `q_stride[0]` and through a tensor made like another, `o
+= torch.empty_like(q)`; the keys, values, output and gradients of an
+attention call, `k`, `v`, `o`, `do`, `dq`, `dk` and `dv`, are read as laid
+out like the `q` beside them where nothing else places them), and anything
+computed from them that does not bound them (`B * T`, `ceil(n_rows / sm_count)` even with
 `sm_count` a parameter of the launcher, `ceil(heads * batch / programs) +
 4`); a value bucketed to a power of two, a constant, a property of the
 device or a model dimension is fine, and so is a size the launcher

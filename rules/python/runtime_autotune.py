@@ -12,7 +12,8 @@ passes it on as `from .kernels import fwd_kernel as fwd`; for a kernel that
 is a static method of a class, `kernels.Act.forward[grid](...)` after `from
 pkg import kernels`, where the package passes the class on), followed
 through the launching function's
-assignments and its module's own helper functions (the items of a tuple
+assignments and its module's own helper functions, and those it imports
+by name from the project's other modules (the items of a tuple
 one returns too: `y, N, T = fwd(x)`), and in an autograd function's
 `backward` through what its `forward` saved on the context (`ctx.N = N`):
 
@@ -26,7 +27,11 @@ one returns too: `y, N, T = fwd(x)`), and in an autograd function's
   W` is none), a middle dimension whose name's words say a token count
   (`seqlen` of `bsz, seqlen, _ = x.shape`) or that names the size of a
   letter read as one (`m_size` or `size_m` as `M`, of `num_batches,
-  m_size, k_size = x.shape`), the spatial extents (or the length) of a
+  m_size, k_size = x.shape`) or that the batch's or the time steps' letter
+  names (`B` of `NS, B, NH, DH = states.shape`), a middle dimension bound to
+  a name that ends in that letter (`true_B = grads.shape[2]`), a stride
+  that holds one of these (`q.stride(0)` of a head-major `(heads, total
+  tokens, dim)` tensor: see KG108), the spatial extents (or the length) of a
   tensor laid out channels first: the names after a second name whose
   words say channels or features, or `C`, that neither their words nor
   a model letter (`D` of `B, C, L, D`) place as a model dimension (`in_height` and `in_width` of `batch,
@@ -140,11 +145,17 @@ list of argument names as its second argument: `util.autotune(configs(),
 `autotune-wrappers`. Keys given through a
 module-level constant (`KEYS = ["M"]`, `key=KEYS`) are followed. Configs
 are read for one thing only: `triton.autotune` given exactly one config (a
-list literal of one `triton.Config`, a module constant holding one that the
-module never changes, or a module function called without arguments whose
-every `return` hands back one) runs it as it is, never looking the key up
-or benchmarking, so its key is not reported. Anything that may hold more
-(`+`, a comprehension, a starred element, a builder given arguments) is,
+list literal of one `triton.Config`, a comprehension whose every loop runs
+over a literal of one value and that has no condition, a module constant
+holding one that the module never changes, a name the module binds only in
+the branch of an `if` on a module flag that holds `True` or `False` (`if
+ENABLE_AUTOTUNING: configs = [...] else: configs = [...]` with
+`ENABLE_AUTOTUNING = False`: the branch the flag takes, as the module runs
+at import), or a module function called without arguments whose every
+`return` hands back such a list or comprehension) runs it as it is, never looking the key up or
+benchmarking, so its key is not reported. Anything that may hold more (`+`,
+a comprehension over several values or with a condition, a starred element,
+a builder given arguments) is,
 and so is a constant the module gives to a call (`add_defaults(CONFIGS)`)
 or changes in any of its functions, and any list of a module that reaches
 an autotuner's `.configs` (`kernel.configs = get_configs()` replaces it).
