@@ -468,11 +468,17 @@ zmodload zsh/zpty
 zpty z zsh -f -i
 zpty -w z "PROMPT=''; fpath=($1 \$fpath); autoload -U compinit; compinit -u -D"
 zpty -w z 'compadd() { local -a hits; builtin compadd -A hits "$@"; local h; for h in $hits; do print -r -- "<<$IPREFIX$h>>"; done; }'
-zpty -w z 'comppostfuncs=(done_); done_() { print -r -- "<<END>>"; exit }'
+zpty -w z 'comppostfuncs=(done_); done_() { print -r -- "<<""END>>"; exit }'
 zpty -w z 'bindkey "^I" complete-word'
-zpty -w z "$2"$'\t'
+zpty -w z 'print -r -- "<<""READY>>"'
 local out chunk
 integer i
+for i in {1..300}; do
+  while zpty -r -t z chunk; do out+=$chunk; done
+  [[ $out == *'<<READY>>'* ]] && break
+  sleep 0.1
+done
+zpty -w z "$2"$'\t'
 for i in {1..300}; do
   while zpty -r -t z chunk; do out+=$chunk; done
   [[ $out == *'<<END>>'* ]] && break
@@ -496,14 +502,15 @@ def test_zsh_completion_completes(tmp_path: Path, line: str, expected: set[str])
     functions.mkdir()
     _write(functions / "_kgate", kgate("completion", "zsh", cwd=tmp_path).stdout)
     capture = _write(tmp_path / "capture.zsh", ZSH_CAPTURE)
-    # The set-up lines and the Tab are typed ahead at once; on a loaded machine zsh now and then completes before
-    # the set-up has taken (no candidate at all, every time a different case). Up to three tries: a completion
-    # that is wrong is wrong every time.
+    # The Tab is typed once the shell has printed what the line after the set-up prints: typed ahead with the
+    # set-up, a loaded machine now and then had zsh complete before compinit had run (no candidate at all). Up
+    # to three tries all the same: a completion that is wrong is wrong every time.
     for _attempt in range(3):
         out = subprocess.run(["zsh", "-f", str(capture), str(functions), line], capture_output=True, text=True,
                              check=False, timeout=60, cwd=tmp_path).stdout
-        # The line that defines compadd is echoed too: its "<<$IPREFIX$h>>" is no candidate.
-        got = set(re.findall(r"<<([^<>$]*)>>", out)) - {"END"}
+        # The lines typed are echoed too: "<<$IPREFIX$h>>" and the markers written "<<""END>>" are no candidates
+        # (the markers are split so that their echo is not the marker).
+        got = set(re.findall(r"<<([^<>$\"]*)>>", out)) - {"END", "READY"}
         if "<<END>>" in out and got:
             break
     assert "<<END>>" in out, out
