@@ -318,7 +318,15 @@ def _changed(name: str, tree: ast.Module) -> bool:
     """Whether the module may change the list a module-level name holds (a method that mutates it, an item or
     slice assigned, an augmented assignment, a `global` declaration in a function), or a function may bind the
     name to something else of its own (a parameter or local of that name)."""
-    for node in ast.walk(tree):
+    # One walk of the tree, each node with whether a function or lambda holds it (rather than a walk of every
+    # function's subtree again, which read a nested function's nodes once for each function around it).
+    stack: list[tuple[ast.AST, bool]] = [(tree, False)]
+    while stack:
+        node, inside = stack.pop()
+        if inside and isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Store):
+            return True  # a function's own `name` may be what a launcher passes: not the module's
+        function = isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+        stack.extend((child, inside or function) for child in ast.iter_child_nodes(node))
         if isinstance(node, ast.Attribute) and node.attr in _MUTATORS and isinstance(node.value, ast.Name) \
                 and node.value.id == name:
             return True
@@ -329,11 +337,9 @@ def _changed(name: str, tree: ast.Module) -> bool:
             return True
         if isinstance(node, ast.Global) and name in node.names:
             return True
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) and (
-                any(arg.arg == name for arg in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs))
-                or any(isinstance(inner, ast.Name) and inner.id == name and isinstance(inner.ctx, ast.Store)
-                       for inner in ast.walk(node))):
-            return True  # a function's own `name` may be what a launcher passes: not the module's
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) and any(
+                arg.arg == name for arg in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs)):
+            return True  # a parameter of that name: what a launcher passes is the function's own
     return False
 
 
