@@ -172,3 +172,27 @@ def test_a_statement_split_at_its_clauses_is_parsed_from_its_blocks(monkeypatch:
     partial = [b for b in whole if not source.lines[b[0]].startswith("else")]
     text = pysparse.excerpt(source.lines, partial, None)
     assert _dump(parts.parse(partial, None, source.rel)) == _dump(parse_python(text.encode(), source.rel))
+
+
+def test_a_whole_module_read_from_its_blocks_is_its_parse(files: list[Path]) -> None:
+    """`pysource.whole_tree`: the whole file's tree from its blocks, node for node, and the file's own error where
+    it has one (an indented first line fails the file's parse, not its blocks')."""
+    from kgate.collect import pysource
+
+    depends.new_run()
+    checked = 0
+    for path in files[:400]:
+        data = path.read_bytes()
+        try:
+            expected = _dump(parse_python(data, path.name))
+        except UnreadableSource:
+            continue
+        source = SourceFile(str(path), path.name, data)
+        source.derived["needles"] = ("triton",)
+        assert _dump(pysource.whole_tree(source)) == expected, path
+        checked += 1
+    assert checked > 300
+    indented = SourceFile("/project/bad.py", "bad.py", b"    x = 1\nimport triton\n\n\ndef f():\n    pass\n")
+    indented.derived["needles"] = ("triton",)
+    with pytest.raises(UnreadableSource, match="indent"):
+        pysource.whole_tree(indented)

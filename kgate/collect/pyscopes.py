@@ -272,6 +272,7 @@ def launch_lines(text: str, names: set[str]) -> list[int]:
     expression built per module (compiling one costs more than the search)."""
     found: set[int] = set()
     for name in names:
+        line_of = _Lines(text)
         at = text.find(name)
         while at >= 0:
             end = at + len(name)
@@ -279,7 +280,7 @@ def launch_lines(text: str, names: set[str]) -> list[int]:
             rest = text[end:end + 8].lstrip(" \t")
             if not (before.isalnum() or before == "_") and (rest.startswith("[") or rest.startswith(".run") or (
                     rest.startswith(")") and rest[1:].lstrip(" \t").startswith("["))):
-                found.add(_line_of(text, at))
+                found.add(line_of(at))
             at = text.find(name, end)
     return sorted(found)
 
@@ -288,18 +289,36 @@ def call_lines(text: str, name: str, attr: str = "") -> list[int]:
     `name.apply(`), found with `str.find`."""
     found: set[int] = set()
     called = "." + attr if attr else ""
+    line_of = _Lines(text)
     at = text.find(name)
     while at >= 0:
         end = at + len(name)
         before = text[at - 1] if at else " "
         if not (before.isalnum() or before in "_.") and text.startswith(called, end) and \
                 text[end + len(called):end + len(called) + 8].lstrip(" \t").startswith("("):
-            found.add(_line_of(text, at))
+            found.add(line_of(at))
         at = text.find(name, end)
     return sorted(found)
 
-def _line_of(text: str, at: int) -> int:
-    return text.count("\n", 0, at) if "\r" not in text else len(_LINE_BREAK.findall(text, 0, at))
+class _Lines:
+    """The 0-based line of offsets asked in increasing order, each counted on from the one before (a count from the
+    top of the text for each was most of a search through a long module); from the top again for a smaller one."""
+
+    __slots__ = ("at", "line", "returns", "text")
+
+    def __init__(self, text: str) -> None:
+        self.text, self.at, self.line = text, 0, 0
+        self.returns = "\r" in text  # a carriage return ends a line too, and a "\r\n" is one end
+
+    def __call__(self, at: int) -> int:
+        text = self.text
+        if self.returns:
+            return len(_LINE_BREAK.findall(text, 0, at))
+        if at < self.at:
+            self.at, self.line = 0, 0
+        self.line += text.count("\n", self.at, at)
+        self.at = at
+        return self.line
 
 def launched_name(node: ast.AST) -> str | None:
     """`k[grid](...)`, `k.run(...)`, or `wrap(k)[grid](...)` (a launch through a wrapper such as
