@@ -58,3 +58,12 @@ def test_an_assignment_expression_binds_in_a_function_only_where_the_module_spel
     bare = ast.parse("def launch(x):\n    n = x.shape[0]\n    k[(1,)](x, n)\n")
     (plain,) = list(scopes(bare, named=False))
     assert not plain.named and set(plain.env) == {"n"}
+
+
+def test_a_texts_lines_are_those_python_numbers() -> None:
+    from kgate.collect.source import split_lines
+
+    assert split_lines("a\nb\n") == ["a", "b", ""]
+    assert split_lines("a\r\nb\rc\nd") == ["a", "b", "c", "d"]
+    assert split_lines("") == [""]
+    assert split_lines("x\x0cy\x0bz\n") == ["x\x0cy\x0bz", ""]  # a form feed or vertical tab ends no line
