@@ -220,6 +220,9 @@ def whole_tree(source: SourceFile) -> ast.Module:
 
     if len(source.data) > MAX_PARSE_BYTES or not source.derived.get("needles"):
         return source.tree
+    held = source.derived.get(_WHOLE)
+    if held is not None:
+        return held
     try:
         parts = pyparts.of(source)
         blocks = parts.blocks
@@ -227,10 +230,14 @@ def whole_tree(source: SourceFile) -> ast.Module:
         # the blocks' (an indented line, say, fails the file's).
         if blocks and not any(line.strip() and not line.lstrip().startswith("#")
                               for line in source.lines[:blocks[0][0]]):
-            return parts.parse(blocks, None, source.rel)
+            tree = source.derived[_WHOLE] = parts.parse(blocks, None, source.rel)  # for the file's other kernels
+            return tree
     except UnreadableSource:
         pass  # a text that does not decode, or blocks that do not parse: the file's own parse, or its error
     return source.tree
+
+
+_WHOLE = "pysource.whole"  # `SourceFile.derived`: the whole tree made of the blocks (`whole_tree`)
 
 
 def parse_definition(source: SourceFile, block: Block | None, name: str) -> Function | None:
