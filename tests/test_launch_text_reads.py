@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 
 from kgate.collect import pyconfigs
-from kgate.collect.pycallers import alias_lines
+from kgate.collect.pycallers import alias_lines, applied_aliases
 from kgate.collect.pyscopes import Scope, scopes
 
 ALIASED = """def launch(x, short):
@@ -31,6 +31,12 @@ def test_aliases_of_a_launcher_are_found_on_the_lines_that_name_it() -> None:
     # A carriage return ends no such line, but for one whose comment takes it in.
     assert alias_lines(ALIASED.replace("\n", "\r\n"), "decode") == {"pick": [3, 4]}
     assert alias_lines(ALIASED, "absent") == {}
+
+
+def test_names_bound_to_an_autograd_functions_apply_are_those_of_the_top_level() -> None:
+    text = "fn = Fn.apply\n  g = Fn.apply\nh=Fn.apply # c\nk = Fn.apply(x)\nm = XFn.apply\nr = Fn.apply  # z\r\nq = Fn.apply\r\n"
+    assert applied_aliases(text, "Fn") == ["fn", "h", "r"]
+    assert applied_aliases(text, "Other") == []
 
 
 def _changed(text: str) -> bool:

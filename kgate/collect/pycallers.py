@@ -277,9 +277,22 @@ def _same_class(caller: Scope, method: Scope) -> bool:
 
 def applied_aliases(text: str, applied: str) -> list[str]:
     """The names a module binds at its top level to an autograd function's `apply` (`attend = Fn.apply`)."""
-    if f"{applied}.apply" not in text:
-        return []
-    return re.findall(rf"^(\w+)[ \t]*=[ \t]*{re.escape(applied)}\.apply[ \t]*(?:#.*)?$", text, re.MULTILINE)
+    needle = f"{applied}.apply"
+    out: list[str] = []
+    at = text.find(needle)
+    while at >= 0:  # only a line that holds `Fn.apply` can bind it: each such line tried once (as `alias_lines`)
+        start = text.rfind("\n", 0, at) + 1
+        end = text.find("\n", at)
+        end = len(text) if end < 0 else end
+        match = _APPLIED_ALIAS.match(f"{applied}\0{text[start:end]}")
+        if match is not None:
+            out.append(match.group(2))
+        at = text.find(needle, end + 1)
+    return out
+
+
+# `attend = Fn.apply` at the top level, tried on the class's name, a NUL and the line (see `_ALIAS_ASSIGNMENT`).
+_APPLIED_ALIAS = re.compile(r"^(?P<name>[^\0]*)\0(\w+)[ \t]*=[ \t]*(?P=name)\.apply[ \t]*(?:#.*)?$")
 
 
 def applied_class(scope: Scope) -> str:
