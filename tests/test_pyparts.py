@@ -114,3 +114,85 @@ def test_a_linted_files_syntax_trees_are_freed_when_its_lint_ends(tmp_path: Path
         gc.enable()
     assert "KG201" in result.ran
     assert alive == []
+
+
+CLAUSED = b"""import os
+
+try:
+    import triton
+except ImportError:
+    triton = None
+else:
+    HAVE = True
+finally:
+    pass
+
+if os.environ.get("A"):
+    def launch(x):
+        return x
+elif os.environ.get("B"):
+    def launch(x):
+        return -x
+else:
+    def launch(x):
+        return 2 * x
+
+
+def kernel(x):
+    return x
+"""
+
+
+def test_a_statement_split_at_its_clauses_is_parsed_from_its_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`try:`/`except:` and `if`/`elif`/`else` at column 0 are several blocks, none of which parses alone as the
+    statement: read whole, they are parsed together once, not the reading's whole text each time."""
+    depends.new_run()
+    source = SourceFile("/project/claused.py", "claused.py", CLAUSED)
+    parts = pyparts.of(source)
+    blocks = parts.blocks
+    assert blocks is not None and len(blocks) == 9
+    texts: list[str] = []
+    parse = pyparts.parse_python
+
+    def counted(data: bytes, filename: str) -> ast.Module:
+        texts.append(filename)
+        return parse(data, filename)
+
+    monkeypatch.setattr(pyparts, "parse_python", counted)
+    whole = [b for b in blocks if b[2] is None]
+    top = pysparse.excerpt(source.lines, whole, [b for b in blocks if b[2] is not None])
+    for _ in range(2):
+        tree = parts.parse(whole, [b for b in blocks if b[2] is not None], source.rel)
+        assert _dump(tree) == _dump(parse_python(top.encode(), source.rel))
+    assert [type(s) for s in tree.body] == [ast.Import, ast.Try, ast.If, ast.FunctionDef]
+    assert "claused.py" not in texts  # never the reading's text: the blocks, each parsed once
+    assert len(texts) == 4
+
+    # A clause left out of the reading: the statement is read as the reading's text has it, without it.
+    partial = [b for b in whole if not source.lines[b[0]].startswith("else")]
+    text = pysparse.excerpt(source.lines, partial, None)
+    assert _dump(parts.parse(partial, None, source.rel)) == _dump(parse_python(text.encode(), source.rel))
+
+
+def test_a_whole_module_read_from_its_blocks_is_its_parse(files: list[Path]) -> None:
+    """`pysource.whole_tree`: the whole file's tree from its blocks, node for node, and the file's own error where
+    it has one (an indented first line fails the file's parse, not its blocks')."""
+    from kgate.collect import pysource
+
+    depends.new_run()
+    checked = 0
+    for path in files[:400]:
+        data = path.read_bytes()
+        try:
+            expected = _dump(parse_python(data, path.name))
+        except UnreadableSource:
+            continue
+        source = SourceFile(str(path), path.name, data)
+        source.derived["needles"] = ("triton",)
+        assert _dump(pysource.whole_tree(source)) == expected, path
+        checked += 1
+    assert checked > 300
+    indented = SourceFile("/project/bad.py", "bad.py", b"    x = 1\nimport triton\n\n\ndef f():\n    pass\n")
+    indented.derived["needles"] = ("triton",)
+    with pytest.raises(UnreadableSource, match="indent"):
+        pysource.whole_tree(indented)

@@ -43,6 +43,7 @@ class CallSites:
     beyond: bool  # whether the calls in the project's other modules are read now
     hops: int  # how many modules away from the module under lint this one is, by the calls followed to it
     runtime_only: bool  # whether only the values that follow the token count are asked for
+    named: bool  # whether the module's text may hold an assignment expression (`Scope.named`)
     _calls: dict[str, list[tuple[ast.Call, Scope]]]
 
     def passed_elsewhere(self, launched: str, param: str, position: int | None,
@@ -161,7 +162,7 @@ class CallSites:
             read_for = name in (self.source.derived.get("needles") or ())
             tree = self.info.tree if read_for else self.tree if self.info.whole or not marked else self._around(marked)
             tree = ast.Module(body=[stmt for stmt in tree.body if within(marked, stmt)], type_ignores=[])
-            self._calls[key] = [(node, scope) for scope in scopes(tree, marked) if isinstance(scope.node, py.Function)
+            self._calls[key] = [(node, scope) for scope in scopes(tree, marked, self.named) if isinstance(scope.node, py.Function)
                                 for stmt in scope.own if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef,
                                                                                ast.ClassDef)) and within(marked, stmt)
                                 for node in py.expressions(stmt) if isinstance(node, ast.Call)
@@ -187,15 +188,26 @@ def alias_lines(text: str, name: str) -> dict[str, list[int]]:
     each with the 0-based lines of that assignment and of their calls, found in the text (`_aliased` checks them)."""
     if name not in text:
         return {}
-    called = re.escape(name)
-    picked = rf"{called}(?:[ \t]+if\b.*)?|.*\belse[ \t]+{called}"  # `k = name`, `name if c else g`, `g if c else name`
-    found = re.finditer(rf"^[ \t]*(\w+)[ \t]*=[ \t]*(?:{picked})[ \t]*(?:#.*)?$", text, re.MULTILINE)
     out: dict[str, list[int]] = {}
-    for match in found:
-        alias = match.group(1)
-        if alias != name:
-            out.setdefault(alias, []).append(text.count("\n", 0, match.start()))
+    # Only a line that holds the name can bind it: the expression is tried on those lines alone, not at every line
+    # of the module (where `.*\belse` made it scan each line again).
+    at = text.find(name)
+    while at >= 0:
+        start = text.rfind("\n", 0, at) + 1
+        end = text.find("\n", at)
+        end = len(text) if end < 0 else end
+        match = _ALIAS_ASSIGNMENT.match(f"{name}\0{text[start:end]}")
+        if match is not None and match.group(2) != name:
+            out.setdefault(match.group(2), []).append(text.count("\n", 0, start))
+        at = text.find(name, end + 1)
     return {alias: [*lines, *call_lines(text, alias)] for alias, lines in out.items()}
+
+
+# `alias = name`, `alias = name if c else g` or `alias = g if c else name` on a line of its own, tried on the name, a
+# NUL and the line: the name is matched again by reference to the group before the NUL (one expression for every
+# name, where an expression built per name cost more to compile than the search).
+_ALIAS_ASSIGNMENT = re.compile(r"^(?P<name>[^\0]*)\0[ \t]*(\w+)[ \t]*=[ \t]*"
+                               r"(?:(?P=name)(?:[ \t]+if\b.*)?|.*\belse[ \t]+(?P=name))[ \t]*(?:#.*)?$")
 
 
 def _aliased(scope: Scope, alias: str, name: str) -> bool:
@@ -265,9 +277,22 @@ def _same_class(caller: Scope, method: Scope) -> bool:
 
 def applied_aliases(text: str, applied: str) -> list[str]:
     """The names a module binds at its top level to an autograd function's `apply` (`attend = Fn.apply`)."""
-    if f"{applied}.apply" not in text:
-        return []
-    return re.findall(rf"^(\w+)[ \t]*=[ \t]*{re.escape(applied)}\.apply[ \t]*(?:#.*)?$", text, re.MULTILINE)
+    needle = f"{applied}.apply"
+    out: list[str] = []
+    at = text.find(needle)
+    while at >= 0:  # only a line that holds `Fn.apply` can bind it: each such line tried once (as `alias_lines`)
+        start = text.rfind("\n", 0, at) + 1
+        end = text.find("\n", at)
+        end = len(text) if end < 0 else end
+        match = _APPLIED_ALIAS.match(f"{applied}\0{text[start:end]}")
+        if match is not None:
+            out.append(match.group(2))
+        at = text.find(needle, end + 1)
+    return out
+
+
+# `attend = Fn.apply` at the top level, tried on the class's name, a NUL and the line (see `_ALIAS_ASSIGNMENT`).
+_APPLIED_ALIAS = re.compile(r"^(?P<name>[^\0]*)\0(\w+)[ \t]*=[ \t]*(?P=name)\.apply[ \t]*(?:#.*)?$")
 
 
 def applied_class(scope: Scope) -> str:

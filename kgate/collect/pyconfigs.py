@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import re
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -297,44 +298,80 @@ def _unseen_uses(name: str, module: py.ParsedModule) -> bool:
     """Whether the module's text spells `name` more often than its tree holds it (a reduced parse left out a
     definition that uses it, and may change it), or the module gives it to a call other than the autotuner's,
     which may change it (`add_defaults(CONFIGS)`)."""
-    for node in ast.walk(module.tree):
-        if isinstance(node, ast.Call) and (py.dotted(node.func) or "").rsplit(".", 1)[-1] not in _READERS and any(
-                isinstance(arg, ast.Name) and arg.id == name
-                for arg in [*node.args, *(k.value for k in node.keywords)]):
-            return True
+    given, held = _uses(module.tree)
+    if name in given:
+        return True
     if module.whole or module.origin is None:
         return False
-    # A keyword argument spelled as the name (`configs=...` of another autotune) is no use of it.
-    held = sum(1 for node in ast.walk(module.tree) if isinstance(node, ast.Name) and node.id == name
-               or isinstance(node, ast.keyword) and node.arg == name)
     spelled = len(re.findall(rb"(?<![\w.])" + re.escape(name.encode()) + rb"(?!\w)", module.origin.data))
-    return spelled > held
+    return spelled > held.get(name, 0)
 
 
 _READERS = frozenset({"autotune", "Config", "len", "list", "tuple"})  # calls that read a list and leave it as it is
+
+
+def _uses(tree: ast.Module) -> tuple[frozenset[str], dict[str, int]]:
+    """The names a module's tree gives to a call other than a reader's (`_READERS`), and how many times it holds
+    each name: one walk per tree, for every constant asked about (a module's configs lists are often several)."""
+    found = _USES.get(tree)
+    if found is None:
+        given: set[str] = set()
+        held: dict[str, int] = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name):
+                held[node.id] = held.get(node.id, 0) + 1
+            elif isinstance(node, ast.keyword) and node.arg is not None:
+                # A keyword argument spelled as the name (`configs=...` of another autotune) is no use of it.
+                held[node.arg] = held.get(node.arg, 0) + 1
+            elif isinstance(node, ast.Call) and (py.dotted(node.func) or "").rsplit(".", 1)[-1] not in _READERS:
+                given.update(arg.id for arg in [*node.args, *(k.value for k in node.keywords)]
+                             if isinstance(arg, ast.Name))
+        found = _USES[tree] = (frozenset(given), held)
+    return found
 
 
 def _changed(name: str, tree: ast.Module) -> bool:
     """Whether the module may change the list a module-level name holds (a method that mutates it, an item or
     slice assigned, an augmented assignment, a `global` declaration in a function), or a function may bind the
     name to something else of its own (a parameter or local of that name)."""
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute) and node.attr in _MUTATORS and isinstance(node.value, ast.Name) \
-                and node.value.id == name:
-            return True
-        if isinstance(node, ast.Subscript) and isinstance(node.ctx, (ast.Store, ast.Del)) \
-                and isinstance(node.value, ast.Name) and node.value.id == name:
-            return True
-        if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name) and node.target.id == name:
-            return True
-        if isinstance(node, ast.Global) and name in node.names:
-            return True
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) and (
-                any(arg.arg == name for arg in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs))
-                or any(isinstance(inner, ast.Name) and inner.id == name and isinstance(inner.ctx, ast.Store)
-                       for inner in ast.walk(node))):
-            return True  # a function's own `name` may be what a launcher passes: not the module's
-    return False
+    return name in _changed_names(tree)
+
+
+def _changed_names(tree: ast.Module) -> frozenset[str]:
+    """The names `_changed` holds for, of every name: one walk of the tree, each node with whether a function or
+    lambda holds it (a nested function's nodes read once, not once for each function around it)."""
+    found = _CHANGED.get(tree)
+    if found is not None:
+        return found
+    out: set[str] = set()
+    stack: list[tuple[ast.AST, bool]] = [(tree, False)]
+    while stack:
+        node, inside = stack.pop()
+        if isinstance(node, ast.Name):
+            if inside and isinstance(node.ctx, ast.Store):
+                out.add(node.id)  # a function's own name may be what a launcher passes: not the module's
+        elif isinstance(node, ast.Attribute):
+            if node.attr in _MUTATORS and isinstance(node.value, ast.Name):
+                out.add(node.value.id)
+        elif isinstance(node, ast.Subscript):
+            if isinstance(node.ctx, (ast.Store, ast.Del)) and isinstance(node.value, ast.Name):
+                out.add(node.value.id)
+        elif isinstance(node, ast.AugAssign):
+            if isinstance(node.target, ast.Name):
+                out.add(node.target.id)
+        elif isinstance(node, ast.Global):
+            out.update(node.names)
+        function = isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            out.update(arg.arg for arg in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs))
+        stack.extend((child, inside or function) for child in ast.iter_child_nodes(node))
+    found = _CHANGED[tree] = frozenset(out)
+    return found
+
+
+# What one walk of a module's tree found, for each name asked about: kept while the tree lives.
+_USES: weakref.WeakKeyDictionary[ast.Module, tuple[frozenset[str], dict[str, int]]] = weakref.WeakKeyDictionary()
+_CHANGED: weakref.WeakKeyDictionary[ast.Module, frozenset[str]] = weakref.WeakKeyDictionary()
 
 
 class Partial(list[Any]):

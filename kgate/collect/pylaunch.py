@@ -123,6 +123,7 @@ class Launches(Batches):
         self.hops = 0  # modules away from the one under lint (`kgate.collect.pycallers`)
         self._blocks: dict[str, pysparse.Block] = {}
         self._helpers: dict[str, py.Function | None] = {}
+        self.named = ":=" in source.text  # whether an assignment expression may bind a name (`Scope.named`)
         # The lines that launch one of the kernels (`k[`, `k.run(`), 0-based: only they are parsed and walked.
         self.marked = launch_lines(source.text, launched)
         if info.whole:
@@ -159,7 +160,7 @@ class Launches(Batches):
         # the shared tree), and a launch at module level runs once, at import.
         for fn in top_definitions(self.tree):
             self.definitions.setdefault(fn.name, fn)
-        for scope in scopes(self.tree, self.marked):
+        for scope in scopes(self.tree, self.marked, self.named):
             for stmt in scope.own:
                 if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) or \
                         not self._launches_within(stmt):
@@ -711,7 +712,7 @@ class Launches(Batches):
         for keyword in call.keywords:
             if keyword.arg is not None:
                 bound[keyword.arg] = (keyword.value, scope)
-        inner = Scope(helper, None, bound)
+        inner = Scope(helper, None, bound, named=self.named)
         values = [s.value for s in inner.own if isinstance(s, ast.Return)]
         if item is not None:
             values = [returned_item(v, *item) for v in values]

@@ -24,12 +24,11 @@ from __future__ import annotations
 
 import ast
 import os
-import re
 from dataclasses import dataclass
 from typing import NamedTuple
 
 from kgate.collect import depends, pyparts
-from kgate.collect.source import UnreadableSource, decode, try_parse
+from kgate.collect.source import UnreadableSource, decode, split_lines, try_parse
 from kgate.support.filestat import path_state
 
 IMPORT, ALIAS, LOCAL = "import", "alias", "local"
@@ -443,7 +442,6 @@ def _entries(folder: str) -> frozenset[str]:
 
 # --------------------------------------------------------------------------- reading a module's top level
 
-_LINE = re.compile(r"\r\n|\r|\n")
 # By path and file state, for the process: what the module binds, and a digest of it.
 _READ: dict[tuple[str, tuple[int, ...]], tuple[Exports | None, str]] = {}
 _KEEP = 65536  # a project's modules (a few hundred bytes each): read once per run, however many verdicts follow them
@@ -484,7 +482,7 @@ def _top_level(path: str) -> ast.Module | None:
         text = decode(data, python=True)
     except (OSError, UnreadableSource):
         return None
-    parts = pyparts.of_text(data, _LINE.split(text))
+    parts = pyparts.of_text(data, split_lines(text))
     if parts.blocks is not None:
         try:
             return parts.parse([b for b in parts.blocks if b[2] is None], [b for b in parts.blocks if b[2] is not None],

@@ -21,24 +21,28 @@ of a file's parts are read by its own rules only: keeping them all would keep ev
 from __future__ import annotations
 
 import ast
+import re
+from bisect import bisect_left
 
 from kgate.collect import depends, pysparse
 from kgate.collect.pysparse import Block
 from kgate.collect.source import SourceFile, UnreadableSource, parse_python
 
-_WHOLE, _SIGNATURE = 0, 1
+_WHOLE, _SIGNATURE, _CLAUSES = 0, 1, 2  # a block whole, its signature, a statement whole with its clauses' blocks
+_CLAUSE = re.compile(r"(?:elif|else|except|finally)\b")
 
 
 class Parts:
     """One module text: its split into top-level blocks (None: it cannot be split with confidence) and the statements
     of each block parsed so far."""
 
-    __slots__ = ("_parsed", "blocks", "lines")
+    __slots__ = ("_continued", "_parsed", "blocks", "lines")
 
     def __init__(self, lines: list[str], blocks: list[Block] | None) -> None:
         self.lines = lines
         self.blocks = blocks
         self._parsed: dict[tuple[int, int], list[ast.stmt] | None] = {}  # (first line, form) -> statements
+        self._continued: dict[int, tuple[Block, ...]] = {}  # first line -> the blocks that continue the statement
 
     def parse(self, whole: list[Block], signatures: list[Block] | None, filename: str) -> ast.Module:
         """The tree of `pysparse.excerpt(lines, whole, signatures)`; raises UnreadableSource as parsing that text
@@ -46,8 +50,19 @@ class Parts:
         chosen = {block[0]: (block, _SIGNATURE) for block in signatures or () if block[2] is not None}
         chosen.update((block[0], (block, _WHOLE)) for block in whole)
         body: list[ast.stmt] = []
-        for first in sorted(chosen):
-            statements = self._statements(*chosen[first])
+        order = sorted(chosen)
+        at = 0
+        while at < len(order):
+            block, form = chosen[order[at]]
+            clauses = self._clauses(block) if form == _WHOLE else ()
+            if clauses and all(chosen.get(c[0]) == (c, _WHOLE) for c in clauses):
+                # A statement the split cut at its clauses (`try:` and `except ...:` at column 0), every part read
+                # whole: parsed as one (each part alone does not parse, or parses as another statement).
+                statements = self._statements((block[0], clauses[-1][1], None), _CLAUSES)
+                at += 1 + len(clauses)
+            else:
+                statements = self._statements(block, form)
+                at += 1
             if statements is None:
                 text = pysparse.excerpt(self.lines, whole, signatures)
                 return parse_python(text.encode("utf-8"), filename)
@@ -57,8 +72,24 @@ class Parts:
     def _statements(self, block: Block, form: int) -> list[ast.stmt] | None:
         key = (block[0], form)
         if key not in self._parsed:
-            self._parsed[key] = _parse_block(self.lines, block, form)
+            self._parsed[key] = _parse_block(self.lines, block, form if form != _CLAUSES else _WHOLE)
         return self._parsed[key]
+
+    def _clauses(self, block: Block) -> tuple[Block, ...]:
+        """The blocks after a statement's first that continue it (`elif`, `else`, `except`, `finally` at column 0);
+        empty for a definition, or a statement the next block does not continue."""
+        if block[2] is not None or self.blocks is None:
+            return ()
+        found = self._continued.get(block[0])
+        if found is None:
+            at = bisect_left(self.blocks, block[0], key=_first)
+            end = at + 1
+            while end < len(self.blocks) and self.blocks[end][2] is None and \
+                    _CLAUSE.match(self.lines[self.blocks[end][0]]):
+                end += 1
+            found = self._continued[block[0]] = tuple(self.blocks[at + 1:end]) \
+                if at < len(self.blocks) and self.blocks[at] == block else ()
+        return found
 
 
 def _parse_block(lines: list[str], block: Block, form: int) -> list[ast.stmt] | None:
@@ -125,3 +156,7 @@ _KEPT = "pyparts.kept"  # `SourceFile.derived`: the file's parts are kept for th
 _SPLITS: dict[str, list[Block] | None] = depends.per_run({})
 _RUN: dict[str, Parts] = depends.per_run({})
 _FILE: dict[str, Parts] = depends.per_file({})
+
+
+def _first(block: Block) -> int:
+    return block[0]

@@ -13,25 +13,40 @@ from kgate.collect import pysource as py
 from kgate.collect.pyvalues import shape_of
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")  # as Python numbers lines
+_OWN, _ENV = "_kgate_own", "_kgate_env"  # a function's own statements and what they bind, kept on its node
 
 class Scope:
     """A function (or the module) as the launch sites see it: its own assignments, by name."""
 
-    def __init__(self, node: ast.AST, parent: Scope | None, bound: dict[str, tuple[ast.expr, Scope]] | None = None):
+    def __init__(self, node: ast.AST, parent: Scope | None, bound: dict[str, tuple[ast.expr, Scope]] | None = None,
+                 named: bool | None = None):
         self.node = node
         self.parent = parent
         self.bound = bound or {}  # a helper's parameters: the caller's argument and scope
-        self.own = _own_statements(node)
+        # Whether the module's text may hold an assignment expression (it spells `:=`): only then are the statements'
+        # expressions walked for one. As the scope around it has it, where not given.
+        self.named: bool = named if named is not None else parent.named if parent is not None else True
+        # What a function's statements are and bind depends on its tree alone, which nothing changes once parsed:
+        # kept on the node, for the many scopes of one function the readings make (a node freed with its tree).
+        kept = node.__dict__
+        own = kept.get(_OWN)
+        if own is None:
+            own = kept[_OWN] = _own_statements(node)
+        self.own: list[ast.stmt] = own
         self._env: dict[str, list[tuple[ast.expr | None, int | None, int]]] | None = None
 
     @property
     def env(self) -> dict[str, list[tuple[ast.expr | None, int | None, int]]]:
-        """name -> (value, position in an unpacked value or None, how many names it was unpacked into)."""
+        """name -> (value, position in an unpacked value or None, how many names it was unpacked into); read only."""
         if self._env is None:
-            self._env = {}
-            for stmt in self.own:
-                for target, value in _assignments(stmt):
-                    _bind(self._env, target, value)
+            kept = self.node.__dict__
+            env = kept.get(_ENV)
+            if env is None:
+                env = kept[_ENV] = {}
+                for stmt in self.own:
+                    for target, value in _assignments(stmt, self.named):
+                        _bind(env, target, value)
+            self._env = env
         return self._env
 
     @property
@@ -116,10 +131,11 @@ def _equal_to(name: str, side: ast.expr, other: ast.expr) -> list[ast.expr]:
             out.append(ast.copy_location(ast.Subscript(value=other, slice=ast.Constant(at), ctx=ast.Load()), other))
     return out
 
-def scopes(tree: ast.Module, marked: list[int] | None = None) -> Iterator[Scope]:
+def scopes(tree: ast.Module, marked: list[int] | None = None, named: bool = True) -> Iterator[Scope]:
     """Every function and class of a module as a scope, with the scopes it is in, outer before inner; with `marked`
-    (0-based, sorted lines), only those that span one of them (the others hold no statement on those lines)."""
-    module = Scope(tree, None)
+    (0-based, sorted lines), only those that span one of them (the others hold no statement on those lines); `named`:
+    whether the module's text may hold an assignment expression (`Scope.named`)."""
+    module = Scope(tree, None, named=named)
     module._env = {}
     stack = [module]
     while stack:
@@ -165,8 +181,9 @@ def unpacked(tensor: ast.expr, scope: Scope) -> list[str | None] | None:
         here = here.parent
     return None
 
-def _assignments(stmt: ast.stmt) -> Iterator[tuple[ast.expr, ast.expr | None]]:
-    yield from _named(stmt)
+def _assignments(stmt: ast.stmt, named: bool = True) -> Iterator[tuple[ast.expr, ast.expr | None]]:
+    if named:
+        yield from _named(stmt)
     if isinstance(stmt, ast.Match):
         for case in stmt.cases:
             yield from _captured(case.pattern, stmt.subject)
@@ -255,6 +272,7 @@ def launch_lines(text: str, names: set[str]) -> list[int]:
     expression built per module (compiling one costs more than the search)."""
     found: set[int] = set()
     for name in names:
+        line_of = _Lines(text)
         at = text.find(name)
         while at >= 0:
             end = at + len(name)
@@ -262,7 +280,7 @@ def launch_lines(text: str, names: set[str]) -> list[int]:
             rest = text[end:end + 8].lstrip(" \t")
             if not (before.isalnum() or before == "_") and (rest.startswith("[") or rest.startswith(".run") or (
                     rest.startswith(")") and rest[1:].lstrip(" \t").startswith("["))):
-                found.add(_line_of(text, at))
+                found.add(line_of(at))
             at = text.find(name, end)
     return sorted(found)
 
@@ -271,18 +289,36 @@ def call_lines(text: str, name: str, attr: str = "") -> list[int]:
     `name.apply(`), found with `str.find`."""
     found: set[int] = set()
     called = "." + attr if attr else ""
+    line_of = _Lines(text)
     at = text.find(name)
     while at >= 0:
         end = at + len(name)
         before = text[at - 1] if at else " "
         if not (before.isalnum() or before in "_.") and text.startswith(called, end) and \
                 text[end + len(called):end + len(called) + 8].lstrip(" \t").startswith("("):
-            found.add(_line_of(text, at))
+            found.add(line_of(at))
         at = text.find(name, end)
     return sorted(found)
 
-def _line_of(text: str, at: int) -> int:
-    return text.count("\n", 0, at) if "\r" not in text else len(_LINE_BREAK.findall(text, 0, at))
+class _Lines:
+    """The 0-based line of offsets asked in increasing order, each counted on from the one before (a count from the
+    top of the text for each was most of a search through a long module); from the top again for a smaller one."""
+
+    __slots__ = ("at", "line", "returns", "text")
+
+    def __init__(self, text: str) -> None:
+        self.text, self.at, self.line = text, 0, 0
+        self.returns = "\r" in text  # a carriage return ends a line too, and a "\r\n" is one end
+
+    def __call__(self, at: int) -> int:
+        text = self.text
+        if self.returns:
+            return len(_LINE_BREAK.findall(text, 0, at))
+        if at < self.at:
+            self.at, self.line = 0, 0
+        self.line += text.count("\n", self.at, at)
+        self.at = at
+        return self.line
 
 def launched_name(node: ast.AST) -> str | None:
     """`k[grid](...)`, `k.run(...)`, or `wrap(k)[grid](...)` (a launch through a wrapper such as

@@ -212,6 +212,34 @@ def _tree(source: SourceFile) -> tuple[ast.Module, bool]:
         return source.tree, True  # report the file's own error, not one of the reduced text
 
 
+def whole_tree(source: SourceFile) -> ast.Module:
+    """The whole module's tree, as `source.tree` gives it (raising as it does), from its top-level blocks where the
+    module splits (`kgate.collect.pyparts`): the blocks the reading of its needles parsed are not parsed again."""
+    from kgate.collect import pyparts
+    from kgate.collect.source import MAX_PARSE_BYTES, UnreadableSource
+
+    if len(source.data) > MAX_PARSE_BYTES or not source.derived.get("needles"):
+        return source.tree
+    held = source.derived.get(_WHOLE)
+    if held is not None:
+        return held
+    try:
+        parts = pyparts.of(source)
+        blocks = parts.blocks
+        # The lines above the first block are the file's too: only blank and comment lines there leave its parse as
+        # the blocks' (an indented line, say, fails the file's).
+        if blocks and not any(line.strip() and not line.lstrip().startswith("#")
+                              for line in source.lines[:blocks[0][0]]):
+            tree = source.derived[_WHOLE] = parts.parse(blocks, None, source.rel)  # for the file's other kernels
+            return tree
+    except UnreadableSource:
+        pass  # a text that does not decode, or blocks that do not parse: the file's own parse, or its error
+    return source.tree
+
+
+_WHOLE = "pysource.whole"  # `SourceFile.derived`: the whole tree made of the blocks (`whole_tree`)
+
+
 def parse_definition(source: SourceFile, block: Block | None, name: str) -> Function | None:
     """The top-level function `name` of a file read in part, parsed on its own from its block
     (`kgate.collect.pysparse`) at its own lines and columns; None where there is no block or it does not parse."""

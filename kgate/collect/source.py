@@ -71,7 +71,7 @@ class SourceFile:
     def lines(self) -> list[str]:
         """Lines without their end-of-line characters, numbered as Python numbers them (\\n, \\r\\n, \\r)."""
         if self._lines is None:
-            self._lines = _NEWLINE.split(self.text)
+            self._lines = split_lines(self.text)
         return self._lines
 
     def line_text(self, line: int) -> str:
@@ -128,6 +128,12 @@ def decode(data: bytes, *, python: bool) -> str:
                 pass
     line = data.count(b"\n", 0, error.start) + 1
     raise UnreadableSource(f"not valid UTF-8 (byte {error.start})", line=line, col=1)
+
+
+def split_lines(text: str) -> list[str]:
+    """The lines of a text as Python numbers them (\\n, \\r\\n, \\r end one), without their ends: the plain split
+    where no carriage return stands (a few times faster than the expression)."""
+    return text.split("\n") if "\r" not in text else _NEWLINE.split(text)
 
 
 # Python's syntax trees take about 200 bytes of memory per byte of dense source (measured: a 4 MB table of

@@ -209,9 +209,12 @@ def check(source: SourceFile, ctx: SourceContext) -> Iterable[Report]:
     if b"autotune" not in source.data:
         return  # atomics outside autotuned kernels are fine: no need to parse
     if b"atomic_" not in source.data:
-        # No atomic here, but the autotuner may be applied here to a kernel of another module that has them.
-        if _applied_otherwise(source) and (whole := py.ParsedModule(source.tree, origin=source)).uses_triton():
-            yield from _applications(source, None, whole)
+        # No atomic here, but the autotuner may be applied here to a kernel of another module that has them (the
+        # whole module read from the blocks the other rules' readings parsed: nothing here reads those readings).
+        if _applied_otherwise(source):
+            whole = py.ParsedModule(py.whole_tree(source), origin=source)
+            if whole.uses_triton():
+                yield from _applications(source, None, whole)
         return
     info = py.info(source)
     if not info.uses_triton():

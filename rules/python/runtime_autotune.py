@@ -332,7 +332,7 @@ def _rounded(t: pyautotune.Tuned, info: py.ParsedModule, source: SourceFile) -> 
     call = pyrounding.applied_call(t.at)
     if call is None:
         return None
-    whole = info if info.whole else py.ParsedModule(source.tree, origin=source)
+    whole = info if info.whole else py.ParsedModule(py.whole_tree(source), origin=source)
     if not pyrounding.rounds_keys(call, whole, source.path, source.rel):
         return None
     return Verdict(BOUNDED, "rounded by the project's autotuner")
