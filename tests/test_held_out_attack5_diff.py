@@ -1,0 +1,37 @@
+"""`kgate diff` where a CUDA table's own flags name the working tree by absolute path (`-I/work/repo/inc`, `-I
+/work/repo/inc`, `--include-path=...`, `-isystem ...`, `-include .../h.cuh`): the base's side compiled the working
+tree's header, and an edited header was proved "SASS identical". Each side compiles its own headers, as a
+compile_commands.json that names the working tree by absolute path already did."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from test_diff_sides import _diff, _repo
+
+needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+HEADER = "__device__ __forceinline__ float scaled(float x) { return x * 2.0f; }\n"
+EDITED = "__device__ __forceinline__ float scaled(float x) { return x * 3.0f + 1.0f; }\n"
+KERNEL = '#include "h.cuh"\n__global__ void scale(float* x) { x[threadIdx.x] = scaled(x[threadIdx.x]); }\n'
+
+
+def _config(flags: list[str]) -> str:
+    return f'targets = ["sm_120a"]\n\n[[cuda]]\nsources = ["k.cu"]\nflags = {json.dumps(flags)}\n'
+
+
+@needs_nvcc
+@pytest.mark.parametrize("spelling", ["-I@", "-I @", "--include-path=@", "-isystem @", "-include @/h.cuh"])
+def test_absolute_flags_of_a_cuda_table_name_each_sides_own_header(tmp_path: Path, spelling: str) -> None:
+    repo = tmp_path / "repo"
+    flags = [part.replace("@", str(repo / "inc")) for part in spelling.split(" ")]
+    kernel = KERNEL.replace('#include "h.cuh"\n', "") if spelling.startswith("-include") else KERNEL
+    if spelling.startswith("-isystem"):
+        kernel = kernel.replace('"h.cuh"', "<h.cuh>")
+    _repo(repo, {"k.cu": kernel, "inc/h.cuh": HEADER}, _config(flags))
+    (repo / "inc" / "h.cuh").write_text(EDITED)
+    run = _diff(repo, "HEAD", "--require-identical", "--format", "json")
+    assert run.code == 1, run.stdout + run.stderr
+    assert [v["status"] for v in run.json()["variants"]] == ["changed"], run.stdout
