@@ -35,3 +35,29 @@ def test_absolute_flags_of_a_cuda_table_name_each_sides_own_header(tmp_path: Pat
     run = _diff(repo, "HEAD", "--require-identical", "--format", "json")
     assert run.code == 1, run.stdout + run.stderr
     assert [v["status"] for v in run.json()["variants"]] == ["changed"], run.stdout
+
+
+@needs_nvcc
+def test_a_source_including_the_working_trees_header_by_absolute_path_is_not_proved_identical(tmp_path: Path) -> None:
+    """`#include "/work/repo/inc/h.cuh"`: the base's checkout compiles the working tree's edited header, not its own
+    copy. No compile can stand for the base's, so its variant fails naming why, and the refactor gate fails."""
+    repo = tmp_path / "repo"
+    _repo(repo, {"k.cu": KERNEL.replace('"h.cuh"', f'"{repo / "inc" / "h.cuh"}"'), "inc/h.cuh": HEADER},
+          _config([]))
+    (repo / "inc" / "h.cuh").write_text(EDITED)
+    run = _diff(repo, "HEAD", "--require-identical")
+    assert run.code == 1, run.stdout
+    assert "a file of the working tree named by absolute path" in run.stdout and "SASS identical" not in run.stdout
+
+
+@needs_nvcc
+def test_a_header_the_base_revision_does_not_hold_is_the_working_trees_for_both_sides(tmp_path: Path) -> None:
+    """Good twin: a generated header in an ignored folder, included by absolute path; the base has no copy of its
+    own, so both sides compile the one there is, and the unchanged kernel is identical."""
+    repo = tmp_path / "repo"
+    generated = repo / "build" / "gen.cuh"
+    _repo(repo, {"k.cu": KERNEL.replace('"h.cuh"', f'"{generated}"')}, _config([]))
+    generated.parent.mkdir()
+    generated.write_text(HEADER)
+    run = _diff(repo, "HEAD", "--require-identical")
+    assert run.code == 0 and "SASS identical" in run.stdout, run.stdout + run.stderr

@@ -39,6 +39,15 @@ def on_this_side(name: str, checkout: Checkout | None) -> str:
     return name
 
 
+def of_the_working_tree(path: str, checkout: Checkout | None) -> bool:
+    """Whether a file a base revision's side read is the working tree's own (named by absolute path in a source or
+    header: `#include "/work/repo/inc/h.cuh"`) where the checkout has its own copy: what was built from it is not
+    the base's. (A file the base revision does not hold, a header a build generated in an ignored folder, is the
+    working tree's for both sides.)"""
+    return checkout is not None and _within(path, checkout[0]) and not _within(path, checkout[1]) \
+        and os.path.lexists(on_this_side(path, checkout))
+
+
 def checked_out(path: str, checkout: Checkout | None) -> bool:
     """Whether a file is in a base revision's checkout: made afresh by every run, so known by its content (its
     times and inode are the checkout's, not the revision's)."""
