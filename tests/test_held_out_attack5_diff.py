@@ -61,3 +61,23 @@ def test_a_header_the_base_revision_does_not_hold_is_the_working_trees_for_both_
     generated.write_text(HEADER)
     run = _diff(repo, "HEAD", "--require-identical")
     assert run.code == 0 and "SASS identical" in run.stdout, run.stdout + run.stderr
+
+
+@pytest.mark.parametrize("edited", [True, False])
+def test_a_kernel_module_reading_the_working_trees_file_by_absolute_path(tmp_path: Path, edited: bool) -> None:
+    """A module that reads `open("/work/repo/tune.txt")` at import read the working tree's file on the base's side
+    too, and a changed tile was proved identical. The base's import of a working-tree file whose checkout copy
+    differs is not the base's: its kernel fails on that side, saying why. With the same bytes in both, the read is
+    the base's own copy, and the unchanged kernel is identical."""
+    from test_import_keys import HELPERS, _module
+
+    repo = tmp_path / "repo"
+    module = HELPERS + _module(f'int(open({str(repo / "tune.txt")!r}).read())')
+    _repo(repo, {"ops.py": module, "tune.txt": "256"})
+    if edited:
+        (repo / "tune.txt").write_text("8192")
+    run = _diff(repo, "HEAD", "--require-identical")
+    if edited:
+        assert run.code == 1 and "a file of the working tree named by absolute path" in run.stdout, run.stdout
+    else:
+        assert run.code == 0 and "SASS identical" in run.stdout, run.stdout + run.stderr

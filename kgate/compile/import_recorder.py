@@ -32,7 +32,17 @@ from kgate.compile import (
     import_text,
     import_times,
 )
-from kgate.compile.import_reads import INTERPRETER, UNRECORDED, Reads, View, keyable_file, search_folders, value
+from kgate.compile.import_reads import (
+    INTERPRETER,
+    UNRECORDED,
+    WORKING_TREE,
+    Reads,
+    View,
+    keyable_file,
+    search_folders,
+    value,
+)
+from kgate.compile.sides import checked_out, of_the_working_tree, on_this_side
 
 
 class Recorder:
@@ -110,6 +120,12 @@ class Recorder:
             return
         if path.startswith(_MAGIC_LINKS):  # /proc/self/cwd/..., /dev/fd/3: the file it leads to is read
             path = os.path.realpath(path)
+        if where.checkout is not None and not checked_out(path, where.checkout) and os.path.lexists(
+                on_this_side(path, where.checkout)):  # on a base's side, a file of the working tree the base holds
+            if of_the_working_tree(path, where.checkout):  # the working tree's copy, not the base's
+                self.unkeyable(f"{WORKING_TREE} {path}")
+                return
+            path = on_this_side(path, where.checkout)  # the same bytes: read as the base's own copy
         if kind == "file" and _ENVIRON_FILE.fullmatch(path):  # /proc/self/environ: the environment, read as a file
             self.note_env("*")
             return
