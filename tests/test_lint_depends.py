@@ -322,8 +322,9 @@ def test_the_names_cached_verdicts_asked_about_are_answered_together(project: Pa
     monkeypatch.setattr(engine, "lint_file", lambda path, rel, rules: (linted.add(rel), real(path, rel, rules))[1])
     found = _findings(kgate("lint", "--format", "json", "--exit-zero", cwd=project).stdout)
     assert (found, linted) == (first, {"pkg/models.py"})
-    # pkg/kernels.py's verdict asked who imports its launcher and, a module further, who imports the layer calling it
-    assert asked == [["normalize", "scale_rows"]] and built == []
+    # pkg/kernels.py's verdict asked who imports its launcher and, a module further, who imports the layer calling it,
+    # by its name or through its module (`kernels.scale_rows` after `from pkg import kernels`) or package
+    assert asked == [["kernels", "layers", "normalize", "pkg", "scale_rows"]] and built == []
 
 
 def test_which_files_import_a_name_is_answered_alike_however_it_is_asked(tmp_path: Path) -> None:

@@ -171,7 +171,8 @@ def _refer(record: dict[str, Any], key: str, specs: dict[str, CapturedSpec], out
     if kind == "picked":
         specs[key] = CapturedSpec(item.spec, item.captured, True, item.launches)
     elif kind == "launches":
-        specs[key] = CapturedSpec(item.spec, item.captured, item.picked, (item.launches or 0) + record["count"])
+        specs[key] = CapturedSpec(item.spec, item.captured, item.picked, captures.added_launches(item.launches,
+                                                                                                  record["count"]))
     elif kind == "live":
         out.live[live_key(item.spec.kernel, item.spec.variant)] = {k: v for k, v in record.items()
                                                                    if k not in ("type", "id")}
@@ -228,6 +229,9 @@ def _located(record: dict[str, Any], roots: list[Path], project: Path, out: Reco
     if "<locals>" in qualname or "." in qualname:
         out.problems.append(f"{kernel}: defined inside a function or class, so kgate cannot import it to compile it "
                             f"(define the kernel at the top level of a module)")
+        return None
+    if not qualname.isidentifier():
+        out.problems.append(f"{kernel}: not recorded: not a kernel's name as \"package.module:function\"")
         return None
     if module == "__main__":
         out.problems.append(f"{kernel}: defined in the script the command ran; importing a script runs it, so kgate "

@@ -228,6 +228,15 @@ def _line_of(text: str, needle: str) -> int | None:
 # --------------------------------------------------------------------------- merging
 
 
+
+def added_launches(before: int | None, more: int | None) -> int | None:
+    """Two launch counts of one specialisation together (None: neither counted), at most the largest a capture file
+    holds (TOML's integers are 64-bit): a count that large says only that it launched very often."""
+    if before is None and more is None:
+        return None
+    return min((before or 0) + (more or 0), MAX_INT64)
+
+
 def merge(old: CaptureFile, new: CaptureFile, *, replace_kernels: bool) -> CaptureFile:
     """`new` added to `old`: entries seen again gain the new environments; with `replace_kernels`, the old
     entries of every kernel `new` saw are dropped first (so a kernel's stale specialisations go)."""
@@ -242,8 +251,7 @@ def merge(old: CaptureFile, new: CaptureFile, *, replace_kernels: bool) -> Captu
         if before is None:
             merged[entry.key] = replace(entry, line=0)
             continue
-        launches = None if before.launches is None and entry.launches is None else \
-            (before.launches or 0) + (entry.launches or 0)
+        launches = added_launches(before.launches, entry.launches)
         merged[entry.key] = CapturedSpec(entry.spec, tuple(sorted(set(before.captured) | set(entry.captured))),
                                          before.picked or entry.picked, launches)
     cute = merged_cute(old.cute, new.cute, replace_kernels=replace_kernels)

@@ -201,13 +201,16 @@ def _compile_commands(config: Config, entry: CudaEntry) -> dict[Path, tuple[Path
 def _moved(directory: Path, file: Path, argv: list[str], moved: tuple[str, str]) -> tuple[Path, Path, list[str]]:
     """A working tree's compile command as the checkout of `moved` (working top, checkout top) runs it: its
     paths into the working tree name the checkout's files (its folder where the checkout has it)."""
+    there = Path(moved_text(str(directory), moved))
+    return (there if there.is_dir() else directory), Path(moved_text(str(file), moved)), \
+        [moved_text(a, moved) for a in argv]
+
+
+def moved_text(text: str, moved: tuple[str, str]) -> str:
+    """A path, or an argument holding one (`-I/work/repo/include`, `--include-path=...`), as the checkout of `moved`
+    (working top, checkout top) names it: each path into the working tree names the checkout's file."""
     top, tree = moved[0].rstrip(os.sep) + os.sep, moved[1].rstrip(os.sep) + os.sep
-
-    def move(text: str) -> str:
-        return text.replace(top, tree) if top in text or text + os.sep == top else text
-
-    there = Path(move(str(directory)))
-    return (there if there.is_dir() else directory), Path(move(str(file))), [move(a) for a in argv]
+    return text.replace(top, tree) if top in text else tree.rstrip(os.sep) if text + os.sep == top else text
 
 
 def _command(item: dict[str, object], where: str) -> tuple[Path, Path, list[str]]:

@@ -66,7 +66,7 @@ def tuned_kernels(info: py.ParsedModule, wrappers: frozenset[str] = frozenset(),
     """The module's autotuned kernels, in source order (`lines`, the module's, spare walking the bodies of
     functions that cannot be wrappers)."""
     finder = _Finder(info, wrappers, lines)
-    out = [t for fn in info.functions if (t := finder.decorated(fn)) is not None]
+    out = [t for fn in info.functions for t in finder.decorated(fn)]
     out.extend(finder.call_forms())
     out.sort(key=lambda t: (getattr(t.at, "lineno", 0), getattr(t.at, "col_offset", 0)))
     return out
@@ -166,8 +166,11 @@ class _Finder:
 
     # ---------------------------------------------------------------- where it is applied
 
-    def decorated(self, fn: py.Function) -> Tuned | None:
+    def decorated(self, fn: py.Function) -> list[Tuned]:
+        """Each autotuner a definition's decorators apply: stacked ones (`@triton.autotune` over `@triton.heuristics`
+        over another `@triton.autotune`) each look their own key up, outermost first."""
         jit = py.is_kernel(fn, self.imports)
+        out = []
         for decorator in fn.decorator_list:
             call = decorator if isinstance(decorator, ast.Call) else None
             tuner = self.tuner(call.func if call is not None else decorator)
@@ -175,8 +178,8 @@ class _Finder:
                 continue
             if tuner.needs_jit and call is not None and _named_key(call, self.constants) is None:
                 continue
-            return self._tuned(fn.name, fn.name, fn, decorator, call, tuner)
-        return None
+            out.append(self._tuned(fn.name, fn.name, fn, decorator, call, tuner))
+        return out
 
     def call_forms(self) -> list[Tuned]:
         """`k = tune(...)(fn)`, `k = tuned(fn)`, `return tune(...)(triton.jit(fn))`, ..."""

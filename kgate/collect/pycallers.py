@@ -225,11 +225,13 @@ def _aliased(scope: Scope, alias: str, name: str) -> bool:
 
 
 def calls_name(func: ast.expr, name: str, attr: str) -> bool:
-    """Whether a call's function is `name` (with `attr`: `name.attr`)."""
+    """Whether a call's function is `name` (with `attr`: `name.attr`); `name` may be dotted, a function reached
+    through its module (`kernels.launch` after `from pkg import kernels`)."""
     if attr:
-        return isinstance(func, ast.Attribute) and func.attr == attr and isinstance(func.value, ast.Name) \
-            and func.value.id == name
-    return isinstance(func, ast.Name) and func.id == name
+        return isinstance(func, ast.Attribute) and func.attr == attr and isinstance(func.value, (ast.Name,
+                                                                                                  ast.Attribute)) \
+            and py.dotted(func.value) == name
+    return isinstance(func, (ast.Name, ast.Attribute)) and py.dotted(func) == name
 
 
 def own_method(scope: Scope) -> bool:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import copy
 import os
+import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -22,6 +23,7 @@ from kgate.collect import depends, pyparts
 from kgate.collect import pysource as py
 from kgate.collect.pyimports import Index, import_statements, index_of
 from kgate.collect.pynames import IMPORT, Exports, Resolver, exports
+from kgate.collect.pyscopes import launch_lines
 from kgate.collect.source import SourceFile, UnreadableSource, try_parse
 from kgate.support.filestat import path_state
 
@@ -173,7 +175,14 @@ class Modules:
         names it binds, or with `by_import` the names it imports (`fwd_kernel`)."""
         path = os.path.abspath(source.path)
         out: dict[str, tuple[str, str]] = {}
-        spelled = [name.encode("utf-8") for name in names]
+        # A dotted name is reached through the module its first part binds (`kernels.fwd` after `from . import
+        # kernels`, `kn.fwd` after `import pkg.kernels as kn`, `pkg.kernels.fwd` after `import pkg.kernels`).
+        dotted: dict[str, list[str]] = {}
+        for name in names:
+            head, dot, _rest = name.partition(".")
+            if dot and not by_import:
+                dotted.setdefault(head, []).append(name)
+        spelled = [name.partition(".")[0].encode("utf-8") for name in names]
         for statement in self._statements(source):
             if not any(word in statement[0] for word in spelled):
                 continue
@@ -181,12 +190,36 @@ class Modules:
                 statement[1] = _statement_exports(statement[0]) or Exports()
             own = statement[1]
             for binding in own.bindings:
-                if binding.name not in out and binding.kind == IMPORT and (
-                        binding.attr if by_import else binding.name) in names:
+                if binding.kind != IMPORT:
+                    continue
+                if binding.name not in out and (binding.attr if by_import else binding.name) in names:
                     found = self.resolver.definition(path, binding.name, own)
                     if found is not None:
                         out[binding.name] = found
+                for name in dotted.get(binding.name, ()):
+                    if name not in out and (found := self.resolver.definition(path, name, own)) is not None:
+                        out[name] = found
         return out
+
+    def launched(self, source: SourceFile) -> set[str]:
+        """The names the module `source` launches (`k[grid](...)`, `k.run(...)`, `wrap(k)[grid](...)`) that an import
+        of it binds, or that are reached through a module an import binds (`kernels.fwd[grid](...)` after `from .
+        import kernels`, `pkg.kernels.fwd[grid](...)` after `import pkg.kernels`): candidates, read from the text, for
+        `imported` to resolve."""
+        text = source.text
+        out = {name for name in self.bound(source) if launch_lines(text, {name})}
+        dotted = {match.group(1) for match in _DOTTED_LAUNCH.finditer(text)}
+        if dotted:
+            heads = {binding.name for binding in self._bindings(source)}
+            out |= {name for name in dotted if name.partition(".")[0] in heads}
+        return out
+
+    def _bindings(self, source: SourceFile) -> Iterator[Any]:
+        """What each import statement of the module binds (`import a.b` binds `a`; `from x import y as z`, `z`)."""
+        for statement in self._statements(source):
+            if statement[1] is None:
+                statement[1] = _statement_exports(statement[0]) or Exports()
+            yield from (binding for binding in statement[1].bindings if binding.kind == IMPORT)
 
     def kernel(self, path: str, name: str) -> tuple[py.Function, py.Imports] | None:
         """The Triton kernel `name` defined at the top level of the module at `path`, with that module's imports (what
@@ -208,7 +241,13 @@ class Modules:
                      and not checks_kernels(os.path.relpath(other, self.root))
                      if (local := self.bindings_of(other, (path, name)))]
             found.extend(self._renamed(path, name, found))
-            return found
+            # And the modules that reach it as an attribute of its module (`kernels.fwd` after `from . import
+            # kernels`, `kn.fwd` after `import pkg.kernels as kn`, `pkg.kernels.fwd` after `import pkg.kernels`).
+            merged = {other: list(local) for other, local in found}
+            for other, local in self._reaching(path, name):
+                held = merged.setdefault(other, [])
+                held.extend(dotted for dotted in local if dotted not in held)
+            return list(merged.items())
 
         return self._held((path, name), compute)
 
@@ -242,6 +281,9 @@ class Modules:
                 break
             words.append(os.path.basename(folder))
             folder = os.path.dirname(folder)
+        # The module's dotted name from each package above it: what follows a name bound to a package or the module.
+        chain = [word for word in reversed(words[1:]) if word != "__init__"]
+        routes = ["", *(".".join(chain[at:]) + "." for at in range(len(chain)))]
         others: list[str] = []
         for word in words:
             others.extend(other for other in self.importers(word) if other not in others)
@@ -265,7 +307,7 @@ class Modules:
                 for binding in own.bindings:
                     if binding.kind != IMPORT:
                         continue
-                    for dotted in (binding.name, f"{binding.name}.{owner}"):
+                    for dotted in (binding.name, *(f"{binding.name}.{route}{owner}" for route in routes)):
                         if dotted not in local and self.resolver.definition(other, dotted, own) == (path, owner):
                             local.append(dotted)
             if local:
@@ -294,6 +336,9 @@ class Modules:
             frontier = step
         return out
 
+
+# `a.b.name[` or `a.b.name.run(` or `a.b.name)[` (a launch through a wrapper): a dotted name launched.
+_DOTTED_LAUNCH = re.compile(r"(?<![\w.])([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)[ \t]*(?:\[|\.run[ \t]*\(|\)[ \t]*\[)")
 
 _RENAMES = 3  # packages passing a definition on under a new name, followed from one to the next
 

@@ -84,7 +84,7 @@ class Specialization:
             raise ValueError("kernel: must be \"package.module:function\"")
         signature = _table(data.get("signature", {}), "signature")
         for name, ty in signature.items():
-            if not isinstance(ty, str) or not ty or ty == "constexpr":
+            if not isinstance(ty, str) or not ty or ty == "constexpr" or ty != ty.strip() or not ty.isprintable():
                 raise ValueError(f"signature.{name}: must be a Triton type string such as \"*fp16\" or \"i32\"")
         constexprs = _table(data.get("constexprs", {}), "constexprs")
         for name, value in constexprs.items():
@@ -97,6 +97,10 @@ class Specialization:
             value = options.get(key)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ValueError(f"options.{key}: must be a positive integer")
+        for key, value in options.items():
+            if not _constant(value):  # every value of a specialisation is written to the capture file, as TOML
+                raise ValueError(f"options.{key}: must be a number (an integer within 64 bits), boolean, string or "
+                                 f"a list of them")
         placed: dict[str, str] = {}
         for where, names in (("signature", list(signature)), ("constexprs", list(constexprs)),
                              ("equal_to_1", lists["equal_to_1"]), ("none", lists["none"])):

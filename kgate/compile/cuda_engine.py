@@ -38,7 +38,7 @@ from kgate.compile.payloads import CudaPlan, CudaReply, CudaRequest, FunctionsSa
 from kgate.compile.pool import Pool
 from kgate.compile.preflight import CudaCompilers, cuda_compilers
 from kgate.compile.protocol import Outcome, Task
-from kgate.compile.sides import Checkout, named, on_this_side
+from kgate.compile.sides import Checkout, named, of_the_working_tree, on_this_side
 from kgate.compile.units import Compiled, CompileFailure, cubin_file
 from kgate.core.config import Config
 from kgate.core.errors import ToolchainError
@@ -247,6 +247,14 @@ def _run_tasks(config: Config, todo: list[_Task], progress: Progress | None, poo
             else:
                 value["context"] = {k: task.payload[k] for k in IDENTITY}
             files = reply.get("headers")
+            crossed = read.of_the_working_tree(files if isinstance(files, list) else [])
+            if crossed:  # on a base revision's side: not the base's code, and no record of either side's inputs
+                errors.append((task.source, task.target, {"error": (
+                    f"the base revision's compile read {crossed[0]}, a file of the working tree named by absolute "
+                    f"path, in place of the base's own copy: what it built is not the base's, so it is not "
+                    f"compared (name the file relative to the source, or by an include folder)")}))
+                run.compiled += 1
+                return
             # The cubin this compile wrote, by the hash it was written with (another compile of the key may have
             # written the file under its plain name since).
             meta = {"cubin": reply.get("cubin"),
@@ -301,6 +309,12 @@ class FilesRead:
         """Name -> hash of the files a compile read (absolute paths, as the worker reports them)."""
         names = (self._name(path) for path in paths if isinstance(path, str) and os.path.isabs(path))
         return {name: self.hash(name) for name in sorted(set(names))}
+
+    def of_the_working_tree(self, paths: list[Any]) -> list[str]:
+        """The files a base revision's compile read that are the working tree's own, not the checkout's
+        (`kgate.compile.sides.of_the_working_tree`); none on the working tree's side."""
+        return sorted({path for path in paths if isinstance(path, str) and os.path.isabs(path)
+                       and of_the_working_tree(path, self.checkout)})
 
     def unchanged(self, meta: dict[str, Any]) -> bool:
         """Whether every file a record's compile read has the content it had (a record that does not say what

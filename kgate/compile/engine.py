@@ -97,6 +97,14 @@ def compile_triton(config: Config, entries: list[PythonEntry], targets: tuple[st
         where = import_reads.view(str(config.root.resolve()), project_roots(config), worker_env(config),
                                   import_folder(config), config.checkout_of)
         expand_kernels(config, planned, pool, cache, run.toolchain, where)
+        for p in planned:
+            crossed = import_reads.working_tree_reads(p.reads or {})
+            if crossed and p.error is None:  # a base revision's import read the working tree's copy of a file
+                p.expansion = None
+                p.error = (f"importing {p.kernel.partition(':')[0]} on the base revision's side read {crossed[0]}, a "
+                           f"file of the working tree named by absolute path, in place of the base's own copy: what "
+                           f"it would build is not the base's, so it is not compared (name the file relative to the "
+                           f"module, e.g. from __file__)")
         run.unseen = unseen_programs(planned)
         for p in planned:
             if p.where is not None:

@@ -40,6 +40,9 @@ UNRECORDED = "unrecorded"  # a read whose value cannot be named (`unrecorded:WHA
 # A program the import ran whose own reads are not seen (`unseen:git`): keyed by its file, and in a diff by the side
 # of that diff (`kgate.compile.sides.DIFF_RUN`), so that no side is served a record made before or by the other.
 UNSEEN = "unseen"
+# A file of the working tree read on a base revision's side where the checkout holds its own copy (`unrecorded:the
+# working tree's PATH`): the import is not the base's, and nothing made from it is kept (`working_tree_reads`).
+WORKING_TREE = "the working tree's"
 # What the import read that no key can hold (`unkeyed:the clock`: `kgate.compile.import_chance`): kept as the first
 # run had it, said in the run, and in a diff held by that diff's side alone, as an unseen program's reads are.
 UNKEYED = "unkeyed"
@@ -268,6 +271,13 @@ def _names_shape(value: Any) -> None:
     if not isinstance(value, list) or not all(isinstance(n, list) and all(isinstance(s, str) for s in n)
                                               for n in value):
         raise TypeError("not lists of names")
+
+
+def working_tree_reads(reads: Reads) -> list[str]:
+    """The files of the working tree an import on a base revision's side read in place of the checkout's own copy
+    (a path written out absolute: `open("/work/repo/tune.json")`): what it built is not the base's."""
+    prefix = f"{UNRECORDED}:{WORKING_TREE} "
+    return sorted(name[len(prefix):] for name in reads if name.startswith(prefix))
 
 
 def unseen_programs(reads: Reads) -> list[str]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from types import FrameType
 from typing import IO, Any
@@ -31,7 +32,17 @@ from kgate.compile import (
     import_text,
     import_times,
 )
-from kgate.compile.import_reads import INTERPRETER, UNRECORDED, Reads, View, keyable_file, search_folders, value
+from kgate.compile.import_reads import (
+    INTERPRETER,
+    UNRECORDED,
+    WORKING_TREE,
+    Reads,
+    View,
+    keyable_file,
+    search_folders,
+    value,
+)
+from kgate.compile.sides import checked_out, of_the_working_tree, on_this_side
 
 
 class Recorder:
@@ -109,6 +120,15 @@ class Recorder:
             return
         if path.startswith(_MAGIC_LINKS):  # /proc/self/cwd/..., /dev/fd/3: the file it leads to is read
             path = os.path.realpath(path)
+        if where.checkout is not None and not checked_out(path, where.checkout) and os.path.lexists(
+                on_this_side(path, where.checkout)):  # on a base's side, a file of the working tree the base holds
+            if of_the_working_tree(path, where.checkout):  # the working tree's copy, not the base's
+                self.unkeyable(f"{WORKING_TREE} {path}")
+                return
+            path = on_this_side(path, where.checkout)  # the same bytes: read as the base's own copy
+        if kind == "file" and _ENVIRON_FILE.fullmatch(path):  # /proc/self/environ: the environment, read as a file
+            self.note_env("*")
+            return
         if not self.wanted(path):
             return
         if relative:
@@ -139,6 +159,9 @@ class Recorder:
 # Where the system keeps links to the files a process has (/proc/self/cwd, /dev/fd/3): a read through one reads
 # the file it leads to.
 _MAGIC_LINKS = ("/proc/", "/dev/fd/", "/dev/std")
+# A process's environment as the system shows it (`/proc/self/environ` leads to `/proc/<pid>/environ`): the whole
+# environment read, as iterating os.environ is.
+_ENVIRON_FILE = re.compile(r"/proc/(?:\d+|self|thread-self)(?:/task/\d+)?/environ")
 _RECORDER: Recorder | None = None
 _HOOKED = False
 
@@ -364,7 +387,21 @@ def _kind_of_listing(event: str) -> str | None:
 _PROGRAMS = ("subprocess.Popen", "os.posix_spawn", "os.exec", "os.system", "ctypes.dlopen", "sqlite3.connect",
              "sqlite3.connect/handle")
 _UNKEYABLE = ("socket.connect", "socket.sendto", "socket.sendmsg")
-_EVENTS = frozenset(("open", "os.listdir", "os.scandir", "import", *_PROGRAMS, *_UNKEYABLE))
+_FOREIGN = ("ctypes.dlsym", "ctypes.dlsym/handle")  # a function of a loaded library looked up, to be called
+_EVENTS = frozenset(("open", "os.listdir", "os.scandir", "import", *_FOREIGN, *_PROGRAMS, *_UNKEYABLE))
+
+
+def _called_by_the_project(rec: Recorder) -> bool:
+    """Whether the nearest code past the standard library and kgate is the project's own (a library's use of
+    ctypes, a driver's, is not the import's read)."""
+    assert rec.where is not None
+    frame: FrameType | None = sys._getframe(2)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not (filename.startswith("<") or (filename + os.sep).startswith(rec.skip)):
+            return os.path.isabs(filename) and rec.where.owned(filename)
+        frame = frame.f_back
+    return False
 
 
 def _reads_content(mode: Any, flags: int) -> bool:
@@ -406,6 +443,10 @@ def _hook(event: str, args: tuple[Any, ...]) -> None:
             return
         if event in _UNKEYABLE:
             rec.unkeyable(f"{event} {args[1] if len(args) > 1 else ''}")
+            return
+        if event in _FOREIGN:  # a C function the project looks up through ctypes reads what no hook sees
+            if _called_by_the_project(rec):
+                rec.unkeyable("a C function called through ctypes (what it reads is not seen)")
             return
         path = args[0] if args else None
         if event == "open":

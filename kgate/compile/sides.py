@@ -15,6 +15,7 @@ file of it is known by its content (`checked_out`), never by its times.
 
 from __future__ import annotations
 
+import filecmp
 import os
 
 Checkout = tuple[str, str]  # (the working tree's repository, the base revision's checkout of it)
@@ -37,6 +38,22 @@ def on_this_side(name: str, checkout: Checkout | None) -> str:
     if checkout is not None and _within(name, checkout[0]) and not _within(name, checkout[1]):
         return os.path.normpath(os.path.join(checkout[1], os.path.relpath(name, checkout[0])))
     return name
+
+
+def of_the_working_tree(path: str, checkout: Checkout | None) -> bool:
+    """Whether a file a base revision's side read is the working tree's own (named by absolute path in a source or
+    header: `#include "/work/repo/inc/h.cuh"`) where the checkout has its own copy, and that copy differs: what was
+    built from it is not the base's. (A file the base revision does not hold, a header a build generated in an
+    ignored folder, is the working tree's for both sides.)"""
+    if checkout is None or not _within(path, checkout[0]) or _within(path, checkout[1]):
+        return False
+    copy = on_this_side(path, checkout)
+    if not os.path.lexists(copy):
+        return False
+    try:  # the same bytes in both: reading either builds the same, so the base's own is what was read
+        return not (os.path.isfile(path) and os.path.isfile(copy) and filecmp.cmp(path, copy, shallow=False))
+    except OSError:
+        return True
 
 
 def checked_out(path: str, checkout: Checkout | None) -> bool:

@@ -13,6 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from kgate.collect import revision
+from kgate.collect.cuda_sources import moved_text
 from kgate.collect.registry import captured_specs, triton_entries
 from kgate.compile.cache import Cache
 from kgate.compile.compilation import Progress
@@ -105,8 +106,13 @@ def _outside_moved(base: Config, top: Path, tree: Path) -> Config:
 
     setup = base.setup if base.setup is None or not base.setup.endswith(".py") else moved(base.setup)
     nvcc = base.nvcc if base.nvcc is None or os.sep not in base.nvcc else moved(base.nvcc)
+    # A CUDA table's flags that name the working tree by absolute path (`-I/work/repo/include`, `-include ...`)
+    # name the checkout's files, as a compile_commands.json's do: the base compiles its own headers.
+    checkout = (str(top), str(tree))
+    cuda = tuple(replace(entry, flags=tuple(moved_text(flag, checkout) for flag in entry.flags))
+                 for entry in base.cuda)
     return replace(base, python_path=tuple(moved(p) for p in base.python_path), setup=setup,
-                   capture=moved(base.capture), nvcc=nvcc)
+                   capture=moved(base.capture), nvcc=nvcc, cuda=cuda)
 
 
 def require_selection(config: Config, options: CheckOptions, base: Side, head: Side) -> None:

@@ -352,14 +352,19 @@ class CallGraph:
         return self._must_wait.get(name, False)
 
     def _wait_summaries(self) -> dict[str, bool]:
+        """The greatest fixpoint: every function is taken to wait until a path that returns without a wait shows it
+        does not. A recursive call then counts as the waits its own returning paths make (`if (n == 0) { wait;
+        return; } f(n - 1); store;` stores after a wait on every path that returns: a recursion returns only
+        through its base case), where starting from "no function waits" would never credit the recursive call."""
         order = self.bottom_up()
-        summary = {name: False for name in order}
+        summary = {name: True for name in order}
         changed = True
         while changed:
             changed = False
             for name in order:
-                if not summary[name] and self._returns_waited(name, summary):
-                    summary[name] = changed = True
+                if summary[name] and not self._returns_waited(name, summary):
+                    summary[name] = False
+                    changed = True
         return summary
 
     def _call_waits(self, instr: Instruction, summary: dict[str, bool]) -> bool:

@@ -14,7 +14,10 @@ most a few dozen variants over all shapes).
 The same rule has a second source of evidence, read by `kgate lint` before
 anything runs: a launch site (`kernel[grid](...)`, `kernel.run(...)`) in the
 `@triton.jit` kernel's own module, or in a module of the project that
-imports it (`from .kernels import fwd_kernel`, then `fwd_kernel[grid](...)`),
+imports it (`from .kernels import fwd_kernel`, then `fwd_kernel[grid](...)`)
+or reaches it through its module (`kernels.fwd_kernel[grid](...)` after
+`from . import kernels`, `kn.fwd_kernel` after `import pkg.kernels as kn`,
+`pkg.kernels.fwd_kernel` after `import pkg.kernels`),
 that passes, for one of its `tl.constexpr` parameters, a value that follows
 the token count or the batch is reported at that argument. The value is
 followed through the launching function's assignments, its module's helper
@@ -148,7 +151,6 @@ from typing import Any
 from kgate.collect import pysource as py
 from kgate.collect.pylaunch import RUNTIME, UNKNOWN, Launches, Names
 from kgate.collect.pyproject import Modules, checks_kernels, modules, read_ahead
-from kgate.collect.pyscopes import launch_lines
 from kgate.collect.source import SourceFile
 from kgate.core.artifacts import Artifact
 from kgate.core.findings import Severity
@@ -187,7 +189,7 @@ def source_check(source: SourceFile, ctx: SourceContext) -> Iterable[Report]:
     if checks_kernels(source.rel):
         return  # a test's or a benchmark's reference kernel: each shape it picks compiles once, nothing ships it
     project = modules(ctx.shared, source.path, source.rel)
-    launched = {name for name in project.bound(source) if launch_lines(source.text, {name})}
+    launched = project.launched(source)
     if b"constexpr" not in source.data and not launched:
         return  # it defines no constexpr and launches nothing it imports
     info = py.info(source)

@@ -16,8 +16,10 @@ kernel), wherever they are: in the
 kernel or in any device function it calls (`@triton.jit(noinline=True)`,
 `__noinline__`), however deep, each reported at the kernel's call; a wait in
 a called function counts where it is called, when every path through that
-function waits. A wait that is predicated or under a branch protects only
-the paths that pass through it.
+function that returns waits (a recursive call counts as the waits of the
+paths that return: `if (n == 0) { wait; return; } f(n - 1); o[n] = v;`
+stores after a wait on every path). A wait that is predicated or under a
+branch protects only the paths that pass through it.
 
 What it reports depends on what the access does:
 

@@ -10,7 +10,11 @@ sites in the project's other modules that import it (`from .kernels import
 fwd_kernel` in `ops.py`, or `from pkg import fwd` where `pkg/__init__.py`
 passes it on as `from .kernels import fwd_kernel as fwd`; for a kernel that
 is a static method of a class, `kernels.Act.forward[grid](...)` after `from
-pkg import kernels`, where the package passes the class on), followed
+pkg import kernels`, where the package passes the class on; a kernel at
+the module's top level reached through its module likewise:
+`kernels.fwd_kernel[grid](...)` after `from . import kernels`,
+`kn.fwd_kernel` after `import pkg.kernels as kn`, `pkg.kernels.fwd_kernel`
+after `import pkg.kernels`), followed
 through the launching function's
 assignments and its module's own helper functions, and those it imports
 by name from the project's other modules (the items of a tuple
@@ -132,6 +136,9 @@ reported.
 Every way of applying the autotuner is read: the decorator under any
 import spelling (`triton.autotune`, `import triton as tr`,
 `from triton import autotune as at`, `triton.runtime.autotuner.autotune`),
+each of a stack of them (`@triton.autotune` over `@triton.heuristics` over
+another `@triton.autotune`: each looks its own key up; a key both name is
+reported once),
 the call form `k = triton.autotune(...)(fn)` (or of `triton.jit(fn)`),
 module-level aliases (`tune = triton.autotune`,
 `functools.partial(triton.autotune, key=[...])`), an autotuner made once
@@ -284,6 +291,7 @@ def check(source: SourceFile, ctx: SourceContext) -> Iterable[Report]:
     launches = Launches(source, info, {t.launched for t in tuned}, {t.kernel for t in tuned if t.fn is None},
                         names, frozenset(options["bucketing-functions"]), project)
     levels = {"runtime": "", **{name: options[name] for _cls, name, _text in _CLASSES[1:]}}
+    judged: set[tuple[str, str]] = set()  # (kernel, key): stacked autotuners keyed on one name are reported once
     for t in tuned:
         fn = t.fn or launches.definitions.get(t.kernel)
         if t.needs_jit and (fn is None or not py.is_kernel(fn, info.imports)):
@@ -294,8 +302,10 @@ def check(source: SourceFile, ctx: SourceContext) -> Iterable[Report]:
         offending: list[tuple[str, ast.AST, Verdict, str]] = []
         rounded = _rounded(t, info, source)
         for name, node in t.keys:
-            if name in allowed:
+            if name in allowed or t.fn is not None and (t.kernel, name) in judged:
                 continue
+            if t.fn is not None:  # a decorator: the stack on one definition
+                judged.add((t.kernel, name))
             verdict = rounded or _key(name, fn, t.launched, launches, names, info.imports, owner)
             if verdict is None:
                 continue
