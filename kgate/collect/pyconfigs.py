@@ -230,7 +230,7 @@ def _flagged(name: str, module: py.ParsedModule) -> ast.expr | None:
         if not _binds([stmt], name):
             continue
         flag = _flag(stmt.test, module.constants) if isinstance(stmt, ast.If) else None
-        if flag is None or chosen is not None:
+        if not isinstance(stmt, ast.If) or flag is None or chosen is not None:
             return None  # bound otherwise, or by two such statements
         binding = [s for s in (stmt.body if flag else stmt.orelse) if _binds([s], name)]
         if len(binding) != 1 or not (isinstance(binding[0], ast.Assign) and len(binding[0].targets) == 1
