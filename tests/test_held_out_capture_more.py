@@ -265,8 +265,8 @@ WRITTEN = {
     "an-environment-named-by-spaces": (lambda p: {"records-1.jsonl": _lines({**ENV, "where": "   "}, _spec(p))},
                                        True, "", "passed"),
     "a-kernel-name-that-is-no-identifier": (
-        lambda p: {"records-1.jsonl": _lines(ENV, _spec(p, kernel="ops:fill kernel"))}, True, "",
-        "module ops has no attribute 'fill kernel'"),
+        lambda p: {"records-1.jsonl": _lines(ENV, _spec(p, kernel="ops:fill kernel"))}, False,
+        'ops:fill kernel: not recorded: not a kernel\'s name as "package.module:function"', None),
     "a-type-triton-does-not-know": (
         lambda p: {"records-1.jsonl": _lines(ENV, _spec(p, signature={"n": "i99", "x": "*fp32"}))}, True, "",
         "Triton's compiler raised KeyError: 'i99'"),

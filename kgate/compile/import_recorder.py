@@ -122,7 +122,9 @@ class Recorder:
             path = os.path.realpath(path)
         if where.checkout is not None and not checked_out(path, where.checkout) and os.path.lexists(
                 on_this_side(path, where.checkout)):  # on a base's side, a file of the working tree the base holds
-            if of_the_working_tree(path, where.checkout):  # the working tree's copy, not the base's
+            # A file's bytes read from the working tree's copy are not the base's; a folder (its state, its listing)
+            # is read as the base's own, as are the files in it the import goes on to open.
+            if kind == "file" and not os.path.isdir(path) and of_the_working_tree(path, where.checkout):
                 self.unkeyable(f"{WORKING_TREE} {path}")
                 return
             path = on_this_side(path, where.checkout)  # the same bytes: read as the base's own copy
