@@ -228,7 +228,6 @@ def _line_of(text: str, needle: str) -> int | None:
 # --------------------------------------------------------------------------- merging
 
 
-
 def added_launches(before: int | None, more: int | None) -> int | None:
     """Two launch counts of one specialisation together (None: neither counted), at most the largest a capture file
     holds (TOML's integers are 64-bit): a count that large says only that it launched very often."""

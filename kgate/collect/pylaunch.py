@@ -767,9 +767,9 @@ def block_table(tensor: ast.expr) -> bool:
 _BLOCK_TABLE = re.compile(r"(?i)(kv_)?(block|page)s?_?(tables?|offsets|ids|indices)")
 
 
-def _bound_shape(name: ast.expr, scope: Scope) -> ast.expr | None:
-    """The shape a name holds where the nearest scope that binds it binds it once, to a whole shape (`s =
-    x.shape`, `s = tuple(x.size())`); None otherwise."""
+def _assigned_once(name: ast.expr, scope: Scope) -> ast.expr | None:
+    """What a name holds where the nearest scope that binds it assigns it once, whole (not unpacked); None
+    otherwise (bound several times, unpacked, a parameter)."""
     if not isinstance(name, ast.Name):
         return None
     here: Scope | None = scope
@@ -779,11 +779,18 @@ def _bound_shape(name: ast.expr, scope: Scope) -> ast.expr | None:
             if len(bindings) != 1:
                 return None
             value, position, _count = bindings[0]
-            return value if value is not None and position is None and shape_of(value) is not None else None
+            return value if position is None else None
         if name.id in here.params:
             return None
         here = here.parent
     return None
+
+
+def _bound_shape(name: ast.expr, scope: Scope) -> ast.expr | None:
+    """The shape a name holds where the nearest scope that binds it binds it once, to a whole shape (`s =
+    x.shape`, `s = tuple(x.size())`); None otherwise."""
+    value = _assigned_once(name, scope)
+    return value if value is not None and shape_of(value) is not None else None
 
 
 # The tensors of one attention call that are laid out as its query: the keys, the values, the output and the
@@ -807,22 +814,10 @@ def _query_of(tensor: ast.expr, scope: Scope) -> ast.expr | None:
 def _bound_strides(name: ast.expr, scope: Scope) -> ast.expr | None:
     """The tensor whose strides a name holds where the nearest scope that binds it binds it once, to all of them
     (`q_stride = q.stride()`); None otherwise."""
-    if not isinstance(name, ast.Name):
-        return None
-    here: Scope | None = scope
-    while here is not None:
-        bindings = here.env.get(name.id)
-        if bindings is not None:
-            if len(bindings) != 1:
-                return None
-            value, position, _count = bindings[0]
-            if position is None and isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) \
-                    and value.func.attr == "stride" and not value.args and not value.keywords:
-                return value.func.value
-            return None
-        if name.id in here.params:
-            return None
-        here = here.parent
+    value = _assigned_once(name, scope)
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "stride" \
+            and not value.args and not value.keywords:
+        return value.func.value
     return None
 
 
