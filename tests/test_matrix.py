@@ -187,3 +187,48 @@ def test_the_cute_dsl_matrix_compiles_every_call_under_another_release(tmp_path:
     assert "CuTe DSL 4.7.0: 0 variant(s) compiled" in run.stdout
     assert "CuTe DSL 4.7.0: a compile failed: nvidia-cutlass-dsl 4.7.0 wrote no ptxas report" in run.stdout
     assert "TOOLCHAIN nvidia-cutlass-dsl 4.7.0: 5 failing finding(s)" in run.stdout, run.stdout
+
+
+def _release_environment_of_this_triton(toolchains: Path) -> str:
+    """An environment as `kgate check --triton` makes one (a virtual environment with the release alone and its
+    record), holding this environment's Triton, linked rather than downloaded."""
+    import importlib.metadata
+    import subprocess
+    import sysconfig
+
+    import triton
+
+    from kgate.compile.environments import _name
+
+    version = importlib.metadata.version("triton")
+    folder = toolchains / _name(TRITON, version)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True)
+    site = folder / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
+    here = Path(sysconfig.get_paths()["purelib"])
+    (site / "triton").symlink_to(Path(triton.__file__).resolve().parent)
+    (site / f"triton-{version}.dist-info").symlink_to(here / f"triton-{version}.dist-info")
+    (folder / MARKER).write_text(json.dumps(_identity(folder, version), sort_keys=True))
+    return version
+
+
+def test_a_release_compiles_kernel_modules_that_import_the_projects_packages(tmp_path: Path) -> None:
+    """A release's environment holds the release alone, while kernel modules import torch and other packages of the
+    project's environment: those are imported from the project's environment, Triton from the release's. The matrix
+    failed every such module with "No module named 'torch'"."""
+    pytest.importorskip("torch")
+    version = _release_environment_of_this_triton(tmp_path / "toolchains")
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / "kern.py").write_text(
+        "import pathspec\nimport torch\nimport triton\nimport triton.language as tl\n\n\n"
+        "@triton.jit\ndef add(x_ptr, n, BLOCK: tl.constexpr):\n"
+        "    o = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n"
+        "    tl.store(x_ptr + o, tl.load(x_ptr + o, mask=o < n) + 1, mask=o < n)\n", encoding="utf-8")
+    (project / "kgate.toml").write_text(
+        'targets = ["sm_120a"]\npython-path = ["."]\n\n[[triton]]\nkernel = "kern:add"\n'
+        'signature = {x_ptr = "*fp32", n = "i32"}\nconstexprs = {BLOCK = 256}\n', encoding="utf-8")
+    run = kgate("check", "--triton", version, cwd=project, env={"KGATE_TOOLCHAINS": str(tmp_path / "toolchains")},
+                timeout=900)
+    assert run.code == 0, run.stdout + run.stderr
+    assert f"Triton {version}: 1 variant(s) compiled" in run.stdout and "0 failing finding(s)" in run.stdout, \
+        run.stdout

@@ -10,9 +10,10 @@ moved into place whole, under a lock, so a killed or concurrent run never leaves
 each use its record is checked against the files of the release it holds. A run needs no network once the
 environment exists.
 
-The kernels are compiled there by kgate itself: `python -m kgate check --language LANGUAGE --format json` under the
-environment's Python, with this kgate's own package put first on its path, so the figures come from that release
-exactly as they would from a project that had it installed.
+The kernels are compiled there by kgate itself: `kgate check --language LANGUAGE --format json` under the
+environment's Python, with this kgate's own package put first on its path and this environment's packages (torch,
+the project's own) after the release's, so the figures come from that release exactly as they would from a project
+that had it installed.
 """
 
 from __future__ import annotations
@@ -160,6 +161,29 @@ def _install(scratch: Path, folder: Path, version: str, dist: Distribution) -> N
     (scratch / MARKER).write_text(json.dumps(identity, sort_keys=True))
 
 
+# The environment holds the release and nothing else, while a project's kernel modules import torch, numpy and the
+# project's own packages: the child imports kgate from its tree first, then appends this environment's site folders
+# (their `.pth` files read: editable installs) after its own, so `import triton` (or `cutlass`) is the release's and
+# every other import is the project's, as installed here.
+_SITES = "KGATE_PROJECT_SITES"
+_BOOT = ("import os, runpy, site, sys\n"
+         "import kgate\n"
+         f"for folder in filter(None, os.environ.pop({_SITES!r}, '').split(os.pathsep)):\n"
+         "    site.addsitedir(folder)\n"
+         "runpy.run_module('kgate', run_name='__main__', alter_sys=True)\n")
+
+
+def _project_sites() -> list[str]:
+    """The site folders of the environment kgate runs in (a virtual environment's own, the system's where it
+    includes them, the user's where Python reads it), in the order Python reads them."""
+    import site
+
+    folders = list(site.getsitepackages())
+    if site.ENABLE_USER_SITE:
+        folders.append(site.getusersitepackages())
+    return [folder for folder in dict.fromkeys(folders) if os.path.isdir(folder)]
+
+
 def _kgate_tree(into: Path) -> Path:
     """This kgate's package as one folder (its `rules` and `kernels` may live elsewhere in a checkout), linked.
     The subpackages are found where they are, not imported."""
@@ -216,8 +240,9 @@ def run_with(version: str, config_path: Path | None, project: Path, argv: list[s
     with made_scratch.folder("kgate-matrix-") as scratch:
         tree = _kgate_tree(Path(scratch))
         config = ["--config", str(config_path)] if config_path is not None else []
-        command = [str(python), "-m", "kgate", argv[0], *config, *argv[1:]]
-        env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONDONTWRITEBYTECODE": "1"}
+        command = [str(python), "-c", _BOOT, argv[0], *config, *argv[1:]]
+        env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONDONTWRITEBYTECODE": "1",
+               _SITES: os.pathsep.join(_project_sites())}
         env.pop("TRITON_PTXAS_PATH", None)  # the other release's own ptxas, not this environment's choice
         env.pop("TRITON_PTXAS_BLACKWELL_PATH", None)
         lent = tools.triton_bin_dir()
