@@ -104,3 +104,18 @@ def test_tox_settings_that_leave_the_interpreter_off_pass(tmp_path: Path, tox: s
     (tmp_path / "tox.ini").write_text(tox)
     run = kgate("lint", cwd=tmp_path)
     assert run.code == 0, run.stdout + run.stderr
+
+
+@pytest.mark.parametrize(("name", "config", "header"), [
+    ("kgate.toml", 'targets = ["sm_120a"]\n\n[cuda]\nsources = ["a.cu"]\n', "cuda"),
+    ("kgate.toml", 'targets = ["sm_120a"]\n\n[triton]\nkernel = "ops:k"\n', "triton"),
+    ("pyproject.toml", '[tool.kgate]\ntargets = ["sm_120a"]\n\n[tool.kgate.cuda]\nsources = ["a.cu"]\n',
+     "tool.kgate.cuda"),
+])
+def test_a_table_written_for_an_array_of_tables_says_how_to_write_it(tmp_path: Path, name: str, config: str,
+                                                                     header: str) -> None:
+    """`[cuda]` where `[[cuda]]` is meant (the first thing a new user types) names the header to write."""
+    (tmp_path / name).write_text(config)
+    run = kgate("check", cwd=tmp_path)
+    assert run.code == 2, run.stdout + run.stderr
+    assert f"must be an array of tables: write [[{header}]], one table each, not [{header}]" in run.stderr, run.stderr

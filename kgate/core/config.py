@@ -668,8 +668,11 @@ class _Ctx:
         return value
 
     def table_list(self, value: Any, key: str) -> list[dict[str, Any]]:
+        if isinstance(value, dict):  # `[cuda]` written for `[[cuda]]`
+            raise self.error(key, f"must be an array of tables: write [[{self.key(key)}]], one table each, not "
+                                  f"[{self.key(key)}]")
         if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
-            raise self.error(key, "must be an array of tables")
+            raise self.error(key, f"must be an array of tables ([[{self.key(key)}]]), not {_type_name(value)}")
         return value
 
     def str_list(self, value: Any, key: str) -> list[str]:
