@@ -121,7 +121,8 @@ def test_budget_rows_show_the_limiter_and_the_threshold_only_where_it_applies() 
                                                                smem=16, num_warps=4, constexprs={})).kernels
     gemm_rows = {r.label: r for r in budget_rows(gemm)}
     assert gemm_rows["CTAs per SM"].cells[0] == "1 (limited by registers)"
-    assert "not required for a gemm kernel" in gemm_rows["warps per sub-core"].cells[0]
+    assert "required of elementwise and reduction kernels only; this one is a GEMM" in \
+        gemm_rows["warps per sub-core"].cells[0]
     assert gemm_rows["fp32 accumulator (estimate)"].cells[0].startswith("64 registers, 38% of 168")
     assert gemm_rows["warps-per-sub-core table"].cells[0] == "above row 4 (more than 128 registers)"
     row_rows = {r.label: r for r in budget_rows(row)}

@@ -117,7 +117,8 @@ def budget_rows(audit: KernelAudit) -> tuple[Row, ...]:
             (("ok" if c.residency.warps_per_subcore >= need else "bad") for c in cards))
     else:
         add(3, "warps per sub-core",
-            (f"{c.residency.warps_per_subcore:g} ({need} not required for a {facts.kind} kernel)" for c in cards))
+            (f"{c.residency.warps_per_subcore:g} ({need} required of elementwise and reduction kernels only; this "
+             f"one is {'a GEMM' if facts.kind == 'gemm' else 'neither'})" for c in cards))
     for i in range(len(cards[0].waves) if cards else 0):
         label = f"waves at {cards[0].waves[i].shape}" if cards[0].waves[i].shape else "waves"
         add(4, label, (_wave_cell(c.waves[i]) for c in cards), (_wave_status(c.waves[i]) for c in cards))
