@@ -88,6 +88,17 @@ class KernelModule:
             return self.functions.get(name)
         return self._parsed.definition(name)
 
+    def with_body(self, fn: Function) -> Function:
+        """fn with its body: a definition the lint engine's reduced parse kept as its signature alone (its body names
+        no needle) is parsed on its own."""
+        if self.whole or not (len(fn.body) == 1 and isinstance(fn.body[0], ast.Pass)):
+            return fn
+        from kgate.collect import pyparts, pysparse
+
+        blocks = pyparts.of(self.source).blocks
+        block = pysparse.definitions(self.source.lines, blocks).get(fn.name) if blocks is not None else None
+        return py.parse_definition(self.source, block, fn.name) or fn
+
     def candidate_lines(self, fn: Function, memory: bool) -> set[int]:
         words = ["atomic_", *(f"{name}(" for name in self.writers), *(("load", "store") if memory else ())]
         return {fn.lineno + i for i, line in enumerate(self.source.lines[fn.lineno - 1:fn.end_lineno])
@@ -302,3 +313,151 @@ def repeats_differently(access: Access, target: str, memory: list[Access]) -> bo
     read_back = any(a.op == "load" or a.op in ATOMICS and a.used for a in on_target)
     restored = len({a.value for a in on_target if a.op in _SETTERS}) > 1
     return read_back and not restored
+
+
+def in_place_writes(fn: Function, memory: list[Access]) -> list[tuple[Access, str]]:
+    """(store, parameter) for each store of the kernel itself that writes back, at the address it loaded from, a
+    value computed from that load (`x = tl.load(X + offs); tl.store(X + offs, x * 2)`): a second run of the kernel
+    then works on what the first one left. The address is the same pointer expression (`ptrs`, `X + offs`); a store
+    into other elements of the buffer than those read (a chunk's rows written from earlier chunks', a look-back
+    slot of the next tile) is not in place. Values are followed through the names assigned before the store. Not
+    reported: a value that keeps the loaded one or puts one that does not come from the buffer
+    (`tl.where(mask, value, x)`: a masked fill gives the same result run after run), and a load that, on every path
+    to it, follows a store through its address of a value that does not come from the buffer (the kernel sets the
+    buffer before it reads it)."""
+    loads = {id(a.call): a for a in memory if a.op == "load" and not a.helper and a.roots and a.pointer is not None}
+    if not loads:
+        return []
+    local = _values(fn)
+    branches = _branches(fn)
+    stores = [a for a in memory if a.op == "store" and not a.helper and a.roots and a.pointer is not None]
+    out: list[tuple[Access, str]] = []
+    sources = {id(store.call): _loaded_from(_stored_value(store.call), local, loads, store.call.lineno,
+                                            branches.get(id(store.call), {}), branches)
+               for store in stores}
+    setting: dict[str, list[Access]] = {}
+    for store in stores:
+        for root in store.roots:
+            if root not in {r for load in sources[id(store.call)] for r in load.roots}:
+                setting.setdefault(root, []).append(store)
+    for store in stores:
+        terms = _terms(store.pointer) if store.pointer is not None else set()
+        for root in dict.fromkeys(store.roots):
+            read = [load for load in sources[id(store.call)] if root in load.roots and load.pointer is not None
+                    and _terms(load.pointer) == terms]
+            if not read or all(written_first(fn, load, setting.get(root, [])) for load in read):
+                continue
+            if _selects(_stored_value(store.call), read, local, loads, store.call.lineno):
+                continue
+            out.append((store, root))
+    return out
+
+
+def _selects(value: ast.expr | None, read: list[Access], local: dict[str, list[tuple[int, ast.expr]]],
+             loads: dict[int, Access], line: int) -> bool:
+    """Whether `value` is a `where(cond, a, b)` that keeps a loaded value as it is in one branch and takes nothing
+    else from the loads in `read`: run again, it selects the same."""
+    if isinstance(value, ast.Name) and len(local.get(value.id, ())) == 1:
+        value = local[value.id][0][1]
+    if not (isinstance(value, ast.Call) and len(value.args) == 3
+            and (py.dotted(value.func) or "").rsplit(".", 1)[-1] == "where"):
+        return False
+    ids = {id(load.call) for load in read}
+
+    def plain(branch: ast.expr) -> bool:
+        if isinstance(branch, ast.Name) and len(local.get(branch.id, ())) == 1:
+            branch = local[branch.id][0][1]
+        return isinstance(branch, ast.Call) and id(branch) in ids
+
+    cond, a, b = value.args
+    kept = [branch for branch in (a, b) if plain(branch)]
+    if len(kept) != 1:
+        return False
+    other = b if kept[0] is a else a
+    return not any(id(load.call) in ids for part in (cond, other) for load in _loaded_from(part, local, loads, line))
+
+
+def _stored_value(call: ast.Call) -> ast.expr | None:
+    for keyword in call.keywords:
+        if keyword.arg == "value":
+            return keyword.value
+    return call.args[1] if len(call.args) > 1 else None
+
+
+def _loaded_from(expr: ast.expr | None, local: dict[str, list[tuple[int, ast.expr]]], loads: dict[int, Access],
+                 line: int, where: dict[int, int] | None = None, branches: Branches | None = None) -> list[Access]:
+    """The loads of the kernel whose values reach `expr`, through the values given to local names on lines before
+    `line` and outside the other branches of the `if`s around it (`where`): a name given another value further down,
+    or in the other branch of a warp-specialized kernel, is not this value's."""
+    found: dict[int, Access] = {}
+    todo = [expr] if expr is not None else []
+    seen: set[str] = set()
+    while todo:
+        for node in _data(todo.pop()):
+            if isinstance(node, ast.Call) and id(node) in loads:
+                found[id(node)] = loads[id(node)]
+            elif isinstance(node, ast.Name) and node.id in local and node.id not in seen and len(seen) < 64:
+                seen.add(node.id)
+                todo.extend(value for at, value in local[node.id] if at < line and not (
+                    where is not None and branches is not None and _exclusive(branches.get(id(value), {}), where)))
+    return list(found.values())
+
+
+# What a value's type says, not its contents: `tl.full(..., dtype=x.dtype)` takes nothing from what `x` holds.
+_TYPE_ATTRIBUTES = frozenset({"dtype", "shape", "type", "element_ty", "ndim"})
+
+
+def _data(expr: ast.expr) -> Iterator[ast.AST]:
+    """The nodes of `expr` its value is computed from: `ast.walk` but for what a type attribute reads."""
+    todo: list[ast.AST] = [expr]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.Attribute) and node.attr in _TYPE_ATTRIBUTES:
+            continue
+        yield node
+        todo.extend(ast.iter_child_nodes(node))
+
+
+def _values(fn: Function) -> dict[str, list[tuple[int, ast.expr]]]:
+    """Every value each local name of fn is given, with its line: assignments (each name of an unpacked target given
+    the whole value), augmented ones (`acc += tl.load(p)`), annotated ones, and a walrus."""
+    out: dict[str, list[tuple[int, ast.expr]]] = {}
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Assign):
+            targets, value = node.targets, node.value
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.NamedExpr)) and node.value is not None:
+            targets, value = [node.target], node.value
+        else:
+            continue
+        for target in targets:
+            for name in ast.walk(target):
+                if isinstance(name, ast.Name):
+                    out.setdefault(name.id, []).append((node.lineno, value))
+    return out
+
+
+Branches = dict[int, dict[int, int]]  # a node's id -> {the id of each `if` around it: the branch it is in (0, 1)}
+
+
+def _branches(fn: Function) -> Branches:
+    out: Branches = {}
+
+    def visit(node: ast.AST, chain: dict[int, int]) -> None:
+        out[id(node)] = chain
+        if isinstance(node, ast.If):
+            visit(node.test, chain)
+            for index, branch in enumerate((node.body, node.orelse)):
+                inner = {**chain, id(node): index}
+                for stmt in branch:
+                    visit(stmt, inner)
+            return
+        for child in ast.iter_child_nodes(node):
+            visit(child, chain)
+
+    visit(fn, {})
+    return out
+
+
+def _exclusive(a: dict[int, int], b: dict[int, int]) -> bool:
+    """Whether two nodes lie in different branches of one `if`: one never runs after the other."""
+    return any(b.get(test, branch) != branch for test, branch in a.items())

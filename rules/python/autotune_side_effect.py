@@ -31,6 +31,20 @@ spin lock taken with `atomic_cas(lock, 0, 1)` and released with
 a slot once and never releases it is reported: the run after the first
 finds the slot taken and takes the other branch.
 
+It also flags an autotuned kernel that rewrites a buffer in place: a
+`tl.store` that writes back, at the very address it loaded from (the same
+pointer expression: `ptrs`, `x_ptr + offs`), a value computed from that
+load (`x = tl.load(x_ptr + offs); tl.store(x_ptr + offs, x * 2)`), through
+the names assigned before the store and outside the other branches of the
+`if`s around it, for a buffer `restore_value` does not name. Not reported:
+a store into other elements than those read (a chunk's rows written from
+earlier chunks'), a `tl.where(mask, value, x)` that keeps the loaded value
+as it is (a masked fill selects the same elements on every run; what it
+takes of `x`'s type, `x.dtype`, is no dependence), and a buffer the kernel
+sets, on every path, before it reads it. An in-place kernel whose update
+is idempotent in some other way (`tl.maximum(x, 0)`) is reported: list it
+in `restore_value` all the same, which costs one copy while tuning.
+
 ## Why is this bad?
 While it tunes, the autotuner launches the kernel once per config, several
 times each, on the caller's real buffers. An atomic accumulation
@@ -41,6 +55,12 @@ calls, so tests that run a shape once can miss it. A flag or a claimed
 slot that the first benchmark run set makes every later run skip the work
 it guards. An `amax` kept with `atomic_max` is the same after any number of
 runs, and is not reported.
+
+An in-place kernel (a scale, a rotary embedding applied to `q`, an
+accumulation `acc += x` into its own argument) is the same: each benchmark
+run applies it again to what the previous run left, so the first call
+after a new key returns the kernel applied as many times as the autotuner
+ran it.
 
 ## Example
 ```python
@@ -194,7 +214,14 @@ from collections.abc import Iterable, Iterator
 
 from kgate.collect import pyautotune
 from kgate.collect import pysource as py
-from kgate.collect.pyaccess import ACCUMULATING, Access, KernelModule, repeats_differently, written_first
+from kgate.collect.pyaccess import (
+    ACCUMULATING,
+    Access,
+    KernelModule,
+    in_place_writes,
+    repeats_differently,
+    written_first,
+)
 from kgate.collect.pyconfigs import Partial, Tuning, hooks_reset, reaching, single_config
 from kgate.collect.pyguards import guards, truth
 from kgate.collect.pyresets import protected
@@ -208,9 +235,10 @@ from kgate.core.rule import Report, Rule, SourceContext
 def check(source: SourceFile, ctx: SourceContext) -> Iterable[Report]:
     if b"autotune" not in source.data:
         return  # atomics outside autotuned kernels are fine: no need to parse
-    if b"atomic_" not in source.data:
-        # No atomic here, but the autotuner may be applied here to a kernel of another module that has them (the
-        # whole module read from the blocks the other rules' readings parsed: nothing here reads those readings).
+    if b"atomic_" not in source.data and not (b"store" in source.data and b"load" in source.data):
+        # No atomic and no kernel that could write back what it read here, but the autotuner may be applied here to a
+        # kernel of another module that has them (the whole module read from the blocks the other rules' readings
+        # parsed: nothing here reads those readings).
         if _applied_otherwise(source):
             whole = py.ParsedModule(py.whole_tree(source), origin=source)
             if whole.uses_triton():
@@ -342,7 +370,11 @@ def _check_kernel(source: SourceFile, module: KernelModule, fn: Function, argume
         for name, condition in found[1].items():
             sometimes.setdefault(name, condition)
     atomics = list(kernel_module.accesses(fn))
-    if not atomics:
+    in_place: list[tuple[Access, str]] = []
+    if b"store" in kernel_module.source.data:
+        body = kernel_module.with_body(fn)  # the lint's reduced parse keeps the body of a kernel that names an atomic
+        in_place = in_place_writes(body, list(kernel_module.accesses(body, memory=True)))
+    if not atomics and not in_place:
         return
     configs_bound, prune_bound = arguments.get("configs"), arguments.get("prune_configs_by")
     if configs_bound is not None and single_config(configs_bound.expr, configs_bound.module):
@@ -381,7 +413,32 @@ def _check_kernel(source: SourceFile, module: KernelModule, fn: Function, argume
                 report = dataclasses.replace(report, message=f"{report.message} (the list names `{near[0]}`, which "
                                                              f"is not `{target}`: names are case-sensitive)")
             yield report
+    done: set[str] = set()
+    for store, target in in_place:
+        key = (store.call.lineno, store.call.col_offset, target)
+        if target in done or target in always or key in reported:
+            continue
+        if fixed and any(truth(test, fixed) not in (None, taken) for test, taken in guards(fn.body, store.call)):
+            continue
+        reach = reaching(fn, store.call, configs, fixed)
+        if configs and not isinstance(configs, Partial) and not reach or hooks_reset(reach, target):
+            continue
+        done.add(target)
+        reported.add(key)
+        yield _in_place_report(source, fn, store, target, sometimes.get(target), at)
 
+
+def _in_place_report(source: SourceFile, fn: Function, store: Access, target: str, condition: str | None,
+                     at: ast.AST | None) -> Report:
+    consequence = (f"every benchmark run works on what the previous one wrote into `{target}`, so the first call "
+                   f"after a new key returns the kernel applied several times")
+    head = f"{store.describe} in autotuned `{fn.name}` writes back into `{target}` what it computed from `{target}`"
+    if condition is not None:
+        return Report(f"{head}, which the autotuner restores only when {condition}{_where(at)}: otherwise "
+                      f"{consequence}", severity=Severity.WARNING, scope=fn.name, discriminator=target,
+                      **source.span(store.call))
+    return Report(f"{head} (in place), and `{target}` is not in restore_value{_where(at)}: {consequence} (list it "
+                  f"in restore_value)", scope=fn.name, discriminator=target, **source.span(store.call))
 
 
 _CONSEQUENCE = {
@@ -425,11 +482,12 @@ RULE = Rule(
     name="autotune-side-effect",
     layer="python",
     severity=Severity.ERROR,
-    summary="Autotuned kernel accumulates with atomics into a buffer the autotuner does not reset",
+    summary="Autotuned kernel accumulates with atomics into, or rewrites in place, a buffer the autotuner does not "
+            "reset",
     check=check,
     doc=__doc__ or "",
     files=("*.py",),
-    prefilter=(b"atomic_", b"autotune"),
+    prefilter=(b"atomic_", b"autotune"),  # every autotuned module: an in-place kernel has no atomic
     requires=(py.TRITON_MARKERS,),  # it reads only modules that reach Triton
     reads=frozenset({Artifact.SOURCE}),
 )
