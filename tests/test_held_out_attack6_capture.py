@@ -86,3 +86,15 @@ def test_check_refuses_the_kernel_name_without_a_traceback(tmp_path: Path) -> No
     run = kgate("check", cwd=tmp_path)
     assert run.code == 2, run.stdout + run.stderr
     assert "Traceback" not in run.stderr and "kgate-capture.toml:7:" in run.stderr, run.stderr
+
+
+def test_a_capture_file_linked_to_nothing_is_refused_not_taken_for_none(tmp_path: Path) -> None:
+    """A `kgate-capture.toml` link to a file that is gone was read as no capture file: a project with a registration
+    as well gated that alone, without a word (and one without was told "there is no kgate-capture.toml")."""
+    (tmp_path / "kgate.toml").write_text('targets = ["sm_120a"]\npython-path = ["."]\n')
+    (tmp_path / "ops.py").write_text("")
+    (tmp_path / "kgate-capture.toml").symlink_to("captures/moved.toml")
+    run = kgate("check", cwd=tmp_path)
+    assert run.code == 2, run.stdout + run.stderr
+    assert "kgate-capture.toml: is a symbolic link to 'captures/moved.toml', which does not exist" in run.stderr, \
+        run.stderr

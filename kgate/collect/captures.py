@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -127,6 +128,9 @@ def load(path: Path, display: str) -> CaptureFile:
     try:
         raw = read_input(path)
     except FileNotFoundError:
+        if os.path.islink(path):  # a link whose file is gone (moved, not checked out) is no file never captured
+            raise CaptureError(f"is a symbolic link to {os.readlink(path)!r}, which does not exist",
+                               path=display) from None
         return CaptureFile()
     except IsADirectoryError:
         raise CaptureError("is a folder, not a capture file", path=display) from None
