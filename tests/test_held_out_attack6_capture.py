@@ -98,3 +98,10 @@ def test_a_capture_file_linked_to_nothing_is_refused_not_taken_for_none(tmp_path
     assert run.code == 2, run.stdout + run.stderr
     assert "kgate-capture.toml: is a symbolic link to 'captures/moved.toml', which does not exist" in run.stderr, \
         run.stderr
+
+
+@pytest.mark.parametrize("text", ["", "# kgate capture\n", '[captured."x"]\ntriton = "3.9.0"\n'])
+def test_a_file_without_a_version_says_so(text: str) -> None:
+    """An empty capture file was refused as `unsupported capture file version None`."""
+    said = _refused(text)
+    assert "no `version = 1` line" in said and "None" not in said, said

@@ -150,6 +150,9 @@ def parse(raw: bytes, where: str) -> CaptureFile:
     unknown = sorted(set(data) - {"version", "captured", "specialization", "cute"})
     if unknown:
         raise fail(f"unknown key {unknown[0]!r}", _line_of(code, unknown[0]))
+    if "version" not in data:  # an empty file, or one kgate did not write
+        raise fail(f"no `version = {FORMAT_VERSION}` line: not a capture file `kgate capture` wrote (capture again, or "
+                   f"remove the file)")
     if type(data.get("version")) is not int or data.get("version") != FORMAT_VERSION:  # not 1.0 nor true
         raise fail(f"unsupported capture file version {data.get('version')!r} (this kgate reads {FORMAT_VERSION})",
                    _line_of(code, "version"))
