@@ -101,13 +101,15 @@ class KernelCompiler:
     def __init__(self, rootpath: Path) -> None:
         self.rootpath = rootpath
 
-    def __call__(self, kernel: Any, *, target: str | None = None, **fields: Any) -> KernelFacts:
+    def __call__(self, kernel: Any, *, target: str | None = None, project: Any = None, **fields: Any) -> KernelFacts:
         """Compile one variant of `kernel` (the `@triton.jit` function or "module:function") with a
-        `kgate.register`'s fields for `target` (default: the project's first target); its `KernelFacts`."""
+        `kgate.register`'s fields for `target` (default: the project's first target); its `KernelFacts`. The
+        project is pytest's root folder's unless `project` names another, as compile_kernel's `project` does."""
         __tracebackhide__ = True
         from kgate.api import compile_kernel  # the compile side loads only when a test asks for a kernel
 
-        return compile_kernel(kernel, target=target, project=self.rootpath, **fields)
+        return compile_kernel(kernel, target=target, project=self.rootpath if project is None else project,
+                              **fields)
 
 
 @pytest.fixture

@@ -311,16 +311,20 @@ def _rows(project: Path, env: dict[str, str], folder: str = "", process: bool = 
 
 def _compiled(project: Path, folder: str = "") -> str:
     run = kgate("check", "-v", cwd=project / folder)
-    return next((line for line in (run.stdout + run.stderr).splitlines() if " compiled" in line), run.stderr)
+    return next((line for line in (run.stdout + run.stderr).splitlines() if " compiled, " in line), run.stderr)
 
 
 @pytest.mark.parametrize("case", ["multiprocessing-spawn-pool", "cat-relative-to-its-cwd", "shell-true-cat"])
-def test_an_unchanged_import_that_ran_programs_is_served_from_the_cache(tmp_path: Path, case: str) -> None:
+def test_an_unchanged_import_that_ran_programs_is_served_from_the_cache_where_they_are_python(
+        tmp_path: Path, case: str) -> None:
+    """Python processes report what they read: an unchanged import is served. Any other program (`cat`) reads
+    what kgate does not see: its import is compiled on every run (docs/performance.md)."""
     preamble, expression, files, _change = CASES[case]
     project = _project(tmp_path / "p", {"ops.py": HELPERS + _module(expression, preamble)})
     _write(project, files)
     assert "1 compiled" in _compiled(project)
-    assert "0 compiled, 1 from cache" in _compiled(project)
+    again = "0 compiled, 1 from cache" if case.startswith("multiprocessing") else "1 compiled, 0 from cache"
+    assert again in _compiled(project)
 
 
 def test_a_module_that_does_not_read_the_folder_it_runs_in_is_served_there_too(tmp_path: Path) -> None:

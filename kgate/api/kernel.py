@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from kgate.api.arguments import validated
+from kgate.api.arguments import ArgumentError, validated
 from kgate.api.results import KernelFacts
 from kgate.api.setup import PathLike, project_config
 from kgate.core.config import Config, parse_triton_entry
@@ -34,12 +34,7 @@ def compile_variants(kernel: Any, *, target: str | None = None, project: PathLik
     `args`, ...). `target`: default the project's first target. `project`/`config`: where the configuration is
     found (default: above the kernel's file); its `python-path`, `setup` and `cache-dir` apply.
     """
-    name, folder, root = _kernel_name(kernel)
-    cfg = project_config(project if project is not None else folder, config)
-    cfg = _importable(cfg, root)
-    chosen = target or cfg.targets[0]
-    entry = parse_triton_entry({**fields, "kernel": name}, f"kgate_compile on {name}")
-    return _compile(cfg, entry, chosen, cache=cache, sass=sass)
+    return _variants("compile_variants", kernel, target, project, config, cache, sass, fields)
 
 
 @validated
@@ -51,14 +46,28 @@ def compile_kernel(kernel: Any, *, target: str | None = None, project: PathLike 
         facts = compile_kernel(scale, signature={"x": "*fp16", "n": "i32"}, constexprs={"BLOCK": 1024})
         assert facts.spills == 0
 
-    Raises `CompileError` when the compiler rejects it, `kgate.api.KgateError` for a mistake in the fields,
-    and ValueError when the fields describe several variants (use `compile_variants`)."""
-    found = compile_variants(kernel, target=target, project=project, config=config, cache=cache, sass=sass,
-                             **fields)
-    if len(found) != 1:
+    Raises `CompileError` when the compiler rejects it, and `kgate.api.KgateError` for a mistake in the fields,
+    fields that describe several variants among them (`variants`, several `args` tables, an autotune of several
+    configs: use `compile_variants`)."""
+    found = _variants("compile_kernel", kernel, target, project, config, cache, sass, fields)
+    if len(found) != 1:  # an autotune's configs are known once the kernel is imported
         shown = ", ".join(f.variant for f in found)
-        raise ValueError(f"{found[0].kernel}: {len(found)} variants ({shown}): use compile_variants")
+        raise ArgumentError(f"compile_kernel(): {found[0].kernel}: {len(found)} variants ({shown}): use "
+                            f"compile_variants")
     return found[0]
+
+
+def _variants(function: str, kernel: Any, target: str | None, project: PathLike | None, config: PathLike | None,
+              cache: bool, sass: bool, fields: dict[str, Any]) -> tuple[KernelFacts, ...]:
+    name, folder, root = _kernel_name(kernel)
+    cfg = project_config(project if project is not None else folder, config)
+    cfg = _importable(cfg, root)
+    chosen = target or cfg.targets[0]
+    entry = parse_triton_entry({**fields, "kernel": name}, f"{function}() on {name}")
+    if function == "compile_kernel" and (entry.variants or len(entry.args) > 1):  # refused before compiling
+        raise ArgumentError(f"compile_kernel(): {name}: the fields describe several variants (`variants`, several "
+                            f"`args` tables): use compile_variants")
+    return _compile(cfg, entry, chosen, cache=cache, sass=sass)
 
 
 def _compile(config: Config, entry: Any, target: str, *, cache: bool, sass: bool) -> tuple[KernelFacts, ...]:

@@ -36,6 +36,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -126,6 +128,9 @@ def load(path: Path, display: str) -> CaptureFile:
     try:
         raw = read_input(path)
     except FileNotFoundError:
+        if os.path.islink(path):  # a link whose file is gone (moved, not checked out) is no file never captured
+            raise CaptureError(f"is a symbolic link to {os.readlink(path)!r}, which does not exist",
+                               path=display) from None
         return CaptureFile()
     except IsADirectoryError:
         raise CaptureError("is a folder, not a capture file", path=display) from None
@@ -136,52 +141,58 @@ def load(path: Path, display: str) -> CaptureFile:
 
 def parse(raw: bytes, where: str) -> CaptureFile:
     data, text = toml_document(raw, where, CaptureError, "not valid UTF-8 (capture again with `kgate capture`)")
-    headers = [n for n, line in enumerate(text.splitlines(), 1) if line.strip().startswith("[[specialization]]")]
+    code = _code_lines(text)
+    headers = _headers(code, "specialization")
 
     def fail(message: str, line: int | None = None) -> CaptureError:
         return CaptureError(message, path=where, line=line)
 
     unknown = sorted(set(data) - {"version", "captured", "specialization", "cute"})
     if unknown:
-        raise fail(f"unknown key {unknown[0]!r}", _line_of(text, unknown[0]))
-    if data.get("version") != FORMAT_VERSION:
+        raise fail(f"unknown key {unknown[0]!r}", _line_of(code, unknown[0]))
+    if "version" not in data:  # an empty file, or one kgate did not write
+        raise fail(f"no `version = {FORMAT_VERSION}` line: not a capture file `kgate capture` wrote (capture again, or "
+                   f"remove the file)")
+    if type(data.get("version")) is not int or data.get("version") != FORMAT_VERSION:  # not 1.0 nor true
         raise fail(f"unsupported capture file version {data.get('version')!r} (this kgate reads {FORMAT_VERSION})",
-                   _line_of(text, "version"))
+                   _line_of(code, "version"))
     environments = data.get("captured", {})
     if not isinstance(environments, dict) or not all(
             isinstance(v, dict) and all(isinstance(x, str) for x in v.values()) for v in environments.values()):
-        raise fail("[captured] must map each environment to a table of version strings", _line_of(text, "captured"))
+        raise fail("[captured] must map each environment to a table of version strings", _line_of(code, "captured"))
     for name, table in environments.items():
         if "capability" in table and capability_arch(table["capability"]) is None:
             raise fail(f"[captured.{_key(name)}]: capability must be a compute capability such as \"9.0\", not "
-                       f"{table['capability']!r}", _line_of(text, "capability"))
+                       f"{table['capability']!r}", _line_of(code, "capability"))
     tables = data.get("specialization", [])
     if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
-        raise fail("specialization must be an array of tables ([[specialization]])", _line_of(text, "specialization"))
+        raise fail("specialization must be an array of tables ([[specialization]])", _line_of(code, "specialization"))
     entries = []
     seen: dict[str, int] = {}
     for index, table in enumerate(tables):
         line = headers[index] if index < len(headers) else None
-        entry = _entry(table, line or 0, fail, environments)
+        entry = _entry(table, line, fail, environments)
         if entry.key in seen:
-            raise fail(f"the same specialisation as line {seen[entry.key]}", line)
+            earlier = seen[entry.key]
+            raise fail(f"the same specialisation as {f'line {earlier}' if earlier else 'an earlier one'}", line)
         seen[entry.key] = line or 0
         entries.append(entry)
-    return CaptureFile({k: dict(v) for k, v in environments.items()}, entries, _cute_entries(data, text, where, fail))
+    return CaptureFile({k: dict(v) for k, v in environments.items()}, entries, _cute_entries(data, code, where, fail))
 
 
-def _cute_entries(data: dict[str, Any], text: str, where: str, fail: Any) -> list[CuteEntry]:
+def _cute_entries(data: dict[str, Any], code: list[str | None], where: str, fail: Any) -> list[CuteEntry]:
     """The `[[cute]]` tables: each one recorded call, its variant checked against its fields."""
     tables = data.get("cute", [])
     if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
-        raise fail("cute must be an array of tables ([[cute]])", _line_of(text, "cute"))
-    headers = [n for n, line in enumerate(text.splitlines(), 1) if line.strip().startswith("[[cute]]")]
+        raise fail("cute must be an array of tables ([[cute]])", _line_of(code, "cute"))
+    headers = _headers(code, "cute")
     out = []
     for index, table in enumerate(tables):
-        line = headers[index] if index < len(headers) else 0
+        line = headers[index] if index < len(headers) else None
         fields = {k: v for k, v in table.items() if k != "variant"}
         try:
-            entry = parse_cute_entry({**fields, "args": [fields.get("args")]}, f"{where}:{line}", source="captured")
+            entry = parse_cute_entry({**fields, "args": [fields.get("args")]}, f"{where}:{line}" if line else where,
+                                     source="captured")
         except KgateError as exc:
             raise fail(f"[[cute]]: {exc}", line) from None
         if not isinstance(table.get("args"), dict) or table.get("variant") != entry.calls()[0].variant:
@@ -191,7 +202,8 @@ def _cute_entries(data: dict[str, Any], text: str, where: str, fail: Any) -> lis
     return out
 
 
-def _entry(table: dict[str, Any], line: int, fail: Any, environments: dict[str, dict[str, str]]) -> CapturedSpec:
+def _entry(table: dict[str, Any], line: int | None, fail: Any,
+           environments: dict[str, dict[str, str]]) -> CapturedSpec:
     unknown = sorted(set(table) - set(_ENTRY_KEYS))
     if unknown:
         raise fail(f"unknown key {unknown[0]!r} in a [[specialization]]", line)
@@ -214,15 +226,30 @@ def _entry(table: dict[str, Any], line: int, fail: Any, environments: dict[str, 
         raise fail(f"[[specialization]] of {spec.kernel}: launches must be a non-negative integer within 64 bits",
                    line)
     where = tuple(sorted(set(captured)))
-    return CapturedSpec(spec, where, picked, launches, line,
+    return CapturedSpec(spec, where, picked, launches, line or 0,
                         tuple(environment_target(w, environments.get(w, {})) for w in where))
 
 
-def _line_of(text: str, needle: str) -> int | None:
-    for number, line in enumerate(text.splitlines(), 1):
-        if needle in line:
-            return number
-    return None
+def _code_lines(text: str) -> list[str | None]:
+    """The file's lines as TOML reads them: comments blanked, None for a line inside a multi-line string (a header or
+    a key written in a string or a comment is no header or key)."""
+    from kgate.support.comments.config import toml_lines
+
+    return toml_lines(text, text.splitlines())[0]
+
+
+def _headers(code: list[str | None], name: str) -> list[int]:
+    """The line numbers of the `[[name]]` headers, however spaced or quoted (`[[ name ]]`, `[["name"]]`)."""
+    header = re.compile(rf"""^\s*\[\[\s*(?:{name}|"{name}"|'{name}')\s*\]\]""")
+    return [n for n, line in enumerate(code, 1) if line is not None and header.match(line)]
+
+
+def _line_of(code: list[str | None], key: str) -> int | None:
+    """The line where `key` is set or opens a table (`key =`, `[key.x]`, `[[key]]`); None where none does (a key
+    of an inline table)."""
+    name = rf"""(?:{re.escape(key)}|"{re.escape(key)}"|'{re.escape(key)}')"""
+    pattern = re.compile(rf"""^\s*(?:{name}\s*[=.]|\[\[?\s*{name}\s*[\].])""")
+    return next((n for n, line in enumerate(code, 1) if line is not None and pattern.match(line)), None)
 
 
 # --------------------------------------------------------------------------- merging

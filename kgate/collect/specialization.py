@@ -80,8 +80,9 @@ class Specialization:
         if not isinstance(data, dict):
             raise ValueError("a specialisation is a table")
         kernel = data.get("kernel")
-        if not isinstance(kernel, str) or ":" not in kernel:
-            raise ValueError("kernel: must be \"package.module:function\"")
+        module, _, function = kernel.partition(":") if isinstance(kernel, str) else ("", "", "")
+        if not module or not all(part.isidentifier() for part in module.split(".")) or not function.isidentifier():
+            raise ValueError("kernel: must be \"package.module:function\"")  # as `kgate capture` writes it
         signature = _table(data.get("signature", {}), "signature")
         for name, ty in signature.items():
             if not isinstance(ty, str) or not ty or ty == "constexpr" or ty != ty.strip() or not ty.isprintable():

@@ -1,8 +1,9 @@
 """What the programs a kernel module's import runs, and the libraries and databases it opens, read: each is keyed by
 its own file, and a program by every argument that names a path (`kgate.compile.import_recorder` calls `note` for
 the audit events that start or open them). A Python program reports its own reads
-(`kgate.compile.import_children`); what another reads besides is not seen, and the import is marked
-(`unseen:NAME`) so that the run says so.
+(`kgate.compile.import_children`); what another reads besides is not seen (`printenv X` reads a variable, `git
+rev-parse HEAD` a repository), so no key can hold the import: it is marked unkeyable, nothing made from it is kept
+or replayed, and it is marked (`unseen:NAME`) so that the run says which program it ran.
 
 A shell line is read for the words it runs, wherever it is handed to a shell (`os.system`, `shell=True`, `sh -c`,
 `os.popen`), and a relative path as the program reads it: from the folder it is started in (`cwd=`).
@@ -52,8 +53,11 @@ def note(rec: Recorder, event: str, args: tuple[Any, ...]) -> None:
         found = _in_folder(folder, program) if os.sep in program else shutil.which(program)
         rec.note("file", found or program)
         if not import_children.runs_python(argv, program) and rec.where is not None and not _library_lookup():
-            name = f"{UNSEEN}:{os.path.basename(program)}"  # what it reads besides is not seen: said in the run
+            # What it reads besides (the environment, a repository's history, the clock) is not seen, so no key
+            # can hold it: nothing made from the import is kept (`unrecorded`), and the run names the program.
+            name = f"{UNSEEN}:{os.path.basename(program)}"
             rec.add(name, value(name, rec.where))
+            rec.unkeyable(f"{os.path.basename(program)} ran")
     for word in words:
         path = _in_folder(folder, word)
         if os.path.isfile(path):

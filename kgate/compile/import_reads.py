@@ -37,8 +37,8 @@ from kgate.support.filestat import path_state
 
 Reads = dict[str, Any]  # name -> value when read
 UNRECORDED = "unrecorded"  # a read whose value cannot be named (`unrecorded:WHAT`): the import is not keyable
-# A program the import ran whose own reads are not seen (`unseen:git`): keyed by its file, and in a diff by the side
-# of that diff (`kgate.compile.sides.DIFF_RUN`), so that no side is served a record made before or by the other.
+# A program the import ran whose own reads are not seen (`unseen:git`): named in the run; the import is unkeyable as
+# well (`UNRECORDED`), so no record made from it is kept, in a check or on either side of a diff.
 UNSEEN = "unseen"
 # A file of the working tree read on a base revision's side where the checkout holds its own copy (`unrecorded:the
 # working tree's PATH`): the import is not the base's, and nothing made from it is kept (`working_tree_reads`).
@@ -296,9 +296,8 @@ def unseen_notices(unseen: Mapping[str, list[str]], diff: bool = False) -> list[
         programs = [n for n in names if not n.startswith(UNKEYED + ":")]
         if programs:
             tail = ("so its kernels were compiled afresh for each side of this diff" if diff else
-                    "a change to what else it reads does not compile them again; run with --no-cache after one")
-            out.append(f"importing {module} ran {', '.join(programs)}, whose own reads kgate does not see (only the "
-                       f"program's file and the paths its arguments name are keyed): {tail}")
+                    "so nothing made from its import is kept and its kernels are compiled afresh on every run")
+            out.append(f"importing {module} ran {', '.join(programs)}, whose own reads kgate does not see, {tail}")
         if inputs:
             tail = ("so its kernels were compiled afresh for each side of this diff" if diff else
                     "its kernels are the ones the run that first compiled them made; run with --no-cache to "
