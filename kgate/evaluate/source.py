@@ -31,7 +31,7 @@ from kgate.core.findings import Finding, Related, Severity
 from kgate.core.fix import Fix
 from kgate.core.rule import READS_BEYOND, Report, Rule, SourceContext, to_finding
 from kgate.core.selection import Selection, rule_options
-from kgate.core.suppress import MARKER, Directive, parse_directives
+from kgate.core.suppress import Directive, mentions, parse_directives
 from kgate.support.comments import language
 
 try:  # the builtin module: `hashlib` would load OpenSSL, a measurable part of a warm run
@@ -160,7 +160,7 @@ def lint_bytes(path: str, rel: str, data: bytes, rules: list[SourceRule]) -> Fil
     with reads_of.collecting() as read:
         error = _run_rules(source, active, findings, fixes)
     directives: tuple[Directive, ...] = ()
-    if MARKER in data:
+    if mentions(data):
         try:
             directives = tuple(parse_directives(source.text, language(source.rel)))
         except UnreadableSource as exc:
