@@ -48,3 +48,20 @@ def test_a_run_restricted_to_a_target_says_nothing_of_the_others(tmp_path: Path)
     assert run.code == 0 and "GONE" not in run.stdout, run.stdout + run.stderr
     update = kgate("baseline", "update", "-j", "1", "--target", "sm_120a", cwd=tmp_path)
     assert update.code == 0 and "|sm_90a" in (tmp_path / "kgate-baseline.toml").read_text(), update.stdout
+
+
+PINS = ('version = 2\n\n[findings]\n\n[[toolchain]]\nversions = { "cuda.nvcc" = "13.0.88" }\n\n[toolchain.kernels]\n'
+        '"scale|k.cu|sm_120a" = { %s }\n')
+
+
+@pytest.mark.parametrize("fields, said", [
+    ("registers = 8, spill_bytes = 0, stack_bytes = 0, smem_bytes = 0, occupancy = 1", "(it has `occupancy`)"),
+    ("registers = 8, spill_bytes = 0, stack_bytes = 0", "(no `smem_bytes`)"),
+    ("regs = 8, spill_bytes = 0, stack_bytes = 0, smem_bytes = 0", "(it has `regs`; no `registers`)"),
+])
+def test_a_hand_edited_kernel_pin_names_the_field_that_is_wrong(tmp_path: Path, fields: str, said: str) -> None:
+    _project(tmp_path, '["sm_120a"]')
+    (tmp_path / "kgate-baseline.toml").write_text(PINS % fields)
+    run = kgate("lint", "--no-cache", cwd=tmp_path)
+    assert run.code == 2 and "kgate-baseline.toml:9: kernel entry 'scale|k.cu|sm_120a'" in run.stderr, run.stderr
+    assert said in run.stderr
