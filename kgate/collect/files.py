@@ -15,7 +15,7 @@ from pathlib import Path, PurePosixPath
 from kgate.collect.depends import per_run
 from kgate.collect.ignores import Ignores
 from kgate.support.filestat import listed
-from kgate.support.patterns import from_root
+from kgate.support.patterns import from_root, path_glob
 
 # A folder that holds another project's configuration, met by a walk: (path, project-relative name with "/",
 # the ignore state above it).
@@ -42,7 +42,7 @@ class Exclusions:
             pattern, anchored = from_root(pattern)
             pattern = pattern.rstrip("/")
             if "/" in pattern or anchored:
-                path_globs.append(fnmatch.translate(pattern))
+                path_globs.append(path_glob(pattern))
             elif any(ch in pattern for ch in "*?["):
                 name_globs.append(fnmatch.translate(pattern))
             else:
@@ -84,7 +84,7 @@ def glob_matcher(globs: Iterable[str]) -> Callable[[str], bool]:
     heads = tuple(head for head, tail in starred if not tail and head)
     both = tuple((head, tail) for head, tail in starred if head and tail)
     names = _union([fnmatch.translate(g) for g in globs if "/" not in g and _WILD.search(g.replace("*", "", 1))])
-    paths = _union([fnmatch.translate(g) for g in globs if "/" in g])
+    paths = _union([path_glob(g) for g in globs if "/" in g])
 
     def match(rel: str) -> bool:
         name = rel[rel.rfind("/") + 1:]
