@@ -43,3 +43,36 @@ def test_the_top_level_folder_of_a_globstar_pattern_is_covered(tmp_path: Path, s
     run = kgate("lint", "--no-cache", "--format", "json", cwd=tmp_path)
     assert run.code == 1, run.stdout + run.stderr
     assert sorted(f["path"] for f in run.json()["findings"]) == ["xgen/k.cu"]
+
+
+def test_a_kgate_toml_linked_to_a_shared_one_configures_the_folder_it_stands_in(tmp_path: Path) -> None:
+    """`kgate.toml -> ../shared/kgate.toml`: the configuration was read as the shared folder's, so its patterns named
+    paths there (`per-file-ignores` matched nothing, `[[cuda]] sources` no file). The link's folder is the project."""
+    (tmp_path / "shared").mkdir()
+    (tmp_path / "shared" / "kgate.toml").write_text('targets = ["sm_120a"]\n[per-file-ignores]\n"gen/*" = ["KG302"]\n')
+    project = tmp_path / "p"
+    (project / "gen").mkdir(parents=True)
+    (project / "gen" / "k.cu").write_text(LAUNCH)
+    (project / "k.cu").write_text(LAUNCH)
+    (project / "kgate.toml").symlink_to("../shared/kgate.toml")
+    run = kgate("lint", "--no-cache", "--format", "json", cwd=project)
+    assert run.code == 1, run.stdout + run.stderr
+    assert [f["path"] for f in run.json()["findings"]] == ["k.cu"]
+    settings = kgate("lint", "--show-settings", cwd=project)
+    assert f'"root": "{project}"' in settings.stdout, settings.stdout
+
+
+def test_a_file_outside_the_configurations_folder_is_read_as_its_own_folders(tmp_path: Path) -> None:
+    """`kgate lint --config ../shared/kgate.toml` in a sibling folder: its files are outside the project, named by
+    absolute path, and the launch rule took the root of the file system for their project and walked all of it (a
+    lint of one file ran for minutes and grew to a gigabyte). Such a file's own folder stands for its project."""
+    (tmp_path / "shared").mkdir()
+    (tmp_path / "shared" / "kgate.toml").write_text('targets = ["sm_120a"]\n')
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / "k.cu").write_text(LAUNCH)
+    (tmp_path / "p" / "ops.py").write_text("import triton\n\n\n@triton.autotune(configs=[], key=['n'])\n@triton.jit\n"
+                                         "def k(x, n):\n    pass\n")
+    run = kgate("lint", "--no-cache", "--format", "json", "--config", "../shared/kgate.toml", cwd=tmp_path / "p",
+                timeout=60, process=True)
+    assert run.code == 1, run.stdout + run.stderr
+    assert [f["code"] for f in run.json()["findings"]] == ["KG302"]

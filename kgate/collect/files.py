@@ -68,6 +68,17 @@ def excluded(rel: str, patterns: Iterable[str]) -> bool:
     return Exclusions(patterns)(rel)
 
 
+def project_root(path: str, rel: str) -> str:
+    """The project's root folder for the file at `path` whose project-relative name is `rel`: the path less that
+    name. A file outside the project (named on the command line) has its absolute path (or a `../` one) for a name:
+    its own folder stands for the project, never the file system's root that the whole name would leave."""
+    path = os.path.abspath(path)
+    rel = rel.replace("/", os.sep)
+    if os.path.isabs(rel) or rel.startswith(".." + os.sep) or not path.endswith(os.sep + rel):
+        return os.path.dirname(path)
+    return path[:-len(rel)].rstrip(os.sep) or os.sep
+
+
 def glob_matcher(globs: Iterable[str]) -> Callable[[str], bool]:
     """A test on a project-relative path: a glob without '/' matches the file name, one with '/' the path.
 

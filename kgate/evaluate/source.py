@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 
 from kgate import rules as registry  # type: ignore[attr-defined]
 from kgate.collect import depends as reads_of
-from kgate.collect.files import glob_matcher
+from kgate.collect.files import glob_matcher, project_root
 from kgate.collect.source import SourceFile, UnreadableSource
 from kgate.core.errors import ConfigError
 from kgate.core.findings import Finding, Related, Severity
@@ -361,7 +361,7 @@ def _read_ahead(todo: list[tuple[str, str]], rules: list[SourceRule]) -> None:
         if ahead is None:
             continue
         for rel, path in todo:
-            root = path[:-len(rel)] if path.endswith(rel) else os.path.dirname(path)
+            root = project_root(path, rel)
             if (id(sr), root) in done or not sr.match(rel) or not _reads(sr, path):
                 continue
             done.add((id(sr), root))
