@@ -65,3 +65,16 @@ def test_diff_of_a_project_in_a_folder_named_outside_ascii(tmp_path: Path) -> No
     changed = _diff(repo, "HEAD", "--require-identical", "-j", "1")
     assert changed.code == 1 and "0 identical, 1 changed" in changed.stdout, changed.stdout + changed.stderr
     _git(repo, "commit", "-qam", "x3")
+
+
+@needs_nvcc
+def test_diff_of_a_project_whose_kgate_toml_links_to_a_shared_one(tmp_path: Path) -> None:
+    """`kgate.toml -> conf/kgate.toml`, committed: the base's configuration was read as `conf/`'s, whose `*.cu`
+    matched no file, and every diff failed. Each side's link configures the folder it stands in."""
+    repo = _repo(tmp_path / "repo", {"k.cu": K1, "conf/kgate.toml": CFG.replace("abc/*.cu", "*.cu")}, "")
+    (repo / "kgate.toml").unlink()
+    (repo / "kgate.toml").symlink_to("conf/kgate.toml")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "a shared configuration")
+    run = _diff(repo, "HEAD", "--require-identical", "-j", "1")
+    assert run.code == 0 and "1 identical, 0 changed" in run.stdout, run.stdout + run.stderr
