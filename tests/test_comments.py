@@ -37,7 +37,7 @@ READ = [
     ("k.cu", 'const char* s = "a\\\n// kgate: ignore-file[KG302] continued string";\n', []),
     ("k.cu", "char c = '\"'; // kgate: ignore[KG302] after a char literal\n", [(1, ("KG302",), False)]),
     ("k.cu", "/* a block\n// kgate: ignore-file[KG302] inside a block comment\n*/\n", []),
-    ("k.cu", "/* kgate: ignore-file[KG302] a block comment is no directive */\n", []),
+    ("k.cu", "/* kgate: ignore-file[KG302] a block comment holds directives too */\n", [(1, ("KG302",), True)]),
     ("k.cu", "/* one */ int x; /* two\n*/ int y; // kgate: ignore[KG302] after a block\n", [(2, ("KG302",), False)]),
     ("k.cu", "// note \\\n// kgate: ignore[KG302] continued comment\nint x;\n", [(2, ("KG302",), False)]),
     ("k.cu", "int x;\r\n// kgate: ignore-file[KG302] crlf\r\n", [(2, ("KG302",), True)]),

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import kgate
 
-from kgate.facts.ptx_text import string_value
+from kgate.facts.ptx_text import unquoted as string_value
 
 pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
 

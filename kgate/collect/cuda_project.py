@@ -32,6 +32,7 @@ from kgate.collect.cuda_checks import (
 from kgate.collect.cuda_tree import sources as _sources
 from kgate.collect.cuda_tree import tree_state
 from kgate.collect.depends import blake2b
+from kgate.collect.files import project_root
 
 HEADERS = (".h", ".cuh", ".hpp", ".hh", ".inl")
 # Bytes of C++ identifiers kept, every other byte a space: `data.translate(_WORD_BYTES).split()` are its words.
@@ -206,9 +207,7 @@ def project(run: object, path: str, rel: str) -> Project:
     """The project of the file at `path` whose project-relative name is `rel` (its root: the path less that
     name), shared by the files of one run: `run` is an object that lives as long as the run (a lint run's
     rule context), so a later run reads the files again."""
-    path = os.path.abspath(path)
-    rel = rel.replace("/", os.sep)
-    root = path[:-len(rel)].rstrip(os.sep) if path.endswith(rel) else os.path.dirname(path)
+    root = project_root(path, rel)
     for known_run, known_root, found in _CACHE:
         if known_run is run and known_root == root:
             break

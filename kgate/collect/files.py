@@ -15,7 +15,7 @@ from pathlib import Path, PurePosixPath
 from kgate.collect.depends import per_run
 from kgate.collect.ignores import Ignores
 from kgate.support.filestat import listed
-from kgate.support.patterns import from_root
+from kgate.support.patterns import from_root, path_glob
 
 # A folder that holds another project's configuration, met by a walk: (path, project-relative name with "/",
 # the ignore state above it).
@@ -42,7 +42,7 @@ class Exclusions:
             pattern, anchored = from_root(pattern)
             pattern = pattern.rstrip("/")
             if "/" in pattern or anchored:
-                path_globs.append(fnmatch.translate(pattern))
+                path_globs.append(path_glob(pattern))
             elif any(ch in pattern for ch in "*?["):
                 name_globs.append(fnmatch.translate(pattern))
             else:
@@ -68,6 +68,17 @@ def excluded(rel: str, patterns: Iterable[str]) -> bool:
     return Exclusions(patterns)(rel)
 
 
+def project_root(path: str, rel: str) -> str:
+    """The project's root folder for the file at `path` whose project-relative name is `rel`: the path less that
+    name. A file outside the project (named on the command line) has its absolute path (or a `../` one) for a name:
+    its own folder stands for the project, never the file system's root that the whole name would leave."""
+    path = os.path.abspath(path)
+    rel = rel.replace("/", os.sep)
+    if os.path.isabs(rel) or rel.startswith(".." + os.sep) or not path.endswith(os.sep + rel):
+        return os.path.dirname(path)
+    return path[:-len(rel)].rstrip(os.sep) or os.sep
+
+
 def glob_matcher(globs: Iterable[str]) -> Callable[[str], bool]:
     """A test on a project-relative path: a glob without '/' matches the file name, one with '/' the path.
 
@@ -84,7 +95,7 @@ def glob_matcher(globs: Iterable[str]) -> Callable[[str], bool]:
     heads = tuple(head for head, tail in starred if not tail and head)
     both = tuple((head, tail) for head, tail in starred if head and tail)
     names = _union([fnmatch.translate(g) for g in globs if "/" not in g and _WILD.search(g.replace("*", "", 1))])
-    paths = _union([fnmatch.translate(g) for g in globs if "/" in g])
+    paths = _union([path_glob(g) for g in globs if "/" in g])
 
     def match(rel: str) -> bool:
         name = rel[rel.rfind("/") + 1:]

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 from kgate.collect import depends, pysparse
 from kgate.collect import pysource as py
+from kgate.collect.files import project_root
 from kgate.support.filestat import path_state
 
 PARTIAL = frozenset({"functools.partial"})
@@ -373,10 +374,9 @@ class Project:
 
     def __init__(self, path: str, rel: str) -> None:
         path = os.path.abspath(path)
-        rel_os = rel.replace("/", os.sep)
         self._read: dict[str, tuple[list[int], bytes]] = {}  # what `parsed` read without noting it: state, bytes
         self.file = path
-        self.root = path[:-len(rel_os)].rstrip(os.sep) if path.endswith(rel_os) else os.path.dirname(path)
+        self.root = project_root(path, rel)
 
     def module_file(self, module: str, level: int, importer: str) -> str | None:
         parts = [p for p in module.split(".") if p]

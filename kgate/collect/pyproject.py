@@ -21,6 +21,7 @@ from typing import Any
 
 from kgate.collect import depends, pyparts
 from kgate.collect import pysource as py
+from kgate.collect.files import project_root
 from kgate.collect.pyimports import Index, import_statements, index_of
 from kgate.collect.pynames import IMPORT, Exports, Resolver, exports
 from kgate.collect.pyscopes import launch_lines
@@ -384,8 +385,7 @@ def modules(shared: dict[Any, Any], path: str, rel: str) -> Modules:
     kept in `shared` (a lint run's `SourceContext.shared`), so that the rules and files of one run read the project
     once, and a later run reads it again."""
     path = os.path.abspath(path)
-    rel = rel.replace("/", os.sep)
-    root = path[:-len(rel)].rstrip(os.sep) if path.endswith(os.sep + rel) else os.path.dirname(path)
+    root = project_root(path, rel)
     key = (Modules, root)
     found = shared.get(key)
     if not isinstance(found, Modules):

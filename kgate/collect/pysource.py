@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from kgate.collect import depends
+from kgate.collect.files import project_root
 from kgate.collect.pynames import ALIAS, EXTERNAL, IMPORT, MODULE, Exports, Resolver, exports
 
 if TYPE_CHECKING:
@@ -169,8 +170,7 @@ def _resolver(source: SourceFile) -> Resolver:
     and its `src` folder, inside the project. One per project root and lint run, so that what it followed for one
     file is not followed again for the next (`kgate.collect.depends.per_run`)."""
     path = os.path.abspath(source.path)
-    rel = source.rel.replace("/", os.sep)
-    root = path[:-len(rel)].rstrip(os.sep) if path.endswith(os.sep + rel) else os.path.dirname(path)
+    root = project_root(path, source.rel)
     found = _RESOLVERS.get(root)
     if found is None:
         found = _RESOLVERS[root] = Resolver([root, os.path.join(root, "src")], inside=root)

@@ -172,7 +172,9 @@ def load_config(path: Path | None = None, *, start: Path | None = None) -> Confi
         if found is None:
             return Config(root=(start or Path.cwd()).resolve())
         path = Path(found)
-    path = path.resolve()
+    # The folder is resolved, not the file: a kgate.toml that is a link to a shared one configures the folder it
+    # stands in, whose paths its patterns name.
+    path = path.parent.resolve() / path.name
     if not path.exists():
         raise ConfigError(f"configuration file not found: {path}")
     if path.is_dir():

@@ -315,7 +315,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("exclude", "strings", DEFAULT_EXCLUDE, group="What to gate", doc=(
         "Paths kgate never walks, for source rules, registrations or CUDA sources. A bare name (`build`) "
         "matches at any depth; a pattern with a `/` or a wildcard matches the path or a parent of it (`./build` is "
-        "`build` at the top only). Setting it "
+        "`build` at the top only); a `**/` stands for any number of folders, none included (`**/gen` is also the "
+        "top-level `gen`), in every path pattern of the configuration. Setting it "
         "replaces the defaults; `extend-exclude` adds to them. Files named on the `kgate lint` command line are "
         "linted even when excluded, unless `--force-exclude` is given (the pre-commit hook gives it).")),
     Setting("extend-exclude", "strings", (), group="What to gate", doc="Paths excluded besides `exclude`."),
@@ -337,7 +338,8 @@ SETTINGS: tuple[Setting, ...] = (
         "cannot be: a kernel that was not compiled is not gated at all.")),
     Setting("per-file-ignores", "table", {}, group="Rules", key_name="path pattern",
             values=Setting("", "strings", (), ""), doc=(
-        "Rules turned off for the files a pattern matches."),
+        "Rules turned off for the files a pattern matches (a `**/` matches no folder too: `**/gen/*.cu` covers "
+        "`gen/k.cu`)."),
         example='[tool.kgate.per-file-ignores]\n"benchmarks/*" = ["runtime-autotune"]'),
     Setting("severity", "table", {}, group="Rules", key_name="rule", values=Setting("", "choice", "", "",
                                                                                     choices=SEVERITIES), doc=(

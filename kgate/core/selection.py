@@ -16,6 +16,8 @@ registration's `targets` (a kernel is not built for the other targets).
 from __future__ import annotations
 
 import fnmatch
+import functools
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,7 +25,7 @@ from kgate import rules as registry  # type: ignore[attr-defined]
 from kgate.core.config import Config
 from kgate.core.errors import ConfigError
 from kgate.core.findings import Finding, Severity
-from kgate.support.patterns import from_root
+from kgate.support.patterns import from_root, path_glob
 
 # Findings that say a kernel was not compiled: always reported (see the module's docstring).
 UNCOMPILED = frozenset({"KG001", "KG005"})
@@ -87,8 +89,13 @@ class Selection:
 
 def _path_matches(path: str, pattern: str) -> bool:
     pattern, anchored = from_root(pattern)  # `./tests/*.py` is `tests/*.py` of the configuration's folder
-    return fnmatch.fnmatchcase(path, pattern) or fnmatch.fnmatchcase(path, pattern.rstrip("/") + "/*") \
+    return bool(_glob(pattern).match(path) or _glob(pattern.rstrip("/") + "/*").match(path)) \
         or ("/" not in pattern and not anchored and fnmatch.fnmatchcase(path.rsplit("/", 1)[-1], pattern))
+
+
+@functools.lru_cache(maxsize=256)
+def _glob(pattern: str) -> re.Pattern[str]:
+    return re.compile(path_glob(pattern))
 
 
 def build_selection(config: Config, *, select: list[str] | None = None, extend_select: list[str] | None = None,

@@ -7,12 +7,15 @@ the number suppressed and the meta findings about the comments themselves
 (KG002 unused, KG003 without a reason or naming an unknown code). `kgate
 lint` and `kgate check` both go through it.
 
-A directive is read in a line comment only, as kgate.support.comments reads
-the file's language: the same text in a string, a raw string, a bracket
-argument, a here-document or a block comment is not one. A directive starts
-with its language's own line comment marker (`#`, `//` in C++, `#` or `;` in
-INI files). Several directives may share a comment (`# kgate: ignore[A] why
-# kgate: ignore[B] why`).
+A directive is read in a comment only, as kgate.support.comments reads the
+file's language: the same text in a string, a raw string, a bracket argument
+or a here-document is not one. A directive in a line comment starts with its
+language's own line comment marker (`#`, `//` in C++, `#` or `;` in INI
+files), its doc-comment forms included (`///`, `//!`, `##`); one in a block
+comment (`/* */`, `/** */`, CMake's `#[[ ]]`) starts the comment's text or one
+of its lines. Several directives may share a comment (`# kgate: ignore[A] why
+# kgate: ignore[B] why`). Text meant as a directive that is not read as one
+(`KGATE: ignore`, `kgate ignore`) is reported by KG003.
 
 A line directive silences findings that start on its line; a file directive
 (on a line of its own, anywhere in the file) silences the codes in the whole
@@ -38,9 +41,26 @@ from kgate.core.rule import Report, to_finding
 from kgate.core.selection import Selection
 from kgate.support.comments import MARKERS, PY_NEWLINE, Comment, comments, language
 
-MARKER = b"kgate:"
+# How a directive's `kgate` may be written, for the quick test of whether a file may hold one (or something meant as
+# one, which KG003 reports): `kgate`, `KGATE`, `Kgate`, `KGate`.
+_MENTIONS = (b"kgate", b"KGATE", b"Kgate", b"KGate")
+_MENTIONS_TEXT = tuple(word.decode() for word in _MENTIONS)
+# What may follow a line comment's marker before the directive: the language's own doc-comment forms (`///`, `//!`,
+# `///<`, `##`, `#:`, `#!`, `;;`) are comments like any other.
+_DECORATION = r"(?:(?<=#)[#!:]*|(?<=//)[/!<]*|(?<=;);*)"
 # A comment marker at the start of the line or after a space: "`# kgate: ...`" quoted in prose is not one.
-_DIRECTIVE = re.compile(r"(?:^|(?<=\s))(?:#|//|;)\s*kgate:\s*ignore(?P<file>-file)?(?![\w-])(?P<rest>.*)$")
+_DIRECTIVE = re.compile(r"(?:^|(?<=\s))(?:#|//|;)" + _DECORATION
+                        + r"\s*kgate\s*:\s*ignore(?P<file>-file)?(?![\w-])(?P<rest>.*)$")
+# A directive in a block comment (`/* */`, `/** */`, `/*! */`, CMake's `#[[ ]]`): at the start of the comment's text
+# or of one of its lines (after the ` * ` that a C block comment's lines often start with).
+_BARE = re.compile(r"kgate\s*:\s*ignore(?P<file>-file)?(?![\w-])(?P<rest>.*)$")
+_BLOCK_OPEN = re.compile(r"/(?:\\\r?\n)*\*[*!]*|#\[(?P<eq>=*)\[")
+_BLOCK_LINE = re.compile(r"[ \t]*(?:\*+(?!/)[ \t]*)?")
+# Text meant as a directive that is not one (`KGATE: ignore`, `kgate ignore`, `kgate: ignore_file`, `kgate: IGNORE`),
+# where a comment starts or a block comment's line does, before its codes: KG003 says it is not read.
+_NEAR_WORD = r"(?P<word>(?i:k-?gate)\b\s*[:=]?\s*(?i:ignore|noqa|disable)[\w-]*)(?=\s*[\[(]|\s*$)"
+_NEAR = re.compile(r"(?:^|(?<=\s))(?P<marker>#|//|;)" + _DECORATION + r"\s*" + _NEAR_WORD)
+_NEAR_BARE = re.compile(_NEAR_WORD)
 _ANY_MARKER = ("#", "//", ";")
 _CODES = re.compile(r"\[(?P<codes>[^\]]*)\](?P<reason>.*)$")
 _NEXT_COMMENT = re.compile(r"\s#\s|\s//")
@@ -69,18 +89,28 @@ class Suppressed(NamedTuple):
     suppressed: int
 
 
+def mentions(data: bytes) -> bool:
+    """Whether a file's bytes may hold a directive, or text meant as one that KG003 reports."""
+    return any(word in data for word in _MENTIONS)
+
+
 def parse_directives(text: str, lang: str | None = None, *, python: bool = False) -> list[Directive]:
-    """Every `kgate: ignore` directive of a file's text, read in its line comments only (`lang`, as
+    """Every `kgate: ignore` directive of a file's text, read in its comments only (`lang`, as
     kgate.collect.comments names languages; `python`: the same as "python"): a directive's text inside a
-    string, a raw string, a bracket argument or a here-document is not one."""
-    if "kgate:" not in text:
+    string, a raw string, a bracket argument or a here-document is not one. Every comment form of the language
+    holds directives: line comments with their doc-comment forms (`///`, `//!`, `##`), and block comments (`/* */`,
+    `/** */`, CMake's `#[[ ]]`) at the start of their text or of one of their lines. Text meant as a directive that
+    is not one (`KGATE: ignore[...]`, `kgate ignore[...]`, `kgate: ignore_file[...]`) is returned as a directive
+    that names no code, whose problem says so."""
+    if not any(word in text for word in _MENTIONS_TEXT):
         return []
     lang = "python" if python and lang is None else lang
     found = comments(text, lang)
+    markers = MARKERS.get(lang or "", _ANY_MARKER)
     out = []
     line, counted = 1, 0
     for index, comment in enumerate(found):
-        if comment.block or "kgate:" not in text[comment.start:comment.end]:
+        if not any(word in text[comment.start:comment.end] for word in _MENTIONS_TEXT):
             continue
         if lang == "python":  # a lone `\r` ends a Python line too, as the syntax tree's line numbers count it
             line += len(PY_NEWLINE.findall(text, counted, comment.start))
@@ -91,15 +121,67 @@ def parse_directives(text: str, lang: str | None = None, *, python: bool = False
             line_start = text.rfind("\n", 0, comment.start) + 1
         counted = comment.start
         offset = comment.start - line_start
+        after_code = _code_before(text, line_start, found, index)
+        if comment.block:
+            out.extend(_block_directives(text, comment, line, offset, after_code or _code_after(text, comment)))
+            continue
         # The code before the comment on its line is blanked: the comment's own marker starts a directive
         # whatever comes before it (`launch();// kgate: ...`), as the comment reader found it.
         body = " " * offset + text[comment.start:comment.end]
-        after_code = _code_before(text, line_start, found, index)
-        for match in directives_in(body, offset, MARKERS.get(lang or "", _ANY_MARKER)):
+        read = directives_in(body, offset, markers)
+        for match in read:
             # A comment continued onto further lines (a `//` comment ending in a backslash): the directive's line.
             further = body.count("\n", 0, match.start())
             out.append(_directive(line + further, match, body, after_code=after_code and not further))
+        starts = {match.start() for match in read}
+        for near in _NEAR.finditer(body, offset):
+            if near.group("marker") in markers and near.start() not in starts:
+                further = body.count("\n", 0, near.start())
+                out.append(_unread(line + further, near, body))
     return out
+
+
+def _block_directives(text: str, comment: Comment, line: int, offset: int, beside_code: bool) -> list[Directive]:
+    """The directives of a block comment that starts on `line`, `offset` characters into it: one at the start of the
+    comment's text or of one of its lines, to the line's end or the comment's close. `beside_code`: code stands on
+    the comment's first line, before or after it."""
+    opening = _BLOCK_OPEN.match(text, comment.start)
+    if opening is None:
+        return []
+    close = ("]" + (opening.group("eq") or "") + "]") if opening.group().startswith("#") else "*/"
+    end = comment.end - len(close) if text.endswith(close, comment.start, comment.end) else comment.end
+    inner = text[opening.end():max(opening.end(), end)]
+    out = []
+    column = offset + opening.end() - comment.start  # where the first line's text starts
+    for number, piece in enumerate(inner.split("\n")):
+        piece = piece.removesuffix("\r")
+        lead = len(piece) - len(piece.lstrip(" \t")) if number == 0 else _BLOCK_LINE.match(piece).end()  # type: ignore[union-attr]
+        body = " " * column + piece
+        at = column + lead
+        match = _BARE.match(body, at)
+        if match is not None:
+            out.append(_directive(line + number, match, body, after_code=beside_code and number == 0))
+        else:
+            near = _NEAR_BARE.match(body, at)
+            if near is not None:
+                out.append(_unread(line + number, near, body))
+        column = 0
+    return out
+
+
+def _code_after(text: str, comment: Comment) -> bool:
+    """Whether code follows a block comment on the line where it ends."""
+    newline = text.find("\n", comment.end)
+    return bool(text[comment.end:len(text) if newline < 0 else newline].strip())
+
+
+def _unread(number: int, match: re.Match[str], line: str) -> Directive:
+    """Text meant as a directive that is not read as one: it silences nothing, and KG003 says why."""
+    col = match.start() - (line.rfind("\n", 0, match.start()) + 1) + 1
+    word = " ".join(match.group("word").split())
+    return Directive(number, col, False, (), "", f"`{word}` is not read as a directive: write `kgate: ignore[CODE] "
+                     f"reason` for a line, `kgate: ignore-file[CODE] reason` for the file (lower case, a colon after "
+                     f"`kgate`)")
 
 
 def _code_before(text: str, line_start: int, found: list[Comment], index: int) -> bool:
@@ -118,7 +200,7 @@ def _code_before(text: str, line_start: int, found: list[Comment], index: int) -
 
 # The start of a directive: a comment marker at the start of the comment or after a space ("`# kgate: ...`"
 # quoted in prose is not one).
-_START = re.compile(r"(?:^|(?<=\s))(?P<marker>#|//|;)\s*kgate:\s*ignore(?P<file>-file)?(?![\w-])")
+_START = re.compile(r"(?:^|(?<=\s))(?P<marker>#|//|;)" + _DECORATION + r"\s*kgate\s*:\s*ignore(?P<file>-file)?(?![\w-])")
 
 
 def directives_in(line: str, start: int = 0, markers: tuple[str, ...] = _ANY_MARKER) -> list[re.Match[str]]:
@@ -165,14 +247,23 @@ def _directive(number: int, match: re.Match[str], line: str, *, after_code: bool
 
 
 def without_code(line: str, col: int, code: str) -> tuple[int, int, str] | None:
-    """The edit that removes `code` from the directive whose marker starts at 0-based `col` of `line`:
-    (start, end, replacement) in the line's characters. The whole directive goes (with the space before it)
-    when it named only that code; None when there is no such directive there."""
+    """The edit that removes `code` from the directive whose marker starts at 0-based `col` of `line` (or whose
+    `kgate` does, in a block comment): (start, end, replacement) in the line's characters. The whole directive goes
+    (with the space before it) when it named only that code: a block comment with it, where the comment is the line's
+    last text and holds nothing else. None when there is no such directive there, or it cannot go alone."""
     # The marker at `col` starts the comment: what comes before it on the line is code, not prose.
     match = _DIRECTIVE.match(" " * col + line[col:], col)
+    block = None
     if match is None:
-        return None
+        match = _BARE.match(line, col)
+        if match is None:
+            return None
+        block = _block_bounds(line, col)
     rest = match.group("rest")
+    close = -1
+    if block is not None and block[1] >= 0:
+        close = block[1]
+        rest = line[match.start("rest"):close]
     codes = _CODES.match(rest.strip())
     if codes is None:
         return None
@@ -184,6 +275,8 @@ def without_code(line: str, col: int, code: str) -> tuple[int, int, str] | None:
     bracket_end = bracket_start + rest[rest.index("["):].index("]") + 1
     if kept:
         return bracket_start, bracket_end, f"[{', '.join(kept)}]"
+    if block is not None:
+        return _without_block(line, col, block)
     # The directive ends where a second comment starts (a linter's), else at the end of the line.
     following = _NEXT_COMMENT.search(line, bracket_end)
     end = following.start() if following else len(line)
@@ -196,6 +289,50 @@ def without_code(line: str, col: int, code: str) -> tuple[int, int, str] | None:
         while end < len(line) and line[end] in " \t":
             end += 1
     return start, end, ""
+
+
+_OPENS_BEFORE = re.compile(r"(?:/\*[*!]*|#\[(?P<eq>=*)\[)[ \t]*$")
+
+
+def _block_bounds(line: str, col: int) -> tuple[int, int, int]:
+    """Where the block comment around the directive at `col` opens on `line` (-1: on an earlier line), and where its
+    close starts and ends (-1, -1: on a later line)."""
+    opening = _OPENS_BEFORE.search(line, 0, col)
+    if opening is not None:
+        close = re.compile(re.escape("]" + (opening.group("eq") or "") + "]") if opening.group().startswith("#")
+                           else r"\*/")
+    else:
+        close = _ANY_CLOSE
+    found = close.search(line, col)
+    return (opening.start() if opening is not None else -1), (found.start() if found else -1), \
+        (found.end() if found else -1)
+
+
+_ANY_CLOSE = re.compile(r"\*/|\]=*\]")
+
+
+def _without_block(line: str, col: int, block: tuple[int, int, int]) -> tuple[int, int, str] | None:
+    """The edit that removes a block comment's directive whole: the comment when it is the line's last text and holds
+    only the directive, the comment's line when the directive is all of it; None elsewhere (left to the reader)."""
+    opened, close, end = block
+    lead = _BLOCK_LINE.match(line)
+    if opened >= 0 and close >= 0:
+        if line[end:].strip():
+            return None
+        start = opened
+        while start > 0 and line[start - 1] in " \t":
+            start -= 1
+        return start, len(line), ""
+    if opened < 0 and close < 0 and lead is not None and lead.end() >= col:
+        return 0, len(line), ""  # a line of a longer block comment that holds the directive alone
+    if opened >= 0 > close:  # the comment goes on below: the directive's text goes, the opening stays
+        start = col
+        while start > opened + 2 and line[start - 1] in " \t":
+            start -= 1
+        return start, len(line), ""
+    if opened < 0 <= close and lead is not None and lead.end() >= col:  # the comment's last line: its close stays
+        return 0, close, " "
+    return None
 
 
 def with_code(line: str, code: str, marker: str) -> str | None:
@@ -353,7 +490,7 @@ def for_compiled(findings: list[Finding], root: Path, kernel_lines: Mapping[str,
             data = (root / path).read_bytes()
         except OSError:
             continue
-        if MARKER not in data:
+        if not mentions(data):
             continue
         try:
             found = parse_directives(data.decode("utf-8-sig"), language(path))

@@ -73,7 +73,8 @@ def _base_config(config: Config, top: Path, tree: Path, rev: str, cache_dir: str
     """The base revision's own configuration, read from its checkout, with the working tree's cache."""
     try:
         if config.source is not None:
-            path = tree / config.source.resolve().relative_to(top)
+            # The folder resolved, not the file: a kgate.toml linked to a shared one is the base's link too.
+            path = tree / (config.source.parent.resolve() / config.source.name).relative_to(top)
             base = load_config(path if path.exists() else None, start=path.parent)
         else:
             base = load_config(None, start=tree / config.root.resolve().relative_to(top))

@@ -24,14 +24,14 @@ from typing import Any, NamedTuple
 
 from kgate import rules as registry  # type: ignore[attr-defined]
 from kgate.collect import depends as reads_of
-from kgate.collect.files import glob_matcher
+from kgate.collect.files import glob_matcher, project_root
 from kgate.collect.source import SourceFile, UnreadableSource
 from kgate.core.errors import ConfigError
 from kgate.core.findings import Finding, Related, Severity
 from kgate.core.fix import Fix
 from kgate.core.rule import READS_BEYOND, Report, Rule, SourceContext, to_finding
 from kgate.core.selection import Selection, rule_options
-from kgate.core.suppress import MARKER, Directive, parse_directives
+from kgate.core.suppress import Directive, mentions, parse_directives
 from kgate.support.comments import language
 
 try:  # the builtin module: `hashlib` would load OpenSSL, a measurable part of a warm run
@@ -160,7 +160,7 @@ def lint_bytes(path: str, rel: str, data: bytes, rules: list[SourceRule]) -> Fil
     with reads_of.collecting() as read:
         error = _run_rules(source, active, findings, fixes)
     directives: tuple[Directive, ...] = ()
-    if MARKER in data:
+    if mentions(data):
         try:
             directives = tuple(parse_directives(source.text, language(source.rel)))
         except UnreadableSource as exc:
@@ -361,7 +361,7 @@ def _read_ahead(todo: list[tuple[str, str]], rules: list[SourceRule]) -> None:
         if ahead is None:
             continue
         for rel, path in todo:
-            root = path[:-len(rel)] if path.endswith(rel) else os.path.dirname(path)
+            root = project_root(path, rel)
             if (id(sr), root) in done or not sr.match(rel) or not _reads(sr, path):
                 continue
             done.add((id(sr), root))

@@ -19,11 +19,11 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from kgate.facts.ptx_text import STRING_BODY, string_value
+from kgate.facts.ptx_text import QUOTED, unquoted
 from kgate.facts.sass import MMA_HEADS, SassSummary, opcode
 
 _SECTION = re.compile(r"^//-+\s+\.text\.(\S+)\s+-+")
-_LOCATION = re.compile(r'^\s*//## File "' + STRING_BODY + r'", line (\d+)')
+_LOCATION = re.compile(r'^\s*//## File ' + QUOTED + r', line (\d+)')
 _INSTRUCTION = re.compile(r"^\s*/\*[0-9a-f]+\*/\s+(.*?;)\s*(?:/\*\s*(0x[0-9a-f]+)\s*\*/)?\s*$")
 _MORE_ENCODING = re.compile(r"^\s*/\*\s*(0x[0-9a-f]+)\s*\*/\s*$")
 _SYMBOL = re.compile(r"`\(([^)]*)\)|@(lo|hi)\(([^)]*)\)")
@@ -79,7 +79,7 @@ def parse_listing(text: str) -> dict[str, tuple[Instruction, ...]]:
             continue
         found = _LOCATION.match(raw)
         if found:
-            location = (string_value(found.group(1)), int(found.group(2)))
+            location = (unquoted(found.group(1)), int(found.group(2)))
             continue
         instr = _INSTRUCTION.match(raw)
         if instr:

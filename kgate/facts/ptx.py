@@ -19,21 +19,11 @@ from itertools import pairwise
 
 from kgate.core.errors import ParseError
 from kgate.facts.numbers import count
-from kgate.facts.ptx_text import (
-    BRANCH_TARGETS,
-    LOC,
-    STRING_BODY,
-    Label,
-    body_items,
-    code,
-    label_names,
-    resolve,
-    string_value,
-)
+from kgate.facts.ptx_text import BRANCH_TARGETS, LOC, QUOTED, Label, body_items, code, label_names, resolve, unquoted
 
 _TARGET = re.compile(r"^\s*\.target\s+([\w.]+)", re.MULTILINE)
 _FUNC_HEAD = re.compile(r"^\s*(?:\.visible\s+|\.weak\s+|\.extern\s+)*\.(entry|func)\s+(?:\([^)]*\)\s*)?([\w$.]+)", re.MULTILINE)
-FILE = re.compile(r'^\s*\.file\s+(\d+)\s+"' + STRING_BODY + '"', re.MULTILINE)
+FILE = re.compile(r'^\s*\.file\s+(\d+)\s+' + QUOTED, re.MULTILINE)
 _PRED = re.compile(r"^@(!?)(%?[\w]+)\s+")
 _BRACE = re.compile(r"[{}]")
 _MMA_PREFIXES = ("mma.", "wgmma.mma_async", "tcgen05.mma")
@@ -225,7 +215,7 @@ def parse_ptx(text: str, traced: Callable[[list[str]], Collection[str]] | None =
 def functions(text: str) -> list[PtxFunction]:
     """Every `.entry` and `.func` with a body, in text order (a name defined twice: its last definition)."""
     text = code(text)
-    files = {count(n): string_value(name) for n, name in FILE.findall(text)}
+    files = {count(n): unquoted(name) for n, name in FILE.findall(text)}
     mentions = Counter(match.group(2) for match in _FUNC_HEAD.finditer(text))
     found = {name: PtxFunction(kind, name, tuple(_items(body, first_line, files)), mentions[name])
              for kind, name, body, first_line in _split_functions(text)}
@@ -427,7 +417,7 @@ def entry_headers(text: str) -> dict[str, EntryHeader]:
     """Per `.entry`: its first source location, its threads-per-CTA bound, if any, and how many parameters it
     declares."""
     text = code(text)
-    files = {count(n): string_value(name) for n, name in FILE.findall(text)}
+    files = {count(n): unquoted(name) for n, name in FILE.findall(text)}
     out = {}
     for match in _FUNC_HEAD.finditer(text):
         if match.group(1) != "entry":

@@ -30,34 +30,27 @@ ASM_MARKERS = ("// begin inline asm", "// end inline asm")
 LOC = re.compile(r"^\s*\.loc\s+(\d+)\s+(\d+)\s+(\d+)")
 _LABEL = re.compile(r"^\s*([$%A-Za-z_][$\w]*)\s*:(?!:)")
 BRANCH_TARGETS = ".branchtargets"  # a jump table: `$L_brx_0: .branchtargets $L1, $L2;`, read by `brx.idx`
+# A file's name in quotes, as PTX (`.file 1 "..."`) and nvdisasm's line info (`//## File "..."`) write it: C escapes,
+# each byte of a name outside printable ASCII in octal (a folder `проект` is `\\320\\277...`), `\\\\` a backslash.
+QUOTED = r'"((?:[^"\\\n]|\\.)*)"'
+_ESCAPE = re.compile(rb"\\(?:([0-7]{1,3})|x([0-9A-Fa-f]{1,2})|(.))", re.DOTALL)
+_SIMPLE = {b"n": b"\n", b"t": b"\t", b"r": b"\r", b"a": b"\a", b"b": b"\b", b"f": b"\f", b"v": b"\v"}
 
 
-# The body of a string as the compilers write it (`.file 1 "..."` in PTX, `//## File "..."` in a SASS listing): a
-# file name's bytes other than printable ASCII as octal escapes (`k\303\251.cu` for `ké.cu`), `\\` and `\"`.
-STRING_BODY = r'((?:[^"\\\n]|\\.)*)'
-_ESCAPE = re.compile(r"\\([0-7]{1,3}|x[0-9A-Fa-f]{1,2}|.)")
-_ESCAPED = {"n": 0x0A, "t": 0x09, "r": 0x0D, "b": 0x08, "f": 0x0C, "v": 0x0B, "a": 0x07}
+def unquoted(name: str) -> str:
+    """A quoted file name's text (`QUOTED`'s group) as the file system has it: its escapes read back to the bytes
+    they stand for, those read as UTF-8 (a byte that is not: as `os.fsdecode` keeps it)."""
+    if "\\" not in name:
+        return name
 
+    def one(match: re.Match[bytes]) -> bytes:
+        if match.group(1) is not None:
+            return bytes([int(match.group(1), 8) & 0xFF])
+        if match.group(2) is not None:
+            return bytes([int(match.group(2), 16)])
+        return _SIMPLE.get(match.group(3), match.group(3))
 
-def string_value(body: str) -> str:
-    """What a string's body (`STRING_BODY`) spells: its escapes undone, its bytes read as UTF-8 (bytes that are not
-    UTF-8 kept as the file system gives them, as `os.fsdecode` does)."""
-    if "\\" not in body:
-        return body
-    out = bytearray()
-    at = 0
-    for match in _ESCAPE.finditer(body):
-        out += body[at:match.start()].encode("utf-8", "surrogateescape")
-        escape = match.group(1)
-        if escape[0] in "01234567":
-            out.append(int(escape, 8) & 0xFF)
-        elif escape[0] == "x" and len(escape) > 1:
-            out.append(int(escape[1:], 16))
-        else:
-            out += bytes([_ESCAPED[escape]]) if escape in _ESCAPED else escape.encode("utf-8", "surrogateescape")
-        at = match.end()
-    out += body[at:].encode("utf-8", "surrogateescape")
-    return out.decode("utf-8", "surrogateescape")
+    return _ESCAPE.sub(one, name.encode("utf-8", "surrogateescape")).decode("utf-8", "surrogateescape")
 
 
 def code(text: str) -> str:

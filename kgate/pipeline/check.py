@@ -225,6 +225,7 @@ def assemble(config: Config, selection: Selection, options: CheckOptions, compil
         compiled=True,
         kernels=covered if options.kernels or options.language else None,
         targets=frozenset(targets),
+        every_target=set(targets) == set(config.targets),
         failed=frozenset(f.kernel for f in compiled.failures),
         source=part is not None,
         codes=frozenset(selection.enabled),

@@ -253,7 +253,8 @@ def _section(table: dict[str, Any], fail: Any, name: str) -> ToolchainPins:
             raise fail(f"kernel entry {key!r} is not 'kernel|variant|target'", key)
         if not isinstance(metrics, dict) or set(metrics) != set(METRICS) or not all(
                 isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in metrics.values()):
-            raise fail(f"kernel entry {key!r} must hold non-negative integers {', '.join(METRICS)}", key)
+            raise fail(f"kernel entry {key!r} must hold non-negative integers {', '.join(METRICS)}"
+                       f"{_fields_off(metrics)}", key)
         pins[key] = dict(metrics)
     findings = _findings(table.get("findings", {}), fail)
     shared = [k for k in findings if not toolchain_bound(k)]
@@ -375,3 +376,14 @@ def save(baseline: Baseline, path: Path, display: str | None = None) -> None:
         atomic_write(path, text.encode(), follow=True)
     except OSError as exc:
         raise BaselineError(f"cannot write the baseline: {exc.strerror}", path=display or str(path)) from None
+
+
+def _fields_off(metrics: object) -> str:
+    """What a kernel pin's table has that it must not, or lacks: `` (it has `occupancy`, no `smem_bytes`)``."""
+    if not isinstance(metrics, dict):
+        return ""
+    extra = [name for name in metrics if name not in METRICS]
+    missing = [name for name in METRICS if name not in metrics]
+    said = [f"it has {', '.join(f'`{n}`' for n in extra)}"] if extra else []
+    said += [f"no {', '.join(f'`{n}`' for n in missing)}"] if missing else []
+    return f" ({'; '.join(said)})" if said else ""

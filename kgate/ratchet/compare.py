@@ -47,6 +47,9 @@ class Scope:
     compiled: bool = False
     kernels: frozenset[str] | None = None  # kernel names covered; None: every registered kernel
     targets: frozenset[str] = frozenset()
+    # The run built every target the project names (no `--target`): a pin of a target outside `targets` is one the
+    # project no longer builds, covered and gone, not one another run covers.
+    every_target: bool = False
     # What failed to compile in this run: Triton kernel names and CUDA source paths (a CUDA failure is its file's).
     # Their pins say nothing about the code now: they are kept, never compared as gone.
     failed: frozenset[str] = frozenset()
@@ -63,8 +66,12 @@ class Scope:
 
     def covers_kernel(self, key: str) -> bool:
         kernel, variant, target = split_kernel_key(key)
-        return self.compiled and target in self.targets and (self.kernels is None or kernel in self.kernels) \
+        return self.compiled and self.built(target) and (self.kernels is None or kernel in self.kernels) \
             and not self.did_not_compile(kernel, variant) and self.in_shard(kernel, variant)
+
+    def built(self, target: str) -> bool:
+        """Whether this run answers for a target's pins: one it built, or any where it built every target."""
+        return self.every_target or target in self.targets
 
     def did_not_compile(self, kernel: str, variant: str) -> bool:
         """Whether a kernel (a CUDA kernel by its file, its variant) failed to compile in this run."""
@@ -80,7 +87,7 @@ class Scope:
             variant = parts[1] if len(parts) > 1 else ""
             target = parts[2] if len(parts) > 2 else ""
             return self.compiled and (self.kernels is None or kernel in self.kernels) and \
-                (not target or target in self.targets) and self.in_shard(kernel, variant) and \
+                (not target or self.built(target)) and self.in_shard(kernel, variant) and \
                 not self.did_not_compile(kernel, variant)
         return self.source and (self.paths is None or path in self.paths)
 
@@ -246,7 +253,10 @@ def _compare_kernels(baseline: Baseline, state: RunState, result: _Comparing, st
                                                      stale_fails and metric_fails, pin[metric], now[metric]))
     for key in sorted(baseline.kernels):
         if key not in current and state.scope.covers_kernel(key):
-            result.differences.append(Difference("GONE", key, "pinned kernel variant no longer compiled",
+            target = split_kernel_key(key)[2]
+            why = "pinned kernel variant no longer compiled" if target in state.scope.targets else \
+                f"pinned kernel variant of {target}, a target the project no longer builds"
+            result.differences.append(Difference("GONE", key, why,
                                                  stale_fails and metric_fails, baseline.kernels[key], None))
     return about
 

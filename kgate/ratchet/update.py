@@ -15,7 +15,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from kgate.core.findings import Finding
-from kgate.ratchet.baseline import METRICS, Baseline, Pin, pinnable
+from kgate.ratchet.baseline import METRICS, Baseline, Pin, pinnable, split_kernel_key
 from kgate.ratchet.compare import RunState, folded_into, folded_pin, round_up
 
 
@@ -84,7 +84,8 @@ def _repin_kernels(old: Baseline, state: RunState, accept_new: bool, out: Repin)
         if key not in current:
             if state.scope.covers_kernel(key):
                 del kernels[key]
-                out.drop(key, "no longer compiled")
+                target = split_kernel_key(key)[2]
+                out.drop(key, "no longer compiled" if target in state.scope.targets else f"{target} no longer built")
             continue
         now = current[key]
         if key not in at_risk:

@@ -1,4 +1,5 @@
-"""Regular expressions compiled on their first use, and the reading of a configured path pattern (`from_root`).
+"""Regular expressions compiled on their first use, and the reading of a configured path pattern (`from_root`,
+`path_glob`).
 
 A module-level `re.compile` costs its compile whenever the module is imported, used or not: a lint of one
 Python file imports every selected rule's module (their codes, options and file globs key the lint cache), and
@@ -7,7 +8,9 @@ most of their expressions are never matched. `lazy` defers the compile to the fi
 
 from __future__ import annotations
 
+import fnmatch
 import re
+from itertools import product
 from typing import Any, cast
 
 # What a use reads of a compiled expression: bound onto the stand-in on first use, so later calls cost what a
@@ -46,3 +49,16 @@ def from_root(pattern: str) -> tuple[str, bool]:
     while pattern.startswith("./"):
         pattern, anchored = pattern[2:].lstrip("/"), True
     return pattern, anchored
+
+
+def path_glob(pattern: str) -> str:
+    """The regular expression of a path glob as `fnmatch` reads it, where a `**/` also stands for no folder at all
+    (`**/gen/*.cu` matches `gen/k.cu`, `src/**/k.cu` matches `src/k.cu`), as git, ruff and `Path.glob` read it."""
+    pieces = pattern.split("**/")
+    if len(pieces) == 1:
+        return fnmatch.translate(pattern)
+    if len(pieces) > 5:  # each `**/` doubles the forms: past four, `*` (which crosses folders here) stands for it
+        return fnmatch.translate(pattern.replace("**/", "*"))
+    forms = {pieces[0] + "".join(("**/" if keep else "") + piece for keep, piece in zip(kept, pieces[1:]))
+             for kept in product((True, False), repeat=len(pieces) - 1)}
+    return "|".join(f"(?:{fnmatch.translate(form)})" for form in sorted(forms))

@@ -11,7 +11,10 @@ shell scripts and `pyproject.toml` (scikit-build's `cmake.define` and
 `cmake.args`, a cibuildwheel `environment`). Only settings are read: an architecture counts on a line that
 also carries a flag or variable that selects architectures (`arch=` and
 `code=` in nvcc's spelling only, so a CuTe DSL kernel's `self.arch =
-"sm_100"` is not a build flag), and not in words about architectures:
+"sm_100"` is not a build flag), or on a later line of a CMake
+`CUDA_ARCHITECTURES` setting whose argument list goes on to its `)` with
+architectures only (`set(CMAKE_CUDA_ARCHITECTURES`, then `90` and `120` on
+lines of their own), and not in words about architectures:
 comments, a CMake `message()` or the condition of an `if()`, `elseif()` or
 `while()`, a Python docstring, `raise`, `assert` message, comparison or
 `print` / logging / `warnings.warn` call, a shell or recipe `echo` /
@@ -207,21 +210,52 @@ def check(source: Any, ctx: SourceContext) -> Iterable[Report]:
     from kgate.collect.build_settings import settings
     from kgate.hardware.arch_features import family_note
 
-    for number, line in flag_lines(settings(source.rel, source.text, _tree(source), near)):
-        if not _CONTEXT.search(line):
+    text = settings(source.rel, source.text, _tree(source), near)
+    flagged = flag_lines(text)
+    named = [(number, *found) for number, line in flagged if _CONTEXT.search(line) for found in _architectures(line)]
+    if source.rel.rsplit("/", 1)[-1] == "CMakeLists.txt" or source.rel.endswith(".cmake"):
+        named += _continued_cmake_values(text, flagged)
+    for number, col, written, family, suffix, kind in named:
+        if family not in families:
             continue
-        for col, written, family, suffix, kind in _architectures(line):
-            if family not in families:
-                continue
-            if suffix == "":
-                bare.append((number, col, written, family, kind))
-            elif suffix == "f" and warn_family:
-                yield Report(f"`{written}`: {family_note(family)}", severity=Severity.WARNING, line=number,
-                             col=col + 1, end_line=number, end_col=col + 1 + len(written), discriminator=written)
+        if suffix == "":
+            bare.append((number, col, written, family, kind))
+        elif suffix == "f" and warn_family:
+            yield Report(f"`{written}`: {family_note(family)}", severity=Severity.WARNING, line=number,
+                         col=col + 1, end_line=number, end_col=col + 1 + len(written), discriminator=written)
     if bare:
         # The verdict reads the sources the build compiles.
         source.derived[READS_BEYOND] = True
         yield from _judged(source, bare, ctx.options["portable"] == "note")
+
+
+# A word of a CMake argument list that may stand among architectures on a line of their own.
+_CMAKE_WORD = lazy(r"\d{2,3}[af]?(?:-real|-virtual)?|native|all|all-major")
+_CMAKE_SEPARATORS = lazy(r"[\s;\"']+")
+
+
+def _continued_cmake_values(text: str, flagged: list[tuple[int, str]]) -> list[tuple[int, int, str, str, str, str]]:
+    """(line, column, text as written, family, suffix, kind) of the architectures of a CMake `CUDA_ARCHITECTURES`
+    setting on the lines after the one that names it: an argument list goes on to its `)` (`set(CMAKE_CUDA_ARCHITECTURES
+    <newline> 90 <newline> 120)`), as long as its lines hold architectures only."""
+    lines = text.splitlines()
+    out = []
+    for number, line in flagged:
+        for setting in _CMAKE_ARCHS.finditer(line):
+            if ")" in line[setting.start():]:
+                continue  # the argument list closes on this line
+            following = number  # the 0-based index of the next line
+            while following < len(lines):
+                close = lines[following].find(")")
+                part = lines[following] if close < 0 else lines[following][:close]
+                if not all(_CMAKE_WORD.fullmatch(word) for word in _CMAKE_SEPARATORS.split(part) if word):
+                    break
+                out.extend((following + 1, value.start(), value.group(0), value.group(1), value.group(2),
+                            "CUDA_ARCHITECTURES") for value in _CMAKE_VALUE.finditer(part))
+                if close >= 0:
+                    break
+                following += 1
+    return out
 
 
 def _judged(source: Any, bare: list[tuple[int, int, str, str, str]], note: bool) -> Iterator[Report]:

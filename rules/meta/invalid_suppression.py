@@ -11,6 +11,11 @@ every language kgate reads directives from). A file directive stands on a
 line of its own; after code it silences nothing, not even its own line
 (as ruff ignores `# ruff: noqa` after code), and is not judged unused.
 
+Also reports text at the start of a comment that is meant as a directive
+but is not read as one (`# KGATE: ignore[KG201] ...`, `// kgate
+ignore[KG302] ...`, `# kgate: ignore_file[KG203] ...`): it silences
+nothing, and without this report nobody would learn why.
+
 ## Why is this bad?
 A suppression without a reason cannot be reviewed: six months later
 nobody knows whether the register spill was measured and accepted or just
@@ -84,7 +89,7 @@ RULE = Rule(
     name="invalid-suppression",
     layer="meta",
     severity=Severity.ERROR,
-    summary="A kgate: ignore comment without a reason or naming an unknown code",
+    summary="A kgate: ignore comment without a reason, naming an unknown code, or not read as a directive",
     check=check,
     doc=__doc__ or "",
     reads=frozenset({Artifact.SOURCE}),

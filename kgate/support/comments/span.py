@@ -8,7 +8,7 @@ from typing import NamedTuple
 class Comment(NamedTuple):
     start: int  # offset of the comment's marker
     end: int  # offset just past the comment (a line comment ends before its newline)
-    block: bool  # `/* */` or CMake's `#[[ ]]`: no place for a directive
+    block: bool  # `/* */` or CMake's `#[[ ]]`
 
 
 def line_end(text: str, index: int) -> int:
