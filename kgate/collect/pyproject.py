@@ -297,6 +297,9 @@ class Modules:
         others = dict.fromkeys(other for word in (owner, *words) for other in self.importers(word))
         want = (path, owner)
         out = []
+        spelling = (owner, *words)
+        tables = self._tables
+        defined = (DEFINED, f"{path}\n{owner}")
         for other in others:
             if other == path or self._checks(other):
                 continue
@@ -307,14 +310,20 @@ class Modules:
             depends.note(depends.STATEMENTS + other, state, self._statements_digest(source))
             statements = self._statements(source)
             found: list[tuple[int, int, int, str]] = []  # (statement, binding, route) of each name: the order read
-            for word in (owner, *words):
-                table = self._table(other, statements, word)
+            for word in spelling:
+                table = tables.get((other, word))
+                if table is None:
+                    table = self._table(other, statements, word)
+                if table is _NOTHING:
+                    continue
                 depends.replay(table.reads)  # the first step of following each name its statements bind
-                found.extend(table.defined.get((DEFINED, f"{path}\n{owner}"), ()))
+                found.extend(table.defined.get(defined, ()))
                 for index, position, name, head in table.modules:
                     for at, route in enumerate(routes, 1):
                         if self.resolver.attribute(head, route + owner) == want:
                             found.append((index, position, at, f"{name}.{route}{owner}"))
+            if not found:
+                continue
             local = list(dict.fromkeys(dotted for *_at, dotted in sorted(found)))
             if local:
                 out.append((other, local))
