@@ -68,6 +68,8 @@ class Modules:
         self._words: dict[str, tuple[tuple[str, ...], list[str]]] = {}
         self._tables: dict[tuple[str, str], _Heads] = {}
         self._blobs: dict[str, bytes] = {}
+        # path -> its import statements (None where it cannot be read), and the read to note of it
+        self._others: dict[str, tuple[list[list[Any]] | None, str, Any, str | None]] = {}
         self._checking: dict[str, bool] = {}
 
     def reading(self, key: tuple[object, ...], build: Callable[[], Any]) -> Any:
@@ -303,12 +305,15 @@ class Modules:
         for other in others:
             if other == path or self._checks(other):
                 continue
-            source, state, digest = self._read(other)
-            if source is None:
-                depends.note(other, state, digest)
+            held = self._others.get(other)
+            if held is None:
+                source, state, digest = self._read(other)
+                held = self._others[other] = (None, other, state, digest) if source is None else \
+                    (self._statements(source), depends.STATEMENTS + other, state, self._statements_digest(source))
+            statements, key, state, digest = held
+            depends.note(key, state, digest)  # the module, where it cannot be read; else its import statements
+            if statements is None:
                 continue
-            depends.note(depends.STATEMENTS + other, state, self._statements_digest(source))
-            statements = self._statements(source)
             found: list[tuple[int, int, int, str]] = []  # (statement, binding, route) of each name: the order read
             for word in spelling:
                 table = tables.get((other, word))
