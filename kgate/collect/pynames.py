@@ -242,6 +242,34 @@ class Resolver:
         file, _newline, name = found[1].partition("\n")
         return file, name
 
+    def head(self, path: str, name: str, own: Exports) -> tuple[Target | None, depends.Reads]:
+        """Where the name `name` (no dot) bound by `own`, statements of the module at `path`, leads as `definition`
+        follows it, with what following it read: the first step of `definition(path, f"{name}.{tail}", own)`, taken
+        once for the many tails a caller tries (`attribute` takes the rest)."""
+        self._defined = True
+        try:
+            with depends.collecting() as reads:
+                found = self._name(os.path.abspath(path), name, own, 0)
+        finally:
+            self._defined = False
+        return found, reads
+
+    def attribute(self, found: Target | None, tail: str) -> tuple[str, str] | None:
+        """`definition` of a dotted name whose first part leads to `found` (`head`), followed on through `tail`'s
+        parts ("" for none): (file, name) of the project's definition it stands for, or None."""
+        self._defined = True
+        try:
+            for part in tail.split(".") if tail else ():
+                if found is None or found[0] != MODULE:
+                    return None  # an attribute of a definition or of a name outside the project: never a definition
+                found = self._attribute(found, part, 0)
+        finally:
+            self._defined = False
+        if found is None or found[0] != DEFINED:
+            return None
+        file, _newline, name = found[1].partition("\n")
+        return file, name
+
     def target(self, path: str, dotted: str, own: Exports | None = None, depth: int = 0) -> Target | None:
         """Where a dotted name written in a module leads: a module of the project or a name outside it."""
         head, *rest = dotted.split(".")

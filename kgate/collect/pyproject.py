@@ -23,7 +23,7 @@ from kgate.collect import depends, pyparts
 from kgate.collect import pysource as py
 from kgate.collect.files import project_root
 from kgate.collect.pyimports import Index, import_statements, index_of
-from kgate.collect.pynames import IMPORT, Exports, Resolver, exports
+from kgate.collect.pynames import DEFINED, IMPORT, MODULE, Exports, Resolver, exports
 from kgate.collect.pyscopes import launch_lines
 from kgate.collect.source import SourceFile, UnreadableSource, try_parse
 from kgate.support.filestat import path_state
@@ -31,6 +31,20 @@ from kgate.support.filestat import path_state
 _CHECKING_FOLDERS = frozenset({"test", "tests", "testing", "bench", "benchmark", "benchmarks"})
 _CHECKING_FILES = ("test_", "bench_", "benchmark_")
 _IMPORT = b"import"
+
+
+class _Heads:
+    """Where the names some import statements of a module bind lead (`Modules._table`)."""
+
+    __slots__ = ("reads", "defined", "modules")
+
+    def __init__(self) -> None:
+        self.reads: depends.Reads = {}
+        self.defined: dict[Any, list[tuple[int, int, int, str]]] = {}
+        self.modules: list[tuple[int, int, str, Any]] = []
+
+
+_NOTHING = _Heads()  # what statements that spell nothing bind (never added to)
 
 
 class Modules:
@@ -51,6 +65,13 @@ class Modules:
         self._digests: dict[str, str] = {}  # path -> the digest of its import statements
         self._bound: dict[tuple[str, ...], tuple[list[str], depends.Reads]] = {}
         self._importing: dict[tuple[str, str], tuple[list[tuple[str, list[str]]], depends.Reads]] = {}
+        self._heads_of: dict[tuple[str, int], list[tuple[str, Any, depends.Reads]]] = {}
+        self._words: dict[str, tuple[tuple[str, ...], list[str]]] = {}
+        self._tables: dict[tuple[str, str], _Heads] = {}
+        self._blobs: dict[str, bytes] = {}
+        # path -> its import statements (None where it cannot be read), and the read to note of it
+        self._others: dict[str, tuple[list[list[Any]] | None, str, Any, str | None]] = {}
+        self._checking: dict[str, bool] = {}
 
     def reading(self, key: tuple[object, ...], build: Callable[[], Any]) -> Any:
         """A reading of another module for one file's verdicts (`build`, None where the module cannot be read): built
@@ -239,7 +260,7 @@ class Modules:
 
         def compute() -> list[tuple[str, list[str]]]:
             found = [(other, local) for other in self.importers(name) if other != path
-                     and not checks_kernels(os.path.relpath(other, self.root))
+                     and not self._checks(other)
                      if (local := self.bindings_of(other, (path, name)))]
             found.extend(self._renamed(path, name, found))
             # And the modules that reach it as an attribute of its module (`kernels.fwd` after `from . import
@@ -274,47 +295,116 @@ class Modules:
         return held[0]
 
     def _reaching(self, path: str, owner: str) -> list[tuple[str, list[str]]]:
+        words, routes = self._spelled(path)
         # The names an import that reaches it spells: the class, its module, or a package above it that passes it on.
-        words = [owner, os.path.splitext(os.path.basename(path))[0]]
-        folder = os.path.dirname(path)
-        for _ in range(2):
-            if not os.path.isfile(os.path.join(folder, "__init__.py")):
-                break
-            words.append(os.path.basename(folder))
-            folder = os.path.dirname(folder)
-        # The module's dotted name from each package above it: what follows a name bound to a package or the module.
-        chain = [word for word in reversed(words[1:]) if word != "__init__"]
-        routes = ["", *(".".join(chain[at:]) + "." for at in range(len(chain)))]
-        others: list[str] = []
-        for word in words:
-            others.extend(other for other in self.importers(word) if other not in others)
+        others = dict.fromkeys(other for word in (owner, *words) for other in self.importers(word))
+        want = (path, owner)
         out = []
+        spelling = (owner, *words)
+        tables = self._tables
+        defined = (DEFINED, f"{path}\n{owner}")
         for other in others:
-            if other == path or checks_kernels(os.path.relpath(other, self.root)):
+            if other == path or self._checks(other):
                 continue
-            source, state, digest = self._read(other)
-            if source is None:
-                depends.note(other, state, digest)
+            held = self._others.get(other)
+            if held is None:
+                source, state, digest = self._read(other)
+                held = self._others[other] = (None, other, state, digest) if source is None else \
+                    (self._statements(source), depends.STATEMENTS + other, state, self._statements_digest(source))
+            statements, key, state, digest = held
+            depends.note(key, state, digest)  # the module, where it cannot be read; else its import statements
+            if statements is None:
                 continue
-            depends.note(depends.STATEMENTS + other, state, self._statements_digest(source))
-            spelled = [word.encode("utf-8") for word in words]
-            local: list[str] = []
-            for statement in self._statements(source):
-                if not any(word in statement[0] for word in spelled):
+            found: list[tuple[int, int, int, str]] = []  # (statement, binding, route) of each name: the order read
+            for word in spelling:
+                table = tables.get((other, word))
+                if table is None:
+                    table = self._table(other, statements, word)
+                if table is _NOTHING:
                     continue
-                if statement[1] is None:
-                    statement[1] = _statement_exports(statement[0]) or Exports()
-                own = statement[1]
-                for binding in own.bindings:
-                    if binding.kind != IMPORT:
-                        continue
-                    for dotted in (binding.name, *(f"{binding.name}.{route}{owner}" for route in routes)):
-                        if dotted not in local and self.resolver.definition(other, dotted, own) == (path, owner):
-                            local.append(dotted)
+                depends.replay(table.reads)  # the first step of following each name its statements bind
+                found.extend(table.defined.get(defined, ()))
+                for index, position, name, head in table.modules:
+                    for at, route in enumerate(routes, 1):
+                        if self.resolver.attribute(head, route + owner) == want:
+                            found.append((index, position, at, f"{name}.{route}{owner}"))
+            if not found:
+                continue
+            local = list(dict.fromkeys(dotted for *_at, dotted in sorted(found)))
             if local:
                 out.append((other, local))
         return out
 
+    def _spelled(self, path: str) -> tuple[tuple[str, ...], list[str]]:
+        """The words an import of a definition of the module at `path` spells besides the definition's name (the
+        module's and up to two packages above it), and the routes from a name bound to one of them to the module:
+        kept for the run."""
+        found = self._words.get(path)
+        if found is None:
+            words = [os.path.splitext(os.path.basename(path))[0]]
+            folder = os.path.dirname(path)
+            for _ in range(2):
+                if not os.path.isfile(os.path.join(folder, "__init__.py")):
+                    break
+                words.append(os.path.basename(folder))
+                folder = os.path.dirname(folder)
+            # The module's dotted name from each package above it: what follows a name bound to a package or the
+            # module.
+            chain = [word for word in reversed(words) if word != "__init__"]
+            found = self._words[path] = (tuple(words), ["", *(".".join(chain[at:]) + "." for at in range(len(chain)))])
+        return found
+
+    def _table(self, path: str, statements: list[list[Any]], word: str) -> _Heads:
+        """Where the names bound by the import statements of the module at `path` that spell `word` (as bytes anywhere
+        in their text) lead (`_heads`), together: the definitions, each with the (statement, binding, 0) and name of
+        each binding that leads to it, and the modules, each (statement, binding, name, module); and what following
+        them read. Kept for the run: the definitions of one module, and of the modules of one package, ask with the
+        same words."""
+        key = (path, word)
+        table = self._tables.get(key)
+        if table is not None:
+            return table
+        spelled = word.encode("utf-8")
+        blob = self._blobs.get(path)
+        if blob is None:
+            blob = self._blobs[path] = b"\n".join(statement[0] for statement in statements)
+        if spelled not in blob:  # one search of all its statements: most modules spell a definition's name nowhere
+            self._tables[key] = _NOTHING
+            return _NOTHING
+        table = self._tables[key] = _Heads()
+        for index, statement in enumerate(statements):
+            if spelled not in statement[0]:
+                continue
+            for position, (name, head, reads) in enumerate(self._heads(path, index, statement)):
+                table.reads.update(reads)
+                if head is None:
+                    continue
+                if head[0] == DEFINED:
+                    table.defined.setdefault(head, []).append((index, position, 0, name))
+                elif head[0] == MODULE:
+                    table.modules.append((index, position, name, head))
+        return table
+
+    def _checks(self, path: str) -> bool:
+        """`checks_kernels` of a module of the project, by its path: kept for the run."""
+        found = self._checking.get(path)
+        if found is None:
+            found = self._checking[path] = checks_kernels(os.path.relpath(path, self.root))
+        return found
+
+    def _heads(self, path: str, index: int, statement: list[Any]) -> list[tuple[str, Any, depends.Reads]]:
+        """Each name the import statement `index` of the module at `path` binds, where the name leads as
+        `Resolver.definition` follows it, and what following it read (`Resolver.head`): kept for the run, since the
+        modules that reach a definition are asked about for every definition of a module and the modules its
+        package holds, and most import statements of a project spell its packages' names."""
+        key = (path, index)
+        found = self._heads_of.get(key)
+        if found is None:
+            if statement[1] is None:
+                statement[1] = _statement_exports(statement[0]) or Exports()
+            found = self._heads_of[key] = [(binding.name, *self.resolver.head(path, binding.name, statement[1]))
+                                           for binding in statement[1].bindings if binding.kind == IMPORT]
+        return found
 
     def _renamed(self, path: str, name: str, found: list[tuple[str, list[str]]]) -> list[tuple[str, list[str]]]:
         """The modules that import the definition under a name a module of `found` passes it on as (a package's
@@ -327,7 +417,7 @@ class Modules:
             step: list[tuple[str, str]] = []
             for _other, alias in frontier:
                 for importer in self.importers(alias):
-                    if importer in seen or checks_kernels(os.path.relpath(importer, self.root)):
+                    if importer in seen or self._checks(importer):
                         continue
                     local = self.bindings_of(importer, (path, name), alias)
                     if local:
