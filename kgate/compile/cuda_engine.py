@@ -121,7 +121,7 @@ def compile_cuda(config: Config, targets: tuple[str, ...], *, jobs: int, progres
             else:
                 todo.append(task)
     own = pool is None and bool(todo or cubins)
-    pool = pool or Pool(jobs, worker_env(config))
+    pool = pool or Pool(jobs, worker_env(config), triton=False)
     try:
         todo += _disassemble(config, cubins, pool, cache, run, cached=True)
         fresh = _run_tasks(config, longest_first(todo, durations or {}), progress, pool, cache, run, errors, read,
