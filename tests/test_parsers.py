@@ -158,3 +158,28 @@ def test_local_memory_counts_only_inside_a_backward_branch() -> None:
     assert inside["histogram_shared"].in_loops == (0, 0)
     idle = local_in_loops("Function : f\n  /*0000*/  STL [R1], RZ ;\n  /*0010*/  BRA 0x10;\n")
     assert idle["f"].in_loops == (0, 0) and idle["f"].total == (0, 1)
+
+
+def test_readers_of_two_modules_in_turn_each_read_their_own() -> None:
+    """A module's readers (the statements, the entry headers, the call graph) blank its comments in turn, and the
+    last module blanked is kept for them; the SASS readers likewise share the last listing's functions. Two modules
+    read in turn, again and again, each read as itself."""
+    from kgate.facts.ptx import entry_headers
+    from kgate.facts.ptx_text import code
+
+    first = ('.version 8.7\n.target sm_120a\n// .visible .entry ghost() {\n.visible .entry real(.param .u64 p)\n{\n'
+             '\tld.param.u64 %rd1, [p];\n\tld.global.u32 %r1, [%rd1];\n\tret;\n}\n')
+    second = first.replace("real(", "other(").replace("\tld.global.u32 %r1, [%rd1];\n", "")
+    for _ in range(2):
+        assert [(e.name, e.global_accesses) for e in parse_ptx(first).entries] == [("real", 1)]
+        assert list(entry_headers(second)) == ["other"]
+        assert [(e.name, e.global_accesses) for e in parse_ptx(second).entries] == [("other", 0)]
+    blanked = code(first)
+    assert code(blanked) == blanked and "ghost" not in blanked and code(first) == blanked
+    looped = local_in_loops("Function : f\n  /*0000*/  STL [R1], RZ ;\n  /*0010*/  BRA 0x0;\n")
+    straight = "Function : g\n  /*0000*/  STL [R1], RZ ;\n  /*0010*/  EXIT ;\n"
+    for _ in range(2):
+        assert local_in_loops(straight)["g"].in_loops == (0, 0)
+        assert parse_sass(straight).keys() == {"g"}
+        assert looped == local_in_loops("Function : f\n  /*0000*/  STL [R1], RZ ;\n  /*0010*/  BRA 0x0;\n")
+    assert looped["f"].in_loops == (0, 1)  # (LDL, STL)

@@ -124,3 +124,36 @@ def test_a_task_no_worker_runs_is_refused_where_it_is_made() -> None:
     assert Task("sass", {"cubin": "x"}).function == tuple(TASKS["sass"].split(":"))
     with pytest.raises(ValueError, match="no compile worker task is named 'triton.compiled'"):
         Task("triton.compiled", {})
+
+
+# Workers of a pool that compiles CUDA sources alone, then of one that compiles Triton kernels, then CUDA again, in
+# one process: whether each pool's fork server has Triton loaded (its library mapped), and which server it was.
+SERVER_KINDS = textwrap.dedent("""
+    import json, sys
+    from multiprocessing import forkserver
+    from kgate.compile.pool import Pool
+    from kgate.compile.protocol import Task
+
+    def served(triton):
+        with Pool(1, triton=triton) as pool:  # a task that fails at once: the worker it started is what counts
+            pool.run([Task("cuda.sass", {"cubin": sys.argv[1], "symbols": ["k"]})], 60, lambda index, outcome: None)
+        pid = forkserver._forkserver._forkserver_pid
+        with open(f"/proc/{pid}/maps") as maps:
+            return [pid, "libtriton" in maps.read()]
+
+    print(json.dumps([served(False), served(True), served(False)]))
+""")
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").is_file(), reason="reads /proc")
+def test_a_cuda_only_pool_starts_a_server_without_triton(tmp_path: Path) -> None:
+    """A run that compiles CUDA sources alone never uses Triton in a worker: its fork server does not import it
+    (nor hash its installation, nor set up its backend) before the first compile can start. A pool that needs
+    Triton afterwards in the same process gets a new server that has it, and that one serves CUDA pools too."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    proc = subprocess.run([sys.executable, "-c", SERVER_KINDS, str(tmp_path / "missing.cubin")], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr
+    (cuda, cuda_has), (full, full_has), (again, again_has) = json.loads(proc.stdout)
+    assert (cuda_has, full_has, again_has) == (False, True, True)
+    assert cuda != full == again

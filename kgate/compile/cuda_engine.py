@@ -121,15 +121,14 @@ def compile_cuda(config: Config, targets: tuple[str, ...], *, jobs: int, progres
             else:
                 todo.append(task)
     own = pool is None and bool(todo or cubins)
-    pool = pool or Pool(jobs, worker_env(config))
+    pool = pool or Pool(jobs, worker_env(config), triton=False)
     try:
         todo += _disassemble(config, cubins, pool, cache, run, cached=True)
         fresh = _run_tasks(config, longest_first(todo, durations or {}), progress, pool, cache, run, errors, read,
-                           analyse)
+                           analyse, needs)
         # A fresh compile's kernels whose SASS the plan wants, where its worker did not: disassembled now, from the
         # cubin just kept.
-        wanted = [(task, entry, lacking) for task, entry, unit in fresh
-                  if (lacking := needs(unit) if needs is not None else []) is None or lacking]
+        wanted = [(task, entry, lacking) for task, entry, _unit, lacking in fresh if lacking is None or lacking]
         for task, entry, lacking in wanted:
             if lacking is None:
                 run.failures.append(CompileFailure(task.source.rel, "", task.target, task.source.rel, 1,
@@ -139,7 +138,7 @@ def compile_cuda(config: Config, targets: tuple[str, ...], *, jobs: int, progres
             run.failures.append(CompileFailure(task.source.rel, "", task.target, task.source.rel, 1,
                                                "cuobjdump could not disassemble the cubin just compiled"))
         done = {id(task) for task, _entry, _lacking in wanted}
-        run.units += [unit for task, _entry, unit in fresh if id(task) not in done]
+        run.units += [unit for task, _entry, unit, _lacking in fresh if id(task) not in done]
     finally:
         if own:
             pool.close()
@@ -220,13 +219,16 @@ def _text_size(source: CudaSource) -> int:
 
 def _run_tasks(config: Config, todo: list[_Task], progress: Progress | None, pool: Pool, cache: Cache,
                run: Tally, errors: list[tuple[CudaSource, str, dict[str, Any]]], read: FilesRead,
-               analyse: Analyse | None) -> list[tuple[_Task, Entry, Compiled]]:
-    """Compile the files; each one compiled, with its record and unit (compiler errors go to `errors`)."""
+               analyse: Analyse | None, needs: Needs | None = None
+               ) -> list[tuple[_Task, Entry, Compiled, list[str] | None]]:
+    """Compile the files; each one compiled, with its record, its unit and what `needs` says it lacks (compiler
+    errors go to `errors`). `needs` reads each unit as its compile ends, while the others still compile: the
+    main process's reading of the facts its worker kept is not left to after the last compile."""
     if not todo:
         return []
     done = 0
     unusable: list[str] = []
-    fresh: list[tuple[_Task, Entry, Compiled]] = []
+    fresh: list[tuple[_Task, Entry, Compiled, list[str] | None]] = []
 
     def finished(index: int, outcome: Outcome) -> None:
         nonlocal done
@@ -263,7 +265,8 @@ def _run_tasks(config: Config, todo: list[_Task], progress: Progress | None, poo
             if "error" in value:
                 errors.append((task.source, task.target, value))
             else:
-                fresh.append((task, Entry(value, meta), _unit(task, value, meta, cache)))
+                unit = _unit(task, value, meta, cache)
+                fresh.append((task, Entry(value, meta), unit, needs(unit) if needs is not None else []))
             run.compiled += 1
             run.compile_seconds[f"{task.source.rel}|{task.target}"] = outcome.seconds
         else:

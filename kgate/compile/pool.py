@@ -167,7 +167,7 @@ def _watch_kgate(pid: int) -> None:
     os._exit(1)
 
 
-def _start(ctx: Any, env: dict[str, str | None], stderr: int) -> tuple[Any, Connection]:
+def _start(ctx: Any, env: dict[str, str | None], stderr: int, triton: bool = True) -> tuple[Any, Connection]:
     """A worker process and kgate's end of its pipe.
 
     multiprocessing starts a new fork server when it finds the old one gone, but a request that meets a
@@ -179,7 +179,7 @@ def _start(ctx: Any, env: dict[str, str | None], stderr: int) -> tuple[Any, Conn
         process = ctx.Process(target=_serve, args=(child, _Parent(env, stderr), os.getpid()), daemon=True,
                               name=WORKER_NAME)
         try:
-            start_server()  # a server that has ended is started again here, not by multiprocessing
+            start_server(triton)  # a server that has ended is started again here, not by multiprocessing
             process.start()
         except (EOFError, OSError) as exc:
             conn.close()
@@ -194,12 +194,12 @@ def _start(ctx: Any, env: dict[str, str | None], stderr: int) -> tuple[Any, Conn
 
 
 class _Worker:
-    def __init__(self, ctx: Any, env: dict[str, str | None]) -> None:
+    def __init__(self, ctx: Any, env: dict[str, str | None], triton: bool = True) -> None:
         # The worker's stderr (it writes; kgate reads at its own offset); closed with the worker.
         self.log = tempfile.TemporaryFile()  # noqa: SIM115
         self.logged = 0
         self.tail = ""
-        self.process, self.conn = _start(ctx, env, self.log.fileno())
+        self.process, self.conn = _start(ctx, env, self.log.fileno(), triton)
         self.task: int | None = None
         self.deadline = 0.0
         self.started = 0.0
@@ -269,24 +269,36 @@ def with_diagnostics(outcome: Outcome, said: str) -> Outcome:
 
 
 PRELOAD = ["kgate.compile.preload"]
+# The server of a run that compiles no Triton or CuTe DSL kernel: kgate's CUDA compile path without Triton, and the
+# facts stage its workers read each compiled file with (it arrives pickled with the task: imported here by name).
+CUDA_PRELOAD = ["kgate.compile.preload_cuda", "kgate.facts.run"]
 # The name of every worker process: the fork server starts a process of this name without the program's main module
 # (kgate.compile.preload), which a worker never uses and multiprocessing would otherwise run again in it.
 WORKER_NAME = "kgate-compile-worker"
 
 
-def start_server() -> None:
+def start_server(triton: bool = True) -> None:
     """Start the workers' fork server (if it is not running), when a worker is first needed: a run that finds
     everything in its cache starts none, and pays neither for the server's import of Triton nor for its hash of
-    Triton's installation (about a second of CPU).
+    Triton's installation (about a second of CPU). `triton=False` (a run whose workers compile CUDA sources alone):
+    a server started now imports kgate's CUDA compile path without Triton (`CUDA_PRELOAD`), which a running server
+    of either kind serves; one that a later pool needs Triton from is stopped and started again with it (its workers
+    forked before go on without it).
 
     It starts with SIGINT held back and ignores it from the first line of its preload: a Ctrl-C while it
     imports Triton would otherwise stop it with a traceback of its own on kgate's terminal.
     """
     from multiprocessing import forkserver
 
-    multiprocessing.get_context("forkserver").set_forkserver_preload(PRELOAD)
+    global _SERVER_TRITON
     with interrupts.deferred():
+        if triton and _SERVER_TRITON is False and _server_pid() is not None:
+            _stop_server()  # it lacks Triton: a new one imports it
+        multiprocessing.get_context("forkserver").set_forkserver_preload(PRELOAD if triton else CUDA_PRELOAD)
+        before = _server_pid()
         forkserver.ensure_running()
+        if _server_pid() != before:
+            _SERVER_TRITON = triton
     global _STOP_REGISTERED
     if not _STOP_REGISTERED:
         _STOP_REGISTERED = True
@@ -294,6 +306,8 @@ def start_server() -> None:
 
 
 _STOP_REGISTERED = False
+# Whether the fork server `start_server` started last imported Triton (PRELOAD) or not (CUDA_PRELOAD); None: none.
+_SERVER_TRITON: bool | None = None
 
 
 def _stop_server() -> None:
@@ -302,25 +316,42 @@ def _stop_server() -> None:
     meanwhile it holds kgate's stdout and stderr open for whoever reads them."""
     from multiprocessing import forkserver
 
-    pid = getattr(forkserver._forkserver, "_forkserver_pid", None)
+    pid = _server_pid()
     if pid:
         try:
             os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
         except OSError:
             pass
+        # Closes kgate's end of its pipe, reaps it and forgets it: the next start is a new server.
+        stop = getattr(forkserver._forkserver, "_stop", None)
+        try:
+            if stop is not None:
+                stop()
+            else:
+                os.waitpid(pid, 0)
+        except OSError:
+            pass
+
+
+def _server_pid() -> int | None:
+    """The pid of the fork server multiprocessing knows of (None: none started, or stopped since)."""
+    from multiprocessing import forkserver
+
+    return getattr(forkserver._forkserver, "_forkserver_pid", None)
 
 
 class Pool:
     """Run tasks over `size` worker processes; results arrive through a callback."""
 
-    def __init__(self, size: int, env: dict[str, str | None] | None = None) -> None:
+    def __init__(self, size: int, env: dict[str, str | None] | None = None, *, triton: bool = True) -> None:
+        """`triton=False`: the tasks compile CUDA sources alone (`start_server`)."""
         self.size = max(1, size)
         self.env = env or {}
+        self.triton = triton
         # Workers fork from a server that has imported Triton once (not from this process, which may
         # hold threads, and not spawned afresh, which would import Triton in every worker).
         self.ctx = multiprocessing.get_context("forkserver")
-        self.ctx.set_forkserver_preload(PRELOAD)
+        self.ctx.set_forkserver_preload(PRELOAD if triton else CUDA_PRELOAD)
         self.workers: list[_Worker] = []
         self.peak_rss_kb: dict[int, int] = {}
 
@@ -343,7 +374,7 @@ class Pool:
         pending.reverse()
         wanted = min(self.size, len(tasks))
         while len(self.workers) < wanted:
-            self.workers.append(_Worker(self.ctx, self.env))
+            self.workers.append(_Worker(self.ctx, self.env, self.triton))
         busy: dict[int, _Worker] = {}
         while pending or busy:
             for worker in self.workers:
@@ -400,5 +431,5 @@ class Pool:
     def _replace(self, worker: _Worker) -> None:
         worker.kill()
         position = self.workers.index(worker)
-        self.workers[position] = _Worker(self.ctx, self.env)
+        self.workers[position] = _Worker(self.ctx, self.env, self.triton)
 

@@ -63,6 +63,8 @@ from kgate.facts.ptx import (
 # A call's operands: an optional return list in parentheses, then the target (a function's name, or a register).
 _CALL_TARGET = re.compile(r"^\s*(?:\([^)]*\)\s*,\s*)?([%$\w]+)")
 _TOKEN = re.compile(r"[A-Za-z_$%][\w$]*")
+# What every MMA, call, wait and launch of dependents starts with: `entry_facts` looks closer only at these.
+_FLOW_PREFIXES = ("mma.", "wgmma.mma_async", "tcgen05.mma", "call", "griddepcontrol.")
 # A module variable with an initializer that only this module sees (no `.visible`, `.extern` or `.weak`).
 _PRIVATE_DATA = re.compile(r"^[ \t]*\.global\b[^;={}\n]*?([A-Za-z_$][\w$]*)\s*(?:\[[^\]]*\])?\s*=", re.MULTILINE)
 # The CUDA math library's constant tables (`__cudart_i2opi_f`, `__cudart_i2opi_d`: the bits of 2/pi that sinf, cosf,
@@ -506,6 +508,8 @@ def _waits_in(instrs: list[Instruction], waits: Callable[[Instruction], bool]) -
 def _address_taken(functions: dict[str, PtxFunction], text: str) -> set[str]:
     """The `.func`s named anywhere but in their own header and as a direct call's target: a function pointer
     (an operand of `mov`, a table in `.global` memory) may call them."""
+    if not any(f.kind == "func" for f in functions.values()):
+        return set()  # only a `.func`'s address can be taken: a module of kernels alone need not be read for one
     uses = Counter(_TOKEN.findall(text))
     direct = Counter(call_target(i) for f in functions.values() for i in f.instructions if is_call(i))
     return {name for name, f in functions.items()
@@ -517,10 +521,23 @@ def entry_facts(graph: CallGraph, name: str, *, traced: bool = True) -> PtxEntry
     `traced`."""
     reached, opaque = graph.reached(name)
     functions = [graph.functions[name], *(graph.functions[f] for f in reached)]
-    instrs = [i for f in functions for i in f.instructions]
-    mma = Counter(i.opcode for i in instrs if is_mma(i.opcode))
-    total = sum(1 for i in instrs if is_global_access(i.opcode))
-    total += sum(1 for i in instrs if is_call(i) and (call_target(i) or INDIRECT) in opaque)
+    mma: Counter[str] = Counter()
+    total = 0
+    has_wait = has_launch_dependents = False
+    for function in functions:  # one pass over the instructions (a module has hundreds of thousands)
+        for i in function.instructions:
+            opcode = i.opcode
+            if is_global_access(opcode):
+                total += 1
+            elif opcode.startswith(_FLOW_PREFIXES):
+                if is_mma(opcode):
+                    mma[opcode] += 1
+                elif is_call(i):
+                    total += (call_target(i) or INDIRECT) in opaque
+                elif is_wait(i):
+                    has_wait = True
+                elif opcode.startswith("griddepcontrol.launch_dependents"):
+                    has_launch_dependents = True
     # An access reached through a call is placed where the entry makes that call: its PTX line and source place
     # are the call's (the access itself may sit in another file, or in none the project has).
     # One access per call, its kind and its parameters: the first one some path reaches through it.
@@ -533,8 +550,8 @@ def entry_facts(graph: CallGraph, name: str, *, traced: bool = True) -> PtxEntry
     return PtxEntry(
         name=name,
         mma=dict(sorted(mma.items())),
-        has_wait=any(is_wait(i) for i in instrs),
-        has_launch_dependents=any(i.opcode.startswith("griddepcontrol.launch_dependents") for i in instrs),
+        has_wait=has_wait,
+        has_launch_dependents=has_launch_dependents,
         global_accesses=total,
         unwaited_accesses=unwaited,
         calls=tuple(reached),

@@ -265,12 +265,18 @@ def _items(body: str, first_line: int, files: dict[int, str]) -> list[Instructio
     names = label_names(parsed)
     scoped = any(len(item.scopes) > 1 for item in parsed if isinstance(item, Label))
     out: list[Instruction | str] = []
+    locs: dict[tuple[int, int, int], SourceLoc] = {}  # one place, one (immutable) SourceLoc: most lines share one
     for item in parsed:
         if isinstance(item, Label):
             out.append(names[(item.name, item.scopes[-1])])
             continue
         place = item.place
-        loc = SourceLoc(files.get(place[0], str(place[0])), place[1], place[2]) if place else None
+        if place is None:
+            loc = None
+        else:
+            loc = locs.get(place)
+            if loc is None:
+                loc = locs[place] = SourceLoc(files.get(place[0], str(place[0])), place[1], place[2])
         instr = _instruction(item.text, item.line, loc)
         out.append(_retargeted(instr, item.scopes, names) if scoped else instr)
     return out
@@ -291,15 +297,13 @@ def _retargeted(instr: Instruction, scopes: tuple[int, ...], names: dict[tuple[s
 
 
 def _instruction(stmt: str, ptx_line: int, loc: SourceLoc | None) -> Instruction:
-    predicated = False
-    pred = _PRED.match(stmt) if stmt.startswith("@") else None
+    pred = _PRED.match(stmt) if stmt[:1] == "@" else None
     if pred:
-        predicated = True
         stmt_body = stmt[pred.end():]
-    else:
-        stmt_body = stmt
-    opcode = stmt_body.split(None, 1)[0] if stmt_body else ""
-    return Instruction(opcode=opcode, predicated=predicated, text=stmt, ptx_line=ptx_line, loc=loc)
+        opcode = stmt_body.split(None, 1)[0] if stmt_body else ""
+        return Instruction(opcode=opcode, predicated=True, text=stmt, ptx_line=ptx_line, loc=loc)
+    opcode = stmt.split(None, 1)[0] if stmt else ""
+    return Instruction(opcode=opcode, predicated=False, text=stmt, ptx_line=ptx_line, loc=loc)
 
 
 @dataclass

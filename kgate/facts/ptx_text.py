@@ -56,13 +56,27 @@ def unquoted(name: str) -> str:
 def code(text: str) -> str:
     """The module with every comment blanked (spaces, newlines kept) but the inline asm markers: what the assembler
     reads, at the same offsets and lines."""
+    global _LAST_CODE
+    last = _LAST_CODE  # one read: another thread may replace it meanwhile
+    if text is last[1]:  # a module's readers blank it in turn (parse_ptx, functions, entry_headers)
+        return text
+    if text is last[0]:
+        return last[1]
+
     def blank(match: re.Match[str]) -> str:
         found = match.group(0)
         if found.startswith('"') or found.rstrip() in ASM_MARKERS:
             return found
         return re.sub(r"[^\n]", " ", found)
 
-    return _LEXEME.sub(blank, text) if "/" in text else text
+    blanked = _LEXEME.sub(blank, text) if "/" in text else text
+    _LAST_CODE = (text, blanked)
+    return blanked
+
+
+# The last module `code` blanked and its blanked text: asked again of either, the same text without reading it again
+# (strings are immutable, compared by identity; blanking blanked text changes nothing).
+_LAST_CODE: tuple[str, str] = ("", "")
 
 
 @dataclass(frozen=True)
@@ -104,12 +118,14 @@ def body_items(body: str, first_line: int) -> list[Statement | Label]:
     """A function body (comments blanked: `code`) as its statements and labels, in order."""
     out: list[Statement | Label] = []
     scopes = [0]
+    scope: tuple[int, ...] = (0,)  # `scopes` as the tuple each statement holds: made again only where a brace changes it
     opened = 0
     places = _Places()
     pending = ""
     pending_line = first_line
-    for offset, raw in enumerate(body.split("\n")):
-        lineno = first_line + offset
+    lineno = first_line - 1
+    for raw in body.split("\n"):
+        lineno += 1
         line, _, comment = raw.partition("//")
         line = line.strip()
         if not line:
@@ -117,8 +133,8 @@ def body_items(body: str, first_line: int) -> list[Statement | Label]:
             if marker in ASM_MARKERS:
                 places.marker(marker == ASM_MARKERS[0])
             continue
-        if not pending.strip():
-            located = LOC.match(line)
+        if not pending or not pending.strip():
+            located = LOC.match(line) if line.startswith(".loc") else None
             if located:
                 places.loc(*(count(g) for g in located.groups()))
                 continue
@@ -128,7 +144,7 @@ def body_items(body: str, first_line: int) -> list[Statement | Label]:
                 pending = ""
                 text = line[:-1].strip()
                 if text and not (text.startswith(".") and not text.startswith(BRANCH_TARGETS)):
-                    out.append(Statement(text, lineno, tuple(scopes), places.place))
+                    out.append(Statement(text, lineno, scope, places.place))
                 continue
         elif pending:
             pending += " "
@@ -141,13 +157,14 @@ def body_items(body: str, first_line: int) -> list[Statement | Label]:
                         scopes.append(opened)
                     elif len(scopes) > 1:
                         scopes.pop()
+                    scope = tuple(scopes)
                     continue
                 pending_line = lineno
-                piece = _labels(piece, tuple(scopes), out)
+                piece = _labels(piece, scope, out)
             if piece == ";":
                 text = pending.strip()
                 if text and not (text.startswith(".") and not text.startswith(BRANCH_TARGETS)):
-                    out.append(Statement(text, pending_line, tuple(scopes), places.place))
+                    out.append(Statement(text, pending_line, scope, places.place))
                 pending = ""
                 continue
             pending += piece
@@ -156,7 +173,7 @@ def body_items(body: str, first_line: int) -> list[Statement | Label]:
 
 def _single(line: str) -> bool:
     """Whether a line is one statement and nothing else: no brace, one `;` at its end, no label before it."""
-    return (line.endswith(";") and line.count(";") == 1 and "{" not in line and "}" not in line
+    return (line[-1] == ";" and line.count(";") == 1 and "{" not in line and "}" not in line
             and (":" not in line or _LABEL.match(line) is None))
 
 

@@ -397,6 +397,13 @@ def _through_register(operands: str) -> bool:
 
 
 def _functions(text: str) -> dict[str, list[tuple[int, str, str]]]:
+    """Each function's instructions: (address, opcode, guard and operands). Read, never changed, by its callers:
+    a listing's readers ask in turn (its opcodes, its local memory in loops, its loads in loops), and the last
+    listing's answer is kept for them (by the text's identity: strings are immutable)."""
+    global _LAST_LISTING
+    last = _LAST_LISTING  # one read: another thread may replace it meanwhile
+    if text is last[0]:
+        return last[1]
     functions: dict[str, list[tuple[int, str, str]]] = {}
     current: list[tuple[int, str, str]] | None = None
     for line in text.splitlines():
@@ -408,7 +415,11 @@ def _functions(text: str) -> dict[str, list[tuple[int, str, str]]]:
         if instr and current is not None:
             # The operands keep a guard in front, so that a walk can tell a branch taken only sometimes.
             current.append((int(instr.group(1), 16), instr.group(3), (instr.group(2) or "") + instr.group(4)))
+    _LAST_LISTING = (text, functions)
     return functions
+
+
+_LAST_LISTING: tuple[str, dict[str, list[tuple[int, str, str]]]] = ("", {})
 
 
 def _jump_targets(address: int, op: str, operands: str, tables: dict[int, tuple[int, ...]]) -> list[int]:

@@ -183,8 +183,8 @@ def compile_kernels(config: Config, entries: list[PythonEntry], captured: list[C
         options = replace(options, no_cache=True)
     with made_scratch.folder("kgate-nocache-") as scratch:
         cfg = replace(config, cache_dir=str(Path(scratch).resolve())) if options.no_cache else config
-        # One pool of compile workers for Triton and CUDA kernels alike.
-        with Pool(jobs, worker_env(cfg)) as pool:
+        # One pool of compile workers for Triton and CUDA kernels alike (without Triton where it compiles none).
+        with Pool(jobs, worker_env(cfg), triton=bool(entries or captured)) as pool:
             triton = triton_facts(cfg, entries, targets, jobs=jobs, plan=plan, progress=progress, pool=pool,
                                   captured=captured, toolchain=found.triton)
             # The compile seconds earlier runs recorded (the timings file that sharding reads) start the longest
