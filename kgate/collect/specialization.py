@@ -81,7 +81,7 @@ class Specialization:
             raise ValueError("a specialisation is a table")
         kernel = data.get("kernel")
         module, _, function = kernel.partition(":") if isinstance(kernel, str) else ("", "", "")
-        if not module or not all(part.isidentifier() for part in module.split(".")) or not function.isidentifier():
+        if not isinstance(kernel, str) or not module or not all(part.isidentifier() for part in module.split(".")) or not function.isidentifier():
             raise ValueError("kernel: must be \"package.module:function\"")  # as `kgate capture` writes it
         signature = _table(data.get("signature", {}), "signature")
         for name, ty in signature.items():

@@ -239,7 +239,7 @@ def _continued_cmake_values(text: str, flagged: list[tuple[int, str]]) -> list[t
     setting on the lines after the one that names it: an argument list goes on to its `)` (`set(CMAKE_CUDA_ARCHITECTURES
     <newline> 90 <newline> 120)`), as long as its lines hold architectures only."""
     lines = text.splitlines()
-    out = []
+    out: list[tuple[int, int, str, str, str, str]] = []
     for number, line in flagged:
         for setting in _CMAKE_ARCHS.finditer(line):
             if ")" in line[setting.start():]:
