@@ -215,12 +215,14 @@ def test_a_release_compiles_kernel_modules_that_import_the_projects_packages(tmp
     """A release's environment holds the release alone, while kernel modules import torch and other packages of the
     project's environment: those are imported from the project's environment, Triton from the release's. The matrix
     failed every such module with "No module named 'torch'"."""
-    pytest.importorskip("torch")
+    import importlib.util
+
     version = _release_environment_of_this_triton(tmp_path / "toolchains")
     project = tmp_path / "proj"
     project.mkdir()
+    torch = "import torch\n" if importlib.util.find_spec("torch") is not None else ""  # where this environment has it
     (project / "kern.py").write_text(
-        "import pathspec\nimport torch\nimport triton\nimport triton.language as tl\n\n\n"
+        f"import pathspec\n{torch}import triton\nimport triton.language as tl\n\n\n"
         "@triton.jit\ndef add(x_ptr, n, BLOCK: tl.constexpr):\n"
         "    o = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n"
         "    tl.store(x_ptr + o, tl.load(x_ptr + o, mask=o < n) + 1, mask=o < n)\n", encoding="utf-8")
