@@ -237,10 +237,7 @@ class Resolver:
             found = self.target(path, dotted, own)
         finally:
             self._defined = False
-        if found is None or found[0] != DEFINED:
-            return None
-        file, _newline, name = found[1].partition("\n")
-        return file, name
+        return _defined_at(found)
 
     def head(self, path: str, name: str, own: Exports) -> tuple[Target | None, depends.Reads]:
         """Where the name `name` (no dot) bound by `own`, statements of the module at `path`, leads as `definition`
@@ -265,10 +262,7 @@ class Resolver:
                 found = self._attribute(found, part, 0)
         finally:
             self._defined = False
-        if found is None or found[0] != DEFINED:
-            return None
-        file, _newline, name = found[1].partition("\n")
-        return file, name
+        return _defined_at(found)
 
     def target(self, path: str, dotted: str, own: Exports | None = None, depth: int = 0) -> Target | None:
         """Where a dotted name written in a module leads: a module of the project or a name outside it."""
@@ -518,3 +512,11 @@ def _top_level(path: str) -> ast.Module | None:
         except UnreadableSource:
             pass
     return try_parse(data)
+
+
+def _defined_at(found: Target | None) -> tuple[str, str] | None:
+    """(file, name) of a target that is a definition of the project; None for any other."""
+    if found is None or found[0] != DEFINED:
+        return None
+    file, _newline, name = found[1].partition("\n")
+    return file, name
