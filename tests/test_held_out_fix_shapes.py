@@ -209,9 +209,9 @@ CASES: dict[str, tuple[dict[str, str | bytes], tuple[str, ...], str, str | bytes
     "cu-stale-file-directive": (cu("// kgate: ignore-file[KG302] old\n__global__ void k() {}\n"), SAFE, "k.cu",
                                 "__global__ void k() {}\n", "fixed 1"),
     # A block comment is no directive: it neither silences the launch nor is removed as stale.
-    "cu-block-comment-is-no-directive": (
+    "cu-block-comment-is-a-directive": (
         cu(TORCH + "void run() {\n  k<<<1,1>>>();  /* kgate: ignore[KG302] host checks */\n}\n"), SAFE, "k.cu", None,
-        "fixed 0 finding(s) in 0 files, 1 remaining (1 more fixable with --unsafe-fixes)"),
+        "fixed 0 finding(s) in 0 files, 0 remaining"),
     # CMake: the first line, a cache entry, bracket comments and arguments, lists, generator expressions, properties.
     "cmake-after-minimum-required-fix": (
         build("CMakeLists.txt", "cmake_minimum_required(VERSION 3.24)\nset(CMAKE_CUDA_ARCHITECTURES 120)\n"), FIX,
