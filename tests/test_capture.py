@@ -369,3 +369,34 @@ def test_kernels_of_the_script_itself_and_of_an_installed_copy(tmp_path: Path) -
     code = code.replace("import ops", "import libops as ops")
     run = kgate("capture", "--device", "cpu", "-o", "other.toml", "--", sys.executable, "-c", code, cwd=project)
     assert run.code == 2 and "defined outside the project were not recorded (libops:" in run.stderr
+
+
+def test_a_launcher_entering_the_cpu_tensors_device_is_captured_offline(tmp_path: Path) -> None:
+    """`with torch.cuda.device(x.device.index):` (or `(x.device)`) around a launch, as many launchers write it, is
+    entered on the CPU tensors of an offline capture: torch refuses a CPU device there, and the launch never ran."""
+    project = copy_project("capture", tmp_path)
+    (project / "ctx_ops.py").write_text(textwrap.dedent("""\
+        import torch, triton, triton.language as tl
+
+        @triton.jit
+        def fill_kernel(x, n, BLOCK: tl.constexpr):
+            offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+            tl.store(x + offs, 1.0, mask=offs < n)
+
+        def fill(x, by_index):
+            with torch.cuda.device(x.device.index if by_index else x.device):
+                fill_kernel[(triton.cdiv(x.numel(), 128),)](x, x.numel(), BLOCK=128)
+
+        def fill_of(x):
+            with torch.cuda.device_of(x):
+                fill_kernel[(1,)](x, x.numel(), BLOCK=64)
+        """))
+    code = "import torch, ctx_ops; ctx_ops.fill(torch.zeros(4096), True); ctx_ops.fill(torch.zeros(4096), False); " \
+           "ctx_ops.fill_of(torch.zeros(64))"
+    run = kgate("capture", "--device", "cpu", "--", sys.executable, "-c", code, cwd=project)
+    assert run.code == 0, run.stderr
+    assert sorted(e.spec.constexprs["BLOCK"] for e in entries(project)) == [64, 128]
+    # A CUDA device is still torch's to refuse (there is none here): the command fails as it would without kgate.
+    code = "import torch\nwith torch.cuda.device(0): torch.zeros(1, device='cuda')"
+    run = kgate("capture", "--device", "cpu", "--", sys.executable, "-c", code, cwd=project)
+    assert run.code != 0 and "Traceback" in run.stderr

@@ -258,6 +258,38 @@ def offline_driver(capability: int) -> Any:
     return OfflineDriver()
 
 
+def offline_torch() -> None:
+    """Offline, `torch.cuda.device(...)` of a CPU tensor's device switches nothing, as `torch.cuda.device_of` of one
+    already does.
+
+    Launchers enter `torch.cuda.device(x.device.index)` or `torch.cuda.device(x.device)` around a launch. On the CPU
+    tensors an offline capture runs them on, that is `None` or the CPU, which torch refuses ("invalid argument to
+    exchangeDevice", "Expected a cuda device") although there is no CUDA device to switch: the launch never happened.
+    A CUDA device is still torch's to refuse.
+    """
+    torch = sys.modules.get("torch")
+    cls = getattr(getattr(torch, "cuda", None), "device", None)
+    init = getattr(cls, "__init__", None)
+    if torch is None or init is None or getattr(init, "__kgate__", False):
+        return
+
+    def __init__(self: Any, device: Any) -> None:
+        if device is None or _is_cpu(torch, device):
+            init(self, -1)  # the index torch itself gives a CPU tensor's device (`device_of`)
+        else:
+            init(self, device)
+
+    __init__.__kgate__ = True  # type: ignore[attr-defined]
+    cls.__init__ = __init__  # type: ignore[misc]
+
+
+def _is_cpu(torch: Any, device: Any) -> bool:
+    try:
+        return isinstance(device, (str, torch.device)) and torch.device(device).type == "cpu"
+    except (RuntimeError, TypeError, ValueError):
+        return False
+
+
 def bind_once(kernel_call: Any, quantiles: Any = None, **_: Any) -> list[float]:
     """The offline autotuner's benchmark: run the launcher once (it records and launches nothing)."""
     kernel_call()
@@ -820,7 +852,10 @@ def install_from_env() -> None:
         _sibling("cute_record").install(sys.modules["cutlass.cute"], recorder.cute, measure)
         recorder._write({"type": "cute-dsl"})
 
-    for name, then in (("triton", hooked), ("cutlass.cute", cute_hooked)):
+    hooks: list[tuple[str, Callable[[], None]]] = [("triton", hooked), ("cutlass.cute", cute_hooked)]
+    if offline:
+        hooks.append(("torch", offline_torch))
+    for name, then in hooks:
         if name in sys.modules:  # imported before this process's first line (a .pth file)
             then()
         else:
