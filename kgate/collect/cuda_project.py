@@ -162,6 +162,17 @@ class Project:
                 end = code.find(";", balanced(code, match.end() - 1))
                 yield rel, flow, call, end if end >= 0 else len(code)
 
+    def definers(self, name: str) -> list[str]:
+        """The files that define a function `name` with its body."""
+        needle = name.encode()
+        out = []
+        for rel, path in self.files():
+            if self._mentions(rel, path, needle):
+                flow = self._flow(rel, path)
+                if next(definitions(flow.code, flow, [name]), None) is not None:
+                    out.append(rel)
+        return out
+
     def _mentions_any(self, rel: str, path: str, names: Iterable[str]) -> bool:
         """Whether the file holds one of `names` as a word."""
         return any(self._mentions(rel, path, name.encode()) for name in names if not name.isascii()) or \
@@ -185,6 +196,21 @@ class Project:
             blanked = shared_blank(self.data(rel, path).decode("utf-8", "replace"))
             self._flows[rel] = Flow(blanked.code, line_starts(blanked.code), 0, blanked.comment_lines)
         return self._flows[rel]
+
+
+def nearest(caller: str, definer: str, definers: Iterable[str]) -> bool:
+    """Whether `definer` is among the definitions of a function nearest to a file that calls it: those in the
+    deepest folder that holds the caller and a definition. A repository of several extensions defines the same
+    `cuda_forward` in each; the one an extension's other files call is their own."""
+    def shared(rel: str) -> int:
+        count = 0
+        for mine, theirs in zip(os.path.dirname(caller).split("/"), os.path.dirname(rel).split("/")):
+            if mine != theirs or not mine:
+                break
+            count += 1
+        return count
+
+    return shared(definer) >= max((shared(rel) for rel in definers), default=0)
 
 
 def _directive(code: str, at: int) -> bool:

@@ -86,7 +86,10 @@ CUDA_CHECK(cudaGetLastError());
 - A function other files may call (not a member, not `static`), and an
   `inline` function of a header that the header never calls, is checked
   when every call of it in the project's C++/CUDA files is. Calls in other
-  files are judged where they are and not followed further.
+  files are judged where they are and not followed further. Where several
+  files define the name (a repository of several torch extensions, each
+  folder with its own `cuda_forward`), a call is one of the definitions
+  nearest to it: those in the deepest folder that holds both.
 - A call written in a macro's body (a dispatcher the macro writes out
   wherever it is used, `#define DISPATCH(t, ...) if (t == F32)
   launch<float>(__VA_ARGS__); else launch<half>(__VA_ARGS__)`) is followed
