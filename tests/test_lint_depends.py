@@ -390,3 +390,37 @@ def test_an_edit_that_leaves_a_files_imports_alone_leaves_the_import_words_unwri
     found, linted = lint(project, monkeypatch)
     assert linted == {"pkg/models.py", "pkg/kernels.py"} and found - first == {("pkg/kernels.py", 6, "KG201")}
     assert record.read_bytes() != kept
+
+
+def test_a_read_of_a_file_written_just_before_is_answered_by_its_state_once_it_settles(
+        project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A verdict that read a file written less than two seconds before (a checkout, a pull, then the hook) keeps no
+    state for that read, so a later run digests the file again to answer it. Once the file's state is one to keep,
+    the answer keeps it: every run after that answers the read by its state (each command line is a process of its
+    own, so nothing else remembers the digest)."""
+    import os
+
+    def aged(*rels: str) -> None:
+        for rel in rels:
+            path = project / rel
+            os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns - 10_000_000_000))
+
+    def kept_states() -> list[object]:
+        """The state each cached verdict keeps for its read of pkg/triton_utils.py's names."""
+        from kgate.pipeline.lint_cache import LintCache
+
+        read = "exports:" + str(project / "pkg" / "triton_utils.py")
+        states = []
+        for record in (project / ".kgate-cache").rglob("lint/*.json"):
+            for entry in LintCache(record.parent.parent.parent, record.stem).entries.values():
+                states += [state for key, state, _found in entry[4] if key == read]
+        return states
+
+    # Every file settled but the module the kernel module imports its Triton from, written just now.
+    (project / "pkg" / "triton_utils.py").write_text(TRITON_UTILS)
+    aged(*[str(p.relative_to(project)) for p in project.rglob("*") if p.is_file() and p.name != "triton_utils.py"])
+    first = _findings(kgate("lint", "--format", "json", "--exit-zero", cwd=project, process=True).stdout)
+    assert kept_states() and all(state is None for state in kept_states())
+    aged("pkg/triton_utils.py")  # settled, its bytes the same
+    assert lint(project, monkeypatch)[0] == first
+    assert kept_states() and all(isinstance(state, list) for state in kept_states())

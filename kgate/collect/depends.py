@@ -177,6 +177,34 @@ class Check:
             return False
         return True
 
+    def refreshed(self, reads: Any) -> list[Any] | None:
+        """`reads`, which hold, with the state now of each source whose kept state is not that (None where it was
+        written just before the read, or touched since without a change) and is one to keep; None where none is.
+        Kept as they were, such reads would be answered by digest again on every later run."""
+        out: list[Any] = []
+        changed = False
+        for key, state, found in reads:
+            now = self._state_now(key)
+            if now is not None and (state is None or list(state) != list(now)):
+                out.append([key, list(now), found])
+                changed = True
+            else:
+                out.append([key, state, found])
+        return out if changed else None
+
+    def _state_now(self, key: str) -> Any:
+        if key.startswith(PROBE):
+            return None  # a look keeps what it found, not a state
+        if key.startswith(IMPORTS):
+            return self._tree(IMPORTS, key[len(IMPORTS):].partition("\n")[0]).state()
+        if key.startswith(CPP):
+            return self._cpp_state(key[len(CPP):])
+        path = _path_of(key)
+        now = self._states.get(path, False)
+        if now is False:
+            now = self._states[path] = stable(current(path))
+        return now
+
     def _holds(self, key: str, state: Any, found: str | None) -> bool:
         if key.startswith(IMPORTS):
             root, _newline, name = key[len(IMPORTS):].partition("\n")
@@ -190,14 +218,10 @@ class Check:
             if state is not None and self._cpp_state(root) == state:
                 return True
             return found is not None and self._tree(CPP, root).digest() == found
-        path = key[len(PARTS):].partition("\n")[0] if key.startswith(PARTS) else \
-            key.removeprefix(EXPORTS).removeprefix(STATEMENTS)
-        now = self._states.get(path, False)
-        if now is False:
-            now = self._states[path] = stable(current(path))
+        now = self._state_now(key)
         if state is not None and now == state:
             return True
-        return found is not None and self._digest(key, path) == found
+        return found is not None and self._digest(key, _path_of(key)) == found
 
     def _digest(self, key: str, path: str) -> str | None:
         if key not in self._now:
@@ -235,6 +259,13 @@ class Check:
             head = IMPORTS + root + "\n"
             modules.prepare([key[len(head):] for key in self._keys() if isinstance(key, str) and key.startswith(head)])
         return modules.importers_digest(name) == found
+
+
+def _path_of(key: str) -> str:
+    """The file a read of one file (its bytes, exports, statements or parts) is of."""
+    if key.startswith(PARTS):
+        return key[len(PARTS):].partition("\n")[0]
+    return key.removeprefix(EXPORTS).removeprefix(STATEMENTS)
 
 
 def _digest_now(key: str, path: str) -> str | None:

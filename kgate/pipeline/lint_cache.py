@@ -197,6 +197,7 @@ class LintCache:
             return None
         if stat != state or (depends != [] and not self._check.holds(depends)):
             return None
+        refreshed = self._check.refreshed(depends) if depends != [] else None
         if not trusted:
             try:
                 with open(path, "rb") as handle:
@@ -205,7 +206,8 @@ class LintCache:
                 return None
             if _digest(data) != digest:
                 return None
-            self._remember(rel, state, digest, result, depends)
+        if not trusted or refreshed is not None:
+            self._remember(rel, state, digest, result, depends if refreshed is None else refreshed)
         try:
             found = self._plain.get(tuple(result[2])) if not result[0] and not result[1] else None
             if found is None:
