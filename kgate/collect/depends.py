@@ -162,43 +162,46 @@ class Check:
         self._keys = keys
         self._prepared: set[str] = set()  # the roots whose names asked about are answered together
         self._cpp: dict[str, Any] = {}  # the state of each root's C++ files together
+        # The reads of a file that held by their digest where no state was kept (the file had been written just
+        # before it was read) and the file's state now is one to keep: that state, to be kept in their place. (The
+        # state of the project's files together, which any edit changes, is not kept again this way: every entry
+        # would be written again after each edit.)
+        self._settled: dict[tuple[Any, ...], list[int]] = {}
+        self.unsettled = False  # whether the reads `holds` last found to hold include one of those
 
     def holds(self, reads: Any) -> bool:
         """Whether every read holds (reads not as `Reads` lists them, [[key, state, digest], ...]: not)."""
+        unsettled = False
         try:
             for key, state, found in reads:
                 asked = (key, tuple(state) if state is not None else None, found)
                 held = self._held.get(asked)
                 if held is None:
                     held = self._held[asked] = isinstance(key, str) and self._holds(key, state, found)
+                    if held and state is None and not key.startswith((PROBE, IMPORTS, CPP)):
+                        now = self._state_now(key)
+                        if now is not None:
+                            self._settled[asked] = list(now)
                 if not held:
                     return False
+                unsettled = unsettled or asked in self._settled
         except (TypeError, ValueError):
             return False
+        self.unsettled = unsettled
         return True
 
-    def refreshed(self, reads: Any) -> list[Any] | None:
-        """`reads`, which hold, with the state now of each source whose kept state is not that (None where it was
-        written just before the read, or touched since without a change) and is one to keep; None where none is.
-        Kept as they were, such reads would be answered by digest again on every later run."""
+    def refreshed(self, reads: Any) -> list[Any]:
+        """`reads`, which `holds` found to hold, with the state now of each file read without a state kept (written
+        just before the read: a checkout, then the hook). Kept as they were, such reads would be answered by digest
+        again on every later run."""
         out: list[Any] = []
-        changed = False
         for key, state, found in reads:
-            now = self._state_now(key)
-            if now is not None and (state is None or list(state) != list(now)):
-                out.append([key, list(now), found])
-                changed = True
-            else:
-                out.append([key, state, found])
-        return out if changed else None
+            now = self._settled.get((key, tuple(state) if state is not None else None, found))
+            out.append([key, state if now is None else now, found])
+        return out
 
     def _state_now(self, key: str) -> Any:
-        if key.startswith(PROBE):
-            return None  # a look keeps what it found, not a state
-        if key.startswith(IMPORTS):
-            return self._tree(IMPORTS, key[len(IMPORTS):].partition("\n")[0]).state()
-        if key.startswith(CPP):
-            return self._cpp_state(key[len(CPP):])
+        """The state now of the file a read of one file is of, where it is one to keep."""
         path = _path_of(key)
         now = self._states.get(path, False)
         if now is False:

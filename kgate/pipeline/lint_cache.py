@@ -197,7 +197,7 @@ class LintCache:
             return None
         if stat != state or (depends != [] and not self._check.holds(depends)):
             return None
-        refreshed = self._check.refreshed(depends) if depends != [] else None
+        refreshed = self._check.refreshed(depends) if depends != [] and self._check.unsettled else None
         if not trusted:
             try:
                 with open(path, "rb") as handle:
