@@ -117,7 +117,7 @@ def test_linting_some_files_keeps_the_others_entries(tmp_path: Path) -> None:
     (root / "pkg" / "k002.py").unlink()
     lint(root)  # a whole-project run forgets deleted files
     data = json.loads(next((root / ".kgate-cache" / "v1" / "lint").glob("*.json")).read_text())
-    assert sorted(data["files"]) == ["pkg/k000.py", "pkg/k001.py"]
+    assert sorted(name for name in data["files"] if not name.startswith("\x00")) == ["pkg/k000.py", "pkg/k001.py"]
 
 
 
@@ -146,7 +146,8 @@ def test_a_changed_file_is_written_after_the_record_it_read_and_read_back_as_wri
     (root / "pkg" / "k003.py").unlink()
     lint(root)
     whole = _entries(root)
-    assert sorted(json.loads(whole)) == ["pkg/k000.py", "pkg/k001.py", "pkg/k002.py"]
+    assert sorted(name for name in json.loads(whole) if not name.startswith("\x00")) == [  # less the reads table
+        "pkg/k000.py", "pkg/k001.py", "pkg/k002.py"]
     assert whole.count(b'"pkg/k001.py"') == 1
 
 def test_parallel_and_serial_runs_agree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -238,3 +239,46 @@ def test_entries_written_after_the_others_are_folded_in_before_they_pass_an_eigh
     entries = LintCache(tmp_path, "k" * 32).entries
     assert len(entries) == 400
     assert [entries[f"f{i:04d}.py"][3][2] for i in (5, 50, 65, 300)] == [["KG2"], ["KG3"], ["KG4"], ["KG1"]]
+
+
+def _record(root: Path) -> tuple[Path, dict]:
+    path = next((root / ".kgate-cache" / "v1" / "lint").glob("*.json"))
+    return path, json.loads(path.read_bytes())
+
+
+def test_the_reads_entries_share_are_kept_once_and_read_back_whole(tmp_path: Path) -> None:
+    """Every module reads where its `import triton` may come from in the project: the record keeps each such read
+    once, in its table, and each entry's reads come back whole, as they were noted."""
+    from kgate.pipeline.lint_cache import LintCache
+
+    root = project(tmp_path, files=6)
+    age(root)
+    expected = verdict(lint(root))
+    path, record = _record(root)
+    files = record["files"]
+    table = [row for name, rows in files.items() if name.startswith("\x00") for row in rows]
+    indexes = [i for name, entry in files.items() if not name.startswith("\x00") for i in entry[4]]
+    assert table and len(indexes) > 2 * len(table) and all(type(i) is int for i in indexes)
+    entries = LintCache(path.parent.parent.parent, path.stem).entries
+    assert [[table[i] for i in files[rel][4]] for rel in sorted(entries)] == [entries[rel][4] for rel in sorted(entries)]
+    warm = lint(root)
+    assert warm.cached == 6 and verdict(warm) == expected
+
+
+def test_an_entry_whose_reads_the_table_does_not_hold_is_linted_again(tmp_path: Path) -> None:
+    """A record written by another kgate, sealed as this one seals but listing reads its table does not hold (an
+    index past its end, a negative one, a read given in place of an index), answers none of those entries."""
+    from kgate.pipeline import lint_cache
+
+    root = project(tmp_path, files=4)
+    age(root)
+    expected = verdict(lint(root))
+    path, record = _record(root)
+    files = record["files"]
+    entries = sorted(name for name in files if not name.startswith("\x00"))
+    for name, reads in zip(entries, ([10**6], [-1], [["probe:x", None, ""]])):
+        files[name][4] = reads
+    body = json.dumps(files, separators=(",", ":")).encode()
+    path.write_bytes(lint_cache._sealed(body, path.stem))
+    run = lint(root)
+    assert run.cached == 1 and verdict(run) == expected

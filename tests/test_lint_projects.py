@@ -260,6 +260,11 @@ def test_check_prints_source_paths_from_the_current_folder(tmp_path: Path) -> No
     assert sorted(f["path"] for f in report["findings"]) == ["fla/ops/chunk.py", "fla/ops/utils/cumsum.py", "top.py"]
 
 
+def _files(record: dict) -> list[str]:
+    """The files a lint record holds entries of (less the members of its table of reads)."""
+    return sorted(name for name in record["files"] if not name.startswith("\x00"))
+
+
 def test_a_lint_of_a_folder_inside_and_of_the_project_share_one_cache_without_mixing_them(tmp_path: Path) -> None:
     root = _fla(tmp_path)
     utils = root / "fla/ops/utils"
@@ -267,7 +272,7 @@ def test_a_lint_of_a_folder_inside_and_of_the_project_share_one_cache_without_mi
     assert _where(kgate("lint", cwd=utils).stdout) == ["cumsum.py"]
     # The lint cache names files from the project's top whoever wrote it.
     records = [json.loads(p.read_text()) for p in (root / ".kgate-cache/v1/lint").glob("*.json")]
-    assert [sorted(r["files"]) for r in records] == [["fla/ops/utils/cumsum.py", "fla/ops/utils/skip_me.py"]]
+    assert [_files(r) for r in records] == [["fla/ops/utils/cumsum.py", "fla/ops/utils/skip_me.py"]]
     assert _where(kgate("lint", cwd=root).stdout) == whole
     assert flagged(lint(root)) == whole == flagged(lint(root, "--no-cache"))
     # Each folder's run record replays its own output, never the other's.
@@ -279,4 +284,4 @@ def test_a_lint_of_a_folder_inside_and_of_the_project_share_one_cache_without_mi
 
     assert api_lint(project=root).cached == 5  # the kernels and pyproject.toml
     records = [json.loads(p.read_text()) for p in (root / ".kgate-cache/v1/lint").glob("*.json")]
-    assert [sorted(r["files"]) for r in records] == [sorted([*whole, "fla/ops/utils/skip_me.py", "pyproject.toml"])]
+    assert [_files(r) for r in records] == [sorted([*whole, "fla/ops/utils/skip_me.py", "pyproject.toml"])]
