@@ -80,3 +80,49 @@ def test_a_deep_enough_clone_diffs_against_the_merge_base(tmp_path: Path) -> Non
     assert "merge base with origin/main" in run.stdout, run.stdout
     new = sorted(line.split()[1] for line in run.stdout.splitlines() if line.startswith("new "))
     assert new == ["added_first", "added_second"], run.stdout
+
+
+# A refactor that moves a CUDA kernel to another file (a file renamed, a kernel split out of a file of several)
+# changes no machine code. A CUDA variant is named by its file, so the moved kernel was `gone` at the old name and
+# `new` at the new one, and `--require-identical` failed the refactor. It is now paired with the variant it
+# replaces, as a tile size changed in a registration is, where the pairing is unambiguous.
+
+
+def test_a_cuda_kernel_moved_to_another_file_is_paired() -> None:
+    from kgate.diff.compare import renamed_variants
+
+    gone = [("scale", "src/a.cu", "sm_120a")]
+    assert renamed_variants(gone, [("scale", "src/moved.cu", "sm_120a")]) == {("scale", "src/moved.cu", "sm_120a"):
+                                                                               gone[0]}
+    two = [("scale", "src/b.cu", "sm_120a"), ("scale", "src/c.cu", "sm_120a")]
+    assert renamed_variants(gone, two) == {}  # which one it became is not known
+    assert renamed_variants(gone, [("scale", "src/b.cu", "sm_90a")]) == {}  # another target
+    assert renamed_variants(gone, [("other", "src/b.cu", "sm_120a")]) == {}  # another kernel
+    assert renamed_variants([("", "src/a.cu", "sm_120a")], [("", "src/b.cu", "sm_120a")]) == {}  # failed files
+    # A Triton kernel's name is its module's: a variant of no constexpr is not a file.
+    assert renamed_variants([("m:k", "fp16#00000000", "sm_120a")], [("m:k", "fp16#11111111", "sm_120a")]) == {}
+
+
+@needs_nvcc
+def test_a_move_refactor_is_identical(tmp_path: Path) -> None:
+    other = "__global__ void other(float* x) { x[0] = 7.0f; }\n"
+    project = _repo(tmp_path / "p", {"src/a.cu": K, "src/b.cu": other}, CFG.replace('"*.cu"', '"src/**/*.cu"'))
+    _git(project, "mv", "src/a.cu", "src/renamed.cu")
+    (project / "src" / "ops").mkdir()
+    _git(project, "mv", "src/b.cu", "src/ops/b.cu")
+    run = _diff(project, "HEAD", "--require-identical", "--format", "json")
+    assert run.code == 0, run.stdout + run.stderr
+    rows = {(v["kernel"], v["variant"], v["base_variant"], v["status"]) for v in run.json()["variants"]}
+    assert rows == {("scale", "src/renamed.cu", "src/a.cu", "identical"),
+                    ("other", "src/ops/b.cu", "src/b.cu", "identical")}, rows
+
+
+@needs_nvcc
+def test_a_moved_kernel_whose_code_changed_is_changed_not_new(tmp_path: Path) -> None:
+    project = _repo(tmp_path / "p", {"a.cu": K}, CFG)
+    (project / "a.cu").unlink()
+    (project / "b.cu").write_text(K.replace("2.0f", "3.0f"))
+    run = _diff(project, "HEAD")
+    assert run.code == 0, run.stdout + run.stderr
+    assert "0 identical, 1 changed, 0 new, 0 gone" in run.stdout, run.stdout
+    assert "was a.cu" in run.stdout, run.stdout
