@@ -126,3 +126,33 @@ def test_a_moved_kernel_whose_code_changed_is_changed_not_new(tmp_path: Path) ->
     assert run.code == 0, run.stdout + run.stderr
     assert "0 identical, 1 changed, 0 new, 0 gone" in run.stdout, run.stdout
     assert "was a.cu" in run.stdout, run.stdout
+
+
+# An error in a file only the base revision holds (its capture file, a glob of its CUDA table that matched none of
+# its files) was said as if it were the working tree's: `kgate-capture.toml: invalid TOML` where the working tree
+# has no such file, or `no file matches 'src/*.cu'` where it has one. It now names the base revision, as an
+# unreadable base configuration already did; the working tree's own errors are said as before.
+
+
+def test_the_base_revisions_capture_file_is_named_as_the_bases(tmp_path: Path) -> None:
+    project = _repo(tmp_path / "p", {"k.cu": K, "kgate-capture.toml": "version = 1\n[[specialization]]\nbad = [\n"},
+                    CFG)
+    _git(project, "rm", "-q", "kgate-capture.toml")
+    run = _diff(project, "HEAD")
+    assert run.code == 2, run.stdout + run.stderr
+    assert run.stderr.startswith("kgate: error: the base revision HEAD (") and \
+        "): kgate-capture.toml: invalid TOML" in run.stderr, run.stderr
+    (project / "kgate-capture.toml").write_text("version = 7\n")  # the working tree's own: no base named
+    run = _diff(project, "HEAD")
+    assert run.code == 2 and "kgate: error: kgate-capture.toml:1: unsupported capture file version 7" in run.stderr \
+        and "base revision" not in run.stderr, run.stderr
+
+
+def test_a_glob_that_matched_no_file_at_the_base_is_named_as_the_bases(tmp_path: Path) -> None:
+    project = _repo(tmp_path / "p", {"old.cu": K}, CFG.replace('"*.cu"', '"src/*.cu"'))
+    (project / "src").mkdir()
+    _git(project, "mv", "old.cu", "src/a.cu")
+    run = _diff(project, "HEAD")
+    assert run.code == 2, run.stdout + run.stderr
+    assert "kgate: error: the base revision HEAD (" in run.stderr and \
+        "): kgate.toml: cuda[0].sources: no file matches 'src/*.cu'" in run.stderr, run.stderr
