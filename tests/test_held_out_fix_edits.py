@@ -134,13 +134,14 @@ PINNED = [
      "case $x in\n  a) nvcc -arch=sm_120 ;;  # kgate: ignore[KG301] TODO: give the reason\nesac\n"),
     ("build.sh", "nvcc ${ARCH:-sm_120} k.cu\n", 1,
      "nvcc ${ARCH:-sm_120} k.cu  # kgate: ignore[KG301] TODO: give the reason\n"),
-    # Makefiles: a recipe, after a define whose `endef` a comment follows, a $(shell ...) call.
+    # Makefiles: a recipe, after a define whose `endef` a comment follows, a $(shell ...) call. In make text the
+    # pin follows the value with no space: make keeps the spacing before a comment in the variable's value.
     ("Makefile", "all:\n\tnvcc -arch=sm_120 k.cu\n", 2,
      "all:\n\tnvcc -arch=sm_120 k.cu  # kgate: ignore[KG301] TODO: give the reason\n"),
     ("Makefile", "define X\nnvcc\nendef # d\nARCH = sm_120\n", 4,
-     "define X\nnvcc\nendef # d\nARCH = sm_120  # kgate: ignore[KG301] TODO: give the reason\n"),
+     "define X\nnvcc\nendef # d\nARCH = sm_120# kgate: ignore[KG301] TODO: give the reason\n"),
     ("Makefile", "ARCH := $(shell echo sm_120)\n", 1,
-     "ARCH := $(shell echo sm_120)  # kgate: ignore[KG301] TODO: give the reason\n"),
+     "ARCH := $(shell echo sm_120)# kgate: ignore[KG301] TODO: give the reason\n"),
     # TOML: after a literal string that ends in a quote, an array of tables.
     ("pyproject.toml", "a = '''x''''\nb = 1\n", 1, "a = '''x''''  # kgate: ignore[KG301] TODO: give the reason\nb = 1\n"),
     ("pyproject.toml", "[[tool.x]]\nc = 1\n", 1, "[[tool.x]]  # kgate: ignore[KG301] TODO: give the reason\nc = 1\n"),

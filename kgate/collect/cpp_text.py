@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 from kgate.collect import depends
 from kgate.support.comments.cpp import Blanked, blank
 
-__all__ = ["Blanked", "blank", "blanked", "shared_blank"]
+__all__ = ["Blanked", "blank", "blanked", "shared_blank", "without_disabled"]
 
 # One run's blankings by text, up to `_SHARED_CHARS` characters of text: a file under lint and the project's reading of
 # the same file (`kgate.collect.cuda_project`, which reads the project's other files once a launch needs them) blank
@@ -46,6 +46,56 @@ def shared_blank(text: str) -> Blanked:
         if size <= _SHARED_CHARS:
             _SHARED[text], _SHARED_SIZE["chars"] = found, size
     return found
+
+
+_CONDITIONAL = re.compile(r"^[ \t]*#[ \t]*(if|ifdef|ifndef|elif|elifdef|elifndef|else|endif)\b(.*)$", re.MULTILINE)
+_CONSTANT = re.compile(r"^\s*\(?\s*(0|1|false|true)\s*\)?\s*$")
+
+
+def without_disabled(code: str) -> str:
+    """`code` (comments and strings already blanked) with the lines the preprocessor never compiles blanked too:
+    those under `#if 0` (or `#if false`) up to its `#else`, `#elif` or `#endif`, and those after the `#else` of an
+    `#if 1`. A launch there is no launch, and a check there checks nothing. Any other condition is taken to hold
+    either way (both branches kept). Offsets and lines are kept."""
+    if "#" not in code:
+        return code
+    found = list(_CONDITIONAL.finditer(code))
+    if not any(m.group(1) == "if" and _CONSTANT.match(m.group(2)) for m in found):
+        return code
+    chars = list(code)
+    stack: list[tuple[bool, str]] = []  # per open conditional: whether its enclosing text is dead; its constant
+    dead_from: int | None = None
+    for match in found:
+        directive, rest = match.group(1), match.group(2)
+        outer = bool(stack) and stack[-1][0]
+        if directive.startswith("if"):
+            constant = _CONSTANT.match(rest) if directive == "if" else None
+            value = constant.group(1) if constant else ""
+            stack.append((outer or value in ("0", "false"), value))
+            here = stack[-1][0]
+        elif not stack:
+            continue  # an #else or #endif without its #if: left as it is
+        elif directive == "endif":
+            stack.pop()
+            here = bool(stack) and stack[-1][0]
+        else:  # #else, #elif: the other branch
+            parent = len(stack) > 1 and stack[-2][0]
+            value = stack[-1][1]
+            branch_dead = parent or value in ("1", "true")  # after an `#if 1` every other branch is dead
+            stack[-1] = (branch_dead, "1" if value in ("1", "true") else "")
+            here = branch_dead
+        if here and dead_from is None:
+            dead_from = match.end()
+        elif not here and dead_from is not None:
+            for at in range(dead_from, match.start()):
+                if chars[at] != "\n":
+                    chars[at] = " "
+            dead_from = None
+    if dead_from is not None:
+        for at in range(dead_from, len(chars)):
+            if chars[at] != "\n":
+                chars[at] = " "
+    return "".join(chars)
 
 
 def line_of(text: str, offset: int) -> int:

@@ -95,8 +95,19 @@ def commit_of(root: Path, rev: str) -> str:
     single = named.stdout.strip() if named.returncode == 0 and len(named.stdout.split()) == 1 else ""
     done = _git(root, "rev-parse", "--verify", "--quiet", f"{single}^{{commit}}", check=False) if single else None
     if done is None or done.returncode != 0 or not done.stdout.strip():
+        if _is_shallow(root):
+            raise ConfigError(f"unknown revision {rev!r}: not a commit of this shallow clone's history ({_DEEPEN})")
         raise ConfigError(f"unknown revision {rev!r}: not a commit of this repository")
     return done.stdout.strip()
+
+
+_DEEPEN = "fetch the history it needs: `git fetch --unshallow`, or `fetch-depth: 0` for actions/checkout"
+
+
+def _is_shallow(root: Path) -> bool:
+    """Whether the repository holds only part of its history (a `git clone --depth N`, CI's usual checkout)."""
+    done = _git(root, "rev-parse", "--is-shallow-repository", check=False)
+    return done.returncode == 0 and done.stdout.strip() == "true"
 
 
 def default_base(root: Path) -> tuple[str, str]:
@@ -109,6 +120,11 @@ def default_base(root: Path) -> tuple[str, str]:
         base = done.stdout.strip()
         if done.returncode == 0 and base and base != head:
             return base, f"merge base with {branch}"
+        # In a shallow clone the merge base may lie beyond the history fetched: HEAD~1 would stand in for the
+        # branch's whole change and compare its last commit only.
+        if done.returncode != 0 and _is_shallow(root):
+            raise ConfigError(f"the merge base of HEAD and {branch} is not in this shallow clone's history: "
+                              f"{_DEEPEN}, or name the base revision (`kgate diff BASE`)")
     return "HEAD~1", "HEAD~1"
 
 

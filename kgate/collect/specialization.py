@@ -14,8 +14,9 @@ Values are kept in the form kgate's files hold them (TOML has no `None` and no d
 
 A variant's name is readable where it can be (constexprs and options, as kgate always named
 variants, then the pointers' element types) and ends with a tag, eight hex digits of the rest of
-the specialisation (argument types, divisibility, constants), so two launches that compile
-differently never share a name: `BLOCK=1024,warps=4,stages=3,bf16+fp32#3fa2c1d0`.
+the specialisation (argument types, divisibility, constants, and any value the readable part shows as it
+would show another: the string constexpr "1" and the integer 1), so two launches that compile differently never
+share a name: `BLOCK=1024,warps=4,stages=3,bf16+fp32#3fa2c1d0`.
 """
 
 from __future__ import annotations
@@ -53,9 +54,15 @@ class Specialization:
 
     @property
     def tag(self) -> str:
-        """Eight hex digits of what the readable name leaves out."""
-        blob = json.dumps([self.signature, sorted(self.divisible), sorted(self.equal_to_1), sorted(self.none)],
-                          sort_keys=True, separators=(",", ":"))
+        """Eight hex digits of what the readable name leaves out (and of the values it shows ambiguously)."""
+        rest: list[Any] = [self.signature, sorted(self.divisible), sorted(self.equal_to_1), sorted(self.none)]
+        # A value the readable name shows as another would be (the string "1" as the integer 1, a string holding
+        # `,NAME=` as two values) is told apart here, with its type; every other name is as it always was.
+        unclear = {f"{kind}:{name}": value for kind, values in (("c", self.constexprs), ("o", self.options))
+                   for name, value in values.items() if _shown_as_another(value)}
+        if unclear:
+            rest.append(unclear)
+        blob = json.dumps(rest, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:8]
 
     @property
@@ -195,6 +202,23 @@ def _formatted(value: Any) -> str:
     if isinstance(value, list):
         return "(" + ",".join(_formatted(v) for v in value) + ")"
     return str(value)
+
+
+def _shown_as_another(value: Any) -> bool:
+    """Whether a variant's name shows `value` as it would show another value: a string that reads as a number, a
+    boolean or a list (`"1"`, `"nan"`, `"true"`, `"(2,3)"`), or that holds the separators between values (`,`,
+    `=`); a list holding such a string."""
+    if isinstance(value, list):
+        return any(_shown_as_another(v) for v in value)
+    if not isinstance(value, str):
+        return False
+    if value in ("true", "false") or any(c in value for c in ",=()"):
+        return True
+    try:
+        float(value)
+    except ValueError:
+        return False
+    return True
 
 
 def _table(value: Any, key: str) -> dict[str, Any]:

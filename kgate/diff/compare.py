@@ -164,7 +164,8 @@ def side_by_side(old: tuple[Instruction, ...], new: tuple[Instruction, ...], roo
 def renamed_variants(gone: list[Key], new: list[Key]) -> dict[Key, Key]:
     """New variant -> the gone one it replaces: the only gone and the only new variant of one kernel and target
     that differ in the values of their constexprs or options alone (a tile size changed in the registration,
-    `BLOCK_N=4096,warps=8,...` -> `BLOCK_N=2048,warps=8,...`), so that the change reads as one."""
+    `BLOCK_N=4096,warps=8,...` -> `BLOCK_N=2048,warps=8,...`), or, for a CUDA kernel, in its file alone (the
+    file renamed or moved, the kernel moved to another file), so that the change reads as one."""
     def shape(key: Key) -> tuple[str, str, tuple[str, ...]]:
         items = key[1].split(",")
         return key[0], key[2], tuple(item.split("=", 1)[0] if "=" in item else "\0" + item for item in items)
@@ -174,6 +175,10 @@ def renamed_variants(gone: list[Key], new: list[Key]) -> dict[Key, Key]:
         for key in keys:
             if "=" in key[1]:
                 groups.setdefault(shape(key), ([], []))[index].append(key)
+            elif key[0] and not _TRITON_NAME.match(key[0]):
+                # A CUDA kernel's variant is its file: one that moved (a file renamed, a kernel moved to another
+                # file) is the only gone and the only new variant of that kernel and target.
+                groups.setdefault((key[0], key[2], ("\0file",)), ([], []))[index].append(key)
     return {n[0]: g[0] for g, n in groups.values() if len(g) == 1 and len(n) == 1}
 
 

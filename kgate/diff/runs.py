@@ -46,13 +46,27 @@ def revision_diff(config: Config, options: CheckOptions, base_rev: str | None, p
     cache_dir = str((config.root / config.cache_dir).resolve())
     with revision.checkout(top, commit) as tree, diff_run():
         base_config = _base_config(config, top, tree, named, cache_dir)  # a base that cannot be read fails first
-        if nothing and nothing_to_gate(base_config, triton_entries(base_config), captured_specs(base_config)):
+        with _of_the_base(f"{named} ({commit[:12]})"):
+            base_empty = bool(nothing) and bool(nothing_to_gate(base_config, triton_entries(base_config),
+                                                                captured_specs(base_config)))
+        if nothing and base_empty:
             raise ConfigError(nothing)  # neither side has a kernel: what the working tree lacks is said
         head = compile_side(config, options, "working tree", progress)
-        base = compile_side(base_config, options, f"{named} ({commit[:12]})", progress)
+        with _of_the_base(f"{named} ({commit[:12]})"):
+            base = compile_side(base_config, options, f"{named} ({commit[:12]})", progress)
         require_selection(config, options, base, head)
         return compare_sides(cache_dir, base, head, options.jobs, (str(config.root.resolve()), str(base_config.root)),
                         pairs)
+
+
+@contextmanager
+def _of_the_base(label: str) -> Iterator[None]:
+    """An error of the base revision's own files (its capture file, a glob of its CUDA table that matches none of its
+    files) says that it is the base's: the working tree's file of that name may be fine, or gone."""
+    try:
+        yield
+    except KgateError as exc:
+        raise type(exc)(f"the base revision {label}: {exc}") from None
 
 
 @contextmanager

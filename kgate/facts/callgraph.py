@@ -7,7 +7,8 @@ block-scaled MMA or a spill in a callee is the kernel's. This module is the one 
 every fact about an entry that its callees can change is read through it.
 
 What it cannot see it says: a call through a register (a function pointer) may reach any function whose address
-the module takes, and a callee with no body in this PTX (`.extern .func`, a prototype only) may do anything, unless
+the module takes, unless every value the register may hold is the address of a function defined here (`mov.u64 %rd1,
+f`, a `selp` of two such: the call is then a call of each of them), and a callee with no body in this PTX (`.extern .func`, a prototype only) may do anything, unless
 it is one of the device runtime's functions whose effect is known (`RUNTIME`: printf, a failed assert, the heap).
 Both are listed in the entry's `opaque_calls`; for the PDL analysis such a call writes global memory and does not
 wait.
@@ -123,12 +124,16 @@ def is_call(instr: Instruction) -> bool:
 
 def call_target(instr: Instruction) -> str | None:
     """The name a call instruction calls, or None for a call through a register."""
-    rest = instr.text.split(None, 1)[1] if instr.predicated else instr.text
-    parts = rest.split(None, 1)
-    found = _CALL_TARGET.match(parts[1] if len(parts) > 1 else "")
+    found = _CALL_TARGET.match(_call_operands(instr))
     if found is None or found.group(1).startswith("%"):
         return None
     return found.group(1)
+
+
+def _call_operands(instr: Instruction) -> str:
+    rest = instr.text.split(None, 1)[1] if instr.predicated else instr.text
+    parts = rest.split(None, 1)
+    return parts[1] if len(parts) > 1 else ""
 
 
 @dataclass(frozen=True)
@@ -180,6 +185,7 @@ class CallGraph:
         self._computing: set[str] = set()
         self._returns: dict[str, Returned] = {}
         self._kills: dict[str, list[list[Instruction]]] = {}
+        self._pointed: dict[tuple[str, int], tuple[str, ...]] = {}
 
     def callees(self, name: str) -> list[str]:
         """What one function calls, in text order, each once: a name, or INDIRECT."""
@@ -187,9 +193,26 @@ class CallGraph:
             out: dict[str, None] = {}
             for instr in self.functions[name].instructions:
                 if is_call(instr):
-                    out.setdefault(call_target(instr) or INDIRECT, None)
+                    out.update(dict.fromkeys(self.called_by(name, instr)))
             self._callees[name] = list(out)
         return self._callees[name]
+
+    def called_by(self, caller: str, call: Instruction) -> tuple[str, ...]:
+        """What one call instruction may call: the function it names; for a call through a register, the functions
+        of this module whose addresses are every value the register may hold in the caller (`mov.u64 %rd1, f`, a
+        `selp` of two such), else INDIRECT (a pointer read from memory or passed in may reach anything)."""
+        target = call_target(call)
+        if target is not None:
+            return (target,)
+        key = (caller, call.ptx_line)
+        if key not in self._pointed:
+            found = _CALL_TARGET.match(_call_operands(call))
+            held = self.sources(caller).get(found.group(1), frozenset()) if found else frozenset()
+            names = sorted({symbol_of(source) or "" for source in held})
+            pointed = bool(names) and all(self.functions.get(n) is not None and self.functions[n].kind == "func"
+                                          for n in names)
+            self._pointed[key] = tuple(names) if pointed else (INDIRECT,)
+        return self._pointed[key]
 
     def bottom_up(self) -> list[str]:
         """Every function, callees before their callers (a cycle in some order): summaries computed in this order
@@ -256,7 +279,7 @@ class CallGraph:
         out: dict[str, None] = {}
         for name in [entry, *self.reached(entry)[0]]:
             for call in self._calls_in_cycles(name):
-                for target in self.targets(call_target(call) or INDIRECT):
+                for target in (t for callee in self.called_by(name, call) for t in self.targets(callee)):
                     out.setdefault(target, None)
                     for inner in self.reached(target)[0]:
                         out.setdefault(inner, None)
@@ -369,14 +392,15 @@ class CallGraph:
                     changed = True
         return summary
 
-    def _call_waits(self, instr: Instruction, summary: dict[str, bool]) -> bool:
+    def _call_waits(self, caller: str, instr: Instruction, summary: dict[str, bool]) -> bool:
+        """Whether a call always waits: each function it may call does (a call through a pointer to one of this
+        module's functions, which of them decided at run time, waits where all of them do)."""
         if instr.predicated:
             return False
-        target = call_target(instr)
-        return target is not None and summary.get(target, False)
+        return all(summary.get(target, False) for target in self.called_by(caller, instr))
 
     def _returns_waited(self, name: str, summary: dict[str, bool]) -> bool:
-        waits = partial(self._call_waits, summary=summary)
+        waits = partial(self._call_waits, name, summary=summary)
         blocks, unwaited_in = self._flow(name, waits)
         for index, block in enumerate(blocks):
             state = unwaited_in[index] and not _waits_in(self._waits_or_calls(name)[index], waits)
@@ -436,7 +460,7 @@ class CallGraph:
 
     def _accesses_before_wait(self, name: str, summary: dict[str, dict[_Key, _Found]]) -> dict[_Key, _Found]:
         waits = self._must_wait or {}
-        blocks, unwaited_in = self._flow(name, lambda i: self._call_waits(i, waits))
+        blocks, unwaited_in = self._flow(name, lambda i: self._call_waits(name, i, waits))
         out: dict[_Key, _Found] = {}
         for index, block in enumerate(blocks):
             state = unwaited_in[index]
@@ -447,7 +471,7 @@ class CallGraph:
                     if state:
                         for key, found in self._called(name, instr, summary):
                             out.setdefault(key, found)
-                    if self._call_waits(instr, waits):
+                    if self._call_waits(name, instr, waits):
                         state = False
                 elif state and is_global_access(instr.opcode):
                     sources = access_sources(self.functions[name], instr, self.sources(name))
@@ -465,12 +489,15 @@ class CallGraph:
         to the caller's parameters through what the call passes, or the call itself where its code is not here. An
         access whose address is only what this call passes into the shared window or the stack (a helper that stores
         through its pointer argument, given a shared tile's address here) is not global memory at this call."""
-        callee = call_target(call) or INDIRECT
+        callees = self.called_by(caller, call)
         out: list[tuple[_Key, _Found]] = []
-        if self.opaque(callee):
-            out.append((("", call.ptx_line, frozenset()), _Found(call.opcode, call, (callee,), opaque=True, site=call)))
-        arguments = call_arguments(self.functions[caller], call, self.sources(caller)) if self.targets(callee) else {}
-        for target in self.targets(callee):
+        for callee in callees:
+            if self.opaque(callee):
+                out.append((("", call.ptx_line, frozenset()), _Found(call.opcode, call, (callee,), opaque=True,
+                                                                    site=call)))
+        targets = [t for callee in callees for t in self.targets(callee)]
+        arguments = call_arguments(self.functions[caller], call, self.sources(caller)) if targets else {}
+        for target in targets:
             for (function, line, _inner), found in summary.get(target, {}).items():
                 sources = frozenset(s for k in found.sources for s in passed(k, arguments))
                 if off_global(sources) or (not found.writes and not found.opaque and self._constant(sources)):
@@ -525,6 +552,7 @@ def entry_facts(graph: CallGraph, name: str, *, traced: bool = True) -> PtxEntry
     total = 0
     has_wait = has_launch_dependents = False
     for function in functions:  # one pass over the instructions (a module has hundreds of thousands)
+        called_by = partial(graph.called_by, function.name)
         for i in function.instructions:
             opcode = i.opcode
             if is_global_access(opcode):
@@ -533,7 +561,7 @@ def entry_facts(graph: CallGraph, name: str, *, traced: bool = True) -> PtxEntry
                 if is_mma(opcode):
                     mma[opcode] += 1
                 elif is_call(i):
-                    total += (call_target(i) or INDIRECT) in opaque
+                    total += any(callee in opaque for callee in called_by(i))
                 elif is_wait(i):
                     has_wait = True
                 elif opcode.startswith("griddepcontrol.launch_dependents"):

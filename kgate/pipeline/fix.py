@@ -226,9 +226,10 @@ def apply_fixes(rel: str, data: bytes, fixes: Iterable[Fix]) -> tuple[bytes | No
         return None, [], f"{exc}: kgate edits UTF-8 files only"
     python = rel.endswith((".py", ".pyi"))
     starts = line_starts(text)
+    recipes = _make_recipe_lines(rel, text)
     resolved: list[tuple[Fix, list[tuple[int, int, Edit]]]] = []
     for fix in fixes:
-        located = [_span(text, starts, edit, python) for edit in fix.edits]
+        located = [_span(text, starts, edit, python, recipes) for edit in fix.edits]
         if located and all(span is not None for span in located):
             resolved.append((fix, [span for span in located if span is not None]))
     taken: list[tuple[Fix, list[tuple[int, int, Edit]]]] = []
@@ -342,8 +343,22 @@ def line_of(text: str, starts: list[int], line: int) -> str:
     return _NEWLINE.sub("", text[starts[line]:end])
 
 
-def _span(text: str, starts: list[int], edit: Edit, python: bool) -> tuple[int, int, Edit] | None:
-    """(start, end) offsets the edit covers, with a `drop-suppression` made a plain replacement."""
+def _make_recipe_lines(rel: str, text: str) -> set[int] | None:
+    """A Makefile's recipe lines (`make_recipe_lines`); None for a file of another kind."""
+    from kgate.support.comments import language
+
+    if language(rel) != "make":
+        return None
+    from kgate.support.comments.shell import make_recipe_lines
+
+    return make_recipe_lines(text)
+
+
+def _span(text: str, starts: list[int], edit: Edit, python: bool,
+          recipes: set[int] | None = None) -> tuple[int, int, Edit] | None:
+    """(start, end) offsets the edit covers, with a `drop-suppression` made a plain replacement. `recipes`: in a
+    Makefile, its recipe lines; on its other lines the spacing before a comment is part of the line's value
+    (`X := a  # ...`), and a directive removed takes none of it."""
     if edit.kind == "drop-suppression":
         if not 0 < edit.line < len(starts) - 1:
             return None
@@ -353,6 +368,9 @@ def _span(text: str, starts: list[int], edit: Edit, python: bool) -> tuple[int, 
         start, end, replacement = found
         line = line_of(text, starts, edit.line)
         base = starts[edit.line]
+        if recipes is not None and edit.line - 1 not in recipes and not replacement and line[:start].strip():
+            while start < edit.col and line[start] in " \t":
+                start += 1
         if not python and not replacement and not (line[:start] + line[end:]).strip():
             # A comment on a line of its own: the line goes (libcst removes a Python comment line itself).
             following = starts[edit.line + 1] if edit.line + 1 < len(starts) - 1 else len(text)

@@ -40,6 +40,7 @@ from kgate.pipeline.lint import active_findings, discover, run_lint
 from kgate.pipeline.writes import Change
 from kgate.support.comments import LINE_MARKER, Comment, comments, language, same_code
 from kgate.support.comments.python import readings_kept
+from kgate.support.comments.shell import make_recipe_lines
 
 # Codes that are about the comments or the file itself: never pinned.
 _NOT_PINNED = frozenset({"KG002", "KG003", "KG004"})
@@ -187,6 +188,9 @@ def _pin_text(text: str, lines: dict[int, list[str]], lang: str, found: list[Com
     comments where the caller has read them; `tails`: filled with the comment each pinned line ends with."""
     starts = line_starts(text)
     ending = {c.end: c for c in (comments(text, lang) if found is None else found) if not c.block}
+    # Make text (not a recipe) ends a line's value where its comment starts: a comment there is written right
+    # after the code, with no spacing that would become part of the value (`X := a` stays `a`, not `a  `).
+    recipes = make_recipe_lines(text) if lang == "make" else None
     missed: dict[int, str] = {}
     pieces: list[tuple[int, int, str]] = []
     for number, codes in sorted(lines.items()):
@@ -206,7 +210,10 @@ def _pin_text(text: str, lines: dict[int, list[str]], lang: str, found: list[Com
         tail = "" if comment is None else text[comment.start:end]
         for pinned in codes:
             tail = with_code(tail, pinned, LINE_MARKER[lang]) or tail
-        if comment is None:
+        if comment is None and recipes is not None and number - 1 not in recipes and code.strip():
+            ended = code.rstrip("\r")
+            code, tail = ended, tail + code[len(ended):]
+        elif comment is None:
             tail = ("  " if code.strip() else "") + tail
             code = code.rstrip() if code.strip() else code
         if tails is not None:

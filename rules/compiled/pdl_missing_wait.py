@@ -40,10 +40,13 @@ What it reports depends on what the access does:
 - A kernel that never waits is an error for any access it makes: nothing in
   it is ordered after the kernel before it.
 - A call whose code is not in the PTX (an `.extern` function, a call
-  through a function pointer) is taken to write global memory and not to
-  wait, and the finding says so (the device runtime's `printf`, a failed
-  `assert` and the device heap's `malloc` and `free` are known not to touch
-  the program's memory).
+  through a function pointer read from memory or passed in) is taken to
+  write global memory and not to wait, and the finding says so (the device
+  runtime's `printf`, a failed `assert` and the device heap's `malloc` and
+  `free` are known not to touch the program's memory). A pointer that
+  holds the address of one of the module's own functions on every path
+  (`(c ? wait_a : wait_b)()`) is a call of those functions: it waits where
+  all of them do.
 - A load of the CUDA math library's constant tables (the bits of 2/pi that
   `sinf`, `cosf` and `tl.sin` reduce large arguments with, private to the
   module, their address never written through or handed on) is not

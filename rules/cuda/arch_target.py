@@ -21,7 +21,12 @@ comments, a CMake `message()` or the condition of an `if()`, `elseif()` or
 `printf` (less the commands it substitutes: `echo $(nvcc -arch=sm_120 ...)`
 runs nvcc), a Makefile's `$(info)`, `$(warning)` or `$(error)`. So
 `message(FATAL_ERROR "set TORCH_CUDA_ARCH_LIST to 12.0a, not 12.0")` names
-no build.
+no build. An architecture whose word the build goes on writing after its
+digits is not bare in the text, and is neither reported nor rewritten: a
+suffix from a variable or a format field (`sm_120${SUFFIX}`, `$(SUF)`,
+`f"-arch=sm_120{suffix}"`), a quoted string the shell joins to the word
+(`-arch=sm_120"a"`), Python's adjacent string literals or `+`
+(`"-arch=sm_120" "a"`, `"sm_120" + suffix`).
 
 **Which sources a build owns.** The C++/CUDA files (`.cu`, `.cuh`, `.h`,
 `.hpp`, `.cpp`, `.cc`, `.inl`, `.ptx`, ...) in the build file's folder and
@@ -212,7 +217,11 @@ def check(source: Any, ctx: SourceContext) -> Iterable[Report]:
 
     text = settings(source.rel, source.text, _tree(source), near)
     flagged = flag_lines(text)
-    named = [(number, *found) for number, line in flagged if _CONTEXT.search(line) for found in _architectures(line)]
+    name = source.rel.rsplit("/", 1)[-1]
+    joins = "python" if name.endswith(".py") else "cmake" if name == "CMakeLists.txt" or name.endswith(".cmake") \
+        else "shell"
+    named = [(number, *found) for number, line in flagged if _CONTEXT.search(line)
+             for found in _architectures(line, joins)]
     if source.rel.rsplit("/", 1)[-1] == "CMakeLists.txt" or source.rel.endswith(".cmake"):
         named += _continued_cmake_values(text, flagged)
     for number, col, written, family, suffix, kind in named:
@@ -391,7 +400,7 @@ def flag_lines(text: str) -> list[tuple[int, str]]:
     return [(number, lines[number - 1]) for number in sorted({bisect_right(starts, at) for at in offsets})]
 
 
-def _architectures(line: str) -> Iterator[tuple[int, str, str, str, str]]:
+def _architectures(line: str, joins: str = "shell") -> Iterator[tuple[int, str, str, str, str]]:
     """(column, text as written, family, suffix, kind) of each architecture named on a line; the kind is "flags"
     (nvcc's spelling), "CUDA_ARCHITECTURES" or "TORCH_CUDA_ARCH_LIST". A real target listed in the `code=` of a
     `-gencode` whose virtual architecture is the same family's `a` or `f` one takes that suffix:
@@ -401,17 +410,38 @@ def _architectures(line: str) -> Iterator[tuple[int, str, str, str, str]]:
     inherited = _inherited_suffixes(line)
     for match in _NVCC_ARCH.finditer(line):
         seen.add(match.start())
+        if not match.group(3) and _written_on(line, match.end(), joins):
+            continue
         suffix = match.group(3) or inherited.get((match.start(), match.group(2)), "")
         yield match.start(), match.group(0), match.group(2), suffix, "flags"
     for cmake in _CMAKE_ARCHS.finditer(line):
         for match in _CMAKE_VALUE.finditer(cmake.group(1)):
             start = cmake.start(1) + match.start()
-            if start not in seen:
+            if start not in seen and not (not match.group(2) and _written_on(line, cmake.start(1) + match.end(),
+                                                                              joins)):
                 yield start, match.group(0), match.group(1), match.group(2), "CUDA_ARCHITECTURES"
     for torch in _TORCH_LIST.finditer(line):
         for match in _TORCH_VALUE.finditer(torch.group(0)):
+            if not match.group(3) and _written_on(line, torch.start() + match.end(), joins):
+                continue
             family = f"{match.group(1)}{match.group(2)}"
             yield torch.start() + match.start(), match.group(0), family, match.group(3), "TORCH_CUDA_ARCH_LIST"
+
+
+# What may go on writing an architecture's word after its digits, where the build puts the word together: a
+# variable or a format field (`sm_120${SUFFIX}`, `$(SUF)`, `@SUF@`, `f"sm_120{suffix}"`), a backslash right after
+# it that joins the next line; in a shell command or a Makefile, a quoted string joined to the word (`sm_120"a"`,
+# `"-arch=sm_120"a`); in Python, a string literal or `+` after the one the architecture ends
+# (`"-arch=sm_120" "a"`, `"sm_120" + suffix`). CMake joins no quoted argument to another.
+_WRITTEN_ON = lazy(r"[$@{]|\\\s*$")
+_JOINED = {"shell": lazy(r"[\"']{1,2}[A-Za-z0-9_]"), "python": lazy(r"[\"']\s*(?:[rRbBuUfF]{0,2}[\"']|\+)")}
+
+
+def _written_on(line: str, end: int, joins: str) -> bool:
+    """Whether the word an architecture starts goes on after its digits (its `a` or `f` may be written there), so
+    that the text does not show it bare; such an architecture is neither reported nor rewritten."""
+    joined = _JOINED.get(joins)
+    return bool(_WRITTEN_ON.match(line, end) or joined is not None and joined.match(line, end))
 
 
 _GENCODE = lazy(r"(?<![.\w])arch=compute_(\d{2,3})([af])\s*,\s*code=(\[[^\]]*\]|[^\s\"',;]+)")

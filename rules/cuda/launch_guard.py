@@ -12,7 +12,9 @@ or `cudaLaunchCooperativeKernel` call whose returned error is dropped (not wrapp
 compared or returned) and not read back by a last-error query after it (the
 runtime queries, such a wrapper, or a check macro called without arguments
 like `C10_CUDA_KERNEL_LAUNCH_CHECK()`). Launches in comments and string
-literals are not launches.
+literals are not launches, and neither launches nor checks count in code
+the compiler never sees: under `#if 0` (or `#if false`), or after the
+`#else` of an `#if 1`. Any other condition keeps both of its branches.
 
 A check counts where the launch's path reaches it: not after a `return` or
 `throw` that runs on every path between them, nor after a launch that is
@@ -249,11 +251,11 @@ def read_ahead(path: str, rel: str, ctx: SourceContext) -> object:
 
 def check(source: Any, ctx: SourceContext) -> Iterable[Report]:
     from kgate.collect import cuda_project
-    from kgate.collect.cpp_text import blanked
+    from kgate.collect.cpp_text import blanked, without_disabled
     from kgate.collect.launch_search import search
 
     text = blanked(source)
-    code = text.code
+    code = without_disabled(text.code)  # a launch or a check under `#if 0` is never compiled
     window = ctx.options["window"]
     found = search(code, source.rel, ctx.options["check_macros"], window,
                    lambda: cuda_project.project(ctx, source.path, source.rel), text.comment_lines)

@@ -86,31 +86,43 @@ def code_only(text: str, lang: str | None) -> str:
     follows on the line), a line that held only comments goes, no line keeps trailing spaces, and the file's
     final newline goes. Two texts with the same `code_only` differ in comments alone, in the spaces at the end of a
     line (which kgate's comment edits never change inside a string: an edit there also changes the string's other
-    text), or in whether the file ends with a newline."""
+    text), or in whether the file ends with a newline. In a Makefile's make text (not a recipe) the spacing before
+    a comment and at a line's end is part of the line (`X := a  # note`: `X` ends in two spaces), and stays."""
     pieces: list[str] = []
     done = 0
     found = comments(text, lang)
     held: set[int] = set()  # the lines that hold part of a comment
     line, counted = 0, 0
+    recipes = _make_recipe_lines(text) if lang == "make" else None
     for comment in found:
+        line += text.count("\n", counted, comment.start)
+        counted = comment.start
         start = comment.start
         while start > done and text[start - 1] in " \t":
             start -= 1
+        if recipes is not None and line not in recipes and text[text.rfind("\n", 0, start) + 1:start].strip():
+            start = comment.start  # make text: the spacing before the comment is part of the line's value
         pieces.append(text[done:start])
         newline = text.find("\n", comment.end)
         following = text[comment.end:len(text) if newline < 0 else newline]
         spanned = text.count("\n", comment.start, comment.end)
         pieces.append("\n" * spanned + (" " if following.strip() else ""))
         done = comment.end
-        line += text.count("\n", counted, comment.start)
-        counted = comment.start
         held.update(range(line, line + spanned + 1))
     pieces.append(text[done:])
-    kept = "\n".join(line.rstrip(" \t\r") for number, line in enumerate("".join(pieces).split("\n"))
+    # Make text keeps the spaces that end a line: they end a variable's value (`X := a   `), comment or not.
+    kept = "\n".join(line.rstrip("\r" if recipes is not None and number not in recipes else " \t\r")
+                     for number, line in enumerate("".join(pieces).split("\n"))
                      if not (number in held and not line.strip(" \t\r")))
     # The newline that ends the file is no code: a comment removed from a last line without one leaves the line
     # before it ending the file with its newline, and the file reads as before.
     return kept.removesuffix("\n")
+
+
+def _make_recipe_lines(text: str) -> set[int]:
+    from kgate.support.comments.shell import make_recipe_lines
+
+    return make_recipe_lines(text)
 
 
 def same_code(rel: str, before: str, after: str) -> bool:

@@ -187,6 +187,19 @@ _DEFINE_PREFIXES = ("override", "export", "private")
 
 
 def make_comments(text: str) -> list[Comment]:
+    return _make_read(text)[0]
+
+
+def make_recipe_lines(text: str) -> set[int]:
+    """The lines (numbered from 0) of a Makefile that hold recipe text, which make hands to the shell: the spacing
+    before a comment there is the shell's, as nothing. Everywhere else the spacing before a comment is make text,
+    part of what the line says (`X := a  # note` gives `X` the value `a` and two spaces)."""
+    return _make_read(text)[1]
+
+
+def _make_read(text: str) -> tuple[list[Comment], set[int]]:
+    """A Makefile's comments, and the lines that hold recipe text."""
+    recipes: set[int] = set()
     out: list[Comment] = []
     lines = text.split("\n")
     starts = [0]
@@ -211,7 +224,9 @@ def make_comments(text: str) -> list[Comment]:
         elif recipe is not None:  # a recipe, through the lines its backslashes continue, is one shell command
             if recipe:  # `target: prerequisites ; recipe`: the rule's part is make text
                 closers = _make_hash(line[:recipe], offset, out, "")
-            number = _recipe_comments(text, lines, starts, number, offset + recipe, out) + 1
+            last = _recipe_comments(text, lines, starts, number, offset + recipe, out)
+            recipes.update(range(number, last + 1))
+            number = last + 1
             continued = ""
             continue
         else:
@@ -219,7 +234,7 @@ def make_comments(text: str) -> list[Comment]:
         ends_comment = bool(out) and out[-1].end == offset + len(body)
         continued = ("comment" if ends_comment else "code") if body.endswith("\\") else ""
         number += 1
-    return out
+    return out, recipes
 
 
 def _recipe_comments(text: str, lines: list[str], starts: list[int], number: int, begin: int,
