@@ -9,6 +9,7 @@ repository", which it is. Both now say that the clone is shallow and how to fetc
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -140,8 +141,9 @@ def test_the_base_revisions_capture_file_is_named_as_the_bases(tmp_path: Path) -
     _git(project, "rm", "-q", "kgate-capture.toml")
     run = _diff(project, "HEAD")
     assert run.code == 2, run.stdout + run.stderr
+    # (tomli, on Python 3.10, gives the line of the error; tomllib does not)
     assert run.stderr.startswith("kgate: error: the base revision HEAD (") and \
-        "): kgate-capture.toml: invalid TOML" in run.stderr, run.stderr
+        re.search(r"\): kgate-capture\.toml(:\d+)?: invalid TOML", run.stderr), run.stderr
     (project / "kgate-capture.toml").write_text("version = 7\n")  # the working tree's own: no base named
     run = _diff(project, "HEAD")
     assert run.code == 2 and "kgate: error: kgate-capture.toml:1: unsupported capture file version 7" in run.stderr \
