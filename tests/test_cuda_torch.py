@@ -243,3 +243,25 @@ def test_a_cpu_build_of_torch_is_named_when_its_cuda_headers_fall_short(tmp_path
     # An error that is not a missing header, or a missing header of the project's, is the source's own.
     assert "undeclared" in errors["wrong.cu"] and "CPU build" not in errors["wrong.cu"]
     assert "absent.h" in errors["absent.cu"] and "CPU build" not in errors["absent.cu"]
+
+
+# A kernel file of a `CUDAExtension` that includes no torch header (its launcher in a .cpp does), calling a constexpr
+# host function from device code: torch's build passes `--expt-relaxed-constexpr`, so it builds there.
+RELAXED = """\
+constexpr int ceildiv(int a, int b) { return (a + b - 1) / b; }
+__global__ void tiles_kernel(int* out, int n) { out[threadIdx.x] = ceildiv(n, 64); }
+"""
+
+
+@needs_nvcc
+def test_a_kernel_file_built_by_torch_that_needs_its_relaxed_constexpr_is_told_how_to_get_it(tmp_path: Path) -> None:
+    project = _project(tmp_path, {"tiles.cu": RELAXED})
+    errors = [f for f in kgate("check", "--format", "json", cwd=project).json()["findings"] if f["code"] == "KG001"]
+    assert len(errors) == 1 and "--expt-relaxed-constexpr" in errors[0]["message"]
+    assert "set `torch = true` in its [[cuda]] table, else add the flag to its `flags`" in errors[0]["message"]
+    project = _project(tmp_path, {"tiles.cu": RELAXED}, 'flags = ["--expt-relaxed-constexpr"]\n')
+    run = kgate("check", "--format", "json", cwd=project)
+    assert [f for f in run.json()["findings"] if f["code"] == "KG001"] == [], run.stdout
+    # With torch's flags, nothing is said of them: the source already has the flag.
+    assert torch_ext.explain("", "error: ... '--expt-relaxed-constexpr' ...", torch_flags=True) == \
+        "error: ... '--expt-relaxed-constexpr' ..."

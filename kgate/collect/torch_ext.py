@@ -26,6 +26,7 @@ _STANDARD = re.compile(r"-std=c\+\+(\d\d)")
 # torch's headers are written for these (its half and bfloat16 types define their own operators).
 _COMMON_NVCC = ("-D__CUDA_NO_HALF_OPERATORS__", "-D__CUDA_NO_HALF_CONVERSIONS__",
                 "-D__CUDA_NO_BFLOAT16_CONVERSIONS__", "-D__CUDA_NO_HALF2_OPERATORS__", "--expt-relaxed-constexpr")
+TORCH_DEFINE = "-DTORCH_API_INCLUDE_EXTENSION_H"  # the define of torch's extension builds (`extension_flags`)
 MISSING = ("includes torch headers: install torch in this environment, or give its include folders in flags")
 _MISSING_FILE = re.compile(r"No such file or directory|cannot open source file")
 _TORCHS = re.compile(r"(?:^|[\s/<\"])(?:torch|ATen|c10|pybind11)/")  # a torch header, missing or including
@@ -109,7 +110,7 @@ def extension_flags(torch: Torch, name: str, flags: Sequence[str]) -> tuple[str,
     only changes host code, which kgate parses and does not compile."""
     python = sysconfig.get_path("include", scheme="posix_prefix")
     out = [f"-I{folder}" for folder in torch.includes] + ([f"-I{python}"] if python else [])
-    out += ["-DTORCH_API_INCLUDE_EXTENSION_H", f"-DTORCH_EXTENSION_NAME={name}", *_COMMON_NVCC]
+    out += [TORCH_DEFINE, f"-DTORCH_EXTENSION_NAME={name}", *_COMMON_NVCC]
     if not any(flag.startswith(("-std=", "--std=")) or flag in ("-std", "--std") for flag in flags):
         out.append(f"-std={torch.standard}")
     for folder in torch.libraries:
@@ -123,8 +124,18 @@ def extension_name(path: Path) -> str:
     return f"_{name}" if name[0].isdigit() else name
 
 
-def explain(note: str, error: str) -> str:
+_RELAXED = "--expt-relaxed-constexpr"
+
+
+def explain(note: str, error: str, torch_flags: bool = True) -> str:
     """A compile error of a torch extension source, with what its torch lacks when the error is a header that
-    torch's headers include, or a torch header, not found (a missing header of the project's is its own)."""
+    torch's headers include, or a torch header, not found (a missing header of the project's is its own).
+
+    A source compiled without torch's flags (`torch_flags` False) whose error asks for `--expt-relaxed-constexpr`
+    is most often a kernel file of a `CUDAExtension` that includes no torch header itself (torch's build passes that
+    flag to every extension source): the error says how to give the file torch's flags, or the flag alone."""
     said = error.split(" (reproduce: ", 1)[0]
+    if not torch_flags and _RELAXED in said:
+        return (f"{error}; torch's extension builds (`CUDAExtension`, `load`) pass {_RELAXED} to every source: if "
+                f"one builds this file, set `torch = true` in its [[cuda]] table, else add the flag to its `flags`")
     return f"{note}: {error}" if note and _MISSING_FILE.search(said) and _TORCHS.search(said) else error

@@ -30,7 +30,7 @@ from kgate.collect.cuda_launches import LaunchSite, pdl_launch_sites
 from kgate.collect.cuda_names import global_definitions, matches
 from kgate.collect.cuda_sources import CudaSource, cuda_sources, defined_kernels
 from kgate.collect.files import aliases, display_path
-from kgate.collect.torch_ext import explain
+from kgate.collect.torch_ext import TORCH_DEFINE, explain
 from kgate.compile import records as record_shapes
 from kgate.compile.cache import Cache, CacheWriteError, Entry, code_digest, digest
 from kgate.compile.compilation import Analyse, Compilation, Needs, Progress, Tally, first_line, worker_env
@@ -144,7 +144,8 @@ def compile_cuda(config: Config, targets: tuple[str, ...], *, jobs: int, progres
             pool.close()
     for source, target, record in errors:
         run.failures.append(CompileFailure(source.rel, "", target, source.rel, record.get("line", 1),
-                                           explain(source.torch_note, record["error"])))
+                                           explain(source.torch_note, record["error"],
+                                                   torch_flags=TORCH_DEFINE in source.flags)))
     if kernels:
         by_rel = {source.rel: source for source in sources}
         run.failures = [f for f in run.failures if _may_define(by_rel[f.path], kernels)]
