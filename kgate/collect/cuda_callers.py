@@ -19,7 +19,6 @@ from typing import NamedTuple
 from kgate.collect.cpp_flow import Flow, Matcher
 from kgate.collect.cpp_statements import NAMESPACE_HEAD, SCOPE_HEAD, head, is_call
 from kgate.collect.cpp_text import Macro, balanced, calls_of, macros, split_arguments
-from kgate.collect.cuda_checks import definitions
 from kgate.collect.cuda_project import HEADERS, Project, nearest
 
 _ASSIGNED = re.compile(r"(?<![\w.>])(\w+)\s*(?<![=!<>+\-*/%&|^])=\s*$")
@@ -170,13 +169,12 @@ class Callers:
         if self.project is None or body.lambda_:
             return []
         out: list[Site | None] = []
-        own: dict[str, bool] = {}  # a file that defines a function of that name itself calls its own
-        definers: list[str] | None = None
+        definers: list[str] | None = None  # the files that define a function of that name, read at the first call
         for rel, flow, call, end in self.project.calls(body.name, self.rel):
-            if own.setdefault(rel, next(definitions(flow.code, flow, [body.name]), None) is not None):
-                continue
             if definers is None:
                 definers = self.project.definers(body.name)
+            if rel in definers:
+                continue  # a file that defines a function of that name itself calls its own
             if not nearest(rel, self.rel, definers):
                 continue  # a call of another definition of the name, nearer to the caller
             if flow.checked(end, self.checks) or flow.later(end, self.checks):

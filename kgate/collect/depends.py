@@ -174,17 +174,17 @@ class Check:
         unsettled = False
         try:
             for key, state, found in reads:
-                asked = (key, tuple(state) if state is not None else None, found)
-                held = self._held.get(asked)
+                read = asked(key, state, found)
+                held = self._held.get(read)
                 if held is None:
-                    held = self._held[asked] = isinstance(key, str) and self._holds(key, state, found)
+                    held = self._held[read] = isinstance(key, str) and self._holds(key, state, found)
                     if held and state is None and not key.startswith((PROBE, IMPORTS, CPP)):
                         now = self._state_now(key)
                         if now is not None:
-                            self._settled[asked] = list(now)
+                            self._settled[read] = list(now)
                 if not held:
                     return False
-                unsettled = unsettled or asked in self._settled
+                unsettled = unsettled or read in self._settled
         except (TypeError, ValueError):
             return False
         self.unsettled = unsettled
@@ -196,7 +196,7 @@ class Check:
         again on every later run."""
         out: list[Any] = []
         for key, state, found in reads:
-            now = self._settled.get((key, tuple(state) if state is not None else None, found))
+            now = self._settled.get(asked(key, state, found))
             out.append([key, state if now is None else now, found])
         return out
 
@@ -262,6 +262,11 @@ class Check:
             head = IMPORTS + root + "\n"
             modules.prepare([key[len(head):] for key in self._keys() if isinstance(key, str) and key.startswith(head)])
         return modules.importers_digest(name) == found
+
+
+def asked(key: Any, state: Any, found: Any) -> tuple[Any, ...]:
+    """A read as a key of the answers about it: its key, its state (a tuple: hashable), what it gave."""
+    return (key, tuple(state) if state is not None else None, found)
 
 
 def _path_of(key: str) -> str:

@@ -168,7 +168,7 @@ def lint_bytes(path: str, rel: str, data: bytes, rules: list[SourceRule]) -> Fil
     if error is not None and any(sr.rule.code == UNREADABLE for sr in rules):
         findings.append(unreadable(rel, error))
     own = os.path.abspath(path)
-    depends = tuple(sorted((key, tuple(state) if state is not None else None, found)
+    depends = tuple(sorted(reads_of.asked(key, state, found)
                            for key, (state, found) in read.items() if key not in (own, reads_of.EXPORTS + own)))
     beyond = bool(source.derived.get(READS_BEYOND))
     # What the rules derived from the file refers back to it (a parsed module names the file it was read from): a

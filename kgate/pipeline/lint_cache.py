@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from kgate import __version__
-from kgate.collect.depends import Check
+from kgate.collect.depends import Check, asked
 from kgate.core.findings import Related
 from kgate.evaluate.source import FileResult, SourceRule, content_digest, from_json, to_json
 from kgate.support import jsondoc
@@ -81,9 +81,8 @@ class _Reads:
 
     def take(self, data: dict[str, Any]) -> bool:
         """Take the table's members out of a record's members: False where they do not make one table."""
-        parts = sorted((name, data.pop(name)) for name in [n for n in data if n.startswith(_TABLE)])
         starts = []
-        for name, rows in parts:
+        for name, rows in [(n, data.pop(n)) for n in [n for n in data if n.startswith(_TABLE)]]:
             if not name[1:].isdigit() or type(rows) is not list:
                 return False
             starts.append((int(name[1:]), rows))
@@ -130,8 +129,7 @@ class _Reads:
 
 def _asked(read: Any) -> tuple[Any, ...] | None:
     try:
-        key, state, found = read
-        return (key, tuple(state) if state is not None else None, found)
+        return asked(*read)
     except (TypeError, ValueError):
         return None
 
