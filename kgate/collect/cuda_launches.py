@@ -1,4 +1,5 @@
-"""Where CUDA kernels are launched with programmatic dependent launch (PDL), read from the source.
+"""Where CUDA kernels are launched with programmatic dependent launch (PDL), and with how much dynamic shared
+memory, read from the source.
 
 A kernel is PDL-launched when a launch site passes it to `cudaLaunchKernelEx`
 (or `cudaLaunchKernelExC`) in a function that sets the attribute
@@ -8,6 +9,12 @@ project's own launch wrappers (`launch_wrappers = ["pdl::launch"]`). The
 kernel argument is recognised by name: an identifier that some `__global__`
 declaration of the project defines, with its template arguments if written.
 Comments and string literals are blanked first, so neither counts.
+
+A kernel's dynamic shared memory is what a `<<<grid, block, bytes>>>` launch, a
+`cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes)`
+or the `dynamicSmemBytes` of a `cudaLaunchKernelEx` configuration in the same
+function asks for, where the file settles `bytes` to a number
+(`kgate.collect.cpp_constants`); a size only the run knows is no site.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from kgate.collect.cpp_constants import Constants
 from kgate.collect.cpp_text import balanced, blank, line_of, split_arguments
 from kgate.collect.cuda_names import base_name
 
@@ -31,6 +39,88 @@ class LaunchSite:
     kernel: str  # the identifier of the kernel launched
     template: str | None  # its template arguments as written, without spaces ("<__half,128>"), if any
     via: str  # "cudaLaunchKernelEx" or the wrapper's name
+
+
+@dataclass(frozen=True)
+class SmemSite:
+    """Where a kernel is given dynamic shared memory: `bytes` of it, by `via` ("<<<>>>", "cudaFuncSetAttribute"
+    or "cudaLaunchKernelEx")."""
+
+    path: str
+    line: int
+    kernel: str
+    template: str | None
+    bytes: int
+    via: str
+
+
+_SET_ATTRIBUTE = "cudaFuncSetAttribute"
+_MAX_DYNAMIC = "MaxDynamicSharedMemorySize"
+_DYNAMIC_BYTES = re.compile(r"\.?\bdynamicSmemBytes\s*=\s*([^;,{}]+)")
+
+
+def smem_sites(text: str, path: str, kernels: set[str], headers: tuple[str, ...] = ()) -> list[SmemSite]:
+    """The sites in one file's text that give a kernel of the project (`kernels`: their identifiers) a settled
+    amount of dynamic shared memory; `headers`: the texts of the project headers the file includes, whose
+    constants its sizes may name."""
+    if "<<<" not in text and _SET_ATTRIBUTE not in text and "dynamicSmemBytes" not in text:
+        return []
+    code = blank(text).code
+    constants = Constants([*(blank(h).code for h in headers), code])
+    sites: list[SmemSite] = []
+    for match in re.finditer(r"<<<", code):
+        close = code.find(">>>", match.end())
+        if close < 0:
+            continue
+        config = split_arguments(_joined(code[match.end():close]))
+        launched = _launched_kernel(code, match.start(), kernels)
+        if len(config) < 3 or launched is None:
+            continue
+        size = constants.value(config[2])
+        if size is not None and size > 0:
+            name, template, at = launched
+            sites.append(SmemSite(path, line_of(code, at), name, template, size, "<<<>>>"))
+    for match in re.finditer(r"\b" + _SET_ATTRIBUTE + r"\s*(?:<[^;()]*>\s*)?\(", code):
+        args = split_arguments(_joined(code[match.end():balanced(code, match.end() - 1) - 1]))
+        if len(args) != 3 or _MAX_DYNAMIC not in args[1]:
+            continue
+        named = _kernel_argument(args[0], kernels)
+        size = constants.value(args[2])
+        if named is not None and size is not None and size > 0:
+            sites.append(SmemSite(path, line_of(code, match.start()), named[0], named[1], size, _SET_ATTRIBUTE))
+    for match in _LAUNCH_EX.finditer(code):
+        open_paren = match.end() - 1
+        args = split_arguments(_joined(code[open_paren + 1:balanced(code, open_paren) - 1]))
+        named = _kernel_argument(args[1], kernels) if len(args) >= 2 else None
+        given = _DYNAMIC_BYTES.findall(code, _function_start(code, match.start()), match.start())
+        size = constants.value(given[-1]) if given and named is not None else None
+        if named is not None and size is not None and size > 0:
+            sites.append(SmemSite(path, line_of(code, match.start()), named[0], named[1], size, "cudaLaunchKernelEx"))
+    return sites
+
+
+def _joined(text: str) -> str:
+    """A macro's text with its line continuations taken out."""
+    return text.replace("\\\n", " ")
+
+
+def _launched_kernel(code: str, position: int, kernels: set[str]) -> tuple[str, str | None, int] | None:
+    """(kernel identifier, template arguments, offset of the identifier) of the `<<<` launch at `position`: the last
+    kernel named between the statement's start and the `<<<`, with nothing after it but its template arguments."""
+    start = max(code.rfind(mark, 0, position) for mark in ";{}") + 1
+    head = code[start:position]
+    for match in reversed(list(_IDENT.finditer(head))):
+        if match.group(0) not in kernels:
+            continue
+        rest = head[match.end():]
+        template = None
+        if rest.lstrip().startswith("<"):
+            offset = len(rest) - len(rest.lstrip())
+            end = balanced(rest, offset, "<", ">")
+            template = re.sub(r"\s+", "", _joined(rest[offset:end]))
+            rest = rest[end:]
+        return (match.group(0), template, start + match.start()) if not _joined(rest).strip() else None
+    return None
 
 
 def pdl_launch_sites(text: str, path: str, kernels: set[str], wrappers: tuple[str, ...]) -> list[LaunchSite]:
@@ -103,22 +193,26 @@ def _kernel_argument(arg: str, kernels: set[str]) -> tuple[str, str | None] | No
 
 
 def pdl_launched(display: str, sites: list[LaunchSite], instantiations: dict[str, set[str]]) -> LaunchSite | None:
-    """The launch site that makes a compiled kernel PDL-launched, if any.
-
-    A site that names template arguments matching one of the kernel's
-    instantiations applies to that instantiation only; a site without
-    template arguments, or with arguments that match none (a launcher's own
-    template parameter, a typedef), applies to every instantiation.
-    """
-    base = base_name(display)
-    template = _template_of(display)
+    """The launch site that makes a compiled kernel PDL-launched, if any (`applies`)."""
+    base, template = base_name(display), _template_of(display)
     known = instantiations.get(base, set())
-    for site in sites:
-        if site.kernel != base:
-            continue
-        if site.template is None or site.template == template or site.template not in known:
-            return site
-    return None
+    return next((site for site in sites if applies(site, base, template, known)), None)
+
+
+def largest_smem(display: str, sites: list[SmemSite], instantiations: dict[str, set[str]]) -> SmemSite | None:
+    """Of the sites that give a compiled kernel dynamic shared memory (`applies`), the one that gives the most."""
+    base, template = base_name(display), _template_of(display)
+    known = instantiations.get(base, set())
+    found = [site for site in sites if applies(site, base, template, known)]
+    return max(found, key=lambda site: (site.bytes, site.path, -site.line), default=None)
+
+
+def applies(site: LaunchSite | SmemSite, base: str, template: str | None, known: set[str]) -> bool:
+    """Whether a site names one compiled kernel (`base` and its `template` arguments; `known`: the template
+    arguments of every instantiation compiled). A site that names template arguments matching one of the kernel's
+    instantiations applies to that instantiation only; a site without template arguments, or with arguments that
+    match none (a launcher's own template parameter, a typedef), applies to every instantiation."""
+    return site.kernel == base and (site.template is None or site.template == template or site.template not in known)
 
 
 def _template_of(display: str) -> str | None:

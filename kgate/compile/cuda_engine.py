@@ -26,7 +26,7 @@ from typing import Any, Final
 
 import kgate
 from kgate.collect.cuda_flags import choose_arch
-from kgate.collect.cuda_launches import LaunchSite, pdl_launch_sites
+from kgate.collect.cuda_launches import LaunchSite, SmemSite, pdl_launch_sites, smem_sites
 from kgate.collect.cuda_names import global_definitions, matches
 from kgate.collect.cuda_sources import CudaSource, cuda_sources, defined_kernels
 from kgate.collect.files import aliases, display_path
@@ -63,9 +63,11 @@ class _Task:
 
 @dataclass(frozen=True)
 class CudaCompilation(Compilation):
-    """The compiled CUDA files, with what the facts stage applies to their kernels: the PDL launch sites."""
+    """The compiled CUDA files, with what the facts stage applies to their kernels: the PDL launch sites and the
+    sites that give them dynamic shared memory."""
 
     sites: list[LaunchSite] | None = None
+    smem: list[SmemSite] | None = None
 
 
 def compile_cuda(config: Config, targets: tuple[str, ...], *, jobs: int, progress: Progress | None = None,
@@ -83,12 +85,12 @@ def compile_cuda(config: Config, targets: tuple[str, ...], *, jobs: int, progres
     """
     run = Tally()
     if not config.cuda:
-        return run.made(CudaCompilation, sites=[])
+        return run.made(CudaCompilation, sites=[], smem=[])
     toolchain, compilers = found or cuda_compilers(config, config.cuda)
     sources = cuda_sources(config)
     used = set(compilers.values())
     run.toolchain = {f"cuda.{name}": v for name, v in toolchain.versions().items() if name in used}
-    sites = launch_sites(config, sources)
+    sites, smem = launch_sites(config, sources)
     cache = Cache(config.root / config.cache_dir, config.cache_dir)
     nvrtc_includes = [folder for folder in [cuda_include_dir(toolchain.nvcc)] if folder] \
         if "nvrtc" in compilers.values() else []
@@ -151,7 +153,7 @@ def compile_cuda(config: Config, targets: tuple[str, ...], *, jobs: int, progres
         run.failures = [f for f in run.failures if _may_define(by_rel[f.path], kernels)]
     run.units.sort(key=lambda u: (u.context["rel"], u.target))
     run.failures.sort(key=lambda f: (f.kernel, f.variant, f.target))
-    return run.made(CudaCompilation, sites=sites)
+    return run.made(CudaCompilation, sites=sites, smem=smem)
 
 
 def _unit(task: _Task, value: dict[str, Any], meta: dict[str, Any], cache: Cache) -> Compiled:
@@ -373,9 +375,11 @@ def _may_define(source: CudaSource, globs: list[str]) -> bool:
     return any(matches(name, globs) for name in names) or not names
 
 
-def launch_sites(config: Config, sources: list[CudaSource]) -> list[LaunchSite]:
-    """PDL launch sites in the sources and the project headers they include."""
+def launch_sites(config: Config, sources: list[CudaSource]) -> tuple[list[LaunchSite], list[SmemSite]]:
+    """The PDL launch sites and the dynamic shared memory sites in the sources and the project headers they include
+    (a header's sizes may name its own constants; a source's, its headers' too)."""
     texts: dict[Path, tuple[str, tuple[str, ...]]] = {}
+    headers_of: dict[Path, tuple[Path, ...]] = {}
     for source in sources:
         for path in (source.path, *source.headers):
             if path not in texts:
@@ -383,13 +387,18 @@ def launch_sites(config: Config, sources: list[CudaSource]) -> list[LaunchSite]:
                     texts[path] = (path.read_text(encoding="utf-8", errors="replace"), source.entry.launch_wrappers)
                 except OSError:
                     continue
+        headers_of.setdefault(source.path, tuple(source.headers))
     kernels: set[str] = set()
     for text, _wrappers in texts.values():
         if "__global__" in text:
             kernels.update(global_definitions(text))
     sites: list[LaunchSite] = []
+    smem: list[SmemSite] = []
     known = [alias for source in sources for alias in aliases(config.root, source.rel)]
     for path in sorted(texts):
         text, wrappers = texts[path]
-        sites.extend(pdl_launch_sites(text, display_path(path, config.root, known), kernels, wrappers))
-    return sites
+        shown = display_path(path, config.root, known)
+        sites.extend(pdl_launch_sites(text, shown, kernels, wrappers))
+        headers = tuple(texts[h][0] for h in headers_of.get(path, ()) if h in texts)
+        smem.extend(smem_sites(text, shown, kernels, headers))
+    return sites, smem

@@ -109,6 +109,9 @@ class KernelFacts:
     # run-time parameters (its constexprs are not passed), a CUDA kernel's from its `__global__` declaration;
     # empty where they cannot be told (a CUDA parameter list written by a macro).
     parameters: tuple[str, ...] = ()
+    # CUDA: where the source gives the kernel the dynamic shared memory `resources.smem_dynamic` counts ("path:line"
+    # of the launch or the `cudaFuncSetAttribute`); empty where none is known (the figure is then ptxas's alone).
+    smem_set_at: str = ""
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -174,6 +177,7 @@ class KernelFacts:
             "specialization")
         _check(all(isinstance(v, str) for v in facts.captured), "captured")
         _check(all(isinstance(v, str) for v in facts.parameters), "parameters")
+        _check(isinstance(facts.smem_set_at, str), "smem_set_at")
         return facts
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from kgate.collect.captures import CapturedSpec
-from kgate.collect.cuda_launches import LaunchSite, pdl_launched
+from kgate.collect.cuda_launches import LaunchSite, SmemSite, largest_smem, pdl_launched
 from kgate.collect.cuda_names import base_name, matches
 from kgate.compile.cache import Cache, digest, file_hash
 from kgate.compile.compilation import Compilation, Needs, Progress, RunSummary
@@ -211,7 +211,7 @@ def cuda_facts(config: Config, targets: tuple[str, ...], *, jobs: int, plan: Art
             built += [(unit, symbol, item) for symbol, item in read]
         else:
             failures.append(_failure(unit, read or "the compile's artifacts could not be read back from the cache"))
-    finished = finish(built, compilation.sites or [], kernels, plan)
+    finished = finish(built, compilation.sites or [], kernels, plan, compilation.smem or [])
     of_unit = {item.key: unit.cubin for unit, _symbol, item in built}
     return _run_of(compilation, finished, failures, {f.key: of_unit[f.key] for f in finished})
 
@@ -254,10 +254,12 @@ def _cubin_intact(unit: Compiled) -> bool:
     return digest is None or (bool(path) and file_hash(Path(path)) == digest)
 
 
-def configured(built: list[tuple[Compiled, KernelFacts]], sites: tuple[LaunchSite, ...] | list[LaunchSite]
-               ) -> list[KernelFacts]:
-    """CUDA kernels' facts with what the configuration and the launch sites say: PDL, expectations, kind. A launch
-    site that names a template's arguments makes that instantiation PDL (of those `built` holds)."""
+def configured(built: list[tuple[Compiled, KernelFacts]], sites: tuple[LaunchSite, ...] | list[LaunchSite],
+               smem: list[SmemSite] | None = None) -> list[KernelFacts]:
+    """CUDA kernels' facts with what the configuration and the launch sites say: PDL, expectations, kind, and the
+    dynamic shared memory the source launches them with (the most any site gives, added to ptxas's static figure,
+    as Triton's launcher's is; `smem_set_at` names the site). A site that names a template's arguments applies to
+    that instantiation (of those `built` holds)."""
     instantiations: dict[str, set[str]] = {}
     for _unit, item in built:
         name = item.kernel
@@ -270,13 +272,18 @@ def configured(built: list[tuple[Compiled, KernelFacts]], sites: tuple[LaunchSit
                                if matches(item.kernel, [pattern]) for e in items}))
         kind = next((k for pattern, k in sorted(plan["kind"].items()) if matches(item.kernel, [pattern])), "other")
         pdl = matches(item.kernel, plan["pdl"]) or pdl_launched(item.kernel, list(sites), instantiations) is not None
-        out.append(replace(item, pdl=pdl, expect=expect, kind=kind))
+        item = replace(item, pdl=pdl, expect=expect, kind=kind)
+        given = largest_smem(item.kernel, smem, instantiations) if smem else None
+        if given is not None:
+            item = replace(item, resources=replace(item.resources, smem_dynamic=given.bytes),
+                           smem_set_at=f"{given.path}:{given.line}")
+        out.append(item)
     return out
 
 
 def finish(built: list[tuple[Compiled, str, KernelFacts]], sites: list[LaunchSite], kernels: list[str] | None,
-           plan: ArtifactPlan) -> list[KernelFacts]:
+           plan: ArtifactPlan, smem: list[SmemSite] | None = None) -> list[KernelFacts]:
     """CUDA kernels' facts as the run reports them: configured (`configured`), those the `--kernel` globs name, each
     with its SASS where the plan wants it (`as_planned`)."""
-    every = configured([(unit, item) for unit, _symbol, item in built], sites)
+    every = configured([(unit, item) for unit, _symbol, item in built], sites, smem)
     return [as_planned(item, plan) for item in every if not kernels or matches(item.kernel, kernels)]

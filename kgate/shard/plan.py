@@ -90,14 +90,18 @@ def units(config: Config, kernels: Iterable[str]) -> list[Unit]:
 
 
 def cuda_groups(config: Config) -> list[tuple[str, ...]]:
-    """CUDA source paths, one group per file, except files joined by a templated PDL launch site."""
+    """CUDA source paths, one group per file, except files joined by a templated launch site (PDL or dynamic shared
+    memory: such a site applies to the one instantiation it names only where that instantiation is compiled in
+    the same shard)."""
     if not config.cuda:
         return []
     from kgate.collect.cuda_sources import cuda_sources, defined_kernels
     from kgate.compile.cuda_engine import launch_sites
 
     sources = cuda_sources(config)
-    templated = {site.kernel for site in launch_sites(config, sources) if site.template is not None}
+    pdl, smem = launch_sites(config, sources)
+    templated = {site.kernel for site in pdl if site.template is not None} | {
+        site.kernel for site in smem if site.template is not None}
     parent = {s.rel: s.rel for s in sources}
 
     def find(rel: str) -> str:

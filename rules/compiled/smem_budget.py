@@ -3,9 +3,19 @@ Reports a kernel variant whose shared memory per CTA (Triton's dynamic
 allocation plus any static shared memory) is above the target's opt-in
 budget: 101376 bytes (99 KB) on sm_120a, 232448 bytes on sm_100a and sm_90a.
 The message gives the budget and, for a pipelined kernel, how many stages of
-its per-stage footprint would fit. For a CUDA kernel only the static
-`__shared__` memory is known (ptxas's figure): the dynamic size is a launch
-argument.
+its per-stage footprint would fit.
+
+For a CUDA kernel the static `__shared__` memory is ptxas's figure, and the
+dynamic part is read from the source: the third argument of a
+`kernel<<<grid, block, bytes>>>` launch, the size a
+`cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes)`
+opts the kernel into, or the `dynamicSmemBytes` of the `cudaLaunchKernelEx`
+configuration, the largest of them where the file settles `bytes` to a
+number (literals, `sizeof` of built-in types, and the constants and
+object-like macros the file and its project headers define once). The finding
+points at that site too. A size only the run knows (a variable computed from
+the problem, a template parameter) is not counted: the kernel is judged on
+its static shared memory alone.
 
 ## Why is this bad?
 The launch fails at run time ("out of resource: shared memory") on the card
@@ -29,7 +39,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from kgate.core.artifacts import Artifact
-from kgate.core.findings import Severity
+from kgate.core.findings import Related, Severity
 from kgate.core.rule import CompiledContext, Report, Rule
 from kgate.facts.model import KernelFacts
 from kgate.hardware.budgets import stages_that_fit
@@ -41,6 +51,12 @@ def check(facts: KernelFacts, ctx: CompiledContext) -> Iterable[Report]:
     if smem <= budget:
         return
     message = f"{smem} bytes of shared memory per CTA, over the {facts.target} budget of {budget} bytes"
+    related: tuple[Related, ...] = ()
+    if facts.smem_set_at:
+        path, _, line = facts.smem_set_at.rpartition(":")
+        dynamic = facts.resources.smem_dynamic
+        message += f" ({dynamic} of them dynamic, given at {facts.smem_set_at})"
+        related = (Related(path, int(line), f"{dynamic} bytes of dynamic shared memory given here"),)
     buffers, per_buffer = facts.smem_buffers, facts.smem_per_buffer
     if buffers and per_buffer and facts.num_stages:
         other = smem - buffers * per_buffer
@@ -52,7 +68,7 @@ def check(facts: KernelFacts, ctx: CompiledContext) -> Iterable[Report]:
     elif facts.num_stages and facts.num_stages > 1:
         fit = stages_that_fit(smem, facts.num_stages, budget)
         message += f"; about {fit} of its {facts.num_stages} stages would fit"
-    yield Report(message)
+    yield Report(message, related=related)
 
 
 RULE = Rule(
