@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable
 
 # Bytes of the types `sizeof` is asked of in shared-memory sizes.
 SIZES = {
@@ -49,22 +49,18 @@ _LIMIT = 1 << 40  # a shared-memory size beyond this is not one: not settled
 class Constants:
     """The names one file's text (with its headers') defines once, and the integers expressions of them give."""
 
-    def __init__(self, texts: Iterable[str]) -> None:
-        found: dict[str, set[str]] = {}
-        assigned: set[str] = set()
-        for code in texts:
-            for match in _DEFINE.finditer(code):
-                found.setdefault(match.group("name"), set()).add(_squeeze(match.group("value")))
-            for match in _DECLARED.finditer(code):
-                value = match.group("value") or match.group("braced") or match.group("paren")
-                if value is not None and value.strip():
-                    found.setdefault(match.group("name"), set()).add(_squeeze(value))
-            if "=" in code:
-                assigned.update(m.group(1) for m in _ASSIGNED.finditer(code))
-        # A name with two definitions of different text, or assigned after its declaration, has no one value.
-        self.text: dict[str, str] = {name: next(iter(values)) for name, values in found.items()
-                                     if len(values) == 1 and name not in assigned}
+    def __init__(self, texts: Iterable[str] | Callable[[], Iterable[str]]) -> None:
+        """`texts`: the texts (blanked), or a function giving them, called once an expression names a constant."""
+        self.texts = texts
+        self._text: dict[str, str] | None = None
         self.values: dict[str, int | None] = {}
+
+    @property
+    def text(self) -> dict[str, str]:
+        """Each name the texts define once, with the text of its value."""
+        if self._text is None:
+            self._text = _defined(self.texts() if callable(self.texts) else self.texts)
+        return self._text
 
     def value(self, expression: str) -> int | None:
         """The integer `expression` gives, or None where the file does not settle it."""
@@ -81,9 +77,26 @@ class Constants:
         return result
 
 
+def _defined(texts: Iterable[str]) -> dict[str, str]:
+    """The names `texts` define once (`Constants`), with the text of each one's value."""
+    found: dict[str, set[str]] = {}
+    assigned: set[str] = set()
+    for code in texts:
+        for match in _DEFINE.finditer(code):
+            found.setdefault(match.group("name"), set()).add(_squeeze(match.group("value")))
+        for match in _DECLARED.finditer(code):
+            value = match.group("value") or match.group("braced") or match.group("paren")
+            if value is not None and value.strip():
+                found.setdefault(match.group("name"), set()).add(_squeeze(value))
+        if "=" in code:
+            assigned.update(m.group(1) for m in _ASSIGNED.finditer(code))
+    # A name with two definitions of different text, or assigned after its declaration, has no one value.
+    return {name: next(iter(values)) for name, values in found.items() if len(values) == 1 and name not in assigned}
+
+
 # An assignment after the declaration: `name = `, `name += ` and the like, not `==` and not a declaration's own `=`
 # (a declaration is `<type> name =`: the word before the name is a type, which this does not tell apart; the
-# pattern asks for a statement start or a comma before the name instead).
+# pattern asks for a statement start before the name instead).
 _ASSIGNED = re.compile(r"(?:^|[;{}]|\)\s)\s*([A-Za-z_]\w*)\s*(?:[-+*/%&|^]|<<|>>)?=(?!=)", re.MULTILINE)
 
 
@@ -199,7 +212,3 @@ class _Evaluator(ast.NodeVisitor):
             left = right
         return 1
 
-
-def settled(values: Mapping[str, int]) -> Constants:
-    """Constants of names with known values (for tests and callers that know them already)."""
-    return Constants(f"#define {name} ({value})\n" for name, value in values.items())

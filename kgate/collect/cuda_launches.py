@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass
 
 from kgate.collect.cpp_constants import Constants
-from kgate.collect.cpp_text import balanced, blank, line_of, split_arguments
+from kgate.collect.cpp_text import balanced, blank, line_of, shared_blank, split_arguments
 from kgate.collect.cuda_names import base_name
 
 _LAUNCH_EX = re.compile(r"\bcudaLaunchKernelExC?\s*(?:<[^;()]*>\s*)?\(")
@@ -65,8 +65,8 @@ def smem_sites(text: str, path: str, kernels: set[str], headers: tuple[str, ...]
     constants its sizes may name."""
     if "<<<" not in text and _SET_ATTRIBUTE not in text and "dynamicSmemBytes" not in text:
         return []
-    code = blank(text).code
-    constants = Constants([*(blank(h).code for h in headers), code])
+    code = shared_blank(text).code
+    constants = Constants(lambda: [*(shared_blank(h).code for h in headers), code])
     sites: list[SmemSite] = []
     for match in re.finditer(r"<<<", code):
         close = code.find(">>>", match.end())
