@@ -22,6 +22,7 @@ from pathlib import Path
 
 from kgate.collect.cuda_flags import ArchPair, include_dirs, split_flags
 from kgate.collect.files import Exclusions, named_rel, relpath
+from kgate.collect.torch_builds import TorchBuild, by_source, torch_builds
 from kgate.collect.torch_ext import MISSING, Torch, extension_flags, extension_name, find_torch, is_torch_header
 from kgate.core.config import Config, CudaEntry
 from kgate.core.errors import ConfigError
@@ -42,6 +43,7 @@ class CudaSource:
     headers: tuple[Path, ...]  # project headers it includes, transitively
     key: str  # hash of the file's and its headers' contents (and of the torch version its flags' torch folders hold)
     torch_note: str = ""  # what a missing header of this torch extension source says of its torch ("": nothing)
+    build_note: str = ""  # what any compile error of it adds of the build script that lists it (`TorchBuild.note`)
 
 
 def defined_kernels(source: CudaSource) -> set[str]:
@@ -66,21 +68,31 @@ def cuda_sources(config: Config) -> list[CudaSource]:
     """
     out: dict[Path, CudaSource] = {}  # by the file itself: two names of one file are one source
     excluded = Exclusions(config.exclude + config.extend_exclude)
+    found: list[tuple[CudaEntry, Path, str]] = []
     for entry in config.cuda:
-        commands = _compile_commands(config, entry)
         matched = 0
         for path in _glob(config.root, entry.sources):
             rel = named_rel(path, config.root)
             if excluded(rel) and not any(_literal_match(rel, s) for s in entry.sources):
                 continue
             matched += 1
-            source = _source(config.root, path, rel, entry, commands.get(path.resolve()))
+            found.append((entry, path, rel))
+        if matched == 0:
+            raise ConfigError(f"{entry.origin}.sources: no file matches {', '.join(map(repr, entry.sources))}")
+    # The torch extensions the project's build scripts declare, for the files no compile command covers.
+    builds = by_source(torch_builds(config.root, [path for _entry, path, _rel in found])) if found else {}
+    for entry in config.cuda:
+        commands = _compile_commands(config, entry)
+        for path in [path for e, path, _rel in found if e is entry]:
+            rel = named_rel(path, config.root)
+            resolved = path.resolve()
+            command = commands.get(resolved)
+            build = builds.get(resolved) if command is None else None
+            source = _source(config.root, path, rel, entry, command, build)
             if source.path in out:
                 _same_settings(out[source.path], source)
                 continue
             out[source.path] = source
-        if matched == 0:
-            raise ConfigError(f"{entry.origin}.sources: no file matches {', '.join(map(repr, entry.sources))}")
     return sorted(out.values(), key=lambda source: source.rel)
 
 
@@ -111,7 +123,12 @@ def _glob(root: Path, patterns: tuple[str, ...]) -> list[Path]:
     return sorted(found)
 
 
-def _source(root: Path, path: Path, rel: str, entry: CudaEntry, command: tuple[Path, list[str]] | None) -> CudaSource:
+def _source(root: Path, path: Path, rel: str, entry: CudaEntry, command: tuple[Path, list[str]] | None,
+            build: TorchBuild | None = None) -> CudaSource:
+    """One configured file as kgate compiles it: with its compile command's flags, else with those of the torch
+    extension a build script declares it in (run from the script's folder), then the table's own."""
+    if command is None and build is not None:
+        command = (build.script.parent, ["nvcc", *build.flags])
     if command is not None:
         cwd, argv = command
         is_nvcc = "nvcc" in Path(argv[0]).name if argv else False
@@ -125,20 +142,22 @@ def _source(root: Path, path: Path, rel: str, entry: CudaEntry, command: tuple[P
     archs = split.archs + own.archs
     headers, unresolved = _walk_includes(path, include_dirs(flags, cwd), root)
     key = content_key(root, (path, *headers))
-    torch, note = _torch_build(unresolved, flags, cwd, entry) if entry.torch is not False else (None, "")
+    torch, note = _torch_build(unresolved, flags, cwd, entry, build is not None) if entry.torch is not False \
+        else (None, "")
     if torch is not None:
         flags += extension_flags(torch, extension_name(path), flags)
         key = hashlib.sha256(f"{key}\0torch {torch.version}".encode()).hexdigest()
     return CudaSource(path=path.resolve(), rel=rel, cwd=cwd, flags=flags, archs=archs, entry=entry,
-                      headers=headers, key=key, torch_note=note)
+                      headers=headers, key=key, torch_note=note, build_note=build.note(root) if build else "")
 
 
 def _torch_build(unresolved: frozenset[str], flags: tuple[str, ...], cwd: Path,
-                 entry: CudaEntry) -> tuple[Torch | None, str]:
+                 entry: CudaEntry, listed: bool = False) -> tuple[Torch | None, str]:
     """The torch whose build flags a file is given (None: none), and the note for its compile errors: a file is a
-    torch extension source when it or a project header it includes includes a torch header that its own include
-    folders do not hold (`torch = true`: every file, unless its flags give torch's include folder)."""
-    if entry.torch is True:
+    torch extension source when a torch extension build script lists it (`listed`) or when it or a project header
+    it includes includes a torch header that its own include folders do not hold (`torch = true`: every file),
+    unless its flags give torch's include folder."""
+    if entry.torch is True or listed:
         needed = not any((folder / "c10" / "macros" / "Macros.h").is_file() for folder in include_dirs(flags, cwd))
     else:
         needed = any(is_torch_header(name) for name in unresolved)

@@ -145,9 +145,9 @@ def compile_cuda(config: Config, targets: tuple[str, ...], *, jobs: int, progres
         if own:
             pool.close()
     for source, target, record in errors:
+        said = explain(source.torch_note, record["error"], torch_flags=TORCH_DEFINE in source.flags)
         run.failures.append(CompileFailure(source.rel, "", target, source.rel, record.get("line", 1),
-                                           explain(source.torch_note, record["error"],
-                                                   torch_flags=TORCH_DEFINE in source.flags)))
+                                           f"{said}; {source.build_note}" if source.build_note else said))
     if kernels:
         by_rel = {source.rel: source for source in sources}
         run.failures = [f for f in run.failures if _may_define(by_rel[f.path], kernels)]

@@ -1,0 +1,237 @@
+"""The PyTorch extensions a project's Python build scripts declare: the CUDA sources each compiles, and the nvcc flags
+it compiles them with.
+
+A `setup.py` `CUDAExtension(name, sources, extra_compile_args={"nvcc": [...]})` and a
+`torch.utils.cpp_extension.load(name=..., sources=[...], extra_cuda_cflags=[...])` in a script beside the kernels
+are the build of most kernel repositories that are PyTorch extensions, and no `compile_commands.json` records
+them. A source such a build lists is a torch extension source (compiled with torch's flags, whether or not it
+includes a torch header itself: Marlin's kernel file includes none), and the build's own nvcc flags (`-D`
+sizes, `--use_fast_math`, `-std=`, `--maxrregcount`) are the flags it is compiled with.
+
+Only what the script's text settles is taken: string literals, f-strings and `+`/`str()` of module-level
+constants, `os.path.join`, and the folder of `__file__`; a source or flag written any other way (read from the
+environment, computed in a loop) is left out, never guessed. Scripts are looked for beside the configured
+sources and in the folders above them, up to the project root (`setup.py`, `run.py`, `build.py`...); a source
+that two builds list with different flags is compiled with the flags they share.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import shlex
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from kgate.collect import pysource as py
+from kgate.collect.cuda_flags import split_flags
+from kgate.support.atomicio import read_input_text
+
+_MARKERS = ("cpp_extension", "CUDAExtension")
+_LOADERS = ("load", "cpp_extension.load", "torch.utils.cpp_extension.load")
+
+
+@dataclass(frozen=True)
+class TorchBuild:
+    """One extension a build script declares."""
+
+    script: Path  # the build script
+    line: int  # of the `CUDAExtension(` or `load(` call
+    sources: tuple[Path, ...]  # the sources it lists that exist, resolved
+    flags: tuple[str, ...]  # its nvcc flags as kgate keeps them (architectures, outputs and modes dropped)
+    unsettled: tuple[str, ...] = ()  # its nvcc flags the text does not settle, as written (`f"-D_N_={HEAD_SIZE}"`)
+
+    def note(self, root: Path) -> str:
+        """What a compile error of one of its sources adds: the flags kgate could not read, and where to give them."""
+        if not self.unsettled:
+            return ""
+        try:
+            where = self.script.relative_to(root.resolve()).as_posix()
+        except ValueError:
+            where = str(self.script)
+        return (f"{where}:{self.line} builds it with nvcc flags whose values the script's text does not settle "
+                f"({', '.join(self.unsettled)}): give them, with the values to gate, in its [[cuda]] table's `flags`")
+
+
+def torch_builds(root: Path, sources: Iterable[Path]) -> list[TorchBuild]:
+    """The torch extensions declared by the Python scripts beside `sources` and in the folders above them, up to
+    `root`."""
+    root = root.resolve()
+    folders: set[Path] = set()
+    for source in sources:
+        folder = source.resolve().parent
+        while folder not in folders and (folder == root or root in folder.parents):
+            folders.add(folder)
+            folder = folder.parent
+    builds: list[TorchBuild] = []
+    for folder in sorted(folders):
+        try:
+            scripts = sorted(p for p in folder.iterdir() if p.suffix == ".py" and p.is_file())
+        except OSError:
+            continue
+        for script in scripts:
+            builds.extend(_script_builds(script))
+    return builds
+
+
+def by_source(builds: list[TorchBuild]) -> dict[Path, TorchBuild]:
+    """Each listed source's build; a source several builds list gets the flags they all give, in the first
+    one's order."""
+    out: dict[Path, TorchBuild] = {}
+    for build in builds:
+        for source in build.sources:
+            first = out.get(source)
+            if first is None:
+                out[source] = build
+            elif first.flags != build.flags:
+                shared = tuple(flag for flag in first.flags if flag in build.flags)
+                out[source] = TorchBuild(first.script, first.line, first.sources, shared, first.unsettled)
+    return out
+
+
+def _script_builds(script: Path) -> list[TorchBuild]:
+    try:
+        text = read_input_text(script)
+    except (OSError, ValueError):
+        return []
+    if not any(marker in text for marker in _MARKERS):
+        return []
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError):
+        return []
+    constants = py.module_constants(tree)
+    imports = py.import_map(tree)
+    folder = script.resolve().parent
+    out = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        kind = _kind(node, imports)
+        if kind is None:
+            continue
+        listed = py.argument(node, "sources", 1)  # `CUDAExtension(name, sources)`, `load(name, sources)`
+        names = [n for n, _node in _texts(listed, constants, folder) if n is not None] if listed is not None else []
+        found = tuple(dict.fromkeys(p for p in (_place(name, folder) for name in names) if p is not None))
+        if not found:
+            continue
+        flags, unsettled = _flags(node, kind, constants, folder)
+        out.append(TorchBuild(script, node.lineno, found, flags, unsettled))
+    return out
+
+
+def _kind(call: ast.Call, imports: dict[str, str]) -> str | None:
+    """"extension" for a `CUDAExtension(...)`, "load" for torch's `load(...)`, else None."""
+    written = py.dotted(call.func) or ""
+    qualified = py.qualified(call.func, imports) or written
+    if written.endswith("CUDAExtension") or qualified.endswith("CUDAExtension"):
+        return "extension"
+    if qualified == "torch.utils.cpp_extension.load" or (written in _LOADERS and written != "load") or (
+            written == "load" and imports.get("load", "").endswith("cpp_extension.load")):
+        return "load"
+    return None
+
+
+def _flags(call: ast.Call, kind: str, constants: dict[str, ast.expr], folder: Path
+           ) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The nvcc flags the build gives its sources, as kgate keeps them (each string split as a shell would), and the
+    items the script's text does not settle, as written."""
+    if kind == "load":
+        given = py.argument(call, "extra_cuda_cflags")
+    else:
+        given = py.argument(call, "extra_compile_args")
+        if isinstance(given, ast.Name) and given.id in constants:
+            given = constants[given.id]
+        if isinstance(given, ast.Dict):
+            given = next((v for k, v in zip(given.keys, given.values)
+                          if isinstance(k, ast.Constant) and k.value == "nvcc"), None)
+    if given is None:
+        return (), ()
+    argv: list[str] = []
+    unsettled: list[str] = []
+    for item, node in _texts(given, constants, folder):
+        try:
+            argv.extend(shlex.split(item) if item is not None else ())
+        except ValueError:
+            item = None
+        if item is None:
+            unsettled.append(ast.unparse(node) if node is not None else "...")
+    return split_flags(argv, cwd=folder).flags, tuple(unsettled)
+
+
+def _place(name: str, folder: Path) -> Path | None:
+    """The file a listed source names: relative to the script's folder (where `python setup.py` runs, and where
+    a script calling `load()` is usually run from)."""
+    path = Path(name) if os.path.isabs(name) else folder / name
+    return path.resolve() if path.is_file() else None
+
+
+def _texts(node: ast.AST | None, constants: dict[str, ast.expr], folder: Path, depth: int = 0
+           ) -> list[tuple[str | None, ast.AST | None]]:
+    """The strings a list expression holds, each with its expression; None for each item the text does not
+    settle."""
+    if node is None or depth > 8:
+        return []
+    if isinstance(node, ast.Name) and node.id in constants:
+        return _texts(constants[node.id], constants, folder, depth + 1)
+    if isinstance(node, (ast.List, ast.Tuple)):
+        out: list[tuple[str | None, ast.AST | None]] = []
+        for item in node.elts:
+            if isinstance(item, ast.Starred):
+                out.extend(_texts(item.value, constants, folder, depth + 1))
+            else:
+                out.append((_text(item, constants, folder, depth + 1), item))
+        return out
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        return _texts(node.left, constants, folder, depth + 1) + _texts(node.right, constants, folder, depth + 1)
+    return [(None, node)]
+
+
+def _text(node: ast.AST, constants: dict[str, ast.expr], folder: Path, depth: int = 0) -> str | None:
+    """The one string an expression gives, where the script's text settles it."""
+    if depth > 8:
+        return None
+    if isinstance(node, ast.Constant) and isinstance(node.value, (str, int)) and not isinstance(node.value, bool):
+        return str(node.value)
+    if isinstance(node, ast.Name):
+        if node.id == "__file__":
+            return str(folder / "__file__")
+        return _text(constants[node.id], constants, folder, depth + 1) if node.id in constants else None
+    if isinstance(node, ast.JoinedStr):
+        parts = []
+        for value in node.values:
+            if isinstance(value, ast.FormattedValue):
+                if value.conversion != -1 or value.format_spec is not None:
+                    return None
+                value = value.value
+            part = _text(value, constants, folder, depth + 1)
+            if part is None:
+                return None
+            parts.append(part)
+        return "".join(parts)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Div)):
+        left, right = _text(node.left, constants, folder, depth + 1), _text(node.right, constants, folder, depth + 1)
+        if left is None or right is None:
+            return None
+        return left + right if isinstance(node.op, ast.Add) else os.path.join(left, right)
+    if isinstance(node, ast.Attribute) and node.attr == "parent":
+        inner = _text(node.value, constants, folder, depth + 1)
+        return os.path.dirname(inner) if inner is not None else None
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("resolve", "absolute"):
+        return _text(node.func.value, constants, folder, depth + 1) if not node.args else None
+    if isinstance(node, ast.Call):
+        name = py.dotted(node.func) or ""
+        args = [_text(a, constants, folder, depth + 1) for a in node.args]
+        if node.keywords or any(a is None for a in args):
+            return None
+        texts = [a for a in args if a is not None]
+        if name == "str" and len(texts) == 1:
+            return texts[0]
+        if name in ("os.path.join", "join", "Path", "pathlib.Path") and texts:
+            return os.path.join(*texts)
+        if name in ("os.path.dirname", "dirname") and len(texts) == 1:
+            return os.path.dirname(texts[0])
+        if name in ("os.path.abspath", "abspath", "os.path.realpath", "realpath") and len(texts) == 1:
+            return texts[0]
+    return None

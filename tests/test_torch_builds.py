@@ -1,0 +1,121 @@
+"""The torch extensions a project's build scripts declare (`kgate.collect.torch_builds`): the sources they list are
+compiled with the nvcc flags the script gives them, and what the script's text does not settle is named in a
+compile error, never guessed."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import kgate
+
+from kgate.collect.torch_builds import by_source, torch_builds
+
+SETUP = """\
+import os
+from pathlib import Path
+from setuptools import setup
+from torch.utils import cpp_extension
+
+BLOCK = 64
+TILE_SIZE = 128
+HERE = Path(__file__).resolve().parent
+NVCC = ["-O3", f"-DBLOCK={BLOCK}", "-DTILE=" + str(TILE_SIZE), "-gencode=arch=compute_80,code=sm_80"]
+
+setup(
+    name="ext",
+    ext_modules=[
+        cpp_extension.CUDAExtension(
+            "ext_cuda",
+            ["csrc/binding.cpp", str(HERE / "csrc" / "kernel.cu"), os.path.join(os.path.dirname(__file__), "csrc/other.cu")],
+            extra_compile_args={"cxx": ["-O3"], "nvcc": NVCC + ["--use_fast_math", "-DWIDTH=4 -DDEPTH=2"]},
+        ),
+    ],
+)
+"""
+
+RUN = """\
+import sys
+from torch.utils.cpp_extension import load
+
+HEAD_SIZE = int(sys.argv[1])
+VERSION = "v2"
+mod = load(name="wkv", sources=[f"cuda/wkv_{VERSION}.cu"],
+           extra_cuda_cflags=["--use_fast_math", f"-D_N_={HEAD_SIZE}", "-res-usage"])
+"""
+
+
+def _tree(root: Path) -> None:
+    (root / "csrc").mkdir()
+    for name in ("binding.cpp", "kernel.cu", "other.cu"):
+        (root / "csrc" / name).write_text("// source\n")
+    (root / "setup.py").write_text(SETUP)
+    (root / "wkv" / "cuda").mkdir(parents=True)
+    (root / "wkv" / "cuda" / "wkv_v2.cu").write_text("// source\n")
+    (root / "wkv" / "cuda" / "wkv_v1.cu").write_text("// source\n")
+    (root / "wkv" / "run.py").write_text(RUN)
+
+
+def test_a_build_script_lists_its_sources_with_the_nvcc_flags_it_settles(tmp_path: Path) -> None:
+    _tree(tmp_path)
+    kernels = [tmp_path / "csrc" / "kernel.cu", tmp_path / "csrc" / "other.cu", tmp_path / "wkv" / "cuda" / "wkv_v2.cu"]
+    builds = by_source(torch_builds(tmp_path, kernels + [tmp_path / "wkv" / "cuda" / "wkv_v1.cu"]))
+    setup = builds[(tmp_path / "csrc" / "kernel.cu").resolve()]
+    assert setup.script.name == "setup.py"
+    assert SETUP.splitlines()[setup.line - 1].strip() == "cpp_extension.CUDAExtension("
+    # The architecture is kgate's to choose; the rest in order, a string of two flags split as a shell would.
+    assert setup.flags == ("-O3", "-DBLOCK=64", "-DTILE=128", "--use_fast_math", "-DWIDTH=4", "-DDEPTH=2")
+    assert builds[(tmp_path / "csrc" / "other.cu").resolve()] is setup
+    assert setup.unsettled == ()
+    loaded = builds[(tmp_path / "wkv" / "cuda" / "wkv_v2.cu").resolve()]
+    assert loaded.script.name == "run.py" and "--use_fast_math" in loaded.flags
+    assert not any(flag.startswith("-D_N_") for flag in loaded.flags)
+    assert loaded.unsettled == ("f'-D_N_={HEAD_SIZE}'",)
+    assert "wkv/run.py:6" in loaded.note(tmp_path) and "-D_N_={HEAD_SIZE}" in loaded.note(tmp_path)
+    # A version the script does not load is no source of it.
+    assert (tmp_path / "wkv" / "cuda" / "wkv_v1.cu").resolve() not in builds
+
+
+def test_two_builds_of_one_source_give_it_the_flags_they_share(tmp_path: Path) -> None:
+    (tmp_path / "k.cu").write_text("// source\n")
+    (tmp_path / "a.py").write_text('from torch.utils.cpp_extension import load\n'
+                                   'load("a", ["k.cu"], extra_cuda_cflags=["-DA=1", "-DSHARED=2"])\n')
+    (tmp_path / "b.py").write_text('import torch.utils.cpp_extension\n'
+                                   'torch.utils.cpp_extension.load("b", ["k.cu"], extra_cuda_cflags=["-DSHARED=2"])\n')
+    (tmp_path / "c.py").write_text('def load(*a, **k): pass\nload("c", ["k.cu"], extra_cuda_cflags=["-DC=3"])\n')
+    [build] = by_source(torch_builds(tmp_path, [tmp_path / "k.cu"])).values()
+    assert build.flags == ("-DSHARED=2",)
+
+
+KERNEL = """\
+__global__ void sized(float* out) {
+  __shared__ float tile[TILE];
+  tile[threadIdx.x % TILE] = BLOCK;
+  __syncthreads();
+  out[threadIdx.x] = tile[(threadIdx.x + 1) % TILE];
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+def test_kgate_check_compiles_a_setup_py_source_with_its_defines_and_names_what_a_script_leaves_unsettled(
+        tmp_path: Path) -> None:
+    _tree(tmp_path)
+    (tmp_path / "csrc" / "kernel.cu").write_text(KERNEL)
+    (tmp_path / "wkv" / "cuda" / "wkv_v2.cu").write_text(KERNEL.replace("TILE", "_N_").replace("BLOCK", "1"))
+    (tmp_path / "kgate.toml").write_text('targets = ["sm_120a"]\n[[cuda]]\nsources = ["csrc/kernel.cu", "wkv/cuda/wkv_v2.cu"]\n')
+    run = kgate("check", "--format", "json", cwd=tmp_path)
+    report = run.json()
+    smem = {k["kernel"]: k["smem_bytes"] for k in report["kernels"]}
+    assert smem == {"sized": 512}, (smem, run.stderr)  # TILE=128 floats, from setup.py's nvcc flags
+    [failure] = [f for f in report["findings"] if f["code"] == "KG001"]
+    assert failure["path"] == "wkv/cuda/wkv_v2.cu" and "_N_" in failure["message"], failure
+    assert "wkv/run.py:6" in failure["message"] and "[[cuda]] table's `flags`" in failure["message"], failure
+    # Given in the table, the value is the project's: the file compiles.
+    (tmp_path / "kgate.toml").write_text('targets = ["sm_120a"]\n[[cuda]]\nsources = ["csrc/kernel.cu"]\n'
+                                         '[[cuda]]\nsources = ["wkv/cuda/wkv_v2.cu"]\nflags = ["-D_N_=64"]\n')
+    again = kgate("check", "--format", "json", cwd=tmp_path).json()
+    assert sorted((k["path"], k["smem_bytes"]) for k in again["kernels"]) == [
+        ("csrc/kernel.cu", 512), ("wkv/cuda/wkv_v2.cu", 256)], again["kernels"]
+    assert [f for f in again["findings"] if f["code"] == "KG001"] == []
