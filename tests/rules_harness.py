@@ -65,7 +65,8 @@ def facts_document(run: CompileRun) -> dict[str, Any]:
         "toolchain": dict(sorted(public_toolchain(run.toolchain).items())),
         "kernels": [replace(f, compile_seconds=0.0).to_json() for f in sorted(run.facts, key=lambda f: f.key)],
         "failures": [f.to_json() for f in sorted(run.failures, key=lambda f: (f.kernel, f.variant, f.target))],
-        "captured": [{"kernel": k.kernel, "specs": [s.to_record() for s in k.specs], "tuned": sorted(k.tuned)}
+        "captured": [{"kernel": k.kernel, "specs": [s.to_record() for s in k.specs], "tuned": sorted(k.tuned),
+                      "keys": sorted(k.keys)}
                      for k in sorted(run.captured, key=lambda k: k.kernel)],
         "locations": {kernel: list(where) for kernel, where in sorted(run.locations.items())},
     }
@@ -78,7 +79,7 @@ def compile_run(document: dict[str, Any]) -> CompileRun:
         failures=[CompileFailure.from_json(record) for record in document["failures"]],
         toolchain=dict(document["toolchain"]),
         captured=[CapturedKernel(k["kernel"], tuple(Specialization.from_record(s) for s in k["specs"]),
-                                 frozenset(k["tuned"])) for k in document["captured"]],
+                                 frozenset(k["tuned"]), frozenset(k.get("keys", ()))) for k in document["captured"]],
         locations={kernel: (where[0], where[1]) for kernel, where in document["locations"].items()},
     )
 

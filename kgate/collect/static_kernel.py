@@ -50,4 +50,5 @@ def static_expansion(path: Path, function: str, roots: list[Path] | None = None)
                    for name, constexpr, default in node.params],
         "heuristics": [],
         "configs": [],
+        "keys": [],
     }

@@ -63,7 +63,7 @@ def expand(payload: ExpandRequest) -> Expansion:
     path, line = _definition(fn)
     params = [p for p in inspect.signature(inspect.unwrap(fn)).parameters.values()
               if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)][1 if inspect.isclass(obj) else 0:]
-    return {"path": path, "line": line, "heuristics": [], "configs": [],
+    return {"path": path, "line": line, "heuristics": [], "configs": [], "keys": [],
             "params": [{"name": p.name, "constexpr": "Constexpr" in str(p.annotation),
                         "has_default": p.default is not p.empty} for p in params]}
 

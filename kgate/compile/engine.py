@@ -120,7 +120,8 @@ def compile_triton(config: Config, entries: list[PythonEntry], targets: tuple[st
                 run.locations[p.kernel] = (shown(p.expansion["path"]), p.expansion["line"])
             if p.captured and p.expansion is not None:
                 tuned = frozenset(k for cfg in p.expansion["configs"] for k in cfg["kwargs"])
-                run.captured.append(CapturedKernel(p.kernel, tuple(c.spec for c in p.captured), tuned))
+                run.captured.append(CapturedKernel(p.kernel, tuple(c.spec for c in p.captured), tuned,
+                                                   frozenset(p.expansion.get("keys", ()))))
             tuning = autotuned(p.kernel, p.expansion, p.captured, targets) if p.expansion is not None else None
             if tuning is not None:
                 run.autotuned.append(tuning)

@@ -152,6 +152,7 @@ class Expansion(TypedDict):
     params: list[Param]
     heuristics: list[str]
     configs: list[TunedConfig]
+    keys: list[str]  # the arguments the autotuner is keyed on (`triton.autotune(key=...)`)
 
 
 class _CompileReply(TypedDict):

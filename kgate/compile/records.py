@@ -52,6 +52,8 @@ def expansion(record: Any) -> None:
     for config in record["configs"]:
         _require(isinstance(config["kwargs"], dict) and _int(config["num_warps"]) and _int(config["num_stages"])
                  and (config.get("maxnreg") is None or _int(config["maxnreg"])), "configs")
+    keys = record.get("keys", [])
+    _require(isinstance(keys, list) and all(isinstance(k, str) for k in keys), "keys")
 
 
 def spans(record: Any) -> None:

@@ -38,14 +38,28 @@ from kgate.core.schema import CAPABILITY
 
 def _jit_function(obj: Any) -> tuple[Any, list[Any]]:
     """(the JITFunction, autotune configs or []) of a registered object, through the wrappers around it."""
+    chain = _layers(obj)
+    configs = next((list(layer.configs) for layer in chain if getattr(layer, "configs", None)), [])
+    return chain[-1], configs
+
+
+def _layers(obj: Any) -> list[Any]:
     from kgate.capture.runtime import layers
 
     try:
-        chain = layers(obj)
+        return layers(obj)
     except ValueError:
         raise KernelError(f"{getattr(obj, '__name__', obj)!r} is not a @triton.jit function") from None
-    configs = next((list(layer.configs) for layer in chain if getattr(layer, "configs", None)), [])
-    return chain[-1], configs
+
+
+def _autotune_keys(obj: Any) -> list[str]:
+    """The arguments the autotuners around a registered object are keyed on, in order, each once."""
+    keys: list[str] = []
+    for layer in _layers(obj):
+        found = getattr(layer, "keys", None)
+        if isinstance(found, (list, tuple)) and getattr(layer, "configs", None) is not None:
+            keys += [k for k in found if isinstance(k, str) and k not in keys]
+    return keys
 
 
 def _definition(fn: Any) -> tuple[str, int]:
@@ -85,6 +99,7 @@ def expand(payload: ExpandRequest) -> Expansion:
              "maxnreg": getattr(c, "maxnreg", None)}
             for c in configs
         ],
+        "keys": _autotune_keys(obj),
     }
 
 

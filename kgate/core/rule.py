@@ -253,6 +253,7 @@ class CapturedKernel:
     kernel: str
     specs: tuple[Any, ...]
     tuned: frozenset[str]  # constexprs an autotune config of the kernel sets (they vary by design)
+    keys: frozenset[str] = frozenset()  # the arguments its autotuner is keyed on (KG201 judges what they follow)
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,11 @@ follows a run-time shape, such as `rows_per_program = ceil(n_rows / sm_count)`
 or a batch size passed as `bs: tl.constexpr`.
 
 Constexprs set by the kernel's autotune configs are left alone (they vary by
-design), and so are powers of two (`BLOCK = next_power_of_2(n)` compiles at
+design), and so are the arguments its autotuner is keyed on (`key=["N",
+"K"]`): every new value of a key is tuned again by design, and whether the
+values keep arriving (a token count) or are the model's few (a weight's
+`N` and `K`) is what `runtime-autotune` (KG201) judges from the source; and so
+are powers of two (`BLOCK = next_power_of_2(n)` compiles at
 most a few dozen variants over all shapes).
 
 The same rule has a second source of evidence, read by `kgate lint` before
@@ -162,7 +166,7 @@ def _power_of_two(value: int) -> bool:
 
 
 def check(kernel: CapturedKernel, ctx: CaptureContext) -> Iterable[Report]:
-    ignored = set(ctx.options["ignore"]) | set(kernel.tuned)
+    ignored = set(ctx.options["ignore"]) | set(kernel.tuned) | set(kernel.keys)
     values: dict[str, dict[str, set[int]]] = {}  # constexpr -> rest of the specialisation -> its values
     for spec in kernel.specs:
         for name, value in spec.constexprs.items():
