@@ -29,6 +29,7 @@ import multiprocessing
 import os
 import signal
 import sys
+import sysconfig
 import tempfile
 import threading
 import time
@@ -100,6 +101,7 @@ def _serve(conn: Connection, parent: _Parent, kgate_pid: int) -> None:
     # that the worker is a daemon of kgate's is kgate's business (it kills its workers itself), not the module's.
     multiprocessing.current_process()._config["daemon"] = False  # type: ignore[attr-defined]
     _stdout_to_stderr()
+    _dump_stack_on_request()
     from kgate.compile import import_recorder
     from kgate.compile.cache import CacheWriteError
     from kgate.core.errors import KgateError
@@ -150,6 +152,17 @@ def _stdout_to_stderr() -> None:
         sys.stdout.flush()
         os.dup2(2, 1)
     except (OSError, ValueError, AttributeError):
+        pass
+
+
+def _dump_stack_on_request() -> None:
+    """Write the worker's stacks to its stderr when kgate sends SIGUSR1 (`_Worker.stack`): where a task that ran
+    past its deadline was, before the worker is killed."""
+    import faulthandler
+
+    try:
+        faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
+    except (AttributeError, OSError, RuntimeError, ValueError):
         pass
 
 
@@ -217,11 +230,14 @@ class _Worker:
             return False
         return True
 
-    def forward(self) -> None:
-        """Copy to kgate's stderr what the worker wrote to its own since the last copy; keep its task's last lines."""
+    def forward(self, echo: bool = True) -> None:
+        """Copy to kgate's stderr what the worker wrote to its own since the last copy; keep its task's last lines.
+        `echo=False`: keep them only (the stack a stopped worker dumps is read, never shown)."""
         while not self.log.closed and (chunk := os.pread(self.log.fileno(), 1 << 16, self.logged)):
             self.logged += len(chunk)
             self.tail = (self.tail + chunk.decode("utf-8", "replace"))[-16384:]
+            if not echo:
+                continue
             try:
                 sys.stderr.flush()
                 os.write(2, chunk)
@@ -241,6 +257,28 @@ class _Worker:
         return (f"the compile worker died{status} while compiling this kernel"
                 + (f"; its last words: {said}" if said else ""))
 
+    def stack(self) -> tuple[str, int, str, bool] | None:
+        """Where the worker is now (file, line, function: `worker_stderr.stopped_at`), asked of it by SIGUSR1 and
+        read from the stack it dumps to its stderr within half a second; None where it does not answer."""
+        pid = self.process.pid
+        if pid is None or self.orphaned and not tools.alive(pid):
+            return None
+        self.forward()  # what it wrote before is shown as ever
+        before = len(self.tail)
+        try:
+            os.kill(pid, signal.SIGUSR1)
+        except (ProcessLookupError, PermissionError):
+            return None
+        give_up = time.perf_counter() + 0.5
+        while time.perf_counter() < give_up:
+            self.forward(echo=False)
+            if worker_stderr.DUMPED in self.tail[before:] and self.tail.endswith("\n"):
+                time.sleep(0.05)  # the rest of the dump (every thread's stack) arrives in the same moment
+                self.forward(echo=False)
+                break
+            time.sleep(0.02)
+        return worker_stderr.stopped_at(self.tail[before:], _LIBRARIES)
+
     def kill(self) -> None:
         """Kill the worker and every compiler it started."""
         pid = self.process.pid
@@ -257,6 +295,18 @@ class _Worker:
         self.log.close()
 
 
+def timed_out(task: str, timeout: float, where: tuple[str, int, str, bool] | None) -> str:
+    """What a task stopped at its deadline says: an import that never ended (the import task's, or the import a
+    compile task begins with), told apart from a long compile, with the project's line the worker was at."""
+    at = f"; it was at {where[0]}:{where[1]}, in {where[2]}" if where is not None else ""
+    if task.endswith(".expand") or (where is not None and where[3]):
+        return (f"importing the kernel's module did not finish within {timeout:g} s, and was stopped{at}: an import "
+                f"that waits for a GPU, a server, a lock or input never ends offline (make the wait conditional, or "
+                f"give the module a set-up hook); raise `timeout` in the configuration if the import is only slow")
+    return (f"compilation timed out after {timeout:g} s (the compiler was stopped{at}; raise `timeout` in the "
+            f"configuration if it is expected)")
+
+
 def with_diagnostics(outcome: Outcome, said: str) -> Outcome:
     """A failed task's outcome with what the compiler printed of its failure (`kgate.compile.worker_stderr`)."""
     if outcome.ok or not outcome.user_error:
@@ -267,6 +317,11 @@ def with_diagnostics(outcome: Outcome, said: str) -> Outcome:
     value, where = told
     return replace(outcome, value=value, where=outcome.where or where)
 
+
+# Where the standard library and installed packages live: a frame there is not where a stopped task's wait began.
+_LIBRARIES = tuple(dict.fromkeys(os.path.join(folder, "") for folder in (
+    sysconfig.get_paths().get("stdlib", ""), sysconfig.get_paths().get("platstdlib", ""),
+    sysconfig.get_paths().get("purelib", ""), sysconfig.get_paths().get("platlib", "")) if folder))
 
 PRELOAD = ["kgate.compile.preload"]
 # The server of a run that compiles no Triton or CuTe DSL kernel: kgate's CUDA compile path without Triton, and the
@@ -417,8 +472,7 @@ class Pool:
                     outcome = Outcome(False, worker.end_report(), time.perf_counter() - worker.started, transient=True)
                     self._replace(worker)
                 elif outcome is None and time.perf_counter() >= worker.deadline:
-                    outcome = Outcome(False, f"compilation timed out after {timeout:g} s (the compiler was "
-                                             f"stopped; raise `timeout` in the configuration if it is expected)",
+                    outcome = Outcome(False, timed_out(tasks[index].name, timeout, worker.stack()),
                                       time.perf_counter() - worker.started, transient=True)
                     self._replace(worker)
                 if outcome is not None:
