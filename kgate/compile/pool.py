@@ -260,13 +260,13 @@ class _Worker:
     def stack(self) -> tuple[str, int, str, bool] | None:
         """Where the worker is now (file, line, function: `worker_stderr.stopped_at`), asked of it by SIGUSR1 and
         read from the stack it dumps to its stderr within half a second; None where it does not answer."""
-        pid = self.process.pid
-        if pid is None or self.orphaned and not tools.alive(pid):
+        pid, ask = self.process.pid, getattr(signal, "SIGUSR1", None)
+        if pid is None or ask is None or self.orphaned and not tools.alive(pid):
             return None
         self.forward()  # what it wrote before is shown as ever
         before = len(self.tail)
         try:
-            os.kill(pid, signal.SIGUSR1)
+            os.kill(pid, ask)
         except (ProcessLookupError, PermissionError):
             return None
         give_up = time.perf_counter() + 0.5
