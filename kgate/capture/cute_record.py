@@ -51,10 +51,13 @@ class Unsupported(Exception):
 
 
 def install(module: Any, record: Callable[[dict[str, Any]], str | None],
-            measure: Callable[[str, Any], None] | None = None) -> None:
+            measure: Callable[[str, Any], None] | None = None, offline: bool = False) -> None:
     """Wrap the DSL's compile (`cutlass.cute.compile`, and the callables `cute.compile[options]` makes): each
     outermost call is recorded (`record`, which names the record), then compiled as it would be; with `measure`
-    (`kgate capture --verify`), the object the compile returned is handed to it with the record's name."""
+    (`kgate capture --verify`), the object the compile returned is handed to it with the record's name. `offline`
+    (a capture without a GPU): the compiled function is returned as one whose calls launch nothing (`Unlaunched`),
+    as an offline capture's Triton launches do, so that the project's op goes on to its next shape where calling
+    the real one would fail on CPU tensors (a TVM-FFI function refuses them)."""
     cls: Any = type(getattr(module, "compile", None))  # the DSL's compile object: its class is patched in place
     original_call, original_item = cls.__dict__.get("__call__"), cls.__dict__.get("__getitem__")
     if original_call is None or getattr(original_call, "__kgate__", False):
@@ -75,7 +78,7 @@ def install(module: Any, record: Callable[[dict[str, Any]], str | None],
         if outermost and measure is not None and rid is not None:
             with contextlib.suppress(Exception):
                 measure(rid, compiled)
-        return compiled
+        return Unlaunched(compiled) if offline and outermost else compiled
 
     call = _dsl_frame(call, cls.__module__)
     call.__kgate__ = True  # type: ignore[attr-defined]
@@ -88,6 +91,23 @@ def install(module: Any, record: Callable[[dict[str, Any]], str | None],
             return made
 
         cls.__getitem__ = item
+
+
+class Unlaunched:
+    """A compiled CuTe DSL function, offline: calling it launches nothing (there is no GPU to launch on) and returns
+    None; anything else is the compiled object's own."""
+
+    def __init__(self, compiled: Any) -> None:
+        self.__dict__["_kgate_compiled"] = compiled
+
+    def __call__(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.__dict__["_kgate_compiled"], name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self.__dict__["_kgate_compiled"], name, value)
 
 
 def _dsl_frame(fn: Any, module: str) -> Any:

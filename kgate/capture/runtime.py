@@ -849,7 +849,7 @@ def install_from_env() -> None:
 
     def cute_hooked() -> None:
         measure = recorder.cute_live if recorder.live and not recorder.offline else None
-        _sibling("cute_record").install(sys.modules["cutlass.cute"], recorder.cute, measure)
+        _sibling("cute_record").install(sys.modules["cutlass.cute"], recorder.cute, measure, recorder.offline)
         recorder._write({"type": "cute-dsl"})
 
     hooks: list[tuple[str, Callable[[], None]]] = [("triton", hooked), ("cutlass.cute", cute_hooked)]
