@@ -137,3 +137,31 @@ def test_a_dsl_scalar_argument_and_a_derived_constructor_default_are_captured_an
     rows = check.json()["kernels"]
     assert sorted((k["kernel"], k["constexprs"]["offset"]["value"]) for k in rows) == [
         ("shifts:Shifted", 1.0), ("shifts:shift", 0.5)], rows
+
+
+LAUNCHES = """\
+import cutlass
+from cutlass import cute
+from pkg.ops import scale
+
+n = cute.sym_int(divisibility=128)
+x = cute.runtime.make_fake_tensor(cutlass.Float32, (n,), stride=(1,), assumed_align=16)
+out = cute.runtime.make_fake_tensor(cutlass.Float32, (n,), stride=(1,), assumed_align=16)
+for factor in (2.0, 5.0):
+    compiled = cute.compile(scale, x, out, factor)
+    assert compiled(x, out) is None  # an op launches what it compiled: offline, nothing
+    assert callable(compiled.__call__)
+print("launched both")
+"""
+
+
+def test_offline_a_compiled_function_is_called_and_launches_nothing(tmp_path) -> None:
+    """An op calls what `cute.compile` returned (QuACK's ops do, on the CPU tensors of an offline capture, which a
+    TVM-FFI function refuses): offline the call launches nothing, so the script goes on to its next shape."""
+    project = copy_project("cute/capture", tmp_path)
+    (project / "launch_ops.py").write_text(LAUNCHES)
+    run = kgate("capture", "--device", "cpu", "--", sys.executable, "launch_ops.py", cwd=project, process=True)
+    assert run.code == 0, run.stdout + run.stderr
+    assert "launched both" in run.stdout
+    text = (project / "kgate-capture.toml").read_text(encoding="utf-8")
+    assert text.count("[[cute]]") == 2 and "factor = 5.0" in text, text
