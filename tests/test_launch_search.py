@@ -118,6 +118,33 @@ def test_a_launch_in_a_header_macro_is_judged_at_its_uses_in_other_files(tmp_pat
     assert alone.unchecked == () and alone.in_macros == (3,)
 
 
+@pytest.mark.parametrize(("caller", "checked"), [
+    # A program of its own: a checked synchronizing call later in the calling function reports the failure.
+    ("int main() {\n  float* x;\n  run(x);\n  int n = 0;\n  n += 1;\n  n += 2;\n  CHECK(cudaDeviceSynchronize());\n}\n",
+     True),
+    ("int main() {\n  float* x;\n  float h;\n  for (int i = 0; i < 4; ++i) {\n    run(x);\n  }\n  int n = 0;\n"
+     "  n += 1;\n  CHECK(cudaMemcpy(&h, x, 4, cudaMemcpyDeviceToHost));\n}\n", True),
+    # Its error dropped, or a `return` before it: no report of the failure.
+    ("int main() {\n  float* x;\n  run(x);\n  int n = 0;\n  n += 1;\n  n += 2;\n  cudaDeviceSynchronize();\n}\n",
+     False),
+    ("int main() {\n  float* x;\n  run(x);\n  int n = 0;\n  n += 1;\n  if (n) return 1;\n"
+     "  CHECK(cudaDeviceSynchronize());\n}\n", False),
+    # A library's file (no `main`): the callers decide what a failed launch does.
+    ("void reset(float* x) {\n  run(x);\n  int n = 0;\n  n += 1;\n  n += 2;\n  CHECK(cudaDeviceSynchronize());\n}\n",
+     False),
+])
+def test_a_helpers_call_in_another_file_that_is_a_program_is_checked_by_a_later_checked_sync(
+        tmp_path: Path, caller: str, checked: bool) -> None:
+    library = ("__global__ void k(float* x);\n"
+               "void run(float* x) { k<<<1, 1>>>(x); }\n"
+               "#define RUN_K(x) k<<<1, 1>>>(x)\n")
+    check = "#define CHECK(call) do { if ((call) != cudaSuccess) abort(); } while (0)\n"  # checks what it wraps
+    files = {"launch.cu": library, "bench.cu": check + caller,
+             "macro.cu": check + caller.replace("run(x)", "RUN_K(x)")}  # the macro's use is where it launches
+    found = searched(tmp_path, files, "launch.cu")
+    assert [u.kind for u in found.unchecked] == ([] if checked else ["everywhere", "everywhere"])
+
+
 def test_each_file_is_blanked_once_between_its_own_lint_and_the_projects_reading(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """launch.cu's launch is checked by a function check.cu defines, so the project's reading blanks both files (they

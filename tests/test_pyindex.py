@@ -139,6 +139,7 @@ ENGINE = {
     "engine/triton_utils.py": "try:\n    import triton\nexcept ImportError:\n    triton = object()\n",
     "engine/utils.py": "from .triton_utils import triton\njit = triton.jit\n",
     "engine/stand_in.py": "class Recorder:\n    pass\ntriton = Recorder()\n",
+    "engine/vendored.py": "import vendor_triton as triton\n",  # a Triton build under another distribution name
 }
 ENGINE_KERNEL = '''{imports}
 
@@ -154,6 +155,7 @@ def kernel(x, BLOCK: tl.constexpr):
     ("from .utils import jit", "@jit", True),
     ("from engine import triton", "@triton.jit", True),  # through the package's star import
     ("from .stand_in import triton", "@triton.jit", False),  # a module that only ever holds a stand-in
+    ("from .vendored import triton", "@triton.jit", True),
     ("from engine.triton_utils import triton", "@triton.heuristics({'BLOCK': lambda a: 64})\n@triton.jit", False),
 ])
 def test_a_kernel_that_reaches_triton_through_the_projects_module_is_planned_from_source(

@@ -31,6 +31,13 @@ else:
     tl = None
 """
 
+RENAMED = """\
+import vendor_triton as triton
+import vendor_triton.experimental.gluon.language as gl
+from vendor_triton import language as tl
+from vendor_triton.runtime import autotune
+"""
+
 
 def write(root: Path, files: dict[str, str]) -> None:
     for rel, text in files.items():
@@ -81,6 +88,18 @@ def qualify(root: Path, module: str, dotted: str) -> str | None:
      "jit", None),
     # A module outside the project keeps the name its import spells.
     ({"k.py": "import triton.language as tl\n"}, "tl.dot", "triton.language.dot"),
+    # A Triton distribution under another name, bound as `triton` where the project imports it: its names are
+    # Triton's, in that module and in those that take them from it; a module that never binds it so keeps its name.
+    ({"pkg/tu.py": RENAMED, "pkg/k.py": "from pkg.tu import tl, triton\n"}, "triton.jit", "triton.jit"),
+    ({"pkg/tu.py": RENAMED, "pkg/k.py": "from pkg.tu import tl, triton\n"}, "tl.constexpr",
+     "triton.language.constexpr"),
+    ({"pkg/tu.py": RENAMED, "pkg/k.py": "from pkg.tu import gl\n"}, "gl.constexpr",
+     "triton.experimental.gluon.language.constexpr"),
+    ({"pkg/tu.py": RENAMED, "pkg/k.py": "import pkg.tu as tu\n"}, "tu.autotune", "triton.runtime.autotune"),
+    ({"k.py": RENAMED}, "triton.jit", "triton.jit"),
+    ({"k.py": "import vendor_triton\nfrom vendor_triton import language as tl\n"}, "tl.constexpr",
+     "vendor_triton.language.constexpr"),
+    ({"k.py": "import vendor_triton as tr\n"}, "tr.jit", "vendor_triton.jit"),
 ])
 def test_a_name_is_followed_through_the_projects_modules(tmp_path: Path, files: dict[str, str], dotted: str,
                                                          expected: str | None) -> None:

@@ -19,6 +19,7 @@ from typing import NamedTuple
 from kgate.collect.cpp_flow import Flow, Matcher
 from kgate.collect.cpp_statements import NAMESPACE_HEAD, SCOPE_HEAD, head, is_call
 from kgate.collect.cpp_text import Macro, balanced, calls_of, macros, split_arguments
+from kgate.collect.cuda_checks import CheckedSyncs, is_program
 from kgate.collect.cuda_project import HEADERS, Project, nearest
 
 _ASSIGNED = re.compile(r"(?<![\w.>])(\w+)\s*(?<![=!<>+\-*/%&|^])=\s*$")
@@ -65,6 +66,8 @@ class Callers:
         self.project, self.rel = project, rel
         self.syncs = syncs  # in a program of its own: what reports a failed launch later in a calling function
         self._memo: dict[int, tuple[list[Site], int] | None] = {}
+        self._programs: dict[str, bool] = {}  # the project's other files that call here: whether each is a program
+        self._project_syncs: Matcher | None = None
         self._defines: list[Macro] | None = None
 
     def unchecked_calls(self, at: int, semicolon: int, depth: int = 0,
@@ -156,7 +159,7 @@ class Callers:
             return []
         out: list[Site | None] = []
         for rel, flow, use, end in self.project.calls(name, self.rel):
-            if flow.checked(end, self.checks) or flow.later(end, self.checks):
+            if self._checked_elsewhere(rel, flow, end):
                 out.append(None)
             else:
                 out.append(Site(rel, use, bisect_right(flow.starts, use, 1) - 1, name))
@@ -164,8 +167,9 @@ class Callers:
 
     def _calls_elsewhere(self, body: Body) -> list[Site | None]:
         """The calls of a function in the project's other files: None for each that checks after it (within
-        `window` lines, after the control statements that hold it, or later in its block), a site for each
-        that does not. Those calls are not followed further."""
+        `window` lines, after the control statements that hold it, or later in its block; in a program, a checked
+        synchronizing call later in its function: `_checked_elsewhere`), a site for each that does not. Those calls
+        are not followed further."""
         if self.project is None or body.lambda_:
             return []
         out: list[Site | None] = []
@@ -177,11 +181,31 @@ class Callers:
                 continue  # a file that defines a function of that name itself calls its own
             if not nearest(rel, self.rel, definers):
                 continue  # a call of another definition of the name, nearer to the caller
-            if flow.checked(end, self.checks) or flow.later(end, self.checks):
+            if self._checked_elsewhere(rel, flow, end):
                 out.append(None)
             else:
                 out.append(Site(rel, call, bisect_right(flow.starts, call, 1) - 1, body.name))
         return out
+
+    def _checked_elsewhere(self, rel: str, flow: Flow, end: int) -> bool:
+        """Whether the call ending at `end` in the project's file `rel` is checked where it is: by a check after it,
+        after the control statements that hold it, or later in its function on every path; in a program of its own
+        (a test or benchmark with a `main`), also by a synchronizing call whose error is read later in the calling
+        function, which reports the failure of what the call launched and stops the program there, as it does for
+        a launch or a call in the program's own file."""
+        if flow.checked(end, self.checks) or flow.later(end, self.checks):
+            return True
+        if self.project is None or not self._program(rel, flow):
+            return False
+        if self._project_syncs is None:
+            self._project_syncs = CheckedSyncs(self.project.sync_checks())
+        return flow.later_anywhere(end, self._project_syncs)
+
+    def _program(self, rel: str, flow: Flow) -> bool:
+        found = self._programs.get(rel)
+        if found is None:
+            found = self._programs[rel] = is_program(flow.code, flow)
+        return found
 
     def _callable(self, at: int) -> Body | None:
         """The lambda or file-local function whose body holds `at`; None for anything else (a member, an

@@ -4,7 +4,9 @@ A kernel module may reach Triton through the project's own modules rather than i
 `from pkg.triton_utils import tl, triton`, `from .utils import jit`, `import pkg.triton_utils as tu` and then
 `@tu.triton.jit`, or a package whose `__init__.py` passes them on (`from .triton_utils import *`, its
 `__all__`). Such a module imports the real Triton, usually with a stand-in for when it is missing
-(`try: import triton` / `except ImportError: triton = _Placeholder()`, or `if HAS_TRITON: ... else: ...`).
+(`try: import triton` / `except ImportError: triton = _Placeholder()`, or `if HAS_TRITON: ... else: ...`), or a
+build of Triton shipped under another distribution name that it binds as `triton` (`import vendor_triton as triton`,
+`from vendor_triton import language as tl`): in a module that binds it so, that distribution's names are Triton's.
 
 `exports(tree)` records what a module binds at its top level: a name imported (`Binding.kind` IMPORT), a copy
 of a dotted name (ALIAS: `tl = triton.language`), or anything else (LOCAL: a definition, a call's result), with
@@ -36,6 +38,9 @@ _TRY_STAR = (ast.TryStar,) if hasattr(ast, "TryStar") else ()  # Python 3.11+
 # `try` statements: ast.TryStar (3.11+) has ast.Try's fields, so the two are read alike.
 _TRIES: tuple[type[ast.Try], ...] = (ast.Try, *_TRY_STAR)
 _DEPTH = 16  # modules and aliases followed for one name: a cycle of re-exports ends here
+# Packages a project may import under another distribution's name, bound to their own name (`import vendor_triton as
+# triton`): the names under that distribution are read as the package's (`_renamed`).
+_DISTRIBUTED = ("triton",)
 
 # Where a name leads: (MODULE, a project file or a package folder), (EXTERNAL, a dotted name outside), or, asked for
 # (`Resolver.definition`), (DEFINED, "file\nname") for a top-level definition or value of a project module.
@@ -307,7 +312,7 @@ class Resolver:
             return found
         if binding.kind != IMPORT:  # the module's own definition or value
             return (DEFINED, f"{path}\n{name}") if self._defined else None
-        module = self._module(path, binding.module, binding.level)
+        module = _renamed(table, self._module(path, binding.module, binding.level))
         return self._attribute(module, binding.attr, depth) if binding.attr and module is not None else module
 
     def _starred(self, path: str, table: Exports, name: str, depth: int) -> Target | None:
@@ -325,7 +330,7 @@ class Resolver:
                 target = self._name(found[1], name, None, depth + 1)
                 if target is not None:
                     return target
-        return (EXTERNAL, f"{outside[0][1]}.{name}") if len(outside) == 1 else None
+        return _renamed(table, (EXTERNAL, f"{outside[0][1]}.{name}")) if len(outside) == 1 else None
 
     def _attribute(self, found: Target | None, part: str, depth: int) -> Target | None:
         if found is None:
@@ -405,6 +410,23 @@ class Resolver:
         found, digest, state = _read(path)
         depends.note(depends.EXPORTS + path, depends.stable(state), digest)
         return found
+
+
+def _renamed(table: Exports, found: Target | None) -> Target | None:
+    """A name outside the project as the module's own imports call its package: a Triton distribution under another
+    name (`import vendor_triton as triton`) makes `vendor_triton.language` in that module `triton.language`, whether
+    imported as `from vendor_triton import language as tl` or reached as `triton.language`."""
+    if found is None or found[0] != EXTERNAL:
+        return found
+    head, dot, rest = found[1].partition(".")
+    if head in _DISTRIBUTED:
+        return found
+    for name in _DISTRIBUTED:
+        binding = table.get(name)
+        if binding is not None and binding.kind == IMPORT and binding.module == head and not binding.attr and \
+                not binding.level:
+            return (EXTERNAL, name + dot + rest)
+    return found
 
 
 def _holding(path: str, top: list[str]) -> list[str]:

@@ -132,7 +132,10 @@ one (a `validate_result` that copies the output back under a check), later
 in the launching function, in any block of it and with no `return` before
 it, covers the launch, since the program reports the failure and stops
 there; a helper's launch is followed to its calls (in `main`, say) and each
-call held to the same test. A function of a program called from another
+call held to the same test, a call in another file included where that file
+is such a program (launchers kept in a file without `main`, run by the
+benchmark's `main` in another file that synchronizes under a check after
+them; a call from a library's file is not covered so). A function of a program called from another
 program that defines a function of the same name is that one's own, not a
 call of it:
 
