@@ -165,3 +165,14 @@ def test_offline_a_compiled_function_is_called_and_launches_nothing(tmp_path) ->
     assert "launched both" in run.stdout
     text = (project / "kgate-capture.toml").read_text(encoding="utf-8")
     assert text.count("[[cute]]") == 2 and "factor = 5.0" in text, text
+
+
+def test_a_command_that_imports_the_dsl_and_compiles_nothing_is_told_of_a_project_cache(tmp_path) -> None:
+    """QuACK keeps what it compiled on disk and loads it on the next run without `cute.compile`: a capture then
+    records nothing, and says what to turn off."""
+    project = copy_project("cute/capture", tmp_path)
+    (project / "cached.py").write_text("import pkg.ops  # a cache of the project's own answers every call\n")
+    run = kgate("capture", "--device", "cpu", "--", sys.executable, "cached.py", cwd=project, process=True)
+    assert run.code == 2, run.stdout + run.stderr
+    assert "it imported the CuTe DSL: a compile cache of the project's own" in run.stderr, run.stderr
+    assert not (project / "kgate-capture.toml").exists()

@@ -45,6 +45,7 @@ class Recorded:
     processes: int = 0  # processes that recorded a launch
     started: int = 0  # Python processes of the command that ran kgate's recorder
     imported: int = 0  # ... and imported Triton or the CuTe DSL, the recorder's hooks installed
+    cute: int = 0  # ... of which imported the CuTe DSL
     lost: list[str] = field(default_factory=list)  # Python children started with an environment without the capture
     unwritten: list[str] = field(default_factory=list)  # why processes could not write all their records
     damaged: bool = False  # a record file held what kgate's recorder does not write, or could not be read
@@ -115,6 +116,7 @@ def read_records(config: Config, folder: Path) -> Recorded:
         kinds = {r["type"] for r in read.records}
         out.started += "start" in kinds
         out.imported += bool(kinds & {"triton", "cute-dsl"})
+        out.cute += "cute-dsl" in kinds
         out.processes += bool(kinds & {"spec", "cute"})
         for record in read.records:
             if record["type"] == "cute" and read.where is not None:

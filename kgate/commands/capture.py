@@ -88,7 +88,9 @@ def _nothing(recorded: session.Recorded, gpu: bool) -> str:
         return f"none of the command's {recorded.started} Python process(es) imported Triton or the CuTe DSL"
     return ("the command ran no @triton.jit kernel of the project through Triton's launcher, and compiled no "
             "@cute.jit function of it with cute.compile"
-            + ("" if gpu else " (on a machine without a GPU, run its ops on CPU tensors)"))
+            + ("" if gpu else " (on a machine without a GPU, run its ops on CPU tensors)")
+            + ("; it imported the CuTe DSL: a compile cache of the project's own that loads what an earlier run "
+               "compiled never calls cute.compile, so turn it off for the capture" if recorded.cute else ""))
 
 
 def _other_python(command: list[str], env: dict[str, str], recorded: session.Recorded) -> str:
