@@ -346,7 +346,7 @@ def _usable_checks(text: str, code: str, macros: list[str]) -> list[_Guard]:
         headers = [h for h in _DEFINED_IN.get(name, ()) if h in text]
         if not named and not headers:
             continue
-        define = re.search(r"^[ \t]*#[ \t]*define[ \t]+" + escaped + r"(\([^)]*\))?((?:[^\n]*\\\n)*[^\n]*)", text,
+        define = re.search(r"^[ \t]*#[ \t]*define[ \t]+" + escaped + r"(\([^)]*\))?((?:[^\n]*\\\r?\n)*[^\n]*)", text,
                            re.MULTILINE) if named else None
         if define is not None:
             params = define.group(1)
