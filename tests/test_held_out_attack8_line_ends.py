@@ -100,3 +100,21 @@ def test_a_byte_order_mark_hides_no_torch_include_from_the_extension_build(tmp_p
     plain, marked = sources["plain"], sources["marked"]
     assert any("torch/include" in flag for flag in plain.flags)
     assert [f.replace("marked", "plain") for f in marked.flags] == list(plain.flags)
+
+
+@pytest.mark.parametrize("suffix", [".cu", ".cuh", ".cpp", ".h", ".hpp", ".hh", ".hxx", ".inl"])
+def test_a_launch_in_any_cpp_source_or_header_kind_is_checked(tmp_path: Path, suffix: str) -> None:
+    """Every C++ and CUDA file kind the project's other files are read in (a template's launcher in an `.inl`, a
+    `.hh` or `.hxx` header) is a file whose launches KG302 reads: the unchecked one is reported, its checked twin is
+    not."""
+    (tmp_path / "kgate.toml").write_text('targets = ["sm_120a"]\n')
+    (tmp_path / f"launch{suffix}").write_text(
+        "__global__ void fill(float* x) { x[threadIdx.x] = 1.f; }\n"
+        "inline void run(float* x) {\n"
+        "  fill<<<1, 32>>>(x);\n"
+        "}\n"
+        "inline cudaError_t run_checked(float* x) {\n"
+        "  fill<<<1, 32>>>(x);\n"
+        "  return cudaGetLastError();\n"
+        "}\n")
+    assert {(path, line, code) for path, line, code, _ in _findings(tmp_path)} == {(f"launch{suffix}", 3, "KG302")}

@@ -18,8 +18,9 @@ import re
 from collections.abc import Iterable, Mapping
 
 from kgate.collect.cpp_text import balanced, blank
+from kgate.collect.cuda_tree import SOURCES
 
-SOURCE_SUFFIXES = (".cu", ".cuh", ".h", ".hpp", ".hh", ".hxx", ".cpp", ".cc", ".cxx", ".inl", ".inc", ".ptx")
+SOURCE_SUFFIXES = (*SOURCES, ".inc", ".ptx")  # and what a build compiles or includes besides C++: PTX, `.inc`
 _OWN_BUILD = ("setup.py", "pyproject.toml")
 _CMAKE_PROJECT = re.compile(rb"^\s*project\s*\(", re.MULTILINE | re.IGNORECASE)
 _SKIPPED = {"__pycache__", "node_modules", "build", "dist"}

@@ -229,6 +229,7 @@ from bisect import bisect_right
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from kgate.collect.cuda_tree import SOURCES as CPP_SOURCES
 from kgate.core.artifacts import Artifact
 from kgate.core.findings import Related, Severity
 from kgate.core.fix import Applicability, Edit, Fix
@@ -429,7 +430,7 @@ RULE = Rule(
         "macros": Option("ignore", "\"note\": count the launches in macros used nowhere in a note per file", str,
                          choices=("ignore", "note")),
     },
-    files=("*.cu", "*.cuh", "*.cpp", "*.cc", "*.cxx", "*.h", "*.hpp"),
+    files=tuple(f"*{suffix}" for suffix in CPP_SOURCES),
     prefilter=(b"<<<", b"cudaLaunch"),
     read_ahead=read_ahead,
     reads=frozenset({Artifact.SOURCE}),
