@@ -69,3 +69,48 @@ def test_a_pin_written_with_its_lines_comment_is_read_as_todays_and_rewritten(tm
     assert "\"KG204|ops.py|k|tl.device_print(\\\"n\\\", n)\" = 2" in text and "# one" not in text
     again = kgate("lint", cwd=project)
     assert again.code == 0 and "name their line" not in again.stdout, again.stdout + again.stderr
+
+
+SPILLING = '''\
+import triton
+import triton.language as tl
+
+import kgate
+
+
+@kgate.register(signature={"x": "*fp32", "n": "i32"}, constexprs={"BLOCK": 8192}, num_warps=1)
+@triton.jit
+def big(x, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    v = tl.load(x + offs, mask=offs < n)
+    tl.store(x + offs, v / tl.sum(v * v, 0), mask=offs < n)
+'''
+
+OTHER_TOOLCHAIN = '''
+[[toolchain]]
+versions = {{ "ptxas-blackwell" = "0.0.1", "triton" = "0.0.1" }}
+
+[toolchain.kernels]
+"{kernel}" = {{ registers = 1, spill_bytes = 2, stack_bytes = 3, smem_bytes = 4 }}
+'''
+
+
+def test_renaming_old_variant_names_keeps_the_other_toolchains_pins(tmp_path: Path) -> None:
+    pytest.importorskip("triton")
+    (tmp_path / "kgate.toml").write_text('targets = ["sm_120a"]\npython-path = ["."]\n')
+    (tmp_path / "ops.py").write_text(SPILLING)
+    first = kgate("baseline", "update", "--accept-new", cwd=tmp_path)
+    assert first.code == 0, first.stdout + first.stderr
+    baseline = tmp_path / "kgate-baseline.toml"
+    pinned = baseline.read_text()
+    kernel = next(line.split('"')[1] for line in pinned.splitlines() if line.startswith('"ops:big|'))
+    variant = kernel.split("|")[1]
+    old_name = variant[:variant.rindex(",")]  # the name before variants said their specialisation
+    # This toolchain's pins under the old variant name, and another toolchain's pins beside them.
+    baseline.write_text(pinned.replace(variant, old_name) + OTHER_TOOLCHAIN.format(kernel=kernel))
+    update = kgate("baseline", "update", cwd=tmp_path)
+    assert update.code == 0, update.stdout + update.stderr
+    assert "renamed" in update.stdout
+    text = baseline.read_text()
+    assert old_name + "|" not in text and text.count("[[toolchain]]") == 2
+    assert '"0.0.1"' in text and "registers = 1, spill_bytes = 2, stack_bytes = 3, smem_bytes = 4" in text

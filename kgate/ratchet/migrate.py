@@ -57,7 +57,8 @@ def migrate(baseline: Baseline, current: set[tuple[str, str, str]]) -> tuple[Bas
     findings: dict[str, Pin] = {}
     for key, pin in baseline.findings.items():
         findings[finding_renames.get(key, key)] = pin
-    return Baseline(dict(baseline.toolchain), kernels, findings), len(kernel_renames) + len(finding_renames)
+    # The other toolchains' pins ride along as they are: a rename of this toolchain's names drops none of theirs.
+    return dataclasses.replace(baseline, kernels=kernels, findings=findings), len(kernel_renames) + len(finding_renames)
 
 
 def _split_finding(key: str) -> tuple[str, str, str | None]:
