@@ -7,6 +7,9 @@ compile into the same device print.
 `tl.static_print`, which prints once while compiling, is not reported, nor
 is a kernel declared a debug kernel with `@triton.jit(debug=True)` (a
 checker whose prints and `tl.device_assert`s are its purpose).
+In a CuTe DSL kernel (`@cute.kernel`) it flags `cute.printf`, the device's
+printf; Python's `print` there runs once while the DSL traces the kernel,
+and a `@cute.jit` function is host code: neither is reported.
 
 Triton may be reached through the project's own modules: a kernel module
 that says `from pkg.triton_utils import tl, triton`, `from .utils import
@@ -250,6 +253,8 @@ def _never_compiled(fn: ast.AST, switches: dict[str, object]) -> set[ast.stmt]:
 
 def check(source: SourceFile, ctx: SourceContext) -> Iterable[Report]:
     info = py.info(source)
+    if any(name == "cutlass" or name.startswith("cutlass.") for name in info.imports.values()):
+        yield from _cute_prints(source, info)
     if not info.uses_triton():
         return
     imports = info.imports
@@ -284,6 +289,26 @@ def check(source: SourceFile, ctx: SourceContext) -> Iterable[Report]:
                          scope=fn.name, **source.span(node))
 
 
+_CUTE_KERNEL = "cutlass.cute.kernel"
+_CUTE_PRINTF = "cutlass.cute.printf"
+
+
+def _cute_prints(source: SourceFile, info: py.ParsedModule) -> Iterable[Report]:
+    """`cute.printf` in a CuTe DSL `@cute.kernel` function: the device's printf, run by every thread. Python's `print`
+    there runs once while the DSL traces the kernel, and a `@cute.jit` function is host code: neither is reported."""
+    imports = info.imports
+    for fn in info.functions:
+        if not any(py.qualified(d.func if isinstance(d, ast.Call) else d, imports) == _CUTE_KERNEL
+                   for d in fn.decorator_list):
+            continue
+        for stmt in py.statements(fn):
+            for node in py.expressions(stmt):
+                if isinstance(node, ast.Call) and py.qualified(node.func, imports) == _CUTE_PRINTF:
+                    yield Report(f"cute.printf in `@cute.kernel` function `{fn.name}`: every thread of every launch "
+                                 f"prints through the host (remove it, or print at compile time with Python's print, "
+                                 f"which the DSL runs once as it traces the kernel)", scope=fn.name, **source.span(node))
+
+
 def _print(node: ast.AST, imports: dict[str, str], prefix: str) -> str | None:
     """What a device print is called as (`tl.device_print`, `print`), or None for anything else."""
     if not isinstance(node, ast.Call):
@@ -300,12 +325,12 @@ RULE = Rule(
     name="device-print",
     layer="python",
     severity=Severity.ERROR,
-    summary="A device print left in a Triton kernel: every launch serialises its output through the host",
+    summary="A device print left in a Triton or CuTe DSL kernel: every launch serialises its output through the host",
     check=check,
     doc=__doc__ or "",
     files=("*.py",),
     # The rule runs only on files holding one of these bytes: keep it narrow.
     prefilter=(b"print",),
-    requires=(py.TRITON_MARKERS,),  # it reads only modules that reach Triton
+    requires=((*py.TRITON_MARKERS, b"cute"),),  # it reads only modules that reach Triton or CuTe (`cutlass.cute`)
     reads=frozenset({Artifact.SOURCE}),
 )
