@@ -12,13 +12,15 @@ code.
 
 from __future__ import annotations
 
+import codecs
 import os
 import re
 from collections.abc import Iterable, Mapping
 
 from kgate.collect.cpp_text import balanced, blank
+from kgate.collect.cuda_tree import SOURCES
 
-SOURCE_SUFFIXES = (".cu", ".cuh", ".h", ".hpp", ".hh", ".hxx", ".cpp", ".cc", ".cxx", ".inl", ".inc", ".ptx")
+SOURCE_SUFFIXES = (*SOURCES, ".inc", ".ptx")  # and what a build compiles or includes besides C++: PTX, `.inc`
 _OWN_BUILD = ("setup.py", "pyproject.toml")
 _CMAKE_PROJECT = re.compile(rb"^\s*project\s*\(", re.MULTILINE | re.IGNORECASE)
 _SKIPPED = {"__pycache__", "node_modules", "build", "dist"}
@@ -37,7 +39,7 @@ def own_build(folder: str) -> bool:
     if "CMakeLists.txt" in names:
         try:
             with open(os.path.join(folder, "CMakeLists.txt"), "rb") as handle:
-                return _CMAKE_PROJECT.search(handle.read()) is not None
+                return _CMAKE_PROJECT.search(handle.read().removeprefix(codecs.BOM_UTF8)) is not None
         except OSError:
             return False
     return False
@@ -83,7 +85,7 @@ def _includes(path: str) -> list[str]:
         return []
     if b"include" not in data:
         return []
-    return _INCLUDE.findall(data.decode("utf-8", "replace"))
+    return _INCLUDE.findall(data.removeprefix(codecs.BOM_UTF8).decode("utf-8", "replace"))
 
 
 def arch_uses(paths: Iterable[str], patterns: Mapping[str, re.Pattern[str]],

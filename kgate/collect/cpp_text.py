@@ -192,7 +192,8 @@ class Macro(NamedTuple):
     body: int  # offset of the replacement text
 
 
-_DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)(\([^)\n]*\))?((?:[^\n]*\\\n)*[^\n]*)", re.MULTILINE)
+# A backslash before the line's end joins the next line, `\r\n` ends included (a file written on Windows).
+_DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)(\([^)\n]*\))?((?:[^\n]*\\\r?\n)*[^\n]*)", re.MULTILINE)
 
 
 def macros(code: str) -> list[Macro]:

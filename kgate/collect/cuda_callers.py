@@ -20,7 +20,8 @@ from kgate.collect.cpp_flow import Flow, Matcher
 from kgate.collect.cpp_statements import NAMESPACE_HEAD, SCOPE_HEAD, head, is_call
 from kgate.collect.cpp_text import Macro, balanced, calls_of, macros, split_arguments
 from kgate.collect.cuda_checks import CheckedSyncs, is_program
-from kgate.collect.cuda_project import HEADERS, Project, nearest
+from kgate.collect.cuda_project import Project, nearest
+from kgate.collect.cuda_tree import HEADERS
 
 _ASSIGNED = re.compile(r"(?<![\w.>])(\w+)\s*(?<![=!<>+\-*/%&|^])=\s*$")
 _LOCAL_LINKAGE = re.compile(r"\b(?:static|inline|__forceinline__|__inline__)\b")

@@ -34,7 +34,6 @@ from kgate.collect.cuda_tree import tree_state
 from kgate.collect.depends import blake2b
 from kgate.collect.files import project_root
 
-HEADERS = (".h", ".cuh", ".hpp", ".hh", ".inl")
 # Bytes of C++ identifiers kept, every other byte a space: `data.translate(_WORD_BYTES).split()` are its words.
 _WORD_BYTES = bytes(c if chr(c).isascii() and (chr(c).isalnum() or c == ord("_")) else ord(" ") for c in range(256))
 _ROUNDS = 8  # macros and functions followed through one another to a read of the last error

@@ -13,6 +13,7 @@ the record (`kgate.compile.cuda_engine.FilesRead`).
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import os
 import re
@@ -270,7 +271,7 @@ def _walk_includes(path: Path, dirs: list[Path], root: Path | None) -> tuple[tup
             data = read_input(current)  # a header that is a named pipe is not waited on
         except OSError:
             continue
-        for kind, raw in _INCLUDE.findall(data):
+        for kind, raw in _INCLUDE.findall(data.removeprefix(codecs.BOM_UTF8)):  # a BOM hides no first-line include
             name = raw.decode(errors="replace")
             found = _resolve_include(name, kind == b'"', current.parent, dirs)
             if found is None:

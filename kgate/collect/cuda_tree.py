@@ -10,7 +10,10 @@ from kgate.collect import depends
 from kgate.collect.files import tree_listing
 from kgate.support.filestat import current
 
-SOURCES = (".cu", ".cuh", ".cpp", ".cc", ".cxx", ".h", ".hpp", ".hh", ".inl")
+# The names of C++ and CUDA files, sources and headers: the one list of what the CUDA source rules read and what
+# the project's reading of its other files takes in (a launch or a check macro in a `.hh` or `.inl` is one).
+SOURCES = (".cu", ".cuh", ".cpp", ".cc", ".cxx", ".h", ".hpp", ".hh", ".hxx", ".inl")
+HEADERS = (".cuh", ".h", ".hpp", ".hh", ".hxx", ".inl")
 
 
 def sources(root: str) -> list[tuple[str, str]]:

@@ -101,3 +101,35 @@ def named(exc: ConfigError, name: str, shown: str) -> ConfigError:
     if shown != name and text.startswith(name + ":"):
         return ConfigError(shown + text[len(name):])
     return exc
+
+
+_NOT_PROJECTS = {"node_modules", "build", "dist", "site-packages", "__pycache__"}
+
+
+def configurations_below(top: Path, limit: int = 3, depth: int = 4, folders: int = 2000) -> list[str]:
+    """Up to `limit` configuration files in the folders below `top` (not in `top` itself), nearest first, as paths
+    from `top`: the projects a monorepo's top holds, for a run there that found no configuration of its own. Hidden
+    folders, build outputs and installed packages are not looked in, nor folders deeper than `depth`, nor more than
+    `folders` folders (a home folder is not searched through)."""
+    found: list[str] = []
+    level = [str(top)]
+    for _ in range(depth):
+        below: list[str] = []
+        for folder in level[:folders]:
+            try:
+                entries = sorted(os.scandir(folder), key=lambda e: e.name)
+            except OSError:
+                continue
+            for entry in entries:
+                if entry.name.startswith(".") or entry.name in _NOT_PROJECTS or not entry.is_dir(follow_symlinks=False):
+                    continue
+                below.append(entry.path)
+                names = [name for name in NAMES if os.path.isfile(os.path.join(entry.path, name))]
+                own = next((os.path.join(entry.path, n) for n in names
+                            if n == "kgate.toml" or configures_kgate(os.path.join(entry.path, n))), None)
+                if own is not None:
+                    found.append(Path(os.path.relpath(own, top)).as_posix())
+                    if len(found) == limit:
+                        return found
+        level = below
+    return found

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ from kgate.collect.files import named_rel, python_files
 from kgate.collect.modules import import_roots, module_name
 from kgate.collect.pynames import Resolver, exports
 from kgate.collect.pysource import dotted, expressions, is_triton_language, module_constants
-from kgate.collect.source import MAX_PARSE_BYTES, try_parse
+from kgate.collect.source import MAX_PARSE_BYTES, UnreadableSource, parse_python
 from kgate.core.config import Config, PythonEntry, parse_cute_entry, parse_triton_entry
 from kgate.core.cute import DTYPE_PREFIX
 from kgate.core.errors import ConfigError
@@ -88,9 +89,14 @@ def triton_kernels(entries: list[PythonEntry], captured: list[CapturedSpec]) -> 
 
 def decorator_entries(path: Path, data: bytes, root: Path, roots: list[Path]) -> list[PythonEntry]:
     rel = named_rel(path, root)
-    tree = try_parse(data)
-    if tree is None:
-        return []  # a broken file is the linter's to report
+    try:
+        tree = parse_python(data, rel)
+    except UnreadableSource as exc:
+        # Its registrations cannot be read, and a lint finding about it may be left out of the selection: say so
+        # rather than gate the project without its kernels (as for a file too large to read).
+        raise ConfigError(f"{rel}:{exc.line}: cannot read its kgate.register decorators: {exc.message} (read as "
+                          f"Python {sys.version_info.major}.{sys.version_info.minor}, the Python kgate runs in)") \
+            from None
     kgate_names, register_names = _aliases(tree)
     if not kgate_names and not register_names:
         return []

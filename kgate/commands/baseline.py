@@ -10,7 +10,7 @@ from kgate.commands.common import ProgressBar, config_from, fail_on, selection_f
 from kgate.pipeline.check import CheckOptions, nothing_to_gate, run_check
 from kgate.ratchet.baseline import Baseline, locked, render, save, toolchain_bound
 from kgate.ratchet.gate import baseline_path, load_baseline
-from kgate.ratchet.migrate import migrate
+from kgate.ratchet.migrate import migrate, without_comments
 from kgate.ratchet.update import repin
 from kgate.report.escape import terminal
 from kgate.shard.plan import parse_shard
@@ -40,15 +40,19 @@ def run(args: argparse.Namespace) -> int:
     # in what is read here (the compile above needs no lock: it does not read the baseline).
     with locked(path):
         old, renamed = migrate(load_baseline(config) or Baseline(), {k.key for k in checked.state.kernels})
+        old, uncommented = without_comments(old, {f.baseline_key for f in checked.state.findings})
         outcome = repin(old, checked.state, accept_new=args.accept_new, slack=config.size_slack)
         if renamed:
             print(f"renamed   {renamed} entr(y/ies) to the variant names that say their specialisation")
+        if uncommented:
+            print(f"renamed   {uncommented} source finding pin(s) to their line's code without its comment")
         for line in outcome.changes:
             print(terminal(line))
         try:
             current = read_input(path)
         except OSError:
             current = None
+        renamed += uncommented
         if outcome.changed or renamed or current != render(outcome.baseline).encode():
             save(outcome.baseline, path, rel)
             upgraded = "" if outcome.changed or renamed or current is None else ", rewritten in the current format"

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
+import re
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
@@ -225,15 +226,53 @@ def _raw(rule: Rule, report: Report, source: SourceFile) -> RawFinding:
 
 
 def _snippet(source: SourceFile, line: int) -> str:
-    """The finding's line without spacing or a trailing kgate comment: stable across moves and reformatting."""
+    """The finding's line without spacing or comments: stable across moves, reformatting and an edit of the line's
+    comment (a `# noqa`, a `// TODO` or a kgate directive added to a pinned finding's line leaves it pinned)."""
     try:
-        text = source.line_text(line)
+        text = _code_of_line(source, line, source.line_text(line))
     except UnreadableSource:
         return ""
-    cut = text.find("kgate:")
+    cut = text.find("kgate:")  # a file of a language kgate reads no comments of
     if cut >= 0:
         text = text[:cut].rstrip("#/; \t")
     return " ".join(text.split())
+
+
+def _code_of_line(source: SourceFile, line: int, text: str) -> str:
+    """A line of the file with its comments (or the parts of block comments on it) replaced by a space each."""
+    spans = source.derived.get("comment_columns")
+    if spans is None:
+        spans = source.derived["comment_columns"] = _comment_columns(source)
+    cuts = spans.get(line)
+    if not cuts:
+        return text
+    pieces, done = [], 0
+    for start, end in cuts:
+        pieces += [text[done:start], " "]
+        done = max(done, end)
+    return "".join(pieces) + text[done:]
+
+
+def _comment_columns(source: SourceFile) -> dict[int, list[tuple[int, int]]]:
+    """Line -> the (start, end) columns of the comments on it, lines numbered as `SourceFile.lines` numbers them."""
+    from bisect import bisect_right
+
+    from kgate.support.comments import comments
+
+    text = source.text
+    found = comments(text, "python" if source.is_python else language(source.rel))
+    if not found:
+        return {}
+    ends = re.finditer(r"\r\n|\r|\n" if "\r" in text else r"\n", text)
+    starts = [0, *(m.end() for m in ends)]
+    out: dict[int, list[tuple[int, int]]] = {}
+    for comment in found:
+        first = bisect_right(starts, comment.start) - 1
+        last = bisect_right(starts, max(comment.start, comment.end - 1)) - 1
+        for index in range(first, last + 1):
+            at = starts[index]
+            out.setdefault(index + 1, []).append((max(comment.start, at) - at, comment.end - at))
+    return out
 
 
 def findings(results: dict[str, FileResult], selection: Selection) -> list[Finding]:

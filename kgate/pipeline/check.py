@@ -7,11 +7,13 @@ what the run covered. Reporting is left to the caller.
 from __future__ import annotations
 
 import fnmatch
+import shlex
 import sys
 from dataclasses import replace
 from pathlib import Path
 
 from kgate.collect.captures import CapturedSpec
+from kgate.collect.projects import configurations_below
 from kgate.collect.registry import captured_specs, triton_entries, triton_kernels
 from kgate.compile import preflight
 from kgate.compile.cache import unusable as cache_unusable
@@ -111,7 +113,12 @@ def nothing_to_gate(config: Config, registered: list[PythonEntry], recorded: lis
     if registered or recorded or config.cuda:
         return None
     if config.source is None:
-        return NOTHING_CONFIGURED
+        below = configurations_below(config.root)
+        if not below:
+            return NOTHING_CONFIGURED
+        shown = ", ".join(terminal(path) for path in below)
+        return (f"{NOTHING_CONFIGURED}; a project below here has its own: {shown} (run kgate in its folder, or name "
+                f"it: `kgate check --config {terminal(shlex.quote(below[0]))}`)")
     tables = "tool.kgate." if config.source.name == "pyproject.toml" else ""
     capture = terminal(config.capture)
     captured = f"{capture} holds no specialisation" if (config.root / config.capture).exists() \

@@ -172,7 +172,10 @@ class _Finder:
                 rel = _relative(given, group.config.root)
                 if force_exclude and group.exclusions(rel):
                     continue
+                walked = set(group.files)
                 self._walk(Path(given), group, "" if rel == "." else rel + "/")
+                if os.path.isabs(rel):  # a folder above the project (`--config sub/kgate.toml` from the top)
+                    _name_from_the_root(group, set(group.files) - walked)
             elif os.path.isfile(given) or symlink_loop(given):
                 group = self.group(self.projects.governing(os.path.dirname(os.path.abspath(given))))
                 rel = _relative(given, group.config.root)
@@ -201,6 +204,21 @@ class _Finder:
             group.files.update((base + rel, path) for rel, path in found)
             for inner, _rel, above in reversed(nested):
                 todo.append((inner, self.group(self.projects.governing(inner)), "", above))
+
+
+def _name_from_the_root(group: Group, walked: set[str]) -> None:
+    """The files of a walk of a folder that holds the project's root, named as the project names them: those under
+    the root by their project-relative path (the project's per-file-ignores and exclusions apply to them), the others
+    by their absolute one."""
+    tops = {Path(os.path.abspath(group.config.root)).as_posix(), Path(os.path.realpath(group.config.root)).as_posix()}
+    for name in sorted(walked):
+        top = next((t for t in tops if name.startswith(t.rstrip("/") + "/")), None)
+        if top is None:
+            continue
+        path = group.files.pop(name)
+        rel = name[len(top.rstrip("/")) + 1:]
+        if not group.exclusions(rel):
+            group.files[group.selection.base + rel] = path
 
 
 def _relative(path: str, root: Path) -> str:

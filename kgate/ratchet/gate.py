@@ -11,7 +11,7 @@ from kgate.core.config import Config
 from kgate.core.errors import BaselineError
 from kgate.ratchet.baseline import Baseline, load
 from kgate.ratchet.compare import Comparison, RunState, compare
-from kgate.ratchet.migrate import migrate
+from kgate.ratchet.migrate import migrate, without_comments
 
 
 def baseline_path(config: Config) -> Path:
@@ -70,6 +70,10 @@ def apply(state: RunState, config: Config, *, enabled: bool = True) -> Verdict |
     if renamed:
         notices.append(f"note: {renamed} entr(y/ies) of {config.baseline} name variants as kgate did "
                        f"before variants named their specialisation; `kgate baseline update` renames them")
+    baseline, uncommented = without_comments(baseline, {f.baseline_key for f in state.findings})
+    if uncommented:
+        notices.append(f"note: {uncommented} source finding pin(s) of {config.baseline} name their line with its "
+                       f"comment, as kgate did before; `kgate baseline update` renames them")
     comparison = compare(baseline, state, mode=config.ratchet, toolchain_policy=toolchain_policy(config),
                          slack=config.size_slack)
     return Verdict(comparison, notices)

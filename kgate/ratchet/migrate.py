@@ -11,6 +11,9 @@ mapping, and `kgate baseline update` writes the new names.
 
 from __future__ import annotations
 
+import dataclasses
+import re
+
 from kgate.ratchet.baseline import Baseline, Pin, kernel_key, split_kernel_key
 
 
@@ -54,7 +57,8 @@ def migrate(baseline: Baseline, current: set[tuple[str, str, str]]) -> tuple[Bas
     findings: dict[str, Pin] = {}
     for key, pin in baseline.findings.items():
         findings[finding_renames.get(key, key)] = pin
-    return Baseline(dict(baseline.toolchain), kernels, findings), len(kernel_renames) + len(finding_renames)
+    # The other toolchains' pins ride along as they are: a rename of this toolchain's names drops none of theirs.
+    return dataclasses.replace(baseline, kernels=kernels, findings=findings), len(kernel_renames) + len(finding_renames)
 
 
 def _split_finding(key: str) -> tuple[str, str, str | None]:
@@ -62,3 +66,32 @@ def _split_finding(key: str) -> tuple[str, str, str | None]:
     if len(parts) < 3 or parts[2].count("|") < 2:
         return key, "", None
     return parts[0], parts[1], parts[2]
+
+
+# Where a comment may start in a source finding's snippet: after the code, its marker (`#`, `//`, `/*`).
+_COMMENT_START = re.compile(r"#|//|/\*")
+
+
+def without_comments(baseline: Baseline, current: set[str]) -> tuple[Baseline, int]:
+    """The baseline with source findings pinned as kgate pinned them before a snippet left its line's comment out
+    (`print(x) # debug`) keyed as today (`print(x)`), and how many were renamed. A pin is renamed only where its key
+    is no current finding's and exactly one current key is its text up to a comment marker; two old pins of one
+    line's code (the same print twice, with two comments) become one pin of both counts."""
+    renames: dict[str, str] = {}
+    for key in baseline.findings:
+        if key in current:
+            continue
+        found = {key[:m.start()].rstrip() for m in _COMMENT_START.finditer(key)} & current
+        if len(found) == 1:
+            renames[key] = found.pop()
+    if not renames:
+        return baseline, 0
+    findings: dict[str, Pin] = {}
+    for key, pin in baseline.findings.items():
+        new = renames.get(key, key)
+        if new in findings:
+            before = findings[new]
+            values = [v for v in (before.value, pin.value) if v is not None]
+            pin = Pin(before.count + pin.count, max(values) if values else None)
+        findings[new] = pin
+    return dataclasses.replace(baseline, findings=findings), len(renames)

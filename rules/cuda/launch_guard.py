@@ -232,6 +232,7 @@ from bisect import bisect_right
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from kgate.collect.cuda_tree import SOURCES as CPP_SOURCES
 from kgate.core.artifacts import Artifact
 from kgate.core.findings import Related, Severity
 from kgate.core.fix import Applicability, Edit, Fix
@@ -349,7 +350,7 @@ def _usable_checks(text: str, code: str, macros: list[str]) -> list[_Guard]:
         headers = [h for h in _DEFINED_IN.get(name, ()) if h in text]
         if not named and not headers:
             continue
-        define = re.search(r"^[ \t]*#[ \t]*define[ \t]+" + escaped + r"(\([^)]*\))?((?:[^\n]*\\\n)*[^\n]*)", text,
+        define = re.search(r"^[ \t]*#[ \t]*define[ \t]+" + escaped + r"(\([^)]*\))?((?:[^\n]*\\\r?\n)*[^\n]*)", text,
                            re.MULTILINE) if named else None
         if define is not None:
             params = define.group(1)
@@ -432,7 +433,7 @@ RULE = Rule(
         "macros": Option("ignore", "\"note\": count the launches in macros used nowhere in a note per file", str,
                          choices=("ignore", "note")),
     },
-    files=("*.cu", "*.cuh", "*.cpp", "*.cc", "*.cxx", "*.h", "*.hpp"),
+    files=tuple(f"*{suffix}" for suffix in CPP_SOURCES),
     prefilter=(b"<<<", b"cudaLaunch"),
     read_ahead=read_ahead,
     reads=frozenset({Artifact.SOURCE}),

@@ -7,6 +7,9 @@ compile into the same device print.
 `tl.static_print`, which prints once while compiling, is not reported, nor
 is a kernel declared a debug kernel with `@triton.jit(debug=True)` (a
 checker whose prints and `tl.device_assert`s are its purpose).
+In a CuTe DSL kernel (`@cute.kernel`) it flags `cute.printf`, the device's
+printf; Python's `print` there runs once while the DSL traces the kernel,
+and a `@cute.jit` function is host code: neither is reported.
 
 Triton may be reached through the project's own modules: a kernel module
 that says `from pkg.triton_utils import tl, triton`, `from .utils import
@@ -57,8 +60,10 @@ tl.constexpr = False`): a debug switch left off. The default is read
 only where no keyword or assignment of the module sets that name to a
 literal of the other truth, nor a launch of the kernel in the module
 passes one at its position (`DEBUG=True` in a launch, `{"DEBUG": True}`
-spread into one, `kernel[grid](x, True)`, or a module constant `DEBUG =
-True`, turn the switch on and the print is reported);
+spread into one, `kernel[grid](x, True)`, a module constant `DEBUG =
+True`, or a launcher's default `def run(x, DEBUG=True)`, turn the switch
+on and the print is reported; a comment or a docstring that says
+`DEBUG=True` is prose and turns nothing on);
 a caller that passes its own flag (`DEBUG=args.debug`) is debugging,
 not a launch that ships. A switch without a default is reported, as is
 any other run-time or constexpr condition; a print a caller in another
@@ -71,7 +76,6 @@ None.
 from __future__ import annotations
 
 import ast
-import re
 from collections.abc import Iterable
 
 from kgate.collect import pysource as py
@@ -130,9 +134,7 @@ def _switches(fn: py.Function, imports: dict[str, str], source: SourceFile,
         default = defaults.get(arg.arg)
         if not isinstance(default, ast.Constant) or not py.is_constexpr(arg.annotation, imports):
             continue
-        name = re.escape(arg.arg)  # `DEBUG=True`, `DEBUG = True`, or a dict's `"DEBUG": True` spread into a launch
-        setting = re.compile(rf"(?:\b{name}\s*=(?!=)|[\"']{name}[\"']\s*:)\s*([^,)}}\s#;]*)")
-        if any(_turns(m.group(1), bool(default.value)) for m in setting.finditer(source.text)):
+        if any(_turns(value, bool(default.value)) for value in _settings(source).get(arg.arg, ())):
             continue
         at = positional.index(arg.arg) if arg.arg in positional else None
         if at is not None and any(_turns_by_position(call, at, bool(default.value)) for call in launches):
@@ -186,13 +188,52 @@ def _applied_jit(tree: ast.Module, imports: dict[str, str]) -> dict[str, tuple[s
     return out
 
 
-def _turns(text: str, default: bool) -> bool:
-    """Whether a keyword's value, as written, is a literal of the other truth than the default's (`True` against
-    `False`): a value that is not a literal (`DEBUG=args.debug`) is a caller's own debugging, not a launch kgate
-    gates with the switch on."""
+def _settings(source: SourceFile) -> dict[str, list[ast.expr]]:
+    """Name -> the values the module's code gives it (computed once per module): a keyword (`DEBUG=True` in a
+    call), an assignment to the name or to an attribute of that name (`DEBUG = True`, `cfg.DEBUG = True`), a
+    parameter's default (`def run(x, DEBUG=True)`) or a dict's entry (`{"DEBUG": True}` spread into a launch).
+    Comments and strings set nothing: `# run with DEBUG=True` is prose."""
+    found: dict[str, list[ast.expr]] | None = source.derived.get("kg204_settings")
+    if found is not None:
+        return found
+    found = {}
+    for node in ast.walk(source.tree):
+        if isinstance(node, ast.keyword) and node.arg is not None:
+            found.setdefault(node.arg, []).append(node.value)
+        elif isinstance(node, ast.Assign):
+            for target in node.targets:
+                _set(found, target, node.value)
+        elif isinstance(node, (ast.AnnAssign, ast.NamedExpr)) and node.value is not None:
+            _set(found, node.target, node.value)
+        elif isinstance(node, ast.Dict):
+            for key, value in zip(node.keys, node.values):
+                if isinstance(key, ast.Constant) and isinstance(key.value, str):
+                    found.setdefault(key.value, []).append(value)
+        elif isinstance(node, ast.arguments):
+            positional = [*node.posonlyargs, *node.args]
+            pairs: list[tuple[ast.arg, ast.expr | None]] = [
+                *zip(positional[len(positional) - len(node.defaults):], node.defaults),
+                *zip(node.kwonlyargs, node.kw_defaults)]
+            for param, given in pairs:
+                if given is not None:
+                    found.setdefault(param.arg, []).append(given)
+    source.derived["kg204_settings"] = found
+    return found
+
+
+def _set(found: dict[str, list[ast.expr]], target: ast.expr, value: ast.expr) -> None:
+    name = target.id if isinstance(target, ast.Name) else target.attr if isinstance(target, ast.Attribute) else None
+    if name is not None:
+        found.setdefault(name, []).append(value)
+
+
+def _turns(value: ast.expr, default: bool) -> bool:
+    """Whether a value, as written, is a literal of the other truth than the default's (`True` against `False`): a
+    value that is not a literal (`DEBUG=args.debug`) is a caller's own debugging, not a launch kgate gates with the
+    switch on."""
     try:
-        written = ast.literal_eval(text)
-    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        written = ast.literal_eval(value)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         return False
     return bool(written) != default
 
@@ -212,6 +253,8 @@ def _never_compiled(fn: ast.AST, switches: dict[str, object]) -> set[ast.stmt]:
 
 def check(source: SourceFile, ctx: SourceContext) -> Iterable[Report]:
     info = py.info(source)
+    if any(name == "cutlass" or name.startswith("cutlass.") for name in info.imports.values()):
+        yield from _cute_prints(source, info)
     if not info.uses_triton():
         return
     imports = info.imports
@@ -246,6 +289,26 @@ def check(source: SourceFile, ctx: SourceContext) -> Iterable[Report]:
                          scope=fn.name, **source.span(node))
 
 
+_CUTE_KERNEL = "cutlass.cute.kernel"
+_CUTE_PRINTF = "cutlass.cute.printf"
+
+
+def _cute_prints(source: SourceFile, info: py.ParsedModule) -> Iterable[Report]:
+    """`cute.printf` in a CuTe DSL `@cute.kernel` function: the device's printf, run by every thread. Python's `print`
+    there runs once while the DSL traces the kernel, and a `@cute.jit` function is host code: neither is reported."""
+    imports = info.imports
+    for fn in info.functions:
+        if not any(py.qualified(d.func if isinstance(d, ast.Call) else d, imports) == _CUTE_KERNEL
+                   for d in fn.decorator_list):
+            continue
+        for stmt in py.statements(fn):
+            for node in py.expressions(stmt):
+                if isinstance(node, ast.Call) and py.qualified(node.func, imports) == _CUTE_PRINTF:
+                    yield Report(f"cute.printf in `@cute.kernel` function `{fn.name}`: every thread of every launch "
+                                 f"prints through the host (remove it, or print at compile time with Python's print, "
+                                 f"which the DSL runs once as it traces the kernel)", scope=fn.name, **source.span(node))
+
+
 def _print(node: ast.AST, imports: dict[str, str], prefix: str) -> str | None:
     """What a device print is called as (`tl.device_print`, `print`), or None for anything else."""
     if not isinstance(node, ast.Call):
@@ -262,12 +325,12 @@ RULE = Rule(
     name="device-print",
     layer="python",
     severity=Severity.ERROR,
-    summary="A device print left in a Triton kernel: every launch serialises its output through the host",
+    summary="A device print left in a Triton or CuTe DSL kernel: every launch serialises its output through the host",
     check=check,
     doc=__doc__ or "",
     files=("*.py",),
     # The rule runs only on files holding one of these bytes: keep it narrow.
     prefilter=(b"print",),
-    requires=(py.TRITON_MARKERS,),  # it reads only modules that reach Triton
+    requires=((*py.TRITON_MARKERS, b"cute"),),  # it reads only modules that reach Triton or CuTe (`cutlass.cute`)
     reads=frozenset({Artifact.SOURCE}),
 )

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from kgate.support.comments.span import Comment
 
+BOM = "\ufeff"  # a UTF-8 byte-order mark, as the text decoded with it starts
 RAW_OPEN = re.compile(r'(?:u8|[uUL])?R"([^()\\\s]{0,16})\(')
 _SPLICES = r"(?:\\\r?\n)*"  # backslash-newlines: the lines they join are one line before comments are read
 
@@ -43,6 +44,9 @@ def blank(text: str) -> Blanked:
     line = 1  # the line of `index`
     counted = 0  # newlines are counted up to here
     index = 0
+    if text.startswith(BOM):  # a byte-order mark is no code: a directive after it starts the first line
+        pieces.append(" ")
+        done = index = counted = len(BOM)
     while True:
         match = _START.search(text, index)
         if match is None:
