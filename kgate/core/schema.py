@@ -383,9 +383,9 @@ SETTINGS: tuple[Setting, ...] = (
         "Left out, every core the process may use. `-j N` on the command line wins.")),
     Setting("timeout", "number", 600.0, group="Compiling", minimum=0, exclusive_minimum=True, maximum=MAX_TIMEOUT,
             type_text="number of seconds", doc=(
-        "How long one compile may take before it is stopped (its whole process group) and reported as "
-        "`compile-error` (KG001) on that kernel or file; the other kernels are still compiled and judged. At "
-        "most 86400 (a day).")),
+        "How long one compile, or one import of a kernel module, may take before it is stopped (its whole process "
+        "group) and reported as `compile-error` (KG001) on that kernel or file, with the project's line the worker was "
+        "at; the other kernels are still compiled and judged. At most 86400 (a day).")),
     Setting("nvcc", "string", None, group="Compiling", type_text="string (a path or a program name)", doc=(
         "The nvcc to compile CUDA sources with. Without it kgate looks in `$CUDA_HOME/bin` (`$CUDA_PATH`), on "
         "`PATH`, then in a pip wheel (`nvidia-cuda-nvcc`); `kgate doctor` shows which one it found.")),
