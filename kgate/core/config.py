@@ -275,6 +275,10 @@ def toml_error(exc: Exception, source: str = "") -> tuple[str, int | None]:
     if match:
         line = line or int(match.group(1))
         text = text[: match.start()] + text[match.end():]
+    marker = re.search(r"^(<{7}|={7}|>{7})(?:[ \t][^\n]*)?$", source, re.MULTILINE)
+    if marker:  # git's conflict markers: what TOML cannot read is a merge left half done
+        return (f"{text.strip()}: the file holds an unresolved merge conflict (`{marker.group(1)}` on line "
+                f"{source.count(chr(10), 0, marker.start()) + 1}); resolve it"), line
     return text.strip(), line
 
 
