@@ -79,6 +79,11 @@ def cuda_sources(config: Config) -> list[CudaSource]:
             matched += 1
             found.append((entry, path, rel))
         if matched == 0:
+            broken = [p for p in entry.sources if (config.root / p).is_symlink() and not (config.root / p).exists()]
+            if broken:
+                link = config.root / broken[0]
+                raise ConfigError(f"{entry.origin}.sources: {broken[0]!r} is a symbolic link to "
+                                  f"{os.readlink(link)!r}, which does not exist")
             raise ConfigError(f"{entry.origin}.sources: no file matches {', '.join(map(repr, entry.sources))}")
     # The torch extensions the project's build scripts declare, for the files no compile command covers.
     builds = by_source(torch_builds(config.root, [path for _entry, path, _rel in found])) if found else {}
