@@ -30,7 +30,7 @@ from kgate.ratchet.gate import public_toolchain
 RULES = FIXTURES / "rules"
 FACTS = "facts.json"
 # Files whose comments state expectations (facts.json is the compiler's, not a case).
-SUFFIXES = (".py", ".toml", ".cu", ".cuh", ".txt", ".sh", ".ini", ".cfg")
+SUFFIXES = (".py", ".toml", ".cu", ".cuh", ".txt", ".sh", ".ini", ".cfg", "Makefile")
 
 
 def folders() -> list[Path]:

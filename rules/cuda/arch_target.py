@@ -27,6 +27,10 @@ suffix from a variable or a format field (`sm_120${SUFFIX}`, `$(SUF)`,
 `f"-arch=sm_120{suffix}"`), a quoted string the shell joins to the word
 (`-arch=sm_120"a"`), Python's adjacent string literals or `+`
 (`"-arch=sm_120" "a"`, `"sm_120" + suffix`).
+In a shell script or a Makefile, a variable the file passes whole to an
+architecture flag (`nvcc -arch=$SM`, `NVCCFLAGS = -arch=$(GPU_ARCH)`) makes
+its assignments settings (`SM=sm_90`, `GPU_ARCH ?= sm_90`); a variable no
+flag uses names no build.
 
 **Which sources a build owns.** The C++/CUDA files (`.cu`, `.cuh`, `.h`,
 `.hpp`, `.cpp`, `.cc`, `.inl`, `.ptx`, ...) in the build file's folder and
@@ -222,6 +226,9 @@ def check(source: Any, ctx: SourceContext) -> Iterable[Report]:
         else "shell"
     named = [(number, *found) for number, line in flagged if _CONTEXT.search(line)
              for found in _architectures(line, joins)]
+    if joins == "shell":  # a variable the file passes to an architecture flag: its assignments are settings
+        named += [(number, *found) for number, line in _assigned_architectures(text)
+                  for found in _architectures(line, joins)]
     if source.rel.rsplit("/", 1)[-1] == "CMakeLists.txt" or source.rel.endswith(".cmake"):
         named += _continued_cmake_values(text, flagged)
     for number, col, written, family, suffix, kind in named:
@@ -375,6 +382,29 @@ def _code() -> dict[str, re.Pattern[str]]:
 
 # Sources compiled on their own (not only included).
 _COMPILED = (".cu", ".cpp", ".cc", ".cxx", ".ptx")
+
+
+# A variable passed whole to an architecture flag in a shell script or a Makefile: `-arch=$(GPU_ARCH)`, `-arch $SM`,
+# `--gpu-architecture=${TARGET}`, `code=$(CODE)`.
+_ARCH_VARIABLE = lazy(r"(?:-arch|--gpu-architecture|-code|--gpu-code|(?<![.\w])arch|(?<![.\w])code)(?:=|\s+)"
+                      r"\$(?:\((\w+)\)|\{(\w+)\}|(\w+))")
+# An assignment of a variable in a shell script or a Makefile (`NAME = `, `NAME ?= `, `NAME := `, `export NAME=`).
+_ASSIGNMENT = lazy(r"^[ \t]*(?:export[ \t]+|override[ \t]+)?(\w+)[ \t]*(?:[:+?!]|::|:::)?=")
+
+
+def _assigned_architectures(text: str) -> list[tuple[int, str]]:
+    """(number, line) of the lines of a shell script or Makefile (prose blanked) that assign a variable the file
+    passes whole to an architecture flag: `SM=sm_90` under `nvcc -arch=$SM`. A variable no flag uses names no
+    build."""
+    used = {next(name for name in match.groups() if name) for match in _ARCH_VARIABLE.finditer(text)}
+    if not used:
+        return []
+    out = []
+    for number, line in enumerate(text.splitlines(), 1):
+        match = _ASSIGNMENT.match(line)
+        if match and match.group(1) in used and not _CONTEXT.search(line):
+            out.append((number, line))
+    return out
 
 
 def flag_words(text: str) -> list[int]:
