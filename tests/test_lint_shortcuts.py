@@ -88,7 +88,8 @@ def test_the_dotted_launches_of_the_lines_that_can_hold_one_are_those_of_the_who
     texts = [OPS, OPS.replace("\n", "\r\n"), "a.b[0]", "x = a.b\n[1]\n", "a.b.run(", "a.b\t)\t[", "(a.b)[",
              "é.b[1]\nc.d.run  (\n", "a.b\x0c[1]\na.c\u2028[2]", ".a.b[1]\n_.x[1]"]
     texts += [path.read_text(encoding="utf-8", errors="surrogateescape")
-              for folder in ("kgate", "rules", "tests", "bench", "fixtures") for path in (REPOSITORY / folder).rglob("*.py")]
+              for folder in ("kgate", "rules", "tests", "bench", "fixtures")
+              for path in (REPOSITORY / folder).rglob("*.py")]
     for text in texts:
         assert _dotted("\n".join(_LAUNCH_LINES.findall(text))) == _dotted(text), text[:200]
 
