@@ -1,17 +1,24 @@
 """Shortcuts of a cold `kgate lint` that must find what the long way finds: the search for dotted launches only in
 the lines that can hold one (`kgate.collect.pyproject.Modules.launched`), the modules that reach a definition through
 its module asked only about the words their import statements spell (`Modules.reaching`), and a kept answer's reads
-noted once into each collection open (`kgate.collect.depends.replay`)."""
+noted once into each collection open (`kgate.collect.depends.replay`), and the files of a forked run handed out a few
+at a time to whichever process asks (`kgate.evaluate.source`)."""
 
 from __future__ import annotations
 
+import os
 import textwrap
 from pathlib import Path
 
+import pytest
 from rules_harness import linted
+from test_lint_cache import lint as cache_lint
+from test_lint_cache import project as cache_project
+from test_lint_cache import verdict
 
 from kgate.collect import depends
 from kgate.collect.pyproject import _DOTTED_LAUNCH, _LAUNCH_LINES, Modules
+from kgate.evaluate import source as engine
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 
@@ -145,3 +152,46 @@ def test_the_shortcuts_find_the_kg108_fixtures_findings() -> None:
     assert {("modattr/ops.py", 12), ("modattr/ops.py", 20), ("modattr/ops.py", 28)} <= found
     text = textwrap.dedent((REPOSITORY / "fixtures" / "rules" / "KG108" / "modattr" / "ops.py").read_text())
     assert "triton" not in text.split('"""')[2]  # the launching module never says "triton" below its docstring
+
+
+def _forked(monkeypatch: pytest.MonkeyPatch, log: Path, fail_in_child: bool = False) -> None:
+    """Forked runs, each file linted noted with the process that linted it; with `fail_in_child`, a child fails at the
+    first file it takes."""
+    monkeypatch.delenv("PRE_COMMIT", raising=False)
+    parent, real = os.getpid(), engine._lint_one
+
+    def lint_one(rel: str, path: str, rules: list[engine.SourceRule]) -> engine.Linted:
+        if fail_in_child and os.getpid() != parent:
+            raise RuntimeError("a bug in a worker")
+        with open(log, "a") as out:
+            out.write(f"{rel} {os.getpid()}\n")
+        return real(rel, path, rules)
+
+    monkeypatch.setattr(engine, "_lint_one", lint_one)
+
+
+def test_a_forked_run_hands_every_file_out_once_and_both_processes_lint(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "tree").mkdir()
+    root = cache_project(tmp_path / "tree", files=engine.PARALLEL_MIN_FILES * 2)
+    serial = cache_lint(root, use_cache=False, jobs=1)
+    log = tmp_path / "linted.txt"
+    _forked(monkeypatch, log)
+    parallel = cache_lint(root, use_cache=False, jobs=2)
+    assert verdict(parallel) == verdict(serial) and list(parallel.results) == list(serial.results)
+    linted = [line.split() for line in log.read_text().splitlines()]
+    assert sorted(rel for rel, _pid in linted) == sorted(serial.results)  # each file once
+    assert len({pid for _rel, pid in linted}) == 2
+
+
+def test_the_files_a_failed_worker_took_are_linted_by_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "tree").mkdir()
+    root = cache_project(tmp_path / "tree", files=engine.PARALLEL_MIN_FILES * 2)
+    serial = cache_lint(root, use_cache=False, jobs=1)
+    log = tmp_path / "linted.txt"
+    _forked(monkeypatch, log, fail_in_child=True)
+    parallel = cache_lint(root, use_cache=False, jobs=2)
+    assert verdict(parallel) == verdict(serial) and list(parallel.results) == list(serial.results)
+    linted = [line.split() for line in log.read_text().splitlines()]
+    assert sorted(rel for rel, _pid in linted) == sorted(serial.results)
+    assert {pid for _rel, pid in linted} == {str(os.getpid())}
