@@ -195,3 +195,25 @@ def test_the_files_a_failed_worker_took_are_linted_by_the_run(tmp_path: Path, mo
     linted = [line.split() for line in log.read_text().splitlines()]
     assert sorted(rel for rel, _pid in linted) == sorted(serial.results)
     assert {pid for _rel, pid in linted} == {str(os.getpid())}
+
+
+def test_a_cold_lint_forks_for_the_cores_no_other_task_runs_on() -> None:
+    # /proc/loadavg: the load averages, the tasks runnable now (the reader among them) / all tasks, the last pid.
+    assert engine.free_cores(2, b"0.10 0.20 0.30 1/170 4242\n") == 2  # only the reader runs: both cores
+    assert engine.free_cores(2, b"3.43 4.43 4.12 2/167 26797\n") == 1  # another task runs: one process
+    assert engine.free_cores(2, b"3.43 4.43 4.12 9/167 26797\n") == 1  # never fewer than one
+    assert engine.free_cores(8, b"1.00 1.00 1.00 3/200 1\n") == 6
+    assert engine.free_cores(4, b"garbled\n") == 4  # where it does not say: every core
+
+
+def test_a_cold_lint_on_busy_cores_lints_in_one_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "tree").mkdir()
+    root = cache_project(tmp_path / "tree", files=engine.PARALLEL_MIN_FILES * 2)
+    monkeypatch.delenv("PRE_COMMIT", raising=False)
+    monkeypatch.setattr(engine, "_free_cores", lambda: 1)
+    forks: list[int] = []
+    real_fork = os.fork
+    monkeypatch.setattr(os, "fork", lambda: forks.append(1) or real_fork())
+    serial = cache_lint(root, use_cache=False)
+    assert not forks
+    assert verdict(cache_lint(root, use_cache=False, jobs=2)) == verdict(serial) and forks == [1]

@@ -329,7 +329,7 @@ def _lint_many(todo: list[tuple[str, str]], rules: list[SourceRule], jobs: int |
     would cost a warm run more than a tenth of its time, and the parent takes a share
     of the files itself instead of waiting.
     """
-    workers = min(jobs or os.cpu_count() or 1, 8, len(todo) // (PARALLEL_MIN_FILES // 2) or 1)
+    workers = min(jobs or _free_cores(), 8, len(todo) // (PARALLEL_MIN_FILES // 2) or 1)
     # Under pre-commit (it sets PRE_COMMIT=1) the hook's batches already run one process per core.
     if len(todo) < PARALLEL_MIN_FILES or workers < 2 or sys.platform != "linux" or os.environ.get("PRE_COMMIT"):
         return [_lint_one(rel, path, rules) for rel, path in todo]
@@ -367,6 +367,28 @@ def _lint_many(todo: list[tuple[str, str]], rules: list[SourceRule], jobs: int |
 
 
 _STEP = 4  # files handed out at a time
+
+
+def _free_cores() -> int:
+    """The workers a cold lint forks when `jobs` is not set: one per core that no other process is running on as it
+    starts (the machine's runnable tasks now, less this one). Workers sharing busy cores with other processes take
+    no less wall time than one process, and more CPU time and memory: each builds again the readings of the
+    modules its files' verdicts ask about."""
+    try:
+        with open("/proc/loadavg", "rb") as handle:
+            return free_cores(os.cpu_count() or 1, handle.read())
+    except OSError:
+        return os.cpu_count() or 1
+
+
+def free_cores(cores: int, loadavg: bytes) -> int:
+    """The cores of `cores` no other task runs on, by the text of /proc/loadavg (its fourth field: the tasks
+    runnable now, the one reading it among them, / all of them); every core where it does not say."""
+    try:
+        running = int(loadavg.split()[3].split(b"/")[0])
+    except (ValueError, IndexError):
+        return cores
+    return max(1, cores - max(0, running - 1))
 
 
 def _lint_taken(queue: int, todo: list[tuple[str, str]], step: int, rules: list[SourceRule]) -> Iterator[Linted]:
