@@ -54,6 +54,7 @@ _RACY_NS = 2_000_000_000
 Reads = dict[str, tuple[Any, str | None]]
 
 _open: list[Reads] = []
+_taken: list[dict[int, Reads]] = []  # per collection open: the kept answers' reads replayed into it, by identity
 _per_file: list[dict[Any, Any]] = []
 _per_run: list[dict[Any, Any]] = []
 
@@ -70,9 +71,14 @@ def note(key: str, state: Any, found: str | None) -> None:
 
 
 def replay(reads: Reads) -> None:
-    """Note again what an answer kept for later noted when it was computed."""
-    for held in _open:
-        held.update(reads)
+    """Note again what an answer kept for later noted when it was computed: into each collection open that has not
+    taken it already (a kept answer is asked again and again while one file's verdicts are read, and its reads, once
+    kept, do not change)."""
+    key = id(reads)
+    for held, taken in zip(_open, _taken):
+        if key not in taken:
+            taken[key] = reads  # held, so that no other answer's reads take its id while the collection is open
+            held.update(reads)
 
 
 @contextmanager
@@ -80,12 +86,14 @@ def collecting() -> Iterator[Reads]:
     """A collection of what is read inside the block (nested collections each get every read)."""
     reads: Reads = {}
     _open.append(reads)
+    _taken.append({})
     try:
         yield reads
     finally:
         for index in range(len(_open) - 1, -1, -1):  # by identity: two collections that read nothing are equal
             if _open[index] is reads:
                 del _open[index]
+                del _taken[index]
                 break
 
 

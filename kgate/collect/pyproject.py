@@ -230,7 +230,8 @@ class Modules:
         `imported` to resolve."""
         text = source.text
         out = {name for name in self.bound(source) if launch_lines(text, {name})}
-        dotted = {match.group(1) for match in _DOTTED_LAUNCH.finditer(text)}
+        # A launch is on one line: the dotted names are searched for only in the lines that hold `[` or `.run`.
+        dotted = {match.group(1) for match in _DOTTED_LAUNCH.finditer("\n".join(_LAUNCH_LINES.findall(text)))}
         if dotted:
             heads = {binding.name for binding in self._bindings(source)}
             out |= {name for name in dotted if name.partition(".")[0] in heads}
@@ -300,8 +301,8 @@ class Modules:
         others = dict.fromkeys(other for word in (owner, *words) for other in self.importers(word))
         want = (path, owner)
         out = []
-        spelling = (owner, *words)
-        tables = self._tables
+        spelling = [(word, word.encode("utf-8")) for word in dict.fromkeys((owner, *words))]
+        tables, blobs = self._tables, self._blobs
         defined = (DEFINED, f"{path}\n{owner}")
         for other in others:
             if other == path or self._checks(other):
@@ -316,12 +317,15 @@ class Modules:
             if statements is None:
                 continue
             found: list[tuple[int, int, int, str]] = []  # (statement, binding, route) of each name: the order read
-            for word in spelling:
+            blob = blobs.get(other)
+            if blob is None:
+                blob = self._blob(other, statements)
+            for word, spelled in spelling:
+                if spelled not in blob:  # most of the modules asked about spell the definition's own name nowhere
+                    continue
                 table = tables.get((other, word))
                 if table is None:
                     table = self._table(other, statements, word)
-                if table is _NOTHING:
-                    continue
                 depends.replay(table.reads)  # the first step of following each name its statements bind
                 found.extend(table.defined.get(defined, ()))
                 for index, position, name, head in table.modules:
@@ -365,10 +369,8 @@ class Modules:
         if table is not None:
             return table
         spelled = word.encode("utf-8")
-        blob = self._blobs.get(path)
-        if blob is None:
-            blob = self._blobs[path] = b"\n".join(statement[0] for statement in statements)
-        if spelled not in blob:  # one search of all its statements: most modules spell a definition's name nowhere
+        # One search of all its statements: most modules spell a definition's name nowhere.
+        if spelled not in self._blob(path, statements):
             self._tables[key] = _NOTHING
             return _NOTHING
         table = self._tables[key] = _Heads()
@@ -384,6 +386,13 @@ class Modules:
                 elif head[0] == MODULE:
                     table.modules.append((index, position, name, head))
         return table
+
+    def _blob(self, path: str, statements: list[list[Any]]) -> bytes:
+        """The text of the module's import statements together, searched once for a word they may spell."""
+        blob = self._blobs.get(path)
+        if blob is None:
+            blob = self._blobs[path] = b"\n".join(statement[0] for statement in statements)
+        return blob
 
     def _checks(self, path: str) -> bool:
         """`checks_kernels` of a module of the project, by its path: kept for the run."""
@@ -430,6 +439,10 @@ class Modules:
 
 # `a.b.name[` or `a.b.name.run(` or `a.b.name)[` (a launch through a wrapper): a dotted name launched.
 _DOTTED_LAUNCH = re.compile(r"(?<![\w.])([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)[ \t]*(?:\[|\.run[ \t]*\(|\)[ \t]*\[)")
+
+# The lines that may hold a launch `_DOTTED_LAUNCH` finds: whatever it matches lies within one line (no part of it
+# matches a line's end) and holds `[` or `.run`.
+_LAUNCH_LINES = re.compile(r"^.*(?:\[|\.run).*$", re.MULTILINE)
 
 _RENAMES = 3  # packages passing a definition on under a new name, followed from one to the next
 

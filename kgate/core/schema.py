@@ -380,7 +380,8 @@ SETTINGS: tuple[Setting, ...] = (
         "files kgate did not write: kgate marks it ignored with a `.gitignore` of `*` and a `CACHEDIR.TAG`.")),
     Setting("jobs", "integer", None, group="Compiling", minimum=1, type_text="integer (default: every core)", doc=(
         "How many compile workers run at once, and the most worker processes `kgate lint` uses on a cold run. "
-        "Left out, every core the process may use. `-j N` on the command line wins.")),
+        "Left out, every core the process may use (for `kgate lint`, those no other process is running on as it "
+        "starts). `-j N` on the command line wins.")),
     Setting("timeout", "number", 600.0, group="Compiling", minimum=0, exclusive_minimum=True, maximum=MAX_TIMEOUT,
             type_text="number of seconds", doc=(
         "How long one compile, or one import of a kernel module, may take before it is stopped (its whole process "

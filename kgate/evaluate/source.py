@@ -20,7 +20,7 @@ import gc
 import os
 import re
 import sys
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, NamedTuple
 
 from kgate import rules as registry  # type: ignore[attr-defined]
@@ -368,27 +368,74 @@ def _lint_many(todo: list[tuple[str, str]], rules: list[SourceRule], jobs: int |
     would cost a warm run more than a tenth of its time, and the parent takes a share
     of the files itself instead of waiting.
     """
-    workers = min(jobs or os.cpu_count() or 1, 8, len(todo) // (PARALLEL_MIN_FILES // 2) or 1)
+    workers = min(jobs or _free_cores(), 8, len(todo) // (PARALLEL_MIN_FILES // 2) or 1)
     # Under pre-commit (it sets PRE_COMMIT=1) the hook's batches already run one process per core.
     if len(todo) < PARALLEL_MIN_FILES or workers < 2 or sys.platform != "linux" or os.environ.get("PRE_COMMIT"):
         return [_lint_one(rel, path, rules) for rel, path in todo]
     _read_ahead(todo, rules)
-    shares = [todo[i::workers] for i in range(workers)]  # interleaved: big and small files mix
+    # The files are handed out a few at a time, in their order, through a pipe every process reads from (a read of
+    # one 4-byte number from a pipe is whole): a process that meets the costlier files, or a busier core, takes
+    # fewer. At most 1,024 numbers, which a pipe holds before anyone reads them.
+    step = max(_STEP, -(-len(todo) // 1024))
+    queue, fill = os.pipe()
+    try:
+        os.write(fill, b"".join(start.to_bytes(4, "little") for start in range(0, len(todo), step)))
+    finally:
+        os.close(fill)
     sys.stdout.flush()
     sys.stderr.flush()
     children: list[tuple[int, int]] = []
     collected = 0
     try:
-        children.extend(_fork_worker(share, rules) for share in shares[1:])
-        out = [_lint_one(rel, path, rules) for rel, path in shares[0]]
-        for share, (pid, fd) in zip(shares[1:], children):
-            out.extend(_collect(pid, fd, share, rules))
+        children.extend(_fork_worker(queue, todo, step, rules) for _ in range(workers - 1))
+        out = list(_lint_taken(queue, todo, step, rules))
+        os.close(queue)
+        for pid, fd in children:
+            out.extend(_collect(pid, fd))
             collected += 1
     except BaseException:  # an interrupt (kgate.support.interrupts): the children still linting stop with kgate
         for pid, fd in children[collected:]:
             _stop_child(pid, fd)
         raise
+    # A child that failed left its files unreported: linted here, so that a bug shows with its traceback.
+    done = {linted[0] for linted in out}
+    out.extend(_lint_one(rel, path, rules) for rel, path in todo if rel not in done)
+    order = {rel: index for index, (rel, _path) in enumerate(todo)}
+    out.sort(key=lambda linted: order[linted[0]])
     return out
+
+
+_STEP = 4  # files handed out at a time
+
+
+def _free_cores() -> int:
+    """The workers a cold lint forks when `jobs` is not set: one per core that no other process is running on as it
+    starts (the machine's runnable tasks now, less this one). Workers sharing busy cores with other processes take
+    no less wall time than one process, and more CPU time and memory: each builds again the readings of the
+    modules its files' verdicts ask about."""
+    try:
+        with open("/proc/loadavg", "rb") as handle:
+            return free_cores(os.cpu_count() or 1, handle.read())
+    except OSError:
+        return os.cpu_count() or 1
+
+
+def free_cores(cores: int, loadavg: bytes) -> int:
+    """The cores of `cores` no other task runs on, by the text of /proc/loadavg (its fourth field: the tasks
+    runnable now, the one reading it among them, / all of them); every core where it does not say."""
+    try:
+        running = int(loadavg.split()[3].split(b"/")[0])
+    except (ValueError, IndexError):
+        return cores
+    return max(1, cores - max(0, running - 1))
+
+
+def _lint_taken(queue: int, todo: list[tuple[str, str]], step: int, rules: list[SourceRule]) -> Iterator[Linted]:
+    """Lint the files handed out through `queue` (`_lint_many`) until none is left."""
+    while len(taken := os.read(queue, 4)) == 4:
+        start = int.from_bytes(taken, "little")
+        for rel, path in todo[start:start + step]:
+            yield _lint_one(rel, path, rules)
 
 
 def _read_ahead(todo: list[tuple[str, str]], rules: list[SourceRule]) -> None:
@@ -428,7 +475,7 @@ def _stop_child(pid: int, fd: int) -> None:
         os.close(fd)
 
 
-def _fork_worker(share: list[tuple[str, str]], rules: list[SourceRule]) -> tuple[int, int]:
+def _fork_worker(queue: int, todo: list[tuple[str, str]], step: int, rules: list[SourceRule]) -> tuple[int, int]:
     import marshal
 
     read_fd, write_fd = os.pipe()
@@ -438,7 +485,7 @@ def _fork_worker(share: list[tuple[str, str]], rules: list[SourceRule]) -> tuple
         try:
             os.close(read_fd)
             payload = [(rel, path, to_json(result), digest, size, result.depends)
-                       for rel, path, result, digest, size in (_lint_one(r, p, rules) for r, p in share)]
+                       for rel, path, result, digest, size in _lint_taken(queue, todo, step, rules)]
             with os.fdopen(write_fd, "wb") as pipe:
                 pipe.write(marshal.dumps(payload))
             from kgate.collect import pyimports
@@ -452,8 +499,8 @@ def _fork_worker(share: list[tuple[str, str]], rules: list[SourceRule]) -> tuple
     return pid, read_fd
 
 
-def _collect(pid: int, fd: int, share: list[tuple[str, str]], rules: list[SourceRule]) -> list[Linted]:
-    """A child's results; if it failed, its share is linted here so that a bug shows with its traceback."""
+def _collect(pid: int, fd: int) -> list[Linted]:
+    """A child's results (none where it failed: `_lint_many` lints the files it took)."""
     import marshal
 
     with os.fdopen(fd, "rb") as pipe:
@@ -462,4 +509,4 @@ def _collect(pid: int, fd: int, share: list[tuple[str, str]], rules: list[Source
     if status == 0 and data:
         return [(rel, path, from_json(result)._replace(depends=depends), digest, size)
                 for rel, path, result, digest, size, depends in marshal.loads(data)]
-    return [_lint_one(rel, path, rules) for rel, path in share]
+    return []

@@ -1,0 +1,219 @@
+"""Shortcuts of a cold `kgate lint` that must find what the long way finds: the search for dotted launches only in
+the lines that can hold one (`kgate.collect.pyproject.Modules.launched`), the modules that reach a definition through
+its module asked only about the words their import statements spell (`Modules.reaching`), and a kept answer's reads
+noted once into each collection open (`kgate.collect.depends.replay`), and the files of a forked run handed out a few
+at a time to whichever process asks (`kgate.evaluate.source`)."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+from pathlib import Path
+
+import pytest
+from rules_harness import linted
+from test_lint_cache import lint as cache_lint
+from test_lint_cache import project as cache_project
+from test_lint_cache import verdict
+
+from kgate.collect import depends
+from kgate.collect.pyproject import _DOTTED_LAUNCH, _LAUNCH_LINES, Modules
+from kgate.evaluate import source as engine
+
+REPOSITORY = Path(__file__).resolve().parent.parent
+
+KERNELS = '''\
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def double(x, N: tl.constexpr):
+    offs = tl.arange(0, N)
+    tl.store(x + offs, tl.load(x + offs) * 2)
+
+
+@triton.jit
+def halve(x, N: tl.constexpr):
+    offs = tl.arange(0, N)
+    tl.store(x + offs, tl.load(x + offs) / 2)
+'''
+
+# Never says "triton": its launches are found by the dotted search alone. CRLF line ends, a launch at a line's
+# start, one through `.run (`, one through a wrapper (`)[`), and one whose dotted name runs to the line's end.
+OPS = (
+    "import pkg.kernels\n"
+    "from pkg import kernels\n"
+    "\n"
+    "\n"
+    "def double(x):\n"
+    "    kernels.double[(1,)](x, N=x.shape[0])\n"
+    "\n"
+    "\n"
+    "def halve(x):\n"
+    "    pkg.kernels.halve.run (x, N=x.numel(), grid=(1,), warmup=False)\n"
+    "\n"
+    "\n"
+    "def wrapped(x):\n"
+    "    return wrap(kernels.halve)[(1,)](x, N=x.shape[0])\n"
+    "\n"
+    "\n"
+    "def spelled(x):\n"
+    "    k = kernels.double\n"
+    "    return k, 'kernels.double'\n"
+)
+
+
+def _project(root: Path, ops: str) -> Path:
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "__init__.py").write_text("")
+    (root / "pkg" / "kernels.py").write_text(KERNELS)
+    (root / "pkg" / "ops.py").write_bytes(ops.encode())
+    (root / "kgate.toml").write_text('python-path = ["."]\nselect = ["KG108"]\n')
+    return root
+
+
+def _lines(root: Path) -> list[tuple[str, int]]:
+    return sorted((f.path, f.line) for f in linted(root)[0])
+
+
+def test_a_launch_through_a_module_attribute_is_found_in_a_file_that_never_says_triton(tmp_path: Path) -> None:
+    expected = [("pkg/ops.py", 6), ("pkg/ops.py", 10), ("pkg/ops.py", 14)]
+    assert _lines(_project(tmp_path / "lf", OPS)) == expected
+    assert _lines(_project(tmp_path / "crlf", OPS.replace("\n", "\r\n"))) == expected
+    # A line ended by a carriage return alone is one line with the next for the search (a line of its own for
+    # Python, so the lines below it move down one): found all the same.
+    assert _lines(_project(tmp_path / "cr", OPS.replace("    kernels.double[", "\r    kernels.double["))) == [
+        (path, line + 1) for path, line in expected]
+
+
+def _dotted(text: str) -> set[str]:
+    return {match.group(1) for match in _DOTTED_LAUNCH.finditer(text)}
+
+
+def test_the_dotted_launches_of_the_lines_that_can_hold_one_are_those_of_the_whole_text() -> None:
+    texts = [OPS, OPS.replace("\n", "\r\n"), "a.b[0]", "x = a.b\n[1]\n", "a.b.run(", "a.b\t)\t[", "(a.b)[",
+             "é.b[1]\nc.d.run  (\n", "a.b\x0c[1]\na.c\u2028[2]", ".a.b[1]\n_.x[1]"]
+    texts += [path.read_text(encoding="utf-8", errors="surrogateescape")
+              for folder in ("kgate", "rules", "tests", "bench", "fixtures")
+              for path in (REPOSITORY / folder).rglob("*.py")]
+    for text in texts:
+        assert _dotted("\n".join(_LAUNCH_LINES.findall(text))) == _dotted(text), text[:200]
+
+
+def _reaching_project(root: Path) -> str:
+    package = root / "pkg"
+    (package / "ops").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "ops" / "__init__.py").write_text("")
+    launch = package / "ops" / "launch.py"
+    # `launch` is both a definition and its module's name; `attend` is spelled by no import statement but as a part
+    # of a longer word.
+    launch.write_text("def launch(x):\n    return x\n\n\ndef attend(x):\n    return x\n")
+    (package / "layer.py").write_text("from pkg.ops import launch\nfrom pkg.ops.launch import attend_all\n\n\n"
+                                      "def forward(x):\n    return launch.launch(launch.attend(x))\n")
+    (package / "other.py").write_text("from pkg.ops.launch import launch as run\n\n\ndef forward(x):\n"
+                                      "    return run(x)\n")
+    return str(launch)
+
+
+def test_the_modules_that_reach_a_definition_named_as_its_module_or_spelled_in_a_longer_word(tmp_path: Path) -> None:
+    launch = _reaching_project(tmp_path)
+    project = Modules(str(tmp_path))
+    with depends.collecting() as reads:
+        found = {Path(path).name: local for path, local in project.importing(launch, "launch")}
+        attend = {Path(path).name: local for path, local in project.importing(launch, "attend")}
+    assert found == {"other.py": ["run"], "layer.py": ["launch.launch"]}
+    assert attend == {"layer.py": ["launch.attend"]}
+    # What each asked read: the import statements of the modules that spell the words.
+    assert {key for key in reads if key.startswith(depends.STATEMENTS)} == {
+        depends.STATEMENTS + str(tmp_path / "pkg" / name) for name in ("layer.py", "other.py")}
+
+
+def test_a_kept_answers_reads_reach_every_collection_open_when_it_is_asked_again() -> None:
+    kept: depends.Reads = {"a": (None, "1"), "b": (None, "2")}
+    with depends.collecting() as outer:
+        depends.replay(kept)
+        with depends.collecting() as inner:
+            depends.replay(kept)  # the outer collection has them already; the inner one takes them now
+            depends.note("c", None, "3")
+        assert inner == {"a": (None, "1"), "b": (None, "2"), "c": (None, "3")}
+        with depends.collecting() as later:  # a collection opened after another closed: its own, empty
+            depends.replay(kept)
+        assert later == kept
+    assert outer == {"a": (None, "1"), "b": (None, "2"), "c": (None, "3")}
+    with depends.collecting() as fresh:
+        depends.replay(kept)
+    assert fresh == kept
+
+
+def test_the_shortcuts_find_the_kg108_fixtures_findings() -> None:
+    found = {(f.path, f.line) for f in linted(REPOSITORY / "fixtures" / "rules" / "KG108")[0]}
+    assert {("modattr/ops.py", 12), ("modattr/ops.py", 20), ("modattr/ops.py", 28)} <= found
+    text = textwrap.dedent((REPOSITORY / "fixtures" / "rules" / "KG108" / "modattr" / "ops.py").read_text())
+    assert "triton" not in text.split('"""')[2]  # the launching module never says "triton" below its docstring
+
+
+def _forked(monkeypatch: pytest.MonkeyPatch, log: Path, fail_in_child: bool = False) -> None:
+    """Forked runs, each file linted noted with the process that linted it; with `fail_in_child`, a child fails at the
+    first file it takes."""
+    monkeypatch.delenv("PRE_COMMIT", raising=False)
+    parent, real = os.getpid(), engine._lint_one
+
+    def lint_one(rel: str, path: str, rules: list[engine.SourceRule]) -> engine.Linted:
+        if fail_in_child and os.getpid() != parent:
+            raise RuntimeError("a bug in a worker")
+        with open(log, "a") as out:
+            out.write(f"{rel} {os.getpid()}\n")
+        return real(rel, path, rules)
+
+    monkeypatch.setattr(engine, "_lint_one", lint_one)
+
+
+def test_a_forked_run_hands_every_file_out_once_and_both_processes_lint(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "tree").mkdir()
+    root = cache_project(tmp_path / "tree", files=engine.PARALLEL_MIN_FILES * 2)
+    serial = cache_lint(root, use_cache=False, jobs=1)
+    log = tmp_path / "linted.txt"
+    _forked(monkeypatch, log)
+    parallel = cache_lint(root, use_cache=False, jobs=2)
+    assert verdict(parallel) == verdict(serial) and list(parallel.results) == list(serial.results)
+    linted = [line.split() for line in log.read_text().splitlines()]
+    assert sorted(rel for rel, _pid in linted) == sorted(serial.results)  # each file once
+    assert len({pid for _rel, pid in linted}) == 2
+
+
+def test_the_files_a_failed_worker_took_are_linted_by_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "tree").mkdir()
+    root = cache_project(tmp_path / "tree", files=engine.PARALLEL_MIN_FILES * 2)
+    serial = cache_lint(root, use_cache=False, jobs=1)
+    log = tmp_path / "linted.txt"
+    _forked(monkeypatch, log, fail_in_child=True)
+    parallel = cache_lint(root, use_cache=False, jobs=2)
+    assert verdict(parallel) == verdict(serial) and list(parallel.results) == list(serial.results)
+    linted = [line.split() for line in log.read_text().splitlines()]
+    assert sorted(rel for rel, _pid in linted) == sorted(serial.results)
+    assert {pid for _rel, pid in linted} == {str(os.getpid())}
+
+
+def test_a_cold_lint_forks_for_the_cores_no_other_task_runs_on() -> None:
+    # /proc/loadavg: the load averages, the tasks runnable now (the reader among them) / all tasks, the last pid.
+    assert engine.free_cores(2, b"0.10 0.20 0.30 1/170 4242\n") == 2  # only the reader runs: both cores
+    assert engine.free_cores(2, b"3.43 4.43 4.12 2/167 26797\n") == 1  # another task runs: one process
+    assert engine.free_cores(2, b"3.43 4.43 4.12 9/167 26797\n") == 1  # never fewer than one
+    assert engine.free_cores(8, b"1.00 1.00 1.00 3/200 1\n") == 6
+    assert engine.free_cores(4, b"garbled\n") == 4  # where it does not say: every core
+
+
+def test_a_cold_lint_on_busy_cores_lints_in_one_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "tree").mkdir()
+    root = cache_project(tmp_path / "tree", files=engine.PARALLEL_MIN_FILES * 2)
+    monkeypatch.delenv("PRE_COMMIT", raising=False)
+    monkeypatch.setattr(engine, "_free_cores", lambda: 1)
+    forks: list[int] = []
+    real_fork = os.fork
+    monkeypatch.setattr(os, "fork", lambda: forks.append(1) or real_fork())
+    serial = cache_lint(root, use_cache=False)
+    assert not forks
+    assert verdict(cache_lint(root, use_cache=False, jobs=2)) == verdict(serial) and forks == [1]
