@@ -484,7 +484,7 @@ class Launches(Batches):
         if not call.args and not call.keywords:
             return Verdict(UNKNOWN)  # x.size(): a shape, read where it is unpacked
         index = integer(call.args[0] if call.args else call.keywords[0].value, {})
-        if index in (1, -1) and block_table(func.value):
+        if (index == 1 or index == -1 and not _beyond_two_dims(func.value, scope)) and block_table(func.value):
             return Verdict(RUNTIME, why)  # a block table's width: the blocks of the batch's longest sequence
         return self._first(func.value, why, scope, depth, seen) if index == 0 else dimension(index, why)
 
@@ -508,7 +508,8 @@ class Launches(Batches):
                 return Verdict(UNKNOWN)
             if index == 0 and first:
                 return self._first(tensor, Why(expr), scope, depth, seen)
-            if (index == 1 and first or index == -1 and last) and block_table(tensor):
+            if (index == 1 and first or index == -1 and last and not _beyond_two_dims(tensor, scope)) \
+                    and block_table(tensor):
                 return Verdict(RUNTIME, Why(expr))  # a block table's width: the blocks of the longest sequence
             if index == -1 and last:
                 return dimension(index, Why(expr))
@@ -755,6 +756,26 @@ def _longest(expr: ast.Attribute, scope: Scope) -> bool:
         return False
     return any(isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == holder.id
                and node.attr.lower().startswith("cu_seqlen") for node in ast.walk(scope.node))
+
+
+def _beyond_two_dims(tensor: ast.expr, scope: Scope) -> bool:
+    """Whether the function reads a third dimension of `tensor` (`t.stride(2)`, `t.size(2)`, `t.shape[2]`): then its
+    last dimension is not a block table's width (NSA's `kv_block_indices` of `(batch, heads, tokens, selected)`: its
+    last dimension is how many blocks each query selects, a setting of the model)."""
+    name = py.dotted(tensor)
+    if name is None:
+        return False
+    for node in ast.walk(scope.node):
+        index: ast.expr | None = None
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("stride", "size") \
+                and node.args and py.dotted(node.func.value) == name:
+            index = node.args[0]
+        elif isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "shape" \
+                and py.dotted(node.value.value) == name:
+            index = node.slice
+        if index is not None and isinstance(index, ast.Constant) and type(index.value) is int and index.value >= 2:
+            return True
+    return False
 
 
 def block_table(tensor: ast.expr) -> bool:

@@ -51,7 +51,9 @@ grads.shape[2]`), the spatial extents after a channels dimension
 in_feat_dim, in_height, in_width`), the width of a block table
 (`block_offsets.size(1)`, `_, blocks = block_tables.shape`: the blocks of
 the batch's longest sequence; a table of the module's own, allocated at
-start-up, is a model dimension), the longest sequence of a step read from
+start-up, is a model dimension; the last dimension of block indices whose
+third dimension the launcher reads, `kv_block_indices.stride(2)`, is how
+many blocks a query selects, not a table's width), the longest sequence of a step read from
 the object that holds the step's sequence offsets (`seqlen.max_q` where
 the caller also passes `seqlen.cu_seqlen_q`), `x.numel()`, the strides
 that hold one of these (`q.stride(0)` of a head-major `(heads, total
