@@ -14,7 +14,8 @@ from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 from kgate.collect import depends
-from kgate.support.comments.cpp import Blanked, blank
+from kgate.support.comments.cpp import Blanked
+from kgate.support.comments.cpp import blank as blank_comments
 
 __all__ = ["Blanked", "blank", "blanked", "shared_blank", "without_disabled"]
 
@@ -24,6 +25,39 @@ __all__ = ["Blanked", "blank", "blanked", "shared_blank", "without_disabled"]
 _SHARED: dict[str, Blanked] = depends.per_run({})
 _SHARED_SIZE: dict[str, int] = depends.per_run({})
 _SHARED_CHARS = 1 << 24
+
+
+# A kernel launch's chevrons written with spaces, as a formatter that reads CUDA as C++ writes them (`k<< <g, b>> >(x)`),
+# which nvcc reads as `<<<` and `>>>`.
+_SPACED_OPEN = re.compile(r"<<[ \t]+<(?!<)|<[ \t]+<<(?!<)")
+_SPACED_CLOSE = re.compile(r">>[ \t]+>|>[ \t]+>>")
+
+
+def blank(text: str) -> Blanked:
+    """`text` with comments and literal contents blanked (`kgate.support.comments.cpp.blank`), and a launch's spaced
+    chevrons written together, padded to the same length so that offsets and lines hold: `<< <` is `<<< `, and its
+    `>> >` up to the statement's end `>>> `."""
+    found = blank_comments(text)
+    code = found.code
+    if "<" not in code or _SPACED_OPEN.search(code) is None:
+        return found
+    pieces: list[str] = []
+    done = 0
+    for match in _SPACED_OPEN.finditer(code):
+        if match.start() < done:
+            continue
+        end = code.find(";", match.end())
+        end = len(code) if end < 0 else end
+        close = _SPACED_CLOSE.search(code, match.end(), end)
+        pieces.append(code[done:match.start()])
+        pieces.append("<<<" + " " * (len(match.group()) - 3))
+        done = match.end()
+        if close is not None and ">>>" not in code[match.end():close.start()]:
+            pieces.append(code[done:close.start()])
+            pieces.append(">>>" + " " * (len(close.group()) - 3))
+            done = close.end()
+    pieces.append(code[done:])
+    return Blanked("".join(pieces), found.comment_lines, found.comments)
 
 
 def blanked(source: Any) -> Blanked:

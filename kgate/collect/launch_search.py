@@ -217,6 +217,10 @@ def name_start(code: str, triple: int) -> int:
     argument list's). Where what looked like template arguments reaches the end of the statement before (a `;` or a
     brace), the launch starts after it."""
     index = triple
+    while index > 0 and code[index - 1] in " \t":  # `scale <<<...>>>`: nvcc takes the space
+        index -= 1
+    if index == 0 or not (code[index - 1].isalnum() or code[index - 1] in "_:>)"):
+        index = triple  # nothing launched before the spaces: the launch starts at its chevrons, as before
     depth = 0
     while index > 0:
         ch = code[index - 1]

@@ -164,7 +164,8 @@ never called directly, or a call written inside a macro that the file never uses
 a `#define` (a macro that defines whole functions, say). The reading is
 textual (braces matched on the code with comments and strings blanked), so
 a function defined through a macro or split by `#if` branches may not be
-recognised.
+recognised. A launch's chevrons may be spaced as nvcc allows (`k << <g, b>> >
+(x)`, as a formatter that reads CUDA as C++ writes them).
 Because the verdict reads other files, it is never answered from the lint
 cache.
 
@@ -434,7 +435,7 @@ RULE = Rule(
                          choices=("ignore", "note")),
     },
     files=tuple(f"*{suffix}" for suffix in CPP_SOURCES),
-    prefilter=(b"<<<", b"cudaLaunch"),
+    prefilter=(b"<<<", b"<< <", b"cudaLaunch"),
     read_ahead=read_ahead,
     reads=frozenset({Artifact.SOURCE}),
     fixes=True,
