@@ -24,6 +24,12 @@ def test_a_cmake_command_keeps_the_real_flags_and_drops_outputs(tmp_path: Path) 
     assert split.archs == (ArchPair("compute_120", None), ArchPair("compute_120", "sm_120"))
 
 
+def test_the_value_of_an_option_passed_on_to_a_tool_is_the_tools() -> None:
+    # `-v` and `-c` are nvcc's own modes, dropped; after `-Xptxas` or `-Xcompiler` they are the tool's.
+    split = split_flags(["-Xptxas", "-v", "--compiler-options", "-c", "-v", "-O3", "-Xcompiler", "-fPIC"])
+    assert split.flags == ("-Xptxas", "-v", "--compiler-options", "-c", "-O3", "-Xcompiler", "-fPIC")
+
+
 def test_a_non_nvcc_command_keeps_only_portable_flags() -> None:
     split = split_flags(["-I", "inc", "-DX=1", "-Wall", "-std=c++17", "-fPIC"], nvcc=False)
     assert split.flags == ("-I", "inc", "-DX=1", "-std=c++17")
