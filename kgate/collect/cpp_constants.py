@@ -131,12 +131,11 @@ def _defined(texts: list[str]) -> tuple[dict[str, list[_Definition]], set[str]]:
     found: dict[str, list[_Definition]] = {}
     unsettled: set[str] = set()
     for index, code in enumerate(texts):
-        blocks = _blocks(code)
         declared: set[int] = set()
+        pending: list[tuple[str, str | None, int, bool]] = []
 
         def add(name: str, value: str | None, at: int, local: bool = True) -> None:
-            scope = _scope(blocks, at) if local else None
-            found.setdefault(name, []).append(_Definition(value, index, at, scope))
+            pending.append((name, value, at, local))
 
         for match in _DEFINE.finditer(code):
             add(match.group("name"), _squeeze(match.group("value")), match.start("name"), local=False)
@@ -164,6 +163,9 @@ def _defined(texts: list[str]) -> tuple[dict[str, list[_Definition]], set[str]]:
                 else:
                     previous = None
                 offset += len(item) + 1
+        scopes = _scopes(code, sorted(at for _name, _value, at, local in pending if local))
+        for name, value, at, local in pending:
+            found.setdefault(name, []).append(_Definition(value, index, at, scopes.get(at) if local else None))
         for match in _TESTED.finditer(code):
             if match.group("name"):
                 unsettled.add(match.group("name"))
@@ -184,25 +186,38 @@ _CHANGED = re.compile(r"\b(?P<name>[A-Za-z_]\w*)\s*(?:(?:[-+*/%&|^]|<<|>>)?=(?!=
                       r"(?:\+\+|--|(?:^|(?<=[=(,{;:?!]))\s*&)\s*(?P<before>[A-Za-z_]\w*)", re.MULTILINE)
 
 
-def _blocks(code: str) -> list[tuple[int, int, bool]]:
-    """Every `{...}` block of the code: (start, end, whether it is a scope of its own: a function's or a statement's
-    body, not a namespace's, a class's or an enum's)."""
-    out: list[tuple[int, int, bool]] = []
-    stack: list[tuple[int, bool]] = []
-    for match in re.finditer(r"[{}]", code):
-        if match.group(0) == "{":
-            head_start = max(code.rfind(mark, 0, match.start()) for mark in ";{}") + 1
-            stack.append((match.start(), not _SCOPE_HEAD.search(code, head_start, match.start())))
-        elif stack:
-            start, own = stack.pop()
-            out.append((start, match.end(), own))
+def _scopes(code: str, positions: list[int]) -> dict[int, tuple[int, int]]:
+    """For each of the (sorted) offsets, the innermost `{...}` block around it that is a scope of its own (a
+    function's or a statement's body, not a namespace's, a class's or an enum's), where there is one."""
+    braces = [(m.start(), m.group(0)) for m in re.finditer(r"[{}]", code)]
+    ends: dict[int, int] = {}
+    opened: list[int] = []
+    for at, brace in braces:
+        if brace == "{":
+            opened.append(at)
+        elif opened:
+            ends[opened.pop()] = at + 1
+    out: dict[int, tuple[int, int]] = {}
+    stack: list[tuple[int, bool]] = []  # the blocks open at the scan's point: (start, a scope of its own)
+    own: list[int] = []  # the starts of those that are scopes of their own
+    index = 0
+    for at in positions:
+        while index < len(braces) and braces[index][0] < at:
+            start, brace = braces[index]
+            index += 1
+            if brace == "{":
+                head = max(code.rfind(mark, 0, start) for mark in ";{}") + 1
+                scope = not _SCOPE_HEAD.search(code, head, start)
+                stack.append((start, scope))
+                if scope:
+                    own.append(start)
+            elif stack:
+                start, scope = stack.pop()
+                if scope:
+                    own.pop()
+        if own:
+            out[at] = (own[-1], ends.get(own[-1], len(code)))
     return out
-
-
-def _scope(blocks: list[tuple[int, int, bool]], at: int) -> tuple[int, int] | None:
-    """The innermost block of its own around offset `at`, if any."""
-    around = [(start, end) for start, end, own in blocks if own and start < at < end]
-    return max(around, default=None)
 
 
 def _squeeze(text: str) -> str:
