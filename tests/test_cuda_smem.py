@@ -251,3 +251,10 @@ def test_a_name_is_what_the_scope_of_its_use_sees(expression: str, function: str
 def test_a_parameter_or_a_template_parameter_is_no_constant_and_a_dead_launch_no_site() -> None:
     sites = smem_sites(SCOPED + "#if 0\nvoid dead() { fill<<<1, 32, 300 * 1024>>>(0); }\n#endif\n", "s.cu", KERNELS)
     assert sorted(s.bytes for s in sites) == [2048, 4096], sites
+
+
+def test_a_comparison_in_parentheses_in_the_template_arguments_does_not_close_them() -> None:
+    code = ("void h() {\n  tiled<float, (4 > 2 ? 8 : 4)><<<1, 32, 4096>>>(0);\n"
+            "  cudaFuncSetAttribute(tiled<float, (4 > 2)>, cudaFuncAttributeMaxDynamicSharedMemorySize, 8192);\n}\n")
+    sites = smem_sites(code, "t.cu", KERNELS)
+    assert [(s.template, s.bytes) for s in sites] == [("<float,(4>2?8:4)>", 4096), ("<float,(4>2)>", 8192)]

@@ -116,11 +116,32 @@ def _launched_kernel(code: str, position: int, kernels: set[str]) -> tuple[str, 
         template = None
         if rest.lstrip().startswith("<"):
             offset = len(rest) - len(rest.lstrip())
-            end = balanced(rest, offset, "<", ">")
+            end = _template_end(rest, offset)
             template = re.sub(r"\s+", "", _joined(rest[offset:end]))
             rest = rest[end:]
         return (match.group(0), template, start + match.start()) if not _joined(rest).strip() else None
     return None
+
+
+def _template_end(text: str, start: int) -> int:
+    """Index just past the `>` that closes the template argument list opened at `start`: a `>` inside parentheses
+    (`k<float, (N > 2)>`) is a comparison, not a bracket."""
+    depth = parens = 0
+    for index in range(start, len(text)):
+        ch = text[index]
+        if ch in "([":
+            parens += 1
+        elif ch in ")]":
+            parens = max(0, parens - 1)
+        elif parens:
+            continue
+        elif ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth -= 1
+            if depth == 0:
+                return index + 1
+    return len(text)
 
 
 def pdl_launch_sites(text: str, path: str, kernels: set[str], wrappers: tuple[str, ...]) -> list[LaunchSite]:
@@ -186,7 +207,7 @@ def _kernel_argument(arg: str, kernels: set[str]) -> tuple[str, str | None] | No
         rest = arg[match.end():].lstrip()
         template = None
         if rest.startswith("<"):
-            end = balanced(rest, 0, "<", ">")
+            end = _template_end(rest, 0)
             template = re.sub(r"\s+", "", rest[:end])
         return name, template
     return None
