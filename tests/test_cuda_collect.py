@@ -103,6 +103,13 @@ void plain(float* x) {
     assert [(s.kernel, s.line) for s in sites] == [("k_on", 6)]
 
 
+def test_a_pdl_launch_under_if_0_is_no_launch() -> None:
+    text = ("#if 0\nvoid f() { cudaLaunchAttribute a; a.id = cudaLaunchAttributeProgrammaticStreamSerialization;\n"
+            "  cudaLaunchKernelEx(&cfg, k, x); launch::pdl(k, x); }\n#endif\n")
+    assert pdl_launch_sites(text, "a.cu", {"k"}, ("launch::pdl",)) == []
+    assert len(pdl_launch_sites(text.replace("#if 0", "#if 1"), "a.cu", {"k"}, ("launch::pdl",))) == 2
+
+
 def test_template_arguments_at_the_launch_site_select_the_instantiation() -> None:
     text = ("void f() { cudaLaunchAttribute a; a.id = cudaLaunchAttributeProgrammaticStreamSerialization;\n"
             "  cudaLaunchKernelEx(&cfg, k<float, 4>, x); }\n")

@@ -8,7 +8,7 @@ A kernel is PDL-launched when a launch site passes it to `cudaLaunchKernelEx`
 project's own launch wrappers (`launch_wrappers = ["pdl::launch"]`). The
 kernel argument is recognised by name: an identifier that some `__global__`
 declaration of the project defines, with its template arguments if written.
-Comments and string literals are blanked first, so neither counts.
+Comments, string literals and the lines under `#if 0` are blanked first, so none of them counts.
 
 A kernel's dynamic shared memory is what a `<<<grid, block, bytes>>>` launch, a
 `cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes)`
@@ -148,7 +148,7 @@ def pdl_launch_sites(text: str, path: str, kernels: set[str], wrappers: tuple[st
     """PDL launch sites in one file's text; `kernels` are the identifiers of the project's kernels."""
     if "cudaLaunchKernelEx" not in text and not any(w in text for w in wrappers):
         return []
-    code = blank(text).code
+    code = without_disabled(blank(text).code)  # a launch under `#if 0` is never compiled
     sites: list[LaunchSite] = []
     for match in _LAUNCH_EX.finditer(code):
         open_paren = match.end() - 1
