@@ -214,6 +214,8 @@ template <size_t SMEM> void by_template() { fill<<<1, 32, SMEM>>>(0); }
 void local() { const int bytes = 2048; fill<<<1, 32, bytes>>>(0); }
 void other() { const int bytes = 4096; fill<<<1, 32, bytes>>>(0); }
 void elsewhere() { fill<<<1, 32, bytes>>>(0); }
+constexpr int LATER = 1024;
+void before() { fill<<<1, 32, LATER>>>(0); const int LATER = 2048; }
 void changed(bool b, int c) {
   int in_else = 1024; if (b) {} else in_else = 4096;
   int in_case = 1024; switch (c) { case 1: in_case = 4096; }
@@ -235,6 +237,7 @@ void changed(bool b, int c) {
     ("bytes", "local", 2048),
     ("bytes", "other", 4096),
     ("bytes", "elsewhere", None),
+    ("LATER", "before", 1024),  # the local is declared after the use
     ("bytes", None, None),
     ("in_else", "changed", None),
     ("in_case", "changed", None),
@@ -244,13 +247,13 @@ void changed(bool b, int c) {
     ("kept", "changed", 1024),
 ])
 def test_a_name_is_what_the_scope_of_its_use_sees(expression: str, function: str | None, value: int | None) -> None:
-    at = SCOPED.index("{", SCOPED.index(f"void {function}(")) + 1 if function else None
+    at = SCOPED.index("<<<", SCOPED.index(f"void {function}(")) if function else None
     assert Constants([SCOPED]).value(expression, at) == value
 
 
 def test_a_parameter_or_a_template_parameter_is_no_constant_and_a_dead_launch_no_site() -> None:
     sites = smem_sites(SCOPED + "#if 0\nvoid dead() { fill<<<1, 32, 300 * 1024>>>(0); }\n#endif\n", "s.cu", KERNELS)
-    assert sorted(s.bytes for s in sites) == [2048, 4096], sites
+    assert sorted(s.bytes for s in sites) == [1024, 2048, 4096], sites
 
 
 def test_a_comparison_in_parentheses_in_the_template_arguments_does_not_close_them() -> None:

@@ -108,8 +108,8 @@ class Constants:
         if name in unsettled or name in seen:
             return None
         text = own if text is None else text
-        visible = [d for d in found.get(name, ()) if d.scope is None or (
-            at is not None and d.text == text and d.scope[0] <= at < d.scope[1])]
+        visible = [d for d in found.get(name, ()) if d.scope is None or (  # a local, from its declaration on
+            at is not None and d.text == text and d.at < at < d.scope[1])]
         local = [d for d in visible if d.scope is not None]
         if local:  # the innermost block's declarations shadow the others
             inner = max(d.scope[0] for d in local if d.scope is not None)
