@@ -64,8 +64,9 @@ def test_a_build_script_lists_its_sources_with_the_nvcc_flags_it_settles(tmp_pat
     setup = builds[(tmp_path / "csrc" / "kernel.cu").resolve()]
     assert setup.script.name == "setup.py"
     assert SETUP.splitlines()[setup.line - 1].strip() == "cpp_extension.CUDAExtension("
-    # The architecture is kgate's to choose; the rest in order, a string of two flags split as a shell would.
-    assert setup.flags == ("-O3", "-DBLOCK=64", "-DTILE=128", "--use_fast_math", "-DWIDTH=4", "-DDEPTH=2")
+    # The architecture is kgate's to choose; the rest in order, each item one argument as BuildExtension passes it
+    # (it quotes each one for its ninja file): "-DWIDTH=4 -DDEPTH=2" defines WIDTH as `4 -DDEPTH=2`.
+    assert setup.flags == ("-O3", "-DBLOCK=64", "-DTILE=128", "--use_fast_math", "-DWIDTH=4 -DDEPTH=2")
     assert builds[(tmp_path / "csrc" / "other.cu").resolve()] is setup
     assert setup.unsettled == ()
     loaded = builds[(tmp_path / "wkv" / "cuda" / "wkv_v2.cu").resolve()]
@@ -190,3 +191,13 @@ def test_kgate_check_compiles_a_source_whose_build_passes_ptxas_a_flag_of_its_ow
     report = kgate("check", "--format", "json", cwd=tmp_path).json()
     assert [f for f in report["findings"] if f["code"] == "KG001"] == [], report["findings"]
     assert {k["kernel"]: k["smem_bytes"] for k in report["kernels"]} == {"sized": 256}
+
+
+def test_load_flags_are_split_as_a_shell_splits_them_and_an_extensions_are_one_argument_each(tmp_path: Path) -> None:
+    flags = '["-DNAME=\\"ext\\"", "-DA=1 -DB=2", "-gencode arch=compute_80,code=sm_80"]'
+    (tmp_path / "setup").mkdir()
+    (tmp_path / "load").mkdir()
+    assert _build(tmp_path / "setup", f"CUDAExtension('x', ['k.cu'], extra_compile_args={{'nvcc': {flags}}})\n") == (
+        ('-DNAME="ext"', "-DA=1 -DB=2"), ())
+    assert _build(tmp_path / "load", f"load('x', ['k.cu'], extra_cuda_cflags={flags})\n", "run.py") == (
+        ("-DNAME=ext", "-DA=1", "-DB=2"), ())

@@ -207,8 +207,9 @@ def _kind(call: ast.Call, imports: dict[str, str]) -> str | None:
 
 def _flags(call: ast.Call, kind: str, constants: dict[str, ast.expr], script: Path
            ) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The nvcc flags the build gives its sources, as kgate keeps them (each string split as a shell would), and the
-    items the script's text does not settle, as written."""
+    """The nvcc flags the build gives its sources, as kgate keeps them (each of `load()`'s strings split as a shell
+    would; each of a `CUDAExtension`'s one argument, as torch passes it), and the items the script's text does not
+    settle, as written."""
     if kind == "load":
         given = py.argument(call, "extra_cuda_cflags")
     else:
@@ -229,7 +230,11 @@ def _flags(call: ast.Call, kind: str, constants: dict[str, ast.expr], script: Pa
     unsettled: list[str] = []
     for item, node in _texts(given, constants, script):
         try:
-            argv.extend(shlex.split(item) if item is not None else ())
+            # `load()` writes its flags into a ninja command line as they are: a shell splits them. A setup.py's
+            # BuildExtension quotes each one (or runs nvcc with the list): each item is one argument, but one that
+            # names an architecture (`"-gencode arch=compute_80,code=sm_80"`) is kgate's to choose all the same.
+            words = shlex.split(item) if item is not None else []
+            argv.extend(words if kind == "load" or split_flags(words).archs else [item] if item is not None else [])
         except ValueError:
             item = None
         if item is None:
