@@ -24,6 +24,12 @@ def test_a_cmake_command_keeps_the_real_flags_and_drops_outputs(tmp_path: Path) 
     assert split.archs == (ArchPair("compute_120", None), ArchPair("compute_120", "sm_120"))
 
 
+def test_the_value_of_an_option_passed_on_to_a_tool_is_the_tools() -> None:
+    # `-v` and `-c` are nvcc's own modes, dropped; after `-Xptxas` or `-Xcompiler` they are the tool's.
+    split = split_flags(["-Xptxas", "-v", "--compiler-options", "-c", "-v", "-O3", "-Xcompiler", "-fPIC"])
+    assert split.flags == ("-Xptxas", "-v", "--compiler-options", "-c", "-O3", "-Xcompiler", "-fPIC")
+
+
 def test_a_non_nvcc_command_keeps_only_portable_flags() -> None:
     split = split_flags(["-I", "inc", "-DX=1", "-Wall", "-std=c++17", "-fPIC"], nvcc=False)
     assert split.flags == ("-I", "inc", "-DX=1", "-std=c++17")
@@ -95,6 +101,13 @@ void plain(float* x) {
 """
     sites = pdl_launch_sites(text, "a.cu", {"k_on", "k_off", "k_plain", "k_comment"}, ("launch::pdl",))
     assert [(s.kernel, s.line) for s in sites] == [("k_on", 6)]
+
+
+def test_a_pdl_launch_under_if_0_is_no_launch() -> None:
+    text = ("#if 0\nvoid f() { cudaLaunchAttribute a; a.id = cudaLaunchAttributeProgrammaticStreamSerialization;\n"
+            "  cudaLaunchKernelEx(&cfg, k, x); launch::pdl(k, x); }\n#endif\n")
+    assert pdl_launch_sites(text, "a.cu", {"k"}, ("launch::pdl",)) == []
+    assert len(pdl_launch_sites(text.replace("#if 0", "#if 1"), "a.cu", {"k"}, ("launch::pdl",))) == 2
 
 
 def test_template_arguments_at_the_launch_site_select_the_instantiation() -> None:

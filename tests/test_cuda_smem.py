@@ -172,3 +172,92 @@ def test_kgate_check_gates_the_launched_size_of_the_instance_launched_and_follow
     warm = check()
     assert sorted(f["kernel"] for f in warm["findings"]) == ["opted_in", "tiled<1>"], warm["findings"]
     assert warm["findings"] == check("--no-cache")["findings"]
+
+
+@pytest.mark.parametrize(("expression", "value"), [
+    # C's literals: octal, digit separators, binary; what only Python reads is no C expression.
+    ("010 * 1024", 8192),
+    ("96'000", 96000),
+    ("0b1'0000'0000 * 16", 4096),
+    ("1_024", None),
+    ("0o10", None),
+    ("1024uz", None),
+    # `!` binds as C's unary operators do, C++'s `not` is `!`; comparisons are C's, one at a time.
+    ("!0 * 4096", 4096),
+    ("not 0 * 4096", 4096),
+    ("!!8 << 12", 4096),
+    ("(3 > 2 > 1) * 4096 + 1", 1),
+    ("3 > 2 > 1 ? 4096 : 2048", 2048),
+    # A step past `int`, or an unsigned value that wraps, is no size.
+    ("65536 * 65536", None),
+    ("1 << 31", None),
+    ("(0u - 1024) / 2 + 4096", None),
+    ("-1u + 4097", None),
+    ("(1024 + 127) & ~127", 1024),
+    ("sizeof(float) * 1024", 4096),
+    ("true * 4096", 4096),
+])
+def test_c_literals_operators_and_ranges(expression: str, value: int | None) -> None:
+    assert Constants([DEFINED]).value(expression) == value
+
+
+SCOPED = """
+constexpr int SMEM = 1024;
+namespace cfg { struct Tile { static constexpr int kSmem = 8 * 1024; }; }
+enum class Stage : int { One = 1024, Two, Four = Two * 4 };
+enum { A, B, C };
+#ifndef CONFIGURED
+#define CONFIGURED (16 * 1024)
+#endif
+void by_parameter(int SMEM) { fill<<<1, 32, SMEM>>>(0); }
+template <size_t SMEM> void by_template() { fill<<<1, 32, SMEM>>>(0); }
+void local() { const int bytes = 2048; fill<<<1, 32, bytes>>>(0); }
+void other() { const int bytes = 4096; fill<<<1, 32, bytes>>>(0); }
+void elsewhere() { fill<<<1, 32, bytes>>>(0); }
+constexpr int LATER = 1024;
+void before() { fill<<<1, 32, LATER>>>(0); const int LATER = 2048; }
+void changed(bool b, int c) {
+  int in_else = 1024; if (b) {} else in_else = 4096;
+  int in_case = 1024; switch (c) { case 1: in_case = 4096; }
+  int bumped = 1024; bumped++;
+  int chained = 1024; c = chained = 4096;
+  int pointed = 1024; get(&pointed);
+  int kept = 1024; if (b && kept) {}
+  fill<<<1, 32, in_else + in_case + bumped + chained + pointed + kept>>>(0);
+}
+"""
+
+
+@pytest.mark.parametrize(("expression", "function", "value"), [
+    ("cfg::Tile::kSmem", None, 8192),
+    ("Stage::Four", None, 4100),
+    ("(C + 1) * 1024", None, 3072),
+    ("CONFIGURED", None, None),  # the build may define it (`-DCONFIGURED=...`)
+    ("SMEM", "by_template", None),
+    ("bytes", "local", 2048),
+    ("bytes", "other", 4096),
+    ("bytes", "elsewhere", None),
+    ("LATER", "before", 1024),  # the local is declared after the use
+    ("bytes", None, None),
+    ("in_else", "changed", None),
+    ("in_case", "changed", None),
+    ("bumped", "changed", None),
+    ("chained", "changed", None),
+    ("pointed", "changed", None),
+    ("kept", "changed", 1024),
+])
+def test_a_name_is_what_the_scope_of_its_use_sees(expression: str, function: str | None, value: int | None) -> None:
+    at = SCOPED.index("<<<", SCOPED.index(f"void {function}(")) if function else None
+    assert Constants([SCOPED]).value(expression, at) == value
+
+
+def test_a_parameter_or_a_template_parameter_is_no_constant_and_a_dead_launch_no_site() -> None:
+    sites = smem_sites(SCOPED + "#if 0\nvoid dead() { fill<<<1, 32, 300 * 1024>>>(0); }\n#endif\n", "s.cu", KERNELS)
+    assert sorted(s.bytes for s in sites) == [1024, 2048, 4096], sites
+
+
+def test_a_comparison_in_parentheses_in_the_template_arguments_does_not_close_them() -> None:
+    code = ("void h() {\n  tiled<float, (4 > 2 ? 8 : 4)><<<1, 32, 4096>>>(0);\n"
+            "  cudaFuncSetAttribute(tiled<float, (4 > 2)>, cudaFuncAttributeMaxDynamicSharedMemorySize, 8192);\n}\n")
+    sites = smem_sites(code, "t.cu", KERNELS)
+    assert [(s.template, s.bytes) for s in sites] == [("<float,(4>2?8:4)>", 4096), ("<float,(4>2)>", 8192)]

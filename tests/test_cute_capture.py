@@ -176,3 +176,30 @@ def test_a_command_that_imports_the_dsl_and_compiles_nothing_is_told_of_a_projec
     assert run.code == 2, run.stdout + run.stderr
     assert "it imported the CuTe DSL: a compile cache of the project's own" in run.stderr, run.stderr
     assert not (project / "kgate-capture.toml").exists()
+
+
+HANDLED = """\
+import copy
+import cutlass
+from cutlass import cute
+from cutlass.base_dsl.jit_executor import JitCompiledFunction
+from pkg.ops import scale
+
+n = cute.sym_int(divisibility=128)
+x = cute.runtime.make_fake_tensor(cutlass.Float32, (n,), stride=(1,), assumed_align=16)
+out = cute.runtime.make_fake_tensor(cutlass.Float32, (n,), stride=(1,), assumed_align=16)
+compiled = cute.compile(scale, x, out, 2.0)
+assert isinstance(compiled, JitCompiledFunction)
+assert compiled.to(0)(x, out) is None  # bound to a device, as multi-GPU code does: nothing launched
+assert copy.copy(compiled)(x, out) is None
+print("handled")
+"""
+
+
+def test_offline_a_compiled_function_is_bound_copied_and_checked_as_it_is_online(tmp_path) -> None:
+    """What a project does with a compiled function besides calling it: `isinstance`, `.to(device)` (which loads
+    its modules on a GPU), `copy.copy`."""
+    project = copy_project("cute/capture", tmp_path)
+    (project / "handled.py").write_text(HANDLED)
+    run = kgate("capture", "--device", "cpu", "--", sys.executable, "handled.py", cwd=project, process=True)
+    assert run.code == 0 and "handled" in run.stdout, run.stdout + run.stderr

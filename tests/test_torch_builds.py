@@ -64,8 +64,9 @@ def test_a_build_script_lists_its_sources_with_the_nvcc_flags_it_settles(tmp_pat
     setup = builds[(tmp_path / "csrc" / "kernel.cu").resolve()]
     assert setup.script.name == "setup.py"
     assert SETUP.splitlines()[setup.line - 1].strip() == "cpp_extension.CUDAExtension("
-    # The architecture is kgate's to choose; the rest in order, a string of two flags split as a shell would.
-    assert setup.flags == ("-O3", "-DBLOCK=64", "-DTILE=128", "--use_fast_math", "-DWIDTH=4", "-DDEPTH=2")
+    # The architecture is kgate's to choose; the rest in order, each item one argument as BuildExtension passes it
+    # (it quotes each one for its ninja file): "-DWIDTH=4 -DDEPTH=2" defines WIDTH as `4 -DDEPTH=2`.
+    assert setup.flags == ("-O3", "-DBLOCK=64", "-DTILE=128", "--use_fast_math", "-DWIDTH=4 -DDEPTH=2")
     assert builds[(tmp_path / "csrc" / "other.cu").resolve()] is setup
     assert setup.unsettled == ()
     loaded = builds[(tmp_path / "wkv" / "cuda" / "wkv_v2.cu").resolve()]
@@ -119,3 +120,84 @@ def test_kgate_check_compiles_a_setup_py_source_with_its_defines_and_names_what_
     assert sorted((k["path"], k["smem_bytes"]) for k in again["kernels"]) == [
         ("csrc/kernel.cu", 512), ("wkv/cuda/wkv_v2.cu", 256)], again["kernels"]
     assert [f for f in again["findings"] if f["code"] == "KG001"] == []
+
+
+def _build(root: Path, script: str, name: str = "setup.py") -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    (root / "k.cu").write_text("// source\n")
+    (root / name).write_text("from torch.utils.cpp_extension import CUDAExtension, load\n" + script)
+    found = by_source(torch_builds(root, [root / "k.cu"])).get((root / "k.cu").resolve())
+    return (found.flags, found.unsettled) if found else None
+
+
+@pytest.mark.parametrize("script", [
+    "F = ['-O3']\nF.append('-DX=1')\nCUDAExtension('x', ['k.cu'], extra_compile_args={'nvcc': F})\n",
+    "import os\nF = ['-O3']\nif os.environ.get('X'):\n    F += ['-DX=1']\n"
+    "CUDAExtension('x', ['k.cu'], extra_compile_args={'nvcc': F})\n",
+    "import os\nF = ['-O3']\nif os.environ.get('X'):\n    F = ['-O3', '-DX=1']\n"
+    "CUDAExtension('x', ['k.cu'], extra_compile_args={'nvcc': F})\n",
+    "A = {'nvcc': ['-O3']}\nA['nvcc'].extend(['-DX=1'])\nCUDAExtension('x', ['k.cu'], extra_compile_args=A)\n",
+])
+def test_flags_the_script_changes_after_giving_them_are_unsettled_not_dropped(tmp_path: Path, script: str) -> None:
+    found = _build(tmp_path, script)
+    assert found is not None and "-DX=1" not in found[0] and found[1], found
+
+
+@pytest.mark.parametrize(("script", "flags", "unsettled"), [
+    ("CUDAExtension('x', ['k.cu'], extra_compile_args=dict(cxx=['-O2'], nvcc=['-DX=1']))\n", ("-DX=1",), ()),
+    ("K = 'nv' + 'cc'\nCUDAExtension('x', ['k.cu'], extra_compile_args={K: ['-DX=1']})\n", ("-DX=1",), ()),
+    ("import os\nCUDAExtension('x', ['k.cu'], extra_compile_args={os.environ['K']: ['-DX=1']})\n", (),
+     ("{os.environ['K']: ['-DX=1']}",)),
+])
+def test_the_nvcc_flags_of_a_dict_call_or_a_computed_key(tmp_path: Path, script: str, flags: tuple[str, ...],
+                                                         unsettled: tuple[str, ...]) -> None:
+    assert _build(tmp_path, script) == (flags, unsettled)
+
+
+def test_two_builds_share_whole_options_never_half_of_one(tmp_path: Path) -> None:
+    (tmp_path / "k.cu").write_text("// source\n")
+    (tmp_path / "a.py").write_text('from torch.utils.cpp_extension import load\n'
+                                   'load("a", ["k.cu"], extra_cuda_cflags=["-O3", "--maxrregcount", "64", '
+                                   '"-Xptxas", "-v", "-Xcompiler", "-fPIC"])\n')
+    (tmp_path / "b.py").write_text('from torch.utils.cpp_extension import load\n'
+                                   'load("b", ["k.cu"], extra_cuda_cflags=["-O3", "--maxrregcount", "128", '
+                                   '"-Xcompiler", "-v", "-Xcompiler", "-fPIC"])\n')
+    [build] = by_source(torch_builds(tmp_path, [tmp_path / "k.cu"])).values()
+    assert build.flags == ("-O3", "-Xcompiler", "-fPIC")
+
+
+def test_a_linked_script_lists_its_sources_from_the_folder_it_is_run_in(tmp_path: Path) -> None:
+    (tmp_path / "shared").mkdir()
+    (tmp_path / "shared" / "setup.py").write_text(
+        "from pathlib import Path\nfrom torch.utils.cpp_extension import CUDAExtension\n"
+        "HERE = Path(__file__).resolve().parent\n"
+        "CUDAExtension('x', ['k.cu'], extra_compile_args={'nvcc': ['-DFROM=' + str(HERE)]})\n")
+    (tmp_path / "ext").mkdir()
+    (tmp_path / "ext" / "setup.py").symlink_to("../shared/setup.py")
+    (tmp_path / "ext" / "k.cu").write_text("// source\n")
+    [(source, build)] = by_source(torch_builds(tmp_path, [tmp_path / "ext" / "k.cu"])).items()
+    assert source == (tmp_path / "ext" / "k.cu").resolve() and build.script.parent == tmp_path / "ext"
+    # `Path(__file__).resolve()` of a linked script is its target's.
+    assert build.flags == (f"-DFROM={(tmp_path / 'shared').resolve()}",)
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+def test_kgate_check_compiles_a_source_whose_build_passes_ptxas_a_flag_of_its_own(tmp_path: Path) -> None:
+    (tmp_path / "kernel.cu").write_text(KERNEL)
+    (tmp_path / "setup.py").write_text(
+        "from torch.utils.cpp_extension import CUDAExtension\n"
+        "CUDAExtension('x', ['kernel.cu'], extra_compile_args={'nvcc': ['-Xptxas', '-v', '--use_fast_math', "
+        "'-DTILE=64', '-DBLOCK=1']})\n")
+    (tmp_path / "kgate.toml").write_text('targets = ["sm_120a"]\n[[cuda]]\nsources = ["kernel.cu"]\ntorch = false\n')
+    report = kgate("check", "--format", "json", cwd=tmp_path).json()
+    assert [f for f in report["findings"] if f["code"] == "KG001"] == [], report["findings"]
+    assert {k["kernel"]: k["smem_bytes"] for k in report["kernels"]} == {"sized": 256}
+
+
+def test_load_flags_are_split_as_a_shell_splits_them_and_an_extensions_are_one_argument_each(tmp_path: Path) -> None:
+    flags = '["-DNAME=\\"ext\\"", "-DA=1 -DB=2", "-gencode arch=compute_80,code=sm_80"]'
+    (tmp_path / "setup").mkdir()
+    (tmp_path / "load").mkdir()
+    assert _build(tmp_path / "setup", f"CUDAExtension('x', ['k.cu'], extra_compile_args={{'nvcc': {flags}}})\n") == (
+        ('-DNAME="ext"', "-DA=1 -DB=2"), ())
+    assert _build(tmp_path / "load", f"load('x', ['k.cu'], extra_cuda_cflags={flags})\n", "run.py") == (
+        ("-DNAME=ext", "-DA=1", "-DB=2"), ())

@@ -95,7 +95,8 @@ def install(module: Any, record: Callable[[dict[str, Any]], str | None],
 
 class Unlaunched:
     """A compiled CuTe DSL function, offline: calling it launches nothing (there is no GPU to launch on) and returns
-    None; anything else is the compiled object's own."""
+    None, as do the executors `.to(device)` binds it to (binding loads its modules on a device); anything else is the
+    compiled object's own: its attributes, its class to `isinstance`, and a copy of it (another Unlaunched)."""
 
     def __init__(self, compiled: Any) -> None:
         self.__dict__["_kgate_compiled"] = compiled
@@ -103,8 +104,25 @@ class Unlaunched:
     def __call__(self, *args: Any, **kwargs: Any) -> None:
         return None
 
+    def to(self, device: Any = None) -> Unlaunched:
+        return self
+
+    def run_compiled_program(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:  # `isinstance(f, JitCompiledFunction)` holds as it does online
+        return type(self.__dict__["_kgate_compiled"])
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return Unlaunched, (self.__dict__["_kgate_compiled"],)
+
     def __getattr__(self, name: str) -> Any:
-        return getattr(self.__dict__["_kgate_compiled"], name)
+        try:
+            compiled = self.__dict__["_kgate_compiled"]
+        except KeyError:  # a copy being made, before its state is in
+            raise AttributeError(name) from None
+        return getattr(compiled, name)
 
     def __setattr__(self, name: str, value: Any) -> None:
         setattr(self.__dict__["_kgate_compiled"], name, value)

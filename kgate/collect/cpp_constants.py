@@ -2,13 +2,17 @@
 
 A launch's dynamic shared memory is written as an expression: `96 * 1024`, `SMEM_BYTES`,
 `STAGES * (BM + BN) * BK * sizeof(half)`. Its names are read from what the file (blanked: comments and strings
-are spaces) and the project headers it includes define once: an object-like `#define NAME expr`, a
-`[static] [constexpr|const] <integer type> NAME = expr;` (also `{expr}` and `(expr)` initialisers), or a plain
-`int NAME = expr;` that nothing assigns again. `sizeof` of the built-in and CUDA vector types is known; the
-arithmetic is C's on integers (`/` truncates, shifts, `%`, bitwise operators, the ternary operator on a
-settled condition), integer suffixes (`u`, `l`, `ull`) and casts to an integer type allowed. Anything else (a
-function call, a template parameter, a name defined twice with two values, a run-time variable) leaves the
-expression unsettled: None, never a guess.
+are spaces) and the project headers it includes define: an object-like `#define NAME expr`, a
+`[static] [constexpr|const] <integer type> NAME = expr;` (also `{expr}` and `(expr)` initialisers), an enumerator,
+or a plain `int NAME = expr;` that nothing changes again (assigns, increments or takes the address of). A name
+declared in a function's body is seen in that body only, and shadows the file's own; a qualified name
+(`Cfg::kSmem`) is looked up by its last part. `sizeof` of the built-in and CUDA vector types is known; the
+arithmetic is C's on integers (`/` truncates, shifts, `%`, bitwise operators, comparisons one at a time, the
+ternary operator on a settled condition), C's literals (hexadecimal, binary, octal, `1'024`) with their suffixes
+(`u`, `l`, `ull`) and casts to an integer type allowed. Anything else leaves the expression unsettled (None,
+never a guess): a function call, a template or function parameter of the name, a name defined twice with two
+values, one a preprocessor conditional asks about (`#ifndef SMEM`: the build may give it with `-D`), a run-time
+variable, a step past `int`, an unsigned value that wraps.
 """
 
 from __future__ import annotations
@@ -16,6 +20,9 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Callable, Iterable
+from typing import NamedTuple
+
+from kgate.collect.cpp_text import balanced
 
 # Bytes of the types `sizeof` is asked of in shared-memory sizes.
 SIZES = {
@@ -36,110 +43,256 @@ _INTEGER_TYPE = (r"(?:unsigned\s+|signed\s+)?(?:int|long\s+long|long|short|char|
 _DECLARED = re.compile(r"(?:\b(?:static|inline|constexpr|const|__device__|__host__|__constant__)\s+)*"
                        r"\b" + _INTEGER_TYPE + r"\s+(?:const\s+)?(?P<name>[A-Za-z_]\w*)\s*"
                        r"(?:=\s*(?P<value>[^;{}]+?)|\{(?P<braced>[^;{}]*)\}|\((?P<paren>[^;{}]*)\))\s*;")
+# A declaration with no value: a parameter (`int smem)`, `size_t SMEM>` of a template), `int smem;`.
+_BARE = re.compile(r"\b" + _INTEGER_TYPE + r"\s*[&*]*\s*(?:const\s+)?(?P<name>[A-Za-z_]\w*)\s*(?=[,)>;:\[])")
 _DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(?P<name>[A-Za-z_]\w*)(?![\w(])(?P<value>(?:[^\n]*\\\n)*[^\n]*)",
                      re.MULTILINE)
+# A name a preprocessor conditional asks about is one the build may define (`-DSMEM=...`): never settled.
+_TESTED = re.compile(r"^[ \t]*#[ \t]*(?:ifn?def[ \t]+(?P<name>[A-Za-z_]\w*)|(?:el)?if\b(?P<condition>[^\n]*))",
+                     re.MULTILINE)
+_DEFINED_TEST = re.compile(r"\bdefined\s*\(?\s*([A-Za-z_]\w*)")
+_ENUM = re.compile(r"\benum\b(?:\s+(?:class|struct)\b)?[\w\s:]*\{")
+_SCOPE_HEAD = re.compile(r"\b(?:namespace|struct|class|union|enum)\b|\bextern\s*\"")
 _SIZEOF = re.compile(r"\bsizeof\s*\(\s*([A-Za-z_][\w:\s]*?)\s*\)")
+# A qualified name's qualifiers (`Cfg::kSmem`, `::kSmem`): the name is looked up as written after them.
+_QUALIFIED = re.compile(r"(?:(?<![\w:])::\s*(?:[A-Za-z_]\w*\s*::\s*)*|(?:\b[A-Za-z_]\w*\s*::\s*)+)(?=[A-Za-z_])")
 _CAST = re.compile(r"\(\s*(?:unsigned\s+|signed\s+)?(?:int|long\s+long|long|size_t|u?int(?:32|64)_t|unsigned)"
-                   r"\s*\)|\b(?:static_cast\s*<[^<>]*>)")
-_SUFFIX = re.compile(r"\b(0[xX][0-9a-fA-F]+|\d+)(?:[uU](?:ll|LL|l|L)?|(?:ll|LL|l|L)[uU]?)\b")
+                   r"\s*\)|\bstatic_cast\s*<\s*(?:unsigned\s+|signed\s+)?(?:int|long\s+long|long|size_t|"
+                   r"u?int(?:32|64)_t|unsigned)\s*>")
+# A C integer literal: hexadecimal, binary, octal or decimal, with digit separators (`1'024`) and a suffix.
+_LITERAL = re.compile(r"(?<![\w.'])(?:0[xX](?P<hex>[0-9a-fA-F](?:'?[0-9a-fA-F])*)|0[bB](?P<bin>[01](?:'?[01])*)|"
+                      r"(?P<dec>[0-9](?:'?[0-9])*))(?P<suffix>[uU](?:ll|LL|l|L)?|(?:ll|LL|l|L)[uU]?)?(?![\w.'])")
 _TERNARY = re.compile(r"^(?P<test>[^?:]+)\?(?P<yes>[^?:]+):(?P<no>[^?:]+)$")
-_LIMIT = 1 << 40  # a shared-memory size beyond this is not one: not settled
+_LIMIT = 1 << 31  # C's `int`: a value (or a step on the way) outside it is not a shared-memory size: not settled
+# Unary operators written as a power of a marker: Python's `**` binds its right operand as C's unary operators do.
+# `_UNSIGNED`: an unsigned literal, cast or `sizeof`, whose value below zero is one C wraps past any size.
+_NOT, _CASTED, _UNSIGNED = "_kgate_not_", "_kgate_cast_", "_kgate_unsigned_"
+
+
+class _Definition(NamedTuple):
+    value: str | None  # the text of its value; None: a declaration with none (a parameter)
+    text: int  # which of the texts
+    at: int  # offset of the name
+    scope: tuple[int, int] | None  # the block (function body) it is local to; None: the file's scope
 
 
 class Constants:
-    """The names one file's text (with its headers') defines once, and the integers expressions of them give."""
+    """The names one file's text (with its headers') defines, and the integers expressions of them give."""
 
     def __init__(self, texts: Iterable[str] | Callable[[], Iterable[str]]) -> None:
-        """`texts`: the texts (blanked), or a function giving them, called once an expression names a constant."""
+        """`texts`: the texts (blanked), or a function giving them, called once an expression names a constant;
+        the last is the file's own (the one `value`'s `at` is an offset in)."""
         self.texts = texts
-        self._text: dict[str, str] | None = None
-        self.values: dict[str, int | None] = {}
+        self._defined: tuple[dict[str, list[_Definition]], set[str], int] | None = None
+        self.values: dict[tuple[str, int, int], int | None] = {}
 
     @property
-    def text(self) -> dict[str, str]:
-        """Each name the texts define once, with the text of its value."""
-        if self._text is None:
-            self._text = _defined(self.texts() if callable(self.texts) else self.texts)
-        return self._text
+    def definitions(self) -> tuple[dict[str, list[_Definition]], set[str], int]:
+        """Each name's definitions, the names no text settles (assigned, asked about by the preprocessor), and the
+        index of the file's own text."""
+        if self._defined is None:
+            texts = list(self.texts() if callable(self.texts) else self.texts)
+            self._defined = (*_defined(texts), len(texts) - 1)
+        return self._defined
 
-    def value(self, expression: str) -> int | None:
-        """The integer `expression` gives, or None where the file does not settle it."""
-        return _evaluate(expression, self._name, set())
+    def value(self, expression: str, at: int | None = None) -> int | None:
+        """The integer `expression` gives, or None where the file does not settle it; `at`: its offset in the
+        file's own text, where the names of the function around it are seen (else only those of the file's
+        scope)."""
+        return _evaluate(expression, lambda name, seen: self._name(name, seen, at), set())
 
-    def _name(self, name: str, seen: set[str]) -> int | None:
-        if name in self.values:
-            return self.values[name]
-        text = self.text.get(name)
-        if text is None or name in seen:
+    def _name(self, name: str, seen: set[str], at: int | None, text: int | None = None) -> int | None:
+        if name in ("true", "false"):
+            return int(name == "true")
+        found, unsettled, own = self.definitions
+        if name in unsettled or name in seen:
             return None
-        result = _evaluate(text, self._name, seen | {name})
-        self.values[name] = result
-        return result
+        text = own if text is None else text
+        visible = [d for d in found.get(name, ()) if d.scope is None or (  # a local, from its declaration on
+            at is not None and d.text == text and d.at < at < d.scope[1])]
+        local = [d for d in visible if d.scope is not None]
+        if local:  # the innermost block's declarations shadow the others
+            inner = max(d.scope[0] for d in local if d.scope is not None)
+            visible = [d for d in local if d.scope is not None and d.scope[0] == inner]
+        if not visible or any(d.value is None for d in visible) or len({d.value for d in visible}) > 1:
+            return None
+        first = visible[0]
+        key = (name, first.text, first.scope[0] if first.scope else -1)
+        if key not in self.values:
+            value = first.value or ""
+            self.values[key] = _evaluate(value, lambda inner, again: self._name(inner, again, first.at, first.text),
+                                         seen | {name})
+        return self.values[key]
 
 
-def _defined(texts: Iterable[str]) -> dict[str, str]:
-    """The names `texts` define once (`Constants`), with the text of each one's value."""
-    found: dict[str, set[str]] = {}
-    assigned: set[str] = set()
-    for code in texts:
+def _defined(texts: list[str]) -> tuple[dict[str, list[_Definition]], set[str]]:
+    """The definitions of names in `texts` (`Constants`), and the names none of them settles: assigned after their
+    declaration (`name = `, `name += `, `++name`, `&name`), or asked about by a preprocessor conditional."""
+    found: dict[str, list[_Definition]] = {}
+    unsettled: set[str] = set()
+    for index, code in enumerate(texts):
+        declared: set[int] = set()
+        pending: list[tuple[str, str | None, int, bool]] = []
+
+        def add(name: str, value: str | None, at: int, local: bool = True) -> None:
+            pending.append((name, value, at, local))
+
         for match in _DEFINE.finditer(code):
-            found.setdefault(match.group("name"), set()).add(_squeeze(match.group("value")))
+            add(match.group("name"), _squeeze(match.group("value")), match.start("name"), local=False)
         for match in _DECLARED.finditer(code):
             value = match.group("value") or match.group("braced") or match.group("paren")
             if value is not None and value.strip():
-                found.setdefault(match.group("name"), set()).add(_squeeze(value))
-        if "=" in code:
-            assigned.update(m.group(1) for m in _ASSIGNED.finditer(code))
-    # A name with two definitions of different text, or assigned after its declaration, has no one value.
-    return {name: next(iter(values)) for name, values in found.items() if len(values) == 1 and name not in assigned}
+                add(match.group("name"), _squeeze(value), match.start("name"))
+                declared.add(match.start("name"))
+        for match in _BARE.finditer(code):
+            if match.group("name") not in _KEYWORDS:
+                add(match.group("name"), None, match.start("name"), local=False)
+        for match in _ENUM.finditer(code):
+            body = code[match.end():balanced(code, match.end() - 1, "{", "}") - 1]
+            previous: str | None = "-1"  # the first enumerator without a value is 0
+            offset = match.end()
+            for item in body.split(","):
+                enumerator = re.match(r"\s*([A-Za-z_]\w*)\s*(?:=(.*))?$", item, re.DOTALL)
+                if enumerator is not None:
+                    given = enumerator.group(2)
+                    value = _squeeze(given) if given is not None else \
+                        f"({previous}) + 1" if previous is not None else None
+                    add(enumerator.group(1), value, offset + enumerator.start(1))
+                    declared.add(offset + enumerator.start(1))
+                    previous = value
+                else:
+                    previous = None
+                offset += len(item) + 1
+        scopes = _scopes(code, sorted(at for _name, _value, at, local in pending if local))
+        for name, value, at, local in pending:
+            found.setdefault(name, []).append(_Definition(value, index, at, scopes.get(at) if local else None))
+        for match in _TESTED.finditer(code):
+            if match.group("name"):
+                unsettled.add(match.group("name"))
+            else:
+                unsettled.update(_DEFINED_TEST.findall(match.group("condition") or ""))
+        for match in _CHANGED.finditer(code):
+            name = match.group("name") or match.group("before")
+            if name and not (match.group("name") and match.start("name") in declared):
+                unsettled.add(name)
+    return found, unsettled
 
 
-# An assignment after the declaration: `name = `, `name += ` and the like, not `==` and not a declaration's own `=`
-# (a declaration is `<type> name =`: the word before the name is a type, which this does not tell apart; the
-# pattern asks for a statement start before the name instead).
-_ASSIGNED = re.compile(r"(?:^|[;{}]|\)\s)\s*([A-Za-z_]\w*)\s*(?:[-+*/%&|^]|<<|>>)?=(?!=)", re.MULTILINE)
+_KEYWORDS = {"const", "constexpr", "static", "inline", "volatile", "return", "sizeof", "unsigned", "signed", "long",
+             "short", "int", "char"}
+# A name changed after its declaration: assigned (`name = `, `name += `, not `==`), incremented (`++name`,
+# `name--`) or its address taken (`&name`, not `a && name` nor `a & name`).
+_CHANGED = re.compile(r"\b(?P<name>[A-Za-z_]\w*)\s*(?:(?:[-+*/%&|^]|<<|>>)?=(?!=)|\+\+|--)|"
+                      r"(?:\+\+|--|(?:^|(?<=[=(,{;:?!]))\s*&)\s*(?P<before>[A-Za-z_]\w*)", re.MULTILINE)
+
+
+def _scopes(code: str, positions: list[int]) -> dict[int, tuple[int, int]]:
+    """For each of the (sorted) offsets, the innermost `{...}` block around it that is a scope of its own (a
+    function's or a statement's body, not a namespace's, a class's or an enum's), where there is one."""
+    braces = [(m.start(), m.group(0)) for m in re.finditer(r"[{}]", code)]
+    ends: dict[int, int] = {}
+    opened: list[int] = []
+    for at, brace in braces:
+        if brace == "{":
+            opened.append(at)
+        elif opened:
+            ends[opened.pop()] = at + 1
+    out: dict[int, tuple[int, int]] = {}
+    stack: list[tuple[int, bool]] = []  # the blocks open at the scan's point: (start, a scope of its own)
+    own: list[int] = []  # the starts of those that are scopes of their own
+    index = 0
+    for at in positions:
+        while index < len(braces) and braces[index][0] < at:
+            start, brace = braces[index]
+            index += 1
+            if brace == "{":
+                head = max(code.rfind(mark, 0, start) for mark in ";{}") + 1
+                scope = not _SCOPE_HEAD.search(code, head, start)
+                stack.append((start, scope))
+                if scope:
+                    own.append(start)
+            elif stack:
+                start, scope = stack.pop()
+                if scope:
+                    own.pop()
+        if own:
+            out[at] = (own[-1], ends.get(own[-1], len(code)))
+    return out
 
 
 def _squeeze(text: str) -> str:
     return " ".join(text.replace("\\\n", " ").split())
 
 
+def _literal(match: re.Match[str]) -> str:
+    value = _digits(match)
+    return f"({_UNSIGNED} ** {value})" if "u" in (match.group("suffix") or "").lower() else value
+
+
+def _digits(match: re.Match[str]) -> str:
+    if match.group("hex") is not None:
+        return str(int(match.group("hex").replace("'", ""), 16))
+    if match.group("bin") is not None:
+        return str(int(match.group("bin").replace("'", ""), 2))
+    digits = match.group("dec").replace("'", "")
+    if len(digits) > 1 and digits.startswith("0"):
+        return str(int(digits, 8)) if set(digits) <= set("01234567") else "0x"  # `08`: no C literal
+    return digits
+
+
 def _evaluate(expression: str, name: object, seen: set[str]) -> int | None:
     text = _squeeze(expression)
-    if not text:
+    if not text or "**" in text or re.search(r"\b_kgate_", text):
         return None
     text = _SIZEOF.sub(_sizeof, text)
     if "sizeof" in text:
         return None
-    text = _CAST.sub(" ", _SUFFIX.sub(r"\1", text))
+    text = _QUALIFIED.sub("", text)
+    text = _CAST.sub(lambda m: f" {_UNSIGNED if re.search(r'unsigned|size_t|uint', m.group(0)) else _CASTED} ** ",
+                     _LITERAL.sub(_literal, text))
+    # C++'s alternative tokens are its operators; what Python reads and C does not (`1_024`, `0o7`, `1e3`, `x if y
+    # else z`) is no C expression.
+    text = re.sub(r"\band\b", "&&", re.sub(r"\bor\b", "||", re.sub(r"\bnot\b", "!", text)))
+    if re.search(r"\b\d+[A-Za-z_.]|\.\d|\b(?:if|else|in|is|lambda|True|False|None)\b", text):
+        return None
     text = text.replace("&&", " and ").replace("||", " or ").replace("!=", " != ")
-    text = re.sub(r"!(?!=)", " not ", text)
+    text = re.sub(r"!(?!=)", f" {_NOT} ** ", text)
     ternary = _TERNARY.match(text.strip())
     try:
         if ternary:
-            test = _evaluate(ternary.group("test"), name, seen)
+            test = _evaluate_parsed(ternary.group("test"), name, seen)
             if test is None:
                 return None
-            return _evaluate(ternary.group("yes" if test else "no"), name, seen)
+            return _evaluate_parsed(ternary.group("yes" if test else "no"), name, seen)
+        return _evaluate_parsed(text, name, seen)
+    except RecursionError:
+        return None
+
+
+def _evaluate_parsed(text: str, name: object, seen: set[str]) -> int | None:
+    """`_evaluate` of a text already in Python's spelling."""
+    try:
         tree = ast.parse(text.strip(), mode="eval")
-    except (SyntaxError, ValueError, RecursionError):
+    except (SyntaxError, ValueError):
         return None
     try:
         result = _Evaluator(name, seen).visit(tree.body)
     except _Unsettled:
         return None
-    if isinstance(result, bool):
-        return int(result)
-    return result if isinstance(result, int) and -_LIMIT < result < _LIMIT else None
+    return result
 
 
 def _sizeof(match: re.Match[str]) -> str:
     size = SIZES.get(" ".join(match.group(1).split()))
-    return str(size) if size is not None else "sizeof"
+    return f"({_UNSIGNED} ** {size})" if size is not None else "sizeof"
 
 
 class _Unsettled(Exception):
     pass
+
+
+class _Unsigned(int):
+    """A value of an unsigned type."""
 
 
 _OPERATORS = {
@@ -167,9 +320,15 @@ class _Evaluator(ast.NodeVisitor):
             raise _Unsettled
         return node.value
 
+    def visit(self, node: ast.AST) -> int:
+        value = super().visit(node)
+        if not -_LIMIT <= value < _LIMIT or (isinstance(value, _Unsigned) and value < 0):
+            raise _Unsettled  # past `int`, or an unsigned value C wraps
+        return value
+
     def visit_Name(self, node: ast.Name) -> int:
         lookup = self.name
-        value = lookup(node.id, self.seen) if callable(lookup) else None
+        value = lookup(node.id, self.seen) if callable(lookup) and not node.id.startswith("_kgate_") else None
         if value is None:
             raise _Unsettled
         return int(value)
@@ -177,17 +336,27 @@ class _Evaluator(ast.NodeVisitor):
     def visit_UnaryOp(self, node: ast.UnaryOp) -> int:
         value = self.visit(node.operand)
         if isinstance(node.op, ast.USub):
-            return -value
+            return type(value)(-value)
         if isinstance(node.op, ast.UAdd):
             return value
         if isinstance(node.op, ast.Invert):
-            return ~value
-        if isinstance(node.op, ast.Not):
-            return int(not value)
+            return type(value)(~value)
         raise _Unsettled
 
     def visit_BinOp(self, node: ast.BinOp) -> int:
+        if isinstance(node.op, ast.Pow):  # `!x` and a cast, written as a power of a marker (`_evaluate`)
+            if not isinstance(node.left, ast.Name) or node.left.id not in (_NOT, _CASTED, _UNSIGNED):
+                raise _Unsettled
+            value = self.visit(node.right)
+            return int(not value) if node.left.id == _NOT else \
+                _Unsigned(value) if node.left.id == _UNSIGNED else int(value)
         left, right = self.visit(node.left), self.visit(node.right)
+        unsigned = isinstance(left, _Unsigned) or (isinstance(right, _Unsigned) and not isinstance(
+            node.op, (ast.LShift, ast.RShift)))
+        result = self._arithmetic(node, left, right)
+        return _Unsigned(result) if unsigned else result
+
+    def _arithmetic(self, node: ast.BinOp, left: int, right: int) -> int:
         if isinstance(node.op, (ast.Div, ast.FloorDiv, ast.Mod)):
             if right == 0:
                 raise _Unsettled
@@ -203,12 +372,11 @@ class _Evaluator(ast.NodeVisitor):
         return int(all(values) if isinstance(node.op, ast.And) else any(values))
 
     def visit_Compare(self, node: ast.Compare) -> int:
+        """C's comparisons: `a < b < c` is `(a < b) < c`."""
         left = self.visit(node.left)
         for op, right_node in zip(node.ops, node.comparators):
-            right = self.visit(right_node)
             compare = _COMPARISONS.get(type(op))
-            if compare is None or not compare(left, right):
-                return 0
-            left = right
-        return 1
-
+            if compare is None:
+                raise _Unsettled
+            left = int(compare(left, self.visit(right_node)))
+        return left

@@ -32,6 +32,10 @@ _DROP = {
     "-keep", "--keep", "-dlink", "--device-link", "-lib", "--lib", "-link", "--link", "-run", "--run",
     "-dryrun", "--dryrun", "-v", "--verbose", "-optix-ir", "--optix-ir", "-lto", "-dlto",
 }
+# nvcc's options whose value is the next argument even where it starts with `-` (`-Xptxas -v`, `-Xcompiler -fPIC`):
+# the value is the tool's, never a flag of nvcc's own.
+PASS_ON = {"-Xcompiler", "--compiler-options", "-Xptxas", "--ptxas-options", "-Xlinker", "--linker-options",
+           "-Xnvlink", "--nvlink-options", "-Xarchive", "--archive-options", "-Xfatbin", "--fatbin-options"}
 _ARCH_FLAGS = {"-gencode", "--generate-code", "-arch", "--gpu-architecture", "-code", "--gpu-code"}
 # Flags a non-nvcc compiler's command line may carry that mean the same to nvcc.
 _PORTABLE = ("-I", "-D", "-U", "-isystem", "-std=", "-include", "-O")
@@ -78,6 +82,10 @@ def split_flags(argv: list[str], *, nvcc: bool = True, source: str | None = None
         name, eq, value = arg.partition("=")
         if source is not None and _same_file(arg, source, cwd):
             index += 1
+            continue
+        if nvcc and arg in PASS_ON and index + 1 < len(argv):
+            kept.extend(argv[index:index + 2])
+            index += 2
             continue
         if name in _ARCH_FLAGS or (name in ("-arch", "-code") and eq):
             if not eq:

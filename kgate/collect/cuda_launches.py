@@ -8,7 +8,7 @@ A kernel is PDL-launched when a launch site passes it to `cudaLaunchKernelEx`
 project's own launch wrappers (`launch_wrappers = ["pdl::launch"]`). The
 kernel argument is recognised by name: an identifier that some `__global__`
 declaration of the project defines, with its template arguments if written.
-Comments and string literals are blanked first, so neither counts.
+Comments, string literals and the lines under `#if 0` are blanked first, so none of them counts.
 
 A kernel's dynamic shared memory is what a `<<<grid, block, bytes>>>` launch, a
 `cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes)`
@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass
 
 from kgate.collect.cpp_constants import Constants
-from kgate.collect.cpp_text import balanced, blank, line_of, shared_blank, split_arguments
+from kgate.collect.cpp_text import balanced, blank, line_of, shared_blank, split_arguments, without_disabled
 from kgate.collect.cuda_names import base_name
 
 _LAUNCH_EX = re.compile(r"\bcudaLaunchKernelExC?\s*(?:<[^;()]*>\s*)?\(")
@@ -65,8 +65,8 @@ def smem_sites(text: str, path: str, kernels: set[str], headers: tuple[str, ...]
     constants its sizes may name."""
     if "<<<" not in text and _SET_ATTRIBUTE not in text and "dynamicSmemBytes" not in text:
         return []
-    code = shared_blank(text).code
-    constants = Constants(lambda: [*(shared_blank(h).code for h in headers), code])
+    code = without_disabled(shared_blank(text).code)  # a launch under `#if 0` is never compiled
+    constants = Constants(lambda: [*(without_disabled(shared_blank(h).code) for h in headers), code])
     sites: list[SmemSite] = []
     for match in re.finditer(r"<<<", code):
         close = code.find(">>>", match.end())
@@ -76,7 +76,7 @@ def smem_sites(text: str, path: str, kernels: set[str], headers: tuple[str, ...]
         launched = _launched_kernel(code, match.start(), kernels)
         if len(config) < 3 or launched is None:
             continue
-        size = constants.value(config[2])
+        size = constants.value(config[2], match.start())
         if size is not None and size > 0:
             name, template, at = launched
             sites.append(SmemSite(path, line_of(code, at), name, template, size, "<<<>>>"))
@@ -85,15 +85,15 @@ def smem_sites(text: str, path: str, kernels: set[str], headers: tuple[str, ...]
         if len(args) != 3 or _MAX_DYNAMIC not in args[1]:
             continue
         named = _kernel_argument(args[0], kernels)
-        size = constants.value(args[2])
+        size = constants.value(args[2], match.start())
         if named is not None and size is not None and size > 0:
             sites.append(SmemSite(path, line_of(code, match.start()), named[0], named[1], size, _SET_ATTRIBUTE))
     for match in _LAUNCH_EX.finditer(code):
         open_paren = match.end() - 1
         args = split_arguments(_joined(code[open_paren + 1:balanced(code, open_paren) - 1]))
         named = _kernel_argument(args[1], kernels) if len(args) >= 2 else None
-        given = _DYNAMIC_BYTES.findall(code, _function_start(code, match.start()), match.start())
-        size = constants.value(given[-1]) if given and named is not None else None
+        given = list(_DYNAMIC_BYTES.finditer(code, _function_start(code, match.start()), match.start()))
+        size = constants.value(given[-1].group(1), given[-1].start()) if given and named is not None else None
         if named is not None and size is not None and size > 0:
             sites.append(SmemSite(path, line_of(code, match.start()), named[0], named[1], size, "cudaLaunchKernelEx"))
     return sites
@@ -116,18 +116,39 @@ def _launched_kernel(code: str, position: int, kernels: set[str]) -> tuple[str, 
         template = None
         if rest.lstrip().startswith("<"):
             offset = len(rest) - len(rest.lstrip())
-            end = balanced(rest, offset, "<", ">")
+            end = _template_end(rest, offset)
             template = re.sub(r"\s+", "", _joined(rest[offset:end]))
             rest = rest[end:]
         return (match.group(0), template, start + match.start()) if not _joined(rest).strip() else None
     return None
 
 
+def _template_end(text: str, start: int) -> int:
+    """Index just past the `>` that closes the template argument list opened at `start`: a `>` inside parentheses
+    (`k<float, (N > 2)>`) is a comparison, not a bracket."""
+    depth = parens = 0
+    for index in range(start, len(text)):
+        ch = text[index]
+        if ch in "([":
+            parens += 1
+        elif ch in ")]":
+            parens = max(0, parens - 1)
+        elif parens:
+            continue
+        elif ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth -= 1
+            if depth == 0:
+                return index + 1
+    return len(text)
+
+
 def pdl_launch_sites(text: str, path: str, kernels: set[str], wrappers: tuple[str, ...]) -> list[LaunchSite]:
     """PDL launch sites in one file's text; `kernels` are the identifiers of the project's kernels."""
     if "cudaLaunchKernelEx" not in text and not any(w in text for w in wrappers):
         return []
-    code = blank(text).code
+    code = without_disabled(blank(text).code)  # a launch under `#if 0` is never compiled
     sites: list[LaunchSite] = []
     for match in _LAUNCH_EX.finditer(code):
         open_paren = match.end() - 1
@@ -186,7 +207,7 @@ def _kernel_argument(arg: str, kernels: set[str]) -> tuple[str, str | None] | No
         rest = arg[match.end():].lstrip()
         template = None
         if rest.startswith("<"):
-            end = balanced(rest, 0, "<", ">")
+            end = _template_end(rest, 0)
             template = re.sub(r"\s+", "", rest[:end])
         return name, template
     return None

@@ -10,9 +10,10 @@ sizes, `--use_fast_math`, `-std=`, `--maxrregcount`) are the flags it is compile
 
 Only what the script's text settles is taken: string literals, f-strings and `+`/`str()` of module-level
 constants, `os.path.join`, and the folder of `__file__`; a source or flag written any other way (read from the
-environment, computed in a loop) is left out, never guessed. Scripts are looked for beside the configured
+environment, computed in a loop, added to a list the script changes after giving it) is left out, never guessed.
+A linked script is read as run from the link's folder. Scripts are looked for beside the configured
 sources and in the folders above them, up to the project root (`setup.py`, `run.py`, `build.py`...); a source
-that two builds list with different flags is compiled with the flags they share.
+that two builds list with different flags is compiled with the options (each with its value) they share.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kgate.collect import pysource as py
-from kgate.collect.cuda_flags import split_flags
+from kgate.collect.cuda_flags import PASS_ON, split_flags
 from kgate.support.atomicio import read_input_text
 
 _MARKERS = ("cpp_extension", "CUDAExtension")
@@ -85,8 +86,27 @@ def by_source(builds: list[TorchBuild]) -> dict[Path, TorchBuild]:
             if first is None:
                 out[source] = build
             elif first.flags != build.flags:
-                shared = tuple(flag for flag in first.flags if flag in build.flags)
-                out[source] = TorchBuild(first.script, first.line, first.sources, shared, first.unsettled)
+                theirs = _options(build.flags)
+                shared = tuple(flag for option in _options(first.flags) if option in theirs for flag in option)
+                out[source] = TorchBuild(first.script, first.line, first.sources, shared,
+                                         tuple(dict.fromkeys(first.unsettled + build.unsettled)))
+    return out
+
+
+def _options(flags: tuple[str, ...]) -> list[tuple[str, ...]]:
+    """The flags as options, each with its value where the value is the next argument (`--maxrregcount 64`,
+    `-Xptxas -v`): two builds share an option, never half of one."""
+    out: list[tuple[str, ...]] = []
+    index = 0
+    while index < len(flags):
+        flag = flags[index]
+        following = flags[index + 1] if index + 1 < len(flags) else None
+        if following is not None and (flag in PASS_ON or (flag.startswith("-") and not following.startswith("-"))):
+            out.append((flag, following))
+            index += 2
+        else:
+            out.append((flag,))
+            index += 1
     return out
 
 
@@ -101,9 +121,12 @@ def _script_builds(script: Path) -> list[TorchBuild]:
         tree = ast.parse(text)
     except (SyntaxError, ValueError, RecursionError):
         return []
-    constants = py.module_constants(tree)
+    changed = _changed(tree)
+    constants: dict[str, ast.expr] = {name: _Changed(value) if name in changed else value
+                                      for name, value in py.module_constants(tree).items()}
     imports = py.import_map(tree)
-    folder = script.resolve().parent
+    script = Path(os.path.abspath(script))
+    folder = script.parent  # where `python setup.py` runs: a linked script's own folder, not its target's
     out = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
@@ -112,13 +135,62 @@ def _script_builds(script: Path) -> list[TorchBuild]:
         if kind is None:
             continue
         listed = py.argument(node, "sources", 1)  # `CUDAExtension(name, sources)`, `load(name, sources)`
-        names = [n for n, _node in _texts(listed, constants, folder) if n is not None] if listed is not None else []
+        names = [n for n, _node in _texts(listed, constants, script) if n is not None] if listed is not None else []
         found = tuple(dict.fromkeys(p for p in (_place(name, folder) for name in names) if p is not None))
         if not found:
             continue
-        flags, unsettled = _flags(node, kind, constants, folder)
+        flags, unsettled = _flags(node, kind, constants, script)
         out.append(TorchBuild(script, node.lineno, found, flags, unsettled))
     return out
+
+
+class _Changed(ast.expr):
+    """A module-level name the script changes after giving it its value (`FLAGS.append(...)`, `FLAGS += [...]`,
+    `FLAGS = [...]` again in an `if`): its first value's items are some of its items, never all."""
+
+    def __init__(self, value: ast.expr) -> None:
+        super().__init__()
+        self.value = value
+
+
+_MUTATORS = {"append", "extend", "insert", "remove", "pop", "clear", "update", "setdefault", "sort", "reverse",
+             "__setitem__", "__iadd__"}
+
+
+def _changed(tree: ast.Module) -> set[str]:
+    """The names the script assigns more than once, or changes in place (a method that mutates, an item assigned),
+    anywhere."""
+    assigned: dict[str, int] = {}
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        targets: list[ast.expr] = []
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+            targets = [node.target]
+            if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+                out.add(node.target.id)
+        elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
+            targets = [node.target]
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _MUTATORS:
+            root = _root(node.func.value)
+            if root is not None:
+                out.add(root)
+        for target in targets:
+            for element in ast.walk(target):
+                if isinstance(element, ast.Name) and isinstance(element.ctx, ast.Store):
+                    assigned[element.id] = assigned.get(element.id, 0) + 1
+                elif isinstance(element, (ast.Subscript, ast.Attribute)) and isinstance(element.ctx, ast.Store):
+                    root = _root(element.value)
+                    if root is not None:
+                        out.add(root)
+    return out | {name for name, count in assigned.items() if count > 1}
+
+
+def _root(node: ast.expr) -> str | None:
+    while isinstance(node, (ast.Subscript, ast.Attribute)):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
 
 
 def _kind(call: ast.Call, imports: dict[str, str]) -> str | None:
@@ -133,31 +205,41 @@ def _kind(call: ast.Call, imports: dict[str, str]) -> str | None:
     return None
 
 
-def _flags(call: ast.Call, kind: str, constants: dict[str, ast.expr], folder: Path
+def _flags(call: ast.Call, kind: str, constants: dict[str, ast.expr], script: Path
            ) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The nvcc flags the build gives its sources, as kgate keeps them (each string split as a shell would), and the
-    items the script's text does not settle, as written."""
+    """The nvcc flags the build gives its sources, as kgate keeps them (each of `load()`'s strings split as a shell
+    would; each of a `CUDAExtension`'s one argument, as torch passes it), and the items the script's text does not
+    settle, as written."""
     if kind == "load":
         given = py.argument(call, "extra_cuda_cflags")
     else:
         given = py.argument(call, "extra_compile_args")
         if isinstance(given, ast.Name) and given.id in constants:
             given = constants[given.id]
-        if isinstance(given, ast.Dict):
-            given = next((v for k, v in zip(given.keys, given.values)
-                          if isinstance(k, ast.Constant) and k.value == "nvcc"), None)
+        if isinstance(given, ast.Call) and py.dotted(given.func) == "dict" and not given.args:
+            given = next((k.value for k in given.keywords if k.arg == "nvcc"),
+                         given if any(k.arg is None for k in given.keywords) else None)
+        elif isinstance(given, ast.Dict):
+            keys = [_text(k, constants, script) if k is not None else "**" for k in given.keys]
+            nvcc = [v for key, v in zip(keys, given.values) if key == "nvcc"]
+            # A key the text does not settle may be "nvcc": the flags are then unsettled.
+            given = nvcc[-1] if nvcc else given if None in keys else None
     if given is None:
         return (), ()
     argv: list[str] = []
     unsettled: list[str] = []
-    for item, node in _texts(given, constants, folder):
+    for item, node in _texts(given, constants, script):
         try:
-            argv.extend(shlex.split(item) if item is not None else ())
+            # `load()` writes its flags into a ninja command line as they are: a shell splits them. A setup.py's
+            # BuildExtension quotes each one (or runs nvcc with the list): each item is one argument, but one that
+            # names an architecture (`"-gencode arch=compute_80,code=sm_80"`) is kgate's to choose all the same.
+            words = shlex.split(item) if item is not None else []
+            argv.extend(words if kind == "load" or split_flags(words).archs else [item] if item is not None else [])
         except ValueError:
             item = None
         if item is None:
             unsettled.append(ast.unparse(node) if node is not None else "...")
-    return split_flags(argv, cwd=folder).flags, tuple(unsettled)
+    return split_flags(argv, cwd=script.parent).flags, tuple(unsettled)
 
 
 def _place(name: str, folder: Path) -> Path | None:
@@ -167,28 +249,31 @@ def _place(name: str, folder: Path) -> Path | None:
     return path.resolve() if path.is_file() else None
 
 
-def _texts(node: ast.AST | None, constants: dict[str, ast.expr], folder: Path, depth: int = 0
+def _texts(node: ast.AST | None, constants: dict[str, ast.expr], script: Path, depth: int = 0
            ) -> list[tuple[str | None, ast.AST | None]]:
     """The strings a list expression holds, each with its expression; None for each item the text does not
     settle."""
     if node is None or depth > 8:
         return []
     if isinstance(node, ast.Name) and node.id in constants:
-        return _texts(constants[node.id], constants, folder, depth + 1)
+        value = constants[node.id]
+        if isinstance(value, _Changed):  # what it was first given, and what the script changes it by, unsettled
+            return [*_texts(value.value, constants, script, depth + 1), (None, node)]
+        return _texts(value, constants, script, depth + 1)
     if isinstance(node, (ast.List, ast.Tuple)):
         out: list[tuple[str | None, ast.AST | None]] = []
         for item in node.elts:
             if isinstance(item, ast.Starred):
-                out.extend(_texts(item.value, constants, folder, depth + 1))
+                out.extend(_texts(item.value, constants, script, depth + 1))
             else:
-                out.append((_text(item, constants, folder, depth + 1), item))
+                out.append((_text(item, constants, script, depth + 1), item))
         return out
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-        return _texts(node.left, constants, folder, depth + 1) + _texts(node.right, constants, folder, depth + 1)
+        return _texts(node.left, constants, script, depth + 1) + _texts(node.right, constants, script, depth + 1)
     return [(None, node)]
 
 
-def _text(node: ast.AST, constants: dict[str, ast.expr], folder: Path, depth: int = 0) -> str | None:
+def _text(node: ast.AST, constants: dict[str, ast.expr], script: Path, depth: int = 0) -> str | None:
     """The one string an expression gives, where the script's text settles it."""
     if depth > 8:
         return None
@@ -196,8 +281,10 @@ def _text(node: ast.AST, constants: dict[str, ast.expr], folder: Path, depth: in
         return str(node.value)
     if isinstance(node, ast.Name):
         if node.id == "__file__":
-            return str(folder / "__file__")
-        return _text(constants[node.id], constants, folder, depth + 1) if node.id in constants else None
+            return str(script)
+        value = constants.get(node.id)
+        return _text(value, constants, script, depth + 1) if value is not None and not isinstance(
+            value, _Changed) else None
     if isinstance(node, ast.JoinedStr):
         parts = []
         for value in node.values:
@@ -205,24 +292,25 @@ def _text(node: ast.AST, constants: dict[str, ast.expr], folder: Path, depth: in
                 if value.conversion != -1 or value.format_spec is not None:
                     return None
                 value = value.value
-            part = _text(value, constants, folder, depth + 1)
+            part = _text(value, constants, script, depth + 1)
             if part is None:
                 return None
             parts.append(part)
         return "".join(parts)
     if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Div)):
-        left, right = _text(node.left, constants, folder, depth + 1), _text(node.right, constants, folder, depth + 1)
+        left, right = _text(node.left, constants, script, depth + 1), _text(node.right, constants, script, depth + 1)
         if left is None or right is None:
             return None
         return left + right if isinstance(node.op, ast.Add) else os.path.join(left, right)
     if isinstance(node, ast.Attribute) and node.attr == "parent":
-        inner = _text(node.value, constants, folder, depth + 1)
+        inner = _text(node.value, constants, script, depth + 1)
         return os.path.dirname(inner) if inner is not None else None
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("resolve", "absolute"):
-        return _text(node.func.value, constants, folder, depth + 1) if not node.args else None
+        inner = _text(node.func.value, constants, script, depth + 1) if not node.args else None
+        return inner if inner is None or node.func.attr == "absolute" else os.path.realpath(inner)
     if isinstance(node, ast.Call):
         name = py.dotted(node.func) or ""
-        args = [_text(a, constants, folder, depth + 1) for a in node.args]
+        args = [_text(a, constants, script, depth + 1) for a in node.args]
         if node.keywords or any(a is None for a in args):
             return None
         texts = [a for a in args if a is not None]
@@ -232,6 +320,8 @@ def _text(node: ast.AST, constants: dict[str, ast.expr], folder: Path, depth: in
             return os.path.join(*texts)
         if name in ("os.path.dirname", "dirname") and len(texts) == 1:
             return os.path.dirname(texts[0])
-        if name in ("os.path.abspath", "abspath", "os.path.realpath", "realpath") and len(texts) == 1:
+        if name in ("os.path.abspath", "abspath") and len(texts) == 1:
             return texts[0]
+        if name in ("os.path.realpath", "realpath") and len(texts) == 1:
+            return os.path.realpath(texts[0])  # a linked script's `__file__` is its target
     return None

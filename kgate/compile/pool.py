@@ -84,7 +84,7 @@ class _Parent:
         os.environ.update(self.environ)
 
 
-def _serve(conn: Connection, parent: _Parent, kgate_pid: int) -> None:
+def _serve(conn: Connection, parent: _Parent, kgate_pid: int, importing: Any = None) -> None:
     import importlib
     import resource
 
@@ -102,7 +102,9 @@ def _serve(conn: Connection, parent: _Parent, kgate_pid: int) -> None:
     multiprocessing.current_process()._config["daemon"] = False  # type: ignore[attr-defined]
     _stdout_to_stderr()
     _dump_stack_on_request()
-    from kgate.compile import import_recorder
+    from kgate.compile import import_recorder, worker_imports
+
+    worker_imports.IMPORTING = importing  # where kgate reads whether a task stopped in its import
     from kgate.compile.cache import CacheWriteError
     from kgate.core.errors import KgateError
     from kgate.support import reads
@@ -180,7 +182,8 @@ def _watch_kgate(pid: int) -> None:
     os._exit(1)
 
 
-def _start(ctx: Any, env: dict[str, str | None], stderr: int, triton: bool = True) -> tuple[Any, Connection]:
+def _start(ctx: Any, env: dict[str, str | None], stderr: int, triton: bool = True,
+           importing: Any = None) -> tuple[Any, Connection]:
     """A worker process and kgate's end of its pipe.
 
     multiprocessing starts a new fork server when it finds the old one gone, but a request that meets a
@@ -189,7 +192,7 @@ def _start(ctx: Any, env: dict[str, str | None], stderr: int, triton: bool = Tru
     problem: BaseException | None = None
     for attempt in range(START_ATTEMPTS):
         conn, child = ctx.Pipe()
-        process = ctx.Process(target=_serve, args=(child, _Parent(env, stderr), os.getpid()), daemon=True,
+        process = ctx.Process(target=_serve, args=(child, _Parent(env, stderr), os.getpid(), importing), daemon=True,
                               name=WORKER_NAME)
         try:
             start_server(triton)  # a server that has ended is started again here, not by multiprocessing
@@ -212,7 +215,10 @@ class _Worker:
         self.log = tempfile.TemporaryFile()  # noqa: SIM115
         self.logged = 0
         self.tail = ""
-        self.process, self.conn = _start(ctx, env, self.log.fileno(), triton)
+        # Set by the worker while it imports a project's module (its set-up hook first): what a task stopped past
+        # its deadline was doing where the worker dumps no stack (a module that took SIGUSR1 for its own).
+        self.importing = ctx.RawValue("b", 0)
+        self.process, self.conn = _start(ctx, env, self.log.fileno(), triton, self.importing)
         self.task: int | None = None
         self.deadline = 0.0
         self.started = 0.0
@@ -295,11 +301,12 @@ class _Worker:
         self.log.close()
 
 
-def timed_out(task: str, timeout: float, where: tuple[str, int, str, bool] | None) -> str:
+def timed_out(task: str, timeout: float, where: tuple[str, int, str, bool] | None, importing: bool = False) -> str:
     """What a task stopped at its deadline says: an import that never ended (the import task's, or the import a
-    compile task begins with), told apart from a long compile, with the project's line the worker was at."""
+    compile task begins with: `importing`, as the worker said, or the stack it dumped), told apart from a long
+    compile, with the project's line the worker was at."""
     at = f"; it was at {where[0]}:{where[1]}, in {where[2]}" if where is not None else ""
-    if task.endswith(".expand") or (where is not None and where[3]):
+    if task.endswith(".expand") or importing or (where is not None and where[3]):
         return (f"importing the kernel's module did not finish within {timeout:g} s, and was stopped{at}: an import "
                 f"that waits for a GPU, a server, a lock or input never ends offline (make the wait conditional, or "
                 f"give the module a set-up hook); raise `timeout` in the configuration if the import is only slow")
@@ -472,7 +479,8 @@ class Pool:
                     outcome = Outcome(False, worker.end_report(), time.perf_counter() - worker.started, transient=True)
                     self._replace(worker)
                 elif outcome is None and time.perf_counter() >= worker.deadline:
-                    outcome = Outcome(False, timed_out(tasks[index].name, timeout, worker.stack()),
+                    outcome = Outcome(False, timed_out(tasks[index].name, timeout, worker.stack(),
+                                                       bool(worker.importing.value)),
                                       time.perf_counter() - worker.started, transient=True)
                     self._replace(worker)
                 if outcome is not None:

@@ -30,6 +30,8 @@ class KernelError(KgateError):
 
 # The project's folders (its root and python-path entries), as the task names them: where its own frames are.
 _ROOTS: list[str] = []
+# A byte shared with kgate (`kgate.compile.pool`), 1 while `imported` runs: a task stopped there was importing.
+IMPORTING: Any = None
 
 
 def _prepare(payload: ImportRequest) -> None:
@@ -70,9 +72,17 @@ def imported(payload: ImportRequest, kernel: str) -> Any:
 
     roots = payload.get("roots") or payload["sys_path"]
     checkout = payload.get("checkout") or ()
-    with import_recorder.recording(roots[0], roots, payload.get("cwd"), (checkout[0], checkout[1]) if checkout else None):
-        _prepare(payload)
-        return load(kernel)
+    importer = os.getpid()  # a process the import forks leaves the byte to the worker
+    if IMPORTING is not None:
+        IMPORTING.value = 1
+    try:
+        with import_recorder.recording(roots[0], roots, payload.get("cwd"),
+                                       (checkout[0], checkout[1]) if checkout else None):
+            _prepare(payload)
+            return load(kernel)
+    finally:
+        if IMPORTING is not None and os.getpid() == importer:
+            IMPORTING.value = 0
 
 
 def bound_apart(payload: ImportRequest) -> Any:
