@@ -224,6 +224,8 @@ class _Worker:
         self.started = 0.0
         # Its fork server has ended: the sentinel is closed for good and says nothing about the worker.
         self.orphaned = False
+        # It was asked for its stack (`stack`): what it writes from then on is its dump, which is not shown.
+        self.asked = False
 
     def ended(self, sentinel_ready: bool) -> bool:
         """Whether the worker process has ended; `sentinel_ready`: its fork server's report is readable."""
@@ -275,6 +277,7 @@ class _Worker:
             os.kill(pid, ask)
         except (ProcessLookupError, PermissionError):
             return None
+        self.asked = True
         give_up = time.perf_counter() + 0.5
         while time.perf_counter() < give_up:
             self.forward(echo=False)
@@ -297,7 +300,7 @@ class _Worker:
             self.process.kill()
         self.process.join(timeout=5)
         self.conn.close()
-        self.forward()
+        self.forward(echo=not self.asked)  # the rest of a stack it was asked for is read, never shown
         self.log.close()
 
 
