@@ -301,9 +301,14 @@ def test_kernel_definitions_in_cuda_source_never_raise(text: str, hint: int) -> 
 def test_blanked_cpp_equals_the_character_by_character_reference(text: str) -> None:
     """blank() jumps between places where a comment or literal may start; it must agree with a scanner that
     looks at every character (the implementation it replaced), and keep every offset and line."""
-    fast = cpp_text.blank(text)
+    fast = cpp_comments.blank(text)
     assert (fast.code, fast.comment_lines) == reference_blank(text)
     assert len(fast.code) == len(text) and fast.code.count("\n") == text.count("\n")
+    # The launch readings' blanking joins a launch's spaced chevrons on top: every offset and line still holds,
+    # and nothing but spaced chevrons changes.
+    joined = cpp_text.blank(text)
+    assert len(joined.code) == len(text) and joined.comment_lines == fast.comment_lines
+    assert [i for i, (a, b) in enumerate(zip(joined.code, fast.code)) if a != b and not (a in "<> " and b in "<> ")] == []
 
 
 def reference_blank(text: str) -> tuple[str, frozenset[int]]:
