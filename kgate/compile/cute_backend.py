@@ -19,6 +19,7 @@ import contextlib
 import inspect
 import os
 import re
+import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
@@ -91,10 +92,8 @@ def compile_call(payload: CompileRequest) -> CompileReply:
         dynamic_smem, smem = launch_shared(str(compiled.ir_module))
         log = ptxas_log(Path(remarks).read_text(encoding="utf-8", errors="replace")
                         if os.path.exists(remarks) else "")
-    if not log:
-        raise KernelError(f"nvidia-cutlass-dsl {dsl_version()} wrote no ptxas report for this call (its remarks{{ptx}} "
-                          f"output, where kgate reads registers, spills and the stack frame; the DSL writes it from "
-                          f"4.8)")
+        if not log:
+            log = ptxas_again(ptx, cubin, target, dump)
     folder = Path(payload["artifacts"])
     cubin_hash = write_artifact(folder / CUBIN, cubin)
     cubin_path = kept(folder / CUBIN, cubin_hash)  # this compile's, whatever another compile of the key writes
@@ -132,6 +131,44 @@ def _texts(artifacts: Any) -> tuple[str, bytes]:
     if not isinstance(ptx, str) or not isinstance(cubin, bytes) or ".entry" not in ptx:
         raise KernelError("the CuTe DSL kept no PTX and cubin for this call (does it launch a @cute.kernel?)")
     return ptx, cubin
+
+
+def ptxas_again(ptx: str, cubin: bytes, target: str, folder: str) -> str:
+    """ptxas's report for a DSL that writes none (nvidia-cutlass-dsl before 4.8 has no `remarks{ptx}`): the DSL's
+    PTX assembled again by the ptxas Triton runs for the target, `-v`, and taken only where it gives every entry the
+    registers the DSL's own cubin records (`kgate.compile.elf.register_counts`): then it is that cubin's report.
+    KernelError otherwise, saying which."""
+    from kgate.compile.elf import register_counts
+    from kgate.compile.preflight import triton_ptxas
+    from kgate.facts.ptxas_log import parse_ptxas_log
+    from kgate.support.tools import bundled_tool
+
+    said = f"nvidia-cutlass-dsl {dsl_version()} wrote no ptxas report for this call (its remarks{{ptx}} output, which " \
+           f"the DSL writes from 4.8)"
+    program = next((path for path in map(bundled_tool, triton_ptxas(target)) if path is not None), None)
+    if program is None:
+        raise KernelError(f"{said}, and no ptxas for {target} was found to assemble its PTX again")
+    source, output = os.path.join(folder, "again.ptx"), os.path.join(folder, "again.cubin")
+    Path(source).write_text(ptx, encoding="utf-8")
+    try:
+        done = subprocess.run([str(program), "-v", f"--gpu-name={target}", source, "-o", output],
+                              capture_output=True, text=True, errors="replace", timeout=600, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise KernelError(f"{said}, and {program.name} could not assemble its PTX again ({exc})") from None
+    log = done.stdout + done.stderr
+    if done.returncode != 0:
+        last = next((line for line in reversed(log.splitlines()) if line.strip()), "")
+        raise KernelError(f"{said}, and {program.name} refused its PTX: {last}")
+    mine = {name: entry.registers for name, entry in parse_ptxas_log(log).items()}
+    theirs = register_counts(cubin)
+    differ = sorted(name for name in theirs if mine.get(name) != theirs[name])
+    if not mine or not theirs or differ:
+        name = differ[0] if differ else ""
+        detail = (f": {name} has {theirs[name]} registers in the DSL's cubin and {mine.get(name)} from "
+                  f"{program.name}, so its report is not that cubin's" if name else ": no registers to compare")
+        raise KernelError(f"{said}, and {program.name}'s report of its PTX cannot stand in for it{detail}; "
+                          f"upgrade nvidia-cutlass-dsl to 4.8 or later")
+    return log
 
 
 def ptxas_log(remarks: str) -> str:

@@ -13,6 +13,8 @@ _MAGIC = b"\x7fELF"
 _SYMTAB = 2  # SHT_SYMTAB; its link is the section of the symbols' names
 _SYMBOL_SIZE = 24  # an Elf64_Sym: name offset, info, other, section index, value, size
 _FUNC = 2  # STT_FUNC, the low four bits of a symbol's info
+_SIZED = 0x04  # EIFMT_SVAL: an `.nv.info` attribute with a 16-bit size and that many bytes; others are 4 bytes in all
+_REGCOUNT = 0x2F  # EIATTR_REGCOUNT: a function's symbol index and its registers per thread
 
 
 def function_symbols(data: bytes) -> dict[str, int] | None:
@@ -54,6 +56,33 @@ def sections(data: bytes, prefix: str) -> dict[str, bytes]:
         return out
     except (struct.error, IndexError):
         return {}
+
+
+def register_counts(data: bytes) -> dict[str, int]:
+    """Function name -> the registers per thread ptxas gave it, as the cubin records them (`EIATTR_REGCOUNT` in its
+    `.nv.info` section: the function's symbol index and its count); empty when `data` is not a cubin this reads."""
+    symbols = function_symbols(data)
+    info = sections(data, ".nv.info").get("")
+    if not symbols or info is None:
+        return {}
+    by_index = {index: name for name, index in symbols.items()}
+    out = {}
+    at = 0
+    try:
+        while at + 4 <= len(info):
+            form, attribute = info[at], info[at + 1]
+            if form != _SIZED:
+                at += 4
+                continue
+            (size,) = struct.unpack_from("<H", info, at + 2)
+            if attribute == _REGCOUNT and size == 8:
+                index, count = struct.unpack_from("<II", info, at + 4)
+                if index in by_index:
+                    out[by_index[index]] = count
+            at += 4 + size
+    except struct.error:
+        return {}
+    return out
 
 
 def _headers(data: bytes) -> list[tuple[int, ...]] | None:
