@@ -559,6 +559,8 @@ class Launches(Batches):
             return False
         here: Scope | None = scope
         while here is not None:
+            if tensor.id in here.bound:
+                return False  # a helper's parameter, read for one call: that call's argument decides
             if tensor.id in here.params:
                 break
             bindings = here.env.get(tensor.id)
