@@ -15,11 +15,12 @@ other modules), and falls in one of four classes:
   such as `get_npu_core_count()` or `num_sms()`: fixed per machine), a size the launching function refuses above
   `FEW_VALUES` (`if q_len > 16: raise ...`), a value an environment switch replaces by a constant unless the variable
   is set (`kgate.collect.pyswitches`), a call of a module function every
-  `return` of which is bounded, or the first dimension of a tensor packed to one (`kgate.collect.pybatch`);
+  `return` of which is bounded, the first dimension of a tensor packed to one (`kgate.collect.pybatch`), or of a
+  parameter every call of the launching function passes under such a bound (`M = x.shape[0]`, `if M > 16: raise`);
 - `MODEL`: fixed per model: the last dimension of a tensor (`x.shape[-1]`, the last name of `M, N = x.shape`),
   an attribute of `self` or of a configuration (`config.hidden_size`), any dimension or size of a tensor the
-  built model fixes (`Launches.fixed`: a weight, a bias or a scale; a parameter, buffer or start-up table of
-  the module), the first dimension of a tensor made with a size of one of these (`torch.empty((experts, n))`:
+  built model fixes (`Launches.fixed`: a weight, a bias or a scale, or an attribute one carries; a parameter,
+  buffer or start-up table of the module, what a method of its class returns of one, an entry of a dict it keeps), the first dimension of a tensor made with a size of one of these (`torch.empty((experts, n))`:
   `kgate.collect.pybatch`), the stride of the last dimension, or of one whose later dimensions are all model
   dimensions, a size the launching function asserts equal to one of these (`assert (dim, width) == weight.shape`);
 - `RUNTIME`: follows the token count or the batch: the first dimension of a tensor (`x.shape[0]`, `x.size(0)`,
@@ -542,8 +543,59 @@ class Launches(Batches):
         size of its own (`Batches`)."""
         if self.one(tensor, scope, depth, seen):
             return Verdict(BOUNDED, why)
+        if self._rows_bounded(tensor, scope, seen):
+            return Verdict(BOUNDED, why)
         made = self.made(tensor, scope, depth, seen)
         return Verdict(made.cls, why) if made is not None else Verdict(RUNTIME, why)
+
+    def _rows_bounded(self, tensor: ast.expr, scope: Scope, seen: set[tuple[int, str]]) -> bool:
+        """Whether the rows of a parameter of the launching function are bounded by every call of it: each passes a
+        tensor whose first dimension the caller refuses above at most `FEW_VALUES` (`M = logits.shape[0]`, then `if
+        M > 16: raise ...`, then `route_small(logits)`): a small-batch path takes a few values, whatever the batch.
+        A tensor made like the parameter (`x = x.contiguous()`) has its rows."""
+        while isinstance(tensor, ast.Call) and (same := same_shape(tensor)) is not None:
+            tensor = same
+        if not isinstance(tensor, ast.Name):
+            return False
+        here: Scope | None = scope
+        while here is not None:
+            if tensor.id in here.bound:
+                return False  # a helper's parameter, read for one call: that call's argument decides
+            if tensor.id in here.params:
+                break
+            bindings = here.env.get(tensor.id)
+            if bindings and not all(isinstance(value, ast.Call) and position is None
+                                    and isinstance(same := same_shape(value), ast.Name) and same.id == tensor.id
+                                    for value, position, _count in bindings):
+                return False
+            here = here.parent
+        if here is None:
+            return False
+        mark = (id(here.node), "rows " + tensor.id)
+        if mark in seen:
+            return False
+        passed = self._passed_by_callers(here, tensor.id)
+        return bool(passed) and all(reader._bounds_rows(arg, caller) for arg, caller, reader in passed)
+
+    def _bounds_rows(self, tensor: ast.expr, scope: Scope) -> bool:
+        """Whether a function refuses the first dimension of `tensor` above at most `FEW_VALUES`: a name it binds
+        to it (`M = x.shape[0]`, `M, K = x.shape`) bounded so (`if M > 16: raise ...`, `assert M <= 16`)."""
+        name = py.dotted(tensor)
+        if name is None:
+            return False
+        for bound, bindings in scope.env.items():
+            for value, position, _count in bindings:
+                if value is None:
+                    continue
+                if position is None:
+                    rows = _first_dimension(value) and (of := _dimension_of(value)) is not None and py.dotted(of) == name
+                else:
+                    shape = shape_of(value)
+                    rows = position == 0 and shape is not None and shape[1] and py.dotted(shape[0]) == name
+                if rows and any((most := integer(limit, self.info.constants)) is not None and most <= FEW_VALUES
+                                for limit in bounded_above(scope, bound)):
+                    return True
+        return False
 
     # ---------------------------------------------------------------- tensors whose sizes the model fixes
 
@@ -575,6 +627,13 @@ class Launches(Batches):
             func = tensor.func
             if (py.dotted(func) or "").rsplit(".", 1)[-1] == "Parameter":
                 return True
+            if isinstance(func, ast.Name) and func.id == "getattr" and len(tensor.args) >= 2 \
+                    and isinstance(tensor.args[1], ast.Constant):
+                # `getattr(w13, "packed", None)`: an attribute of the object, as `w13.packed` (the default aside)
+                return self.fixed(tensor.args[0], scope, depth, seen)
+            method = _own_method(func, scope, self.source)
+            if method is not None:  # `self._pool(layer_id)`: what the class's method returns
+                return self._returns_fixed(method, tensor, scope, depth, seen, None)
             given = [a.value if isinstance(a, ast.Starred) else a for a in tensor.args]
             given += [k.value for k in tensor.keywords]
             return isinstance(func, ast.Attribute) and self.fixed(func.value, scope, depth, seen) and not any(
@@ -584,8 +643,65 @@ class Launches(Batches):
         if isinstance(tensor, ast.IfExp):
             return self.fixed(tensor.body, scope, depth, seen) and self.fixed(tensor.orelse, scope, depth, seen)
         if isinstance(tensor, ast.Subscript):
+            if self._held_dict(tensor.value, scope):
+                return True  # `self.scratch[layer_id]`: one entry of a table of tensors the module keeps by key
             return constant_index(tensor.slice) and self.fixed(tensor.value, scope, depth, seen)
         return False
+
+    def _fixed_binding(self, value: ast.expr, position: int | None, count: int, scope: Scope, depth: int,
+                       seen: set[tuple[int, str]]) -> bool:
+        """Whether what a name is bound to is fixed; an item unpacked from what a method of the class returns
+        (`_, conv, ssm = self._layer_state(layer_id)`) is the item its `return`s give at that place."""
+        if position is not None and isinstance(value, ast.Call):
+            method = _own_method(value.func, scope, self.source)
+            if method is not None:
+                return self._returns_fixed(method, value, scope, depth, seen, (position, count))
+        return self.fixed(value, scope, depth, seen)
+
+    def _returns_fixed(self, method: tuple[py.Function, ast.ClassDef], call: ast.Call, scope: Scope, depth: int,
+                       seen: set[tuple[int, str]], item: tuple[int, int] | None) -> bool:
+        """Whether every `return` of a method of the class, called on the instance, gives a fixed tensor (with
+        `item`, the item at that place of the tuples it returns): a method that hands out the module's pools."""
+        fn, owner = method
+        mark = (id(fn), f"returns {item}")
+        if mark in seen:
+            return False
+        bound: dict[str, tuple[ast.expr, Scope]] = {}
+        for arg, param in zip(call.args, py.parameters(fn)[1:]):
+            if isinstance(arg, ast.Starred):
+                break
+            bound[param.arg] = (arg, scope)
+        for keyword in call.keywords:
+            if keyword.arg is not None:
+                bound[keyword.arg] = (keyword.value, scope)
+        inner = Scope(fn, Scope(owner, None, named=self.named), bound, named=self.named)
+        values = [s.value for s in inner.own if isinstance(s, ast.Return)]
+        if item is not None:
+            values = [returned_item(v, *item) for v in values]
+        return bool(values) and all(v is not None and self.fixed(v, inner, depth, seen | {mark}) for v in values)
+
+    def _held_dict(self, table: ast.expr, scope: Scope) -> bool:
+        """Whether `table` is an attribute of the instance that its class only ever sets to a dict (`self.scratch =
+        {}`, or None before it is made) and fills by key: an entry of it is one of the tensors the module keeps."""
+        owner = _class_of(scope)
+        if not (isinstance(table, ast.Attribute) and isinstance(table.value, ast.Name) and table.value.id == "self"
+                and owner is not None):
+            return False
+        whole = _whole_class(owner, self.source)
+        dicts = False
+        for node in ast.walk(whole):
+            if not isinstance(node, (ast.Assign, ast.AnnAssign)) or node.value is None:
+                continue
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if not any(isinstance(t, ast.Attribute) and t.attr == table.attr and isinstance(t.value, ast.Name)
+                       and t.value.id == "self" for t in targets):
+                continue
+            value = node.value
+            if isinstance(value, ast.Dict) or isinstance(value, ast.Call) and py.dotted(value.func) == "dict":
+                dicts = True
+            elif not (isinstance(value, ast.Constant) and value.value is None):
+                return False
+        return dicts
 
     def _fixed_name(self, name: str, scope: Scope, depth: int, seen: set[tuple[int, str]]) -> bool:
         here: Scope | None = scope
@@ -598,8 +714,8 @@ class Launches(Batches):
             if bindings and mark not in seen:
                 # An entry of a tuple of such tensors unpacked (`conv_q, conv_k = self.kv_cache`) is one too; a name
                 # unpacked from a shape is a size, not a tensor.
-                return all(value is not None and shape_of(value) is None and self.fixed(
-                    value, here, depth, seen | {mark}) for value, _position, _count in bindings)
+                return all(value is not None and shape_of(value) is None and self._fixed_binding(
+                    value, position, count, here, depth, seen | {mark}) for value, position, count in bindings)
             if name in here.params:  # what the callers pass (`x = x.contiguous()`: what the caller passed for x)
                 mark = (id(here.node), "passed " + name)
                 passed = self._passed_by_callers(here, name) if mark not in seen else []
@@ -907,6 +1023,60 @@ def _letter_named(name: str) -> bool:
     """Whether a name is, or ends in, the batch's or the time steps' letter (`B`, `true_B`, `padded_T`)."""
     words = re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+", name)
     return bool(words) and words[-1] in _MIDDLE_LETTERS
+
+
+def _class_of(scope: Scope) -> ast.ClassDef | None:
+    """The class whose method the scope is (or is inside)."""
+    here: Scope | None = scope
+    while here is not None:
+        if isinstance(here.node, ast.ClassDef):
+            return here.node
+        here = here.parent
+    return None
+
+
+def _whole_class(owner: ast.ClassDef, source: SourceFile) -> ast.ClassDef:
+    """The class as the whole module has it: a module read in parts may hold only some of its methods."""
+    from kgate.collect.source import UnreadableSource
+
+    classes: dict[tuple[str, int], ast.ClassDef] | None = source.derived.get("classes")
+    if classes is None:
+        try:
+            tree = source.tree
+        except UnreadableSource:  # a module that does not parse whole: the part read is all there is
+            return owner
+        classes = source.derived["classes"] = {(node.name, node.lineno): node for node in ast.walk(tree)
+                                               if isinstance(node, ast.ClassDef)}
+    return classes.get((owner.name, owner.lineno), owner)
+
+
+def _own_method(func: ast.expr, scope: Scope, source: SourceFile) -> tuple[py.Function, ast.ClassDef] | None:
+    """The method of the scope's class that `func` calls on the instance (`self._layer_state`), with the class;
+    None for any other call (a static or class method aside, whose first parameter is not the instance)."""
+    if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self"):
+        return None
+    owner = _class_of(scope)
+    if owner is None:
+        return None
+    whole = _whole_class(owner, source)
+    for stmt in whole.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name == func.attr:
+            if any((py.dotted(d) or "").rsplit(".", 1)[-1] in ("staticmethod", "classmethod", "property")
+                   for d in stmt.decorator_list):
+                return None
+            first = [*stmt.args.posonlyargs, *stmt.args.args][:1]
+            return (stmt, whole) if first and first[0].arg == "self" else None
+    return None
+
+
+def _dimension_of(value: ast.expr) -> ast.expr | None:
+    """The tensor a dimension is read of (`x` of `x.shape[0]`, `x.size(0)`); None otherwise."""
+    if isinstance(value, ast.Subscript):
+        shape = shape_of(value.value)
+        return shape[0] if shape is not None else None
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "size":
+        return value.func.value
+    return None
 
 
 def _first_dimension(value: ast.expr) -> bool:

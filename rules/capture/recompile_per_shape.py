@@ -69,7 +69,9 @@ computed from them that does not bound them (`B * T`, `ceil(n_rows / sm_count)` 
 device or a model dimension is fine, and so is a size the launcher
 refuses above at most 64 (`if q_len > 16: raise ...`) or that a call
 passes only under such a bound (`attend = decode if q_len <= 16 else
-prefill`, then `attend(q, q_len=q_len)`: for `decode`), and a value a switch of the
+prefill`, then `attend(q, q_len=q_len)`: for `decode`), or the first dimension of a tensor every call of
+the launcher refuses above such a bound first (`M = logits.shape[0]`, then `if M > 16: raise ...`, then
+`route_small(logits)`), and a value a switch of the
 environment replaces by a constant unless the variable is set (`pages if
 debug else 0` with `debug = os.environ.get("X_DEBUG", "0") != "0"`, read as
 a process that sets nothing reads it: a debug bound is 0 in production; a
@@ -82,7 +84,11 @@ self.pool.layer_cache(layer.layer_id)`; such as
 `hc_fn.shape[0]` where every call passes `self.hc_fn`, or
 `self.req_to_token.numel()`, however the caller picks it: an entry of
 a start-up tuple of pools, `self.kv_cache[0]` or a name unpacked from
-it, transposed or chosen by a conditional; rows gathered from it by an
+it, transposed or chosen by a conditional, an item a method of the
+module's class returns from one (`_, conv, _ = self._layer_state(i)`), an
+entry of a dict the module keeps by key (`self.scratch[layer_id]` where the
+class sets `self.scratch = {}`), or an attribute a weight carries
+(`getattr(w13, "packed", None)`); rows gathered from it by an
 index tensor are not); the row stride of a `[T, H]` tensor; a size
 the launcher asserts equal to one, such as `dim` of `dim, seqlen = x.shape`
 under `assert (dim, width) == weight.shape`; a first dimension the
