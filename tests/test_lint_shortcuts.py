@@ -1,8 +1,9 @@
 """Shortcuts of a cold `kgate lint` that must find what the long way finds: the search for dotted launches only in
 the lines that can hold one (`kgate.collect.pyproject.Modules.launched`), the modules that reach a definition through
 its module asked only about the words their import statements spell (`Modules.reaching`), and a kept answer's reads
-noted once into each collection open (`kgate.collect.depends.replay`), and the files of a forked run handed out a few
-at a time to whichever process asks (`kgate.evaluate.source`)."""
+noted once into each collection open (`kgate.collect.depends.replay`), the files of a forked run handed out a few
+at a time to whichever process asks (`kgate.evaluate.source`), and a finding's line cut of the comments the scan reads
+rather than the tokenizer's."""
 
 from __future__ import annotations
 
@@ -217,3 +218,30 @@ def test_a_cold_lint_on_busy_cores_lints_in_one_process(tmp_path: Path, monkeypa
     serial = cache_lint(root, use_cache=False)
     assert not forks
     assert verdict(cache_lint(root, use_cache=False, jobs=2)) == verdict(serial) and forks == [1]
+
+
+def _comment_columns(text: str) -> dict[int, list[tuple[int, int]]]:
+    """The comment columns a finding's snippet is cut by."""
+    from kgate.collect.source import SourceFile
+
+    return engine._comment_columns(SourceFile("m.py", "m.py", text.encode("utf-8", "surrogateescape")))
+
+
+def test_a_findings_snippet_cuts_the_comments_the_tokenizer_reads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A finding's identity is its line less its comments: of a Python file that compiles, they are read by the scan
+    rather than the tokenizer, and are the same; a file that does not compile is read as before."""
+    texts = ["x = 1  # c\ns = '''a # no\n# no'''\ny = '#' # yes\n", "x = 1  # c\r\ns = 'a#'\r\n",
+             "s = f'{x}#' # c\n", "x = (1,  # c\n", "s = '''open\n# no\n", "x = 1\ry = 2 # c\n",
+             "def f():\n    return 1  # c\n\treturn 2\n"]
+    for folder in ("kgate", "rules", "tests", "bench", "fixtures"):
+        for path in (REPOSITORY / folder).rglob("*.py"):
+            try:
+                texts.append(path.read_text(encoding="utf-8"))
+            except UnicodeDecodeError:  # a file kgate cannot read has no snippets
+                continue
+    shortcut = [_comment_columns(text) for text in texts]
+    from kgate.support.comments import python
+
+    monkeypatch.setattr(python, "compiles", lambda _text: False)  # the tokenizer's reading, always
+    assert [_comment_columns(text) for text in texts] == shortcut
+
