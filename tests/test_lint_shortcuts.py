@@ -2,8 +2,9 @@
 the lines that can hold one (`kgate.collect.pyproject.Modules.launched`), the modules that reach a definition through
 its module asked only about the words their import statements spell (`Modules.reaching`), and a kept answer's reads
 noted once into each collection open (`kgate.collect.depends.replay`), the files of a forked run handed out a few
-at a time to whichever process asks (`kgate.evaluate.source`), and a finding's line cut of the comments the scan reads
-rather than the tokenizer's."""
+at a time to whichever process asks (`kgate.evaluate.source`), a finding's line cut of the comments the scan reads
+rather than the tokenizer's, and the modules that import a package's word noted together by one plan per word
+(`Modules._plan`)."""
 
 from __future__ import annotations
 
@@ -245,3 +246,75 @@ def test_a_findings_snippet_cuts_the_comments_the_tokenizer_reads(monkeypatch: p
     monkeypatch.setattr(python, "compiles", lambda _text: False)  # the tokenizer's reading, always
     assert [_comment_columns(text) for text in texts] == shortcut
 
+
+class _EveryModule(Modules):
+    """`Modules` that reads, for each definition asked about, every module that imports one of its words, one by
+    one: the long way the per-word plans of `Modules._reaching` stand for."""
+
+    def _reaching(self, path: str, owner: str) -> list[tuple[str, list[str]]]:
+        words, routes = self._spelled(path)
+        others = dict.fromkeys(other for word in (owner, *words) for other in self.importers(word))
+        spelling = [(word, word.encode("utf-8")) for word in dict.fromkeys((owner, *words))]
+        out = []
+        for other in others:
+            if other != path and not self._checks(other):
+                local = self._visit(other, path, owner, spelling, routes)
+                if local:
+                    out.append((other, local))
+        return out
+
+
+def _plans_project(root: Path) -> list[tuple[str, str]]:
+    """A project whose modules import their packages' words in every way a plan must tell apart; the definitions to
+    ask about."""
+    files = {
+        "pkg/__init__.py": "from .ops import *\nfrom . import ops\n",
+        "pkg/ops/__init__.py": "from .act import Relu, relu\nfrom pkg.ops.norm import norm as layer_norm\n",
+        "pkg/ops/act.py": "from pkg.ops.norm import norm\n\n\nclass Relu:\n    pass\n\n\ndef relu(x):\n    return x\n",
+        "pkg/ops/norm.py": "from pkg.ops import act\n\n\ndef norm(x):\n    return act.relu(x)\n\n\ndef ops(x):\n"
+                           "    return x\n",
+        "pkg/ops/ops.py": "def ops(x):\n    return x\n",  # a module named as its package
+        "pkg/layers/__init__.py": "",
+        "pkg/layers/a.py": "from pkg.ops.act import relu\nimport pkg.ops.norm\n",
+        "pkg/layers/b.py": "from pkg import ops\nfrom pkg.ops import act as activations\n",
+        "pkg/layers/c.py": "from pkg.ops.norm import norm  # relu_like, acts, opsy\nfrom pkg.layers import a\n",
+        "pkg/layers/d.py": "import pkg.ops as kernels\nfrom pkg import Relu\n",
+        "pkg/layers/e.py": "from pkg.ops import layer_norm\nfrom other import ops_table, norms\n",  # spelled, not imported
+        "pkg/layers/f.py": "from pkg.ops.ops import ops\nfrom pkg.ops.act import *\n",
+        "pkg/layers/g.py": "def f():\n    from pkg.ops.act import Relu as R\n    return R\n",
+        "tests/test_ops.py": "from pkg.ops.act import relu\n",
+    }
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return [(str(root / "pkg/ops" / module), name) for module, names in
+            (("act.py", ("Relu", "relu", "missing")), ("norm.py", ("norm", "ops")), ("ops.py", ("ops",)),
+             ("__init__.py", ("layer_norm",))) for name in names]
+
+
+@pytest.mark.parametrize("order", [1, -1])
+def test_the_plans_of_the_modules_that_reach_a_definition_find_and_read_what_every_module_read_finds(
+        tmp_path: Path, order: int) -> None:
+    """Every module that imports a package's word, read one by one for every definition, against the plans that note
+    what most of them read together: the same modules, the same names, the same reads, in any order of asking."""
+    project = _plans_project(tmp_path)[::order]
+    fixtures = REPOSITORY / "fixtures" / "rules" / "KG108"
+    answers = {}
+    for root, asked in ((tmp_path, project), (fixtures, [(str(path), name) for path in sorted(fixtures.rglob("*.py"))
+                                                         for name in ("launch", "forward", "fwd", "kernels")])):
+        short, long = Modules(str(root)), _EveryModule(str(root))
+        for path, name in asked:
+            with depends.collecting() as reads:
+                found = short.reaching(path, name), short.importing(path, name)
+            with depends.collecting() as every:
+                expected = long.reaching(path, name), long.importing(path, name)
+            assert found == expected, (path, name)
+            assert reads == every, (path, name)
+            answers[Path(path).name, name] = {Path(other).name: local for other, local in found[0]}
+    # Through a module the statements bind (leading), a package's word spelled but not imported (e.py), the module
+    # that imports its own package (norm.py), and names inside a function (g.py).
+    assert answers["act.py", "Relu"] == {
+        "d.py": ["kernels.Relu", "kernels.act.Relu", "Relu"], "g.py": ["R"], "__init__.py": ["ops.Relu", "ops.act.Relu"],
+        "a.py": ["pkg.Relu", "pkg.ops.act.Relu"], "b.py": ["ops.Relu", "ops.act.Relu", "activations.Relu"],
+        "norm.py": ["act.Relu"], "c.py": ["a.pkg.ops.act.Relu"]}
+    assert answers["norm.py", "norm"]["e.py"] == ["layer_norm"]
