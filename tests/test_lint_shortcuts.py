@@ -4,7 +4,7 @@ its module asked only about the words their import statements spell (`Modules.re
 noted once into each collection open (`kgate.collect.depends.replay`), the files of a forked run handed out a few
 at a time to whichever process asks (`kgate.evaluate.source`), a finding's line cut of the comments the scan reads
 rather than the tokenizer's, and the modules that import a package's word noted together by one plan per word
-(`Modules._plan`)."""
+(`Modules._plan`), the attributes of a module followed once a run (`Modules._attribute`)."""
 
 from __future__ import annotations
 
@@ -249,7 +249,11 @@ def test_a_findings_snippet_cuts_the_comments_the_tokenizer_reads(monkeypatch: p
 
 class _EveryModule(Modules):
     """`Modules` that reads, for each definition asked about, every module that imports one of its words, one by
-    one: the long way the per-word plans of `Modules._reaching` stand for."""
+    one, and follows every attribute of a module anew: the long way the per-word plans of `Modules._reaching` and the
+    attributes kept for the run stand for."""
+
+    def _attribute(self, head: object, tail: str) -> tuple[str, str] | None:
+        return self.resolver.attribute(head, tail)  # type: ignore[arg-type]
 
     def _reaching(self, path: str, owner: str) -> list[tuple[str, list[str]]]:
         words, routes = self._spelled(path)
@@ -282,6 +286,7 @@ def _plans_project(root: Path) -> list[tuple[str, str]]:
         "pkg/layers/e.py": "from pkg.ops import layer_norm\nfrom other import ops_table, norms\n",  # spelled, not imported
         "pkg/layers/f.py": "from pkg.ops.ops import ops\nfrom pkg.ops.act import *\n",
         "pkg/layers/g.py": "def f():\n    from pkg.ops.act import Relu as R\n    return R\n",
+        "pkg/layers/h.py": "import pkg\nimport pkg.ops.act\n",  # the same module as a.py's `pkg`
         "tests/test_ops.py": "from pkg.ops.act import relu\n",
     }
     for name, text in files.items():
@@ -315,6 +320,7 @@ def test_the_plans_of_the_modules_that_reach_a_definition_find_and_read_what_eve
     # that imports its own package (norm.py), and names inside a function (g.py).
     assert answers["act.py", "Relu"] == {
         "d.py": ["kernels.Relu", "kernels.act.Relu", "Relu"], "g.py": ["R"], "__init__.py": ["ops.Relu", "ops.act.Relu"],
-        "a.py": ["pkg.Relu", "pkg.ops.act.Relu"], "b.py": ["ops.Relu", "ops.act.Relu", "activations.Relu"],
+        "a.py": ["pkg.Relu", "pkg.ops.act.Relu"], "h.py": ["pkg.Relu", "pkg.ops.act.Relu"],
+        "b.py": ["ops.Relu", "ops.act.Relu", "activations.Relu"],
         "norm.py": ["act.Relu"], "c.py": ["a.pkg.ops.act.Relu"]}
     assert answers["norm.py", "norm"]["e.py"] == ["layer_norm"]

@@ -112,6 +112,7 @@ class Modules:
         self._words: dict[str, tuple[tuple[str, ...], list[str]]] = {}
         self._tables: dict[tuple[str, str], _Heads] = {}
         self._plans: dict[str, _Plan] = {}
+        self._attributes: dict[tuple[Any, str], tuple[tuple[str, str] | None, depends.Reads]] = {}
         self._blobs: dict[str, bytes] = {}
         # path -> its import statements (None where it cannot be read), and the read to note of it
         self._others: dict[str, tuple[list[list[Any]] | None, str, Any, str | None]] = {}
@@ -409,9 +410,22 @@ class Modules:
             found.extend(table.defined.get(defined, ()))
             for index, position, name, head in table.modules:
                 for at, route in enumerate(routes, 1):
-                    if self.resolver.attribute(head, route + owner) == want:
+                    if self._attribute(head, route + owner) == want:
                         found.append((index, position, at, f"{name}.{route}{owner}"))
         return list(dict.fromkeys(dotted for *_at, dotted in sorted(found)))
+
+    def _attribute(self, head: Any, tail: str) -> tuple[str, str] | None:
+        """`Resolver.attribute`, kept for the run with what it read: the modules that bind a package (`import
+        flag_gems`) all lead to the same module, and each launcher follows the same tails from it."""
+        key = (head, tail)
+        held = self._attributes.get(key)
+        if held is None:
+            with depends.collecting() as reads:
+                found = self.resolver.attribute(head, tail)
+            held = self._attributes[key] = (found, reads)
+        else:
+            depends.replay(held[1])
+        return held[0]
 
     def _plan(self, word: str) -> _Plan:
         """The modules that import a package's word (`_spelled`), each read for that word: what reading it read, and
