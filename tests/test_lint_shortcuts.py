@@ -1,8 +1,10 @@
 """Shortcuts of a cold `kgate lint` that must find what the long way finds: the search for dotted launches only in
 the lines that can hold one (`kgate.collect.pyproject.Modules.launched`), the modules that reach a definition through
 its module asked only about the words their import statements spell (`Modules.reaching`), and a kept answer's reads
-noted once into each collection open (`kgate.collect.depends.replay`), and the files of a forked run handed out a few
-at a time to whichever process asks (`kgate.evaluate.source`)."""
+noted once into each collection open (`kgate.collect.depends.replay`), the files of a forked run handed out a few
+at a time to whichever process asks (`kgate.evaluate.source`), a finding's line cut of the comments the scan reads
+rather than the tokenizer's, and the modules that import a package's word noted together by one plan per word
+(`Modules._plan`), the attributes of a module followed once a run (`Modules._attribute`)."""
 
 from __future__ import annotations
 
@@ -217,3 +219,108 @@ def test_a_cold_lint_on_busy_cores_lints_in_one_process(tmp_path: Path, monkeypa
     serial = cache_lint(root, use_cache=False)
     assert not forks
     assert verdict(cache_lint(root, use_cache=False, jobs=2)) == verdict(serial) and forks == [1]
+
+
+def _comment_columns(text: str) -> dict[int, list[tuple[int, int]]]:
+    """The comment columns a finding's snippet is cut by."""
+    from kgate.collect.source import SourceFile
+
+    return engine._comment_columns(SourceFile("m.py", "m.py", text.encode("utf-8", "surrogateescape")))
+
+
+def test_a_findings_snippet_cuts_the_comments_the_tokenizer_reads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A finding's identity is its line less its comments: of a Python file that compiles, they are read by the scan
+    rather than the tokenizer, and are the same; a file that does not compile is read as before."""
+    texts = ["x = 1  # c\ns = '''a # no\n# no'''\ny = '#' # yes\n", "x = 1  # c\r\ns = 'a#'\r\n",
+             "s = f'{x}#' # c\n", "x = (1,  # c\n", "s = '''open\n# no\n", "x = 1\ry = 2 # c\n",
+             "def f():\n    return 1  # c\n\treturn 2\n"]
+    for folder in ("kgate", "rules", "tests", "bench", "fixtures"):
+        for path in (REPOSITORY / folder).rglob("*.py"):
+            try:
+                texts.append(path.read_text(encoding="utf-8"))
+            except UnicodeDecodeError:  # a file kgate cannot read has no snippets
+                continue
+    shortcut = [_comment_columns(text) for text in texts]
+    from kgate.support.comments import python
+
+    monkeypatch.setattr(python, "compiles", lambda _text: False)  # the tokenizer's reading, always
+    assert [_comment_columns(text) for text in texts] == shortcut
+
+
+class _EveryModule(Modules):
+    """`Modules` that reads, for each definition asked about, every module that imports one of its words, one by
+    one, and follows every attribute of a module anew: the long way the per-word plans of `Modules._reaching` and the
+    attributes kept for the run stand for."""
+
+    def _attribute(self, head: object, tail: str) -> tuple[str, str] | None:
+        return self.resolver.attribute(head, tail)  # type: ignore[arg-type]
+
+    def _reaching(self, path: str, owner: str) -> list[tuple[str, list[str]]]:
+        words, routes = self._spelled(path)
+        others = dict.fromkeys(other for word in (owner, *words) for other in self.importers(word))
+        spelling = [(word, word.encode("utf-8")) for word in dict.fromkeys((owner, *words))]
+        out = []
+        for other in others:
+            if other != path and not self._checks(other):
+                local = self._visit(other, path, owner, spelling, routes)
+                if local:
+                    out.append((other, local))
+        return out
+
+
+def _plans_project(root: Path) -> list[tuple[str, str]]:
+    """A project whose modules import their packages' words in every way a plan must tell apart; the definitions to
+    ask about."""
+    files = {
+        "pkg/__init__.py": "from .ops import *\nfrom . import ops\n",
+        "pkg/ops/__init__.py": "from .act import Relu, relu\nfrom pkg.ops.norm import norm as layer_norm\n",
+        "pkg/ops/act.py": "from pkg.ops.norm import norm\n\n\nclass Relu:\n    pass\n\n\ndef relu(x):\n    return x\n",
+        "pkg/ops/norm.py": "from pkg.ops import act\n\n\ndef norm(x):\n    return act.relu(x)\n\n\ndef ops(x):\n"
+                           "    return x\n",
+        "pkg/ops/ops.py": "def ops(x):\n    return x\n",  # a module named as its package
+        "pkg/layers/__init__.py": "",
+        "pkg/layers/a.py": "from pkg.ops.act import relu\nimport pkg.ops.norm\n",
+        "pkg/layers/b.py": "from pkg import ops\nfrom pkg.ops import act as activations\n",
+        "pkg/layers/c.py": "from pkg.ops.norm import norm  # relu_like, acts, opsy\nfrom pkg.layers import a\n",
+        "pkg/layers/d.py": "import pkg.ops as kernels\nfrom pkg import Relu\n",
+        "pkg/layers/e.py": "from pkg.ops import layer_norm\nfrom other import ops_table, norms\n",  # spelled, not imported
+        "pkg/layers/f.py": "from pkg.ops.ops import ops\nfrom pkg.ops.act import *\n",
+        "pkg/layers/g.py": "def f():\n    from pkg.ops.act import Relu as R\n    return R\n",
+        "pkg/layers/h.py": "import pkg\nimport pkg.ops.act\n",  # the same module as a.py's `pkg`
+        "tests/test_ops.py": "from pkg.ops.act import relu\n",
+    }
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return [(str(root / "pkg/ops" / module), name) for module, names in
+            (("act.py", ("Relu", "relu", "missing")), ("norm.py", ("norm", "ops")), ("ops.py", ("ops",)),
+             ("__init__.py", ("layer_norm",))) for name in names]
+
+
+@pytest.mark.parametrize("order", [1, -1])
+def test_the_plans_of_the_modules_that_reach_a_definition_find_and_read_what_every_module_read_finds(
+        tmp_path: Path, order: int) -> None:
+    """Every module that imports a package's word, read one by one for every definition, against the plans that note
+    what most of them read together: the same modules, the same names, the same reads, in any order of asking."""
+    project = _plans_project(tmp_path)[::order]
+    fixtures = REPOSITORY / "fixtures" / "rules" / "KG108"
+    answers = {}
+    for root, asked in ((tmp_path, project), (fixtures, [(str(path), name) for path in sorted(fixtures.rglob("*.py"))
+                                                         for name in ("launch", "forward", "fwd", "kernels")])):
+        short, long = Modules(str(root)), _EveryModule(str(root))
+        for path, name in asked:
+            with depends.collecting() as reads:
+                found = short.reaching(path, name), short.importing(path, name)
+            with depends.collecting() as every:
+                expected = long.reaching(path, name), long.importing(path, name)
+            assert found == expected, (path, name)
+            assert reads == every, (path, name)
+            answers[Path(path).name, name] = {Path(other).name: local for other, local in found[0]}
+    # Through a module the statements bind (leading), a package's word spelled but not imported (e.py), the module
+    # that imports its own package (norm.py), and names inside a function (g.py).
+    assert answers["act.py", "Relu"] == {
+        "d.py": ["kernels.Relu", "kernels.act.Relu", "Relu"], "g.py": ["R"], "__init__.py": ["ops.Relu", "ops.act.Relu"],
+        "a.py": ["pkg.Relu", "pkg.ops.act.Relu"], "h.py": ["pkg.Relu", "pkg.ops.act.Relu"],
+        "b.py": ["ops.Relu", "ops.act.Relu", "activations.Relu"],
+        "norm.py": ["act.Relu"], "c.py": ["a.pkg.ops.act.Relu"]}
+    assert answers["norm.py", "norm"]["e.py"] == ["layer_norm"]

@@ -97,6 +97,18 @@ def collecting() -> Iterator[Reads]:
                 break
 
 
+@contextmanager
+def apart() -> Iterator[None]:
+    """Inside the block, the collections open outside it take nothing: for an answer built ahead for many questions,
+    whose reads each question replays in the part it needs."""
+    held = _open[:], _taken[:]
+    del _open[:], _taken[:]
+    try:
+        yield
+    finally:
+        _open[:], _taken[:] = held
+
+
 def per_file(store: dict[Any, Any]) -> dict[Any, Any]:
     """Register a reader's store of answers that hold for one file's verdicts only (cleared by `new_file`)."""
     _per_file.append(store)

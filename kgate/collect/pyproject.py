@@ -13,7 +13,9 @@ everywhere (`kgate.collect.pynames`). Every question asked and every module read
 from __future__ import annotations
 
 import ast
+import bisect
 import copy
+import itertools
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator
@@ -47,6 +49,47 @@ class _Heads:
 _NOTHING = _Heads()  # what statements that spell nothing bind (never added to)
 
 
+class _Plan:
+    """The modules that import one package's word (`Modules._plan`), each read for that word: what reading each read
+    (and a block of them together), those whose names lead to a module, those whose names lead to a definition of
+    each file, and their statements' text together."""
+
+    __slots__ = ("word", "members", "others", "each", "blocks", "leading", "defining", "starts", "text")
+
+    def __init__(self, word: str) -> None:
+        self.word = word
+        self.members: set[str] = set()
+        self.others: list[str] = []
+        self.each: list[depends.Reads] = []  # what reading each read
+        self.blocks: list[depends.Reads] = []  # what reading each `_BLOCK` of them in turn read
+        self.leading: set[str] = set()
+        self.defining: dict[str, set[str]] = {}  # file -> the modules with a name that leads to a definition of it
+        self.starts: list[int] = []  # where each module's statements start in `text`, less one (its NUL)
+        self.text = b""
+
+    def replay_without(self, path: str) -> None:
+        """Note what reading all of them but the module at `path` read (a module is never asked about itself)."""
+        skip = self.others.index(path) if path in self.members else -1
+        for number, block in enumerate(self.blocks):
+            if number != skip // _BLOCK or skip < 0:
+                depends.replay(block)
+                continue
+            for at in range(number * _BLOCK, min(len(self.each), (number + 1) * _BLOCK)):
+                if at != skip:
+                    depends.replay(self.each[at])
+
+    def spelling(self, word: bytes) -> Iterator[str]:
+        """The modules whose import statements spell `word` (as bytes anywhere in their text)."""
+        at = self.text.find(word)
+        while at >= 0:
+            index = bisect.bisect_right(self.starts, at) - 1
+            yield self.others[index]
+            at = self.text.find(word, self.starts[index + 1])  # the next module's statements
+
+
+_BLOCK = 16  # modules of a plan whose reads are noted together
+
+
 class Modules:
     """The Python modules of one project, read beyond the module under lint: which import a name, and each one as a
     source file (parsed on first use, with what the rules derive from it)."""
@@ -68,6 +111,8 @@ class Modules:
         self._heads_of: dict[tuple[str, int], list[tuple[str, Any, depends.Reads]]] = {}
         self._words: dict[str, tuple[tuple[str, ...], list[str]]] = {}
         self._tables: dict[tuple[str, str], _Heads] = {}
+        self._plans: dict[str, _Plan] = {}
+        self._attributes: dict[tuple[Any, str], tuple[tuple[str, str] | None, depends.Reads]] = {}
         self._blobs: dict[str, bytes] = {}
         # path -> its import statements (None where it cannot be read), and the read to note of it
         self._others: dict[str, tuple[list[list[Any]] | None, str, Any, str | None]] = {}
@@ -299,45 +344,137 @@ class Modules:
         words, routes = self._spelled(path)
         # The names an import that reaches it spells: the class, its module, or a package above it that passes it on.
         others = dict.fromkeys(other for word in (owner, *words) for other in self.importers(word))
-        want = (path, owner)
-        out = []
         spelling = [(word, word.encode("utf-8")) for word in dict.fromkeys((owner, *words))]
-        tables, blobs = self._tables, self._blobs
-        defined = (DEFINED, f"{path}\n{owner}")
+        # Of the modules that import a package's word, most bind nothing that leads to this module's definitions:
+        # what reading them for that word reads is noted together (`_Plan`, one per word, shared by every module of
+        # the package), and only those that spell the definition's or the module's own name (or another package's
+        # word they do not import), or bind a name that leads to a module or to a definition of this one, are read
+        # one by one, as are the modules that import the definition's or the module's own name.
+        packages = tuple(dict.fromkeys(words[1:]))
+        whole = set(others)
+        if packages:
+            plans = [self._plan(word) for word in packages]
+            index = self.index()
+            for plan in plans:
+                whole.difference_update(plan.members)
+            for plan in plans:
+                plan.replay_without(path)
+                whole.update(plan.leading)
+                whole.update(plan.defining.get(path, ()))
+                for word in dict.fromkeys((owner, *words)):
+                    if word == plan.word:
+                        continue
+                    if word in packages:  # read with the plan of that word where it imports it
+                        held = plans[packages.index(word)].members
+                        whole.update(other for other in plan.spelling(word.encode("utf-8")) if other not in held)
+                    else:
+                        whole.update(plan.spelling(word.encode("utf-8")))
+            for word in dict.fromkeys((owner, words[0])):
+                if word not in packages:
+                    whole.update(index.importers(word))
+        out = []
         for other in others:
-            if other == path or self._checks(other):
-                continue
-            held = self._others.get(other)
-            if held is None:
-                source, state, digest = self._read(other)
-                held = self._others[other] = (None, other, state, digest) if source is None else \
-                    (self._statements(source), depends.STATEMENTS + other, state, self._statements_digest(source))
-            statements, key, state, digest = held
-            depends.note(key, state, digest)  # the module, where it cannot be read; else its import statements
-            if statements is None:
-                continue
-            found: list[tuple[int, int, int, str]] = []  # (statement, binding, route) of each name: the order read
-            blob = blobs.get(other)
-            if blob is None:
-                blob = self._blob(other, statements)
-            for word, spelled in spelling:
-                if spelled not in blob:  # most of the modules asked about spell the definition's own name nowhere
-                    continue
-                table = tables.get((other, word))
-                if table is None:
-                    table = self._table(other, statements, word)
-                depends.replay(table.reads)  # the first step of following each name its statements bind
-                found.extend(table.defined.get(defined, ()))
-                for index, position, name, head in table.modules:
-                    for at, route in enumerate(routes, 1):
-                        if self.resolver.attribute(head, route + owner) == want:
-                            found.append((index, position, at, f"{name}.{route}{owner}"))
-            if not found:
-                continue
-            local = list(dict.fromkeys(dotted for *_at, dotted in sorted(found)))
-            if local:
-                out.append((other, local))
+            if other in whole and other != path and not self._checks(other):
+                local = self._visit(other, path, owner, spelling, routes)
+                if local:
+                    out.append((other, local))
         return out
+
+    def _visit(self, other: str, path: str, owner: str, spelling: list[tuple[str, bytes]], routes: list[str]) \
+            -> list[str]:
+        """The dotted names the module `other` writes for the definition `owner` of the module at `path` through the
+        names its import statements bind, each statement read for the words of `spelling`; what it read noted."""
+        held = self._others.get(other)
+        if held is None:
+            source, state, digest = self._read(other)
+            held = self._others[other] = (None, other, state, digest) if source is None else \
+                (self._statements(source), depends.STATEMENTS + other, state, self._statements_digest(source))
+        statements, key, state, digest = held
+        depends.note(key, state, digest)  # the module, where it cannot be read; else its import statements
+        if statements is None:
+            return []
+        want = (path, owner)
+        defined = (DEFINED, f"{path}\n{owner}")
+        found: list[tuple[int, int, int, str]] = []  # (statement, binding, route) of each name: the order read
+        blob = self._blobs.get(other)
+        if blob is None:
+            blob = self._blob(other, statements)
+        tables = self._tables
+        for word, spelled in spelling:
+            if spelled not in blob:  # most of the modules asked about spell the definition's own name nowhere
+                continue
+            table = tables.get((other, word))
+            if table is None:
+                table = self._table(other, statements, word)
+            depends.replay(table.reads)  # the first step of following each name its statements bind
+            found.extend(table.defined.get(defined, ()))
+            for index, position, name, head in table.modules:
+                for at, route in enumerate(routes, 1):
+                    if self._attribute(head, route + owner) == want:
+                        found.append((index, position, at, f"{name}.{route}{owner}"))
+        return list(dict.fromkeys(dotted for *_at, dotted in sorted(found)))
+
+    def _attribute(self, head: Any, tail: str) -> tuple[str, str] | None:
+        """`Resolver.attribute`, kept for the run with what it read: the modules that bind a package (`import
+        flag_gems`) all lead to the same module, and each launcher follows the same tails from it."""
+        key = (head, tail)
+        held = self._attributes.get(key)
+        if held is None:
+            with depends.collecting() as reads:
+                found = self.resolver.attribute(head, tail)
+            held = self._attributes[key] = (found, reads)
+        else:
+            depends.replay(held[1])
+        return held[0]
+
+    def _plan(self, word: str) -> _Plan:
+        """The modules that import a package's word (`_spelled`), each read for that word: what reading it read, and
+        where its names lead. Kept for the run: the definitions of every module of the package ask about the same
+        ones."""
+        plan = self._plans.get(word)
+        if plan is not None:
+            return plan
+        plan = self._plans[word] = _Plan(word)
+        spelled = word.encode("utf-8")
+        blobs: list[bytes] = []
+        # (Which modules import the word is noted by every question, `_reaching`, not here.)
+        for other in self.index().importers(word):
+            if other in plan.members or self._checks(other):
+                continue
+            with depends.apart(), depends.collecting() as reads:  # noted by each question, in the part it needs
+                held = self._others.get(other)
+                if held is None:
+                    source, state, digest = self._read(other)
+                    held = self._others[other] = (None, other, state, digest) if source is None else \
+                        (self._statements(source), depends.STATEMENTS + other, state,
+                         self._statements_digest(source))
+                statements, key, state, digest = held
+                depends.note(key, state, digest)
+                blob = b""
+                if statements is not None:
+                    blob = self._blobs.get(other) or self._blob(other, statements)
+                    if spelled in blob:
+                        table = self._tables.get((other, word))
+                        if table is None:
+                            table = self._table(other, statements, word)
+                        depends.replay(table.reads)
+                        if table.modules:
+                            plan.leading.add(other)
+                        for head in table.defined:
+                            plan.defining.setdefault(head[1].partition("\n")[0], set()).add(other)
+            plan.members.add(other)
+            plan.others.append(other)
+            plan.each.append(reads)
+            blobs.append(blob)
+        # Each module's statements after a NUL, which no word spells: where a word is found says whose they are.
+        plan.starts = list(itertools.accumulate((len(blob) + 1 for blob in blobs), initial=0))
+        plan.text = b"".join(b"\0" + blob for blob in blobs)
+        for at in range(0, len(plan.each), _BLOCK):
+            merged: depends.Reads = {}
+            for reads in plan.each[at:at + _BLOCK]:
+                merged.update(reads)
+            plan.blocks.append(merged)
+        return plan
 
     def _spelled(self, path: str) -> tuple[tuple[str, ...], list[str]]:
         """The words an import of a definition of the module at `path` spells besides the definition's name (the

@@ -260,7 +260,12 @@ def _comment_columns(source: SourceFile) -> dict[int, list[tuple[int, int]]]:
     from kgate.support.comments import comments
 
     text = source.text
-    found = comments(text, "python" if source.is_python else language(source.rel))
+    if source.is_python:
+        from kgate.support.comments.python import comments_once
+
+        found = comments_once(text)
+    else:
+        found = comments(text, language(source.rel))
     if not found:
         return {}
     ends = re.finditer(r"\r\n|\r|\n" if "\r" in text else r"\n", text)
