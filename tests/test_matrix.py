@@ -174,7 +174,8 @@ def test_the_matrix_shows_block_scaled_mma_lost_under_triton_3_5(tmp_path: Path)
 def test_the_cute_dsl_matrix_compiles_every_call_under_another_release(tmp_path: Path) -> None:
     """Under 4.8.0 every captured call compiles, to the figures of the DSL here (a kernel whose SASS is read
     included: that environment has no Triton, and so no cuobjdump of its own); under 4.7.0, which writes no ptxas
-    report, each call is a compile error that says so, and the release fails."""
+    report, each call's PTX is assembled again by Triton's ptxas and checked against the DSL's cubin: the same
+    figures too, and the planted spill fails under both."""
     pytest.importorskip("cutlass.cute", reason="the CuTe DSL is not installed")
     project = copy_project("cute/verify", tmp_path)
     captured = kgate("capture", "--device", "cpu", "--target", "sm_90a", "--", sys.executable, "compile_ops.py",
@@ -184,9 +185,10 @@ def test_the_cute_dsl_matrix_compiles_every_call_under_another_release(tmp_path:
     run = kgate("check", "--cute-dsl", "4.8.0,4.7.0", "--target", "sm_90a", cwd=project, env=env, timeout=3600)
     assert run.code == 1, run.stderr
     assert "CuTe DSL 4.8.0: 6 variant(s) compiled" in run.stdout and " 0 differ from " in run.stdout, run.stdout
-    assert "CuTe DSL 4.7.0: 0 variant(s) compiled" in run.stdout
-    assert "CuTe DSL 4.7.0: a compile failed: nvidia-cutlass-dsl 4.7.0 wrote no ptxas report" in run.stdout
-    assert "TOOLCHAIN nvidia-cutlass-dsl 4.7.0: 5 failing finding(s)" in run.stdout, run.stdout
+    assert "CuTe DSL 4.7.0: 6 variant(s) compiled" in run.stdout, run.stdout
+    line = next(line for line in run.stdout.splitlines() if line.startswith("CuTe DSL 4.7.0:"))
+    assert " 0 differ from " in line and "a compile failed" not in run.stdout, run.stdout
+    assert "TOOLCHAIN nvidia-cutlass-dsl 4.7.0: 1 failing finding(s)" in run.stdout, run.stdout
 
 
 def _release_environment_of_this_triton(toolchains: Path) -> str:
