@@ -19,7 +19,6 @@ import contextlib
 import inspect
 import os
 import re
-import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
@@ -140,26 +139,25 @@ def ptxas_again(ptx: str, cubin: bytes, target: str, folder: str) -> str:
     KernelError otherwise, saying which."""
     from kgate.compile.elf import register_counts
     from kgate.compile.preflight import triton_ptxas
-    from kgate.facts.ptxas_log import parse_ptxas_log
-    from kgate.support.tools import bundled_tool
+    from kgate.support import tools
+    from kgate.support.atomicio import atomic_write
 
-    said = f"nvidia-cutlass-dsl {dsl_version()} wrote no ptxas report for this call (its remarks{{ptx}} output, which " \
-           f"the DSL writes from 4.8)"
-    program = next((path for path in map(bundled_tool, triton_ptxas(target)) if path is not None), None)
+    said = (f"nvidia-cutlass-dsl {dsl_version()} wrote no ptxas report for this call (its remarks{{ptx}} output, "
+            f"which the DSL writes from 4.8)")
+    program = next((path for path in map(tools.bundled_tool, triton_ptxas(target)) if path is not None), None)
     if program is None:
         raise KernelError(f"{said}, and no ptxas for {target} was found to assemble its PTX again")
-    source, output = os.path.join(folder, "again.ptx"), os.path.join(folder, "again.cubin")
-    Path(source).write_text(ptx, encoding="utf-8")
+    source = Path(folder) / "again.ptx"
+    atomic_write(source, ptx.encode())
     try:
-        done = subprocess.run([str(program), "-v", f"--gpu-name={target}", source, "-o", output],
-                              capture_output=True, text=True, errors="replace", timeout=600, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise KernelError(f"{said}, and {program.name} could not assemble its PTX again ({exc})") from None
+        done = tools.run([str(program), "-v", f"--gpu-name={target}", str(source), "-o",
+                          str(source.with_suffix(".cubin"))], timeout=600)
+    except tools.ToolFailed as exc:
+        last = next((line for line in reversed(exc.output.splitlines()) if line.strip()), "")
+        raise KernelError(f"{said}, and {program.name} could not assemble its PTX again: {exc}"
+                          + (f": {last}" if last else "")) from None
     log = done.stdout + done.stderr
-    if done.returncode != 0:
-        last = next((line for line in reversed(log.splitlines()) if line.strip()), "")
-        raise KernelError(f"{said}, and {program.name} refused its PTX: {last}")
-    mine = {name: entry.registers for name, entry in parse_ptxas_log(log).items()}
+    mine = _registers(log)
     theirs = register_counts(cubin)
     differ = sorted(name for name in theirs if mine.get(name) != theirs[name])
     if not mine or not theirs or differ:
@@ -169,6 +167,24 @@ def ptxas_again(ptx: str, cubin: bytes, target: str, folder: str) -> str:
         raise KernelError(f"{said}, and {program.name}'s report of its PTX cannot stand in for it{detail}; "
                           f"upgrade nvidia-cutlass-dsl to 4.8 or later")
     return log
+
+
+# ptxas -v: "Compiling entry function 'NAME' for 'sm_90a'", then that entry's "Used N registers" (the facts stage
+# reads the whole report; here only the registers are compared with the cubin's).
+_ENTRY = re.compile(r"Compiling entry function '([^']+)'")
+_USED = re.compile(r"Used (\d+) registers")
+
+
+def _registers(log: str) -> dict[str, int]:
+    """Entry -> registers per thread, from a ptxas `-v` report."""
+    out: dict[str, int] = {}
+    entry = None
+    for line in log.splitlines():
+        if (found := _ENTRY.search(line)) is not None:
+            entry = found.group(1)
+        elif entry is not None and (used := _USED.search(line)) is not None:
+            out.setdefault(entry, int(used.group(1)))
+    return out
 
 
 def ptxas_log(remarks: str) -> str:
