@@ -666,14 +666,7 @@ class Launches(Batches):
         mark = (id(fn), f"returns {item}")
         if mark in seen:
             return False
-        bound: dict[str, tuple[ast.expr, Scope]] = {}
-        for arg, param in zip(call.args, py.parameters(fn)[1:]):
-            if isinstance(arg, ast.Starred):
-                break
-            bound[param.arg] = (arg, scope)
-        for keyword in call.keywords:
-            if keyword.arg is not None:
-                bound[keyword.arg] = (keyword.value, scope)
+        bound = _bound_arguments(call, py.parameters(fn)[1:], scope)
         inner = Scope(fn, Scope(owner, None, named=self.named), bound, named=self.named)
         values = [s.value for s in inner.own if isinstance(s, ast.Return)]
         if item is not None:
@@ -820,15 +813,8 @@ class Launches(Batches):
                  seen: set[tuple[int, str]], item: tuple[int, int] | None = None) -> Verdict:
         """What a module helper returns for this call; with `item` (place, count), the item at that place of the
         tuples it returns, unpacked into that many names."""
-        bound: dict[str, tuple[ast.expr, Scope]] = {}
         params = py.parameters(helper)
-        for arg, param in zip(call.args, params):
-            if isinstance(arg, ast.Starred):
-                break
-            bound[param.arg] = (arg, scope)
-        for keyword in call.keywords:
-            if keyword.arg is not None:
-                bound[keyword.arg] = (keyword.value, scope)
+        bound = _bound_arguments(call, params, scope)
         inner = Scope(helper, None, bound, named=self.named)
         values = [s.value for s in inner.own if isinstance(s, ast.Return)]
         if item is not None:
@@ -872,6 +858,20 @@ def _longest(expr: ast.Attribute, scope: Scope) -> bool:
         return False
     return any(isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == holder.id
                and node.attr.lower().startswith("cu_seqlen") for node in ast.walk(scope.node))
+
+
+def _bound_arguments(call: ast.Call, params: list[ast.arg], scope: Scope) -> dict[str, tuple[ast.expr, Scope]]:
+    """A call's arguments by the parameter each binds (positional up to the first `*args`, then keywords), each with
+    the caller's scope."""
+    bound: dict[str, tuple[ast.expr, Scope]] = {}
+    for arg, param in zip(call.args, params):
+        if isinstance(arg, ast.Starred):
+            break
+        bound[param.arg] = (arg, scope)
+    for keyword in call.keywords:
+        if keyword.arg is not None:
+            bound[keyword.arg] = (keyword.value, scope)
+    return bound
 
 
 def _beyond_two_dims(tensor: ast.expr, scope: Scope) -> bool:

@@ -67,6 +67,19 @@ def register_counts(data: bytes) -> dict[str, int]:
         return {}
     by_index = {index: name for name, index in symbols.items()}
     out = {}
+    for attribute, value in nv_info_attributes(info):
+        if attribute == _REGCOUNT and len(value) == 8:
+            index, count = struct.unpack_from("<II", value)
+            if index in by_index:
+                out[by_index[index]] = count
+    return out
+
+
+def nv_info_attributes(info: bytes) -> list[tuple[int, bytes]]:
+    """The sized attributes (`EIFMT_SVAL`: a 16-bit size and that many bytes) of an `.nv.info` section, each as its
+    attribute number and value, in order; the others (4 bytes in all) are passed over. What follows bytes that do
+    not read as an attribute is left out."""
+    out = []
     at = 0
     try:
         while at + 4 <= len(info):
@@ -75,13 +88,10 @@ def register_counts(data: bytes) -> dict[str, int]:
                 at += 4
                 continue
             (size,) = struct.unpack_from("<H", info, at + 2)
-            if attribute == _REGCOUNT and size == 8:
-                index, count = struct.unpack_from("<II", info, at + 4)
-                if index in by_index:
-                    out[by_index[index]] = count
+            out.append((attribute, info[at + 4:at + 4 + size]))
             at += 4 + size
     except struct.error:
-        return {}
+        pass
     return out
 
 

@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import struct
 
-from kgate.compile.elf import sections
+from kgate.compile.elf import nv_info_attributes, sections
 
 _INDIRECT_BRANCH_TARGETS = 0x34  # EIATTR_INDIRECT_BRANCH_TARGETS
-_SIZED = 0x04  # EIFMT_SVAL: a 16-bit size and that many bytes follow; every other format is 4 bytes in all
 
 
 def text_sections(data: bytes) -> dict[str, bytes]:
@@ -39,23 +38,16 @@ def indirect_branches(data: bytes) -> dict[str, dict[int, tuple[int, ...]]]:
 def _branch_tables(info: bytes) -> list[tuple[int, tuple[int, ...]]]:
     """The indirect branches an `.nv.info.<function>` section lists: (offset, its targets) each."""
     out = []
-    at = 0
-    try:
-        while at + 4 <= len(info):
-            form, attribute = info[at], info[at + 1]
-            if form != _SIZED:
-                at += 4
-                continue
-            (size,) = struct.unpack_from("<H", info, at + 2)
-            value, at = info[at + 4:at + 4 + size], at + 4 + size
-            if attribute != _INDIRECT_BRANCH_TARGETS:
-                continue
-            cursor = 0
+    for attribute, value in nv_info_attributes(info):
+        if attribute != _INDIRECT_BRANCH_TARGETS:
+            continue
+        cursor = 0
+        try:
             while cursor + 12 <= len(value):  # offset, two 16-bit fields, a count, then the targets
                 offset, _kind, _unused, count = struct.unpack_from("<IHHI", value, cursor)
                 targets = struct.unpack_from(f"<{count}I", value, cursor + 12)
                 out.append((offset, tuple(targets)))
                 cursor += 12 + 4 * count
-    except struct.error:  # a record cut short: what was read before it stands
-        pass
+        except struct.error:  # a record cut short: what was read before it stands
+            break
     return out
