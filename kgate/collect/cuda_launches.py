@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass
 
 from kgate.collect.cpp_constants import Constants
-from kgate.collect.cpp_text import balanced, blank, line_of, shared_blank, split_arguments, without_disabled
+from kgate.collect.cpp_text import balanced, line_of, shared_blank, split_arguments, without_disabled
 from kgate.collect.cuda_names import base_name
 
 _LAUNCH_EX = re.compile(r"\bcudaLaunchKernelExC?\s*(?:<[^;()]*>\s*)?\(")
@@ -148,7 +148,7 @@ def pdl_launch_sites(text: str, path: str, kernels: set[str], wrappers: tuple[st
     """PDL launch sites in one file's text; `kernels` are the identifiers of the project's kernels."""
     if "cudaLaunchKernelEx" not in text and not any(w in text for w in wrappers):
         return []
-    code = without_disabled(blank(text).code)  # a launch under `#if 0` is never compiled
+    code = without_disabled(shared_blank(text).code)  # a launch under `#if 0` is never compiled
     sites: list[LaunchSite] = []
     for match in _LAUNCH_EX.finditer(code):
         open_paren = match.end() - 1

@@ -87,18 +87,18 @@ def cuda_sources(config: Config) -> list[CudaSource]:
             raise ConfigError(f"{entry.origin}.sources: no file matches {', '.join(map(repr, entry.sources))}")
     # The torch extensions the project's build scripts declare, for the files no compile command covers.
     builds = by_source(torch_builds(config.root, [path for _entry, path, _rel in found])) if found else {}
-    for entry in config.cuda:
-        commands = _compile_commands(config, entry)
-        for path in [path for e, path, _rel in found if e is entry]:
-            rel = named_rel(path, config.root)
-            resolved = path.resolve()
-            command = commands.get(resolved)
-            build = builds.get(resolved) if command is None else None
-            source = _source(config.root, path, rel, entry, command, build)
-            if source.path in out:
-                _same_settings(out[source.path], source)
-                continue
-            out[source.path] = source
+    commands: dict[int, dict[Path, tuple[Path, list[str]]]] = {}  # by table: its compile commands
+    for entry, path, rel in found:
+        if id(entry) not in commands:
+            commands[id(entry)] = _compile_commands(config, entry)
+        resolved = path.resolve()
+        command = commands[id(entry)].get(resolved)
+        build = builds.get(resolved) if command is None else None
+        source = _source(config.root, path, rel, entry, command, build)
+        if source.path in out:
+            _same_settings(out[source.path], source)
+            continue
+        out[source.path] = source
     return sorted(out.values(), key=lambda source: source.rel)
 
 

@@ -329,9 +329,8 @@ def with_diagnostics(outcome: Outcome, said: str) -> Outcome:
 
 
 # Where the standard library and installed packages live: a frame there is not where a stopped task's wait began.
-_LIBRARIES = tuple(dict.fromkeys(os.path.join(folder, "") for folder in (
-    sysconfig.get_paths().get("stdlib", ""), sysconfig.get_paths().get("platstdlib", ""),
-    sysconfig.get_paths().get("purelib", ""), sysconfig.get_paths().get("platlib", "")) if folder))
+_LIBRARIES = tuple(dict.fromkeys(os.path.join(folder, "") for name, folder in sysconfig.get_paths().items()
+                                  if name in ("stdlib", "platstdlib", "purelib", "platlib") and folder))
 
 PRELOAD = ["kgate.compile.preload"]
 # The server of a run that compiles no Triton or CuTe DSL kernel: kgate's CUDA compile path without Triton, and the
