@@ -241,6 +241,23 @@ def test_each_part_has_its_table_and_all_adds_them_over_several_roots(tmp_path: 
     assert _row(out, "KG201", "all")[1:7] == ["3", "3", "0", "0", "0", "3"]
 
 
+def test_a_held_out_repository_counts_as_tuned_for_the_rules_changed_while_looking_at_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    labels = tmp_path / "labels"
+    labels.mkdir()
+    text = PARTED.format(name="one", part="held-out").replace('rules = ["KG201"]', 'rules = ["KG201", "KG204"]')
+    (labels / "one.toml").write_text(text.replace('part = "held-out"', 'part = "held-out"\ntuned-for = ["KG204"]'))
+    _project(tmp_path / "corpus", "one", {"kernels/scale.py": KERNEL})
+    measure.main([str(tmp_path / "corpus"), "--labels", str(labels), "--rules", "KG201,KG204"])
+    out = capsys.readouterr().out
+    assert "## tuned: 1 repositories labelled, 1 measured" in out
+    assert "## held-out: 1 repositories labelled, 1 measured" in out
+    assert _row(out, "KG201", "held-out")[1:3] == ["1", "1"] and _row(out, "KG201", "tuned")[1:3] == ["0", "0"]
+    (labels / "one.toml").write_text(text.replace('part = "held-out"', 'part = "held-out"\ntuned-for = ["KG302"]'))
+    with pytest.raises(SystemExit, match="tuned-for"):
+        measure.load_labels(labels)
+
+
 def test_a_label_file_without_its_part_is_refused(tmp_path: Path) -> None:
     (tmp_path / "tiny.toml").write_text(LABELS.replace('part = "tuned"\n', ""))
     with pytest.raises(SystemExit, match="part"):

@@ -13,7 +13,9 @@ and how to bring them.
 Each label file (bench/precision/labels/*.toml) describes one repository: its
 name, commit, folder, the rules labelled there, its part of the corpus
 (`tuned`: the rules were changed while looking at it; `held-out`: labelled but
-never looked at while changing a rule) and one `[[case]]` per line a rule
+never looked at while changing a rule; a held-out repository's `tuned-for`
+lists the rules that were changed while looking at it, which count it as
+tuned) and one `[[case]]` per line a rule
 reports or should report: path, line, rule, optional subject (the autotune key,
 the pointer, ...), verdict (true: a real problem a kernel engineer wants
 reported at this line; false: not one) and the reason. Cases the rules do not
@@ -92,6 +94,10 @@ class Repository:
     rules: tuple[str, ...]
     part: str
     cases: list[Case] = field(default_factory=list)
+    tuned_for: tuple[str, ...] = ()  # rules changed while looking at a held-out repository: tuned for those alone
+
+    def part_of(self, rule: str) -> str:
+        return "tuned" if rule in self.tuned_for else self.part
 
 
 def _binomial_tail(k: int, n: int, p: float) -> float:
@@ -206,7 +212,10 @@ def load_labels(directory: Path) -> list[Repository]:
         rules = tuple(head.get("rules", RULES))
         if head.get("part") not in PARTS:
             raise SystemExit(f"{file.name}: [repository] needs part = " + " or ".join(f'"{p}"' for p in PARTS))
-        repo = Repository(head["name"], head["commit"], head["folder"], rules, head["part"])
+        tuned_for = tuple(head.get("tuned-for", ()))
+        if any(rule not in rules for rule in tuned_for):
+            raise SystemExit(f"{file.name}: [repository] tuned-for names a rule the file does not label")
+        repo = Repository(head["name"], head["commit"], head["folder"], rules, head["part"], tuned_for=tuned_for)
         for raw in data.get("case", []):
             if raw["rule"] not in rules:
                 raise SystemExit(f"{file.name}: case {raw['path']}:{raw['line']} is for {raw['rule']}, "
@@ -349,9 +358,12 @@ def main(argv: list[str] | None = None) -> int:
     for repo in load_labels(args.labels):
         rules = tuple(r for r in repo.rules if r in wanted)
         if rules:
-            labelled[repo.part] += 1
-            lines = _measure_repository(repo, rules, args.roots, by_part[repo.part], show)
-            measured[repo.part] += lines is not None
+            parts = {repo.part_of(rule) for rule in rules}
+            tallies = {rule: by_part[repo.part_of(rule)][rule] for rule in rules}
+            lines = _measure_repository(repo, rules, args.roots, tallies, show)
+            for part in parts:
+                labelled[part] += 1
+                measured[part] += lines is not None
             details += lines or []
     whole = {rule: Tally() for rule in wanted}
     for part in PARTS:
