@@ -69,6 +69,17 @@ not a launch that ships. A switch without a default is reported, as is
 any other run-time or constexpr condition; a print a caller in another
 module turns on with a literal is not seen here.
 
+What no shipped launch reaches is not reported either: a kernel in a test
+or benchmark module (in a `test`, `tests`, `bench` or `benchmark(s)`
+folder, or named `test_*.py`, `*_test.py`, `bench_*.py`), which runs
+where its prints are read; and a debug helper nothing calls, a `@triton.jit`
+function whose only effect is its print (it loads and stores nothing and
+calls nothing but `triton.language`) that no code of its module names and
+no other module of the project imports, such as `def print_value(value):`
+kept for a later debugging session. A kernel that reads or writes memory
+is reported wherever it is, since a library's kernels are launched by its
+users.
+
 ## Options
 None.
 """
@@ -79,6 +90,7 @@ import ast
 from collections.abc import Iterable
 
 from kgate.collect import pysource as py
+from kgate.collect.pyproject import checks_kernels, modules
 from kgate.collect.source import SourceFile
 from kgate.core.artifacts import Artifact
 from kgate.core.findings import Severity
@@ -255,7 +267,7 @@ def check(source: SourceFile, ctx: SourceContext) -> Iterable[Report]:
     info = py.info(source)
     if any(name == "cutlass" or name.startswith("cutlass.") for name in info.imports.values()):
         yield from _cute_prints(source, info)
-    if not info.uses_triton():
+    if not info.uses_triton() or checks_kernels(source.rel):
         return
     imports = info.imports
     applied = _applied_jit(info.tree, imports)
@@ -279,7 +291,10 @@ def check(source: SourceFile, ctx: SourceContext) -> Iterable[Report]:
         if launches is None:
             launches = _launches(info.tree, {fn.name for fn in info.functions} | {a[0] for a in applied.values()})
         names = {fn.name, by_call[0]} if by_call is not None else {fn.name}
-        dead = _never_compiled(fn, _switches(fn, imports, source, [c for n in names for c in launches.get(n, [])]))
+        launched = [c for n in names for c in launches.get(n, [])]
+        if not launched and _unused_debug_helper(fn, names, imports, source, ctx):
+            continue
+        dead = _never_compiled(fn, _switches(fn, imports, source, launched))
         for stmt, node, what in prints:
             if stmt in dead:
                 continue
@@ -287,6 +302,44 @@ def check(source: SourceFile, ctx: SourceContext) -> Iterable[Report]:
             yield Report(f"{what} in `@{jit}` function `{fn.name}`: every thread of every launch prints "
                          f"through the host (remove it, or use {prefix}.static_print for compile-time values)",
                          scope=fn.name, **source.span(node))
+
+
+_PURE_BUILTINS = frozenset({"str", "int", "float", "bool", "len", "range", "min", "max", "abs", "print"})
+
+
+def _unused_debug_helper(fn: py.Function, names: set[str], imports: dict[str, str], source: SourceFile,
+                         ctx: SourceContext) -> bool:
+    """Whether a jit function with a print is a debug helper nothing reaches: its only effect is printing (every call
+    in it is to `triton.language`, never a load, a store or an atomic, or to a builtin), no decorator of the project's
+    registers it, no code of its module names it, and no other module of the project imports it."""
+    if any(not py.makes_kernel(py.qualified(d.func if isinstance(d, ast.Call) else d, imports))
+           for d in fn.decorator_list):
+        return False
+    for node in ast.walk(fn):
+        if not isinstance(node, ast.Call):
+            continue
+        if isinstance(node.func, ast.Name) and node.func.id in _PURE_BUILTINS and node.func.id not in imports:
+            continue
+        module, _, op = (py.qualified(node.func, imports) or "").rpartition(".")
+        if not py.is_triton_language(module) or "load" in op or "store" in op or op.startswith("atomic"):
+            return False
+    if _named(source, fn, names):
+        return False
+    project = modules(ctx.shared, source.path, source.rel)
+    return not any(project.importing(source.path, name) for name in names)
+
+
+def _named(source: SourceFile, fn: py.Function, names: set[str]) -> bool:
+    """Whether the module's code names any of `names` outside the function's own definition: a call, a launch, an
+    attribute, a string (`__all__`, a registry's key)."""
+    own = {id(node) for node in ast.walk(fn)}
+    for node in ast.walk(source.tree):
+        if id(node) in own:
+            continue
+        if isinstance(node, ast.Name) and node.id in names or isinstance(node, ast.Attribute) and node.attr in names \
+                or isinstance(node, ast.Constant) and node.value in names:
+            return True
+    return False
 
 
 _CUTE_KERNEL = "cutlass.cute.kernel"
