@@ -45,6 +45,14 @@ sets, on every path, before it reads it. An in-place kernel whose update
 is idempotent in some other way (`tl.maximum(x, 0)`) is reported: list it
 in `restore_value` all the same, which costs one copy while tuning.
 
+A kernel with an input and an output of its own is in place all the same
+when a launch in its module passes one tensor for both: `_ce_fwd[grid](Z=z,
+DZ=z, ...)`, or `add[grid](x, y, x, n)` where the kernel loads through `X`
+and writes through `O`. Each benchmark run then reads what the previous one
+wrote. It is reported at the argument the kernel writes through, unless
+`restore_value` (or `reset_to_zero`) names either parameter; the same
+tensor passed to two parameters the kernel only reads is not reported.
+
 ## Why is this bad?
 While it tunes, the autotuner launches the kernel once per config, several
 times each, on the caller's real buffers. An atomic accumulation
@@ -225,6 +233,7 @@ from kgate.collect.pyaccess import (
 from kgate.collect.pyconfigs import Partial, Tuning, hooks_reset, reaching, single_config
 from kgate.collect.pyguards import guards, truth
 from kgate.collect.pyresets import protected
+from kgate.collect.pyscopes import launch_lines, launched_name, passed_for
 from kgate.collect.pysource import Function
 from kgate.collect.source import SourceFile
 from kgate.core.artifacts import Artifact
@@ -371,10 +380,15 @@ def _check_kernel(source: SourceFile, module: KernelModule, fn: Function, argume
             sometimes.setdefault(name, condition)
     atomics = list(kernel_module.accesses(fn))
     in_place: list[tuple[Access, str]] = []
+    aliased: list[tuple[ast.expr, str, str, str]] = []
     if b"store" in kernel_module.source.data:
         body = kernel_module.with_body(fn)  # the lint's reduced parse keeps the body of a kernel that names an atomic
-        in_place = in_place_writes(body, list(kernel_module.accesses(body, memory=True)))
-    if not atomics and not in_place:
+        accessed = list(kernel_module.accesses(body, memory=True))
+        in_place = in_place_writes(body, accessed)
+        if kernel_module is module and kernel_module.source is source:
+            aliased = [found for found in _aliased_launches(source, body, accessed)
+                       if found[2] not in always and found[3] not in always]
+    if not atomics and not in_place and not aliased:
         return
     configs_bound, prune_bound = arguments.get("configs"), arguments.get("prune_configs_by")
     if configs_bound is not None and single_config(configs_bound.expr, configs_bound.module):
@@ -426,6 +440,58 @@ def _check_kernel(source: SourceFile, module: KernelModule, fn: Function, argume
         done.add(target)
         reported.add(key)
         yield _in_place_report(source, fn, store, target, sometimes.get(target), at)
+    for given, passed, read, written in aliased:
+        key = (given.lineno, given.col_offset, written)
+        if written in done or key in reported:
+            continue
+        reported.add(key)
+        restored_when = sometimes.get(written) or sometimes.get(read)
+        head = (f"`{passed}` is passed to autotuned `{fn.name}` as both `{read}`, which it loads, and `{written}`, "
+                f"which it writes")
+        consequence = ("every benchmark run reads what the previous one wrote, so the first call after a new key "
+                       "returns the kernel applied several times")
+        if restored_when is not None:
+            yield Report(f"{head}, restored by the autotuner only when {restored_when}: otherwise {consequence}",
+                         severity=Severity.WARNING, scope=fn.name, discriminator=written, **source.span(given))
+        else:
+            yield Report(f"{head} (in place), and neither is in restore_value: {consequence} (list `{written}` in "
+                         f"restore_value)", scope=fn.name, discriminator=written, **source.span(given))
+
+
+def _aliased_launches(source: SourceFile, fn: Function, accessed: list[Access]) -> Iterator[tuple[ast.expr, str, str,
+                                                                                                  str]]:
+    """(the written argument as the launch passes it, what it passes, the parameter the kernel loads through, the one
+    it writes through) for each launch of
+    the kernel in its own module that passes one tensor (the same name or attribute: `Z=z, DZ=z`) for a parameter
+    the kernel only reads and one it writes: an in-place kernel made so by its caller."""
+    if not launch_lines(source.text, {fn.name}):
+        return
+    loaded = {root for a in accessed if a.op == "load" for root in a.roots}
+    written = {root for a in accessed if a.op != "load" for root in a.roots}
+    if not loaded or not written:
+        return
+    params = [arg.arg for arg in py.parameters(fn)]
+    positional = [arg.arg for arg in (*fn.args.posonlyargs, *fn.args.args)]
+    launches: dict[str | None, list[ast.Call]] | None = source.derived.get("kg202_launches")
+    if launches is None:
+        launches = source.derived["kg202_launches"] = {}
+        for node in ast.walk(source.tree):
+            if isinstance(node, ast.Call):
+                launches.setdefault(launched_name(node), []).append(node)
+    for node in launches.get(fn.name, ()):
+        given: dict[str, str] = {}
+        exprs: dict[str, ast.expr] = {}
+        for param in params:
+            expr = passed_for(node, param, positional.index(param) if param in positional else None)
+            if isinstance(expr, (ast.Name, ast.Attribute)) and (dotted := py.dotted(expr)) is not None:
+                given[param], exprs[param] = dotted, expr
+        for out in params:
+            if out not in written or out not in given:
+                continue
+            read = next((p for p in params if p != out and p in loaded and p not in written
+                         and given.get(p) == given[out]), None)
+            if read is not None:
+                yield exprs[out], given[out], read, out
 
 
 def _in_place_report(source: SourceFile, fn: Function, store: Access, target: str, condition: str | None,
