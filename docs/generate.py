@@ -88,7 +88,10 @@ paths are relative to its own folder. A file with no configuration above it gets
 the current folder (or the defaults). `--config FILE` makes that file govern every file, and the
 command-line `--select`, `--extend-select` and `--ignore` apply under every configuration. The
 settings of the run itself (`cache-dir`, `baseline`, `jobs`, `respect-gitignore`) are those of the
-configuration found from the current folder. `kgate check` gates one project with one configuration.
+configuration found from the current folder. `kgate check` gates one project with one configuration: the
+CUDA files its `sources` globs match in a nested project are left to that project's own `kgate check` (the
+run says which folders it left), and a file named in `sources` literally is compiled with the table's settings
+wherever it is.
 
 Walks skip what the ignore files ignore: `.ignore` files anywhere, and inside a git repository the
 `.gitignore` files (those of the folders above the walk's start up to the repository's top, and

@@ -18,11 +18,13 @@ import hashlib
 import os
 import re
 import shlex
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from kgate.collect.cuda_flags import ArchPair, include_dirs, split_flags
 from kgate.collect.files import Exclusions, named_rel, relpath
+from kgate.collect.projects import Projects
 from kgate.collect.torch_builds import TorchBuild, by_source, torch_builds
 from kgate.collect.torch_ext import MISSING, Torch, extension_flags, extension_name, find_torch, is_torch_header
 from kgate.core.config import Config, CudaEntry
@@ -70,11 +72,13 @@ def cuda_sources(config: Config) -> list[CudaSource]:
     out: dict[Path, CudaSource] = {}  # by the file itself: two names of one file are one source
     excluded = Exclusions(config.exclude + config.extend_exclude)
     found: list[tuple[CudaEntry, Path, str]] = []
+    projects = Projects(config, per_file=True)
     for entry in config.cuda:
         matched = 0
-        for path in _glob(config.root, entry.sources):
-            rel = named_rel(path, config.root)
-            if excluded(rel) and not any(_literal_match(rel, s) for s in entry.sources):
+        nested: set[str] = set()
+        for path, rel, inner in _matches(config, entry, excluded, projects):
+            if inner is not None:
+                nested.add(inner)
                 continue
             matched += 1
             found.append((entry, path, rel))
@@ -84,6 +88,11 @@ def cuda_sources(config: Config) -> list[CudaSource]:
                 link = config.root / broken[0]
                 raise ConfigError(f"{entry.origin}.sources: {broken[0]!r} is a symbolic link to "
                                   f"{os.readlink(link)!r}, which does not exist")
+            if nested:
+                raise ConfigError(f"{entry.origin}.sources: {', '.join(map(repr, entry.sources))} matches files only "
+                                  f"in {_projects(nested)}, which {'is a project' if len(nested) == 1 else 'are projects'}"
+                                  f" with a configuration of {'its' if len(nested) == 1 else 'their'} own: run kgate "
+                                  f"check there, or name a file of it in sources to compile it with this table's flags")
             raise ConfigError(f"{entry.origin}.sources: no file matches {', '.join(map(repr, entry.sources))}")
     # The torch extensions the project's build scripts declare, for the files no compile command covers.
     builds = by_source(torch_builds(config.root, [path for _entry, path, _rel in found])) if found else {}
@@ -118,6 +127,62 @@ def _same_settings(first: CudaSource, again: CudaSource) -> None:
 
 def _literal_match(rel: str, pattern: str) -> bool:
     return rel == pattern
+
+
+def nested_projects(config: Config) -> list[str]:
+    """The folders below the project that hold a configuration of their own (a `kgate.toml`, or a `pyproject.toml`
+    with `[tool.kgate]`) in which a table's globs match CUDA files: those files are left to that project's own
+    `kgate check` (its flags, targets and baseline), as `kgate lint` lints them under its configuration."""
+    excluded = Exclusions(config.exclude + config.extend_exclude)
+    projects = Projects(config, per_file=True)
+    found: set[str] = set()
+    for entry in config.cuda:
+        found.update(inner for _path, _rel, inner in _matches(config, entry, excluded, projects) if inner is not None)
+    return sorted(found)
+
+
+def _matches(config: Config, entry: CudaEntry, excluded: Exclusions,
+             projects: Projects) -> Iterator[tuple[Path, str, str | None]]:
+    """(path, project-relative name, the nested project that holds it or None) of each file a table's sources match
+    that the exclusions leave; a file a table names literally is the table's, excluded or nested."""
+    for path in _glob(config.root, entry.sources):
+        rel = named_rel(path, config.root)
+        literal = any(_literal_match(rel, s) for s in entry.sources)
+        if excluded(rel) and not literal:
+            continue
+        yield path, rel, None if literal else _nested_project(config.root, path, projects)
+
+
+def nested_notices(config: Config) -> list[str]:
+    """What a check says of the CUDA files its globs match in projects nested in it (`nested_projects`)."""
+    nested = nested_projects(config) if config.cuda else []
+    if not nested:
+        return []
+    return [f"CUDA files in {_projects(nested)} are not compiled here: "
+            f"{'it is a project' if len(nested) == 1 else 'they are projects'} with a configuration of "
+            f"{'its' if len(nested) == 1 else 'their'} own; run kgate check there (name a file in sources to compile "
+            f"it here with this project's flags)"]
+
+
+def _projects(folders: set[str] | list[str]) -> str:
+    listed = sorted(folders)
+    shown = ", ".join(f"{folder}/" for folder in listed[:3])
+    return shown + (f" and {len(listed) - 3} more" if len(listed) > 3 else "")
+
+
+def _nested_project(root: Path, path: Path, projects: Projects) -> str | None:
+    """The project-relative folder of the outermost project nested in `root` that holds `path` (a folder below the
+    root with its own configuration, `Projects.own_file`), None where the file is the root project's own."""
+    try:
+        parts = path.relative_to(root).parts[:-1]
+    except ValueError:
+        return None
+    folder = root
+    for depth, part in enumerate(parts):
+        folder = folder / part
+        if projects.own_file(str(folder)) is not None:
+            return "/".join(parts[:depth + 1])
+    return None
 
 
 def _glob(root: Path, patterns: tuple[str, ...]) -> list[Path]:

@@ -13,6 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from kgate.collect.captures import CapturedSpec
+from kgate.collect.cuda_sources import nested_notices
 from kgate.collect.projects import configurations_below
 from kgate.collect.registry import captured_specs, triton_entries, triton_kernels
 from kgate.compile import preflight
@@ -250,7 +251,8 @@ def gate(checked: CheckRun, options: CheckOptions, config: Config, *, baseline: 
     compiled = checked.compiled
     return Result.judged("check", checked.findings, ratchet.apply(checked.state, config, enabled=baseline),
                          kernels=compiled.facts, fail_on=options.fail_on, suppressed=checked.suppressed,
-                         files_checked=checked.files_checked, notices=unseen_notices(compiled.unseen),
+                         files_checked=checked.files_checked,
+                         notices=unseen_notices(compiled.unseen) + nested_notices(config),
                          stats={"compiled": compiled.compiled, "cached": compiled.cached})
 
 
