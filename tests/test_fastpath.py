@@ -127,7 +127,8 @@ def test_an_input_changed_during_the_run_is_never_replayed(tmp_path: Path, monke
     real = lint.run_lint
 
     def editing(*args: object, **kwargs: object) -> lint.LintRun:
-        kernel.write_text("import triton\n\n\n@triton.jit\ndef k(x):\n    print(x)\n")  # after the snapshot
+        kernel.write_text("import triton\nimport triton.language as tl\n\n\n@triton.jit\ndef k(x_ptr):\n"
+                          "    x = tl.load(x_ptr)\n    print(x)\n    tl.store(x_ptr, x + 1)\n")  # after the snapshot
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(lint_report, "run_lint", editing)
