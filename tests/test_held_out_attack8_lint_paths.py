@@ -17,6 +17,7 @@ import triton.language as tl
 @triton.jit
 def k(x, n, BLOCK: tl.constexpr):
     tl.device_print("n", n)
+    tl.store(x, n)
 '''
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import kgate
 
-KERNEL = 'import triton\nimport triton.language as tl\n\n\n@triton.jit\ndef k(x):\n    tl.device_print("x", x){}\n'
+KERNEL = 'import triton\nimport triton.language as tl\n\n\n@triton.jit\ndef k(x):\n    tl.device_print("x", x){}\n    tl.store(x, 0)\n'
 CLEAN = "import triton\n\n\n@triton.jit\ndef k(x):\n    pass{}\n"
 
 

@@ -11,7 +11,7 @@ import pytest
 from conftest import kgate
 
 CONFIG = '[tool.kgate]\ntargets = ["sm_120a"]\n'
-PRINTS = '\n\n@{jit}\ndef k(x):\n    tl.device_print("x", x)\n'
+PRINTS = '\n\n@{jit}\ndef k(x):\n    tl.device_print("x", x)\n    tl.store(x, 0)\n'
 CASES = {
     "a project module's star": {"pkg/common.py": "import triton\nimport triton.language as tl\n",
                                 "pkg/ops.py": "from .common import *\n" + PRINTS.format(jit="triton.jit")},
