@@ -31,7 +31,9 @@ other modules), and falls in one of four classes:
   `[H, T, D]` tensor, unpacked in the launcher or in its callers; `k`, `v`, `o` and the gradients laid out as the
   `q` beside them),
   the spatial extents after a channels dimension (`H`, `W` of `N, C, H, W`), the width of a block table
-  (`block_offsets.size(1)`), `x.numel()` (or `len(x.flatten())`), `len(x)`, and
+  (`block_offsets.size(1)`), `x.numel()` (or `len(x.flatten())`), `len(x)`, a dimension or stride of a tensor
+  made with its sizes written out where a size it takes is one of these (`cols` of `rows, cols = logits.shape`,
+  every caller making `torch.empty((rows, kv_slots.numel()))`: `Batches.made`), and
   anything computed from them by arithmetic that does not bound it (`B * T`, `triton.cdiv(T, 64)`, `max(1, T)`,
   a division by anything that does not grow with it too: `ceil(n_rows / sm_count)`);
 - `UNKNOWN`: anything else (a middle dimension, a parameter of a launcher nothing in the project calls, a call
@@ -342,6 +344,11 @@ class Launches(Batches):
         if shape is None:
             return Verdict(self.names.of(name), name)
         tensor, first, last = shape
+        at = position if first else position - count if last else None
+        if at:
+            made = self.made(tensor, scope, depth, seen, at)
+            if made is not None:  # `rows, cols = logits.shape`, the caller making `torch.empty((rows, n_keys))`
+                return Verdict(made.cls, Why(value, after=f"[{position}]"))
         sequence = first and last and (self._sequence(name, value, position, count, scope)
                                        or self._spatial(name, value, position, scope))
         if self._moot(position == 0 and first or sequence or block_table(tensor)) and self.names.of(name) == UNKNOWN:
@@ -480,11 +487,14 @@ class Launches(Batches):
             if _row(func.value):
                 return Verdict(UNKNOWN)
             # A tensor made with its sizes written out (`torch.empty((in_features, out_features))`): their product.
-            made = self.made(func.value, scope, depth, seen, every=True)
+            made = self.made(func.value, scope, depth, seen, at=slice(None))
             return Verdict(made.cls, why) if made is not None else Verdict(RUNTIME, why)
         if not call.args and not call.keywords:
             return Verdict(UNKNOWN)  # x.size(): a shape, read where it is unpacked
         index = integer(call.args[0] if call.args else call.keywords[0].value, {})
+        made = self.made(func.value, scope, depth, seen, index) if index else None
+        if made is not None:  # `x.size(1)` of `x = torch.empty((rows, n_keys))`: the size it was made with
+            return Verdict(made.cls, why)
         if (index == 1 or index == -1 and not _beyond_two_dims(func.value, scope)) and block_table(func.value):
             return Verdict(RUNTIME, why)  # a block table's width: the blocks of the batch's longest sequence
         return self._first(func.value, why, scope, depth, seen) if index == 0 else dimension(index, why)
@@ -501,6 +511,9 @@ class Launches(Batches):
         if shape is not None:
             tensor, first, last = shape
             index = integer(expr.slice, {})
+            made = self.made(tensor, scope, depth, seen, index) if index and (first or index < 0 and last) else None
+            if made is not None:  # `x.shape[1]` of `x = torch.empty((rows, n_keys))`: the size it was made with
+                return Verdict(made.cls, Why(expr))
             if self._moot(index == 0 and first or block_table(tensor)):
                 return Verdict(UNKNOWN)  # a model dimension or an unplaced one: no token count either way
             if self.fixed(tensor, scope, depth, seen):
@@ -734,6 +747,11 @@ class Launches(Batches):
                 followed = followed if followed.cls != UNKNOWN else None
             if followed is not None:
                 return followed
+        if dims is None and index is not None and index >= 0:
+            # `logits.stride(0)` of `logits = torch.empty((rows, n_keys))`: the product of the sizes after it
+            made = self.made(tensor, scope, depth, seen, slice(index + 1, None))
+            if made is not None:
+                return Verdict(made.cls, why)
         if index is None or dims is None:
             return Verdict(MODEL, why) if index == -1 else Verdict(UNKNOWN)
         index = index + len(dims) if index < 0 else index

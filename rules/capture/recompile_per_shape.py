@@ -62,7 +62,11 @@ parameter, where the calls of the launcher do, through `q_stride =
 q.stride()` then `q_stride[0]` and through a tensor made like another, `o
 = torch.empty_like(q)`; the keys, values, output and gradients of an
 attention call, `k`, `v`, `o`, `do`, `dq`, `dk` and `dv`, are read as laid
-out like the `q` beside them where nothing else places them), and anything
+out like the `q` beside them where nothing else places them),
+every dimension and stride of a tensor made with its sizes written out, in the launcher or by every
+caller of it (`rows, cols = logits.shape`, `logits.stride(0)` where the caller makes `logits =
+torch.empty((rows, kv_slots.numel()))`: the size written there; over a weight's rows, `torch.empty((n,
+lm_head.shape[0]))`, a model dimension), and anything
 computed from them that does not bound them (`B * T`, `ceil(n_rows / sm_count)` even with
 `sm_count` a parameter of the launcher, `ceil(heads * batch / programs) +
 4`); a value bucketed to a power of two, a constant, a property of the

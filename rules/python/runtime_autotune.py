@@ -46,7 +46,11 @@ one returns too: `y, N, T = fwd(x)`), and in an autograd function's
   sequence of a step read from the object that holds the step's offsets
   (`seqlen.max_q` where the function also reads `seqlen.cu_seqlen_q`), `x.numel()`
   or the length of x flattened (`len(x.flatten())`, `len(x.view(-1))`),
-  `len(cu_seqlens)`, and anything computed from them that does not bound
+  `len(cu_seqlens)`, any dimension or stride of a tensor made with its
+  sizes written out (in the launcher, or by every call of it: `cols` of
+  `rows, cols = logits.shape` and `logits.stride(0)` where the caller makes
+  `torch.empty((rows, kv_slots.numel()))`) whose size there is one of
+  these, and anything computed from them that does not bound
   them, through any number of assignments and helper calls (`B * T`,
   `triton.cdiv(T, 64)`, `max(1, T)`, `ceil(n_rows / sm_count)` with
   `sm_count` a parameter of the launcher, `ceil(heads * batch / programs) +
