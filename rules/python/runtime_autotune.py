@@ -174,6 +174,12 @@ Triton reached through the project's own module (`from pkg.triton_utils
 import tl, triton`, `from .utils import autotune, jit`, `@tu.triton.jit`
 after `import pkg.triton_utils as tu`) is Triton, as if imported directly.
 
+The autotuned kernels of tests and benchmarks (modules in a `test`,
+`tests`, `bench` or `benchmark(s)` folder, or named `test_*.py`,
+`*_test.py`, `conftest.py`, `bench_*.py`) are not judged, as KG108 judges
+none of their launches: they tune a kernel of their own over the shapes
+they choose, to check or time it, and nothing ships it.
+
 ## Why is this bad?
 The autotuner caches its choice per distinct value of the key. A key that
 follows the number of tokens takes a new value on almost every training
@@ -256,7 +262,7 @@ from collections.abc import Iterable
 from kgate.collect import pyautotune, pyconfigs, pyrounding
 from kgate.collect import pysource as py
 from kgate.collect.pylaunch import BOUNDED, MODEL, RUNTIME, UNKNOWN, Launches, Names, Verdict, worst
-from kgate.collect.pyproject import modules, read_ahead
+from kgate.collect.pyproject import checks_kernels, modules, read_ahead
 from kgate.collect.source import SourceFile
 from kgate.core.artifacts import Artifact
 from kgate.core.findings import Severity
@@ -280,6 +286,8 @@ _CLASSES = ((RUNTIME, "runtime", "change{v} with the token count or batch"),
 
 
 def check(source: SourceFile, ctx: SourceContext) -> Iterable[Report]:
+    if checks_kernels(source.rel):
+        return  # a test's or a benchmark's own kernel, tuned over the shapes it picks: nothing ships it
     info = py.info(source)
     if not info.uses_triton():
         return
