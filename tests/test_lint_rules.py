@@ -123,6 +123,17 @@ def test_kg201_reports_no_unclassified_key_unless_asked() -> None:
     assert ("runtime_autotune.py", 13) in own  # a token count stays an error
 
 
+def test_kg201_places_a_product_of_leading_sizes_and_a_length_between_batch_and_heads() -> None:
+    """The rows counted as the product of every dimension but the last, and `n` of `b, n, h = decay.shape`: token
+    counts, errors (kgate placed neither before: unclassified notes at the same keys); their twins stay silent."""
+    default = _kg201()
+    severity, message = default[("products.py", 15)]
+    assert severity == "error" and "'N' (n = torch.prod(" in message and "changes with the token count" in message
+    severity, message = default[("products.py", 44)]
+    assert severity == "error" and "'N' (decay.shape[1]) changes with the token count" in message
+    assert ("products.py", 30) not in default and ("products.py", 58) not in default
+
+
 def test_kg201_follows_launch_sites_and_calls_into_the_projects_other_modules() -> None:
     """A kernel launched only from another module (conv/ops.py), and a launcher called only from another module
     (conv/layers.py): their keys are what those modules pass, not unclassified notes."""

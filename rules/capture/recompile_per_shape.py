@@ -41,7 +41,11 @@ autograd function's `forward` saves on its context for `backward`
 classes autotune keys: the first dimension of a tensor (`x.shape[0]`,
 `B` of `B, T, H = q.shape`), the sequence length of an attention tensor
 unpacked into four names (`N` of `B, H, N, D = x.shape`, `T` of `B, T, H,
-D = q.shape`, `y_size` of `num_batches, num_heads, y_size, x_size`), a
+D = q.shape`, `y_size` of `num_batches, num_heads, y_size, x_size`), the
+length of a tensor unpacked into three names, a letter between the batch
+and the heads or a width (`n` of `b, n, h = decay.shape`; not `l` of
+`tokens, l, d`, tokens first, nor a word, `width` of `bsz, width, hidden`), the product of a shape's sizes
+from the first (`torch.prod(torch.tensor(x.shape[:-1])).item()`, the rows), a
 middle dimension whose name's words say a token count (`seqlen` of `bsz,
 seqlen, _ = x.shape`) or that the batch's or the time steps' letter names
 (`B` of `NS, B, NH, DH = states.shape`, `T` of `_, T, G, _, _ = x.shape`),

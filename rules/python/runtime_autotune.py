@@ -28,7 +28,15 @@ one returns too: `y, N, T = fwd(x)`), and in an autograd function's
   beside the heads, `H` or a name whose words say heads, before the head
   dimension, `D` or likewise, or any name beside heads named by their words:
   `y_size` of `num_batches, num_heads, y_size, x_size`; `C` of `B, C, H,
-  W` is none), a middle dimension whose name's words say a token count
+  W` is none), the length of a tensor unpacked into three names, a letter
+  between the batch first (`b`, or a name whose words say the batch, not a
+  token count) and the heads or a width last (`h`, `d`, or a model
+  dimension by its words) that names no model dimension itself (`n` of `b,
+  n, h = decay.shape`; `c` of `b, c, d`, `l` of `tokens, l, d` and a word,
+  `width` of `bsz, width, hidden`, are none), the
+  product of a shape's sizes from the first (`math.prod(x.shape[:-1])`,
+  `torch.prod(torch.tensor(shape[:-1])).item()` with `shape = x.shape`: the
+  rows), a middle dimension whose name's words say a token count
   (`seqlen` of `bsz, seqlen, _ = x.shape`) or that names the size of a
   letter read as one (`m_size` or `size_m` as `M`, of `num_batches,
   m_size, k_size = x.shape`) or that the batch's or the time steps' letter
