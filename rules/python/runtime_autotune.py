@@ -136,7 +136,7 @@ dimension. Words run together are read by their ending: `maxlen` or
 or batch dimension, `headdim`, `hdim` or `nheads` a model dimension; a
 size the layer fixes (`chunk_size`, `block_size`, `page_size`,
 `group_size`, `window_size`) is a model dimension; a flag (`IS_VARLEN`,
-`HAS_BIAS`) is not judged by its last word, nor a stride by the dimension
+`HAS_BIAS`, `USE_CU_SEQLENS`) is not judged by the words after its flag word, nor a stride by the dimension
 it names (`stride_seq`). A run-time argument (not
 `tl.constexpr`, in Triton or Gluon spelling) that neither its launch sites
 nor its name place is **unclassified**: not reported by default (on
