@@ -165,13 +165,17 @@ list of argument names as its second argument: `util.autotune(configs(),
 module-level constant (`KEYS = ["M"]`, `key=KEYS`) are followed. Configs
 are read for one thing only: `triton.autotune` given exactly one config (a
 list literal of one `triton.Config`, a comprehension whose every loop runs
-over a literal of one value and that has no condition, a module constant
+over a literal of one value (or a name the building function binds once to
+one, `block_m = [32]`, or `itertools.product` of such) and that has no
+condition, a module constant
 holding one that the module never changes, a name the module binds only in
 the branch of an `if` on a module flag that holds `True` or `False` (`if
 ENABLE_AUTOTUNING: configs = [...] else: configs = [...]` with
 `ENABLE_AUTOTUNING = False`: the branch the flag takes, as the module runs
-at import), or a module function called without arguments whose every
-`return` hands back such a list or comprehension) runs it as it is, never looking the key up or
+at import), or a function called without arguments, of the module or
+imported from another module of the project (`from .tuning import
+debug_configs`), whose every `return` hands back such a list or
+comprehension, or a name it binds once to one) runs it as it is, never looking the key up or
 benchmarking, so its key is not reported. Anything that may hold more (`+`,
 a comprehension over several values or with a condition, a starred element,
 a builder given arguments) is,
@@ -270,7 +274,7 @@ from collections.abc import Iterable
 from kgate.collect import pyautotune, pyconfigs, pyrounding
 from kgate.collect import pysource as py
 from kgate.collect.pylaunch import BOUNDED, MODEL, RUNTIME, UNKNOWN, Launches, Names, Verdict, worst
-from kgate.collect.pyproject import checks_kernels, modules, read_ahead
+from kgate.collect.pyproject import Modules, checks_kernels, modules, read_ahead
 from kgate.collect.source import SourceFile
 from kgate.core.artifacts import Artifact
 from kgate.core.findings import Severity
@@ -316,7 +320,7 @@ def check(source: SourceFile, ctx: SourceContext) -> Iterable[Report]:
         fn = t.fn or launches.definitions.get(t.kernel)
         if t.needs_jit and (fn is None or not py.is_kernel(fn, info.imports)):
             continue
-        if _one_config(t, info):
+        if _one_config(t, info, lambda name: _imported_builder(name, source, project)):
             continue  # the autotuner runs a single config as it is: no key is looked up, nothing is benchmarked
         owner = _owner(fn, info) if t.fn is not None else ""
         offending: list[tuple[str, ast.AST, Verdict, str]] = []
@@ -348,12 +352,27 @@ def _owner(fn: py.Function | None, info: py.ParsedModule) -> str:
     return ""
 
 
-def _one_config(t: pyautotune.Tuned, info: py.ParsedModule) -> bool:
+def _one_config(t: pyautotune.Tuned, info: py.ParsedModule, imported: pyconfigs.Builders) -> bool:
     """Whether `triton.autotune` is given exactly one config where it is applied (`kgate.collect.pyconfigs`)."""
     at = t.at
     if not (isinstance(at, ast.Call) and py.qualified(at.func, info.imports) in py.AUTOTUNE):
         return False
-    return pyconfigs.single_config(py.argument(at, "configs", 0), info)
+    return pyconfigs.single_config(py.argument(at, "configs", 0), info, imported=imported)
+
+
+def _imported_builder(name: str, source: SourceFile, project: Modules) -> tuple[py.Function, py.ParsedModule] | None:
+    """A top-level function of the project's other modules that this one imports by name (`from .utils import
+    get_debug_configs`), with the reading of its module: a config builder read where it is defined."""
+    found = project.imported(source, {name}).get(name)
+    if found is None:
+        return None
+    path, defined = found
+    other, tree = project.source(path), project.tree(path)
+    if other is None or tree is None:
+        return None
+    fn = next((stmt for stmt in tree.body if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef))
+               and stmt.name == defined), None)
+    return (fn, py.info(other)) if fn is not None else None
 
 
 def _rounded(t: pyautotune.Tuned, info: py.ParsedModule, source: SourceFile) -> Verdict | None:
