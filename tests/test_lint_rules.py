@@ -169,6 +169,18 @@ def test_a_static_method_kernels_verdict_is_linted_again_when_its_launching_modu
     assert found(first) - found(second) == {("methods/kernels/act.py", 17, "KG201", "32")}
 
 
+def test_a_one_config_verdict_is_linted_again_when_the_builders_module_changes(tmp_path: Path) -> None:
+    """built/kernels.py's debug autotune holds one config as built/tuning.py builds it: after only that file changed
+    (a second block size), a warm run does not answer built/kernels.py from the cache, and the key is reported."""
+    project = copy_project("rules/KG201", tmp_path)
+    first = kgate("lint", "--format", "json", cwd=project)
+    assert ("built/kernels.py", 17, "KG201", "60") not in found(first)
+    tuning = project / "built" / "tuning.py"
+    tuning.write_text(tuning.read_text().replace("block_m = [32]\n", "block_m = [32, 64]\n", 1))
+    second = kgate("lint", "--format", "json", cwd=project)
+    assert found(second) - found(first) == {("built/kernels.py", 17, "KG201", "60")}
+
+
 def test_a_verdict_read_from_the_projects_modules_is_linted_again_when_a_module_is_added(tmp_path: Path) -> None:
     """A warm run answers conv/kernels.py from the cache while no Python file of the project changed; a module added
     since that calls its launcher with a token count is read, and the key it decides is reported."""
