@@ -123,6 +123,17 @@ def test_kg201_reports_no_unclassified_key_unless_asked() -> None:
     assert ("runtime_autotune.py", 13) in own  # a token count stays an error
 
 
+def test_kg201_places_a_product_of_leading_sizes_and_a_length_between_batch_and_heads() -> None:
+    """The rows counted as the product of every dimension but the last, and `n` of `b, n, h = decay.shape`: token
+    counts, errors (kgate placed neither before: unclassified notes at the same keys); their twins stay silent."""
+    default = _kg201()
+    severity, message = default[("products.py", 15)]
+    assert severity == "error" and "'N' (n = torch.prod(" in message and "changes with the token count" in message
+    severity, message = default[("products.py", 44)]
+    assert severity == "error" and "'N' (decay.shape[1]) changes with the token count" in message
+    assert ("products.py", 30) not in default and ("products.py", 58) not in default
+
+
 def test_kg201_follows_launch_sites_and_calls_into_the_projects_other_modules() -> None:
     """A kernel launched only from another module (conv/ops.py), and a launcher called only from another module
     (conv/layers.py): their keys are what those modules pass, not unclassified notes."""
@@ -156,6 +167,18 @@ def test_a_static_method_kernels_verdict_is_linted_again_when_its_launching_modu
     ops.write_text(ops.read_text().replace("size = x.numel()", "size = x.shape[-1]"))
     second = kgate("lint", "--format", "json", cwd=project)
     assert found(first) - found(second) == {("methods/kernels/act.py", 17, "KG201", "32")}
+
+
+def test_a_one_config_verdict_is_linted_again_when_the_builders_module_changes(tmp_path: Path) -> None:
+    """built/kernels.py's debug autotune holds one config as built/tuning.py builds it: after only that file changed
+    (a second block size), a warm run does not answer built/kernels.py from the cache, and the key is reported."""
+    project = copy_project("rules/KG201", tmp_path)
+    first = kgate("lint", "--format", "json", cwd=project)
+    assert ("built/kernels.py", 17, "KG201", "60") not in found(first)
+    tuning = project / "built" / "tuning.py"
+    tuning.write_text(tuning.read_text().replace("block_m = [32]\n", "block_m = [32, 64]\n", 1))
+    second = kgate("lint", "--format", "json", cwd=project)
+    assert found(second) - found(first) == {("built/kernels.py", 17, "KG201", "60")}
 
 
 def test_a_verdict_read_from_the_projects_modules_is_linted_again_when_a_module_is_added(tmp_path: Path) -> None:

@@ -34,23 +34,26 @@ _RESHAPES = frozenset({"view", "reshape"})
 # What makes a tensor of the sizes it is given (`torch.empty(n, d)`, `torch.zeros((n, d))`, `x.new_empty(n)`).
 _MAKERS = frozenset({"empty", "zeros", "ones", "full", "rand", "randn", "new_empty", "new_zeros", "new_ones",
                      "new_full"})
+# Makers whose arguments after the shape are no sizes (`torch.full((n, d), value)`).
+_FILLED = frozenset({"full", "new_full"})
 # A call that may return `None`: a lookup with a default (`kwargs.get("cu_seqlens")`, `getattr(m, "x", None)`).
 _LOOKUPS = frozenset({"get", "getattr", "pop"})
 
 
 class Batches(CallSites):
     """`Launches`' reading of the first dimension of a tensor where it is not the batch: packed to one, or made with
-    a size of its own."""
+    a size of its own; and of its other dimensions and strides where it is made with sizes written out."""
 
     def value(self, expr: ast.expr, scope: Scope, depth: int, seen: set[tuple[int, str]]) -> Verdict:
         raise NotImplementedError  # what a value does: `Launches.value`
 
     def made(self, tensor: ast.expr, scope: Scope, depth: int, seen: set[tuple[int, str]],
-             every: bool = False) -> Verdict | None:
-        """The first dimension of a tensor made with its sizes written out (`torch.empty((num_experts, n))`,
-        `x.new_zeros(n, d)`), on every path and at every call: what the first size is; None where it is made so
-        nowhere, or the size cannot be placed. With `every`, its element count: the worst of all its sizes (each
-        one placed)."""
+             at: int | slice = 0) -> Verdict | None:
+        """A dimension of a tensor made with its sizes written out (`torch.empty((num_experts, n))`, `x.new_zeros(n,
+        d)`), on every path and at every call: what its size there is (`at`: the first by default, `-1` the last);
+        None where it is made so nowhere, or the size cannot be placed. With a slice, the worst of the sizes it takes
+        (each one placed): all of them for the element count, those after `i` for the stride of dimension `i`. A
+        parameter the function makes contiguous (`x = x.contiguous()`) is what its callers made."""
         if depth > _DEPTH:
             return None
         depth += 1
@@ -58,14 +61,16 @@ class Batches(CallSites):
             func = tensor.func
             same = same_shape(tensor)
             if same is not None:
-                return None if every else self.made(same, scope, depth, seen)
-            if str(py.dotted(func) or getattr(func, "attr", "")).rsplit(".", 1)[-1] not in _MAKERS or not tensor.args:
+                return None if at == slice(None) else self.made(same, scope, depth, seen, at)
+            maker = str(py.dotted(func) or getattr(func, "attr", "")).rsplit(".", 1)[-1]
+            if maker not in _MAKERS or not tensor.args:
                 return None
             shape = tensor.args[0]
             sizes = list(shape.elts) if isinstance(shape, (ast.Tuple, ast.List)) else list(tensor.args)
-            if not every:
-                sizes = sizes[:1]
-            if not sizes or any(isinstance(size, ast.Starred) for size in sizes):
+            if at not in (0, slice(None)) and not isinstance(shape, (ast.Tuple, ast.List)) and maker in _FILLED:
+                return None  # `torch.full(shape, value)`: the value is no later size
+            sizes = _sizes_at(sizes, at)
+            if not sizes:
                 return None
             verdicts = [self.value(size, scope, depth, seen) for size in sizes]
             return None if any(v.cls == UNKNOWN for v in verdicts) else worst(verdicts)
@@ -75,18 +80,23 @@ class Batches(CallSites):
         while here is not None:
             if tensor.id in here.bound:
                 arg, caller = here.bound[tensor.id]
-                return self.made(arg, caller, depth, seen, every)
+                return self.made(arg, caller, depth, seen, at)
             bindings = here.env.get(tensor.id)
             mark = (id(here.node), "made " + tensor.id)
             if mark in seen:
-                return None
+                if tensor.id not in here.params:
+                    return None
+                # `x = x.contiguous()` reads the parameter again: what its callers passed for it
+                bindings, mark = [], (id(here.node), "made passed " + tensor.id)
+                if mark in seen:
+                    return None
             if bindings:
-                found = [self.made(value, here, depth, seen | {mark}, every) if value is not None and position is None
+                found = [self.made(value, here, depth, seen | {mark}, at) if value is not None and position is None
                          else None for value, position, _count in bindings]
                 return None if None in found else worst([v for v in found if v is not None])
             if tensor.id in here.params:
                 passed = self._passed_by_callers(here, tensor.id)
-                found = [reader.made(arg, caller, depth, seen | {mark}, every) for arg, caller, reader in passed]
+                found = [reader.made(arg, caller, depth, seen | {mark}, at) for arg, caller, reader in passed]
                 return None if not found or None in found else worst([v for v in found if v is not None])
             here = here.parent
         return None
@@ -191,6 +201,16 @@ class Batches(CallSites):
                 return self.given(here, value.id, depth, seen)
             here = here.parent
         return False
+
+
+def _sizes_at(sizes: list[ast.expr], at: int | slice) -> list[ast.expr]:
+    """The sizes a maker's list gives the dimensions `at` picks; none where a starred size may move them."""
+    if isinstance(at, slice):
+        return [] if any(isinstance(size, ast.Starred) for size in sizes) else sizes[at]
+    if not -len(sizes) <= at < len(sizes):
+        return []
+    before = sizes[:at + 1] if at >= 0 else sizes[at:]
+    return [] if any(isinstance(size, ast.Starred) for size in before) else [sizes[at]]
 
 
 def same_shape(call: ast.Call) -> ast.expr | None:

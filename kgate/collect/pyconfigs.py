@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import re
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -185,13 +186,21 @@ class Tuning:
 _MUTATORS = frozenset({"append", "extend", "insert", "pop", "remove", "clear", "__setitem__", "__iadd__"})
 
 
-def single_config(expr: ast.expr | None, module: py.ParsedModule, depth: int = 0) -> bool:
+# A project's function that builds a config list, found by its name where the autotune's module imports it: the
+# function and the module that defines it (whose imports name its `Config`).
+Builders = Callable[[str], tuple[Function, py.ParsedModule] | None]
+
+
+def single_config(expr: ast.expr | None, module: py.ParsedModule, depth: int = 0,
+                  imported: Builders | None = None, local: dict[str, ast.expr] | None = None) -> bool:
     """Whether a `configs=` expression lists exactly one `triton.Config` for certain: a list or tuple literal of one
-    `Config(...)` call, a comprehension of one whose every loop runs over a literal of one value, without a condition,
-    a module constant holding one that nothing in the module changes (or bound only in the branch of an `if` on a
-    module flag that the flag takes: `_flagged`), or a module function called without arguments every `return` of
-    which hands back such a literal or comprehension. Triton's autotuner runs a single config
-    as it is, without benchmarking it or looking a key up; anything kgate cannot read counts as several."""
+    `Config(...)` call, a comprehension of one whose every loop runs over a literal of one value (written there, or
+    a name the building function binds once to one: `block_m = [32]`, and `itertools.product` of such), without a
+    condition, a module constant holding one that nothing in the module changes (or bound only in the branch of an
+    `if` on a module flag that the flag takes: `_flagged`), or a function called without arguments, the module's or
+    one it imports from the project (`imported`), every `return` of which hands back such a literal or
+    comprehension, or a name it binds once to one. Triton's autotuner runs a single config as it is, without
+    benchmarking it or looking a key up; anything kgate cannot read counts as several."""
     if expr is None or depth > DEPTH:
         return False
     if depth == 0 and _retuned(module):
@@ -202,23 +211,53 @@ def single_config(expr: ast.expr | None, module: py.ParsedModule, depth: int = 0
     if isinstance(expr, ast.ListComp):
         # `[Config({"BLOCK": b}, num_warps=w) for b in [16] for w in [4]]`: one value per loop, one config
         return isinstance(expr.elt, ast.Call) and _config_call(expr.elt.func, module.imports) and all(
-            not loop.ifs and not loop.is_async and isinstance(loop.iter, (ast.List, ast.Tuple))
-            and len(loop.iter.elts) == 1 and not isinstance(loop.iter.elts[0], ast.Starred)
+            not loop.ifs and not loop.is_async and _one_value(loop.iter, module, local or {})
             for loop in expr.generators)
+    if isinstance(expr, ast.Name) and local and expr.id in local:
+        return single_config(local[expr.id], module, depth + 1, imported, local)
     if isinstance(expr, ast.Name):
         value = module.constants.get(expr.id)
         if value is None:
             value = _flagged(expr.id, module)
         return value is not None and not _changed(expr.id, module.tree) and not _unseen_uses(expr.id, module) \
-            and single_config(value, module, depth + 1)
+            and single_config(value, module, depth + 1, imported)
     if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and not expr.args and not expr.keywords:
-        builder = module.definition(expr.func.id)
+        builder, home = module.definition(expr.func.id), module
+        if builder is None and imported is not None:
+            builder, home = imported(expr.func.id) or (None, module)
         if builder is None or any(isinstance(node, (ast.Yield, ast.YieldFrom)) for node in ast.walk(builder)):
             return False
-        handed = [node.value for node in _own_nodes(builder) if isinstance(node, ast.Return)]
-        return bool(handed) and all(value is not None and isinstance(value, (ast.List, ast.Tuple, ast.ListComp))
-                                    and single_config(value, module, depth + 1) for value in handed)
+        own = _own_nodes(builder)
+        handed = [node.value for node in own if isinstance(node, ast.Return)]
+        bound = _bound_once(own)
+        return bool(handed) and all(
+            value is not None and isinstance(value, (ast.List, ast.Tuple, ast.ListComp, ast.Name))
+            and single_config(value, home, depth + 1, imported, bound) for value in handed)
     return False
+
+
+def _one_value(iterable: ast.expr, module: py.ParsedModule, local: dict[str, ast.expr]) -> bool:
+    """Whether a loop runs exactly once: over a literal of one value, a name the building function binds once to
+    one, or `itertools.product` of such."""
+    if isinstance(iterable, ast.Name) and iterable.id in local:
+        iterable = local[iterable.id]
+    if isinstance(iterable, (ast.List, ast.Tuple)):
+        return len(iterable.elts) == 1 and not isinstance(iterable.elts[0], ast.Starred)
+    if isinstance(iterable, ast.Call) and py.qualified(iterable.func, module.imports) == "itertools.product" \
+            and not iterable.keywords:
+        return all(not isinstance(arg, ast.Starred) and _one_value(arg, module, local) for arg in iterable.args)
+    return False
+
+
+def _bound_once(own: list[ast.AST]) -> dict[str, ast.expr]:
+    """The names a function's own body binds exactly once, by a plain assignment, to what they hold."""
+    stores: dict[str, int] = {}
+    for node in own:
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            stores[node.id] = stores.get(node.id, 0) + 1
+    return {node.targets[0].id: node.value for node in own
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+            and stores.get(node.targets[0].id) == 1}
 
 
 def _flagged(name: str, module: py.ParsedModule) -> ast.expr | None:

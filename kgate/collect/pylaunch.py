@@ -25,13 +25,16 @@ other modules), and falls in one of four classes:
   dimensions, a size the launching function asserts equal to one of these (`assert (dim, width) == weight.shape`);
 - `RUNTIME`: follows the token count or the batch: the first dimension of a tensor (`x.shape[0]`, `x.size(0)`,
   the first name of `B, T, H, D = q.shape`), the sequence length of an attention tensor unpacked into four names
-  (`N` of `B, H, N, D = x.shape`, `T` of `B, T, H, D`), a middle name that says a token count (`seqlen`, `m_size`)
+  (`N` of `B, H, N, D = x.shape`, `T` of `B, T, H, D`), or into three, a letter between the batch and the heads or a
+  width (`n` of `b, n, h`), a product of a shape's sizes from the first (`prod(x.shape[:-1])`), a middle name that says a token count (`seqlen`, `m_size`)
   or is the batch's or the time steps' letter (`B` of `NS, B, NH, DH`), a middle dimension bound to a name that
   ends in that letter (`true_B = x.shape[2]`), a stride that holds one of these (`q.stride(0)` of a head-major
   `[H, T, D]` tensor, unpacked in the launcher or in its callers; `k`, `v`, `o` and the gradients laid out as the
   `q` beside them),
   the spatial extents after a channels dimension (`H`, `W` of `N, C, H, W`), the width of a block table
-  (`block_offsets.size(1)`), `x.numel()` (or `len(x.flatten())`), `len(x)`, and
+  (`block_offsets.size(1)`), `x.numel()` (or `len(x.flatten())`), `len(x)`, a dimension or stride of a tensor
+  made with its sizes written out where a size it takes is one of these (`cols` of `rows, cols = logits.shape`,
+  every caller making `torch.empty((rows, kv_slots.numel()))`: `Batches.made`), and
   anything computed from them by arithmetic that does not bound it (`B * T`, `triton.cdiv(T, 64)`, `max(1, T)`,
   a division by anything that does not grow with it too: `ceil(n_rows / sm_count)`);
 - `UNKNOWN`: anything else (a middle dimension, a parameter of a launcher nothing in the project calls, a call
@@ -342,6 +345,11 @@ class Launches(Batches):
         if shape is None:
             return Verdict(self.names.of(name), name)
         tensor, first, last = shape
+        at = position if first else position - count if last else None
+        if at:
+            made = self.made(tensor, scope, depth, seen, at)
+            if made is not None:  # `rows, cols = logits.shape`, the caller making `torch.empty((rows, n_keys))`
+                return Verdict(made.cls, Why(value, after=f"[{position}]"))
         sequence = first and last and (self._sequence(name, value, position, count, scope)
                                        or self._spatial(name, value, position, scope))
         if self._moot(position == 0 and first or sequence or block_table(tensor)) and self.names.of(name) == UNKNOWN:
@@ -368,6 +376,8 @@ class Launches(Batches):
         middle name whose own words say a token count (`seqlen` of `bsz, seqlen, _ = x.shape`)."""
         if 0 < position < count - 1 and (self.names.hint(name) == RUNTIME or name in _MIDDLE_LETTERS):
             return True
+        if count == 3 and position == 1:
+            return _between_batch_and_model(_unpacked_names(value, scope), name)
         if count != 4 or position not in (1, 2):
             return False
         names = _unpacked_names(value, scope)
@@ -444,6 +454,8 @@ class Launches(Batches):
             return self.value(args[0], scope, depth, seen)
         if last in DIVIDERS and len(args) == 2:
             return self._divided(self.value(args[0], scope, depth, seen), args[1], scope, depth, seen)
+        if isinstance(func, ast.Attribute) and func.attr == "item" and not args:
+            return self.value(func.value, scope, depth, seen)  # `n.item()`: the number a one-element tensor holds
         if isinstance(func, ast.Attribute) and func.attr == "stride" and len(args) == 1:
             return self._stride(func.value, integer(args[0], {}), Why(call), scope, depth, seen)
         if isinstance(func, ast.Attribute) and func.attr in ("size", "numel") or last in ("len", "prod"):
@@ -460,7 +472,7 @@ class Launches(Batches):
         if last in ("len", "prod"):
             target = call.args[0] if call.args else None
             if last == "prod":
-                shape = shape_of(target) if target is not None else None
+                shape = _multiplied_shape(target, scope) if target is not None else None
                 if shape is not None and self.fixed(shape[0], scope, depth, seen):
                     return Verdict(MODEL, why)
                 return Verdict(RUNTIME, why) if shape is not None and shape[1] else Verdict(UNKNOWN)
@@ -480,11 +492,14 @@ class Launches(Batches):
             if _row(func.value):
                 return Verdict(UNKNOWN)
             # A tensor made with its sizes written out (`torch.empty((in_features, out_features))`): their product.
-            made = self.made(func.value, scope, depth, seen, every=True)
+            made = self.made(func.value, scope, depth, seen, at=slice(None))
             return Verdict(made.cls, why) if made is not None else Verdict(RUNTIME, why)
         if not call.args and not call.keywords:
             return Verdict(UNKNOWN)  # x.size(): a shape, read where it is unpacked
         index = integer(call.args[0] if call.args else call.keywords[0].value, {})
+        made = self.made(func.value, scope, depth, seen, index) if index else None
+        if made is not None:  # `x.size(1)` of `x = torch.empty((rows, n_keys))`: the size it was made with
+            return Verdict(made.cls, why)
         if (index == 1 or index == -1 and not _beyond_two_dims(func.value, scope)) and block_table(func.value):
             return Verdict(RUNTIME, why)  # a block table's width: the blocks of the batch's longest sequence
         return self._first(func.value, why, scope, depth, seen) if index == 0 else dimension(index, why)
@@ -501,6 +516,9 @@ class Launches(Batches):
         if shape is not None:
             tensor, first, last = shape
             index = integer(expr.slice, {})
+            made = self.made(tensor, scope, depth, seen, index) if index and (first or index < 0 and last) else None
+            if made is not None:  # `x.shape[1]` of `x = torch.empty((rows, n_keys))`: the size it was made with
+                return Verdict(made.cls, Why(expr))
             if self._moot(index == 0 and first or block_table(tensor)):
                 return Verdict(UNKNOWN)  # a model dimension or an unplaced one: no token count either way
             if self.fixed(tensor, scope, depth, seen):
@@ -734,6 +752,11 @@ class Launches(Batches):
                 followed = followed if followed.cls != UNKNOWN else None
             if followed is not None:
                 return followed
+        if dims is None and index is not None and index >= 0:
+            # `logits.stride(0)` of `logits = torch.empty((rows, n_keys))`: the product of the sizes after it
+            made = self.made(tensor, scope, depth, seen, slice(index + 1, None))
+            if made is not None:
+                return Verdict(made.cls, why)
         if index is None or dims is None:
             return Verdict(MODEL, why) if index == -1 else Verdict(UNKNOWN)
         index = index + len(dims) if index < 0 else index
@@ -829,12 +852,47 @@ class Launches(Batches):
 # `_, T, NGI, _, _`): a middle dimension so named is that run-time size, as a middle `seqlen` is.
 _MIDDLE_LETTERS = frozenset({"B", "T"})
 _WORDS_ONLY = Names(set(), set())  # what a name's words say, no configured letter (`H` after `C` is the height)
+# The words that name the batch itself, not a count of tokens (`bs`, `bsz`, `batch_size`).
+_BATCH_WORDS = frozenset({"batch", "bs", "bsz"})
 # The letters that name a model dimension after a channels dimension too (`D` of `B, C, L, D`: a width per item).
 _MODEL_LETTERS = frozenset({"D", "K", "V", "E", "G"})
 
 
 def _words(name: str) -> set[str]:
     return {p.lower() for p in re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+", name)}
+
+
+def _multiplied_shape(target: ast.expr, scope: Scope) -> tuple[ast.expr, bool, bool] | None:
+    """The shape, or the slice of one, whose sizes a product multiplies (`prod(x.shape[:-1])`, through the tensor
+    of sizes `torch.tensor(shape[:-1])` and a name bound to the shape, `shape = x.shape`): as `shape_of` gives it."""
+    if isinstance(target, ast.Call) and (py.dotted(target.func) or "").rsplit(".", 1)[-1] in ("tensor", "as_tensor") \
+            and len(target.args) == 1:
+        target = target.args[0]  # `torch.tensor(sizes)`: the sizes, as a tensor
+    found = shape_of(target)
+    if found is not None:
+        return found
+    sliced = target.value if isinstance(target, ast.Subscript) and isinstance(target.slice, ast.Slice) else target
+    held = _bound_shape(sliced, scope)
+    if held is None:
+        return None
+    if sliced is target:
+        return shape_of(held)
+    assert isinstance(target, ast.Subscript)
+    return shape_of(ast.copy_location(ast.Subscript(value=held, slice=target.slice, ctx=ast.Load()), target))
+
+
+def _between_batch_and_model(names: dict[int, str], name: str) -> bool:
+    """Whether `name`, the middle of three names a shape is unpacked into, is the length of a (batch, length, model
+    dimension) layout: the batch first (`b`, or a name whose words say the batch: tokens first, `total_ctx, n_layers,
+    kv_dim`, lay out something per token in the middle), the heads or a width last (`h`, `d`, or a name whose words
+    say a model dimension), and itself a letter that names no model dimension (`n` of `b, n, h = decay.shape`; not
+    `c` of `b, c, d`, and not a word that says something else, `width` of `bsz, width, hidden`)."""
+    first, last = names.get(0), names.get(2)
+    if first is None or last is None or len(name) != 1:
+        return False
+    batch = first.upper() == "B" or bool(_words(first) & _BATCH_WORDS) or first.lower().endswith("batch")
+    model = last.upper() in ("H", "D") or _WORDS_ONLY.hint(last) == MODEL
+    return batch and model and name.upper() not in _MODEL_LETTERS | {"C", "H"}
 
 
 def _unpacked_names(value: ast.expr, scope: Scope) -> dict[int, str]:

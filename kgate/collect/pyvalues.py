@@ -109,12 +109,12 @@ class Names:
             return BOUNDED
         if parts & self.STRIDE_PARTS:
             return UNKNOWN
+        if parts & self.FLAG_PARTS:
+            return UNKNOWN  # `IS_VARLEN`, `USE_CU_SEQLENS`: a flag, whatever its other words name
         if parts & self.RUNTIME_PARTS:
             return RUNTIME
         if parts & self.MODEL_PARTS:
             return MODEL
-        if parts & self.FLAG_PARTS:
-            return UNKNOWN  # `IS_VARLEN`, `HAS_BIAS`: a flag, whatever its last word
         if any(p.endswith(self.RUNTIME_ENDINGS) for p in parts):
             return RUNTIME
         if any(p.endswith(self.MODEL_ENDINGS) for p in parts) or (

@@ -41,7 +41,11 @@ autograd function's `forward` saves on its context for `backward`
 classes autotune keys: the first dimension of a tensor (`x.shape[0]`,
 `B` of `B, T, H = q.shape`), the sequence length of an attention tensor
 unpacked into four names (`N` of `B, H, N, D = x.shape`, `T` of `B, T, H,
-D = q.shape`, `y_size` of `num_batches, num_heads, y_size, x_size`), a
+D = q.shape`, `y_size` of `num_batches, num_heads, y_size, x_size`), the
+length of a tensor unpacked into three names, a letter between the batch
+and the heads or a width (`n` of `b, n, h = decay.shape`; not `l` of
+`tokens, l, d`, tokens first, nor a word, `width` of `bsz, width, hidden`), the product of a shape's sizes
+from the first (`torch.prod(torch.tensor(x.shape[:-1])).item()`, the rows), a
 middle dimension whose name's words say a token count (`seqlen` of `bsz,
 seqlen, _ = x.shape`) or that the batch's or the time steps' letter names
 (`B` of `NS, B, NH, DH = states.shape`, `T` of `_, T, G, _, _ = x.shape`),
@@ -62,7 +66,11 @@ parameter, where the calls of the launcher do, through `q_stride =
 q.stride()` then `q_stride[0]` and through a tensor made like another, `o
 = torch.empty_like(q)`; the keys, values, output and gradients of an
 attention call, `k`, `v`, `o`, `do`, `dq`, `dk` and `dv`, are read as laid
-out like the `q` beside them where nothing else places them), and anything
+out like the `q` beside them where nothing else places them),
+every dimension and stride of a tensor made with its sizes written out, in the launcher or by every
+caller of it (`rows, cols = logits.shape`, `logits.stride(0)` where the caller makes `logits =
+torch.empty((rows, kv_slots.numel()))`: the size written there; over a weight's rows, `torch.empty((n,
+lm_head.shape[0]))`, a model dimension), and anything
 computed from them that does not bound them (`B * T`, `ceil(n_rows / sm_count)` even with
 `sm_count` a parameter of the launcher, `ceil(heads * batch / programs) +
 4`); a value bucketed to a power of two, a constant, a property of the

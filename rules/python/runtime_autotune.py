@@ -28,7 +28,15 @@ one returns too: `y, N, T = fwd(x)`), and in an autograd function's
   beside the heads, `H` or a name whose words say heads, before the head
   dimension, `D` or likewise, or any name beside heads named by their words:
   `y_size` of `num_batches, num_heads, y_size, x_size`; `C` of `B, C, H,
-  W` is none), a middle dimension whose name's words say a token count
+  W` is none), the length of a tensor unpacked into three names, a letter
+  between the batch first (`b`, or a name whose words say the batch, not a
+  token count) and the heads or a width last (`h`, `d`, or a model
+  dimension by its words) that names no model dimension itself (`n` of `b,
+  n, h = decay.shape`; `c` of `b, c, d`, `l` of `tokens, l, d` and a word,
+  `width` of `bsz, width, hidden`, are none), the
+  product of a shape's sizes from the first (`math.prod(x.shape[:-1])`,
+  `torch.prod(torch.tensor(shape[:-1])).item()` with `shape = x.shape`: the
+  rows), a middle dimension whose name's words say a token count
   (`seqlen` of `bsz, seqlen, _ = x.shape`) or that names the size of a
   letter read as one (`m_size` or `size_m` as `M`, of `num_batches,
   m_size, k_size = x.shape`) or that the batch's or the time steps' letter
@@ -46,7 +54,11 @@ one returns too: `y, N, T = fwd(x)`), and in an autograd function's
   sequence of a step read from the object that holds the step's offsets
   (`seqlen.max_q` where the function also reads `seqlen.cu_seqlen_q`), `x.numel()`
   or the length of x flattened (`len(x.flatten())`, `len(x.view(-1))`),
-  `len(cu_seqlens)`, and anything computed from them that does not bound
+  `len(cu_seqlens)`, any dimension or stride of a tensor made with its
+  sizes written out (in the launcher, or by every call of it: `cols` of
+  `rows, cols = logits.shape` and `logits.stride(0)` where the caller makes
+  `torch.empty((rows, kv_slots.numel()))`) whose size there is one of
+  these, and anything computed from them that does not bound
   them, through any number of assignments and helper calls (`B * T`,
   `triton.cdiv(T, 64)`, `max(1, T)`, `ceil(n_rows / sm_count)` with
   `sm_count` a parameter of the launcher, `ceil(heads * batch / programs) +
@@ -124,7 +136,7 @@ dimension. Words run together are read by their ending: `maxlen` or
 or batch dimension, `headdim`, `hdim` or `nheads` a model dimension; a
 size the layer fixes (`chunk_size`, `block_size`, `page_size`,
 `group_size`, `window_size`) is a model dimension; a flag (`IS_VARLEN`,
-`HAS_BIAS`) is not judged by its last word, nor a stride by the dimension
+`HAS_BIAS`, `USE_CU_SEQLENS`) is not judged by the words after its flag word, nor a stride by the dimension
 it names (`stride_seq`). A run-time argument (not
 `tl.constexpr`, in Triton or Gluon spelling) that neither its launch sites
 nor its name place is **unclassified**: not reported by default (on
@@ -153,13 +165,17 @@ list of argument names as its second argument: `util.autotune(configs(),
 module-level constant (`KEYS = ["M"]`, `key=KEYS`) are followed. Configs
 are read for one thing only: `triton.autotune` given exactly one config (a
 list literal of one `triton.Config`, a comprehension whose every loop runs
-over a literal of one value and that has no condition, a module constant
+over a literal of one value (or a name the building function binds once to
+one, `block_m = [32]`, or `itertools.product` of such) and that has no
+condition, a module constant
 holding one that the module never changes, a name the module binds only in
 the branch of an `if` on a module flag that holds `True` or `False` (`if
 ENABLE_AUTOTUNING: configs = [...] else: configs = [...]` with
 `ENABLE_AUTOTUNING = False`: the branch the flag takes, as the module runs
-at import), or a module function called without arguments whose every
-`return` hands back such a list or comprehension) runs it as it is, never looking the key up or
+at import), or a function called without arguments, of the module or
+imported from another module of the project (`from .tuning import
+debug_configs`), whose every `return` hands back such a list or
+comprehension, or a name it binds once to one) runs it as it is, never looking the key up or
 benchmarking, so its key is not reported. Anything that may hold more (`+`,
 a comprehension over several values or with a condition, a starred element,
 a builder given arguments) is,
@@ -169,6 +185,12 @@ an autotuner's `.configs` (`kernel.configs = get_configs()` replaces it).
 Triton reached through the project's own module (`from pkg.triton_utils
 import tl, triton`, `from .utils import autotune, jit`, `@tu.triton.jit`
 after `import pkg.triton_utils as tu`) is Triton, as if imported directly.
+
+The autotuned kernels of tests and benchmarks (modules in a `test`,
+`tests`, `bench` or `benchmark(s)` folder, or named `test_*.py`,
+`*_test.py`, `conftest.py`, `bench_*.py`) are not judged, as KG108 judges
+none of their launches: they tune a kernel of their own over the shapes
+they choose, to check or time it, and nothing ships it.
 
 ## Why is this bad?
 The autotuner caches its choice per distinct value of the key. A key that
@@ -252,7 +274,7 @@ from collections.abc import Iterable
 from kgate.collect import pyautotune, pyconfigs, pyrounding
 from kgate.collect import pysource as py
 from kgate.collect.pylaunch import BOUNDED, MODEL, RUNTIME, UNKNOWN, Launches, Names, Verdict, worst
-from kgate.collect.pyproject import modules, read_ahead
+from kgate.collect.pyproject import Modules, checks_kernels, modules, read_ahead
 from kgate.collect.source import SourceFile
 from kgate.core.artifacts import Artifact
 from kgate.core.findings import Severity
@@ -276,6 +298,8 @@ _CLASSES = ((RUNTIME, "runtime", "change{v} with the token count or batch"),
 
 
 def check(source: SourceFile, ctx: SourceContext) -> Iterable[Report]:
+    if checks_kernels(source.rel):
+        return  # a test's or a benchmark's own kernel, tuned over the shapes it picks: nothing ships it
     info = py.info(source)
     if not info.uses_triton():
         return
@@ -296,7 +320,7 @@ def check(source: SourceFile, ctx: SourceContext) -> Iterable[Report]:
         fn = t.fn or launches.definitions.get(t.kernel)
         if t.needs_jit and (fn is None or not py.is_kernel(fn, info.imports)):
             continue
-        if _one_config(t, info):
+        if _one_config(t, info, lambda name: _imported_builder(name, source, project)):
             continue  # the autotuner runs a single config as it is: no key is looked up, nothing is benchmarked
         owner = _owner(fn, info) if t.fn is not None else ""
         offending: list[tuple[str, ast.AST, Verdict, str]] = []
@@ -328,12 +352,27 @@ def _owner(fn: py.Function | None, info: py.ParsedModule) -> str:
     return ""
 
 
-def _one_config(t: pyautotune.Tuned, info: py.ParsedModule) -> bool:
+def _one_config(t: pyautotune.Tuned, info: py.ParsedModule, imported: pyconfigs.Builders) -> bool:
     """Whether `triton.autotune` is given exactly one config where it is applied (`kgate.collect.pyconfigs`)."""
     at = t.at
     if not (isinstance(at, ast.Call) and py.qualified(at.func, info.imports) in py.AUTOTUNE):
         return False
-    return pyconfigs.single_config(py.argument(at, "configs", 0), info)
+    return pyconfigs.single_config(py.argument(at, "configs", 0), info, imported=imported)
+
+
+def _imported_builder(name: str, source: SourceFile, project: Modules) -> tuple[py.Function, py.ParsedModule] | None:
+    """A top-level function of the project's other modules that this one imports by name (`from .utils import
+    get_debug_configs`), with the reading of its module: a config builder read where it is defined."""
+    found = project.imported(source, {name}).get(name)
+    if found is None:
+        return None
+    path, defined = found
+    other, tree = project.source(path), project.tree(path)
+    if other is None or tree is None:
+        return None
+    fn = next((stmt for stmt in tree.body if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef))
+               and stmt.name == defined), None)
+    return (fn, py.info(other)) if fn is not None else None
 
 
 def _rounded(t: pyautotune.Tuned, info: py.ParsedModule, source: SourceFile) -> Verdict | None:
