@@ -258,6 +258,22 @@ def test_a_held_out_repository_counts_as_tuned_for_the_rules_changed_while_looki
         measure.load_labels(labels)
 
 
+def test_the_lists_show_the_held_out_part_only_when_asked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    labels = tmp_path / "labels"
+    labels.mkdir()
+    for name, part in (("one", "tuned"), ("two", "held-out")):
+        (labels / f"{name}.toml").write_text(PARTED.format(name=name, part=part))
+        _project(tmp_path / "corpus", name, {"kernels/scale.py": KERNEL})
+    args = [str(tmp_path / "corpus"), "--labels", str(labels), "--rules", "KG201"]
+    measure.main([*args, "--show", "unlabelled"])
+    out = capsys.readouterr().out
+    assert "UNLABELLED someone/one KG201" in out and "UNLABELLED someone/two" not in out
+    assert "HIDDEN someone/two: 1 line(s)" in out
+    measure.main([*args, "--show", "unlabelled,held-out"])
+    out = capsys.readouterr().out
+    assert "UNLABELLED someone/one KG201" in out and "UNLABELLED someone/two KG201" in out and "HIDDEN" not in out
+
+
 def test_a_label_file_without_its_part_is_refused(tmp_path: Path) -> None:
     (tmp_path / "tiny.toml").write_text(LABELS.replace('part = "tuned"\n', ""))
     with pytest.raises(SystemExit, match="part"):

@@ -2,6 +2,10 @@
 
     python bench/precision/measure.py ROOT [ROOT ...] [--labels DIR] [--rules KG201,KG202] [--show fp,fn,unlabelled]
 
+`--show` lists the tuned part's false findings, misses and unlabelled findings; the held-out part's only with
+`--show fp,fn,unlabelled,held-out` (labelling a new repository needs them), since a rule changed after reading
+them is tuned on them.
+
 A ROOT holds one folder per labelled repository, named as the label file's
 `folder` (ROOT/flash-linear-attention, ROOT/mamba, ...; the first ROOT that
 has the folder is used): a git checkout at the labelled commit, or an exported
@@ -52,6 +56,7 @@ else:  # Python 3.10
 
 RULES = ("KG108", "KG201", "KG202", "KG203", "KG204", "KG301", "KG302", "KG303")
 PARTS = ("tuned", "held-out")
+HELD_OUT_TOO = "held-out"  # `--show` of the held-out part's lines too: reading them while changing a rule tunes on them
 BAR = 0.95  # the lower bound of the 95% interval that precision and recall must reach
 CONFIDENCE = 0.95
 LABELS = Path(__file__).resolve().parent / "labels"
@@ -331,13 +336,19 @@ def _measure_repository(repo: Repository, rules: tuple[str, ...], roots: list[Pa
         tallies[finding.rule].findings += 1
         tallies[finding.rule].notes += finding.severity == "note"
     details = []
+    shown = {rule for rule in rules if HELD_OUT_TOO in show or repo.part_of(rule) == "tuned"}
     for kind, items in (("fp", outcome.fp), ("fn", outcome.fn)):
         if kind in show:
             details += [f"{kind.upper()} {repo.name} {c.rule} {c.path}:{c.line} {c.subject}: {c.reason}"
-                        for c in items]
+                        for c in items if c.rule in shown]
     if "unlabelled" in show:
         details += [f"UNLABELLED {repo.name} {f.rule} {f.path}:{f.line} {f.identity}: {f.message}"
-                    for f in outcome.unlabelled]
+                    for f in outcome.unlabelled if f.rule in shown]
+    hidden = sum(1 for kind, items in (("fp", outcome.fp), ("fn", outcome.fn), ("unlabelled", outcome.unlabelled))
+                 if kind in show for item in items if item.rule not in shown)
+    if hidden:
+        details.append(f"HIDDEN {repo.name}: {hidden} line(s) of its held-out rules (`--show {HELD_OUT_TOO}` lists "
+                       f"them; a rule changed after reading them makes the repository tuned for it)")
     return details
 
 
@@ -347,7 +358,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="folder holding checkouts of labelled repositories (the first that has one is used)")
     parser.add_argument("--labels", type=Path, default=LABELS, help="folder of label files")
     parser.add_argument("--rules", default=",".join(RULES), help="comma-separated rules to measure")
-    parser.add_argument("--show", default="", help="comma-separated lists to print: fp, fn, unlabelled")
+    parser.add_argument("--show", default="", help="comma-separated lists to print: fp, fn, unlabelled; of the "
+                        f"tuned part only, unless {HELD_OUT_TOO} is among them (for labelling a new repository)")
     args = parser.parse_args(argv)
     wanted = tuple(r.strip() for r in args.rules.split(",") if r.strip())
     show = {s.strip() for s in args.show.split(",") if s.strip()}
