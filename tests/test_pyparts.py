@@ -196,3 +196,45 @@ def test_a_whole_module_read_from_its_blocks_is_its_parse(files: list[Path]) -> 
     indented.derived["needles"] = ("triton",)
     with pytest.raises(UnreadableSource, match="indent"):
         pysource.whole_tree(indented)
+
+
+LINTED_THEN_READ = b'''import torch
+import triton
+
+BLOCK = 64
+
+
+def launch(x):
+    n = x.shape[0]
+    grid = (triton.cdiv(n, BLOCK),)
+    kernel[grid](x, n)
+    torch.cuda.synchronize()
+    return x
+'''
+
+
+def test_a_module_linted_then_read_for_another_verdict_parses_only_its_larger_blocks_again(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A linted file's parsed blocks are dropped when its lint ends; read again for another file's verdict, its small
+    blocks (imports, constants) are those parsed for its lint, and only its larger blocks are parsed again."""
+    depends.new_run()
+    texts: list[bytes] = []
+    parse = pyparts.parse_python
+
+    def counted(data: bytes, filename: str) -> ast.Module:
+        texts.append(data)
+        return parse(data, filename)
+
+    monkeypatch.setattr(pyparts, "parse_python", counted)
+    linted = SourceFile("/project/ops.py", "ops.py", LINTED_THEN_READ)
+    blocks = pyparts.of(linted).blocks
+    assert blocks is not None and len(blocks) == 4
+    first = pyparts.of(linted).parse(blocks, None, "ops.py")
+    assert len(texts) == 4
+    depends.new_file()  # its lint ends
+    beside = SourceFile("/project/ops.py", "ops.py", LINTED_THEN_READ)
+    pyparts.keep(beside)  # the same module read for another file's verdict
+    again = pyparts.of(beside).parse(blocks, None, "ops.py")
+    assert len(texts) == 5 and b"def launch" in texts[-1]  # the function alone parsed again
+    assert again.body[:3] == first.body[:3] and again.body[3] is not first.body[3]
+    assert _dump(again) == _dump(parse_python(LINTED_THEN_READ, "ops.py"))
