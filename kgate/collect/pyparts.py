@@ -15,10 +15,7 @@ whole, as it would have been without the blocks.
 
 The split of every module is kept for the run; the parsed blocks of a module that the readings of the project read
 for other files' verdicts (`keep`) are too, and those of the file under lint until the next file's lint begins (most
-of a file's parts are read by its own rules only: keeping them all would keep every tree of the run). Of those, the
-small blocks (a few lines: imports, constants, short definitions) are kept for the run all the same: most of the
-blocks parsed again when a module linted before is read for another file's verdict are small, each costing about a
-parse's fixed price, and their trees take little memory.
+of a file's parts are read by its own rules only: keeping them all would keep every tree of the run).
 """
 
 from __future__ import annotations
@@ -39,14 +36,12 @@ class Parts:
     """One module text: its split into top-level blocks (None: it cannot be split with confidence) and the statements
     of each block parsed so far."""
 
-    __slots__ = ("_continued", "_parsed", "_small", "blocks", "lines")
+    __slots__ = ("_continued", "_parsed", "blocks", "lines")
 
-    def __init__(self, lines: list[str], blocks: list[Block] | None,
-                 small: dict[tuple[int, int], list[ast.stmt] | None]) -> None:
+    def __init__(self, lines: list[str], blocks: list[Block] | None) -> None:
         self.lines = lines
         self.blocks = blocks
         self._parsed: dict[tuple[int, int], list[ast.stmt] | None] = {}  # (first line, form) -> statements
-        self._small = small  # the same, of the small blocks only, kept for the run (`_SMALL`)
         self._continued: dict[int, tuple[Block, ...]] = {}  # first line -> the blocks that continue the statement
 
     def parse(self, whole: list[Block], signatures: list[Block] | None, filename: str) -> ast.Module:
@@ -77,12 +72,7 @@ class Parts:
     def _statements(self, block: Block, form: int) -> list[ast.stmt] | None:
         key = (block[0], form)
         if key not in self._parsed:
-            if key in self._small:
-                self._parsed[key] = self._small[key]
-            else:
-                found = self._parsed[key] = _parse_block(self.lines, block, form if form != _CLAUSES else _WHOLE)
-                if _small(block, form):
-                    self._small[key] = found
+            self._parsed[key] = _parse_block(self.lines, block, form if form != _CLAUSES else _WHOLE)
         return self._parsed[key]
 
     def _clauses(self, block: Block) -> tuple[Block, ...]:
@@ -100,17 +90,6 @@ class Parts:
             found = self._continued[block[0]] = tuple(self.blocks[at + 1:end]) \
                 if at < len(self.blocks) and self.blocks[at] == block else ()
         return found
-
-
-def _small(block: Block, form: int) -> bool:
-    """Whether the text a block is parsed from in this form is a few lines long (`_SMALL_LINES`)."""
-    first, end, header_end = block
-    if form == _SIGNATURE and header_end is not None:
-        end = min(end, header_end + 2)  # its header and `pass`
-    return end - first <= _SMALL_LINES
-
-
-_SMALL_LINES = 5
 
 
 def _parse_block(lines: list[str], block: Block, form: int) -> list[ast.stmt] | None:
@@ -161,7 +140,7 @@ def _parts(key: str, lines: list[str], kept: bool) -> Parts:
 def _new(key: str, lines: list[str]) -> Parts:
     if key not in _SPLITS:
         _SPLITS[key] = pysparse.split(lines, remember=False)
-    return Parts(lines, _SPLITS[key], _SMALL.setdefault(key, {}))
+    return Parts(lines, _SPLITS[key])
 
 
 def _key(data: bytes) -> str:
@@ -175,9 +154,6 @@ _KEPT = "pyparts.kept"  # `SourceFile.derived`: the file's parts are kept for th
 # of the project read beyond the file under lint (`keep`), read again for other files, for the run; of the others,
 # mostly read by the file's own rules, while the file is under lint.
 _SPLITS: dict[str, list[Block] | None] = depends.per_run({})
-# The statements of each module's small blocks parsed so far, in either form, for the run: a module whose parts are
-# dropped with its lint, and read again for another file's verdict, parses again only its larger blocks.
-_SMALL: dict[str, dict[tuple[int, int], list[ast.stmt] | None]] = depends.per_run({})
 _RUN: dict[str, Parts] = depends.per_run({})
 _FILE: dict[str, Parts] = depends.per_file({})
 
