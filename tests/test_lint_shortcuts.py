@@ -247,6 +247,45 @@ def test_a_findings_snippet_cuts_the_comments_the_tokenizer_reads(monkeypatch: p
     assert [_comment_columns(text) for text in texts] == shortcut
 
 
+def test_a_python_line_without_a_hash_is_cut_as_the_files_comments_cut_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A finding's line is cut of its comments; a Python line without a `#` holds none, so the file's comments are not
+    read for it (for most files with findings, none of their lines is): every line of every Python file of the
+    repository and of texts made to break it reads as the cut of the file's comments gives it. A file with a lone
+    carriage return is read as before: the reader of a file the tokenizer cannot read carries a comment over one."""
+    from kgate.collect.source import SourceFile
+
+    texts = ["x = 1  # c\ny = '#'\nz = '''\n# no\n'''\n", "x = (1,  # open\ny = 2\r\n", "x = (1  # c\ry = 2\n",
+             "s = '''never\n# closed\nt = 1\n"]
+    for folder in ("kgate", "rules", "tests", "bench", "fixtures"):
+        for path in sorted((REPOSITORY / folder).rglob("*.py")):
+            try:
+                texts.append(path.read_text(encoding="utf-8"))
+            except UnicodeDecodeError:
+                continue
+
+    def cut(text: str, cuts: list[tuple[int, int]]) -> str:
+        pieces, done = [], 0
+        for start, end in cuts:
+            pieces += [text[done:start], " "]
+            done = max(done, end)
+        return "".join(pieces) + text[done:]
+
+    sources = [SourceFile("m.py", "m.py", text.encode("utf-8", "surrogateescape")) for text in texts]
+    expected = []
+    for source in sources:
+        spans = engine._comment_columns(source)
+        expected.append([cut(source.line_text(line), spans.get(line, [])) for line in range(1, len(source.lines) + 1)])
+    assert expected[2][1] == " "  # the lone carriage return's comment, carried onto the next line by that reader
+    read: list[str] = []
+    columns = engine._comment_columns
+    monkeypatch.setattr(engine, "_comment_columns", lambda source: read.append(source.text) or columns(source))
+    found = [[engine._code_of_line(source, line, source.line_text(line)) for line in range(1, len(source.lines) + 1)]
+             for source in sources]
+    assert found == expected
+    without = [source.text for source in sources if "#" not in source.text and "\r" not in source.text]
+    assert without and not set(without) & set(read)
+
+
 class _EveryModule(Modules):
     """`Modules` that reads, for each definition asked about, every module that imports one of its words, one by
     one, and follows every attribute of a module anew: the long way the per-word plans of `Modules._reaching` and the

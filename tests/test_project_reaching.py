@@ -82,3 +82,32 @@ def test_each_imports_first_name_is_followed_once_a_run(tmp_path: Path, monkeypa
     # torch) once, and the two launchers it imports once more, asked which modules import them by name. Following
     # every dotted spelling of every binding from the top for each launcher took 2,904.
     assert len(followed) <= LAYERS * (6 + 2)
+
+
+def test_an_import_statement_written_in_many_modules_is_parsed_once_per_run(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """What an import statement binds is read from its text once per run, however many modules write it."""
+    from kgate.collect import pyproject, source
+
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "kernels.py").write_text("def fwd_kernel(x):\n    return x\n")
+    for name in ("a", "b", "c"):
+        (package / f"{name}.py").write_text("import torch\nfrom pkg.kernels import fwd_kernel\n\n\n"
+                                            "def run(x):\n    return fwd_kernel(x)\n")
+    depends.new_run()
+    parsed: list[bytes] = []
+    parse = source.parse_python
+
+    def counted(data: bytes, filename: str) -> object:
+        parsed.append(data)
+        return parse(data, filename)
+
+    monkeypatch.setattr(source, "parse_python", counted)
+    project = Modules(str(tmp_path))
+    found = project.importing(str(package / "kernels.py"), "fwd_kernel")
+    assert sorted(os.path.basename(path) for path, _local in found) == ["a.py", "b.py", "c.py"]
+    assert all(local == ["fwd_kernel"] for _path, local in found)
+    assert parsed.count(b"from pkg.kernels import fwd_kernel") == 1
+    assert pyproject._statement_exports(b"import torch") is pyproject._statement_exports(b"import torch")

@@ -613,11 +613,18 @@ def _bound_words(text: bytes) -> Iterator[str]:
 
 
 def _statement_exports(text: bytes) -> Exports | None:
-    """What one import statement's text binds; None when it does not parse as one."""
+    """What one import statement's text binds; None when it does not parse as one. Kept for the run by the text: the
+    modules of a project write the same statements again and again (`import torch`, `from fla.utils import
+    input_guard`), and what one binds is the same wherever it stands."""
+    if text in _EXPORTS_OF:
+        return _EXPORTS_OF[text]
     tree = try_parse(text.strip())
-    if tree is None or len(tree.body) != 1 or not isinstance(tree.body[0], (ast.Import, ast.ImportFrom)):
-        return None
-    return exports(tree)
+    found = _EXPORTS_OF[text] = None if tree is None or len(tree.body) != 1 or \
+        not isinstance(tree.body[0], (ast.Import, ast.ImportFrom)) else exports(tree)
+    return found
+
+
+_EXPORTS_OF: dict[bytes, Exports | None] = depends.per_run({})
 
 
 def modules(shared: dict[Any, Any], path: str, rel: str) -> Modules:

@@ -240,6 +240,12 @@ def _snippet(source: SourceFile, line: int) -> str:
 
 def _code_of_line(source: SourceFile, line: int, text: str) -> str:
     """A line of the file with its comments (or the parts of block comments on it) replaced by a space each."""
+    if source.is_python and "#" not in text and "\r" not in source.text:
+        # A Python comment runs from its `#` to the end of its line: a line without one holds none, and the file's
+        # comments are read only for a line that may. (The reader of a file the tokenizer cannot read ends a comment
+        # at a newline only: a lone carriage return inside one would carry it onto the next line as kgate counts
+        # lines, so such files are read as before.)
+        return text
     spans = source.derived.get("comment_columns")
     if spans is None:
         spans = source.derived["comment_columns"] = _comment_columns(source)
