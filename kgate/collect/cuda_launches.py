@@ -11,9 +11,9 @@ declaration of the project defines, with its template arguments if written.
 Comments, string literals and the lines under `#if 0` are blanked first, so none of them counts.
 
 A kernel's dynamic shared memory is what a `<<<grid, block, bytes>>>` launch, a
-`cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes)`
-or the `dynamicSmemBytes` of a `cudaLaunchKernelEx` configuration in the same
-function asks for, where the file settles `bytes` to a number
+`cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes)`,
+the `dynamicSmemBytes` the function gives the configuration a `cudaLaunchKernelEx`
+passes, or the `sharedMem` argument of a `cudaLaunchKernel` (or `cudaLaunchCooperativeKernel`) asks for, where the file settles `bytes` to a number
 (`kgate.collect.cpp_constants`); a size only the run knows is no site.
 """
 
@@ -23,10 +23,13 @@ import re
 from dataclasses import dataclass
 
 from kgate.collect.cpp_constants import Constants
-from kgate.collect.cpp_text import balanced, line_of, shared_blank, split_arguments, without_disabled
+from kgate.collect.cpp_text import balanced, line_of, may_launch, shared_blank, split_arguments, without_disabled
 from kgate.collect.cuda_names import base_name
 
 _LAUNCH_EX = re.compile(r"\bcudaLaunchKernelExC?\s*(?:<[^;()]*>\s*)?\(")
+# The runtime's launch with its arguments in an array: `cudaLaunchKernel(kernel, grid, block, args, bytes, stream)`,
+# and the cooperative one, whose arguments are the same.
+_LAUNCH_PLAIN = re.compile(r"\b(?P<via>cudaLaunch(?:Cooperative)?Kernel)\s*(?:<[^;()]*>\s*)?\(")
 _PDL_ATTRIBUTE = "cudaLaunchAttributeProgrammaticStreamSerialization"
 _PDL_OFF = re.compile(r"programmaticStreamSerializationAllowed\s*=\s*(?:0|false)\b")
 _IDENT = re.compile(r"[A-Za-z_]\w*")
@@ -43,8 +46,8 @@ class LaunchSite:
 
 @dataclass(frozen=True)
 class SmemSite:
-    """Where a kernel is given dynamic shared memory: `bytes` of it, by `via` ("<<<>>>", "cudaFuncSetAttribute"
-    or "cudaLaunchKernelEx")."""
+    """Where a kernel is given dynamic shared memory: `bytes` of it, by `via` ("<<<>>>", "cudaFuncSetAttribute",
+    "cudaLaunchKernelEx", "cudaLaunchKernel" or "cudaLaunchCooperativeKernel")."""
 
     path: str
     line: int
@@ -63,7 +66,7 @@ def smem_sites(text: str, path: str, kernels: set[str], headers: tuple[str, ...]
     """The sites in one file's text that give a kernel of the project (`kernels`: their identifiers) a settled
     amount of dynamic shared memory; `headers`: the texts of the project headers the file includes, whose
     constants its sizes may name."""
-    if "<<<" not in text and _SET_ATTRIBUTE not in text and "dynamicSmemBytes" not in text:
+    if not may_launch(text) and _SET_ATTRIBUTE not in text and "cudaLaunch" not in text:
         return []
     code = without_disabled(shared_blank(text).code)  # a launch under `#if 0` is never compiled
     constants = Constants(lambda: [*(without_disabled(shared_blank(h).code) for h in headers), code])
@@ -92,11 +95,49 @@ def smem_sites(text: str, path: str, kernels: set[str], headers: tuple[str, ...]
         open_paren = match.end() - 1
         args = split_arguments(_joined(code[open_paren + 1:balanced(code, open_paren) - 1]))
         named = _kernel_argument(args[1], kernels) if len(args) >= 2 else None
-        given = list(_DYNAMIC_BYTES.finditer(code, _function_start(code, match.start()), match.start()))
-        size = constants.value(given[-1].group(1), given[-1].start()) if given and named is not None else None
+        given = _configured_bytes(code, args[0], match.start()) if named is not None else None
+        size = constants.value(*given) if given is not None else None
         if named is not None and size is not None and size > 0:
             sites.append(SmemSite(path, line_of(code, match.start()), named[0], named[1], size, "cudaLaunchKernelEx"))
+    for match in _LAUNCH_PLAIN.finditer(code):  # `cudaLaunchKernel(kernel, grid, block, args, bytes, stream)`
+        open_paren = match.end() - 1
+        args = split_arguments(_joined(code[open_paren + 1:balanced(code, open_paren) - 1]))
+        named = _kernel_argument(args[0], kernels) if len(args) >= 5 else None
+        size = constants.value(args[4], match.start()) if named is not None else None
+        if named is not None and size is not None and size > 0:
+            sites.append(SmemSite(path, line_of(code, match.start()), named[0], named[1], size,
+                                  match.group("via")))
     return sites
+
+
+def _configured_bytes(code: str, config: str, position: int) -> tuple[str, int] | None:
+    """The `dynamicSmemBytes` (its expression and offset) of the configuration a `cudaLaunchKernelEx` at `position`
+    passes (`&config`): the last given it in the function before the call, by a member assignment or in its
+    initialiser (`.dynamicSmemBytes = ...`, or the third of its positional fields); None where the call passes a
+    configuration the function does not name, or another configuration's size is all there is."""
+    name = re.fullmatch(r"\s*&\s*([A-Za-z_]\w*)\s*|\s*\(\s*&\s*([A-Za-z_]\w*)\s*\)\s*", config)
+    if name is None:
+        return None
+    variable = re.escape(name.group(1) or name.group(2))
+    start = _function_start(code, position)
+    given: list[tuple[str, int]] = [
+        (m.group(1), m.start(1)) for m in re.finditer(r"(?<![\w.>])" + variable + r"\s*(?:\.|->)\s*dynamicSmemBytes"
+                                                       r"\s*=(?!=)\s*([^;,{}]+)", code[:position])
+        if m.start() >= start]
+    for m in re.finditer(r"(?<![\w.>])" + variable + r"\s*(?:=\s*)?\{", code[:position]):
+        if m.start() < start:
+            continue
+        brace = m.end() - 1
+        inner = code[brace + 1:balanced(code, brace, "{", "}") - 1]
+        designated = _DYNAMIC_BYTES.search(inner)
+        fields = split_arguments(_joined(inner))
+        if designated is not None:
+            given.append((designated.group(1), brace + 1 + designated.start(1)))
+        elif len(fields) >= 3 and not any(f.lstrip().startswith(".") for f in fields):
+            given.append((fields[2], brace + 1))
+    if not given:
+        return None
+    return max(given, key=lambda item: item[1])
 
 
 def _joined(text: str) -> str:
