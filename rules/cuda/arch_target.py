@@ -28,9 +28,12 @@ suffix from a variable or a format field (`sm_120${SUFFIX}`, `$(SUF)`,
 (`-arch=sm_120"a"`), Python's adjacent string literals or `+`
 (`"-arch=sm_120" "a"`, `"sm_120" + suffix`).
 In a shell script or a Makefile, a variable the file passes whole to an
-architecture flag (`nvcc -arch=$SM`, `NVCCFLAGS = -arch=$(GPU_ARCH)`) makes
-its assignments settings (`SM=sm_90`, `GPU_ARCH ?= sm_90`); a variable no
-flag uses names no build.
+architecture flag (`nvcc -arch=$SM`, `-arch="${SM}"`, `NVCCFLAGS = -arch=$(GPU_ARCH)`) makes
+its assignments settings (`SM=sm_90`, `GPU_ARCH ?= sm_90`), and so does one
+that gives an `sm_`/`compute_` word its number (`SM ?= 90` under
+`-gencode arch=compute_$(SM),code=sm_$(SM)`, a bare `sm_90`; `sm_$(SM)a` is
+the `a` target); a variable assigned just such a variable (`GPU = $(SM)`)
+passes it on. A variable no flag uses names no build.
 
 **Which sources a build owns.** The C++/CUDA files (`.cu`, `.cuh`, `.h`,
 `.hpp`, `.cpp`, `.cc`, `.inl`, `.ptx`, ...) in the build file's folder and
@@ -229,6 +232,7 @@ def check(source: Any, ctx: SourceContext) -> Iterable[Report]:
     if joins == "shell":  # a variable the file passes to an architecture flag: its assignments are settings
         named += [(number, *found) for number, line in _assigned_architectures(text)
                   for found in _architectures(line, joins)]
+        named += _assigned_numbers(text)
     if source.rel.rsplit("/", 1)[-1] == "CMakeLists.txt" or source.rel.endswith(".cmake"):
         named += _continued_cmake_values(text, flagged)
     for number, col, written, family, suffix, kind in named:
@@ -384,19 +388,56 @@ def _code() -> dict[str, re.Pattern[str]]:
 _COMPILED = (".cu", ".cpp", ".cc", ".cxx", ".ptx")
 
 
-# A variable passed whole to an architecture flag in a shell script or a Makefile: `-arch=$(GPU_ARCH)`, `-arch $SM`,
-# `--gpu-architecture=${TARGET}`, `code=$(CODE)`.
+# A variable passed whole to an architecture flag in a shell script or a Makefile, quoted or not: `-arch=$(GPU_ARCH)`,
+# `-arch $SM`, `--gpu-architecture="${TARGET}"`, `code=$(CODE)`, `-arch=${SM:-sm_90}`.
+_REFERENCE = r"[\"']?\$(?:\((\w+)\)|\{(\w+)(?:[:?=+#%-][^}]*)?\}|(\w+))"
 _ARCH_VARIABLE = lazy(r"(?:-arch|--gpu-architecture|-code|--gpu-code|(?<![.\w])arch|(?<![.\w])code)(?:=|\s+)"
-                      r"\$(?:\((\w+)\)|\{(\w+)\}|(\w+))")
+                      + _REFERENCE)
+# A variable that gives an architecture's number: `sm_$(SM)`, `compute_${ARCH}` (not `sm_$(SM)a`, which is suffixed).
+_NUMBER_VARIABLE = lazy(r"(?<![\w.])(?:sm|compute)_" + _REFERENCE + r"(?!\w)")
 # An assignment of a variable in a shell script or a Makefile (`NAME = `, `NAME ?= `, `NAME := `, `export NAME=`).
 _ASSIGNMENT = lazy(r"^[ \t]*(?:export[ \t]+|override[ \t]+)?(\w+)[ \t]*(?:[:+?!]|::|:::)?=")
+# An assignment's value that is one other variable, quoted or not (`GPU = $(SM)`, `ARCH="${SM}"`).
+_WHOLE_REFERENCE = lazy(r"\s*" + _REFERENCE + r"[\"']?\s*$")
+# An architecture's number (`120`, `90a`) in the value of a variable `_NUMBER_VARIABLE` names.
+_ARCH_NUMBER = lazy(r"(?<![\w.$])(\d{2,3})([af]?)(?![\w.])")
+
+
+def _named(match: re.Match[str]) -> str:
+    return next(name for name in match.groups() if name)
+
+
+def _variables(text: str) -> tuple[set[str], set[str]]:
+    """The variables of a shell script or Makefile that give an architecture flag its whole value, and those that give
+    the number of an `sm_`/`compute_` word; a variable assigned just another variable passes its kind on (`GPU =
+    $(SM)` under `-arch=$(GPU)` makes `SM` one)."""
+    whole = {_named(match) for match in _ARCH_VARIABLE.finditer(text)}
+    numbers = {_named(match) for match in _NUMBER_VARIABLE.finditer(text)}
+    if not whole and not numbers:
+        return whole, numbers
+    passed: list[tuple[str, str]] = []
+    for line in text.splitlines():
+        match = _ASSIGNMENT.match(line)
+        value = _WHOLE_REFERENCE.fullmatch(line[match.end():]) if match else None
+        if match and value:
+            passed.append((match.group(1), _named(value)))
+    for _ in range(len(passed)):
+        grown = False
+        for name, other in passed:
+            for kind in (whole, numbers):
+                if name in kind and other not in kind:
+                    kind.add(other)
+                    grown = True
+        if not grown:
+            break
+    return whole, numbers
 
 
 def _assigned_architectures(text: str) -> list[tuple[int, str]]:
     """(number, line) of the lines of a shell script or Makefile (prose blanked) that assign a variable the file
     passes whole to an architecture flag: `SM=sm_90` under `nvcc -arch=$SM`. A variable no flag uses names no
     build."""
-    used = {next(name for name in match.groups() if name) for match in _ARCH_VARIABLE.finditer(text)}
+    used = _variables(text)[0]
     if not used:
         return []
     out = []
@@ -404,6 +445,23 @@ def _assigned_architectures(text: str) -> list[tuple[int, str]]:
         match = _ASSIGNMENT.match(line)
         if match and match.group(1) in used and not _CONTEXT.search(line):
             out.append((number, line))
+    return out
+
+
+def _assigned_numbers(text: str) -> list[tuple[int, int, str, str, str, str]]:
+    """(line, column, text as written, family, suffix, kind) of the architecture numbers assigned to a variable of a
+    shell script or Makefile that an `sm_`/`compute_` word ends with: `SM ?= 120` under `-arch=sm_$(SM)` is a bare
+    `sm_120`."""
+    used = _variables(text)[1]
+    out: list[tuple[int, int, str, str, str, str]] = []
+    if not used:
+        return out
+    for number, line in enumerate(text.splitlines(), 1):
+        match = _ASSIGNMENT.match(line)
+        if match and match.group(1) in used:
+            out.extend((number, value.start(), value.group(0), value.group(1), value.group(2), "flags")
+                       for value in _ARCH_NUMBER.finditer(line, match.end())
+                       if value.group(2) or not _written_on(line, value.end(), "shell"))
     return out
 
 

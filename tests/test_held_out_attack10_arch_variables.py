@@ -1,0 +1,52 @@
+"""KG301 reads the architecture a shell script or a Makefile gives through a variable however the file passes it:
+quoted (`-arch="$ARCH"`), through another variable (`GPU = $(SM)`), or as the number of an `sm_`/`compute_` word
+(`SM ?= 120` under `-arch=sm_$(SM)`); a number the word goes on suffixing (`sm_$(SM)a`) or a suffixed value
+(`SM ?= 120a`) is the `a` target, and is not reported."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import kgate
+
+KERNEL = """\
+__global__ void k(float* x) {
+#ifdef __CUDA_ARCH_FEAT_SM120_ALL
+  x[0] = 1;
+#endif
+}
+"""
+
+
+def _lint(tmp_path: Path, name: str, build: str) -> list[str]:
+    (tmp_path / "kgate.toml").write_text('targets = ["sm_120a"]\n')
+    (tmp_path / "k.cu").write_text(KERNEL)
+    (tmp_path / name).write_text(build)
+    run = kgate("lint", "--select", "KG301", cwd=tmp_path)
+    assert run.code in (0, 1), run.stdout + run.stderr
+    return [line for line in run.stdout.splitlines() if "KG301" in line]
+
+
+@pytest.mark.parametrize(("name", "build", "where"), [
+    ("Makefile", "SM ?= 120\nall:\n\tnvcc -gencode arch=compute_$(SM),code=sm_$(SM) -c k.cu\n", "Makefile:1:7"),
+    ("Makefile", "CUDA_ARCH := 120\nNVCCFLAGS := -arch=sm_$(CUDA_ARCH)\nall:\n\tnvcc $(NVCCFLAGS) -c k.cu\n",
+     "Makefile:1:14"),
+    ("Makefile", "SM = sm_120\nGPU = $(SM)\nall:\n\tnvcc -arch=$(GPU) -c k.cu\n", "Makefile:1:6"),
+    ("build.sh", "#!/bin/sh\nARCH=sm_120\nnvcc -arch=\"$ARCH\" -c k.cu\n", "build.sh:2:6"),
+    ("build.sh", "#!/bin/sh\nARCH=\"sm_120\"\nnvcc --gpu-architecture \"${ARCH}\" -c k.cu\n", "build.sh:2:7"),
+    ("build.sh", "#!/bin/sh\nARCH=120\nnvcc -arch=sm_${ARCH} -c k.cu\n", "build.sh:2:6"),
+])
+def test_an_architecture_passed_through_a_variable_is_read(tmp_path: Path, name: str, build: str,
+                                                             where: str) -> None:
+    found = _lint(tmp_path, name, build)
+    assert len(found) == 1 and found[0].startswith(f"{where}: KG301 error arch-target:"), found
+
+
+@pytest.mark.parametrize("build", [
+    "SM ?= 120\nall:\n\tnvcc -gencode arch=compute_$(SM)a,code=sm_$(SM)a -c k.cu\n",
+    "SM ?= 120a\nall:\n\tnvcc -gencode arch=compute_$(SM),code=sm_$(SM) -c k.cu\n",
+    "SM = sm_120a\nGPU = $(SM)\nall:\n\tnvcc -arch=$(GPU) -c k.cu\n",
+])
+def test_the_a_target_through_a_variable_is_not_reported(tmp_path: Path, build: str) -> None:
+    assert _lint(tmp_path, "Makefile", build) == []
