@@ -2,7 +2,8 @@
 
 Variants are matched by identity (kernel, variant, target), never by a hash of their source, so an edited
 kernel is compared with what it was. A variant is `identical` when its instruction stream is (opcodes,
-operands, constant-bank offsets, encodings; addresses and symbol names aside), `changed` otherwise, `new`
+operands, constant-bank offsets, encodings; addresses and symbol names aside) and its launch's dynamic shared
+memory is, `changed` otherwise, `new`
 or `gone` when one side lacks it, `failed` when a side did not compile it, and `unknown` when a side's cubin
 is no longer in the cache to read.
 """
@@ -202,7 +203,8 @@ def _compared(old_key: Key, key: Key, base: Side, head: Side, listings: Listings
         return Row(*key, language, "new" if before is None else "gone",
                    Figures.of(before, None) if before else None, Figures.of(after, None) if after else None)
     if not needs_listing(base, head, old_key, key, code):  # the same cubin, or the same machine code in it
-        return Row(*key, language, "identical", Figures.of(before, None), Figures.of(after, None))
+        return _launched(Row(*key, language, "identical", Figures.of(before, None), Figures.of(after, None)),
+                         before, after)
     old, new = listings(base, old_key), listings(head, key)
     if old is None or new is None:
         missing = base.label if old is None else head.label
@@ -210,10 +212,22 @@ def _compared(old_key: Key, key: Key, base: Side, head: Side, listings: Listings
                    note=f"the SASS of {missing} cannot be read (its cubin is no longer in the cache; run again)")
     figures = (Figures.of(before, len(old)), Figures.of(after, len(new)))
     if same_code(old, new):
-        return Row(*key, language, "identical", *figures)
+        return _launched(Row(*key, language, "identical", *figures), before, after)
     files = {i.file for i in old + new}
     first, lines = first_difference(old, new, roots + _roots_of(files, before.path) + _roots_of(files, after.path))
     return Row(*key, language, "changed", *figures, families=_moved(old, new), first=first, lines=lines)
+
+
+def _launched(row: Row, before: KernelFacts, after: KernelFacts) -> Row:
+    """An identical row, or a changed one where the same code is launched with another amount of dynamic shared
+    memory (a CUDA launch's size, a host-side constant of the project): the same SASS then runs at another
+    occupancy, or does not launch at all, so it is no proof of the same performance."""
+    old, new = before.resources.smem_dynamic, after.resources.smem_dynamic
+    if old == new:
+        return row
+    where = f" (given at {after.smem_set_at})" if after.smem_set_at else ""
+    return replace(row, status="changed", note=f"the same SASS, launched with {new} bytes of dynamic shared memory "
+                                               f"instead of {old}{where}")
 
 
 def _same_cubin(a: tuple[str, str | None] | None, b: tuple[str, str | None] | None) -> bool:

@@ -1,0 +1,36 @@
+"""`kgate diff --require-identical` does not prove a CUDA kernel unchanged when its SASS is the same but a header or
+a host-side constant changed the dynamic shared memory its launch gives it: the same code then runs at another
+occupancy (or, past the card's budget, does not launch). The variant is `changed`, saying so."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from test_diff_sides import _diff, _repo
+
+CFG = 'targets = ["sm_120a"]\n\n[[cuda]]\nsources = ["*.cu"]\n'
+KERNEL = """\
+#include "size.h"
+__global__ void staged(float* x) {
+  extern __shared__ float s[];
+  s[threadIdx.x] = x[threadIdx.x];
+  __syncthreads();
+  x[threadIdx.x] = s[threadIdx.x ^ 1];
+}
+void launch(float* x) { staged<<<1, 128, SMEM>>>(x); }
+"""
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+def test_the_same_sass_launched_with_another_dynamic_size_is_changed(tmp_path: Path) -> None:
+    project = _repo(tmp_path / "p", {"k.cu": KERNEL, "size.h": "#define SMEM (16 * 1024)\n"}, CFG)
+    run = _diff(project, "HEAD", "--require-identical")
+    assert run.code == 0 and "1 identical, 0 changed" in run.stdout, run.stdout + run.stderr
+    (project / "size.h").write_text("#define SMEM (200 * 1024)\n")
+    run = _diff(project, "HEAD", "--require-identical")
+    assert run.code == 1, run.stdout + run.stderr
+    assert "0 identical, 1 changed" in run.stdout, run.stdout
+    assert "the same SASS, launched with 204800 bytes of dynamic shared memory instead of 16384 (given at k.cu:8)" \
+        in run.stdout, run.stdout
