@@ -116,3 +116,40 @@ def test_kgate_check_gates_the_size_of_a_spaced_launch_and_of_its_own_configurat
     assert len(findings) == 2, run.stdout
     assert any("[spaced spaced.cu @ sm_120a]" in line and "given at spaced.cu:8" in line for line in findings)
     assert any("[big configs.cu @ sm_120a]" in line and "given at configs.cu:18" in line for line in findings)
+
+
+SCOPED = """\
+namespace big { __global__ void k(float* x) { extern __shared__ float s[]; s[threadIdx.x] = x[0]; x[1] = s[1]; } }
+namespace small { __global__ void k(float* x) { extern __shared__ float s[]; s[threadIdx.x] = x[0]; x[1] = s[1]; } }
+void launch(float* x) {
+  cudaFuncSetAttribute(big::k, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024);
+  big::k<<<1, 128, 200 * 1024>>>(x);
+  small::k<<<1, 128, 1024>>>(x);
+  cudaGetLastError();
+}
+"""
+
+
+@pytest.mark.parametrize(("display", "others", "size"), [
+    ("big::k", ("small::k",), 204800),
+    ("small::k", ("big::k",), 1024),
+    ("ops::v1::big::k", ("ops::v1::small::k",), 204800),  # an inline namespace the launch does not write
+    ("other::k", ("another::k",), 204800),  # a scope no kernel lies in (an alias): every kernel of the name
+])
+def test_a_site_that_writes_a_scope_gives_its_size_to_that_scopes_kernel(display: str, others: tuple[str, ...],
+                                                                         size: int) -> None:
+    from kgate.collect.cuda_launches import largest_smem
+
+    sites = smem_sites(SCOPED, "k.cu", {"k"})
+    given = largest_smem(display, sites, {}, frozenset((display, *others)))
+    assert given is not None and given.bytes == size, (given, sites)
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+def test_kgate_check_gates_each_namespaces_kernel_with_its_own_launch(tmp_path: Path) -> None:
+    (tmp_path / "kgate.toml").write_text('targets = ["sm_120a"]\n\n[[cuda]]\nsources = ["*.cu"]\n')
+    (tmp_path / "k.cu").write_text(SCOPED)
+    run = kgate("check", "--select", "KG104", cwd=tmp_path)
+    assert run.code == 1, run.stdout + run.stderr
+    findings = [line for line in run.stdout.splitlines() if "KG104" in line]
+    assert len(findings) == 1 and "[big::k k.cu @ sm_120a]" in findings[0], run.stdout

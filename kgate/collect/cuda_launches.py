@@ -42,6 +42,7 @@ class LaunchSite:
     kernel: str  # the identifier of the kernel launched
     template: str | None  # its template arguments as written, without spaces ("<__half,128>"), if any
     via: str  # "cudaLaunchKernelEx" or the wrapper's name
+    scope: str | None = None  # the namespaces or class written before it ("big" of `big::k`), if any
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,7 @@ class SmemSite:
     template: str | None
     bytes: int
     via: str
+    scope: str | None = None  # the namespaces or class written before the kernel ("big" of `big::k`), if any
 
 
 _SET_ATTRIBUTE = "cudaFuncSetAttribute"
@@ -82,7 +84,7 @@ def smem_sites(text: str, path: str, kernels: set[str], headers: tuple[str, ...]
         size = constants.value(config[2], match.start())
         if size is not None and size > 0:
             name, template, at = launched
-            sites.append(SmemSite(path, line_of(code, at), name, template, size, "<<<>>>"))
+            sites.append(SmemSite(path, line_of(code, at), name, template, size, "<<<>>>", _scope_before(code, at)))
     for match in re.finditer(r"\b" + _SET_ATTRIBUTE + r"\s*(?:<[^;()]*>\s*)?\(", code):
         args = split_arguments(_joined(code[match.end():balanced(code, match.end() - 1) - 1]))
         if len(args) != 3 or _MAX_DYNAMIC not in args[1]:
@@ -90,7 +92,7 @@ def smem_sites(text: str, path: str, kernels: set[str], headers: tuple[str, ...]
         named = _kernel_argument(args[0], kernels)
         size = constants.value(args[2], match.start())
         if named is not None and size is not None and size > 0:
-            sites.append(SmemSite(path, line_of(code, match.start()), named[0], named[1], size, _SET_ATTRIBUTE))
+            sites.append(SmemSite(path, line_of(code, match.start()), *named[:2], size, _SET_ATTRIBUTE, named[2]))
     for match in _LAUNCH_EX.finditer(code):
         open_paren = match.end() - 1
         args = split_arguments(_joined(code[open_paren + 1:balanced(code, open_paren) - 1]))
@@ -98,15 +100,15 @@ def smem_sites(text: str, path: str, kernels: set[str], headers: tuple[str, ...]
         given = _configured_bytes(code, args[0], match.start()) if named is not None else None
         size = constants.value(*given) if given is not None else None
         if named is not None and size is not None and size > 0:
-            sites.append(SmemSite(path, line_of(code, match.start()), named[0], named[1], size, "cudaLaunchKernelEx"))
+            sites.append(SmemSite(path, line_of(code, match.start()), *named[:2], size, "cudaLaunchKernelEx",
+                                  named[2]))
     for match in _LAUNCH_PLAIN.finditer(code):  # `cudaLaunchKernel(kernel, grid, block, args, bytes, stream)`
         open_paren = match.end() - 1
         args = split_arguments(_joined(code[open_paren + 1:balanced(code, open_paren) - 1]))
         named = _kernel_argument(args[0], kernels) if len(args) >= 5 else None
         size = constants.value(args[4], match.start()) if named is not None else None
         if named is not None and size is not None and size > 0:
-            sites.append(SmemSite(path, line_of(code, match.start()), named[0], named[1], size,
-                                  match.group("via")))
+            sites.append(SmemSite(path, line_of(code, match.start()), *named[:2], size, match.group("via"), named[2]))
     return sites
 
 
@@ -198,7 +200,7 @@ def pdl_launch_sites(text: str, path: str, kernels: set[str], wrappers: tuple[st
             continue
         site = _kernel_argument(args[1], kernels)
         if site is not None:
-            sites.append(LaunchSite(path, line_of(code, match.start()), site[0], site[1], "cudaLaunchKernelEx"))
+            sites.append(LaunchSite(path, line_of(code, match.start()), *site[:2], "cudaLaunchKernelEx", site[2]))
     for wrapper in wrappers:
         pattern = re.compile(r"(?<![\w:])" + re.escape(wrapper) + r"\s*(?=[<(])")
         for match in pattern.finditer(code):
@@ -211,7 +213,7 @@ def pdl_launch_sites(text: str, path: str, kernels: set[str], wrappers: tuple[st
             for arg in split_arguments(code[open_paren + 1:balanced(code, open_paren) - 1]):
                 site = _kernel_argument(arg, kernels)
                 if site is not None:
-                    sites.append(LaunchSite(path, line_of(code, match.start()), site[0], site[1], wrapper))
+                    sites.append(LaunchSite(path, line_of(code, match.start()), *site[:2], wrapper, site[2]))
     return sites
 
 
@@ -239,8 +241,9 @@ def _function_start(code: str, position: int) -> int:
 _FUNCTION_HEAD = re.compile(r"\)\s*(?:const\s*)?(?:noexcept\s*)?(?:override\s*)?(?:->\s*[\w:<>,\s*&]+)?\s*$")
 
 
-def _kernel_argument(arg: str, kernels: set[str]) -> tuple[str, str | None] | None:
-    """(kernel identifier, template arguments) of an argument that names a kernel, else None."""
+def _kernel_argument(arg: str, kernels: set[str]) -> tuple[str, str | None, str | None] | None:
+    """(kernel identifier, template arguments, the scope written before it) of an argument that names a kernel, else
+    None."""
     for match in _IDENT.finditer(arg):
         name = match.group(0)
         if name not in kernels:
@@ -250,31 +253,60 @@ def _kernel_argument(arg: str, kernels: set[str]) -> tuple[str, str | None] | No
         if rest.startswith("<"):
             end = _template_end(rest, 0)
             template = re.sub(r"\s+", "", rest[:end])
-        return name, template
+        return name, template, _scope_before(arg, match.start())
     return None
 
 
-def pdl_launched(display: str, sites: list[LaunchSite], instantiations: dict[str, set[str]]) -> LaunchSite | None:
-    """The launch site that makes a compiled kernel PDL-launched, if any (`applies`)."""
+_SCOPE = re.compile(r"((?:[A-Za-z_]\w*\s*::\s*)+)$")
+
+
+def _scope_before(code: str, at: int) -> str | None:
+    """The namespaces (or class) written before the identifier at `at` (`big::detail::k`: "big::detail"), if any."""
+    found = _SCOPE.search(code, max(0, at - 256), at)
+    return re.sub(r"\s+", "", found.group(1))[:-2] if found else None
+
+
+def pdl_launched(display: str, sites: list[LaunchSite], instantiations: dict[str, set[str]],
+                 shown: frozenset[str] = frozenset()) -> LaunchSite | None:
+    """The launch site that makes a compiled kernel PDL-launched, if any (`applies`; `shown`: every compiled kernel's
+    name as shown)."""
     base, template = base_name(display), _template_of(display)
     known = instantiations.get(base, set())
-    return next((site for site in sites if applies(site, base, template, known)), None)
+    return next((site for site in sites if applies(site, base, template, known, display, shown)), None)
 
 
-def largest_smem(display: str, sites: list[SmemSite], instantiations: dict[str, set[str]]) -> SmemSite | None:
+def largest_smem(display: str, sites: list[SmemSite], instantiations: dict[str, set[str]],
+                 shown: frozenset[str] = frozenset()) -> SmemSite | None:
     """Of the sites that give a compiled kernel dynamic shared memory (`applies`), the one that gives the most."""
     base, template = base_name(display), _template_of(display)
     known = instantiations.get(base, set())
-    found = [site for site in sites if applies(site, base, template, known)]
+    found = [site for site in sites if applies(site, base, template, known, display, shown)]
     return max(found, key=lambda site: (site.bytes, site.path, -site.line), default=None)
 
 
-def applies(site: LaunchSite | SmemSite, base: str, template: str | None, known: set[str]) -> bool:
+def applies(site: LaunchSite | SmemSite, base: str, template: str | None, known: set[str], display: str = "",
+            shown: frozenset[str] = frozenset()) -> bool:
     """Whether a site names one compiled kernel (`base` and its `template` arguments; `known`: the template
-    arguments of every instantiation compiled). A site that names template arguments matching one of the kernel's
-    instantiations applies to that instantiation only; a site without template arguments, or with arguments that
-    match none (a launcher's own template parameter, a typedef), applies to every instantiation."""
-    return site.kernel == base and (site.template is None or site.template == template or site.template not in known)
+    arguments of every instantiation compiled; `display`: its name as shown, with its namespaces; `shown`: every
+    compiled kernel's). A site that names template arguments matching one of the kernel's instantiations applies to
+    that instantiation only; a site without template arguments, or with arguments that match none (a launcher's own
+    template parameter, a typedef), applies to every instantiation. Likewise a site that writes a scope (`big::k`)
+    applies to the kernels of that name in that scope alone (not `small::k`), where some compiled kernel lies in it;
+    one that writes none, or a scope no compiled kernel of that name lies in (a namespace alias), to them all."""
+    if site.kernel != base or not (site.template is None or site.template == template or site.template not in known):
+        return False
+    if not site.scope or not display or _in_scope(display, site.scope):
+        return True
+    return not any(base_name(other) == base and _in_scope(other, site.scope) for other in shown)
+
+
+def _in_scope(display: str, scope: str) -> bool:
+    """Whether a kernel shown as `display` (`ops::v1::big::k<float>`) lies in the scope a site wrote (`big`,
+    `ops::big`, `::ops::big`): the scope's names are among its namespaces, in order (an inline namespace between
+    them is not written)."""
+    written = [part for part in scope.split("::") if part]
+    shown = iter(part for part in display.split("<", 1)[0].split("(", 1)[0].split("::")[:-1] if part)
+    return all(part in shown for part in written)
 
 
 def _template_of(display: str) -> str | None:
