@@ -72,6 +72,7 @@ def smem_sites(text: str, path: str, kernels: set[str], headers: tuple[str, ...]
         return []
     code = without_disabled(shared_blank(text).code)  # a launch under `#if 0` is never compiled
     constants = Constants(lambda: [*(without_disabled(shared_blank(h).code) for h in headers), code])
+    defined = namespaces(code, *headers)
     sites: list[SmemSite] = []
     for match in re.finditer(r"<<<", code):
         close = code.find(">>>", match.end())
@@ -84,19 +85,20 @@ def smem_sites(text: str, path: str, kernels: set[str], headers: tuple[str, ...]
         size = constants.value(config[2], match.start())
         if size is not None and size > 0:
             name, template, at = launched
-            sites.append(SmemSite(path, line_of(code, at), name, template, size, "<<<>>>", _scope_before(code, at)))
+            sites.append(SmemSite(path, line_of(code, at), name, template, size, "<<<>>>",
+                                  _scope_before(code, at, defined)))
     for match in re.finditer(r"\b" + _SET_ATTRIBUTE + r"\s*(?:<[^;()]*>\s*)?\(", code):
         args = split_arguments(_joined(code[match.end():balanced(code, match.end() - 1) - 1]))
         if len(args) != 3 or _MAX_DYNAMIC not in args[1]:
             continue
-        named = _kernel_argument(args[0], kernels)
+        named = _kernel_argument(args[0], kernels, defined)
         size = constants.value(args[2], match.start())
         if named is not None and size is not None and size > 0:
             sites.append(SmemSite(path, line_of(code, match.start()), *named[:2], size, _SET_ATTRIBUTE, named[2]))
     for match in _LAUNCH_EX.finditer(code):
         open_paren = match.end() - 1
         args = split_arguments(_joined(code[open_paren + 1:balanced(code, open_paren) - 1]))
-        named = _kernel_argument(args[1], kernels) if len(args) >= 2 else None
+        named = _kernel_argument(args[1], kernels, defined) if len(args) >= 2 else None
         given = _configured_bytes(code, args[0], match.start()) if named is not None else None
         size = constants.value(*given) if given is not None else None
         if named is not None and size is not None and size > 0:
@@ -105,7 +107,7 @@ def smem_sites(text: str, path: str, kernels: set[str], headers: tuple[str, ...]
     for match in _LAUNCH_PLAIN.finditer(code):  # `cudaLaunchKernel(kernel, grid, block, args, bytes, stream)`
         open_paren = match.end() - 1
         args = split_arguments(_joined(code[open_paren + 1:balanced(code, open_paren) - 1]))
-        named = _kernel_argument(args[0], kernels) if len(args) >= 5 else None
+        named = _kernel_argument(args[0], kernels, defined) if len(args) >= 5 else None
         size = constants.value(args[4], match.start()) if named is not None else None
         if named is not None and size is not None and size > 0:
             sites.append(SmemSite(path, line_of(code, match.start()), *named[:2], size, match.group("via"), named[2]))
@@ -187,18 +189,21 @@ def _template_end(text: str, start: int) -> int:
     return len(text)
 
 
-def pdl_launch_sites(text: str, path: str, kernels: set[str], wrappers: tuple[str, ...]) -> list[LaunchSite]:
-    """PDL launch sites in one file's text; `kernels` are the identifiers of the project's kernels."""
+def pdl_launch_sites(text: str, path: str, kernels: set[str], wrappers: tuple[str, ...],
+                     headers: tuple[str, ...] = ()) -> list[LaunchSite]:
+    """PDL launch sites in one file's text; `kernels` are the identifiers of the project's kernels; `headers`: the
+    texts of the project headers the file includes (which declare the namespaces its launches may name)."""
     if "cudaLaunchKernelEx" not in text and not any(w in text for w in wrappers):
         return []
     code = without_disabled(shared_blank(text).code)  # a launch under `#if 0` is never compiled
+    defined = namespaces(code, *headers)
     sites: list[LaunchSite] = []
     for match in _LAUNCH_EX.finditer(code):
         open_paren = match.end() - 1
         args = split_arguments(code[open_paren + 1:balanced(code, open_paren) - 1])
         if len(args) < 2 or not _pdl_enabled(code, match.start()):
             continue
-        site = _kernel_argument(args[1], kernels)
+        site = _kernel_argument(args[1], kernels, defined)
         if site is not None:
             sites.append(LaunchSite(path, line_of(code, match.start()), *site[:2], "cudaLaunchKernelEx", site[2]))
     for wrapper in wrappers:
@@ -211,7 +216,7 @@ def pdl_launch_sites(text: str, path: str, kernels: set[str], wrappers: tuple[st
             if open_paren < 0 or code[position:open_paren].strip():
                 continue
             for arg in split_arguments(code[open_paren + 1:balanced(code, open_paren) - 1]):
-                site = _kernel_argument(arg, kernels)
+                site = _kernel_argument(arg, kernels, defined)
                 if site is not None:
                     sites.append(LaunchSite(path, line_of(code, match.start()), *site[:2], wrapper, site[2]))
     return sites
@@ -241,9 +246,10 @@ def _function_start(code: str, position: int) -> int:
 _FUNCTION_HEAD = re.compile(r"\)\s*(?:const\s*)?(?:noexcept\s*)?(?:override\s*)?(?:->\s*[\w:<>,\s*&]+)?\s*$")
 
 
-def _kernel_argument(arg: str, kernels: set[str]) -> tuple[str, str | None, str | None] | None:
-    """(kernel identifier, template arguments, the scope written before it) of an argument that names a kernel, else
-    None."""
+def _kernel_argument(arg: str, kernels: set[str], defined: frozenset[str] = frozenset()
+                     ) -> tuple[str, str | None, str | None] | None:
+    """(kernel identifier, template arguments, the namespace written before it: `_scope_before`) of an argument that
+    names a kernel, else None."""
     for match in _IDENT.finditer(arg):
         name = match.group(0)
         if name not in kernels:
@@ -253,60 +259,66 @@ def _kernel_argument(arg: str, kernels: set[str]) -> tuple[str, str | None, str 
         if rest.startswith("<"):
             end = _template_end(rest, 0)
             template = re.sub(r"\s+", "", rest[:end])
-        return name, template, _scope_before(arg, match.start())
+        return name, template, _scope_before(arg, match.start(), defined)
     return None
 
 
 _SCOPE = re.compile(r"((?:[A-Za-z_]\w*\s*::\s*)+)$")
+# A namespace's definition (`namespace big {`, `inline namespace v1 {`, `namespace ops::big {`), not an alias
+# (`namespace bg = big;`).
+_NAMESPACE = re.compile(r"\bnamespace\s+([A-Za-z_][\w:\s]*?)\s*\{")
 
 
-def _scope_before(code: str, at: int) -> str | None:
-    """The namespaces (or class) written before the identifier at `at` (`big::detail::k`: "big::detail"), if any."""
+def namespaces(*texts: str) -> frozenset[str]:
+    """The names of the namespaces `texts` define (their parts: `ops::big` gives `ops` and `big`)."""
+    return frozenset(part.strip() for text in texts if "namespace" in text for match in _NAMESPACE.finditer(text)
+                     for part in match.group(1).split("::") if part.strip())
+
+
+def _scope_before(code: str, at: int, defined: frozenset[str]) -> str | None:
+    """The namespaces written before the identifier at `at` (`big::detail::k`: "big::detail"), where each is one the
+    file and its headers define (`defined`); None otherwise (none written, or a namespace alias whose kernels the
+    name does not tell: the site then names the kernel in any namespace)."""
     found = _SCOPE.search(code, max(0, at - 256), at)
-    return re.sub(r"\s+", "", found.group(1))[:-2] if found else None
+    if found is None:
+        return None
+    scope = re.sub(r"\s+", "", found.group(1))[:-2]
+    return scope if all(part in defined for part in scope.split("::") if part) else None
 
 
-def pdl_launched(display: str, sites: list[LaunchSite], instantiations: dict[str, set[str]],
-                 shown: frozenset[str] = frozenset()) -> LaunchSite | None:
-    """The launch site that makes a compiled kernel PDL-launched, if any (`applies`; `shown`: every compiled kernel's
-    name as shown)."""
+def pdl_launched(display: str, sites: list[LaunchSite], instantiations: dict[str, set[str]]) -> LaunchSite | None:
+    """The launch site that makes a compiled kernel PDL-launched, if any (`applies`)."""
     base, template = base_name(display), _template_of(display)
     known = instantiations.get(base, set())
-    return next((site for site in sites if applies(site, base, template, known, display, shown)), None)
+    return next((site for site in sites if applies(site, base, template, known, display)), None)
 
 
-def largest_smem(display: str, sites: list[SmemSite], instantiations: dict[str, set[str]],
-                 shown: frozenset[str] = frozenset()) -> SmemSite | None:
+def largest_smem(display: str, sites: list[SmemSite], instantiations: dict[str, set[str]]) -> SmemSite | None:
     """Of the sites that give a compiled kernel dynamic shared memory (`applies`), the one that gives the most."""
     base, template = base_name(display), _template_of(display)
     known = instantiations.get(base, set())
-    found = [site for site in sites if applies(site, base, template, known, display, shown)]
+    found = [site for site in sites if applies(site, base, template, known, display)]
     return max(found, key=lambda site: (site.bytes, site.path, -site.line), default=None)
 
 
-def applies(site: LaunchSite | SmemSite, base: str, template: str | None, known: set[str], display: str = "",
-            shown: frozenset[str] = frozenset()) -> bool:
+def applies(site: LaunchSite | SmemSite, base: str, template: str | None, known: set[str], display: str = "") -> bool:
     """Whether a site names one compiled kernel (`base` and its `template` arguments; `known`: the template
-    arguments of every instantiation compiled; `display`: its name as shown, with its namespaces; `shown`: every
-    compiled kernel's). A site that names template arguments matching one of the kernel's instantiations applies to
-    that instantiation only; a site without template arguments, or with arguments that match none (a launcher's own
-    template parameter, a typedef), applies to every instantiation. Likewise a site that writes a scope (`big::k`)
-    applies to the kernels of that name in that scope alone (not `small::k`), where some compiled kernel lies in it;
-    one that writes none, or a scope no compiled kernel of that name lies in (a namespace alias), to them all."""
+    arguments of every instantiation compiled; `display`: its name as shown, with its namespaces). A site that names
+    template arguments matching one of the kernel's instantiations applies to that instantiation only; a site without
+    template arguments, or with arguments that match none (a launcher's own template parameter, a typedef), applies
+    to every instantiation. Likewise a site that writes a namespace (`big::k`) applies to the kernel of that name in
+    that namespace alone (not `small::k`); one that writes none, to them all."""
     if site.kernel != base or not (site.template is None or site.template == template or site.template not in known):
         return False
-    if not site.scope or not display or _in_scope(display, site.scope):
-        return True
-    return not any(base_name(other) == base and _in_scope(other, site.scope) for other in shown)
+    return not site.scope or not display or _in_scope(display, site.scope)
 
 
 def _in_scope(display: str, scope: str) -> bool:
-    """Whether a kernel shown as `display` (`ops::v1::big::k<float>`) lies in the scope a site wrote (`big`,
-    `ops::big`, `::ops::big`): the scope's names are among its namespaces, in order (an inline namespace between
+    """Whether a kernel shown as `display` (`ops::v1::big::k<float>`) lies in the namespace a site wrote (`big`,
+    `ops::big`, `::ops::big`): the written names are among its namespaces, in order (an inline namespace between
     them is not written)."""
-    written = [part for part in scope.split("::") if part]
     shown = iter(part for part in display.split("<", 1)[0].split("(", 1)[0].split("::")[:-1] if part)
-    return all(part in shown for part in written)
+    return all(part in shown for part in scope.split("::") if part)
 
 
 def _template_of(display: str) -> str | None:

@@ -398,7 +398,7 @@ def launch_sites(config: Config, sources: list[CudaSource]) -> tuple[list[Launch
     for path in sorted(texts):
         text, wrappers = texts[path]
         shown = display_path(path, config.root, known)
-        sites.extend(pdl_launch_sites(text, shown, kernels, wrappers))
         headers = tuple(texts[h][0] for h in headers_of.get(path, ()) if h in texts)
+        sites.extend(pdl_launch_sites(text, shown, kernels, wrappers, headers))
         smem.extend(smem_sites(text, shown, kernels, headers))
     return sites, smem

@@ -261,7 +261,6 @@ def configured(built: list[tuple[Compiled, KernelFacts]], sites: tuple[LaunchSit
     as Triton's launcher's is; `smem_set_at` names the site). A site that names a template's arguments applies to
     that instantiation (of those `built` holds)."""
     instantiations: dict[str, set[str]] = {}
-    shown = frozenset(item.kernel for _unit, item in built)  # a site's scope is matched among these
     for _unit, item in built:
         name = item.kernel
         if "<" in name:
@@ -272,10 +271,9 @@ def configured(built: list[tuple[Compiled, KernelFacts]], sites: tuple[LaunchSit
         expect = tuple(sorted({e for pattern, items in plan["expect"].items()
                                if matches(item.kernel, [pattern]) for e in items}))
         kind = next((k for pattern, k in sorted(plan["kind"].items()) if matches(item.kernel, [pattern])), "other")
-        pdl = matches(item.kernel, plan["pdl"]) or pdl_launched(item.kernel, list(sites), instantiations,
-                                                                shown) is not None
+        pdl = matches(item.kernel, plan["pdl"]) or pdl_launched(item.kernel, list(sites), instantiations) is not None
         item = replace(item, pdl=pdl, expect=expect, kind=kind)
-        given = largest_smem(item.kernel, smem, instantiations, shown) if smem else None
+        given = largest_smem(item.kernel, smem, instantiations) if smem else None
         if given is not None:
             item = replace(item, resources=replace(item.resources, smem_dynamic=given.bytes),
                            smem_set_at=f"{given.path}:{given.line}")
