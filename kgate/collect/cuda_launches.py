@@ -3,8 +3,8 @@ memory, read from the source.
 
 A kernel is PDL-launched when a launch site passes it to `cudaLaunchKernelEx`
 (or `cudaLaunchKernelExC`) in a function that sets the attribute
-`cudaLaunchAttributeProgrammaticStreamSerialization` (and does not set
-`programmaticStreamSerializationAllowed` to 0), or passes it to one of the
+`cudaLaunchAttributeProgrammaticStreamSerialization` (and has not set
+`programmaticStreamSerializationAllowed` to 0 by the time of the call), or passes it to one of the
 project's own launch wrappers (`launch_wrappers = ["pdl::launch"]`). The
 kernel argument is recognised by name: an identifier that some `__global__`
 declaration of the project defines, with its template arguments if written.
@@ -31,7 +31,9 @@ _LAUNCH_EX = re.compile(r"\bcudaLaunchKernelExC?\s*(?:<[^;()]*>\s*)?\(")
 # and the cooperative one, whose arguments are the same.
 _LAUNCH_PLAIN = re.compile(r"\b(?P<via>cudaLaunch(?:Cooperative)?Kernel)\s*(?:<[^;()]*>\s*)?\(")
 _PDL_ATTRIBUTE = "cudaLaunchAttributeProgrammaticStreamSerialization"
-_PDL_OFF = re.compile(r"programmaticStreamSerializationAllowed\s*=\s*(?:0|false)\b")
+# The value the PDL attribute is given: `0`/`false` turns it off (any other value, a run-time flag included, may
+# leave it on).
+_PDL_VALUE = re.compile(r"programmaticStreamSerializationAllowed\s*=(?!=)\s*(?P<off>(?:0|false)\b)?")
 _IDENT = re.compile(r"[A-Za-z_]\w*")
 
 
@@ -223,9 +225,14 @@ def pdl_launch_sites(text: str, path: str, kernels: set[str], wrappers: tuple[st
 
 
 def _pdl_enabled(code: str, position: int) -> bool:
-    """Whether the function around a cudaLaunchKernelEx call sets the PDL launch attribute (on)."""
+    """Whether the function around a cudaLaunchKernelEx call sets the PDL launch attribute, on as the call is made:
+    the last value the function gives it before the call is not 0 (a function that launches one kernel with the
+    attribute off, then sets it on for the next, launches that one with PDL)."""
     region = code[_function_start(code, position):position]
-    return _PDL_ATTRIBUTE in region and not _PDL_OFF.search(region)
+    if _PDL_ATTRIBUTE not in region:
+        return False
+    given = list(_PDL_VALUE.finditer(region))
+    return not given or given[-1].group("off") is None
 
 
 def _function_start(code: str, position: int) -> int:
