@@ -1,6 +1,7 @@
 """KG301 reads the architecture a shell script or a Makefile gives through a variable however the file passes it:
 quoted (`-arch="$ARCH"`), through another variable (`GPU = $(SM)`), or as the number of an `sm_`/`compute_` word
-(`SM ?= 120` under `-arch=sm_$(SM)`); a number the word goes on suffixing (`sm_$(SM)a`) or a suffixed value
+(`SM ?= 120` under `-arch=sm_$(SM)`), or by a loop over a list (`$(foreach sm,$(SMS),...)`, `for sm in 90 120`);
+a number the word goes on suffixing (`sm_$(SM)a`) or a suffixed value
 (`SM ?= 120a`) is the `a` target, and is not reported."""
 
 from __future__ import annotations
@@ -36,6 +37,13 @@ def _lint(tmp_path: Path, name: str, build: str) -> list[str]:
     ("build.sh", "#!/bin/sh\nARCH=sm_120\nnvcc -arch=\"$ARCH\" -c k.cu\n", "build.sh:2:6"),
     ("build.sh", "#!/bin/sh\nARCH=\"sm_120\"\nnvcc --gpu-architecture \"${ARCH}\" -c k.cu\n", "build.sh:2:7"),
     ("build.sh", "#!/bin/sh\nARCH=120\nnvcc -arch=sm_${ARCH} -c k.cu\n", "build.sh:2:6"),
+    # A loop over the architectures: the CUDA samples' `SMS` list, a literal list, a shell loop.
+    ("Makefile", "SMS ?= 90 120\n$(foreach sm,$(SMS),$(eval GENCODE_FLAGS += -gencode arch=compute_$(sm),"
+     "code=sm_$(sm)))\nall:\n\tnvcc $(GENCODE_FLAGS) -c k.cu\n", "Makefile:1:11"),
+    ("Makefile", "GENCODE = $(foreach sm,90 120,-gencode arch=compute_$(sm),code=sm_$(sm))\nall:\n"
+     "\tnvcc $(GENCODE) -c k.cu\n", "Makefile:1:27"),
+    ("build.sh", "#!/bin/sh\nfor sm in 90 120; do\n  nvcc -gencode arch=compute_${sm},code=sm_${sm} -c k.cu\ndone\n",
+     "build.sh:2:14"),
 ])
 def test_an_architecture_passed_through_a_variable_is_read(tmp_path: Path, name: str, build: str,
                                                              where: str) -> None:
@@ -47,6 +55,7 @@ def test_an_architecture_passed_through_a_variable_is_read(tmp_path: Path, name:
     "SM ?= 120\nall:\n\tnvcc -gencode arch=compute_$(SM)a,code=sm_$(SM)a -c k.cu\n",
     "SM ?= 120a\nall:\n\tnvcc -gencode arch=compute_$(SM),code=sm_$(SM) -c k.cu\n",
     "SM = sm_120a\nGPU = $(SM)\nall:\n\tnvcc -arch=$(GPU) -c k.cu\n",
+    "SMS ?= 90 120a\n$(foreach sm,$(SMS),$(eval GENCODE_FLAGS += -gencode arch=compute_$(sm),code=sm_$(sm)))\n",
 ])
 def test_the_a_target_through_a_variable_is_not_reported(tmp_path: Path, build: str) -> None:
     assert _lint(tmp_path, "Makefile", build) == []

@@ -32,7 +32,8 @@ architecture flag (`nvcc -arch=$SM`, `-arch="${SM}"`, `NVCCFLAGS = -arch=$(GPU_A
 its assignments settings (`SM=sm_90`, `GPU_ARCH ?= sm_90`), and so does one
 that gives an `sm_`/`compute_` word its number (`SM ?= 90` under
 `-gencode arch=compute_$(SM),code=sm_$(SM)`, a bare `sm_90`; `sm_$(SM)a` is
-the `a` target); a variable assigned just such a variable (`GPU = $(SM)`)
+the `a` target), a loop's list included (`$(foreach sm,$(SMS),...sm_$(sm))`
+with `SMS ?= 90 120`, `for sm in 90 120; do`); a variable assigned just such a variable (`GPU = $(SM)`)
 passes it on. A variable no flag uses names no build.
 
 **Which sources a build owns.** The C++/CUDA files (`.cu`, `.cuh`, `.h`,
@@ -407,20 +408,39 @@ def _named(match: re.Match[str]) -> str:
     return next(name for name in match.groups() if name)
 
 
+# A loop that gives a variable each word of a list: a Makefile's `$(foreach sm,90 120,...)`, a shell's
+# `for sm in 90 120; do`.
+_FOREACH = lazy(r"\$\(foreach\s+(\w+)\s*,([^,]*),|^[ \t]*for[ \t]+(\w+)[ \t]+in[ \t]+([^;\n]*)", re.MULTILINE)
+
+
+def _assignments(text: str) -> Iterator[tuple[int, str, str, int]]:
+    """(line number, line, variable, offset of its value in the line) of each assignment of a shell script or
+    Makefile, and of each loop that gives a variable the words of a list (`_FOREACH`)."""
+    for number, line in enumerate(text.splitlines(), 1):
+        match = _ASSIGNMENT.match(line)
+        if match:
+            yield number, line, match.group(1), match.end()
+        if "for" in line:
+            for loop in _FOREACH.finditer(line):
+                if loop.group(1):
+                    yield number, line[:loop.end(2)], loop.group(1), loop.start(2)
+                else:
+                    yield number, line[:loop.end(4)], loop.group(3), loop.start(4)
+
+
 def _variables(text: str) -> tuple[set[str], set[str]]:
     """The variables of a shell script or Makefile that give an architecture flag its whole value, and those that give
-    the number of an `sm_`/`compute_` word; a variable assigned just another variable passes its kind on (`GPU =
-    $(SM)` under `-arch=$(GPU)` makes `SM` one)."""
+    the number of an `sm_`/`compute_` word; a variable assigned (or looping over) just another variable passes its
+    kind on (`GPU = $(SM)` under `-arch=$(GPU)` makes `SM` one, `$(foreach sm,$(SMS),...sm_$(sm))` makes `SMS`)."""
     whole = {_named(match) for match in _ARCH_VARIABLE.finditer(text)}
     numbers = {_named(match) for match in _NUMBER_VARIABLE.finditer(text)}
     if not whole and not numbers:
         return whole, numbers
     passed: list[tuple[str, str]] = []
-    for line in text.splitlines():
-        match = _ASSIGNMENT.match(line)
-        value = _WHOLE_REFERENCE.fullmatch(line[match.end():]) if match else None
-        if match and value:
-            passed.append((match.group(1), _named(value)))
+    for _number, line, name, start in _assignments(text):
+        value = _WHOLE_REFERENCE.fullmatch(line[start:])
+        if value:
+            passed.append((name, _named(value)))
     for _ in range(len(passed)):
         grown = False
         for name, other in passed:
@@ -440,27 +460,22 @@ def _assigned_architectures(text: str) -> list[tuple[int, str]]:
     used = _variables(text)[0]
     if not used:
         return []
-    out = []
-    for number, line in enumerate(text.splitlines(), 1):
-        match = _ASSIGNMENT.match(line)
-        if match and match.group(1) in used and not _CONTEXT.search(line):
-            out.append((number, line))
-    return out
+    return list(dict.fromkeys((number, line) for number, line, name, _start in _assignments(text)
+                              if name in used and not _CONTEXT.search(line)))
 
 
 def _assigned_numbers(text: str) -> list[tuple[int, int, str, str, str, str]]:
     """(line, column, text as written, family, suffix, kind) of the architecture numbers assigned to a variable of a
     shell script or Makefile that an `sm_`/`compute_` word ends with: `SM ?= 120` under `-arch=sm_$(SM)` is a bare
-    `sm_120`."""
+    `sm_120`, and so is each word of `$(foreach sm,90 120,...)` or `for sm in 90 120` under `sm_$(sm)`."""
     used = _variables(text)[1]
     out: list[tuple[int, int, str, str, str, str]] = []
     if not used:
         return out
-    for number, line in enumerate(text.splitlines(), 1):
-        match = _ASSIGNMENT.match(line)
-        if match and match.group(1) in used:
+    for number, line, name, start in _assignments(text):
+        if name in used:
             out.extend((number, value.start(), value.group(0), value.group(1), value.group(2), "flags")
-                       for value in _ARCH_NUMBER.finditer(line, match.end())
+                       for value in _ARCH_NUMBER.finditer(line, start)
                        if value.group(2) or not _written_on(line, value.end(), "shell"))
     return out
 
