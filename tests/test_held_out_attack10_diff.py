@@ -34,3 +34,30 @@ def test_the_same_sass_launched_with_another_dynamic_size_is_changed(tmp_path: P
     assert "0 identical, 1 changed" in run.stdout, run.stdout
     assert "the same SASS, launched with 204800 bytes of dynamic shared memory instead of 16384 (given at k.cu:8)" \
         in run.stdout, run.stdout
+
+
+PDL_HOST = """\
+void launch(float* x, cudaStream_t s) {
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = PDL;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = 1;
+  cfg.blockDim = 128;
+  cfg.stream = s;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  cudaError_t e = cudaLaunchKernelEx(&cfg, staged, x);
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+def test_the_same_sass_launched_with_pdl_now_is_changed(tmp_path: Path) -> None:
+    kernel = KERNEL.replace('#include "size.h"\n', '#include "pdl.h"\n').split("void launch")[0]
+    project = _repo(tmp_path / "p", {"k.cu": kernel + PDL_HOST, "pdl.h": "#define PDL 0\n"}, CFG)
+    (project / "pdl.h").write_text("#define PDL 1\n")
+    (project / "k.cu").write_text(kernel + PDL_HOST.replace("= PDL;", "= 1;"))
+    run = _diff(project, "HEAD", "--require-identical")
+    assert run.code == 1, run.stdout + run.stderr
+    assert "the same SASS, launched with programmatic dependent launch (PDL) now" in run.stdout, run.stdout

@@ -31,9 +31,9 @@ _LAUNCH_EX = re.compile(r"\bcudaLaunchKernelExC?\s*(?:<[^;()]*>\s*)?\(")
 # and the cooperative one, whose arguments are the same.
 _LAUNCH_PLAIN = re.compile(r"\b(?P<via>cudaLaunch(?:Cooperative)?Kernel)\s*(?:<[^;()]*>\s*)?\(")
 _PDL_ATTRIBUTE = "cudaLaunchAttributeProgrammaticStreamSerialization"
-# The value the PDL attribute is given: `0`/`false` turns it off (any other value, a run-time flag included, may
-# leave it on).
-_PDL_VALUE = re.compile(r"programmaticStreamSerializationAllowed\s*=(?!=)\s*(?P<off>(?:0|false)\b)?")
+# The value the PDL attribute is given: one the file settles to 0 (`0`, `false`, `#define PDL 0`) turns it off; any
+# other, a run-time flag included, may leave it on.
+_PDL_VALUE = re.compile(r"programmaticStreamSerializationAllowed\s*=(?!=)\s*(?P<value>[^;,{}]+)")
 _IDENT = re.compile(r"[A-Za-z_]\w*")
 
 
@@ -199,11 +199,12 @@ def pdl_launch_sites(text: str, path: str, kernels: set[str], wrappers: tuple[st
         return []
     code = without_disabled(shared_blank(text).code)  # a launch under `#if 0` is never compiled
     defined = namespaces(code, *headers)
+    constants = Constants(lambda: [*(without_disabled(shared_blank(h).code) for h in headers), code])
     sites: list[LaunchSite] = []
     for match in _LAUNCH_EX.finditer(code):
         open_paren = match.end() - 1
         args = split_arguments(code[open_paren + 1:balanced(code, open_paren) - 1])
-        if len(args) < 2 or not _pdl_enabled(code, match.start()):
+        if len(args) < 2 or not _pdl_enabled(code, match.start(), constants):
             continue
         site = _kernel_argument(args[1], kernels, defined)
         if site is not None:
@@ -224,15 +225,16 @@ def pdl_launch_sites(text: str, path: str, kernels: set[str], wrappers: tuple[st
     return sites
 
 
-def _pdl_enabled(code: str, position: int) -> bool:
+def _pdl_enabled(code: str, position: int, constants: Constants) -> bool:
     """Whether the function around a cudaLaunchKernelEx call sets the PDL launch attribute, on as the call is made:
-    the last value the function gives it before the call is not 0 (a function that launches one kernel with the
-    attribute off, then sets it on for the next, launches that one with PDL)."""
-    region = code[_function_start(code, position):position]
+    the last value the function gives it before the call is not one the file settles to 0 (a function that launches
+    one kernel with the attribute off, then sets it on for the next, launches that one with PDL)."""
+    start = _function_start(code, position)
+    region = code[start:position]
     if _PDL_ATTRIBUTE not in region:
         return False
     given = list(_PDL_VALUE.finditer(region))
-    return not given or given[-1].group("off") is None
+    return not given or constants.value(given[-1].group("value"), start + given[-1].start("value")) != 0
 
 
 def _function_start(code: str, position: int) -> int:

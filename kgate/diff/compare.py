@@ -2,8 +2,8 @@
 
 Variants are matched by identity (kernel, variant, target), never by a hash of their source, so an edited
 kernel is compared with what it was. A variant is `identical` when its instruction stream is (opcodes,
-operands, constant-bank offsets, encodings; addresses and symbol names aside) and its launch's dynamic shared
-memory is, `changed` otherwise, `new`
+operands, constant-bank offsets, encodings; addresses and symbol names aside) and its launch (dynamic shared
+memory, PDL) is, `changed` otherwise, `new`
 or `gone` when one side lacks it, `failed` when a side did not compile it, and `unknown` when a side's cubin
 is no longer in the cache to read.
 """
@@ -219,15 +219,21 @@ def _compared(old_key: Key, key: Key, base: Side, head: Side, listings: Listings
 
 
 def _launched(row: Row, before: KernelFacts, after: KernelFacts) -> Row:
-    """An identical row, or a changed one where the same code is launched with another amount of dynamic shared
-    memory (a CUDA launch's size, a host-side constant of the project): the same SASS then runs at another
-    occupancy, or does not launch at all, so it is no proof of the same performance."""
+    """An identical row, or a changed one where the same code is launched otherwise: with another amount of dynamic
+    shared memory (a CUDA launch's size, a host-side constant of the project), where the same SASS runs at another
+    occupancy or does not launch at all, or with PDL where it was not (or the other way), where it overlaps the
+    kernel before it or no longer does. Neither is a proof of the same performance."""
     old, new = before.resources.smem_dynamic, after.resources.smem_dynamic
-    if old == new:
+    said = []
+    if old != new:
+        where = f" (given at {after.smem_set_at})" if after.smem_set_at else ""
+        said.append(f"launched with {new} bytes of dynamic shared memory instead of {old}{where}")
+    if before.pdl != after.pdl:
+        said.append("launched with programmatic dependent launch (PDL) now" if after.pdl else
+                    "no longer launched with programmatic dependent launch (PDL)")
+    if not said:
         return row
-    where = f" (given at {after.smem_set_at})" if after.smem_set_at else ""
-    return replace(row, status="changed", note=f"the same SASS, launched with {new} bytes of dynamic shared memory "
-                                               f"instead of {old}{where}")
+    return replace(row, status="changed", note="the same SASS, " + "; ".join(said))
 
 
 def _same_cubin(a: tuple[str, str | None] | None, b: tuple[str, str | None] | None) -> bool:
