@@ -160,3 +160,39 @@ def test_kgate_check_gates_each_namespaces_kernel_with_its_own_launch(tmp_path: 
     assert run.code == 1, run.stdout + run.stderr
     findings = [line for line in run.stdout.splitlines() if "KG104" in line]
     assert len(findings) == 1 and "[big::k k.cu @ sm_120a]" in findings[0], run.stdout
+
+
+FLAGGED = """\
+#ifndef SMEM_BYTES
+#define SMEM_BYTES (16 * 1024)
+#endif
+#define KEPT (8 * 1024)
+void launch(float* x) {
+  k<<<1, 128, SMEM_BYTES>>>(x);
+  big<<<1, 128, STAGES * KEPT>>>(x);
+  small<<<1, 128, KEPT>>>(x);
+}
+"""
+
+
+def test_a_size_the_compiles_flags_define_is_theirs() -> None:
+    from kgate.collect.cpp_constants import given_macros
+
+    given = given_macros(["-O3", "-DSMEM_BYTES=200*1024", "-D", "STAGES=4", "-DKEPT=1", "-DGONE=2", "-UGONE"])
+    assert given == {"SMEM_BYTES": "200*1024", "STAGES": "4", "KEPT": "1"}
+    found = {(s.kernel, s.bytes) for s in smem_sites(FLAGGED, "a.cu", KERNELS, (), given)}
+    # `#ifndef SMEM_BYTES` skips the file's default; STAGES is the flag's alone; the file's own `#define KEPT`
+    # replaces the flag's.
+    assert found == {("k", 204800), ("big", 32768), ("small", 8192)}, found
+    assert {(s.kernel, s.bytes) for s in smem_sites(FLAGGED, "a.cu", KERNELS)} == {("small", 8192)}
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+def test_kgate_check_gates_a_size_the_tables_flags_define(tmp_path: Path) -> None:
+    (tmp_path / "kgate.toml").write_text('targets = ["sm_120a"]\n\n[[cuda]]\nsources = ["*.cu"]\n'
+                                         'flags = ["-DSMEM_BYTES=200*1024"]\n')
+    (tmp_path / "k.cu").write_text(SPACED.split("void launch")[0].replace("big", "k") + FLAGGED.split("  big<<<")[0]
+                                   + "}\n")
+    run = kgate("check", "--select", "KG104", cwd=tmp_path)
+    assert run.code == 1, run.stdout + run.stderr
+    assert "204800 of them dynamic, given at k.cu:12" in run.stdout, run.stdout

@@ -14,7 +14,8 @@ ternary operator on a settled condition), C's literals (hexadecimal, binary, oct
 never a guess): a function call, a template (of any type) or function parameter of the name, a structured binding,
 a variable outside any function (another file may assign it), a value its declared type cannot hold, a name
 defined twice with two
-values, one a preprocessor conditional asks about (`#ifndef SMEM`: the build may give it with `-D`), a run-time
+values, one a preprocessor conditional asks about (`#ifndef SMEM`: the build may give it with `-D`) unless the
+compile's flags do define it (then it is theirs, as a name the file does not define is), a run-time
 variable, a step past `int`, an unsigned value that wraps.
 """
 
@@ -93,17 +94,21 @@ class _Definition(NamedTuple):
 class Constants:
     """The names one file's text (with its headers') defines, and the integers expressions of them give."""
 
-    def __init__(self, texts: Iterable[str] | Callable[[], Iterable[str]]) -> None:
+    def __init__(self, texts: Iterable[str] | Callable[[], Iterable[str]], given: dict[str, str] | None = None
+                 ) -> None:
         """`texts`: the texts (blanked), or a function giving them, called once an expression names a constant;
-        the last is the file's own (the one `value`'s `at` is an offset in)."""
+        the last is the file's own (the one `value`'s `at` is an offset in). `given`: the macros the compile's
+        flags define (`-DSMEM=98304`: `given_macros`), which a preprocessor conditional asks about (`#ifndef SMEM`)
+        or the texts do not define."""
         self.texts = texts
-        self._defined: tuple[dict[str, list[_Definition]], set[str], int] | None = None
+        self.given = given or {}
+        self._defined: tuple[dict[str, list[_Definition]], set[str], set[str], int] | None = None
         self.values: dict[tuple[str, int, int], int | None] = {}
 
     @property
-    def definitions(self) -> tuple[dict[str, list[_Definition]], set[str], int]:
-        """Each name's definitions, the names no text settles (assigned, asked about by the preprocessor), and the
-        index of the file's own text."""
+    def definitions(self) -> tuple[dict[str, list[_Definition]], set[str], set[str], int]:
+        """Each name's definitions, the names no text settles by itself (changed after their declaration; asked
+        about by a preprocessor conditional), and the index of the file's own text."""
         if self._defined is None:
             texts = list(self.texts() if callable(self.texts) else self.texts)
             self._defined = (*_defined(texts), len(texts) - 1)
@@ -118,8 +123,18 @@ class Constants:
     def _name(self, name: str, seen: set[str], at: int | None, text: int | None = None) -> int | None:
         if name in ("true", "false"):
             return int(name == "true")
-        found, unsettled, own = self.definitions
-        if name in unsettled or name in seen:
+        found, changed, tested, own = self.definitions
+        if name in seen or name in changed:
+            return None
+        if name in self.given and (name in tested or name not in found):
+            # The build defines it: `#ifndef SMEM` then skips the file's default, and a name the file does not
+            # define is the flag's.
+            key = (name, -1, -1)
+            if key not in self.values:
+                self.values[key] = _evaluate(self.given[name], lambda inner, again: self._name(inner, again, None),
+                                             seen | {name})
+            return self.values[key]
+        if name in tested:
             return None
         text = own if text is None else text
         visible = [d for d in found.get(name, ()) if d.scope is None or (  # a local, from its declaration on
@@ -140,12 +155,43 @@ class Constants:
         return self.values[key]
 
 
-def _defined(texts: list[str]) -> tuple[dict[str, list[_Definition]], set[str]]:
-    """The definitions of names in `texts` (`Constants`), and the names none of them settles: assigned after their
-    declaration (`name = `, `name += `, `++name`, `&name`), a variable (not `const`) handed to a call or bound to a
-    reference, which may change it there, or asked about by a preprocessor conditional."""
+def given_macros(flags: Iterable[str]) -> dict[str, str]:
+    """The macros a compile's flags define, with their values: `-DSMEM=98304`, `-D SMEM=98304`, `--define-macro
+    SMEM=98304` (`-DFLAG` is 1); `-USMEM` takes one away again."""
+    out: dict[str, str] = {}
+    words = list(flags)
+    for index, flag in enumerate(words):
+        value: str | None = None
+        undefine = False
+        if flag in ("-D", "--define-macro") and index + 1 < len(words):
+            value = words[index + 1]
+        elif flag.startswith("--define-macro="):
+            value = flag.split("=", 1)[1]
+        elif flag.startswith("-D") and len(flag) > 2:
+            value = flag[2:]
+        elif flag.startswith("-U") and len(flag) > 2:
+            value, undefine = flag[2:], True
+        elif flag in ("-U", "--undefine-macro") and index + 1 < len(words):
+            value, undefine = words[index + 1], True
+        if value is None:
+            continue
+        name, _, given = value.partition("=")
+        if not re.fullmatch(r"[A-Za-z_]\w*", name):
+            continue
+        if undefine:
+            out.pop(name, None)
+        else:
+            out[name] = given if "=" in value else "1"
+    return out
+
+
+def _defined(texts: list[str]) -> tuple[dict[str, list[_Definition]], set[str], set[str]]:
+    """The definitions of names in `texts` (`Constants`), the names they change (assigned after their declaration:
+    `name = `, `name += `, `++name`, `&name`; a variable, not `const`, handed to a call or bound to a reference,
+    which may change it there), and the names a preprocessor conditional asks about (the build may define them)."""
     found: dict[str, list[_Definition]] = {}
     unsettled: set[str] = set()
+    tested: set[str] = set()
     for index, code in enumerate(texts):
         declared: set[int] = set()
         variables: set[int] = set()  # the offsets of declarations that are not `const`: variables
@@ -192,16 +238,16 @@ def _defined(texts: list[str]) -> tuple[dict[str, list[_Definition]], set[str]]:
             found.setdefault(name, []).append(_Definition(value, index, at, scope, kind))
         for match in _TESTED.finditer(code):
             if match.group("name"):
-                unsettled.add(match.group("name"))
+                tested.add(match.group("name"))
             else:
-                unsettled.update(_DEFINED_TEST.findall(match.group("condition") or ""))
+                tested.update(_DEFINED_TEST.findall(match.group("condition") or ""))
         for match in _CHANGED.finditer(code):
             name = match.group("name") or match.group("before")
             if name and not (match.group("name") and match.start("name") in declared):
                 unsettled.add(name)
         names = {name for name, _value, at, _local, _kind in pending if at in variables}
         unsettled.update(name for name in _handed_on(code) if name in names)
-    return found, unsettled
+    return found, unsettled, tested
 
 
 # A template's parameter list, and a structured binding's names (`auto& [bytes, stages] = ...`).

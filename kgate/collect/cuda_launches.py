@@ -66,14 +66,15 @@ _MAX_DYNAMIC = "MaxDynamicSharedMemorySize"
 _DYNAMIC_BYTES = re.compile(r"\.?\bdynamicSmemBytes\s*=\s*([^;,{}]+)")
 
 
-def smem_sites(text: str, path: str, kernels: set[str], headers: tuple[str, ...] = ()) -> list[SmemSite]:
+def smem_sites(text: str, path: str, kernels: set[str], headers: tuple[str, ...] = (),
+               given: dict[str, str] | None = None) -> list[SmemSite]:
     """The sites in one file's text that give a kernel of the project (`kernels`: their identifiers) a settled
     amount of dynamic shared memory; `headers`: the texts of the project headers the file includes, whose
-    constants its sizes may name."""
+    constants its sizes may name; `given`: the macros its compile's flags define (`-DSMEM=98304`)."""
     if not may_launch(text) and _SET_ATTRIBUTE not in text and "cudaLaunch" not in text:
         return []
     code = without_disabled(shared_blank(text).code)  # a launch under `#if 0` is never compiled
-    constants = Constants(lambda: [*(without_disabled(shared_blank(h).code) for h in headers), code])
+    constants = Constants(lambda: [*(without_disabled(shared_blank(h).code) for h in headers), code], given)
     defined = namespaces(code, *headers)
     sites: list[SmemSite] = []
     for match in re.finditer(r"<<<", code):
@@ -101,8 +102,8 @@ def smem_sites(text: str, path: str, kernels: set[str], headers: tuple[str, ...]
         open_paren = match.end() - 1
         args = split_arguments(_joined(code[open_paren + 1:balanced(code, open_paren) - 1]))
         named = _kernel_argument(args[1], kernels, defined) if len(args) >= 2 else None
-        given = _configured_bytes(code, args[0], match.start()) if named is not None else None
-        size = constants.value(*given) if given is not None else None
+        configured = _configured_bytes(code, args[0], match.start()) if named is not None else None
+        size = constants.value(*configured) if configured is not None else None
         if named is not None and size is not None and size > 0:
             sites.append(SmemSite(path, line_of(code, match.start()), *named[:2], size, "cudaLaunchKernelEx",
                                   named[2]))
@@ -192,14 +193,15 @@ def _template_end(text: str, start: int) -> int:
 
 
 def pdl_launch_sites(text: str, path: str, kernels: set[str], wrappers: tuple[str, ...],
-                     headers: tuple[str, ...] = ()) -> list[LaunchSite]:
+                     headers: tuple[str, ...] = (), given: dict[str, str] | None = None) -> list[LaunchSite]:
     """PDL launch sites in one file's text; `kernels` are the identifiers of the project's kernels; `headers`: the
-    texts of the project headers the file includes (which declare the namespaces its launches may name)."""
+    texts of the project headers the file includes (which declare the namespaces its launches may name); `given`:
+    the macros its compile's flags define."""
     if "cudaLaunchKernelEx" not in text and not any(w in text for w in wrappers):
         return []
     code = without_disabled(shared_blank(text).code)  # a launch under `#if 0` is never compiled
     defined = namespaces(code, *headers)
-    constants = Constants(lambda: [*(without_disabled(shared_blank(h).code) for h in headers), code])
+    constants = Constants(lambda: [*(without_disabled(shared_blank(h).code) for h in headers), code], given)
     sites: list[LaunchSite] = []
     for match in _LAUNCH_EX.finditer(code):
         open_paren = match.end() - 1

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import kgate
+from kgate.collect.cpp_constants import given_macros
 from kgate.collect.cuda_flags import choose_arch
 from kgate.collect.cuda_launches import LaunchSite, SmemSite, pdl_launch_sites, smem_sites
 from kgate.collect.cuda_names import global_definitions, matches
@@ -380,6 +381,9 @@ def launch_sites(config: Config, sources: list[CudaSource]) -> tuple[list[Launch
     (a header's sizes may name its own constants; a source's, its headers' too)."""
     texts: dict[Path, tuple[str, tuple[str, ...]]] = {}
     headers_of: dict[Path, tuple[Path, ...]] = {}
+    # The macros each source's compile defines (`-DSMEM=...`): its sizes may name them. A header's own sites are read
+    # without any (the sources that include it may define them otherwise).
+    given = {source.path: given_macros(source.flags) for source in sources}
     for source in sources:
         for path in (source.path, *source.headers):
             if path not in texts:
@@ -399,6 +403,6 @@ def launch_sites(config: Config, sources: list[CudaSource]) -> tuple[list[Launch
         text, wrappers = texts[path]
         shown = display_path(path, config.root, known)
         headers = tuple(texts[h][0] for h in headers_of.get(path, ()) if h in texts)
-        sites.extend(pdl_launch_sites(text, shown, kernels, wrappers, headers))
-        smem.extend(smem_sites(text, shown, kernels, headers))
+        sites.extend(pdl_launch_sites(text, shown, kernels, wrappers, headers, given.get(path)))
+        smem.extend(smem_sites(text, shown, kernels, headers, given.get(path)))
     return sites, smem
