@@ -59,3 +59,38 @@ def test_an_architecture_passed_through_a_variable_is_read(tmp_path: Path, name:
 ])
 def test_the_a_target_through_a_variable_is_not_reported(tmp_path: Path, build: str) -> None:
     assert _lint(tmp_path, "Makefile", build) == []
+
+
+CMAKE_HEAD = "cmake_minimum_required(VERSION 3.24)\nproject(p LANGUAGES CUDA)\n"
+
+
+@pytest.mark.parametrize(("build", "where"), [
+    ("set(ARCH 120)\nadd_library(k k.cu)\nset_target_properties(k PROPERTIES CUDA_ARCHITECTURES ${ARCH})\n",
+     "CMakeLists.txt:3:10"),
+    ("set(SM 120)\nadd_library(k k.cu)\ntarget_compile_options(k PRIVATE -gencode arch=compute_${SM},code=sm_${SM})\n",
+     "CMakeLists.txt:3:8"),
+    ('set(GPU_ARCHS "120" CACHE STRING "archs")\nset(CMAKE_CUDA_ARCHITECTURES ${GPU_ARCHS})\nadd_library(k k.cu)\n',
+     "CMakeLists.txt:3:16"),
+    ("foreach(sm 90 120)\n  list(APPEND FLAGS -gencode arch=compute_${sm},code=sm_${sm})\nendforeach()\n"
+     "add_library(k k.cu)\ntarget_compile_options(k PRIVATE ${FLAGS})\n", "CMakeLists.txt:3:15"),
+    ("set(A 120)\nset(B ${A})\nadd_library(k k.cu)\nset_target_properties(k PROPERTIES CUDA_ARCHITECTURES ${B})\n",
+     "CMakeLists.txt:3:7"),
+])
+def test_an_architecture_a_cmake_variable_holds_is_read(tmp_path: Path, build: str, where: str) -> None:
+    found = _lint(tmp_path, "CMakeLists.txt", CMAKE_HEAD + build)
+    assert len(found) == 1 and found[0].startswith(f"{where}: KG301 error arch-target:"), found
+
+
+@pytest.mark.parametrize("build", [
+    "set(ARCH 120a)\nadd_library(k k.cu)\nset_target_properties(k PROPERTIES CUDA_ARCHITECTURES ${ARCH})\n",
+    'set(GPU_ARCHS "120a" CACHE STRING "archs such as 120 or 100")\nset(CMAKE_CUDA_ARCHITECTURES ${GPU_ARCHS})\n'
+    "add_library(k k.cu)\n",
+    # The bare value is a portable target's, whose source uses no sm_120a-only code.
+    "set(PORTABLE 120)\nadd_library(portable portable.cu)\n"
+    "set_target_properties(portable PROPERTIES CUDA_ARCHITECTURES ${PORTABLE})\nadd_library(fast k.cu)\n"
+    "set_target_properties(fast PROPERTIES CUDA_ARCHITECTURES 120a)\n",
+])
+def test_the_a_target_or_a_portable_target_through_a_cmake_variable_is_not_reported(tmp_path: Path,
+                                                                                   build: str) -> None:
+    (tmp_path / "portable.cu").write_text("__global__ void p(float* x) { x[0] = 1; }\n")
+    assert _lint(tmp_path, "CMakeLists.txt", CMAKE_HEAD + build) == []

@@ -34,7 +34,11 @@ that gives an `sm_`/`compute_` word its number (`SM ?= 90` under
 `-gencode arch=compute_$(SM),code=sm_$(SM)`, a bare `sm_90`; `sm_$(SM)a` is
 the `a` target), a loop's list included (`$(foreach sm,$(SMS),...sm_$(sm))`
 with `SMS ?= 90 120`, `for sm in 90 120; do`); a variable assigned just such a variable (`GPU = $(SM)`)
-passes it on. A variable no flag uses names no build.
+passes it on. A variable no flag uses names no build. CMake's variables are read the same way:
+`set(ARCHS 120)` under `CUDA_ARCHITECTURES ${ARCHS}` or `set(CMAKE_CUDA_ARCHITECTURES ${ARCHS})`,
+`set(SM 120)` under `arch=compute_${SM},code=sm_${SM}`, a `foreach` over a list, a variable set to
+another's; such a value is judged by the sources of the setting that uses it (a portable target's `${ARCH}`
+is not reported for a target beside it).
 
 **Which sources a build owns.** The C++/CUDA files (`.cu`, `.cuh`, `.h`,
 `.hpp`, `.cpp`, `.cc`, `.inl`, `.ptx`, ...) in the build file's folder and
@@ -216,7 +220,7 @@ _TORCH_VALUE = lazy(r"(?<![\w.])(\d{1,2})\.(\d)([af]?)(?:\+PTX)?(?![\w.])")
 def check(source: Any, ctx: SourceContext) -> Iterable[Report]:
     families = set(ctx.options["families"])
     warn_family = ctx.options["family"] == "warn"
-    bare: list[tuple[int, int, str, str, str]] = []
+    bare: list[tuple[int, int, str, str, str, int]] = []
     near = flag_words(source.text)
     if not near:
         return  # no line names a build flag: the file is not read further
@@ -234,13 +238,17 @@ def check(source: Any, ctx: SourceContext) -> Iterable[Report]:
         named += [(number, *found) for number, line in _assigned_architectures(text)
                   for found in _architectures(line, joins)]
         named += _assigned_numbers(text)
+    at: dict[tuple[int, int], int] = {}  # a variable's value: the line of the setting that uses the variable
     if source.rel.rsplit("/", 1)[-1] == "CMakeLists.txt" or source.rel.endswith(".cmake"):
         named += _continued_cmake_values(text, flagged)
+        for number, col, written, family, suffix, kind, used in _cmake_variables(text):
+            named.append((number, col, written, family, suffix, kind))
+            at[(number, col)] = used
     for number, col, written, family, suffix, kind in named:
         if family not in families:
             continue
         if suffix == "":
-            bare.append((number, col, written, family, kind))
+            bare.append((number, col, written, family, kind, at.get((number, col), number)))
         elif suffix == "f" and warn_family:
             yield Report(f"`{written}`: {family_note(family)}", severity=Severity.WARNING, line=number,
                          col=col + 1, end_line=number, end_col=col + 1 + len(written), discriminator=written)
@@ -248,6 +256,60 @@ def check(source: Any, ctx: SourceContext) -> Iterable[Report]:
         # The verdict reads the sources the build compiles.
         source.derived[READS_BEYOND] = True
         yield from _judged(source, bare, ctx.options["portable"] == "note")
+
+
+# CMake's assignments of a variable (`set(SM 120)`, `list(APPEND ARCHS 90 120)`, `foreach(sm 90 120)`), up to the
+# value's `)` or the `CACHE`/`PARENT_SCOPE` that ends it, and a reference to one (`${SM}`).
+_CMAKE_ASSIGNMENT = lazy(r"\b(?:set|list\s*\(\s*APPEND|foreach)\s*\(?\s*(\w+)\s+(?:IN\s+(?:LISTS|ITEMS)\s+)?"
+                         r"((?:(?!\bCACHE\b|\bPARENT_SCOPE\b)[^)])*)", re.IGNORECASE)
+_CMAKE_REFERENCE = lazy(r"\$\{(\w+)\}")
+
+
+def _cmake_variables(text: str) -> list[tuple[int, int, str, str, str, str, int]]:
+    """(line, column, text as written, family, suffix, kind, line of the setting that uses it) of the architectures
+    a CMake file assigns to a variable that an architecture setting uses: `set(ARCHS 120)` under
+    `CUDA_ARCHITECTURES ${ARCHS}` (or `set(CMAKE_CUDA_ARCHITECTURES ${ARCHS})`), `set(SM 120)` under
+    `-gencode arch=compute_${SM},code=sm_${SM}`, `set(ARCH sm_120)` under `-arch=${ARCH}`; also through another
+    variable (`set(B ${A})`) and a `foreach` over a list."""
+    used: dict[str, tuple[str, int]] = {}  # variable -> (kind of its values, the line of the setting using it)
+    lines = text.splitlines()
+    for number, line in enumerate(lines, 1):
+        for setting in _CMAKE_ARCHS.finditer(line):
+            for ref in _CMAKE_REFERENCE.finditer(setting.group(1)):
+                used.setdefault(ref.group(1), ("CUDA_ARCHITECTURES", number))
+        for ref in _ARCH_VARIABLE.finditer(line):
+            used.setdefault(_named(ref), ("whole", number))
+        for ref in _NUMBER_VARIABLE.finditer(line):
+            used.setdefault(_named(ref), ("number", number))
+    if not used:
+        return []
+    starts = list(accumulate(map(len, text.splitlines(keepends=True)), initial=0))
+    assigned = [(match.group(1), match.start(2), match.group(2)) for match in _CMAKE_ASSIGNMENT.finditer(text)]
+    for _ in range(len(assigned)):  # `set(B ${A})` under a setting that uses B makes A one too
+        grown = False
+        for name, _start, value in assigned:
+            for ref in _CMAKE_REFERENCE.finditer(value):
+                if name in used and ref.group(1) not in used:
+                    used[ref.group(1)] = used[name]
+                    grown = True
+        if not grown:
+            break
+    out: list[tuple[int, int, str, str, str, str, int]] = []
+    for name, start, value in assigned:
+        if name not in used:
+            continue
+        kind, use = used[name]
+        if kind == "whole":
+            found = [(m.start(), m.group(0), m.group(2), m.group(3), "flags") for m in _NVCC_ARCH.finditer(value)]
+        else:
+            pattern = _CMAKE_VALUE if kind == "CUDA_ARCHITECTURES" else _ARCH_NUMBER
+            found = [(m.start(), m.group(0), m.group(1), m.group(2), "CUDA_ARCHITECTURES" if kind ==
+                      "CUDA_ARCHITECTURES" else "flags") for m in pattern.finditer(value)]
+        for offset, written, family, suffix, shown in found:
+            at = start + offset
+            number = bisect_right(starts, at)
+            out.append((number, at - starts[number - 1], written, family, suffix, shown, use))
+    return out
 
 
 # A word of a CMake argument list that may stand among architectures on a line of their own.
@@ -279,9 +341,10 @@ def _continued_cmake_values(text: str, flagged: list[tuple[int, str]]) -> list[t
     return out
 
 
-def _judged(source: Any, bare: list[tuple[int, int, str, str, str]], note: bool) -> Iterator[Report]:
+def _judged(source: Any, bare: list[tuple[int, int, str, str, str, int]], note: bool) -> Iterator[Report]:
     """A report for each bare architecture whose build compiles arch-specific code of its family (a note for one
-    that compiles none, when asked)."""
+    that compiles none, when asked); each is judged by the sources of the setting on its last line (the one that
+    uses the variable a value is assigned to, or its own)."""
     from kgate.collect.build_handoff import handed_on
     from kgate.collect.build_units import units
     from kgate.hardware.arch_features import lost_by_bare
@@ -290,14 +353,14 @@ def _judged(source: Any, bare: list[tuple[int, int, str, str, str]], note: bool)
     tree = _tree(source)
     handed = handed_on(tree, source.path, here) if tree is not None else []
     found = _Builds(here, units(source.name, source.text, tree))
-    for number, col, written, family, kind in bare:
+    for number, col, written, family, kind, used in bare:
         span: dict[str, Any] = {"line": number, "col": col + 1, "end_line": number, "end_col": col + 1 + len(written),
                 "discriminator": written}
         inner = [(first, folder) for first, last, folder in handed if first <= number <= last]
         folder = max(inner, key=lambda item: item[0])[1] if inner else here
         if folder is None:
             continue  # handed to another build tool in a folder that cannot be read here: its sources are unknown
-        evidence = found.uses(folder, number, kind, family)
+        evidence = found.uses(folder, used, kind, family)
         if evidence is not None:
             where, spelling = os.path.relpath(evidence[0], here).replace(os.sep, "/"), evidence[1]
             target = _a_spelling(written)
