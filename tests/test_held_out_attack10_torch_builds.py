@@ -58,3 +58,16 @@ def test_a_mapping_spread_before_the_nvcc_key_is_replaced_by_it(tmp_path: Path) 
     script = ("import json\nBASE = json.load(open('flags.json'))\n"
               "CUDAExtension('x', ['k.cu'], extra_compile_args={**BASE, 'nvcc': ['-DHEADDIM=64']})\n")
     assert _build(tmp_path, script) == (("-DHEADDIM=64",), ())
+
+
+def test_an_option_one_build_of_a_shared_source_gives_and_the_other_not_is_named(tmp_path: Path) -> None:
+    (tmp_path / "k.cu").write_text("// source\n")
+    (tmp_path / "a.py").write_text('from torch.utils.cpp_extension import load\n'
+                                   'load("a", ["k.cu"], extra_cuda_cflags=["-DHEADDIM=64", "-O3", "--maxrregcount", '
+                                   '"64"])\n')
+    (tmp_path / "b.py").write_text('from torch.utils.cpp_extension import load\n'
+                                   'load("b", ["k.cu"], extra_cuda_cflags=["-DHEADDIM=128", "-O3"])\n')
+    [build] = by_source(torch_builds(tmp_path, [tmp_path / "k.cu"])).values()
+    assert build.flags == ("-O3",)
+    assert build.unsettled == ("-DHEADDIM=64", "--maxrregcount 64", "-DHEADDIM=128"), build.unsettled
+    assert "-DHEADDIM=64, --maxrregcount 64, -DHEADDIM=128" in build.note(tmp_path)

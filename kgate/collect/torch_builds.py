@@ -87,10 +87,12 @@ def by_source(builds: list[TorchBuild]) -> dict[Path, TorchBuild]:
             if first is None:
                 out[source] = build
             elif first.flags != build.flags:
-                theirs = _options(build.flags)
-                shared = tuple(flag for option in _options(first.flags) if option in theirs for flag in option)
+                mine, theirs = _options(first.flags), _options(build.flags)
+                shared = tuple(flag for option in mine if option in theirs for flag in option)
+                # An option one build gives and the other does not is the build's to choose: named, not guessed.
+                apart = tuple(" ".join(option) for option in [*mine, *theirs] if (option in mine) != (option in theirs))
                 out[source] = TorchBuild(first.script, first.line, first.sources, shared,
-                                         tuple(dict.fromkeys(first.unsettled + build.unsettled)))
+                                         tuple(dict.fromkeys(first.unsettled + build.unsettled + apart)))
     return out
 
 
