@@ -61,3 +61,24 @@ def test_the_same_sass_launched_with_pdl_now_is_changed(tmp_path: Path) -> None:
     run = _diff(project, "HEAD", "--require-identical")
     assert run.code == 1, run.stdout + run.stderr
     assert "the same SASS, launched with programmatic dependent launch (PDL) now" in run.stdout, run.stdout
+
+
+SETUP = """\
+import os
+from setuptools import setup
+from torch.utils.cpp_extension import CUDAExtension
+S = int(os.environ.get("SCALE", 2))
+setup(name="m", ext_modules=[CUDAExtension("m", ["k.cu"], extra_compile_args={"nvcc": ["-O3", f"-DSCALE={S}"]})])
+"""
+SCALED = "#ifndef SCALE\n#define SCALE 1\n#endif\n__global__ void scale(float* x) { x[threadIdx.x] *= SCALE; }\n"
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+def test_a_changed_build_script_whose_flags_kgate_cannot_read_is_no_proof(tmp_path: Path) -> None:
+    project = _repo(tmp_path / "p", {"k.cu": SCALED, "setup.py": SETUP}, CFG)
+    run = _diff(project, "HEAD", "--require-identical")
+    assert run.code == 0 and "1 identical, 0 changed" in run.stdout, run.stdout + run.stderr
+    (project / "setup.py").write_text(SETUP.replace('"SCALE", 2', '"SCALE", 3'))
+    run = _diff(project, "HEAD", "--require-identical")
+    assert run.code == 1, run.stdout + run.stderr
+    assert "the build script that gives it flags kgate cannot read (f'-DSCALE={S}') changed" in run.stdout, run.stdout

@@ -20,6 +20,7 @@ that two builds list with different flags is compiled with the options (each wit
 from __future__ import annotations
 
 import ast
+import hashlib
 import os
 import shlex
 from collections.abc import Iterable
@@ -43,6 +44,9 @@ class TorchBuild:
     sources: tuple[Path, ...]  # the sources it lists that exist, resolved
     flags: tuple[str, ...]  # its nvcc flags as kgate keeps them (architectures, outputs and modes dropped)
     unsettled: tuple[str, ...] = ()  # its nvcc flags the text does not settle, as written (`f"-D_N_={HEAD_SIZE}"`)
+    # A hash of the script's text, where some flag is unsettled: what such a flag stands for may change with any of
+    # it (`HEAD_SIZE = int(os.environ.get("H", 64))` given another default), so a diff compares it whole.
+    digest: str = ""
 
     def note(self, root: Path) -> str:
         """What a compile error of one of its sources adds: the flags kgate could not read, and where to give them."""
@@ -91,8 +95,10 @@ def by_source(builds: list[TorchBuild]) -> dict[Path, TorchBuild]:
                 shared = tuple(flag for option in mine if option in theirs for flag in option)
                 # An option one build gives and the other does not is the build's to choose: named, not guessed.
                 apart = tuple(" ".join(option) for option in [*mine, *theirs] if (option in mine) != (option in theirs))
-                out[source] = TorchBuild(first.script, first.line, first.sources, shared,
-                                         tuple(dict.fromkeys(first.unsettled + build.unsettled + apart)))
+                unsettled = tuple(dict.fromkeys(first.unsettled + build.unsettled + apart))
+                digest = hashlib.sha256(f"{first.digest}\0{build.digest}\0{unsettled}".encode()).hexdigest()
+                out[source] = TorchBuild(first.script, first.line, first.sources, shared, unsettled,
+                                         digest if unsettled else "")
     return out
 
 
@@ -143,7 +149,8 @@ def _script_builds(script: Path) -> list[TorchBuild]:
         if not found:
             continue
         flags, unsettled = _flags(node, kind, constants, script)
-        out.append(TorchBuild(script, node.lineno, found, flags, unsettled))
+        digest = hashlib.sha256(text.encode()).hexdigest() if unsettled else ""
+        out.append(TorchBuild(script, node.lineno, found, flags, unsettled, digest))
     return out
 
 
