@@ -301,6 +301,10 @@ _ARGUMENT = re.compile(r"(?<=[(,])\s*(?P<name>[A-Za-z_]\w*)\s*(?=[,)])")
 _READ_INTO = re.compile(r"(?<![>])>>\s*(?P<name>[A-Za-z_]\w*)\b(?!\s*[(\[.])")
 _REFERENCED = re.compile(r"&\s*[A-Za-z_]\w*\s*(?:=|\{|\()\s*(?P<name>[A-Za-z_]\w*)\s*[;})]")
 _NOT_CALLS = {"if", "while", "for", "switch", "return", "sizeof", "decltype", "alignof", "case", "noexcept"}
+# Calls that take their arguments by value (or by const reference): a size handed to them is not changed there.
+_BY_VALUE = {"printf", "fprintf", "min", "max", "dim3", "assert", "TORCH_CHECK", "cudaFuncSetAttribute",
+             "cudaLaunchKernelEx", "cudaLaunchKernelExC", "cudaLaunchKernel", "cudaLaunchCooperativeKernel",
+             "cudaMalloc", "cudaMemset", "cudaMemsetAsync", "cudaMemcpy", "cudaMemcpyAsync"}
 
 
 def _handed_on(code: str) -> set[str]:
@@ -313,7 +317,7 @@ def _handed_on(code: str) -> set[str]:
             continue
         before = code[max(0, opening - 64):opening].rstrip()
         callee = re.search(r"(?:[A-Za-z_]\w*|>|\)|\])$", before)
-        if callee is None or before.endswith(">>>") or callee.group(0) in _NOT_CALLS:
+        if callee is None or before.endswith(">>>") or callee.group(0) in _NOT_CALLS | _BY_VALUE:
             continue
         out.add(match.group("name"))
     return out
