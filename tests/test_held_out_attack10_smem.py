@@ -63,11 +63,14 @@ void launch(float* x, void** args) {
 void passed(cudaLaunchConfig_t* p, float* x) {
   cudaLaunchConfig_t q; q.dynamicSmemBytes = 5000; cudaLaunchKernelEx(p, big, x);
 }
+void pointed(cudaLaunchConfig_t* p, float* x) {
+  p->dynamicSmemBytes = 6000; cudaLaunchKernelEx(p, small, x);
+}
 """
 
 
 def test_each_launch_takes_the_size_of_its_own_configuration() -> None:
-    found = [(s.line, s.kernel, s.bytes, s.via) for s in smem_sites(CONFIGS, "a.cu", KERNELS)]
+    found = sorted((s.line, s.kernel, s.bytes, s.via) for s in smem_sites(CONFIGS, "a.cu", KERNELS))
     assert found == [
         (6, "big", 204800, "cudaLaunchKernelEx"),
         (7, "small", 1024, "cudaLaunchKernelEx"),
@@ -75,6 +78,7 @@ def test_each_launch_takes_the_size_of_its_own_configuration() -> None:
         (11, "big", 122880, "cudaLaunchKernelEx"),
         (12, "small", 112640, "cudaLaunchKernel"),
         (13, "big", 113664, "cudaLaunchCooperativeKernel"),
+        (19, "small", 6000, "cudaLaunchKernelEx"),
     ], found
 
 

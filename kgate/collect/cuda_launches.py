@@ -119,13 +119,14 @@ def smem_sites(text: str, path: str, kernels: set[str], headers: tuple[str, ...]
 
 def _configured_bytes(code: str, config: str, position: int) -> tuple[str, int] | None:
     """The `dynamicSmemBytes` (its expression and offset) of the configuration a `cudaLaunchKernelEx` at `position`
-    passes (`&config`): the last given it in the function before the call, by a member assignment or in its
-    initialiser (`.dynamicSmemBytes = ...`, or the third of its positional fields); None where the call passes a
-    configuration the function does not name, or another configuration's size is all there is."""
-    name = re.fullmatch(r"\s*&\s*([A-Za-z_]\w*)\s*|\s*\(\s*&\s*([A-Za-z_]\w*)\s*\)\s*", config)
+    passes (`&config`, or a pointer `config`): the last given it in the function before the call, by a member
+    assignment (`config.dynamicSmemBytes = ...`, `config->...`) or in its initialiser (`.dynamicSmemBytes = ...`, or
+    the third of its positional fields); None where the call passes a configuration the function does not name, or
+    another configuration's size is all there is."""
+    name = re.fullmatch(r"\s*\(?\s*&?\s*([A-Za-z_]\w*)\s*\)?\s*", config)  # `&cfg`, `(&cfg)`, a pointer `cfg`
     if name is None:
         return None
-    variable = re.escape(name.group(1) or name.group(2))
+    variable = re.escape(name.group(1))
     start = _function_start(code, position)
     given: list[tuple[str, int]] = [
         (m.group(1), m.start(1)) for m in re.finditer(r"(?<![\w.>])" + variable + r"\s*(?:\.|->)\s*dynamicSmemBytes"
