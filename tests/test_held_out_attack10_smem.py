@@ -202,3 +202,28 @@ def test_kgate_check_gates_a_size_the_tables_flags_define(tmp_path: Path) -> Non
     run = kgate("check", "--select", "KG104", cwd=tmp_path)
     assert run.code == 1, run.stdout + run.stderr
     assert "204800 of them dynamic, given at k.cu:12" in run.stdout, run.stdout
+
+
+HEADER_LAUNCH = """\
+#pragma once
+#ifndef SMEM_BYTES
+#define SMEM_BYTES (16 * 1024)
+#endif
+__global__ void big(float* x) { extern __shared__ float s[]; s[threadIdx.x] = x[0]; x[1] = s[1]; }
+inline void launch(float* x) { big<<<1, 128, SMEM_BYTES>>>(x); cudaGetLastError(); }
+"""
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+@pytest.mark.parametrize(("flags", "found"), [
+    ('["-DSMEM_BYTES=200*1024"]', True),
+    ('[]', False),  # the header's own default, 16 KB
+])
+def test_a_launch_in_a_header_reads_the_macros_its_includers_compile_with(tmp_path: Path, flags: str,
+                                                                          found: bool) -> None:
+    (tmp_path / "kgate.toml").write_text(f'targets = ["sm_120a"]\n\n[[cuda]]\nsources = ["*.cu"]\nflags = {flags}\n')
+    (tmp_path / "launch.cuh").write_text(HEADER_LAUNCH)
+    (tmp_path / "k.cu").write_text('#include "launch.cuh"\nvoid run(float* x) { launch(x); }\n')
+    run = kgate("check", "--select", "KG104", cwd=tmp_path)
+    assert run.code == (1 if found else 0), run.stdout + run.stderr
+    assert ("204800 of them dynamic, given at launch.cuh:6" in run.stdout) == found, run.stdout

@@ -381,9 +381,17 @@ def launch_sites(config: Config, sources: list[CudaSource]) -> tuple[list[Launch
     (a header's sizes may name its own constants; a source's, its headers' too)."""
     texts: dict[Path, tuple[str, tuple[str, ...]]] = {}
     headers_of: dict[Path, tuple[Path, ...]] = {}
-    # The macros each source's compile defines (`-DSMEM=...`): its sizes may name them. A header's own sites are read
-    # without any (the sources that include it may define them otherwise).
+    # The macros each source's compile defines (`-DSMEM=...`): its sizes may name them. A header's own sites read
+    # those that every source including it defines alike (two builds of it may define one otherwise).
     given = {source.path: given_macros(source.flags) for source in sources}
+    includers: dict[Path, list[dict[str, str]]] = {}
+    for source in sources:
+        for header in source.headers:
+            includers.setdefault(header, []).append(given[source.path])
+    for header, defined in includers.items():
+        if header not in given:
+            given[header] = {name: value for name, value in defined[0].items()
+                             if all(other.get(name) == value for other in defined[1:])}
     for source in sources:
         for path in (source.path, *source.headers):
             if path not in texts:
