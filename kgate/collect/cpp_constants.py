@@ -246,7 +246,8 @@ def _defined(texts: list[str]) -> tuple[dict[str, list[_Definition]], set[str], 
             if name and not (match.group("name") and match.start("name") in declared):
                 unsettled.add(name)
         names = {name for name, _value, at, _local, _kind in pending if at in variables}
-        unsettled.update(name for name in _handed_on(code) if name in names)
+        if names:  # only a variable can be changed through a reference
+            unsettled.update(name for name in _handed_on(code) if name in names)
     return found, unsettled, tested
 
 
