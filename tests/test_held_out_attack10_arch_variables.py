@@ -94,3 +94,33 @@ def test_the_a_target_or_a_portable_target_through_a_cmake_variable_is_not_repor
                                                                                    build: str) -> None:
     (tmp_path / "portable.cu").write_text("__global__ void p(float* x) { x[0] = 1; }\n")
     assert _lint(tmp_path, "CMakeLists.txt", CMAKE_HEAD + build) == []
+
+
+def test_a_cmake_architecture_a_setting_and_a_loop_both_read_is_reported_once(tmp_path: Path) -> None:
+    build = ("set(CMAKE_CUDA_ARCHITECTURES 120)\nforeach(ARCH ${CMAKE_CUDA_ARCHITECTURES})\n"
+             "  list(APPEND F -gencode=arch=compute_${ARCH},code=sm_${ARCH})\nendforeach()\nadd_library(k k.cu)\n")
+    found = _lint(tmp_path, "CMakeLists.txt", CMAKE_HEAD + build)
+    assert len(found) == 1 and found[0].startswith("CMakeLists.txt:3:30: KG301"), found
+
+
+SETUP = "from torch.utils.cpp_extension import CUDAExtension\n"
+
+
+@pytest.mark.parametrize(("script", "where"), [
+    ('ARCH = "120"\next = CUDAExtension("m", ["k.cu"], extra_compile_args={"nvcc": '
+     '[f"-gencode=arch=compute_{ARCH},code=sm_{ARCH}"]})\n', "setup.py:2:9"),
+    ('SM = "sm_120"\next = CUDAExtension("m", ["k.cu"], extra_compile_args={"nvcc": ["-arch=" + SM]})\n',
+     "setup.py:2:7"),
+])
+def test_an_architecture_a_python_constant_holds_is_read(tmp_path: Path, script: str, where: str) -> None:
+    found = _lint(tmp_path, "setup.py", SETUP + script)
+    assert len(found) == 1 and found[0].startswith(f"{where}: KG301 error arch-target:"), found
+
+
+@pytest.mark.parametrize("script", [
+    'ARCH = "120a"\next = CUDAExtension("m", ["k.cu"], extra_compile_args={"nvcc": '
+    '[f"-gencode=arch=compute_{ARCH},code=sm_{ARCH}"]})\n',
+    'SM = "sm_120"\nNAME = "kernels_" + SM\next = CUDAExtension(NAME, ["k.cu"])\n',  # a name, no flag
+])
+def test_a_python_constant_of_the_a_target_or_of_no_flag_is_not_reported(tmp_path: Path, script: str) -> None:
+    assert _lint(tmp_path, "setup.py", SETUP + script) == []

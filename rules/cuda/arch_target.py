@@ -38,7 +38,9 @@ passes it on. A variable no flag uses names no build. CMake's variables are read
 `set(ARCHS 120)` under `CUDA_ARCHITECTURES ${ARCHS}` or `set(CMAKE_CUDA_ARCHITECTURES ${ARCHS})`,
 `set(SM 120)` under `arch=compute_${SM},code=sm_${SM}`, a `foreach` over a list, a variable set to
 another's; such a value is judged by the sources of the setting that uses it (a portable target's `${ARCH}`
-is not reported for a target beside it).
+is not reported for a target beside it). So are a Python build script's module-level string constants, assigned
+once, that an architecture flag is built from (`SM = "sm_120"` under `"-arch=" + SM`, `CC = "120"` under
+`f"arch=compute_{CC},code=sm_{CC}"`).
 
 **Which sources a build owns.** The C++/CUDA files (`.cu`, `.cuh`, `.h`,
 `.hpp`, `.cpp`, `.cc`, `.inl`, `.ptx`, ...) in the build file's folder and
@@ -239,14 +241,18 @@ def check(source: Any, ctx: SourceContext) -> Iterable[Report]:
                   for found in _architectures(line, joins)]
         named += _assigned_numbers(text)
     at: dict[tuple[int, int], int] = {}  # a variable's value: the line of the setting that uses the variable
+    if joins == "python" and (tree := _tree(source)) is not None:
+        named += _python_variables(tree, source.text)
     if source.rel.rsplit("/", 1)[-1] == "CMakeLists.txt" or source.rel.endswith(".cmake"):
         named += _continued_cmake_values(text, flagged)
         for number, col, written, family, suffix, kind, used in _cmake_variables(text):
             named.append((number, col, written, family, suffix, kind))
             at[(number, col)] = used
+    seen: set[tuple[int, int]] = set()  # a value both a setting and a variable's reading name is one architecture
     for number, col, written, family, suffix, kind in named:
-        if family not in families:
+        if family not in families or (number, col) in seen:
             continue
+        seen.add((number, col))
         if suffix == "":
             bare.append((number, col, written, family, kind, at.get((number, col), number)))
         elif suffix == "f" and warn_family:
@@ -309,6 +315,54 @@ def _cmake_variables(text: str) -> list[tuple[int, int, str, str, str, str, int]
             at = start + offset
             number = bisect_right(starts, at)
             out.append((number, at - starts[number - 1], written, family, suffix, shown, use))
+    return out
+
+
+# The text before a name an architecture flag is built from in Python: the whole value (`"-arch=" + SM`,
+# `f"--gpu-architecture={SM}"`) or an architecture's number (`f"arch=compute_{CC},code=sm_{CC}"`).
+_PY_WHOLE = lazy(r"(?:-arch|--gpu-architecture|-code|--gpu-code|(?<![.\w])arch|(?<![.\w])code)[= ]$")
+_PY_NUMBER = lazy(r"(?<![\w.])(?:sm|compute)_$")
+
+
+def _python_variables(tree: ast.Module, text: str) -> list[tuple[int, int, str, str, str, str]]:
+    """(line, column, text as written, family, suffix, kind) of the architectures a Python build script assigns to
+    a module-level string constant (assigned once) that an architecture flag is built from: `SM = "sm_120"` under
+    `"-arch=" + SM`, `CC = "120"` under `f"arch=compute_{CC},code=sm_{CC}"`."""
+    from kgate.collect import pysource as py
+
+    used: dict[str, str] = {}
+    for node in ast.walk(tree):
+        pieces: list[ast.expr] = []
+        if isinstance(node, ast.JoinedStr):
+            pieces = list(node.values)
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            pieces = [node.left, node.right]
+        for before, after in zip(pieces, pieces[1:]):
+            value = after.value if isinstance(after, ast.FormattedValue) else after
+            if not (isinstance(before, ast.Constant) and isinstance(before.value, str) and isinstance(value, ast.Name)):
+                continue
+            if _PY_NUMBER.search(before.value):
+                used.setdefault(value.id, "number")
+            elif _PY_WHOLE.search(before.value):
+                used.setdefault(value.id, "whole")
+    if not used:
+        return []
+    lines = text.splitlines()
+    out: list[tuple[int, int, str, str, str, str]] = []
+    for name, value in py.module_constants(tree).items():
+        if name not in used or not isinstance(value, ast.Constant) or not isinstance(value.value, str) or \
+                value.end_lineno != value.lineno or value.lineno > len(lines):
+            continue
+        line = lines[value.lineno - 1]
+        written = line.encode()[value.col_offset:value.end_col_offset or 0].decode(errors="replace")
+        start = len(line.encode()[:value.col_offset].decode(errors="replace")) + written.find(value.value)
+        if written.find(value.value) < 1:
+            continue  # a literal written otherwise (escapes, implicit joins): not placed
+        pattern = _NVCC_ARCH if used[name] == "whole" else _ARCH_NUMBER
+        for match in pattern.finditer(value.value):
+            family, suffix = (match.group(2), match.group(3)) if used[name] == "whole" else \
+                (match.group(1), match.group(2))
+            out.append((value.lineno, start + match.start(), match.group(0), family, suffix, "flags"))
     return out
 
 
