@@ -128,13 +128,9 @@ def _configured_bytes(code: str, config: str, position: int) -> tuple[str, int] 
         return None
     variable = re.escape(name.group(1))
     start = _function_start(code, position)
-    given: list[tuple[str, int]] = [
-        (m.group(1), m.start(1)) for m in re.finditer(r"(?<![\w.>])" + variable + r"\s*(?:\.|->)\s*dynamicSmemBytes"
-                                                       r"\s*=(?!=)\s*([^;,{}]+)", code[:position])
-        if m.start() >= start]
-    for m in re.finditer(r"(?<![\w.>])" + variable + r"\s*(?:=\s*)?\{", code[:position]):
-        if m.start() < start:
-            continue
+    assigned = re.compile(r"(?<![\w.>])" + variable + r"\s*(?:\.|->)\s*dynamicSmemBytes\s*=(?!=)\s*([^;,{}]+)")
+    given: list[tuple[str, int]] = [(m.group(1), m.start(1)) for m in assigned.finditer(code, start, position)]
+    for m in re.compile(r"(?<![\w.>])" + variable + r"\s*(?:=\s*)?\{").finditer(code, start, position):
         brace = m.end() - 1
         inner = code[brace + 1:balanced(code, brace, "{", "}") - 1]
         designated = _DYNAMIC_BYTES.search(inner)
