@@ -4,14 +4,18 @@ A launch's dynamic shared memory is written as an expression: `96 * 1024`, `SMEM
 `STAGES * (BM + BN) * BK * sizeof(half)`. Its names are read from what the file (blanked: comments and strings
 are spaces) and the project headers it includes define: an object-like `#define NAME expr`, a
 `[static] [constexpr|const] <integer type> NAME = expr;` (also `{expr}` and `(expr)` initialisers), an enumerator,
-or a plain `int NAME = expr;` that nothing changes again (assigns, increments or takes the address of). A name
+or a plain `int NAME = expr;` in a function that nothing changes again (assigns, increments, takes the address of,
+hands to a call or binds to a reference: a function may take it by reference). A name
 declared in a function's body is seen in that body only, and shadows the file's own; a qualified name
 (`Cfg::kSmem`) is looked up by its last part. `sizeof` of the built-in and CUDA vector types is known; the
 arithmetic is C's on integers (`/` truncates, shifts, `%`, bitwise operators, comparisons one at a time, the
 ternary operator on a settled condition), C's literals (hexadecimal, binary, octal, `1'024`) with their suffixes
 (`u`, `l`, `ull`) and casts to an integer type allowed. Anything else leaves the expression unsettled (None,
-never a guess): a function call, a template or function parameter of the name, a name defined twice with two
-values, one a preprocessor conditional asks about (`#ifndef SMEM`: the build may give it with `-D`), a run-time
+never a guess): a function call, a template (of any type) or function parameter of the name, a structured binding,
+a variable outside any function (another file may assign it), a value its declared type cannot hold, a name
+defined twice with two
+values, one a preprocessor conditional asks about (`#ifndef SMEM`: the build may give it with `-D`) unless the
+compile's flags do define it (then it is theirs, as a name the file does not define is), a run-time
 variable, a step past `int`, an unsigned value that wraps.
 """
 
@@ -19,10 +23,10 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import NamedTuple
 
-from kgate.collect.cpp_text import balanced
+from kgate.collect.cpp_text import balanced, split_arguments
 
 # Bytes of the types `sizeof` is asked of in shared-memory sizes.
 SIZES = {
@@ -40,8 +44,8 @@ SIZES = {
 _INTEGER_TYPE = (r"(?:unsigned\s+|signed\s+)?(?:int|long\s+long|long|short|char|size_t|u?int(?:8|16|32|64)_t|"
                  r"unsigned|auto|index_t|uint)")
 # `[static] [inline] (constexpr|const) <type> NAME = expr;` and `constexpr static ...`; `{expr}` and `(expr)` too.
-_DECLARED = re.compile(r"(?:\b(?:static|inline|constexpr|const|__device__|__host__|__constant__)\s+)*"
-                       r"\b" + _INTEGER_TYPE + r"\s+(?:const\s+)?(?P<name>[A-Za-z_]\w*)\s*"
+_DECLARED = re.compile(r"(?P<qualifiers>(?:\b(?:static|inline|constexpr|const|__device__|__host__|__constant__)\s+)*)"
+                       r"\b(?P<type>" + _INTEGER_TYPE + r")\s+(?P<const>const\s+)?(?P<name>[A-Za-z_]\w*)\s*"
                        r"(?:=\s*(?P<value>[^;{}]+?)|\{(?P<braced>[^;{}]*)\}|\((?P<paren>[^;{}]*)\))\s*;")
 # A declaration with no value: a parameter (`int smem)`, `size_t SMEM>` of a template), `int smem;`.
 _BARE = re.compile(r"\b" + _INTEGER_TYPE + r"\s*[&*]*\s*(?:const\s+)?(?P<name>[A-Za-z_]\w*)\s*(?=[,)>;:\[])")
@@ -64,6 +68,16 @@ _LITERAL = re.compile(r"(?<![\w.'])(?:0[xX](?P<hex>[0-9a-fA-F](?:'?[0-9a-fA-F])*
                       r"(?P<dec>[0-9](?:'?[0-9])*))(?P<suffix>[uU](?:ll|LL|l|L)?|(?:ll|LL|l|L)[uU]?)?(?![\w.'])")
 _TERNARY = re.compile(r"^(?P<test>[^?:]+)\?(?P<yes>[^?:]+):(?P<no>[^?:]+)$")
 _LIMIT = 1 << 31  # C's `int`: a value (or a step on the way) outside it is not a shared-memory size: not settled
+# The values a narrower or an unsigned type holds: a constant declared with one and given a value outside it holds
+# another (`unsigned short S = 65536 + 1024` is 1024), which is not guessed.
+_RANGES = {
+    **dict.fromkeys(("char", "signed char", "int8_t"), (-(1 << 7), 1 << 7)),
+    **dict.fromkeys(("unsigned char", "uint8_t"), (0, 1 << 8)),
+    **dict.fromkeys(("short", "signed short", "int16_t"), (-(1 << 15), 1 << 15)),
+    **dict.fromkeys(("unsigned short", "uint16_t"), (0, 1 << 16)),
+    **dict.fromkeys(("unsigned", "unsigned int", "uint32_t", "uint", "unsigned long", "unsigned long long",
+                     "uint64_t", "size_t"), (0, _LIMIT)),
+}
 # Unary operators written as a power of a marker: Python's `**` binds its right operand as C's unary operators do.
 # `_UNSIGNED`: an unsigned literal, cast or `sizeof`, whose value below zero is one C wraps past any size.
 _NOT, _CASTED, _UNSIGNED = "_kgate_not_", "_kgate_cast_", "_kgate_unsigned_"
@@ -74,22 +88,27 @@ class _Definition(NamedTuple):
     text: int  # which of the texts
     at: int  # offset of the name
     scope: tuple[int, int] | None  # the block (function body) it is local to; None: the file's scope
+    type: str = "int"  # the integer type declared (`short`, `uint8_t`...): a value outside its range is not kept
 
 
 class Constants:
     """The names one file's text (with its headers') defines, and the integers expressions of them give."""
 
-    def __init__(self, texts: Iterable[str] | Callable[[], Iterable[str]]) -> None:
+    def __init__(self, texts: Iterable[str] | Callable[[], Iterable[str]], given: dict[str, str] | None = None
+                 ) -> None:
         """`texts`: the texts (blanked), or a function giving them, called once an expression names a constant;
-        the last is the file's own (the one `value`'s `at` is an offset in)."""
+        the last is the file's own (the one `value`'s `at` is an offset in). `given`: the macros the compile's
+        flags define (`-DSMEM=98304`: `given_macros`), which a preprocessor conditional asks about (`#ifndef SMEM`)
+        or the texts do not define."""
         self.texts = texts
-        self._defined: tuple[dict[str, list[_Definition]], set[str], int] | None = None
+        self.given = given or {}
+        self._defined: tuple[dict[str, list[_Definition]], set[str], set[str], int] | None = None
         self.values: dict[tuple[str, int, int], int | None] = {}
 
     @property
-    def definitions(self) -> tuple[dict[str, list[_Definition]], set[str], int]:
-        """Each name's definitions, the names no text settles (assigned, asked about by the preprocessor), and the
-        index of the file's own text."""
+    def definitions(self) -> tuple[dict[str, list[_Definition]], set[str], set[str], int]:
+        """Each name's definitions, the names no text settles by itself (changed after their declaration; asked
+        about by a preprocessor conditional), and the index of the file's own text."""
         if self._defined is None:
             texts = list(self.texts() if callable(self.texts) else self.texts)
             self._defined = (*_defined(texts), len(texts) - 1)
@@ -104,8 +123,18 @@ class Constants:
     def _name(self, name: str, seen: set[str], at: int | None, text: int | None = None) -> int | None:
         if name in ("true", "false"):
             return int(name == "true")
-        found, unsettled, own = self.definitions
-        if name in unsettled or name in seen:
+        found, changed, tested, own = self.definitions
+        if name in seen or name in changed:
+            return None
+        if name in self.given and (name in tested or name not in found):
+            # The build defines it: `#ifndef SMEM` then skips the file's default, and a name the file does not
+            # define is the flag's.
+            key = (name, -1, -1)
+            if key not in self.values:
+                self.values[key] = _evaluate(self.given[name], lambda inner, again: self._name(inner, again, None),
+                                             seen | {name})
+            return self.values[key]
+        if name in tested:
             return None
         text = own if text is None else text
         visible = [d for d in found.get(name, ()) if d.scope is None or (  # a local, from its declaration on
@@ -119,34 +148,72 @@ class Constants:
         first = visible[0]
         key = (name, first.text, first.scope[0] if first.scope else -1)
         if key not in self.values:
-            value = first.value or ""
-            self.values[key] = _evaluate(value, lambda inner, again: self._name(inner, again, first.at, first.text),
-                                         seen | {name})
+            value = _evaluate(first.value or "", lambda inner, again: self._name(inner, again, first.at, first.text),
+                              seen | {name})
+            low, high = _RANGES.get(first.type, (-_LIMIT, _LIMIT))
+            self.values[key] = value if value is None or low <= value < high else None  # C keeps another value
         return self.values[key]
 
 
-def _defined(texts: list[str]) -> tuple[dict[str, list[_Definition]], set[str]]:
-    """The definitions of names in `texts` (`Constants`), and the names none of them settles: assigned after their
-    declaration (`name = `, `name += `, `++name`, `&name`), or asked about by a preprocessor conditional."""
+def given_macros(flags: Iterable[str]) -> dict[str, str]:
+    """The macros a compile's flags define, with their values: `-DSMEM=98304`, `-D SMEM=98304`, `--define-macro
+    SMEM=98304` (`-DFLAG` is 1); `-USMEM` takes one away again."""
+    out: dict[str, str] = {}
+    words = list(flags)
+    for index, flag in enumerate(words):
+        value: str | None = None
+        undefine = False
+        if flag in ("-D", "--define-macro") and index + 1 < len(words):
+            value = words[index + 1]
+        elif flag.startswith("--define-macro="):
+            value = flag.split("=", 1)[1]
+        elif flag.startswith("-D") and len(flag) > 2:
+            value = flag[2:]
+        elif flag.startswith("-U") and len(flag) > 2:
+            value, undefine = flag[2:], True
+        elif flag in ("-U", "--undefine-macro") and index + 1 < len(words):
+            value, undefine = words[index + 1], True
+        if value is None:
+            continue
+        name, _, given = value.partition("=")
+        if not re.fullmatch(r"[A-Za-z_]\w*", name):
+            continue
+        if undefine:
+            out.pop(name, None)
+        else:
+            out[name] = given if "=" in value else "1"
+    return out
+
+
+def _defined(texts: list[str]) -> tuple[dict[str, list[_Definition]], set[str], set[str]]:
+    """The definitions of names in `texts` (`Constants`), the names they change (assigned after their declaration:
+    `name = `, `name += `, `++name`, `&name`; a variable, not `const`, handed to a call or bound to a reference,
+    which may change it there), and the names a preprocessor conditional asks about (the build may define them)."""
     found: dict[str, list[_Definition]] = {}
     unsettled: set[str] = set()
+    tested: set[str] = set()
     for index, code in enumerate(texts):
         declared: set[int] = set()
-        pending: list[tuple[str, str | None, int, bool]] = []
+        variables: set[int] = set()  # the offsets of declarations that are not `const`: variables
+        pending: list[tuple[str, str | None, int, bool, str]] = []
 
-        def add(name: str, value: str | None, at: int, local: bool = True) -> None:
-            pending.append((name, value, at, local))
+        def add(name: str, value: str | None, at: int, local: bool = True, kind: str = "int") -> None:
+            pending.append((name, value, at, local, kind))
 
         for match in _DEFINE.finditer(code):
             add(match.group("name"), _squeeze(match.group("value")), match.start("name"), local=False)
         for match in _DECLARED.finditer(code):
             value = match.group("value") or match.group("braced") or match.group("paren")
             if value is not None and value.strip():
-                add(match.group("name"), _squeeze(value), match.start("name"))
+                add(match.group("name"), _squeeze(value), match.start("name"), kind=" ".join(match["type"].split()))
                 declared.add(match.start("name"))
+                if not match.group("const") and not re.search(r"\bconst(?:expr)?\b", match.group("qualifiers")):
+                    variables.add(match.start("name"))
         for match in _BARE.finditer(code):
             if match.group("name") not in _KEYWORDS:
                 add(match.group("name"), None, match.start("name"), local=False)
+        for name, at in _bound_names(code):  # template parameters of any type, structured bindings
+            add(name, None, at, local=False)
         for match in _ENUM.finditer(code):
             body = code[match.end():balanced(code, match.end() - 1, "{", "}") - 1]
             previous: str | None = "-1"  # the first enumerator without a value is 0
@@ -163,19 +230,114 @@ def _defined(texts: list[str]) -> tuple[dict[str, list[_Definition]], set[str]]:
                 else:
                     previous = None
                 offset += len(item) + 1
-        scopes = _scopes(code, sorted(at for _name, _value, at, local in pending if local))
-        for name, value, at, local in pending:
-            found.setdefault(name, []).append(_Definition(value, index, at, scopes.get(at) if local else None))
+        scopes = _scopes(code, sorted(at for _name, _value, at, local, _kind in pending if local))
+        for name, value, at, local, kind in pending:
+            scope = scopes.get(at) if local else None
+            if at in variables and scope is None:
+                value = None  # a variable outside any function: another file, or any function, may change it
+            found.setdefault(name, []).append(_Definition(value, index, at, scope, kind))
         for match in _TESTED.finditer(code):
             if match.group("name"):
-                unsettled.add(match.group("name"))
+                tested.add(match.group("name"))
             else:
-                unsettled.update(_DEFINED_TEST.findall(match.group("condition") or ""))
+                tested.update(_DEFINED_TEST.findall(match.group("condition") or ""))
         for match in _CHANGED.finditer(code):
             name = match.group("name") or match.group("before")
             if name and not (match.group("name") and match.start("name") in declared):
                 unsettled.add(name)
-    return found, unsettled
+        names = {name for name, _value, at, _local, _kind in pending if at in variables}
+        if names:  # only a variable can be changed through a reference
+            unsettled.update(name for name in _handed_on(code) if name in names)
+    return found, unsettled, tested
+
+
+# A template's parameter list, and a structured binding's names (`auto& [bytes, stages] = ...`).
+_TEMPLATE = re.compile(r"\btemplate\s*<")
+_BINDING = re.compile(r"\bauto\s*[&*]*\s*\[(?P<names>[^\]\[]*)\]\s*(?==|\{|:)")
+
+
+def _bound_names(code: str) -> Iterator[tuple[str, int]]:
+    """The names a template's parameter list or a structured binding declares, with their offsets: each one a
+    value the file does not settle (a template argument, an element of what is bound), whatever its type
+    (`bool kBig`, `T N`, `auto kSmem`)."""
+    for match in _TEMPLATE.finditer(code):
+        start = match.end() - 1
+        end = _angle_end(code, start)
+        offset = start + 1
+        for parameter in split_arguments(code[start + 1:end - 1]):
+            head = parameter.split("=", 1)[0]
+            names = list(re.finditer(r"[A-Za-z_]\w*", head))
+            if len(names) > 1 and names[-1].group(0) not in _KEYWORDS:
+                yield names[-1].group(0), offset + names[-1].start()
+            offset += len(parameter) + 1
+    for match in _BINDING.finditer(code):
+        for name in re.finditer(r"[A-Za-z_]\w*", match.group("names")):
+            yield name.group(0), match.start("names") + name.start()
+
+
+def _angle_end(code: str, start: int) -> int:
+    """Index just past the `>` closing the `<` at `start` (a `>` inside parentheses compares)."""
+    depth = parens = 0
+    for index in range(start, min(len(code), start + 4096)):
+        ch = code[index]
+        if ch in "([":
+            parens += 1
+        elif ch in ")]":
+            parens -= 1
+        elif parens <= 0 and ch == "<":
+            depth += 1
+        elif parens <= 0 and ch == ">":
+            depth -= 1
+            if depth == 0:
+                return index + 1
+        elif ch in ";{}":
+            break
+    return start + 1
+
+
+# A name handed to a call as a whole argument (`pick(bytes)`, `std::swap(bytes, other)`, `Holder h(bytes)`), read
+# into (`std::cin >> bytes`), or bound to a reference (`int& r = bytes;`): a function that takes it by reference may
+# change it.
+_ARGUMENT = re.compile(r"(?<=[(,])\s*(?P<name>[A-Za-z_]\w*)\s*(?=[,)])")
+_READ_INTO = re.compile(r"(?<![>])>>\s*(?P<name>[A-Za-z_]\w*)\b(?!\s*[(\[.])")
+_REFERENCED = re.compile(r"&\s*[A-Za-z_]\w*\s*(?:=|\{|\()\s*(?P<name>[A-Za-z_]\w*)\s*[;})]")
+_NOT_CALLS = {"if", "while", "for", "switch", "return", "sizeof", "decltype", "alignof", "case", "noexcept"}
+# Calls that take their arguments by value (or by const reference): a size handed to them is not changed there.
+_BY_VALUE = {"printf", "fprintf", "min", "max", "dim3", "assert", "TORCH_CHECK", "cudaFuncSetAttribute",
+             "cudaLaunchKernelEx", "cudaLaunchKernelExC", "cudaLaunchKernel", "cudaLaunchCooperativeKernel",
+             "cudaMalloc", "cudaMemset", "cudaMemsetAsync", "cudaMemcpy", "cudaMemcpyAsync"}
+
+
+def _handed_on(code: str) -> set[str]:
+    """The names a call may change through a reference (`_ARGUMENT`, `_READ_INTO`, `_REFERENCED`). The arguments of
+    a kernel launch (`k<<<g, b>>>(bytes)`) and of a parenthesised expression are values, not references."""
+    out = {m.group("name") for m in _READ_INTO.finditer(code)} | {m.group("name") for m in _REFERENCED.finditer(code)}
+    for match in _ARGUMENT.finditer(code):
+        opening = _opening(code, match.start())
+        if opening is None:
+            continue
+        before = code[max(0, opening - 64):opening].rstrip()
+        callee = re.search(r"(?:[A-Za-z_]\w*|>|\)|\])$", before)
+        if callee is None or before.endswith(">>>") or callee.group(0) in _NOT_CALLS | _BY_VALUE:
+            continue
+        out.add(match.group("name"))
+    return out
+
+
+def _opening(code: str, position: int) -> int | None:
+    """Offset of the `(` of the call whose argument list `position` is in (None where the statement holds none)."""
+    depth = 0
+    for index in range(position - 1, max(-1, position - 4096), -1):
+        ch = code[index]
+        if ch in ")]":
+            depth += 1
+        elif ch in "([":
+            if depth == 0:
+                return index if ch == "(" else None
+            depth -= 1
+        elif ch in ";{}":
+            return None
+    return None
 
 
 _KEYWORDS = {"const", "constexpr", "static", "inline", "volatile", "return", "sizeof", "unsigned", "signed", "long",
@@ -378,5 +540,8 @@ class _Evaluator(ast.NodeVisitor):
             compare = _COMPARISONS.get(type(op))
             if compare is None:
                 raise _Unsettled
-            left = int(compare(left, self.visit(right_node)))
+            right = self.visit(right_node)
+            if (isinstance(left, _Unsigned) or isinstance(right, _Unsigned)) and min(left, right) < 0:
+                raise _Unsettled  # C compares a negative value with an unsigned one as a wrapped, unsigned value
+            left = int(compare(left, right))
         return left

@@ -17,7 +17,7 @@ from kgate.collect import depends
 from kgate.support.comments.cpp import Blanked
 from kgate.support.comments.cpp import blank as blank_comments
 
-__all__ = ["Blanked", "blank", "blanked", "shared_blank", "without_disabled"]
+__all__ = ["LAUNCH_MARKS", "Blanked", "blank", "blanked", "may_launch", "shared_blank", "without_disabled"]
 
 # One run's blankings by text, up to `_SHARED_CHARS` characters of text: a file under lint and the project's reading of
 # the same file (`kgate.collect.cuda_project`, which reads the project's other files once a launch needs them) blank
@@ -31,6 +31,14 @@ _SHARED_CHARS = 1 << 24
 # which nvcc reads as `<<<` and `>>>`.
 _SPACED_OPEN = re.compile(r"<<[ \t]+<(?!<)|<[ \t]+<<(?!<)")
 _SPACED_CLOSE = re.compile(r">>[ \t]+>|>[ \t]+>>")
+# What a launch's opening chevrons contain, spaced or not (nvcc takes `<<` and `<` apart on one line only, as
+# `<<  <` or `<<\t<`): a text with none of these launches nothing (a prefilter).
+LAUNCH_MARKS = ("<<<", "<< ", "<<\t")
+
+
+def may_launch(text: str) -> bool:
+    """Whether `text` may hold a `<<<...>>>` launch, its chevrons spaced or not (`LAUNCH_MARKS`)."""
+    return "<<<" in text or _SPACED_OPEN.search(text) is not None
 
 
 def blank(text: str) -> Blanked:

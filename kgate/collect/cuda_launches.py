@@ -3,17 +3,17 @@ memory, read from the source.
 
 A kernel is PDL-launched when a launch site passes it to `cudaLaunchKernelEx`
 (or `cudaLaunchKernelExC`) in a function that sets the attribute
-`cudaLaunchAttributeProgrammaticStreamSerialization` (and does not set
-`programmaticStreamSerializationAllowed` to 0), or passes it to one of the
+`cudaLaunchAttributeProgrammaticStreamSerialization` (and has not set
+`programmaticStreamSerializationAllowed` to 0 by the time of the call), or passes it to one of the
 project's own launch wrappers (`launch_wrappers = ["pdl::launch"]`). The
 kernel argument is recognised by name: an identifier that some `__global__`
 declaration of the project defines, with its template arguments if written.
 Comments, string literals and the lines under `#if 0` are blanked first, so none of them counts.
 
 A kernel's dynamic shared memory is what a `<<<grid, block, bytes>>>` launch, a
-`cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes)`
-or the `dynamicSmemBytes` of a `cudaLaunchKernelEx` configuration in the same
-function asks for, where the file settles `bytes` to a number
+`cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes)`,
+the `dynamicSmemBytes` the function gives the configuration a `cudaLaunchKernelEx`
+passes, or the `sharedMem` argument of a `cudaLaunchKernel` (or `cudaLaunchCooperativeKernel`) asks for, where the file settles `bytes` to a number
 (`kgate.collect.cpp_constants`); a size only the run knows is no site.
 """
 
@@ -23,12 +23,17 @@ import re
 from dataclasses import dataclass
 
 from kgate.collect.cpp_constants import Constants
-from kgate.collect.cpp_text import balanced, line_of, shared_blank, split_arguments, without_disabled
+from kgate.collect.cpp_text import balanced, line_of, may_launch, shared_blank, split_arguments, without_disabled
 from kgate.collect.cuda_names import base_name
 
 _LAUNCH_EX = re.compile(r"\bcudaLaunchKernelExC?\s*(?:<[^;()]*>\s*)?\(")
+# The runtime's launch with its arguments in an array: `cudaLaunchKernel(kernel, grid, block, args, bytes, stream)`,
+# and the cooperative one, whose arguments are the same.
+_LAUNCH_PLAIN = re.compile(r"\b(?P<via>cudaLaunch(?:Cooperative)?Kernel)\s*(?:<[^;()]*>\s*)?\(")
 _PDL_ATTRIBUTE = "cudaLaunchAttributeProgrammaticStreamSerialization"
-_PDL_OFF = re.compile(r"programmaticStreamSerializationAllowed\s*=\s*(?:0|false)\b")
+# The value the PDL attribute is given: one the file settles to 0 (`0`, `false`, `#define PDL 0`) turns it off; any
+# other, a run-time flag included, may leave it on.
+_PDL_VALUE = re.compile(r"programmaticStreamSerializationAllowed\s*=(?!=)\s*(?P<value>[^;,{}]+)")
 _IDENT = re.compile(r"[A-Za-z_]\w*")
 
 
@@ -39,12 +44,13 @@ class LaunchSite:
     kernel: str  # the identifier of the kernel launched
     template: str | None  # its template arguments as written, without spaces ("<__half,128>"), if any
     via: str  # "cudaLaunchKernelEx" or the wrapper's name
+    scope: str | None = None  # the namespaces or class written before it ("big" of `big::k`), if any
 
 
 @dataclass(frozen=True)
 class SmemSite:
-    """Where a kernel is given dynamic shared memory: `bytes` of it, by `via` ("<<<>>>", "cudaFuncSetAttribute"
-    or "cudaLaunchKernelEx")."""
+    """Where a kernel is given dynamic shared memory: `bytes` of it, by `via` ("<<<>>>", "cudaFuncSetAttribute",
+    "cudaLaunchKernelEx", "cudaLaunchKernel" or "cudaLaunchCooperativeKernel")."""
 
     path: str
     line: int
@@ -52,6 +58,7 @@ class SmemSite:
     template: str | None
     bytes: int
     via: str
+    scope: str | None = None  # the namespaces or class written before the kernel ("big" of `big::k`), if any
 
 
 _SET_ATTRIBUTE = "cudaFuncSetAttribute"
@@ -59,14 +66,16 @@ _MAX_DYNAMIC = "MaxDynamicSharedMemorySize"
 _DYNAMIC_BYTES = re.compile(r"\.?\bdynamicSmemBytes\s*=\s*([^;,{}]+)")
 
 
-def smem_sites(text: str, path: str, kernels: set[str], headers: tuple[str, ...] = ()) -> list[SmemSite]:
+def smem_sites(text: str, path: str, kernels: set[str], headers: tuple[str, ...] = (),
+               given: dict[str, str] | None = None) -> list[SmemSite]:
     """The sites in one file's text that give a kernel of the project (`kernels`: their identifiers) a settled
     amount of dynamic shared memory; `headers`: the texts of the project headers the file includes, whose
-    constants its sizes may name."""
-    if "<<<" not in text and _SET_ATTRIBUTE not in text and "dynamicSmemBytes" not in text:
+    constants its sizes may name; `given`: the macros its compile's flags define (`-DSMEM=98304`)."""
+    if not may_launch(text) and _SET_ATTRIBUTE not in text and "cudaLaunch" not in text:
         return []
     code = without_disabled(shared_blank(text).code)  # a launch under `#if 0` is never compiled
-    constants = Constants(lambda: [*(without_disabled(shared_blank(h).code) for h in headers), code])
+    constants = Constants(lambda: [*(without_disabled(shared_blank(h).code) for h in headers), code], given)
+    defined = namespaces(code, *headers)
     sites: list[SmemSite] = []
     for match in re.finditer(r"<<<", code):
         close = code.find(">>>", match.end())
@@ -79,24 +88,60 @@ def smem_sites(text: str, path: str, kernels: set[str], headers: tuple[str, ...]
         size = constants.value(config[2], match.start())
         if size is not None and size > 0:
             name, template, at = launched
-            sites.append(SmemSite(path, line_of(code, at), name, template, size, "<<<>>>"))
+            sites.append(SmemSite(path, line_of(code, at), name, template, size, "<<<>>>",
+                                  _scope_before(code, at, defined)))
     for match in re.finditer(r"\b" + _SET_ATTRIBUTE + r"\s*(?:<[^;()]*>\s*)?\(", code):
         args = split_arguments(_joined(code[match.end():balanced(code, match.end() - 1) - 1]))
         if len(args) != 3 or _MAX_DYNAMIC not in args[1]:
             continue
-        named = _kernel_argument(args[0], kernels)
+        named = _kernel_argument(args[0], kernels, defined)
         size = constants.value(args[2], match.start())
         if named is not None and size is not None and size > 0:
-            sites.append(SmemSite(path, line_of(code, match.start()), named[0], named[1], size, _SET_ATTRIBUTE))
+            sites.append(SmemSite(path, line_of(code, match.start()), *named[:2], size, _SET_ATTRIBUTE, named[2]))
     for match in _LAUNCH_EX.finditer(code):
         open_paren = match.end() - 1
         args = split_arguments(_joined(code[open_paren + 1:balanced(code, open_paren) - 1]))
-        named = _kernel_argument(args[1], kernels) if len(args) >= 2 else None
-        given = list(_DYNAMIC_BYTES.finditer(code, _function_start(code, match.start()), match.start()))
-        size = constants.value(given[-1].group(1), given[-1].start()) if given and named is not None else None
+        named = _kernel_argument(args[1], kernels, defined) if len(args) >= 2 else None
+        configured = _configured_bytes(code, args[0], match.start()) if named is not None else None
+        size = constants.value(*configured) if configured is not None else None
         if named is not None and size is not None and size > 0:
-            sites.append(SmemSite(path, line_of(code, match.start()), named[0], named[1], size, "cudaLaunchKernelEx"))
+            sites.append(SmemSite(path, line_of(code, match.start()), *named[:2], size, "cudaLaunchKernelEx",
+                                  named[2]))
+    for match in _LAUNCH_PLAIN.finditer(code):  # `cudaLaunchKernel(kernel, grid, block, args, bytes, stream)`
+        open_paren = match.end() - 1
+        args = split_arguments(_joined(code[open_paren + 1:balanced(code, open_paren) - 1]))
+        named = _kernel_argument(args[0], kernels, defined) if len(args) >= 5 else None
+        size = constants.value(args[4], match.start()) if named is not None else None
+        if named is not None and size is not None and size > 0:
+            sites.append(SmemSite(path, line_of(code, match.start()), *named[:2], size, match.group("via"), named[2]))
     return sites
+
+
+def _configured_bytes(code: str, config: str, position: int) -> tuple[str, int] | None:
+    """The `dynamicSmemBytes` (its expression and offset) of the configuration a `cudaLaunchKernelEx` at `position`
+    passes (`&config`, or a pointer `config`): the last given it in the function before the call, by a member
+    assignment (`config.dynamicSmemBytes = ...`, `config->...`) or in its initialiser (`.dynamicSmemBytes = ...`, or
+    the third of its positional fields); None where the call passes a configuration the function does not name, or
+    another configuration's size is all there is."""
+    name = re.fullmatch(r"\s*\(?\s*&?\s*([A-Za-z_]\w*)\s*\)?\s*", config)  # `&cfg`, `(&cfg)`, a pointer `cfg`
+    if name is None:
+        return None
+    variable = re.escape(name.group(1))
+    start = _function_start(code, position)
+    assigned = re.compile(r"(?<![\w.>])" + variable + r"\s*(?:\.|->)\s*dynamicSmemBytes\s*=(?!=)\s*([^;,{}]+)")
+    given: list[tuple[str, int]] = [(m.group(1), m.start(1)) for m in assigned.finditer(code, start, position)]
+    for m in re.compile(r"(?<![\w.>])" + variable + r"\s*(?:=\s*)?\{").finditer(code, start, position):
+        brace = m.end() - 1
+        inner = code[brace + 1:balanced(code, brace, "{", "}") - 1]
+        designated = _DYNAMIC_BYTES.search(inner)
+        fields = split_arguments(_joined(inner))
+        if designated is not None:
+            given.append((designated.group(1), brace + 1 + designated.start(1)))
+        elif len(fields) >= 3 and not any(f.lstrip().startswith(".") for f in fields):
+            given.append((fields[2], brace + 1))
+    if not given:
+        return None
+    return max(given, key=lambda item: item[1])
 
 
 def _joined(text: str) -> str:
@@ -144,20 +189,25 @@ def _template_end(text: str, start: int) -> int:
     return len(text)
 
 
-def pdl_launch_sites(text: str, path: str, kernels: set[str], wrappers: tuple[str, ...]) -> list[LaunchSite]:
-    """PDL launch sites in one file's text; `kernels` are the identifiers of the project's kernels."""
+def pdl_launch_sites(text: str, path: str, kernels: set[str], wrappers: tuple[str, ...],
+                     headers: tuple[str, ...] = (), given: dict[str, str] | None = None) -> list[LaunchSite]:
+    """PDL launch sites in one file's text; `kernels` are the identifiers of the project's kernels; `headers`: the
+    texts of the project headers the file includes (which declare the namespaces its launches may name); `given`:
+    the macros its compile's flags define."""
     if "cudaLaunchKernelEx" not in text and not any(w in text for w in wrappers):
         return []
     code = without_disabled(shared_blank(text).code)  # a launch under `#if 0` is never compiled
+    defined = namespaces(code, *headers)
+    constants = Constants(lambda: [*(without_disabled(shared_blank(h).code) for h in headers), code], given)
     sites: list[LaunchSite] = []
     for match in _LAUNCH_EX.finditer(code):
         open_paren = match.end() - 1
         args = split_arguments(code[open_paren + 1:balanced(code, open_paren) - 1])
-        if len(args) < 2 or not _pdl_enabled(code, match.start()):
+        if len(args) < 2 or not _pdl_enabled(code, match.start(), constants):
             continue
-        site = _kernel_argument(args[1], kernels)
+        site = _kernel_argument(args[1], kernels, defined)
         if site is not None:
-            sites.append(LaunchSite(path, line_of(code, match.start()), site[0], site[1], "cudaLaunchKernelEx"))
+            sites.append(LaunchSite(path, line_of(code, match.start()), *site[:2], "cudaLaunchKernelEx", site[2]))
     for wrapper in wrappers:
         pattern = re.compile(r"(?<![\w:])" + re.escape(wrapper) + r"\s*(?=[<(])")
         for match in pattern.finditer(code):
@@ -168,16 +218,22 @@ def pdl_launch_sites(text: str, path: str, kernels: set[str], wrappers: tuple[st
             if open_paren < 0 or code[position:open_paren].strip():
                 continue
             for arg in split_arguments(code[open_paren + 1:balanced(code, open_paren) - 1]):
-                site = _kernel_argument(arg, kernels)
+                site = _kernel_argument(arg, kernels, defined)
                 if site is not None:
-                    sites.append(LaunchSite(path, line_of(code, match.start()), site[0], site[1], wrapper))
+                    sites.append(LaunchSite(path, line_of(code, match.start()), *site[:2], wrapper, site[2]))
     return sites
 
 
-def _pdl_enabled(code: str, position: int) -> bool:
-    """Whether the function around a cudaLaunchKernelEx call sets the PDL launch attribute (on)."""
-    region = code[_function_start(code, position):position]
-    return _PDL_ATTRIBUTE in region and not _PDL_OFF.search(region)
+def _pdl_enabled(code: str, position: int, constants: Constants) -> bool:
+    """Whether the function around a cudaLaunchKernelEx call sets the PDL launch attribute, on as the call is made:
+    the last value the function gives it before the call is not one the file settles to 0 (a function that launches
+    one kernel with the attribute off, then sets it on for the next, launches that one with PDL)."""
+    start = _function_start(code, position)
+    region = code[start:position]
+    if _PDL_ATTRIBUTE not in region:
+        return False
+    given = list(_PDL_VALUE.finditer(region))
+    return not given or constants.value(given[-1].group("value"), start + given[-1].start("value")) != 0
 
 
 def _function_start(code: str, position: int) -> int:
@@ -198,8 +254,10 @@ def _function_start(code: str, position: int) -> int:
 _FUNCTION_HEAD = re.compile(r"\)\s*(?:const\s*)?(?:noexcept\s*)?(?:override\s*)?(?:->\s*[\w:<>,\s*&]+)?\s*$")
 
 
-def _kernel_argument(arg: str, kernels: set[str]) -> tuple[str, str | None] | None:
-    """(kernel identifier, template arguments) of an argument that names a kernel, else None."""
+def _kernel_argument(arg: str, kernels: set[str], defined: frozenset[str] = frozenset()
+                     ) -> tuple[str, str | None, str | None] | None:
+    """(kernel identifier, template arguments, the namespace written before it: `_scope_before`) of an argument that
+    names a kernel, else None."""
     for match in _IDENT.finditer(arg):
         name = match.group(0)
         if name not in kernels:
@@ -209,31 +267,66 @@ def _kernel_argument(arg: str, kernels: set[str]) -> tuple[str, str | None] | No
         if rest.startswith("<"):
             end = _template_end(rest, 0)
             template = re.sub(r"\s+", "", rest[:end])
-        return name, template
+        return name, template, _scope_before(arg, match.start(), defined)
     return None
+
+
+_SCOPE = re.compile(r"((?:[A-Za-z_]\w*\s*::\s*)+)$")
+# A namespace's definition (`namespace big {`, `inline namespace v1 {`, `namespace ops::big {`), not an alias
+# (`namespace bg = big;`).
+_NAMESPACE = re.compile(r"\bnamespace\s+([A-Za-z_][\w:\s]*?)\s*\{")
+
+
+def namespaces(*texts: str) -> frozenset[str]:
+    """The names of the namespaces `texts` define (their parts: `ops::big` gives `ops` and `big`)."""
+    return frozenset(part.strip() for text in texts if "namespace" in text for match in _NAMESPACE.finditer(text)
+                     for part in match.group(1).split("::") if part.strip())
+
+
+def _scope_before(code: str, at: int, defined: frozenset[str]) -> str | None:
+    """The namespaces written before the identifier at `at` (`big::detail::k`: "big::detail"), where each is one the
+    file and its headers define (`defined`); None otherwise (none written, or a namespace alias whose kernels the
+    name does not tell: the site then names the kernel in any namespace)."""
+    found = _SCOPE.search(code, max(0, at - 256), at)
+    if found is None:
+        return None
+    scope = re.sub(r"\s+", "", found.group(1))[:-2]
+    return scope if all(part in defined for part in scope.split("::") if part) else None
 
 
 def pdl_launched(display: str, sites: list[LaunchSite], instantiations: dict[str, set[str]]) -> LaunchSite | None:
     """The launch site that makes a compiled kernel PDL-launched, if any (`applies`)."""
     base, template = base_name(display), _template_of(display)
     known = instantiations.get(base, set())
-    return next((site for site in sites if applies(site, base, template, known)), None)
+    return next((site for site in sites if applies(site, base, template, known, display)), None)
 
 
 def largest_smem(display: str, sites: list[SmemSite], instantiations: dict[str, set[str]]) -> SmemSite | None:
     """Of the sites that give a compiled kernel dynamic shared memory (`applies`), the one that gives the most."""
     base, template = base_name(display), _template_of(display)
     known = instantiations.get(base, set())
-    found = [site for site in sites if applies(site, base, template, known)]
+    found = [site for site in sites if applies(site, base, template, known, display)]
     return max(found, key=lambda site: (site.bytes, site.path, -site.line), default=None)
 
 
-def applies(site: LaunchSite | SmemSite, base: str, template: str | None, known: set[str]) -> bool:
+def applies(site: LaunchSite | SmemSite, base: str, template: str | None, known: set[str], display: str = "") -> bool:
     """Whether a site names one compiled kernel (`base` and its `template` arguments; `known`: the template
-    arguments of every instantiation compiled). A site that names template arguments matching one of the kernel's
-    instantiations applies to that instantiation only; a site without template arguments, or with arguments that
-    match none (a launcher's own template parameter, a typedef), applies to every instantiation."""
-    return site.kernel == base and (site.template is None or site.template == template or site.template not in known)
+    arguments of every instantiation compiled; `display`: its name as shown, with its namespaces). A site that names
+    template arguments matching one of the kernel's instantiations applies to that instantiation only; a site without
+    template arguments, or with arguments that match none (a launcher's own template parameter, a typedef), applies
+    to every instantiation. Likewise a site that writes a namespace (`big::k`) applies to the kernel of that name in
+    that namespace alone (not `small::k`); one that writes none, to them all."""
+    if site.kernel != base or not (site.template is None or site.template == template or site.template not in known):
+        return False
+    return not site.scope or not display or _in_scope(display, site.scope)
+
+
+def _in_scope(display: str, scope: str) -> bool:
+    """Whether a kernel shown as `display` (`ops::v1::big::k<float>`) lies in the namespace a site wrote (`big`,
+    `ops::big`, `::ops::big`): the written names are among its namespaces, in order (an inline namespace between
+    them is not written)."""
+    shown = iter(part for part in display.split("<", 1)[0].split("(", 1)[0].split("::")[:-1] if part)
+    return all(part in shown for part in scope.split("::") if part)
 
 
 def _template_of(display: str) -> str | None:

@@ -47,6 +47,10 @@ class CudaSource:
     key: str  # hash of the file's and its headers' contents (and of the torch version its flags' torch folders hold)
     torch_note: str = ""  # what a missing header of this torch extension source says of its torch ("": nothing)
     build_note: str = ""  # what any compile error of it adds of the build script that lists it (`TorchBuild.note`)
+    # The nvcc flags of that build script the text does not settle, as written (the file is compiled without them),
+    # and the hash of the script's text they were read from (`TorchBuild.digest`)
+    unsettled: tuple[str, ...] = ()
+    unsettled_digest: str = ""
 
 
 def defined_kernels(source: CudaSource) -> set[str]:
@@ -219,7 +223,8 @@ def _source(root: Path, path: Path, rel: str, entry: CudaEntry, command: tuple[P
         flags += extension_flags(torch, extension_name(path), flags)
         key = hashlib.sha256(f"{key}\0torch {torch.version}".encode()).hexdigest()
     return CudaSource(path=path.resolve(), rel=rel, cwd=cwd, flags=flags, archs=archs, entry=entry,
-                      headers=headers, key=key, torch_note=note, build_note=build.note(root) if build else "")
+                      headers=headers, key=key, torch_note=note, build_note=build.note(root) if build else "",
+                      unsettled=build.unsettled if build else (), unsettled_digest=build.digest if build else "")
 
 
 def _torch_build(unresolved: frozenset[str], flags: tuple[str, ...], cwd: Path,

@@ -10,7 +10,8 @@ sizes, `--use_fast_math`, `-std=`, `--maxrregcount`) are the flags it is compile
 
 Only what the script's text settles is taken: string literals, f-strings and `+`/`str()` of module-level
 constants, `os.path.join`, and the folder of `__file__`; a source or flag written any other way (read from the
-environment, computed in a loop, added to a list the script changes after giving it) is left out, never guessed.
+environment, computed in a loop, added to a list the script changes after giving it, a list or name it replaces,
+binds again or takes items from) is left out, never guessed.
 A linked script is read as run from the link's folder. Scripts are looked for beside the configured
 sources and in the folders above them, up to the project root (`setup.py`, `run.py`, `build.py`...); a source
 that two builds list with different flags is compiled with the options (each with its value) they share.
@@ -19,6 +20,7 @@ that two builds list with different flags is compiled with the options (each wit
 from __future__ import annotations
 
 import ast
+import hashlib
 import os
 import shlex
 from collections.abc import Iterable
@@ -42,6 +44,9 @@ class TorchBuild:
     sources: tuple[Path, ...]  # the sources it lists that exist, resolved
     flags: tuple[str, ...]  # its nvcc flags as kgate keeps them (architectures, outputs and modes dropped)
     unsettled: tuple[str, ...] = ()  # its nvcc flags the text does not settle, as written (`f"-D_N_={HEAD_SIZE}"`)
+    # A hash of the script's text, where some flag is unsettled: what such a flag stands for may change with any of
+    # it (`HEAD_SIZE = int(os.environ.get("H", 64))` given another default), so a diff compares it whole.
+    digest: str = ""
 
     def note(self, root: Path) -> str:
         """What a compile error of one of its sources adds: the flags kgate could not read, and where to give them."""
@@ -86,10 +91,14 @@ def by_source(builds: list[TorchBuild]) -> dict[Path, TorchBuild]:
             if first is None:
                 out[source] = build
             elif first.flags != build.flags:
-                theirs = _options(build.flags)
-                shared = tuple(flag for option in _options(first.flags) if option in theirs for flag in option)
-                out[source] = TorchBuild(first.script, first.line, first.sources, shared,
-                                         tuple(dict.fromkeys(first.unsettled + build.unsettled)))
+                mine, theirs = _options(first.flags), _options(build.flags)
+                shared = tuple(flag for option in mine if option in theirs for flag in option)
+                # An option one build gives and the other does not is the build's to choose: named, not guessed.
+                apart = tuple(" ".join(option) for option in [*mine, *theirs] if (option in mine) != (option in theirs))
+                unsettled = tuple(dict.fromkeys(first.unsettled + build.unsettled + apart))
+                digest = hashlib.sha256(f"{first.digest}\0{build.digest}\0{unsettled}".encode()).hexdigest()
+                out[source] = TorchBuild(first.script, first.line, first.sources, shared, unsettled,
+                                         digest if unsettled else "")
     return out
 
 
@@ -121,9 +130,9 @@ def _script_builds(script: Path) -> list[TorchBuild]:
         tree = ast.parse(text)
     except (SyntaxError, ValueError, RecursionError):
         return []
-    changed = _changed(tree)
-    constants: dict[str, ast.expr] = {name: _Changed(value) if name in changed else value
-                                      for name, value in py.module_constants(tree).items()}
+    grown, rebound = _changed(tree)
+    constants: dict[str, ast.expr] = {name: _Changed(value) if name in grown else value
+                                      for name, value in py.module_constants(tree).items() if name not in rebound}
     imports = py.import_map(tree)
     script = Path(os.path.abspath(script))
     folder = script.parent  # where `python setup.py` runs: a linked script's own folder, not its target's
@@ -140,51 +149,73 @@ def _script_builds(script: Path) -> list[TorchBuild]:
         if not found:
             continue
         flags, unsettled = _flags(node, kind, constants, script)
-        out.append(TorchBuild(script, node.lineno, found, flags, unsettled))
+        digest = hashlib.sha256(text.encode()).hexdigest() if unsettled else ""
+        out.append(TorchBuild(script, node.lineno, found, flags, unsettled, digest))
     return out
 
 
 class _Changed(ast.expr):
-    """A module-level name the script changes after giving it its value (`FLAGS.append(...)`, `FLAGS += [...]`,
-    `FLAGS = [...]` again in an `if`): its first value's items are some of its items, never all."""
+    """A module-level name the script only adds to after giving it its value (`FLAGS.append(...)`, `FLAGS +=
+    [...]` in an `if`): its first value's items are some of its items, never all."""
 
     def __init__(self, value: ast.expr) -> None:
         super().__init__()
         self.value = value
 
 
-_MUTATORS = {"append", "extend", "insert", "remove", "pop", "clear", "update", "setdefault", "sort", "reverse",
-             "__setitem__", "__iadd__"}
+# Methods that only add items: what the first value holds is still there. Any other change in place (`remove`,
+# `pop`, `clear`, `update`, `sort`, an item assigned or deleted) may take items away or replace them.
+_GROWERS = {"append", "extend", "insert", "__iadd__"}
+_MUTATORS = {"remove", "pop", "clear", "update", "setdefault", "sort", "reverse", "discard", "__setitem__",
+             "__delitem__", "__ior__"}
 
 
-def _changed(tree: ast.Module) -> set[str]:
-    """The names the script assigns more than once, or changes in place (a method that mutates, an item assigned),
-    anywhere."""
-    assigned: dict[str, int] = {}
-    out: set[str] = set()
+def _changed(tree: ast.Module) -> tuple[set[str], set[str]]:
+    """The names the script only adds items to after their first value (`_GROWERS`, `+=`), and the names it binds
+    more than once, anywhere and by any means (an assignment, a `for` or comprehension target, `:=`, `with ... as`,
+    `import ... as`, a function's parameter, `del`, a `def` or `class`), or changes otherwise in place: what a call
+    reads of those is not their first value."""
+    bound: dict[str, int] = {}
+    grown: set[str] = set()
+    rebound: set[str] = set()
+
+    def bind(name: str) -> None:
+        bound[name] = bound.get(name, 0) + 1
+
     for node in ast.walk(tree):
-        targets: list[ast.expr] = []
-        if isinstance(node, ast.Assign):
-            targets = node.targets
-        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
-            targets = [node.target]
-            if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
-                out.add(node.target.id)
-        elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
-            targets = [node.target]
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _MUTATORS:
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            bind(node.id)
+            if isinstance(node.ctx, ast.Del):
+                rebound.add(node.id)
+        elif isinstance(node, ast.arg):
+            bind(node.arg)
+        elif isinstance(node, ast.alias):
+            bind(node.asname or node.name.split(".")[0])
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bind(node.name)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            bind(node.name)
+        elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+            (grown if isinstance(node.op, ast.Add) else rebound).add(node.target.id)
+        elif isinstance(node, (ast.Subscript, ast.Attribute)) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            root = _root(node.value)
+            if root is not None:
+                rebound.add(root)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and (
+                node.func.attr in _GROWERS or node.func.attr in _MUTATORS):
             root = _root(node.func.value)
             if root is not None:
-                out.add(root)
-        for target in targets:
-            for element in ast.walk(target):
-                if isinstance(element, ast.Name) and isinstance(element.ctx, ast.Store):
-                    assigned[element.id] = assigned.get(element.id, 0) + 1
-                elif isinstance(element, (ast.Subscript, ast.Attribute)) and isinstance(element.ctx, ast.Store):
-                    root = _root(element.value)
-                    if root is not None:
-                        out.add(root)
-    return out | {name for name, count in assigned.items() if count > 1}
+                (grown if node.func.attr in _GROWERS else rebound).add(root)
+    # An augmented assignment is a binding of its own (`ast.Name` in a Store context) besides the first value.
+    rebound |= {name for name, count in bound.items() if count > 1 and name not in grown}
+    rebound |= {name for name in grown if bound.get(name, 0) > 1 + _augmented(tree, name)}
+    return grown - rebound, rebound
+
+
+def _augmented(tree: ast.Module, name: str) -> int:
+    """How many `name += ...` the script holds."""
+    return sum(1 for node in ast.walk(tree)
+               if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name) and node.target.id == name)
 
 
 def _root(node: ast.expr) -> str | None:
@@ -220,10 +251,13 @@ def _flags(call: ast.Call, kind: str, constants: dict[str, ast.expr], script: Pa
             given = next((k.value for k in given.keywords if k.arg == "nvcc"),
                          given if any(k.arg is None for k in given.keywords) else None)
         elif isinstance(given, ast.Dict):
-            keys = [_text(k, constants, script) if k is not None else "**" for k in given.keys]
-            nvcc = [v for key, v in zip(keys, given.values) if key == "nvcc"]
-            # A key the text does not settle may be "nvcc": the flags are then unsettled.
-            given = nvcc[-1] if nvcc else given if None in keys else None
+            keys = [_text(k, constants, script) if k is not None else None for k in given.keys]
+            last = max((index for index, key in enumerate(keys) if key == "nvcc"), default=-1)
+            # A key the text does not settle, or a `**mapping` after the last "nvcc" key, may give "nvcc": the
+            # flags are then unsettled (shown as the whole dict, or as the mapping).
+            later = [value if written is None else given for written, key, value in
+                     zip(given.keys[last + 1:], keys[last + 1:], given.values[last + 1:]) if key is None]
+            given = later[-1] if later else given.values[last] if last >= 0 else None
     if given is None:
         return (), ()
     argv: list[str] = []

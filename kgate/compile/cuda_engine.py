@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import kgate
+from kgate.collect.cpp_constants import given_macros
 from kgate.collect.cuda_flags import choose_arch
 from kgate.collect.cuda_launches import LaunchSite, SmemSite, pdl_launch_sites, smem_sites
 from kgate.collect.cuda_names import global_definitions, matches
@@ -380,6 +381,17 @@ def launch_sites(config: Config, sources: list[CudaSource]) -> tuple[list[Launch
     (a header's sizes may name its own constants; a source's, its headers' too)."""
     texts: dict[Path, tuple[str, tuple[str, ...]]] = {}
     headers_of: dict[Path, tuple[Path, ...]] = {}
+    # The macros each source's compile defines (`-DSMEM=...`): its sizes may name them. A header's own sites read
+    # those that every source including it defines alike (two builds of it may define one otherwise).
+    given = {source.path: given_macros(source.flags) for source in sources}
+    includers: dict[Path, list[dict[str, str]]] = {}
+    for source in sources:
+        for header in source.headers:
+            includers.setdefault(header, []).append(given[source.path])
+    for header, defined in includers.items():
+        if header not in given:
+            given[header] = {name: value for name, value in defined[0].items()
+                             if all(other.get(name) == value for other in defined[1:])}
     for source in sources:
         for path in (source.path, *source.headers):
             if path not in texts:
@@ -398,7 +410,7 @@ def launch_sites(config: Config, sources: list[CudaSource]) -> tuple[list[Launch
     for path in sorted(texts):
         text, wrappers = texts[path]
         shown = display_path(path, config.root, known)
-        sites.extend(pdl_launch_sites(text, shown, kernels, wrappers))
         headers = tuple(texts[h][0] for h in headers_of.get(path, ()) if h in texts)
-        smem.extend(smem_sites(text, shown, kernels, headers))
+        sites.extend(pdl_launch_sites(text, shown, kernels, wrappers, headers, given.get(path)))
+        smem.extend(smem_sites(text, shown, kernels, headers, given.get(path)))
     return sites, smem

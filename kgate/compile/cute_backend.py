@@ -159,10 +159,11 @@ def ptxas_again(ptx: str, cubin: bytes, target: str, folder: str) -> str:
     log = done.stdout + done.stderr
     mine = _registers(log)
     theirs = register_counts(cubin)
-    differ = sorted(name for name in theirs if mine.get(name) != theirs[name])
+    # Every entry of either: an entry the report gives that the cubin records no registers of is not that cubin's.
+    differ = sorted(name for name in {*theirs, *mine} if mine.get(name) != theirs.get(name))
     if not mine or not theirs or differ:
         name = differ[0] if differ else ""
-        detail = (f": {name} has {theirs[name]} registers in the DSL's cubin and {mine.get(name)} from "
+        detail = (f": {name} has {theirs.get(name)} registers in the DSL's cubin and {mine.get(name)} from "
                   f"{program.name}, so its report is not that cubin's" if name else ": no registers to compare")
         raise KernelError(f"{said}, and {program.name}'s report of its PTX cannot stand in for it{detail}; "
                           f"upgrade nvidia-cutlass-dsl to 4.8 or later")

@@ -46,6 +46,8 @@ from kgate.support import interrupts, tools
 
 # Tries to start a worker, each after a longer pause: a fork server on its way out refuses the first.
 START_ATTEMPTS = 5
+# The most of a worker's stderr read for the stack it dumps when asked (a dump is a few kilobytes per thread).
+_DUMP_BYTES = 1 << 20
 # How often a worker whose fork server has ended is looked at, in seconds (nothing reports its end).
 ORPHAN_POLL = 0.5
 class _Parent:
@@ -272,7 +274,8 @@ class _Worker:
         if pid is None or ask is None or self.orphaned and not tools.alive(pid):
             return None
         self.forward()  # what it wrote before is shown as ever
-        before = len(self.tail)
+        before = self.logged  # the dump is read from here in the worker's stderr file, not from the tail kept:
+        # a module that wrote more than the tail holds would leave none of the dump past its old length
         try:
             os.kill(pid, ask)
         except (ProcessLookupError, PermissionError):
@@ -281,12 +284,20 @@ class _Worker:
         give_up = time.perf_counter() + 0.5
         while time.perf_counter() < give_up:
             self.forward(echo=False)
-            if worker_stderr.DUMPED in self.tail[before:] and self.tail.endswith("\n"):
+            if worker_stderr.DUMPED in self._written_since(before) and self.tail.endswith("\n"):
                 time.sleep(0.05)  # the rest of the dump (every thread's stack) arrives in the same moment
                 self.forward(echo=False)
                 break
             time.sleep(0.02)
-        return worker_stderr.stopped_at(self.tail[before:], _LIBRARIES)
+        return worker_stderr.stopped_at(self._written_since(before), _LIBRARIES)
+
+    def _written_since(self, offset: int) -> str:
+        """What the worker wrote to its stderr from `offset` on (its first `_DUMP_BYTES`: a module that goes on
+        writing as it waits is not read without end)."""
+        try:
+            return os.pread(self.log.fileno(), _DUMP_BYTES, offset).decode("utf-8", "replace")
+        except (OSError, ValueError):
+            return ""
 
     def kill(self) -> None:
         """Kill the worker and every compiler it started."""

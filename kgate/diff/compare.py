@@ -2,7 +2,8 @@
 
 Variants are matched by identity (kernel, variant, target), never by a hash of their source, so an edited
 kernel is compared with what it was. A variant is `identical` when its instruction stream is (opcodes,
-operands, constant-bank offsets, encodings; addresses and symbol names aside), `changed` otherwise, `new`
+operands, constant-bank offsets, encodings; addresses and symbol names aside) and its launch (dynamic shared
+memory, PDL) is, `changed` otherwise, `new`
 or `gone` when one side lacks it, `failed` when a side did not compile it, and `unknown` when a side's cubin
 is no longer in the cache to read.
 """
@@ -202,7 +203,8 @@ def _compared(old_key: Key, key: Key, base: Side, head: Side, listings: Listings
         return Row(*key, language, "new" if before is None else "gone",
                    Figures.of(before, None) if before else None, Figures.of(after, None) if after else None)
     if not needs_listing(base, head, old_key, key, code):  # the same cubin, or the same machine code in it
-        return Row(*key, language, "identical", Figures.of(before, None), Figures.of(after, None))
+        return _unread(_launched(Row(*key, language, "identical", Figures.of(before, None),
+                                     Figures.of(after, None)), before, after), base, head, old_key, key)
     old, new = listings(base, old_key), listings(head, key)
     if old is None or new is None:
         missing = base.label if old is None else head.label
@@ -210,10 +212,44 @@ def _compared(old_key: Key, key: Key, base: Side, head: Side, listings: Listings
                    note=f"the SASS of {missing} cannot be read (its cubin is no longer in the cache; run again)")
     figures = (Figures.of(before, len(old)), Figures.of(after, len(new)))
     if same_code(old, new):
-        return Row(*key, language, "identical", *figures)
+        return _unread(_launched(Row(*key, language, "identical", *figures), before, after), base, head, old_key, key)
     files = {i.file for i in old + new}
     first, lines = first_difference(old, new, roots + _roots_of(files, before.path) + _roots_of(files, after.path))
     return Row(*key, language, "changed", *figures, families=_moved(old, new), first=first, lines=lines)
+
+
+def _launched(row: Row, before: KernelFacts, after: KernelFacts) -> Row:
+    """An identical row, or a changed one where the same code is launched otherwise: with another amount of dynamic
+    shared memory (a CUDA launch's size, a host-side constant of the project), where the same SASS runs at another
+    occupancy or does not launch at all, or with PDL where it was not (or the other way), where it overlaps the
+    kernel before it or no longer does. Neither is a proof of the same performance."""
+    old, new = before.resources.smem_dynamic, after.resources.smem_dynamic
+    said = []
+    if old != new:
+        where = f" (given at {after.smem_set_at})" if after.smem_set_at else ""
+        said.append(f"launched with {new} bytes of dynamic shared memory instead of {old}{where}")
+    if before.pdl != after.pdl:
+        said.append("launched with programmatic dependent launch (PDL) now" if after.pdl else
+                    "no longer launched with programmatic dependent launch (PDL)")
+    if not said:
+        return row
+    return replace(row, status="changed", note="the same SASS, " + "; ".join(said))
+
+
+def _unread(row: Row, base: Side, head: Side, old_key: Key, key: Key) -> Row:
+    """An identical CUDA row stays identical only where the build script that gives its file flags kgate cannot
+    read (and compiles without) is the same on both sides: where the script changed (`-DHEAD={HEAD}` with
+    `HEAD = int(os.environ.get("HEAD", 64))` given another default), the real builds may differ while kgate's
+    compiles do not."""
+    if row.status != "identical":
+        return row
+    old, new = base.unsettled.get(old_key[1], []), head.unsettled.get(key[1], [])
+    if old == new:
+        return row
+    said = ", ".join(new[1:] or old[1:])
+    return replace(row, status="changed", note=f"the same SASS from the flags kgate reads, but the build script "
+                                               f"that gives it flags kgate cannot read ({said}) changed: give them, "
+                                               f"with the values to gate, in the table's `flags`")
 
 
 def _same_cubin(a: tuple[str, str | None] | None, b: tuple[str, str | None] | None) -> bool:

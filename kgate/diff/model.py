@@ -24,13 +24,18 @@ class Side:
     covered: frozenset[str] = frozenset()
     # Per kernel module, the programs its import ran whose own reads are not seen (`kgate.compile.import_reads`).
     unseen: dict[str, list[str]] = field(default_factory=dict)
+    # Per CUDA source, the hash of the build script that gives it nvcc flags its text does not settle, then those
+    # flags as written (`kgate.collect.torch_builds`): compiled without them, so the same SASS is no proof where the
+    # script changed.
+    unsettled: dict[str, list[str]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {"label": self.label, "facts": [f.to_json() for f in self.facts.values()],
                 "failures": [[*key, message] for key, message in self.failures.items()],
                 "cubins": [[*key, path, digest] for key, (path, digest) in self.cubins.items()],
                 "toolchain": self.toolchain, "compiled": self.compiled, "cached": self.cached,
-                "seconds": self.seconds, "covered": sorted(self.covered), "unseen": self.unseen}
+                "seconds": self.seconds, "covered": sorted(self.covered), "unseen": self.unseen,
+                "unsettled": self.unsettled}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Side:
@@ -40,4 +45,5 @@ class Side:
                    {(k, v, t): (str(p), d) for k, v, t, p, d in data["cubins"]},
                    {str(k): str(v) for k, v in data["toolchain"].items()}, int(data["compiled"]),
                    int(data["cached"]), float(data["seconds"]), frozenset(data["covered"]),
-                   {str(k): [str(p) for p in v] for k, v in dict(data.get("unseen", {})).items()})
+                   {str(k): [str(p) for p in v] for k, v in dict(data.get("unseen", {})).items()},
+                   {str(k): [str(p) for p in v] for k, v in dict(data.get("unsettled", {})).items()})

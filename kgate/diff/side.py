@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 
+from kgate.collect.cuda_sources import cuda_sources
 from kgate.collect.registry import captured_specs, triton_entries
 from kgate.compile.compilation import Progress
 from kgate.core.config import Config
@@ -26,6 +27,8 @@ def compile_side(config: Config, options: CheckOptions, label: str, progress: Pr
     plan = artifact_plan((), sass_every=options.sass, cubin_every=True)
     compiled, covered = compile_kernels(config, entries, captured, options, plan, progress)
     failures = {(f.kernel, f.variant, f.target): (f.message.splitlines() or [""])[0] for f in compiled.failures}
+    unsettled = {source.rel: [source.unsettled_digest, *source.unsettled] for source in cuda_sources(config)
+                 if source.unsettled} if config.cuda else {}
     return Side(label, {f.key: f for f in compiled.facts}, failures, dict(compiled.cubins),
                 {k: v for k, v in compiled.toolchain.items() if not k.endswith(".id")}, compiled.compiled,
-                compiled.cached, time.perf_counter() - started, covered, dict(compiled.unseen))
+                compiled.cached, time.perf_counter() - started, covered, dict(compiled.unseen), unsettled)

@@ -28,9 +28,19 @@ suffix from a variable or a format field (`sm_120${SUFFIX}`, `$(SUF)`,
 (`-arch=sm_120"a"`), Python's adjacent string literals or `+`
 (`"-arch=sm_120" "a"`, `"sm_120" + suffix`).
 In a shell script or a Makefile, a variable the file passes whole to an
-architecture flag (`nvcc -arch=$SM`, `NVCCFLAGS = -arch=$(GPU_ARCH)`) makes
-its assignments settings (`SM=sm_90`, `GPU_ARCH ?= sm_90`); a variable no
-flag uses names no build.
+architecture flag (`nvcc -arch=$SM`, `-arch="${SM}"`, `NVCCFLAGS = -arch=$(GPU_ARCH)`) makes
+its assignments settings (`SM=sm_90`, `GPU_ARCH ?= sm_90`), and so does one
+that gives an `sm_`/`compute_` word its number (`SM ?= 90` under
+`-gencode arch=compute_$(SM),code=sm_$(SM)`, a bare `sm_90`; `sm_$(SM)a` is
+the `a` target), a loop's list included (`$(foreach sm,$(SMS),...sm_$(sm))`
+with `SMS ?= 90 120`, `for sm in 90 120; do`); a variable assigned just such a variable (`GPU = $(SM)`)
+passes it on. A variable no flag uses names no build. CMake's variables are read the same way:
+`set(ARCHS 120)` under `CUDA_ARCHITECTURES ${ARCHS}` or `set(CMAKE_CUDA_ARCHITECTURES ${ARCHS})`,
+`set(SM 120)` under `arch=compute_${SM},code=sm_${SM}`, a `foreach` over a list, a variable set to
+another's; such a value is judged by the sources of the setting that uses it (a portable target's `${ARCH}`
+is not reported for a target beside it). So are a Python build script's module-level string constants, assigned
+once, that an architecture flag is built from (`SM = "sm_120"` under `"-arch=" + SM`, `CC = "120"` under
+`f"arch=compute_{CC},code=sm_{CC}"`).
 
 **Which sources a build owns.** The C++/CUDA files (`.cu`, `.cuh`, `.h`,
 `.hpp`, `.cpp`, `.cc`, `.inl`, `.ptx`, ...) in the build file's folder and
@@ -212,7 +222,7 @@ _TORCH_VALUE = lazy(r"(?<![\w.])(\d{1,2})\.(\d)([af]?)(?:\+PTX)?(?![\w.])")
 def check(source: Any, ctx: SourceContext) -> Iterable[Report]:
     families = set(ctx.options["families"])
     warn_family = ctx.options["family"] == "warn"
-    bare: list[tuple[int, int, str, str, str]] = []
+    bare: list[tuple[int, int, str, str, str, int]] = []
     near = flag_words(source.text)
     if not near:
         return  # no line names a build flag: the file is not read further
@@ -229,13 +239,22 @@ def check(source: Any, ctx: SourceContext) -> Iterable[Report]:
     if joins == "shell":  # a variable the file passes to an architecture flag: its assignments are settings
         named += [(number, *found) for number, line in _assigned_architectures(text)
                   for found in _architectures(line, joins)]
+        named += _assigned_numbers(text)
+    at: dict[tuple[int, int], int] = {}  # a variable's value: the line of the setting that uses the variable
+    if joins == "python" and (tree := _tree(source)) is not None:
+        named += _python_variables(tree, source.text)
     if source.rel.rsplit("/", 1)[-1] == "CMakeLists.txt" or source.rel.endswith(".cmake"):
         named += _continued_cmake_values(text, flagged)
+        for number, col, written, family, suffix, kind, used in _cmake_variables(text):
+            named.append((number, col, written, family, suffix, kind))
+            at[(number, col)] = used
+    seen: set[tuple[int, int]] = set()  # a value both a setting and a variable's reading name is one architecture
     for number, col, written, family, suffix, kind in named:
-        if family not in families:
+        if family not in families or (number, col) in seen:
             continue
+        seen.add((number, col))
         if suffix == "":
-            bare.append((number, col, written, family, kind))
+            bare.append((number, col, written, family, kind, at.get((number, col), number)))
         elif suffix == "f" and warn_family:
             yield Report(f"`{written}`: {family_note(family)}", severity=Severity.WARNING, line=number,
                          col=col + 1, end_line=number, end_col=col + 1 + len(written), discriminator=written)
@@ -243,6 +262,108 @@ def check(source: Any, ctx: SourceContext) -> Iterable[Report]:
         # The verdict reads the sources the build compiles.
         source.derived[READS_BEYOND] = True
         yield from _judged(source, bare, ctx.options["portable"] == "note")
+
+
+# CMake's assignments of a variable (`set(SM 120)`, `list(APPEND ARCHS 90 120)`, `foreach(sm 90 120)`), up to the
+# value's `)` or the `CACHE`/`PARENT_SCOPE` that ends it, and a reference to one (`${SM}`).
+_CMAKE_ASSIGNMENT = lazy(r"\b(?:set|list\s*\(\s*APPEND|foreach)\s*\(?\s*(\w+)\s+(?:IN\s+(?:LISTS|ITEMS)\s+)?"
+                         r"((?:(?!\bCACHE\b|\bPARENT_SCOPE\b)[^)])*)", re.IGNORECASE)
+_CMAKE_REFERENCE = lazy(r"\$\{(\w+)\}")
+
+
+def _cmake_variables(text: str) -> list[tuple[int, int, str, str, str, str, int]]:
+    """(line, column, text as written, family, suffix, kind, line of the setting that uses it) of the architectures
+    a CMake file assigns to a variable that an architecture setting uses: `set(ARCHS 120)` under
+    `CUDA_ARCHITECTURES ${ARCHS}` (or `set(CMAKE_CUDA_ARCHITECTURES ${ARCHS})`), `set(SM 120)` under
+    `-gencode arch=compute_${SM},code=sm_${SM}`, `set(ARCH sm_120)` under `-arch=${ARCH}`; also through another
+    variable (`set(B ${A})`) and a `foreach` over a list."""
+    used: dict[str, tuple[str, int]] = {}  # variable -> (kind of its values, the line of the setting using it)
+    lines = text.splitlines()
+    for number, line in enumerate(lines, 1):
+        for setting in _CMAKE_ARCHS.finditer(line):
+            for ref in _CMAKE_REFERENCE.finditer(setting.group(1)):
+                used.setdefault(ref.group(1), ("CUDA_ARCHITECTURES", number))
+        for ref in _ARCH_VARIABLE.finditer(line):
+            used.setdefault(_named(ref), ("whole", number))
+        for ref in _NUMBER_VARIABLE.finditer(line):
+            used.setdefault(_named(ref), ("number", number))
+    if not used:
+        return []
+    starts = list(accumulate(map(len, text.splitlines(keepends=True)), initial=0))
+    assigned = [(match.group(1), match.start(2), match.group(2)) for match in _CMAKE_ASSIGNMENT.finditer(text)]
+    for _ in range(len(assigned)):  # `set(B ${A})` under a setting that uses B makes A one too
+        grown = False
+        for name, _start, value in assigned:
+            for ref in _CMAKE_REFERENCE.finditer(value):
+                if name in used and ref.group(1) not in used:
+                    used[ref.group(1)] = used[name]
+                    grown = True
+        if not grown:
+            break
+    out: list[tuple[int, int, str, str, str, str, int]] = []
+    for name, start, value in assigned:
+        if name not in used:
+            continue
+        kind, use = used[name]
+        if kind == "whole":
+            found = [(m.start(), m.group(0), m.group(2), m.group(3), "flags") for m in _NVCC_ARCH.finditer(value)]
+        else:
+            pattern = _CMAKE_VALUE if kind == "CUDA_ARCHITECTURES" else _ARCH_NUMBER
+            found = [(m.start(), m.group(0), m.group(1), m.group(2), "CUDA_ARCHITECTURES" if kind ==
+                      "CUDA_ARCHITECTURES" else "flags") for m in pattern.finditer(value)]
+        for offset, written, family, suffix, shown in found:
+            at = start + offset
+            number = bisect_right(starts, at)
+            out.append((number, at - starts[number - 1], written, family, suffix, shown, use))
+    return out
+
+
+# The text before a name an architecture flag is built from in Python: the whole value (`"-arch=" + SM`,
+# `f"--gpu-architecture={SM}"`) or an architecture's number (`f"arch=compute_{CC},code=sm_{CC}"`).
+_PY_WHOLE = lazy(r"(?:-arch|--gpu-architecture|-code|--gpu-code|(?<![.\w])arch|(?<![.\w])code)[= ]$")
+_PY_NUMBER = lazy(r"(?<![\w.])(?:sm|compute)_$")
+
+
+def _python_variables(tree: ast.Module, text: str) -> list[tuple[int, int, str, str, str, str]]:
+    """(line, column, text as written, family, suffix, kind) of the architectures a Python build script assigns to
+    a module-level string constant (assigned once) that an architecture flag is built from: `SM = "sm_120"` under
+    `"-arch=" + SM`, `CC = "120"` under `f"arch=compute_{CC},code=sm_{CC}"`."""
+    from kgate.collect import pysource as py
+
+    used: dict[str, str] = {}
+    for node in ast.walk(tree):
+        pieces: list[ast.expr] = []
+        if isinstance(node, ast.JoinedStr):
+            pieces = list(node.values)
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            pieces = [node.left, node.right]
+        for before, after in zip(pieces, pieces[1:]):
+            value = after.value if isinstance(after, ast.FormattedValue) else after
+            if not (isinstance(before, ast.Constant) and isinstance(before.value, str) and isinstance(value, ast.Name)):
+                continue
+            if _PY_NUMBER.search(before.value):
+                used.setdefault(value.id, "number")
+            elif _PY_WHOLE.search(before.value):
+                used.setdefault(value.id, "whole")
+    if not used:
+        return []
+    lines = text.splitlines()
+    out: list[tuple[int, int, str, str, str, str]] = []
+    for name, value in py.module_constants(tree).items():
+        if name not in used or not isinstance(value, ast.Constant) or not isinstance(value.value, str) or \
+                value.end_lineno != value.lineno or value.lineno > len(lines):
+            continue
+        line = lines[value.lineno - 1]
+        written = line.encode()[value.col_offset:value.end_col_offset or 0].decode(errors="replace")
+        start = len(line.encode()[:value.col_offset].decode(errors="replace")) + written.find(value.value)
+        if written.find(value.value) < 1:
+            continue  # a literal written otherwise (escapes, implicit joins): not placed
+        pattern = _NVCC_ARCH if used[name] == "whole" else _ARCH_NUMBER
+        for match in pattern.finditer(value.value):
+            family, suffix = (match.group(2), match.group(3)) if used[name] == "whole" else \
+                (match.group(1), match.group(2))
+            out.append((value.lineno, start + match.start(), match.group(0), family, suffix, "flags"))
+    return out
 
 
 # A word of a CMake argument list that may stand among architectures on a line of their own.
@@ -274,9 +395,10 @@ def _continued_cmake_values(text: str, flagged: list[tuple[int, str]]) -> list[t
     return out
 
 
-def _judged(source: Any, bare: list[tuple[int, int, str, str, str]], note: bool) -> Iterator[Report]:
+def _judged(source: Any, bare: list[tuple[int, int, str, str, str, int]], note: bool) -> Iterator[Report]:
     """A report for each bare architecture whose build compiles arch-specific code of its family (a note for one
-    that compiles none, when asked)."""
+    that compiles none, when asked); each is judged by the sources of the setting on its last line (the one that
+    uses the variable a value is assigned to, or its own)."""
     from kgate.collect.build_handoff import handed_on
     from kgate.collect.build_units import units
     from kgate.hardware.arch_features import lost_by_bare
@@ -285,14 +407,14 @@ def _judged(source: Any, bare: list[tuple[int, int, str, str, str]], note: bool)
     tree = _tree(source)
     handed = handed_on(tree, source.path, here) if tree is not None else []
     found = _Builds(here, units(source.name, source.text, tree))
-    for number, col, written, family, kind in bare:
+    for number, col, written, family, kind, used in bare:
         span: dict[str, Any] = {"line": number, "col": col + 1, "end_line": number, "end_col": col + 1 + len(written),
                 "discriminator": written}
         inner = [(first, folder) for first, last, folder in handed if first <= number <= last]
         folder = max(inner, key=lambda item: item[0])[1] if inner else here
         if folder is None:
             continue  # handed to another build tool in a folder that cannot be read here: its sources are unknown
-        evidence = found.uses(folder, number, kind, family)
+        evidence = found.uses(folder, used, kind, family)
         if evidence is not None:
             where, spelling = os.path.relpath(evidence[0], here).replace(os.sep, "/"), evidence[1]
             target = _a_spelling(written)
@@ -384,26 +506,94 @@ def _code() -> dict[str, re.Pattern[str]]:
 _COMPILED = (".cu", ".cpp", ".cc", ".cxx", ".ptx")
 
 
-# A variable passed whole to an architecture flag in a shell script or a Makefile: `-arch=$(GPU_ARCH)`, `-arch $SM`,
-# `--gpu-architecture=${TARGET}`, `code=$(CODE)`.
+# A variable passed whole to an architecture flag in a shell script or a Makefile, quoted or not: `-arch=$(GPU_ARCH)`,
+# `-arch $SM`, `--gpu-architecture="${TARGET}"`, `code=$(CODE)`, `-arch=${SM:-sm_90}`.
+_REFERENCE = r"[\"']?\$(?:\((\w+)\)|\{(\w+)(?:[:?=+#%-][^}]*)?\}|(\w+))"
 _ARCH_VARIABLE = lazy(r"(?:-arch|--gpu-architecture|-code|--gpu-code|(?<![.\w])arch|(?<![.\w])code)(?:=|\s+)"
-                      r"\$(?:\((\w+)\)|\{(\w+)\}|(\w+))")
+                      + _REFERENCE)
+# A variable that gives an architecture's number: `sm_$(SM)`, `compute_${ARCH}` (not `sm_$(SM)a`, which is suffixed).
+_NUMBER_VARIABLE = lazy(r"(?<![\w.])(?:sm|compute)_" + _REFERENCE + r"(?!\w)")
 # An assignment of a variable in a shell script or a Makefile (`NAME = `, `NAME ?= `, `NAME := `, `export NAME=`).
 _ASSIGNMENT = lazy(r"^[ \t]*(?:export[ \t]+|override[ \t]+)?(\w+)[ \t]*(?:[:+?!]|::|:::)?=")
+# An assignment's value that is one other variable, quoted or not (`GPU = $(SM)`, `ARCH="${SM}"`).
+_WHOLE_REFERENCE = lazy(r"\s*" + _REFERENCE + r"[\"']?\s*$")
+# An architecture's number (`120`, `90a`) in the value of a variable `_NUMBER_VARIABLE` names.
+_ARCH_NUMBER = lazy(r"(?<![\w.$])(\d{2,3})([af]?)(?![\w.])")
+
+
+def _named(match: re.Match[str]) -> str:
+    return next(name for name in match.groups() if name)
+
+
+# A loop that gives a variable each word of a list: a Makefile's `$(foreach sm,90 120,...)`, a shell's
+# `for sm in 90 120; do`.
+_FOREACH = lazy(r"\$\(foreach\s+(\w+)\s*,([^,]*),|^[ \t]*for[ \t]+(\w+)[ \t]+in[ \t]+([^;\n]*)", re.MULTILINE)
+
+
+def _assignments(text: str) -> Iterator[tuple[int, str, str, int]]:
+    """(line number, line, variable, offset of its value in the line) of each assignment of a shell script or
+    Makefile, and of each loop that gives a variable the words of a list (`_FOREACH`)."""
+    for number, line in enumerate(text.splitlines(), 1):
+        match = _ASSIGNMENT.match(line)
+        if match:
+            yield number, line, match.group(1), match.end()
+        if "for" in line:
+            for loop in _FOREACH.finditer(line):
+                if loop.group(1):
+                    yield number, line[:loop.end(2)], loop.group(1), loop.start(2)
+                else:
+                    yield number, line[:loop.end(4)], loop.group(3), loop.start(4)
+
+
+def _variables(text: str) -> tuple[set[str], set[str]]:
+    """The variables of a shell script or Makefile that give an architecture flag its whole value, and those that give
+    the number of an `sm_`/`compute_` word; a variable assigned (or looping over) just another variable passes its
+    kind on (`GPU = $(SM)` under `-arch=$(GPU)` makes `SM` one, `$(foreach sm,$(SMS),...sm_$(sm))` makes `SMS`)."""
+    whole = {_named(match) for match in _ARCH_VARIABLE.finditer(text)}
+    numbers = {_named(match) for match in _NUMBER_VARIABLE.finditer(text)}
+    if not whole and not numbers:
+        return whole, numbers
+    passed: list[tuple[str, str]] = []
+    for _number, line, name, start in _assignments(text):
+        value = _WHOLE_REFERENCE.fullmatch(line[start:])
+        if value:
+            passed.append((name, _named(value)))
+    for _ in range(len(passed)):
+        grown = False
+        for name, other in passed:
+            for kind in (whole, numbers):
+                if name in kind and other not in kind:
+                    kind.add(other)
+                    grown = True
+        if not grown:
+            break
+    return whole, numbers
 
 
 def _assigned_architectures(text: str) -> list[tuple[int, str]]:
     """(number, line) of the lines of a shell script or Makefile (prose blanked) that assign a variable the file
     passes whole to an architecture flag: `SM=sm_90` under `nvcc -arch=$SM`. A variable no flag uses names no
     build."""
-    used = {next(name for name in match.groups() if name) for match in _ARCH_VARIABLE.finditer(text)}
+    used = _variables(text)[0]
     if not used:
         return []
-    out = []
-    for number, line in enumerate(text.splitlines(), 1):
-        match = _ASSIGNMENT.match(line)
-        if match and match.group(1) in used and not _CONTEXT.search(line):
-            out.append((number, line))
+    return list(dict.fromkeys((number, line) for number, line, name, _start in _assignments(text)
+                              if name in used and not _CONTEXT.search(line)))
+
+
+def _assigned_numbers(text: str) -> list[tuple[int, int, str, str, str, str]]:
+    """(line, column, text as written, family, suffix, kind) of the architecture numbers assigned to a variable of a
+    shell script or Makefile that an `sm_`/`compute_` word ends with: `SM ?= 120` under `-arch=sm_$(SM)` is a bare
+    `sm_120`, and so is each word of `$(foreach sm,90 120,...)` or `for sm in 90 120` under `sm_$(sm)`."""
+    used = _variables(text)[1]
+    out: list[tuple[int, int, str, str, str, str]] = []
+    if not used:
+        return out
+    for number, line, name, start in _assignments(text):
+        if name in used:
+            out.extend((number, value.start(), value.group(0), value.group(1), value.group(2), "flags")
+                       for value in _ARCH_NUMBER.finditer(line, start)
+                       if value.group(2) or not _written_on(line, value.end(), "shell"))
     return out
 
 

@@ -233,6 +233,7 @@ from bisect import bisect_right
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from kgate.collect.cpp_text import LAUNCH_MARKS
 from kgate.collect.cuda_tree import SOURCES as CPP_SOURCES
 from kgate.core.artifacts import Artifact
 from kgate.core.findings import Related, Severity
@@ -435,7 +436,7 @@ RULE = Rule(
                          choices=("ignore", "note")),
     },
     files=tuple(f"*{suffix}" for suffix in CPP_SOURCES),
-    prefilter=(b"<<<", b"<< <", b"cudaLaunch"),
+    prefilter=(*(mark.encode() for mark in LAUNCH_MARKS), b"cudaLaunch"),
     read_ahead=read_ahead,
     reads=frozenset({Artifact.SOURCE}),
     fixes=True,
