@@ -62,11 +62,36 @@ def demangle(symbol: str) -> str:
 
 
 def short_name(symbol: str) -> str:
-    """`rmsnorm_kernel<__half, 128>`: no return type, no parameters (anonymous namespace kept)."""
+    """`rmsnorm_kernel<__half, 128>`: no return type, no parameters (anonymous namespace kept). A symbol the
+    demangler does not take (a CUTLASS GEMM's, thousands of characters long) is named by what leads it, its
+    template arguments by a digest of the symbol: `cutlass::device_kernel<#3f2a9c1e>`."""
     text = demangle(symbol)
     if text == symbol:
-        return symbol
+        return _leading_name(symbol) or symbol
     return strip_return_type(_strip_parameters(text)).strip()
+
+
+def _leading_name(symbol: str) -> str | None:
+    """The qualified name that leads a mangled symbol (`_ZN7cutlass13device_kernelI...` is `cutlass::device_kernel`),
+    read up to its first template arguments, with a digest of the whole symbol standing for them; None where the
+    symbol does not start with plain names."""
+    import hashlib
+
+    if not symbol.startswith("_Z"):
+        return None
+    at = 3 if symbol.startswith("_ZN") else 2
+    names: list[str] = []
+    while (found := re.match(r"\d+", symbol[at:])) is not None:
+        start = at + found.end()
+        end = start + int(found.group())
+        name = symbol[start:end]
+        if len(name) < int(found.group()) or not name.replace("_", "a").isalnum():
+            return None
+        names.append(name)
+        at = end
+        if symbol[at:at + 1] == "I":
+            return f"{'::'.join(names)}<#{hashlib.sha256(symbol.encode()).hexdigest()[:8]}>"
+    return None
 
 
 def strip_return_type(text: str) -> str:

@@ -8,6 +8,7 @@ the project's sources. Nothing here runs a tool.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
@@ -116,8 +117,11 @@ def pdl_candidates(context: Mapping[str, Any]) -> Callable[[list[str]], set[str]
 
 
 def cuda_kernels(payload: dict[str, Any], src: Sources) -> list[tuple[str, dict[str, Any]]]:
-    """(symbol, context) of each kernel a CUDA file defines in the project, sorted by name; a library's kernel
-    instantiated there (CUB, Thrust) is not the project's to gate."""
+    """(symbol, context) of each kernel a CUDA file defines or instantiates, sorted by name. A kernel of the CUDA
+    C++ core libraries that ship with the toolkit (CUB, Thrust, libcu++), instantiated there by a call into them,
+    is not the project's to gate. A template kernel of another library outside the project (CUTLASS's
+    `device_kernel<GemmKernel>`) is: its template arguments are the project's tile, stage and schedule choices. It
+    is placed at the file that instantiates it."""
     headers = src.headers
     names = display_names(src.entry_names())
     root = Path(payload["root"])
@@ -129,10 +133,14 @@ def cuda_kernels(payload: dict[str, Any], src: Sources) -> list[tuple[str, dict[
     for symbol in src.entry_names():
         header = headers.get(symbol)
         where = _definition_file(header.first_loc.file if header and header.first_loc else None, payload)
-        if where is None or not any(where.is_relative_to(place) for place in [root, *(p for p, _n in known)]):
+        if where is None:
             continue
         display = names[symbol]
         hint = header.first_loc.line if header and header.first_loc else None
+        if not any(where.is_relative_to(place) for place in [root, *(p for p, _n in known)]):
+            if _core_library(where) or not _instantiated(symbol):
+                continue  # the toolkit's own, or a library's kernel the project did not instantiate
+            where, hint = Path(payload["source"]).resolve(), None
         if base_name(display) not in _cached_definitions(definitions, where):
             # The first line the entry names is not its own (an inlined helper's): look in the file compiled.
             source = Path(payload["source"]).resolve()
@@ -150,6 +158,36 @@ def cuda_kernels(payload: dict[str, Any], src: Sources) -> list[tuple[str, dict[
             "toolchain": dict(payload.get("toolchain", {})), "parameters": parameters,
         }))
     return sorted(out, key=lambda item: item[1]["kernel"])
+
+
+_CORE_LIBRARIES = frozenset({"cub", "thrust", "cuda"})  # CCCL's include folders (`cuda/std/...` is libcu++)
+_INCLUDE_FOLDERS = frozenset({"include", "cccl"})
+
+
+def _core_library(path: Path) -> bool:
+    """Whether a header is one of the CUDA C++ core libraries the toolkit ships: a `cub`, `thrust` or `cuda` folder
+    right under an include folder (`.../include/cub/...`, CUDA 13's `.../include/cccl/thrust/...`, the NVIDIA
+    wheels' `.../cu13/include/cccl/cub/...`)."""
+    parts = path.parts
+    return any(part in _CORE_LIBRARIES and parts[i - 1] in _INCLUDE_FOLDERS for i, part in enumerate(parts) if i)
+
+
+_SOURCE_NAME = re.compile(r"(\d+)")
+
+
+def _instantiated(symbol: str) -> bool:
+    """Whether a kernel's mangled symbol is a template instantiation (of the kernel or of a class around it): a
+    name in it followed by template arguments (`13device_kernelI...E`). Read from the symbol, since the longest
+    of them (a CUTLASS GEMM's) are more than the system's demangler takes."""
+    if not symbol.startswith("_Z"):
+        return False
+    at = 2
+    while (found := _SOURCE_NAME.search(symbol, at)) is not None:
+        end = found.end() + int(found.group(1))
+        if end < len(symbol) and symbol[end] == "I" and symbol[found.end():end].replace("_", "a").isalnum():
+            return True
+        at = found.end()
+    return False
 
 
 def _definition_file(name: str | None, payload: dict[str, Any]) -> Path | None:
