@@ -194,7 +194,8 @@ def test_statistics_go_to_stderr_in_every_format(tmp_path: Path) -> None:
     root = project(tmp_path)
     for fmt in ("terminal", "json"):
         run = kgate("lint", "--statistics", "--format", fmt, cwd=root)
-        assert "    4  KG201  runtime-autotune" in run.stderr.splitlines(), fmt
+        # KG201 judges the kernel module's autotunes, not the test module's own (tests/test_ops.py)
+        assert "    2  KG201  runtime-autotune" in run.stderr.splitlines(), fmt
         assert "    2  KG202  autotune-side-effect" in run.stderr.splitlines(), fmt
         assert not [line for line in run.stdout.splitlines() if re.fullmatch(r" +[0-9]+  KG[0-9]+  [a-z-]+", line)]
 

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 from kgate.collect import depends
+from kgate.collect.cuda_tree import LAUNCH_MARKS
 from kgate.support.comments.cpp import Blanked
 from kgate.support.comments.cpp import blank as blank_comments
 
@@ -31,9 +32,6 @@ _SHARED_CHARS = 1 << 24
 # which nvcc reads as `<<<` and `>>>`.
 _SPACED_OPEN = re.compile(r"<<[ \t]+<(?!<)|<[ \t]+<<(?!<)")
 _SPACED_CLOSE = re.compile(r">>[ \t]+>|>[ \t]+>>")
-# What a launch's opening chevrons contain, spaced or not (nvcc takes `<<` and `<` apart on one line only, as
-# `<<  <` or `<<\t<`): a text with none of these launches nothing (a prefilter).
-LAUNCH_MARKS = ("<<<", "<< ", "<<\t")
 
 
 def may_launch(text: str) -> bool:

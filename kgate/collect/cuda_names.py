@@ -82,6 +82,8 @@ def _leading_name(symbol: str) -> str | None:
     at = 3 if symbol.startswith("_ZN") else 2
     names: list[str] = []
     while (found := re.match(r"\d+", symbol[at:])) is not None:
+        if len(found.group()) > 6:
+            return None  # no name is that long: not a mangled name
         start = at + found.end()
         end = start + int(found.group())
         name = symbol[start:end]

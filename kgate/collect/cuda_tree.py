@@ -10,6 +10,11 @@ from kgate.collect import depends
 from kgate.collect.files import tree_listing
 from kgate.support.filestat import current
 
+# What starts a `<<<...>>>` launch in C++ text, its chevrons spaced or not (`k << <g, b>> > (x)` and `k<<\t<...`
+# compile): a file without any of them launches nothing this way. Here, beside the files' names, so that the launch
+# rule's pre-filter reads it without loading the C++ text readers.
+LAUNCH_MARKS = ("<<<", "<< ", "<<\t")
+
 # The names of C++ and CUDA files, sources and headers: the one list of what the CUDA source rules read and what
 # the project's reading of its other files takes in (a launch or a check macro in a `.hh` or `.inl` is one).
 SOURCES = (".cu", ".cuh", ".cpp", ".cc", ".cxx", ".h", ".hpp", ".hh", ".hxx", ".inl")

@@ -233,7 +233,7 @@ from bisect import bisect_right
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from kgate.collect.cpp_text import LAUNCH_MARKS
+from kgate.collect.cuda_tree import LAUNCH_MARKS
 from kgate.collect.cuda_tree import SOURCES as CPP_SOURCES
 from kgate.core.artifacts import Artifact
 from kgate.core.findings import Related, Severity
