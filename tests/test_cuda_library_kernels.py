@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from conftest import DATA, kgate
 
-from kgate.collect.cuda_names import short_name
-from kgate.facts.build import _core_library, _instantiated
+from kgate.collect.cuda_names import short_name, template_head
+from kgate.facts.build import _core_library
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
 
@@ -71,15 +71,16 @@ def test_a_symbol_too_long_for_the_demangler_is_named_by_what_leads_it() -> None
     name = short_name(symbol)
     assert name.startswith("cutlass::device_kernel<#") and name.endswith(">") and len(name) < 40
     assert short_name(symbol) == name  # stable: a baseline keys the kernel by it
-    assert _instantiated(symbol)
+    assert template_head(symbol) == ("cutlass", "device_kernel")
 
 
 @pytest.mark.parametrize("symbol, expected", [
     ("_Z4k_exILi3EEvPf", True), ("_ZN5tiles13device_kernelILi256EEEvPf", True), ("_ZN5OuterIiE6kernelEv", True),
     ("_Z6kernelPf", False), ("_ZN5tiles18never_instantiatedEPf", False), ("plain_c_kernel", False),
+    ("_Z6kernelP5ArrayIfE", False), ("_Z" + "9" * 5000 + "k", False),
 ])
 def test_a_template_instantiation_is_read_from_the_mangled_symbol(symbol: str, expected: bool) -> None:
-    assert _instantiated(symbol) is expected
+    assert (template_head(symbol) is not None) is expected
 
 
 @pytest.mark.parametrize("path, expected", [

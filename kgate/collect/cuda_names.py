@@ -73,10 +73,21 @@ def short_name(symbol: str) -> str:
 
 def _leading_name(symbol: str) -> str | None:
     """The qualified name that leads a mangled symbol (`_ZN7cutlass13device_kernelI...` is `cutlass::device_kernel`),
-    read up to its first template arguments, with a digest of the whole symbol standing for them; None where the
-    symbol does not start with plain names."""
+    with a digest of the whole symbol standing for its template arguments (`template_head`)."""
     import hashlib
 
+    head = template_head(symbol)
+    if head is None:
+        return None
+    return f"{'::'.join(head)}<#{hashlib.sha256(symbol.encode()).hexdigest()[:8]}>"
+
+
+def template_head(symbol: str) -> tuple[str, ...] | None:
+    """The plain names that lead a mangled template instantiation up to its first template arguments
+    (`_ZN7cutlass13device_kernelI...` gives `cutlass`, `device_kernel`; `_ZN5OuterIiE6kernelEv`, a kernel of a class
+    template, `Outer`); None where the symbol is no instantiation read so (`_Z6kernelP5ArrayIfE` takes a template's
+    type but is none). Read from the symbol, since the longest (a CUTLASS GEMM's) are more than the system's
+    demangler takes."""
     if not symbol.startswith("_Z"):
         return None
     at = 3 if symbol.startswith("_ZN") else 2
@@ -92,7 +103,7 @@ def _leading_name(symbol: str) -> str | None:
         names.append(name)
         at = end
         if symbol[at:at + 1] == "I":
-            return f"{'::'.join(names)}<#{hashlib.sha256(symbol.encode()).hexdigest()[:8]}>"
+            return tuple(names)
     return None
 
 

@@ -8,7 +8,6 @@ the project's sources. Nothing here runs a tool.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
@@ -20,6 +19,7 @@ from kgate.collect.cuda_names import (
     global_definitions,
     global_parameters,
     matches,
+    template_head,
 )
 from kgate.collect.files import display_path
 from kgate.compile.units import Compiled
@@ -138,7 +138,7 @@ def cuda_kernels(payload: dict[str, Any], src: Sources) -> list[tuple[str, dict[
         display = names[symbol]
         hint = header.first_loc.line if header and header.first_loc else None
         if not any(where.is_relative_to(place) for place in [root, *(p for p, _n in known)]):
-            if _core_library(where) or not _instantiated(symbol):
+            if _core_library(where) or template_head(symbol) is None:
                 continue  # the toolkit's own, or a library's kernel the project did not instantiate
             where, hint = Path(payload["source"]).resolve(), None
         if base_name(display) not in _cached_definitions(definitions, where):
@@ -170,24 +170,6 @@ def _core_library(path: Path) -> bool:
     wheels' `.../cu13/include/cccl/cub/...`)."""
     parts = path.parts
     return any(part in _CORE_LIBRARIES and parts[i - 1] in _INCLUDE_FOLDERS for i, part in enumerate(parts) if i)
-
-
-_SOURCE_NAME = re.compile(r"(\d+)")
-
-
-def _instantiated(symbol: str) -> bool:
-    """Whether a kernel's mangled symbol is a template instantiation (of the kernel or of a class around it): a
-    name in it followed by template arguments (`13device_kernelI...E`). Read from the symbol, since the longest
-    of them (a CUTLASS GEMM's) are more than the system's demangler takes."""
-    if not symbol.startswith("_Z"):
-        return False
-    at = 2
-    while (found := _SOURCE_NAME.search(symbol, at)) is not None:
-        end = found.end() + int(found.group(1))
-        if end < len(symbol) and symbol[end] == "I" and symbol[found.end():end].replace("_", "a").isalnum():
-            return True
-        at = found.end()
-    return False
 
 
 def _definition_file(name: str | None, payload: dict[str, Any]) -> Path | None:
