@@ -161,7 +161,11 @@ class CacheWriteError(KgateError):
 
     @classmethod
     def of(cls, exc: OSError, folder: str | None = None) -> CacheWriteError:
-        return cls(exc.strerror or type(exc).__name__, folder)
+        """The error of `exc`, naming the file it was about (whole: a compile worker runs in another folder)."""
+        reason = exc.strerror or type(exc).__name__
+        if exc.filename:
+            reason = f"{reason}: {os.path.abspath(os.fsdecode(exc.filename))}"
+        return cls(reason, folder)
 
 
 def kept(path: Path, digest: str) -> Path:
