@@ -76,8 +76,9 @@ class Callers:
         """The calls through which the statement at `at` reaches no check, and how many calls on the way do
         check; ([], n) when every path is checked; None when the statement cannot be followed (not in a lambda
         or a function that is not a member, no call of it in sight, or too deep)."""
-        if depth and (self.flow.checked(semicolon, self.checks) or self.flow.later(semicolon, self.checks) or (
-                self.syncs is not None and self.flow.later_anywhere(semicolon, self.syncs))):
+        if depth and (wrapped(self.code, at, self.checks) or self.flow.checked(semicolon, self.checks) or
+                      self.flow.later(semicolon, self.checks) or (
+                          self.syncs is not None and self.flow.later_anywhere(semicolon, self.syncs))):
             return [], 1
         if depth >= _DEPTH:
             return None
@@ -160,7 +161,7 @@ class Callers:
             return []
         out: list[Site | None] = []
         for rel, flow, use, end in self.project.calls(name, self.rel):
-            if self._checked_elsewhere(rel, flow, end):
+            if self._checked_elsewhere(rel, flow, use, end):
                 out.append(None)
             else:
                 out.append(Site(rel, use, bisect_right(flow.starts, use, 1) - 1, name))
@@ -182,19 +183,20 @@ class Callers:
                 continue  # a file that defines a function of that name itself calls its own
             if not nearest(rel, self.rel, definers):
                 continue  # a call of another definition of the name, nearer to the caller
-            if self._checked_elsewhere(rel, flow, end):
+            if self._checked_elsewhere(rel, flow, call, end):
                 out.append(None)
             else:
                 out.append(Site(rel, call, bisect_right(flow.starts, call, 1) - 1, body.name))
         return out
 
-    def _checked_elsewhere(self, rel: str, flow: Flow, end: int) -> bool:
-        """Whether the call ending at `end` in the project's file `rel` is checked where it is: by a check after it,
-        after the control statements that hold it, or later in its function on every path; in a program of its own
+    def _checked_elsewhere(self, rel: str, flow: Flow, call: int, end: int) -> bool:
+        """Whether the call at `call`, its statement ending at `end`, in the project's file `rel` is checked where it
+        is: by the check it is the argument of, a check after it, after the control statements that hold it, or
+        later in its function on every path; in a program of its own
         (a test or benchmark with a `main`), also by a synchronizing call whose error is read later in the calling
         function, which reports the failure of what the call launched and stops the program there, as it does for
         a launch or a call in the program's own file."""
-        if flow.checked(end, self.checks) or flow.later(end, self.checks):
+        if wrapped(flow.code, call, self.checks) or flow.checked(end, self.checks) or flow.later(end, self.checks):
             return True
         if self.project is None or not self._program(rel, flow):
             return False
@@ -374,6 +376,18 @@ class Callers:
         if self._defines is None:
             self._defines = macros(self.code)
         return self._defines
+
+
+def wrapped(code: str, at: int, checks: Matcher) -> bool:
+    """Whether the launch or call at `at` is written as the argument of a check: a call of a macro or function that
+    reads the last error (`RUN_AND_CHECK(launch(x))`, whose body runs what it is given and then reads the error; a
+    function's arguments run before its body), or of a configured check macro, which checks the call it wraps."""
+    paren = _enclosing_paren(code, at)
+    name = _NAME_BEFORE.search(code, max(0, paren - 200), paren) if paren > 0 else None
+    if name is None:
+        return False
+    found = checks.search(code, name.start(), paren + 1)
+    return found is not None and found.start() == name.start()
 
 
 def _names(code: str, name: str, region: tuple[int, int]) -> Iterator[int]:

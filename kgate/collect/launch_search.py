@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from kgate.collect.cpp_flow import Flow, checked_after, line_at, line_starts
 from kgate.collect.cpp_statements import statement_end
 from kgate.collect.cpp_text import balanced, macro_lines
-from kgate.collect.cuda_callers import Callers, Site
+from kgate.collect.cuda_callers import Callers, Site, wrapped
 from kgate.collect.cuda_checks import CheckedSyncs, Checks, error_kept, is_program, last_error_reads, launch_checks
 from kgate.collect.cuda_project import Project
 
@@ -95,7 +95,7 @@ class _Search:
         semicolon = code.find(";", end)
         semicolon = end if semicolon < 0 else semicolon
         in_macro = line_at(self.starts, start) in self.in_macro
-        if self._checked_in_macro(semicolon, what) if in_macro else self._checked_here(semicolon, what):
+        if self._checked_in_macro(semicolon, what) if in_macro else self._checked_here(start, semicolon, what):
             return
         follow = self._callers(what)
         if in_macro:  # written in a macro's body: its uses are where it runs
@@ -108,18 +108,22 @@ class _Search:
             reach = follow.unchecked_calls(start, semicolon)
         self._record(start, semicolon, what, name, reach)
 
-    def _checked_here(self, semicolon: int, what: str) -> bool:
-        """Whether a check follows the launch's statement or the control statements that hold it, or a read of the
-        last error comes later in its function on every path (one read reports every launch since the last)."""
-        if checked_after(self.code, semicolon, self.starts, self._wanted(what), self.window, self.comments):
-            return True
-        if self.beyond is None and self._grow() and checked_after(self.code, semicolon, self.starts,
-                                                                  self._wanted(what), self.window, self.comments):
+    def _checked_here(self, start: int, semicolon: int, what: str) -> bool:
+        """Whether the launch at `start` is the argument of a check (`cuda_callers.wrapped`), a check follows its
+        statement or the control statements that hold it, or a read of the last error comes later in its function
+        on every path (one read reports every launch since the last)."""
+        if self._checked_by(start, semicolon, what) or self.beyond is None and self._grow() and self._checked_by(
+                start, semicolon, what):
             return True
         self.flow = self.flow or Flow(self.code, self.starts, self.window, self.comments)
         if self.flow.checked(semicolon, self._wanted(what)) or self.flow.later(semicolon, self.reads):
             return True
         return self._program() and self.flow.later_anywhere(semicolon, self._syncs())
+
+    def _checked_by(self, start: int, semicolon: int, what: str) -> bool:
+        """Whether the checks known so far check the launch where it stands: around it or within the window after."""
+        return wrapped(self.code, start, self._wanted(what)) or checked_after(
+            self.code, semicolon, self.starts, self._wanted(what), self.window, self.comments)
 
     def _checked_in_macro(self, semicolon: int, what: str) -> bool:
         """Whether a check follows a launch written in a macro's body within the `window` lines after it and inside

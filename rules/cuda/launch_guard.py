@@ -47,6 +47,13 @@ residual_kernel<<<rows, 256, 0, stream>>>(out, x, cols);
 if (graph) graph->record_param((void*) &rmsnorm_kernel, GP_rmsnorm_x, 0);
 cuda_check(cudaPeekAtLastError());
 ```
+A launch, or a call of a function that launches (below), written as the
+argument of a macro or function that reads the last error is checked by
+it: `RUN_AND_CHECK(rmsnorm(x, out))`, where the project's `RUN_AND_CHECK`
+runs what it is given and then reads the error (a function's arguments run
+before its body), and a configured check macro wrapped around a launch or a
+call. A macro that only runs what it is given (`{ (call); }`) checks nothing.
+
 A launch written in a macro's body is checked by a check within `window`
 lines after it inside that body (`do { k<<<g, b>>>(x);
 CUDA_CHECK(cudaGetLastError()); } while (0)`): it runs after the launch
