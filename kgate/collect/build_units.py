@@ -43,6 +43,10 @@ class Unit:
 
     sources: set[str] = field(default_factory=set)  # as written, relative to the build file's folder
     known: bool = True  # whether every source could be read
+    # The globs among its sources (`file(GLOB V "csrc/*.cu")`, relative to the build file's folder; a recursive one
+    # as `DIR/**/NAME`), which leave it not `known`: what they match is decided by the files there when it is built.
+    patterns: set[str] = field(default_factory=set)
+    unread: bool = False  # a source that is neither a name nor a glob (a variable set elsewhere, a generator)
     lines: set[int] = field(default_factory=set)  # lines of the settings written for this unit
     # The build-wide default the unit's own architectures replace: "CUDA_ARCHITECTURES" for a CMake target with that
     # property, "TORCH_CUDA_ARCH_LIST" for an extension whose nvcc flags name an architecture; "" if none.
@@ -161,6 +165,32 @@ def _variables(commands: list[_Command]) -> dict[str, list[str]]:
             out[command.args[0]] = [w for a in words for w in a.split(";") if w]
         elif command.name == "list" and len(command.args) > 1 and command.args[0] == "APPEND":
             out.setdefault(command.args[1], []).extend(w for a in command.args[2:] for w in a.split(";") if w)
+        elif command.name == "file" and len(command.args) > 2 and command.args[0] in ("GLOB", "GLOB_RECURSE"):
+            out[command.args[1]] = _globs(command.args[0], command.args[2:])
+    return out
+
+
+def _globs(kind: str, args: tuple[str, ...]) -> list[str]:
+    """The patterns of a `file(GLOB ...)`, a recursive one's as `DIR/**/NAME`; `$` (unread) where one cannot be
+    read so (relative to another folder, a pattern in a folder's name)."""
+    out: list[str] = []
+    words = iter(args)
+    for word in words:
+        if word in ("LIST_DIRECTORIES", "RELATIVE"):
+            next(words, None)
+            if word == "RELATIVE":
+                return ["$"]  # names relative to another folder: not where the build file reads them
+            continue
+        if word in ("CONFIGURE_DEPENDS", "FOLLOW_SYMLINKS"):
+            continue
+        pattern = _HERE.sub("", word)
+        folder, name = os.path.split(pattern)
+        if any(ch in folder for ch in "*?[") or "$" in pattern:
+            out.append("$")
+        elif kind == "GLOB_RECURSE":
+            out.append(os.path.join(folder, "**", name) if folder else os.path.join("**", name))
+        else:
+            out.append(pattern)
     return out
 
 
@@ -174,8 +204,11 @@ def _add_sources(unit: Unit, words: tuple[str, ...], values: dict[str, list[str]
             if part in _TARGET_KEYWORDS or not part:
                 continue
             path = _HERE.sub("", part)
-            if "$" in path or "*" in path:
+            if "$" in path:
+                unit.known, unit.unread = False, True
+            elif any(ch in path for ch in "*?["):
                 unit.known = False
+                unit.patterns.add(os.path.normpath(path))
             elif path.endswith(SOURCE_SUFFIXES):
                 unit.sources.add(os.path.normpath(path))
 
@@ -193,6 +226,7 @@ def _setup_units(tree: ast.Module) -> Iterator[Unit]:
         sources = node.args[1] if len(node.args) > 1 else py.argument(node, "sources")
         names = _strings(sources, module) if sources is not None else None
         unit.known = names is not None
+        unit.unread = names is None
         unit.sources = {os.path.normpath(n) for n in names or () if n.endswith(SOURCE_SUFFIXES)}
         used: list[ast.expr | ast.stmt] = [node, *_assignments_used(node, module)]
         unit.lines = {line for part in used for line in range(part.lineno, (part.end_lineno or part.lineno) + 1)}

@@ -47,6 +47,19 @@ residual_kernel<<<rows, 256, 0, stream>>>(out, x, cols);
 if (graph) graph->record_param((void*) &rmsnorm_kernel, GP_rmsnorm_x, 0);
 cuda_check(cudaPeekAtLastError());
 ```
+A file that no build of the project compiles is not judged: a copy kept
+beside the built source (`gemv_backup.cu`), or a header no built source
+includes. kgate takes a file to be unbuilt only where its build can be read
+for certain: the nearest folder above it that holds a build of its own (a
+`setup.py`, a `pyproject.toml`, a `CMakeLists.txt` with a `project(`) names
+its sources in its `setup.py` extensions and CMake targets (as names, or a
+`file(GLOB ...)`), no other build tool's file is there (a Makefile, Bazel,
+Meson, or a shell script that runs a compiler itself), no Python module
+there compiles sources at run time (`torch.utils.cpp_extension.load`), no
+file there other than C++ names the file, and neither the sources nor the
+headers they include (directly or through others) are the file. In any
+doubt the file is built and its launches are judged.
+
 A launch, or a call of a function that launches (below), written as the
 argument of a macro or function that reads the last error is checked by
 it: `RUN_AND_CHECK(rmsnorm(x, out))`, where the project's `RUN_AND_CHECK`
@@ -245,7 +258,7 @@ from kgate.collect.cuda_tree import SOURCES as CPP_SOURCES
 from kgate.core.artifacts import Artifact
 from kgate.core.findings import Related, Severity
 from kgate.core.fix import Applicability, Edit, Fix
-from kgate.core.rule import Option, Report, Rule, SourceContext
+from kgate.core.rule import READS_BEYOND, Option, Report, Rule, SourceContext
 
 if TYPE_CHECKING:
     from kgate.collect.launch_search import Search, Unchecked
@@ -272,11 +285,25 @@ def check(source: Any, ctx: SourceContext) -> Iterable[Report]:
     window = ctx.options["window"]
     found = search(code, source.rel, ctx.options["check_macros"], window,
                    lambda: cuda_project.project(ctx, source.path, source.rel), text.comment_lines)
+    if found.unchecked or found.in_macros:
+        source.derived[READS_BEYOND] = True  # whether a build compiles the file is read from the build's files
+        if _unbuilt(source, ctx):
+            return
     yield from _reports(source, text, found, ctx.options["check_macros"], window)
     if found.in_macros and ctx.options["macros"] == "note":
         yield Report(f"{len(found.in_macros)} kernel launch(es) inside #define macros not checked (no use of the macro "
                      f"was found to judge)", severity=Severity.NOTE, line=min(found.in_macros),
                      discriminator="macros")
+
+
+def _unbuilt(source: Any, ctx: SourceContext) -> bool:
+    """Whether no build of the project compiles the file, for certain (`kgate.collect.build_reach`): its launches
+    never run."""
+    from kgate.collect.build_reach import unbuilt
+    from kgate.collect.files import project_root
+
+    memo = ctx.shared.setdefault((__name__, "builds"), {})
+    return unbuilt(source.path, project_root(source.path, source.rel), memo)
 
 
 def _reports(source: Any, text: Any, found: Search, macros: list[str], window: int) -> Iterator[Report]:
