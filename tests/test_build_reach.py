@@ -1,0 +1,71 @@
+"""KG302 leaves alone the C++/CUDA files no build compiles (`kgate.collect.build_reach`), and only those: a file
+becomes built the moment the build names it (no cached verdict of the file's own state stands), recursive and
+relative globs are read as CMake reads them, and any build kgate cannot read keeps every file judged."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from conftest import kgate
+
+LAUNCH = """#include <cuda_runtime.h>
+__global__ void k(float* x) {{ x[threadIdx.x] += 1.f; }}
+void launch_{name}(float* x) {{
+  k<<<1, 32>>>(x);
+}}
+"""
+SETUP = """from setuptools import setup
+from torch.utils.cpp_extension import CUDAExtension
+setup(name="e", ext_modules=[CUDAExtension("e", {sources})])
+"""
+
+
+def _project(root: Path, files: dict[str, str]) -> Path:
+    (root / "kgate.toml").parent.mkdir(parents=True, exist_ok=True)
+    (root / "kgate.toml").write_text('select = ["KG302"]\n')
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return root
+
+
+def _reported(root: Path, *args: str) -> set[str]:
+    run = kgate("lint", "--no-baseline", "--format", "json", *args, cwd=root)
+    assert "Traceback" not in run.stderr, run.stderr
+    return {finding["path"] for finding in run.json()["findings"] if finding["code"] == "KG302"}
+
+
+def test_a_file_the_build_starts_to_compile_is_judged_on_the_next_warm_run(tmp_path: Path) -> None:
+    root = _project(tmp_path / "p", {"ext/setup.py": SETUP.format(sources='["a.cu"]'),
+                                     "ext/a.cu": LAUNCH.format(name="a"), "ext/b.cu": LAUNCH.format(name="b")})
+    assert _reported(root) == {"ext/a.cu"}
+    assert _reported(root) == {"ext/a.cu"}  # warm
+    (root / "ext/setup.py").write_text(SETUP.format(sources='["a.cu", "b.cu"]'))
+    assert _reported(root) == {"ext/a.cu", "ext/b.cu"}
+    (root / "ext/setup.py").write_text(SETUP.format(sources='["a.cu"]'))
+    assert _reported(root) == {"ext/a.cu"}
+
+
+def test_a_recursive_glob_reaches_every_folder_below_its_own(tmp_path: Path) -> None:
+    cmake = ('cmake_minimum_required(VERSION 3.24)\nproject(g LANGUAGES CUDA)\n'
+             'file(GLOB_RECURSE SRC CONFIGURE_DEPENDS "${CMAKE_CURRENT_SOURCE_DIR}/src/*.cu")\nadd_library(g ${SRC})\n')
+    root = _project(tmp_path / "p", {"lib/CMakeLists.txt": cmake, "lib/src/deep/er/x.cu": LAUNCH.format(name="x"),
+                                     "lib/src/y.cu": LAUNCH.format(name="y"), "lib/old/z.cu": LAUNCH.format(name="z")})
+    assert _reported(root, "--no-cache") == {"lib/src/deep/er/x.cu", "lib/src/y.cu"}
+
+
+def test_a_build_kgate_cannot_read_keeps_every_file_judged(tmp_path: Path) -> None:
+    relative = ('project(r LANGUAGES CUDA)\nfile(GLOB SRC RELATIVE "${CMAKE_SOURCE_DIR}/.." "src/*.cu")\n'
+                'add_library(r ${SRC})\n')
+    generated = 'project(v LANGUAGES CUDA)\nadd_library(v ${SOURCES_FROM_ELSEWHERE})\n'
+    globbed_setup = ('import glob\nfrom setuptools import setup\nfrom torch.utils.cpp_extension import CUDAExtension\n'
+                     'setup(name="e", ext_modules=[CUDAExtension("e", glob.glob("csrc/*.cu"))])\n')
+    root = _project(tmp_path / "p", {
+        "rel/CMakeLists.txt": relative, "rel/src/a.cu": LAUNCH.format(name="a"), "rel/b.cu": LAUNCH.format(name="b"),
+        "var/CMakeLists.txt": generated, "var/c.cu": LAUNCH.format(name="c"),
+        "py/setup.py": globbed_setup, "py/csrc/d.cu": LAUNCH.format(name="d"), "py/e.cu": LAUNCH.format(name="e"),
+        "make/CMakeLists.txt": "project(m LANGUAGES CUDA)\nadd_library(m f.cu)\n", "make/f.cu": LAUNCH.format(name="f"),
+        "make/Makefile": "all:\n\tcmake -B build\n", "make/g.cu": LAUNCH.format(name="g"),
+        "none/h.cu": LAUNCH.format(name="h")})
+    assert _reported(root, "--no-cache") == {"rel/src/a.cu", "rel/b.cu", "var/c.cu", "py/csrc/d.cu", "py/e.cu",
+                                             "make/f.cu", "make/g.cu", "none/h.cu"}
