@@ -16,8 +16,8 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from kgate.collect.cpp_flow import Flow, checked_after, line_at, line_starts
-from kgate.collect.cpp_statements import statement_end
+from kgate.collect.cpp_flow import Flow, checked_after, line_at, line_starts, reached
+from kgate.collect.cpp_statements import head, statement_end
 from kgate.collect.cpp_text import balanced, macro_lines
 from kgate.collect.cuda_callers import Callers, Site, wrapped
 from kgate.collect.cuda_checks import CheckedSyncs, Checks, error_kept, is_program, last_error_reads, launch_checks
@@ -62,6 +62,9 @@ def search(code: str, rel: str, check_macros: Sequence[str], window: int,
     return _Search(code, rel, check_macros, window, project, comments).run()
 
 
+_DIRECTIVE = re.compile(r"^[ \t]*#", re.MULTILINE)
+
+
 class _Search:
     """One file's search: the checks grow by the project's own once a launch needs them, and the control flow
     and the callers are read once, on the first launch that needs them."""
@@ -97,6 +100,8 @@ class _Search:
         in_macro = line_at(self.starts, start) in self.in_macro
         if self._checked_in_macro(semicolon, what) if in_macro else self._checked_here(start, semicolon, what):
             return
+        if not in_macro and self._dead(start):
+            return
         follow = self._callers(what)
         if in_macro:  # written in a macro's body: its uses are where it runs
             reach = follow.expanded(start)
@@ -119,6 +124,19 @@ class _Search:
         if self.flow.checked(semicolon, self._wanted(what)) or self.flow.later(semicolon, self.reads):
             return True
         return self._program() and self.flow.later_anywhere(semicolon, self._syncs())
+
+    def _dead(self, start: int) -> bool:
+        """Whether the launch at `start` never runs: a `return` or `throw` of its function's own block comes before
+        it on every path (`void clear(...) { return; ... k<<<g, b>>>(x); }`), with no preprocessor line in between
+        (an `#ifndef` may hold the return)."""
+        self.flow = self.flow or Flow(self.code, self.starts, self.window, self.comments)
+        brace = self.flow.around(start)
+        while brace >= 0 and head(self.code, self.flow.opens[brace])[0] != "function":
+            brace = self.flow.parents[brace]
+        if brace < 0:
+            return False
+        opening = self.flow.opens[brace]
+        return not reached(self.code, opening, start) and _DIRECTIVE.search(self.code, opening, start) is None
 
     def _checked_by(self, start: int, semicolon: int, what: str) -> bool:
         """Whether the checks known so far check the launch where it stands: around it or within the window after."""

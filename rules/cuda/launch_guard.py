@@ -47,6 +47,11 @@ residual_kernel<<<rows, 256, 0, stream>>>(out, x, cols);
 if (graph) graph->record_param((void*) &rmsnorm_kernel, GP_rmsnorm_x, 0);
 cuda_check(cudaPeekAtLastError());
 ```
+A launch that never runs is not judged: one after a `return` or `throw` of
+its function's own block, which runs on every path before it (a function
+switched off with a `return;` at its top), with no preprocessor line in
+between (an `#ifndef` may hold that return).
+
 A file that no build of the project compiles is not judged: a copy kept
 beside the built source (`gemv_backup.cu`), or a header no built source
 includes. kgate takes a file to be unbuilt only where its build can be read
