@@ -345,7 +345,7 @@ class Callers:
                     return None
                 out.extend(inner)
                 continue
-            close = balanced(self.code, paren)
+            close = balanced(self.code, paren) if paren >= 0 else use + len(macro.name)
             after = close
             while after < len(self.code) and self.code[after].isspace():
                 after += 1
@@ -354,7 +354,8 @@ class Callers:
 
     def _uses_of(self, macro: Macro, region: tuple[int, int]) -> Iterator[tuple[int, int]]:
         """(offset, offset of the `(` of the call there) of each use of a macro outside its own `#define`: a call of
-        it, or the call it is handed to by name."""
+        it, or the call it is handed to by name; (offset, -1) for an object-like macro written as a statement of its
+        own (`KERNEL_LAUNCH_CODE` on its line, its body the statements)."""
         code = self.code
         for match in re.compile(re.escape(macro.name) + r"\b").finditer(code, *region):
             use = match.start()
@@ -371,6 +372,8 @@ class Callers:
             name = _NAME_BEFORE.search(code, max(0, paren - 200), paren) if paren > 0 else None
             if name is not None:
                 yield name.start(), paren
+            elif paren < 0 and macro.params is None and self.flow.around(use) >= 0:
+                yield use, -1
 
     def _macros(self) -> list[Macro]:
         if self._defines is None:

@@ -77,7 +77,9 @@ lines after it inside that body (`do { k<<<g, b>>>(x);
 CUDA_CHECK(cudaGetLastError()); } while (0)`): it runs after the launch
 wherever the macro is used. Otherwise the launch runs where the macro is
 used: each use outside a `#define` is held to the test of a call (below), whether it calls
-the macro or hands its name to another that expands it
+the macro, writes an object-like macro as a statement of its own (a
+`KERNEL_LAUNCH_CODE` line pasted into each branch of a host function), or
+hands its name to another that expands it
 (`DISPATCH_BY_DTYPE(dtype, CALL_KERNEL);`), through up to two more macros,
 and in the project's other files where the file itself uses it nowhere. No
 check is inserted into a macro's body. A launch in a macro the project never
