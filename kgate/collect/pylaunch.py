@@ -341,20 +341,59 @@ class Launches(Batches):
             # `y, N, T = fwd(x)`: the item each `return` of the helper gives at that place
             returned = self._returns(helper, value, scope, depth, seen, (position, count))
             return returned if returned.cls != UNKNOWN else Verdict(self.names.of(name), name)
-        shape = shape_of(value)
-        if shape is None:
+        if shape_of(value) is not None:
+            return self._unpacked(name, value, position, count, scope, (value, scope, self), depth, seen)
+        held = self._held_shapes(value, scope, depth, seen)
+        if not held:
             return Verdict(self.names.of(name), name)
+        # `b, n, h, d = shape`, the shape a caller passed or an autograd function's `forward` saved: its names are
+        # read here, its tensor where the shape was taken.
+        return worst([self._unpacked(name, value, position, count, scope, found, depth, seen) for found in held])
+
+    def _held_shapes(self, value: ast.expr, scope: Scope, depth: int,
+                     seen: set[tuple[int, str]]) -> list[tuple[ast.expr, Scope, Launches]]:
+        """The whole shapes a name holds, with the scope that takes each and the reading of its module: bound once to
+        one (`shape = x.shape`, `shape = ctx.shape`), or a parameter every call of the function passes one for (read
+        there in turn); empty where any of them holds something else."""
+        if depth > _DEPTH or not isinstance(value, ast.Name):
+            return []
+        bound = _bound_shape(value, scope)
+        if bound is not None:
+            return [(bound, scope, self)]
+        here: Scope | None = scope
+        while here is not None and value.id not in here.params:
+            if value.id in here.env or value.id in here.bound:
+                return []
+            here = here.parent
+        if here is None or (mark := (id(here.node), "shape " + value.id)) in seen:
+            return []
+        out = []
+        for arg, caller, reader in self._passed_by_callers(here, value.id):
+            found = [(arg, caller, reader)] if shape_of(arg) is not None else \
+                reader._held_shapes(arg, caller, depth + 1, seen | {mark})
+            if not found:
+                return []
+            out += found
+        return out
+
+    def _unpacked(self, name: str, value: ast.expr, position: int, count: int, scope: Scope,
+                  held: tuple[ast.expr, Scope, Launches], depth: int, seen: set[tuple[int, str]]) -> Verdict:
+        """The dimension a name unpacked from a shape holds (`value`: what the scope unpacks, its names read there;
+        `held`: the shape itself, the scope that takes it and the reading of its module)."""
+        shape_expr, owner, reader = held
+        shape = shape_of(shape_expr)
+        assert shape is not None
         tensor, first, last = shape
         at = position if first else position - count if last else None
         if at:
-            made = self.made(tensor, scope, depth, seen, at)
+            made = reader.made(tensor, owner, depth, seen, at)
             if made is not None:  # `rows, cols = logits.shape`, the caller making `torch.empty((rows, n_keys))`
                 return Verdict(made.cls, Why(value, after=f"[{position}]"))
         sequence = first and last and (self._sequence(name, value, position, count, scope)
                                        or self._spatial(name, value, position, scope))
         if self._moot(position == 0 and first or sequence or block_table(tensor)) and self.names.of(name) == UNKNOWN:
             return Verdict(UNKNOWN, name)  # a model dimension or an unplaced one: no token count either way
-        if self.fixed(tensor, scope, depth, seen):
+        if reader.fixed(tensor, owner, depth, seen):
             return Verdict(MODEL, Why(value))
         if sequence:
             return Verdict(RUNTIME, Why(value, after=f"[{position}]"))
@@ -362,7 +401,7 @@ class Launches(Batches):
             # `n_heads, n_rows, d = q.shape`: a head-major layout, named so (or `H, R, d`: the heads' usual letter)
             if self.names.hint(name) == MODEL or name == "H" and count >= 3:
                 return Verdict(MODEL, Why(value, after="[0]"))
-            return self._first(tensor, Why(value, after="[0]"), scope, depth, seen)
+            return reader._first(tensor, Why(value, after="[0]"), owner, depth, seen)
         if last and (position == -1 or position == count - 1):
             if position == 1 and count == 2 and first and block_table(tensor):
                 return Verdict(RUNTIME, Why(value, after="[1]"))  # `_, blocks = block_table.shape`: the longest
