@@ -389,8 +389,8 @@ class Launches(Batches):
             made = reader.made(tensor, owner, depth, seen, at)
             if made is not None:  # `rows, cols = logits.shape`, the caller making `torch.empty((rows, n_keys))`
                 return Verdict(made.cls, Why(value, after=f"[{position}]"))
-        sequence = first and last and (self._sequence(name, value, position, count, scope)
-                                       or self._spatial(name, value, position, scope))
+        sequence = first and (self._sequence(name, value, position, count, scope, last)
+                              or last and self._spatial(name, value, position, scope))
         if self._moot(position == 0 and first or sequence or block_table(tensor)) and self.names.of(name) == UNKNOWN:
             return Verdict(UNKNOWN, name)  # a model dimension or an unplaced one: no token count either way
         if reader.fixed(tensor, owner, depth, seen):
@@ -408,13 +408,19 @@ class Launches(Batches):
             return Verdict(MODEL, Why(value, after="[-1]"))
         return Verdict(self.names.of(name), name)
 
-    def _sequence(self, name: str, value: ast.expr, position: int, count: int, scope: Scope) -> bool:
+    def _sequence(self, name: str, value: ast.expr, position: int, count: int, scope: Scope,
+                  whole: bool = True) -> bool:
         """Whether `name` is the sequence length of an attention tensor unpacked into four names: `B, H, N, D =
         x.shape` or `B, N, H, D = x.shape`, a middle name beside the heads (a name the words place as a model
         dimension, or `H`) before the head dimension (likewise, or `D`), itself no model dimension by its words; or a
-        middle name whose own words say a token count (`seqlen` of `bsz, seqlen, _ = x.shape`)."""
-        if 0 < position < count - 1 and (self.names.hint(name) == RUNTIME or name in _MIDDLE_LETTERS):
+        middle name whose own words say a token count (`seqlen` of `bsz, seqlen, _ = x.shape`). `whole`: whether the
+        names reach the shape's last dimension; a leading slice (`B, T = x.shape[:2]`) ends before it, so its last
+        name is a middle dimension too, the length where the batch is first (`n` of `b, n = x.shape[:2]`)."""
+        if 0 < position < count - (1 if whole else 0) and (self.names.hint(name) == RUNTIME or name in _MIDDLE_LETTERS):
             return True
+        if not whole:
+            return count == 2 and position == 1 and _between_batch_and_model(_unpacked_names(value, scope), name,
+                                                                              more=True)
         if count == 3 and position == 1:
             return _between_batch_and_model(_unpacked_names(value, scope), name)
         if count != 4 or position not in (1, 2):
@@ -920,17 +926,18 @@ def _multiplied_shape(target: ast.expr, scope: Scope) -> tuple[ast.expr, bool, b
     return shape_of(ast.copy_location(ast.Subscript(value=held, slice=target.slice, ctx=ast.Load()), target))
 
 
-def _between_batch_and_model(names: dict[int, str], name: str) -> bool:
+def _between_batch_and_model(names: dict[int, str], name: str, more: bool = False) -> bool:
     """Whether `name`, the middle of three names a shape is unpacked into, is the length of a (batch, length, model
     dimension) layout: the batch first (`b`, or a name whose words say the batch: tokens first, `total_ctx, n_layers,
     kv_dim`, lay out something per token in the middle), the heads or a width last (`h`, `d`, or a name whose words
     say a model dimension), and itself a letter that names no model dimension (`n` of `b, n, h = decay.shape`; not
-    `c` of `b, c, d`, and not a word that says something else, `width` of `bsz, width, hidden`)."""
-    first, last = names.get(0), names.get(2)
+    `c` of `b, c, d`, and not a word that says something else, `width` of `bsz, width, hidden`). `more`: the second
+    of two names a leading slice is unpacked into (`b, n = x.shape[:2]`), the dimensions after it left unnamed."""
+    first, last = names.get(0), names.get(1 if more else 2)
     if first is None or last is None or len(name) != 1:
         return False
     batch = first.upper() == "B" or bool(_words(first) & _BATCH_WORDS) or first.lower().endswith("batch")
-    model = last.upper() in ("H", "D") or _WORDS_ONLY.hint(last) == MODEL
+    model = more or last.upper() in ("H", "D") or _WORDS_ONLY.hint(last) == MODEL
     return batch and model and name.upper() not in _MODEL_LETTERS | {"C", "H"}
 
 
