@@ -431,8 +431,13 @@ class Launches(Batches):
             return False
         if any(word.endswith(("head", "heads")) for word in _words(heads)):
             return True  # `num_heads` beside it: the heads by their words, whatever the last name says
-        return (heads.upper() == "H" or self.names.hint(heads) == MODEL) and (
-            head_dim.upper() == "D" or self.names.hint(head_dim) == MODEL)
+        if heads.upper() != "H" and self.names.hint(heads) != MODEL:
+            return False
+        if name.upper() == "C" or _words(name) & CHANNEL_PARTS:
+            return False  # `C` of `N, C, H, W`: the channels of an image, not a length
+        # The last name is the tensor's last dimension, a width per item whatever its letter (`f` of `b, n, h, f`,
+        # the features), unless it names a run-time size itself.
+        return self.names.hint(head_dim) != RUNTIME and head_dim.upper() not in _MIDDLE_LETTERS
 
     def _spatial(self, name: str, value: ast.expr, position: int, scope: Scope) -> bool:
         """Whether `name` is a spatial extent (or the length) of a tensor laid out channels first, unpacked into
