@@ -546,7 +546,12 @@ class Launches(Batches):
             return Verdict(made.cls, why) if made is not None else Verdict(RUNTIME, why)
         if not call.args and not call.keywords:
             return Verdict(UNKNOWN)  # x.size(): a shape, read where it is unpacked
-        index = integer(call.args[0] if call.args else call.keywords[0].value, {})
+        given = call.args[0] if call.args else call.keywords[0].value
+        index = integer(given, {})
+        if index is None and isinstance(given, ast.Name) and (indices := self._indices(given, scope, seen)):
+            # `x.size(dim)`: the dimension at each place `dim` is given
+            return worst([self._size(ast.copy_location(ast.Call(func=func, args=[ast.Constant(i)], keywords=[]), call),
+                                     last, why, scope, depth, seen) for i in indices])
         made = self.made(func.value, scope, depth, seen, index) if index else None
         if made is not None:  # `x.size(1)` of `x = torch.empty((rows, n_keys))`: the size it was made with
             return Verdict(made.cls, why)
@@ -563,6 +568,13 @@ class Launches(Batches):
         if held_strides is not None:  # `q_stride = q.stride()`, then `q_stride[0]`
             return self._stride(held_strides, integer(expr.slice, {}), Why(expr), scope, depth, seen)
         shape = shape_of(expr.value)
+        if shape is not None and integer(expr.slice, {}) is None and isinstance(expr.slice, ast.Name):
+            # `x.shape[dim]`: the dimension at each place `dim` is given
+            indices = self._indices(expr.slice, scope, seen)
+            if indices:
+                return worst([self._subscript(ast.copy_location(ast.Subscript(
+                    value=expr.value, slice=ast.Constant(i), ctx=ast.Load()), expr), scope, depth, seen)
+                    for i in indices])
         if shape is not None:
             tensor, first, last = shape
             index = integer(expr.slice, {})
@@ -591,6 +603,47 @@ class Launches(Batches):
             return self._subscript(ast.copy_location(ast.Subscript(value=held, slice=expr.slice, ctx=ast.Load()),
                                                      expr), scope, depth, seen)
         return Verdict(UNKNOWN)
+
+    def _indices(self, expr: ast.expr, scope: Scope, seen: set[tuple[int, str]]) -> list[int]:
+        """The places a dimension's index takes (`dim` of `x.shape[dim]`): each integer it is bound to, or that every
+        call of the function passes for it where it is a parameter (read there in turn); a rebinding that counts a
+        negative index from the end (`dim = len(x.shape) + dim`, `x.ndim + dim`) picks the same dimension. Empty
+        where any of them is something else."""
+        value = integer(expr, self.info.constants)
+        if value is not None:
+            return [value]
+        if not isinstance(expr, ast.Name):
+            return []
+        here: Scope | None = scope
+        while here is not None:
+            if expr.id in here.bound:
+                arg, caller = here.bound[expr.id]
+                return self._indices(arg, caller, seen)
+            bindings = here.env.get(expr.id, [])
+            if bindings or expr.id in here.params:
+                break
+            here = here.parent
+        if here is None or (mark := (id(here.node), "index " + expr.id)) in seen:
+            return []
+        seen = seen | {mark}
+        out: list[int] = []
+        for value_expr, position, _count in bindings:
+            if value_expr is not None and position is None and _from_end(value_expr, expr.id):
+                continue
+            found = self._indices(value_expr, here, seen) if value_expr is not None and position is None else []
+            if not found:
+                return []
+            out += found
+        if expr.id in here.params:
+            passed = self._passed_by_callers(here, expr.id)
+            if not passed:
+                return []
+            for arg, caller, reader in passed:
+                found = reader._indices(arg, caller, seen)
+                if not found:
+                    return []
+                out += found
+        return sorted(set(out))
 
     def _attribute(self, expr: ast.Attribute, scope: Scope, depth: int, seen: set[tuple[int, str]]) -> Verdict:
         if expr.attr in ("ndim", "itemsize") or DEVICE.search(expr.attr):
@@ -929,6 +982,23 @@ def _multiplied_shape(target: ast.expr, scope: Scope) -> tuple[ast.expr, bool, b
         return shape_of(held)
     assert isinstance(target, ast.Subscript)
     return shape_of(ast.copy_location(ast.Subscript(value=held, slice=target.slice, ctx=ast.Load()), target))
+
+
+def _from_end(value: ast.expr, name: str) -> bool:
+    """Whether `value` counts the index `name` from the end of a shape: `len(x.shape) + dim`, `x.ndim + dim`,
+    `x.dim() + dim` (how a negative dimension is made positive)."""
+    if not (isinstance(value, ast.BinOp) and isinstance(value.op, ast.Add)):
+        return False
+    for same, rank in ((value.left, value.right), (value.right, value.left)):
+        if not (isinstance(same, ast.Name) and same.id == name):
+            continue
+        if isinstance(rank, ast.Attribute) and rank.attr == "ndim":
+            return True
+        if isinstance(rank, ast.Call) and isinstance(rank.func, ast.Attribute) and rank.func.attr == "dim":
+            return True
+        if isinstance(rank, ast.Call) and isinstance(rank.func, ast.Name) and rank.func.id == "len" and rank.args:
+            return shape_of(rank.args[0]) is not None
+    return False
 
 
 def _between_batch_and_model(names: dict[int, str], name: str, more: bool = False) -> bool:
