@@ -523,6 +523,9 @@ class Launches(Batches):
             target = call.args[0] if call.args else None
             if last == "prod":
                 shape = _multiplied_shape(target, scope) if target is not None else None
+                start = next((k.value for k in call.keywords if k.arg == "start_dim"), None)
+                if shape is not None and start is not None and integer(start, {}) != 0:
+                    shape = (shape[0], False, shape[2])  # `prod(x.shape, start_dim=2)`: the sizes after the first two
                 if shape is not None and self.fixed(shape[0], scope, depth, seen):
                     return Verdict(MODEL, why)
                 return Verdict(RUNTIME, why) if shape is not None and shape[1] else Verdict(UNKNOWN)
