@@ -33,12 +33,16 @@ other modules), and falls in one of four classes:
   `q` beside them),
   the spatial extents after a channels dimension (`H`, `W` of `N, C, H, W`), the width of a block table
   (`block_offsets.size(1)`), `x.numel()` (or `len(x.flatten())`), `len(x)`, a dimension or stride of a tensor
-  made with its sizes written out where a size it takes is one of these (`cols` of `rows, cols = logits.shape`,
-  every caller making `torch.empty((rows, kv_slots.numel()))`: `Batches.made`), and
+  made with its sizes written out, or laid out by a view so (`x.view(bsz, seqlen, heads, dim)`, transposed or not),
+  where a size it takes is one of these (`cols` of `rows, cols = logits.shape`, every caller making
+  `torch.empty((rows, kv_slots.numel()))`: `Batches.made`), and
   anything computed from them by arithmetic that does not bound it (`B * T`, `triton.cdiv(T, 64)`, `max(1, T)`,
   a division by anything that does not grow with it too: `ceil(n_rows / sm_count)`);
 - `UNKNOWN`: anything else (a middle dimension, a parameter of a launcher nothing in the project calls, a call
   into another module); the caller then decides by the name (`Names`).
+
+A shape handed on whole (`b, n, h, d = shape`) is read where it was taken (`Launches._held_shapes`), and a dimension at
+a variable place (`x.shape[dim]`) at each place its index takes (`Launches._indices`).
 
 A parameter of the launching function is what the module's own calls of it pass, or where it has none, the calls
 in the project's other modules that import it (`Launches._parameter`, `kgate.collect.pycallers`); a call through a
