@@ -500,6 +500,9 @@ class Launches(Batches):
                 part in last.lower() for part in BUCKETING_PARTS) or DEVICE.search(last):
             return NOTHING
         args = [a for a in call.args if not isinstance(a, ast.Starred)]
+        if isinstance(func, ast.Attribute) and func.attr in ("max", "amax") and not call.args and not call.keywords \
+                and self._holds(func.value, scope, seen, "_lengths"):
+            return Verdict(RUNTIME, Why(call))  # `torch.diff(cu_seqlens).max()`: the longest sequence
         if last == "min" and args:
             return best([self.value(a, scope, depth, seen) for a in args])
         if last == "max" and args:
@@ -605,6 +608,8 @@ class Launches(Batches):
         if isinstance(expr.value, ast.Name) and isinstance(self.info.constants.get(expr.value.id),
                                                            (ast.Dict, ast.List, ast.Tuple)):
             return NOTHING  # an entry of a constant table
+        if integer(expr.slice, {}) == -1 and self._holds(expr.value, scope, seen, "_offsets"):
+            return Verdict(RUNTIME, Why(expr))  # `cu_seqlens[-1]`: the last offset, the total token count
         held = _bound_shape(expr.value, scope)
         if held is not None:  # `s = x.shape` (or `tuple(x.shape)`), then `s[0]`: an item of the shape
             return self._subscript(ast.copy_location(ast.Subscript(value=held, slice=expr.slice, ctx=ast.Load()),
@@ -651,6 +656,71 @@ class Launches(Batches):
                     return []
                 out += found
         return sorted(set(out))
+
+    def _offsets(self, tensor: ast.expr, scope: Scope, seen: set[tuple[int, str]]) -> bool:
+        """Whether a tensor holds sequence offsets the project accumulates: a cumulative sum (`lens.cumsum(0)`,
+        `torch.cumsum(lens, 0)`), padded with a leading zero (`F.pad(..., (1, 0))`) or joined after one
+        (`torch.cat([zero, ...])`), cast or not."""
+        while isinstance(tensor, ast.Call):
+            func = tensor.func
+            name = str(py.dotted(func) or getattr(func, "attr", "")).rsplit(".", 1)[-1]
+            if name == "cumsum":
+                return True
+            if (same := same_shape(tensor)) is not None:
+                tensor = same
+            elif isinstance(func, ast.Attribute) and func.attr in ("int", "long"):
+                tensor = func.value
+            elif name == "pad" and tensor.args:
+                tensor = tensor.args[0]
+            elif name in ("cat", "concat") and tensor.args and isinstance(tensor.args[0], (ast.List, ast.Tuple)) \
+                    and tensor.args[0].elts:
+                tensor = tensor.args[0].elts[-1]  # `torch.cat([zero, lens.cumsum(0)])`: what ends the offsets
+            else:
+                return False
+        return self._holds(tensor, scope, seen, "_offsets") if isinstance(tensor, ast.Name) else False
+
+    def _lengths(self, tensor: ast.expr, scope: Scope, seen: set[tuple[int, str]]) -> bool:
+        """Whether a tensor holds the lengths between accumulated offsets (`_offsets`): `torch.diff(cu_seqlens)`,
+        `cu_seqlens.diff()` or `cu_seqlens[1:] - cu_seqlens[:-1]`."""
+        if isinstance(tensor, ast.Call):
+            func = tensor.func
+            if isinstance(func, ast.Attribute) and func.attr == "diff":
+                inner = tensor.args[0] if py.dotted(func.value) == "torch" and tensor.args else func.value
+                return self._holds(inner, scope, seen, "_offsets")
+            return False
+        if isinstance(tensor, ast.BinOp) and isinstance(tensor.op, ast.Sub):
+            left, right = tensor.left, tensor.right
+            return (isinstance(left, ast.Subscript) and isinstance(right, ast.Subscript)
+                    and isinstance(left.slice, ast.Slice) and isinstance(right.slice, ast.Slice)
+                    and py.dotted(left.value) is not None and py.dotted(left.value) == py.dotted(right.value)
+                    and integer(left.slice.lower, {}) == 1 and integer(right.slice.upper, {}) == -1
+                    and self._holds(left.value, scope, seen, "_offsets"))
+        return self._holds(tensor, scope, seen, "_lengths") if isinstance(tensor, ast.Name) else False
+
+    def _holds(self, tensor: ast.expr, scope: Scope, seen: set[tuple[int, str]], test: str) -> bool:
+        """Whether `test` (`_offsets`, `_lengths`) holds of what a name holds: every expression the function binds it
+        to, or, for a parameter, what every call of the function passes (read there in turn). Anything else is
+        tested as it is."""
+        if not isinstance(tensor, ast.Name):
+            return bool(getattr(self, test)(tensor, scope, seen))
+        here: Scope | None = scope
+        while here is not None:
+            if tensor.id in here.bound:
+                arg, caller = here.bound[tensor.id]
+                return self._holds(arg, caller, seen, test)
+            bindings = here.env.get(tensor.id)
+            mark = (id(here.node), f"{test} {tensor.id}")
+            if (bindings or tensor.id in here.params) and mark in seen:
+                return False
+            if bindings:
+                return all(value is not None and position is None
+                           and getattr(self, test)(value, here, seen | {mark}) for value, position, _count in bindings)
+            if tensor.id in here.params:
+                passed = self._passed_by_callers(here, tensor.id)
+                return bool(passed) and all(reader._holds(arg, caller, seen | {mark}, test)
+                                            for arg, caller, reader in passed)
+            here = here.parent
+        return False
 
     def _attribute(self, expr: ast.Attribute, scope: Scope, depth: int, seen: set[tuple[int, str]]) -> Verdict:
         if expr.attr in ("ndim", "itemsize") or DEVICE.search(expr.attr):

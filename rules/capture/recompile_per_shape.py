@@ -66,7 +66,10 @@ start-up, is a model dimension; the last dimension of block indices whose
 third dimension the launcher reads, `kv_block_indices.stride(2)`, is how
 many blocks a query selects, not a table's width), the longest sequence of a step read from
 the object that holds the step's sequence offsets (`seqlen.max_q` where
-the caller also passes `seqlen.cu_seqlen_q`), `x.numel()`, the strides
+the caller also passes `seqlen.cu_seqlen_q`), the last of sequence offsets
+the project accumulates (`cu_seqlens[-1]` where `cu_seqlens = F.pad(lens.cumsum(0), (1, 0))`) and the
+longest of the lengths between them (`torch.diff(cu_seqlens).max()`, computed by the layer and passed
+down or read in the launcher), `x.numel()`, the strides
 that hold one of these (`q.stride(0)` of a head-major `(heads, total
 tokens, dim)` tensor, read where the launcher unpacks it or, for a
 parameter, where the calls of the launcher do, through `q_stride =

@@ -64,7 +64,11 @@ is the dimension at each place `dim` is bound to or every call passes (`dim
   `_, blocks = block_tables.shape`: the blocks of the batch's longest
   sequence, where the table is not the module's own), the longest
   sequence of a step read from the object that holds the step's offsets
-  (`seqlen.max_q` where the function also reads `seqlen.cu_seqlen_q`), `x.numel()`
+  (`seqlen.max_q` where the function also reads `seqlen.cu_seqlen_q`), the
+  last of sequence offsets the project accumulates (`cu_seqlens[-1]` where
+  `cu_seqlens = F.pad(lens.cumsum(0), (1, 0))`: the total token count) and
+  the longest of the lengths between them (`torch.diff(cu_seqlens).max()`,
+  `(cu_seqlens[1:] - cu_seqlens[:-1]).max()`), `x.numel()`
   or the length of x flattened (`len(x.flatten())`, `len(x.view(-1))`),
   `len(cu_seqlens)`, any dimension or stride of a tensor made with its
   sizes written out (in the launcher, or by every call of it: `cols` of
