@@ -16,8 +16,9 @@ are powers of two (`BLOCK = next_power_of_2(n)` compiles at
 most a few dozen variants over all shapes).
 
 The same rule has a second source of evidence, read by `kgate lint` before
-anything runs: a launch site (`kernel[grid](...)`, `kernel.run(...)`) in the
-`@triton.jit` kernel's own module, or in a module of the project that
+anything runs: a launch site (`kernel[grid](...)`, `kernel.run(...)`, or through a local
+name that picks the kernel: `fn = kernel` in a branch, `fn = a if small else
+b`, then `fn[grid](...)`) in the `@triton.jit` kernel's own module, or in a module of the project that
 imports it (`from .kernels import fwd_kernel`, then `fwd_kernel[grid](...)`)
 or reaches it through its module (`kernels.fwd_kernel[grid](...)` after
 `from . import kernels`, `kn.fwd_kernel` after `import pkg.kernels as kn`,

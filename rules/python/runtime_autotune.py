@@ -4,7 +4,9 @@ the token count or the batch: one finding per autotuned kernel, naming
 every such key.
 
 Each key is judged by what the launch sites in the same module
-(`kernel[grid](...)`, `kernel.run(...)`, `torch.library.wrap_triton(kernel)[grid](...)`)
+(`kernel[grid](...)`, `kernel.run(...)`, `torch.library.wrap_triton(kernel)[grid](...)`,
+or a local name that picks the kernel: `fn = naive_kernel` in one branch and
+`fn = loop_kernel` in another, or `fn = a if small else b`, then `fn[grid](...)`)
 pass for it, or where the module launches the kernel nowhere, the launch
 sites in the project's other modules that import it (`from .kernels import
 fwd_kernel` in `ops.py`, or `from pkg import fwd` where `pkg/__init__.py`
