@@ -31,6 +31,8 @@ _SAME_SHAPE = frozenset({"contiguous", "to", "float", "half", "bfloat16", "clone
 # Functions whose result has the shape of their first argument (`torch.empty_like(x)`).
 _LIKE = frozenset({"empty_like", "zeros_like", "ones_like", "full_like", "rand_like", "randn_like"})
 _RESHAPES = frozenset({"view", "reshape"})
+# Methods that give a tensor the sizes they are written (`x.view(bsz, seqlen, heads, dim)`, `-1` aside), as a maker.
+_VIEWS = _RESHAPES | {"expand"}
 # What makes a tensor of the sizes it is given (`torch.empty(n, d)`, `torch.zeros((n, d))`, `x.new_empty(n)`).
 _MAKERS = frozenset({"empty", "zeros", "ones", "full", "rand", "randn", "new_empty", "new_zeros", "new_ones",
                      "new_full"})
@@ -62,16 +64,21 @@ class Batches(CallSites):
             same = same_shape(tensor)
             if same is not None:
                 return None if at == slice(None) else self.made(same, scope, depth, seen, at)
+            moved = _moved(tensor, at)
+            if moved is not None:  # `x.transpose(1, 2)`: the dimension of `x` that lands at `at`
+                assert isinstance(func, ast.Attribute)
+                return self.made(func.value, scope, depth, seen, moved)
             maker = str(py.dotted(func) or getattr(func, "attr", "")).rsplit(".", 1)[-1]
-            if maker not in _MAKERS or not tensor.args:
+            viewed = isinstance(func, ast.Attribute) and maker in _VIEWS
+            if maker not in _MAKERS and not viewed or not tensor.args:
                 return None
             shape = tensor.args[0]
             sizes = list(shape.elts) if isinstance(shape, (ast.Tuple, ast.List)) else list(tensor.args)
             if at not in (0, slice(None)) and not isinstance(shape, (ast.Tuple, ast.List)) and maker in _FILLED:
                 return None  # `torch.full(shape, value)`: the value is no later size
             sizes = _sizes_at(sizes, at)
-            if not sizes:
-                return None
+            if not sizes or viewed and any(integer(size, {}) == -1 for size in sizes):
+                return None  # `x.view(b, -1, d)`: a size the view infers is not written out
             verdicts = [self.value(size, scope, depth, seen) for size in sizes]
             return None if any(v.cls == UNKNOWN for v in verdicts) else worst(verdicts)
         if not isinstance(tensor, ast.Name):
@@ -211,6 +218,25 @@ def _sizes_at(sizes: list[ast.expr], at: int | slice) -> list[ast.expr]:
         return []
     before = sizes[:at + 1] if at >= 0 else sizes[at:]
     return [] if any(isinstance(size, ast.Starred) for size in before) else [sizes[at]]
+
+
+def _moved(call: ast.Call, at: int | slice) -> int | None:
+    """Where the dimension a transposition (`x.transpose(1, 2)`, `x.permute(0, 2, 1, 3)`) puts at `at` was in the
+    tensor it transposes; None for any other call, or where the place cannot be told (an element count or a stride
+    after a transposition, a negative place against positive dimensions)."""
+    func = call.func
+    if not isinstance(func, ast.Attribute) or call.keywords or isinstance(at, slice):
+        return None
+    dims = [d for arg in call.args if (d := integer(arg, {})) is not None]
+    if len(dims) != len(call.args):
+        return None
+    if func.attr in ("transpose", "swapaxes") and len(dims) == 2:
+        if any((d < 0) != (at < 0) for d in dims):
+            return None  # `x.transpose(1, 2)` read at `-1`: which it is depends on how many dimensions x has
+        return dims[1] if at == dims[0] else dims[0] if at == dims[1] else at
+    if func.attr == "permute" and dims and -len(dims) <= at < len(dims):
+        return dims[at]
+    return None
 
 
 def same_shape(call: ast.Call) -> ast.expr | None:

@@ -33,12 +33,16 @@ other modules), and falls in one of four classes:
   `q` beside them),
   the spatial extents after a channels dimension (`H`, `W` of `N, C, H, W`), the width of a block table
   (`block_offsets.size(1)`), `x.numel()` (or `len(x.flatten())`), `len(x)`, a dimension or stride of a tensor
-  made with its sizes written out where a size it takes is one of these (`cols` of `rows, cols = logits.shape`,
-  every caller making `torch.empty((rows, kv_slots.numel()))`: `Batches.made`), and
+  made with its sizes written out, or laid out by a view so (`x.view(bsz, seqlen, heads, dim)`, transposed or not),
+  where a size it takes is one of these (`cols` of `rows, cols = logits.shape`, every caller making
+  `torch.empty((rows, kv_slots.numel()))`: `Batches.made`), and
   anything computed from them by arithmetic that does not bound it (`B * T`, `triton.cdiv(T, 64)`, `max(1, T)`,
   a division by anything that does not grow with it too: `ceil(n_rows / sm_count)`);
 - `UNKNOWN`: anything else (a middle dimension, a parameter of a launcher nothing in the project calls, a call
   into another module); the caller then decides by the name (`Names`).
+
+A shape handed on whole (`b, n, h, d = shape`) is read where it was taken (`Launches._held_shapes`), and a dimension at
+a variable place (`x.shape[dim]`) at each place its index takes (`Launches._indices`).
 
 A parameter of the launching function is what the module's own calls of it pass, or where it has none, the calls
 in the project's other modules that import it (`Launches._parameter`, `kgate.collect.pycallers`); a call through a
@@ -63,6 +67,7 @@ from kgate.collect.pyscopes import (
     launch_lines,
     launched_name,
     passed_for,
+    picking_names,
     scopes,
     top_definitions,
     unpacked,
@@ -129,7 +134,9 @@ class Launches(Batches):
         self._helpers: dict[str, py.Function | None] = {}
         self.named = ":=" in source.text  # whether an assignment expression may bind a name (`Scope.named`)
         # The lines that launch one of the kernels (`k[`, `k.run(`), 0-based: only they are parsed and walked.
-        self.marked = launch_lines(source.text, launched)
+        # Local names that pick a kernel (`fn = naive_kernel`, `fn = a if small else b`): their launches are its.
+        self.pickers = picking_names(source.text, launched)
+        self.marked = launch_lines(source.text, launched | self.pickers)
         if info.whole:
             self.tree = info.tree
         else:
@@ -171,8 +178,11 @@ class Launches(Batches):
                     continue
                 for node in py.expressions(stmt):
                     name = launched_name(node)
-                    if name is not None and name in launched:
-                        self.sites.setdefault(name, []).append((node, scope))  # type: ignore[arg-type]
+                    if name is None:
+                        continue
+                    for kernel in [name] if name in launched else _picked(name, scope, launched) \
+                            if name in self.pickers else []:
+                        self.sites.setdefault(kernel, []).append((node, scope))  # type: ignore[arg-type]
 
     def _launches_within(self, stmt: ast.stmt) -> bool:
         return within(self.marked, stmt)
@@ -341,20 +351,59 @@ class Launches(Batches):
             # `y, N, T = fwd(x)`: the item each `return` of the helper gives at that place
             returned = self._returns(helper, value, scope, depth, seen, (position, count))
             return returned if returned.cls != UNKNOWN else Verdict(self.names.of(name), name)
-        shape = shape_of(value)
-        if shape is None:
+        if shape_of(value) is not None:
+            return self._unpacked(name, value, position, count, scope, (value, scope, self), depth, seen)
+        held = self._held_shapes(value, scope, depth, seen)
+        if not held:
             return Verdict(self.names.of(name), name)
+        # `b, n, h, d = shape`, the shape a caller passed or an autograd function's `forward` saved: its names are
+        # read here, its tensor where the shape was taken.
+        return worst([self._unpacked(name, value, position, count, scope, found, depth, seen) for found in held])
+
+    def _held_shapes(self, value: ast.expr, scope: Scope, depth: int,
+                     seen: set[tuple[int, str]]) -> list[tuple[ast.expr, Scope, Launches]]:
+        """The whole shapes a name holds, with the scope that takes each and the reading of its module: bound once to
+        one (`shape = x.shape`, `shape = ctx.shape`), or a parameter every call of the function passes one for (read
+        there in turn); empty where any of them holds something else."""
+        if depth > _DEPTH or not isinstance(value, ast.Name):
+            return []
+        bound = _bound_shape(value, scope)
+        if bound is not None:
+            return [(bound, scope, self)]
+        here: Scope | None = scope
+        while here is not None and value.id not in here.params:
+            if value.id in here.env or value.id in here.bound:
+                return []
+            here = here.parent
+        if here is None or (mark := (id(here.node), "shape " + value.id)) in seen:
+            return []
+        out = []
+        for arg, caller, reader in self._passed_by_callers(here, value.id):
+            found = [(arg, caller, reader)] if shape_of(arg) is not None else \
+                reader._held_shapes(arg, caller, depth + 1, seen | {mark})
+            if not found:
+                return []
+            out += found
+        return out
+
+    def _unpacked(self, name: str, value: ast.expr, position: int, count: int, scope: Scope,
+                  held: tuple[ast.expr, Scope, Launches], depth: int, seen: set[tuple[int, str]]) -> Verdict:
+        """The dimension a name unpacked from a shape holds (`value`: what the scope unpacks, its names read there;
+        `held`: the shape itself, the scope that takes it and the reading of its module)."""
+        shape_expr, owner, reader = held
+        shape = shape_of(shape_expr)
+        assert shape is not None
         tensor, first, last = shape
         at = position if first else position - count if last else None
         if at:
-            made = self.made(tensor, scope, depth, seen, at)
+            made = reader.made(tensor, owner, depth, seen, at)
             if made is not None:  # `rows, cols = logits.shape`, the caller making `torch.empty((rows, n_keys))`
                 return Verdict(made.cls, Why(value, after=f"[{position}]"))
-        sequence = first and last and (self._sequence(name, value, position, count, scope)
-                                       or self._spatial(name, value, position, scope))
+        sequence = first and (self._sequence(name, value, position, count, scope, last)
+                              or last and self._spatial(name, value, position, scope))
         if self._moot(position == 0 and first or sequence or block_table(tensor)) and self.names.of(name) == UNKNOWN:
             return Verdict(UNKNOWN, name)  # a model dimension or an unplaced one: no token count either way
-        if self.fixed(tensor, scope, depth, seen):
+        if reader.fixed(tensor, owner, depth, seen):
             return Verdict(MODEL, Why(value))
         if sequence:
             return Verdict(RUNTIME, Why(value, after=f"[{position}]"))
@@ -362,20 +411,26 @@ class Launches(Batches):
             # `n_heads, n_rows, d = q.shape`: a head-major layout, named so (or `H, R, d`: the heads' usual letter)
             if self.names.hint(name) == MODEL or name == "H" and count >= 3:
                 return Verdict(MODEL, Why(value, after="[0]"))
-            return self._first(tensor, Why(value, after="[0]"), scope, depth, seen)
+            return reader._first(tensor, Why(value, after="[0]"), owner, depth, seen)
         if last and (position == -1 or position == count - 1):
             if position == 1 and count == 2 and first and block_table(tensor):
                 return Verdict(RUNTIME, Why(value, after="[1]"))  # `_, blocks = block_table.shape`: the longest
             return Verdict(MODEL, Why(value, after="[-1]"))
         return Verdict(self.names.of(name), name)
 
-    def _sequence(self, name: str, value: ast.expr, position: int, count: int, scope: Scope) -> bool:
+    def _sequence(self, name: str, value: ast.expr, position: int, count: int, scope: Scope,
+                  whole: bool = True) -> bool:
         """Whether `name` is the sequence length of an attention tensor unpacked into four names: `B, H, N, D =
         x.shape` or `B, N, H, D = x.shape`, a middle name beside the heads (a name the words place as a model
         dimension, or `H`) before the head dimension (likewise, or `D`), itself no model dimension by its words; or a
-        middle name whose own words say a token count (`seqlen` of `bsz, seqlen, _ = x.shape`)."""
-        if 0 < position < count - 1 and (self.names.hint(name) == RUNTIME or name in _MIDDLE_LETTERS):
+        middle name whose own words say a token count (`seqlen` of `bsz, seqlen, _ = x.shape`). `whole`: whether the
+        names reach the shape's last dimension; a leading slice (`B, T = x.shape[:2]`) ends before it, so its last
+        name is a middle dimension too, the length where the batch is first (`n` of `b, n = x.shape[:2]`)."""
+        if 0 < position < count - (1 if whole else 0) and (self.names.hint(name) == RUNTIME or name in _MIDDLE_LETTERS):
             return True
+        if not whole:
+            return count == 2 and position == 1 and _between_batch_and_model(_unpacked_names(value, scope), name,
+                                                                              more=True)
         if count == 3 and position == 1:
             return _between_batch_and_model(_unpacked_names(value, scope), name)
         if count != 4 or position not in (1, 2):
@@ -386,8 +441,13 @@ class Launches(Batches):
             return False
         if any(word.endswith(("head", "heads")) for word in _words(heads)):
             return True  # `num_heads` beside it: the heads by their words, whatever the last name says
-        return (heads.upper() == "H" or self.names.hint(heads) == MODEL) and (
-            head_dim.upper() == "D" or self.names.hint(head_dim) == MODEL)
+        if heads.upper() != "H" and self.names.hint(heads) != MODEL:
+            return False
+        if name.upper() == "C" or _words(name) & CHANNEL_PARTS:
+            return False  # `C` of `N, C, H, W`: the channels of an image, not a length
+        # The last name is the tensor's last dimension, a width per item whatever its letter (`f` of `b, n, h, f`,
+        # the features), unless it names a run-time size itself.
+        return self.names.hint(head_dim) != RUNTIME and head_dim.upper() not in _MIDDLE_LETTERS
 
     def _spatial(self, name: str, value: ast.expr, position: int, scope: Scope) -> bool:
         """Whether `name` is a spatial extent (or the length) of a tensor laid out channels first, unpacked into
@@ -446,6 +506,9 @@ class Launches(Batches):
                 part in last.lower() for part in BUCKETING_PARTS) or DEVICE.search(last):
             return NOTHING
         args = [a for a in call.args if not isinstance(a, ast.Starred)]
+        if isinstance(func, ast.Attribute) and func.attr in ("max", "amax") and not call.args and not call.keywords \
+                and self._holds(func.value, scope, seen, "_lengths"):
+            return Verdict(RUNTIME, Why(call))  # `torch.diff(cu_seqlens).max()`: the longest sequence
         if last == "min" and args:
             return best([self.value(a, scope, depth, seen) for a in args])
         if last == "max" and args:
@@ -473,6 +536,9 @@ class Launches(Batches):
             target = call.args[0] if call.args else None
             if last == "prod":
                 shape = _multiplied_shape(target, scope) if target is not None else None
+                start = next((k.value for k in call.keywords if k.arg == "start_dim"), None)
+                if shape is not None and start is not None and integer(start, {}) != 0:
+                    shape = (shape[0], False, shape[2])  # `prod(x.shape, start_dim=2)`: the sizes after the first two
                 if shape is not None and self.fixed(shape[0], scope, depth, seen):
                     return Verdict(MODEL, why)
                 return Verdict(RUNTIME, why) if shape is not None and shape[1] else Verdict(UNKNOWN)
@@ -496,7 +562,12 @@ class Launches(Batches):
             return Verdict(made.cls, why) if made is not None else Verdict(RUNTIME, why)
         if not call.args and not call.keywords:
             return Verdict(UNKNOWN)  # x.size(): a shape, read where it is unpacked
-        index = integer(call.args[0] if call.args else call.keywords[0].value, {})
+        given = call.args[0] if call.args else call.keywords[0].value
+        index = integer(given, {})
+        if index is None and isinstance(given, ast.Name) and (indices := self._indices(given, scope, seen)):
+            # `x.size(dim)`: the dimension at each place `dim` is given
+            return worst([self._size(ast.copy_location(ast.Call(func=func, args=[ast.Constant(i)], keywords=[]), call),
+                                     last, why, scope, depth, seen) for i in indices])
         made = self.made(func.value, scope, depth, seen, index) if index else None
         if made is not None:  # `x.size(1)` of `x = torch.empty((rows, n_keys))`: the size it was made with
             return Verdict(made.cls, why)
@@ -513,6 +584,13 @@ class Launches(Batches):
         if held_strides is not None:  # `q_stride = q.stride()`, then `q_stride[0]`
             return self._stride(held_strides, integer(expr.slice, {}), Why(expr), scope, depth, seen)
         shape = shape_of(expr.value)
+        if shape is not None and integer(expr.slice, {}) is None and isinstance(expr.slice, ast.Name):
+            # `x.shape[dim]`: the dimension at each place `dim` is given
+            indices = self._indices(expr.slice, scope, seen)
+            if indices:
+                return worst([self._subscript(ast.copy_location(ast.Subscript(
+                    value=expr.value, slice=ast.Constant(i), ctx=ast.Load()), expr), scope, depth, seen)
+                    for i in indices])
         if shape is not None:
             tensor, first, last = shape
             index = integer(expr.slice, {})
@@ -536,11 +614,119 @@ class Launches(Batches):
         if isinstance(expr.value, ast.Name) and isinstance(self.info.constants.get(expr.value.id),
                                                            (ast.Dict, ast.List, ast.Tuple)):
             return NOTHING  # an entry of a constant table
+        if integer(expr.slice, {}) == -1 and self._holds(expr.value, scope, seen, "_offsets"):
+            return Verdict(RUNTIME, Why(expr))  # `cu_seqlens[-1]`: the last offset, the total token count
         held = _bound_shape(expr.value, scope)
         if held is not None:  # `s = x.shape` (or `tuple(x.shape)`), then `s[0]`: an item of the shape
             return self._subscript(ast.copy_location(ast.Subscript(value=held, slice=expr.slice, ctx=ast.Load()),
                                                      expr), scope, depth, seen)
         return Verdict(UNKNOWN)
+
+    def _indices(self, expr: ast.expr, scope: Scope, seen: set[tuple[int, str]]) -> list[int]:
+        """The places a dimension's index takes (`dim` of `x.shape[dim]`): each integer it is bound to, or that every
+        call of the function passes for it where it is a parameter (read there in turn); a rebinding that counts a
+        negative index from the end (`dim = len(x.shape) + dim`, `x.ndim + dim`) picks the same dimension. Empty
+        where any of them is something else."""
+        value = integer(expr, self.info.constants)
+        if value is not None:
+            return [value]
+        if not isinstance(expr, ast.Name):
+            return []
+        here: Scope | None = scope
+        while here is not None:
+            if expr.id in here.bound:
+                arg, caller = here.bound[expr.id]
+                return self._indices(arg, caller, seen)
+            bindings = here.env.get(expr.id, [])
+            if bindings or expr.id in here.params:
+                break
+            here = here.parent
+        if here is None or (mark := (id(here.node), "index " + expr.id)) in seen:
+            return []
+        seen = seen | {mark}
+        out: list[int] = []
+        for value_expr, position, _count in bindings:
+            if value_expr is not None and position is None and _from_end(value_expr, expr.id):
+                continue
+            found = self._indices(value_expr, here, seen) if value_expr is not None and position is None else []
+            if not found:
+                return []
+            out += found
+        if expr.id in here.params:
+            passed = self._passed_by_callers(here, expr.id)
+            if not passed:
+                return []
+            for arg, caller, reader in passed:
+                found = reader._indices(arg, caller, seen)
+                if not found:
+                    return []
+                out += found
+        return sorted(set(out))
+
+    def _offsets(self, tensor: ast.expr, scope: Scope, seen: set[tuple[int, str]]) -> bool:
+        """Whether a tensor holds sequence offsets the project accumulates: a cumulative sum (`lens.cumsum(0)`,
+        `torch.cumsum(lens, 0)`), padded with a leading zero (`F.pad(..., (1, 0))`) or joined after one
+        (`torch.cat([zero, ...])`), cast or not."""
+        while isinstance(tensor, ast.Call):
+            func = tensor.func
+            name = str(py.dotted(func) or getattr(func, "attr", "")).rsplit(".", 1)[-1]
+            if name == "cumsum":
+                return True
+            if (same := same_shape(tensor)) is not None:
+                tensor = same
+            elif isinstance(func, ast.Attribute) and func.attr in ("int", "long"):
+                tensor = func.value
+            elif name == "pad" and tensor.args:
+                tensor = tensor.args[0]
+            elif name in ("cat", "concat") and tensor.args and isinstance(tensor.args[0], (ast.List, ast.Tuple)) \
+                    and tensor.args[0].elts:
+                tensor = tensor.args[0].elts[-1]  # `torch.cat([zero, lens.cumsum(0)])`: what ends the offsets
+            else:
+                return False
+        return self._holds(tensor, scope, seen, "_offsets") if isinstance(tensor, ast.Name) else False
+
+    def _lengths(self, tensor: ast.expr, scope: Scope, seen: set[tuple[int, str]]) -> bool:
+        """Whether a tensor holds the lengths between accumulated offsets (`_offsets`): `torch.diff(cu_seqlens)`,
+        `cu_seqlens.diff()` or `cu_seqlens[1:] - cu_seqlens[:-1]`."""
+        if isinstance(tensor, ast.Call):
+            func = tensor.func
+            if isinstance(func, ast.Attribute) and func.attr == "diff":
+                inner = tensor.args[0] if py.dotted(func.value) == "torch" and tensor.args else func.value
+                return self._holds(inner, scope, seen, "_offsets")
+            return False
+        if isinstance(tensor, ast.BinOp) and isinstance(tensor.op, ast.Sub):
+            left, right = tensor.left, tensor.right
+            return (isinstance(left, ast.Subscript) and isinstance(right, ast.Subscript)
+                    and isinstance(left.slice, ast.Slice) and isinstance(right.slice, ast.Slice)
+                    and py.dotted(left.value) is not None and py.dotted(left.value) == py.dotted(right.value)
+                    and integer(left.slice.lower, {}) == 1 and integer(right.slice.upper, {}) == -1
+                    and self._holds(left.value, scope, seen, "_offsets"))
+        return self._holds(tensor, scope, seen, "_lengths") if isinstance(tensor, ast.Name) else False
+
+    def _holds(self, tensor: ast.expr, scope: Scope, seen: set[tuple[int, str]], test: str) -> bool:
+        """Whether `test` (`_offsets`, `_lengths`) holds of what a name holds: every expression the function binds it
+        to, or, for a parameter, what every call of the function passes (read there in turn). Anything else is
+        tested as it is."""
+        if not isinstance(tensor, ast.Name):
+            return bool(getattr(self, test)(tensor, scope, seen))
+        here: Scope | None = scope
+        while here is not None:
+            if tensor.id in here.bound:
+                arg, caller = here.bound[tensor.id]
+                return self._holds(arg, caller, seen, test)
+            bindings = here.env.get(tensor.id)
+            mark = (id(here.node), f"{test} {tensor.id}")
+            if (bindings or tensor.id in here.params) and mark in seen:
+                return False
+            if bindings:
+                return all(value is not None and position is None
+                           and getattr(self, test)(value, here, seen | {mark}) for value, position, _count in bindings)
+            if tensor.id in here.params:
+                passed = self._passed_by_callers(here, tensor.id)
+                return bool(passed) and all(reader._holds(arg, caller, seen | {mark}, test)
+                                            for arg, caller, reader in passed)
+            here = here.parent
+        return False
 
     def _attribute(self, expr: ast.Attribute, scope: Scope, depth: int, seen: set[tuple[int, str]]) -> Verdict:
         if expr.attr in ("ndim", "itemsize") or DEVICE.search(expr.attr):
@@ -881,17 +1067,55 @@ def _multiplied_shape(target: ast.expr, scope: Scope) -> tuple[ast.expr, bool, b
     return shape_of(ast.copy_location(ast.Subscript(value=held, slice=target.slice, ctx=ast.Load()), target))
 
 
-def _between_batch_and_model(names: dict[int, str], name: str) -> bool:
+def _picked(name: str, scope: Scope, launched: set[str]) -> list[str]:
+    """The kernels a local name is bound to where a scope launches it (`fn = naive_kernel` in one branch, `fn =
+    loop_kernel` in another, `fn = a if small else b`): each kernel named so, sorted; none where the name is a
+    parameter or bound to nothing of the sort."""
+    here: Scope | None = scope
+    while here is not None:
+        if name in here.params or name in here.bound:
+            return []
+        bindings = here.env.get(name)
+        if bindings:
+            found: set[str] = set()
+            for value, position, _count in bindings:
+                choices = [value.body, value.orelse] if isinstance(value, ast.IfExp) else [value]
+                found.update(choice.id for choice in choices
+                             if position is None and isinstance(choice, ast.Name) and choice.id in launched)
+            return sorted(found)
+        here = here.parent
+    return []
+
+
+def _from_end(value: ast.expr, name: str) -> bool:
+    """Whether `value` counts the index `name` from the end of a shape: `len(x.shape) + dim`, `x.ndim + dim`,
+    `x.dim() + dim` (how a negative dimension is made positive)."""
+    if not (isinstance(value, ast.BinOp) and isinstance(value.op, ast.Add)):
+        return False
+    for same, rank in ((value.left, value.right), (value.right, value.left)):
+        if not (isinstance(same, ast.Name) and same.id == name):
+            continue
+        if isinstance(rank, ast.Attribute) and rank.attr == "ndim":
+            return True
+        if isinstance(rank, ast.Call) and isinstance(rank.func, ast.Attribute) and rank.func.attr == "dim":
+            return True
+        if isinstance(rank, ast.Call) and isinstance(rank.func, ast.Name) and rank.func.id == "len" and rank.args:
+            return shape_of(rank.args[0]) is not None
+    return False
+
+
+def _between_batch_and_model(names: dict[int, str], name: str, more: bool = False) -> bool:
     """Whether `name`, the middle of three names a shape is unpacked into, is the length of a (batch, length, model
     dimension) layout: the batch first (`b`, or a name whose words say the batch: tokens first, `total_ctx, n_layers,
     kv_dim`, lay out something per token in the middle), the heads or a width last (`h`, `d`, or a name whose words
     say a model dimension), and itself a letter that names no model dimension (`n` of `b, n, h = decay.shape`; not
-    `c` of `b, c, d`, and not a word that says something else, `width` of `bsz, width, hidden`)."""
-    first, last = names.get(0), names.get(2)
+    `c` of `b, c, d`, and not a word that says something else, `width` of `bsz, width, hidden`). `more`: the second
+    of two names a leading slice is unpacked into (`b, n = x.shape[:2]`), the dimensions after it left unnamed."""
+    first, last = names.get(0), names.get(1 if more else 2)
     if first is None or last is None or len(name) != 1:
         return False
     batch = first.upper() == "B" or bool(_words(first) & _BATCH_WORDS) or first.lower().endswith("batch")
-    model = last.upper() in ("H", "D") or _WORDS_ONLY.hint(last) == MODEL
+    model = more or last.upper() in ("H", "D") or _WORDS_ONLY.hint(last) == MODEL
     return batch and model and name.upper() not in _MODEL_LETTERS | {"C", "H"}
 
 

@@ -16,8 +16,9 @@ are powers of two (`BLOCK = next_power_of_2(n)` compiles at
 most a few dozen variants over all shapes).
 
 The same rule has a second source of evidence, read by `kgate lint` before
-anything runs: a launch site (`kernel[grid](...)`, `kernel.run(...)`) in the
-`@triton.jit` kernel's own module, or in a module of the project that
+anything runs: a launch site (`kernel[grid](...)`, `kernel.run(...)`, or through a local
+name that picks the kernel: `fn = kernel` in a branch, `fn = a if small else
+b`, then `fn[grid](...)`) in the `@triton.jit` kernel's own module, or in a module of the project that
 imports it (`from .kernels import fwd_kernel`, then `fwd_kernel[grid](...)`)
 or reaches it through its module (`kernels.fwd_kernel[grid](...)` after
 `from . import kernels`, `kn.fwd_kernel` after `import pkg.kernels as kn`,
@@ -37,11 +38,18 @@ called there or in the modules that import it; a method's are the calls
 its own class makes on the instance, `self._attend(x, bsz)`), through the items
 of a tuple a helper returns (`y, N, T = fwd(x)`) and through what an
 autograd function's `forward` saves on its context for `backward`
-(`ctx.N = N`, then `bwd(dy, ctx.N)`), and classed as KG201
+(`ctx.N = N`, then `bwd(dy, ctx.N)`), through a shape handed on whole
+(`b, n, h, d = shape`, where every call passes `shape = ctx.shape` or
+`x.shape`: the names written here, the tensor of the shape) and through the
+places a variable index takes (`x.shape[dim]`, where every call passes
+`dim`; `dim = len(x.shape) + dim` keeps the same one), and classed as KG201
 classes autotune keys: the first dimension of a tensor (`x.shape[0]`,
 `B` of `B, T, H = q.shape`), the sequence length of an attention tensor
 unpacked into four names (`N` of `B, H, N, D = x.shape`, `T` of `B, T, H,
-D = q.shape`, `y_size` of `num_batches, num_heads, y_size, x_size`), the
+D = q.shape`, `y_size` of `num_batches, num_heads, y_size, x_size`, `n` of
+`b, n, h, f`: the last a width per item whatever its letter), the second of
+two names a leading slice of a shape is unpacked into (`T` of `B, T =
+x.shape[:2]`, `n` of `b, n = x.shape[:2]`; not `h` of `b, h`), the
 length of a tensor unpacked into three names, a letter between the batch
 and the heads or a width (`n` of `b, n, h = decay.shape`; not `l` of
 `tokens, l, d`, tokens first, nor a word, `width` of `bsz, width, hidden`), the product of a shape's sizes
@@ -59,7 +67,10 @@ start-up, is a model dimension; the last dimension of block indices whose
 third dimension the launcher reads, `kv_block_indices.stride(2)`, is how
 many blocks a query selects, not a table's width), the longest sequence of a step read from
 the object that holds the step's sequence offsets (`seqlen.max_q` where
-the caller also passes `seqlen.cu_seqlen_q`), `x.numel()`, the strides
+the caller also passes `seqlen.cu_seqlen_q`), the last of sequence offsets
+the project accumulates (`cu_seqlens[-1]` where `cu_seqlens = F.pad(lens.cumsum(0), (1, 0))`) and the
+longest of the lengths between them (`torch.diff(cu_seqlens).max()`, computed by the layer and passed
+down or read in the launcher), `x.numel()`, the strides
 that hold one of these (`q.stride(0)` of a head-major `(heads, total
 tokens, dim)` tensor, read where the launcher unpacks it or, for a
 parameter, where the calls of the launcher do, through `q_stride =
@@ -67,7 +78,10 @@ q.stride()` then `q_stride[0]` and through a tensor made like another, `o
 = torch.empty_like(q)`; the keys, values, output and gradients of an
 attention call, `k`, `v`, `o`, `do`, `dq`, `dk` and `dv`, are read as laid
 out like the `q` beside them where nothing else places them),
-every dimension and stride of a tensor made with its sizes written out, in the launcher or by every
+every dimension and stride of a tensor made with its sizes written out, or laid out by a view so
+(`q = x.view(bsz, seqlen, heads, dim)`, transposed or permuted or not: `q.shape[1]`, `q.size(2)` of
+`q.transpose(1, 2)`, or `T = q.shape[1]` passed down by the layer; a size the view infers, `-1`, places
+nothing), in the launcher or by every
 caller of it (`rows, cols = logits.shape`, `logits.stride(0)` where the caller makes `logits =
 torch.empty((rows, kv_slots.numel()))`: the size written there; over a weight's rows, `torch.empty((n,
 lm_head.shape[0]))`, a model dimension), and anything

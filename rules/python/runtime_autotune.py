@@ -4,7 +4,9 @@ the token count or the batch: one finding per autotuned kernel, naming
 every such key.
 
 Each key is judged by what the launch sites in the same module
-(`kernel[grid](...)`, `kernel.run(...)`, `torch.library.wrap_triton(kernel)[grid](...)`)
+(`kernel[grid](...)`, `kernel.run(...)`, `torch.library.wrap_triton(kernel)[grid](...)`,
+or a local name that picks the kernel: `fn = naive_kernel` in one branch and
+`fn = loop_kernel` in another, or `fn = a if small else b`, then `fn[grid](...)`)
 pass for it, or where the module launches the kernel nowhere, the launch
 sites in the project's other modules that import it (`from .kernels import
 fwd_kernel` in `ops.py`, or `from pkg import fwd` where `pkg/__init__.py`
@@ -19,16 +21,27 @@ through the launching function's
 assignments and its module's own helper functions, and those it imports
 by name from the project's other modules (the items of a tuple
 one returns too: `y, N, T = fwd(x)`), and in an autograd function's
-`backward` through what its `forward` saved on the context (`ctx.N = N`):
+`backward` through what its `forward` saved on the context (`ctx.N = N`).
+A shape handed on whole is read where it is taken: `b, n, h, d = shape`,
+where `shape` is bound once to `x.shape` or `ctx.shape`, or is a parameter
+every call passes one for, has the names written here and the tensor of the
+shape. A dimension read at a variable place (`x.shape[dim]`, `x.size(dim)`)
+is the dimension at each place `dim` is bound to or every call passes (`dim
+= len(x.shape) + dim` keeps the same one):
 
 - **token or batch dimension** (an error): the first dimension of a tensor
   (`x.shape[0]`, `x.size(0)`, `B` of `B, T, H, D = q.shape`), the
   sequence length of an attention tensor unpacked into four names (`T` of
   `B, T, H, D = q.shape`, `N` of `B, H, N, D = x.shape`: the middle name
-  beside the heads, `H` or a name whose words say heads, before the head
-  dimension, `D` or likewise, or any name beside heads named by their words:
-  `y_size` of `num_batches, num_heads, y_size, x_size`; `C` of `B, C, H,
-  W` is none), the length of a tensor unpacked into three names, a letter
+  beside the heads, `H` or a name whose words say heads, before the last
+  dimension, a width per item whatever its letter unless its words say a
+  run-time size (`n` of `b, n, h, f = dld_q.shape`), or any name beside heads
+  named by their words: `y_size` of `num_batches, num_heads, y_size,
+  x_size`; `C` of `B, C, H, W` is none), the second of two names a leading
+  slice of a shape is unpacked into, which ends before its last dimension
+  (`T` of `B, T = x.shape[:2]`, or after the batch a letter that names no
+  model dimension: `n` of `b, n = x.shape[:2]`; not `h` of `b, h`), the
+  length of a tensor unpacked into three names, a letter
   between the batch first (`b`, or a name whose words say the batch, not a
   token count) and the heads or a width last (`h`, `d`, or a model
   dimension by its words) that names no model dimension itself (`n` of `b,
@@ -36,7 +49,8 @@ one returns too: `y, N, T = fwd(x)`), and in an autograd function's
   `width` of `bsz, width, hidden`, are none), the
   product of a shape's sizes from the first (`math.prod(x.shape[:-1])`,
   `torch.prod(torch.tensor(shape[:-1])).item()` with `shape = x.shape`: the
-  rows), a middle dimension whose name's words say a token count
+  rows; not one given a start past the first, `prod(x.shape, start_dim=2)`),
+  a middle dimension whose name's words say a token count
   (`seqlen` of `bsz, seqlen, _ = x.shape`) or that names the size of a
   letter read as one (`m_size` or `size_m` as `M`, of `num_batches,
   m_size, k_size = x.shape`) or that the batch's or the time steps' letter
@@ -52,14 +66,22 @@ one returns too: `y, N, T = fwd(x)`), and in an autograd function's
   `_, blocks = block_tables.shape`: the blocks of the batch's longest
   sequence, where the table is not the module's own), the longest
   sequence of a step read from the object that holds the step's offsets
-  (`seqlen.max_q` where the function also reads `seqlen.cu_seqlen_q`), `x.numel()`
+  (`seqlen.max_q` where the function also reads `seqlen.cu_seqlen_q`), the
+  last of sequence offsets the project accumulates (`cu_seqlens[-1]` where
+  `cu_seqlens = F.pad(lens.cumsum(0), (1, 0))`: the total token count) and
+  the longest of the lengths between them (`torch.diff(cu_seqlens).max()`,
+  `(cu_seqlens[1:] - cu_seqlens[:-1]).max()`), `x.numel()`
   or the length of x flattened (`len(x.flatten())`, `len(x.view(-1))`),
   `len(cu_seqlens)`, any dimension or stride of a tensor made with its
   sizes written out (in the launcher, or by every call of it: `cols` of
   `rows, cols = logits.shape` and `logits.stride(0)` where the caller makes
   `torch.empty((rows, kv_slots.numel()))`) whose size there is one of
-  these, and anything computed from them that does not bound
-  them, through any number of assignments and helper calls (`B * T`,
+  these, and likewise any dimension of a tensor laid out by a view with its
+  sizes written out (`q = x.view(bsz, seqlen, heads, dim)`, `expand`,
+  `reshape`; a size the view infers, `-1`, places nothing), transposed or
+  permuted or not: `q.shape[1]`, or `q.size(2)` of `q.transpose(1, 2)`, is
+  `seqlen`, and `q.shape[2]` the heads; and anything computed from them
+  that does not bound them, through any number of assignments and helper calls (`B * T`,
   `triton.cdiv(T, 64)`, `max(1, T)`, `ceil(n_rows / sm_count)` with
   `sm_count` a parameter of the launcher, `ceil(heads * batch / programs) +
   4`): divided by anything that does not itself grow with it (a model
