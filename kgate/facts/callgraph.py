@@ -543,18 +543,21 @@ def _address_taken(functions: dict[str, PtxFunction], text: str) -> set[str]:
             if f.kind == "func" and uses[name] > f.mentions + direct[name]}
 
 
-def entry_facts(graph: CallGraph, name: str, *, traced: bool = True) -> PtxEntry:
+def entry_facts(graph: CallGraph, name: str, *, traced: bool = True, dynamic: frozenset[str] = frozenset()
+                ) -> PtxEntry:
     """What an entry does, its callees' instructions counted where it calls them; its accesses before a wait where
-    `traced`."""
+    `traced`; `dynamic`: the names of the module's `.extern .shared` arrays (whether it names one is told)."""
     reached, opaque = graph.reached(name)
     functions = [graph.functions[name], *(graph.functions[f] for f in reached)]
     mma: Counter[str] = Counter()
     total = 0
-    has_wait = has_launch_dependents = False
+    has_wait = has_launch_dependents = shared = False
     for function in functions:  # one pass over the instructions (a module has hundreds of thousands)
         called_by = partial(graph.called_by, function.name)
         for i in function.instructions:
             opcode = i.opcode
+            if dynamic and not shared and any(n in i.text for n in dynamic):
+                shared = any(re.search(r"(?<![\w$])" + re.escape(n) + r"(?![\w$])", i.text) for n in dynamic)
             if is_global_access(opcode):
                 total += 1
             elif opcode.startswith(_FLOW_PREFIXES):
@@ -587,5 +590,6 @@ def entry_facts(graph: CallGraph, name: str, *, traced: bool = True) -> PtxEntry
         looped_calls=tuple(graph.looped(name)),
         looped_loads=graph.looped_loads(name),
         traced=traced,
+        dynamic_shared=shared,
     )
 
