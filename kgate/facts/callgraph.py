@@ -47,6 +47,7 @@ from kgate.facts.dataflow import (
     return_sources,
     symbol_of,
 )
+from kgate.facts.feasible import Conditions, feasible_flow
 from kgate.facts.ptx import (
     Block,
     GlobalAccess,
@@ -185,6 +186,7 @@ class CallGraph:
         self._computing: set[str] = set()
         self._returns: dict[str, Returned] = {}
         self._kills: dict[str, list[list[Instruction]]] = {}
+        self._conditions: dict[str, Conditions] = {}
         self._pointed: dict[tuple[str, int], tuple[str, ...]] = {}
 
     def callees(self, name: str) -> list[str]:
@@ -425,6 +427,12 @@ class CallGraph:
                 if state and not unwaited_in[succ]:
                     unwaited_in[succ] = True
                     work.append(succ)
+        waited = [_waits_in(k, waits) for k in kills]
+        if any(waited) and any(unwaited_in):
+            # A path the arguments cannot take (the one that skips both of an unrolled loop's parts) is no path.
+            if name not in self._conditions:
+                self._conditions[name] = Conditions(self.functions[name].instructions)
+            unwaited_in = feasible_flow(blocks, waited, self._conditions[name])
         return blocks, unwaited_in
 
     def _waits_or_calls(self, name: str) -> list[list[Instruction]]:
