@@ -95,3 +95,75 @@ def test_conjunctions_are_decided_exactly_on_the_argument_range() -> None:
 ])
 def test_a_condition_it_cannot_read_is_none(body: str) -> None:
     assert _conditions(body).of("%p1") is None
+
+
+def _holds(condition, n: int) -> bool:  # type: ignore[no-untyped-def]
+    lo, hi, bits, residues = next(s for s in condition.segments if s[0] <= n <= s[1])
+    return n % (1 << bits) in residues
+
+
+def _s32(v: int) -> int:
+    return ((v + (1 << 31)) % (1 << 32)) - (1 << 31)
+
+
+_OPS = {
+    "add.s32": lambda a, b: _s32(a + b), "sub.s32": lambda a, b: _s32(a - b),
+    "min.s32": min, "max.s32": max,
+    "min.u32": lambda a, b: _s32(min(a % (1 << 32), b % (1 << 32))),
+    "max.u32": lambda a, b: _s32(max(a % (1 << 32), b % (1 << 32))),
+}
+_CMPS = {"lt": lambda a, b: a < b, "le": lambda a, b: a <= b, "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b,
+         "eq": lambda a, b: a == b, "ne": lambda a, b: a != b}
+EDGES = [-(1 << 31), -(1 << 31) + 1, -(1 << 31) + 7, -9, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 7, 8, 9, 12, 13,
+         (1 << 31) - 9, (1 << 31) - 2, (1 << 31) - 1]
+
+
+def test_each_condition_read_agrees_with_the_arithmetic_it_stands_for() -> None:
+    """Random chains of the instructions read, compared with 32-bit arithmetic at the range's edges and elsewhere."""
+    import random
+
+    rng = random.Random(30)
+    for _ in range(300):
+        lines = ["ld.param.u32 %r1, [f_param_0];"]
+        steps = []
+        for index in range(2, 2 + rng.randint(1, 4)):
+            op = rng.choice([*_OPS, "neg.s32", "mul.lo.s32"])
+            left = f"%r{rng.randint(1, index - 1)}"
+            constant = rng.choice([-7, -3, -1, 0, 1, 2, 3, 4, 5, 100, (1 << 31) - 1, -(1 << 31)])
+            right = rng.choice([f"%r{rng.randint(1, index - 1)}", str(constant)])
+            if op == "neg.s32":
+                lines.append(f"neg.s32 %r{index}, {left};")
+            elif op == "mul.lo.s32":
+                right = str(rng.choice([-3, -1, 2, 3]))
+                lines.append(f"mul.lo.s32 %r{index}, {left}, {right};")
+            else:
+                lines.append(f"{op} %r{index}, {left}, {right};")
+            steps.append((op, left, right))
+        last = f"%r{len(steps) + 1}"
+        masked = rng.random() < 0.3
+        if masked:
+            lines.append(f"and.b32 %r99, {last}, 3;")
+            last = "%r99"
+        cmp, kind = rng.choice(list(_CMPS)), rng.choice(["s32", "u32"])
+        bound = rng.choice([-1, 0, 1, 2, 3, 4, 100])
+        lines.append(f"setp.{cmp}.{kind} %p1, {last}, {bound};")
+        condition = _conditions("\n".join(lines)).of("%p1")
+        if condition is None:
+            continue
+
+        def concrete(n: int) -> bool:
+            regs = {"%r1": n}
+            for index, (op, left, right) in enumerate(steps, 2):
+                a = regs[left]
+                b = regs[right] if right.startswith("%") else _s32(int(right))
+                regs[f"%r{index}"] = (_s32(-a) if op == "neg.s32" else _s32(a * b) if op == "mul.lo.s32"
+                                      else _OPS[op](a, b))
+            value = regs[f"%r{len(steps) + 1}"]
+            if masked:
+                value = value & 3
+            if kind == "u32":
+                return _CMPS[cmp](value % (1 << 32), bound % (1 << 32))
+            return _CMPS[cmp](value, bound)
+
+        for n in EDGES + [rng.randint(-(1 << 31), (1 << 31) - 1) for _ in range(40)]:
+            assert _holds(condition, n) == concrete(n), ("\n".join(lines), n)

@@ -192,8 +192,9 @@ class Conditions:
             value, mask = self._linear(ops[1]), self._linear(ops[2])
             if value.variable is None:
                 value, mask = mask, value
-            bits = (_constant_of(mask) + 1).bit_length() - 1
-            if mask.variable is not None or _constant_of(mask) != (1 << bits) - 1 or not 0 < bits <= _MAX_MASK_BITS:
+            low = _constant_of(mask)
+            bits = (low + 1).bit_length() - 1 if low > 0 else 0
+            if value.variable is None or low != (1 << bits) - 1 or not 0 < bits <= _MAX_MASK_BITS:
                 raise _Unknown(register)
             return _Masked(value.segments, bits, value.variable)
         raise _Unknown(register)
