@@ -432,7 +432,7 @@ class CallGraph:
             # A path the arguments cannot take (the one that skips both of an unrolled loop's parts) is no path.
             if name not in self._conditions:
                 self._conditions[name] = Conditions(self.functions[name].instructions)
-            unwaited_in = feasible_flow(blocks, waited, self._conditions[name])
+            unwaited_in = feasible_flow(blocks, waited, self._conditions[name], unwaited_in)
         return blocks, unwaited_in
 
     def _waits_or_calls(self, name: str) -> list[list[Instruction]]:

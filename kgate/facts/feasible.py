@@ -34,6 +34,10 @@ _MAX_SLOPE = 64  # a coefficient past this is not followed (nvcc's index arithme
 _MAX_MASK_BITS = 8  # residues modulo at most 256
 _MAX_SEGMENTS = 64
 _STATES = 16  # sets of conditions kept per block; past it, the block keeps the path-insensitive answer
+_LITERALS = 8  # conditions one path keeps
+_BUDGET = 1 << 16  # blocks visited in one function's flow
+_BRANCHES = 64  # branches on conditions read, in one function: past it, the path-insensitive answer
+_ALL = frozenset({0})  # every n (residues modulo 1)
 _TYPES = ("s32", "u32", "b32")
 _GUARD = re.compile(r"^@(!?)(%[\w]+)\s+")
 _QUALIFIED = frozenset({("mul", "lo"), ("ld", "param")})
@@ -77,27 +81,46 @@ class Condition:
 def satisfiable(conditions: Iterable[Condition]) -> bool:
     """Whether some value of each argument makes every condition true (conditions on different arguments are
     independent)."""
-    by_variable: dict[str | None, list[Condition]] = {}
+    met: dict[str | None, Condition] = {}
     for condition in conditions:
-        by_variable.setdefault(condition.variable, []).append(condition)
-    return all(_together(group) for group in by_variable.values())
+        known = met.get(condition.variable)
+        met[condition.variable] = condition if known is None else meet(known, condition)
+    return all(_inhabited(c) for c in met.values())
 
 
-def _together(conditions: list[Condition]) -> bool:
-    cuts = sorted({lo for c in conditions for lo, _hi, _bits, _r in c.segments} | {_MAX + 1})
-    for lo, next_lo in zip(cuts, cuts[1:]):
-        hi = next_lo - 1
-        bits = 0
-        parts = []
-        for condition in conditions:
-            part = next(s for s in condition.segments if s[0] <= lo <= s[1])
-            parts.append(part)
-            bits = max(bits, part[2])
+def meet(first: Condition, second: Condition) -> Condition:
+    """Where both conditions (on one argument) hold."""
+    out: list[tuple[int, int, int, frozenset[int]]] = []
+    i = j = 0
+    a, b = first.segments, second.segments
+    while i < len(a) and j < len(b):
+        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        bits = max(a[i][2], b[j][2])
+        if not (a[i][3] and b[j][3]):
+            residues: frozenset[int] = frozenset()
+        elif not bits:
+            residues = _ALL
+        else:
+            residues = frozenset(r for r in range(1 << bits)
+                                 if r % (1 << a[i][2]) in a[i][3] and r % (1 << b[j][2]) in b[j][3])
+        if not residues:
+            bits = 0
+        if out and out[-1][1] + 1 == lo and out[-1][2:] == (bits, residues):
+            out[-1] = (out[-1][0], hi, bits, residues)
+        else:
+            out.append((lo, hi, bits, residues))
+        if a[i][1] == hi:
+            i += 1
+        if b[j][1] == hi:
+            j += 1
+    return Condition(tuple(out), first.variable or second.variable)
+
+
+def _inhabited(condition: Condition) -> bool:
+    """Whether some `n` of a segment has a residue the segment allows."""
+    for lo, hi, bits, residues in condition.segments:
         period = 1 << bits
-        allowed = [r for r in range(period) if all(r % (1 << p[2]) in p[3] for p in parts)]
-        if not allowed:
-            continue
-        if hi - lo + 1 >= period or any((lo + ((r - lo) % period)) <= hi for r in allowed):
+        if residues and (hi - lo + 1 >= period or any(lo + ((r - lo) % period) <= hi for r in residues)):
             return True
     return False
 
@@ -109,13 +132,19 @@ class Conditions:
     """The conditions of one function's branches that this reading follows, by predicate register."""
 
     def __init__(self, instrs: list[Instruction]) -> None:
-        self.definitions: dict[str, list[Instruction]] = {}
-        for instr in instrs:
-            dest = _destination(instr)
-            for register in dest:
-                self.definitions.setdefault(register, []).append(instr)
+        self.instrs = instrs
+        self._definitions: dict[str, list[Instruction]] | None = None
         self._values: dict[str, _Linear | _Masked | None] = {}
         self._conditions: dict[str, Condition | None] = {}
+        self._literals: dict[tuple[str, bool], Condition | None] = {}
+
+    def literal(self, predicate: str, value: bool) -> Condition | None:
+        """Where the predicate has `value`."""
+        key = (predicate, value)
+        if key not in self._literals:
+            condition = self.of(predicate)
+            self._literals[key] = condition if value or condition is None else condition.negated()
+        return self._literals[key]
 
     def of(self, predicate: str) -> Condition | None:
         if predicate not in self._conditions:
@@ -124,6 +153,16 @@ class Conditions:
             except _Unknown:
                 self._conditions[predicate] = None
         return self._conditions[predicate]
+
+    @property
+    def definitions(self) -> dict[str, list[Instruction]]:
+        """Each register's writes (read once a branch asks)."""
+        if self._definitions is None:
+            self._definitions = {}
+            for instr in self.instrs:
+                for register in _destination(instr):
+                    self._definitions.setdefault(register, []).append(instr)
+        return self._definitions
 
     def _single(self, register: str) -> Instruction:
         found = self.definitions.get(register, [])
@@ -414,46 +453,67 @@ def _masked_compare(cmp: str, unsigned: bool, left: _Linear | _Masked, right: _L
 # ------------------------------------------------------------------------------------- the paths that can run
 
 
-def feasible_flow(blocks: list[Block], kills: list[bool], conditions: Conditions) -> list[bool]:
+def feasible_flow(blocks: list[Block], kills: list[bool], conditions: Conditions, fallback: list[bool]
+                  ) -> list[bool]:
     """Per block, whether a path that can run reaches it from the start with no kill on the way (`kills`: whether a
     block ends the state: a wait in it). Branches on conditions `conditions` reads carry them along the path; a
-    path whose conditions no argument value meets together is dropped."""
+    path whose conditions no argument value meets together is dropped. Where no branch tests a condition it reads,
+    or too many do, or past a budget of steps: `fallback`, the path-insensitive answer."""
+    branches = {index: branch for index, block in enumerate(blocks) if (branch := _branch(index, block, conditions))}
+    if not branches or len(branches) > _BRANCHES:
+        return fallback
     states: list[set[frozenset[tuple[str, bool]]]] = [set() for _ in blocks]
     states[0].add(frozenset())
     work = [0]
+    met: dict[frozenset[tuple[str, bool]], dict[str | None, Condition] | None] = {frozenset(): {}}
+    budget = _BUDGET
     while work:
+        budget -= 1
+        if budget < 0:
+            return fallback
         index = work.pop()
         if kills[index]:
             continue
-        block = blocks[index]
-        last = block.instrs[-1] if block.instrs else None
-        guard = _GUARD.match(last.text) if last is not None and last.predicated and \
-            last.opcode.split(".")[0] == "bra" else None
-        target = blocks_target = None
-        if guard is not None and len(block.succ) == 2:
-            blocks_target = block.succ[1] if block.succ[0] == index + 1 else block.succ[0]
-            target = (guard.group(2), guard.group(1) != "!")
-        for succ in block.succ:
+        branch = branches.get(index)
+        for succ in blocks[index].succ:
             for state in list(states[index]):
                 grown = state
-                if target is not None and conditions.of(target[0]) is not None:
-                    grown = state | {(target[0], target[1] if succ == blocks_target else not target[1])}
-                    if not _possible(grown, conditions):
+                if branch is not None:
+                    predicate, taken, value = branch
+                    literal = (predicate, value if succ == taken else not value)
+                    # A long path keeps its last condition only: fewer conditions are more paths, never fewer.
+                    kept = len(state) < _LITERALS
+                    grown = state | {literal} if kept else frozenset({literal})
+                    if grown not in met:
+                        condition = conditions.literal(*literal)
+                        base = met[state] if kept else {}
+                        met[grown] = None if base is None or condition is None else _with(base, condition)
+                    if met[grown] is None:
                         continue
                 if _add(states[succ], grown):
                     work.append(succ)
     return [bool(s) for s in states]
 
 
-def _possible(state: frozenset[tuple[str, bool]], conditions: Conditions) -> bool:
-    if any((name, not value) in state for name, value in state):
-        return False
-    found = []
-    for name, value in state:
-        condition = conditions.of(name)
-        if condition is not None:
-            found.append(condition if value else condition.negated())
-    return satisfiable(found)
+def _branch(index: int, block: Block, conditions: Conditions) -> tuple[str, int, bool] | None:
+    """(predicate, the block the branch goes to, the predicate's value there) of a block that ends in a branch on a
+    condition `conditions` reads, with a fall-through beside it."""
+    last = block.instrs[-1] if block.instrs else None
+    if last is None or not last.predicated or last.opcode.split(".")[0] != "bra" or len(block.succ) != 2:
+        return None
+    guard = _GUARD.match(last.text)
+    if guard is None or conditions.of(guard.group(2)) is None:
+        return None
+    taken = block.succ[1] if block.succ[0] == index + 1 else block.succ[0]
+    return guard.group(2), taken, guard.group(1) != "!"
+
+
+def _with(met: dict[str | None, Condition], condition: Condition) -> dict[str | None, Condition] | None:
+    """What a path's conditions (met per argument) become with one more; None where no argument value meets
+    them."""
+    known = met.get(condition.variable)
+    joined = condition if known is None else meet(known, condition)
+    return {**met, condition.variable: joined} if _inhabited(joined) else None
 
 
 def _add(states: set[frozenset[tuple[str, bool]]], state: frozenset[tuple[str, bool]]) -> bool:
