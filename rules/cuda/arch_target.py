@@ -424,10 +424,10 @@ def _continued_cmake_values(text: str, flagged: list[tuple[int, str]]) -> list[t
 def _included(source: Any) -> tuple[list[Any], list[tuple[int, str]]] | None:
     """The makefiles a Makefile includes (`kgate.collect.make_includes`) and (line, name) of its `include`s that name
     no file; None for a file of another kind."""
-    from kgate.collect.make_includes import includes, is_makefile
-
-    if not is_makefile(source.name):
+    if not (source.name in ("Makefile", "makefile", "GNUmakefile") or source.name.endswith(".mk")):
         return None
+    from kgate.collect.make_includes import includes
+
     found, missing = includes(source.path, source.rel, source.text)
     return found, [(m.line, m.name) for m in missing]
 
