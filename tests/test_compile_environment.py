@@ -107,3 +107,39 @@ def test_an_unchanged_run_is_not_replayed_under_a_knob_without_the_triton_prefix
     knob = {"DISABLE_PTXAS_OPT": "1"}  # ptxas at -O0
     cold = facts("--no-cache", env=knob)
     assert facts(env=knob) == cold
+
+
+FLAGGED_SMEM = """\
+#ifndef SMEM_BYTES
+#define SMEM_BYTES (16 * 1024)
+#endif
+__global__ void staged(float* out) {
+  extern __shared__ float buf[];
+  buf[threadIdx.x] = threadIdx.x;
+  __syncthreads();
+  out[threadIdx.x] = buf[(threadIdx.x + 1) % blockDim.x];
+}
+void launch(float* out) { staged<<<1, 128, SMEM_BYTES>>>(out); }
+"""
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+def test_a_macro_nvccs_flag_variables_define_counts_where_nvcc_puts_it(tmp_path: Path) -> None:
+    """`-D`/`-U` in NVCC_PREPEND_FLAGS and NVCC_APPEND_FLAGS are nvcc's definitions: the dynamic shared memory a launch
+    gives is read with them (prepended before the file's flags, appended after), warm or cold."""
+    (tmp_path / "staged.cu").write_text(FLAGGED_SMEM)
+    (tmp_path / "kgate.toml").write_text('targets = ["sm_120a"]\n\n[[cuda]]\nsources = ["*.cu"]\n'
+                                         'flags = ["-DSMEM_BYTES=150*1024"]\n')
+
+    def smem(env: dict[str, str] | None = None) -> int:
+        run = kgate("check", "--format", "json", "--exit-zero", "--select", "KG104", cwd=tmp_path, env=env,
+                    process=True)
+        assert run.code == 0, run.stderr
+        return int(run.json()["kernels"][0]["smem_bytes"])
+
+    assert smem() == 150 * 1024
+    assert smem({"NVCC_APPEND_FLAGS": "-DSMEM_BYTES=32*1024"}) == 32 * 1024  # after the file's: nvcc's last -D
+    assert smem({"NVCC_PREPEND_FLAGS": "-DSMEM_BYTES=32*1024"}) == 150 * 1024  # before the file's: theirs is last
+    # undefined again: a name `#ifndef` asks about that the flags leave undefined settles nothing (not guessed)
+    assert smem({"NVCC_APPEND_FLAGS": "-USMEM_BYTES"}) == 0
+    assert smem() == 150 * 1024  # and back, from the cache

@@ -31,11 +31,6 @@ from kgate.support import tools
 
 CALLGRAPH = DATA / "callgraph"
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
-UNROLLED = pytest.mark.xfail(strict=True, reason=(
-    "known limitation: the analysis is path-insensitive; nvcc unrolls the do-while by four and the path that "
-    "skips both the remainder loop and the unrolled one (infeasible: max(n, 1) % 4 == 0 and n - 1 < 3) "
-    "reaches the return without a wait"))
-
 # kernel -> (reaches a global access before the wait, the functions the first one is reached through)
 CUDA = {
     "recursion_waits_first": (False, None),
@@ -103,8 +98,7 @@ def test_the_device_runtimes_functions_are_not_opaque(cuda: PtxFacts) -> None:
 
 
 @needs_nvcc
-@pytest.mark.parametrize("kernel", [pytest.param(k, marks=UNROLLED) if k == "callee_waits_at_least_once" else k
-                                    for k in sorted(CUDA)])
+@pytest.mark.parametrize("kernel", sorted(CUDA))
 def test_what_a_cuda_kernel_reaches_before_its_wait(cuda: PtxFacts, kernel: str) -> None:
     entry = _entry(cuda, kernel)
     unwaited, via = CUDA[kernel]

@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass
 
 from kgate.collect.cpp_constants import Constants
+from kgate.collect.cpp_statements import function_body
 from kgate.collect.cpp_text import balanced, line_of, may_launch, shared_blank, split_arguments, without_disabled
 from kgate.collect.cuda_names import base_name
 
@@ -82,38 +83,38 @@ def smem_sites(text: str, path: str, kernels: set[str], headers: tuple[str, ...]
         if close < 0:
             continue
         config = split_arguments(_joined(code[match.end():close]))
-        launched = _launched_kernel(code, match.start(), kernels)
-        if len(config) < 3 or launched is None:
+        launched = _launched_kernels(code, match.start(), kernels, defined)
+        if len(config) < 3 or not launched:
             continue
         size = constants.value(config[2], match.start())
         if size is not None and size > 0:
-            name, template, at = launched
-            sites.append(SmemSite(path, line_of(code, at), name, template, size, "<<<>>>",
-                                  _scope_before(code, at, defined)))
+            sites.extend(SmemSite(path, line_of(code, at), name, template, size, "<<<>>>", scope)
+                         for name, template, scope, at in launched)
     for match in re.finditer(r"\b" + _SET_ATTRIBUTE + r"\s*(?:<[^;()]*>\s*)?\(", code):
         args = split_arguments(_joined(code[match.end():balanced(code, match.end() - 1) - 1]))
         if len(args) != 3 or _MAX_DYNAMIC not in args[1]:
             continue
-        named = _kernel_argument(args[0], kernels, defined)
         size = constants.value(args[2], match.start())
-        if named is not None and size is not None and size > 0:
-            sites.append(SmemSite(path, line_of(code, match.start()), *named[:2], size, _SET_ATTRIBUTE, named[2]))
+        if size is not None and size > 0:
+            sites.extend(SmemSite(path, line_of(code, match.start()), *named[:2], size, _SET_ATTRIBUTE, named[2])
+                         for named in _kernels_passed(args[0], code, match.start(), kernels, defined))
     for match in _LAUNCH_EX.finditer(code):
         open_paren = match.end() - 1
         args = split_arguments(_joined(code[open_paren + 1:balanced(code, open_paren) - 1]))
-        named = _kernel_argument(args[1], kernels, defined) if len(args) >= 2 else None
-        configured = _configured_bytes(code, args[0], match.start()) if named is not None else None
+        passed = _kernels_passed(args[1], code, match.start(), kernels, defined) if len(args) >= 2 else []
+        configured = _configured_bytes(code, args[0], match.start()) if passed else None
         size = constants.value(*configured) if configured is not None else None
-        if named is not None and size is not None and size > 0:
-            sites.append(SmemSite(path, line_of(code, match.start()), *named[:2], size, "cudaLaunchKernelEx",
-                                  named[2]))
+        if size is not None and size > 0:
+            sites.extend(SmemSite(path, line_of(code, match.start()), *named[:2], size, "cudaLaunchKernelEx",
+                                  named[2]) for named in passed)
     for match in _LAUNCH_PLAIN.finditer(code):  # `cudaLaunchKernel(kernel, grid, block, args, bytes, stream)`
         open_paren = match.end() - 1
         args = split_arguments(_joined(code[open_paren + 1:balanced(code, open_paren) - 1]))
-        named = _kernel_argument(args[0], kernels, defined) if len(args) >= 5 else None
-        size = constants.value(args[4], match.start()) if named is not None else None
-        if named is not None and size is not None and size > 0:
-            sites.append(SmemSite(path, line_of(code, match.start()), *named[:2], size, match.group("via"), named[2]))
+        passed = _kernels_passed(args[0], code, match.start(), kernels, defined) if len(args) >= 5 else []
+        size = constants.value(args[4], match.start()) if passed else None
+        if size is not None and size > 0:
+            sites.extend(SmemSite(path, line_of(code, match.start()), *named[:2], size, match.group("via"), named[2])
+                         for named in passed)
     return sites
 
 
@@ -147,6 +148,62 @@ def _configured_bytes(code: str, config: str, position: int) -> tuple[str, int] 
 def _joined(text: str) -> str:
     """A macro's text with its line continuations taken out."""
     return text.replace("\\\n", " ")
+
+
+def _launched_kernels(code: str, position: int, kernels: set[str], defined: frozenset[str]
+                      ) -> list[tuple[str, str | None, str | None, int]]:
+    """(kernel identifier, template arguments, namespace written, offset of the identifier) of each kernel the
+    `<<<` launch at `position` may launch: the kernel it names, or those a variable it launches through holds
+    (`kernel<<<...>>>`, `(*kernel)<<<...>>>`: `_held_kernels`)."""
+    launched = _launched_kernel(code, position, kernels)
+    if launched is not None:
+        name, template, at = launched
+        return [(name, template, _scope_before(code, at, defined), at)]
+    variable = _LAUNCHED_VARIABLE.search(code, max(0, position - 256), position)
+    if variable is None or variable.group(1) in kernels:
+        return []
+    return [(*held, variable.start(1)) for held in _held_kernels(code, variable.group(1), position, kernels, defined)]
+
+
+# The variable a `<<<` launches through: `kernel<<<`, `(*kernel)<<<`.
+_LAUNCHED_VARIABLE = re.compile(r"(?<![\w.>:])([A-Za-z_]\w*)\s*\)?\s*$")
+
+
+# What a launch through a variable writes before its `<<<` or as its kernel argument: `kernel`, `(*kernel)`, a cast
+# (`(void*)kernel`, `reinterpret_cast<const void*>(kernel)`).
+_VARIABLE = re.compile(r"\s*(?:\(\s*[\w\s:]*\*\s*\)|reinterpret_cast\s*<[^<>]*>)?\s*\(?\s*\*?\s*([A-Za-z_]\w*)\s*\)?\s*")
+
+
+def _kernels_passed(arg: str, code: str, position: int, kernels: set[str], defined: frozenset[str]
+                    ) -> list[tuple[str, str | None, str | None]]:
+    """The kernels an argument at `position` passes (`_kernel_argument`): the one it names, or those the variable
+    it names holds (`auto kernel = &k<T>; cudaFuncSetAttribute(kernel, ...)`: `_held_kernels`)."""
+    named = _kernel_argument(arg, kernels, defined)
+    if named is not None:
+        return [named]
+    variable = _VARIABLE.fullmatch(_joined(arg))
+    return _held_kernels(code, variable.group(1), position, kernels, defined) if variable is not None else []
+
+
+def _held_kernels(code: str, variable: str, position: int, kernels: set[str], defined: frozenset[str]
+                  ) -> list[tuple[str, str | None, str | None]]:
+    """The kernels a function-pointer variable may hold at `position`: those named by what the function around it
+    assigns it before then, its declaration's initialiser included (`auto kernel = &k<T>;`, `void (*kernel)(float*)
+    = big ? k<1> : k<2>;`, `kernel = k<2>;`); a variable the function does not assign (a parameter, one outside any
+    function) holds none the file can tell."""
+    start, _end = function_body(code, position)
+    if start == 0:
+        return []
+    assigned = re.compile(r"(?<![\w.>:])" + re.escape(variable) + r"\s*(?:\)\s*\([^;{}]*\))?\s*=(?!=)([^;{}]+);")
+    held: list[tuple[str, str | None, str | None]] = []
+    for match in assigned.finditer(code, start, position):
+        value = match.group(1)
+        for name in _IDENT.finditer(value):
+            found = _kernel_argument(value[name.start():], kernels, defined) if name.group(0) in kernels else None
+            if found is not None and found[0] == name.group(0):
+                scoped = _scope_before(code, match.start(1) + name.start(), defined)
+                held.append((found[0], found[1], scoped))
+    return list(dict.fromkeys(held))
 
 
 def _launched_kernel(code: str, position: int, kernels: set[str]) -> tuple[str, str | None, int] | None:
@@ -205,9 +262,8 @@ def pdl_launch_sites(text: str, path: str, kernels: set[str], wrappers: tuple[st
         args = split_arguments(code[open_paren + 1:balanced(code, open_paren) - 1])
         if len(args) < 2 or not _pdl_enabled(code, match.start(), constants):
             continue
-        site = _kernel_argument(args[1], kernels, defined)
-        if site is not None:
-            sites.append(LaunchSite(path, line_of(code, match.start()), *site[:2], "cudaLaunchKernelEx", site[2]))
+        sites.extend(LaunchSite(path, line_of(code, match.start()), *site[:2], "cudaLaunchKernelEx", site[2])
+                     for site in _kernels_passed(args[1], code, match.start(), kernels, defined))
     for wrapper in wrappers:
         pattern = re.compile(r"(?<![\w:])" + re.escape(wrapper) + r"\s*(?=[<(])")
         for match in pattern.finditer(code):

@@ -44,7 +44,7 @@ from kgate.compile.units import Compiled, CompileFailure, cubin_file
 from kgate.core.config import Config
 from kgate.core.errors import ToolchainError
 from kgate.support.atomicio import read_input
-from kgate.support.compiler_env import nvcc_environment, nvcc_programs
+from kgate.support.compiler_env import nvcc_command_flags, nvcc_environment, nvcc_programs
 from kgate.support.toolchain import CudaToolchain, cuda_include_dir
 
 CUDA_FORMAT = 2  # 2: the record holds the artifacts' hashes, no facts
@@ -91,7 +91,7 @@ def compile_cuda(config: Config, targets: tuple[str, ...], *, jobs: int, progres
     sources = cuda_sources(config)
     used = set(compilers.values())
     run.toolchain = {f"cuda.{name}": v for name, v in toolchain.versions().items() if name in used}
-    sites, smem = launch_sites(config, sources)
+    sites, smem = launch_sites(config, sources, compilers)
     cache = Cache(config.root / config.cache_dir, config.cache_dir)
     nvrtc_includes = [folder for folder in [cuda_include_dir(toolchain.nvcc)] if folder] \
         if "nvrtc" in compilers.values() else []
@@ -376,14 +376,18 @@ def _may_define(source: CudaSource, globs: list[str]) -> bool:
     return any(matches(name, globs) for name in names) or not names
 
 
-def launch_sites(config: Config, sources: list[CudaSource]) -> tuple[list[LaunchSite], list[SmemSite]]:
+def launch_sites(config: Config, sources: list[CudaSource], compilers: dict[str, str] | None = None
+                 ) -> tuple[list[LaunchSite], list[SmemSite]]:
     """The PDL launch sites and the dynamic shared memory sites in the sources and the project headers they include
-    (a header's sizes may name its own constants; a source's, its headers' too)."""
+    (a header's sizes may name its own constants; a source's, its headers' too). `compilers`: the compiler each
+    table's `compiler` setting resolved to (nvcc where not given): nvcc's flag variables count for nvcc's files."""
     texts: dict[Path, tuple[str, tuple[str, ...]]] = {}
     headers_of: dict[Path, tuple[Path, ...]] = {}
-    # The macros each source's compile defines (`-DSMEM=...`): its sizes may name them. A header's own sites read
-    # those that every source including it defines alike (two builds of it may define one otherwise).
-    given = {source.path: given_macros(source.flags) for source in sources}
+    # The macros each source's compile defines (`-DSMEM=...`, in its flags or in nvcc's flag variables, where nvcc
+    # puts them): its sizes may name them. A header's own sites read those that every source including it defines
+    # alike (two builds of it may define one otherwise).
+    given = {source.path: given_macros(nvcc_command_flags(source.flags) if (compilers or {}).get(
+        source.entry.compiler, "nvcc") == "nvcc" else source.flags) for source in sources}
     includers: dict[Path, list[dict[str, str]]] = {}
     for source in sources:
         for header in source.headers:

@@ -47,6 +47,7 @@ from kgate.facts.dataflow import (
     return_sources,
     symbol_of,
 )
+from kgate.facts.feasible import Conditions, feasible_flow
 from kgate.facts.ptx import (
     Block,
     GlobalAccess,
@@ -185,6 +186,7 @@ class CallGraph:
         self._computing: set[str] = set()
         self._returns: dict[str, Returned] = {}
         self._kills: dict[str, list[list[Instruction]]] = {}
+        self._conditions: dict[str, Conditions] = {}
         self._pointed: dict[tuple[str, int], tuple[str, ...]] = {}
 
     def callees(self, name: str) -> list[str]:
@@ -425,6 +427,12 @@ class CallGraph:
                 if state and not unwaited_in[succ]:
                     unwaited_in[succ] = True
                     work.append(succ)
+        waited = [_waits_in(k, waits) for k in kills]
+        if any(waited) and any(unwaited_in):
+            # A path the arguments cannot take (the one that skips both of an unrolled loop's parts) is no path.
+            if name not in self._conditions:
+                self._conditions[name] = Conditions(self.functions[name].instructions)
+            unwaited_in = feasible_flow(blocks, waited, self._conditions[name], unwaited_in)
         return blocks, unwaited_in
 
     def _waits_or_calls(self, name: str) -> list[list[Instruction]]:
@@ -543,18 +551,21 @@ def _address_taken(functions: dict[str, PtxFunction], text: str) -> set[str]:
             if f.kind == "func" and uses[name] > f.mentions + direct[name]}
 
 
-def entry_facts(graph: CallGraph, name: str, *, traced: bool = True) -> PtxEntry:
+def entry_facts(graph: CallGraph, name: str, *, traced: bool = True, dynamic: frozenset[str] = frozenset()
+                ) -> PtxEntry:
     """What an entry does, its callees' instructions counted where it calls them; its accesses before a wait where
-    `traced`."""
+    `traced`; `dynamic`: the names of the module's `.extern .shared` arrays (whether it names one is told)."""
     reached, opaque = graph.reached(name)
     functions = [graph.functions[name], *(graph.functions[f] for f in reached)]
     mma: Counter[str] = Counter()
     total = 0
-    has_wait = has_launch_dependents = False
+    has_wait = has_launch_dependents = shared = False
     for function in functions:  # one pass over the instructions (a module has hundreds of thousands)
         called_by = partial(graph.called_by, function.name)
         for i in function.instructions:
             opcode = i.opcode
+            if dynamic and not shared and any(n in i.text for n in dynamic):
+                shared = any(re.search(r"(?<![\w$])" + re.escape(n) + r"(?![\w$])", i.text) for n in dynamic)
             if is_global_access(opcode):
                 total += 1
             elif opcode.startswith(_FLOW_PREFIXES):
@@ -587,5 +598,6 @@ def entry_facts(graph: CallGraph, name: str, *, traced: bool = True) -> PtxEntry
         looped_calls=tuple(graph.looped(name)),
         looped_loads=graph.looped_loads(name),
         traced=traced,
+        dynamic_shared=shared,
     )
 

@@ -114,6 +114,13 @@ class KernelFacts:
     smem_set_at: str = ""
 
     @property
+    def smem_dynamic_unknown(self) -> bool:
+        """CUDA: whether the kernel uses dynamic shared memory (`extern __shared__`) whose size no site of the source
+        settles (one the run computes, one a library's launcher sets: CUTLASS's adapter sizes it from the kernel's
+        `SharedStorage`): `resources.smem_bytes` then counts its static memory alone."""
+        return self.language == "cuda" and self.entry.dynamic_shared and not self.smem_set_at
+
+    @property
     def key(self) -> tuple[str, str, str]:
         return (self.kernel, self.variant, self.target)
 

@@ -24,6 +24,8 @@ from kgate.facts.ptx_text import BRANCH_TARGETS, LOC, QUOTED, Label, body_items,
 _TARGET = re.compile(r"^\s*\.target\s+([\w.]+)", re.MULTILINE)
 _FUNC_HEAD = re.compile(r"^\s*(?:\.visible\s+|\.weak\s+|\.extern\s+)*\.(entry|func)\s+(?:\([^)]*\)\s*)?([\w$.]+)", re.MULTILINE)
 FILE = re.compile(r'^\s*\.file\s+(\d+)\s+' + QUOTED, re.MULTILINE)
+# A module's dynamic shared memory: `.extern .shared .align 16 .b8 smem[];`.
+_EXTERN_SHARED = re.compile(r"^\s*\.extern\s+\.shared\s+(?:\.align\s+\d+\s+)?\.\w+\s+([\w$]+)\s*\[\s*\]", re.MULTILINE)
 _PRED = re.compile(r"^@(!?)(%?[\w]+)\s+")
 _BRACE = re.compile(r"[{}]")
 _MMA_PREFIXES = ("mma.", "wgmma.mma_async", "tcgen05.mma")
@@ -85,6 +87,9 @@ class PtxEntry:
     looped_loads: dict[str, int] = field(default_factory=dict)
     # Whether `unwaited_accesses` were traced: only of the entries a PDL analysis may read (`parse_ptx`'s `traced`).
     traced: bool = True
+    # Whether it or a function it reaches names a `.extern .shared` array of the module (`extern __shared__`): shared
+    # memory whose size the launch gives, not the cubin.
+    dynamic_shared: bool = False
 
 
 @dataclass(frozen=True)
@@ -202,13 +207,14 @@ def parse_ptx(text: str, traced: Callable[[list[str]], Collection[str]] | None =
         raise ParseError("no .target directive: not a PTX module")
     version_match = re.search(r"^\s*\.version\s+([\d.]+)", text, re.MULTILINE)
     graph = CallGraph(functions(text), text)
+    dynamic = frozenset(_EXTERN_SHARED.findall(text))
     names = [f for f in graph.order if graph.functions[f].kind == "entry"]
     wanted = set(names if traced is None else traced(names))
     graph.traced = None if traced is None else wanted
     return PtxFacts(
         target=target_match.group(1).split(",")[0].strip(),
         version=version_match.group(1) if version_match else "",
-        entries=tuple(entry_facts(graph, f, traced=f in wanted) for f in names),
+        entries=tuple(entry_facts(graph, f, traced=f in wanted, dynamic=dynamic) for f in names),
     )
 
 

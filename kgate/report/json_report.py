@@ -5,7 +5,7 @@ Top level: {"version": 1, "command", "findings": [...], "kernels": [...],
 path, line, col, end_line, end_col, kernel, variant, target, message,
 identity, value, related (other places: path, line, ptx_line, message) and ratchet (the baseline
 differences the finding says, which the top-level "ratchet" list leaves out); kernels carry registers, spill_bytes (spill stores), spill_loads,
-stack_bytes, smem_bytes, constexprs, signature, specialization (Triton: the
+stack_bytes, smem_bytes, smem_dynamic_unknown, constexprs, signature, specialization (Triton: the
 arguments the launcher specialised, as divisible_by_16, equal_to_1 and none),
 source ("registered", "captured", or "registered+captured" for a launch both are; "" for CUDA), captured
 (the capture environments the row's launch was recorded in that are gated on its target, as the capture file
@@ -56,6 +56,7 @@ def kernel_record(facts: KernelFacts) -> dict[str, Any]:
         "spill_loads": res.spill_loads,
         "stack_bytes": res.stack_bytes,
         "smem_bytes": res.smem_bytes,
+        "smem_dynamic_unknown": facts.smem_dynamic_unknown,
         "ptx_target": facts.ptx_target,
         "pdl": facts.pdl,
         "expect": list(facts.expect),

@@ -106,7 +106,8 @@ def kernel_table(kernels: list[KernelFacts], findings: list[Finding], *, all_row
         card = primary(k.target)
         occ = residency(res.registers, res.smem_bytes, k.num_warps, card)
         mma = ", ".join(sorted({short_mma(op) for op in k.entry.mma})) or "-"
-        row = (k.kernel, shown[k.key], k.target, str(res.registers), str(res.spill_stores), str(res.smem_bytes),
+        smem = f"{res.smem_bytes}+?" if k.smem_dynamic_unknown else str(res.smem_bytes)
+        row = (k.kernel, shown[k.key], k.target, str(res.registers), str(res.spill_stores), smem,
                f"{occ.warps_per_subcore:g}", mma, _verdict(k, by_kernel))
         rows.append(row + (", ".join(k.captured) or "-",) if origin else row)
         if not fraction and occ.warps_per_subcore != int(occ.warps_per_subcore):

@@ -196,13 +196,18 @@ def _script(path: str) -> str | None:
     return head.decode("utf-8", errors="replace") if head.startswith(b"#!") else None
 
 
+def nvcc_command_flags(flags: Iterable[str]) -> list[str]:
+    """A compile's flags as nvcc applies them: NVCC_PREPEND_FLAGS before them, NVCC_APPEND_FLAGS after (a `-D` or
+    `-U` of the environment's counts where nvcc puts it)."""
+    return [*os.environ.get("NVCC_PREPEND_FLAGS", "").split(), *flags, *os.environ.get("NVCC_APPEND_FLAGS", "").split()]
+
+
 def nvcc_programs(nvcc: str, flags: Iterable[str]) -> dict[str, str]:
     """The programs an nvcc compile runs that decide its output, by identity: nvcc itself and the host compiler it
     preprocesses device code with (`-ccbin`/`--compiler-bindir` in the flags or in NVCC_PREPEND_FLAGS or
     NVCC_APPEND_FLAGS, else NVCC_CCBIN, else gcc and g++ on PATH)."""
     out = {"nvcc": program_identity(nvcc)}
-    for name, path in _host_compilers([*os.environ.get("NVCC_PREPEND_FLAGS", "").split(), *flags,
-                                       *os.environ.get("NVCC_APPEND_FLAGS", "").split()]).items():
+    for name, path in _host_compilers(nvcc_command_flags(flags)).items():
         out[name] = program_identity(path) if path else f"{name}:missing"
     return out
 

@@ -19,7 +19,14 @@ a called function counts where it is called, when every path through that
 function that returns waits (a recursive call counts as the waits of the
 paths that return: `if (n == 0) { wait; return; } f(n - 1); o[n] = v;`
 stores after a wait on every path). A wait that is predicated or under a
-branch protects only the paths that pass through it.
+branch protects only the paths that pass through it. A path no value of the
+function's arguments takes is not followed: nvcc unrolls `do { wait; }
+while (--n > 0);` into a remainder loop and an unrolled one, each entered
+under its own condition on `n`, and no `n` skips both, so the wait of a
+do-while counts in order (conditions on one 32-bit argument through
+constants, `add`, `sub`, `neg`, `mul` and `shl` by a constant, `min`,
+`max`, a low-bit mask, signed and unsigned comparisons, with 32-bit
+wrap-around, are decided exactly; any other condition keeps its paths).
 
 What it reports depends on what the access does:
 

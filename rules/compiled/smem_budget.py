@@ -10,12 +10,15 @@ dynamic part is read from the source: the third argument of a
 `kernel<<<grid, block, bytes>>>` launch, the size a
 `cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes)`
 opts the kernel into, or the `dynamicSmemBytes` of the `cudaLaunchKernelEx`
-configuration, the largest of them where the file settles `bytes` to a
-number (literals, `sizeof` of built-in types, and the constants and
+configuration, the largest of them (a site may name the kernel through a
+function-pointer variable its function assigns: `auto kernel = &k<T>;`)
+where the file settles `bytes` to a number (literals, `sizeof` of built-in types, and the constants and
 object-like macros the file and its project headers define once). The finding
 points at that site too. A size only the run knows (a variable computed from
-the problem, a template parameter) is not counted: the kernel is judged on
-its static shared memory alone.
+the problem, a template parameter), or one a library's launcher sets
+(CUTLASS's adapter, from `sizeof(SharedStorage)`), is not counted: the kernel
+is judged on its static shared memory alone, and the report says the dynamic
+size is unknown (`smem` column `0+?`, `smem_dynamic_unknown` in JSON).
 
 ## Why is this bad?
 The launch fails at run time ("out of resource: shared memory") on the card

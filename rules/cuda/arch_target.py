@@ -34,7 +34,16 @@ that gives an `sm_`/`compute_` word its number (`SM ?= 90` under
 `-gencode arch=compute_$(SM),code=sm_$(SM)`, a bare `sm_90`; `sm_$(SM)a` is
 the `a` target), a loop's list included (`$(foreach sm,$(SMS),...sm_$(sm))`
 with `SMS ?= 90 120`, `for sm in 90 120; do`); a variable assigned just such a variable (`GPU = $(SM)`)
-passes it on. A variable no flag uses names no build. CMake's variables are read the same way:
+passes it on. A variable no flag uses names no build.
+A Makefile reads the makefiles it `include`s (also `-include`, `sinclude`;
+relative to the including file's folder, and those they include in turn):
+their flags and variables are its build's, so `GPU_ARCH ?= sm_90` in
+`config/arch.mk` under `-arch=$(GPU_ARCH)` in `gemm/Makefile` is judged by
+the sources `gemm/` owns and reported at the `include` line, naming where it
+is written (without a fix: the finding belongs to the file linted). A name
+make expands (`include $(ROOT)/arch.mk`) is not followed, and a plain
+`include` of a file that is not there is a note: its settings are unknown.
+CMake's variables are read the same way:
 `set(ARCHS 120)` under `CUDA_ARCHITECTURES ${ARCHS}` or `set(CMAKE_CUDA_ARCHITECTURES ${ARCHS})`,
 `set(SM 120)` under `arch=compute_${SM},code=sm_${SM}`, a `foreach` over a list, a variable set to
 another's; such a value is judged by the sources of the setting that uses it (a portable target's `${ARCH}`
@@ -196,7 +205,7 @@ from itertools import accumulate
 from typing import TYPE_CHECKING, Any
 
 from kgate.core.artifacts import Artifact
-from kgate.core.findings import Severity
+from kgate.core.findings import Related, Severity
 from kgate.core.fix import Applicability, Edit, Fix
 from kgate.core.rule import READS_BEYOND, Option, Report, Rule, SourceContext
 from kgate.support.patterns import lazy
@@ -224,7 +233,8 @@ def check(source: Any, ctx: SourceContext) -> Iterable[Report]:
     warn_family = ctx.options["family"] == "warn"
     bare: list[tuple[int, int, str, str, str, int]] = []
     near = flag_words(source.text)
-    if not near:
+    included = _included(source) if "include" in source.text else None
+    if not near and not (included and (included[0] or included[1])):
         return  # no line names a build flag: the file is not read further
     from kgate.collect.build_settings import settings
     from kgate.hardware.arch_features import family_note
@@ -236,10 +246,26 @@ def check(source: Any, ctx: SourceContext) -> Iterable[Report]:
         else "shell"
     named = [(number, *found) for number, line in flagged if _CONTEXT.search(line)
              for found in _architectures(line, joins)]
+    uses = text
+    texts: list[tuple[Any, str]] = []
+    if included:  # the makefiles it includes are its build's: their flags and variables count with its own
+        source.derived[READS_BEYOND] = True
+        for number, written in included[1]:
+            yield Report(f"`include {written}` names no file beside this makefile: the settings it would hold are "
+                         f"not read", severity=Severity.NOTE, line=number, col=1, discriminator=f"include {written}")
+        texts = [(other, settings(other.rel or other.path, other.text, None, flag_words(other.text)))
+                 for other in included[0]]
+        uses = "\n".join([text, *(other_text for _other, other_text in texts)])
     if joins == "shell":  # a variable the file passes to an architecture flag: its assignments are settings
-        named += [(number, *found) for number, line in _assigned_architectures(text)
-                  for found in _architectures(line, joins)]
-        named += _assigned_numbers(text)
+        named += _assigned(text, uses)
+    if included:
+        here = os.path.dirname(os.path.abspath(source.path))
+        for other, other_text in texts:
+            found = _included_settings(other_text, uses, source_folder=here, other=other.path)
+            shown = other.rel or other.path
+            yield from _judged(source, [(n, c, w, f, k, n) for n, c, w, f, s, k in found
+                                        if f in families and s == ""], ctx.options["portable"] == "note",
+                               included=(other.at, shown))
     at: dict[tuple[int, int], int] = {}  # a variable's value: the line of the setting that uses the variable
     if joins == "python" and (tree := _tree(source)) is not None:
         named += _python_variables(tree, source.text)
@@ -395,10 +421,49 @@ def _continued_cmake_values(text: str, flagged: list[tuple[int, str]]) -> list[t
     return out
 
 
-def _judged(source: Any, bare: list[tuple[int, int, str, str, str, int]], note: bool) -> Iterator[Report]:
+def _included(source: Any) -> tuple[list[Any], list[tuple[int, str]]] | None:
+    """The makefiles a Makefile includes (`kgate.collect.make_includes`) and (line, name) of its `include`s that name
+    no file; None for a file of another kind."""
+    if not (source.name in ("Makefile", "makefile", "GNUmakefile") or source.name.endswith(".mk")):
+        return None
+    from kgate.collect.make_includes import includes
+
+    found, missing = includes(source.path, source.rel, source.text)
+    return found, [(m.line, m.name) for m in missing]
+
+
+def _assigned(text: str, uses: str) -> list[tuple[int, int, str, str, str, str]]:
+    """The architectures a shell script's or Makefile's assignments give a variable that the flags of `uses` (the
+    file, with the makefiles it includes) pass on."""
+    return [*((number, *found) for number, line in _assigned_architectures(text, uses)
+              for found in _architectures(line, "shell")), *_assigned_numbers(text, uses)]
+
+
+def _included_settings(text: str, uses: str, *, source_folder: str, other: str
+                       ) -> list[tuple[int, int, str, str, str, str]]:
+    """The architectures an included makefile (`text`, prose blanked; at `other`) sets for the including build:
+    its flag lines and the assignments the build's flags use. Those its own reading finds, where the makefile's
+    folder holds the including one's (it owns the same sources, so its own check judges them), are left to it."""
+    from kgate.collect.make_includes import is_makefile
+
+    named = [(number, *found) for number, line in flag_lines(text) if _CONTEXT.search(line)
+             for found in _architectures(line, "shell")]
+    named += _assigned(text, uses)
+    folder = os.path.dirname(other)
+    if is_makefile(os.path.basename(other)) and (source_folder + os.sep).startswith(folder + os.sep):
+        own = set(_assigned(text, text)) | {(number, *found) for number, line in flag_lines(text)
+                                            if _CONTEXT.search(line) for found in _architectures(line, "shell")}
+        named = [item for item in named if item not in own]
+    return list(dict.fromkeys(named))
+
+
+def _judged(source: Any, bare: list[tuple[int, int, str, str, str, int]], note: bool,
+            included: tuple[int, str] | None = None) -> Iterator[Report]:
     """A report for each bare architecture whose build compiles arch-specific code of its family (a note for one
     that compiles none, when asked); each is judged by the sources of the setting on its last line (the one that
-    uses the variable a value is assigned to, or its own)."""
+    uses the variable a value is assigned to, or its own). `included`: (the line of this Makefile's `include`, the
+    makefile it reads) where the architectures are written in an included makefile: each is reported at that
+    `include`, naming its place there, without a fix (a finding and its fix belong to the file linted)."""
     from kgate.collect.build_handoff import handed_on
     from kgate.collect.build_units import units
     from kgate.hardware.arch_features import lost_by_bare
@@ -410,22 +475,27 @@ def _judged(source: Any, bare: list[tuple[int, int, str, str, str, int]], note: 
     for number, col, written, family, kind, used in bare:
         span: dict[str, Any] = {"line": number, "col": col + 1, "end_line": number, "end_col": col + 1 + len(written),
                 "discriminator": written}
+        where_set = ""
+        if included is not None:
+            span = {"line": included[0], "col": 1, "discriminator": f"{written} {included[1]}:{number}:{col + 1}",
+                    "related": (Related(included[1], number, f"`{written}` is written here"),)}
+            where_set = f" (written at {included[1]}:{number}, which this makefile includes)"
         inner = [(first, folder) for first, last, folder in handed if first <= number <= last]
         folder = max(inner, key=lambda item: item[0])[1] if inner else here
         if folder is None:
             continue  # handed to another build tool in a folder that cannot be read here: its sources are unknown
-        evidence = found.uses(folder, used, kind, family)
+        evidence = found.uses(folder, used if included is None else included[0], kind, family)
         if evidence is not None:
             where, spelling = os.path.relpath(evidence[0], here).replace(os.sep, "/"), evidence[1]
             target = _a_spelling(written)
             fix = Fix(f"`{written}` -> `{target}`: sm_{family}a is arch-specific: it runs on sm_{family} only and "
                       f"carries no forward-compatible PTX for later GPUs", Applicability.UNSAFE,
                       (Edit(number, col, number, col + len(written), target),))
-            yield Report(f"`{written}` builds for the bare architecture, but `{where}` uses `{spelling}`: "
+            yield Report(f"`{written}`{where_set} builds for the bare architecture, but `{where}` uses `{spelling}`: "
                          f"{lost_by_bare(family)} cannot be used; build for the `a` target ({target})",
-                         fix=fix, **span)
+                         fix=fix if included is None else None, **span)
         elif note:
-            yield Report(f"`{written}` builds for the bare architecture; no source this build compiles uses "
+            yield Report(f"`{written}`{where_set} builds for the bare architecture; no source this build compiles uses "
                          f"sm_{family}a-only code, so the portable target (which also embeds PTX for later GPUs) "
                          f"loses nothing", severity=Severity.NOTE, **span)
 
@@ -570,22 +640,23 @@ def _variables(text: str) -> tuple[set[str], set[str]]:
     return whole, numbers
 
 
-def _assigned_architectures(text: str) -> list[tuple[int, str]]:
+def _assigned_architectures(text: str, uses: str = "") -> list[tuple[int, str]]:
     """(number, line) of the lines of a shell script or Makefile (prose blanked) that assign a variable the file
-    passes whole to an architecture flag: `SM=sm_90` under `nvcc -arch=$SM`. A variable no flag uses names no
-    build."""
-    used = _variables(text)[0]
+    (or `uses`: it with the makefiles it includes) passes whole to an architecture flag: `SM=sm_90` under `nvcc
+    -arch=$SM`. A variable no flag uses names no build."""
+    used = _variables(uses or text)[0]
     if not used:
         return []
     return list(dict.fromkeys((number, line) for number, line, name, _start in _assignments(text)
                               if name in used and not _CONTEXT.search(line)))
 
 
-def _assigned_numbers(text: str) -> list[tuple[int, int, str, str, str, str]]:
+def _assigned_numbers(text: str, uses: str = "") -> list[tuple[int, int, str, str, str, str]]:
     """(line, column, text as written, family, suffix, kind) of the architecture numbers assigned to a variable of a
     shell script or Makefile that an `sm_`/`compute_` word ends with: `SM ?= 120` under `-arch=sm_$(SM)` is a bare
-    `sm_120`, and so is each word of `$(foreach sm,90 120,...)` or `for sm in 90 120` under `sm_$(sm)`."""
-    used = _variables(text)[1]
+    `sm_120`, and so is each word of `$(foreach sm,90 120,...)` or `for sm in 90 120` under `sm_$(sm)`; `uses`: the
+    text whose flags decide (the file with the makefiles it includes)."""
+    used = _variables(uses or text)[1]
     out: list[tuple[int, int, str, str, str, str]] = []
     if not used:
         return out
@@ -703,7 +774,8 @@ RULE = Rule(
     },
     files=("CMakeLists.txt", "*.cmake", "setup.py", "*.py", "Makefile", "makefile", "GNUmakefile", "*.mk",
            "*.sh", "CMakePresets.json", "pyproject.toml"),
-    prefilter=(b"sm_", b"compute_", b"CUDA_ARCHITECTURES", b"TORCH_CUDA_ARCH_LIST"),
+    # `include`: a Makefile whose architectures are in a makefile it includes.
+    prefilter=(b"sm_", b"compute_", b"CUDA_ARCHITECTURES", b"TORCH_CUDA_ARCH_LIST", b"include"),
     reads=frozenset({Artifact.SOURCE}),
     fixes=True,
 )

@@ -1,0 +1,136 @@
+"""A CUDA kernel that uses dynamic shared memory (`extern __shared__`) of a size no launch site of the source settles
+(one the run computes; one a library's launcher sets, as CUTLASS's adapter does from `sizeof(SharedStorage)`) is
+reported so: its shared memory is its static figure `+?` in the table and `smem_dynamic_unknown` in JSON, never a
+silent static figure."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import kgate
+
+from kgate.facts.ptx import parse_ptx
+
+needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+
+# A library outside the project: a kernel template whose launcher sizes its dynamic shared memory from the
+# operator's SharedStorage, as CUTLASS's device_kernel and GemmUniversalAdapter do.
+LIBRARY = """\
+#pragma once
+#include <cuda_runtime.h>
+namespace minilib {
+template <class Op>
+__global__ void device_kernel(typename Op::Params params) {
+  extern __shared__ char smem[];
+  Op op;
+  op(params, smem);
+}
+template <class Op>
+struct Adapter {
+  static void run(typename Op::Params params) {
+    int smem_size = int(sizeof(typename Op::SharedStorage));
+    cudaFuncSetAttribute(device_kernel<Op>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_size);
+    device_kernel<Op><<<1, 128, smem_size>>>(params);
+  }
+};
+}  // namespace minilib
+"""
+
+PROJECT = """\
+#include <minilib/adapter.h>
+struct Copy {
+  struct Params { const float* x; float* y; };
+  struct SharedStorage { float tile[128][129]; };
+  __device__ void operator()(Params p, char* smem) {
+    auto& s = *reinterpret_cast<SharedStorage*>(smem);
+    s.tile[threadIdx.x][0] = p.x[threadIdx.x];
+    __syncthreads();
+    p.y[threadIdx.x] = s.tile[127 - threadIdx.x][0];
+  }
+};
+void copy(const float* x, float* y) { minilib::Adapter<Copy>::run({x, y}); }
+
+__global__ void run_time_size(float* y) {
+  extern __shared__ float buf[];
+  buf[threadIdx.x] = y[threadIdx.x];
+  __syncthreads();
+  y[threadIdx.x] = buf[127 - threadIdx.x];
+}
+__global__ void settled_size(float* y) {
+  extern __shared__ float buf[];
+  buf[threadIdx.x] = y[threadIdx.x];
+  __syncthreads();
+  y[threadIdx.x] = buf[127 - threadIdx.x];
+}
+__global__ void static_only(float* y) {
+  __shared__ float buf[128];
+  buf[threadIdx.x] = y[threadIdx.x];
+  __syncthreads();
+  y[threadIdx.x] = buf[127 - threadIdx.x];
+}
+void launch(float* y, int n) {
+  run_time_size<<<1, 128, n * sizeof(float)>>>(y);
+  settled_size<<<1, 128, 128 * sizeof(float)>>>(y);
+  static_only<<<1, 128>>>(y);
+}
+"""
+
+
+@needs_nvcc
+def test_the_report_says_which_kernels_dynamic_shared_memory_is_unknown(tmp_path: Path) -> None:
+    library = tmp_path / "lib" / "include" / "minilib"
+    library.mkdir(parents=True)
+    (library / "adapter.h").write_text(LIBRARY)
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "kgate.toml").write_text('targets = ["sm_120a"]\n\n[[cuda]]\nsources = ["*.cu"]\n'
+                                        f'flags = ["-I{tmp_path / "lib" / "include"}", "-std=c++17"]\n')
+    (project / "k.cu").write_text(PROJECT)
+    run = kgate("check", "--format", "json", "--select", "KG104", cwd=project)
+    assert run.code == 0, run.stdout + run.stderr
+    kernels = {k["kernel"].split("<")[0]: k for k in json.loads(run.stdout)["kernels"]}
+    assert {name: k["smem_dynamic_unknown"] for name, k in kernels.items()} == {
+        "minilib::device_kernel": True, "run_time_size": True, "settled_size": False, "static_only": False}
+    assert kernels["settled_size"]["smem_bytes"] == 512
+    table = kgate("check", "--select", "KG104", "--show-kernels", cwd=project).stdout
+    smem = {line.split()[0].split("<")[0]: line.split()[5] for line in table.splitlines() if "k.cu" in line}
+    assert smem == {"minilib::device_kernel": "0+?", "run_time_size": "0+?", "settled_size": "512",
+                    "static_only": "512"}, table
+
+PTX = """\
+.version 8.8
+.target sm_120a
+.address_size 64
+.extern .shared .align 16 .b8 smem[];
+.func helper()
+{
+	.reg .b64 %rd<2>;
+	mov.u64 %rd1, smem;
+	ret;
+}
+.visible .entry through_a_call()
+{
+	call.uni helper, ();
+	ret;
+}
+.visible .entry own()
+{
+	.reg .b32 %r<2>;
+	mov.u32 %r1, smem;
+	ret;
+}
+.visible .entry none()
+{
+	.reg .b32 %r<2>;
+	mov.u32 %r1, smemx;
+	ret;
+}
+"""
+
+
+def test_an_entry_uses_dynamic_shared_memory_where_it_or_a_callee_names_an_extern_shared_array() -> None:
+    facts = parse_ptx(PTX)
+    assert {e.name: e.dynamic_shared for e in facts.entries} == {"through_a_call": True, "own": True, "none": False}
