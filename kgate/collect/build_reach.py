@@ -31,20 +31,22 @@ _SCRIPTS = (".sh", ".bash")  # another build where it runs a compiler itself, no
 _COMPILERS = re.compile(rb"(?<![\w.-])(?:nvcc|hipcc|g\+\+|gcc|clang\+\+|clang|c\+\+|cc|icpx|nvc\+\+)(?![\w.-])")
 _COMPILES = (b"cpp_extension", b"CUDAExtension", b"load_inline")
 _SKIPPED = {"__pycache__", "node_modules", "build", "dist"}
+_READ = 1 << 20  # what is read of a file that may name a source (a larger one is data)
+_SOURCE_NAME = re.compile(rb"[\w./+-]+\.(?:" + b"|".join(re.escape(s[1:].encode()) for s in SOURCE_SUFFIXES) + rb")\b")
 
 
 def unbuilt(path: str, root: str, memo: dict[str, frozenset[str] | None]) -> bool:
     """Whether no build of the project under `root` compiles `path` (a C++/CUDA file), for certain. `memo` keeps
-    each build's compiled files (None: not known) for the run's other files."""
+    what each build compiles (None: not known) for the run's other files."""
     owner = _owner(os.path.abspath(path), os.path.abspath(root))
     if owner is None:
         return False
     if owner not in memo:
-        memo[owner] = _compiled(owner)
+        named = _named(owner)
+        memo[owner] = None if named is None else _compiled(owner, named)
     compiled = memo[owner]
-    if compiled is None or os.path.abspath(path) in compiled:
-        return False
-    return not _named_elsewhere(owner, os.path.basename(path))
+    return compiled is not None and os.path.abspath(path) not in compiled and \
+        os.path.basename(path) not in compiled
 
 
 def _owner(path: str, root: str) -> str | None:
@@ -57,9 +59,10 @@ def _owner(path: str, root: str) -> str | None:
         folder = os.path.dirname(folder)
 
 
-def _compiled(owner: str) -> frozenset[str] | None:
-    """The files the build in `owner` compiles (its sources and the headers they include), None where that cannot
-    be read for certain."""
+def _compiled(owner: str, named: frozenset[str]) -> frozenset[str] | None:
+    """The files the build in `owner` compiles (its sources and the headers they include, by path) and the names
+    its other files mention (`named`: a file of that name is taken to be built), None where that cannot be read
+    for certain."""
     from kgate.collect.build_units import units
 
     owned = owned_sources(owner)
@@ -83,7 +86,7 @@ def _compiled(owner: str) -> frozenset[str] | None:
             sources |= {p for pattern in unit.patterns for p in _matching(folder, pattern, owned)}
     if not found:
         return None
-    return frozenset(included(sorted(sources), owned))
+    return frozenset(included(sorted(sources), owned)) | named
 
 
 def _build_files(owner: str) -> list[tuple[str, str | None]]:
@@ -122,9 +125,10 @@ def _matching(folder: str, pattern: str, owned: list[str]) -> list[str]:
     return [p for p in owned if os.path.dirname(p) == base and fnmatch.fnmatchcase(os.path.basename(p), name)]
 
 
-def _named_elsewhere(owner: str, name: str) -> bool:
-    """Whether a file of the build other than C++ names `name`, or a Python module of it compiles sources itself."""
-    needle = name.encode()
+def _named(owner: str) -> frozenset[str] | None:
+    """The names of C++/CUDA files that the build's files other than C++ mention (a script or a module may compile
+    them by name); None where a Python module of it compiles sources itself (what it compiles is not read)."""
+    out: set[str] = set()
     for here, folders, files in os.walk(owner):
         folders[:] = [d for d in folders if not d.startswith(".") and d not in _SKIPPED
                       and not own_build(os.path.join(here, d))]
@@ -133,9 +137,10 @@ def _named_elsewhere(owner: str, name: str) -> bool:
                 continue
             try:
                 with open(os.path.join(here, file), "rb") as handle:
-                    data = handle.read(1 << 20)
+                    data = handle.read(_READ)
             except OSError:
                 continue
-            if needle in data or (file.endswith(".py") and file != "setup.py" and any(c in data for c in _COMPILES)):
-                return True
-    return False
+            if file.endswith(".py") and file != "setup.py" and any(c in data for c in _COMPILES):
+                return None
+            out.update(os.path.basename(m.decode("utf-8", "replace")) for m in _SOURCE_NAME.findall(data))
+    return frozenset(out)
