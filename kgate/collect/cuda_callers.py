@@ -27,6 +27,7 @@ _ASSIGNED = re.compile(r"(?<![\w.>])(\w+)\s*(?<![=!<>+\-*/%&|^])=\s*$")
 _LOCAL_LINKAGE = re.compile(r"\b(?:static|inline|__forceinline__|__inline__)\b")
 _DEPTH = 4  # lambdas and helpers followed outwards from one launch
 _NAME_BEFORE = re.compile(r"[A-Za-z_]\w*\s*$")
+_DEFINED = re.compile(r"#\s*define\s+$")
 _LAST_NAME = re.compile(r"([A-Za-z_]\w*)\s*(?:\[[^\]]*\]\s*)*$")
 
 
@@ -361,6 +362,8 @@ class Callers:
             use = match.start()
             if macro.start <= use < macro.end or (use and (code[use - 1].isalnum() or code[use - 1] == "_")):
                 continue
+            if _DEFINED.search(code, code.rfind("\n", 0, use) + 1, use):
+                continue  # the name of another definition of it (`#if` ... `#else` each define their own)
             after = match.end()
             while after < len(code) and code[after].isspace():
                 after += 1

@@ -46,6 +46,7 @@ SYNCHRONIZING = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSyn
 SYNC_NEEDLES = (b"Synchronize", b"Memcpy")
 _SYNC = re.compile(r"(?:cuda|hip)(?:(?:Device|Stream|Event)Synchronize|Memcpy)\s*\(")
 _MAIN = re.compile(r"main\s*\(")
+_DEFINE_HEAD = re.compile(r"^.*#\s*define\s+\w+(?:\([^)]*\))?\s*", re.DOTALL)
 _CONTINUED = re.compile(r"\\\r?\n")
 _CLASS_HEAD = re.compile(r"\b(?:class|struct|union)\b[^;{}()]*$")
 _MOST_ARGUMENTS = 32  # what a variadic parameter list is taken to accept
@@ -261,7 +262,7 @@ def error_kept(code: str, start: int) -> bool:
     """Whether the error returned by the call at `start` is read rather than dropped: the statement's text before
     the call decides. Nothing (or a `(void)` cast) drops it; a check macro, an assignment, a comparison, a
     condition or a `return` keeps it. In a macro's body the backslashes that continue its lines are no text of the
-    statement."""
+    statement, and neither is the `#define` of a macro whose body begins with the call."""
     head = max(code.rfind(";", 0, start), code.rfind("{", 0, start), code.rfind("}", 0, start)) + 1
-    before = " ".join(_CONTINUED.sub(" ", code[head:start]).split())
+    before = _DEFINE_HEAD.sub("", " ".join(_CONTINUED.sub(" ", code[head:start]).split()))
     return before not in ("", "(void)", "static_cast<void>(")

@@ -79,7 +79,9 @@ wherever the macro is used. Otherwise the launch runs where the macro is
 used: each use outside a `#define` is held to the test of a call (below), whether it calls
 the macro, writes an object-like macro as a statement of its own (a
 `KERNEL_LAUNCH_CODE` line pasted into each branch of a host function), or
-hands its name to another that expands it
+hands its name to another that expands it (a macro defined once per
+platform, under `#if` and `#else`, has each definition judged the same way:
+the name another `#define` gives it is no use)
 (`DISPATCH_BY_DTYPE(dtype, CALL_KERNEL);`), through up to two more macros,
 and in the project's other files where the file itself uses it nowhere. No
 check is inserted into a macro's body. A launch in a macro the project never
