@@ -73,7 +73,7 @@ def _compiled(owner: str, named: frozenset[str]) -> frozenset[str] | None:
             return None  # another build tool's file
         path = os.path.join(folder, name)
         try:
-            with open(path, encoding="utf-8", errors="replace") as handle:
+            with open(path, encoding="utf-8-sig", errors="replace") as handle:
                 text = handle.read()
             tree = ast.parse(text) if name == "setup.py" else None
         except (OSError, SyntaxError, ValueError):

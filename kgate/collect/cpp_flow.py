@@ -74,6 +74,20 @@ def reached(code: str, end: int, at: int) -> bool:
     return True
 
 
+def first_exit(code: str, opening: int, close: int) -> int:
+    """The end (its `;`) of the first `return` or `throw` of the block whose `{` is at `opening` that runs on every
+    path through it (written in the block itself, not in a nested block nor as a braceless body); -1 for none."""
+    depth = 0
+    for token in _FLOW_TOKEN.finditer(code, opening + 1, close):
+        if token.group() == "{":
+            depth += 1
+        elif token.group() == "}":
+            depth -= 1
+        elif depth == 0 and not conditional(code, token.start()):
+            return code.find(";", token.end())
+    return -1
+
+
 def leaves(code: str, end: int) -> bool:
     """Whether the statement ending at `end` returns or throws: nothing written after it in its block runs."""
     return _RETURN.match(statement_before(code, end).lstrip()) is not None

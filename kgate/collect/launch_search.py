@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from kgate.collect.cpp_flow import Flow, checked_after, line_at, line_starts, reached
+from kgate.collect.cpp_flow import Flow, checked_after, first_exit, line_at, line_starts
 from kgate.collect.cpp_statements import head, statement_end
 from kgate.collect.cpp_text import balanced, macro_lines
 from kgate.collect.cuda_callers import Callers, Site, wrapped
@@ -83,6 +83,8 @@ class _Search:
         self.found: dict[int, Unchecked] = {}  # by offset: several launches may reach the same unchecked call
         self.program: bool | None = None
         self.syncs: CheckedSyncs | None = None
+        # function body -> the end of its first return on every path (-1: none), and its first preprocessor line
+        self.exits: dict[int, tuple[int, int]] = {}
 
     def run(self) -> Search:
         for start, end, what in sorted(launches(self.code)):
@@ -135,8 +137,12 @@ class _Search:
             brace = self.flow.parents[brace]
         if brace < 0:
             return False
-        opening = self.flow.opens[brace]
-        return not reached(self.code, opening, start) and _DIRECTIVE.search(self.code, opening, start) is None
+        if brace not in self.exits:  # one reading per function, however many launches it holds
+            opening, close = self.flow.opens[brace], self.flow.closes[brace]
+            directive = _DIRECTIVE.search(self.code, opening, close)
+            self.exits[brace] = (first_exit(self.code, opening, close), close if directive is None else directive.start())
+        after, directive = self.exits[brace]
+        return 0 <= after < start < directive
 
     def _checked_by(self, start: int, semicolon: int, what: str) -> bool:
         """Whether the checks known so far check the launch where it stands: around it or within the window after."""
