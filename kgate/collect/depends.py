@@ -11,7 +11,8 @@ gave:
   verdict that only followed a name through it as it was;
 - a module's import statements (`import-statements:PATH`): what asking which names it imports from where reads;
 - a module but for the bodies of its top-level functions other than those named (`parts:PATH` newline `NAMES`,
-  comma-separated; `kgate.collect.pyautotune.parts_digest`): what reading a wrapper of the autotuner there reads;
+  comma-separated; `kgate.collect.pyautotune.parts_digest`): what reading a wrapper of the autotuner there reads,
+  and a helper or a kernel another module imports from it (`kgate.collect.pyproject.Modules.function`);
 - whether a path is a file, a folder or nothing (`probe:PATH`): a module that appears where an import was looked
   for, or goes, does not hold; one added beside it does;
 - which Python files of a project import a name (`imports:ROOT` newline `NAME`): the state of the project's Python
