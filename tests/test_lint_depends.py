@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import kgate
@@ -500,3 +501,33 @@ def test_the_kernel_an_import_names_is_the_modules_top_level_definition(project:
     (project / "pkg" / "rows.py").write_text(ROWS)
     found, _linted = lint(project, monkeypatch)
     assert ("pkg/rows.py", 7, "KG108") in found
+
+
+def test_the_syntax_trees_read_for_a_run_are_released_once_its_files_are_linted(
+        project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The modules read beyond the file under lint (pkg/rows.py's verdict reads pkg/helpers.py and
+    pkg/row_kernels.py), their parsed blocks and the readings built of them are kept while the run's files are linted,
+    then released, before the results are written: none of the syntax trees parsed is left once the run ends (the
+    peak memory of a cold lint of a project of a few hundred modules is what the readings hold, not that plus what
+    writing the results takes)."""
+    import weakref
+
+    from kgate.collect import pyparts
+    from kgate.collect import source as sources
+
+    for rel, text in {"pkg/helpers.py": HELPERS, "pkg/row_kernels.py": ROW_KERNELS, "pkg/rows.py": ROWS}.items():
+        (project / rel).write_text(text)
+    parsed: list[weakref.ref[object]] = []
+    real = sources.parse_python
+
+    def recorded(data: bytes, filename: str = "<unknown>") -> Any:
+        tree = real(data, filename)
+        parsed.extend(weakref.ref(statement) for statement in tree.body)
+        return tree
+
+    monkeypatch.setattr(sources, "parse_python", recorded)
+    monkeypatch.setattr(pyparts, "parse_python", recorded)
+    found = _findings(kgate("lint", "--format", "json", "--exit-zero", "--no-cache", cwd=project).stdout)
+    assert ("pkg/rows.py", 7, "KG108") in found
+    assert len(parsed) > 10
+    assert [ref() for ref in parsed if ref() is not None] == []

@@ -443,7 +443,8 @@ class Project:
 
 
 # For one lint run: a module's names are followed through the project's other modules, which may change between runs.
-_PARSED: dict[tuple[str, tuple[object, ...]], tuple[py.ParsedModule | None, bytes, str]] = depends.per_run({})
+_PARSED: dict[tuple[str, tuple[object, ...]], tuple[py.ParsedModule | None, bytes, str]] = depends.per_run(
+    {}, trees=True)
 _PARTS: dict[tuple[str, tuple[object, ...], str], str] = depends.per_run({})  # `parts_digest` by file state
 
 

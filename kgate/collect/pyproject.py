@@ -119,6 +119,16 @@ class Modules:
         self._checking: dict[str, bool] = {}
         self._parts: dict[tuple[str, str], str] = {}  # (path, function) -> `parts_digest` of the module for it
 
+    def release(self) -> None:
+        """Drop the modules read and the readings built of them, once the run's files are linted (`SourceContext.
+        shared`): what the rules derived from a module refers back to it, a cycle the collector, frozen with the rest
+        of the run, would never free."""
+        for source, _state, _digest in self._sources.values():
+            if source is not None:
+                source.derived.clear()
+        self._sources.clear()
+        self._readings.clear()
+
     def reading(self, key: tuple[object, ...], build: Callable[[], Any]) -> Any:
         """A reading of another module for one file's verdicts (`build`, None where the module cannot be read): built
         once per run, and what building it read noted again for every later file that asks (`depends.replay`); each
