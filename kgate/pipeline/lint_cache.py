@@ -99,12 +99,11 @@ class _Reads:
 
     def expand(self, indexes: Any) -> Any:
         """An entry's reads from their indexes."""
-        rows, count = self.rows, len(self.rows)
         if type(indexes) is not list:
             return _NEVER
-        if not all(type(i) is int and 0 <= i < count for i in indexes):
+        if indexes and not (set(map(type, indexes)) == {int} and min(indexes) >= 0 and max(indexes) < len(self.rows)):
             return _NEVER
-        return [rows[i] for i in indexes]
+        return list(map(self.rows.__getitem__, indexes))  # (the 98,596 of flash-linear-attention's 179 entries)
 
     def indexes(self, reads: Any) -> Any:
         """An entry's reads as indexes, new ones added to the table (what is not a list of reads is kept as is)."""
