@@ -242,11 +242,20 @@ class LintCache:
         self._load()
 
     def _read_keys(self) -> list[Any]:
-        """The key of every read the entries noted (what is not an entry this cache wrote is passed over)."""
+        """The key of every read the entries noted (what is not an entry this cache wrote is passed over): those of the
+        table, each once, and those of the entries that do not list theirs from it."""
         keys: list[Any] = []
-        for entry in self.entries.values():
+        for row in self._reads.rows:
+            try:
+                keys.append(row[0])
+            except (TypeError, IndexError, KeyError):
+                continue
+        loaded = self._loaded
+        for rel, entry in self.entries.items():
             try:
                 reads = entry[4]
+                if rel in loaded and loaded[rel][0] is reads:
+                    continue
                 if reads and type(reads) is list:  # most entries read nothing beyond their file
                     keys.extend([read[0] for read in reads])
             except (TypeError, IndexError, KeyError):
