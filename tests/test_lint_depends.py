@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import kgate
@@ -424,3 +425,109 @@ def test_a_read_of_a_file_written_just_before_is_answered_by_its_state_once_it_s
     aged("pkg/triton_utils.py")  # settled, its bytes the same
     assert lint(project, monkeypatch)[0] == first
     assert kept_states() and all(isinstance(state, list) for state in kept_states())
+
+
+HELPERS = '''def describe():
+    return "helpers"
+
+
+def rows_of(x):
+    return x.shape[0]
+'''
+
+ROW_KERNELS = '''from pkg.triton_utils import tl, triton
+
+
+def describe():
+    return "kernels"
+
+
+@triton.jit
+def rows_kernel(x, ROWS: tl.constexpr):
+    tl.store(x + tl.arange(0, 16), tl.load(x + tl.arange(0, 16)) * ROWS)
+'''
+
+ROWS = '''from .helpers import rows_of
+from .row_kernels import rows_kernel
+
+
+def scale(x):
+    rows = rows_of(x)
+    rows_kernel[(1,)](x, rows)
+'''
+
+
+def test_an_edit_to_another_function_of_a_module_a_helper_or_a_kernel_is_imported_from(
+        project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pkg/rows.py launches pkg/row_kernels.py's kernel with what pkg/helpers.py's helper returns (the token count:
+    KG108). Its verdict read the helper's and the kernel's definitions, with what their modules bind, not the bodies
+    of those modules' other functions: an edit there (a line added, which moves the definitions below it) is linted
+    alone, as a module of helpers many kernel modules import is edited; an edit to the helper, or to the kernel's
+    signature, lints it again."""
+    for rel, text in {"pkg/helpers.py": HELPERS, "pkg/row_kernels.py": ROW_KERNELS, "pkg/rows.py": ROWS}.items():
+        (project / rel).write_text(text)
+    first, _linted = lint(project, monkeypatch)
+    assert ("pkg/rows.py", 7, "KG108") in first
+    edit(project, "pkg/helpers.py", '    return "helpers"\n', '    name = "helpers"\n    return name\n')
+    assert lint(project, monkeypatch) == (first, {"pkg/helpers.py"})
+    edit(project, "pkg/row_kernels.py", '    return "kernels"\n', '    name = "kernels"\n    return name\n')
+    assert lint(project, monkeypatch) == (first, {"pkg/row_kernels.py"})
+    edit(project, "pkg/helpers.py", "return x.shape[0]", "return 16")
+    found, linted = lint(project, monkeypatch)
+    assert linted == {"pkg/helpers.py", "pkg/rows.py"}
+    assert first - found == {("pkg/rows.py", 7, "KG108")}
+    edit(project, "pkg/helpers.py", "return 16", "return x.shape[0]")
+    edit(project, "pkg/row_kernels.py", "ROWS: tl.constexpr", "ROWS")
+    found, linted = lint(project, monkeypatch)
+    assert linted == {"pkg/helpers.py", "pkg/row_kernels.py", "pkg/rows.py"}
+    assert first - found == {("pkg/rows.py", 7, "KG108")}
+
+
+def test_the_kernel_an_import_names_is_the_modules_top_level_definition(project: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A function of the kernel's name nested in an earlier function of its module (a stand-in made for a test) is
+    not the kernel the import names: the launch's constexpr is read from the kernel at the module's top level."""
+    nested = '''def describe():
+    def rows_kernel(x, rows):
+        return x * rows
+
+    return rows_kernel
+
+
+'''
+    (project / "pkg" / "helpers.py").write_text(HELPERS)
+    (project / "pkg" / "row_kernels.py").write_text(ROW_KERNELS.replace("\n\n\ndef describe", "\n\n\n" + nested
+                                                                        + "def describe", 1))
+    (project / "pkg" / "rows.py").write_text(ROWS)
+    found, _linted = lint(project, monkeypatch)
+    assert ("pkg/rows.py", 7, "KG108") in found
+
+
+def test_the_syntax_trees_read_for_a_run_are_released_once_its_files_are_linted(
+        project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The modules read beyond the file under lint (pkg/rows.py's verdict reads pkg/helpers.py and
+    pkg/row_kernels.py), their parsed blocks and the readings built of them are kept while the run's files are linted,
+    then released, before the results are written: none of the syntax trees parsed is left once the run ends (the
+    peak memory of a cold lint of a project of a few hundred modules is what the readings hold, not that plus what
+    writing the results takes)."""
+    import weakref
+
+    from kgate.collect import pyparts
+    from kgate.collect import source as sources
+
+    for rel, text in {"pkg/helpers.py": HELPERS, "pkg/row_kernels.py": ROW_KERNELS, "pkg/rows.py": ROWS}.items():
+        (project / rel).write_text(text)
+    parsed: list[weakref.ref[object]] = []
+    real = sources.parse_python
+
+    def recorded(data: bytes, filename: str = "<unknown>") -> Any:
+        tree = real(data, filename)
+        parsed.extend(weakref.ref(statement) for statement in tree.body)
+        return tree
+
+    monkeypatch.setattr(sources, "parse_python", recorded)
+    monkeypatch.setattr(pyparts, "parse_python", recorded)
+    found = _findings(kgate("lint", "--format", "json", "--exit-zero", "--no-cache", cwd=project).stdout)
+    assert ("pkg/rows.py", 7, "KG108") in found
+    assert len(parsed) > 10
+    assert [ref() for ref in parsed if ref() is not None] == []

@@ -80,6 +80,28 @@ def test_readings_of_one_module_share_its_parsed_blocks() -> None:
     assert [type(s) for s in again.body] == [ast.Import, ast.FunctionDef, ast.FunctionDef]
 
 
+
+def test_the_file_under_lint_shares_what_the_run_keeps_of_its_text_and_adds_nothing_to_it() -> None:
+    """A module read for other files' verdicts before its own lint keeps for the run what those readings parsed of
+    it; its own lint reads those blocks from there, and what it parses besides (its kernels whole, most of a kernel
+    module) is dropped when its lint ends, as any other file's is."""
+    depends.new_run()
+    data = b"import triton\n\n\ndef launch(x):\n    return kernel[(1,)](x)\n\n\ndef other():\n    pass\n"
+    beside = SourceFile("/project/ops.py", "ops.py", data)
+    pyparts.keep(beside)
+    blocks = pyparts.of(beside).blocks
+    assert blocks is not None
+    read = pyparts.of(beside).parse(blocks[:2], None, "ops.py")
+    linted = SourceFile("/project/ops.py", "ops.py", data)
+    own = pyparts.of(linted).parse(blocks, None, "ops.py")
+    assert own.body[:2] == read.body  # the same nodes, parsed once
+    kept = pyparts.of(beside)
+    assert sorted(first for first, _form in kept._parsed) == [blocks[0][0], blocks[1][0]]
+    depends.new_file()
+    again = pyparts.of(SourceFile("/project/ops.py", "ops.py", data)).parse(blocks, None, "ops.py")
+    assert again.body[:2] == read.body and again.body[2] is not own.body[2]
+
+
 KERNELS = b'''import triton
 import triton.language as tl
 

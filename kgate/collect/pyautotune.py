@@ -443,17 +443,20 @@ class Project:
 
 
 # For one lint run: a module's names are followed through the project's other modules, which may change between runs.
-_PARSED: dict[tuple[str, tuple[object, ...]], tuple[py.ParsedModule | None, bytes, str]] = depends.per_run({})
+_PARSED: dict[tuple[str, tuple[object, ...]], tuple[py.ParsedModule | None, bytes, str]] = depends.per_run(
+    {}, trees=True)
 _PARTS: dict[tuple[str, tuple[object, ...], str], str] = depends.per_run({})  # `parts_digest` by file state
 
 
-def parts_digest(data: bytes, functions: list[str], parses: bool | None = None) -> str:
+def parts_digest(data: bytes, functions: list[str], parses: bool | None = None,
+                 split: tuple[list[str], list[pysparse.Block] | None] | None = None) -> str:
     """A digest of what a forwarder's reading of a module (`Applications._foreign`) reads of it: all of it but the
     bodies of the top-level functions other than `functions` (a wrapper's body is read only where it is asked
     about), with the import statements in those bodies (`Applications.imported` reads every import), and not
     where a block stands (what the reading gives names no line of that module); and whether the module parses
     (`parses`, found out where not given: a module that does not is read as none, whatever part of it is broken).
-    The digest of the whole text where the module cannot be split into its blocks."""
+    The digest of the whole text where the module cannot be split into its blocks. `split`: the module's lines and
+    blocks, where the run has them already."""
     from kgate.collect.pyimports import import_statements
     from kgate.collect.source import SourceFile, UnreadableSource, try_parse
 
@@ -462,11 +465,14 @@ def parts_digest(data: bytes, functions: list[str], parses: bool | None = None) 
     if not parses:
         return depends.digest(data)
 
-    try:
-        lines = SourceFile("<module>", "module.py", data).lines
-    except UnreadableSource:
-        return depends.digest(data)
-    blocks = pysparse.split(lines, remember=False)
+    if split is None:
+        try:
+            lines = SourceFile("<module>", "module.py", data).lines
+        except UnreadableSource:
+            return depends.digest(data)
+        blocks = pysparse.split(lines, remember=False)
+    else:
+        lines, blocks = split
     if blocks is None:
         return depends.digest(data)
     text = pysparse.functions_read(lines, blocks, set(functions)).encode("utf-8", "surrogatepass")

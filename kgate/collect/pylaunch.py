@@ -1009,14 +1009,11 @@ class Launches(Batches):
         found = self.project.imported(self.source, {name}).get(name)
         if found is None:
             return None
-        path, defined = found
-        source = self.project.source(path)
-        tree = self.project.tree(path)
-        if source is None or tree is None:
+        held = self.project.function(*found)
+        if held is None:
             return None
-        fn = next((stmt for stmt in tree.body if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef))
-                   and stmt.name == defined), None)
-        return fn if fn is not None and not py.is_kernel(fn, py.info(source).imports) else None
+        source, fn = held
+        return fn if not py.is_kernel(fn, py.info(source).imports) else None
 
     def _returns(self, helper: py.Function, call: ast.Call, scope: Scope, depth: int,
                  seen: set[tuple[int, str]], item: tuple[int, int] | None = None) -> Verdict:

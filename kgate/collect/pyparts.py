@@ -36,13 +36,16 @@ class Parts:
     """One module text: its split into top-level blocks (None: it cannot be split with confidence) and the statements
     of each block parsed so far."""
 
-    __slots__ = ("_continued", "_parsed", "blocks", "lines")
+    __slots__ = ("_continued", "_parsed", "_run", "blocks", "lines")
 
-    def __init__(self, lines: list[str], blocks: list[Block] | None) -> None:
+    def __init__(self, lines: list[str], blocks: list[Block] | None, run: Parts | None = None) -> None:
         self.lines = lines
         self.blocks = blocks
         self._parsed: dict[tuple[int, int], list[ast.stmt] | None] = {}  # (first line, form) -> statements
         self._continued: dict[int, tuple[Block, ...]] = {}  # first line -> the blocks that continue the statement
+        # The parts the run keeps of the same text, where these are the file under lint's: what the readings parsed
+        # is taken from them, and what the file's own lint parses besides is not added to them (`of`).
+        self._run = run
 
     def parse(self, whole: list[Block], signatures: list[Block] | None, filename: str) -> ast.Module:
         """The tree of `pysparse.excerpt(lines, whole, signatures)`; raises UnreadableSource as parsing that text
@@ -72,6 +75,8 @@ class Parts:
     def _statements(self, block: Block, form: int) -> list[ast.stmt] | None:
         key = (block[0], form)
         if key not in self._parsed:
+            if self._run is not None and key in self._run._parsed:
+                return self._run._parsed[key]
             self._parsed[key] = _parse_block(self.lines, block, form if form != _CLAUSES else _WHOLE)
         return self._parsed[key]
 
@@ -107,11 +112,20 @@ def _parse_block(lines: list[str], block: Block, form: int) -> list[ast.stmt] | 
 
 def of(source: SourceFile) -> Parts:
     """The parts of a source file's module text: kept for the run where the file is one the readings of the project
-    read for many files (`keep`), else while the same file is under lint."""
+    read for many files (`keep`), else while the same file is under lint. The file under lint whose text the readings
+    read too shares what they parsed of it, but what its own lint parses besides (most of a kernel module: its
+    kernels whole) is dropped when its lint ends, as any other file's is."""
     key = source.derived.get(_KEY)
     if key is None:
         key = source.derived[_KEY] = _key(source.data)
-    return _parts(key, source.lines, kept=bool(source.derived.get(_KEPT)))
+    kept = bool(source.derived.get(_KEPT))
+    run = _RUN.get(key) if not kept else None
+    if run is not None:
+        found = _FILE.get(key)
+        if found is None or found._run is not run:
+            found = _FILE[key] = Parts(run.lines, run.blocks, run)
+        return found
+    return _parts(key, source.lines, kept=kept)
 
 
 def keep(source: SourceFile) -> None:
@@ -154,7 +168,7 @@ _KEPT = "pyparts.kept"  # `SourceFile.derived`: the file's parts are kept for th
 # of the project read beyond the file under lint (`keep`), read again for other files, for the run; of the others,
 # mostly read by the file's own rules, while the file is under lint.
 _SPLITS: dict[str, list[Block] | None] = depends.per_run({})
-_RUN: dict[str, Parts] = depends.per_run({})
+_RUN: dict[str, Parts] = depends.per_run({}, trees=True)
 _FILE: dict[str, Parts] = depends.per_file({})
 
 

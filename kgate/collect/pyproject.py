@@ -117,6 +117,17 @@ class Modules:
         # path -> its import statements (None where it cannot be read), and the read to note of it
         self._others: dict[str, tuple[list[list[Any]] | None, str, Any, str | None]] = {}
         self._checking: dict[str, bool] = {}
+        self._parts: dict[tuple[str, str], str] = {}  # (path, function) -> `parts_digest` of the module for it
+
+    def release(self) -> None:
+        """Drop the modules read and the readings built of them, once the run's files are linted (`SourceContext.
+        shared`): what the rules derived from a module refers back to it, a cycle the collector, frozen with the rest
+        of the run, would never free."""
+        for source, _state, _digest in self._sources.values():
+            if source is not None:
+                source.derived.clear()
+        self._sources.clear()
+        self._readings.clear()
 
     def reading(self, key: tuple[object, ...], build: Callable[[], Any]) -> Any:
         """A reading of another module for one file's verdicts (`build`, None where the module cannot be read): built
@@ -191,6 +202,32 @@ class Modules:
             return source.tree
         except UnreadableSource:
             return None
+
+    def function(self, path: str, name: str) -> tuple[SourceFile, py.Function] | None:
+        """The first top-level function `name` of the module at `path`, with the module; None where the module cannot
+        be read or parsed, or defines no such function. Noted as a read of the module but for the bodies of its other
+        top-level functions (`depends.PARTS`): a helper imported from a module of many (`from .utils import
+        calculate_settings`) is read again only when it, or what the module binds, changes, not after an edit
+        inside another function of that module."""
+        source, state, digest = self._read(path)
+        try:
+            tree = source.tree if source is not None else None
+        except UnreadableSource:
+            tree = None
+        if source is None or tree is None:
+            depends.note(path, state, digest)  # what is there instead, whole
+            return None
+        found = self._parts.get((path, name))
+        if found is None:
+            from kgate.collect.pyautotune import parts_digest
+
+            parts = pyparts.of(source)  # the split the run keeps of a module read for other files' verdicts
+            found = self._parts[(path, name)] = parts_digest(source.data, [name], parses=True,
+                                                             split=(parts.lines, parts.blocks))
+        depends.note(f"{depends.PARTS}{path}\n{name}", state, found)
+        fn = next((stmt for stmt in tree.body if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef))
+                   and stmt.name == name), None)
+        return (source, fn) if fn is not None else None
 
     def bindings_of(self, path: str, wanted: tuple[str, str], word: str = "") -> list[str]:
         """The names the module at `path` binds to the definition `wanted` (file, name) by its imports, under any
@@ -292,12 +329,12 @@ class Modules:
     def kernel(self, path: str, name: str) -> tuple[py.Function, py.Imports] | None:
         """The Triton kernel `name` defined at the top level of the module at `path`, with that module's imports (what
         its annotations are read through); None where it is no kernel."""
-        source = self.source(path)
-        if source is None or self.tree(path) is None:
+        held = self.function(path, name)
+        if held is None:
             return None
-        info = py.info(source)
-        fn = next((f for f in info.functions if f.name == name), None)
-        return (fn, info.imports) if fn is not None and py.is_kernel(fn, info.imports) else None
+        source, fn = held
+        imports = py.info(source).imports
+        return (fn, imports) if py.is_kernel(fn, imports) else None
 
     def importing(self, path: str, name: str) -> list[tuple[str, list[str]]]:
         """The other modules that import the top-level `name` of the module at `path`, each with the names they bind

@@ -240,7 +240,8 @@ READS_BEYOND = "reads_beyond"
 @dataclass(frozen=True)
 class SourceContext:
     """What a source rule may read besides the file itself. `shared`: what the source rules of one run keep for one
-    another, the same dictionary for all of them (the project's other modules, read once however many rules ask)."""
+    another, the same dictionary for all of them (the project's other modules, read once however many rules ask);
+    emptied once the run's files are linted, after calling the `release()` of each value that has one."""
 
     options: dict[str, Any]
     shared: dict[Any, Any] = field(default_factory=dict, compare=False, hash=False)

@@ -169,7 +169,7 @@ def lint_bytes(path: str, rel: str, data: bytes, rules: list[SourceRule]) -> Fil
     if error is not None and any(sr.rule.code == UNREADABLE for sr in rules):
         findings.append(unreadable(rel, error))
     own = os.path.abspath(path)
-    depends = tuple(sorted(reads_of.asked(key, state, found)
+    depends = tuple(sorted(reads_of.shared(key, state, found)
                            for key, (state, found) in read.items() if key not in (own, reads_of.EXPORTS + own)))
     beyond = bool(source.derived.get(READS_BEYOND))
     # What the rules derived from the file refers back to it (a parsed module names the file it was read from): a
@@ -356,6 +356,15 @@ def run_files(files: Iterable[tuple[str, str]], rules: list[SourceRule], cache: 
         # collection after this (a tenth of a cold run's time on a project of a few hundred modules).
         gc.freeze()
         gc.enable()
+    # What the rules kept for one another's files (the project's modules read, their readings and syntax trees) is
+    # not read again: dropped before the results are written, which then take that memory rather than more (a kept
+    # value with a `release` breaks the cycles in it first: the collector is frozen).
+    for sr in rules:
+        for held in sr.ctx.shared.values():
+            if hasattr(held, "release"):
+                held.release()
+        sr.ctx.shared.clear()
+    reads_of.release()
     for rel, path, result, digest, size in linted:
         results[rel] = result._replace(digest=digest) if digest else result
         if cache is not None and digest:
