@@ -139,8 +139,8 @@ class _Search:
             return False
         if brace not in self.exits:  # one reading per function, however many launches it holds
             opening, close = self.flow.opens[brace], self.flow.closes[brace]
-            directive = _DIRECTIVE.search(self.code, opening, close)
-            self.exits[brace] = (first_exit(self.code, opening, close), close if directive is None else directive.start())
+            line = _DIRECTIVE.search(self.code, opening, close)
+            self.exits[brace] = (first_exit(self.code, opening, close), close if line is None else line.start())
         after, directive = self.exits[brace]
         return 0 <= after < start < directive
 
