@@ -97,7 +97,8 @@ class KernelFacts:
     """What the compiler made of one kernel variant for one target.
 
     Resources are ptxas's: `registers` per thread, `spill_stores` and `spill_loads` in bytes, `stack_bytes`
-    of local memory, `smem_bytes` of static shared memory. Occupancy is computed for the target's first
+    of local memory, `smem_bytes` of static shared memory (plus the dynamic size a launch site settles;
+    `smem_dynamic_unknown` where the kernel takes dynamic shared memory no source site sizes). Occupancy is computed for the target's first
     device profile: `ctas_per_sm` resident CTAs and `warps_per_subcore` resident warps per SM sub-partition.
     `mma` counts the PTX MMA instructions by full opcode; `sass` counts SASS opcodes where the variant was
     disassembled (None otherwise). Mappings are read-only.
@@ -130,6 +131,7 @@ class KernelFacts:
     specialization: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     source: str = ""
     captured: tuple[str, ...] = ()  # the capture environments the variant's launch on its target was recorded in
+    smem_dynamic_unknown: bool = False  # dynamic shared memory no source site sizes (a library's adapter)
 
     def __hash__(self) -> int:  # the mappings are not hashable; a variant is named by its key
         return hash(self.key)
@@ -172,7 +174,8 @@ class KernelFacts:
                    sass=_frozen(facts.sass.opcodes) if facts.sass is not None else None,
                    constexprs=_frozen(facts.constexprs), signature=_frozen(facts.signature),
                    specialization=_frozen({k: tuple(sorted(v)) for k, v in facts.specialization.items()}),
-                   source=facts.source, captured=tuple(facts.captured))
+                   source=facts.source, captured=tuple(facts.captured),
+                   smem_dynamic_unknown=facts.smem_dynamic_unknown)
 
     def to_json(self) -> dict[str, Any]:
         """The variant's record in the JSON report."""
@@ -180,7 +183,7 @@ class KernelFacts:
                 "kind": self.kind, "path": self.path, "line": self.line, "num_warps": self.num_warps,
                 "num_stages": self.num_stages, "registers": self.registers, "spill_bytes": self.spill_stores,
                 "spill_loads": self.spill_loads, "stack_bytes": self.stack_bytes, "smem_bytes": self.smem_bytes,
-                "ptx_target": self.ptx_target, "pdl": self.pdl, "expect": list(self.expect),
+                "smem_dynamic_unknown": self.smem_dynamic_unknown, "ptx_target": self.ptx_target, "pdl": self.pdl, "expect": list(self.expect),
                 "constexprs": dict(self.constexprs), "signature": dict(self.signature),
                 "specialization": {k: list(v) for k, v in self.specialization.items()}, "source": self.source,
                 "captured": list(self.captured), "warps_per_subcore": self.warps_per_subcore, "instructions": dict(self.mma),
