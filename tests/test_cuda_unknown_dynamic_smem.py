@@ -6,7 +6,9 @@ silent static figure."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -94,11 +96,31 @@ def test_the_report_says_which_kernels_dynamic_shared_memory_is_unknown(tmp_path
     kernels = {k["kernel"].split("<")[0]: k for k in json.loads(run.stdout)["kernels"]}
     assert {name: k["smem_dynamic_unknown"] for name, k in kernels.items()} == {
         "minilib::device_kernel": True, "run_time_size": True, "settled_size": False, "static_only": False}
-    assert kernels["settled_size"]["smem_bytes"] == 512
+    static = _static_smem(project / "k.cu", f"-I{tmp_path / 'lib' / 'include'}")
+    assert kernels["settled_size"]["smem_bytes"] == static["settled_size"] + 128 * 4  # the launch's own size
     table = kgate("check", "--select", "KG104", "--show-kernels", cwd=project).stdout
     smem = {line.split()[0].split("<")[0]: line.split()[5] for line in table.splitlines() if "k.cu" in line}
-    assert smem == {"minilib::device_kernel": "0+?", "run_time_size": "0+?", "settled_size": "512",
-                    "static_only": "512"}, table
+    assert smem == {"minilib::device_kernel": f"{static['device_kernel']}+?",
+                    "run_time_size": f"{static['run_time_size']}+?",
+                    "settled_size": str(kernels["settled_size"]["smem_bytes"]),
+                    "static_only": str(static["static_only"])}, table
+
+
+def _static_smem(source: Path, *flags: str) -> dict[str, int]:
+    """Each entry's static shared memory as `nvcc -Xptxas -v` gives it for sm_120a, by the last of the names its
+    mangled name holds that the test uses."""
+    done = subprocess.run(["nvcc", "-arch=sm_120a", "-std=c++17", *flags, "-cubin", "-Xptxas", "-v", str(source),
+                           "-o", str(source.with_suffix(".cubin"))], check=True, capture_output=True, text=True)
+    out: dict[str, int] = {}
+    entry = ""
+    for line in (done.stdout + done.stderr).splitlines():
+        if (found := re.search(r"Compiling entry function '([^']+)'", line)) is not None:
+            entry = next(n for n in ("device_kernel", "run_time_size", "settled_size", "static_only")
+                         if n in found.group(1))
+            out[entry] = 0  # ptxas names no smem of an entry that has none
+        elif entry and (used := re.search(r"(\d+) bytes smem", line)) is not None:
+            out[entry] = int(used.group(1))
+    return out
 
 PTX = """\
 .version 8.8
