@@ -21,7 +21,7 @@ import fnmatch
 import os
 import re
 
-from kgate.collect.build_sources import SOURCE_SUFFIXES, included, own_build, owned_sources
+from kgate.collect.build_sources import SOURCE_SUFFIXES, included, own_build, owned_files, owned_sources
 
 _BUILD_FILES = ("CMakeLists.txt", "setup.py")
 _OTHER_BUILDS = frozenset({"Makefile", "makefile", "GNUmakefile", "meson.build", "BUILD", "BUILD.bazel",
@@ -30,7 +30,6 @@ _OTHER_SUFFIXES = (".mk", ".bzl", ".ninja")
 _SCRIPTS = (".sh", ".bash")  # another build where it runs a compiler itself, not where it runs CMake or setup.py
 _COMPILERS = re.compile(rb"(?<![\w.-])(?:nvcc|hipcc|g\+\+|gcc|clang\+\+|clang|c\+\+|cc|icpx|nvc\+\+)(?![\w.-])")
 _COMPILES = (b"cpp_extension", b"CUDAExtension", b"load_inline")
-_SKIPPED = {"__pycache__", "node_modules", "build", "dist"}
 _READ = 1 << 20  # what is read of a file that may name a source (a larger one is data)
 _SOURCE_NAME = re.compile(rb"[\w./+-]+\.(?:" + b"|".join(re.escape(s[1:].encode()) for s in SOURCE_SUFFIXES) + rb")\b")
 
@@ -92,10 +91,8 @@ def _compiled(owner: str, named: frozenset[str]) -> frozenset[str] | None:
 def _build_files(owner: str) -> list[tuple[str, str | None]]:
     """(folder, name) of each build file the build in `owner` owns; (folder, None) for another build tool's."""
     out: list[tuple[str, str | None]] = []
-    for here, folders, files in os.walk(owner):
-        folders[:] = sorted(d for d in folders if not d.startswith(".") and d not in _SKIPPED
-                            and not own_build(os.path.join(here, d)))
-        for name in sorted(files):
+    for here, files in owned_files(owner):
+        for name in files:
             if name in _OTHER_BUILDS or name.endswith(_OTHER_SUFFIXES) or (
                     name.endswith(_SCRIPTS) and _compiles(os.path.join(here, name))):
                 out.append((here, None))
@@ -129,9 +126,7 @@ def _named(owner: str) -> frozenset[str] | None:
     """The names of C++/CUDA files that the build's files other than C++ mention (a script or a module may compile
     them by name); None where a Python module of it compiles sources itself (what it compiles is not read)."""
     out: set[str] = set()
-    for here, folders, files in os.walk(owner):
-        folders[:] = [d for d in folders if not d.startswith(".") and d not in _SKIPPED
-                      and not own_build(os.path.join(here, d))]
+    for here, files in owned_files(owner):
         for file in files:
             if file.endswith(SOURCE_SUFFIXES):
                 continue

@@ -15,7 +15,7 @@ from __future__ import annotations
 import codecs
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 from kgate.collect.cpp_text import balanced, blank
 from kgate.collect.cuda_tree import SOURCES
@@ -45,14 +45,19 @@ def own_build(folder: str) -> bool:
     return False
 
 
-def owned_sources(folder: str) -> list[str]:
-    """The C++/CUDA files the build files of `folder` own, in walk order."""
-    out = []
+def owned_files(folder: str) -> Iterator[tuple[str, list[str]]]:
+    """(folder, its file names, sorted) of `folder` and the folders below it that its build owns: not hidden ones,
+    build outputs, or builds of their own."""
     for here, folders, files in os.walk(folder):
         folders[:] = sorted(d for d in folders if not d.startswith(".") and d not in _SKIPPED
                             and not own_build(os.path.join(here, d)))
-        out += [os.path.join(here, name) for name in sorted(files) if name.endswith(SOURCE_SUFFIXES)]
-    return out
+        yield here, sorted(files)
+
+
+def owned_sources(folder: str) -> list[str]:
+    """The C++/CUDA files the build files of `folder` own, in walk order."""
+    return [os.path.join(here, name) for here, files in owned_files(folder) for name in files
+            if name.endswith(SOURCE_SUFFIXES)]
 
 
 def included(sources: Iterable[str], owned: list[str]) -> set[str]:
