@@ -297,8 +297,7 @@ class Callers:
         for use in _names(code, body.name, region):
             if body.begin <= use <= self.closes[body.brace]:
                 continue
-            paren = _enclosing_paren(code, use)
-            callee = _NAME_BEFORE.search(code, max(0, paren - 200), paren) if paren > 0 else None
+            paren, callee = _enclosing_call(code, use)
             if callee is None or not is_call(code, callee.start()):
                 continue
             args = [arg.lstrip("&").strip() for arg in split_arguments(code[paren + 1:balanced(code, paren) - 1])]
@@ -371,8 +370,7 @@ class Callers:
                 if is_call(code, use):
                     yield use, after
                 continue
-            paren = _enclosing_paren(code, use)
-            name = _NAME_BEFORE.search(code, max(0, paren - 200), paren) if paren > 0 else None
+            paren, name = _enclosing_call(code, use)
             if name is not None:
                 yield name.start(), paren
             elif paren < 0 and macro.params is None and self.flow.around(use) >= 0:
@@ -388,8 +386,7 @@ def wrapped(code: str, at: int, checks: Matcher) -> bool:
     """Whether the launch or call at `at` is written as the argument of a check: a call of a macro or function that
     reads the last error (`RUN_AND_CHECK(launch(x))`, whose body runs what it is given and then reads the error; a
     function's arguments run before its body), or of a configured check macro, which checks the call it wraps."""
-    paren = _enclosing_paren(code, at)
-    name = _NAME_BEFORE.search(code, max(0, paren - 200), paren) if paren > 0 else None
+    paren, name = _enclosing_call(code, at)
     if name is None:
         return False
     found = checks.search(code, name.start(), paren + 1)
@@ -409,6 +406,12 @@ def _names(code: str, name: str, region: tuple[int, int]) -> Iterator[int]:
         if not inside and not rest.startswith(("(", "<")):
             yield at
         at = code.find(name, after, region[1])
+
+
+def _enclosing_call(code: str, at: int) -> tuple[int, re.Match[str] | None]:
+    """The `(` of the call whose arguments hold `at` (-1: none in its statement) and the name called there."""
+    paren = _enclosing_paren(code, at)
+    return paren, _NAME_BEFORE.search(code, max(0, paren - 200), paren) if paren > 0 else None
 
 
 def _enclosing_paren(code: str, at: int) -> int:
