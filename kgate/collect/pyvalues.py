@@ -79,7 +79,7 @@ class Names:
     RUNTIME_PARTS = frozenset({"token", "tokens", "seq", "seqlen", "seqlens", "batch", "bs", "bsz", "rows", "ctx",
                                "lens", "lengths", "indices", "spatial"})
     MODEL_PARTS = frozenset({"dim", "dims", "hidden", "head", "heads", "vocab", "expert", "experts", "features",
-                             "channels", "embd", "embed", "intermediate", "model"})
+                             "channels", "embd", "embed", "intermediate", "model", "nh"})
 
     # Words run together without a separator (`headdim`, `hdim`, `nheads`, `maxlen`) end in one of these.
     RUNTIME_ENDINGS = ("seqlen", "seqlens", "tokens", "len", "lens", "batch")

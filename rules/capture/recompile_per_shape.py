@@ -46,7 +46,8 @@ places a variable index takes (`x.shape[dim]`, where every call passes
 classes autotune keys: the first dimension of a tensor (`x.shape[0]`,
 `B` of `B, T, H = q.shape`), the sequence length of an attention tensor
 unpacked into four names (`N` of `B, H, N, D = x.shape`, `T` of `B, T, H,
-D = q.shape`, `y_size` of `num_batches, num_heads, y_size, x_size`, `n` of
+D = q.shape`, `y_size` of `num_batches, num_heads, y_size, x_size`, `S` of
+`B, NH, S, DHQK`, the heads' name abbreviated, `n` of
 `b, n, h, f`: the last a width per item whatever its letter), the second of
 two names a leading slice of a shape is unpacked into (`T` of `B, T =
 x.shape[:2]`, `n` of `b, n = x.shape[:2]`; not `h` of `b, h`), the

@@ -151,8 +151,8 @@ nothing in the project calls, an entry point, or what a module kgate does
 not follow passes) is judged by its name: `runtime-shape-names`, or a name with a word such as `tokens`,
 `seq`, `seqlen`, `batch`, `bs`, `bsz`, `rows`, `ctx`, `lens`, `indices` or `spatial` in it, is a
 token or batch dimension (and `m_size` is read as `M`); a name with `bucket` in it is bucketed;
-`model-dim-names`, or a name with `dim`, `hidden`, `head`, `heads`,
-`vocab`, `experts`, `features`, `channels` or `embed` in it, is a model
+`model-dim-names`, or a name with `dim`, `hidden`, `head`, `heads`, `nh` (the heads abbreviated: `NH`,
+`nh`), `vocab`, `experts`, `features`, `channels` or `embed` in it, is a model
 dimension. Words run together are read by their ending: `maxlen` or
 `nbatch` (ending in `len`, `lens`, `seqlen`, `tokens` or `batch`) is a token
 or batch dimension, `headdim`, `hdim` or `nheads` a model dimension; a
