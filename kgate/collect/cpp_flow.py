@@ -75,10 +75,10 @@ def reached(code: str, end: int, at: int) -> bool:
 
 
 def first_exit(code: str, opening: int, close: int) -> int:
-    """The end (its `;`) of the first `return` or `throw` of the block whose `{` is at `opening` that runs on every
-    path through it (written in the block itself, not in a nested block nor as a braceless body); -1 for none."""
+    """The end (its `;`) of the first `return`, `throw` or other statement that leaves (`_LEAVING`) of the block whose
+    `{` is at `opening` that runs on every path through it (written in the block itself, not in a nested block nor as a braceless body); -1 for none."""
     depth = 0
-    for token in _FLOW_TOKEN.finditer(code, opening + 1, close):
+    for token in _EXIT_TOKEN.finditer(code, opening + 1, close):
         if token.group() == "{":
             depth += 1
         elif token.group() == "}":
@@ -107,8 +107,16 @@ def window_end(code: str, starts: list[int], line: int, window: int, comments: f
 
 
 _ELSE = re.compile(r"else\b")
+# What leaves a function for good: a return or throw, a call that ends the process or never returns, and the checks
+# and assertions of a condition that is false as written (`assert(false)`: the author marks the path as never taken;
+# `TORCH_CHECK(false, ...)` throws).
+_LEAVING = (r"\b(?:return|throw|co_return)\b"
+            r"|(?<![.>])\b(?:std::)?(?:abort|exit|_Exit|quick_exit|terminate)\s*\("
+            r"|\b__builtin_unreachable\s*\(|\bassert\s*\(\s*(?:false|0)\s*\)"
+            r"|\b(?:TORCH_CHECK|TORCH_INTERNAL_ASSERT)\s*\(\s*(?:false|0)\s*[,)]|\bAT_ERROR\s*\(")
 _RETURN = re.compile(r"\b(?:return|throw|co_return)\b")
 _FLOW_TOKEN = re.compile(r"[{}]|\b(?:return|throw|co_return)\b")
+_EXIT_TOKEN = re.compile(r"[{}]|" + _LEAVING)
 _BREAK = re.compile(r"break\s*;")
 _CONTROL_HEAD = re.compile(r"(if|for|while|switch)\b\s*(?:constexpr\b\s*)?\(")
 _DO = re.compile(r"do\b")

@@ -63,6 +63,11 @@ def search(code: str, rel: str, check_macros: Sequence[str], window: int,
 
 
 _DIRECTIVE = re.compile(r"^[ \t]*#", re.MULTILINE)
+# The head of a switch's body (`switch (k) {`), read backwards from its brace.
+_SWITCH_HEAD = re.compile(r"\bswitch\s*\((?:[^(){};]|\([^(){};]*\))*\)\s*\{$")
+# A label a `goto` may jump to, at the start of a statement (`fail:`; not `std::`, `case 1:` or `public:`).
+_LABEL = re.compile(r"(?:^|[;{}])\s*(?!(?:case|default|public|private|protected)\b)[A-Za-z_]\w*\s*:(?!:)",
+                    re.MULTILINE)
 
 
 class _Search:
@@ -128,21 +133,28 @@ class _Search:
         return self._program() and self.flow.later_anywhere(semicolon, self._syncs())
 
     def _dead(self, start: int) -> bool:
-        """Whether the launch at `start` never runs: a `return` or `throw` of its function's own block comes before
-        it on every path (`void clear(...) { return; ... k<<<g, b>>>(x); }`), with no preprocessor line in between
-        (an `#ifndef` may hold the return)."""
+        """Whether the launch at `start` never runs: a statement that leaves (a `return`, a `throw`, `abort()`,
+        `assert(false)`, `TORCH_CHECK(false, ...)`: `cpp_flow.first_exit`) stands before it on every path through one
+        of the blocks that hold it, up to its function's own (`void clear(...) { return; ... k<<<g, b>>>(x); }`, `else
+        { assert(false); k<<<g, b>>>(x); }`), with no preprocessor line (an `#ifndef` may hold the exit) and no label
+        a `goto` may jump to in between. The body of a switch is no such block: its cases are entered apart."""
         self.flow = self.flow or Flow(self.code, self.starts, self.window, self.comments)
         brace = self.flow.around(start)
-        while brace >= 0 and head(self.code, self.flow.opens[brace])[0] != "function":
+        while brace >= 0:
+            opening = self.flow.opens[brace]
+            kind = head(self.code, opening)[0]
+            if not _SWITCH_HEAD.search(self.code, max(0, opening - 400), opening + 1):
+                if brace not in self.exits:  # one reading per block, however many launches it holds
+                    close = self.flow.closes[brace]
+                    line = _DIRECTIVE.search(self.code, opening, close)
+                    self.exits[brace] = (first_exit(self.code, opening, close), close if line is None else line.start())
+                after, directive = self.exits[brace]
+                if 0 <= after < start < directive and not _LABEL.search(self.code, after, start):
+                    return True
+            if kind == "function":
+                return False
             brace = self.flow.parents[brace]
-        if brace < 0:
-            return False
-        if brace not in self.exits:  # one reading per function, however many launches it holds
-            opening, close = self.flow.opens[brace], self.flow.closes[brace]
-            line = _DIRECTIVE.search(self.code, opening, close)
-            self.exits[brace] = (first_exit(self.code, opening, close), close if line is None else line.start())
-        after, directive = self.exits[brace]
-        return 0 <= after < start < directive
+        return False
 
     def _checked_by(self, start: int, semicolon: int, what: str) -> bool:
         """Whether the checks known so far check the launch where it stands: around it or within the window after."""
