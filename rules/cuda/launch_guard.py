@@ -47,10 +47,16 @@ residual_kernel<<<rows, 256, 0, stream>>>(out, x, cols);
 if (graph) graph->record_param((void*) &rmsnorm_kernel, GP_rmsnorm_x, 0);
 cuda_check(cudaPeekAtLastError());
 ```
-A launch that never runs is not judged: one after a `return` or `throw` of
-its function's own block, which runs on every path before it (a function
-switched off with a `return;` at its top), with no preprocessor line in
-between (an `#ifndef` may hold that return).
+A launch that never runs is not judged: one after a statement that leaves
+the block holding it on every path before it, in that block or one around
+it up to its function's own: a `return` or `throw` (a function switched off
+with a `return;` at its top), a call that ends the process (`abort()`,
+`exit(1)`, `std::terminate()`, `__builtin_unreachable()`), or a check of a
+condition false as written (`assert(false)`, by which the author marks a
+branch never taken, and `TORCH_CHECK(false, ...)`, which throws), with no
+preprocessor line (an `#ifndef` may hold the exit) and no `goto` label in
+between. The cases of a switch are entered apart: a `return` in one leaves
+the next reachable.
 
 A file that no build of the project compiles is not judged: a copy kept
 beside the built source (`gemv_backup.cu`), or a header no built source
