@@ -107,6 +107,12 @@ def window_end(code: str, starts: list[int], line: int, window: int, comments: f
 
 
 _ELSE = re.compile(r"else\b")
+# A status that only a success guards, and the read of the last error stored in it.
+_SUCCESS_TEST = r"if\s*\(\s*(\w+)\s*==\s*cudaSuccess\s*\)"
+_SUCCESS_GUARDED = re.compile(_SUCCESS_TEST + r"\s*(\w+)\s*=\s*$")
+_SUCCESS_HEAD = re.compile(r"(?<![\w])" + _SUCCESS_TEST + r"\s*\{$")
+_ASSIGNED = re.compile(r"(\w+)\s*=")
+_DIRECTIVE_LINE = re.compile(r"^[ \t]*#.*$", re.MULTILINE)
 # What leaves a function for good: a return or throw, a call that ends the process or never returns, and the checks
 # and assertions of a condition that is false as written (`assert(false)`: the author marks the path as never taken;
 # `TORCH_CHECK(false, ...)` throws).
@@ -178,11 +184,31 @@ class Flow:
             brace = self.parents[brace]
         close = self.closes[brace] if brace >= 0 else len(self.code)
         for found in checks.finditer(self.code, end, close):
-            if conditional(self.code, found.start()):
+            if self._first_error_kept(found.start(), around):
+                pass  # `if (err == cudaSuccess) err = cudaGetLastError();`: the other path holds an earlier error
+            elif conditional(self.code, found.start()):
                 continue  # the body of a braceless if, else or loop: one path only
-            if self.around(found.start()) in around or (brace < 0 and self.around(found.start()) < 0):
-                return _RETURN.search(self.code, end, found.start()) is None and not leaves(self.code, end)
+            elif not (self.around(found.start()) in around or (brace < 0 and self.around(found.start()) < 0)):
+                continue
+            return _RETURN.search(self.code, end, found.start()) is None and not leaves(self.code, end)
         return False
+
+    def _first_error_kept(self, at: int, around: set[int]) -> bool:
+        """Whether the read of the last error at `at` is stored in a status that only a success guards (`if (err ==
+        cudaSuccess) err = cudaPeekAtLastError();`, braced or not, the `if` in a block of `around`): where the read
+        does not run, the status already holds an earlier call's error, and whatever reads the status reads a failure
+        either way, so the read counts as on every path."""
+        statement = _DIRECTIVE_LINE.sub("", statement_before(self.code, at))
+        braceless = _SUCCESS_GUARDED.match(statement.lstrip())
+        if braceless is not None:
+            return braceless.group(1) == braceless.group(2) and self.around(at) in around
+        assigned = _ASSIGNED.fullmatch(statement.strip())
+        inner = self.around(at)
+        if assigned is None or inner < 0 or self.parents[inner] not in around:
+            return False
+        opening = self.opens[inner]
+        guard = _SUCCESS_HEAD.search(self.code, max(0, opening - 200), opening + 1)
+        return guard is not None and guard.group(1) == assigned.group(1)
 
     def later_anywhere(self, end: int, checks: Matcher) -> bool:
         """Whether a check comes later in the function (or lambda) that holds the statement ending at `end`, in any

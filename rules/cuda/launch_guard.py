@@ -33,7 +33,10 @@ CUDA_CHECK(cudaPeekAtLastError());
 A launch is also checked by a read of the last error (not a check macro
 wrapped around another call) later in its function on every path: in the
 launch's block or one around it, not in a braceless `if`, `else` or loop
-body nor in another branch, with no `return` or `throw` before it. A brace
+body nor in another branch, with no `return` or `throw` before it; a read
+stored in a status that only a success guards counts on every path (`if (err
+== cudaSuccess) err = cudaPeekAtLastError();`, braced or not: where it does
+not run, the status already holds an earlier call's error). A brace
 block handed to a macro (`DISPATCH_BOOL(flag, kFlag, { ...; })`), which the
 preprocessor pastes where the macro is used, is such a block: a check after
 a nest of dispatch macros checks the launches inside it. One read
