@@ -210,6 +210,19 @@ class Flow:
         guard = _SUCCESS_HEAD.search(self.code, max(0, opening - 200), opening + 1)
         return guard is not None and guard.group(1) == assigned.group(1)
 
+    def every_path(self, at: int, top: int) -> bool:
+        """Whether offset `at` runs on every path through the block `top` that holds it: every block between them is
+        a bare block, a do-while's body or a brace block handed to a macro (not a branch, a case or a loop's body),
+        and `at` is in no braceless body of an if, else or loop."""
+        if conditional(self.code, at):
+            return False
+        brace = self.around(at)
+        while brace >= 0 and brace != top:
+            if self._kind(brace) not in ("block", "do") or self.code[previous(self.code, self.opens[brace])] == ":":
+                return False  # (a block after a `case 1:` runs on that case's path only)
+            brace = self.parents[brace]
+        return True
+
     def later_anywhere(self, end: int, checks: Matcher) -> bool:
         """Whether a check comes later in the function (or lambda) that holds the statement ending at `end`, in any
         block of it, with no `return` or `throw` before it: what a program's own test of its results reaches."""

@@ -140,15 +140,17 @@ def _pattern(source: str) -> re.Pattern[str]:
 
 
 def readers(code: str, flow: Flow, reads: Matcher) -> Iterator[tuple[str, Counts | None]]:
-    """(name, counts) of each macro and host function of blanked `code` whose body holds a match of `reads`: the
-    numbers of arguments a call of it may pass (None for an object-like macro, which any use expands)."""
+    """(name, counts) of each macro and host function of blanked `code` whose body holds a match of `reads`, for a
+    function one that runs on every path through it (not in a loop's body, which may run no time, nor in a branch:
+    `apply_loras` reads the last error only for each adapter it is given): the numbers of arguments a call of it may
+    pass (None for an object-like macro, which any use expands)."""
     defined = macros(code)
     for match in reads.finditer(code):
         at = match.start()
         macro = next((m for m in defined if m.start <= at < m.end), None)
         if macro is None:
             found = _function_around(code, flow, at)
-            if found is not None:
+            if found is not None and flow.every_path(at, _function_brace(code, flow, at)):
                 yield found
         elif at >= macro.body:  # in the body, not the name being defined
             yield macro.name, None if macro.params is None else _macro_counts(macro.params)
@@ -166,6 +168,14 @@ def definitions(code: str, flow: Flow, names: Iterable[str]) -> Iterator[tuple[s
         found = _function(code, flow, brace) if brace >= 0 else None
         if found is not None and code.startswith(found[0], match.start()):
             yield found[0], opening, flow.closes[brace], found[1]
+
+
+def _function_brace(code: str, flow: Flow, at: int) -> int:
+    """The body of the innermost function that holds `at`, lambdas in between passed over; -1 for none."""
+    brace = flow.around(at)
+    while brace >= 0 and head(code, flow.opens[brace])[0] != "function":
+        brace = flow.parents[brace]
+    return brace
 
 
 def _function_around(code: str, flow: Flow, at: int) -> tuple[str, Counts] | None:

@@ -148,7 +148,10 @@ CUDA_CHECK(cudaGetLastError());
 C++/CUDA files whose body reads the last error, directly or through another
 such macro or function, is a check wherever it is called (not where it is
 defined or declared: the head of the next function is no check), without
-configuration:
+configuration. A function's read must run on every path through it: one
+that reads the last error only in a loop over what it is given (which may
+be nothing), only in a branch (`if (debug)`), or only to clear it when the
+status it is handed failed, checks nothing for a launch before its call:
 
 ```cuda
 #define CHECK_KERNEL_LAUNCH() CHECK(cudaGetLastError())
