@@ -86,10 +86,20 @@ def introduces_lambda(before: str) -> bool:
     return not text or text[-1] in "=(,{};:?" or bool(re.search(r"\breturn$", text))
 
 
+_CONTINUATION = re.compile(r"\\[ \t]*\r?\n")
+_DEFINE_HEAD = re.compile(r"\s*#\s*define\s+\w+(?:\([^)]*\))?")
+
+
 def is_call(code: str, at: int) -> bool:
-    """A name followed by `(` is a call unless a type comes before it (a declaration) or it is a member."""
-    text = code[max(0, at - 200):at].rstrip()
+    """A name followed by `(` is a call unless a type comes before it (a declaration, an explicit instantiation
+    `template void run<float>(...)`) or it is a member; in a macro's body, the lines its `\\` continues are one."""
+    text = _CONTINUATION.sub(" ", code[max(0, at - 200):at]).rstrip()
     while text and text.rsplit("\n", 1)[-1].lstrip().startswith("#"):  # a preprocessor line ends a statement
+        last = text.rsplit("\n", 1)[-1]
+        head = _DEFINE_HEAD.match(last)
+        if head is not None:  # what a macro's body holds before the name, read as a statement's start
+            text = last[head.end():].rstrip()
+            break
         text = text.rsplit("\n", 1)[0].rstrip() if "\n" in text else ""
     if not text:
         return True

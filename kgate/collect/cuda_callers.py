@@ -16,9 +16,9 @@ from bisect import bisect_right
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from kgate.collect.cpp_flow import Flow, Matcher
+from kgate.collect.cpp_flow import Flow, Matcher, line_at
 from kgate.collect.cpp_statements import NAMESPACE_HEAD, SCOPE_HEAD, head, is_call
-from kgate.collect.cpp_text import Macro, balanced, calls_of, macros, split_arguments
+from kgate.collect.cpp_text import Macro, balanced, calls_of, macro_lines, macros, split_arguments
 from kgate.collect.cuda_checks import CheckedSyncs, is_program
 from kgate.collect.cuda_project import Project, nearest
 from kgate.collect.cuda_tree import HEADERS
@@ -71,6 +71,7 @@ class Callers:
         self._programs: dict[str, bool] = {}  # the project's other files that call here: whether each is a program
         self._project_syncs: Matcher | None = None
         self._defines: list[Macro] | None = None
+        self.outer = False  # reading another file's macro for a file's own call (`_expanded_elsewhere`)
 
     def unchecked_calls(self, at: int, semicolon: int, depth: int = 0,
                         seen: frozenset[int] = frozenset()) -> tuple[list[Site], int] | None:
@@ -184,11 +185,23 @@ class Callers:
                 continue  # a file that defines a function of that name itself calls its own
             if not nearest(rel, self.rel, definers):
                 continue  # a call of another definition of the name, nearer to the caller
-            if self._checked_elsewhere(rel, flow, call, end):
+            if self._checked_elsewhere(rel, flow, call, end) or self._expanded_elsewhere(rel, flow, call):
                 out.append(None)
             else:
                 out.append(Site(rel, call, bisect_right(flow.starts, call, 1) - 1, body.name))
         return out
+
+    def _expanded_elsewhere(self, rel: str, flow: Flow, call: int) -> bool:
+        """Whether a call written in a macro's body in the project's file `rel` is checked at every use of the macro
+        there, each use followed as a launch written in that file is (`expanded`: to the calls of the function that
+        holds it, in that file and, once, in the others): a dispatcher a generator wrote as a macro pasted into each
+        case (`RUN_GEMM(...)`), whose function's caller checks. Followed from this file's own calls only."""
+        if self.project is None or self.outer or line_at(flow.starts, call) not in macro_lines(flow.code):
+            return False
+        other = Callers(flow, macro_lines(flow.code), self.checks, self.project, rel)
+        other.outer = True
+        reach = other.expanded(call)
+        return reach is not None and not reach[0]
 
     def _checked_elsewhere(self, rel: str, flow: Flow, call: int, end: int) -> bool:
         """Whether the call at `call`, its statement ending at `end`, in the project's file `rel` is checked where it

@@ -126,7 +126,12 @@ CUDA_CHECK(cudaGetLastError());
 - A function other files may call (not a member, not `static`), and an
   `inline` function of a header that the header never calls, is checked
   when every call of it in the project's C++/CUDA files is. Calls in other
-  files are judged where they are and not followed further. Where several
+  files are judged where they are and not followed further, but for a call
+  written in a macro's body there (a dispatcher a generator wrote, the macro
+  pasted into each case of a function): each use of the macro is followed
+  as a launch written in that file is, to the callers of the function that
+  holds it, once. An explicit instantiation (`template void
+  dispatch<float>(...);`, also written by a macro) is no call. Where several
   files define the name (a repository of several torch extensions, each
   folder with its own `cuda_forward`), a call is one of the definitions
   nearest to it: those in the deepest folder that holds both.
