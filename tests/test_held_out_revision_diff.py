@@ -34,6 +34,30 @@ OUTSIDE = TUNED.replace('(Path(__file__).parent / "tune.json")', '(Path(__file__
 IMPORTS_CONSTS = TUNED.replace('_CONFIGS = json.loads((Path(__file__).parent / "tune.json").read_text())',
                                'import consts\n_CONFIGS = [{"BLOCK": consts.B, "warps": 4}]')
 SLOW = TUNED.replace("import json\n", "import json\nimport time\ntime.sleep(3)\n")
+# The module reads its configs while a thread of its own waits inside kgate's import recorder (a path it asks about is
+# told only once the configs are read): as a read made while kgate's watcher thread polls its process is.
+BESIDE_A_THREAD = TUNED.replace('_CONFIGS = json.loads((Path(__file__).parent / "tune.json").read_text())', '''\
+import os
+import threading
+
+
+class _Told:
+    def __init__(self):
+        self.asked, self.read = threading.Event(), threading.Event()
+
+    def __fspath__(self):
+        self.asked.set()
+        self.read.wait(60)
+        return __file__
+
+
+_told = _Told()
+_looking = threading.Thread(target=os.stat, args=(_told,))
+_looking.start()
+_told.asked.wait(60)
+_CONFIGS = json.loads((Path(__file__).parent / "tune.json").read_text())
+_told.read.set()
+_looking.join()''')
 
 
 def _commit(repo: Path, message: str = "next") -> None:
@@ -144,6 +168,18 @@ def test_a_data_file_deleted_since_the_base(tmp_path: Path) -> None:
     _git(project, "rm", "-q", "tune.json")
     run = _diff(project, "HEAD")
     assert run.code == 0 and "0 identical, 1 changed" in _counts(run), run.stdout + run.stderr
+
+
+def test_a_read_while_another_thread_of_the_import_is_in_the_recorder(tmp_path: Path) -> None:
+    """What the importing thread reads while another thread is inside kgate's import recorder is keyed all the same:
+    a read dropped from the key lets one side be served the other's record (the base's configs for the working
+    tree's), and the changed kernel reads as identical."""
+    project = _repo(tmp_path / "p", {"ops.py": BESIDE_A_THREAD, "tune.json": SMALL})
+    same = _diff(project, "HEAD", "--require-identical")
+    assert same.code == 0 and "1 identical, 0 changed" in _counts(same), same.stdout + same.stderr
+    (project / "tune.json").write_text(LARGE)
+    run = _diff(project, "HEAD", "--require-identical")
+    assert run.code == 1 and "0 identical, 1 changed" in _counts(run), run.stdout + run.stderr
 
 
 def test_a_file_outside_the_repository_is_both_sides_input(tmp_path: Path) -> None:
