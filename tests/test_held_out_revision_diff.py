@@ -34,6 +34,24 @@ OUTSIDE = TUNED.replace('(Path(__file__).parent / "tune.json")', '(Path(__file__
 IMPORTS_CONSTS = TUNED.replace('_CONFIGS = json.loads((Path(__file__).parent / "tune.json").read_text())',
                                'import consts\n_CONFIGS = [{"BLOCK": consts.B, "warps": 4}]')
 SLOW = TUNED.replace("import json\n", "import json\nimport time\ntime.sleep(3)\n")
+# A tile size that sends kgate SIGTERM as kgate reads it from the compile worker's answer: a signal that lands while a
+# worker's answer is read, at the same point of every run. kgate is the parent of the workers' fork server.
+STOPS_KGATE = TUNED.replace('_CONFIGS = json.loads((Path(__file__).parent / "tune.json").read_text())', '''\
+import os
+import signal
+
+
+def _kgate():
+    with open(f"/proc/{os.getppid()}/stat") as server:
+        return int(server.read().rsplit(")", 1)[1].split()[1])
+
+
+class _Stops(int):
+    def __reduce__(self):
+        return os.kill, (_kgate(), signal.SIGTERM)
+
+
+_CONFIGS = [{"BLOCK": _Stops(256), "warps": 4}]''')
 # The module reads its configs while a thread of its own waits inside kgate's import recorder (a path it asks about is
 # told only once the configs are read): as a read made while kgate's watcher thread polls its process is.
 BESIDE_A_THREAD = TUNED.replace('_CONFIGS = json.loads((Path(__file__).parent / "tune.json").read_text())', '''\
@@ -363,6 +381,19 @@ def test_a_diff_stopped_by_sigterm_leaves_nothing_and_the_next_is_right(tmp_path
     assert run.returncode != 0 and not _left_worktrees(project) and not _checkouts_left(scratch)
     again = _diff(project, "HEAD")
     assert again.code == 0 and "0 identical, 1 changed" in _counts(again), again.stdout + again.stderr
+
+
+@pytest.mark.parametrize("command", ["check", "diff"])
+def test_a_sigterm_while_kgate_reads_a_workers_answer_stops_it(tmp_path: Path, scratch: Path, command: str) -> None:
+    """The signal stops a diff as it stops a check (143, one line, the checkout removed): it is not taken for an
+    answer the worker garbled, after which the diff went on to compare and report, and exited 0."""
+    project = _repo(tmp_path / "p", {"ops.py": STOPS_KGATE})
+    env = {**GIT_ENV, "TMPDIR": str(scratch)}
+    env.pop("TRITON_INTERPRET", None)
+    run = subprocess.run([sys.executable, "-m", "kgate", command, *(["HEAD"] if command == "diff" else [])],
+                         cwd=project, env=env, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 143 and run.stderr.splitlines()[-1:] == ["kgate: terminated"], run.stdout + run.stderr
+    assert "Traceback" not in run.stderr and not _left_worktrees(project) and not _checkouts_left(scratch)
 
 
 def test_a_diff_stopped_while_its_checkout_is_made(tmp_path: Path, scratch: Path) -> None:
