@@ -434,7 +434,7 @@ def _makes(mode: Any, flags: int, path: str) -> bool:
 
 def _hook(event: str, args: tuple[Any, ...]) -> None:
     rec = _RECORDER
-    if rec is None or rec.where is None or rec.busy or event not in _EVENTS:
+    if event not in _EVENTS or rec is None or rec.where is None or rec.busy:
         return
     rec.busy = True
     try:

@@ -149,9 +149,12 @@ def note_env(name: str) -> None:
         log.env.setdefault(name, env_value(name))
 
 
+_EVENTS = frozenset(("open", "os.listdir", "os.scandir"))
+
+
 def _hook(event: str, args: tuple[Any, ...]) -> None:
     log = _LOG
-    if log is None or log.busy or event not in ("open", "os.listdir", "os.scandir"):
+    if event not in _EVENTS or log is None or log.busy:
         return
     log.busy = True  # the hook's own stat and listing must not be recorded (or recurse)
     try:
