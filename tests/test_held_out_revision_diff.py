@@ -34,6 +34,48 @@ OUTSIDE = TUNED.replace('(Path(__file__).parent / "tune.json")', '(Path(__file__
 IMPORTS_CONSTS = TUNED.replace('_CONFIGS = json.loads((Path(__file__).parent / "tune.json").read_text())',
                                'import consts\n_CONFIGS = [{"BLOCK": consts.B, "warps": 4}]')
 SLOW = TUNED.replace("import json\n", "import json\nimport time\ntime.sleep(3)\n")
+# A tile size that sends kgate SIGTERM as kgate reads it from the compile worker's answer: a signal that lands while a
+# worker's answer is read, at the same point of every run. kgate is the parent of the workers' fork server.
+STOPS_KGATE = TUNED.replace('_CONFIGS = json.loads((Path(__file__).parent / "tune.json").read_text())', '''\
+import os
+import signal
+
+
+def _kgate():
+    with open(f"/proc/{os.getppid()}/stat") as server:
+        return int(server.read().rsplit(")", 1)[1].split()[1])
+
+
+class _Stops(int):
+    def __reduce__(self):
+        return os.kill, (_kgate(), signal.SIGTERM)
+
+
+_CONFIGS = [{"BLOCK": _Stops(256), "warps": 4}]''')
+# The module reads its configs while a thread of its own waits inside kgate's import recorder (a path it asks about is
+# told only once the configs are read): as a read made while kgate's watcher thread polls its process is.
+BESIDE_A_THREAD = TUNED.replace('_CONFIGS = json.loads((Path(__file__).parent / "tune.json").read_text())', '''\
+import os
+import threading
+
+
+class _Told:
+    def __init__(self):
+        self.asked, self.read = threading.Event(), threading.Event()
+
+    def __fspath__(self):
+        self.asked.set()
+        self.read.wait(60)
+        return __file__
+
+
+_told = _Told()
+_looking = threading.Thread(target=os.stat, args=(_told,))
+_looking.start()
+_told.asked.wait(60)
+_CONFIGS = json.loads((Path(__file__).parent / "tune.json").read_text())
+_told.read.set()
+_looking.join()''')
 
 
 def _commit(repo: Path, message: str = "next") -> None:
@@ -144,6 +186,18 @@ def test_a_data_file_deleted_since_the_base(tmp_path: Path) -> None:
     _git(project, "rm", "-q", "tune.json")
     run = _diff(project, "HEAD")
     assert run.code == 0 and "0 identical, 1 changed" in _counts(run), run.stdout + run.stderr
+
+
+def test_a_read_while_another_thread_of_the_import_is_in_the_recorder(tmp_path: Path) -> None:
+    """What the importing thread reads while another thread is inside kgate's import recorder is keyed all the same:
+    a read dropped from the key lets one side be served the other's record (the base's configs for the working
+    tree's), and the changed kernel reads as identical."""
+    project = _repo(tmp_path / "p", {"ops.py": BESIDE_A_THREAD, "tune.json": SMALL})
+    same = _diff(project, "HEAD", "--require-identical")
+    assert same.code == 0 and "1 identical, 0 changed" in _counts(same), same.stdout + same.stderr
+    (project / "tune.json").write_text(LARGE)
+    run = _diff(project, "HEAD", "--require-identical")
+    assert run.code == 1 and "0 identical, 1 changed" in _counts(run), run.stdout + run.stderr
 
 
 def test_a_file_outside_the_repository_is_both_sides_input(tmp_path: Path) -> None:
@@ -327,6 +381,19 @@ def test_a_diff_stopped_by_sigterm_leaves_nothing_and_the_next_is_right(tmp_path
     assert run.returncode != 0 and not _left_worktrees(project) and not _checkouts_left(scratch)
     again = _diff(project, "HEAD")
     assert again.code == 0 and "0 identical, 1 changed" in _counts(again), again.stdout + again.stderr
+
+
+@pytest.mark.parametrize("command", ["check", "diff"])
+def test_a_sigterm_while_kgate_reads_a_workers_answer_stops_it(tmp_path: Path, scratch: Path, command: str) -> None:
+    """The signal stops a diff as it stops a check (143, one line, the checkout removed): it is not taken for an
+    answer the worker garbled, after which the diff went on to compare and report, and exited 0."""
+    project = _repo(tmp_path / "p", {"ops.py": STOPS_KGATE})
+    env = {**GIT_ENV, "TMPDIR": str(scratch)}
+    env.pop("TRITON_INTERPRET", None)
+    run = subprocess.run([sys.executable, "-m", "kgate", command, *(["HEAD"] if command == "diff" else [])],
+                         cwd=project, env=env, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 143 and run.stderr.splitlines()[-1:] == ["kgate: terminated"], run.stdout + run.stderr
+    assert "Traceback" not in run.stderr and not _left_worktrees(project) and not _checkouts_left(scratch)
 
 
 def test_a_diff_stopped_while_its_checkout_is_made(tmp_path: Path, scratch: Path) -> None:

@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import tempfile
 import textwrap
+import threading
 from pathlib import Path
 
 import pytest
@@ -295,6 +296,52 @@ def test_the_run_skips_the_temporary_folders_it_made_not_those_named_like_them()
         shutil.rmtree(made, ignore_errors=True)
         shutil.rmtree(named, ignore_errors=True)
     assert reads.Log([]).wanted(str(made / "kernel.cubin"))  # once removed, it is no longer the run's
+
+
+class _Told:
+    """A path told only when `read` is set: a thread that asks for it waits there."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.asked, self.read = path, threading.Event(), threading.Event()
+
+    def __fspath__(self) -> str:
+        self.asked.set()
+        self.read.wait(60)
+        return str(self.path)
+
+
+@pytest.mark.parametrize("kind", ["a run's", "an import's"])
+def test_a_read_while_another_thread_is_in_the_hook_is_recorded(tmp_path: Path, kind: str,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hooks that record what a run (`kgate.support.reads`) or a kernel module's import
+    (`kgate.compile.import_recorder`) reads stay out of their own way per thread: a read of one thread while another
+    thread is inside the hook (kgate's watcher of its process, polling /proc) is recorded, not taken for the hook's
+    own."""
+    from kgate.compile import import_recorder
+    from kgate.support import reads
+
+    (tmp_path / "other.txt").write_text("other\n")
+    (tmp_path / "tune.json").write_text(SMALL)
+    told = _Told(tmp_path / "other.txt")
+    if kind == "a run's":
+        log = reads.Log([])
+        monkeypatch.setattr(reads, "_LOG", log)
+        hook, recorded = reads._hook, lambda: str(tmp_path / "tune.json") in log.files
+    else:
+        rec = import_recorder.Recorder(())
+        rec.where = import_recorder.View(str(tmp_path), (str(tmp_path),), {}, str(tmp_path))
+        monkeypatch.setattr(import_recorder, "_RECORDER", rec)
+        hook, recorded = import_recorder._hook, lambda: "file:./tune.json" in rec.reads
+    try:
+        inside = threading.Thread(target=hook, args=("open", (told, "r", os.O_RDONLY)))
+        inside.start()
+        assert told.asked.wait(60)  # the other thread is in the hook now
+        hook("open", (str(tmp_path / "tune.json"), "r", os.O_RDONLY))  # as the audit event of a read in this thread
+        told.read.set()
+        inside.join(60)
+    finally:
+        told.read.set()
+    assert recorded()
 
 
 def test_an_unrelated_file_added_beside_the_module_compiles_nothing(tmp_path: Path) -> None:

@@ -13,13 +13,10 @@ import contextlib
 import functools
 import os
 import shutil
-import signal
-import threading
 from collections.abc import Iterator
 from pathlib import Path
-from types import FrameType
 
-from kgate.core.errors import ConfigError, KgateError
+from kgate.core.errors import ConfigError
 from kgate.support import scratch as made_scratch
 from kgate.support import tools
 
@@ -140,22 +137,15 @@ def _default_branch(root: Path) -> str | None:
     return None
 
 
-class _Terminated(KgateError):
-    exit_code = 143
-
-
 @contextlib.contextmanager
 def checkout(root: Path, commit: str) -> Iterator[Path]:
-    """The commit checked out (detached) in a temporary worktree, removed on the way out."""
+    """The commit checked out (detached) in a temporary worktree, removed on the way out.
+
+    A SIGTERM reaches this `finally` through kgate's own handler (`kgate.support.interrupts`), as SIGINT does: an
+    interrupt, which nothing on the way takes for an error of its own (the pool takes an ordinary exception raised as
+    it reads a worker's answer for an answer it cannot read, and goes on), and which the run's exit code reports."""
     scratch = made_scratch.make(CHECKOUT_PREFIX)
     tree = scratch / "tree"
-    previous = None
-
-    def terminated(signum: int, frame: FrameType | None) -> None:
-        raise _Terminated("terminated")
-
-    if threading.current_thread() is threading.main_thread():
-        previous = signal.signal(signal.SIGTERM, terminated)
     made: list[tuple[Path, Path]] = []  # (repository, worktree) of every checkout made, the base's first
     try:
         _worktree(root, tree, commit, made)
@@ -169,8 +159,6 @@ def checkout(root: Path, commit: str) -> Iterator[Path]:
         shutil.rmtree(scratch, ignore_errors=True)
         made_scratch.forget(scratch)
         _git(root, "worktree", "prune", check=False)
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
 
 
 def _worktree(repo: Path, folder: Path, commit: str, made: list[tuple[Path, Path]]) -> None:

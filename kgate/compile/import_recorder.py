@@ -43,17 +43,21 @@ from kgate.compile.import_reads import (
     value,
 )
 from kgate.compile.sides import checked_out, of_the_working_tree, on_this_side
+from kgate.support.perthread import PerThreadFlag
 
 
 class Recorder:
     """The reads of the imports a worker runs, name -> value when first read, over all its tasks (a module one
     task imported serves the next: its reads stay this worker's)."""
 
+    # Set while the recorder itself reads (its hook, a wrapper's note): what it reads then is not the import's. Each
+    # thread's own: a read the import makes in one thread while kgate's watcher thread is in the hook is recorded.
+    busy = PerThreadFlag()
+
     def __init__(self, skip: tuple[str, ...]) -> None:
         self.reads: Reads = {}
         self.skip = skip  # prefixes never read as inputs: kgate's cache, the standard library, kgate, /proc
         self.where: View | None = None
-        self.busy = False
         self.depth = 0
         self.written: set[str] = set()  # variables the project set itself before reading them
         self.made: set[str] = set()  # files the import made or emptied before reading them: its output, no input
@@ -430,7 +434,7 @@ def _makes(mode: Any, flags: int, path: str) -> bool:
 
 def _hook(event: str, args: tuple[Any, ...]) -> None:
     rec = _RECORDER
-    if rec is None or rec.where is None or rec.busy or event not in _EVENTS:
+    if event not in _EVENTS or rec is None or rec.where is None or rec.busy:
         return
     rec.busy = True
     try:

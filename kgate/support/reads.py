@@ -29,6 +29,7 @@ from typing import Any
 
 from kgate.support import scratch
 from kgate.support.filestat import path_state
+from kgate.support.perthread import PerThreadFlag
 
 
 def listing(folder: str, ignored: list[str]) -> list[str] | None:
@@ -44,6 +45,10 @@ def listing(folder: str, ignored: list[str]) -> list[str] | None:
 class Log:
     """Files (path -> state) and folders (path -> [names, names left out]) read, and where not to look."""
 
+    # Set while the hook takes a read's state (its own stat and listing are not reads); each thread's own, so that a
+    # read in one thread while another is in the hook is recorded all the same.
+    busy = PerThreadFlag()
+
     def __init__(self, skip: list[str], listed: Container[str] = ()) -> None:
         self.files: dict[str, list[int] | None] = {}
         self.dirs: dict[str, list[list[str]]] = {}
@@ -57,7 +62,6 @@ class Log:
         prefixes |= {os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "/proc", "/dev", "/sys"}
         self.prefixes = tuple(sorted(p.rstrip(os.sep) + os.sep for p in prefixes))
         self.env: dict[str, str | None] = {}  # variables the imports of kernel modules looked up (`note_env`)
-        self.busy = False
         self.broken = False  # a read the hook failed to record: this run must not be replayed
 
     def wanted(self, path: str) -> bool:
@@ -145,9 +149,12 @@ def note_env(name: str) -> None:
         log.env.setdefault(name, env_value(name))
 
 
+_EVENTS = frozenset(("open", "os.listdir", "os.scandir"))
+
+
 def _hook(event: str, args: tuple[Any, ...]) -> None:
     log = _LOG
-    if log is None or log.busy or event not in ("open", "os.listdir", "os.scandir"):
+    if event not in _EVENTS or log is None or log.busy:
         return
     log.busy = True  # the hook's own stat and listing must not be recorded (or recurse)
     try:
