@@ -31,6 +31,7 @@ DIVIDERS = frozenset({"cdiv", "ceil_div", "ceildiv", "div_up", "divup", "ceil_di
 SAME = frozenset({"int", "abs", "float", "round", "ceil", "floor", "index"})
 
 # A weight, a bias, a scale, or its gradient, by the tensor's name (numbered too: an expert layer's `w1`, `w13`).
+_POOL = re.compile(r"(?i)(?:^|_)pools?(?:_|$)")
 _WEIGHT = re.compile(r"(?i)^(d?w\d*|d?w\d*_.*|.*weight.*|.*_w|d?bias|db|(.*_)?scales?(_.*)?)$")
 
 # What a device reports about itself (fixed per machine): an attribute or a function by its last name.
@@ -155,8 +156,13 @@ def dimension(index: int | None, why: Why) -> Verdict:
     return Verdict(UNKNOWN)
 
 def is_weight(tensor: ast.expr | None) -> bool:
+    """Whether a tensor's name says the built model or the server fixes its sizes: a weight, a bias or a scale, or a
+    pool (`state_pool`, `kv_pool`: slots allocated at start-up that requests index into)."""
     name = py.dotted(tensor) if tensor is not None else None
-    return name is not None and bool(_WEIGHT.match(name.rsplit(".", 1)[-1]))
+    if name is None:
+        return False
+    last = name.rsplit(".", 1)[-1]
+    return bool(_WEIGHT.match(last)) or bool(_POOL.search(last))
 
 def integer(node: ast.expr | None, constants: dict[str, ast.expr], depth: int = 0) -> int | None:
     """An integer literal, a module constant holding one, or a product or power of those."""

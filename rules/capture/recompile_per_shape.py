@@ -100,7 +100,9 @@ debug else 0` with `debug = os.environ.get("X_DEBUG", "0") != "0"`, read as
 a process that sets nothing reads it: a debug bound is 0 in production; a
 switch on unless the environment turns it off passes the size), and the dimensions of a tensor the
 built model fixes are model dimensions (a weight, a bias or a scale,
-numbered as an expert layer's `w1` and `w13` are; a parameter, a buffer
+numbered as an expert layer's `w1` and `w13` are; a pool by its name,
+`state_pool` or `kv_pool`, whose slots the server allocates at start-up,
+not `pooled`; a parameter, a buffer
 or a start-up table of the module, or an attribute of an object reached
 from one, such as `cache.conv[0]` after `cache =
 self.pool.layer_cache(layer.layer_id)`; such as
