@@ -26,6 +26,7 @@ from kgate.collect.cpp_constants import Constants
 from kgate.collect.cpp_statements import function_body
 from kgate.collect.cpp_text import balanced, line_of, may_launch, shared_blank, split_arguments, without_disabled
 from kgate.collect.cuda_names import base_name
+from kgate.collect.smem_expressions import CompilerSize, for_compiler
 
 _LAUNCH_EX = re.compile(r"\bcudaLaunchKernelExC?\s*(?:<[^;()]*>\s*)?\(")
 # The runtime's launch with its arguments in an array: `cudaLaunchKernel(kernel, grid, block, args, bytes, stream)`,
@@ -60,6 +61,9 @@ class SmemSite:
     bytes: int
     via: str
     scope: str | None = None  # the namespaces or class written before the kernel ("big" of `big::k`), if any
+    # A size the file does not settle and the compiler may (`sizeof(typename K::SharedStorage)`): `bytes` is 0
+    # until a compile of the kernel's file evaluates it for one instantiation (`kgate.compile.cuda_probe`).
+    compiler: CompilerSize | None = None
 
 
 _SET_ATTRIBUTE = "cudaFuncSetAttribute"
@@ -68,10 +72,11 @@ _DYNAMIC_BYTES = re.compile(r"\.?\bdynamicSmemBytes\s*=\s*([^;,{}]+)")
 
 
 def smem_sites(text: str, path: str, kernels: set[str], headers: tuple[str, ...] = (),
-               given: dict[str, str] | None = None) -> list[SmemSite]:
+               given: dict[str, str] | None = None, *, compiler: bool = False) -> list[SmemSite]:
     """The sites in one file's text that give a kernel of the project (`kernels`: their identifiers) a settled
     amount of dynamic shared memory; `headers`: the texts of the project headers the file includes, whose
-    constants its sizes may name; `given`: the macros its compile's flags define (`-DSMEM=98304`)."""
+    constants its sizes may name; `given`: the macros its compile's flags define (`-DSMEM=98304`). `compiler`:
+    also those whose size the compiler may settle (`bytes` 0, and `compiler` says what to evaluate)."""
     if not may_launch(text) and _SET_ATTRIBUTE not in text and "cudaLaunch" not in text:
         return []
     code = without_disabled(shared_blank(text).code)  # a launch under `#if 0` is never compiled
@@ -86,36 +91,47 @@ def smem_sites(text: str, path: str, kernels: set[str], headers: tuple[str, ...]
         launched = _launched_kernels(code, match.start(), kernels, defined)
         if len(config) < 3 or not launched:
             continue
-        size = constants.value(config[2], match.start())
-        if size is not None and size > 0:
-            sites.extend(SmemSite(path, line_of(code, at), name, template, size, "<<<>>>", scope)
+        size = _size(constants, code, config[2], match.start(), compiler)
+        if size is not None:
+            sites.extend(SmemSite(path, line_of(code, at), name, template, *size[:1], "<<<>>>", scope, size[1])
                          for name, template, scope, at in launched)
     for match in re.finditer(r"\b" + _SET_ATTRIBUTE + r"\s*(?:<[^;()]*>\s*)?\(", code):
         args = split_arguments(_joined(code[match.end():balanced(code, match.end() - 1) - 1]))
         if len(args) != 3 or _MAX_DYNAMIC not in args[1]:
             continue
-        size = constants.value(args[2], match.start())
-        if size is not None and size > 0:
-            sites.extend(SmemSite(path, line_of(code, match.start()), *named[:2], size, _SET_ATTRIBUTE, named[2])
-                         for named in _kernels_passed(args[0], code, match.start(), kernels, defined))
+        size = _size(constants, code, args[2], match.start(), compiler)
+        if size is not None:
+            sites.extend(SmemSite(path, line_of(code, match.start()), *named[:2], size[0], _SET_ATTRIBUTE, named[2],
+                                  size[1]) for named in _kernels_passed(args[0], code, match.start(), kernels, defined))
     for match in _LAUNCH_EX.finditer(code):
         open_paren = match.end() - 1
         args = split_arguments(_joined(code[open_paren + 1:balanced(code, open_paren) - 1]))
         passed = _kernels_passed(args[1], code, match.start(), kernels, defined) if len(args) >= 2 else []
         configured = _configured_bytes(code, args[0], match.start()) if passed else None
-        size = constants.value(*configured) if configured is not None else None
-        if size is not None and size > 0:
-            sites.extend(SmemSite(path, line_of(code, match.start()), *named[:2], size, "cudaLaunchKernelEx",
-                                  named[2]) for named in passed)
+        size = _size(constants, code, *configured, compiler) if configured is not None else None
+        if size is not None:
+            sites.extend(SmemSite(path, line_of(code, match.start()), *named[:2], size[0], "cudaLaunchKernelEx",
+                                  named[2], size[1]) for named in passed)
     for match in _LAUNCH_PLAIN.finditer(code):  # `cudaLaunchKernel(kernel, grid, block, args, bytes, stream)`
         open_paren = match.end() - 1
         args = split_arguments(_joined(code[open_paren + 1:balanced(code, open_paren) - 1]))
         passed = _kernels_passed(args[0], code, match.start(), kernels, defined) if len(args) >= 5 else []
-        size = constants.value(args[4], match.start()) if passed else None
-        if size is not None and size > 0:
-            sites.extend(SmemSite(path, line_of(code, match.start()), *named[:2], size, match.group("via"), named[2])
-                         for named in passed)
+        size = _size(constants, code, args[4], match.start(), compiler) if passed else None
+        if size is not None:
+            sites.extend(SmemSite(path, line_of(code, match.start()), *named[:2], size[0], match.group("via"),
+                                  named[2], size[1]) for named in passed)
     return sites
+
+
+def _size(constants: Constants, code: str, expression: str, at: int, compiler: bool
+          ) -> tuple[int, CompilerSize | None] | None:
+    """The bytes a site's size settles to (more than 0), or (with `compiler`) 0 and the size as the compiler may
+    evaluate it (`kgate.collect.smem_expressions`); None for neither (a size only the run knows)."""
+    value = constants.value(expression, at)
+    if value is not None:
+        return (value, None) if value > 0 else None
+    evaluated = for_compiler(code, expression, at, constants) if compiler else None
+    return (0, evaluated) if evaluated is not None else None
 
 
 def _configured_bytes(code: str, config: str, position: int) -> tuple[str, int] | None:
@@ -358,11 +374,18 @@ def pdl_launched(display: str, sites: list[LaunchSite], instantiations: dict[str
 
 
 def largest_smem(display: str, sites: list[SmemSite], instantiations: dict[str, set[str]]) -> SmemSite | None:
-    """Of the sites that give a compiled kernel dynamic shared memory (`applies`), the one that gives the most."""
+    """Of the sites that give a compiled kernel a number of bytes of dynamic shared memory (`applies`), the one
+    that gives the most."""
+    found = [site for site in smem_of(display, sites, instantiations) if site.bytes > 0]
+    return max(found, key=lambda site: (site.bytes, site.path, -site.line), default=None)
+
+
+def smem_of(display: str, sites: list[SmemSite], instantiations: dict[str, set[str]]) -> list[SmemSite]:
+    """The sites that give a compiled kernel (shown as `display`) dynamic shared memory (`applies`);
+    `instantiations`: the template arguments of each kernel template's compiled instantiations, by identifier."""
     base, template = base_name(display), _template_of(display)
     known = instantiations.get(base, set())
-    found = [site for site in sites if applies(site, base, template, known, display)]
-    return max(found, key=lambda site: (site.bytes, site.path, -site.line), default=None)
+    return [site for site in sites if applies(site, base, template, known, display)]
 
 
 def applies(site: LaunchSite | SmemSite, base: str, template: str | None, known: set[str], display: str = "") -> bool:

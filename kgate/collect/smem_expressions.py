@@ -1,0 +1,175 @@
+"""A launch's dynamic shared memory that the file does not settle to a number but the compiler can: `sizeof` of a
+type (`sizeof(typename Kernel::SharedStorage)`), a type's constant (`GemmKernel::SharedStorageSize`), arithmetic
+over them, as CUTLASS's adapter and code written like it size `extern __shared__` storage.
+
+Two halves. Where a site is read (`for_compiler`): the size's text, each local of the function around the site
+replaced by its value's text (`kgate.collect.cpp_constants.Constants.expanded`), the namespaces the site lies in,
+and the names in it that only the site's own scope knows (a template's parameters, a class's members, a function's
+parameters and locals: `hidden`). Where a compiled kernel is known (`instance_size`): the size as one instantiation
+gives it, each name the site writes as the kernel's template argument (`device_kernel<Op>`) replaced by the
+instantiation's argument (`device_kernel<user::Copy>`: `Op` is `user::Copy`), with the kernel spelled the same way.
+The compiler then evaluates it in those namespaces (`kgate.compile.cuda_probe`), and checks that the kernel spelled
+is the compiled one. A size with a hidden name the kernel's arguments do not give is none: its name would mean
+another thing away from the site.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from kgate.collect.cpp_constants import Constants
+from kgate.collect.cpp_statements import NAMESPACE_HEAD, head
+from kgate.collect.cpp_text import balanced, macro_lines, split_arguments
+from kgate.collect.cuda_names import ANONYMOUS, short_name
+
+
+@dataclass(frozen=True)
+class CompilerSize:
+    """A size for the compiler: `expression` evaluated in `namespace` (its names from the outermost; "" for an
+    anonymous one), where `hidden` are the names it uses that the site's scope alone declares."""
+
+    expression: str
+    namespace: tuple[str, ...]
+    hidden: tuple[str, ...]
+
+
+_NAME = re.compile(r"(?<![\w.])[A-Za-z_]\w*")
+# C++'s words a size may hold that name nothing of the program.
+_WORDS = frozenset({
+    "sizeof", "alignof", "__alignof__", "typename", "template", "const", "volatile", "unsigned", "signed", "int", "long",
+    "short", "char", "bool", "float", "double", "void", "true", "false", "nullptr", "static_cast", "decltype", "auto",
+    "struct", "class", "union", "enum",
+})
+# A name a declaration introduces: after a type (a word that is not one of these, or `>`, `*`, `&`, `...`) and
+# before what follows a declared name (`=`, `;`, `{`, `(`, `[`, `,`, `)`, `>`, a single `:`). Over-reads (a
+# function's name, a bit-field's), which only makes a size more often left to the run.
+_NOT_TYPES = ("return|sizeof|alignof|case|new|delete|throw|else|do|goto|typename|template|operator|decltype|namespace|"
+              "co_return|co_yield|static_assert|and|or|not|if|while|switch")
+_DECLARES = re.compile(r"(?:(?<![\w.])(?!(?:" + _NOT_TYPES + r")\b)[A-Za-z_]\w*|[>*&.])\s*(?P<name>[A-Za-z_]\w*)\s*"
+                       r"(?=[=;{(\[,)>]|:(?!:))")
+# A class with a base (whose members the text does not show): `struct K : Base<T> {`.
+_BASES = re.compile(r"\b(?:struct|class|union)\b(?:[^:;{}]|::)*:(?!:)")
+_CLASS = re.compile(r"\b(?:struct|class|union)\b[^;{}()]*$")
+_NAMESPACE_NAME = re.compile(r"namespace\s*([\w:]*)\s*$")
+# What a demangled template argument shows that no source can write: a lambda's or an unnamed type's name, an ABI
+# tag, a digest standing for arguments too long to demangle (`kgate.collect.cuda_names.short_name`).
+_UNSPELLABLE = re.compile(r"[{}'$#\[]|\(anonymous namespace\)")
+
+
+def for_compiler(code: str, expression: str, at: int, constants: Constants) -> CompilerSize | None:
+    """The size `expression` at offset `at` of `code` (blanked) as the compiler may evaluate it away from the site;
+    None where no name in it is for the compiler (plain arithmetic the file would have settled) or a local's value
+    is not one text (`Constants.expanded`)."""
+    text = constants.expanded(expression, at)
+    if text is None or "kgate_" in text or re.search(r"[;{}\"']|\bthis\b", text):
+        return None
+    names = sorted({m.group(0) for m in _NAME.finditer(text) if m.group(0) not in _WORDS and not _qualified(
+        text, m.start())})
+    if not names:
+        return None
+    namespace, declaration, opaque = _scope(code, at)
+    declared = _declared(code[declaration[0]:declaration[1]]) if declaration != (0, 0) else frozenset()
+    hidden = names if opaque or _in_macro(code, at) else [name for name in names if name in declared]
+    return CompilerSize(text, namespace, tuple(hidden))
+
+
+def _qualified(text: str, at: int) -> bool:
+    return text[:at].rstrip().endswith(("::", ".", "->"))
+
+
+def _scope(code: str, at: int) -> tuple[tuple[str, ...], tuple[int, int], bool]:
+    """The namespaces around `at`, the span of the outermost declaration around it that is not a namespace (a class
+    or a function with its template head: (0, 0) at namespace scope), and whether a name of its scope may be one
+    the text does not show (a class with a base; a member function defined outside its class)."""
+    opens: list[int] = []
+    for match in re.finditer(r"[{}]", code[:at]):
+        if match.group() == "{":
+            opens.append(match.start())
+        elif opens:
+            opens.pop()
+    namespace: list[str] = []
+    declaration = (0, 0)
+    opaque = False
+    for opening in opens:
+        before = code[max(0, opening - 200):opening]
+        if declaration == (0, 0) and NAMESPACE_HEAD.search(before):
+            named = _NAMESPACE_NAME.search(before)
+            if named is not None:  # `extern "C" {` opens none
+                namespace += named.group(1).split("::") if named.group(1) else [""]
+            continue
+        start = max(code.rfind(mark, 0, opening) for mark in ";{}") + 1
+        if declaration == (0, 0):
+            declaration = (start, balanced(code, opening, "{", "}"))
+        if _CLASS.search(code, start, opening):
+            opaque = opaque or _BASES.search(code, start, opening) is not None
+            continue
+        kind, name_at, _name = head(code, opening)
+        opaque = opaque or (kind == "function" and code[:name_at].rstrip().endswith("::"))
+    return tuple(namespace), declaration, opaque
+
+
+def _declared(text: str) -> frozenset[str]:
+    return frozenset(m.group("name") for m in _DECLARES.finditer(text))
+
+
+def _in_macro(code: str, at: int) -> bool:
+    """Whether `at` lies in a `#define`: its names are those of the macro's uses, wherever they are."""
+    return code.count("\n", 0, at) + 1 in macro_lines(code)
+
+
+@dataclass(frozen=True)
+class InstanceSize:
+    """What the compiler is asked for one compiled kernel: `expression` evaluated in `namespace`, where `kernel`
+    spells the kernel launched (`&kernel` must be the compiled `symbol`)."""
+
+    namespace: tuple[str, ...]
+    expression: str
+    kernel: str
+    symbol: str
+
+
+def instance_size(size: CompilerSize, kernel: str, scope: str | None, template: str | None,
+                  symbol: str) -> InstanceSize | None:
+    """The size a site gives the kernel compiled as `symbol` (its PTX entry): the site names it as `scope::kernel`
+    with the template arguments `template` (as written, without spaces; None: none written). Each argument the
+    site writes as a plain name stands for the instantiation's argument in its place, in the size and in the
+    kernel's spelling; None where the instantiation's arguments cannot be written as C++ (a lambda's type, a
+    name too long to demangle) or a hidden name of the size is none of those."""
+    arguments = _instance_arguments(symbol)
+    if arguments is None:
+        return None
+    written = split_arguments(template[1:-1]) if template else []  # none written: the compiled ones are spelled
+    if len(written) > len(arguments):
+        return None
+    given = {name: value for name, value in zip(written, arguments) if re.fullmatch(r"[A-Za-z_]\w*", name)}
+    if any(name not in given for name in size.hidden):
+        return None
+    expression = _replaced(size.expression, given)
+    shown = [_replaced(arg, given) for arg in written] if written else arguments
+    spelled = f"{scope}::{kernel}" if scope else kernel
+    if shown:
+        spelled += "< " + " , ".join(shown) + " >"
+    return InstanceSize(size.namespace, expression, spelled, symbol)
+
+
+def _instance_arguments(symbol: str) -> list[str] | None:
+    """The template arguments of the kernel compiled as `symbol`, as C++ may write them in its file ([] for a
+    kernel that is no template); None where the demangled name cannot be written so."""
+    name = short_name(symbol)
+    head_end = name.find("<")
+    if head_end < 0:
+        return [] if symbol != name or not symbol.startswith("_Z") else None
+    if not name.endswith(">"):
+        return None
+    arguments = name[head_end + 1:-1].replace(ANONYMOUS, "")  # the file's own anonymous namespace: seen unnamed
+    if _UNSPELLABLE.search(arguments):
+        return None
+    return split_arguments(arguments)
+
+
+def _replaced(text: str, given: dict[str, str]) -> str:
+    """`text` with each unqualified name of `given` replaced by its value (spaced, so that `a-N` stays a
+    subtraction when `N` is `-1`)."""
+    return _NAME.sub(lambda m: f" {given[m.group(0)]} " if m.group(0) in given and not _qualified(
+        text, m.start()) else m.group(0), text)
