@@ -56,7 +56,9 @@ _TESTED = re.compile(r"^[ \t]*#[ \t]*(?:ifn?def[ \t]+(?P<name>[A-Za-z_]\w*)|(?:e
                      re.MULTILINE)
 _DEFINED_TEST = re.compile(r"\bdefined\s*\(?\s*([A-Za-z_]\w*)")
 _ENUM = re.compile(r"\benum\b(?:\s+(?:class|struct)\b)?[\w\s:]*\{")
-_SCOPE_HEAD = re.compile(r"\b(?:namespace|struct|class|union|enum)\b|\bextern\s*\"")
+# What opens a block that is not a scope of its own: `namespace`, a class (`struct K : Base {`), `extern "C"`; not a
+# function whose template's parameters say `class` (`template <class T> void f(int n) {`).
+_SCOPE_HEAD = re.compile(r"\b(?:namespace|struct|class|union|enum)\b[^;{}()]*$|\bextern\s*\"")
 _SIZEOF = re.compile(r"\bsizeof\s*\(\s*([A-Za-z_][\w:\s]*?)\s*\)")
 # A qualified name's qualifiers (`Cfg::kSmem`, `::kSmem`): the name is looked up as written after them.
 _QUALIFIED = re.compile(r"(?:(?<![\w:])::\s*(?:[A-Za-z_]\w*\s*::\s*)*|(?:\b[A-Za-z_]\w*\s*::\s*)+)(?=[A-Za-z_])")

@@ -20,13 +20,14 @@ passes, or the `sharedMem` argument of a `cudaLaunchKernel` (or `cudaLaunchCoope
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kgate.collect.cpp_constants import Constants
 from kgate.collect.cpp_statements import function_body
 from kgate.collect.cpp_text import balanced, line_of, may_launch, shared_blank, split_arguments, without_disabled
 from kgate.collect.cuda_names import base_name
-from kgate.collect.smem_expressions import CompilerSize, for_compiler
+from kgate.collect.smem_expressions import CompilerSize, CompilerSizes, given_by
 
 _LAUNCH_EX = re.compile(r"\bcudaLaunchKernelExC?\s*(?:<[^;()]*>\s*)?\(")
 # The runtime's launch with its arguments in an array: `cudaLaunchKernel(kernel, grid, block, args, bytes, stream)`,
@@ -82,6 +83,7 @@ def smem_sites(text: str, path: str, kernels: set[str], headers: tuple[str, ...]
     code = without_disabled(shared_blank(text).code)  # a launch under `#if 0` is never compiled
     constants = Constants(lambda: [*(without_disabled(shared_blank(h).code) for h in headers), code], given)
     defined = namespaces(code, *headers)
+    size = _Sizes(path, code, constants, compiler)
     sites: list[SmemSite] = []
     for match in re.finditer(r"<<<", code):
         close = code.find(">>>", match.end())
@@ -91,47 +93,57 @@ def smem_sites(text: str, path: str, kernels: set[str], headers: tuple[str, ...]
         launched = _launched_kernels(code, match.start(), kernels, defined)
         if len(config) < 3 or not launched:
             continue
-        size = _size(constants, code, config[2], match.start(), compiler)
-        if size is not None:
-            sites.extend(SmemSite(path, line_of(code, at), name, template, *size[:1], "<<<>>>", scope, size[1])
-                         for name, template, scope, at in launched)
+        sites += size.sites(config[2], match.start(), "<<<>>>", launched)
     for match in re.finditer(r"\b" + _SET_ATTRIBUTE + r"\s*(?:<[^;()]*>\s*)?\(", code):
         args = split_arguments(_joined(code[match.end():balanced(code, match.end() - 1) - 1]))
         if len(args) != 3 or _MAX_DYNAMIC not in args[1]:
             continue
-        size = _size(constants, code, args[2], match.start(), compiler)
-        if size is not None:
-            sites.extend(SmemSite(path, line_of(code, match.start()), *named[:2], size[0], _SET_ATTRIBUTE, named[2],
-                                  size[1]) for named in _kernels_passed(args[0], code, match.start(), kernels, defined))
+        passed = _kernels_passed(args[0], code, match.start(), kernels, defined)
+        sites += size.sites(args[2], match.start(), _SET_ATTRIBUTE, [(*named, None) for named in passed])
     for match in _LAUNCH_EX.finditer(code):
         open_paren = match.end() - 1
         args = split_arguments(_joined(code[open_paren + 1:balanced(code, open_paren) - 1]))
         passed = _kernels_passed(args[1], code, match.start(), kernels, defined) if len(args) >= 2 else []
         configured = _configured_bytes(code, args[0], match.start()) if passed else None
-        size = _size(constants, code, *configured, compiler) if configured is not None else None
-        if size is not None:
-            sites.extend(SmemSite(path, line_of(code, match.start()), *named[:2], size[0], "cudaLaunchKernelEx",
-                                  named[2], size[1]) for named in passed)
+        if configured is not None:
+            sites += size.sites(configured[0], match.start(), "cudaLaunchKernelEx", [(*named, None) for named in passed],
+                                at=configured[1])
     for match in _LAUNCH_PLAIN.finditer(code):  # `cudaLaunchKernel(kernel, grid, block, args, bytes, stream)`
         open_paren = match.end() - 1
         args = split_arguments(_joined(code[open_paren + 1:balanced(code, open_paren) - 1]))
         passed = _kernels_passed(args[0], code, match.start(), kernels, defined) if len(args) >= 5 else []
-        size = _size(constants, code, args[4], match.start(), compiler) if passed else None
-        if size is not None:
-            sites.extend(SmemSite(path, line_of(code, match.start()), *named[:2], size[0], match.group("via"),
-                                  named[2], size[1]) for named in passed)
+        if passed:
+            sites += size.sites(args[4], match.start(), match.group("via"), [(*named, None) for named in passed])
     return sites
 
 
-def _size(constants: Constants, code: str, expression: str, at: int, compiler: bool
-          ) -> tuple[int, CompilerSize | None] | None:
-    """The bytes a site's size settles to (more than 0), or (with `compiler`) 0 and the size as the compiler may
-    evaluate it (`kgate.collect.smem_expressions`); None for neither (a size only the run knows)."""
-    value = constants.value(expression, at)
-    if value is not None:
-        return (value, None) if value > 0 else None
-    evaluated = for_compiler(code, expression, at, constants) if compiler else None
-    return (0, evaluated) if evaluated is not None else None
+class _Sizes:
+    """The sizes of one file's sites: a number the file settles (more than 0), or, with `compiler`, what the
+    compiler may evaluate (`kgate.collect.smem_expressions`) where a kernel's instantiations may give each name
+    only the site's scope knows."""
+
+    def __init__(self, path: str, code: str, constants: Constants, compiler: bool) -> None:
+        self.path, self.code, self.constants = path, code, constants
+        self.compiler = CompilerSizes(code, constants) if compiler else None
+
+    def sites(self, expression: str, position: int, via: str,
+              kernels: Sequence[tuple[str, str | None, str | None, int | None]], at: int | None = None
+              ) -> list[SmemSite]:
+        """The sites a size `expression` (at offset `at`, else `position`) gives `kernels` (identifier, template
+        arguments, namespace written, and the offset of the site's line where not `position`)."""
+        at = position if at is None else at
+        value = self.constants.value(expression, at) if kernels else None
+        if value is not None:
+            return [SmemSite(self.path, self._line(own, position), name, template, value, via, scope)
+                    for name, template, scope, own in kernels] if value > 0 else []
+        evaluated = self.compiler.of(expression, at) if self.compiler is not None and kernels else None
+        if evaluated is None:
+            return []
+        return [SmemSite(self.path, self._line(own, position), name, template, 0, via, scope, evaluated)
+                for name, template, scope, own in kernels if given_by(evaluated, template)]
+
+    def _line(self, own: int | None, position: int) -> int:
+        return line_of(self.code, position if own is None else own)
 
 
 def _configured_bytes(code: str, config: str, position: int) -> tuple[str, int] | None:

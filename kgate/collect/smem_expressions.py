@@ -27,11 +27,14 @@ from kgate.collect.cuda_names import ANONYMOUS, short_name
 @dataclass(frozen=True)
 class CompilerSize:
     """A size for the compiler: `expression` evaluated in `namespace` (its names from the outermost; "" for an
-    anonymous one), where `hidden` are the names it uses that the site's scope alone declares."""
+    anonymous one), where `hidden` are the names it uses that the site's scope may declare, and `declared` the names
+    the site's scope does declare (its templates' parameters, its class's members, its function's locals): the
+    names of a kernel's template arguments that may stand for another type in each instantiation."""
 
     expression: str
     namespace: tuple[str, ...]
     hidden: tuple[str, ...]
+    declared: frozenset[str] = frozenset()
 
 
 _NAME = re.compile(r"(?<![\w.])[A-Za-z_]\w*")
@@ -46,7 +49,7 @@ _WORDS = frozenset({
 # function's name, a bit-field's), which only makes a size more often left to the run.
 _NOT_TYPES = ("return|sizeof|alignof|case|new|delete|throw|else|do|goto|typename|template|operator|decltype|namespace|"
               "co_return|co_yield|static_assert|and|or|not|if|while|switch")
-_DECLARES = re.compile(r"(?:(?<![\w.])(?!(?:" + _NOT_TYPES + r")\b)[A-Za-z_]\w*|[>*&.])\s*(?P<name>[A-Za-z_]\w*)\s*"
+_DECLARES = re.compile(r"(?:(?<![\w.])(?!(?:" + _NOT_TYPES + r")\b)[A-Za-z_]\w*\b|[>*&.])\s*(?P<name>[A-Za-z_]\w*)\b\s*"
                        r"(?=[=;{(\[,)>]|:(?!:))")
 # A class with a base (whose members the text does not show): `struct K : Base<T> {`.
 _BASES = re.compile(r"\b(?:struct|class|union)\b(?:[^:;{}]|::)*:(?!:)")
@@ -57,65 +60,106 @@ _NAMESPACE_NAME = re.compile(r"namespace\s*([\w:]*)\s*$")
 _UNSPELLABLE = re.compile(r"[{}'$#\[]|\(anonymous namespace\)")
 
 
-def for_compiler(code: str, expression: str, at: int, constants: Constants) -> CompilerSize | None:
-    """The size `expression` at offset `at` of `code` (blanked) as the compiler may evaluate it away from the site;
-    None where no name in it is for the compiler (plain arithmetic the file would have settled) or a local's value
-    is not one text (`Constants.expanded`)."""
-    text = constants.expanded(expression, at)
-    if text is None or "kgate_" in text or re.search(r"[;{}\"']|\bthis\b", text):
-        return None
-    names = sorted({m.group(0) for m in _NAME.finditer(text) if m.group(0) not in _WORDS and not _qualified(
-        text, m.start())})
-    if not names:
-        return None
-    namespace, declaration, opaque = _scope(code, at)
-    declared = _declared(code[declaration[0]:declaration[1]]) if declaration != (0, 0) else frozenset()
-    hidden = names if opaque or _in_macro(code, at) else [name for name in names if name in declared]
-    return CompilerSize(text, namespace, tuple(hidden))
+class CompilerSizes:
+    """The sizes of one file's sites as the compiler may evaluate them away from the site (`of`). Asked in the
+    order of the sites (each kind of site in turn), the file's braces are scanned once per kind: a generated file
+    of thousands of launches is not scanned again for each."""
+
+    def __init__(self, code: str, constants: Constants) -> None:
+        self.code = code  # blanked, without the lines under `#if 0`
+        self.constants = constants
+        self.opens: list[int] = []  # the braces open at `scanned`
+        self.scanned = 0
+        self.heads: dict[int, tuple[str, str | None, bool]] = {}  # brace -> what it opens (`_head`)
+        self.declared: dict[int, frozenset[str]] = {}  # declaration's start -> the names it declares
+        self._macros: frozenset[int] | None = None
+
+    def of(self, expression: str, at: int) -> CompilerSize | None:
+        """`expression` at offset `at` as the compiler may evaluate it; None where no name in it is for the compiler
+        (plain arithmetic the file would have settled) or a local's value is not one text (`Constants.expanded`)."""
+        text = self.constants.expanded(expression, at)
+        if text is None or "kgate_" in text or re.search(r"[;{}\"']|\bthis\b", text):
+            return None
+        names = sorted({m.group(0) for m in _NAME.finditer(text) if m.group(0) not in _WORDS and not _qualified(
+            text, m.start())})
+        if not names:
+            return None
+        namespace, start, opaque = self._scope(at)
+        declared = self._declared(start) if start is not None else frozenset()
+        hidden = names if opaque or self._in_macro(at) else [name for name in names if name in declared]
+        return CompilerSize(text, namespace, tuple(hidden), declared - _WORDS)
+
+    def _scope(self, at: int) -> tuple[tuple[str, ...], int | None, bool]:
+        """The namespaces around `at`, the opening brace of the outermost declaration around it that is not a
+        namespace (a class, or a function; None at namespace scope), and whether a name of its scope may be one the
+        text does not show (a class with a base; a member function defined outside its class)."""
+        if at < self.scanned:
+            self.opens, self.scanned = [], 0
+        for match in _BRACES.finditer(self.code, self.scanned, at):
+            if match.group() == "{":
+                self.opens.append(match.start())
+            elif self.opens:
+                self.opens.pop()
+        self.scanned = at
+        namespace: list[str] = []
+        outermost: int | None = None
+        opaque = False
+        for opening in self.opens:
+            kind, name, hides = self._head(opening)
+            if kind == "namespace" and outermost is None:
+                namespace += name.split("::") if name else [""]
+            elif kind != "extern":
+                outermost = opening if outermost is None else outermost
+                opaque = opaque or hides
+        return tuple(namespace), outermost, opaque
+
+    def _head(self, opening: int) -> tuple[str, str | None, bool]:
+        """What the brace at `opening` opens ("namespace" with its name, "extern", "class", anything else) and
+        whether names of its scope may be out of sight (a base class's, a class's whose member function this is)."""
+        if opening not in self.heads:
+            code = self.code
+            before = code[max(0, opening - 200):opening]
+            start = max(code.rfind(mark, 0, opening) for mark in ";{}") + 1
+            if NAMESPACE_HEAD.search(before):
+                named = _NAMESPACE_NAME.search(before)
+                found: tuple[str, str | None, bool] = ("namespace", named.group(1), False) if named is not None \
+                    else ("extern", None, False)
+            elif _CLASS.search(code, start, opening):
+                found = ("class", None, _BASES.search(code, start, opening) is not None)
+            else:
+                kind, name_at, _name = head(code, opening)
+                found = (kind, None, kind == "function" and code[:name_at].rstrip().endswith("::"))
+            self.heads[opening] = found
+        return self.heads[opening]
+
+    def _declared(self, opening: int) -> frozenset[str]:
+        """The names the declaration whose body opens at `opening` declares, its template's head included."""
+        if opening not in self.declared:
+            code = self.code
+            start = max(code.rfind(mark, 0, opening) for mark in ";{}") + 1
+            text = code[start:balanced(code, opening, "{", "}")]
+            self.declared[opening] = frozenset(m.group("name") for m in _DECLARES.finditer(text))
+        return self.declared[opening]
+
+    def _in_macro(self, at: int) -> bool:
+        """Whether `at` lies in a `#define`: its names are those of the macro's uses, wherever they are."""
+        if self._macros is None:
+            self._macros = macro_lines(self.code)
+        return bool(self._macros) and self.code.count("\n", 0, at) + 1 in self._macros
+
+
+_BRACES = re.compile(r"[{}]")
 
 
 def _qualified(text: str, at: int) -> bool:
     return text[:at].rstrip().endswith(("::", ".", "->"))
 
 
-def _scope(code: str, at: int) -> tuple[tuple[str, ...], tuple[int, int], bool]:
-    """The namespaces around `at`, the span of the outermost declaration around it that is not a namespace (a class
-    or a function with its template head: (0, 0) at namespace scope), and whether a name of its scope may be one
-    the text does not show (a class with a base; a member function defined outside its class)."""
-    opens: list[int] = []
-    for match in re.finditer(r"[{}]", code[:at]):
-        if match.group() == "{":
-            opens.append(match.start())
-        elif opens:
-            opens.pop()
-    namespace: list[str] = []
-    declaration = (0, 0)
-    opaque = False
-    for opening in opens:
-        before = code[max(0, opening - 200):opening]
-        if declaration == (0, 0) and NAMESPACE_HEAD.search(before):
-            named = _NAMESPACE_NAME.search(before)
-            if named is not None:  # `extern "C" {` opens none
-                namespace += named.group(1).split("::") if named.group(1) else [""]
-            continue
-        start = max(code.rfind(mark, 0, opening) for mark in ";{}") + 1
-        if declaration == (0, 0):
-            declaration = (start, balanced(code, opening, "{", "}"))
-        if _CLASS.search(code, start, opening):
-            opaque = opaque or _BASES.search(code, start, opening) is not None
-            continue
-        kind, name_at, _name = head(code, opening)
-        opaque = opaque or (kind == "function" and code[:name_at].rstrip().endswith("::"))
-    return tuple(namespace), declaration, opaque
-
-
-def _declared(text: str) -> frozenset[str]:
-    return frozenset(m.group("name") for m in _DECLARES.finditer(text))
-
-
-def _in_macro(code: str, at: int) -> bool:
-    """Whether `at` lies in a `#define`: its names are those of the macro's uses, wherever they are."""
-    return code.count("\n", 0, at) + 1 in macro_lines(code)
+def given_by(size: CompilerSize, template: str | None) -> bool:
+    """Whether a kernel's instantiations may give every hidden name of a size: each is one of the template
+    arguments the site writes (`template`, without spaces)."""
+    written = set(split_arguments(template[1:-1])) if template else set()
+    return all(name in written for name in size.hidden)
 
 
 @dataclass(frozen=True)
@@ -133,8 +177,8 @@ def instance_size(size: CompilerSize, kernel: str, scope: str | None, template: 
                   symbol: str) -> InstanceSize | None:
     """The size a site gives the kernel compiled as `symbol` (its PTX entry): the site names it as `scope::kernel`
     with the template arguments `template` (as written, without spaces; None: none written). Each argument the
-    site writes as a plain name stands for the instantiation's argument in its place, in the size and in the
-    kernel's spelling; None where the instantiation's arguments cannot be written as C++ (a lambda's type, a
+    site writes as a name its scope declares (a template's parameter, a class's alias) stands for the
+    instantiation's argument in its place, in the size and in the kernel's spelling; None where the instantiation's arguments cannot be written as C++ (a lambda's type, a
     name too long to demangle) or a hidden name of the size is none of those."""
     arguments = _instance_arguments(symbol)
     if arguments is None:
@@ -142,7 +186,9 @@ def instance_size(size: CompilerSize, kernel: str, scope: str | None, template: 
     written = split_arguments(template[1:-1]) if template else []  # none written: the compiled ones are spelled
     if len(written) > len(arguments):
         return None
-    given = {name: value for name, value in zip(written, arguments) if re.fullmatch(r"[A-Za-z_]\w*", name)}
+    # Only a name the site's scope declares stands for the instantiation's argument; any other (`float`, a type of
+    # the namespace's) is the kernel's own, and the compiler checks that the kernel so spelled is the compiled one.
+    given = {name: value for name, value in zip(written, arguments) if name in size.declared}
     if any(name not in given for name in size.hidden):
         return None
     expression = _replaced(size.expression, given)

@@ -1,14 +1,15 @@
 """The dynamic shared memory a launch sizes by what only the compiler knows (`sizeof(typename K::SharedStorage)`),
 evaluated by the compiler: one more compile of the kernel's file, the probe, for the files whose kernels need it.
 
-The probe is the file's own translation unit, included whole, with the same flags and target, followed by a
-definition per size asked (`kgate.collect.smem_expressions.InstanceSize`): in the namespaces of the site that
-gives the size, a constant initialised with the size and a constant pointer to the kernel as the site spells it;
-then an explicit instantiation of a kernel template of kgate's whose template arguments are the two. Its PTX
-entry's mangled name holds both: the number, and the compiled kernel's own mangled name, which must be the
-kernel asked about (else the spelling named another instantiation, and the number is not taken). nvcc stops at
-PTX (`-ptx`: no ptxas). A definition the compiler rejects (a size that is no constant expression, a name that does
-not resolve there) is taken out and the rest compiled again; its size stays unknown.
+The probe is the file's own translation unit, included whole, compiled with the same flags for the same target,
+followed by two definitions per size asked (`kgate.collect.smem_expressions.InstanceSize`), in the namespaces of the
+site that gives the size: a device constant initialised with the size (braced: a negative or fractional value is
+an error, not a wrapped number), and a device constant pointer to the kernel as the site spells it. Both have C's
+linkage, so the PTX names them plainly; the first's initialiser is the number, the second's the mangled name of
+the kernel the spelling named, which must be the kernel asked about (else the number is another instantiation's,
+and is not taken). nvcc stops at PTX (`-ptx`: no ptxas). A definition the compiler rejects (a size that is no
+constant expression, a name that does not resolve there) is taken out and the rest compiled again; its size stays
+unknown.
 
 A probe is cached like a compile (`cuda-probe` records): keyed by the file's compile key and the definitions
 asked, with the files its compile read beside it, and used only while each of them has that content.
@@ -32,9 +33,10 @@ from kgate.compile.units import Compiled
 from kgate.core.config import Config
 
 PROBE_FORMAT = 1
-# The kernel template whose instantiations carry the answers: `kgate_smem_probe<index, bytes, &kernel>`.
-_TEMPLATE = "kgate_smem_probe"
-_ENTRY = re.compile(r"\.entry\s+(_Z\d+" + _TEMPLATE + r"ILi(\d+)ELy(\d+)E\S*?)\s*\(")
+# The device variables that carry the answers, by the index of the size asked: its bytes, and the kernel it is of.
+_BYTES, _KERNEL = "kgate_smem_bytes_", "kgate_smem_kernel_"
+_BYTES_VALUE = re.compile(r"\b" + _BYTES + r"(\d+)\s*=\s*(\d+)\s*;")
+_KERNEL_VALUE = re.compile(r"\b" + _KERNEL + r"(\d+)\s*=\s*(?:generic\(\s*)?([\w$.]+)\s*\)?\s*;")
 _ATTEMPTS = 3  # compiles of one probe: each takes out the definitions the last one rejected
 
 
@@ -147,25 +149,20 @@ def probe_task(payload: ProbeRequest) -> ProbeReply:
 
 
 def probe_source(source: str, items: dict[int, InstanceSize]) -> tuple[str, dict[int, range]]:
-    """The probe's text: the file included whole, then each size's definitions (`items`: by the index of the size
-    asked); with the lines each size's definitions take."""
-    out = [f'#include "{_quoted(source)}"', "#if __cplusplus >= 201703L",
-           f"template <int kgate_index, unsigned long long kgate_bytes, auto kgate_kernel> "
-           f"__global__ void {_TEMPLATE}() {{}}"]
+    """The probe's text: the file included whole, then, in each size's namespaces, two device variables of C's
+    linkage (their PTX names are kgate's own): the size, and a pointer to the kernel as the site spells it, whose
+    PTX initialiser is the kernel's mangled name (`items`: by the index of the size asked); with the lines each
+    size's definitions take."""
+    out = [f'#include "{_quoted(source)}"']
     lines: dict[int, range] = {}
     for index, item in sorted(items.items()):
         first = len(out) + 1
-        opened = "".join(f"namespace {name} {{ " for name in item.namespace)
-        closed = "}" * len(item.namespace)
-        qualifier = "".join(f"{name}::" for name in item.namespace if name)
-        out += [opened,
-                f"constexpr unsigned long long kgate_smem_bytes_{index}{{ {item.expression} }};",
-                f"constexpr auto kgate_smem_kernel_{index} = &{item.kernel};",
-                closed,
-                f"template __global__ void {_TEMPLATE}<{index}, {qualifier}kgate_smem_bytes_{index}, "
-                f"{qualifier}kgate_smem_kernel_{index}>();"]
+        out += ["".join(f"namespace {name} {{ " for name in item.namespace),
+                f'extern "C" __device__ const unsigned long long {_BYTES}{index}{{ {item.expression} }};',
+                f'extern "C" __device__ decltype(&{item.kernel}) const {_KERNEL}{index} = &{item.kernel};',
+                "}" * len(item.namespace)]
         lines[index] = range(first, len(out) + 1)
-    out += ["#endif", ""]
+    out.append("")
     return "\n".join(out), lines
 
 
@@ -183,16 +180,30 @@ def rejected_lines(output: str, probe: str) -> set[int]:
 
 
 def sizes_in(ptx: str, items: dict[int, InstanceSize]) -> dict[int, int]:
-    """The bytes each size asked came to, read from the probe's PTX entries: only where the entry's kernel argument
-    is the kernel asked about (its mangled name, as a template argument: `L<symbol>E`)."""
+    """The bytes each size asked came to, read from the probe's PTX: the initialiser of its size's variable, where
+    its kernel pointer's initialiser is the kernel asked about (by its mangled name)."""
+    kernels = {int(m.group(1)): m.group(2) for m in _KERNEL_VALUE.finditer(ptx)}
     out: dict[int, int] = {}
-    for match in _ENTRY.finditer(ptx):
-        index, value = int(match.group(2)), int(match.group(3))
+    for match in _BYTES_VALUE.finditer(ptx):
+        index, value = int(match.group(1)), int(match.group(2))
         item = items.get(index)
-        if item is None:
-            continue
-        symbol = item.symbol if item.symbol.startswith("_Z") else f"_Z{len(item.symbol)}{item.symbol}"
-        if f"L{symbol}E" in match.group(1):
+        if item is not None and index in kernels and _unnamed(kernels[index]) == _unnamed(item.symbol):
             out[index] = value
     return out
+
+
+_ANONYMOUS = re.compile(r"(\d+)_GLOBAL__N_")
+
+
+def _unnamed(symbol: str) -> str:
+    """A mangled name with the translation unit's anonymous namespace named alike in every compile: nvcc names it
+    anew each time (`42_GLOBAL__N__2f3dcce6_4_k_cu_3658822a_10625`), and the probe's is the file's own."""
+    out: list[str] = []
+    last = 0
+    for match in _ANONYMOUS.finditer(symbol):
+        if match.start() < last:
+            continue
+        out += [symbol[last:match.start()], "11_GLOBAL__N_"]
+        last = match.start(1) + len(match.group(1)) + int(match.group(1))
+    return "".join(out) + symbol[last:]
 
