@@ -2,7 +2,7 @@
 type (`sizeof(typename Kernel::SharedStorage)`), a type's constant (`GemmKernel::SharedStorageSize`), arithmetic
 over them, as CUTLASS's adapter and code written like it size `extern __shared__` storage.
 
-Two halves. Where a site is read (`for_compiler`): the size's text, each local of the function around the site
+Two halves. Where a site is read (`CompilerSizes.of`): the size's text, each local of the function around the site
 replaced by its value's text (`kgate.collect.cpp_constants.Constants.expanded`), the namespaces the site lies in,
 and the names in it that only the site's own scope knows (a template's parameters, a class's members, a function's
 parameters and locals: `hidden`). Where a compiled kernel is known (`instance_size`): the size as one instantiation
@@ -15,12 +15,13 @@ another thing away from the site.
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass
 
 from kgate.collect.cpp_constants import Constants
 from kgate.collect.cpp_statements import NAMESPACE_HEAD, head
-from kgate.collect.cpp_text import balanced, macro_lines, split_arguments
+from kgate.collect.cpp_text import balanced, macros, split_arguments
 from kgate.collect.cuda_names import ANONYMOUS, short_name
 
 
@@ -72,13 +73,13 @@ class CompilerSizes:
         self.scanned = 0
         self.heads: dict[int, tuple[str, str | None, bool]] = {}  # brace -> what it opens (`_head`)
         self.declared: dict[int, frozenset[str]] = {}  # declaration's start -> the names it declares
-        self._macros: frozenset[int] | None = None
+        self._macros: list[tuple[int, int]] | None = None  # the spans of the file's `#define`s, in order
 
     def of(self, expression: str, at: int) -> CompilerSize | None:
         """`expression` at offset `at` as the compiler may evaluate it; None where no name in it is for the compiler
         (plain arithmetic the file would have settled) or a local's value is not one text (`Constants.expanded`)."""
         text = self.constants.expanded(expression, at)
-        if text is None or "kgate_" in text or re.search(r"[;{}\"']|\bthis\b", text):
+        if text is None or "kgate_" in text or _NOT_AN_EXPRESSION.search(text):
             return None
         names = sorted({m.group(0) for m in _NAME.finditer(text) if m.group(0) not in _WORDS and not _qualified(
             text, m.start())})
@@ -87,7 +88,7 @@ class CompilerSizes:
         namespace, start, opaque = self._scope(at)
         declared = self._declared(start) if start is not None else frozenset()
         hidden = names if opaque or self._in_macro(at) else [name for name in names if name in declared]
-        return CompilerSize(text, namespace, tuple(hidden), declared - _WORDS)
+        return CompilerSize(text, namespace, tuple(hidden), declared)
 
     def _scope(self, at: int) -> tuple[tuple[str, ...], int | None, bool]:
         """The namespaces around `at`, the opening brace of the outermost declaration around it that is not a
@@ -138,17 +139,20 @@ class CompilerSizes:
             code = self.code
             start = max(code.rfind(mark, 0, opening) for mark in ";{}") + 1
             text = code[start:balanced(code, opening, "{", "}")]
-            self.declared[opening] = frozenset(m.group("name") for m in _DECLARES.finditer(text))
+            self.declared[opening] = frozenset(m.group("name") for m in _DECLARES.finditer(text)) - _WORDS
         return self.declared[opening]
 
     def _in_macro(self, at: int) -> bool:
         """Whether `at` lies in a `#define`: its names are those of the macro's uses, wherever they are."""
         if self._macros is None:
-            self._macros = macro_lines(self.code)
-        return bool(self._macros) and self.code.count("\n", 0, at) + 1 in self._macros
+            self._macros = [(macro.start, macro.end) for macro in macros(self.code)]
+        index = bisect.bisect_right(self._macros, (at, len(self.code))) - 1
+        return index >= 0 and self._macros[index][0] <= at < self._macros[index][1]
 
 
 _BRACES = re.compile(r"[{}]")
+# What a size for the compiler may not hold: a statement's or a block's marks, a string, an object's `this`.
+_NOT_AN_EXPRESSION = re.compile(r"[;{}\"']|\bthis\b")
 
 
 def _qualified(text: str, at: int) -> bool:
@@ -178,8 +182,9 @@ def instance_size(size: CompilerSize, kernel: str, scope: str | None, template: 
     """The size a site gives the kernel compiled as `symbol` (its PTX entry): the site names it as `scope::kernel`
     with the template arguments `template` (as written, without spaces; None: none written). Each argument the
     site writes as a name its scope declares (a template's parameter, a class's alias) stands for the
-    instantiation's argument in its place, in the size and in the kernel's spelling; None where the instantiation's arguments cannot be written as C++ (a lambda's type, a
-    name too long to demangle) or a hidden name of the size is none of those."""
+    instantiation's argument in its place, in the size and in the kernel's spelling. None where the
+    instantiation's arguments cannot be written as C++ (a lambda's type, a name the demangler does not take) or
+    a hidden name of the size is none of those."""
     arguments = _instance_arguments(symbol)
     if arguments is None:
         return None
