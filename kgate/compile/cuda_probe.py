@@ -131,7 +131,10 @@ def probe_task(payload: ProbeRequest) -> ProbeReply:
                 raise KernelError(f"the shared memory probe of {payload['rel']}: {exc}") from None
             read = files_read(Path(keep), payload)
             if done.returncode == 0:
-                ptx = (Path(keep) / "probe.ptx").read_text(errors="replace")
+                try:
+                    ptx = (Path(keep) / "probe.ptx").read_text(errors="replace")
+                except OSError:  # nvcc said it succeeded and wrote nothing: no size is known
+                    ptx = ""
                 return {"sizes": sizes_in(ptx, items), "headers": read}
             rejected = rejected_lines(done.stdout + "\n" + done.stderr, str(probe))
             dropped = {index for index, span in lines.items() if rejected & set(span)}
