@@ -3,6 +3,7 @@
     python bench/cuda_bench.py                      # generate a tree: 24 files x 8 kernels
     python bench/cuda_bench.py --files 48 --kernels 6
     python bench/cuda_bench.py --src path/to/csrc --flags "-Ipath/to/include -std=c++17"
+    python bench/cuda_bench.py --adapter            # and every file launches through a CUTLASS-style adapter
 
 With `--src`, the folder is copied to a temporary place and gated as it is
 (its own kgate.toml or pyproject.toml if it has one, else one written with
@@ -17,6 +18,10 @@ Printed side by side from one run, all with the same number of parallel jobs:
 - kgate cold: `kgate check` with an empty cache (compile, parse, SASS where
   needed, rules);
 - kgate warm: the same again, nothing changed (no compiler runs).
+
+With `--adapter`, every generated file also launches a kernel through a CUTLASS-style adapter that sizes its
+dynamic shared memory by `sizeof(typename Kernel::SharedStorage)`: the cold run compiles a probe of every file
+to evaluate it (docs/cuda.md), so `cold / nvcc` against a run without `--adapter` shows what the probes cost.
 """
 
 from __future__ import annotations
@@ -56,6 +61,43 @@ __device__ __forceinline__ float block_sum(float v) {
   return partial[0];
 }
 }  // namespace bench
+"""
+
+# A CUTLASS-style adapter (`--adapter`): the kernel's dynamic shared memory is its operator's SharedStorage.
+ADAPTER = """\
+namespace bench {
+template <class Operator>
+__global__ void device_kernel(typename Operator::Params params) {
+  extern __shared__ char smem[];
+  Operator op;
+  op(params, *reinterpret_cast<typename Operator::SharedStorage*>(smem));
+}
+template <class Kernel_>
+struct Adapter {
+  using Kernel = Kernel_;
+  static void run(typename Kernel::Params params, cudaStream_t stream) {
+    int smem_size = int(sizeof(typename Kernel::SharedStorage));
+    cudaFuncSetAttribute(device_kernel<Kernel>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_size);
+    device_kernel<Kernel><<<1, 256, smem_size, stream>>>(params);
+    (void)cudaGetLastError();
+  }
+};
+}  // namespace bench
+"""
+
+ADAPTED = """\
+namespace ops_{i} {{
+struct Tile {{
+  struct Params {{ float* y; }};
+  struct SharedStorage {{ float rows[64][65 + {i} % 7]; }};
+  __device__ void operator()(Params const& p, SharedStorage& s) {{
+    s.rows[threadIdx.x % 64][threadIdx.x % 65] = p.y[threadIdx.x];
+    __syncthreads();
+    p.y[threadIdx.x] = s.rows[(threadIdx.x + 1) % 64][0];
+  }}
+}};
+}}  // namespace ops_{i}
+void launch_tile_{i}(float* y, cudaStream_t stream) {{ bench::Adapter<ops_{i}::Tile>::run({{y}}, stream); }}
 """
 
 KERNELS = [
@@ -144,10 +186,11 @@ void launch_{i}(const float* x, float* y, int n, cudaStream_t stream) {{
 """
 
 
-def generate(folder: Path, files: int, kernels: int) -> None:
-    """A tree of `files` .cu files under csrc/, each with about `kernels` kernels, and a shared header."""
+def generate(folder: Path, files: int, kernels: int, adapter: bool = False) -> None:
+    """A tree of `files` .cu files under csrc/, each with about `kernels` kernels, and a shared header; with
+    `adapter`, each file also launches a kernel through the header's CUTLASS-style adapter."""
     (folder / "csrc" / "include").mkdir(parents=True)
-    (folder / "csrc" / "include" / "bench.cuh").write_text(HEADER)
+    (folder / "csrc" / "include" / "bench.cuh").write_text(HEADER + (ADAPTER if adapter else ""))
     for index in range(files):
         parts = ['#include "bench.cuh"\n']
         count = 0
@@ -159,6 +202,8 @@ def generate(folder: Path, files: int, kernels: int) -> None:
             shape += 1
         if shape >= len(KERNELS):
             parts.append(LAUNCHER.format(i=index * 100, r=index * 100 + 1, c=index * 100 + 4))
+        if adapter:
+            parts.append(ADAPTED.format(i=index))
         sub = folder / "csrc" / f"part{index % 4}"
         sub.mkdir(exist_ok=True)
         (sub / f"ops_{index:03d}.cu").write_text("\n".join(parts))
@@ -217,6 +262,8 @@ def main() -> int:
     parser.add_argument("--kernels", type=int, default=8, help="kernels per generated file (about)")
     parser.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--repeat", type=int, default=1, help="interleaved rounds; the best of each is shown")
+    parser.add_argument("--adapter", action="store_true",
+                        help="every generated file also launches through a CUTLASS-style adapter (a probe each)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="kgate-cuda-bench-"))
     folder = work / "tree"
@@ -225,7 +272,7 @@ def main() -> int:
             flags = shlex.split(args.flags)
             adopt(args.src.resolve(), folder, flags)
         else:
-            generate(folder, args.files, args.kernels)
+            generate(folder, args.files, args.kernels, args.adapter)
             flags = ["-Icsrc/include", "-std=c++17", "-O3"]
         files = len(list(folder.rglob("*.cu")))
         times: dict[str, list[float]] = {"nvcc": [], "cold": [], "warm": []}
@@ -241,7 +288,8 @@ def main() -> int:
             assert warm == cold, "a warm run must report exactly what the cold run did"
         nvcc_s, cold_s, warm_s = (min(times[k]) for k in ("nvcc", "cold", "warm"))
         kernels = len(cold["kernels"])
-        print(f"tree: {args.src or 'generated'}: {files} .cu files, {kernels} kernels gated for sm_120a, "
+        tree = args.src or ("generated, launching through an adapter" if args.adapter else "generated")
+        print(f"tree: {tree}: {files} .cu files, {kernels} kernels gated for sm_120a, "
               f"{args.jobs} job(s), {len(cold['findings'])} findings, best of {args.repeat}")
         if nvcc_failed:
             print(f"  ({nvcc_failed} file(s) did not compile with plain nvcc either)")

@@ -261,3 +261,11 @@ def test_a_comparison_in_parentheses_in_the_template_arguments_does_not_close_th
             "  cudaFuncSetAttribute(tiled<float, (4 > 2)>, cudaFuncAttributeMaxDynamicSharedMemorySize, 8192);\n}\n")
     sites = smem_sites(code, "t.cu", KERNELS)
     assert [(s.template, s.bytes) for s in sites] == [("<float,(4>2?8:4)>", 4096), ("<float,(4>2)>", 8192)]
+
+
+def test_a_function_templates_locals_are_its_own_though_its_parameters_say_class() -> None:
+    """`template <class T> void f() {` opens a function's body, not a class's: its locals are constants there (they
+    were taken for variables of the file's scope, which settle nothing); a class template's members stay none."""
+    code = ("template <class T> void launch(T* o) { int bytes = 48 * 1024; fill<<<1, 32, bytes>>>(o); }\n"
+            "template <class T> struct Holder { int kept = 8 * 1024; void run(T* o) { fill<<<1, 32, kept>>>(o); } };\n")
+    assert [(s.line, s.bytes) for s in smem_sites(code, "t.cu", KERNELS)] == [(1, 48 * 1024)]

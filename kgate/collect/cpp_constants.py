@@ -56,7 +56,9 @@ _TESTED = re.compile(r"^[ \t]*#[ \t]*(?:ifn?def[ \t]+(?P<name>[A-Za-z_]\w*)|(?:e
                      re.MULTILINE)
 _DEFINED_TEST = re.compile(r"\bdefined\s*\(?\s*([A-Za-z_]\w*)")
 _ENUM = re.compile(r"\benum\b(?:\s+(?:class|struct)\b)?[\w\s:]*\{")
-_SCOPE_HEAD = re.compile(r"\b(?:namespace|struct|class|union|enum)\b|\bextern\s*\"")
+# What opens a block that is not a scope of its own: `namespace`, a class (`struct K : Base {`), `extern "C"`; not a
+# function whose template's parameters say `class` (`template <class T> void f(int n) {`).
+_SCOPE_HEAD = re.compile(r"\b(?:namespace|struct|class|union|enum)\b[^;{}()]*$|\bextern\s*\"")
 _SIZEOF = re.compile(r"\bsizeof\s*\(\s*([A-Za-z_][\w:\s]*?)\s*\)")
 # A qualified name's qualifiers (`Cfg::kSmem`, `::kSmem`): the name is looked up as written after them.
 _QUALIFIED = re.compile(r"(?:(?<![\w:])::\s*(?:[A-Za-z_]\w*\s*::\s*)*|(?:\b[A-Za-z_]\w*\s*::\s*)+)(?=[A-Za-z_])")
@@ -89,6 +91,7 @@ class _Definition(NamedTuple):
     at: int  # offset of the name
     scope: tuple[int, int] | None  # the block (function body) it is local to; None: the file's scope
     type: str = "int"  # the integer type declared (`short`, `uint8_t`...): a value outside its range is not kept
+    variable: bool = False  # a variable (not `const`) outside any function: its value is no constant
 
 
 class Constants:
@@ -137,12 +140,7 @@ class Constants:
         if name in tested:
             return None
         text = own if text is None else text
-        visible = [d for d in found.get(name, ()) if d.scope is None or (  # a local, from its declaration on
-            at is not None and d.text == text and d.at < at < d.scope[1])]
-        local = [d for d in visible if d.scope is not None]
-        if local:  # the innermost block's declarations shadow the others
-            inner = max(d.scope[0] for d in local if d.scope is not None)
-            visible = [d for d in local if d.scope is not None and d.scope[0] == inner]
+        visible = self._visible(name, at, text)
         if not visible or any(d.value is None for d in visible) or len({d.value for d in visible}) > 1:
             return None
         first = visible[0]
@@ -153,6 +151,63 @@ class Constants:
             low, high = _RANGES.get(first.type, (-_LIMIT, _LIMIT))
             self.values[key] = value if value is None or low <= value < high else None  # C keeps another value
         return self.values[key]
+
+    def _visible(self, name: str, at: int | None, text: int) -> list[_Definition]:
+        """The definitions of `name` seen at offset `at` of text `text`: the innermost block's locals (from their
+        declaration on), which shadow the file's own; else the file's."""
+        found = self.definitions[0]
+        visible = [d for d in found.get(name, ()) if d.scope is None or (
+            at is not None and d.text == text and d.at < at < d.scope[1])]
+        local = [d for d in visible if d.scope is not None]
+        if local:
+            inner = max(d.scope[0] for d in local if d.scope is not None)
+            visible = [d for d in local if d.scope is not None and d.scope[0] == inner]
+        return visible
+
+    def expanded(self, expression: str, at: int | None = None) -> str | None:
+        """`expression` as the compiler may evaluate it away from the function around `at`: each name a local of
+        that function gives (`int smem = int(sizeof(typename K::SharedStorage));`) replaced by its value's text,
+        in parentheses, recursively, and each macro the compile's flags define by its value; every other name is
+        kept for the compiler (a constant, type or macro of the file's scope, a template's parameter). None where
+        a name's value there is not one text (a local changed after its declaration, or declared twice with two
+        values, a name a preprocessor conditional asks about that the flags do not define, a recursive one) or is
+        no constant (a variable declared outside any function)."""
+        return self._expanded(_squeeze(expression), at, None, frozenset())
+
+    def _expanded(self, expression: str, at: int | None, text: int | None, seen: frozenset[str]) -> str | None:
+        found, changed, tested, own = self.definitions
+        text = own if text is None else text
+        out: list[str] = []
+        last = 0
+        operands = [(m.end(), balanced(expression, m.end() - 1)) for m in _OPERAND.finditer(expression)]
+        for match in _NAME.finditer(expression):
+            name = match.group(0)
+            if name in _WORDS or _member(expression, match.start()) or expression.startswith("::", _skip(
+                    expression, match.end())):
+                continue  # a keyword, a name qualified by another, or one that qualifies a name (a type's)
+            if name in seen:
+                return None
+            value: str | None
+            if name in self.given and (name in tested or name not in found):
+                value = self._expanded(_squeeze(self.given[name]), None, None, seen | {name})
+            elif name in tested:
+                return None
+            else:
+                visible = self._visible(name, at, text)
+                if any(d.variable for d in visible):
+                    return None  # a variable of the file's scope: no constant, to the compiler either
+                local = [d for d in visible if d.scope is not None]
+                if not local or any(d.value is None for d in local):
+                    continue  # the compiler's to look up (a local without a value: the caller refuses it)
+                if name in changed or len({d.value for d in local}) > 1 or any(
+                        start <= match.start() < end for start, end in operands):
+                    return None  # a variable's type is not its value's: `sizeof(n)` of a `long n = 5`
+                value = self._expanded(local[0].value or "", local[0].at, local[0].text, seen | {name})
+            if value is None:
+                return None
+            out += [expression[last:match.start()], f"({value})"]
+            last = match.end()
+        return "".join(out) + expression[last:]
 
 
 def given_macros(flags: Iterable[str]) -> dict[str, str]:
@@ -233,9 +288,10 @@ def _defined(texts: list[str]) -> tuple[dict[str, list[_Definition]], set[str], 
         scopes = _scopes(code, sorted(at for _name, _value, at, local, _kind in pending if local))
         for name, value, at, local, kind in pending:
             scope = scopes.get(at) if local else None
-            if at in variables and scope is None:
+            variable = at in variables and scope is None
+            if variable:
                 value = None  # a variable outside any function: another file, or any function, may change it
-            found.setdefault(name, []).append(_Definition(value, index, at, scope, kind))
+            found.setdefault(name, []).append(_Definition(value, index, at, scope, kind, variable))
         for match in _TESTED.finditer(code):
             if match.group("name"):
                 tested.add(match.group("name"))
@@ -380,6 +436,29 @@ def _scopes(code: str, positions: list[int]) -> dict[int, tuple[int, int]]:
         if own:
             out[at] = (own[-1], ends.get(own[-1], len(code)))
     return out
+
+
+_NAME = re.compile(r"(?<![\w.])[A-Za-z_]\w*")
+# `sizeof x`, `sizeof(x)`, `alignof(T)`, `decltype(x)`: what follows is an operand whose type counts, not a value.
+_OPERAND = re.compile(r"\b(?:sizeof|alignof|__alignof__|decltype)\s*\(")
+# The words of C++ a size expression may hold that name nothing: keywords, built-in types, casts.
+_WORDS = frozenset({
+    "sizeof", "alignof", "alignas", "typename", "template", "const", "volatile", "unsigned", "signed", "int", "long",
+    "short", "char", "bool", "float", "double", "void", "true", "false", "nullptr", "static_cast", "decltype",
+    "auto", "__alignof__", "struct", "class", "union", "enum",
+})
+
+
+def _member(text: str, at: int) -> bool:
+    """Whether the name at `at` is qualified (`A::name`) or a member (`a.name`, `a->name`)."""
+    before = text[:at].rstrip()
+    return before.endswith(("::", ".", "->"))
+
+
+def _skip(text: str, at: int) -> int:
+    while at < len(text) and text[at].isspace():
+        at += 1
+    return at
 
 
 def _squeeze(text: str) -> str:

@@ -20,12 +20,14 @@ passes, or the `sharedMem` argument of a `cudaLaunchKernel` (or `cudaLaunchCoope
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kgate.collect.cpp_constants import Constants
 from kgate.collect.cpp_statements import function_body
 from kgate.collect.cpp_text import balanced, line_of, may_launch, shared_blank, split_arguments, without_disabled
 from kgate.collect.cuda_names import base_name
+from kgate.collect.smem_expressions import CompilerSize, CompilerSizes, given_by
 
 _LAUNCH_EX = re.compile(r"\bcudaLaunchKernelExC?\s*(?:<[^;()]*>\s*)?\(")
 # The runtime's launch with its arguments in an array: `cudaLaunchKernel(kernel, grid, block, args, bytes, stream)`,
@@ -60,6 +62,9 @@ class SmemSite:
     bytes: int
     via: str
     scope: str | None = None  # the namespaces or class written before the kernel ("big" of `big::k`), if any
+    # A size the file does not settle and the compiler may (`sizeof(typename K::SharedStorage)`): `bytes` is 0
+    # until a compile of the kernel's file evaluates it for one instantiation (`kgate.compile.cuda_probe`).
+    compiler: CompilerSize | None = None
 
 
 _SET_ATTRIBUTE = "cudaFuncSetAttribute"
@@ -68,15 +73,17 @@ _DYNAMIC_BYTES = re.compile(r"\.?\bdynamicSmemBytes\s*=\s*([^;,{}]+)")
 
 
 def smem_sites(text: str, path: str, kernels: set[str], headers: tuple[str, ...] = (),
-               given: dict[str, str] | None = None) -> list[SmemSite]:
+               given: dict[str, str] | None = None, *, compiler: bool = False) -> list[SmemSite]:
     """The sites in one file's text that give a kernel of the project (`kernels`: their identifiers) a settled
     amount of dynamic shared memory; `headers`: the texts of the project headers the file includes, whose
-    constants its sizes may name; `given`: the macros its compile's flags define (`-DSMEM=98304`)."""
+    constants its sizes may name; `given`: the macros its compile's flags define (`-DSMEM=98304`). `compiler`:
+    also those whose size the compiler may settle (`bytes` 0, and `compiler` says what to evaluate)."""
     if not may_launch(text) and _SET_ATTRIBUTE not in text and "cudaLaunch" not in text:
         return []
     code = without_disabled(shared_blank(text).code)  # a launch under `#if 0` is never compiled
     constants = Constants(lambda: [*(without_disabled(shared_blank(h).code) for h in headers), code], given)
     defined = namespaces(code, *headers)
+    size = _Sizes(path, code, constants, compiler)
     sites: list[SmemSite] = []
     for match in re.finditer(r"<<<", code):
         close = code.find(">>>", match.end())
@@ -86,36 +93,57 @@ def smem_sites(text: str, path: str, kernels: set[str], headers: tuple[str, ...]
         launched = _launched_kernels(code, match.start(), kernels, defined)
         if len(config) < 3 or not launched:
             continue
-        size = constants.value(config[2], match.start())
-        if size is not None and size > 0:
-            sites.extend(SmemSite(path, line_of(code, at), name, template, size, "<<<>>>", scope)
-                         for name, template, scope, at in launched)
+        sites += size.sites(config[2], match.start(), "<<<>>>", launched)
     for match in re.finditer(r"\b" + _SET_ATTRIBUTE + r"\s*(?:<[^;()]*>\s*)?\(", code):
         args = split_arguments(_joined(code[match.end():balanced(code, match.end() - 1) - 1]))
         if len(args) != 3 or _MAX_DYNAMIC not in args[1]:
             continue
-        size = constants.value(args[2], match.start())
-        if size is not None and size > 0:
-            sites.extend(SmemSite(path, line_of(code, match.start()), *named[:2], size, _SET_ATTRIBUTE, named[2])
-                         for named in _kernels_passed(args[0], code, match.start(), kernels, defined))
+        passed = _kernels_passed(args[0], code, match.start(), kernels, defined)
+        sites += size.sites(args[2], match.start(), _SET_ATTRIBUTE, [(*named, None) for named in passed])
     for match in _LAUNCH_EX.finditer(code):
         open_paren = match.end() - 1
         args = split_arguments(_joined(code[open_paren + 1:balanced(code, open_paren) - 1]))
         passed = _kernels_passed(args[1], code, match.start(), kernels, defined) if len(args) >= 2 else []
         configured = _configured_bytes(code, args[0], match.start()) if passed else None
-        size = constants.value(*configured) if configured is not None else None
-        if size is not None and size > 0:
-            sites.extend(SmemSite(path, line_of(code, match.start()), *named[:2], size, "cudaLaunchKernelEx",
-                                  named[2]) for named in passed)
+        if configured is not None:
+            sites += size.sites(configured[0], match.start(), "cudaLaunchKernelEx", [(*named, None) for named in passed],
+                                at=configured[1])
     for match in _LAUNCH_PLAIN.finditer(code):  # `cudaLaunchKernel(kernel, grid, block, args, bytes, stream)`
         open_paren = match.end() - 1
         args = split_arguments(_joined(code[open_paren + 1:balanced(code, open_paren) - 1]))
         passed = _kernels_passed(args[0], code, match.start(), kernels, defined) if len(args) >= 5 else []
-        size = constants.value(args[4], match.start()) if passed else None
-        if size is not None and size > 0:
-            sites.extend(SmemSite(path, line_of(code, match.start()), *named[:2], size, match.group("via"), named[2])
-                         for named in passed)
+        if passed:
+            sites += size.sites(args[4], match.start(), match.group("via"), [(*named, None) for named in passed])
     return sites
+
+
+class _Sizes:
+    """The sizes of one file's sites: a number the file settles (more than 0), or, with `compiler`, what the
+    compiler may evaluate (`kgate.collect.smem_expressions`) where a kernel's instantiations may give each name
+    only the site's scope knows."""
+
+    def __init__(self, path: str, code: str, constants: Constants, compiler: bool) -> None:
+        self.path, self.code, self.constants = path, code, constants
+        self.compiler = CompilerSizes(code, constants) if compiler else None
+
+    def sites(self, expression: str, position: int, via: str,
+              kernels: Sequence[tuple[str, str | None, str | None, int | None]], at: int | None = None
+              ) -> list[SmemSite]:
+        """The sites a size `expression` (at offset `at`, else `position`) gives `kernels` (identifier, template
+        arguments, namespace written, and the offset of the site's line where not `position`)."""
+        at = position if at is None else at
+        value = self.constants.value(expression, at) if kernels else None
+        if value is not None:
+            return [SmemSite(self.path, self._line(own, position), name, template, value, via, scope)
+                    for name, template, scope, own in kernels] if value > 0 else []
+        evaluated = self.compiler.of(expression, at) if self.compiler is not None and kernels else None
+        if evaluated is None:
+            return []
+        return [SmemSite(self.path, self._line(own, position), name, template, 0, via, scope, evaluated)
+                for name, template, scope, own in kernels if given_by(evaluated, template)]
+
+    def _line(self, own: int | None, position: int) -> int:
+        return line_of(self.code, position if own is None else own)
 
 
 def _configured_bytes(code: str, config: str, position: int) -> tuple[str, int] | None:
@@ -358,11 +386,18 @@ def pdl_launched(display: str, sites: list[LaunchSite], instantiations: dict[str
 
 
 def largest_smem(display: str, sites: list[SmemSite], instantiations: dict[str, set[str]]) -> SmemSite | None:
-    """Of the sites that give a compiled kernel dynamic shared memory (`applies`), the one that gives the most."""
+    """Of the sites that give a compiled kernel a number of bytes of dynamic shared memory (`applies`), the one
+    that gives the most."""
+    found = [site for site in smem_of(display, sites, instantiations) if site.bytes > 0]
+    return max(found, key=lambda site: (site.bytes, site.path, -site.line), default=None)
+
+
+def smem_of(display: str, sites: list[SmemSite], instantiations: dict[str, set[str]]) -> list[SmemSite]:
+    """The sites that give a compiled kernel (shown as `display`) dynamic shared memory (`applies`);
+    `instantiations`: the template arguments of each kernel template's compiled instantiations, by identifier."""
     base, template = base_name(display), _template_of(display)
     known = instantiations.get(base, set())
-    found = [site for site in sites if applies(site, base, template, known, display)]
-    return max(found, key=lambda site: (site.bytes, site.path, -site.line), default=None)
+    return [site for site in sites if applies(site, base, template, known, display)]
 
 
 def applies(site: LaunchSite | SmemSite, base: str, template: str | None, known: set[str], display: str = "") -> bool:

@@ -31,6 +31,7 @@ import os
 import re
 import shlex
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -126,7 +127,7 @@ def _nvcc(payload: CudaRequest, artifacts: Path, read: list[str]) -> tuple[str, 
         scratch.forget(keep)
 
 
-def files_read(keep: Path, payload: CudaRequest) -> list[str]:
+def files_read(keep: Path, payload: Mapping[str, Any]) -> list[str]:
     """The files nvcc's preprocessor read (the device pass and the host pass), by the line markers of the
     preprocessed files it kept, as reached from the compile's folder (a symlink is not resolved); where it kept
     none (a compile stopped before preprocessing), the files an `#include` scan finds."""
@@ -147,7 +148,7 @@ def files_read(keep: Path, payload: CudaRequest) -> list[str]:
     return sorted(found) if kept else scanned_headers(payload, [])
 
 
-def scanned_headers(payload: CudaRequest, folders: list[str]) -> list[str]:
+def scanned_headers(payload: Mapping[str, Any], folders: list[str]) -> list[str]:
     """The files an `#include` scan of the source reaches through its folder, the flags' `-I` folders and
     `folders`, wherever they are (an over-estimate: conditional includes count too)."""
     from kgate.collect.cuda_flags import include_dirs

@@ -69,6 +69,9 @@ class CudaCompilation(Compilation):
 
     sites: list[LaunchSite] | None = None
     smem: list[SmemSite] | None = None
+    # By source (its path in the project): the files of its translation unit that sites are read in, as the sites
+    # name them (the source and the project headers it includes).
+    files: dict[str, tuple[str, ...]] | None = None
 
 
 def compile_cuda(config: Config, targets: tuple[str, ...], *, jobs: int, progress: Progress | None = None,
@@ -154,7 +157,15 @@ def compile_cuda(config: Config, targets: tuple[str, ...], *, jobs: int, progres
         run.failures = [f for f in run.failures if _may_define(by_rel[f.path], kernels)]
     run.units.sort(key=lambda u: (u.context["rel"], u.target))
     run.failures.sort(key=lambda f: (f.kernel, f.variant, f.target))
-    return run.made(CudaCompilation, sites=sites, smem=smem)
+    return run.made(CudaCompilation, sites=sites, smem=smem, files=translation_files(config, sources))
+
+
+def translation_files(config: Config, sources: list[CudaSource]) -> dict[str, tuple[str, ...]]:
+    """By source: the files of its translation unit that launch sites are read in (`launch_sites`), by the names
+    the sites give them."""
+    known = [alias for source in sources for alias in aliases(config.root, source.rel)]
+    return {source.rel: tuple(display_path(path, config.root, known) for path in (source.path, *source.headers))
+            for source in sources}
 
 
 def _unit(task: _Task, value: dict[str, Any], meta: dict[str, Any], cache: Cache) -> Compiled:
@@ -416,5 +427,5 @@ def launch_sites(config: Config, sources: list[CudaSource], compilers: dict[str,
         shown = display_path(path, config.root, known)
         headers = tuple(texts[h][0] for h in headers_of.get(path, ()) if h in texts)
         sites.extend(pdl_launch_sites(text, shown, kernels, wrappers, headers, given.get(path)))
-        smem.extend(smem_sites(text, shown, kernels, headers, given.get(path)))
+        smem.extend(smem_sites(text, shown, kernels, headers, given.get(path), compiler=True))
     return sites, smem

@@ -111,6 +111,20 @@ class CudaRequest(_CudaRequest, total=False):
     analyse: Analyse
 
 
+class ProbeRequest(TypedDict):
+    """A `cuda.probe` task: compile a file's probe of the shared memory sizes only the compiler settles
+    (`kgate.compile.cuda_probe`), with the file's flags and target; each size asked is an `InstanceSize`'s fields."""
+
+    source: str
+    rel: str
+    cwd: str
+    flags: list[str]
+    virtual: str
+    nvcc: str | None
+    timeout: float
+    sizes: list[dict[str, Any]]
+
+
 class SassRequest(TypedDict):
     """A `sass` task: disassemble a cached cubin whole (a Triton or CuTe DSL unit's one kernel)."""
 
@@ -184,3 +198,11 @@ class CudaReply(TypedDict, total=False):
 
 # A task's answer: an expansion, a compile's record, or (`sass`, `cuda.sass`) the hash of the listing it kept.
 Reply = Expansion | CompileReply | CudaReply | str
+
+
+class ProbeReply(TypedDict):
+    """A `cuda.probe` task's answer: the bytes of each size the compiler settled (by the index of the size asked)
+    and the files the probe's compile read."""
+
+    sizes: dict[int, int]
+    headers: list[str]

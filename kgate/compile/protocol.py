@@ -18,8 +18,8 @@ from kgate.compile.payloads import Reply
 Answer = TypeVar("Answer")
 
 # Task name -> "module:function" run in the worker. What it answers (`kgate.compile.payloads`): an `Expansion`
-# (the expand tasks), a `CompileReply` (triton.compile, cute.compile), a `CudaReply` (cuda.compile), the hash of the
-# SASS listing it kept (sass, cuda.sass).
+# (the expand tasks), a `CompileReply` (triton.compile, cute.compile), a `CudaReply` (cuda.compile), a `ProbeReply`
+# (cuda.probe), the hash of the SASS listing it kept (sass, cuda.sass).
 TASKS = {
     "triton.expand": "kgate.compile.triton_backend:expand",
     "triton.compile": "kgate.compile.triton_backend:compile_variant",
@@ -27,6 +27,7 @@ TASKS = {
     "cute.compile": "kgate.compile.cute_backend:compile_call",
     "cuda.compile": "kgate.compile.cuda_backend:compile_source",
     "cuda.sass": "kgate.compile.cuda_backend:disassemble_task",
+    "cuda.probe": "kgate.compile.cuda_probe:probe_task",
     "sass": "kgate.compile.sass_task:disassemble_task",
 }
 

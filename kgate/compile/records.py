@@ -77,3 +77,11 @@ def cuda(record: Any) -> None:
     symbols = record.get("sass_symbols")
     _require(symbols is None or isinstance(symbols, list) and all(isinstance(s, str) for s in symbols),
              "sass_symbols")
+
+
+def probe(record: Any) -> None:
+    """v1/cuda-probe/<key>.json: the bytes of each shared memory size a file's probe settled, by the index of the
+    size asked (`kgate.compile.cuda_probe`)."""
+    _require(isinstance(record, dict) and isinstance(record["sizes"], dict), "probe record")
+    _require(all(isinstance(k, str) and k.isdigit() and _int(v) and v >= 0 for k, v in record["sizes"].items()),
+             "probe sizes")

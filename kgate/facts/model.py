@@ -110,14 +110,16 @@ class KernelFacts:
     # empty where they cannot be told (a CUDA parameter list written by a macro).
     parameters: tuple[str, ...] = ()
     # CUDA: where the source gives the kernel the dynamic shared memory `resources.smem_dynamic` counts ("path:line"
-    # of the launch or the `cudaFuncSetAttribute`); empty where none is known (the figure is then ptxas's alone).
+    # of the launch or the `cudaFuncSetAttribute`, whose size the file or the compiler settles); empty where none is
+    # known (the figure is then ptxas's alone).
     smem_set_at: str = ""
 
     @property
     def smem_dynamic_unknown(self) -> bool:
         """CUDA: whether the kernel uses dynamic shared memory (`extern __shared__`) whose size no site of the source
-        settles (one the run computes, one a library's launcher sets: CUTLASS's adapter sizes it from the kernel's
-        `SharedStorage`): `resources.smem_bytes` then counts its static memory alone."""
+        settles, by the file or by the compiler (one the run computes, one a library's launcher sets in its own
+        header: CUTLASS's adapter sizes it from the kernel's `SharedStorage`): `resources.smem_bytes` then counts
+        its static memory alone."""
         return self.language == "cuda" and self.entry.dynamic_shared and not self.smem_set_at
 
     @property

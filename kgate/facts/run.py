@@ -16,7 +16,7 @@ from typing import Any
 
 from kgate.collect.captures import CapturedSpec
 from kgate.collect.cuda_launches import LaunchSite, SmemSite, largest_smem, pdl_launched
-from kgate.collect.cuda_names import base_name, matches
+from kgate.collect.cuda_names import matches
 from kgate.compile.cache import Cache, digest, file_hash
 from kgate.compile.compilation import Compilation, Needs, Progress, RunSummary
 from kgate.compile.cuda_engine import IDENTITY, compile_cuda
@@ -31,6 +31,7 @@ from kgate.facts.build import pdl_candidates, pdl_scope, unit_facts
 from kgate.facts.extract import Sources
 from kgate.facts.model import KernelFacts, facts_schema
 from kgate.facts.relocate import relocate
+from kgate.facts.smem_probe import Evaluated, instantiated, probed_smem
 
 Cubins = dict[tuple[str, str, str], tuple[str, str | None]]
 
@@ -211,7 +212,9 @@ def cuda_facts(config: Config, targets: tuple[str, ...], *, jobs: int, plan: Art
             built += [(unit, symbol, item) for symbol, item in read]
         else:
             failures.append(_failure(unit, read or "the compile's artifacts could not be read back from the cache"))
-    finished = finish(built, compilation.sites or [], kernels, plan, compilation.smem or [])
+    evaluated, probed = probed_smem(config, built, compilation, jobs=jobs, pool=pool)
+    finished = finish(built, compilation.sites or [], kernels, plan, compilation.smem or [], evaluated)
+    compilation = replace(compilation, replayable=compilation.replayable and probed.replayable)
     of_unit = {item.key: unit.cubin for unit, _symbol, item in built}
     return _run_of(compilation, finished, failures, {f.key: of_unit[f.key] for f in finished})
 
@@ -255,16 +258,13 @@ def _cubin_intact(unit: Compiled) -> bool:
 
 
 def configured(built: list[tuple[Compiled, KernelFacts]], sites: tuple[LaunchSite, ...] | list[LaunchSite],
-               smem: list[SmemSite] | None = None) -> list[KernelFacts]:
+               smem: list[SmemSite] | None = None, evaluated: Evaluated | None = None) -> list[KernelFacts]:
     """CUDA kernels' facts with what the configuration and the launch sites say: PDL, expectations, kind, and the
     dynamic shared memory the source launches them with (the most any site gives, added to ptxas's static figure,
     as Triton's launcher's is; `smem_set_at` names the site). A site that names a template's arguments applies to
-    that instantiation (of those `built` holds)."""
-    instantiations: dict[str, set[str]] = {}
-    for _unit, item in built:
-        name = item.kernel
-        if "<" in name:
-            instantiations.setdefault(base_name(name), set()).add("".join(name[name.index("<"):].split()))
+    that instantiation (of those `built` holds). `evaluated`: by kernel variant, the sites whose size the compiler
+    evaluated for it (`kgate.facts.smem_probe`)."""
+    instantiations = instantiated([item for _unit, item in built])
     out = []
     for unit, item in built:
         plan = unit.context
@@ -273,7 +273,7 @@ def configured(built: list[tuple[Compiled, KernelFacts]], sites: tuple[LaunchSit
         kind = next((k for pattern, k in sorted(plan["kind"].items()) if matches(item.kernel, [pattern])), "other")
         pdl = matches(item.kernel, plan["pdl"]) or pdl_launched(item.kernel, list(sites), instantiations) is not None
         item = replace(item, pdl=pdl, expect=expect, kind=kind)
-        given = largest_smem(item.kernel, smem, instantiations) if smem else None
+        given = largest_smem(item.kernel, [*(smem or ()), *(evaluated or {}).get(item.key, ())], instantiations)
         if given is not None:
             item = replace(item, resources=replace(item.resources, smem_dynamic=given.bytes),
                            smem_set_at=f"{given.path}:{given.line}")
@@ -282,8 +282,9 @@ def configured(built: list[tuple[Compiled, KernelFacts]], sites: tuple[LaunchSit
 
 
 def finish(built: list[tuple[Compiled, str, KernelFacts]], sites: list[LaunchSite], kernels: list[str] | None,
-           plan: ArtifactPlan, smem: list[SmemSite] | None = None) -> list[KernelFacts]:
+           plan: ArtifactPlan, smem: list[SmemSite] | None = None, evaluated: Evaluated | None = None
+           ) -> list[KernelFacts]:
     """CUDA kernels' facts as the run reports them: configured (`configured`), those the `--kernel` globs name, each
     with its SASS where the plan wants it (`as_planned`)."""
-    every = configured([(unit, item) for unit, _symbol, item in built], sites, smem)
+    every = configured([(unit, item) for unit, _symbol, item in built], sites, smem, evaluated)
     return [as_planned(item, plan) for item in every if not kernels or matches(item.kernel, kernels)]

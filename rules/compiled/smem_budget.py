@@ -13,12 +13,16 @@ opts the kernel into, or the `dynamicSmemBytes` of the `cudaLaunchKernelEx`
 configuration, the largest of them (a site may name the kernel through a
 function-pointer variable its function assigns: `auto kernel = &k<T>;`)
 where the file settles `bytes` to a number (literals, `sizeof` of built-in types, and the constants and
-object-like macros the file and its project headers define once). The finding
-points at that site too. A size only the run knows (a variable computed from
-the problem, a template parameter), or one a library's launcher sets
-(CUTLASS's adapter, from `sizeof(SharedStorage)`), is not counted: the kernel
-is judged on its static shared memory alone, and the report says the dynamic
-size is unknown (`smem` column `0+?`, `smem_dynamic_unknown` in JSON).
+object-like macros the file and its project headers define once), or where the
+compiler does: `sizeof(typename Kernel::SharedStorage)`, a type's
+`SharedStorageSize`, as CUTLASS's adapter pattern sizes a kernel's storage, is
+evaluated for each instantiation by a probe compile of the kernel's file
+(docs/cuda.md). The finding points at that site too. A size only the run knows
+(a variable computed from the problem), one whose names only the site's own
+scope could say (a class's own member), or one a library's launcher sets in the
+library's header (CUTLASS's own adapter), is not counted: the kernel is judged
+on its static shared memory alone, and the report says the dynamic size is
+unknown (`smem` column `0+?`, `smem_dynamic_unknown` in JSON).
 
 ## Why is this bad?
 The launch fails at run time ("out of resource: shared memory") on the card
