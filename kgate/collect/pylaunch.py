@@ -60,6 +60,7 @@ from kgate.collect import pyparts, pysparse
 from kgate.collect import pysource as py
 from kgate.collect.pybatch import Batches, same_shape
 from kgate.collect.pycallers import split, within
+from kgate.collect.pypicks import chosen_names, picking_lines
 from kgate.collect.pyscopes import (
     Scope,
     asserted_equal,
@@ -67,7 +68,6 @@ from kgate.collect.pyscopes import (
     launch_lines,
     launched_name,
     passed_for,
-    picking_names,
     scopes,
     top_definitions,
     unpacked,
@@ -134,8 +134,9 @@ class Launches(Batches):
         self._helpers: dict[str, py.Function | None] = {}
         self.named = ":=" in source.text  # whether an assignment expression may bind a name (`Scope.named`)
         # The lines that launch one of the kernels (`k[`, `k.run(`), 0-based: only they are parsed and walked.
-        # Local names that pick a kernel (`fn = naive_kernel`, `fn = a if small else b`): their launches are its.
-        self.pickers = picking_names(source.text, launched)
+        # Local names that pick a kernel (`fn = naive_kernel`, `fn = a if small else b`, `fn = {0: a, 1: b}[mode]`):
+        # their launches are its (`kgate.collect.pypicks`).
+        self.pickers = set(picking_lines(source.text, launched))
         self.marked = launch_lines(source.text, launched | self.pickers)
         if info.whole:
             self.tree = info.tree
@@ -180,8 +181,8 @@ class Launches(Batches):
                     name = launched_name(node)
                     if name is None:
                         continue
-                    for kernel in [name] if name in launched else _picked(name, scope, launched) \
-                            if name in self.pickers else []:
+                    for kernel in [name] if name in launched else \
+                            _picked(name, scope, launched, self.info.constants) if name in self.pickers else []:
                         self.sites.setdefault(kernel, []).append((node, scope))  # type: ignore[arg-type]
 
     def _launches_within(self, stmt: ast.stmt) -> bool:
@@ -1064,10 +1065,10 @@ def _multiplied_shape(target: ast.expr, scope: Scope) -> tuple[ast.expr, bool, b
     return shape_of(ast.copy_location(ast.Subscript(value=held, slice=target.slice, ctx=ast.Load()), target))
 
 
-def _picked(name: str, scope: Scope, launched: set[str]) -> list[str]:
+def _picked(name: str, scope: Scope, launched: set[str], constants: dict[str, ast.expr]) -> list[str]:
     """The kernels a local name is bound to where a scope launches it (`fn = naive_kernel` in one branch, `fn =
-    loop_kernel` in another, `fn = a if small else b`): each kernel named so, sorted; none where the name is a
-    parameter or bound to nothing of the sort."""
+    loop_kernel` in another, `fn = a if small else b`, or any other choice `kgate.collect.pypicks.chosen` reads):
+    each kernel named so, sorted; none where the name is a parameter or bound to nothing of the sort."""
     here: Scope | None = scope
     while here is not None:
         if name in here.params or name in here.bound:
@@ -1076,9 +1077,7 @@ def _picked(name: str, scope: Scope, launched: set[str]) -> list[str]:
         if bindings:
             found: set[str] = set()
             for value, position, _count in bindings:
-                choices = [value.body, value.orelse] if isinstance(value, ast.IfExp) else [value]
-                found.update(choice.id for choice in choices
-                             if position is None and isinstance(choice, ast.Name) and choice.id in launched)
+                found.update(chosen_names(value, position, constants) & launched)
             return sorted(found)
         here = here.parent
     return []

@@ -18,7 +18,9 @@ most a few dozen variants over all shapes).
 The same rule has a second source of evidence, read by `kgate lint` before
 anything runs: a launch site (`kernel[grid](...)`, `kernel.run(...)`, or through a local
 name that picks the kernel: `fn = kernel` in a branch, `fn = a if small else
-b`, then `fn[grid](...)`) in the `@triton.jit` kernel's own module, or in a module of the project that
+b`, nested or over several lines, annotated, `fn = {0: a, 1: b}[mode]` (a
+module constant's table too), `(fn := a if small else b)`, `fn, grid = (a,
+g) if small else (b, h)`, then `fn[grid](...)`) in the `@triton.jit` kernel's own module, or in a module of the project that
 imports it (`from .kernels import fwd_kernel`, then `fwd_kernel[grid](...)`)
 or reaches it through its module (`kernels.fwd_kernel[grid](...)` after
 `from . import kernels`, `kn.fwd_kernel` after `import pkg.kernels as kn`,
@@ -32,7 +34,7 @@ where it has none, those of the project's other modules that import it,
 and theirs in turn up to two modules away from the launcher: a launcher
 called from a layer, the layer from a serving backend; a call through a
 local name that picks the launcher, `attend = decode if short else
-prefill`, then `attend(q, bsz=bsz)`, counts, and so does a name the
+prefill` or any of the choices above, then `attend(q, bsz=bsz)`, counts, and so does a name the
 autograd function's module binds to its `apply`, `attend = Fn.apply`,
 called there or in the modules that import it; a method's are the calls
 its own class makes on the instance, `self._attend(x, bsz)`), through the items

@@ -6,7 +6,11 @@ every such key.
 Each key is judged by what the launch sites in the same module
 (`kernel[grid](...)`, `kernel.run(...)`, `torch.library.wrap_triton(kernel)[grid](...)`,
 or a local name that picks the kernel: `fn = naive_kernel` in one branch and
-`fn = loop_kernel` in another, or `fn = a if small else b`, then `fn[grid](...)`)
+`fn = loop_kernel` in another, `fn = a if small else b` (nested, over several
+lines, annotated), an entry of a table of kernels (`fn = {0: a, 1: b}[mode]`,
+`fn = KERNELS[mode]` with a module constant), an assignment expression, or an
+item of the tuple each branch gives (`fn, grid = (a, g) if small else (b,
+h)`), then `fn[grid](...)`)
 pass for it, or where the module launches the kernel nowhere, the launch
 sites in the project's other modules that import it (`from .kernels import
 fwd_kernel` in `ops.py`, or `from pkg import fwd` where `pkg/__init__.py`
@@ -140,7 +144,8 @@ that function pass for it, or where there are none, what the calls in the
 project's other modules that import the function pass (a launcher called
 from a layer or a serving backend; tests and benchmarks, which pick shapes
 of their own, are not followed); a call through a local name that picks
-the function (`attend = decode if short else prefill`) counts, and so
+the function (`attend = decode if short else prefill`, or any choice a
+kernel is picked by) counts, and so
 does a name an autograd function's module binds to its `apply` (`attend =
 Fn.apply`, imported elsewhere), and a method's parameter is what its own class passes it (`self._attend(x,
 bsz)`). Because such a verdict reads other
