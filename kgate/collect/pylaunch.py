@@ -1104,14 +1104,15 @@ def _between_batch_and_model(names: dict[int, str], name: str, more: bool = Fals
     """Whether `name`, the middle of three names a shape is unpacked into, is the length of a (batch, length, model
     dimension) layout: the batch first (`b`, or a name whose words say the batch: tokens first, `total_ctx, n_layers,
     kv_dim`, lay out something per token in the middle), the heads or a width last (`h`, `d`, or a name whose words
-    say a model dimension), and itself a letter that names no model dimension (`n` of `b, n, h = decay.shape`; not
-    `c` of `b, c, d`, and not a word that says something else, `width` of `bsz, width, hidden`). `more`: the second
-    of two names a leading slice is unpacked into (`b, n = x.shape[:2]`), the dimensions after it left unnamed."""
+    say a model dimension, or left unnamed: `_` of `b, n, _`, the tensor's last dimension, a width per item), and
+    itself a letter that names no model dimension (`n` of `b, n, h = decay.shape`; not `c` of `b, c, d`, and not a
+    word that says something else, `width` of `bsz, width, hidden`). `more`: the second of two names a leading slice
+    is unpacked into (`b, n = x.shape[:2]`), the dimensions after it left unnamed."""
     first, last = names.get(0), names.get(1 if more else 2)
     if first is None or last is None or len(name) != 1:
         return False
     batch = first.upper() == "B" or bool(_words(first) & _BATCH_WORDS) or first.lower().endswith("batch")
-    model = more or last.upper() in ("H", "D") or _WORDS_ONLY.hint(last) == MODEL
+    model = more or last.upper() in ("H", "D") or _WORDS_ONLY.hint(last) == MODEL or not last.strip("_")
     return batch and model and name.upper() not in _MODEL_LETTERS | {"C", "H"}
 
 

@@ -53,7 +53,8 @@ D = q.shape`, `y_size` of `num_batches, num_heads, y_size, x_size`, `n` of
 two names a leading slice of a shape is unpacked into (`T` of `B, T =
 x.shape[:2]`, `n` of `b, n = x.shape[:2]`; not `h` of `b, h`), the
 length of a tensor unpacked into three names, a letter between the batch
-and the heads or a width (`n` of `b, n, h = decay.shape`; not `l` of
+and the heads or a width (`n` of `b, n, h = decay.shape`, or of `b, n, _`
+with the width unnamed; not `l` of
 `tokens, l, d`, tokens first, nor a word, `width` of `bsz, width, hidden`), the product of a shape's sizes
 from the first (`torch.prod(torch.tensor(x.shape[:-1])).item()`, the rows), a
 middle dimension whose name's words say a token count (`seqlen` of `bsz,

@@ -47,8 +47,9 @@ is the dimension at each place `dim` is bound to or every call passes (`dim
   model dimension: `n` of `b, n = x.shape[:2]`; not `h` of `b, h`), the
   length of a tensor unpacked into three names, a letter
   between the batch first (`b`, or a name whose words say the batch, not a
-  token count) and the heads or a width last (`h`, `d`, or a model
-  dimension by its words) that names no model dimension itself (`n` of `b,
+  token count) and the heads or a width last (`h`, `d`, a model
+  dimension by its words, or left unnamed: `_` of `b, n, _`, the tensor's
+  last dimension) that names no model dimension itself (`n` of `b,
   n, h = decay.shape`; `c` of `b, c, d`, `l` of `tokens, l, d` and a word,
   `width` of `bsz, width, hidden`, are none), the
   product of a shape's sizes from the first (`math.prod(x.shape[:-1])`,
