@@ -19,9 +19,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
 
-from kgate.core.errors import ConfigError, KgateError
+from kgate.core.errors import ConfigError
+from kgate.support import interrupts, tools
 from kgate.support import scratch as made_scratch
-from kgate.support import tools
 
 # The folder a base revision is checked out in; the line table of a cubin compiled there names it, and
 # reports show those source paths relative to it.
@@ -140,22 +140,21 @@ def _default_branch(root: Path) -> str | None:
     return None
 
 
-class _Terminated(KgateError):
-    exit_code = 143
+def _terminated(signum: int, frame: FrameType | None) -> None:
+    raise interrupts.Interrupted(signum)
 
 
 @contextlib.contextmanager
 def checkout(root: Path, commit: str) -> Iterator[Path]:
-    """The commit checked out (detached) in a temporary worktree, removed on the way out."""
+    """The commit checked out (detached) in a temporary worktree, removed on the way out. A SIGTERM meanwhile stops
+    the run as an interrupt (`kgate.support.interrupts`: never an error that the run's handling of errors could
+    take), the checkout removed: the command line's own handler does so, and where nothing handles the signal (a
+    program calling the API) one is installed for the checkout's length; a handler of the program's own is left."""
     scratch = made_scratch.make(CHECKOUT_PREFIX)
     tree = scratch / "tree"
     previous = None
-
-    def terminated(signum: int, frame: FrameType | None) -> None:
-        raise _Terminated("terminated")
-
-    if threading.current_thread() is threading.main_thread():
-        previous = signal.signal(signal.SIGTERM, terminated)
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        previous = signal.signal(signal.SIGTERM, _terminated)
     made: list[tuple[Path, Path]] = []  # (repository, worktree) of every checkout made, the base's first
     try:
         _worktree(root, tree, commit, made)
