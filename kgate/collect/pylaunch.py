@@ -667,12 +667,15 @@ class Launches(Batches):
     def _offsets(self, tensor: ast.expr, scope: Scope, seen: set[tuple[int, str]]) -> bool:
         """Whether a tensor holds sequence offsets the project accumulates: a cumulative sum (`lens.cumsum(0)`,
         `torch.cumsum(lens, 0)`), padded with a leading zero (`F.pad(..., (1, 0))`) or joined after one
-        (`torch.cat([zero, ...])`), cast or not."""
+        (`torch.cat([zero, ...])`), cast or not; not a sum of sizes the built model fixes (a buffer of the module,
+        `self.split_sizes.cumsum(0)`, or a literal table, `torch.tensor([64, 128]).cumsum(0)`)."""
         while isinstance(tensor, ast.Call):
             func = tensor.func
             name = str(py.dotted(func) or getattr(func, "attr", "")).rsplit(".", 1)[-1]
             if name == "cumsum":
-                return True
+                summed = func.value if isinstance(func, ast.Attribute) and py.dotted(func.value) != "torch" \
+                    else tensor.args[0] if tensor.args else None
+                return summed is None or not (_literal_table(summed) or self.fixed(summed, scope, 0, seen))
             if (same := same_shape(tensor)) is not None:
                 tensor = same
             elif isinstance(func, ast.Attribute) and func.attr in ("int", "long"):
@@ -1081,6 +1084,15 @@ def _picked(name: str, scope: Scope, launched: set[str], constants: dict[str, as
             return sorted(found)
         here = here.parent
     return []
+
+
+def _literal_table(tensor: ast.expr) -> bool:
+    """Whether a tensor is made from a literal list of numbers (`torch.tensor([64, 64, 128])`)."""
+    if not (isinstance(tensor, ast.Call) and (py.dotted(tensor.func) or "").rsplit(".", 1)[-1] in ("tensor",
+                                                                                                   "as_tensor")
+            and tensor.args and isinstance(tensor.args[0], (ast.List, ast.Tuple))):
+        return False
+    return all(isinstance(item, ast.Constant) and isinstance(item.value, (int, float)) for item in tensor.args[0].elts)
 
 
 def _from_end(value: ast.expr, name: str) -> bool:

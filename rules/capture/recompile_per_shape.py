@@ -73,7 +73,8 @@ the object that holds the step's sequence offsets (`seqlen.max_q` where
 the caller also passes `seqlen.cu_seqlen_q`), the last of sequence offsets
 the project accumulates (`cu_seqlens[-1]` where `cu_seqlens = F.pad(lens.cumsum(0), (1, 0))`) and the
 longest of the lengths between them (`torch.diff(cu_seqlens).max()`, computed by the layer and passed
-down or read in the launcher; a host copy of the offsets holds them too: `cu_seqlens.cpu()`, `.tolist()`),
+down or read in the launcher; a host copy of the offsets holds them too: `cu_seqlens.cpu()`, `.tolist()`;
+a sum of sizes the built model fixes, `self.split_sizes.cumsum(0)` or of a literal table, is no such offset),
 `x.numel()`, the strides
 that hold one of these (`q.stride(0)` of a head-major `(heads, total
 tokens, dim)` tensor, read where the launcher unpacks it or, for a

@@ -76,7 +76,9 @@ is the dimension at each place `dim` is bound to or every call passes (`dim
   `cu_seqlens = F.pad(lens.cumsum(0), (1, 0))`: the total token count) and
   the longest of the lengths between them (`torch.diff(cu_seqlens).max()`,
   `(cu_seqlens[1:] - cu_seqlens[:-1]).max()`; read from a host copy too,
-  `cu_seqlens.cpu()[-1]`, `cu_seqlens.tolist()[-1]`), `x.numel()`
+  `cu_seqlens.cpu()[-1]`, `cu_seqlens.tolist()[-1]`; a sum of sizes the
+  built model fixes, `self.split_sizes.cumsum(0)` or of a literal table,
+  is no such offset), `x.numel()`
   or the length of x flattened (`len(x.flatten())`, `len(x.view(-1))`),
   `len(cu_seqlens)`, any dimension or stride of a tensor made with its
   sizes written out (in the launcher, or by every call of it: `cols` of
