@@ -109,18 +109,24 @@ class CallSites:
         fn = scope.node
         applied = applied_class(scope)
         method = not applied and own_method(scope)
-        if not (isinstance(fn, py.Function) and (top_level(scope) or applied or method)):
+        owner, takes_class = ("", False) if applied or method else class_method(scope)
+        if not (isinstance(fn, py.Function) and (top_level(scope) or applied or method or owner)):
             return []
         positional = [a.arg for a in [*fn.args.posonlyargs, *fn.args.args]]
         position = positional.index(name) if name in positional else None
-        called, attr = (applied, "apply") if applied else ("self", fn.name) if method else (fn.name, "")
-        if applied or method:  # `Fn.apply(q, k)` passes `forward(ctx, q, k)` its parameters after the context,
-            position = position - 1 if position else None  # `self.attend(q, k)` those of `attend(self, q, k)`
+        called, attr = (applied, "apply") if applied else ("self", fn.name) if method else (owner, fn.name) if owner \
+            else (fn.name, "")
+        if applied or method or takes_class:  # `Fn.apply(q, k)` passes `forward(ctx, q, k)` its parameters after the
+            position = position - 1 if position else None  # context, `self.attend(q, k)` those of `attend(self, q, k)`
         # A method is read where its own class calls it on the instance (`self.attend(...)` in another method).
         # `attend = Fn.apply` at the module's top level: its calls are calls of `Fn.apply` too.
         aliases = applied_aliases(self.source.text, applied) if applied else []
         calls = [(call, caller, cast("Launches", self)) for call, caller in self._callers(called, attr)
                  if not method or _same_class(caller, scope)]
+        # A static or class method is called through its class (`Op.run(...)`), or by the class's own methods
+        # through `self` or `cls`.
+        calls += [(call, caller, cast("Launches", self)) for through in (("self", "cls") if owner else ())
+                  for call, caller in self._callers(through, fn.name) if _same_class(caller, scope)]
         calls += [(call, caller, cast("Launches", self)) for alias in aliases for call, caller in self._callers(alias)]
         if not calls and self.beyond and not method:
             calls = [(call, caller, reader) for reader, local in self._elsewhere(called, launches=False)
@@ -224,6 +230,21 @@ def own_method(scope: Scope) -> bool:
         return False
     first = [*fn.args.posonlyargs, *fn.args.args][:1]
     return bool(first) and first[0].arg == "self"
+
+
+def class_method(scope: Scope) -> tuple[str, bool]:
+    """(the class's name, whether the class comes first) where the scope is a `@staticmethod` or `@classmethod` of a
+    class of the module's top level, called as `Op.run(...)`; ("", False) for any other scope."""
+    fn, owner = scope.node, scope.parent
+    if not (isinstance(fn, py.Function) and owner is not None and isinstance(owner.node, ast.ClassDef)
+            and top_level(owner)):
+        return "", False
+    kinds = {(py.dotted(d) or "").rsplit(".", 1)[-1] for d in fn.decorator_list}
+    if "staticmethod" in kinds:
+        return owner.node.name, False
+    if "classmethod" in kinds:
+        return owner.node.name, True
+    return "", False
 
 
 def _bounded_by_choice(caller: Scope, alias: str, name: str, arg: ast.expr, reader: Launches) -> bool:

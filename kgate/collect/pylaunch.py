@@ -47,7 +47,8 @@ a variable place (`x.shape[dim]`) at each place its index takes (`Launches._indi
 A parameter of the launching function is what the module's own calls of it pass, or where it has none, the calls
 in the project's other modules that import it (`Launches._parameter`, `kgate.collect.pycallers`); a call through a
 local name that picks the function (`attend = decode if short else prefill`) counts, and a method's parameter is what
-its own class passes it (`self._attend(x, bsz)`).
+its own class passes it (`self._attend(x, bsz)`), a static or class method's what the calls through its class pass
+(`Op.run(x, bsz)`).
 """
 
 from __future__ import annotations

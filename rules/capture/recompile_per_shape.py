@@ -37,7 +37,9 @@ local name that picks the launcher, `attend = decode if short else
 prefill` or any of the choices above, then `attend(q, bsz=bsz)`, counts, and so does a name the
 autograd function's module binds to its `apply`, `attend = Fn.apply`,
 called there or in the modules that import it; a method's are the calls
-its own class makes on the instance, `self._attend(x, bsz)`), through the items
+its own class makes on the instance, `self._attend(x, bsz)`, and a static or
+class method's those made through its class, `Op.run(x, bsz)`, or by the
+class's own methods), through the items
 of a tuple a helper returns (`y, N, T = fwd(x)`) and through what an
 autograd function's `forward` saves on its context for `backward`
 (`ctx.N = N`, then `bwd(dy, ctx.N)`), through a shape handed on whole

@@ -152,7 +152,7 @@ the function (`attend = decode if short else prefill`, or any choice a
 kernel is picked by) counts, and so
 does a name an autograd function's module binds to its `apply` (`attend =
 Fn.apply`, imported elsewhere), and a method's parameter is what its own class passes it (`self._attend(x,
-bsz)`). Because such a verdict reads other
+bsz)`), a static or class method's what the calls through its class pass (`Op.run(x, bsz)`). Because such a verdict reads other
 files, it is never answered from the lint cache.
 
 A key no launch site places (the value is a parameter of a launcher that
