@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from kgate.collect import depends
 from kgate.collect.files import project_root
-from kgate.collect.pynames import ALIAS, EXTERNAL, IMPORT, MODULE, Exports, Resolver, exports
+from kgate.collect.pynames import ALIAS, EXTERNAL, IMPORT, MODULE, Exports, Resolver, exports, import_roots
 
 if TYPE_CHECKING:
     from kgate.collect.pysparse import Block
@@ -188,7 +188,7 @@ def _resolver(source: SourceFile) -> Resolver:
     root = project_root(path, source.rel)
     found = _RESOLVERS.get(root)
     if found is None:
-        found = _RESOLVERS[root] = Resolver([root, os.path.join(root, "src")], inside=root)
+        found = _RESOLVERS[root] = Resolver(import_roots(root), inside=root)
     return found
 
 
