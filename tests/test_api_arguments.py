@@ -148,3 +148,16 @@ def test_the_api_page_says_what_every_argument_accepts() -> None:
     table = page[page.index("| argument | accepts |"):]
     for name in arguments.ACCEPTS:
         assert f"`{name}`" in table.split("\n\n", 1)[0], name
+
+
+@pytest.mark.parametrize(("argument", "value"), [("select", b"KG201"), ("paths", b"pkg/ops.py")])
+def test_a_single_value_that_no_list_would_take_is_not_advised_in_one(argument: str, value: Any) -> None:
+    refused = arguments.refusal("lint", argument, value)
+    assert refused is not None and "give [" not in str(refused)
+    assert arguments.refusal("lint", argument, [value]) is not None  # what the advice would have given
+
+
+def test_a_single_value_that_a_list_would_take_is_advised_in_one() -> None:
+    refused = arguments.refusal("check", "targets", "sm_120a")
+    assert refused is not None and "(give ['sm_120a'])" in str(refused)
+    assert arguments.refusal("check", "targets", ["sm_120a"]) is None

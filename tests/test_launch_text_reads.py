@@ -10,7 +10,7 @@ from kgate.collect import pyconfigs
 from kgate.collect.pycallers import alias_lines, applied_aliases
 from kgate.collect.pyscopes import Scope, scopes
 
-ALIASED = """def launch(x, short):
+ALIASED = """def launch(x, short, mode):
     k = decode
     k(x)
     pick = decode if short else prefill  # the short path
@@ -21,15 +21,23 @@ ALIASED = """def launch(x, short):
     flag = x == y if short else decode
     decode = decode
     call = g(decode)
+    table: object = {"d": decode,
+                     "p": prefill}[mode]
+    if (chosen := prefill if short else decode):
+        chosen(x)
 k2=decode
 """
 
 
 def test_aliases_of_a_launcher_are_found_on_the_lines_that_name_it() -> None:
-    assert alias_lines(ALIASED, "decode") == {"k": [1, 2], "pick": [3, 4], "other": [5, 6], "flag": [8], "k2": [11]}
-    assert alias_lines(ALIASED, "prefill") == {"pick": [3, 4], "other": [5, 6]}
-    # A carriage return ends no such line, but for one whose comment takes it in.
-    assert alias_lines(ALIASED.replace("\n", "\r\n"), "decode") == {"pick": [3, 4]}
+    # A pre-filter: `call` is bound to a value that spells the name, and the syntax tree tells it holds a call's
+    # result; a name that only starts with it (`decode_more`) or the name itself rebound is none.
+    assert alias_lines(ALIASED, "decode") == {"k": [1, 2], "pick": [3, 4], "other": [5, 6], "flag": [8],
+                                               "call": [10], "table": [11], "chosen": [13, 14], "k2": [15]}
+    assert alias_lines(ALIASED, "prefill") == {"pick": [3, 4], "other": [5, 6], "table": [12], "chosen": [13, 14]}
+    # Lines ended by a carriage return and a line feed are the same lines.
+    assert alias_lines(ALIASED.replace("\n", "\r\n"), "decode") == alias_lines(ALIASED, "decode")
+    assert alias_lines(ALIASED.replace("\n", "\r"), "prefill") == alias_lines(ALIASED, "prefill")
     assert alias_lines(ALIASED, "absent") == {}
 
 

@@ -78,7 +78,9 @@ def _listed(item: Callable[[Any], bool], noun: str, *, comma_string: bool = Fals
         if value is None:
             return None
         if isinstance(value, (str, bytes, os.PathLike)) and not (comma_string and isinstance(value, str)):
-            return f"must be a list of {noun}, not the single {_type_name(value)} {value!r} (give [{value!r}])"
+            # The list holding it is advised only where that list would be taken (not `[b"KG201"]`).
+            advice = f" (give [{value!r}])" if item(value) else ""
+            return f"must be a list of {noun}, not the single {_type_name(value)} {value!r}{advice}"
         if comma_string and isinstance(value, str):
             return None
         if isinstance(value, (set, frozenset, dict)) or not isinstance(value, (list, tuple)):

@@ -25,9 +25,10 @@ from kgate.collect.pyscopes import Scope
 from kgate.collect.pyvalues import UNKNOWN, Verdict, integer, shape_of, worst
 
 _DEPTH = 48
-# Methods whose result has the tensor's own shape.
-_SAME_SHAPE = frozenset({"contiguous", "to", "float", "half", "bfloat16", "clone", "detach", "cuda", "type_as",
-                         "requires_grad_", "cast"})
+# Methods whose result has the tensor's own shape and values: a copy on another device or in another type, the
+# host's (`cu_seqlens.cpu()`, `.numpy()`, `.tolist()`: read on the host for a size) included.
+_SAME_SHAPE = frozenset({"contiguous", "to", "float", "half", "bfloat16", "double", "int", "long", "clone", "detach",
+                         "cuda", "cpu", "numpy", "tolist", "pin_memory", "type_as", "requires_grad_", "cast"})
 # Functions whose result has the shape of their first argument (`torch.empty_like(x)`).
 _LIKE = frozenset({"empty_like", "zeros_like", "ones_like", "full_like", "rand_like", "randn_like"})
 _RESHAPES = frozenset({"view", "reshape"})

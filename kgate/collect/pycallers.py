@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, cast
 
 from kgate.collect import pyparts, pysparse
 from kgate.collect import pysource as py
+from kgate.collect.pypicks import chosen_names, picking_lines
 from kgate.collect.pyscopes import Scope, at_most, call_lines, passed_for, scopes, top_level, within
 from kgate.collect.pyvalues import FEW_VALUES, UNKNOWN, Names, Verdict, integer, worst
 from kgate.collect.source import SourceFile
@@ -108,18 +109,24 @@ class CallSites:
         fn = scope.node
         applied = applied_class(scope)
         method = not applied and own_method(scope)
-        if not (isinstance(fn, py.Function) and (top_level(scope) or applied or method)):
+        owner, takes_class = ("", False) if applied or method else class_method(scope)
+        if not (isinstance(fn, py.Function) and (top_level(scope) or applied or method or owner)):
             return []
         positional = [a.arg for a in [*fn.args.posonlyargs, *fn.args.args]]
         position = positional.index(name) if name in positional else None
-        called, attr = (applied, "apply") if applied else ("self", fn.name) if method else (fn.name, "")
-        if applied or method:  # `Fn.apply(q, k)` passes `forward(ctx, q, k)` its parameters after the context,
-            position = position - 1 if position else None  # `self.attend(q, k)` those of `attend(self, q, k)`
+        called, attr = (applied, "apply") if applied else ("self", fn.name) if method else (owner, fn.name) if owner \
+            else (fn.name, "")
+        if applied or method or takes_class:  # `Fn.apply(q, k)` passes `forward(ctx, q, k)` its parameters after the
+            position = position - 1 if position else None  # context, `self.attend(q, k)` those of `attend(self, q, k)`
         # A method is read where its own class calls it on the instance (`self.attend(...)` in another method).
         # `attend = Fn.apply` at the module's top level: its calls are calls of `Fn.apply` too.
         aliases = applied_aliases(self.source.text, applied) if applied else []
         calls = [(call, caller, cast("Launches", self)) for call, caller in self._callers(called, attr)
                  if not method or _same_class(caller, scope)]
+        # A static or class method is called through its class (`Op.run(...)`), or by the class's own methods
+        # through `self` or `cls`.
+        calls += [(call, caller, cast("Launches", self)) for through in (("self", "cls") if owner else ())
+                  for call, caller in self._callers(through, fn.name) if _same_class(caller, scope)]
         calls += [(call, caller, cast("Launches", self)) for alias in aliases for call, caller in self._callers(alias)]
         if not calls and self.beyond and not method:
             calls = [(call, caller, reader) for reader, local in self._elsewhere(called, launches=False)
@@ -167,7 +174,8 @@ class CallSites:
                                                                                ast.ClassDef)) and within(marked, stmt)
                                 for node in py.expressions(stmt) if isinstance(node, ast.Call)
                                 and (calls_name(node.func, name, attr) or isinstance(node.func, ast.Name)
-                                     and node.func.id in aliases and _aliased(scope, node.func.id, name))] \
+                                     and node.func.id in aliases
+                                     and _aliased(scope, node.func.id, name, self.info.constants))] \
                 if marked else []
         return self._calls[key]
 
@@ -184,44 +192,21 @@ class CallSites:
 
 
 def alias_lines(text: str, name: str) -> dict[str, list[int]]:
-    """Local names a function binds to `name` or picks it by a conditional (`kernel = decode if short else prefill`),
-    each with the 0-based lines of that assignment and of their calls, found in the text (`_aliased` checks them)."""
+    """Local names a function binds to `name` or to a choice among it and others (`kernel = decode if short else
+    prefill`, `kgate.collect.pypicks`), each with the 0-based lines of that assignment and of their calls, found in the
+    text (`_aliased` checks them)."""
     if name not in text:
         return {}
-    out: dict[str, list[int]] = {}
-    # Only a line that holds the name can bind it: the expression is tried on those lines alone, not at every line
-    # of the module (where `.*\belse` made it scan each line again).
-    at = text.find(name)
-    while at >= 0:
-        start = text.rfind("\n", 0, at) + 1
-        end = text.find("\n", at)
-        end = len(text) if end < 0 else end
-        match = _ALIAS_ASSIGNMENT.match(f"{name}\0{text[start:end]}")
-        if match is not None and match.group(2) != name:
-            out.setdefault(match.group(2), []).append(text.count("\n", 0, start))
-        at = text.find(name, end + 1)
-    return {alias: [*lines, *call_lines(text, alias)] for alias, lines in out.items()}
+    return {alias: [*lines, *call_lines(text, alias)] for alias, lines in picking_lines(text, {name}).items()}
 
 
-# `alias = name`, `alias = name if c else g` or `alias = g if c else name` on a line of its own, tried on the name, a
-# NUL and the line: the name is matched again by reference to the group before the NUL (one expression for every
-# name, where an expression built per name cost more to compile than the search).
-_ALIAS_ASSIGNMENT = re.compile(r"^(?P<name>[^\0]*)\0[ \t]*(\w+)[ \t]*=[ \t]*"
-                               r"(?:(?P=name)(?:[ \t]+if\b.*)?|.*\belse[ \t]+(?P=name))[ \t]*(?:#.*)?$")
-
-
-def _aliased(scope: Scope, alias: str, name: str) -> bool:
-    """Whether `alias` is bound in the function only to `name`, or to a conditional one branch of which is `name`."""
+def _aliased(scope: Scope, alias: str, name: str, constants: dict[str, ast.expr]) -> bool:
+    """Whether every binding of `alias` in the function may hold `name`: bound to it, or to a choice one of whose
+    options it is."""
     bindings = scope.env.get(alias)
     if not bindings:
         return False
-    for value, position, _count in bindings:
-        if position is not None or value is None:
-            return False
-        branches = [value.body, value.orelse] if isinstance(value, ast.IfExp) else [value]
-        if not any(isinstance(b, ast.Name) and b.id == name for b in branches):
-            return False
-    return True
+    return all(name in chosen_names(value, position, constants) for value, position, _count in bindings)
 
 
 def calls_name(func: ast.expr, name: str, attr: str) -> bool:
@@ -245,6 +230,21 @@ def own_method(scope: Scope) -> bool:
         return False
     first = [*fn.args.posonlyargs, *fn.args.args][:1]
     return bool(first) and first[0].arg == "self"
+
+
+def class_method(scope: Scope) -> tuple[str, bool]:
+    """(the class's name, whether the class comes first) where the scope is a `@staticmethod` or `@classmethod` of a
+    class of the module's top level, called as `Op.run(...)`; ("", False) for any other scope."""
+    fn, owner = scope.node, scope.parent
+    if not (isinstance(fn, py.Function) and owner is not None and isinstance(owner.node, ast.ClassDef)
+            and top_level(owner)):
+        return "", False
+    kinds = {(py.dotted(d) or "").rsplit(".", 1)[-1] for d in fn.decorator_list}
+    if "staticmethod" in kinds:
+        return owner.node.name, False
+    if "classmethod" in kinds:
+        return owner.node.name, True
+    return "", False
 
 
 def _bounded_by_choice(caller: Scope, alias: str, name: str, arg: ast.expr, reader: Launches) -> bool:
@@ -293,7 +293,8 @@ def applied_aliases(text: str, applied: str) -> list[str]:
     return out
 
 
-# `attend = Fn.apply` at the top level, tried on the class's name, a NUL and the line (see `_ALIAS_ASSIGNMENT`).
+# `attend = Fn.apply` at the top level, tried on the class's name, a NUL and the line: the name is matched again by
+# reference to the group before the NUL (one expression for every name, not one compiled per name).
 _APPLIED_ALIAS = re.compile(r"^(?P<name>[^\0]*)\0(\w+)[ \t]*=[ \t]*(?P=name)\.apply[ \t]*(?:#.*)?$")
 
 

@@ -47,7 +47,8 @@ a variable place (`x.shape[dim]`) at each place its index takes (`Launches._indi
 A parameter of the launching function is what the module's own calls of it pass, or where it has none, the calls
 in the project's other modules that import it (`Launches._parameter`, `kgate.collect.pycallers`); a call through a
 local name that picks the function (`attend = decode if short else prefill`) counts, and a method's parameter is what
-its own class passes it (`self._attend(x, bsz)`).
+its own class passes it (`self._attend(x, bsz)`), a static or class method's what the calls through its class pass
+(`Op.run(x, bsz)`).
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ from kgate.collect import pyparts, pysparse
 from kgate.collect import pysource as py
 from kgate.collect.pybatch import Batches, same_shape
 from kgate.collect.pycallers import split, within
+from kgate.collect.pypicks import chosen_names, picking_lines
 from kgate.collect.pyscopes import (
     Scope,
     asserted_equal,
@@ -67,7 +69,6 @@ from kgate.collect.pyscopes import (
     launch_lines,
     launched_name,
     passed_for,
-    picking_names,
     scopes,
     top_definitions,
     unpacked,
@@ -134,8 +135,9 @@ class Launches(Batches):
         self._helpers: dict[str, py.Function | None] = {}
         self.named = ":=" in source.text  # whether an assignment expression may bind a name (`Scope.named`)
         # The lines that launch one of the kernels (`k[`, `k.run(`), 0-based: only they are parsed and walked.
-        # Local names that pick a kernel (`fn = naive_kernel`, `fn = a if small else b`): their launches are its.
-        self.pickers = picking_names(source.text, launched)
+        # Local names that pick a kernel (`fn = naive_kernel`, `fn = a if small else b`, `fn = {0: a, 1: b}[mode]`):
+        # their launches are its (`kgate.collect.pypicks`).
+        self.pickers = set(picking_lines(source.text, launched))
         self.marked = launch_lines(source.text, launched | self.pickers)
         if info.whole:
             self.tree = info.tree
@@ -180,8 +182,8 @@ class Launches(Batches):
                     name = launched_name(node)
                     if name is None:
                         continue
-                    for kernel in [name] if name in launched else _picked(name, scope, launched) \
-                            if name in self.pickers else []:
+                    for kernel in [name] if name in launched else \
+                            _picked(name, scope, launched, self.info.constants) if name in self.pickers else []:
                         self.sites.setdefault(kernel, []).append((node, scope))  # type: ignore[arg-type]
 
     def _launches_within(self, stmt: ast.stmt) -> bool:
@@ -666,12 +668,15 @@ class Launches(Batches):
     def _offsets(self, tensor: ast.expr, scope: Scope, seen: set[tuple[int, str]]) -> bool:
         """Whether a tensor holds sequence offsets the project accumulates: a cumulative sum (`lens.cumsum(0)`,
         `torch.cumsum(lens, 0)`), padded with a leading zero (`F.pad(..., (1, 0))`) or joined after one
-        (`torch.cat([zero, ...])`), cast or not."""
+        (`torch.cat([zero, ...])`), cast or not; not a sum of sizes the built model fixes (a buffer of the module,
+        `self.split_sizes.cumsum(0)`, or a literal table, `torch.tensor([64, 128]).cumsum(0)`)."""
         while isinstance(tensor, ast.Call):
             func = tensor.func
             name = str(py.dotted(func) or getattr(func, "attr", "")).rsplit(".", 1)[-1]
             if name == "cumsum":
-                return True
+                summed = func.value if isinstance(func, ast.Attribute) and py.dotted(func.value) != "torch" \
+                    else tensor.args[0] if tensor.args else None
+                return summed is None or not (_literal_table(summed) or self.fixed(summed, scope, 0, seen))
             if (same := same_shape(tensor)) is not None:
                 tensor = same
             elif isinstance(func, ast.Attribute) and func.attr in ("int", "long"):
@@ -1064,10 +1069,10 @@ def _multiplied_shape(target: ast.expr, scope: Scope) -> tuple[ast.expr, bool, b
     return shape_of(ast.copy_location(ast.Subscript(value=held, slice=target.slice, ctx=ast.Load()), target))
 
 
-def _picked(name: str, scope: Scope, launched: set[str]) -> list[str]:
+def _picked(name: str, scope: Scope, launched: set[str], constants: dict[str, ast.expr]) -> list[str]:
     """The kernels a local name is bound to where a scope launches it (`fn = naive_kernel` in one branch, `fn =
-    loop_kernel` in another, `fn = a if small else b`): each kernel named so, sorted; none where the name is a
-    parameter or bound to nothing of the sort."""
+    loop_kernel` in another, `fn = a if small else b`, or any other choice `kgate.collect.pypicks.chosen` reads):
+    each kernel named so, sorted; none where the name is a parameter or bound to nothing of the sort."""
     here: Scope | None = scope
     while here is not None:
         if name in here.params or name in here.bound:
@@ -1076,12 +1081,19 @@ def _picked(name: str, scope: Scope, launched: set[str]) -> list[str]:
         if bindings:
             found: set[str] = set()
             for value, position, _count in bindings:
-                choices = [value.body, value.orelse] if isinstance(value, ast.IfExp) else [value]
-                found.update(choice.id for choice in choices
-                             if position is None and isinstance(choice, ast.Name) and choice.id in launched)
+                found.update(chosen_names(value, position, constants) & launched)
             return sorted(found)
         here = here.parent
     return []
+
+
+def _literal_table(tensor: ast.expr) -> bool:
+    """Whether a tensor is made from a literal list of numbers (`torch.tensor([64, 64, 128])`)."""
+    if not (isinstance(tensor, ast.Call) and (py.dotted(tensor.func) or "").rsplit(".", 1)[-1] in ("tensor",
+                                                                                                   "as_tensor")
+            and tensor.args and isinstance(tensor.args[0], (ast.List, ast.Tuple))):
+        return False
+    return all(isinstance(item, ast.Constant) and isinstance(item.value, (int, float)) for item in tensor.args[0].elts)
 
 
 def _from_end(value: ast.expr, name: str) -> bool:
@@ -1105,14 +1117,15 @@ def _between_batch_and_model(names: dict[int, str], name: str, more: bool = Fals
     """Whether `name`, the middle of three names a shape is unpacked into, is the length of a (batch, length, model
     dimension) layout: the batch first (`b`, or a name whose words say the batch: tokens first, `total_ctx, n_layers,
     kv_dim`, lay out something per token in the middle), the heads or a width last (`h`, `d`, or a name whose words
-    say a model dimension), and itself a letter that names no model dimension (`n` of `b, n, h = decay.shape`; not
-    `c` of `b, c, d`, and not a word that says something else, `width` of `bsz, width, hidden`). `more`: the second
-    of two names a leading slice is unpacked into (`b, n = x.shape[:2]`), the dimensions after it left unnamed."""
+    say a model dimension, or left unnamed: `_` of `b, n, _`, the tensor's last dimension, a width per item), and
+    itself a letter that names no model dimension (`n` of `b, n, h = decay.shape`; not `c` of `b, c, d`, and not a
+    word that says something else, `width` of `bsz, width, hidden`). `more`: the second of two names a leading slice
+    is unpacked into (`b, n = x.shape[:2]`), the dimensions after it left unnamed."""
     first, last = names.get(0), names.get(1 if more else 2)
     if first is None or last is None or len(name) != 1:
         return False
     batch = first.upper() == "B" or bool(_words(first) & _BATCH_WORDS) or first.lower().endswith("batch")
-    model = more or last.upper() in ("H", "D") or _WORDS_ONLY.hint(last) == MODEL
+    model = more or last.upper() in ("H", "D") or _WORDS_ONLY.hint(last) == MODEL or not last.strip("_")
     return batch and model and name.upper() not in _MODEL_LETTERS | {"C", "H"}
 
 

@@ -203,6 +203,24 @@ def _public(tree: ast.Module) -> tuple[str, ...] | None:
 # --------------------------------------------------------------------------- following names across modules
 
 
+# The folders a project's absolute imports are looked for in, by its root: the configured `python-path` of the
+# configuration that governs it (`use_import_roots`, set by the lint run), then the root and its `src` (the
+# default, and what a project no run configured has).
+_IMPORT_ROOTS: dict[str, tuple[str, ...]] = {}
+
+
+def use_import_roots(root: str, folders: tuple[str, ...]) -> None:
+    """Look for the project at `root`'s absolute imports in `folders` (its `python-path`, relative to it) first."""
+    _IMPORT_ROOTS[os.path.abspath(root)] = tuple(os.path.abspath(os.path.join(root, f)) for f in folders)
+
+
+def import_roots(root: str) -> list[str]:
+    """The folders the project at `root` imports from, in order (`use_import_roots`)."""
+    root = os.path.abspath(root)
+    found = [*_IMPORT_ROOTS.get(root, ()), root, os.path.join(root, "src")]
+    return list(dict.fromkeys(found))
+
+
 class Resolver:
     """Follows names through the project's modules. What it reads (the modules' top-level bindings, the folders it
     looks in) is noted as the verdict's (`kgate.collect.depends`). `roots`: folders absolute imports are looked for

@@ -25,7 +25,7 @@ from kgate.collect import depends, pyparts
 from kgate.collect import pysource as py
 from kgate.collect.files import project_root
 from kgate.collect.pyimports import Index, import_statements, index_of
-from kgate.collect.pynames import DEFINED, IMPORT, MODULE, Exports, Resolver, exports
+from kgate.collect.pynames import DEFINED, IMPORT, MODULE, Exports, Resolver, exports, import_roots
 from kgate.collect.pyscopes import launch_lines
 from kgate.collect.source import SourceFile, UnreadableSource, try_parse
 from kgate.support.filestat import path_state
@@ -96,7 +96,7 @@ class Modules:
 
     def __init__(self, root: str) -> None:
         self.root = root
-        self.resolver = Resolver([root, os.path.join(root, "src")], inside=root)
+        self.resolver = Resolver(import_roots(root), inside=root)
         self._index: Index | None = None
         self._sources: dict[str, tuple[SourceFile | None, Any, str | None]] = {}  # with its state and digest
         # What a reading of a module keeps (pylaunch's), for one file's verdicts: it reads on as it is asked.

@@ -284,23 +284,6 @@ def launch_lines(text: str, names: set[str]) -> list[int]:
             at = text.find(name, end)
     return sorted(found)
 
-_PICKING = re.compile(r"[ \t]*([A-Za-z_]\w*)[ \t]*=[ \t]*([A-Za-z_]\w*)(?:[ \t]+if[ \t].+[ \t]else[ \t]+([A-Za-z_]\w*))?"
-                      r"[ \t]*(?:#.*)?")
-
-
-def picking_names(text: str, names: set[str]) -> set[str]:
-    """The local names a line binds to one of `names` (`fn = naive_kernel`, `fn = a if small else b`), found on the
-    lines that spell one of them: names through which a kernel may be launched (`fn[grid](...)`)."""
-    found: set[str] = set()
-    for line in text.splitlines():
-        if "=" not in line or not any(name in line for name in names):
-            continue
-        match = _PICKING.fullmatch(line)
-        if match is not None and match.group(1) not in names and (match.group(2) in names or match.group(3) in names):
-            found.add(match.group(1))
-    return found
-
-
 def call_lines(text: str, name: str, attr: str = "") -> list[int]:
     """The 0-based lines on which a function `name` is called by its bare name (with `attr`, its method `attr`:
     `name.apply(`), found with `str.find`."""

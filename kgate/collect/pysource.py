@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from kgate.collect import depends
 from kgate.collect.files import project_root
-from kgate.collect.pynames import ALIAS, EXTERNAL, IMPORT, MODULE, Exports, Resolver, exports
+from kgate.collect.pynames import ALIAS, EXTERNAL, IMPORT, MODULE, Exports, Resolver, exports, import_roots
 
 if TYPE_CHECKING:
     from kgate.collect.pysparse import Block
@@ -143,7 +143,22 @@ class ParsedModule:
         return self._definitions[name]
 
     def uses_triton(self) -> bool:
-        return any(name == "triton" or name.startswith("triton.") for name in self.imports.values())
+        """Whether the module reaches Triton: a name it imports is Triton's (through the project's modules too:
+        `from pkg.triton_utils import triton`), or it reads Triton through a project module it imports by name
+        (`tu.triton.jit` after `import pkg.triton_utils as tu`, where no imported name is Triton's itself)."""
+        imports = self.imports
+        if any(_is_triton(name) for name in imports.values()):
+            return True
+        if not imports.modules or imports.follow is None:
+            return False
+        return any(isinstance(node, ast.Attribute) and _is_triton(qualified(node, imports) or "")
+                   for node in ast.walk(self.tree)
+                   if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                   and node.value.id in imports.modules)
+
+
+def _is_triton(name: str) -> bool:
+    return name == "triton" or name.startswith("triton.")
 
 
 def starred_names(tree: ast.Module, own: Exports) -> list[str]:
@@ -173,7 +188,7 @@ def _resolver(source: SourceFile) -> Resolver:
     root = project_root(path, source.rel)
     found = _RESOLVERS.get(root)
     if found is None:
-        found = _RESOLVERS[root] = Resolver([root, os.path.join(root, "src")], inside=root)
+        found = _RESOLVERS[root] = Resolver(import_roots(root), inside=root)
     return found
 
 

@@ -13,12 +13,15 @@ import contextlib
 import functools
 import os
 import shutil
+import signal
+import threading
 from collections.abc import Iterator
 from pathlib import Path
+from types import FrameType
 
 from kgate.core.errors import ConfigError
+from kgate.support import interrupts, tools
 from kgate.support import scratch as made_scratch
-from kgate.support import tools
 
 # The folder a base revision is checked out in; the line table of a cubin compiled there names it, and
 # reports show those source paths relative to it.
@@ -137,15 +140,21 @@ def _default_branch(root: Path) -> str | None:
     return None
 
 
+def _terminated(signum: int, frame: FrameType | None) -> None:
+    raise interrupts.Interrupted(signum)
+
+
 @contextlib.contextmanager
 def checkout(root: Path, commit: str) -> Iterator[Path]:
-    """The commit checked out (detached) in a temporary worktree, removed on the way out.
-
-    A SIGTERM reaches this `finally` through kgate's own handler (`kgate.support.interrupts`), as SIGINT does: an
-    interrupt, which nothing on the way takes for an error of its own (the pool takes an ordinary exception raised as
-    it reads a worker's answer for an answer it cannot read, and goes on), and which the run's exit code reports."""
+    """The commit checked out (detached) in a temporary worktree, removed on the way out. A SIGTERM meanwhile stops
+    the run as an interrupt (`kgate.support.interrupts`: never an error that the run's handling of errors could
+    take), the checkout removed: the command line's own handler does so, and where nothing handles the signal (a
+    program calling the API) one is installed for the checkout's length; a handler of the program's own is left."""
     scratch = made_scratch.make(CHECKOUT_PREFIX)
     tree = scratch / "tree"
+    previous = None
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        previous = signal.signal(signal.SIGTERM, _terminated)
     made: list[tuple[Path, Path]] = []  # (repository, worktree) of every checkout made, the base's first
     try:
         _worktree(root, tree, commit, made)
@@ -159,6 +168,8 @@ def checkout(root: Path, commit: str) -> Iterator[Path]:
         shutil.rmtree(scratch, ignore_errors=True)
         made_scratch.forget(scratch)
         _git(root, "worktree", "prune", check=False)
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def _worktree(repo: Path, folder: Path, commit: str, made: list[tuple[Path, Path]]) -> None:

@@ -311,7 +311,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("python-path", "strings", (".", "src"), group="What to gate", doc=(
         "Folders (relative to the project folder) where kernel modules are found, in this order, put on "
         "`sys.path` of the compile workers. A folder outside the project is allowed, with a notice on every run: "
-        "modules there are imported.")),
+        "modules there are imported. `kgate lint` follows the project's absolute imports through the same folders "
+        "inside the project (then the project folder and its `src`), importing nothing: a kernel module that takes "
+        "Triton or a launcher from a package in another of them is read as it runs.")),
     Setting("exclude", "strings", DEFAULT_EXCLUDE, group="What to gate", doc=(
         "Paths kgate never walks, for source rules, registrations or CUDA sources. A bare name (`build`) "
         "matches at any depth; a pattern with a `/` or a wildcard matches the path or a parent of it (`./build` is "

@@ -33,6 +33,7 @@ from typing import NamedTuple
 from kgate.collect import ignores, pyimports
 from kgate.collect.files import Exclusions, Nested, symlink_loop, walk
 from kgate.collect.projects import Projects, named
+from kgate.collect.pynames import use_import_roots
 from kgate.core.config import Config
 from kgate.core.errors import ConfigError
 from kgate.core.findings import Finding, sort_findings
@@ -90,6 +91,8 @@ def run_lint(config: Config, selection: Selection, paths: list[str] | None = Non
 
             cache = LintCache(cache_dir, cache_key(config, group))
         files = sorted(group.files.items())
+        # The project's imports are followed through its python-path folders, as `kgate check` imports them.
+        use_import_roots(str(group.config.root), tuple(group.config.python_path))
         found, cached = engine.run_files(files, group.rules, cache, jobs=config.jobs)
         if cache is not None:
             cache.save(keep=set(found) if complete else None)
@@ -105,12 +108,15 @@ def run_lint(config: Config, selection: Selection, paths: list[str] | None = Non
 
 
 def cache_key(config: Config, group: Group) -> str:
-    """The lint cache's record of a group's files: its rules, and the configuration that governs them where it is not
-    the run's own (`config`)."""
+    """The lint cache's record of a group's files: its rules, the configuration that governs them where it is not
+    the run's own (`config`), and the python-path folders their imports are followed through where they are not the
+    default."""
     from kgate.pipeline.lint_cache import selection_key
 
     governing = group.config.source or group.config.root
     scope = f"{governing} as {group.selection.base}" if group.config is not config else ""
+    if tuple(group.config.python_path) != Config.python_path:
+        scope += f" importing from {list(group.config.python_path)}"
     return selection_key(group.rules, scope)
 
 

@@ -18,7 +18,9 @@ most a few dozen variants over all shapes).
 The same rule has a second source of evidence, read by `kgate lint` before
 anything runs: a launch site (`kernel[grid](...)`, `kernel.run(...)`, or through a local
 name that picks the kernel: `fn = kernel` in a branch, `fn = a if small else
-b`, then `fn[grid](...)`) in the `@triton.jit` kernel's own module, or in a module of the project that
+b`, nested or over several lines, annotated, `fn = {0: a, 1: b}[mode]` (a
+module constant's table too), `(fn := a if small else b)`, `fn, grid = (a,
+g) if small else (b, h)`, then `fn[grid](...)`) in the `@triton.jit` kernel's own module, or in a module of the project that
 imports it (`from .kernels import fwd_kernel`, then `fwd_kernel[grid](...)`)
 or reaches it through its module (`kernels.fwd_kernel[grid](...)` after
 `from . import kernels`, `kn.fwd_kernel` after `import pkg.kernels as kn`,
@@ -32,10 +34,12 @@ where it has none, those of the project's other modules that import it,
 and theirs in turn up to two modules away from the launcher: a launcher
 called from a layer, the layer from a serving backend; a call through a
 local name that picks the launcher, `attend = decode if short else
-prefill`, then `attend(q, bsz=bsz)`, counts, and so does a name the
+prefill` or any of the choices above, then `attend(q, bsz=bsz)`, counts, and so does a name the
 autograd function's module binds to its `apply`, `attend = Fn.apply`,
 called there or in the modules that import it; a method's are the calls
-its own class makes on the instance, `self._attend(x, bsz)`), through the items
+its own class makes on the instance, `self._attend(x, bsz)`, and a static or
+class method's those made through its class, `Op.run(x, bsz)`, or by the
+class's own methods), through the items
 of a tuple a helper returns (`y, N, T = fwd(x)`) and through what an
 autograd function's `forward` saves on its context for `backward`
 (`ctx.N = N`, then `bwd(dy, ctx.N)`), through a shape handed on whole
@@ -52,7 +56,8 @@ D = q.shape`, `y_size` of `num_batches, num_heads, y_size, x_size`, `S` of
 two names a leading slice of a shape is unpacked into (`T` of `B, T =
 x.shape[:2]`, `n` of `b, n = x.shape[:2]`; not `h` of `b, h`), the
 length of a tensor unpacked into three names, a letter between the batch
-and the heads or a width (`n` of `b, n, h = decay.shape`; not `l` of
+and the heads or a width (`n` of `b, n, h = decay.shape`, or of `b, n, _`
+with the width unnamed; not `l` of
 `tokens, l, d`, tokens first, nor a word, `width` of `bsz, width, hidden`), the product of a shape's sizes
 from the first (`torch.prod(torch.tensor(x.shape[:-1])).item()`, the rows), a
 middle dimension whose name's words say a token count (`seqlen` of `bsz,
@@ -71,7 +76,9 @@ the object that holds the step's sequence offsets (`seqlen.max_q` where
 the caller also passes `seqlen.cu_seqlen_q`), the last of sequence offsets
 the project accumulates (`cu_seqlens[-1]` where `cu_seqlens = F.pad(lens.cumsum(0), (1, 0))`) and the
 longest of the lengths between them (`torch.diff(cu_seqlens).max()`, computed by the layer and passed
-down or read in the launcher), `x.numel()`, the strides
+down or read in the launcher; a host copy of the offsets holds them too: `cu_seqlens.cpu()`, `.tolist()`;
+a sum of sizes the built model fixes, `self.split_sizes.cumsum(0)` or of a literal table, is no such offset),
+`x.numel()`, the strides
 that hold one of these (`q.stride(0)` of a head-major `(heads, total
 tokens, dim)` tensor, read where the launcher unpacks it or, for a
 parameter, where the calls of the launcher do, through `q_stride =

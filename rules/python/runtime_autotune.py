@@ -6,7 +6,11 @@ every such key.
 Each key is judged by what the launch sites in the same module
 (`kernel[grid](...)`, `kernel.run(...)`, `torch.library.wrap_triton(kernel)[grid](...)`,
 or a local name that picks the kernel: `fn = naive_kernel` in one branch and
-`fn = loop_kernel` in another, or `fn = a if small else b`, then `fn[grid](...)`)
+`fn = loop_kernel` in another, `fn = a if small else b` (nested, over several
+lines, annotated), an entry of a table of kernels (`fn = {0: a, 1: b}[mode]`,
+`fn = KERNELS[mode]` with a module constant), an assignment expression, or an
+item of the tuple each branch gives (`fn, grid = (a, g) if small else (b,
+h)`), then `fn[grid](...)`)
 pass for it, or where the module launches the kernel nowhere, the launch
 sites in the project's other modules that import it (`from .kernels import
 fwd_kernel` in `ops.py`, or `from pkg import fwd` where `pkg/__init__.py`
@@ -43,8 +47,9 @@ is the dimension at each place `dim` is bound to or every call passes (`dim
   model dimension: `n` of `b, n = x.shape[:2]`; not `h` of `b, h`), the
   length of a tensor unpacked into three names, a letter
   between the batch first (`b`, or a name whose words say the batch, not a
-  token count) and the heads or a width last (`h`, `d`, or a model
-  dimension by its words) that names no model dimension itself (`n` of `b,
+  token count) and the heads or a width last (`h`, `d`, a model
+  dimension by its words, or left unnamed: `_` of `b, n, _`, the tensor's
+  last dimension) that names no model dimension itself (`n` of `b,
   n, h = decay.shape`; `c` of `b, c, d`, `l` of `tokens, l, d` and a word,
   `width` of `bsz, width, hidden`, are none), the
   product of a shape's sizes from the first (`math.prod(x.shape[:-1])`,
@@ -70,7 +75,10 @@ is the dimension at each place `dim` is bound to or every call passes (`dim
   last of sequence offsets the project accumulates (`cu_seqlens[-1]` where
   `cu_seqlens = F.pad(lens.cumsum(0), (1, 0))`: the total token count) and
   the longest of the lengths between them (`torch.diff(cu_seqlens).max()`,
-  `(cu_seqlens[1:] - cu_seqlens[:-1]).max()`), `x.numel()`
+  `(cu_seqlens[1:] - cu_seqlens[:-1]).max()`; read from a host copy too,
+  `cu_seqlens.cpu()[-1]`, `cu_seqlens.tolist()[-1]`; a sum of sizes the
+  built model fixes, `self.split_sizes.cumsum(0)` or of a literal table,
+  is no such offset), `x.numel()`
   or the length of x flattened (`len(x.flatten())`, `len(x.view(-1))`),
   `len(cu_seqlens)`, any dimension or stride of a tensor made with its
   sizes written out (in the launcher, or by every call of it: `cols` of
@@ -140,10 +148,11 @@ that function pass for it, or where there are none, what the calls in the
 project's other modules that import the function pass (a launcher called
 from a layer or a serving backend; tests and benchmarks, which pick shapes
 of their own, are not followed); a call through a local name that picks
-the function (`attend = decode if short else prefill`) counts, and so
+the function (`attend = decode if short else prefill`, or any choice a
+kernel is picked by) counts, and so
 does a name an autograd function's module binds to its `apply` (`attend =
 Fn.apply`, imported elsewhere), and a method's parameter is what its own class passes it (`self._attend(x,
-bsz)`). Because such a verdict reads other
+bsz)`), a static or class method's what the calls through its class pass (`Op.run(x, bsz)`). Because such a verdict reads other
 files, it is never answered from the lint cache.
 
 A key no launch site places (the value is a parameter of a launcher that
