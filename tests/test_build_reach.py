@@ -69,3 +69,25 @@ def test_a_build_kgate_cannot_read_keeps_every_file_judged(tmp_path: Path) -> No
         "none/h.cu": LAUNCH.format(name="h")})
     assert _reported(root, "--no-cache") == {"rel/src/a.cu", "rel/b.cu", "var/c.cu", "py/csrc/d.cu", "py/e.cu",
                                              "make/f.cu", "make/g.cu", "none/h.cu"}
+
+
+SETUP_AT = """from setuptools import setup
+from torch.utils.cpp_extension import CUDAExtension
+{lines}
+setup(name="e", ext_modules=[CUDAExtension("e", {sources})])
+"""
+
+
+def test_a_list_of_sources_the_setup_script_changes_after_binding_it_is_not_read_as_bound(tmp_path: Path) -> None:
+    looped = SETUP_AT.format(lines="sources = []\nfor name in ['gemm', 'scale']:\n    sources.append(f'csrc/{name}.cu')",
+                             sources="sources")
+    extended = SETUP_AT.format(lines="import glob\nsources = ['csrc/ops.cu']\nsources += glob.glob('csrc/extra/*.cu')",
+                               sources="sources")
+    bound = SETUP_AT.format(lines="sources = ['csrc/ops.cu']", sources="sources")
+    root = _project(tmp_path / "p", {
+        "loop/setup.py": looped, "loop/csrc/gemm.cu": LAUNCH.format(name="g"), "loop/csrc/scale.cu": LAUNCH.format(name="s"),
+        "ext/setup.py": extended, "ext/csrc/ops.cu": LAUNCH.format(name="o"), "ext/csrc/extra/more.cu": LAUNCH.format(name="m"),
+        # The good twin: bound once and never changed, the list is what the extension compiles.
+        "once/setup.py": bound, "once/csrc/ops.cu": LAUNCH.format(name="o"), "once/csrc/ops_old.cu": LAUNCH.format(name="x")})
+    assert _reported(root, "--no-cache") == {"loop/csrc/gemm.cu", "loop/csrc/scale.cu", "ext/csrc/ops.cu",
+                                             "ext/csrc/extra/more.cu", "once/csrc/ops.cu"}

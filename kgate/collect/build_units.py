@@ -219,12 +219,15 @@ def _add_sources(unit: Unit, words: tuple[str, ...], values: dict[str, list[str]
 def _setup_units(tree: ast.Module) -> Iterator[Unit]:
     module = {t.id: node for node in tree.body if isinstance(node, ast.Assign)
               for t in node.targets if isinstance(t, ast.Name)}
+    changed = _changed(tree)
+    # A list of sources is read from the one assignment that binds its name, when nothing else changes it.
+    fixed = {name: node for name, node in module.items() if changed.get(name, 0) == 1}
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call) or not (py.dotted(node.func) or "").endswith("Extension"):
             continue
         unit = Unit()
         sources = node.args[1] if len(node.args) > 1 else py.argument(node, "sources")
-        names = _strings(sources, module) if sources is not None else None
+        names = _strings(sources, fixed) if sources is not None else None
         unit.known = names is not None
         unit.unread = names is None
         unit.sources = {os.path.normpath(n) for n in names or () if n.endswith(SOURCE_SUFFIXES)}
@@ -236,6 +239,25 @@ def _setup_units(tree: ast.Module) -> Iterator[Unit]:
                for part in parts for c in ast.walk(part)):
             unit.replaces = "TORCH_CUDA_ARCH_LIST"
         yield unit
+
+
+def _changed(tree: ast.Module) -> dict[str, int]:
+    """Name -> how many times the script binds or changes what it holds: each binding (an assignment, a loop's target,
+    `+=`), each item assigned or deleted (`srcs[0] = ...`) and each method called on it (`srcs.append(...)`,
+    `srcs.extend(glob(...))`), anywhere in the script."""
+    out: dict[str, int] = {}
+    for node in ast.walk(tree):
+        name = None
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            name = node.id
+        elif isinstance(node, ast.Subscript) and isinstance(node.ctx, (ast.Store, ast.Del)) and \
+                isinstance(node.value, ast.Name):
+            name = node.value.id
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name):
+            name = node.func.value.id
+        if name is not None:
+            out[name] = out.get(name, 0) + 1
+    return out
 
 
 def _assignments_used(node: ast.AST, module: dict[str, ast.Assign]) -> list[ast.Assign]:
