@@ -54,16 +54,28 @@ between (an `#ifndef` may hold that return).
 
 A file that no build of the project compiles is not judged: a copy kept
 beside the built source (`gemv_backup.cu`), or a header no built source
-includes. kgate takes a file to be unbuilt only where its build can be read
-for certain: the nearest folder above it that holds a build of its own (a
-`setup.py`, a `pyproject.toml`, a `CMakeLists.txt` with a `project(`) names
-its sources in its `setup.py` extensions and CMake targets (as names, or a
-`file(GLOB ...)`), no other build tool's file is there (a Makefile, Bazel,
-Meson, or a shell script that runs a compiler itself), no Python module
-there compiles sources at run time (`torch.utils.cpp_extension.load`), no
-file there other than C++ names the file, and neither the sources nor the
-headers they include (directly or through others) are the file. In any
-doubt the file is built and its launches are judged.
+includes. kgate takes a file to be unbuilt only where every build of the
+project can be read for certain, all of them together (one build may compile
+another's files: a `setup.py` in `python/` that lists `../csrc/op.cu`). A
+build is a folder that holds a `setup.py`, a `pyproject.toml` or a
+`CMakeLists.txt` with a `project(`; a file under none is built. A build is
+read from its `setup.py` extensions (a list of sources bound once and never
+changed) and its CMake targets (names, and whatever a `file(GLOB ...)`
+matches, read from the folder CMake reads it from: a `.cmake` file's from
+the folder of the file that includes it, `${PROJECT_SOURCE_DIR}` from the
+folder that declares the project). A build that cannot be read so (another
+build tool's file: a Makefile of any name, Bazel, Meson; a script or a
+Python module that runs a compiler or builds an extension itself,
+`torch.utils.cpp_extension.load`; a source that is neither a name nor a
+glob) builds every file under its folder, and any file of the project where
+its build files lead above its folder (`..`, `CMAKE_SOURCE_DIR`) or where
+such a file lies under no build; one that names no sources (a
+`pyproject.toml` alone) builds the files of its folder that no build below
+it owns. A file is built where a build's sources
+are it or include it (directly or through other headers, wherever they
+are), where a file of the project other than C++ names it, and wherever a
+built file includes a file that a macro names (`#include IMPL_HEADER`).
+In any doubt the file is built and its launches are judged.
 
 A launch, or a call of a function that launches (below), written as the
 argument of a macro or function that reads the last error is checked by
