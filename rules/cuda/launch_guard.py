@@ -47,10 +47,14 @@ residual_kernel<<<rows, 256, 0, stream>>>(out, x, cols);
 if (graph) graph->record_param((void*) &rmsnorm_kernel, GP_rmsnorm_x, 0);
 cuda_check(cudaPeekAtLastError());
 ```
-A launch that never runs is not judged: one after a `return` or `throw` of
-its function's own block, which runs on every path before it (a function
-switched off with a `return;` at its top), with no preprocessor line in
-between (an `#ifndef` may hold that return).
+A launch that never runs is not judged: one after a `return` or `throw`
+statement of its function's own block, which runs on every path before it
+(a function switched off with a `return;` at its top), with no preprocessor
+line in between (an `#ifndef` may hold that return). What the statement
+returns runs first (`return run([&] { ...; k<<<g, b>>>(x); });`), a
+`throw` inside an expression (`n > 0 ? n : throw e`) leaves on one path
+only, and in a function with a `goto` a label may follow the return: those
+launches are judged.
 
 A file that no build of the project compiles is not judged: a copy kept
 beside the built source (`gemv_backup.cu`), or a header no built source
