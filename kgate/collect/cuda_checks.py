@@ -24,7 +24,7 @@ what a failed launch does.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -48,6 +48,11 @@ _SYNC = re.compile(r"(?:cuda|hip)(?:(?:Device|Stream|Event)Synchronize|Memcpy)\s
 _MAIN = re.compile(r"main\s*\(")
 _DEFINE_HEAD = re.compile(r"^.*#\s*define\s+\w+(?:\([^)]*\))?\s*", re.DOTALL)
 _CONTINUED = re.compile(r"\\\r?\n")
+_VOID = re.compile(r"\(\s*void\s*\)|static_cast\s*<\s*void\s*>")
+_WRAPPER = re.compile(r"(?:\(\s*void\s*\)\s*)?([A-Za-z_]\w*)\s*\(+")
+# What stands around a parameter run as a statement in a macro's body: `do`/`while (0)`, braces, parentheses, `;`,
+# `(void)` casts and line continuations.
+_STATEMENT_PARTS = re.compile(r"\bdo\b|\bwhile\s*\(\s*0\s*\)|\(\s*void\s*\)|static_cast\s*<\s*void\s*>|[(){};\s\\]")
 _CLASS_HEAD = re.compile(r"\b(?:class|struct|union)\b[^;{}()]*$")
 _MOST_ARGUMENTS = 32  # what a variadic parameter list is taken to accept
 
@@ -258,11 +263,30 @@ def is_program(code: str, flow: Flow) -> bool:
     return False
 
 
-def error_kept(code: str, start: int) -> bool:
+def error_kept(code: str, start: int, passes: Callable[[str], bool] | None = None) -> bool:
     """Whether the error returned by the call at `start` is read rather than dropped: the statement's text before
-    the call decides. Nothing (or a `(void)` cast) drops it; a check macro, an assignment, a comparison, a
-    condition or a `return` keeps it. In a macro's body the backslashes that continue its lines are no text of the
-    statement, and neither is the `#define` of a macro whose body begins with the call."""
+    the call decides. Nothing (or a `(void)` cast, or parentheses) drops it, and so does a macro the call is the
+    whole argument of where `passes` says the macro only runs what it is given (`#define TIMED(x) x`); a check
+    macro, an assignment, a comparison, a condition or a `return` keeps it. In a macro's body the backslashes that
+    continue its lines are no text of the statement, and neither is the `#define` of a macro whose body begins with
+    the call."""
     head = max(code.rfind(";", 0, start), code.rfind("{", 0, start), code.rfind("}", 0, start)) + 1
     before = _DEFINE_HEAD.sub("", " ".join(_CONTINUED.sub(" ", code[head:start]).split()))
-    return before not in ("", "(void)", "static_cast<void>(")
+    bare = _VOID.sub("", before).rstrip("( ")
+    if bare == "":
+        return False
+    wrapper = _WRAPPER.fullmatch(bare + "(") if before.endswith("(") else None
+    return not (wrapper is not None and passes is not None and passes(wrapper.group(1)))
+
+
+def passes_through(params: str | None, body: str) -> bool:
+    """Whether a function-like macro's body only runs what its one parameter is given, as a statement
+    (`#define TIMED(x) x`, `do { (void)(x); } while (0)`, `#define RUN(...) __VA_ARGS__`): a value it returns is
+    dropped."""
+    if params is None:
+        return False
+    names = [p.strip() for p in params.strip("()").split(",") if p.strip()]
+    if len(names) != 1:
+        return False
+    name = "__VA_ARGS__" if names[0].endswith("...") else names[0]
+    return _STATEMENT_PARTS.sub("", body) == name

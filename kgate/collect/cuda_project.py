@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from kgate.collect import depends
 from kgate.collect.cpp_flow import Flow, line_starts
 from kgate.collect.cpp_statements import is_call
-from kgate.collect.cpp_text import balanced, calls_of, shared_blank
+from kgate.collect.cpp_text import balanced, calls_of, macros, shared_blank
 from kgate.collect.cuda_checks import (
     NEEDLES,
     SYNC_NEEDLES,
@@ -160,6 +160,15 @@ class Project:
                     continue
                 end = code.find(";", balanced(code, match.end() - 1))
                 yield rel, flow, call, end if end >= 0 else len(code)
+
+    def macro_definitions(self, name: str) -> list[tuple[str | None, str]]:
+        """(parameter list, body) of each `#define` of `name` in the project's files, blanked."""
+        out: list[tuple[str | None, str]] = []
+        for rel, path in self.files():
+            if self._mentions(rel, path, name.encode()) and b"define" in self.data(rel, path):
+                code = self._flow(rel, path).code
+                out += [(m.params, code[m.body:m.end]) for m in macros(code) if m.name == name]
+        return out
 
     def definers(self, name: str) -> list[str]:
         """The files that define a function `name` with its body."""

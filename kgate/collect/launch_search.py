@@ -18,9 +18,17 @@ from dataclasses import dataclass
 
 from kgate.collect.cpp_flow import Flow, checked_after, first_exit, line_at, line_starts
 from kgate.collect.cpp_statements import head, statement_end
-from kgate.collect.cpp_text import balanced, macro_lines
+from kgate.collect.cpp_text import balanced, macro_lines, macros
 from kgate.collect.cuda_callers import Callers, Site, wrapped
-from kgate.collect.cuda_checks import CheckedSyncs, Checks, error_kept, is_program, last_error_reads, launch_checks
+from kgate.collect.cuda_checks import (
+    CheckedSyncs,
+    Checks,
+    error_kept,
+    is_program,
+    last_error_reads,
+    launch_checks,
+    passes_through,
+)
 from kgate.collect.cuda_project import Project
 
 _TRIPLE = re.compile(r"<<<")
@@ -74,6 +82,7 @@ class _Search:
         self.code, self.rel, self.check_macros, self.window, self.project = code, rel, check_macros, window, project
         self.comments = comments
         self.in_macro = macro_lines(code)
+        self.defines = macros(code)
         self.starts = line_starts(code)
         self.checks, self.reads = launch_checks(check_macros, {}), last_error_reads(check_macros, {})
         self.flow: Flow | None = None
@@ -95,7 +104,7 @@ class _Search:
     def _judge(self, start: int, end: int, what: str) -> None:
         code = self.code
         name = launched_name(code, start, what)
-        if what == "ex" and error_kept(code, start):
+        if what == "ex" and error_kept(code, start, self._passes_through):
             return
         semicolon = code.find(";", end)
         semicolon = end if semicolon < 0 else semicolon
@@ -126,6 +135,17 @@ class _Search:
         if self.flow.checked(semicolon, self._wanted(what)) or self.flow.later(semicolon, self.reads):
             return True
         return self._program() and self.flow.later_anywhere(semicolon, self._syncs())
+
+    def _passes_through(self, name: str) -> bool:
+        """Whether the macro `name` only runs what it is given (`#define TIMED(x) x`): every definition the file holds,
+        else every one the project's other files hold, and there is one."""
+        found = [(m.params, self.code[m.body:m.end]) for m in self.defines if m.name == name]
+        if not found:
+            if self.beyond is None:
+                self._grow()
+            assert self.beyond is not None
+            found = self.beyond.macro_definitions(name)
+        return bool(found) and all(passes_through(params, body) for params, body in found)
 
     def _dead(self, start: int) -> bool:
         """Whether the launch at `start` never runs: a `return` or `throw` of its function's own block comes before

@@ -9,7 +9,8 @@ call whose name says it reads the last error (a wrapper such as
 outside the project) or one of the check macros the project configures
 (option `check_macros`), and a `cudaLaunchKernelEx`, `cudaLaunchKernel`
 or `cudaLaunchCooperativeKernel` call whose returned error is dropped (not wrapped in a check macro, assigned,
-compared or returned) and not read back by a last-error query after it (the
+compared or returned; a `(void)` cast, parentheses or a macro of the project that only runs what it is given,
+`#define TIMED(call) call`, drop it) and not read back by a last-error query after it (the
 runtime queries, such a wrapper, or a check macro called without arguments
 like `C10_CUDA_KERNEL_LAUNCH_CHECK()`). Launches in comments and string
 literals are not launches, and neither launches nor checks count in code
