@@ -104,10 +104,13 @@ class Project:
                         known = new.get(name, frozenset())
                         new[name] = None if counts is None or known is None else known | counts
             # An overload that does not read the last error takes the calls with its numbers of arguments.
-            others = self._other_counts([n for n, counts in new.items() if counts is not None],
-                                        last_error_reads(configured, {**found, **new}))
+            every = last_error_reads(configured, {**found, **new})
+            others = self._other_counts([n for n, counts in new.items() if counts is not None], every)
             new = {name: counts if counts is None else counts - others.get(name, frozenset())
                    for name, counts in new.items()}
+            # A macro a file defines again without the read (`#else`, or after an `#undef`) checks nothing there.
+            unread = self._redefined_unread(list(new), every)
+            new = {name: counts for name, counts in new.items() if name not in unread}
             new = {name: counts for name, counts in new.items() if counts is None or counts}
             if not new:
                 break
@@ -116,6 +119,22 @@ class Project:
             reads = checks_of((), new)
             files = [(rel, path) for rel, path in self.files() if self._mentions_any(rel, path, new)]
         return found
+
+    def _redefined_unread(self, names: list[str], reads: Checks) -> set[str]:
+        """The macros among `names` that a file defines both with a body that reads the last error and with one that
+        does not: under `#if` and `#else`, or again after an `#undef`. Which one a build sees is the build's."""
+        out: set[str] = set()
+        wanted = set(names)
+        for rel, path in self.files():
+            if b"define" not in self.data(rel, path) or not self._mentions_any(rel, path, names):
+                continue
+            code = self._flow(rel, path).code
+            seen: dict[str, set[bool]] = {}
+            for macro in macros(code):
+                if macro.name in wanted:
+                    seen.setdefault(macro.name, set()).add(reads.search(code, macro.body, macro.end) is not None)
+            out.update(name for name, kinds in seen.items() if len(kinds) > 1)
+        return out
 
     def sync_checks(self) -> dict[str, Counts | None]:
         """The project's macros and host functions whose body holds a synchronizing call whose error is read (a test

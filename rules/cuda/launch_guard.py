@@ -156,7 +156,10 @@ CUDA_CHECK(cudaGetLastError());
 C++/CUDA files whose body reads the last error, directly or through another
 such macro or function, is a check wherever it is called (not where it is
 defined or declared: the head of the next function is no check), without
-configuration:
+configuration. A macro that a file also defines without the read (an empty
+`#else` branch of a debug-only check, a definition after an `#undef`) is
+none: the build that sees that definition checks nothing. One defined per
+platform, each definition reading the error, is a check:
 
 ```cuda
 #define CHECK_KERNEL_LAUNCH() CHECK(cudaGetLastError())
