@@ -70,12 +70,17 @@ class Checks:
     # The words one of which every match of `pattern` begins with (None: not known): the search tries the pattern
     # where they stand rather than at every position of the text.
     starts: tuple[str, ...] | None = None
+    # Names that say they read the last error but that the project defines itself: what they do is their
+    # definitions' (a project check among `counts` if they read it), not their name's.
+    defined: frozenset[str] = frozenset()
 
     def finditer(self, code: str, pos: int = 0, endpos: int | None = None) -> Iterator[re.Match[str]]:
         # The alternatives that start a word are matched without a leading `\b` (a pattern that starts with one
         # has no first characters to look for, and the engine tries it at every position) and checked here.
         for match in self._matches(code, pos, len(code) if endpos is None else endpos):
             if match.lastgroup != "named" and _continues_word(code, match.start()):
+                continue
+            if match.lastgroup == "named" and self.defined and _named_word(code, match) in self.defined:
                 continue
             call = match.group("call") if match.lastgroup == "call" else None
             if call is None or is_call(code, match.start()) and _passes(code, match.end() - 1) in self.counts[call]:
@@ -104,24 +109,29 @@ def _occurrences(code: str, word: str, pos: int, endpos: int) -> Iterator[int]:
         at = code.find(word, at + 1, endpos)
 
 
-def launch_checks(configured: Sequence[str], project: Mapping[str, Counts | None]) -> Checks:
+def launch_checks(configured: Sequence[str], project: Mapping[str, Counts | None],
+                  defined: frozenset[str] | None = frozenset()) -> Checks:
     """What checks a `<<<...>>>` launch after it: any read of the last error, and a configured macro whatever it
-    wraps."""
-    return checks_of((*RUNTIME_QUERIES, *TORCH_LAUNCH_CHECKS, *configured), project, named=True)
+    wraps. `defined`: the names that say they read the last error which the project defines itself (None: not
+    read yet, and no such name counts)."""
+    return checks_of((*RUNTIME_QUERIES, *TORCH_LAUNCH_CHECKS, *configured), project, named=defined is not None,
+                     defined=defined or frozenset())
 
 
-def last_error_reads(configured: Sequence[str], project: Mapping[str, Counts | None]) -> Checks:
+def last_error_reads(configured: Sequence[str], project: Mapping[str, Counts | None],
+                     defined: frozenset[str] | None = frozenset()) -> Checks:
     """What reads the last error: what reads back a `cudaLaunchKernelEx` error that was dropped, and what makes
     a macro or function of the project a check. A configured macro reads it only when called without arguments
-    (`MY_LAUNCH_CHECK()`); wrapped around another call it checks that call."""
-    return checks_of((*RUNTIME_QUERIES, *TORCH_LAUNCH_CHECKS), project, bare_calls=configured, named=True)
+    (`MY_LAUNCH_CHECK()`); wrapped around another call it checks that call. `defined` as for `launch_checks`."""
+    return checks_of((*RUNTIME_QUERIES, *TORCH_LAUNCH_CHECKS), project, bare_calls=configured,
+                     named=defined is not None, defined=defined or frozenset())
 
 
 def checks_of(words: Iterable[str], project: Mapping[str, Counts | None], *, bare_calls: Iterable[str] = (),
-              named: bool = False) -> Checks:
+              named: bool = False, defined: frozenset[str] = frozenset()) -> Checks:
     """A search for `words` wherever they stand, `bare_calls` called without arguments, the project's macros and
     functions (`project`: name -> the numbers of arguments a call must pass, None for any use) and, when `named`,
-    a call whose name says it reads the last error."""
+    a call whose name says it reads the last error, unless the project defines that name (`defined`)."""
     bare_calls = tuple(bare_calls)
     any_use = sorted({*words, *(name for name, counts in project.items() if counts is None)})
     calls = sorted(name for name, counts in project.items() if counts is not None)
@@ -135,7 +145,19 @@ def checks_of(words: Iterable[str], project: Mapping[str, Counts | None], *, bar
     starts = (*any_use, *(("Last", "LAST_") if named else ()), *bare_calls, *calls)
     return Checks(_pattern("|".join(alternatives) or r"(?!)"),
                   {name: counts for name, counts in project.items() if counts is not None},
-                  starts if all(starts) else None)  # (an empty word would begin a match anywhere)
+                  starts if all(starts) else None,  # (an empty word would begin a match anywhere)
+                  frozenset(defined) - set(project))
+
+
+def _named_word(code: str, match: re.Match[str]) -> str:
+    """The whole name of a call `LAST_ERROR_CALL` matched (`getLastCudaError` of `getLastCudaError(`)."""
+    start = match.start()
+    while start > 0 and (code[start - 1].isalnum() or code[start - 1] == "_"):
+        start -= 1
+    return code[start:match.end()].rstrip("( \t\n")
+
+# The names a file may define that say they read the last error (`LAST_ERROR_CALL` without its parenthesis).
+NAMED_WORD = re.compile(r"\b\w*(?:Last(?:Cuda)?Error|LAST_(?:CUDA_)?ERROR)\w*")
 
 
 @lru_cache(maxsize=64)

@@ -19,7 +19,9 @@ from kgate.collect.cpp_flow import Flow, line_starts
 from kgate.collect.cpp_statements import is_call
 from kgate.collect.cpp_text import balanced, calls_of, macros, shared_blank
 from kgate.collect.cuda_checks import (
+    NAMED_WORD,
     NEEDLES,
+    RUNTIME_QUERIES,
     SYNC_NEEDLES,
     CheckedSyncs,
     Checks,
@@ -53,6 +55,7 @@ class Project:
         self._syncs: dict[str, Counts | None] | None = None
         self._words: dict[str, frozenset[bytes]] = {}
         self._state: tuple[list[int] | None] | None = None  # (the state,) once read
+        self._named: frozenset[str] | None = None
 
     def files(self) -> list[tuple[str, str]]:
         if self._files is None:
@@ -90,11 +93,29 @@ class Project:
             self._checks[key] = self._readers(configured)
         return self._checks[key]
 
+    def named_definitions(self) -> frozenset[str]:
+        """The names that say they read the last error (`getLastCudaError`, `CHECK_LAST_CUDA_ERROR`) which the
+        project defines itself, as a macro or a host function that is not a member: what a call of one does is its
+        definition's, not its name's."""
+        if self._named is None:
+            found: set[str] = set()
+            for rel, path in self.files():
+                if not any(n in self.data(rel, path) for n in NEEDLES):
+                    continue
+                flow = self._flow(rel, path)
+                names = {m.group() for m in NAMED_WORD.finditer(flow.code)} - set(RUNTIME_QUERIES)
+                if names:
+                    found.update(m.name for m in macros(flow.code) if m.name in names)
+                    found.update(name for name, *_ in definitions(flow.code, flow, names))
+            self._named = frozenset(found)
+        return self._named
+
     def _readers(self, configured: Sequence[str]) -> dict[str, Counts | None]:
         found: dict[str, Counts | None] = {}
         needles = (*NEEDLES, *(name.encode() for name in configured))
         files = [(rel, path) for rel, path in self.files() if any(n in self.data(rel, path) for n in needles)]
-        reads = last_error_reads(configured, {})
+        named = self.named_definitions()
+        reads = last_error_reads(configured, {}, named)
         for _ in range(_ROUNDS):
             new: dict[str, Counts | None] = {}
             for rel, path in files:
@@ -104,7 +125,7 @@ class Project:
                         known = new.get(name, frozenset())
                         new[name] = None if counts is None or known is None else known | counts
             # An overload that does not read the last error takes the calls with its numbers of arguments.
-            every = last_error_reads(configured, {**found, **new})
+            every = last_error_reads(configured, {**found, **new}, named)
             others = self._other_counts([n for n, counts in new.items() if counts is not None], every)
             new = {name: counts if counts is None else counts - others.get(name, frozenset())
                    for name, counts in new.items()}

@@ -84,7 +84,9 @@ class _Search:
         self.in_macro = macro_lines(code)
         self.defines = macros(code)
         self.starts = line_starts(code)
-        self.checks, self.reads = launch_checks(check_macros, {}), last_error_reads(check_macros, {})
+        # Before the project is read, a call whose name says it reads the last error is no check: the project may
+        # define that name, and then its definition says what it does.
+        self.checks, self.reads = launch_checks(check_macros, {}, None), last_error_reads(check_macros, {}, None)
         self.flow: Flow | None = None
         self.callers: dict[str, Callers] = {}
         self.beyond: Project | None = None
@@ -200,13 +202,15 @@ class _Search:
         return self.syncs
 
     def _grow(self) -> bool:
-        """Read the project's own macros and functions that read the last error, once per file, on the first launch
-        the file's own text does not settle; whether there are any."""
+        """Read the project's own macros and functions that read the last error, and the names that say they read it
+        which it defines, once per file, on the first launch the file's own text does not settle; whether the checks
+        grew (a name that says it reads the last error counts from now on, where the project does not define it)."""
         self.beyond = self.project()
         own = self.beyond.last_error_checks(self.check_macros)
-        if own:
-            self.checks, self.reads = launch_checks(self.check_macros, own), last_error_reads(self.check_macros, own)
-        return bool(own)
+        named = self.beyond.named_definitions()
+        self.checks = launch_checks(self.check_macros, own, named)
+        self.reads = last_error_reads(self.check_macros, own, named)
+        return True
 
     def _wanted(self, what: str) -> Checks:
         return self.checks if what == "<<<" else self.reads
