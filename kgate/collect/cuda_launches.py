@@ -155,11 +155,14 @@ def _launched_kernels(code: str, position: int, kernels: set[str], defined: froz
     """(kernel identifier, template arguments, namespace written, offset of the identifier) of each kernel the
     `<<<` launch at `position` may launch: the kernel it names, or those a variable it launches through holds
     (`kernel<<<...>>>`, `(*kernel)<<<...>>>`: `_held_kernels`)."""
+    variable = _LAUNCHED_VARIABLE.search(code, max(0, position - 256), position)
+    if variable is not None and _assigned(code, variable.group(1), position):  # a local name hides a kernel's
+        return [(*held, variable.start(1)) for held in _held_kernels(code, variable.group(1), position, kernels,
+                                                                     defined)]
     launched = _launched_kernel(code, position, kernels)
     if launched is not None:
         name, template, at = launched
         return [(name, template, _scope_before(code, at, defined), at)]
-    variable = _LAUNCHED_VARIABLE.search(code, max(0, position - 256), position)
     if variable is None or variable.group(1) in kernels:
         return []
     return [(*held, variable.start(1)) for held in _held_kernels(code, variable.group(1), position, kernels, defined)]
@@ -178,10 +181,12 @@ def _kernels_passed(arg: str, code: str, position: int, kernels: set[str], defin
                     ) -> list[tuple[str, str | None, str | None]]:
     """The kernels an argument at `position` passes (`_kernel_argument`): the one it names, or those the variable
     it names holds (`auto kernel = &k<T>; cudaFuncSetAttribute(kernel, ...)`: `_held_kernels`)."""
+    variable = _VARIABLE.fullmatch(_joined(arg))
+    if variable is not None and _assigned(code, variable.group(1), position):  # a local name hides a kernel's
+        return _held_kernels(code, variable.group(1), position, kernels, defined)
     named = _kernel_argument(arg, kernels, defined)
     if named is not None:
         return [named]
-    variable = _VARIABLE.fullmatch(_joined(arg))
     return _held_kernels(code, variable.group(1), position, kernels, defined) if variable is not None else []
 
 
@@ -194,9 +199,8 @@ def _held_kernels(code: str, variable: str, position: int, kernels: set[str], de
     start, _end = function_body(code, position)
     if start == 0:
         return []
-    assigned = re.compile(r"(?<![\w.>:])" + re.escape(variable) + r"\s*(?:\)\s*\([^;{}]*\))?\s*=(?!=)([^;{}]+);")
     held: list[tuple[str, str | None, str | None]] = []
-    for match in assigned.finditer(code, start, position):
+    for match in _assignment(variable).finditer(code, start, position):
         value = match.group(1)
         for name in _IDENT.finditer(value):
             found = _kernel_argument(value[name.start():], kernels, defined) if name.group(0) in kernels else None
@@ -204,6 +208,19 @@ def _held_kernels(code: str, variable: str, position: int, kernels: set[str], de
                 scoped = _scope_before(code, match.start(1) + name.start(), defined)
                 held.append((found[0], found[1], scoped))
     return list(dict.fromkeys(held))
+
+
+def _assignment(variable: str) -> re.Pattern[str]:
+    """An assignment of `variable`, its declaration's initialiser included: `kernel = k<2>;`, `void (*kernel)(float*)
+    = k;` (the value in group 1)."""
+    return re.compile(r"(?<![\w.>:])" + re.escape(variable) + r"\s*(?:\)\s*\([^;{}]*\))?\s*=(?!=)([^;{}]+);")
+
+
+def _assigned(code: str, variable: str, position: int) -> bool:
+    """Whether the function around `position` assigns `variable` before it: a local name (a kernel of that name cannot
+    be assigned), which hides a kernel's of the same name."""
+    start, _end = function_body(code, position)
+    return start != 0 and _assignment(variable).search(code, start, position) is not None
 
 
 def _launched_kernel(code: str, position: int, kernels: set[str]) -> tuple[str, str | None, int] | None:
