@@ -387,7 +387,7 @@ def launch_sites(config: Config, sources: list[CudaSource], compilers: dict[str,
     # puts them): its sizes may name them. A header's own sites read those that every source including it defines
     # alike (two builds of it may define one otherwise).
     given = {source.path: given_macros(nvcc_command_flags(source.flags) if (compilers or {}).get(
-        source.entry.compiler, "nvcc") == "nvcc" else source.flags) for source in sources}
+        source.entry.compiler, "nvcc") == "nvcc" else source.flags, str(source.cwd)) for source in sources}
     includers: dict[Path, list[dict[str, str]]] = {}
     for source in sources:
         for header in source.headers:
