@@ -117,7 +117,7 @@ class _Search:
             return
         follow = self._callers(what)
         if in_macro:  # written in a macro's body: its uses are where it runs
-            reach = follow.expanded(start)
+            reach = follow.expanded(start, what == "ex" and self._begins_macro(start))
             if reach is None:
                 self.skipped.append(line_at(self.starts, start))
                 return
@@ -137,6 +137,12 @@ class _Search:
         if self.flow.checked(semicolon, self._wanted(what)) or self.flow.later(semicolon, self.reads):
             return True
         return self._program() and self.flow.later_anywhere(semicolon, self._syncs())
+
+    def _begins_macro(self, start: int) -> bool:
+        """Whether the launch call at `start` is the whole start of a macro's body (`#define LAUNCH(x)
+        cudaLaunchKernelEx(...)`): a use of the macro is the call, and its value the launch's error."""
+        macro = next((m for m in self.defines if m.start <= start < m.end), None)
+        return macro is not None and not self.code[macro.body:start].replace("\\", " ").strip()
 
     def _passes_through(self, name: str) -> bool:
         """Whether the macro `name` only runs what it is given (`#define TIMED(x) x`): every definition the file holds,

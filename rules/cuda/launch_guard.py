@@ -100,7 +100,10 @@ hands its name to another that expands it (a macro defined once per
 platform, under `#if` and `#else`, has each definition judged the same way:
 the name another `#define` gives it is no use)
 (`DISPATCH_BY_DTYPE(dtype, CALL_KERNEL);`), through up to two more macros,
-and in the project's other files where the file itself uses it nowhere. No
+and in the project's other files where the file itself uses it nowhere. A
+macro whose body is a `cudaLaunchKernelEx` call (`#define LAUNCH(c, x)
+cudaLaunchKernelEx(&c, k, x)`) gives the launch's error as its value: a use
+that keeps it (`cudaError_t e = LAUNCH(c, x);`) checks the launch. No
 check is inserted into a macro's body. A launch in a macro the project never
 uses cannot be judged and is not reported; with the option
 `macros = "note"` such launches are counted, once per file, in a note.
