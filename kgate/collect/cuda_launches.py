@@ -50,14 +50,15 @@ class LaunchSite:
 
 @dataclass(frozen=True)
 class SmemSite:
-    """Where a kernel is given dynamic shared memory: `bytes` of it, by `via` ("<<<>>>", "cudaFuncSetAttribute",
-    "cudaLaunchKernelEx", "cudaLaunchKernel" or "cudaLaunchCooperativeKernel")."""
+    """Where a kernel is given dynamic shared memory: `bytes` of it (None: a size the source does not settle, one the
+    run computes), by `via` ("<<<>>>", "cudaFuncSetAttribute", "cudaLaunchKernelEx", "cudaLaunchKernel" or
+    "cudaLaunchCooperativeKernel")."""
 
     path: str
     line: int
     kernel: str
     template: str | None
-    bytes: int
+    bytes: int | None
     via: str
     scope: str | None = None  # the namespaces or class written before the kernel ("big" of `big::k`), if any
 
@@ -72,6 +73,12 @@ def smem_sites(text: str, path: str, kernels: set[str], headers: tuple[str, ...]
     """The sites in one file's text that give a kernel of the project (`kernels`: their identifiers) a settled
     amount of dynamic shared memory; `headers`: the texts of the project headers the file includes, whose
     constants its sizes may name; `given`: the macros its compile's flags define (`-DSMEM=98304`)."""
+    return [site for site in every_smem_site(text, path, kernels, headers, given) if site.bytes is not None]
+
+
+def every_smem_site(text: str, path: str, kernels: set[str], headers: tuple[str, ...] = (),
+                    given: dict[str, str] | None = None) -> list[SmemSite]:
+    """`smem_sites`, and the sites that give a kernel a size the source does not settle (`bytes` None)."""
     if not may_launch(text) and _SET_ATTRIBUTE not in text and "cudaLaunch" not in text:
         return []
     code = without_disabled(shared_blank(text).code)  # a launch under `#if 0` is never compiled
@@ -87,7 +94,7 @@ def smem_sites(text: str, path: str, kernels: set[str], headers: tuple[str, ...]
         if len(config) < 3 or not launched:
             continue
         size = constants.value(config[2], match.start())
-        if size is not None and size > 0:
+        if size is None or size > 0:
             sites.extend(SmemSite(path, line_of(code, at), name, template, size, "<<<>>>", scope)
                          for name, template, scope, at in launched)
     for match in re.finditer(r"\b" + _SET_ATTRIBUTE + r"\s*(?:<[^;()]*>\s*)?\(", code):
@@ -95,7 +102,7 @@ def smem_sites(text: str, path: str, kernels: set[str], headers: tuple[str, ...]
         if len(args) != 3 or _MAX_DYNAMIC not in args[1]:
             continue
         size = constants.value(args[2], match.start())
-        if size is not None and size > 0:
+        if size is None or size > 0:
             sites.extend(SmemSite(path, line_of(code, match.start()), *named[:2], size, _SET_ATTRIBUTE, named[2])
                          for named in _kernels_passed(args[0], code, match.start(), kernels, defined))
     for match in _LAUNCH_EX.finditer(code):
@@ -104,7 +111,7 @@ def smem_sites(text: str, path: str, kernels: set[str], headers: tuple[str, ...]
         passed = _kernels_passed(args[1], code, match.start(), kernels, defined) if len(args) >= 2 else []
         configured = _configured_bytes(code, args[0], match.start()) if passed else None
         size = constants.value(*configured) if configured is not None else None
-        if size is not None and size > 0:
+        if size is not None and size > 0 or configured is not None and size is None:
             sites.extend(SmemSite(path, line_of(code, match.start()), *named[:2], size, "cudaLaunchKernelEx",
                                   named[2]) for named in passed)
     for match in _LAUNCH_PLAIN.finditer(code):  # `cudaLaunchKernel(kernel, grid, block, args, bytes, stream)`
@@ -112,7 +119,7 @@ def smem_sites(text: str, path: str, kernels: set[str], headers: tuple[str, ...]
         args = split_arguments(_joined(code[open_paren + 1:balanced(code, open_paren) - 1]))
         passed = _kernels_passed(args[0], code, match.start(), kernels, defined) if len(args) >= 5 else []
         size = constants.value(args[4], match.start()) if passed else None
-        if size is not None and size > 0:
+        if passed and (size is None or size > 0):
             sites.extend(SmemSite(path, line_of(code, match.start()), *named[:2], size, match.group("via"), named[2])
                          for named in passed)
     return sites
@@ -375,11 +382,28 @@ def pdl_launched(display: str, sites: list[LaunchSite], instantiations: dict[str
 
 
 def largest_smem(display: str, sites: list[SmemSite], instantiations: dict[str, set[str]]) -> SmemSite | None:
-    """Of the sites that give a compiled kernel dynamic shared memory (`applies`), the one that gives the most."""
+    """Of the sites that give a compiled kernel a settled amount of dynamic shared memory (`applies`), the one that
+    gives the most."""
+    found = [site for site in _smem_of(display, sites, instantiations) if site.bytes is not None]
+    return max(found, key=lambda site: (site.bytes or 0, site.path, -site.line), default=None)
+
+
+def unsettled_smem(display: str, sites: list[SmemSite], instantiations: dict[str, set[str]]) -> SmemSite | None:
+    """The first of the launches that give a compiled kernel dynamic shared memory of a size the source does not
+    settle (a size the run computes: the kernel may get more than any settled site gives), unless a settled
+    `cudaFuncSetAttribute` caps what every launch may take (the opt-in is the most a launch gets). An attribute of a
+    size the run computes caps nothing and gives nothing: the launches say what the kernel takes."""
+    mine = _smem_of(display, sites, instantiations)
+    if any(site.bytes is not None and site.via == _SET_ATTRIBUTE for site in mine):
+        return None
+    return min((site for site in mine if site.bytes is None and site.via != _SET_ATTRIBUTE),
+               key=lambda site: (site.path, site.line), default=None)
+
+
+def _smem_of(display: str, sites: list[SmemSite], instantiations: dict[str, set[str]]) -> list[SmemSite]:
     base, template = base_name(display), _template_of(display)
     known = instantiations.get(base, set())
-    found = [site for site in sites if applies(site, base, template, known, display)]
-    return max(found, key=lambda site: (site.bytes, site.path, -site.line), default=None)
+    return [site for site in sites if applies(site, base, template, known, display)]
 
 
 def applies(site: LaunchSite | SmemSite, base: str, template: str | None, known: set[str], display: str = "") -> bool:

@@ -27,7 +27,7 @@ from typing import Any, Final
 import kgate
 from kgate.collect.cpp_constants import given_macros
 from kgate.collect.cuda_flags import choose_arch
-from kgate.collect.cuda_launches import LaunchSite, SmemSite, pdl_launch_sites, smem_sites
+from kgate.collect.cuda_launches import LaunchSite, SmemSite, every_smem_site, pdl_launch_sites
 from kgate.collect.cuda_names import global_definitions, matches
 from kgate.collect.cuda_sources import CudaSource, cuda_sources, defined_kernels
 from kgate.collect.files import aliases, display_path
@@ -416,5 +416,5 @@ def launch_sites(config: Config, sources: list[CudaSource], compilers: dict[str,
         shown = display_path(path, config.root, known)
         headers = tuple(texts[h][0] for h in headers_of.get(path, ()) if h in texts)
         sites.extend(pdl_launch_sites(text, shown, kernels, wrappers, headers, given.get(path)))
-        smem.extend(smem_sites(text, shown, kernels, headers, given.get(path)))
+        smem.extend(every_smem_site(text, shown, kernels, headers, given.get(path)))
     return sites, smem

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from kgate.collect.captures import CapturedSpec
-from kgate.collect.cuda_launches import LaunchSite, SmemSite, largest_smem, pdl_launched
+from kgate.collect.cuda_launches import LaunchSite, SmemSite, largest_smem, pdl_launched, unsettled_smem
 from kgate.collect.cuda_names import base_name, matches
 from kgate.compile.cache import Cache, digest, file_hash
 from kgate.compile.compilation import Compilation, Needs, Progress, RunSummary
@@ -258,7 +258,7 @@ def configured(built: list[tuple[Compiled, KernelFacts]], sites: tuple[LaunchSit
                smem: list[SmemSite] | None = None) -> list[KernelFacts]:
     """CUDA kernels' facts with what the configuration and the launch sites say: PDL, expectations, kind, and the
     dynamic shared memory the source launches them with (the most any site gives, added to ptxas's static figure,
-    as Triton's launcher's is; `smem_set_at` names the site). A site that names a template's arguments applies to
+    as Triton's launcher's is; `smem_set_at` names the site, `smem_unsettled_at` one whose size the run computes). A site that names a template's arguments applies to
     that instantiation (of those `built` holds)."""
     instantiations: dict[str, set[str]] = {}
     for _unit, item in built:
@@ -274,9 +274,12 @@ def configured(built: list[tuple[Compiled, KernelFacts]], sites: tuple[LaunchSit
         pdl = matches(item.kernel, plan["pdl"]) or pdl_launched(item.kernel, list(sites), instantiations) is not None
         item = replace(item, pdl=pdl, expect=expect, kind=kind)
         given = largest_smem(item.kernel, smem, instantiations) if smem else None
-        if given is not None:
+        if given is not None and given.bytes is not None:
             item = replace(item, resources=replace(item.resources, smem_dynamic=given.bytes),
                            smem_set_at=f"{given.path}:{given.line}")
+        unsettled = unsettled_smem(item.kernel, smem, instantiations) if smem else None
+        if unsettled is not None:
+            item = replace(item, smem_unsettled_at=f"{unsettled.path}:{unsettled.line}")
         out.append(item)
     return out
 

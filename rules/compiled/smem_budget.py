@@ -18,7 +18,10 @@ points at that site too. A size only the run knows (a variable computed from
 the problem, a template parameter), or one a library's launcher sets
 (CUTLASS's adapter, from `sizeof(SharedStorage)`), is not counted: the kernel
 is judged on its static shared memory alone, and the report says the dynamic
-size is unknown (`smem` column `0+?`, `smem_dynamic_unknown` in JSON).
+size is unknown (`smem` column `0+?`, `smem_dynamic_unknown` in JSON). A
+kernel that one launch gives a settled size and another a size only the run
+knows is judged on the settled part and reported as unknown too (`1024+?`),
+unless a settled `cudaFuncSetAttribute` opt-in caps what its launches take.
 
 ## Why is this bad?
 The launch fails at run time ("out of resource: shared memory") on the card
