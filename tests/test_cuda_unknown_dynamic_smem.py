@@ -209,3 +209,23 @@ def _static_smem_of(source: Path) -> dict[str, int]:
         elif entry and (used := re.search(r"(\d+) bytes smem", line)) is not None:
             out[entry] = int(used.group(1))
     return out
+
+
+@needs_nvcc
+def test_the_audit_shows_a_dynamic_size_the_source_does_not_settle(tmp_path: Path) -> None:
+    """The audit's tables, budget rows and headroom terms write the figure as `+?` where the kernel's dynamic shared
+    memory is not known, as the terminal's table does: not as the kernel's whole shared memory."""
+    project = tmp_path / "p"
+    project.mkdir()
+    (project / "kgate.toml").write_text('targets = ["sm_120a"]\n\n[[cuda]]\nsources = ["*.cu"]\n')
+    (project / "k.cu").write_text(MIXED)
+    run = kgate("audit", "-o", str(tmp_path / "audit"), cwd=project)
+    assert run.code == 0, run.stdout + run.stderr
+    static = _static_smem_of(project / "k.cu")
+    unknown = f"{static['mixed_sites'] + 1024:,}+?"
+    markdown = (tmp_path / "audit" / "report.md").read_text()
+    assert f"| {unknown} |" in markdown  # the ranking's column
+    assert f"shared memory per CTA | {unknown} of 101,376 B" in markdown
+    assert f"({unknown} of 101,376 bytes per CTA)" in markdown  # the headroom term
+    assert f"{static['capped'] + 64 * 1024:,}+?" not in markdown
+    assert unknown in (tmp_path / "audit" / "report.html").read_text()
