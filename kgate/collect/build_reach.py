@@ -46,18 +46,45 @@ _PY_COMPILERS = re.compile(rb"[\"'/\\](?:nvcc|hipcc|g\+\+|gcc|clang\+\+|clang|c\
 _UPWARD = re.compile(rb"(?:^|[\s\"'(=:,/\\])\.\.(?:[/\\\"'\s),]|$)|CMAKE_SOURCE_DIR|dirname\(\s*os\.path\.dirname"
                      rb"|\.parent\.parent|\.parents\[", re.MULTILINE)
 _READ = 1 << 20  # what is read of a file that may name a source (a larger one is data)
-_SOURCE_NAME = re.compile(rb"[\w./+-]+\.(?:" + b"|".join(re.escape(s[1:].encode()) for s in SOURCE_SUFFIXES) + rb")\b")
+_SOURCE_SUFFIX = re.compile(rb"\.(?:" + b"|".join(re.escape(s[1:].encode()) for s in SOURCE_SUFFIXES) + rb")\b")
+_NAME_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.+-")
+# Byte strings one of which a Python file holds where it may name a compiler (tested before the pattern is tried).
+_COMPILER_NEEDLES = (b"nvcc", b"hipcc", b"gcc", b"g++", b"clang", b"c++", b"icpx")
 _PROJECT = re.compile(r"^\s*project\s*\(", re.MULTILINE | re.IGNORECASE)
 
 
-def unbuilt(path: str, root: str, memo: dict[str, frozenset[str] | None]) -> bool:
+def unbuilt(path: str, root: str, memo: dict[str, _Reading]) -> bool:
     """Whether no build of the project under `root` compiles `path` (a C++/CUDA file), for certain. `memo` keeps the
-    project's unbuilt files (None: not known) for the run's other files."""
+    reading of the project for the run's other files."""
     root = os.path.abspath(root)
     if root not in memo:
-        memo[root] = _unbuilt_files(root)
-    found = memo[root]
-    return found is not None and os.path.abspath(path) in found
+        memo[root] = _Reading(_Project(root))
+    return memo[root].unbuilt(os.path.abspath(path))
+
+
+class _Reading:
+    """What the project's builds compile, read as far as a file's question needs: the file's own build first (most
+    files it names or includes, and then the rest of the project is not read), the whole project where that build
+    leaves the file out."""
+
+    def __init__(self, project: _Project) -> None:
+        self.project = project
+        self.own: dict[str, frozenset[str] | None] = {}
+        self.whole: tuple[frozenset[str] | None] | None = None
+
+    def unbuilt(self, path: str) -> bool:
+        owner = self.project.owner(path)
+        if owner is None:
+            return False
+        if owner not in self.own:
+            self.own[owner] = _built_by(owner, self.project)
+        built = self.own[owner]
+        if built is None or path in built or os.path.basename(path) in built:
+            return False
+        if self.whole is None:
+            self.whole = (_unbuilt_files(self.project),)
+        found = self.whole[0]
+        return found is not None and path in found
 
 
 class _Project:
@@ -98,9 +125,24 @@ class _Project:
             folder = os.path.dirname(folder)
 
 
-def _unbuilt_files(root: str) -> frozenset[str] | None:
+def _built_by(build: str, project: _Project) -> frozenset[str] | None:
+    """What one build compiles, by path (its sources and the files they include), and the names its own files other
+    than C++ mention; None where that cannot be read. A file outside it is no more than what this build says of it:
+    the whole project decides."""
+    compiled = _compiled(build, project)
+    if compiled is None:
+        return None
+    named: set[str] = set()
+    for here, names in owned_files(build):
+        for name in names:
+            data = None if name.endswith(SOURCE_SUFFIXES) else project.head(os.path.join(here, name))
+            named.update(_source_names(data) if data is not None else ())
+    built, computed = reached(sorted(compiled), project.sources)
+    return None if computed else frozenset(built) | frozenset(named)
+
+
+def _unbuilt_files(project: _Project) -> frozenset[str] | None:
     """The C++/CUDA files of the project no build compiles, None where that cannot be read."""
-    project = _Project(root)
     if not project.builds:
         return None
     roots: set[str] = set()
@@ -111,7 +153,7 @@ def _unbuilt_files(root: str) -> frozenset[str] | None:
             continue
         if _another_build(path, data) and project.owner(path) is None:
             return None  # a build of its own choosing, under no build: it may compile any file of the project
-        named.update(os.path.basename(m.decode("utf-8", "replace")) for m in _SOURCE_NAME.findall(data))
+        named.update(_source_names(data))
     for build in project.builds:
         compiled = _compiled(build, project)
         if compiled is None:
@@ -128,6 +170,19 @@ def _unbuilt_files(root: str) -> frozenset[str] | None:
     return frozenset(p for p in project.sources if p not in built)
 
 
+def _source_names(data: bytes) -> set[str]:
+    """The names of C++/CUDA files a file's text mentions (`ops.cu` of `csrc/ops.cu`): each found from its suffix
+    back to the start of its name, so a long run of word characters is read once."""
+    out: set[str] = set()
+    for match in _SOURCE_SUFFIX.finditer(data):
+        start = match.start()
+        while start > 0 and data[start - 1] in _NAME_BYTES:
+            start -= 1
+        if start < match.start():
+            out.add(data[start:match.end()].decode("utf-8", "replace"))
+    return out
+
+
 def _another_build(path: str, data: bytes | None) -> bool:
     """Whether a file of the project other than C++ is another build tool's, or a script or Python module that
     compiles sources itself (a file that cannot be read is taken to)."""
@@ -137,10 +192,13 @@ def _another_build(path: str, data: bytes | None) -> bool:
     if name == "setup.py" or name.endswith((".cmake", ".txt", ".md", ".rst", ".json", ".toml", ".cfg", ".yaml",
                                             ".yml", ".csv")):
         return False
+    if data is None:
+        return name.endswith((".py", *_SCRIPTS))
     if name.endswith(".py"):
-        return data is None or (_PY_BUILDS.search(data) or _PY_COMPILERS.search(data)) is not None
-    if name.endswith(_SCRIPTS) or (data is not None and data.startswith(b"#!")):
-        return data is None or _COMPILERS.search(data) is not None
+        return _PY_BUILDS.search(data) is not None or any(needle in data for needle in _COMPILER_NEEDLES) and \
+            _PY_COMPILERS.search(data) is not None
+    if name.endswith(_SCRIPTS) or data.startswith(b"#!"):
+        return _COMPILERS.search(data) is not None
     return False
 
 

@@ -56,6 +56,7 @@ class Project:
         self._words: dict[str, frozenset[bytes]] = {}
         self._state: tuple[list[int] | None] | None = None  # (the state,) once read
         self._named: frozenset[str] | None = None
+        self._defines: dict[str, list[tuple[str | None, str]]] = {}
 
     def files(self) -> list[tuple[str, str]]:
         if self._files is None:
@@ -146,8 +147,12 @@ class Project:
         does not: under `#if` and `#else`, or again after an `#undef`. Which one a build sees is the build's."""
         out: set[str] = set()
         wanted = set(names)
+        if not names:
+            return out
+        defining = re.compile(rb"#[ \t]*define[ \t]+(?:" + b"|".join(re.escape(n.encode()) for n in sorted(names)) +
+                              rb")\b")
         for rel, path in self.files():
-            if b"define" not in self.data(rel, path) or not self._mentions_any(rel, path, names):
+            if b"define" not in self.data(rel, path) or defining.search(self.data(rel, path)) is None:
                 continue
             code = self._flow(rel, path).code
             seen: dict[str, set[bool]] = {}
@@ -202,13 +207,15 @@ class Project:
                 yield rel, flow, call, end if end >= 0 else len(code)
 
     def macro_definitions(self, name: str) -> list[tuple[str | None, str]]:
-        """(parameter list, body) of each `#define` of `name` in the project's files, blanked."""
-        out: list[tuple[str | None, str]] = []
-        for rel, path in self.files():
-            if self._mentions(rel, path, name.encode()) and b"define" in self.data(rel, path):
-                code = self._flow(rel, path).code
-                out += [(m.params, code[m.body:m.end]) for m in macros(code) if m.name == name]
-        return out
+        """(parameter list, body) of each `#define` of `name` in the project's files, blanked; each name read once."""
+        if name not in self._defines:
+            out: list[tuple[str | None, str]] = []
+            for rel, path in self.files():
+                if self._mentions(rel, path, name.encode()) and b"define" in self.data(rel, path):
+                    code = self._flow(rel, path).code
+                    out += [(m.params, code[m.body:m.end]) for m in macros(code) if m.name == name]
+            self._defines[name] = out
+        return self._defines[name]
 
     def definers(self, name: str) -> list[str]:
         """The files that define a function `name` with its body."""

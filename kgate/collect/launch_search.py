@@ -83,6 +83,7 @@ class _Search:
         self.comments = comments
         self.in_macro = macro_lines(code)
         self.defines = macros(code)
+        self.passing: dict[str, bool] = {}  # macro -> whether it only runs what it is given
         self.starts = line_starts(code)
         # Before the project is read, a call whose name says it reads the last error is no check: the project may
         # define that name, and then its definition says what it does.
@@ -147,13 +148,15 @@ class _Search:
     def _passes_through(self, name: str) -> bool:
         """Whether the macro `name` only runs what it is given (`#define TIMED(x) x`): every definition the file holds,
         else every one the project's other files hold, and there is one."""
-        found = [(m.params, self.code[m.body:m.end]) for m in self.defines if m.name == name]
-        if not found:
-            if self.beyond is None:
-                self._grow()
-            assert self.beyond is not None
-            found = self.beyond.macro_definitions(name)
-        return bool(found) and all(passes_through(params, body) for params, body in found)
+        if name not in self.passing:
+            found = [(m.params, self.code[m.body:m.end]) for m in self.defines if m.name == name]
+            if not found:
+                if self.beyond is None:
+                    self._grow()
+                assert self.beyond is not None
+                found = self.beyond.macro_definitions(name)
+            self.passing[name] = bool(found) and all(passes_through(params, body) for params, body in found)
+        return self.passing[name]
 
     def _dead(self, start: int) -> bool:
         """Whether the launch at `start` never runs: a `return` or `throw` of its function's own block comes before
