@@ -145,3 +145,26 @@ def test_a_macro_nvccs_flag_variables_define_counts_where_nvcc_puts_it(tmp_path:
     assert smem({"NVCC_APPEND_FLAGS": "-DSMEM_BYTES=32*1024"}) - static == 32 * 1024  # after the file's: nvcc's last -D
     assert smem({"NVCC_PREPEND_FLAGS": "-DSMEM_BYTES=32*1024"}) - static == 150 * 1024  # before: the file's is last
     assert smem() - static == 150 * 1024  # and back, from the cache
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+def test_a_macro_an_options_file_defines_counts_where_it_is_named(tmp_path: Path) -> None:
+    """An options file named in nvcc's flag variables or in the file's flags (`--options-file F`, `-optf F`, read
+    where nvcc runs) defines its macros there, as nvcc reads them."""
+    (tmp_path / "staged.cu").write_text(FLAGGED_SMEM)
+    (tmp_path / "opts.txt").write_text("-DSMEM_BYTES=32*1024\n")
+    (tmp_path / "none.txt").write_text("-O3\n")
+    (tmp_path / "kgate.toml").write_text('targets = ["sm_120a"]\n\n[[cuda]]\nsources = ["*.cu"]\n'
+                                         'flags = ["-DSMEM_BYTES=150*1024"]\n')
+
+    def smem(env: dict[str, str] | None = None) -> int:
+        run = kgate("check", "--format", "json", "--exit-zero", "--select", "KG104", cwd=tmp_path, env=env,
+                    process=True)
+        assert run.code == 0, run.stderr
+        return int(run.json()["kernels"][0]["smem_bytes"])
+
+    static = smem({"NVCC_APPEND_FLAGS": "-USMEM_BYTES"})
+    assert smem({"NVCC_APPEND_FLAGS": "--options-file opts.txt"}) - static == 32 * 1024
+    assert smem({"NVCC_APPEND_FLAGS": "-optf=none.txt,opts.txt"}) - static == 32 * 1024
+    assert smem({"NVCC_PREPEND_FLAGS": "--options-file=opts.txt"}) - static == 150 * 1024  # before the file's
+    assert smem({"NVCC_APPEND_FLAGS": "--options-file none.txt"}) - static == 150 * 1024

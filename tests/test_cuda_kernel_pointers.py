@@ -103,3 +103,23 @@ def test_kgate_check_judges_static_and_dynamic_memory_of_a_kernel_held_by_a_vari
     findings = [line for line in run.stdout.splitlines() if "KG104" in line]
     assert len(findings) == 1 and "my_kernel<float>" in findings[0], run.stdout
     assert "163840 of them dynamic, given at k.cu:13" in findings[0], findings
+
+
+def test_a_variable_named_as_a_kernel_is_the_variable_where_its_function_assigns_it() -> None:
+    body = ("void small(float* x) { other<<<1, 128, 1024>>>(x); }\n"
+            "void big(float* x) {\n"
+            "  auto other = &k<float>;\n"
+            "  cudaFuncSetAttribute(other, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024);\n"
+            "  other<<<1, 128, 200 * 1024>>>(x);\n}\n")
+    assert _sites(body) == [(3, "other", None, 1024, "<<<>>>"), (6, "k", "<float>", 204800, "cudaFuncSetAttribute"),
+                            (7, "k", "<float>", 204800, "<<<>>>")]
+
+
+def test_a_pdl_launch_through_a_variable_named_as_a_kernel_names_the_kernel_it_holds() -> None:
+    text = HEAD + ("void launch(float* x) {\n  auto other = k<float>;\n  cudaLaunchConfig_t config = {};\n"
+                   "  cudaLaunchAttribute attribute[1];\n"
+                   "  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;\n"
+                   "  attribute[0].val.programmaticStreamSerializationAllowed = 1;\n"
+                   "  cudaLaunchKernelEx(&config, other, x);\n}\n")
+    assert [(s.line, s.kernel, s.template) for s in pdl_launch_sites(text, "a.cu", KERNELS, ())] == [
+        (9, "k", "<float>")]

@@ -156,3 +156,76 @@ PTX = """\
 def test_an_entry_uses_dynamic_shared_memory_where_it_or_a_callee_names_an_extern_shared_array() -> None:
     facts = parse_ptx(PTX)
     assert {e.name: e.dynamic_shared for e in facts.entries} == {"through_a_call": True, "own": True, "none": False}
+
+
+MIXED = """\
+#include <cuda_runtime.h>
+__global__ void mixed_sites(float* y) {
+  extern __shared__ float buf[];
+  buf[threadIdx.x] = y[threadIdx.x];
+  __syncthreads();
+  y[threadIdx.x] = buf[127 - threadIdx.x];
+}
+__global__ void capped(float* y) {
+  extern __shared__ float buf[];
+  buf[threadIdx.x] = y[threadIdx.x];
+  __syncthreads();
+  y[threadIdx.x] = buf[127 - threadIdx.x];
+}
+void launch(float* y, int n) {
+  mixed_sites<<<1, 128, 1024>>>(y);
+  mixed_sites<<<1, 128, n * sizeof(float)>>>(y);
+  cudaFuncSetAttribute(capped, cudaFuncAttributeMaxDynamicSharedMemorySize, 64 * 1024);
+  capped<<<1, 128, n * sizeof(float)>>>(y);
+}
+"""
+
+
+@needs_nvcc
+def test_a_kernel_one_of_whose_launches_the_run_sizes_has_an_unknown_size_unless_an_opt_in_caps_it(
+        tmp_path: Path) -> None:
+    (tmp_path / "kgate.toml").write_text('targets = ["sm_120a"]\n\n[[cuda]]\nsources = ["*.cu"]\n')
+    (tmp_path / "k.cu").write_text(MIXED)
+    run = kgate("check", "--format", "json", "--select", "KG104", cwd=tmp_path)
+    assert run.code == 0, run.stdout + run.stderr
+    kernels = {k["kernel"]: k for k in json.loads(run.stdout)["kernels"]}
+    assert {name: k["smem_dynamic_unknown"] for name, k in kernels.items()} == {"mixed_sites": True, "capped": False}
+    static = _static_smem_of(tmp_path / "k.cu")
+    assert kernels["mixed_sites"]["smem_bytes"] == static["mixed_sites"] + 1024  # the settled part, and more
+    assert kernels["capped"]["smem_bytes"] == static["capped"] + 64 * 1024
+    table = kgate("check", "--select", "KG104", "--show-kernels", cwd=tmp_path).stdout
+    assert f"{static['mixed_sites'] + 1024}+?" in table, table
+
+
+def _static_smem_of(source: Path) -> dict[str, int]:
+    done = subprocess.run(["nvcc", "-arch=sm_120a", "-cubin", "-Xptxas", "-v", str(source), "-o",
+                           str(source.with_suffix(".cubin"))], check=True, capture_output=True, text=True)
+    out: dict[str, int] = {}
+    entry = ""
+    for line in (done.stdout + done.stderr).splitlines():
+        if (found := re.search(r"Compiling entry function '([^']+)'", line)) is not None:
+            entry = next(n for n in ("mixed_sites", "capped") if n in found.group(1))
+            out[entry] = 0
+        elif entry and (used := re.search(r"(\d+) bytes smem", line)) is not None:
+            out[entry] = int(used.group(1))
+    return out
+
+
+@needs_nvcc
+def test_the_audit_shows_a_dynamic_size_the_source_does_not_settle(tmp_path: Path) -> None:
+    """The audit's tables, budget rows and headroom terms write the figure as `+?` where the kernel's dynamic shared
+    memory is not known, as the terminal's table does: not as the kernel's whole shared memory."""
+    project = tmp_path / "p"
+    project.mkdir()
+    (project / "kgate.toml").write_text('targets = ["sm_120a"]\n\n[[cuda]]\nsources = ["*.cu"]\n')
+    (project / "k.cu").write_text(MIXED)
+    run = kgate("audit", "-o", str(tmp_path / "audit"), cwd=project)
+    assert run.code == 0, run.stdout + run.stderr
+    static = _static_smem_of(project / "k.cu")
+    unknown = f"{static['mixed_sites'] + 1024:,}+?"
+    markdown = (tmp_path / "audit" / "report.md").read_text()
+    assert f"| {unknown} |" in markdown  # the ranking's column
+    assert f"shared memory per CTA | {unknown} of 101,376 B" in markdown
+    assert f"({unknown} of 101,376 bytes per CTA)" in markdown  # the headroom term
+    assert f"{static['capped'] + 64 * 1024:,}+?" not in markdown
+    assert unknown in (tmp_path / "audit" / "report.html").read_text()

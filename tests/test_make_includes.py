@@ -1,6 +1,7 @@
 """A Makefile's `include`s are followed to the makefiles that hold its nvcc flags or architecture list: relative to
-the including file, each once (a cycle ends), a name make expands is not guessed, and a missing plain `include` is
-listed (a note of KG301), never an error."""
+make's folder (that of the Makefile it runs, in the files it includes too), else beside the including file, each
+once (a cycle ends), a name make expands is not guessed, and a missing plain `include` of a Makefile is listed (a
+note of KG301), never an error."""
 
 from __future__ import annotations
 
@@ -17,11 +18,11 @@ def _tree(root: Path, files: dict[str, str]) -> None:
         (root / rel).write_text(text)
 
 
-def test_includes_are_read_relative_to_the_including_file_each_once(tmp_path: Path) -> None:
+def test_includes_make_s_folder_does_not_hold_are_read_beside_the_including_file_each_once(tmp_path: Path) -> None:
     _tree(tmp_path, {
         "build/Makefile": "X = 1\ninclude ../cfg/arch.mk common.mk\n-include gone.mk\nsinclude $(ROOT)/x.mk\n"
                           "include missing.mk\n\tinclude recipe.mk\n",
-        "cfg/arch.mk": "include flags.mk\n",  # relative to cfg/, not to the Makefile's folder
+        "cfg/arch.mk": "include flags.mk\n",  # build/ holds no flags.mk: the one beside arch.mk
         "cfg/flags.mk": "include ../build/Makefile\ninclude ../cfg/arch.mk\n",  # cycles end
         "build/common.mk": "",
         "build/recipe.mk": "",
@@ -56,3 +57,31 @@ def test_kgate_lint_judges_an_included_architecture_by_the_including_builds_sour
     # The architecture in a makefile nothing includes names no build.
     (tmp_path / "gemm/Makefile").write_text("NVCCFLAGS = -O3\n\nk.o: k.cu\n\tnvcc $(NVCCFLAGS) -c k.cu\n")
     assert kgate("lint", "--no-cache", cwd=tmp_path).code == 0
+
+
+def test_a_name_an_included_file_writes_is_read_from_make_s_folder(tmp_path: Path) -> None:
+    _tree(tmp_path, {
+        "Makefile": "include mk/arch.mk\n",
+        "mk/arch.mk": "include mk/flags.mk\ninclude mk/gone.mk\n",  # make runs in the Makefile's folder
+        "mk/flags.mk": "GENCODE = -gencode arch=compute_90,code=sm_90\n",
+        "mk/mk/flags.mk": "",  # not what make reads
+    })
+    found, missing = includes(str(tmp_path / "Makefile"), "Makefile", (tmp_path / "Makefile").read_text())
+    assert [(f.rel, f.at) for f in found] == [("mk/arch.mk", 1), ("mk/flags.mk", 1)]
+    assert missing == []
+    # A `.mk` file's own names are read from the folder of whichever Makefile includes it: none is missing for it.
+    alone = includes(str(tmp_path / "mk/arch.mk"), "mk/arch.mk", (tmp_path / "mk/arch.mk").read_text())
+    assert alone[1] == []
+
+
+def test_kgate_lint_reads_the_architecture_of_a_makefile_an_included_one_includes(tmp_path: Path) -> None:
+    _tree(tmp_path, {
+        "kgate.toml": "select = [\"KG301\"]\n",
+        "Makefile": "include mk/arch.mk\n\nk.o: k.cu\n\tnvcc -O3 $(GENCODE) -c k.cu\n",
+        "mk/arch.mk": "include mk/flags.mk\n",
+        "mk/flags.mk": "GENCODE = -gencode arch=compute_90,code=sm_90\n",
+        "k.cu": SOURCE,
+    })
+    run = kgate("lint", "--no-cache", "--format", "json", cwd=tmp_path)
+    assert run.code == 1, run.stdout + run.stderr
+    assert {(f["path"], f["line"], f["severity"]) for f in run.json()["findings"]} == {("Makefile", 1, "error")}

@@ -131,7 +131,7 @@ class KernelFacts:
     specialization: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     source: str = ""
     captured: tuple[str, ...] = ()  # the capture environments the variant's launch on its target was recorded in
-    smem_dynamic_unknown: bool = False  # dynamic shared memory no source site sizes (a library's own adapter)
+    smem_dynamic_unknown: bool = False  # dynamic shared memory no source site sizes, or one launch sizes at run time
 
     def __hash__(self) -> int:  # the mappings are not hashable; a variant is named by its key
         return hash(self.key)

@@ -25,6 +25,8 @@ _OWN_BUILD = ("setup.py", "pyproject.toml")
 _CMAKE_PROJECT = re.compile(rb"^\s*project\s*\(", re.MULTILINE | re.IGNORECASE)
 _SKIPPED = {"__pycache__", "node_modules", "build", "dist"}
 _INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]([^>"\n]+)[>"]', re.MULTILINE)
+# An include whose file a macro names (`#include IMPL_HEADER`, `#include KERNEL(gemm)`): any file may be the one.
+_COMPUTED_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include(?:_next)?[ \t]+[A-Za-z_]', re.MULTILINE)
 _ASM = re.compile(r"\b(?:asm|__asm__|__asm)\b(?:\s+(?:volatile|__volatile__|inline|goto))*\s*\(")
 
 
@@ -49,9 +51,13 @@ def owned_files(folder: str) -> Iterator[tuple[str, list[str]]]:
     """(folder, its file names, sorted) of `folder` and the folders below it that its build owns: not hidden ones,
     build outputs, or builds of their own."""
     for here, folders, files in os.walk(folder):
-        folders[:] = sorted(d for d in folders if not d.startswith(".") and d not in _SKIPPED
-                            and not own_build(os.path.join(here, d)))
+        folders[:] = sorted(d for d in folders if not skipped(d) and not own_build(os.path.join(here, d)))
         yield here, sorted(files)
+
+
+def skipped(name: str) -> bool:
+    """Whether a folder of this name is no build's: a hidden one or a build's output."""
+    return name.startswith(".") or name in _SKIPPED
 
 
 def owned_sources(folder: str) -> list[str]:
@@ -63,6 +69,12 @@ def owned_sources(folder: str) -> list[str]:
 def included(sources: Iterable[str], owned: list[str]) -> set[str]:
     """`sources` and the owned headers they include, directly or through one another. An include is resolved
     against the including file's folder, else against every owned file whose path ends with it."""
+    return reached(sources, owned)[0]
+
+
+def reached(sources: Iterable[str], owned: list[str]) -> tuple[set[str], bool]:
+    """`included`, and whether one of the files it reaches includes a file a macro names (`#include IMPL_HEADER`),
+    which may be any of them."""
     by_tail: dict[str, list[str]] = {}
     for path in owned:
         parts = path.replace(os.sep, "/").split("/")
@@ -70,27 +82,32 @@ def included(sources: Iterable[str], owned: list[str]) -> set[str]:
             by_tail.setdefault("/".join(parts[-cut:]), []).append(path)
     known = set(owned)
     out: set[str] = set()
+    computed = False
     pending = [path for path in sources if path in known]
     while pending:
         path = pending.pop()
         if path in out:
             continue
         out.add(path)
-        for name in _includes(path):
+        names, by_macro = _includes(path)
+        computed = computed or by_macro
+        for name in names:
             local = os.path.normpath(os.path.join(os.path.dirname(path), name))
             pending += [local] if local in known else by_tail.get(os.path.normpath(name).replace(os.sep, "/"), [])
-    return out
+    return out, computed
 
 
-def _includes(path: str) -> list[str]:
+def _includes(path: str) -> tuple[list[str], bool]:
+    """The files `path` includes by name, and whether it includes one a macro names."""
     try:
         with open(path, "rb") as handle:
             data = handle.read()
     except OSError:
-        return []
+        return [], False
     if b"include" not in data:
-        return []
-    return _INCLUDE.findall(data.removeprefix(codecs.BOM_UTF8).decode("utf-8", "replace"))
+        return [], False
+    text = data.removeprefix(codecs.BOM_UTF8).decode("utf-8", "replace")
+    return _INCLUDE.findall(text), _COMPUTED_INCLUDE.search(text) is not None
 
 
 def arch_uses(paths: Iterable[str], patterns: Mapping[str, re.Pattern[str]],

@@ -11,8 +11,9 @@ own architectures: CMake's `CMAKE_CUDA_ARCHITECTURES` is only the default of a t
 name an architecture.
 
 Sources are read as written, relative to the build file's folder (`${CMAKE_CURRENT_SOURCE_DIR}/`
-and the like dropped, variables set in the same file expanded). A unit with a source that cannot be read
-so (a glob, a variable set elsewhere) has unknown sources.
+and the like dropped, variables set in the same file expanded), or to the folder a caller names with the
+folders CMake's directory variables stand for (`places`: a `.cmake` file's relative paths are its includer's).
+A unit with a source that cannot be read so (a glob, a variable set elsewhere) has unknown sources.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from __future__ import annotations
 import ast
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 from kgate.collect import pysource as py
@@ -31,7 +32,11 @@ from kgate.support.comments import comments
 _COMMAND = re.compile(r"^[ \t]*(\w+)[ \t]*\(", re.MULTILINE)
 _TOKEN = re.compile(r'"((?:[^"\\]|\\.)*)"|([^\s"()]+)')
 _VARIABLE = re.compile(r"\$\{(\w+)\}")
-_HERE = re.compile(r"^\$\{(?:CMAKE_CURRENT_SOURCE_DIR|CMAKE_CURRENT_LIST_DIR|PROJECT_SOURCE_DIR|CMAKE_SOURCE_DIR)\}/")
+_PLACE = re.compile(r"^\$\{(CMAKE_CURRENT_SOURCE_DIR|CMAKE_CURRENT_LIST_DIR|PROJECT_SOURCE_DIR|CMAKE_SOURCE_DIR)\}(?:/|$)")
+# Where CMake's directory variables lead, relative to the folder the sources are read against (None: not known).
+Places = Mapping[str, str | None]
+HERE: Places = {"CMAKE_CURRENT_SOURCE_DIR": "", "CMAKE_CURRENT_LIST_DIR": "", "PROJECT_SOURCE_DIR": "",
+                "CMAKE_SOURCE_DIR": ""}
 _TARGET_KEYWORDS = frozenset({"STATIC", "SHARED", "MODULE", "OBJECT", "INTERFACE", "EXCLUDE_FROM_ALL", "WIN32",
                               "MACOSX_BUNDLE", "WITH_SOABI", "NO_EXTRAS", "THIN_LTO", "PRIVATE", "PUBLIC"})
 _ARCHITECTURES = "CUDA_ARCHITECTURES"
@@ -66,10 +71,12 @@ class Units:
         return [unit for unit in self.units if unit.replaces == default]
 
 
-def units(name: str, text: str, tree: ast.Module | None) -> Units:
-    """The units of the build file called `name` (`CMakeLists.txt`, `*.cmake`, `setup.py`)."""
+def units(name: str, text: str, tree: ast.Module | None, places: Places = HERE) -> Units:
+    """The units of the build file called `name` (`CMakeLists.txt`, `*.cmake`, `setup.py`). `places`: the folders
+    CMake's directory variables stand for, relative to the one the sources are read against (by default the build
+    file's own, which all four are)."""
     if name == "CMakeLists.txt" or name.endswith(".cmake"):
-        return Units(tuple(_cmake_units(text)))
+        return Units(tuple(_cmake_units(text, places)))
     if name == "setup.py" and tree is not None:
         return Units(tuple(_setup_units(tree)))
     return Units(())
@@ -100,18 +107,23 @@ def _commands(text: str) -> list[_Command]:
     return out
 
 
-def _cmake_units(text: str) -> Iterator[Unit]:
+def cmake_includes(text: str) -> list[str]:
+    """What the `include()` commands of a CMake file name (a path, or a module name)."""
+    return [command.args[0] for command in _commands(text) if command.name == "include" and command.args]
+
+
+def _cmake_units(text: str, places: Places) -> Iterator[Unit]:
     commands = _commands(text)
-    values = _variables(commands)
+    values = _variables(commands, places)
     targets: dict[str, Unit] = {}
     for command in commands:
         if command.name.endswith(("add_library", "add_executable", "add_module")) and command.args:
             unit = targets.setdefault(command.args[0], Unit())
-            _add_sources(unit, command.args[1:], values)
+            _add_sources(unit, command.args[1:], values, places)
         elif command.name == "target_sources" and command.args:
-            _add_sources(targets.setdefault(command.args[0], Unit()), command.args[1:], values)
+            _add_sources(targets.setdefault(command.args[0], Unit()), command.args[1:], values, places)
     files: list[Unit] = []
-    scoped = [_scoped(command, targets, values, files) for command in commands]
+    scoped = [_scoped(command, targets, values, files, places) for command in commands]
     for command, owners in zip(commands, scoped):
         for unit in owners:
             unit.lines.update(range(command.first, command.last + 1))
@@ -130,7 +142,8 @@ def _cmake_units(text: str) -> Iterator[Unit]:
     yield from files
 
 
-def _scoped(command: _Command, targets: dict[str, Unit], values: dict[str, list[str]], files: list[Unit]) -> list[Unit]:
+def _scoped(command: _Command, targets: dict[str, Unit], values: dict[str, list[str]], files: list[Unit],
+            places: Places) -> list[Unit]:
     """The units a command writes settings for: targets, or a group of files it gives properties ([] if none)."""
     args = command.args
     if command.name == "set_target_properties":
@@ -142,21 +155,21 @@ def _scoped(command: _Command, targets: dict[str, Unit], values: dict[str, list[
         cut = next((i for i, a in enumerate(args) if a in ("PROPERTY", "APPEND", "APPEND_STRING")), len(args))
         if args[0] == "TARGET":
             return [targets[t] for t in args[1:cut] if t in targets]
-        return [_file_unit(args[1:cut], values, files)]
+        return [_file_unit(args[1:cut], values, files, places)]
     if command.name == "set_source_files_properties":
         cut = args.index("PROPERTIES") if "PROPERTIES" in args else len(args)
-        return [_file_unit(args[:cut], values, files)]
+        return [_file_unit(args[:cut], values, files, places)]
     return []
 
 
-def _file_unit(names: tuple[str, ...], values: dict[str, list[str]], files: list[Unit]) -> Unit:
+def _file_unit(names: tuple[str, ...], values: dict[str, list[str]], files: list[Unit], places: Places) -> Unit:
     unit = Unit()
-    _add_sources(unit, names, values)
+    _add_sources(unit, names, values, places)
     files.append(unit)
     return unit
 
 
-def _variables(commands: list[_Command]) -> dict[str, list[str]]:
+def _variables(commands: list[_Command], places: Places) -> dict[str, list[str]]:
     """Variable -> the words `set()` and `list(APPEND)` give it in the file (the last `set` and what follows)."""
     out: dict[str, list[str]] = {}
     for command in commands:
@@ -166,11 +179,11 @@ def _variables(commands: list[_Command]) -> dict[str, list[str]]:
         elif command.name == "list" and len(command.args) > 1 and command.args[0] == "APPEND":
             out.setdefault(command.args[1], []).extend(w for a in command.args[2:] for w in a.split(";") if w)
         elif command.name == "file" and len(command.args) > 2 and command.args[0] in ("GLOB", "GLOB_RECURSE"):
-            out[command.args[1]] = _globs(command.args[0], command.args[2:])
+            out[command.args[1]] = _globs(command.args[0], command.args[2:], places)
     return out
 
 
-def _globs(kind: str, args: tuple[str, ...]) -> list[str]:
+def _globs(kind: str, args: tuple[str, ...], places: Places) -> list[str]:
     """The patterns of a `file(GLOB ...)`, a recursive one's as `DIR/**/NAME`; `$` (unread) where one cannot be
     read so (relative to another folder, a pattern in a folder's name)."""
     out: list[str] = []
@@ -183,7 +196,7 @@ def _globs(kind: str, args: tuple[str, ...]) -> list[str]:
             continue
         if word in ("CONFIGURE_DEPENDS", "FOLLOW_SYMLINKS"):
             continue
-        pattern = _HERE.sub("", word)
+        pattern = _placed(word, places)
         folder, name = os.path.split(pattern)
         if any(ch in folder for ch in "*?[") or "$" in pattern:
             out.append("$")
@@ -194,16 +207,29 @@ def _globs(kind: str, args: tuple[str, ...]) -> list[str]:
     return out
 
 
-def _add_sources(unit: Unit, words: tuple[str, ...], values: dict[str, list[str]], depth: int = 0) -> None:
+def _placed(word: str, places: Places) -> str:
+    """A path with the directory variable it starts with replaced by the folder it stands for (`$...`: not known)."""
+    found = _PLACE.match(word)
+    if found is None:
+        return word
+    where = places.get(found.group(1))
+    if where is None:
+        return "$" + word
+    rest = word[found.end():]
+    return os.path.join(where, rest) if where else rest
+
+
+def _add_sources(unit: Unit, words: tuple[str, ...], values: dict[str, list[str]], places: Places,
+                 depth: int = 0) -> None:
     for word in words:
         whole = _VARIABLE.fullmatch(word)
         if whole is not None and whole.group(1) in values and depth < 4:
-            _add_sources(unit, tuple(values[whole.group(1)]), values, depth + 1)
+            _add_sources(unit, tuple(values[whole.group(1)]), values, places, depth + 1)
             continue
         for part in word.split(";"):
             if part in _TARGET_KEYWORDS or not part:
                 continue
-            path = _HERE.sub("", part)
+            path = _placed(part, places)
             if "$" in path:
                 unit.known, unit.unread = False, True
             elif any(ch in path for ch in "*?["):
@@ -219,12 +245,15 @@ def _add_sources(unit: Unit, words: tuple[str, ...], values: dict[str, list[str]
 def _setup_units(tree: ast.Module) -> Iterator[Unit]:
     module = {t.id: node for node in tree.body if isinstance(node, ast.Assign)
               for t in node.targets if isinstance(t, ast.Name)}
+    changed = _changed(tree)
+    # A list of sources is read from the one assignment that binds its name, when nothing else changes it.
+    fixed = {name: node for name, node in module.items() if changed.get(name, 0) == 1}
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call) or not (py.dotted(node.func) or "").endswith("Extension"):
             continue
         unit = Unit()
         sources = node.args[1] if len(node.args) > 1 else py.argument(node, "sources")
-        names = _strings(sources, module) if sources is not None else None
+        names = _strings(sources, fixed) if sources is not None else None
         unit.known = names is not None
         unit.unread = names is None
         unit.sources = {os.path.normpath(n) for n in names or () if n.endswith(SOURCE_SUFFIXES)}
@@ -236,6 +265,25 @@ def _setup_units(tree: ast.Module) -> Iterator[Unit]:
                for part in parts for c in ast.walk(part)):
             unit.replaces = "TORCH_CUDA_ARCH_LIST"
         yield unit
+
+
+def _changed(tree: ast.Module) -> dict[str, int]:
+    """Name -> how many times the script binds or changes what it holds: each binding (an assignment, a loop's target,
+    `+=`), each item assigned or deleted (`srcs[0] = ...`) and each method called on it (`srcs.append(...)`,
+    `srcs.extend(glob(...))`), anywhere in the script."""
+    out: dict[str, int] = {}
+    for node in ast.walk(tree):
+        name = None
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            name = node.id
+        elif isinstance(node, ast.Subscript) and isinstance(node.ctx, (ast.Store, ast.Del)) and \
+                isinstance(node.value, ast.Name):
+            name = node.value.id
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name):
+            name = node.func.value.id
+        if name is not None:
+            out[name] = out.get(name, 0) + 1
+    return out
 
 
 def _assignments_used(node: ast.AST, module: dict[str, ast.Assign]) -> list[ast.Assign]:

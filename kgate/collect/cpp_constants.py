@@ -22,7 +22,9 @@ variable, a step past `int`, an unsigned value that wraps.
 from __future__ import annotations
 
 import ast
+import os
 import re
+import shlex
 from collections.abc import Callable, Iterable, Iterator
 from typing import NamedTuple
 
@@ -210,11 +212,12 @@ class Constants:
         return "".join(out) + expression[last:]
 
 
-def given_macros(flags: Iterable[str]) -> dict[str, str]:
+def given_macros(flags: Iterable[str], cwd: str = ".") -> dict[str, str]:
     """The macros a compile's flags define, with their values: `-DSMEM=98304`, `-D SMEM=98304`, `--define-macro
-    SMEM=98304` (`-DFLAG` is 1); `-USMEM` takes one away again."""
+    SMEM=98304` (`-DFLAG` is 1); `-USMEM` takes one away again. The flags an options file holds (`--options-file F`,
+    `-optf F`; relative to `cwd`, where nvcc runs) stand where it is named, as nvcc reads them."""
     out: dict[str, str] = {}
-    words = list(flags)
+    words = _with_option_files(list(flags), cwd, 0)
     for index, flag in enumerate(words):
         value: str | None = None
         undefine = False
@@ -238,6 +241,39 @@ def given_macros(flags: Iterable[str]) -> dict[str, str]:
         else:
             out[name] = given if "=" in value else "1"
     return out
+
+
+_OPTION_FILES = ("--options-file", "-optf")
+
+
+def _with_option_files(words: list[str], cwd: str, depth: int) -> list[str]:
+    """`words` with each options file they name replaced by the words it holds (a file that cannot be read: none)."""
+    if depth > 4 or not any(w.startswith(_OPTION_FILES) for w in words):
+        return words
+    out: list[str] = []
+    index = 0
+    while index < len(words):
+        word = words[index]
+        named = None
+        if word in _OPTION_FILES and index + 1 < len(words):
+            named, index = words[index + 1], index + 1
+        elif word.startswith(tuple(f"{o}=" for o in _OPTION_FILES)):
+            named = word.split("=", 1)[1]
+        if named is None:
+            out.append(word)
+        else:
+            for name in filter(None, named.split(",")):
+                out += _with_option_files(_option_words(os.path.join(cwd, name)), cwd, depth + 1)
+        index += 1
+    return out
+
+
+def _option_words(path: str) -> list[str]:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return shlex.split(handle.read(1 << 20))
+    except (OSError, ValueError):
+        return []
 
 
 def _defined(texts: list[str]) -> tuple[dict[str, list[_Definition]], set[str], set[str]]:

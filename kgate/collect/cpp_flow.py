@@ -68,23 +68,51 @@ def reached(code: str, end: int, at: int) -> bool:
             if depth < 0 and depth == lowest and head(code, token.start())[0] == "function":
                 return False
             depth += 1
-        elif depth <= lowest and not conditional(code, token.start()):
+        elif depth <= lowest and _exits(code, token.start()):
             # The statement that returns evaluates its value first: a check in it runs (`return cudaGetLastError();`).
-            return at < code.find(";", token.end())
+            return at < _statement_end(code, token.end())
     return True
 
 
 def first_exit(code: str, opening: int, close: int) -> int:
-    """The end (its `;`) of the first `return`, `throw` or other statement that leaves (`_LEAVING`) of the block whose
-    `{` is at `opening` that runs on every path through it (written in the block itself, not in a nested block nor as a braceless body); -1 for none."""
+    """The end (its `;`) of the first `return`, `throw` or other statement that leaves (`_LEAVING`: `abort()`,
+    `assert(false)`, `TORCH_CHECK(false, ...)`) of the block whose `{` is at `opening` that runs
+    on every path through it (written in the block itself, not in a nested block nor as a braceless body, nor a
+    `throw` inside an expression: `n > 0 ? n : throw e`); -1 for none, and where a `goto` of the block may jump past
+    it to a label. The statement ends after what it returns (a lambda it calls, `return run([&] { ...; });`)."""
+    if _GOTO.search(code, opening, close) is not None:
+        return -1
     depth = 0
     for token in _EXIT_TOKEN.finditer(code, opening + 1, close):
         if token.group() == "{":
             depth += 1
         elif token.group() == "}":
             depth -= 1
-        elif depth == 0 and not conditional(code, token.start()):
-            return code.find(";", token.end())
+        elif depth == 0 and _exits(code, token.start()):
+            return _statement_end(code, token.end())
+    return -1
+
+
+def _exits(code: str, at: int) -> bool:
+    """Whether the `return` or `throw` at `at` leaves on every path that reaches its statement: it begins the
+    statement (past labels), which is no braceless body of an if, else or loop."""
+    return not statement_before(code, at).strip() and not conditional(code, at)
+
+
+def _statement_end(code: str, at: int) -> int:
+    """The offset of the `;` that ends the statement going on at `at`, past the brackets of what it holds (a lambda's
+    body); -1 for none."""
+    depth = 0
+    for index in range(at, len(code)):
+        ch = code[index]
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+            if depth < 0:
+                return -1
+        elif ch == ";" and depth == 0:
+            return index
     return -1
 
 
@@ -116,13 +144,15 @@ _DIRECTIVE_LINE = re.compile(r"^[ \t]*#.*$", re.MULTILINE)
 # What leaves a function for good: a return or throw, a call that ends the process or never returns, and the checks
 # and assertions of a condition that is false as written (`assert(false)`: the author marks the path as never taken;
 # `TORCH_CHECK(false, ...)` throws).
+# (Each match ends before the call's parenthesis: the statement's end is found past what the call holds.)
 _LEAVING = (r"\b(?:return|throw|co_return)\b"
-            r"|(?<![.>])\b(?:std::)?(?:abort|exit|_Exit|quick_exit|terminate)\s*\("
-            r"|\b__builtin_unreachable\s*\(|\bassert\s*\(\s*(?:false|0)\s*\)"
-            r"|\b(?:TORCH_CHECK|TORCH_INTERNAL_ASSERT)\s*\(\s*(?:false|0)\s*[,)]|\bAT_ERROR\s*\(")
+            r"|(?<![.>])\b(?:std::)?(?:abort|exit|_Exit|quick_exit|terminate)(?=\s*\()"
+            r"|\b__builtin_unreachable(?=\s*\()|\bassert(?=\s*\(\s*(?:false|0)\s*\))"
+            r"|\b(?:TORCH_CHECK|TORCH_INTERNAL_ASSERT)(?=\s*\(\s*(?:false|0)\s*[,)])|\bAT_ERROR(?=\s*\()")
 _RETURN = re.compile(r"\b(?:return|throw|co_return)\b")
 _FLOW_TOKEN = re.compile(r"[{}]|\b(?:return|throw|co_return)\b")
 _EXIT_TOKEN = re.compile(r"[{}]|" + _LEAVING)
+_GOTO = re.compile(r"\bgoto\b")
 _BREAK = re.compile(r"break\s*;")
 _CONTROL_HEAD = re.compile(r"(if|for|while|switch)\b\s*(?:constexpr\b\s*)?\(")
 _DO = re.compile(r"do\b")

@@ -19,7 +19,7 @@ from typing import NamedTuple
 from kgate.collect.cpp_flow import Flow, Matcher, line_at
 from kgate.collect.cpp_statements import NAMESPACE_HEAD, SCOPE_HEAD, head, is_call
 from kgate.collect.cpp_text import Macro, balanced, calls_of, macro_lines, macros, split_arguments
-from kgate.collect.cuda_checks import CheckedSyncs, is_program
+from kgate.collect.cuda_checks import CheckedSyncs, error_kept, is_program
 from kgate.collect.cuda_project import Project, nearest
 from kgate.collect.cuda_tree import HEADERS
 
@@ -124,30 +124,34 @@ class Callers:
         self._memo[body.brace] = out
         return out
 
-    def expanded(self, at: int) -> tuple[list[Site], int] | None:
+    def expanded(self, at: int, value: bool = False) -> tuple[list[Site], int] | None:
         """For a launch written in a macro's body: the uses of the macro through which it reaches no check, and how
         many uses do check; each use is held to the test of a call (a check after it, after the control statements
         that hold it, later in its function, or at the calls of the lambda or helper that holds it). Uses in the
         project's other files are judged where they are when the file uses the macro nowhere; None when no use is
-        found."""
+        found. `value`: the macro's body is the launch call whose error it returns, so a use that keeps its value
+        (`cudaError_t e = LAUNCH(x);`, `return LAUNCH(x);`) checks it."""
         macro = next((m for m in self._macros() if m.start <= at < m.end), None)
         if macro is None:
             return None
-        key = -1 - macro.start  # one answer per macro, however many launches it writes
+        key = -1 - 2 * macro.start - int(value)  # one answer per macro, however many launches it writes
         if key not in self._memo:
             uses = self._macro_uses(at, (0, len(self.code)))
             if uses is not None:
-                self._memo[key] = self._followed(uses)
+                self._memo[key] = self._followed(uses, value)
             else:
-                elsewhere = self._uses_elsewhere(macro.name)
+                elsewhere = self._uses_elsewhere(macro.name, value)
                 self._memo[key] = ([site for site in elsewhere if site is not None],
                                    elsewhere.count(None)) if elsewhere else None
         return self._memo[key]
 
-    def _followed(self, uses: list[tuple[int, int, str]]) -> tuple[list[Site], int]:
+    def _followed(self, uses: list[tuple[int, int, str]], value: bool = False) -> tuple[list[Site], int]:
         sites: list[Site] = []
         checked = 0
         for use, end, name in uses:
+            if value and error_kept(self.code, use):
+                checked += 1
+                continue
             inner = self.unchecked_calls(use, end, 1)
             if inner is None:
                 sites.append(Site("", use, 0, name))
@@ -156,14 +160,14 @@ class Callers:
                 checked += inner[1]
         return sites, checked
 
-    def _uses_elsewhere(self, name: str) -> list[Site | None]:
-        """The uses of a macro in the project's other files: None for each that a check follows, a site for each
-        that none does."""
+    def _uses_elsewhere(self, name: str, value: bool = False) -> list[Site | None]:
+        """The uses of a macro in the project's other files: None for each that a check follows (or that keeps the
+        macro's `value`, the launch's error), a site for each that none does."""
         if self.project is None:
             return []
         out: list[Site | None] = []
         for rel, flow, use, end in self.project.calls(name, self.rel):
-            if self._checked_elsewhere(rel, flow, use, end):
+            if (value and error_kept(flow.code, use)) or self._checked_elsewhere(rel, flow, use, end):
                 out.append(None)
             else:
                 out.append(Site(rel, use, bisect_right(flow.starts, use, 1) - 1, name))

@@ -24,7 +24,7 @@ what a failed launch does.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -48,6 +48,11 @@ _SYNC = re.compile(r"(?:cuda|hip)(?:(?:Device|Stream|Event)Synchronize|Memcpy)\s
 _MAIN = re.compile(r"main\s*\(")
 _DEFINE_HEAD = re.compile(r"^.*#\s*define\s+\w+(?:\([^)]*\))?\s*", re.DOTALL)
 _CONTINUED = re.compile(r"\\\r?\n")
+_VOID = re.compile(r"\(\s*void\s*\)|static_cast\s*<\s*void\s*>")
+_WRAPPER = re.compile(r"(?:\(\s*void\s*\)\s*)?([A-Za-z_]\w*)\s*\(+")
+# What stands around a parameter run as a statement in a macro's body: `do`/`while (0)`, braces, parentheses, `;`,
+# `(void)` casts and line continuations.
+_STATEMENT_PARTS = re.compile(r"\bdo\b|\bwhile\s*\(\s*0\s*\)|\(\s*void\s*\)|static_cast\s*<\s*void\s*>|[(){};\s\\]")
 _CLASS_HEAD = re.compile(r"\b(?:class|struct|union)\b[^;{}()]*$")
 _MOST_ARGUMENTS = 32  # what a variadic parameter list is taken to accept
 
@@ -65,12 +70,17 @@ class Checks:
     # The words one of which every match of `pattern` begins with (None: not known): the search tries the pattern
     # where they stand rather than at every position of the text.
     starts: tuple[str, ...] | None = None
+    # Names that say they read the last error but that the project defines itself: what they do is their
+    # definitions' (a project check among `counts` if they read it), not their name's.
+    defined: frozenset[str] = frozenset()
 
     def finditer(self, code: str, pos: int = 0, endpos: int | None = None) -> Iterator[re.Match[str]]:
         # The alternatives that start a word are matched without a leading `\b` (a pattern that starts with one
         # has no first characters to look for, and the engine tries it at every position) and checked here.
         for match in self._matches(code, pos, len(code) if endpos is None else endpos):
             if match.lastgroup != "named" and _continues_word(code, match.start()):
+                continue
+            if match.lastgroup == "named" and self.defined and _named_word(code, match) in self.defined:
                 continue
             call = match.group("call") if match.lastgroup == "call" else None
             if call is None or is_call(code, match.start()) and _passes(code, match.end() - 1) in self.counts[call]:
@@ -99,24 +109,29 @@ def _occurrences(code: str, word: str, pos: int, endpos: int) -> Iterator[int]:
         at = code.find(word, at + 1, endpos)
 
 
-def launch_checks(configured: Sequence[str], project: Mapping[str, Counts | None]) -> Checks:
+def launch_checks(configured: Sequence[str], project: Mapping[str, Counts | None],
+                  defined: frozenset[str] | None = frozenset()) -> Checks:
     """What checks a `<<<...>>>` launch after it: any read of the last error, and a configured macro whatever it
-    wraps."""
-    return checks_of((*RUNTIME_QUERIES, *TORCH_LAUNCH_CHECKS, *configured), project, named=True)
+    wraps. `defined`: the names that say they read the last error which the project defines itself (None: not
+    read yet, and no such name counts)."""
+    return checks_of((*RUNTIME_QUERIES, *TORCH_LAUNCH_CHECKS, *configured), project, named=defined is not None,
+                     defined=defined or frozenset())
 
 
-def last_error_reads(configured: Sequence[str], project: Mapping[str, Counts | None]) -> Checks:
+def last_error_reads(configured: Sequence[str], project: Mapping[str, Counts | None],
+                     defined: frozenset[str] | None = frozenset()) -> Checks:
     """What reads the last error: what reads back a `cudaLaunchKernelEx` error that was dropped, and what makes
     a macro or function of the project a check. A configured macro reads it only when called without arguments
-    (`MY_LAUNCH_CHECK()`); wrapped around another call it checks that call."""
-    return checks_of((*RUNTIME_QUERIES, *TORCH_LAUNCH_CHECKS), project, bare_calls=configured, named=True)
+    (`MY_LAUNCH_CHECK()`); wrapped around another call it checks that call. `defined` as for `launch_checks`."""
+    return checks_of((*RUNTIME_QUERIES, *TORCH_LAUNCH_CHECKS), project, bare_calls=configured,
+                     named=defined is not None, defined=defined or frozenset())
 
 
 def checks_of(words: Iterable[str], project: Mapping[str, Counts | None], *, bare_calls: Iterable[str] = (),
-              named: bool = False) -> Checks:
+              named: bool = False, defined: frozenset[str] = frozenset()) -> Checks:
     """A search for `words` wherever they stand, `bare_calls` called without arguments, the project's macros and
     functions (`project`: name -> the numbers of arguments a call must pass, None for any use) and, when `named`,
-    a call whose name says it reads the last error."""
+    a call whose name says it reads the last error, unless the project defines that name (`defined`)."""
     bare_calls = tuple(bare_calls)
     any_use = sorted({*words, *(name for name, counts in project.items() if counts is None)})
     calls = sorted(name for name, counts in project.items() if counts is not None)
@@ -130,7 +145,19 @@ def checks_of(words: Iterable[str], project: Mapping[str, Counts | None], *, bar
     starts = (*any_use, *(("Last", "LAST_") if named else ()), *bare_calls, *calls)
     return Checks(_pattern("|".join(alternatives) or r"(?!)"),
                   {name: counts for name, counts in project.items() if counts is not None},
-                  starts if all(starts) else None)  # (an empty word would begin a match anywhere)
+                  starts if all(starts) else None,  # (an empty word would begin a match anywhere)
+                  frozenset(defined) - set(project))
+
+
+def _named_word(code: str, match: re.Match[str]) -> str:
+    """The whole name of a call `LAST_ERROR_CALL` matched (`getLastCudaError` of `getLastCudaError(`)."""
+    start = match.start()
+    while start > 0 and (code[start - 1].isalnum() or code[start - 1] == "_"):
+        start -= 1
+    return code[start:match.end()].rstrip("( \t\n")
+
+# The names a file may define that say they read the last error (`LAST_ERROR_CALL` without its parenthesis).
+NAMED_WORD = re.compile(r"\b\w*(?:Last(?:Cuda)?Error|LAST_(?:CUDA_)?ERROR)\w*")
 
 
 @lru_cache(maxsize=64)
@@ -268,11 +295,30 @@ def is_program(code: str, flow: Flow) -> bool:
     return False
 
 
-def error_kept(code: str, start: int) -> bool:
+def error_kept(code: str, start: int, passes: Callable[[str], bool] | None = None) -> bool:
     """Whether the error returned by the call at `start` is read rather than dropped: the statement's text before
-    the call decides. Nothing (or a `(void)` cast) drops it; a check macro, an assignment, a comparison, a
-    condition or a `return` keeps it. In a macro's body the backslashes that continue its lines are no text of the
-    statement, and neither is the `#define` of a macro whose body begins with the call."""
+    the call decides. Nothing (or a `(void)` cast, or parentheses) drops it, and so does a macro the call is the
+    whole argument of where `passes` says the macro only runs what it is given (`#define TIMED(x) x`); a check
+    macro, an assignment, a comparison, a condition or a `return` keeps it. In a macro's body the backslashes that
+    continue its lines are no text of the statement, and neither is the `#define` of a macro whose body begins with
+    the call."""
     head = max(code.rfind(";", 0, start), code.rfind("{", 0, start), code.rfind("}", 0, start)) + 1
     before = _DEFINE_HEAD.sub("", " ".join(_CONTINUED.sub(" ", code[head:start]).split()))
-    return before not in ("", "(void)", "static_cast<void>(")
+    bare = _VOID.sub("", before).rstrip("( ")
+    if bare == "":
+        return False
+    wrapper = _WRAPPER.fullmatch(bare + "(") if before.endswith("(") else None
+    return not (wrapper is not None and passes is not None and passes(wrapper.group(1)))
+
+
+def passes_through(params: str | None, body: str) -> bool:
+    """Whether a function-like macro's body only runs what its one parameter is given, as a statement
+    (`#define TIMED(x) x`, `do { (void)(x); } while (0)`, `#define RUN(...) __VA_ARGS__`): a value it returns is
+    dropped."""
+    if params is None:
+        return False
+    names = [p.strip() for p in params.strip("()").split(",") if p.strip()]
+    if len(names) != 1:
+        return False
+    name = "__VA_ARGS__" if names[0].endswith("...") else names[0]
+    return _STATEMENT_PARTS.sub("", body) == name

@@ -52,14 +52,15 @@ class LaunchSite:
 
 @dataclass(frozen=True)
 class SmemSite:
-    """Where a kernel is given dynamic shared memory: `bytes` of it, by `via` ("<<<>>>", "cudaFuncSetAttribute",
-    "cudaLaunchKernelEx", "cudaLaunchKernel" or "cudaLaunchCooperativeKernel")."""
+    """Where a kernel is given dynamic shared memory: `bytes` of it (None: a size the source does not settle, one the
+    run computes), by `via` ("<<<>>>", "cudaFuncSetAttribute", "cudaLaunchKernelEx", "cudaLaunchKernel" or
+    "cudaLaunchCooperativeKernel")."""
 
     path: str
     line: int
     kernel: str
     template: str | None
-    bytes: int
+    bytes: int | None
     via: str
     scope: str | None = None  # the namespaces or class written before the kernel ("big" of `big::k`), if any
     # A size the file does not settle and the compiler may (`sizeof(typename K::SharedStorage)`): `bytes` is 0
@@ -78,6 +79,13 @@ def smem_sites(text: str, path: str, kernels: set[str], headers: tuple[str, ...]
     amount of dynamic shared memory; `headers`: the texts of the project headers the file includes, whose
     constants its sizes may name; `given`: the macros its compile's flags define (`-DSMEM=98304`). `compiler`:
     also those whose size the compiler may settle (`bytes` 0, and `compiler` says what to evaluate)."""
+    return [site for site in every_smem_site(text, path, kernels, headers, given, compiler=compiler)
+            if site.bytes is not None]
+
+
+def every_smem_site(text: str, path: str, kernels: set[str], headers: tuple[str, ...] = (),
+                    given: dict[str, str] | None = None, *, compiler: bool = False) -> list[SmemSite]:
+    """`smem_sites`, and the sites that give a kernel a size the source does not settle (`bytes` None)."""
     if not may_launch(text) and _SET_ATTRIBUTE not in text and "cudaLaunch" not in text:
         return []
     code = without_disabled(shared_blank(text).code)  # a launch under `#if 0` is never compiled
@@ -137,10 +145,11 @@ class _Sizes:
             return [SmemSite(self.path, self._line(own, position), name, template, value, via, scope)
                     for name, template, scope, own in kernels] if value > 0 else []
         evaluated = self.compiler.of(expression, at) if self.compiler is not None and kernels else None
-        if evaluated is None:
-            return []
+        # A size neither settles: the run computes it (`bytes` None), for the kernels the compiler cannot be asked.
         return [SmemSite(self.path, self._line(own, position), name, template, 0, via, scope, evaluated)
-                for name, template, scope, own in kernels if given_by(evaluated, template)]
+                if evaluated is not None and given_by(evaluated, template) else
+                SmemSite(self.path, self._line(own, position), name, template, None, via, scope)
+                for name, template, scope, own in kernels]
 
     def _line(self, own: int | None, position: int) -> int:
         return line_of(self.code, position if own is None else own)
@@ -183,11 +192,14 @@ def _launched_kernels(code: str, position: int, kernels: set[str], defined: froz
     """(kernel identifier, template arguments, namespace written, offset of the identifier) of each kernel the
     `<<<` launch at `position` may launch: the kernel it names, or those a variable it launches through holds
     (`kernel<<<...>>>`, `(*kernel)<<<...>>>`: `_held_kernels`)."""
+    variable = _LAUNCHED_VARIABLE.search(code, max(0, position - 256), position)
+    if variable is not None and _assigned(code, variable.group(1), position):  # a local name hides a kernel's
+        return [(*held, variable.start(1)) for held in _held_kernels(code, variable.group(1), position, kernels,
+                                                                     defined)]
     launched = _launched_kernel(code, position, kernels)
     if launched is not None:
         name, template, at = launched
         return [(name, template, _scope_before(code, at, defined), at)]
-    variable = _LAUNCHED_VARIABLE.search(code, max(0, position - 256), position)
     if variable is None or variable.group(1) in kernels:
         return []
     return [(*held, variable.start(1)) for held in _held_kernels(code, variable.group(1), position, kernels, defined)]
@@ -206,10 +218,12 @@ def _kernels_passed(arg: str, code: str, position: int, kernels: set[str], defin
                     ) -> list[tuple[str, str | None, str | None]]:
     """The kernels an argument at `position` passes (`_kernel_argument`): the one it names, or those the variable
     it names holds (`auto kernel = &k<T>; cudaFuncSetAttribute(kernel, ...)`: `_held_kernels`)."""
+    variable = _VARIABLE.fullmatch(_joined(arg))
+    if variable is not None and _assigned(code, variable.group(1), position):  # a local name hides a kernel's
+        return _held_kernels(code, variable.group(1), position, kernels, defined)
     named = _kernel_argument(arg, kernels, defined)
     if named is not None:
         return [named]
-    variable = _VARIABLE.fullmatch(_joined(arg))
     return _held_kernels(code, variable.group(1), position, kernels, defined) if variable is not None else []
 
 
@@ -222,9 +236,8 @@ def _held_kernels(code: str, variable: str, position: int, kernels: set[str], de
     start, _end = function_body(code, position)
     if start == 0:
         return []
-    assigned = re.compile(r"(?<![\w.>:])" + re.escape(variable) + r"\s*(?:\)\s*\([^;{}]*\))?\s*=(?!=)([^;{}]+);")
     held: list[tuple[str, str | None, str | None]] = []
-    for match in assigned.finditer(code, start, position):
+    for match in _assignment(variable).finditer(code, start, position):
         value = match.group(1)
         for name in _IDENT.finditer(value):
             found = _kernel_argument(value[name.start():], kernels, defined) if name.group(0) in kernels else None
@@ -232,6 +245,19 @@ def _held_kernels(code: str, variable: str, position: int, kernels: set[str], de
                 scoped = _scope_before(code, match.start(1) + name.start(), defined)
                 held.append((found[0], found[1], scoped))
     return list(dict.fromkeys(held))
+
+
+def _assignment(variable: str) -> re.Pattern[str]:
+    """An assignment of `variable`, its declaration's initialiser included: `kernel = k<2>;`, `void (*kernel)(float*)
+    = k;` (the value in group 1)."""
+    return re.compile(r"(?<![\w.>:])" + re.escape(variable) + r"\s*(?:\)\s*\([^;{}]*\))?\s*=(?!=)([^;{}]+);")
+
+
+def _assigned(code: str, variable: str, position: int) -> bool:
+    """Whether the function around `position` assigns `variable` before it: a local name (a kernel of that name cannot
+    be assigned), which hides a kernel's of the same name."""
+    start, _end = function_body(code, position)
+    return start != 0 and _assignment(variable).search(code, start, position) is not None
 
 
 def _launched_kernel(code: str, position: int, kernels: set[str]) -> tuple[str, str | None, int] | None:
@@ -387,9 +413,21 @@ def pdl_launched(display: str, sites: list[LaunchSite], instantiations: dict[str
 
 def largest_smem(display: str, sites: list[SmemSite], instantiations: dict[str, set[str]]) -> SmemSite | None:
     """Of the sites that give a compiled kernel a number of bytes of dynamic shared memory (`applies`), the one
-    that gives the most."""
-    found = [site for site in smem_of(display, sites, instantiations) if site.bytes > 0]
-    return max(found, key=lambda site: (site.bytes, site.path, -site.line), default=None)
+    that gives the most (a site the compiler sizes counts once its size is evaluated, `bytes` more than 0)."""
+    found = [site for site in smem_of(display, sites, instantiations) if site.bytes]
+    return max(found, key=lambda site: (site.bytes or 0, site.path, -site.line), default=None)
+
+
+def unsettled_smem(display: str, sites: list[SmemSite], instantiations: dict[str, set[str]]) -> SmemSite | None:
+    """The first of the launches that give a compiled kernel dynamic shared memory of a size the source does not
+    settle (a size the run computes: the kernel may get more than any settled site gives), unless a settled
+    `cudaFuncSetAttribute` caps what every launch may take (the opt-in is the most a launch gets). An attribute of a
+    size the run computes caps nothing and gives nothing: the launches say what the kernel takes."""
+    mine = smem_of(display, sites, instantiations)
+    if any(site.bytes and site.via == _SET_ATTRIBUTE for site in mine):
+        return None
+    return min((site for site in mine if site.bytes is None and site.via != _SET_ATTRIBUTE),
+               key=lambda site: (site.path, site.line), default=None)
 
 
 def smem_of(display: str, sites: list[SmemSite], instantiations: dict[str, set[str]]) -> list[SmemSite]:

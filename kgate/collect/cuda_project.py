@@ -17,9 +17,11 @@ from collections.abc import Iterable, Iterator, Sequence
 from kgate.collect import depends
 from kgate.collect.cpp_flow import Flow, line_starts
 from kgate.collect.cpp_statements import is_call
-from kgate.collect.cpp_text import balanced, calls_of, shared_blank
+from kgate.collect.cpp_text import balanced, calls_of, macros, shared_blank
 from kgate.collect.cuda_checks import (
+    NAMED_WORD,
     NEEDLES,
+    RUNTIME_QUERIES,
     SYNC_NEEDLES,
     CheckedSyncs,
     Checks,
@@ -53,6 +55,8 @@ class Project:
         self._syncs: dict[str, Counts | None] | None = None
         self._words: dict[str, frozenset[bytes]] = {}
         self._state: tuple[list[int] | None] | None = None  # (the state,) once read
+        self._named: frozenset[str] | None = None
+        self._defines: dict[str, list[tuple[str | None, str]]] = {}
 
     def files(self) -> list[tuple[str, str]]:
         if self._files is None:
@@ -90,11 +94,29 @@ class Project:
             self._checks[key] = self._readers(configured)
         return self._checks[key]
 
+    def named_definitions(self) -> frozenset[str]:
+        """The names that say they read the last error (`getLastCudaError`, `CHECK_LAST_CUDA_ERROR`) which the
+        project defines itself, as a macro or a host function that is not a member: what a call of one does is its
+        definition's, not its name's."""
+        if self._named is None:
+            found: set[str] = set()
+            for rel, path in self.files():
+                if not any(n in self.data(rel, path) for n in NEEDLES):
+                    continue
+                flow = self._flow(rel, path)
+                names = {m.group() for m in NAMED_WORD.finditer(flow.code)} - set(RUNTIME_QUERIES)
+                if names:
+                    found.update(m.name for m in macros(flow.code) if m.name in names)
+                    found.update(name for name, *_ in definitions(flow.code, flow, names))
+            self._named = frozenset(found)
+        return self._named
+
     def _readers(self, configured: Sequence[str]) -> dict[str, Counts | None]:
         found: dict[str, Counts | None] = {}
         needles = (*NEEDLES, *(name.encode() for name in configured))
         files = [(rel, path) for rel, path in self.files() if any(n in self.data(rel, path) for n in needles)]
-        reads = last_error_reads(configured, {})
+        named = self.named_definitions()
+        reads = last_error_reads(configured, {}, named)
         for _ in range(_ROUNDS):
             new: dict[str, Counts | None] = {}
             for rel, path in files:
@@ -104,10 +126,13 @@ class Project:
                         known = new.get(name, frozenset())
                         new[name] = None if counts is None or known is None else known | counts
             # An overload that does not read the last error takes the calls with its numbers of arguments.
-            others = self._other_counts([n for n, counts in new.items() if counts is not None],
-                                        last_error_reads(configured, {**found, **new}))
+            every = last_error_reads(configured, {**found, **new}, named)
+            others = self._other_counts([n for n, counts in new.items() if counts is not None], every)
             new = {name: counts if counts is None else counts - others.get(name, frozenset())
                    for name, counts in new.items()}
+            # A macro a file defines again without the read (`#else`, or after an `#undef`) checks nothing there.
+            unread = self._redefined_unread(list(new), every)
+            new = {name: counts for name, counts in new.items() if name not in unread}
             new = {name: counts for name, counts in new.items() if counts is None or counts}
             if not new:
                 break
@@ -116,6 +141,26 @@ class Project:
             reads = checks_of((), new)
             files = [(rel, path) for rel, path in self.files() if self._mentions_any(rel, path, new)]
         return found
+
+    def _redefined_unread(self, names: list[str], reads: Checks) -> set[str]:
+        """The macros among `names` that a file defines both with a body that reads the last error and with one that
+        does not: under `#if` and `#else`, or again after an `#undef`. Which one a build sees is the build's."""
+        out: set[str] = set()
+        wanted = set(names)
+        if not names:
+            return out
+        defining = re.compile(rb"#[ \t]*define[ \t]+(?:" + b"|".join(re.escape(n.encode()) for n in sorted(names)) +
+                              rb")\b")
+        for rel, path in self.files():
+            if b"define" not in self.data(rel, path) or defining.search(self.data(rel, path)) is None:
+                continue
+            code = self._flow(rel, path).code
+            seen: dict[str, set[bool]] = {}
+            for macro in macros(code):
+                if macro.name in wanted:
+                    seen.setdefault(macro.name, set()).add(reads.search(code, macro.body, macro.end) is not None)
+            out.update(name for name, kinds in seen.items() if len(kinds) > 1)
+        return out
 
     def sync_checks(self) -> dict[str, Counts | None]:
         """The project's macros and host functions whose body holds a synchronizing call whose error is read (a test
@@ -160,6 +205,17 @@ class Project:
                     continue
                 end = code.find(";", balanced(code, match.end() - 1))
                 yield rel, flow, call, end if end >= 0 else len(code)
+
+    def macro_definitions(self, name: str) -> list[tuple[str | None, str]]:
+        """(parameter list, body) of each `#define` of `name` in the project's files, blanked; each name read once."""
+        if name not in self._defines:
+            out: list[tuple[str | None, str]] = []
+            for rel, path in self.files():
+                if self._mentions(rel, path, name.encode()) and b"define" in self.data(rel, path):
+                    code = self._flow(rel, path).code
+                    out += [(m.params, code[m.body:m.end]) for m in macros(code) if m.name == name]
+            self._defines[name] = out
+        return self._defines[name]
 
     def definers(self, name: str) -> list[str]:
         """The files that define a function `name` with its body."""

@@ -18,9 +18,17 @@ from dataclasses import dataclass
 
 from kgate.collect.cpp_flow import Flow, checked_after, first_exit, line_at, line_starts
 from kgate.collect.cpp_statements import head, statement_end
-from kgate.collect.cpp_text import balanced, macro_lines
+from kgate.collect.cpp_text import balanced, macro_lines, macros
 from kgate.collect.cuda_callers import Callers, Site, wrapped
-from kgate.collect.cuda_checks import CheckedSyncs, Checks, error_kept, is_program, last_error_reads, launch_checks
+from kgate.collect.cuda_checks import (
+    CheckedSyncs,
+    Checks,
+    error_kept,
+    is_program,
+    last_error_reads,
+    launch_checks,
+    passes_through,
+)
 from kgate.collect.cuda_project import Project
 
 _TRIPLE = re.compile(r"<<<")
@@ -79,8 +87,12 @@ class _Search:
         self.code, self.rel, self.check_macros, self.window, self.project = code, rel, check_macros, window, project
         self.comments = comments
         self.in_macro = macro_lines(code)
+        self.defines = macros(code)
+        self.passing: dict[str, bool] = {}  # macro -> whether it only runs what it is given
         self.starts = line_starts(code)
-        self.checks, self.reads = launch_checks(check_macros, {}), last_error_reads(check_macros, {})
+        # Before the project is read, a call whose name says it reads the last error is no check: the project may
+        # define that name, and then its definition says what it does.
+        self.checks, self.reads = launch_checks(check_macros, {}, None), last_error_reads(check_macros, {}, None)
         self.flow: Flow | None = None
         self.callers: dict[str, Callers] = {}
         self.beyond: Project | None = None
@@ -100,7 +112,7 @@ class _Search:
     def _judge(self, start: int, end: int, what: str) -> None:
         code = self.code
         name = launched_name(code, start, what)
-        if what == "ex" and error_kept(code, start):
+        if what == "ex" and error_kept(code, start, self._passes_through):
             return
         semicolon = code.find(";", end)
         semicolon = end if semicolon < 0 else semicolon
@@ -111,7 +123,7 @@ class _Search:
             return
         follow = self._callers(what)
         if in_macro:  # written in a macro's body: its uses are where it runs
-            reach = follow.expanded(start)
+            reach = follow.expanded(start, what == "ex" and self._begins_macro(start))
             if reach is None:
                 self.skipped.append(line_at(self.starts, start))
                 return
@@ -131,6 +143,25 @@ class _Search:
         if self.flow.checked(semicolon, self._wanted(what)) or self.flow.later(semicolon, self.reads):
             return True
         return self._program() and self.flow.later_anywhere(semicolon, self._syncs())
+
+    def _begins_macro(self, start: int) -> bool:
+        """Whether the launch call at `start` is the whole start of a macro's body (`#define LAUNCH(x)
+        cudaLaunchKernelEx(...)`): a use of the macro is the call, and its value the launch's error."""
+        macro = next((m for m in self.defines if m.start <= start < m.end), None)
+        return macro is not None and not self.code[macro.body:start].replace("\\", " ").strip()
+
+    def _passes_through(self, name: str) -> bool:
+        """Whether the macro `name` only runs what it is given (`#define TIMED(x) x`): every definition the file holds,
+        else every one the project's other files hold, and there is one."""
+        if name not in self.passing:
+            found = [(m.params, self.code[m.body:m.end]) for m in self.defines if m.name == name]
+            if not found:
+                if self.beyond is None:
+                    self._grow()
+                assert self.beyond is not None
+                found = self.beyond.macro_definitions(name)
+            self.passing[name] = bool(found) and all(passes_through(params, body) for params, body in found)
+        return self.passing[name]
 
     def _dead(self, start: int) -> bool:
         """Whether the launch at `start` never runs: a statement that leaves (a `return`, a `throw`, `abort()`,
@@ -192,13 +223,15 @@ class _Search:
         return self.syncs
 
     def _grow(self) -> bool:
-        """Read the project's own macros and functions that read the last error, once per file, on the first launch
-        the file's own text does not settle; whether there are any."""
+        """Read the project's own macros and functions that read the last error, and the names that say they read it
+        which it defines, once per file, on the first launch the file's own text does not settle; whether the checks
+        grew (a name that says it reads the last error counts from now on, where the project does not define it)."""
         self.beyond = self.project()
         own = self.beyond.last_error_checks(self.check_macros)
-        if own:
-            self.checks, self.reads = launch_checks(self.check_macros, own), last_error_reads(self.check_macros, own)
-        return bool(own)
+        named = self.beyond.named_definitions()
+        self.checks = launch_checks(self.check_macros, own, named)
+        self.reads = last_error_reads(self.check_macros, own, named)
+        return True
 
     def _wanted(self, what: str) -> Checks:
         return self.checks if what == "<<<" else self.reads

@@ -27,7 +27,7 @@ from typing import Any, Final
 import kgate
 from kgate.collect.cpp_constants import given_macros
 from kgate.collect.cuda_flags import choose_arch
-from kgate.collect.cuda_launches import LaunchSite, SmemSite, pdl_launch_sites, smem_sites
+from kgate.collect.cuda_launches import LaunchSite, SmemSite, every_smem_site, pdl_launch_sites
 from kgate.collect.cuda_names import global_definitions, matches
 from kgate.collect.cuda_sources import CudaSource, cuda_sources, defined_kernels
 from kgate.collect.files import aliases, display_path
@@ -398,7 +398,7 @@ def launch_sites(config: Config, sources: list[CudaSource], compilers: dict[str,
     # puts them): its sizes may name them. A header's own sites read those that every source including it defines
     # alike (two builds of it may define one otherwise).
     given = {source.path: given_macros(nvcc_command_flags(source.flags) if (compilers or {}).get(
-        source.entry.compiler, "nvcc") == "nvcc" else source.flags) for source in sources}
+        source.entry.compiler, "nvcc") == "nvcc" else source.flags, str(source.cwd)) for source in sources}
     includers: dict[Path, list[dict[str, str]]] = {}
     for source in sources:
         for header in source.headers:
@@ -427,5 +427,5 @@ def launch_sites(config: Config, sources: list[CudaSource], compilers: dict[str,
         shown = display_path(path, config.root, known)
         headers = tuple(texts[h][0] for h in headers_of.get(path, ()) if h in texts)
         sites.extend(pdl_launch_sites(text, shown, kernels, wrappers, headers, given.get(path)))
-        smem.extend(smem_sites(text, shown, kernels, headers, given.get(path), compiler=True))
+        smem.extend(every_smem_site(text, shown, kernels, headers, given.get(path), compiler=True))
     return sites, smem

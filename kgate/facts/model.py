@@ -113,14 +113,19 @@ class KernelFacts:
     # of the launch or the `cudaFuncSetAttribute`, whose size the file or the compiler settles); empty where none is
     # known (the figure is then ptxas's alone).
     smem_set_at: str = ""
+    # CUDA: a site ("path:line") that gives the kernel dynamic shared memory of a size the source does not settle (one
+    # the run computes); empty where every site settles its size.
+    smem_unsettled_at: str = ""
 
     @property
     def smem_dynamic_unknown(self) -> bool:
         """CUDA: whether the kernel uses dynamic shared memory (`extern __shared__`) whose size no site of the source
         settles, by the file or by the compiler (one the run computes, one a library's launcher sets in its own
-        header: CUTLASS's adapter sizes it from the kernel's `SharedStorage`): `resources.smem_bytes` then counts
-        its static memory alone."""
-        return self.language == "cuda" and self.entry.dynamic_shared and not self.smem_set_at
+        header: CUTLASS's adapter sizes it from the kernel's `SharedStorage`), or that one of its sites gives a size
+        the run computes: `resources.smem_bytes` then counts its static memory and the most a settled site gives,
+        and the kernel may get more."""
+        return self.language == "cuda" and self.entry.dynamic_shared and (
+            not self.smem_set_at or bool(self.smem_unsettled_at))
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -186,7 +191,7 @@ class KernelFacts:
             "specialization")
         _check(all(isinstance(v, str) for v in facts.captured), "captured")
         _check(all(isinstance(v, str) for v in facts.parameters), "parameters")
-        _check(isinstance(facts.smem_set_at, str), "smem_set_at")
+        _check(isinstance(facts.smem_set_at, str) and isinstance(facts.smem_unsettled_at, str), "smem_set_at")
         return facts
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from kgate.collect.captures import CapturedSpec
-from kgate.collect.cuda_launches import LaunchSite, SmemSite, largest_smem, pdl_launched
+from kgate.collect.cuda_launches import LaunchSite, SmemSite, largest_smem, pdl_launched, unsettled_smem
 from kgate.collect.cuda_names import matches
 from kgate.compile.cache import Cache, digest, file_hash
 from kgate.compile.compilation import Compilation, Needs, Progress, RunSummary
@@ -261,9 +261,10 @@ def configured(built: list[tuple[Compiled, KernelFacts]], sites: tuple[LaunchSit
                smem: list[SmemSite] | None = None, evaluated: Evaluated | None = None) -> list[KernelFacts]:
     """CUDA kernels' facts with what the configuration and the launch sites say: PDL, expectations, kind, and the
     dynamic shared memory the source launches them with (the most any site gives, added to ptxas's static figure,
-    as Triton's launcher's is; `smem_set_at` names the site). A site that names a template's arguments applies to
-    that instantiation (of those `built` holds). `evaluated`: by kernel variant, the sites whose size the compiler
-    evaluated for it (`kgate.facts.smem_probe`)."""
+    as Triton's launcher's is; `smem_set_at` names the site, `smem_unsettled_at` one whose size the run computes). A
+    site that names a template's arguments applies to that instantiation (of those `built` holds). `evaluated`: by
+    kernel variant, the sites whose size the compiler evaluated for it (`kgate.facts.smem_probe`); a site the
+    compiler was to size and did not is one whose size the run computes."""
     instantiations = instantiated([item for _unit, item in built])
     out = []
     for unit, item in built:
@@ -273,10 +274,17 @@ def configured(built: list[tuple[Compiled, KernelFacts]], sites: tuple[LaunchSit
         kind = next((k for pattern, k in sorted(plan["kind"].items()) if matches(item.kernel, [pattern])), "other")
         pdl = matches(item.kernel, plan["pdl"]) or pdl_launched(item.kernel, list(sites), instantiations) is not None
         item = replace(item, pdl=pdl, expect=expect, kind=kind)
-        given = largest_smem(item.kernel, [*(smem or ()), *(evaluated or {}).get(item.key, ())], instantiations)
-        if given is not None:
+        own = (evaluated or {}).get(item.key, [])
+        done = {(site.path, site.line) for site in own}
+        mine = [site if site.compiler is None else replace(site, bytes=None) for site in smem or ()
+                if site.compiler is None or (site.path, site.line) not in done]
+        given = largest_smem(item.kernel, [*mine, *own], instantiations)
+        if given is not None and given.bytes:
             item = replace(item, resources=replace(item.resources, smem_dynamic=given.bytes),
                            smem_set_at=f"{given.path}:{given.line}")
+        unsettled = unsettled_smem(item.kernel, mine, instantiations) if mine else None
+        if unsettled is not None:
+            item = replace(item, smem_unsettled_at=f"{unsettled.path}:{unsettled.line}")
         out.append(item)
     return out
 

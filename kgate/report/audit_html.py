@@ -13,7 +13,7 @@ import base64
 import hashlib
 
 from kgate.report.audit_md import HEADROOM_NOTE
-from kgate.report.audit_model import AuditModel, KernelAudit
+from kgate.report.audit_model import AuditModel, KernelAudit, smem_shown
 from kgate.report.audit_svg import gauges_chart, headroom_chart, roofline_chart, waves_chart
 from kgate.report.audit_tables import (
     RIDGE_NOTE,
@@ -144,7 +144,7 @@ def summary(model: AuditModel) -> str:
             + _cell(k.facts.target) + _cell(headroom_text(k.headroom.score), f"num {_status(k.headroom.score)}",
                                             f"{k.headroom.score:.6f}")
             + _cell(k.headroom.limiter) + _cell(res.registers, "num") + _cell(res.spill_stores, "num")
-            + _cell(f"{res.smem_bytes:,}", "num") + _cell(f"{wps:g}", "num") + _cell(len(k.findings), "num")
+            + _cell(smem_shown(k.facts), "num") + _cell(f"{wps:g}", "num") + _cell(len(k.findings), "num")
             + "</tr>")
     parts = [
         '<section id="summary"><h2>Closest to a cliff</h2>',

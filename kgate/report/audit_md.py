@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from kgate.report.audit_model import AuditModel, KernelAudit
+from kgate.report.audit_model import AuditModel, KernelAudit, smem_shown
 from kgate.report.audit_tables import (
     RIDGE_NOTE,
     baselined_note,
@@ -67,7 +67,7 @@ def summary_lines(model: AuditModel) -> list[str]:
         card = k.cards[0].residency if k.cards else None
         rows.append((str(n), f"[{cell(k.facts.kernel)}](#{k.anchor})", code(k.name or "-"), cell(k.facts.target),
                      headroom_text(k.headroom.score), cell(k.headroom.limiter), str(res.registers),
-                     str(res.spill_stores), f"{res.smem_bytes:,}",
+                     str(res.spill_stores), smem_shown(k.facts),
                      f"{card.warps_per_subcore:g}" if card else "-", str(len(k.findings))))
     lines += table(("#", "kernel", "variant", "target", "headroom", "limited by", "regs", "spill B", "smem B",
                     "warps/sub-core", "findings"), rows) if rows else ["No kernel variant compiled."]

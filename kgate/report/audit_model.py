@@ -347,7 +347,7 @@ def headroom(facts: KernelFacts, profile: Profile, res: Residency, limits: Thres
     else:
         terms.append(Term("spills", 1.0, "no spills"))
     smem, budget = facts.resources.smem_bytes, profile.smem_optin_per_cta
-    terms.append(Term("shared memory", 1 - smem / budget, f"{smem:,} of {budget:,} bytes per CTA"))
+    terms.append(Term("shared memory", 1 - smem / budget, f"{smem_shown(facts)} of {budget:,} bytes per CTA"))
     if facts.kind in limits.latency_kinds:
         need = limits.latency_warps
         terms.append(Term("warps per sub-core", min(1.0, (res.warps_per_subcore - need) / need),
@@ -434,3 +434,9 @@ def build(facts: Sequence[KernelFacts], failures: Sequence[CompileFailure], find
     card_list = tuple((target, tuple(cards[target])) for target in sorted(cards))
     return AuditModel(kernels, failed, card_list, tools, version, tuple(sort_findings(list(findings))),
                       baseline_state, baseline_compared, tuple(baseline_notes), verdict=verdict)
+
+
+def smem_shown(facts: KernelFacts) -> str:
+    """A kernel's shared memory per CTA as the reports write it: `1,024+?` where it takes dynamic shared memory of a
+    size the source does not settle (the figure counts the rest, and the run may give it more)."""
+    return f"{facts.resources.smem_bytes:,}" + ("+?" if facts.smem_dynamic_unknown else "")

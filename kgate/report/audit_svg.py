@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from kgate.report.audit_model import KernelAudit
+from kgate.report.audit_model import KernelAudit, smem_shown
 from kgate.report.audit_tables import headroom_text, percent
 from kgate.report.escape import html as escape
 
@@ -79,7 +79,7 @@ def gauges_chart(k: KernelAudit) -> str:
     if card:
         budget = card.profile.smem_optin_per_cta
         used = res.smem_bytes / budget
-        rows.append(("shared memory", used, f"{res.smem_bytes:,} / {budget:,} B",
+        rows.append(("shared memory", used, f"{smem_shown(k.facts)} / {budget:,} B",
                      "bad" if used > 1 else "warn" if used >= 0.9 else "ok"))
         wps = card.residency.warps_per_subcore
         if k.latency_bound_kind:

@@ -98,7 +98,8 @@ def budget_rows(audit: KernelAudit) -> tuple[Row, ...]:
     add(1, "spills", (spill for _ in cards),
         ((_status(res.spill_stores, audit.spill_cliff, 0.0) if res.spill_stores else "ok") for _ in cards))
     add(2, "shared memory per CTA",
-        (f"{number(res.smem_bytes)} of {number(c.profile.smem_optin_per_cta)} B "
+        (f"{number(res.smem_bytes)}{'+?' if facts.smem_dynamic_unknown else ''} of "
+         f"{number(c.profile.smem_optin_per_cta)} B "
          f"({percent(res.smem_bytes / c.profile.smem_optin_per_cta, 0)})" for c in cards),
         (_status(res.smem_bytes, c.profile.smem_optin_per_cta) for c in cards))
     if facts.smem_buffers and facts.smem_per_buffer:

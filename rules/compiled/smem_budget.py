@@ -22,7 +22,11 @@ evaluated for each instantiation by a probe compile of the kernel's file
 scope could say (a class's own member), or one a library's launcher sets in the
 library's header (CUTLASS's own adapter), is not counted: the kernel is judged
 on its static shared memory alone, and the report says the dynamic size is
-unknown (`smem` column `0+?`, `smem_dynamic_unknown` in JSON).
+unknown (`smem` column `0+?`, `smem_dynamic_unknown` in JSON). A kernel that
+one launch gives a settled size and another a size only the run knows (or one
+the compiler was to size and could not) is judged on the settled part and
+reported as unknown too (`1024+?`), unless a settled `cudaFuncSetAttribute`
+opt-in caps what its launches take.
 
 ## Why is this bad?
 The launch fails at run time ("out of resource: shared memory") on the card

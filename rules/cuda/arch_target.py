@@ -36,13 +36,17 @@ the `a` target), a loop's list included (`$(foreach sm,$(SMS),...sm_$(sm))`
 with `SMS ?= 90 120`, `for sm in 90 120; do`); a variable assigned just such a variable (`GPU = $(SM)`)
 passes it on. A variable no flag uses names no build.
 A Makefile reads the makefiles it `include`s (also `-include`, `sinclude`;
-relative to the including file's folder, and those they include in turn):
+relative to make's folder, the Makefile's, as make reads them also in the
+files it includes, else beside the file that writes the name; and those
+they include in turn):
 their flags and variables are its build's, so `GPU_ARCH ?= sm_90` in
 `config/arch.mk` under `-arch=$(GPU_ARCH)` in `gemm/Makefile` is judged by
 the sources `gemm/` owns and reported at the `include` line, naming where it
 is written (without a fix: the finding belongs to the file linted). A name
 make expands (`include $(ROOT)/arch.mk`) is not followed, and a plain
-`include` of a file that is not there is a note: its settings are unknown.
+`include` of a file that is not there is a note: its settings are unknown
+(for a Makefile; a `.mk` file's names are read from the folder of the
+Makefile that includes it).
 CMake's variables are read the same way:
 `set(ARCHS 120)` under `CUDA_ARCHITECTURES ${ARCHS}` or `set(CMAKE_CUDA_ARCHITECTURES ${ARCHS})`,
 `set(SM 120)` under `arch=compute_${SM},code=sm_${SM}`, a `foreach` over a list, a variable set to

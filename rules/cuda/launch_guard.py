@@ -9,7 +9,8 @@ call whose name says it reads the last error (a wrapper such as
 outside the project) or one of the check macros the project configures
 (option `check_macros`), and a `cudaLaunchKernelEx`, `cudaLaunchKernel`
 or `cudaLaunchCooperativeKernel` call whose returned error is dropped (not wrapped in a check macro, assigned,
-compared or returned) and not read back by a last-error query after it (the
+compared or returned; a `(void)` cast, parentheses or a macro of the project that only runs what it is given,
+`#define TIMED(call) call`, drop it) and not read back by a last-error query after it (the
 runtime queries, such a wrapper, or a check macro called without arguments
 like `C10_CUDA_KERNEL_LAUNCH_CHECK()`). Launches in comments and string
 literals are not launches, and neither launches nor checks count in code
@@ -57,22 +58,37 @@ with a `return;` at its top), a call that ends the process (`abort()`,
 `exit(1)`, `std::terminate()`, `__builtin_unreachable()`), or a check of a
 condition false as written (`assert(false)`, by which the author marks a
 branch never taken, and `TORCH_CHECK(false, ...)`, which throws), with no
-preprocessor line (an `#ifndef` may hold the exit) and no `goto` label in
-between. The cases of a switch are entered apart: a `return` in one leaves
-the next reachable.
+preprocessor line (an `#ifndef` may hold the exit) in between. What the
+statement returns runs first (`return run([&] { ...; k<<<g, b>>>(x); });`),
+a `throw` inside an expression (`n > 0 ? n : throw e`) leaves on one path
+only, and in a block with a `goto` a label may follow the exit: those
+launches are judged. The cases of a switch are entered apart: a `return` in
+one leaves the next reachable.
 
 A file that no build of the project compiles is not judged: a copy kept
 beside the built source (`gemv_backup.cu`), or a header no built source
-includes. kgate takes a file to be unbuilt only where its build can be read
-for certain: the nearest folder above it that holds a build of its own (a
-`setup.py`, a `pyproject.toml`, a `CMakeLists.txt` with a `project(`) names
-its sources in its `setup.py` extensions and CMake targets (as names, or a
-`file(GLOB ...)`), no other build tool's file is there (a Makefile, Bazel,
-Meson, or a shell script that runs a compiler itself), no Python module
-there compiles sources at run time (`torch.utils.cpp_extension.load`), no
-file there other than C++ names the file, and neither the sources nor the
-headers they include (directly or through others) are the file. In any
-doubt the file is built and its launches are judged.
+includes. kgate takes a file to be unbuilt only where every build of the
+project can be read for certain, all of them together (one build may compile
+another's files: a `setup.py` in `python/` that lists `../csrc/op.cu`). A
+build is a folder that holds a `setup.py`, a `pyproject.toml` or a
+`CMakeLists.txt` with a `project(`; a file under none is built. A build is
+read from its `setup.py` extensions (a list of sources bound once and never
+changed) and its CMake targets (names, and whatever a `file(GLOB ...)`
+matches, read from the folder CMake reads it from: a `.cmake` file's from
+the folder of the file that includes it, `${PROJECT_SOURCE_DIR}` from the
+folder that declares the project). A build that cannot be read so (another
+build tool's file: a Makefile of any name, Bazel, Meson; a script or a
+Python module that runs a compiler or builds an extension itself,
+`torch.utils.cpp_extension.load`; a source that is neither a name nor a
+glob) builds every file under its folder, and any file of the project where
+its build files lead above its folder (`..`, `CMAKE_SOURCE_DIR`) or where
+such a file lies under no build; one that names no sources (a
+`pyproject.toml` alone) builds the files of its folder that no build below
+it owns. A file is built where a build's sources
+are it or include it (directly or through other headers, wherever they
+are), where a file of the project other than C++ names it, and wherever a
+built file includes a file that a macro names (`#include IMPL_HEADER`).
+In any doubt the file is built and its launches are judged.
 
 A launch, or a call of a function that launches (below), written as the
 argument of a macro or function that reads the last error is checked by
@@ -92,7 +108,10 @@ hands its name to another that expands it (a macro defined once per
 platform, under `#if` and `#else`, has each definition judged the same way:
 the name another `#define` gives it is no use)
 (`DISPATCH_BY_DTYPE(dtype, CALL_KERNEL);`), through up to two more macros,
-and in the project's other files where the file itself uses it nowhere. No
+and in the project's other files where the file itself uses it nowhere. A
+macro whose body is a `cudaLaunchKernelEx` call (`#define LAUNCH(c, x)
+cudaLaunchKernelEx(&c, k, x)`) gives the launch's error as its value: a use
+that keeps it (`cudaError_t e = LAUNCH(c, x);`) checks the launch. No
 check is inserted into a macro's body. A launch in a macro the project never
 uses cannot be judged and is not reported; with the option
 `macros = "note"` such launches are counted, once per file, in a note.
@@ -156,7 +175,11 @@ defined or declared: the head of the next function is no check), without
 configuration. A function's read must run on every path through it: one
 that reads the last error only in a loop over what it is given (which may
 be nothing), only in a branch (`if (debug)`), or only to clear it when the
-status it is handed failed, checks nothing for a launch before its call:
+status it is handed failed, checks nothing for a launch before its call. A
+macro that a file also defines without the read (an empty `#else` branch
+of a debug-only check, a definition after an `#undef`) is none: the build
+that sees that definition checks nothing. One defined per platform, each
+definition reading the error, is a check:
 
 ```cuda
 #define CHECK_KERNEL_LAUNCH() CHECK(cudaGetLastError())
