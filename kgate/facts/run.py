@@ -282,7 +282,7 @@ def configured(built: list[tuple[Compiled, KernelFacts]], sites: tuple[LaunchSit
         if given is not None and given.bytes:
             item = replace(item, resources=replace(item.resources, smem_dynamic=given.bytes),
                            smem_set_at=f"{given.path}:{given.line}")
-        unsettled = unsettled_smem(item.kernel, mine, instantiations) if mine else None
+        unsettled = unsettled_smem(item.kernel, [*mine, *own], instantiations) if mine else None
         if unsettled is not None:
             item = replace(item, smem_unsettled_at=f"{unsettled.path}:{unsettled.line}")
         out.append(item)
