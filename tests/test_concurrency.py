@@ -313,6 +313,8 @@ WRITERS = {
                                            "`commit` (`atomic_write`)",
     ("kgate/evaluate/source.py", "_fork_worker"): "a pipe to the parent, not a file",
     ("kgate/commands/ulp.py", "pytest_argv"): "a pytest.ini in a fresh temporary folder",
+    ("kgate/compile/cuda_probe.py", "probe_task"): "the shared memory probe's source in a fresh temporary folder of "
+                                                    "its own, which nvcc compiles there",
     ("kgate/capture/session.py", "locked"): "a lock file opened to append to, never written",
     ("kgate/compile/environments.py", "_locked"): "a lock file opened to append to, never written",
     ("kgate/compile/environments.py", "_install"): "a record inside a temporary folder, moved into place whole",
