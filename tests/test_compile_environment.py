@@ -123,6 +123,13 @@ void launch(float* out) { staged<<<1, 128, SMEM_BYTES>>>(out); }
 """
 
 
+def _smem_bytes(project: Path, env: dict[str, str] | None) -> int:
+    """The shared memory `kgate check` reports for the one kernel of `project`, run with `env`."""
+    run = kgate("check", "--format", "json", "--exit-zero", "--select", "KG104", cwd=project, env=env, process=True)
+    assert run.code == 0, run.stderr
+    return int(run.json()["kernels"][0]["smem_bytes"])
+
+
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
 def test_a_macro_nvccs_flag_variables_define_counts_where_nvcc_puts_it(tmp_path: Path) -> None:
     """`-D`/`-U` in NVCC_PREPEND_FLAGS and NVCC_APPEND_FLAGS are nvcc's definitions: the dynamic shared memory a launch
@@ -132,10 +139,7 @@ def test_a_macro_nvccs_flag_variables_define_counts_where_nvcc_puts_it(tmp_path:
                                          'flags = ["-DSMEM_BYTES=150*1024"]\n')
 
     def smem(env: dict[str, str] | None = None) -> int:
-        run = kgate("check", "--format", "json", "--exit-zero", "--select", "KG104", cwd=tmp_path, env=env,
-                    process=True)
-        assert run.code == 0, run.stderr
-        return int(run.json()["kernels"][0]["smem_bytes"])
+        return _smem_bytes(tmp_path, env)
 
     # undefined again: a name `#ifndef` asks about that the flags leave undefined settles nothing (not guessed), so
     # the kernel's figure is its static shared memory alone (the compiler's), which every other figure adds to
@@ -158,10 +162,7 @@ def test_a_macro_an_options_file_defines_counts_where_it_is_named(tmp_path: Path
                                          'flags = ["-DSMEM_BYTES=150*1024"]\n')
 
     def smem(env: dict[str, str] | None = None) -> int:
-        run = kgate("check", "--format", "json", "--exit-zero", "--select", "KG104", cwd=tmp_path, env=env,
-                    process=True)
-        assert run.code == 0, run.stderr
-        return int(run.json()["kernels"][0]["smem_bytes"])
+        return _smem_bytes(tmp_path, env)
 
     static = smem({"NVCC_APPEND_FLAGS": "-USMEM_BYTES"})
     assert smem({"NVCC_APPEND_FLAGS": "--options-file opts.txt"}) - static == 32 * 1024

@@ -102,6 +102,13 @@ def _exits(code: str, at: int) -> bool:
 def _statement_end(code: str, at: int) -> int:
     """The offset of the `;` that ends the statement going on at `at`, past the brackets of what it holds (a lambda's
     body); -1 for none."""
+    end = _scan_statement(code, at)
+    return end if end < len(code) and code[end] == ";" else -1
+
+
+def _scan_statement(code: str, at: int) -> int:
+    """The offset where the statement going on at `at` stops, past the brackets of what it holds: its `;`, the
+    bracket that closes what holds it, or the end of the code."""
     depth = 0
     for index in range(at, len(code)):
         ch = code[index]
@@ -110,10 +117,10 @@ def _statement_end(code: str, at: int) -> int:
         elif ch in ")]}":
             depth -= 1
             if depth < 0:
-                return -1
+                return index
         elif ch == ";" and depth == 0:
             return index
-    return -1
+    return len(code)
 
 
 def leaves(code: str, end: int) -> bool:
@@ -214,11 +221,11 @@ class Flow:
             brace = self.parents[brace]
         close = self.closes[brace] if brace >= 0 else len(self.code)
         for found in checks.finditer(self.code, end, close):
-            if self._first_error_kept(found.start(), around):
-                pass  # `if (err == cudaSuccess) err = cudaGetLastError();`: the other path holds an earlier error
-            elif conditional(self.code, found.start()):
-                continue  # the body of a braceless if, else or loop: one path only
-            elif not (self.around(found.start()) in around or (brace < 0 and self.around(found.start()) < 0)):
+            # The body of a braceless if, else or loop, or another branch: one path only, unless the read is kept in
+            # a status only a success guards (`if (err == cudaSuccess) err = cudaGetLastError();`).
+            if (conditional(self.code, found.start())
+                    or not (self.around(found.start()) in around or (brace < 0 and self.around(found.start()) < 0))) \
+                    and not self._first_error_kept(found.start(), around):
                 continue
             return _RETURN.search(self.code, end, found.start()) is None and not leaves(self.code, end)
         return False
@@ -366,18 +373,8 @@ class Flow:
             paren = code.find("(", body)
             semicolon = code.find(";", balanced(code, paren)) if paren >= 0 else -1
             return semicolon + 1 if semicolon >= 0 else len(code)
-        depth = 0
-        for index in range(at, len(code)):
-            ch = code[index]
-            if ch in "([{":
-                depth += 1
-            elif ch in ")]}":
-                depth -= 1
-                if depth < 0:
-                    return index
-            elif ch == ";" and depth == 0:
-                return index + 1
-        return len(code)
+        end = _scan_statement(code, at)
+        return end + 1 if end < len(code) and code[end] == ";" else end
 
     def _next(self, at: int) -> int:
         """Offset of the first character at or after `at` that is not white space."""

@@ -72,6 +72,7 @@ class Callers:
         self._project_syncs: Matcher | None = None
         self._defines: list[Macro] | None = None
         self.outer = False  # reading another file's macro for a file's own call (`_expanded_elsewhere`)
+        self._others: dict[str, Callers] = {}  # those readings, by file
 
     def unchecked_calls(self, at: int, semicolon: int, depth: int = 0,
                         seen: frozenset[int] = frozenset()) -> tuple[list[Site], int] | None:
@@ -200,10 +201,14 @@ class Callers:
         there, each use followed as a launch written in that file is (`expanded`: to the calls of the function that
         holds it, in that file and, once, in the others): a dispatcher a generator wrote as a macro pasted into each
         case (`RUN_GEMM(...)`), whose function's caller checks. Followed from this file's own calls only."""
-        if self.project is None or self.outer or line_at(flow.starts, call) not in macro_lines(flow.code):
+        if self.project is None or self.outer:
             return False
-        other = Callers(flow, macro_lines(flow.code), self.checks, self.project, rel)
-        other.outer = True
+        other = self._others.get(rel)
+        if other is None:  # one reading of the file's macros and calls, however many of its calls are asked about
+            other = self._others[rel] = Callers(flow, macro_lines(flow.code), self.checks, self.project, rel)
+            other.outer = True
+        if line_at(flow.starts, call) not in other.in_macro:
+            return False
         reach = other.expanded(call)
         return reach is not None and not reach[0]
 

@@ -176,8 +176,9 @@ def readers(code: str, flow: Flow, reads: Matcher) -> Iterator[tuple[str, Counts
         at = match.start()
         macro = next((m for m in defined if m.start <= at < m.end), None)
         if macro is None:
-            found = _function_around(code, flow, at)
-            if found is not None and flow.every_path(at, _function_brace(code, flow, at)):
+            brace = _function_brace(code, flow, at)
+            found = _function(code, flow, brace) if brace >= 0 else None
+            if found is not None and flow.every_path(at, brace):
                 yield found
         elif at >= macro.body:  # in the body, not the name being defined
             yield macro.name, None if macro.params is None else _macro_counts(macro.params)
@@ -203,16 +204,6 @@ def _function_brace(code: str, flow: Flow, at: int) -> int:
     while brace >= 0 and head(code, flow.opens[brace])[0] != "function":
         brace = flow.parents[brace]
     return brace
-
-
-def _function_around(code: str, flow: Flow, at: int) -> tuple[str, Counts] | None:
-    """(name, counts) of the innermost function whose body holds `at`, lambdas in between passed over."""
-    brace = flow.around(at)
-    while brace >= 0:
-        if head(code, flow.opens[brace])[0] == "function":
-            return _function(code, flow, brace)
-        brace = flow.parents[brace]
-    return None
 
 
 def _function(code: str, flow: Flow, brace: int) -> tuple[str, Counts] | None:

@@ -173,16 +173,17 @@ class _Search:
         brace = self.flow.around(start)
         while brace >= 0:
             opening = self.flow.opens[brace]
-            kind = head(self.code, opening)[0]
-            if not _SWITCH_HEAD.search(self.code, max(0, opening - 400), opening + 1):
-                if brace not in self.exits:  # one reading per block, however many launches it holds
-                    close = self.flow.closes[brace]
+            if brace not in self.exits:  # one reading per block, however many launches it holds
+                close = self.flow.closes[brace]
+                if _SWITCH_HEAD.search(self.code, max(0, opening - 400), opening + 1):
+                    self.exits[brace] = (-1, close)
+                else:
                     line = _DIRECTIVE.search(self.code, opening, close)
                     self.exits[brace] = (first_exit(self.code, opening, close), close if line is None else line.start())
-                after, directive = self.exits[brace]
-                if 0 <= after < start < directive and not _LABEL.search(self.code, after, start):
-                    return True
-            if kind == "function":
+            after, directive = self.exits[brace]
+            if 0 <= after < start < directive and not _LABEL.search(self.code, after, start):
+                return True
+            if head(self.code, opening)[0] == "function":
                 return False
             brace = self.flow.parents[brace]
         return False
